@@ -1,0 +1,347 @@
+"""Data: a character tokenizer, text corpora and synthetic tasks, all behind one batch interface.
+
+Every dataset answers `get_batch(split, batch_size, block_size, generator) -> (x, y)`: x holds
+token ids (B, T) and y the next token at each position, with -1 where no loss is counted
+(teacher forcing: one forward pass scores every position at once).
+
+Corpora (`pydoc`, `shakespeare`, a file path) give random windows of block_size + 1 characters
+from a 90/10 train/validation split. Tasks (`sort`, `reverse`, `add`) give "question=answer"
+sequences whose loss is counted on the answer only, with an exact-match accuracy. `random` is the
+negative control: uniformly random tokens that no model can learn, so its loss stays at ln(vocab).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .errors import DataError
+
+SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+SHAKESPEARE_CHARS = 1_115_394
+
+CORPORA = ("pydoc", "shakespeare")
+TASKS = ("sort", "reverse", "add", "random")
+
+
+class CharTokenizer:
+    """One token per character; the vocabulary is the sorted set of characters seen."""
+
+    def __init__(self, chars):
+        self.itos = sorted(set(chars))
+        self.stoi = {ch: i for i, ch in enumerate(self.itos)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls(text)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.itos)
+
+    @property
+    def vocab(self) -> str:
+        return "".join(self.itos)
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted({ch for ch in text if ch not in self.stoi})
+        if unknown:
+            shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            raise DataError(
+                f"{len(unknown)} character(s) not in the vocabulary: {shown}; "
+                "remove them, or train on data that contains them"
+            )
+        return [self.stoi[ch] for ch in text]
+
+    def decode(self, ids) -> str:
+        return "".join(self.itos[int(i)] for i in ids)
+
+
+@dataclass
+class DataInfo:
+    """What `:data` shows about the current dataset."""
+
+    name: str
+    kind: str  # corpus | task
+    description: str
+    chars: int  # characters in the corpus, or characters per example for a task
+    vocab_size: int
+    train_tokens: int | None
+    val_tokens: int | None
+
+
+class TextCorpus:
+    """A text split 90/10 into train and validation; batches are random windows."""
+
+    is_task = False
+
+    def __init__(self, name: str, text: str, description: str):
+        if not text:
+            raise DataError(f"{name} is empty; choose a file that contains text")
+        self.name = name
+        self.description = description
+        self.text = text
+        self.tokenizer = CharTokenizer.from_text(text)
+        data = torch.tensor(self.tokenizer.encode(text), dtype=torch.long)
+        n = int(0.9 * len(data))
+        self.splits = {"train": data[:n], "val": data[n:]}
+
+    def info(self) -> DataInfo:
+        return DataInfo(
+            self.name, "corpus", self.description, len(self.text), self.tokenizer.vocab_size,
+            len(self.splits["train"]), len(self.splits["val"]),
+        )
+
+    def check_block_size(self, block_size: int) -> None:
+        shortest = min(len(self.splits["train"]), len(self.splits["val"]))
+        if shortest < block_size + 1:
+            raise DataError(
+                f"{self.name} is too short: its smaller split has {shortest} characters, and one "
+                f"window needs max_seq_len + 1 = {block_size + 1}; use a longer text or a smaller max_seq_len"
+            )
+
+    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator):
+        self.check_block_size(block_size)
+        data = self.splits[split]
+        starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+        x = torch.stack([data[i : i + block_size] for i in starts])  # (B, T)
+        y = torch.stack([data[i + 1 : i + 1 + block_size] for i in starts])  # (B, T): x shifted by one
+        return x, y
+
+
+class Task:
+    """A synthetic task: sequences "question=answer", loss and accuracy on the answer only.
+
+    Held-out examples are real: a question whose CRC32 is divisible by 10 is validation-only and
+    never drawn for training, so accuracy measures generalisation, not memory.
+    """
+
+    is_task = True
+    vocab = "0123456789+="
+
+    def __init__(self, name: str, size: int):
+        self.name = name
+        self.size = size
+        self.tokenizer = CharTokenizer(self.vocab)
+        self.description = {
+            "sort": f"sort {size} digits: 3141=1134",
+            "reverse": f"reverse {size} digits: 3141=1413",
+            "add": f"add two {size}-digit numbers: 12+34=046",
+        }[name]
+
+    # --- one example -------------------------------------------------------------------------
+    def question(self, digits: list[int]) -> str:
+        if self.name == "add":
+            return f"{''.join(map(str, digits[: self.size]))}+{''.join(map(str, digits[self.size :]))}="
+        return "".join(map(str, digits)) + "="
+
+    def answer(self, question: str) -> str:
+        body = question.rstrip("=")
+        if self.name == "sort":
+            return "".join(sorted(body))
+        if self.name == "reverse":
+            return body[::-1]
+        a, b = body.split("+")
+        return str(int(a) + int(b)).zfill(self.size + 1)  # fixed width: the answer length is known
+
+    @property
+    def n_digits(self) -> int:
+        return 2 * self.size if self.name == "add" else self.size
+
+    @property
+    def question_len(self) -> int:
+        return len(self.question([0] * self.n_digits))
+
+    @property
+    def answer_len(self) -> int:
+        return self.size + 1 if self.name == "add" else self.size
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens the model sees: question + answer minus the last (it is only a target)."""
+        return self.question_len + self.answer_len - 1
+
+    @staticmethod
+    def is_val(question: str) -> bool:
+        return zlib.crc32(question.encode()) % 10 == 0
+
+    def sample_questions(self, split: str, n: int, generator: torch.Generator) -> list[str]:
+        want_val = split == "val"
+        out = []
+        while len(out) < n:
+            digits = torch.randint(10, (n, self.n_digits), generator=generator).tolist()
+            out += [q for q in map(self.question, digits) if self.is_val(q) == want_val]
+        return out[:n]
+
+    # --- batches -----------------------------------------------------------------------------
+    def info(self) -> DataInfo:
+        return DataInfo(self.name, "task", self.description, self.seq_len + 1, self.tokenizer.vocab_size, None, None)
+
+    def check_block_size(self, block_size: int) -> None:
+        if block_size < self.seq_len:
+            raise DataError(
+                f"task {self.name} needs max_seq_len >= {self.seq_len}, the model has {block_size}; "
+                f"raise max_seq_len or choose a smaller task size"
+            )
+
+    def encode_examples(self, questions: list[str]):
+        seqs = torch.tensor([self.tokenizer.encode(q + self.answer(q)) for q in questions])  # (B, L)
+        x, y = seqs[:, :-1], seqs[:, 1:].clone()  # (B, L-1) each
+        y[:, : self.question_len - 1] = -1  # the question is given, not predicted: no loss there
+        return x, y
+
+    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator):
+        self.check_block_size(block_size)
+        return self.encode_examples(self.sample_questions(split, batch_size, generator))
+
+    @torch.no_grad()
+    def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> float:
+        """Exact match on n held-out questions.
+
+        One teacher-forced pass suffices: greedy decoding gets the whole answer right exactly when
+        the argmax at every answer position is right given the correct prefix.
+        """
+        was_training = model.training
+        model.eval()
+        try:
+            questions = self.sample_questions("val", n, torch.Generator().manual_seed(seed))
+            x, y = self.encode_examples(questions)
+            logits, _ = model(x.to(device))
+            pred = logits.argmax(dim=-1).cpu()  # (n, L-1)
+            answer = y != -1
+            correct = ((pred == y) | ~answer).all(dim=1)
+            return correct.float().mean().item()
+        finally:
+            model.train(was_training)
+
+
+class RandomTokens:
+    """The negative control: uniformly random tokens, fresh every batch. Nothing can be learned."""
+
+    is_task = True  # reported with the tasks, but it has no answer and so no accuracy
+
+    def __init__(self, vocab_size: int = 50):
+        self.name = "random"
+        self.description = f"uniformly random tokens from {vocab_size} symbols (nothing to learn)"
+        chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        self.tokenizer = CharTokenizer(chars[:vocab_size])
+
+    def info(self) -> DataInfo:
+        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None)
+
+    def check_block_size(self, block_size: int) -> None:
+        pass
+
+    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator):
+        seqs = torch.randint(self.tokenizer.vocab_size, (batch_size, block_size + 1), generator=generator)
+        return seqs[:, :-1], seqs[:, 1:]
+
+    def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> None:
+        return None
+
+
+# --- corpora ---------------------------------------------------------------------------------
+def pydoc_text() -> str:
+    """The English text of Python's own reference documentation: in every Python install."""
+    from pydoc_data.topics import topics
+
+    return "\n".join(topics[k] for k in sorted(topics))
+
+
+def cache_dir() -> Path:
+    if os.environ.get("MINITF_CACHE_DIR"):
+        return Path(os.environ["MINITF_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "minitf"
+
+
+def fetch_shakespeare(url: str | None = None, directory: Path | None = None, timeout: float = 20.0) -> Path:
+    """Download tiny Shakespeare once into the cache directory, checked against its SHA-256."""
+    url = url or os.environ.get("MINITF_SHAKESPEARE_URL") or SHAKESPEARE_URL
+    target = (directory or cache_dir()) / "tinyshakespeare.txt"
+    if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
+        return target
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            payload = response.read()
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise DataError(
+            f"could not download tiny Shakespeare from {url} ({reason}); connect to the internet, "
+            "or download that file yourself and use it by path: :data /path/to/input.txt"
+        ) from None
+    if _sha256(payload) != SHAKESPEARE_SHA256:
+        raise DataError(
+            f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {len(payload)} bytes); "
+            "check the URL (MINITF_SHAKESPEARE_URL) or use a local file by path"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(payload)
+    os.replace(tmp, target)  # never leave a half-written file under the final name
+    return target
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_text_file(path: str | Path) -> str:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError(f"no such file: {p}; give the path of a UTF-8 text file, or one of {', '.join(CORPORA + TASKS)}")
+    if p.is_dir():
+        raise DataError(f"{p} is a directory; give the path of a UTF-8 text file inside it")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise DataError(f"cannot read {p}: {e.strerror}; check its permissions") from None
+    if b"\x00" in raw:
+        raise DataError(f"{p} looks binary (it contains NUL bytes); give a UTF-8 text file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{p} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
+    if not text.strip():
+        raise DataError(f"{p} is empty; give a file that contains text")
+    return text
+
+
+def load_data(spec: str):
+    """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`, or a path."""
+    spec = spec.strip()
+    if not spec:
+        raise DataError(f"no data named; choose one of {', '.join(CORPORA + TASKS)} or a file path")
+    name, _, arg = spec.partition(":")
+    if name == "pydoc" and not arg:
+        return TextCorpus("pydoc", pydoc_text(), "Python's reference documentation (pydoc_data.topics)")
+    if name == "shakespeare" and not arg:
+        return TextCorpus("shakespeare", fetch_shakespeare().read_text("utf-8"), "tiny Shakespeare (karpathy/char-rnn)")
+    if name in TASKS:
+        default = 50 if name == "random" else (3 if name == "add" else 6)
+        size = _parse_size(name, arg, default)
+        if name == "random":
+            if not 2 <= size <= 62:
+                raise DataError(f"random takes a vocabulary size from 2 to 62, got {size}")
+            return RandomTokens(size)
+        if not 1 <= size <= 30:
+            raise DataError(f"{name} takes a size from 1 to 30, got {size}")
+        return Task(name, size)
+    return TextCorpus(Path(spec).name, read_text_file(spec), f"local file {Path(spec).expanduser()}")
+
+
+def _parse_size(name: str, arg: str, default: int) -> int:
+    if not arg:
+        return default
+    try:
+        return int(arg)
+    except ValueError:
+        raise DataError(f"{name}:{arg}: the size after ':' must be a whole number, e.g. {name}:{default}") from None

@@ -1,0 +1,180 @@
+"""Which device the model runs on: parse a user's name for it, list what this machine has, move there.
+
+Everything that asks torch about GPUs is guarded: on a machine without CUDA or MPS (or with a
+broken driver) these functions still answer, and a device the user asks for but cannot have is a
+`DeviceError` that lists what is available, never a RuntimeError from deep inside torch.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import dataclass
+
+import torch
+
+from .errors import DeviceError
+
+ACCEPTED_FORMS = "auto, cpu, cuda, cuda:N or mps"
+
+# "cuda:N" is the only form with an index: CPU and MPS are one device each.
+_DEVICE_NAME = re.compile(r"^(auto|cpu|cuda|mps)(?::(\d+))?$")
+
+
+def _cuda_count() -> int:
+    try:
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # a broken driver reads as "no GPU", not as a crash
+        return 0
+
+
+def _mps_available() -> bool:
+    try:
+        mps = getattr(torch.backends, "mps", None)
+        return bool(mps is not None and mps.is_available())
+    except Exception:
+        return False
+
+
+def available_device_names() -> list[str]:
+    """Names `resolve_device` accepts on this machine, besides "auto": e.g. ["cpu", "cuda:0"]."""
+    names = ["cpu"] + [f"cuda:{i}" for i in range(_cuda_count())]
+    if _mps_available():
+        names.append("mps")
+    return names
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """Turn a user's device name into a torch.device that exists here.
+
+    "auto" picks the fastest available: CUDA, then MPS, then CPU. Names are case-insensitive and
+    may carry surrounding spaces, since they come from a command line.
+    """
+    text = name.strip().lower() if isinstance(name, str) else None
+    match = _DEVICE_NAME.match(text) if text else None
+    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+        raise DeviceError(f"unknown device {name!r}; use one of {ACCEPTED_FORMS}")
+    kind, index = match.group(1), match.group(2)
+    available = ", ".join(available_device_names())
+
+    if kind == "auto":
+        if _cuda_count() > 0:
+            return resolve_device("cuda")
+        return torch.device("mps") if _mps_available() else torch.device("cpu")
+    if kind == "cpu":
+        return torch.device("cpu")
+    if kind == "mps":
+        if not _mps_available():
+            raise DeviceError(f"device {text!r} is not available here (no Apple MPS backend); available: {available}")
+        return torch.device("mps")
+
+    count = _cuda_count()
+    if count == 0:
+        raise DeviceError(f"device {text!r} is not available here (no CUDA GPU found); available: {available}")
+    if index is None:
+        # Plain "cuda" means the current GPU; spelling out its index makes `param.device == device` hold.
+        try:
+            return torch.device("cuda", torch.cuda.current_device())
+        except Exception:
+            return torch.device("cuda", 0)
+    if int(index) >= count:
+        gpus = "1 CUDA GPU" if count == 1 else f"{count} CUDA GPUs"
+        raise DeviceError(f"device {text!r} is not available here (only {gpus}); available: {available}")
+    return torch.device("cuda", int(index))
+
+
+@dataclass
+class DeviceInfo:
+    name: str  # what `resolve_device` accepts: "cpu", "cuda:0", "mps"
+    kind: str  # cpu | cuda | mps
+    description: str
+    memory_bytes: int | None  # total memory, None where it cannot be read
+    bf16: bool  # bfloat16 math runs natively (not emulated)
+    available: bool
+
+
+def _cpu_info() -> DeviceInfo:
+    threads = torch.get_num_threads()
+    processor = ""
+    try:
+        processor = platform.processor() or platform.machine()
+    except Exception:
+        pass
+    description = f"{processor}, {threads} threads" if processor else f"CPU, {threads} threads"
+    memory = None
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on Windows, or not reported
+        pass
+    return DeviceInfo("cpu", "cpu", description, memory, bf16=True, available=True)
+
+
+def _cuda_info(i: int) -> DeviceInfo:
+    name = f"cuda:{i}"
+    try:
+        description = torch.cuda.get_device_name(i)
+        memory = torch.cuda.get_device_properties(i).total_memory
+    except Exception as exc:  # listed by the driver but unusable: show why instead of failing
+        return DeviceInfo(name, "cuda", f"unusable: {exc}", None, bf16=False, available=False)
+    try:
+        # is_bf16_supported() asks about the current device, so make device i current for the question.
+        with torch.cuda.device(i):
+            bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # older torch without the including_emulation argument
+        bf16 = torch.cuda.get_device_capability(i)[0] >= 8
+    except Exception:
+        bf16 = False
+    return DeviceInfo(name, "cuda", description, memory, bf16=bool(bf16), available=True)
+
+
+def _mps_info() -> DeviceInfo:
+    memory = None
+    try:
+        memory = int(torch.mps.recommended_max_memory())
+    except Exception:
+        pass
+    try:
+        torch.ones(1, dtype=torch.bfloat16, device="mps")  # needs macOS 14 or newer
+        bf16 = True
+    except Exception:
+        bf16 = False
+    return DeviceInfo("mps", "mps", "Apple GPU (Metal Performance Shaders)", memory, bf16=bf16, available=True)
+
+
+def describe_devices() -> list[DeviceInfo]:
+    """Every device this machine offers, CPU first. Never raises, with or without GPUs."""
+    devices = [_cpu_info()]
+    devices += [_cuda_info(i) for i in range(_cuda_count())]
+    if _mps_available():
+        devices.append(_mps_info())
+    return devices
+
+
+def move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device | str) -> None:
+    """Move the optimizer's per-parameter state (e.g. AdamW's exp_avg, exp_avg_sq) to `device`.
+
+    Follows torch's own rule from `Optimizer.load_state_dict`: the `step` counter stays where it
+    is (a CPU scalar, so reading it never syncs with the GPU) unless the param group is `fused` or
+    `capturable`, in which case it lives on the parameter's device as float32.
+    """
+    device = torch.device(device)
+    group_of = {id(p): group for group in optimizer.param_groups for p in group["params"]}
+    for param, state in optimizer.state.items():
+        group = group_of.get(id(param), {})
+        step_on_device = bool(group.get("fused") or group.get("capturable"))
+        for key, value in state.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if key == "step":
+                if step_on_device:
+                    state[key] = value.to(device=device, dtype=torch.float32)
+            else:
+                state[key] = value.to(device)
+
+
+def move_to(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, device: torch.device | str) -> None:
+    """Move a model and its optimizer together, so the next step finds params and state in one place."""
+    model.to(device)
+    if optimizer is not None:
+        move_optimizer_state(optimizer, device)

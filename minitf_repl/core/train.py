@@ -1,0 +1,226 @@
+"""Training: AdamW, linear warm-up then cosine decay, gradient clipping, periodic evaluation.
+
+The core never prints. Each step leaves through `on_step(StepInfo)`; the caller decides what to
+show. `should_stop()` is asked between steps (the REPL maps Ctrl-C to it), so a stop never cuts a
+step in half: weights, optimizer, history and run position always agree, and `run()` continues.
+
+A run is a fixed number of steps with its own learning-rate schedule. The trainer remembers where
+in the run it is, so a stopped run resumes on the same schedule (and a checkpoint restores that).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+
+from .config import TrainConfig
+from .errors import ConfigError, TrainingDiverged
+
+
+@dataclass
+class StepInfo:
+    step: int  # optimizer steps done in total (across runs)
+    run_step: int  # steps done in this run
+    run_steps: int  # length of this run
+    train_loss: float
+    lr: float
+    grad_norm: float
+    tokens_per_second: float
+    elapsed: float  # seconds spent in this run, evaluation included
+    val_loss: float | None = None
+    accuracy: float | None = None
+
+
+@dataclass
+class RunSummary:
+    steps: int  # steps done by this call
+    total_steps: int  # optimizer steps done in total
+    run_remaining: int
+    stopped: bool  # a stop request ended the call before the run did
+    train_loss: float | None
+    val_loss: float | None
+    accuracy: float | None
+    tokens_per_second: float
+    seconds: float
+
+
+def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
+    """Linear warm-up to config.lr, then cosine decay to lr * min_lr_ratio at the end of the run."""
+    warmup = min(config.warmup_steps, max(run_steps - 1, 0))
+    if run_step < warmup:
+        return config.lr * (run_step + 1) / warmup
+    progress = (run_step - warmup) / max(run_steps - warmup, 1)
+    floor = config.lr * config.min_lr_ratio
+    return floor + 0.5 * (config.lr - floor) * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    # Decay matrices only: biases, LayerNorm gains and 1-D tensors keep their scale.
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.99))
+
+
+class Trainer:
+    """Owns the optimizer, the data RNG, the run position and the loss history of one model."""
+
+    def __init__(self, model, data, config: TrainConfig, device: torch.device | str = "cpu"):
+        self.model = model
+        self.data = data
+        self.config = config
+        self.device = torch.device(device)
+        self.optimizer = make_optimizer(model, config)
+        self.generator = torch.Generator().manual_seed(config.seed)  # draws the training batches
+        self.step = 0
+        self.run_start = 0
+        self.run_steps = 0
+        self.run_elapsed = 0.0
+        self.history: list[dict] = []
+
+    @property
+    def block_size(self) -> int:
+        return self.model.config.max_seq_len
+
+    @property
+    def run_remaining(self) -> int:
+        return self.run_start + self.run_steps - self.step
+
+    def start_run(self, steps: int | None = None) -> None:
+        steps = self.config.steps if steps is None else steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
+            raise ConfigError(f"steps must be a positive whole number, got {steps!r}")
+        self.data.check_block_size(self.block_size)
+        self.run_start, self.run_steps, self.run_elapsed = self.step, steps, 0.0
+
+    # --- evaluation ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float | None]:
+        """Mean validation loss over config.eval_batches batches, and the task accuracy if any.
+
+        The validation batches come from their own generator, seeded the same each time: every
+        evaluation scores the same examples, and evaluating never shifts the training batches.
+        """
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            g = torch.Generator().manual_seed(self.config.seed + 1)
+            losses = []
+            for _ in range(self.config.eval_batches):
+                x, y = self.data.get_batch("val", self.config.batch_size, self.block_size, g)
+                _, loss = self.model(x.to(self.device), y.to(self.device))
+                losses.append(loss.item())
+            accuracy = None
+            if getattr(self.data, "accuracy", None) is not None:
+                accuracy = self.data.accuracy(self.model, device=self.device)
+            return sum(losses) / len(losses), accuracy
+        finally:
+            self.model.train(was_training)
+
+    # --- the loop --------------------------------------------------------------------------------
+    def run(
+        self,
+        on_step: Callable[[StepInfo], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> RunSummary:
+        """Train until the current run ends or should_stop() says so. Starts a run if none is open."""
+        if self.run_remaining <= 0:
+            self.start_run()
+        self.data.check_block_size(self.block_size)
+        model, cfg = self.model, self.config
+        model.train()
+        call_start = time.perf_counter()
+        done, tokens, busy = 0, 0, 0.0
+        last: StepInfo | None = None
+        stopped = False
+        while self.run_remaining > 0:
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
+            t0 = time.perf_counter()
+            run_step = self.step - self.run_start
+            lr = lr_at(run_step, self.run_steps, cfg)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+
+            x, y = self.data.get_batch("train", cfg.batch_size, self.block_size, self.generator)
+            x, y = x.to(self.device), y.to(self.device)
+            _, loss = model(x, y)
+            self._check_finite("loss", loss)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            self._check_finite("gradient norm", grad_norm)
+            self.optimizer.step()
+            self.step += 1
+            done += 1
+
+            step_seconds = time.perf_counter() - t0
+            tokens += x.numel()
+            busy += step_seconds
+            info = StepInfo(
+                step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
+                train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
+                tokens_per_second=x.numel() / max(step_seconds, 1e-9), elapsed=0.0,
+            )
+            if info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps:
+                info.val_loss, info.accuracy = self.evaluate()
+            self.run_elapsed += time.perf_counter() - t0
+            info.elapsed = self.run_elapsed
+            self.history.append(asdict(info))
+            last = info
+            if on_step is not None:
+                on_step(info)
+
+        evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
+        return RunSummary(
+            steps=done, total_steps=self.step, run_remaining=self.run_remaining, stopped=stopped,
+            train_loss=last.train_loss if last else None,
+            val_loss=evals[-1]["val_loss"] if evals else None,
+            accuracy=evals[-1]["accuracy"] if evals else None,
+            tokens_per_second=tokens / busy if busy else 0.0,
+            seconds=time.perf_counter() - call_start,
+        )
+
+    def _check_finite(self, what: str, value: torch.Tensor) -> None:
+        if torch.isfinite(value).all():
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        raise TrainingDiverged(
+            f"the {what} became {value.item()} at step {self.step + 1}; that update was not applied "
+            f"(the weights are those of step {self.step}). Lower the learning rate "
+            f"(now {self.config.lr:g}, try :set lr={self.config.lr / 10:g}) and :train again"
+        )
+
+    # --- state for checkpoints ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Everything but the model weights needed to continue exactly: JSON-able plus tensors."""
+        return {
+            "step": self.step,
+            "run_start": self.run_start,
+            "run_steps": self.run_steps,
+            "run_elapsed": self.run_elapsed,
+            "history": self.history,
+            "train_config": self.config.to_dict(),
+            "generator": self.generator.get_state(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.config = TrainConfig.from_dict(state["train_config"])
+        self.step = state["step"]
+        self.run_start = state["run_start"]
+        self.run_steps = state["run_steps"]
+        self.run_elapsed = state["run_elapsed"]
+        self.history = list(state["history"])

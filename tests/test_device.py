@@ -1,0 +1,159 @@
+"""Device names, the device list, and moving a model with its optimizer state.
+
+The CUDA tests carry the `gpu` marker (off by default; `pytest -m gpu` runs them) and skip
+without a GPU. The error paths for missing GPUs are tested everywhere by faking what torch reports.
+"""
+
+import pytest
+import torch
+
+from minitf_repl.core import device as device_mod
+from minitf_repl.core.device import DeviceInfo, describe_devices, move_to, resolve_device
+from minitf_repl.core.errors import DeviceError, UserError
+from minitf_repl.core.model import MiniTransformerLM, ModelConfig
+
+HAS_CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+SIZES = dict(vocab_size=11, max_seq_len=16, d_model=32, n_heads=2, n_layers=2, d_ff=48)
+
+
+@pytest.mark.parametrize("name", ["cpu", " CPU ", "Cpu\n"])
+def test_resolve_cpu(name):
+    assert resolve_device(name) == torch.device("cpu")
+
+
+def test_resolve_auto():
+    got = resolve_device("auto")
+    assert got == resolve_device()
+    expected = "cuda" if HAS_CUDA else ("mps" if torch.backends.mps.is_available() else "cpu")
+    assert got.type == expected
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
+@pytest.mark.parametrize("name", ["cuda", "CUDA", "cuda:0", "cuda:3"])
+def test_cuda_missing_raises(name):
+    with pytest.raises(DeviceError, match=r"not available here \(no CUDA GPU found\); available: cpu"):
+        resolve_device(name)
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has MPS")
+def test_mps_missing_raises():
+    with pytest.raises(DeviceError, match="'mps' is not available here.*available: cpu"):
+        resolve_device("mps")
+
+
+@pytest.mark.parametrize("name", ["tpu", "gpu0", "cuda:x", "", "   ", "cpu:0", "mps:1", "cuda:-1", "cuda:", None, 0])
+def test_unknown_names_raise(name):
+    with pytest.raises(DeviceError, match="auto, cpu, cuda, cuda:N or mps"):
+        resolve_device(name)
+
+
+def test_device_error_is_a_user_error():
+    assert issubclass(DeviceError, UserError)
+
+
+def fake_gpus(monkeypatch, count: int) -> None:
+    monkeypatch.setattr(device_mod, "_cuda_count", lambda: count)
+
+
+def test_index_past_the_gpu_count_raises(monkeypatch):
+    fake_gpus(monkeypatch, 1)
+    with pytest.raises(DeviceError, match=r"'cuda:3' is not available here \(only 1 CUDA GPU\); available: cpu, cuda:0"):
+        resolve_device("cuda:3")
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+
+
+def test_auto_prefers_cuda(monkeypatch):
+    fake_gpus(monkeypatch, 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device("auto") == torch.device("cuda", 1)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+
+
+def test_describe_devices():
+    devices = describe_devices()
+    assert all(isinstance(d, DeviceInfo) for d in devices)
+    cpu = devices[0]
+    assert (cpu.name, cpu.kind, cpu.available, cpu.bf16) == ("cpu", "cpu", True, True)
+    assert cpu.description
+    assert cpu.memory_bytes is None or cpu.memory_bytes > 0
+    assert len([d for d in devices if d.kind == "cuda"]) == (torch.cuda.device_count() if HAS_CUDA else 0)
+    # Every listed, available device is one resolve_device accepts.
+    for d in devices:
+        if d.available:
+            assert resolve_device(d.name).type == d.kind
+
+
+def make_trained(device="cpu"):
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(**SIZES)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    step(model, optimizer)
+    return model, optimizer
+
+
+def step(model, optimizer) -> None:
+    device = next(model.parameters()).device
+    idx = torch.randint(0, 11, (3, 7), generator=torch.Generator().manual_seed(1)).to(device)
+    _, loss = model(idx, targets=idx)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def state_tensors(optimizer):
+    return [(key, value) for state in optimizer.state.values() for key, value in state.items() if torch.is_tensor(value)]
+
+
+def test_move_to_cpu_keeps_everything_on_cpu_and_still_steps():
+    model, optimizer = make_trained()
+    move_to(model, optimizer, resolve_device("cpu"))
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    assert state_tensors(optimizer) and all(v.device.type == "cpu" for _, v in state_tensors(optimizer))
+    before = model.blocks[0].ffn.fc_in.weight.detach().clone()
+    step(model, optimizer)
+    assert not torch.equal(before, model.blocks[0].ffn.fc_in.weight)
+    assert all(v.item() == 2 for k, v in state_tensors(optimizer) if k == "step")
+
+
+def test_move_to_without_optimizer():
+    model, _ = make_trained()
+    move_to(model, None, "cpu")
+    assert all(p.device.type == "cpu" for p in model.parameters())
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_move_to_cuda_and_back():
+    model, optimizer = make_trained()
+    gpu = resolve_device("cuda")
+    move_to(model, optimizer, gpu)
+    assert all(p.device == gpu for p in model.parameters())
+    for key, value in state_tensors(optimizer):
+        # torch keeps AdamW's step counter on the CPU unless the optimizer is fused or capturable.
+        assert value.device.type == ("cpu" if key == "step" else "cuda"), key
+    step(model, optimizer)  # fails with a device mismatch if any state was left behind
+    move_to(model, optimizer, "cpu")
+    assert all(v.device.type == "cpu" for _, v in state_tensors(optimizer))
+    step(model, optimizer)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_move_fused_optimizer_keeps_step_with_params():
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(**SIZES)).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    step(model, optimizer)
+    move_to(model, optimizer, "cpu")
+    move_to(model, optimizer, "cuda")
+    assert all(v.device.type == "cuda" for _, v in state_tensors(optimizer))
+    step(model, optimizer)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_describe_cuda_devices():
+    cuda = [d for d in describe_devices() if d.kind == "cuda"]
+    assert cuda and cuda[0].name == "cuda:0" and cuda[0].memory_bytes > 0 and cuda[0].description
