@@ -1,0 +1,200 @@
+"""Data: tokenizer, corpora (pydoc, shakespeare over a local server, files) and synthetic tasks."""
+
+import hashlib
+import http.server
+import math
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from minitf_repl.core import data as D
+from minitf_repl.core.errors import DataError
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+def test_tokenizer_round_trip_and_unknown_characters_named():
+    tok = D.CharTokenizer.from_text("hello world")
+    assert tok.vocab == " dehlorw"
+    assert tok.decode(tok.encode("hello")) == "hello"
+    with pytest.raises(DataError, match=r"'Z'.*'q'|2 character"):
+        tok.encode("hq Z")
+
+
+def test_pydoc_is_builtin_and_split_90_10():
+    corpus = D.load_data("pydoc")
+    info = corpus.info()
+    assert info.kind == "corpus" and info.chars > 400_000 and 80 < info.vocab_size < 130
+    assert info.train_tokens == int(0.9 * info.chars)
+    assert info.train_tokens + info.val_tokens == info.chars
+
+
+def test_corpus_batches_are_windows_shifted_by_one():
+    corpus = D.load_data("pydoc")
+    g = torch.Generator().manual_seed(0)
+    x, y = corpus.get_batch("train", 3, 7, g)
+    assert x.shape == y.shape == (3, 7) and x.dtype == torch.long
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    text = corpus.tokenizer.decode(torch.cat([x[0], y[0, -1:]]))
+    assert text in corpus.text
+
+
+def _write(tmp_path, name, content: bytes):
+    p = tmp_path / name
+    p.write_bytes(content)
+    return str(p)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"", "empty"), (b"   \n", "empty"), (b"ab\x00cd" * 10, "binary"), (b"\xff\xfe\xfa text", "not UTF-8")],
+)
+def test_bad_local_files(tmp_path, content, message):
+    with pytest.raises(DataError, match=message):
+        D.load_data(_write(tmp_path, "f.txt", content))
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        D.load_data(str(tmp_path / "nope.txt"))
+    with pytest.raises(DataError, match="directory"):
+        D.load_data(str(tmp_path))
+
+
+def test_text_too_short_for_one_window(tmp_path):
+    corpus = D.load_data(_write(tmp_path, "short.txt", b"a tiny text of forty characters or so..."))
+    with pytest.raises(DataError, match="too short"):
+        corpus.get_batch("train", 2, 64, torch.Generator())
+    corpus.get_batch("train", 2, 2, torch.Generator())  # a small window fits
+
+
+def test_local_utf8_file(tmp_path):
+    corpus = D.load_data(_write(tmp_path, "poem.txt", "naïve café — ünïcode\n".encode() * 20))
+    assert "é" in corpus.tokenizer.vocab and corpus.info().name == "poem.txt"
+
+
+# --- shakespeare, against a local server -----------------------------------------------------
+class _Server:
+    def __init__(self, payload: bytes):
+        payload_ = payload
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            hits = 0
+
+            def do_GET(self):
+                Handler.hits += 1
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(payload_)))
+                self.end_headers()
+                self.wfile.write(payload_)
+
+            def log_message(self, *args):
+                pass
+
+        self.handler = Handler
+        self.httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/input.txt"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
+def test_shakespeare_download_checked_and_cached(tmp_path, monkeypatch):
+    payload = SHARED.read_bytes()
+    assert hashlib.sha256(payload).hexdigest() == D.SHAKESPEARE_SHA256
+    server = _Server(payload)
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", server.url)
+    try:
+        corpus = D.load_data("shakespeare")
+        assert corpus.info().chars == D.SHAKESPEARE_CHARS and corpus.tokenizer.vocab_size == 65
+        assert server.handler.hits == 1
+    finally:
+        server.close()
+    # Cached: the server is gone, loading still works and nothing is fetched.
+    assert D.load_data("shakespeare").info().chars == D.SHAKESPEARE_CHARS
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_shakespeare_wrong_bytes_rejected(tmp_path, monkeypatch):
+    server = _Server(b"not shakespeare at all\n" * 100)
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", server.url)
+    try:
+        with pytest.raises(DataError, match="SHA-256 mismatch"):
+            D.load_data("shakespeare")
+    finally:
+        server.close()
+    assert not (tmp_path / "tinyshakespeare.txt").exists()
+
+
+def test_shakespeare_offline_is_a_clear_error(tmp_path, monkeypatch):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/input.txt"
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", url)
+    with pytest.raises(DataError) as e:
+        D.load_data("shakespeare")
+    assert url in str(e.value) and ":data /path/to/input.txt" in str(e.value)
+
+
+# --- tasks ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "spec, question, answer",
+    [("sort:4", "3141=", "1134"), ("reverse:4", "3141=", "1413"), ("add:2", "12+34=", "046"), ("add:2", "99+99=", "198")],
+)
+def test_task_answers(spec, question, answer):
+    assert D.load_data(spec).answer(question) == answer
+
+
+@pytest.mark.parametrize("spec", ["sort", "reverse", "add"])
+def test_task_batches_mask_the_question(spec):
+    task = D.load_data(spec)
+    x, y = task.get_batch("train", 5, 64, torch.Generator().manual_seed(1))
+    assert x.shape == y.shape == (5, task.seq_len)
+    assert (y[:, : task.question_len - 1] == -1).all()
+    assert (y[:, task.question_len - 1 :] >= 0).all()
+    for row_x, row_y in zip(x, y):
+        seq = task.tokenizer.decode(row_x) + task.tokenizer.decode(row_y[-1:])
+        q, a = seq[: task.question_len], seq[task.question_len :]
+        assert task.answer(q) == a
+
+
+def test_task_validation_questions_are_held_out():
+    task = D.load_data("sort")
+    g = torch.Generator().manual_seed(0)
+    train = set(task.sample_questions("train", 2000, g))
+    val = set(task.sample_questions("val", 500, g))
+    assert train and val and not (train & val)
+    assert all(D.Task.is_val(q) for q in val)
+
+
+def test_task_needs_room_in_the_context():
+    with pytest.raises(DataError, match="max_seq_len >= 12"):
+        D.load_data("sort").check_block_size(8)
+
+
+def test_random_tokens_are_uniform_and_fresh():
+    data = D.load_data("random")
+    assert data.tokenizer.vocab_size == 50
+    g = torch.Generator().manual_seed(0)
+    x1, y1 = data.get_batch("train", 64, 64, g)
+    x2, _ = data.get_batch("train", 64, 64, g)
+    assert not torch.equal(x1, x2)
+    counts = torch.bincount(x1.flatten(), minlength=50).float()
+    assert counts.min() > 0 and abs(counts.mean() - x1.numel() / 50) < 1e-6
+    assert data.accuracy(None) is None
+
+
+@pytest.mark.parametrize("spec, message", [("", "no data"), ("sort:x", "whole number"), ("sort:0", "size"), ("random:1", "vocabulary size")])
+def test_bad_specs(spec, message):
+    with pytest.raises(DataError, match=message):
+        D.load_data(spec)

@@ -1,0 +1,110 @@
+"""Generation: the KV cache against the naive loop, sampling rules and their errors."""
+
+import pytest
+import torch
+
+from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.errors import UserError
+from minitf_repl.core.generate import generate, sample_next
+from minitf_repl.core.model import MiniTransformerLM
+
+
+def make_model(**overrides):
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=11, max_seq_len=16, d_model=32, n_heads=2, n_layers=2, d_ff=48)
+    cfg.update(overrides)
+    model = MiniTransformerLM(ModelConfig(**cfg))
+    # Sharpen the untrained model a little so sampling is not uniform noise.
+    with torch.no_grad():
+        model.token_embedding.weight.mul_(10)
+    return model
+
+
+@pytest.mark.parametrize("attention", ["explicit", "sdpa"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal"])
+@pytest.mark.parametrize(
+    "sampling", [dict(temperature=0), dict(temperature=1.0), dict(temperature=0.7, top_k=3), dict(temperature=1.2, top_p=0.8)]
+)
+def test_cache_gives_the_naive_loops_tokens_past_the_window(attention, pos_encoding, sampling):
+    model = make_model(attention=attention, pos_encoding=pos_encoding)
+    prompt = [1, 4, 1, 5, 9 % 11]
+    n = 40  # 5 + 40 tokens: well past max_seq_len = 16, so the window slides
+    cached = list(generate(model, prompt, n, seed=3, cache=True, **sampling))
+    naive = list(generate(model, prompt, n, seed=3, cache=False, **sampling))
+    assert len(cached) == n and cached == naive
+
+
+def test_prompt_longer_than_the_context_keeps_the_last_window():
+    model = make_model()
+    long_prompt = [i % 11 for i in range(40)]
+    a = list(generate(model, long_prompt, 5, temperature=0, cache=True))
+    b = list(generate(model, long_prompt[-16:], 5, temperature=0, cache=True))
+    assert a == b
+
+
+def test_same_seed_same_text_other_seed_other_text():
+    model = make_model()
+    runs = [list(generate(model, [3], 30, temperature=1.0, seed=s)) for s in (7, 7, 8)]
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
+def test_generation_restores_training_mode_and_streams():
+    model = make_model()
+    model.train()
+    stream = generate(model, [1, 2], 3, temperature=0)
+    first = next(stream)
+    assert isinstance(first, int) and 0 <= first < 11
+    list(stream)
+    assert model.training
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy():
+    logits = torch.tensor([0.1, 2.0, 1.9, -1.0])
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        assert sample_next(logits, 1.0, top_k=1, generator=g) == 1
+        assert sample_next(logits, 1.0, top_p=0.01, generator=g) == 1
+    assert sample_next(logits, 0.0) == 1
+
+
+def test_top_k_keeps_only_k_tokens_and_is_clamped_to_the_vocabulary():
+    logits = torch.tensor([0.0, 3.0, 2.9, -5.0, 2.8])
+    g = torch.Generator().manual_seed(0)
+    seen = {sample_next(logits, 5.0, top_k=2, generator=g) for _ in range(200)}
+    assert seen == {1, 2}
+    sample_next(logits, 1.0, top_k=1000, generator=g)  # clamped, no error
+
+
+def test_top_p_keeps_the_nucleus():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    g = torch.Generator().manual_seed(0)
+    seen = {sample_next(probs.log(), 1.0, top_p=0.75, generator=g) for _ in range(300)}
+    assert seen == {0, 1}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(temperature=-1.0), "temperature"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(temperature=float("inf")), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(top_p=float("nan")), "top_p"),
+        (dict(max_new_tokens=-1), "n "),
+    ],
+)
+def test_bad_sampling_values_are_clear_errors(kwargs, message):
+    model = make_model()
+    args = dict(max_new_tokens=5)
+    args.update(kwargs)
+    with pytest.raises(UserError, match=message):
+        list(generate(model, [1], **args))
+
+
+def test_empty_prompt_and_zero_tokens():
+    model = make_model()
+    with pytest.raises(UserError, match="empty"):
+        list(generate(model, [], 3))
+    assert list(generate(model, [1], 0)) == []
