@@ -1,0 +1,746 @@
+"""Checkpoints: save a model and its training state, load it back exactly, list what is saved.
+
+A checkpoint is a directory `DIR/NAME/` holding three files:
+
+    checkpoint.json               the manifest, and the commit point: configs, vocabulary, data spec,
+                                  run position, loss history, optimizer settings, and the size and
+                                  SHA-256 of each data file; `meta_sha256` covers all of it
+    model-<id>.safetensors        the weights (the tied lm_head.weight stored once, as token_embedding.weight)
+    state-<id>.safetensors        AdamW's moments (`optim.<param index>.<key>`) and the random number
+                                  generators: the trainer's batch generator (`rng.data`), torch's global
+                                  CPU generator (`rng.torch`, it draws the dropout masks), `rng.cuda.<i>`
+
+Nothing here unpickles: safetensors holds raw tensors and JSON holds the rest, so opening a
+checkpoint someone sent you cannot run their code. Every file is checked before any of it is used.
+
+Saving is atomic. A new NAME is written into a hidden temporary directory that is renamed into
+place; an existing NAME gets new data files under fresh ids, then a new checkpoint.json replaces the
+old one in one `os.replace`, and only then are the old data files deleted. Whatever stops a save
+(a full disk, Ctrl-C, a killed process), the previous checkpoint of that name still loads, and a
+half-written one is never visible: temporary names start with '.', and files that no manifest
+names are ignored (the next save of that name removes them).
+
+Loading validates everything and returns a `Checkpoint`; `build_model`, `restore_trainer` and
+`restore_rng` then apply it. A caller restores into a fresh model and trainer and swaps them in only
+when all of that succeeded, so a bad checkpoint never leaves the session half-changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import safetensors.torch
+import torch
+
+from .. import __version__
+from .config import ModelConfig, TrainConfig
+from .errors import CheckpointError, ConfigError
+from .model import MiniTransformerLM
+from .train import Trainer
+
+FORMAT_VERSION = 1
+FORMAT_NAME = "minitf-checkpoint"
+MANIFEST = "checkpoint.json"
+ENV_DIR = "MINITF_CHECKPOINT_DIR"
+
+_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
+# Every name a save writes carries the writer's pid, so a later save can tell the debris of a dead
+# save (removable) from the files of a save still in progress in another process (left alone).
+_DATA_FILE = re.compile(r"^(model|state)-(\d+)-([0-9a-f]+)\.safetensors$")
+_MANIFEST_TMP = re.compile(r"^\.checkpoint\.json\.tmp-(\d+)-([0-9a-f]+)$")
+_TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
+_OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
+_CUDA_KEY = re.compile(r"^rng\.cuda\.(\d+)$")
+_PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
+_MAX_MANIFEST_BYTES = 512 * 1024 * 1024
+
+
+def default_dir() -> Path:
+    """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory."""
+    env = os.environ.get(ENV_DIR)
+    return Path(env).expanduser() if env else Path("checkpoints")
+
+
+@dataclass
+class Checkpoint:
+    """A loaded, validated checkpoint: plain values and CPU tensors, not yet applied to anything."""
+
+    name: str
+    path: Path
+    model_config: ModelConfig
+    model_state: dict[str, torch.Tensor]  # lm_head.weight is token_embedding.weight (the same tensor)
+    trainer_state: dict  # exactly Trainer.load_state_dict's format, "optimizer" and "generator" included
+    torch_rng: torch.Tensor  # torch.get_rng_state() at save time
+    cuda_rng: list[torch.Tensor]  # one state per CUDA device, empty if CUDA was not in use
+    vocab: str  # the tokenizer's characters, in id order
+    data_spec: str  # what `load_data` was given, e.g. "pydoc" or "reverse:6"
+    meta: dict  # the parsed checkpoint.json
+
+    @property
+    def step(self) -> int:
+        return self.trainer_state["step"]
+
+
+@dataclass
+class CheckpointInfo:
+    """One row of `:ls`. A broken checkpoint still gets a row, with `error` saying what is wrong."""
+
+    name: str
+    step: int | None
+    val_loss: float | None  # the last evaluated validation loss, None if never evaluated
+    data_spec: str | None
+    size_bytes: int
+    saved_at: str | None  # ISO 8601, UTC
+    model_config: dict | None = None
+    error: str | None = None
+
+
+# --- names and places ------------------------------------------------------------------------------
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise CheckpointError(
+            f"{name!r} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
+            "not starting with '.' (for example run1)"
+        )
+    return name
+
+
+def _existing_names(directory: Path) -> list[str]:
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [e for e in entries if _NAME.match(e) and (directory / e / MANIFEST).is_file()]
+
+
+def _checkpoint_path(directory, name: str) -> Path:
+    directory = Path(directory).expanduser()
+    check_name(name)
+    path = directory / name
+    if not path.exists():
+        names = _existing_names(directory)
+        where = f"in {directory}"
+        if names:
+            raise CheckpointError(f"no checkpoint named {name!r} {where}; saved ones: {', '.join(names)}")
+        raise CheckpointError(f"no checkpoint named {name!r} {where} (there are none yet); save one with :save {name}")
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is a file, not a checkpoint directory; remove it or choose another name")
+    return path
+
+
+# --- saving ----------------------------------------------------------------------------------------
+def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str) -> Path:
+    """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME."""
+    check_name(name)
+    directory = Path(directory).expanduser()
+    if len(vocab) != model.config.vocab_size:
+        raise CheckpointError(
+            f"the vocabulary has {len(vocab)} characters but the model has vocab_size={model.config.vocab_size}; "
+            "rebuild the model for this data before saving"
+        )
+    # Everything is serialised in memory first: a failure here touches no file.
+    model_bytes = _model_bytes(model)
+    state_bytes, param_groups, scalars = _state_bytes(trainer)
+    tstate = trainer.state_dict()
+    trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "history", "train_config")}
+
+    uid = f"{os.getpid()}-{secrets.token_hex(4)}"
+    model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
+    manifest = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "minitf_version": __version__,
+        "torch_version": torch.__version__,
+        "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "model_config": model.config.to_dict(),
+        "vocab": vocab,
+        "data_spec": data_spec,
+        "trainer": trainer_json,
+        "optimizer": {"param_groups": param_groups, "scalars": scalars},
+        "files": {
+            "model": _file_entry(model_file, model_bytes),
+            "state": _file_entry(state_file, state_bytes),
+        },
+    }
+    manifest = json.loads(json.dumps(manifest))  # tuples become lists, exactly as a reader sees them
+    manifest["meta_sha256"] = _meta_sha256(manifest)
+    manifest_bytes = _manifest_bytes(manifest)
+
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
+    target = directory / name
+    if target.exists() and not target.is_dir():
+        raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+
+    files = {model_file: model_bytes, state_file: state_bytes}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_dead_temp_dirs(directory)
+        if target.is_dir():
+            _save_over(target, files, manifest_bytes, uid)
+        else:
+            _save_new(directory, name, files, manifest_bytes, uid)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise CheckpointError(
+            f"could not save checkpoint {name!r} in {directory}: {reason}; free space or choose another --checkpoint-dir"
+        ) from e
+    return target
+
+
+def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str) -> None:
+    tmp = directory / f".{name}.tmp-{uid}"
+    try:
+        tmp.mkdir()
+        for fname, data in files.items():
+            _write_file(tmp / fname, data)
+        _write_file(tmp / MANIFEST, manifest_bytes)
+        _fsync_dir(tmp)
+        os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(directory, best_effort=True)
+
+
+def _save_over(target: Path, files: dict[str, bytes], manifest_bytes: bytes, uid: str) -> None:
+    old = _referenced_files(target)
+    written: list[Path] = []
+    tmp_manifest = target / f".{MANIFEST}.tmp-{uid}"
+    try:
+        for fname, data in files.items():
+            written.append(target / fname)
+            _write_file(target / fname, data)
+        written.append(tmp_manifest)
+        _write_file(tmp_manifest, manifest_bytes)
+        os.replace(tmp_manifest, target / MANIFEST)  # the commit
+    except BaseException:
+        for p in written:
+            _unlink(p)
+        raise
+    # Committed: from here on nothing may undo the new checkpoint, and clean-up is best effort.
+    _fsync_dir(target, best_effort=True)
+    for fname in old - set(files):
+        _unlink(target / fname)
+    _remove_strays(target, keep=set(files))
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "xb") as f:  # "x": never write through a name that already exists
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path, best_effort: bool = False) -> None:
+    if os.name == "nt":  # Windows cannot open a directory to fsync it
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        if not best_effort:
+            raise
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _pid_is_dead(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # our own leftovers: this process is not in the middle of that save any more
+    if os.name == "nt":
+        return False  # os.kill(pid, 0) would signal the process on Windows; keep the debris
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _remove_dead_temp_dirs(directory: Path) -> None:
+    for entry in os.listdir(directory):
+        m = _TMP_DIR.match(entry)
+        if m and _pid_is_dead(int(m.group(2))):
+            shutil.rmtree(directory / entry, ignore_errors=True)
+
+
+def _remove_strays(target: Path, keep: set[str]) -> None:
+    try:
+        entries = os.listdir(target)
+    except OSError:
+        return
+    for entry in entries:
+        if entry in keep:
+            continue
+        m = _DATA_FILE.match(entry) or _MANIFEST_TMP.match(entry)
+        if m is None:
+            continue  # not ours: leave it
+        pid = int(m.group(2) if m.re is _DATA_FILE else m.group(1))
+        if _pid_is_dead(pid):
+            _unlink(target / entry)
+
+
+def _referenced_files(target: Path) -> set[str]:
+    """Data files the current manifest names (none if it is missing or unreadable)."""
+    try:
+        manifest = json.loads((target / MANIFEST).read_bytes())
+        names = {entry["file"] for entry in manifest["files"].values()}
+    except Exception:
+        return set()
+    return {n for n in names if isinstance(n, str) and _DATA_FILE.match(n)}
+
+
+def _tied_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """{alias: first name} for state_dict entries that are the same tensor (lm_head.weight -> token_embedding.weight)."""
+    seen: dict[int, str] = {}
+    aliases = {}
+    for key, value in model.state_dict(keep_vars=True).items():
+        if id(value) in seen:
+            aliases[key] = seen[id(value)]
+        else:
+            seen[id(value)] = key
+    return aliases
+
+
+def _model_bytes(model: MiniTransformerLM) -> bytes:
+    aliases = _tied_aliases(model)
+    tensors = {
+        k: v.detach().to("cpu").contiguous()
+        for k, v in model.state_dict().items()
+        if k not in aliases
+    }
+    return safetensors.torch.save(tensors, metadata={"format": "pt"})
+
+
+def _state_bytes(trainer) -> tuple[bytes, list, dict]:
+    opt = trainer.optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict] = {}  # non-tensor per-parameter state (none for torch's AdamW, kept for safety)
+    for index, entry in opt["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim.{int(index)}.{key}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars.setdefault(str(int(index)), {})[key] = value
+    tensors["rng.data"] = trainer.generator.get_state()
+    tensors["rng.torch"] = torch.get_rng_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, state in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = state.cpu()
+    return safetensors.torch.save(tensors, metadata={"format": "pt"}), opt["param_groups"], scalars
+
+
+def _file_entry(fname: str, data: bytes) -> dict:
+    return {"file": fname, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _manifest_bytes(manifest: dict) -> bytes:
+    """The one way a manifest is written; a reader insists on it byte for byte (see _read_manifest)."""
+    return (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def _meta_sha256(manifest: dict) -> str:
+    body = {k: v for k, v in manifest.items() if k != "meta_sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# --- reading the manifest --------------------------------------------------------------------------
+def _read_manifest(path: Path) -> tuple[dict, bytes]:
+    where = path / MANIFEST
+    try:
+        size = where.stat().st_size
+        if size > _MAX_MANIFEST_BYTES:
+            raise CheckpointError(f"{where} is {size} bytes, far too large for a manifest; it is not a minitf checkpoint")
+        raw = where.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
+        ) from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{where} is a directory, not a file; remove it and save again") from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where}: {e.strerror}; check its permissions") from None
+    return _parse_manifest(raw, where), raw
+
+
+def _parse_manifest(raw: bytes, where: Path) -> dict:
+    """Check a manifest's bytes completely; `where` names it in messages."""
+    if raw.startswith(_PICKLE_MAGIC):
+        raise CheckpointError(
+            f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
+            "save the checkpoint again with :save"
+        )
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CheckpointError(
+            f"{where} is not valid JSON (truncated or corrupted); save the checkpoint again"
+        ) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise CheckpointError(f"{where} is not a minitf checkpoint manifest; save the checkpoint again with :save")
+    version = manifest.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CheckpointError(f"{where} has no valid format_version (corrupted); save the checkpoint again")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {FORMAT_VERSION}): upgrade minitf"
+        )
+    # The checksum covers the values; the exact-text comparison covers what parsing forgets (a float's
+    # 17th digit, say), so that any changed byte is caught.
+    if manifest.get("meta_sha256") != _meta_sha256(manifest) or raw != _manifest_bytes(manifest):
+        raise CheckpointError(
+            f"{where} does not match its checksum (corrupted or edited); save the checkpoint again"
+        )
+    _check_manifest_fields(manifest, where)
+    return manifest
+
+
+def _check_manifest_fields(m: dict, where: Path) -> None:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise CheckpointError(f"{where}: {what}; this file was not written by minitf, save the checkpoint again")
+
+    def is_int(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    need(isinstance(m.get("model_config"), dict), "model_config is missing")
+    need(isinstance(m.get("vocab"), str), "vocab is missing")
+    need(isinstance(m.get("data_spec"), str), "data_spec is missing")
+    t = m.get("trainer")
+    need(isinstance(t, dict), "trainer is missing")
+    for key in ("step", "run_start", "run_steps"):
+        need(is_int(t.get(key)) and t[key] >= 0, f"trainer.{key} is not a whole number >= 0")
+    need(isinstance(t.get("run_elapsed"), (int, float)) and not isinstance(t.get("run_elapsed"), bool),
+         "trainer.run_elapsed is not a number")
+    need(isinstance(t.get("history"), list) and all(isinstance(h, dict) for h in t["history"]),
+         "trainer.history is not a list of steps")
+    need(isinstance(t.get("train_config"), dict), "trainer.train_config is missing")
+    o = m.get("optimizer")
+    need(isinstance(o, dict) and isinstance(o.get("param_groups"), list)
+         and all(isinstance(g, dict) and isinstance(g.get("params"), list) and all(is_int(i) for i in g["params"])
+                 for g in o["param_groups"]), "optimizer.param_groups is malformed")
+    need(isinstance(o.get("scalars", {}), dict), "optimizer.scalars is malformed")
+    files = m.get("files")
+    need(isinstance(files, dict) and set(files) == {"model", "state"}, "files must list model and state")
+    for entry in files.values():
+        need(isinstance(entry, dict) and isinstance(entry.get("file"), str) and bool(_DATA_FILE.match(entry["file"]))
+             and is_int(entry.get("size")) and isinstance(entry.get("sha256"), str), "a files entry is malformed")
+
+
+def _read_data_file(path: Path, entry: dict) -> dict[str, torch.Tensor]:
+    where = path / entry["file"]
+    try:
+        raw = where.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where}: {e.strerror}; check its permissions") from None
+    if raw.startswith(_PICKLE_MAGIC):
+        raise CheckpointError(
+            f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
+            "save the checkpoint again with :save"
+        )
+    if len(raw) != entry["size"]:
+        raise CheckpointError(
+            f"{where} has {len(raw)} bytes but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+        )
+    if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+        raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
+    try:
+        return safetensors.torch.load(raw)
+    except Exception as e:  # SafetensorError and friends: a file that passed its checksum but is not safetensors
+        raise CheckpointError(f"{where} is not a readable safetensors file ({e}); save the checkpoint again") from None
+
+
+# --- loading ---------------------------------------------------------------------------------------
+def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
+    """Read and validate DIR/NAME. Changes nothing: apply it with build_model, restore_trainer, restore_rng."""
+    path = _checkpoint_path(directory, name)
+    for attempt in range(3):
+        manifest, raw = _read_manifest(path)
+        try:
+            model_tensors = _read_data_file(path, manifest["files"]["model"])
+            state_tensors = _read_data_file(path, manifest["files"]["state"])
+            break
+        except CheckpointError:
+            # A save of the same name may have replaced the manifest (and deleted the old files)
+            # between our reads: if the manifest changed, read the new one.
+            try:
+                changed = (path / MANIFEST).read_bytes() != raw
+            except OSError:
+                changed = False
+            if not changed or attempt == 2:
+                raise
+
+    try:
+        config = ModelConfig.from_dict(manifest["model_config"])
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{path}: its model config is invalid ({e}); this checkpoint cannot be used") from None
+    vocab = manifest["vocab"]
+    if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
+        raise CheckpointError(
+            f"{path}: its vocabulary has {len(vocab)} characters ({len(set(vocab))} distinct) but the model has "
+            f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
+        )
+    t = manifest["trainer"]
+    try:
+        TrainConfig.from_dict(t["train_config"])
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{path}: its training config is invalid ({e}); this checkpoint cannot be used") from None
+
+    model_state = _check_model_tensors(path, config, model_tensors, map_location)
+    optimizer_state, generator, torch_rng, cuda_rng = _split_state_tensors(path, manifest["optimizer"], state_tensors)
+
+    trainer_state = {
+        "step": t["step"],
+        "run_start": t["run_start"],
+        "run_steps": t["run_steps"],
+        "run_elapsed": float(t["run_elapsed"]),
+        "history": [dict(h) for h in t["history"]],
+        "train_config": dict(t["train_config"]),
+        "generator": generator,
+        "optimizer": optimizer_state,
+    }
+    return Checkpoint(
+        name=name, path=path, model_config=config, model_state=model_state, trainer_state=trainer_state,
+        torch_rng=torch_rng, cuda_rng=cuda_rng, vocab=vocab, data_spec=manifest["data_spec"], meta=manifest,
+    )
+
+
+def _reference_model(config: ModelConfig) -> MiniTransformerLM:
+    """The model this config builds, on the meta device: names and shapes at no cost, RNG untouched."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return MiniTransformerLM(config)
+
+
+def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location) -> dict[str, torch.Tensor]:
+    ref = _reference_model(config)
+    aliases = _tied_aliases(ref)
+    expected = {k: v for k, v in ref.state_dict().items() if k not in aliases}
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+        raise CheckpointError(
+            f"{where}: the weights do not fit its model config ({'; '.join(parts)}); this checkpoint cannot be used"
+        )
+    for key, ref_tensor in expected.items():
+        got = tensors[key]
+        if tuple(got.shape) != tuple(ref_tensor.shape) or got.dtype != ref_tensor.dtype:
+            raise CheckpointError(
+                f"{where}: {key} has shape {tuple(got.shape)} ({got.dtype}) but its model config needs "
+                f"{tuple(ref_tensor.shape)} ({ref_tensor.dtype}); this checkpoint cannot be used"
+            )
+    state = {k: v.to(map_location) for k, v in tensors.items()}
+    for alias, original in aliases.items():
+        state[alias] = state[original]  # tied: the same tensor, as in the model
+    order = list(ref.state_dict())
+    return {k: state[k] for k in order}
+
+
+def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
+    def bad(what: str) -> CheckpointError:
+        return CheckpointError(f"{where}: the training state {what}; this checkpoint cannot be used")
+
+    cpu_state_size = torch.get_rng_state().numel()
+    for key in ("rng.data", "rng.torch"):
+        if key not in tensors:
+            raise bad(f"has no {key}")
+        t = tensors[key]
+        if t.dtype != torch.uint8 or t.dim() != 1 or t.numel() != cpu_state_size:
+            raise bad(f"has a malformed {key} ({t.dtype}, shape {tuple(t.shape)})")
+
+    cuda: dict[int, torch.Tensor] = {}
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key in ("rng.data", "rng.torch"):
+            continue
+        m = _CUDA_KEY.match(key)
+        if m:
+            if value.dtype != torch.uint8 or value.dim() != 1:
+                raise bad(f"has a malformed {key}")
+            cuda[int(m.group(1))] = value
+            continue
+        m = _OPTIM_KEY.match(key)
+        if m is None:
+            raise bad(f"holds an unexpected tensor {key}")
+        state.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    if sorted(cuda) != list(range(len(cuda))):
+        raise bad("skips a CUDA device in rng.cuda.*")
+
+    n_params = sum(len(g["params"]) for g in optimizer["param_groups"])
+    indices = [i for g in optimizer["param_groups"] for i in g["params"]]
+    if sorted(indices) != list(range(n_params)):
+        raise bad("numbers its parameters wrongly (param_groups)")
+    for index_str, values in optimizer.get("scalars", {}).items():
+        if not index_str.isdigit() or not isinstance(values, dict):
+            raise bad("has malformed optimizer scalars")
+        state.setdefault(int(index_str), {}).update(values)
+    if any(i >= n_params for i in state):
+        raise bad("has optimizer state for a parameter that does not exist")
+
+    for g in optimizer["param_groups"]:
+        for key in ("lr", "eps", "weight_decay"):
+            value = g.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise bad(f"has a non-numeric optimizer {key}")
+        betas = g.get("betas", [0.9, 0.999])
+        if not (isinstance(betas, list) and len(betas) == 2 and all(isinstance(x, (int, float)) for x in betas)):
+            raise bad("has malformed optimizer betas")
+    groups = []
+    for g in optimizer["param_groups"]:
+        # JSON turned tuples (AdamW's betas) into lists; give the optimizer back what it saved.
+        groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
+    optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
+    return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
+
+
+# --- applying a checkpoint -------------------------------------------------------------------------
+def build_model(checkpoint: Checkpoint) -> MiniTransformerLM:
+    """A new model holding the checkpoint's weights (on the tensors' device). The global RNG is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        model = MiniTransformerLM(checkpoint.model_config)
+    try:
+        model.load_state_dict(checkpoint.model_state, strict=True)
+    except RuntimeError as e:
+        raise CheckpointError(f"{checkpoint.path}: the weights do not fit the model ({e}); this checkpoint cannot be used") from None
+    return model
+
+
+def restore_trainer(checkpoint: Checkpoint, trainer) -> None:
+    """Load optimizer, batch generator, run position and history into `trainer` (built for build_model's model).
+
+    Everything is compared with the trainer's optimizer first, so a mismatch raises before the
+    trainer changes.
+    """
+    state = checkpoint.trainer_state
+    saved = state["optimizer"]
+    groups = trainer.optimizer.param_groups
+    if len(saved["param_groups"]) != len(groups) or any(
+        len(s["params"]) != len(g["params"]) for s, g in zip(saved["param_groups"], groups)
+    ):
+        raise CheckpointError(
+            f"{checkpoint.path}: its optimizer groups do not match this model's optimizer; "
+            "this checkpoint was written by an incompatible minitf"
+        )
+    by_index = {}
+    for s, g in zip(saved["param_groups"], groups):
+        by_index.update(zip(s["params"], g["params"]))
+    for index, values in saved["state"].items():
+        param = by_index[index]
+        for key, value in values.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != tuple(param.shape):
+                raise CheckpointError(
+                    f"{checkpoint.path}: optimizer state {key} of parameter {index} has shape {tuple(value.shape)}, "
+                    f"the parameter has {tuple(param.shape)}; this checkpoint cannot be used"
+                )
+    try:
+        trainer.load_state_dict(state)
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise CheckpointError(f"{checkpoint.path}: the training state does not fit ({e}); this checkpoint cannot be used") from None
+
+
+def restore_rng(checkpoint: Checkpoint) -> None:
+    """Set torch's global generators (dropout draws from them) to their state at save time."""
+    torch.set_rng_state(checkpoint.torch_rng)
+    if checkpoint.cuda_rng and torch.cuda.is_available():
+        for i, s in enumerate(checkpoint.cuda_rng[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(s, i)
+
+
+def restore(checkpoint: Checkpoint, data, device="cpu"):
+    """A new (model, trainer) pair on `device`, continuing exactly where the checkpoint stopped.
+
+    The caller's state is untouched: swap the pair in, then call `restore_rng(checkpoint)`.
+    """
+    tokenizer = getattr(data, "tokenizer", None)
+    if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
+        raise CheckpointError(
+            f"the data {checkpoint.data_spec!r} now has a different vocabulary than when {checkpoint.name} was saved; "
+            "restore that data, or train a new model on it"
+        )
+    model = build_model(checkpoint).to(device)
+    trainer = Trainer(model, data, TrainConfig.from_dict(checkpoint.trainer_state["train_config"]), device)
+    restore_trainer(checkpoint, trainer)
+    return model, trainer
+
+
+# --- listing ---------------------------------------------------------------------------------------
+def list_checkpoints(directory) -> list[CheckpointInfo]:
+    """The checkpoints in DIR, newest first. A broken one is listed with `error` set, never raised."""
+    directory = Path(directory).expanduser()
+    if not directory.exists():
+        return []
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
+    rows = []
+    for entry in sorted(os.listdir(directory)):
+        path = directory / entry
+        if not _NAME.match(entry) or not path.is_dir():
+            continue  # temporary directories start with '.'; plain files are not checkpoints
+        rows.append(_info(path))
+    rows.sort(key=lambda r: r.name)
+    rows.sort(key=lambda r: r.saved_at or "", reverse=True)
+    return rows
+
+
+def _info(path: Path) -> CheckpointInfo:
+    try:
+        manifest, raw = _read_manifest(path)
+        size = len(raw)
+        for entry in manifest["files"].values():
+            where = path / entry["file"]
+            try:
+                actual = where.stat().st_size
+            except OSError:
+                raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+            if actual != entry["size"]:
+                raise CheckpointError(
+                    f"{where} has {actual} bytes but {entry['size']} were written (truncated); save the checkpoint again"
+                )
+            size += actual
+    except CheckpointError as e:
+        return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
+                              size_bytes=_dir_size(path), saved_at=None, error=str(e))
+    t = manifest["trainer"]
+    evaluated = [h["val_loss"] for h in t["history"] if h.get("val_loss") is not None]
+    saved_at = manifest.get("saved_at")
+    return CheckpointInfo(
+        name=path.name, step=t["step"], val_loss=evaluated[-1] if evaluated else None,
+        data_spec=manifest["data_spec"], size_bytes=size,
+        saved_at=saved_at if isinstance(saved_at, str) else None, model_config=dict(manifest["model_config"]),
+    )
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    try:
+        for entry in os.scandir(path):
+            if entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        pass
+    return total

@@ -1,0 +1,602 @@
+"""Checkpoints: an exact round trip, an exact resume in a new process, atomic saves, hostile files.
+
+The resume test is the one that matters: a run of 2N steps stopped after N, saved, loaded in a new
+process and continued must end bit-identical to the same run done in one go. It is shown to be
+able to fail: continuing with a fresh optimizer, or with reseeded generators, must not match.
+Sizes are small and unequal (vocab 13, context 16, d_model 32, 2 heads, d_ff 48), dropout 0.1 so
+that the global RNG matters.
+"""
+
+from __future__ import annotations
+
+import ast
+import errno
+import hashlib
+import importlib.util
+import inspect
+import json
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.data import TextCorpus
+from minitf_repl.core.errors import CheckpointError, UserError
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.train import Trainer
+
+WORKER = Path(__file__).with_name("checkpoint_worker.py")
+_spec = importlib.util.spec_from_file_location("checkpoint_worker", WORKER)
+worker = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(worker)
+
+N = 5  # the resume test stops a run of 2N steps after N
+TIMING = ("elapsed", "tokens_per_second")  # history fields that measure the clock, not the math
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One thread, as in the worker: the same kernels on both sides of a resume, and no thrashing
+    on a busy machine (these tensors are far too small to gain from more)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A trainer 4 steps into a 6-step run, with an evaluation in its history. Tests must not train it."""
+    trainer = worker.make_trainer(6)
+    trainer.run(should_stop=lambda: trainer.step >= 4)
+    assert any(h["val_loss"] is not None for h in trainer.history)
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def other():
+    """A second, different trainer: what an overwrite tries to save."""
+    trainer = worker.make_trainer(3, seed=5)
+    trainer.run()
+    return trainer
+
+
+def save(directory, name, trainer) -> Path:
+    return ckpt.save_checkpoint(directory, name, trainer.model, trainer, trainer.data.tokenizer.vocab, worker.DATA_SPEC)
+
+
+def weights(trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+
+def same_tensors(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def without_timing(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in h.items() if k not in TIMING} for h in history]
+
+
+def visible(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def manifest_of(path: Path) -> dict:
+    return json.loads((path / ckpt.MANIFEST).read_text())
+
+
+def rewrite_manifest(path: Path, mutate) -> None:
+    """Edit checkpoint.json and re-sign it, to reach the checks behind the checksum."""
+    m = manifest_of(path)
+    mutate(m)
+    m["meta_sha256"] = ckpt._meta_sha256(m)
+    (path / ckpt.MANIFEST).write_bytes(ckpt._manifest_bytes(m))
+
+
+def rewrite_tensors(path: Path, which: str, mutate) -> None:
+    """Edit a data file and re-sign it (new size and SHA-256 in a re-signed manifest)."""
+    m = manifest_of(path)
+    target = path / m["files"][which]["file"]
+    tensors = safetensors.torch.load(target.read_bytes())
+    mutate(tensors)
+    data = safetensors.torch.save(tensors)
+    target.write_bytes(data)
+
+    def fix(m):
+        m["files"][which]["size"] = len(data)
+        m["files"][which]["sha256"] = hashlib.sha256(data).hexdigest()
+
+    rewrite_manifest(path, fix)
+
+
+def data_file(path: Path, which: str) -> Path:
+    return path / manifest_of(path)["files"][which]["file"]
+
+
+@pytest.fixture
+def no_unpickling(monkeypatch):
+    """Loading must never unpickle: make every way to do it fail loudly."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a checkpoint load tried to unpickle")
+
+    monkeypatch.setattr(torch, "load", forbidden)
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    monkeypatch.setattr(pickle, "Unpickler", forbidden)
+
+
+# --- basics ----------------------------------------------------------------------------------------
+def test_default_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv(ckpt.ENV_DIR, raising=False)
+    assert ckpt.default_dir() == Path("checkpoints")
+    monkeypatch.setenv(ckpt.ENV_DIR, str(tmp_path / "ck"))
+    assert ckpt.default_dir() == tmp_path / "ck"
+
+
+def test_layout(tmp_path, trained):
+    path = save(tmp_path, "run1", trained)
+    assert path == tmp_path / "run1"
+    assert visible(tmp_path) == ["run1"]  # no temporary directory left
+    files = visible(path)
+    assert len(files) == 3 and "checkpoint.json" in files
+    m = manifest_of(path)
+    assert m["format_version"] == ckpt.FORMAT_VERSION == 1
+    assert m["meta_sha256"] == ckpt._meta_sha256(m)
+    assert m["model_config"] == trained.model.config.to_dict()
+    assert m["vocab"] == trained.data.tokenizer.vocab and m["data_spec"] == worker.DATA_SPEC
+    assert m["trainer"]["step"] == 4 and m["trainer"]["run_steps"] == 6
+    assert m["saved_at"].endswith("Z")
+    for which in ("model", "state"):
+        raw = data_file(path, which).read_bytes()
+        assert m["files"][which]["size"] == len(raw)
+        assert m["files"][which]["sha256"] == hashlib.sha256(raw).hexdigest()
+    model_tensors = safetensors.torch.load(data_file(path, "model").read_bytes())
+    assert "lm_head.weight" not in model_tensors and "token_embedding.weight" in model_tensors  # tied: stored once
+    state_tensors = safetensors.torch.load(data_file(path, "state").read_bytes())
+    assert {"rng.data", "rng.torch", "optim.0.exp_avg", "optim.0.exp_avg_sq", "optim.0.step"} <= set(state_tensors)
+
+
+def test_round_trip(tmp_path, trained, no_unpickling):
+    rng_before = torch.get_rng_state()
+    save(tmp_path, "run1", trained)
+    c = ckpt.load_checkpoint(tmp_path, "run1")
+
+    assert c.model_config == trained.model.config
+    assert c.vocab == trained.data.tokenizer.vocab and c.data_spec == worker.DATA_SPEC
+    assert same_tensors(c.model_state, trained.model.state_dict())
+    assert c.model_state["lm_head.weight"] is c.model_state["token_embedding.weight"]
+    assert torch.equal(c.torch_rng, rng_before) and c.cuda_rng == []
+    expected = trained.state_dict()
+    for key in ("step", "run_start", "run_steps", "run_elapsed", "history", "train_config"):
+        assert c.trainer_state[key] == expected[key], key
+    assert torch.equal(c.trainer_state["generator"], trained.generator.get_state())
+
+    model, trainer = ckpt.restore(c, trained.data)
+    assert model.lm_head.weight is model.token_embedding.weight
+    assert same_tensors(model.state_dict(), trained.model.state_dict())
+    saved_opt, restored_opt = trained.optimizer.state_dict(), trainer.optimizer.state_dict()
+    assert restored_opt["param_groups"] == saved_opt["param_groups"]
+    assert restored_opt["state"].keys() == saved_opt["state"].keys()
+    for i, entry in saved_opt["state"].items():
+        assert same_tensors(restored_opt["state"][i], entry)
+    assert torch.equal(trainer.generator.get_state(), trained.generator.get_state())
+    assert trainer.config == trained.config
+    assert (trainer.step, trainer.run_start, trainer.run_steps, trainer.run_remaining) == (4, 0, 6, 2)
+    assert trainer.history == trained.history and trainer.history is not trained.history
+    # Loading and rebuilding leave the caller's random state alone; restore_rng sets it.
+    assert torch.equal(torch.get_rng_state(), rng_before)
+    torch.manual_seed(99)
+    ckpt.restore_rng(c)
+    assert torch.equal(torch.get_rng_state(), rng_before)
+
+
+@pytest.mark.parametrize("changes", [dict(pos_encoding="sinusoidal", attention="sdpa"), dict(activation="relu", n_layers=1)])
+def test_round_trip_of_other_architectures(tmp_path, changes):
+    # A sinusoidal table is a non-persistent buffer: rebuilt from the config, never stored.
+    torch.manual_seed(3)
+    model = MiniTransformerLM(ModelConfig(**{**worker.SIZES, **changes}))
+    trainer = Trainer(model, worker.make_data(), TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1))
+    trainer.run()
+    save(tmp_path, "arch", trainer)
+    c = ckpt.load_checkpoint(tmp_path, "arch")
+    rebuilt = ckpt.build_model(c)
+    assert rebuilt.config == model.config
+    assert same_tensors(rebuilt.state_dict(), model.state_dict())
+    x = torch.randint(13, (3, 7))
+    assert torch.equal(rebuilt.eval()(x)[0], model.eval()(x)[0])
+
+
+def test_overwrite_replaces_the_data_files(tmp_path, trained, other):
+    save(tmp_path, "run1", trained)
+    old_files = set(visible(tmp_path / "run1"))
+    save(tmp_path, "run1", other)
+    new_files = set(visible(tmp_path / "run1"))
+    assert len(new_files) == 3 and new_files & old_files == {"checkpoint.json"}
+    c = ckpt.load_checkpoint(tmp_path, "run1")
+    assert c.step == other.step and same_tensors(c.model_state, other.model.state_dict())
+
+
+def test_save_refuses_bad_input(tmp_path, trained):
+    with pytest.raises(CheckpointError, match="not a valid checkpoint name"):
+        save(tmp_path, "../escape", trained)
+    with pytest.raises(CheckpointError, match="vocabulary has 3 characters"):
+        ckpt.save_checkpoint(tmp_path, "x", trained.model, trained, "abc", "spec")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(CheckpointError, match="is a file"):
+        save(tmp_path, "afile", trained)
+    with pytest.raises(CheckpointError, match="is a file"):
+        save(tmp_path / "afile", "x", trained)
+    assert issubclass(CheckpointError, UserError) and issubclass(CheckpointError, ValueError)
+
+
+def test_restore_refuses_data_with_another_vocabulary(tmp_path, trained):
+    save(tmp_path, "run1", trained)
+    c = ckpt.load_checkpoint(tmp_path, "run1")
+    changed = TextCorpus("t", worker.make_text().replace("l", "m"), "changed")
+    with pytest.raises(CheckpointError, match="different vocabulary"):
+        ckpt.restore(c, changed)
+
+
+def test_restore_trainer_refuses_a_mismatched_optimizer(tmp_path, trained):
+    save(tmp_path, "run1", trained)
+    c = ckpt.load_checkpoint(tmp_path, "run1")
+    c.trainer_state["optimizer"]["param_groups"].pop()
+    fresh = worker.make_trainer(6)
+    before = fresh.optimizer.state_dict()
+    with pytest.raises(CheckpointError, match="optimizer groups"):
+        ckpt.restore_trainer(c, fresh)
+    assert fresh.optimizer.state_dict() == before and fresh.step == 0  # untouched
+
+
+def test_load_follows_a_save_that_lands_mid_read(tmp_path, monkeypatch, trained, other):
+    # Another process overwrites "c" after we read its manifest and before we read its data
+    # files (which that save deletes): the load notices the new manifest and reads that instead.
+    save(tmp_path, "c", trained)
+    real_read = ckpt._read_data_file
+    calls = []
+
+    def read_with_a_save_in_between(path, entry):
+        if not calls:
+            save(tmp_path, "c", other)
+        calls.append(entry["file"])
+        return real_read(path, entry)
+
+    monkeypatch.setattr(ckpt, "_read_data_file", read_with_a_save_in_between)
+    c = ckpt.load_checkpoint(tmp_path, "c")
+    assert c.step == other.step and same_tensors(c.model_state, other.model.state_dict())
+    assert len(calls) == 3  # the old model file (gone), then the new model and state files
+
+
+# --- exact resume in a new process -----------------------------------------------------------------
+def run_worker(*args, timeout=120):
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_exact_resume_in_a_new_process(tmp_path):
+    ckdir, out = tmp_path / "ck", tmp_path / "out"
+    out.mkdir()
+    worker.first(ckdir, out, N)  # the reference run, and the first half saved, in this process
+    run_worker("resume", ckdir, out, *worker.VARIANTS)  # the second half in a new one
+
+    def params(tag):
+        return safetensors.torch.load_file(str(out / f"{tag}.safetensors"))
+
+    def history(tag):
+        return without_timing(json.loads((out / f"{tag}.json").read_text()))
+
+    full = params("full")
+    assert len(history("full")) == 2 * N and history("first") == history("full")[:N]
+    assert not same_tensors(params("first"), full)  # the first half alone is not the answer
+
+    # Stopped, saved, loaded elsewhere, continued: bit-identical weights and the same losses.
+    assert same_tensors(params("exact"), full)
+    assert history("exact") == history("full")
+    assert [h["val_loss"] for h in history("exact")][N:] == [h["val_loss"] for h in history("full")][N:]
+
+    # The test can fail: each piece of state it restores is needed.
+    for variant in ("fresh-optimizer", "fresh-rng", "fresh-torch-rng"):
+        assert not same_tensors(params(variant), full), variant
+        losses = [h["train_loss"] for h in history(variant)][N:]
+        assert losses != [h["train_loss"] for h in history("full")][N:], variant
+
+
+# --- atomic saves ----------------------------------------------------------------------------------
+FAILURES = [
+    ("model", OSError(errno.ENOSPC, "No space left on device")),
+    ("state", OSError(errno.ENOSPC, "No space left on device")),
+    ("manifest", OSError(errno.ENOSPC, "No space left on device")),
+    ("commit", OSError(errno.ENOSPC, "No space left on device")),
+    ("state", KeyboardInterrupt()),
+    ("commit", KeyboardInterrupt()),
+]
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["overwrite", "new"])
+@pytest.mark.parametrize("where, error", FAILURES, ids=[f"{w}-{type(e).__name__}" for w, e in FAILURES])
+def test_a_failed_save_changes_nothing(tmp_path, monkeypatch, trained, other, existing, where, error):
+    save(tmp_path, "keep", trained)
+    name = "keep" if existing else "fresh"
+    before_files = {p: visible(tmp_path / p) for p in visible(tmp_path)}
+
+    real_write = ckpt._write_file
+
+    def failing_write(path: Path, data: bytes):
+        kind = "model" if path.name.startswith("model-") else "state" if path.name.startswith("state-") else "manifest"
+        if kind == where:
+            with open(path, "xb") as f:
+                f.write(data[: len(data) // 2])  # a partial file, as a full disk leaves it
+            raise error
+        real_write(path, data)
+
+    def failing_rename(*args):
+        raise error
+
+    monkeypatch.setattr(ckpt, "_write_file", failing_write)
+    if where == "commit":
+        monkeypatch.setattr(os, "replace", failing_rename)
+        monkeypatch.setattr(os, "rename", failing_rename)
+
+    if isinstance(error, OSError):
+        with pytest.raises(CheckpointError, match=r"could not save checkpoint .*No space left on device; free space"):
+            save(tmp_path, name, other)
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            save(tmp_path, name, other)
+    monkeypatch.undo()
+
+    # No temporary file or directory left, the previous checkpoint loads unchanged.
+    assert {p: visible(tmp_path / p) for p in visible(tmp_path)} == before_files
+    c = ckpt.load_checkpoint(tmp_path, "keep")
+    assert c.step == trained.step and same_tensors(c.model_state, trained.model.state_dict())
+    assert [(i.name, i.step, i.error) for i in ckpt.list_checkpoints(tmp_path)] == [("keep", trained.step, None)]
+
+
+def wait_for_line(proc, marker: str, timeout: float = 60.0) -> None:
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""
+    if marker not in line:
+        proc.kill()
+        raise AssertionError(f"worker did not reach {marker!r}: {line!r} {proc.stderr.read()[-3000:]}")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGKILL and select on pipes are POSIX")
+def test_a_killed_save_leaves_the_old_checkpoint(tmp_path, trained, other):
+    overwrite, new = tmp_path / "overwrite", tmp_path / "new"
+    save(overwrite, "c", trained)
+    new.mkdir()
+    # One worker saves "c" into both directories at once (a thread each); both stop halfway through
+    # writing the model file, and the process is killed there.
+    proc = subprocess.Popen([sys.executable, str(WORKER), "hang", "c", str(overwrite), str(new)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "HALF-WRITTEN")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+    # Overwrite: debris (a half model file) sits in c/, but the manifest still names the old files.
+    referenced = {e["file"] for e in manifest_of(overwrite / "c")["files"].values()}
+    debris = set(visible(overwrite / "c")) - referenced - {"checkpoint.json"}
+    assert len(debris) == 1 and next(iter(debris)).startswith("model-")
+    c = ckpt.load_checkpoint(overwrite, "c")
+    assert c.step == trained.step and same_tensors(c.model_state, trained.model.state_dict())
+    assert [(i.name, i.step, i.error) for i in ckpt.list_checkpoints(overwrite)] == [("c", trained.step, None)]
+    save(overwrite, "c", other)
+    assert set(visible(overwrite / "c")).isdisjoint(debris) and len(visible(overwrite / "c")) == 3
+
+    # New name: only a hidden temporary directory exists; nothing is listed or loadable.
+    (tmp_dir,) = visible(new)
+    assert tmp_dir.startswith(".c.tmp-")
+    assert ckpt.list_checkpoints(new) == []
+    with pytest.raises(CheckpointError, match="no checkpoint named 'c'"):
+        ckpt.load_checkpoint(new, "c")
+    save(new, "c", other)
+    assert visible(new) == ["c"]
+    assert ckpt.load_checkpoint(new, "c").step == other.step
+
+
+def test_a_save_in_progress_elsewhere_is_not_cleaned_up(tmp_path, trained):
+    # Debris carrying a live pid (here: pid 1) may be another process still saving: leave it.
+    save(tmp_path, "c", trained)
+    live_tmp = tmp_path / ".c.tmp-1-abcd"
+    live_tmp.mkdir()
+    live_file = tmp_path / "c" / "model-1-abcd.safetensors"
+    live_file.write_bytes(b"partial")
+    save(tmp_path, "c", trained)
+    assert live_tmp.exists() and live_file.exists()
+    assert [i.name for i in ckpt.list_checkpoints(tmp_path)] == ["c"]
+
+
+# --- hostile and broken files ----------------------------------------------------------------------
+def _torch_save(path: Path) -> None:
+    torch.save({"token_embedding.weight": torch.zeros(2, 2)}, path)  # what a pickle checkpoint looks like
+
+
+def _truncate(path: Path) -> None:
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+
+
+def _randomise(path: Path) -> None:
+    path.write_bytes(os.urandom(max(path.stat().st_size, 64)))
+
+
+def _drop_tensor(t):
+    del t["blocks.0.ln_1.bias"]
+
+
+def _add_tensor(t):
+    t["blocks.9.extra"] = torch.zeros(3)
+
+
+def _set(key, value):
+    def mutate(m):
+        m[key] = value
+    return mutate
+
+
+def _set_config(**changes):
+    def mutate(m):
+        m["model_config"].update(changes)
+    return mutate
+
+
+HOSTILE = {
+    # name: (mutation of the directory holding checkpoint "c", name to load, message fragment)
+    "name-traversal": (None, "../c", "not a valid checkpoint name"),
+    "name-absolute": (None, "/etc/passwd", "not a valid checkpoint name"),
+    "name-hidden": (None, ".c", "not a valid checkpoint name"),
+    "name-with-slash": (None, "c/checkpoint.json", "not a valid checkpoint name"),
+    "name-empty": (None, "", "not a valid checkpoint name"),
+    "name-too-long": (None, "a" * 101, "not a valid checkpoint name"),
+    "missing-name": (None, "nope", "no checkpoint named 'nope' .*; saved ones: c"),
+    "name-is-a-file": (lambda d: (d / "f").write_text("x"), "f", "is a file, not a checkpoint directory"),
+    "no-manifest": (lambda d: (d / "c" / "checkpoint.json").unlink(), "c", "has no checkpoint.json"),
+    "no-model-file": (lambda d: data_file(d / "c", "model").unlink(), "c", "is missing"),
+    "no-state-file": (lambda d: data_file(d / "c", "state").unlink(), "c", "is missing"),
+    "pickled-manifest": (lambda d: _torch_save(d / "c" / "checkpoint.json"), "c", "pickle"),
+    "pickle-protocol-2-manifest": (lambda d: (d / "c" / "checkpoint.json").write_bytes(pickle.dumps({"a": 1}, protocol=2)), "c", "pickle"),
+    "pickled-model": (lambda d: _torch_save(data_file(d / "c", "model")), "c", "pickle"),
+    "pickled-state": (lambda d: _torch_save(data_file(d / "c", "state")), "c", "pickle"),
+    "truncated-manifest": (lambda d: _truncate(d / "c" / "checkpoint.json"), "c", "not valid JSON"),
+    "truncated-model": (lambda d: _truncate(data_file(d / "c", "model")), "c", "truncated"),
+    "truncated-state": (lambda d: _truncate(data_file(d / "c", "state")), "c", "truncated"),
+    "random-manifest": (lambda d: _randomise(d / "c" / "checkpoint.json"), "c", "JSON|pickle"),
+    "random-model": (lambda d: _randomise(data_file(d / "c", "model")), "c", "bytes but|checksum|pickle"),
+    "empty-manifest": (lambda d: (d / "c" / "checkpoint.json").write_bytes(b""), "c", "not valid JSON"),
+    "manifest-not-an-object": (lambda d: (d / "c" / "checkpoint.json").write_text("[1, 2]"), "c", "not a minitf checkpoint"),
+    "manifest-is-a-directory": (lambda d: ((d / "c" / "checkpoint.json").unlink(), (d / "c" / "checkpoint.json").mkdir()), "c", "is a directory"),
+    "edited-manifest": (lambda d: (d / "c" / "checkpoint.json").write_text(
+        (d / "c" / "checkpoint.json").read_text().replace('"step": 4', '"step": 5')), "c", "checksum"),
+    "future-format": (lambda d: rewrite_manifest(d / "c", _set("format_version", 2)), "c",
+                      r"written by a newer minitf \(format 2, this one reads 1\): upgrade minitf"),
+    "invalid-config": (lambda d: rewrite_manifest(d / "c", _set_config(n_heads=5)), "c", "model config is invalid"),
+    "unknown-config-key": (lambda d: rewrite_manifest(d / "c", _set_config(n_experts=4)), "c", "model config is invalid"),
+    "config-shapes-differ": (lambda d: rewrite_manifest(d / "c", _set_config(d_ff=64)), "c", r"has shape \(48, 32\)"),
+    "vocab-too-short": (lambda d: rewrite_manifest(d / "c", _set("vocab", "abcdefghijkl")), "c", "vocabulary has 12"),
+    "vocab-repeats": (lambda d: rewrite_manifest(d / "c", _set("vocab", "aacdefghijkl ")), "c", "12 distinct"),
+    "invalid-train-config": (lambda d: rewrite_manifest(d / "c", lambda m: m["trainer"]["train_config"].update(lr=-1)),
+                             "c", "training config is invalid"),
+    "negative-step": (lambda d: rewrite_manifest(d / "c", lambda m: m["trainer"].update(step=-1)), "c", "trainer.step"),
+    "file-escapes": (lambda d: rewrite_manifest(d / "c", lambda m: m["files"]["model"].update(file="../../x.safetensors")),
+                     "c", "files entry is malformed"),
+    "missing-tensor": (lambda d: rewrite_tensors(d / "c", "model", _drop_tensor), "c", "missing blocks.0.ln_1.bias"),
+    "extra-tensor": (lambda d: rewrite_tensors(d / "c", "model", _add_tensor), "c", "unexpected blocks.9.extra"),
+    "extra-state-tensor": (lambda d: rewrite_tensors(d / "c", "state", lambda t: t.update({"optim.999.exp_avg": torch.zeros(1)})),
+                           "c", "parameter that does not exist"),
+    "no-rng": (lambda d: rewrite_tensors(d / "c", "state", lambda t: t.pop("rng.torch")), "c", "has no rng.torch"),
+    "bad-rng": (lambda d: rewrite_tensors(d / "c", "state", lambda t: t.update({"rng.data": torch.zeros(7)})),
+                "c", "malformed rng.data"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_checkpoints_raise_checkpoint_error(tmp_path, trained, no_unpickling, case):
+    save(tmp_path, "c", trained)
+    mutate, name, message = HOSTILE[case]
+    if mutate is not None:
+        mutate(tmp_path)
+    with pytest.raises(CheckpointError, match=message) as info:
+        ckpt.load_checkpoint(tmp_path, name)
+    assert "\n" not in str(info.value)  # one line for the user
+    # Listing never raises for a broken checkpoint: it marks it.
+    for row in ckpt.list_checkpoints(tmp_path):
+        assert row.error is None or row.step is None
+
+
+@pytest.mark.parametrize("which", ["model", "state"])
+def test_a_flipped_byte_in_a_data_file_is_caught(tmp_path, trained, no_unpickling, which):
+    save(tmp_path, "c", trained)
+    path = data_file(tmp_path / "c", which)
+    original = path.read_bytes()
+    for i in range(0, len(original), len(original) // 40):  # a sample: the SHA-256 covers every byte
+        flipped = bytearray(original)
+        flipped[i] ^= 0x01
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(CheckpointError, match="checksum"):
+            ckpt.load_checkpoint(tmp_path, "c")
+    path.write_bytes(original)
+    ckpt.load_checkpoint(tmp_path, "c")
+
+
+def test_every_flipped_byte_in_the_manifest_is_caught(tmp_path, trained):
+    save(tmp_path, "c", trained)
+    path = tmp_path / "c" / "checkpoint.json"
+    original = path.read_bytes()
+    assert ckpt._parse_manifest(original, path) == manifest_of(tmp_path / "c")
+    # Every byte, every bit. The checksum covers the values; the exact text is checked too,
+    # because a float's 17th digit can change without changing the float.
+    for i in range(len(original)):
+        for bit in range(8):
+            flipped = bytearray(original)
+            flipped[i] ^= 1 << bit
+            with pytest.raises(CheckpointError):
+                ckpt._parse_manifest(bytes(flipped), path)
+    # And through the file system, for a sample.
+    for i in range(0, len(original), len(original) // 20):
+        flipped = bytearray(original)
+        flipped[i] ^= 0x01
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(CheckpointError):
+            ckpt.load_checkpoint(tmp_path, "c")
+
+
+def test_no_directory_yet(tmp_path):
+    assert ckpt.list_checkpoints(tmp_path / "none") == []
+    with pytest.raises(CheckpointError, match="there are none yet"):
+        ckpt.load_checkpoint(tmp_path / "none", "c")
+
+
+def test_the_module_never_unpickles():
+    source = inspect.getsource(ckpt)
+    tree = ast.parse(source)
+    unsafe = {"pickle", "_pickle", "cPickle", "dill", "shelve", "marshal", "joblib"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert not {a.name.split(".")[0] for a in node.names} & unsafe
+        if isinstance(node, ast.ImportFrom):
+            assert (node.module or "").split(".")[0] not in unsafe
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load":
+            if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+                kw = {k.arg: k.value for k in node.keywords}
+                assert isinstance(kw.get("weights_only"), ast.Constant) and kw["weights_only"].value is True
+    assert "pickle.load" not in source and "Unpickler" not in source
+
+
+# --- listing ---------------------------------------------------------------------------------------
+def test_list_checkpoints(tmp_path, trained, other):
+    save(tmp_path, "older", other)
+    save(tmp_path, "newer", trained)
+    save(tmp_path, "broken", trained)
+    data_file(tmp_path / "broken", "model").unlink()
+    (tmp_path / ".older.tmp-999999-ab").mkdir()  # debris of a killed save
+    (tmp_path / "newer" / "model-999999-ab.safetensors").write_bytes(b"stray")  # debris inside a checkpoint
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+
+    rows = ckpt.list_checkpoints(tmp_path)
+    assert [r.name for r in rows] == ["newer", "older", "broken"]  # newest first, broken ones last
+    newer, older, broken = rows
+    assert (newer.step, older.step) == (trained.step, other.step)
+    assert newer.val_loss == [h["val_loss"] for h in trained.history if h["val_loss"] is not None][-1]
+    assert newer.data_spec == worker.DATA_SPEC and newer.error is None
+    assert newer.model_config == trained.model.config.to_dict()
+    referenced = [tmp_path / "newer" / e["file"] for e in manifest_of(tmp_path / "newer")["files"].values()]
+    assert newer.size_bytes == sum(p.stat().st_size for p in [tmp_path / "newer" / "checkpoint.json", *referenced])
+    assert newer.saved_at > older.saved_at
+    assert broken.error and "is missing" in broken.error and broken.step is None
