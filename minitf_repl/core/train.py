@@ -216,11 +216,16 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        # Validate what can fail before changing anything, so a bad state leaves the trainer as it was.
+        config = TrainConfig.from_dict(state["train_config"])
+        probe = torch.Generator()
+        probe.set_state(state["generator"])
+        history = [dict(h) for h in state["history"]]
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
-        self.config = TrainConfig.from_dict(state["train_config"])
+        self.config = config
         self.step = state["step"]
         self.run_start = state["run_start"]
         self.run_steps = state["run_steps"]
         self.run_elapsed = state["run_elapsed"]
-        self.history = list(state["history"])
+        self.history = history
