@@ -198,3 +198,8 @@ def test_random_tokens_are_uniform_and_fresh():
 def test_bad_specs(spec, message):
     with pytest.raises(DataError, match=message):
         D.load_data(spec)
+
+
+def test_device_files_are_refused_not_read_forever():
+    with pytest.raises(DataError, match="not a regular file"):
+        D.load_data("/dev/zero")

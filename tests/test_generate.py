@@ -108,3 +108,9 @@ def test_empty_prompt_and_zero_tokens():
     with pytest.raises(UserError, match="empty"):
         list(generate(model, [], 3))
     assert list(generate(model, [1], 0)) == []
+
+
+def test_tiny_temperature_and_top_p_are_greedy_not_nan():
+    logits = torch.tensor([0.1, 2.0, 1.9, -1.0])
+    assert sample_next(logits, 1e-300) == 1
+    assert sample_next(logits, 1.0, top_p=1e-300) == 1

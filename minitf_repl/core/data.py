@@ -29,6 +29,7 @@ SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2d
 SHAKESPEARE_CHARS = 1_115_394
 
 CORPORA = ("pydoc", "shakespeare")
+MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 ids: 8 bytes a character
 TASKS = ("sort", "reverse", "add", "random")
 
 
@@ -300,6 +301,13 @@ def read_text_file(path: str | Path) -> str:
         raise DataError(f"no such file: {p}; give the path of a UTF-8 text file, or one of {', '.join(CORPORA + TASKS)}")
     if p.is_dir():
         raise DataError(f"{p} is a directory; give the path of a UTF-8 text file inside it")
+    if not p.is_file():
+        raise DataError(f"{p} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise DataError(
+            f"{p} is {p.stat().st_size / 2**20:.0f} MiB; this character-level lab reads files up to "
+            f"{MAX_FILE_BYTES // 2**20} MiB: use a part of it"
+        )
     try:
         raw = p.read_bytes()
     except OSError as e:

@@ -5,7 +5,7 @@
 the one new token. With `cache=False` it is the seed's naive loop, which re-runs the whole prefix
 every step; both give the same tokens for the same seed, which the tests check.
 
-Sampling happens on the CPU from float32 probabilities with its own generator, so the same seed
+Sampling happens on the CPU from float64 probabilities with its own generator, so the same seed
 gives the same text whatever device the model runs on.
 """
 
@@ -38,10 +38,12 @@ def sample_next(
     generator: torch.Generator | None = None,
 ) -> int:
     """Pick the next token from the logits z_t of the last position (a 1-D tensor over the vocabulary)."""
-    logits = logits.detach().float().cpu()
+    logits = logits.detach().double().cpu()  # float64: temperatures down to 1e-300 stay finite
     if temperature == 0:
         return int(torch.argmax(logits))  # greedy
-    logits = logits / temperature
+    # Subtract the max first: dividing by a tiny temperature then gives 0 for the best token and
+    # -inf for the rest (greedy in the limit) instead of overflowing to inf - inf = nan.
+    logits = (logits - logits.max()) / temperature
     if top_k is not None and top_k < logits.numel():
         kth = torch.topk(logits, top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))

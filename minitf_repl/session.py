@@ -1,0 +1,217 @@
+"""The live state of one REPL or one shell invocation: settings, data, model, trainer, device.
+
+Everything heavy is built on first use. `import torch` takes seconds and the prompt must not wait
+for it, so this module imports only the torch-free core (config, errors) at module level; the data,
+model and trainer are created the first time a command asks for them. `status()` reads what exists
+and never builds anything, so the bottom toolbar works before torch has been imported.
+
+The session changes state only through a few methods (`use_data`, `set_model_config`,
+`set_train_config`, `move_to`), each called by a command after it has validated everything, so a
+failed command leaves the state as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .core.config import ModelConfig, TrainConfig
+
+# Model settings that change no parameter: the model takes them in place and keeps its weights.
+# Every other ModelConfig field changes a weight's shape or meaning, so the model is rebuilt.
+IN_PLACE_FIELDS = ("dropout", "attention")
+
+
+@dataclass
+class GenSettings:
+    """Defaults for `:gen`; options given to one `:gen` override them for that call only."""
+
+    n: int = 200
+    temperature: float = 0.8
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None  # None: a fresh random seed each time
+    cache: bool = True
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Status:
+    """What the bottom toolbar shows."""
+
+    device: str
+    n_params: int | None  # None until the model is built
+    step: int
+    last_loss: float | None
+    data: str
+
+
+class Session:
+    def __init__(
+        self,
+        model_config: ModelConfig | None = None,
+        train_config: TrainConfig | None = None,
+        data_spec: str = "pydoc",
+        device_name: str = "auto",
+        gen: GenSettings | None = None,
+        debug: bool = False,
+    ):
+        self.model_config = model_config if model_config is not None else ModelConfig()
+        self.train_config = train_config if train_config is not None else TrainConfig()
+        self.data_spec = data_spec
+        self.device_name = device_name
+        self.gen = gen if gen is not None else GenSettings()
+        self.debug = debug
+        self._data = None
+        self._device = None
+        self._model = None
+        self._trainer = None
+
+    # --- lazily built state ------------------------------------------------------------------------
+    @property
+    def data(self):
+        """The current dataset, loaded from data_spec on first use (raises DataError)."""
+        if self._data is None:
+            from .core.data import load_data
+
+            data = load_data(self.data_spec)
+            self._data = data
+            self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
+        return self._data
+
+    @property
+    def device(self):
+        """The torch.device of device_name, resolved on first use (raises DeviceError)."""
+        if self._device is None:
+            from .core.device import resolve_device
+
+            self._device = resolve_device(self.device_name)
+        return self._device
+
+    @property
+    def has_model(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self):
+        self.build()
+        return self._model
+
+    @property
+    def trainer(self):
+        self.build()
+        return self._trainer
+
+    def build(self) -> None:
+        """Create the model and its trainer if they do not exist yet (seeded with train_config.seed)."""
+        if self._model is not None:
+            return
+        data, device = self.data, self.device  # either may raise; nothing is set before both succeed
+        self._model, self._trainer = self._new_model(data, device)
+
+    def _new_model(self, data, device):
+        import torch
+
+        from .core.model import MiniTransformerLM
+        from .core.train import Trainer
+
+        config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
+        torch.manual_seed(self.train_config.seed)
+        model = MiniTransformerLM(config).to(device)
+        trainer = Trainer(model, data, self.train_config, device)
+        self.model_config = config
+        return model, trainer
+
+    def rebuild(self) -> None:
+        """Fresh weights, optimizer and history for the current settings (only if a model exists)."""
+        if self._model is None:
+            return
+        model, trainer = self._new_model(self.data, self.device)
+        self._model, self._trainer = model, trainer
+
+    # --- state changes (the caller has validated the arguments) --------------------------------------
+    def use_data(self, spec: str, data) -> bool:
+        """Switch to an already loaded and checked dataset. True when the model was rebuilt.
+
+        A dataset with another vocabulary needs another embedding table, so the model is rebuilt;
+        with the same vocabulary the model and trainer are kept and only the batches change.
+        """
+        rebuilt = False
+        if self._model is not None:
+            if data.tokenizer.itos != self._data.tokenizer.itos:
+                self._data, self.data_spec = data, spec
+                self.rebuild()
+                rebuilt = True
+            else:
+                self._trainer.data = data
+        self._data, self.data_spec = data, spec
+        self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
+        return rebuilt
+
+    def set_model_config(self, config: ModelConfig) -> bool:
+        """Adopt a validated model config. True when the model was rebuilt (weights reset)."""
+        old = self.model_config
+        changed = {f.name for f in dataclasses.fields(ModelConfig) if getattr(old, f.name) != getattr(config, f.name)}
+        self.model_config = config
+        if self._model is None or not changed:
+            return False
+        if changed <= set(IN_PLACE_FIELDS):
+            self._apply_in_place(config)
+            return False
+        self.rebuild()
+        return True
+
+    def _apply_in_place(self, config: ModelConfig) -> None:
+        import torch.nn as nn
+
+        from .core.model import MultiHeadSelfAttention
+
+        for module in self._model.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = config.dropout
+            elif isinstance(module, MultiHeadSelfAttention):
+                module.use_sdpa = config.attention == "sdpa"
+                module.dropout_p = config.dropout
+        self._model.config = config
+
+    def set_train_config(self, config: TrainConfig) -> None:
+        """Adopt a validated training config; the trainer (if any) follows it from its next step."""
+        old = self.train_config
+        self.train_config = config
+        if self._trainer is None:
+            return
+        self._trainer.config = config
+        if config.weight_decay != old.weight_decay:
+            # make_optimizer's first group holds the matrices (decayed); the second never decays.
+            self._trainer.optimizer.param_groups[0]["weight_decay"] = config.weight_decay
+        if config.seed != old.seed:
+            self._trainer.generator.manual_seed(config.seed)  # a new seed means a new batch order
+
+    def move_to(self, device) -> bool:
+        """Move the model and optimizer state (if built) to a resolved torch.device. True if it moved."""
+        old = self._device
+        if self._model is not None:
+            from .core.device import move_to
+
+            move_to(self._model, self._trainer.optimizer, device)
+            self._trainer.device = device
+        self._device = device
+        self.device_name = str(device)
+        return old is None or old != device
+
+    # --- the toolbar -------------------------------------------------------------------------------
+    def status(self) -> Status:
+        """Built from what exists; never builds or imports anything."""
+        device = str(self._device) if self._device is not None else self.device_name
+        if self._model is None:
+            return Status(device=device, n_params=None, step=0, last_loss=None, data=self.data_spec)
+        history = self._trainer.history
+        return Status(
+            device=device,
+            n_params=self._model.num_parameters(),
+            step=self._trainer.step,
+            last_loss=history[-1]["train_loss"] if history else None,
+            data=self.data_spec,
+        )

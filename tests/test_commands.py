@@ -1,0 +1,640 @@
+"""The commands: parsing a line, each command's result, and a failed command changing nothing."""
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from minitf_repl.commands import (
+    CLEAR,
+    REGISTRY,
+    ConfigResult,
+    DataResult,
+    DeviceResult,
+    GenResult,
+    HelpResult,
+    Hooks,
+    Param,
+    ParamsResult,
+    QuitResult,
+    SetResult,
+    ShapesResult,
+    TrainResult,
+    find_command,
+    parse_line,
+    run_command,
+    to_json,
+    usage,
+)
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.errors import ConfigError, DataError, DeviceError, UserError
+from minitf_repl.session import Session
+
+TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
+TEXT = "the quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs!\n" * 12
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_session(data: str = "sort:4", **train) -> Session:
+    train = {"steps": 6, "batch_size": 4, "eval_every": 3, "eval_batches": 2, **train}
+    return Session(ModelConfig(**TINY), TrainConfig(**train), data_spec=data, device_name="cpu")
+
+
+@pytest.fixture
+def text_file(tmp_path):
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return str(path)
+
+
+class Recorder(Hooks):
+    """Records every callback; should_stop turns True after `stop_after` steps or tokens."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.stop_after = stop_after
+        self.starts, self.steps, self.tokens, self.notices = [], [], [], []
+
+    def on_train_start(self, run_steps, start_step, resumed):
+        self.starts.append((run_steps, start_step, resumed))
+
+    def on_step(self, info):
+        self.steps.append(info)
+
+    def on_token(self, text):
+        self.tokens.append(text)
+
+    def should_stop(self):
+        return self.stop_after is not None and len(self.steps) + len(self.tokens) >= self.stop_after
+
+    def notice(self, text):
+        self.notices.append(text)
+
+
+def run(session, line: str, hooks=None):
+    cmd, args = parse_line(line)
+    return run_command(session, cmd.name, args, hooks or Recorder())
+
+
+# --- parse_line: every form ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, name, args",
+    [
+        (":train", "train", {}),
+        (":train steps=200", "train", {"steps": 200}),
+        (":train --steps 200", "train", {"steps": 200}),
+        (":train --steps=200", "train", {"steps": 200}),
+        (":train eval-every=50", "train", {"eval_every": 50}),
+        (":train --eval-every 50 lr=1e-3 batch=8 seed=3", "train", {"eval_every": 50, "lr": 1e-3, "batch": 8, "seed": 3}),
+        (":train batch_size=8", "train", {"batch": 8}),
+        (":train data=reverse:3", "train", {"data": "reverse:3"}),
+        (":train data='my file.txt'", "train", {"data": "my file.txt"}),
+        (":TRAIN steps=2", "train", {"steps": 2}),
+        ("  :train steps=2  ", "train", {"steps": 2}),
+        (":gen", "gen", {}),
+        (":gen once upon a time", "gen", {"prompt": "once upon a time"}),
+        (":gen once upon n=50 a time", "gen", {"prompt": "once upon a time", "n": 50}),
+        (':gen "n=5 is text" n=3', "gen", {"prompt": "n=5 is text", "n": 3}),
+        (':gen "  spaced  "', "gen", {"prompt": "  spaced  "}),
+        (':gen "a\\nb\\t\\"q\\"\\\\"', "gen", {"prompt": 'a\nb\t"q"\\'}),
+        (":gen 'single \\n stays'", "gen", {"prompt": "single \\n stays"}),
+        (":gen 3141=", "gen", {"prompt": "3141="}),
+        (":gen 12+34=", "gen", {"prompt": "12+34="}),
+        (":gen -- n=5 --cache", "gen", {"prompt": "n=5 --cache"}),
+        (":gen hi --cache", "gen", {"prompt": "hi", "cache": True}),
+        (":gen hi --no-cache", "gen", {"prompt": "hi", "cache": False}),
+        (":gen --cache off hi", "gen", {"prompt": "hi", "cache": False}),
+        (":gen hi cache=off", "gen", {"prompt": "hi", "cache": False}),
+        (":gen hi --cache=yes", "gen", {"prompt": "hi", "cache": True}),
+        (":gen x temperature=0 top_k=5 top_p=0.9 seed=1", "gen",
+         {"prompt": "x", "temperature": 0.0, "top_k": 5, "top_p": 0.9, "seed": 1}),
+        (":shapes --all", "shapes", {"all": True}),
+        (":shapes hello layer=1", "shapes", {"prompt": "hello", "layer": 1}),
+        (":device", "device", {}),
+        (":device cuda:0", "device", {"name": "cuda:0"}),
+        (":data sort:3", "data", {"name": "sort:3"}),
+        (":set lr=0.01 n-layers=2", "set", {"lr": 0.01, "n_layers": 2}),
+        (":set top_k=none top_p=0.5 gen_seed=3", "set", {"top_k": CLEAR, "top_p": 0.5, "gen_seed": 3}),
+        (":set batch=16 attention=sdpa", "set", {"batch_size": 16, "attention": "sdpa"}),
+        (":help", "help", {}),
+        (":help train", "help", {"command": "train"}),
+        (":q", "quit", {}),
+        (":exit", "quit", {}),
+        (":config", "config", {}),
+        (":params", "params", {}),
+        ("hello there", "gen", {"prompt": "hello there"}),
+        ("  two  spaces ", "gen", {"prompt": "  two  spaces "}),
+    ],
+)  # fmt: skip
+def test_parse_line_forms(line, name, args):
+    cmd, parsed = parse_line(line)
+    assert cmd.name == name
+    assert parsed == args
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (":trian", "unknown command :trian; did you mean :train? (:help lists commands)"),
+        (":xyzzy", "unknown command :xyzzy (:help lists commands)"),
+        (":", "empty command"),
+        (":train stpes=5", "unknown option 'stpes' for :train; did you mean steps?"),
+        (":train foo=1", "(valid: steps, lr, batch, data, eval_every, seed)"),
+        (":train --stpes 5", "did you mean steps?"),
+        (":train steps=abc", "steps must be a whole number, got 'abc'"),
+        (":train steps=2.5", "steps must be a whole number, got '2.5'"),
+        (":train lr=abc", "lr must be a number, got 'abc'"),
+        (":train lr=nan", "lr must be a finite number"),
+        (":train lr=inf", "lr must be a finite number"),
+        (":set temperature=-inf", "temperature must be a finite number"),
+        (":train --steps", "--steps needs a value"),
+        (":train data=", "data needs a value"),
+        (":train steps=1 --steps 2", "steps is given twice"),
+        (':gen "unclosed', 'unclosed quote "'),
+        (":gen 'unclosed", "unclosed quote '"),
+        (":gen a=b", 'quote it: :gen "a=b"'),
+        (":gen hi cache=maybe", "cache must be on or off"),
+        (":shapes --all=maybe", "all must be on or off"),
+        (":params foo", ":params takes no text"),
+        (":quit now", ":quit takes no text"),
+        (":config x=1", ":config takes no options"),
+        (":set vocab_size=5", "vocab_size comes from the data"),
+        (":set lrr=1", "did you mean lr?"),
+        (":set activation=tanh", "activation must be one of gelu, relu"),
+        (":set top_k=none2", "top_k must be a whole number"),
+        (":gen top_k=none", "top_k must be a whole number"),
+        (":train steps=10000000000", "at most 10,000,000"),
+        (":train batch=1000000000", "at most 4,096"),
+        (":gen n=1000000000", "at most 100,000"),
+        (":set seed=" + "9" * 30, "at most"),
+    ],
+)
+def test_parse_line_errors(line, message):
+    with pytest.raises(UserError) as e:
+        parse_line(line)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        ":gen " + "a" * 100_000,
+        ":gen " + "a b " * 25_000,
+        ':gen "' + "\\\\" * 50_000 + '"',
+        ':gen "' + "\\" * 100_000,
+        ":gen " + "'" * 100_001,
+        ":train " + "x=1 " * 25_000,
+        ":" + "t" * 100_000,
+        ":train steps=" + "9" * 100_000,
+        ":set " + "lr=0.1 " * 14_000,
+    ],
+)
+def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
+    start = time.perf_counter()
+    try:
+        cmd, args = parse_line(line)
+    except UserError as e:
+        assert len(str(e)) < 400  # the message quotes a clipped value, never the whole line
+    else:
+        assert cmd.name == "gen"
+    assert time.perf_counter() - start < 1.0
+
+
+# --- the registry ---------------------------------------------------------------------------------
+
+
+def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
+    assert list(REGISTRY) == ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params"]
+    for cmd in REGISTRY.values():
+        assert cmd.summary.endswith("."), cmd.name
+        assert "\n" not in cmd.summary
+        assert all(isinstance(p, Param) and p.type in (int, float, str, bool) for p in cmd.params)
+        assert sum(p.positional for p in cmd.params) <= 1
+    assert REGISTRY["quit"].aliases == ("q", "exit")
+    assert find_command(":q") is REGISTRY["quit"]
+
+
+def test_option_names_match_the_contract():
+    names = {name: [p.name for p in cmd.params] for name, cmd in REGISTRY.items()}
+    assert names["train"] == ["steps", "lr", "batch", "data", "eval_every", "seed"]
+    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "seed", "cache"]
+    assert names["shapes"] == ["prompt", "layer", "all"]
+    assert names["device"] == ["name"] and names["data"] == ["name"] and names["help"] == ["command"]
+    model_keys = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(names["set"]) == model_keys | train_keys | {"n", "temperature", "top_k", "top_p", "gen_seed", "cache"}
+
+
+def test_usage_lines():
+    assert usage(REGISTRY["train"]) == ":train [steps=N] [lr=X] [batch=N] [data=NAME] [eval_every=N] [seed=N]"
+    assert usage(REGISTRY["gen"]).startswith(":gen [PROMPT] [n=N] [temperature=X]")
+    assert usage(REGISTRY["shapes"]) == ":shapes [PROMPT] [layer=N] [--all]"
+    assert usage(REGISTRY["set"]) == ":set key=value ..."
+
+
+# --- help, quit, config -------------------------------------------------------------------------------
+
+
+def test_help_lists_every_command_and_details_one():
+    s = Session()
+    result = run(s, ":help")
+    assert isinstance(result, HelpResult) and result.detail is None
+    assert [e.name for e in result.entries] == list(REGISTRY)
+    assert all(e.summary.endswith(".") and e.usage.startswith(":" + e.name) for e in result.entries)
+    detail = run(s, ":help :train")
+    assert detail.detail.name == "train" and [p.name for p in detail.params][:2] == ["steps", "lr"]
+    assert run(s, ":help q").detail.name == "quit"
+    with pytest.raises(UserError, match="did you mean :train"):
+        run(s, ":help trian")
+
+
+def test_quit():
+    assert isinstance(run(Session(), ":quit"), QuitResult)
+
+
+def test_config_shows_every_setting():
+    s = tiny_session()
+    assert run(s, ":config").model["vocab_size"] is None  # the data is not loaded yet
+    s.data
+    result = run(s, ":config")
+    assert isinstance(result, ConfigResult)
+    assert result.model == s.model_config.to_dict() and result.model["vocab_size"] == 12
+    assert result.train == s.train_config.to_dict()
+    assert result.gen["n"] == 200 and result.data == "sort:4" and result.device == "cpu"
+
+
+def test_commands_that_need_no_model_run_without_torch():
+    code = (
+        "import sys\n"
+        "import minitf_repl.commands as c\n"
+        "assert 'torch' not in sys.modules\n"
+        "from minitf_repl.session import Session\n"
+        "s = Session()\n"
+        "for line in [':help', ':help train', ':config', ':set lr=0.01 n=50 top_k=5', ':quit']:\n"
+        "    cmd, args = c.parse_line(line)\n"
+        "    c.run_command(s, cmd.name, args)\n"
+        "assert s.train_config.lr == 0.01 and s.gen.top_k == 5\n"
+        "try:\n"
+        "    c.parse_line(':trian')\n"
+        "except c.UserError:\n"
+        "    pass\n"
+        "print(s.status())\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+# --- train ------------------------------------------------------------------------------------------
+
+
+def test_train_runs_the_configured_steps_with_evaluations():
+    s = tiny_session()
+    hooks = Recorder()
+    result = run(s, ":train", hooks)
+    assert isinstance(result, TrainResult)
+    assert (result.steps, result.total_steps, result.run_remaining) == (6, 6, 0)
+    assert not result.stopped and not result.resumed
+    assert hooks.starts == [(6, 0, False)] and [i.step for i in hooks.steps] == [1, 2, 3, 4, 5, 6]
+    assert [row["run_step"] for row in result.evals] == [3, 6]
+    assert result.val_loss == result.evals[-1]["val_loss"] and result.accuracy is not None
+    assert math.isfinite(result.train_loss) and result.tokens_per_second > 0 and result.seconds > 0
+    assert result.data == "sort:4"
+
+
+def test_train_continues_after_a_stop():
+    s = tiny_session(steps=8)
+    first = run(s, ":train", Recorder(stop_after=3))
+    assert first.stopped and first.steps == 3 and first.run_remaining == 5 and not first.resumed
+    assert s.trainer.run_remaining == 5
+
+    hooks = Recorder()
+    second = run(s, ":train", hooks)
+    assert second.resumed and not second.stopped
+    assert hooks.starts == [(8, 3, True)]
+    assert (second.steps, second.total_steps, second.run_remaining) == (5, 8, 0)
+    assert [row["run_step"] for row in second.evals] == [6, 8]
+
+    # The interrupted run followed the same schedule and batches as an uninterrupted one.
+    straight = tiny_session(steps=8)
+    run(straight, ":train")
+    for (name, a), b in zip(s.model.state_dict().items(), straight.model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+
+    third = run(s, ":train")
+    assert not third.resumed and third.steps == 8 and third.total_steps == 16
+
+
+def test_train_steps_always_starts_a_new_run():
+    s = tiny_session(steps=8)
+    run(s, ":train", Recorder(stop_after=2))
+    hooks = Recorder()
+    result = run(s, ":train steps=3", hooks)
+    assert not result.resumed and hooks.starts == [(3, 0, False)]
+    assert (result.steps, result.total_steps, result.run_remaining) == (3, 5, 0)
+    assert s.train_config.steps == 8  # steps= is for this run only
+
+
+def test_train_options_persist_like_set():
+    s = tiny_session()
+    run(s, ":train steps=2 lr=0.01 batch=3 eval_every=1 seed=5")
+    cfg = s.train_config
+    assert (cfg.lr, cfg.batch_size, cfg.eval_every, cfg.seed) == (0.01, 3, 1, 5)
+    assert s.trainer.config is cfg
+
+
+def test_train_with_data_switches_first(text_file):
+    s = tiny_session()
+    run(s, ":train steps=2")
+    hooks = Recorder()
+    result = run(s, f":train steps=2 data={text_file}", hooks)
+    assert s.data_spec == text_file and result.data == text_file
+    assert result.total_steps == 2  # another vocabulary: the model was rebuilt
+    assert any("weights reset" in n for n in hooks.notices)
+
+
+def test_train_json_has_the_required_keys():
+    s = tiny_session()
+    doc = to_json(run(s, ":train steps=2"))
+    for key in ("steps", "train_loss", "val_loss", "tokens_per_second", "seconds", "accuracy", "total_steps",
+                "stopped", "data"):  # fmt: skip
+        assert key in doc
+    json.dumps(doc, allow_nan=False)
+
+
+# --- gen ----------------------------------------------------------------------------------------------
+
+
+def test_gen_with_and_without_cache_gives_the_same_text():
+    s = tiny_session()
+    run(s, ":train steps=3")
+    on = run(s, ":gen 3141= n=40 seed=7 cache=on")
+    off = run(s, ":gen 3141= n=40 seed=7 cache=off")
+    assert isinstance(on, GenResult) and on.cache and not off.cache
+    assert on.text == off.text and on.n_tokens == 40 and len(on.text) == 40  # 45 tokens > max_seq_len 32
+    assert on.prompt == "3141=" and on.tokens_per_second > 0
+
+
+def test_gen_streams_tokens_and_stops_when_asked():
+    s = tiny_session()
+    hooks = Recorder()
+    full = run(s, ":gen 12 n=6 seed=1", hooks)
+    assert "".join(hooks.tokens) == full.text and not full.stopped
+    stopped = run(s, ":gen 12 n=6 seed=1", Recorder(stop_after=2))
+    assert stopped.stopped and stopped.n_tokens == 2 and stopped.text == full.text[:2]
+
+
+def test_gen_empty_prompt_starts_from_newline_or_first_character(text_file):
+    s = tiny_session()
+    assert run(s, ":gen n=2").prompt == "+"  # "+0123456789=" has no newline: its first character
+    s = tiny_session(data=text_file)
+    assert run(s, ":gen n=2").prompt == "\n"
+    assert run(s, ':gen "" n=2').prompt == "\n"
+
+
+def test_gen_uses_session_settings_and_greedy_is_deterministic():
+    s = tiny_session()
+    run(s, ":set temperature=0 n=5")
+    a, b = run(s, ":gen 1"), run(s, ":gen 1")
+    assert a.n_tokens == 5 and a.text == b.text
+
+
+def test_gen_prompt_longer_than_the_window_is_fine():
+    s = tiny_session()
+    result = run(s, ":gen " + "1234" * 20 + " n=3 seed=0")
+    assert result.n_tokens == 3
+
+
+# --- shapes -----------------------------------------------------------------------------------------
+
+
+def test_shapes_default_prompt_is_a_task_question():
+    s = tiny_session()
+    result = run(s, ":shapes")
+    assert isinstance(result, ShapesResult)
+    assert result.prompt.endswith("=") and len(result.prompt) == 5
+    assert result.layer == 0 and not result.show_all and result.n_layers == 1
+    q = next(r for r in result.records if r.path == "blocks.0.attn.hook_q")
+    assert q.output_shape == (1, 2, 5, 16)  # (B, n_heads, T, head_dim)
+
+
+def test_shapes_default_prompt_for_a_corpus_is_16_validation_characters(text_file):
+    s = tiny_session(data=text_file)
+    result = run(s, ":shapes --all")
+    assert len(result.prompt) == 16 and result.layer is None and result.show_all
+    assert result.records[-1].path == "lm_head" and result.records[-1].output_shape == (1, 16, s.model_config.vocab_size)
+
+
+def test_shapes_truncates_a_long_prompt_with_a_notice():
+    s = tiny_session()
+    hooks = Recorder()
+    result = run(s, ":shapes " + "1234567890" * 5, hooks)
+    assert len(result.prompt) == 32 and result.prompt == ("1234567890" * 5)[-32:]
+    assert hooks.notices and "max_seq_len=32" in hooks.notices[0]
+
+
+def test_shapes_layer_out_of_range_names_the_range():
+    s = tiny_session()
+    for line in (":shapes layer=1", ":shapes layer=-1"):
+        with pytest.raises(UserError, match=r"layer must be in 0\.\.0"):
+            run(s, line)
+
+
+# --- device, data, set, params ----------------------------------------------------------------------------
+
+
+def test_device_lists_and_switches():
+    s = tiny_session()
+    listing = run(s, ":device")
+    assert isinstance(listing, DeviceResult) and not listing.switched
+    assert listing.devices[0].name == "cpu" and listing.current == "cpu"
+    s.model
+    result = run(s, ":device cpu")
+    assert result.current == "cpu" and not result.switched
+
+
+def test_device_listing_works_when_the_configured_device_is_absent():
+    s = Session(device_name="nonsense")
+    assert run(s, ":device").current == "nonsense"
+
+
+def test_data_shows_and_switches(text_file):
+    s = tiny_session()
+    shown = run(s, ":data")
+    assert isinstance(shown, DataResult) and not shown.changed and shown.info.name == "sort"
+    model = s.model
+    same = run(s, ":data reverse:4")
+    assert same.changed and not same.rebuilt and s.model is model and s.trainer.data is s.data
+    hooks = Recorder()
+    other = run(s, f":data {text_file}", hooks)
+    assert other.rebuilt and s.model is not model and s.model_config.vocab_size == other.info.vocab_size
+    assert "weights reset" in hooks.notices[0]
+
+
+def test_set_changes_and_reports():
+    s = tiny_session()
+    s.model
+    hooks = Recorder()
+    result = run(s, ":set lr=0.01 top_k=5 gen_seed=3 n_layers=2", hooks)
+    assert isinstance(result, SetResult) and result.rebuilt
+    assert result.changed == {"lr": (3e-3, 0.01), "top_k": (None, 5), "gen_seed": (None, 3), "n_layers": (1, 2)}
+    assert s.model.config.n_layers == 2 and s.trainer.config.lr == 0.01 and s.gen.seed == 3
+    assert "weights reset" in hooks.notices[0]
+    cleared = run(s, ":set top_k=none lr=0.01")
+    assert cleared.changed == {"top_k": (5, None)} and not cleared.rebuilt and s.gen.top_k is None
+
+
+def test_set_attention_keeps_the_weights():
+    s = tiny_session()
+    weights = {k: v.clone() for k, v in s.model.state_dict().items()}
+    result = run(s, ":set attention=sdpa")
+    assert not result.rebuilt and s.model.config.attention == "sdpa"
+    assert all(torch.equal(weights[k], v) for k, v in s.model.state_dict().items())
+
+
+def test_set_before_a_model_only_records():
+    s = tiny_session()
+    result = run(s, ":set d_model=64 n_heads=4")
+    assert not result.rebuilt and not s.has_model and s.model.config.d_model == 64
+
+
+def test_set_with_nothing_lists_the_keys():
+    with pytest.raises(UserError, match="nothing to set.*d_model.*gen_seed"):
+        run(Session(), ":set")
+
+
+def test_params_rows_count_the_tied_matrix_once():
+    s = tiny_session()
+    result = run(s, ":params")
+    assert isinstance(result, ParamsResult)
+    assert result.total == s.model.num_parameters() == sum(count for _, _, count in result.rows)
+    names = [name for name, _, _ in result.rows]
+    assert "token_embedding.weight" in names and "lm_head.weight" not in names
+    assert dict((n, shape) for n, shape, _ in result.rows)["token_embedding.weight"] == (12, 32)
+
+
+def test_run_command_takes_shell_style_args():
+    s = tiny_session()
+    result = run_command(s, "train", {"steps": "2", "eval-every": "1", "lr": None, "data": None}, Recorder())
+    assert result.steps == 2 and s.train_config.eval_every == 1
+    assert run_command(s, "gen", {"prompt": "1", "n": 3, "cache": "off"}).n_tokens == 3
+    assert run_command(s, "set", {"lr": "0.02", "d_model": None}).changed == {"lr": (3e-3, 0.02)}
+    with pytest.raises(UserError, match="unknown option 'stpes'"):
+        run_command(s, "train", {"stpes": 5})
+    with pytest.raises(UserError, match="steps must be a whole number"):
+        run_command(s, "train", {"steps": 2.5})
+    with pytest.raises(UserError, match="unknown command"):
+        run_command(s, "trian", {})
+
+
+def test_every_result_is_json():
+    s = tiny_session()
+    lines = [":help", ":help train", ":quit", ":train steps=1", ":gen 1 n=2", ":shapes", ":device", ":config",
+             ":set lr=0.01", ":data", ":params"]  # fmt: skip
+    for line in lines:
+        doc = to_json(run(s, line))
+        json.dumps(doc, allow_nan=False)
+    gen = to_json(run(s, ":gen 1 n=2"))
+    assert set(gen) >= {"prompt", "text", "n_tokens", "tokens_per_second", "seconds", "cache"}
+    assert to_json(run(s, ":help train"))["params"][0]["type"] == "int"
+
+
+# --- a failed command changes nothing ----------------------------------------------------------------
+
+
+def snapshot(s: Session) -> dict:
+    return {
+        "configs": (s.model_config, s.train_config, dataclasses.replace(s.gen), s.data_spec, s.device_name),
+        "objects": (s._model, s._trainer, s._data),
+        "weights": {k: v.clone() for k, v in s.model.state_dict().items()},
+        "trainer": (s.trainer.step, s.trainer.run_start, s.trainer.run_steps, len(s.trainer.history),
+                    s.trainer.config, s.trainer.data),  # fmt: skip
+    }
+
+
+def assert_unchanged(s: Session, before: dict) -> None:
+    after = snapshot(s)
+    assert after["configs"] == before["configs"]
+    assert all(a is b for a, b in zip(after["objects"], before["objects"]))
+    assert after["trainer"][:5] == before["trainer"][:5] and after["trainer"][5] is before["trainer"][5]
+    assert after["weights"].keys() == before["weights"].keys()
+    for k, v in before["weights"].items():
+        assert torch.equal(v, after["weights"][k]), k
+
+
+ERRORS = [
+    (":set d_model=31", ConfigError, "divisible"),
+    (":set d_model=64 lr=-1", ConfigError, "lr must be positive"),
+    (":set n_layers=2 temperature=-1", UserError, "temperature"),
+    (":set n_layers=0", ConfigError, "n_layers must be positive"),
+    (":set max_seq_len=4", DataError, "needs max_seq_len >= 8"),
+    (":set d_model=100000", UserError, "parameters"),
+    (":set batch_size=4096 max_seq_len=16384", UserError, "GiB"),
+    (":set vocab_size=3", UserError, "vocab_size comes from the data"),
+    (":set warmup_steps=-1", ConfigError, "warmup_steps"),
+    (":train steps=0", UserError, "steps must be a positive"),
+    (":train steps=-5", UserError, "steps must be a positive"),
+    (":train batch=0 lr=0.5", ConfigError, "batch_size"),
+    (":train batch=5000", UserError, "at most 4,096"),
+    (":train steps=1000000000000", UserError, "at most 10,000,000"),
+    (":train lr=nan", UserError, "finite"),
+    (":train seed=-1", ConfigError, "seed"),
+    (":train lr=0.5 data=/no/such/file.txt", DataError, "no such file"),
+    (":train lr=0.5 data=sort:30", DataError, "max_seq_len"),
+    (":data sort:30", DataError, "max_seq_len"),
+    (":data /no/such/file.txt", DataError, "no such file"),
+    (":data sort:x", DataError, "whole number"),
+    (":gen xyz", DataError, "not in the vocabulary"),
+    (":gen 1 n=-1", UserError, "n (tokens to generate)"),
+    (":gen 1 n=1000000000", UserError, "at most 100,000"),
+    (":gen 1 top_p=2", UserError, "top_p"),
+    (":gen 1 top_k=0", UserError, "top_k"),
+    (":gen 1 temperature=-1", UserError, "temperature"),
+    (":gen 1 seed=-3", UserError, "seed"),
+    (":gen 1 temperature=1e-300", UserError, "temperature must be 0 (greedy) or at least"),
+    (":gen 1 top_p=1e-300", UserError, "top_p must be at least"),
+    (":set temperature=1e-300 lr=0.1", UserError, "temperature"),
+    pytest.param(":data /dev/zero", UserError, "not a regular file",
+                 marks=pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")),
+    (":data " + "x" * 5000, UserError, "cannot read"),
+    (":device " + "c" * 100_000, DeviceError, "unknown device"),
+    (":shapes layer=3", UserError, "layer must be in"),
+    (":shapes xyz", DataError, "not in the vocabulary"),
+    (":device nonsense", DeviceError, "unknown device"),
+    (":device cuda:99", DeviceError, "not available"),
+    (":device mps:1", DeviceError, "unknown device"),
+    (":help nothing", UserError, "unknown command"),
+]
+
+
+@pytest.mark.parametrize("line, error, message", ERRORS)
+def test_a_failed_command_leaves_the_session_untouched(line, error, message):
+    s = tiny_session(steps=4)
+    run(s, ":train", Recorder(stop_after=2))  # mid-run: optimizer state, history, an open run
+    before = snapshot(s)
+    with pytest.raises(error) as e:
+        run(s, line)
+    assert message in str(e.value) and len(str(e.value)) < 400
+    assert_unchanged(s, before)
+
+
+def test_a_diverging_run_is_a_user_error():
+    s = tiny_session()
+    run(s, ":train steps=2")
+    s.model.token_embedding.weight.data[0, 0] = float("nan")
+    with pytest.raises(UserError, match="Lower the learning rate"):
+        run(s, ":train steps=2")
