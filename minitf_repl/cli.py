@@ -1,0 +1,267 @@
+"""The `minitf` command: with no subcommand the REPL, otherwise one command and exit.
+
+The subcommands are generated from the command registry, so the shell and the REPL cannot drift:
+`:train steps=200 eval_every=50` is `minitf train --steps 200 --eval-every 50`. Global options
+(--debug, --device, --data, --set key=value) come before the subcommand and apply to the session
+the command runs in.
+
+Standard output carries only the result (with --json: exactly one JSON document); progress,
+notices and errors go to standard error, so `minitf train --json > run.json` stays clean.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import traceback
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from .commands import REGISTRY, Hooks, parse_line, run_command, to_json
+from .core.errors import UserError
+from .render import RichHooks, error, internal_error
+from .session import Session
+
+try:  # recent Typer vendors click; older releases depend on it
+    from typer._click.exceptions import ClickException as _ClickException
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException as _ClickException
+
+SHELL_ONLY_EXCLUDED = ("help", "quit")
+
+
+def _stdout() -> Console:
+    return Console()
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+class _Group(TyperGroup):
+    """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = _dashes(sys.argv[1:] if args is None else list(args))
+        try:
+            code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                standalone_mode=False, **extra)
+        except _ClickException as e:
+            hint = f"; {e.ctx.command_path} --help lists the options" if getattr(e, "ctx", None) else ""
+            error(_stderr(), e.format_message() + hint)
+            code = e.exit_code
+        except typer.Abort:
+            code = 130
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _dashes(args: list[str]) -> list[str]:
+    """`--eval_every 50` is `--eval-every 50`, as in the REPL (options are declared with dashes)."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        if arg.startswith("--") and "_" in arg.split("=", 1)[0]:
+            key, eq, value = arg.partition("=")
+            arg = key.replace("_", "-") + eq + value
+        out.append(arg)
+    return out
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="minitf",
+    help="A terminal lab for building, training and looking inside a decoder-only Transformer. "
+    "With no command: the interactive shell (:help lists its commands).",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class _State:
+    def __init__(self, session: Session, debug: bool):
+        self.session = session
+        self.debug = debug
+
+
+def apply_settings(session: Session, pairs: list[str]) -> None:
+    """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`."""
+    if not pairs:
+        return
+    _, args = parse_line(":set " + " ".join(pairs))
+    run_command(session, "set", args, Hooks())
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    ctx: typer.Context,
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of internal errors."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N or mps."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help=escape("pydoc, shakespeare, sort[:N], reverse[:N], add[:N], random[:V] or a file path.")
+    ),
+    settings: List[str] = typer.Option(
+        [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable)."
+    ),
+    checkpoint_dir: Optional[str] = typer.Option(
+        None, "--checkpoint-dir", metavar="DIR",
+        help="Where :save, :load and :ls keep checkpoints (default ./checkpoints or $MINITF_CHECKPOINT_DIR).",
+    ),
+) -> None:
+    session = Session(data_spec=data or "pydoc", device_name=device or "auto", debug=debug,
+                      checkpoint_dir=checkpoint_dir)
+    try:
+        apply_settings(session, settings)
+    except UserError as e:
+        error(_stderr(), f"--set: {e}")
+        raise typer.Exit(1)
+    ctx.obj = _State(session, debug)
+    if ctx.invoked_subcommand is None:
+        raise typer.Exit(open_shell(session, debug))
+
+
+def open_shell(session: Session, debug: bool = False) -> int:
+    """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file."""
+    from . import repl
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        return repl.run_repl(session, Console(), Console(stderr=True), debug)
+    repl.preload()
+    out = Console(force_terminal=False, no_color=True)
+    err = Console(stderr=True, force_terminal=False, no_color=True)
+    try:
+        return repl.run_lines(repl.stdin_lines(), session, out, err, debug)
+    except KeyboardInterrupt:
+        return 130
+
+
+# --- one subcommand per registry command ---------------------------------------------------------
+class _QuietHooks(Hooks):
+    """For --json: no progress on stdout; Ctrl-C still stops; notices go to stderr."""
+
+    def __init__(self, err: Console):
+        self.err = err
+        self.stop_requested = False
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+
+    def should_stop(self) -> bool:
+        return self.stop_requested
+
+    def notice(self, text: str) -> None:
+        self.err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _option_names(name: str, is_bool: bool) -> list[str]:
+    dashed = name.replace("_", "-")
+    if is_bool:
+        return [f"--{dashed}/--no-{dashed}"]
+    return [f"--{dashed}"]
+
+
+def _help(p) -> str:
+    text = p.help or ""
+    if p.choices:
+        text += f" One of: {', '.join(map(str, p.choices))}."
+    if p.default is not None and not p.positional:
+        text += f" (default {p.default})"
+    return escape(text)
+
+
+def _run_one(ctx: typer.Context, name: str, args: dict, as_json: bool) -> None:
+    from .repl import quiet_tty, stop_on_sigint
+
+    state: _State = ctx.obj
+    out, err = _stdout(), _stderr()
+    hooks = _QuietHooks(err) if as_json else RichHooks(err, out=out)
+    try:
+        if name == "gen" and isinstance(hooks, RichHooks):
+            hooks.gen_prompt = next((args.get(p.name) for p in REGISTRY["gen"].params if p.positional), None)
+        with stop_on_sigint(hooks, REGISTRY[name]), quiet_tty():
+            result = run_command(state.session, name, args, hooks)
+        if as_json:
+            print(json.dumps(to_json(result), default=str))
+        else:
+            hooks.finish(result)
+    except UserError as e:
+        if isinstance(hooks, RichHooks):
+            hooks.close()
+        error(err, str(e))
+        raise typer.Exit(1)
+    except (KeyboardInterrupt, typer.Exit):
+        raise
+    except Exception as e:
+        if isinstance(hooks, RichHooks):
+            hooks.close()
+        if state.debug:
+            err.print(traceback.format_exc(), markup=False, highlight=False, end="", soft_wrap=True)
+        else:
+            internal_error(err, e)
+        raise typer.Exit(1)
+
+
+def _make_subcommand(command):
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    annotations = {"ctx": typer.Context}
+    if command.name == "set":
+        info = typer.Argument(None, metavar="KEY=VALUE...", help="Settings to change, e.g. n_layers=2 lr=1e-3.",
+                              show_default=False)
+        params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
+                                        annotation=Optional[List[str]]))
+        annotations["pairs"] = Optional[List[str]]
+    else:
+        for p in command.params:
+            if p.positional:
+                info = typer.Argument(None, metavar=p.name.upper(), help=_help(p), show_default=False)
+            else:
+                # Values travel as text and are parsed by the registry, so a bad value gets the same
+                # message as in the REPL ("steps must be a whole number, got 'abc'").
+                metavar = {int: "N", float: "X"}.get(p.type, "TEXT")
+                info = typer.Option(None, *_option_names(p.name, p.type is bool), help=_help(p), show_default=False,
+                                    metavar=None if p.type is bool else metavar)
+            annotation = Optional[bool] if p.type is bool else Optional[str]
+            params.append(
+                inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+            )
+            annotations[p.name] = annotation
+    info = typer.Option(False, "--json", help="Print the result as one JSON document on stdout.")
+    params.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=bool))
+    annotations["as_json"] = bool
+
+    def subcommand(ctx: typer.Context, **kwargs) -> None:
+        as_json = kwargs.pop("as_json", False)
+        if command.name == "set":
+            try:
+                _, args = parse_line(":set " + " ".join(kwargs.get("pairs") or []))
+            except UserError as e:
+                error(_stderr(), str(e))
+                raise typer.Exit(1)
+        else:
+            args = {k: v for k, v in kwargs.items() if v is not None}
+        _run_one(ctx, command.name, args, as_json)
+
+    subcommand.__name__ = command.name
+    subcommand.__doc__ = command.summary
+    subcommand.__signature__ = inspect.Signature(params)
+    subcommand.__annotations__ = annotations
+    return subcommand
+
+
+for _command in REGISTRY.values():
+    if _command.name not in SHELL_ONLY_EXCLUDED:
+        app.command(name=_command.name, help=escape(_command.summary))(_make_subcommand(_command))
+
+
+def main() -> None:
+    """The console script `minitf`."""
+    app(prog_name="minitf")

@@ -1,0 +1,165 @@
+"""cli.py: the `minitf` command through Typer's CliRunner (stdout and stderr apart)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from minitf_repl import cli
+from minitf_repl.commands import REGISTRY
+
+TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64",
+        "--set", "max_seq_len=32", "--set", "batch_size=4", "--data", "sort"]
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def checkpoints_in_tmp(monkeypatch, tmp_path):
+    """:train autosaves a checkpoint: keep it out of the working directory."""
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
+    return tmp_path / "checkpoints"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def invoke(*args, input=None):
+    return runner.invoke(cli.app, list(args), input=input)
+
+
+def assert_one_error_line(result, code=1, prefix="error: "):
+    assert result.exit_code == code, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(prefix), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_help_lists_the_subcommands():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for name in ("train", "gen", "shapes", "device", "config", "data", "params", "set"):
+        assert name in result.stdout
+    assert "quit" not in result.stdout
+    assert "--set" in result.stdout and "--debug" in result.stdout and "--device" in result.stdout
+
+
+def test_subcommands_are_generated_from_the_registry():
+    result = invoke("train", "--help")
+    assert result.exit_code == 0
+    for p in REGISTRY["train"].params:
+        assert "--" + p.name.replace("_", "-") in result.stdout
+    assert "--json" in result.stdout
+    assert "--cache" in invoke("gen", "--help").stdout and "--all" in invoke("shapes", "--help").stdout
+
+
+def test_train_json_is_one_document_on_stdout():
+    result = invoke(*TINY, "train", "--steps", "3", "--eval-every", "3", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)  # exactly one JSON document, nothing else
+    for key in ("steps", "train_loss", "val_loss", "tokens_per_second", "seconds", "accuracy"):
+        assert key in doc
+    assert doc["steps"] == 3 and doc["val_loss"] is not None and doc["data"] == "sort"
+    assert "\x1b[" not in result.stderr
+
+
+def test_train_text_and_underscore_options():
+    result = invoke(*TINY, "train", "--steps=4", "--eval_every", "2")
+    assert result.exit_code == 0, result.output
+    assert "trained 4 steps" in result.stdout
+    assert result.stdout.count("\n│") >= 2  # two evaluation rows in the loss table
+    assert "\x1b[" not in result.stdout
+
+
+def test_gen_text_on_stdout_stats_on_stderr():
+    result = invoke(*TINY, "gen", "--n", "7", "--no-cache", "--seed", "3", "3141=")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("3141=") and len(result.stdout.rstrip("\n")) == len("3141=") + 7
+    assert "7 tokens in" in result.stderr and "cache off" in result.stderr
+    doc = json.loads(invoke(*TINY, "gen", "--n", "4", "--json").stdout)
+    assert doc["n_tokens"] == 4 and doc["cache"] is True
+
+
+def test_shapes_device_config_params_data_set():
+    result = invoke(*TINY, "shapes", "--all")
+    assert result.exit_code == 0 and "blocks.0.attn.q_proj" in result.stdout
+    result = invoke("device")
+    assert result.exit_code == 0 and "cpu" in result.stdout
+    doc = json.loads(invoke(*TINY, "config", "--json").stdout)
+    assert doc["model"]["n_layers"] == 1 and doc["model"]["d_model"] == 32 and doc["data"] == "sort"
+    result = invoke(*TINY, "params")
+    assert result.exit_code == 0 and "total" in result.stdout and "counted once" in result.stdout
+    result = invoke("--data", "reverse:4", "data")
+    assert result.exit_code == 0 and "reverse 4 digits" in result.stdout
+    result = invoke("set", "n_layers=2", "lr=0.01")
+    assert result.exit_code == 0 and "n_layers: 4 -> 2" in result.stdout and "lr: 0.003 -> 0.01" in result.stdout
+
+
+def test_user_errors_are_one_line_exit_1():
+    line = assert_one_error_line(invoke(*TINY, "train", "--steps", "abc"))
+    assert line == "error: steps must be a whole number, got 'abc'"
+    line = assert_one_error_line(invoke(*TINY, "gen", "--n", "3", "hello"))
+    assert "not in the vocabulary" in line
+    line = assert_one_error_line(invoke("--set", "nope=1", "config"))
+    assert line.startswith("error: --set: unknown option 'nope' for :set")
+    assert_one_error_line(invoke("--data", "/no/such/file.txt", "data"))
+    assert_one_error_line(invoke("set", "bogus=1"))
+    assert_one_error_line(invoke("--device", "tpu", "device", "tpu"))
+
+
+def test_usage_errors_are_one_line_exit_2():
+    line = assert_one_error_line(invoke("train", "--stpes", "3"), code=2)
+    assert "--stpes" in line and "minitf train --help" in line
+    assert_one_error_line(invoke("nosuchcommand"), code=2)
+
+
+def test_internal_error_one_line_or_traceback_with_debug(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "run_command", broken)
+    line = assert_one_error_line(invoke("config"), prefix="internal error: ")
+    assert line == "internal error: RuntimeError: boom (run with --debug for the traceback)"
+    result = invoke("--debug", "config")
+    assert result.exit_code == 1 and "Traceback (most recent call last)" in result.stderr
+
+
+def test_no_subcommand_with_piped_stdin_runs_the_lines():
+    result = invoke(*TINY, input=":train steps=3\n:gen n=5\n")
+    assert result.exit_code == 0, result.output
+    assert "trained 3 steps" in result.stdout and "5 tokens in" in result.stdout
+    assert "\x1b[" not in result.output
+    result = invoke(input=":config\n:oops\n")
+    assert result.exit_code == 1 and "error: unknown command :oops" in result.stderr
+
+
+def test_the_ui_layer_does_not_import_torch_at_startup():
+    """The prompt must not wait for `import torch` (seconds): no UI module may import it at load time."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import minitf_repl.cli, minitf_repl.repl, minitf_repl.render, minitf_repl.__main__; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+    result = subprocess.run([sys.executable, "-m", "minitf_repl", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "train" in result.stdout
+
+
+def test_checkpoint_dir_option(tmp_path):
+    folder = tmp_path / "mine"
+    result = invoke(*TINY, "--checkpoint-dir", str(folder), "train", "--steps", "2")
+    assert result.exit_code == 0, result.output
+    assert "saved checkpoint autosave" in result.stdout
+    result = invoke("--checkpoint-dir", str(folder), "ls")
+    assert result.exit_code == 0 and "autosave" in result.stdout and "sort" in result.stdout
+    doc = json.loads(invoke("--checkpoint-dir", str(folder), "ls", "--json").stdout)
+    assert [row["name"] for row in doc["rows"]] == ["autosave"]

@@ -1,0 +1,319 @@
+"""repl.py: the prompt loop (driven through prompt-toolkit's pipe input), the line mode for piped
+stdin, Ctrl-C during a command, history fallbacks, completion and the toolbar."""
+
+import io
+import os
+import signal
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from minitf_repl import repl
+from minitf_repl.render import RichHooks
+from minitf_repl.session import Session
+
+TINY = ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 eval_every=5"
+
+
+@pytest.fixture(autouse=True)
+def checkpoints_in_tmp(monkeypatch, tmp_path):
+    """:train autosaves a checkpoint: keep it out of the working directory."""
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
+    return tmp_path / "checkpoints"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models train fastest on one thread, and several threads crawl on a busy 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def consoles():
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    err = Console(file=io.StringIO(), width=100, color_system=None)
+    return out, err
+
+
+def drive(text: str, session=None, debug=False):
+    """Type `text` into the REPL; returns (exit code, stdout text, stderr text, session)."""
+    session = session or Session()
+    out, err = consoles()
+    with create_pipe_input() as inp:
+        inp.send_text(text + "\x04")  # Ctrl-D at the end: the loop ends even if a test's :quit fails
+        code = repl.run_repl(session, out, err, debug=debug, input=inp, output=DummyOutput(),
+                             history=InMemoryHistory())
+    return code, out.file.getvalue(), err.file.getvalue(), session
+
+
+# --- the interactive loop ------------------------------------------------------------------------
+def test_repl_session_help_set_data_train_quit():
+    code, out, err, session = drive(f":help\r{TINY}\r:data sort\r:train steps=5\r:quit\r:config\r")
+    assert code == 0
+    assert ":train" in out and "Leave minitf." in out  # :help
+    assert "n_layers: 4 -> 1" in out  # :set
+    assert "sort 6 digits" in out  # :data
+    assert "trained 5 steps" in out and "val loss" in out  # :train
+    assert "d_model" not in out.split("trained 5 steps")[1]  # :quit ended the loop before :config
+    assert err == ""
+    assert session.status().step == 5
+
+
+def test_repl_plain_line_is_a_gen_prompt_and_ctrl_d_exits():
+    code, out, err, session = drive(f"{TINY}\r:data sort\r:gen n=6 seed=1\r314\r\x04")
+    assert code == 0 and err == ""
+    assert out.count("6 tokens in") == 1
+    assert "314" in out and "200 tokens in" in out  # the plain line: gen with the session's n=200
+
+
+def test_repl_errors_are_one_line_and_the_session_goes_on():
+    code, out, err, _ = drive(":trian\r:train steps=abc\r:gen \"unclosed\r:config\r:q\r")
+    assert code == 0
+    lines = err.splitlines()
+    assert lines == [
+        "error: unknown command :trian; did you mean :train? (:help lists commands)",
+        "error: steps must be a whole number, got 'abc'",
+        lines[2],
+    ]
+    assert lines[2].startswith("error: unclosed quote")
+    assert "Traceback" not in err
+    assert "d_model" in out  # :config still ran
+
+
+def test_internal_error_is_one_line_unless_debug(monkeypatch):
+    real = repl.run_command
+
+    def broken(session, name, args, hooks):
+        if name == "config":
+            raise RuntimeError("boom")
+        return real(session, name, args, hooks)
+
+    monkeypatch.setattr(repl, "run_command", broken)
+    code, out, err, _ = drive(":config\r:q\r")
+    assert err == "internal error: RuntimeError: boom (run with --debug for the traceback)\n"
+    code, out, err, _ = drive(":config\r:q\r", debug=True)
+    assert "Traceback (most recent call last)" in err and "RuntimeError: boom" in err
+
+
+def test_ctrl_c_stops_training_and_keeps_the_model(monkeypatch):
+    """Two fast SIGINTs during :train: it stops after the current step, no traceback, model kept."""
+
+    class InterruptingHooks(RichHooks):
+        def on_step(self, info):
+            super().on_step(info)
+            if info.run_step == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)  # a second, fast Ctrl-C
+
+    monkeypatch.setattr(repl, "RichHooks", InterruptingHooks)
+    before = signal.getsignal(signal.SIGINT)
+    session = Session()
+    out, err = consoles()
+    code = repl.run_lines([TINY, ":data sort", ":train steps=100000"], session, out, err)
+    text = out.file.getvalue()
+    assert code == 0, err.file.getvalue()
+    assert text.count("stopping after this step...") == 1
+    assert "stopped at step 3 of 100000: :train continues" in text
+    assert session.has_model and session.status().step == 3
+    assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back
+    # :train continues the same run
+    monkeypatch.setattr(repl, "RichHooks", RichHooks)
+    code = repl.run_lines([":train steps=2"], session, out, err)
+    assert code == 0 and session.status().step == 5
+
+
+def test_ctrl_c_stops_generation_after_the_current_token(monkeypatch):
+    class InterruptingHooks(RichHooks):
+        def on_token(self, text):
+            super().on_token(text)
+            if len(self.tokens_seen) == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+            self.tokens_seen.append(text)
+
+    InterruptingHooks.tokens_seen = []
+    monkeypatch.setattr(repl, "RichHooks", InterruptingHooks)
+    out, err = consoles()
+    code = repl.run_lines([TINY, ":data sort", ":gen n=100 seed=0 12"], Session(), out, err)
+    assert code == 0, err.file.getvalue()
+    assert "3 tokens in" in out.file.getvalue() and "(stopped)" in out.file.getvalue()
+
+
+def test_train_autosaves_then_ls_save_load(checkpoints_in_tmp):
+    out, err = consoles()
+    session = Session()
+    code = repl.run_lines([TINY, ":data sort", ":train steps=3", ":ls", ":save run1", ":train steps=2",
+                           ":load run1", ":ls"], session, out, err)
+    text = out.file.getvalue()
+    assert code == 0, err.file.getvalue()
+    assert "saved checkpoint autosave" in text
+    assert "saved checkpoint run1 (step 3" in text
+    assert "loaded run1: step 3, data sort" in text
+    assert text.count("run1") >= 3 and str(checkpoints_in_tmp) in text
+    assert session.status().step == 3  # back to the saved step
+    assert (checkpoints_in_tmp / "run1").is_dir()
+
+
+def test_an_interruptible_command_gets_keyboard_interrupt():
+    from minitf_repl.commands import REGISTRY
+
+    hooks = RichHooks(consoles()[0])
+    with pytest.raises(KeyboardInterrupt):
+        with repl.stop_on_sigint(hooks, REGISTRY["save"]):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert not hooks.should_stop()
+
+
+def test_stop_on_sigint_sets_the_flag_instead_of_raising():
+    hooks = RichHooks(consoles()[0])
+    with repl.stop_on_sigint(hooks):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+    assert hooks.should_stop()
+    with pytest.raises(KeyboardInterrupt):  # outside a command, Ctrl-C is Python's again
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+# --- line mode (stdin is not a terminal) ----------------------------------------------------------
+def test_run_lines_success_and_plain_text_has_no_escape_codes():
+    out, err = consoles()
+    code = repl.run_lines([TINY + "\n", ":data sort\n", ":train steps=3\n", ":gen n=5\n", "\n", "123\n"],
+                          Session(), out, err)
+    text = out.file.getvalue()
+    assert code == 0, err.file.getvalue()
+    assert "trained 3 steps" in text and "5 tokens in" in text
+    assert "\x1b[" not in text
+
+
+def test_run_lines_exit_status_1_after_any_failure_and_goes_on():
+    out, err = consoles()
+    code = repl.run_lines([":nope", ":config", ":quit", ":config"], Session(), out, err)
+    assert code == 1
+    assert err.file.getvalue().startswith("error: unknown command :nope")
+    assert out.file.getvalue().count("d_model") == 1  # ran after the error, not after :quit
+
+
+def test_non_utf8_stdin_is_replaced_then_reported_as_unknown_characters():
+    lines = list(repl.stdin_lines(io.BytesIO(b":data sort\n\xff\xfe12\n")))
+    assert lines == [":data sort\n", "\ufffd\ufffd12\n"]
+    out, err = consoles()
+    code = repl.run_lines([TINY] + lines, Session(), out, err)
+    assert code == 1
+    assert "not in the vocabulary" in err.file.getvalue()
+    assert err.file.getvalue().count("\n") == 1
+
+
+# --- history -------------------------------------------------------------------------------------
+def test_history_path_env_and_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINITF_HISTORY", str(tmp_path / "h.txt"))
+    assert repl.history_path() == tmp_path / "h.txt"
+    monkeypatch.delenv("MINITF_HISTORY")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert repl.history_path() == tmp_path / "data" / "minitf" / "history"
+
+
+def test_history_file_is_created_and_written(tmp_path):
+    warnings = []
+    path = tmp_path / "new" / "dir" / "history"
+    history = repl.make_history(path, warnings.append)
+    assert isinstance(history, FileHistory) and warnings == []
+    history.append_string(":train steps=5")
+    assert "+:train steps=5" in path.read_text()
+    assert list(repl.make_history(path, warnings.append).load_history_strings()) == [":train steps=5"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "under_a_file"])
+def test_unusable_history_path_warns_once_and_uses_memory(tmp_path, kind):
+    if kind == "directory":
+        path = tmp_path
+    else:
+        regular = tmp_path / "file"
+        regular.write_text("x")
+        path = regular / "history"  # like /etc/passwd/x: a regular file cannot hold a directory
+    warnings = []
+    history = repl.make_history(path, warnings.append)
+    assert isinstance(history, InMemoryHistory)
+    assert len(warnings) == 1 and warnings[0].startswith("warning: cannot use history file")
+
+
+def test_corrupt_history_file_loads(tmp_path):
+    path = tmp_path / "history"
+    path.write_bytes(b"\x00\xff\xfe garbage\n+:gen n=5\n\n# date\n+\xff\xfe\n")
+    history = repl.make_history(path, pytest.fail)
+    assert list(history.load_history_strings()) == ["\ufffd\ufffd", ":gen n=5"]
+
+
+def test_history_write_failure_later_is_one_warning(tmp_path):
+    folder = tmp_path / "gone"
+    warnings = []
+    history = repl.make_history(folder / "history", warnings.append)
+    (folder / "history").unlink()
+    folder.rmdir()
+    history.append_string(":help")
+    history.append_string(":help")
+    assert len(warnings) == 1 and "cannot write history" in warnings[0]
+    assert history.get_strings() == [":help", ":help"]  # kept in memory
+
+
+def test_repl_with_a_directory_as_history_still_runs(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINITF_HISTORY", str(tmp_path))
+    out, err = consoles()
+    with create_pipe_input() as inp:
+        inp.send_text(":q\r")
+        code = repl.run_repl(Session(), out, err, input=inp, output=DummyOutput())
+    assert code == 0
+    assert err.file.getvalue().count("warning: cannot use history file") == 1
+
+
+# --- completion and toolbar ------------------------------------------------------------------------
+def complete(text: str) -> list[str]:
+    completer = repl.CommandCompleter()
+    return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+
+def test_completes_command_names_with_the_colon():
+    assert complete(":tr") == [":train"]
+    assert set(complete(":")) >= {":help", ":quit", ":q", ":train", ":gen", ":shapes", ":set", ":params"}
+    assert complete("hello") == []  # plain text is a prompt: nothing to complete
+
+
+def test_completes_option_keys_and_values():
+    from minitf_repl.commands import REGISTRY
+
+    assert complete(":train ") == [f"{p.name}=" for p in REGISTRY["train"].params]
+    assert complete(":train ")[:3] == ["steps=", "lr=", "batch="]
+    assert complete(":train st") == ["steps="]
+    assert "steps=" not in complete(":train steps=5 ")  # already given
+    assert complete(":gen cache=") == ["on", "off"]
+    assert complete(":set activation=r") == ["relu"]
+    assert "n_layers=" in complete(":set n_") and complete(":set top_") == ["top_k=", "top_p="]
+    assert complete(":set top_k=n") == ["none"]
+    assert "sort" in complete(":data s") and complete(":device c") == ["cpu", "cuda"]
+    assert complete(":nosuch ") == []
+
+
+def test_completes_checkpoint_names_after_load(tmp_path):
+    (tmp_path / "run1").mkdir()
+    (tmp_path / "autosave").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    completer = repl.CommandCompleter(session=Session(checkpoint_dir=tmp_path))
+    found = [c.text for c in completer.get_completions(Document(":load "), CompleteEvent(completion_requested=True))]
+    assert found == ["autosave", "run1"]
+
+
+def test_toolbar_before_and_after_a_model():
+    session = Session(data_spec="sort")
+    assert repl.toolbar_text(session) == " device auto | no model yet | step 0 | loss - | data sort "
+    out, err = consoles()
+    repl.run_lines([TINY, ":train steps=2"], session, out, err)
+    text = repl.toolbar_text(session)
+    assert "device cpu" in text and " params" in text and "step 2" in text and "loss " in text
+    assert "no model yet" not in text
