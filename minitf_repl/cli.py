@@ -116,9 +116,15 @@ def root(
         None, "--checkpoint-dir", metavar="DIR",
         help="Where :save, :load and :ls keep checkpoints (default ./checkpoints or $MINITF_CHECKPOINT_DIR).",
     ),
+    load: Optional[str] = typer.Option(
+        None, "--load", metavar="NAME",
+        help="Start from a saved checkpoint (model, training run, data), as :load does; --set applies after it.",
+    ),
 ) -> None:
     session = Session(data_spec=data or "pydoc", device_name=device or "auto", debug=debug,
                       checkpoint_dir=checkpoint_dir)
+    if load is not None:
+        load_checkpoint(session, load, data)
     try:
         apply_settings(session, settings)
     except UserError as e:
@@ -127,6 +133,20 @@ def root(
     ctx.obj = _State(session, debug)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(open_shell(session, debug))
+
+
+def load_checkpoint(session: Session, name: str, data: str | None) -> None:
+    """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction."""
+    try:
+        result = run_command(session, "load", {"name": name}, Hooks())
+        if data is not None and data.strip() != result.data_spec:
+            raise UserError(
+                f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
+                "(the checkpoint brings its data) or switch after loading with :data"
+            )
+    except UserError as e:
+        error(_stderr(), f"--load: {e}")
+        raise typer.Exit(1)
 
 
 def open_shell(session: Session, debug: bool = False) -> int:
@@ -193,6 +213,11 @@ def _run_one(ctx: typer.Context, name: str, args: dict, as_json: bool) -> None:
             print(json.dumps(to_json(result), default=str))
         else:
             hooks.finish(result)
+        if getattr(result, "save_error", None):
+            # The process ends here: a model that could not be saved is lost, so the run did not succeed.
+            if as_json:
+                error(err, f"not saved: {result.save_error}")
+            raise typer.Exit(1)
     except UserError as e:
         if isinstance(hooks, RichHooks):
             hooks.close()

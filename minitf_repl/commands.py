@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .core.config import ACTIVATIONS, ATTENTION_IMPLS, POS_ENCODINGS, ModelConfig, TrainConfig
-from .core.errors import DeviceError, UserError
-from .session import GenSettings, Session
+from .core.errors import DeviceError, TrainingDiverged, UserError
+from .session import AUTOSAVE_NAME, GenSettings, Session
 
 # --- the registry ------------------------------------------------------------------------------
 
@@ -49,16 +49,21 @@ class Command:
     summary: str  # one line, ends with a period
     aliases: tuple = ()
     params: list[Param] = field(default_factory=list)
+    # Ctrl-C during most commands asks them to stop at the next step or token (Hooks.should_stop).
+    # An interruptible command polls nothing: the UI lets Ctrl-C raise KeyboardInterrupt inside it,
+    # and the command cleans up and reports (`:save` keeps the previous checkpoint).
+    interruptible: bool = False
 
 
 REGISTRY: dict[str, Command] = {}
 
 
-def command(name: str, summary: str, aliases: tuple = (), params: list[Param] | tuple = ()):
+def command(name: str, summary: str, aliases: tuple = (), params: list[Param] | tuple = (),
+            interruptible: bool = False):
     """Register `func(session, args, hooks) -> result` as command `name`."""
 
     def register(func: Callable) -> Callable:
-        REGISTRY[name] = Command(name, func, summary, tuple(aliases), list(params))
+        REGISTRY[name] = Command(name, func, summary, tuple(aliases), list(params), interruptible)
         return func
 
     return register
@@ -151,6 +156,8 @@ class TrainResult:
     seconds: float
     evals: list[dict]  # history rows (core.train.StepInfo as dicts) with a val_loss, from this command
     data: str
+    saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
+    save_error: str | None = None  # why that save failed; the training itself is kept
 
 
 @dataclass
@@ -187,6 +194,7 @@ class ConfigResult:
     gen: dict
     data: str
     device: str
+    checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
 
 
 @dataclass
@@ -206,6 +214,35 @@ class DataResult:
 class ParamsResult:
     rows: list  # (parameter path, shape, count); the tied embedding/head matrix once
     total: int
+
+
+@dataclass
+class SaveResult:
+    name: str
+    path: str  # the checkpoint's directory
+    step: int
+    size_bytes: int  # the manifest and both data files
+    seconds: float
+    replaced: bool  # a checkpoint of that name existed and was replaced
+
+
+@dataclass
+class LoadResult:
+    name: str
+    path: str
+    step: int
+    data_spec: str
+    val_loss: float | None  # the last evaluated validation loss, None if never evaluated
+    model_config: dict
+    run_remaining: int  # > 0: the run was stopped and `:train` continues it
+    n_params: int
+    saved_at: str | None  # ISO 8601, UTC
+
+
+@dataclass
+class LsResult:
+    rows: list  # core.checkpoint.CheckpointInfo, newest first; a broken one has `error` set
+    directory: str
 
 
 # --- limits that keep a typo from exhausting memory ----------------------------------------------
@@ -241,8 +278,9 @@ def check_footprint(model: ModelConfig, train: TrainConfig) -> None:
     )
     params = V * d + T * d + L * (4 * d * d + 2 * d * F + 9 * d + F) + 2 * d
     if params > MAX_PARAMS:
+        about = f"{params / 1e6:,.0f}M" if params < 1e15 else f"{params:.1e}"  # no 60-digit numbers
         raise UserError(
-            f"that model would have about {params / 1e6:,.0f}M parameters, more than this lab's limit of "
+            f"that model would have about {about} parameters, more than this lab's limit of "
             f"{MAX_PARAMS // 1_000_000}M; lower d_model, d_ff or n_layers"
         )
     per_token_layer = 12 * d + 2 * F + (3 * H * T if model.attention == "explicit" else 0)
@@ -613,11 +651,15 @@ def cmd_quit(session: Session, args: dict, hooks: Hooks) -> QuitResult:
     Param("data", str, help="switch data first, as :data does"),
     Param("eval_every", int, help="steps between validation evaluations (kept)"),
     Param("seed", int, help="seed of the batch order (kept)"),
+    Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)"),
 ])  # fmt: skip
 def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
     steps = args["steps"]
     if steps is not None and steps <= 0:
         raise UserError(f"steps must be a positive whole number, got {steps}")
+    save_as = args["save"].strip() if args["save"] is not None else None
+    if save_as is not None:
+        _check_save_target(session, save_as)  # a bad name fails now, not after an hour of training
     changes = {field: args[key] for key, field in _TRAIN_OPTIONS.items() if args[key] is not None}
     train_config = session.train_config.replace(**changes) if changes else session.train_config
     spec = args["data"].strip() if args["data"] is not None else None
@@ -638,8 +680,23 @@ def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
     if not resumed:
         trainer.start_run(steps)
     hooks.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
-    summary = trainer.run(on_step=hooks.on_step, should_stop=hooks.should_stop)
+    try:
+        summary = trainer.run(on_step=hooks.on_step, should_stop=hooks.should_stop)
+    except TrainingDiverged as e:
+        # The weights are those of the last finite step; a checkpoint of this model is a way further back.
+        point = session.saved_point()
+        if point is not None and point[1] < trainer.step:
+            raise TrainingDiverged(f"{e}, or :load {point[0]} to go back to step {point[1]}") from None
+        raise
     done = trainer.history[-summary.steps :] if summary.steps else []
+    # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
+    saved, save_error = None, None
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if session.autosave else None)
+    if name is not None:
+        try:
+            saved = save_session(session, name).name
+        except UserError as e:
+            save_error = str(e)
     return TrainResult(
         steps=summary.steps,
         total_steps=summary.total_steps,
@@ -653,6 +710,8 @@ def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
         seconds=summary.seconds,
         evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec,
+        saved=saved,
+        save_error=save_error,
     )
 
 
@@ -719,7 +778,8 @@ def cmd_shapes(session: Session, args: dict, hooks: Hooks) -> ShapesResult:
     n_layers = session.model_config.n_layers
     layer = args["layer"] if args["layer"] is not None else 0
     if not 0 <= layer < n_layers:
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {n_layers} blocks), got {layer}")
+        blocks = f"{n_layers} block{'s' if n_layers != 1 else ''}"
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {blocks}), got {_clip(str(layer))}")
     data = session.data
     prompt = args["prompt"] or sample_prompt(data)
     ids = data.tokenizer.encode(prompt)
@@ -787,6 +847,7 @@ def cmd_config(session: Session, args: dict, hooks: Hooks) -> ConfigResult:
         gen=session.gen.to_dict(),
         data=session.data_spec,
         device=session.status().device,
+        checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
     )
 
 
@@ -816,6 +877,7 @@ _TRAIN_HELP = {
 _CHOICES = {"activation": ACTIVATIONS, "pos_encoding": POS_ENCODINGS, "attention": ATTENTION_IMPLS}
 # `:set` key -> GenSettings field. The training seed is `seed`, so the sampling seed is `gen_seed`.
 GEN_KEYS = {"n": "n", "temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "gen_seed": "seed", "cache": "cache"}
+SESSION_KEYS = ("autosave",)  # `:set` keys that are attributes of the Session itself
 
 
 def _set_params() -> list[Param]:
@@ -833,6 +895,7 @@ def _set_params() -> list[Param]:
         Param("top_p", float, help="gen: nucleus probability mass (none: off)", nullable=True),
         Param("gen_seed", int, help="gen: sampling seed (none: random)", nullable=True),
         Param("cache", bool, help="gen: use the KV cache"),
+        Param("autosave", bool, help=f"checkpoints: save {AUTOSAVE_NAME!r} at the end of every :train"),
     ]
     return params
 
@@ -849,6 +912,8 @@ def cmd_set(session: Session, args: dict, hooks: Hooks) -> SetResult:
     model_changes, train_changes, gen_changes = {}, {}, {}
     for key, value in given.items():
         value = None if value is CLEAR else value
+        if key in SESSION_KEYS:
+            continue
         if key in GEN_KEYS:
             gen_changes[GEN_KEYS[key]] = value
         elif key in model_fields:
@@ -866,7 +931,9 @@ def cmd_set(session: Session, args: dict, hooks: Hooks) -> SetResult:
 
     changed = {}
     for key in given:
-        if key in GEN_KEYS:
+        if key in SESSION_KEYS:
+            old, new = getattr(session, key), given[key]
+        elif key in GEN_KEYS:
             old, new = getattr(old_gen, GEN_KEYS[key]), getattr(new_gen, GEN_KEYS[key])
         elif key in model_fields:
             old, new = getattr(old_model, key), getattr(new_model, key)
@@ -877,6 +944,9 @@ def cmd_set(session: Session, args: dict, hooks: Hooks) -> SetResult:
     rebuilt = session.set_model_config(new_model)
     session.set_train_config(new_train)
     session.gen = new_gen
+    for key in SESSION_KEYS:
+        if key in given:
+            setattr(session, key, given[key])
     if rebuilt:
         hooks.notice("the architecture changed: the model was rebuilt, weights reset (step 0)")
     return SetResult(changed, rebuilt)
@@ -940,6 +1010,164 @@ def cmd_params(session: Session, args: dict, hooks: Hooks) -> ParamsResult:
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
     return ParamsResult(rows, model.num_parameters())
+
+
+# --- checkpoints -----------------------------------------------------------------------------------
+
+DEFAULT_SAVE_NAME = "last"
+
+
+@command("save", "Save the model, optimizer, training run and random state as a checkpoint.", params=[
+    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last)", positional=True),
+], interruptible=True)  # fmt: skip
+def cmd_save(session: Session, args: dict, hooks: Hooks) -> SaveResult:
+    name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
+    _check_save_target(session, name)
+    if not session.has_model:
+        raise UserError("there is no model to save yet; :train one first, then :save")
+    return save_session(session, name)
+
+
+def _check_name(name: str) -> str:
+    """core.checkpoint.check_name, with the name clipped so that a pasted novel stays one short line."""
+    from .core.checkpoint import check_name
+    from .core.errors import CheckpointError
+
+    try:
+        return check_name(name)
+    except CheckpointError:
+        raise CheckpointError(
+            f"{_show(name)} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
+            "not starting with '.' (for example run1)"
+        ) from None
+
+
+def _check_save_target(session: Session, name: str) -> None:
+    from .core.errors import CheckpointError
+
+    _check_name(name)
+    directory = session.checkpoint_dir
+    target = directory / name
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
+        if target.exists() and not target.is_dir():
+            raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+    except OSError as e:
+        raise CheckpointError(f"cannot use {_clip(str(target), 80)}: {e.strerror}; choose another --checkpoint-dir") from None
+
+
+def save_session(session: Session, name: str) -> SaveResult:
+    """Write the session's model, trainer and data as checkpoint `name` (atomic: see core.checkpoint).
+
+    Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
+    it wrote and re-raises, and this turns it into one line that says what is on disk now.
+    """
+    from .core.checkpoint import MANIFEST, save_checkpoint
+
+    manifest = session.checkpoint_dir / name / MANIFEST
+    before = _read_bytes(manifest)
+    start = time.perf_counter()
+    try:
+        path = save_checkpoint(
+            session.checkpoint_dir, name, session.model, session.trainer, session.data.tokenizer.vocab,
+            session.data_spec,
+        )
+    except KeyboardInterrupt:
+        now = _read_bytes(manifest)
+        if now is None or now == before:  # the commit did not happen
+            if before is None:
+                raise UserError(f"save interrupted; no checkpoint {name} was written") from None
+            raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
+        path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
+    session.note_saved(name)
+    return SaveResult(
+        name=name, path=str(path), step=session.trainer.step, size_bytes=_checkpoint_size(path),
+        seconds=time.perf_counter() - start, replaced=before is not None,
+    )
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _checkpoint_size(path: Path) -> int:
+    """The manifest plus the data files it names (old files a save is still removing do not count)."""
+    import json
+
+    from .core.checkpoint import MANIFEST
+
+    raw = _read_bytes(path / MANIFEST) or b""
+    try:
+        files = json.loads(raw)["files"].values()
+        return len(raw) + sum(int(entry["size"]) for entry in files)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return len(raw)
+
+
+@command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
+    Param("name", str, help="the checkpoint's name (:ls lists them)", positional=True),
+])  # fmt: skip
+def cmd_load(session: Session, args: dict, hooks: Hooks) -> LoadResult:
+    from .core import checkpoint as ckpt
+
+    name = (args["name"] or "").strip()
+    if not name:
+        names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
+        if not names:
+            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; :save NAME writes one")
+        raise UserError(f"which checkpoint? give its name, e.g. :load {names[0]} (saved: {_clip(', '.join(names), 120)})")
+    # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
+    _check_name(name)
+    checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
+    data = _checkpoint_data(session, checkpoint)
+    device = session.device
+    model, trainer = ckpt.restore(checkpoint, data, device)
+    if hooks.should_stop():  # Ctrl-C while reading: the session is still as it was
+        raise UserError(f"load of {name} interrupted; nothing changed")
+    session.adopt(checkpoint.data_spec, data, model, trainer)
+    ckpt.restore_rng(checkpoint)
+    session.note_saved(name)
+    evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
+    return LoadResult(
+        name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
+        val_loss=evaluated[-1] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
+        run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
+        saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
+    )
+
+
+def _checkpoint_data(session: Session, checkpoint):
+    """The dataset the checkpoint was trained on: the session's own if it is the same, else loaded."""
+    from .core.data import CORPORA, TASKS, load_data
+    from .core.errors import CheckpointError
+
+    spec = checkpoint.data_spec
+    if session._data is not None and session.data_spec == spec:
+        return session._data  # restore() still checks that the vocabulary is the saved one
+    try:
+        name, _, arg = spec.partition(":")
+        if not ((name in CORPORA and not arg) or name in TASKS):
+            _check_file(spec)
+        data = load_data(spec)
+        data.check_block_size(checkpoint.model_config.max_seq_len)
+    except UserError as e:
+        reason = str(e).split(";")[0]
+        raise CheckpointError(
+            f"checkpoint {checkpoint.name} was trained on {_clip(spec, 80)!r}, which cannot be loaded now "
+            f"({_clip(reason, 120)}); put that data back to load it"
+        ) from None
+    return data
+
+
+@command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",))
+def cmd_ls(session: Session, args: dict, hooks: Hooks) -> LsResult:
+    from .core.checkpoint import list_checkpoints
+
+    return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
 
 
 # --- JSON for the shell's --json -------------------------------------------------------------------

@@ -42,15 +42,22 @@ OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 def stop_on_sigint(hooks: RichHooks, command=None):
     """While a command runs, Ctrl-C asks it to stop (after the current step/token) instead of raising.
 
-    An `interruptible` command (e.g. :save) polls no stop flag: it gets Python's KeyboardInterrupt,
-    cleans up and reports, so for it the current handler stays in place.
+    An `interruptible` command (e.g. :save) polls no stop flag: the first Ctrl-C raises
+    KeyboardInterrupt inside it, and it cleans up and reports. Later ones are ignored, so a second,
+    fast Ctrl-C cannot cut that clean-up short.
     """
-    if threading.current_thread() is not threading.main_thread() or getattr(command, "interruptible", False):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    interruptible = getattr(command, "interruptible", False)
+    raised = []
 
     def handler(signum, frame):
-        hooks.request_stop()
+        if not interruptible:
+            hooks.request_stop()
+        elif not raised:
+            raised.append(signum)
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handler)
     try:

@@ -6,20 +6,36 @@ model and trainer are created the first time a command asks for them. `status()`
 and never builds anything, so the bottom toolbar works before torch has been imported.
 
 The session changes state only through a few methods (`use_data`, `set_model_config`,
-`set_train_config`, `move_to`), each called by a command after it has validated everything, so a
-failed command leaves the state as it was.
+`set_train_config`, `move_to`, `adopt`), each called by a command after it has validated
+everything, so a failed command leaves the state as it was.
+
+Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECKPOINT_DIR`); with
+`autosave` on, every `:train` ends by saving the checkpoint named `autosave`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 from .core.config import ModelConfig, TrainConfig
 
 # Model settings that change no parameter: the model takes them in place and keeps its weights.
 # Every other ModelConfig field changes a weight's shape or meaning, so the model is rebuilt.
 IN_PLACE_FIELDS = ("dropout", "attention")
+
+CHECKPOINT_ENV = "MINITF_CHECKPOINT_DIR"
+AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
+
+
+def default_checkpoint_dir() -> Path:
+    """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints`: core.checkpoint.default_dir's rule,
+    repeated here because that module imports torch and the session must not."""
+    env = os.environ.get(CHECKPOINT_ENV)
+    return Path(env).expanduser() if env else Path("checkpoints")
 
 
 @dataclass
@@ -57,6 +73,8 @@ class Session:
         device_name: str = "auto",
         gen: GenSettings | None = None,
         debug: bool = False,
+        checkpoint_dir: str | Path | None = None,
+        autosave: bool = True,
     ):
         self.model_config = model_config if model_config is not None else ModelConfig()
         self.train_config = train_config if train_config is not None else TrainConfig()
@@ -64,10 +82,13 @@ class Session:
         self.device_name = device_name
         self.gen = gen if gen is not None else GenSettings()
         self.debug = debug
+        self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else default_checkpoint_dir()
+        self.autosave = autosave
         self._data = None
         self._device = None
         self._model = None
         self._trainer = None
+        self._last_save = None  # (name, step, weakref to the model) of the last :save or :load
 
     # --- lazily built state ------------------------------------------------------------------------
     @property
@@ -188,6 +209,24 @@ class Session:
             self._trainer.optimizer.param_groups[0]["weight_decay"] = config.weight_decay
         if config.seed != old.seed:
             self._trainer.generator.manual_seed(config.seed)  # a new seed means a new batch order
+
+    def adopt(self, data_spec: str, data, model, trainer) -> None:
+        """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device."""
+        self._data, self.data_spec = data, data_spec
+        self._model, self._trainer = model, trainer
+        self.model_config = model.config
+        self.train_config = trainer.config
+
+    def note_saved(self, name: str) -> None:
+        """The current model at its current step is on disk as checkpoint `name` (saved or loaded)."""
+        self._last_save = (name, self._trainer.step, weakref.ref(self._model))
+
+    def saved_point(self) -> tuple[str, int] | None:
+        """(name, step) of the last checkpoint of the current model, if this session saved or loaded one."""
+        if self._last_save is None or self._model is None:
+            return None
+        name, step, model = self._last_save
+        return (name, step) if model() is self._model else None
 
     def move_to(self, device) -> bool:
         """Move the model and optimizer state (if built) to a resolved torch.device. True if it moved."""

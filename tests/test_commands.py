@@ -153,7 +153,7 @@ def test_parse_line_forms(line, name, args):
         (":xyzzy", "unknown command :xyzzy (:help lists commands)"),
         (":", "empty command"),
         (":train stpes=5", "unknown option 'stpes' for :train; did you mean steps?"),
-        (":train foo=1", "(valid: steps, lr, batch, data, eval_every, seed)"),
+        (":train foo=1", "(valid: steps, lr, batch, data, eval_every, seed, save)"),
         (":train --stpes 5", "did you mean steps?"),
         (":train steps=abc", "steps must be a whole number, got 'abc'"),
         (":train steps=2.5", "steps must be a whole number, got '2.5'"),
@@ -218,7 +218,8 @@ def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
 
 
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
-    assert list(REGISTRY) == ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params"]
+    assert list(REGISTRY) == ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params",
+                              "save", "load", "ls"]  # fmt: skip
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name
         assert "\n" not in cmd.summary
@@ -230,17 +231,19 @@ def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period
 
 def test_option_names_match_the_contract():
     names = {name: [p.name for p in cmd.params] for name, cmd in REGISTRY.items()}
-    assert names["train"] == ["steps", "lr", "batch", "data", "eval_every", "seed"]
+    assert names["train"] == ["steps", "lr", "batch", "data", "eval_every", "seed", "save"]
     assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "seed", "cache"]
     assert names["shapes"] == ["prompt", "layer", "all"]
     assert names["device"] == ["name"] and names["data"] == ["name"] and names["help"] == ["command"]
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
-    assert set(names["set"]) == model_keys | train_keys | {"n", "temperature", "top_k", "top_p", "gen_seed", "cache"}
+    gen_keys = {"n", "temperature", "top_k", "top_p", "gen_seed", "cache"}
+    assert set(names["set"]) == model_keys | train_keys | gen_keys | {"autosave"}
+    assert names["save"] == ["name"] and names["load"] == ["name"] and names["ls"] == []
 
 
 def test_usage_lines():
-    assert usage(REGISTRY["train"]) == ":train [steps=N] [lr=X] [batch=N] [data=NAME] [eval_every=N] [seed=N]"
+    assert usage(REGISTRY["train"]) == ":train [steps=N] [lr=X] [batch=N] [data=NAME] [eval_every=N] [seed=N] [save=NAME]"
     assert usage(REGISTRY["gen"]).startswith(":gen [PROMPT] [n=N] [temperature=X]")
     assert usage(REGISTRY["shapes"]) == ":shapes [PROMPT] [layer=N] [--all]"
     assert usage(REGISTRY["set"]) == ":set key=value ..."
