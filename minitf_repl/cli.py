@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 import traceback
 from typing import List, Optional
@@ -225,6 +226,14 @@ def _run_one(ctx: typer.Context, name: str, args: dict, as_json: bool) -> None:
         raise typer.Exit(1)
     except (KeyboardInterrupt, typer.Exit):
         raise
+    except BrokenPipeError:
+        # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must not
+        # complain about the unflushed stdout at exit either.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        raise typer.Exit(1)
     except Exception as e:
         if isinstance(hooks, RichHooks):
             hooks.close()

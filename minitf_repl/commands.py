@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import re
 import time
@@ -352,6 +353,8 @@ def convert(param: Param, raw: str):
         try:
             value = int(text)
         except ValueError:
+            if re.fullmatch(r"[+-]?\d+", text):  # Python refuses to parse more than 4,300 digits
+                raise UserError(f"{param.name} has {len(text):,} digits, far too many; use a smaller value") from None
             raise UserError(f"{param.name} must be a whole number, got {_show(raw)}") from None
     elif param.type is float:
         try:
@@ -1096,8 +1099,6 @@ def _read_bytes(path: Path) -> bytes | None:
 
 def _checkpoint_size(path: Path) -> int:
     """The manifest plus the data files it names (old files a save is still removing do not count)."""
-    import json
-
     from .core.checkpoint import MANIFEST
 
     raw = _read_bytes(path / MANIFEST) or b""
