@@ -677,6 +677,10 @@ def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
 
     if new_data is not None:
         _switch_data(session, spec, new_data, hooks)
+    # A diverged run is a failed command, and a failed command loses nothing: the weights of the
+    # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
+    # the session goes back to where this :train began, settings included.
+    snapshot = session.trainer.snapshot()
     session.set_train_config(train_config)
     trainer = session.trainer
     resumed = steps is None and new_data is None and trainer.run_remaining > 0
@@ -686,11 +690,15 @@ def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
     try:
         summary = trainer.run(on_step=hooks.on_step, should_stop=hooks.should_stop)
     except TrainingDiverged as e:
-        # The weights are those of the last finite step; a checkpoint of this model is a way further back.
-        point = session.saved_point()
-        if point is not None and point[1] < trainer.step:
-            raise TrainingDiverged(f"{e}, or :load {point[0]} to go back to step {point[1]}") from None
-        raise
+        trainer.rollback(snapshot)
+        session.train_config = trainer.config
+        lr = train_config.lr
+        raise TrainingDiverged(
+            f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
+            f"back at step {trainer.step}, where this :train began. Lower the learning rate "
+            f"({lr:g} diverged; try :train lr={lr / 10:g})",
+            step=e.step, what=e.what, value=e.value,
+        ) from None
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
     saved, save_error = None, None
@@ -1083,7 +1091,6 @@ def save_session(session: Session, name: str) -> SaveResult:
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
-    session.note_saved(name)
     return SaveResult(
         name=name, path=str(path), step=session.trainer.step, size_bytes=_checkpoint_size(path),
         seconds=time.perf_counter() - start, replaced=before is not None,
@@ -1131,7 +1138,6 @@ def cmd_load(session: Session, args: dict, hooks: Hooks) -> LoadResult:
         raise UserError(f"load of {name} interrupted; nothing changed")
     session.adopt(checkpoint.data_spec, data, model, trainer)
     ckpt.restore_rng(checkpoint)
-    session.note_saved(name)
     evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
     return LoadResult(
         name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +87,6 @@ class Session:
         self._device = None
         self._model = None
         self._trainer = None
-        self._last_save = None  # (name, step, weakref to the model) of the last :save or :load
 
     # --- lazily built state ------------------------------------------------------------------------
     @property
@@ -216,17 +214,6 @@ class Session:
         self._model, self._trainer = model, trainer
         self.model_config = model.config
         self.train_config = trainer.config
-
-    def note_saved(self, name: str) -> None:
-        """The current model at its current step is on disk as checkpoint `name` (saved or loaded)."""
-        self._last_save = (name, self._trainer.step, weakref.ref(self._model))
-
-    def saved_point(self) -> tuple[str, int] | None:
-        """(name, step) of the last checkpoint of the current model, if this session saved or loaded one."""
-        if self._last_save is None or self._model is None:
-            return None
-        name, step, model = self._last_save
-        return (name, step) if model() is self._model else None
 
     def move_to(self, device) -> bool:
         """Move the model and optimizer state (if built) to a resolved torch.device. True if it moved."""

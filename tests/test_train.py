@@ -109,3 +109,15 @@ def test_random_tokens_cannot_be_learned():
     trainer.run(on_step=lambda i: i.val_loss is not None and evals.append(i.val_loss))
     assert len(evals) == 3
     assert all(abs(v - math.log(50)) < 0.05 for v in evals), evals
+
+
+def test_snapshot_and_rollback_restore_everything():
+    trainer = make_trainer(model_cfg={**TINY, "dropout": 0.1})
+    trainer.run(should_stop=lambda: trainer.step >= 5)
+    snap = trainer.snapshot()
+    trainer.run()  # finish the run: weights, optimizer, generator, history all move on
+    finished = [h["train_loss"] for h in trainer.history]
+    trainer.rollback(snap)
+    assert trainer.step == 5 and len(trainer.history) == 5 and trainer.run_remaining == 15
+    trainer.run()
+    assert [h["train_loss"] for h in trainer.history[5:]] == finished[5:]

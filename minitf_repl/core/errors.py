@@ -28,4 +28,10 @@ class CheckpointError(UserError):
 
 
 class TrainingDiverged(UserError):
-    """The loss or gradient became non-finite; the last good weights were kept."""
+    """The loss or gradient became non-finite; the update that would apply it was not made."""
+
+    def __init__(self, message: str, step: int = 0, what: str = "loss", value: float = float("nan")):
+        super().__init__(message)
+        self.step = step  # the step whose loss or gradient was non-finite
+        self.what = what
+        self.value = value

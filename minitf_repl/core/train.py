@@ -10,6 +10,7 @@ in the run it is, so a stopped run resumes on the same schedule (and a checkpoin
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -198,10 +199,25 @@ class Trainer:
         raise TrainingDiverged(
             f"the {what} became {value.item()} at step {self.step + 1}; that update was not applied "
             f"(the weights are those of step {self.step}). Lower the learning rate "
-            f"(now {self.config.lr:g}, try :set lr={self.config.lr / 10:g}) and :train again"
+            f"(now {self.config.lr:g}, try :set lr={self.config.lr / 10:g}) and :train again",
+            step=self.step + 1, what=what, value=value.item(),
         )
 
-    # --- state for checkpoints ---------------------------------------------------------------------
+    # --- state for checkpoints and roll-back --------------------------------------------------------
+    def snapshot(self) -> dict:
+        """A deep copy of the weights and of everything state_dict() holds, for `rollback`."""
+        return {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "trainer": copy.deepcopy(self.state_dict()),
+            "torch_rng": torch.get_rng_state(),  # draws the dropout masks
+        }
+
+    def rollback(self, snapshot: dict) -> None:
+        """Return the model, optimizer, random state, run position and history to a `snapshot`."""
+        self.model.load_state_dict(snapshot["model"])
+        self.load_state_dict(copy.deepcopy(snapshot["trainer"]))
+        torch.set_rng_state(snapshot["torch_rng"])
+
     def state_dict(self) -> dict:
         """Everything but the model weights needed to continue exactly: JSON-able plus tensors."""
         return {
