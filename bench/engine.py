@@ -96,7 +96,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU")
     small = bench_training("small", SIZES["small"], steps=10, repeats=2 if args.quick else 5)
     large = bench_training("large", SIZES["large"], steps=3, repeats=2 if args.quick else 3)
-    decode = bench_decode(SIZES["large"], 256, repeats=2 if args.quick else 3)
+    decode = bench_decode(SIZES["large"], 256, repeats=2 if args.quick else 5)
     print(
         f"summary: sdpa/explicit small {small:.2f}x, large {large:.2f}x (target >= 1.2x at large); "
         f"cache/naive {decode:.2f}x (target >= 4x)"

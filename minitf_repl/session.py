@@ -16,25 +16,17 @@ Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECK
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .core.config import ModelConfig, TrainConfig
+from .core.paths import default_checkpoint_dir
 
 # Model settings that change no parameter: the model takes them in place and keeps its weights.
 # Every other ModelConfig field changes a weight's shape or meaning, so the model is rebuilt.
 IN_PLACE_FIELDS = ("dropout", "attention")
 
-CHECKPOINT_ENV = "MINITF_CHECKPOINT_DIR"
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
-
-
-def default_checkpoint_dir() -> Path:
-    """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints`: core.checkpoint.default_dir's rule,
-    repeated here because that module imports torch and the session must not."""
-    env = os.environ.get(CHECKPOINT_ENV)
-    return Path(env).expanduser() if env else Path("checkpoints")
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Every test runs with its own checkpoint folder, history file and data dirs: nothing a test does
-lands in the repository's checkpoints/ or in the user's home."""
+lands in the repository's checkpoints/ or in the user's home. Torch uses one thread in tests: the
+models are tiny, and on a 2-core machine shared with other work two threads mostly wait on each other."""
 
 import pytest
 
@@ -20,3 +21,13 @@ def checkpoint_dir(_isolated_user_dirs):
     from pathlib import Path
 
     return Path(os.environ["MINITF_CHECKPOINT_DIR"])
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

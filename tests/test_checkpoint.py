@@ -138,9 +138,9 @@ def no_unpickling(monkeypatch):
 
 # --- basics ----------------------------------------------------------------------------------------
 def test_default_dir(monkeypatch, tmp_path):
-    monkeypatch.delenv(ckpt.ENV_DIR, raising=False)
+    monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)
     assert ckpt.default_dir() == Path("checkpoints")
-    monkeypatch.setenv(ckpt.ENV_DIR, str(tmp_path / "ck"))
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "ck"))
     assert ckpt.default_dir() == tmp_path / "ck"
 
 

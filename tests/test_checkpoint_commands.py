@@ -32,14 +32,6 @@ TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
 TEXT = "the quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs!\n" * 12
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_session(data: str = "sort:4", checkpoint_dir=None, dropout: float = 0.0, **train) -> Session:
     train = {"steps": 6, "batch_size": 4, "eval_every": 3, "eval_batches": 2, **train}
     return Session(ModelConfig(**TINY, dropout=dropout), TrainConfig(**train), data_spec=data, device_name="cpu",

@@ -14,23 +14,6 @@ TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=6
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def checkpoints_in_tmp(monkeypatch, tmp_path):
-    """:train autosaves a checkpoint: keep it out of the working directory."""
-    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
-    return tmp_path / "checkpoints"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def invoke(*args, input=None):
     return runner.invoke(cli.app, list(args), input=input)
 

@@ -33,14 +33,6 @@ TINY_SET = "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4"
 HUGE_INT = "1" + "0" * 30
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def lab(device: str = "cpu") -> Session:
     """A tiny built model on the sort task; :gen makes 16 tokens."""
     s = Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1),

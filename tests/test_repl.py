@@ -20,24 +20,6 @@ from minitf_repl.session import Session
 TINY = ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 eval_every=5"
 
 
-@pytest.fixture(autouse=True)
-def checkpoints_in_tmp(monkeypatch, tmp_path):
-    """:train autosaves a checkpoint: keep it out of the working directory."""
-    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "checkpoints"))
-    return tmp_path / "checkpoints"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models train fastest on one thread, and several threads crawl on a busy 2-core machine."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def consoles():
     out = Console(file=io.StringIO(), width=100, color_system=None)
     err = Console(file=io.StringIO(), width=100, color_system=None)
@@ -147,7 +129,7 @@ def test_ctrl_c_stops_generation_after_the_current_token(monkeypatch):
     assert "3 tokens in" in out.file.getvalue() and "(stopped)" in out.file.getvalue()
 
 
-def test_train_autosaves_then_ls_save_load(checkpoints_in_tmp):
+def test_train_autosaves_then_ls_save_load(checkpoint_dir):
     out, err = consoles()
     session = Session()
     code = repl.run_lines([TINY, ":data sort", ":train steps=3", ":ls", ":save run1", ":train steps=2",
@@ -157,9 +139,9 @@ def test_train_autosaves_then_ls_save_load(checkpoints_in_tmp):
     assert "saved checkpoint autosave" in text
     assert "saved checkpoint run1 (step 3" in text
     assert "loaded run1: step 3, data sort" in text
-    assert text.count("run1") >= 3 and str(checkpoints_in_tmp) in text
+    assert text.count("run1") >= 3 and str(checkpoint_dir) in text
     assert session.status().step == 3  # back to the saved step
-    assert (checkpoints_in_tmp / "run1").is_dir()
+    assert (checkpoint_dir / "run1").is_dir()
 
 
 def test_an_interruptible_command_gets_keyboard_interrupt():

@@ -13,15 +13,6 @@ from minitf_repl.session import GenSettings, Session, Status
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models run faster on one thread, and two test processes on two cores do not fight.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny_session(data: str = "sort:4", **train) -> Session:
     train = {"steps": 6, "batch_size": 4, "eval_every": 3, "eval_batches": 2, **train}
     return Session(ModelConfig(**TINY), TrainConfig(**train), data_spec=data, device_name="cpu")

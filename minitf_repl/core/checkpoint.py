@@ -43,13 +43,13 @@ import torch
 from .. import __version__
 from .config import ModelConfig, TrainConfig
 from .errors import CheckpointError, ConfigError
+from .paths import default_checkpoint_dir
 from .model import MiniTransformerLM
 from .train import Trainer
 
 FORMAT_VERSION = 1
 FORMAT_NAME = "minitf-checkpoint"
 MANIFEST = "checkpoint.json"
-ENV_DIR = "MINITF_CHECKPOINT_DIR"
 
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 # Every name a save writes carries the writer's pid, so a later save can tell the debris of a dead
@@ -65,8 +65,7 @@ _MAX_MANIFEST_BYTES = 512 * 1024 * 1024
 
 def default_dir() -> Path:
     """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory."""
-    env = os.environ.get(ENV_DIR)
-    return Path(env).expanduser() if env else Path("checkpoints")
+    return default_checkpoint_dir()
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from .errors import DataError
+from .paths import cache_dir
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -255,13 +256,6 @@ def pydoc_text() -> str:
     from pydoc_data.topics import topics
 
     return "\n".join(topics[k] for k in sorted(topics))
-
-
-def cache_dir() -> Path:
-    if os.environ.get("MINITF_CACHE_DIR"):
-        return Path(os.environ["MINITF_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "minitf"
 
 
 def fetch_shakespeare(url: str | None = None, directory: Path | None = None, timeout: float = 20.0) -> Path:

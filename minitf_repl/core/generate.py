@@ -57,7 +57,7 @@ def sample_next(
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate(
     model,
     prompt_ids: list[int],

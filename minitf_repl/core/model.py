@@ -47,31 +47,39 @@ class SinusoidalPositions(nn.Module):
 
 
 class LayerKV:
-    """The keys and values one attention layer has already computed (the KV cache of one layer)."""
+    """The keys and values one attention layer has already computed (the KV cache of one layer).
 
-    def __init__(self):
-        self.k: torch.Tensor | None = None  # (B, n_heads, T_cached, head_dim)
+    The buffers are allocated once for the whole context window and filled in place, so a step
+    costs one write of the new position instead of a copy of everything cached so far.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity  # max_seq_len: positions are absolute, so the cache never holds more
+        self.length = 0
+        self.k: torch.Tensor | None = None  # (B, n_heads, capacity, head_dim)
         self.v: torch.Tensor | None = None
 
-    @property
-    def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[2]
-
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
+        B, H, T, D = k.shape
+        if self.k is None:
+            self.k = k.new_empty(B, H, self.capacity, D)
+            self.v = v.new_empty(B, H, self.capacity, D)
+        end = self.length + T
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]  # (B, n_heads, T_past + T, head_dim)
 
 
 class KVCache:
     """Per-layer keys and values, so that decoding one more token costs one position, not the prefix.
 
     Positions are absolute (learned or sinusoidal, added at the input), so the cache is valid only
-    while the text fits in max_seq_len; `generate` starts a fresh cache when the window slides.
+    while the text fits in max_seq_len; `core.generate` starts a fresh cache when the window slides.
     """
 
-    def __init__(self, n_layers: int):
-        self.layers = [LayerKV() for _ in range(n_layers)]
+    def __init__(self, n_layers: int, capacity: int):
+        self.layers = [LayerKV(capacity) for _ in range(n_layers)]
 
     @property
     def length(self) -> int:
@@ -224,7 +232,7 @@ class MiniTransformerLM(nn.Module):
         return logits, loss
 
     def new_cache(self) -> KVCache:
-        return KVCache(self.config.n_layers)
+        return KVCache(self.config.n_layers, self.config.max_seq_len)
 
     def num_parameters(self) -> int:
         """Parameters counted once each (the tied embedding and head are one matrix)."""
