@@ -28,7 +28,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from rich.console import Console
 from rich.text import Text
 
-from . import commands
+from . import __version__, commands
 from .commands import REGISTRY, parse_line, run_command
 from .core.errors import UserError
 from .render import RichHooks, error, internal_error
@@ -378,6 +378,11 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
 
         app.after_render.add_handler(once)
 
+    console.print(
+        f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
+        "Try :train, then type some text for the model to continue; :help lists the commands.",
+        style="dim", markup=False, highlight=False,
+    )
     first = True
     while True:
         try:
