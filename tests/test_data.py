@@ -2,7 +2,6 @@
 
 import hashlib
 import http.server
-import math
 import socket
 import threading
 from pathlib import Path

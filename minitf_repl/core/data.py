@@ -291,30 +291,36 @@ def _sha256(data: bytes) -> str:
 
 def read_text_file(path: str | Path) -> str:
     p = Path(path).expanduser()
-    if not p.exists():
-        raise DataError(f"no such file: {p}; give the path of a UTF-8 text file, or one of {', '.join(CORPORA + TASKS)}")
-    if p.is_dir():
-        raise DataError(f"{p} is a directory; give the path of a UTF-8 text file inside it")
-    if not p.is_file():
-        raise DataError(f"{p} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise DataError(
-            f"{p} is {p.stat().st_size / 2**20:.0f} MiB; this character-level lab reads files up to "
-            f"{MAX_FILE_BYTES // 2**20} MiB: use a part of it"
-        )
+    shown = _clip(str(p))
     try:
+        if not p.exists():
+            raise DataError(f"no such file: {shown}; give the path of a UTF-8 text file, or one of {', '.join(CORPORA + TASKS)}")
+        if p.is_dir():
+            raise DataError(f"{shown} is a directory; give the path of a UTF-8 text file inside it")
+        if not p.is_file():
+            raise DataError(f"{shown} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise DataError(
+                f"{shown} is {size / 2**20:,.0f} MiB; this character-level lab reads files up to "
+                f"{MAX_FILE_BYTES // 2**20} MiB: use a part of it"
+            )
         raw = p.read_bytes()
-    except OSError as e:
-        raise DataError(f"cannot read {p}: {e.strerror}; check its permissions") from None
+    except OSError as e:  # unreadable, a name too long, ...
+        raise DataError(f"cannot read {shown}: {e.strerror}; check the path and its permissions") from None
     if b"\x00" in raw:
-        raise DataError(f"{p} looks binary (it contains NUL bytes); give a UTF-8 text file")
+        raise DataError(f"{shown} looks binary (it contains NUL bytes); give a UTF-8 text file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DataError(f"{p} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
+        raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
     if not text.strip():
-        raise DataError(f"{p} is empty; give a file that contains text")
+        raise DataError(f"{shown} is empty; give a file that contains text")
     return text
+
+
+def _clip(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def load_data(spec: str):
