@@ -18,8 +18,33 @@ POS_ENCODINGS = ("learned", "sinusoidal")
 ATTENTION_IMPLS = ("explicit", "sdpa")
 
 
+class _Settings:
+    """Plain-dict round trips for the config dataclasses (checkpoints store them as JSON)."""
+
+    kind = "settings"  # named in the error for an unknown key
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown {cls.kind} setting(s): {', '.join(unknown)}")
+        return cls(**d)
+
+    def replace(self, **changes):
+        """A new, validated config with some fields changed (the original is untouched)."""
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(_Settings):
+    """The architecture. Defaults: the model the first `:train` on pydoc trains in about a minute."""
+
+    kind = "model"
+
     vocab_size: int = 50
     max_seq_len: int = 64  # the context window T: longest input the position table covers
     d_model: int = 128
@@ -60,21 +85,6 @@ class ModelConfig:
         _check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
         _check_choice("attention", self.attention, ATTENTION_IMPLS)
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown model setting(s): {', '.join(unknown)}")
-        return cls(**d)
-
-    def replace(self, **changes) -> "ModelConfig":
-        """A new, validated config with some fields changed (the original is untouched)."""
-        return ModelConfig.from_dict({**self.to_dict(), **changes})
-
 
 def _check_choice(name: str, value, choices) -> None:
     if value not in choices:
@@ -86,8 +96,10 @@ def _divisors(n: int) -> str:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(_Settings):
     """Optimisation settings for one `:train` run."""
+
+    kind = "training"
 
     steps: int = 600
     batch_size: int = 32
@@ -122,17 +134,3 @@ class TrainConfig:
             raise ConfigError("weight_decay and grad_clip must be >= 0")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown training setting(s): {', '.join(unknown)}")
-        return cls(**d)
-
-    def replace(self, **changes) -> "TrainConfig":
-        return TrainConfig.from_dict({**self.to_dict(), **changes})
