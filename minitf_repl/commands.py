@@ -14,7 +14,6 @@ commands that use them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -219,7 +218,9 @@ def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
         raise UserError(f"steps must be a positive whole number, got {steps}")
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
-        _check_save_target(session, save_as)  # a bad name fails now, not after an hour of training
+        from .core.checkpoint import check_save_target
+
+        check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
     changes = {field: args[key] for key, field in _TRAIN_OPTIONS.items() if args[key] is not None}
     train_config = session.train_config.replace(**changes) if changes else session.train_config
     spec = args["data"].strip() if args["data"] is not None else None
@@ -569,39 +570,12 @@ DEFAULT_SAVE_NAME = "last"
 ], interruptible=True)  # fmt: skip
 def cmd_save(session: Session, args: dict, hooks: Hooks) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
-    _check_save_target(session, name)
+    from .core.checkpoint import check_save_target
+
+    check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
         raise UserError("there is no model to save yet; :train one first, then :save")
     return save_session(session, name)
-
-
-def _check_name(name: str) -> str:
-    """core.checkpoint.check_name, with the name clipped so that a pasted novel stays one short line."""
-    from .core.checkpoint import check_name
-    from .core.errors import CheckpointError
-
-    try:
-        return check_name(name)
-    except CheckpointError:
-        raise CheckpointError(
-            f"{_show(name)} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
-            "not starting with '.' (for example run1)"
-        ) from None
-
-
-def _check_save_target(session: Session, name: str) -> None:
-    from .core.errors import CheckpointError
-
-    _check_name(name)
-    directory = session.checkpoint_dir
-    target = directory / name
-    try:
-        if directory.exists() and not directory.is_dir():
-            raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
-        if target.exists() and not target.is_dir():
-            raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
-    except OSError as e:
-        raise CheckpointError(f"cannot use {_clip(str(target), 80)}: {e.strerror}; choose another --checkpoint-dir") from None
 
 
 def save_session(session: Session, name: str) -> SaveResult:
@@ -610,7 +584,7 @@ def save_session(session: Session, name: str) -> SaveResult:
     Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
     it wrote and re-raises, and this turns it into one line that says what is on disk now.
     """
-    from .core.checkpoint import MANIFEST, save_checkpoint
+    from .core.checkpoint import MANIFEST, checkpoint_info, save_checkpoint
 
     manifest = session.checkpoint_dir / name / MANIFEST
     before = _read_bytes(manifest)
@@ -628,7 +602,7 @@ def save_session(session: Session, name: str) -> SaveResult:
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
     return SaveResult(
-        name=name, path=str(path), step=session.trainer.step, size_bytes=_checkpoint_size(path),
+        name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
         seconds=time.perf_counter() - start, replaced=before is not None,
     )
 
@@ -638,18 +612,6 @@ def _read_bytes(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
-
-
-def _checkpoint_size(path: Path) -> int:
-    """The manifest plus the data files it names (old files a save is still removing do not count)."""
-    from .core.checkpoint import MANIFEST
-
-    raw = _read_bytes(path / MANIFEST) or b""
-    try:
-        files = json.loads(raw)["files"].values()
-        return len(raw) + sum(int(entry["size"]) for entry in files)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return len(raw)
 
 
 @command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
@@ -665,7 +627,6 @@ def cmd_load(session: Session, args: dict, hooks: Hooks) -> LoadResult:
             raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; :save NAME writes one")
         raise UserError(f"which checkpoint? give its name, e.g. :load {names[0]} (saved: {_clip(', '.join(names), 120)})")
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
-    _check_name(name)
     checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
     data = _checkpoint_data(session, checkpoint)
     device = session.device

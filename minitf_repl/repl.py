@@ -267,7 +267,7 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
 
 
 # --- completion --------------------------------------------------------------------------------
-DATA_NAMES = ("pydoc", "shakespeare", "sort", "reverse", "add", "random")
+DATA_NAMES = ("pydoc", "shakespeare", "sort", "reverse", "add", "random")  # core.data.CORPORA + TASKS, without torch
 DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
 
 

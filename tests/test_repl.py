@@ -299,3 +299,9 @@ def test_toolbar_before_and_after_a_model():
     text = repl.toolbar_text(session)
     assert "device cpu" in text and " params" in text and "step 2" in text and "loss " in text
     assert "no model yet" not in text
+
+
+def test_completed_data_names_are_the_cores():
+    from minitf_repl.core.data import CORPORA, TASKS
+
+    assert repl.DATA_NAMES == CORPORA + TASKS  # repl.py cannot import core.data (torch) to share them

@@ -105,11 +105,27 @@ class CheckpointInfo:
 # --- names and places ------------------------------------------------------------------------------
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
+        shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."  # a pasted novel stays one line
         raise CheckpointError(
-            f"{name!r} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
+            f"{shown} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
             "not starting with '.' (for example run1)"
         )
     return name
+
+
+def check_save_target(directory, name: str) -> Path:
+    """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training."""
+    check_name(name)
+    directory = Path(directory).expanduser()
+    target = directory / name
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
+        if target.exists() and not target.is_dir():
+            raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+    except OSError as e:
+        raise CheckpointError(f"cannot use {target}: {e.strerror}; choose another --checkpoint-dir") from None
+    return target
 
 
 def _existing_names(directory: Path) -> list[str]:
@@ -138,8 +154,8 @@ def _checkpoint_path(directory, name: str) -> Path:
 # --- saving ----------------------------------------------------------------------------------------
 def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME."""
-    check_name(name)
-    directory = Path(directory).expanduser()
+    target = check_save_target(directory, name)
+    directory = target.parent
     if len(vocab) != model.config.vocab_size:
         raise CheckpointError(
             f"the vocabulary has {len(vocab)} characters but the model has vocab_size={model.config.vocab_size}; "
@@ -172,12 +188,6 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     manifest = json.loads(json.dumps(manifest))  # tuples become lists, exactly as a reader sees them
     manifest["meta_sha256"] = _meta_sha256(manifest)
     manifest_bytes = _manifest_bytes(manifest)
-
-    if directory.exists() and not directory.is_dir():
-        raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
-    target = directory / name
-    if target.exists() and not target.is_dir():
-        raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
 
     files = {model_file: model_bytes, state_file: state_bytes}
     try:
@@ -700,13 +710,14 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
         path = directory / entry
         if not _NAME.match(entry) or not path.is_dir():
             continue  # temporary directories start with '.'; plain files are not checkpoints
-        rows.append(_info(path))
+        rows.append(checkpoint_info(path))
     rows.sort(key=lambda r: r.name)
     rows.sort(key=lambda r: r.saved_at or "", reverse=True)
     return rows
 
 
-def _info(path: Path) -> CheckpointInfo:
+def checkpoint_info(path: Path) -> CheckpointInfo:
+    """One `:ls` row for the checkpoint directory `path`: size counts the files its manifest names."""
     try:
         manifest, raw = _read_manifest(path)
         size = len(raw)
