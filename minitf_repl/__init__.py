@@ -6,11 +6,12 @@ shell (`python -m minitf_repl`, `minitf`) must show its prompt before that impor
 
 from importlib import import_module
 
-__version__ = "0.1.0"
+from .core import __version__
 
 _EXPORTS = {
     "ModelConfig": "minitf_repl.core.config",
     "TrainConfig": "minitf_repl.core.config",
+    "GenConfig": "minitf_repl.core.config",
     "MultiHeadSelfAttention": "minitf_repl.core.model",
     "FeedForward": "minitf_repl.core.model",
     "TransformerBlock": "minitf_repl.core.model",

@@ -12,10 +12,7 @@ notices and errors go to standard error, so `minitf train --json > run.json` sta
 from __future__ import annotations
 
 import inspect
-import json
-import os
 import sys
-import traceback
 from typing import List, Optional
 
 import typer
@@ -23,18 +20,18 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from .commands import REGISTRY, Hooks, parse_line, run_command, to_json
+from .commands import REGISTRY
 from .core.errors import UserError
-from .render import RichHooks, error, internal_error
+from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command
+from .parsing import parse_line
+from .registry import Registry
+from .render import error
 from .session import Session
 
 try:  # recent Typer vendors click; older releases depend on it
     from typer._click.exceptions import ClickException as _ClickException
 except ImportError:  # pragma: no cover
     from click.exceptions import ClickException as _ClickException
-
-SHELL_ONLY_EXCLUDED = ("help", "quit")
-
 
 def _stdout() -> Console:
     return Console()
@@ -98,8 +95,8 @@ def apply_settings(session: Session, pairs: list[str]) -> None:
     """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`."""
     if not pairs:
         return
-    _, args = parse_line(":set " + " ".join(pairs))
-    run_command(session, "set", args, Hooks())
+    _, args = parse_line(":set " + " ".join(pairs), REGISTRY)
+    run_command(session, "set", args)
 
 
 @app.callback(invoke_without_command=True)
@@ -122,14 +119,13 @@ def root(
         help="Start from a saved checkpoint (model, training run, data), as :load does; --set applies after it.",
     ),
 ) -> None:
-    session = Session(data_spec=data or "pydoc", device_name=device or "auto", debug=debug,
-                      checkpoint_dir=checkpoint_dir)
+    session = Session(data_spec=data or "pydoc", device_name=device or "auto", checkpoint_dir=checkpoint_dir)
     if load is not None:
         load_checkpoint(session, load, data)
     try:
         apply_settings(session, settings)
     except UserError as e:
-        error(_stderr(), f"--set: {e}")
+        error(_stderr(), f"--set: {phrase(e, 'shell')}")
         raise typer.Exit(1)
     ctx.obj = _State(session, debug)
     if ctx.invoked_subcommand is None:
@@ -139,14 +135,14 @@ def root(
 def load_checkpoint(session: Session, name: str, data: str | None) -> None:
     """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction."""
     try:
-        result = run_command(session, "load", {"name": name}, Hooks())
+        result = run_command(session, "load", {"name": name})
         if data is not None and data.strip() != result.data_spec:
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                 "(the checkpoint brings its data) or switch after loading with :data"
             )
     except UserError as e:
-        error(_stderr(), f"--load: {e}")
+        error(_stderr(), f"--load: {phrase(e, 'shell')}")
         raise typer.Exit(1)
 
 
@@ -166,28 +162,11 @@ def open_shell(session: Session, debug: bool = False) -> int:
 
 
 # --- one subcommand per registry command ---------------------------------------------------------
-class _QuietHooks(Hooks):
-    """For --json: no progress on stdout; Ctrl-C still stops; notices go to stderr."""
-
-    def __init__(self, err: Console):
-        self.err = err
-        self.stop_requested = False
-
-    def request_stop(self) -> None:
-        self.stop_requested = True
-
-    def should_stop(self) -> bool:
-        return self.stop_requested
-
-    def notice(self, text: str) -> None:
-        self.err.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def _option_names(name: str, is_bool: bool) -> list[str]:
-    dashed = name.replace("_", "-")
-    if is_bool:
+def _option_names(p) -> list[str]:
+    dashed = p.name.replace("_", "-")
+    if p.type is bool:
         return [f"--{dashed}/--no-{dashed}"]
-    return [f"--{dashed}"]
+    return [f"--{dashed}"] + [f"--{alias.replace('_', '-')}" for alias in p.aliases]
 
 
 def _help(p) -> str:
@@ -199,55 +178,19 @@ def _help(p) -> str:
     return escape(text)
 
 
-def _run_one(ctx: typer.Context, name: str, args: dict, as_json: bool) -> None:
-    from .repl import quiet_tty, stop_on_sigint
-
+def _run_one(ctx: typer.Context, command, args: dict, as_json: bool) -> None:
+    """One command through the front door: results on stdout, progress and errors on stderr."""
     state: _State = ctx.obj
-    out, err = _stdout(), _stderr()
-    hooks = _QuietHooks(err) if as_json else RichHooks(err, out=out)
-    try:
-        if name == "gen" and isinstance(hooks, RichHooks):
-            hooks.gen_prompt = next((args.get(p.name) for p in REGISTRY["gen"].params if p.positional), None)
-        with stop_on_sigint(hooks, REGISTRY[name]), quiet_tty():
-            result = run_command(state.session, name, args, hooks)
-        if as_json:
-            print(json.dumps(to_json(result), default=str))
-        else:
-            hooks.finish(result)
-        if getattr(result, "save_error", None):
-            # The process ends here: a model that could not be saved is lost, so the run did not succeed.
-            if as_json:
-                error(err, f"not saved: {result.save_error}")
-            raise typer.Exit(1)
-    except UserError as e:
-        if isinstance(hooks, RichHooks):
-            hooks.close()
-        error(err, str(e))
-        raise typer.Exit(1)
-    except (KeyboardInterrupt, typer.Exit):
-        raise
-    except BrokenPipeError:
-        # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must not
-        # complain about the unflushed stdout at exit either.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        raise typer.Exit(1)
-    except Exception as e:
-        if isinstance(hooks, RichHooks):
-            hooks.close()
-        if state.debug:
-            err.print(traceback.format_exc(), markup=False, highlight=False, end="", soft_wrap=True)
-        else:
-            internal_error(err, e)
+    door = FrontDoor(state.session, _stdout(), _stderr(), FrontEnd(syntax="shell", json=as_json, debug=state.debug),
+                     progress=_stderr())
+    if door.run(command, args) == FAILED:
         raise typer.Exit(1)
 
 
-def _make_subcommand(command):
+def _make_subcommand(command, registry: Registry):
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     annotations = {"ctx": typer.Context}
-    if command.name == "set":
+    if command.pairs:
         info = typer.Argument(None, metavar="KEY=VALUE...", help="Settings to change, e.g. n_layers=2 lr=1e-3.",
                               show_default=False)
         params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
@@ -255,13 +198,15 @@ def _make_subcommand(command):
         annotations["pairs"] = Optional[List[str]]
     else:
         for p in command.params:
+            if p.refusal is not None:
+                continue
             if p.positional:
                 info = typer.Argument(None, metavar=p.name.upper(), help=_help(p), show_default=False)
             else:
                 # Values travel as text and are parsed by the registry, so a bad value gets the same
                 # message as in the REPL ("steps must be a whole number, got 'abc'").
                 metavar = {int: "N", float: "X"}.get(p.type, "TEXT")
-                info = typer.Option(None, *_option_names(p.name, p.type is bool), help=_help(p), show_default=False,
+                info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
                                     metavar=None if p.type is bool else metavar)
             annotation = Optional[bool] if p.type is bool else Optional[str]
             params.append(
@@ -274,15 +219,15 @@ def _make_subcommand(command):
 
     def subcommand(ctx: typer.Context, **kwargs) -> None:
         as_json = kwargs.pop("as_json", False)
-        if command.name == "set":
+        if command.pairs:
             try:
-                _, args = parse_line(":set " + " ".join(kwargs.get("pairs") or []))
+                _, args = parse_line(f":{command.name} " + " ".join(kwargs.get("pairs") or []), registry)
             except UserError as e:
-                error(_stderr(), str(e))
+                error(_stderr(), phrase(e, "shell"))
                 raise typer.Exit(1)
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
-        _run_one(ctx, command.name, args, as_json)
+        _run_one(ctx, command, args, as_json)
 
     subcommand.__name__ = command.name
     subcommand.__doc__ = command.summary
@@ -291,9 +236,14 @@ def _make_subcommand(command):
     return subcommand
 
 
-for _command in REGISTRY.values():
-    if _command.name not in SHELL_ONLY_EXCLUDED:
-        app.command(name=_command.name, help=escape(_command.summary))(_make_subcommand(_command))
+def add_subcommands(app: typer.Typer, registry: Registry) -> None:
+    """One shell subcommand per command of the registry, except the REPL-only ones."""
+    for command in registry.values():
+        if not command.repl_only:
+            app.command(name=command.name, help=escape(command.summary))(_make_subcommand(command, registry))
+
+
+add_subcommands(app, REGISTRY)
 
 
 def main() -> None:

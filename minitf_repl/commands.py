@@ -1,8 +1,10 @@
 """The commands: small functions that act on a Session and return plain dataclasses.
 
-Each command here is registered with `@command` (registry.py) when this module is imported; the
-parsing of its options is in parsing.py. Commands never print: progress and generated text leave
-through `Hooks`, results are returned, and render.py decides what to show.
+Each command is registered here with `@command` into `REGISTRY`, with everything the front ends
+need to know about it declared on the registration (registry.py): its options, what completes them,
+whether it needs torch, whether it is REPL-only. Commands never print: progress and generated text
+leave through a `Reporter`, results are returned, and render.py decides what to show. A new command
+is a result dataclass and a function here, and a renderer in render.py; nothing else changes.
 
 Every command validates all of its arguments before it changes anything, so a failed command
 leaves the session as it was. Errors a user can cause are `UserError`s with a one-sentence message.
@@ -14,44 +16,21 @@ commands that use them.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core.config import ACTIVATIONS, ATTENTION_IMPLS, POS_ENCODINGS, ModelConfig, TrainConfig
+from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, TrainingDiverged, UserError
-from .parsing import (
-    CLEAR,
-    KEY_ALIASES,
-    LIMITS,
-    MAX_PARAMS,
-    MAX_TRAIN_BYTES,
-    _show,
-    check_footprint,
-    check_gen_settings,
-    check_value,
-    convert,
-    parse_line,
-    usage,
-)
-from .registry import REGISTRY, Command, Hooks, Param, _clip, command, find_command, run_command
-from .session import AUTOSAVE_NAME, Session
+from .core.sizes import check_trainable
+from .parsing import CLEAR
+from .registry import Command, Param, Registry, clip, param_from_setting
+from .reporter import Reporter
+from .session import AUTOSAVE_NAME, Session, ShellConfig
 
-# The names other modules import from here: the registry and the parsing are re-exported, so
-# `from minitf_repl.commands import REGISTRY, parse_line, run_command` keeps working.
-__all__ = [
-    # registry.py
-    "REGISTRY", "Command", "Hooks", "Param", "command", "find_command", "run_command",
-    # parsing.py
-    "CLEAR", "KEY_ALIASES", "LIMITS", "MAX_PARAMS", "MAX_TRAIN_BYTES", "check_footprint", "check_gen_settings",
-    "check_value", "convert", "parse_line", "usage",
-    # this module
-    "HelpEntry", "HelpResult", "QuitResult", "TrainResult", "GenResult", "ShapesResult", "DeviceResult",
-    "ConfigResult", "SetResult", "DataResult", "ParamsResult", "SaveResult", "LoadResult", "LsResult",
-    "GEN_KEYS", "SESSION_KEYS", "DEFAULT_SAVE_NAME", "sample_prompt", "save_session", "to_json",
-]  # fmt: skip
+REGISTRY = Registry()
+command = REGISTRY.command
 
 # --- results -----------------------------------------------------------------------------------
 
@@ -92,6 +71,11 @@ class TrainResult:
     data: str
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
+
+    @property
+    def failure(self) -> str | None:
+        """What the user asked for and did not get, though the command ran (a one-shot shell exits 1)."""
+        return f"not saved: {self.save_error}" if self.save_error else None
 
 
 @dataclass
@@ -180,83 +164,117 @@ class LsResult:
 
 
 def _entry(cmd: Command) -> HelpEntry:
-    return HelpEntry(cmd.name, cmd.aliases, cmd.summary, usage(cmd))
+    return HelpEntry(cmd.name, cmd.aliases, cmd.summary, cmd.usage())
+
+
+# --- what completes an option's value (declared on the Param, called by the REPL's completer) -------
+# The data names without importing core.data (it needs torch); a test ties them to the core's.
+DATA_NAMES = ("pydoc", "shakespeare", "sort", "reverse", "add", "random")
+DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
+
+
+def complete_data(session) -> list[str]:
+    return list(DATA_NAMES)
+
+
+def complete_device(session) -> list[str]:
+    return list(DEVICE_NAMES)
+
+
+def complete_command(session) -> list[str]:
+    return sorted(REGISTRY)
+
+
+def complete_checkpoint(session) -> list[str]:
+    try:
+        folder = Path(session.checkpoint_dir)
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except (OSError, AttributeError, TypeError):
+        return []
 
 
 # --- the commands --------------------------------------------------------------------------------
 
 
 @command("help", "List the commands, or show one command's options.", params=[
-    Param("command", str, help="a command name, e.g. train", positional=True),
-])  # fmt: skip
-def cmd_help(session: Session, args: dict, hooks: Hooks) -> HelpResult:
+    Param("command", str, help="a command name, e.g. train", positional=True, complete=complete_command),
+], needs_torch=False, repl_only=True)  # fmt: skip  (the shell has --help)
+def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     entries = [_entry(cmd) for cmd in REGISTRY.values()]
     name = args["command"]
     if name is None or not name.strip():
         return HelpResult(entries)
-    cmd = find_command(name.split()[0])
-    return HelpResult(entries, detail=_entry(cmd), params=list(cmd.params))
+    cmd = REGISTRY.find(name.split()[0])
+    return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
 
 
-@command("quit", "Leave minitf.", aliases=("q", "exit"))
-def cmd_quit(session: Session, args: dict, hooks: Hooks) -> QuitResult:
+@command("quit", "Leave minitf.", aliases=("q", "exit"), needs_torch=False, repl_only=True)
+def cmd_quit(session: Session, args: dict, reporter: Reporter) -> QuitResult:
     return QuitResult()
 
 
 @command("train", "Train the model: continue a stopped run, or start a new run of steps.", params=[
-    Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)"),
-    Param("lr", float, help="peak learning rate (kept, like :set lr)"),
-    Param("batch", int, help="sequences per step (kept, like :set batch_size)"),
-    Param("data", str, help="switch data first, as :data does"),
-    Param("eval_every", int, help="steps between validation evaluations (kept)"),
-    Param("seed", int, help="seed of the batch order (kept)"),
-    Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)"),
+    Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
+          low=1, limit=TrainConfig.spec("steps").limit),
+    param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)"),
+    param_from_setting(TrainConfig.spec("batch_size"), help="sequences per step (kept, like :set batch_size)"),
+    Param("data", str, help="switch data first, as :data does", complete=complete_data),
+    param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)"),
+    param_from_setting(TrainConfig.spec("seed"), help="seed of the batch order (kept)"),
+    Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
+          complete=complete_checkpoint),
 ])  # fmt: skip
-def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
+def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     steps = args["steps"]
-    if steps is not None and steps <= 0:
-        raise UserError(f"steps must be a positive whole number, got {steps}")
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
         from .core.checkpoint import check_save_target
 
         check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
-    changes = {field: args[key] for key, field in _TRAIN_OPTIONS.items() if args[key] is not None}
+    changes = {key: args[key] for key in _TRAIN_OPTIONS if args[key] is not None}
     train_config = session.train_config.replace(**changes) if changes else session.train_config
     spec = args["data"].strip() if args["data"] is not None else None
     new_data = _load_checked(session, spec) if spec is not None else None
     if new_data is None:
-        session.data.check_block_size(session.model_config.max_seq_len)
+        session.data.check_fits(session.model_config.max_seq_len)
     model_config = session.model_config
     if new_data is not None:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
-    check_footprint(model_config, train_config)
+    check_trainable(model_config, train_config.batch_size)
     session.device  # resolve now: an unusable device fails before anything changes
 
     if new_data is not None:
-        _switch_data(session, spec, new_data, hooks)
+        _switch_data(session, spec, new_data, reporter)
     # A diverged run is a failed command, and a failed command loses nothing: the weights of the
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
-    snapshot = session.trainer.snapshot()
+    snapshot = session.snapshot()
     session.set_train_config(train_config)
     trainer = session.trainer
     resumed = steps is None and new_data is None and trainer.run_remaining > 0
     if not resumed:
         trainer.start_run(steps)
-    hooks.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
+    reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
-        summary = trainer.run(on_step=hooks.on_step, should_stop=hooks.should_stop)
+        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop)
     except TrainingDiverged as e:
-        trainer.rollback(snapshot)
-        session.train_config = trainer.config
+        session.rollback(snapshot)
         lr = train_config.lr
+        # Suggest a rate known to work: the last one that trained here without diverging (or the
+        # default, which trains the built-in data), unless that is not lower; then a tenth.
+        known = session.last_good_lr if session.last_good_lr is not None else TrainConfig().lr
+        suggestion = known if known < lr else lr / 10
+        if suggestion != known:
+            why = "is a tenth of it"
+        else:
+            why = "trained here without diverging" if session.last_good_lr is not None else "is the default"
         raise TrainingDiverged(
             f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
-            f"back at step {trainer.step}, where this :train began. Lower the learning rate "
-            f"({lr:g} diverged; try :train lr={lr / 10:g})",
-            step=e.step, what=e.what, value=e.value,
+            f"back at step {session.trainer.step}, where this training began. Lower the learning rate "
+            f"({lr:g} diverged; {suggestion:g} {why})",
+            step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
         ) from None
+    session.note_good_lr(train_config.lr)
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
     saved, save_error = None, None
@@ -284,23 +302,20 @@ def cmd_train(session: Session, args: dict, hooks: Hooks) -> TrainResult:
     )
 
 
-_TRAIN_OPTIONS = {"lr": "lr", "batch": "batch_size", "eval_every": "eval_every", "seed": "seed"}
+_TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig fields :train sets for good
 
 
 @command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
     Param("prompt", str, help="text to continue (default: a newline, or the first character of the vocabulary)",
           positional=True),
-    Param("n", int, help="tokens to generate (default: the n setting)"),
-    Param("temperature", float, help="0 is greedy; higher is more random (default: the temperature setting)"),
-    Param("top_k", int, help="sample from the k most likely tokens only"),
-    Param("top_p", float, help="sample from the smallest set of tokens whose probability reaches p"),
-    Param("seed", int, help="seed for the sampling (default: random)"),
-    Param("cache", bool, help="use the KV cache (on) or recompute the prefix every token (off)"),
-])  # fmt: skip
-def cmd_gen(session: Session, args: dict, hooks: Hooks) -> GenResult:
-    given = {k: args[k] for k in ("n", "temperature", "top_k", "top_p", "seed", "cache") if args[k] is not None}
-    settings = dataclasses.replace(session.gen, **given)
-    check_gen_settings(settings)
+    # The sampling seed is `gen_seed` everywhere; in :gen, where no other seed exists, `seed` works too.
+    *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
+                         aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
+      for spec in GenConfig.specs()),
+], takes_plain_text=True)  # fmt: skip
+def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
+    given = {spec.name: args[spec.name] for spec in GenConfig.specs() if args[spec.name] is not None}
+    settings = session.gen_config.replace(**{k: (None if v is CLEAR else v) for k, v in given.items()})
     tokenizer = session.data.tokenizer
     prompt = args["prompt"] or ""
     if not prompt:
@@ -311,8 +326,9 @@ def cmd_gen(session: Session, args: dict, hooks: Hooks) -> GenResult:
     from .core.generate import generate
 
     stream = generate(
-        model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.seed, settings.cache
+        model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache
     )
+    reporter.on_gen_start(prompt)
     pieces: list[str] = []
     stopped = False
     start = time.perf_counter()
@@ -320,8 +336,8 @@ def cmd_gen(session: Session, args: dict, hooks: Hooks) -> GenResult:
         for token in stream:
             piece = tokenizer.decode([token])
             pieces.append(piece)
-            hooks.on_token(piece)
-            if hooks.should_stop() and len(pieces) < settings.n:
+            reporter.on_token(piece)
+            if reporter.should_stop() and len(pieces) < settings.n:
                 stopped = True
                 break
     finally:
@@ -343,12 +359,12 @@ def cmd_gen(session: Session, args: dict, hooks: Hooks) -> GenResult:
     Param("layer", int, help="the block to show in full (default 0)"),
     Param("all", bool, default=False, help="show every block in full"),
 ])  # fmt: skip
-def cmd_shapes(session: Session, args: dict, hooks: Hooks) -> ShapesResult:
+def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult:
     n_layers = session.model_config.n_layers
     layer = args["layer"] if args["layer"] is not None else 0
     if not 0 <= layer < n_layers:
         blocks = f"{n_layers} block{'s' if n_layers != 1 else ''}"
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {blocks}), got {_clip(str(layer))}")
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {blocks}), got {clip(str(layer))}")
     data = session.data
     prompt = args["prompt"] or sample_prompt(data)
     ids = data.tokenizer.encode(prompt)
@@ -356,7 +372,7 @@ def cmd_shapes(session: Session, args: dict, hooks: Hooks) -> ShapesResult:
     if len(ids) > window:
         ids = ids[-window:]
         prompt = data.tokenizer.decode(ids)
-        hooks.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {window} characters")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {window} characters")
     model = session.model
 
     import torch
@@ -381,9 +397,9 @@ def sample_prompt(data) -> str:
 
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
-    Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True),
+    Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
 ])  # fmt: skip
-def cmd_device(session: Session, args: dict, hooks: Hooks) -> DeviceResult:
+def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from .core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
     try:
@@ -394,143 +410,87 @@ def cmd_device(session: Session, args: dict, hooks: Hooks) -> DeviceResult:
     if name is None or not name.strip():
         return DeviceResult(describe_devices(), str(current) if current is not None else session.device_name, False)
     if len(name.strip()) > 16:  # no device name is this long; keep the message one line
-        raise DeviceError(f"unknown device {_show(name)}; use one of {ACCEPTED_FORMS}")
+        raise DeviceError(f"unknown device {clip(name)!r}; use one of {ACCEPTED_FORMS}")
     target = resolve_device(name)
     try:
         session.move_to(target)
     except RuntimeError as e:
         if current is not None and session.has_model:
             session.move_to(current)  # never leave the model half moved
-        raise DeviceError(f"could not move the model to {target}: {_clip(str(e), 120)}; stay on {current}") from None
+        raise DeviceError(f"could not move the model to {target}: {clip(str(e), 120)}; stay on {current}") from None
     return DeviceResult(describe_devices(), str(target), current != target)
 
 
-@command("config", "Show the model, training and generation settings.")
-def cmd_config(session: Session, args: dict, hooks: Hooks) -> ConfigResult:
+@command("config", "Show the model, training and generation settings.", needs_torch=False)
+def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     model = session.model_config.to_dict()
-    if session._data is None:
+    if session.loaded_data is None:
         model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
     return ConfigResult(
         model=model,
         train=session.train_config.to_dict(),
-        gen=session.gen.to_dict(),
+        gen=session.gen_config.to_dict(),
         data=session.data_spec,
         device=session.status().device,
         checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
     )
 
 
-_MODEL_HELP = {
-    "max_seq_len": "context window T: the longest input",
-    "d_model": "width of the residual stream",
-    "n_heads": "attention heads (must divide d_model)",
-    "n_layers": "Transformer blocks",
-    "d_ff": "hidden width of the feed-forward network",
-    "dropout": "dropout probability in [0, 1)",
-    "activation": "feed-forward activation",
-    "pos_encoding": "learned or sinusoidal positions",
-    "attention": "explicit formula or the fused sdpa kernel (same weights)",
-}
-_TRAIN_HELP = {
-    "steps": "length of a run",
-    "batch_size": "sequences per step",
-    "lr": "peak learning rate",
-    "min_lr_ratio": "the cosine decays to lr * min_lr_ratio",
-    "warmup_steps": "steps of linear warm-up",
-    "weight_decay": "AdamW weight decay on matrices",
-    "grad_clip": "max gradient norm (0: off)",
-    "eval_every": "steps between evaluations",
-    "eval_batches": "validation batches per evaluation",
-    "seed": "seed of the initial weights and batch order",
-}
-_CHOICES = {"activation": ACTIVATIONS, "pos_encoding": POS_ENCODINGS, "attention": ATTENTION_IMPLS}
-# `:set` key -> GenSettings field. The training seed is `seed`, so the sampling seed is `gen_seed`.
-GEN_KEYS = {"n": "n", "temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "gen_seed": "seed", "cache": "cache"}
-SESSION_KEYS = ("autosave",)  # `:set` keys that are attributes of the Session itself
+# `:set` takes every declared setting; the section of each says which config it changes.
+SETTINGS = (ModelConfig, TrainConfig, GenConfig, ShellConfig)
 
 
 def _set_params() -> list[Param]:
-    params = []
-    for f in dataclasses.fields(ModelConfig):
-        if f.name != "vocab_size":
-            params.append(Param(f.name, type(f.default), help=f"model: {_MODEL_HELP.get(f.name, f.name)}",
-                                choices=_CHOICES.get(f.name)))  # fmt: skip
-    for f in dataclasses.fields(TrainConfig):
-        params.append(Param(f.name, type(f.default), help=f"training: {_TRAIN_HELP.get(f.name, f.name)}"))
-    params += [
-        Param("n", int, help="gen: tokens to generate"),
-        Param("temperature", float, help="gen: sampling temperature (0: greedy)"),
-        Param("top_k", int, help="gen: keep the k most likely tokens (none: off)", nullable=True),
-        Param("top_p", float, help="gen: nucleus probability mass (none: off)", nullable=True),
-        Param("gen_seed", int, help="gen: sampling seed (none: random)", nullable=True),
-        Param("cache", bool, help="gen: use the KV cache"),
-        Param("autosave", bool, help=f"checkpoints: save {AUTOSAVE_NAME!r} at the end of every :train"),
-    ]
-    return params
+    return [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS for spec in cls.specs()]
 
 
-@command("set", "Change settings: model architecture (resets weights), training or generation.",
-         params=_set_params())  # fmt: skip
-def cmd_set(session: Session, args: dict, hooks: Hooks) -> SetResult:
-    given = {k: v for k, v in args.items() if v is not None}
+@command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
+         params=_set_params(), needs_torch=False, pairs=True)  # fmt: skip
+def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
+    given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
     if not given:
-        keys = ", ".join(p.name for p in REGISTRY["set"].params)
+        keys = ", ".join(p.name for p in REGISTRY["set"].options)
         raise UserError(f"nothing to set; give key=value pairs, e.g. :set lr=1e-3 n_layers=2 (keys: {keys})")
-    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    model_changes, train_changes, gen_changes = {}, {}, {}
-    for key, value in given.items():
-        value = None if value is CLEAR else value
-        if key in SESSION_KEYS:
-            continue
-        if key in GEN_KEYS:
-            gen_changes[GEN_KEYS[key]] = value
-        elif key in model_fields:
-            model_changes[key] = value
-        elif key in train_fields:
-            train_changes[key] = value
-    old_model, old_train, old_gen = session.model_config, session.train_config, session.gen
-    new_model = old_model.replace(**model_changes) if model_changes else old_model
-    new_train = old_train.replace(**train_changes) if train_changes else old_train
-    new_gen = dataclasses.replace(old_gen, **gen_changes)
-    check_gen_settings(new_gen)
-    if new_model.max_seq_len != old_model.max_seq_len:
-        session.data.check_block_size(new_model.max_seq_len)
-    check_footprint(new_model, new_train)
+    current = {cls: _current(session, cls) for cls in SETTINGS}
+    new = {}
+    for cls, config in current.items():
+        changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
+        new[cls] = config.replace(**changes) if changes else config
+    model, train = new[ModelConfig], new[TrainConfig]
+    if model.max_seq_len != session.model_config.max_seq_len:
+        session.data.check_fits(model.max_seq_len)
+    check_trainable(model, train.batch_size)
 
     changed = {}
-    for key in given:
-        if key in SESSION_KEYS:
-            old, new = getattr(session, key), given[key]
-        elif key in GEN_KEYS:
-            old, new = getattr(old_gen, GEN_KEYS[key]), getattr(new_gen, GEN_KEYS[key])
-        elif key in model_fields:
-            old, new = getattr(old_model, key), getattr(new_model, key)
-        else:
-            old, new = getattr(old_train, key), getattr(new_train, key)
-        if old != new:
-            changed[key] = (old, new)
-    rebuilt = session.set_model_config(new_model)
-    session.set_train_config(new_train)
-    session.gen = new_gen
-    for key in SESSION_KEYS:
-        if key in given:
-            setattr(session, key, given[key])
+    for cls in SETTINGS:
+        for spec in cls.specs():
+            old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
+            if spec.name in given and old_value != new_value:
+                changed[spec.name] = (old_value, new_value)
+    rebuilt = session.set_model_config(model)
+    session.set_train_config(train)
+    session.set_gen_config(new[GenConfig])
+    session.set_shell_config(new[ShellConfig])
     if rebuilt:
-        hooks.notice("the architecture changed: the model was rebuilt, weights reset (step 0)")
+        reporter.notice("the architecture changed: the model was rebuilt, weights reset (step 0)")
     return SetResult(changed, rebuilt)
+
+
+def _current(session: Session, cls):
+    return {ModelConfig: session.model_config, TrainConfig: session.train_config, GenConfig: session.gen_config,
+            ShellConfig: session.shell_config}[cls]
 
 
 @command("data", "Show the data, or switch: pydoc, shakespeare, sort[:N], reverse[:N], add[:N], random[:V], a file.",
          params=[Param("name", str, help="pydoc|shakespeare|sort[:N]|reverse[:N]|add[:N]|random[:V]|a file path",
-                       positional=True)])  # fmt: skip
-def cmd_data(session: Session, args: dict, hooks: Hooks) -> DataResult:
+                       positional=True, complete=complete_data)])  # fmt: skip
+def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
         return DataResult(session.data.info(), changed=False, rebuilt=False)
     spec = name.strip()
     data = _load_checked(session, spec)
-    rebuilt = _switch_data(session, spec, data, hooks)
+    rebuilt = _switch_data(session, spec, data, reporter)
     return DataResult(data.info(), changed=True, rebuilt=rebuilt)
 
 
@@ -539,14 +499,14 @@ def _load_checked(session: Session, spec: str):
     from .core.data import load_data
 
     data = load_data(spec)
-    data.check_block_size(session.model_config.max_seq_len)
+    data.check_fits(session.model_config.max_seq_len)
     return data
 
 
-def _switch_data(session: Session, spec: str, data, hooks: Hooks) -> bool:
+def _switch_data(session: Session, spec: str, data, reporter: Reporter) -> bool:
     rebuilt = session.use_data(spec, data)
     if rebuilt:
-        hooks.notice(
+        reporter.notice(
             f"{data.name} has another vocabulary ({data.tokenizer.vocab_size} characters): "
             "the model was rebuilt, weights reset (step 0)"
         )
@@ -554,7 +514,7 @@ def _switch_data(session: Session, spec: str, data, hooks: Hooks) -> bool:
 
 
 @command("params", "List the parameter tensors, their shapes and the total.")
-def cmd_params(session: Session, args: dict, hooks: Hooks) -> ParamsResult:
+def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
     return ParamsResult(rows, model.num_parameters())
@@ -566,9 +526,10 @@ DEFAULT_SAVE_NAME = "last"
 
 
 @command("save", "Save the model, optimizer, training run and random state as a checkpoint.", params=[
-    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last)", positional=True),
+    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last)", positional=True,
+          complete=complete_checkpoint),
 ], interruptible=True)  # fmt: skip
-def cmd_save(session: Session, args: dict, hooks: Hooks) -> SaveResult:
+def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from .core.checkpoint import check_save_target
 
@@ -615,9 +576,9 @@ def _read_bytes(path: Path) -> bytes | None:
 
 
 @command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
-    Param("name", str, help="the checkpoint's name (:ls lists them)", positional=True),
+    Param("name", str, help="the checkpoint's name (:ls lists them)", positional=True, complete=complete_checkpoint),
 ])  # fmt: skip
-def cmd_load(session: Session, args: dict, hooks: Hooks) -> LoadResult:
+def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from .core import checkpoint as ckpt
 
     name = (args["name"] or "").strip()
@@ -625,13 +586,13 @@ def cmd_load(session: Session, args: dict, hooks: Hooks) -> LoadResult:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
             raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; :save NAME writes one")
-        raise UserError(f"which checkpoint? give its name, e.g. :load {names[0]} (saved: {_clip(', '.join(names), 120)})")
+        raise UserError(f"which checkpoint? give its name, e.g. :load {names[0]} (saved: {clip(', '.join(names), 120)})")
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
     checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
     data = _checkpoint_data(session, checkpoint)
     device = session.device
     model, trainer = ckpt.restore(checkpoint, data, device)
-    if hooks.should_stop():  # Ctrl-C while reading: the session is still as it was
+    if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
     session.adopt(checkpoint.data_spec, data, model, trainer)
     ckpt.restore_rng(checkpoint)
@@ -650,50 +611,22 @@ def _checkpoint_data(session: Session, checkpoint):
     from .core.errors import CheckpointError
 
     spec = checkpoint.data_spec
-    if session._data is not None and session.data_spec == spec:
-        return session._data  # restore() still checks that the vocabulary is the saved one
+    if session.loaded_data is not None and session.data_spec == spec:
+        return session.loaded_data  # restore() still checks that the vocabulary is the saved one
     try:
         data = load_data(spec)
-        data.check_block_size(checkpoint.model_config.max_seq_len)
+        data.check_fits(checkpoint.model_config.max_seq_len)
     except UserError as e:
         reason = str(e).split(";")[0]
         raise CheckpointError(
-            f"checkpoint {checkpoint.name} was trained on {_clip(spec, 80)!r}, which cannot be loaded now "
-            f"({_clip(reason, 120)}); put that data back to load it"
+            f"checkpoint {checkpoint.name} was trained on {clip(spec, 80)!r}, which cannot be loaded now "
+            f"({clip(reason, 120)}); put that data back to load it"
         ) from None
     return data
 
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",))
-def cmd_ls(session: Session, args: dict, hooks: Hooks) -> LsResult:
+def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from .core.checkpoint import list_checkpoints
 
     return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
-
-
-# --- JSON for the shell's --json -------------------------------------------------------------------
-
-
-def to_json(result) -> dict:
-    """The result as a JSON-able dict (tuples become lists, non-finite floats null, types their name)."""
-    if not dataclasses.is_dataclass(result):
-        raise TypeError(f"to_json takes a command result, got {type(result).__name__}")
-    return _jsonable(dataclasses.asdict(result))
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is CLEAR:
-        return None
-    if isinstance(value, type):
-        return value.__name__
-    if dataclasses.is_dataclass(value):
-        return _jsonable(dataclasses.asdict(value))
-    return str(value)

@@ -1,83 +1,22 @@
 """From text to checked arguments: a REPL line or the shell's option values become typed, validated args.
 
 A line is split into tokens (quotes, escapes), the tokens into options and free text, and each value
-is converted to its Param's type and checked against its choices and size limits; the limits that
-keep a typo from exhausting memory live here too. None of this runs a command, so it is kept apart
-from the registry (registry.py) and from the commands themselves (commands.py).
+is converted to its Param's type and checked against its declaration: the type, the choices, the
+valid range and the limit on what a person may type (for options made from a setting, the setting's
+own `check`). None of this runs a command; the front door (dispatch.py) does.
+
+Whole numbers may be written the way people in this field write them: `1000`, `1e3`, `10_000`,
+`10k`, `2.5M` (k = thousand, M = million, B = billion), as long as the value is whole.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass
 
-from .core.config import ModelConfig, TrainConfig
 from .core.errors import UserError
-from .registry import REGISTRY, Command, Param, _clip, find_command
-from .session import GenSettings
-
-# --- limits that keep a typo from exhausting memory ----------------------------------------------
-
-LIMITS = {
-    "steps": 10_000_000,
-    "batch": 4096,
-    "batch_size": 4096,
-    "n": 100_000,
-    "eval_batches": 10_000,
-    "warmup_steps": 10_000_000,
-    "eval_every": 10_000_000,
-    "max_seq_len": 16_384,
-    "seed": 2**63 - 1,
-    "gen_seed": 2**63 - 1,
-}
-MAX_PARAMS = 500_000_000
-MAX_TRAIN_BYTES = 64 * 2**30
-
-
-def check_footprint(model: ModelConfig, train: TrainConfig) -> None:
-    """Refuse a model or batch whose training would need more memory than any machine here has.
-
-    A rough count: parameters (weights, gradients and two AdamW moments: 16 bytes each) plus the
-    activations kept for the backward pass (about 12 d_model + 2 d_ff floats per token and layer,
-    and with explicit attention three (T, T) maps per head).
-    """
-    d, L, T, V, F, H, B = (
-        model.d_model, model.n_layers, model.max_seq_len, model.vocab_size, model.d_ff, model.n_heads,
-        train.batch_size,
-    )
-    params = V * d + T * d + L * (4 * d * d + 2 * d * F + 9 * d + F) + 2 * d
-    if params > MAX_PARAMS:
-        about = f"{params / 1e6:,.0f}M" if params < 1e15 else f"{params:.1e}"  # no 60-digit numbers
-        raise UserError(
-            f"that model would have about {about} parameters, more than this lab's limit of "
-            f"{MAX_PARAMS // 1_000_000}M; lower d_model, d_ff or n_layers"
-        )
-    per_token_layer = 12 * d + 2 * F + (3 * H * T if model.attention == "explicit" else 0)
-    need = 16 * params + 4 * B * T * L * per_token_layer
-    if need > MAX_TRAIN_BYTES:
-        raise UserError(
-            f"training with batch_size={B}, max_seq_len={T} and this model would need about "
-            f"{need / 2**30:,.0f} GiB (the limit is {MAX_TRAIN_BYTES // 2**30} GiB); lower batch_size or max_seq_len"
-        )
-
-
-def check_gen_settings(gen: GenSettings) -> None:
-    """The checks of core.generate.check_sampling, without importing torch (for `:set`)."""
-    if isinstance(gen.n, bool) or not isinstance(gen.n, int) or gen.n < 0:
-        raise UserError(f"n (tokens to generate) must be a whole number >= 0, got {gen.n!r}")
-    t = gen.temperature
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-        raise UserError(f"temperature must be a finite number >= 0 (0 means greedy), got {t!r}")
-    if gen.top_k is not None and (isinstance(gen.top_k, bool) or not isinstance(gen.top_k, int) or gen.top_k < 1):
-        raise UserError(f"top_k must be a whole number >= 1 (or none), got {gen.top_k!r}")
-    p = gen.top_p
-    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1):
-        raise UserError(f"top_p must be in (0, 1] (or none), got {p!r}")
-    if gen.seed is not None and (isinstance(gen.seed, bool) or not isinstance(gen.seed, int) or gen.seed < 0):
-        raise UserError(f"seed must be a whole number >= 0 (or none for a random one), got {gen.seed!r}")
-
+from .registry import Command, Param, Registry, clip
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -91,44 +30,66 @@ class _Clear:
 
 CLEAR = _Clear()
 
-_BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-# Option names accepted for another spelling, per command.
-KEY_ALIASES = {"train": {"batch_size": "batch"}, "set": {"batch": "batch_size"}}
+_SCALE = {"k": 10**3, "m": 10**6, "b": 10**9}
+_WHOLE = re.compile(r"([+-]?(?:\d[\d_]*)?(?:\.\d*)?(?:[eE][+-]?\d+)?)([kKmMbB]?)")
 
 
-def _show(value) -> str:
-    return repr(_clip(value)) if isinstance(value, str) else repr(value)
+def show_value(value) -> str:
+    """A value as a message shows it: text quoted and clipped, the rest as Python writes it."""
+    return repr(clip(value)) if isinstance(value, str) else repr(value)
+
+
+def whole_number(name: str, text: str) -> int:
+    """`1000`, `1e3`, `10_000`, `10k`, `2.5M` -> an int; anything else, or a fraction, is a UserError."""
+    t = text.strip()
+    if re.fullmatch(r"[+-]?\d+", t):
+        try:
+            return int(t)
+        except ValueError:  # Python refuses to parse more than 4,300 digits
+            raise UserError(f"{name} has {len(t):,} digits, far too many; use a smaller value") from None
+    m = _WHOLE.fullmatch(t)
+    if m and re.search(r"\d", m.group(1)) and "__" not in t and not t.endswith("_"):
+        number, suffix = m.group(1).replace("_", ""), m.group(2).lower()
+        try:
+            value = float(number)
+        except ValueError:
+            value = None
+        if value is not None and math.isfinite(value):
+            value *= _SCALE.get(suffix, 1)
+            if value == int(value):
+                return int(value)
+            worked = f" (= {value:g})" if suffix or "e" in number.lower() else ""
+            raise UserError(f"{name} must be a whole number, got {show_value(text)}{worked}")
+        if value is not None:
+            raise UserError(f"{name} is far too large ({show_value(text)}); use a smaller value")
+    raise UserError(f"{name} must be a whole number, got {show_value(text)}")
 
 
 def convert(param: Param, raw: str):
-    """Parse the text of an option value to the param's type (raises UserError)."""
+    """Parse the text of an option value to the param's type, then check it (raises UserError)."""
     text = raw.strip()
     if param.nullable and text.lower() == "none":
         return CLEAR
     if param.type is bool:
-        value = _BOOL_WORDS.get(text.lower())
+        value = BOOL_WORDS.get(text.lower())
         if value is None:
-            raise UserError(f"{param.name} must be on or off (on|off|true|false|yes|no|1|0), got {_show(raw)}")
+            raise UserError(f"{param.name} must be on or off (on|off|true|false|yes|no|1|0), got {show_value(raw)}")
     elif param.type is int:
-        try:
-            value = int(text)
-        except ValueError:
-            if re.fullmatch(r"[+-]?\d+", text):  # Python refuses to parse more than 4,300 digits
-                raise UserError(f"{param.name} has {len(text):,} digits, far too many; use a smaller value") from None
-            raise UserError(f"{param.name} must be a whole number, got {_show(raw)}") from None
+        value = whole_number(param.name, text)
     elif param.type is float:
         try:
             value = float(text)
         except ValueError:
-            raise UserError(f"{param.name} must be a number, got {_show(raw)}") from None
+            raise UserError(f"{param.name} must be a number, got {show_value(raw)}") from None
     else:
         value = raw
     return check_value(param, value)
 
 
 def check_value(param: Param, value):
-    """Check an already typed value: its type, finiteness, choices and size limit."""
+    """Check an already typed value: its type, finiteness, choices, range and limit."""
     name = param.name
     if value is CLEAR:
         if not param.nullable:
@@ -138,56 +99,44 @@ def check_value(param: Param, value):
         if not isinstance(value, bool):
             if isinstance(value, str):
                 return convert(param, value)
-            raise UserError(f"{name} must be on or off, got {_show(value)}")
+            raise UserError(f"{name} must be on or off, got {show_value(value)}")
     elif param.type is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"{name} must be a whole number, got {_show(value)}")
+            raise UserError(f"{name} must be a whole number, got {show_value(value)}")
     elif param.type is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UserError(f"{name} must be a number, got {_show(value)}")
+            raise UserError(f"{name} must be a number, got {show_value(value)}")
         value = float(value)
         if not math.isfinite(value):
             raise UserError(f"{name} must be a finite number, got {value}")
     elif not isinstance(value, str):
-        raise UserError(f"{name} must be text, got {_show(value)}")
+        raise UserError(f"{name} must be text, got {show_value(value)}")
     elif not param.positional and not value.strip():
         raise UserError(f"{name} needs a value, e.g. {name}={param.choices[0] if param.choices else '...'}")
+    if param.setting is not None:
+        param.setting.check(value)
+        param.setting.check_limit(value)
+        return value
     if param.choices and value not in param.choices:
-        raise UserError(f"{name} must be one of {', '.join(map(str, param.choices))}; got {_show(value)}")
-    limit = LIMITS.get(name)
-    if limit is not None and value > limit:
-        raise UserError(f"{name}={_clip(f'{value:,}')} is too large: at most {limit:,}; use a smaller value")
+        raise UserError(f"{name} must be one of {', '.join(map(str, param.choices))}; got {show_value(value)}")
+    if param.low is not None and value < param.low:
+        wanted = "a positive whole number" if param.low == 1 and param.type is int else f"at least {param.low:g}"
+        raise UserError(f"{name} must be {wanted}, got {show_value(value)}")
+    if param.limit is not None and value > param.limit:
+        raise UserError(f"{name}={clip(f'{value:,}')} is too large: at most {param.limit:,}; use a smaller value")
     return value
 
 
-def _find_param(cmd: Command, key: str) -> Param:
-    """The option `key` of cmd (dashes and underscores alike), or a UserError naming the valid keys."""
-    key = key.replace("-", "_").lower()
-    key = KEY_ALIASES.get(cmd.name, {}).get(key, key)
-    options = [p for p in cmd.params if not p.positional]
-    for p in options:
-        if p.name == key:
-            return p
-    if cmd.name == "set" and key == "vocab_size":
-        raise UserError("vocab_size comes from the data (one token per character); switch data with :data to change it")
-    if not options:
-        raise UserError(f":{cmd.name} takes no options; got {_show(key)}")
-    names = [p.name for p in options]
-    close = difflib.get_close_matches(key[:40], names, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    raise UserError(f"unknown option {_show(key)} for :{cmd.name}{hint} (valid: {', '.join(names)})")
+def prepare_args(command: Command, args: dict) -> dict:
+    """Every param of the command with its default, overridden by the given (checked) values.
 
-
-def _normalize_args(cmd: Command, args: dict) -> dict:
-    """Every param of cmd with its default, overridden by the given (checked) values."""
-    values = {p.name: p.default for p in cmd.params}
-    positional = next((p for p in cmd.params if p.positional), None)
+    Values may be typed or text to parse; None means "not given".
+    """
+    values = {p.name: p.default for p in command.params}
+    positional = command.positional
     for raw_key, value in args.items():
         key = raw_key.replace("-", "_").lower()
-        if positional is not None and key == positional.name:
-            param = positional
-        else:
-            param = _find_param(cmd, key)
+        param = positional if positional is not None and key == positional.name else command.find_param(key)
         if value is None:
             continue
         if isinstance(value, str) and param.type is not str:
@@ -271,21 +220,24 @@ def _next_special(text: str, start: int) -> int:
 _DQ_SPECIAL = re.compile(r'["\\]')
 
 
-def parse_line(line: str) -> tuple[Command, dict]:
+def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     """Parse a REPL line into (command, args). Raises UserError.
 
     `:name key=value --key value --key=value --flag text`. Quoted tokens are always text; an
     unquoted key=value must name an option of the command. A line that does not start with ':'
-    is the prompt of `gen`, verbatim.
+    is the text of the registry's plain-text command (`:gen`), verbatim.
     """
     stripped = line.lstrip()
     if not stripped.startswith(":"):
-        return REGISTRY["gen"], {"prompt": line}
+        command = registry.plain_text_command
+        if command is None or command.positional is None:
+            raise UserError("commands start with ':'; type :help to list them")
+        return command, {command.positional.name: line}
     body = stripped[1:]
     name = body.split(None, 1)[0] if body.strip() else ""
     if not name:
         raise UserError("empty command after ':'; type :help to list the commands")
-    cmd = find_command(name)
+    cmd = registry.find(name)
     rest = body.lstrip()[len(name) :]
     return cmd, _parse_args(cmd, _tokenize(rest))
 
@@ -310,7 +262,7 @@ def _option_key(token: _Token) -> tuple[str, str | None] | None:
 def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
     args: dict = {}
     text: list[str] = []
-    positional = next((p for p in cmd.params if p.positional), None)
+    positional = cmd.positional
     i = 0
     only_text = False
     while i < len(tokens):
@@ -331,21 +283,21 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
         norm = key.replace("-", "_").lower()
         flag = None
         if is_long and value is None and norm.startswith("no_"):
-            flag = next((p for p in cmd.params if p.name == norm[3:] and p.type is bool and not p.positional), None)
+            flag = next((p for p in cmd.options if norm[3:] in (p.name, *p.aliases) and p.type is bool), None)
         if flag is not None:
             param, value = flag, "off"  # --no-cache
         else:
             try:
-                param = _find_param(cmd, norm)
+                param = cmd.find_param(norm)
             except UserError as e:
                 if positional is not None and not is_long:
-                    raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{_clip(token.text)}\"") from None
+                    raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise
         if value is None:  # `--key` without '='
             nxt = tokens[i] if i < len(tokens) else None
             if param.type is bool:
                 value = "on"
-                if nxt is not None and nxt.quoted_from is None and nxt.text.lower() in _BOOL_WORDS:
+                if nxt is not None and nxt.quoted_from is None and nxt.text.lower() in BOOL_WORDS:
                     value, i = nxt.text, i + 1
             elif nxt is None:
                 raise UserError(f"--{param.name} needs a value, e.g. --{param.name} {_example(param)}")
@@ -357,7 +309,7 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
     if text:
         if positional is None:
             words = " ".join(text)
-            raise UserError(f":{cmd.name} takes no text; got {_show(words)} (:help {cmd.name} shows its options)")
+            raise UserError(f":{cmd.name} takes no text; got {show_value(words)} (:help {cmd.name} shows its options)")
         args[positional.name] = " ".join(text)
     return args
 
@@ -366,19 +318,3 @@ def _example(param: Param) -> str:
     if param.choices:
         return str(param.choices[0])
     return {int: "10", float: "0.5", bool: "on"}.get(param.type, "NAME")
-
-
-def usage(cmd: Command) -> str:
-    """One line such as ":train [steps=N] [lr=X] ..."."""
-    if cmd.name == "set":
-        return ":set key=value ..."
-    parts = [f":{cmd.name}"]
-    for p in cmd.params:
-        if p.positional:
-            parts.append(f"[{p.name.upper()}]")
-        elif p.type is bool and p.default is False:
-            parts.append(f"[--{p.name}]")
-        else:
-            meta = "|".join(p.choices) if p.choices else {int: "N", float: "X", bool: "on|off"}.get(p.type, "NAME")
-            parts.append(f"[{p.name}={meta}]")
-    return " ".join(parts)

@@ -1,20 +1,24 @@
-"""The command registry: what a command is, the table of them, and how one is run.
+"""What a command is: plain data that every front end reads, so none of them decides by a command's name.
 
-Each command is one function registered with `@command(name, summary, aliases, params)`. The REPL
-(`:train steps=200`) and the shell (`minitf train --steps 200`) both reach it through
-`run_command`, with the same option names; `:help`, tab completion and the shell's subcommands are
-generated from REGISTRY, so they cannot drift from the code. This module holds only that machinery,
-so it can be read without the commands (commands.py) or the parsing of their options (parsing.py).
+A `Command` declares everything the REPL, piped input and the one-shot shell need to know about it:
+its options (`Param`s, with their type, help, choices, limits, aliases and what completes them), its
+free text (the positional option), whether it needs torch, whether it exists only in the REPL,
+whether Ctrl-C should interrupt it outright, and how the shell takes its options. A `Registry` is a
+table of commands; the commands themselves register into one in commands.py. `:help`, completion,
+the shell's subcommands and `--json` are generated from it, so they cannot drift from the code.
+
+This module is only data and small pure functions: it imports no other module of the shell.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from .core.config import SettingSpec
 from .core.errors import UserError
-from .session import Session
 
 
 @dataclass
@@ -24,91 +28,152 @@ class Param:
     default: Any = None  # None: not given (the session's setting applies)
     help: str = ""
     choices: tuple | None = None
-    positional: bool = False  # the free text of a command (PROMPT, NAME, COMMAND)
+    positional: bool = False  # the free text of a command (PROMPT, NAME, COMMAND); at most one per command
     nullable: bool = False  # accepts "none" to clear the setting (`:set top_k=none`)
+    aliases: tuple = ()  # other accepted spellings (`batch` for `batch_size`)
+    low: float | None = None  # smallest value allowed (checked when given)
+    limit: int | None = None  # largest value a person may type
+    setting: SettingSpec | None = None  # the declaration this option was made from, if any: it checks the value
+    # What Tab offers for the value: a function of the session (checkpoint names, say). Choices and
+    # on/off complete without it.
+    complete: Callable[[Any], list[str]] | None = None
+    refusal: str | None = None  # this key is known but cannot be given; the message says why and what to do
+
+    @property
+    def metavar(self) -> str:
+        if self.choices:
+            return "|".join(map(str, self.choices))
+        return {int: "N", float: "X", bool: "on|off"}.get(self.type, "NAME")
+
+
+def param_from_setting(spec: SettingSpec, **changes) -> Param:
+    """The option that sets or overrides a declared setting: same name, type, help, choices and checks."""
+    param = Param(
+        name=spec.name, type=spec.type, help=spec.help, choices=spec.choices, nullable=spec.nullable,
+        aliases=spec.aliases, limit=spec.limit, setting=spec,
+        refusal=None if spec.derived_from is None else f"{spec.name} comes from {spec.derived_from}",
+    )
+    return replace(param, **changes)
 
 
 @dataclass
 class Command:
     name: str
-    func: Callable
+    func: Callable  # func(session, args: dict, reporter) -> a result dataclass
     summary: str  # one line, ends with a period
     aliases: tuple = ()
     params: list[Param] = field(default_factory=list)
-    # Ctrl-C during most commands asks them to stop at the next step or token (Hooks.should_stop).
-    # An interruptible command polls nothing: the UI lets Ctrl-C raise KeyboardInterrupt inside it,
-    # and the command cleans up and reports (`:save` keeps the previous checkpoint).
+    needs_torch: bool = True  # False: runs before the background torch import has finished
+    repl_only: bool = False  # no shell subcommand (`:quit` means nothing to a one-shot `minitf`)
+    # Ctrl-C during most commands asks them to stop at the next step or token (Reporter.should_stop).
+    # An interruptible command polls nothing: the front door lets Ctrl-C raise KeyboardInterrupt inside
+    # it, and the command cleans up and reports (`:save` keeps the previous checkpoint).
     interruptible: bool = False
+    # True: the shell takes the options as KEY=VALUE arguments rather than one --flag each (`:set` has
+    # dozens of keys, and `minitf set lr=1e-3 n_layers=2` reads like the REPL line).
+    pairs: bool = False
+    takes_plain_text: bool = False  # a typed line without ':' runs this command with the line as its text
+
+    @property
+    def positional(self) -> Param | None:
+        return next((p for p in self.params if p.positional), None)
+
+    @property
+    def options(self) -> list[Param]:
+        return [p for p in self.params if not p.positional and p.refusal is None]
+
+    def find_param(self, key: str) -> Param:
+        """The option `key` (dashes and underscores alike, aliases included), or a UserError naming valid keys."""
+        key = key.replace("-", "_").lower()
+        for p in self.params:
+            if not p.positional and (p.name == key or key in p.aliases):
+                if p.refusal is not None:
+                    raise UserError(p.refusal)
+                return p
+        names = [p.name for p in self.options]
+        if not names:
+            raise UserError(f":{self.name} takes no options; got {clip(key)!r}")
+        close = difflib.get_close_matches(key[:40], names, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise UserError(f"unknown option {clip(key)!r} for :{self.name}{hint} (valid: {', '.join(names)})")
+
+    def usage(self) -> str:
+        """One line such as ":train [steps=N] [lr=X] ..."."""
+        if self.pairs:
+            return f":{self.name} key=value ..."
+        parts = [f":{self.name}"]
+        for p in self.params:
+            if p.refusal is not None:
+                continue
+            if p.positional:
+                parts.append(f"[{p.name.upper()}]")
+            elif p.type is bool and p.default is False:
+                parts.append(f"[--{p.name}]")
+            else:
+                parts.append(f"[{p.name}={p.metavar}]")
+        return " ".join(parts)
 
 
-# Filled by the @command decorators in commands.py: import that module (not only this one) to use it.
-REGISTRY: dict[str, Command] = {}
+class Registry(Mapping):
+    """The commands of one application: a read-only mapping name -> Command; `command(...)` adds one."""
+
+    def __init__(self):
+        self.commands: dict[str, Command] = {}
+
+    def command(self, name: str, summary: str, *, aliases: tuple = (), params: list[Param] | tuple = (),
+                **flags) -> Callable:
+        """Decorator: register `func(session, args, reporter) -> result` as command `name`."""
+
+        def register(func: Callable) -> Callable:
+            self.add(Command(name, func, summary, tuple(aliases), list(params), **flags))
+            return func
+
+        return register
+
+    def add(self, command: Command) -> Command:
+        taken = {n for c in self.commands.values() for n in (c.name, *c.aliases)}
+        clash = sorted(taken & {command.name, *command.aliases})
+        if clash and self.commands.get(command.name) is None:
+            raise ValueError(f"command name(s) {', '.join(clash)} already registered")
+        self.commands[command.name] = command
+        return command
+
+    def remove(self, name: str) -> None:
+        self.commands.pop(name, None)
+
+    def __iter__(self):
+        return iter(self.commands)
+
+    def __len__(self) -> int:
+        return len(self.commands)
+
+    def __getitem__(self, name: str) -> Command:
+        return self.commands[name]
+
+    def names(self) -> dict[str, Command]:
+        """Every name and alias -> its command."""
+        out: dict[str, Command] = {}
+        for c in self.values():
+            out[c.name] = c
+            for alias in c.aliases:
+                out.setdefault(alias, c)
+        return out
+
+    def find(self, name: str) -> Command:
+        """The command called `name` (or one of its aliases; a leading ':' is ignored)."""
+        key = name.strip().lstrip(":").lower()
+        names = self.names()
+        if key in names:
+            return names[key]
+        close = difflib.get_close_matches(key[:40], list(names), n=1, cutoff=0.6)
+        hint = f"; did you mean :{names[close[0]].name}?" if close else ""
+        raise UserError(f"unknown command :{clip(key)}{hint} (:help lists commands)")
+
+    @property
+    def plain_text_command(self) -> Command | None:
+        return next((c for c in self.values() if c.takes_plain_text), None)
 
 
-def command(name: str, summary: str, aliases: tuple = (), params: list[Param] | tuple = (),
-            interruptible: bool = False):
-    """Register `func(session, args, hooks) -> result` as command `name`."""
-
-    def register(func: Callable) -> Callable:
-        REGISTRY[name] = Command(name, func, summary, tuple(aliases), list(params), interruptible)
-        return func
-
-    return register
-
-
-def find_command(name: str) -> Command:
-    """The command called `name` (or one of its aliases; a leading ':' is ignored)."""
-    key = name.strip().lstrip(":").lower()
-    for cmd in REGISTRY.values():
-        if key == cmd.name or key in cmd.aliases:
-            return cmd
-    names = [c.name for c in REGISTRY.values()] + [a for c in REGISTRY.values() for a in c.aliases]
-    close = difflib.get_close_matches(key[:40], names, n=1, cutoff=0.6)
-    hint = f"; did you mean :{find_command(close[0]).name}?" if close else ""
-    raise UserError(f"unknown command :{_clip(key)}{hint} (:help lists commands)")
-
-
-class Hooks:
-    """How a running command talks to the UI. The base class does nothing; the UI subclasses it."""
-
-    def on_train_start(self, run_steps: int, start_step: int, resumed: bool) -> None:
-        """A run of run_steps steps begins (or resumes) with start_step of them already done."""
-
-    def on_step(self, info) -> None:
-        """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
-
-    def on_token(self, text: str) -> None:
-        """Generated text, as it is produced."""
-
-    def should_stop(self) -> bool:
-        """Asked between steps and between tokens; True ends the command early (Ctrl-C)."""
-        return False
-
-    def notice(self, text: str) -> None:
-        """One informational line, e.g. that the weights were reset."""
-
-
-def run_command(session: Session, name: str, args: dict | None = None, hooks: Hooks | None = None):
-    """Run a command by name with args {option: value}. Values may be typed or strings to parse;
-    a None value means "not given". Returns the command's result dataclass."""
-    from .parsing import _normalize_args  # here, not at the top: parsing.py imports this module
-
-    cmd = find_command(name)
-    values = _normalize_args(cmd, args or {})
-    try:
-        return cmd.func(session, values, hooks if hooks is not None else Hooks())
-    except MemoryError:
-        raise UserError(_OUT_OF_MEMORY) from None
-    except RuntimeError as e:
-        # torch's OutOfMemoryError (CUDA, MPS) is a RuntimeError; anything else is a bug.
-        if type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower():
-            raise UserError(_OUT_OF_MEMORY) from None
-        raise
-
-
-_OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size (:set), or use another :device"
-
-
-# Shortens a user's text in one-line error messages (here, in parsing.py and in commands.py).
-def _clip(text: str, width: int = 40) -> str:
+def clip(text: str, width: int = 40) -> str:
+    """A user's text shortened for a one-line message."""
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,7 +1,7 @@
 """Turn command results into Rich renderables, and show a running command live.
 
 Commands return plain dataclasses (commands.py); this is the one place that formats them.
-`render(result, console)` dispatches on the result's type. `RichHooks` receives the progress a
+`render(result, console)` dispatches on the result's type. `RichReporter` receives the progress a
 command reports while it runs (training steps, generated tokens) and shows it: a live progress bar
 with a loss table that grows at each evaluation, or text streamed as it is produced.
 
@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import commands
-from .commands import Hooks
+from .reporter import Reporter
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
 
@@ -138,7 +138,7 @@ def _(result, console: Console) -> None:
                 kind = "|".join(map(str, p.choices)) if p.choices else getattr(p.type, "__name__", str(p.type))
                 if p.type is bool and not p.choices:
                     kind = "on|off"
-                if getattr(p, "nullable", False):
+                if p.nullable:
                     kind += "|none"
                 default = [_value(p.default) if p.default is not None else ""] if with_default else []
                 _add(table, name, kind, *default, p.help)
@@ -460,7 +460,18 @@ def _(result, console: Console) -> None:
 
 
 # --- live progress -----------------------------------------------------------------------------
-class RichHooks(Hooks):
+class QuietReporter(Reporter):
+    """For --json: nothing on stdout while the command runs; notices go to the error console."""
+
+    def __init__(self, err: Console):
+        super().__init__()
+        self.err = err
+
+    def notice(self, text: str) -> None:
+        self.err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+class RichReporter(Reporter):
     """Shows a running command: a progress bar and a growing loss table, or streamed text.
 
     `live` defaults to whether the console is a terminal: a pipe or a file gets no animation (the
@@ -469,11 +480,11 @@ class RichHooks(Hooks):
     """
 
     def __init__(self, console: Console, live: bool | None = None, stream: bool = True, out: Console | None = None):
+        super().__init__()
         self.console = console  # progress, notices, the stop message
         self.out = out if out is not None else console  # generated text and the final result
         self.live = console.is_terminal if live is None else live
         self.stream = stream
-        self.stop_requested = False
         self._announced = False
         self.training = False
         self.streamed = False
@@ -484,10 +495,6 @@ class RichHooks(Hooks):
         self._table: LossTable | None = None
 
     # Ctrl-C --------------------------------------------------------------------------------------
-    def request_stop(self) -> None:
-        """Called from the SIGINT handler: only set flags (printing there could re-enter a write)."""
-        self.stop_requested = True
-
     def should_stop(self) -> bool:
         if self.stop_requested and self.training and not self._announced:
             self._announced = True
@@ -539,6 +546,9 @@ class RichHooks(Hooks):
             self._refresh()
 
     # generation ----------------------------------------------------------------------------------
+    def on_gen_start(self, prompt: str) -> None:
+        self.gen_prompt = prompt  # shown in bold before the first token
+
     def on_token(self, text: str) -> None:
         if not self.stream:
             return

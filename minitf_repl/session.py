@@ -5,12 +5,14 @@ for it, so this module imports only the torch-free core (config, errors) at modu
 model and trainer are created the first time a command asks for them. `status()` reads what exists
 and never builds anything, so the bottom toolbar works before torch has been imported.
 
-The session changes state only through a few methods (`use_data`, `set_model_config`,
-`set_train_config`, `move_to`, `adopt`), each called by a command after it has validated
-everything, so a failed command leaves the state as it was.
+The session changes state only through its own methods (`use_data`, `set_model_config`,
+`set_train_config`, `set_gen_config`, `set_shell_config`, `move_to`, `adopt`, `rollback`), each
+called by a command after it has validated everything, so a failed command leaves the state as it
+was. The model and the trainer offer what those methods need (`set_attention`, `set_dropout`,
+`Trainer.set_config`); nothing here reaches into their parts.
 
 Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECKPOINT_DIR`); with
-`autosave` on, every `:train` ends by saving the checkpoint named `autosave`.
+`autosave` on, every `:train` ends by saving a checkpoint.
 """
 
 from __future__ import annotations
@@ -19,29 +21,19 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .core.config import ModelConfig, TrainConfig
+from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
-
-# Model settings that change no parameter: the model takes them in place and keeps its weights.
-# Every other ModelConfig field changes a weight's shape or meaning, so the model is rebuilt.
-IN_PLACE_FIELDS = ("dropout", "attention")
 
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
 
 
 @dataclass
-class GenSettings:
-    """Defaults for `:gen`; options given to one `:gen` override them for that call only."""
+class ShellConfig(Settings):
+    """Settings of the shell itself (not of the model, its training or its sampling)."""
 
-    n: int = 200
-    temperature: float = 0.8
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int | None = None  # None: a fresh random seed each time
-    cache: bool = True
+    kind = "shell"
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    autosave: bool = setting(True, f"save the checkpoint {AUTOSAVE_NAME!r} at the end of every :train")
 
 
 @dataclass
@@ -62,19 +54,18 @@ class Session:
         train_config: TrainConfig | None = None,
         data_spec: str = "pydoc",
         device_name: str = "auto",
-        gen: GenSettings | None = None,
-        debug: bool = False,
+        gen_config: GenConfig | None = None,
         checkpoint_dir: str | Path | None = None,
-        autosave: bool = True,
+        shell_config: ShellConfig | None = None,
     ):
         self.model_config = model_config if model_config is not None else ModelConfig()
         self.train_config = train_config if train_config is not None else TrainConfig()
         self.data_spec = data_spec
         self.device_name = device_name
-        self.gen = gen if gen is not None else GenSettings()
-        self.debug = debug
+        self.gen_config = gen_config if gen_config is not None else GenConfig()
+        self.shell_config = shell_config if shell_config is not None else ShellConfig()
         self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else default_checkpoint_dir()
-        self.autosave = autosave
+        self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self._data = None
         self._device = None
         self._model = None
@@ -91,6 +82,15 @@ class Session:
             self._data = data
             self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
         return self._data
+
+    @property
+    def loaded_data(self):
+        """The dataset if it has been loaded, else None (never loads anything)."""
+        return self._data
+
+    @property
+    def autosave(self) -> bool:
+        return self.shell_config.autosave
 
     @property
     def device(self):
@@ -162,43 +162,47 @@ class Session:
         return rebuilt
 
     def set_model_config(self, config: ModelConfig) -> bool:
-        """Adopt a validated model config. True when the model was rebuilt (weights reset)."""
+        """Adopt a validated model config. True when the model was rebuilt (weights reset).
+
+        Dropout and the attention path change no weight, so the model takes them in place; every
+        other field changes a weight's shape or meaning, so the model is rebuilt.
+        """
         old = self.model_config
         changed = {f.name for f in dataclasses.fields(ModelConfig) if getattr(old, f.name) != getattr(config, f.name)}
         self.model_config = config
         if self._model is None or not changed:
             return False
-        if changed <= set(IN_PLACE_FIELDS):
-            self._apply_in_place(config)
+        if changed <= {"dropout", "attention"}:
+            self._model.set_dropout(config.dropout)
+            self._model.set_attention(config.attention)
             return False
         self.rebuild()
         return True
 
-    def _apply_in_place(self, config: ModelConfig) -> None:
-        import torch.nn as nn
-
-        from .core.model import MultiHeadSelfAttention
-
-        for module in self._model.modules():
-            if isinstance(module, nn.Dropout):
-                module.p = config.dropout
-            elif isinstance(module, MultiHeadSelfAttention):
-                module.use_sdpa = config.attention == "sdpa"
-                module.dropout_p = config.dropout
-        self._model.config = config
-
     def set_train_config(self, config: TrainConfig) -> None:
         """Adopt a validated training config; the trainer (if any) follows it from its next step."""
-        old = self.train_config
         self.train_config = config
-        if self._trainer is None:
-            return
-        self._trainer.config = config
-        if config.weight_decay != old.weight_decay:
-            # make_optimizer's first group holds the matrices (decayed); the second never decays.
-            self._trainer.optimizer.param_groups[0]["weight_decay"] = config.weight_decay
-        if config.seed != old.seed:
-            self._trainer.generator.manual_seed(config.seed)  # a new seed means a new batch order
+        if self._trainer is not None:
+            self._trainer.set_config(config)
+
+    def set_gen_config(self, config: GenConfig) -> None:
+        self.gen_config = config
+
+    def set_shell_config(self, config: ShellConfig) -> None:
+        self.shell_config = config
+
+    def note_good_lr(self, lr: float) -> None:
+        """Remember a learning rate that trained without diverging (to suggest after a divergence)."""
+        self.last_good_lr = lr
+
+    # --- roll-back of a failed command ----------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """Everything a failed `:train` must give back: weights, optimizer, RNG, run, settings."""
+        return {"trainer": self.trainer.snapshot(), "train_config": self.train_config}
+
+    def rollback(self, snapshot: dict) -> None:
+        self._trainer.rollback(snapshot["trainer"])
+        self.set_train_config(snapshot["train_config"])
 
     def adopt(self, data_spec: str, data, model, trainer) -> None:
         """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device."""

@@ -28,6 +28,7 @@ import safetensors.torch
 import torch
 
 from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.paths import default_checkpoint_dir
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import TextCorpus
 from minitf_repl.core.errors import CheckpointError, UserError
@@ -139,9 +140,9 @@ def no_unpickling(monkeypatch):
 # --- basics ----------------------------------------------------------------------------------------
 def test_default_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)
-    assert ckpt.default_dir() == Path("checkpoints")
+    assert default_checkpoint_dir() == Path("checkpoints")
     monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "ck"))
-    assert ckpt.default_dir() == tmp_path / "ck"
+    assert default_checkpoint_dir() == tmp_path / "ck"
 
 
 def test_layout(tmp_path, trained):

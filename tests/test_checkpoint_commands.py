@@ -14,16 +14,16 @@ import torch
 
 from minitf_repl.commands import (
     REGISTRY,
-    Hooks,
     LoadResult,
     LsResult,
     SaveResult,
     TrainResult,
-    parse_line,
-    run_command,
-    to_json,
 )
+from minitf_repl.dispatch import run_command, to_json
+from minitf_repl.parsing import parse_line
+from minitf_repl.reporter import Reporter
 from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.paths import default_checkpoint_dir
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import CheckpointError, DeviceError, UserError
 from minitf_repl.session import Session
@@ -38,7 +38,7 @@ def tiny_session(data: str = "sort:4", checkpoint_dir=None, dropout: float = 0.0
                    checkpoint_dir=checkpoint_dir)  # fmt: skip
 
 
-class StopAfter(Hooks):
+class StopAfter(Reporter):
     def __init__(self, n: int):
         self.n, self.seen = n, 0
 
@@ -50,7 +50,7 @@ class StopAfter(Hooks):
 
 
 def run(session, line, hooks=None):
-    command, args = parse_line(line)
+    command, args = parse_line(line, REGISTRY)
     return run_command(session, command.name, args, hooks)
 
 
@@ -64,7 +64,7 @@ def same_weights(a: dict, b: dict) -> bool:
 
 def snapshot(s: Session) -> dict:
     return {
-        "configs": (s.model_config, s.train_config, s.gen.to_dict(), s.data_spec, s.device_name, s.autosave),
+        "configs": (s.model_config, s.train_config, s.gen_config.to_dict(), s.data_spec, s.device_name, s.autosave),
         "objects": (s._model, s._trainer, s._data),
         "weights": weights(s),
         "trainer": (s.trainer.step, s.trainer.run_start, s.trainer.run_steps, len(s.trainer.history), s.trainer.config),
@@ -134,10 +134,10 @@ def test_ls_lists_a_broken_checkpoint_with_its_error(checkpoint_dir):
 
 def test_checkpoint_dir_env_and_argument(monkeypatch, tmp_path):
     monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "env"))
-    assert Session().checkpoint_dir == tmp_path / "env" == ckpt.default_dir()
+    assert Session().checkpoint_dir == tmp_path / "env" == default_checkpoint_dir()
     assert Session(checkpoint_dir=tmp_path / "arg").checkpoint_dir == tmp_path / "arg"
     monkeypatch.delenv("MINITF_CHECKPOINT_DIR")
-    assert Session().checkpoint_dir == ckpt.default_dir() == ckpt.default_dir().__class__("checkpoints")
+    assert Session().checkpoint_dir == default_checkpoint_dir() == default_checkpoint_dir().__class__("checkpoints")
 
 
 # --- autosave ----------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def test_load_interrupted_changes_nothing(checkpoint_dir):
     run(s, ":train steps=2")
     before = snapshot(s)
 
-    class Stopped(Hooks):
+    class Stopped(Reporter):
         def should_stop(self):
             return True
 

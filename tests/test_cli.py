@@ -4,7 +4,7 @@ import json
 
 from typer.testing import CliRunner
 
-from minitf_repl import cli
+from minitf_repl import cli, dispatch
 from minitf_repl.commands import REGISTRY
 
 TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64",
@@ -108,7 +108,7 @@ def test_internal_error_one_line_or_traceback_with_debug(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "run_command", broken)
+    monkeypatch.setattr(dispatch, "run_command", broken)
     line = assert_one_error_line(invoke("config"), prefix="internal error: ")
     assert line == "internal error: RuntimeError: boom (run with --debug for the traceback)"
     result = invoke("--debug", "config")

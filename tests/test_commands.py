@@ -12,26 +12,22 @@ import pytest
 import torch
 
 from minitf_repl.commands import (
-    CLEAR,
     REGISTRY,
     ConfigResult,
     DataResult,
     DeviceResult,
     GenResult,
     HelpResult,
-    Hooks,
-    Param,
     ParamsResult,
     QuitResult,
     SetResult,
     ShapesResult,
     TrainResult,
-    find_command,
-    parse_line,
-    run_command,
-    to_json,
-    usage,
 )
+from minitf_repl.dispatch import run_command, to_json
+from minitf_repl.parsing import CLEAR, parse_line
+from minitf_repl.registry import Param
+from minitf_repl.reporter import Reporter
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import ConfigError, DataError, DeviceError, UserError
 from minitf_repl.session import Session
@@ -52,7 +48,7 @@ def text_file(tmp_path):
     return str(path)
 
 
-class Recorder(Hooks):
+class Recorder(Reporter):
     """Records every callback; should_stop turns True after `stop_after` steps or tokens."""
 
     def __init__(self, stop_after: int | None = None):
@@ -76,7 +72,7 @@ class Recorder(Hooks):
 
 
 def run(session, line: str, hooks=None):
-    cmd, args = parse_line(line)
+    cmd, args = parse_line(line, REGISTRY)
     return run_command(session, cmd.name, args, hooks or Recorder())
 
 
@@ -91,8 +87,8 @@ def run(session, line: str, hooks=None):
         (":train --steps 200", "train", {"steps": 200}),
         (":train --steps=200", "train", {"steps": 200}),
         (":train eval-every=50", "train", {"eval_every": 50}),
-        (":train --eval-every 50 lr=1e-3 batch=8 seed=3", "train", {"eval_every": 50, "lr": 1e-3, "batch": 8, "seed": 3}),
-        (":train batch_size=8", "train", {"batch": 8}),
+        (":train --eval-every 50 lr=1e-3 batch=8 seed=3", "train", {"eval_every": 50, "lr": 1e-3, "batch_size": 8, "seed": 3}),
+        (":train batch_size=8", "train", {"batch_size": 8}),
         (":train data=reverse:3", "train", {"data": "reverse:3"}),
         (":train data='my file.txt'", "train", {"data": "my file.txt"}),
         (":TRAIN steps=2", "train", {"steps": 2}),
@@ -113,7 +109,7 @@ def run(session, line: str, hooks=None):
         (":gen hi cache=off", "gen", {"prompt": "hi", "cache": False}),
         (":gen hi --cache=yes", "gen", {"prompt": "hi", "cache": True}),
         (":gen x temperature=0 top_k=5 top_p=0.9 seed=1", "gen",
-         {"prompt": "x", "temperature": 0.0, "top_k": 5, "top_p": 0.9, "seed": 1}),
+         {"prompt": "x", "temperature": 0.0, "top_k": 5, "top_p": 0.9, "gen_seed": 1}),
         (":shapes --all", "shapes", {"all": True}),
         (":shapes hello layer=1", "shapes", {"prompt": "hello", "layer": 1}),
         (":device", "device", {}),
@@ -133,7 +129,7 @@ def run(session, line: str, hooks=None):
     ],
 )  # fmt: skip
 def test_parse_line_forms(line, name, args):
-    cmd, parsed = parse_line(line)
+    cmd, parsed = parse_line(line, REGISTRY)
     assert cmd.name == name
     assert parsed == args
 
@@ -145,7 +141,7 @@ def test_parse_line_forms(line, name, args):
         (":xyzzy", "unknown command :xyzzy (:help lists commands)"),
         (":", "empty command"),
         (":train stpes=5", "unknown option 'stpes' for :train; did you mean steps?"),
-        (":train foo=1", "(valid: steps, lr, batch, data, eval_every, seed, save)"),
+        (":train foo=1", "(valid: steps, lr, batch_size, data, eval_every, seed, save)"),
         (":train --stpes 5", "did you mean steps?"),
         (":train steps=abc", "steps must be a whole number, got 'abc'"),
         (":train steps=2.5", "steps must be a whole number, got '2.5'"),
@@ -168,7 +164,6 @@ def test_parse_line_forms(line, name, args):
         (":set lrr=1", "did you mean lr?"),
         (":set activation=tanh", "activation must be one of gelu, relu"),
         (":set top_k=none2", "top_k must be a whole number"),
-        (":gen top_k=none", "top_k must be a whole number"),
         (":train steps=10000000000", "at most 10,000,000"),
         (":train batch=1000000000", "at most 4,096"),
         (":gen n=1000000000", "at most 100,000"),
@@ -177,7 +172,7 @@ def test_parse_line_forms(line, name, args):
 )
 def test_parse_line_errors(line, message):
     with pytest.raises(UserError) as e:
-        parse_line(line)
+        parse_line(line, REGISTRY)
     assert message in str(e.value)
 
 
@@ -198,7 +193,7 @@ def test_parse_line_errors(line, message):
 def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
     start = time.perf_counter()
     try:
-        cmd, args = parse_line(line)
+        cmd, args = parse_line(line, REGISTRY)
     except UserError as e:
         assert len(str(e)) < 400  # the message quotes a clipped value, never the whole line
     else:
@@ -218,13 +213,15 @@ def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period
         assert all(isinstance(p, Param) and p.type in (int, float, str, bool) for p in cmd.params)
         assert sum(p.positional for p in cmd.params) <= 1
     assert REGISTRY["quit"].aliases == ("q", "exit")
-    assert find_command(":q") is REGISTRY["quit"]
+    assert REGISTRY.find(":q") is REGISTRY["quit"]
 
 
 def test_option_names_match_the_contract():
-    names = {name: [p.name for p in cmd.params] for name, cmd in REGISTRY.items()}
-    assert names["train"] == ["steps", "lr", "batch", "data", "eval_every", "seed", "save"]
-    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "seed", "cache"]
+    names = {name: [p.name for p in cmd.params if p.refusal is None] for name, cmd in REGISTRY.items()}
+    assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save"]
+    assert REGISTRY["train"].find_param("batch").name == "batch_size"  # the short spelling still works
+    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache"]
+    assert REGISTRY["gen"].find_param("seed").name == "gen_seed"
     assert names["shapes"] == ["prompt", "layer", "all"]
     assert names["device"] == ["name"] and names["data"] == ["name"] and names["help"] == ["command"]
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
@@ -235,10 +232,10 @@ def test_option_names_match_the_contract():
 
 
 def test_usage_lines():
-    assert usage(REGISTRY["train"]) == ":train [steps=N] [lr=X] [batch=N] [data=NAME] [eval_every=N] [seed=N] [save=NAME]"
-    assert usage(REGISTRY["gen"]).startswith(":gen [PROMPT] [n=N] [temperature=X]")
-    assert usage(REGISTRY["shapes"]) == ":shapes [PROMPT] [layer=N] [--all]"
-    assert usage(REGISTRY["set"]) == ":set key=value ..."
+    assert REGISTRY["train"].usage() == ":train [steps=N] [lr=X] [batch_size=N] [data=NAME] [eval_every=N] [seed=N] [save=NAME]"
+    assert REGISTRY["gen"].usage().startswith(":gen [PROMPT] [n=N] [temperature=X]")
+    assert REGISTRY["shapes"].usage() == ":shapes [PROMPT] [layer=N] [--all]"
+    assert REGISTRY["set"].usage() == ":set key=value ..."
 
 
 # --- help, quit, config -------------------------------------------------------------------------------
@@ -275,17 +272,24 @@ def test_config_shows_every_setting():
 def test_commands_that_need_no_model_run_without_torch():
     code = (
         "import sys\n"
-        "import minitf_repl.commands as c\n"
+        "from minitf_repl import cli, repl\n"
+        "from minitf_repl.commands import REGISTRY\n"
+        "from minitf_repl.core.errors import UserError\n"
+        "from minitf_repl.dispatch import run_command\n"
+        "from minitf_repl.parsing import parse_line\n"
         "assert 'torch' not in sys.modules\n"
         "from minitf_repl.session import Session\n"
         "s = Session()\n"
+        "needless = [c.name for c in REGISTRY.values() if not c.needs_torch]\n"
+        "assert sorted(needless) == ['config', 'help', 'quit', 'set'], needless\n"
         "for line in [':help', ':help train', ':config', ':set lr=0.01 n=50 top_k=5', ':quit']:\n"
-        "    cmd, args = c.parse_line(line)\n"
-        "    c.run_command(s, cmd.name, args)\n"
-        "assert s.train_config.lr == 0.01 and s.gen.top_k == 5\n"
+        "    cmd, args = parse_line(line, REGISTRY)\n"
+        "    assert not cmd.needs_torch\n"
+        "    run_command(s, cmd.name, args)\n"
+        "assert s.train_config.lr == 0.01 and s.gen_config.top_k == 5\n"
         "try:\n"
-        "    c.parse_line(':trian')\n"
-        "except c.UserError:\n"
+        "    parse_line(':trian', REGISTRY)\n"
+        "except UserError:\n"
         "    pass\n"
         "print(s.status())\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
@@ -487,10 +491,10 @@ def test_set_changes_and_reports():
     result = run(s, ":set lr=0.01 top_k=5 gen_seed=3 n_layers=2", hooks)
     assert isinstance(result, SetResult) and result.rebuilt
     assert result.changed == {"lr": (3e-3, 0.01), "top_k": (None, 5), "gen_seed": (None, 3), "n_layers": (1, 2)}
-    assert s.model.config.n_layers == 2 and s.trainer.config.lr == 0.01 and s.gen.seed == 3
+    assert s.model.config.n_layers == 2 and s.trainer.config.lr == 0.01 and s.gen_config.gen_seed == 3
     assert "weights reset" in hooks.notices[0]
     cleared = run(s, ":set top_k=none lr=0.01")
-    assert cleared.changed == {"top_k": (5, None)} and not cleared.rebuilt and s.gen.top_k is None
+    assert cleared.changed == {"top_k": (5, None)} and not cleared.rebuilt and s.gen_config.top_k is None
 
 
 def test_set_attention_keeps_the_weights():
@@ -553,7 +557,7 @@ def test_every_result_is_json():
 
 def snapshot(s: Session) -> dict:
     return {
-        "configs": (s.model_config, s.train_config, dataclasses.replace(s.gen), s.data_spec, s.device_name),
+        "configs": (s.model_config, s.train_config, dataclasses.replace(s.gen_config), s.data_spec, s.device_name),
         "objects": (s._model, s._trainer, s._data),
         "weights": {k: v.clone() for k, v in s.model.state_dict().items()},
         "trainer": (s.trainer.step, s.trainer.run_start, s.trainer.run_steps, len(s.trainer.history),
@@ -575,7 +579,7 @@ ERRORS = [
     (":set d_model=31", ConfigError, "divisible"),
     (":set d_model=64 lr=-1", ConfigError, "lr must be positive"),
     (":set n_layers=2 temperature=-1", UserError, "temperature"),
-    (":set n_layers=0", ConfigError, "n_layers must be positive"),
+    (":set n_layers=0", ConfigError, "n_layers must be a positive whole number"),
     (":set max_seq_len=4", DataError, "needs max_seq_len >= 8"),
     (":set d_model=100000", UserError, "parameters"),
     (":set batch_size=4096 max_seq_len=16384", UserError, "GiB"),
@@ -594,7 +598,7 @@ ERRORS = [
     (":data /no/such/file.txt", DataError, "no such file"),
     (":data sort:x", DataError, "whole number"),
     (":gen xyz", DataError, "not in the vocabulary"),
-    (":gen 1 n=-1", UserError, "n (tokens to generate)"),
+    (":gen 1 n=-1", UserError, "n must be a whole number >= 0"),
     (":gen 1 n=1000000000", UserError, "at most 100,000"),
     (":gen 1 top_p=2", UserError, "top_p"),
     (":gen 1 top_k=0", UserError, "top_k"),

@@ -142,7 +142,7 @@ def test_shakespeare_offline_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("MINITF_SHAKESPEARE_URL", url)
     with pytest.raises(DataError) as e:
         D.load_data("shakespeare")
-    assert url in str(e.value) and ":data /path/to/input.txt" in str(e.value)
+    assert url in str(e.value) and "give its path as the data" in str(e.value)
 
 
 # --- tasks ------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_task_validation_questions_are_held_out():
 
 def test_task_needs_room_in_the_context():
     with pytest.raises(DataError, match="max_seq_len >= 12"):
-        D.load_data("sort").check_block_size(8)
+        D.load_data("sort").check_fits(8)
 
 
 def test_random_tokens_are_uniform_and_fresh():

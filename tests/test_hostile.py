@@ -26,7 +26,7 @@ from minitf_repl import cli, repl
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.config import ModelConfig, TrainConfig
-from minitf_repl.session import GenSettings, Session
+from minitf_repl.session import GenConfig, Session
 
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
 TINY_SET = "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4"
@@ -36,7 +36,7 @@ HUGE_INT = "1" + "0" * 30
 def lab(device: str = "cpu") -> Session:
     """A tiny built model on the sort task; :gen makes 16 tokens."""
     s = Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1),
-                data_spec="sort", device_name=device, gen=GenSettings(n=16))  # fmt: skip
+                data_spec="sort", device_name=device, gen_config=GenConfig(n=16))  # fmt: skip
     if device == "cpu":
         s.build()
     return s
@@ -51,7 +51,7 @@ def drive(session: Session, *lines: str) -> tuple[int, str, str]:
 
 def snapshot(s: Session) -> dict:
     return {
-        "configs": (s.model_config, s.train_config, s.gen.to_dict(), s.data_spec, s.device_name, s.autosave),
+        "configs": (s.model_config, s.train_config, s.gen_config.to_dict(), s.data_spec, s.device_name, s.autosave),
         "objects": (s._model, s._trainer, s._data),
         "weights": {k: v.detach().clone() for k, v in s._model.state_dict().items()},
         "trainer": (s._trainer.step, s._trainer.run_start, s._trainer.run_steps, len(s._trainer.history)),
@@ -83,7 +83,9 @@ VALUES = ["abc", "-1", "0", "1e30", HUGE_INT, "nan", "inf"]
 # The few combinations that are valid settings; every other one must be refused.
 ACCEPTED = {
     ("train", "seed", "0"),
-    ("gen", "n", "0"), ("gen", "seed", "0"), ("gen", "top_k", HUGE_INT),
+    ("gen", "n", "0"), ("gen", "gen_seed", "0"), ("gen", "top_k", HUGE_INT),
+    # Whole numbers accept scientific notation (1e30 is 10**30), and top_k has no upper bound.
+    ("gen", "top_k", "1e30"), ("set", "top_k", "1e30"),
     ("gen", "temperature", "0"), ("gen", "temperature", "1e30"), ("gen", "temperature", HUGE_INT),
     ("shapes", "layer", "0"),
     ("set", "dropout", "0"), ("set", "min_lr_ratio", "0"), ("set", "warmup_steps", "0"), ("set", "seed", "0"),
@@ -225,8 +227,9 @@ def test_lr_so_high_that_the_loss_becomes_nan():
     code, out, err = drive(s, ":train steps=50 lr=1e9")
     line = one_error_line(err)
     assert line.startswith("error: the loss became nan at step") or line.startswith("error: the loss became inf")
-    assert "back at step 3, where this :train began" in line
-    assert "Lower the learning rate (1e+09 diverged; try :train lr=1e+08)" in line
+    assert "back at step 3, where this training began" in line
+    # The fix is a rate known to work (the one :train steps=3 used), phrased in the REPL's syntax.
+    assert line.endswith("Lower the learning rate (1e+09 diverged; 0.003 trained here without diverging) (:set lr=0.003)")
     assert_unchanged(s, before)
     assert s.trainer.step == 3 and s.status().step == 3 and s.trainer.history == history
     assert torch.equal(s.trainer.generator.get_state(), generator_state)

@@ -10,7 +10,8 @@ import pytest
 from rich.console import Console
 
 from minitf_repl import commands as C
-from minitf_repl.render import LossTable, RichHooks, error, gen_stats, internal_error, render
+from minitf_repl.dispatch import run_command
+from minitf_repl.render import LossTable, RichReporter, error, gen_stats, internal_error, render
 
 
 def console(width=100, **kw):
@@ -42,14 +43,14 @@ def tiny_records():
     from minitf_repl.session import Session
 
     session = Session(data_spec="sort")
-    C.run_command(session, "set", {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32})
-    result = C.run_command(session, "shapes", {"prompt": "3141="})
+    run_command(session, "set", {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32})
+    result = run_command(session, "shapes", {"prompt": "3141="})
     return result.records
 
 
 # --- help ----------------------------------------------------------------------------------------
 def test_help_lists_every_command_with_aliases():
-    out = text_of(C.run_command(None, "help", {}))
+    out = text_of(run_command(None, "help", {}))
     for name in C.REGISTRY:
         assert f":{name}" in out
     assert ":quit, :q, :exit" in out
@@ -58,7 +59,7 @@ def test_help_lists_every_command_with_aliases():
 
 
 def test_help_detail_shows_usage_and_options():
-    out = text_of(C.run_command(None, "help", {"command": "gen"}))
+    out = text_of(run_command(None, "help", {"command": "gen"}))
     assert "usage: :gen [PROMPT]" in out
     assert "temperature=" in out and "cache=" in out and "on|off" in out
     assert ":train" not in out
@@ -158,7 +159,7 @@ def test_device_table_marks_the_current_device():
 def test_config_tables():
     from minitf_repl.session import Session
 
-    result = C.run_command(Session(), "config", {})
+    result = run_command(Session(), "config", {})
     out = text_of(result)
     for title in ("model", "training", "generation"):
         assert title in out
@@ -235,7 +236,7 @@ class _Info:
 
 def test_hooks_without_a_terminal_are_quiet_until_stop():
     c = console()
-    hooks = RichHooks(c)
+    hooks = RichReporter(c)
     assert not hooks.live  # a StringIO is not a terminal: no animation
     hooks.on_train_start(4, 0, False)
     hooks.on_step(_Info(1))
@@ -249,7 +250,7 @@ def test_hooks_without_a_terminal_are_quiet_until_stop():
 
 def test_hooks_stream_generated_text_then_the_stats():
     c = console()
-    hooks = RichHooks(c)
+    hooks = RichReporter(c)
     hooks.gen_prompt = "ab"
     for piece in "cde":
         hooks.on_token(piece)
@@ -262,7 +263,7 @@ def test_hooks_stream_generated_text_then_the_stats():
 
 def test_live_hooks_on_a_terminal_show_progress_and_the_table():
     c = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
-    hooks = RichHooks(c)
+    hooks = RichReporter(c)
     assert hooks.live
     hooks.on_train_start(4, 0, False)
     for step in range(1, 5):
@@ -276,7 +277,7 @@ def test_live_hooks_on_a_terminal_show_progress_and_the_table():
 
 def test_notice_is_printed():
     c = console()
-    RichHooks(c).notice("the model was rebuilt, weights reset (step 0)")
+    RichReporter(c).notice("the model was rebuilt, weights reset (step 0)")
     assert "weights reset (step 0)" in c.file.getvalue()
 
 

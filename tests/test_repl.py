@@ -13,8 +13,8 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from minitf_repl import repl
-from minitf_repl.render import RichHooks
+from minitf_repl import commands, dispatch, repl
+from minitf_repl.render import RichReporter
 from minitf_repl.session import Session
 
 TINY = ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 eval_every=5"
@@ -72,14 +72,14 @@ def test_repl_errors_are_one_line_and_the_session_goes_on():
 
 
 def test_internal_error_is_one_line_unless_debug(monkeypatch):
-    real = repl.run_command
+    real = dispatch.run_command
 
-    def broken(session, name, args, hooks):
+    def broken(session, name, args, reporter, registry):
         if name == "config":
             raise RuntimeError("boom")
-        return real(session, name, args, hooks)
+        return real(session, name, args, reporter, registry)
 
-    monkeypatch.setattr(repl, "run_command", broken)
+    monkeypatch.setattr(dispatch, "run_command", broken)
     code, out, err, _ = drive(":config\r:q\r")
     assert err == "internal error: RuntimeError: boom (run with --debug for the traceback)\n"
     code, out, err, _ = drive(":config\r:q\r", debug=True)
@@ -89,14 +89,14 @@ def test_internal_error_is_one_line_unless_debug(monkeypatch):
 def test_ctrl_c_stops_training_and_keeps_the_model(monkeypatch):
     """Two fast SIGINTs during :train: it stops after the current step, no traceback, model kept."""
 
-    class InterruptingHooks(RichHooks):
+    class InterruptingHooks(RichReporter):
         def on_step(self, info):
             super().on_step(info)
             if info.run_step == 3:
                 os.kill(os.getpid(), signal.SIGINT)
                 os.kill(os.getpid(), signal.SIGINT)  # a second, fast Ctrl-C
 
-    monkeypatch.setattr(repl, "RichHooks", InterruptingHooks)
+    monkeypatch.setattr(dispatch, "RichReporter", InterruptingHooks)
     before = signal.getsignal(signal.SIGINT)
     session = Session()
     out, err = consoles()
@@ -108,13 +108,13 @@ def test_ctrl_c_stops_training_and_keeps_the_model(monkeypatch):
     assert session.has_model and session.status().step == 3
     assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back
     # :train continues the same run
-    monkeypatch.setattr(repl, "RichHooks", RichHooks)
+    monkeypatch.setattr(dispatch, "RichReporter", RichReporter)
     code = repl.run_lines([":train steps=2"], session, out, err)
     assert code == 0 and session.status().step == 5
 
 
 def test_ctrl_c_stops_generation_after_the_current_token(monkeypatch):
-    class InterruptingHooks(RichHooks):
+    class InterruptingHooks(RichReporter):
         def on_token(self, text):
             super().on_token(text)
             if len(self.tokens_seen) == 2:
@@ -122,7 +122,7 @@ def test_ctrl_c_stops_generation_after_the_current_token(monkeypatch):
             self.tokens_seen.append(text)
 
     InterruptingHooks.tokens_seen = []
-    monkeypatch.setattr(repl, "RichHooks", InterruptingHooks)
+    monkeypatch.setattr(dispatch, "RichReporter", InterruptingHooks)
     out, err = consoles()
     code = repl.run_lines([TINY, ":data sort", ":gen n=100 seed=0 12"], Session(), out, err)
     assert code == 0, err.file.getvalue()
@@ -147,16 +147,26 @@ def test_train_autosaves_then_ls_save_load(checkpoint_dir):
 def test_an_interruptible_command_gets_keyboard_interrupt():
     from minitf_repl.commands import REGISTRY
 
-    hooks = RichHooks(consoles()[0])
+    hooks = RichReporter(consoles()[0])
     with pytest.raises(KeyboardInterrupt):
-        with repl.stop_on_sigint(hooks, REGISTRY["save"]):
+        with dispatch.stop_on_sigint(hooks, REGISTRY["save"]):
             os.kill(os.getpid(), signal.SIGINT)
     assert not hooks.should_stop()
 
 
 def test_stop_on_sigint_sets_the_flag_instead_of_raising():
-    hooks = RichHooks(consoles()[0])
-    with repl.stop_on_sigint(hooks):
+    # A test process started in the background (`pytest &`) inherits SIGINT ignored; this test is about
+    # Python's default handler, so it sets that one, and puts the inherited one back afterwards.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _check_stop_on_sigint()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _check_stop_on_sigint():
+    hooks = RichReporter(consoles()[0])
+    with dispatch.stop_on_sigint(hooks):
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
     assert hooks.should_stop()
@@ -271,7 +281,7 @@ def test_completes_option_keys_and_values():
     from minitf_repl.commands import REGISTRY
 
     assert complete(":train ") == [f"{p.name}=" for p in REGISTRY["train"].params]
-    assert complete(":train ")[:3] == ["steps=", "lr=", "batch="]
+    assert complete(":train ")[:3] == ["steps=", "lr=", "batch_size="]
     assert complete(":train st") == ["steps="]
     assert "steps=" not in complete(":train steps=5 ")  # already given
     assert complete(":gen cache=") == ["on", "off"]
@@ -304,4 +314,4 @@ def test_toolbar_before_and_after_a_model():
 def test_completed_data_names_are_the_cores():
     from minitf_repl.core.data import CORPORA, TASKS
 
-    assert repl.DATA_NAMES == CORPORA + TASKS  # repl.py cannot import core.data (torch) to share them
+    assert commands.DATA_NAMES == CORPORA + TASKS  # repl.py cannot import core.data (torch) to share them

@@ -8,7 +8,7 @@ import torch
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
-from minitf_repl.session import GenSettings, Session, Status
+from minitf_repl.session import GenConfig, Session, Status
 
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
 
@@ -29,8 +29,8 @@ def test_defaults_match_the_documented_settings():
     assert s.model_config.attention == "explicit"
     assert (s.train_config.steps, s.train_config.batch_size, s.train_config.lr) == (600, 32, 3e-3)
     assert s.train_config.eval_every == 100
-    assert s.gen == GenSettings(n=200, temperature=0.8, top_k=None, top_p=None, seed=None, cache=True)
-    assert (s.data_spec, s.device_name, s.debug) == ("pydoc", "auto", False)
+    assert s.gen_config == GenConfig(n=200, temperature=0.8, top_k=None, top_p=None, gen_seed=None, cache=True)
+    assert (s.data_spec, s.device_name, s.autosave) == ("pydoc", "auto", True)
 
 
 def test_importing_session_and_status_before_a_model_do_not_import_torch():

@@ -75,8 +75,10 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_weights():
     with torch.no_grad():
         trainer.model.ln_f.bias.fill_(float("nan"))  # poison: the next loss is NaN
     before["ln_f.bias"] = trainer.model.ln_f.bias.clone()
-    with pytest.raises(TrainingDiverged, match=r"step 4.*weights are those of step 3.*lr="):
+    with pytest.raises(TrainingDiverged, match=r"step 4.*weights are those of step 3.*Lower the learning rate") as e:
         trainer.run()
+    assert e.value.fix == {"lr": pytest.approx(trainer.config.lr / 10)}  # the front ends phrase it (:set / --set)
+    assert ":set" not in str(e.value) and ":train" not in str(e.value)  # core messages carry no REPL syntax
     assert trainer.step == 3 and len(trainer.history) == 3
     for k, v in trainer.model.state_dict().items():
         assert torch.equal(v, before[k]) or (v.isnan() == before[k].isnan()).all()

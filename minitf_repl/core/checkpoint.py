@@ -40,7 +40,7 @@ from pathlib import Path
 import safetensors.torch
 import torch
 
-from .. import __version__
+from . import __version__
 from .config import ModelConfig, TrainConfig
 from .errors import CheckpointError, ConfigError
 from .paths import default_checkpoint_dir
@@ -61,11 +61,6 @@ _OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
 _CUDA_KEY = re.compile(r"^rng\.cuda\.(\d+)$")
 _PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
 _MAX_MANIFEST_BYTES = 512 * 1024 * 1024
-
-
-def default_dir() -> Path:
-    """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory."""
-    return default_checkpoint_dir()
 
 
 @dataclass

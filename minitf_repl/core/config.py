@@ -1,8 +1,18 @@
-"""Model configuration: a plain dataclass, importable without torch.
+"""Settings: the model, its training and its sampling, each a plain dataclass importable without torch.
 
-Keeping the config free of torch lets the shell parse and validate `:set key=value` before the
-(slow) torch import has finished. New architecture variants arrive as new fields with a default
-that keeps today's model, plus a check in `validate()`; the model reads them in one place each.
+Every field is declared once, with `setting(default, help, ...)`: its type, its help line, its
+choices, the range of values that make sense, and a `limit` that keeps a typo (`steps=1e12`) from
+exhausting the machine. The shell builds `:set`, `:config`, completion, `--set` and the checks of
+typed values from these declarations (`Settings.specs()`), so a new field is one line here.
+
+Two kinds of bounds, on purpose:
+- the range (`low`, `high`, ...) is what is *valid*: `validate()` enforces it on every config,
+  including those a Python caller builds or a checkpoint brings;
+- the `limit` is what is *sane to type here*: `check_limits()` is called by the front ends on
+  values a person typed, so a caller with a large GPU can still build a larger config in Python.
+
+Keeping this module free of torch lets the shell parse and validate `:set key=value` before the
+(slow) torch import has finished.
 """
 
 from __future__ import annotations
@@ -10,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ConfigError
 
@@ -18,10 +29,137 @@ POS_ENCODINGS = ("learned", "sinusoidal")
 ATTENTION_IMPLS = ("explicit", "sdpa")
 
 
-class _Settings:
-    """Plain-dict round trips for the config dataclasses (checkpoints store them as JSON)."""
+# --- what a setting is ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SettingSpec:
+    """One declared field: what the shell shows, completes and checks for it."""
 
-    kind = "settings"  # named in the error for an unknown key
+    name: str
+    type: type  # int | float | str | bool
+    default: Any
+    help: str
+    section: str = ""  # the config it belongs to: "model", "training", "generation", ...
+    choices: tuple | None = None
+    low: float | None = None  # smallest valid value (inclusive unless low_open)
+    low_open: bool = False
+    high: float | None = None  # largest valid value (inclusive unless high_open)
+    high_open: bool = False
+    limit: int | None = None  # largest value a person may type (see the module docstring)
+    nullable: bool = False  # None is a valid value ("off", "random"); typed as `none`
+    derived_from: str | None = None  # set: not a setting of its own; says where its value comes from
+    aliases: tuple = ()  # other accepted spellings of the key, e.g. batch for batch_size
+
+    def range_text(self) -> str:
+        """The valid range in words: "> 0", ">= 1", "in [0, 1)", "" when unbounded."""
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None:
+            return f"in {'(' if self.low_open else '['}{_g(lo)}, {_g(hi)}{')' if self.high_open else ']'}"
+        if lo is not None:
+            return f"{'>' if self.low_open else '>='} {_g(lo)}"
+        if hi is not None:
+            return f"{'<' if self.high_open else '<='} {_g(hi)}"
+        return ""
+
+    def check(self, value):
+        """The value if valid for this setting, else ConfigError naming the field and what would work."""
+        name = self.name
+        if value is None:
+            if self.nullable:
+                return None
+            raise ConfigError(f"{name} cannot be none; give a value")
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be on or off, got {_show(value)}")
+            return value
+        if self.type is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be a whole number, got {_show(value)}")
+        elif self.type is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{name} must be a number, got {_show(value)}")
+            if not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value}")
+        elif not isinstance(value, str):
+            raise ConfigError(f"{name} must be text, got {_show(value)}")
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {_show(value)}")
+        if not self._in_range(value):
+            raise ConfigError(f"{name} must be {self._range_words()}, got {_show(value)}")
+        return value
+
+    def check_limit(self, value) -> None:
+        if self.limit is not None and value is not None and not isinstance(value, bool) and value > self.limit:
+            shown = f"{value:,}" if len(str(value)) <= 30 else f"{str(value)[:20]}..."
+            raise ConfigError(f"{self.name}={shown} is too large: at most {self.limit:,}; use a smaller value")
+
+    def _in_range(self, value) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            return False
+        return True
+
+    def _range_words(self) -> str:
+        if self.low == 0 and self.low_open and self.high is None:
+            return "positive"
+        if self.type is int and self.low == 1 and self.high is None:
+            return "a positive whole number"
+        if self.type is int and self.high is None:
+            return f"a whole number {self.range_text()}"
+        return self.range_text()
+
+
+def setting(default, help: str, *, type: type | None = None, **spec) -> Any:
+    """A dataclass field with its SettingSpec (minus name and section, filled in by `specs()`)."""
+    kind = type if type is not None else default.__class__
+    return dataclasses.field(default=default, metadata={"setting": dict(spec, type=kind, help=help)})
+
+
+def _g(x) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Settings:
+    """What the config dataclasses share: declared fields, their checks, and a plain-dict round trip."""
+
+    kind = "settings"  # the section name, shown in `:config` and in errors
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @classmethod
+    def specs(cls) -> list[SettingSpec]:
+        out = []
+        for f in dataclasses.fields(cls):
+            meta = f.metadata.get("setting")
+            if meta is not None:
+                out.append(SettingSpec(name=f.name, default=f.default, section=cls.kind, **meta))
+        return out
+
+    @classmethod
+    def spec(cls, name: str) -> SettingSpec:
+        return next(s for s in cls.specs() if s.name == name)
+
+    def validate(self) -> None:
+        """Every field against its declaration, then the rules that tie fields together."""
+        for spec in self.specs():
+            value = spec.check(getattr(self, spec.name))
+            if spec.type is float and isinstance(value, int):
+                object.__setattr__(self, spec.name, float(value))  # 1 means 1.0: store the declared type
+        self.check_together()
+
+    def check_together(self) -> None:
+        """Rules between fields (none by default)."""
+
+    def check_limits(self) -> None:
+        """The sanity limits on values a person typed (see the module docstring)."""
+        for spec in self.specs():
+            spec.check_limit(getattr(self, spec.name))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -39,56 +177,39 @@ class _Settings:
         return type(self).from_dict({**self.to_dict(), **changes})
 
 
+# --- the three configs ---------------------------------------------------------------------------
 @dataclass
-class ModelConfig(_Settings):
+class ModelConfig(Settings):
     """The architecture. Defaults: the model the first `:train` on pydoc trains in about a minute."""
 
     kind = "model"
 
-    vocab_size: int = 50
-    max_seq_len: int = 64  # the context window T: longest input the position table covers
-    d_model: int = 128
-    n_heads: int = 4
-    n_layers: int = 4
-    d_ff: int = 512  # hidden width of the feed-forward network, usually 4 * d_model
-    dropout: float = 0.0
-    activation: str = "gelu"  # gelu | relu
-    pos_encoding: str = "learned"  # learned | sinusoidal
+    vocab_size: int = setting(50, "tokens in the vocabulary", low=1,
+                              derived_from="the data (one token per character); switch data to change it")
+    max_seq_len: int = setting(64, "context window T: the longest input", low=1, limit=16_384)
+    # No limits on the sizes themselves: core.sizes.check_trainable bounds the parameters and memory they imply.
+    d_model: int = setting(128, "width of the residual stream", low=1)
+    n_heads: int = setting(4, "attention heads (must divide d_model)", low=1)
+    n_layers: int = setting(4, "Transformer blocks", low=1)
+    d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model", low=1)
+    dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True)
+    activation: str = setting("gelu", "feed-forward activation", choices=ACTIVATIONS)
+    pos_encoding: str = setting("learned", "positions: a learned table or the fixed sinusoids", choices=POS_ENCODINGS)
     # explicit: the formula written out, with a probe at every step (the learner's path).
     # sdpa: torch.nn.functional.scaled_dot_product_attention, same weights (the fast path).
-    attention: str = "explicit"
-
-    def __post_init__(self) -> None:
-        self.validate()
+    attention: str = setting("explicit", "explicit formula (probes) or the fused sdpa kernel, same weights",
+                             choices=ATTENTION_IMPLS)
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
 
-    def validate(self) -> None:
-        for name in ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers", "d_ff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name} must be a whole number, got {value!r}")
-            if value <= 0:
-                raise ConfigError(f"{name} must be positive, got {value}")
+    def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
             raise ConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
-                f"try n_heads in {_divisors(self.d_model)}"
+                f"n_heads could be one of {_divisors(self.d_model)}"
             )
-        if not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool):
-            raise ConfigError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        if not (0.0 <= float(self.dropout) < 1.0) or math.isnan(self.dropout):
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
-        _check_choice("activation", self.activation, ACTIVATIONS)
-        _check_choice("pos_encoding", self.pos_encoding, POS_ENCODINGS)
-        _check_choice("attention", self.attention, ATTENTION_IMPLS)
-
-
-def _check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def _divisors(n: int) -> str:
@@ -96,41 +217,35 @@ def _divisors(n: int) -> str:
 
 
 @dataclass
-class TrainConfig(_Settings):
+class TrainConfig(Settings):
     """Optimisation settings for one `:train` run."""
 
     kind = "training"
 
-    steps: int = 600
-    batch_size: int = 32
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
-    warmup_steps: int = 30
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
-    eval_every: int = 100
-    eval_batches: int = 8  # validation loss is the mean over this many batches
-    seed: int = 1337
+    steps: int = setting(600, "length of a run", low=1, limit=10_000_000)
+    batch_size: int = setting(32, "sequences per step", low=1, limit=4096, aliases=("batch",))
+    lr: float = setting(3e-3, "peak learning rate", low=0.0, low_open=True)
+    min_lr_ratio: float = setting(0.1, "the cosine decays to lr * min_lr_ratio", low=0.0, high=1.0)
+    warmup_steps: int = setting(30, "steps of linear warm-up", low=0, limit=10_000_000)
+    weight_decay: float = setting(0.01, "AdamW weight decay on matrices", low=0.0)
+    grad_clip: float = setting(1.0, "max global gradient norm (0: off)", low=0.0)
+    eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000)
+    eval_batches: int = setting(8, "validation batches per evaluation (the loss is their mean)", low=1, limit=10_000)
+    seed: int = setting(1337, "seed of the initial weights and the batch order", low=0, limit=2**63 - 1)
 
-    def __post_init__(self) -> None:
-        self.validate()
 
-    def validate(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "eval_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
-        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ConfigError(f"warmup_steps must be a whole number >= 0, got {self.warmup_steps!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
-        for name in ("lr", "weight_decay", "grad_clip", "min_lr_ratio"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if self.lr <= 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}")
-        if self.weight_decay < 0 or self.grad_clip < 0:
-            raise ConfigError("weight_decay and grad_clip must be >= 0")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+@dataclass
+class GenConfig(Settings):
+    """Defaults for sampling; options given to one `:gen` override them for that call only."""
+
+    kind = "generation"
+
+    n: int = setting(200, "tokens to generate", low=0, limit=100_000)
+    temperature: float = setting(0.8, "sampling temperature (0: greedy, always the likeliest token)", low=0.0)
+    top_k: int | None = setting(None, "sample from the k likeliest tokens only (none: off)", type=int, low=1,
+                                nullable=True)
+    top_p: float | None = setting(None, "sample from the smallest set of tokens whose probability reaches p "
+                                  "(none: off)", type=float, low=0.0, low_open=True, high=1.0, nullable=True)
+    gen_seed: int | None = setting(None, "sampling seed (none: a fresh random one each time)", type=int, low=0,
+                                   nullable=True, limit=2**63 - 1)
+    cache: bool = setting(True, "use the KV cache (off: recompute the prefix for every token)")

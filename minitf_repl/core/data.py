@@ -1,10 +1,10 @@
 """Data: a character tokenizer, text corpora and synthetic tasks, all behind one batch interface.
 
-Every dataset answers `get_batch(split, batch_size, block_size, generator) -> (x, y)`: x holds
+Every dataset answers `get_batch(split, batch_size, max_seq_len, generator) -> (x, y)`: x holds
 token ids (B, T) and y the next token at each position, with -1 where no loss is counted
 (teacher forcing: one forward pass scores every position at once).
 
-Corpora (`pydoc`, `shakespeare`, a file path) give random windows of block_size + 1 characters
+Corpora (`pydoc`, `shakespeare`, a file path) give random windows of max_seq_len + 1 characters
 from a 90/10 train/validation split. Tasks (`sort`, `reverse`, `add`) give "question=answer"
 sequences whose loss is counted on the answer only, with an exact-match accuracy. `random` is the
 negative control: uniformly random tokens that no model can learn, so its loss stays at ln(vocab).
@@ -102,20 +102,20 @@ class TextCorpus:
             len(self.splits["train"]), len(self.splits["val"]),
         )
 
-    def check_block_size(self, block_size: int) -> None:
+    def check_fits(self, max_seq_len: int) -> None:
         shortest = min(len(self.splits["train"]), len(self.splits["val"]))
-        if shortest < block_size + 1:
+        if shortest < max_seq_len + 1:
             raise DataError(
                 f"{self.name} is too short: its smaller split has {shortest} characters, and one "
-                f"window needs max_seq_len + 1 = {block_size + 1}; use a longer text or a smaller max_seq_len"
+                f"window needs max_seq_len + 1 = {max_seq_len + 1}; use a longer text or a smaller max_seq_len"
             )
 
-    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator):
-        self.check_block_size(block_size)
+    def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        self.check_fits(max_seq_len)
         data = self.splits[split]
-        starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-        x = torch.stack([data[i : i + block_size] for i in starts])  # (B, T)
-        y = torch.stack([data[i + 1 : i + 1 + block_size] for i in starts])  # (B, T): x shifted by one
+        starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
+        x = torch.stack([data[i : i + max_seq_len] for i in starts])  # (B, T)
+        y = torch.stack([data[i + 1 : i + 1 + max_seq_len] for i in starts])  # (B, T): x shifted by one
         return x, y
 
 
@@ -187,10 +187,10 @@ class Task:
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, self.seq_len + 1, self.tokenizer.vocab_size, None, None)
 
-    def check_block_size(self, block_size: int) -> None:
-        if block_size < self.seq_len:
+    def check_fits(self, max_seq_len: int) -> None:
+        if max_seq_len < self.seq_len:
             raise DataError(
-                f"task {self.name} needs max_seq_len >= {self.seq_len}, the model has {block_size}; "
+                f"task {self.name} needs max_seq_len >= {self.seq_len}, the model has {max_seq_len}; "
                 f"raise max_seq_len or choose a smaller task size"
             )
 
@@ -200,8 +200,8 @@ class Task:
         y[:, : self.question_len - 1] = -1  # the question is given, not predicted: no loss there
         return x, y
 
-    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator):
-        self.check_block_size(block_size)
+    def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        self.check_fits(max_seq_len)
         return self.encode_examples(self.sample_questions(split, batch_size, generator))
 
     @torch.no_grad()
@@ -239,11 +239,11 @@ class RandomTokens:
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None)
 
-    def check_block_size(self, block_size: int) -> None:
+    def check_fits(self, max_seq_len: int) -> None:
         pass
 
-    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator):
-        seqs = torch.randint(self.tokenizer.vocab_size, (batch_size, block_size + 1), generator=generator)
+    def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        seqs = torch.randint(self.tokenizer.vocab_size, (batch_size, max_seq_len + 1), generator=generator)
         return seqs[:, :-1], seqs[:, 1:]
 
     def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> None:
@@ -271,7 +271,7 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
         reason = getattr(e, "reason", e)
         raise DataError(
             f"could not download tiny Shakespeare from {url} ({reason}); connect to the internet, "
-            "or download that file yourself and use it by path: :data /path/to/input.txt"
+            "or download that file yourself and give its path as the data"
         ) from None
     if _sha256(payload) != SHAKESPEARE_SHA256:
         raise DataError(

@@ -3,12 +3,19 @@
 Every error the core raises on purpose derives from `UserError` (itself a `ValueError`, so
 plain Python callers can catch the usual type). The UI layers catch `UserError` and print its
 message as one line; anything else is a bug and may show a traceback under `--debug`.
-Messages name the problem and the fix in one sentence.
+Messages name the problem and the fix in one sentence, in neutral words: the same error reaches a
+REPL user, a shell user and a Python caller. Where a setting would fix it, the error also carries
+that setting and a value known to work (`fix={"lr": 3e-4}`); each front end phrases it in its own
+syntax (`:set lr=0.0003` in the REPL, `--set lr=0.0003` from the shell).
 """
 
 
 class UserError(ValueError):
     """A problem with the user's input, with a message that says how to fix it."""
+
+    def __init__(self, message: str, *, fix: dict | None = None):
+        super().__init__(message)
+        self.fix = dict(fix or {})  # {setting: value that would work}
 
 
 class ConfigError(UserError):
@@ -30,8 +37,9 @@ class CheckpointError(UserError):
 class TrainingDiverged(UserError):
     """The loss or gradient became non-finite; the update that would apply it was not made."""
 
-    def __init__(self, message: str, step: int = 0, what: str = "loss", value: float = float("nan")):
-        super().__init__(message)
+    def __init__(self, message: str, step: int = 0, what: str = "loss", value: float = float("nan"),
+                 fix: dict | None = None):
+        super().__init__(message, fix=fix)
         self.step = step  # the step whose loss or gradient was non-finite
         self.what = what
         self.value = value

@@ -11,23 +11,17 @@ gives the same text whatever device the model runs on.
 
 from __future__ import annotations
 
-import math
 from typing import Iterator
 
 import torch
 
-from .errors import UserError
+from .config import GenConfig
+from .errors import DataError
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise UserError(f"n (tokens to generate) must be a whole number >= 0, got {max_new_tokens!r}")
-    if not isinstance(temperature, (int, float)) or math.isnan(temperature) or temperature < 0 or math.isinf(temperature):
-        raise UserError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise UserError(f"top_k must be a whole number >= 1, got {top_k!r}")
-    if top_p is not None and (not isinstance(top_p, (int, float)) or math.isnan(top_p) or not 0 < top_p <= 1):
-        raise UserError(f"top_p must be in (0, 1], got {top_p!r}")
+    """The sampling arguments against their declarations in GenConfig (ConfigError if one is invalid)."""
+    GenConfig(n=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
 
 
 def sample_next(
@@ -71,7 +65,7 @@ def generate(
     """Yield max_new_tokens token ids continuing prompt_ids (a non-empty list of ids)."""
     check_sampling(temperature, top_k, top_p, max_new_tokens)
     if len(prompt_ids) == 0:
-        raise UserError("the prompt is empty; give at least one character to continue")
+        raise DataError("the prompt is empty; give at least one character to continue")
     generator = torch.Generator()
     if seed is None:
         generator.seed()

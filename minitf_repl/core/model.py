@@ -231,6 +231,23 @@ class MiniTransformerLM(nn.Module):
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
         return logits, loss
 
+    # --- settings that change no weight: the model takes them in place ------------------------------
+    def set_attention(self, attention: str) -> None:
+        """Switch every attention layer between the explicit formula and the fused kernel (same weights)."""
+        self.config = self.config.replace(attention=attention)
+        for module in self.modules():
+            if isinstance(module, MultiHeadSelfAttention):
+                module.use_sdpa = attention == "sdpa"
+
+    def set_dropout(self, p: float) -> None:
+        """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""
+        self.config = self.config.replace(dropout=p)
+        for module in self.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = p
+            elif isinstance(module, MultiHeadSelfAttention):
+                module.dropout_p = p
+
     def new_cache(self) -> KVCache:
         return KVCache(self.config.n_layers, self.config.max_seq_len)
 

@@ -88,18 +88,30 @@ class Trainer:
         self.history: list[dict] = []
 
     @property
-    def block_size(self) -> int:
+    def max_seq_len(self) -> int:
         return self.model.config.max_seq_len
 
     @property
     def run_remaining(self) -> int:
         return self.run_start + self.run_steps - self.step
 
+    def set_config(self, config: TrainConfig) -> None:
+        """Follow a new training config from the next step on (lr, batch, schedule: read every step).
+
+        Weight decay lives in the optimizer's groups, so it is written there; a new seed restarts
+        the batch order from that seed.
+        """
+        old, self.config = self.config, config
+        if config.weight_decay != old.weight_decay:
+            self.optimizer.param_groups[0]["weight_decay"] = config.weight_decay  # make_optimizer: matrices first
+        if config.seed != old.seed:
+            self.generator.manual_seed(config.seed)
+
     def start_run(self, steps: int | None = None) -> None:
         steps = self.config.steps if steps is None else steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
             raise ConfigError(f"steps must be a positive whole number, got {steps!r}")
-        self.data.check_block_size(self.block_size)
+        self.data.check_fits(self.max_seq_len)
         self.run_start, self.run_steps, self.run_elapsed = self.step, steps, 0.0
 
     # --- evaluation ------------------------------------------------------------------------------
@@ -116,7 +128,7 @@ class Trainer:
             g = torch.Generator().manual_seed(self.config.seed + 1)
             losses = []
             for _ in range(self.config.eval_batches):
-                x, y = self.data.get_batch("val", self.config.batch_size, self.block_size, g)
+                x, y = self.data.get_batch("val", self.config.batch_size, self.max_seq_len, g)
                 _, loss = self.model(x.to(self.device), y.to(self.device))
                 losses.append(loss.item())
             accuracy = None
@@ -135,7 +147,7 @@ class Trainer:
         """Train until the current run ends or should_stop() says so. Starts a run if none is open."""
         if self.run_remaining <= 0:
             self.start_run()
-        self.data.check_block_size(self.block_size)
+        self.data.check_fits(self.max_seq_len)
         model, cfg = self.model, self.config
         model.train()
         call_start = time.perf_counter()
@@ -152,7 +164,7 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
 
-            x, y = self.data.get_batch("train", cfg.batch_size, self.block_size, self.generator)
+            x, y = self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
             x, y = x.to(self.device), y.to(self.device)
             _, loss = model(x, y)
             self._check_finite("loss", loss)
@@ -196,11 +208,12 @@ class Trainer:
         if torch.isfinite(value).all():
             return
         self.optimizer.zero_grad(set_to_none=True)
+        lower = self.config.lr / 10
         raise TrainingDiverged(
             f"the {what} became {value.item()} at step {self.step + 1}; that update was not applied "
             f"(the weights are those of step {self.step}). Lower the learning rate "
-            f"(now {self.config.lr:g}, try :set lr={self.config.lr / 10:g}) and :train again",
-            step=self.step + 1, what=what, value=value.item(),
+            f"(now {self.config.lr:g}, e.g. to {lower:g}) and train again",
+            step=self.step + 1, what=what, value=value.item(), fix={"lr": lower},
         )
 
     # --- state for checkpoints and roll-back --------------------------------------------------------

@@ -1,0 +1,291 @@
+"""The front door: one path from a typed line (or the shell's options) to the screen.
+
+Every front end goes through here: the interactive REPL, piped standard input and the one-shot
+shell (`minitf train ...`). For one command that means, in this order: parse and check the
+arguments, wait for the background torch import if the command needs torch, run it with Ctrl-C
+turned into a stop request, then render the result (or print it as one JSON document), and turn
+any failure into one line on the error console. What differs between front ends is a `FrontEnd`
+value (how to phrase a fix, JSON or not, live progress or not), not a second copy of this code.
+
+`run_command` is the same path without a person: typed arguments in, the result dataclass out,
+errors raised. Tests and `--set`/`--load` use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.text import Text
+
+from .commands import REGISTRY, QuitResult
+from .core.errors import UserError
+from .parsing import CLEAR, parse_line, prepare_args
+from .registry import Command, Registry
+from .render import QuietReporter, RichReporter, error, internal_error
+from .reporter import Reporter
+
+OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
+OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
+
+
+# --- running a command -----------------------------------------------------------------------------
+def run_command(session, name: str, args: dict | None = None, reporter: Reporter | None = None,
+                registry: Registry = REGISTRY):
+    """Run a command by name with args {option: value} (typed, or text to parse; None: not given).
+
+    Returns the command's result dataclass; a user's mistake raises UserError.
+    """
+    command = registry.find(name)
+    values = prepare_args(command, args or {})
+    try:
+        return command.func(session, values, reporter if reporter is not None else Reporter())
+    except MemoryError:
+        raise UserError(OUT_OF_MEMORY) from None
+    except RuntimeError as e:
+        # torch's OutOfMemoryError (CUDA, MPS) is a RuntimeError; anything else is a bug.
+        if type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower():
+            raise UserError(OUT_OF_MEMORY) from None
+        raise
+
+
+def to_json(result) -> dict:
+    """The result as a JSON-able dict (tuples become lists, non-finite floats null, types their name)."""
+    if not dataclasses.is_dataclass(result):
+        raise TypeError(f"to_json takes a command result, got {type(result).__name__}")
+    return _jsonable(dataclasses.asdict(result))
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is CLEAR:
+        return None
+    if isinstance(value, type):
+        return value.__name__
+    if dataclasses.is_dataclass(value):
+        return _jsonable(dataclasses.asdict(value))
+    return str(value)
+
+
+# --- how each front end says things ----------------------------------------------------------------
+@dataclass
+class FrontEnd:
+    """What differs between the REPL, piped input and the one-shot shell."""
+
+    syntax: str = "repl"  # "repl": fixes read `:set lr=0.0003`; "shell": `--set lr=0.0003`
+    json: bool = False  # print the result as one JSON document instead of rendering it
+    live: bool | None = None  # animate progress (None: when the console is a terminal)
+    debug: bool = False  # show the traceback of internal errors
+
+
+def phrase(exc: UserError, syntax: str) -> str:
+    """The error's message, with the settings that would fix it in this front end's syntax."""
+    message = str(exc)
+    fix = getattr(exc, "fix", None)
+    if not fix:
+        return message
+    pairs = " ".join(f"{key}={_setting_text(value)}" for key, value in fix.items())
+    return f"{message} ({':set ' if syntax == 'repl' else '--set '}{pairs})"
+
+
+def _setting_text(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+class FrontDoor:
+    """Runs commands for a person: results to `out`, progress and notices to `progress`, errors to `err`."""
+
+    def __init__(self, session, out: Console, err: Console | None = None, front: FrontEnd | None = None,
+                 progress: Console | None = None, registry: Registry = REGISTRY):
+        self.session = session
+        self.out = out
+        self.err = err if err is not None else out
+        self.progress = progress if progress is not None else out
+        self.front = front if front is not None else FrontEnd()
+        self.registry = registry
+
+    def run_line(self, line: str) -> str:
+        """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
+        if not line.strip():
+            return EMPTY
+        try:
+            command, args = parse_line(line, self.registry)
+        except UserError as e:
+            error(self.err, phrase(e, self.front.syntax))
+            return FAILED
+        return self.run(command, args)
+
+    def run(self, command: Command, args: dict) -> str:
+        """Run a parsed command; the same steps for every front end."""
+        reporter = self._reporter()
+        try:
+            if command.needs_torch:
+                wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
+            with stop_on_sigint(reporter, command), quiet_tty():
+                result = run_command(self.session, command.name, args, reporter, self.registry)
+            if self.front.json:
+                print(json.dumps(to_json(result), default=str), flush=True)
+            else:
+                reporter.finish(result)
+        except UserError as e:
+            self._close(reporter)
+            error(self.err, phrase(e, self.front.syntax))
+            return FAILED
+        except KeyboardInterrupt:
+            self._close(reporter)
+            error(self.err, "interrupted")
+            return FAILED
+        except BrokenPipeError:
+            # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must
+            # not complain about the unflushed stdout at exit either.
+            _silence_stdout()
+            return FAILED
+        except Exception as e:  # a bug: say so in one line, keep the session going
+            self._close(reporter)
+            if self.front.debug:
+                self.err.print(traceback.format_exc(), markup=False, highlight=False, end="", soft_wrap=True)
+            else:
+                internal_error(self.err, e)
+            return FAILED
+        if isinstance(result, QuitResult):
+            return QUIT
+        failure = getattr(result, "failure", None)
+        if failure:
+            if self.front.json:  # the rendered result shows it; JSON readers get it on stderr too
+                error(self.err, failure)
+            return FAILED
+        return OK
+
+    def _reporter(self):
+        if self.front.json:
+            return QuietReporter(self.err)
+        return RichReporter(self.progress, live=self.front.live, out=self.out)
+
+    def _close(self, reporter) -> None:
+        """Stop a live display, and end a line of streamed text, before an error line."""
+        close = getattr(reporter, "close", None)
+        if close is not None:
+            close()
+        if getattr(reporter, "streamed", False):
+            self.out.print()
+
+
+def _silence_stdout() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+# --- Ctrl-C and the terminal while a command runs ---------------------------------------------------
+@contextlib.contextmanager
+def stop_on_sigint(reporter: Reporter, command: Command | None = None):
+    """While a command runs, Ctrl-C asks it to stop (after the current step/token) instead of raising.
+
+    An `interruptible` command (e.g. :save) polls no stop flag: the first Ctrl-C raises
+    KeyboardInterrupt inside it, and it cleans up and reports. Later ones are ignored, so a second,
+    fast Ctrl-C cannot cut that clean-up short.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interruptible = command is not None and command.interruptible
+    raised = []
+
+    def handler(signum, frame):
+        if not interruptible:
+            reporter.request_stop()
+        elif not raised:
+            raised.append(signum)
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def quiet_tty(stream=None):
+    """No echo while a command runs: a typed key or the `^C` the terminal echoes for Ctrl-C would
+    otherwise land inside the live progress display and leave a stray line behind."""
+    stream = stream if stream is not None else sys.stdin
+    try:
+        import termios
+
+        fd = stream.fileno()
+        old = termios.tcgetattr(fd) if os.isatty(fd) else None
+    except Exception:  # no termios (Windows), no real stdin (tests): nothing to do
+        old = None
+    if old is None:
+        yield
+        return
+    new = list(old)
+    new[3] &= ~(termios.ECHO | getattr(termios, "ECHOCTL", 0))
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, new)
+    except Exception:
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, old)
+        except Exception:
+            pass
+
+
+# --- the background torch import ------------------------------------------------------------------
+_preload_thread: threading.Thread | None = None
+
+
+def preload() -> None:
+    """Import torch and the core in a daemon thread (once), so the first command rarely waits."""
+    global _preload_thread
+    if _preload_thread is not None:
+        return
+
+    def work():
+        try:
+            import torch  # noqa: F401
+
+            from .core import data, device, generate, model, trace, train  # noqa: F401
+        except BaseException:  # a broken install shows up, with its message, when a command needs torch
+            pass
+
+    _preload_thread = threading.Thread(target=work, name="minitf-preload", daemon=True)
+    _preload_thread.start()
+
+
+def wait_for_preload(console: Console | None) -> None:
+    """A command that needs torch while it is still loading says so (interactively) instead of
+    seeming to hang; piped input waits silently, to keep its output clean."""
+    thread = _preload_thread
+    if thread is not None and thread.is_alive():
+        if console is not None:
+            console.print(Text("loading torch...", style="dim"), highlight=False)
+        thread.join()

@@ -1,0 +1,44 @@
+"""How a running command talks to whoever started it: progress out, a stop request in.
+
+Commands never print. They call a `Reporter` (training steps, generated text, notices), and ask it
+`should_stop()` between steps and tokens. The base class shows nothing and is what a script or a
+test passes; the Rich front end (render.RichReporter) draws progress bars and streams text, the
+`--json` one sends notices to stderr only. Ctrl-C becomes `request_stop()`, set by the front door.
+
+("Reporter", not "hooks": in this project a hook is what torch calls on a module, and the model's
+`hook_*` probes are the places it calls them.)
+"""
+
+from __future__ import annotations
+
+
+class Reporter:
+    """The do-nothing reporter. Subclasses override what they show."""
+
+    def __init__(self):
+        self.stop_requested = False
+
+    # --- the stop request (Ctrl-C) -------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask the running command to stop after its current step or token. Safe in a signal handler."""
+        self.stop_requested = True
+
+    def should_stop(self) -> bool:
+        """Asked between steps and between tokens; True ends the command early."""
+        return self.stop_requested
+
+    # --- progress ------------------------------------------------------------------------------------
+    def on_train_start(self, run_steps: int, start_step: int, resumed: bool) -> None:
+        """A run of run_steps steps begins (or resumes) with start_step of them already done."""
+
+    def on_step(self, info) -> None:
+        """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
+
+    def on_gen_start(self, prompt: str) -> None:
+        """Generation begins from `prompt` (the text the continuation follows)."""
+
+    def on_token(self, text: str) -> None:
+        """Generated text, as it is produced."""
+
+    def notice(self, text: str) -> None:
+        """One informational line, e.g. that a model was kept as a checkpoint before a rebuild."""
