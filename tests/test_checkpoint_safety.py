@@ -281,3 +281,46 @@ def test_core_messages_name_no_shell_syntax():
     for node in ast.walk(ast.parse(inspect.getsource(ckpt))):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             assert ":save" not in node.value and "--checkpoint-dir" not in node.value, node.value
+
+
+# --- item 2: random states are validated before anything is applied ---------------------------------
+def rewrite_tensors(path: Path, which: str, mutate) -> None:
+    """Edit a data file and re-sign it (new size and SHA-256 in a re-signed manifest)."""
+    target = data_file(path, which)
+    tensors = safetensors.torch.load(target.read_bytes())
+    mutate(tensors)
+    data = safetensors.torch.save(tensors)
+    target.write_bytes(data)
+    rewrite_manifest(path, lambda m: m["files"][which].update(size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+
+
+def _scramble(key: str):
+    """The right size and type, wrong content: torch refuses it with "Invalid mt19937 state"."""
+
+    def mutate(tensors):
+        tensors[key] = torch.full_like(tensors[key], 0xFF)
+
+    return mutate
+
+
+@pytest.mark.parametrize("key", ["rng.torch", "rng.data"])
+def test_an_invalid_random_state_is_refused_by_the_load(tmp_path, trained, key):
+    path = save(tmp_path, "c", trained)
+    rewrite_tensors(path, "state", _scramble(key))
+    rng_before = torch.get_rng_state()
+    with pytest.raises(CheckpointError) as e:
+        ckpt.load_checkpoint(tmp_path, "c")
+    assert str(e.value) == (f"{path}: the training state has an invalid random number state {key} (torch refuses it); "
+                            "this checkpoint cannot be used")
+    assert torch.equal(torch.get_rng_state(), rng_before)
+
+
+def test_restore_rng_applies_all_or_nothing(tmp_path, trained):
+    save(tmp_path, "c", trained)
+    c = ckpt.load_checkpoint(tmp_path, "c")
+    c.torch_rng = torch.full_like(c.torch_rng, 0xFF)  # as a caller might be handed one
+    torch.manual_seed(1234)
+    rng_before = torch.get_rng_state()
+    with pytest.raises(CheckpointError, match="invalid random number state rng.torch"):
+        ckpt.restore_rng(c)
+    assert torch.equal(torch.get_rng_state(), rng_before)

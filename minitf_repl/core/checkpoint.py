@@ -736,6 +736,8 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         t = tensors[key]
         if t.dtype != torch.uint8 or t.dim() != 1 or t.numel() != cpu_state_size:
             raise bad(f"has a malformed {key} ({t.dtype}, shape {tuple(t.shape)})")
+        if not _valid_cpu_rng_state(t):
+            raise bad(f"has an invalid random number state {key} (torch refuses it)")
 
     cuda: dict[int, torch.Tensor] = {}
     state: dict[int, dict] = {}
@@ -780,6 +782,19 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
     optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
     return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
+
+
+def _valid_cpu_rng_state(state: torch.Tensor) -> bool:
+    """Whether torch accepts `state` for a CPU generator: tried on a throw-away one, so nothing changes.
+
+    The right size is not enough (torch checks the mt19937 state inside); finding out only when the
+    state is applied would be after the session took the checkpoint's weights.
+    """
+    try:
+        torch.Generator().set_state(state)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return True
 
 
 # --- applying a checkpoint -------------------------------------------------------------------------
@@ -828,11 +843,30 @@ def restore_trainer(checkpoint: Checkpoint, trainer) -> None:
 
 
 def restore_rng(checkpoint: Checkpoint) -> None:
-    """Set torch's global generators (dropout draws from them) to their state at save time."""
-    torch.set_rng_state(checkpoint.torch_rng)
+    """Set torch's global generators (dropout draws from them) to their state at save time.
+
+    All or nothing: the CPU state is tried on a throw-away generator first, and the CUDA states the
+    devices had are put back if one of the new ones is refused; the CPU state is set last.
+    """
+    if not _valid_cpu_rng_state(checkpoint.torch_rng):
+        raise CheckpointError(
+            f"{checkpoint.path}: the training state has an invalid random number state rng.torch (torch refuses it); "
+            "this checkpoint cannot be used"
+        )
     if checkpoint.cuda_rng and torch.cuda.is_available():
-        for i, s in enumerate(checkpoint.cuda_rng[: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(s, i)
+        states = checkpoint.cuda_rng[: torch.cuda.device_count()]
+        before = [torch.cuda.get_rng_state(i) for i in range(len(states))]
+        try:
+            for i, s in enumerate(states):
+                torch.cuda.set_rng_state(s, i)
+        except (RuntimeError, TypeError, ValueError) as e:
+            for i, s in enumerate(before):
+                torch.cuda.set_rng_state(s, i)
+            raise CheckpointError(
+                f"{checkpoint.path}: a CUDA random number state does not fit this machine ({e}); "
+                "this checkpoint cannot be used"
+            ) from None
+    torch.set_rng_state(checkpoint.torch_rng)  # checked above: cannot fail
 
 
 def restore(checkpoint: Checkpoint, data, device="cpu"):
