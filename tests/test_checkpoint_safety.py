@@ -324,3 +324,53 @@ def test_restore_rng_applies_all_or_nothing(tmp_path, trained):
     with pytest.raises(CheckpointError, match="invalid random number state rng.torch"):
         ckpt.restore_rng(c)
     assert torch.equal(torch.get_rng_state(), rng_before)
+
+
+# --- item 4: a checkpoint whose data file is gone still restores (to generate) ----------------------
+def test_a_checkpoint_whose_file_is_gone_restores_with_its_vocabulary(tmp_path):
+    from minitf_repl.core.data import CharTokenizer, DataError, VocabOnly, load_data
+    from minitf_repl.core.generate import generate
+
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text(worker.make_text())
+    data = load_data(str(text_file))
+    trainer = worker.make_trainer(2, data=data)
+    trainer.run()
+    ckpt.save_checkpoint(tmp_path / "ck", "c", trainer.model, trainer, data.tokenizer.vocab, str(text_file))
+    text_file.unlink()
+
+    c = ckpt.load_checkpoint(tmp_path / "ck", "c")
+    stand_in = ckpt.checkpoint_data(c)
+    assert isinstance(stand_in, VocabOnly) and stand_in.reason is None
+    assert stand_in.tokenizer.vocab == c.vocab == data.tokenizer.vocab  # saved sorted: the same ids
+    assert stand_in.tokenizer.stoi == data.tokenizer.stoi
+    stand_in.check_block_size(c.model_config.max_seq_len)
+    assert stand_in.info().vocab_size == c.model_config.vocab_size
+
+    model, restored = ckpt.restore(c, stand_in)
+    assert restored.step == trainer.step
+    generated = list(generate(model, stand_in.tokenizer.encode("abc"), 8, seed=0))
+    assert len(generated) == 8 and len(stand_in.tokenizer.decode(generated)) == 8
+
+    message = (f"the data this model was trained on ({text_file}) is not available; put the file back to train, "
+               "or choose other data")
+    with pytest.raises(DataError) as e:
+        stand_in.get_batch("train", 4, 16, torch.Generator())
+    assert str(e.value) == message
+    with pytest.raises(DataError, match="is not available"):
+        restored.run()
+
+    # Ids follow the saved order even for a vocabulary minitf would have sorted differently.
+    assert VocabOnly("x", "ba", "x").tokenizer.encode("ab") == [1, 0] and CharTokenizer("ba").encode("ab") == [0, 1]
+
+
+def test_checkpoint_data_returns_the_data_when_it_is_there(tmp_path):
+    from minitf_repl.core.data import VocabOnly
+
+    trainer = worker.make_trainer(1)
+    trainer.run()
+    ckpt.save_checkpoint(tmp_path, "c", trainer.model, trainer, trainer.data.tokenizer.vocab, worker.DATA_SPEC)
+    c = ckpt.load_checkpoint(tmp_path, "c")
+    assert ckpt.checkpoint_data(c, lambda spec: trainer.data) is trainer.data
+    changed = ckpt.checkpoint_data(c, lambda spec: worker.TextCorpus("t", worker.make_text().replace("l", "m"), "x"))
+    assert isinstance(changed, VocabOnly) and "vocabulary changed" in changed.reason

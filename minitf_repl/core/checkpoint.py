@@ -869,10 +869,48 @@ def restore_rng(checkpoint: Checkpoint) -> None:
     torch.set_rng_state(checkpoint.torch_rng)  # checked above: cannot fail
 
 
+def checkpoint_data(checkpoint: Checkpoint, load=None):
+    """The dataset `checkpoint` was trained on, or a `VocabOnly` stand-in if it cannot be had.
+
+    `load(spec)` loads data (default core.data.load_data). When it raises a UserError (the file is
+    gone, unreadable, ...), or the data no longer has the saved vocabulary, or is now too short for
+    the model's context, the result is `VocabOnly(name, checkpoint.vocab, spec, reason)`: restore()
+    accepts it, generation works, and training raises DataError naming the missing data. A caller
+    can tell the two apart with isinstance(data, VocabOnly) and show `data.reason` (None: not
+    available) or its description.
+    """
+    from .data import CORPORA, TASKS, VocabOnly, load_data
+    from .errors import UserError
+
+    spec = checkpoint.data_spec
+    name = Path(spec).name or spec
+    try:
+        data = (load or load_data)(spec)
+        data.check_block_size(checkpoint.model_config.max_seq_len)
+    except UserError as e:
+        return VocabOnly(name, checkpoint.vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
+    tokenizer = getattr(data, "tokenizer", None)
+    if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
+        return VocabOnly(name, checkpoint.vocab, spec, "its vocabulary changed since the checkpoint was saved")
+    return data
+
+
+def _is_gone(spec: str, builtin: tuple) -> bool:
+    """Whether `spec` names a local file that does not exist (rather than built-in data, or a file that does)."""
+    if spec.partition(":")[0] in builtin:
+        return False
+    try:
+        return not os.path.lexists(Path(spec).expanduser())
+    except (OSError, ValueError):
+        return False
+
+
 def restore(checkpoint: Checkpoint, data, device="cpu"):
     """A new (model, trainer) pair on `device`, continuing exactly where the checkpoint stopped.
 
-    The caller's state is untouched: swap the pair in, then call `restore_rng(checkpoint)`.
+    `data`: the checkpoint's dataset, or `VocabOnly(name, checkpoint.vocab, checkpoint.data_spec)`
+    when that is gone (see checkpoint_data). The caller's state is untouched: swap the pair in, then
+    call `restore_rng(checkpoint)`.
     """
     tokenizer = getattr(data, "tokenizer", None)
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
