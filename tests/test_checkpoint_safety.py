@@ -374,3 +374,61 @@ def test_checkpoint_data_returns_the_data_when_it_is_there(tmp_path):
     assert ckpt.checkpoint_data(c, lambda spec: trainer.data) is trainer.data
     changed = ckpt.checkpoint_data(c, lambda spec: worker.TextCorpus("t", worker.make_text().replace("l", "m"), "x"))
     assert isinstance(changed, VocabOnly) and "vocabulary changed" in changed.reason
+
+
+# --- item 3: out of memory inside Trainer.run -------------------------------------------------------
+def same_state(a, b) -> bool:
+    """Equal nested dicts/lists of plain values and tensors (tensors compared exactly)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+TIMING = ("elapsed", "tokens_per_second")
+
+
+def test_out_of_memory_in_a_step_leaves_the_trainer_as_it_was(monkeypatch):
+    straight = worker.make_trainer(4)
+    straight.run()
+
+    trainer = worker.make_trainer(4)
+    trainer.run(should_stop=lambda: trainer.step >= 2)
+    snap = trainer.snapshot()
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("simulated: out of memory in the forward pass")
+
+    monkeypatch.setattr(trainer.model, "forward", out_of_memory)
+    with pytest.raises(MemoryError):
+        trainer.run()
+    monkeypatch.undo()
+    # Nothing moved: not the batch generator, not the dropout RNG, not the learning rate, not the step.
+    assert trainer.step == 2 and len(trainer.history) == 2
+    assert same_state(trainer.state_dict(), snap["trainer"]) and torch.equal(torch.get_rng_state(), snap["torch_rng"])
+    assert same_state(dict(trainer.model.state_dict()), snap["model"])
+
+    trainer.run()  # and the run continues exactly as if nothing had happened
+    assert same_state(dict(trainer.model.state_dict()), dict(straight.model.state_dict()))
+    strip = lambda h: [{k: v for k, v in row.items() if k not in TIMING} for row in h]  # noqa: E731
+    assert strip(trainer.history) == strip(straight.history)
+
+    # rollback() returns exactly to the snapshot, whatever happened since.
+    trainer.rollback(snap)
+    assert same_state(trainer.state_dict(), snap["trainer"]) and torch.equal(torch.get_rng_state(), snap["torch_rng"])
+    assert same_state(dict(trainer.model.state_dict()), snap["model"])
+
+
+def test_out_of_memory_while_evaluating_keeps_history_and_step_together(monkeypatch):
+    trainer = worker.make_trainer(4)  # evaluates every 3 steps
+
+    def out_of_memory():
+        raise MemoryError("simulated: out of memory while evaluating")
+
+    monkeypatch.setattr(trainer, "evaluate", out_of_memory)
+    with pytest.raises(MemoryError):
+        trainer.run()
+    assert trainer.step == 3 and len(trainer.history) == 3 and trainer.history[-1]["val_loss"] is None
