@@ -432,3 +432,14 @@ def test_out_of_memory_while_evaluating_keeps_history_and_step_together(monkeypa
     with pytest.raises(MemoryError):
         trainer.run()
     assert trainer.step == 3 and len(trainer.history) == 3 and trainer.history[-1]["val_loss"] is None
+
+
+@posix_only
+def test_manifest_bytes_reads_the_manifest_without_blocking(tmp_path, trained):
+    path = save(tmp_path, "c", trained)
+    assert ckpt.manifest_bytes(path) == (path / ckpt.MANIFEST).read_bytes()
+    assert ckpt.manifest_bytes(tmp_path / "none") is None
+    (path / ckpt.MANIFEST).unlink()
+    os.mkfifo(path / ckpt.MANIFEST)
+    out = in_thread(lambda: ckpt.manifest_bytes(path), path / ckpt.MANIFEST)
+    assert out == {"value": None}

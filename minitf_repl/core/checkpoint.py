@@ -487,6 +487,18 @@ def _read_manifest_bytes(where: Path) -> bytes:
     return _read_open(fd, size)
 
 
+def manifest_bytes(path) -> bytes | None:
+    """The bytes of DIR/NAME's checkpoint.json as it is now, or None if there is none readable.
+
+    For a caller that wants to tell whether a save committed (compare before and after): read the
+    same bounded, non-blocking way as a load, so a FIFO or a huge file there cannot hang it.
+    """
+    try:
+        return _read_manifest_bytes(Path(path) / MANIFEST)
+    except (OSError, CheckpointError):
+        return None
+
+
 # --- reading the manifest --------------------------------------------------------------------------
 def _read_manifest(path: Path) -> tuple[dict, bytes]:
     where = path / MANIFEST
