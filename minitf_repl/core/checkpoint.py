@@ -441,7 +441,7 @@ _KINDS = (
 
 
 def _not_regular(where: Path, mode: int) -> CheckpointError:
-    kind = next((name for test, name in _KINDS if test(mode)), "not a plain file")
+    kind = next((name for test, name in _KINDS if test(mode)), "an unknown kind of file")
     if stat.S_ISDIR(mode):
         return CheckpointError(f"{where} is a directory, not a file; remove it and save again")
     return CheckpointError(f"{where} is not a regular file ({kind}); this checkpoint cannot be used, save it again")
