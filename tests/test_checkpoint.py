@@ -267,11 +267,11 @@ def test_load_follows_a_save_that_lands_mid_read(tmp_path, monkeypatch, trained,
     real_read = ckpt._read_data_file
     calls = []
 
-    def read_with_a_save_in_between(path, entry):
+    def read_with_a_save_in_between(path, entry, *limit):
         if not calls:
             save(tmp_path, "c", other)
         calls.append(entry["file"])
-        return real_read(path, entry)
+        return real_read(path, entry, *limit)
 
     monkeypatch.setattr(ckpt, "_read_data_file", read_with_a_save_in_between)
     c = ckpt.load_checkpoint(tmp_path, "c")

@@ -20,6 +20,12 @@ old one in one `os.replace`, and only then are the old data files deleted. Whate
 half-written one is never visible: temporary names start with '.', and files that no manifest
 names are ignored (the next save of that name removes them).
 
+Reading is bounded before it starts. Every file is opened without blocking (a FIFO cannot hang a
+load) and without following a symbolic link, then checked with `fstat` on the open descriptor: only
+a regular file of exactly the size its manifest records is read, and that size must fit what the
+model's config can need (see `_size_limits`); the manifest itself may have `_MAX_MANIFEST_BYTES`.
+A hostile or broken checkpoint therefore costs at most about the memory of the model it describes.
+
 Loading validates everything and returns a `Checkpoint`; `build_model`, `restore_trainer` and
 `restore_rng` then apply it. A caller restores into a fresh model and trainer and swaps them in only
 when all of that succeeded, so a bad checkpoint never leaves the session half-changed.
@@ -27,12 +33,14 @@ when all of that succeeded, so a bad checkpoint never leaves the session half-ch
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,7 +68,16 @@ _TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
 _OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
 _CUDA_KEY = re.compile(r"^rng\.cuda\.(\d+)$")
 _PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
-_MAX_MANIFEST_BYTES = 512 * 1024 * 1024
+# A manifest holds two small configs, the vocabulary and the loss history (about 300 bytes a step):
+# 64 MiB is some 200,000 steps, far beyond a run in this lab, and it bounds what a hostile manifest
+# can make a load read and parse. A save refuses to write a larger one (it could not be loaded).
+_MAX_MANIFEST_BYTES = 64 * 2**20
+# safetensors files: an 8-byte length, a JSON header (about 100 bytes a tensor, plus metadata), the data.
+_HEADER_SLACK = 2**20
+_TENSOR_SLACK = 512  # header bytes allowed per tensor, on top of _HEADER_SLACK
+_RNG_SLACK = 2**20  # the random states: 5 KB for each CPU generator, a few bytes per CUDA device
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass
@@ -109,18 +126,40 @@ def check_name(name: str) -> str:
 
 
 def check_save_target(directory, name: str) -> Path:
-    """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training."""
+    """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training.
+
+    What can be known without writing is checked: no path component is a file (`afile/sub`), and
+    the place a save writes into (DIR/NAME if it exists, else the nearest existing folder on the
+    way to DIR, which the save creates the rest under) is a writable directory. A full disk or a
+    read-only file system still shows only when the save writes; save_checkpoint says which.
+    """
     check_name(name)
     directory = Path(directory).expanduser()
     target = directory / name
     try:
-        if directory.exists() and not directory.is_dir():
-            raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
-        if target.exists() and not target.is_dir():
-            raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+        if target.exists():
+            if not target.is_dir():
+                raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+            writes_into = target
+        else:
+            writes_into = _nearest_existing(directory)
+            if not writes_into.is_dir():
+                raise CheckpointError(f"{writes_into} is a file, not a directory; choose another checkpoint directory")
+        if not os.access(writes_into, os.W_OK | os.X_OK):
+            raise CheckpointError(
+                f"cannot write in {writes_into} (permission denied); change its permissions or choose another "
+                "checkpoint directory"
+            )
     except OSError as e:
-        raise CheckpointError(f"cannot use {target}: {e.strerror}; choose another --checkpoint-dir") from None
+        raise CheckpointError(f"cannot use {target}: {e.strerror or e}; choose another checkpoint directory") from None
     return target
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path` or its closest ancestor that exists (a file in the way, as in `afile/sub`, is returned)."""
+    while not path.exists() and path.parent != path:  # exists() is False below a file (ENOTDIR)
+        path = path.parent
+    return path
 
 
 def _existing_names(directory: Path) -> list[str]:
@@ -136,11 +175,14 @@ def _checkpoint_path(directory, name: str) -> Path:
     check_name(name)
     path = directory / name
     if not path.exists():
+        blocker = _nearest_existing(directory)
+        if not blocker.is_dir():
+            raise CheckpointError(f"{blocker} is a file, not a directory; choose another checkpoint directory")
         names = _existing_names(directory)
         where = f"in {directory}"
         if names:
             raise CheckpointError(f"no checkpoint named {name!r} {where}; saved ones: {', '.join(names)}")
-        raise CheckpointError(f"no checkpoint named {name!r} {where} (there are none yet); save one with :save {name}")
+        raise CheckpointError(f"no checkpoint named {name!r} {where} (there are none yet); save one under that name first")
     if not path.is_dir():
         raise CheckpointError(f"{path} is a file, not a checkpoint directory; remove it or choose another name")
     return path
@@ -183,6 +225,12 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     manifest = json.loads(json.dumps(manifest))  # tuples become lists, exactly as a reader sees them
     manifest["meta_sha256"] = _meta_sha256(manifest)
     manifest_bytes = _manifest_bytes(manifest)
+    if len(manifest_bytes) > _MAX_MANIFEST_BYTES:  # a load would refuse it: do not write it
+        raise CheckpointError(
+            f"checkpoint {name!r} would have a {len(manifest_bytes) / 2**20:,.0f} MiB manifest ({len(tstate['history'])} "
+            f"steps of loss history), more than the {_MAX_MANIFEST_BYTES // 2**20} MiB a checkpoint may have; "
+            "continue from a checkpoint with a shorter history"
+        )
 
     files = {model_file: model_bytes, state_file: state_bytes}
     try:
@@ -193,11 +241,24 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         else:
             _save_new(directory, name, files, manifest_bytes, uid)
     except OSError as e:
-        reason = e.strerror or str(e)
-        raise CheckpointError(
-            f"could not save checkpoint {name!r} in {directory}: {reason}; free space or choose another --checkpoint-dir"
-        ) from e
+        raise CheckpointError(f"could not save checkpoint {name!r} in {directory}: {_save_failure(e)}") from e
     return target
+
+
+_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_NO_PERMISSION = {errno.EACCES, errno.EPERM}
+
+
+def _save_failure(e: OSError) -> str:
+    """`reason; fix` for an OSError of a save: the fix follows the cause (errno), not a guess."""
+    reason = e.strerror or str(e)
+    if e.errno in _NO_SPACE:
+        return f"{reason}; free space or choose another checkpoint directory"
+    if e.errno in _NO_PERMISSION:
+        return f"{reason}; change the permissions of that directory or choose another checkpoint directory"
+    if e.errno == errno.EROFS:
+        return f"{reason} (the file system is read-only); choose another checkpoint directory"
+    return f"{reason}; choose another checkpoint directory"
 
 
 def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str) -> None:
@@ -305,7 +366,7 @@ def _remove_strays(target: Path, keep: set[str]) -> None:
 def _referenced_files(target: Path) -> set[str]:
     """Data files the current manifest names (none if it is missing or unreadable)."""
     try:
-        manifest = json.loads((target / MANIFEST).read_bytes())
+        manifest = json.loads(_read_manifest_bytes(target / MANIFEST))
         names = {entry["file"] for entry in manifest["files"].values()}
     except Exception:
         return set()
@@ -367,22 +428,83 @@ def _meta_sha256(manifest: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+# --- reading files, bounded -------------------------------------------------------------------------
+_KINDS = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(where: Path, mode: int) -> CheckpointError:
+    kind = next((name for test, name in _KINDS if test(mode)), "an unknown kind of file")
+    if stat.S_ISDIR(mode):
+        return CheckpointError(f"{where} is a directory, not a file; remove it and save again")
+    return CheckpointError(f"{where} is not a regular file ({kind}); this checkpoint cannot be used, save it again")
+
+
+def _open_regular(where: Path) -> tuple[int, int]:
+    """(fd, size) of the regular file `where`, checked before a byte of it is read.
+
+    `lstat` first, so that a device or FIFO in a checkpoint is never even opened; then an open that
+    cannot block (O_NONBLOCK: a FIFO swapped in meanwhile) and does not follow a final symlink
+    (O_NOFOLLOW), and `fstat` on the descriptor, which is what will be read. Raises OSError
+    (FileNotFoundError: missing) for the caller to word, CheckpointError for anything not regular.
+    """
+    mode = os.lstat(where).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(where, mode)
+    fd = os.open(where, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(where, st.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _read_open(fd: int, size: int) -> bytes:
+    """`size` bytes from the start of the open file `fd` (fewer only if it shrank meanwhile); closes it."""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(size)  # a buffered read: loops until `size` bytes or the end of the file
+
+
+def _read_manifest_bytes(where: Path) -> bytes:
+    """The bytes of a manifest, refused unread if it is not a regular file of at most _MAX_MANIFEST_BYTES."""
+    fd, size = _open_regular(where)
+    if size > _MAX_MANIFEST_BYTES:
+        os.close(fd)
+        raise CheckpointError(
+            f"{where} is {size} bytes, more than the {_MAX_MANIFEST_BYTES // 2**20} MiB a manifest may have; "
+            "it is not a minitf checkpoint"
+        )
+    return _read_open(fd, size)
+
+
+def manifest_bytes(path) -> bytes | None:
+    """The bytes of DIR/NAME's checkpoint.json as it is now, or None if there is none readable.
+
+    For a caller that wants to tell whether a save committed (compare before and after): read the
+    same bounded, non-blocking way as a load, so a FIFO or a huge file there cannot hang it.
+    """
+    try:
+        return _read_manifest_bytes(Path(path) / MANIFEST)
+    except (OSError, CheckpointError):
+        return None
+
+
 # --- reading the manifest --------------------------------------------------------------------------
 def _read_manifest(path: Path) -> tuple[dict, bytes]:
     where = path / MANIFEST
     try:
-        size = where.stat().st_size
-        if size > _MAX_MANIFEST_BYTES:
-            raise CheckpointError(f"{where} is {size} bytes, far too large for a manifest; it is not a minitf checkpoint")
-        raw = where.read_bytes()
+        raw = _read_manifest_bytes(where)
     except FileNotFoundError:
         raise CheckpointError(
             f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
         ) from None
-    except IsADirectoryError:
-        raise CheckpointError(f"{where} is a directory, not a file; remove it and save again") from None
     except OSError as e:
-        raise CheckpointError(f"cannot read {where}: {e.strerror}; check its permissions") from None
+        raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
     return _parse_manifest(raw, where), raw
 
 
@@ -391,7 +513,7 @@ def _parse_manifest(raw: bytes, where: Path) -> dict:
     if raw.startswith(_PICKLE_MAGIC):
         raise CheckpointError(
             f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
-            "save the checkpoint again with :save"
+            "save the checkpoint again"
         )
     try:
         manifest = json.loads(raw.decode("utf-8"))
@@ -400,7 +522,7 @@ def _parse_manifest(raw: bytes, where: Path) -> dict:
             f"{where} is not valid JSON (truncated or corrupted); save the checkpoint again"
         ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise CheckpointError(f"{where} is not a minitf checkpoint manifest; save the checkpoint again with :save")
+        raise CheckpointError(f"{where} is not a minitf checkpoint manifest; save the checkpoint again")
     version = manifest.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise CheckpointError(f"{where} has no valid format_version (corrupted); save the checkpoint again")
@@ -450,20 +572,38 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
              and is_int(entry.get("size")) and isinstance(entry.get("sha256"), str), "a files entry is malformed")
 
 
-def _read_data_file(path: Path, entry: dict) -> dict[str, torch.Tensor]:
+def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tensor]:
+    """The tensors of one data file; at most `limit` bytes (see _size_limits) are ever read."""
     where = path / entry["file"]
+    if entry["size"] > limit:
+        raise CheckpointError(
+            f"{where} is recorded as {entry['size']} bytes, more than its model config can need ({limit}); "
+            "this checkpoint cannot be used, save it again"
+        )
     try:
-        raw = where.read_bytes()
+        fd, size = _open_regular(where)
+        if size != entry["size"]:
+            with os.fdopen(fd, "rb") as f:
+                head = f.read(4)  # only to say "pickle" rather than "wrong size" for a torch.save file
+            if head.startswith(_PICKLE_MAGIC):
+                raise CheckpointError(
+                    f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
+                    "save the checkpoint again"
+                )
+            raise CheckpointError(
+                f"{where} has {size} bytes but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+            )
+        raw = _read_open(fd, size)
     except FileNotFoundError:
         raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
     except OSError as e:
-        raise CheckpointError(f"cannot read {where}: {e.strerror}; check its permissions") from None
+        raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
     if raw.startswith(_PICKLE_MAGIC):
         raise CheckpointError(
             f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
-            "save the checkpoint again with :save"
+            "save the checkpoint again"
         )
-    if len(raw) != entry["size"]:
+    if len(raw) != entry["size"]:  # it shrank while being read
         raise CheckpointError(
             f"{where} has {len(raw)} bytes but {entry['size']} were written (truncated or replaced); save the checkpoint again"
         )
@@ -481,36 +621,24 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     path = _checkpoint_path(directory, name)
     for attempt in range(3):
         manifest, raw = _read_manifest(path)
+        config = _check_manifest_values(path, manifest)  # before the data files: they are read within its bounds
+        limits = _size_limits(config)
         try:
-            model_tensors = _read_data_file(path, manifest["files"]["model"])
-            state_tensors = _read_data_file(path, manifest["files"]["state"])
+            model_tensors = _read_data_file(path, manifest["files"]["model"], limits["model"])
+            state_tensors = _read_data_file(path, manifest["files"]["state"], limits["state"])
             break
         except CheckpointError:
             # A save of the same name may have replaced the manifest (and deleted the old files)
             # between our reads: if the manifest changed, read the new one.
             try:
-                changed = (path / MANIFEST).read_bytes() != raw
-            except OSError:
+                changed = _read_manifest_bytes(path / MANIFEST) != raw
+            except (OSError, CheckpointError):
                 changed = False
             if not changed or attempt == 2:
                 raise
 
-    try:
-        config = ModelConfig.from_dict(manifest["model_config"])
-    except (ConfigError, TypeError) as e:
-        raise CheckpointError(f"{path}: its model config is invalid ({e}); this checkpoint cannot be used") from None
     vocab = manifest["vocab"]
-    if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
-        raise CheckpointError(
-            f"{path}: its vocabulary has {len(vocab)} characters ({len(set(vocab))} distinct) but the model has "
-            f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
-        )
     t = manifest["trainer"]
-    try:
-        TrainConfig.from_dict(t["train_config"])
-    except (ConfigError, TypeError) as e:
-        raise CheckpointError(f"{path}: its training config is invalid ({e}); this checkpoint cannot be used") from None
-
     model_state = _check_model_tensors(path, config, model_tensors, map_location)
     optimizer_state, generator, torch_rng, cuda_rng = _split_state_tensors(path, manifest["optimizer"], state_tensors)
 
@@ -528,6 +656,45 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
         name=name, path=path, model_config=config, model_state=model_state, trainer_state=trainer_state,
         torch_rng=torch_rng, cuda_rng=cuda_rng, vocab=vocab, data_spec=manifest["data_spec"], meta=manifest,
     )
+
+
+def _check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
+    """The model config, once it, the vocabulary and the training config are known to be valid."""
+    try:
+        config = ModelConfig.from_dict(manifest["model_config"])
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{path}: its model config is invalid ({e}); this checkpoint cannot be used") from None
+    vocab = manifest["vocab"]
+    if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
+        raise CheckpointError(
+            f"{path}: its vocabulary has {len(vocab)} characters ({len(set(vocab))} distinct) but the model has "
+            f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
+        )
+    try:
+        TrainConfig.from_dict(manifest["trainer"]["train_config"])
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{path}: its training config is invalid ({e}); this checkpoint cannot be used") from None
+    return config
+
+
+def _size_limits(config: ModelConfig) -> dict[str, int]:
+    """The largest model and state files a checkpoint of this config can have, in bytes.
+
+    The model file holds each stored tensor once; the state file AdamW's two moments (each the
+    size of its parameter) and a step count per parameter, and the random states. Both get
+    generous room for safetensors' header. Reading no more than this keeps a load's memory within
+    what the model itself will take, whatever sizes a manifest claims.
+    """
+    ref = _reference_model(config)  # on the meta device: no memory for the weights themselves
+    aliases = _tied_aliases(ref)
+    stored = [v for k, v in ref.state_dict().items() if k not in aliases]
+    params = list(ref.parameters())  # each shared parameter once
+    weights = sum(t.numel() * t.element_size() for t in stored)
+    moments = sum(2 * p.numel() * p.element_size() for p in params)
+    return {
+        "model": weights + _HEADER_SLACK + _TENSOR_SLACK * len(stored),
+        "state": moments + 8 * len(params) + _RNG_SLACK + _HEADER_SLACK + _TENSOR_SLACK * 3 * len(params),
+    }
 
 
 def _reference_model(config: ModelConfig) -> MiniTransformerLM:
@@ -576,6 +743,8 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         t = tensors[key]
         if t.dtype != torch.uint8 or t.dim() != 1 or t.numel() != cpu_state_size:
             raise bad(f"has a malformed {key} ({t.dtype}, shape {tuple(t.shape)})")
+        if not _valid_cpu_rng_state(t):
+            raise bad(f"has an invalid random number state {key} (torch refuses it)")
 
     cuda: dict[int, torch.Tensor] = {}
     state: dict[int, dict] = {}
@@ -620,6 +789,19 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
     optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
     return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
+
+
+def _valid_cpu_rng_state(state: torch.Tensor) -> bool:
+    """Whether torch accepts `state` for a CPU generator: tried on a throw-away one, so nothing changes.
+
+    The right size is not enough (torch checks the mt19937 state inside); finding out only when the
+    state is applied would be after the session took the checkpoint's weights.
+    """
+    try:
+        torch.Generator().set_state(state)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return True
 
 
 # --- applying a checkpoint -------------------------------------------------------------------------
@@ -668,17 +850,74 @@ def restore_trainer(checkpoint: Checkpoint, trainer) -> None:
 
 
 def restore_rng(checkpoint: Checkpoint) -> None:
-    """Set torch's global generators (dropout draws from them) to their state at save time."""
-    torch.set_rng_state(checkpoint.torch_rng)
+    """Set torch's global generators (dropout draws from them) to their state at save time.
+
+    All or nothing: the CPU state is tried on a throw-away generator first, and the CUDA states the
+    devices had are put back if one of the new ones is refused; the CPU state is set last.
+    """
+    if not _valid_cpu_rng_state(checkpoint.torch_rng):
+        raise CheckpointError(
+            f"{checkpoint.path}: the training state has an invalid random number state rng.torch (torch refuses it); "
+            "this checkpoint cannot be used"
+        )
     if checkpoint.cuda_rng and torch.cuda.is_available():
-        for i, s in enumerate(checkpoint.cuda_rng[: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(s, i)
+        states = checkpoint.cuda_rng[: torch.cuda.device_count()]
+        before = [torch.cuda.get_rng_state(i) for i in range(len(states))]
+        try:
+            for i, s in enumerate(states):
+                torch.cuda.set_rng_state(s, i)
+        except (RuntimeError, TypeError, ValueError) as e:
+            for i, s in enumerate(before):
+                torch.cuda.set_rng_state(s, i)
+            raise CheckpointError(
+                f"{checkpoint.path}: a CUDA random number state does not fit this machine ({e}); "
+                "this checkpoint cannot be used"
+            ) from None
+    torch.set_rng_state(checkpoint.torch_rng)  # checked above: cannot fail
+
+
+def checkpoint_data(checkpoint: Checkpoint, load=None):
+    """The dataset `checkpoint` was trained on, or a `VocabOnly` stand-in if it cannot be had.
+
+    `load(spec)` loads data (default core.data.load_data). When it raises a UserError (the file is
+    gone, unreadable, ...), or the data no longer has the saved vocabulary, or is now too short for
+    the model's context, the result is `VocabOnly(name, checkpoint.vocab, spec, reason)`: restore()
+    accepts it, generation works, and training raises DataError naming the missing data. A caller
+    can tell the two apart with isinstance(data, VocabOnly) and show `data.reason` (None: not
+    available) or its description.
+    """
+    from .data import CORPORA, TASKS, VocabOnly, load_data
+    from .errors import UserError
+
+    spec = checkpoint.data_spec
+    name = Path(spec).name or spec
+    try:
+        data = (load or load_data)(spec)
+        data.check_fits(checkpoint.model_config.max_seq_len)
+    except UserError as e:
+        return VocabOnly(name, checkpoint.vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
+    tokenizer = getattr(data, "tokenizer", None)
+    if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
+        return VocabOnly(name, checkpoint.vocab, spec, "its vocabulary changed since the checkpoint was saved")
+    return data
+
+
+def _is_gone(spec: str, builtin: tuple) -> bool:
+    """Whether `spec` names a local file that does not exist (rather than built-in data, or a file that does)."""
+    if spec.partition(":")[0] in builtin:
+        return False
+    try:
+        return not os.path.lexists(Path(spec).expanduser())
+    except (OSError, ValueError):
+        return False
 
 
 def restore(checkpoint: Checkpoint, data, device="cpu"):
     """A new (model, trainer) pair on `device`, continuing exactly where the checkpoint stopped.
 
-    The caller's state is untouched: swap the pair in, then call `restore_rng(checkpoint)`.
+    `data`: the checkpoint's dataset, or `VocabOnly(name, checkpoint.vocab, checkpoint.data_spec)`
+    when that is gone (see checkpoint_data). The caller's state is untouched: swap the pair in, then
+    call `restore_rng(checkpoint)`.
     """
     tokenizer = getattr(data, "tokenizer", None)
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
@@ -699,7 +938,7 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
     if not directory.exists():
         return []
     if not directory.is_dir():
-        raise CheckpointError(f"{directory} is a file, not a directory; choose another --checkpoint-dir")
+        raise CheckpointError(f"{directory} is a file, not a directory; choose another checkpoint directory")
     rows = []
     for entry in sorted(os.listdir(directory)):
         path = directory / entry
@@ -719,9 +958,12 @@ def checkpoint_info(path: Path) -> CheckpointInfo:
         for entry in manifest["files"].values():
             where = path / entry["file"]
             try:
-                actual = where.stat().st_size
+                st = os.lstat(where)  # never opened here: a FIFO or a device costs nothing
             except OSError:
                 raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(where, st.st_mode)
+            actual = st.st_size
             if actual != entry["size"]:
                 raise CheckpointError(
                     f"{where} has {actual} bytes but {entry['size']} were written (truncated); save the checkpoint again"

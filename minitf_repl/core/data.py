@@ -45,6 +45,20 @@ class CharTokenizer:
     def from_text(cls, text: str) -> "CharTokenizer":
         return cls(text)
 
+    @classmethod
+    def from_vocab(cls, vocab: str) -> "CharTokenizer":
+        """The tokenizer whose ids are `vocab`'s characters in the given order (a checkpoint's vocabulary).
+
+        minitf saves sorted vocabularies, so this equals CharTokenizer(vocab) for them; keeping the
+        order anyway means the ids match the saved embedding rows whatever wrote the file.
+        """
+        if len(set(vocab)) != len(vocab):
+            raise DataError(f"the vocabulary repeats a character ({len(vocab)} characters, {len(set(vocab))} distinct)")
+        tokenizer = cls("")
+        tokenizer.itos = list(vocab)
+        tokenizer.stoi = {ch: i for i, ch in enumerate(tokenizer.itos)}
+        return tokenizer
+
     @property
     def vocab_size(self) -> int:
         return len(self.itos)
@@ -248,6 +262,42 @@ class RandomTokens:
 
     def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> None:
         return None
+
+
+class VocabOnly:
+    """A stand-in for data that is gone: its tokenizer (from a checkpoint's vocabulary), no text.
+
+    A checkpoint trained on a local file stores the vocabulary, not the file. With this a caller
+    can still restore it to generate, inspect or evaluate nothing else; asking for a batch (to
+    train or evaluate) says what is missing. `reason` replaces "is not available" when the data
+    exists but cannot be used (e.g. its vocabulary changed).
+    """
+
+    is_task = False
+
+    def __init__(self, name: str, vocab: str, spec: str, reason: str | None = None):
+        self.name = name
+        self.spec = spec
+        self.reason = reason
+        self.tokenizer = CharTokenizer.from_vocab(vocab)
+        self.description = f"the vocabulary of {spec} only ({reason or 'the data is not available'}): generation works, training does not"
+
+    def info(self) -> DataInfo:
+        return DataInfo(self.name, "corpus", self.description, 0, self.tokenizer.vocab_size, None, None)
+
+    def check_fits(self, max_seq_len: int) -> None:
+        pass  # any context fits: there are no windows to cut
+
+    def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        if self.reason is None:
+            raise DataError(
+                f"the data this model was trained on ({self.spec}) is not available; put the file back to train, "
+                "or choose other data"
+            )
+        raise DataError(
+            f"the data this model was trained on ({self.spec}) cannot be used ({self.reason}); put the original "
+            "file back to train, or choose other data"
+        )
 
 
 # --- corpora ---------------------------------------------------------------------------------

@@ -144,7 +144,15 @@ class Trainer:
         on_step: Callable[[StepInfo], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> RunSummary:
-        """Train until the current run ends or should_stop() says so. Starts a run if none is open."""
+        """Train until the current run ends or should_stop() says so. Starts a run if none is open.
+
+        A step that raises before the optimizer's update (out of memory in the forward or backward
+        pass, TrainingDiverged, a batch that cannot be had) leaves the trainer exactly as it was
+        after the previous step, batch generator, random state and learning rate included. A step
+        whose evaluation raises is done and in the history (without a validation loss). Only an
+        exception inside optimizer.step() itself can leave an update half-applied: a caller that
+        must survive that restores a snapshot() taken before run().
+        """
         if self.run_remaining <= 0:
             self.start_run()
         self.data.check_fits(self.max_seq_len)
@@ -161,18 +169,22 @@ class Trainer:
             t0 = time.perf_counter()
             run_step = self.step - self.run_start
             lr = lr_at(run_step, self.run_steps, cfg)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-
-            x, y = self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
-            x, y = x.to(self.device), y.to(self.device)
-            _, loss = model(x, y)
-            self._check_finite("loss", loss)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            self._check_finite("gradient norm", grad_norm)
+            before = self._step_start()
+            try:
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                x, y = self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
+                x, y = x.to(self.device), y.to(self.device)
+                _, loss = model(x, y)
+                self._check_finite("loss", loss)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                self._check_finite("gradient norm", grad_norm)
+            except BaseException:
+                self._undo_step_start(before)
+                raise
             self.optimizer.step()
             self.step += 1
             done += 1
@@ -183,13 +195,14 @@ class Trainer:
             info = StepInfo(
                 step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
                 train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
-                tokens_per_second=x.numel() / max(step_seconds, 1e-9), elapsed=0.0,
+                tokens_per_second=x.numel() / max(step_seconds, 1e-9), elapsed=self.run_elapsed + step_seconds,
             )
+            self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
             if info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps:
                 info.val_loss, info.accuracy = self.evaluate()
             self.run_elapsed += time.perf_counter() - t0
             info.elapsed = self.run_elapsed
-            self.history.append(asdict(info))
+            self.history[-1] = asdict(info)
             last = info
             if on_step is not None:
                 on_step(info)
@@ -203,6 +216,18 @@ class Trainer:
             tokens_per_second=tokens / busy if busy else 0.0,
             seconds=time.perf_counter() - call_start,
         )
+
+    def _step_start(self) -> tuple:
+        """What a step changes before its update: cheap to keep (a few KB), so a failed step is undone."""
+        return self.generator.get_state(), torch.get_rng_state(), [g["lr"] for g in self.optimizer.param_groups]
+
+    def _undo_step_start(self, before: tuple) -> None:
+        generator, torch_rng, lrs = before
+        self.generator.set_state(generator)
+        torch.set_rng_state(torch_rng)  # dropout drew from it
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
 
     def _check_finite(self, what: str, value: torch.Tensor) -> None:
         if torch.isfinite(value).all():
