@@ -42,7 +42,8 @@ def main() -> None:
         "logit_lens": lambda: logit_lens(model, idx, top=5, targets=targets),
         "cost_ledger": lambda: cost_ledger(model, 32),
     }
-    print(f"default model, vocab {VOCAB}, {PROMPT}-token prompt, {torch.get_num_threads()} torch threads, {args.runs} runs")
+    threads = torch.get_num_threads()
+    print(f"default model, vocab {VOCAB}, {PROMPT}-token prompt, {threads} torch threads, {args.runs} runs")
     for name, view in views.items():
         view()  # warm-up
         times = []

@@ -190,7 +190,8 @@ def test_memory_parts_follow_the_parameter_count():
 def test_defaults_and_bad_sizes():
     model = make_model()
     assert cost_ledger(model, 2).seq_len == 48
-    for kwargs in (dict(batch_size=0), dict(batch_size=True), dict(batch_size=2, seq_len=49), dict(batch_size=2, seq_len=0)):
+    bad = (dict(batch_size=0), dict(batch_size=True), dict(batch_size=2, seq_len=49), dict(batch_size=2, seq_len=0))
+    for kwargs in bad:
         with pytest.raises(UserError):
             cost_ledger(model, **kwargs)
     import json

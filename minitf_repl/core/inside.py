@@ -272,7 +272,10 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None) -> LogitLens:
         target_list = (targets.flatten() if isinstance(targets, torch.Tensor) else torch.tensor(list(targets))).tolist()
         V = model.config.vocab_size
         if len(target_list) != T or any(not isinstance(t, int) or not -1 <= t < V for t in target_list):
-            raise DataError(f"targets must be {T} token ids in 0..{V - 1} (-1 where unknown), one per position; pass idx[1:] + [-1]")
+            raise DataError(
+                f"targets must be {T} token ids in 0..{V - 1}, one per position (-1 where unknown); "
+                "give the next token of each position"
+            )
     probes = {"embed": model.hook_embed}
     probes.update({f"blocks.{i}": p for i, p in _block_probes(model, "hook_resid_post").items()})
     with _listening(model, probes) as seen:

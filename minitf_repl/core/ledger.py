@@ -154,7 +154,9 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None) -
     if seq_len is None:
         seq_len = config.max_seq_len
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not 1 <= seq_len <= config.max_seq_len:
-        raise UserError(f"sequence length must be a whole number in 1..{config.max_seq_len} (max_seq_len), got {seq_len!r}")
+        raise UserError(
+            f"sequence length must be a whole number in 1..{config.max_seq_len} (max_seq_len), got {seq_len!r}"
+        )
     rows = _component_rows(model)
     n_params = sum(r.params for r in rows)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
