@@ -11,6 +11,7 @@ gives the same text whatever device the model runs on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -24,6 +25,69 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None, m
     GenConfig(n=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
 
 
+@dataclass
+class SamplingStages:
+    """Each step from the logits z_t to the distribution a token is drawn from (all (V,), CPU float64).
+
+    Temperature 0 is greedy: only the argmax survives, and top_k / top_p are not applied.
+    """
+
+    logits: torch.Tensor  # z_t as given, in float64
+    scaled: torch.Tensor | None  # (z - max z) / temperature: z / temperature shifted so the best is 0
+    top_k_kept: torch.Tensor  # bool: not cut by top-k (all True without top_k)
+    top_p_kept: torch.Tensor  # bool: also not cut by top-p, the survivors of both filters
+    weights: torch.Tensor  # what torch.multinomial draws from: softmax of the kept, top-p cut not renormalised
+    probs: torch.Tensor  # weights / weights.sum(): the probability that each token is picked
+    greedy: bool
+
+
+def sampling_stages(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> SamplingStages:
+    """The stages `sample_next` goes through, kept for a view (the next-token microscope) to show.
+
+    This is the one implementation of the sampling rules; `sample_next` is `pick(sampling_stages(...))`.
+    """
+    logits = logits.detach().double().cpu()  # float64: temperatures down to 1e-300 stay finite
+    V = logits.numel()
+    if temperature == 0:
+        best = torch.zeros(V, dtype=torch.bool)
+        best[torch.argmax(logits)] = True  # greedy
+        one_hot = best.double()
+        return SamplingStages(logits, None, best, best.clone(), one_hot, one_hot.clone(), greedy=True)
+    # Subtract the max first: dividing by a tiny temperature then gives 0 for the best token and
+    # -inf for the rest (greedy in the limit) instead of overflowing to inf - inf = nan.
+    scaled = (logits - logits.max()) / temperature
+    masked = scaled
+    top_k_kept = torch.ones(V, dtype=torch.bool)
+    if top_k is not None and top_k < V:
+        kth = torch.topk(scaled, top_k).values[-1]
+        cut = scaled < kth
+        masked = scaled.masked_fill(cut, float("-inf"))
+        top_k_kept = ~cut
+    weights = torch.softmax(masked, dim=-1)
+    top_p_kept = top_k_kept.clone()
+    if top_p is not None and top_p < 1.0:
+        # Nucleus: keep the most likely tokens until their mass reaches top_p (at least one).
+        sorted_probs, order = torch.sort(weights, descending=True)
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        dropped = mass_before >= top_p
+        sorted_probs[dropped] = 0.0
+        weights = torch.zeros_like(weights).scatter(0, order, sorted_probs)
+        top_p_kept &= torch.zeros_like(top_p_kept).scatter(0, order, ~dropped)
+    return SamplingStages(logits, scaled, top_k_kept, top_p_kept, weights, weights / weights.sum(), greedy=False)
+
+
+def pick(stages: SamplingStages, generator: torch.Generator | None = None) -> int:
+    """Draw the next token id from the stages' weights (greedy: the argmax, without using the generator)."""
+    if stages.greedy:
+        return int(torch.argmax(stages.logits))
+    return int(torch.multinomial(stages.weights, 1, generator=generator))
+
+
 def sample_next(
     logits: torch.Tensor,
     temperature: float = 1.0,
@@ -32,23 +96,7 @@ def sample_next(
     generator: torch.Generator | None = None,
 ) -> int:
     """Pick the next token from the logits z_t of the last position (a 1-D tensor over the vocabulary)."""
-    logits = logits.detach().double().cpu()  # float64: temperatures down to 1e-300 stay finite
-    if temperature == 0:
-        return int(torch.argmax(logits))  # greedy
-    # Subtract the max first: dividing by a tiny temperature then gives 0 for the best token and
-    # -inf for the rest (greedy in the limit) instead of overflowing to inf - inf = nan.
-    logits = (logits - logits.max()) / temperature
-    if top_k is not None and top_k < logits.numel():
-        kth = torch.topk(logits, top_k).values[-1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    if top_p is not None and top_p < 1.0:
-        # Nucleus: keep the most likely tokens until their mass reaches top_p (at least one).
-        sorted_probs, order = torch.sort(probs, descending=True)
-        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-        sorted_probs[mass_before >= top_p] = 0.0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return pick(sampling_stages(logits, temperature, top_k, top_p), generator)
 
 
 @torch.inference_mode()

@@ -83,7 +83,7 @@ def _shape(value) -> tuple[int, ...] | None:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
 
-def _ownership(model: nn.Module) -> tuple[dict[str, int], dict[str, str]]:
+def parameter_owners(model: nn.Module) -> tuple[dict[str, int], dict[str, str]]:
     """Per module path: how many parameters it owns, and which module it shares a weight with.
 
     Walking named_modules() in registration order gives a tied tensor to its first owner (the token
@@ -104,7 +104,7 @@ def _ownership(model: nn.Module) -> tuple[dict[str, int], dict[str, str]]:
     return counts, tied
 
 
-def _check_idx(model: nn.Module, idx) -> torch.Tensor:
+def check_token_ids(model: nn.Module, idx) -> torch.Tensor:
     if not isinstance(idx, torch.Tensor):
         raise DataError(f"trace needs a tensor of token ids, got {type(idx).__name__}; encode the text first")
     if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
@@ -133,8 +133,8 @@ def trace(model: nn.Module, idx: torch.Tensor) -> list[TraceRecord]:
     hook_scores, hook_masked_scores and hook_weights probes (and attn_dropout) never fire and have
     no records; hook_q/k/v, hook_weighted and hook_merged still do.
     """
-    idx = _check_idx(model, idx)
-    counts, tied = _ownership(model)
+    idx = check_token_ids(model, idx)
+    counts, tied = parameter_owners(model)
     records: list[TraceRecord] = []
 
     def make_hook(path: str, module: nn.Module):

@@ -1,0 +1,302 @@
+"""The numbers behind the "look inside" views: attention maps, the next-token microscope, the logit lens.
+
+Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
+on the `Probe` identities read the tensors, the hooks are removed in `finally`, dropout is off
+(eval mode) for the pass and each module's training flag is restored afterwards. The results are
+plain dataclasses holding CPU tensors; `to_dict()` turns one into lists and numbers for JSON.
+
+(The module is named `inside`, not `inspect`, so that it never shadows the standard library's
+`inspect`, which torch imports, when a script runs from this folder.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+import torch.nn as nn
+
+from .errors import DataError, UserError
+from .generate import SamplingStages, check_sampling, pick, sampling_stages
+from .trace import check_token_ids
+
+_BLOCK_PROBE = re.compile(r"^blocks\.(\d+)\.(?:.*\.)?(hook_\w+)$")
+
+
+def _one_sequence(model: nn.Module, idx, view: str) -> torch.Tensor:
+    """(T,) or (1, T) token ids as a (1, T) LongTensor on the model's device, or a DataError."""
+    if isinstance(idx, (list, tuple)):
+        idx = torch.tensor(idx, dtype=torch.long) if len(idx) else torch.empty(0, dtype=torch.long)
+    if not isinstance(idx, torch.Tensor):
+        raise DataError(f"the {view} needs token ids, got {type(idx).__name__}; encode the text first")
+    idx = check_token_ids(model, idx)
+    if idx.shape[0] != 1:
+        raise DataError(f"the {view} shows one sequence, got a batch of {idx.shape[0]}; pass a single row of ids")
+    return idx
+
+
+def _block_probes(model: nn.Module, name: str) -> dict[int, nn.Module]:
+    """Block index -> the probe called `name` inside that block (found by path, so variants keep working)."""
+    found = {}
+    for path, module in model.named_modules():
+        match = _BLOCK_PROBE.match(path)
+        if match and match.group(2) == name:
+            found[int(match.group(1))] = module
+    return dict(sorted(found.items()))
+
+
+@contextlib.contextmanager
+def _listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention: bool = False) -> Iterator[dict]:
+    """Record the output of each probe (key -> detached CPU-side tensor) during one eval, no_grad pass.
+
+    With explicit_attention, modules on the fused path (`use_sdpa=True`) are switched to the
+    explicit one for the pass, so that the score and weight probes fire; the weights are the same.
+    Everything (hooks, training flags, use_sdpa) is restored even when the forward raises.
+    """
+    seen: dict[str, torch.Tensor] = {}
+
+    def make_hook(key: str):
+        def hook(module, inputs, output):
+            seen[key] = output.detach()
+
+        return hook
+
+    modes = {module: module.training for module in model.modules()}
+    fused = [m for m in model.modules() if getattr(m, "use_sdpa", False)] if explicit_attention else []
+    handles = []
+    try:
+        for key, probe in probes.items():
+            handles.append(probe.register_forward_hook(make_hook(key)))
+        for module in fused:
+            module.use_sdpa = False
+        model.eval()
+        with torch.no_grad():
+            yield seen
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module in fused:
+            module.use_sdpa = True
+        for module, was_training in modes.items():
+            module.training = was_training
+
+
+# --- attention maps --------------------------------------------------------------------------
+
+
+@dataclass
+class AttentionMaps:
+    token_ids: list[int]  # the sequence, length T
+    layers: list[int]  # block index of each map, in order
+    n_heads: int
+    maps: torch.Tensor  # (len(layers), n_heads, T, T) float32 on the CPU: A = softmax(QK^T/sqrt(d_k) + M)
+
+    def to_dict(self) -> dict:
+        return {
+            "token_ids": self.token_ids,
+            "layers": self.layers,
+            "n_heads": self.n_heads,
+            "maps": self.maps.tolist(),  # [layer][head][query position][key position]
+        }
+
+
+def attention_maps(model: nn.Module, idx, layer: int | None = None) -> AttentionMaps:
+    """The attention pattern of every head, for every block or for block `layer`, on one sequence.
+
+    Row i of a map is the distribution position i spreads over positions 0..i: each row sums to 1
+    and everything above the diagonal is exactly 0. A model on the fused path (attention="sdpa")
+    is run on the explicit path for this pass, because the fused kernel never materialises A.
+    """
+    idx = _one_sequence(model, idx, "attention view")
+    probes = _block_probes(model, "hook_weights")
+    if not probes:
+        raise UserError("this model has no attention weight probes (hook_weights); use a model built by minitf")
+    if layer is not None:
+        if isinstance(layer, bool) or not isinstance(layer, int) or layer not in probes:
+            raise UserError(f"layer {layer!r} does not exist; choose one of 0..{max(probes)}")
+        probes = {layer: probes[layer]}
+    with _listening(model, {str(i): p for i, p in probes.items()}, explicit_attention=True) as seen:
+        model(idx)
+    maps = torch.stack([seen[str(i)][0] for i in probes]).float().cpu()  # (L, n_heads, T, T)
+    return AttentionMaps(
+        token_ids=idx[0].tolist(),
+        layers=list(probes),
+        n_heads=maps.shape[1],
+        maps=maps,
+    )
+
+
+# --- the next-token microscope -------------------------------------------------------------
+
+
+@dataclass
+class TokenStage:
+    """One token's way through the sampler (a row of the microscope)."""
+
+    id: int
+    logit: float
+    scaled: float | None  # (z - max z) / temperature; None when greedy
+    top_k_kept: bool
+    top_p_kept: bool  # survived both filters
+    prob: float  # the renormalised probability that this token is picked
+
+
+@dataclass
+class NextTokenPipeline:
+    token_ids: list[int]  # the context the model read: the prompt's last max_seq_len ids, as generate reads it
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    seed: int  # the generator's seed (drawn at random when none was given), so the pick can be repeated
+    rows: list[TokenStage]  # the `top` highest logits, best first
+    n_top_k_kept: int
+    n_top_p_kept: int  # survivors of both filters: the tokens that can be picked
+    picked: int
+    picked_prob: float
+    picked_rank: int  # 1 = the highest logit
+    stages: SamplingStages  # the whole vocabulary, stage by stage (CPU float64 tensors)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("rows", "stages")}
+        d["rows"] = [vars(r).copy() for r in self.rows]
+        return d
+
+
+def next_token_pipeline(
+    model: nn.Module,
+    idx,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    top: int = 10,
+) -> NextTokenPipeline:
+    """What happens to the logits of the last position before one token is picked.
+
+    The stages come from `core.generate.sampling_stages` and the pick from `core.generate.pick`,
+    the same code `generate` runs, and the model reads the prompt the way `generate` does (its
+    last max_seq_len ids, one prefill into a fresh KV cache), so with the same seed the pick is
+    the first token `generate(model, prompt, n, temperature, top_k, top_p, seed)` yields.
+    """
+    check_sampling(temperature, top_k, top_p, 1)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"top (rows to show) must be a whole number >= 1, got {top!r}")
+    if isinstance(idx, torch.Tensor) and idx.dim() == 2 and idx.shape[0] == 1:
+        idx = idx[0]
+    if isinstance(idx, torch.Tensor) and idx.dim() == 1:
+        idx = idx[-model.config.max_seq_len :]
+    elif isinstance(idx, (list, tuple)):
+        idx = list(idx)[-model.config.max_seq_len :]
+    idx = _one_sequence(model, idx, "next-token view")
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    with _listening(model, {}):
+        logits, _ = model(idx, cache=model.new_cache())  # (1, T, V)
+    stages = sampling_stages(logits[0, -1], temperature, top_k, top_p)
+    picked = pick(stages, generator)
+    order = torch.argsort(stages.logits, descending=True, stable=True)  # (V,) best first
+    rows = [
+        TokenStage(
+            id=i,
+            logit=float(stages.logits[i]),
+            scaled=None if stages.scaled is None else float(stages.scaled[i]),
+            top_k_kept=bool(stages.top_k_kept[i]),
+            top_p_kept=bool(stages.top_p_kept[i]),
+            prob=float(stages.probs[i]),
+        )
+        for i in order[:top].tolist()
+    ]
+    return NextTokenPipeline(
+        token_ids=idx[0].tolist(),
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=generator.initial_seed(),
+        rows=rows,
+        n_top_k_kept=int(stages.top_k_kept.sum()),
+        n_top_p_kept=int(stages.top_p_kept.sum()),
+        picked=picked,
+        picked_prob=float(stages.probs[picked]),
+        picked_rank=int((order == picked).nonzero()[0, 0]) + 1,
+        stages=stages,
+    )
+
+
+# --- the logit lens -------------------------------------------------------------------------
+
+
+@dataclass
+class LensLayer:
+    name: str  # "embed" (h_0, the embedding output), then "blocks.0", "blocks.1", ... (after each block)
+    top_ids: list[list[int]]  # [position][k]: the `top` most likely next tokens, best first
+    top_probs: list[list[float]]  # [position][k]
+    target_ranks: list[int | None] | None  # [position]: 1 = the most likely; None where the target is -1
+    target_probs: list[float | None] | None
+
+
+@dataclass
+class LogitLens:
+    token_ids: list[int]  # the sequence, length T
+    targets: list[int] | None  # [position]: the true next token, -1 where unknown
+    layers: list[LensLayer]  # "embed" first, the last block last
+    logits: torch.Tensor  # (len(layers), T, V) float32 on the CPU: lm_head(ln_f(h_l)); the last row is the model's
+
+    def to_dict(self) -> dict:
+        return {
+            "token_ids": self.token_ids,
+            "targets": self.targets,
+            "layers": [vars(layer).copy() for layer in self.layers],
+        }
+
+
+def logit_lens(model: nn.Module, idx, top: int = 5, targets=None) -> LogitLens:
+    """Read the residual stream as if the model ended there: lm_head(ln_f(h)) after the embedding and each block.
+
+    Every position is read (the lens is cheap next to the forward pass, and a view may show the
+    whole sequence or only its last position). The last layer's logits are the model's own.
+    `targets` ((T,) ids, -1 where unknown) adds each layer's rank and probability of the target;
+    for "the true next token" pass idx[1:] followed by -1.
+    """
+    idx = _one_sequence(model, idx, "logit lens")
+    T = idx.shape[1]
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"top (tokens per layer) must be a whole number >= 1, got {top!r}")
+    target_list = None
+    if targets is not None:
+        target_list = (targets.flatten() if isinstance(targets, torch.Tensor) else torch.tensor(list(targets))).tolist()
+        V = model.config.vocab_size
+        if len(target_list) != T or any(not isinstance(t, int) or not -1 <= t < V for t in target_list):
+            raise DataError(
+                f"targets must be {T} token ids in 0..{V - 1}, one per position (-1 where unknown); "
+                "give the next token of each position"
+            )
+    probes = {"embed": model.hook_embed}
+    probes.update({f"blocks.{i}": p for i, p in _block_probes(model, "hook_resid_post").items()})
+    with _listening(model, probes) as seen:
+        model(idx)
+        logits = torch.stack([model.lm_head(model.ln_f(seen[name]))[0] for name in probes])  # (L+1, T, V)
+    logits = logits.float().cpu()
+    probs = torch.softmax(logits, dim=-1)  # (L+1, T, V)
+    k = min(top, probs.shape[-1])
+    top_probs, top_ids = torch.topk(probs, k, dim=-1)  # (L+1, T, k)
+    layers = []
+    for layer, name in enumerate(probes):
+        ranks = target_probs = None
+        if target_list is not None:
+            ranks, target_probs = [], []
+            for t, target in enumerate(target_list):
+                if target < 0:
+                    ranks.append(None)
+                    target_probs.append(None)
+                    continue
+                p = probs[layer, t]
+                ranks.append(int((p > p[target]).sum()) + 1)
+                target_probs.append(float(p[target]))
+        layers.append(LensLayer(name, top_ids[layer].tolist(), top_probs[layer].tolist(), ranks, target_probs))
+    return LogitLens(token_ids=idx[0].tolist(), targets=target_list, layers=layers, logits=logits)
