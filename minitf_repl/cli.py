@@ -18,8 +18,9 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from . import __version__
 from .commands import REGISTRY
 from .core.errors import UserError
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command
@@ -74,15 +75,20 @@ def _dashes(args: list[str]) -> list[str]:
     return out
 
 
-app = typer.Typer(
-    cls=_Group,
-    name="minitf",
-    help="A terminal lab for building, training and looking inside a decoder-only Transformer. "
-    "With no command: the interactive shell (:help lists its commands).",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+class _Command(TyperCommand):
+    """A subcommand whose --help lists flags without a `<bool>` type (a flag takes no value)."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"minitf {__version__}")
+        raise typer.Exit(0)
 
 
 class _State:
@@ -99,10 +105,11 @@ def apply_settings(session: Session, pairs: list[str]) -> None:
     run_command(session, "set", args)
 
 
-@app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,
-    debug: bool = typer.Option(False, "--debug", help="Show the traceback of internal errors."),
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar="",
+                                 help="Print minitf's version and exit."),
+    debug: bool = typer.Option(False, "--debug", metavar="", help="Show the traceback of internal errors."),
     device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N or mps."),
     data: Optional[str] = typer.Option(
         None, "--data", help=escape("pydoc, shakespeare, sort[:N], reverse[:N], add[:N], random[:V] or a file path.")
@@ -166,7 +173,8 @@ def _option_names(p) -> list[str]:
     dashed = p.name.replace("_", "-")
     if p.type is bool:
         return [f"--{dashed}/--no-{dashed}"]
-    return [f"--{dashed}"] + [f"--{alias.replace('_', '-')}" for alias in p.aliases]
+    short = [f"-{p.short}"] if p.short else []
+    return [f"--{dashed}"] + [f"--{alias.replace('_', '-')}" for alias in p.aliases] + short
 
 
 def _help(p) -> str:
@@ -179,11 +187,17 @@ def _help(p) -> str:
 
 
 def _run_one(ctx: typer.Context, command, args: dict, as_json: bool) -> None:
-    """One command through the front door: results on stdout, progress and errors on stderr."""
+    """One command through the front door: results on stdout, progress and errors on stderr.
+
+    Exit status: 0, 1 if the command failed, 130 if Ctrl-C (SIGINT) stopped it, as shells expect.
+    """
     state: _State = ctx.obj
     door = FrontDoor(state.session, _stdout(), _stderr(), FrontEnd(syntax="shell", json=as_json, debug=state.debug),
                      progress=_stderr())
-    if door.run(command, args) == FAILED:
+    status = door.run(command, args)
+    if door.interrupted:
+        raise typer.Exit(130)
+    if status == FAILED:
         raise typer.Exit(1)
 
 
@@ -207,13 +221,13 @@ def _make_subcommand(command, registry: Registry):
                 # message as in the REPL ("steps must be a whole number, got 'abc'").
                 metavar = {int: "N", float: "X"}.get(p.type, "TEXT")
                 info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
-                                    metavar=None if p.type is bool else metavar)
+                                    metavar="" if p.type is bool else metavar)
             annotation = Optional[bool] if p.type is bool else Optional[str]
             params.append(
                 inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
             )
             annotations[p.name] = annotation
-    info = typer.Option(False, "--json", help="Print the result as one JSON document on stdout.")
+    info = typer.Option(False, "--json", metavar="", help="Print the result as one JSON document on stdout.")
     params.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=bool))
     annotations["as_json"] = bool
 
@@ -240,10 +254,27 @@ def add_subcommands(app: typer.Typer, registry: Registry) -> None:
     """One shell subcommand per command of the registry, except the REPL-only ones."""
     for command in registry.values():
         if not command.repl_only:
-            app.command(name=command.name, help=escape(command.summary))(_make_subcommand(command, registry))
+            app.command(name=command.name, help=escape(command.summary), cls=_Command)(
+                _make_subcommand(command, registry))
 
 
-add_subcommands(app, REGISTRY)
+def build_app(registry: Registry = REGISTRY) -> typer.Typer:
+    """The `minitf` application for a registry: the REPL with no subcommand, else one command."""
+    app = typer.Typer(
+        cls=_Group,
+        name="minitf",
+        help="A terminal lab for building, training and looking inside a decoder-only Transformer. "
+        "With no command: the interactive shell (:help lists its commands).",
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback(invoke_without_command=True)(root)
+    add_subcommands(app, registry)
+    return app
+
+
+app = build_app()
 
 
 def main() -> None:

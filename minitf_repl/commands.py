@@ -310,7 +310,8 @@ _TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig field
           positional=True),
     # The sampling seed is `gen_seed` everywhere; in :gen, where no other seed exists, `seed` works too.
     *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
-                         aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
+                         aliases=("seed",) if spec.name == "gen_seed" else spec.aliases,
+                         short="n" if spec.name == "n" else None)
       for spec in GenConfig.specs()),
 ], takes_plain_text=True)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:

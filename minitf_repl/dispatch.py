@@ -125,6 +125,7 @@ class FrontDoor:
         self.progress = progress if progress is not None else out
         self.front = front if front is not None else FrontEnd()
         self.registry = registry
+        self.interrupted = False  # Ctrl-C stopped or interrupted the last command
 
     def run_line(self, line: str) -> str:
         """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
@@ -140,6 +141,7 @@ class FrontDoor:
     def run(self, command: Command, args: dict) -> str:
         """Run a parsed command; the same steps for every front end."""
         reporter = self._reporter()
+        self.interrupted = False
         try:
             if command.needs_torch:
                 wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
@@ -155,6 +157,7 @@ class FrontDoor:
             return FAILED
         except KeyboardInterrupt:
             self._close(reporter)
+            self.interrupted = True
             error(self.err, "interrupted")
             return FAILED
         except BrokenPipeError:
@@ -169,6 +172,7 @@ class FrontDoor:
             else:
                 internal_error(self.err, e)
             return FAILED
+        self.interrupted = reporter.stop_requested
         if isinstance(result, QuitResult):
             return QUIT
         failure = getattr(result, "failure", None)

@@ -274,6 +274,10 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
         if token.text == "--" and token.quoted_from is None:
             only_text = True  # everything after a bare `--` is text
             continue
+        short = next((p for p in cmd.options if p.short and token.quoted_from is None and token.text == f"-{p.short}"),
+                     None)
+        if short is not None:  # `-n 50` is `--n 50`
+            token = _Token(f"--{short.name}", None)
         option = _option_key(token)
         if option is None:
             text.append(token.text)

@@ -31,6 +31,7 @@ class Param:
     positional: bool = False  # the free text of a command (PROMPT, NAME, COMMAND); at most one per command
     nullable: bool = False  # accepts "none" to clear the setting (`:set top_k=none`)
     aliases: tuple = ()  # other accepted spellings (`batch` for `batch_size`)
+    short: str | None = None  # a one-letter form: `-n 50` (the REPL and the shell alike)
     low: float | None = None  # smallest value allowed (checked when given)
     limit: int | None = None  # largest value a person may type
     setting: SettingSpec | None = None  # the declaration this option was made from, if any: it checks the value
@@ -86,7 +87,7 @@ class Command:
         """The option `key` (dashes and underscores alike, aliases included), or a UserError naming valid keys."""
         key = key.replace("-", "_").lower()
         for p in self.params:
-            if not p.positional and (p.name == key or key in p.aliases):
+            if not p.positional and (p.name == key or key in p.aliases or (p.short is not None and key == p.short)):
                 if p.refusal is not None:
                     raise UserError(p.refusal)
                 return p

@@ -97,7 +97,6 @@ class DataInfo:
 class TextCorpus:
     """A text split 90/10 into train and validation; batches are random windows."""
 
-    is_task = False
 
     def __init__(self, name: str, text: str, description: str):
         if not text:
@@ -140,7 +139,6 @@ class Task:
     never drawn for training, so accuracy measures generalisation, not memory.
     """
 
-    is_task = True
     vocab = "0123456789+="
 
     def __init__(self, name: str, size: int):
@@ -242,7 +240,6 @@ class Task:
 class RandomTokens:
     """The negative control: uniformly random tokens, fresh every batch. Nothing can be learned."""
 
-    is_task = True  # reported with the tasks, but it has no answer and so no accuracy
 
     def __init__(self, vocab_size: int = 50):
         self.name = "random"
@@ -273,7 +270,6 @@ class VocabOnly:
     exists but cannot be used (e.g. its vocabulary changed).
     """
 
-    is_task = False
 
     def __init__(self, name: str, vocab: str, spec: str, reason: str | None = None):
         self.name = name
