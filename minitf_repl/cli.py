@@ -186,14 +186,14 @@ def _help(p) -> str:
     return escape(text)
 
 
-def _run_one(ctx: typer.Context, command, args: dict, as_json: bool) -> None:
+def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: Registry) -> None:
     """One command through the front door: results on stdout, progress and errors on stderr.
 
     Exit status: 0, 1 if the command failed, 130 if Ctrl-C (SIGINT) stopped it, as shells expect.
     """
     state: _State = ctx.obj
     door = FrontDoor(state.session, _stdout(), _stderr(), FrontEnd(syntax="shell", json=as_json, debug=state.debug),
-                     progress=_stderr())
+                     progress=_stderr(), registry=registry)
     status = door.run(command, args)
     if door.interrupted:
         raise typer.Exit(130)
@@ -241,7 +241,7 @@ def _make_subcommand(command, registry: Registry):
                 raise typer.Exit(1)
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
-        _run_one(ctx, command, args, as_json)
+        _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name
     subcommand.__doc__ = command.summary

@@ -34,9 +34,15 @@ def random_idx(vocab: int = 11, b: int = B, t: int = T, seed: int = 1) -> torch.
     return torch.randint(0, vocab, (b, t), generator=g)
 
 
-def test_public_classes_import():
-    # The names the rest of the package builds on.
-    assert all(cls is not None for cls in (ModelConfig, MultiHeadSelfAttention, FeedForward, TransformerBlock))
+def test_the_seed_names_are_exported_from_the_package():
+    # The seed's vocabulary is the user's: `from minitf_repl import MiniTransformerLM` must give these classes.
+    import minitf_repl
+
+    for cls in (ModelConfig, MultiHeadSelfAttention, FeedForward, TransformerBlock, MiniTransformerLM):
+        assert getattr(minitf_repl, cls.__name__) is cls
+        assert cls.__name__ in minitf_repl.__all__
+    out = make_model()(random_idx())
+    assert isinstance(out, tuple) and len(out) == 2  # forward(idx, targets=None) -> (logits, loss)
 
 
 def test_output_shapes():
@@ -184,7 +190,9 @@ def test_invalid_config_raises(changes):
     with pytest.raises(ConfigError) as info:
         ModelConfig(**{**SIZES, **changes})
     assert isinstance(info.value, (UserError, ValueError))
-    assert str(info.value)  # a message a person can read
+    # The message names the setting that is wrong (a reader knows what to change), on one line.
+    named = [name for name in changes if name in str(info.value)]
+    assert named and "\n" not in str(info.value), str(info.value)
 
 
 def test_config_mutated_after_creation_is_checked_by_model():

@@ -1,0 +1,298 @@
+"""The front door (issue "One front door"): a command is declared once and every front end follows.
+
+A throw-away command registered in a fresh registry must appear in :help, in completion, as a
+shell subcommand and in --json without touching any other module; the package must keep the
+layering that makes that true (no import cycle, no private names across modules, no decisions by
+command name outside commands.py); settings are declared once and the model's size comes from one
+function that equals the built model for every setting.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from rich.console import Console
+from typer.testing import CliRunner
+
+import minitf_repl
+from minitf_repl import cli, commands, dispatch, render
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core.config import ACTIVATIONS, ATTENTION_IMPLS, POS_ENCODINGS, GenConfig, ModelConfig, TrainConfig
+from minitf_repl.core.errors import ConfigError, UserError
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.sizes import parameter_count
+from minitf_repl.dispatch import FrontDoor, FrontEnd, phrase, run_command
+from minitf_repl.parsing import parse_line, whole_number
+from minitf_repl.registry import Command, Param, Registry
+from minitf_repl.repl import CommandCompleter
+from minitf_repl.session import Session
+
+PACKAGE = Path(minitf_repl.__file__).parent
+
+
+# --- a new command touches commands.py and render.py only ----------------------------------------------
+@dataclass
+class EchoResult:
+    words: list
+    times: int
+
+
+def echo(session, args, reporter):
+    reporter.notice("echoing")
+    return EchoResult(words=(args["text"] or "").split(), times=args["times"] or 1)
+
+
+@pytest.fixture
+def registry():
+    """A copy of the real registry plus one throw-away command, so nothing leaks into other tests."""
+    reg = Registry()
+    for command in REGISTRY.values():
+        reg.add(command)
+    reg.add(Command("echo", echo, "Repeat some words.", aliases=("ec",), params=[
+        Param("text", str, help="the words", positional=True, complete=lambda s: ["hello", "world"]),
+        Param("times", int, help="how often", low=1, limit=9),
+        Param("style", str, help="how", choices=("plain", "loud")),
+    ], needs_torch=False))  # fmt: skip
+    return reg
+
+
+def test_a_new_command_is_in_help_usage_and_rejects_bad_values(registry):
+    help_result = REGISTRY["help"].func(None, {"command": None}, None)
+    assert "echo" not in [e.name for e in help_result.entries]  # the real registry is untouched
+    cmd, args = parse_line(":ec hi there times=3 style=loud", registry)
+    assert cmd.name == "echo" and args == {"text": "hi there", "times": 3, "style": "loud"}
+    assert run_command(None, "echo", {"text": "a b", "times": "2"}, registry=registry) == EchoResult(["a", "b"], 2)
+    assert registry["echo"].usage() == ":echo [TEXT] [times=N] [style=plain|loud]"
+    with pytest.raises(UserError, match="times=10 is too large: at most 9"):
+        parse_line(":echo times=10", registry)
+    with pytest.raises(UserError, match="style must be one of plain, loud"):
+        parse_line(":echo style=quiet", registry)
+
+
+def test_a_new_command_completes(registry):
+    completer = CommandCompleter(registry=registry, session=None)
+
+    def complete(text):
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+    assert ":echo" in complete(":ec")
+    assert complete(":echo ") == ["times=", "style=", "hello", "world"]
+    assert complete(":echo style=l") == ["loud"]
+    assert complete(":echo wo") == ["world"]
+
+
+def test_a_new_command_is_a_shell_subcommand_with_json(registry):
+    app = cli.build_app(registry)
+    runner = CliRunner()
+    result = runner.invoke(app, ["echo", "a b", "--times", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"words": ["a", "b"], "times": 2}
+    result = runner.invoke(app, ["echo", "--times", "abc"])
+    assert result.exit_code == 1 and "times must be a whole number, got 'abc'" in result.stderr
+    assert "echo" not in runner.invoke(cli.app, ["--help"]).stdout  # only the registry it was given
+
+
+def test_a_new_command_renders_through_the_front_door(registry):
+    out = Console(width=80, color_system=None, record=True)
+    door = FrontDoor(None, out, front=FrontEnd(live=False), registry=registry)
+    assert door.run_line(":echo hi times=2") == dispatch.OK
+    text = out.export_text()
+    assert "echoing" in text and "words" in text and "hi" in text  # the generic renderer shows its fields
+    assert door.run_line(":echo times=0") == dispatch.FAILED
+    assert "times must be a positive whole number, got 0" in out.export_text()
+
+
+# --- the layering that makes that true -------------------------------------------------------------------
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        yield ".".join(rel.parts).removesuffix(".__init__"), path, ast.parse(path.read_text())
+
+
+def _imports(name: str, tree: ast.AST):
+    """(imported module, [names]) for every import inside the package, module-level or not."""
+    package = name if name.endswith("minitf_repl") or name.count(".") == 0 else name.rsplit(".", 1)[0]
+    is_package = name in ("minitf_repl", "minitf_repl.core")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = (name if is_package else package).split(".")
+            base = base[: len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                yield (sub if (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists() else target), alias.name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("minitf_repl"):
+            for alias in node.names:
+                yield node.module, alias.name
+
+
+def test_no_import_cycle_and_registry_imports_no_other_shell_module():
+    graph = {name: {t for t, _ in _imports(name, tree) if t != name} for name, _, tree in _modules()}
+    assert not {t for t in graph["minitf_repl.registry"] if not t.startswith("minitf_repl.core")}
+    for name, targets in graph.items():
+        if name.startswith("minitf_repl.core"):  # the core never imports the UI
+            assert all(t.startswith("minitf_repl.core") for t in targets), (name, targets)
+
+    def reaches(start, goal, seen=()):
+        return any(t == goal or (t not in seen and reaches(t, goal, (*seen, t))) for t in graph.get(start, ()))
+
+    cycles = [name for name in graph if reaches(name, name)]
+    assert not cycles, cycles
+
+
+def test_no_private_name_is_imported_across_modules():
+    crossing = [(name, imported) for name, _, tree in _modules() for _, imported in _imports(name, tree)
+                if imported.startswith("_") and imported != "__version__"]
+    assert not crossing, crossing
+
+
+def test_no_code_outside_commands_decides_by_a_command_name():
+    names = {n for c in REGISTRY.values() for n in (c.name, *c.aliases)}
+    offenders = []
+    for name, path, tree in _modules():
+        if name == "minitf_repl.commands":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                parts = [node.left, *node.comparators]
+                consts = [p.value for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str)]
+                consts += [e.value for p in parts if isinstance(p, (ast.Tuple, ast.List, ast.Set))
+                           for e in p.elts if isinstance(e, ast.Constant)]
+                named = any(isinstance(p, ast.Attribute) and p.attr == "name" for p in parts)
+                if named and set(consts) & names:
+                    offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
+
+
+CORE_MESSAGE_SYNTAX = (":set", ":train", ":save", ":load", ":data", ":gen", "--set", "--checkpoint-dir", "--data")
+
+
+def test_core_error_messages_carry_no_front_end_syntax():
+    found = []
+    for name, path, tree in _modules():
+        if not name.startswith("minitf_repl.core"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise):
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                        if any(s in sub.value for s in CORE_MESSAGE_SYNTAX):
+                            found.append(f"{path.name}:{node.lineno}: {sub.value}")
+    assert not found, found
+
+
+# --- errors phrased by each front end ---------------------------------------------------------------------
+def test_a_fix_is_phrased_in_each_front_ends_syntax():
+    e = UserError("the loss diverged; lower the learning rate", fix={"lr": 3e-4})
+    assert phrase(e, "repl") == "the loss diverged; lower the learning rate (:set lr=0.0003)"
+    assert phrase(e, "shell") == "the loss diverged; lower the learning rate (--set lr=0.0003)"
+    assert phrase(UserError("no fix"), "shell") == "no fix"
+
+
+def test_the_shell_suggests_shell_syntax_after_a_divergence(tmp_path):
+    result = CliRunner().invoke(cli.app, ["--data", "sort", "--checkpoint-dir", str(tmp_path), "--set",
+                                          "n_layers=1 d_model=16 n_heads=2 d_ff=32 batch_size=4", "train",
+                                          "--steps", "3", "--lr", "1e9"])
+    assert result.exit_code == 1
+    assert "(--set lr=0.003)" in result.stderr and ":set" not in result.stderr
+
+
+# --- settings declared once -------------------------------------------------------------------------------
+def test_every_setting_is_a_set_key_with_its_help_choices_and_limit():
+    params = {p.name: p for p in REGISTRY["set"].options}
+    for cls in (ModelConfig, TrainConfig, GenConfig):
+        for spec in cls.specs():
+            if spec.derived_from is not None:
+                assert spec.name not in params
+                with pytest.raises(UserError, match=f"{spec.name} comes from"):
+                    parse_line(f":set {spec.name}=3", REGISTRY)
+                continue
+            p = params[spec.name]
+            assert p.setting == spec and p.choices == spec.choices and p.limit == spec.limit
+            assert spec.help and spec.help in p.help, spec.name
+    assert params["batch_size"].aliases == ("batch",)
+    assert {p.name for p in REGISTRY["gen"].options} == {s.name for s in GenConfig.specs()}
+
+
+def test_limits_and_ranges_come_from_the_declarations():
+    limit = TrainConfig.spec("steps").limit
+    with pytest.raises(UserError, match=f"at most {limit:,}"):
+        parse_line(f":set steps={limit + 1}", REGISTRY)
+    with pytest.raises(UserError, match=f"at most {limit:,}"):
+        parse_line(f":train steps={limit + 1}", REGISTRY)
+    with pytest.raises(ConfigError, match=r"top_p must be in \(0, 1\]"):
+        GenConfig(top_p=1.5)
+    with pytest.raises(ConfigError, match=r"dropout must be in \[0, 1\)"):
+        ModelConfig(dropout=1.0)
+    with pytest.raises(UserError, match=r"top_p must be in \(0, 1\]"):
+        parse_line(":gen top_p=0", REGISTRY)
+    ModelConfig(max_seq_len=20_000)  # a Python caller may go past what a person may type
+    with pytest.raises(ConfigError, match="at most 16,384"):
+        ModelConfig(max_seq_len=20_000).check_limits()
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1000", 1000), ("1e3", 1000), ("10_000", 10_000), ("10k", 10_000), ("10K", 10_000), ("2.5k", 2500),
+    ("1M", 1_000_000), ("1.5m", 1_500_000), ("3b", 3 * 10**9), ("+7", 7), ("-3", -3), ("0", 0), ("1E2", 100),
+])  # fmt: skip
+def test_whole_numbers_as_people_write_them(text, value):
+    assert whole_number("steps", text) == value
+
+
+@pytest.mark.parametrize("text", ["1.5", "2.5e0", "1e-3", "k", "10kk", "1_", "1__0", "abc", "1e400", "0x10", "nan"])
+def test_not_whole_numbers(text):
+    with pytest.raises(UserError, match="steps"):
+        whole_number("steps", text)
+
+
+def test_whole_numbers_reach_every_int_option():
+    cmd, args = parse_line(":train steps=2k batch=1_6 eval_every=1e2", REGISTRY)
+    assert args == {"steps": 2000, "batch_size": 16, "eval_every": 100}
+    assert parse_line(":set n_layers=1e1 top_k=5k", REGISTRY)[1] == {"n_layers": 10, "top_k": 5000}
+
+
+# --- the model's size: one function, equal to the built model for every setting -----------------------------
+SIZES = [dict(vocab_size=11, max_seq_len=16, d_model=32, n_heads=2, n_layers=2, d_ff=48),
+         dict(vocab_size=7, max_seq_len=5, d_model=12, n_heads=3, n_layers=1, d_ff=20)]
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("choices", list(itertools.product(ACTIVATIONS, POS_ENCODINGS, ATTENTION_IMPLS)))
+def test_parameter_count_equals_the_built_model(sizes, choices):
+    activation, pos_encoding, attention = choices
+    config = ModelConfig(**sizes, activation=activation, pos_encoding=pos_encoding, attention=attention, dropout=0.1)
+    with torch.device("meta"):
+        model = MiniTransformerLM(config)
+    assert parameter_count(config) == model.num_parameters()
+
+
+def test_every_model_setting_is_covered_by_the_parameter_count_test():
+    # A new ModelConfig field must be added to the combinations above (or be shown to change no parameter).
+    covered = {"vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers", "d_ff", "activation", "pos_encoding",
+               "attention", "dropout"}
+    assert {s.name for s in ModelConfig.specs()} <= covered
+
+
+# --- the session changes state through its own methods -------------------------------------------------------
+def test_in_place_settings_go_through_the_model():
+    s = Session(data_spec="sort", model_config=ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32))
+    model = s.model
+    run_command(s, "set", {"attention": "sdpa", "dropout": 0.2})
+    assert s.model is model  # no rebuild: the weights are kept
+    assert model.config.attention == "sdpa" and model.config.dropout == 0.2
+    assert all(m.use_sdpa for m in model.modules() if hasattr(m, "use_sdpa"))
+    assert all(m.p == 0.2 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    run_command(s, "set", {"weight_decay": 0.5, "lr": 0.01})
+    assert s.trainer.optimizer.param_groups[0]["weight_decay"] == 0.5
+    assert s.trainer.optimizer.param_groups[1]["weight_decay"] == 0.0  # gains and biases never decay
+    assert s.trainer.config.lr == 0.01
