@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
-from .core.errors import DeviceError, TrainingDiverged, UserError
+from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
 from .parsing import CLEAR
 from .registry import Command, Param, Registry, clip, param_from_setting
@@ -71,6 +71,10 @@ class TrainResult:
     data: str
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
+    # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
+    # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
+    schedule: str = "new"
+    constant_lr: float | None = None
 
     @property
     def failure(self) -> str | None:
@@ -119,6 +123,8 @@ class ConfigResult:
 class SetResult:
     changed: dict  # key -> (old, new), only the values that changed
     rebuilt: bool  # the model was rebuilt: weights reset
+    kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
+    preset: str | None = None  # the preset the model settings now match, if any
 
 
 @dataclass
@@ -126,6 +132,7 @@ class DataResult:
     info: Any  # core.data.DataInfo
     changed: bool
     rebuilt: bool
+    kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
 
 
 @dataclass
@@ -213,6 +220,9 @@ def cmd_quit(session: Session, args: dict, reporter: Reporter) -> QuitResult:
     return QuitResult()
 
 
+SCHEDULES = ("new", "continue")
+
+
 @command("train", "Train the model: continue a stopped run, or start a new run of steps.", params=[
     Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
           low=1, limit=TrainConfig.spec("steps").limit),
@@ -223,8 +233,18 @@ def cmd_quit(session: Session, args: dict, reporter: Reporter) -> QuitResult:
     param_from_setting(TrainConfig.spec("seed"), help="seed of the batch order (kept)"),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
+    Param("schedule", str, choices=SCHEDULES,
+          help="new: warm-up, then cosine from the peak lr; continue: the last run's final rate, constant "
+               "(default: continue for a trained model, unless lr= is given; new otherwise)"),
 ])  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
+    """Train: resume a stopped run, or start a run of `steps`.
+
+    A model that has trained already goes on at the rate its last run ended with, constant: a new
+    warm-up to the peak rate would first undo much of what the cosine decay settled (a loaded sort
+    model went from val 0.60 to 1.39 that way). `schedule=new`, or an explicit `lr=`, starts a fresh
+    warm-up + cosine run instead.
+    """
     steps = args["steps"]
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
@@ -242,18 +262,36 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
     check_trainable(model_config, train_config.batch_size)
     session.device  # resolve now: an unusable device fails before anything changes
+    if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
+        raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
+    autosave = save_as is None and session.autosave
+    if autosave:
+        from .core.checkpoint import check_save_target
+
+        check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)  # e.g. a read-only folder: say so before training
 
     if new_data is not None:
-        _switch_data(session, spec, new_data, reporter)
+        rebuilt, kept = _switch_data(session, spec, new_data)
+        if rebuilt:
+            reporter.notice(_rebuilt_line(new_data.tokenizer.vocab_size, kept))
     # A diverged run is a failed command, and a failed command loses nothing: the weights of the
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
     snapshot = session.snapshot()
     session.set_train_config(train_config)
     trainer = session.trainer
-    resumed = steps is None and new_data is None and trainer.run_remaining > 0
-    if not resumed:
-        trainer.start_run(steps)
+    resumed = steps is None and new_data is None and args["schedule"] is None and trainer.run_remaining > 0
+    schedule, constant_lr = "new", None
+    if resumed:
+        schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
+    else:
+        wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
+        if wanted == "continue":
+            schedule, constant_lr = "continue", trainer.final_lr()
+        trainer.start_run(steps, constant_lr=constant_lr)
+        if schedule == "continue":
+            reporter.notice(f"continuing at the last run's final rate {constant_lr:.2e}, constant "
+                            "(schedule=new starts a fresh warm-up + cosine)")
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
         summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop)
@@ -274,13 +312,23 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             f"({lr:g} diverged; {suggestion:g} {why})",
             step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
         ) from None
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        # Out of memory part-way: like a divergence, the command failed, so it changes nothing.
+        session.rollback(snapshot)
+        raise UserError(f"out of memory at step {session.trainer.step + 1}; the model, optimizer, run and settings "
+                        "are back where this training began. Lower batch_size or max_seq_len, or use another "
+                        "device", fix={"batch_size": max(1, train_config.batch_size // 2)}) from None
     session.note_good_lr(train_config.lr)
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
     saved, save_error = None, None
-    name = save_as if save_as is not None else (AUTOSAVE_NAME if session.autosave else None)
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
     if name is not None:
         try:
+            if autosave and not resumed:
+                rotate_autosaves(session.checkpoint_dir)  # a new run keeps the previous runs' autosaves
             saved = save_session(session, name).name
         except UserError as e:
             save_error = str(e)
@@ -299,6 +347,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         data=session.data_spec,
         saved=saved,
         save_error=save_error,
+        schedule=schedule,
+        constant_lr=constant_lr,
     )
 
 
@@ -468,13 +518,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
             if spec.name in given and old_value != new_value:
                 changed[spec.name] = (old_value, new_value)
+    kept = keep_trained_model(session) if session.rebuild_needed(config=model) else None
     rebuilt = session.set_model_config(model)
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
-    if rebuilt:
-        reporter.notice("the architecture changed: the model was rebuilt, weights reset (step 0)")
-    return SetResult(changed, rebuilt)
+    return SetResult(changed, rebuilt, kept)
 
 
 def _current(session: Session, cls):
@@ -491,8 +540,8 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         return DataResult(session.data.info(), changed=False, rebuilt=False)
     spec = name.strip()
     data = _load_checked(session, spec)
-    rebuilt = _switch_data(session, spec, data, reporter)
-    return DataResult(data.info(), changed=True, rebuilt=rebuilt)
+    rebuilt, kept = _switch_data(session, spec, data)
+    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept)
 
 
 def _load_checked(session: Session, spec: str):
@@ -504,14 +553,15 @@ def _load_checked(session: Session, spec: str):
     return data
 
 
-def _switch_data(session: Session, spec: str, data, reporter: Reporter) -> bool:
-    rebuilt = session.use_data(spec, data)
-    if rebuilt:
-        reporter.notice(
-            f"{data.name} has another vocabulary ({data.tokenizer.vocab_size} characters): "
-            "the model was rebuilt, weights reset (step 0)"
-        )
-    return rebuilt
+def _switch_data(session: Session, spec: str, data) -> tuple[bool, str | None]:
+    """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as)."""
+    kept = keep_trained_model(session) if session.rebuild_needed(data=data) else None
+    return session.use_data(spec, data), kept
+
+
+def _rebuilt_line(vocab_size: int, kept: str | None) -> str:
+    line = f"the data has another vocabulary ({vocab_size} characters): the model was rebuilt, weights reset (step 0)"
+    return line + (f"; the trained model was kept as checkpoint {kept} (:load {kept} brings it back)" if kept else "")
 
 
 @command("params", "List the parameter tensors, their shapes and the total.")
@@ -538,6 +588,33 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     if not session.has_model:
         raise UserError("there is no model to save yet; :train one first, then :save")
     return save_session(session, name)
+
+
+AUTOSAVES_KEPT = 3  # autosave is the newest run; autosave-1 .. autosave-3 the runs before it
+
+
+def rotate_autosaves(directory) -> None:
+    from .core.checkpoint import rotate
+
+    rotate(directory, AUTOSAVE_NAME, keep=AUTOSAVES_KEPT)
+
+
+def keep_trained_model(session: Session) -> str | None:
+    """Before a command rebuilds the model, save a trained one so that no command loses it.
+
+    Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
+    the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
+    """
+    if not session.has_model or session.trainer.step == 0 or not session.autosave:
+        return None
+    name = time.strftime("kept-%Y%m%d-%H%M%S")
+    try:
+        return save_session(session, name).name
+    except UserError as e:
+        raise UserError(
+            f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
+            "nothing changed. Make the checkpoint folder writable, or turn autosave off to rebuild without keeping it"
+        ) from None
 
 
 def save_session(session: Session, name: str) -> SaveResult:

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .commands import REGISTRY, QuitResult
-from .core.errors import UserError
+from .core.errors import UserError, is_out_of_memory
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry
 from .render import QuietReporter, RichReporter, error, internal_error
@@ -49,11 +49,8 @@ def run_command(session, name: str, args: dict | None = None, reporter: Reporter
     values = prepare_args(command, args or {})
     try:
         return command.func(session, values, reporter if reporter is not None else Reporter())
-    except MemoryError:
-        raise UserError(OUT_OF_MEMORY) from None
-    except RuntimeError as e:
-        # torch's OutOfMemoryError (CUDA, MPS) is a RuntimeError; anything else is a bug.
-        if type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower():
+    except (MemoryError, RuntimeError) as e:
+        if is_out_of_memory(e):  # anything else is a bug
             raise UserError(OUT_OF_MEMORY) from None
         raise
 

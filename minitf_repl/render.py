@@ -366,7 +366,17 @@ def _(result, console: Console) -> None:
     for key, (old, new) in result.changed.items():
         console.print(Text(f"{key}: ", style="cyan") + Text(f"{_value(old)} -> {_value(new)}"), highlight=False)
     if result.rebuilt:
-        console.print(Text("the model was rebuilt for the new settings: weights reset", style="yellow"))
+        console.print(Text("the architecture changed: the model was rebuilt, weights reset (step 0)", style="yellow"),
+                      soft_wrap=True)
+        _kept(console, getattr(result, "kept", None))
+    if getattr(result, "preset", None):
+        _dim(console, f"the model settings now match the preset {result.preset}")
+
+
+def _kept(console: Console, kept: str | None) -> None:
+    if kept:
+        console.print(Text(f"the trained model was kept as checkpoint {kept}: :load {kept} brings it back",
+                           style="green"), soft_wrap=True, highlight=False)
 
 
 @render.register(commands.DataResult)
@@ -393,8 +403,9 @@ def _(result, console: Console) -> None:
         _add(table, "train/val", "fresh random tokens in every batch")
     console.print(table)
     if result.rebuilt:
-        message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset"
-        console.print(Text(message, style="yellow"))
+        message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
+        console.print(Text(message, style="yellow"), soft_wrap=True)
+        _kept(console, getattr(result, "kept", None))
     elif result.changed:
         console.print(Text(f"data is now {info.name}", style="green"), highlight=False)
 

@@ -24,6 +24,8 @@ from pathlib import Path
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
 
+# Model settings that change no weight: the model takes them in place and keeps its weights.
+IN_PLACE = {"dropout", "attention"}
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
 
 
@@ -161,6 +163,18 @@ class Session:
         self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
         return rebuilt
 
+    def rebuild_needed(self, config: ModelConfig | None = None, data=None) -> bool:
+        """Whether adopting this model config (or switching to this data) would reset the model's weights."""
+        if self._model is None:
+            return False
+        if data is not None and self._data is not None and data.tokenizer.itos != self._data.tokenizer.itos:
+            return True
+        if config is not None:
+            changed = {f.name for f in dataclasses.fields(ModelConfig)
+                       if getattr(self.model_config, f.name) != getattr(config, f.name)}
+            return bool(changed - IN_PLACE)
+        return False
+
     def set_model_config(self, config: ModelConfig) -> bool:
         """Adopt a validated model config. True when the model was rebuilt (weights reset).
 
@@ -172,7 +186,7 @@ class Session:
         self.model_config = config
         if self._model is None or not changed:
             return False
-        if changed <= {"dropout", "attention"}:
+        if changed <= IN_PLACE:
             self._model.set_dropout(config.dropout)
             self._model.set_attention(config.attention)
             return False

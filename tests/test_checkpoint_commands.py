@@ -100,7 +100,7 @@ def test_save_ls_and_replace(checkpoint_dir):
     listing = run(s, ":ls")
     assert isinstance(listing, LsResult) and listing.directory == str(checkpoint_dir)
     by_name = {row.name: row for row in listing.rows}
-    assert set(by_name) == {"run1", "autosave"}
+    assert set(by_name) == {"run1", "autosave", "autosave-1"}  # the second run's autosave kept the first's
     row = by_name["run1"]
     assert (row.step, row.data_spec, row.error) == (6, "sort:4", None)
     assert row.val_loss == s.trainer.history[-1]["val_loss"] and row.size_bytes == again.size_bytes
@@ -182,9 +182,12 @@ def test_a_checkpoint_dir_that_is_a_file(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     s = tiny_session(checkpoint_dir=blocker)
-    result = run(s, ":train steps=2")  # the training happened; the autosave could not
-    assert result.steps == 2 and result.saved is None and "is a file, not a directory" in result.save_error
+    run(s, ":set autosave=off")
+    assert run(s, ":train steps=2").steps == 2  # nothing to save: trains
+    run(s, ":set autosave=on")
     before = snapshot(s)
+    with pytest.raises(CheckpointError, match="is a file, not a directory"):
+        run(s, ":train steps=2")  # refused before training: the autosave could not be written
     with pytest.raises(CheckpointError, match="is a file, not a directory"):
         run(s, ":train steps=2 save=x")
     with pytest.raises(CheckpointError, match="is a file, not a directory"):
@@ -539,14 +542,21 @@ def test_shell_checkpoint_errors_are_one_line(tmp_path, args, message):
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
-def test_shell_train_whose_save_fails_exits_1(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    result = shell("--checkpoint-dir", blocker, *SHELL_TINY, "train", "--steps", "1")
+def test_shell_train_whose_save_fails_exits_1(tmp_path, monkeypatch):
+    def disk_full(*args, **kwargs):
+        raise CheckpointError("could not save checkpoint 'autosave': No space left on device; free space")
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", disk_full)  # the target is fine; the write fails
+    result = shell("--checkpoint-dir", tmp_path / "ok", *SHELL_TINY, "train", "--steps", "1")
     assert result.exit_code == 1 and "trained 1 step" in result.stdout
-    assert "warning: not saved:" in result.stdout and "is a file, not a directory" in result.stdout
-    result = shell("--checkpoint-dir", blocker, *SHELL_TINY, "train", "--steps", "1", "--json")
-    assert result.exit_code == 1 and "is a file" in json.loads(result.stdout)["save_error"]
+    assert "warning: not saved:" in result.stdout and "No space left" in result.stdout
+    result = shell("--checkpoint-dir", tmp_path / "ok", *SHELL_TINY, "train", "--steps", "1", "--json")
+    assert result.exit_code == 1 and "No space left" in json.loads(result.stdout)["save_error"]
     assert result.stderr.startswith("error: not saved:")
+    monkeypatch.undo()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")  # a target that cannot be written: refused before a minute of training
+    result = shell("--checkpoint-dir", blocker, *SHELL_TINY, "train", "--steps", "1")
+    assert result.exit_code == 1 and result.stdout == "" and "is a file, not a directory" in result.stderr
     result = shell("--checkpoint-dir", blocker, *SHELL_TINY, "train", "--steps", "1", "--save", "x")
     assert result.exit_code == 1 and result.stdout == "" and "is a file, not a directory" in result.stderr

@@ -202,7 +202,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     model_bytes = _model_bytes(model)
     state_bytes, param_groups, scalars = _state_bytes(trainer)
     tstate = trainer.state_dict()
-    trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "history", "train_config")}
+    trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
+                                           "history", "train_config")}
 
     uid = f"{os.getpid()}-{secrets.token_hex(4)}"
     model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
@@ -557,6 +558,9 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
         need(is_int(t.get(key)) and t[key] >= 0, f"trainer.{key} is not a whole number >= 0")
     need(isinstance(t.get("run_elapsed"), (int, float)) and not isinstance(t.get("run_elapsed"), bool),
          "trainer.run_elapsed is not a number")
+    constant = t.get("run_constant_lr")
+    need(constant is None or (isinstance(constant, (int, float)) and not isinstance(constant, bool) and constant > 0),
+         "trainer.run_constant_lr is not a positive number")
     need(isinstance(t.get("history"), list) and all(isinstance(h, dict) for h in t["history"]),
          "trainer.history is not a list of steps")
     need(isinstance(t.get("train_config"), dict), "trainer.train_config is missing")
@@ -647,6 +651,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
         "run_start": t["run_start"],
         "run_steps": t["run_steps"],
         "run_elapsed": float(t["run_elapsed"]),
+        "run_constant_lr": t.get("run_constant_lr"),
         "history": [dict(h) for h in t["history"]],
         "train_config": dict(t["train_config"]),
         "generator": generator,
@@ -991,3 +996,28 @@ def _dir_size(path: Path) -> int:
     except OSError:
         pass
     return total
+
+
+# --- keeping older copies --------------------------------------------------------------------------
+def rotate(directory, name: str, keep: int) -> None:
+    """Shift DIR/NAME to NAME-1, NAME-1 to NAME-2, ..., keeping `keep` older copies (the oldest goes).
+
+    Used before an autosave of a new run, so that the last few runs stay loadable. Each step is one
+    rename of a whole checkpoint directory, so every name always holds a complete checkpoint.
+    """
+    directory = Path(directory).expanduser()
+    check_name(name)
+    if not (directory / name).is_dir():
+        return
+    try:
+        oldest = directory / f"{name}-{keep}"
+        if oldest.is_dir():
+            shutil.rmtree(oldest)
+        for i in range(keep - 1, 0, -1):
+            if (directory / f"{name}-{i}").is_dir():
+                os.rename(directory / f"{name}-{i}", directory / f"{name}-{i + 1}")
+        if keep > 0:
+            os.rename(directory / name, directory / f"{name}-1")
+    except OSError as e:
+        raise CheckpointError(f"could not keep the previous {name} in {directory} ({e.strerror}); "
+                              "check that folder's permissions") from None

@@ -43,3 +43,12 @@ class TrainingDiverged(UserError):
         self.step = step  # the step whose loss or gradient was non-finite
         self.what = what
         self.value = value
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for Python's MemoryError and torch's out-of-memory errors (CUDA, MPS, CPU allocator)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and (
+        type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+    )

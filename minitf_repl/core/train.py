@@ -6,6 +6,9 @@ step in half: weights, optimizer, history and run position always agree, and `ru
 
 A run is a fixed number of steps with its own learning-rate schedule. The trainer remembers where
 in the run it is, so a stopped run resumes on the same schedule (and a checkpoint restores that).
+A run is either a fresh schedule (warm-up to the peak rate, then cosine decay) or, to train a
+trained model further without shaking it, a constant rate: `start_run(steps, constant_lr=r)`;
+`final_lr()` is the rate the last run ended at, the natural rate to continue with.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ class Trainer:
         self.run_start = 0
         self.run_steps = 0
         self.run_elapsed = 0.0
+        self.run_constant_lr: float | None = None  # None: warm-up + cosine; else this rate throughout
         self.history: list[dict] = []
 
     @property
@@ -107,12 +111,26 @@ class Trainer:
         if config.seed != old.seed:
             self.generator.manual_seed(config.seed)
 
-    def start_run(self, steps: int | None = None) -> None:
+    def start_run(self, steps: int | None = None, constant_lr: float | None = None) -> None:
+        """Begin a run of `steps` (default: config.steps): a fresh schedule, or `constant_lr` throughout."""
         steps = self.config.steps if steps is None else steps
         if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
             raise ConfigError(f"steps must be a positive whole number, got {steps!r}")
+        if constant_lr is not None and not (isinstance(constant_lr, (int, float)) and 0 < constant_lr < float("inf")):
+            raise ConfigError(f"a constant learning rate must be a positive number, got {constant_lr!r}")
         self.data.check_fits(self.max_seq_len)
         self.run_start, self.run_steps, self.run_elapsed = self.step, steps, 0.0
+        self.run_constant_lr = None if constant_lr is None else float(constant_lr)
+
+    def lr_for(self, run_step: int) -> float:
+        """The learning rate of step `run_step` (0-based) of the current run."""
+        if self.run_constant_lr is not None:
+            return self.run_constant_lr
+        return lr_at(run_step, self.run_steps, self.config)
+
+    def final_lr(self) -> float | None:
+        """The rate the last step trained with (None before the first step)."""
+        return self.history[-1]["lr"] if self.history else None
 
     # --- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
@@ -168,7 +186,7 @@ class Trainer:
                 break
             t0 = time.perf_counter()
             run_step = self.step - self.run_start
-            lr = lr_at(run_step, self.run_steps, cfg)
+            lr = self.lr_for(run_step)
             before = self._step_start()
             try:
                 for group in self.optimizer.param_groups:
@@ -263,6 +281,7 @@ class Trainer:
             "run_start": self.run_start,
             "run_steps": self.run_steps,
             "run_elapsed": self.run_elapsed,
+            "run_constant_lr": self.run_constant_lr,
             "history": self.history,
             "train_config": self.config.to_dict(),
             "generator": self.generator.get_state(),
@@ -282,4 +301,5 @@ class Trainer:
         self.run_start = state["run_start"]
         self.run_steps = state["run_steps"]
         self.run_elapsed = state["run_elapsed"]
+        self.run_constant_lr = state.get("run_constant_lr")  # absent in checkpoints before it existed
         self.history = history
