@@ -26,7 +26,7 @@ from .core.errors import UserError
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command
 from .parsing import parse_line
 from .registry import Registry
-from .render import error
+from .render import error, internal_error
 from .session import Session
 
 try:  # recent Typer vendors click; older releases depend on it
@@ -128,7 +128,7 @@ def root(
 ) -> None:
     session = Session(data_spec=data or "pydoc", device_name=device or "auto", checkpoint_dir=checkpoint_dir)
     if load is not None:
-        load_checkpoint(session, load, data)
+        load_checkpoint(session, load, data, debug)
     try:
         apply_settings(session, settings)
     except UserError as e:
@@ -139,8 +139,12 @@ def root(
         raise typer.Exit(open_shell(session, debug))
 
 
-def load_checkpoint(session: Session, name: str, data: str | None) -> None:
-    """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction."""
+def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False) -> None:
+    """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction.
+
+    Like every command, it fails in one line: a user error says what to do, anything else is an
+    internal error whose traceback only --debug shows.
+    """
     try:
         result = run_command(session, "load", {"name": name})
         if data is not None and data.strip() != result.data_spec:
@@ -150,6 +154,11 @@ def load_checkpoint(session: Session, name: str, data: str | None) -> None:
             )
     except UserError as e:
         error(_stderr(), f"--load: {phrase(e, 'shell')}")
+        raise typer.Exit(1)
+    except Exception as e:
+        if debug:
+            raise
+        internal_error(_stderr(), e)
         raise typer.Exit(1)
 
 

@@ -91,6 +91,8 @@ class GenResult:
     tokens_per_second: float
     cache: bool
     stopped: bool
+    default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
+    untrained: bool = False  # the model has not trained a step: its text is random
 
 
 @dataclass
@@ -107,6 +109,11 @@ class DeviceResult:
     devices: list  # core.device.DeviceInfo
     current: str
     switched: bool
+    problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
+
+    @property
+    def failure(self) -> str | None:
+        return self.problem
 
 
 @dataclass
@@ -162,6 +169,7 @@ class LoadResult:
     run_remaining: int  # > 0: the run was stopped and `:train` continues it
     n_params: int
     saved_at: str | None  # ISO 8601, UTC
+    data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
 
 
 @dataclass
@@ -205,7 +213,7 @@ def complete_checkpoint(session) -> list[str]:
 
 @command("help", "List the commands, or show one command's options.", params=[
     Param("command", str, help="a command name, e.g. train", positional=True, complete=complete_command),
-], needs_torch=False, repl_only=True)  # fmt: skip  (the shell has --help)
+], needs_torch=False, repl_only=True, bare_words=("help",))  # fmt: skip  (the shell has --help)
 def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     entries = [_entry(cmd) for cmd in REGISTRY.values()]
     name = args["command"]
@@ -215,7 +223,8 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
 
 
-@command("quit", "Leave minitf.", aliases=("q", "exit"), needs_torch=False, repl_only=True)
+@command("quit", "Leave minitf.", aliases=("q", "exit"), needs_torch=False, repl_only=True,
+         bare_words=("exit", "quit", "exit()", "quit()"))
 def cmd_quit(session: Session, args: dict, reporter: Reporter) -> QuitResult:
     return QuitResult()
 
@@ -312,6 +321,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             f"({lr:g} diverged; {suggestion:g} {why})",
             step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
         ) from None
+    except UserError:
+        session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
+        raise
     except Exception as e:
         if not is_out_of_memory(e):
             raise
@@ -369,10 +381,15 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = session.gen_config.replace(**{k: (None if v is CLEAR else v) for k, v in given.items()})
     tokenizer = session.data.tokenizer
     prompt = args["prompt"] or ""
-    if not prompt:
+    default_prompt = not prompt
+    if default_prompt:
         prompt = "\n" if "\n" in tokenizer.stoi else tokenizer.itos[0]
     ids = tokenizer.encode(prompt)
     model = session.model
+    window = model.config.max_seq_len
+    if len(ids) > window:
+        reporter.notice(f"the prompt is {len(ids):,} characters, longer than max_seq_len={window}: "
+                        f"the model sees only its last {window}")
 
     from .core.generate import generate
 
@@ -402,6 +419,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         tokens_per_second=len(pieces) / seconds if seconds > 0 else 0.0,
         cache=settings.cache,
         stopped=stopped,
+        default_prompt=default_prompt,
+        untrained=session.trainer.step == 0,
     )
 
 
@@ -453,13 +472,15 @@ def sample_prompt(data) -> str:
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from .core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
+    problem = None
     try:
         current = session.device
-    except DeviceError:
-        current = None  # e.g. --device cuda on a machine without one: listing still works
+    except DeviceError as e:
+        current, problem = None, str(e)  # e.g. --device cuda on a machine without one: listing still works
     name = args["name"]
     if name is None or not name.strip():
-        return DeviceResult(describe_devices(), str(current) if current is not None else session.device_name, False)
+        return DeviceResult(describe_devices(), str(current) if current is not None else session.device_name, False,
+                            problem)
     if len(name.strip()) > 16:  # no device name is this long; keep the message one line
         raise DeviceError(f"unknown device {clip(name)!r}; use one of {ACCEPTED_FORMS}")
     target = resolve_device(name)
@@ -623,10 +644,10 @@ def save_session(session: Session, name: str) -> SaveResult:
     Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
     it wrote and re-raises, and this turns it into one line that says what is on disk now.
     """
-    from .core.checkpoint import MANIFEST, checkpoint_info, save_checkpoint
+    from .core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
 
     manifest = session.checkpoint_dir / name / MANIFEST
-    before = _read_bytes(manifest)
+    before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
     try:
         path = save_checkpoint(
@@ -634,7 +655,7 @@ def save_session(session: Session, name: str) -> SaveResult:
             session.data_spec,
         )
     except KeyboardInterrupt:
-        now = _read_bytes(manifest)
+        now = manifest_bytes(manifest.parent)
         if now is None or now == before:  # the commit did not happen
             if before is None:
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
@@ -644,13 +665,6 @@ def save_session(session: Session, name: str) -> SaveResult:
         name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
         seconds=time.perf_counter() - start, replaced=before is not None,
     )
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
 
 
 @command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
@@ -668,6 +682,9 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
     checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
     data = _checkpoint_data(session, checkpoint)
+    from .core.data import VocabOnly
+
+    data_missing = data.description if isinstance(data, VocabOnly) else None
     device = session.device
     model, trainer = ckpt.restore(checkpoint, data, device)
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
@@ -680,27 +697,19 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         val_loss=evaluated[-1] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
+        data_missing=data_missing,
     )
 
 
 def _checkpoint_data(session: Session, checkpoint):
-    """The dataset the checkpoint was trained on: the session's own if it is the same, else loaded."""
-    from .core.data import load_data
-    from .core.errors import CheckpointError
+    """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
+    (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates."""
+    from .core.checkpoint import checkpoint_data
 
-    spec = checkpoint.data_spec
-    if session.loaded_data is not None and session.data_spec == spec:
-        return session.loaded_data  # restore() still checks that the vocabulary is the saved one
-    try:
-        data = load_data(spec)
-        data.check_fits(checkpoint.model_config.max_seq_len)
-    except UserError as e:
-        reason = str(e).split(";")[0]
-        raise CheckpointError(
-            f"checkpoint {checkpoint.name} was trained on {clip(spec, 80)!r}, which cannot be loaded now "
-            f"({clip(reason, 120)}); put that data back to load it"
-        ) from None
-    return data
+    loaded = session.loaded_data
+    if loaded is not None and session.data_spec == checkpoint.data_spec and loaded.tokenizer.vocab == checkpoint.vocab:
+        return loaded
+    return checkpoint_data(checkpoint)
 
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",))

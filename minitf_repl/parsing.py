@@ -220,6 +220,9 @@ def _next_special(text: str, start: int) -> int:
 _DQ_SPECIAL = re.compile(r'["\\]')
 
 
+MAX_LINE = 200_000  # characters: far above any context window here, far below what floods a terminal
+
+
 def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     """Parse a REPL line into (command, args). Raises UserError.
 
@@ -228,6 +231,12 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     is the text of the registry's plain-text command (`:gen`), verbatim.
     """
     stripped = line.lstrip()
+    if len(line) > MAX_LINE:
+        raise UserError(f"the line is {len(line):,} characters, more than the {MAX_LINE:,} a line may have; "
+                        "shorten it (a prompt longer than the context window is cut to its end anyway)")
+    bare = registry.bare_word(line)
+    if bare is not None:
+        return bare, {}
     if not stripped.startswith(":"):
         command = registry.plain_text_command
         if command is None or command.positional is None:

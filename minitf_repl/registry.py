@@ -74,6 +74,9 @@ class Command:
     # dozens of keys, and `minitf set lr=1e-3 n_layers=2` reads like the REPL line).
     pairs: bool = False
     takes_plain_text: bool = False  # a typed line without ':' runs this command with the line as its text
+    # Words that, typed alone without ':', run this command instead of being a prompt (`exit`, `help`),
+    # as ipython, pgcli and ollama users expect. `:gen exit` still continues the text "exit".
+    bare_words: tuple = ()
 
     @property
     def positional(self) -> Param | None:
@@ -169,6 +172,11 @@ class Registry(Mapping):
         close = difflib.get_close_matches(key[:40], list(names), n=1, cutoff=0.6)
         hint = f"; did you mean :{names[close[0]].name}?" if close else ""
         raise UserError(f"unknown command :{clip(key)}{hint} (:help lists commands)")
+
+    def bare_word(self, line: str) -> Command | None:
+        """The command a line that is just one of its bare words runs (`exit`), else None."""
+        word = line.strip().lower()
+        return next((c for c in self.commands.values() if word in c.bare_words), None)
 
     @property
     def plain_text_command(self) -> Command | None:

@@ -235,13 +235,35 @@ def gen_stats(result) -> str:
     return text + (" (stopped)" if result.stopped else "")
 
 
+VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def visible(text: str) -> str:
+    """Whitespace as symbols (␣ ↵ ⇥), for text that would otherwise look like nothing."""
+    return "".join(VISIBLE.get(ch, ch) for ch in text)
+
+
+def gen_notes(console: Console, result) -> None:
+    """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
+    if getattr(result, "default_prompt", False):
+        _dim(console, f"no prompt given: started from {visible(result.prompt)!r}")
+    if result.text and not result.text.strip():
+        counts = ", ".join(f"{result.text.count(ch)} {name}" for ch, name in
+                           ((" ", "spaces"), ("\n", "newlines"), ("\t", "tabs")) if ch in result.text)
+        console.print(Text(f"only whitespace was generated ({counts}): {visible(result.text[:80])}", style="yellow"),
+                      soft_wrap=True, highlight=False)
+    if getattr(result, "untrained", False):
+        _dim(console, "this model has not trained yet, so its text is random: :train first")
+    _dim(console, gen_stats(result))
+
+
 @render.register(commands.GenResult)
 def _(result, console: Console) -> None:
     text = Text()
     text.append(result.prompt, style="bold")
     text.append(result.text)
     console.print(text, soft_wrap=True, highlight=False)
-    _dim(console, gen_stats(result))
+    gen_notes(console, result)
 
 
 def _module_cell(path: str, kind: str, style: str = "") -> Text:
@@ -326,7 +348,9 @@ def _(result, console: Console) -> None:
         else:
             _add(table, "*" if current else "", name, d.kind, description, _bytes(d.memory_bytes), bf16, style=style)
     console.print(table)
-    if result.switched:
+    if getattr(result, "problem", None):
+        console.print(Text(f"error: {result.problem}", style="bold red"), soft_wrap=True, highlight=False)
+    elif result.switched:
         console.print(Text(f"now using {result.current}", style="green"), highlight=False)
     else:
         _dim(console, f"* current device: {result.current}; :device NAME switches")
@@ -442,6 +466,8 @@ def _(result, console: Console) -> None:
                       ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
     if shape:
         _dim(console, f"model: {shape}")
+    if getattr(result, "data_missing", None):
+        console.print(Text(f"data: {result.data_missing}", style="yellow"), soft_wrap=True, highlight=False)
     if result.run_remaining > 0:
         console.print(Text(f"the run was stopped with {result.run_remaining:,} steps left: :train continues it",
                            style="yellow"), soft_wrap=True, highlight=False)
@@ -451,22 +477,41 @@ def _(result, console: Console) -> None:
 
 @render.register(commands.LsResult)
 def _(result, console: Console) -> None:
+    """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
+    (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
     if not result.rows:
         _dim(console, f"no checkpoints in {result.directory} yet; :save NAME writes one")
         return
-    table = Table(header_style="bold", title=Text(result.directory), title_justify="left")
-    for header in ("name", "step", "val loss", "data", "size", "saved"):
-        table.add_column(header, justify="right" if header in ("step", "val loss", "size") else "left",
-                         overflow="fold")
+    rows = []
+    for row in result.rows:
+        saved = (row.saved_at or "").replace("T", " ")[:16]
+        if row.error is not None:
+            rows.append((row.name, "", "", "unreadable", _bytes(row.size_bytes), ""))
+        else:
+            rows.append((row.name, _int(row.step), _num(row.val_loss), row.data_spec or "-", _bytes(row.size_bytes),
+                         saved))
+    headers = ("name", "step", "val loss", "data", "size", "saved")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    if sum(widths) + 3 * len(widths) + 1 <= console.width:
+        table = Table(header_style="bold", title=Text(result.directory), title_justify="left")
+        for header in headers:
+            table.add_column(header, justify="right" if header in ("step", "val loss", "size") else "left",
+                             no_wrap=True)
+        for row, cells in zip(result.rows, rows):
+            style = "dim" if row.error is not None else None
+            _add(table, Text(cells[0], style="bold"), *cells[1:3],
+                 Text(cells[3], style="red") if row.error is not None else cells[3], *cells[4:], style=style)
+        console.print(table)
+    else:
+        console.print(Text(result.directory, style="italic"), soft_wrap=True, highlight=False)
+        for row, cells in zip(result.rows, rows):
+            console.print(Text(cells[0], style="bold"), soft_wrap=True, highlight=False)
+            detail = "unreadable" if row.error is not None else (
+                f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
+            console.print(Text("  " + detail, style="red" if row.error is not None else ""), highlight=False)
     for row in result.rows:
         if row.error is not None:
-            _add(table, row.name, "", "", Text(f"unreadable: {row.error}", style="red"), _bytes(row.size_bytes), "",
-                 style="dim")
-            continue
-        saved = (row.saved_at or "").replace("T", " ")[:16]
-        _add(table, Text(row.name, style="bold"), _int(row.step), _num(row.val_loss), row.data_spec or "-",
-             _bytes(row.size_bytes), saved)
-    console.print(table)
+            console.print(Text(f"{row.name}: ", style="bold red") + Text(row.error), soft_wrap=True, highlight=False)
     _dim(console, ":load NAME restores one; :save NAME writes one")
 
 
@@ -583,6 +628,6 @@ class RichReporter(Reporter):
         self.close()
         if isinstance(result, commands.GenResult) and self.streamed:
             self.out.print()
-            _dim(self.console, gen_stats(result))
+            gen_notes(self.console, result)
             return
         render(result, self.out)

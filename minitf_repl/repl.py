@@ -21,6 +21,9 @@ from prompt_toolkit.application.current import get_app
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
+from prompt_toolkit.keys import Keys
 from rich.console import Console
 
 from . import __version__
@@ -170,6 +173,28 @@ class CommandCompleter(Completer):
         return next((p for p in command.options if key == p.name or key in p.aliases), None)
 
 
+# --- typed escape sequences ---------------------------------------------------------------------
+def tolerant_mouse_bindings() -> KeyBindings:
+    """Mouse events whose data is not a mouse report are typed text, not a crash.
+
+    ESC typed by hand, then `[31m`, reads to the terminal parser like an SGR mouse report; prompt-
+    toolkit's own handler then fails to unpack it, prints "Unhandled exception in event loop" and
+    loses the line. This binding (added after the defaults, so it wins) runs the default handler and,
+    when the data is malformed, puts the characters into the line as the user typed them.
+    """
+    default = next(b.handler for b in load_mouse_bindings().bindings if b.keys == (Keys.Vt100MouseEvent,))
+    bindings = KeyBindings()
+
+    @bindings.add(Keys.Vt100MouseEvent)
+    def _(event):
+        try:
+            return default(event)
+        except (ValueError, IndexError, KeyError):
+            event.current_buffer.insert_text(event.data.replace("\x1b", ""))
+
+    return bindings
+
+
 # --- the interactive loop ----------------------------------------------------------------------
 def toolbar_text(session) -> str:
     try:
@@ -196,6 +221,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         bottom_toolbar=lambda: toolbar_text(session),
         input=input,
         output=output,
+        key_bindings=tolerant_mouse_bindings(),
     )
 
     def start_preload_after_first_render():

@@ -335,7 +335,7 @@ def test_checkpoint_results():
     out = text_of(C.LsResult(rows, "/ck"))
     line = next(line for line in out.splitlines() if "run1" in line)
     assert "300" in line and "0.1250" in line and "sort" in line and "146.5 KiB" in line and "2026-01-02 03:04" in line
-    assert "unreadable: manifest is not JSON" in out
+    assert "broken: manifest is not JSON" in out  # the reason on a line of its own, not squeezed into a cell
     assert "no checkpoints in /ck yet" in text_of(C.LsResult([], "/ck"))
 
 
