@@ -328,8 +328,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if not is_out_of_memory(e):
             raise
         # Out of memory part-way: like a divergence, the command failed, so it changes nothing.
+        failed_step = session.trainer.step + 1
         session.rollback(snapshot)
-        raise UserError(f"out of memory at step {session.trainer.step + 1}; the model, optimizer, run and settings "
+        raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
                         "are back where this training began. Lower batch_size or max_seq_len, or use another "
                         "device", fix={"batch_size": max(1, train_config.batch_size // 2)}) from None
     session.note_good_lr(train_config.lr)
@@ -539,7 +540,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
             if spec.name in given and old_value != new_value:
                 changed[spec.name] = (old_value, new_value)
-    kept = keep_trained_model(session) if session.rebuild_needed(config=model) else None
+    kept = keep_trained_model(session, new[ShellConfig].autosave) if session.rebuild_needed(config=model) else None
     rebuilt = session.set_model_config(model)
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
@@ -620,13 +621,14 @@ def rotate_autosaves(directory) -> None:
     rotate(directory, AUTOSAVE_NAME, keep=AUTOSAVES_KEPT)
 
 
-def keep_trained_model(session: Session) -> str | None:
+def keep_trained_model(session: Session, enabled: bool | None = None) -> str | None:
     """Before a command rebuilds the model, save a trained one so that no command loses it.
 
     Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
     the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
     """
-    if not session.has_model or session.trainer.step == 0 or not session.autosave:
+    enabled = session.autosave if enabled is None else enabled
+    if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
     name = time.strftime("kept-%Y%m%d-%H%M%S")
     try:
