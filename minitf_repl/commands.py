@@ -24,7 +24,7 @@ from typing import Any
 from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
-from .parsing import CLEAR
+from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
 from .reporter import Reporter
 from .session import AUTOSAVE_NAME, Session, ShellConfig
@@ -255,6 +255,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     warm-up + cosine run instead.
     """
     steps = args["steps"]
+    if session.ablations:
+        raise UserError(f"parts of the model are switched off ({', '.join(map(str, session.ablations))}); "
+                        "training would learn around them: :ablate off first")
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
         from .core.checkpoint import check_save_target
@@ -591,6 +594,162 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
     return ParamsResult(rows, model.num_parameters())
+
+
+# --- the variant lab: comparing settings, switching parts off ----------------------------------------
+@dataclass
+class CompareResult:
+    outcomes: list  # core.compare.Outcome per contender: curve (mean, spread per evaluation), speed, size
+    steps: int
+    seeds: int
+    data: str
+    stopped: bool  # Ctrl-C ended it early: the curves stop where it did
+    verdict: str | None = None  # with several seeds: whether the best beats the rest by more than the noise
+
+
+MAX_CONTENDERS = 6
+
+
+@command("compare", "Train settings side by side from the same seed on the same batches: A vs B vs ...", params=[
+    Param("contenders", str, positional=True,
+          help="contenders: `current`, a preset (`preset=modern`) or settings (`norm=rmsnorm,bias=off`); "
+               "separate them with spaces, or with `vs` when one has several settings"),
+    Param("steps", int, help="training steps per contender (default 300)", low=1, limit=TrainConfig.spec("steps").limit),
+    Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
+    Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
+    param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
+], pairs_in_text=True)  # fmt: skip
+def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
+    """Never touches the session's model: every contender is a new model, and the RNG is restored."""
+    from .core.compare import Contender, compare, differs
+
+    spec = args["data"].strip() if args["data"] is not None else None
+    data = _load_checked(session, spec) if spec is not None else session.data
+    steps = args["steps"] or 300
+    seeds = args["seeds"] or 1
+    every = args["eval_every"] or max(1, steps // 10)
+    groups = _contender_groups(args["contenders"] or "")
+    if len(groups) < 2:
+        raise UserError("compare needs at least two contenders, e.g. :compare current n_layers=2 "
+                        "(or preset=seed vs preset=modern)")
+    if len(groups) > MAX_CONTENDERS:
+        raise UserError(f"compare takes at most {MAX_CONTENDERS} contenders at once, got {len(groups)}")
+    contenders = []
+    for label, pairs in groups:
+        model, train = _contender_configs(session, pairs, data)
+        train = train.replace(eval_every=every)
+        data.check_fits(model.max_seq_len)
+        check_trainable(model, train.batch_size)
+        contenders.append(Contender(label, model, train))
+    base_seed = session.train_config.seed
+    reporter.on_compare_start([c.label for c in contenders], steps, seeds)
+    outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
+                       on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop)
+    finals = [(o.final, o) for o in outcomes if o.final is not None]
+    stopped = any(o.final is None or o.final.step < steps for o in outcomes)
+    verdict = None
+    if finals and seeds > 1 and not stopped:
+        best, best_outcome = min(finals, key=lambda f: f[0].val_loss)
+        beaten = [o.label for e, o in finals if o is not best_outcome and differs(best, e)]
+        close = [o.label for e, o in finals if o is not best_outcome and not differs(best, e)]
+        verdict = f"{best_outcome.label} has the lowest val loss"
+        if beaten:
+            verdict += f"; it beats {', '.join(beaten)} by more than twice the spread over {seeds} seeds"
+        if close:
+            verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
+    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict)
+
+
+def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
+    """`a=1 b=2` -> two contenders; `a=1 b=2 vs c=3` -> two; `a=1,b=2` is one with two settings."""
+    tokens = text.split()
+    if "vs" in tokens:
+        groups, current = [], []
+        for token in tokens + ["vs"]:
+            if token == "vs":
+                if current:
+                    groups.append(current)
+                current = []
+            else:
+                current.append(token)
+    else:
+        groups = [[token] for token in tokens]
+    out = []
+    for group in groups:
+        pairs = [pair for token in group for pair in token.split(",") if pair]
+        out.append((" ".join(group), pairs))
+    return out
+
+
+def _contender_configs(session: Session, pairs: list[str], data):
+    """The session's model and training settings with a contender's changes (presets expanded)."""
+    model_changes, train_changes = {}, {}
+    for pair in pairs:
+        if pair.lower() in ("current", "base"):
+            continue
+        key, eq, raw = pair.partition("=")
+        key = key.strip().lower().replace("-", "_")
+        if not eq:
+            raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
+        if key == "preset":
+            model_changes.update(_preset(raw.strip()))
+            continue
+        for cls, changes in ((ModelConfig, model_changes), (TrainConfig, train_changes)):
+            spec = next((s for s in cls.specs() if key in (s.name, *s.aliases)), None)
+            if spec is not None:
+                if spec.derived_from is not None:
+                    raise UserError(f"{spec.name} comes from {spec.derived_from}")
+                changes[spec.name] = None if (value := convert(param_from_setting(spec), raw)) is CLEAR else value
+                break
+        else:
+            raise UserError(f"unknown setting {key!r} in a contender; model and training settings work (:help set)")
+    model = session.model_config.replace(**model_changes, vocab_size=data.tokenizer.vocab_size)
+    train = session.train_config.replace(**train_changes)
+    return model, train
+
+
+def _preset(name: str) -> dict:
+    from .core.config import PRESETS
+
+    if name not in PRESETS:
+        raise UserError(f"no preset named {name!r}; presets: {', '.join(PRESETS)}")
+    return dict(PRESETS[name])
+
+
+@dataclass
+class AblateResult:
+    active: list  # what is switched off now (text), empty after `:ablate off`
+    val_loss_before: float | None  # validation loss without any ablation
+    val_loss_after: float | None  # with the ablations now active
+    sample: str  # a short greedy continuation of `prompt` with the ablations on
+    prompt: str
+
+
+@command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
+         params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
+                       help="head=L.H | mask | positions | block=L | off (undo all)")],
+         pairs_in_text=True)  # fmt: skip
+def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
+    """Adds one ablation (they stack) and shows val loss with and without them; `off` removes them all."""
+    from .core.ablation import parse_ablation
+
+    what = (args["what"] or "").strip()
+    if not what:
+        raise UserError("what to switch off? head=L.H, mask, positions, block=L (or off to undo)")
+    config = session.model_config
+    ablation = None if what.lower() == "off" else parse_ablation(what, config.n_layers, config.n_heads)
+    trainer = session.trainer
+    previous = list(session.ablations)
+    session.set_ablations([])
+    before = trainer.evaluate()[0]
+    session.set_ablations([*previous, ablation] if ablation is not None else [])
+    after = trainer.evaluate()[0] if session.ablations else before
+    prompt = sample_prompt(session.data)[:8]
+    from .core.generate import generate
+
+    ids = session.data.tokenizer.encode(prompt)
+    text = session.data.tokenizer.decode(list(generate(session.model, ids, 24, temperature=0.0)))
+    return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
 
 
 # --- checkpoints -----------------------------------------------------------------------------------

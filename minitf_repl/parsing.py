@@ -303,6 +303,9 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
             try:
                 param = cmd.find_param(norm)
             except UserError as e:
+                if cmd.pairs_in_text and not is_long:
+                    text.append(token.text)
+                    continue
                 if positional is not None and not is_long:
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise

@@ -77,6 +77,9 @@ class Command:
     # Words that, typed alone without ':', run this command instead of being a prompt (`exit`, `help`),
     # as ipython, pgcli and ollama users expect. `:gen exit` still continues the text "exit".
     bare_words: tuple = ()
+    # True: a `key=value` that is not one of its options is part of its free text, not an error
+    # (`:compare norm=rmsnorm vs preset=llama` takes settings as its text).
+    pairs_in_text: bool = False
 
     @property
     def positional(self) -> Param | None:

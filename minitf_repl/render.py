@@ -515,6 +515,132 @@ def _(result, console: Console) -> None:
     _dim(console, ":load NAME restores one; :save NAME writes one")
 
 
+# --- the variant lab ------------------------------------------------------------------------------------
+_SERIES_STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
+_MARKS = "●▲■◆✚✖"
+
+
+def curve_chart(series: dict[str, list[tuple[float, float]]], width: int = 60, height: int = 12,
+                y_label: str = "val loss") -> Text:
+    """Lines as marks on a character grid: x = step, y = value; one mark and colour per series.
+
+    Plain characters, so it reads the same with and without colour and in any terminal font.
+    """
+    points = [(x, y) for values in series.values() for x, y in values if y is not None]
+    if not points:
+        return Text("(nothing to plot yet)", style="dim")
+    x_lo, x_hi = min(x for x, _ in points), max(x for x, _ in points)
+    y_lo, y_hi = min(y for _, y in points), max(y for _, y in points)
+    if y_hi == y_lo:
+        y_hi = y_lo + 1e-9
+    axis = 8
+    cols = max(10, width - axis - 1)
+    grid = [[" "] * cols for _ in range(height)]
+    styles = [[""] * cols for _ in range(height)]
+    for k, (label, values) in enumerate(series.items()):
+        mark, style = _MARKS[k % len(_MARKS)], _SERIES_STYLES[k % len(_SERIES_STYLES)]
+        for x, y in values:
+            if y is None:
+                continue
+            c = 0 if x_hi == x_lo else round((x - x_lo) / (x_hi - x_lo) * (cols - 1))
+            r = height - 1 - round((y - y_lo) / (y_hi - y_lo) * (height - 1))
+            grid[r][c], styles[r][c] = mark, style
+    text = Text()
+    for r in range(height):
+        value = y_hi - (y_hi - y_lo) * r / (height - 1)
+        label = f"{value:7.3f} " if r in (0, height // 2, height - 1) else " " * axis
+        text.append(label + "│", style="dim")
+        for c in range(cols):
+            text.append(grid[r][c], style=styles[r][c])
+        text.append("\n")
+    text.append(" " * axis + "└" + "─" * cols + "\n", style="dim")
+    left, right = f"{x_lo:g}", f"step {x_hi:g}"
+    text.append(" " * (axis + 1) + left + " " * max(1, cols - len(left) - len(right)) + right + "\n", style="dim")
+    legend = Text(" " * (axis + 1))
+    for k, label in enumerate(series):
+        legend.append(f"{_MARKS[k % len(_MARKS)]} {label}  ", style=_SERIES_STYLES[k % len(_SERIES_STYLES)])
+    text.append(legend)
+    text.append(f"   ({y_label})", style="dim")
+    return text
+
+
+def _loss_cell(e) -> str:
+    if e is None:
+        return ""
+    return f"{e.val_loss:.4f}" + (f" ±{e.spread:.3f}" if e.spread is not None else "")
+
+
+class CompareTable:
+    """One row per evaluation step, one column per contender; rows fill in as evaluations arrive."""
+
+    def __init__(self, labels: list[str], seeds: int):
+        self.labels = list(labels)
+        self.seeds = seeds
+        self.rows: dict[int, dict[str, object]] = {}
+
+    def add(self, evaluation) -> None:
+        self.rows.setdefault(evaluation.step, {})[evaluation.label] = evaluation
+
+    def __rich__(self) -> Table:
+        title = "val loss" + (f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else "")
+        table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+        table.add_column("step", justify="right")
+        for k, label in enumerate(self.labels):
+            table.add_column(Text(f"{_MARKS[k % len(_MARKS)]} {label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
+                             justify="right", overflow="fold")
+        for step in sorted(self.rows):
+            row = self.rows[step]
+            finals = [row[label].val_loss for label in self.labels if label in row]
+            best = min(finals) if len(finals) == len(self.labels) else None
+            cells = []
+            for label in self.labels:
+                e = row.get(label)
+                cells.append(Text(_loss_cell(e), style="bold" if e is not None and e.val_loss == best else ""))
+            _add(table, _int(step), *cells)
+        return table
+
+
+@render.register(commands.CompareResult)
+def _(result, console: Console) -> None:
+    table = CompareTable([o.label for o in result.outcomes], result.seeds)
+    for outcome in result.outcomes:
+        for evaluation in outcome.curve:
+            table.add(evaluation)
+    console.print(table)
+    facts = Table(box=None, pad_edge=False, header_style="bold")
+    facts.add_column("")
+    for column in ("parameters", "tokens/s", "time", "differs from the first in"):
+        facts.add_column(column, justify="left" if column.startswith("differs") else "right")
+    for k, o in enumerate(result.outcomes):
+        changes = ", ".join(f"{key}={_value(v)}" for key, v in o.changes.items() if key != "vocab_size") or "-"
+        _add(facts, Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
+             _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
+    console.print(facts)
+    series = {o.label: [(e.step, e.val_loss) for e in o.curve] for o in result.outcomes}
+    console.print(curve_chart(series, width=min(console.width, 100)))
+    if result.stopped:
+        console.print(Text("stopped early: the curves end where Ctrl-C stopped them", style="yellow"))
+    if result.verdict:
+        console.print(Text(result.verdict, style="green"), soft_wrap=True, highlight=False)
+    elif result.seeds == 1 and not result.stopped:
+        _dim(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
+
+
+@render.register(commands.AblateResult)
+def _(result, console: Console) -> None:
+    if not result.active:
+        console.print(Text(f"nothing switched off: val loss {_num(result.val_loss_before)}", style="green"))
+    else:
+        delta = result.val_loss_after - result.val_loss_before
+        console.print(Text("switched off: ", style="yellow") + Text(", ".join(result.active)), highlight=False)
+        console.print(Text(f"val loss {_num(result.val_loss_before)} -> {_num(result.val_loss_after)} "
+                           f"({delta:+.4f})", style="bold"), highlight=False)
+    sample = Text("sample: ", style="dim") + Text(result.prompt, style="bold") + Text(result.sample)
+    console.print(sample, soft_wrap=True, highlight=False)
+    if result.active:
+        _dim(console, ":ablate off puts the model back (the weights never changed)")
+
+
 # --- live progress -----------------------------------------------------------------------------
 class QuietReporter(Reporter):
     """For --json: nothing on stdout while the command runs; notices go to the error console."""
@@ -600,6 +726,26 @@ class RichReporter(Reporter):
             else:
                 self._table.add(row)
             self._refresh()
+
+    # comparison ----------------------------------------------------------------------------------
+    def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
+        self._compare = CompareTable(labels, seeds)
+        if not self.live:
+            return
+        self._compare_total = len(labels) * seeds * steps
+        self._progress = Progress(TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                                  TimeRemainingColumn(), console=self.console, expand=True)
+        self._task = self._progress.add_task("compare", total=len(labels) * steps, completed=0)
+        self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
+                          refresh_per_second=4)
+        self._live.start()
+
+    def on_compare_eval(self, evaluation) -> None:
+        self._compare.add(evaluation)
+        if self._live is not None:
+            self._progress.update(self._task, completed=min(evaluation.step * len(self._compare.labels),
+                                                          self._progress.tasks[0].total))
+            self._live.update(Group(self._compare, self._progress))
 
     # generation ----------------------------------------------------------------------------------
     def on_gen_start(self, prompt: str) -> None:

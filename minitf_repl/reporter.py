@@ -40,5 +40,11 @@ class Reporter:
     def on_token(self, text: str) -> None:
         """Generated text, as it is produced."""
 
+    def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
+        """A comparison of these contenders begins: `steps` steps each, once per seed."""
+
+    def on_compare_eval(self, evaluation) -> None:
+        """One contender reached an evaluation (a core.compare.Evaluation: mean and spread over seeds)."""
+
     def notice(self, text: str) -> None:
         """One informational line, e.g. that a model was kept as a checkpoint before a rebuild."""

@@ -67,6 +67,7 @@ class Session:
         self.gen_config = gen_config if gen_config is not None else GenConfig()
         self.shell_config = shell_config if shell_config is not None else ShellConfig()
         self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else default_checkpoint_dir()
+        self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self._data = None
         self._device = None
@@ -141,6 +142,7 @@ class Session:
         """Fresh weights, optimizer and history for the current settings (only if a model exists)."""
         if self._model is None:
             return
+        self._ablations = None  # they were hooks on the old model, which goes
         model, trainer = self._new_model(self.data, self.device)
         self._model, self._trainer = model, trainer
 
@@ -205,6 +207,23 @@ class Session:
     def set_shell_config(self, config: ShellConfig) -> None:
         self.shell_config = config
 
+    # --- ablations: parts of the model switched off by hooks, never by changing a weight ---------------
+    @property
+    def ablations(self) -> list:
+        return list(self._ablations.active) if self._ablations is not None else []
+
+    def set_ablations(self, ablations: list) -> None:
+        """Switch exactly these parts off (core.ablation.Ablation each); [] puts the model back as it was."""
+        from .core.ablation import Ablations
+
+        if self._ablations is not None:
+            self._ablations.clear()
+            self._ablations = None
+        if ablations:
+            self._ablations = Ablations(self.model)
+            for ablation in ablations:
+                self._ablations.add(ablation)
+
     def note_good_lr(self, lr: float) -> None:
         """Remember a learning rate that trained without diverging (to suggest after a divergence)."""
         self.last_good_lr = lr
@@ -220,6 +239,9 @@ class Session:
 
     def adopt(self, data_spec: str, data, model, trainer) -> None:
         """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device."""
+        if self._ablations is not None:
+            self._ablations.clear()
+            self._ablations = None
         self._data, self.data_spec = data, data_spec
         self._model, self._trainer = model, trainer
         self.model_config = model.config

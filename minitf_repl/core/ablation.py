@@ -1,0 +1,138 @@
+"""Ablations: switch one part of a trained model off, without touching a weight, and see what it did.
+
+Each ablation is a set of forward hooks on the model's modules and probes, so it is undone exactly
+by removing them (`Ablations.clear()`), and the weights, the optimizer and any checkpoint never
+see it. What can be switched off:
+
+    head=L.H    zero the output O_h = A_h V_h of head H in block L (before the heads are merged)
+    mask        drop the causal mask M: every position sees the whole window, future included
+    positions   drop the position information (the table P, or the rotation of q and k)
+    block=L     skip block L: its input passes straight through, h_L = h_{L-1}
+
+Hooks that replace a tensor inside attention need the explicit path (the fused kernel computes the
+scores internally), so while such an ablation is on, attention layers on the fused path are
+switched to the explicit one (same weights, same numbers within 1e-5) and switched back after.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+from .errors import UserError
+
+KINDS = ("head", "mask", "positions", "block")
+_HEAD = re.compile(r"^(\d+)\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Ablation:
+    kind: str  # head | mask | positions | block
+    layer: int | None = None
+    head: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "head":
+            return f"head {self.layer}.{self.head}"
+        if self.kind == "block":
+            return f"block {self.layer}"
+        return {"mask": "the causal mask", "positions": "the positions"}[self.kind]
+
+
+def parse_ablation(text: str, n_layers: int, n_heads: int) -> Ablation:
+    """`head=L.H`, `mask`, `positions` or `block=L` -> an Ablation checked against the model's size."""
+    kind, _, value = text.strip().partition("=")
+    kind = kind.strip().lower()
+    if kind in ("mask", "positions") and not value:
+        return Ablation(kind)
+    if kind == "head":
+        m = _HEAD.match(value.strip())
+        if m is None:
+            raise UserError(f"head takes LAYER.HEAD, e.g. head=0.1; got {value!r}")
+        layer, head = int(m.group(1)), int(m.group(2))
+        _check_index("layer", layer, n_layers)
+        _check_index("head", head, n_heads)
+        return Ablation("head", layer, head)
+    if kind == "block":
+        if not value.strip().isdigit():
+            raise UserError(f"block takes a block number, e.g. block=0; got {value!r}")
+        layer = int(value)
+        _check_index("block", layer, n_layers)
+        return Ablation("block", layer)
+    raise UserError(f"cannot ablate {text.strip()[:40]!r}; choose head=L.H, mask, positions or block=L")
+
+
+def _check_index(what: str, index: int, count: int) -> None:
+    if not 0 <= index < count:
+        raise UserError(f"{what} must be in 0..{count - 1} (the model has {count}), got {index}")
+
+
+@dataclass
+class Ablations:
+    """The ablations on one model, with the hooks that make them; `clear()` restores the model exactly."""
+
+    model: nn.Module
+    active: list[Ablation] = field(default_factory=list)
+    _handles: list = field(default_factory=list)
+    _fused: list = field(default_factory=list)  # attention modules switched to the explicit path
+
+    def add(self, ablation: Ablation) -> None:
+        if ablation in self.active:
+            return
+        handles = _hooks(self.model, ablation)
+        if ablation.kind == "mask":
+            for module in self.model.modules():
+                if getattr(module, "use_sdpa", False):
+                    module.use_sdpa = False
+                    self._fused.append(module)
+        self._handles.extend(handles)
+        self.active.append(ablation)
+
+    def clear(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        for module in self._fused:
+            module.use_sdpa = True
+        self._handles, self._fused, self.active = [], [], []
+
+
+def _hooks(model: nn.Module, ablation: Ablation) -> list:
+    blocks = model.blocks
+    if ablation.kind == "head":
+        head = ablation.head
+
+        def zero_head(module, inputs, output):
+            output = output.clone()
+            output[:, head] = 0.0  # (B, n_heads, T, head_dim): this head's A V contributes nothing
+            return output
+
+        return [blocks[ablation.layer].attn.hook_weighted.register_forward_hook(zero_head)]
+    if ablation.kind == "block":
+
+        def skip(module, inputs, output):
+            return inputs[0]  # h_L = h_{L-1}
+
+        return [blocks[ablation.layer].register_forward_hook(skip)]
+    if ablation.kind == "mask":
+        handles = []
+        for block in blocks:
+            attn = block.attn
+            seen = {}
+
+            def keep_scores(module, inputs, output, seen=seen):
+                seen["scores"] = output
+
+            def unmask(module, inputs, output, seen=seen):
+                return seen.pop("scores")  # S instead of S + M: nothing is hidden
+
+            handles.append(attn.hook_scores.register_forward_hook(keep_scores))
+            handles.append(attn.hook_masked_scores.register_forward_hook(unmask))
+        return handles
+    # positions: what the position table adds becomes zero
+    encoding = model.config.pos_encoding
+    if encoding in ("learned", "sinusoidal"):
+        return [model.position_embedding.register_forward_hook(lambda module, inputs, output: torch.zeros_like(output))]
+    raise UserError(f"this model's positions ({encoding}) cannot be dropped; that works for learned and sinusoidal")

@@ -1,0 +1,130 @@
+"""Side-by-side training: what does a change (RoPE, RMSNorm, a preset) buy on the same data?
+
+`compare` trains every contender from the same initial seed on the same batches (the batch order
+is drawn from the seed, so contenders with the same batch size and context see identical
+batches), in step with each other: all of them reach an evaluation before any goes on, so a caller
+can show one row per evaluation as it happens. With several seeds each contender is trained once
+per seed and the results are the mean and the spread (sample standard deviation) over seeds, so
+that run-to-run noise is not read as an effect.
+
+Nothing here touches a caller's model: every contender is a new model and trainer, and the global
+random state is restored afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .config import ModelConfig, TrainConfig
+from .model import MiniTransformerLM
+from .train import Trainer
+
+
+@dataclass
+class Contender:
+    label: str  # what the user typed for it, e.g. "preset=modern" or "norm=rmsnorm"
+    model_config: ModelConfig
+    train_config: TrainConfig
+
+
+@dataclass
+class Evaluation:
+    """One contender's validation loss at one step: the mean over seeds and its spread."""
+
+    label: str
+    step: int
+    val_loss: float
+    spread: float | None  # sample standard deviation over seeds (None with one seed)
+    accuracy: float | None = None  # mean task accuracy, for tasks
+
+
+@dataclass
+class Outcome:
+    """A contender at the end: its curve, its speed and its size."""
+
+    label: str
+    n_params: int
+    curve: list[Evaluation] = field(default_factory=list)
+    tokens_per_second: float = 0.0  # mean over seeds, evaluation excluded
+    seconds: float = 0.0  # wall time of all its seeds together
+    changes: dict = field(default_factory=dict)  # the settings that differ from the first contender
+
+    @property
+    def final(self) -> Evaluation | None:
+        return self.curve[-1] if self.curve else None
+
+
+def compare(
+    contenders: list[Contender],
+    data,
+    steps: int,
+    seeds: list[int],
+    device: torch.device | str = "cpu",
+    on_evaluation: Callable[[Evaluation], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[Outcome]:
+    """Train each contender for `steps` steps once per seed, in step; return one Outcome each."""
+    base = contenders[0].model_config.to_dict()
+    outcomes = [Outcome(c.label, 0, changes={k: v for k, v in c.model_config.to_dict().items() if base.get(k) != v})
+                for c in contenders]
+    with torch.random.fork_rng(devices=[]):
+        runs = []  # (contender index, trainer) for every contender and seed
+        for seed in seeds:
+            for i, contender in enumerate(contenders):
+                config = contender.train_config.replace(seed=seed, steps=steps)
+                torch.manual_seed(seed)
+                model = MiniTransformerLM(contender.model_config).to(device)
+                trainer = Trainer(model, data, config, device)
+                trainer.start_run(steps)
+                outcomes[i].n_params = model.num_parameters()
+                runs.append((i, trainer))
+        busy = [[0.0, 0] for _ in contenders]  # seconds and tokens of training, per contender
+        every = contenders[0].train_config.eval_every
+        done = 0
+        while done < steps:
+            target = min(done + every, steps)
+            results: dict[int, list[tuple[float, float | None]]] = {}
+            for i, trainer in runs:
+                if should_stop is not None and should_stop():
+                    return _finish(outcomes, busy)
+                start = time.perf_counter()
+                summary = trainer.run(should_stop=lambda t=trainer: t.step >= target)
+                outcomes[i].seconds += time.perf_counter() - start
+                if summary.tokens_per_second:
+                    busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second
+                    busy[i][1] += summary.steps * trainer.config.batch_size * trainer.max_seq_len
+                last = trainer.history[-1]
+                val = last["val_loss"] if last["val_loss"] is not None else trainer.evaluate()[0]
+                results.setdefault(i, []).append((val, last.get("accuracy")))
+            done = target
+            for i, values in results.items():
+                losses = [v for v, _ in values]
+                accuracies = [a for _, a in values if a is not None]
+                evaluation = Evaluation(
+                    outcomes[i].label, done, statistics.fmean(losses),
+                    statistics.stdev(losses) if len(losses) > 1 else None,
+                    statistics.fmean(accuracies) if accuracies else None,
+                )
+                outcomes[i].curve.append(evaluation)
+                if on_evaluation is not None:
+                    on_evaluation(evaluation)
+    return _finish(outcomes, busy)
+
+
+def _finish(outcomes: list[Outcome], busy) -> list[Outcome]:
+    for outcome, (seconds, tokens) in zip(outcomes, busy):
+        outcome.tokens_per_second = tokens / seconds if seconds > 0 else 0.0
+    return outcomes
+
+
+def differs(a: Evaluation, b: Evaluation) -> bool | None:
+    """Whether two final losses differ by more than their spreads (None when there is no spread)."""
+    if a.spread is None or b.spread is None:
+        return None
+    return abs(a.val_loss - b.val_loss) > 2 * math.hypot(a.spread, b.spread)
