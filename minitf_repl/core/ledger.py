@@ -167,7 +167,7 @@ def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
     Variants (measured in tests/test_variants.py, as the seed is in tests/test_ledger.py):
     RMSNorm keeps x / rms and rms (and its output with a gain) instead of LayerNorm's output and two
     statistics; qk_norm keeps the normalised q and k (and their statistics); RoPE's rotated q and k and
-    GQA's repeated K and V replace the tensors they came from; SwiGLU keeps four of its width; a mixture
+    GQA's repeated K and V (explicit path) replace the tensors they came from; SwiGLU keeps four of its width; a mixture
     of experts, per token and chosen expert, its input, hidden layers, output and gated output, plus
     the router's logits and probabilities.
     """
@@ -185,7 +185,7 @@ def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
         if getattr(attn, "q_norm", None) is not None:  # each head's q and k, normalised over head_dim
             floats += H * _norm_floats(attn.q_norm, attn.head_dim) + attn.n_kv_heads * _norm_floats(attn.k_norm, attn.head_dim)
         # RoPE: the rotated q and k replace the unrotated ones (a rotation's gradient needs only cos and sin).
-        if getattr(attn, "n_kv_heads", H) != H:
+        if getattr(attn, "n_kv_heads", H) != H and not getattr(attn, "use_sdpa", False):  # fused: enable_gqa, no copies
             floats += 2 * d - qkv_widths[1] - qkv_widths[2]  # K and V repeated to n_heads replace the shared ones
         ffn = block.ffn
         if isinstance(ffn, MixtureOfExperts):

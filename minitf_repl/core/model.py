@@ -152,19 +152,21 @@ class MultiHeadSelfAttention(nn.Module):
         T_k = k.shape[2]
         # With a cache the T new queries sit at absolute positions T_k - T .. T_k - 1.
         mask = self.causal_mask[T_k - T : T_k, :T_k]  # (T, T_k)
-        if self.n_kv_heads != self.n_heads:
-            group = self.n_heads // self.n_kv_heads  # query heads per key/value head
-            k = self.hook_k_rep(k.repeat_interleave(group, dim=1))  # (B, n_heads, T_k, head_dim)
-            v = self.hook_v_rep(v.repeat_interleave(group, dim=1))
+        grouped = self.n_kv_heads != self.n_heads
 
         if self.use_sdpa:
-            # One fused kernel computing exactly the lines of the else-branch.
+            # One fused kernel computing exactly the lines of the else-branch (enable_gqa: it shares
+            # each key/value head among its query heads itself, without the copies).
             dropout_p = self.dropout_p if self.training else 0.0
             if T == T_k:
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=grouped)
             else:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=grouped)
         else:
+            if grouped:
+                group = self.n_heads // self.n_kv_heads  # query heads per key/value head
+                k = self.hook_k_rep(k.repeat_interleave(group, dim=1))  # (B, n_heads, T_k, head_dim)
+                v = self.hook_v_rep(v.repeat_interleave(group, dim=1))
             scores = self.hook_scores(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim))  # (B, n_heads, T, T_k)
             scores = self.hook_masked_scores(scores.masked_fill(~mask, float("-inf")))
             weights = self.hook_weights(F.softmax(scores, dim=-1))  # each row sums to 1
