@@ -414,7 +414,7 @@ def test_a_tiny_modern_model_learns_to_sort():
     model = MiniTransformerLM(config)
     trainer = Trainer(model, data, TrainConfig(steps=250, batch_size=32, eval_every=250, lr=3e-3))
     summary = trainer.run()
-    assert summary.accuracy >= 0.6, summary
+    assert summary.accuracy >= 0.9, summary  # 0.936 measured (seed 1337, one thread)
     assert model.moe_stats().aux_loss is not None
 
 

@@ -204,7 +204,7 @@ class ModelConfig(Settings):
     pos_encoding: str = setting("learned", "positions: a learned table or fixed sinusoids added at the input, "
                                 "rope (q and k rotated inside attention) or none", choices=POS_ENCODINGS)
     rope_base: float = setting(10000.0, "RoPE base: pair i of a head turns by pos * rope_base^(-2i/head_dim)",
-                               low=1.0, low_open=True)
+                               low=1.0, low_open=True, limit=1_000_000_000)
     norm: str = setting("layernorm", "normalisation: layernorm (centre and scale) or rmsnorm (scale only)",
                         choices=NORMS)
     # pre: x + f(norm(x)) (GPT-2 and later); post: norm(x + f(x)) (the original Transformer, GPT-1),
@@ -219,10 +219,12 @@ class ModelConfig(Settings):
                                      "n_heads (GQA); the KV cache shrinks with them", type=int, low=0, nullable=True)
     tie_embeddings: bool = setting(True, "the output head reuses the token embedding matrix (off: its own matrix)")
     bias: bool = setting(True, "biases in every linear layer and in the layernorms")
-    n_experts: int = setting(0, "mixture of experts: feed-forward experts per block (0 or 1: one dense FFN)", low=0)
-    experts_per_token: int = setting(2, "mixture of experts: experts each token is routed to (top-k)", low=1)
+    n_experts: int = setting(0, "mixture of experts: feed-forward experts per block (0 or 1: one dense FFN)", low=0,
+                             limit=1024)
+    experts_per_token: int = setting(2, "mixture of experts: experts each token is routed to (top-k)", low=1,
+                                     limit=1024)
     moe_aux_weight: float = setting(0.01, "mixture of experts: weight of the load-balancing loss added in training",
-                                    low=0.0)
+                                    low=0.0, limit=100)
     # explicit: the formula written out, with a probe at every step (the learner's path).
     # sdpa: torch.nn.functional.scaled_dot_product_attention, same weights (the fast path).
     attention: str = setting("explicit", "explicit formula (probes) or the fused sdpa kernel, same weights",
