@@ -421,7 +421,11 @@ def test_a_tiny_modern_model_learns_to_sort():
 @pytest.mark.slow
 @pytest.mark.parametrize("changes", SWITCHES + PRESET_CONFIGS, ids=[label(c) for c in SWITCHES + PRESET_CONFIGS])
 def test_every_variant_learns_to_sort(changes):
-    """The issue's check for each switch: the default model and training reach 99% held-out accuracy."""
+    """The issue's check for each switch: the default model and training reach 99% held-out accuracy.
+
+    Measured (one thread, seed 1337, 500 steps): post-LN 1.000, MoE 4x2 0.998, MQA 0.996, but llama 0.952,
+    modern 0.962 and pos_encoding=none 0.278: those need more steps or their own learning rate.
+    """
     data = load_data("sort")
     torch.manual_seed(1337)
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, **changes))
