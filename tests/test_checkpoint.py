@@ -488,7 +488,7 @@ HOSTILE = {
     "future-format": (lambda d: rewrite_manifest(d / "c", _set("format_version", 2)), "c",
                       r"written by a newer minitf \(format 2, this one reads 1\): upgrade minitf"),
     "invalid-config": (lambda d: rewrite_manifest(d / "c", _set_config(n_heads=5)), "c", "model config is invalid"),
-    "unknown-config-key": (lambda d: rewrite_manifest(d / "c", _set_config(n_experts=4)), "c", "model config is invalid"),
+    "unknown-config-key": (lambda d: rewrite_manifest(d / "c", _set_config(n_wizards=4)), "c", "model config is invalid"),
     "config-shapes-differ": (lambda d: rewrite_manifest(d / "c", _set_config(d_ff=64)), "c", r"has shape \(48, 32\)"),
     "vocab-too-short": (lambda d: rewrite_manifest(d / "c", _set("vocab", "abcdefghijkl")), "c", "vocabulary has 12"),
     "vocab-repeats": (lambda d: rewrite_manifest(d / "c", _set("vocab", "aacdefghijkl ")), "c", "12 distinct"),

@@ -181,7 +181,7 @@ BAD_CONFIGS = (
     + [{name: float(SIZES[name])} for name in INT_FIELDS]
     + [dict(d_model="32")]
     + [dict(dropout=-0.1), dict(dropout=1.0), dict(dropout=float("nan")), dict(dropout=True), dict(dropout="0.1")]
-    + [dict(activation="tanh"), dict(activation="GELU"), dict(pos_encoding="rope"), dict(attention="flash")]
+    + [dict(activation="tanh"), dict(activation="GELU"), dict(pos_encoding="alibi"), dict(attention="flash")]
 )
 
 

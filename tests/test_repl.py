@@ -285,7 +285,7 @@ def test_completes_option_keys_and_values():
     assert complete(":train st") == ["steps="]
     assert "steps=" not in complete(":train steps=5 ")  # already given
     assert complete(":gen cache=") == ["on", "off"]
-    assert complete(":set activation=r") == ["relu"]
+    assert complete(":set activation=r") == ["relu", "relu2"]
     assert "n_layers=" in complete(":set n_") and complete(":set top_") == ["top_k=", "top_p="]
     assert complete(":set top_k=n") == ["none"]
     assert "sort" in complete(":data s") and complete(":device c") == ["cpu", "cuda"]

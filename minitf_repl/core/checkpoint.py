@@ -68,6 +68,17 @@ _TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
 _OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
 _CUDA_KEY = re.compile(r"^rng\.cuda\.(\d+)$")
 _PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
+
+
+def _is_pickle(head: bytes) -> bool:
+    """Whether a data file's first bytes are a pickle's or torch.save's, not safetensors'.
+
+    A safetensors file starts with its header's length (8 bytes, little-endian) and then the JSON
+    header's "{"; a length of 128 + 256 n starts with the byte 0x80, as a pickle does, so the "{"
+    at offset 8 decides.
+    """
+    return head.startswith(_PICKLE_MAGIC) and head[8:9] != b"{"
+
 # A manifest holds two small configs, the vocabulary and the loss history (about 300 bytes a step):
 # 64 MiB is some 200,000 steps, far beyond a run in this lab, and it bounds what a hostile manifest
 # can make a load read and parse. A save refuses to write a larger one (it could not be loaded).
@@ -588,8 +599,8 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
         fd, size = _open_regular(where)
         if size != entry["size"]:
             with os.fdopen(fd, "rb") as f:
-                head = f.read(4)  # only to say "pickle" rather than "wrong size" for a torch.save file
-            if head.startswith(_PICKLE_MAGIC):
+                head = f.read(9)  # only to say "pickle" rather than "wrong size" for a torch.save file
+            if _is_pickle(head):
                 raise CheckpointError(
                     f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
                     "save the checkpoint again"
@@ -602,7 +613,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
         raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
-    if raw.startswith(_PICKLE_MAGIC):
+    if _is_pickle(raw):
         raise CheckpointError(
             f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
             "save the checkpoint again"

@@ -24,8 +24,11 @@ from typing import Any
 
 from .errors import ConfigError
 
-ACTIVATIONS = ("gelu", "relu")
-POS_ENCODINGS = ("learned", "sinusoidal")
+# The seed's choices come first in each tuple (messages list them in this order).
+ACTIVATIONS = ("gelu", "relu", "gelu_tanh", "relu2", "swiglu")
+POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
+NORMS = ("layernorm", "rmsnorm")
+NORM_PLACEMENTS = ("pre", "post")
 ATTENTION_IMPLS = ("explicit", "sdpa")
 
 
@@ -191,10 +194,37 @@ class ModelConfig(Settings):
     d_model: int = setting(128, "width of the residual stream", low=1)
     n_heads: int = setting(4, "attention heads (must divide d_model)", low=1)
     n_layers: int = setting(4, "Transformer blocks", low=1)
-    d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model", low=1)
+    # With swiglu the hidden width is ffn_hidden(config) = int(2 * d_ff / 3): three matrices instead
+    # of two, so the parameter count stays about the same as the two-matrix FFN of width d_ff.
+    d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model "
+                        "(swiglu uses int(2 * d_ff / 3))", low=1)
     dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True)
-    activation: str = setting("gelu", "feed-forward activation", choices=ACTIVATIONS)
-    pos_encoding: str = setting("learned", "positions: a learned table or the fixed sinusoids", choices=POS_ENCODINGS)
+    activation: str = setting("gelu", "feed-forward activation: gelu, relu, gelu_tanh (GPT-2), relu2 (ReLU squared) "
+                              "or swiglu (gated, three matrices)", choices=ACTIVATIONS)
+    pos_encoding: str = setting("learned", "positions: a learned table or fixed sinusoids added at the input, "
+                                "rope (q and k rotated inside attention) or none", choices=POS_ENCODINGS)
+    rope_base: float = setting(10000.0, "RoPE base: pair i of a head turns by pos * rope_base^(-2i/head_dim)",
+                               low=1.0, low_open=True, limit=1_000_000_000)
+    norm: str = setting("layernorm", "normalisation: layernorm (centre and scale) or rmsnorm (scale only)",
+                        choices=NORMS)
+    # pre: x + f(norm(x)) (GPT-2 and later); post: norm(x + f(x)) (the original Transformer, GPT-1),
+    # which then needs no final norm before the head.
+    norm_placement: str = setting("pre", "where the norm sits: pre (before each sublayer) or post (after the "
+                                  "residual add)", choices=NORM_PLACEMENTS)
+    norm_gain: bool = setting(True, "norms learn a gain g (and a bias with bias on); off: no learned norm parameters")
+    qk_norm: bool = setting(False, "normalise q and k of each head before their dot product (same norm kind)")
+    # None (or 0) means n_heads: every query head has its own keys and values (MHA). 1: multi-query
+    # attention (MQA); in between: grouped-query attention (GQA), n_heads / n_kv_heads queries share one.
+    n_kv_heads: int | None = setting(None, "key/value heads: none = n_heads (MHA), 1 (MQA), or a divisor of "
+                                     "n_heads (GQA); the KV cache shrinks with them", type=int, low=0, nullable=True)
+    tie_embeddings: bool = setting(True, "the output head reuses the token embedding matrix (off: its own matrix)")
+    bias: bool = setting(True, "biases in every linear layer and in the layernorms")
+    n_experts: int = setting(0, "mixture of experts: feed-forward experts per block (0 or 1: one dense FFN)", low=0,
+                             limit=1024)
+    experts_per_token: int = setting(2, "mixture of experts: experts each token is routed to (top-k)", low=1,
+                                     limit=1024)
+    moe_aux_weight: float = setting(0.01, "mixture of experts: weight of the load-balancing loss added in training",
+                                    low=0.0, limit=100)
     # explicit: the formula written out, with a probe at every step (the learner's path).
     # sdpa: torch.nn.functional.scaled_dot_product_attention, same weights (the fast path).
     attention: str = setting("explicit", "explicit formula (probes) or the fused sdpa kernel, same weights",
@@ -204,12 +234,48 @@ class ModelConfig(Settings):
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads actually built (n_kv_heads, with none or 0 meaning n_heads)."""
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 1
+
     def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
             raise ConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
                 f"n_heads could be one of {_divisors(self.d_model)}"
             )
+        if self.n_heads % self.kv_heads != 0:
+            raise ConfigError(
+                f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads}); "
+                f"n_kv_heads could be one of {_divisors(self.n_heads)}"
+            )
+        if self.pos_encoding == "rope" and self.head_dim % 2 != 0:
+            raise ConfigError(
+                f"rope rotates pairs of numbers, but each head has an odd width ({self.head_dim} = d_model / n_heads); "
+                "choose d_model and n_heads with an even quotient"
+            )
+        if self.is_moe and self.experts_per_token > self.n_experts:
+            raise ConfigError(
+                f"experts_per_token ({self.experts_per_token}) cannot exceed n_experts ({self.n_experts}); "
+                f"lower experts_per_token or raise n_experts"
+            )
+
+
+def ffn_hidden(config: ModelConfig) -> int:
+    """The hidden width of one feed-forward network (one expert, with experts).
+
+    d_ff for the two-matrix FFN. SwiGLU has three matrices of that width, so it uses
+    int(2 * d_ff / 3) (rounded down, at least 1): 3 * d * int(2 d_ff / 3) is about 2 * d * d_ff,
+    the same parameters as the plain FFN.
+    """
+    if config.activation == "swiglu":
+        return max(1, (2 * config.d_ff) // 3)
+    return config.d_ff
 
 
 def _divisors(n: int) -> str:
@@ -249,3 +315,60 @@ class GenConfig(Settings):
     gen_seed: int | None = setting(None, "sampling seed (none: a fresh random one each time)", type=int, low=0,
                                    nullable=True, limit=2**63 - 1)
     cache: bool = setting(True, "use the KV cache (off: recompute the prefix for every token)")
+
+
+# --- presets: whole architectures by name ---------------------------------------------------------
+# Each preset is the architecture fields it changes relative to ModelConfig's defaults; sizes
+# (vocab, context, widths, heads, layers, dropout) and the mixture-of-experts fields are not part
+# of an architecture here: a llama with experts is still a llama (Mixtral), so a preset leaves
+# them as they are. One exception is derived from the sizes: llama's grouped-query attention uses
+# half as many key/value heads as query heads (PRESET_KV_GROUP = 2 query heads per key/value head),
+# or plain MHA when n_heads is odd; `preset_changes` resolves it for a given config.
+PRESETS: dict[str, dict[str, Any]] = {
+    # The seed / blog model: learned positions, pre-LayerNorm, GELU with biases, MHA, tied head.
+    "seed": {},
+    # GPT-2: the seed with the tanh approximation of GELU.
+    "gpt2": {"activation": "gelu_tanh"},
+    # Llama (2/3): RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases, untied head.
+    "llama": {"pos_encoding": "rope", "norm": "rmsnorm", "activation": "swiglu", "bias": False,
+              "tie_embeddings": False},
+    # A 2024-25 small-model recipe (modded-nanoGPT and kin): RoPE, RMSNorm without a gain,
+    # ReLU squared, QK-norm, no biases, untied head.
+    "modern": {"pos_encoding": "rope", "norm": "rmsnorm", "norm_gain": False, "activation": "relu2",
+               "qk_norm": True, "bias": False, "tie_embeddings": False},
+}
+PRESET_KV_GROUP = {"llama": 2}  # query heads per key/value head, when n_heads allows it
+
+# The fields a preset decides (set to the preset's value or else the default).
+PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "norm_gain", "qk_norm", "activation",
+                 "n_kv_heads", "tie_embeddings", "bias")
+
+
+def preset_changes(name: str, config: ModelConfig | None = None) -> dict[str, Any]:
+    """Every preset field's value under preset `name` for a model shaped like `config` (default sizes if None)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    n_heads = config.n_heads if config is not None else ModelConfig.n_heads
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    changes = {field: PRESETS[name].get(field, defaults[field]) for field in PRESET_FIELDS}
+    group = PRESET_KV_GROUP.get(name)
+    if group is not None and n_heads % group == 0:
+        changes["n_kv_heads"] = n_heads // group
+    return changes
+
+
+def apply_preset(config: ModelConfig, name: str) -> ModelConfig:
+    """A new config with `config`'s sizes and preset `name`'s architecture."""
+    return config.replace(**preset_changes(name, config))
+
+
+def matching_preset(config: ModelConfig) -> str | None:
+    """The preset whose architecture `config` has (sizes ignored), or None. n_kv_heads 0, none and n_heads agree."""
+    def norm_kv(changes: dict) -> dict:
+        return {**changes, "n_kv_heads": changes["n_kv_heads"] or config.n_heads}
+
+    mine = norm_kv({field: getattr(config, field) for field in PRESET_FIELDS})
+    for name in PRESETS:
+        if norm_kv(preset_changes(name, config)) == mine:
+            return name
+    return None

@@ -7,7 +7,18 @@
 
     Attention(x) = Concat(head_1..head_H) W^O,  head_i = softmax(Q K^T / sqrt(d_k) + M) V
 
-Small pieces come first (probe, position table, attention, feed-forward, block), the whole model
+That is the seed model, and ModelConfig's defaults. Each part later models changed is one config
+field, read in one place here; the variants themselves are small modules of their own:
+    pos_encoding    learned | sinusoidal | rope | none       core.positions (RotaryEmbedding inside attention)
+    norm            layernorm | rmsnorm                      core.norms (make_norm)
+    norm_placement  pre: x + f(LN(x)) | post: LN(x + f(x))   TransformerBlock
+    qk_norm         normalise q and k per head                MultiHeadSelfAttention
+    activation      gelu | relu | gelu_tanh | relu2 | swiglu core.feedforward
+    n_kv_heads      MHA | GQA | MQA: K, V heads shared        MultiHeadSelfAttention
+    n_experts       a mixture of experts per block           core.experts
+    tie_embeddings, bias
+
+Small pieces come first (KV cache, attention, feed-forward, block), the whole model
 last. `Probe` modules are identities placed at every step of the formula, so a forward hook (the
 shape trace, a heatmap) can see q, k, v, the scores, the mask, the softmax and the weighted values
 without a print in `forward`.
@@ -23,27 +34,16 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .errors import DataError
+from .experts import MixtureOfExperts, MoEStats
+from .feedforward import SwiGLU, make_activation
+from .norms import make_norm
+from .positions import RotaryEmbedding, SinusoidalPositions
+from .probe import Probe
 
-
-class Probe(nn.Identity):
-    """Returns its input unchanged. It exists so that a hook can see the tensor at this point."""
-
-
-class SinusoidalPositions(nn.Module):
-    """The fixed table of "Attention Is All You Need": PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(...)."""
-
-    def __init__(self, max_seq_len: int, d_model: int):
-        super().__init__()
-        position = torch.arange(max_seq_len, dtype=torch.float32).unsqueeze(1)  # (T, 1)
-        freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-        table = torch.zeros(max_seq_len, d_model)
-        table[:, 0::2] = torch.sin(position * freq)
-        table[:, 1::2] = torch.cos(position * freq[: d_model // 2])  # odd d_model: one fewer cosine
-        # Not persistent: the table is derived from the config, so checkpoints need not store it.
-        self.register_buffer("table", table, persistent=False)
-
-    def forward(self, pos: torch.Tensor) -> torch.Tensor:
-        return self.table[pos]  # (T, d_model)
+__all__ = [
+    "FeedForward", "KVCache", "LayerKV", "MiniTransformerLM", "ModelConfig", "MultiHeadSelfAttention", "Probe",
+    "SinusoidalPositions", "TransformerBlock", "feed_forward",
+]
 
 
 class LayerKV:
@@ -56,7 +56,7 @@ class LayerKV:
     def __init__(self, capacity: int):
         self.capacity = capacity  # max_seq_len: positions are absolute, so the cache never holds more
         self.length = 0
-        self.k: torch.Tensor | None = None  # (B, n_heads, capacity, head_dim)
+        self.k: torch.Tensor | None = None  # (B, n_kv_heads, capacity, head_dim): GQA/MQA store fewer heads
         self.v: torch.Tensor | None = None
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,14 +68,14 @@ class LayerKV:
         self.k[:, :, self.length : end] = k
         self.v[:, :, self.length : end] = v
         self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]  # (B, n_heads, T_past + T, head_dim)
+        return self.k[:, :, :end], self.v[:, :, :end]  # (B, n_kv_heads, T_past + T, head_dim)
 
 
 class KVCache:
     """Per-layer keys and values, so that decoding one more token costs one position, not the prefix.
 
-    Positions are absolute (learned or sinusoidal, added at the input), so the cache is valid only
-    while the text fits in max_seq_len; `core.generate` starts a fresh cache when the window slides.
+    Positions are absolute (added at the input, or RoPE's rotation of the cached keys), so the cache
+    is valid only while the text fits in max_seq_len; `core.generate` starts a fresh cache when the window slides.
     """
 
     def __init__(self, n_layers: int, capacity: int):
@@ -87,17 +87,27 @@ class KVCache:
 
 
 class MultiHeadSelfAttention(nn.Module):
+    """Causal self-attention with n_heads query heads and n_kv_heads key/value heads.
+
+    n_kv_heads = n_heads is the seed's multi-head attention. With fewer (GQA; MQA at 1), each key/value
+    head serves n_heads / n_kv_heads consecutive query heads: K and V are projected to fewer heads,
+    cached that way, and repeated to n_heads only for the scores. Options inside: qk_norm normalises
+    each head's q and k, rope rotates them by position.
+    """
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         d = config.d_model
         self.n_heads = config.n_heads
+        self.n_kv_heads = config.kv_heads
         self.head_dim = config.head_dim
         self.use_sdpa = config.attention == "sdpa"
         self.dropout_p = config.dropout
-        self.q_proj = nn.Linear(d, d)
-        self.k_proj = nn.Linear(d, d)
-        self.v_proj = nn.Linear(d, d)
-        self.out_proj = nn.Linear(d, d)
+        kv_dim = self.n_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(d, d, bias=config.bias)
+        self.k_proj = nn.Linear(d, kv_dim, bias=config.bias)
+        self.v_proj = nn.Linear(d, kv_dim, bias=config.bias)
+        self.out_proj = nn.Linear(d, d, bias=config.bias)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         # M: position i may look at positions j <= i only.
@@ -106,6 +116,16 @@ class MultiHeadSelfAttention(nn.Module):
         self.hook_q = Probe()
         self.hook_k = Probe()
         self.hook_v = Probe()
+        # The variants' modules exist only when switched on: the seed's module tree stays the seed's.
+        self.q_norm = make_norm(config, self.head_dim) if config.qk_norm else None  # over each head's features
+        self.k_norm = make_norm(config, self.head_dim) if config.qk_norm else None
+        self.rope = RotaryEmbedding(self.head_dim, config.max_seq_len, config.rope_base) if config.pos_encoding == "rope" else None
+        if self.rope is not None:
+            self.hook_q_rot = Probe()  # q rotated by its position
+            self.hook_k_rot = Probe()
+        if self.n_kv_heads != self.n_heads:
+            self.hook_k_rep = Probe()  # K repeated to n_heads (what the scores see)
+            self.hook_v_rep = Probe()
         self.hook_scores = Probe()  # S = QK^T / sqrt(d_k)
         self.hook_masked_scores = Probe()  # S + M
         self.hook_weights = Probe()  # A = softmax(S + M), the attention pattern
@@ -114,27 +134,39 @@ class MultiHeadSelfAttention(nn.Module):
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
-        return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, n_heads, T, head_dim)
+        return x.view(B, T, C // self.head_dim, self.head_dim).transpose(1, 2)  # (B, heads, T, head_dim)
 
     def forward(self, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:
         B, T, C = x.shape
         q = self.hook_q(self.split_heads(self.q_proj(x)))  # (B, n_heads, T, head_dim)
-        k = self.hook_k(self.split_heads(self.k_proj(x)))
-        v = self.hook_v(self.split_heads(self.v_proj(x)))
+        k = self.hook_k(self.split_heads(self.k_proj(x)))  # (B, n_kv_heads, T, head_dim)
+        v = self.hook_v(self.split_heads(self.v_proj(x)))  # (B, n_kv_heads, T, head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)  # each head's vectors normalised: q.k stays bounded
+        if self.rope is not None:
+            start = cache.length if cache is not None else 0  # absolute position of the first new token
+            q, k = self.rope(q, k, start)
+            q, k = self.hook_q_rot(q), self.hook_k_rot(k)
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, n_heads, T_past + T, head_dim)
+            k, v = cache.append(k, v)  # (B, n_kv_heads, T_past + T, head_dim): the cache holds the shared heads
         T_k = k.shape[2]
         # With a cache the T new queries sit at absolute positions T_k - T .. T_k - 1.
         mask = self.causal_mask[T_k - T : T_k, :T_k]  # (T, T_k)
+        grouped = self.n_kv_heads != self.n_heads
 
         if self.use_sdpa:
-            # One fused kernel computing exactly the lines of the else-branch.
+            # One fused kernel computing exactly the lines of the else-branch (enable_gqa: it shares
+            # each key/value head among its query heads itself, without the copies).
             dropout_p = self.dropout_p if self.training else 0.0
             if T == T_k:
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=grouped)
             else:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=grouped)
         else:
+            if grouped:
+                group = self.n_heads // self.n_kv_heads  # query heads per key/value head
+                k = self.hook_k_rep(k.repeat_interleave(group, dim=1))  # (B, n_heads, T_k, head_dim)
+                v = self.hook_v_rep(v.repeat_interleave(group, dim=1))
             scores = self.hook_scores(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim))  # (B, n_heads, T, T_k)
             scores = self.hook_masked_scores(scores.masked_fill(~mask, float("-inf")))
             weights = self.hook_weights(F.softmax(scores, dim=-1))  # each row sums to 1
@@ -150,28 +182,46 @@ class FeedForward(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.fc_in = nn.Linear(config.d_model, config.d_ff)
-        self.act = nn.GELU() if config.activation == "gelu" else nn.ReLU()
-        self.fc_out = nn.Linear(config.d_ff, config.d_model)
+        self.fc_in = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
+        self.act = make_activation(config.activation)
+        self.fc_out = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.fc_out(self.act(self.fc_in(x))))  # (B, T, d_model)
 
 
+def feed_forward(config: ModelConfig) -> nn.Module:
+    """The block's feed-forward part: the two-matrix FFN, SwiGLU, or a mixture of either (n_experts > 1)."""
+
+    def one() -> nn.Module:
+        return SwiGLU(config) if config.activation == "swiglu" else FeedForward(config)
+
+    return MixtureOfExperts(config, one) if config.is_moe else one()
+
+
 class TransformerBlock(nn.Module):
-    """Pre-LN: normalise, transform, add back. The residual stream x is never normalised itself."""
+    """Pre-LN (the default): normalise, transform, add back; the residual stream x is never normalised.
+
+    Post-LN (norm_placement="post", the original Transformer and GPT-1): transform, add, then
+    normalise the sum, so the stream itself is normalised after every sublayer.
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.d_model)
+        self.post_norm = config.norm_placement == "post"
+        self.ln_1 = make_norm(config, config.d_model)
         self.attn = MultiHeadSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.d_model)
-        self.ffn = FeedForward(config)
-        self.hook_resid_mid = Probe()  # x + Attention(LN(x))
-        self.hook_resid_post = Probe()  # x + FFN(LN(x))
+        self.ln_2 = make_norm(config, config.d_model)
+        self.ffn = feed_forward(config)
+        self.hook_resid_mid = Probe()  # x + Attention(LN(x)); post-LN: LN(x + Attention(x))
+        self.hook_resid_post = Probe()  # x + FFN(LN(x)); post-LN: LN(x + FFN(x))
 
     def forward(self, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:
+        if self.post_norm:
+            x = self.hook_resid_mid(self.ln_1(x + self.attn(x, cache)))
+            x = self.hook_resid_post(self.ln_2(x + self.ffn(x)))
+            return x
         x = self.hook_resid_mid(x + self.attn(self.ln_1(x), cache))
         x = self.hook_resid_post(x + self.ffn(self.ln_2(x)))
         return x
@@ -185,15 +235,19 @@ class MiniTransformerLM(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         if config.pos_encoding == "learned":
             self.position_embedding = nn.Embedding(config.max_seq_len, config.d_model)
-        else:
+        elif config.pos_encoding == "sinusoidal":
             self.position_embedding = SinusoidalPositions(config.max_seq_len, config.d_model)
+        else:
+            self.position_embedding = None  # rope: positions enter inside attention; none: not at all
         self.hook_embed = Probe()  # h = x + p
         self.embed_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(config.n_layers)])
-        self.ln_f = nn.LayerNorm(config.d_model)
+        # Post-LN blocks end with a norm already (as in GPT-1): no final norm is needed before the head.
+        self.ln_f = make_norm(config, config.d_model) if config.norm_placement == "pre" else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        # Weight tying: reading a token in and writing it out share one matrix W_E.
-        self.lm_head.weight = self.token_embedding.weight
+        if config.tie_embeddings:
+            # Weight tying: reading a token in and writing it out share one matrix W_E.
+            self.lm_head.weight = self.token_embedding.weight
         self.apply(self._init_weights)
 
     @staticmethod
@@ -217,8 +271,11 @@ class MiniTransformerLM(nn.Module):
                 f"input of {start + T} tokens is longer than max_seq_len={self.config.max_seq_len}; "
                 "shorten it or raise max_seq_len"
             )
-        pos = torch.arange(start, start + T, device=idx.device)  # (T,)
-        x = self.hook_embed(self.token_embedding(idx) + self.position_embedding(pos))  # (B, T, d_model)
+        x = self.token_embedding(idx)  # (B, T, d_model)
+        if self.position_embedding is not None:
+            pos = torch.arange(start, start + T, device=idx.device)  # (T,)
+            x = x + self.position_embedding(pos)  # (B, T, d_model)
+        x = self.hook_embed(x)
         x = self.embed_dropout(x)
         for i, block in enumerate(self.blocks):
             x = block(x, cache.layers[i] if cache is not None else None)
@@ -229,7 +286,35 @@ class MiniTransformerLM(nn.Module):
         if targets is not None:
             # Teacher forcing: every position predicts its next token at once.
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
+            if self.training and self.config.is_moe and self.config.moe_aux_weight > 0:
+                # Training only: validation loss stays the plain cross-entropy, comparable across variants.
+                loss = loss + self.config.moe_aux_weight * self.moe_aux_loss()
         return logits, loss
+
+    # --- mixture of experts: what the last forward did -----------------------------------------------
+    def moe_layers(self) -> list[tuple[int, MixtureOfExperts]]:
+        return [(i, b.ffn) for i, b in enumerate(self.blocks) if isinstance(b.ffn, MixtureOfExperts)]
+
+    def moe_aux_loss(self) -> torch.Tensor | None:
+        """The load-balancing loss of the last forward, averaged over the MoE layers (None without them)."""
+        losses = [moe.aux_loss for _, moe in self.moe_layers() if moe.aux_loss is not None]
+        return torch.stack(losses).mean() if losses else None
+
+    def moe_stats(self) -> MoEStats | None:
+        """Per layer and expert, the share of routing choices in the last forward, and the aux loss. None: no experts."""
+        layers = self.moe_layers()
+        if not layers:
+            return None
+        aux = self.moe_aux_loss()
+        tokens = [m.tokens_per_expert.tolist() if m.tokens_per_expert is not None else [0] * m.n_experts
+                  for _, m in layers]
+        return MoEStats(
+            aux_loss=None if aux is None else aux.item(),
+            aux_weight=self.config.moe_aux_weight,
+            load=[[c / max(sum(row), 1) for c in row] for row in tokens],
+            tokens=tokens,
+            layers=[i for i, _ in layers],
+        )
 
     # --- settings that change no weight: the model takes them in place ------------------------------
     def set_attention(self, attention: str) -> None:
@@ -252,5 +337,5 @@ class MiniTransformerLM(nn.Module):
         return KVCache(self.config.n_layers, self.config.max_seq_len)
 
     def num_parameters(self) -> int:
-        """Parameters counted once each (the tied embedding and head are one matrix)."""
+        """Parameters counted once each (a tied embedding and head are one matrix). Equals sizes.parameter_count."""
         return sum(p.numel() for p in self.parameters())

@@ -7,31 +7,67 @@ so a new variant that forgets to update it fails there instead of making the she
 
 from __future__ import annotations
 
-from .config import ModelConfig
+from .config import ModelConfig, ffn_hidden
 from .errors import ConfigError
 
 
+def norm_parameters(config: ModelConfig, dim: int) -> int:
+    """Parameters of one norm over `dim` features (core.norms.make_norm)."""
+    if not config.norm_gain:
+        return 0
+    if config.norm == "rmsnorm":
+        return dim  # g only
+    return 2 * dim if config.bias else dim  # g and b
+
+
+def ffn_parameters(config: ModelConfig) -> int:
+    """Parameters of one feed-forward network (one expert, with experts)."""
+    d, h, b = config.d_model, ffn_hidden(config), int(config.bias)
+    if config.activation == "swiglu":
+        return 2 * (d * h + b * h) + (h * d + b * d)  # W_g, W_u, W_d
+    return (d * h + b * h) + (h * d + b * d)  # W_1, b_1, W_2, b_2
+
+
 def parameter_count(config: ModelConfig) -> int:
-    """Parameters of `MiniTransformerLM(config)`, each counted once (the tied head adds nothing)."""
-    d, f = config.d_model, config.d_ff
-    layer_norm = 2 * d  # gain and bias
-    attention = 4 * (d * d + d)  # W^Q, W^K, W^V, W^O with their biases
-    feed_forward = (d * f + f) + (f * d + d)  # W_1, b_1, W_2, b_2
-    block = layer_norm + attention + layer_norm + feed_forward
-    positions = config.max_seq_len * d if config.pos_encoding == "learned" else 0  # sinusoids are fixed
-    embedding = config.vocab_size * d  # W_E, also the output head (tied)
-    return embedding + positions + config.n_layers * block + layer_norm  # ... + ln_f
+    """Parameters of `MiniTransformerLM(config)`, each counted once (a tied head adds nothing)."""
+    d, b = config.d_model, int(config.bias)
+    kv = config.kv_heads * config.head_dim  # width of K and V: d_model unless heads share them
+    attention = 2 * (d * d + b * d) + 2 * (d * kv + b * kv)  # W^Q, W^O; W^K, W^V (with their biases)
+    if config.qk_norm:
+        attention += 2 * norm_parameters(config, config.head_dim)
+    feed_forward = ffn_parameters(config)
+    if config.is_moe:
+        feed_forward = config.n_experts * feed_forward + d * config.n_experts  # the experts and the router W_r
+    block = norm_parameters(config, d) + attention + norm_parameters(config, d) + feed_forward
+    positions = config.max_seq_len * d if config.pos_encoding == "learned" else 0  # sinusoids and RoPE are fixed
+    embedding = config.vocab_size * d  # W_E, also the output head when tied
+    head = 0 if config.tie_embeddings else config.vocab_size * d
+    final_norm = norm_parameters(config, d) if config.norm_placement == "pre" else 0  # post-LN has no ln_f
+    return embedding + positions + config.n_layers * block + final_norm + head
+
+
+def kv_cache_bytes_per_token(config: ModelConfig, bytes_per_value: int = 4) -> int:
+    """Bytes the KV cache holds per token of context and sequence: K and V of the n_kv_heads heads in every layer.
+
+    Grouped-query attention divides it by n_heads / n_kv_heads (MQA: by n_heads).
+    """
+    return 2 * config.n_layers * config.kv_heads * config.head_dim * bytes_per_value
 
 
 def training_bytes(config: ModelConfig, batch_size: int) -> int:
     """A rough upper estimate of the memory one training step needs, in bytes (float32).
 
     Parameters cost 16 bytes each (weight, gradient, AdamW's two moments); the activations kept for
-    the backward pass about 12 d_model + 2 d_ff floats per token and layer, plus, on the explicit
-    attention path, three (T, T) maps per head (scores, masked scores, softmax).
+    the backward pass about 12 d_model floats per token and layer, plus the FFN's hidden layer
+    (2 d_ff; 4 * its width for SwiGLU's gate, up, SiLU and product; times experts_per_token with
+    experts), plus, on the explicit attention path, three (T, T) maps per head (scores, masked
+    scores, softmax).
     """
     d, T, L = config.d_model, config.max_seq_len, config.n_layers
-    per_token_layer = 12 * d + 2 * config.d_ff + (3 * config.n_heads * T if config.attention == "explicit" else 0)
+    hidden = 4 * ffn_hidden(config) if config.activation == "swiglu" else 2 * config.d_ff
+    if config.is_moe:
+        hidden = config.experts_per_token * (hidden + d) + 2 * config.n_experts  # + each expert's output, router
+    per_token_layer = 12 * d + hidden + (3 * config.n_heads * T if config.attention == "explicit" else 0)
     return 16 * parameter_count(config) + 4 * batch_size * T * L * per_token_layer
 
 

@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 
 from .errors import DataError
-from .model import Probe
+from .norms import RMSNorm
+from .probe import Probe
 
 # What each step computes, in the notation of model.py's docstring, keyed by the last part of the
 # module path. Entries that depend on the configuration (position encoding, activation, tying)
@@ -31,6 +32,13 @@ FORMULAS = {
     "hook_q": "split heads: (B, T, d) -> (B, h, T, d_k)",
     "hook_k": "split heads: (B, T, d) -> (B, h, T, d_k)",
     "hook_v": "split heads: (B, T, d) -> (B, h, T, d_k)",
+    "q_norm": "LN(q) per head",
+    "k_norm": "LN(k) per head",
+    "rope": "RoPE: rotate q, k by position",
+    "hook_q_rot": "q rotated: pair i turned by pos * base^(-2i/d_k)",
+    "hook_k_rot": "k rotated: pair i turned by pos * base^(-2i/d_k)",
+    "hook_k_rep": "K, V: n_kv_heads heads, repeated to n_heads",
+    "hook_v_rep": "K, V: n_kv_heads heads, repeated to n_heads",
     "hook_scores": "S = QK^T / sqrt(d_k)",
     "hook_masked_scores": "S + M (M = -inf above the diagonal)",
     "hook_weights": "A = softmax(S + M)",
@@ -46,6 +54,11 @@ FORMULAS = {
     "fc_out": "FFN(x) = act(xW_1 + b_1)W_2 + b_2",
     "dropout": "dropout",
     "hook_resid_post": "x + FFN(LN(x))",
+    "gate_proj": "xW_g",
+    "up_proj": "xW_u",
+    "down_proj": "SwiGLU: (SiLU(xW_g) ⊙ xW_u) W_d",
+    "router": "router logits r = xW_r",
+    "hook_router": "p = softmax(r); each token to its top-k experts, gates = softmax of their r",
     "ln_f": "LN(h)",
     "lm_head": "logits z_t = LN(h) W_U",
 }
@@ -65,17 +78,52 @@ class TraceRecord:
     layer: int | None  # block index, None outside the blocks
 
 
-def _formula(path: str, module: nn.Module, tied_to: str | None) -> str:
+_NORMS = ("ln_1", "ln_2", "ln_f", "q_norm", "k_norm")
+_POST = {  # norm_placement="post": the norm comes after the residual add
+    "ln_1": "LN(x + Attention(x)) (post-norm)",
+    "ln_2": "LN(x + FFN(x)) (post-norm)",
+    "hook_resid_mid": "LN(x + Attention(x))",
+    "hook_resid_post": "LN(x + FFN(x))",
+}
+
+
+def _formula(path: str, module: nn.Module, tied_to: str | None, config=None) -> str:
     name = path.rsplit(".", 1)[-1]
     formula = FORMULAS.get(name, "")
+    post = getattr(config, "norm_placement", "pre") == "post"
+    if post and name in _POST:
+        formula = _POST[name]
     if name == "position_embedding" and not isinstance(module, nn.Embedding):
         formula = "p = PE(pos) (sinusoidal, fixed)"
+    elif name == "hook_embed" and getattr(config, "pos_encoding", "learned") in ("rope", "none"):
+        formula = "h = x (no position added: RoPE rotates q, k)" if config.pos_encoding == "rope" else \
+            "h = x (no positions: only the causal mask orders tokens)"
+    elif name in _NORMS and isinstance(module, nn.Identity):
+        formula = "h (post-norm: the last block's output is normalised already)"
+    elif name in _NORMS and isinstance(module, RMSNorm):
+        gain = " * g" if module.weight is not None else ""
+        rule = f"RMSNorm(x) = x / rms(x){gain}"
+        formula = rule if formula in ("LN(x)", "LN(h)") else formula.replace("LN(", "RMSNorm(") + f", {rule}"
+    elif name in _NORMS and isinstance(module, nn.LayerNorm) and not module.elementwise_affine:
+        formula += " (no gain)"
+    elif name == "rope":
+        formula += f" (base {module.base:g})"
     elif name == "act":
-        formula = f"{type(module).__name__}(.)"
+        formula = {"GELU": "GELU(.)" if getattr(module, "approximate", "none") == "none" else "GELU(.) (tanh approx.)",
+                   "ReLUSquared": "ReLU(.)^2", "SiLU": "SiLU(.) = . * sigmoid(.)"}.get(type(module).__name__,
+                                                                                   f"{type(module).__name__}(.)")
+    elif name == "down_proj":
+        formula += f" (hidden {module.in_features} = int(2 * d_ff / 3))"
+    elif name in ("k_proj", "v_proj") and config is not None and config.kv_heads != config.n_heads:
+        formula += f" ({config.kv_heads} of {config.n_heads} heads: d -> {module.out_features})"
+    elif isinstance(module, nn.Linear) and module.bias is None and " + b_" in formula:
+        formula = re.sub(r" \+ b_\d", "", formula)  # bias off
     elif name == "token_embedding" and tied_to is not None:
         formula += f" (W_E shared with {tied_to})"
     elif name == "lm_head" and tied_to is not None:
         formula = f"logits z_t = LN(h) W_E^T (weight tied to {tied_to})"
+    elif name == "lm_head":
+        formula = "logits z_t = LN(h) W_U (own weight, untied)"
     return formula
 
 
@@ -140,7 +188,7 @@ def trace(model: nn.Module, idx: torch.Tensor) -> list[TraceRecord]:
     def make_hook(path: str, module: nn.Module):
         layer_match = _LAYER.search(path)
         layer = int(layer_match.group(1)) if layer_match else None
-        formula = _formula(path, module, tied.get(path))
+        formula = _formula(path, module, tied.get(path), getattr(model, "config", None))
 
         def hook(mod, inputs, output):
             out = output[0] if isinstance(output, (tuple, list)) else output

@@ -1,0 +1,80 @@
+"""A mixture of experts: n_experts feed-forward networks per block, each token running only k of them.
+
+    r = x W_r                                  router logits, one per expert          (N, E)
+    p = softmax(r)                             router probabilities                   (N, E)
+    S = top-k(r)                               the k experts this token is sent to
+    g = softmax(r_S)                           gates: softmax over the k chosen logits only,
+                                               so a token's gates sum to 1 (Mixtral's convention)
+    y = sum_{e in S} g_e FFN_e(x)
+
+The load-balancing loss (Switch Transformer, Fedus et al. 2021) keeps the router from sending
+everything to a few experts:
+
+    aux = E * sum_e f_e * P_e,   f_e = share of the N*k routing choices that went to expert e,
+                                 P_e = mean router probability of expert e over the N tokens
+
+It is 1 when routing is uniform and grows as it concentrates. f_e is a count (no gradient); P_e
+carries the gradient that evens the router out. MiniTransformerLM adds moe_aux_weight times the
+mean over layers to the training loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import ModelConfig
+from .probe import Probe
+
+
+class MixtureOfExperts(nn.Module):
+    """Routes each token to its top-k experts and sums their outputs, weighted by the gates."""
+
+    def __init__(self, config: ModelConfig, make_expert: Callable[[], nn.Module]):
+        super().__init__()
+        self.n_experts = config.n_experts
+        self.k = config.experts_per_token
+        self.router = nn.Linear(config.d_model, config.n_experts, bias=False)  # W_r
+        self.hook_router = Probe()  # p = softmax(r): (B*T, n_experts)
+        self.experts = nn.ModuleList([make_expert() for _ in range(config.n_experts)])
+        # Written by every forward, read by MiniTransformerLM (the loss) and moe_stats() (a view).
+        self.aux_loss: torch.Tensor | None = None
+        self.tokens_per_expert: torch.Tensor | None = None  # (n_experts,) routing choices in the last forward
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        flat = x.reshape(B * T, C)  # (N, d_model): routing treats every token on its own
+        logits = self.router(flat)  # (N, n_experts)
+        probs = self.hook_router(F.softmax(logits, dim=-1))  # (N, n_experts)
+        top_logits, chosen = torch.topk(logits, self.k, dim=-1)  # (N, k) each
+        gates = F.softmax(top_logits, dim=-1)  # (N, k): the chosen experts' weights, summing to 1
+
+        out = torch.zeros_like(flat)  # (N, d_model)
+        for e, expert in enumerate(self.experts):
+            token, slot = torch.where(chosen == e)  # the tokens sent to expert e, and which of their k picks it was
+            if token.numel() == 0:
+                continue
+            y = expert(flat[token])  # (n_e, d_model): this expert runs on its tokens only
+            out.index_add_(0, token, gates[token, slot].unsqueeze(-1) * y)
+
+        counts = torch.bincount(chosen.flatten(), minlength=self.n_experts)  # (n_experts,)
+        f = counts.to(probs.dtype) / chosen.numel()  # share of the N*k choices
+        P = probs.mean(dim=0)  # (n_experts,)
+        self.aux_loss = self.n_experts * (f * P).sum()
+        self.tokens_per_expert = counts.detach()
+        return out.view(B, T, C)  # (B, T, d_model)
+
+
+@dataclass
+class MoEStats:
+    """What the last forward pass did with its experts (MiniTransformerLM.moe_stats())."""
+
+    aux_loss: float | None  # mean over layers of E * sum_e f_e P_e (1.0 = perfectly balanced); None before a forward
+    aux_weight: float  # moe_aux_weight: the training loss adds aux_weight * aux_loss
+    load: list[list[float]]  # per MoE layer, per expert: share of routing choices (each row sums to 1)
+    tokens: list[list[int]]  # per MoE layer, per expert: routing choices (tokens x experts_per_token in all)
+    layers: list[int]  # the block index of each row
