@@ -431,7 +431,8 @@ def _(result, console: Console) -> None:
         shown = result.layer if result.layer is not None else 0
         note += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
     if dropped:
-        _dim(console, f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)")
+        console.print(Text(f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)",
+                           style="dim"), highlight=False)
     _dim(console, note)
 
 
@@ -786,6 +787,11 @@ SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 14
          (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37))
 
 
+def _note(console: Console, text: str) -> None:
+    """A dim line wrapped at the console's width (views are read at 80 columns)."""
+    console.print(Text(text, style="dim"), highlight=False)
+
+
 def visible(ch: str) -> str:
     """A character as it can be seen in a grid: whitespace as a symbol, other controls as '?'."""
     if ch in VISIBLE:
@@ -871,9 +877,9 @@ def _(result, console: Console) -> None:
     peak = max((w for m in maps for row in m for w in row), default=1.0)
     what = f"head {result.heads[0]}" if single else f"all {result.n_heads} heads"
     console.print(Text(f"attention, layer {result.layer}, {what}", style="bold"), highlight=False)
-    _dim(console, "row i: where position i looks (keys 0..i); blank: the masked future")
+    _note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
     if start:
-        _dim(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
+        _note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
     if single:
         console.print(heatmap(tokens, maps[0], peak, cell, as_text), highlight=False, no_wrap=True,
                       overflow="ignore")
@@ -883,7 +889,7 @@ def _(result, console: Console) -> None:
         console.print(Columns(panels, padding=(1, 2)))
     console.print(_legend(peak, as_text), highlight=False)
     if result.dropped:
-        _dim(console, f"the first {result.dropped} characters of the prompt were beyond max_seq_len and not read")
+        _note(console, f"the first {result.dropped} characters of the prompt were beyond max_seq_len and not read")
 
 
 def _stage_header(result) -> str:
@@ -904,7 +910,7 @@ def _stage_header(result) -> str:
 def _(result, console: Console) -> None:
     as_text = plain(console)
     console.print(Text(f"next token after {result.prompt[-40:]!r}", style="bold"), highlight=False)
-    _dim(console, _stage_header(result))
+    _note(console, _stage_header(result))
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("", no_wrap=True)
     table.add_column("token", no_wrap=True)
@@ -930,8 +936,8 @@ def _(result, console: Console) -> None:
     console.print(Text(f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
                        f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}",
                        style="green"), highlight=False, soft_wrap=True)
-    _dim(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
-                  f"(:gen with n=1 seed={result.seed} picks the same)")
+    _note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
+                   f"(:gen with n=1 seed={result.seed} picks the same)")
 
 
 def gen_probs(result, console: Console) -> None:
@@ -966,8 +972,8 @@ def gen_probs(result, console: Console) -> None:
 def _(result, console: Console) -> None:
     target = f"; the true next character is {visible(result.target)!r}" if result.target is not None else ""
     console.print(Text(f"logit lens at the last position of {result.prompt[-40:]!r}{target}", style="bold"),
-                  highlight=False, soft_wrap=True)
-    _dim(console, "each layer's residual stream read as if the model ended there: softmax(lm_head(ln_f(h)))")
+                  highlight=False)
+    _note(console, "each layer's residual stream read as if the model ended there: softmax(lm_head(ln_f(h)))")
     k = max((len(r.guesses) for r in result.rows), default=0)
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("after", no_wrap=True, style="cyan")
@@ -986,7 +992,7 @@ def _(result, console: Console) -> None:
             cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
         _add(table, *cells)
     console.print(table)
-    _dim(console, "the last row is the model's own prediction")
+    _note(console, "the last row is the model's own prediction")
 
 
 def _chart(series, width: int, height: int = 12, baseline: float | None = None, baseline_label: str = "") -> Group:
@@ -1083,8 +1089,8 @@ def _(result, console: Console) -> None:
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
     n = len(result.ids)
-    _dim(console, f"{n} token{'s' if n != 1 else ''}, one per {result.kind}; ids index a vocabulary of "
-                  f"{result.vocab_size}")
+    _note(console, f"{n} token{'s' if n != 1 else ''}, one per {result.kind}; ids index a vocabulary of "
+                   f"{result.vocab_size}")
 
 
 @render.register(commands.ReportResult)
@@ -1092,4 +1098,4 @@ def _(result, console: Console) -> None:
     console.print(Text(f"wrote {result.path}", style="green") +
                   Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"),
                   soft_wrap=True, highlight=False)
-    _dim(console, "one self-contained file: open it in any browser, no network needed")
+    _note(console, "one self-contained file: open it in any browser, no network needed")
