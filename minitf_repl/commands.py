@@ -75,6 +75,7 @@ class TrainResult:
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
     constant_lr: float | None = None
+    vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
 
     @property
     def failure(self) -> str | None:
@@ -93,6 +94,7 @@ class GenResult:
     stopped: bool
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
     untrained: bool = False  # the model has not trained a step: its text is random
+    probs: list[float] | None = None  # show=probs: each token's probability when it was picked
 
 
 @dataclass
@@ -146,6 +148,8 @@ class DataResult:
 class ParamsResult:
     rows: list  # (parameter path, shape, count); the tied embedding/head matrix once
     total: int
+    ledger: dict | None = None  # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
+    show_all: bool = False  # all=on: the per-tensor list instead of the ledger
 
 
 @dataclass
@@ -365,6 +369,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         save_error=save_error,
         schedule=schedule,
         constant_lr=constant_lr,
+        vocab_size=session.data.tokenizer.vocab_size,
     )
 
 
@@ -379,6 +384,8 @@ _TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig field
                          aliases=("seed",) if spec.name == "gen_seed" else spec.aliases,
                          short="n" if spec.name == "n" else None)
       for spec in GenConfig.specs()),
+    Param("show", str, help="probs: colour each character by its probability when picked (default text)",
+          choices=("text", "probs")),
 ], takes_plain_text=True)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     given = {spec.name: args[spec.name] for spec in GenConfig.specs() if args[spec.name] is not None}
@@ -402,12 +409,14 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     )
     reporter.on_gen_start(prompt)
     pieces: list[str] = []
+    new_ids: list[int] = []
     stopped = False
     start = time.perf_counter()
     try:
         for token in stream:
             piece = tokenizer.decode([token])
             pieces.append(piece)
+            new_ids.append(token)
             reporter.on_token(piece)
             if reporter.should_stop() and len(pieces) < settings.n:
                 stopped = True
@@ -425,6 +434,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         stopped=stopped,
         default_prompt=default_prompt,
         untrained=session.trainer.step == 0,
+        probs=token_probs(model, ids, new_ids, settings) if args["show"] == "probs" else None,
     )
 
 
@@ -589,11 +599,15 @@ def _rebuilt_line(vocab_size: int, kept: str | None) -> str:
     return line + (f"; the trained model was kept as checkpoint {kept} (:load {kept} brings it back)" if kept else "")
 
 
-@command("params", "List the parameter tensors, their shapes and the total.")
+@command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
+         params=[Param("all", bool, default=False, help="list every parameter tensor instead")])  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
+    from .core.ledger import cost_ledger
+
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
-    return ParamsResult(rows, model.num_parameters())
+    ledger = cost_ledger(model, batch_size=session.train_config.batch_size).to_dict()
+    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]))
 
 
 # --- the variant lab: comparing settings, switching parts off ----------------------------------------
@@ -878,3 +892,367 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from .core.checkpoint import list_checkpoints
 
     return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
+
+
+# --- views: look inside the model (:attn, :step, :lens, :plot, :tok, :report) ----------------------
+# The numbers come from core.inside, core.generate and the trainer's history; these commands only
+# pick the prompt, check the options and turn the core's tensors into lists and plain numbers, so
+# that every result is JSON as it stands. render.py draws them.
+
+
+@dataclass
+class AttnResult:
+    prompt: str  # the text read (its last max_seq_len characters)
+    tokens: list[str]  # one character per position
+    layer: int
+    heads: list[int]  # the heads shown (one, or all)
+    n_heads: int
+    maps: list  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal (the future)
+    dropped: int = 0  # characters cut from the front of a prompt longer than max_seq_len
+
+
+@dataclass
+class StepRow:
+    id: int
+    token: str
+    logit: float
+    scaled: float | None  # (z - max z) / temperature; None when greedy (temperature 0)
+    top_k_kept: bool
+    kept: bool  # survived top-k and top-p: can be picked
+    prob: float  # renormalised: the probability of being picked
+    picked: bool
+
+
+@dataclass
+class StepResult:
+    prompt: str
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    seed: int  # the generator's seed: `:gen PROMPT n=1 seed=SEED` picks the same token
+    rows: list[StepRow]  # the highest logits, best first (the pick is added if it ranks lower)
+    vocab_size: int
+    n_top_k_kept: int
+    n_kept: int  # survivors of both filters
+    picked: str
+    picked_id: int
+    picked_prob: float
+    picked_rank: int  # 1 = the highest logit
+
+
+@dataclass
+class LensRow:
+    layer: str  # "embed", "blocks.0", ...
+    guesses: list[str]  # the most likely next characters, best first
+    probs: list[float]
+    target_rank: int | None = None  # of the true next character (1 = best); None when unknown
+    target_prob: float | None = None
+
+
+@dataclass
+class LensResult:
+    prompt: str
+    target: str | None  # the true next character, when the prompt was taken from the data
+    rows: list[LensRow]  # "embed" first, the last block last (the model's own prediction)
+
+
+@dataclass
+class PlotSeries:
+    name: str  # "train", "val", "lr", "grad_norm"
+    steps: list[int]
+    values: list[float]
+
+
+@dataclass
+class PlotResult:
+    what: str  # loss | lr | grad_norm
+    series: list[PlotSeries]
+    vocab_size: int | None = None  # for the ln(V) line of a loss chart
+
+
+@dataclass
+class TokResult:
+    text: str
+    tokens: list[str]
+    ids: list[int]
+    vocab_size: int
+    kind: str = "character"  # what one token is
+
+
+@dataclass
+class ReportResult:
+    path: str
+    size_bytes: int
+    sections: list[str]
+    seconds: float
+
+
+_VIEW_DEFAULT = "(default: a short sample of the data)"
+
+
+def _view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tuple[str, list[int], int]:
+    """The prompt's text and ids (its last max_seq_len characters), and how many characters were cut."""
+    data = session.data
+    text = prompt or sample_prompt(data)
+    ids = data.tokenizer.encode(text)
+    window = session.model_config.max_seq_len
+    dropped = max(0, len(ids) - window)
+    if dropped:
+        ids = ids[-window:]
+        text = data.tokenizer.decode(ids)
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {window} characters")
+    return text, ids, dropped
+
+
+def _check_layer(session: Session, layer: int | None) -> int:
+    n_layers = session.model_config.n_layers
+    layer = 0 if layer is None else layer
+    if not 0 <= layer < n_layers:
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {n_layers} block"
+                        f"{'s' if n_layers != 1 else ''}), got {clip(str(layer))}")
+    return layer
+
+
+def complete_layer(session) -> list[str]:
+    try:
+        return [str(i) for i in range(session.model_config.n_layers)]
+    except AttributeError:
+        return []
+
+
+def complete_head(session) -> list[str]:
+    try:
+        return ["all"] + [str(i) for i in range(session.model_config.n_heads)]
+    except AttributeError:
+        return ["all"]
+
+
+@command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
+    Param("prompt", str, help=f"text to read {_VIEW_DEFAULT}", positional=True),
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("head", str, help="a head number, or all (default all)", complete=complete_head),
+])  # fmt: skip
+def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
+    layer = _check_layer(session, args["layer"])
+    n_heads = session.model_config.n_heads
+    head = (args["head"] or "all").strip().lower()
+    if head == "all":
+        heads = list(range(n_heads))
+    else:
+        try:
+            heads = [int(head)]
+        except ValueError:
+            raise UserError(f"head must be a number in 0..{n_heads - 1} or all, got {clip(head)!r}") from None
+        if not 0 <= heads[0] < n_heads:
+            raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {n_heads} heads), got {heads[0]}")
+    text, ids, dropped = _view_prompt(session, args["prompt"], reporter)
+
+    from .core.inside import attention_maps
+
+    maps = attention_maps(session.model, ids, layer=layer).maps[0]  # (n_heads, T, T)
+    return AttnResult(text, list(text), layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped)
+
+
+def _sampling_params(help_suffix: str) -> list[Param]:
+    return [param_from_setting(spec, help=f"{spec.help} {help_suffix.format(name=spec.name)}",
+                               aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
+            for spec in GenConfig.specs() if spec.name in ("temperature", "top_k", "top_p", "gen_seed")]
+
+
+@command("step", "Pick one next token and show each stage: logits, temperature, top-k/top-p, probabilities.",
+         params=[Param("prompt", str, help=f"text to continue {_VIEW_DEFAULT}", positional=True),
+                 *_sampling_params("(default: the {name} setting)")])  # fmt: skip
+def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
+    given = {k: args[k] for k in ("temperature", "top_k", "top_p", "gen_seed") if args[k] is not None}
+    settings = session.gen_config.replace(**{k: (None if v is CLEAR else v) for k, v in given.items()})
+    data = session.data
+    prompt = args["prompt"] or sample_prompt(data)
+    ids = data.tokenizer.encode(prompt)  # the whole prompt: the pipeline reads its last window, as generate does
+
+    from .core.inside import next_token_pipeline
+
+    top = min(10, data.tokenizer.vocab_size)
+    p = next_token_pipeline(session.model, ids, settings.temperature, settings.top_k, settings.top_p,
+                            settings.gen_seed, top=top)
+    itos = data.tokenizer.itos
+    rows = [StepRow(r.id, itos[r.id], r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
+            for r in p.rows]
+    if not any(r.picked for r in rows):  # a low-ranked pick still gets its row
+        s = p.stages
+        i = p.picked
+        rows.append(StepRow(i, itos[i], float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
+                            bool(s.top_k_kept[i]), bool(s.top_p_kept[i]), float(s.probs[i]), True))
+    return StepResult(
+        prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
+        rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
+        picked=itos[p.picked], picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
+    )
+
+
+def token_probs(model, prompt_ids: list[int], new_ids: list[int], settings) -> list[float]:
+    """The probability each generated token had when it was picked (`:gen show=probs`).
+
+    Recomputed from the model with `core.generate.sampling_stages`, the sampler's own rules, on the
+    context generate read: the last max_seq_len tokens before each new one (one pass while the text
+    fits the window, one per token after).
+    """
+    import torch
+
+    from .core.generate import sampling_stages
+    from .core.inside import _listening
+
+    if not new_ids:
+        return []
+    window = model.config.max_seq_len
+    device = next(model.parameters()).device
+    tokens = list(prompt_ids) + list(new_ids)
+    out = []
+    with _listening(model, {}):
+        if len(tokens) - 1 <= window:
+            logits, _ = model(torch.tensor([tokens[:-1]], device=device))  # (1, T, V)
+            rows = [logits[0, len(prompt_ids) - 1 + i] for i in range(len(new_ids))]
+        else:
+            rows = []
+            for i in range(len(new_ids)):
+                context = tokens[: len(prompt_ids) + i][-window:]
+                logits, _ = model(torch.tensor([context], device=device))
+                rows.append(logits[0, -1])
+        for z, token in zip(rows, new_ids):
+            stages = sampling_stages(z, settings.temperature, settings.top_k, settings.top_p)
+            out.append(float(stages.probs[token]))
+    return out
+
+
+def _true_next(data, prompt: str) -> str | None:
+    """The character that follows the default prompt in the data (None for random tokens)."""
+    splits = getattr(data, "splits", None)
+    if splits is not None:
+        n = len(prompt)
+        return data.tokenizer.decode(splits["val"][n : n + 1].tolist()) or None
+    if hasattr(data, "answer") and prompt.endswith("="):
+        return data.answer(prompt)[:1] or None
+    return None
+
+
+@command("lens", "The logit lens: what the model would guess next if it stopped after each layer.", params=[
+    Param("prompt", str, help=f"text to read {_VIEW_DEFAULT}", positional=True),
+])  # fmt: skip
+def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
+    data = session.data
+    from_data = not args["prompt"]
+    text, ids, _ = _view_prompt(session, args["prompt"], reporter)
+    target = _true_next(data, text) if from_data else None
+    targets = None
+    if target is not None and target in data.tokenizer.stoi:
+        targets = ids[1:] + [data.tokenizer.stoi[target]]
+    else:
+        target = None
+
+    from .core.inside import logit_lens
+
+    top = min(5, data.tokenizer.vocab_size)
+    lens = logit_lens(session.model, ids, top=top, targets=targets)
+    itos = data.tokenizer.itos
+    rows = [
+        LensRow(layer.name, [itos[i] for i in layer.top_ids[-1]], layer.top_probs[-1],
+                layer.target_ranks[-1] if layer.target_ranks else None,
+                layer.target_probs[-1] if layer.target_probs else None)
+        for layer in lens.layers
+    ]
+    return LensResult(text, target, rows)
+
+
+PLOT_WHAT = ("loss", "lr", "grad_norm")
+
+
+def history_series(history: list[dict], what: str = "loss") -> list[PlotSeries]:
+    """The curves of a training history: train and validation loss, or one per-step value."""
+    if what == "loss":
+        train = [(h["step"], h["train_loss"]) for h in history if h.get("train_loss") is not None]
+        val = [(h["step"], h["val_loss"]) for h in history if h.get("val_loss") is not None]
+        pairs = {"train": train, "val": val}
+    else:
+        pairs = {what: [(h["step"], h[what]) for h in history if h.get(what) is not None]}
+    return [PlotSeries(name, [int(s) for s, _ in rows], [float(v) for _, v in rows])
+            for name, rows in pairs.items() if rows]
+
+
+@command("plot", "Chart the training history: train and validation loss, the learning rate or the gradient norm.",
+         params=[Param("what", str, help="what to chart (default loss)", choices=PLOT_WHAT)])  # fmt: skip
+def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
+    what = args["what"] or "loss"
+    history = session.trainer.history if session.has_model else []
+    series = history_series(history, what)
+    if not series:
+        raise UserError("there is no training history yet; :train first, then :plot")
+    return PlotResult(what, series, session.data.tokenizer.vocab_size)
+
+
+@command("tok", "Show text as the model reads it: its tokens and their ids.", params=[
+    Param("text", str, help="the text to split into tokens", positional=True),
+])  # fmt: skip
+def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
+    text = args["text"] or ""
+    if not text:
+        raise UserError("give some text, e.g. :tok hello")
+    tokenizer = session.data.tokenizer
+    ids = tokenizer.encode(text)
+    return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size)
+
+
+def complete_html(session) -> list[str]:
+    return ["report.html"]
+
+
+@command("report", "Write one self-contained HTML page: config, loss chart, attention maps and samples.", params=[
+    Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
+])  # fmt: skip
+def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
+    import os
+
+    path = Path((args["path"] or "").strip() or "report.html").expanduser()
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(path.stem)}.html")
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
+    if not folder.is_dir():
+        raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+    start = time.perf_counter()
+    data = session.data
+    model = session.model
+
+    from .core.generate import generate
+    from .core.inside import attention_maps
+    from .report import ReportData, build_report
+
+    prompt = sample_prompt(data)
+    ids = data.tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
+    maps = attention_maps(model, ids)
+    g = session.gen_config
+    start_text = "\n" if "\n" in data.tokenizer.stoi else prompt
+    samples = []
+    for seed in range(3):
+        new = list(generate(model, data.tokenizer.encode(start_text), min(g.n, 120), g.temperature, g.top_k, g.top_p,
+                            seed, cache=True))
+        samples.append(start_text + data.tokenizer.decode(new))
+    history = session.trainer.history
+    report = ReportData(
+        title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
+        config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
+                "gen": session.gen_config.to_dict(), "data": session.data_spec},
+        series=history_series(history, "loss"), vocab_size=data.tokenizer.vocab_size,
+        prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
+    )
+    html = build_report(report)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(html, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
+    sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
+    return ReportResult(str(path), path.stat().st_size, sections, time.perf_counter() - start)

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 from rich import box
+from rich.color import Color
+from rich.columns import Columns
 from rich.console import Console, Group
 from rich.live import Live
+from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -171,6 +176,9 @@ _LOSS_COLUMNS = (
 )
 
 
+OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
+
+
 class LossTable:
     """The evaluations of a training run, one row each; rows can be added while it is on screen.
 
@@ -178,7 +186,10 @@ class LossTable:
     and its borders, so the losses stay readable instead of being cut to "0.…".
     """
 
-    def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False):
+    def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False,
+                 vocab_size: int | None = None):
+        self.vocab_size = vocab_size  # known: a first line gives ln(V), the loss of a uniform guess
+        self.val_losses: list[float] = []
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         self.columns = [c for c in _LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy) and (c[4] or not narrow)]
@@ -190,9 +201,25 @@ class LossTable:
 
     def add(self, row: dict) -> None:
         _add(self.table, *(fmt(row.get(key)) for key, _, _, fmt, _ in self.columns))
+        if row.get("val_loss") is not None:
+            self.val_losses.append(row["val_loss"])
 
-    def __rich__(self) -> Table:
-        return self.table
+    @property
+    def overfitting(self) -> bool:
+        """The validation loss rose at each of the last OVERFIT_RISES evaluations."""
+        last = self.val_losses[-(OVERFIT_RISES + 1):]
+        return len(last) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(last, last[1:]))
+
+    def __rich__(self):
+        parts = []
+        if self.vocab_size and self.vocab_size > 1:
+            parts.append(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
+                              "the loss of a uniform guess (a model that knows nothing)", style="dim"))
+        parts.append(self.table)
+        if self.overfitting:
+            parts.append(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a row "
+                              "while training continued (more data, dropout, or stop earlier)", style="yellow"))
+        return Group(*parts) if len(parts) > 1 else self.table
 
 
 def train_summary(result) -> str:
@@ -219,7 +246,8 @@ def train_summary(result) -> str:
 @render.register(commands.TrainResult)
 def _(result, console: Console) -> None:
     if result.evals:
-        console.print(LossTable(result.evals, narrow=console.width < NARROW))
+        console.print(LossTable(result.evals, narrow=console.width < NARROW,
+                                vocab_size=getattr(result, "vocab_size", None)))
     style = "yellow" if result.stopped else "green"
     console.print(Text(train_summary(result), style=style), soft_wrap=True, highlight=False)
     if getattr(result, "saved", None):
@@ -259,6 +287,10 @@ def gen_notes(console: Console, result) -> None:
 
 @render.register(commands.GenResult)
 def _(result, console: Console) -> None:
+    if getattr(result, "probs", None):
+        gen_probs(result, console)
+        _dim(console, gen_stats(result))
+        return
     text = Text()
     text.append(result.prompt, style="bold")
     text.append(result.text)
@@ -266,8 +298,101 @@ def _(result, console: Console) -> None:
     gen_notes(console, result)
 
 
-def _module_cell(path: str, kind: str, style: str = "") -> Text:
-    return Text(path, style=style) + Text(f" {kind}", style="dim")
+# The symbols of the formulas (model.py's docstring), read back from the trace's own shapes.
+_SYMBOL_NAMES = (("B", "batch"), ("T", "positions"), ("d", "width"), ("h", "heads"), ("d_k", "d/h"),
+                 ("d_ff", "FFN"), ("V", "vocab"))
+_SCORE_STEPS = ("hook_scores", "hook_masked_scores", "hook_weights", "attn_dropout")
+
+
+def _trace_dims(records) -> dict[str, int]:
+    """B, T, d, h, d_k, d_ff and V as this trace shows them (a symbol the model lacks is left out)."""
+    dims: dict[str, int] = {}
+    for r in records:
+        name = r.path.rsplit(".", 1)[-1]
+        out = r.output_shape
+        if name == "token_embedding" and r.input_shapes:
+            dims["B"], dims["T"] = r.input_shapes[0][0], r.input_shapes[0][-1]
+            dims["d"] = out[-1]
+        elif name == "hook_q" and len(out) == 4 and "h" not in dims:
+            dims["h"], dims["d_k"] = out[1], out[3]
+        elif name == "fc_in" and "d_ff" not in dims:
+            dims["d_ff"] = out[-1]
+        elif name == "lm_head":
+            dims["V"] = out[-1]
+    return dims
+
+
+def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
+    """`(B, h, T, d_k)` for a shape whose sizes match those symbols, else None."""
+    candidates = {
+        1: [("T",)],
+        2: [("B", "T"), ("T", "d")],
+        3: [("B", "T", "d"), ("B", "T", "d_ff"), ("B", "T", "V")],
+        4: [("B", "h", "T", "d_k"), ("B", "h", "T", "T")],
+    }.get(len(shape), [])
+    if scores:
+        candidates = candidates[::-1]
+    for names in candidates:
+        if all(dims.get(n) == size for n, size in zip(names, shape)):
+            return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+    return None
+
+
+def _shape_cell(r, dims: dict[str, int]) -> str:
+    """`(B, T, d) -> (B, T, d_ff) = (1, 5, 64)`: the symbols, then the output's numbers."""
+    scores = r.path.rsplit(".", 1)[-1] in _SCORE_STEPS
+    out = _symbols(r.output_shape, dims, scores)
+    numbers = _shape(r.output_shape)
+    if out is None:
+        inputs = ", ".join(_shape(s) for s in r.input_shapes)
+        return f"{inputs} -> {numbers}" if inputs and inputs != numbers else numbers
+    inp = _symbols(r.input_shapes[0], dims, scores) if r.input_shapes else None
+    if inp is None and r.input_shapes:
+        inp = _shape(r.input_shapes[0])
+    head = out if inp in (None, out) else f"{inp} -> {out}"
+    return f"{head} = {numbers}"
+
+
+def _trace_rows(result):
+    """(section heading, [(name, kind, shape, formula, params) or a folded-block line]) in execution order."""
+    records = result.records
+    dims = _trace_dims(records)
+    shown = result.layer if result.layer is not None else 0
+    by_layer: dict[int, list] = {}
+    for r in records:
+        if r.layer is not None:
+            by_layer.setdefault(r.layer, []).append(r)
+    sections: list[tuple[Text, list]] = []
+    dropped = 0
+    after_blocks = False
+    for r in records:
+        if r.layer is not None:
+            after_blocks = True
+            heading_name = f"blocks.{r.layer}"
+            if sections and sections[-1][0].plain.startswith(heading_name + " "):
+                pass
+            elif not result.show_all and r.layer != shown:
+                block = by_layer[r.layer]
+                heading = Text(f"blocks.{r.layer}", style="bold cyan") + Text(" TransformerBlock", style="dim")
+                folded = (f"same {len(block)} steps as blocks.{shown}", _io(block[0], block[-1]),
+                          _int(sum(b.n_params for b in block)))
+                sections.append((heading, [folded]))
+                continue
+            else:
+                sections.append((Text(heading_name, style="bold cyan") + Text(" TransformerBlock", style="dim"), []))
+            if not result.show_all and r.layer != shown:
+                continue
+            name = r.path[len(heading_name) + 1:]
+        else:
+            title = "output" if after_blocks else "embedding"
+            if not sections or sections[-1][0].plain.split(" ")[0] != title:
+                sections.append((Text(title, style="bold cyan"), []))
+            name = r.path
+        if r.kind == "Dropout":  # identity at inference: folded into one note
+            dropped += 1
+            continue
+        sections[-1][1].append((name, r.kind, _shape_cell(r, dims), r.formula, _int(r.n_params) if r.n_params else ""))
+    return dims, sections, dropped
 
 
 def _io(record_in, record_out) -> str:
@@ -275,53 +400,61 @@ def _io(record_in, record_out) -> str:
     return f"{inputs} -> {_shape(record_out.output_shape)}"
 
 
-def _stacked(cells) -> Text:
-    module, io, formula, params = cells
-    text = module.copy()
-    text.append("\n  " + io + (f"   {params} params" if params else ""))
-    text.append("\n  ")
-    text.append(formula if isinstance(formula, Text) else Text(formula, style="italic"))
-    return text
-
-
 @render.register(commands.ShapesResult)
 def _(result, console: Console) -> None:
-    """Every step of one forward pass in order; one block in full, the others one line each."""
-    records = result.records
-    shown = result.layer if result.layer is not None else 0
-    narrow = console.width < NARROW
-    table = Table(title=Text(f"shape trace of {result.prompt!r}"), header_style="bold", title_justify="left")
-    if narrow:  # one step per three short lines instead of four squeezed columns
-        table = Table(title=table.title, title_justify="left", box=None, show_header=False, pad_edge=False)
-        table.add_column("step", overflow="fold")
-    table.add_column("module", overflow="fold", ratio=3)
-    table.add_column("input -> output", overflow="fold", ratio=3)
-    table.add_column("formula", overflow="fold", ratio=4)
-    table.add_column("params", justify="right", no_wrap=True)
-    by_layer: dict[int, list] = {}
-    for r in records:
-        if r.layer is not None:
-            by_layer.setdefault(r.layer, []).append(r)
-    summarized = []
-    for r in records:
-        if r.layer is not None and not result.show_all and r.layer != shown:
-            if r.layer not in summarized:
-                summarized.append(r.layer)
-                block = by_layer[r.layer]
-                cells = (
-                    _module_cell(f"blocks.{r.layer}", "TransformerBlock", "cyan"), _io(block[0], block[-1]),
-                    Text(f"same {len(block)} steps as blocks.{shown}", style="dim"),
-                    _int(sum(b.n_params for b in block)),
-                )
-                _add(table, _stacked(cells)) if narrow else _add(table, *cells)
-            continue
-        cells = (_module_cell(r.path, r.kind), _io(r, r), r.formula, _int(r.n_params) if r.n_params else "")
-        _add(table, _stacked(cells)) if narrow else _add(table, *cells)
-    console.print(table)
-    total = sum(r.n_params for r in records)
-    note = f"{len(records)} steps, {result.n_layers} layer{'s' if result.n_layers != 1 else ''}, {total:,} parameters"
-    if summarized:
+    """Every step of one forward pass in order, grouped by block; one block in full, the others one line each.
+
+    Laid out by hand rather than as a Table, so that a shape is never broken mid-tuple: the formula
+    gets its own column when the terminal is wide, its own line under the shape when not, and on a
+    very narrow terminal each step takes three short lines.
+    """
+    dims, sections, dropped = _trace_rows(result)
+    width = console.width
+    steps = [s for _, rows in sections for s in rows if len(s) == 5]
+    nw = max([2 + len(s[0]) for s in steps] + [10])
+    sw = max([len(s[2]) for s in steps] + [5])
+    pw = max([len(s[4]) for s in steps] + [6])
+    fw = max([len(s[3]) for s in steps] + [7])
+    one_line = nw + 2 + sw + 2 + pw + 2 + fw <= width
+    two_lines = not one_line and nw + 2 + sw + 2 + pw <= width
+    console.print(Text(f"shape trace of {result.prompt!r}", style="bold"), soft_wrap=False, highlight=False)
+    legend = ", ".join(f"{k}={dims[k]} {meaning}" for k, meaning in _SYMBOL_NAMES if k in dims)
+    console.print(Text(legend, style="dim"), highlight=False)
+    for heading, rows in sections:
+        console.print(heading, highlight=False)
+        for row in rows:
+            if len(row) == 3:  # a folded block
+                line = Text("  " + row[0], style="dim")
+                if one_line or two_lines:
+                    line.append(f"   {row[1]}   {row[2]} params", style="dim")
+                console.print(line, highlight=False)
+                continue
+            name, kind, shape, formula, params = row
+            if one_line or two_lines:
+                line = Text(f"  {name}".ljust(nw) + "  " + shape.ljust(sw) + "  " + params.rjust(pw))
+                line.stylize("dim", nw + 2 + sw + 2)
+                if one_line:
+                    line.append("  " + formula, style="italic")
+                console.print(line, highlight=False, no_wrap=True, overflow="ignore")
+                if two_lines and formula:
+                    console.print(Padding(Text(formula, style="italic dim"), (0, 0, 0, nw + 2)), highlight=False)
+            else:
+                line = Text(f"  {name}", style="bold")
+                line.append(f" {kind}", style="dim")
+                if params:
+                    line.append(f"  {params} params", style="dim")
+                console.print(line, highlight=False)
+                console.print(Text(f"    {shape}"), highlight=False)
+                if formula:
+                    console.print(Text(f"    {formula}", style="italic dim"), highlight=False)
+    total = sum(r.n_params for r in result.records)
+    note = f"{len(result.records)} steps, {result.n_layers} layer{'s' if result.n_layers != 1 else ''}, {total:,} parameters"
+    if any(len(r) == 3 for _, rows in sections for r in rows):
+        shown = result.layer if result.layer is not None else 0
         note += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
+    if dropped:
+        console.print(Text(f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)",
+                           style="dim"), highlight=False)
     _dim(console, note)
 
 
@@ -436,6 +569,10 @@ def _(result, console: Console) -> None:
 
 @render.register(commands.ParamsResult)
 def _(result, console: Console) -> None:
+    ledger = getattr(result, "ledger", None)
+    if ledger is not None and not getattr(result, "show_all", False):
+        _ledger(ledger, console)
+        return
     table = Table(header_style="bold", show_footer=True)
     table.add_column("module", footer="total", overflow="fold")
     table.add_column("shape", footer="")
@@ -444,6 +581,66 @@ def _(result, console: Console) -> None:
         _add(table, path, _shape(shape), _int(count))
     console.print(table)
     _dim(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
+
+
+def _flops(n) -> str:
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} FLOP"
+
+
+def _ledger(ledger: dict, console: Console) -> None:
+    """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
+    total = ledger["n_params"] or 1
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
+                  title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
+    table.add_column("component", footer="total", no_wrap=True)
+    table.add_column("kind", style="dim", footer="", overflow="fold")
+    table.add_column("parameters", justify="right", footer=_int(ledger["n_params"]), no_wrap=True)
+    table.add_column("share", justify="right", footer="100%", no_wrap=True)
+    blocks: dict[int, list[dict]] = {}
+    for row in ledger["rows"]:
+        if row["block"] is not None:
+            blocks.setdefault(row["block"], []).append(row)
+    folded = False
+    for row in ledger["rows"]:
+        block = row["block"]
+        if block is not None and block > 0:
+            if not folded:
+                rest = [r for b, rows in blocks.items() if b > 0 for r in rows]
+                each = sum(r["params"] for r in blocks[1])
+                last = max(blocks)
+                name = "blocks.1" if last == 1 else f"blocks.1-{last}"
+                _add(table, name, f"same as blocks.0, {_int(each)} each", _int(sum(r["params"] for r in rest)),
+                     _pct(sum(r["params"] for r in rest) / total))
+                folded = True
+            continue
+        name = row["path"] if block is None else "  " + row["path"].split(".", 2)[2]
+        if block == 0 and row is blocks[0][0]:
+            _add(table, Text("blocks.0", style="cyan"), "", _int(sum(r["params"] for r in blocks[0])),
+                 _pct(sum(r["params"] for r in blocks[0]) / total))
+        kind = row["kind"] + (f" (tied to {row['tied_to']})" if row["tied_to"] and not row["params"] else "")
+        _add(table, name, kind, _int(row["params"]), _pct(row["params"] / total))
+    console.print(table)
+    B, T = ledger["batch_size"], ledger["seq_len"]
+    costs = Table(show_header=False, box=None, pad_edge=False, title=Text("compute and memory", style="bold"),
+                  title_justify="left")
+    costs.add_column("what", style="cyan", no_wrap=True)
+    costs.add_column("value", justify="right", no_wrap=True)
+    costs.add_column("how", style="dim", overflow="fold")
+    _add(costs, "forward, per token", _flops(ledger["forward_flops_per_token"]),
+         f"matmuls: {_flops(ledger['linear_flops_per_token'])} in Linear layers + "
+         f"{_flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}")
+    _add(costs, "training, per step", _flops(ledger["training_flops_per_step"]),
+         f"3 x forward x {B}x{T} tokens (6N rule: {_flops(ledger['six_n_flops_per_step'])})")
+    _add(costs, "weights", _bytes(ledger["weight_bytes"]), "")
+    _add(costs, "gradients", _bytes(ledger["grad_bytes"]), "one per trainable parameter")
+    _add(costs, "AdamW state", _bytes(ledger["adamw_bytes"]), "two moments per parameter")
+    _add(costs, "activations", _bytes(ledger["activation_bytes"]), f"kept for backward at batch {B} x {T}")
+    _add(costs, "training total", _bytes(ledger["total_bytes"]), "the four above")
+    console.print(costs)
+    _dim(console, "tied weights are counted once; :params all=on lists every tensor")
 
 
 @render.register(commands.SaveResult)
@@ -774,6 +971,333 @@ class RichReporter(Reporter):
         self.close()
         if isinstance(result, commands.GenResult) and self.streamed:
             self.out.print()
+            if getattr(result, "probs", None):  # show=probs: the text again, coloured by probability
+                gen_probs(result, self.out)
             gen_notes(self.console, result)
             return
         render(result, self.out)
+
+
+# --- views: look inside (:attn, :step, :gen show=probs, :lens, :plot, :tok, :report) --------------
+# Colour where the console has it; without (NO_COLOR, a pipe, a test console) the same information
+# as characters: a shade per weight, a marker for the picked token, a glyph per curve.
+
+VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+SHADES = ".:-=+*#%@"  # low to high weight; the masked future is left blank
+# A sequential, perceptually even scale (viridis), dark for little weight, bright for much.
+SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142), (31, 158, 137),
+         (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37))
+
+
+def _note(console: Console, text: str) -> None:
+    """A dim line wrapped at the console's width (views are read at 80 columns)."""
+    console.print(Text(text, style="dim"), highlight=False)
+
+
+def visible(ch: str) -> str:
+    """A character as it can be seen in a grid: whitespace as a symbol, other controls as '?'."""
+    if ch in VISIBLE:
+        return VISIBLE[ch]
+    return ch if ch.isprintable() else "?"
+
+
+def scale_rgb(frac: float) -> tuple[int, int, int]:
+    """The colour at `frac` in 0..1 along SCALE (linear between its stops)."""
+    frac = min(1.0, max(0.0, float(frac) if math.isfinite(frac) else 0.0))
+    pos = frac * (len(SCALE) - 1)
+    i = min(int(pos), len(SCALE) - 2)
+    t = pos - i
+    a, b = SCALE[i], SCALE[i + 1]
+    return tuple(round(x + (y - x) * t) for x, y in zip(a, b))
+
+
+def scale_hex(frac: float) -> str:
+    return "#%02x%02x%02x" % scale_rgb(frac)
+
+
+def shade(frac: float) -> str:
+    frac = min(1.0, max(0.0, frac))
+    return SHADES[min(len(SHADES) - 1, int(frac * len(SHADES)))]
+
+
+def plain(console: Console) -> bool:
+    """No colour on this console: draw with characters instead."""
+    return bool(console.no_color) or console.color_system is None
+
+
+def _cell(frac: float, width: int, as_text: bool, text: str = "") -> Text:
+    if as_text:
+        return Text((text or shade(frac)).ljust(width))
+    r, g, b = scale_rgb(frac)
+    fg = "black" if frac > 0.55 else "white"
+    return Text(text.ljust(width) if text else " " * width, style=Style(bgcolor=Color.from_rgb(r, g, b), color=fg))
+
+
+def _legend(peak: float, as_text: bool, what: str = "weight") -> Text:
+    line = Text(f"{what}: 0 ", style="dim")
+    if as_text:
+        line.append(" ".join(SHADES))
+    else:
+        for i in range(len(SCALE) * 2):
+            line.append_text(_cell(i / (len(SCALE) * 2 - 1), 1, False))
+    line.append(f" {peak:.2f}", style="dim")
+    return line
+
+
+def heatmap(tokens: list[str], weights: list[list[float]], peak: float, cell: int, as_text: bool) -> Text:
+    """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank."""
+    T = len(tokens)
+    out = Text("  ")
+    for ch in tokens:
+        out.append(visible(ch).ljust(cell), style="bold")
+    for i in range(T):
+        out.append("\n")
+        out.append(visible(tokens[i]).ljust(2), style="bold")
+        for j in range(T):
+            if j > i:
+                out.append(" " * cell)
+            else:
+                out.append_text(_cell(weights[i][j] / peak if peak > 0 else 0.0, cell, as_text))
+    return out
+
+
+def attention_window(n_tokens: int, width: int, cell: int) -> int:
+    """How many positions fit the width (2 columns of row labels, `cell` columns per position)."""
+    return max(1, min(n_tokens, (width - 2) // cell))
+
+
+@render.register(commands.AttnResult)
+def _(result, console: Console) -> None:
+    as_text = plain(console)
+    T = len(result.tokens)
+    single = len(result.heads) == 1
+    cell = 2 if single else 1
+    n = attention_window(T, console.width - (0 if single else 2), cell)
+    start = T - n
+    tokens = result.tokens[start:]
+    maps = [[row[start:] for row in m[start:]] for m in result.maps]
+    peak = max((w for m in maps for row in m for w in row), default=1.0)
+    what = f"head {result.heads[0]}" if single else f"all {result.n_heads} heads"
+    console.print(Text(f"attention, layer {result.layer}, {what}", style="bold"), highlight=False)
+    _note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
+    if start:
+        _note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
+    if single:
+        console.print(heatmap(tokens, maps[0], peak, cell, as_text), highlight=False, no_wrap=True,
+                      overflow="ignore")
+    else:
+        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, cell, as_text))
+                  for h, m in zip(result.heads, maps)]
+        console.print(Columns(panels, padding=(1, 2)))
+    console.print(_legend(peak, as_text), highlight=False)
+    if result.dropped:
+        _note(console, f"the first {result.dropped} characters of the prompt were beyond max_seq_len and not read")
+
+
+def _stage_header(result) -> str:
+    parts = ["logits z"]
+    if result.temperature == 0:
+        parts.append("greedy (temperature 0)")
+    else:
+        parts.append(f"/ temperature {result.temperature:g}")
+        if result.top_k is not None:
+            parts.append(f"top-k {result.top_k}")
+        if result.top_p is not None:
+            parts.append(f"top-p {result.top_p:g}")
+        parts.append("renormalise")
+    return " -> ".join(parts + ["pick"])
+
+
+@render.register(commands.StepResult)
+def _(result, console: Console) -> None:
+    as_text = plain(console)
+    console.print(Text(f"next token after {result.prompt[-40:]!r}", style="bold"), highlight=False)
+    _note(console, _stage_header(result))
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("", no_wrap=True)
+    table.add_column("token", no_wrap=True)
+    table.add_column("logit z", justify="right")
+    table.add_column(f"/ T={result.temperature:g}" if result.temperature else "greedy", justify="right")
+    table.add_column(f"top-k {result.top_k}" if result.top_k is not None else "top-k", justify="center")
+    table.add_column(f"top-p {result.top_p:g}" if result.top_p is not None else "top-p", justify="center")
+    table.add_column("probability", justify="right")
+    for r in result.rows:
+        kept_k = "kept" if r.top_k_kept else "cut"
+        kept_p = "-" if not r.top_k_kept else ("kept" if r.kept else "cut")
+        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
+        prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
+        bar = Text()
+        if r.prob > 0:
+            bar.append(" " + "█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
+        cells = ["→" if r.picked else "", repr(r.token)[1:-1] if r.token not in VISIBLE else visible(r.token),
+                 f"{r.logit:.3f}", scaled, Text(kept_k, style="" if r.top_k_kept else "dim"),
+                 Text(kept_p, style="" if r.kept else "dim"), Text(prob) + bar]
+        _add(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
+    console.print(table)
+    shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
+    console.print(Text(f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
+                       f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}",
+                       style="green"), highlight=False, soft_wrap=True)
+    _note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
+                   f"(:gen with n=1 seed={result.seed} picks the same)")
+
+
+def gen_probs(result, console: Console) -> None:
+    """The generated text, each character coloured (or shaded beneath) by its probability when picked."""
+    as_text = plain(console)
+    probs = result.probs or []
+    chars = list(result.text)
+    if len(chars) != len(probs):  # not one character per token: show the text plainly
+        console.print(Text(result.prompt, style="bold") + Text(result.text), soft_wrap=True, highlight=False)
+        return
+    if not as_text:
+        text = Text(result.prompt, style="bold")
+        for ch, p in zip(chars, probs):
+            if ch == "\n":
+                text.append_text(_cell(p, 1, False, "↵"))
+                text.append("\n")
+            else:
+                text.append_text(_cell(p, 1, False, ch))
+        console.print(text, soft_wrap=True, highlight=False)
+    else:
+        width = max(10, console.width)
+        shown = [visible(c) for c in result.prompt] + [visible(c) for c in chars]
+        shades = [" "] * len(result.prompt) + [shade(p) for p in probs]
+        for at in range(0, len(shown), width):
+            console.print(Text("".join(shown[at:at + width])), highlight=False, no_wrap=True, overflow="ignore")
+            console.print(Text("".join(shades[at:at + width]), style="dim"), highlight=False,
+                          no_wrap=True, overflow="ignore")
+    console.print(_legend(1.0, as_text, "probability when picked"), highlight=False)
+
+
+@render.register(commands.LensResult)
+def _(result, console: Console) -> None:
+    target = f"; the true next character is {visible(result.target)!r}" if result.target is not None else ""
+    console.print(Text(f"logit lens at the last position of {result.prompt[-40:]!r}{target}", style="bold"),
+                  highlight=False)
+    _note(console, "each layer's residual stream read as if the model ended there: softmax(lm_head(ln_f(h)))")
+    k = max((len(r.guesses) for r in result.rows), default=0)
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("after", no_wrap=True, style="cyan")
+    for i in range(k):
+        table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
+    with_target = result.target is not None
+    if with_target:
+        table.add_column("true: rank (p)", justify="right", no_wrap=True)
+    for r in result.rows:
+        cells = [r.layer]
+        for ch, p in zip(r.guesses, r.probs):
+            hit = with_target and ch == result.target
+            cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
+        cells += [""] * (k - len(r.guesses))
+        if with_target:
+            cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
+        _add(table, *cells)
+    console.print(table)
+    _note(console, "the last row is the model's own prediction")
+
+
+def _chart(series, width: int, height: int = 12, baseline: float | None = None, baseline_label: str = "") -> Group:
+    """Curves against the step on a character grid: one glyph per series ('•' train, '×' val)."""
+    glyphs = {"train": ("•", "cyan"), "val": ("×", "magenta")}
+    points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
+    if not points:
+        return Group(Text("nothing to plot", style="dim"))
+    x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
+    values = [v for _, v in points]
+    y0, y1 = min(values), max(values)
+    if baseline is not None and math.isfinite(baseline) and baseline <= y1 + 0.5 * (y1 - y0 + 1e-9):
+        y1 = max(y1, baseline)
+    else:
+        baseline = None
+    if y1 - y0 < 1e-12:
+        y0, y1 = y0 - 0.5, y1 + 0.5
+    labels = [f"{y1:.3g}", f"{(y0 + y1) / 2:.3g}", f"{y0:.3g}"]
+    lw = max(len(s) for s in labels) + 1
+    plot_w = max(10, width - lw - 2)
+    grid: list[list[tuple[str, str]]] = [[(" ", "")] * plot_w for _ in range(height)]
+
+    def row_of(v: float) -> int:
+        return min(height - 1, max(0, round((y1 - v) / (y1 - y0) * (height - 1))))
+
+    if baseline is not None:
+        r = row_of(baseline)
+        grid[r] = [("╌", "dim")] * plot_w
+    for one in series:
+        glyph, style = glyphs.get(one.name, ("•", "cyan"))
+        buckets: dict[int, list[float]] = {}
+        for s, v in zip(one.steps, one.values):
+            if math.isfinite(v):
+                col = 0 if x1 == x0 else round((s - x0) / (x1 - x0) * (plot_w - 1))
+                buckets.setdefault(col, []).append(v)
+        for col, vs in buckets.items():
+            grid[row_of(sum(vs) / len(vs))][col] = (glyph, style)
+    out = Text()
+    for r in range(height):
+        label = labels[0] if r == 0 else labels[2] if r == height - 1 else labels[1] if r == (height - 1) // 2 else ""
+        out.append(label.rjust(lw) + (" ┤" if label else " │"), style="dim")
+        for ch, style in grid[r]:
+            out.append(ch, style=style)
+        out.append("\n")
+    out.append(" " * lw + " └" + "─" * plot_w + "\n", style="dim")
+    left, right = f"step {x0:,}", f"{x1:,}"
+    out.append(" " * (lw + 2) + left + " " * max(1, plot_w - len(left) - len(right)) + right, style="dim")
+    legend = Text()
+    for one in series:
+        glyph, style = glyphs.get(one.name, ("•", "cyan"))
+        legend.append(f"{glyph} ", style=style)
+        legend.append(f"{one.name}   ")
+    if baseline is not None:
+        legend.append("╌ ", style="dim")
+        legend.append(baseline_label)
+    return Group(out, legend)
+
+
+def render_loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_size: int | None = None) -> Group:
+    """A train/val loss chart of a trainer's history (rows of core.train.StepInfo as dicts), `width` columns wide.
+
+    For `:train` to print under its loss table: `console.print(render_loss_chart(history, console.width))`.
+    """
+    baseline = math.log(vocab_size) if vocab_size and vocab_size > 1 else None
+    label = f"ln(V) = {baseline:.2f}, a uniform guess" if baseline is not None else ""
+    return _chart(commands.history_series(history, "loss"), width, height, baseline, label)
+
+
+@render.register(commands.PlotResult)
+def _(result, console: Console) -> None:
+    title = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)"}[result.what]
+    console.print(Text(f"{title} by step", style="bold"), highlight=False)
+    baseline = label = None
+    if result.what == "loss" and result.vocab_size and result.vocab_size > 1:
+        baseline = math.log(result.vocab_size)
+        label = f"ln(V) = {baseline:.2f}, a uniform guess"
+    console.print(_chart(result.series, console.width, 12, baseline, label or ""))
+
+
+@render.register(commands.TokResult)
+def _(result, console: Console) -> None:
+    width = max(10, console.width)
+    top, bottom = Text(), Text()
+    for tok, i in zip(result.tokens, result.ids):
+        shown = visible(tok)
+        w = max(len(shown), len(str(i))) + 1
+        if top.cell_len + w > width:
+            console.print(top, highlight=False, no_wrap=True)
+            console.print(bottom, highlight=False, no_wrap=True)
+            console.print()
+            top, bottom = Text(), Text()
+        top.append(shown.ljust(w), style="bold")
+        bottom.append(str(i).ljust(w), style="dim")
+    console.print(top, highlight=False, no_wrap=True)
+    console.print(bottom, highlight=False, no_wrap=True)
+    n = len(result.ids)
+    _note(console, f"{n} token{'s' if n != 1 else ''}, one per {result.kind}; ids index a vocabulary of "
+                   f"{result.vocab_size}")
+
+
+@render.register(commands.ReportResult)
+def _(result, console: Console) -> None:
+    console.print(Text(f"wrote {result.path}", style="green") +
+                  Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"),
+                  soft_wrap=True, highlight=False)
+    _note(console, "one self-contained file: open it in any browser, no network needed")

@@ -73,7 +73,7 @@ def test_gen_text_on_stdout_stats_on_stderr():
 
 def test_shapes_device_config_params_data_set():
     result = invoke(*TINY, "shapes", "--all")
-    assert result.exit_code == 0 and "blocks.0.attn.q_proj" in result.stdout
+    assert result.exit_code == 0 and "blocks.0 TransformerBlock" in result.stdout and "  attn.q_proj " in result.stdout
     result = invoke("device")
     assert result.exit_code == 0 and "cpu" in result.stdout
     doc = json.loads(invoke(*TINY, "config", "--json").stdout)

@@ -206,7 +206,7 @@ def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
 
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
     assert list(REGISTRY) == ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params",
-                              "save", "load", "ls"]  # fmt: skip
+                              "save", "load", "ls", "attn", "step", "lens", "plot", "tok", "report"]  # fmt: skip
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name
         assert "\n" not in cmd.summary
@@ -220,7 +220,7 @@ def test_option_names_match_the_contract():
     names = {name: [p.name for p in cmd.params if p.refusal is None] for name, cmd in REGISTRY.items()}
     assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save", "schedule"]
     assert REGISTRY["train"].find_param("batch").name == "batch_size"  # the short spelling still works
-    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache"]
+    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache", "show"]
     assert REGISTRY["gen"].find_param("seed").name == "gen_seed"
     assert names["shapes"] == ["prompt", "layer", "all"]
     assert names["device"] == ["name"] and names["data"] == ["name"] and names["help"] == ["command"]

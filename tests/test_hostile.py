@@ -88,6 +88,9 @@ ACCEPTED = {
     ("gen", "top_k", "1e30"), ("set", "top_k", "1e30"),
     ("gen", "temperature", "0"), ("gen", "temperature", "1e30"), ("gen", "temperature", HUGE_INT),
     ("shapes", "layer", "0"),
+    # The look-inside views take the same layer and sampling options as :shapes and :gen.
+    ("attn", "layer", "0"), ("step", "gen_seed", "0"), ("step", "top_k", HUGE_INT), ("step", "top_k", "1e30"),
+    ("step", "temperature", "0"), ("step", "temperature", "1e30"), ("step", "temperature", HUGE_INT),
     ("set", "dropout", "0"), ("set", "min_lr_ratio", "0"), ("set", "warmup_steps", "0"), ("set", "seed", "0"),
     ("set", "n", "0"), ("set", "gen_seed", "0"), ("set", "top_k", HUGE_INT),
     ("set", "lr", "1e30"), ("set", "lr", HUGE_INT),

@@ -1,0 +1,148 @@
+"""`:report PATH.html`: one self-contained HTML page of a session (a UI module, like render.py).
+
+The page needs nothing but itself: no scripts, no fonts, no network. The loss chart and the
+attention maps are inline SVG, the colours a fixed sequential scale (the one the terminal heatmaps
+use), every piece of text escaped. The command (commands.cmd_report) gathers the numbers into a
+`ReportData`; `build_report` only formats them.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+from .render import SCALE, scale_hex, visible
+
+
+@dataclass
+class ReportData:
+    title: str
+    config: dict  # {"model": {...}, "train": {...}, "gen": {...}, "data": "..."}
+    series: list  # commands.PlotSeries: train and val loss (empty before training)
+    vocab_size: int | None
+    prompt: str  # the text the attention maps read
+    layers: list[int]
+    maps: list  # [layer][head][query][key]
+    samples: list[str] = field(default_factory=list)
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table.config td { padding: 0 1em 0 0; font-family: monospace; }
+pre.sample { background: #f4f4f4; padding: .6em; white-space: pre-wrap; }
+.maps { display: flex; flex-wrap: wrap; gap: 1em; }
+figure { margin: 0; } figcaption { font-size: .85em; text-align: center; }
+"""
+
+
+def _esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, height: int = 280) -> str:
+    """Train (solid) and validation (dashed) loss against the step, as an inline SVG."""
+    points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
+    if not points:
+        return '<p>No training yet.</p>'
+    left, right, top, bottom = 56, 16, 12, 36
+    x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
+    values = [v for _, v in points]
+    y0, y1 = min(values), max(values)
+    if vocab_size:
+        y1 = max(y1, math.log(vocab_size))
+    if x1 == x0:
+        x1 = x0 + 1
+    if y1 == y0:
+        y1 = y0 + 1
+
+    def x(s):
+        return left + (s - x0) / (x1 - x0) * (width - left - right)
+
+    def y(v):
+        return top + (y1 - v) / (y1 - y0) * (height - top - bottom)
+
+    parts = [f'<svg id="loss-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="loss chart">',
+             f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
+             'fill="#fafafa" stroke="#999"/>']
+    for frac in (0, 0.5, 1):
+        v = y0 + frac * (y1 - y0)
+        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>')
+    for s in (x0, x1):
+        parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{s}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
+                 'text-anchor="middle">step</text>')
+    if vocab_size:
+        ln_v = math.log(vocab_size)
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(ln_v):.1f}" y2="{y(ln_v):.1f}" stroke="#bbb" '
+                     f'stroke-dasharray="2 3"/><text x="{width - right - 4}" y="{y(ln_v) - 4:.1f}" font-size="10" '
+                     f'text-anchor="end">ln(V) = {ln_v:.2f}: a uniform guess</text>')
+    styles = {"train": ('#1f77b4', ''), "val": ('#d62728', ' stroke-dasharray="6 3"')}
+    for i, one in enumerate(series):
+        colour, dash = styles.get(one.name, ('#555', ''))
+        pts = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in zip(one.steps, one.values) if math.isfinite(v))
+        parts.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{colour}" stroke-width="1.6"'
+                     f'{dash}/>')
+        parts.append(f'<text x="{left + 10 + 70 * i}" y="{top + 16}" font-size="12" fill="{colour}">'
+                     f'{_esc(one.name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14, label: str = "") -> str:
+    """One attention map: row i (a query) over columns 0..i (keys); the masked future left blank."""
+    T = len(tokens)
+    margin = cell + 4
+    size = margin + T * cell
+    peak = max((w for row in weights for w in row), default=1.0) or 1.0
+    parts = [f'<svg class="attn" xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
+             f'viewBox="0 0 {size} {size}" role="img" aria-label="{_esc(label)}">']
+    for i, ch in enumerate(tokens):
+        c = _esc(visible(ch))
+        mid = margin + i * cell + cell / 2
+        parts.append(f'<text x="{mid:.1f}" y="{cell - 3}" font-size="{cell - 4}" text-anchor="middle" '
+                     f'font-family="monospace">{c}</text>')
+        parts.append(f'<text x="{cell / 2:.1f}" y="{mid + cell / 2 - 3:.1f}" font-size="{cell - 4}" '
+                     f'text-anchor="middle" font-family="monospace">{c}</text>')
+    for i in range(T):
+        for j in range(i + 1):
+            w = weights[i][j]
+            parts.append(f'<rect x="{margin + j * cell}" y="{margin + i * cell}" width="{cell}" height="{cell}" '
+                         f'fill="{scale_hex(w / peak)}"><title>{w:.3f}</title></rect>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def build_report(data: ReportData) -> str:
+    """The whole page as one string."""
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_esc(data.title)}</title>",
+           f"<style>{_CSS}</style></head><body>", f"<h1>{_esc(data.title)}</h1>"]
+    out.append("<h2>Configuration</h2>")
+    for section in ("model", "train", "gen"):
+        values = data.config.get(section, {})
+        rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in values.items())
+        out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
+    out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
+    out.append("<h2>Loss</h2>")
+    out.append(loss_chart_svg(data.series, data.vocab_size))
+    out.append("<h2>Attention</h2>")
+    out.append(f"<p>Prompt: <code>{_esc(''.join(visible(c) for c in data.prompt))}</code>. Row i is where position "
+               "i looks (a query over the keys 0..i); above the diagonal is the masked future. Darker: less weight.</p>")
+    tokens = list(data.prompt)
+    for layer, heads in zip(data.layers, data.maps):
+        figures = "".join(
+            f"<figure>{attention_svg(tokens, m, label=f'layer {layer} head {h}')}"
+            f"<figcaption>layer {layer}, head {h}</figcaption></figure>"
+            for h, m in enumerate(heads)
+        )
+        out.append(f'<div class="maps">{figures}</div>')
+    scale = "".join(f'<span style="background:{c};display:inline-block;width:18px">&nbsp;</span>'
+                    for c in (scale_hex(i / (len(SCALE) - 1)) for i in range(len(SCALE))))
+    out.append(f"<p>0 {scale} max weight of each map</p>")
+    out.append("<h2>Samples</h2>")
+    for sample in data.samples:
+        out.append(f'<pre class="sample">{_esc(sample)}</pre>')
+    out.append("</body></html>")
+    return "\n".join(out)
