@@ -1099,7 +1099,7 @@ def token_probs(model, prompt_ids: list[int], new_ids: list[int], settings) -> l
     import torch
 
     from .core.generate import sampling_stages
-    from .core.inside import _listening
+    from .core.inside import listening
 
     if not new_ids:
         return []
@@ -1107,7 +1107,7 @@ def token_probs(model, prompt_ids: list[int], new_ids: list[int], settings) -> l
     device = next(model.parameters()).device
     tokens = list(prompt_ids) + list(new_ids)
     out = []
-    with _listening(model, {}):
+    with listening(model, {}):
         if len(tokens) - 1 <= window:
             logits, _ = model(torch.tensor([tokens[:-1]], device=device))  # (1, T, V)
             rows = [logits[0, len(prompt_ids) - 1 + i] for i in range(len(new_ids))]

@@ -102,7 +102,8 @@ class Command:
             raise UserError(f":{self.name} takes no options; got {clip(key)!r}")
         close = difflib.get_close_matches(key[:40], names, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise UserError(f"unknown option {clip(key)!r} for :{self.name}{hint} (valid: {', '.join(names)})")
+        valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f":help {self.name} lists its {len(names)} keys"
+        raise UserError(f"unknown option {clip(key)!r} for :{self.name}{hint} ({valid})")
 
     def usage(self) -> str:
         """One line such as ":train [steps=N] [lr=X] ..."."""

@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import commands
+from .palette import SCALE, SHADES, VISIBLE, scale_hex, scale_rgb, shade, visible
 from .reporter import Reporter
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
@@ -263,22 +264,19 @@ def gen_stats(result) -> str:
     return text + (" (stopped)" if result.stopped else "")
 
 
-VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
-
-
-def visible(text: str) -> str:
+def visible_text(text: str) -> str:
     """Whitespace as symbols (␣ ↵ ⇥), for text that would otherwise look like nothing."""
-    return "".join(VISIBLE.get(ch, ch) for ch in text)
+    return "".join(visible(ch) for ch in text)
 
 
 def gen_notes(console: Console, result) -> None:
     """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
     if getattr(result, "default_prompt", False):
-        _dim(console, f"no prompt given: started from {visible(result.prompt)!r}")
+        _dim(console, f"no prompt given: started from {visible_text(result.prompt)!r}")
     if result.text and not result.text.strip():
         counts = ", ".join(f"{result.text.count(ch)} {name}" for ch, name in
                            ((" ", "spaces"), ("\n", "newlines"), ("\t", "tabs")) if ch in result.text)
-        console.print(Text(f"only whitespace was generated ({counts}): {visible(result.text[:80])}", style="yellow"),
+        console.print(Text(f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", style="yellow"),
                       soft_wrap=True, highlight=False)
     if getattr(result, "untrained", False):
         _dim(console, "this model has not trained yet, so its text is random: :train first")
@@ -982,42 +980,9 @@ class RichReporter(Reporter):
 # Colour where the console has it; without (NO_COLOR, a pipe, a test console) the same information
 # as characters: a shade per weight, a marker for the picked token, a glyph per curve.
 
-VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
-SHADES = ".:-=+*#%@"  # low to high weight; the masked future is left blank
-# A sequential, perceptually even scale (viridis), dark for little weight, bright for much.
-SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142), (31, 158, 137),
-         (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37))
-
-
 def _note(console: Console, text: str) -> None:
     """A dim line wrapped at the console's width (views are read at 80 columns)."""
     console.print(Text(text, style="dim"), highlight=False)
-
-
-def visible(ch: str) -> str:
-    """A character as it can be seen in a grid: whitespace as a symbol, other controls as '?'."""
-    if ch in VISIBLE:
-        return VISIBLE[ch]
-    return ch if ch.isprintable() else "?"
-
-
-def scale_rgb(frac: float) -> tuple[int, int, int]:
-    """The colour at `frac` in 0..1 along SCALE (linear between its stops)."""
-    frac = min(1.0, max(0.0, float(frac) if math.isfinite(frac) else 0.0))
-    pos = frac * (len(SCALE) - 1)
-    i = min(int(pos), len(SCALE) - 2)
-    t = pos - i
-    a, b = SCALE[i], SCALE[i + 1]
-    return tuple(round(x + (y - x) * t) for x, y in zip(a, b))
-
-
-def scale_hex(frac: float) -> str:
-    return "#%02x%02x%02x" % scale_rgb(frac)
-
-
-def shade(frac: float) -> str:
-    frac = min(1.0, max(0.0, frac))
-    return SHADES[min(len(SHADES) - 1, int(frac * len(SHADES)))]
 
 
 def plain(console: Console) -> bool:

@@ -12,7 +12,7 @@ import html
 import math
 from dataclasses import dataclass, field
 
-from .render import SCALE, scale_hex, visible
+from .palette import SCALE, scale_hex, visible
 
 
 @dataclass

@@ -96,7 +96,7 @@ def test_compare_contender_forms_and_errors():
         (":compare current wibble=3", "unknown setting 'wibble'"),
         (":compare current vocab_size=3", "vocab_size comes from"),
         (":compare current preset=nonesuch", "no preset named"),
-        (":compare current d_model=30 n_heads=4", "divisible"),
+        (":compare current d_model=30,n_heads=4", "divisible"),
         (":compare " + " ".join(f"n_layers={i}" for i in range(1, 9)), "at most 6"),
     ]:
         with pytest.raises(UserError, match=message):

@@ -49,7 +49,7 @@ def _block_probes(model: nn.Module, name: str) -> dict[int, nn.Module]:
 
 
 @contextlib.contextmanager
-def _listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention: bool = False) -> Iterator[dict]:
+def listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention: bool = False) -> Iterator[dict]:
     """Record the output of each probe (key -> detached CPU-side tensor) during one eval, no_grad pass.
 
     With explicit_attention, modules on the fused path (`use_sdpa=True`) are switched to the
@@ -118,7 +118,7 @@ def attention_maps(model: nn.Module, idx, layer: int | None = None) -> Attention
         if isinstance(layer, bool) or not isinstance(layer, int) or layer not in probes:
             raise UserError(f"layer {layer!r} does not exist; choose one of 0..{max(probes)}")
         probes = {layer: probes[layer]}
-    with _listening(model, {str(i): p for i, p in probes.items()}, explicit_attention=True) as seen:
+    with listening(model, {str(i): p for i, p in probes.items()}, explicit_attention=True) as seen:
         model(idx)
     maps = torch.stack([seen[str(i)][0] for i in probes]).float().cpu()  # (L, n_heads, T, T)
     return AttentionMaps(
@@ -196,7 +196,7 @@ def next_token_pipeline(
         generator.seed()
     else:
         generator.manual_seed(seed)
-    with _listening(model, {}):
+    with listening(model, {}):
         logits, _ = model(idx, cache=model.new_cache())  # (1, T, V)
     stages = sampling_stages(logits[0, -1], temperature, top_k, top_p)
     picked = pick(stages, generator)
@@ -278,7 +278,7 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None) -> LogitLens:
             )
     probes = {"embed": model.hook_embed}
     probes.update({f"blocks.{i}": p for i, p in _block_probes(model, "hook_resid_post").items()})
-    with _listening(model, probes) as seen:
+    with listening(model, probes) as seen:
         model(idx)
         logits = torch.stack([model.lm_head(model.ln_f(seen[name]))[0] for name in probes])  # (L+1, T, V)
     logits = logits.float().cpu()

@@ -1,0 +1,41 @@
+"""Colours and symbols shared by the terminal views (render.py) and the HTML report (report.py).
+
+A sequential colour scale for weights and probabilities, a shade character per weight for consoles
+without colour, and visible stand-ins for whitespace. No Rich, no commands: both renderers import it.
+"""
+
+from __future__ import annotations
+
+import math
+
+VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+SHADES = ".:-=+*#%@"  # low to high weight; the masked future is left blank
+# A sequential, perceptually even scale (viridis), dark for little weight, bright for much.
+SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142), (31, 158, 137),
+         (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37))
+
+
+def visible(ch: str) -> str:
+    """A character as it can be seen in a grid: whitespace as a symbol, other controls as '?'."""
+    if ch in VISIBLE:
+        return VISIBLE[ch]
+    return ch if ch.isprintable() else "?"
+
+
+def scale_rgb(frac: float) -> tuple[int, int, int]:
+    """The colour at `frac` in 0..1 along SCALE (linear between its stops)."""
+    frac = min(1.0, max(0.0, float(frac) if math.isfinite(frac) else 0.0))
+    pos = frac * (len(SCALE) - 1)
+    i = min(int(pos), len(SCALE) - 2)
+    t = pos - i
+    a, b = SCALE[i], SCALE[i + 1]
+    return tuple(round(x + (y - x) * t) for x, y in zip(a, b))
+
+
+def scale_hex(frac: float) -> str:
+    return "#%02x%02x%02x" % scale_rgb(frac)
+
+
+def shade(frac: float) -> str:
+    frac = min(1.0, max(0.0, frac))
+    return SHADES[min(len(SHADES) - 1, int(frac * len(SHADES)))]
