@@ -76,6 +76,7 @@ class TrainResult:
     schedule: str = "new"
     constant_lr: float | None = None
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
+    curve: list = field(default_factory=list)  # this command's history rows, thinned to at most 200, for a chart
 
     @property
     def failure(self) -> str | None:
@@ -126,6 +127,7 @@ class ConfigResult:
     data: str
     device: str
     checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
+    preset: str | None = None  # the preset the model settings match (sizes aside), if any
 
 
 @dataclass
@@ -304,10 +306,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
         if wanted == "continue":
             schedule, constant_lr = "continue", trainer.final_lr()
-        trainer.start_run(steps, constant_lr=constant_lr)
-        if schedule == "continue":
-            reporter.notice(f"continuing at the last run's final rate {constant_lr:.2e}, constant "
-                            "(schedule=new starts a fresh warm-up + cosine)")
+        trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
         summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop)
@@ -370,7 +369,16 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         schedule=schedule,
         constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size,
+        curve=_thin(done, 200),
     )
+
+
+def _thin(rows: list, most: int) -> list:
+    """At most `most` rows, evenly spread; every evaluated row kept (the chart's validation points)."""
+    if len(rows) <= most:
+        return [dict(r) for r in rows]
+    stride = -(-len(rows) // most)
+    return [dict(r) for i, r in enumerate(rows) if i % stride == 0 or r["val_loss"] is not None or i == len(rows) - 1]
 
 
 _TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig fields :train sets for good
@@ -509,6 +517,8 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
 
 @command("config", "Show the model, training and generation settings.", needs_torch=False)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
+    from .core.config import matching_preset
+
     model = session.model_config.to_dict()
     if session.loaded_data is None:
         model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
@@ -519,6 +529,7 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         data=session.data_spec,
         device=session.status().device,
         checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
+        preset=matching_preset(session.model_config),
     )
 
 
@@ -527,7 +538,12 @@ SETTINGS = (ModelConfig, TrainConfig, GenConfig, ShellConfig)
 
 
 def _set_params() -> list[Param]:
-    return [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS for spec in cls.specs()]
+    from .core.config import PRESETS
+
+    preset = Param("preset", str, choices=tuple(PRESETS),
+                   help="model: the architecture of a known model (sizes kept): " + ", ".join(PRESETS))
+    return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS
+                       for spec in cls.specs()]
 
 
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
@@ -540,6 +556,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     current = {cls: _current(session, cls) for cls in SETTINGS}
     new = {}
     for cls, config in current.items():
+        if cls is ModelConfig and "preset" in given:  # the preset first: keys given with it override it
+            from .core.config import preset_changes
+
+            config = config.replace(**preset_changes(given["preset"], config))
         changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
         new[cls] = config.replace(**changes) if changes else config
     model, train = new[ModelConfig], new[TrainConfig]
@@ -551,14 +571,16 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     for cls in SETTINGS:
         for spec in cls.specs():
             old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
-            if spec.name in given and old_value != new_value:
+            if old_value != new_value and (spec.name in given or "preset" in given):  # a preset sets several
                 changed[spec.name] = (old_value, new_value)
     kept = keep_trained_model(session, new[ShellConfig].autosave) if session.rebuild_needed(config=model) else None
     rebuilt = session.set_model_config(model)
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
-    return SetResult(changed, rebuilt, kept)
+    from .core.config import matching_preset
+
+    return SetResult(changed, rebuilt, kept, matching_preset(model) if "preset" in given or rebuilt else None)
 
 
 def _current(session: Session, cls):
@@ -706,7 +728,7 @@ def _contender_configs(session: Session, pairs: list[str], data):
         if not eq:
             raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
         if key == "preset":
-            model_changes.update(_preset(raw.strip()))
+            model_changes.update(_preset(raw.strip(), session.model_config.replace(**model_changes)))
             continue
         for cls, changes in ((ModelConfig, model_changes), (TrainConfig, train_changes)):
             spec = next((s for s in cls.specs() if key in (s.name, *s.aliases)), None)
@@ -722,12 +744,12 @@ def _contender_configs(session: Session, pairs: list[str], data):
     return model, train
 
 
-def _preset(name: str) -> dict:
-    from .core.config import PRESETS
+def _preset(name: str, config: ModelConfig) -> dict:
+    from .core.config import PRESETS, preset_changes
 
     if name not in PRESETS:
         raise UserError(f"no preset named {name!r}; presets: {', '.join(PRESETS)}")
-    return dict(PRESETS[name])
+    return preset_changes(name, config)
 
 
 @dataclass

@@ -249,8 +249,13 @@ def _(result, console: Console) -> None:
     if result.evals:
         console.print(LossTable(result.evals, narrow=console.width < NARROW,
                                 vocab_size=getattr(result, "vocab_size", None)))
+    if len(getattr(result, "curve", None) or []) >= 10:  # a small chart of this run under its table
+        console.print(render_loss_chart(result.curve, min(console.width, 80), 8, getattr(result, "vocab_size", None)))
     style = "yellow" if result.stopped else "green"
     console.print(Text(train_summary(result), style=style), soft_wrap=True, highlight=False)
+    if getattr(result, "schedule", "new") == "continue" and result.constant_lr:
+        _dim(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
+                      "fresh warm-up + cosine)")
     if getattr(result, "saved", None):
         _dim(console, f"saved checkpoint {result.saved} (:load {result.saved} restores it)")
     if getattr(result, "save_error", None):
@@ -511,7 +516,9 @@ def _(result, console: Console) -> None:
     if "autosave" in checkpoints:
         where += Text("   autosave ", style="cyan") + Text(_value(checkpoints["autosave"]))
     console.print(where)
-    _dim(console, ":set key=value changes a setting")
+    preset = getattr(result, "preset", None)
+    _dim(console, (f"the model settings match the preset {preset}" if preset else
+                   "the model settings match no preset") + "; :set key=value or :set preset=NAME changes them")
 
 
 @render.register(commands.SetResult)
@@ -732,13 +739,21 @@ def curve_chart(series: dict[str, list[tuple[float, float]]], width: int = 60, h
     cols = max(10, width - axis - 1)
     grid = [[" "] * cols for _ in range(height)]
     styles = [[""] * cols for _ in range(height)]
+    def cell(x, y):
+        c = 0 if x_hi == x_lo else round((x - x_lo) / (x_hi - x_lo) * (cols - 1))
+        return height - 1 - round((y - y_lo) / (y_hi - y_lo) * (height - 1)), c
+
     for k, (label, values) in enumerate(series.items()):
         mark, style = _MARKS[k % len(_MARKS)], _SERIES_STYLES[k % len(_SERIES_STYLES)]
+        values = [(x, y) for x, y in values if y is not None]
+        for (x0, y0), (x1, y1) in zip(values, values[1:]):  # a dotted line between evaluations
+            (r0, c0), (r1, c1) = cell(x0, y0), cell(x1, y1)
+            for c in range(c0 + 1, c1):
+                r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
+                if grid[r][c] == " ":
+                    grid[r][c], styles[r][c] = "·", style
         for x, y in values:
-            if y is None:
-                continue
-            c = 0 if x_hi == x_lo else round((x - x_lo) / (x_hi - x_lo) * (cols - 1))
-            r = height - 1 - round((y - y_lo) / (y_hi - y_lo) * (height - 1))
+            r, c = cell(x, y)
             grid[r][c], styles[r][c] = mark, style
     text = Text()
     for r in range(height):

@@ -165,8 +165,12 @@ def test_dropping_the_mask_lets_the_past_see_the_future(attention):
     assert all(m.use_sdpa == (attention == "sdpa") for m in model.modules() if hasattr(m, "use_sdpa"))
 
 
-def test_dropping_positions_makes_the_model_blind_to_order():
-    model = small_model(n_layers=1)  # one layer: the last position attends to a set of (token) keys
+@pytest.mark.parametrize("pos_encoding", ["learned", "sinusoidal", "rope"])
+def test_dropping_positions_makes_the_model_blind_to_order(pos_encoding):
+    model = small_model(n_layers=1, pos_encoding=pos_encoding)  # one layer: the last position sees a set of keys
+    with torch.no_grad():
+        assert not torch.allclose(model(torch.tensor([[1, 2, 3, 4]]))[0][:, -1],
+                                  model(torch.tensor([[3, 1, 2, 4]]))[0][:, -1])  # with positions, order matters
     ablations = Ablations(model)
     ablations.add(Ablation("positions"))
     x = torch.tensor([[1, 2, 3, 4]])

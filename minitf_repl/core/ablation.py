@@ -131,8 +131,11 @@ def _hooks(model: nn.Module, ablation: Ablation) -> list:
             handles.append(attn.hook_scores.register_forward_hook(keep_scores))
             handles.append(attn.hook_masked_scores.register_forward_hook(unmask))
         return handles
-    # positions: what the position table adds becomes zero
+    # positions: what the position table adds becomes zero; with RoPE, q and k stay unrotated
     encoding = model.config.pos_encoding
     if encoding in ("learned", "sinusoidal"):
         return [model.position_embedding.register_forward_hook(lambda module, inputs, output: torch.zeros_like(output))]
-    raise UserError(f"this model's positions ({encoding}) cannot be dropped; that works for learned and sinusoidal")
+    if encoding == "rope":  # the rotation hands q and k back as they came in
+        return [block.attn.rope.register_forward_hook(lambda module, inputs, output: (inputs[0], inputs[1]))
+                for block in blocks]
+    raise UserError("this model has no position information to drop (pos_encoding=none)")
