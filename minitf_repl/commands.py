@@ -753,6 +753,38 @@ def _preset(name: str, config: ModelConfig) -> dict:
 
 
 @dataclass
+class ExpertsResult:
+    layers: list  # block index of each MoE layer
+    load: list  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
+    tokens: list  # per layer, per expert: routing choices
+    aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
+    experts_per_token: int
+
+
+@command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.")
+def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
+    """Routes one validation batch (no training) and reads the model's routing counts."""
+    config = session.model_config
+    if config.n_experts <= 1:
+        raise UserError("this model has no experts (n_experts is 0); :set n_experts=4 experts_per_token=2 adds them")
+    import torch
+
+    trainer = session.trainer
+    model = session.model
+    x, _ = session.data.get_batch("val", trainer.config.batch_size, config.max_seq_len,
+                                  torch.Generator().manual_seed(trainer.config.seed + 1))
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(x.to(session.device))
+    finally:
+        model.train(was_training)
+    stats = model.moe_stats()
+    return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token)
+
+
+@dataclass
 class AblateResult:
     active: list  # what is switched off now (text), empty after `:ablate off`
     val_loss_before: float | None  # validation loss without any ablation

@@ -171,6 +171,7 @@ _LOSS_COLUMNS = (
     ("train_loss", "train loss", "train", _num, True),
     ("val_loss", "val loss", "val", _num, True),
     ("accuracy", "accuracy", "acc", _pct, True),
+    ("aux_loss", "aux loss", "aux", _num, True),  # mixture of experts: load balancing (1.0 = even)
     ("lr", "lr", "lr", _lr, False),
     ("tokens_per_second", "tokens/s", "tok/s", _rate, False),
     ("elapsed", "elapsed", "time", _seconds, True),
@@ -193,7 +194,9 @@ class LossTable:
         self.val_losses: list[float] = []
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
-        self.columns = [c for c in _LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy) and (c[4] or not narrow)]
+        with_aux = any(r.get("aux_loss") is not None for r in rows)
+        self.columns = [c for c in _LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
+                        and (c[0] != "aux_loss" or with_aux) and (c[4] or not narrow)]
         self.table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in self.columns:
             self.table.add_column(short if narrow else header, justify="right")
@@ -836,6 +839,26 @@ def _(result, console: Console) -> None:
         _dim(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
 
 
+@render.register(commands.ExpertsResult)
+def _(result, console: Console) -> None:
+    n = len(result.load[0]) if result.load else 0
+    table = Table(title=Text(f"share of routing choices per expert ({result.experts_per_token} per token); "
+                             f"even would be {1 / n:.0%} each" if n else ""), title_justify="left",
+                  header_style="bold", box=box.SIMPLE_HEAD)
+    table.add_column("block", justify="right")
+    for e in range(n):
+        table.add_column(f"expert {e}", justify="right")
+    for layer, row in zip(result.layers, result.load):
+        cells = []
+        for share in row:
+            bar = "█" * round(share * n * 4)  # 4 blocks = an even share
+            cells.append(Text(f"{share:5.1%} ") + Text(bar, style="cyan"))
+        _add(table, str(layer), *cells)
+    console.print(table)
+    if result.aux_loss is not None:
+        _dim(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
+
+
 @render.register(commands.AblateResult)
 def _(result, console: Console) -> None:
     if not result.active:
@@ -929,7 +952,7 @@ class RichReporter(Reporter):
             row = {
                 "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss,
                 "accuracy": info.accuracy, "lr": info.lr, "tokens_per_second": info.tokens_per_second,
-                "elapsed": info.elapsed,
+                "elapsed": info.elapsed, "aux_loss": getattr(info, "aux_loss", None),
             }
             if self._table is None:
                 self._table = LossTable([row], narrow=self.console.width < NARROW)

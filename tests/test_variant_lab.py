@@ -206,3 +206,38 @@ def test_ablate_command_reports_and_undoes():
     out = Console(file=io.StringIO(), width=80, color_system=None)
     render(result, out)
     assert "switched off: block 0" in out.file.getvalue() and "val loss" in out.file.getvalue()
+
+
+# --- presets and experts through the shell -------------------------------------------------------------------
+def test_set_preset_applies_the_architecture_and_keeps_sizes():
+    from minitf_repl.core.config import PRESETS, matching_preset
+
+    s = tiny_session()
+    result = run(s, ":set preset=llama")
+    assert result.preset == "llama" and matching_preset(s.model_config) == "llama"
+    assert s.model_config.n_layers == TINY["n_layers"] and s.model_config.n_kv_heads == 1  # 2 heads / group 2
+    assert result.changed["activation"] == ("gelu", "swiglu")
+    assert run(s, ":config").preset == "llama"
+    assert run(s, ":set preset=modern n_layers=1").preset == "modern" and s.model_config.n_layers == 1
+    run(s, ":set qk_norm=off")
+    assert run(s, ":config").preset is None
+    with pytest.raises(UserError, match="preset must be one of"):
+        run(s, ":set preset=gpt5")
+    assert set(PRESETS) == {"seed", "gpt2", "llama", "modern"}
+
+
+def test_experts_show_their_aux_loss_and_load():
+    s = tiny_session()
+    run(s, ":set n_experts=3 experts_per_token=2")
+    result = run(s, ":train steps=3")
+    assert all(row["aux_loss"] is not None for row in s.trainer.history)
+    out = Console(file=io.StringIO(), width=120, color_system=None)
+    render(result, out)
+    assert "aux loss" in out.file.getvalue()
+    experts = run(s, ":experts")
+    assert len(experts.load) == TINY["n_layers"] and all(len(row) == 3 for row in experts.load)
+    assert all(abs(sum(row) - 1) < 1e-6 for row in experts.load)
+    x, _ = s.data.get_batch("val", 4, TINY["max_seq_len"], torch.Generator().manual_seed(0))
+    assert all(sum(row) == x.numel() * 2 for row in experts.tokens)  # every token routed to 2 experts
+    with pytest.raises(UserError, match="no experts"):
+        run(tiny_session(), ":experts")

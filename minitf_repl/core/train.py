@@ -37,6 +37,7 @@ class StepInfo:
     elapsed: float  # seconds spent in this run, evaluation included
     val_loss: float | None = None
     accuracy: float | None = None
+    aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss includes its share)
 
 
 @dataclass
@@ -50,6 +51,12 @@ class RunSummary:
     accuracy: float | None
     tokens_per_second: float
     seconds: float
+
+
+def _moe_aux_loss(model) -> float | None:
+    """The load-balancing loss of the last forward pass, for models with experts (None otherwise)."""
+    aux = model.moe_aux_loss() if hasattr(model, "moe_aux_loss") else None
+    return None if aux is None else aux.item()
 
 
 def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
@@ -214,6 +221,7 @@ class Trainer:
                 step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
                 train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
                 tokens_per_second=x.numel() / max(step_seconds, 1e-9), elapsed=self.run_elapsed + step_seconds,
+                aux_loss=_moe_aux_loss(model),
             )
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
             if info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps:
