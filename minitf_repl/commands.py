@@ -75,6 +75,9 @@ class TrainResult:
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
     constant_lr: float | None = None
+    dtype: str = "float32"  # the training forward's precision (the dtype setting)
+    compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
+    compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
 
     @property
     def failure(self) -> str | None:
@@ -303,7 +306,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                             "(schedule=new starts a fresh warm-up + cosine)")
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
-        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop)
+        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
     except TrainingDiverged as e:
         session.rollback(snapshot)
         lr = train_config.lr
@@ -362,6 +365,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         save_error=save_error,
         schedule=schedule,
         constant_lr=constant_lr,
+        dtype=summary.dtype, compiled=summary.compiled, compile_seconds=summary.compile_seconds,
     )
 
 
@@ -719,3 +723,40 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from .core.checkpoint import list_checkpoints
 
     return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
+
+
+# --- speed: precision, compile, quantization (dtype and compile are TrainConfig settings; :quantize here) ---
+QUANTIZE_MODES = ("int8", "off")
+QUANTIZE_TOKENS = 64  # tokens generated (greedy) for each timing of :quantize int8
+
+
+@dataclass
+class QuantizeResult:
+    mode: str  # "int8": :gen samples from the int8 copy; "off": from the float model
+    changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
+    measure: Any = None  # core.quantize.QuantizeMeasure, for :quantize int8
+    device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
+
+
+@command("quantize", "Sample with an int8 copy of the Linear layers (dynamic quantization), or off again.", params=[
+    Param("mode", str, positional=True, choices=QUANTIZE_MODES,
+          help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
+               "(default: show which is on)"),
+])  # fmt: skip
+def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
+    mode = (args["mode"] or "").strip()
+    on = session.has_model and session.sampling_copy
+    if not mode:
+        return QuantizeResult("int8" if on else "off", changed=False)
+    if mode == "off":
+        session.set_sampling_model(None)
+        return QuantizeResult("off", changed=on)
+    from .core.quantize import measure, quantize_for_sampling
+
+    tokenizer = session.data.tokenizer
+    model, trainer = session.model, session.trainer
+    qmodel = quantize_for_sampling(model)
+    prompt = "\n" if "\n" in tokenizer.stoi else tokenizer.itos[0]  # :gen's default prompt
+    result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS)
+    session.set_sampling_model(qmodel)
+    return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device))

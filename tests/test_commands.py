@@ -205,8 +205,9 @@ def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
 
 
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
-    assert list(REGISTRY) == ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params",
-                              "save", "load", "ls"]  # fmt: skip
+    contract = ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params",
+                "save", "load", "ls"]  # fmt: skip
+    assert list(REGISTRY)[: len(contract)] == contract  # commands added later come after these
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name
         assert "\n" not in cmd.summary
