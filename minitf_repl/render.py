@@ -645,7 +645,7 @@ def _change(before, after, fmt) -> str:
 def _(result, console: Console) -> None:
     m = result.measure
     if m is None:
-        state = "int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
+        state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
         verb = "now samples" if result.changed else "samples"
         console.print(Text(f":gen {verb} from {state}", style="green" if result.changed else ""),
                       soft_wrap=True, highlight=False)
