@@ -77,6 +77,9 @@ class TrainResult:
     constant_lr: float | None = None
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
     curve: list = field(default_factory=list)  # this command's history rows, thinned to at most 200, for a chart
+    dtype: str = "float32"  # the training forward's precision (the dtype setting)
+    compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
+    compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
 
     @property
     def failure(self) -> str | None:
@@ -309,7 +312,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
-        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop)
+        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
     except TrainingDiverged as e:
         session.rollback(snapshot)
         lr = train_config.lr
@@ -370,6 +373,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size,
         curve=_thin(done, 200),
+        dtype=summary.dtype, compiled=summary.compiled, compile_seconds=summary.compile_seconds,
     )
 
 
@@ -404,7 +408,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     if default_prompt:
         prompt = "\n" if "\n" in tokenizer.stoi else tokenizer.itos[0]
     ids = tokenizer.encode(prompt)
-    model = session.model
+    model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
     if len(ids) > window:
         reporter.notice(f"the prompt is {len(ids):,} characters, longer than max_seq_len={window}: "
@@ -1310,3 +1314,38 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
     sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
     return ReportResult(str(path), path.stat().st_size, sections, time.perf_counter() - start)
+# --- speed: precision, compile, quantization (dtype and compile are TrainConfig settings; :quantize here) ---
+QUANTIZE_MODES = ("int8", "off")
+QUANTIZE_TOKENS = 64  # tokens generated (greedy) for each timing of :quantize int8
+
+
+@dataclass
+class QuantizeResult:
+    mode: str  # "int8": :gen samples from the int8 copy; "off": from the float model
+    changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
+    measure: Any = None  # core.quantize.QuantizeMeasure, for :quantize int8
+    device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
+
+
+@command("quantize", "Sample with an int8 copy of the Linear layers (dynamic quantization), or off again.", params=[
+    Param("mode", str, positional=True, choices=QUANTIZE_MODES,
+          help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
+               "(default: show which is on)"),
+])  # fmt: skip
+def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
+    mode = (args["mode"] or "").strip()
+    on = session.has_model and session.sampling_copy
+    if not mode:
+        return QuantizeResult("int8" if on else "off", changed=False)
+    if mode == "off":
+        session.set_sampling_model(None)
+        return QuantizeResult("off", changed=on)
+    from .core.quantize import measure, quantize_for_sampling
+
+    tokenizer = session.data.tokenizer
+    model, trainer = session.model, session.trainer
+    qmodel = quantize_for_sampling(model)
+    prompt = "\n" if "\n" in tokenizer.stoi else tokenizer.itos[0]  # :gen's default prompt
+    result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS)
+    session.set_sampling_model(qmodel)
+    return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device))

@@ -235,6 +235,7 @@ def train_summary(result) -> str:
     if result.accuracy is not None:
         parts.append(f"accuracy {_pct(result.accuracy)}")
     parts.append(f"{_rate(result.tokens_per_second)} tokens/s")
+    parts.extend(speed_parts(result))
     parts.append(f"{result.seconds:.1f} s")
     if result.stopped:
         end = result.total_steps + result.run_remaining
@@ -1304,3 +1305,53 @@ def _(result, console: Console) -> None:
                   Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"),
                   soft_wrap=True, highlight=False)
     _note(console, "one self-contained file: open it in any browser, no network needed")
+# --- speed: precision, compile, quantization --------------------------------------------------------
+def _change(before, after, fmt) -> str:
+    if before is None or after is None:
+        return "-"
+    return f"{'+' if after >= before else ''}{fmt(after - before)}"
+
+
+@render.register(commands.QuantizeResult)
+def _(result, console: Console) -> None:
+    m = result.measure
+    if m is None:
+        state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
+        verb = "now samples" if result.changed else "samples"
+        console.print(Text(f":gen {verb} from {state}", style="green" if result.changed else ""),
+                      soft_wrap=True, highlight=False)
+        if result.mode == "off" and not result.changed:
+            _dim(console, ":quantize int8 makes an int8 copy for sampling and measures it")
+        return
+    table = Table(header_style="bold", box=box.HEAVY_HEAD)
+    for header in ("", "float32", "int8", "change"):
+        table.add_column(header, justify="right" if header else "left")
+    ratio = f"{m.bytes_after / m.bytes_before:.2f}x" if m.bytes_before else "-"
+    _add(table, "weights (saved)", _bytes(m.bytes_before), _bytes(m.bytes_after), ratio)
+    speed = f"{m.tokens_per_second_after / m.tokens_per_second_before:.2f}x" if m.tokens_per_second_before else "-"
+    _add(table, f"tokens/s ({m.n_tokens}, greedy)", _rate(m.tokens_per_second_before),
+         _rate(m.tokens_per_second_after), speed)
+    _add(table, "val loss", _num(m.val_loss_before), _num(m.val_loss_after),
+         _change(m.val_loss_before, m.val_loss_after, lambda d: f"{d:.4f}"))
+    if m.accuracy_before is not None:
+        _add(table, "accuracy", _pct(m.accuracy_before), _pct(m.accuracy_after),
+             _change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
+    _add(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
+    console.print(table)
+    console.print(Text(f":gen now samples from the int8 copy ({m.linear_layers} Linear layers int8, on the CPU); "
+                       ":quantize off goes back; training or loading drops the copy", style="green"),
+                  soft_wrap=True, highlight=False)
+    if result.device is not None and result.device != "cpu":
+        _dim(console, f"the float model trains on {result.device}; both were timed on the CPU")
+
+
+def speed_parts(result) -> list[str]:
+    """What train_summary adds for the speed switches: "bfloat16", "compiled in 41.2 s" (nothing at the defaults)."""
+    parts = []
+    if getattr(result, "dtype", "float32") != "float32":
+        parts.append(result.dtype)
+    if getattr(result, "compile_seconds", None) is not None:
+        parts.append(f"compiled in {result.compile_seconds:.1f} s (not in tokens/s)")
+    elif getattr(result, "compiled", False):
+        parts.append("compiled")
+    return parts

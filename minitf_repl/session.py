@@ -273,3 +273,37 @@ class Session:
             last_loss=history[-1]["train_loss"] if history else None,
             data=self.data_spec,
         )
+
+    # --- sampling through a copy (:quantize; added by the speed work) ----------------------------------
+    # (the copy, the model it was made from, that model's weights version when it was made)
+    _sampling: tuple | None = None
+
+    def set_sampling_model(self, model) -> None:
+        """Let :gen sample from `model`, a copy of the current weights (e.g. int8), or None: the model itself.
+
+        The copy is kept only while the weights it was made from are unchanged: `sampling_model`
+        drops it as soon as they change (a :train step, a :load, a rebuild, a roll-back), so no
+        command has to remember to clear it.
+        """
+        self._sampling = None if model is None else (model, self._model, self._weights_version())
+
+    @property
+    def sampling_model(self):
+        """The model :gen samples from: the copy of set_sampling_model while still current, else the model."""
+        if self._sampling is not None:
+            copy, source, version = self._sampling
+            if source is self._model and version == self._weights_version():
+                return copy
+            self._sampling = None  # the weights changed: a stale copy would sample an older model
+        return self.model
+
+    @property
+    def sampling_copy(self) -> bool:
+        """Whether :gen samples from a copy now (never builds anything)."""
+        return self._sampling is not None and self.sampling_model is not self._model
+
+    def _weights_version(self) -> tuple | None:
+        # Every in-place change of a tensor (an optimizer step, load_state_dict) bumps its version counter.
+        if self._model is None:
+            return None
+        return self._trainer.step, tuple(p._version for p in self._model.parameters())

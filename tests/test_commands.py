@@ -206,7 +206,7 @@ def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
 
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
     assert list(REGISTRY) == ["help", "quit", "train", "gen", "shapes", "device", "config", "set", "data", "params", "compare", "experts", "ablate",
-                              "save", "load", "ls", "attn", "step", "lens", "plot", "tok", "report"]  # fmt: skip
+                              "save", "load", "ls", "attn", "step", "lens", "plot", "tok", "report", "quantize"]  # fmt: skip
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name
         assert "\n" not in cmd.summary

@@ -298,6 +298,10 @@ class TrainConfig(Settings):
     eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000)
     eval_batches: int = setting(8, "validation batches per evaluation (the loss is their mean)", low=1, limit=10_000)
     seed: int = setting(1337, "seed of the initial weights and the batch order", low=0, limit=2**63 - 1)
+    # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
+    dtype: str = setting("float32", "training forward pass: float32, or bfloat16 autocast (weights stay float32)",
+                         choices=("float32", "bfloat16"))
+    compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
 
 
 @dataclass

@@ -14,6 +14,7 @@ trained model further without shaking it, a constant rate: `start_run(steps, con
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -23,6 +24,7 @@ import torch
 
 from .config import TrainConfig
 from .errors import ConfigError, TrainingDiverged
+from .precision import autocast, compile_failure_line, compile_module, is_compile_failure, precision_note
 
 
 @dataclass
@@ -38,6 +40,7 @@ class StepInfo:
     val_loss: float | None = None
     accuracy: float | None = None
     aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss includes its share)
+    compile_seconds: float | None = None  # set on the step that ran torch.compile's compilation
 
 
 @dataclass
@@ -49,8 +52,12 @@ class RunSummary:
     train_loss: float | None
     val_loss: float | None
     accuracy: float | None
-    tokens_per_second: float
+    tokens_per_second: float  # with compile on: the steady state, the compiling step left out
     seconds: float
+    dtype: str = "float32"  # the training forward's precision (core.precision)
+    compiled: bool = False  # the steps ran through torch.compile
+    compile_seconds: float | None = None  # the first compiled step, compilation included (None: none here)
+    notes: list = dataclasses.field(default_factory=list)  # the lines given to on_notice
 
 
 def _moe_aux_loss(model) -> float | None:
@@ -97,6 +104,10 @@ class Trainer:
         self.run_elapsed = 0.0
         self.run_constant_lr: float | None = None  # None: warm-up + cosine; else this rate throughout
         self.history: list[dict] = []
+        self._compiled = None  # torch.compile(model), made on the first step with config.compile
+        self._compile_pending = False  # the next compiled step compiles: timed apart
+        self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
+        self._noted: set[str] = set()  # notes already given (each is said once per trainer)
 
     @property
     def max_seq_len(self) -> int:
@@ -117,6 +128,8 @@ class Trainer:
             self.optimizer.param_groups[0]["weight_decay"] = config.weight_decay  # make_optimizer: matrices first
         if config.seed != old.seed:
             self.generator.manual_seed(config.seed)
+        if config.compile and not old.compile:
+            self._compile_failed = None  # switched on again: try again
 
     def start_run(self, steps: int | None = None, constant_lr: float | None = None) -> None:
         """Begin a run of `steps` (default: config.steps): a fresh schedule, or `constant_lr` throughout."""
@@ -141,33 +154,38 @@ class Trainer:
 
     # --- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self) -> tuple[float, float | None]:
+    def evaluate(self, model=None) -> tuple[float, float | None]:
         """Mean validation loss over config.eval_batches batches, and the task accuracy if any.
 
         The validation batches come from their own generator, seeded the same each time: every
         evaluation scores the same examples, and evaluating never shifts the training batches.
+        `model` (default: the trainer's) scores another model of the same vocabulary on those same
+        batches, on its own device: a quantized copy, say (core.quantize).
         """
-        was_training = self.model.training
-        self.model.eval()
+        model = self.model if model is None else model
+        device = self.device if model is self.model else next(model.parameters()).device
+        was_training = model.training
+        model.eval()
         try:
             g = torch.Generator().manual_seed(self.config.seed + 1)
             losses = []
             for _ in range(self.config.eval_batches):
                 x, y = self.data.get_batch("val", self.config.batch_size, self.max_seq_len, g)
-                _, loss = self.model(x.to(self.device), y.to(self.device))
+                _, loss = model(x.to(device), y.to(device))
                 losses.append(loss.item())
             accuracy = None
             if getattr(self.data, "accuracy", None) is not None:
-                accuracy = self.data.accuracy(self.model, device=self.device)
+                accuracy = self.data.accuracy(model, device=device)
             return sum(losses) / len(losses), accuracy
         finally:
-            self.model.train(was_training)
+            model.train(was_training)
 
     # --- the loop --------------------------------------------------------------------------------
     def run(
         self,
         on_step: Callable[[StepInfo], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> RunSummary:
         """Train until the current run ends or should_stop() says so. Starts a run if none is open.
 
@@ -177,6 +195,9 @@ class Trainer:
         whose evaluation raises is done and in the history (without a validation loss). Only an
         exception inside optimizer.step() itself can leave an update half-applied: a caller that
         must survive that restores a snapshot() taken before run().
+
+        `on_notice(line)` hears, once per trainer, what a person should know about the speed switches
+        (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly).
         """
         if self.run_remaining <= 0:
             self.start_run()
@@ -187,6 +208,17 @@ class Trainer:
         done, tokens, busy = 0, 0, 0.0
         last: StepInfo | None = None
         stopped = False
+        notes: list[str] = []
+
+        def note(line: str | None) -> None:
+            if line is not None and line not in self._noted:
+                self._noted.add(line)
+                notes.append(line)
+                if on_notice is not None:
+                    on_notice(line)
+
+        note(precision_note(cfg.dtype, self.device))
+        compile_seconds, compiled = None, False
         while self.run_remaining > 0:
             if should_stop is not None and should_stop():
                 stopped = True
@@ -200,13 +232,7 @@ class Trainer:
                     group["lr"] = lr
                 x, y = self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
                 x, y = x.to(self.device), y.to(self.device)
-                _, loss = model(x, y)
-                self._check_finite("loss", loss)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-                self._check_finite("gradient norm", grad_norm)
+                loss, grad_norm, through_compile = self._forward_backward(x, y, before, note)
             except BaseException:
                 self._undo_step_start(before)
                 raise
@@ -215,13 +241,20 @@ class Trainer:
             done += 1
 
             step_seconds = time.perf_counter() - t0
-            tokens += x.numel()
-            busy += step_seconds
+            compiled |= through_compile
+            compiling = through_compile and self._compile_pending
+            if compiling:  # compilation is a one-off: timed apart from the steady-state speed
+                self._compile_pending = False
+                compile_seconds = step_seconds
+            else:
+                tokens += x.numel()
+                busy += step_seconds
             info = StepInfo(
                 step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
                 train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
                 tokens_per_second=x.numel() / max(step_seconds, 1e-9), elapsed=self.run_elapsed + step_seconds,
                 aux_loss=_moe_aux_loss(model),
+                compile_seconds=step_seconds if compiling else None,
             )
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
             if info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps:
@@ -234,6 +267,8 @@ class Trainer:
                 on_step(info)
 
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
+        if not busy and compile_seconds is not None:  # only the compiling step ran
+            tokens, busy = done * cfg.batch_size * self.max_seq_len, compile_seconds
         return RunSummary(
             steps=done, total_steps=self.step, run_remaining=self.run_remaining, stopped=stopped,
             train_loss=last.train_loss if last else None,
@@ -241,7 +276,50 @@ class Trainer:
             accuracy=evals[-1]["accuracy"] if evals else None,
             tokens_per_second=tokens / busy if busy else 0.0,
             seconds=time.perf_counter() - call_start,
+            dtype=cfg.dtype, compiled=compiled, compile_seconds=compile_seconds, notes=notes,
         )
+
+    def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):
+        """(loss, gradient norm, whether it ran through torch.compile) of one batch; gradients are set.
+
+        The forward pass runs in the configured dtype (core.precision.autocast) and, with compile on,
+        through the compiled model. An error of the compiler (not of the step: see
+        is_compile_failure) switches this trainer to eager for good and redoes the batch eagerly.
+        """
+        forward = self._train_forward(note)
+        try:
+            with autocast(self.config.dtype, self.device):
+                _, loss = forward(x, y)
+            loss = loss.float()
+            self._check_finite("loss", loss)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+            self._check_finite("gradient norm", grad_norm)
+        except Exception as e:
+            if forward is self.model or not is_compile_failure(e):
+                raise
+            self._compiled, self._compile_pending = None, False
+            self._compile_failed = compile_failure_line(e)
+            note(self._compile_failed)
+            torch.set_rng_state(before[1])  # the eager retry draws the same dropout masks
+            self.optimizer.zero_grad(set_to_none=True)
+            return self._forward_backward(x, y, before, note)
+        return loss, grad_norm, forward is not self.model
+
+    def _train_forward(self, note: Callable[[str], None]):
+        """What a training step calls: the model, or torch.compile(model) when config.compile is on."""
+        if not self.config.compile or self._compile_failed is not None:
+            return self.model
+        if self._compiled is None:
+            self._compiled, why = compile_module(self.model)
+            if self._compiled is None:
+                self._compile_failed = why
+                note(why)
+                return self.model
+            self._compile_pending = True
+        return self._compiled
 
     def _step_start(self) -> tuple:
         """What a step changes before its update: cheap to keep (a few KB), so a failed step is undone."""
