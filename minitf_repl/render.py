@@ -1125,6 +1125,7 @@ def _(result, console: Console) -> None:
     table.add_column(f"top-k {result.top_k}" if result.top_k is not None else "top-k", justify="center")
     table.add_column(f"top-p {result.top_p:g}" if result.top_p is not None else "top-p", justify="center")
     table.add_column("probability", justify="right")
+    table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
     for r in result.rows:
         kept_k = "kept" if r.top_k_kept else "cut"
         kept_p = "-" if not r.top_k_kept else ("kept" if r.kept else "cut")
@@ -1132,10 +1133,10 @@ def _(result, console: Console) -> None:
         prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
         bar = Text()
         if r.prob > 0:
-            bar.append(" " + "█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
+            bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
         cells = ["→" if r.picked else "", repr(r.token)[1:-1] if r.token not in VISIBLE else visible(r.token),
                  f"{r.logit:.3f}", scaled, Text(kept_k, style="" if r.top_k_kept else "dim"),
-                 Text(kept_p, style="" if r.kept else "dim"), Text(prob) + bar]
+                 Text(kept_p, style="" if r.kept else "dim"), Text(prob), bar]
         _add(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
     console.print(table)
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
