@@ -228,7 +228,7 @@ def _make_subcommand(command, registry: Registry):
             else:
                 # Values travel as text and are parsed by the registry, so a bad value gets the same
                 # message as in the REPL ("steps must be a whole number, got 'abc'").
-                metavar = {int: "N", float: "X"}.get(p.type, "TEXT")
+                metavar = p.meta or {int: "N", float: "X"}.get(p.type, "TEXT")
                 info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
                                     metavar="" if p.type is bool else metavar)
             annotation = Optional[bool] if p.type is bool else Optional[str]

@@ -1088,7 +1088,7 @@ def complete_head(session) -> list[str]:
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
     Param("prompt", str, help=f"text to read {_VIEW_DEFAULT}", positional=True),
     Param("layer", int, help="the block (default 0)", complete=complete_layer),
-    Param("head", str, help="a head number, or all (default all)", complete=complete_head),
+    Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
 ])  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     layer = _check_layer(session, args["layer"])

@@ -39,9 +39,12 @@ class Param:
     # on/off complete without it.
     complete: Callable[[Any], list[str]] | None = None
     refusal: str | None = None  # this key is known but cannot be given; the message says why and what to do
+    meta: str | None = None  # how the usage line names the value, when the type does not say it (N|all)
 
     @property
     def metavar(self) -> str:
+        if self.meta:
+            return self.meta
         if self.choices:
             return "|".join(map(str, self.choices))
         return {int: "N", float: "X", bool: "on|off"}.get(self.type, "NAME")
