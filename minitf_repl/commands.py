@@ -429,7 +429,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
             piece = tokenizer.decode([token])
             pieces.append(piece)
             new_ids.append(token)
-            reporter.on_token(piece)
+            if args["show"] != "probs":  # with show=probs the text is shown once, coloured, at the end
+                reporter.on_token(piece)
             if reporter.should_stop() and len(pieces) < settings.n:
                 stopped = True
                 break

@@ -296,7 +296,7 @@ def gen_notes(console: Console, result) -> None:
 def _(result, console: Console) -> None:
     if getattr(result, "probs", None):
         gen_probs(result, console)
-        _dim(console, gen_stats(result))
+        gen_notes(console, result)
         return
     text = Text()
     text.append(result.prompt, style="bold")
@@ -1008,8 +1008,6 @@ class RichReporter(Reporter):
         self.close()
         if isinstance(result, commands.GenResult) and self.streamed:
             self.out.print()
-            if getattr(result, "probs", None):  # show=probs: the text again, coloured by probability
-                gen_probs(result, self.out)
             gen_notes(self.console, result)
             return
         render(result, self.out)
