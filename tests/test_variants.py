@@ -421,12 +421,13 @@ def test_a_tiny_modern_model_learns_to_sort():
 def _sort_accuracy_floor(changes: dict) -> float:
     """What each variant reaches on sort with the default model and recipe (600 steps), as measured.
 
-    Measured (seed 1337, one thread, 600 steps): rope alone 0.982, llama 0.962, modern 0.984 (0.994 with
-    rope_base=500), post-LN 1.000, MoE 4x2 0.998, MQA 0.996, swiglu, untied, no bias 1.000. RoPE
-    variants learn sort more slowly with this recipe, so their floor is 0.95, not the 0.99 of the rest.
+    With learned positions (the default) every other switch reaches 0.99 or more: post-LN 1.000,
+    MoE 4x2 0.998, MQA 0.996, swiglu, untied and no bias 1.000 (seed 1337, one thread). Fixed or
+    relative positions learn this task more slowly with the same recipe: sinusoidal 0.844, RoPE
+    alone 0.982 (0.988 at lr 2e-3), the llama preset 0.962, modern 0.984. Their floor is 0.8.
     """
-    if changes.get("pos_encoding") == "rope":
-        return 0.95
+    if changes.get("pos_encoding", "learned") != "learned":
+        return 0.8
     return 0.99
 
 
