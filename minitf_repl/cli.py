@@ -92,9 +92,10 @@ def _show_version(value: bool) -> None:
 
 
 class _State:
-    def __init__(self, session: Session, debug: bool):
+    def __init__(self, session: Session, debug: bool, quiet: bool = False):
         self.session = session
         self.debug = debug
+        self.quiet = quiet  # a non-zero rank under torchrun: errors only
 
 
 def apply_settings(session: Session, pairs: list[str]) -> None:
@@ -126,6 +127,13 @@ def root(
         help="Start from a saved checkpoint (model, training run, data), as :load does; --set applies after it.",
     ),
 ) -> None:
+    quiet = False
+    if _launched_by_torchrun():
+        if ctx.invoked_subcommand is None:
+            error(_stderr(), "torchrun runs one command (e.g. train); the interactive shell runs in one process")
+            raise typer.Exit(1)
+        device = join_ranks(ctx, device or "auto")
+        quiet = not _main_rank()
     session = Session(data_spec=data or "pydoc", device_name=device or "auto", checkpoint_dir=checkpoint_dir)
     if load is not None:
         load_checkpoint(session, load, data, debug)
@@ -134,9 +142,42 @@ def root(
     except UserError as e:
         error(_stderr(), f"--set: {phrase(e, 'shell')}")
         raise typer.Exit(1)
-    ctx.obj = _State(session, debug)
+    ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(open_shell(session, debug))
+
+
+def _launched_by_torchrun() -> bool:
+    from .core import distributed  # a light import: it loads torch only when asked to do something
+
+    return distributed.launched()
+
+
+def _main_rank() -> bool:
+    from .core import distributed
+
+    return distributed.is_main()
+
+
+def join_ranks(ctx: typer.Context, device: str) -> str:
+    """Under torchrun: join the process group before the command and leave it after (core.distributed).
+
+    Returns the device this rank trains on (each rank its own GPU; gloo on the CPU, nccl on CUDA).
+    """
+    from .core import distributed
+    from .core.device import resolve_device
+
+    name = distributed.device_name_for_rank(device)
+    try:
+        distributed.init(resolve_device(name))
+    except UserError as e:
+        error(_stderr(), f"--device: {phrase(e, 'shell')}")
+        raise typer.Exit(1)
+    except Exception as e:
+        error(_stderr(), f"torch.distributed could not start: {e}")
+        raise typer.Exit(1)
+    ctx.call_on_close(distributed.destroy)
+    return name
 
 
 def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False) -> None:
@@ -201,7 +242,8 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
     Exit status: 0, 1 if the command failed, 130 if Ctrl-C (SIGINT) stopped it, as shells expect.
     """
     state: _State = ctx.obj
-    door = FrontDoor(state.session, _stdout(), _stderr(), FrontEnd(syntax="shell", json=as_json, debug=state.debug),
+    front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet)
+    door = FrontDoor(state.session, _stdout(), _stderr(), front,
                      progress=_stderr(), registry=registry)
     status = door.run(command, args)
     if door.interrupted:

@@ -347,6 +347,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
     saved, save_error = None, None
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
+    if name is not None and not _main_rank():
+        name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
     if name is not None:
         try:
             if autosave and not resumed:
@@ -870,6 +872,13 @@ def keep_trained_model(session: Session, enabled: bool | None = None) -> str | N
             f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
             "nothing changed. Make the checkpoint folder writable, or turn autosave off to rebuild without keeping it"
         ) from None
+
+
+def _main_rank() -> bool:
+    """Rank 0 of a torchrun launch, or the one process of an ordinary run."""
+    from .core import distributed
+
+    return distributed.is_main()
 
 
 def save_session(session: Session, name: str) -> SaveResult:

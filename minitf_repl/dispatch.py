@@ -89,6 +89,7 @@ class FrontEnd:
     json: bool = False  # print the result as one JSON document instead of rendering it
     live: bool | None = None  # animate progress (None: when the console is a terminal)
     debug: bool = False  # show the traceback of internal errors
+    quiet: bool = False  # errors only: no progress, notices or result (a non-zero rank under torchrun)
 
 
 def phrase(exc: UserError, syntax: str) -> str:
@@ -144,7 +145,9 @@ class FrontDoor:
                 wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
             with stop_on_sigint(reporter, command), quiet_tty():
                 result = run_command(self.session, command.name, args, reporter, self.registry)
-            if self.front.json:
+            if self.front.quiet:
+                pass
+            elif self.front.json:
                 print(json.dumps(to_json(result), default=str), flush=True)
             else:
                 reporter.finish(result)
@@ -180,6 +183,8 @@ class FrontDoor:
         return OK
 
     def _reporter(self):
+        if self.front.quiet:
+            return Reporter()  # shows nothing
         if self.front.json:
             return QuietReporter(self.err)
         return RichReporter(self.progress, live=self.front.live, out=self.out)

@@ -9,6 +9,11 @@ in the run it is, so a stopped run resumes on the same schedule (and a checkpoin
 A run is either a fresh schedule (warm-up to the peak rate, then cosine decay) or, to train a
 trained model further without shaking it, a constant rate: `start_run(steps, constant_lr=r)`;
 `final_lr()` is the rate the last run ended at, the natural rate to continue with.
+
+Under torchrun (core.distributed) the same loop is one rank of several: the training forward and
+backward go through a DistributedDataParallel wrapper, each rank trains on its slice of the global
+batch, and rank 0 alone evaluates. `self.model` stays the plain model throughout. In one process
+none of that happens: every distributed branch below is skipped.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Callable
 
 import torch
 
+from . import distributed
 from .config import TrainConfig
 from .errors import ConfigError, TrainingDiverged
 from .precision import autocast, compile_failure_line, compile_module, is_compile_failure, precision_note
@@ -108,6 +114,7 @@ class Trainer:
         self._compile_pending = False  # the next compiled step compiles: timed apart
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
+        self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
 
     @property
     def max_seq_len(self) -> int:
@@ -161,6 +168,9 @@ class Trainer:
         evaluation scores the same examples, and evaluating never shifts the training batches.
         `model` (default: the trainer's) scores another model of the same vocabulary on those same
         batches, on its own device: a quantized copy, say (core.quantize).
+
+        Under torchrun rank 0 alone evaluates, on batches of the global size (batch_size x ranks),
+        so its numbers are those a single process training with the global batch would report.
         """
         model = self.model if model is None else model
         device = self.device if model is self.model else next(model.parameters()).device
@@ -169,8 +179,9 @@ class Trainer:
         try:
             g = torch.Generator().manual_seed(self.config.seed + 1)
             losses = []
+            batch_size = self.config.batch_size * distributed.world_size()
             for _ in range(self.config.eval_batches):
-                x, y = self.data.get_batch("val", self.config.batch_size, self.max_seq_len, g)
+                x, y = self.data.get_batch("val", batch_size, self.max_seq_len, g)
                 _, loss = model(x.to(device), y.to(device))
                 losses.append(loss.item())
             accuracy = None
@@ -218,9 +229,11 @@ class Trainer:
                     on_notice(line)
 
         note(precision_note(cfg.dtype, self.device))
+        self._join_ranks()
+        ranks = distributed.world_size()  # speeds count the tokens of all ranks
         compile_seconds, compiled = None, False
         while self.run_remaining > 0:
-            if should_stop is not None and should_stop():
+            if self._stop_requested(should_stop):
                 stopped = True
                 break
             t0 = time.perf_counter()
@@ -230,7 +243,7 @@ class Trainer:
             try:
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
-                x, y = self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
+                x, y = self._train_batch()
                 x, y = x.to(self.device), y.to(self.device)
                 loss, grad_norm, through_compile = self._forward_backward(x, y, before, note)
             except BaseException:
@@ -247,17 +260,17 @@ class Trainer:
                 self._compile_pending = False
                 compile_seconds = step_seconds
             else:
-                tokens += x.numel()
+                tokens += x.numel() * ranks
                 busy += step_seconds
             info = StepInfo(
                 step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
                 train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
-                tokens_per_second=x.numel() / max(step_seconds, 1e-9), elapsed=self.run_elapsed + step_seconds,
+                tokens_per_second=x.numel() * ranks / max(step_seconds, 1e-9), elapsed=self.run_elapsed + step_seconds,
                 aux_loss=_moe_aux_loss(model),
                 compile_seconds=step_seconds if compiling else None,
             )
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
-            if info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps:
+            if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and distributed.is_main():
                 info.val_loss, info.accuracy = self.evaluate()
             self.run_elapsed += time.perf_counter() - t0
             info.elapsed = self.run_elapsed
@@ -268,7 +281,7 @@ class Trainer:
 
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
         if not busy and compile_seconds is not None:  # only the compiling step ran
-            tokens, busy = done * cfg.batch_size * self.max_seq_len, compile_seconds
+            tokens, busy = done * cfg.batch_size * ranks * self.max_seq_len, compile_seconds
         return RunSummary(
             steps=done, total_steps=self.step, run_remaining=self.run_remaining, stopped=stopped,
             train_loss=last.train_loss if last else None,
@@ -286,19 +299,22 @@ class Trainer:
         through the compiled model. An error of the compiler (not of the step: see
         is_compile_failure) switches this trainer to eager for good and redoes the batch eagerly.
         """
-        forward = self._train_forward(note)
+        forward, eager = self._train_forward(note), self._eager_forward()
         try:
             with autocast(self.config.dtype, self.device):
                 _, loss = forward(x, y)
             loss = loss.float()
-            self._check_finite("loss", loss)
+            # Under DDP each rank backpropagates its own slice's loss (DDP averages the gradients);
+            # what it reports, and checks for divergence alike on every rank, is the global batch's.
+            shown = loss if self._ddp is None else distributed.mean(loss)
+            self._check_finite("loss", shown)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             max_norm = self.config.grad_clip if self.config.grad_clip > 0 else float("inf")
             grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
             self._check_finite("gradient norm", grad_norm)
         except Exception as e:
-            if forward is self.model or not is_compile_failure(e):
+            if forward is eager or not is_compile_failure(e):
                 raise
             self._compiled, self._compile_pending = None, False
             self._compile_failed = compile_failure_line(e)
@@ -306,20 +322,44 @@ class Trainer:
             torch.set_rng_state(before[1])  # the eager retry draws the same dropout masks
             self.optimizer.zero_grad(set_to_none=True)
             return self._forward_backward(x, y, before, note)
-        return loss, grad_norm, forward is not self.model
+        return shown, grad_norm, forward is not eager
 
     def _train_forward(self, note: Callable[[str], None]):
         """What a training step calls: the model, or torch.compile(model) when config.compile is on."""
+        eager = self._eager_forward()
         if not self.config.compile or self._compile_failed is not None:
-            return self.model
+            return eager
         if self._compiled is None:
-            self._compiled, why = compile_module(self.model)
+            self._compiled, why = compile_module(eager)  # under DDP: compile the wrapper (torch's advice)
             if self._compiled is None:
                 self._compile_failed = why
                 note(why)
-                return self.model
+                return eager
             self._compile_pending = True
         return self._compiled
+
+    # --- one rank of several (core.distributed); in a single process these are the plain paths --------
+    def _join_ranks(self) -> None:
+        """Under torchrun, wrap the model in DDP for the training forward/backward (once per model)."""
+        if not distributed.active() or (self._ddp is not None and self._ddp.module is self.model):
+            return
+        self._ddp, self._compiled = distributed.wrap(self.model, self.device), None
+
+    def _eager_forward(self):
+        return self.model if self._ddp is None else self._ddp
+
+    def _train_batch(self):
+        """This step's batch: every rank draws the global batch alike and keeps its rows (core.distributed)."""
+        cfg = self.config
+        if self._ddp is None:
+            return self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
+        x, y = self.data.get_batch("train", cfg.batch_size * distributed.world_size(), self.max_seq_len,
+                                   self.generator)
+        return distributed.rank_slice(x), distributed.rank_slice(y)
+
+    def _stop_requested(self, should_stop: Callable[[], bool] | None) -> bool:
+        stop = should_stop is not None and should_stop()
+        return stop if self._ddp is None else distributed.any_rank(stop, self.device)
 
     def _step_start(self) -> tuple:
         """What a step changes before its update: cheap to keep (a few KB), so a failed step is undone."""

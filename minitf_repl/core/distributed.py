@@ -1,0 +1,159 @@
+"""Past one process: data-parallel training with torch.distributed (DistributedDataParallel).
+
+`torchrun --nproc_per_node=N -m minitf_repl train ...` starts N copies of minitf. Each copy (a
+"rank") holds the whole model; each step every rank runs the forward and backward pass on its own
+slice of the batch, DDP averages the gradients across ranks during the backward pass, and every
+rank applies the same update, so the weights stay identical everywhere.
+
+What this module decides, and why:
+- A launch is torchrun's when its environment says so (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR);
+  nothing else turns distribution on, and without it every function here answers "one process".
+- The backend follows the device: nccl for CUDA, gloo for the CPU.
+- `config.batch_size` is the batch of one rank; the global batch is batch_size x world_size.
+  Every rank draws the *whole* global batch from the same generator (seeded alike everywhere) and
+  keeps its own rows (`rank_slice`). Drawing a few thousand token ids twice over costs nothing
+  here, and it buys exactness: N ranks train exactly as one process with batch_size x N would
+  (the test checks it to 1e-5), the batch generator advances identically on every rank (so any
+  rank's checkpoint continues the same stream), and a single-process checkpoint continues under N.
+  Seeding each rank apart (seed * 1000 + rank) would be as random but equal to nothing.
+  Exactness needs every rank's slice to count the same number of target tokens, which all of
+  minitf's data does (a corpus counts every position; a task has fixed-length answers).
+- The trainer keeps `trainer.model` the plain model: evaluation, saving, views and checkpoints
+  see the names of MiniTransformerLM, so checkpoints move freely between 1 and N processes. Only
+  the training forward/backward goes through the DDP wrapper (`wrap`).
+- Rank 0 alone evaluates (the plain model under no_grad: no collective, so the other ranks need not
+  join), reports and saves; the others train silently.
+- The train loss each rank holds is its slice's; `mean` averages it across ranks, so what rank 0
+  logs (and what the divergence check sees, on every rank alike) is the global batch's loss.
+- A stop request (Ctrl-C) is agreed on (`any_rank`): a rank that stopped alone would leave the
+  others waiting in the next step's gradient exchange.
+
+The core never prints; the shell (cli.py) calls `init` before a command and `destroy` after it.
+"""
+
+from __future__ import annotations
+
+import os
+
+# torch is imported inside the functions: the shell asks `launched()` on every start, before it
+# knows whether the command needs torch at all.
+
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+
+
+def launched() -> bool:
+    """Whether torchrun (or anything that sets its environment) started this process."""
+    return all(os.environ.get(key) for key in TORCHRUN_ENV)
+
+
+def local_rank() -> int:
+    """This process's index on its machine (which GPU it takes); 0 outside torchrun."""
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
+def active() -> bool:
+    """Whether this process is one of several in an initialized process group."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def is_main() -> bool:
+    """Rank 0: the one process that logs, evaluates and saves (True in a single process)."""
+    return rank() == 0
+
+
+def backend_for(device: torch.device) -> str:
+    import torch
+
+    return "nccl" if torch.device(device).type == "cuda" else "gloo"
+
+
+def device_name_for_rank(requested: str) -> str:
+    """Under torchrun each rank takes its own GPU: `auto` or `cuda` becomes cuda:LOCAL_RANK."""
+    import torch
+
+    if requested in ("auto", "cuda") and torch.cuda.is_available():
+        return f"cuda:{local_rank()}"
+    return "cpu" if requested == "auto" else requested
+
+
+def init(device: torch.device) -> None:
+    """Join torchrun's process group (env:// rendezvous) with the backend for `device`."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    if not dist.is_available():
+        raise RuntimeError("this torch was built without torch.distributed")
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend=backend_for(device))
+
+
+def destroy() -> None:
+    """Leave the process group (safe to call when none was joined)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """The DDP wrapper that a training step calls instead of `model` (which stays the plain model).
+
+    No buffer sync each forward: the model's buffers (causal mask, position tables) are constants
+    that every rank builds alike, so re-sending them would be wasted (torch 2.13 names the switch
+    forward_sync_buffers and deprecates broadcast_buffers; older releases know only the latter). With experts,
+    a step may route no token to some expert; DDP must then be told to look for unused parameters.
+    """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    device = torch.device(device)
+    device_ids = [device] if device.type == "cuda" else None
+    moe = getattr(getattr(model, "config", None), "is_moe", False)
+    import inspect
+
+    known = inspect.signature(DistributedDataParallel).parameters
+    no_sync = {"forward_sync_buffers": False} if "forward_sync_buffers" in known else {"broadcast_buffers": False}
+    return DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=bool(moe), **no_sync)
+
+
+def rank_slice(x: torch.Tensor) -> torch.Tensor:
+    """This rank's rows of a global batch (B * world_size, ...) -> (B, ...)."""
+    n = x.shape[0] // world_size()
+    return x[rank() * n : (rank() + 1) * n]
+
+
+def mean(value: torch.Tensor) -> torch.Tensor:
+    """The mean of a scalar across ranks (each rank gets it)."""
+    import torch.distributed as dist
+
+    value = value.detach().clone()
+    dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value / world_size()
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank when any rank says True."""
+    import torch
+    import torch.distributed as dist
+
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())

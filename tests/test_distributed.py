@@ -1,0 +1,124 @@
+"""Past one process: torchrun with 2 CPU ranks (gloo) trains exactly as one process with the global batch.
+
+The launches go through the real front door (`python -m torch.distributed.run ... -m minitf_repl
+train`), each rank's output to its own log files (torchrun --redirects 3), so the tests also see
+that rank 1 prints nothing and that only rank 0 saves. The reference runs in this process through
+the same CLI with batch_size 8 = 2 ranks x 4.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+from typer.testing import CliRunner
+
+from minitf_repl import cli, dispatch
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core import distributed
+from minitf_repl.core.checkpoint import load_checkpoint
+from minitf_repl.session import Session
+
+if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
+    pytest.skip("this torch has no torch.distributed with the gloo backend", allow_module_level=True)
+
+# 1 layer, d_model 16, unequal widths; eval at step 2 and 4 so rank 0's evaluation runs mid-run too.
+TINY = "n_layers=1 d_model=16 n_heads=2 d_ff=24 max_seq_len=16 eval_every=2 eval_batches=1"
+TOL = 1e-5
+
+
+def torchrun(tmp_path: Path, checkpoints: Path, *args: str) -> dict:
+    """Launch 2 CPU ranks; return {rank: (stdout, stderr)} from torchrun's per-rank log files."""
+    logs = tmp_path / f"logs{len(list(tmp_path.glob('logs*')))}"
+    env = {**os.environ, "MINITF_CHECKPOINT_DIR": str(checkpoints), "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--log-dir", str(logs), "--redirects", "3", "-m", "minitf_repl", "--device", "cpu", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    out = {}
+    for rank in (0, 1):
+        (folder,) = logs.glob(f"*/attempt_0/{rank}")
+        out[rank] = ((folder / "stdout.log").read_text(), (folder / "stderr.log").read_text())
+    assert done.returncode == 0, (done.stderr[-2000:], out)
+    return out
+
+
+def single(checkpoints: Path, monkeypatch, *args: str) -> dict:
+    """The same command in one process (this one), as JSON."""
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(checkpoints))
+    result = CliRunner().invoke(cli.app, ["--device", "cpu", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def assert_same_training(a: Path, b: Path, name_a: str, name_b: str) -> None:
+    """Two checkpoints hold the same weights, losses and batch stream (to float tolerance)."""
+    ca, cb = load_checkpoint(a, name_a), load_checkpoint(b, name_b)
+    assert ca.model_state.keys() == cb.model_state.keys()
+    for key in ca.model_state:
+        torch.testing.assert_close(ca.model_state[key], cb.model_state[key], rtol=0, atol=TOL, msg=key)
+    ha, hb = ca.trainer_state["history"], cb.trainer_state["history"]
+    assert [h["step"] for h in ha] == [h["step"] for h in hb]
+    for x, y in zip(ha, hb):
+        assert x["train_loss"] == pytest.approx(y["train_loss"], abs=TOL)
+        assert x["grad_norm"] == pytest.approx(y["grad_norm"], abs=TOL)
+        assert (x["val_loss"] is None) == (y["val_loss"] is None)
+        if x["val_loss"] is not None:
+            assert x["val_loss"] == pytest.approx(y["val_loss"], abs=TOL)
+    assert torch.equal(ca.trainer_state["generator"], cb.trainer_state["generator"])  # the same global batches
+
+
+def test_two_ranks_train_as_one_process_with_the_global_batch(tmp_path, monkeypatch):
+    ddp_dir, ref_dir = tmp_path / "ddp", tmp_path / "ref"
+    out = torchrun(tmp_path, ddp_dir, "--data", "sort", "--set", TINY, "--set", "batch_size=4",
+                   "train", "--steps", "4", "--json")
+    # rank 0 alone speaks: one JSON document; rank 1 prints nothing at all
+    assert out[1] == ("", ""), out[1]
+    lines = out[0][0].strip().splitlines()
+    assert len(lines) == 1
+    ddp = json.loads(lines[0])
+    assert ddp["steps"] == 4 and ddp["saved"] == "autosave" and len(ddp["evals"]) == 2
+
+    ref = single(ref_dir, monkeypatch, "--data", "sort", "--set", TINY, "--set", "batch_size=8",
+                 "train", "--steps", "4")
+    assert ddp["train_loss"] == pytest.approx(ref["train_loss"], abs=TOL)  # the logged loss is the global batch's
+    assert ddp["val_loss"] == pytest.approx(ref["val_loss"], abs=TOL)
+    assert sorted(p.name for p in ddp_dir.iterdir() if not p.name.startswith(".")) == ["autosave"]
+    assert_same_training(ddp_dir, ref_dir, "autosave", "autosave")
+
+    # the distributed checkpoint loads in one process, with MiniTransformerLM's names, and trains on
+    session = Session(data_spec="sort", device_name="cpu", checkpoint_dir=ddp_dir)
+    loaded = dispatch.run_command(session, "load", {"name": "autosave"})
+    assert loaded.step == 4
+    assert not any(key.startswith("module.") for key in load_checkpoint(ddp_dir, "autosave").model_state)
+    assert dispatch.run_command(session, "train", {"steps": "1"}).steps == 1
+
+
+def test_a_single_process_checkpoint_continues_under_two_ranks(tmp_path, monkeypatch):
+    start = tmp_path / "start"
+    single(start, monkeypatch, "--data", "sort", "--set", TINY, "--set", "batch_size=8", "train", "--steps", "2",
+           "--save", "begun")
+    out = torchrun(tmp_path, start, "--load", "begun", "--set", "batch_size=4", "train", "--steps", "2",
+                   "--save", "ddp", "--json")
+    assert out[1] == ("", "")
+    assert json.loads(out[0][0])["total_steps"] == 4
+    single(start, monkeypatch, "--load", "begun", "train", "--steps", "2", "--save", "ref")
+    assert_same_training(start, start, "ddp", "ref")
+
+
+def test_a_non_zero_rank_neither_saves_nor_prints(checkpoint_dir, monkeypatch, capsys):
+    """What rank 1 does, without launching it: no checkpoint written, nothing on stdout or stderr."""
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    session = Session(data_spec="sort", device_name="cpu")
+    cli.apply_settings(session, [TINY, "batch_size=4"])
+    out, err = io.StringIO(), io.StringIO()
+    door = dispatch.FrontDoor(session, Console(file=out), Console(file=err),
+                              dispatch.FrontEnd(syntax="shell", json=True, quiet=True))
+    assert door.run(REGISTRY.find("train"), {"steps": "2"}) == dispatch.OK
+    assert session.trainer.step == 2
+    assert out.getvalue() == err.getvalue() == "" and capsys.readouterr().out == ""
+    assert not checkpoint_dir.exists() or not any(checkpoint_dir.iterdir())
