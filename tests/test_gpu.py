@@ -1,0 +1,93 @@
+"""The same checks on a CUDA GPU (marked gpu: `./dev test -m gpu`; skipped where there is none).
+
+The CPU suite covers correctness everywhere else; these check what only a GPU exercises: the fused
+attention kernels, bfloat16 autocast and torch.compile on CUDA, moving and checkpointing across
+devices, and the whole shell on a CUDA session.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core.config import ModelConfig, PRESETS, TrainConfig, preset_changes
+from minitf_repl.core.generate import generate
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.dispatch import run_command
+from minitf_repl.parsing import parse_line
+from minitf_repl.session import Session
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+SIZES = dict(vocab_size=11, max_seq_len=16, d_model=32, n_heads=4, n_layers=2, d_ff=48)
+VARIANTS = [{}, dict(pos_encoding="rope", n_kv_heads=2, activation="swiglu"), dict(n_experts=3, experts_per_token=2),
+            dict(norm="rmsnorm", norm_placement="post", qk_norm=True)] + [
+    preset_changes(name, ModelConfig(**SIZES)) for name in PRESETS]
+
+
+def build(changes, **more):
+    torch.manual_seed(0)
+    return MiniTransformerLM(ModelConfig(**{**SIZES, **changes, **more})).eval()
+
+
+@pytest.mark.parametrize("changes", VARIANTS, ids=repr)
+def test_cuda_matches_cpu_and_the_fused_path_matches_the_formula(changes):
+    idx = torch.randint(0, 11, (3, 7), generator=torch.Generator().manual_seed(1))
+    cpu = build(changes)
+    with torch.no_grad():
+        reference, _ = cpu(idx)
+        explicit, _ = build(changes).cuda()(idx.cuda())
+        sdpa, _ = build(changes, attention="sdpa").cuda()(idx.cuda())
+    torch.testing.assert_close(explicit.cpu(), reference, atol=1e-4, rtol=0)
+    torch.testing.assert_close(sdpa.cpu(), reference, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("changes", VARIANTS, ids=repr)
+@pytest.mark.parametrize("attention", ["explicit", "sdpa"])
+def test_kv_cache_equals_the_naive_loop_on_cuda(changes, attention):
+    model = build(changes, attention=attention).cuda()
+    for temperature in (0.0, 1.0):
+        cached = list(generate(model, [1, 2, 3], 30, temperature=temperature, seed=5, cache=True))
+        naive = list(generate(model, [1, 2, 3], 30, temperature=temperature, seed=5, cache=False))
+        assert cached == naive
+
+
+def run(session, line):
+    command, args = parse_line(line, REGISTRY)
+    return run_command(session, command.name, args)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_shell_on_a_cuda_session(dtype, tmp_path):
+    s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=32),
+                TrainConfig(batch_size=16, eval_every=5, eval_batches=2, dtype=dtype),
+                data_spec="sort:4", device_name="cuda", checkpoint_dir=tmp_path)
+    result = run(s, ":train steps=10")
+    assert result.steps == 10 and result.val_loss < 2.5 and result.dtype == dtype
+    assert next(s.model.parameters()).device.type == "cuda"
+    assert next(s.model.parameters()).dtype == torch.float32  # autocast: weights stay float32
+    for line in (":gen 1234= n=5", ":attn 1234=", ":step 1234=", ":lens 1234=", ":shapes", ":params", ":plot",
+                 ":ablate head=0.1", ":ablate off", ":compare current n_layers=1 steps=4"):
+        run(s, line)
+    run(s, ":save g")
+    other = Session(data_spec="sort:4", device_name="cpu", checkpoint_dir=tmp_path)
+    run(other, ":load g")
+    idx = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        torch.testing.assert_close(other.model(idx)[0], s.model(idx.cuda())[0].cpu(), atol=1e-5, rtol=0)
+    run(s, ":device cpu")
+    assert next(s.model.parameters()).device.type == "cpu" and run(s, ":train steps=2").steps == 2
+
+
+def test_compile_on_cuda_trains_like_eager(tmp_path):
+    losses = {}
+    for compile_ in (False, True):
+        s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=32),
+                    TrainConfig(batch_size=16, eval_every=5, eval_batches=2, compile=compile_, seed=3),
+                    data_spec="sort:4", device_name="cuda", checkpoint_dir=tmp_path)
+        result = run(s, ":train steps=5")
+        assert result.compiled == compile_
+        losses[compile_] = result.train_loss
+    assert abs(losses[True] - losses[False]) < 1e-3
