@@ -42,6 +42,14 @@ class Param:
     meta: str | None = None  # how the usage line names the value, when the type does not say it (N|all)
 
     @property
+    def spec(self) -> SettingSpec:
+        """What checks a value: the setting this option was made from, or one made from its own fields."""
+        if self.setting is not None:
+            return self.setting
+        return SettingSpec(name=self.name, type=self.type, default=self.default, help=self.help, choices=self.choices,
+                           low=self.low, limit=self.limit, nullable=self.nullable)
+
+    @property
     def metavar(self) -> str:
         if self.meta:
             return self.meta
