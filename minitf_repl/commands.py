@@ -98,6 +98,7 @@ class GenResult:
     stopped: bool
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
     untrained: bool = False  # the model has not trained a step: its text is random
+    first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
 
 
@@ -426,8 +427,11 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     new_ids: list[int] = []
     stopped = False
     start = time.perf_counter()
+    first_token_seconds = None
     try:
         for token in stream:
+            if first_token_seconds is None:
+                first_token_seconds = time.perf_counter() - start
             piece = tokenizer.decode([token])
             pieces.append(piece)
             new_ids.append(token)
@@ -449,6 +453,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         stopped=stopped,
         default_prompt=default_prompt,
         untrained=session.trainer.step == 0,
+        first_token_seconds=first_token_seconds,
         probs=token_probs(model, ids, new_ids, settings) if args["show"] == "probs" else None,
     )
 

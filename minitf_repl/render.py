@@ -270,6 +270,9 @@ def _(result, console: Console) -> None:
 def gen_stats(result) -> str:
     rate = f"{result.tokens_per_second:,.0f} tokens/s" if result.tokens_per_second else "- tokens/s"
     text = f"{result.n_tokens} tokens in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
+    first = getattr(result, "first_token_seconds", None)
+    if first is not None and result.n_tokens > 1:
+        text += f", first token after {first * 1000:.0f} ms"
     return text + (" (stopped)" if result.stopped else "")
 
 

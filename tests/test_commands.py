@@ -641,3 +641,10 @@ def test_tiny_temperature_and_top_p_sample_greedily():
     greedy = run(s, ":gen 12 n=8 temperature=0").text
     assert run(s, ":gen 12 n=8 temperature=1e-300").text == greedy
     assert run(s, ":gen 12 n=8 top_p=1e-300 temperature=1").text == greedy
+
+
+def test_gen_reports_the_time_to_the_first_token():
+    s = tiny_session()
+    result = run(s, ":gen 12 n=5")
+    assert result.first_token_seconds is not None and 0 < result.first_token_seconds <= result.seconds
+    assert run(s, ":gen 12 n=0").first_token_seconds is None
