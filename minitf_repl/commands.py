@@ -156,6 +156,7 @@ class ParamsResult:
     total: int
     ledger: dict | None = None  # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
     show_all: bool = False  # all=on: the per-tensor list instead of the ledger
+    kv_cache: dict | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
 
 
 @dataclass
@@ -640,8 +641,15 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
 
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
+    from .core.sizes import kv_cache_bytes_per_token
+
     ledger = cost_ledger(model, batch_size=session.train_config.batch_size).to_dict()
-    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]))
+    config = model.config
+    per_token = kv_cache_bytes_per_token(config)
+    kv_cache = {"bytes_per_token": per_token, "kv_heads": config.kv_heads, "n_heads": config.n_heads,
+                "window_bytes": per_token * config.max_seq_len, "window": config.max_seq_len,
+                "mha_bytes_per_token": kv_cache_bytes_per_token(config.replace(n_kv_heads=None))}
+    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache)
 
 
 # --- the variant lab: comparing settings, switching parts off ----------------------------------------

@@ -583,7 +583,7 @@ def _(result, console: Console) -> None:
 def _(result, console: Console) -> None:
     ledger = getattr(result, "ledger", None)
     if ledger is not None and not getattr(result, "show_all", False):
-        _ledger(ledger, console)
+        _ledger(ledger, console, getattr(result, "kv_cache", None))
         return
     table = Table(header_style="bold", show_footer=True)
     table.add_column("module", footer="total", overflow="fold")
@@ -602,7 +602,7 @@ def _flops(n) -> str:
     return f"{n} FLOP"
 
 
-def _ledger(ledger: dict, console: Console) -> None:
+def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
     """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
     total = ledger["n_params"] or 1
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
@@ -651,6 +651,12 @@ def _ledger(ledger: dict, console: Console) -> None:
     _add(costs, "AdamW state", _bytes(ledger["adamw_bytes"]), "two moments per parameter")
     _add(costs, "activations", _bytes(ledger["activation_bytes"]), f"kept for backward at batch {B} x {T}")
     _add(costs, "training total", _bytes(ledger["total_bytes"]), "the four above")
+    if kv:
+        saving = (f"; {kv['n_heads']} heads would need {_bytes(kv['mha_bytes_per_token'])} "
+                  f"({kv['n_heads'] // kv['kv_heads']}x)" if kv["kv_heads"] != kv["n_heads"] else "")
+        _add(costs, "KV cache, sampling", _bytes(kv["window_bytes"]),
+             f"{_bytes(kv['bytes_per_token'])} a token x {kv['window']}: K and V of {kv['kv_heads']} "
+             f"key/value heads per layer{saving}")
     console.print(costs)
     _dim(console, "tied weights are counted once; :params all=on lists every tensor")
 

@@ -241,3 +241,16 @@ def test_experts_show_their_aux_loss_and_load():
     assert all(sum(row) == x.numel() * 2 for row in experts.tokens)  # every token routed to 2 experts
     with pytest.raises(UserError, match="no experts"):
         run(tiny_session(), ":experts")
+
+
+def test_params_shows_what_grouped_heads_save_in_the_kv_cache():
+    s = tiny_session()
+    mha = run(s, ":params").kv_cache
+    assert mha["kv_heads"] == 2 and mha["bytes_per_token"] == 2 * TINY["n_layers"] * 2 * 8 * 4  # K,V x L x heads x d_k x fp32
+    run(s, ":set n_kv_heads=1")
+    mqa = run(s, ":params").kv_cache
+    assert mqa["bytes_per_token"] * 2 == mha["bytes_per_token"] == mqa["mha_bytes_per_token"]
+    assert mqa["window_bytes"] == mqa["bytes_per_token"] * TINY["max_seq_len"]
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    render(run(s, ":params"), out)
+    assert "KV cache, sampling" in out.file.getvalue() and "(2x)" in out.file.getvalue()
