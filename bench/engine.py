@@ -86,7 +86,32 @@ def bench_decode(size: dict, new_tokens: int, repeats: int) -> float:
         f"decode large, {new_tokens} new tokens: cache {tps[True]:7.1f} tok/s | naive {tps[False]:7.1f} tok/s | "
         f"cache/naive {ratio:.2f}x  (median of {repeats} runs each)"
     )
+    # The cached step reads every weight once per token (plus the cache), so memory bandwidth bounds it.
+    weight_bytes = sum(p.numel() * p.element_size() for p in set(model.parameters()))
+    bandwidth = memory_bandwidth()
+    limit = bandwidth / weight_bytes
+    print(
+        f"  memory bandwidth {bandwidth / 1e9:.1f} GB/s (a {BANDWIDTH_BYTES >> 20} MiB copy, median): reading "
+        f"{weight_bytes / 1e6:.1f} MB of weights per token allows {limit:,.0f} tok/s; the cache reaches "
+        f"{tps[True] / limit:.0%} of that"
+    )
     return ratio
+
+
+BANDWIDTH_BYTES = 256 * 2**20  # far past the last-level cache, so the copy streams from memory
+
+
+def memory_bandwidth(repeats: int = 9) -> float:
+    """Bytes per second that one tensor copy moves (read + write) on this machine: the decode bound."""
+    src = torch.ones(BANDWIDTH_BYTES // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # fault the pages in
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - t0)
+    return 2 * BANDWIDTH_BYTES / statistics.median(times)
 
 
 def main() -> None:
