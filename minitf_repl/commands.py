@@ -738,38 +738,29 @@ def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
 
 
 def _contender_configs(session: Session, pairs: list[str], data):
-    """The session's model and training settings with a contender's changes (presets expanded)."""
-    model_changes, train_changes = {}, {}
+    """The session's model and training settings with a contender's changes, read as `:set` reads them."""
+    from .core.config import preset_changes
+
+    changes = {ModelConfig.kind: {}, TrainConfig.kind: {}}
     for pair in pairs:
         if pair.lower() in ("current", "base"):
             continue
         key, eq, raw = pair.partition("=")
-        key = key.strip().lower().replace("-", "_")
         if not eq:
             raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
-        if key == "preset":
-            model_changes.update(_preset(raw.strip(), session.model_config.replace(**model_changes)))
-            continue
-        for cls, changes in ((ModelConfig, model_changes), (TrainConfig, train_changes)):
-            spec = next((s for s in cls.specs() if key in (s.name, *s.aliases)), None)
-            if spec is not None:
-                if spec.derived_from is not None:
-                    raise UserError(f"{spec.name} comes from {spec.derived_from}")
-                changes[spec.name] = None if (value := convert(param_from_setting(spec), raw)) is CLEAR else value
-                break
+        param = REGISTRY["set"].find_param(key.strip())  # the same keys, aliases and refusals as :set
+        value = convert(param, raw)
+        if param.setting is None:  # the preset: a whole architecture for the sizes so far
+            model = session.model_config.replace(**changes[ModelConfig.kind])
+            changes[ModelConfig.kind].update(preset_changes(value, model))
+        elif param.setting.section in changes:
+            changes[param.setting.section][param.name] = None if value is CLEAR else value
         else:
-            raise UserError(f"unknown setting {key!r} in a contender; model and training settings work (:help set)")
-    model = session.model_config.replace(**model_changes, vocab_size=data.tokenizer.vocab_size)
-    train = session.train_config.replace(**train_changes)
+            raise UserError(f"{param.name} is a {param.setting.section} setting; a contender differs in model or "
+                            "training settings")
+    model = session.model_config.replace(**changes[ModelConfig.kind], vocab_size=data.tokenizer.vocab_size)
+    train = session.train_config.replace(**changes[TrainConfig.kind])
     return model, train
-
-
-def _preset(name: str, config: ModelConfig) -> dict:
-    from .core.config import PRESETS, preset_changes
-
-    if name not in PRESETS:
-        raise UserError(f"no preset named {name!r}; presets: {', '.join(PRESETS)}")
-    return preset_changes(name, config)
 
 
 @dataclass

@@ -835,7 +835,7 @@ def _(result, console: Console) -> None:
     for column in ("parameters", "tokens/s", "time", "differs from the first in"):
         facts.add_column(column, justify="left" if column.startswith("differs") else "right")
     for k, o in enumerate(result.outcomes):
-        changes = ", ".join(f"{key}={_value(v)}" for key, v in o.changes.items() if key != "vocab_size") or "-"
+        changes = ", ".join(f"{key}={_value(v)}" for key, v in o.changes.items()) or "-"
         _add(facts, Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
              _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
     console.print(facts)

@@ -24,8 +24,8 @@ from pathlib import Path
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
 
-# Model settings that change no weight: the model takes them in place and keeps its weights.
-IN_PLACE = {"dropout", "attention"}
+# Model settings that change no weight (declared `in_place` in core.config): the model keeps its weights.
+IN_PLACE = {spec.name for spec in ModelConfig.specs() if spec.in_place}
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
 
 
@@ -180,20 +180,22 @@ class Session:
     def set_model_config(self, config: ModelConfig) -> bool:
         """Adopt a validated model config. True when the model was rebuilt (weights reset).
 
-        Dropout and the attention path change no weight, so the model takes them in place; every
-        other field changes a weight's shape or meaning, so the model is rebuilt.
+        Settings declared in_place (dropout, the attention path) change no weight, so the model takes
+        them as they are; any other change alters a weight's shape or meaning, so the model is rebuilt.
         """
-        old = self.model_config
-        changed = {f.name for f in dataclasses.fields(ModelConfig) if getattr(old, f.name) != getattr(config, f.name)}
+        rebuild = self.rebuild_needed(config=config)
         self.model_config = config
-        if self._model is None or not changed:
+        if self._model is None:
             return False
-        if changed <= IN_PLACE:
-            self._model.set_dropout(config.dropout)
-            self._model.set_attention(config.attention)
-            return False
-        self.rebuild()
-        return True
+        if rebuild:
+            self.rebuild()
+            return True
+        active = self.ablations  # their hooks may hold the attention path: take them off while it changes
+        self.set_ablations([])
+        self._model.set_dropout(config.dropout)
+        self._model.set_attention(config.attention)
+        self.set_ablations(active)
+        return False
 
     def set_train_config(self, config: TrainConfig) -> None:
         """Adopt a validated training config; the trainer (if any) follows it from its next step."""

@@ -28,6 +28,18 @@ from minitf_repl.core.data import TextCorpus
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.train import Trainer, make_optimizer
 
+def manifest_of(path: Path) -> dict:
+    return json.loads((path / ckpt.MANIFEST).read_text())
+
+
+def rewrite_manifest(path: Path, mutate) -> None:
+    """Edit checkpoint.json and re-sign it, to reach the checks behind the checksum."""
+    m = manifest_of(path)
+    mutate(m)
+    m["meta_sha256"] = ckpt._meta_sha256(m)
+    (path / ckpt.MANIFEST).write_bytes(ckpt._manifest_bytes(m))
+
+
 CHARS = "abcdefghijkl "  # 13 distinct characters: vocab_size 13
 SIZES = dict(vocab_size=13, max_seq_len=16, d_model=32, n_heads=2, n_layers=2, d_ff=48, dropout=0.1)
 DATA_SPEC = "tiny-test-text"

@@ -92,16 +92,7 @@ def visible(directory: Path) -> list[str]:
     return sorted(os.listdir(directory))
 
 
-def manifest_of(path: Path) -> dict:
-    return json.loads((path / ckpt.MANIFEST).read_text())
-
-
-def rewrite_manifest(path: Path, mutate) -> None:
-    """Edit checkpoint.json and re-sign it, to reach the checks behind the checksum."""
-    m = manifest_of(path)
-    mutate(m)
-    m["meta_sha256"] = ckpt._meta_sha256(m)
-    (path / ckpt.MANIFEST).write_bytes(ckpt._manifest_bytes(m))
+manifest_of, rewrite_manifest = worker.manifest_of, worker.rewrite_manifest  # shared with the other checkpoint tests
 
 
 def rewrite_tensors(path: Path, which: str, mutate) -> None:

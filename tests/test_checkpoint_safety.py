@@ -48,16 +48,7 @@ def save(directory, name, trainer) -> Path:
     return ckpt.save_checkpoint(directory, name, trainer.model, trainer, trainer.data.tokenizer.vocab, worker.DATA_SPEC)
 
 
-def manifest_of(path: Path) -> dict:
-    return json.loads((path / ckpt.MANIFEST).read_text())
-
-
-def rewrite_manifest(path: Path, mutate) -> None:
-    """Edit checkpoint.json and re-sign it, to reach the checks behind the checksum."""
-    m = manifest_of(path)
-    mutate(m)
-    m["meta_sha256"] = ckpt._meta_sha256(m)
-    (path / ckpt.MANIFEST).write_bytes(ckpt._manifest_bytes(m))
+manifest_of, rewrite_manifest = worker.manifest_of, worker.rewrite_manifest  # shared with the other checkpoint tests
 
 
 def data_file(path: Path, which: str) -> Path:

@@ -7,6 +7,8 @@ gone is in tests/test_checkpoint_commands.py.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -24,6 +26,8 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 from typer.testing import CliRunner
 
+import safetensors.torch
+
 from minitf_repl import cli, repl
 from minitf_repl.commands import REGISTRY, GenResult, LsResult
 from minitf_repl.core import checkpoint as ckpt
@@ -35,6 +39,10 @@ from minitf_repl.parsing import MAX_LINE, parse_line
 from minitf_repl.render import render
 from minitf_repl.reporter import Reporter
 from minitf_repl.session import Session
+
+_spec = importlib.util.spec_from_file_location("checkpoint_worker", Path(__file__).with_name("checkpoint_worker.py"))
+worker = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(worker)  # its helpers forge consistent checkpoints
 
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
 SHELL_TINY = ["--data", "sort", "--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4"]
@@ -285,20 +293,13 @@ def test_an_invalid_rng_state_loads_in_one_line_from_the_shell(tmp_path):
                                           "--save", "r"])
     assert result.exit_code == 0, result.output
     folder = tmp_path / "r"
-    manifest = json.loads((folder / "checkpoint.json").read_text())
-    state_file = folder / manifest["files"]["state"]["file"]
-    import safetensors.torch
-
+    state_file = folder / worker.manifest_of(folder)["files"]["state"]["file"]
     tensors = safetensors.torch.load(state_file.read_bytes())
     tensors["rng.torch"] = torch.zeros_like(tensors["rng.torch"])  # right size, not an mt19937 state
     data = safetensors.torch.save(tensors, metadata={"format": "pt"})
     state_file.write_bytes(data)
-    import hashlib
-
-    manifest["files"]["state"].update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
-    manifest.pop("meta_sha256")
-    manifest["meta_sha256"] = ckpt._meta_sha256(manifest)  # noqa: SLF001 (a test forges a consistent checkpoint)
-    (folder / "checkpoint.json").write_bytes(ckpt._manifest_bytes(manifest))  # noqa: SLF001
+    worker.rewrite_manifest(folder, lambda m: m["files"]["state"].update(
+        size=len(data), sha256=hashlib.sha256(data).hexdigest()))  # a consistent, signed forgery
     result = CliRunner().invoke(cli.app, ["--checkpoint-dir", str(tmp_path), "--load", "r", "config"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     lines = result.stderr.strip().splitlines()

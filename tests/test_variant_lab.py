@@ -93,9 +93,10 @@ def test_compare_contender_forms_and_errors():
     for line, message in [
         (":compare current", "at least two contenders"),
         (":compare current n_layers=abc", "n_layers must be a whole number"),
-        (":compare current wibble=3", "unknown setting 'wibble'"),
+        (":compare current wibble=3", "unknown option 'wibble' for :set"),
+        (":compare current temperature=0.5", "temperature is a generation setting"),
         (":compare current vocab_size=3", "vocab_size comes from"),
-        (":compare current preset=nonesuch", "no preset named"),
+        (":compare current preset=nonesuch", "preset must be one of seed, gpt2, llama, modern"),
         (":compare current d_model=30,n_heads=4", "divisible"),
         (":compare " + " ".join(f"n_layers={i}" for i in range(1, 9)), "at most 6"),
     ]:
@@ -254,3 +255,14 @@ def test_params_shows_what_grouped_heads_save_in_the_kv_cache():
     out = Console(file=io.StringIO(), width=100, color_system=None)
     render(run(s, ":params"), out)
     assert "KV cache, sampling" in out.file.getvalue() and "(2x)" in out.file.getvalue()
+
+
+def test_changing_the_attention_path_under_an_ablation_keeps_both():
+    s = tiny_session()
+    run(s, ":set attention=sdpa")
+    run(s, ":ablate mask")
+    assert not any(m.use_sdpa for m in s.model.modules() if hasattr(m, "use_sdpa"))  # the ablation needs explicit
+    run(s, ":set attention=explicit dropout=0.1")
+    assert s.ablations and s.model.config.attention == "explicit"
+    run(s, ":ablate off")
+    assert not any(m.use_sdpa for m in s.model.modules() if hasattr(m, "use_sdpa"))  # the user's choice, kept

@@ -16,6 +16,7 @@ switched to the explicit one (same weights, same numbers within 1e-5) and switch
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 
@@ -24,7 +25,6 @@ import torch.nn as nn
 
 from .errors import UserError
 
-KINDS = ("head", "mask", "positions", "block")
 _HEAD = re.compile(r"^(\d+)\.(\d+)$")
 
 
@@ -77,26 +77,22 @@ class Ablations:
     model: nn.Module
     active: list[Ablation] = field(default_factory=list)
     _handles: list = field(default_factory=list)
-    _fused: list = field(default_factory=list)  # attention modules switched to the explicit path
+    _path: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the explicit path, while needed
 
     def add(self, ablation: Ablation) -> None:
         if ablation in self.active:
             return
         handles = _hooks(self.model, ablation)
-        if ablation.kind == "mask":
-            for module in self.model.modules():
-                if getattr(module, "use_sdpa", False):
-                    module.use_sdpa = False
-                    self._fused.append(module)
+        if ablation.kind == "mask":  # its hooks replace the scores, which the fused kernel never shows
+            self._path.enter_context(self.model.explicit_attention())
         self._handles.extend(handles)
         self.active.append(ablation)
 
     def clear(self) -> None:
         for handle in self._handles:
             handle.remove()
-        for module in self._fused:
-            module.use_sdpa = True
-        self._handles, self._fused, self.active = [], [], []
+        self._path.close()
+        self._handles, self.active = [], []
 
 
 def _hooks(model: nn.Module, ablation: Ablation) -> list:

@@ -51,6 +51,7 @@ class SettingSpec:
     nullable: bool = False  # None is a valid value ("off", "random"); typed as `none`
     derived_from: str | None = None  # set: not a setting of its own; says where its value comes from
     aliases: tuple = ()  # other accepted spellings of the key, e.g. batch for batch_size
+    in_place: bool = False  # changes no weight: a built model takes the new value and keeps its weights
 
     def range_text(self) -> str:
         """The valid range in words: "> 0", ">= 1", "in [0, 1)", "" when unbounded."""
@@ -198,7 +199,7 @@ class ModelConfig(Settings):
     # of two, so the parameter count stays about the same as the two-matrix FFN of width d_ff.
     d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model "
                         "(swiglu uses int(2 * d_ff / 3))", low=1)
-    dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True)
+    dropout: float = setting(0.0, "dropout probability", low=0.0, high=1.0, high_open=True, in_place=True)
     activation: str = setting("gelu", "feed-forward activation: gelu, relu, gelu_tanh (GPT-2), relu2 (ReLU squared) "
                               "or swiglu (gated, three matrices)", choices=ACTIVATIONS)
     pos_encoding: str = setting("learned", "positions: a learned table or fixed sinusoids added at the input, "
@@ -228,7 +229,7 @@ class ModelConfig(Settings):
     # explicit: the formula written out, with a probe at every step (the learner's path).
     # sdpa: torch.nn.functional.scaled_dot_product_attention, same weights (the fast path).
     attention: str = setting("explicit", "explicit formula (probes) or the fused sdpa kernel, same weights",
-                             choices=ATTENTION_IMPLS)
+                             choices=ATTENTION_IMPLS, in_place=True)
 
     @property
     def head_dim(self) -> int:

@@ -52,9 +52,9 @@ def _block_probes(model: nn.Module, name: str) -> dict[int, nn.Module]:
 def listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention: bool = False) -> Iterator[dict]:
     """Record the output of each probe (key -> detached CPU-side tensor) during one eval, no_grad pass.
 
-    With explicit_attention, modules on the fused path (`use_sdpa=True`) are switched to the
-    explicit one for the pass, so that the score and weight probes fire; the weights are the same.
-    Everything (hooks, training flags, use_sdpa) is restored even when the forward raises.
+    With explicit_attention, the model computes the explicit formula for the pass
+    (MiniTransformerLM.explicit_attention), so that the score and weight probes fire; the weights
+    are the same. Everything (hooks, training flags, the path) is restored even when the forward raises.
     """
     seen: dict[str, torch.Tensor] = {}
 
@@ -65,21 +65,17 @@ def listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention
         return hook
 
     modes = {module: module.training for module in model.modules()}
-    fused = [m for m in model.modules() if getattr(m, "use_sdpa", False)] if explicit_attention else []
     handles = []
+    path = model.explicit_attention() if explicit_attention else contextlib.nullcontext()
     try:
         for key, probe in probes.items():
             handles.append(probe.register_forward_hook(make_hook(key)))
-        for module in fused:
-            module.use_sdpa = False
         model.eval()
-        with torch.no_grad():
+        with path, torch.no_grad():
             yield seen
     finally:
         for handle in handles:
             handle.remove()
-        for module in fused:
-            module.use_sdpa = True
         for module, was_training in modes.items():
             module.training = was_training
 

@@ -26,7 +26,9 @@ without a print in `forward`.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Iterator
 
 import torch
 import torch.nn as nn
@@ -323,6 +325,23 @@ class MiniTransformerLM(nn.Module):
         for module in self.modules():
             if isinstance(module, MultiHeadSelfAttention):
                 module.use_sdpa = attention == "sdpa"
+
+    @contextlib.contextmanager
+    def explicit_attention(self) -> Iterator[None]:
+        """For a while, every attention layer on the fused path computes the explicit formula instead.
+
+        Views and ablations need the tensors the fused kernel keeps to itself (the scores, the
+        pattern); the weights are the same, so only the path changes, and it is restored afterwards.
+        `config.attention` is not touched: a checkpoint saved meanwhile still says what the user chose.
+        """
+        fused = [m for m in self.modules() if isinstance(m, MultiHeadSelfAttention) and m.use_sdpa]
+        for module in fused:
+            module.use_sdpa = False
+        try:
+            yield
+        finally:
+            for module in fused:
+                module.use_sdpa = True
 
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""
