@@ -303,6 +303,9 @@ class TrainConfig(Settings):
     dtype: str = setting("float32", "training forward pass: float32, or bfloat16 autocast (weights stay float32)",
                          choices=("float32", "bfloat16"))
     compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
+    # core/fastpath.py: the readable model's function from fewer kernels; views and :shapes keep the readable path.
+    fast_path: bool = setting(True, "training steps compute the model with one q/k/v product and fused attention "
+                              "(same parameters, same function); off: through the readable forward")
 
 
 @dataclass

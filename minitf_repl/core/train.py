@@ -30,6 +30,7 @@ import torch
 from . import distributed
 from .config import TrainConfig
 from .errors import ConfigError, TrainingDiverged
+from .fastpath import FastPath, listened
 from .precision import autocast, compile_failure_line, compile_module, is_compile_failure, precision_note
 
 
@@ -115,6 +116,7 @@ class Trainer:
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
+        self._fast = None  # FastPath(model), made on the first step that takes it
 
     @property
     def max_seq_len(self) -> int:
@@ -341,12 +343,24 @@ class Trainer:
     # --- one rank of several (core.distributed); in a single process these are the plain paths --------
     def _join_ranks(self) -> None:
         """Under torchrun, wrap the model in DDP for the training forward/backward (once per model)."""
-        if not distributed.active() or (self._ddp is not None and self._ddp.module is self.model):
+        if not distributed.active() or (self._ddp is not None and getattr(self._ddp.module, "model", self._ddp.module) is self.model):
             return
-        self._ddp, self._compiled = distributed.wrap(self.model, self.device), None
+        self._ddp, self._compiled = None, None
+        self._ddp = distributed.wrap(self._eager_forward(), self.device)  # the fast path or the model, as in one process
 
     def _eager_forward(self):
-        return self.model if self._ddp is None else self._ddp
+        """The module a training step calls: the fast path (core.fastpath), or the readable model.
+
+        The readable model when `fast_path` is off, and whenever a hook listens to it (a view, a
+        trace, an ablation): those hooks sit on modules the fast path does not call.
+        """
+        if self._ddp is not None:
+            return self._ddp
+        if not self.config.fast_path or listened(self.model):
+            return self.model
+        if self._fast is None or self._fast.model is not self.model:
+            self._fast = FastPath(self.model)
+        return self._fast
 
     def _train_batch(self):
         """This step's batch: every rank draws the global batch alike and keeps its rows (core.distributed)."""

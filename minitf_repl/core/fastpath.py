@@ -1,0 +1,102 @@
+"""The training fast path: the same model and the same parameters, computed with fewer kernels.
+
+`MiniTransformerLM.forward` is written to be read: q, k and v come from three projections, every
+step of the attention formula passes through a `Probe`, and the explicit formula spells out the
+scores, the mask and the softmax. A training step needs none of that, so `FastPath(model)`
+computes the same function the way a production model would:
+
+    q, k, v = split(x [W_q; W_k; W_v]^T + [b_q; b_k; b_v])     one matrix product instead of three
+    out     = scaled_dot_product_attention(q, k, v, causal)    one fused kernel, no T x T tensors kept
+    (no Probe calls, no module per step of the formula)
+
+The concatenated matrix [W_q; W_k; W_v] is built from the model's own parameters on every forward
+(a copy of 3 d^2 numbers, nothing next to the product it saves), so autograd hands each of W_q,
+W_k, W_v its own slice of the gradient: the optimizer, checkpoints, views and `:shapes` keep
+seeing the readable model's parameters, and nothing has to be kept in sync. Norms, positions and
+the feed-forward part (FFN, SwiGLU, experts) are the model's own modules, called as they are.
+
+`tests/test_fastpath.py` checks that the loss and every gradient equal the readable path's within
+1e-5 for every variant. The trainer takes this path unless `fast_path=off` or someone is listening:
+a view, a shape trace or an ablation works through forward hooks on the model's modules, which
+this path does not call, so any hook on the model sends the step down the readable path instead
+(`listened`). Dropout draws different masks here (the fused kernel draws its own), so with dropout
+on the two paths are equal in distribution, not number for number.
+
+`bench/nanogpt.py` measures the step against karpathy/nanoGPT; `bench/engine.py` the paths side by side.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .errors import DataError
+
+
+def listened(model: nn.Module) -> bool:
+    """Whether any forward hook sits on the model (a view, a trace, an ablation): then take the readable path."""
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+class FastPath(nn.Module):
+    """forward(idx, targets) -> (logits, loss) of `model`, computed as described above.
+
+    An nn.Module holding the model, so that DistributedDataParallel and torch.compile can wrap it
+    like the model itself; its parameters are exactly the model's (state_dict keys gain "model.").
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        model, config = self.model, self.model.config
+        B, T = idx.shape
+        if T > config.max_seq_len:
+            raise DataError(f"input of {T} tokens is longer than max_seq_len={config.max_seq_len}; "
+                            "shorten it or raise max_seq_len")
+        x = model.token_embedding(idx)
+        if model.position_embedding is not None:
+            x = x + model.position_embedding(torch.arange(T, device=idx.device))
+        x = model.embed_dropout(x)
+        for block in model.blocks:
+            if block.post_norm:
+                x = block.ln_1(x + attention(block.attn, x))
+                x = block.ln_2(x + block.ffn(x))
+            else:
+                x = x + attention(block.attn, block.ln_1(x))
+                x = x + block.ffn(block.ln_2(x))
+        logits = model.lm_head(model.ln_f(x))
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
+        if model.training and config.is_moe and config.moe_aux_weight > 0:
+            loss = loss + config.moe_aux_weight * model.moe_aux_loss()  # as MiniTransformerLM.forward adds it
+        return logits, loss
+
+
+def attention(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """MultiHeadSelfAttention's forward without a cache, from one fused q/k/v product."""
+    B, T, C = x.shape
+    kv_dim = attn.n_kv_heads * attn.head_dim
+    weight = torch.cat((attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight))  # (C + 2 kv_dim, C)
+    bias = None
+    if attn.q_proj.bias is not None:
+        bias = torch.cat((attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias))
+    q, k, v = F.linear(x, weight, bias).split((C, kv_dim, kv_dim), dim=-1)
+    q = q.view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)  # (B, n_heads, T, head_dim)
+    k = k.view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
+    v = v.view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)
+    if attn.q_norm is not None:
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    if attn.rope is not None:
+        q, k = attn.rope(q, k, 0)
+    dropout_p = attn.dropout_p if attn.training else 0.0
+    out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
+                                         enable_gqa=attn.n_kv_heads != attn.n_heads)
+    return attn.resid_dropout(attn.out_proj(out.transpose(1, 2).reshape(B, T, C)))

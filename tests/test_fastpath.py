@@ -1,0 +1,118 @@
+"""The training fast path computes the readable model's function: same loss, same gradients, every variant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_variants import ALL, SIZES, label
+
+from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.fastpath import FastPath, listened
+from minitf_repl.core.model import MiniTransformerLM
+
+B, T = 3, 16
+
+
+def model_for(changes: dict, attention: str = "explicit") -> MiniTransformerLM:
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(**{**SIZES, **changes, "attention": attention}))
+    with torch.no_grad():  # non-zero biases and gains, so a wrongly placed one shows
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model.train()
+
+
+def loss_and_grads(forward, model, idx, targets):
+    model.zero_grad(set_to_none=True)
+    logits, loss = forward(idx, targets)
+    loss.backward()
+    return logits.detach(), loss.detach(), {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("changes", ALL, ids=[label(c) for c in ALL])
+def test_fast_path_equals_the_readable_explicit_path(changes):
+    model = model_for(changes)
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(SIZES["vocab_size"], (B, T), generator=g)
+    targets = torch.randint(SIZES["vocab_size"], (B, T), generator=g)
+    targets[0, :3] = -1  # ignored positions are ignored alike
+    logits, loss, grads = loss_and_grads(model, model, idx, targets)
+    fast_logits, fast_loss, fast_grads = loss_and_grads(FastPath(model), model, idx, targets)
+    torch.testing.assert_close(fast_logits, logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast_loss, loss, atol=1e-5, rtol=1e-5)
+    assert fast_grads.keys() == grads.keys()
+    for name in grads:  # q, k and v each get their own slice of the fused product's gradient
+        if grads[name] is None:  # an expert no token was routed to
+            assert fast_grads[name] is None, name
+            continue
+        torch.testing.assert_close(fast_grads[name], grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_fast_path_has_the_models_parameters_and_no_others():
+    model = model_for({})
+    fast = FastPath(model)
+    assert [id(p) for p in fast.parameters()] == [id(p) for p in model.parameters()]
+    assert fast.state_dict().keys() == {f"model.{k}" for k in model.state_dict()}
+
+
+def test_a_hook_anywhere_means_someone_is_listening():
+    model = model_for({})
+    assert not listened(model)
+    handle = model.blocks[1].attn.hook_weights.register_forward_hook(lambda *a: None)
+    assert listened(model)
+    handle.remove()
+    handle = model.blocks[0].register_forward_pre_hook(lambda *a: None)
+    assert listened(model)
+    handle.remove()
+    assert not listened(model)
+
+
+def test_fast_path_refuses_a_too_long_input_like_the_model():
+    model = model_for({})
+    from minitf_repl.core.errors import DataError
+
+    with pytest.raises(DataError, match="max_seq_len"):
+        FastPath(model)(torch.zeros(1, SIZES["max_seq_len"] + 1, dtype=torch.long))
+
+
+# --- the trainer takes the fast path by default, and the readable one when told or listened to --------
+def trainer_for(**train):
+    from minitf_repl.core.config import TrainConfig
+    from minitf_repl.core.data import load_data
+    from minitf_repl.core.train import Trainer
+
+    data = load_data("reverse:4")
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, max_seq_len=16, d_model=32,
+                                          n_heads=4, n_layers=2, d_ff=64))
+    return Trainer(model, data, TrainConfig(steps=6, batch_size=8, eval_every=100, eval_batches=1, **train))
+
+
+def test_trainer_steps_through_the_fast_path_unless_off_or_listened(monkeypatch):
+    calls = []
+    original = FastPath.forward
+    monkeypatch.setattr(FastPath, "forward", lambda self, *a: calls.append(1) or original(self, *a))
+    fast = trainer_for()
+    fast.run()
+    assert len(calls) == 6
+
+    calls.clear()
+    trainer_for(fast_path=False).run()
+    assert calls == []
+
+    heard = []
+    listened_to = trainer_for()
+    handle = listened_to.model.blocks[0].attn.hook_weights.register_forward_hook(lambda m, i, o: heard.append(m.training))
+    listened_to.run()  # an ablation or a view on the model: it must see every training forward
+    handle.remove()
+    assert calls == [] and heard.count(True) == 6  # every training step (evaluation runs in eval mode)
+
+
+def test_fast_and_readable_training_runs_agree():
+    fast, readable = trainer_for(), trainer_for(fast_path=False)
+    fast.run(), readable.run()
+    for a, b in zip(fast.history, readable.history):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+    for (name, p), q in zip(fast.model.named_parameters(), readable.model.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4, msg=name)
