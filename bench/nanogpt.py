@@ -1,10 +1,19 @@
 """Training steps side by side with karpathy/nanoGPT (../shared/anchors/nanogpt), in one process.
 
-Same sizes, same batch, the same AdamW settings (lr 1e-3, betas 0.9/0.99, weight decay 0.1 on
-matrices, no fusion), float32 unless a row says otherwise; the rows alternate step chunk by step
-chunk so that a busy machine slows them alike, and the table gives medians and the ratio to
-nanoGPT. minitf rows: the explicit formula (the default), the fused SDPA path, SDPA + torch.compile,
-and SDPA with bfloat16 autocast. Random tokens: this measures speed, not learning.
+nanoGPT's row is its own training step as its train.py runs it on a CPU: its model, its
+configure_optimizers (AdamW, lr 1e-3, betas 0.9/0.99, weight decay 0.1 on matrices; fused only on
+CUDA, so the plain loop here), forward, backward, gradient clipping at 1.0, step. The minitf rows
+are `Trainer` steps, what `:train` runs (the same settings: lr 1e-3, betas 0.9/0.99, weight decay
+0.1, clipping at 1.0), bookkeeping included (loss and norm read back, the step's undo record, the
+history):
+    minitf :train           the defaults: core.fastpath + fused AdamW
+    minitf readable         fast_path=off: the readable model's forward (explicit attention)
+    minitf compile=on       the fast path through torch.compile (first step compiles, timed apart)
+    minitf bfloat16         dtype=bfloat16 autocast (not the same numbers: a row for comparison)
+Rows alternate chunk by chunk so that a busy machine slows them alike; the table gives medians,
+the ratio to nanoGPT, and model FLOPs utilisation against this machine's float32 matmul peak,
+measured in the same run (a 1024 x 1024 product; nanoGPT's FLOPs-per-token formula for all rows).
+Random tokens: this measures speed, not learning.
 
     python bench/nanogpt.py                 # 4 x 4 x 128, block 64, batch 12 (nanoGPT's CPU recipe)
     python bench/nanogpt.py --large         # 6 x 6 x 384, block 256, batch 32
@@ -20,33 +29,76 @@ from pathlib import Path
 
 import torch
 
-from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.core.precision import autocast
+from minitf_repl.core.train import Trainer
 
 ANCHOR = Path(__file__).resolve().parents[2] / "shared" / "anchors" / "nanogpt" / "model.py"
 
 
-def nanogpt_model(size: dict):
+class RandomTokens:
+    """Just enough of a data source for Trainer: batches of uniformly random token ids."""
+
+    def __init__(self, vocab: int):
+        self.vocab = vocab
+
+    def check_fits(self, block: int) -> None:
+        pass
+
+    def get_batch(self, split: str, batch: int, block: int, generator: torch.Generator):
+        seq = torch.randint(self.vocab, (batch, block + 1), generator=generator)
+        return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+
+
+def nanogpt_step(size: dict):
     spec = importlib.util.spec_from_file_location("nanogpt_anchor", ANCHOR)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     config = module.GPTConfig(block_size=size["T"], vocab_size=size["V"], n_layer=size["L"], n_head=size["H"],
                               n_embd=size["d"], dropout=0.0, bias=True)
-    return module.GPT(config)
+    model = module.GPT(config)
+    model.train()
+    optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+    data, g = RandomTokens(size["V"]), torch.Generator().manual_seed(0)
+
+    def steps(n: int) -> None:
+        for _ in range(n):  # nanoGPT's train.py, one micro-step per step
+            x, y = data.get_batch("train", size["B"], size["T"], g)
+            _, loss = model(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss.item()  # train.py reads the loss back to log it
+
+    return steps, model.get_num_params()
 
 
-def minitf_model(size: dict, attention: str):
-    return MiniTransformerLM(ModelConfig(vocab_size=size["V"], max_seq_len=size["T"], d_model=size["d"],
-                                         n_heads=size["H"], n_layers=size["L"], d_ff=4 * size["d"],
-                                         attention=attention))
+def minitf_step(size: dict, **train):
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(vocab_size=size["V"], max_seq_len=size["T"], d_model=size["d"],
+                                          n_heads=size["H"], n_layers=size["L"], d_ff=4 * size["d"]))
+    config = TrainConfig(batch_size=size["B"], lr=1e-3, weight_decay=0.1, grad_clip=1.0, warmup_steps=0,
+                         eval_every=10**9, **train)
+    trainer = Trainer(model, RandomTokens(size["V"]), config)
+    trainer.start_run(10**9)  # never ends here: no end-of-run evaluation
+
+    def steps(n: int) -> None:
+        left = [n]
+        trainer.run(should_stop=lambda: not left.__setitem__(0, left[0] - 1) and left[0] < 0)
+
+    return steps
 
 
-def adamw(model):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                             lr=1e-3, betas=(0.9, 0.99), foreach=True)
+def matmul_peak() -> float:
+    """float32 GFLOP/s of a 1024 x 1024 product on this machine, now (median of 9)."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    times = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * 1024**3 / statistics.median(times[1:]) / 1e9
 
 
 def main() -> None:
@@ -54,56 +106,46 @@ def main() -> None:
     parser.add_argument("--large", action="store_true")
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
-    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--rows", default="", help="comma-separated row names to keep (default: all)")
     args = parser.parse_args()
     if not ANCHOR.is_file():
         print(f"skipped: nanoGPT's model is not at {ANCHOR} (a user's clone has no ../shared)")
         return
     size = (dict(L=6, H=6, d=384, T=256, B=32, V=65) if args.large else dict(L=4, H=4, d=128, T=64, B=12, V=65))
-    torch.manual_seed(0)
-    rows = {"nanoGPT": (nanogpt_model(size), None, False),
-            "minitf explicit": (minitf_model(size, "explicit"), None, False),
-            "minitf sdpa": (minitf_model(size, "sdpa"), None, False),
-            "minitf sdpa bf16": (minitf_model(size, "sdpa"), "bfloat16", False)}
-    if not args.no_compile:
-        rows["minitf sdpa compiled"] = (minitf_model(size, "sdpa"), None, True)
-    runs = {}
-    for name, (model, dtype, compiled) in rows.items():
-        model.train()
-        runs[name] = (torch.compile(model) if compiled else model, adamw(model), dtype)
-    g = torch.Generator().manual_seed(0)
-    batches = [torch.randint(size["V"], (size["B"], size["T"] + 1), generator=g) for _ in range(4)]
-
-    def step(name: str, i: int) -> None:
-        forward, optimizer, dtype = runs[name]
-        seq = batches[i % len(batches)]
-        with autocast(dtype or "float32", "cpu"):
-            _, loss = forward(seq[:, :-1].contiguous(), seq[:, 1:].contiguous())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
+    nanogpt, n_params = nanogpt_step(size)
+    rows = {"nanoGPT": nanogpt,
+            "minitf :train": minitf_step(size),
+            "minitf readable": minitf_step(size, fast_path=False),
+            "minitf compile=on": minitf_step(size, compile=True),
+            "minitf bfloat16": minitf_step(size, dtype="bfloat16")}
+    if args.rows:
+        keep = {"nanoGPT", *args.rows.split(",")}
+        rows = {name: run for name, run in rows.items() if name in keep}
     first = {}
-    for name in runs:  # warm-up (and compilation) outside the timing
+    for name, steps in rows.items():  # warm-up (and compilation) outside the timing
         t0 = time.perf_counter()
-        step(name, 0)
+        steps(1)
         first[name] = time.perf_counter() - t0
-    per_step = {name: [] for name in runs}
-    for chunk in range(args.chunks):
-        for name in runs:
+    per_step = {name: [] for name in rows}
+    peaks = []
+    for _ in range(args.chunks):
+        peaks.append(matmul_peak())
+        for name, steps in rows.items():
             t0 = time.perf_counter()
-            for i in range(args.steps):
-                step(name, chunk * args.steps + i)
+            steps(args.steps)
             per_step[name].append((time.perf_counter() - t0) / args.steps)
     tokens = size["B"] * size["T"]
+    flops_per_token = 6 * n_params + 12 * size["L"] * size["d"] * size["T"]  # nanoGPT's estimate_mfu
+    peak = statistics.median(peaks)
     base = tokens / statistics.median(per_step["nanoGPT"])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {size['L']} layers x {size['H']} heads x "
           f"{size['d']}, block {size['T']}, batch {size['B']}; medians of {args.chunks} alternated chunks of "
-          f"{args.steps} steps")
-    for name in runs:
+          f"{args.steps} steps; float32 matmul peak {peak:.0f} GFLOP/s")
+    for name in rows:
         tps = tokens / statistics.median(per_step[name])
-        extra = f"   (first step {first[name]:.1f} s)" if name.endswith("compiled") else ""
-        print(f"{name:22s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT{extra}")
+        mfu = tps * flops_per_token / (peak * 1e9)
+        extra = f"   (first step {first[name]:.1f} s)" if "compile" in name else ""
+        print(f"{name:20s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
+from .core.recipes import switch_recipe
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
 from .parsing import CLEAR, convert
@@ -139,6 +140,7 @@ class SetResult:
     changed: dict  # key -> (old, new), only the values that changed
     rebuilt: bool  # the model was rebuilt: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
+    recipe: dict = field(default_factory=dict)  # core.recipes: {setting: (before, after)} that followed the data
     preset: str | None = None  # the preset the model settings now match, if any
 
 
@@ -148,6 +150,7 @@ class DataResult:
     changed: bool
     rebuilt: bool
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
+    recipe: dict = field(default_factory=dict)  # core.recipes: {setting: (before, after)} that followed the data
 
 
 @dataclass
@@ -275,8 +278,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
 
         check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
     changes = {key: args[key] for key in _TRAIN_OPTIONS if args[key] is not None}
-    train_config = session.train_config.replace(**changes) if changes else session.train_config
     spec = args["data"].strip() if args["data"] is not None else None
+    train_config = session.train_config
+    if spec is not None:  # the new data's recipe first (core.recipes), this command's options over it
+        train_config, recipe_changes = switch_recipe(train_config, session.data_spec, spec)
+    train_config = train_config.replace(**changes) if changes else train_config
     new_data = _load_checked(session, spec) if spec is not None else None
     if new_data is None:
         session.data.check_fits(session.model_config.max_seq_len)
@@ -294,9 +300,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)  # e.g. a read-only folder: say so before training
 
     if new_data is not None:
-        rebuilt, kept = _switch_data(session, spec, new_data)
+        rebuilt, kept, _ = _switch_data(session, spec, new_data)
         if rebuilt:
             reporter.notice(_rebuilt_line(new_data.tokenizer.vocab_size, kept))
+        if recipe_changes:
+            reporter.notice(recipe_line(spec, recipe_changes))
     # A diverged run is a failed command, and a failed command loses nothing: the weights of the
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
@@ -610,8 +618,8 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         return DataResult(session.data.info(), changed=False, rebuilt=False)
     spec = name.strip()
     data = _load_checked(session, spec)
-    rebuilt, kept = _switch_data(session, spec, data)
-    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept)
+    rebuilt, kept, recipe_changes = _switch_data(session, spec, data)
+    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes)
 
 
 def _load_checked(session: Session, spec: str):
@@ -623,10 +631,19 @@ def _load_checked(session: Session, spec: str):
     return data
 
 
-def _switch_data(session: Session, spec: str, data) -> tuple[bool, str | None]:
-    """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as)."""
+def _switch_data(session: Session, spec: str, data) -> tuple[bool, str | None, dict]:
+    """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
+    the training settings that followed the data's recipe: {setting: (before, after)})."""
     kept = keep_trained_model(session) if session.rebuild_needed(data=data) else None
-    return session.use_data(spec, data), kept
+    rebuilt, recipe_changes = session.use_data(spec, data)
+    return rebuilt, kept, recipe_changes
+
+
+def recipe_line(spec: str, changes: dict) -> str:
+    """The training settings that followed the data's recipe, in one line."""
+    moved = ", ".join(f"{name} {before:g} -> {after:g}" if isinstance(after, float) else f"{name} {before} -> {after}"
+                      for name, (before, after) in changes.items())
+    return f"training settings follow the recipe for {spec} (core/recipes.py): {moved}"
 
 
 def _rebuilt_line(vocab_size: int, kept: str | None) -> str:

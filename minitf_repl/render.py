@@ -571,6 +571,8 @@ def _(result, console: Console) -> None:
     else:
         _add(table, "train/val", "fresh random tokens in every batch")
     console.print(table)
+    if result.recipe:
+        console.print(Text(commands.recipe_line(info.name, result.recipe), style="cyan"), soft_wrap=True)
     if result.rebuilt:
         message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
         console.print(Text(message, style="yellow"), soft_wrap=True)

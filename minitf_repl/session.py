@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from .core.recipes import switch_recipe
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
 
@@ -61,7 +62,9 @@ class Session:
         shell_config: ShellConfig | None = None,
     ):
         self.model_config = model_config if model_config is not None else ModelConfig()
-        self.train_config = train_config if train_config is not None else TrainConfig()
+        if train_config is None:  # the data's own recipe (core.recipes), pydoc's being TrainConfig's defaults
+            train_config, _ = switch_recipe(TrainConfig(), "pydoc", data_spec)
+        self.train_config = train_config
         self.data_spec = data_spec
         self.device_name = device_name
         self.gen_config = gen_config if gen_config is not None else GenConfig()
@@ -147,12 +150,15 @@ class Session:
         self._model, self._trainer = model, trainer
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
-    def use_data(self, spec: str, data) -> bool:
-        """Switch to an already loaded and checked dataset. True when the model was rebuilt.
+    def use_data(self, spec: str, data) -> tuple[bool, dict]:
+        """Switch to an already loaded and checked dataset: (whether the model was rebuilt, recipe changes).
 
         A dataset with another vocabulary needs another embedding table, so the model is rebuilt;
-        with the same vocabulary the model and trainer are kept and only the batches change.
+        with the same vocabulary the model and trainer are kept and only the batches change. The
+        training settings follow the new data's recipe where they still hold the old one's
+        (core.recipes): {setting: (before, after)} for each that moved.
         """
+        config, recipe_changes = switch_recipe(self.train_config, self.data_spec, spec)
         rebuilt = False
         if self._model is not None:
             if data.tokenizer.itos != self._data.tokenizer.itos:
@@ -163,7 +169,8 @@ class Session:
                 self._trainer.data = data
         self._data, self.data_spec = data, spec
         self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
-        return rebuilt
+        self.set_train_config(config)
+        return rebuilt, recipe_changes
 
     def rebuild_needed(self, config: ModelConfig | None = None, data=None) -> bool:
         """Whether adopting this model config (or switching to this data) would reset the model's weights."""

@@ -1,0 +1,52 @@
+"""Default training recipes per dataset: how a first `:train` on each data learns fastest here.
+
+A recipe is a handful of TrainConfig settings (learning rate, batch, warm-up, schedule, length,
+optimizer) tuned for one dataset and the default model (4 layers x 4 heads x 128, block 64) on a
+2-core CPU; `bench/recipes.py` holds the tuning runs behind each number. The built-in data's recipe
+is TrainConfig's own defaults, so a plain `minitf` trains with it; any other data without a recipe
+trains with those defaults too.
+
+Switching data switches recipes, but never over a person's choice: a setting moves to the new
+recipe's value only while it still holds the old recipe's value. `:set lr=0.01` then
+`:data shakespeare` keeps lr 0.01 and takes the rest of Shakespeare's recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .config import TrainConfig
+
+# Settings that differ from TrainConfig's defaults (the recipe of the built-in data, pydoc).
+RECIPES: dict[str, dict] = {
+    "pydoc": {},
+    "shakespeare": {},
+}
+
+
+def data_name(spec: str) -> str:
+    """The recipe key of a data spec: `shakespeare`, `sort:5` -> `sort`; a file path is its own data."""
+    return spec.split(":", 1)[0].strip().lower()
+
+
+def recipe(spec: str) -> dict:
+    """The settings this data trains with by default: TrainConfig's defaults changed by its recipe."""
+    defaults = dataclasses.asdict(TrainConfig())
+    return {**defaults, **RECIPES.get(data_name(spec), {})}
+
+
+def switch_recipe(config: TrainConfig, old_spec: str, new_spec: str) -> tuple[TrainConfig, dict]:
+    """(config for the new data, {setting: (old value, new value)} for what changed).
+
+    A setting follows the new recipe only where it still equals the old recipe's value: what a
+    person set by hand stays.
+    """
+    old, new = recipe(old_spec), recipe(new_spec)
+    changes = {}
+    for name, value in new.items():
+        current = getattr(config, name)
+        if current == old[name] and current != value:
+            changes[name] = (current, value)
+    if not changes:
+        return config, {}
+    return config.replace(**{name: after for name, (_, after) in changes.items()}), changes
