@@ -596,6 +596,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                 changed[spec.name] = (old_value, new_value)
     kept = keep_trained_model(session, new[ShellConfig].autosave) if session.rebuild_needed(config=model) else None
     rebuilt = session.set_model_config(model)
+    if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
+        reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
+                        "(moments, momentum) starts afresh")
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])

@@ -3,8 +3,10 @@ must survive being killed. Also the shared fixtures (tiny text, model, trainer) 
 
     python tests/checkpoint_worker.py first  CKDIR OUT N      train 2N steps in one go (the reference),
                                                               then a 2N-step run stopped after N, saved as "half"
-                                                              (the test calls first() in its own process)
+                                                              (the test calls first() in its own process, with
+                                                              the optimizer it tests)
     python tests/checkpoint_worker.py resume CKDIR OUT V...   load "half", continue the run, once per variant V
+                                                              (with the optimizer the checkpoint names)
     python tests/checkpoint_worker.py hang   NAME DIR...      save NAME in each DIR at once, each stopping halfway
                                                               through its model file (prints HALF-WRITTEN, then
                                                               sleeps until killed)
@@ -60,10 +62,11 @@ def make_data() -> TextCorpus:
     return TextCorpus("tiny", make_text(), "test text")
 
 
-def make_trainer(steps: int, seed: int = 0, data=None) -> Trainer:
+def make_trainer(steps: int, seed: int = 0, data=None, optimizer: str = "adamw") -> Trainer:
     torch.manual_seed(seed)
     model = MiniTransformerLM(ModelConfig(**SIZES))
-    config = TrainConfig(steps=steps, batch_size=4, eval_every=3, eval_batches=2, warmup_steps=2, seed=7)
+    config = TrainConfig(steps=steps, batch_size=4, eval_every=3, eval_batches=2, warmup_steps=2, seed=7,
+                         optimizer=optimizer)
     return Trainer(model, data or make_data(), config)
 
 
@@ -73,12 +76,12 @@ def dump(out: Path, tag: str, trainer: Trainer) -> None:
     (out / f"{tag}.json").write_text(json.dumps(trainer.history))
 
 
-def first(ckdir: Path, out: Path, n: int) -> None:
-    full = make_trainer(2 * n)
+def first(ckdir: Path, out: Path, n: int, optimizer: str = "adamw") -> None:
+    full = make_trainer(2 * n, optimizer=optimizer)
     full.run()
     dump(out, "full", full)
 
-    half = make_trainer(2 * n)
+    half = make_trainer(2 * n, optimizer=optimizer)
     half.run(should_stop=lambda: half.step >= n)
     assert half.step == n and half.run_remaining == n
     ckpt.save_checkpoint(ckdir, "half", half.model, half, half.data.tokenizer.vocab, DATA_SPEC)
@@ -140,7 +143,7 @@ if __name__ == "__main__":
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and immune to a busy machine
     mode, *args = sys.argv[1:]
     if mode == "first":
-        first(Path(args[0]), Path(args[1]), int(args[2]))
+        first(Path(args[0]), Path(args[1]), int(args[2]), *args[3:])
     elif mode == "resume":
         resume(Path(args[0]), Path(args[1]), args[2:])
     elif mode == "hang":

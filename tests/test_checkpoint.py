@@ -33,7 +33,10 @@ from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import TextCorpus
 from minitf_repl.core.errors import CheckpointError, UserError
 from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.optimizers import MuonWithAdamW
 from minitf_repl.core.train import Trainer
+from minitf_repl.dispatch import run_command
+from minitf_repl.session import Session
 
 WORKER = Path(__file__).with_name("checkpoint_worker.py")
 _spec = importlib.util.spec_from_file_location("checkpoint_worker", WORKER)
@@ -251,6 +254,103 @@ def test_restore_trainer_refuses_a_mismatched_optimizer(tmp_path, trained):
     assert fresh.optimizer.state_dict() == before and fresh.step == 0  # untouched
 
 
+# --- the optimizer's kind: Muon's state, and a checkpoint of one kind loaded under the other ----------
+@pytest.fixture(scope="module")
+def trained_muon():
+    """Like `trained`, with optimizer=muon. Tests must not train it."""
+    trainer = worker.make_trainer(6, optimizer="muon")
+    trainer.run(should_stop=lambda: trainer.step >= 4)
+    return trainer
+
+
+def same_optimizer_state(a: dict, b: dict) -> bool:
+    return a["param_groups"] == b["param_groups"] and a["state"].keys() == b["state"].keys() \
+        and all(same_tensors(a["state"][i], b["state"][i]) for i in a["state"])
+
+
+def test_round_trip_of_muon(tmp_path, trained_muon, no_unpickling):
+    save(tmp_path, "m", trained_muon)
+    groups = manifest_of(tmp_path / "m")["optimizer"]["param_groups"]
+    assert groups[0]["ns_coefficients"] == list(trained_muon.optimizer.param_groups[0]["ns_coefficients"])  # JSON: a list
+    tensors = safetensors.torch.load(data_file(tmp_path / "m", "state").read_bytes())
+    assert "optim.0.momentum_buffer" in tensors and "optim.0.exp_avg" not in tensors  # parameter 0: Muon's
+    assert f"optim.{len(groups[0]['params'])}.exp_avg" in tensors  # the first of AdamW's
+
+    c = ckpt.load_checkpoint(tmp_path, "m")
+    model, trainer = ckpt.restore(c, trained_muon.data)
+    assert isinstance(trainer.optimizer, MuonWithAdamW) and trainer.config == trained_muon.config
+    restored = trainer.optimizer.state_dict()
+    assert isinstance(restored["param_groups"][0]["ns_coefficients"], tuple)  # given back as torch made it
+    assert same_optimizer_state(restored, trained_muon.optimizer.state_dict())
+
+
+@pytest.mark.parametrize("saved_with, settings_say", [("muon", "adamw"), ("adamw", "muon")])
+def test_a_checkpoint_brings_its_own_optimizer(tmp_path, trained, trained_muon, saved_with, settings_say):
+    source = trained_muon if saved_with == "muon" else trained
+    save(tmp_path, "c", source)
+    c = ckpt.load_checkpoint(tmp_path, "c")
+
+    receiver = worker.make_trainer(6, optimizer=settings_say)  # built by settings that say the other kind
+    ckpt.restore_trainer(c, receiver)
+    assert receiver.config.optimizer == saved_with  # the checkpoint's train_config wins
+    assert isinstance(receiver.optimizer, MuonWithAdamW) == (saved_with == "muon")
+    assert same_optimizer_state(receiver.optimizer.state_dict(), source.optimizer.state_dict())
+
+    # The same through :load, in a session whose settings say the other kind.
+    session = Session(train_config=TrainConfig(optimizer=settings_say), checkpoint_dir=tmp_path, device_name="cpu")
+    run_command(session, "load", {"name": "c"})
+    assert session.train_config.optimizer == saved_with and session.trainer.config.optimizer == saved_with
+    assert same_optimizer_state(session.trainer.optimizer.state_dict(), source.optimizer.state_dict())
+
+
+def test_a_checkpoint_from_before_the_optimizer_setting_loads_as_adamw(tmp_path, trained):
+    save(tmp_path, "old", trained)
+    rewrite_manifest(tmp_path / "old", lambda m: m["trainer"]["train_config"].pop("optimizer"))
+    c = ckpt.load_checkpoint(tmp_path, "old")
+    assert "optimizer" not in c.trainer_state["train_config"]
+    receiver = worker.make_trainer(6, optimizer="muon")
+    ckpt.restore_trainer(c, receiver)
+    assert receiver.config.optimizer == "adamw" and type(receiver.optimizer) is torch.optim.AdamW
+    assert same_optimizer_state(receiver.optimizer.state_dict(), trained.optimizer.state_dict())
+
+
+def _muon_group(**changes):
+    return lambda d: rewrite_manifest(d / "m", lambda m: m["optimizer"]["param_groups"][0].update(changes))
+
+
+MUON_HOSTILE = {
+    "coefficients-too-few": (_muon_group(ns_coefficients=[3.4, -4.7]), "ns_coefficients"),
+    "coefficients-not-numbers": (_muon_group(ns_coefficients=["a", 1, 2]), "ns_coefficients"),
+    "ns-steps-bool": (_muon_group(ns_steps=True), "ns_steps"),
+    "ns-steps-too-many": (_muon_group(ns_steps=100), "ns_steps"),
+    "momentum-text": (_muon_group(momentum="0.95"), "momentum"),
+    "nesterov-number": (_muon_group(nesterov=1), "nesterov"),
+    "adjust-lr-unknown": (_muon_group(adjust_lr_fn="bigger"), "adjust_lr_fn"),
+    "lr-text": (_muon_group(lr="0.1"), "non-numeric optimizer lr"),
+}
+
+
+@pytest.mark.parametrize("case", list(MUON_HOSTILE))
+def test_hostile_muon_groups_raise_checkpoint_error(tmp_path, trained_muon, case):
+    save(tmp_path, "m", trained_muon)
+    mutate, message = MUON_HOSTILE[case]
+    mutate(tmp_path)
+    with pytest.raises(CheckpointError, match=message):
+        ckpt.load_checkpoint(tmp_path, "m")
+
+
+def test_restore_trainer_refuses_a_group_of_the_other_kind(tmp_path, trained_muon):
+    save(tmp_path, "m", trained_muon)
+    # Without its ns_coefficients, Muon's group reads as an AdamW group: valid alone, wrong in place.
+    rewrite_manifest(tmp_path / "m", lambda m: m["optimizer"]["param_groups"][0].pop("ns_coefficients"))
+    c = ckpt.load_checkpoint(tmp_path, "m")
+    fresh = worker.make_trainer(6, optimizer="muon")
+    before = fresh.optimizer.state_dict()
+    with pytest.raises(CheckpointError, match="optimizer groups"):
+        ckpt.restore_trainer(c, fresh)
+    assert fresh.optimizer.state_dict() == before and fresh.step == 0  # untouched
+
+
 def test_load_follows_a_save_that_lands_mid_read(tmp_path, monkeypatch, trained, other):
     # Another process overwrites "c" after we read its manifest and before we read its data
     # files (which that save deletes): the load notices the new manifest and reads that instead.
@@ -278,10 +378,12 @@ def run_worker(*args, timeout=120):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def test_exact_resume_in_a_new_process(tmp_path):
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_exact_resume_in_a_new_process(tmp_path, optimizer):
     ckdir, out = tmp_path / "ck", tmp_path / "out"
     out.mkdir()
-    worker.first(ckdir, out, N)  # the reference run, and the first half saved, in this process
+    worker.first(ckdir, out, N, optimizer)  # the reference run, and the first half saved, in this process
+    assert manifest_of(ckdir / "half")["trainer"]["train_config"]["optimizer"] == optimizer
     run_worker("resume", ckdir, out, *worker.VARIANTS)  # the second half in a new one
 
     def params(tag):

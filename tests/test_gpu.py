@@ -59,10 +59,10 @@ def run(session, line):
     return run_command(session, command.name, args)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_the_shell_on_a_cuda_session(dtype, tmp_path):
+@pytest.mark.parametrize("dtype, optimizer", [("float32", "adamw"), ("bfloat16", "adamw"), ("bfloat16", "muon")])
+def test_the_shell_on_a_cuda_session(dtype, optimizer, tmp_path):
     s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=32),
-                TrainConfig(batch_size=16, eval_every=5, eval_batches=2, dtype=dtype),
+                TrainConfig(batch_size=16, eval_every=5, eval_batches=2, dtype=dtype, optimizer=optimizer),
                 data_spec="sort:4", device_name="cuda", checkpoint_dir=tmp_path)
     result = run(s, ":train steps=10")
     assert result.steps == 10 and result.val_loss < 2.5 and result.dtype == dtype
@@ -74,6 +74,8 @@ def test_the_shell_on_a_cuda_session(dtype, tmp_path):
     run(s, ":save g")
     other = Session(data_spec="sort:4", device_name="cpu", checkpoint_dir=tmp_path)
     run(other, ":load g")
+    assert other.trainer.config.optimizer == optimizer
+    assert all(v.device.type == "cpu" for st in other.trainer.optimizer.state.values() for v in st.values())
     idx = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
         torch.testing.assert_close(other.model(idx)[0], s.model(idx.cuda())[0].cpu(), atol=1e-5, rtol=0)

@@ -138,8 +138,9 @@ def test_train_config_changes_reach_the_trainer():
     assert torch.equal(trainer.generator.get_state(), torch.Generator().manual_seed(3).get_state())
 
 
-def test_move_to_cpu_keeps_everything_on_cpu():
-    s = tiny_session()
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_move_to_cpu_keeps_everything_on_cpu(optimizer):
+    s = tiny_session(optimizer=optimizer)
     s.trainer.run()
     assert s.move_to(torch.device("cpu")) is False
     assert s.device_name == "cpu" and s.trainer.device == torch.device("cpu")
@@ -148,12 +149,18 @@ def test_move_to_cpu_keeps_everything_on_cpu():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_move_to_cuda_moves_model_and_optimizer_and_training_continues():
-    s = tiny_session()
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_move_to_cuda_moves_model_and_optimizer_and_training_continues(optimizer):
+    s = tiny_session(optimizer=optimizer)
     s.trainer.run()
     assert s.move_to(torch.device("cuda", 0)) is True
     assert all(p.is_cuda for p in s.model.parameters())
-    assert all(v.is_cuda for st in s.trainer.optimizer.state.values() for k, v in st.items() if k != "step")
+    states = s.trainer.optimizer.state.values()
+    assert states and all(v.is_cuda for st in states for k, v in st.items() if k != "step")
     s.trainer.start_run(2)
     s.trainer.run()
     assert s.status().device == "cuda:0" and s.status().step == 8
+    s.move_to(torch.device("cpu"))  # and back: Muon's momentum too
+    assert all(v.device.type == "cpu" for st in s.trainer.optimizer.state.values() for k, v in st.items())
+    s.trainer.start_run(1)
+    s.trainer.run()

@@ -6,9 +6,10 @@ A checkpoint is a directory `DIR/NAME/` holding three files:
                                   run position, loss history, optimizer settings, and the size and
                                   SHA-256 of each data file; `meta_sha256` covers all of it
     model-<id>.safetensors        the weights (the tied lm_head.weight stored once, as token_embedding.weight)
-    state-<id>.safetensors        AdamW's moments (`optim.<param index>.<key>`) and the random number
-                                  generators: the trainer's batch generator (`rng.data`), torch's global
-                                  CPU generator (`rng.torch`, it draws the dropout masks), `rng.cuda.<i>`
+    state-<id>.safetensors        the optimizer's state (`optim.<param index>.<key>`: AdamW's moments and
+                                  step, Muon's momentum_buffer) and the random number generators: the
+                                  trainer's batch generator (`rng.data`), torch's global CPU generator
+                                  (`rng.torch`, it draws the dropout masks), `rng.cuda.<i>`
 
 Nothing here unpickles: safetensors holds raw tensors and JSON holds the rest, so opening a
 checkpoint someone sent you cannot run their code. Every file is checked before any of it is used.
@@ -53,6 +54,7 @@ from .config import ModelConfig, TrainConfig
 from .errors import CheckpointError, ConfigError
 from .paths import default_checkpoint_dir
 from .model import MiniTransformerLM
+from .optimizers import group_kind
 from .train import Trainer
 
 FORMAT_VERSION = 1
@@ -792,19 +794,48 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         raise bad("has optimizer state for a parameter that does not exist")
 
     for g in optimizer["param_groups"]:
-        for key in ("lr", "eps", "weight_decay"):
-            value = g.get(key, 0.0)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise bad(f"has a non-numeric optimizer {key}")
-        betas = g.get("betas", [0.9, 0.999])
-        if not (isinstance(betas, list) and len(betas) == 2 and all(isinstance(x, (int, float)) for x in betas)):
-            raise bad("has malformed optimizer betas")
+        _check_group(g, bad)
     groups = []
     for g in optimizer["param_groups"]:
-        # JSON turned tuples (AdamW's betas) into lists; give the optimizer back what it saved.
+        # JSON turned tuples (AdamW's betas, Muon's ns_coefficients) into lists; give the optimizer back what it saved.
         groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
     optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
     return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
+
+
+_MUON_LR_ADJUSTMENTS = (None, "original", "match_rms_adamw")  # what torch.optim.Muon accepts
+
+
+def _check_group(g: dict, bad) -> None:
+    """One saved param group's settings: numbers where the optimizer computes with them (group_kind says which).
+
+    torch checks none of these when it loads a state, and a wrong one would surface steps later (or
+    never: Muon reads an unknown adjust_lr_fn as no adjustment), so they are checked here.
+    """
+    def is_number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def numbers(v, n: int) -> bool:
+        return isinstance(v, list) and len(v) == n and all(is_number(x) for x in v)
+
+    for key in ("lr", "eps", "weight_decay"):
+        if not is_number(g.get(key, 0.0)):
+            raise bad(f"has a non-numeric optimizer {key}")
+    if group_kind(g) == "adamw":
+        if not numbers(g.get("betas", [0.9, 0.999]), 2):
+            raise bad("has malformed optimizer betas")
+        return
+    if not is_number(g.get("momentum")):
+        raise bad("has a non-numeric Muon momentum")
+    if not numbers(g["ns_coefficients"], 3):
+        raise bad("has malformed Muon ns_coefficients (three numbers)")
+    steps = g.get("ns_steps")
+    if not (isinstance(steps, int) and not isinstance(steps, bool) and 0 <= steps < 100):
+        raise bad("has a malformed Muon ns_steps (a whole number below 100)")
+    if not isinstance(g.get("nesterov"), bool):
+        raise bad("has a malformed Muon nesterov (true or false)")
+    if g.get("adjust_lr_fn") not in _MUON_LR_ADJUSTMENTS:
+        raise bad("has an unknown Muon adjust_lr_fn")
 
 
 def _valid_cpu_rng_state(state: torch.Tensor) -> bool:
@@ -835,14 +866,17 @@ def build_model(checkpoint: Checkpoint) -> MiniTransformerLM:
 def restore_trainer(checkpoint: Checkpoint, trainer) -> None:
     """Load optimizer, batch generator, run position and history into `trainer` (built for build_model's model).
 
-    Everything is compared with the trainer's optimizer first, so a mismatch raises before the
-    trainer changes.
+    Everything is compared with the optimizer the state goes into first, so a mismatch raises before
+    the trainer changes. That optimizer is of the checkpoint's kind (its train_config's `optimizer`;
+    adamw for checkpoints older than the setting), whatever the trainer had: the checkpoint's
+    settings win, as they do for every training setting.
     """
     state = checkpoint.trainer_state
     saved = state["optimizer"]
-    groups = trainer.optimizer.param_groups
+    groups = trainer.optimizer_for(TrainConfig.from_dict(state["train_config"])).param_groups
     if len(saved["param_groups"]) != len(groups) or any(
-        len(s["params"]) != len(g["params"]) for s, g in zip(saved["param_groups"], groups)
+        len(s["params"]) != len(g["params"]) or group_kind(s) != group_kind(g)
+        for s, g in zip(saved["param_groups"], groups)
     ):
         raise CheckpointError(
             f"{checkpoint.path}: its optimizer groups do not match this model's optimizer; "

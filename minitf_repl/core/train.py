@@ -1,4 +1,4 @@
-"""Training: AdamW, linear warm-up then cosine decay, gradient clipping, periodic evaluation.
+"""Training: AdamW or Muon (core.optimizers), linear warm-up then cosine decay, gradient clipping, evaluation.
 
 The core never prints. Each step leaves through `on_step(StepInfo)`; the caller decides what to
 show. `should_stop()` is asked between steps (the REPL maps Ctrl-C to it), so a stop never cuts a
@@ -31,6 +31,7 @@ from . import distributed
 from .config import TrainConfig
 from .errors import ConfigError, TrainingDiverged
 from .fastpath import FastPath, listened
+from .optimizers import make_optimizer, set_weight_decay
 from .precision import autocast, compile_failure_line, compile_module, is_compile_failure, precision_note
 
 
@@ -83,18 +84,6 @@ def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
     return floor + 0.5 * (config.lr - floor) * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
-    # Decay matrices only: biases, LayerNorm gains and 1-D tensors keep their scale.
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [
-        {"params": decay, "weight_decay": config.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.99))
-
-
 class Trainer:
     """Owns the optimizer, the data RNG, the run position and the loss history of one model."""
 
@@ -130,11 +119,17 @@ class Trainer:
         """Follow a new training config from the next step on (lr, batch, schedule: read every step).
 
         Weight decay lives in the optimizer's groups, so it is written there; a new seed restarts
-        the batch order from that seed.
+        the batch order from that seed. Another `optimizer` builds that optimizer over the same
+        weights, and it starts with no memory: AdamW's moments and Muon's momentum are per
+        optimizer and mean nothing to the other kind, so the first steps after a switch move as
+        the first steps of a run do (AdamW's bias correction starts over). The weights, the run
+        and the history are kept.
         """
         old, self.config = self.config, config
-        if config.weight_decay != old.weight_decay:
-            self.optimizer.param_groups[0]["weight_decay"] = config.weight_decay  # make_optimizer: matrices first
+        if config.optimizer != old.optimizer:
+            self.optimizer = make_optimizer(self.model, config)
+        elif config.weight_decay != old.weight_decay:
+            set_weight_decay(self.optimizer, config.weight_decay)
         if config.seed != old.seed:
             self.generator.manual_seed(config.seed)
         if config.compile and not old.compile:
@@ -428,13 +423,21 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
         }
 
+    def optimizer_for(self, config: TrainConfig):
+        """The optimizer that a state saved under `config` loads into: this one, or a new one of its kind."""
+        return self.optimizer if config.optimizer == self.config.optimizer else make_optimizer(self.model, config)
+
     def load_state_dict(self, state: dict) -> None:
         # Validate what can fail before changing anything, so a bad state leaves the trainer as it was.
+        # The state's config decides the optimizer: a muon state given to an adamw trainer is loaded
+        # into a new MuonWithAdamW (and the other way round), which replaces the old one only then.
         config = TrainConfig.from_dict(state["train_config"])
         probe = torch.Generator()
         probe.set_state(state["generator"])
         history = [dict(h) for h in state["history"]]
-        self.optimizer.load_state_dict(state["optimizer"])
+        optimizer = self.optimizer_for(config)
+        optimizer.load_state_dict(state["optimizer"])
+        self.optimizer = optimizer
         self.generator.set_state(state["generator"])
         self.config = config
         self.step = state["step"]

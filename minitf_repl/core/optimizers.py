@@ -1,0 +1,173 @@
+"""The optimizers, chosen by `TrainConfig.optimizer`: AdamW for every weight, or Muon for the blocks' matrices.
+
+adamw (the default; Loshchilov & Hutter, 2019) keeps two running averages per weight and steps each
+weight by their ratio, so every entry moves by about lr whatever the size of its gradient:
+
+    m = b1 m + (1 - b1) g            v = b2 v + (1 - b2) g^2            (b1, b2) = (0.9, 0.99)
+    W = W - lr wd W - lr m^ / (sqrt(v^) + eps)                        m^, v^: m, v bias-corrected
+
+muon (Jordan et al., 2024) treats a weight matrix as a matrix. It keeps one momentum per matrix and
+replaces it by the nearest orthogonal matrix before stepping: every direction the matrix maps moves
+by the same amount, instead of the few directions with large gradients taking the whole step.
+
+    b = mu b + (1 - mu) g            the momentum buffer: an average of gradients (mu = 0.95)
+    u = (1 - mu) g + mu b            Nesterov: the gradient, looking one step ahead
+    O = NS(u)                        about U V^T for u = U S V^T: every singular value set near 1
+    W = W - lr wd W - lr 0.2 sqrt(max(A, B)) O                        for an A x B matrix W
+
+NS is five Newton-Schulz steps, which need only matrix products: X = u / ||u||_F (transposed to be
+wide), then five times X = a X + (b X X^T + c (X X^T)^2) X with (a, b, c) = (3.4445, -4.7750, 2.0315),
+in bfloat16 (torch.optim.Muon's choice, after Keller Jordan's: the result need only be roughly
+orthogonal). Muon is meant for hidden matrices only; the embeddings, the output head, the MoE router
+and every 1-D tensor (norm gains, biases) stay with AdamW, in today's two groups (matrices decay, 1-D
+tensors do not). See `hidden_matrices` for the partition and its reasons.
+
+The factor 0.2 sqrt(max(A, B)) ("match_rms_adamw", Moonshot AI, "Muon is Scalable for LLM
+Training", 2025): O has singular values near 1, so its entries have an RMS of about
+1 / sqrt(max(A, B)); scaled by it, a Muon step has an RMS of about 0.2 per entry, which is the size
+of a typical AdamW step per unit of lr. So one `lr` (and one `weight_decay`) means the same size of
+update for both parts, and a learner can switch `optimizer` without retuning. Keller Jordan's own
+scaling, sqrt(max(1, A/B)), would need an lr some ten times AdamW's.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import TrainConfig
+from .experts import MixtureOfExperts
+
+ADAMW_BETAS = (0.9, 0.99)
+MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig):
+    """The optimizer `config.optimizer` names, over `model`'s trainable parameters, at lr = config.lr."""
+    if config.optimizer == "muon":
+        return MuonWithAdamW(model, config)
+    return _adamw([p for p in model.parameters() if p.requires_grad], config)
+
+
+def _adamw(params: list, config: TrainConfig) -> torch.optim.AdamW:
+    # Decay matrices only: biases, LayerNorm gains and 1-D tensors keep their scale.
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=config.lr, betas=ADAMW_BETAS)
+
+
+def hidden_matrices(model: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """(name, parameter) of every matrix Muon trains: the 2-D weights inside the Transformer blocks.
+
+    That is attention's q, k, v and output projections and the feed-forward matrices (SwiGLU's three,
+    each expert's). Not Muon's, by its authors' rule that Muon is for hidden layers:
+    - the token and position embeddings: a lookup table, where each row is trained only by the
+      tokens that use it, not a linear map of the residual stream;
+    - the output head (tied to the token embedding by default; untied, still a classifier): its rows
+      are the logits of separate tokens, each to be learned at its own pace;
+    - the MoE router, for the same reason as the head: a small classifier whose n_experts rows are
+      the logits of separate experts. Orthogonalising it would move every expert's row by the same
+      amount each step, however little its gradient asks, and routing would churn;
+    - 1-D tensors (norm gains, biases): Muon only knows matrices.
+    """
+    routers = {id(m.router.weight) for m in model.modules() if isinstance(m, MixtureOfExperts)}
+    return [
+        (f"blocks.{name}", p) for name, p in model.blocks.named_parameters()
+        if p.requires_grad and p.dim() == 2 and id(p) not in routers
+    ]
+
+
+def group_kind(group: dict) -> str:
+    """"muon" or "adamw": which optimizer a param group (or a saved one) belongs to, told by its keys."""
+    return "muon" if "ns_coefficients" in group else "adamw"
+
+
+def set_weight_decay(optimizer, weight_decay: float) -> None:
+    """Write `weight_decay` into every group of matrices (make_optimizer's rule: 1-D tensors never decay).
+
+    For adamw that is the first group; for muon, Muon's group and AdamW's first. A group is told by
+    what it holds, so this cannot drift from make_optimizer's order.
+    """
+    for group in optimizer.param_groups:
+        if any(p.dim() >= 2 for p in group["params"]):
+            group["weight_decay"] = weight_decay
+
+
+class MuonWithAdamW:
+    """Muon for the hidden matrices and AdamW for the rest, offered as one optimizer.
+
+    It holds a torch.optim.Muon and a torch.optim.AdamW and shows what the trainer, the checkpoints and
+    the device code use of a torch optimizer: `param_groups` (Muon's group first, then AdamW's two),
+    `state`, `step()`, `zero_grad()`, and `state_dict()` / `load_state_dict()` in torch's own format,
+    parameters numbered across both in that group order (as one torch optimizer over those groups
+    would number them). So a checkpoint stores it exactly as it stores AdamW.
+
+    It is a thin wrapper rather than a torch.optim.Optimizer subclass on purpose: a subclass would
+    own param_groups and state of its own, which Optimizer.load_state_dict replaces with new dicts,
+    and keeping them in step with the two optimizers that do the work would be a second truth to
+    maintain. Here the two optimizers are the only truth; `param_groups` and `state` are views of
+    their dicts, so writing group["lr"] or moving a state tensor reaches the optimizer that uses it.
+    """
+
+    def __init__(self, model: torch.nn.Module, config: TrainConfig):
+        hidden = [p for _, p in hidden_matrices(model)]
+        chosen = {id(p) for p in hidden}
+        rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
+        self.muon = torch.optim.Muon(hidden, lr=config.lr, weight_decay=config.weight_decay,
+                                     adjust_lr_fn=MUON_LR_ADJUSTMENT)
+        self.adamw = _adamw(rest, config)
+
+    @property
+    def param_groups(self) -> list[dict]:
+        """Muon's groups, then AdamW's: the groups themselves, so writing a key reaches the optimizer."""
+        return self.muon.param_groups + self.adamw.param_groups
+
+    @property
+    def state(self) -> dict:
+        """{parameter: its state dict} of both optimizers (a new dict; the state dicts inside are theirs)."""
+        return {**self.muon.state, **self.adamw.state}
+
+    def step(self) -> None:
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none=set_to_none)
+        self.adamw.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        """torch's format: {"state": {index: ...}, "param_groups": [...]}, Muon's parameters numbered first."""
+        muon, adamw = self.muon.state_dict(), self.adamw.state_dict()
+        offset = _n_params(muon["param_groups"])
+        return {
+            "state": {**muon["state"], **{i + offset: s for i, s in adamw["state"].items()}},
+            "param_groups": muon["param_groups"]
+            + [{**g, "params": [i + offset for i in g["params"]]} for g in adamw["param_groups"]],
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load a state_dict() of the same model's MuonWithAdamW; checked whole before either part changes."""
+        groups = state_dict["param_groups"]
+        mine = self.param_groups
+        if len(groups) != len(mine) or any(
+            len(s["params"]) != len(g["params"]) or group_kind(s) != group_kind(g) for s, g in zip(groups, mine)
+        ):
+            raise ValueError("the saved optimizer groups do not match this model's Muon and AdamW groups; "
+                             "load it into a model of the same architecture with optimizer=muon")
+        # torch pairs saved parameter numbers with parameters group by group, in order, so each
+        # part takes its own groups and the state of the numbers in them, numbered as they were.
+        n_muon = len(self.muon.param_groups)
+        for part, saved in ((self.muon, groups[:n_muon]), (self.adamw, groups[n_muon:])):
+            ids = {i for g in saved for i in g["params"]}
+            part.load_state_dict({
+                "state": {i: s for i, s in state_dict["state"].items() if i in ids},
+                "param_groups": saved,
+            })
+
+    def __repr__(self) -> str:
+        return f"MuonWithAdamW(\n{self.muon!r},\n{self.adamw!r})"
+
+
+def _n_params(groups: list[dict]) -> int:
+    return sum(len(g["params"]) for g in groups)
