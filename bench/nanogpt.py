@@ -117,7 +117,8 @@ def main() -> None:
             "minitf :train": minitf_step(size),
             "minitf readable": minitf_step(size, fast_path=False),
             "minitf compile=on": minitf_step(size, compile=True),
-            "minitf bfloat16": minitf_step(size, dtype="bfloat16")}
+            "minitf bfloat16": minitf_step(size, dtype="bfloat16"),
+            "minitf bf16+compile": minitf_step(size, dtype="bfloat16", compile=True)}
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}

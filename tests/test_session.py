@@ -80,7 +80,7 @@ def test_data_with_the_same_vocabulary_keeps_the_model_and_trainer():
     model, trainer = s.model, s.trainer
     s.trainer.run()
     data = load_data("reverse:4")
-    assert s.use_data("reverse:4", data) is False
+    assert s.use_data("reverse:4", data) == (False, {})  # not rebuilt; no recipe for either task
     assert s.model is model and s.trainer is trainer and trainer.data is data
     assert s.data is data and s.data_spec == "reverse:4" and s.trainer.step == 6
 
@@ -90,14 +90,14 @@ def test_data_with_another_vocabulary_rebuilds():
     s.trainer.run()
     old = s.model
     data = load_data("random:7")
-    assert s.use_data("random:7", data) is True
+    assert s.use_data("random:7", data)[0] is True
     assert s.model is not old and s.model.config.vocab_size == 7 and s.model_config.vocab_size == 7
     assert s.trainer.step == 0 and s.trainer.history == [] and s.trainer.data is data
 
 
 def test_switching_data_before_a_model_only_records_it():
     s = tiny_session()
-    assert s.use_data("random:7", load_data("random:7")) is False
+    assert s.use_data("random:7", load_data("random:7"))[0] is False
     assert not s.has_model and s.model_config.vocab_size == 7
 
 

@@ -351,11 +351,11 @@ class Trainer:
         """
         if self._ddp is not None:
             return self._ddp
-        if not self.config.fast_path or listened(self.model):
+        if not self.config.fast_path:
             return self.model
         if self._fast is None or self._fast.model is not self.model:
             self._fast = FastPath(self.model)
-        return self._fast
+        return self.model if listened(self.model, self._fast.model_modules) else self._fast
 
     def _train_batch(self):
         """This step's batch: every rank draws the global batch alike and keeps its rows (core.distributed)."""
