@@ -1,65 +1,149 @@
-"""How fast does the 4-layer, 4-head, 128-wide model (block 64) learn tiny Shakespeare?
+"""tiny Shakespeare, learned from scratch: minitf's `:data shakespeare` + `:train` against nanoGPT's CPU recipe.
 
-Trains from scratch on ../shared/data/tinyshakespeare.txt (or --file PATH) and stops at the first
-evaluation whose validation loss is at or below --target (default 1.89), printing the steps and the
-wall time it took, with the loss table along the way.
+Both in one process, on ../shared/data/tinyshakespeare.txt (or --file), the same 90/10 split:
 
-    python bench/shakespeare.py [--target 1.89] [--max-steps 5000] [--batch 32] [--attention explicit]
+- nanoGPT's own CPU recipe from its README (config/train_shakespeare_char.py with --device=cpu
+  --compile=False --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4
+  --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0): its model
+  (../shared/anchors/nanogpt, bias off as train.py defaults), its configure_optimizers, lr 1e-3
+  warmed up over 100 iterations and cosine-decayed to 1e-4, gradient clipping at 1.0, and an
+  evaluation (20 batches of each split) every 250 iterations, iterations 0 to 2000 as train.py runs them.
+- minitf as a user gets it: a session on `shakespeare` (so the data's recipe, core/recipes.py) and
+  one `:train`, its evaluations included.
+
+It prints both loss tables, the wall times, when minitf first reached --target (default 1.88) and
+what fraction of nanoGPT's wall time that is. --steps N adds a minitf run of N steps under the same
+recipe otherwise (the lowest validation loss after 2000 steps, say).
+
+    python bench/shakespeare.py [--target 1.88] [--steps 2000] [--skip-nanogpt]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import math
+import os
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from minitf_repl.core.config import ModelConfig, TrainConfig
-from minitf_repl.core.data import TextCorpus, read_text_file
-from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.core.train import Trainer
+ROOT = Path(__file__).resolve().parents[2] / "shared"
+SHAKESPEARE = ROOT / "data" / "tinyshakespeare.txt"
+NANOGPT = ROOT / "anchors" / "nanogpt" / "model.py"
 
-DEFAULT_FILE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+
+def nanogpt_recipe(text: str, log) -> tuple[float, float]:
+    """nanoGPT's CPU recipe, iterations 0..2000: (wall seconds, last validation loss)."""
+    spec = importlib.util.spec_from_file_location("nanogpt_anchor", NANOGPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    ids = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    n = int(0.9 * len(ids))
+    splits = {"train": ids[:n], "val": ids[n:]}
+    block, batch, max_iters, warmup, lr, min_lr = 64, 12, 2000, 100, 1e-3, 1e-4
+    torch.manual_seed(1337)
+    config = module.GPTConfig(block_size=block, vocab_size=len(chars), n_layer=4, n_head=4, n_embd=128,
+                              dropout=0.0, bias=False)
+    model = module.GPT(config)
+    optimizer = model.configure_optimizers(0.1, lr, (0.9, 0.99), "cpu")
+
+    def get_batch(split: str):
+        data = splits[split]
+        ix = torch.randint(len(data) - block, (batch,))
+        return torch.stack([data[i : i + block] for i in ix]), torch.stack([data[i + 1 : i + 1 + block] for i in ix])
+
+    def lr_at(it: int) -> float:  # linear warm-up, then cosine to min_lr at max_iters (the recipe's schedule)
+        if it < warmup:
+            return lr * (it + 1) / (warmup + 1)
+        ratio = (it - warmup) / (max_iters - warmup)
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+    @torch.no_grad()
+    def estimate(split: str) -> float:
+        model.eval()
+        losses = [model(*get_batch(split))[1].item() for _ in range(20)]
+        model.train()
+        return sum(losses) / len(losses)
+
+    start, val = time.perf_counter(), float("nan")
+    for it in range(max_iters + 1):
+        if it % 250 == 0:
+            train_loss, val = estimate("train"), estimate("val")
+            log(f"  nanoGPT iter {it:5d}  train {train_loss:.4f}  val {val:.4f}  {time.perf_counter() - start:6.1f} s")
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(it)
+        x, y = get_batch("train")
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss.item()  # logged every iteration in the recipe
+    return time.perf_counter() - start, val
+
+
+def minitf_train(target: float, log, steps: int | None = None) -> dict:
+    """`minitf --data shakespeare` then `:train` (steps=N if given): wall time, evaluations, when target was met."""
+    from minitf_repl.session import Session
+
+    session = Session(data_spec="shakespeare")
+    if steps is not None:
+        session.set_train_config(session.train_config.replace(steps=steps))
+    trainer, config = session.trainer, session.train_config
+    log(f"  minitf: {config.steps} steps, batch {config.batch_size}, lr {config.lr:g}, {config.optimizer}, "
+        f"warm-up {config.warmup_steps}, floor {config.min_lr_ratio:g} x lr, eval every {config.eval_every}")
+    reached, start = None, time.perf_counter()
+
+    def on_step(info) -> None:
+        nonlocal reached
+        if info.val_loss is not None:
+            seconds = time.perf_counter() - start
+            log(f"  minitf step {info.step:5d}  train {info.train_loss:.4f}  val {info.val_loss:.4f}  {seconds:6.1f} s")
+            if reached is None and info.val_loss <= target:
+                reached = (info.step, seconds)
+
+    summary = trainer.run(on_step=on_step)
+    return dict(seconds=time.perf_counter() - start, val=summary.val_loss, reached=reached)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--file", default=str(DEFAULT_FILE))
-    p.add_argument("--target", type=float, default=1.89)
-    p.add_argument("--max-steps", type=int, default=5000)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--attention", default="explicit", choices=["explicit", "sdpa"])
-    args = p.parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--file", type=Path, default=SHAKESPEARE)
+    parser.add_argument("--target", type=float, default=1.88)
+    parser.add_argument("--steps", type=int, default=None, help="also a minitf run of this many steps")
+    parser.add_argument("--skip-nanogpt", action="store_true")
+    args = parser.parse_args()
+    if not args.file.is_file() or not NANOGPT.is_file():
+        print(f"skipped: needs {args.file} and {NANOGPT} (a user's clone has no ../shared)")
+        return
+    cache = Path(tempfile.mkdtemp(prefix="minitf-bench-"))  # `shakespeare` then loads without a download
+    (cache / "tinyshakespeare.txt").symlink_to(args.file.resolve())
+    os.environ["MINITF_CACHE_DIR"] = str(cache)
 
-    corpus = TextCorpus("shakespeare", read_text_file(args.file), "tiny Shakespeare")
-    torch.manual_seed(1337)
-    cfg = ModelConfig(vocab_size=corpus.tokenizer.vocab_size, max_seq_len=64, d_model=128, n_heads=4,
-                      n_layers=4, d_ff=512, attention=args.attention)
-    model = MiniTransformerLM(cfg)
-    train = TrainConfig(steps=args.max_steps, batch_size=args.batch, lr=args.lr, eval_every=args.eval_every)
-    trainer = Trainer(model, corpus, train)
-    print(f"{model.num_parameters():,} parameters, batch {args.batch}, lr {args.lr}, {args.attention} attention, "
-          f"{torch.get_num_threads()} threads; cosine schedule over {args.max_steps} steps")
-    start = time.perf_counter()
-    reached = {}
+    def log(line: str) -> None:
+        print(line, flush=True)
 
-    def on_step(info):
-        if info.val_loss is None:
-            return
-        print(f"step {info.step:5d}  train {info.train_loss:.3f}  val {info.val_loss:.3f}  "
-              f"lr {info.lr:.2e}  {info.tokens_per_second:7.0f} tok/s  {time.perf_counter() - start:6.1f} s", flush=True)
-        if info.val_loss <= args.target and not reached:
-            reached.update(step=info.step, seconds=time.perf_counter() - start, val=info.val_loss)
-
-    trainer.run(on_step=on_step, should_stop=lambda: bool(reached))
-    if reached:
-        print(f"reached val loss {reached['val']:.3f} <= {args.target} at step {reached['step']} "
-              f"after {reached['seconds']:.1f} s wall time")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    ours = minitf_train(args.target, log)
+    if ours["reached"]:
+        print(f"minitf :train reached val {args.target} at step {ours['reached'][0]} after {ours['reached'][1]:.1f} s; "
+              f"the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")
     else:
-        print(f"did not reach {args.target} in {args.max_steps} steps")
+        print(f"minitf :train ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s without reaching {args.target}")
+    if not args.skip_nanogpt:
+        seconds, val = nanogpt_recipe(args.file.read_text("utf-8"), log)
+        print(f"nanoGPT's CPU recipe: {seconds:.1f} s, val {val:.4f} at iteration 2000")
+        if ours["reached"]:
+            print(f"minitf reached {args.target} in {ours['reached'][1] / seconds:.2f} of nanoGPT's wall time "
+                  f"(its whole :train: {ours['seconds'] / seconds:.2f})")
+    if args.steps:
+        longer = minitf_train(args.target, log, steps=args.steps)
+        print(f"minitf, {args.steps} steps under the recipe: val {longer['val']:.4f} after {longer['seconds']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -334,3 +334,25 @@ def test_set_optimizer_rejects_an_unknown_name():
 
     with pytest.raises(UserError, match="optimizer must be one of adamw, muon"):
         parse_line(":set optimizer=sgd", REGISTRY)
+
+
+def test_batched_muon_takes_torch_muons_steps():
+    """BatchedMuon orthogonalises same-shaped matrices together; the update must stay torch.optim.Muon's."""
+    from minitf_repl.core.optimizers import BatchedMuon
+
+    torch.manual_seed(0)
+    shapes = [(16, 16), (16, 16), (64, 16), (16, 64), (64, 16)]
+    ours = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    kw = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    a, b = BatchedMuon(ours, **kw), torch.optim.Muon(theirs, **kw)
+    for _ in range(3):
+        grads = [torch.randn(s) for s in shapes]
+        for p, q, g in zip(ours, theirs, grads):
+            p.grad, q.grad = g.clone(), g.clone()
+        a.step(), b.step()
+    for p, q in zip(ours, theirs):
+        torch.testing.assert_close(a.state[p]["momentum_buffer"], b.state[q]["momentum_buffer"])
+        # bfloat16 Newton-Schulz: batched and single products round differently, by far less than a step
+        torch.testing.assert_close(p, q, atol=2e-3, rtol=0)
+    assert a.state_dict()["param_groups"][0].keys() == b.state_dict()["param_groups"][0].keys()
