@@ -140,7 +140,6 @@ class SetResult:
     changed: dict  # key -> (old, new), only the values that changed
     rebuilt: bool  # the model was rebuilt: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
-    recipe: dict = field(default_factory=dict)  # core.recipes: {setting: (before, after)} that followed the data
     preset: str | None = None  # the preset the model settings now match, if any
 
 

@@ -82,8 +82,8 @@ def test_shapes_device_config_params_data_set():
     assert result.exit_code == 0 and "total" in result.stdout and "counted once" in result.stdout
     result = invoke("--data", "reverse:4", "data")
     assert result.exit_code == 0 and "reverse 4 digits" in result.stdout
-    result = invoke("set", "n_layers=2", "lr=0.01")
-    assert result.exit_code == 0 and "n_layers: 4 -> 2" in result.stdout and "lr: 0.003 -> 0.01" in result.stdout
+    result = invoke("set", "n_layers=2", "lr=0.02")
+    assert result.exit_code == 0 and "n_layers: 4 -> 2" in result.stdout and "lr: 0.01 -> 0.02" in result.stdout
 
 
 def test_user_errors_are_one_line_exit_1():

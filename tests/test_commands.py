@@ -488,12 +488,12 @@ def test_set_changes_and_reports():
     s = tiny_session()
     s.model
     hooks = Recorder()
-    result = run(s, ":set lr=0.01 top_k=5 gen_seed=3 n_layers=2", hooks)
+    result = run(s, ":set lr=0.02 top_k=5 gen_seed=3 n_layers=2", hooks)
     assert isinstance(result, SetResult) and result.rebuilt
-    assert result.changed == {"lr": (3e-3, 0.01), "top_k": (None, 5), "gen_seed": (None, 3), "n_layers": (1, 2)}
-    assert s.model.config.n_layers == 2 and s.trainer.config.lr == 0.01 and s.gen_config.gen_seed == 3
+    assert result.changed == {"lr": (1e-2, 0.02), "top_k": (None, 5), "gen_seed": (None, 3), "n_layers": (1, 2)}
+    assert s.model.config.n_layers == 2 and s.trainer.config.lr == 0.02 and s.gen_config.gen_seed == 3
     assert hooks.notices == [] and result.kept is None  # said once, by the result; step 0 is not kept
-    cleared = run(s, ":set top_k=none lr=0.01")
+    cleared = run(s, ":set top_k=none lr=0.02")
     assert cleared.changed == {"top_k": (5, None)} and not cleared.rebuilt and s.gen_config.top_k is None
 
 
@@ -531,7 +531,7 @@ def test_run_command_takes_shell_style_args():
     result = run_command(s, "train", {"steps": "2", "eval-every": "1", "lr": None, "data": None}, Recorder())
     assert result.steps == 2 and s.train_config.eval_every == 1
     assert run_command(s, "gen", {"prompt": "1", "n": 3, "cache": "off"}).n_tokens == 3
-    assert run_command(s, "set", {"lr": "0.02", "d_model": None}).changed == {"lr": (3e-3, 0.02)}
+    assert run_command(s, "set", {"lr": "0.02", "d_model": None}).changed == {"lr": (1e-2, 0.02)}
     with pytest.raises(UserError, match="unknown option 'stpes'"):
         run_command(s, "train", {"stpes": 5})
     with pytest.raises(UserError, match="steps must be a whole number"):

@@ -86,7 +86,9 @@ def trainer_for(**train):
     torch.manual_seed(0)
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, max_seq_len=16, d_model=32,
                                           n_heads=4, n_layers=2, d_ff=64))
-    return Trainer(model, data, TrainConfig(steps=6, batch_size=8, eval_every=100, eval_batches=1, **train))
+    # AdamW: Muon's bfloat16 Newton-Schulz would blur a float32 comparison of the two paths
+    return Trainer(model, data, TrainConfig(steps=6, batch_size=8, eval_every=100, eval_batches=1, optimizer="adamw",
+                                            **train))
 
 
 def test_trainer_steps_through_the_fast_path_unless_off_or_listened(monkeypatch):
@@ -115,4 +117,9 @@ def test_fast_and_readable_training_runs_agree():
     for a, b in zip(fast.history, readable.history):
         assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
     for (name, p), q in zip(fast.model.named_parameters(), readable.model.parameters()):
+        if name.endswith("k_proj.bias"):
+            # Adding b to every key adds q.b to every score of a row: softmax ignores it, so this
+            # gradient is zero up to rounding, and AdamW, which divides by the gradient's own size,
+            # turns each path's rounding noise into full steps of lr in random directions.
+            continue
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4, msg=name)

@@ -233,7 +233,8 @@ def test_lr_so_high_that_the_loss_becomes_nan():
     assert line.startswith("error: the loss became nan at step") or line.startswith("error: the loss became inf")
     assert "back at step 3, where this training began" in line
     # The fix is a rate known to work (the one :train steps=3 used), phrased in the REPL's syntax.
-    assert line.endswith("Lower the learning rate (1e+09 diverged; 0.003 trained here without diverging) (:set lr=0.003)")
+    lr = s.train_config.lr
+    assert line.endswith(f"Lower the learning rate (1e+09 diverged; {lr:g} trained here without diverging) (:set lr={lr:g})")
     assert_unchanged(s, before)
     assert s.trainer.step == 3 and s.status().step == 3 and s.trainer.history == history
     assert torch.equal(s.trainer.generator.get_state(), generator_state)
@@ -341,12 +342,12 @@ def test_a_bad_history_file(monkeypatch, tmp_path, kind):
     else:
         path.write_bytes(b"\xff" * 100)
     monkeypatch.setenv("MINITF_HISTORY", str(path))
-    code, out, err = run_prompt(":config\r:set lr=0.01\r:q\r", lab())
-    assert code == 0 and "d_model" in out and "lr: 0.003 -> 0.01" in out
+    code, out, err = run_prompt(":config\r:set lr=0.02\r:q\r", lab())
+    assert code == 0 and "d_model" in out and "lr: 0.01 -> 0.02" in out
     assert "Traceback" not in out + err
     if kind in ("corrupt", "unreadable bytes then a write"):
         assert err == ""
-        assert "+:set lr=0.01" in path.read_bytes().decode("utf-8", "replace")  # it still records
+        assert "+:set lr=0.02" in path.read_bytes().decode("utf-8", "replace")  # it still records
     else:
         lines = err.splitlines()
         assert len(lines) == 1 and lines[0].startswith("warning: cannot use history file"), err

@@ -46,10 +46,9 @@ def names_of(model, params) -> set[str]:
 
 
 # --- adamw: exactly today's optimizer ------------------------------------------------------------------
-def test_adamw_is_the_default_and_is_todays_optimizer():
+def test_adamw_splits_matrices_from_gains_and_biases():
     model = model_of()
-    config = TrainConfig()
-    assert config.optimizer == "adamw"
+    config = TrainConfig(optimizer="adamw")
     opt = make_optimizer(model, config)
     assert type(opt) is torch.optim.AdamW
     decay, no_decay = opt.param_groups
@@ -310,7 +309,8 @@ class Notices(Reporter):
 
 def test_set_optimizer_on_a_trained_model_takes_effect_and_keeps_the_weights():
     s = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=48, max_seq_len=16),
-                TrainConfig(steps=4, batch_size=4, eval_every=4, eval_batches=1), data_spec="sort:4", device_name="cpu")
+                TrainConfig(steps=4, batch_size=4, eval_every=4, eval_batches=1, optimizer="adamw"), data_spec="sort:4",
+                device_name="cpu")
     run_command(s, "train", {"steps": "3"})
     model, trainer, kept = s.model, s.trainer, weights(s.trainer)
     notices = Notices()

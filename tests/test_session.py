@@ -27,7 +27,9 @@ def test_defaults_match_the_documented_settings():
     assert (s.model_config.n_layers, s.model_config.n_heads, s.model_config.d_model) == (4, 4, 128)
     assert (s.model_config.d_ff, s.model_config.max_seq_len, s.model_config.dropout) == (512, 64, 0.0)
     assert s.model_config.attention == "explicit"
-    assert (s.train_config.steps, s.train_config.batch_size, s.train_config.lr) == (600, 32, 3e-3)
+    # pydoc's recipe (core/recipes.py, bench/recipes.py)
+    assert (s.train_config.steps, s.train_config.batch_size, s.train_config.lr) == (600, 16, 1e-2)
+    assert (s.train_config.optimizer, s.train_config.warmup_steps) == ("muon", 10)
     assert s.train_config.eval_every == 100
     assert s.gen_config == GenConfig(n=200, temperature=0.8, top_k=None, top_p=None, gen_seed=None, cache=True)
     assert (s.data_spec, s.device_name, s.autosave) == ("pydoc", "auto", True)
@@ -131,10 +133,10 @@ def test_setting_an_unchanged_config_rebuilds_nothing():
 def test_train_config_changes_reach_the_trainer():
     s = tiny_session()
     trainer = s.trainer
-    s.set_train_config(s.train_config.replace(lr=0.01, weight_decay=0.5, seed=3))
-    assert trainer.config is s.train_config and trainer.config.lr == 0.01
-    assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.5
-    assert trainer.optimizer.param_groups[1]["weight_decay"] == 0.0
+    s.set_train_config(s.train_config.replace(lr=0.02, weight_decay=0.5, seed=3))
+    assert trainer.config is s.train_config and trainer.config.lr == 0.02
+    for group in trainer.optimizer.param_groups:  # matrices decay; gains and biases never do
+        assert group["weight_decay"] == (0.5 if group["params"][0].dim() == 2 else 0.0)
     assert torch.equal(trainer.generator.get_state(), torch.Generator().manual_seed(3).get_state())
 
 

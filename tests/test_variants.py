@@ -412,10 +412,15 @@ def test_a_tiny_modern_model_learns_to_sort():
                          d_ff=128, pos_encoding="rope", norm="rmsnorm", activation="swiglu", n_kv_heads=2, bias=False,
                          tie_embeddings=False, n_experts=2, experts_per_token=1)
     model = MiniTransformerLM(config)
-    trainer = Trainer(model, data, TrainConfig(steps=250, batch_size=32, eval_every=250, lr=3e-3))
+    trainer = Trainer(model, data, TrainConfig(steps=250, batch_size=32, eval_every=250, lr=3e-3, **ADAMW_BEFORE))
     summary = trainer.run()
     assert summary.accuracy >= 0.9, summary  # 0.936 measured (seed 1337, one thread)
     assert model.moe_stats().aux_loss is not None
+
+
+# The optimizer and schedule these learning checks were measured with (the defaults before Muon became
+# the default, issue #11): each variant's rate below is AdamW's.
+ADAMW_BEFORE = dict(optimizer="adamw", warmup_steps=30)
 
 
 def _sort_lr(changes: dict) -> float:
@@ -440,7 +445,7 @@ def test_every_variant_learns_to_sort(changes):
     data = load_data("sort")
     torch.manual_seed(1337)
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, **changes))
-    summary = Trainer(model, data, TrainConfig(eval_every=300, lr=_sort_lr(changes))).run()
+    summary = Trainer(model, data, TrainConfig(eval_every=300, batch_size=32, lr=_sort_lr(changes), **ADAMW_BEFORE)).run()
     assert summary.accuracy >= 0.99, summary
 
 

@@ -638,6 +638,9 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     path = _checkpoint_path(directory, name)
     for attempt in range(3):
         manifest, raw = _read_manifest(path)
+        # Settings a checkpoint predates keep the value it trained with, not today's default: before
+        # `optimizer` existed every run was AdamW (the default is Muon now).
+        manifest["trainer"]["train_config"].setdefault("optimizer", "adamw")
         config = _check_manifest_values(path, manifest)  # before the data files: they are read within its bounds
         limits = _size_limits(config)
         try:

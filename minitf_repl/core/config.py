@@ -291,14 +291,15 @@ class TrainConfig(Settings):
     kind = "training"
 
     steps: int = setting(600, "length of a run", low=1, limit=10_000_000)
-    batch_size: int = setting(32, "sequences per step", low=1, limit=4096, aliases=("batch",))
+    # The defaults are the built-in data's recipe (core/recipes.py; tuning runs in bench/recipes.py).
+    batch_size: int = setting(16, "sequences per step", low=1, limit=4096, aliases=("batch",))
     # core/optimizers.py explains both; muon's lr is scaled so that one lr means the same step size for both.
-    optimizer: str = setting("adamw", "adamw: AdamW for every weight; muon: Muon (orthogonalised momentum) for the "
+    optimizer: str = setting("muon", "adamw: AdamW for every weight; muon: Muon (orthogonalised momentum) for the "
                              "matrices inside the blocks, AdamW for the rest; a change keeps the weights and "
                              "restarts the optimizer's memory", choices=OPTIMIZERS)
-    lr: float = setting(3e-3, "peak learning rate", low=0.0, low_open=True)
+    lr: float = setting(1e-2, "peak learning rate", low=0.0, low_open=True)
     min_lr_ratio: float = setting(0.1, "the cosine decays to lr * min_lr_ratio", low=0.0, high=1.0)
-    warmup_steps: int = setting(30, "steps of linear warm-up", low=0, limit=10_000_000)
+    warmup_steps: int = setting(10, "steps of linear warm-up", low=0, limit=10_000_000)
     weight_decay: float = setting(0.01, "weight decay on matrices (AdamW's and Muon's alike)", low=0.0)
     grad_clip: float = setting(1.0, "max global gradient norm (0: off)", low=0.0)
     eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000)

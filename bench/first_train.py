@@ -1,0 +1,67 @@
+"""The first `:train` a user runs (default model, built-in pydoc data), before and after issue #11.
+
+One process, the two runs one after the other (then again with --repeats 2, alternating):
+    before   the previous defaults: the readable forward (explicit attention, every probe called),
+             AdamW stepping tensor by tensor, lr 3e-3, warm-up 30, 600 steps, batch 32
+    now      TrainConfig's defaults (core/recipes.py: pydoc's recipe): the fast path, fused AdamW
+             or Muon, whatever the recipe says
+For each: the wall time of the run (evaluations included), the final validation loss, and a
+400-character sample (temperature 0.8, seed 0) with the share of its words that occur in the data.
+
+    python bench/first_train.py [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from minitf_repl.core import optimizers
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.data import load_data
+from minitf_repl.core.generate import generate
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.train import Trainer
+
+BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size=32, fast_path=False)
+
+
+def first_train(data, before: bool) -> dict:
+    config = TrainConfig().replace(**BEFORE) if before else TrainConfig()
+    optimizers.FUSED_ADAMW = not before  # before: torch's AdamW tensor by tensor
+    try:
+        torch.manual_seed(config.seed)
+        model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size))
+        trainer = Trainer(model, data, config)
+        start = time.perf_counter()
+        summary = trainer.run()
+        seconds = time.perf_counter() - start
+    finally:
+        optimizers.FUSED_ADAMW = True
+    text = data.tokenizer.decode(generate(model, data.tokenizer.encode("The "), 400, temperature=0.8, seed=0))
+    words = [w.strip(".,:;()\"'") for w in text.split()]
+    known = set(data.text.split())
+    share = sum(w in known for w in words) / max(len(words), 1)
+    return dict(seconds=seconds, val=summary.val_loss, text=text, words=share, config=config)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1)
+    args = parser.parse_args()
+    data = load_data("pydoc")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; pydoc, default model")
+    for _ in range(args.repeats):
+        for label, before in (("before", True), ("now", False)):
+            r = first_train(data, before)
+            c = r["config"]
+            print(f"{label:6s} {c.steps} steps, batch {c.batch_size}, {c.optimizer} lr {c.lr:g}, "
+                  f"fast_path={'on' if c.fast_path else 'off'}: val {r['val']:.4f} in {r['seconds']:.1f} s; "
+                  f"{r['words']:.0%} of the sample's words are in the data", flush=True)
+            print("       " + r["text"][:200].replace("\n", " "))
+
+
+if __name__ == "__main__":
+    main()
