@@ -6,10 +6,12 @@ CUDA, so the plain loop here), forward, backward, gradient clipping at 1.0, step
 are `Trainer` steps, what `:train` runs (the same settings: lr 1e-3, betas 0.9/0.99, weight decay
 0.1, clipping at 1.0), bookkeeping included (loss and norm read back, the step's undo record, the
 history):
-    minitf :train           the defaults: core.fastpath + fused AdamW
+    minitf :train           the training step's defaults: core.fastpath + fused AdamW
     minitf readable         fast_path=off: the readable model's forward (explicit attention)
     minitf compile=on       the fast path through torch.compile (first step compiles, timed apart)
     minitf bfloat16         dtype=bfloat16 autocast (not the same numbers: a row for comparison)
+    minitf bf16+compile     both
+    minitf muon             the fast path with Muon instead of AdamW (what the default optimizer costs per step)
 Rows alternate chunk by chunk so that a busy machine slows them alike; the table gives medians,
 the ratio to nanoGPT, and model FLOPs utilisation against this machine's float32 matmul peak,
 measured in the same run (a 1024 x 1024 product; nanoGPT's FLOPs-per-token formula for all rows).
@@ -78,6 +80,7 @@ def minitf_step(size: dict, **train):
     torch.manual_seed(0)
     model = MiniTransformerLM(ModelConfig(vocab_size=size["V"], max_seq_len=size["T"], d_model=size["d"],
                                           n_heads=size["H"], n_layers=size["L"], d_ff=4 * size["d"]))
+    train = {"optimizer": "adamw", **train}  # AdamW like nanoGPT's, unless a row says otherwise
     config = TrainConfig(batch_size=size["B"], lr=1e-3, weight_decay=0.1, grad_clip=1.0, warmup_steps=0,
                          eval_every=10**9, **train)
     trainer = Trainer(model, RandomTokens(size["V"]), config)
@@ -118,7 +121,8 @@ def main() -> None:
             "minitf readable": minitf_step(size, fast_path=False),
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf bfloat16": minitf_step(size, dtype="bfloat16"),
-            "minitf bf16+compile": minitf_step(size, dtype="bfloat16", compile=True)}
+            "minitf bf16+compile": minitf_step(size, dtype="bfloat16", compile=True),
+            "minitf muon": minitf_step(size, optimizer="muon")}
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}

@@ -15,7 +15,7 @@ It prints both loss tables, the wall times, when minitf first reached --target (
 what fraction of nanoGPT's wall time that is. --steps N adds a minitf run of N steps under the same
 recipe otherwise (the lowest validation loss after 2000 steps, say).
 
-    python bench/shakespeare.py [--target 1.88] [--steps 2000] [--skip-nanogpt]
+    python bench/shakespeare.py [--target 1.88] [--steps 2000] [--repeats 2] [--skip-nanogpt]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import math
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -117,6 +118,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=1.88)
     parser.add_argument("--steps", type=int, default=None, help="also a minitf run of this many steps")
     parser.add_argument("--skip-nanogpt", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1, help="alternated pairs of runs")
     args = parser.parse_args()
     if not args.file.is_file() or not NANOGPT.is_file():
         print(f"skipped: needs {args.file} and {NANOGPT} (a user's clone has no ../shared)")
@@ -129,18 +131,25 @@ def main() -> None:
         print(line, flush=True)
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    ours = minitf_train(args.target, log)
-    if ours["reached"]:
-        print(f"minitf :train reached val {args.target} at step {ours['reached'][0]} after {ours['reached'][1]:.1f} s; "
-              f"the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")
-    else:
-        print(f"minitf :train ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s without reaching {args.target}")
-    if not args.skip_nanogpt:
+    ratios = []
+    for _ in range(args.repeats):  # alternated, so that a machine slowing down slows both
+        ours = minitf_train(args.target, log)
+        if ours["reached"]:
+            print(f"minitf :train reached val {args.target} at step {ours['reached'][0]} after "
+                  f"{ours['reached'][1]:.1f} s; the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")
+        else:
+            print(f"minitf :train ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s without reaching "
+                  f"{args.target}")
+        if args.skip_nanogpt:
+            continue
         seconds, val = nanogpt_recipe(args.file.read_text("utf-8"), log)
         print(f"nanoGPT's CPU recipe: {seconds:.1f} s, val {val:.4f} at iteration 2000")
         if ours["reached"]:
-            print(f"minitf reached {args.target} in {ours['reached'][1] / seconds:.2f} of nanoGPT's wall time "
+            ratios.append(ours["reached"][1] / seconds)
+            print(f"minitf reached {args.target} in {ratios[-1]:.2f} of nanoGPT's wall time "
                   f"(its whole :train: {ours['seconds'] / seconds:.2f})")
+    if len(ratios) > 1:
+        print(f"median over {len(ratios)} alternated pairs: {statistics.median(ratios):.2f} of nanoGPT's wall time")
     if args.steps:
         longer = minitf_train(args.target, log, steps=args.steps)
         print(f"minitf, {args.steps} steps under the recipe: val {longer['val']:.4f} after {longer['seconds']:.1f} s")
