@@ -278,13 +278,14 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
     changes = {key: args[key] for key in _TRAIN_OPTIONS if args[key] is not None}
     spec = args["data"].strip() if args["data"] is not None else None
-    train_config = session.train_config
-    if spec is not None:  # the new data's recipe first (core.recipes), this command's options over it
-        train_config, recipe_changes = switch_recipe(train_config, session.data_spec, spec)
-    train_config = train_config.replace(**changes) if changes else train_config
     new_data = _load_checked(session, spec) if spec is not None else None
-    if new_data is None:
+    if new_data is None:  # loads the session's data now: a file that is known data brings its recipe first
         session.data.check_fits(session.model_config.max_seq_len)
+    train_config = session.train_config
+    if new_data is not None:  # the new data's recipe first (core.recipes), this command's options over it
+        current = session.loaded_data.name if session.loaded_data is not None else session.data_spec
+        train_config, recipe_changes = switch_recipe(train_config, current, new_data.name)
+    train_config = train_config.replace(**changes) if changes else train_config
     model_config = session.model_config
     if new_data is not None:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)

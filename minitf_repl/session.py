@@ -87,6 +87,9 @@ class Session:
             data = load_data(self.data_spec)
             self._data = data
             self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
+            # A file can turn out to be known data (a local copy of tiny Shakespeare): its recipe then.
+            config, _ = switch_recipe(self.train_config, self.data_spec, data.name)
+            self.set_train_config(config)
         return self._data
 
     @property
@@ -158,7 +161,8 @@ class Session:
         training settings follow the new data's recipe where they still hold the old one's
         (core.recipes): {setting: (before, after)} for each that moved.
         """
-        config, recipe_changes = switch_recipe(self.train_config, self.data_spec, spec)
+        current = self._data.name if self._data is not None else self.data_spec
+        config, recipe_changes = switch_recipe(self.train_config, current, data.name)
         rebuilt = False
         if self._model is not None:
             if data.tokenizer.itos != self._data.tokenizer.itos:

@@ -108,3 +108,29 @@ def test_train_with_data_takes_the_recipe_then_its_own_options(fake_shakespeare)
         if key in recipes.RECIPES["shakespeare"]:
             assert getattr(s.train_config, key) == recipe[key]
     assert any("recipe for shakespeare" in line for line in hooks.notices)
+
+
+SHAKESPEARE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.mark.skipif(not SHAKESPEARE.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
+def test_a_local_copy_of_shakespeare_is_shakespeare_and_takes_its_recipe():
+    """Offline, a user gives tiny Shakespeare by path: it is recognised by its SHA-256, recipe included."""
+    from minitf_repl.core.data import load_data
+
+    assert load_data(str(SHAKESPEARE)).name == "shakespeare"
+    s = Session(ModelConfig(**TINY), data_spec=str(SHAKESPEARE), device_name="cpu")
+    assert s.train_config == TrainConfig()  # not known before the file is read
+    s.data
+    assert dataclasses.asdict(s.train_config) == recipes.recipe("shakespeare")
+    other = Session(ModelConfig(**TINY), device_name="cpu")
+    result = run(other, f":data {SHAKESPEARE}")
+    assert result.recipe and dataclasses.asdict(other.train_config) == recipes.recipe("shakespeare")
+
+
+def test_a_file_is_its_own_data_with_the_default_recipe(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("some notes of mine, " * 50, encoding="utf-8")
+    s = Session(ModelConfig(**TINY), device_name="cpu")
+    result = run(s, f":data {path}")
+    assert result.recipe == {} and s.train_config == TrainConfig()
