@@ -438,6 +438,19 @@ def _sort_lr(changes: dict) -> float:
     return 3e-3 if positions == "learned" else 1e-3
 
 
+def _sort_settings(changes: dict) -> dict:
+    """AdamW at `_sort_lr`, batch 32, warm-up 30 (the settings measured above), except sinusoidal.
+
+    Since training takes the fast path (issue #11: the same function, other rounding), sinusoidal
+    positions at AdamW 1e-3 ended at 0.982 and at 2e-3 at 0.992; under today's defaults (Muon, lr 1e-2,
+    batch 16) at 0.998, so they learn with the defaults. The defaults do not suit every variant:
+    without positions 0.900, post-LN 0.956, qk_norm 0.982 (measured in the same session).
+    """
+    if changes.get("pos_encoding") == "sinusoidal" and len(changes) == 1:
+        return {}
+    return dict(batch_size=32, lr=_sort_lr(changes), **ADAMW_BEFORE)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("changes", SWITCHES + PRESET_CONFIGS, ids=[label(c) for c in SWITCHES + PRESET_CONFIGS])
 def test_every_variant_learns_to_sort(changes):
@@ -445,7 +458,7 @@ def test_every_variant_learns_to_sort(changes):
     data = load_data("sort")
     torch.manual_seed(1337)
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, **changes))
-    summary = Trainer(model, data, TrainConfig(eval_every=300, batch_size=32, lr=_sort_lr(changes), **ADAMW_BEFORE)).run()
+    summary = Trainer(model, data, TrainConfig(eval_every=300, **_sort_settings(changes))).run()
     assert summary.accuracy >= 0.99, summary
 
 
