@@ -41,7 +41,13 @@ def parse_grid(text: str) -> list[dict]:
     for item in text.split():
         key, values = item.split("=", 1)
         kind = type(getattr(TrainConfig(), key))
-        axes.append([(key, v if kind is str else kind(float(v)) if kind is int else kind(v)) for v in values.split(",")])
+
+        def value(text: str, kind=kind):
+            if kind is bool:
+                return text.lower() in ("1", "true", "on", "yes")
+            return text if kind is str else kind(float(text)) if kind is int else kind(text)
+
+        axes.append([(key, value(v)) for v in values.split(",")])
     return [dict(combo) for combo in itertools.product(*axes)] if axes else [{}]
 
 
