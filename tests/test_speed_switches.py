@@ -127,6 +127,19 @@ def test_compile_trains_the_same_losses_and_times_the_compile_apart(fast_compile
     assert second.compile_seconds is None and second.compiled  # compiled once per trainer
 
 
+def test_a_listener_after_compiling_is_heard_not_bypassed(fast_compile):
+    """compile=on compiled the fast path; a hook put on the model later must see the training forward."""
+    t = trainer(compile=True, steps=4)
+    t.run(should_stop=lambda: t.step >= 1)  # compiles the fast path
+    heard = []
+    handle = t.model.blocks[0].attn.hook_weights.register_forward_hook(lambda m, i, o: heard.append(m.training))
+    t.run(should_stop=lambda: t.step >= 2)
+    handle.remove()
+    assert heard.count(True) == 1  # the one training step ran the readable model
+    t.run()  # no listener: the fast path again, compiled anew
+    assert heard.count(True) == 1 and t.step == 4
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not any(shutil.which(c) for c in precision.COMPILERS), reason="no C++ compiler for inductor")
 def test_compile_with_inductor_trains_the_same_losses():

@@ -101,6 +101,7 @@ class Trainer:
         self.run_constant_lr: float | None = None  # None: warm-up + cosine; else this rate throughout
         self.history: list[dict] = []
         self._compiled = None  # torch.compile(model), made on the first step with config.compile
+        self._compiled_from = None  # the module _compiled wraps (the fast path or the model)
         self._compile_pending = False  # the next compiled step compiles: timed apart
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
@@ -326,7 +327,12 @@ class Trainer:
         eager = self._eager_forward()
         if not self.config.compile or self._compile_failed is not None:
             return eager
+        if self._compiled is not None and self._compiled_from is not eager:
+            # The path changed since it was compiled (fast_path switched, or a hook now listens and
+            # the readable model must run): compile what runs now, never the other path.
+            self._compiled = None
         if self._compiled is None:
+            self._compiled_from = eager
             self._compiled, why = compile_module(eager)  # under DDP: compile the wrapper (torch's advice)
             if self._compiled is None:
                 self._compile_failed = why
