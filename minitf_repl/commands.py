@@ -663,7 +663,8 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
     from .core.sizes import kv_cache_bytes_per_token
 
-    ledger = cost_ledger(model, batch_size=session.train_config.batch_size).to_dict()
+    ledger = cost_ledger(model, batch_size=session.train_config.batch_size,
+                         optimizer=session.train_config.optimizer).to_dict()
     config = model.config
     per_token = kv_cache_bytes_per_token(config)
     kv_cache = {"bytes_per_token": per_token, "kv_heads": config.kv_heads, "n_heads": config.n_heads,

@@ -173,7 +173,7 @@ def test_activation_memory_matches_what_the_forward_keeps(attention, dropout):
         out[1].backward()
         optimizer.step()
     _, step_peak = allocation_stream(prof)
-    budget = ledger.grad_bytes + ledger.adamw_bytes + ledger.activation_bytes
+    budget = ledger.grad_bytes + ledger.optimizer_bytes + ledger.activation_bytes
     assert 0.5 < (kept + step_peak) / budget < 1.1, (kept + step_peak, budget)
 
 
@@ -181,8 +181,8 @@ def test_memory_parts_follow_the_parameter_count():
     model = make_model()
     ledger = cost_ledger(model, 3, 7)
     n = model.num_parameters()
-    assert ledger.weight_bytes == ledger.grad_bytes == 4 * n and ledger.adamw_bytes == 8 * n
-    assert ledger.total_bytes == ledger.weight_bytes + ledger.grad_bytes + ledger.adamw_bytes + ledger.activation_bytes
+    assert ledger.weight_bytes == ledger.grad_bytes == 4 * n and ledger.optimizer_bytes == 8 * n
+    assert ledger.total_bytes == ledger.weight_bytes + ledger.grad_bytes + ledger.optimizer_bytes + ledger.activation_bytes
     longer = cost_ledger(model, 3, 14)
     assert longer.activation_bytes > 2 * ledger.activation_bytes  # the T x T pattern grows faster than T
 
@@ -197,3 +197,23 @@ def test_defaults_and_bad_sizes():
     import json
 
     json.dumps(cost_ledger(model, 2).to_dict())
+
+
+def test_muon_keeps_one_buffer_per_hidden_matrix_entry():
+    """The optimizer row counts what the optimizer really holds after a step, for either kind."""
+    import torch
+
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.core.ledger import cost_ledger
+    from minitf_repl.core.model import MiniTransformerLM
+    from minitf_repl.core.optimizers import make_optimizer
+
+    model = MiniTransformerLM(ModelConfig(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=2, d_ff=24))
+    for kind in ("adamw", "muon"):
+        optimizer = make_optimizer(model, TrainConfig(optimizer=kind))
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer.step()
+        held = sum(v.numel() * v.element_size() for state in optimizer.state.values()
+                   for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+        assert cost_ledger(model, batch_size=2, optimizer=kind).optimizer_bytes == held, kind

@@ -241,9 +241,12 @@ def test_params_ledger(trained):
     assert r.ledger["batch_size"] == 4
     out = text_of(r)
     for words in ("token_embedding", "blocks.0", "attn", "blocks.1", "same as blocks.0", "forward, per token",
-                  "training, per step", "6N rule", "AdamW state", "activations", "tied to token_embedding"):
+                  "training, per step", "6N rule", f"{ {'adamw': 'AdamW', 'muon': 'Muon'}[trained.train_config.optimizer]} state",
+                  "activations", "tied to token_embedding"):
         assert words in out, words
     assert all(len(line) <= 80 for line in out.splitlines())
+    run_command(trained, "set", {"optimizer": "adamw" if trained.train_config.optimizer == "muon" else "muon"})
+    assert ("Muon state" in text_of(run_command(trained, "params", {}))) != ("Muon state" in out)
     everything = text_of(run_command(trained, "params", {"all": True}))
     assert "blocks.1.attn.q_proj.weight" in everything and "counted once" in everything
     json.dumps(to_json(r), allow_nan=False)

@@ -58,9 +58,11 @@ class Ledger:
     # memory in bytes, at the parameters' dtype
     weight_bytes: int
     grad_bytes: int  # one gradient per trainable parameter
-    adamw_bytes: int  # AdamW's two moments per trainable parameter (its step counters are left out)
+    optimizer_bytes: int  # the optimizer's state: AdamW's two moments per parameter, Muon's one momentum per
+    # entry of the matrices it trains (its AdamW part keeps two); step counters are left out
     activation_bytes: int  # what the forward pass keeps for backward at batch_size x seq_len (see below)
     total_bytes: int  # the four above: a training step's memory, give or take transient buffers
+    optimizer: str = "adamw"  # whose state optimizer_bytes counts
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -199,10 +201,11 @@ def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
     return floats
 
 
-def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None) -> Ledger:
+def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, optimizer: str = "adamw") -> Ledger:
     """The parameters, FLOPs and memory of training `model` on batches of batch_size x seq_len tokens.
 
-    seq_len defaults to the context window (max_seq_len), the length training batches have.
+    seq_len defaults to the context window (max_seq_len), the length training batches have;
+    `optimizer` (TrainConfig.optimizer) decides how much state the optimizer keeps per parameter.
     """
     config = model.config
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -224,7 +227,10 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None) -
     forward = linear + attention
     weight_bytes = n_params * nbytes
     grad_bytes = trainable * nbytes
-    adamw_bytes = 2 * trainable * nbytes
+    from .optimizers import hidden_matrices
+
+    muon_entries = sum(p.numel() for _, p in hidden_matrices(model)) if optimizer == "muon" else 0
+    optimizer_bytes = (2 * trainable - muon_entries) * nbytes  # Muon: one buffer where AdamW keeps two
     activation_bytes = tokens * activation_floats_per_token(model, seq_len) * nbytes
     return Ledger(
         batch_size=batch_size,
@@ -239,7 +245,8 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None) -
         six_n_flops_per_step=6 * n_params * tokens,
         weight_bytes=weight_bytes,
         grad_bytes=grad_bytes,
-        adamw_bytes=adamw_bytes,
+        optimizer_bytes=optimizer_bytes,
+        optimizer=optimizer,
         activation_bytes=activation_bytes,
-        total_bytes=weight_bytes + grad_bytes + adamw_bytes + activation_bytes,
+        total_bytes=weight_bytes + grad_bytes + optimizer_bytes + activation_bytes,
     )
