@@ -87,8 +87,8 @@ def minitf_step(size: dict, **train):
     trainer.start_run(10**9)  # never ends here: no end-of-run evaluation
 
     def steps(n: int) -> None:
-        left = [n]
-        trainer.run(should_stop=lambda: not left.__setitem__(0, left[0] - 1) and left[0] < 0)
+        stop_at = trainer.step + n
+        trainer.run(should_stop=lambda: trainer.step >= stop_at)
 
     return steps
 

@@ -22,9 +22,11 @@ from pathlib import Path
 
 import torch
 
-from minitf_repl.core.config import TrainConfig
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
+from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.recipes import switch_recipe
+from minitf_repl.core.train import Trainer
 
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 
@@ -52,10 +54,6 @@ def parse_grid(text: str) -> list[dict]:
 
 
 def train_once(spec: str, changes: dict, target: float, eval_every: int) -> dict:
-    from minitf_repl.core.config import ModelConfig
-    from minitf_repl.core.model import MiniTransformerLM
-    from minitf_repl.core.train import Trainer
-
     data = load_data(spec)
     config, _ = switch_recipe(TrainConfig(), "pydoc", spec)
     config = config.replace(**changes, eval_every=eval_every)

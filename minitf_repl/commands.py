@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
-from .core.recipes import switch_recipe
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
+from .core.recipes import switch_recipe
 from .core.sizes import check_trainable
 from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
@@ -284,7 +284,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     train_config = session.train_config
     if new_data is not None:  # the new data's recipe first (core.recipes), this command's options over it
         current = session.loaded_data.name if session.loaded_data is not None else session.data_spec
-        train_config, recipe_changes = switch_recipe(train_config, current, new_data.name)
+        train_config, _ = switch_recipe(train_config, current, new_data.name)  # checked before anything changes
     train_config = train_config.replace(**changes) if changes else train_config
     model_config = session.model_config
     if new_data is not None:
@@ -300,11 +300,12 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)  # e.g. a read-only folder: say so before training
 
     if new_data is not None:
-        rebuilt, kept, _ = _switch_data(session, spec, new_data)
+        rebuilt, kept, recipe_changes = _switch_data(session, spec, new_data)
         if rebuilt:
             reporter.notice(_rebuilt_line(new_data.tokenizer.vocab_size, kept))
-        if recipe_changes:
-            reporter.notice(recipe_line(spec, recipe_changes))
+        moved = {key: change for key, change in recipe_changes.items() if key not in changes}  # options win
+        if moved:
+            reporter.notice(recipe_line(spec, moved))
     # A diverged run is a failed command, and a failed command loses nothing: the weights of the
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.

@@ -650,11 +650,7 @@ def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
          f"3 x forward x {B}x{T} tokens (6N rule: {_flops(ledger['six_n_flops_per_step'])})")
     _add(costs, "weights", _bytes(ledger["weight_bytes"]), "")
     _add(costs, "gradients", _bytes(ledger["grad_bytes"]), "one per trainable parameter")
-    if ledger.get("optimizer") == "muon":
-        _add(costs, "Muon state", _bytes(ledger["optimizer_bytes"]),
-             "one momentum per entry of the blocks' matrices, AdamW's two moments for the rest")
-    else:
-        _add(costs, "AdamW state", _bytes(ledger["optimizer_bytes"]), "two moments per parameter")
+    _add(costs, f"{ledger['optimizer_label']} state", _bytes(ledger["optimizer_bytes"]), ledger["optimizer_state"])
     _add(costs, "activations", _bytes(ledger["activation_bytes"]), f"kept for backward at batch {B} x {T}")
     _add(costs, "training total", _bytes(ledger["total_bytes"]), "the four above")
     if kv:

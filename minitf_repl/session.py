@@ -21,9 +21,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .core.recipes import switch_recipe
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
+from .core.recipes import switch_recipe
 
 # Model settings that change no weight (declared `in_place` in core.config): the model keeps its weights.
 IN_PLACE = {spec.name for spec in ModelConfig.specs() if spec.in_place}

@@ -110,6 +110,15 @@ def test_train_with_data_takes_the_recipe_then_its_own_options(fake_shakespeare)
     assert any("recipe for shakespeare" in line for line in hooks.notices)
 
 
+def test_train_data_options_are_not_reported_as_the_recipes(fake_shakespeare):
+    s = Session(ModelConfig(**TINY), TrainConfig(steps=3, batch_size=4, eval_every=3, eval_batches=1),
+                device_name="cpu")
+    hooks = Recorder()
+    run(s, ":train data=shakespeare lr=0.001 steps=1", hooks)
+    assert s.train_config.lr == 0.001
+    assert not any("lr " in line for line in hooks.notices if "recipe" in line), hooks.notices
+
+
 SHAKESPEARE = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare.txt"
 
 

@@ -22,7 +22,7 @@ this path does not call, so any hook on the model sends the step down the readab
 (`listened`). Dropout draws different masks here (the fused kernel draws its own), so with dropout
 on the two paths are equal in distribution, not number for number.
 
-`bench/nanogpt.py` measures the step against karpathy/nanoGPT; `bench/engine.py` the paths side by side.
+`bench/nanogpt.py` measures the step against karpathy/nanoGPT and against the readable path.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-from .errors import DataError
 
 
 def listened(model: nn.Module, modules: list[nn.Module] | None = None) -> bool:
@@ -60,11 +58,9 @@ class FastPath(nn.Module):
         return self.model.config
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        model, config = self.model, self.model.config
-        B, T = idx.shape
-        if T > config.max_seq_len:
-            raise DataError(f"input of {T} tokens is longer than max_seq_len={config.max_seq_len}; "
-                            "shorten it or raise max_seq_len")
+        model = self.model
+        T = idx.shape[1]
+        model.check_fits(T)
         x = model.token_embedding(idx)
         if model.position_embedding is not None:
             x = x + model.position_embedding(torch.arange(T, device=idx.device))
@@ -77,12 +73,7 @@ class FastPath(nn.Module):
                 x = x + attention(block.attn, block.ln_1(x))
                 x = x + block.ffn(block.ln_2(x))
         logits = model.lm_head(model.ln_f(x))
-        if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
-        if model.training and config.is_moe and config.moe_aux_weight > 0:
-            loss = loss + config.moe_aux_weight * model.moe_aux_loss()  # as MiniTransformerLM.forward adds it
-        return logits, loss
+        return logits, None if targets is None else model.loss(logits, targets)
 
 
 def attention(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ import torch.nn as nn
 from .errors import UserError
 from .experts import MixtureOfExperts
 from .norms import RMSNorm
+from .optimizers import STATE_WORDS, hidden_matrices
 from .trace import parameter_owners
 
 
@@ -63,6 +64,8 @@ class Ledger:
     activation_bytes: int  # what the forward pass keeps for backward at batch_size x seq_len (see below)
     total_bytes: int  # the four above: a training step's memory, give or take transient buffers
     optimizer: str = "adamw"  # whose state optimizer_bytes counts
+    optimizer_label: str = "AdamW"
+    optimizer_state: str = STATE_WORDS["adamw"][1]  # what that state is, in words
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -227,8 +230,6 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
     forward = linear + attention
     weight_bytes = n_params * nbytes
     grad_bytes = trainable * nbytes
-    from .optimizers import hidden_matrices
-
     muon_entries = sum(p.numel() for _, p in hidden_matrices(model)) if optimizer == "muon" else 0
     optimizer_bytes = (2 * trainable - muon_entries) * nbytes  # Muon: one buffer where AdamW keeps two
     activation_bytes = tokens * activation_floats_per_token(model, seq_len) * nbytes
@@ -247,6 +248,8 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
         grad_bytes=grad_bytes,
         optimizer_bytes=optimizer_bytes,
         optimizer=optimizer,
+        optimizer_label=STATE_WORDS[optimizer][0],
+        optimizer_state=STATE_WORDS[optimizer][1],
         activation_bytes=activation_bytes,
         total_bytes=weight_bytes + grad_bytes + optimizer_bytes + activation_bytes,
     )

@@ -268,11 +268,7 @@ class MiniTransformerLM(nn.Module):
         """idx: (B, T) token ids. targets: (B, T) next-token ids, -1 where no loss is counted."""
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        if start + T > self.config.max_seq_len:
-            raise DataError(
-                f"input of {start + T} tokens is longer than max_seq_len={self.config.max_seq_len}; "
-                "shorten it or raise max_seq_len"
-            )
+        self.check_fits(start + T)
         x = self.token_embedding(idx)  # (B, T, d_model)
         if self.position_embedding is not None:
             pos = torch.arange(start, start + T, device=idx.device)  # (T,)
@@ -284,14 +280,23 @@ class MiniTransformerLM(nn.Module):
         x = self.ln_f(x)
         logits = self.lm_head(x)  # (B, T, vocab_size): z_t for every position t
 
-        loss = None
-        if targets is not None:
-            # Teacher forcing: every position predicts its next token at once.
-            loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
-            if self.training and self.config.is_moe and self.config.moe_aux_weight > 0:
-                # Training only: validation loss stays the plain cross-entropy, comparable across variants.
-                loss = loss + self.config.moe_aux_weight * self.moe_aux_loss()
+        loss = None if targets is None else self.loss(logits, targets)
         return logits, loss
+
+    def check_fits(self, length: int) -> None:
+        """Positions are absolute: an input (cache included) may not be longer than the context window."""
+        if length > self.config.max_seq_len:
+            raise DataError(f"input of {length} tokens is longer than max_seq_len={self.config.max_seq_len}; "
+                            "shorten it or raise max_seq_len")
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: every position predicts its next token at once (targets of -1 are not counted)."""
+        B, T, V = logits.shape
+        loss = F.cross_entropy(logits.view(B * T, V), targets.reshape(B * T), ignore_index=-1)
+        if self.training and self.config.is_moe and self.config.moe_aux_weight > 0:
+            # Training only: validation loss stays the plain cross-entropy, comparable across variants.
+            loss = loss + self.config.moe_aux_weight * self.moe_aux_loss()
+        return loss
 
     # --- mixture of experts: what the last forward did -----------------------------------------------
     def moe_layers(self) -> list[tuple[int, MixtureOfExperts]]:

@@ -40,6 +40,11 @@ from .config import TrainConfig
 from .experts import MixtureOfExperts
 
 ADAMW_BETAS = (0.9, 0.99)
+# What each optimizer keeps per parameter, in words (core.ledger counts it; :params shows it).
+STATE_WORDS = {
+    "adamw": ("AdamW", "two moments per parameter"),
+    "muon": ("Muon", "one momentum per entry of the blocks' matrices, AdamW's two moments for the rest"),
+}
 MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
 FUSED_ADAMW = True
 

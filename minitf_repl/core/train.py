@@ -344,10 +344,13 @@ class Trainer:
     # --- one rank of several (core.distributed); in a single process these are the plain paths --------
     def _join_ranks(self) -> None:
         """Under torchrun, wrap the model in DDP for the training forward/backward (once per model)."""
-        if not distributed.active() or (self._ddp is not None and getattr(self._ddp.module, "model", self._ddp.module) is self.model):
+        if not distributed.active():
             return
-        self._ddp, self._compiled = None, None
-        self._ddp = distributed.wrap(self._eager_forward(), self.device)  # the fast path or the model, as in one process
+        wrapped = None if self._ddp is None else getattr(self._ddp.module, "model", self._ddp.module)
+        if wrapped is self.model:  # already wrapping this model, directly or through its fast path
+            return
+        self._ddp = self._compiled = None  # so that _eager_forward gives the unwrapped path to wrap
+        self._ddp = distributed.wrap(self._eager_forward(), self.device)  # the fast path or the model
 
     def _eager_forward(self):
         """The module a training step calls: the fast path (core.fastpath), or the readable model.
