@@ -2,16 +2,18 @@
 
 nanoGPT's row is its own training step as its train.py runs it on a CPU: its model, its
 configure_optimizers (AdamW, lr 1e-3, betas 0.9/0.99, weight decay 0.1 on matrices; fused only on
-CUDA, so the plain loop here), forward, backward, gradient clipping at 1.0, step. The minitf rows
-are `Trainer` steps, what `:train` runs (the same settings: lr 1e-3, betas 0.9/0.99, weight decay
-0.1, clipping at 1.0), bookkeeping included (loss and norm read back, the step's undo record, the
-history):
-    minitf :train           the training step's defaults: core.fastpath + fused AdamW
-    minitf readable         fast_path=off: the readable model's forward (explicit attention)
-    minitf compile=on       the fast path through torch.compile (first step compiles, timed apart)
-    minitf bfloat16         dtype=bfloat16 autocast (not the same numbers: a row for comparison)
-    minitf bf16+compile     both
-    minitf muon             the fast path with Muon instead of AdamW (what the default optimizer costs per step)
+CUDA, so the plain loop here), forward, backward, gradient clipping at 1.0, step, in float32 (its
+train.py autocasts only on CUDA). The minitf rows are `Trainer` steps, what `:train` runs (the same
+settings: lr 1e-3, betas 0.9/0.99, weight decay 0.1, clipping at 1.0), bookkeeping included (loss
+and norm read back, the step's undo record, the history):
+    minitf :train           the training step's defaults: core.fastpath, fused AdamW, dtype=auto
+                            (bfloat16 autocast where the CPU has AMX or AVX512-BF16, else float32)
+    minitf float32          the same in float32 (what :train runs on a CPU without bfloat16 units)
+    minitf readable         fast_path=off, float32: the readable model's forward (explicit attention)
+    minitf compile=on       the defaults through torch.compile (first step compiles, timed apart)
+    minitf muon             the defaults with Muon instead of AdamW (what the default optimizer costs per step)
+    nanoGPT bf16 autocast   nanoGPT's step under torch.autocast(bfloat16), as its train.py does on a GPU:
+                            how much of minitf's lead is the precision and how much the engineering
 Rows alternate chunk by chunk so that a busy machine slows them alike; the table gives medians,
 the ratio to nanoGPT, and model FLOPs utilisation against this machine's float32 matmul peak,
 measured in the same run (a 1024 x 1024 product; nanoGPT's FLOPs-per-token formula for all rows).
@@ -52,7 +54,7 @@ class RandomTokens:
         return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
 
 
-def nanogpt_step(size: dict):
+def nanogpt_step(size: dict, dtype: torch.dtype | None = None):
     spec = importlib.util.spec_from_file_location("nanogpt_anchor", ANCHOR)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -66,7 +68,8 @@ def nanogpt_step(size: dict):
     def steps(n: int) -> None:
         for _ in range(n):  # nanoGPT's train.py, one micro-step per step
             x, y = data.get_batch("train", size["B"], size["T"], g)
-            _, loss = model(x, y)
+            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+                _, loss = model(x, y)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -118,11 +121,11 @@ def main() -> None:
     nanogpt, n_params = nanogpt_step(size)
     rows = {"nanoGPT": nanogpt,
             "minitf :train": minitf_step(size),
-            "minitf readable": minitf_step(size, fast_path=False),
+            "minitf float32": minitf_step(size, dtype="float32"),
+            "minitf readable": minitf_step(size, fast_path=False, dtype="float32"),
             "minitf compile=on": minitf_step(size, compile=True),
-            "minitf bfloat16": minitf_step(size, dtype="bfloat16"),
-            "minitf bf16+compile": minitf_step(size, dtype="bfloat16", compile=True),
-            "minitf muon": minitf_step(size, optimizer="muon")}
+            "minitf muon": minitf_step(size, optimizer="muon"),
+            "nanoGPT bf16 autocast": nanogpt_step(size, torch.bfloat16)[0]}
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}
@@ -143,14 +146,17 @@ def main() -> None:
     flops_per_token = 6 * n_params + 12 * size["L"] * size["d"] * size["T"]  # nanoGPT's estimate_mfu
     peak = statistics.median(peaks)
     base = tokens / statistics.median(per_step["nanoGPT"])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {size['L']} layers x {size['H']} heads x "
+    from minitf_repl.core.precision import training_dtype
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, dtype=auto trains in "
+          f"{training_dtype('auto', 'cpu')} here; {size['L']} layers x {size['H']} heads x "
           f"{size['d']}, block {size['T']}, batch {size['B']}; medians of {args.chunks} alternated chunks of "
           f"{args.steps} steps; float32 matmul peak {peak:.0f} GFLOP/s")
     for name in rows:
         tps = tokens / statistics.median(per_step[name])
         mfu = tps * flops_per_token / (peak * 1e9)
         extra = f"   (first step {first[name]:.1f} s)" if "compile" in name else ""
-        print(f"{name:20s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
+        print(f"{name:22s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
 
 
 if __name__ == "__main__":

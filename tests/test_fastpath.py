@@ -86,9 +86,10 @@ def trainer_for(**train):
     torch.manual_seed(0)
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, max_seq_len=16, d_model=32,
                                           n_heads=4, n_layers=2, d_ff=64))
-    # AdamW: Muon's bfloat16 Newton-Schulz would blur a float32 comparison of the two paths
-    return Trainer(model, data, TrainConfig(steps=6, batch_size=8, eval_every=100, eval_batches=1, optimizer="adamw",
-                                            **train))
+    # AdamW and float32: Muon's bfloat16 Newton-Schulz, or dtype=auto's bfloat16 autocast on a CPU
+    # with AMX, would blur a float32 comparison of the two paths
+    train = {"optimizer": "adamw", "dtype": "float32", **train}
+    return Trainer(model, data, TrainConfig(steps=6, batch_size=8, eval_every=100, eval_batches=1, **train))
 
 
 def test_trainer_steps_through_the_fast_path_unless_off_or_listened(monkeypatch):

@@ -9,6 +9,7 @@ import functools
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -54,55 +55,82 @@ def render_text(result, width=100) -> str:
 # --- bfloat16 --------------------------------------------------------------------------------------
 def test_a_bfloat16_step_is_close_to_float32_and_really_ran_in_bfloat16():
     fp32, bf16 = trainer(), trainer("bfloat16")
-    notes = []
     fp32.run()
-    summary = bf16.run(on_notice=notes.append)
+    summary = bf16.run()
     a, b = losses(fp32)[0], losses(bf16)[0]  # the same weights and batch: only the precision differs
     assert all(map(torch.isfinite, map(torch.tensor, losses(bf16))))
     assert a != b, "the bfloat16 loss equals the float32 one exactly: autocast was not applied"
     assert abs(a - b) < 2e-2 * a
     assert summary.dtype == "bfloat16"
-    assert len(notes) == 1 and "bfloat16" in notes[0]
 
 
-def test_bfloat16_keeps_weights_gradients_and_optimizer_in_float32():
-    t = trainer("bfloat16")
-    t.run()
-    assert {p.dtype for p in t.model.parameters()} == {torch.float32}
-    states = [s for s in t.optimizer.state.values()]
-    assert states and {v.dtype for s in states for v in s.values() if v.dim() > 0} == {torch.float32}
-    assert any("momentum_buffer" in s for s in states) and any("exp_avg" in s for s in states)  # Muon + AdamW
+@pytest.fixture(params=[True, False], ids=["bf16-units", "no-bf16-units"])
+def bf16_units(request, monkeypatch):
+    """Both kinds of CPU, whichever this one is: with bfloat16 matrix units (AMX, AVX512-BF16) and without."""
+    monkeypatch.setattr(precision, "native_bf16", lambda device: request.param)
+    return request.param
 
 
-def test_evaluation_stays_float32_whatever_the_training_dtype():
-    fp32 = trainer()
-    bf16 = trainer("bfloat16")
-    bf16.model.load_state_dict(fp32.model.state_dict())
-    assert bf16.evaluate() == fp32.evaluate()  # exactly: evaluation is never autocast
+def test_auto_trains_in_bfloat16_exactly_where_the_cpu_has_bfloat16_units(bf16_units):
+    t = trainer("auto")
+    notes = []
+    summary = t.run(on_notice=notes.append)
+    assert summary.dtype == ("bfloat16" if bf16_units else "float32")
+    assert notes == []  # auto chose it: nothing to warn about
+    reference = trainer("bfloat16" if bf16_units else "float32")
+    reference.run()
+    assert losses(t) == losses(reference)  # auto is exactly the dtype it names
 
 
-def test_train_in_bfloat16_end_to_end():
+def test_asking_for_bfloat16_without_bfloat16_units_says_so_once(bf16_units):
+    notes = []
+    t = trainer("bfloat16", steps=3)
+    t.run(on_notice=notes.append, should_stop=lambda: t.step >= 1)
+    t.run(on_notice=notes.append)
+    if bf16_units:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and "emulated" in notes[0] and "dtype=auto picks float32" in notes[0]
+
+
+def test_the_cpu_says_whether_it_has_bfloat16_units():
+    from minitf_repl.core.device import cpu_has_bf16_units, describe_devices, native_bf16
+
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines()
+                  if line.startswith("flags")), None) if cpuinfo.exists() else None
+    if flags is not None:  # Linux on x86: the kernel's own list of the CPU's features
+        assert cpu_has_bf16_units() == ("amx_tile" in flags or "avx512_bf16" in flags)
+    assert native_bf16("cpu") == cpu_has_bf16_units() == describe_devices()[0].bf16
+
+
+def test_train_in_bfloat16_end_to_end(bf16_units):
     s = tiny_session()
+    assert s.train_config.dtype == "auto"
+    default = run(s, ":train steps=1")
+    assert default.dtype == ("bfloat16" if bf16_units else "float32")
+    assert ("bfloat16" in train_summary(default)) == bf16_units  # the summary names what auto picked
     run(s, ":set dtype=bfloat16")
     assert s.train_config.dtype == "bfloat16"
     hooks = Recorder()
     result = run(s, ":train steps=2", hooks)
     assert isinstance(result, TrainResult) and result.dtype == "bfloat16"
-    assert sum("bfloat16" in n for n in hooks.notices) == 1
+    assert sum("bfloat16" in n for n in hooks.notices) == (0 if bf16_units else 1)
     assert "bfloat16" in train_summary(result)
     again = Recorder()
     run(s, ":train steps=1", again)
-    assert not any("bfloat16" in n for n in again.notices), "the CPU note is said once, not at every :train"
+    assert not any("bfloat16" in n for n in again.notices), "the note is said once, not at every :train"
     assert to_json(result)["dtype"] == "bfloat16"
-    assert "bfloat16" not in train_summary(run(tiny_session(), ":train steps=1"))  # the default says nothing
+    run(s, ":set dtype=float32")
+    assert "bfloat16" not in train_summary(run(s, ":train steps=1"))
 
 
 def test_an_unknown_dtype_is_one_line_naming_the_choices():
     s = tiny_session()
     with pytest.raises(UserError) as e:
         run(s, ":set dtype=float16")
-    assert "\n" not in str(e.value) and "float32, bfloat16" in str(e.value)
-    assert s.train_config.dtype == "float32"
+    assert "\n" not in str(e.value) and "auto, float32, bfloat16" in str(e.value)
+    assert s.train_config.dtype == "auto"
 
 
 # --- torch.compile ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ broken driver) these functions still answer, and a device the user asks for but 
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -94,6 +95,36 @@ class DeviceInfo:
     available: bool
 
 
+def cpu_has_bf16_units() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware: AMX tiles or AVX512-BF16 instructions.
+
+    Without them bfloat16 is emulated in float32 arithmetic plus conversions, slower than float32.
+    """
+    try:
+        return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+    except Exception:  # a torch without these probes, or a CPU it cannot read: assume the plain case
+        return False
+
+
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether bfloat16 matrix products run natively on `device` (what `dtype=auto` asks, core.precision).
+
+    A CUDA GPU with bfloat16 units (compute capability 8.0 or newer), a CPU with AMX or AVX512-BF16.
+    Apple's GPUs answer no: autocast to bfloat16 there still lacks kernels, so auto keeps float32.
+    """
+    device = torch.device(device)
+    return _native_bf16(device.type, device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _native_bf16(kind: str, index: int | None) -> bool:  # asked at every training step: the hardware stays put
+    if kind == "cpu":
+        return cpu_has_bf16_units()
+    if kind == "cuda":
+        return _cuda_info(0 if index is None else index).bf16
+    return False
+
+
 def _cpu_info() -> DeviceInfo:
     threads = torch.get_num_threads()
     processor = ""
@@ -107,7 +138,7 @@ def _cpu_info() -> DeviceInfo:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not on Windows, or not reported
         pass
-    return DeviceInfo("cpu", "cpu", description, memory, bf16=True, available=True)
+    return DeviceInfo("cpu", "cpu", description, memory, bf16=cpu_has_bf16_units(), available=True)
 
 
 def _cuda_info(i: int) -> DeviceInfo:

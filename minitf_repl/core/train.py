@@ -32,7 +32,8 @@ from .config import TrainConfig
 from .errors import ConfigError, TrainingDiverged
 from .fastpath import FastPath, listened
 from .optimizers import make_optimizer, set_weight_decay
-from .precision import autocast, compile_failure_line, compile_module, is_compile_failure, precision_note
+from .precision import (autocast, compile_failure_line, compile_module, is_compile_failure, precision_note,
+                        training_dtype)
 
 
 @dataclass
@@ -287,7 +288,7 @@ class Trainer:
             accuracy=evals[-1]["accuracy"] if evals else None,
             tokens_per_second=tokens / busy if busy else 0.0,
             seconds=time.perf_counter() - call_start,
-            dtype=cfg.dtype, compiled=compiled, compile_seconds=compile_seconds, notes=notes,
+            dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds, notes=notes,
         )
 
     def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):
