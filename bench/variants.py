@@ -100,9 +100,9 @@ def main() -> None:
           f"{base.max_seq_len}, batch {args.batch}; {args.steps} steps per variant in chunks of {args.chunk}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
-    variants = {"float32": {}, "bfloat16": {"dtype": "bfloat16"}}
+    variants = {"float32": {"dtype": "float32"}, "bfloat16": {"dtype": "bfloat16"}}
     if not args.no_compile:
-        variants["float32 compiled"] = {"compile": True}
+        variants["float32 compiled"] = {"compile": True, "dtype": "float32"}
     trainers = {v: make_trainer(data, base, args, **kw) for v, kw in variants.items()}
     start = time.perf_counter()
     results = train_side_by_side(trainers, args.chunk)
