@@ -2,9 +2,9 @@
 
 One process, the two runs one after the other (then again with --repeats 2, alternating):
     before   the previous defaults: the readable forward (explicit attention, every probe called),
-             AdamW stepping tensor by tensor, lr 3e-3, warm-up 30, 600 steps, batch 32
+             AdamW stepping tensor by tensor, lr 3e-3, warm-up 30, 600 steps, batch 32, float32
     now      TrainConfig's defaults (core/recipes.py: pydoc's recipe): the fast path, fused AdamW
-             or Muon, whatever the recipe says
+             or Muon, whatever the recipe says, dtype=auto (bfloat16 on a CPU with AMX/AVX512-BF16)
 For each: the wall time of the run (evaluations included), the final validation loss, and a
 400-character sample (temperature 0.8, seed 0) with the share of its words that occur in the data.
 
@@ -23,9 +23,11 @@ from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.precision import training_dtype
 from minitf_repl.core.train import Trainer
 
-BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size=32, fast_path=False)
+BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size=32, fast_path=False,
+              dtype="float32")
 
 
 def first_train(data, before: bool) -> dict:
@@ -58,7 +60,7 @@ def main() -> None:
             r = first_train(data, before)
             c = r["config"]
             print(f"{label:6s} {c.steps} steps, batch {c.batch_size}, {c.optimizer} lr {c.lr:g}, "
-                  f"fast_path={'on' if c.fast_path else 'off'}: val {r['val']:.4f} in {r['seconds']:.1f} s; "
+                  f"fast_path={'on' if c.fast_path else 'off'}, {training_dtype(c.dtype, 'cpu')}: val {r['val']:.4f} in {r['seconds']:.1f} s; "
                   f"{r['words']:.0%} of the sample's words are in the data", flush=True)
             print("       " + r["text"][:200].replace("\n", " "))
 

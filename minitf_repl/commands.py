@@ -118,6 +118,8 @@ class DeviceResult:
     current: str
     switched: bool
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
+    dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
+    train_dtype: str | None = None
 
     @property
     def failure(self) -> str | None:
@@ -524,7 +526,7 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
     name = args["name"]
     if name is None or not name.strip():
         return DeviceResult(describe_devices(), str(current) if current is not None else session.device_name, False,
-                            problem)
+                            problem, **_train_dtype(session, current))
     if len(name.strip()) > 16:  # no device name is this long; keep the message one line
         raise DeviceError(f"unknown device {clip(name)!r}; use one of {ACCEPTED_FORMS}")
     target = resolve_device(name)
@@ -534,7 +536,15 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
         if current is not None and session.has_model:
             session.move_to(current)  # never leave the model half moved
         raise DeviceError(f"could not move the model to {target}: {clip(str(e), 120)}; stay on {current}") from None
-    return DeviceResult(describe_devices(), str(target), current != target)
+    return DeviceResult(describe_devices(), str(target), current != target, **_train_dtype(session, target))
+
+
+def _train_dtype(session: Session, device) -> dict:
+    """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units)."""
+    from .core.precision import training_dtype
+
+    setting = session.train_config.dtype
+    return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device)}
 
 
 @command("config", "Show the model, training and generation settings.", needs_torch=False)

@@ -497,6 +497,9 @@ def _(result, console: Console) -> None:
         console.print(Text(f"now using {result.current}", style="green"), highlight=False)
     else:
         _dim(console, f"* current device: {result.current}; :device NAME switches")
+    if getattr(result, "train_dtype", None) is not None and not getattr(result, "problem", None):
+        why = " (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto" else f" (dtype={result.dtype})"
+        _dim(console, f"training on {result.current} runs in {result.train_dtype}{why}")
 
 
 def _settings_table(title: str, values: dict) -> Table:

@@ -125,6 +125,17 @@ def test_train_in_bfloat16_end_to_end(bf16_units):
     assert "bfloat16" not in train_summary(run(s, ":train steps=1"))
 
 
+def test_device_says_which_dtype_training_runs_in(bf16_units):
+    s = tiny_session()
+    result = run(s, ":device")
+    assert (result.dtype, result.train_dtype) == ("auto", "bfloat16" if bf16_units else "float32")
+    assert f"runs in {result.train_dtype} (dtype=auto" in render_text(result)
+    run(s, ":set dtype=float32")
+    result = run(s, ":device")
+    assert result.train_dtype == "float32" and "runs in float32 (dtype=float32)" in render_text(result)
+    assert to_json(result)["train_dtype"] == "float32"
+
+
 def test_an_unknown_dtype_is_one_line_naming_the_choices():
     s = tiny_session()
     with pytest.raises(UserError) as e:
