@@ -9,11 +9,11 @@ natively (core.device.native_bf16: a GPU from the A100 on, a CPU with AMX or AVX
 float32 elsewhere, the way nanoGPT turns on bfloat16 and TF32 wherever the GPU has them.
 
 Why auto and not float32 (bench/nanogpt.py and bench/recipes.py, 2-core Xeon with AMX, float32
-matmul peak ~230 GFLOP/s): a training step of the default model (4 x 4 x 128, batch 12) runs at
-1.46x nanoGPT's float32 step in bfloat16 against 0.92-1.08x in float32, 6 x 6 x 384 at about 1.8x
-against 1.05x; the first `:train` on pydoc ends at val 1.327 in 32.5 s instead of 1.305 in 41.1 s,
-tiny Shakespeare's recipe reaches 1.867 in 19.6 s instead of 1.861 in 24.1 s. The losses move by
-about 0.01 to 0.02, the time by a fifth to a half. Where float32 matters (comparing two runs to
+matmul peak about 280 GFLOP/s): a training step of the default model (4 x 4 x 128, batch 12) runs
+at 1.33x nanoGPT's float32 step in bfloat16 against 1.02x in float32, 6 x 6 x 384 at 2.81x against
+1.06x; the first `:train` on pydoc ends at val 1.327 in 32.5 s instead of 1.305 in 41.1 s, tiny
+Shakespeare's recipe reaches 1.867 in 19.6 s instead of 1.861 in 24.1 s. The losses move by about
+0.01 to 0.02, the time by a fifth to a half and more. Where float32 matters (comparing two runs to
 the last digit, checking a gradient) `:set dtype=float32` says so.
 
 Compilation (`compile=on`): the trainer calls `torch.compile(model)`, a wrapper around the same

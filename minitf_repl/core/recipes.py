@@ -19,14 +19,17 @@ from .config import TrainConfig
 
 # Settings that differ from TrainConfig's defaults (the recipe of the built-in data, pydoc).
 RECIPES: dict[str, dict] = {
-    # pydoc is TrainConfig's defaults: Muon at lr 1e-2, batch 16, warm-up 10, 600 steps. bench/recipes.py:
-    # val 1.305 after 600 steps at batch 16 (1e-2; 1.327 at 1.5e-2), 1.246 at batch 32 in about a
-    # fifth more time; the previous defaults (AdamW 3e-3, batch 32, warm-up 30) ended at 1.446.
-    # Batch 16 keeps the first run shorter than before (bench/first_train.py measures both).
+    # pydoc is TrainConfig's defaults: Muon at lr 1e-2, batch 16, warm-up 10, 600 steps. bench/recipes.py
+    # (float32): val 1.305 after 600 steps at batch 16 (1e-2; 1.327 at 1.5e-2), 1.246 at batch 32 in
+    # about a fifth more time; the previous defaults (AdamW 3e-3, batch 32, warm-up 30) ended at 1.446.
+    # Under dtype=auto's bfloat16 (a CPU with AMX) the same recipe ends at 1.327 in 32.5 s (float32:
+    # 1.305 in 41.1 s). Batch 16 keeps the first run shorter than before (bench/first_train.py).
     "pydoc": {},
-    # bench/recipes.py, default model, batch 32: Muon at 1.5e-2 reached val 1.861 in 220 steps (21 s);
-    # 2e-2: 1.875; 1e-2: about 1.93 at step 200; AdamW at 3e-3 was at 2.17 after 300 steps, and at
-    # 1e-2 at 2.34. 220 steps is where the run ends below 1.88 (nanoGPT's 2000-iteration recipe: 1.884).
+    # bench/recipes.py, default model, batch 32, float32: Muon at 1.5e-2 reached val 1.861 in 220 steps
+    # (21 s); 2e-2: 1.875; 1e-2: about 1.93 at step 200; AdamW at 3e-3 was at 2.17 after 300 steps,
+    # and at 1e-2 at 2.34. 220 steps is where the run ends below 1.88 (nanoGPT's 2000-iteration
+    # recipe: 1.884); in bfloat16 it ends at 1.867. A longer run wants a lower lr: 2000 steps reach
+    # 1.510 at 4e-3 (3e-3: 1.513, 5e-3: 1.518, 7e-3: 1.522, 1.5e-2: 1.532, 2.5e-2: 1.554; bfloat16).
     "shakespeare": {"batch_size": 32, "lr": 1.5e-2, "steps": 220},
 }
 
