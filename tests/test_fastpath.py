@@ -76,6 +76,44 @@ def test_fast_path_refuses_a_too_long_input_like_the_model():
         FastPath(model)(torch.zeros(1, SIZES["max_seq_len"] + 1, dtype=torch.long))
 
 
+# --- decoding: generate's cached loop runs the fast path -------------------------------------------
+@pytest.mark.parametrize("changes", ALL, ids=[label(c) for c in ALL])
+def test_cached_decoding_on_the_fast_path_equals_the_readable_cache(changes):
+    """Prefill, then one token at a time: the fast path's logits and cache equal the readable model's."""
+    model = model_for(changes).eval()
+    g = torch.Generator().manual_seed(2)
+    prompt = torch.randint(SIZES["vocab_size"], (2, 5), generator=g)
+    steps = torch.randint(SIZES["vocab_size"], (2, 6), generator=g)
+    readable_kv, fast_kv, fast = model.new_cache(), model.new_cache(), FastPath(model)
+    with torch.inference_mode():
+        for idx in (prompt, *steps.split(1, dim=1), prompt[:, :2]):  # last: two new tokens at once
+            logits, _ = model(idx, cache=readable_kv)
+            fast_logits, _ = fast(idx, cache=fast_kv)
+            torch.testing.assert_close(fast_logits, logits, atol=1e-5, rtol=1e-5)
+    assert fast_kv.length == readable_kv.length == 5 + 6 + 2
+    for a, b in zip(fast_kv.layers, readable_kv.layers):
+        torch.testing.assert_close(a.k[:, :, : a.length], b.k[:, :, : b.length], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a.v[:, :, : a.length], b.v[:, :, : b.length], atol=1e-5, rtol=1e-5)
+
+
+def test_generate_decodes_through_the_fast_path_unless_someone_listens(monkeypatch):
+    from minitf_repl.core import fastpath
+    from minitf_repl.core.generate import generate
+
+    model = model_for({}).eval()
+    calls = []
+    real = fastpath.FastPath.forward
+    monkeypatch.setattr(fastpath.FastPath, "forward", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    fast = list(generate(model, [1, 2, 3], 8, temperature=0.0))
+    assert len(calls) == 8  # the prefill and seven single tokens
+    naive = list(generate(model, [1, 2, 3], 8, temperature=0.0, cache=False))
+    assert fast == naive  # and it decodes what the readable naive loop decodes
+    calls.clear()
+    handle = model.blocks[0].attn.hook_weights.register_forward_hook(lambda *a: None)  # a view listening
+    assert list(generate(model, [1, 2, 3], 8, temperature=0.0)) == fast and calls == []
+    handle.remove()
+
+
 # --- the trainer takes the fast path by default, and the readable one when told or listened to --------
 def trainer_for(**train):
     from minitf_repl.core.config import TrainConfig

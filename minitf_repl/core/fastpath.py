@@ -1,4 +1,4 @@
-"""The training fast path: the same model and the same parameters, computed with fewer kernels.
+"""The fast path: the same model and the same parameters, computed with fewer kernels (training and decoding).
 
 `MiniTransformerLM.forward` is written to be read: q, k and v come from three projections, every
 step of the attention formula passes through a `Probe`, and the explicit formula spells out the
@@ -28,7 +28,14 @@ CPU flash-attention backward is several times slower in bfloat16 than in float32
 32 x 6 x 256 x 64), and autocast would cast q, k and v down again, so it is switched off around the
 call. The projections around it, where the FLOPs are, stay in bfloat16.
 
-`bench/nanogpt.py` measures the step against karpathy/nanoGPT and against the readable path.
+Decoding with the KV cache (`core.generate`) runs this path too, with the same rule: the model's
+`LayerKV` buffers, absolute positions from the cache's length, the fused kernel for the one new
+query. There q, k and v come from the three projections as they are: for a single token the copy
+into [W_q; W_k; W_v] would move more memory than the products read (tested: the fast path's logits
+and cache equal the readable model's, every variant, prefill and token by token).
+
+`bench/nanogpt.py` measures the step against karpathy/nanoGPT and against the readable path;
+`bench/decode.py` the cached loop against the blog's naive one.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ import contextlib
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .model import KVCache, LayerKV
 
 
 def listened(model: nn.Module, modules: list[nn.Module] | None = None) -> bool:
@@ -65,47 +74,67 @@ class FastPath(nn.Module):
     def config(self):
         return self.model.config
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         model = self.model
         T = idx.shape[1]
-        model.check_fits(T)
+        start = cache.length if cache is not None else 0  # absolute position of the first new token
+        model.check_fits(start + T)
         x = model.token_embedding(idx)
         if model.position_embedding is not None:
-            x = x + model.position_embedding(torch.arange(T, device=idx.device))
+            x = x + model.position_embedding(torch.arange(start, start + T, device=idx.device))
         x = model.embed_dropout(x)
-        for block in model.blocks:
+        for i, block in enumerate(model.blocks):
+            kv = cache.layers[i] if cache is not None else None
             if block.post_norm:
-                x = block.ln_1(x + attention(block.attn, x))
+                x = block.ln_1(x + attention(block.attn, x, kv))
                 x = block.ln_2(x + block.ffn(x))
             else:
-                x = x + attention(block.attn, block.ln_1(x))
+                x = x + attention(block.attn, block.ln_1(x), kv)
                 x = x + block.ffn(block.ln_2(x))
         logits = model.lm_head(model.ln_f(x))
         return logits, None if targets is None else model.loss(logits, targets)
 
+    @staticmethod
+    def supports(model: nn.Module) -> bool:
+        """Whether the q/k/v projections are plain Linear layers (an int8 copy from :quantize is not)."""
+        blocks = getattr(model, "blocks", None)
+        return blocks is not None and all(type(getattr(block.attn, name, None)) is nn.Linear
+                                          for block in blocks for name in ("q_proj", "k_proj", "v_proj"))
 
-def attention(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """MultiHeadSelfAttention's forward without a cache, from one fused q/k/v product."""
+
+def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:
+    """MultiHeadSelfAttention's forward, from one fused q/k/v product; `cache`: that layer's KV cache."""
     B, T, C = x.shape
     kv_dim = attn.n_kv_heads * attn.head_dim
-    weight = torch.cat((attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight))  # (C + 2 kv_dim, C)
-    bias = None
-    if attn.q_proj.bias is not None:
-        bias = torch.cat((attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias))
-    q, k, v = F.linear(x, weight, bias).split((C, kv_dim, kv_dim), dim=-1)
+    if cache is None:
+        weight = torch.cat((attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight))  # (C + 2 kv_dim, C)
+        bias = None
+        if attn.q_proj.bias is not None:
+            bias = torch.cat((attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias))
+        q, k, v = F.linear(x, weight, bias).split((C, kv_dim, kv_dim), dim=-1)
+    else:  # decoding a token or a few: copying the three matrices would cost more than the products
+        q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
     q = q.view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)  # (B, n_heads, T, head_dim)
     k = k.view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (B, n_kv_heads, T, head_dim)
     v = v.view(B, T, attn.n_kv_heads, attn.head_dim).transpose(1, 2)
     if attn.q_norm is not None:
         q, k = attn.q_norm(q), attn.k_norm(k)
     if attn.rope is not None:
-        q, k = attn.rope(q, k, 0)
+        q, k = attn.rope(q, k, cache.length if cache is not None else 0)
+    if cache is not None:
+        k, v = cache.append(k, v)  # (B, n_kv_heads, T_past + T, head_dim)
+    T_k = k.shape[2]
+    # Causal among the new queries; a single new query sees every cached position, so no mask at all.
+    causal, mask = T == T_k, None
+    if not causal and T > 1:
+        mask = attn.causal_mask[T_k - T : T_k, :T_k]  # the new queries sit at positions T_k - T .. T_k - 1
     dropout_p = attn.dropout_p if attn.training else 0.0
     dtype, on_cpu = q.dtype, q.device.type == "cpu"
     if on_cpu:  # attention itself in float32, also under bfloat16 autocast: see the module's docstring
         q, k, v = q.float(), k.float(), v.float()
     with torch.autocast("cpu", enabled=False) if on_cpu else contextlib.nullcontext():
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True,
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal,
                                              enable_gqa=attn.n_kv_heads != attn.n_heads)
     out = out.to(dtype)
     return attn.resid_dropout(attn.out_proj(out.transpose(1, 2).reshape(B, T, C)))

@@ -2,8 +2,9 @@
 
 `generate` yields token ids as they are produced, so a caller can stream text. With `cache=True`
 (the default) the keys and values of earlier positions are kept, and each step runs the model on
-the one new token. With `cache=False` it is the seed's naive loop, which re-runs the whole prefix
-every step; both give the same tokens for the same seed, which the tests check.
+the one new token, through core.fastpath when nothing listens to the model. With `cache=False` it
+is the seed's naive loop, which re-runs the whole prefix every step through the readable model;
+both give the same tokens for the same seed, which the tests check.
 
 Sampling happens on the CPU from float64 probabilities with its own generator, so the same seed
 gives the same text whatever device the model runs on.
@@ -18,6 +19,7 @@ import torch
 
 from .config import GenConfig
 from .errors import DataError
+from .fastpath import FastPath, listened
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
@@ -125,6 +127,11 @@ def generate(
     kv = None
     was_training = model.training
     model.eval()
+    # The cached loop runs the training fast path's function (core.fastpath: one q/k/v product, the
+    # fused kernel, no probes) unless something listens to the readable model: an ablation's hooks,
+    # a trace. The naive loop stays the readable model's, the reference the cache is tested against.
+    fast = cache and FastPath.supports(model) and not listened(model)
+    decode = FastPath(model) if fast else model
     try:
         for _ in range(max_new_tokens):
             if not cache:
@@ -137,10 +144,10 @@ def generate(
                 # step therefore recomputes the window, exactly as the naive loop does.
                 kv = model.new_cache()
                 idx = torch.tensor([tokens[-window:]], device=device)
-                logits, _ = model(idx, cache=kv)
+                logits, _ = decode(idx, cache=kv)
             else:
                 idx = torch.tensor([tokens[-1:]], device=device)  # only the newest token
-                logits, _ = model(idx, cache=kv)
+                logits, _ = decode(idx, cache=kv)
             next_id = sample_next(logits[0, -1], temperature, top_k, top_p, generator)
             tokens.append(next_id)
             yield next_id
