@@ -60,7 +60,8 @@ def main() -> None:
             r = first_train(data, before)
             c = r["config"]
             print(f"{label:6s} {c.steps} steps, batch {c.batch_size}, {c.optimizer} lr {c.lr:g}, "
-                  f"fast_path={'on' if c.fast_path else 'off'}, {training_dtype(c.dtype, 'cpu')}: val {r['val']:.4f} in {r['seconds']:.1f} s; "
+                  f"fast_path={'on' if c.fast_path else 'off'}, {training_dtype(c.dtype, 'cpu')}: "
+                  f"val {r['val']:.4f} in {r['seconds']:.1f} s; "
                   f"{r['words']:.0%} of the sample's words are in the data", flush=True)
             print("       " + r["text"][:200].replace("\n", " "))
 

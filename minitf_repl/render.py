@@ -498,7 +498,8 @@ def _(result, console: Console) -> None:
     else:
         _dim(console, f"* current device: {result.current}; :device NAME switches")
     if getattr(result, "train_dtype", None) is not None and not getattr(result, "problem", None):
-        why = " (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto" else f" (dtype={result.dtype})"
+        why = (" (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto"
+               else f" (dtype={result.dtype})")
         _dim(console, f"training on {result.current} runs in {result.train_dtype}{why}")
 
 

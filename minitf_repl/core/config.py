@@ -308,7 +308,8 @@ class TrainConfig(Settings):
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer stay float32); auto: bfloat16 where the device multiplies it natively (a "
-                         "recent GPU, a CPU with AMX or AVX512-BF16), else float32", choices=("auto", "float32", "bfloat16"))
+                         "recent GPU, a CPU with AMX or AVX512-BF16), else float32",
+                         choices=("auto", "float32", "bfloat16"))
     compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
     # core/fastpath.py: the readable model's function from fewer kernels; views and :shapes keep the readable path.
     fast_path: bool = setting(True, "training steps compute the model with one q/k/v product and fused attention "

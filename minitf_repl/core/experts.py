@@ -59,7 +59,8 @@ class MixtureOfExperts(nn.Module):
             if token.numel() == 0:
                 continue
             y = expert(flat[token])  # (n_e, d_model): this expert runs on its tokens only
-            out.index_add_(0, token, (gates[token, slot].unsqueeze(-1) * y).to(out.dtype))  # y is bfloat16 under autocast
+            # .to: under autocast y comes out in bfloat16, and index_add_ wants out's dtype
+            out.index_add_(0, token, (gates[token, slot].unsqueeze(-1) * y).to(out.dtype))
 
         counts = torch.bincount(chosen.flatten(), minlength=self.n_experts)  # (n_experts,)
         f = counts.to(probs.dtype) / chosen.numel()  # share of the N*k choices

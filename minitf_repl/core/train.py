@@ -288,7 +288,8 @@ class Trainer:
             accuracy=evals[-1]["accuracy"] if evals else None,
             tokens_per_second=tokens / busy if busy else 0.0,
             seconds=time.perf_counter() - call_start,
-            dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds, notes=notes,
+            dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
+            notes=notes,
         )
 
     def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):
