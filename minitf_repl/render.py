@@ -655,7 +655,10 @@ def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
     _add(costs, "weights", _bytes(ledger["weight_bytes"]), "")
     _add(costs, "gradients", _bytes(ledger["grad_bytes"]), "one per trainable parameter")
     _add(costs, f"{ledger['optimizer_label']} state", _bytes(ledger["optimizer_bytes"]), ledger["optimizer_state"])
-    _add(costs, "activations", _bytes(ledger["activation_bytes"]), f"kept for backward at batch {B} x {T}")
+    # The ledger counts the readable forward in float32 (tested within 10%); measured for the default
+    # model at batch 16: the fast path keeps 34.3 MiB, under bfloat16 autocast 25.8 MiB, against 37.9.
+    _add(costs, "activations", _bytes(ledger["activation_bytes"]),
+         f"kept for backward at batch {B} x {T} by the readable forward in float32")
     _add(costs, "training total", _bytes(ledger["total_bytes"]), "the four above")
     if kv:
         saving = (f"; {kv['n_heads']} heads would need {_bytes(kv['mha_bytes_per_token'])} "
