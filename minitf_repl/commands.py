@@ -23,7 +23,6 @@ from typing import Any
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
-from .core.recipes import switch_recipe
 from .core.sizes import check_trainable
 from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
@@ -285,8 +284,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         session.data.check_fits(session.model_config.max_seq_len)
     train_config = session.train_config
     if new_data is not None:  # the new data's recipe first (core.recipes), this command's options over it
-        current = session.loaded_data.name if session.loaded_data is not None else session.data_spec
-        train_config, _ = switch_recipe(train_config, current, new_data.name)  # checked before anything changes
+        train_config, _ = session.recipe_switch(new_data)  # checked before anything changes
     train_config = train_config.replace(**changes) if changes else train_config
     model_config = session.model_config
     if new_data is not None:

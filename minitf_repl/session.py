@@ -85,10 +85,10 @@ class Session:
             from .core.data import load_data
 
             data = load_data(self.data_spec)
+            # A file can turn out to be known data (a local copy of tiny Shakespeare): its recipe then.
+            config, _ = self.recipe_switch(data)
             self._data = data
             self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
-            # A file can turn out to be known data (a local copy of tiny Shakespeare): its recipe then.
-            config, _ = switch_recipe(self.train_config, self.data_spec, data.name)
             self.set_train_config(config)
         return self._data
 
@@ -161,8 +161,7 @@ class Session:
         training settings follow the new data's recipe where they still hold the old one's
         (core.recipes): {setting: (before, after)} for each that moved.
         """
-        current = self._data.name if self._data is not None else self.data_spec
-        config, recipe_changes = switch_recipe(self.train_config, current, data.name)
+        config, recipe_changes = self.recipe_switch(data)
         rebuilt = False
         if self._model is not None:
             if data.tokenizer.itos != self._data.tokenizer.itos:
@@ -175,6 +174,14 @@ class Session:
         self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
         self.set_train_config(config)
         return rebuilt, recipe_changes
+
+    def recipe_switch(self, data) -> tuple[TrainConfig, dict]:
+        """(training config, {setting: (before, after)}) after a switch to `data` (core.recipes.switch_recipe).
+
+        From the current data's recipe: the loaded data's name, else the spec (not loaded yet).
+        """
+        current = self._data.name if self._data is not None else self.data_spec
+        return switch_recipe(self.train_config, current, data.name)
 
     def rebuild_needed(self, config: ModelConfig | None = None, data=None) -> bool:
         """Whether adopting this model config (or switching to this data) would reset the model's weights."""

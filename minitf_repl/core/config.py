@@ -31,6 +31,7 @@ NORMS = ("layernorm", "rmsnorm")
 NORM_PLACEMENTS = ("pre", "post")
 ATTENTION_IMPLS = ("explicit", "sdpa")
 OPTIMIZERS = ("adamw", "muon")
+TRAIN_DTYPES = ("auto", "float32", "bfloat16")  # core/precision.py: what each means
 
 
 # --- what a setting is ---------------------------------------------------------------------------
@@ -309,7 +310,7 @@ class TrainConfig(Settings):
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer stay float32); auto: bfloat16 where the device multiplies it natively (a "
                          "recent GPU, a CPU with AMX or AVX512-BF16), else float32",
-                         choices=("auto", "float32", "bfloat16"))
+                         choices=TRAIN_DTYPES)
     compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
     # core/fastpath.py: the readable model's function from fewer kernels; views and :shapes keep the readable path.
     fast_path: bool = setting(True, "training steps compute the model with one q/k/v product and fused attention "

@@ -31,11 +31,11 @@ import shutil
 
 import torch
 
+from .config import TRAIN_DTYPES
 from .device import native_bf16
 from .errors import TrainingDiverged, UserError, is_out_of_memory
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-DTYPE_CHOICES = ("auto", *DTYPES)  # what `:set dtype=` accepts
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # config.TRAIN_DTYPES less "auto"
 COMPILERS = ("c++", "g++", "clang++")  # inductor writes C++ for the CPU (and builds launchers for GPUs)
 
 
@@ -44,7 +44,7 @@ def training_dtype(dtype: str, device) -> str:
     if dtype == "auto":
         return "bfloat16" if native_bf16(device) else "float32"
     if dtype not in DTYPES:
-        raise ValueError(f"unknown training dtype {dtype!r}; one of {', '.join(DTYPE_CHOICES)}")
+        raise ValueError(f"unknown training dtype {dtype!r}; one of {', '.join(TRAIN_DTYPES)}")
     return dtype
 
 
@@ -62,8 +62,9 @@ def precision_note(dtype: str, device) -> str | None:
     There bfloat16 is emulated: it saves activation memory but costs time. `auto` never picks it there.
     """
     if dtype == "bfloat16" and not native_bf16(device):
-        where = "this CPU has neither AMX nor AVX512-BF16" if torch.device(device).type == "cpu" else \
-            f"{torch.device(device).type} has no native bfloat16 matrix units"
+        kind = torch.device(device).type
+        where = ("this CPU has neither AMX nor AVX512-BF16" if kind == "cpu"
+                 else f"{kind} has no native bfloat16 matrix units")
         return (f"bfloat16 autocast, but {where}: it is emulated and likely slower than float32 "
                 "(compare the tokens/s; dtype=auto picks float32 here)")
     return None
