@@ -71,11 +71,14 @@ def test_auto_prefers_cuda(monkeypatch):
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
 
 
-def test_describe_devices():
+@pytest.mark.parametrize("bf16_units", [True, False], ids=["bf16-units", "no-bf16-units"])
+def test_describe_devices(monkeypatch, bf16_units):
+    """The CPU row says whether bfloat16 is native; both kinds of CPU, whichever this one is."""
+    monkeypatch.setattr(device_mod, "cpu_has_bf16_units", lambda: bf16_units)
     devices = describe_devices()
     assert all(isinstance(d, DeviceInfo) for d in devices)
     cpu = devices[0]
-    assert (cpu.name, cpu.kind, cpu.available, cpu.bf16) == ("cpu", "cpu", True, True)
+    assert (cpu.name, cpu.kind, cpu.available, cpu.bf16) == ("cpu", "cpu", True, bf16_units)
     assert cpu.description
     assert cpu.memory_bytes is None or cpu.memory_bytes > 0
     assert len([d for d in devices if d.kind == "cuda"]) == (torch.cuda.device_count() if HAS_CUDA else 0)

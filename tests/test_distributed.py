@@ -76,7 +76,10 @@ def assert_same_training(a: Path, b: Path, name_a: str, name_b: str, weights_ato
 
 def test_two_ranks_train_as_one_process_with_the_global_batch(tmp_path, monkeypatch):
     ddp_dir, ref_dir = tmp_path / "ddp", tmp_path / "ref"
-    out = torchrun(tmp_path, ddp_dir, "--data", "sort", "--set", TINY, "--set", "batch_size=4",
+    # AdamW: its update is elementwise, so the global batch's gradient (equal to float rounding) gives
+    # weights equal to float rounding (measured 4e-6). Muon's Newton-Schulz spreads rounding over a
+    # matrix: its own test below.
+    out = torchrun(tmp_path, ddp_dir, "--data", "sort", "--set", TINY, "--set", "batch_size=4 optimizer=adamw",
                    "train", "--steps", "4", "--json")
     # rank 0 alone speaks: one JSON document; rank 1 prints nothing at all
     assert out[1] == ("", ""), out[1]
@@ -85,7 +88,7 @@ def test_two_ranks_train_as_one_process_with_the_global_batch(tmp_path, monkeypa
     ddp = json.loads(lines[0])
     assert ddp["steps"] == 4 and ddp["saved"] == "autosave" and len(ddp["evals"]) == 2
 
-    ref = single(ref_dir, monkeypatch, "--data", "sort", "--set", TINY, "--set", "batch_size=8",
+    ref = single(ref_dir, monkeypatch, "--data", "sort", "--set", TINY, "--set", "batch_size=8 optimizer=adamw",
                  "train", "--steps", "4")
     assert ddp["train_loss"] == pytest.approx(ref["train_loss"], abs=TOL)  # the logged loss is the global batch's
     assert ddp["val_loss"] == pytest.approx(ref["val_loss"], abs=TOL)
@@ -102,10 +105,12 @@ def test_two_ranks_train_as_one_process_with_the_global_batch(tmp_path, monkeypa
 
 def test_two_ranks_train_with_muon_as_one_process(tmp_path, monkeypatch):
     """Muon orthogonalises each matrix's momentum after DDP has averaged the gradients, so every rank
-    makes the update one process makes with the global batch, but for rounding: Newton-Schulz runs
-    in bfloat16, and a gradient that differs in its last float32 bit (DDP sums in another order) can
-    round an entry one bfloat16 step (2^-8 of it) the other way, and the five NS steps spread it
-    over the matrix: up to about 4e-5 on a weight here. So the weights get 1e-4, below what one step
+    makes the update one process makes with the global batch, but for rounding. On a CPU with
+    bfloat16 units Newton-Schulz runs in bfloat16, and a gradient that differs in its last float32 bit
+    (DDP sums in another order) can round an entry one bfloat16 step (2^-8 of it) the other way, and
+    the five NS steps spread it over the matrix: up to about 4e-5 on a weight here (Xeon with AMX).
+    Elsewhere NS runs in float32 (core.precision.fast_dtype): 7e-6 here (Xeon without bfloat16
+    units). So the weights get 1e-4, below what one step
     moves an entry at the peak lr (lr * 0.2 sqrt(24) / sqrt(24), about 6e-4), let alone a rank that
     trained on its own slice; the losses keep TOL."""
     ddp_dir, ref_dir = tmp_path / "ddp", tmp_path / "ref"

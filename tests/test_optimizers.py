@@ -155,8 +155,9 @@ def test_muon_steps_follow_the_formula(name):
         ref = reference(before, grads, **{"lr": lr, "wd": wd, **wrong})
         return ((got - ref).norm() / (ref - before.double()).norm()).item()
 
-    # torch runs NS in bfloat16 (8 bits of mantissa), so the update agrees with the float64 formula to
-    # about 1%, not to float32's precision; what the tolerance must separate are the wrong formulas.
+    # NS runs in bfloat16 where the CPU has bfloat16 units (8 bits of mantissa: the update agrees with
+    # the float64 formula to about 1%) and in float32 elsewhere (far closer); either way what the
+    # tolerance must separate are the wrong formulas.
     tolerance = 0.025
     assert error() < tolerance
     assert error(nesterov=False) > 2 * tolerance
@@ -164,6 +165,39 @@ def test_muon_steps_follow_the_formula(name):
     assert error(decay_lr_scaled=True) > 2 * tolerance  # decay uses the plain lr (torch's decoupled decay)
     assert error(mu=0.5) > 2 * tolerance
     assert error(scale="original") > 2 * tolerance  # Keller Jordan's sqrt(max(1, A/B)) instead of 0.2 sqrt(48)
+
+
+@pytest.fixture(params=[True, False], ids=["bf16-units", "no-bf16-units"])
+def bf16_units(request, monkeypatch):
+    """Both kinds of CPU, whichever this one is: the hardware answer every precision choice asks."""
+    from minitf_repl.core import precision
+
+    monkeypatch.setattr(precision, "native_bf16", lambda device: request.param)
+    return request.param
+
+
+def test_newton_schulz_runs_in_bfloat16_only_where_the_cpu_multiplies_it_natively(bf16_units, monkeypatch):
+    """Emulated bfloat16 is several times slower than float32 (core.precision.fast_dtype): Muon's
+    orthogonalisation asks the device like dtype=auto does, and the products really run in that dtype."""
+    from minitf_repl.core import optimizers
+
+    seen = []
+    real_baddbmm = torch.baddbmm
+
+    def spy(*args, **kwargs):  # every product of the five Newton-Schulz steps
+        seen.append(args[1].dtype)
+        return real_baddbmm(*args, **kwargs)
+
+    monkeypatch.setattr(optimizers.torch, "baddbmm", spy)
+    model = model_of()
+    opt = make_optimizer(model, TrainConfig(optimizer="muon"))
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    opt.step()
+    monkeypatch.undo()
+    expected = torch.bfloat16 if bf16_units else torch.float32
+    assert seen and set(seen) == {expected}
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the weights stay float32 either way
 
 
 def test_a_muon_update_is_roughly_orthogonal():
@@ -336,8 +370,12 @@ def test_set_optimizer_rejects_an_unknown_name():
         parse_line(":set optimizer=sgd", REGISTRY)
 
 
-def test_batched_muon_takes_torch_muons_steps():
-    """BatchedMuon orthogonalises same-shaped matrices together; the update must stay torch.optim.Muon's."""
+def test_batched_muon_takes_torch_muons_steps(bf16_units):
+    """BatchedMuon orthogonalises same-shaped matrices together; the update must stay torch.optim.Muon's.
+
+    torch's Muon always runs Newton-Schulz in bfloat16; BatchedMuon does so only where the CPU has
+    bfloat16 units (else float32, closer to the exact formula), so both cases differ from torch's by
+    bfloat16's rounding at most."""
     from minitf_repl.core.optimizers import BatchedMuon
 
     torch.manual_seed(0)

@@ -17,8 +17,9 @@ by the same amount, instead of the few directions with large gradients taking th
 
 NS is five Newton-Schulz steps, which need only matrix products: X = u / ||u||_F (transposed to be
 wide), then five times X = a X + (b X X^T + c (X X^T)^2) X with (a, b, c) = (3.4445, -4.7750, 2.0315),
-in bfloat16 (torch.optim.Muon's choice, after Keller Jordan's: the result need only be roughly
-orthogonal). Muon is meant for hidden matrices only; the embeddings, the output head, the MoE router
+in bfloat16 where the device multiplies bfloat16 natively (torch.optim.Muon's choice, after Keller
+Jordan's: the result need only be roughly orthogonal) and in float32 elsewhere, where bfloat16 would
+be emulated and several times slower (core.precision.fast_dtype). Muon is meant for hidden matrices only; the embeddings, the output head, the MoE router
 and every 1-D tensor (norm gains, biases) stay with AdamW, in today's two groups (matrices decay, 1-D
 tensors do not). See `hidden_matrices` for the partition and its reasons.
 
@@ -38,6 +39,7 @@ import torch
 
 from .config import TrainConfig
 from .experts import MixtureOfExperts
+from .precision import DTYPES, fast_dtype
 
 ADAMW_BETAS = (0.9, 0.99)
 # What each optimizer keeps per parameter, in words (core.ledger counts it; :params shows it).
@@ -112,8 +114,8 @@ class BatchedMuon(torch.optim.Muon):
     to keep a CPU busy (25 ms a step on this project's 2-core machine, a third of the whole training
     step at batch 32). The blocks' matrices come in a few shapes only (d x d for attention, d x d_ff
     and d_ff x d for the FFN), so here the momenta of one shape (transposed to be wide) are stacked
-    and orthogonalised with batched products: the same arithmetic (bfloat16, torch's coefficients),
-    3.5x faster on that machine (bench/recipes.py's runs use it). Everything else is torch's own:
+    and orthogonalised with batched products: the same arithmetic (torch's coefficients; bfloat16
+    where the device has bfloat16 units, else float32: `fast_dtype`), 3.5x faster on that machine. Everything else is torch's own:
     the groups, the state ("momentum_buffer"), state_dict and load_state_dict.
     """
 
@@ -142,7 +144,8 @@ class BatchedMuon(torch.optim.Muon):
                 by_shape.setdefault((tuple(p.shape), p.device, p.dtype), []).append(i)
             for (shape, _, _), members in by_shape.items():
                 stacked = torch.stack([updates[i] for i in members])  # (n, A, B)
-                ortho = newton_schulz(stacked, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                ortho = newton_schulz(stacked, group["ns_coefficients"], group["ns_steps"], group["eps"],
+                                      DTYPES[fast_dtype(stacked.device)])
                 ps = [params[i] for i in members]
                 torch._foreach_mul_(ps, 1 - lr * wd)  # decoupled weight decay, at the plain lr (as torch)
                 torch._foreach_add_(ps, list(ortho.to(ps[0].dtype).unbind(0)),
@@ -150,10 +153,11 @@ class BatchedMuon(torch.optim.Muon):
         return loss
 
 
-def newton_schulz(G: torch.Tensor, coefficients: tuple, steps: int, eps: float) -> torch.Tensor:
-    """NS for a stack of matrices (n, A, B): each replaced by about its nearest orthogonal matrix (bfloat16)."""
+def newton_schulz(G: torch.Tensor, coefficients: tuple, steps: int, eps: float,
+                  dtype: torch.dtype) -> torch.Tensor:
+    """NS for a stack of matrices (n, A, B): each replaced by about its nearest orthogonal matrix, in `dtype`."""
     a, b, c = coefficients
-    X = G.bfloat16()
+    X = G.to(dtype)
     tall = X.size(-2) > X.size(-1)
     if tall:
         X = X.mT  # wide: X X^T is the smaller Gram matrix
