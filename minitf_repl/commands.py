@@ -119,6 +119,7 @@ class DeviceResult:
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
     dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
     train_dtype: str | None = None
+    threads: str | None = None  # torch's CPU threads and why (core.threads.ThreadChoice.describe)
 
     @property
     def failure(self) -> str | None:
@@ -321,6 +322,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if wanted == "continue":
             schedule, constant_lr = "continue", trainer.final_lr()
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
+    session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
         summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
@@ -538,11 +540,14 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
 
 
 def _train_dtype(session: Session, device) -> dict:
-    """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units)."""
+    """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units),
+    and torch's CPU threads (chosen now if nothing has chosen them yet)."""
     from .core.precision import training_dtype
 
     setting = session.train_config.dtype
-    return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device)}
+    choice = session.threads.choice or session.threads.decide()
+    return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device),
+            "threads": choice.describe()}
 
 
 @command("config", "Show the model, training and generation settings.", needs_torch=False)
@@ -728,9 +733,11 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
         check_trainable(model, train.batch_size)
         contenders.append(Contender(label, model, train))
     base_seed = session.train_config.seed
+    session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_compare_start([c.label for c in contenders], steps, seeds)
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
-                       on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop)
+                       on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
+                       threads=session.threads)
     finals = [(o.final, o) for o in outcomes if o.final is not None]
     stopped = any(o.final is None or o.final.step < steps for o in outcomes)
     verdict = None

@@ -24,6 +24,7 @@ from pathlib import Path
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
 from .core.recipes import switch_recipe
+from .core.threads import ThreadPolicy
 
 # Model settings that change no weight (declared `in_place` in core.config): the model keeps its weights.
 IN_PLACE = {spec.name for spec in ModelConfig.specs() if spec.in_place}
@@ -37,6 +38,10 @@ class ShellConfig(Settings):
     kind = "shell"
 
     autosave: bool = setting(True, f"save the checkpoint {AUTOSAVE_NAME!r} at the end of every :train")
+    # core/threads.py: the rule auto follows, and why (an oversubscribed core is tens of times slower).
+    threads: int = setting(0, "CPU threads torch computes with: 0 = auto (the cores this process may use, less "
+                           "those other programs keep busy; looked at again while training), N = exactly N",
+                           low=0, limit=1024)
 
 
 @dataclass
@@ -69,6 +74,7 @@ class Session:
         self.device_name = device_name
         self.gen_config = gen_config if gen_config is not None else GenConfig()
         self.shell_config = shell_config if shell_config is not None else ShellConfig()
+        self.threads = ThreadPolicy(self.shell_config.threads)  # applied when torch is first needed (build)
         self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else default_checkpoint_dir()
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
@@ -129,6 +135,8 @@ class Session:
         if self._model is not None:
             return
         data, device = self.data, self.device  # either may raise; nothing is set before both succeed
+        if self.threads.choice is None:
+            self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)
 
     def _new_model(self, data, device):
@@ -141,6 +149,7 @@ class Session:
         torch.manual_seed(self.train_config.seed)
         model = MiniTransformerLM(config).to(device)
         trainer = Trainer(model, data, self.train_config, device)
+        trainer.threads = self.threads
         self.model_config = config
         return model, trainer
 
@@ -226,6 +235,7 @@ class Session:
 
     def set_shell_config(self, config: ShellConfig) -> None:
         self.shell_config = config
+        self.threads.set(config.threads)
 
     # --- ablations: parts of the model switched off by hooks, never by changing a weight ---------------
     @property
@@ -264,6 +274,7 @@ class Session:
             self._ablations = None
         self._data, self.data_spec = data, data_spec
         self._model, self._trainer = model, trainer
+        trainer.threads = self.threads
         self.model_config = model.config
         self.train_config = trainer.config
 

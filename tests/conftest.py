@@ -31,3 +31,10 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_for_sessions(monkeypatch):
+    """Sessions keep torch at one thread too: their `threads=auto` policy reads $MINITF_THREADS first
+    (core/threads.py), and subprocesses inherit it. Tests of the policy itself unset it."""
+    monkeypatch.setenv("MINITF_THREADS", "1")

@@ -68,8 +68,12 @@ def compare(
     device: torch.device | str = "cpu",
     on_evaluation: Callable[[Evaluation], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    threads=None,
 ) -> list[Outcome]:
-    """Train each contender for `steps` steps once per seed, in step; return one Outcome each."""
+    """Train each contender for `steps` steps once per seed, in step; return one Outcome each.
+
+    `threads`: a core.threads.ThreadPolicy each trainer asks between steps (None: leave the count alone).
+    """
     base = contenders[0].model_config.to_dict()
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in c.model_config.to_dict().items() if base.get(k) != v})
                 for c in contenders]
@@ -81,6 +85,7 @@ def compare(
                 torch.manual_seed(seed)
                 model = MiniTransformerLM(contender.model_config).to(device)
                 trainer = Trainer(model, data, config, device)
+                trainer.threads = threads
                 trainer.start_run(steps)
                 outcomes[i].n_params = model.num_parameters()
                 runs.append((i, trainer))

@@ -125,14 +125,30 @@ def _native_bf16(kind: str, index: int | None) -> bool:  # asked at every traini
     return False
 
 
-def _cpu_info() -> DeviceInfo:
-    threads = torch.get_num_threads()
-    processor = ""
+def cpu_name() -> str:
+    """The processor's model name ("AMD EPYC 7B13", "Intel(R) Xeon(R) Processor"), or the machine type."""
     try:
-        processor = platform.processor() or platform.machine()
-    except Exception:
+        for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
         pass
-    description = f"{processor}, {threads} threads" if processor else f"CPU, {threads} threads"
+    try:
+        return platform.processor() or platform.machine() or "CPU"
+    except Exception:
+        return "CPU"
+
+
+def cpu_kind() -> str:
+    """One line for benchmark output and notes: the model, the cores, and whether bfloat16 is native."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    bf16 = "native bfloat16 (AMX or AVX512-BF16)" if cpu_has_bf16_units() else "no native bfloat16"
+    return f"{cpu_name()}, {cores} cores, {bf16}"
+
+
+def _cpu_info() -> DeviceInfo:
+    cores = os.cpu_count() or 1
+    description = f"{cpu_name()}, {cores} core{'' if cores == 1 else 's'}"  # torch's threads: :device's own line
     memory = None
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

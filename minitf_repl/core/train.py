@@ -67,6 +67,7 @@ class RunSummary:
     compiled: bool = False  # the steps ran through torch.compile
     compile_seconds: float | None = None  # the first compiled step, compilation included (None: none here)
     notes: list = dataclasses.field(default_factory=list)  # the lines given to on_notice
+    threads: int = 1  # torch's CPU threads when the call ended (core.threads)
 
 
 def _moe_aux_loss(model) -> float | None:
@@ -108,6 +109,9 @@ class Trainer:
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
         self._fast = None  # FastPath(model), made on the first step that takes it
+        # core.threads.ThreadPolicy: asked between steps whether other work now wants a core (None: leave
+        # torch's thread count alone; the session sets its policy here)
+        self.threads = None
 
     @property
     def max_seq_len(self) -> int:
@@ -235,6 +239,8 @@ class Trainer:
             if self._stop_requested(should_stop):
                 stopped = True
                 break
+            if self.threads is not None:
+                self.threads.revisit()  # a look every few seconds, between steps
             t0 = time.perf_counter()
             run_step = self.step - self.run_start
             lr = self.lr_for(run_step)
@@ -289,7 +295,7 @@ class Trainer:
             tokens_per_second=tokens / busy if busy else 0.0,
             seconds=time.perf_counter() - call_start,
             dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
-            notes=notes,
+            notes=notes, threads=torch.get_num_threads(),
         )
 
     def _forward_backward(self, x, y, before: tuple, note: Callable[[str], None]):

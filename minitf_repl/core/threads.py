@@ -1,0 +1,215 @@
+"""How many threads torch computes with on a CPU: the cores this process may use, less those other work keeps busy.
+
+torch starts with one thread per core and keeps them all. Its threads meet at a barrier after every
+parallel piece of an operation, so one thread that has no core (because another program holds it)
+stalls the others: on a 2-core AMD EPYC with another program running, a float32 product took 15.5 ms
+with 2 threads against 0.27 ms with 1, and the first `:train` showed an ETA of 45 minutes. On an idle
+machine the second thread is worth having (the matrix products split across both cores).
+
+So the `threads` setting (ShellConfig; 0 means auto) decides:
+    N > 0                    exactly N threads
+    0 (auto)                 $MINITF_THREADS if set; else
+                             cores  = the CPUs this process may run on (os.sched_getaffinity), capped by
+                                      a cgroup CPU quota (docker --cpus) and by torch's own default
+                                      (physical cores, or OMP_NUM_THREADS where a launcher such as
+                                      torchrun set it);
+                             busy   = how many of those CPUs other processes kept busy, measured
+                                      from /proc/stat minus this process's own time (/proc/self/stat);
+                             threads = cores less every core that is more than a quarter busy, at least 1.
+A wrong guess costs little one way (a second idle core left unused: up to ~1.6x slower) and a lot
+the other (an oversubscribed core: tens of times slower), hence the quarter.
+
+Auto looks once when the session first needs torch, again at the start of each training run (a
+fresh sample of 0.2 s), and every few seconds while training (over the time since the last look,
+which costs no waiting), so a program that starts or stops beside a long run moves the count.
+Where /proc is not there (macOS, Windows) auto uses the cores alone.
+
+This module imports torch only when it sets the count, so the shell can import it early.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BUSY_SHARE = 0.25  # a core that other processes keep more than this busy does not get a thread
+SAMPLE_SECONDS = 0.2  # a fresh look at the start of a run
+REVISIT_SECONDS = 3.0  # while training: look again after this long, over the time since the last look
+ENV = "MINITF_THREADS"
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    threads: int  # what torch computes with now
+    how: str  # "auto", "setting" (threads=N) or "MINITF_THREADS"
+    cores: int | None = None  # auto: the cores this process may use
+    busy: float | None = None  # auto: cores' worth of CPU other processes used (None: not measurable here)
+
+    def describe(self) -> str:
+        """e.g. "2 (auto: 2 cores, 0.0 busy with other work)", "1 (threads=1)"."""
+        if self.how == "setting":
+            return f"{self.threads} (threads={self.threads})"
+        if self.how == ENV:
+            return f"{self.threads} (${ENV}={self.threads})"
+        cores = f"{self.cores} core" + ("" if self.cores == 1 else "s")
+        busy = "load not measurable here" if self.busy is None else f"{self.busy:.1f} busy with other work"
+        return f"{self.threads} (auto: {cores}, {busy})"
+
+
+# --- what this process may use ------------------------------------------------------------------------
+_TORCH_DEFAULT: int | None = None
+
+
+def torch_default_threads() -> int:
+    """torch's own thread count as it started (physical cores, or OMP_NUM_THREADS), read once."""
+    global _TORCH_DEFAULT
+    if _TORCH_DEFAULT is None:
+        import torch
+
+        _TORCH_DEFAULT = torch.get_num_threads()
+    return _TORCH_DEFAULT
+
+
+def affinity() -> set[int] | None:
+    """The CPUs this process may run on (None where the platform cannot say)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """A container's CPU quota in cores (cgroup v2 cpu.max, or v1 cfs quota/period), None if unlimited."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cores() -> int:
+    cpus = affinity()
+    cores = len(cpus) if cpus else (os.cpu_count() or 1)
+    quota = cgroup_quota()
+    if quota is not None:
+        cores = min(cores, max(1, math.floor(quota)))
+    return max(1, min(cores, torch_default_threads()))
+
+
+# --- what other processes use --------------------------------------------------------------------
+@dataclass(frozen=True)
+class CpuReading:
+    at: float  # time.monotonic()
+    busy_ticks: int  # non-idle ticks of the CPUs this process may use, all processes together
+    own_ticks: int  # this process's user + system ticks, all its threads
+
+
+def read_cpu(proc: Path = Path("/proc")) -> CpuReading | None:
+    """One reading of /proc/stat and /proc/self/stat (None where there is no such file)."""
+    try:
+        stat = (proc / "stat").read_text().splitlines()
+        own = (proc / "self" / "stat").read_text()
+    except OSError:
+        return None
+    cpus = affinity()
+    busy = 0
+    for line in stat:
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        if cpus is not None and int(name[3:]) not in cpus:
+            continue
+        ticks = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal
+        busy += ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]  # steal: another VM has the core
+    fields = own[own.rindex(")") + 2 :].split()  # after "pid (comm) "; utime and stime are fields 14, 15
+    return CpuReading(time.monotonic(), busy, int(fields[11]) + int(fields[12]))
+
+
+def busy_elsewhere(before: CpuReading, after: CpuReading) -> float | None:
+    """Cores' worth of CPU that other processes used between two readings."""
+    seconds = after.at - before.at
+    if seconds <= 0:
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    others = (after.busy_ticks - before.busy_ticks) - (after.own_ticks - before.own_ticks)
+    return max(0.0, others / hz / seconds)
+
+
+def threads_for(cores: int, busy: float | None) -> int:
+    """The rule of the module docstring: every core more than BUSY_SHARE busy elsewhere is left out."""
+    if busy is None:
+        return cores
+    taken = max(0, math.ceil(busy - BUSY_SHARE))
+    return max(1, cores - taken)
+
+
+# --- the policy ----------------------------------------------------------------------------------
+class ThreadPolicy:
+    """The `threads` setting carried out: `decide()` at a start, `revisit()` while a run goes on."""
+
+    def __init__(self, setting: int = 0):
+        self.setting = setting
+        self.choice: ThreadChoice | None = None
+        self._last: CpuReading | None = None
+
+    def set(self, setting: int) -> None:
+        """A new value of the setting, carried out at once if the policy has already been applied."""
+        changed, self.setting = setting != self.setting, setting
+        if changed and self.choice is not None:
+            self.decide()
+
+    def decide(self, sample: float = SAMPLE_SECONDS) -> ThreadChoice:
+        """Choose and apply now; auto measures the other processes over a fresh `sample` of seconds."""
+        fixed = self._fixed()
+        if fixed is not None:
+            return self._apply(fixed)
+        before = read_cpu()
+        if before is not None and sample > 0:
+            time.sleep(sample)
+        return self._auto(before)
+
+    def revisit(self) -> ThreadChoice | None:
+        """While training: look again if REVISIT_SECONDS have passed (no waiting); the new choice or None."""
+        if self.setting or os.environ.get(ENV) or self._last is None:
+            return None
+        if time.monotonic() - self._last.at < REVISIT_SECONDS:
+            return None
+        before = self.choice
+        choice = self._auto(self._last)
+        return choice if before is None or choice.threads != before.threads else None
+
+    def _fixed(self) -> ThreadChoice | None:
+        if self.setting:
+            return ThreadChoice(self.setting, "setting")
+        env = os.environ.get(ENV, "").strip()
+        if env:
+            try:
+                return ThreadChoice(max(1, int(env)), ENV)
+            except ValueError:
+                pass  # not a number: auto, as if it were unset
+        return None
+
+    def _auto(self, before: CpuReading | None) -> ThreadChoice:
+        after = read_cpu()
+        busy = busy_elsewhere(before, after) if before is not None and after is not None else None
+        self._last = after
+        cores = usable_cores()
+        return self._apply(ThreadChoice(threads_for(cores, busy), "auto", cores, busy))
+
+    def _apply(self, choice: ThreadChoice) -> ThreadChoice:
+        import torch
+
+        torch_default_threads()  # read before the first change
+        if torch.get_num_threads() != choice.threads:
+            torch.set_num_threads(choice.threads)
+        self.choice = choice
+        return choice
