@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core import optimizers
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.model import MiniTransformerLM
@@ -50,7 +51,7 @@ def test_adamw_splits_matrices_from_gains_and_biases():
     model = model_of()
     config = TrainConfig(optimizer="adamw")
     opt = make_optimizer(model, config)
-    assert type(opt) is torch.optim.AdamW
+    assert type(opt) is optimizers.AdamW and isinstance(opt, torch.optim.AdamW)
     decay, no_decay = opt.param_groups
     assert names_of(model, decay["params"]) == {n for n, p in model.named_parameters() if p.dim() >= 2}
     assert names_of(model, no_decay["params"]) == {n for n, p in model.named_parameters() if p.dim() < 2}
@@ -105,6 +106,46 @@ def test_muon_takes_the_blocks_matrices_and_adamw_everything_else(changes):
     assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
     assert (muon["weight_decay"], decay["weight_decay"], no_decay["weight_decay"]) == (0.05, 0.05, 0.0)
     assert muon["adjust_lr_fn"] == "match_rms_adamw" and decay["betas"] == (0.9, 0.99)
+
+
+def test_adamw_is_torch_s_adamw_step_for_step_and_state_for_state():
+    """optimizers.AdamW only skips torch's torch._dynamo import: the same update, the same state_dict."""
+    ours_model, theirs_model = model_of(), model_of()
+    config = TrainConfig(optimizer="adamw", lr=0.01, weight_decay=0.1)
+    ours = make_optimizer(ours_model, config)
+    groups = [{"params": [p for p in theirs_model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in theirs_model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    theirs = torch.optim.AdamW(groups, lr=0.01, betas=(0.9, 0.99), fused=True)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        for a, b in zip(ours_model.parameters(), theirs_model.parameters()):
+            a.grad = torch.randn(a.shape, generator=g)
+            b.grad = a.grad.clone()
+        ours.step()
+        theirs.step()
+    for a, b in zip(ours_model.parameters(), theirs_model.parameters()):
+        assert torch.equal(a, b)
+    mine, torchs = ours.state_dict(), theirs.state_dict()
+    assert mine["param_groups"] == torchs["param_groups"]
+    assert all(torch.equal(mine["state"][i][k], torchs["state"][i][k]) for i in torchs["state"] for k in torchs["state"][i])
+    theirs.load_state_dict(mine)  # and the other way: checkpoints written before load into ours
+    ours.load_state_dict(torchs)
+
+
+def test_a_default_train_never_imports_the_compiler():
+    """torch's optimizers import torch._dynamo (70 MB resident) on their first call; ours do not, so
+    a first `:train` that compiles nothing does not carry the compiler (bench/memory.py: peak RSS)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from minitf_repl.session import Session; from minitf_repl.dispatch import run_command; "
+            "s = Session(data_spec='sort'); run_command(s, 'train', {'steps': '3'}); "
+            "run_command(s, 'set', {'optimizer': 'adamw'}); run_command(s, 'train', {'steps': '2'}); "
+            "run_command(s, 'save', {'name': 'x'}); "
+            "print('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
 
 
 # --- muon: one step against the formula ----------------------------------------------------------------
@@ -318,7 +359,7 @@ def test_rollback_across_a_switch_of_optimizer_brings_the_old_one_back():
     assert isinstance(trainer.optimizer, MuonWithAdamW) and not trainer.optimizer.state  # a fresh start
     trainer.run(should_stop=lambda: trainer.step >= 5)
     trainer.rollback(snap)
-    assert type(trainer.optimizer) is torch.optim.AdamW and trainer.config.optimizer == "adamw"
+    assert type(trainer.optimizer) is optimizers.AdamW and trainer.config.optimizer == "adamw"
     restored = trainer.optimizer.state_dict()
     assert restored["param_groups"] == adamw_state["param_groups"]
     assert all(same(restored["state"][i], adamw_state["state"][i]) for i in adamw_state["state"])

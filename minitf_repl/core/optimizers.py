@@ -51,6 +51,37 @@ MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
 FUSED_ADAMW = True
 
 
+def _undecorated(method):
+    """`method` without torch's `_disable_dynamo` wrapper (functools.wraps keeps it as __wrapped__)."""
+    return getattr(method, "__wrapped__", method)
+
+
+class _WithoutDynamo:
+    """torch.optim.Optimizer's bookkeeping, minus a 70 MB import nobody here needs.
+
+    torch wraps `add_param_group`, `zero_grad`, `state_dict`, `load_state_dict` and every `step` so
+    that their first call imports torch._dynamo (the compiler's front end) to keep the compiler out
+    of them: about 70 MB of resident memory, a fifth of a first `:train`'s peak, whether or not
+    anything is ever compiled. The methods under the wrappers are plain Python, so the optimizers
+    here take those (and their own steps run under no_grad, what the step wrapper does eagerly).
+    `compile=on` imports torch._dynamo anyway; a torch whose methods lose `__wrapped__` keeps working,
+    with the import. tests/test_optimizers.py checks that a default `:train` leaves it unimported.
+    """
+
+    add_param_group = _undecorated(torch.optim.Optimizer.add_param_group)
+    zero_grad = _undecorated(torch.optim.Optimizer.zero_grad)
+    state_dict = _undecorated(torch.optim.Optimizer.state_dict)
+    load_state_dict = _undecorated(torch.optim.Optimizer.load_state_dict)
+
+
+class AdamW(_WithoutDynamo, torch.optim.AdamW):
+    """torch.optim.AdamW itself (its groups, state, checkpoint format and update), without the import."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        return _undecorated(torch.optim.AdamW.step)(self, closure)
+
+
 def make_optimizer(model: torch.nn.Module, config: TrainConfig):
     """The optimizer `config.optimizer` names, over `model`'s trainable parameters, at lr = config.lr."""
     if config.optimizer == "muon":
@@ -66,7 +97,7 @@ def _adamw(params: list, config: TrainConfig) -> torch.optim.AdamW:
     ]
     # fused: one kernel updates every tensor of a group (the CPU has one since torch 2.4), instead of
     # a dozen small ops per tensor; the same update up to float rounding (bench/nanogpt.py measures it).
-    return torch.optim.AdamW(groups, lr=config.lr, betas=ADAMW_BETAS, fused=FUSED_ADAMW)
+    return AdamW(groups, lr=config.lr, betas=ADAMW_BETAS, fused=FUSED_ADAMW)
 
 
 def hidden_matrices(model: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
@@ -106,7 +137,7 @@ def set_weight_decay(optimizer, weight_decay: float) -> None:
             group["weight_decay"] = weight_decay
 
 
-class BatchedMuon(torch.optim.Muon):
+class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
     """torch.optim.Muon's update, with the matrices of one shape orthogonalised together.
 
     torch's Muon runs Newton-Schulz matrix by matrix: for the default model that is 24 small

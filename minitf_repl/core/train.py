@@ -31,6 +31,7 @@ from . import distributed
 from .config import TrainConfig
 from .errors import ConfigError, TrainingDiverged
 from .fastpath import FastPath, listened
+from .memory import release_freed
 from .optimizers import make_optimizer, set_weight_decay
 from .precision import (autocast, compile_failure_line, compile_module, is_compile_failure, precision_note,
                         training_dtype)
@@ -174,9 +175,13 @@ class Trainer:
 
         Under torchrun rank 0 alone evaluates, on batches of the global size (batch_size x ranks),
         so its numbers are those a single process training with the global batch would report.
+
+        The trainer's own model is scored through the fast path when training takes it (the same
+        function: tests/test_fastpath.py), unless a hook listens to the model.
         """
         model = self.model if model is None else model
         device = self.device if model is self.model else next(model.parameters()).device
+        scorer = self._plain_forward() if model is self.model else model  # the same function, maybe faster
         was_training = model.training
         model.eval()
         try:
@@ -185,11 +190,11 @@ class Trainer:
             batch_size = self.config.batch_size * distributed.world_size()
             for _ in range(self.config.eval_batches):
                 x, y = self.data.get_batch("val", batch_size, self.max_seq_len, g)
-                _, loss = model(x.to(device), y.to(device))
+                _, loss = scorer(x.to(device), y.to(device))
                 losses.append(loss.item())
             accuracy = None
             if getattr(self.data, "accuracy", None) is not None:
-                accuracy = self.data.accuracy(model, device=device)
+                accuracy = self.data.accuracy(scorer, device=device)
             return sum(losses) / len(losses), accuracy
         finally:
             model.train(was_training)
@@ -284,6 +289,7 @@ class Trainer:
             if on_step is not None:
                 on_step(info)
 
+        release_freed()  # what the steps freed goes back now, before a caller saves or draws (core.memory)
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
         if not busy and compile_seconds is not None:  # only the compiling step ran
             tokens, busy = done * cfg.batch_size * ranks * self.max_seq_len, compile_seconds
@@ -366,8 +372,10 @@ class Trainer:
         The readable model when `fast_path` is off, and whenever a hook listens to it (a view, a
         trace, an ablation): those hooks sit on modules the fast path does not call.
         """
-        if self._ddp is not None:
-            return self._ddp
+        return self._ddp if self._ddp is not None else self._plain_forward()
+
+    def _plain_forward(self):
+        """The fast path or the readable model, in this process alone (what evaluation calls, never DDP)."""
         if not self.config.fast_path:
             return self.model
         if self._fast is None or self._fast.model is not self.model:
