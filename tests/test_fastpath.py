@@ -133,10 +133,12 @@ def trainer_for(**train):
 def test_trainer_steps_through_the_fast_path_unless_off_or_listened(monkeypatch):
     calls = []
     original = FastPath.forward
-    monkeypatch.setattr(FastPath, "forward", lambda self, *a: calls.append(1) or original(self, *a))
+    # True: a training step, False: evaluation (which scores through the fast path too, in eval mode)
+    monkeypatch.setattr(FastPath, "forward", lambda self, *a: calls.append(self.model.training) or original(self, *a))
     fast = trainer_for()
     fast.run()
-    assert len(calls) == 6
+    # one evaluation, at the end: its validation batches and the task's accuracy pass
+    assert calls.count(True) == 6 and calls.count(False) == fast.config.eval_batches + 1
 
     calls.clear()
     trainer_for(fast_path=False).run()
