@@ -49,6 +49,18 @@ class Param:
         return SettingSpec(name=self.name, type=self.type, default=self.default, help=self.help, choices=self.choices,
                            low=self.low, limit=self.limit, nullable=self.nullable)
 
+    def completions(self, session) -> list[str]:
+        """What Tab offers for the value, in the REPL and in bash/zsh/fish: choices, on/off, `complete`'s list."""
+        if self.choices:
+            values = [str(c) for c in self.choices]
+        elif self.type is bool:
+            values = ["on", "off"]
+        elif self.complete is not None:
+            values = list(self.complete(session))
+        else:
+            values = []
+        return values + (["none"] if self.nullable else [])
+
     @property
     def metavar(self) -> str:
         if self.meta:

@@ -122,15 +122,7 @@ class CommandCompleter(Completer):
         self.session = session  # passed to the `complete` functions (checkpoint names need its folder)
 
     def _values(self, param) -> list[str]:
-        if param.choices:
-            values = [str(c) for c in param.choices]
-        elif param.type is bool:
-            values = ["on", "off"]
-        elif param.complete is not None:
-            values = list(param.complete(self.session))
-        else:
-            values = []
-        return values + (["none"] if param.nullable else [])
+        return param.completions(self.session)
 
     def get_completions(self, document, complete_event):
         text = document.text_before_cursor

@@ -156,6 +156,20 @@ def test_no_private_name_is_imported_across_modules():
     assert not crossing, crossing
 
 
+def test_no_private_module_of_another_package_is_imported():
+    """`typer._click` and the like change without notice between releases; only public modules are used."""
+    private = []
+    for name, path, tree in _modules():
+        for node in ast.walk(tree):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            private += [f"{path.name}: {m}" for m in modules
+                        if not m.startswith("minitf_repl") and m != "__future__"
+                        and any(part.startswith("_") for part in m.split("."))]
+    assert not private, private
+
+
 def test_no_code_outside_commands_decides_by_a_command_name():
     names = {n for c in REGISTRY.values() for n in (c.name, *c.aliases)}
     offenders = []
