@@ -1371,7 +1371,7 @@ class QuantizeResult:
     device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
 
 
-@command("quantize", "Sample with an int8 copy of the Linear layers (dynamic quantization), or off again.", params=[
+@command("quantize", "Sample with an int8 copy of the Linear layers (per-channel weights), or off again.", params=[
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
                "(default: show which is on)"),
