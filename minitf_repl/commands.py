@@ -19,7 +19,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
@@ -28,6 +28,16 @@ from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
 from .reporter import Reporter
 from .session import AUTOSAVE_NAME, Session, ShellConfig
+
+if TYPE_CHECKING:  # the core types results hold (torch-bound, so imported here for readers; schema.py resolves them)
+    from .core.checkpoint import CheckpointInfo
+    from .core.compare import Outcome
+    from .core.data import DataInfo
+    from .core.device import DeviceInfo
+    from .core.ledger import Ledger
+    from .core.quantize import QuantizeMeasure
+    from .core.trace import TraceRecord
+    from .core.train import StepInfo
 
 REGISTRY = Registry()
 command = REGISTRY.command
@@ -67,7 +77,7 @@ class TrainResult:
     accuracy: float | None  # exact-match accuracy on held-out examples (tasks only)
     tokens_per_second: float
     seconds: float
-    evals: list[dict]  # history rows (core.train.StepInfo as dicts) with a val_loss, from this command
+    evals: list[dict] = field(metadata={"json": "list[StepInfo]"})  # history rows with a val_loss, from this command
     data: str
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
@@ -76,7 +86,8 @@ class TrainResult:
     schedule: str = "new"
     constant_lr: float | None = None
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
-    curve: list = field(default_factory=list)  # this command's history rows, thinned to at most 200, for a chart
+    # this command's history rows, thinned to at most 200, for a chart
+    curve: list[dict] = field(default_factory=list, metadata={"json": "list[StepInfo]"})
     dtype: str = "float32"  # the training forward's precision (the dtype setting)
     compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
@@ -105,7 +116,7 @@ class GenResult:
 @dataclass
 class ShapesResult:
     prompt: str  # the text traced (after truncation to max_seq_len)
-    records: list  # core.trace.TraceRecord, in execution order
+    records: list[TraceRecord]  # one per module and probe, in execution order
     n_layers: int
     layer: int | None  # the block shown in full; None when show_all
     show_all: bool
@@ -113,7 +124,7 @@ class ShapesResult:
 
 @dataclass
 class DeviceResult:
-    devices: list  # core.device.DeviceInfo
+    devices: list[DeviceInfo]
     current: str
     switched: bool
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
@@ -138,7 +149,7 @@ class ConfigResult:
 
 @dataclass
 class SetResult:
-    changed: dict  # key -> (old, new), only the values that changed
+    changed: dict[str, tuple]  # key -> [old, new], only the values that changed
     rebuilt: bool  # the model was rebuilt: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     preset: str | None = None  # the preset the model settings now match, if any
@@ -146,20 +157,32 @@ class SetResult:
 
 @dataclass
 class DataResult:
-    info: Any  # core.data.DataInfo
+    info: DataInfo
     changed: bool
     rebuilt: bool
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
-    recipe: dict = field(default_factory=dict)  # core.recipes: {setting: (before, after)} that followed the data
+    recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
+
+
+class KVCacheSize(TypedDict):
+    """What :params says about the KV cache (a dict: the renderer reads it by key)."""
+
+    bytes_per_token: int  # K and V of every layer for one token, float32
+    kv_heads: int  # key/value heads kept per layer (fewer than n_heads with grouped or multi-query attention)
+    n_heads: int
+    window_bytes: int  # the cache for a full window of max_seq_len tokens
+    window: int  # max_seq_len
+    mha_bytes_per_token: int  # what the cache would take with one key/value head per query head
 
 
 @dataclass
 class ParamsResult:
-    rows: list  # (parameter path, shape, count); the tied embedding/head matrix once
+    rows: list[tuple[str, tuple[int, ...], int]]  # [parameter path, shape, count]; the tied embedding/head matrix once
     total: int
-    ledger: dict | None = None  # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
+    # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
+    ledger: dict | None = field(default=None, metadata={"json": "Ledger | None"})
     show_all: bool = False  # all=on: the per-tensor list instead of the ledger
-    kv_cache: dict | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
+    kv_cache: KVCacheSize | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
 
 
 @dataclass
@@ -188,7 +211,7 @@ class LoadResult:
 
 @dataclass
 class LsResult:
-    rows: list  # core.checkpoint.CheckpointInfo, newest first; a broken one has `error` set
+    rows: list[CheckpointInfo]  # newest first; a broken one has `error` set
     directory: str
 
 
@@ -685,7 +708,7 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
 # --- the variant lab: comparing settings, switching parts off ----------------------------------------
 @dataclass
 class CompareResult:
-    outcomes: list  # core.compare.Outcome per contender: curve (mean, spread per evaluation), speed, size
+    outcomes: list[Outcome]  # one per contender: curve (mean, spread per evaluation), speed, size
     steps: int
     seeds: int
     data: str
@@ -795,9 +818,9 @@ def _contender_configs(session: Session, pairs: list[str], data):
 
 @dataclass
 class ExpertsResult:
-    layers: list  # block index of each MoE layer
-    load: list  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
-    tokens: list  # per layer, per expert: routing choices
+    layers: list[int]  # block index of each MoE layer
+    load: list[list[float]]  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
+    tokens: list[list[int]]  # per layer, per expert: routing choices
     aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
     experts_per_token: int
 
@@ -827,7 +850,7 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
 
 @dataclass
 class AblateResult:
-    active: list  # what is switched off now (text), empty after `:ablate off`
+    active: list[str]  # what is switched off now (text), empty after `:ablate off`
     val_loss_before: float | None  # validation loss without any ablation
     val_loss_after: float | None  # with the ablations now active
     sample: str  # a short greedy continuation of `prompt` with the ablations on
@@ -1009,7 +1032,7 @@ class AttnResult:
     layer: int
     heads: list[int]  # the heads shown (one, or all)
     n_heads: int
-    maps: list  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal (the future)
+    maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
     dropped: int = 0  # characters cut from the front of a prompt longer than max_seq_len
 
 
@@ -1367,7 +1390,7 @@ QUANTIZE_TOKENS = 64  # tokens generated (greedy) for each timing of :quantize i
 class QuantizeResult:
     mode: str  # "int8": :gen samples from the int8 copy; "off": from the float model
     changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
-    measure: Any = None  # core.quantize.QuantizeMeasure, for :quantize int8
+    measure: QuantizeMeasure | None = None  # for :quantize int8
     device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
 
 

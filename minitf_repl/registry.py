@@ -103,6 +103,9 @@ class Command:
     # True: a `key=value` that is not one of its options is part of its free text, not an error
     # (`:compare norm=rmsnorm vs preset=llama` takes settings as its text).
     pairs_in_text: bool = False
+    # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
+    # result changes (name, type, removal or addition); schema.py and its test say when.
+    json_version: int = 1
 
     @property
     def positional(self) -> Param | None:

@@ -47,7 +47,7 @@ class EchoResult:
     times: int
 
 
-def echo(session, args, reporter):
+def echo(session, args, reporter) -> EchoResult:
     reporter.notice("echoing")
     return EchoResult(words=(args["text"] or "").split(), times=args["times"] or 1)
 
@@ -96,7 +96,11 @@ def test_a_new_command_is_a_shell_subcommand_with_json(registry):
     runner = CliRunner()
     result = runner.invoke(app, ["echo", "a b", "--times", "2", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"words": ["a", "b"], "times": 2}
+    assert json.loads(result.stdout) == {"schema": "minitf.echo/1", "words": ["a", "b"], "times": 2}
+    from minitf_repl import schema  # and the versioned-JSON check asks for its schema to be checked in
+
+    assert [p for p in schema.problems(registry) if p.startswith("echo:")] == [
+        "echo: no checked-in schema echo.json; run python -m minitf_repl.schema --write"]
     result = runner.invoke(app, ["echo", "--times", "abc"])
     assert result.exit_code == 1 and "times must be a whole number, got 'abc'" in result.stderr
     assert "echo" not in runner.invoke(cli.app, ["--help"]).stdout  # only the registry it was given

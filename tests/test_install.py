@@ -83,6 +83,10 @@ def test_the_wheel_metadata(wheel):
     assert ">=" in torch and "<" in torch and "==" not in torch, f"torch must stay a range (users bring theirs): {torch}"
     assert "minitf = minitf_repl.cli:main" in entry_points
     assert "minitf_repl/__main__.py" in names
+    from minitf_repl import schema
+
+    shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith("minitf_repl/schemas/")}
+    assert shipped == {f"{c.name}.json" for c in schema.json_commands()}, "scripts read the schemas from the package"
 
 
 def _venv_python(venv: Path) -> Path:
@@ -116,7 +120,7 @@ def _check_installed(venv: Path, cwd: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert tok.returncode == 0, tok.stderr
     doc = json.loads(tok.stdout)
-    assert doc["tokens"] == ["3", "1", "2"]
+    assert doc["schema"] == "minitf.tok/1" and doc["tokens"] == ["3", "1", "2"]
     assert not (cwd / "checkpoints").exists() and not list(cwd.glob("*.egg-info"))
 
 
