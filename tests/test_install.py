@@ -8,8 +8,9 @@ wheel and nothing else; the dependencies come from the environment running the t
 `.pth` file, the way a user brings their own torch build. That keeps the test offline and fast.
 
 `test_the_wheel_installs_with_its_dependencies` (slow): the same wheel into a venv of its own with
-every dependency from the package index, torch pinned to `$MINITF_TORCH` (default torch==2.13.0,
-the CPU build `./dev` installs) so that pip never reaches for a multi-GB CUDA build.
+every dependency from the package index (by pipx itself where it is on PATH), torch pinned to
+`$MINITF_TORCH` (default torch==2.13.0, the CPU build `./dev` installs) so that pip never reaches
+for a multi-GB CUDA build.
 """
 
 from __future__ import annotations
@@ -144,11 +145,23 @@ def test_the_wheel_installs_into_a_fresh_venv(wheel, tmp_path):
 
 @pytest.mark.slow
 def test_the_wheel_installs_with_its_dependencies(wheel, tmp_path):
-    """Full isolation, as `pipx install minitf_repl-*.whl` does it: every dependency from the index."""
+    """Full isolation, every dependency from the index: with pipx where it is on PATH, as a user runs
+    `pipx install --preinstall torch==... minitf_repl-*.whl`; else the same by hand, a venv and pip."""
     path, _ = wheel
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    _install(path, venv, os.environ.get("MINITF_TORCH", "torch==2.13.0"))
+    torch = os.environ.get("MINITF_TORCH", "torch==2.13.0")
+    pipx = shutil.which("pipx")
+    if pipx is not None:
+        env = _clean_env(PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(tmp_path / "bin"),
+                         PIPX_MAN_DIR=str(tmp_path / "man"))
+        done = subprocess.run([pipx, "install", "--preinstall", torch, str(path)], env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        venv = tmp_path / "pipx" / "venvs" / "minitf-repl"
+        assert (tmp_path / "bin" / "minitf").exists()  # pipx's link to the venv's script
+    else:
+        venv = tmp_path / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        _install(path, venv, torch)
     work = tmp_path / "elsewhere"
     work.mkdir()
     _check_installed(venv, work)
