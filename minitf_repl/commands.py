@@ -70,15 +70,15 @@ class TrainResult:
     steps: int  # steps done by this command
     total_steps: int  # optimizer steps done in total
     run_remaining: int  # > 0 after a stop: `:train` continues the run
-    stopped: bool
+    stopped: bool  # Ctrl-C (a stop request) ended it before the run did
     resumed: bool  # this command continued an unfinished run
-    train_loss: float | None
-    val_loss: float | None
+    train_loss: float | None  # of the last step
+    val_loss: float | None  # of the last evaluation, None if none ran
     accuracy: float | None  # exact-match accuracy on held-out examples (tasks only)
-    tokens_per_second: float
-    seconds: float
+    tokens_per_second: float  # training tokens per second, evaluation excluded
+    seconds: float  # wall time of the command
     evals: list[dict] = field(metadata={"json": "list[StepInfo]"})  # history rows with a val_loss, from this command
-    data: str
+    data: str  # what it trained on (the :data spec)
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
@@ -102,11 +102,11 @@ class TrainResult:
 class GenResult:
     prompt: str  # the prompt used (the default start character if none was given)
     text: str  # the generated continuation, without the prompt
-    n_tokens: int
+    n_tokens: int  # tokens generated
     seconds: float
     tokens_per_second: float
-    cache: bool
-    stopped: bool
+    cache: bool  # decoded with the KV cache (cache=on)
+    stopped: bool  # Ctrl-C ended it early
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
     untrained: bool = False  # the model has not trained a step: its text is random
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
@@ -117,19 +117,19 @@ class GenResult:
 class ShapesResult:
     prompt: str  # the text traced (after truncation to max_seq_len)
     records: list[TraceRecord]  # one per module and probe, in execution order
-    n_layers: int
+    n_layers: int  # blocks in the model
     layer: int | None  # the block shown in full; None when show_all
     show_all: bool
 
 
 @dataclass
 class DeviceResult:
-    devices: list[DeviceInfo]
-    current: str
-    switched: bool
+    devices: list[DeviceInfo]  # every device minitf can see, usable or not
+    current: str  # the device the model is on now
+    switched: bool  # this command moved the model
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
     dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
-    train_dtype: str | None = None
+    train_dtype: str | None = None  # what dtype=auto means here: float32 or bfloat16
 
     @property
     def failure(self) -> str | None:
@@ -138,11 +138,11 @@ class DeviceResult:
 
 @dataclass
 class ConfigResult:
-    model: dict
-    train: dict
-    gen: dict
-    data: str
-    device: str
+    model: dict  # the model settings by name (:set and docs/variant-lab.md)
+    train: dict  # the training settings by name
+    gen: dict  # the generation settings by name
+    data: str  # the :data spec
+    device: str  # the device setting (auto, cpu, cuda:N, mps)
     checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
     preset: str | None = None  # the preset the model settings match (sizes aside), if any
 
@@ -157,9 +157,9 @@ class SetResult:
 
 @dataclass
 class DataResult:
-    info: DataInfo
-    changed: bool
-    rebuilt: bool
+    info: DataInfo  # the data now in use
+    changed: bool  # this command switched the data
+    rebuilt: bool  # the model was rebuilt for another vocabulary: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
 
@@ -202,9 +202,9 @@ class LoadResult:
     step: int
     data_spec: str
     val_loss: float | None  # the last evaluated validation loss, None if never evaluated
-    model_config: dict
+    model_config: dict  # the checkpoint's model settings by name
     run_remaining: int  # > 0: the run was stopped and `:train` continues it
-    n_params: int
+    n_params: int  # parameters of the loaded model
     saved_at: str | None  # ISO 8601, UTC
     data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
 
@@ -212,7 +212,7 @@ class LoadResult:
 @dataclass
 class LsResult:
     rows: list[CheckpointInfo]  # newest first; a broken one has `error` set
-    directory: str
+    directory: str  # the checkpoint folder listed
 
 
 def _entry(cmd: Command) -> HelpEntry:
@@ -709,9 +709,9 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
 @dataclass
 class CompareResult:
     outcomes: list[Outcome]  # one per contender: curve (mean, spread per evaluation), speed, size
-    steps: int
-    seeds: int
-    data: str
+    steps: int  # training steps per contender and seed
+    seeds: int  # seeds per contender
+    data: str  # what they trained on
     stopped: bool  # Ctrl-C ended it early: the curves stop where it did
     verdict: str | None = None  # with several seeds: whether the best beats the rest by more than the noise
 
@@ -1029,9 +1029,9 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
 class AttnResult:
     prompt: str  # the text read (its last max_seq_len characters)
     tokens: list[str]  # one character per position
-    layer: int
+    layer: int  # the block shown
     heads: list[int]  # the heads shown (one, or all)
-    n_heads: int
+    n_heads: int  # heads in that block
     maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
     dropped: int = 0  # characters cut from the front of a prompt longer than max_seq_len
 
