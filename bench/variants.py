@@ -126,7 +126,7 @@ def main() -> None:
     print(table([
         ["float32", f"{m.bytes_before / 2**10:,.0f} KiB", f"{m.tokens_per_second_before:,.0f}", "1.00x",
          f"{m.val_loss_before:.4f}", "-"],
-        ["int8 (dynamic, Linear)", f"{m.bytes_after / 2**10:,.0f} KiB", f"{m.tokens_per_second_after:,.0f}",
+        ["int8 (per-channel, Linear)", f"{m.bytes_after / 2**10:,.0f} KiB", f"{m.tokens_per_second_after:,.0f}",
          f"{m.tokens_per_second_after / m.tokens_per_second_before:.2f}x", f"{m.val_loss_after:.4f}",
          f"{m.same_tokens}/{m.n_tokens}"],
     ], ["weights", "size", "tokens/s", "vs float32", "val loss", "same greedy tokens"]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -23,16 +24,17 @@ from typer.core import TyperCommand, TyperGroup
 from . import __version__
 from .commands import REGISTRY
 from .core.errors import UserError
+from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command
 from .parsing import parse_line
 from .registry import Registry
 from .render import error, internal_error
 from .session import Session
 
-try:  # recent Typer vendors click; older releases depend on it
-    from typer._click.exceptions import ClickException as _ClickException
-except ImportError:  # pragma: no cover
-    from click.exceptions import ClickException as _ClickException
+try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
+    from typer import TyperException as _UsageError
+except ImportError:  # older Typer depends on click itself, whose errors derive from ClickException
+    from click import ClickException as _UsageError
 
 def _stdout() -> Console:
     return Console()
@@ -50,7 +52,7 @@ class _Group(TyperGroup):
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
-        except _ClickException as e:
+        except _UsageError as e:
             hint = f"; {e.ctx.command_path} --help lists the options" if getattr(e, "ctx", None) else ""
             error(_stderr(), e.format_message() + hint)
             code = e.exit_code
@@ -236,6 +238,46 @@ def _help(p) -> str:
     return escape(text)
 
 
+class _ShellSession:
+    """What a `complete` function may ask of a session while a shell (bash, zsh, fish) completes a line.
+
+    No session exists then (completion must answer at once, without torch or a model): only the
+    checkpoint folder is known, from --checkpoint-dir on the line or the default. Functions that need
+    a model (a layer's number, say) find no attribute and offer nothing.
+    """
+
+    def __init__(self, ctx: typer.Context):
+        given = ctx.find_root().params.get("checkpoint_dir") if ctx is not None else None
+        self.checkpoint_dir = Path(given).expanduser() if given else default_checkpoint_dir()
+
+
+def _shell_completion(p):
+    """Tab in bash, zsh or fish offers what Tab offers in the REPL (Param.completions); None: nothing to offer."""
+    if p.type is bool or not (p.choices or p.complete or p.nullable):
+        return None  # a flag (--x/--no-x) takes no value; the shell completes its name
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
+        return [v for v in p.completions(_ShellSession(ctx)) if v.startswith(incomplete)]
+
+    return complete
+
+
+def _pair_completion(command):
+    """`minitf set n_<Tab>` offers `n_layers=`...; `minitf set norm=<Tab>` offers that key's values."""
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
+        key, eq, value = incomplete.partition("=")
+        if not eq:
+            return [f"{p.name}=" for p in command.options if p.name.startswith(key)]
+        try:
+            param = command.find_param(key)
+        except UserError:
+            return []
+        return [f"{key}={v}" for v in param.completions(_ShellSession(ctx)) if v.startswith(value)]
+
+    return complete
+
+
 def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: Registry) -> None:
     """One command through the front door: results on stdout, progress and errors on stderr.
 
@@ -257,7 +299,7 @@ def _make_subcommand(command, registry: Registry):
     annotations = {"ctx": typer.Context}
     if command.pairs:
         info = typer.Argument(None, metavar="KEY=VALUE...", help="Settings to change, e.g. n_layers=2 lr=1e-3.",
-                              show_default=False)
+                              show_default=False, autocompletion=_pair_completion(command))
         params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
                                         annotation=Optional[List[str]]))
         annotations["pairs"] = Optional[List[str]]
@@ -266,13 +308,14 @@ def _make_subcommand(command, registry: Registry):
             if p.refusal is not None:
                 continue
             if p.positional:
-                info = typer.Argument(None, metavar=p.name.upper(), help=_help(p), show_default=False)
+                info = typer.Argument(None, metavar=p.name.upper(), help=_help(p), show_default=False,
+                                      autocompletion=_shell_completion(p))
             else:
                 # Values travel as text and are parsed by the registry, so a bad value gets the same
                 # message as in the REPL ("steps must be a whole number, got 'abc'").
                 metavar = p.meta or {int: "N", float: "X"}.get(p.type, "TEXT")
                 info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
-                                    metavar="" if p.type is bool else metavar)
+                                    metavar="" if p.type is bool else metavar, autocompletion=_shell_completion(p))
             annotation = Optional[bool] if p.type is bool else Optional[str]
             params.append(
                 inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
@@ -316,7 +359,7 @@ def build_app(registry: Registry = REGISTRY) -> typer.Typer:
         name="minitf",
         help="A terminal lab for building, training and looking inside a decoder-only Transformer. "
         "With no command: the interactive shell (:help lists its commands).",
-        add_completion=False,
+        add_completion=True,  # --install-completion and --show-completion for bash, zsh, fish, PowerShell
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )

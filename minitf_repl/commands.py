@@ -19,7 +19,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
@@ -28,6 +28,16 @@ from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
 from .reporter import Reporter
 from .session import AUTOSAVE_NAME, Session, ShellConfig
+
+if TYPE_CHECKING:  # the core types results hold (torch-bound, so imported here for readers; schema.py resolves them)
+    from .core.checkpoint import CheckpointInfo
+    from .core.compare import Outcome
+    from .core.data import DataInfo
+    from .core.device import DeviceInfo
+    from .core.ledger import Ledger
+    from .core.quantize import QuantizeMeasure
+    from .core.trace import TraceRecord
+    from .core.train import StepInfo
 
 REGISTRY = Registry()
 command = REGISTRY.command
@@ -60,15 +70,15 @@ class TrainResult:
     steps: int  # steps done by this command
     total_steps: int  # optimizer steps done in total
     run_remaining: int  # > 0 after a stop: `:train` continues the run
-    stopped: bool
+    stopped: bool  # Ctrl-C (a stop request) ended it before the run did
     resumed: bool  # this command continued an unfinished run
-    train_loss: float | None
-    val_loss: float | None
+    train_loss: float | None  # of the last step
+    val_loss: float | None  # of the last evaluation, None if none ran
     accuracy: float | None  # exact-match accuracy on held-out examples (tasks only)
-    tokens_per_second: float
-    seconds: float
-    evals: list[dict]  # history rows (core.train.StepInfo as dicts) with a val_loss, from this command
-    data: str
+    tokens_per_second: float  # training tokens per second, evaluation excluded
+    seconds: float  # wall time of the command
+    evals: list[dict] = field(metadata={"json": "list[StepInfo]"})  # history rows with a val_loss, from this command
+    data: str  # what it trained on (the :data spec)
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
@@ -76,7 +86,8 @@ class TrainResult:
     schedule: str = "new"
     constant_lr: float | None = None
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
-    curve: list = field(default_factory=list)  # this command's history rows, thinned to at most 200, for a chart
+    # this command's history rows, thinned to at most 200, for a chart
+    curve: list[dict] = field(default_factory=list, metadata={"json": "list[StepInfo]"})
     dtype: str = "float32"  # the training forward's precision (the dtype setting)
     compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
@@ -91,11 +102,11 @@ class TrainResult:
 class GenResult:
     prompt: str  # the prompt used (the default start character if none was given)
     text: str  # the generated continuation, without the prompt
-    n_tokens: int
+    n_tokens: int  # tokens generated
     seconds: float
     tokens_per_second: float
-    cache: bool
-    stopped: bool
+    cache: bool  # decoded with the KV cache (cache=on)
+    stopped: bool  # Ctrl-C ended it early
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
     untrained: bool = False  # the model has not trained a step: its text is random
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
@@ -105,21 +116,22 @@ class GenResult:
 @dataclass
 class ShapesResult:
     prompt: str  # the text traced (after truncation to max_seq_len)
-    records: list  # core.trace.TraceRecord, in execution order
-    n_layers: int
+    records: list[TraceRecord]  # one per module and probe, in execution order
+    n_layers: int  # blocks in the model
     layer: int | None  # the block shown in full; None when show_all
     show_all: bool
 
 
 @dataclass
 class DeviceResult:
-    devices: list  # core.device.DeviceInfo
-    current: str
-    switched: bool
+    devices: list[DeviceInfo]  # every device minitf can see, usable or not
+    current: str  # the device the model is on now
+    switched: bool  # this command moved the model
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
     dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
-    train_dtype: str | None = None
-    threads: str | None = None  # torch's CPU threads and why (core.threads.ThreadChoice.describe)
+    train_dtype: str | None = None  # what dtype=auto means here: float32 or bfloat16
+    threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
+    threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
 
     @property
     def failure(self) -> str | None:
@@ -128,18 +140,18 @@ class DeviceResult:
 
 @dataclass
 class ConfigResult:
-    model: dict
-    train: dict
-    gen: dict
-    data: str
-    device: str
+    model: dict  # the model settings by name (:set and docs/variant-lab.md)
+    train: dict  # the training settings by name
+    gen: dict  # the generation settings by name
+    data: str  # the :data spec
+    device: str  # the device setting (auto, cpu, cuda:N, mps)
     checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
     preset: str | None = None  # the preset the model settings match (sizes aside), if any
 
 
 @dataclass
 class SetResult:
-    changed: dict  # key -> (old, new), only the values that changed
+    changed: dict[str, tuple]  # key -> [old, new], only the values that changed
     rebuilt: bool  # the model was rebuilt: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     preset: str | None = None  # the preset the model settings now match, if any
@@ -147,20 +159,32 @@ class SetResult:
 
 @dataclass
 class DataResult:
-    info: Any  # core.data.DataInfo
-    changed: bool
-    rebuilt: bool
+    info: DataInfo  # the data now in use
+    changed: bool  # this command switched the data
+    rebuilt: bool  # the model was rebuilt for another vocabulary: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
-    recipe: dict = field(default_factory=dict)  # core.recipes: {setting: (before, after)} that followed the data
+    recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
+
+
+class KVCacheSize(TypedDict):
+    """What :params says about the KV cache (a dict: the renderer reads it by key)."""
+
+    bytes_per_token: int  # K and V of every layer for one token, float32
+    kv_heads: int  # key/value heads kept per layer (fewer than n_heads with grouped or multi-query attention)
+    n_heads: int
+    window_bytes: int  # the cache for a full window of max_seq_len tokens
+    window: int  # max_seq_len
+    mha_bytes_per_token: int  # what the cache would take with one key/value head per query head
 
 
 @dataclass
 class ParamsResult:
-    rows: list  # (parameter path, shape, count); the tied embedding/head matrix once
+    rows: list[tuple[str, tuple[int, ...], int]]  # [parameter path, shape, count]; the tied embedding/head matrix once
     total: int
-    ledger: dict | None = None  # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
+    # core.ledger.Ledger.to_dict(): components, FLOPs, memory; shown unless show_all
+    ledger: dict | None = field(default=None, metadata={"json": "Ledger | None"})
     show_all: bool = False  # all=on: the per-tensor list instead of the ledger
-    kv_cache: dict | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
+    kv_cache: KVCacheSize | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
 
 
 @dataclass
@@ -180,17 +204,17 @@ class LoadResult:
     step: int
     data_spec: str
     val_loss: float | None  # the last evaluated validation loss, None if never evaluated
-    model_config: dict
+    model_config: dict  # the checkpoint's model settings by name
     run_remaining: int  # > 0: the run was stopped and `:train` continues it
-    n_params: int
+    n_params: int  # parameters of the loaded model
     saved_at: str | None  # ISO 8601, UTC
     data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
 
 
 @dataclass
 class LsResult:
-    rows: list  # core.checkpoint.CheckpointInfo, newest first; a broken one has `error` set
-    directory: str
+    rows: list[CheckpointInfo]  # newest first; a broken one has `error` set
+    directory: str  # the checkpoint folder listed
 
 
 def _entry(cmd: Command) -> HelpEntry:
@@ -547,7 +571,7 @@ def _train_dtype(session: Session, device) -> dict:
     setting = session.train_config.dtype
     choice = session.threads.choice or session.threads.decide()
     return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device),
-            "threads": choice.describe()}
+            "threads": choice.threads, "threads_why": choice.why()}
 
 
 @command("config", "Show the model, training and generation settings.", needs_torch=False)
@@ -690,10 +714,10 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
 # --- the variant lab: comparing settings, switching parts off ----------------------------------------
 @dataclass
 class CompareResult:
-    outcomes: list  # core.compare.Outcome per contender: curve (mean, spread per evaluation), speed, size
-    steps: int
-    seeds: int
-    data: str
+    outcomes: list[Outcome]  # one per contender: curve (mean, spread per evaluation), speed, size
+    steps: int  # training steps per contender and seed
+    seeds: int  # seeds per contender
+    data: str  # what they trained on
     stopped: bool  # Ctrl-C ended it early: the curves stop where it did
     verdict: str | None = None  # with several seeds: whether the best beats the rest by more than the noise
 
@@ -802,9 +826,9 @@ def _contender_configs(session: Session, pairs: list[str], data):
 
 @dataclass
 class ExpertsResult:
-    layers: list  # block index of each MoE layer
-    load: list  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
-    tokens: list  # per layer, per expert: routing choices
+    layers: list[int]  # block index of each MoE layer
+    load: list[list[float]]  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
+    tokens: list[list[int]]  # per layer, per expert: routing choices
     aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
     experts_per_token: int
 
@@ -834,7 +858,7 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
 
 @dataclass
 class AblateResult:
-    active: list  # what is switched off now (text), empty after `:ablate off`
+    active: list[str]  # what is switched off now (text), empty after `:ablate off`
     val_loss_before: float | None  # validation loss without any ablation
     val_loss_after: float | None  # with the ablations now active
     sample: str  # a short greedy continuation of `prompt` with the ablations on
@@ -1013,10 +1037,10 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
 class AttnResult:
     prompt: str  # the text read (its last max_seq_len characters)
     tokens: list[str]  # one character per position
-    layer: int
+    layer: int  # the block shown
     heads: list[int]  # the heads shown (one, or all)
-    n_heads: int
-    maps: list  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal (the future)
+    n_heads: int  # heads in that block
+    maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
     dropped: int = 0  # characters cut from the front of a prompt longer than max_seq_len
 
 
@@ -1374,11 +1398,11 @@ QUANTIZE_TOKENS = 64  # tokens generated (greedy) for each timing of :quantize i
 class QuantizeResult:
     mode: str  # "int8": :gen samples from the int8 copy; "off": from the float model
     changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
-    measure: Any = None  # core.quantize.QuantizeMeasure, for :quantize int8
+    measure: QuantizeMeasure | None = None  # for :quantize int8
     device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
 
 
-@command("quantize", "Sample with an int8 copy of the Linear layers (dynamic quantization), or off again.", params=[
+@command("quantize", "Sample with an int8 copy of the Linear layers (per-channel weights), or off again.", params=[
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
                "(default: show which is on)"),

@@ -33,6 +33,7 @@ from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry
 from .render import QuietReporter, RichReporter, error, internal_error
 from .reporter import Reporter
+from .schema import schema_id
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -60,6 +61,11 @@ def to_json(result) -> dict:
     if not dataclasses.is_dataclass(result):
         raise TypeError(f"to_json takes a command result, got {type(result).__name__}")
     return _jsonable(dataclasses.asdict(result))
+
+
+def json_document(command: Command, result) -> dict:
+    """What `--json` prints: {"schema": "minitf.NAME/N", ...the result's fields} (schema.py declares them)."""
+    return {"schema": schema_id(command), **to_json(result)}
 
 
 def _jsonable(value):
@@ -148,7 +154,7 @@ class FrontDoor:
             if self.front.quiet:
                 pass
             elif self.front.json:
-                print(json.dumps(to_json(result), default=str), flush=True)
+                print(json.dumps(json_document(command, result), default=str), flush=True)
             else:
                 reporter.finish(result)
         except UserError as e:

@@ -49,6 +49,18 @@ class Param:
         return SettingSpec(name=self.name, type=self.type, default=self.default, help=self.help, choices=self.choices,
                            low=self.low, limit=self.limit, nullable=self.nullable)
 
+    def completions(self, session) -> list[str]:
+        """What Tab offers for the value, in the REPL and in bash/zsh/fish: choices, on/off, `complete`'s list."""
+        if self.choices:
+            values = [str(c) for c in self.choices]
+        elif self.type is bool:
+            values = ["on", "off"]
+        elif self.complete is not None:
+            values = list(self.complete(session))
+        else:
+            values = []
+        return values + (["none"] if self.nullable else [])
+
     @property
     def metavar(self) -> str:
         if self.meta:
@@ -91,6 +103,9 @@ class Command:
     # True: a `key=value` that is not one of its options is part of its free text, not an error
     # (`:compare norm=rmsnorm vs preset=llama` takes settings as its text).
     pairs_in_text: bool = False
+    # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
+    # result changes (name, type, removal or addition); schema.py and its test say when.
+    json_version: int = 1
 
     @property
     def positional(self) -> Param | None:

@@ -502,7 +502,8 @@ def _(result, console: Console) -> None:
                else f" (dtype={result.dtype})")
         _dim(console, f"training on {result.current} runs in {result.train_dtype}{why}")
     if getattr(result, "threads", None) is not None:
-        _dim(console, f"CPU threads: {result.threads}; :set threads=N fixes the count, threads=0 is auto")
+        _dim(console, f"CPU threads: {result.threads} ({result.threads_why}); :set threads=N fixes the count, "
+                      "threads=0 is auto")
 
 
 def _settings_table(title: str, values: dict) -> Table:

@@ -11,7 +11,6 @@ daemon thread imports torch and the core modules, so the first `:train` rarely w
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Callable, Iterable
@@ -28,6 +27,7 @@ from rich.console import Console
 
 from . import __version__
 from .commands import REGISTRY
+from .core.paths import adopt_old_history, history_path
 from .dispatch import FAILED, QUIT, FrontDoor, FrontEnd, preload
 
 PROMPT = "minitf> "
@@ -54,14 +54,6 @@ def stdin_lines(stream=None) -> Iterable[str]:
 
 
 # --- history -----------------------------------------------------------------------------------
-def history_path() -> Path:
-    if os.environ.get("MINITF_HISTORY"):
-        return Path(os.environ["MINITF_HISTORY"]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("minitf")) / "history"
-
-
 class SafeFileHistory(FileHistory):
     """FileHistory that turns a read or write failure into one warning, then keeps going in memory."""
 
@@ -122,15 +114,7 @@ class CommandCompleter(Completer):
         self.session = session  # passed to the `complete` functions (checkpoint names need its folder)
 
     def _values(self, param) -> list[str]:
-        if param.choices:
-            values = [str(c) for c in param.choices]
-        elif param.type is bool:
-            values = ["on", "off"]
-        elif param.complete is not None:
-            values = list(param.complete(self.session))
-        else:
-            values = []
-        return values + (["none"] if param.nullable else [])
+        return param.completions(self.session)
 
     def get_completions(self, document, complete_event):
         text = document.text_before_cursor
@@ -212,6 +196,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     err_console = err_console if err_console is not None else console
     door = FrontDoor(session, console, err_console, FrontEnd(debug=debug))
     if history is None:
+        moved = adopt_old_history()  # earlier versions kept it in the data dir; it is state
+        if moved:
+            err_console.print(moved, style="dim", markup=False, highlight=False, soft_wrap=True)
         history = make_history(history_path(), lambda msg: err_console.print(msg, style="yellow", markup=False,
                                                                                highlight=False, soft_wrap=True))
     prompt_session = PromptSession(

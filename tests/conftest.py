@@ -12,6 +12,8 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MINITF_HISTORY", str(home / "history"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.delenv("MINITF_CACHE_DIR", raising=False)  # the cache follows XDG_CACHE_HOME unless a test sets it
 
 
 @pytest.fixture

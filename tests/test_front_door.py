@@ -47,7 +47,7 @@ class EchoResult:
     times: int
 
 
-def echo(session, args, reporter):
+def echo(session, args, reporter) -> EchoResult:
     reporter.notice("echoing")
     return EchoResult(words=(args["text"] or "").split(), times=args["times"] or 1)
 
@@ -96,7 +96,11 @@ def test_a_new_command_is_a_shell_subcommand_with_json(registry):
     runner = CliRunner()
     result = runner.invoke(app, ["echo", "a b", "--times", "2", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"words": ["a", "b"], "times": 2}
+    assert json.loads(result.stdout) == {"schema": "minitf.echo/1", "words": ["a", "b"], "times": 2}
+    from minitf_repl import schema  # and the versioned-JSON check asks for its schema to be checked in
+
+    assert [p for p in schema.problems(registry) if p.startswith("echo:")] == [
+        "echo: no checked-in schema echo.json; run python -m minitf_repl.schema --write"]
     result = runner.invoke(app, ["echo", "--times", "abc"])
     assert result.exit_code == 1 and "times must be a whole number, got 'abc'" in result.stderr
     assert "echo" not in runner.invoke(cli.app, ["--help"]).stdout  # only the registry it was given
@@ -154,6 +158,20 @@ def test_no_private_name_is_imported_across_modules():
     crossing = [(name, imported) for name, _, tree in _modules() for _, imported in _imports(name, tree)
                 if imported.startswith("_") and imported != "__version__"]
     assert not crossing, crossing
+
+
+def test_no_private_module_of_another_package_is_imported():
+    """`typer._click` and the like change without notice between releases; only public modules are used."""
+    private = []
+    for name, path, tree in _modules():
+        for node in ast.walk(tree):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            private += [f"{path.name}: {m}" for m in modules
+                        if not m.startswith("minitf_repl") and m != "__future__"
+                        and any(part.startswith("_") for part in m.split("."))]
+    assert not private, private
 
 
 def test_no_code_outside_commands_decides_by_a_command_name():

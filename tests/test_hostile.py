@@ -98,6 +98,7 @@ ACCEPTED = {
     ("set", "grad_clip", "0"), ("set", "grad_clip", "1e30"), ("set", "grad_clip", HUGE_INT),
     ("set", "temperature", "0"), ("set", "temperature", "1e30"), ("set", "temperature", HUGE_INT),
     ("set", "n_kv_heads", "0"), ("set", "n_experts", "0"), ("set", "moe_aux_weight", "0"),  # 0: MHA, dense, no aux loss
+    ("set", "threads", "0"),  # 0: auto (core/threads.py)
 }  # fmt: skip
 # A valid lr so large that the first update ruins the weights: the loss becomes NaN (test below).
 DIVERGES = {("train", "lr", "1e30"), ("train", "lr", HUGE_INT)}

@@ -208,8 +208,8 @@ def test_history_path_env_and_default(monkeypatch, tmp_path):
     monkeypatch.setenv("MINITF_HISTORY", str(tmp_path / "h.txt"))
     assert repl.history_path() == tmp_path / "h.txt"
     monkeypatch.delenv("MINITF_HISTORY")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert repl.history_path() == tmp_path / "data" / "minitf" / "history"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert repl.history_path() == tmp_path / "state" / "minitf" / "history"  # state, not data
 
 
 def test_history_file_is_created_and_written(tmp_path):

@@ -183,11 +183,11 @@ def test_set_threads_and_device_in_the_shell():
     run_command(s, cmd.name, args)
     assert s.shell_config.threads == 2
     result = run_command(s, "device", {})
-    assert isinstance(result, DeviceResult) and result.threads == "2 (threads=2)"
+    assert isinstance(result, DeviceResult) and (result.threads, result.threads_why) == (2, "threads=2")
     assert torch.get_num_threads() == 2
     cmd, args = parse_line(":set threads=0", REGISTRY)
     run_command(s, cmd.name, args)
-    assert run_command(s, "device", {}).threads == "1 ($MINITF_THREADS=1)"
+    assert run_command(s, "device", {}).threads_why == "$MINITF_THREADS=1"
 
 
 @pytest.mark.skipif(len(th.affinity() or ()) < 2 or th.read_cpu() is None, reason="needs Linux /proc and 2 CPUs")

@@ -96,11 +96,18 @@ class FastPath(nn.Module):
         return logits, None if targets is None else model.loss(logits, targets)
 
     @staticmethod
-    def supports(model: nn.Module) -> bool:
-        """Whether the q/k/v projections are plain Linear layers (an int8 copy from :quantize is not)."""
+    def supports(model: nn.Module, cached: bool = False) -> bool:
+        """Whether this path can run `model`.
+
+        Without a cache it concatenates the q/k/v projections' weights, so they must be plain Linear
+        layers. Cached decoding calls the three projections as they are, so any projection module
+        will do: the int8 copy of :quantize (core.quantize.Int8Linear) decodes through here too.
+        """
         blocks = getattr(model, "blocks", None)
-        return blocks is not None and all(type(getattr(block.attn, name, None)) is nn.Linear
-                                          for block in blocks for name in ("q_proj", "k_proj", "v_proj"))
+        if blocks is None:
+            return False
+        return cached or all(type(getattr(block.attn, name, None)) is nn.Linear
+                             for block in blocks for name in ("q_proj", "k_proj", "v_proj"))
 
 
 def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:

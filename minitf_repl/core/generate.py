@@ -130,7 +130,7 @@ def generate(
     # The cached loop runs the training fast path's function (core.fastpath: one q/k/v product, the
     # fused kernel, no probes) unless something listens to the readable model: an ablation's hooks,
     # a trace. The naive loop stays the readable model's, the reference the cache is tested against.
-    fast = cache and FastPath.supports(model) and not listened(model)
+    fast = cache and FastPath.supports(model, cached=True) and not listened(model)
     decode = FastPath(model) if fast else model
     try:
         for _ in range(max_new_tokens):

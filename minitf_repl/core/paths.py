@@ -1,12 +1,27 @@
-"""Where minitf keeps files: checkpoints and downloads. Torch-free, so the shell can ask early."""
+"""Where minitf keeps files, and the environment variables that move them. Torch-free, so the shell can ask early.
+
+- checkpoints (:save, :load, :ls): ./checkpoints, beside the work they belong to; $MINITF_CHECKPOINT_DIR
+- downloaded corpora, a cache: platformdirs' user cache dir; $MINITF_CACHE_DIR
+- the REPL's history, state: `history` in platformdirs' user state dir; $MINITF_HISTORY
+
+platformdirs gives each system's own place: on Linux `$XDG_CACHE_HOME/minitf` (~/.cache/minitf) and
+`$XDG_STATE_HOME/minitf` (~/.local/state/minitf), on macOS ~/Library/Caches/minitf and
+~/Library/Application Support/minitf, on Windows %LOCALAPPDATA%\\minitf\\Cache and %LOCALAPPDATA%\\minitf.
+History is state (kept between sessions, but nothing a person would back up or lose sleep over),
+not data: earlier versions kept it in the data dir, and `adopt_old_history` moves it once.
+platformdirs is a path library, not a UI one; it is imported where a path is asked for.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
+APP = "minitf"
 CHECKPOINT_ENV = "MINITF_CHECKPOINT_DIR"
 CACHE_ENV = "MINITF_CACHE_DIR"
+HISTORY_ENV = "MINITF_HISTORY"
 
 
 def default_checkpoint_dir() -> Path:
@@ -16,8 +31,45 @@ def default_checkpoint_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """`$MINITF_CACHE_DIR`, else `$XDG_CACHE_HOME/minitf`, else `~/.cache/minitf`: downloaded corpora."""
+    """`$MINITF_CACHE_DIR`, else the user cache dir (platformdirs): downloaded corpora."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "minitf"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+
+
+def history_path() -> Path:
+    """`$MINITF_HISTORY`, else `history` in the user state dir (platformdirs)."""
+    if os.environ.get(HISTORY_ENV):
+        return Path(os.environ[HISTORY_ENV]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "history"
+
+
+def old_history_path() -> Path:
+    """Where earlier builds kept the history: the user data dir."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP, appauthor=False)) / "history"
+
+
+def adopt_old_history() -> str | None:
+    """Move the history from where earlier versions kept it to the state dir, once; a note if it moved.
+
+    Only for the default place (with `$MINITF_HISTORY` the person chose the file) and only when the
+    state dir has none yet, so nothing is overwritten. A move that fails leaves the old file where it
+    was, and the history starts afresh in the new place (make_history warns if that fails too).
+    """
+    if os.environ.get(HISTORY_ENV):
+        return None
+    new, old = history_path(), old_history_path()
+    if new.exists() or not old.is_file() or new == old:
+        return None
+    try:
+        new.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(old), str(new))
+    except OSError:
+        return None
+    return f"moved the history from {old} to {new}"

@@ -1,18 +1,34 @@
-"""Int8 weights for sampling: dynamic quantization of the Linear layers, and what it costs and saves.
+"""Int8 weights for sampling: every Linear layer's matrix as int8 with one scale per output channel.
 
-Dynamic quantization stores each `nn.Linear` weight as int8 with one float scale per matrix
-(w ~ scale * q, q in [-128, 127]); at run time each input is quantized on the fly, the product is
-computed in integers and the result scaled back to float. Embeddings and LayerNorms stay float32.
+Symmetric per-output-channel quantisation of a weight matrix W (d_out x d_in). Row o (output
+channel o) gets its own scale, so a row of small weights keeps its precision next to a row of
+large ones:
+
+    s_o  = max_i |W_oi| / 127                  one float per output channel
+    q_oi = round(W_oi / s_o)  in [-127, 127]   one int8 per weight (a quarter of float32's bytes)
+    W_oi ~ s_o q_oi,  |W_oi - s_o q_oi| <= s_o / 2
+
+The scale does not depend on i, so it factors out of the sum in the matrix product:
+
+    y_o = sum_i x_i W_oi + b_o  ~  s_o (sum_i x_i q_oi) + b_o
+
+`Int8Linear` computes exactly that: the product with q (cast to the input's float type), then one
+multiplication per output by s_o. The error is bounded per output: |y_o - y~_o| <= ||x||_1 s_o / 2
+(tested). "Symmetric": zero maps to zero and no offset is stored. Only the weights are int8; the
+input stays float ("weight-only" quantisation), and embeddings, norms and biases stay float32.
+
 It is for inference only (no gradients through int8), so the quantized model is a *copy* on the
-CPU, made for sampling, and the trained float model stays as it was.
+CPU, made for sampling, and the trained float model stays as it was. The copy keeps the model's
+module names (`blocks.0.attn.q_proj.weight` is now int8, `...q_proj.scale` its scales), so a shape
+trace or a state dict reads the same.
+
+Why not torch's own: `torch.ao.quantization.quantize_dynamic` (one scale per matrix, activations
+quantized on the fly) is deprecated and due to be removed from torch, and torchao is a heavy
+dependency for a teaching feature. This is a few lines of plain torch that any torch 2.x runs.
 
 `quantize_for_sampling(model)` makes the copy; `measure(model, qmodel, trainer, prompt_ids)`
 compares the two on what a person cares about: bytes of the saved weights, tokens per second when
 generating, and the validation loss on the same batches (`Trainer.evaluate`, float32 evaluation).
-
-torch 2.13 still ships `torch.ao.quantization.quantize_dynamic`, marked deprecated in favour of
-torchao; torchao is a heavy dependency for a one-call feature, so this keeps the built-in path and
-hides its deprecation warning. Where it is gone or no quantized engine exists, a UserError says so.
 """
 
 from __future__ import annotations
@@ -21,14 +37,50 @@ import copy
 import io
 import statistics
 import time
-import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .errors import UserError
 from .generate import generate
+
+QMAX = 127  # int8 holds -128..127; the symmetric range leaves -128 out, so q and -q both fit
+
+
+class Int8Linear(nn.Module):
+    """y = s * (x q^T) + b: a Linear layer whose weight is int8 q with one float scale s per output channel."""
+
+    def __init__(self, weight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        # Buffers, not parameters: nothing trains an int8 copy, and state_dict() still saves them.
+        self.register_buffer("weight", weight)  # (d_out, d_in) int8
+        self.register_buffer("scale", scale)  # (d_out,) float32
+        self.register_buffer("bias", bias)  # (d_out,) float32, or None
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
+        w = linear.weight.detach().float()  # (d_out, d_in)
+        absmax = w.abs().amax(dim=1)  # (d_out,): the largest weight of each output channel
+        scale = absmax.clamp(min=torch.finfo(torch.float32).tiny) / QMAX  # an all-zero row keeps q = 0
+        q = torch.round(w / scale[:, None]).clamp(-QMAX, QMAX).to(torch.int8)  # (d_out, d_in)
+        bias = None if linear.bias is None else linear.bias.detach().float().clone()
+        return cls(q, scale, bias)
+
+    def dequantized(self) -> torch.Tensor:
+        """s_o q_oi: the float matrix this layer multiplies by, within s_o / 2 of the original."""
+        return self.weight.float() * self.scale[:, None]  # (d_out, d_in)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x: (..., d_in). The product runs on q as floats (exact: |q| <= 127), the scale after it.
+        y = F.linear(x, self.weight.to(x.dtype)) * self.scale.to(x.dtype)  # (..., d_out)
+        return y if self.bias is None else y + self.bias.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel"
 
 
 @dataclass
@@ -50,33 +102,31 @@ class QuantizeMeasure:
     repeats: int = 3
 
 
+@torch.no_grad()
 def quantize_for_sampling(model: nn.Module) -> nn.Module:
-    """An int8 copy of `model` for sampling: its Linear layers dynamically quantized, on the CPU, in eval mode."""
-    engines = torch.backends.quantized.supported_engines
-    if not any(e != "none" for e in engines):
-        raise UserError("this PyTorch build has no quantized engine, so int8 sampling is not available here")
-    try:
-        from torch.ao.quantization import quantize_dynamic
-    except ImportError:
-        raise UserError("this PyTorch has no torch.ao.quantization.quantize_dynamic; int8 sampling needs it") from None
-    float_copy = copy.deepcopy(model).cpu().eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the deprecation of torch.ao.quantization (see the module docstring)
-        return quantize_dynamic(float_copy, {nn.Linear}, dtype=torch.qint8)
+    """An int8 copy of `model` for sampling: every Linear layer an Int8Linear, on the CPU, in eval mode.
+
+    The output head, tied to the token embedding in the float model, becomes an int8 matrix of its
+    own; the embedding lookup stays float32 (a lookup has no product to save).
+    """
+    qmodel = copy.deepcopy(model).cpu().eval()
+    linears = [(name, m) for name, m in qmodel.named_modules() if type(m) is nn.Linear]  # listed before any change
+    for name, linear in linears:
+        parent_name, _, child = name.rpartition(".")
+        setattr(qmodel.get_submodule(parent_name), child, Int8Linear.from_linear(linear))
+    return qmodel
 
 
 def state_dict_bytes(model: nn.Module) -> int:
     """Bytes of `torch.save(model.state_dict())`: what a checkpoint of these weights would take."""
     buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.save(model.state_dict(), buffer)
+    torch.save(model.state_dict(), buffer)
     return buffer.tell()
 
 
 def count_quantized(model: nn.Module) -> int:
-    """Linear layers of `model` whose weights are int8 (dynamically quantized)."""
-    return sum(1 for m in model.modules() if type(m).__name__ == "Linear" and "quantized" in type(m).__module__)
+    """Linear layers of `model` whose weights are int8."""
+    return sum(1 for m in model.modules() if isinstance(m, Int8Linear))
 
 
 def _greedy(model: nn.Module, prompt_ids: list[int], n_tokens: int) -> tuple[list[int], float]:

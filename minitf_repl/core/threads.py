@@ -50,13 +50,17 @@ class ThreadChoice:
 
     def describe(self) -> str:
         """e.g. "2 (auto: 2 cores, 0.0 busy with other work)", "1 (threads=1)"."""
+        return f"{self.threads} ({self.why()})"
+
+    def why(self) -> str:
+        """e.g. "auto: 2 cores, 0.0 busy with other work", "threads=1", "$MINITF_THREADS=1"."""
         if self.how == "setting":
-            return f"{self.threads} (threads={self.threads})"
+            return f"threads={self.threads}"
         if self.how == ENV:
-            return f"{self.threads} (${ENV}={self.threads})"
+            return f"${ENV}={self.threads}"
         cores = f"{self.cores} core" + ("" if self.cores == 1 else "s")
         busy = "load not measurable here" if self.busy is None else f"{self.busy:.1f} busy with other work"
-        return f"{self.threads} (auto: {cores}, {busy})"
+        return f"auto: {cores}, {busy}"
 
 
 # --- what this process may use ------------------------------------------------------------------------

@@ -1,0 +1,334 @@
+"""The versioned JSON output: what `minitf COMMAND --json` prints, declared so that scripts can rely on it.
+
+Every document is one JSON object whose first key names its schema and version,
+
+    {"schema": "minitf.train/1", "steps": 600, "train_loss": 1.30, ...}
+
+followed by the fields of the command's result dataclass (`dispatch.to_json`). The fields' JSON
+Schema is derived here from the dataclass's type annotations (nested dataclasses and TypedDicts
+become objects with their own fields; a `dict` is a map from names to values, such as settings;
+`X | None` may be null; a float is "number or null", since a non-finite float, a diverged loss,
+is written as null). A field's description is its comment in the source.
+
+The version is declared on the command (`json_version` in the registry, 1 unless raised). The
+schema of each command's current version is checked in as `minitf_repl/schemas/COMMAND.json`,
+shipped with the package for scripts to read, and listed in docs/json.md. tests/test_json_schema.py
+fails when the derived fields differ from the checked-in ones, so a renamed, removed, added or
+retyped field cannot ship under the old version number. After changing a result's fields:
+
+    raise `json_version` of the command (in commands.py), then
+    python -m minitf_repl.schema --write   # writes the schemas and docs/json.md
+
+`--write` refuses to change the fields of a version already checked in; a changed comment alone
+rewrites the description in place. Without `--write` it checks and says what differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import io
+import json
+import sys
+import tokenize
+import types
+import typing
+from importlib import import_module
+from pathlib import Path
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "json.md"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# Modules whose dataclasses a result may hold: the names its annotations use resolve against these.
+CORE_MODULES = ("checkpoint", "compare", "data", "device", "ledger", "quantize", "trace", "train")
+
+
+def schema_id(command) -> str:
+    """"minitf.train/1": the command's name and the version of its fields."""
+    return f"minitf.{command.name}/{command.json_version}"
+
+
+def json_commands(registry=None) -> list:
+    """The commands that print JSON: every shell subcommand (REPL-only commands have no --json)."""
+    if registry is None:
+        from .commands import REGISTRY as registry
+    return [c for c in registry.values() if not c.repl_only]
+
+
+# --- from annotations to a JSON Schema -------------------------------------------------------------
+def _namespace(owner) -> dict:
+    """The names an annotation of `owner` may use: its module's, and the core's dataclasses and TypedDicts."""
+    names = {}
+    for module in CORE_MODULES:
+        for name, obj in vars(import_module(f"minitf_repl.core.{module}")).items():
+            if inspect.isclass(obj) and (dataclasses.is_dataclass(obj) or typing.is_typeddict(obj)):
+                names[name] = obj
+    return {**names, **vars(sys.modules[owner.__module__])}
+
+
+def _hints(owner) -> dict:
+    return typing.get_type_hints(owner, globalns=_namespace(owner))
+
+
+def result_type(command) -> type:
+    """The result dataclass a command returns, from its function's return annotation."""
+    hints = typing.get_type_hints(command.func, globalns=_namespace(command.func))
+    if "return" not in hints:
+        raise TypeError(f":{command.name}'s function has no return annotation; annotate it with its result dataclass")
+    return hints["return"]
+
+
+def field_comments(owner) -> dict[str, str]:
+    """Each field's comment in the source: the one on its line, else the comment lines just above it."""
+    try:
+        source = inspect.getsource(owner)
+    except (OSError, TypeError):
+        return {}
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    lines = source.splitlines()
+    out = {}
+    for number, line in enumerate(lines, start=1):
+        name = line.strip().split(":", 1)[0]
+        if not name.isidentifier() or ":" not in line or line.lstrip().startswith(("def ", "class ", "#", "@")):
+            continue
+        if number in comments:
+            out[name] = comments[number]
+            continue
+        above = []
+        n = number - 1
+        while n in comments and lines[n - 1].lstrip().startswith("#"):
+            above.insert(0, comments[n])
+            n -= 1
+        if above:
+            out[name] = " ".join(above)
+    return out
+
+
+def describe(annotation, description: str | None = None) -> dict:
+    """The JSON Schema of a value with this type annotation."""
+    schema = _describe(annotation)
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _describe(tp) -> dict:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is typing.Any or tp is object:
+        return {}
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        schema = _describe(inner[0]) if len(inner) == 1 else {"anyOf": [_describe(a) for a in inner]}
+        if type(None) in args:
+            kind = schema.get("type")
+            if isinstance(kind, str):
+                schema["type"] = [kind, "null"]
+            elif isinstance(kind, list):
+                schema["type"] = kind if "null" in kind else [*kind, "null"]
+            else:
+                schema = {"anyOf": [schema, {"type": "null"}]}
+        return schema
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer"}
+    if tp is float:
+        return {"type": ["number", "null"]}  # null: not finite (dispatch.to_json)
+    if tp is str or tp is type:  # a type is written as its name
+        return {"type": "string"}
+    if tp in (list, tuple) or origin in (list, tuple):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return {"type": "array", "prefixItems": [_describe(a) for a in args], "items": False}
+        return {"type": "array", **({"items": _describe(args[0])} if args else {})}
+    if tp is dict or origin is dict:
+        values = _describe(args[1]) if len(args) == 2 else {}
+        return {"type": "object", "additionalProperties": values}
+    if dataclasses.is_dataclass(tp):
+        hints, comments = _hints(tp), field_comments(tp)
+        properties = {}
+        for f in dataclasses.fields(tp):
+            spelled = f.metadata.get("json")  # the value is a dict or list of dicts of another type's fields
+            annotation = eval(spelled, _namespace(tp)) if spelled else hints[f.name]  # noqa: S307 (our own source)
+            properties[f.name] = describe(annotation, comments.get(f.name))
+        return {"type": "object", "properties": properties, "required": list(properties),
+                "additionalProperties": False}
+    if typing.is_typeddict(tp):
+        hints, comments = _hints(tp), field_comments(tp)
+        properties = {name: describe(hint, comments.get(name)) for name, hint in hints.items()}
+        return {"type": "object", "properties": properties, "required": sorted(tp.__required_keys__),
+                "additionalProperties": False}
+    raise TypeError(f"no JSON Schema for the annotation {tp!r}; annotate the field with a JSON-able type")
+
+
+def command_schema(command) -> dict:
+    """The whole document's schema: the "schema" key, then the result's fields."""
+    body = describe(result_type(command))
+    properties = {"schema": {"const": schema_id(command), "description": "this document's schema and version"},
+                  **body["properties"]}
+    return {
+        "$schema": DIALECT,
+        "$id": schema_id(command),
+        "title": f"minitf {command.name} --json",
+        "description": command.summary,
+        "type": "object",
+        "properties": properties,
+        "required": ["schema", *body["required"]],
+        "additionalProperties": False,
+    }
+
+
+def fields_only(schema):
+    """The schema without descriptions and titles: what a script depends on, and what a version fixes."""
+    if isinstance(schema, dict):
+        return {k: fields_only(v) for k, v in schema.items() if k not in ("description", "title")}
+    if isinstance(schema, list):
+        return [fields_only(v) for v in schema]
+    return schema
+
+
+# --- checked-in files ------------------------------------------------------------------------------
+def schema_path(command) -> Path:
+    return SCHEMA_DIR / f"{command.name}.json"
+
+
+def checked_in(command) -> dict | None:
+    path = schema_path(command)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def problems(registry=None) -> list[str]:
+    """What differs between the derived schemas and the checked-in ones, one line each; [] if nothing."""
+    out = []
+    for command in json_commands(registry):
+        try:
+            derived, stored = command_schema(command), checked_in(command)
+        except TypeError as e:  # a result that no schema can describe: say which and why
+            out.append(f"{command.name}: {e}")
+            continue
+        if stored is None:
+            out.append(f"{command.name}: no checked-in schema {schema_path(command).name}; "
+                       "run python -m minitf_repl.schema --write")
+        elif stored.get("$id") == derived["$id"] and fields_only(stored) != fields_only(derived):
+            out.append(f"{command.name}: the fields of {derived['$id']} changed; raise json_version of "
+                       f":{command.name} in commands.py, then run python -m minitf_repl.schema --write")
+        elif stored != derived:
+            out.append(f"{command.name}: {schema_path(command).name} is out of date "
+                       f"({stored.get('$id')} checked in, {derived['$id']} derived); "
+                       "run python -m minitf_repl.schema --write")
+    return out
+
+
+# --- the docs page ---------------------------------------------------------------------------------
+def _type_text(schema: dict) -> str:
+    if "const" in schema:
+        return f'"{schema["const"]}"'
+    if "anyOf" in schema:
+        return " or ".join(_type_text(s) for s in schema["anyOf"])
+    kind = schema.get("type", "any")
+    kinds = kind if isinstance(kind, list) else [kind]
+    words = []
+    for k in kinds:
+        if k == "array" and "prefixItems" in schema:
+            words.append("[" + ", ".join(_type_text(s) for s in schema["prefixItems"]) + "]")
+        elif k == "array" and isinstance(schema.get("items"), dict) and "properties" not in schema["items"]:
+            words.append(f"array of {_type_text(schema['items'])}")
+        elif k == "object" and "properties" not in schema:
+            values = schema.get("additionalProperties")
+            words.append(f"map of {_type_text(values)}" if values else "map")
+        else:
+            words.append({"integer": "integer", "number": "number", "string": "string", "boolean": "boolean",
+                          "null": "null", "array": "array", "object": "object"}.get(k, k))
+    return " or ".join(words)
+
+
+def _rows(properties: dict, prefix: str = "") -> list[str]:
+    rows = []
+    for name, schema in properties.items():
+        path = f"{prefix}{name}"
+        text = (schema.get("description") or "").replace("|", "\\|")
+        rows.append(f"| `{path}` | {_type_text(schema)} | {text} |")
+        inner, suffix = _unwrap(schema)
+        if "properties" in inner:  # an object's own fields, or those of an array's objects, as path[].field
+            rows += _rows(inner["properties"], f"{path}{suffix}.")
+    return rows
+
+
+def _unwrap(schema: dict) -> tuple[dict, str]:
+    """The object inside a nullable value or an array (of arrays...), and the "[]" for each array."""
+    suffix = ""
+    while True:
+        if "anyOf" in schema:
+            schema = next((s for s in schema["anyOf"] if s.get("type") != "null"), {})
+        elif isinstance(schema.get("items"), dict) and schema["items"]:
+            schema, suffix = schema["items"], suffix + "[]"
+        else:
+            return schema, suffix
+
+
+def docs_page(registry=None) -> str:
+    """docs/json.md: every command's fields, generated from the schemas (a test keeps it current)."""
+    lines = [
+        "# JSON output",
+        "",
+        "`minitf COMMAND --json` prints exactly one JSON document on standard output (progress and",
+        "errors go to standard error). Its first key, `schema`, names the command and the version of its",
+        'fields: `"minitf.train/1"`. A field is never renamed, removed or retyped under the same version;',
+        "a change raises the version, so a script can check `schema` and refuse what it does not know.",
+        "",
+        "- A number that is not finite (a diverged loss) is `null`; so is a value that does not apply.",
+        "- A *map* is an object whose keys are names (settings, say) rather than fixed fields.",
+        "- `a[].b` is the field `b` of each object in the array `a`.",
+        "- The JSON Schema of each command (draft 2020-12) ships with the package:",
+        "  `minitf_repl/schemas/COMMAND.json`, e.g.",
+        "  `importlib.resources.files(\"minitf_repl\") / \"schemas\" / \"train.json\"`.",
+        "",
+        "This page is generated from the result types by `python -m minitf_repl.schema --write`.",
+        "",
+    ]
+    for command in sorted(json_commands(registry), key=lambda c: c.name):
+        schema = command_schema(command)
+        lines += [f"## `{schema['$id']}`", "", f"`minitf {command.name} --json`: {command.summary}", "",
+                  "| field | type | meaning |", "|---|---|---|", *_rows(schema["properties"]), ""]
+    return "\n".join(lines)
+
+
+def write(registry=None) -> list[str]:
+    """Write every command's schema and the docs page; refuses (returns why) to change a version's fields."""
+    refused = []
+    SCHEMA_DIR.mkdir(exist_ok=True)
+    for command in json_commands(registry):
+        derived, stored = command_schema(command), checked_in(command)
+        if stored is not None and stored.get("$id") == derived["$id"] and fields_only(stored) != fields_only(derived):
+            refused.append(f"{command.name}: the fields of {derived['$id']} changed; raise json_version of "
+                           f":{command.name} first")
+            continue
+        schema_path(command).write_text(json.dumps(derived, indent=2, ensure_ascii=False) + "\n")
+    if not refused:
+        DOCS_PAGE.write_text(docs_page(registry))
+    return refused
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--write"]:
+        refused = write()
+        for line in refused:
+            print(f"refused: {line}", file=sys.stderr)
+        return 1 if refused else 0
+    if argv:
+        print("usage: python -m minitf_repl.schema [--write]", file=sys.stderr)
+        return 2
+    found = problems()
+    if DOCS_PAGE.is_file() and DOCS_PAGE.read_text() != docs_page():
+        found.append(f"{DOCS_PAGE} is out of date; run python -m minitf_repl.schema --write")
+    for line in found:
+        print(line, file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

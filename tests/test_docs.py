@@ -1,0 +1,56 @@
+"""The README and docs/: the two set-up commands up front, every page linked from the README, and
+every relative link (and #anchor) pointing at something that exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the headings of a page: lower case, punctuation dropped, spaces as '-'."""
+    out = set()
+    for line in page.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+def test_the_readme_starts_with_the_two_set_up_commands():
+    text = (REPO / "README.md").read_text()
+    setup = text.split("## Set-up: two commands", 1)[1].split("\n## ", 1)[0]
+    block = setup.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == ["./dev run", "./dev test"]
+    assert text.index("## Set-up") < text.index("## A first session") < text.index("## Documentation")
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    readme = (REPO / "README.md").read_text()
+    linked = {target.split("#")[0] for target in LINK.findall(readme)}
+    pages = {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")}
+    assert pages and pages <= linked, sorted(pages - linked)
+    for area in ("commands", "variant-lab", "inside-views", "checkpoints-and-safety", "speed", "distributed"):
+        assert f"docs/{area}.md" in pages  # the areas the reference is split into
+
+
+def test_every_relative_link_resolves():
+    broken = []
+    for page in _pages():
+        for target in LINK.findall(page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            goal = (page.parent / path).resolve() if path else page
+            if not goal.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and goal.suffix == ".md" and anchor not in _anchors(goal):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
