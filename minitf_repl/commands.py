@@ -362,9 +362,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
     if name is not None:
         try:
-            if autosave and not resumed:
-                rotate_autosaves(session.checkpoint_dir)  # a new run keeps the previous runs' autosaves
-            saved = save_session(session, name).name
+            # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
+            # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
+            saved = save_session(session, name, origin="autosave" if autosave else "save",
+                                 rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed).name
         except UserError as e:
             save_error = str(e)
     return TrainResult(
@@ -881,12 +882,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
 
 AUTOSAVES_KEPT = 3  # autosave is the newest run; autosave-1 .. autosave-3 the runs before it
-
-
-def rotate_autosaves(directory) -> None:
-    from .core.checkpoint import rotate
-
-    rotate(directory, AUTOSAVE_NAME, keep=AUTOSAVES_KEPT)
+KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one second each get their own
 
 
 def keep_trained_model(session: Session, enabled: bool | None = None) -> str | None:
@@ -894,13 +890,23 @@ def keep_trained_model(session: Session, enabled: bool | None = None) -> str | N
 
     Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
     the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
+    The name is `kept-<date>-<time>`, or with `-2`, `-3`, ... when that is taken: each is claimed
+    under the folder lock (exclusive), so two rebuilds in one second, in one session or two, never
+    share a name. Its data files share the bytes of an identical autosave (save_session).
     """
+    from .core.checkpoint import NameTaken
+
     enabled = session.autosave if enabled is None else enabled
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
-    name = time.strftime("kept-%Y%m%d-%H%M%S")
+    stamp = time.strftime("kept-%Y%m%d-%H%M%S")
     try:
-        return save_session(session, name).name
+        for n in range(1, KEPT_NAMES + 1):
+            try:
+                return save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept", exclusive=True).name
+            except NameTaken:
+                continue
+        raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already")
     except UserError as e:
         raise UserError(
             f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
@@ -915,11 +921,13 @@ def _main_rank() -> bool:
     return distributed.is_main()
 
 
-def save_session(session: Session, name: str) -> SaveResult:
+def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
     """Write the session's model, trainer and data as checkpoint `name` (atomic: see core.checkpoint).
 
     Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
-    it wrote and re-raises, and this turns it into one line that says what is on disk now.
+    it wrote and re-raises, and this turns it into one line that says what is on disk now. `origin`
+    and `options` (exclusive, rotate, same_run) go to save_checkpoint; data files identical to those
+    of the autosave or of the checkpoint this session last saved or loaded share their bytes.
     """
     from .core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
 
@@ -929,7 +937,8 @@ def save_session(session: Session, name: str) -> SaveResult:
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, session.data.tokenizer.vocab,
-            session.data_spec,
+            session.data_spec, origin=origin, session=session.token,
+            share_from=(AUTOSAVE_NAME, session.last_checkpoint), **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)
@@ -938,6 +947,7 @@ def save_session(session: Session, name: str) -> SaveResult:
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
+    session.last_checkpoint = name
     return SaveResult(
         name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
         seconds=time.perf_counter() - start, replaced=before is not None,
@@ -968,6 +978,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         raise UserError(f"load of {name} interrupted; nothing changed")
     session.adopt(checkpoint.data_spec, data, model, trainer)
     ckpt.restore_rng(checkpoint)
+    session.last_checkpoint = name
     evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
     return LoadResult(
         name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
