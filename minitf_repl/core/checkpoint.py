@@ -1180,23 +1180,16 @@ def _expected_tensors(config: ModelConfig) -> tuple[dict, dict[str, str], list[s
     aliases = _tied_aliases(ref)
     if any(k.startswith(_BLOCK) for k in aliases):
         raise AssertionError("a tied weight inside a block: _expected_tensors must number its aliases too")
-
-    def names(key: str) -> list[str]:
-        return [f"blocks.{i}.{key[len(_BLOCK):]}" for i in range(config.n_layers)] if key.startswith(_BLOCK) else [key]
-
     state = ref.state_dict()
-    order = [k for key in _block_order(state) for k in names(key)]
-    expected = {k: state[key] for key in state if key not in aliases for k in names(key)}
-    return expected, aliases, order
-
-
-def _block_order(state) -> list[str]:
-    """The one-block model's keys in state_dict order, the block's keys kept together."""
     keys = list(state)
     first = next((i for i, k in enumerate(keys) if k.startswith(_BLOCK)), len(keys))
-    inside = [k for k in keys if k.startswith(_BLOCK)]
+    inside = [k[len(_BLOCK):] for k in keys if k.startswith(_BLOCK)]
     outside = [k for k in keys if not k.startswith(_BLOCK)]
-    return outside[:first] + inside + outside[first:]
+    blocks = [(f"blocks.{i}.{k}", _BLOCK + k) for i in range(config.n_layers) for k in inside]  # layer by layer
+    named = [(k, k) for k in outside[:first]] + blocks + [(k, k) for k in outside[first:]]  # (name, its one-block key)
+    order = [name for name, _ in named]
+    expected = {name: state[key] for name, key in named if key not in aliases}
+    return expected, aliases, order
 
 
 def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location) -> dict[str, torch.Tensor]:
