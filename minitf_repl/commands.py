@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
-from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
+from .core.errors import DeviceError, PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
 from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
@@ -324,6 +324,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
         summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
+    except PeerLost as e:
+        # Under torchrun another rank died: the steps every rank completed are good (the one under way
+        # was undone), so they are kept and saved, not rolled back; the command still fails.
+        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
         lr = train_config.lr
@@ -389,6 +393,21 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         curve=_thin(done, 200),
         dtype=summary.dtype, compiled=summary.compiled, compile_seconds=summary.compile_seconds,
     )
+
+
+def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool) -> str:
+    """Save what this rank has after another rank died (rank 0 only, as always); what to say about it."""
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
+    if name is None:
+        return "nothing was saved (autosave is off)"
+    if not _main_rank():
+        return "process 0 saves what it has, if it is still running"
+    try:
+        saved = save_session(session, name, origin="autosave" if save_as is None else "save",
+                             rotate=AUTOSAVES_KEPT if save_as is None else None, same_run=resumed)
+    except UserError as e:
+        return f"it could not be saved ({e})"
+    return f"saved as checkpoint {saved.name} (step {saved.step})"
 
 
 def _thin(rows: list, most: int) -> list:

@@ -17,6 +17,7 @@ class Reporter:
 
     def __init__(self):
         self.stop_requested = False
+        self.terminate_signal: int | None = None  # SIGTERM or SIGHUP asked the stop: minitf exits after the command
 
     # --- the stop request (Ctrl-C) -------------------------------------------------------------------
     def request_stop(self) -> None:
