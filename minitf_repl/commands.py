@@ -100,6 +100,7 @@ class GenResult:
     untrained: bool = False  # the model has not trained a step: its text is random
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
+    raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
 
 
 @dataclass
@@ -431,6 +432,9 @@ _TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig field
       for spec in GenConfig.specs()),
     Param("show", str, help="probs: colour each character by its probability when picked (default text)",
           choices=("text", "probs")),
+    Param("raw", bool, default=False,
+          help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
+               "by default, and always in a terminal, they are shown escaped (\\x1b)"),
 ], takes_plain_text=True)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     given = {spec.name: args[spec.name] for spec in GenConfig.specs() if args[spec.name] is not None}
@@ -452,7 +456,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     stream = generate(
         model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache
     )
-    reporter.on_gen_start(prompt)
+    reporter.on_gen_start(prompt, raw=args["raw"])
     pieces: list[str] = []
     new_ids: list[int] = []
     stopped = False
@@ -485,6 +489,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         untrained=session.trainer.step == 0,
         first_token_seconds=first_token_seconds,
         probs=token_probs(model, ids, new_ids, settings) if args["show"] == "probs" else None,
+        raw=args["raw"],
     )
 
 
@@ -1346,12 +1351,15 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     if path.suffix.lower() not in (".html", ".htm"):
         raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(path.stem)}.html")
     folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
-    if not folder.is_dir():
-        raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+    try:  # a name longer than the file system allows (ENAMETOOLONG) is refused here, in one line
+        if path.is_dir():
+            raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
+        if not folder.is_dir():
+            raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+    except OSError as e:
+        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; choose a shorter or other path") from None
     start = time.perf_counter()
     data = session.data
     model = session.model
@@ -1379,12 +1387,25 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
     )
     html = build_report(report)
-    tmp = path.with_name(f".{path.name}.tmp")
+    import tempfile
+
+    # A temporary name of its own (mkstemp: created new, never an existing file or folder), renamed
+    # over the report when complete: a report is replaced whole or not at all.
+    tmp = None
     try:
-        tmp.write_text(html, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the page private; a page is for sharing
         os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
     sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
     return ReportResult(str(path), path.stat().st_size, sections, time.perf_counter() - start)

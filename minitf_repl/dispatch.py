@@ -196,8 +196,8 @@ class FrontDoor:
             # Standard output cannot be written (a full disk, /dev/full, an I/O error): what the
             # command did stands (a :train saved its checkpoint, a :gen stopped where the text could
             # not be shown). Said once; the rest of the output is dropped.
+            silence_stdout()  # first: closing the display writes too
             self._close(reporter)
-            silence_stdout()
             error(self.err, f"cannot write the output ({e}); the rest of it is lost")
             return FAILED
         except Exception as e:  # a bug: say so in one line, keep the session going
