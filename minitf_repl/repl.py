@@ -103,6 +103,9 @@ class SafeFileHistory(FileHistory):
             self._fail("write", e)
 
 
+MAX_HISTORY_BYTES = 16 * 2**20  # some 300,000 typed lines: start-up never reads an unbounded file
+
+
 def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
     """A file history at `path`, or (after one warning) an in-memory one if the file cannot be used."""
     p = Path(path)
@@ -115,8 +118,12 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
         fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
                      | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ValueError(f"it is {_file_kind(os.fstat(fd).st_mode)}, not a regular file")
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"it is {_file_kind(st.st_mode)}, not a regular file")
+            if st.st_size > MAX_HISTORY_BYTES:  # prompt-toolkit reads the whole file at start
+                raise ValueError(f"it has {st.st_size:,} bytes, more than the {MAX_HISTORY_BYTES:,} read at start; "
+                                 "shorten it")
             os.read(fd, 1)
         finally:
             os.close(fd)

@@ -121,6 +121,17 @@ def test_a_history_file_that_is_a_fifo_does_not_block_start_up(tmp_path):
                         "history is kept in memory for this session"]
 
 
+@posix_only
+def test_a_huge_history_file_is_not_read_at_start(tmp_path):
+    huge = tmp_path / "history"
+    with open(huge, "wb") as f:
+        f.truncate(repl.MAX_HISTORY_BYTES + 1)  # sparse: no disk used
+    warnings = []
+    assert type(repl.make_history(huge, warnings.append)).__name__ == "InMemoryHistory"
+    assert warnings == [f"warning: cannot use history file {huge} (it has 16,777,217 bytes, more than the 16,777,216 "
+                        "read at start; shorten it); history is kept in memory for this session"]
+
+
 # --- names longer than the file system allows -------------------------------------------------------------
 @pytest.mark.parametrize("args", [
     ["--checkpoint-dir", "LONG", "ls"],
