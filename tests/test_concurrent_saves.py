@@ -230,8 +230,9 @@ def test_two_rebuilds_in_one_second_keep_two_checkpoints(checkpoint_dir, monkeyp
     assert ckpt.load_checkpoint(checkpoint_dir, first).step == 2
     assert ckpt.load_checkpoint(checkpoint_dir, second).step == 3
     (checkpoint_dir / "kept-20260101-120000-3").mkdir()  # taken by something else: skipped, not replaced
+    (checkpoint_dir / "kept-20260101-120000-4").write_text("a file")  # likewise
     run(s, ":train steps=1")
-    assert run(s, ":set n_heads=1").kept == "kept-20260101-120000-4"
+    assert run(s, ":set n_heads=1").kept == "kept-20260101-120000-5"
 
 
 def test_a_kept_checkpoint_shares_the_bytes_of_the_autosave_it_came_from(checkpoint_dir):

@@ -293,6 +293,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     DIR whose identical data files this one may share (see `_write_or_link`). Everything from the
     check of NAME to the commit happens under the folder's lock.
     """
+    if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
+        raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
     target = check_save_target(directory, name)
     directory = target.parent
     if origin not in ORIGINS:
