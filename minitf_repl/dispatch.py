@@ -2,9 +2,10 @@
 
 Every front end goes through here: the interactive REPL, piped standard input and the one-shot
 shell (`minitf train ...`). For one command that means, in this order: parse and check the
-arguments, wait for the background torch import if the command needs torch, run it with Ctrl-C
-turned into a stop request, then render the result (or print it as one JSON document), and turn
-any failure into one line on the error console. What differs between front ends is a `FrontEnd`
+arguments, wait for the background torch import if the command needs torch, run it with Ctrl-C,
+SIGTERM and SIGHUP turned into a stop request, then render the result (or print it as one JSON
+document), and turn any failure (standard output that cannot be written included) into one line
+on the error console. What differs between front ends is a `FrontEnd`
 value (how to phrase a fix, JSON or not, live progress or not), not a second copy of this code.
 
 `run_command` is the same path without a person: typed arguments in, the result dataclass out,
@@ -35,6 +36,7 @@ from .render import QuietReporter, RichReporter, error, internal_error
 from .reporter import Reporter
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
+OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
 # Signals that stop a running command as Ctrl-C does (after its current step, token or save), by
 # name so that a platform without one (Windows has no SIGHUP) simply lacks it. SIGTERM is what
 # `timeout`, `docker stop` and systemd send; SIGHUP what a closed terminal sends. After those two
@@ -47,7 +49,6 @@ TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if h
 def signal_status(signum: int) -> int:
     """The exit status after a signal stopped minitf: 128 + the signal's number, as a shell reports it."""
     return 128 + int(signum)
-OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
 
 
 # --- running a command -----------------------------------------------------------------------------
