@@ -86,7 +86,7 @@ CLAIMS = {
     "20000-layers": (dict(n_layers=20_000), r"describes [\d,]+ parameters \([\d,]+ bytes of weights\) but its model "
                                             r"file holds [\d,]+ bytes; this checkpoint is inconsistent"),
     "100000-positions": (dict(max_seq_len=100_000, pos_encoding="rope"),
-                         r"its model is larger than this lab builds \(max_seq_len=100,000 is too large: at most"),
+                         r"it asks for more than this lab builds \(max_seq_len=100,000 is too large: at most"),
 }
 
 
@@ -152,6 +152,8 @@ FIELDS = {
     "origin-unknown": (lambda m: m.update(origin={"kind": "mine"}), "origin is malformed"),
     "d_model-is-text": (lambda m: m["model_config"].update(d_model="32"), "its model config is invalid"),
     "lr-setting-is-text": (lambda m: m["trainer"]["train_config"].update(lr="0.01"), "its training config is invalid"),
+    "a-billion-eval-batches": (lambda m: m["trainer"]["train_config"].update(eval_batches=10**9),
+                               "it asks for more than this lab builds (eval_batches=1,000,000,000 is too large"),
 }
 
 

@@ -1084,13 +1084,6 @@ def _check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
         config = ModelConfig.from_dict(manifest["model_config"])
     except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise CheckpointError(f"{path}: its model config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
-    try:
-        config.check_limits()
-        check_trainable(config, 1)
-    except ConfigError as e:
-        raise CheckpointError(
-            f"{path}: its model is larger than this lab builds ({_reason(e)}); this checkpoint cannot be used"
-        ) from None
     vocab = manifest["vocab"]
     if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
         raise CheckpointError(
@@ -1098,9 +1091,17 @@ def _check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
             f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
         )
     try:
-        TrainConfig.from_dict(manifest["trainer"]["train_config"])
+        train = TrainConfig.from_dict(manifest["trainer"]["train_config"])
     except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise CheckpointError(f"{path}: its training config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
+    try:  # a billion eval_batches would make the next evaluation one that no stop request reaches
+        config.check_limits()
+        train.check_limits()
+        check_trainable(config, train.batch_size)
+    except ConfigError as e:
+        raise CheckpointError(
+            f"{path}: it asks for more than this lab builds ({_reason(e)}); this checkpoint cannot be used"
+        ) from None
     return config
 
 
