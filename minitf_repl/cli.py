@@ -11,6 +11,7 @@ notices and errors go to standard error, so `minitf train --json > run.json` sta
 
 from __future__ import annotations
 
+import errno
 import inspect
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ from . import __version__
 from .commands import REGISTRY
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
-from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command
+from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .parsing import parse_line
 from .registry import Registry
 from .render import error, internal_error
@@ -209,7 +210,11 @@ def open_shell(session: Session, debug: bool = False) -> int:
     """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file."""
     from . import repl
 
-    if sys.stdin is not None and sys.stdin.isatty():
+    if sys.stdin is None:  # `minitf <&-`: Python found no file descriptor 0 at start
+        error(_stderr(), "standard input is closed, so there are no commands to read; run minitf in a terminal, "
+                         "pipe commands into it, or give a command (minitf train)")
+        return 1
+    if sys.stdin.isatty():
         return repl.run_repl(session, Console(), Console(stderr=True), debug)
     repl.preload()
     out = Console(force_terminal=False, no_color=True)
@@ -281,13 +286,16 @@ def _pair_completion(command):
 def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: Registry) -> None:
     """One command through the front door: results on stdout, progress and errors on stderr.
 
-    Exit status: 0, 1 if the command failed, 130 if Ctrl-C (SIGINT) stopped it, as shells expect.
+    Exit status: 0, 1 if the command failed, 130 if Ctrl-C (SIGINT) stopped it, 143 if SIGTERM and
+    129 if SIGHUP did (after a stopped train has autosaved), as shells report a signal (128 + its number).
     """
     state: _State = ctx.obj
     front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet)
     door = FrontDoor(state.session, _stdout(), _stderr(), front,
                      progress=_stderr(), registry=registry)
     status = door.run(command, args)
+    if door.terminated is not None:
+        raise typer.Exit(signal_status(door.terminated))
     if door.interrupted:
         raise typer.Exit(130)
     if status == FAILED:
@@ -372,5 +380,40 @@ app = build_app()
 
 
 def main() -> None:
-    """The console script `minitf`."""
-    app(prog_name="minitf")
+    """The console script `minitf`. Its exit statuses are listed in the README ("Exit status").
+
+    Output that cannot be written (a reader that left the pipe, a full disk behind `> file`) ends
+    in one line, never in Python's "Exception ignored ... flush" at exit: anything still buffered
+    is flushed here, where an error can be said.
+    """
+    if sys.stdout is None:  # `minitf >&-`
+        error(_stderr(), "standard output is closed; run minitf with its output going to a terminal, a file or a pipe")
+        sys.exit(1)
+    try:
+        app(prog_name="minitf")
+    except SystemExit as e:
+        code = e.code
+    except OSError as e:  # only output can end here (commands report their own errors in one line)
+        if e.errno not in _OUTPUT_ERRORS or e.filename is not None:
+            raise
+        code = _output_lost(e)
+    else:
+        code = 0
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        code = _output_lost(e) if e.errno in _OUTPUT_ERRORS else 1
+    sys.exit(code)
+
+
+_OUTPUT_ERRORS = {errno.EPIPE, errno.ENOSPC, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EBADF}
+
+
+def _output_lost(e: OSError) -> int:
+    """Stop writing to standard output after `e`; one line unless the reader simply left (EPIPE). Returns 1."""
+    from .dispatch import silence_stdout
+
+    silence_stdout()
+    if e.errno != errno.EPIPE:
+        error(_stderr(), f"cannot write the output ({e.strerror or e}); it is lost")
+    return 1

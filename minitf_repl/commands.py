@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from .core.config import GenConfig, ModelConfig, TrainConfig
-from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
+from .core.errors import DeviceError, PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
 from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
@@ -111,6 +111,7 @@ class GenResult:
     untrained: bool = False  # the model has not trained a step: its text is random
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
+    raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
 
 
 @dataclass
@@ -350,6 +351,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     try:
         summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
+    except PeerLost as e:
+        # Under torchrun another rank died: the steps every rank completed are good (the one under way
+        # was undone), so they are kept and saved, not rolled back; the command still fails.
+        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
         lr = train_config.lr
@@ -388,9 +393,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
     if name is not None:
         try:
-            if autosave and not resumed:
-                rotate_autosaves(session.checkpoint_dir)  # a new run keeps the previous runs' autosaves
-            saved = save_session(session, name).name
+            # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
+            # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
+            saved = save_session(session, name, origin="autosave" if autosave else "save",
+                                 rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed).name
         except UserError as e:
             save_error = str(e)
     return TrainResult(
@@ -416,6 +422,21 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     )
 
 
+def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool) -> str:
+    """Save what this rank has after another rank died (rank 0 only, as always); what to say about it."""
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
+    if name is None:
+        return "nothing was saved (autosave is off)"
+    if not _main_rank():
+        return "process 0 saves what it has, if it is still running"
+    try:
+        saved = save_session(session, name, origin="autosave" if save_as is None else "save",
+                             rotate=AUTOSAVES_KEPT if save_as is None else None, same_run=resumed)
+    except UserError as e:
+        return f"it could not be saved ({e})"
+    return f"saved as checkpoint {saved.name} (step {saved.step})"
+
+
 def _thin(rows: list, most: int) -> list:
     """At most `most` rows, evenly spread; every evaluated row kept (the chart's validation points)."""
     if len(rows) <= most:
@@ -437,6 +458,9 @@ _TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig field
       for spec in GenConfig.specs()),
     Param("show", str, help="probs: colour each character by its probability when picked (default text)",
           choices=("text", "probs")),
+    Param("raw", bool, default=False,
+          help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
+               "by default, and always in a terminal, they are shown escaped (\\x1b)"),
 ], takes_plain_text=True)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     given = {spec.name: args[spec.name] for spec in GenConfig.specs() if args[spec.name] is not None}
@@ -458,7 +482,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     stream = generate(
         model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache
     )
-    reporter.on_gen_start(prompt)
+    reporter.on_gen_start(prompt, raw=args["raw"])
     pieces: list[str] = []
     new_ids: list[int] = []
     stopped = False
@@ -491,6 +515,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         untrained=session.trainer.step == 0,
         first_token_seconds=first_token_seconds,
         probs=token_probs(model, ids, new_ids, settings) if args["show"] == "probs" else None,
+        raw=args["raw"],
     )
 
 
@@ -912,12 +937,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
 
 AUTOSAVES_KEPT = 3  # autosave is the newest run; autosave-1 .. autosave-3 the runs before it
-
-
-def rotate_autosaves(directory) -> None:
-    from .core.checkpoint import rotate
-
-    rotate(directory, AUTOSAVE_NAME, keep=AUTOSAVES_KEPT)
+KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one second each get their own
 
 
 def keep_trained_model(session: Session, enabled: bool | None = None) -> str | None:
@@ -925,13 +945,23 @@ def keep_trained_model(session: Session, enabled: bool | None = None) -> str | N
 
     Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
     the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
+    The name is `kept-<date>-<time>`, or with `-2`, `-3`, ... when that is taken: each is claimed
+    under the folder lock (exclusive), so two rebuilds in one second, in one session or two, never
+    share a name. Its data files share the bytes of an identical autosave (save_session).
     """
+    from .core.checkpoint import NameTaken
+
     enabled = session.autosave if enabled is None else enabled
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
-    name = time.strftime("kept-%Y%m%d-%H%M%S")
+    stamp = time.strftime("kept-%Y%m%d-%H%M%S")
     try:
-        return save_session(session, name).name
+        for n in range(1, KEPT_NAMES + 1):
+            try:
+                return save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept", exclusive=True).name
+            except NameTaken:
+                continue
+        raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already")
     except UserError as e:
         raise UserError(
             f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
@@ -946,11 +976,13 @@ def _main_rank() -> bool:
     return distributed.is_main()
 
 
-def save_session(session: Session, name: str) -> SaveResult:
+def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
     """Write the session's model, trainer and data as checkpoint `name` (atomic: see core.checkpoint).
 
     Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
-    it wrote and re-raises, and this turns it into one line that says what is on disk now.
+    it wrote and re-raises, and this turns it into one line that says what is on disk now. `origin`
+    and `options` (exclusive, rotate, same_run) go to save_checkpoint; data files identical to those
+    of the autosave or of the checkpoint this session last saved or loaded share their bytes.
     """
     from .core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
 
@@ -960,7 +992,8 @@ def save_session(session: Session, name: str) -> SaveResult:
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, session.data.tokenizer.vocab,
-            session.data_spec,
+            session.data_spec, origin=origin, session=session.token,
+            share_from=(AUTOSAVE_NAME, session.last_checkpoint), **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)
@@ -969,6 +1002,7 @@ def save_session(session: Session, name: str) -> SaveResult:
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
+    session.last_checkpoint = name
     return SaveResult(
         name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
         seconds=time.perf_counter() - start, replaced=before is not None,
@@ -999,6 +1033,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         raise UserError(f"load of {name} interrupted; nothing changed")
     session.adopt(checkpoint.data_spec, data, model, trainer)
     ckpt.restore_rng(checkpoint)
+    session.last_checkpoint = name
     evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
     return LoadResult(
         name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
@@ -1347,12 +1382,15 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     if path.suffix.lower() not in (".html", ".htm"):
         raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(path.stem)}.html")
     folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
-    if not folder.is_dir():
-        raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+    try:  # a name longer than the file system allows (ENAMETOOLONG) is refused here, in one line
+        if path.is_dir():
+            raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
+        if not folder.is_dir():
+            raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+    except OSError as e:
+        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; choose a shorter or other path") from None
     start = time.perf_counter()
     data = session.data
     model = session.model
@@ -1380,12 +1418,25 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
     )
     html = build_report(report)
-    tmp = path.with_name(f".{path.name}.tmp")
+    import tempfile
+
+    # A temporary name of its own (mkstemp: created new, never an existing file or folder), renamed
+    # over the report when complete: a report is replaced whole or not at all.
+    tmp = None
     try:
-        tmp.write_text(html, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the page private; a page is for sharing
         os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
     sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
     return ReportResult(str(path), path.stat().st_size, sections, time.perf_counter() - start)

@@ -2,9 +2,10 @@
 
 Every front end goes through here: the interactive REPL, piped standard input and the one-shot
 shell (`minitf train ...`). For one command that means, in this order: parse and check the
-arguments, wait for the background torch import if the command needs torch, run it with Ctrl-C
-turned into a stop request, then render the result (or print it as one JSON document), and turn
-any failure into one line on the error console. What differs between front ends is a `FrontEnd`
+arguments, wait for the background torch import if the command needs torch, run it with Ctrl-C,
+SIGTERM and SIGHUP turned into a stop request, then render the result (or print it as one JSON
+document), and turn any failure (standard output that cannot be written included) into one line
+on the error console. What differs between front ends is a `FrontEnd`
 value (how to phrase a fix, JSON or not, live progress or not), not a second copy of this code.
 
 `run_command` is the same path without a person: typed arguments in, the result dataclass out,
@@ -37,6 +38,18 @@ from .schema import schema_id
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
+# Signals that stop a running command as Ctrl-C does (after its current step, token or save), by
+# name so that a platform without one (Windows has no SIGHUP) simply lacks it. SIGTERM is what
+# `timeout`, `docker stop` and systemd send; SIGHUP what a closed terminal sends. After those two
+# the front end exits once the command has stopped (and saved), with the shell's status for a
+# signal, 128 + its number: 143 for SIGTERM, 129 for SIGHUP (130 for Ctrl-C in the shell).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def signal_status(signum: int) -> int:
+    """The exit status after a signal stopped minitf: 128 + the signal's number, as a shell reports it."""
+    return 128 + int(signum)
 
 
 # --- running a command -----------------------------------------------------------------------------
@@ -129,7 +142,10 @@ class FrontDoor:
         self.progress = progress if progress is not None else out
         self.front = front if front is not None else FrontEnd()
         self.registry = registry
+        for console in (self.out, self.progress):
+            guard_stdout(console)
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
+        self.terminated: int | None = None  # SIGTERM or SIGHUP arrived: the front end exits after this command
 
     def run_line(self, line: str) -> str:
         """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
@@ -147,16 +163,28 @@ class FrontDoor:
         reporter = self._reporter()
         self.interrupted = False
         try:
+            return self._run(command, args, reporter)
+        finally:
+            if reporter.terminate_signal is not None:
+                self.terminated = reporter.terminate_signal
+
+    def _run(self, command: Command, args: dict, reporter) -> str:
+        try:
             if command.needs_torch:
                 wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
-            with stop_on_sigint(reporter, command), quiet_tty():
+            with stop_on_signals(reporter, command), quiet_tty():
                 result = run_command(self.session, command.name, args, reporter, self.registry)
-            if self.front.quiet:
-                pass
-            elif self.front.json:
-                print(json.dumps(json_document(command, result), default=str), flush=True)
-            else:
-                reporter.finish(result)
+            try:
+                if self.front.quiet:
+                    pass
+                elif self.front.json:
+                    print(json.dumps(json_document(command, result), default=str), flush=True)
+                else:
+                    reporter.finish(result)
+            except BrokenPipeError:
+                raise
+            except OSError as e:  # only output happens here (print() of the JSON document)
+                raise OutputLost(e.strerror or str(e)) from None
         except UserError as e:
             self._close(reporter)
             error(self.err, phrase(e, self.front.syntax))
@@ -169,7 +197,15 @@ class FrontDoor:
         except BrokenPipeError:
             # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must
             # not complain about the unflushed stdout at exit either.
-            _silence_stdout()
+            silence_stdout()
+            return FAILED
+        except OutputLost as e:
+            # Standard output cannot be written (a full disk, /dev/full, an I/O error): what the
+            # command did stands (a :train saved its checkpoint, a :gen stopped where the text could
+            # not be shown). Said once; the rest of the output is dropped.
+            silence_stdout()  # first: closing the display writes too
+            self._close(reporter)
+            error(self.err, f"cannot write the output ({e}); the rest of it is lost")
             return FAILED
         except Exception as e:  # a bug: say so in one line, keep the session going
             self._close(reporter)
@@ -204,21 +240,62 @@ class FrontDoor:
             self.out.print()
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
+    """Point standard output at the null device: nothing more is written, and Python's flush at exit succeeds."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
 
 
-# --- Ctrl-C and the terminal while a command runs ---------------------------------------------------
-@contextlib.contextmanager
-def stop_on_sigint(reporter: Reporter, command: Command | None = None):
-    """While a command runs, Ctrl-C asks it to stop (after the current step/token) instead of raising.
+class OutputLost(Exception):
+    """Writing to standard output failed with an error other than a closed pipe (ENOSPC, EIO, ...)."""
 
-    An `interruptible` command (e.g. :save) polls no stop flag: the first Ctrl-C raises
+
+class _GuardedStdout:
+    """sys.stdout (whichever it is at each call) for a Console: a failed write raises OutputLost.
+
+    A write error of standard output can happen anywhere output happens (streamed text while :gen
+    runs, the result at the end); this names it at the one place all of them pass through, so it
+    is never taken for a bug ("internal error: OSError") nor for a failure of the command's own files.
+    """
+
+    def write(self, text: str) -> int:
+        return self._do("write", text)
+
+    def flush(self) -> None:
+        self._do("flush")
+
+    @staticmethod
+    def _do(what: str, *args):
+        try:
+            return getattr(sys.stdout, what)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputLost(e.strerror or str(e)) from None
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...: those of sys.stdout
+        return getattr(sys.stdout, name)
+
+
+def guard_stdout(console: Console) -> None:
+    """Let `console`'s writes to standard output fail as OutputLost (a console with its own file is left as it is)."""
+    if getattr(console, "_file", None) is None and not console.stderr:
+        console.file = _GuardedStdout()
+
+
+# --- Ctrl-C, SIGTERM, SIGHUP and the terminal while a command runs ---------------------------------
+@contextlib.contextmanager
+def stop_on_signals(reporter: Reporter, command: Command | None = None):
+    """While a command runs, Ctrl-C, SIGTERM and SIGHUP ask it to stop (after the current step or
+    token) instead of killing the process, so a stopped :train still autosaves.
+
+    An `interruptible` command (e.g. :save) polls no stop flag: the first signal raises
     KeyboardInterrupt inside it, and it cleans up and reports. Later ones are ignored, so a second,
-    fast Ctrl-C cannot cut that clean-up short.
+    fast Ctrl-C (or the SIGTERM a supervisor repeats) cannot cut that clean-up short. SIGTERM and
+    SIGHUP are also recorded on the reporter (`terminate_signal`): the front end exits after the
+    command, with signal_status().
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -227,17 +304,23 @@ def stop_on_sigint(reporter: Reporter, command: Command | None = None):
     raised = []
 
     def handler(signum, frame):
+        if signum in TERMINATING and reporter.terminate_signal is None:
+            reporter.terminate_signal = signum
         if not interruptible:
             reporter.request_stop()
         elif not raised:
             raised.append(signum)
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+stop_on_sigint = stop_on_signals  # the name it had when it handled Ctrl-C alone
 
 
 @contextlib.contextmanager

@@ -22,6 +22,32 @@ def visible(ch: str) -> str:
     return ch if ch.isprintable() else "?"
 
 
+# Characters that would act on a terminal instead of showing: C0 and C1 controls (ESC starts the
+# sequences that move the cursor, recolour, retitle the window or write to the clipboard; U+009B is
+# a one-character CSI), format characters (the bidirectional overrides that reorder a line, zero
+# widths) and the line and paragraph separators. Newline and tab are text. Spaces of other kinds,
+# private-use and unassigned characters print as a glyph or a box and stay as they are.
+_ACTIVE = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+
+
+def is_active(ch: str) -> bool:
+    """Whether `ch` would act on a terminal rather than show (see _ACTIVE)."""
+    import unicodedata
+
+    return ch not in "\n\t" and unicodedata.category(ch) in _ACTIVE
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every active character written as its escape (`\\x1b`, `\\r`, `\\u202e`), as :step shows tokens.
+
+    Generated text comes from a vocabulary that a data file or someone else's checkpoint chose: shown
+    raw, an ESC in it could drive the user's terminal. Plain text passes unchanged.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ascii(ch)[1:-1] if is_active(ch) else ch for ch in text)
+
+
 def scale_rgb(frac: float) -> tuple[int, int, int]:
     """The colour at `frac` in 0..1 along SCALE (linear between its stops)."""
     frac = min(1.0, max(0.0, float(frac) if math.isfinite(frac) else 0.0))

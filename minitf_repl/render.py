@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import commands
-from .palette import SCALE, SHADES, VISIBLE, scale_hex, scale_rgb, shade, visible
+from .palette import SCALE, SHADES, VISIBLE, is_active, scale_hex, scale_rgb, shade, terminal_safe, visible
 from .reporter import Reporter
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
@@ -295,16 +295,37 @@ def gen_notes(console: Console, result) -> None:
     _dim(console, gen_stats(result))
 
 
+def model_text(text: str, console: Console, style: str = "") -> Text:
+    """Text from the model's vocabulary, safe for a terminal: each character that would act on one
+    (ESC, other controls, bidi overrides) shown as its escape, dimmed (palette.terminal_safe)."""
+    out = Text(style=style)
+    for ch in text:
+        out.append(terminal_safe(ch), style="dim" if is_active(ch) else "")
+    return out
+
+
+def writes_raw(console: Console, raw: bool) -> bool:
+    """:gen raw=on, on a console that is not a terminal (a file, a pipe): the exact characters."""
+    return raw and not console.is_terminal
+
+
+def write_raw(console: Console, text: str) -> None:
+    """`text` exactly, past Rich (whose Text drops BEL, backspace and carriage return even unstyled)."""
+    console.file.write(text)
+    console.file.flush()
+
+
 @render.register(commands.GenResult)
 def _(result, console: Console) -> None:
     if getattr(result, "probs", None):
         gen_probs(result, console)
         gen_notes(console, result)
         return
-    text = Text()
-    text.append(result.prompt, style="bold")
-    text.append(result.text)
-    console.print(text, soft_wrap=True, highlight=False)
+    if writes_raw(console, getattr(result, "raw", False)):
+        write_raw(console, result.prompt + result.text + "\n")
+    else:
+        console.print(model_text(result.prompt, console, "bold") + model_text(result.text, console), soft_wrap=True,
+                      highlight=False)
     gen_notes(console, result)
 
 
@@ -890,7 +911,7 @@ def _(result, console: Console) -> None:
         console.print(Text("switched off: ", style="yellow") + Text(", ".join(result.active)), highlight=False)
         console.print(Text(f"val loss {_num(result.val_loss_before)} -> {_num(result.val_loss_after)} "
                            f"({delta:+.4f})", style="bold"), highlight=False)
-    sample = Text("sample: ", style="dim") + Text(result.prompt, style="bold") + Text(result.sample)
+    sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
     console.print(sample, soft_wrap=True, highlight=False)
     if result.active:
         _dim(console, ":ablate off puts the model back (the weights never changed)")
@@ -1003,16 +1024,24 @@ class RichReporter(Reporter):
             self._live.update(Group(self._compare, self._progress))
 
     # generation ----------------------------------------------------------------------------------
-    def on_gen_start(self, prompt: str) -> None:
+    def on_gen_start(self, prompt: str, raw: bool = False) -> None:
         self.gen_prompt = prompt  # shown in bold before the first token
+        self.gen_raw = raw
+        if raw and self.out.is_terminal:
+            self.notice("raw=on writes control characters as they are only to a file or a pipe; "
+                        "in a terminal they stay escaped")
 
     def on_token(self, text: str) -> None:
         if not self.stream:
             return
-        if not self.streamed and self.gen_prompt:
-            self.out.print(Text(self.gen_prompt, style="bold"), end="", soft_wrap=True, highlight=False)
+        prompt = self.gen_prompt if not self.streamed else None
         self.streamed = True
-        self.out.print(Text(text), end="", soft_wrap=True, highlight=False)
+        if writes_raw(self.out, getattr(self, "gen_raw", False)):
+            write_raw(self.out, (prompt or "") + text)
+            return
+        if prompt:
+            self.out.print(model_text(prompt, self.out, "bold"), end="", soft_wrap=True, highlight=False)
+        self.out.print(model_text(text, self.out), end="", soft_wrap=True, highlight=False)
 
     def notice(self, text: str) -> None:
         self.console.print(Text(text, style="yellow"), soft_wrap=True, highlight=False)
@@ -1172,16 +1201,17 @@ def gen_probs(result, console: Console) -> None:
     probs = result.probs or []
     chars = list(result.text)
     if len(chars) != len(probs):  # not one character per token: show the text plainly
-        console.print(Text(result.prompt, style="bold") + Text(result.text), soft_wrap=True, highlight=False)
+        console.print(model_text(result.prompt, console, "bold") + model_text(result.text, console), soft_wrap=True,
+                      highlight=False)
         return
     if not as_text:
-        text = Text(result.prompt, style="bold")
+        text = model_text(result.prompt, console, "bold")
         for ch, p in zip(chars, probs):
             if ch == "\n":
                 text.append_text(_cell(p, 1, False, "↵"))
                 text.append("\n")
             else:
-                text.append_text(_cell(p, 1, False, ch))
+                text.append_text(_cell(p, len(terminal_safe(ch)), False, terminal_safe(ch)))
         console.print(text, soft_wrap=True, highlight=False)
     else:
         width = max(10, console.width)

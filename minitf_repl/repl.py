@@ -11,7 +11,12 @@ daemon thread imports torch and the core modules, so the first `:train` rarely w
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import stat
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -28,19 +33,25 @@ from rich.console import Console
 from . import __version__
 from .commands import REGISTRY
 from .core.paths import adopt_old_history, history_path
-from .dispatch import FAILED, QUIT, FrontDoor, FrontEnd, preload
+from .dispatch import FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, preload, signal_status
 
 PROMPT = "minitf> "
 
 
 def run_lines(lines: Iterable[str], session, console: Console, err_console: Console | None = None,
               debug: bool = False) -> int:
-    """Non-interactive mode: every line through the front door. Exit status 1 if any command failed."""
+    """Non-interactive mode: every line through the front door. Exit status 1 if any command failed.
+
+    SIGTERM or SIGHUP during a command stops it (a :train autosaves) and ends the input there:
+    the status is then 143 or 129 (dispatch.signal_status), and the lines after it are not run.
+    """
     door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug))
     failed = False
     for line in lines:
         status = door.run_line(line.rstrip("\r\n"))
         failed = failed or status == FAILED
+        if door.terminated is not None:
+            return signal_status(door.terminated)
         if status == QUIT:
             break
     return 1 if failed else 0
@@ -78,9 +89,14 @@ class SafeFileHistory(FileHistory):
         if self._broken:
             return
         try:
+            if os.path.exists(self.filename) and not os.path.isfile(self.filename):  # swapped for a FIFO meanwhile
+                raise OSError(f"{self.filename} is not a regular file any more")
             super().store_string(string)
         except Exception as e:
             self._fail("write", e)
+
+
+MAX_HISTORY_BYTES = 16 * 2**20  # some 300,000 typed lines: start-up never reads an unbounded file
 
 
 def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
@@ -90,15 +106,37 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
         if p.is_dir():
             raise IsADirectoryError(f"{p} is a directory")
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "ab"):
-            pass
-        with open(p, "rb") as f:
-            f.read(1)
+        # Opened without blocking and checked before use: a FIFO there would block start-up forever
+        # (opening one waits for its other end), and a device is no place for a history.
+        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"it is {_file_kind(st.st_mode)}, not a regular file")
+            if st.st_size > MAX_HISTORY_BYTES:  # prompt-toolkit reads the whole file at start
+                raise ValueError(f"it has {st.st_size:,} bytes, more than the {MAX_HISTORY_BYTES:,} read at start; "
+                                 "shorten it")
+            os.read(fd, 1)
+        finally:
+            os.close(fd)
     except (OSError, ValueError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        warn(f"warning: cannot use history file {p} ({reason}); history is kept in memory for this session")
+        warn(f"warning: cannot use history file {_clip(str(p))} ({reason}); history is kept in memory for this session")
         return InMemoryHistory()
     return SafeFileHistory(str(p), warn)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "an unknown kind of file"
+
+
+def _clip(text: str, width: int = 100) -> str:
+    return text if len(text) <= width else f"{text[: width // 2 - 2]}...{text[-(width // 2 - 1):]}"
 
 
 # --- completion --------------------------------------------------------------------------------
@@ -227,15 +265,48 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     first = True
     while True:
         try:
-            line = prompt_session.prompt(PROMPT, pre_run=start_preload_after_first_render if first else None)
+            with leave_on_signals():
+                line = prompt_session.prompt(PROMPT, pre_run=start_preload_after_first_render if first else None)
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
             continue
         except EOFError:  # Ctrl-D
             break
+        except Terminated as e:  # SIGTERM or SIGHUP at the prompt: nothing runs, nothing to save
+            return signal_status(e.signum)
         first = False
         try:
             if door.run_line(line) == QUIT:
                 break
         except KeyboardInterrupt:  # a Ctrl-C between two commands: back to the prompt
             continue
+        if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
+            return signal_status(door.terminated)
     return 0
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGHUP arrived while the prompt waited for a line."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def leave_on_signals():
+    """While the prompt waits, SIGTERM and SIGHUP end the loop through the prompt's own clean-up
+    (it restores the terminal), instead of killing the process with the terminal in raw mode.
+    While a command runs the front door's handlers take over (dispatch.stop_on_signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    previous = {signum: signal.signal(signum, handler) for signum in TERMINATING}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

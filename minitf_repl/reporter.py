@@ -17,6 +17,7 @@ class Reporter:
 
     def __init__(self):
         self.stop_requested = False
+        self.terminate_signal: int | None = None  # SIGTERM or SIGHUP asked the stop: minitf exits after the command
 
     # --- the stop request (Ctrl-C) -------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -34,8 +35,8 @@ class Reporter:
     def on_step(self, info) -> None:
         """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
 
-    def on_gen_start(self, prompt: str) -> None:
-        """Generation begins from `prompt` (the text the continuation follows)."""
+    def on_gen_start(self, prompt: str, raw: bool = False) -> None:
+        """Generation begins from `prompt` (the text the continuation follows); `raw`: :gen raw=on."""
 
     def on_token(self, text: str) -> None:
         """Generated text, as it is produced."""

@@ -18,6 +18,7 @@ Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECK
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,10 @@ class Session:
         self.threads = ThreadPolicy(self.shell_config.threads)  # applied when torch is first needed (build)
         self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else default_checkpoint_dir()
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
+        # Which session wrote an autosave (core.checkpoint's `origin`): a continued run replaces its own
+        # autosave, never another session's. Random, so that it is unique across processes and hosts.
+        self.token = secrets.token_hex(8)
+        self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self._data = None
         self._device = None

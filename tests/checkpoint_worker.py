@@ -10,10 +10,20 @@ must survive being killed. Also the shared fixtures (tiny text, model, trainer) 
     python tests/checkpoint_worker.py hang   NAME DIR...      save NAME in each DIR at once, each stopping halfway
                                                               through its model file (prints HALF-WRITTEN, then
                                                               sleeps until killed)
+    python tests/checkpoint_worker.py race   DIR ME OTHER ROUNDS KIND [OPTIONS]
+                                                              one of two processes saving into DIR at the same
+                                                              time, ROUNDS times; each round starts when both
+                                                              are ready (files in DIR/../sync). KIND: autosave
+                                                              (rotate + save "autosave"), same (both save
+                                                              "same-<round>"), own (each saves "<ME>-<round>").
+                                                              OPTIONS: pid=N (os.getpid() answers N, as in a PID
+                                                              namespace), no-flock (the file system has no flock).
+                                                              Prints one JSON line: {"errors": [...], "saved": n}
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import sys
@@ -139,6 +149,55 @@ def hang(name: str, directories: list[Path]) -> None:
     raise SystemExit("the saves finished: the test should have killed this process")
 
 
+def race(directory: Path, me: str, other: str, rounds: int, kind: str, options: list[str]) -> None:
+    import errno
+    import os
+
+    for option in options:
+        if option.startswith("pid="):
+            fake = int(option[4:])
+            os.getpid = lambda: fake  # what a process in another PID namespace would see
+        elif option == "no-flock":
+            def no_flock(fd):
+                raise OSError(errno.ENOLCK, "No locks available")
+
+            ckpt._flock = no_flock
+        else:
+            raise SystemExit(f"unknown option {option!r}")
+    real_write = ckpt._write_file
+
+    def slow_write(path: Path, data: bytes) -> None:  # a bigger model: saves overlap for sure
+        time.sleep(0.004)
+        real_write(path, data)
+
+    ckpt._write_file = slow_write
+    trainer = make_trainer(2, seed=1)
+    trainer.run()
+    vocab = trainer.data.tokenizer.vocab
+    sync = directory.parent / "sync"
+    sync.mkdir(exist_ok=True)
+    errors, saved = [], 0
+    for i in range(rounds):
+        (sync / f"{me}-{i}").touch()
+        deadline = time.time() + 60
+        while not (sync / f"{other}-{i}").exists() and time.time() < deadline:
+            time.sleep(0.0005)
+        name = {"autosave": "autosave", "same": f"same-{i}", "own": f"{me}-{i}"}[kind]
+        try:
+            if kind == "autosave" and "rotate" not in inspect.signature(ckpt.save_checkpoint).parameters:
+                ckpt.rotate(directory, name, 3)  # releases before the lock: what :train did, two calls
+                ckpt.save_checkpoint(directory, name, trainer.model, trainer, vocab, DATA_SPEC)
+            elif kind == "autosave":
+                ckpt.save_checkpoint(directory, name, trainer.model, trainer, vocab, DATA_SPEC, origin="autosave",
+                                     session=me, rotate=3)
+            else:
+                ckpt.save_checkpoint(directory, name, trainer.model, trainer, vocab, DATA_SPEC)
+            saved += 1
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            errors.append(f"round {i}: {type(e).__name__}: {e}")
+    print(json.dumps({"errors": errors, "saved": saved}), flush=True)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and immune to a busy machine
     mode, *args = sys.argv[1:]
@@ -148,5 +207,7 @@ if __name__ == "__main__":
         resume(Path(args[0]), Path(args[1]), args[2:])
     elif mode == "hang":
         hang(args[0], [Path(a) for a in args[1:]])
+    elif mode == "race":
+        race(Path(args[0]), args[1], args[2], int(args[3]), args[4], args[5:])
     else:
         raise SystemExit(f"unknown mode {mode!r}")

@@ -19,6 +19,7 @@ import os
 import pickle
 import select
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -498,8 +499,9 @@ def test_a_killed_save_leaves_the_old_checkpoint(tmp_path, trained, other):
     save(overwrite, "c", other)
     assert set(visible(overwrite / "c")).isdisjoint(debris) and len(visible(overwrite / "c")) == 3
 
-    # New name: only a hidden temporary directory exists; nothing is listed or loadable.
-    (tmp_dir,) = visible(new)
+    # New name: only a hidden temporary directory exists (and the lock file the killed save held: the
+    # kernel released its lock with the process); nothing is listed or loadable.
+    (tmp_dir,) = [e for e in visible(new) if e != ckpt.LOCK_FILE]
     assert tmp_dir.startswith(".c.tmp-")
     assert ckpt.list_checkpoints(new) == []
     with pytest.raises(CheckpointError, match="no checkpoint named 'c'"):
@@ -509,16 +511,30 @@ def test_a_killed_save_leaves_the_old_checkpoint(tmp_path, trained, other):
     assert ckpt.load_checkpoint(new, "c").step == other.step
 
 
-def test_a_save_in_progress_elsewhere_is_not_cleaned_up(tmp_path, trained):
-    # Debris carrying a live pid (here: pid 1) may be another process still saving: leave it.
+@pytest.mark.skipif(os.name == "nt", reason="SIGKILL and select on pipes are POSIX")
+def test_a_save_in_progress_elsewhere_is_not_cleaned_up(tmp_path, trained, other, monkeypatch):
+    # Another process is halfway through saving "c" (it holds the folder lock): this save waits for
+    # it, and gives up in one line after LOCK_WAIT, touching none of its files. Once that process is
+    # gone (killed), what it left is debris, and the next save removes it. No pid is consulted.
     save(tmp_path, "c", trained)
-    live_tmp = tmp_path / ".c.tmp-1-abcd"
-    live_tmp.mkdir()
-    live_file = tmp_path / "c" / "model-1-abcd.safetensors"
-    live_file.write_bytes(b"partial")
-    save(tmp_path, "c", trained)
-    assert live_tmp.exists() and live_file.exists()
-    assert [i.name for i in ckpt.list_checkpoints(tmp_path)] == ["c"]
+    proc = subprocess.Popen([sys.executable, str(WORKER), "hang", "c", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_line(proc, "HALF-WRITTEN")
+        in_progress = set(visible(tmp_path / "c"))
+        monkeypatch.setattr(ckpt, "LOCK_WAIT", 0.5)
+        with pytest.raises(CheckpointError) as e:
+            save(tmp_path, "c", other)
+        assert f"is busy: minitf on {socket.gethostname()} (pid {proc.pid}) has been saving there" in str(e.value)
+        assert set(visible(tmp_path / "c")) == in_progress  # the other save's half-written file is untouched
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    save(tmp_path, "c", other)
+    assert len(visible(tmp_path / "c")) == 3 and visible(tmp_path) == ["c"]  # debris and lock file gone
+    assert ckpt.load_checkpoint(tmp_path, "c").step == other.step
 
 
 # --- hostile and broken files ----------------------------------------------------------------------
@@ -586,7 +602,11 @@ HOSTILE = {
                       r"written by a newer minitf \(format 2, this one reads 1\): upgrade minitf"),
     "invalid-config": (lambda d: rewrite_manifest(d / "c", _set_config(n_heads=5)), "c", "model config is invalid"),
     "unknown-config-key": (lambda d: rewrite_manifest(d / "c", _set_config(n_wizards=4)), "c", "model config is invalid"),
-    "config-shapes-differ": (lambda d: rewrite_manifest(d / "c", _set_config(d_ff=64)), "c", r"has shape \(48, 32\)"),
+    # d_ff=16: fewer weights than the file holds, so the tensors are compared and one's shape differs;
+    # d_ff=64 claims more weights than the file has bytes, refused before anything is built.
+    "config-shapes-differ": (lambda d: rewrite_manifest(d / "c", _set_config(d_ff=16)), "c", r"has shape \(48, 32\)"),
+    "config-claims-more": (lambda d: rewrite_manifest(d / "c", _set_config(d_ff=64)), "c",
+                           r"describes 18,080 parameters \(72,320 bytes of weights\) but its model file holds"),
     "vocab-too-short": (lambda d: rewrite_manifest(d / "c", _set("vocab", "abcdefghijkl")), "c", "vocabulary has 12"),
     "vocab-repeats": (lambda d: rewrite_manifest(d / "c", _set("vocab", "aacdefghijkl ")), "c", "12 distinct"),
     "invalid-train-config": (lambda d: rewrite_manifest(d / "c", lambda m: m["trainer"]["train_config"].update(lr=-1)),

@@ -220,7 +220,7 @@ def test_option_names_match_the_contract():
     names = {name: [p.name for p in cmd.params if p.refusal is None] for name, cmd in REGISTRY.items()}
     assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save", "schedule"]
     assert REGISTRY["train"].find_param("batch").name == "batch_size"  # the short spelling still works
-    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache", "show"]
+    assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache", "show", "raw"]
     assert REGISTRY["gen"].find_param("seed").name == "gen_seed"
     assert names["shapes"] == ["prompt", "layer", "all"]
     assert names["device"] == ["name"] and names["data"] == ["name"] and names["help"] == ["command"]

@@ -281,6 +281,8 @@ def test_ctrl_c_during_save_keeps_the_previous_checkpoint(monkeypatch, checkpoin
         real_unlink(path)
 
     monkeypatch.setattr(ckpt, "_write_file", write_then_ctrl_c)
+    # Data files written, not linked to the autosave's identical ones: two writes, then the manifest.
+    monkeypatch.setattr(ckpt, "_write_or_link", lambda path, data, source: write_then_ctrl_c(path, data))
     monkeypatch.setattr(ckpt, "_unlink", ctrl_c_then_unlink)
     handler = signal.getsignal(signal.SIGINT)
     code, out, err = drive(s, ":save keep")

@@ -21,11 +21,33 @@ old one in one `os.replace`, and only then are the old data files deleted. Whate
 half-written one is never visible: temporary names start with '.', and files that no manifest
 names are ignored (the next save of that name removes them).
 
+Saves are safe under concurrency. Every save (and every rotation of autosaves) holds the folder's
+lock, `DIR/.minitf.lock`, from before it touches anything until it is done, so two sessions, two
+processes or two machines saving into one folder take turns instead of deleting each other's
+files. The lock is `flock` on that file where the file system has it (the kernel releases it when
+its holder dies, however it dies; two containers sharing a volume share the kernel's lock too),
+else an exclusive-create file `DIR/.minitf.lock.held` whose owner (a random token, the host, the
+pid, the PID namespace and the boot) is written into it, so that a lock left by a dead process is
+recognised on the host and in the PID namespace it came from and nowhere else. Because a save
+holds the lock, whatever temporary file it finds in the folder belongs to a save that died and
+is removed; no pid is ever trusted for that (two PID namespaces have the same pids). A save
+waits up to LOCK_WAIT seconds for another one, then fails in one line naming who holds the lock.
+Each checkpoint records who wrote it (`origin`: a save, an autosave, a model kept before a
+rebuild), so that `rotate` moves and deletes only autosaves, never a checkpoint a user named
+`autosave-3`. A save may share the bytes of an identical data file of another checkpoint in the
+folder (a hard link: see `_write_or_link`).
+
 Reading is bounded before it starts. Every file is opened without blocking (a FIFO cannot hang a
 load) and without following a symbolic link, then checked with `fstat` on the open descriptor: only
 a regular file of exactly the size its manifest records is read, and that size must fit what the
 model's config can need (see `_size_limits`); the manifest itself may have `_MAX_MANIFEST_BYTES`.
-A hostile or broken checkpoint therefore costs at most about the memory of the model it describes.
+A hostile or broken checkpoint therefore costs at most about the memory of the model it describes,
+and what the manifest claims is checked against the bytes before any work scales with it: the
+config's parameter count (arithmetic, core.sizes) must fit the model file's recorded size before
+a model is built, and the sizes are read from a one-block model on the meta device, so a manifest
+that claims 20,000 layers for a few kilobytes of weights is refused at once. Every field of the
+manifest is validated (configs, each loss-history row, the strings a listing shows), and weights
+or optimizer moments that are not finite are refused: a model holding NaN cannot generate or train.
 
 Loading validates everything and returns a `Checkpoint`; `build_model`, `restore_trainer` and
 `restore_rng` then apply it. A caller restores into a fresh model and trainer and swaps them in only
@@ -37,11 +59,14 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
 import shutil
+import socket
 import stat
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +79,7 @@ from .config import ModelConfig, TrainConfig
 from .errors import CheckpointError, ConfigError
 from .paths import default_checkpoint_dir
 from .model import MiniTransformerLM
+from .sizes import check_trainable, parameter_count
 from .optimizers import group_kind
 from .train import Trainer
 
@@ -62,8 +88,9 @@ FORMAT_NAME = "minitf-checkpoint"
 MANIFEST = "checkpoint.json"
 
 _NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
-# Every name a save writes carries the writer's pid, so a later save can tell the debris of a dead
-# save (removable) from the files of a save still in progress in another process (left alone).
+# Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
+# trace debris): two saves never pick the same name. Whether a file is debris is decided by the
+# folder lock (a save holds it), never by the pid: two PID namespaces on one volume share pids.
 _DATA_FILE = re.compile(r"^(model|state)-(\d+)-([0-9a-f]+)\.safetensors$")
 _MANIFEST_TMP = re.compile(r"^\.checkpoint\.json\.tmp-(\d+)-([0-9a-f]+)$")
 _TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
@@ -91,6 +118,14 @@ _TENSOR_SLACK = 512  # header bytes allowed per tensor, on top of _HEADER_SLACK
 _RNG_SLACK = 2**20  # the random states: 5 KB for each CPU generator, a few bytes per CUDA device
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) \
     | getattr(os, "O_CLOEXEC", 0)
+
+# Who wrote a checkpoint (its manifest's `origin.kind`): rotation moves and deletes only autosaves.
+ORIGINS = ("save", "autosave", "kept")
+LOCK_FILE = ".minitf.lock"  # flock()ed by every save into the folder (see the module docstring)
+HELD_FILE = ".minitf.lock.held"  # the exclusive-create lock, where the file system has no flock
+LOCK_WAIT = 120.0  # seconds a save waits for another save into the same folder before it gives up
+_PROCESS_TOKEN = secrets.token_hex(8)  # this process, wherever its pid came from
+_MAX_SHOWN = 4096  # the longest data_spec a manifest may carry (a listing shows it)
 
 
 @dataclass
@@ -155,6 +190,7 @@ def check_save_target(directory, name: str) -> Path:
                 raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
             writes_into = target
         else:
+            _check_no_dangling_link(target)
             writes_into = _nearest_existing(directory)
             if not writes_into.is_dir():
                 raise CheckpointError(f"{writes_into} is a file, not a directory; choose another checkpoint directory")
@@ -164,8 +200,21 @@ def check_save_target(directory, name: str) -> Path:
                 "checkpoint directory"
             )
     except OSError as e:
-        raise CheckpointError(f"cannot use {target}: {e.strerror or e}; choose another checkpoint directory") from None
+        raise _path_error(target, e) from None
     return target
+
+
+def _path_error(path: Path, e: OSError) -> CheckpointError:
+    """One line for a path the system refuses (a name over 255 bytes, a loop of links, ...)."""
+    if e.errno == errno.ENAMETOOLONG:
+        return CheckpointError(f"cannot use {_clip(str(path))}: a name in that path is too long for the file system; "
+                               "choose a shorter checkpoint directory")
+    return CheckpointError(f"cannot use {_clip(str(path))}: {e.strerror or e}; choose another checkpoint directory")
+
+
+def _clip(text: str, width: int = 100) -> str:
+    """A path in a message: its start and its end, when it is too long to read in one line."""
+    return text if len(text) <= width else f"{text[: width // 2 - 2]}...{text[-(width // 2 - 1):]}"
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -173,6 +222,24 @@ def _nearest_existing(path: Path) -> Path:
     while not path.exists() and path.parent != path:  # exists() is False below a file (ENOTDIR)
         path = path.parent
     return path
+
+
+def _check_no_dangling_link(target: Path) -> None:
+    """Refuse a symbolic link to nowhere on the way to `target`: a save could not create the folder.
+
+    `exists()` follows links, so a dangling link looks like a folder still to be created; the save
+    would then fail in mkdir ("File exists") after the training it was checked for.
+    """
+    path = target
+    while path.parent != path:
+        if os.path.lexists(path):
+            if path.is_symlink() and not path.exists():
+                raise CheckpointError(
+                    f"{_clip(str(path))} is a symbolic link to {_clip(os.readlink(path))}, which does not exist; "
+                    "create that folder or choose another checkpoint directory"
+                )
+            return
+        path = path.parent
 
 
 def _existing_names(directory: Path) -> list[str]:
@@ -187,6 +254,13 @@ def _checkpoint_path(directory, name: str) -> Path:
     directory = Path(directory).expanduser()
     check_name(name)
     path = directory / name
+    try:
+        return _existing_checkpoint(directory, name, path)
+    except OSError as e:
+        raise _path_error(path, e) from None
+
+
+def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
     if not path.exists():
         blocker = _nearest_existing(directory)
         if not blocker.is_dir():
@@ -202,10 +276,29 @@ def _checkpoint_path(directory, name: str) -> Path:
 
 
 # --- saving ----------------------------------------------------------------------------------------
-def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str) -> Path:
-    """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME."""
+class NameTaken(CheckpointError):
+    """`exclusive=True` and DIR/NAME exists already (or appeared while this save waited for the lock)."""
+
+
+def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str, *,
+                    origin: str = "save", session: str | None = None, exclusive: bool = False,
+                    rotate: int | None = None, same_run: bool = False, share_from=()) -> Path:
+    """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
+
+    `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
+    rotation. `exclusive`: fail with NameTaken instead of replacing an existing NAME (a name picked
+    to be new stays new even when another process picks it at the same moment). `rotate=K`: first
+    shift an existing NAME to NAME-1 .. NAME-K (see `rotate`), unless `same_run` and NAME is this
+    session's own autosave, which a continued run replaces. `share_from`: names of checkpoints in
+    DIR whose identical data files this one may share (see `_write_or_link`). Everything from the
+    check of NAME to the commit happens under the folder's lock.
+    """
+    if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
+        raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
     target = check_save_target(directory, name)
     directory = target.parent
+    if origin not in ORIGINS:
+        raise ValueError(f"origin must be one of {ORIGINS}, got {origin!r}")
     if len(vocab) != model.config.vocab_size:
         raise CheckpointError(
             f"the vocabulary has {len(vocab)} characters but the model has vocab_size={model.config.vocab_size}; "
@@ -218,7 +311,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
                                            "history", "train_config")}
 
-    uid = f"{os.getpid()}-{secrets.token_hex(4)}"
+    uid = f"{os.getpid()}-{secrets.token_hex(8)}"
     model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
     manifest = {
         "format": FORMAT_NAME,
@@ -226,6 +319,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "minitf_version": __version__,
         "torch_version": torch.__version__,
         "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "origin": {"kind": origin, **({"session": session} if session else {})},
         "model_config": model.config.to_dict(),
         "vocab": vocab,
         "data_spec": data_spec,
@@ -249,13 +343,26 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     files = {model_file: model_bytes, state_file: state_bytes}
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _remove_dead_temp_dirs(directory)
-        if target.is_dir():
-            _save_over(target, files, manifest_bytes, uid)
-        else:
-            _save_new(directory, name, files, manifest_bytes, uid)
+        with folder_lock(directory):
+            _remove_dead_temp_dirs(directory)
+            if exclusive and os.path.lexists(target):
+                raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
+            if rotate is not None and target.is_dir() and not (same_run and _is_own_autosave(target, session)):
+                _rotate_locked(directory, name, rotate)
+            sources = _shareable(directory, share_from, manifest["files"].values())
+            if target.is_dir():
+                _save_over(target, files, manifest_bytes, uid, sources)
+            else:
+                try:
+                    _save_new(directory, name, files, manifest_bytes, uid, sources)
+                except OSError as e:
+                    # NAME appeared meanwhile, made by something that takes no lock (an older minitf, a
+                    # person): save over it as over any existing checkpoint, once.
+                    if e.errno not in (errno.EEXIST, errno.ENOTEMPTY) or exclusive or not target.is_dir():
+                        raise
+                    _save_over(target, files, manifest_bytes, uid, sources)
     except OSError as e:
-        raise CheckpointError(f"could not save checkpoint {name!r} in {directory}: {_save_failure(e)}") from e
+        raise CheckpointError(f"could not save checkpoint {name!r} in {_clip(str(directory))}: {_save_failure(e)}") from e
     return target
 
 
@@ -275,12 +382,13 @@ def _save_failure(e: OSError) -> str:
     return f"{reason}; choose another checkpoint directory"
 
 
-def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str) -> None:
+def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
+              sources: dict[str, Path]) -> None:
     tmp = directory / f".{name}.tmp-{uid}"
     try:
         tmp.mkdir()
         for fname, data in files.items():
-            _write_file(tmp / fname, data)
+            _write_or_link(tmp / fname, data, sources.get(fname))
         _write_file(tmp / MANIFEST, manifest_bytes)
         _fsync_dir(tmp)
         os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
@@ -290,14 +398,15 @@ def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_byte
     _fsync_dir(directory, best_effort=True)
 
 
-def _save_over(target: Path, files: dict[str, bytes], manifest_bytes: bytes, uid: str) -> None:
+def _save_over(target: Path, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
+               sources: dict[str, Path]) -> None:
     old = _referenced_files(target)
     written: list[Path] = []
     tmp_manifest = target / f".{MANIFEST}.tmp-{uid}"
     try:
         for fname, data in files.items():
             written.append(target / fname)
-            _write_file(target / fname, data)
+            _write_or_link(target / fname, data, sources.get(fname))
         written.append(tmp_manifest)
         _write_file(tmp_manifest, manifest_bytes)
         os.replace(tmp_manifest, target / MANIFEST)  # the commit
@@ -317,6 +426,37 @@ def _write_file(path: Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _write_or_link(path: Path, data: bytes, source: Path | None) -> None:
+    """Write `data` to the new file `path`, or hard-link `source` there when it holds exactly `data`.
+
+    Why a hard link (issue "a kept checkpoint duplicates the autosave it came from"): a model kept
+    before a rebuild is usually byte for byte the autosave its run just wrote, and two copies of a
+    model and its optimizer moments tripled a session's disk use. A link costs no bytes, reads as
+    an ordinary file (no format change: any minitf loads it), and outlives the other name: rotation
+    may delete `autosave-3` later, the kept checkpoint keeps its data. A reference from one manifest
+    into another checkpoint's folder would dangle then, and writing nothing when an identical
+    autosave exists would leave the kept name empty. Sharing is safe because minitf never changes a
+    data file after writing it ("x" mode, new names for new data). The linked file is compared
+    with `data` before it counts, so a source edited behind its manifest's back is not shared;
+    where links are not possible (a file system without them), the bytes are written.
+    """
+    if source is not None:
+        try:
+            os.link(source, path, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
+        else:
+            try:
+                fd, size = _open_regular(path)
+                same = size == len(data) and _read_open(fd, size) == data
+            except (OSError, CheckpointError):
+                same = False
+            if same:
+                return
+            _unlink(path)
+    _write_file(path, data)
 
 
 def _fsync_dir(path: Path, best_effort: bool = False) -> None:
@@ -340,41 +480,43 @@ def _unlink(path: Path) -> None:
         pass
 
 
-def _pid_is_dead(pid: int) -> bool:
-    if pid == os.getpid():
-        return True  # our own leftovers: this process is not in the middle of that save any more
-    if os.name == "nt":
-        return False  # os.kill(pid, 0) would signal the process on Windows; keep the debris
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 def _remove_dead_temp_dirs(directory: Path) -> None:
+    """Remove the temporary directories of saves that died. Called under the folder lock: any save
+    still in progress would hold it, so every temporary directory found now is debris."""
     for entry in os.listdir(directory):
-        m = _TMP_DIR.match(entry)
-        if m and _pid_is_dead(int(m.group(2))):
+        if _TMP_DIR.match(entry):
             shutil.rmtree(directory / entry, ignore_errors=True)
 
 
 def _remove_strays(target: Path, keep: set[str]) -> None:
+    """Remove data files no manifest names, and stale temporary manifests (under the folder lock)."""
     try:
         entries = os.listdir(target)
     except OSError:
         return
     for entry in entries:
-        if entry in keep:
+        if entry not in keep and (_DATA_FILE.match(entry) or _MANIFEST_TMP.match(entry)):
+            _unlink(target / entry)  # not ours (no match): left alone
+
+
+def _shareable(directory: Path, names, entries) -> dict[str, Path]:
+    """{new file name: path} of data files in checkpoints `names` (in DIR) with the same bytes as the new `entries`.
+
+    Only what a valid manifest vouches for (size and SHA-256) is offered; `_write_or_link` still
+    compares the bytes before a link counts.
+    """
+    wanted = {(e["sha256"], e["size"]): e["file"] for e in entries}
+    found: dict[str, Path] = {}
+    for name in dict.fromkeys(n for n in names if isinstance(n, str) and _NAME.match(n)):
+        try:
+            manifest, _ = _read_manifest(directory / name)
+        except (CheckpointError, OSError):
             continue
-        m = _DATA_FILE.match(entry) or _MANIFEST_TMP.match(entry)
-        if m is None:
-            continue  # not ours: leave it
-        pid = int(m.group(2) if m.re is _DATA_FILE else m.group(1))
-        if _pid_is_dead(pid):
-            _unlink(target / entry)
+        for entry in manifest["files"].values():
+            ours = wanted.get((entry["sha256"], entry["size"]))
+            if ours is not None:
+                found.setdefault(ours, directory / name / entry["file"])
+    return found
 
 
 def _referenced_files(target: Path) -> set[str]:
@@ -385,6 +527,193 @@ def _referenced_files(target: Path) -> set[str]:
     except Exception:
         return set()
     return {n for n in names if isinstance(n, str) and _DATA_FILE.match(n)}
+
+
+# --- the folder lock --------------------------------------------------------------------------------
+try:
+    import fcntl
+except ImportError:  # Windows: the exclusive-create lock only
+    fcntl = None
+
+# flock() errors that mean "this file system cannot lock", not "someone holds the lock".
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.ENOSYS, errno.EINVAL}
+
+
+def _flock(fd: int) -> bool:
+    """Try to take the flock on `fd` without waiting: True taken, False held by another; OSError else."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+class folder_lock:
+    """`with folder_lock(DIR):` holds DIR's save lock (waiting up to `wait` seconds for it).
+
+    Raises CheckpointError (one line naming the holder) when another save keeps it longer, and
+    OSError when the lock file cannot be made at all (the caller words it). Not re-entrant: a
+    second `folder_lock` of the same folder in the same process waits for the first, as another
+    process would, so code that already holds it calls the `_locked` helpers.
+    """
+
+    def __init__(self, directory, wait: float | None = None):
+        self.directory = Path(directory)
+        self.wait = LOCK_WAIT if wait is None else wait
+        self._fd: int | None = None
+        self._held: Path | None = None
+
+    def __enter__(self):
+        deadline = time.monotonic() + self.wait
+        if fcntl is not None and self._enter_flock(deadline):
+            return self
+        self._enter_exclusive(deadline)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            # Removed while still held, so the folder keeps no lock file between saves; a waiter that
+            # then gets the lock on the removed file sees that and opens the name again (_enter_flock).
+            _unlink(self.directory / LOCK_FILE)
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+        if self._held is not None:
+            _unlink(self._held)
+            self._held = None
+
+    def _enter_flock(self, deadline: float) -> bool:
+        """Take the flock; False when this file system has none (the caller falls back)."""
+        path = self.directory / LOCK_FILE
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+            | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            fd = os.open(path, flags, 0o644)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise CheckpointError(f"{_clip(str(path))} is not a regular file; remove it, then save again")
+                while not _flock(fd):
+                    self._wait_or_give_up(deadline, path)
+                if _same_file(fd, path):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, _owner_bytes(), 0)  # for the message of whoever waits
+                    self._fd = fd
+                    return True
+            except OSError as e:
+                os.close(fd)
+                if e.errno in _NO_LOCKS:
+                    return False
+                raise
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # the holder before us removed that file: lock the name anew
+
+    def _enter_exclusive(self, deadline: float) -> None:
+        path = self.directory / HELD_FILE
+        while True:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            except FileExistsError:
+                if _is_stale(path):
+                    _unlink(path)  # its owner died on this host, in this PID namespace, in this boot
+                    continue
+                self._wait_or_give_up(deadline, path, remove_hint=True)
+                continue
+            try:
+                os.write(fd, _owner_bytes())
+            finally:
+                os.close(fd)
+            self._held = path
+            return
+
+    def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False) -> None:
+        if time.monotonic() >= deadline:
+            owner = _read_owner(path)
+            who = (f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})" if owner else "another minitf")
+            hint = f" (if no minitf is saving there, remove {_clip(str(path), 80)})" if remove_hint else ""
+            raise CheckpointError(
+                f"the checkpoint folder {_clip(str(self.directory), 80)} is busy: {who} has been saving there for "
+                f"more than {self.wait:.0f} s; try again when that save is done{hint}"
+            )
+        time.sleep(0.02)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the open file `fd` (a lock file may be removed by its last holder)."""
+    try:
+        a, b = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _owner() -> dict:
+    """Who holds a lock: unique across hosts, PID namespaces and reboots (the token alone is unique)."""
+    return {"token": _PROCESS_TOKEN, "host": socket.gethostname(), "pid": os.getpid(), "pidns": _pid_namespace(),
+            "boot": _boot_id(), "since": time.time()}
+
+
+def _owner_bytes() -> bytes:
+    return json.dumps(_owner()).encode("utf-8")
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return ""
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+def _read_owner(path: Path) -> dict | None:
+    try:
+        fd, size = _open_regular(path)
+        data = json.loads(_read_open(fd, min(size, 4096)))
+    except (OSError, CheckpointError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+_STALE_UNREADABLE = 60.0  # seconds after which a lock file without a readable owner is taken as debris
+
+
+def _is_stale(path: Path) -> bool:
+    """Whether an exclusive-create lock was left by a process that is gone.
+
+    Only judged where it can be: a lock of this host, this boot and this PID namespace whose pid no
+    longer exists (or of an earlier boot of this host). A lock of another machine or another PID
+    namespace is waited for, never broken: its pid means nothing here.
+    """
+    owner = _read_owner(path)
+    if owner is None:
+        try:
+            return time.time() - os.lstat(path).st_mtime > _STALE_UNREADABLE  # killed between create and write
+        except OSError:
+            return False
+    me = _owner()
+    if owner.get("host") != me["host"] or not me["boot"]:
+        return False
+    if owner.get("boot") != me["boot"]:
+        return True  # this host rebooted since: nothing of that boot is running
+    if owner.get("pidns") != me["pidns"] or not me["pidns"] or os.name == "nt":
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or owner.get("token") == _PROCESS_TOKEN:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _tied_aliases(model: torch.nn.Module) -> dict[str, str]:
@@ -562,20 +891,35 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     def is_int(v) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
 
+    def is_number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
     need(isinstance(m.get("model_config"), dict), "model_config is missing")
     need(isinstance(m.get("vocab"), str), "vocab is missing")
-    need(isinstance(m.get("data_spec"), str), "data_spec is missing")
+    # The strings a listing or a message shows are text a terminal prints: no control characters
+    # (an ESC in a foreign manifest would otherwise drive the terminal), and of a sane length.
+    need(isinstance(m.get("data_spec"), str) and 0 < len(m["data_spec"]) <= _MAX_SHOWN and m["data_spec"].isprintable(),
+         "data_spec is missing or not printable text")
+    for key in ("saved_at", "minitf_version", "torch_version"):
+        need(key not in m or (isinstance(m[key], str) and len(m[key]) <= 64 and m[key].isprintable()),
+             f"{key} is not short printable text")
+    origin = m.get("origin")
+    need(origin is None or (isinstance(origin, dict) and origin.get("kind") in ORIGINS
+                            and set(origin) <= {"kind", "session"}
+                            and (isinstance(origin.get("session", ""), str) and len(origin.get("session", "")) <= 64)),
+         "origin is malformed")
     t = m.get("trainer")
     need(isinstance(t, dict), "trainer is missing")
     for key in ("step", "run_start", "run_steps"):
         need(is_int(t.get(key)) and t[key] >= 0, f"trainer.{key} is not a whole number >= 0")
-    need(isinstance(t.get("run_elapsed"), (int, float)) and not isinstance(t.get("run_elapsed"), bool),
-         "trainer.run_elapsed is not a number")
+    need(is_number(t.get("run_elapsed")) and t["run_elapsed"] >= 0, "trainer.run_elapsed is not a number >= 0")
     constant = t.get("run_constant_lr")
-    need(constant is None or (isinstance(constant, (int, float)) and not isinstance(constant, bool) and constant > 0),
+    need(constant is None or (is_number(constant) and constant > 0),
          "trainer.run_constant_lr is not a positive number")
-    need(isinstance(t.get("history"), list) and all(isinstance(h, dict) for h in t["history"]),
-         "trainer.history is not a list of steps")
+    need(isinstance(t.get("history"), list), "trainer.history is not a list of steps")
+    for i, row in enumerate(t["history"]):
+        problem = _history_problem(row, t["step"])
+        need(problem is None, f"trainer.history[{i}] {problem}")
     need(isinstance(t.get("train_config"), dict), "trainer.train_config is missing")
     o = m.get("optimizer")
     need(isinstance(o, dict) and isinstance(o.get("param_groups"), list)
@@ -587,6 +931,55 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     for entry in files.values():
         need(isinstance(entry, dict) and isinstance(entry.get("file"), str) and bool(_DATA_FILE.match(entry["file"]))
              and is_int(entry.get("size")) and isinstance(entry.get("sha256"), str), "a files entry is malformed")
+
+
+# One row of the loss history (core.train.StepInfo). Every field a row can have is checked, because
+# every one is read somewhere: the continuing rate is the last row's lr, `:ls` and `:load` show the
+# last val_loss, the charts plot the rest. Rows of checkpoints written before aux_loss and
+# compile_seconds existed lack them; load_checkpoint fills them in as None.
+_HISTORY_COUNTS = ("step", "run_step", "run_steps")  # whole numbers >= 0
+_HISTORY_NUMBERS = ("train_loss", "lr", "grad_norm", "tokens_per_second", "elapsed")  # finite numbers
+_HISTORY_MAYBE = ("val_loss", "accuracy")  # a finite number, or null (not evaluated at that step)
+_HISTORY_LATER = ("aux_loss", "compile_seconds")  # as _HISTORY_MAYBE, and may be absent
+_HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds")
+
+
+def _history_problem(row, last_step: int) -> str | None:
+    """What is wrong with one history row (None: nothing), in words for a message."""
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not isinstance(row, dict):
+        return "is not a step (a JSON object)"
+    for key in _HISTORY_COUNTS:
+        if not (isinstance(row.get(key), int) and not isinstance(row.get(key), bool) and row[key] >= 0):
+            return f"has no whole number {key}" if key not in row else f"has a {key} that is not a whole number >= 0"
+    if row["step"] > last_step:
+        return f"is step {row['step']}, after the checkpoint's step {last_step}"
+    for key in _HISTORY_NUMBERS:
+        if key not in row:
+            return f"has no {key}"
+        if not number(row[key]):
+            return f"has a {key} that is not a finite number ({_shown(row[key])})"
+    for key in _HISTORY_MAYBE + _HISTORY_LATER:
+        if key not in row and key in _HISTORY_MAYBE:
+            return f"has no {key}"
+        if row.get(key) is not None and not number(row[key]):
+            return f"has a {key} that is neither a finite number nor null ({_shown(row[key])})"
+    for key in _HISTORY_NONNEGATIVE:
+        if row.get(key) is not None and row[key] < 0:
+            return f"has a negative {key}"
+    known = set(_HISTORY_COUNTS + _HISTORY_NUMBERS + _HISTORY_MAYBE + _HISTORY_LATER)
+    for key in set(row) - known:  # a field of a newer minitf: kept only if it is a plain number or null
+        if row[key] is not None and not number(row[key]):
+            return f"has an unknown field {_shown(key)} that is not a number"
+    return None
+
+
+def _shown(value) -> str:
+    """A value from a manifest, quoted for a message: short, and escaped (it may hold anything)."""
+    text = ascii(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tensor]:
@@ -643,6 +1036,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
         manifest["trainer"]["train_config"].setdefault("optimizer", "adamw")
         config = _check_manifest_values(path, manifest)  # before the data files: they are read within its bounds
         limits = _size_limits(config)
+        _check_claims(path, config, manifest["files"]["model"], limits)
         try:
             model_tensors = _read_data_file(path, manifest["files"]["model"], limits["model"])
             state_tensors = _read_data_file(path, manifest["files"]["state"], limits["state"])
@@ -668,7 +1062,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
         "run_steps": t["run_steps"],
         "run_elapsed": float(t["run_elapsed"]),
         "run_constant_lr": t.get("run_constant_lr"),
-        "history": [dict(h) for h in t["history"]],
+        "history": [{**dict.fromkeys(_HISTORY_LATER), **h} for h in t["history"]],
         "train_config": dict(t["train_config"]),
         "generator": generator,
         "optimizer": optimizer_state,
@@ -680,11 +1074,16 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
 
 
 def _check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
-    """The model config, once it, the vocabulary and the training config are known to be valid."""
+    """The model config, once it, the vocabulary and the training config are known to be valid.
+
+    Also that the model is one this lab would build from typed settings (their limits, and
+    core.sizes.check_trainable's bound on parameters and memory): a checkpoint can ask for no more
+    than a person could type. All of it is arithmetic on the config: nothing is built yet.
+    """
     try:
         config = ModelConfig.from_dict(manifest["model_config"])
-    except (ConfigError, TypeError) as e:
-        raise CheckpointError(f"{path}: its model config is invalid ({e}); this checkpoint cannot be used") from None
+    except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise CheckpointError(f"{path}: its model config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
     vocab = manifest["vocab"]
     if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
         raise CheckpointError(
@@ -692,29 +1091,65 @@ def _check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
             f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
         )
     try:
-        TrainConfig.from_dict(manifest["trainer"]["train_config"])
-    except (ConfigError, TypeError) as e:
-        raise CheckpointError(f"{path}: its training config is invalid ({e}); this checkpoint cannot be used") from None
+        train = TrainConfig.from_dict(manifest["trainer"]["train_config"])
+    except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise CheckpointError(f"{path}: its training config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
+    try:  # a billion eval_batches would make the next evaluation one that no stop request reaches
+        config.check_limits()
+        train.check_limits()
+        check_trainable(config, train.batch_size)
+    except ConfigError as e:
+        raise CheckpointError(
+            f"{path}: it asks for more than this lab builds ({_reason(e)}); this checkpoint cannot be used"
+        ) from None
     return config
 
 
+def _reason(e: Exception) -> str:
+    """The cause part of an error's message (before its fix), short enough for one line."""
+    text = str(e).split(";")[0]
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _check_claims(path: Path, config: ModelConfig, entry: dict, limits: dict) -> None:
+    """Refuse a model config that claims more weights than its model file has bytes, before anything is built.
+
+    The weights of `config` (core.sizes.parameter_count, float32) must all be in the model file;
+    a manifest claiming 20,000 layers next to a file of a few kilobytes is caught here, by
+    arithmetic, instead of after building 20,000 layers. From here on a load's work (reading,
+    comparing tensors, building the model) grows with bytes that are really there.
+    """
+    weights = limits["weights"]
+    # The recorded size: a file whose real size differs is refused by _read_data_file, which reads
+    # nothing of it (but 9 bytes, to say "pickle" where it is one).
+    if entry["size"] < weights:
+        raise CheckpointError(
+            f"{path}: its model config describes {parameter_count(config):,} parameters ({weights:,} bytes of weights) "
+            f"but its model file holds {entry['size']:,} bytes; this checkpoint is inconsistent, save it again"
+        )
+
+
 def _size_limits(config: ModelConfig) -> dict[str, int]:
-    """The largest model and state files a checkpoint of this config can have, in bytes.
+    """The largest model and state files a checkpoint of this config can have, in bytes ("weights": the weights alone).
 
     The model file holds each stored tensor once; the state file AdamW's two moments (each the
     size of its parameter) and a step count per parameter, and the random states. Both get
     generous room for safetensors' header. Reading no more than this keeps a load's memory within
-    what the model itself will take, whatever sizes a manifest claims.
+    what the model itself will take, whatever sizes a manifest claims. Counted on one block and
+    multiplied (every block is alike), so the cost does not grow with the layers a manifest claims.
     """
-    ref = _reference_model(config)  # on the meta device: no memory for the weights themselves
-    aliases = _tied_aliases(ref)
-    stored = [v for k, v in ref.state_dict().items() if k not in aliases]
-    params = list(ref.parameters())  # each shared parameter once
-    weights = sum(t.numel() * t.element_size() for t in stored)
-    moments = sum(2 * p.numel() * p.element_size() for p in params)
+    outside, block, n_layers = _reference_parts(config)
+    stored = list(outside.values()) + list(block.values())
+    n_stored = len(outside) + n_layers * len(block)
+    weights = sum(t.numel() * t.element_size() for t in outside.values()) \
+        + n_layers * sum(t.numel() * t.element_size() for t in block.values())
+    # No buffer is stored (the causal mask, position tables are derived) and each parameter is stored
+    # once, so the parameters are exactly the stored tensors: AdamW keeps two moments of each.
+    assert all(t.dtype.is_floating_point for t in stored)
     return {
-        "model": weights + _HEADER_SLACK + _TENSOR_SLACK * len(stored),
-        "state": moments + 8 * len(params) + _RNG_SLACK + _HEADER_SLACK + _TENSOR_SLACK * 3 * len(params),
+        "weights": weights,
+        "model": weights + _HEADER_SLACK + _TENSOR_SLACK * n_stored,
+        "state": 2 * weights + 8 * n_stored + _RNG_SLACK + _HEADER_SLACK + _TENSOR_SLACK * 3 * n_stored,
     }
 
 
@@ -724,10 +1159,44 @@ def _reference_model(config: ModelConfig) -> MiniTransformerLM:
         return MiniTransformerLM(config)
 
 
-def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location) -> dict[str, torch.Tensor]:
-    ref = _reference_model(config)
+_BLOCK = "blocks.0."
+
+
+def _reference_parts(config: ModelConfig) -> tuple[dict, dict, int]:
+    """(outside, block, n_layers): the stored tensors outside the blocks and those of one block, on meta.
+
+    Read from a one-block model: every block of MiniTransformerLM is the same TransformerBlock, so
+    block i holds `blocks.i.` + each name of `block`. Building the claimed model itself on the meta
+    device took minutes and gigabytes for 20,000 layers.
+    """
+    ref = _reference_model(config.replace(n_layers=1))
     aliases = _tied_aliases(ref)
-    expected = {k: v for k, v in ref.state_dict().items() if k not in aliases}
+    state = {k: v for k, v in ref.state_dict().items() if k not in aliases}
+    outside = {k: v for k, v in state.items() if not k.startswith(_BLOCK)}
+    block = {k[len(_BLOCK):]: v for k, v in state.items() if k.startswith(_BLOCK)}
+    return outside, block, config.n_layers
+
+
+def _expected_tensors(config: ModelConfig) -> tuple[dict, dict[str, str], list[str]]:
+    """({name: meta tensor} stored in a model file, {alias: name} of tied weights, state_dict order)."""
+    ref = _reference_model(config.replace(n_layers=1))
+    aliases = _tied_aliases(ref)
+    if any(k.startswith(_BLOCK) for k in aliases):
+        raise AssertionError("a tied weight inside a block: _expected_tensors must number its aliases too")
+    state = ref.state_dict()
+    keys = list(state)
+    first = next((i for i, k in enumerate(keys) if k.startswith(_BLOCK)), len(keys))
+    inside = [k[len(_BLOCK):] for k in keys if k.startswith(_BLOCK)]
+    outside = [k for k in keys if not k.startswith(_BLOCK)]
+    blocks = [(f"blocks.{i}.{k}", _BLOCK + k) for i in range(config.n_layers) for k in inside]  # layer by layer
+    named = [(k, k) for k in outside[:first]] + blocks + [(k, k) for k in outside[first:]]  # (name, its one-block key)
+    order = [name for name, _ in named]
+    expected = {name: state[key] for name, key in named if key not in aliases}
+    return expected, aliases, order
+
+
+def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location) -> dict[str, torch.Tensor]:
+    expected, aliases, order = _expected_tensors(config)
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
@@ -746,11 +1215,28 @@ def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_lo
                 f"{where}: {key} has shape {tuple(got.shape)} ({got.dtype}) but its model config needs "
                 f"{tuple(ref_tensor.shape)} ({ref_tensor.dtype}); this checkpoint cannot be used"
             )
+    for key in order:
+        if key in tensors:
+            _check_finite(where, f"the weight {key}", tensors[key])
     state = {k: v.to(map_location) for k, v in tensors.items()}
     for alias, original in aliases.items():
         state[alias] = state[original]  # tied: the same tensor, as in the model
-    order = list(ref.state_dict())
     return {k: state[k] for k in order}
+
+
+def _check_finite(where: Path, what: str, t: torch.Tensor) -> None:
+    """Refuse NaN or infinity in weights or optimizer state (decision: refused, not loaded for study).
+
+    minitf never saves such a model (a diverged step is not applied, a diverged run rolls back), so
+    non-finite values mean a corrupted or foreign file; loaded, every `:gen` would fail in the
+    sampler and every `:train` diverge at once. Refusing says so at the one place it can be fixed.
+    """
+    if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        raise CheckpointError(
+            f"{where}: {what} holds {bad:,} values that are not finite (NaN or infinity), which no model can "
+            "generate or train with; this checkpoint cannot be used"
+        )
 
 
 def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
@@ -781,6 +1267,7 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         m = _OPTIM_KEY.match(key)
         if m is None:
             raise bad(f"holds an unexpected tensor {key}")
+        _check_finite(where, f"the optimizer state {key}", value)
         state.setdefault(int(m.group(1)), {})[m.group(2)] = value
     if sorted(cuda) != list(range(len(cuda))):
         raise bad("skips a CUDA device in rng.cuda.*")
@@ -988,15 +1475,22 @@ def restore(checkpoint: Checkpoint, data, device="cpu"):
 def list_checkpoints(directory) -> list[CheckpointInfo]:
     """The checkpoints in DIR, newest first. A broken one is listed with `error` set, never raised."""
     directory = Path(directory).expanduser()
-    if not directory.exists():
-        return []
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory} is a file, not a directory; choose another checkpoint directory")
+    try:
+        if not directory.exists():
+            return []
+        if not directory.is_dir():
+            raise CheckpointError(f"{directory} is a file, not a directory; choose another checkpoint directory")
+        entries = sorted(os.listdir(directory))
+    except OSError as e:
+        raise _path_error(directory, e) from None
     rows = []
-    for entry in sorted(os.listdir(directory)):
+    for entry in entries:
         path = directory / entry
-        if not _NAME.match(entry) or not path.is_dir():
-            continue  # temporary directories start with '.'; plain files are not checkpoints
+        try:
+            if not _NAME.match(entry) or not path.is_dir():
+                continue  # temporary directories start with '.'; plain files are not checkpoints
+        except OSError:
+            continue
         rows.append(checkpoint_info(path))
     rows.sort(key=lambda r: r.name)
     rows.sort(key=lambda r: r.saved_at or "", reverse=True)
@@ -1004,9 +1498,23 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
 
 
 def checkpoint_info(path: Path) -> CheckpointInfo:
-    """One `:ls` row for the checkpoint directory `path`: size counts the files its manifest names."""
+    """One `:ls` row for the checkpoint directory `path`: size counts the files its manifest names.
+
+    Whatever is wrong with one checkpoint (a field of the wrong type, an unreadable file, even a
+    bug in reading it) becomes that row's `error`: one bad checkpoint never breaks the listing.
+    """
+    try:
+        return _checkpoint_info(path)
+    except Exception as e:  # noqa: BLE001 - CheckpointError is handled inside; this is the last guard
+        return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
+                              size_bytes=_dir_size(path), saved_at=None,
+                              error=f"{path}: cannot be read ({type(e).__name__}); this checkpoint cannot be used")
+
+
+def _checkpoint_info(path: Path) -> CheckpointInfo:
     try:
         manifest, raw = _read_manifest(path)
+        _check_manifest_values(path, manifest)
         size = len(raw)
         for entry in manifest["files"].values():
             where = path / entry["file"]
@@ -1051,21 +1559,75 @@ def rotate(directory, name: str, keep: int) -> None:
     """Shift DIR/NAME to NAME-1, NAME-1 to NAME-2, ..., keeping `keep` older copies (the oldest goes).
 
     Used before an autosave of a new run, so that the last few runs stay loadable. Each step is one
-    rename of a whole checkpoint directory, so every name always holds a complete checkpoint.
+    rename of a whole checkpoint directory, so every name always holds a complete checkpoint. Runs
+    under the folder lock; save_checkpoint(rotate=...) rotates and saves under one lock, so that two
+    sessions autosaving at once keep both runs. See `_rotate_locked` for what is moved.
     """
     directory = Path(directory).expanduser()
     check_name(name)
-    if not (directory / name).is_dir():
-        return
     try:
-        oldest = directory / f"{name}-{keep}"
-        if oldest.is_dir():
-            shutil.rmtree(oldest)
-        for i in range(keep - 1, 0, -1):
-            if (directory / f"{name}-{i}").is_dir():
-                os.rename(directory / f"{name}-{i}", directory / f"{name}-{i + 1}")
-        if keep > 0:
-            os.rename(directory / name, directory / f"{name}-1")
+        if not (directory / name).is_dir():
+            return
+        with folder_lock(directory):
+            _rotate_locked(directory, name, keep)
     except OSError as e:
-        raise CheckpointError(f"could not keep the previous {name} in {directory} ({e.strerror}); "
+        raise CheckpointError(f"could not keep the previous {name} in {_clip(str(directory))} ({e.strerror}); "
                               "check that folder's permissions") from None
+
+
+_LEGACY = "legacy"  # a checkpoint from before `origin` was recorded
+
+
+def _origin_kind(path: Path) -> str | None:
+    """Who wrote the checkpoint at `path`: an ORIGINS kind, _LEGACY, or None (nothing there, or unreadable)."""
+    try:
+        manifest, _ = _read_manifest(path)
+    except (CheckpointError, OSError):
+        return None
+    origin = manifest.get("origin")
+    return _LEGACY if origin is None else origin["kind"]
+
+
+def _is_own_autosave(path: Path, session: str | None) -> bool:
+    """Whether `path` holds an autosave written by this session (a continued run replaces only that)."""
+    if not session:
+        return False
+    try:
+        manifest, _ = _read_manifest(path)
+    except (CheckpointError, OSError):
+        return False
+    origin = manifest.get("origin") or {}
+    return origin.get("kind") == "autosave" and origin.get("session") == session
+
+
+def _rotate_locked(directory: Path, name: str, keep: int) -> None:
+    """Rotation, the folder lock held: it moves and deletes only what rotation made.
+
+    The slots are NAME, NAME-1 .. NAME-keep. An autosave (or a checkpoint older than `origin`,
+    which rotation made too in those releases) is rotation's own. Any other checkpoint in a slot (a
+    user's `save=autosave-3`, a model kept before a rebuild, a folder that does not load) is left
+    where it is, and the autosaves skip over its slot; an own checkpoint that would move past
+    NAME-keep is deleted. NAME itself always moves (the new save needs the name); if it is not
+    rotation's own and no slot is free, it moves to the first free NAME-k past `keep`, never deleted.
+    """
+    def slot(i: int) -> Path:
+        return directory / (name if i == 0 else f"{name}-{i}")
+
+    def own(i: int) -> bool:
+        return _origin_kind(slot(i)) in ("autosave", _LEGACY)
+
+    blocked = {i for i in range(1, keep + 1) if os.path.lexists(slot(i)) and not own(i)}
+    for i in range(keep, -1, -1):  # oldest first: each one's destination is free or already moved on
+        if i in blocked or not slot(i).is_dir() or (i > 0 and not own(i)):
+            continue
+        j = i + 1
+        while j in blocked:
+            j += 1
+        if j <= keep:
+            os.rename(slot(i), slot(j))
+        elif i > 0 or own(0):
+            shutil.rmtree(slot(i))
+        else:
+            while os.path.lexists(slot(j)):
+                j += 1
+            os.rename(slot(i), slot(j))  # someone's checkpoint named NAME: moved aside, kept

@@ -74,6 +74,9 @@ def compare(
 
     `threads`: a core.threads.ThreadPolicy each trainer asks between steps (None: leave the count alone).
     """
+    def stop() -> bool:
+        return should_stop is not None and should_stop()
+
     base = contenders[0].model_config.to_dict()
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in c.model_config.to_dict().items() if base.get(k) != v})
                 for c in contenders]
@@ -96,14 +99,18 @@ def compare(
             target = min(done + every, steps)
             results: dict[int, list[tuple[float, float | None]]] = {}
             for i, trainer in runs:
-                if should_stop is not None and should_stop():
+                if stop():
                     return _finish(outcomes, busy)
                 start = time.perf_counter()
-                summary = trainer.run(should_stop=lambda t=trainer: t.step >= target)
+                # The caller's stop request is asked before every step, as :train asks it: a stop
+                # (Ctrl-C, SIGTERM) waits for one training step, never for the rest of a segment.
+                summary = trainer.run(should_stop=lambda t=trainer: t.step >= target or stop())
                 outcomes[i].seconds += time.perf_counter() - start
                 if summary.tokens_per_second:
                     busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second
                     busy[i][1] += summary.steps * trainer.config.batch_size * trainer.max_seq_len
+                if stop():  # stopped inside the segment: no evaluation of a half-trained contender
+                    return _finish(outcomes, busy)
                 last = trainer.history[-1]
                 val = last["val_loss"] if last["val_loss"] is not None else trainer.evaluate()[0]
                 results.setdefault(i, []).append((val, last.get("accuracy")))

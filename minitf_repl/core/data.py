@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -28,6 +29,12 @@ from .paths import cache_dir
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 SHAKESPEARE_CHARS = 1_115_394
+SHAKESPEARE_BYTES = 1_115_394  # ASCII: one byte a character
+# A download reads at most this much: the file's known size and a margin (a server that adds a
+# byte-order mark or a trailing newline still gets its SHA-256 checked, which says what is wrong);
+# a URL that sends endless bytes is cut off here instead of filling the memory.
+DOWNLOAD_MARGIN = 64 * 2**10
+DOWNLOAD_SECONDS = 300.0  # the whole download; each read also has the urlopen timeout
 
 CORPORA = ("pydoc", "shakespeare")
 MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 ids: 8 bytes a character
@@ -317,7 +324,9 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
         return target
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            payload = response.read()
+            payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
+    except DataError:
+        raise
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
         raise DataError(
@@ -330,10 +339,39 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
             "check the URL (MINITF_SHAKESPEARE_URL) or use a local file by path"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp = target.with_suffix(f".tmp{os.getpid()}-{os.urandom(4).hex()}")  # two downloads at once: two names
     tmp.write_bytes(payload)
     os.replace(tmp, target)  # never leave a half-written file under the final name
     return target
+
+
+def _read_capped(response, url: str, cap: int) -> bytes:
+    """The response's body, refused (DataError) as soon as it is longer than `cap` bytes or takes too long.
+
+    A Content-Length over the cap is refused before a byte is read; without one, the body is read
+    in chunks and the download stops at cap + 1 bytes, so memory never holds more than that.
+    """
+    length = response.headers.get("Content-Length") if getattr(response, "headers", None) is not None else None
+    if length is not None and length.strip().isdigit() and int(length) > cap:
+        raise DataError(_too_big(url, f"announces {int(length):,} bytes", cap))
+    chunks, size = [], 0
+    deadline = time.monotonic() + DOWNLOAD_SECONDS
+    while True:
+        chunk = response.read(min(2**16, cap + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            raise DataError(_too_big(url, f"sent more than {cap:,} bytes", cap))
+        if time.monotonic() > deadline:
+            raise DataError(f"the download from {url} took more than {DOWNLOAD_SECONDS:.0f} s and was stopped; "
+                            "try again, or download that file yourself and give its path as the data")
+
+
+def _too_big(url: str, what: str, cap: int) -> str:
+    return (f"the download from {url} {what}, but tiny Shakespeare is {SHAKESPEARE_BYTES:,} bytes (at most {cap:,} "
+            "are read); it was stopped. Check the URL (MINITF_SHAKESPEARE_URL), or use a local file by path")
 
 
 def _sha256(data: bytes) -> str:

@@ -25,8 +25,13 @@ What this module decides, and why:
   join), reports and saves; the others train silently.
 - The train loss each rank holds is its slice's; `mean` averages it across ranks, so what rank 0
   logs (and what the divergence check sees, on every rank alike) is the global batch's loss.
-- A stop request (Ctrl-C) is agreed on (`any_rank`): a rank that stopped alone would leave the
-  others waiting in the next step's gradient exchange.
+- A stop request (Ctrl-C, SIGTERM, SIGHUP) is agreed on (`any_rank`): a rank that stopped alone
+  would leave the others waiting in the next step's gradient exchange.
+- A rank that dies (killed, out of memory, its machine gone) breaks the others' next collective
+  with a backend error ("Connection reset by peer" from gloo). `is_peer_failure` recognises it; the
+  trainer then undoes the step under way and raises errors.PeerLost, and :train saves what rank 0
+  has (the weights of the last step all ranks completed) and says so in one line, instead of an
+  internal error with nothing saved.
 
 The core never prints; the shell (cli.py) calls `init` before a command and `destroy` after it.
 """
@@ -106,11 +111,15 @@ def init(device: torch.device) -> None:
 
 
 def destroy() -> None:
-    """Leave the process group (safe to call when none was joined)."""
+    """Leave the process group (safe to call when none was joined, and after a peer died: the
+    group may then be broken, and leaving it must not turn a one-line error into a traceback)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - the process is ending; the error was reported already
+            pass
 
 
 def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
@@ -157,3 +166,31 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     value = torch.tensor([1.0 if flag else 0.0], device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())
+
+
+# What a collective raises when another rank is gone: torch's own types where this torch has them,
+# else gloo's and NCCL's messages (gloo raises a plain RuntimeError naming the broken connection).
+_PEER_MARKERS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "Connection refused",
+                 "gloo", "NCCL", "ProcessGroup", "c10d")
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """Whether `exc`, raised in a step while ranks train together, means another rank is gone."""
+    import torch.distributed as dist
+
+    kinds = tuple(k for k in (getattr(dist, "DistError", None), getattr(dist, "DistBackendError", None),
+                              getattr(dist, "DistNetworkError", None)) if isinstance(k, type))
+    if kinds and isinstance(exc, kinds):
+        return True
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in _PEER_MARKERS)
+
+
+def peer_failure_reason(exc: BaseException) -> str:
+    """A short cause for a message: the broken connection's words, not a C++ source path."""
+    text = str(exc)
+    for marker in _PEER_MARKERS[:4]:
+        if marker in text:
+            return marker[0].lower() + marker[1:]
+    text = text.strip().splitlines()[-1] if text.strip() else type(exc).__name__
+    text = text.split("] ", 1)[-1]  # gloo's "[.../pair.cc:534] " prefix
+    return text if len(text) <= 80 else text[:77] + "..."

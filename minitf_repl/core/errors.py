@@ -45,6 +45,18 @@ class TrainingDiverged(UserError):
         self.value = value
 
 
+class PeerLost(UserError):
+    """Under torchrun another process of the launch died (or its connection broke) during a step.
+
+    The step that was under way is undone on this rank, so the trainer holds the weights of `step`,
+    the last step every rank completed alike.
+    """
+
+    def __init__(self, message: str, step: int = 0):
+        super().__init__(message)
+        self.step = step
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """True for Python's MemoryError and torch's out-of-memory errors (CUDA, MPS, CPU allocator)."""
     if isinstance(exc, MemoryError):

@@ -29,7 +29,7 @@ import torch
 
 from . import distributed
 from .config import TrainConfig
-from .errors import ConfigError, TrainingDiverged
+from .errors import ConfigError, PeerLost, TrainingDiverged
 from .fastpath import FastPath, listened
 from .memory import release_freed
 from .optimizers import make_optimizer, set_weight_decay
@@ -241,7 +241,7 @@ class Trainer:
         ranks = distributed.world_size()  # speeds count the tokens of all ranks
         compile_seconds, compiled = None, False
         while self.run_remaining > 0:
-            if self._stop_requested(should_stop):
+            if self._peer_safe(self._stop_requested, should_stop):
                 stopped = True
                 break
             if self.threads is not None:
@@ -256,8 +256,9 @@ class Trainer:
                 x, y = self._train_batch()
                 x, y = x.to(self.device), y.to(self.device)
                 loss, grad_norm, through_compile = self._forward_backward(x, y, before, note)
-            except BaseException:
+            except BaseException as e:
                 self._undo_step_start(before)
+                self._raise_if_peer_lost(e)
                 raise
             self.optimizer.step()
             self.step += 1
@@ -390,6 +391,24 @@ class Trainer:
         x, y = self.data.get_batch("train", cfg.batch_size * distributed.world_size(), self.max_seq_len,
                                    self.generator)
         return distributed.rank_slice(x), distributed.rank_slice(y)
+
+    def _peer_safe(self, fn, *args):
+        """fn(*args), a collective among the ranks: a dead peer becomes PeerLost (see _raise_if_peer_lost)."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            self._raise_if_peer_lost(e)
+            raise
+
+    def _raise_if_peer_lost(self, exc: BaseException) -> None:
+        """Under DDP, turn "another rank is gone" into PeerLost; the step under way is undone already."""
+        if self._ddp is None or not isinstance(exc, Exception) or not distributed.is_peer_failure(exc):
+            return
+        raise PeerLost(
+            f"another process of this torchrun launch stopped ({distributed.peer_failure_reason(exc)}) during "
+            f"step {self.step + 1}; this one stopped too, with the weights of step {self.step}",
+            step=self.step,
+        ) from None
 
     def _stop_requested(self, should_stop: Callable[[], bool] | None) -> bool:
         stop = should_stop is not None and should_stop()
