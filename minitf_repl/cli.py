@@ -26,7 +26,7 @@ from .core.errors import UserError
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command
 from .parsing import parse_line
 from .registry import Registry
-from .render import error, internal_error
+from .render import console_for, error, internal_error
 from .session import Session
 
 try:  # recent Typer vendors click; older releases depend on it
@@ -35,11 +35,11 @@ except ImportError:  # pragma: no cover
     from click.exceptions import ClickException as _ClickException
 
 def _stdout() -> Console:
-    return Console()
+    return console_for()
 
 
 def _stderr() -> Console:
-    return Console(stderr=True)
+    return console_for(stderr=True)
 
 
 class _Group(TyperGroup):
@@ -208,10 +208,10 @@ def open_shell(session: Session, debug: bool = False) -> int:
     from . import repl
 
     if sys.stdin is not None and sys.stdin.isatty():
-        return repl.run_repl(session, Console(), Console(stderr=True), debug)
+        return repl.run_repl(session, console_for(), console_for(stderr=True), debug)
     repl.preload()
-    out = Console(force_terminal=False, no_color=True)
-    err = Console(stderr=True, force_terminal=False, no_color=True)
+    out = console_for(force_terminal=False, no_color=True)
+    err = console_for(stderr=True, force_terminal=False, no_color=True)
     try:
         return repl.run_lines(repl.stdin_lines(), session, out, err, debug)
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import math
 
 from rich import box
@@ -79,20 +80,64 @@ def _value(v) -> str:
     return str(v)
 
 
+# --- the one wrapping rule for every message -------------------------------------------------------
+# A message wraps at spaces to the console's width and never inside a word, number or name: a break
+# inside `kept-20261201-033731` or `1,234` misleads a reader and breaks copy and paste. A single word
+# wider than the whole console is printed whole (overflow "ignore", where Rich's "fold" would cut it
+# and "ellipsis" shorten it) and the terminal wraps it, which keeps its characters one line for copy
+# and paste. soft_wrap=True, which this replaces, handed every line to the terminal, and a terminal
+# breaks a line at its last column, wherever that falls in a word. Tables and charts lay themselves
+# out to the width (see NARROW and _fits); everything that is a sentence goes through say().
+# Output to a file or a pipe has no width to wrap at: the front ends make those consoles with
+# `console_for`, which leaves each message one line there (for grep, a log, a script reading stderr).
+def whole_words(text: Text) -> Text:
+    """`text`, set to wrap at spaces only (tokens wider than the console stay whole)."""
+    text.overflow = "ignore"
+    return text
+
+
+def console_for(**options) -> Console:
+    """A front end's Console: messages wrap at spaces on a terminal, and stay one line each in a file
+    or a pipe (soft_wrap: nothing to wrap at there; Rich would otherwise assume 80 columns)."""
+    console = Console(**options)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+def say(console: Console, message, style: str = "") -> None:
+    """Print one message (a str, taken literally, or a Text) under the wrapping rule above."""
+    text = message if isinstance(message, Text) else Text(str(message), style=style)
+    console.print(whole_words(text), highlight=False)
+
+
 def error(console: Console, message: str) -> None:
-    """One line `error: <message>` (the console is the stderr one). Never wrapped, never markup."""
+    """`error: <message>` (the console is the stderr one): one message, never markup, wrapped at spaces."""
     line = " ".join(str(message).split("\n"))
-    console.print(Text(f"error: {line}", style="bold red"), soft_wrap=True, highlight=False)
+    say(console, f"error: {line}", "bold red")
 
 
 def internal_error(console: Console, exc: BaseException) -> None:
     line = " ".join(str(exc).split("\n"))
-    text = f"internal error: {type(exc).__name__}: {line} (run with --debug for the traceback)"
-    console.print(Text(text, style="bold red"), soft_wrap=True, highlight=False)
+    say(console, f"internal error: {type(exc).__name__}: {line} (run with --debug for the traceback)", "bold red")
 
 
 def _dim(console: Console, text: str) -> None:
-    console.print(Text(text, style="dim"), soft_wrap=True, highlight=False)
+    say(console, text, "dim")
+
+
+def _fits(console: Console, renderable, width: int | None = None) -> bool:
+    """Whether a table fits the console (or `width` columns) with every word whole. Rich makes any
+    table fit by folding or cutting cells ("…"); a layout for which it would has a narrower form
+    instead. The test is the rule itself: laid out at this width, the table shows the same words as
+    on an unbounded line."""
+    width = console.width if width is None else width
+
+    def words(columns: int) -> list[str]:
+        scratch = Console(file=io.StringIO(), width=columns, color_system=None)
+        scratch.print(renderable)
+        return sorted(scratch.file.getvalue().split())
+
+    return words(width) == words(max(1000, 10 * width))
 
 
 def _add(table: Table, *cells, style=None) -> None:
@@ -111,7 +156,7 @@ def render(result, console: Console) -> None:
         values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
         console.print(_settings_table(type(result).__name__, values))
     else:
-        console.print(Text(repr(result)), highlight=False)
+        say(console, repr(result))
 
 
 @render.register(type(None))
@@ -129,8 +174,8 @@ def _(result, console: Console) -> None:
     if result.detail is not None:
         entry = result.detail
         names = ", ".join(":" + n for n in (entry.name, *entry.aliases))
-        console.print(Text(names, style="bold"), Text(f"  {entry.summary}"), sep="", highlight=False)
-        console.print(Text("usage: ", style="dim") + Text(entry.usage), highlight=False)
+        say(console, Text(names, style="bold") + Text(f"  {entry.summary}"))
+        say(console, Text("usage: ", style="dim") + Text(entry.usage))
         if result.params:
             with_default = any(p.default is not None for p in result.params)
             table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
@@ -217,12 +262,13 @@ class LossTable:
     def __rich__(self):
         parts = []
         if self.vocab_size and self.vocab_size > 1:
-            parts.append(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
-                              "the loss of a uniform guess (a model that knows nothing)", style="dim"))
+            parts.append(whole_words(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
+                                          "the loss of a uniform guess (a model that knows nothing)", style="dim")))
         parts.append(self.table)
         if self.overfitting:
-            parts.append(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a row "
-                              "while training continued (more data, dropout, or stop earlier)", style="yellow"))
+            parts.append(whole_words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
+                                          "row while training continued (more data, dropout, or stop earlier)",
+                                          style="yellow")))
         return Group(*parts) if len(parts) > 1 else self.table
 
 
@@ -256,15 +302,14 @@ def _(result, console: Console) -> None:
     if len(getattr(result, "curve", None) or []) >= 10:  # a small chart of this run under its table
         console.print(render_loss_chart(result.curve, min(console.width, 80), 8, getattr(result, "vocab_size", None)))
     style = "yellow" if result.stopped else "green"
-    console.print(Text(train_summary(result), style=style), soft_wrap=True, highlight=False)
+    say(console, train_summary(result), style)
     if getattr(result, "schedule", "new") == "continue" and result.constant_lr:
         _dim(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
                       "fresh warm-up + cosine)")
     if getattr(result, "saved", None):
         _dim(console, f"saved checkpoint {result.saved} (:load {result.saved} restores it)")
     if getattr(result, "save_error", None):
-        console.print(Text(f"warning: not saved: {result.save_error}", style="yellow"), soft_wrap=True,
-                      highlight=False)
+        say(console, f"warning: not saved: {result.save_error}", "yellow")
 
 
 def gen_stats(result) -> str:
@@ -288,8 +333,7 @@ def gen_notes(console: Console, result) -> None:
     if result.text and not result.text.strip():
         counts = ", ".join(f"{result.text.count(ch)} {name}" for ch, name in
                            ((" ", "spaces"), ("\n", "newlines"), ("\t", "tabs")) if ch in result.text)
-        console.print(Text(f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", style="yellow"),
-                      soft_wrap=True, highlight=False)
+        say(console, f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", "yellow")
     if getattr(result, "untrained", False):
         _dim(console, "this model has not trained yet, so its text is random: :train first")
     _dim(console, gen_stats(result))
@@ -301,10 +345,7 @@ def _(result, console: Console) -> None:
         gen_probs(result, console)
         gen_notes(console, result)
         return
-    text = Text()
-    text.append(result.prompt, style="bold")
-    text.append(result.text)
-    console.print(text, soft_wrap=True, highlight=False)
+    say(console, Text(result.prompt, style="bold") + Text(result.text))
     gen_notes(console, result)
 
 
@@ -427,9 +468,9 @@ def _(result, console: Console) -> None:
     fw = max([len(s[3]) for s in steps] + [7])
     one_line = nw + 2 + sw + 2 + pw + 2 + fw <= width
     two_lines = not one_line and nw + 2 + sw + 2 + pw <= width
-    console.print(Text(f"shape trace of {result.prompt!r}", style="bold"), soft_wrap=False, highlight=False)
+    say(console, f"shape trace of {result.prompt!r}", "bold")
     legend = ", ".join(f"{k}={dims[k]} {meaning}" for k, meaning in _SYMBOL_NAMES if k in dims)
-    console.print(Text(legend, style="dim"), highlight=False)
+    _dim(console, legend)
     for heading, rows in sections:
         console.print(heading, highlight=False)
         for row in rows:
@@ -437,7 +478,7 @@ def _(result, console: Console) -> None:
                 line = Text("  " + row[0], style="dim")
                 if one_line or two_lines:
                     line.append(f"   {row[1]}   {row[2]} params", style="dim")
-                console.print(line, highlight=False)
+                say(console, line)
                 continue
             name, kind, shape, formula, params = row
             if one_line or two_lines:
@@ -447,24 +488,25 @@ def _(result, console: Console) -> None:
                     line.append("  " + formula, style="italic")
                 console.print(line, highlight=False, no_wrap=True, overflow="ignore")
                 if two_lines and formula:
-                    console.print(Padding(Text(formula, style="italic dim"), (0, 0, 0, nw + 2)), highlight=False)
+                    console.print(Padding(whole_words(Text(formula, style="italic dim")), (0, 0, 0, nw + 2)),
+                                  highlight=False)
             else:
                 line = Text(f"  {name}", style="bold")
                 line.append(f" {kind}", style="dim")
                 if params:
                     line.append(f"  {params} params", style="dim")
-                console.print(line, highlight=False)
-                console.print(Text(f"    {shape}"), highlight=False)
+                say(console, line)
+                console.print(Padding(whole_words(Text(shape)), (0, 0, 0, 4)), highlight=False)
                 if formula:
-                    console.print(Text(f"    {formula}", style="italic dim"), highlight=False)
+                    console.print(Padding(whole_words(Text(formula, style="italic dim")), (0, 0, 0, 4)),
+                                  highlight=False)
     total = sum(r.n_params for r in result.records)
     note = f"{len(result.records)} steps, {result.n_layers} layer{'s' if result.n_layers != 1 else ''}, {total:,} parameters"
     if any(len(r) == 3 for _, rows in sections for r in rows):
         shown = result.layer if result.layer is not None else 0
         note += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
     if dropped:
-        console.print(Text(f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)",
-                           style="dim"), highlight=False)
+        _dim(console, f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)")
     _dim(console, note)
 
 
@@ -492,9 +534,9 @@ def _(result, console: Console) -> None:
             _add(table, "*" if current else "", name, d.kind, description, _bytes(d.memory_bytes), bf16, style=style)
     console.print(table)
     if getattr(result, "problem", None):
-        console.print(Text(f"error: {result.problem}", style="bold red"), soft_wrap=True, highlight=False)
+        say(console, f"error: {result.problem}", "bold red")
     elif result.switched:
-        console.print(Text(f"now using {result.current}", style="green"), highlight=False)
+        say(console, f"now using {result.current}", "green")
     else:
         _dim(console, f"* current device: {result.current}; :device NAME switches")
     if getattr(result, "train_dtype", None) is not None and not getattr(result, "problem", None):
@@ -510,6 +552,22 @@ def _settings_table(title: str, values: dict) -> Table:
     for key, value in values.items():
         _add(table, key, _value(value))
     return table
+
+
+def _fields(console: Console, rows: list[tuple[str, str]]) -> None:
+    """Named values, the names in a column. Where a value holds a word wider than its column (a long
+    path), each field goes on a line of its own instead, wrapped at spaces, so that word stays whole."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("field", style="cyan", no_wrap=True)
+    table.add_column("value")
+    for name, value in rows:
+        _add(table, name, value)
+    if _fits(console, table):
+        console.print(table)
+        return
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        say(console, Text(name.ljust(width), style="cyan") + Text("  " + value))
 
 
 @render.register(commands.ConfigResult)
@@ -537,10 +595,9 @@ def _(result, console: Console) -> None:
     if not result.changed:
         _dim(console, "nothing changed")
     for key, (old, new) in result.changed.items():
-        console.print(Text(f"{key}: ", style="cyan") + Text(f"{_value(old)} -> {_value(new)}"), highlight=False)
+        say(console, Text(f"{key}: ", style="cyan") + Text(f"{_value(old)} -> {_value(new)}"))
     if result.rebuilt:
-        console.print(Text("the architecture changed: the model was rebuilt, weights reset (step 0)", style="yellow"),
-                      soft_wrap=True)
+        say(console, "the architecture changed: the model was rebuilt, weights reset (step 0)", "yellow")
         _kept(console, getattr(result, "kept", None))
     if getattr(result, "preset", None):
         _dim(console, f"the model settings now match the preset {result.preset}")
@@ -548,41 +605,35 @@ def _(result, console: Console) -> None:
 
 def _kept(console: Console, kept: str | None) -> None:
     if kept:
-        console.print(Text(f"the trained model was kept as checkpoint {kept}: :load {kept} brings it back",
-                           style="green"), soft_wrap=True, highlight=False)
+        say(console, f"the trained model was kept as checkpoint {kept}: :load {kept} brings it back", "green")
 
 
 @render.register(commands.DataResult)
 def _(result, console: Console) -> None:
     info = result.info
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column("field", style="cyan", no_wrap=True)
-    table.add_column("value")
-    _add(table, "name", info.name)
-    _add(table, "kind", info.kind)
-    _add(table, "description", info.description)
+    rows = [("name", info.name), ("kind", info.kind), ("description", info.description)]
     if info.kind == "corpus":
-        _add(table, "characters", _int(info.chars))
+        rows.append(("characters", _int(info.chars)))
     elif info.chars:
-        _add(table, "characters", f"{info.chars} per example")
-    _add(table, "vocabulary", f"{info.vocab_size} symbols")
+        rows.append(("characters", f"{info.chars} per example"))
+    rows.append(("vocabulary", f"{info.vocab_size} symbols"))
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         share = round(100 * info.train_tokens / total) if total else 0
-        _add(table, "train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})")
+        rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})"))
     elif info.chars:
-        _add(table, "train/val", "about 10% of the questions are held out for validation")
+        rows.append(("train/val", "about 10% of the questions are held out for validation"))
     else:
-        _add(table, "train/val", "fresh random tokens in every batch")
-    console.print(table)
+        rows.append(("train/val", "fresh random tokens in every batch"))
+    _fields(console, rows)
     if result.recipe:
-        console.print(Text(commands.recipe_line(info.name, result.recipe), style="cyan"), soft_wrap=True)
+        say(console, commands.recipe_line(info.name, result.recipe), "cyan")
     if result.rebuilt:
         message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
-        console.print(Text(message, style="yellow"), soft_wrap=True)
+        say(console, message, "yellow")
         _kept(console, getattr(result, "kept", None))
     elif result.changed:
-        console.print(Text(f"data is now {info.name}", style="green"), highlight=False)
+        say(console, f"data is now {info.name}", "green")
 
 
 @render.register(commands.ParamsResult)
@@ -611,42 +662,53 @@ def _flops(n) -> str:
 def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
     """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
     total = ledger["n_params"] or 1
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
-                  title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
-    table.add_column("component", footer="total", no_wrap=True)
-    table.add_column("kind", style="dim", footer="", overflow="fold")
-    table.add_column("parameters", justify="right", footer=_int(ledger["n_params"]), no_wrap=True)
-    table.add_column("share", justify="right", footer="100%", no_wrap=True)
     blocks: dict[int, list[dict]] = {}
     for row in ledger["rows"]:
         if row["block"] is not None:
             blocks.setdefault(row["block"], []).append(row)
+    rows = []  # (component, kind, parameters, share)
     folded = False
     for row in ledger["rows"]:
         block = row["block"]
         if block is not None and block > 0:
             if not folded:
-                rest = [r for b, rows in blocks.items() if b > 0 for r in rows]
+                rest = [r for b, rows_ in blocks.items() if b > 0 for r in rows_]
                 each = sum(r["params"] for r in blocks[1])
                 last = max(blocks)
                 name = "blocks.1" if last == 1 else f"blocks.1-{last}"
-                _add(table, name, f"same as blocks.0, {_int(each)} each", _int(sum(r["params"] for r in rest)),
-                     _pct(sum(r["params"] for r in rest) / total))
+                rows.append((name, f"same as blocks.0, {_int(each)} each", _int(sum(r["params"] for r in rest)),
+                             _pct(sum(r["params"] for r in rest) / total)))
                 folded = True
             continue
         name = row["path"] if block is None else "  " + row["path"].split(".", 2)[2]
         if block == 0 and row is blocks[0][0]:
-            _add(table, Text("blocks.0", style="cyan"), "", _int(sum(r["params"] for r in blocks[0])),
-                 _pct(sum(r["params"] for r in blocks[0]) / total))
+            rows.append((Text("blocks.0", style="cyan"), "", _int(sum(r["params"] for r in blocks[0])),
+                         _pct(sum(r["params"] for r in blocks[0]) / total)))
         kind = row["kind"] + (f" (tied to {row['tied_to']})" if row["tied_to"] and not row["params"] else "")
-        _add(table, name, kind, _int(row["params"]), _pct(row["params"] / total))
+        rows.append((name, kind, _int(row["params"]), _pct(row["params"] / total)))
+
+    def parameters(with_share: bool) -> Table:
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
+                      title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
+        table.add_column("component", footer="total", no_wrap=True)
+        table.add_column("kind", style="dim", footer="")
+        table.add_column("parameters", justify="right", footer=_int(ledger["n_params"]), no_wrap=True)
+        if with_share:
+            table.add_column("share", justify="right", footer="100%", no_wrap=True)
+        for row in rows:
+            _add(table, *(row if with_share else row[:3]))
+        return table
+
+    table = parameters(with_share=True)
+    if not _fits(console, table):  # the share goes first: it follows from the counts
+        table = parameters(with_share=False)
     console.print(table)
     B, T = ledger["batch_size"], ledger["seq_len"]
     costs = Table(show_header=False, box=None, pad_edge=False, title=Text("compute and memory", style="bold"),
                   title_justify="left")
     costs.add_column("what", style="cyan", no_wrap=True)
     costs.add_column("value", justify="right", no_wrap=True)
-    costs.add_column("how", style="dim", overflow="fold")
+    costs.add_column("how", style="dim")
     _add(costs, "forward, per token", _flops(ledger["forward_flops_per_token"]),
          f"matmuls: {_flops(ledger['linear_flops_per_token'])} in Linear layers + "
          f"{_flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}")
@@ -675,7 +737,7 @@ def _(result, console: Console) -> None:
     what = "replaced checkpoint" if result.replaced else "saved checkpoint"
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {_bytes(result.size_bytes)}, {result.seconds:.2f} s)")
-    console.print(text, soft_wrap=True, highlight=False)
+    say(console, text)
     _dim(console, f"in {result.path}; :load {result.name} restores it")
 
 
@@ -685,16 +747,15 @@ def _(result, console: Console) -> None:
     text.append(f": step {result.step:,}, data {result.data_spec}, {result.n_params:,} parameters")
     if result.val_loss is not None:
         text.append(f", val loss {result.val_loss:.4f}")
-    console.print(text, soft_wrap=True, highlight=False)
+    say(console, text)
     shape = ", ".join(f"{k}={_value(result.model_config[k])}" for k in
                       ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
     if shape:
         _dim(console, f"model: {shape}")
     if getattr(result, "data_missing", None):
-        console.print(Text(f"data: {result.data_missing}", style="yellow"), soft_wrap=True, highlight=False)
+        say(console, f"data: {result.data_missing}", "yellow")
     if result.run_remaining > 0:
-        console.print(Text(f"the run was stopped with {result.run_remaining:,} steps left: :train continues it",
-                           style="yellow"), soft_wrap=True, highlight=False)
+        say(console, f"the run was stopped with {result.run_remaining:,} steps left: :train continues it", "yellow")
     if result.saved_at:
         _dim(console, f"saved {result.saved_at}, from {result.path}")
 
@@ -727,15 +788,15 @@ def _(result, console: Console) -> None:
                  Text(cells[3], style="red") if row.error is not None else cells[3], *cells[4:], style=style)
         console.print(table)
     else:
-        console.print(Text(result.directory, style="italic"), soft_wrap=True, highlight=False)
+        say(console, result.directory, "italic")
         for row, cells in zip(result.rows, rows):
-            console.print(Text(cells[0], style="bold"), soft_wrap=True, highlight=False)
+            say(console, cells[0], "bold")
             detail = "unreadable" if row.error is not None else (
                 f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
-            console.print(Text("  " + detail, style="red" if row.error is not None else ""), highlight=False)
+            say(console, "  " + detail, "red" if row.error is not None else "")
     for row in result.rows:
         if row.error is not None:
-            console.print(Text(f"{row.name}: ", style="bold red") + Text(row.error), soft_wrap=True, highlight=False)
+            say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
     _dim(console, ":load NAME restores one; :save NAME writes one")
 
 
@@ -813,13 +874,19 @@ class CompareTable:
     def add(self, evaluation) -> None:
         self.rows.setdefault(evaluation.step, {})[evaluation.label] = evaluation
 
-    def __rich__(self) -> Table:
+    def __rich_console__(self, console: Console, options):
+        table = self.table(with_labels=True)
+        if not _fits(console, table, options.max_width):  # the marks alone; the legends name them
+            table = self.table(with_labels=False)
+        yield table
+
+    def table(self, with_labels: bool = True) -> Table:
         title = "val loss" + (f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else "")
         table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
         table.add_column("step", justify="right")
         for k, label in enumerate(self.labels):
-            table.add_column(Text(f"{_MARKS[k % len(_MARKS)]} {label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
-                             justify="right", overflow="fold")
+            header = f"{_MARKS[k % len(_MARKS)]} {label}" if with_labels else _MARKS[k % len(_MARKS)]
+            table.add_column(Text(header, style=_SERIES_STYLES[k % len(_SERIES_STYLES)]), justify="right")
         for step in sorted(self.rows):
             row = self.rows[step]
             finals = [row[label].val_loss for label in self.labels if label in row]
@@ -840,40 +907,64 @@ def _(result, console: Console) -> None:
             table.add(evaluation)
     console.print(table)
     facts = Table(box=None, pad_edge=False, header_style="bold")
-    facts.add_column("")
+    facts.add_column("", no_wrap=True)
     for column in ("parameters", "tokens/s", "time", "differs from the first in"):
         facts.add_column(column, justify="left" if column.startswith("differs") else "right")
+    lines = []  # the same facts, one contender a line, where the table does not fit
     for k, o in enumerate(result.outcomes):
         changes = ", ".join(f"{key}={_value(v)}" for key, v in o.changes.items()) or "-"
-        _add(facts, Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
-             _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
-    console.print(facts)
+        label = Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)])
+        _add(facts, label, _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
+        lines.append(label + Text(f": {_int(o.n_params)} parameters, {_rate(o.tokens_per_second)} tokens/s, "
+                                  f"{_seconds(o.seconds)}" + (f"; differs in {changes}" if k else "")))
+    if _fits(console, facts):
+        console.print(facts)
+    else:
+        for line in lines:
+            say(console, line)
     series = {o.label: [(e.step, e.val_loss) for e in o.curve] for o in result.outcomes}
     console.print(curve_chart(series, width=min(console.width, 100)))
     if result.stopped:
-        console.print(Text("stopped early: the curves end where Ctrl-C stopped them", style="yellow"))
+        say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
     if result.verdict:
-        console.print(Text(result.verdict, style="green"), soft_wrap=True, highlight=False)
+        say(console, result.verdict, "green")
     elif result.seeds == 1 and not result.stopped:
         _dim(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
 
 
 @render.register(commands.ExpertsResult)
 def _(result, console: Console) -> None:
+    """One row per expert, one column per MoE block: the share, then a bar in a fixed-width field, so
+    the numbers and the bars line up (bars of their natural lengths, right-aligned, were ragged)."""
     n = len(result.load[0]) if result.load else 0
-    table = Table(title=Text(f"share of routing choices per expert ({result.experts_per_token} per token); "
-                             f"even would be {1 / n:.0%} each" if n else ""), title_justify="left",
-                  header_style="bold", box=box.SIMPLE_HEAD)
-    table.add_column("block", justify="right")
-    for e in range(n):
-        table.add_column(f"expert {e}", justify="right")
-    for layer, row in zip(result.layers, result.load):
-        cells = []
-        for share in row:
-            bar = "█" * round(share * n * 4)  # 4 blocks = an even share
-            cells.append(Text(f"{share:5.1%} ") + Text(bar, style="cyan"))
-        _add(table, str(layer), *cells)
-    console.print(table)
+    if not n:
+        _dim(console, "no routing was recorded")
+        return
+    peak = max(max(row) for row in result.load) or 1.0
+
+    def shares(bar: int) -> Table:
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("", no_wrap=True)
+        for layer in result.layers:
+            table.add_column(f"block {layer}", no_wrap=True)
+        for e in range(n):
+            cells = []
+            for row in result.load:
+                cell = Text(f"{row[e]:6.1%}")
+                if bar:
+                    cell.append(" " + ("█" * round(row[e] / peak * bar)).ljust(bar), style="cyan")
+                cells.append(cell)
+            _add(table, f"expert {e}", *cells)
+        return table
+
+    bar = 12  # the busiest expert's bar; narrower (or none) where the terminal is
+    while bar and not _fits(console, shares(bar)):
+        bar -= 2
+    say(console, f"share of routing choices per expert ({result.experts_per_token} per token); "
+                 f"even would be {1 / n:.0%} each", "bold")
+    console.print(shares(bar))
+    if bar:
+        _dim(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:
         _dim(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
 
@@ -881,19 +972,71 @@ def _(result, console: Console) -> None:
 @render.register(commands.AblateResult)
 def _(result, console: Console) -> None:
     if not result.active:
-        console.print(Text(f"nothing switched off: val loss {_num(result.val_loss_before)}", style="green"))
+        say(console, f"nothing switched off: val loss {_num(result.val_loss_before)}", "green")
     else:
         delta = result.val_loss_after - result.val_loss_before
-        console.print(Text("switched off: ", style="yellow") + Text(", ".join(result.active)), highlight=False)
-        console.print(Text(f"val loss {_num(result.val_loss_before)} -> {_num(result.val_loss_after)} "
-                           f"({delta:+.4f})", style="bold"), highlight=False)
+        say(console, Text("switched off: ", style="yellow") + Text(", ".join(result.active)))
+        say(console, f"val loss {_num(result.val_loss_before)} -> {_num(result.val_loss_after)} ({delta:+.4f})", "bold")
     sample = Text("sample: ", style="dim") + Text(result.prompt, style="bold") + Text(result.sample)
-    console.print(sample, soft_wrap=True, highlight=False)
+    say(console, sample)
     if result.active:
         _dim(console, ":ablate off puts the model back (the weights never changed)")
 
 
 # --- live progress -----------------------------------------------------------------------------
+class WordStream:
+    """Text written piece by piece (generated tokens), wrapped like say(): at spaces, never in a word.
+
+    Whether a word fits on the current line is known only once it ends, so the word being written
+    is held back until a space or a newline comes (or `flush`). A word that cannot fit even a line
+    of its own goes out whole as it grows, for the terminal to wrap; a space that would end a full
+    line becomes the line break, as in Rich's own wrapping.
+    """
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.column = 0  # cells written on the current line
+        self.word = Text()  # the word held back
+
+    def write(self, text: str, style: str = "") -> None:
+        if self.console.soft_wrap:  # a file or a pipe (console_for): the text exactly as generated
+            self._put(Text(text, style=style))
+            return
+        width = max(1, self.console.width)
+        for ch in text:
+            if ch == "\n":
+                self.flush()
+                self._put(Text("\n"))
+                self.column = 0
+            elif ch.isspace():
+                self.flush()
+                step = 8 - self.column % 8 if ch == "\t" else 1
+                if self.column + step > width:
+                    self._put(Text("\n"))
+                    self.column = 0
+                else:
+                    self._put(Text(ch, style=style))
+                    self.column += step
+            else:
+                self.word.append(ch, style=style)
+                if self.column and self.column + self.word.cell_len > width:
+                    self._put(Text("\n"))  # the word will not fit here: it starts the next line
+                    self.column = 0
+                if self.word.cell_len >= width:
+                    self.flush()  # wider than any line: no reason to wait
+
+    def flush(self) -> None:
+        """Write the held-back word."""
+        if self.word.plain:
+            self._put(self.word)
+            self.column += self.word.cell_len
+            self.word = Text()
+
+    def _put(self, text: Text) -> None:
+        # The lines are cut here already: Rich must print them as they are (soft_wrap).
+        self.console.print(text, end="", soft_wrap=True, highlight=False)
+
+
 class QuietReporter(Reporter):
     """For --json: nothing on stdout while the command runs; notices go to the error console."""
 
@@ -902,7 +1045,7 @@ class QuietReporter(Reporter):
         self.err = err
 
     def notice(self, text: str) -> None:
-        self.err.print(text, markup=False, highlight=False, soft_wrap=True)
+        say(self.err, text)
 
 
 class RichReporter(Reporter):
@@ -927,12 +1070,13 @@ class RichReporter(Reporter):
         self._progress: Progress | None = None
         self._task = None
         self._table: LossTable | None = None
+        self._words: WordStream | None = None  # streamed text, wrapped at spaces
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
         if self.stop_requested and self.training and not self._announced:
             self._announced = True
-            self.console.print(Text("stopping after this step...", style="yellow"), highlight=False)
+            say(self.console, "stopping after this step...", "yellow")
         return self.stop_requested
 
     # training ------------------------------------------------------------------------------------
@@ -1006,20 +1150,24 @@ class RichReporter(Reporter):
     def on_token(self, text: str) -> None:
         if not self.stream:
             return
+        if self._words is None:
+            self._words = WordStream(self.out)
         if not self.streamed and self.gen_prompt:
-            self.out.print(Text(self.gen_prompt, style="bold"), end="", soft_wrap=True, highlight=False)
+            self._words.write(self.gen_prompt, "bold")
         self.streamed = True
-        self.out.print(Text(text), end="", soft_wrap=True, highlight=False)
+        self._words.write(text)
 
     def notice(self, text: str) -> None:
-        self.console.print(Text(text, style="yellow"), soft_wrap=True, highlight=False)
+        say(self.console, text, "yellow")
 
     # end -----------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the live display (also after an error); safe to call twice."""
+        """Stop the live display and write out a held-back word (also after an error); safe to call twice."""
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._words is not None:
+            self._words.flush()
 
     def finish(self, result) -> None:
         """Render the result, taking into account what was already shown while it ran."""
@@ -1037,7 +1185,7 @@ class RichReporter(Reporter):
 
 def _note(console: Console, text: str) -> None:
     """A dim line wrapped at the console's width (views are read at 80 columns)."""
-    console.print(Text(text, style="dim"), highlight=False)
+    say(console, text, "dim")
 
 
 def plain(console: Console) -> bool:
@@ -1098,7 +1246,7 @@ def _(result, console: Console) -> None:
     maps = [[row[start:] for row in m[start:]] for m in result.maps]
     peak = max((w for m in maps for row in m for w in row), default=1.0)
     what = f"head {result.heads[0]}" if single else f"all {result.n_heads} heads"
-    console.print(Text(f"attention, layer {result.layer}, {what}", style="bold"), highlight=False)
+    say(console, f"attention, layer {result.layer}, {what}", "bold")
     _note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
     if start:
         _note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
@@ -1131,7 +1279,7 @@ def _stage_header(result) -> str:
 @render.register(commands.StepResult)
 def _(result, console: Console) -> None:
     as_text = plain(console)
-    console.print(Text(f"next token after {result.prompt[-40:]!r}", style="bold"), highlight=False)
+    say(console, f"next token after {result.prompt[-40:]!r}", "bold")
     _note(console, _stage_header(result))
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("", no_wrap=True)
@@ -1156,9 +1304,8 @@ def _(result, console: Console) -> None:
         _add(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
     console.print(table)
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
-    console.print(Text(f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
-                       f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}",
-                       style="green"), highlight=False, soft_wrap=True)
+    say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
+                 f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
     _note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
                    f"(:gen with n=1 seed={result.seed} picks the same)")
 
@@ -1169,7 +1316,7 @@ def gen_probs(result, console: Console) -> None:
     probs = result.probs or []
     chars = list(result.text)
     if len(chars) != len(probs):  # not one character per token: show the text plainly
-        console.print(Text(result.prompt, style="bold") + Text(result.text), soft_wrap=True, highlight=False)
+        say(console, Text(result.prompt, style="bold") + Text(result.text))
         return
     if not as_text:
         text = Text(result.prompt, style="bold")
@@ -1179,43 +1326,59 @@ def gen_probs(result, console: Console) -> None:
                 text.append("\n")
             else:
                 text.append_text(_cell(p, 1, False, ch))
-        console.print(text, soft_wrap=True, highlight=False)
+        say(console, text)
     else:
+        # Two rows per line, the shades under their characters. Whitespace shows as a symbol here
+        # (␣ ↵ ⇥), so the rows are cut by hand: after the last whitespace that fits, like say().
         width = max(10, console.width)
-        shown = [visible(c) for c in result.prompt] + [visible(c) for c in chars]
+        text = result.prompt + result.text
+        shown = [visible(c) for c in text]
         shades = [" "] * len(result.prompt) + [shade(p) for p in probs]
-        for at in range(0, len(shown), width):
-            console.print(Text("".join(shown[at:at + width])), highlight=False, no_wrap=True, overflow="ignore")
-            console.print(Text("".join(shades[at:at + width]), style="dim"), highlight=False,
+        at = 0
+        while at < len(shown):
+            end = min(len(shown), at + width)
+            if end < len(shown):
+                spaces = [i + 1 for i in range(at, end) if text[i].isspace()]
+                end = spaces[-1] if spaces else end
+            console.print(Text("".join(shown[at:end])), highlight=False, no_wrap=True, overflow="ignore")
+            console.print(Text("".join(shades[at:end]), style="dim"), highlight=False,
                           no_wrap=True, overflow="ignore")
+            at = end
     console.print(_legend(1.0, as_text, "probability when picked"), highlight=False)
 
 
 @render.register(commands.LensResult)
 def _(result, console: Console) -> None:
     target = f"; the true next character is {visible(result.target)!r}" if result.target is not None else ""
-    console.print(Text(f"logit lens at the last position of {result.prompt[-40:]!r}{target}", style="bold"),
-                  highlight=False)
+    say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
     _note(console, "each layer's residual stream read as if the model ended there: softmax(lm_head(ln_f(h)))")
-    k = max((len(r.guesses) for r in result.rows), default=0)
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("after", no_wrap=True, style="cyan")
-    for i in range(k):
-        table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
+    most = max((len(r.guesses) for r in result.rows), default=0)
     with_target = result.target is not None
-    if with_target:
-        table.add_column("true: rank (p)", justify="right", no_wrap=True)
-    for r in result.rows:
-        cells = [r.layer]
-        for ch, p in zip(r.guesses, r.probs):
-            hit = with_target and ch == result.target
-            cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
-        cells += [""] * (k - len(r.guesses))
+
+    def guesses(k: int) -> Table:
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("after", no_wrap=True, style="cyan")
+        for i in range(k):
+            table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
         if with_target:
-            cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
-        _add(table, *cells)
-    console.print(table)
-    _note(console, "the last row is the model's own prediction")
+            table.add_column("true: rank (p)", justify="right", no_wrap=True)
+        for r in result.rows:
+            cells = [r.layer]
+            for ch, p in list(zip(r.guesses, r.probs))[:k]:
+                hit = with_target and ch == result.target
+                cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
+            cells += [""] * (k - min(k, len(r.guesses)))
+            if with_target:
+                cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
+            _add(table, *cells)
+        return table
+
+    k = most  # as many guesses as fit the width, whole (the true character's rank column says the rest)
+    while k > 1 and not _fits(console, guesses(k)):
+        k -= 1
+    console.print(guesses(k))
+    _note(console, "the last row is the model's own prediction" + (f"; the {most - k} next guesses need a wider "
+                                                                    "terminal" if k < most else ""))
 
 
 def _chart(series, width: int, height: int = 12, baseline: float | None = None, baseline_label: str = "") -> Group:
@@ -1287,7 +1450,7 @@ def render_loss_chart(history: list[dict], width: int = 80, height: int = 10, vo
 @render.register(commands.PlotResult)
 def _(result, console: Console) -> None:
     title = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)"}[result.what]
-    console.print(Text(f"{title} by step", style="bold"), highlight=False)
+    say(console, f"{title} by step", "bold")
     baseline = label = None
     if result.what == "loss" and result.vocab_size and result.vocab_size > 1:
         baseline = math.log(result.vocab_size)
@@ -1318,9 +1481,8 @@ def _(result, console: Console) -> None:
 
 @render.register(commands.ReportResult)
 def _(result, console: Console) -> None:
-    console.print(Text(f"wrote {result.path}", style="green") +
-                  Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"),
-                  soft_wrap=True, highlight=False)
+    say(console, Text(f"wrote {result.path}", style="green") +
+        Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
     _note(console, "one self-contained file: open it in any browser, no network needed")
 # --- speed: precision, compile, quantization --------------------------------------------------------
 def _change(before, after, fmt) -> str:
@@ -1335,8 +1497,7 @@ def _(result, console: Console) -> None:
     if m is None:
         state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
         verb = "now samples" if result.changed else "samples"
-        console.print(Text(f":gen {verb} from {state}", style="green" if result.changed else ""),
-                      soft_wrap=True, highlight=False)
+        say(console, f":gen {verb} from {state}", "green" if result.changed else "")
         if result.mode == "off" and not result.changed:
             _dim(console, ":quantize int8 makes an int8 copy for sampling and measures it")
         return
@@ -1355,9 +1516,8 @@ def _(result, console: Console) -> None:
              _change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     _add(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     console.print(table)
-    console.print(Text(f":gen now samples from the int8 copy ({m.linear_layers} Linear layers int8, on the CPU); "
-                       ":quantize off goes back; training or loading drops the copy", style="green"),
-                  soft_wrap=True, highlight=False)
+    say(console, f":gen now samples from the int8 copy ({m.linear_layers} Linear layers int8, on the CPU); "
+                 ":quantize off goes back; training or loading drops the copy", "green")
     if result.device is not None and result.device != "cpu":
         _dim(console, f"the float model trains on {result.device}; both were timed on the CPU")
 

@@ -43,8 +43,10 @@ def lab(device: str = "cpu") -> Session:
 
 
 def drive(session: Session, *lines: str) -> tuple[int, str, str]:
-    out = Console(file=io.StringIO(), width=100, color_system=None)
-    err = Console(file=io.StringIO(), width=100, color_system=None)
+    # Piped input's consoles, as cli.open_shell makes them (render.console_for): a pipe has no width,
+    # so each message stays one line.
+    out = Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True)
+    err = Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True)
     code = repl.run_lines(list(lines), session, out, err)
     return code, out.file.getvalue(), err.file.getvalue()
 

@@ -89,11 +89,15 @@ def test_stopped_train_says_how_to_continue():
     assert "┏" not in out  # no evaluation yet: no table
 
 
-def test_summary_is_one_line_even_when_narrow():
+def test_summary_wraps_at_spaces_when_narrow():
+    # It used to be one long line that the terminal broke mid-number ("34" / "1.0 s"); now Rich wraps
+    # it at spaces, every line within the width.
     c = console(40)
     render(train_result(), c)
-    lines = c.file.getvalue().splitlines()
-    assert any(line.startswith("trained 20 steps:") and line.endswith("2.5 s") for line in lines)
+    lines = ("trained 20 steps:" + c.file.getvalue().split("trained 20 steps:")[1]).splitlines()
+    assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
+    assert " ".join(line.strip() for line in lines) == (
+        "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, 2.5 s")
 
 
 # --- gen -----------------------------------------------------------------------------------------
@@ -135,7 +139,7 @@ def test_shapes_fit_a_narrow_terminal(tiny_records):
     c = console(40)
     render(C.ShapesResult("3141=", tiny_records, n_layers=2, layer=0, show_all=False), c)
     lines = c.file.getvalue().splitlines()
-    assert all(len(line) <= 40 for line in lines[:-1])  # the last line is a soft-wrapped note
+    assert all(len(line) <= 40 for line in lines)  # the notes too: they wrap at spaces
     assert any("attn.q_proj" in line for line in lines)
 
 
@@ -202,11 +206,13 @@ def test_quit_and_none_render_nothing():
 
 
 # --- errors --------------------------------------------------------------------------------------
-def test_error_is_one_literal_line_even_narrow():
+def test_error_is_literal_and_wraps_at_spaces_when_narrow():
     c = console(40)
     message = "steps must be a whole number, got '[bold]abc[/bold]'; see :help train for the options"
     error(c, message)
-    assert c.file.getvalue() == f"error: {message}\n"
+    lines = c.file.getvalue().splitlines()
+    assert all(len(line) <= 40 for line in lines)  # not one line for the terminal to break mid-word
+    assert " ".join(line.strip() for line in lines) == f"error: {message}"  # markup stays literal text
 
 
 def test_internal_error_line():
