@@ -24,6 +24,7 @@ from typing import Any
 from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
+from .core.words import count
 from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
 from .reporter import Reporter
@@ -424,7 +425,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
     if len(ids) > window:
-        reporter.notice(f"the prompt is {len(ids):,} characters, longer than max_seq_len={window}: "
+        reporter.notice(f"the prompt is {count(len(ids), 'character')}, longer than max_seq_len={window}: "
                         f"the model sees only its last {window}")
 
     from .core.generate import generate
@@ -477,7 +478,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     n_layers = session.model_config.n_layers
     layer = args["layer"] if args["layer"] is not None else 0
     if not 0 <= layer < n_layers:
-        blocks = f"{n_layers} block{'s' if n_layers != 1 else ''}"
+        blocks = count(n_layers, "block")
         raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {blocks}), got {clip(str(layer))}")
     data = session.data
     prompt = args["prompt"] or sample_prompt(data)
@@ -486,7 +487,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     if len(ids) > window:
         ids = ids[-window:]
         prompt = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {window} characters")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {count(window, 'character')}")
     model = session.model
 
     import torch
@@ -659,7 +660,8 @@ def recipe_line(spec: str, changes: dict) -> str:
 
 
 def _rebuilt_line(vocab_size: int, kept: str | None) -> str:
-    line = f"the data has another vocabulary ({vocab_size} characters): the model was rebuilt, weights reset (step 0)"
+    line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "
+            "weights reset (step 0)")
     return line + (f"; the trained model was kept as checkpoint {kept} (:load {kept} brings it back)" if kept else "")
 
 
@@ -719,7 +721,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
         raise UserError("compare needs at least two contenders, e.g. :compare current n_layers=2 "
                         "(or preset=seed vs preset=modern)")
     if len(groups) > MAX_CONTENDERS:
-        raise UserError(f"compare takes at most {MAX_CONTENDERS} contenders at once, got {len(groups)}")
+        raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
     contenders = []
     for label, pairs in groups:
         model, train = _contender_configs(session, pairs, data)
@@ -1102,7 +1104,7 @@ def _view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tu
     if dropped:
         ids = ids[-window:]
         text = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {window} characters")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, 'character')}")
     return text, ids, dropped
 
 
@@ -1110,8 +1112,8 @@ def _check_layer(session: Session, layer: int | None) -> int:
     n_layers = session.model_config.n_layers
     layer = 0 if layer is None else layer
     if not 0 <= layer < n_layers:
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {n_layers} block"
-                        f"{'s' if n_layers != 1 else ''}), got {clip(str(layer))}")
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
+                        f"got {clip(str(layer))}")
     return layer
 
 
@@ -1146,7 +1148,8 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
         except ValueError:
             raise UserError(f"head must be a number in 0..{n_heads - 1} or all, got {clip(head)!r}") from None
         if not 0 <= heads[0] < n_heads:
-            raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {n_heads} heads), got {heads[0]}")
+            raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {count(n_heads, 'head')}), "
+                            f"got {heads[0]}")
     text, ids, dropped = _view_prompt(session, args["prompt"], reporter)
 
     from .core.inside import attention_maps

@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import commands
+from .core.words import count
 from .palette import SCALE, SHADES, VISIBLE, scale_hex, scale_rgb, shade, visible
 from .reporter import Reporter
 
@@ -285,12 +286,11 @@ def train_summary(result) -> str:
     parts.append(f"{result.seconds:.1f} s")
     if result.stopped:
         end = result.total_steps + result.run_remaining
-        head = f"stopped at step {result.total_steps} of {end}: :train continues"
-        return f"{head} ({result.steps} steps this time; " + ", ".join(parts) + ")"
-    word = "step" if result.steps == 1 else "steps"
-    head = f"trained {result.steps} {word}"
+        head = f"stopped at step {result.total_steps:,} of {end:,}: :train continues"
+        return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
+    head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:
-        head += f" (step {result.total_steps} in total)"
+        head += f" (step {result.total_steps:,} in total)"
     return head + ": " + ", ".join(parts)
 
 
@@ -314,7 +314,7 @@ def _(result, console: Console) -> None:
 
 def gen_stats(result) -> str:
     rate = f"{result.tokens_per_second:,.0f} tokens/s" if result.tokens_per_second else "- tokens/s"
-    text = f"{result.n_tokens} tokens in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
+    text = f"{count(result.n_tokens, 'token')} in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
     first = getattr(result, "first_token_seconds", None)
     if first is not None and result.n_tokens > 1:
         text += f", first token after {first * 1000:.0f} ms"
@@ -331,8 +331,8 @@ def gen_notes(console: Console, result) -> None:
     if getattr(result, "default_prompt", False):
         _dim(console, f"no prompt given: started from {visible_text(result.prompt)!r}")
     if result.text and not result.text.strip():
-        counts = ", ".join(f"{result.text.count(ch)} {name}" for ch, name in
-                           ((" ", "spaces"), ("\n", "newlines"), ("\t", "tabs")) if ch in result.text)
+        counts = ", ".join(count(result.text.count(ch), name) for ch, name in
+                           ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
         say(console, f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", "yellow")
     if getattr(result, "untrained", False):
         _dim(console, "this model has not trained yet, so its text is random: :train first")
@@ -425,7 +425,7 @@ def _trace_rows(result):
             elif not result.show_all and r.layer != shown:
                 block = by_layer[r.layer]
                 heading = Text(f"blocks.{r.layer}", style="bold cyan") + Text(" TransformerBlock", style="dim")
-                folded = (f"same {len(block)} steps as blocks.{shown}", _io(block[0], block[-1]),
+                folded = (f"same {count(len(block), 'step')} as blocks.{shown}", _io(block[0], block[-1]),
                           _int(sum(b.n_params for b in block)))
                 sections.append((heading, [folded]))
                 continue
@@ -501,12 +501,12 @@ def _(result, console: Console) -> None:
                     console.print(Padding(whole_words(Text(formula, style="italic dim")), (0, 0, 0, 4)),
                                   highlight=False)
     total = sum(r.n_params for r in result.records)
-    note = f"{len(result.records)} steps, {result.n_layers} layer{'s' if result.n_layers != 1 else ''}, {total:,} parameters"
+    note = f"{count(len(result.records), 'step')}, {count(result.n_layers, 'layer')}, {count(total, 'parameter')}"
     if any(len(r) == 3 for _, rows in sections for r in rows):
         shown = result.layer if result.layer is not None else 0
         note += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
     if dropped:
-        _dim(console, f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)")
+        _dim(console, f"{count(dropped, 'dropout step')} not shown: dropout does nothing at inference (eval mode)")
     _dim(console, note)
 
 
@@ -616,7 +616,7 @@ def _(result, console: Console) -> None:
         rows.append(("characters", _int(info.chars)))
     elif info.chars:
         rows.append(("characters", f"{info.chars} per example"))
-    rows.append(("vocabulary", f"{info.vocab_size} symbols"))
+    rows.append(("vocabulary", count(info.vocab_size, "symbol")))
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         share = round(100 * info.train_tokens / total) if total else 0
@@ -646,8 +646,8 @@ def _(result, console: Console) -> None:
     table.add_column("module", footer="total", overflow="fold")
     table.add_column("shape", footer="")
     table.add_column("parameters", justify="right", footer=_int(result.total))
-    for path, shape, count in result.rows:
-        _add(table, path, _shape(shape), _int(count))
+    for path, shape, n in result.rows:
+        _add(table, path, _shape(shape), _int(n))
     console.print(table)
     _dim(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
 
@@ -723,11 +723,11 @@ def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
          f"kept for backward at batch {B} x {T} by the readable forward in float32")
     _add(costs, "training total", _bytes(ledger["total_bytes"]), "the four above")
     if kv:
-        saving = (f"; {kv['n_heads']} heads would need {_bytes(kv['mha_bytes_per_token'])} "
+        saving = (f"; {count(kv['n_heads'], 'head')} would need {_bytes(kv['mha_bytes_per_token'])} "
                   f"({kv['n_heads'] // kv['kv_heads']}x)" if kv["kv_heads"] != kv["n_heads"] else "")
         _add(costs, "KV cache, sampling", _bytes(kv["window_bytes"]),
-             f"{_bytes(kv['bytes_per_token'])} a token x {kv['window']}: K and V of {kv['kv_heads']} "
-             f"key/value heads per layer{saving}")
+             f"{_bytes(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
+             f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}")
     console.print(costs)
     _dim(console, "tied weights are counted once; :params all=on lists every tensor")
 
@@ -744,7 +744,7 @@ def _(result, console: Console) -> None:
 @render.register(commands.LoadResult)
 def _(result, console: Console) -> None:
     text = Text(f"loaded {result.name}", style="green")
-    text.append(f": step {result.step:,}, data {result.data_spec}, {result.n_params:,} parameters")
+    text.append(f": step {result.step:,}, data {result.data_spec}, {count(result.n_params, 'parameter')}")
     if result.val_loss is not None:
         text.append(f", val loss {result.val_loss:.4f}")
     say(console, text)
@@ -755,7 +755,8 @@ def _(result, console: Console) -> None:
     if getattr(result, "data_missing", None):
         say(console, f"data: {result.data_missing}", "yellow")
     if result.run_remaining > 0:
-        say(console, f"the run was stopped with {result.run_remaining:,} steps left: :train continues it", "yellow")
+        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: :train continues it",
+            "yellow")
     if result.saved_at:
         _dim(console, f"saved {result.saved_at}, from {result.path}")
 
@@ -915,7 +916,7 @@ def _(result, console: Console) -> None:
         changes = ", ".join(f"{key}={_value(v)}" for key, v in o.changes.items()) or "-"
         label = Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)])
         _add(facts, label, _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
-        lines.append(label + Text(f": {_int(o.n_params)} parameters, {_rate(o.tokens_per_second)} tokens/s, "
+        lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {_rate(o.tokens_per_second)} tokens/s, "
                                   f"{_seconds(o.seconds)}" + (f"; differs in {changes}" if k else "")))
     if _fits(console, facts):
         console.print(facts)
@@ -1245,7 +1246,7 @@ def _(result, console: Console) -> None:
     tokens = result.tokens[start:]
     maps = [[row[start:] for row in m[start:]] for m in result.maps]
     peak = max((w for m in maps for row in m for w in row), default=1.0)
-    what = f"head {result.heads[0]}" if single else f"all {result.n_heads} heads"
+    what = f"head {result.heads[0]}" if single else f"all {count(result.n_heads, 'head')}"
     say(console, f"attention, layer {result.layer}, {what}", "bold")
     _note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
     if start:
@@ -1259,7 +1260,8 @@ def _(result, console: Console) -> None:
         console.print(Columns(panels, padding=(1, 2)))
     console.print(_legend(peak, as_text), highlight=False)
     if result.dropped:
-        _note(console, f"the first {result.dropped} characters of the prompt were beyond max_seq_len and not read")
+        _note(console, f"the first {count(result.dropped, 'character')} of the prompt (beyond max_seq_len) "
+                       "went unread")
 
 
 def _stage_header(result) -> str:
@@ -1377,8 +1379,9 @@ def _(result, console: Console) -> None:
     while k > 1 and not _fits(console, guesses(k)):
         k -= 1
     console.print(guesses(k))
-    _note(console, "the last row is the model's own prediction" + (f"; the {most - k} next guesses need a wider "
-                                                                    "terminal" if k < most else ""))
+    more = count(most - k, "more guess", "more guesses")
+    _note(console, "the last row is the model's own prediction" + (f"; a wider terminal shows {more}"
+                                                                    if k < most else ""))
 
 
 def _chart(series, width: int, height: int = 12, baseline: float | None = None, baseline_label: str = "") -> Group:
@@ -1475,7 +1478,7 @@ def _(result, console: Console) -> None:
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
     n = len(result.ids)
-    _note(console, f"{n} token{'s' if n != 1 else ''}, one per {result.kind}; ids index a vocabulary of "
+    _note(console, f"{count(n, 'token')}, one per {result.kind}; ids index a vocabulary of "
                    f"{result.vocab_size}")
 
 
@@ -1516,7 +1519,7 @@ def _(result, console: Console) -> None:
              _change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     _add(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     console.print(table)
-    say(console, f":gen now samples from the int8 copy ({m.linear_layers} Linear layers int8, on the CPU); "
+    say(console, f":gen now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on the CPU); "
                  ":quantize off goes back; training or loading drops the copy", "green")
     if result.device is not None and result.device != "cpu":
         _dim(console, f"the float model trains on {result.device}; both were timed on the CPU")

@@ -348,3 +348,35 @@ def test_checkpoint_results():
 def test_train_result_reports_its_checkpoint():
     assert "saved checkpoint autosave" in text_of(train_result(saved="autosave"))
     assert "warning: not saved: disk full" in text_of(train_result(save_error="disk full"))
+
+
+# --- counted nouns -------------------------------------------------------------------------------
+def test_one_helper_counts_every_noun():
+    from minitf_repl.core.words import count
+
+    assert count(1, "token") == "1 token" and count(0, "token") == "0 tokens" and count(1234, "token") == "1,234 tokens"
+    assert count(1, "more guess", "more guesses") == "1 more guess" and count(2, "guess", "guesses") == "2 guesses"
+
+
+def test_no_message_says_one_of_a_plural():
+    one = C.GenResult("a", "\n", 1, 0.1, 10.0, True, False, first_token_seconds=0.01)
+    out = text_of(one)
+    assert "1 token in" in out and "(1 newline)" in out and "1 tokens" not in out and "1 newlines" not in out
+    out = text_of(train_result(steps=1, total_steps=1, evals=[]))
+    assert "trained 1 step:" in out
+    out = text_of(train_result(steps=1, total_steps=1, run_remaining=1, stopped=True, evals=[]))
+    assert "(1 step this time;" in out
+    from minitf_repl.core.data import DataInfo
+
+    out = text_of(C.DataResult(DataInfo("x", "corpus", "one letter", 1, 1, 1, 1), changed=False, rebuilt=False))
+    assert "1 symbol" in out and "1 symbols" not in out
+
+
+def test_the_cpu_says_1_thread():
+    import torch
+
+    from minitf_repl.core.device import describe_devices
+
+    torch.set_num_threads(1)  # the conftest restores the count
+    cpu = next(d for d in describe_devices() if d.kind == "cpu")
+    assert cpu.description.endswith(", 1 thread")

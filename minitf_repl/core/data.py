@@ -24,6 +24,7 @@ import torch
 
 from .errors import DataError
 from .paths import cache_dir
+from .words import count
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -53,7 +54,8 @@ class CharTokenizer:
         order anyway means the ids match the saved embedding rows whatever wrote the file.
         """
         if len(set(vocab)) != len(vocab):
-            raise DataError(f"the vocabulary repeats a character ({len(vocab)} characters, {len(set(vocab))} distinct)")
+            raise DataError(f"the vocabulary repeats a character ({count(len(vocab), 'character')}, "
+                            f"{len(set(vocab))} distinct)")
         tokenizer = cls("")
         tokenizer.itos = list(vocab)
         tokenizer.stoi = {ch: i for i, ch in enumerate(tokenizer.itos)}
@@ -119,7 +121,7 @@ class TextCorpus:
         shortest = min(len(self.splits["train"]), len(self.splits["val"]))
         if shortest < max_seq_len + 1:
             raise DataError(
-                f"{self.name} is too short: its smaller split has {shortest} characters, and one "
+                f"{self.name} is too short: its smaller split has {count(shortest, 'character')}, and one "
                 f"window needs max_seq_len + 1 = {max_seq_len + 1}; use a longer text or a smaller max_seq_len"
             )
 
@@ -243,7 +245,7 @@ class RandomTokens:
 
     def __init__(self, vocab_size: int = 50):
         self.name = "random"
-        self.description = f"uniformly random tokens from {vocab_size} symbols (nothing to learn)"
+        self.description = f"uniformly random tokens from {count(vocab_size, 'symbol')} (nothing to learn)"
         chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
         self.tokenizer = CharTokenizer(chars[:vocab_size])
 
@@ -321,7 +323,7 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
         ) from None
     if _sha256(payload) != SHAKESPEARE_SHA256:
         raise DataError(
-            f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {len(payload)} bytes); "
+            f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {count(len(payload), 'byte')}); "
             "check the URL (MINITF_SHAKESPEARE_URL) or use a local file by path"
         )
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .errors import DeviceError
+from .words import count
 
 ACCEPTED_FORMS = "auto, cpu, cuda, cuda:N or mps"
 
@@ -70,8 +71,8 @@ def resolve_device(name: str = "auto") -> torch.device:
             raise DeviceError(f"device {text!r} is not available here (no Apple MPS backend); available: {available}")
         return torch.device("mps")
 
-    count = _cuda_count()
-    if count == 0:
+    n_gpus = _cuda_count()
+    if n_gpus == 0:
         raise DeviceError(f"device {text!r} is not available here (no CUDA GPU found); available: {available}")
     if index is None:
         # Plain "cuda" means the current GPU; spelling out its index makes `param.device == device` hold.
@@ -79,9 +80,9 @@ def resolve_device(name: str = "auto") -> torch.device:
             return torch.device("cuda", torch.cuda.current_device())
         except Exception:
             return torch.device("cuda", 0)
-    if int(index) >= count:
-        gpus = "1 CUDA GPU" if count == 1 else f"{count} CUDA GPUs"
-        raise DeviceError(f"device {text!r} is not available here (only {gpus}); available: {available}")
+    if int(index) >= n_gpus:
+        raise DeviceError(f"device {text!r} is not available here (only {count(n_gpus, 'CUDA GPU')}); "
+                          f"available: {available}")
     return torch.device("cuda", int(index))
 
 
@@ -132,7 +133,7 @@ def _cpu_info() -> DeviceInfo:
         processor = platform.processor() or platform.machine()
     except Exception:
         pass
-    description = f"{processor}, {threads} threads" if processor else f"CPU, {threads} threads"
+    description = f"{processor or 'CPU'}, {count(threads, 'thread')}"
     memory = None
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
