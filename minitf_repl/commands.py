@@ -101,6 +101,7 @@ class GenResult:
     untrained: bool = False  # the model has not trained a step: its text is random
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
+    answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
 
 
 @dataclass
@@ -430,8 +431,10 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
 
     from .core.generate import generate
 
+    done = getattr(session.data, "answer_complete", None)  # a task's answers end (core.data)
     stream = generate(
-        model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache
+        model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache,
+        done=done,
     )
     reporter.on_gen_start(prompt)
     pieces: list[str] = []
@@ -466,6 +469,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         untrained=session.trainer.step == 0,
         first_token_seconds=first_token_seconds,
         probs=token_probs(model, ids, new_ids, settings) if args["show"] == "probs" else None,
+        answered=done is not None and not stopped and done(ids + new_ids),
     )
 
 
@@ -859,7 +863,8 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     from .core.generate import generate
 
     ids = session.data.tokenizer.encode(prompt)
-    text = session.data.tokenizer.decode(list(generate(session.model, ids, 24, temperature=0.0)))
+    done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
+    text = session.data.tokenizer.decode(list(generate(session.model, ids, 24, temperature=0.0, done=done)))
     return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
 
 
@@ -1341,7 +1346,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     samples = []
     for seed in range(3):
         new = list(generate(model, data.tokenizer.encode(start_text), min(g.n, 120), g.temperature, g.top_k, g.top_p,
-                            seed, cache=True))
+                            seed, cache=True, done=getattr(data, "answer_complete", None)))
         samples.append(start_text + data.tokenizer.decode(new))
     history = session.trainer.history
     report = ReportData(

@@ -334,6 +334,9 @@ def gen_notes(console: Console, result) -> None:
         counts = ", ".join(count(result.text.count(ch), name) for ch, name in
                            ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
         say(console, f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", "yellow")
+    if getattr(result, "answered", False):
+        _dim(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
+                      "stopped at the end of the answer (a task's answers have a fixed length)")
     if getattr(result, "untrained", False):
         _dim(console, "this model has not trained yet, so its text is random: :train first")
     _dim(console, gen_stats(result))

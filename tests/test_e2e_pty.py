@@ -56,10 +56,10 @@ def test_interactive_session_with_ctrl_c_during_train(env, tmp_path):
         child.expect(r"\d+/20000")
         child.sendintr()  # Ctrl-C
         child.expect_exact("stopping after this step...")
-        child.expect(r"stopped at step \d+ of 20000: :train continues")
+        child.expect(r"stopped at step [\d,]+ of 20,000: :train continues")
         child.expect_exact("minitf>")
         child.sendline(":gen n=20")
-        child.expect_exact("20 tokens in")
+        child.expect(r"\d+ tokens? in")  # 20, or fewer where a sort answer ends
         child.expect_exact("minitf>")
         child.sendline(":shapes")
         child.expect_exact("attn.hook_scores")  # under the blocks.0 heading

@@ -31,6 +31,8 @@ SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2d
 SHAKESPEARE_CHARS = 1_115_394
 
 CORPORA = ("pydoc", "shakespeare")
+# The digits of pi: the example each task describes itself with (enough for add:30's 60 digits).
+PI_DIGITS = "3141592653589793238462643383279502884197169399375105820974944592307816406286"
 MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 ids: 8 bytes a character
 TASKS = ("sort", "reverse", "add", "random")
 
@@ -148,10 +150,16 @@ class Task:
         self.size = size
         self.tokenizer = CharTokenizer(self.vocab)
         self.description = {
-            "sort": f"sort {size} digits: 3141=1134",
-            "reverse": f"reverse {size} digits: 3141=1413",
-            "add": f"add two {size}-digit numbers: 12+34=046",
+            "sort": f"sort {count(size, 'digit')}: {self.example}",
+            "reverse": f"reverse {count(size, 'digit')}: {self.example}",
+            "add": f"add two {size}-digit numbers: {self.example}",
         }[name]
+
+    @property
+    def example(self) -> str:
+        """One whole example of this size, from the digits of pi: 314159=113459 for sort:6."""
+        question = self.question([int(d) for d in PI_DIGITS[: self.n_digits]])
+        return question + self.answer(question)
 
     # --- one example -------------------------------------------------------------------------
     def question(self, digits: list[int]) -> str:
@@ -184,6 +192,18 @@ class Task:
     def seq_len(self) -> int:
         """Tokens the model sees: question + answer minus the last (it is only a target)."""
         return self.question_len + self.answer_len - 1
+
+    def answer_complete(self, ids: list[int]) -> bool:
+        """The end of an answer, which generation stops at: a whole answer follows the text's first '='.
+
+        A task's text is one question and its answer, and every answer has answer_len characters
+        (add's is zero-padded), so what a model writes after it was never trained and means nothing
+        (sort went on `314159=113459999999...`). The first '=' is the one that ends the question.
+        """
+        equals = self.tokenizer.stoi["="]
+        if equals not in ids:
+            return False
+        return len(ids) - ids.index(equals) - 1 >= self.answer_len
 
     @staticmethod
     def is_val(question: str) -> bool:
