@@ -503,11 +503,32 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all)
 
 
+SAMPLE_CHARS = 16  # the length of a corpus's default prompt for the views
+SAMPLE_SCAN = 20_000  # characters of validation text searched for it
+
+
+def sample_window(data) -> tuple[int, str]:
+    """Where in a corpus's validation text the default prompt starts, and its text.
+
+    The first SAMPLE_CHARS characters of the split were often mostly whitespace (pydoc's start
+    with ` Counter()` and an indent), which shows a view nothing. The prompt is the first window
+    that reads like a sentence: a capital letter after whitespace, then words: no line break, no
+    run of spaces, at least three quarters letters. Text with no such window (code, numbers) gives
+    its first characters, as before.
+    """
+    text = data.tokenizer.decode(data.splits["val"][:SAMPLE_SCAN].tolist())
+    for start in range(1, max(1, len(text) - SAMPLE_CHARS)):
+        window = text[start : start + SAMPLE_CHARS]
+        if (window[0].isupper() and text[start - 1].isspace() and "\n" not in window and "  " not in window
+                and sum(ch.isalpha() for ch in window) >= 0.75 * SAMPLE_CHARS):
+            return start, window
+    return 0, text[:SAMPLE_CHARS]
+
+
 def sample_prompt(data) -> str:
-    """A short, typical input: 16 characters of validation text, or one held-out task question."""
-    splits = getattr(data, "splits", None)
-    if splits is not None:
-        return data.tokenizer.decode(splits["val"][:16].tolist())
+    """A short, typical input: a sentence's start from the validation text, or one held-out task question."""
+    if getattr(data, "splits", None) is not None:
+        return sample_window(data)[1]
     if hasattr(data, "sample_questions"):
         import torch
 
@@ -1237,8 +1258,11 @@ def _true_next(data, prompt: str) -> str | None:
     """The character that follows the default prompt in the data (None for random tokens)."""
     splits = getattr(data, "splits", None)
     if splits is not None:
-        n = len(prompt)
-        return data.tokenizer.decode(splits["val"][n : n + 1].tolist()) or None
+        start, window = sample_window(data)
+        if prompt != window:
+            return None
+        end = start + len(window)
+        return data.tokenizer.decode(splits["val"][end : end + 1].tolist()) or None
     if hasattr(data, "answer") and prompt.endswith("="):
         return data.answer(prompt)[:1] or None
     return None

@@ -303,3 +303,18 @@ def test_view_commands_are_declared_with_completion():
     assert C.REGISTRY["attn"].find_param("head").complete(s) == ["all", "0", "1"]
     assert C.REGISTRY["attn"].find_param("layer").complete(s) == ["0", "1"]
     assert C.REGISTRY["gen"].find_param("show").choices == ("text", "probs")
+
+
+# --- the default prompt of a corpus ------------------------------------------------------------------------
+def test_a_corpus_default_prompt_reads_like_a_sentence():
+    from minitf_repl.core.data import TextCorpus, load_data
+
+    val = "   \n        >>> x[1]\n        2\n\n   The model reads this sentence first.\n"
+    corpus = TextCorpus("t", "a" * (9 * len(val)) + val, "test text")  # the last tenth is `val`
+    assert C.sample_window(corpus) == (val.index("The"), "The model reads ")
+    assert C._true_next(corpus, "The model reads ") == "t"
+    assert C._true_next(corpus, "something else") is None  # only the default prompt has a known next character
+    prompt = C.sample_prompt(load_data("pydoc"))  # its first 16 characters were ' Counter()\n     '
+    assert "\n" not in prompt and prompt[0].isupper() and sum(ch.isalpha() for ch in prompt) >= 12
+    lens = run_command(Session(data_spec="pydoc"), "lens", {})
+    assert lens.prompt == prompt and lens.target is not None
