@@ -354,7 +354,10 @@ def _(result, console: Console) -> None:
 
 # The symbols of the formulas (model.py's docstring), read back from the trace's own shapes.
 _SYMBOL_NAMES = (("B", "batch"), ("T", "positions"), ("d", "width"), ("h", "heads"), ("d_k", "d/h"),
-                 ("d_ff", "FFN"), ("V", "vocab"))
+                 ("h_kv", "key/value heads"), ("d_ff", "FFN"), ("V", "vocab"))
+# Steps that carry K or V before they are repeated to h heads: under grouped-query attention their
+# shapes read with h_kv (and a projection's width as h_kv·d_k) before any other symbol.
+_KV_SHAPES = ("k_proj", "v_proj", "hook_k", "hook_v", "k_norm", "hook_k_rot")
 _SCORE_STEPS = ("hook_scores", "hook_masked_scores", "hook_weights", "attn_dropout")
 
 
@@ -369,6 +372,9 @@ def _trace_dims(records) -> dict[str, int]:
             dims["d"] = out[-1]
         elif name == "hook_q" and len(out) == 4 and "h" not in dims:
             dims["h"], dims["d_k"] = out[1], out[3]
+        elif name == "hook_k" and len(out) == 4 and "h_kv" not in dims and out[1] != dims.get("h"):
+            dims["h_kv"] = out[1]  # grouped-query attention: fewer K/V heads than query heads
+            dims["h_kv·d_k"] = out[1] * out[3]
         elif name == "fc_in" and "d_ff" not in dims:
             dims["d_ff"] = out[-1]
         elif name == "lm_head":
@@ -376,8 +382,12 @@ def _trace_dims(records) -> dict[str, int]:
     return dims
 
 
-def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
-    """`(B, h, T, d_k)` for a shape whose sizes match those symbols, else None."""
+def _symbols(shape, dims: dict[str, int], scores: bool = False, kv: bool = False) -> str | None:
+    """`(B, h, T, d_k)` for a shape whose sizes match those symbols, else None.
+
+    `scores`: the step holds attention scores, (B, h, T, T) first. `kv`: it holds K or V before
+    their repetition, so under grouped-query attention (B, h_kv, T, d_k) and (B, T, h_kv·d_k) first.
+    """
     candidates = {
         1: [("T",)],
         2: [("B", "T"), ("T", "d")],
@@ -386,6 +396,8 @@ def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
     }.get(len(shape), [])
     if scores:
         candidates = candidates[::-1]
+    grouped = {3: [("B", "T", "h_kv·d_k")], 4: [("B", "h_kv", "T", "d_k")]}.get(len(shape), [])
+    candidates = grouped + candidates if kv else candidates + grouped
     for names in candidates:
         if all(dims.get(n) == size for n, size in zip(names, shape)):
             return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
@@ -394,13 +406,15 @@ def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
 
 def _shape_cell(r, dims: dict[str, int]) -> str:
     """`(B, T, d) -> (B, T, d_ff) = (1, 5, 64)`: the symbols, then the output's numbers."""
-    scores = r.path.rsplit(".", 1)[-1] in _SCORE_STEPS
-    out = _symbols(r.output_shape, dims, scores)
+    name = r.path.rsplit(".", 1)[-1]
+    scores, kv = name in _SCORE_STEPS, name in _KV_SHAPES
+    out = _symbols(r.output_shape, dims, scores, kv)
     numbers = _shape(r.output_shape)
     if out is None:
         inputs = ", ".join(_shape(s) for s in r.input_shapes)
         return f"{inputs} -> {numbers}" if inputs and inputs != numbers else numbers
-    inp = _symbols(r.input_shapes[0], dims, scores) if r.input_shapes else None
+    kv_input = kv and name not in ("k_proj", "v_proj")  # a projection reads (B, T, d)
+    inp = _symbols(r.input_shapes[0], dims, scores, kv_input) if r.input_shapes else None
     if inp is None and r.input_shapes:
         inp = _shape(r.input_shapes[0])
     head = out if inp in (None, out) else f"{inp} -> {out}"

@@ -318,3 +318,21 @@ def test_a_corpus_default_prompt_reads_like_a_sentence():
     assert "\n" not in prompt and prompt[0].isupper() and sum(ch.isalpha() for ch in prompt) >= 12
     lens = run_command(Session(data_spec="pydoc"), "lens", {})
     assert lens.prompt == prompt and lens.target is not None
+
+
+def test_shapes_under_grouped_query_attention_name_the_key_value_heads():
+    """(1, 2, 9, 32) next to (B, h, T, d_k) was unreadable: K and V's own head count is h_kv."""
+    s = Session(data_spec="sort")
+    run_command(s, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64,
+                           "max_seq_len": 16, "pos_encoding": "rope", "qk_norm": True})
+    out = text_of(run_command(s, "shapes", {"prompt": "3141="}), 200)
+    assert "h_kv=2 key/value heads" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  attn.")}
+    assert "(B, T, d) -> (B, T, h_kv·d_k) = (1, 5, 16)" in rows["attn.k_proj"]
+    for name in ("attn.hook_k", "attn.hook_v", "attn.k_norm", "attn.hook_k_rot"):
+        assert "(B, h_kv, T, d_k) = (1, 2, 5, 8)" in rows[name], rows[name]
+    assert "(B, h, T, d_k) = (1, 4, 5, 8)" in rows["attn.hook_k_rep"] and "(B, h_kv, T, d_k) -> (B, h, T, d_k)" in out
+    assert all("(B," in row for row in rows.values())  # no attention step left as bare numbers
+    mha = Session(data_spec="sort")
+    run_command(mha, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "d_ff": 64, "max_seq_len": 16})
+    assert "h_kv" not in text_of(run_command(mha, "shapes", {"prompt": "3141="}), 200)  # one kind of head
