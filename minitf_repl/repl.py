@@ -196,14 +196,36 @@ def tolerant_mouse_bindings() -> KeyBindings:
 
 
 # --- the interactive loop ----------------------------------------------------------------------
-def toolbar_text(session) -> str:
+def toolbar_text(session, width: int | None = None) -> str:
+    """The bottom toolbar: device, size, step, losses, data; within `width` columns where given.
+
+    Each loss is named, so the toolbar's numbers compare with what :load, :ls and :train show (a
+    loaded model's val loss used to sit beside the toolbar's train loss, both called "loss"). A data
+    file shows as its name: the folders before it pushed the line past the screen's edge. Where the
+    line is still too wide, the train loss goes first (the val loss is the one the other views show).
+    """
     try:
         st = session.status()
     except Exception:
         return ""
     params = f"{st.n_params:,} params" if st.n_params is not None else "no model yet"
-    loss = f"loss {st.last_loss:.4f}" if st.last_loss is not None else "loss -"
-    return f" device {st.device} | {params} | step {st.step} | {loss} | data {st.data} "
+    losses = [f"train loss {st.last_loss:.4f}"] if st.last_loss is not None else []
+    if st.val_loss is not None:
+        losses.append(f"val loss {st.val_loss:.4f}")
+    data = st.data if "/" not in st.data and os.sep not in st.data else "…/" + Path(st.data).name
+    while True:
+        loss = " | ".join(losses) or "loss -"
+        text = f" device {st.device} | {params} | step {st.step:,} | {loss} | data {data} "
+        if width is None or len(text) <= width or len(losses) < 2:
+            return text
+        losses = losses[1:]
+
+
+def _toolbar_width() -> int | None:
+    try:
+        return get_app().output.get_size().columns
+    except Exception:
+        return None
 
 
 def run_repl(session, console: Console, err_console: Console | None = None, debug: bool = False,
@@ -218,7 +240,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         history=history,
         auto_suggest=AutoSuggestFromHistory(),
         completer=CommandCompleter(session=session),
-        bottom_toolbar=lambda: toolbar_text(session),
+        bottom_toolbar=lambda: toolbar_text(session, _toolbar_width()),
         input=input,
         output=output,
         key_bindings=tolerant_mouse_bindings(),

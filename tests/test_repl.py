@@ -316,3 +316,20 @@ def test_completed_data_names_are_the_cores():
     from minitf_repl.core.data import CORPORA, TASKS
 
     assert commands.DATA_NAMES == CORPORA + TASKS  # repl.py cannot import core.data (torch) to share them
+
+
+def test_toolbar_names_each_loss_and_shortens_a_data_path(tmp_path):
+    corpus = tmp_path / "some" / "deep" / "folder" / "fox.txt"
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    session = Session(data_spec=str(corpus))
+    out, err = consoles()
+    repl.run_lines([TINY, ":train steps=4 eval_every=2"], session, out, err)
+    st = session.status()
+    val = next(h["val_loss"] for h in reversed(session.trainer.history) if h["val_loss"] is not None)
+    assert st.val_loss == val
+    text = repl.toolbar_text(session)
+    assert f"train loss {st.last_loss:.4f} | val loss {val:.4f}" in text  # like with like: each one named
+    assert text.endswith("| data …/fox.txt ") and "deep" not in text
+    narrow = repl.toolbar_text(session, width=len(text) - 1)
+    assert "train loss" not in narrow and f"val loss {val:.4f}" in narrow and len(narrow) < len(text)
