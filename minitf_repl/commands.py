@@ -757,7 +757,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     base_seed = session.train_config.seed
     reporter.on_compare_start([c.label for c in contenders], steps, seeds)
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
-                       on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop)
+                       on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
+                       on_step=reporter.on_compare_step)
     finals = [(o.final, o) for o in outcomes if o.final is not None]
     stopped = any(o.final is None or o.final.step < steps for o in outcomes)
     verdict = None

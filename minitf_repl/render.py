@@ -1146,19 +1146,23 @@ class RichReporter(Reporter):
         self._compare = CompareTable(labels, seeds)
         if not self.live:
             return
-        self._compare_total = len(labels) * seeds * steps
+        # The bar counts every training step of every contender and seed (on_compare_step), so it
+        # moves, and Rich can estimate the time left, between evaluations too: moved only at
+        # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
         self._progress = Progress(TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                                  TimeRemainingColumn(), console=self.console, expand=True)
-        self._task = self._progress.add_task("compare", total=len(labels) * steps, completed=0)
+                                  TextColumn("eta"), TimeRemainingColumn(), console=self.console, expand=True)
+        self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
         self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
                           refresh_per_second=4)
         self._live.start()
 
+    def on_compare_step(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, total=total)
+
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
         if self._live is not None:
-            self._progress.update(self._task, completed=min(evaluation.step * len(self._compare.labels),
-                                                          self._progress.tasks[0].total))
             self._live.update(Group(self._compare, self._progress))
 
     # generation ----------------------------------------------------------------------------------

@@ -68,8 +68,13 @@ def compare(
     device: torch.device | str = "cpu",
     on_evaluation: Callable[[Evaluation], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[Outcome]:
-    """Train each contender for `steps` steps once per seed, in step; return one Outcome each."""
+    """Train each contender for `steps` steps once per seed, in step; return one Outcome each.
+
+    `on_step(done, total)` follows every training step of every contender and seed (`total` of them
+    in all), so a progress bar can move, and estimate the time left, between evaluations.
+    """
     base = contenders[0].model_config.to_dict()
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in c.model_config.to_dict().items() if base.get(k) != v})
                 for c in contenders]
@@ -87,6 +92,13 @@ def compare(
         busy = [[0.0, 0] for _ in contenders]  # seconds and tokens of training, per contender
         every = contenders[0].train_config.eval_every
         done = 0
+        total, trained = len(runs) * steps, [0]  # training steps of all runs, and done so far
+
+        def stepped(info) -> None:
+            trained[0] += 1
+            if on_step is not None:
+                on_step(trained[0], total)
+
         while done < steps:
             target = min(done + every, steps)
             results: dict[int, list[tuple[float, float | None]]] = {}
@@ -94,7 +106,7 @@ def compare(
                 if should_stop is not None and should_stop():
                     return _finish(outcomes, busy)
                 start = time.perf_counter()
-                summary = trainer.run(should_stop=lambda t=trainer: t.step >= target)
+                summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target)
                 outcomes[i].seconds += time.perf_counter() - start
                 if summary.tokens_per_second:
                     busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second
