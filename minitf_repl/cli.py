@@ -28,6 +28,7 @@ from .parsing import parse_line
 from .registry import Registry
 from .render import console_for, error, internal_error
 from .session import Session
+from .syntax import SHELL, speaking
 
 try:  # recent Typer vendors click; older releases depend on it
     from typer._click.exceptions import ClickException as _ClickException
@@ -127,6 +128,9 @@ def root(
         help="Start from a saved checkpoint (model, training run, data), as :load does; --set applies after it.",
     ),
 ) -> None:
+    # Everything typed on this command line is shell syntax, and so is every message about it (a
+    # REPL opened below speaks its own syntax for each command: dispatch.FrontDoor).
+    ctx.with_resource(speaking(SHELL))
     quiet = False
     if _launched_by_torchrun():
         if ctx.invoked_subcommand is None:
@@ -191,7 +195,7 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         if data is not None and data.strip() != result.data_spec:
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
-                "(the checkpoint brings its data) or switch after loading with :data"
+                "(the checkpoint brings its data)"
             )
     except UserError as e:
         error(_stderr(), f"--load: {phrase(e, 'shell')}")
@@ -256,8 +260,10 @@ def _make_subcommand(command, registry: Registry):
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     annotations = {"ctx": typer.Context}
     if command.pairs:
-        info = typer.Argument(None, metavar="KEY=VALUE...", help="Settings to change, e.g. n_layers=2 lr=1e-3.",
-                              show_default=False)
+        # The keys listed here: an unknown key's error sends a shell user to this help (`minitf set --help`).
+        keys = ", ".join(p.name for p in command.options)
+        info = typer.Argument(None, metavar="KEY=VALUE...", show_default=False,
+                              help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."))
         params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
                                         annotation=Optional[List[str]]))
         annotations["pairs"] = Optional[List[str]]

@@ -29,6 +29,7 @@ from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
 from .reporter import Reporter
 from .session import AUTOSAVE_NAME, Session, ShellConfig
+from .syntax import cmd, restore, train_first
 
 REGISTRY = Registry()
 command = REGISTRY.command
@@ -273,7 +274,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     steps = args["steps"]
     if session.ablations:
         raise UserError(f"parts of the model are switched off ({', '.join(map(str, session.ablations))}); "
-                        "training would learn around them: :ablate off first")
+                        f"training would learn around them: {cmd('ablate', 'off')} first")
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
         from .core.checkpoint import check_save_target
@@ -608,7 +609,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
     if not given:
         keys = ", ".join(p.name for p in REGISTRY["set"].options)
-        raise UserError(f"nothing to set; give key=value pairs, e.g. :set lr=1e-3 n_layers=2 (keys: {keys})")
+        raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)} (keys: {keys})")
     current = {cls: _current(session, cls) for cls in SETTINGS}
     new = {}
     for cls, config in current.items():
@@ -687,7 +688,7 @@ def recipe_line(spec: str, changes: dict) -> str:
 def _rebuilt_line(vocab_size: int, kept: str | None) -> str:
     line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "
             "weights reset (step 0)")
-    return line + (f"; the trained model was kept as checkpoint {kept} (:load {kept} brings it back)" if kept else "")
+    return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
@@ -743,8 +744,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     every = args["eval_every"] or max(1, steps // 10)
     groups = _contender_groups(args["contenders"] or "")
     if len(groups) < 2:
-        raise UserError("compare needs at least two contenders, e.g. :compare current n_layers=2 "
-                        "(or preset=seed vs preset=modern)")
+        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', 'current n_layers=2')} "
+                        f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
     if len(groups) > MAX_CONTENDERS:
         raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
     contenders = []
@@ -835,7 +836,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     """Routes one validation batch (no training) and reads the model's routing counts."""
     config = session.model_config
     if config.n_experts <= 1:
-        raise UserError("this model has no experts (n_experts is 0); :set n_experts=4 experts_per_token=2 adds them")
+        raise UserError(f"this model has no experts (n_experts is 0); {cmd('set', n_experts=4, experts_per_token=2)} "
+                        "adds them")
     import torch
 
     trainer = session.trainer
@@ -905,7 +907,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
-        raise UserError("there is no model to save yet; :train one first, then :save")
+        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
     return save_session(session, name)
 
 
@@ -983,8 +985,10 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     if not name:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
-            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; :save NAME writes one")
-        raise UserError(f"which checkpoint? give its name, e.g. :load {names[0]} (saved: {clip(', '.join(names), 120)})")
+            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {cmd('save', 'NAME')} "
+                            "writes one")
+        raise UserError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
+                        f"(saved: {clip(', '.join(names), 120)})")
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
     checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
     data = _checkpoint_data(session, checkpoint)
@@ -1319,7 +1323,7 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     history = session.trainer.history if session.has_model else []
     series = history_series(history, what)
     if not series:
-        raise UserError("there is no training history yet; :train first, then :plot")
+        raise UserError(f"there is no training history yet; {train_first('plot', AUTOSAVE_NAME)}")
     return PlotResult(what, series, session.data.tokenizer.vocab_size)
 
 
@@ -1329,7 +1333,7 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
-        raise UserError("give some text, e.g. :tok hello")
+        raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
     return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size)

@@ -32,6 +32,7 @@ from . import commands
 from .core.words import count
 from .palette import SCALE, SHADES, VISIBLE, scale_hex, scale_rgb, shade, visible
 from .reporter import Reporter
+from .syntax import cmd, restore, train_first
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
 
@@ -286,7 +287,7 @@ def train_summary(result) -> str:
     parts.append(f"{result.seconds:.1f} s")
     if result.stopped:
         end = result.total_steps + result.run_remaining
-        head = f"stopped at step {result.total_steps:,} of {end:,}: :train continues"
+        head = f"stopped at step {result.total_steps:,} of {end:,}: {cmd('train', load=result.saved)} continues"
         return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
     head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:
@@ -307,7 +308,7 @@ def _(result, console: Console) -> None:
         _dim(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
                       "fresh warm-up + cosine)")
     if getattr(result, "saved", None):
-        _dim(console, f"saved checkpoint {result.saved} (:load {result.saved} restores it)")
+        _dim(console, f"saved checkpoint {result.saved} ({restore(result.saved)} restores it)")
     if getattr(result, "save_error", None):
         say(console, f"warning: not saved: {result.save_error}", "yellow")
 
@@ -338,7 +339,8 @@ def gen_notes(console: Console, result) -> None:
         _dim(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if getattr(result, "untrained", False):
-        _dim(console, "this model has not trained yet, so its text is random: :train first")
+        _dim(console, f"this model has not trained yet, so its text is random: "
+                      f"{train_first('gen', commands.AUTOSAVE_NAME)}")
     _dim(console, gen_stats(result))
 
 
@@ -555,7 +557,7 @@ def _(result, console: Console) -> None:
     elif result.switched:
         say(console, f"now using {result.current}", "green")
     else:
-        _dim(console, f"* current device: {result.current}; :device NAME switches")
+        _dim(console, f"* current device: {result.current}; {cmd('device', 'NAME')} switches")
     if getattr(result, "train_dtype", None) is not None and not getattr(result, "problem", None):
         why = (" (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto"
                else f" (dtype={result.dtype})")
@@ -604,7 +606,8 @@ def _(result, console: Console) -> None:
     console.print(where)
     preset = getattr(result, "preset", None)
     _dim(console, (f"the model settings match the preset {preset}" if preset else
-                   "the model settings match no preset") + "; :set key=value or :set preset=NAME changes them")
+                   "the model settings match no preset") + f"; {cmd('set', 'key=value')} or "
+                                                            f"{cmd('set', 'preset=NAME')} changes them")
 
 
 @render.register(commands.SetResult)
@@ -622,7 +625,7 @@ def _(result, console: Console) -> None:
 
 def _kept(console: Console, kept: str | None) -> None:
     if kept:
-        say(console, f"the trained model was kept as checkpoint {kept}: :load {kept} brings it back", "green")
+        say(console, f"the trained model was kept as checkpoint {kept}: {restore(kept)} brings it back", "green")
 
 
 @render.register(commands.DataResult)
@@ -746,7 +749,7 @@ def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
              f"{_bytes(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
              f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}")
     console.print(costs)
-    _dim(console, "tied weights are counted once; :params all=on lists every tensor")
+    _dim(console, f"tied weights are counted once; {cmd('params', all=True)} lists every tensor")
 
 
 @render.register(commands.SaveResult)
@@ -755,7 +758,7 @@ def _(result, console: Console) -> None:
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {_bytes(result.size_bytes)}, {result.seconds:.2f} s)")
     say(console, text)
-    _dim(console, f"in {result.path}; :load {result.name} restores it")
+    _dim(console, f"in {result.path}; {restore(result.name)} restores it")
 
 
 @render.register(commands.LoadResult)
@@ -772,8 +775,8 @@ def _(result, console: Console) -> None:
     if getattr(result, "data_missing", None):
         say(console, f"data: {result.data_missing}", "yellow")
     if result.run_remaining > 0:
-        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: :train continues it",
-            "yellow")
+        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
+                     f"{cmd('train', load=result.name)} continues it", "yellow")
     if result.saved_at:
         _dim(console, f"saved {result.saved_at}, from {result.path}")
 
@@ -783,7 +786,7 @@ def _(result, console: Console) -> None:
     """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
     (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
     if not result.rows:
-        _dim(console, f"no checkpoints in {result.directory} yet; :save NAME writes one")
+        _dim(console, f"no checkpoints in {result.directory} yet; {cmd('save', 'NAME')} writes one")
         return
     rows = []
     for row in result.rows:
@@ -815,7 +818,7 @@ def _(result, console: Console) -> None:
     for row in result.rows:
         if row.error is not None:
             say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
-    _dim(console, ":load NAME restores one; :save NAME writes one")
+    _dim(console, f"{restore('NAME')} restores one; {cmd('save', 'NAME')} writes one")
 
 
 # --- the variant lab ------------------------------------------------------------------------------------
@@ -998,7 +1001,7 @@ def _(result, console: Console) -> None:
     sample = Text("sample: ", style="dim") + Text(result.prompt, style="bold") + Text(result.sample)
     say(console, sample)
     if result.active:
-        _dim(console, ":ablate off puts the model back (the weights never changed)")
+        _dim(console, f"{cmd('ablate', 'off')} puts the model back (the weights never changed)")
 
 
 # --- live progress -----------------------------------------------------------------------------
@@ -1330,7 +1333,7 @@ def _(result, console: Console) -> None:
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
                  f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
     _note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
-                   f"(:gen with n=1 seed={result.seed} picks the same)")
+                   f"({cmd('gen', 'PROMPT', n=1, seed=result.seed)} picks the same)")
 
 
 def gen_probs(result, console: Console) -> None:
@@ -1521,9 +1524,9 @@ def _(result, console: Console) -> None:
     if m is None:
         state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
         verb = "now samples" if result.changed else "samples"
-        say(console, f":gen {verb} from {state}", "green" if result.changed else "")
+        say(console, f"{cmd('gen')} {verb} from {state}", "green" if result.changed else "")
         if result.mode == "off" and not result.changed:
-            _dim(console, ":quantize int8 makes an int8 copy for sampling and measures it")
+            _dim(console, f"{cmd('quantize', 'int8')} makes an int8 copy for sampling and measures it")
         return
     table = Table(header_style="bold", box=box.HEAVY_HEAD)
     for header in ("", "float32", "int8", "change"):
@@ -1540,8 +1543,8 @@ def _(result, console: Console) -> None:
              _change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     _add(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     console.print(table)
-    say(console, f":gen now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on the CPU); "
-                 ":quantize off goes back; training or loading drops the copy", "green")
+    say(console, f"{cmd('gen')} now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on "
+                 f"the CPU); {cmd('quantize', 'off')} goes back; training or loading drops the copy", "green")
     if result.device is not None and result.device != "cpu":
         _dim(console, f"the float model trains on {result.device}; both were timed on the CPU")
 

@@ -93,7 +93,7 @@ def test_user_errors_are_one_line_exit_1():
     line = assert_one_error_line(invoke(*TINY, "gen", "--n", "3", "hello"))
     assert "not in the vocabulary" in line
     line = assert_one_error_line(invoke("--set", "nope=1", "config"))
-    assert line.startswith("error: --set: unknown option 'nope' for :set")
+    assert line.startswith("error: --set: unknown option 'nope' for --set")  # shell syntax from the shell
     assert_one_error_line(invoke("--data", "/no/such/file.txt", "data"))
     assert_one_error_line(invoke("set", "bogus=1"))
     assert_one_error_line(invoke("--device", "tpu", "device", "tpu"))

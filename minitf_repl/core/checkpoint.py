@@ -491,7 +491,7 @@ def _read_manifest_bytes(where: Path) -> bytes:
     if size > _MAX_MANIFEST_BYTES:
         os.close(fd)
         raise CheckpointError(
-            f"{where} is {count(size, 'byte')}, more than the {_MAX_MANIFEST_BYTES // 2**20} MiB a manifest may have; "
+            f"{where} is {count(size, 'byte', grouped=False)}, more than the {_MAX_MANIFEST_BYTES // 2**20} MiB a manifest may have; "
             "it is not a minitf checkpoint"
         )
     return _read_open(fd, size)
@@ -595,7 +595,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
     where = path / entry["file"]
     if entry["size"] > limit:
         raise CheckpointError(
-            f"{where} is recorded as {count(entry['size'], 'byte')}, more than its model config can need ({limit}); "
+            f"{where} is recorded as {count(entry['size'], 'byte', grouped=False)}, more than its model config can need ({limit}); "
             "this checkpoint cannot be used, save it again"
         )
     try:
@@ -609,7 +609,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
                     "save the checkpoint again"
                 )
             raise CheckpointError(
-                f"{where} has {count(size, 'byte')} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+                f"{where} has {count(size, 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
             )
         raw = _read_open(fd, size)
     except FileNotFoundError:
@@ -623,7 +623,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
         )
     if len(raw) != entry["size"]:  # it shrank while being read
         raise CheckpointError(
-            f"{where} has {count(len(raw), 'byte')} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+            f"{where} has {count(len(raw), 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
         )
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
@@ -1020,7 +1020,7 @@ def checkpoint_info(path: Path) -> CheckpointInfo:
             actual = st.st_size
             if actual != entry["size"]:
                 raise CheckpointError(
-                    f"{where} has {count(actual, 'byte')} but {entry['size']} were written (truncated); save the checkpoint again"
+                    f"{where} has {count(actual, 'byte', grouped=False)} but {entry['size']} were written (truncated); save the checkpoint again"
                 )
             size += actual
     except CheckpointError as e:
