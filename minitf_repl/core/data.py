@@ -76,7 +76,7 @@ class CharTokenizer:
         if unknown:
             shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             raise DataError(
-                f"{len(unknown)} character(s) not in the vocabulary: {shown}; "
+                f"{count(len(unknown), 'character')} not in the vocabulary: {shown}; "
                 "remove them, or train on data that contains them"
             )
         return [self.stoi[ch] for ch in text]
