@@ -16,14 +16,17 @@ import dataclasses
 import functools
 import io
 import math
+import re
 
 from rich import box
+from rich.cells import cell_len
 from rich.color import Color
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.live import Live
-from rich.padding import Padding
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
@@ -85,17 +88,59 @@ def _value(v) -> str:
 # --- the one wrapping rule for every message -------------------------------------------------------
 # A message wraps at spaces to the console's width and never inside a word, number or name: a break
 # inside `kept-20261201-033731` or `1,234` misleads a reader and breaks copy and paste. A single word
-# wider than the whole console is printed whole (overflow "ignore", where Rich's "fold" would cut it
-# and "ellipsis" shorten it) and the terminal wraps it, which keeps its characters one line for copy
-# and paste. soft_wrap=True, which this replaces, handed every line to the terminal, and a terminal
-# breaks a line at its last column, wherever that falls in a word. Tables and charts lay themselves
-# out to the width (see NARROW and _fits); everything that is a sentence goes through say().
+# wider than the whole console goes on a line of its own, whole, for the terminal to wrap (which
+# keeps its characters one line for copy and paste). Rich cannot say this by itself: its wrapping
+# folds such a word ("fold") or cuts it ("crop", "ellipsis"), and overflow="ignore" turns wrapping
+# off altogether. soft_wrap=True, which messages used before, handed every line to the terminal,
+# and a terminal breaks a line at its last column, wherever that falls in a word. So Words (below)
+# places the breaks itself, and every sentence is printed through it: say() and the notes inside
+# tables' groups. Tables and charts lay themselves out to the width (NARROW, _fits).
 # Output to a file or a pipe has no width to wrap at: the front ends make those consoles with
-# `console_for`, which leaves each message one line there (for grep, a log, a script reading stderr).
-def whole_words(text: Text) -> Text:
-    """`text`, set to wrap at spaces only (tokens wider than the console stay whole)."""
-    text.overflow = "ignore"
-    return text
+# `console_for` (soft_wrap), and a message stays one line there (for grep, a log, a script).
+_WORD = re.compile(r"\s*\S+\s*")  # a word with the spaces before and after it
+
+
+def word_lines(text: Text, width: int) -> list[Text]:
+    """`text` cut into lines of at most `width` cells at spaces, never inside a word; a word wider
+    than `width` is a line of its own, whole. Line breaks in the text stay; trailing spaces go."""
+    lines = []
+    for paragraph in text.split("\n", allow_blank=True):
+        breaks, column = [], 0
+        for match in _WORD.finditer(paragraph.plain):
+            word = match.group()
+            if column and column + cell_len(word.rstrip()) > width:
+                breaks.append(match.start() + len(word) - len(word.lstrip()))  # the new line starts at the word
+                column = cell_len(word.lstrip())
+            else:
+                column += cell_len(word)
+        for line in paragraph.divide(breaks):
+            line.rstrip()
+            lines.append(line)
+    return lines
+
+
+class Words:
+    """A renderable sentence (or several lines): wrapped by word_lines to the width it is given,
+    `indent` cells in on every line; one line per paragraph where the console does not wrap."""
+
+    def __init__(self, text: Text, indent: int = 0):
+        self.text = text
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options):
+        width = max(1, options.max_width - self.indent)
+        lines = self.text.split("\n", allow_blank=True) if options.no_wrap else word_lines(self.text, width)
+        for line in lines:
+            if self.indent:
+                yield Segment(" " * self.indent)
+            yield from line.render(console, end="")
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options) -> Measurement:
+        words = self.text.plain.split()
+        longest = max((cell_len(w) for w in words), default=0)
+        widest = max((cell_len(line) for line in self.text.plain.split("\n")), default=0)
+        return Measurement(longest + self.indent, widest + self.indent)
 
 
 def console_for(**options) -> Console:
@@ -106,10 +151,11 @@ def console_for(**options) -> Console:
     return console
 
 
-def say(console: Console, message, style: str = "") -> None:
-    """Print one message (a str, taken literally, or a Text) under the wrapping rule above."""
+def say(console: Console, message, style: str = "", indent: int = 0) -> None:
+    """Print one message (a str, taken literally, or a Text) under the wrapping rule above, `indent`
+    cells in. crop=False: a word wider than the console is printed whole, for the terminal to wrap."""
     text = message if isinstance(message, Text) else Text(str(message), style=style)
-    console.print(whole_words(text), highlight=False)
+    console.print(Words(text, indent), highlight=False, crop=False)
 
 
 def error(console: Console, message: str) -> None:
@@ -264,13 +310,13 @@ class LossTable:
     def __rich__(self):
         parts = []
         if self.vocab_size and self.vocab_size > 1:
-            parts.append(whole_words(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
-                                          "the loss of a uniform guess (a model that knows nothing)", style="dim")))
+            parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
+                                    "the loss of a uniform guess (a model that knows nothing)", style="dim")))
         parts.append(self.table)
         if self.overfitting:
-            parts.append(whole_words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
-                                          "row while training continued (more data, dropout, or stop earlier)",
-                                          style="yellow")))
+            parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
+                                    "row while training continued (more data, dropout, or stop earlier)",
+                                    style="yellow")))
         return Group(*parts) if len(parts) > 1 else self.table
 
 
@@ -507,18 +553,16 @@ def _(result, console: Console) -> None:
                     line.append("  " + formula, style="italic")
                 console.print(line, highlight=False, no_wrap=True, overflow="ignore")
                 if two_lines and formula:
-                    console.print(Padding(whole_words(Text(formula, style="italic dim")), (0, 0, 0, nw + 2)),
-                                  highlight=False)
+                    say(console, formula, "italic dim", indent=nw + 2)
             else:
                 line = Text(f"  {name}", style="bold")
                 line.append(f" {kind}", style="dim")
                 if params:
                     line.append(f"  {params} params", style="dim")
                 say(console, line)
-                console.print(Padding(whole_words(Text(shape)), (0, 0, 0, 4)), highlight=False)
+                say(console, shape, indent=4)
                 if formula:
-                    console.print(Padding(whole_words(Text(formula, style="italic dim")), (0, 0, 0, 4)),
-                                  highlight=False)
+                    say(console, formula, "italic dim", indent=4)
     total = sum(r.n_params for r in result.records)
     note = f"{count(len(result.records), 'step')}, {count(result.n_layers, 'layer')}, {count(total, 'parameter')}"
     if any(len(r) == 3 for _, rows in sections for r in rows):

@@ -59,7 +59,8 @@ def broken_tokens(draw, width: int) -> set[str]:
     """
     whole = set(rendered(draw, WIDE).split())
     fitting = [w for w in whole if len(w) <= width]
-    rows = [row.split() for row in terminal_rows(rendered(draw, width), width)]
+    lines = terminal_rows(rendered(draw, width), width)
+    rows = [line.split() for line in lines]
     broken = {t for row in rows for t in row if "…" in t and t not in whole}
     for row, below in zip(rows, rows[1:]):
         for head in row:
@@ -68,11 +69,16 @@ def broken_tokens(draw, width: int) -> set[str]:
             for tail in below:
                 if any(w.startswith(head + tail) for w in fitting):
                     broken |= {head, tail}
+    for line, row in zip(lines, rows):  # cut off at the edge (Rich crops a line that does not wrap)
+        if row and cell_len(line.rstrip()) >= width and row[-1] not in whole and any(ch.isalnum() for ch in row[-1]):
+            if any(w.startswith(row[-1]) for w in fitting):
+                broken.add(row[-1])
     return broken
 
 
 # --- the check itself can fail -----------------------------------------------------------------------
 def test_the_check_sees_a_terminal_break_a_long_line_mid_word():
+    from rich.console import Group
     from rich.text import Text
 
     line = "the trained model was kept as checkpoint " + KEPT + ": :load " + KEPT + " brings it back"
@@ -83,8 +89,12 @@ def test_the_check_sees_a_terminal_break_a_long_line_mid_word():
     def folded(console):  # Rich folds the name itself (as in a table column too narrow for it)
         console.print(Text(line, overflow="fold"), width=12 if console.width < WIDE else None)
 
+    def cropped(console):  # a line that does not wrap, cut at the edge (Text in a Group keeps its overflow)
+        console.print(Group(Text(line, overflow="ignore")))
+
     assert broken_tokens(soft, 60)
     assert broken_tokens(folded, 60)
+    assert broken_tokens(cropped, 60)
     assert not broken_tokens(lambda console: R.say(console, line), 60)
 
 
