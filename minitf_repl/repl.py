@@ -202,23 +202,24 @@ def toolbar_text(session, width: int | None = None) -> str:
     Each loss is named, so the toolbar's numbers compare with what :load, :ls and :train show (a
     loaded model's val loss used to sit beside the toolbar's train loss, both called "loss"). A data
     file shows as its name: the folders before it pushed the line past the screen's edge. Where the
-    line is still too wide, the train loss goes first (the val loss is the one the other views show).
+    line is still too wide, the train loss goes first (the val loss is the one the other views
+    show), then the labels shorten, so that the data stays in view.
     """
     try:
         st = session.status()
     except Exception:
         return ""
     params = f"{st.n_params:,} params" if st.n_params is not None else "no model yet"
-    losses = [f"train loss {st.last_loss:.4f}"] if st.last_loss is not None else []
-    if st.val_loss is not None:
-        losses.append(f"val loss {st.val_loss:.4f}")
     data = st.data if "/" not in st.data and os.sep not in st.data else "…/" + Path(st.data).name
-    while True:
-        loss = " | ".join(losses) or "loss -"
-        text = f" device {st.device} | {params} | step {st.step:,} | {loss} | data {data} "
-        if width is None or len(text) <= width or len(losses) < 2:
-            return text
-        losses = losses[1:]
+    train = f"{st.last_loss:.4f}" if st.last_loss is not None else None
+    val = f"{st.val_loss:.4f}" if st.val_loss is not None else None
+    both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}"] if val else []))
+    one = f"val loss {val}" if val else (f"train loss {train}" if train else "loss -")
+    short = f"val {val}" if val else (f"train {train}" if train else "loss -")
+    candidates = [f" device {st.device} | {params} | step {st.step:,} | {both or 'loss -'} | data {data} ",
+                  f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
+                  f" {st.device} | {params} | step {st.step:,} | {short} | {data} "]
+    return next((c for c in candidates if width is None or len(c) <= width), candidates[-1])
 
 
 def _toolbar_width() -> int | None:

@@ -333,3 +333,5 @@ def test_toolbar_names_each_loss_and_shortens_a_data_path(tmp_path):
     assert text.endswith("| data …/fox.txt ") and "deep" not in text
     narrow = repl.toolbar_text(session, width=len(text) - 1)
     assert "train loss" not in narrow and f"val loss {val:.4f}" in narrow and len(narrow) < len(text)
+    narrower = repl.toolbar_text(session, width=len(narrow) - 1)
+    assert f"val {val:.4f}" in narrower and narrower.endswith("| …/fox.txt ") and len(narrower) < len(narrow)
