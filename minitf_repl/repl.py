@@ -29,6 +29,7 @@ from rich.console import Console
 from . import __version__
 from .commands import REGISTRY
 from .dispatch import FAILED, QUIT, FrontDoor, FrontEnd, preload
+from .render import say
 
 PROMPT = "minitf> "
 
@@ -235,8 +236,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     err_console = err_console if err_console is not None else console
     door = FrontDoor(session, console, err_console, FrontEnd(debug=debug))
     if history is None:
-        history = make_history(history_path(), lambda msg: err_console.print(msg, style="yellow", markup=False,
-                                                                               highlight=False, soft_wrap=True))
+        history = make_history(history_path(), lambda msg: say(err_console, msg, "yellow"))
     prompt_session = PromptSession(
         history=history,
         auto_suggest=AutoSuggestFromHistory(),
@@ -255,11 +255,8 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
 
         app.after_render.add_handler(once)
 
-    console.print(
-        f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
-        "Try :train, then type some text for the model to continue; :help lists the commands.",
-        style="dim", markup=False, highlight=False,
-    )
+    say(console, f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
+                 "Try :train, then type some text for the model to continue; :help lists the commands.", "dim")
     first = True
     while True:
         try:

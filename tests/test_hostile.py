@@ -323,8 +323,9 @@ def test_non_utf8_bytes_on_standard_input(tmp_path):
 
 
 def run_prompt(text: str, session: Session) -> tuple[int, str, str]:
-    out = Console(file=io.StringIO(), width=100, color_system=None)
-    err = Console(file=io.StringIO(), width=100, color_system=None)
+    # Consoles on a file, as render.console_for makes them (soft_wrap): each message one line.
+    out = Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True)
+    err = Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True)
     with create_pipe_input() as inp:
         inp.send_text(text + "\x04")
         code = repl.run_repl(session, out, err, input=inp, output=DummyOutput())  # the real history path
