@@ -20,11 +20,9 @@ from rich.console import Console
 
 from minitf_repl import commands as C
 from minitf_repl import render as R
-from minitf_repl.core.compare import Evaluation, Outcome
 from minitf_repl.core.checkpoint import CheckpointInfo
+from minitf_repl.core.compare import Evaluation, Outcome
 from minitf_repl.core.data import DataInfo
-from minitf_repl.core.device import DeviceInfo
-from minitf_repl.core.errors import UserError
 from minitf_repl.dispatch import FrontDoor, FrontEnd, run_command
 from minitf_repl.session import Session
 
