@@ -29,8 +29,9 @@ from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .parsing import parse_line
 from .registry import Registry
-from .render import error, internal_error
+from .render import console_for, error, internal_error
 from .session import Session
+from .syntax import SHELL, speaking
 
 try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
     from typer import TyperException as _UsageError
@@ -38,11 +39,11 @@ except ImportError:  # older Typer depends on click itself, whose errors derive 
     from click import ClickException as _UsageError
 
 def _stdout() -> Console:
-    return Console()
+    return console_for()
 
 
 def _stderr() -> Console:
-    return Console(stderr=True)
+    return console_for(stderr=True)
 
 
 class _Group(TyperGroup):
@@ -130,6 +131,9 @@ def root(
         help="Start from a saved checkpoint (model, training run, data), as :load does; --set applies after it.",
     ),
 ) -> None:
+    # Everything typed on this command line is shell syntax, and so is every message about it (a
+    # REPL opened below speaks its own syntax for each command: dispatch.FrontDoor).
+    ctx.with_resource(speaking(SHELL))
     quiet = False
     if _launched_by_torchrun():
         if ctx.invoked_subcommand is None:
@@ -194,7 +198,7 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         if data is not None and data.strip() != result.data_spec:
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
-                "(the checkpoint brings its data) or switch after loading with :data"
+                "(the checkpoint brings its data)"
             )
     except UserError as e:
         error(_stderr(), f"--load: {phrase(e, 'shell')}")
@@ -215,10 +219,10 @@ def open_shell(session: Session, debug: bool = False) -> int:
                          "pipe commands into it, or give a command (minitf train)")
         return 1
     if sys.stdin.isatty():
-        return repl.run_repl(session, Console(), Console(stderr=True), debug)
+        return repl.run_repl(session, console_for(), console_for(stderr=True), debug)
     repl.preload()
-    out = Console(force_terminal=False, no_color=True)
-    err = Console(stderr=True, force_terminal=False, no_color=True)
+    out = console_for(force_terminal=False, no_color=True)
+    err = console_for(stderr=True, force_terminal=False, no_color=True)
     try:
         return repl.run_lines(repl.stdin_lines(), session, out, err, debug)
     except KeyboardInterrupt:
@@ -306,8 +310,11 @@ def _make_subcommand(command, registry: Registry):
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     annotations = {"ctx": typer.Context}
     if command.pairs:
-        info = typer.Argument(None, metavar="KEY=VALUE...", help="Settings to change, e.g. n_layers=2 lr=1e-3.",
-                              show_default=False, autocompletion=_pair_completion(command))
+        # The keys listed here: an unknown key's error sends a shell user to this help (`minitf set --help`).
+        keys = ", ".join(p.name for p in command.options)
+        info = typer.Argument(None, metavar="KEY=VALUE...", show_default=False,
+                              help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."),
+                              autocompletion=_pair_completion(command))
         params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
                                         annotation=Optional[List[str]]))
         annotations["pairs"] = Optional[List[str]]

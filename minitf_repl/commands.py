@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, TypedDict
 from .core.config import GenConfig, ModelConfig, TrainConfig
 from .core.errors import DeviceError, PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from .core.sizes import check_trainable
+from .core.words import count
 from .parsing import CLEAR, convert
 from .registry import Command, Param, Registry, clip, param_from_setting
 from .reporter import Reporter
 from .session import AUTOSAVE_NAME, Session, ShellConfig
+from .syntax import cmd, restore, train_first
 
 if TYPE_CHECKING:  # the core types results hold (torch-bound, so imported here for readers; schema.py resolves them)
     from .core.checkpoint import CheckpointInfo
@@ -112,6 +114,7 @@ class GenResult:
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
     raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
+    answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
 
 
 @dataclass
@@ -297,7 +300,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     steps = args["steps"]
     if session.ablations:
         raise UserError(f"parts of the model are switched off ({', '.join(map(str, session.ablations))}); "
-                        "training would learn around them: :ablate off first")
+                        f"training would learn around them: {cmd('ablate', 'off')} first")
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
         from .core.checkpoint import check_save_target
@@ -474,13 +477,15 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
     if len(ids) > window:
-        reporter.notice(f"the prompt is {len(ids):,} characters, longer than max_seq_len={window}: "
+        reporter.notice(f"the prompt is {count(len(ids), 'character')}, longer than max_seq_len={window}: "
                         f"the model sees only its last {window}")
 
     from .core.generate import generate
 
+    done = getattr(session.data, "answer_complete", None)  # a task's answers end (core.data)
     stream = generate(
-        model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache
+        model, ids, settings.n, settings.temperature, settings.top_k, settings.top_p, settings.gen_seed, settings.cache,
+        done=done,
     )
     reporter.on_gen_start(prompt, raw=args["raw"])
     pieces: list[str] = []
@@ -516,6 +521,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         first_token_seconds=first_token_seconds,
         probs=token_probs(model, ids, new_ids, settings) if args["show"] == "probs" else None,
         raw=args["raw"],
+        answered=done is not None and not stopped and done(ids + new_ids),
     )
 
 
@@ -528,7 +534,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     n_layers = session.model_config.n_layers
     layer = args["layer"] if args["layer"] is not None else 0
     if not 0 <= layer < n_layers:
-        blocks = f"{n_layers} block{'s' if n_layers != 1 else ''}"
+        blocks = count(n_layers, "block")
         raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {blocks}), got {clip(str(layer))}")
     data = session.data
     prompt = args["prompt"] or sample_prompt(data)
@@ -537,7 +543,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     if len(ids) > window:
         ids = ids[-window:]
         prompt = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {window} characters")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {count(window, 'character')}")
     model = session.model
 
     import torch
@@ -549,11 +555,32 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all)
 
 
+SAMPLE_CHARS = 16  # the length of a corpus's default prompt for the views
+SAMPLE_SCAN = 20_000  # characters of validation text searched for it
+
+
+def sample_window(data) -> tuple[int, str]:
+    """Where in a corpus's validation text the default prompt starts, and its text.
+
+    The first SAMPLE_CHARS characters of the split were often mostly whitespace (pydoc's start
+    with ` Counter()` and an indent), which shows a view nothing. The prompt is the first window
+    that reads like a sentence: a capital letter after whitespace, then words: no line break, no
+    run of spaces, at least three quarters letters. Text with no such window (code, numbers) gives
+    its first characters, as before.
+    """
+    text = data.tokenizer.decode(data.splits["val"][:SAMPLE_SCAN].tolist())
+    for start in range(1, max(1, len(text) - SAMPLE_CHARS)):
+        window = text[start : start + SAMPLE_CHARS]
+        if (window[0].isupper() and text[start - 1].isspace() and "\n" not in window and "  " not in window
+                and sum(ch.isalpha() for ch in window) >= 0.75 * SAMPLE_CHARS):
+            return start, window
+    return 0, text[:SAMPLE_CHARS]
+
+
 def sample_prompt(data) -> str:
-    """A short, typical input: 16 characters of validation text, or one held-out task question."""
-    splits = getattr(data, "splits", None)
-    if splits is not None:
-        return data.tokenizer.decode(splits["val"][:16].tolist())
+    """A short, typical input: a sentence's start from the validation text, or one held-out task question."""
+    if getattr(data, "splits", None) is not None:
+        return sample_window(data)[1]
     if hasattr(data, "sample_questions"):
         import torch
 
@@ -636,7 +663,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
     if not given:
         keys = ", ".join(p.name for p in REGISTRY["set"].options)
-        raise UserError(f"nothing to set; give key=value pairs, e.g. :set lr=1e-3 n_layers=2 (keys: {keys})")
+        raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)} (keys: {keys})")
     current = {cls: _current(session, cls) for cls in SETTINGS}
     new = {}
     for cls, config in current.items():
@@ -713,8 +740,9 @@ def recipe_line(spec: str, changes: dict) -> str:
 
 
 def _rebuilt_line(vocab_size: int, kept: str | None) -> str:
-    line = f"the data has another vocabulary ({vocab_size} characters): the model was rebuilt, weights reset (step 0)"
-    return line + (f"; the trained model was kept as checkpoint {kept} (:load {kept} brings it back)" if kept else "")
+    line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "
+            "weights reset (step 0)")
+    return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
@@ -770,10 +798,10 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     every = args["eval_every"] or max(1, steps // 10)
     groups = _contender_groups(args["contenders"] or "")
     if len(groups) < 2:
-        raise UserError("compare needs at least two contenders, e.g. :compare current n_layers=2 "
-                        "(or preset=seed vs preset=modern)")
+        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', 'current n_layers=2')} "
+                        f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
     if len(groups) > MAX_CONTENDERS:
-        raise UserError(f"compare takes at most {MAX_CONTENDERS} contenders at once, got {len(groups)}")
+        raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
     contenders = []
     for label, pairs in groups:
         model, train = _contender_configs(session, pairs, data)
@@ -786,7 +814,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     reporter.on_compare_start([c.label for c in contenders], steps, seeds)
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
                        on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
-                       threads=session.threads)
+                       threads=session.threads, on_step=reporter.on_compare_step)
     finals = [(o.final, o) for o in outcomes if o.final is not None]
     stopped = any(o.final is None or o.final.step < steps for o in outcomes)
     verdict = None
@@ -863,7 +891,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     """Routes one validation batch (no training) and reads the model's routing counts."""
     config = session.model_config
     if config.n_experts <= 1:
-        raise UserError("this model has no experts (n_experts is 0); :set n_experts=4 experts_per_token=2 adds them")
+        raise UserError(f"this model has no experts (n_experts is 0); {cmd('set', n_experts=4, experts_per_token=2)} "
+                        "adds them")
     import torch
 
     trainer = session.trainer
@@ -913,7 +942,8 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     from .core.generate import generate
 
     ids = session.data.tokenizer.encode(prompt)
-    text = session.data.tokenizer.decode(list(generate(session.model, ids, 24, temperature=0.0)))
+    done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
+    text = session.data.tokenizer.decode(list(generate(session.model, ids, 24, temperature=0.0, done=done)))
     return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
 
 
@@ -932,7 +962,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
-        raise UserError("there is no model to save yet; :train one first, then :save")
+        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
     return save_session(session, name)
 
 
@@ -1019,8 +1049,10 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     if not name:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
-            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; :save NAME writes one")
-        raise UserError(f"which checkpoint? give its name, e.g. :load {names[0]} (saved: {clip(', '.join(names), 120)})")
+            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {cmd('save', 'NAME')} "
+                            "writes one")
+        raise UserError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
+                        f"(saved: {clip(', '.join(names), 120)})")
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
     checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
     data = _checkpoint_data(session, checkpoint)
@@ -1168,7 +1200,7 @@ def _view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tu
     if dropped:
         ids = ids[-window:]
         text = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {window} characters")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, 'character')}")
     return text, ids, dropped
 
 
@@ -1176,8 +1208,8 @@ def _check_layer(session: Session, layer: int | None) -> int:
     n_layers = session.model_config.n_layers
     layer = 0 if layer is None else layer
     if not 0 <= layer < n_layers:
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {n_layers} block"
-                        f"{'s' if n_layers != 1 else ''}), got {clip(str(layer))}")
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
+                        f"got {clip(str(layer))}")
     return layer
 
 
@@ -1212,7 +1244,8 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
         except ValueError:
             raise UserError(f"head must be a number in 0..{n_heads - 1} or all, got {clip(head)!r}") from None
         if not 0 <= heads[0] < n_heads:
-            raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {n_heads} heads), got {heads[0]}")
+            raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {count(n_heads, 'head')}), "
+                            f"got {heads[0]}")
     text, ids, dropped = _view_prompt(session, args["prompt"], reporter)
 
     from .core.inside import attention_maps
@@ -1295,8 +1328,11 @@ def _true_next(data, prompt: str) -> str | None:
     """The character that follows the default prompt in the data (None for random tokens)."""
     splits = getattr(data, "splits", None)
     if splits is not None:
-        n = len(prompt)
-        return data.tokenizer.decode(splits["val"][n : n + 1].tolist()) or None
+        start, window = sample_window(data)
+        if prompt != window:
+            return None
+        end = start + len(window)
+        return data.tokenizer.decode(splits["val"][end : end + 1].tolist()) or None
     if hasattr(data, "answer") and prompt.endswith("="):
         return data.answer(prompt)[:1] or None
     return None
@@ -1352,7 +1388,7 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     history = session.trainer.history if session.has_model else []
     series = history_series(history, what)
     if not series:
-        raise UserError("there is no training history yet; :train first, then :plot")
+        raise UserError(f"there is no training history yet; {train_first('plot', AUTOSAVE_NAME)}")
     return PlotResult(what, series, session.data.tokenizer.vocab_size)
 
 
@@ -1362,7 +1398,7 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
-        raise UserError("give some text, e.g. :tok hello")
+        raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
     return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size)
@@ -1407,7 +1443,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     samples = []
     for seed in range(3):
         new = list(generate(model, data.tokenizer.encode(start_text), min(g.n, 120), g.temperature, g.top_k, g.top_p,
-                            seed, cache=True))
+                            seed, cache=True, done=getattr(data, "answer_complete", None)))
         samples.append(start_text + data.tokenizer.decode(new))
     history = session.trainer.history
     report = ReportData(

@@ -35,6 +35,7 @@ from .registry import Command, Registry
 from .render import QuietReporter, RichReporter, error, internal_error
 from .reporter import Reporter
 from .schema import schema_id
+from .syntax import cmd, speaking
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -104,7 +105,7 @@ def _jsonable(value):
 class FrontEnd:
     """What differs between the REPL, piped input and the one-shot shell."""
 
-    syntax: str = "repl"  # "repl": fixes read `:set lr=0.0003`; "shell": `--set lr=0.0003`
+    syntax: str = "repl"  # how messages name commands (syntax.py): "repl" `:set lr=0.0003`, "shell" `--set lr=0.0003`
     json: bool = False  # print the result as one JSON document instead of rendering it
     live: bool | None = None  # animate progress (None: when the console is a terminal)
     debug: bool = False  # show the traceback of internal errors
@@ -112,23 +113,16 @@ class FrontEnd:
 
 
 def phrase(exc: UserError, syntax: str) -> str:
-    """The error's message, with the settings that would fix it in this front end's syntax."""
+    """The error's message, with the settings that would fix it in this front end's syntax.
+
+    (The message itself was phrased when it was raised, under the same front end: syntax.py.)
+    """
     message = str(exc)
     fix = getattr(exc, "fix", None)
     if not fix:
         return message
-    pairs = " ".join(f"{key}={_setting_text(value)}" for key, value in fix.items())
-    return f"{message} ({':set ' if syntax == 'repl' else '--set '}{pairs})"
-
-
-def _setting_text(value) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
+    with speaking(syntax):
+        return f"{message} ({cmd('set', **fix)})"
 
 
 class FrontDoor:
@@ -152,7 +146,8 @@ class FrontDoor:
         if not line.strip():
             return EMPTY
         try:
-            command, args = parse_line(line, self.registry)
+            with speaking(self.front.syntax):
+                command, args = parse_line(line, self.registry)
         except UserError as e:
             error(self.err, phrase(e, self.front.syntax))
             return FAILED
@@ -160,13 +155,14 @@ class FrontDoor:
 
     def run(self, command: Command, args: dict) -> str:
         """Run a parsed command; the same steps for every front end."""
-        reporter = self._reporter()
-        self.interrupted = False
-        try:
-            return self._run(command, args, reporter)
-        finally:
-            if reporter.terminate_signal is not None:
-                self.terminated = reporter.terminate_signal
+        with speaking(self.front.syntax):  # the command's messages and its rendering name commands so
+            reporter = self._reporter()
+            self.interrupted = False
+            try:
+                return self._run(command, args, reporter)
+            finally:
+                if reporter.terminate_signal is not None:
+                    self.terminated = reporter.terminate_signal
 
     def _run(self, command: Command, args: dict, reporter) -> str:
         try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .core.errors import UserError
 from .registry import Command, Param, Registry, clip
+from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -303,7 +304,8 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
     if text:
         if positional is None:
             words = " ".join(text)
-            raise UserError(f":{cmd.name} takes no text; got {show_value(words)} (:help {cmd.name} shows its options)")
+            raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)} "
+                            f"({phrase_command('help', cmd.name)} shows its options)")
         args[positional.name] = " ".join(text)
     return args
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from .core.config import SettingSpec
 from .core.errors import UserError
+from .syntax import cmd
 
 
 @dataclass
@@ -125,11 +126,11 @@ class Command:
                 return p
         names = [p.name for p in self.options]
         if not names:
-            raise UserError(f":{self.name} takes no options; got {clip(key)!r}")
+            raise UserError(f"{cmd(self.name)} takes no options; got {clip(key)!r}")
         close = difflib.get_close_matches(key[:40], names, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
-        valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f":help {self.name} lists its {len(names)} keys"
-        raise UserError(f"unknown option {clip(key)!r} for :{self.name}{hint} ({valid})")
+        valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f"{cmd('help', self.name)} lists its {len(names)} keys"
+        raise UserError(f"unknown option {clip(key)!r} for {cmd(self.name)}{hint} ({valid})")
 
     def usage(self) -> str:
         """One line such as ":train [steps=N] [lr=X] ..."."""
@@ -200,8 +201,8 @@ class Registry(Mapping):
         if key in names:
             return names[key]
         close = difflib.get_close_matches(key[:40], list(names), n=1, cutoff=0.6)
-        hint = f"; did you mean :{names[close[0]].name}?" if close else ""
-        raise UserError(f"unknown command :{clip(key)}{hint} (:help lists commands)")
+        hint = f"; did you mean {cmd(names[close[0]].name)}?" if close else ""
+        raise UserError(f"unknown command :{clip(key)}{hint} ({cmd('help')} lists commands)")
 
     def bare_word(self, line: str) -> Command | None:
         """The command a line that is just one of its bare words runs (`exit`), else None."""

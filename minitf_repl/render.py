@@ -14,22 +14,28 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import math
+import re
 
 from rich import box
+from rich.cells import cell_len
 from rich.color import Color
 from rich.columns import Columns
 from rich.console import Console, Group
 from rich.live import Live
-from rich.padding import Padding
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.segment import Segment
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from . import commands
+from .core.words import count
 from .palette import SCALE, SHADES, VISIBLE, is_active, scale_hex, scale_rgb, shade, terminal_safe, visible
 from .reporter import Reporter
+from .syntax import cmd, restore, train_first
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
 
@@ -79,20 +85,107 @@ def _value(v) -> str:
     return str(v)
 
 
+# --- the one wrapping rule for every message -------------------------------------------------------
+# A message wraps at spaces to the console's width and never inside a word, number or name: a break
+# inside `kept-20261201-033731` or `1,234` misleads a reader and breaks copy and paste. A single word
+# wider than the whole console goes on a line of its own, whole, for the terminal to wrap (which
+# keeps its characters one line for copy and paste). Rich cannot say this by itself: its wrapping
+# folds such a word ("fold") or cuts it ("crop", "ellipsis"), and overflow="ignore" turns wrapping
+# off altogether. soft_wrap=True, which messages used before, handed every line to the terminal,
+# and a terminal breaks a line at its last column, wherever that falls in a word. So Words (below)
+# places the breaks itself, and every sentence is printed through it: say() and the notes inside
+# tables' groups. Tables and charts lay themselves out to the width (NARROW, _fits).
+# Output to a file or a pipe has no width to wrap at: the front ends make those consoles with
+# `console_for` (soft_wrap), and a message stays one line there (for grep, a log, a script).
+_WORD = re.compile(r"\s*\S+\s*")  # a word with the spaces before and after it
+
+
+def word_lines(text: Text, width: int) -> list[Text]:
+    """`text` cut into lines of at most `width` cells at spaces, never inside a word; a word wider
+    than `width` is a line of its own, whole. Line breaks in the text stay; trailing spaces go."""
+    lines = []
+    for paragraph in text.split("\n", allow_blank=True):
+        breaks, column = [], 0
+        for match in _WORD.finditer(paragraph.plain):
+            word = match.group()
+            if column and column + cell_len(word.rstrip()) > width:
+                breaks.append(match.start() + len(word) - len(word.lstrip()))  # the new line starts at the word
+                column = cell_len(word.lstrip())
+            else:
+                column += cell_len(word)
+        for line in paragraph.divide(breaks):
+            line.rstrip()
+            lines.append(line)
+    return lines
+
+
+class Words:
+    """A renderable sentence (or several lines): wrapped by word_lines to the width it is given,
+    `indent` cells in on every line; one line per paragraph where the console does not wrap."""
+
+    def __init__(self, text: Text, indent: int = 0):
+        self.text = text
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options):
+        width = max(1, options.max_width - self.indent)
+        lines = self.text.split("\n", allow_blank=True) if options.no_wrap else word_lines(self.text, width)
+        for line in lines:
+            if self.indent:
+                yield Segment(" " * self.indent)
+            yield from line.render(console, end="")
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options) -> Measurement:
+        words = self.text.plain.split()
+        longest = max((cell_len(w) for w in words), default=0)
+        widest = max((cell_len(line) for line in self.text.plain.split("\n")), default=0)
+        return Measurement(longest + self.indent, widest + self.indent)
+
+
+def console_for(**options) -> Console:
+    """A front end's Console: messages wrap at spaces on a terminal, and stay one line each in a file
+    or a pipe (soft_wrap: nothing to wrap at there; Rich would otherwise assume 80 columns)."""
+    console = Console(**options)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+def say(console: Console, message, style: str = "", indent: int = 0) -> None:
+    """Print one message (a str, taken literally, or a Text) under the wrapping rule above, `indent`
+    cells in. crop=False: a word wider than the console is printed whole, for the terminal to wrap."""
+    text = message if isinstance(message, Text) else Text(str(message), style=style)
+    console.print(Words(text, indent), highlight=False, crop=False)
+
+
 def error(console: Console, message: str) -> None:
-    """One line `error: <message>` (the console is the stderr one). Never wrapped, never markup."""
+    """`error: <message>` (the console is the stderr one): one message, never markup, wrapped at spaces."""
     line = " ".join(str(message).split("\n"))
-    console.print(Text(f"error: {line}", style="bold red"), soft_wrap=True, highlight=False)
+    say(console, f"error: {line}", "bold red")
 
 
 def internal_error(console: Console, exc: BaseException) -> None:
     line = " ".join(str(exc).split("\n"))
-    text = f"internal error: {type(exc).__name__}: {line} (run with --debug for the traceback)"
-    console.print(Text(text, style="bold red"), soft_wrap=True, highlight=False)
+    say(console, f"internal error: {type(exc).__name__}: {line} (run with --debug for the traceback)", "bold red")
 
 
 def _dim(console: Console, text: str) -> None:
-    console.print(Text(text, style="dim"), soft_wrap=True, highlight=False)
+    say(console, text, "dim")
+
+
+def _fits(console: Console, renderable, width: int | None = None) -> bool:
+    """Whether a table fits the console (or `width` columns) with every word whole. Rich makes any
+    table fit by folding or cutting cells ("…"); a layout for which it would has a narrower form
+    instead. The test is the rule itself: laid out at this width, the table shows the same words as
+    on an unbounded line."""
+    width = console.width if width is None else width
+
+    def words(columns: int) -> list[str]:
+        scratch = Console(file=io.StringIO(), width=columns, color_system=None)
+        scratch.print(renderable)
+        return sorted(scratch.file.getvalue().split())
+
+    return words(width) == words(max(1000, 10 * width))
 
 
 def _add(table: Table, *cells, style=None) -> None:
@@ -111,7 +204,7 @@ def render(result, console: Console) -> None:
         values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
         console.print(_settings_table(type(result).__name__, values))
     else:
-        console.print(Text(repr(result)), highlight=False)
+        say(console, repr(result))
 
 
 @render.register(type(None))
@@ -129,8 +222,8 @@ def _(result, console: Console) -> None:
     if result.detail is not None:
         entry = result.detail
         names = ", ".join(":" + n for n in (entry.name, *entry.aliases))
-        console.print(Text(names, style="bold"), Text(f"  {entry.summary}"), sep="", highlight=False)
-        console.print(Text("usage: ", style="dim") + Text(entry.usage), highlight=False)
+        say(console, Text(names, style="bold") + Text(f"  {entry.summary}"))
+        say(console, Text("usage: ", style="dim") + Text(entry.usage))
         if result.params:
             with_default = any(p.default is not None for p in result.params)
             table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
@@ -217,12 +310,13 @@ class LossTable:
     def __rich__(self):
         parts = []
         if self.vocab_size and self.vocab_size > 1:
-            parts.append(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
-                              "the loss of a uniform guess (a model that knows nothing)", style="dim"))
+            parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {math.log(self.vocab_size):.2f}: "
+                                    "the loss of a uniform guess (a model that knows nothing)", style="dim")))
         parts.append(self.table)
         if self.overfitting:
-            parts.append(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a row "
-                              "while training continued (more data, dropout, or stop earlier)", style="yellow"))
+            parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
+                                    "row while training continued (more data, dropout, or stop earlier)",
+                                    style="yellow")))
         return Group(*parts) if len(parts) > 1 else self.table
 
 
@@ -239,12 +333,11 @@ def train_summary(result) -> str:
     parts.append(f"{result.seconds:.1f} s")
     if result.stopped:
         end = result.total_steps + result.run_remaining
-        head = f"stopped at step {result.total_steps} of {end}: :train continues"
-        return f"{head} ({result.steps} steps this time; " + ", ".join(parts) + ")"
-    word = "step" if result.steps == 1 else "steps"
-    head = f"trained {result.steps} {word}"
+        head = f"stopped at step {result.total_steps:,} of {end:,}: {cmd('train', load=result.saved)} continues"
+        return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
+    head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:
-        head += f" (step {result.total_steps} in total)"
+        head += f" (step {result.total_steps:,} in total)"
     return head + ": " + ", ".join(parts)
 
 
@@ -256,20 +349,19 @@ def _(result, console: Console) -> None:
     if len(getattr(result, "curve", None) or []) >= 10:  # a small chart of this run under its table
         console.print(render_loss_chart(result.curve, min(console.width, 80), 8, getattr(result, "vocab_size", None)))
     style = "yellow" if result.stopped else "green"
-    console.print(Text(train_summary(result), style=style), soft_wrap=True, highlight=False)
+    say(console, train_summary(result), style)
     if getattr(result, "schedule", "new") == "continue" and result.constant_lr:
         _dim(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
                       "fresh warm-up + cosine)")
     if getattr(result, "saved", None):
-        _dim(console, f"saved checkpoint {result.saved} (:load {result.saved} restores it)")
+        _dim(console, f"saved checkpoint {result.saved} ({restore(result.saved)} restores it)")
     if getattr(result, "save_error", None):
-        console.print(Text(f"warning: not saved: {result.save_error}", style="yellow"), soft_wrap=True,
-                      highlight=False)
+        say(console, f"warning: not saved: {result.save_error}", "yellow")
 
 
 def gen_stats(result) -> str:
     rate = f"{result.tokens_per_second:,.0f} tokens/s" if result.tokens_per_second else "- tokens/s"
-    text = f"{result.n_tokens} tokens in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
+    text = f"{count(result.n_tokens, 'token')} in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
     first = getattr(result, "first_token_seconds", None)
     if first is not None and result.n_tokens > 1:
         text += f", first token after {first * 1000:.0f} ms"
@@ -286,12 +378,15 @@ def gen_notes(console: Console, result) -> None:
     if getattr(result, "default_prompt", False):
         _dim(console, f"no prompt given: started from {visible_text(result.prompt)!r}")
     if result.text and not result.text.strip():
-        counts = ", ".join(f"{result.text.count(ch)} {name}" for ch, name in
-                           ((" ", "spaces"), ("\n", "newlines"), ("\t", "tabs")) if ch in result.text)
-        console.print(Text(f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", style="yellow"),
-                      soft_wrap=True, highlight=False)
+        counts = ", ".join(count(result.text.count(ch), name) for ch, name in
+                           ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
+        say(console, f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", "yellow")
+    if getattr(result, "answered", False):
+        _dim(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
+                      "stopped at the end of the answer (a task's answers have a fixed length)")
     if getattr(result, "untrained", False):
-        _dim(console, "this model has not trained yet, so its text is random: :train first")
+        _dim(console, f"this model has not trained yet, so its text is random: "
+                      f"{train_first('gen', commands.AUTOSAVE_NAME)}")
     _dim(console, gen_stats(result))
 
 
@@ -324,14 +419,16 @@ def _(result, console: Console) -> None:
     if writes_raw(console, getattr(result, "raw", False)):
         write_raw(console, result.prompt + result.text + "\n")
     else:
-        console.print(model_text(result.prompt, console, "bold") + model_text(result.text, console), soft_wrap=True,
-                      highlight=False)
+        say(console, model_text(result.prompt, console, "bold") + model_text(result.text, console))
     gen_notes(console, result)
 
 
 # The symbols of the formulas (model.py's docstring), read back from the trace's own shapes.
 _SYMBOL_NAMES = (("B", "batch"), ("T", "positions"), ("d", "width"), ("h", "heads"), ("d_k", "d/h"),
-                 ("d_ff", "FFN"), ("V", "vocab"))
+                 ("h_kv", "key/value heads"), ("d_ff", "FFN"), ("V", "vocab"))
+# Steps that carry K or V before they are repeated to h heads: under grouped-query attention their
+# shapes read with h_kv (and a projection's width as h_kv·d_k) before any other symbol.
+_KV_SHAPES = ("k_proj", "v_proj", "hook_k", "hook_v", "k_norm", "hook_k_rot")
 _SCORE_STEPS = ("hook_scores", "hook_masked_scores", "hook_weights", "attn_dropout")
 
 
@@ -346,6 +443,9 @@ def _trace_dims(records) -> dict[str, int]:
             dims["d"] = out[-1]
         elif name == "hook_q" and len(out) == 4 and "h" not in dims:
             dims["h"], dims["d_k"] = out[1], out[3]
+        elif name == "hook_k" and len(out) == 4 and "h_kv" not in dims and out[1] != dims.get("h"):
+            dims["h_kv"] = out[1]  # grouped-query attention: fewer K/V heads than query heads
+            dims["h_kv·d_k"] = out[1] * out[3]
         elif name == "fc_in" and "d_ff" not in dims:
             dims["d_ff"] = out[-1]
         elif name == "lm_head":
@@ -353,8 +453,12 @@ def _trace_dims(records) -> dict[str, int]:
     return dims
 
 
-def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
-    """`(B, h, T, d_k)` for a shape whose sizes match those symbols, else None."""
+def _symbols(shape, dims: dict[str, int], scores: bool = False, kv: bool = False) -> str | None:
+    """`(B, h, T, d_k)` for a shape whose sizes match those symbols, else None.
+
+    `scores`: the step holds attention scores, (B, h, T, T) first. `kv`: it holds K or V before
+    their repetition, so under grouped-query attention (B, h_kv, T, d_k) and (B, T, h_kv·d_k) first.
+    """
     candidates = {
         1: [("T",)],
         2: [("B", "T"), ("T", "d")],
@@ -363,6 +467,8 @@ def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
     }.get(len(shape), [])
     if scores:
         candidates = candidates[::-1]
+    grouped = {3: [("B", "T", "h_kv·d_k")], 4: [("B", "h_kv", "T", "d_k")]}.get(len(shape), [])
+    candidates = grouped + candidates if kv else candidates + grouped
     for names in candidates:
         if all(dims.get(n) == size for n, size in zip(names, shape)):
             return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
@@ -371,13 +477,15 @@ def _symbols(shape, dims: dict[str, int], scores: bool = False) -> str | None:
 
 def _shape_cell(r, dims: dict[str, int]) -> str:
     """`(B, T, d) -> (B, T, d_ff) = (1, 5, 64)`: the symbols, then the output's numbers."""
-    scores = r.path.rsplit(".", 1)[-1] in _SCORE_STEPS
-    out = _symbols(r.output_shape, dims, scores)
+    name = r.path.rsplit(".", 1)[-1]
+    scores, kv = name in _SCORE_STEPS, name in _KV_SHAPES
+    out = _symbols(r.output_shape, dims, scores, kv)
     numbers = _shape(r.output_shape)
     if out is None:
         inputs = ", ".join(_shape(s) for s in r.input_shapes)
         return f"{inputs} -> {numbers}" if inputs and inputs != numbers else numbers
-    inp = _symbols(r.input_shapes[0], dims, scores) if r.input_shapes else None
+    kv_input = kv and name not in ("k_proj", "v_proj")  # a projection reads (B, T, d)
+    inp = _symbols(r.input_shapes[0], dims, scores, kv_input) if r.input_shapes else None
     if inp is None and r.input_shapes:
         inp = _shape(r.input_shapes[0])
     head = out if inp in (None, out) else f"{inp} -> {out}"
@@ -405,7 +513,7 @@ def _trace_rows(result):
             elif not result.show_all and r.layer != shown:
                 block = by_layer[r.layer]
                 heading = Text(f"blocks.{r.layer}", style="bold cyan") + Text(" TransformerBlock", style="dim")
-                folded = (f"same {len(block)} steps as blocks.{shown}", _io(block[0], block[-1]),
+                folded = (f"same {count(len(block), 'step')} as blocks.{shown}", _io(block[0], block[-1]),
                           _int(sum(b.n_params for b in block)))
                 sections.append((heading, [folded]))
                 continue
@@ -448,9 +556,9 @@ def _(result, console: Console) -> None:
     fw = max([len(s[3]) for s in steps] + [7])
     one_line = nw + 2 + sw + 2 + pw + 2 + fw <= width
     two_lines = not one_line and nw + 2 + sw + 2 + pw <= width
-    console.print(Text(f"shape trace of {result.prompt!r}", style="bold"), soft_wrap=False, highlight=False)
+    say(console, f"shape trace of {result.prompt!r}", "bold")
     legend = ", ".join(f"{k}={dims[k]} {meaning}" for k, meaning in _SYMBOL_NAMES if k in dims)
-    console.print(Text(legend, style="dim"), highlight=False)
+    _dim(console, legend)
     for heading, rows in sections:
         console.print(heading, highlight=False)
         for row in rows:
@@ -458,7 +566,7 @@ def _(result, console: Console) -> None:
                 line = Text("  " + row[0], style="dim")
                 if one_line or two_lines:
                     line.append(f"   {row[1]}   {row[2]} params", style="dim")
-                console.print(line, highlight=False)
+                say(console, line)
                 continue
             name, kind, shape, formula, params = row
             if one_line or two_lines:
@@ -468,24 +576,23 @@ def _(result, console: Console) -> None:
                     line.append("  " + formula, style="italic")
                 console.print(line, highlight=False, no_wrap=True, overflow="ignore")
                 if two_lines and formula:
-                    console.print(Padding(Text(formula, style="italic dim"), (0, 0, 0, nw + 2)), highlight=False)
+                    say(console, formula, "italic dim", indent=nw + 2)
             else:
                 line = Text(f"  {name}", style="bold")
                 line.append(f" {kind}", style="dim")
                 if params:
                     line.append(f"  {params} params", style="dim")
-                console.print(line, highlight=False)
-                console.print(Text(f"    {shape}"), highlight=False)
+                say(console, line)
+                say(console, shape, indent=4)
                 if formula:
-                    console.print(Text(f"    {formula}", style="italic dim"), highlight=False)
+                    say(console, formula, "italic dim", indent=4)
     total = sum(r.n_params for r in result.records)
-    note = f"{len(result.records)} steps, {result.n_layers} layer{'s' if result.n_layers != 1 else ''}, {total:,} parameters"
+    note = f"{count(len(result.records), 'step')}, {count(result.n_layers, 'layer')}, {count(total, 'parameter')}"
     if any(len(r) == 3 for _, rows in sections for r in rows):
         shown = result.layer if result.layer is not None else 0
         note += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
     if dropped:
-        console.print(Text(f"{dropped} dropout steps not shown: dropout does nothing at inference (eval mode)",
-                           style="dim"), highlight=False)
+        _dim(console, f"{count(dropped, 'dropout step')} not shown: dropout does nothing at inference (eval mode)")
     _dim(console, note)
 
 
@@ -513,18 +620,18 @@ def _(result, console: Console) -> None:
             _add(table, "*" if current else "", name, d.kind, description, _bytes(d.memory_bytes), bf16, style=style)
     console.print(table)
     if getattr(result, "problem", None):
-        console.print(Text(f"error: {result.problem}", style="bold red"), soft_wrap=True, highlight=False)
+        say(console, f"error: {result.problem}", "bold red")
     elif result.switched:
-        console.print(Text(f"now using {result.current}", style="green"), highlight=False)
+        say(console, f"now using {result.current}", "green")
     else:
-        _dim(console, f"* current device: {result.current}; :device NAME switches")
+        _dim(console, f"* current device: {result.current}; {cmd('device', 'NAME')} switches")
     if getattr(result, "train_dtype", None) is not None and not getattr(result, "problem", None):
         why = (" (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto"
                else f" (dtype={result.dtype})")
         _dim(console, f"training on {result.current} runs in {result.train_dtype}{why}")
     if getattr(result, "threads", None) is not None:
-        _dim(console, f"CPU threads: {result.threads} ({result.threads_why}); :set threads=N fixes the count, "
-                      "threads=0 is auto")
+        _dim(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
+                      f"count, {cmd('set', threads=0)} is auto")
 
 
 def _settings_table(title: str, values: dict) -> Table:
@@ -534,6 +641,22 @@ def _settings_table(title: str, values: dict) -> Table:
     for key, value in values.items():
         _add(table, key, _value(value))
     return table
+
+
+def _fields(console: Console, rows: list[tuple[str, str]]) -> None:
+    """Named values, the names in a column. Where a value holds a word wider than its column (a long
+    path), each field goes on a line of its own instead, wrapped at spaces, so that word stays whole."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("field", style="cyan", no_wrap=True)
+    table.add_column("value")
+    for name, value in rows:
+        _add(table, name, value)
+    if _fits(console, table):
+        console.print(table)
+        return
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        say(console, Text(name.ljust(width), style="cyan") + Text("  " + value))
 
 
 @render.register(commands.ConfigResult)
@@ -553,7 +676,8 @@ def _(result, console: Console) -> None:
     console.print(where)
     preset = getattr(result, "preset", None)
     _dim(console, (f"the model settings match the preset {preset}" if preset else
-                   "the model settings match no preset") + "; :set key=value or :set preset=NAME changes them")
+                   "the model settings match no preset") + f"; {cmd('set', 'key=value')} or "
+                                                            f"{cmd('set', 'preset=NAME')} changes them")
 
 
 @render.register(commands.SetResult)
@@ -561,10 +685,9 @@ def _(result, console: Console) -> None:
     if not result.changed:
         _dim(console, "nothing changed")
     for key, (old, new) in result.changed.items():
-        console.print(Text(f"{key}: ", style="cyan") + Text(f"{_value(old)} -> {_value(new)}"), highlight=False)
+        say(console, Text(f"{key}: ", style="cyan") + Text(f"{_value(old)} -> {_value(new)}"))
     if result.rebuilt:
-        console.print(Text("the architecture changed: the model was rebuilt, weights reset (step 0)", style="yellow"),
-                      soft_wrap=True)
+        say(console, "the architecture changed: the model was rebuilt, weights reset (step 0)", "yellow")
         _kept(console, getattr(result, "kept", None))
     if getattr(result, "preset", None):
         _dim(console, f"the model settings now match the preset {result.preset}")
@@ -572,41 +695,35 @@ def _(result, console: Console) -> None:
 
 def _kept(console: Console, kept: str | None) -> None:
     if kept:
-        console.print(Text(f"the trained model was kept as checkpoint {kept}: :load {kept} brings it back",
-                           style="green"), soft_wrap=True, highlight=False)
+        say(console, f"the trained model was kept as checkpoint {kept}: {restore(kept)} brings it back", "green")
 
 
 @render.register(commands.DataResult)
 def _(result, console: Console) -> None:
     info = result.info
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column("field", style="cyan", no_wrap=True)
-    table.add_column("value")
-    _add(table, "name", info.name)
-    _add(table, "kind", info.kind)
-    _add(table, "description", info.description)
+    rows = [("name", info.name), ("kind", info.kind), ("description", info.description)]
     if info.kind == "corpus":
-        _add(table, "characters", _int(info.chars))
+        rows.append(("characters", _int(info.chars)))
     elif info.chars:
-        _add(table, "characters", f"{info.chars} per example")
-    _add(table, "vocabulary", f"{info.vocab_size} symbols")
+        rows.append(("characters", f"{info.chars} per example"))
+    rows.append(("vocabulary", count(info.vocab_size, "symbol")))
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         share = round(100 * info.train_tokens / total) if total else 0
-        _add(table, "train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})")
+        rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})"))
     elif info.chars:
-        _add(table, "train/val", "about 10% of the questions are held out for validation")
+        rows.append(("train/val", "about 10% of the questions are held out for validation"))
     else:
-        _add(table, "train/val", "fresh random tokens in every batch")
-    console.print(table)
+        rows.append(("train/val", "fresh random tokens in every batch"))
+    _fields(console, rows)
     if result.recipe:
-        console.print(Text(commands.recipe_line(info.name, result.recipe), style="cyan"), soft_wrap=True)
+        say(console, commands.recipe_line(info.name, result.recipe), "cyan")
     if result.rebuilt:
         message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
-        console.print(Text(message, style="yellow"), soft_wrap=True)
+        say(console, message, "yellow")
         _kept(console, getattr(result, "kept", None))
     elif result.changed:
-        console.print(Text(f"data is now {info.name}", style="green"), highlight=False)
+        say(console, f"data is now {info.name}", "green")
 
 
 @render.register(commands.ParamsResult)
@@ -619,8 +736,8 @@ def _(result, console: Console) -> None:
     table.add_column("module", footer="total", overflow="fold")
     table.add_column("shape", footer="")
     table.add_column("parameters", justify="right", footer=_int(result.total))
-    for path, shape, count in result.rows:
-        _add(table, path, _shape(shape), _int(count))
+    for path, shape, n in result.rows:
+        _add(table, path, _shape(shape), _int(n))
     console.print(table)
     _dim(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
 
@@ -635,42 +752,53 @@ def _flops(n) -> str:
 def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
     """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
     total = ledger["n_params"] or 1
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
-                  title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
-    table.add_column("component", footer="total", no_wrap=True)
-    table.add_column("kind", style="dim", footer="", overflow="fold")
-    table.add_column("parameters", justify="right", footer=_int(ledger["n_params"]), no_wrap=True)
-    table.add_column("share", justify="right", footer="100%", no_wrap=True)
     blocks: dict[int, list[dict]] = {}
     for row in ledger["rows"]:
         if row["block"] is not None:
             blocks.setdefault(row["block"], []).append(row)
+    rows = []  # (component, kind, parameters, share)
     folded = False
     for row in ledger["rows"]:
         block = row["block"]
         if block is not None and block > 0:
             if not folded:
-                rest = [r for b, rows in blocks.items() if b > 0 for r in rows]
+                rest = [r for b, rows_ in blocks.items() if b > 0 for r in rows_]
                 each = sum(r["params"] for r in blocks[1])
                 last = max(blocks)
                 name = "blocks.1" if last == 1 else f"blocks.1-{last}"
-                _add(table, name, f"same as blocks.0, {_int(each)} each", _int(sum(r["params"] for r in rest)),
-                     _pct(sum(r["params"] for r in rest) / total))
+                rows.append((name, f"same as blocks.0, {_int(each)} each", _int(sum(r["params"] for r in rest)),
+                             _pct(sum(r["params"] for r in rest) / total)))
                 folded = True
             continue
         name = row["path"] if block is None else "  " + row["path"].split(".", 2)[2]
         if block == 0 and row is blocks[0][0]:
-            _add(table, Text("blocks.0", style="cyan"), "", _int(sum(r["params"] for r in blocks[0])),
-                 _pct(sum(r["params"] for r in blocks[0]) / total))
+            rows.append((Text("blocks.0", style="cyan"), "", _int(sum(r["params"] for r in blocks[0])),
+                         _pct(sum(r["params"] for r in blocks[0]) / total)))
         kind = row["kind"] + (f" (tied to {row['tied_to']})" if row["tied_to"] and not row["params"] else "")
-        _add(table, name, kind, _int(row["params"]), _pct(row["params"] / total))
+        rows.append((name, kind, _int(row["params"]), _pct(row["params"] / total)))
+
+    def parameters(with_share: bool) -> Table:
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
+                      title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
+        table.add_column("component", footer="total", no_wrap=True)
+        table.add_column("kind", style="dim", footer="")
+        table.add_column("parameters", justify="right", footer=_int(ledger["n_params"]), no_wrap=True)
+        if with_share:
+            table.add_column("share", justify="right", footer="100%", no_wrap=True)
+        for row in rows:
+            _add(table, *(row if with_share else row[:3]))
+        return table
+
+    table = parameters(with_share=True)
+    if not _fits(console, table):  # the share goes first: it follows from the counts
+        table = parameters(with_share=False)
     console.print(table)
     B, T = ledger["batch_size"], ledger["seq_len"]
     costs = Table(show_header=False, box=None, pad_edge=False, title=Text("compute and memory", style="bold"),
                   title_justify="left")
     costs.add_column("what", style="cyan", no_wrap=True)
     costs.add_column("value", justify="right", no_wrap=True)
-    costs.add_column("how", style="dim", overflow="fold")
+    costs.add_column("how", style="dim")
     _add(costs, "forward, per token", _flops(ledger["forward_flops_per_token"]),
          f"matmuls: {_flops(ledger['linear_flops_per_token'])} in Linear layers + "
          f"{_flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}")
@@ -685,13 +813,13 @@ def _ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
          f"kept for backward at batch {B} x {T} by the readable forward in float32")
     _add(costs, "training total", _bytes(ledger["total_bytes"]), "the four above")
     if kv:
-        saving = (f"; {kv['n_heads']} heads would need {_bytes(kv['mha_bytes_per_token'])} "
+        saving = (f"; {count(kv['n_heads'], 'head')} would need {_bytes(kv['mha_bytes_per_token'])} "
                   f"({kv['n_heads'] // kv['kv_heads']}x)" if kv["kv_heads"] != kv["n_heads"] else "")
         _add(costs, "KV cache, sampling", _bytes(kv["window_bytes"]),
-             f"{_bytes(kv['bytes_per_token'])} a token x {kv['window']}: K and V of {kv['kv_heads']} "
-             f"key/value heads per layer{saving}")
+             f"{_bytes(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
+             f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}")
     console.print(costs)
-    _dim(console, "tied weights are counted once; :params all=on lists every tensor")
+    _dim(console, f"tied weights are counted once; {cmd('params', all=True)} lists every tensor")
 
 
 @render.register(commands.SaveResult)
@@ -699,26 +827,26 @@ def _(result, console: Console) -> None:
     what = "replaced checkpoint" if result.replaced else "saved checkpoint"
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {_bytes(result.size_bytes)}, {result.seconds:.2f} s)")
-    console.print(text, soft_wrap=True, highlight=False)
-    _dim(console, f"in {result.path}; :load {result.name} restores it")
+    say(console, text)
+    _dim(console, f"in {result.path}; {restore(result.name)} restores it")
 
 
 @render.register(commands.LoadResult)
 def _(result, console: Console) -> None:
     text = Text(f"loaded {result.name}", style="green")
-    text.append(f": step {result.step:,}, data {result.data_spec}, {result.n_params:,} parameters")
+    text.append(f": step {result.step:,}, data {result.data_spec}, {count(result.n_params, 'parameter')}")
     if result.val_loss is not None:
         text.append(f", val loss {result.val_loss:.4f}")
-    console.print(text, soft_wrap=True, highlight=False)
+    say(console, text)
     shape = ", ".join(f"{k}={_value(result.model_config[k])}" for k in
                       ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
     if shape:
         _dim(console, f"model: {shape}")
     if getattr(result, "data_missing", None):
-        console.print(Text(f"data: {result.data_missing}", style="yellow"), soft_wrap=True, highlight=False)
+        say(console, f"data: {result.data_missing}", "yellow")
     if result.run_remaining > 0:
-        console.print(Text(f"the run was stopped with {result.run_remaining:,} steps left: :train continues it",
-                           style="yellow"), soft_wrap=True, highlight=False)
+        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
+                     f"{cmd('train', load=result.name)} continues it", "yellow")
     if result.saved_at:
         _dim(console, f"saved {result.saved_at}, from {result.path}")
 
@@ -728,7 +856,7 @@ def _(result, console: Console) -> None:
     """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
     (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
     if not result.rows:
-        _dim(console, f"no checkpoints in {result.directory} yet; :save NAME writes one")
+        _dim(console, f"no checkpoints in {result.directory} yet; {cmd('save', 'NAME')} writes one")
         return
     rows = []
     for row in result.rows:
@@ -751,16 +879,16 @@ def _(result, console: Console) -> None:
                  Text(cells[3], style="red") if row.error is not None else cells[3], *cells[4:], style=style)
         console.print(table)
     else:
-        console.print(Text(result.directory, style="italic"), soft_wrap=True, highlight=False)
+        say(console, result.directory, "italic")
         for row, cells in zip(result.rows, rows):
-            console.print(Text(cells[0], style="bold"), soft_wrap=True, highlight=False)
+            say(console, cells[0], "bold")
             detail = "unreadable" if row.error is not None else (
                 f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
-            console.print(Text("  " + detail, style="red" if row.error is not None else ""), highlight=False)
+            say(console, "  " + detail, "red" if row.error is not None else "")
     for row in result.rows:
         if row.error is not None:
-            console.print(Text(f"{row.name}: ", style="bold red") + Text(row.error), soft_wrap=True, highlight=False)
-    _dim(console, ":load NAME restores one; :save NAME writes one")
+            say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
+    _dim(console, f"{restore('NAME')} restores one; {cmd('save', 'NAME')} writes one")
 
 
 # --- the variant lab ------------------------------------------------------------------------------------
@@ -837,13 +965,19 @@ class CompareTable:
     def add(self, evaluation) -> None:
         self.rows.setdefault(evaluation.step, {})[evaluation.label] = evaluation
 
-    def __rich__(self) -> Table:
+    def __rich_console__(self, console: Console, options):
+        table = self.table(with_labels=True)
+        if not _fits(console, table, options.max_width):  # the marks alone; the legends name them
+            table = self.table(with_labels=False)
+        yield table
+
+    def table(self, with_labels: bool = True) -> Table:
         title = "val loss" + (f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else "")
         table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
         table.add_column("step", justify="right")
         for k, label in enumerate(self.labels):
-            table.add_column(Text(f"{_MARKS[k % len(_MARKS)]} {label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
-                             justify="right", overflow="fold")
+            header = f"{_MARKS[k % len(_MARKS)]} {label}" if with_labels else _MARKS[k % len(_MARKS)]
+            table.add_column(Text(header, style=_SERIES_STYLES[k % len(_SERIES_STYLES)]), justify="right")
         for step in sorted(self.rows):
             row = self.rows[step]
             finals = [row[label].val_loss for label in self.labels if label in row]
@@ -864,40 +998,64 @@ def _(result, console: Console) -> None:
             table.add(evaluation)
     console.print(table)
     facts = Table(box=None, pad_edge=False, header_style="bold")
-    facts.add_column("")
+    facts.add_column("", no_wrap=True)
     for column in ("parameters", "tokens/s", "time", "differs from the first in"):
         facts.add_column(column, justify="left" if column.startswith("differs") else "right")
+    lines = []  # the same facts, one contender a line, where the table does not fit
     for k, o in enumerate(result.outcomes):
         changes = ", ".join(f"{key}={_value(v)}" for key, v in o.changes.items()) or "-"
-        _add(facts, Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)]),
-             _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
-    console.print(facts)
+        label = Text(f"{_MARKS[k % len(_MARKS)]} {o.label}", style=_SERIES_STYLES[k % len(_SERIES_STYLES)])
+        _add(facts, label, _int(o.n_params), _rate(o.tokens_per_second), _seconds(o.seconds), changes)
+        lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {_rate(o.tokens_per_second)} tokens/s, "
+                                  f"{_seconds(o.seconds)}" + (f"; differs in {changes}" if k else "")))
+    if _fits(console, facts):
+        console.print(facts)
+    else:
+        for line in lines:
+            say(console, line)
     series = {o.label: [(e.step, e.val_loss) for e in o.curve] for o in result.outcomes}
     console.print(curve_chart(series, width=min(console.width, 100)))
     if result.stopped:
-        console.print(Text("stopped early: the curves end where Ctrl-C stopped them", style="yellow"))
+        say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
     if result.verdict:
-        console.print(Text(result.verdict, style="green"), soft_wrap=True, highlight=False)
+        say(console, result.verdict, "green")
     elif result.seeds == 1 and not result.stopped:
         _dim(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
 
 
 @render.register(commands.ExpertsResult)
 def _(result, console: Console) -> None:
+    """One row per expert, one column per MoE block: the share, then a bar in a fixed-width field, so
+    the numbers and the bars line up (bars of their natural lengths, right-aligned, were ragged)."""
     n = len(result.load[0]) if result.load else 0
-    table = Table(title=Text(f"share of routing choices per expert ({result.experts_per_token} per token); "
-                             f"even would be {1 / n:.0%} each" if n else ""), title_justify="left",
-                  header_style="bold", box=box.SIMPLE_HEAD)
-    table.add_column("block", justify="right")
-    for e in range(n):
-        table.add_column(f"expert {e}", justify="right")
-    for layer, row in zip(result.layers, result.load):
-        cells = []
-        for share in row:
-            bar = "█" * round(share * n * 4)  # 4 blocks = an even share
-            cells.append(Text(f"{share:5.1%} ") + Text(bar, style="cyan"))
-        _add(table, str(layer), *cells)
-    console.print(table)
+    if not n:
+        _dim(console, "no routing was recorded")
+        return
+    peak = max(max(row) for row in result.load) or 1.0
+
+    def shares(bar: int) -> Table:
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("", no_wrap=True)
+        for layer in result.layers:
+            table.add_column(f"block {layer}", no_wrap=True)
+        for e in range(n):
+            cells = []
+            for row in result.load:
+                cell = Text(f"{row[e]:6.1%}")
+                if bar:
+                    cell.append(" " + ("█" * round(row[e] / peak * bar)).ljust(bar), style="cyan")
+                cells.append(cell)
+            _add(table, f"expert {e}", *cells)
+        return table
+
+    bar = 12  # the busiest expert's bar; narrower (or none) where the terminal is
+    while bar and not _fits(console, shares(bar)):
+        bar -= 2
+    say(console, f"share of routing choices per expert ({result.experts_per_token} per token); "
+                 f"even would be {1 / n:.0%} each", "bold")
+    console.print(shares(bar))
+    if bar:
+        _dim(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:
         _dim(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
 
@@ -905,19 +1063,71 @@ def _(result, console: Console) -> None:
 @render.register(commands.AblateResult)
 def _(result, console: Console) -> None:
     if not result.active:
-        console.print(Text(f"nothing switched off: val loss {_num(result.val_loss_before)}", style="green"))
+        say(console, f"nothing switched off: val loss {_num(result.val_loss_before)}", "green")
     else:
         delta = result.val_loss_after - result.val_loss_before
-        console.print(Text("switched off: ", style="yellow") + Text(", ".join(result.active)), highlight=False)
-        console.print(Text(f"val loss {_num(result.val_loss_before)} -> {_num(result.val_loss_after)} "
-                           f"({delta:+.4f})", style="bold"), highlight=False)
+        say(console, Text("switched off: ", style="yellow") + Text(", ".join(result.active)))
+        say(console, f"val loss {_num(result.val_loss_before)} -> {_num(result.val_loss_after)} ({delta:+.4f})", "bold")
     sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
-    console.print(sample, soft_wrap=True, highlight=False)
+    say(console, sample)
     if result.active:
-        _dim(console, ":ablate off puts the model back (the weights never changed)")
+        _dim(console, f"{cmd('ablate', 'off')} puts the model back (the weights never changed)")
 
 
 # --- live progress -----------------------------------------------------------------------------
+class WordStream:
+    """Text written piece by piece (generated tokens), wrapped like say(): at spaces, never in a word.
+
+    Whether a word fits on the current line is known only once it ends, so the word being written
+    is held back until a space or a newline comes (or `flush`). A word that cannot fit even a line
+    of its own goes out whole as it grows, for the terminal to wrap; a space that would end a full
+    line becomes the line break, as in Rich's own wrapping.
+    """
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.column = 0  # cells written on the current line
+        self.word = Text()  # the word held back
+
+    def write(self, text: str, style: str = "") -> None:
+        if self.console.soft_wrap:  # a file or a pipe (console_for): the text exactly as generated
+            self._put(Text(text, style=style))
+            return
+        width = max(1, self.console.width)
+        for ch in text:
+            if ch == "\n":
+                self.flush()
+                self._put(Text("\n"))
+                self.column = 0
+            elif ch.isspace():
+                self.flush()
+                step = 8 - self.column % 8 if ch == "\t" else 1
+                if self.column + step > width:
+                    self._put(Text("\n"))
+                    self.column = 0
+                else:
+                    self._put(Text(ch, style=style))
+                    self.column += step
+            else:
+                self.word.append(ch, style=style)
+                if self.column and self.column + self.word.cell_len > width:
+                    self._put(Text("\n"))  # the word will not fit here: it starts the next line
+                    self.column = 0
+                if self.word.cell_len >= width:
+                    self.flush()  # wider than any line: no reason to wait
+
+    def flush(self) -> None:
+        """Write the held-back word."""
+        if self.word.plain:
+            self._put(self.word)
+            self.column += self.word.cell_len
+            self.word = Text()
+
+    def _put(self, text: Text) -> None:
+        # The lines are cut here already: Rich must print them as they are (soft_wrap).
+        self.console.print(text, end="", soft_wrap=True, highlight=False)
+
+
 class QuietReporter(Reporter):
     """For --json: nothing on stdout while the command runs; notices go to the error console."""
 
@@ -926,7 +1136,7 @@ class QuietReporter(Reporter):
         self.err = err
 
     def notice(self, text: str) -> None:
-        self.err.print(text, markup=False, highlight=False, soft_wrap=True)
+        say(self.err, text)
 
 
 class RichReporter(Reporter):
@@ -951,12 +1161,13 @@ class RichReporter(Reporter):
         self._progress: Progress | None = None
         self._task = None
         self._table: LossTable | None = None
+        self._words: WordStream | None = None  # streamed text, wrapped at spaces
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
         if self.stop_requested and self.training and not self._announced:
             self._announced = True
-            self.console.print(Text("stopping after this step...", style="yellow"), highlight=False)
+            say(self.console, "stopping after this step...", "yellow")
         return self.stop_requested
 
     # training ------------------------------------------------------------------------------------
@@ -1008,19 +1219,23 @@ class RichReporter(Reporter):
         self._compare = CompareTable(labels, seeds)
         if not self.live:
             return
-        self._compare_total = len(labels) * seeds * steps
+        # The bar counts every training step of every contender and seed (on_compare_step), so it
+        # moves, and Rich can estimate the time left, between evaluations too: moved only at
+        # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
         self._progress = Progress(TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                                  TimeRemainingColumn(), console=self.console, expand=True)
-        self._task = self._progress.add_task("compare", total=len(labels) * steps, completed=0)
+                                  TextColumn("eta"), TimeRemainingColumn(), console=self.console, expand=True)
+        self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
         self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
                           refresh_per_second=4)
         self._live.start()
 
+    def on_compare_step(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, total=total)
+
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
         if self._live is not None:
-            self._progress.update(self._task, completed=min(evaluation.step * len(self._compare.labels),
-                                                          self._progress.tasks[0].total))
             self._live.update(Group(self._compare, self._progress))
 
     # generation ----------------------------------------------------------------------------------
@@ -1039,19 +1254,23 @@ class RichReporter(Reporter):
         if writes_raw(self.out, getattr(self, "gen_raw", False)):
             write_raw(self.out, (prompt or "") + text)
             return
+        if self._words is None:
+            self._words = WordStream(self.out)
         if prompt:
-            self.out.print(model_text(prompt, self.out, "bold"), end="", soft_wrap=True, highlight=False)
-        self.out.print(model_text(text, self.out), end="", soft_wrap=True, highlight=False)
+            self._words.write(terminal_safe(prompt), "bold")  # the vocabulary's control characters escaped
+        self._words.write(terminal_safe(text))
 
     def notice(self, text: str) -> None:
-        self.console.print(Text(text, style="yellow"), soft_wrap=True, highlight=False)
+        say(self.console, text, "yellow")
 
     # end -----------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the live display (also after an error); safe to call twice."""
+        """Stop the live display and write out a held-back word (also after an error); safe to call twice."""
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._words is not None:
+            self._words.flush()
 
     def finish(self, result) -> None:
         """Render the result, taking into account what was already shown while it ran."""
@@ -1069,7 +1288,7 @@ class RichReporter(Reporter):
 
 def _note(console: Console, text: str) -> None:
     """A dim line wrapped at the console's width (views are read at 80 columns)."""
-    console.print(Text(text, style="dim"), highlight=False)
+    say(console, text, "dim")
 
 
 def plain(console: Console) -> bool:
@@ -1129,8 +1348,8 @@ def _(result, console: Console) -> None:
     tokens = result.tokens[start:]
     maps = [[row[start:] for row in m[start:]] for m in result.maps]
     peak = max((w for m in maps for row in m for w in row), default=1.0)
-    what = f"head {result.heads[0]}" if single else f"all {result.n_heads} heads"
-    console.print(Text(f"attention, layer {result.layer}, {what}", style="bold"), highlight=False)
+    what = f"head {result.heads[0]}" if single else f"all {count(result.n_heads, 'head')}"
+    say(console, f"attention, layer {result.layer}, {what}", "bold")
     _note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
     if start:
         _note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
@@ -1143,7 +1362,8 @@ def _(result, console: Console) -> None:
         console.print(Columns(panels, padding=(1, 2)))
     console.print(_legend(peak, as_text), highlight=False)
     if result.dropped:
-        _note(console, f"the first {result.dropped} characters of the prompt were beyond max_seq_len and not read")
+        _note(console, f"the first {count(result.dropped, 'character')} of the prompt (beyond max_seq_len) "
+                       "went unread")
 
 
 def _stage_header(result) -> str:
@@ -1163,7 +1383,7 @@ def _stage_header(result) -> str:
 @render.register(commands.StepResult)
 def _(result, console: Console) -> None:
     as_text = plain(console)
-    console.print(Text(f"next token after {result.prompt[-40:]!r}", style="bold"), highlight=False)
+    say(console, f"next token after {result.prompt[-40:]!r}", "bold")
     _note(console, _stage_header(result))
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("", no_wrap=True)
@@ -1188,11 +1408,10 @@ def _(result, console: Console) -> None:
         _add(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
     console.print(table)
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
-    console.print(Text(f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
-                       f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}",
-                       style="green"), highlight=False, soft_wrap=True)
+    say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
+                 f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
     _note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
-                   f"(:gen with n=1 seed={result.seed} picks the same)")
+                   f"({cmd('gen', 'PROMPT', n=1, seed=result.seed)} picks the same)")
 
 
 def gen_probs(result, console: Console) -> None:
@@ -1201,8 +1420,7 @@ def gen_probs(result, console: Console) -> None:
     probs = result.probs or []
     chars = list(result.text)
     if len(chars) != len(probs):  # not one character per token: show the text plainly
-        console.print(model_text(result.prompt, console, "bold") + model_text(result.text, console), soft_wrap=True,
-                      highlight=False)
+        say(console, model_text(result.prompt, console, "bold") + model_text(result.text, console))
         return
     if not as_text:
         text = model_text(result.prompt, console, "bold")
@@ -1212,43 +1430,60 @@ def gen_probs(result, console: Console) -> None:
                 text.append("\n")
             else:
                 text.append_text(_cell(p, len(terminal_safe(ch)), False, terminal_safe(ch)))
-        console.print(text, soft_wrap=True, highlight=False)
+        say(console, text)
     else:
+        # Two rows per line, the shades under their characters. Whitespace shows as a symbol here
+        # (␣ ↵ ⇥), so the rows are cut by hand: after the last whitespace that fits, like say().
         width = max(10, console.width)
-        shown = [visible(c) for c in result.prompt] + [visible(c) for c in chars]
+        text = result.prompt + result.text
+        shown = [visible(c) for c in text]
         shades = [" "] * len(result.prompt) + [shade(p) for p in probs]
-        for at in range(0, len(shown), width):
-            console.print(Text("".join(shown[at:at + width])), highlight=False, no_wrap=True, overflow="ignore")
-            console.print(Text("".join(shades[at:at + width]), style="dim"), highlight=False,
+        at = 0
+        while at < len(shown):
+            end = min(len(shown), at + width)
+            if end < len(shown):
+                spaces = [i + 1 for i in range(at, end) if text[i].isspace()]
+                end = spaces[-1] if spaces else end
+            console.print(Text("".join(shown[at:end])), highlight=False, no_wrap=True, overflow="ignore")
+            console.print(Text("".join(shades[at:end]), style="dim"), highlight=False,
                           no_wrap=True, overflow="ignore")
+            at = end
     console.print(_legend(1.0, as_text, "probability when picked"), highlight=False)
 
 
 @render.register(commands.LensResult)
 def _(result, console: Console) -> None:
     target = f"; the true next character is {visible(result.target)!r}" if result.target is not None else ""
-    console.print(Text(f"logit lens at the last position of {result.prompt[-40:]!r}{target}", style="bold"),
-                  highlight=False)
+    say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
     _note(console, "each layer's residual stream read as if the model ended there: softmax(lm_head(ln_f(h)))")
-    k = max((len(r.guesses) for r in result.rows), default=0)
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("after", no_wrap=True, style="cyan")
-    for i in range(k):
-        table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
+    most = max((len(r.guesses) for r in result.rows), default=0)
     with_target = result.target is not None
-    if with_target:
-        table.add_column("true: rank (p)", justify="right", no_wrap=True)
-    for r in result.rows:
-        cells = [r.layer]
-        for ch, p in zip(r.guesses, r.probs):
-            hit = with_target and ch == result.target
-            cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
-        cells += [""] * (k - len(r.guesses))
+
+    def guesses(k: int) -> Table:
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("after", no_wrap=True, style="cyan")
+        for i in range(k):
+            table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
         if with_target:
-            cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
-        _add(table, *cells)
-    console.print(table)
-    _note(console, "the last row is the model's own prediction")
+            table.add_column("true: rank (p)", justify="right", no_wrap=True)
+        for r in result.rows:
+            cells = [r.layer]
+            for ch, p in list(zip(r.guesses, r.probs))[:k]:
+                hit = with_target and ch == result.target
+                cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
+            cells += [""] * (k - min(k, len(r.guesses)))
+            if with_target:
+                cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
+            _add(table, *cells)
+        return table
+
+    k = most  # as many guesses as fit the width, whole (the true character's rank column says the rest)
+    while k > 1 and not _fits(console, guesses(k)):
+        k -= 1
+    console.print(guesses(k))
+    more = count(most - k, "more guess", "more guesses")
+    _note(console, "the last row is the model's own prediction" + (f"; a wider terminal shows {more}"
+                                                                    if k < most else ""))
 
 
 def _chart(series, width: int, height: int = 12, baseline: float | None = None, baseline_label: str = "") -> Group:
@@ -1320,7 +1555,7 @@ def render_loss_chart(history: list[dict], width: int = 80, height: int = 10, vo
 @render.register(commands.PlotResult)
 def _(result, console: Console) -> None:
     title = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)"}[result.what]
-    console.print(Text(f"{title} by step", style="bold"), highlight=False)
+    say(console, f"{title} by step", "bold")
     baseline = label = None
     if result.what == "loss" and result.vocab_size and result.vocab_size > 1:
         baseline = math.log(result.vocab_size)
@@ -1345,15 +1580,14 @@ def _(result, console: Console) -> None:
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
     n = len(result.ids)
-    _note(console, f"{n} token{'s' if n != 1 else ''}, one per {result.kind}; ids index a vocabulary of "
+    _note(console, f"{count(n, 'token')}, one per {result.kind}; ids index a vocabulary of "
                    f"{result.vocab_size}")
 
 
 @render.register(commands.ReportResult)
 def _(result, console: Console) -> None:
-    console.print(Text(f"wrote {result.path}", style="green") +
-                  Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"),
-                  soft_wrap=True, highlight=False)
+    say(console, Text(f"wrote {result.path}", style="green") +
+        Text(f" ({_bytes(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
     _note(console, "one self-contained file: open it in any browser, no network needed")
 # --- speed: precision, compile, quantization --------------------------------------------------------
 def _change(before, after, fmt) -> str:
@@ -1368,10 +1602,9 @@ def _(result, console: Console) -> None:
     if m is None:
         state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
         verb = "now samples" if result.changed else "samples"
-        console.print(Text(f":gen {verb} from {state}", style="green" if result.changed else ""),
-                      soft_wrap=True, highlight=False)
+        say(console, f"{cmd('gen')} {verb} from {state}", "green" if result.changed else "")
         if result.mode == "off" and not result.changed:
-            _dim(console, ":quantize int8 makes an int8 copy for sampling and measures it")
+            _dim(console, f"{cmd('quantize', 'int8')} makes an int8 copy for sampling and measures it")
         return
     table = Table(header_style="bold", box=box.HEAVY_HEAD)
     for header in ("", "float32", "int8", "change"):
@@ -1388,9 +1621,8 @@ def _(result, console: Console) -> None:
              _change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     _add(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     console.print(table)
-    console.print(Text(f":gen now samples from the int8 copy ({m.linear_layers} Linear layers int8, on the CPU); "
-                       ":quantize off goes back; training or loading drops the copy", style="green"),
-                  soft_wrap=True, highlight=False)
+    say(console, f"{cmd('gen')} now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on "
+                 f"the CPU); {cmd('quantize', 'off')} goes back; training or loading drops the copy", "green")
     if result.device is not None and result.device != "cpu":
         _dim(console, f"the float model trains on {result.device}; both were timed on the CPU")
 

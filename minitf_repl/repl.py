@@ -34,6 +34,7 @@ from . import __version__
 from .commands import REGISTRY
 from .core.paths import adopt_old_history, history_path
 from .dispatch import FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, preload, signal_status
+from .render import say
 
 PROMPT = "minitf> "
 
@@ -218,14 +219,37 @@ def tolerant_mouse_bindings() -> KeyBindings:
 
 
 # --- the interactive loop ----------------------------------------------------------------------
-def toolbar_text(session) -> str:
+def toolbar_text(session, width: int | None = None) -> str:
+    """The bottom toolbar: device, size, step, losses, data; within `width` columns where given.
+
+    Each loss is named, so the toolbar's numbers compare with what :load, :ls and :train show (a
+    loaded model's val loss used to sit beside the toolbar's train loss, both called "loss"). A data
+    file shows as its name: the folders before it pushed the line past the screen's edge. Where the
+    line is still too wide, the train loss goes first (the val loss is the one the other views
+    show), then the labels shorten, so that the data stays in view.
+    """
     try:
         st = session.status()
     except Exception:
         return ""
     params = f"{st.n_params:,} params" if st.n_params is not None else "no model yet"
-    loss = f"loss {st.last_loss:.4f}" if st.last_loss is not None else "loss -"
-    return f" device {st.device} | {params} | step {st.step} | {loss} | data {st.data} "
+    data = st.data if "/" not in st.data and os.sep not in st.data else "…/" + Path(st.data).name
+    train = f"{st.last_loss:.4f}" if st.last_loss is not None else None
+    val = f"{st.val_loss:.4f}" if st.val_loss is not None else None
+    both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}"] if val else []))
+    one = f"val loss {val}" if val else (f"train loss {train}" if train else "loss -")
+    short = f"val {val}" if val else (f"train {train}" if train else "loss -")
+    candidates = [f" device {st.device} | {params} | step {st.step:,} | {both or 'loss -'} | data {data} ",
+                  f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
+                  f" {st.device} | {params} | step {st.step:,} | {short} | {data} "]
+    return next((c for c in candidates if width is None or len(c) <= width), candidates[-1])
+
+
+def _toolbar_width() -> int | None:
+    try:
+        return get_app().output.get_size().columns
+    except Exception:
+        return None
 
 
 def run_repl(session, console: Console, err_console: Console | None = None, debug: bool = False,
@@ -236,14 +260,13 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     if history is None:
         moved = adopt_old_history()  # earlier versions kept it in the data dir; it is state
         if moved:
-            err_console.print(moved, style="dim", markup=False, highlight=False, soft_wrap=True)
-        history = make_history(history_path(), lambda msg: err_console.print(msg, style="yellow", markup=False,
-                                                                               highlight=False, soft_wrap=True))
+            say(err_console, moved, "dim")
+        history = make_history(history_path(), lambda msg: say(err_console, msg, "yellow"))
     prompt_session = PromptSession(
         history=history,
         auto_suggest=AutoSuggestFromHistory(),
         completer=CommandCompleter(session=session),
-        bottom_toolbar=lambda: toolbar_text(session),
+        bottom_toolbar=lambda: toolbar_text(session, _toolbar_width()),
         input=input,
         output=output,
         key_bindings=tolerant_mouse_bindings(),
@@ -257,11 +280,8 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
 
         app.after_render.add_handler(once)
 
-    console.print(
-        f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
-        "Try :train, then type some text for the model to continue; :help lists the commands.",
-        style="dim", markup=False, highlight=False,
-    )
+    say(console, f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
+                 "Try :train, then type some text for the model to continue; :help lists the commands.", "dim")
     first = True
     while True:
         try:

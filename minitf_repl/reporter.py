@@ -44,6 +44,9 @@ class Reporter:
     def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
         """A comparison of these contenders begins: `steps` steps each, once per seed."""
 
+    def on_compare_step(self, done: int, total: int) -> None:
+        """A comparison made one more training step: `done` of `total` (all contenders and seeds)."""
+
     def on_compare_eval(self, evaluation) -> None:
         """One contender reached an evaluation (a core.compare.Evaluation: mean and spread over seeds)."""
 

@@ -52,8 +52,9 @@ class Status:
     device: str
     n_params: int | None  # None until the model is built
     step: int
-    last_loss: float | None
+    last_loss: float | None  # the training loss of the last step
     data: str
+    val_loss: float | None = None  # the last evaluated validation loss (what :load, :ls and :train report)
 
 
 class Session:
@@ -302,12 +303,14 @@ class Session:
         if self._model is None:
             return Status(device=device, n_params=None, step=0, last_loss=None, data=self.data_spec)
         history = self._trainer.history
+        val_loss = next((row["val_loss"] for row in reversed(history) if row.get("val_loss") is not None), None)
         return Status(
             device=device,
             n_params=self._model.num_parameters(),
             step=self._trainer.step,
             last_loss=history[-1]["train_loss"] if history else None,
             data=self.data_spec,
+            val_loss=val_loss,
         )
 
     # --- sampling through a copy (:quantize; added by the speed work) ----------------------------------

@@ -538,7 +538,7 @@ def test_shell_uses_the_environment_variable(monkeypatch, tmp_path):
     (["--load", "../x", "gen"], "error: --load: '../x' is not a valid checkpoint name"),
     (["--load", "run1", "--data", "reverse", "gen"], "error: --load: checkpoint run1 was trained on 'sort', not 'reverse'"),
     (["save"], "error: there is no model to save yet"),
-    (["load"], "error: which checkpoint? give its name, e.g. :load run1"),
+    (["load"], "error: which checkpoint? give its name, e.g. minitf load run1"),  # shell syntax from the shell
     (["train", "--steps", "1", "--save", "a/b"], "error: 'a/b' is not a valid checkpoint name"),
 ])  # fmt: skip
 def test_shell_checkpoint_errors_are_one_line(tmp_path, args, message):

@@ -56,10 +56,10 @@ def test_interactive_session_with_ctrl_c_during_train(env, tmp_path):
         child.expect(r"\d+/20000")
         child.sendintr()  # Ctrl-C
         child.expect_exact("stopping after this step...")
-        child.expect(r"stopped at step \d+ of 20000: :train continues")
+        child.expect(r"stopped at step [\d,]+ of 20,000: :train continues")
         child.expect_exact("minitf>")
         child.sendline(":gen n=20")
-        child.expect_exact("20 tokens in")
+        child.expect(r"\d+ tokens? in")  # 20, or fewer where a sort answer ends
         child.expect_exact("minitf>")
         child.sendline(":shapes")
         child.expect_exact("attn.hook_scores")  # under the blocks.0 heading
@@ -97,9 +97,10 @@ def run_piped(env, stdin: bytes, *args):
 
 
 def test_piped_lines_no_escape_codes_exit_0(env):
-    result = run_piped(env, b":train steps=3\n:gen n=10\n")
+    # n=6: a sort answer (6 digits after the first '=') cannot end the text sooner, so exactly 6 tokens
+    result = run_piped(env, b":train steps=3\n:gen n=6\n")
     assert result.returncode == 0, result.stderr.decode()
-    assert b"trained 3 steps" in result.stdout and b"10 tokens in" in result.stdout
+    assert b"trained 3 steps" in result.stdout and b"6 tokens in" in result.stdout
     assert b"\x1b[" not in result.stdout and b"\x1b[" not in result.stderr
 
 

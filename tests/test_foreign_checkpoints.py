@@ -46,8 +46,8 @@ def save(directory: Path, name: str, trainer) -> Path:
 
 def drive(folder: Path, *lines: str) -> tuple[int, str, str]:
     """Lines through the REPL's own dispatch, on a session whose checkpoint folder is `folder`."""
-    out = Console(file=io.StringIO(), width=120, color_system=None)
-    err = Console(file=io.StringIO(), width=120, color_system=None)
+    out = Console(file=io.StringIO(), width=120, color_system=None, soft_wrap=True)
+    err = Console(file=io.StringIO(), width=120, color_system=None, soft_wrap=True)
     session = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32), data_spec="sort",
                       device_name="cpu", checkpoint_dir=folder)
     code = repl.run_lines(list(lines), session, out, err)

@@ -114,3 +114,65 @@ def test_tiny_temperature_and_top_p_are_greedy_not_nan():
     logits = torch.tensor([0.1, 2.0, 1.9, -1.0])
     assert sample_next(logits, 1e-300) == 1
     assert sample_next(logits, 1.0, top_p=1e-300) == 1
+
+
+# --- where a text ends -------------------------------------------------------------------------------
+@pytest.mark.parametrize("cache", [True, False])
+def test_generation_stops_where_done_says_the_text_ends(cache):
+    model = make_model()
+    prompt = [1, 4, 1]
+    seen = []
+
+    def done(ids):
+        seen.append(list(ids))
+        return len(ids) >= 7
+
+    out = list(generate(model, prompt, 50, temperature=1.0, seed=3, cache=cache, done=done))
+    assert len(out) == 4 and seen[-1] == prompt + out  # asked with the prompt and all the tokens so far
+    assert out == list(generate(model, prompt, 4, temperature=1.0, seed=3, cache=cache))  # the same tokens
+    assert list(generate(model, prompt, 50, done=lambda ids: True)) == []  # already complete: nothing
+
+
+@pytest.mark.parametrize("spec, answer_len", [("sort", 6), ("reverse:4", 4), ("add:3", 4), ("sort:1", 1)])
+def test_a_task_declares_where_its_answers_end(spec, answer_len):
+    from minitf_repl.core.data import load_data
+
+    task = load_data(spec)
+    encode = task.tokenizer.encode
+    question, answer = task.example.split("=")
+    assert len(answer) == answer_len == task.answer_len
+    assert not task.answer_complete(encode(question))  # no '=' yet: the question goes on
+    assert not task.answer_complete(encode(question + "=" + answer[:-1]))
+    assert task.answer_complete(encode(question + "=" + answer))
+    assert task.answer_complete(encode(question + "=" + answer[:-1] + "=" + "1"))  # the first '=' counts
+
+
+def test_gen_on_a_task_stops_at_the_end_of_the_answer():
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.session import Session
+
+    s = Session(data_spec="sort")
+    run_command(s, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_seq_len": 16})
+    r = run_command(s, "gen", {"prompt": "314159=", "n": 50, "temperature": 1.0, "gen_seed": 1})
+    assert r.n_tokens == 6 and len(r.text) == 6 and r.answered  # an untrained model, but the answer slot ends
+    r = run_command(s, "gen", {"prompt": "314159=11", "n": 50})
+    assert r.n_tokens == 4 and r.answered
+    r = run_command(s, "gen", {"prompt": "314159=113459", "n": 50})
+    assert r.n_tokens == 0 and r.text == "" and r.answered
+    r = run_command(s, "gen", {"prompt": "314159=", "n": 3})
+    assert r.n_tokens == 3 and not r.answered  # n is still the limit
+    c = Session(data_spec="pydoc")
+    run_command(c, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_seq_len": 16})
+    assert run_command(c, "gen", {"prompt": "The", "n": 30}).n_tokens == 30  # a corpus has no end: n tokens
+
+
+def test_the_task_example_has_the_size_it_names():
+    from minitf_repl.core.data import load_data
+
+    for spec in ("sort", "sort:4", "reverse:9", "add", "add:2", "sort:30"):
+        task = load_data(spec)
+        example = task.description.split(": ", 1)[1]
+        question, answer = example.split("=")
+        assert question + "=" == task.question([int(d) for d in question.replace("+", "")])
+        assert len(question.replace("+", "")) == task.n_digits and answer == task.answer(question + "=")
+        assert f"{task.size}" in task.description.split(":")[0]

@@ -89,11 +89,15 @@ def test_stopped_train_says_how_to_continue():
     assert "┏" not in out  # no evaluation yet: no table
 
 
-def test_summary_is_one_line_even_when_narrow():
+def test_summary_wraps_at_spaces_when_narrow():
+    # It used to be one long line that the terminal broke mid-number ("34" / "1.0 s"); now Rich wraps
+    # it at spaces, every line within the width.
     c = console(40)
     render(train_result(), c)
-    lines = c.file.getvalue().splitlines()
-    assert any(line.startswith("trained 20 steps:") and line.endswith("2.5 s") for line in lines)
+    lines = ("trained 20 steps:" + c.file.getvalue().split("trained 20 steps:")[1]).splitlines()
+    assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
+    assert " ".join(line.strip() for line in lines) == (
+        "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, 2.5 s")
 
 
 # --- gen -----------------------------------------------------------------------------------------
@@ -135,7 +139,7 @@ def test_shapes_fit_a_narrow_terminal(tiny_records):
     c = console(40)
     render(C.ShapesResult("3141=", tiny_records, n_layers=2, layer=0, show_all=False), c)
     lines = c.file.getvalue().splitlines()
-    assert all(len(line) <= 40 for line in lines[:-1])  # the last line is a soft-wrapped note
+    assert all(len(line) <= 40 for line in lines)  # the notes too: they wrap at spaces
     assert any("attn.q_proj" in line for line in lines)
 
 
@@ -202,11 +206,13 @@ def test_quit_and_none_render_nothing():
 
 
 # --- errors --------------------------------------------------------------------------------------
-def test_error_is_one_literal_line_even_narrow():
+def test_error_is_literal_and_wraps_at_spaces_when_narrow():
     c = console(40)
     message = "steps must be a whole number, got '[bold]abc[/bold]'; see :help train for the options"
     error(c, message)
-    assert c.file.getvalue() == f"error: {message}\n"
+    lines = c.file.getvalue().splitlines()
+    assert all(len(line) <= 40 for line in lines)  # not one line for the terminal to break mid-word
+    assert " ".join(line.strip() for line in lines) == f"error: {message}"  # markup stays literal text
 
 
 def test_internal_error_line():
@@ -342,3 +348,35 @@ def test_checkpoint_results():
 def test_train_result_reports_its_checkpoint():
     assert "saved checkpoint autosave" in text_of(train_result(saved="autosave"))
     assert "warning: not saved: disk full" in text_of(train_result(save_error="disk full"))
+
+
+# --- counted nouns -------------------------------------------------------------------------------
+def test_one_helper_counts_every_noun():
+    from minitf_repl.core.words import count
+
+    assert count(1, "token") == "1 token" and count(0, "token") == "0 tokens" and count(1234, "token") == "1,234 tokens"
+    assert count(1, "more guess", "more guesses") == "1 more guess" and count(2, "guess", "guesses") == "2 guesses"
+
+
+def test_no_message_says_one_of_a_plural():
+    one = C.GenResult("a", "\n", 1, 0.1, 10.0, True, False, first_token_seconds=0.01)
+    out = text_of(one)
+    assert "1 token in" in out and "(1 newline)" in out and "1 tokens" not in out and "1 newlines" not in out
+    out = text_of(train_result(steps=1, total_steps=1, evals=[]))
+    assert "trained 1 step:" in out
+    out = text_of(train_result(steps=1, total_steps=1, run_remaining=1, stopped=True, evals=[]))
+    assert "(1 step this time;" in out
+    from minitf_repl.core.data import DataInfo
+
+    out = text_of(C.DataResult(DataInfo("x", "corpus", "one letter", 1, 1, 1, 1), changed=False, rebuilt=False))
+    assert "1 symbol" in out and "1 symbols" not in out
+
+
+def test_the_cpu_says_1_core(monkeypatch):
+    from minitf_repl.core import device
+
+    monkeypatch.setattr(device.os, "cpu_count", lambda: 1)
+    cpu = next(d for d in device.describe_devices() if d.kind == "cpu")
+    assert cpu.description.endswith(", 1 core")
+    monkeypatch.setattr(device.os, "cpu_count", lambda: 2)
+    assert device.describe_devices()[0].description.endswith(", 2 cores")

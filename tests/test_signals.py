@@ -111,8 +111,8 @@ def test_sighup_during_train_in_the_repl_autosaves_and_exits_129(tmp_path):
         child.expect(r"\d+/100000")
         child.expect(r"\d+/100000")
         child.kill(signal.SIGHUP)  # as the terminal closing sends it
-        child.expect(r"stopped at step (\d+) of 100000")
-        step = int(child.match.group(1))
+        child.expect(r"stopped at step ([\d,]+) of 100,000")
+        step = int(child.match.group(1).replace(",", ""))
         child.expect_exact("saved checkpoint autosave")
         child.expect(pexpect.EOF)
     finally:

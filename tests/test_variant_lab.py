@@ -73,6 +73,33 @@ def test_compare_with_seeds_gives_mean_and_spread():
     assert e.spread == pytest.approx(torch.tensor(alone).std().item(), abs=1e-6)
 
 
+def test_compare_reports_every_training_step_and_its_bar_shows_an_eta():
+    """The bar moved only at evaluations: Rich had too few samples for a speed, so no ETA."""
+    from rich.progress import TimeRemainingColumn
+
+    from minitf_repl.render import RichReporter
+
+    data = load_data("sort:4")
+    train = TrainConfig(batch_size=4, eval_every=3, eval_batches=1)
+    a = ModelConfig(**TINY, vocab_size=data.tokenizer.vocab_size)
+    steps = []
+    compare([Contender("a", a, train), Contender("b", a.replace(n_layers=1), train)], data, steps=3, seeds=[1, 2],
+            on_step=lambda done, total: steps.append((done, total)))
+    assert steps == [(i, 12) for i in range(1, 13)]  # 2 contenders x 2 seeds x 3 steps
+
+    now = [0.0]
+    console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None, get_time=lambda: now[0])
+    reporter = RichReporter(console, live=True)
+    reporter.on_compare_start(["a", "b"], 300, 1)
+    for done in range(1, 11):  # ten steps, a second each, before the first evaluation
+        now[0] += 1.0
+        reporter.on_compare_step(done, 600)
+    task = reporter._progress.tasks[0]
+    assert task.completed == 10 and task.total == 600
+    assert str(TimeRemainingColumn().render(task)) == "0:09:50"  # 590 steps left at 1 step/s
+    reporter.close()
+
+
 def test_compare_command_leaves_the_session_alone():
     s = tiny_session()
     run(s, ":train steps=3")

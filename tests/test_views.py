@@ -148,8 +148,11 @@ def test_gen_show_probs_are_the_step_probabilities(trained):
 
 
 def test_gen_show_probs_past_the_window(trained):
-    g = run_command(trained, "gen", {"prompt": "3141=", "n": 40, "seed": 1, "show": "probs"})
-    assert len(g.probs) == 40 and all(0 < p <= 1 for p in g.probs)
+    # A 40-digit question (no '=' yet) is past max_seq_len=32 from the first token; the text ends
+    # where the task's answer ends (or at n), one probability per token either way.
+    g = run_command(trained, "gen", {"prompt": "3141592653589793238462643383279502884197", "n": 40, "seed": 1,
+                                     "show": "probs"})
+    assert g.n_tokens >= 1 and len(g.probs) == g.n_tokens and all(0 < p <= 1 for p in g.probs)
 
 
 # --- :lens -----------------------------------------------------------------------------------------
@@ -247,7 +250,7 @@ def test_params_ledger(trained):
     assert all(len(line) <= 80 for line in out.splitlines())
     run_command(trained, "set", {"optimizer": "adamw" if trained.train_config.optimizer == "muon" else "muon"})
     assert ("Muon state" in text_of(run_command(trained, "params", {}))) != ("Muon state" in out)
-    everything = text_of(run_command(trained, "params", {"all": True}))
+    everything = " ".join(text_of(run_command(trained, "params", {"all": True})).split())  # notes wrap at spaces
     assert "blocks.1.attn.q_proj.weight" in everything and "counted once" in everything
     json.dumps(to_json(r), allow_nan=False)
 
@@ -257,7 +260,7 @@ def test_params_ledger(trained):
 def test_shapes_read_at_80_and_100_columns(trained, width):
     out = text_of(run_command(trained, "shapes", {"prompt": "3141="}), width)
     lines = out.splitlines()
-    assert all(len(line) <= width for line in lines[:-1])  # the last line is a soft-wrapped note
+    assert all(len(line) <= width for line in lines)  # notes too: they wrap at spaces
     assert "(B, h, T, d_k) = (1, 2, 5, 16)" in out and "(B, h, T, T) = (1, 2, 5, 5)" in out
     assert "(B, T, d) -> (B, T, d_ff) = (1, 5, 64)" in out
     assert "blocks.0 TransformerBlock" in lines
@@ -300,3 +303,36 @@ def test_view_commands_are_declared_with_completion():
     assert C.REGISTRY["attn"].find_param("head").complete(s) == ["all", "0", "1"]
     assert C.REGISTRY["attn"].find_param("layer").complete(s) == ["0", "1"]
     assert C.REGISTRY["gen"].find_param("show").choices == ("text", "probs")
+
+
+# --- the default prompt of a corpus ------------------------------------------------------------------------
+def test_a_corpus_default_prompt_reads_like_a_sentence():
+    from minitf_repl.core.data import TextCorpus, load_data
+
+    val = "   \n        >>> x[1]\n        2\n\n   The model reads this sentence first.\n"
+    corpus = TextCorpus("t", "a" * (9 * len(val)) + val, "test text")  # the last tenth is `val`
+    assert C.sample_window(corpus) == (val.index("The"), "The model reads ")
+    assert C._true_next(corpus, "The model reads ") == "t"
+    assert C._true_next(corpus, "something else") is None  # only the default prompt has a known next character
+    prompt = C.sample_prompt(load_data("pydoc"))  # its first 16 characters were ' Counter()\n     '
+    assert "\n" not in prompt and prompt[0].isupper() and sum(ch.isalpha() for ch in prompt) >= 12
+    lens = run_command(Session(data_spec="pydoc"), "lens", {})
+    assert lens.prompt == prompt and lens.target is not None
+
+
+def test_shapes_under_grouped_query_attention_name_the_key_value_heads():
+    """(1, 2, 9, 32) next to (B, h, T, d_k) was unreadable: K and V's own head count is h_kv."""
+    s = Session(data_spec="sort")
+    run_command(s, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64,
+                           "max_seq_len": 16, "pos_encoding": "rope", "qk_norm": True})
+    out = text_of(run_command(s, "shapes", {"prompt": "3141="}), 200)
+    assert "h_kv=2 key/value heads" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  attn.")}
+    assert "(B, T, d) -> (B, T, h_kv·d_k) = (1, 5, 16)" in rows["attn.k_proj"]
+    for name in ("attn.hook_k", "attn.hook_v", "attn.k_norm", "attn.hook_k_rot"):
+        assert "(B, h_kv, T, d_k) = (1, 2, 5, 8)" in rows[name], rows[name]
+    assert "(B, h, T, d_k) = (1, 4, 5, 8)" in rows["attn.hook_k_rep"] and "(B, h_kv, T, d_k) -> (B, h, T, d_k)" in out
+    assert all("(B," in row for row in rows.values())  # no attention step left as bare numbers
+    mha = Session(data_spec="sort")
+    run_command(mha, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "d_ff": 64, "max_seq_len": 16})
+    assert "h_kv" not in text_of(run_command(mha, "shapes", {"prompt": "3141="}), 200)  # one kind of head

@@ -82,6 +82,7 @@ from .model import MiniTransformerLM
 from .sizes import check_trainable, parameter_count
 from .optimizers import group_kind
 from .train import Trainer
+from .words import count
 
 FORMAT_VERSION = 1
 FORMAT_NAME = "minitf-checkpoint"
@@ -301,7 +302,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         raise ValueError(f"origin must be one of {ORIGINS}, got {origin!r}")
     if len(vocab) != model.config.vocab_size:
         raise CheckpointError(
-            f"the vocabulary has {len(vocab)} characters but the model has vocab_size={model.config.vocab_size}; "
+            f"the vocabulary has {count(len(vocab), 'character')} but the model has vocab_size={model.config.vocab_size}; "
             "rebuild the model for this data before saving"
         )
     # Everything is serialised in memory first: a failure here touches no file.
@@ -819,7 +820,7 @@ def _read_manifest_bytes(where: Path) -> bytes:
     if size > _MAX_MANIFEST_BYTES:
         os.close(fd)
         raise CheckpointError(
-            f"{where} is {size} bytes, more than the {_MAX_MANIFEST_BYTES // 2**20} MiB a manifest may have; "
+            f"{where} is {count(size, 'byte', grouped=False)}, more than the {_MAX_MANIFEST_BYTES // 2**20} MiB a manifest may have; "
             "it is not a minitf checkpoint"
         )
     return _read_open(fd, size)
@@ -987,7 +988,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
     where = path / entry["file"]
     if entry["size"] > limit:
         raise CheckpointError(
-            f"{where} is recorded as {entry['size']} bytes, more than its model config can need ({limit}); "
+            f"{where} is recorded as {count(entry['size'], 'byte', grouped=False)}, more than its model config can need ({limit}); "
             "this checkpoint cannot be used, save it again"
         )
     try:
@@ -1001,7 +1002,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
                     "save the checkpoint again"
                 )
             raise CheckpointError(
-                f"{where} has {size} bytes but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+                f"{where} has {count(size, 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
             )
         raw = _read_open(fd, size)
     except FileNotFoundError:
@@ -1015,7 +1016,7 @@ def _read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tens
         )
     if len(raw) != entry["size"]:  # it shrank while being read
         raise CheckpointError(
-            f"{where} has {len(raw)} bytes but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+            f"{where} has {count(len(raw), 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
         )
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
@@ -1087,7 +1088,7 @@ def _check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
     vocab = manifest["vocab"]
     if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
         raise CheckpointError(
-            f"{path}: its vocabulary has {len(vocab)} characters ({len(set(vocab))} distinct) but the model has "
+            f"{path}: its vocabulary has {count(len(vocab), 'character')} ({len(set(vocab))} distinct) but the model has "
             f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
         )
     try:
@@ -1527,7 +1528,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
             actual = st.st_size
             if actual != entry["size"]:
                 raise CheckpointError(
-                    f"{where} has {actual} bytes but {entry['size']} were written (truncated); save the checkpoint again"
+                    f"{where} has {count(actual, 'byte', grouped=False)} but {entry['size']} were written (truncated); save the checkpoint again"
                 )
             size += actual
     except CheckpointError as e:

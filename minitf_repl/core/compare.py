@@ -69,10 +69,13 @@ def compare(
     on_evaluation: Callable[[Evaluation], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     threads=None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[Outcome]:
     """Train each contender for `steps` steps once per seed, in step; return one Outcome each.
 
     `threads`: a core.threads.ThreadPolicy each trainer asks between steps (None: leave the count alone).
+    `on_step(done, total)` follows every training step of every contender and seed (`total` of them
+    in all), so a progress bar can move, and estimate the time left, between evaluations.
     """
     def stop() -> bool:
         return should_stop is not None and should_stop()
@@ -95,6 +98,13 @@ def compare(
         busy = [[0.0, 0] for _ in contenders]  # seconds and tokens of training, per contender
         every = contenders[0].train_config.eval_every
         done = 0
+        total, trained = len(runs) * steps, [0]  # training steps of all runs, and done so far
+
+        def stepped(info) -> None:
+            trained[0] += 1
+            if on_step is not None:
+                on_step(trained[0], total)
+
         while done < steps:
             target = min(done + every, steps)
             results: dict[int, list[tuple[float, float | None]]] = {}
@@ -104,7 +114,7 @@ def compare(
                 start = time.perf_counter()
                 # The caller's stop request is asked before every step, as :train asks it: a stop
                 # (Ctrl-C, SIGTERM) waits for one training step, never for the rest of a segment.
-                summary = trainer.run(should_stop=lambda t=trainer: t.step >= target or stop())
+                summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop())
                 outcomes[i].seconds += time.perf_counter() - start
                 if summary.tokens_per_second:
                     busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second

@@ -25,6 +25,7 @@ import torch
 
 from .errors import DataError
 from .paths import cache_dir
+from .words import count
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -37,6 +38,8 @@ DOWNLOAD_MARGIN = 64 * 2**10
 DOWNLOAD_SECONDS = 300.0  # the whole download; each read also has the urlopen timeout
 
 CORPORA = ("pydoc", "shakespeare")
+# The digits of pi: the example each task describes itself with (enough for add:30's 60 digits).
+PI_DIGITS = "3141592653589793238462643383279502884197169399375105820974944592307816406286"
 MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 ids: 8 bytes a character
 TASKS = ("sort", "reverse", "add", "random")
 
@@ -60,7 +63,8 @@ class CharTokenizer:
         order anyway means the ids match the saved embedding rows whatever wrote the file.
         """
         if len(set(vocab)) != len(vocab):
-            raise DataError(f"the vocabulary repeats a character ({len(vocab)} characters, {len(set(vocab))} distinct)")
+            raise DataError(f"the vocabulary repeats a character ({count(len(vocab), 'character')}, "
+                            f"{len(set(vocab))} distinct)")
         tokenizer = cls("")
         tokenizer.itos = list(vocab)
         tokenizer.stoi = {ch: i for i, ch in enumerate(tokenizer.itos)}
@@ -79,7 +83,7 @@ class CharTokenizer:
         if unknown:
             shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             raise DataError(
-                f"{len(unknown)} character(s) not in the vocabulary: {shown}; "
+                f"{count(len(unknown), 'character')} not in the vocabulary: {shown}; "
                 "remove them, or train on data that contains them"
             )
         return [self.stoi[ch] for ch in text]
@@ -132,7 +136,7 @@ class TextCorpus:
         shortest = min(len(self.splits["train"]), len(self.splits["val"]))
         if shortest < max_seq_len + 1:
             raise DataError(
-                f"{self.name} is too short: its smaller split has {shortest} characters, and one "
+                f"{self.name} is too short: its smaller split has {count(shortest, 'character')}, and one "
                 f"window needs max_seq_len + 1 = {max_seq_len + 1}; use a longer text or a smaller max_seq_len"
             )
 
@@ -158,10 +162,16 @@ class Task:
         self.size = size
         self.tokenizer = CharTokenizer(self.vocab)
         self.description = {
-            "sort": f"sort {size} digits: 3141=1134",
-            "reverse": f"reverse {size} digits: 3141=1413",
-            "add": f"add two {size}-digit numbers: 12+34=046",
+            "sort": f"sort {count(size, 'digit')}: {self.example}",
+            "reverse": f"reverse {count(size, 'digit')}: {self.example}",
+            "add": f"add two {size}-digit numbers: {self.example}",
         }[name]
+
+    @property
+    def example(self) -> str:
+        """One whole example of this size, from the digits of pi: 314159=113459 for sort:6."""
+        question = self.question([int(d) for d in PI_DIGITS[: self.n_digits]])
+        return question + self.answer(question)
 
     # --- one example -------------------------------------------------------------------------
     def question(self, digits: list[int]) -> str:
@@ -194,6 +204,18 @@ class Task:
     def seq_len(self) -> int:
         """Tokens the model sees: question + answer minus the last (it is only a target)."""
         return self.question_len + self.answer_len - 1
+
+    def answer_complete(self, ids: list[int]) -> bool:
+        """The end of an answer, which generation stops at: a whole answer follows the text's first '='.
+
+        A task's text is one question and its answer, and every answer has answer_len characters
+        (add's is zero-padded), so what a model writes after it was never trained and means nothing
+        (sort went on `314159=113459999999...`). The first '=' is the one that ends the question.
+        """
+        equals = self.tokenizer.stoi["="]
+        if equals not in ids:
+            return False
+        return len(ids) - ids.index(equals) - 1 >= self.answer_len
 
     @staticmethod
     def is_val(question: str) -> bool:
@@ -255,7 +277,7 @@ class RandomTokens:
 
     def __init__(self, vocab_size: int = 50):
         self.name = "random"
-        self.description = f"uniformly random tokens from {vocab_size} symbols (nothing to learn)"
+        self.description = f"uniformly random tokens from {count(vocab_size, 'symbol')} (nothing to learn)"
         chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
         self.tokenizer = CharTokenizer(chars[:vocab_size])
 
@@ -335,7 +357,7 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
         ) from None
     if _sha256(payload) != SHAKESPEARE_SHA256:
         raise DataError(
-            f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {len(payload)} bytes); "
+            f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {count(len(payload), 'byte')}); "
             "check the URL (MINITF_SHAKESPEARE_URL) or use a local file by path"
         )
     target.parent.mkdir(parents=True, exist_ok=True)

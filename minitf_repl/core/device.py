@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .errors import DeviceError
+from .words import count
 
 ACCEPTED_FORMS = "auto, cpu, cuda, cuda:N or mps"
 
@@ -70,8 +71,8 @@ def resolve_device(name: str = "auto") -> torch.device:
             raise DeviceError(f"device {text!r} is not available here (no Apple MPS backend); available: {available}")
         return torch.device("mps")
 
-    count = _cuda_count()
-    if count == 0:
+    n_gpus = _cuda_count()
+    if n_gpus == 0:
         raise DeviceError(f"device {text!r} is not available here (no CUDA GPU found); available: {available}")
     if index is None:
         # Plain "cuda" means the current GPU; spelling out its index makes `param.device == device` hold.
@@ -79,9 +80,9 @@ def resolve_device(name: str = "auto") -> torch.device:
             return torch.device("cuda", torch.cuda.current_device())
         except Exception:
             return torch.device("cuda", 0)
-    if int(index) >= count:
-        gpus = "1 CUDA GPU" if count == 1 else f"{count} CUDA GPUs"
-        raise DeviceError(f"device {text!r} is not available here (only {gpus}); available: {available}")
+    if int(index) >= n_gpus:
+        raise DeviceError(f"device {text!r} is not available here (only {count(n_gpus, 'CUDA GPU')}); "
+                          f"available: {available}")
     return torch.device("cuda", int(index))
 
 
@@ -148,7 +149,7 @@ def cpu_kind() -> str:
 
 def _cpu_info() -> DeviceInfo:
     cores = os.cpu_count() or 1
-    description = f"{cpu_name()}, {cores} core{'' if cores == 1 else 's'}"  # torch's threads: :device's own line
+    description = f"{cpu_name()}, {count(cores, 'core')}"  # torch's threads: :device's own line
     memory = None
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -13,7 +13,7 @@ gives the same text whatever device the model runs on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -111,8 +111,14 @@ def generate(
     top_p: float | None = None,
     seed: int | None = None,
     cache: bool = True,
+    done: Callable[[list[int]], bool] | None = None,
 ) -> Iterator[int]:
-    """Yield max_new_tokens token ids continuing prompt_ids (a non-empty list of ids)."""
+    """Yield up to max_new_tokens token ids continuing prompt_ids (a non-empty list of ids).
+
+    `done(ids)` (optional) is asked before each new token, with the prompt and every token so far:
+    True ends the text there. A task declares where its answers end this way (core.data's
+    Task.answer_complete), so a complete answer is not followed by tokens that mean nothing.
+    """
     check_sampling(temperature, top_k, top_p, max_new_tokens)
     if len(prompt_ids) == 0:
         raise DataError("the prompt is empty; give at least one character to continue")
@@ -134,6 +140,8 @@ def generate(
     decode = FastPath(model) if fast else model
     try:
         for _ in range(max_new_tokens):
+            if done is not None and done(tokens):
+                return
             if not cache:
                 # The seed's loop: the last `window` tokens, all recomputed, every step.
                 idx = torch.tensor([tokens[-window:]], device=device)

@@ -41,6 +41,7 @@ from .feedforward import SwiGLU, make_activation
 from .norms import make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
 from .probe import Probe
+from .words import count
 
 __all__ = [
     "FeedForward", "KVCache", "LayerKV", "MiniTransformerLM", "ModelConfig", "MultiHeadSelfAttention", "Probe",
@@ -286,7 +287,7 @@ class MiniTransformerLM(nn.Module):
     def check_fits(self, length: int) -> None:
         """Positions are absolute: an input (cache included) may not be longer than the context window."""
         if length > self.config.max_seq_len:
-            raise DataError(f"input of {length} tokens is longer than max_seq_len={self.config.max_seq_len}; "
+            raise DataError(f"input of {count(length, 'token')} is longer than max_seq_len={self.config.max_seq_len}; "
                             "shorten it or raise max_seq_len")
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

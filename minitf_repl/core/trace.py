@@ -79,6 +79,15 @@ class TraceRecord:
 
 
 _NORMS = ("ln_1", "ln_2", "ln_f", "q_norm", "k_norm")
+_GQA = {  # the key/value steps under grouped-query attention (n_kv_heads < n_heads): h_kv heads of K and V
+    "k_proj": "K = HW^K (h_kv = {kv} of h = {h} heads: d -> h_kv·d_k)",
+    "v_proj": "V = HW^V (h_kv = {kv} of h = {h} heads: d -> h_kv·d_k)",
+    "hook_k": "split heads: (B, T, h_kv·d_k) -> (B, h_kv, T, d_k)",
+    "hook_v": "split heads: (B, T, h_kv·d_k) -> (B, h_kv, T, d_k)",
+    "hook_k_rep": "K: each of the h_kv heads serves {group} query heads: (B, h_kv, T, d_k) -> (B, h, T, d_k)",
+    "hook_v_rep": "V: each of the h_kv heads serves {group} query heads: (B, h_kv, T, d_k) -> (B, h, T, d_k)",
+}
+_KV_STEPS = tuple(_GQA)
 _POST = {  # norm_placement="post": the norm comes after the residual add
     "ln_1": "LN(x + Attention(x)) (post-norm)",
     "ln_2": "LN(x + FFN(x)) (post-norm)",
@@ -114,8 +123,9 @@ def _formula(path: str, module: nn.Module, tied_to: str | None, config=None) -> 
                                                                                    f"{type(module).__name__}(.)")
     elif name == "down_proj":
         formula += f" (hidden {module.in_features} = int(2 * d_ff / 3))"
-    elif name in ("k_proj", "v_proj") and config is not None and config.kv_heads != config.n_heads:
-        formula += f" ({config.kv_heads} of {config.n_heads} heads: d -> {module.out_features})"
+    elif name in _KV_STEPS and config is not None and config.kv_heads != config.n_heads:
+        # Grouped-query attention: K and V have h_kv heads of their own (the shapes name it, as :shapes shows).
+        formula = _GQA[name].format(kv=config.kv_heads, h=config.n_heads, group=config.n_heads // config.kv_heads)
     elif isinstance(module, nn.Linear) and module.bias is None and " + b_" in formula:
         formula = re.sub(r" \+ b_\d", "", formula)  # bias off
     elif name == "token_embedding" and tied_to is not None:

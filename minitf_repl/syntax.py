@@ -1,0 +1,89 @@
+"""How a message names a command: `:train` to a REPL user, `minitf train` to a shell user.
+
+Messages say what to do next by naming a command: "the trained model was kept as checkpoint K:
+:load K brings it back", "this model has no experts; :set n_experts=4 adds them". The same message
+reaches a user of the REPL (or of piped REPL lines) and of the one-shot shell, and each must read it
+in the syntax they type. So no message spells a command out: it calls `cmd(...)` (or `restore`,
+`train_first`), which phrases the command in the syntax of the front end now speaking. The front
+door says which one that is while a command runs and renders (`speaking`); the shell's entry point
+says it for the whole invocation. Outside any front end (tests, `run_command`) it is the REPL's.
+Like the registry, which phrases its own errors with it, this module imports nothing of the shell.
+
+The shell's phrasing follows from what a one-shot command is: its session ends with it. Settings
+therefore go with the global `--set` (`minitf --set n_experts=4 experts`), a checkpoint comes back
+through the global `--load` (`minitf --load K gen`), and a command that needs an earlier command's
+model names the checkpoint that model was saved as (`load=`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import shlex
+
+REPL, SHELL = "repl", "shell"
+_SYNTAX: contextvars.ContextVar[str] = contextvars.ContextVar("minitf_syntax", default=REPL)
+
+
+@contextlib.contextmanager
+def speaking(syntax: str):
+    """Within this block, messages name commands in `syntax` ("repl" or "shell")."""
+    token = _SYNTAX.set(syntax)
+    try:
+        yield
+    finally:
+        _SYNTAX.reset(token)
+
+
+def syntax() -> str:
+    return _SYNTAX.get()
+
+
+def setting_text(value) -> str:
+    """A setting's value as both syntaxes write it: on/off, none, 3 significant digits for a float."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def cmd(name: str, *positional, load: str | None = None, **options) -> str:
+    """Command `name` with its positional text and options, as the front end now speaking writes it.
+
+    REPL: `:name TEXT key=value`. Shell: `minitf name TEXT --key value` (`--key` / `--no-key` for
+    on/off), and `:set`'s pairs as the global `--set key=value`. `load`: the checkpoint a one-shot
+    command must start from to find this session's model (`minitf --load NAME name ...`); the REPL
+    has that model already and leaves it out.
+    """
+    if syntax() == REPL:
+        words = [f":{name}", *map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
+        return " ".join(words)
+    if name == "set":
+        pairs = [*map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
+        return " ".join(f"--set {pair}" for pair in pairs) or "--set"
+    if name == "help":
+        return f"minitf {positional[0]} --help" if positional else "minitf --help"
+    words = ["minitf"] + ([f"--load {load}"] if load else []) + [name]
+    words += [shlex.quote(str(p)) if " " in str(p) else str(p) for p in positional]
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag if value else f"--no-{key.replace('_', '-')}")
+        else:
+            words += [flag, setting_text(value)]
+    return " ".join(words)
+
+
+def restore(checkpoint: str) -> str:
+    """What brings a saved checkpoint back: `:load NAME`, or from the shell the global `--load NAME`
+    (given before the command that should start from it)."""
+    return cmd("load", checkpoint) if syntax() == REPL else f"--load {checkpoint}"
+
+
+def train_first(then: str, autosave: str, **options) -> str:
+    """"Train first, then run `then`": from the shell, `then` starts from the checkpoint `autosave`
+    that the one-shot `minitf train` saves, since its own session has no model."""
+    return f"{cmd('train')} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
