@@ -5,6 +5,8 @@ One process, the two runs one after the other (then again with --repeats 2, alte
              AdamW stepping tensor by tensor, lr 3e-3, warm-up 30, 600 steps, batch 32, float32
     now      TrainConfig's defaults (core/recipes.py: pydoc's recipe): the fast path, fused AdamW
              or Muon, whatever the recipe says, dtype=auto (bfloat16 on a CPU with AMX/AVX512-BF16)
+    adamw    now with optimizer=adamw and nothing else changed: what the default optimizer costs
+             in wall time (issue 16: Muon's run at most 1.2x this one on a CPU without bfloat16)
 For each: the wall time of the run (evaluations included), the final validation loss, and a
 400-character sample (temperature 0.8, seed 0) with the share of its words that occur in the data.
 
@@ -14,6 +16,7 @@ For each: the wall time of the run (evaluations included), the final validation 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
@@ -30,8 +33,8 @@ BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size
               dtype="float32")
 
 
-def first_train(data, before: bool) -> dict:
-    config = TrainConfig().replace(**BEFORE) if before else TrainConfig()
+def first_train(data, before: bool, **changes) -> dict:
+    config = TrainConfig().replace(**BEFORE) if before else TrainConfig().replace(**changes)
     optimizers.FUSED_ADAMW = not before  # before: torch's AdamW tensor by tensor
     try:
         torch.manual_seed(config.seed)
@@ -54,17 +57,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     data = load_data("pydoc")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; pydoc, default model")
+    from minitf_repl.core.device import cpu_kind
+    from minitf_repl.core.threads import ThreadPolicy
+
+    threads = ThreadPolicy(0).decide()  # minitf's choice at the start, held for every row
+    print(f"{cpu_kind()}; torch {torch.__version__}, {threads.describe()} threads; pydoc, default model")
+    rows = {"before": dict(before=True), "now": dict(before=False), "adamw": dict(before=False, optimizer="adamw")}
+    seconds = {label: [] for label in rows}
     for _ in range(args.repeats):
-        for label, before in (("before", True), ("now", False)):
-            r = first_train(data, before)
+        for label, how in rows.items():
+            r = first_train(data, **how)
             c = r["config"]
+            seconds[label].append(r["seconds"])
             print(f"{label:6s} {c.steps} steps, batch {c.batch_size}, {c.optimizer} lr {c.lr:g}, "
                   f"fast_path={'on' if c.fast_path else 'off'}, {training_dtype(c.dtype, 'cpu')}: "
                   f"val {r['val']:.4f} in {r['seconds']:.1f} s; "
                   f"{r['words']:.0%} of the sample's words are in the data", flush=True)
             print("       " + r["text"][:200].replace("\n", " "))
-
+    median = {label: statistics.median(values) for label, values in seconds.items()}
+    print(f"medians of {args.repeats}: now {median['now']:.1f} s, the same run with optimizer=adamw "
+          f"{median['adamw']:.1f} s: {median['now'] / median['adamw']:.2f}x; before {median['before']:.1f} s")
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,8 @@ settings: lr 1e-3, betas 0.9/0.99, weight decay 0.1, clipping at 1.0), bookkeepi
 and norm read back, the step's undo record, the history):
     minitf :train           the training step's defaults: core.fastpath, fused AdamW, dtype=auto
                             (bfloat16 autocast where the CPU has AMX or AVX512-BF16, else float32)
-    minitf float32          the same in float32 (what :train runs on a CPU without bfloat16 units)
+    minitf float32          the same in float32 (on a CPU without bfloat16 units that is :train's row,
+                            so it is left out, as is nanoGPT under emulated bfloat16)
     minitf readable         fast_path=off, float32: the readable model's forward (explicit attention)
     minitf compile=on       the defaults through torch.compile (first step compiles, timed apart)
     minitf muon             the defaults with Muon instead of AdamW (what the default optimizer costs per step)
@@ -113,11 +114,18 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
     parser.add_argument("--rows", default="", help="comma-separated row names to keep (default: all)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads for every row (default: torch's own)")
     args = parser.parse_args()
     if not ANCHOR.is_file():
         print(f"skipped: nanoGPT's model is not at {ANCHOR} (a user's clone has no ../shared)")
         return
+    from minitf_repl.core.device import cpu_kind
+    from minitf_repl.core.precision import training_dtype
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     size = (dict(L=6, H=6, d=384, T=256, B=32, V=65) if args.large else dict(L=4, H=4, d=128, T=64, B=12, V=65))
+    native = training_dtype("auto", "cpu") == "bfloat16"
     nanogpt, n_params = nanogpt_step(size)
     rows = {"nanoGPT": nanogpt,
             "minitf :train": minitf_step(size),
@@ -126,6 +134,8 @@ def main() -> None:
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf muon": minitf_step(size, optimizer="muon"),
             "nanoGPT bf16 autocast": nanogpt_step(size, torch.bfloat16)[0]}
+    if not native:  # auto is float32 here, so ":train" is the float32 row; emulated bfloat16 measures nothing useful
+        del rows["minitf float32"], rows["nanoGPT bf16 autocast"]
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}
@@ -146,9 +156,7 @@ def main() -> None:
     flops_per_token = 6 * n_params + 12 * size["L"] * size["d"] * size["T"]  # nanoGPT's estimate_mfu
     peak = statistics.median(peaks)
     base = tokens / statistics.median(per_step["nanoGPT"])
-    from minitf_repl.core.precision import training_dtype
-
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, dtype=auto trains in "
+    print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads, dtype=auto trains in "
           f"{training_dtype('auto', 'cpu')} here; {size['L']} layers x {size['H']} heads x "
           f"{size['d']}, block {size['T']}, batch {size['B']}; medians of {args.chunks} alternated chunks of "
           f"{args.steps} steps; float32 matmul peak {peak:.0f} GFLOP/s")
@@ -157,6 +165,10 @@ def main() -> None:
         mfu = tps * flops_per_token / (peak * 1e9)
         extra = f"   (first step {first[name]:.1f} s)" if "compile" in name else ""
         print(f"{name:22s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
+    if "minitf muon" in rows and "minitf :train" in rows:
+        ratio = statistics.median(per_step["minitf muon"]) / statistics.median(per_step["minitf :train"])
+        print(f"a Muon step costs {ratio:.2f}x an AdamW step here (same dtype, Newton-Schulz in "
+              f"{'bfloat16' if native else 'float32'})")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,12 @@ Both in one process, on ../shared/data/tinyshakespeare.txt (or --file), the same
   warmed up over 100 iterations and cosine-decayed to 1e-4, gradient clipping at 1.0, and an
   evaluation (20 batches of each split) every 250 iterations, iterations 0 to 2000 as train.py runs them.
 - minitf as a user gets it: a session on `shakespeare` (so the data's recipe, core/recipes.py) and
-  one `:train`, its evaluations included.
+  one `:train`, its evaluations included, with dtype=auto (bfloat16 autocast where the CPU has AMX
+  or AVX512-BF16, float32 elsewhere) and, beside it, the same with dtype=float32 (on a CPU without
+  bfloat16 units the two are the same setting: then only one row runs).
+Both use the thread count minitf's `threads=auto` picks at the start (core/threads.py; nanoGPT's
+train.py leaves torch's default, which on a machine with other work oversubscribes the cores), so
+the comparison is of the training, not of the thread policy: the first line says the count.
 
 It prints both loss tables, the wall times, when minitf first reached --target (default 1.88) and
 what fraction of nanoGPT's wall time that is. --steps N adds a minitf run of N steps under the same
@@ -88,13 +93,12 @@ def nanogpt_recipe(text: str, log) -> tuple[float, float]:
     return time.perf_counter() - start, val
 
 
-def minitf_train(target: float, log, steps: int | None = None) -> dict:
+def minitf_train(target: float, log, steps: int | None = None, dtype: str = "auto") -> dict:
     """`minitf --data shakespeare` then `:train` (steps=N if given): wall time, evaluations, when target was met."""
-    from minitf_repl.session import Session
+    from minitf_repl.session import Session, ShellConfig
 
-    session = Session(data_spec="shakespeare")
-    if steps is not None:
-        session.set_train_config(session.train_config.replace(steps=steps))
+    session = Session(data_spec="shakespeare", shell_config=ShellConfig(threads=torch.get_num_threads()))
+    session.set_train_config(session.train_config.replace(dtype=dtype, **({"steps": steps} if steps else {})))
     trainer, config = session.trainer, session.train_config
     log(f"  minitf: {config.steps} steps, batch {config.batch_size}, lr {config.lr:g}, {config.optimizer}, "
         f"warm-up {config.warmup_steps}, floor {config.min_lr_ratio:g} x lr, eval every {config.eval_every}")
@@ -130,26 +134,40 @@ def main() -> None:
     def log(line: str) -> None:
         print(line, flush=True)
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    ratios = []
-    for _ in range(args.repeats):  # alternated, so that a machine slowing down slows both
-        ours = minitf_train(args.target, log)
-        if ours["reached"]:
-            print(f"minitf :train reached val {args.target} at step {ours['reached'][0]} after "
-                  f"{ours['reached'][1]:.1f} s; the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")
-        else:
-            print(f"minitf :train ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s without reaching "
-                  f"{args.target}")
+    from minitf_repl.core.device import cpu_kind
+    from minitf_repl.core.precision import training_dtype
+    from minitf_repl.core.threads import ThreadPolicy
+
+    threads = ThreadPolicy(0).decide()  # minitf's own choice, then held for every row
+    auto = training_dtype("auto", "cpu")
+    dtypes = ["auto"] if auto == "float32" else ["auto", "float32"]
+    print(f"{cpu_kind()}; torch {torch.__version__}; {threads.describe()} threads for every row; "
+          f"dtype=auto trains in {auto} here")
+    ratios = {dtype: [] for dtype in dtypes}
+    for _ in range(args.repeats):  # alternated, so that a machine slowing down slows all rows alike
+        runs = {}
+        for dtype in dtypes:
+            ours = runs[dtype] = minitf_train(args.target, log, dtype=dtype)
+            name = f"minitf :train (dtype={dtype}{f': {auto}' if dtype == 'auto' else ''})"
+            if ours["reached"]:
+                print(f"{name} reached val {args.target} at step {ours['reached'][0]} after "
+                      f"{ours['reached'][1]:.1f} s; the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")
+            else:
+                print(f"{name} ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s without reaching "
+                      f"{args.target}")
         if args.skip_nanogpt:
             continue
         seconds, val = nanogpt_recipe(args.file.read_text("utf-8"), log)
-        print(f"nanoGPT's CPU recipe: {seconds:.1f} s, val {val:.4f} at iteration 2000")
-        if ours["reached"]:
-            ratios.append(ours["reached"][1] / seconds)
-            print(f"minitf reached {args.target} in {ratios[-1]:.2f} of nanoGPT's wall time "
-                  f"(its whole :train: {ours['seconds'] / seconds:.2f})")
-    if len(ratios) > 1:
-        print(f"median over {len(ratios)} alternated pairs: {statistics.median(ratios):.2f} of nanoGPT's wall time")
+        print(f"nanoGPT's CPU recipe (float32): {seconds:.1f} s, val {val:.4f} at iteration 2000")
+        for dtype, ours in runs.items():
+            if ours["reached"]:
+                ratios[dtype].append(ours["reached"][1] / seconds)
+                print(f"minitf dtype={dtype} reached {args.target} in {ratios[dtype][-1]:.2f} of nanoGPT's wall time "
+                      f"(its whole :train: {ours['seconds'] / seconds:.2f})")
+    for dtype, values in ratios.items():
+        if len(values) > 1:
+            print(f"dtype={dtype}: median over {len(values)} alternated pairs: {statistics.median(values):.2f} "
+                  "of nanoGPT's wall time")
     if args.steps:
         longer = minitf_train(args.target, log, steps=args.steps)
         print(f"minitf, {args.steps} steps under the recipe: val {longer['val']:.4f} after {longer['seconds']:.1f} s")
