@@ -241,6 +241,25 @@ def test_newton_schulz_runs_in_bfloat16_only_where_the_cpu_multiplies_it_nativel
     assert all(p.dtype == torch.float32 for p in model.parameters())  # the weights stay float32 either way
 
 
+@pytest.mark.parametrize("shape", [(3, 16, 64), (2, 16, 33), (2, 16, 16)], ids=["4x-wide", "2x-wide", "square"])
+def test_newton_schulz_in_float32_follows_the_float64_steps(shape):
+    """The float32 steps, and the Gram form that wide matrices take (`_gram_newton_schulz`), give the
+    float64 result of the five plain steps (this file's reference), down to singular values of 1e-4
+    (a momentum with a few strong directions and many weak ones); in float64 the two forms agree."""
+    from minitf_repl.core import optimizers
+
+    g = torch.Generator().manual_seed(0)
+    U, _, V = torch.linalg.svd(torch.randn(*shape, generator=g, dtype=torch.float64), full_matrices=False)
+    X = U @ torch.diag_embed(torch.logspace(-4, 0, shape[1], dtype=torch.float64)) @ V
+    exact = torch.stack([newton_schulz(x) for x in X])
+    coefficients = (3.4445, -4.7750, 2.0315)
+    assert torch.allclose(optimizers.newton_schulz(X, coefficients, 5, 1e-7, torch.float64), exact, atol=1e-10)
+    got = optimizers.newton_schulz(X.float(), coefficients, 5, 1e-7, torch.float32).double()
+    # Entries are about 1 / sqrt(columns), 0.12 to 0.25 here. The plain float32 steps land within 6e-6,
+    # the Gram form within 3e-4 (it carries Q ~ 1 / sigma); bfloat16, torch's own Muon's choice, 0.13.
+    assert (got - exact).abs().max() < 1e-3
+
+
 def test_a_muon_update_is_roughly_orthogonal():
     """What makes Muon Muon: the step's singular values are all near 1 (NS leaves them in about [0.7, 1.2])."""
     model = model_of()
