@@ -470,6 +470,6 @@ def test_a_safetensors_header_of_128_plus_256n_bytes_is_not_taken_for_a_pickle()
 
     safetensors_like = (640).to_bytes(8, "little") + b'{"a":1}'
     assert safetensors_like.startswith(b"\x80\x02")
-    assert not ckpt._is_pickle(safetensors_like)
-    assert ckpt._is_pickle(pickle.dumps({"a": 1}, protocol=2))
-    assert ckpt._is_pickle(b"PK\x03\x04" + bytes(20))
+    assert not ckpt.layout.is_pickle(safetensors_like)
+    assert ckpt.layout.is_pickle(pickle.dumps({"a": 1}, protocol=2))
+    assert ckpt.layout.is_pickle(b"PK\x03\x04" + bytes(20))
