@@ -71,10 +71,14 @@ def run_command(session, name: str, args: dict | None = None, reporter: Reporter
 
 
 def to_json(result) -> dict:
-    """The result as a JSON-able dict (tuples become lists, non-finite floats null, types their name)."""
+    """The result as a JSON-able dict (tuples become lists, non-finite floats null, types their name).
+
+    A field declared `metadata={"view_only": True}` (what a part states for the renderer alone, such
+    as a trace step's symbols) is left out, at any depth: the JSON is what schema.py declares.
+    """
     if not dataclasses.is_dataclass(result):
         raise TypeError(f"to_json takes a command result, got {type(result).__name__}")
-    return _jsonable(dataclasses.asdict(result))
+    return _jsonable(result)
 
 
 def json_document(command: Command, result) -> dict:
@@ -83,6 +87,9 @@ def json_document(command: Command, result) -> dict:
 
 
 def _jsonable(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.metadata.get("view_only")}
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -95,8 +102,6 @@ def _jsonable(value):
         return None
     if isinstance(value, type):
         return value.__name__
-    if dataclasses.is_dataclass(value):
-        return _jsonable(dataclasses.asdict(value))
     return str(value)
 
 

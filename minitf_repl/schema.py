@@ -151,6 +151,8 @@ def _describe(tp) -> dict:
         hints, comments = _hints(tp), field_comments(tp)
         properties = {}
         for f in dataclasses.fields(tp):
+            if f.metadata.get("view_only"):  # for the renderer alone: not in the JSON (dispatch.to_json)
+                continue
             spelled = f.metadata.get("json")  # the value is a dict or list of dicts of another type's fields
             annotation = eval(spelled, _namespace(tp)) if spelled else hints[f.name]  # noqa: S307 (our own source)
             properties[f.name] = describe(annotation, comments.get(f.name))
