@@ -49,6 +49,23 @@ class Choices(Sequence):
         return repr(tuple(self))
 
 
+class Kinds(dict):
+    """The kinds one setting chooses among, by name, in the order they were declared."""
+
+    def __init__(self, setting: str):
+        super().__init__()
+        self.setting = setting  # the ModelConfig field whose value names the kind
+
+    def declare(self, kind):
+        """Make `kind` a value of the setting."""
+        self[kind.name] = kind
+        return kind
+
+    def of(self, config):
+        """The kind `config` chooses."""
+        return self[getattr(config, self.setting)]
+
+
 # --- normalisations ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NormKind:
@@ -58,17 +75,8 @@ class NormKind:
     parameters: Callable[[int, Any], int]  # (dim, model config) -> parameters of one norm over dim features
 
 
-NORMS: dict[str, NormKind] = {}
-
-
-def declare_norm(kind: NormKind) -> NormKind:
-    """Make `kind` a value of the `norm` setting."""
-    NORMS[kind.name] = kind
-    return kind
-
-
-def norm_kind(config) -> NormKind:
-    return NORMS[config.norm]
+NORMS = Kinds("norm")
+declare_norm, norm_kind = NORMS.declare, NORMS.of
 
 
 # LayerNorm learns a gain g and, with biases on, a bias b per feature; RMSNorm a gain only.
@@ -106,17 +114,8 @@ class FeedForwardKind:
         return 4 * self.hidden(config) if self.gated else 2 * config.d_ff
 
 
-FEED_FORWARDS: dict[str, FeedForwardKind] = {}
-
-
-def declare_feed_forward(kind: FeedForwardKind) -> FeedForwardKind:
-    """Make `kind` a value of the `activation` setting."""
-    FEED_FORWARDS[kind.name] = kind
-    return kind
-
-
-def feed_forward_kind(config) -> FeedForwardKind:
-    return FEED_FORWARDS[config.activation]
+FEED_FORWARDS = Kinds("activation")
+declare_feed_forward, feed_forward_kind = FEED_FORWARDS.declare, FEED_FORWARDS.of
 
 
 for _name in ("gelu", "relu", "gelu_tanh", "relu2"):
@@ -139,17 +138,8 @@ class PositionKind:
         return config.max_seq_len * config.d_model if self.learned else 0
 
 
-POSITIONS: dict[str, PositionKind] = {}
-
-
-def declare_position(kind: PositionKind) -> PositionKind:
-    """Make `kind` a value of the `pos_encoding` setting."""
-    POSITIONS[kind.name] = kind
-    return kind
-
-
-def position_kind(config) -> PositionKind:
-    return POSITIONS[config.pos_encoding]
+POSITIONS = Kinds("pos_encoding")
+declare_position, position_kind = POSITIONS.declare, POSITIONS.of
 
 
 declare_position(PositionKind("learned", "p = W_P[pos] (learned)", learned=True))
