@@ -320,6 +320,7 @@ def test_restore_rng_applies_all_or_nothing(tmp_path, trained):
 # --- item 4: a checkpoint whose data file is gone still restores (to generate) ----------------------
 def test_a_checkpoint_whose_file_is_gone_restores_with_its_vocabulary(tmp_path):
     from minitf_repl.core.data import CharTokenizer, DataError, VocabOnly, load_data
+    from minitf_repl.core.config import GenConfig
     from minitf_repl.core.generate import generate
 
     text_file = tmp_path / "notes.txt"
@@ -340,7 +341,7 @@ def test_a_checkpoint_whose_file_is_gone_restores_with_its_vocabulary(tmp_path):
 
     model, restored = ckpt.restore(c, stand_in)
     assert restored.step == trainer.step
-    generated = list(generate(model, stand_in.tokenizer.encode("abc"), 8, seed=0))
+    generated = list(generate(model, stand_in.tokenizer.encode("abc"), GenConfig(n=8, temperature=1.0, gen_seed=0)))
     assert len(generated) == 8 and len(stand_in.tokenizer.decode(generated)) == 8
 
     message = (f"the data this model was trained on ({text_file}) is not available; put the file back to train, "

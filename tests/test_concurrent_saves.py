@@ -218,9 +218,9 @@ def test_a_continued_run_replaces_only_its_own_autosave(checkpoint_dir):
 
 # --- kept checkpoints ----------------------------------------------------------------------------------
 def test_two_rebuilds_in_one_second_keep_two_checkpoints(checkpoint_dir, monkeypatch):
-    from minitf_repl import commands
+    from minitf_repl.commands import shared
 
-    monkeypatch.setattr(commands.time, "strftime", lambda fmt, *a: "kept-20260101-120000")  # one second
+    monkeypatch.setattr(shared.time, "strftime", lambda fmt, *a: "kept-20260101-120000")  # one second
     s = tiny_session()
     run(s, ":train steps=2")
     first = run(s, ":set n_heads=1").kept

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.config import (
     PRESETS,
+    GenConfig,
     ModelConfig,
     TrainConfig,
     apply_preset,
@@ -95,8 +96,8 @@ def random_idx(b: int = B, t: int = T, seed: int = 1) -> torch.Tensor:
 def test_cache_gives_the_naive_loops_tokens(changes, sampling):
     model = make_model(changes)
     n = 30  # 4 + 30 tokens: past max_seq_len = 16, so the window slides
-    cached = list(generate(model, [1, 4, 1, 5], n, seed=3, cache=True, **sampling))
-    naive = list(generate(model, [1, 4, 1, 5], n, seed=3, cache=False, **sampling))
+    cached = list(generate(model, [1, 4, 1, 5], GenConfig(n=n, gen_seed=3, cache=True, **sampling)))
+    naive = list(generate(model, [1, 4, 1, 5], GenConfig(n=n, gen_seed=3, cache=False, **sampling)))
     assert cached == naive
 
 
