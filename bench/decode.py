@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.config import GenConfig, ModelConfig
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
 
@@ -54,7 +54,7 @@ def main() -> None:
             blog.generate(start, args.tokens)
 
     def run_ours() -> None:
-        out = list(generate(ours, [0], args.tokens, temperature=1.0, seed=0, cache=True))
+        out = list(generate(ours, [0], GenConfig(n=args.tokens, temperature=1.0, gen_seed=0, cache=True)))
         assert len(out) == args.tokens
 
     run_blog(), run_ours()  # warm-up

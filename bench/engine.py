@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.config import GenConfig, ModelConfig
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
 
@@ -73,11 +73,11 @@ def bench_decode(size: dict, new_tokens: int, repeats: int) -> float:
     model = build(size, "explicit")
     prompt = [0]  # 1 + 256 tokens: the last step sees exactly max_seq_len = 256 positions
     times = {True: [], False: []}
-    list(generate(model, prompt, 8, temperature=0, cache=True))  # warm-up
+    list(generate(model, prompt, GenConfig(n=8, temperature=0, cache=True)))  # warm-up
     for _ in range(repeats):
         for cache in (True, False):
             t0 = time.perf_counter()
-            out = list(generate(model, prompt, new_tokens, temperature=0, cache=cache))
+            out = list(generate(model, prompt, GenConfig(n=new_tokens, temperature=0, cache=cache)))
             times[cache].append(time.perf_counter() - t0)
             assert len(out) == new_tokens
     tps = {c: new_tokens / statistics.median(ts) for c, ts in times.items()}

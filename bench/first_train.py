@@ -22,7 +22,7 @@ import time
 import torch
 
 from minitf_repl.core import optimizers
-from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.config import GenConfig, ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
@@ -45,7 +45,7 @@ def first_train(data, before: bool, **changes) -> dict:
         seconds = time.perf_counter() - start
     finally:
         optimizers.FUSED_ADAMW = True
-    text = data.tokenizer.decode(generate(model, data.tokenizer.encode("The "), 400, temperature=0.8, seed=0))
+    text = data.tokenizer.decode(generate(model, data.tokenizer.encode("The "), GenConfig(n=400, temperature=0.8, gen_seed=0)))
     words = [w.strip(".,:;()\"'") for w in text.split()]
     known = set(data.text.split())
     share = sum(w in known for w in words) / max(len(words), 1)

@@ -24,6 +24,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from . import __version__
 from .commands import REGISTRY
+from .core import distributed  # a light import: it loads torch only when asked to do something
+from .core.catalog import spec_forms
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
@@ -106,8 +108,8 @@ def apply_settings(session: Session, pairs: list[str]) -> None:
     """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`."""
     if not pairs:
         return
-    _, args = parse_line(":set " + " ".join(pairs), REGISTRY)
-    run_command(session, "set", args)
+    command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
+    run_command(session, command, args)
 
 
 def root(
@@ -117,7 +119,7 @@ def root(
     debug: bool = typer.Option(False, "--debug", metavar="", help="Show the traceback of internal errors."),
     device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N or mps."),
     data: Optional[str] = typer.Option(
-        None, "--data", help=escape("pydoc, shakespeare, sort[:N], reverse[:N], add[:N], random[:V] or a file path.")
+        None, "--data", help=escape(f"{', '.join(spec_forms())} or a file path.")
     ),
     settings: List[str] = typer.Option(
         [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable)."
@@ -135,12 +137,12 @@ def root(
     # REPL opened below speaks its own syntax for each command: dispatch.FrontDoor).
     ctx.with_resource(speaking(SHELL))
     quiet = False
-    if _launched_by_torchrun():
+    if distributed.launched():
         if ctx.invoked_subcommand is None:
             error(_stderr(), "torchrun runs one command (e.g. train); the interactive shell runs in one process")
             raise typer.Exit(1)
         device = join_ranks(ctx, device or "auto")
-        quiet = not _main_rank()
+        quiet = not distributed.is_main()
     session = Session(data_spec=data or "pydoc", device_name=device or "auto", checkpoint_dir=checkpoint_dir)
     if load is not None:
         load_checkpoint(session, load, data, debug)
@@ -154,24 +156,11 @@ def root(
         raise typer.Exit(open_shell(session, debug))
 
 
-def _launched_by_torchrun() -> bool:
-    from .core import distributed  # a light import: it loads torch only when asked to do something
-
-    return distributed.launched()
-
-
-def _main_rank() -> bool:
-    from .core import distributed
-
-    return distributed.is_main()
-
-
 def join_ranks(ctx: typer.Context, device: str) -> str:
     """Under torchrun: join the process group before the command and leave it after (core.distributed).
 
     Returns the device this rank trains on (each rank its own GPU; gloo on the CPU, nccl on CUDA).
     """
-    from .core import distributed
     from .core.device import resolve_device
 
     name = distributed.device_name_for_rank(device)
@@ -194,7 +183,7 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
     internal error whose traceback only --debug shows.
     """
     try:
-        result = run_command(session, "load", {"name": name})
+        result = run_command(session, REGISTRY.find("load"), {"name": name})
         if data is not None and data.strip() != result.data_spec:
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "

@@ -8,8 +8,8 @@ document), and turn any failure (standard output that cannot be written included
 on the error console. What differs between front ends is a `FrontEnd`
 value (how to phrase a fix, JSON or not, live progress or not), not a second copy of this code.
 
-`run_command` is the same path without a person: typed arguments in, the result dataclass out,
-errors raised. Tests and `--set`/`--load` use it.
+`run_command` is the same path without a person: a Command and its arguments in, the result
+dataclass out, errors raised. Tests and `--set`/`--load` use it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from .commands import REGISTRY, QuitResult
+from .commands import REGISTRY
 from .core.errors import UserError, is_out_of_memory
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry
@@ -54,13 +54,16 @@ def signal_status(signum: int) -> int:
 
 
 # --- running a command -----------------------------------------------------------------------------
-def run_command(session, name: str, args: dict | None = None, reporter: Reporter | None = None,
+def run_command(session, command: Command | str, args: dict | None = None, reporter: Reporter | None = None,
                 registry: Registry = REGISTRY):
-    """Run a command by name with args {option: value} (typed, or text to parse; None: not given).
+    """Run `command` with args {option: value} (typed, or text to parse; None: not given).
 
-    Returns the command's result dataclass; a user's mistake raises UserError.
+    `command` is the Command (the front door passes the one it parsed), or, for a caller that has
+    none (a test, `--set`), its name, found in `registry`. Returns the command's result dataclass;
+    a user's mistake raises UserError.
     """
-    command = registry.find(name)
+    if not isinstance(command, Command):
+        command = registry.find(command)
     values = prepare_args(command, args or {})
     try:
         return command.func(session, values, reporter if reporter is not None else Reporter())
@@ -71,10 +74,14 @@ def run_command(session, name: str, args: dict | None = None, reporter: Reporter
 
 
 def to_json(result) -> dict:
-    """The result as a JSON-able dict (tuples become lists, non-finite floats null, types their name)."""
+    """The result as a JSON-able dict (tuples become lists, non-finite floats null, types their name).
+
+    A field declared `metadata={"view_only": True}` (what a part states for the renderer alone, such
+    as a trace step's symbols) is left out, at any depth: the JSON is what schema.py declares.
+    """
     if not dataclasses.is_dataclass(result):
         raise TypeError(f"to_json takes a command result, got {type(result).__name__}")
-    return _jsonable(dataclasses.asdict(result))
+    return _jsonable(result)
 
 
 def json_document(command: Command, result) -> dict:
@@ -83,6 +90,9 @@ def json_document(command: Command, result) -> dict:
 
 
 def _jsonable(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not f.metadata.get("view_only")}
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -95,8 +105,6 @@ def _jsonable(value):
         return None
     if isinstance(value, type):
         return value.__name__
-    if dataclasses.is_dataclass(value):
-        return _jsonable(dataclasses.asdict(value))
     return str(value)
 
 
@@ -169,7 +177,7 @@ class FrontDoor:
             if command.needs_torch:
                 wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
             with stop_on_signals(reporter, command), quiet_tty():
-                result = run_command(self.session, command.name, args, reporter, self.registry)
+                result = run_command(self.session, command, args, reporter)
             try:
                 if self.front.quiet:
                     pass
@@ -211,9 +219,9 @@ class FrontDoor:
                 internal_error(self.err, e)
             return FAILED
         self.interrupted = reporter.stop_requested
-        if isinstance(result, QuitResult):
+        if command.ends_session:
             return QUIT
-        failure = getattr(result, "failure", None)
+        failure = getattr(result, "failure", None)  # a result says what failed, where a command can fail and still run
         if failure:
             if self.front.json:  # the rendered result shows it; JSON readers get it on stderr too
                 error(self.err, failure)
@@ -308,7 +316,14 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
             raised.append(signum)
             raise KeyboardInterrupt
 
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    with handling(STOP_SIGNALS, handler):
+        yield
+
+
+@contextlib.contextmanager
+def handling(signals, handler):
+    """`handler` for each of `signals` within the block; the previous handlers afterwards (main thread only)."""
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
     try:
         yield
     finally:

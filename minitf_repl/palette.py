@@ -1,4 +1,4 @@
-"""Colours and symbols shared by the terminal views (render.py) and the HTML report (report.py).
+"""Colours and symbols shared by the terminal views (render/) and the HTML report (report.py).
 
 A sequential colour scale for weights and probabilities, a shade character per weight for consoles
 without colour, and visible stand-ins for whitespace. No Rich, no commands: both renderers import it.

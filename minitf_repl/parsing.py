@@ -5,6 +5,10 @@ is converted to its Param's type and checked against its declaration: the type, 
 valid range and the limit on what a person may type (for options made from a setting, the setting's
 own `check`). None of this runs a command; the front door (dispatch.py) does.
 
+Each typed value is checked once: `parse_line` converts and checks what it parses and hands over
+`CheckedArgs`, which `prepare_args` takes as they are; any other arguments (the shell's option
+values, a test's or a script's dict) are converted and checked by `prepare_args`.
+
 Whole numbers may be written the way people in this field write them: `1000`, `1e3`, `10_000`,
 `10k`, `2.5M` (k = thousand, M = million, B = billion), as long as the value is whole.
 """
@@ -106,12 +110,20 @@ def check_value(param: Param, value):
     return float(value) if param.type is float and value is not None else value
 
 
+class CheckedArgs(dict):
+    """{option name: value} that parse_line has converted and checked already: prepare_args takes them as they are."""
+
+
 def prepare_args(command: Command, args: dict) -> dict:
     """Every param of the command with its default, overridden by the given (checked) values.
 
-    Values may be typed or text to parse; None means "not given".
+    Values may be typed or text to parse; None means "not given". CheckedArgs (from parse_line)
+    are not checked again.
     """
     values = {p.name: p.default for p in command.params}
+    if isinstance(args, CheckedArgs):
+        values.update(args)
+        return values
     positional = command.positional
     for raw_key, value in args.items():
         key = raw_key.replace("-", "_").lower()
@@ -215,12 +227,12 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
                         "shorten it (a prompt longer than the context window is cut to its end anyway)")
     bare = registry.bare_word(line)
     if bare is not None:
-        return bare, {}
+        return bare, CheckedArgs()
     if not stripped.startswith(":"):
         command = registry.plain_text_command
         if command is None or command.positional is None:
             raise UserError("commands start with ':'; type :help to list them")
-        return command, {command.positional.name: line}
+        return command, CheckedArgs({command.positional.name: check_value(command.positional, line)})
     body = stripped[1:]
     name = body.split(None, 1)[0] if body.strip() else ""
     if not name:
@@ -247,8 +259,8 @@ def _option_key(token: _Token) -> tuple[str, str | None] | None:
     return None
 
 
-def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
-    args: dict = {}
+def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
+    args = CheckedArgs()
     text: list[str] = []
     positional = cmd.positional
     i = 0
@@ -306,7 +318,7 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> dict:
             words = " ".join(text)
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)} "
                             f"({phrase_command('help', cmd.name)} shows its options)")
-        args[positional.name] = " ".join(text)
+        args[positional.name] = check_value(positional, " ".join(text))
     return args
 
 

@@ -4,8 +4,8 @@ A `Command` declares everything the REPL, piped input and the one-shot shell nee
 its options (`Param`s, with their type, help, choices, limits, aliases and what completes them), its
 free text (the positional option), whether it needs torch, whether it exists only in the REPL,
 whether Ctrl-C should interrupt it outright, and how the shell takes its options. A `Registry` is a
-table of commands; the commands themselves register into one in commands.py. `:help`, completion,
-the shell's subcommands and `--json` are generated from it, so they cannot drift from the code.
+table of commands; the commands themselves register into one (commands/base.py's REGISTRY). `:help`,
+completion, the shell's subcommands and `--json` are generated from it, so they cannot drift from the code.
 
 This module is only data and small pure functions: it imports no other module of the shell.
 """
@@ -104,6 +104,7 @@ class Command:
     # True: a `key=value` that is not one of its options is part of its free text, not an error
     # (`:compare norm=rmsnorm vs preset=llama` takes settings as its text).
     pairs_in_text: bool = False
+    ends_session: bool = False  # the REPL ends after it (`:quit`)
     # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
     # result changes (name, type, removal or addition); schema.py and its test say when.
     json_version: int = 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import stat
 import sys
 import threading
@@ -33,7 +32,7 @@ from rich.console import Console
 from . import __version__
 from .commands import REGISTRY
 from .core.paths import adopt_old_history, history_path
-from .dispatch import FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, preload, signal_status
+from .dispatch import FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
 from .render import say
 
 PROMPT = "minitf> "
@@ -324,9 +323,5 @@ def leave_on_signals():
     def handler(signum, frame):
         raise Terminated(signum)
 
-    previous = {signum: signal.signal(signum, handler) for signum in TERMINATING}
-    try:
+    with handling(TERMINATING, handler):
         yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)

@@ -1,18 +1,25 @@
-"""`:report PATH.html`: one self-contained HTML page of a session (a UI module, like render.py).
+"""`:report PATH.html`: one self-contained HTML page of a session (a UI module, beside render/).
 
 The page needs nothing but itself: no scripts, no fonts, no network. The loss chart and the
 attention maps are inline SVG, the colours a fixed sequential scale (the one the terminal heatmaps
-use), every piece of text escaped. The command (commands.cmd_report) gathers the numbers into a
-`ReportData`; `build_report` only formats them.
+use), every piece of text escaped. The command (commands/inside.py, cmd_report) gathers the numbers
+into a `ReportData`; `build_report` only formats them, and `write_report` writes the page: checked
+first (`check_report_path`, before any work), then replaced whole or not at all.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from .core.errors import UserError
 from .palette import SCALE, scale_hex, visible
+from .registry import clip
+from .render.chart import uniform_label, uniform_loss
 
 
 @dataclass
@@ -50,8 +57,9 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
     values = [v for _, v in points]
     y0, y1 = min(values), max(values)
-    if vocab_size:
-        y1 = max(y1, math.log(vocab_size))
+    baseline = uniform_loss(vocab_size)
+    if baseline is not None:
+        y1 = max(y1, baseline)
     if x1 == x0:
         x1 = x0 + 1
     if y1 == y0:
@@ -74,11 +82,10 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{s}</text>')
     parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
                  'text-anchor="middle">step</text>')
-    if vocab_size:
-        ln_v = math.log(vocab_size)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(ln_v):.1f}" y2="{y(ln_v):.1f}" stroke="#bbb" '
-                     f'stroke-dasharray="2 3"/><text x="{width - right - 4}" y="{y(ln_v) - 4:.1f}" font-size="10" '
-                     f'text-anchor="end">ln(V) = {ln_v:.2f}: a uniform guess</text>')
+    if baseline is not None:
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(baseline):.1f}" y2="{y(baseline):.1f}" '
+                     f'stroke="#bbb" stroke-dasharray="2 3"/><text x="{width - right - 4}" y="{y(baseline) - 4:.1f}" '
+                     f'font-size="10" text-anchor="end">{_esc(uniform_label(vocab_size))}</text>')
     styles = {"train": ('#1f77b4', ''), "val": ('#d62728', ' stroke-dasharray="6 3"')}
     for i, one in enumerate(series):
         colour, dash = styles.get(one.name, ('#555', ''))
@@ -146,3 +153,54 @@ def build_report(data: ReportData) -> str:
         out.append(f'<pre class="sample">{_esc(sample)}</pre>')
     out.append("</body></html>")
     return "\n".join(out)
+
+
+# --- the file ----------------------------------------------------------------------------------------
+def check_report_path(text: str) -> Path:
+    """The report's path, if a page can be written there; a UserError naming what is wrong otherwise.
+
+    Asked before the report's work starts: an .html name, in a folder that exists and can be written.
+    """
+    path = Path(text).expanduser()
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(path.stem)}.html")
+    folder = _folder(path)
+    try:  # a name longer than the file system allows (ENAMETOOLONG) is refused here, in one line
+        if path.is_dir():
+            raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
+        if not folder.is_dir():
+            raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+    except OSError as e:
+        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; choose a shorter or other path") from None
+    return path
+
+
+def _folder(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def write_report(path: Path, page: str) -> int:
+    """Write `page` to `path`, replacing a report there whole or not at all; returns its size in bytes.
+
+    A temporary name of its own (mkstemp: created new, never an existing file or folder) is renamed
+    over the report when complete.
+    """
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=_folder(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the page private; a page is for sharing
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
+    return path.stat().st_size

@@ -16,7 +16,7 @@ shipped with the package for scripts to read, and listed in docs/json.md. tests/
 fails when the derived fields differ from the checked-in ones, so a renamed, removed, added or
 retyped field cannot ship under the old version number. After changing a result's fields:
 
-    raise `json_version` of the command (in commands.py), then
+    raise `json_version` on the command's registration (its @command in commands/), then
     python -m minitf_repl.schema --write   # writes the schemas and docs/json.md
 
 `--write` refuses to change the fields of a version already checked in; a changed comment alone
@@ -151,6 +151,8 @@ def _describe(tp) -> dict:
         hints, comments = _hints(tp), field_comments(tp)
         properties = {}
         for f in dataclasses.fields(tp):
+            if f.metadata.get("view_only"):  # for the renderer alone: not in the JSON (dispatch.to_json)
+                continue
             spelled = f.metadata.get("json")  # the value is a dict or list of dicts of another type's fields
             annotation = eval(spelled, _namespace(tp)) if spelled else hints[f.name]  # noqa: S307 (our own source)
             properties[f.name] = describe(annotation, comments.get(f.name))
@@ -214,7 +216,7 @@ def problems(registry=None) -> list[str]:
                        "run python -m minitf_repl.schema --write")
         elif stored.get("$id") == derived["$id"] and fields_only(stored) != fields_only(derived):
             out.append(f"{command.name}: the fields of {derived['$id']} changed; raise json_version of "
-                       f":{command.name} in commands.py, then run python -m minitf_repl.schema --write")
+                       f":{command.name} (its @command in commands/), then run python -m minitf_repl.schema --write")
         elif stored != derived:
             out.append(f"{command.name}: {schema_path(command).name} is out of date "
                        f"({stored.get('$id')} checked in, {derived['$id']} derived); "

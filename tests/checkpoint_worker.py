@@ -48,8 +48,8 @@ def rewrite_manifest(path: Path, mutate) -> None:
     """Edit checkpoint.json and re-sign it, to reach the checks behind the checksum."""
     m = manifest_of(path)
     mutate(m)
-    m["meta_sha256"] = ckpt._meta_sha256(m)
-    (path / ckpt.MANIFEST).write_bytes(ckpt._manifest_bytes(m))
+    m["meta_sha256"] = ckpt.manifest.meta_sha256(m)
+    (path / ckpt.MANIFEST).write_bytes(ckpt.manifest.encode_manifest(m))
 
 
 CHARS = "abcdefghijkl "  # 13 distinct characters: vocab_size 13
@@ -121,7 +121,7 @@ def hang(name: str, directories: list[Path]) -> None:
     """Save NAME into each directory at once (one thread each); all stop halfway through the model file."""
     trainer = make_trainer(4, seed=1)
     trainer.run()
-    real_write = ckpt._write_file
+    real_write = ckpt.store.write_file
     lock, halfway = threading.Lock(), []
 
     def half_then_sleep(path: Path, data: bytes) -> None:
@@ -136,7 +136,7 @@ def hang(name: str, directories: list[Path]) -> None:
                 print("HALF-WRITTEN", flush=True)
         time.sleep(120)  # the test kills the process here
 
-    ckpt._write_file = half_then_sleep
+    ckpt.store.write_file = half_then_sleep
     vocab = trainer.data.tokenizer.vocab
     threads = [
         threading.Thread(target=ckpt.save_checkpoint, args=(d, name, trainer.model, trainer, vocab, DATA_SPEC), daemon=True)
@@ -161,16 +161,16 @@ def race(directory: Path, me: str, other: str, rounds: int, kind: str, options: 
             def no_flock(fd):
                 raise OSError(errno.ENOLCK, "No locks available")
 
-            ckpt._flock = no_flock
+            ckpt.locks.flock = no_flock
         else:
             raise SystemExit(f"unknown option {option!r}")
-    real_write = ckpt._write_file
+    real_write = ckpt.store.write_file
 
     def slow_write(path: Path, data: bytes) -> None:  # a bigger model: saves overlap for sure
         time.sleep(0.004)
         real_write(path, data)
 
-    ckpt._write_file = slow_write
+    ckpt.store.write_file = slow_write
     trainer = make_trainer(2, seed=1)
     trainer.run()
     vocab = trainer.data.tokenizer.vocab

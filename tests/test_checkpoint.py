@@ -152,7 +152,7 @@ def test_layout(tmp_path, trained):
     assert len(files) == 3 and "checkpoint.json" in files
     m = manifest_of(path)
     assert m["format_version"] == ckpt.FORMAT_VERSION == 1
-    assert m["meta_sha256"] == ckpt._meta_sha256(m)
+    assert m["meta_sha256"] == ckpt.manifest.meta_sha256(m)
     assert m["model_config"] == trained.model.config.to_dict()
     assert m["vocab"] == trained.data.tokenizer.vocab and m["data_spec"] == worker.DATA_SPEC
     assert m["trainer"]["step"] == 4 and m["trainer"]["run_steps"] == 6
@@ -360,7 +360,7 @@ def test_load_follows_a_save_that_lands_mid_read(tmp_path, monkeypatch, trained,
     # Another process overwrites "c" after we read its manifest and before we read its data
     # files (which that save deletes): the load notices the new manifest and reads that instead.
     save(tmp_path, "c", trained)
-    real_read = ckpt._read_data_file
+    real_read = ckpt.loading.read_data_file
     calls = []
 
     def read_with_a_save_in_between(path, entry, *limit):
@@ -369,7 +369,7 @@ def test_load_follows_a_save_that_lands_mid_read(tmp_path, monkeypatch, trained,
         calls.append(entry["file"])
         return real_read(path, entry, *limit)
 
-    monkeypatch.setattr(ckpt, "_read_data_file", read_with_a_save_in_between)
+    monkeypatch.setattr(ckpt.loading, "read_data_file", read_with_a_save_in_between)
     c = ckpt.load_checkpoint(tmp_path, "c")
     assert c.step == other.step and same_tensors(c.model_state, other.model.state_dict())
     assert len(calls) == 3  # the old model file (gone), then the new model and state files
@@ -431,7 +431,7 @@ def test_a_failed_save_changes_nothing(tmp_path, monkeypatch, trained, other, ex
     name = "keep" if existing else "fresh"
     before_files = {p: visible(tmp_path / p) for p in visible(tmp_path)}
 
-    real_write = ckpt._write_file
+    real_write = ckpt.store.write_file
 
     def failing_write(path: Path, data: bytes):
         kind = "model" if path.name.startswith("model-") else "state" if path.name.startswith("state-") else "manifest"
@@ -444,7 +444,7 @@ def test_a_failed_save_changes_nothing(tmp_path, monkeypatch, trained, other, ex
     def failing_rename(*args):
         raise error
 
-    monkeypatch.setattr(ckpt, "_write_file", failing_write)
+    monkeypatch.setattr(ckpt.store, "write_file", failing_write)
     if where == "commit":
         monkeypatch.setattr(os, "replace", failing_rename)
         monkeypatch.setattr(os, "rename", failing_rename)
@@ -522,7 +522,7 @@ def test_a_save_in_progress_elsewhere_is_not_cleaned_up(tmp_path, trained, other
     try:
         wait_for_line(proc, "HALF-WRITTEN")
         in_progress = set(visible(tmp_path / "c"))
-        monkeypatch.setattr(ckpt, "LOCK_WAIT", 0.5)
+        monkeypatch.setattr(ckpt.locks, "LOCK_WAIT", 0.5)
         with pytest.raises(CheckpointError) as e:
             save(tmp_path, "c", other)
         assert f"is busy: minitf on {socket.gethostname()} (pid {proc.pid}) has been saving there" in str(e.value)
@@ -657,7 +657,7 @@ def test_every_flipped_byte_in_the_manifest_is_caught(tmp_path, trained):
     save(tmp_path, "c", trained)
     path = tmp_path / "c" / "checkpoint.json"
     original = path.read_bytes()
-    assert ckpt._parse_manifest(original, path) == manifest_of(tmp_path / "c")
+    assert ckpt.manifest.parse_manifest(original, path) == manifest_of(tmp_path / "c")
     # Every byte, every bit. The checksum covers the values; the exact text is checked too,
     # because a float's 17th digit can change without changing the float.
     for i in range(len(original)):
@@ -665,7 +665,7 @@ def test_every_flipped_byte_in_the_manifest_is_caught(tmp_path, trained):
             flipped = bytearray(original)
             flipped[i] ^= 1 << bit
             with pytest.raises(CheckpointError):
-                ckpt._parse_manifest(bytes(flipped), path)
+                ckpt.manifest.parse_manifest(bytes(flipped), path)
     # And through the file system, for a sample.
     for i in range(0, len(original), len(original) // 20):
         flipped = bytearray(original)

@@ -416,7 +416,7 @@ def no_unpickling(monkeypatch):
 def interrupt_write_number(monkeypatch, n: int):
     """The n-th file of a save (data files written or linked, then the manifest) raises KeyboardInterrupt,
     as Ctrl-C would there."""
-    real_write, real_write_or_link = ckpt._write_file, ckpt._write_or_link
+    real_write, real_write_or_link = ckpt.store.write_file, ckpt.store.write_or_link
     calls = []
 
     def count(path):
@@ -426,18 +426,18 @@ def interrupt_write_number(monkeypatch, n: int):
 
     def write_or_link(path, data, source):  # a data file (it may share an identical autosave's bytes)
         count(path)
-        monkeypatch.setattr(ckpt, "_write_file", real_write)  # counted once, however it is made
+        monkeypatch.setattr(ckpt.store, "write_file", real_write)  # counted once, however it is made
         try:
             real_write_or_link(path, data, source)
         finally:
-            monkeypatch.setattr(ckpt, "_write_file", write)
+            monkeypatch.setattr(ckpt.store, "write_file", write)
 
     def write(path, data):  # the manifest
         count(path)
         real_write(path, data)
 
-    monkeypatch.setattr(ckpt, "_write_file", write)
-    monkeypatch.setattr(ckpt, "_write_or_link", write_or_link)
+    monkeypatch.setattr(ckpt.store, "write_file", write)
+    monkeypatch.setattr(ckpt.store, "write_or_link", write_or_link)
     return calls
 
 

@@ -195,7 +195,7 @@ def test_huge_or_endless_files_are_refused_unread(tmp_path, trained):
 
 def test_reads_are_bounded_by_the_model_a_config_describes(tmp_path, trained):
     path = save(tmp_path, "c", trained)
-    limits = ckpt._size_limits(trained.model.config)
+    limits = ckpt.loading.size_limits(trained.model.config)
     weights = sum(p.numel() * p.element_size() for p in trained.model.parameters())
     for which in ("model", "state"):
         size = data_file(path, which).stat().st_size
@@ -207,7 +207,7 @@ def test_reads_are_bounded_by_the_model_a_config_describes(tmp_path, trained):
 
 
 def test_a_save_never_writes_a_manifest_a_load_would_refuse(tmp_path, trained, monkeypatch):
-    monkeypatch.setattr(ckpt, "_MAX_MANIFEST_BYTES", 1024)  # as a run with a very long history would meet it
+    monkeypatch.setattr(ckpt.store, "MAX_MANIFEST_BYTES", 1024)  # as a run with a very long history would meet it
     with pytest.raises(CheckpointError, match=r"manifest \(2 steps of loss history\), more than the"):
         save(tmp_path, "c", trained)
     assert not (tmp_path / "c").exists()
@@ -259,7 +259,7 @@ def test_a_failed_save_names_its_real_cause(tmp_path, trained, monkeypatch, code
     def failing_write(path, data):
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(ckpt, "_write_file", failing_write)
+    monkeypatch.setattr(ckpt.store, "write_file", failing_write)
     with pytest.raises(CheckpointError) as e:
         save(tmp_path, "c", trained)
     assert str(e.value).startswith(f"could not save checkpoint 'c' in {tmp_path}: ") and str(e.value).endswith(fix)
@@ -320,6 +320,7 @@ def test_restore_rng_applies_all_or_nothing(tmp_path, trained):
 # --- item 4: a checkpoint whose data file is gone still restores (to generate) ----------------------
 def test_a_checkpoint_whose_file_is_gone_restores_with_its_vocabulary(tmp_path):
     from minitf_repl.core.data import CharTokenizer, DataError, VocabOnly, load_data
+    from minitf_repl.core.config import GenConfig
     from minitf_repl.core.generate import generate
 
     text_file = tmp_path / "notes.txt"
@@ -340,7 +341,7 @@ def test_a_checkpoint_whose_file_is_gone_restores_with_its_vocabulary(tmp_path):
 
     model, restored = ckpt.restore(c, stand_in)
     assert restored.step == trainer.step
-    generated = list(generate(model, stand_in.tokenizer.encode("abc"), 8, seed=0))
+    generated = list(generate(model, stand_in.tokenizer.encode("abc"), GenConfig(n=8, temperature=1.0, gen_seed=0)))
     assert len(generated) == 8 and len(stand_in.tokenizer.decode(generated)) == 8
 
     message = (f"the data this model was trained on ({text_file}) is not available; put the file back to train, "

@@ -140,10 +140,10 @@ def test_an_exclusive_lock_is_broken_only_where_its_owner_is_known_dead(tmp_path
     def no_flock(fd):
         raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(ckpt, "_flock", no_flock)
-    monkeypatch.setattr(ckpt, "LOCK_WAIT", 0.3)
+    monkeypatch.setattr(ckpt.locks, "flock", no_flock)
+    monkeypatch.setattr(ckpt.locks, "LOCK_WAIT", 0.3)
     trainer = worker.make_trainer(1)
-    record = {**ckpt._owner(), "token": "0" * 16, "pid": os.getpid() if owner.pop("alive", False) else _dead_pid(),
+    record = {**ckpt.locks.lock_owner(), "token": "0" * 16, "pid": os.getpid() if owner.pop("alive", False) else _dead_pid(),
               **owner}
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / ckpt.HELD_FILE).write_text(json.dumps(record))
@@ -161,11 +161,11 @@ def test_an_exclusive_lock_is_broken_only_where_its_owner_is_known_dead(tmp_path
 
 @posix_only
 def test_the_flock_owner_is_named_and_released_with_the_holder(tmp_path, monkeypatch):
-    monkeypatch.setattr(ckpt, "LOCK_WAIT", 0.2)
+    monkeypatch.setattr(ckpt.locks, "LOCK_WAIT", 0.2)
     with ckpt.folder_lock(tmp_path):
         record = json.loads((tmp_path / ckpt.LOCK_FILE).read_text())
         assert record["host"] == socket.gethostname() and record["pid"] == os.getpid()
-        assert len(record["token"]) == 16 and record["token"] == ckpt._PROCESS_TOKEN
+        assert len(record["token"]) == 16 and record["token"] == ckpt.locks.PROCESS_TOKEN
         with pytest.raises(CheckpointError, match=f"is busy: minitf on {socket.gethostname()}"):
             with ckpt.folder_lock(tmp_path):  # a second holder waits as another process would
                 pass
@@ -194,7 +194,7 @@ def test_a_checkpoint_the_user_saved_as_autosave_is_moved_aside_never_deleted(ch
     run(s, ":save autosave")  # by hand: the user's now
     for steps in (2, 3, 4, 5, 6):
         run(s, f":train steps={steps} schedule=new")
-    kinds = {row.name: (row.step, ckpt._origin_kind(checkpoint_dir / row.name))
+    kinds = {row.name: (row.step, ckpt.store.origin_kind(checkpoint_dir / row.name))
              for row in ckpt.list_checkpoints(checkpoint_dir)}
     assert kinds["autosave-1"] == (1, "save")  # moved once, then skipped by every later rotation
     assert kinds["autosave"] == (21, "autosave") and len(kinds) == 4
@@ -212,15 +212,15 @@ def test_a_continued_run_replaces_only_its_own_autosave(checkpoint_dir):
     run(a, ":train")  # a continues its run: it must not replace b's autosave
     steps = {row.name: row.step for row in ckpt.list_checkpoints(checkpoint_dir)}
     assert steps == {"autosave": 4, "autosave-1": 3, "autosave-2": 2}
-    assert ckpt._is_own_autosave(checkpoint_dir / "autosave", a.token)
-    assert ckpt._is_own_autosave(checkpoint_dir / "autosave-1", b.token)
+    assert ckpt.store.is_own_autosave(checkpoint_dir / "autosave", a.token)
+    assert ckpt.store.is_own_autosave(checkpoint_dir / "autosave-1", b.token)
 
 
 # --- kept checkpoints ----------------------------------------------------------------------------------
 def test_two_rebuilds_in_one_second_keep_two_checkpoints(checkpoint_dir, monkeypatch):
-    from minitf_repl import commands
+    from minitf_repl.commands import shared
 
-    monkeypatch.setattr(commands.time, "strftime", lambda fmt, *a: "kept-20260101-120000")  # one second
+    monkeypatch.setattr(shared.time, "strftime", lambda fmt, *a: "kept-20260101-120000")  # one second
     s = tiny_session()
     run(s, ":train steps=2")
     first = run(s, ":set n_heads=1").kept

@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_variants import ALL, SIZES, label
 
-from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.config import GenConfig, ModelConfig
 from minitf_repl.core.fastpath import FastPath, listened
 from minitf_repl.core.model import MiniTransformerLM
 
@@ -104,13 +104,13 @@ def test_generate_decodes_through_the_fast_path_unless_someone_listens(monkeypat
     calls = []
     real = fastpath.FastPath.forward
     monkeypatch.setattr(fastpath.FastPath, "forward", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
-    fast = list(generate(model, [1, 2, 3], 8, temperature=0.0))
+    fast = list(generate(model, [1, 2, 3], GenConfig(n=8, temperature=0.0)))
     assert len(calls) == 8  # the prefill and seven single tokens
-    naive = list(generate(model, [1, 2, 3], 8, temperature=0.0, cache=False))
+    naive = list(generate(model, [1, 2, 3], GenConfig(n=8, temperature=0.0, cache=False)))
     assert fast == naive  # and it decodes what the readable naive loop decodes
     calls.clear()
     handle = model.blocks[0].attn.hook_weights.register_forward_hook(lambda *a: None)  # a view listening
-    assert list(generate(model, [1, 2, 3], 8, temperature=0.0)) == fast and calls == []
+    assert list(generate(model, [1, 2, 3], GenConfig(n=8, temperature=0.0))) == fast and calls == []
     handle.remove()
 
 

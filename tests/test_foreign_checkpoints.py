@@ -111,20 +111,20 @@ def test_claims_beyond_the_bytes_are_refused_before_anything_is_built(tmp_path, 
 
 
 def test_the_sizes_counted_on_one_block_are_those_of_the_whole_model():
-    """_expected_tensors and _size_limits extrapolate one block: the same as the built model, for every variant."""
+    """expected_tensors and size_limits (core.checkpoint.loading) extrapolate one block: the same as the built model, for every variant."""
     for changes in [{}, dict(n_kv_heads=1), dict(pos_encoding="rope", norm="rmsnorm", activation="swiglu"),
                     dict(n_experts=4, experts_per_token=2), dict(norm_placement="post", tie_embeddings=False),
                     dict(qk_norm=True, bias=False, pos_encoding="learned")]:
         config = ModelConfig(**{**worker.SIZES, "n_layers": 3, **changes})
-        ref = ckpt._reference_model(config)
-        aliases = ckpt._tied_aliases(ref)
+        ref = ckpt.loading.reference_model(config)
+        aliases = ckpt.manifest.tied_aliases(ref)
         state = {k: v for k, v in ref.state_dict().items() if k not in aliases}
-        expected, got_aliases, order = ckpt._expected_tensors(config)
+        expected, got_aliases, order = ckpt.loading.expected_tensors(config)
         assert order == list(ref.state_dict()) and got_aliases == aliases, changes
         assert {k: (tuple(v.shape), v.dtype) for k, v in expected.items()} == \
                {k: (tuple(v.shape), v.dtype) for k, v in state.items()}, changes
         weights = sum(v.numel() * v.element_size() for v in state.values())
-        assert ckpt._size_limits(config)["weights"] == weights, changes
+        assert ckpt.loading.size_limits(config)["weights"] == weights, changes
 
 
 # --- every field validated; a bad one never breaks :ls --------------------------------------------------

@@ -3,8 +3,9 @@
 A throw-away command registered in a fresh registry must appear in :help, in completion, as a
 shell subcommand and in --json without touching any other module; the package must keep the
 layering that makes that true (no import cycle, no private names across modules, no decisions by
-command name outside commands.py); settings are declared once and the model's size comes from one
-function that equals the built model for every setting.
+command name anywhere, and none by a module's name or kind outside the model's parts: issue 17);
+settings are declared once and the model's size comes from one function that equals the built
+model for every setting. (tests/test_house.py adds a command and a norm from modules of their own.)
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from minitf_repl.session import Session
 PACKAGE = Path(minitf_repl.__file__).parent
 
 
-# --- a new command touches commands.py and render.py only ----------------------------------------------
+# --- a new command needs no change anywhere else -------------------------------------------------------
 @dataclass
 class EchoResult:
     words: list
@@ -149,6 +150,9 @@ def test_no_import_cycle_and_registry_imports_no_other_shell_module():
     for name, targets in graph.items():
         if name.startswith("minitf_repl.core"):  # the core never imports the UI
             assert all(t.startswith("minitf_repl.core") for t in targets), (name, targets)
+        if name.startswith("minitf_repl.render"):  # the output layer sits below the commands
+            assert not any(t.startswith("minitf_repl.commands") for t in targets), (name, targets)
+    assert any(t.startswith("minitf_repl.render") for t in graph["minitf_repl.commands.train"])  # the scan sees them
 
     def reaches(start, goal, seen=()):
         return any(t == goal or (t not in seen and reaches(t, goal, (*seen, t))) for t in graph.get(start, ()))
@@ -177,12 +181,11 @@ def test_no_private_module_of_another_package_is_imported():
     assert not private, private
 
 
-def test_no_code_outside_commands_decides_by_a_command_name():
+def test_no_code_decides_by_a_command_name():
+    """Not even a command family: what a command needs is declared on it (registry.Command)."""
     names = {n for c in REGISTRY.values() for n in (c.name, *c.aliases)}
     offenders = []
     for name, path, tree in _modules():
-        if name == "minitf_repl.commands":
-            continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
                 parts = [node.left, *node.comparators]
@@ -192,6 +195,71 @@ def test_no_code_outside_commands_decides_by_a_command_name():
                 named = any(isinstance(p, ast.Attribute) and p.attr == "name" for p in parts)
                 if named and set(consts) & names:
                     offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
+
+
+# The parts of the model are the only place that names their modules (core/model.py and the variant
+# modules): the shell and the views that read a model (trace, ledger, sizes) ask the parts instead.
+PART_MODULES = ("minitf_repl.core.model", "minitf_repl.core.norms", "minitf_repl.core.feedforward",
+                "minitf_repl.core.experts", "minitf_repl.core.positions")
+VIEWS_OF_A_MODEL = ("minitf_repl.core.trace", "minitf_repl.core.ledger", "minitf_repl.core.sizes")
+
+
+def _names_of_built_models() -> tuple[set[str], set[str]]:
+    """(module names, class names) of models built with every value of every setting, on the meta device."""
+    modules, kinds = set(), set()
+    configs = [dict(SIZES[0])] + [{**SIZES[0], **changes} for changes in _variations()]
+    for values in configs:
+        try:
+            config = ModelConfig(**values)
+        except ConfigError:
+            continue
+        with torch.device("meta"):
+            model = MiniTransformerLM(config)
+        for path, module in model.named_modules():
+            modules.update(part for part in path.split(".") if part and not part.isdigit())
+            kinds.add(type(module).__name__)
+    return modules, kinds
+
+
+def test_no_shell_module_or_view_decides_by_a_module_name_or_kind():
+    """`name == "fc_in"`, `r.kind == "Dropout"`, `hasattr(ffn, "gate_proj")`, a table keyed by module names,
+    `isinstance(norm, RMSNorm)`: each is a decision about a part made outside it. The shell (everything
+    outside core/) and trace/ledger/sizes must ask the part (its steps(), symbols(), activation_floats(),
+    its kind in core.variants) instead, so that a new variant needs no change there."""
+    modules, kinds = _names_of_built_models()
+    assert {"fc_in", "gate_proj", "hook_q", "ln_1", "lm_head", "router"} <= modules  # the scan sees the variants
+    assert {"Dropout", "LayerNorm", "RMSNorm", "SwiGLU", "MixtureOfExperts"} <= kinds
+    names = modules | kinds
+    offenders = []
+    for name, path, tree in _modules():
+        if name.startswith("minitf_repl.core") and name not in VIEWS_OF_A_MODEL:
+            continue
+        part_classes = {alias for target, alias in _imports(name, tree) if target in PART_MODULES}
+        where = f"{path.relative_to(PACKAGE)}"
+
+        def constants(node):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                return [node.value]
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            return []
+
+        for node in ast.walk(tree):
+            found = []
+            if isinstance(node, ast.Compare):
+                found = [c for part in (node.left, *node.comparators) for c in constants(part)]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in ("hasattr", "getattr") and len(node.args) >= 2:
+                    found = constants(node.args[1])
+                elif node.func.id == "isinstance" and len(node.args) == 2:
+                    classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                    found = [c.id for c in classes if isinstance(c, ast.Name) and c.id in part_classes]
+                    offenders += [f"{where}:{node.lineno}: isinstance(..., {c})" for c in found]
+                    continue
+            elif isinstance(node, ast.Dict):  # a table keyed by module names (minitf_repl's export table names classes)
+                found = [c for key in node.keys if key is not None for c in constants(key) if c in modules]
+            offenders += [f"{where}:{node.lineno}: {value!r}" for value in found if value in names]
     assert not offenders, offenders
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.config import GenConfig, ModelConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.generate import generate, sample_next
 from minitf_repl.core.model import MiniTransformerLM
@@ -29,29 +29,29 @@ def test_cache_gives_the_naive_loops_tokens_past_the_window(attention, pos_encod
     model = make_model(attention=attention, pos_encoding=pos_encoding)
     prompt = [1, 4, 1, 5, 9 % 11]
     n = 40  # 5 + 40 tokens: well past max_seq_len = 16, so the window slides
-    cached = list(generate(model, prompt, n, seed=3, cache=True, **sampling))
-    naive = list(generate(model, prompt, n, seed=3, cache=False, **sampling))
+    cached = list(generate(model, prompt, GenConfig(n=n, gen_seed=3, cache=True, **sampling)))
+    naive = list(generate(model, prompt, GenConfig(n=n, gen_seed=3, cache=False, **sampling)))
     assert len(cached) == n and cached == naive
 
 
 def test_prompt_longer_than_the_context_keeps_the_last_window():
     model = make_model()
     long_prompt = [i % 11 for i in range(40)]
-    a = list(generate(model, long_prompt, 5, temperature=0, cache=True))
-    b = list(generate(model, long_prompt[-16:], 5, temperature=0, cache=True))
+    a = list(generate(model, long_prompt, GenConfig(n=5, temperature=0, cache=True)))
+    b = list(generate(model, long_prompt[-16:], GenConfig(n=5, temperature=0, cache=True)))
     assert a == b
 
 
 def test_same_seed_same_text_other_seed_other_text():
     model = make_model()
-    runs = [list(generate(model, [3], 30, temperature=1.0, seed=s)) for s in (7, 7, 8)]
+    runs = [list(generate(model, [3], GenConfig(n=30, temperature=1.0, gen_seed=s))) for s in (7, 7, 8)]
     assert runs[0] == runs[1] and runs[0] != runs[2]
 
 
 def test_generation_restores_training_mode_and_streams():
     model = make_model()
     model.train()
-    stream = generate(model, [1, 2], 3, temperature=0)
+    stream = generate(model, [1, 2], GenConfig(n=3, temperature=0))
     first = next(stream)
     assert isinstance(first, int) and 0 <= first < 11
     list(stream)
@@ -92,22 +92,24 @@ def test_top_p_keeps_the_nucleus():
         (dict(top_p=0.0), "top_p"),
         (dict(top_p=1.5), "top_p"),
         (dict(top_p=float("nan")), "top_p"),
-        (dict(max_new_tokens=-1), "n "),
+        (dict(n=-1), "n "),
     ],
 )
 def test_bad_sampling_values_are_clear_errors(kwargs, message):
-    model = make_model()
-    args = dict(max_new_tokens=5)
+    # generate samples under a GenConfig: its values are checked where it is made, once.
+    args = dict(n=5)
     args.update(kwargs)
     with pytest.raises(UserError, match=message):
-        list(generate(model, [1], **args))
+        GenConfig(**args)
+    with pytest.raises(TypeError, match="GenConfig"):
+        next(generate(make_model(), [1], 5))  # a generator: it checks when it starts
 
 
 def test_empty_prompt_and_zero_tokens():
     model = make_model()
     with pytest.raises(UserError, match="empty"):
-        list(generate(model, [], 3))
-    assert list(generate(model, [1], 0)) == []
+        list(generate(model, [], GenConfig(n=3, temperature=1.0)))
+    assert list(generate(model, [1], GenConfig(n=0, temperature=1.0))) == []
 
 
 def test_tiny_temperature_and_top_p_are_greedy_not_nan():
@@ -127,10 +129,10 @@ def test_generation_stops_where_done_says_the_text_ends(cache):
         seen.append(list(ids))
         return len(ids) >= 7
 
-    out = list(generate(model, prompt, 50, temperature=1.0, seed=3, cache=cache, done=done))
+    out = list(generate(model, prompt, GenConfig(n=50, temperature=1.0, gen_seed=3, cache=cache), done=done))
     assert len(out) == 4 and seen[-1] == prompt + out  # asked with the prompt and all the tokens so far
-    assert out == list(generate(model, prompt, 4, temperature=1.0, seed=3, cache=cache))  # the same tokens
-    assert list(generate(model, prompt, 50, done=lambda ids: True)) == []  # already complete: nothing
+    assert out == list(generate(model, prompt, GenConfig(n=4, temperature=1.0, gen_seed=3, cache=cache)))  # the same tokens
+    assert list(generate(model, prompt, GenConfig(n=50, temperature=1.0), done=lambda ids: True)) == []  # already complete: nothing
 
 
 @pytest.mark.parametrize("spec, answer_len", [("sort", 6), ("reverse:4", 4), ("add:3", 4), ("sort:1", 1)])

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from minitf_repl.commands import REGISTRY
-from minitf_repl.core.config import ModelConfig, PRESETS, TrainConfig, preset_changes
+from minitf_repl.core.config import GenConfig, ModelConfig, PRESETS, TrainConfig, preset_changes
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import run_command
@@ -49,8 +49,8 @@ def test_cuda_matches_cpu_and_the_fused_path_matches_the_formula(changes):
 def test_kv_cache_equals_the_naive_loop_on_cuda(changes, attention):
     model = build(changes, attention=attention).cuda()
     for temperature in (0.0, 1.0):
-        cached = list(generate(model, [1, 2, 3], 30, temperature=temperature, seed=5, cache=True))
-        naive = list(generate(model, [1, 2, 3], 30, temperature=temperature, seed=5, cache=False))
+        cached = list(generate(model, [1, 2, 3], GenConfig(n=30, temperature=temperature, gen_seed=5, cache=True)))
+        naive = list(generate(model, [1, 2, 3], GenConfig(n=30, temperature=temperature, gen_seed=5, cache=False)))
         assert cached == naive
 
 

@@ -269,7 +269,7 @@ def test_ctrl_c_during_save_keeps_the_previous_checkpoint(monkeypatch, checkpoin
     first = (checkpoint_dir / "keep" / ckpt.MANIFEST).read_bytes()
     drive(s, ":train steps=2")
     before = snapshot(s)
-    real_write, real_unlink = ckpt._write_file, ckpt._unlink
+    real_write, real_unlink = ckpt.store.write_file, ckpt.store.unlink
     writes = []
 
     def write_then_ctrl_c(path, data):
@@ -282,10 +282,10 @@ def test_ctrl_c_during_save_keeps_the_previous_checkpoint(monkeypatch, checkpoin
         os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C is ignored: the clean-up runs to its end
         real_unlink(path)
 
-    monkeypatch.setattr(ckpt, "_write_file", write_then_ctrl_c)
+    monkeypatch.setattr(ckpt.store, "write_file", write_then_ctrl_c)
     # Data files written, not linked to the autosave's identical ones: two writes, then the manifest.
-    monkeypatch.setattr(ckpt, "_write_or_link", lambda path, data, source: write_then_ctrl_c(path, data))
-    monkeypatch.setattr(ckpt, "_unlink", ctrl_c_then_unlink)
+    monkeypatch.setattr(ckpt.store, "write_or_link", lambda path, data, source: write_then_ctrl_c(path, data))
+    monkeypatch.setattr(ckpt.store, "unlink", ctrl_c_then_unlink)
     handler = signal.getsignal(signal.SIGINT)
     code, out, err = drive(s, ":save keep")
     assert one_error_line(err) == "error: save interrupted; the previous checkpoint keep is unchanged"

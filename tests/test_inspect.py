@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from minitf_repl.core.errors import DataError, UserError
 from minitf_repl.core.generate import generate, sample_next
 from minitf_repl.core.inside import attention_maps, logit_lens, next_token_pipeline
+from minitf_repl.core.config import GenConfig
 from minitf_repl.core.model import MiniTransformerLM, ModelConfig
 
 T, V, D, H, L = 7, 11, 32, 2, 3
@@ -164,7 +165,7 @@ def test_same_seed_same_pick_as_generate(sampling, attention):
     for seed in range(12):
         prompt = ids(seed=seed).tolist()
         picks.append(next_token_pipeline(model, prompt, seed=seed, **sampling).picked)
-        firsts.append(next(generate(model, prompt, 1, seed=seed, **sampling)))
+        firsts.append(next(generate(model, prompt, GenConfig(n=1, gen_seed=seed, **sampling))))
     assert picks == firsts
     if sampling.get("temperature") == 1.0 and "top_p" not in sampling:
         assert len(set(picks)) > 1  # the seed matters: a pick that ignored the generator would fail
@@ -175,7 +176,7 @@ def test_a_prompt_longer_than_the_window_is_read_as_generate_reads_it():
     prompt = ids(40).tolist()
     result = next_token_pipeline(model, prompt, temperature=1.0, seed=5)
     assert result.token_ids == prompt[-16:]
-    assert result.picked == next(generate(model, prompt, 1, temperature=1.0, seed=5))
+    assert result.picked == next(generate(model, prompt, GenConfig(n=1, temperature=1.0, gen_seed=5)))
 
 
 def model_last_logits(model, idx):

@@ -129,7 +129,20 @@ def test_the_docs_page_lists_every_field():
     assert page == schema.docs_page(), "docs/json.md is out of date: python -m minitf_repl.schema --write"
     for command in schema.json_commands():
         for field in dataclasses.fields(schema.result_type(command)):
+            if field.metadata.get("view_only"):  # for the renderer alone: not in the JSON (see the next test)
+                continue
             assert f"| `{field.name}` |" in page.split(f"## `{schema.schema_id(command)}`")[1].split("\n## ")[0]
+
+
+def test_a_view_only_field_is_left_out_of_the_json_at_any_depth():
+    """:shapes' legend and each trace record's Step are for the renderer; --json stays what the schema says."""
+    s = Session(data_spec="sort:4")
+    dispatch.run_command(s, "set", dict(TINY))
+    result = dispatch.run_command(s, "shapes", {"prompt": "31"})
+    assert result.symbols and all(r.step is not None for r in result.records)
+    document = dispatch.to_json(result)
+    assert "symbols" not in document and all("step" not in r for r in document["records"])
+    assert set(document) == set(schema.command_schema(REGISTRY["shapes"])["properties"]) - {"schema"}
 
 
 @dataclass

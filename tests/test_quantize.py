@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 from test_variants import ALL, SIZES, label
 
-from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.config import GenConfig, ModelConfig
 from minitf_repl.core.fastpath import FastPath
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
@@ -106,9 +106,9 @@ def test_the_int8_copy_decodes_through_the_fast_path_like_its_readable_self(chan
 def test_int8_sampling_picks_the_float_models_tokens():
     model = model_for({})
     qmodel = quantize_for_sampling(model)
-    float_ids = list(generate(model, [1, 2, 3], 12, temperature=0.0))
-    assert list(generate(qmodel, [1, 2, 3], 12, temperature=0.0)) == float_ids
-    assert list(generate(qmodel, [1, 2, 3], 12, temperature=0.0, cache=False)) == float_ids
+    float_ids = list(generate(model, [1, 2, 3], GenConfig(n=12, temperature=0.0)))
+    assert list(generate(qmodel, [1, 2, 3], GenConfig(n=12, temperature=0.0))) == float_ids
+    assert list(generate(qmodel, [1, 2, 3], GenConfig(n=12, temperature=0.0, cache=False))) == float_ids
 
 
 def test_no_deprecated_api_and_no_warning():
@@ -116,7 +116,7 @@ def test_no_deprecated_api_and_no_warning():
         warnings.simplefilter("error")  # any warning, a deprecation above all, fails the test
         qmodel = quantize_for_sampling(model_for({}))
         state_dict_bytes(qmodel)
-        list(generate(qmodel, [1, 2], 4, temperature=0.0))
+        list(generate(qmodel, [1, 2], GenConfig(n=4, temperature=0.0)))
     source = Path(__file__).resolve().parents[1] / "minitf_repl" / "core" / "quantize.py"
     tree = ast.parse(source.read_text())
     modules = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -1,4 +1,4 @@
-"""render.py: each result type, rendered into a plain Console, reads right.
+"""The renderers (render/ and each command family's): each result type, rendered into a plain Console, reads right.
 
 Results are built directly (the dataclasses are the interface), except the shape trace, whose
 records come from a real tiny model so the formulas and shapes are the ones users see.
@@ -11,7 +11,8 @@ from rich.console import Console
 
 from minitf_repl import commands as C
 from minitf_repl.dispatch import run_command
-from minitf_repl.render import LossTable, RichReporter, error, gen_stats, internal_error, render
+from minitf_repl.commands.generate import gen_stats
+from minitf_repl.render import LossTable, RichReporter, error, internal_error, render
 
 
 def console(width=100, **kw):
@@ -237,7 +238,7 @@ class _Info:
         self.step, self.run_step, self.run_steps = step, step, 4
         self.train_loss, self.lr, self.grad_norm = 2.0 - step / 10, 1e-3, 1.0
         self.tokens_per_second, self.elapsed = 1000.0, step * 0.1
-        self.val_loss, self.accuracy = val, None
+        self.val_loss, self.accuracy, self.aux_loss = val, None, None
 
 
 def test_hooks_without_a_terminal_are_quiet_until_stop():

@@ -76,10 +76,10 @@ def test_repl_errors_are_one_line_and_the_session_goes_on():
 def test_internal_error_is_one_line_unless_debug(monkeypatch):
     real = dispatch.run_command
 
-    def broken(session, name, args, reporter, registry):
-        if name == "config":
+    def broken(session, command, args, reporter):  # the front door passes the Command it parsed
+        if command.name == "config":
             raise RuntimeError("boom")
-        return real(session, name, args, reporter, registry)
+        return real(session, command, args, reporter)
 
     monkeypatch.setattr(dispatch, "run_command", broken)
     code, out, err, _ = drive(":config\r:q\r")

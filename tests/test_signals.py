@@ -150,7 +150,7 @@ def test_sigterm_during_a_save_keeps_the_previous_checkpoint_and_ends_the_input(
         out, err = (Console(file=io.StringIO(), width=120, color_system=None) for _ in range(2))
         assert repl.run_lines([":train steps=2 save=keep"], s, out, err) == 0
         first = (checkpoint_dir / "keep" / ckpt.MANIFEST).read_bytes()
-        real, files = ckpt._write_file, []
+        real, files = ckpt.store.write_file, []
 
         def write_then_sigterm(path, data):
             files.append(path)
@@ -158,8 +158,8 @@ def test_sigterm_during_a_save_keeps_the_previous_checkpoint_and_ends_the_input(
                 os.kill(os.getpid(), signal.SIGTERM)
             real(path, data)
 
-        monkeypatch.setattr(ckpt, "_write_file", write_then_sigterm)
-        monkeypatch.setattr(ckpt, "_write_or_link", lambda path, data, source: write_then_sigterm(path, data),
+        monkeypatch.setattr(ckpt.store, "write_file", write_then_sigterm)
+        monkeypatch.setattr(ckpt.store, "write_or_link", lambda path, data, source: write_then_sigterm(path, data),
                             raising=False)
         code = repl.run_lines([":set autosave=off", ":train steps=1", ":save keep", ":config"], s, out, err)
     finally:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.config import GenConfig, ModelConfig, TrainConfig
 from minitf_repl.core.data import TextCorpus, load_data, read_text_file
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
@@ -44,7 +44,7 @@ def test_default_train_on_pydoc_writes_words():
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size))
     summary = Trainer(model, data, TrainConfig()).run()
     assert summary.val_loss < 1.446, summary  # the previous defaults (AdamW, lr 3e-3, batch 32) ended at 1.446
-    text = data.tokenizer.decode(generate(model, data.tokenizer.encode("The "), 400, temperature=0.8, seed=0))
+    text = data.tokenizer.decode(generate(model, data.tokenizer.encode("The "), GenConfig(n=400, temperature=0.8, gen_seed=0)))
     words = [w.strip(".,:;()\"'") for w in text.split()]
     known = set(data.text.split())
     assert sum(w in known for w in words) / max(len(words), 1) > 0.5, text

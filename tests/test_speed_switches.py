@@ -26,7 +26,8 @@ from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.quantize import quantize_for_sampling, state_dict_bytes
 from minitf_repl.core.train import Trainer
 from minitf_repl.dispatch import to_json
-from minitf_repl.render import render, train_summary
+from minitf_repl.commands.train import train_summary
+from minitf_repl.render import render
 
 from test_commands import Recorder, run, tiny_session
 

@@ -138,7 +138,7 @@ def test_compare_renders_a_table_a_chart_and_a_verdict():
     assert door.run_line(":compare current activation=relu steps=2 eval_every=1 seeds=2") == "ok"
     text = out.file.getvalue()
     assert "mean ± std over 2 seeds" in text and "● current" in text and "▲ activation=relu" in text
-    assert "└" in text and "step 2" in text  # the chart's axis
+    assert "└" in text and "step 1" in text  # the chart's axis (the one chart of render.chart: "step 1 ... 2")
     assert "has the lowest val loss" in text
 
 

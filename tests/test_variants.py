@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.config import (
     PRESETS,
+    GenConfig,
     ModelConfig,
     TrainConfig,
     apply_preset,
@@ -95,8 +96,8 @@ def random_idx(b: int = B, t: int = T, seed: int = 1) -> torch.Tensor:
 def test_cache_gives_the_naive_loops_tokens(changes, sampling):
     model = make_model(changes)
     n = 30  # 4 + 30 tokens: past max_seq_len = 16, so the window slides
-    cached = list(generate(model, [1, 4, 1, 5], n, seed=3, cache=True, **sampling))
-    naive = list(generate(model, [1, 4, 1, 5], n, seed=3, cache=False, **sampling))
+    cached = list(generate(model, [1, 4, 1, 5], GenConfig(n=n, gen_seed=3, cache=True, **sampling)))
+    naive = list(generate(model, [1, 4, 1, 5], GenConfig(n=n, gen_seed=3, cache=False, **sampling)))
     assert cached == naive
 
 
@@ -470,6 +471,6 @@ def test_a_safetensors_header_of_128_plus_256n_bytes_is_not_taken_for_a_pickle()
 
     safetensors_like = (640).to_bytes(8, "little") + b'{"a":1}'
     assert safetensors_like.startswith(b"\x80\x02")
-    assert not ckpt._is_pickle(safetensors_like)
-    assert ckpt._is_pickle(pickle.dumps({"a": 1}, protocol=2))
-    assert ckpt._is_pickle(b"PK\x03\x04" + bytes(20))
+    assert not ckpt.layout.is_pickle(safetensors_like)
+    assert ckpt.layout.is_pickle(pickle.dumps({"a": 1}, protocol=2))
+    assert ckpt.layout.is_pickle(b"PK\x03\x04" + bytes(20))

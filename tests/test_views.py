@@ -10,9 +10,12 @@ import torch
 from rich.console import Console
 
 from minitf_repl import commands as C
+from minitf_repl.commands import base, inside
 from minitf_repl.core.errors import DataError, UserError
 from minitf_repl.dispatch import run_command, to_json
-from minitf_repl.render import LossTable, SHADES, render, render_loss_chart, visible
+from minitf_repl.commands.train import loss_chart
+from minitf_repl.palette import SHADES, visible
+from minitf_repl.render import LossTable, render
 from minitf_repl.session import Session
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4}
@@ -214,7 +217,7 @@ def test_plot_reads_at_the_width(trained, width):
 
 def test_render_loss_chart_for_train(trained):
     c = console(80)
-    c.print(render_loss_chart(trained.trainer.history, 80, vocab_size=12))
+    c.print(loss_chart(trained.trainer.history, 80, vocab_size=12))
     out = c.file.getvalue()
     assert "•" in out and all(len(line) <= 80 for line in out.splitlines())
 
@@ -311,10 +314,10 @@ def test_a_corpus_default_prompt_reads_like_a_sentence():
 
     val = "   \n        >>> x[1]\n        2\n\n   The model reads this sentence first.\n"
     corpus = TextCorpus("t", "a" * (9 * len(val)) + val, "test text")  # the last tenth is `val`
-    assert C.sample_window(corpus) == (val.index("The"), "The model reads ")
-    assert C._true_next(corpus, "The model reads ") == "t"
-    assert C._true_next(corpus, "something else") is None  # only the default prompt has a known next character
-    prompt = C.sample_prompt(load_data("pydoc"))  # its first 16 characters were ' Counter()\n     '
+    assert base.sample_window(corpus) == (val.index("The"), "The model reads ")
+    assert inside._true_next(corpus, "The model reads ") == "t"
+    assert inside._true_next(corpus, "something else") is None  # only the default prompt has a known next character
+    prompt = base.sample_prompt(load_data("pydoc"))  # its first 16 characters were ' Counter()\n     '
     assert "\n" not in prompt and prompt[0].isupper() and sum(ch.isalpha() for ch in prompt) >= 12
     lens = run_command(Session(data_spec="pydoc"), "lens", {})
     assert lens.prompt == prompt and lens.target is not None

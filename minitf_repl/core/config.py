@@ -8,8 +8,10 @@ typed values from these declarations (`Settings.specs()`), so a new field is one
 Two kinds of bounds, on purpose:
 - the range (`low`, `high`, ...) is what is *valid*: `validate()` enforces it on every config,
   including those a Python caller builds or a checkpoint brings;
-- the `limit` is what is *sane to type here*: `check_limits()` is called by the front ends on
-  values a person typed, so a caller with a large GPU can still build a larger config in Python.
+- the `limit` is what is *sane to type here*: the front ends check each typed value against it
+  (`SettingSpec.check_limit`, through parsing.check_value), and a checkpoint's configs are held to
+  it as a whole (`check_limits()`, core.checkpoint), so a caller with a large GPU can still build
+  a larger config in Python.
 
 Keeping this module free of torch lets the shell parse and validate `:set key=value` before the
 (slow) torch import has finished.
@@ -23,11 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .variants import FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind
 
-# The seed's choices come first in each tuple (messages list them in this order).
-ACTIVATIONS = ("gelu", "relu", "gelu_tanh", "relu2", "swiglu")
-POS_ENCODINGS = ("learned", "sinusoidal", "rope", "none")
-NORMS = ("layernorm", "rmsnorm")
+# The seed's choices come first (messages list them in this order). The three that pick a part of the
+# model are the kinds core.variants declares, so that a kind declared there is a valid value here.
+ACTIVATIONS = Choices(FEED_FORWARDS)
+POS_ENCODINGS = Choices(POSITIONS)
+NORMS = Choices(NORM_KINDS)
 NORM_PLACEMENTS = ("pre", "post")
 ATTENTION_IMPLS = ("explicit", "sdpa")
 OPTIMIZERS = ("adamw", "muon")
@@ -270,15 +274,8 @@ class ModelConfig(Settings):
 
 
 def ffn_hidden(config: ModelConfig) -> int:
-    """The hidden width of one feed-forward network (one expert, with experts).
-
-    d_ff for the two-matrix FFN. SwiGLU has three matrices of that width, so it uses
-    int(2 * d_ff / 3) (rounded down, at least 1): 3 * d * int(2 d_ff / 3) is about 2 * d * d_ff,
-    the same parameters as the plain FFN.
-    """
-    if config.activation == "swiglu":
-        return max(1, (2 * config.d_ff) // 3)
-    return config.d_ff
+    """The hidden width of one feed-forward network (one expert, with experts): its kind says (core.variants)."""
+    return feed_forward_kind(config).hidden(config)
 
 
 def _divisors(n: int) -> str:

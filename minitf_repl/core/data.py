@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from .catalog import CORPORA, TASKS
 from .errors import DataError
 from .paths import cache_dir
 from .words import count
@@ -37,11 +38,9 @@ SHAKESPEARE_BYTES = 1_115_394  # ASCII: one byte a character
 DOWNLOAD_MARGIN = 64 * 2**10
 DOWNLOAD_SECONDS = 300.0  # the whole download; each read also has the urlopen timeout
 
-CORPORA = ("pydoc", "shakespeare")
 # The digits of pi: the example each task describes itself with (enough for add:30's 60 digits).
 PI_DIGITS = "3141592653589793238462643383279502884197169399375105820974944592307816406286"
 MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 ids: 8 bytes a character
-TASKS = ("sort", "reverse", "add", "random")
 
 
 class CharTokenizer:

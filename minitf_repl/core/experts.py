@@ -15,7 +15,8 @@ everything to a few experts:
 
 It is 1 when routing is uniform and grows as it concentrates. f_e is a count (no gradient); P_e
 carries the gradient that evens the router out. MiniTransformerLM adds moe_aux_weight times the
-mean over layers to the training loss.
+mean over layers to the training loss. `validation_routing` routes one validation batch (nothing
+learned) and reads how the experts shared it, for `:experts`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
-from .probe import Probe
+from .probe import Probe, Step, listening
 
 
 class MixtureOfExperts(nn.Module):
@@ -69,6 +70,33 @@ class MixtureOfExperts(nn.Module):
         self.tokens_per_expert = counts.detach()
         return out.view(B, T, C)  # (B, T, d_model)
 
+    # --- what the views need to know ------------------------------------------------------------------
+    def symbols(self) -> dict[str, tuple[int, str | None]]:
+        return self.experts[0].symbols()  # every expert is built alike
+
+    def steps(self) -> dict[str, Step]:
+        # Routing works on the flattened tokens (N, ...) and each expert on the tokens sent to it, so
+        # these shapes have no symbols of their own: the trace shows their numbers.
+        return {
+            "router": Step("router logits r = xW_r"),
+            "hook_router": Step("p = softmax(r); each token to its top-k experts, gates = softmax of their r"),
+        }
+
+    def linear_flops_per_token(self) -> int:
+        """A token runs the router and its k experts, not all of them: the FLOPs do not grow with n_experts."""
+        def linear(module: nn.Module) -> int:
+            return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+
+        return linear(self.router) + self.k * max(linear(e) for e in self.experts)
+
+    def activation_floats(self, dropout: bool) -> int:
+        """Floats one token keeps for the backward pass: per chosen expert its input, its hidden layers, its
+        output and the gated output (and a dropout's noise), plus the router's logits and probabilities
+        and the k gates and choices."""
+        d = self.router.in_features
+        per_choice = self.experts[0].activation_floats(dropout) + 3 * d + (d if dropout else 0)
+        return self.k * per_choice + 2 * self.n_experts + 2 * self.k
+
 
 @dataclass
 class MoEStats:
@@ -79,3 +107,12 @@ class MoEStats:
     load: list[list[float]]  # per MoE layer, per expert: share of routing choices (each row sums to 1)
     tokens: list[list[int]]  # per MoE layer, per expert: routing choices (tokens x experts_per_token in all)
     layers: list[int]  # the block index of each row
+
+
+def validation_routing(model: nn.Module, data, batch_size: int, seed: int) -> MoEStats | None:
+    """How `model` routes one validation batch of `data` (drawn with `seed`): nothing is learned, the
+    model's mode is restored (core.probe.listening). None for a model without experts."""
+    x, _ = data.get_batch("val", batch_size, model.config.max_seq_len, torch.Generator().manual_seed(seed))
+    with listening(model):
+        model(x.to(next(model.parameters()).device))
+    return model.moe_stats()

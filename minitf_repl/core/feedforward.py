@@ -5,8 +5,9 @@
              unit, how much of x W_u passes. Three matrices of width ffn_hidden(config) = int(2 d_ff / 3),
              so it has about the parameters of the two-matrix FFN of width d_ff.
 
-`make_activation(name)` builds the activation of the two-matrix FFN; `config.activation` is read
-in one place, `model.feed_forward`.
+`make_activation(name)` builds the activation of the two-matrix FFN and `activation_formula(name)`
+says how a formula writes it; which network `config.activation` builds is its kind's (core.variants),
+read in one place, `model.feed_forward`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import torch
 import torch.nn as nn
 
 from .config import ModelConfig, ffn_hidden
+from .probe import Step
 
-__all__ = ["ReLUSquared", "SwiGLU", "ffn_hidden", "make_activation"]
+__all__ = ["ReLUSquared", "SwiGLU", "activation_formula", "ffn_hidden", "make_activation"]
 
 
 class ReLUSquared(nn.Module):
@@ -26,14 +28,22 @@ class ReLUSquared(nn.Module):
         return torch.relu(x).square()
 
 
+# activation -> (its module, how the shape trace writes it)
+_ACTIVATIONS = {
+    "gelu": (lambda: nn.GELU(), "GELU(.)"),
+    "gelu_tanh": (lambda: nn.GELU(approximate="tanh"), "GELU(.) (tanh approx.)"),  # GPT-2's approximation
+    "relu": (lambda: nn.ReLU(), "ReLU(.)"),
+    "relu2": (lambda: ReLUSquared(), "ReLU(.)^2"),
+}
+
+
 def make_activation(name: str) -> nn.Module:
     """The activation module of the two-matrix FFN for `activation=name` (not swiglu: that is a whole FFN)."""
-    return {
-        "gelu": lambda: nn.GELU(),
-        "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # GPT-2's approximation
-        "relu": lambda: nn.ReLU(),
-        "relu2": lambda: ReLUSquared(),
-    }[name]()
+    return _ACTIVATIONS[name][0]()
+
+
+def activation_formula(name: str) -> str:
+    return _ACTIVATIONS[name][1]
 
 
 class SwiGLU(nn.Module):
@@ -51,3 +61,22 @@ class SwiGLU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate = self.act(self.gate_proj(x))  # (..., hidden)
         return self.dropout(self.down_proj(gate * self.up_proj(x)))  # (..., d_model)
+
+    # --- what the views need to know ------------------------------------------------------------------
+    def symbols(self) -> dict[str, tuple[int, str | None]]:
+        return {"d_h": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}
+
+    def steps(self) -> dict[str, Step]:
+        hidden, model = ("B", "T", "d_h"), ("B", "T", "d")
+        return {
+            "gate_proj": Step("xW_g", hidden, model),
+            "up_proj": Step("xW_u", hidden, model),
+            "act": Step("SiLU(.) = . * sigmoid(.)", hidden),
+            "down_proj": Step(f"SwiGLU: (SiLU(xW_g) ⊙ xW_u) W_d (hidden {self.down_proj.in_features} = int(2 * d_ff / 3))",
+                              model, hidden),
+            "dropout": Step("dropout", model, idle=True),
+        }
+
+    def activation_floats(self, dropout: bool = False) -> int:
+        """Floats one position keeps for the backward pass: gate, SiLU(gate), up and their product."""
+        return 4 * self.gate_proj.out_features

@@ -1,7 +1,8 @@
 """Autoregressive decoding: one token at a time, each fed back as input for the next.
 
-`generate` yields token ids as they are produced, so a caller can stream text. With `cache=True`
-(the default) the keys and values of earlier positions are kept, and each step runs the model on
+`generate` yields token ids as they are produced, so a caller can stream text. It samples under a
+GenConfig (n, temperature, top_k, top_p, gen_seed, cache), checked when it was made. With
+`cache=True` (the default) the keys and values of earlier positions are kept, and each step runs the model on
 the one new token, through core.fastpath when nothing listens to the model. With `cache=False` it
 is the seed's naive loop, which re-runs the whole prefix every step through the readable model;
 both give the same tokens for the same seed, which the tests check.
@@ -23,7 +24,7 @@ from .fastpath import FastPath, listened
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
-    """The sampling arguments against their declarations in GenConfig (ConfigError if one is invalid)."""
+    """Sampling arguments given one by one (not as a GenConfig) against GenConfig's declarations (ConfigError)."""
     GenConfig(n=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p)
 
 
@@ -105,28 +106,29 @@ def sample_next(
 def generate(
     model,
     prompt_ids: list[int],
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    cache: bool = True,
+    settings: GenConfig,
     done: Callable[[list[int]], bool] | None = None,
 ) -> Iterator[int]:
-    """Yield up to max_new_tokens token ids continuing prompt_ids (a non-empty list of ids).
+    """Yield up to settings.n token ids continuing prompt_ids (a non-empty list of ids), sampled under `settings`.
 
-    `done(ids)` (optional) is asked before each new token, with the prompt and every token so far:
-    True ends the text there. A task declares where its answers end this way (core.data's
-    Task.answer_complete), so a complete answer is not followed by tokens that mean nothing.
+    `settings` is a GenConfig, valid since it was made (e.g. `GenConfig(n=50, temperature=0)`, or a
+    session's `gen_config.replace(...)`): nothing is checked again here. `done(ids)` (optional) is
+    asked before each new token, with the prompt and every token so far: True ends the text there.
+    A task declares where its answers end this way (core.data's Task.answer_complete), so a
+    complete answer is not followed by tokens that mean nothing.
     """
-    check_sampling(temperature, top_k, top_p, max_new_tokens)
+    if not isinstance(settings, GenConfig):
+        raise TypeError(f"generate samples under a GenConfig, got {type(settings).__name__}; "
+                        "e.g. generate(model, ids, GenConfig(n=50, temperature=0.8))")
     if len(prompt_ids) == 0:
         raise DataError("the prompt is empty; give at least one character to continue")
+    max_new_tokens, temperature, top_k, top_p, cache = (settings.n, settings.temperature, settings.top_k,
+                                                       settings.top_p, settings.cache)
     generator = torch.Generator()
-    if seed is None:
+    if settings.gen_seed is None:
         generator.seed()
     else:
-        generator.manual_seed(seed)
+        generator.manual_seed(settings.gen_seed)
     device = next(model.parameters()).device
     window = model.config.max_seq_len
     tokens = list(prompt_ids)

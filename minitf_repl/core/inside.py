@@ -1,9 +1,10 @@
-"""The numbers behind the "look inside" views: attention maps, the next-token microscope, the logit lens.
+"""The numbers behind the "look inside" views: attention maps, the next-token microscope, the logit
+lens, and the probability each generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
-on the `Probe` identities read the tensors, the hooks are removed in `finally`, dropout is off
-(eval mode) for the pass and each module's training flag is restored afterwards. The results are
-plain dataclasses holding CPU tensors; `to_dict()` turns one into lists and numbers for JSON.
+on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
+gradients, hooks removed and training flags restored afterwards). The results are plain
+dataclasses holding CPU tensors; `to_dict()` turns one into lists and numbers for JSON.
 
 (The module is named `inside`, not `inspect`, so that it never shadows the standard library's
 `inspect`, which torch imports, when a script runs from this folder.)
@@ -19,8 +20,10 @@ from typing import Iterator
 import torch
 import torch.nn as nn
 
+from .config import GenConfig
 from .errors import DataError, UserError
 from .generate import SamplingStages, check_sampling, pick, sampling_stages
+from .probe import listening as listening_pass
 from .trace import check_token_ids
 
 _BLOCK_PROBE = re.compile(r"^blocks\.(\d+)\.(?:.*\.)?(hook_\w+)$")
@@ -50,11 +53,10 @@ def _block_probes(model: nn.Module, name: str) -> dict[int, nn.Module]:
 
 @contextlib.contextmanager
 def listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention: bool = False) -> Iterator[dict]:
-    """Record the output of each probe (key -> detached CPU-side tensor) during one eval, no_grad pass.
+    """Record the output of each probe (key -> detached tensor) during one eval, no_grad pass (core.probe.listening).
 
-    With explicit_attention, the model computes the explicit formula for the pass
-    (MiniTransformerLM.explicit_attention), so that the score and weight probes fire; the weights
-    are the same. Everything (hooks, training flags, the path) is restored even when the forward raises.
+    With explicit_attention, the model computes the explicit formula for the pass, so that the
+    score and weight probes fire; the weights are the same.
     """
     seen: dict[str, torch.Tensor] = {}
 
@@ -64,20 +66,8 @@ def listening(model: nn.Module, probes: dict[str, nn.Module], explicit_attention
 
         return hook
 
-    modes = {module: module.training for module in model.modules()}
-    handles = []
-    path = model.explicit_attention() if explicit_attention else contextlib.nullcontext()
-    try:
-        for key, probe in probes.items():
-            handles.append(probe.register_forward_hook(make_hook(key)))
-        model.eval()
-        with path, torch.no_grad():
-            yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
-        for module, was_training in modes.items():
-            module.training = was_training
+    with listening_pass(model, [(probe, make_hook(key)) for key, probe in probes.items()], explicit_attention):
+        yield seen
 
 
 # --- attention maps --------------------------------------------------------------------------
@@ -296,3 +286,35 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None) -> LogitLens:
                 target_probs.append(float(p[target]))
         layers.append(LensLayer(name, top_ids[layer].tolist(), top_probs[layer].tolist(), ranks, target_probs))
     return LogitLens(token_ids=idx[0].tolist(), targets=target_list, layers=layers, logits=logits)
+
+
+# --- the probability of each generated token --------------------------------------------------------
+
+
+def token_probs(model: nn.Module, prompt_ids: list[int], new_ids: list[int], settings: GenConfig) -> list[float]:
+    """The probability each generated token had when it was picked (`:gen show=probs`).
+
+    Recomputed from the model with `core.generate.sampling_stages`, the sampler's own rules under
+    `settings` (temperature, top_k, top_p), on the context generate read: the last max_seq_len tokens
+    before each new one (one pass while the text fits the window, one per token after).
+    """
+    if not new_ids:
+        return []
+    window = model.config.max_seq_len
+    device = next(model.parameters()).device
+    tokens = list(prompt_ids) + list(new_ids)
+    out = []
+    with listening(model, {}):
+        if len(tokens) - 1 <= window:
+            logits, _ = model(torch.tensor([tokens[:-1]], device=device))  # (1, T, V)
+            rows = [logits[0, len(prompt_ids) - 1 + i] for i in range(len(new_ids))]
+        else:
+            rows = []
+            for i in range(len(new_ids)):
+                context = tokens[: len(prompt_ids) + i][-window:]
+                logits, _ = model(torch.tensor([context], device=device))
+                rows.append(logits[0, -1])
+        for z, token in zip(rows, new_ids):
+            stages = sampling_stages(z, settings.temperature, settings.top_k, settings.top_p)
+            out.append(float(stages.probs[token]))
+    return out

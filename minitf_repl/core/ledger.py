@@ -16,9 +16,13 @@ tokens) is the usual shorthand, shown for comparison: it counts the embedding ta
 FLOPs as a lookup, and leaves out attention's T-dependent products.
 
 A mixture of experts counts the router and, per token, experts_per_token experts' Linears: a token
-runs only the experts it is routed to, so the parameters grow with n_experts and the FLOPs do not.
+runs only the experts it is routed to, so the parameters grow with n_experts and the FLOPs do not
+(the part says so itself: a module with `linear_flops_per_token()` is asked instead of summed).
 Grouped-query attention leaves attention's FLOPs as they are (every query head still scores
 every key); only its K and V projections are smaller, as built.
+
+The memory the forward pass keeps for backward is each part's own statement
+(`activation_floats`, core.model), so a new variant is counted without a change here.
 """
 
 from __future__ import annotations
@@ -28,8 +32,6 @@ from dataclasses import asdict, dataclass
 import torch.nn as nn
 
 from .errors import UserError
-from .experts import MixtureOfExperts
-from .norms import RMSNorm
 from .optimizers import STATE_WORDS, hidden_matrices
 from .trace import parameter_owners
 
@@ -105,23 +107,18 @@ def _component_of(path: str | None, components) -> str | None:
     return path
 
 
-def _linear_flops(module: nn.Module) -> int:
-    return sum(2 * m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
-
-
 def linear_flops_per_token(model: nn.Module) -> int:
     """2 * in * out for every nn.Linear a token runs through (each once per token in a decoder-only Transformer).
 
-    In a mixture of experts a token runs the router and its experts_per_token experts, not all of them.
+    A part that runs only some of its Linears for a token (a mixture of experts: the router and its
+    experts_per_token experts) says how many FLOPs it costs instead (`linear_flops_per_token()`).
     """
-    total, inside_experts = 0, set()
-    for m in model.modules():  # pre-order: a MixtureOfExperts comes before its experts' layers
-        if isinstance(m, MixtureOfExperts):
-            total += _linear_flops(m.router) + m.k * max(_linear_flops(e) for e in m.experts)
-            inside_experts.update(id(x) for x in m.modules())
-        elif isinstance(m, nn.Linear) and id(m) not in inside_experts:
-            total += 2 * m.in_features * m.out_features
-    return total
+    own = getattr(model, "linear_flops_per_token", None)
+    if callable(own):
+        return own()
+    if isinstance(model, nn.Linear):
+        return 2 * model.in_features * model.out_features
+    return sum(linear_flops_per_token(child) for child in model.children())
 
 
 def attention_flops_per_token(config, seq_len: int) -> int:
@@ -129,79 +126,11 @@ def attention_flops_per_token(config, seq_len: int) -> int:
     return config.n_layers * 2 * (2 * seq_len * config.n_heads * config.head_dim)
 
 
-def _ffn_floats(ffn: nn.Module, d_ff: int) -> int:
-    """Floats one position keeps inside a feed-forward network (one expert)."""
-    if hasattr(ffn, "gate_proj"):  # SwiGLU: gate, SiLU(gate), up, their product
-        return 4 * ffn.gate_proj.out_features
-    if not hasattr(ffn, "fc_in"):  # a module of the caller's own: taken as a two-matrix FFN of width d_ff
-        return 2 * d_ff
-    return 2 * ffn.fc_in.out_features  # before and after the activation (relu2: relu's output and its square)
-
-
-def _norm_floats(norm: nn.Module, dim: int) -> int:
-    """Floats a norm keeps beyond its input: LayerNorm its output and 2 statistics; RMSNorm x / rms
-    and rms, and its output when it has a gain; nothing for the identity (no ln_f after post-LN)."""
-    if isinstance(norm, RMSNorm):
-        return dim + 1 + (dim if norm.weight is not None else 0)
-    if isinstance(norm, nn.LayerNorm):
-        return dim + 2
-    return 0
-
-
 def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
-    """Floats the forward pass keeps for backward, per token, in training mode (measured in the tests).
-
-    Per block (pre-LN, GELU/ReLU FFN):
-        d          the block's input, kept by ln_1 (the residual stream)
-        d          ln_1's output, read by the q/k/v projections
-        q + k + v  the projections' outputs (their widths as built), kept for QK^T and AV
-        H * T      the attention pattern A, kept by softmax and AV (explicit path); the fused
-                   kernel keeps only its H log-sum-exps, unless dropout is on, where torch's CPU
-                   kernel falls back to the math path and keeps A like the explicit path
-        d          the merged heads, read by out_proj
-        2d         ln_2's input and output
-        2 d_ff     the FFN's hidden layer before and after the activation
-        4          mean and 1/std of the two LayerNorms
-      with dropout > 0 (torch's CPU dropout keeps a float noise tensor, 4 bytes an element):
-        2 H * T    the dropped pattern (kept by AV) and its noise
-        2d         the noise of the attention-output and FFN dropouts
-    Once: d noise of the embedding dropout (dropout > 0); ln_f's input, output and 2 statistics
-    (2d + 2); the logits (V, returned) and their log-softmax (V, kept by the loss).
-    Left out: token ids and targets (integers), bool masks, scalars.
-
-    Variants (measured in tests/test_variants.py, as the seed is in tests/test_ledger.py):
-    RMSNorm keeps x / rms and rms (and its output with a gain) instead of LayerNorm's output and two
-    statistics; qk_norm keeps the normalised q and k (and their statistics); RoPE's rotated q and k and
-    GQA's repeated K and V (explicit path) replace the tensors they came from; SwiGLU keeps four of its width; a mixture
-    of experts, per token and chosen expert, its input, hidden layers, output and gated output, plus
-    the router's logits and probabilities.
-    """
-    c = model.config
-    d, H, T = c.d_model, c.n_heads, seq_len
-    dropout = c.dropout > 0
-    floats = 0
-    for block in model.blocks:
-        attn = block.attn
-        qkv_widths = [getattr(attn, n).out_features if hasattr(attn, n) else d for n in ("q_proj", "k_proj", "v_proj")]
-        qkv = sum(qkv_widths)
-        keeps_pattern = not getattr(attn, "use_sdpa", False) or dropout
-        floats += d + _norm_floats(block.ln_1, d) + qkv + (H * T if keeps_pattern else H) + d
-        floats += d + _norm_floats(block.ln_2, d)
-        if getattr(attn, "q_norm", None) is not None:  # each head's q and k, normalised over head_dim
-            floats += H * _norm_floats(attn.q_norm, attn.head_dim) + attn.n_kv_heads * _norm_floats(attn.k_norm, attn.head_dim)
-        # RoPE: the rotated q and k replace the unrotated ones (a rotation's gradient needs only cos and sin).
-        if getattr(attn, "n_kv_heads", H) != H and not getattr(attn, "use_sdpa", False):  # fused: enable_gqa, no copies
-            floats += 2 * d - qkv_widths[1] - qkv_widths[2]  # K and V repeated to n_heads replace the shared ones
-        ffn = block.ffn
-        if isinstance(ffn, MixtureOfExperts):
-            per_choice = _ffn_floats(ffn.experts[0], c.d_ff) + 3 * d + (d if dropout else 0)
-            floats += ffn.k * per_choice + 2 * ffn.n_experts + 2 * ffn.k
-        else:
-            floats += _ffn_floats(ffn, c.d_ff)
-        if dropout:
-            floats += 2 * H * T + 2 * d
-    floats += (d if dropout else 0) + d + _norm_floats(model.ln_f, d) + 2 * c.vocab_size
-    return floats
+    """Floats the forward pass keeps for backward, per token, in training mode: the model's own count
+    (MiniTransformerLM.activation_floats, which asks each part), measured in tests/test_ledger.py for the
+    seed and in tests/test_variants.py for every variant."""
+    return model.activation_floats(seq_len)
 
 
 def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, optimizer: str = "adamw") -> Ledger:

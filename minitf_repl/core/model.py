@@ -22,6 +22,11 @@ Small pieces come first (KV cache, attention, feed-forward, block), the whole mo
 last. `Probe` modules are identities placed at every step of the formula, so a forward hook (the
 shape trace, a heatmap) can see q, k, v, the scores, the mask, the softmax and the weighted values
 without a print in `forward`.
+
+Each part also states what the views need to know about it, below its forward: `steps()` (the
+formula and the symbols of each of its steps, for the shape trace), `symbols()` (what B, T, d, h,
+d_k, ... stand for) and `activation_floats()` (what it keeps for the backward pass, for the cost
+ledger). The views ask the parts instead of deciding by a module's name or kind.
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .errors import DataError
 from .experts import MixtureOfExperts, MoEStats
-from .feedforward import SwiGLU, make_activation
+from .feedforward import SwiGLU, activation_formula, make_activation
 from .norms import make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
-from .probe import Probe
+from .probe import Probe, Step
+from .variants import feed_forward_kind, position_kind
 from .words import count
 
 __all__ = [
@@ -122,7 +128,8 @@ class MultiHeadSelfAttention(nn.Module):
         # The variants' modules exist only when switched on: the seed's module tree stays the seed's.
         self.q_norm = make_norm(config, self.head_dim) if config.qk_norm else None  # over each head's features
         self.k_norm = make_norm(config, self.head_dim) if config.qk_norm else None
-        self.rope = RotaryEmbedding(self.head_dim, config.max_seq_len, config.rope_base) if config.pos_encoding == "rope" else None
+        rotary = position_kind(config).rotary
+        self.rope = RotaryEmbedding(self.head_dim, config.max_seq_len, config.rope_base) if rotary else None
         if self.rope is not None:
             self.hook_q_rot = Probe()  # q rotated by its position
             self.hook_k_rot = Probe()
@@ -179,12 +186,85 @@ class MultiHeadSelfAttention(nn.Module):
         merged = self.hook_merged(out.transpose(1, 2).contiguous().view(B, T, C))  # (B, T, d_model)
         return self.resid_dropout(self.out_proj(merged))
 
+    # --- what the views need to know ------------------------------------------------------------------
+    @property
+    def grouped(self) -> bool:
+        """Fewer key/value heads than query heads (GQA, MQA)."""
+        return self.n_kv_heads != self.n_heads
+
+    def symbols(self) -> dict[str, tuple[int, str | None]]:
+        out = {"h": (self.n_heads, "heads"), "d_k": (self.head_dim, "d/h")}
+        if self.grouped:
+            out["h_kv"] = (self.n_kv_heads, "key/value heads")
+            out["h_kv·d_k"] = (self.n_kv_heads * self.head_dim, None)  # the width of K and V
+        return out
+
+    def steps(self) -> dict[str, Step]:
+        model, heads, scores = ("B", "T", "d"), ("B", "h", "T", "d_k"), ("B", "h", "T", "T")
+        kv_heads = ("B", "h_kv", "T", "d_k") if self.grouped else heads
+        steps = {
+            "q_proj": Step("Q = HW^Q", model),
+            "k_proj": Step("K = HW^K", model),
+            "v_proj": Step("V = HW^V", model),
+            "hook_q": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
+            "hook_k": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
+            "hook_v": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
+            "hook_scores": Step("S = QK^T / sqrt(d_k)", scores),
+            "hook_masked_scores": Step("S + M (M = -inf above the diagonal)", scores),
+            "hook_weights": Step("A = softmax(S + M)", scores),
+            "attn_dropout": Step("dropout(A)", scores, idle=True),
+            "hook_weighted": Step("O = AV", heads),
+            "hook_merged": Step("Concat(heads): (B, h, T, d_k) -> (B, T, d)", model),
+            "out_proj": Step("Concat(heads) W^O", model),
+            "resid_dropout": Step("dropout", model, idle=True),
+        }
+        if self.grouped:  # K and V have h_kv heads of their own, repeated to h for the scores
+            h, kv, group = self.n_heads, self.n_kv_heads, self.n_heads // self.n_kv_heads
+            for name in ("k", "v"):
+                big = name.upper()
+                steps[f"{name}_proj"] = Step(f"{big} = HW^{big} (h_kv = {kv} of h = {h} heads: d -> h_kv·d_k)",
+                                             ("B", "T", "h_kv·d_k"), model)
+                steps[f"hook_{name}"] = Step("split heads: (B, T, h_kv·d_k) -> (B, h_kv, T, d_k)", kv_heads)
+                steps[f"hook_{name}_rep"] = Step(f"{big}: each of the h_kv heads serves {group} query heads: "
+                                                 "(B, h_kv, T, d_k) -> (B, h, T, d_k)", heads)
+        if self.q_norm is not None:
+            steps["q_norm"] = Step(self.q_norm.formula("q", " per head"), heads)
+            steps["k_norm"] = Step(self.k_norm.formula("k", " per head"), kv_heads)
+        if self.rope is not None:
+            steps["rope"] = Step(f"RoPE: rotate q, k by position (base {self.rope.base:g})", heads)
+            steps["hook_q_rot"] = Step("q rotated: pair i turned by pos * base^(-2i/d_k)", heads)
+            steps["hook_k_rot"] = Step("k rotated: pair i turned by pos * base^(-2i/d_k)", kv_heads)
+        return steps
+
+    def activation_floats(self, seq_len: int, dropout: bool) -> int:
+        """Floats one position keeps for the backward pass (measured in tests/test_ledger.py and test_variants.py).
+
+        q, k and v (their widths as built) for QK^T and AV; the pattern A, H * T, kept by softmax and
+        AV on the explicit path (the fused kernel keeps only its H log-sum-exps, unless dropout is on,
+        where torch's CPU kernel falls back to the math path and keeps A as well); the merged heads,
+        read by out_proj; with qk_norm the normalised q and k; on the explicit path under GQA, K and V
+        repeated to n_heads in place of the shared ones; with dropout, the dropped pattern and its
+        noise (torch's CPU dropout keeps a float noise tensor). RoPE's rotated q and k replace the
+        unrotated ones (a rotation's gradient needs only cos and sin).
+        """
+        H, T, d = self.n_heads, seq_len, self.out_proj.in_features
+        qkv = self.q_proj.out_features + self.k_proj.out_features + self.v_proj.out_features
+        floats = qkv + (H * T if not self.use_sdpa or dropout else H) + d
+        if self.q_norm is not None:  # each head's q and k, normalised over head_dim
+            floats += H * self.q_norm.kept_floats() + self.n_kv_heads * self.k_norm.kept_floats()
+        if self.grouped and not self.use_sdpa:  # fused: enable_gqa, no copies
+            floats += 2 * d - self.k_proj.out_features - self.v_proj.out_features
+        if dropout:
+            floats += 2 * H * T
+        return floats
+
 
 class FeedForward(nn.Module):
     """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to each position on its own."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.activation = config.activation
         self.fc_in = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.act = make_activation(config.activation)
         self.fc_out = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
@@ -193,12 +273,31 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.fc_out(self.act(self.fc_in(x))))  # (B, T, d_model)
 
+    # --- what the views need to know ------------------------------------------------------------------
+    def symbols(self) -> dict[str, tuple[int, str | None]]:
+        return {"d_ff": (self.fc_in.out_features, "FFN")}
+
+    def steps(self) -> dict[str, Step]:
+        b1, b2 = ("", "") if self.fc_in.bias is None else (" + b_1", " + b_2")
+        hidden, model = ("B", "T", "d_ff"), ("B", "T", "d")
+        return {
+            "fc_in": Step(f"xW_1{b1}", hidden, model),
+            "act": Step(activation_formula(self.activation), hidden),
+            "fc_out": Step(f"FFN(x) = act(xW_1{b1})W_2{b2}", model, hidden),
+            "dropout": Step("dropout", model, idle=True),
+        }
+
+    def activation_floats(self, dropout: bool = False) -> int:
+        """Floats one position keeps for the backward pass: the hidden layer before and after the
+        activation (relu2: relu's output and its square)."""
+        return 2 * self.fc_in.out_features
+
 
 def feed_forward(config: ModelConfig) -> nn.Module:
     """The block's feed-forward part: the two-matrix FFN, SwiGLU, or a mixture of either (n_experts > 1)."""
 
     def one() -> nn.Module:
-        return SwiGLU(config) if config.activation == "swiglu" else FeedForward(config)
+        return SwiGLU(config) if feed_forward_kind(config).gated else FeedForward(config)
 
     return MixtureOfExperts(config, one) if config.is_moe else one()
 
@@ -213,6 +312,7 @@ class TransformerBlock(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.post_norm = config.norm_placement == "post"
+        self.d_ff = config.d_ff
         self.ln_1 = make_norm(config, config.d_model)
         self.attn = MultiHeadSelfAttention(config)
         self.ln_2 = make_norm(config, config.d_model)
@@ -229,6 +329,43 @@ class TransformerBlock(nn.Module):
         x = self.hook_resid_post(x + self.ffn(self.ln_2(x)))
         return x
 
+    # --- what the views need to know ------------------------------------------------------------------
+    def symbols(self) -> dict[str, tuple[int, str | None]]:
+        return {**self.attn.symbols(), **self.ffn.symbols()}
+
+    def steps(self) -> dict[str, Step]:
+        model = ("B", "T", "d")
+        if self.post_norm:  # the norm comes after the residual add
+            return {
+                "ln_1": Step(self.ln_1.formula("x + Attention(x)", " (post-norm)"), model),
+                "ln_2": Step(self.ln_2.formula("x + FFN(x)", " (post-norm)"), model),
+                "hook_resid_mid": Step("LN(x + Attention(x))", model),
+                "hook_resid_post": Step("LN(x + FFN(x))", model),
+            }
+        return {
+            "ln_1": Step(self.ln_1.formula("x"), model),
+            "ln_2": Step(self.ln_2.formula("x"), model),
+            "hook_resid_mid": Step("x + Attention(LN(x))", model),
+            "hook_resid_post": Step("x + FFN(LN(x))", model),
+        }
+
+    def activation_floats(self, seq_len: int, dropout: bool) -> int:
+        """Floats one position keeps for the backward pass (pre-LN, GELU/ReLU FFN, as measured):
+
+            d              the block's input, kept by ln_1 (the residual stream)
+            ln_1           its output and statistics (the norm says: core.norms)
+            attention      q, k, v, the pattern, the merged heads (MultiHeadSelfAttention says)
+            d + ln_2       ln_2's input, its output and statistics
+            ffn            its hidden layers (the feed-forward part says; with experts, per chosen expert)
+            2d             with dropout: the noise of the attention-output and FFN dropouts
+        """
+        d = self.attn.out_proj.in_features
+        states = getattr(self.ffn, "activation_floats", None)
+        # A feed-forward module of a caller's own that states nothing is taken as a two-matrix FFN of width d_ff.
+        ffn = states(dropout) if callable(states) else 2 * self.d_ff
+        return (d + self.ln_1.kept_floats() + self.attn.activation_floats(seq_len, dropout) + d
+                + self.ln_2.kept_floats() + ffn + (2 * d if dropout else 0))
+
 
 class MiniTransformerLM(nn.Module):
     def __init__(self, config: ModelConfig):
@@ -236,9 +373,10 @@ class MiniTransformerLM(nn.Module):
         config.validate()
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
-        if config.pos_encoding == "learned":
+        self.positions = position_kind(config)  # core.variants: which table, if any, is added at the input
+        if self.positions.learned:
             self.position_embedding = nn.Embedding(config.max_seq_len, config.d_model)
-        elif config.pos_encoding == "sinusoidal":
+        elif self.positions.table is not None:
             self.position_embedding = SinusoidalPositions(config.max_seq_len, config.d_model)
         else:
             self.position_embedding = None  # rope: positions enter inside attention; none: not at all
@@ -246,7 +384,8 @@ class MiniTransformerLM(nn.Module):
         self.embed_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([TransformerBlock(config) for _ in range(config.n_layers)])
         # Post-LN blocks end with a norm already (as in GPT-1): no final norm is needed before the head.
-        self.ln_f = make_norm(config, config.d_model) if config.norm_placement == "pre" else nn.Identity()
+        self.post_norm = config.norm_placement == "post"
+        self.ln_f = nn.Identity() if self.post_norm else make_norm(config, config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             # Weight tying: reading a token in and writing it out share one matrix W_E.
@@ -364,3 +503,42 @@ class MiniTransformerLM(nn.Module):
     def num_parameters(self) -> int:
         """Parameters counted once each (a tied embedding and head are one matrix). Equals sizes.parameter_count."""
         return sum(p.numel() for p in self.parameters())
+
+    # --- what the views need to know ------------------------------------------------------------------
+    def symbols(self, batch: int, length: int) -> dict[str, tuple[int, str | None]]:
+        """What the letters of the formulas stand for, in reading order: {symbol: (size, meaning)}.
+
+        `batch` and `length` are B and T of the input read. Every block is built alike, so the first
+        one speaks for all; a symbol whose meaning is None is a product of others (h_kv·d_k).
+        """
+        return {"B": (batch, "batch"), "T": (length, "positions"), "d": (self.config.d_model, "width"),
+                **self.blocks[0].symbols(), "V": (self.config.vocab_size, "vocab")}
+
+    def steps(self) -> dict[str, Step]:
+        model = ("B", "T", "d")
+        tied = self.config.tie_embeddings
+        steps = {
+            "token_embedding": Step("x = W_E[idx]" + (" (W_E shared with lm_head)" if tied else ""), model, ("B", "T")),
+            "hook_embed": Step(self.positions.embedding, model),
+            "embed_dropout": Step("dropout(h)", model, idle=True),
+            "ln_f": Step("h (post-norm: the last block's output is normalised already)" if self.post_norm
+                         else self.ln_f.formula("h"), model),
+            "lm_head": Step("logits z_t = LN(h) W_E^T (weight tied to token_embedding)" if tied
+                            else "logits z_t = LN(h) W_U (own weight, untied)", ("B", "T", "V"), model),
+        }
+        if self.positions.table is not None:
+            steps["position_embedding"] = Step(self.positions.table, ("T", "d"), ("T",))
+        return steps
+
+    def activation_floats(self, seq_len: int) -> int:
+        """Floats the forward pass keeps for backward, per token, in training mode (measured in the tests).
+
+        Every block's (TransformerBlock.activation_floats), then once: with dropout, the embedding
+        dropout's noise; ln_f's input, output and statistics (no ln_f after post-LN blocks); the
+        logits (V, returned) and their log-softmax (V, kept by the loss). Left out: token ids and
+        targets (integers), bool masks, scalars.
+        """
+        d, dropout = self.config.d_model, self.config.dropout > 0
+        floats = sum(block.activation_floats(seq_len, dropout) for block in self.blocks)
+        final_norm = 0 if self.post_norm else self.ln_f.kept_floats()
+        return floats + (d if dropout else 0) + d + final_norm + 2 * self.config.vocab_size

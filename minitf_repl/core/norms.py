@@ -5,6 +5,12 @@
 
 RMSNorm (Zhang & Sennrich, 2019) drops the centring: it costs less and trains as well, which is why
 Llama and most later models use it. With `norm_gain` off a norm learns nothing (no g, no b).
+
+A norm is a module that states what the views need to know about it (`NormPart`): how a formula
+writes it in `:shapes`, and the floats it keeps for the backward pass (core.ledger). Its kind,
+declared in core.variants, says what it learns, so that core.sizes counts it without torch. A new
+norm is a class here with `@builds(name)` and its `declare_norm(...)`: the model, the shape trace,
+the ledger and the sizes ask it, and nothing else changes.
 """
 
 from __future__ import annotations
@@ -13,32 +19,103 @@ import torch
 import torch.nn as nn
 
 from .config import ModelConfig
+from .errors import ConfigError
 
 EPS = 1e-5  # the same as nn.LayerNorm's default, so the two kinds differ only in their formula
 
+# norm name (a value of the `norm` setting) -> the module class that `make_norm` builds for it
+NORM_MODULES: dict[str, type[nn.Module]] = {}
 
-class RMSNorm(nn.Module):
+
+def builds(name: str):
+    """Class decorator: `norm=name` builds this class (`cls.from_config(dim, config)`)."""
+
+    def register(cls):
+        NORM_MODULES[name] = cls
+        return cls
+
+    return register
+
+
+def make_norm(config: ModelConfig, dim: int) -> nn.Module:
+    """The norm `config.norm` names, over `dim` features, with a gain if norm_gain and a bias if also bias."""
+    cls = NORM_MODULES.get(config.norm)
+    if cls is None:
+        raise ConfigError(f"norm={config.norm} has no module; decorate its class with @norms.builds({config.norm!r})")
+    return cls.from_config(dim, config)
+
+
+class NormPart:
+    """What every norm tells the views. `label` names it in a formula: LN(x), RMSNorm(x)."""
+
+    label = "Norm"
+
+    def rule(self) -> str | None:
+        """Its formula over x, shown beside the step (None: the label says enough, as "LN" does)."""
+        return None
+
+    def formula(self, of: str, note: str = "") -> str:
+        """The line :shapes shows for this norm applied to `of` ("x", "h", "q"), `note` after it.
+
+        Where it normalises the plain input (x, h) its rule alone is the line: "RMSNorm(x) = x / rms(x) * g".
+        """
+        rule = self.rule()
+        if rule is not None and of in ("x", "h") and not note:
+            return rule
+        return f"{self.label}({of}){note}" + (f", {rule}" if rule is not None else "")
+
+    def kept_floats(self) -> int:
+        """Floats the norm keeps for the backward pass per vector, beyond its input (its output, by default)."""
+        return self.dim
+
+
+@builds("layernorm")
+class LayerNorm(NormPart, nn.LayerNorm):
+    """torch's LayerNorm over the last dimension (centre, scale, then g and b), telling the views about itself."""
+
+    label = "LN"
+
+    @classmethod
+    def from_config(cls, dim: int, config: ModelConfig) -> LayerNorm:
+        return cls(dim, elementwise_affine=config.norm_gain, bias=config.bias)
+
+    @property
+    def dim(self) -> int:
+        return self.normalized_shape[-1]
+
+    def formula(self, of: str, note: str = "") -> str:
+        return super().formula(of, note) + ("" if self.elementwise_affine else " (no gain)")
+
+    def kept_floats(self) -> int:
+        return self.dim + 2  # its output, and the mean and 1/std of each vector
+
+
+@builds("rmsnorm")
+class RMSNorm(NormPart, nn.Module):
     """x / rms(x) * g over the last dimension, rms(x) = sqrt(mean(x^2) + eps)."""
+
+    label = "RMSNorm"
 
     def __init__(self, dim: int, eps: float = EPS, gain: bool = True):
         super().__init__()
+        self.dim = dim
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim)) if gain else None  # g
+
+    @classmethod
+    def from_config(cls, dim: int, config: ModelConfig) -> RMSNorm:
+        return cls(dim, gain=config.norm_gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
         y = x / rms
         return y * self.weight if self.weight is not None else y
 
+    def rule(self) -> str:
+        return "RMSNorm(x) = x / rms(x)" + (" * g" if self.weight is not None else "")
+
+    def kept_floats(self) -> int:
+        return self.dim + 1 + (self.dim if self.weight is not None else 0)  # x / rms and rms; the output with a gain
+
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0] if self.weight is not None else 'no gain'}, eps={self.eps}"
-
-
-def make_norm(config: ModelConfig, dim: int) -> nn.Module:
-    """The norm `config.norm` names, over `dim` features, with a gain if norm_gain and a bias if also bias."""
-    if config.norm == "rmsnorm":
-        return RMSNorm(dim, gain=config.norm_gain)
-    if not config.norm_gain:
-        return nn.LayerNorm(dim, elementwise_affine=False)
-    return nn.LayerNorm(dim, bias=config.bias)
-

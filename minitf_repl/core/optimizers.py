@@ -1,12 +1,12 @@
 """The optimizers, chosen by `TrainConfig.optimizer`: AdamW for every weight, or Muon for the blocks' matrices.
 
-adamw (the default; Loshchilov & Hutter, 2019) keeps two running averages per weight and steps each
+adamw (Loshchilov & Hutter, 2019) keeps two running averages per weight and steps each
 weight by their ratio, so every entry moves by about lr whatever the size of its gradient:
 
     m = b1 m + (1 - b1) g            v = b2 v + (1 - b2) g^2            (b1, b2) = (0.9, 0.99)
     W = W - lr wd W - lr m^ / (sqrt(v^) + eps)                        m^, v^: m, v bias-corrected
 
-muon (Jordan et al., 2024) treats a weight matrix as a matrix. It keeps one momentum per matrix and
+muon (the default; Jordan et al., 2024) treats a weight matrix as a matrix. It keeps one momentum per matrix and
 replaces it by the nearest orthogonal matrix before stepping: every direction the matrix maps moves
 by the same amount, instead of the few directions with large gradients taking the whole step.
 

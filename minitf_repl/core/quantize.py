@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .config import GenConfig
 from .errors import UserError
 from .generate import generate
 
@@ -131,7 +132,7 @@ def count_quantized(model: nn.Module) -> int:
 
 def _greedy(model: nn.Module, prompt_ids: list[int], n_tokens: int) -> tuple[list[int], float]:
     start = time.perf_counter()
-    ids = list(generate(model, prompt_ids, n_tokens, temperature=0.0))
+    ids = list(generate(model, prompt_ids, GenConfig(n=n_tokens, temperature=0.0)))
     return ids, time.perf_counter() - start
 
 

@@ -2,30 +2,26 @@
 
 `parameter_count(config)` is the one place that counts parameters without building the model; a
 test builds every combination of settings and checks it equals `num_parameters()` of the model,
-so a new variant that forgets to update it fails there instead of making the shell's checks wrong.
+so a new variant whose kind miscounts fails there instead of making the shell's checks wrong. The
+parts that come in kinds (the norm, the feed-forward network, the positions) are asked: their kinds
+(core.variants) say what they learn, so a new kind is counted without a change here.
 """
 
 from __future__ import annotations
 
-from .config import ModelConfig, ffn_hidden
+from .config import ModelConfig
 from .errors import ConfigError
+from .variants import feed_forward_kind, norm_kind, position_kind
 
 
 def norm_parameters(config: ModelConfig, dim: int) -> int:
-    """Parameters of one norm over `dim` features (core.norms.make_norm)."""
-    if not config.norm_gain:
-        return 0
-    if config.norm == "rmsnorm":
-        return dim  # g only
-    return 2 * dim if config.bias else dim  # g and b
+    """Parameters of one norm over `dim` features: its kind says (core.variants)."""
+    return norm_kind(config).parameters(dim, config)
 
 
 def ffn_parameters(config: ModelConfig) -> int:
-    """Parameters of one feed-forward network (one expert, with experts)."""
-    d, h, b = config.d_model, ffn_hidden(config), int(config.bias)
-    if config.activation == "swiglu":
-        return 2 * (d * h + b * h) + (h * d + b * d)  # W_g, W_u, W_d
-    return (d * h + b * h) + (h * d + b * d)  # W_1, b_1, W_2, b_2
+    """Parameters of one feed-forward network (one expert, with experts): its kind says (core.variants)."""
+    return feed_forward_kind(config).parameters(config)
 
 
 def parameter_count(config: ModelConfig) -> int:
@@ -39,7 +35,7 @@ def parameter_count(config: ModelConfig) -> int:
     if config.is_moe:
         feed_forward = config.n_experts * feed_forward + d * config.n_experts  # the experts and the router W_r
     block = norm_parameters(config, d) + attention + norm_parameters(config, d) + feed_forward
-    positions = config.max_seq_len * d if config.pos_encoding == "learned" else 0  # sinusoids and RoPE are fixed
+    positions = position_kind(config).parameters(config)  # a learned table; sinusoids and RoPE are fixed
     embedding = config.vocab_size * d  # W_E, also the output head when tied
     head = 0 if config.tie_embeddings else config.vocab_size * d
     final_norm = norm_parameters(config, d) if config.norm_placement == "pre" else 0  # post-LN has no ln_f
@@ -64,7 +60,7 @@ def training_bytes(config: ModelConfig, batch_size: int) -> int:
     scores, softmax).
     """
     d, T, L = config.d_model, config.max_seq_len, config.n_layers
-    hidden = 4 * ffn_hidden(config) if config.activation == "swiglu" else 2 * config.d_ff
+    hidden = feed_forward_kind(config).kept_floats(config)
     if config.is_moe:
         hidden = config.experts_per_token * (hidden + d) + 2 * config.n_experts  # + each expert's output, router
     per_token_layer = 12 * d + hidden + (3 * config.n_heads * T if config.attention == "explicit" else 0)

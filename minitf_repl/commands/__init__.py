@@ -1,0 +1,50 @@
+"""The commands: small functions that act on a Session and return plain dataclasses.
+
+Each family of commands is one module holding its result types, its commands and its renderers
+(named functions, registered with render.render on their result type):
+
+    base.py          the registry and its decorator, the completers, the default prompts
+    help.py          :help, :quit
+    train.py         :train, :plot (the loss chart, the summary line)
+    generate.py      :gen
+    settings.py      :config, :set, :data
+    checkpoints.py   :save, :load, :ls (and the saves other commands make)
+    anatomy.py       :shapes, :params (what the model is made of and costs)
+    inside.py        :attn, :step, :lens, :tok, :report (views inside the model on one input)
+    lab.py           :compare, :experts, :ablate (the variant lab)
+    speed.py         :device, :quantize
+
+A command is registered with `@command(...)` (base.py), with everything the front ends need to know
+about it declared on the registration (registry.py): its options, what completes them, whether it
+needs torch, whether it is REPL-only. Commands never print: progress and generated text leave
+through a `Reporter`, results are returned, and their renderers draw them. A new command `:foo` is
+one new module here (its result, its function, its renderer) and one import line below; nothing
+else changes.
+
+Every command validates all of its arguments before it changes anything, so a failed command
+leaves the session as it was. Errors a user can cause are `UserError`s with a one-sentence message.
+No torch at module level (see session.py): the core modules that need it are imported inside the
+commands that use them.
+"""
+
+# Imported for their registrations: `:help` lists the families in this order (a family a module
+# imports registers first).
+from . import help, train, generate, settings, checkpoints, anatomy, inside, lab, speed  # noqa: F401
+from .anatomy import KVCacheSize, ParamsResult, ShapesResult
+from .base import DATA_NAMES, REGISTRY, command
+from .checkpoints import LoadResult, LsResult, SaveResult
+from .generate import GenResult
+from .help import HelpEntry, HelpResult, QuitResult
+from .inside import AttnResult, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
+from .lab import AblateResult, CompareResult, ExpertsResult
+from .settings import ConfigResult, DataResult, SetResult
+from .speed import DeviceResult, QuantizeResult
+from .train import PlotResult, PlotSeries, TrainResult
+
+__all__ = [
+    "DATA_NAMES", "REGISTRY", "AblateResult", "AttnResult", "CompareResult", "ConfigResult", "DataResult",
+    "DeviceResult", "ExpertsResult", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "LensResult", "LensRow",
+    "LoadResult", "LsResult", "ParamsResult", "PlotResult", "PlotSeries", "QuantizeResult", "QuitResult",
+    "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",
+    "command",
+]

@@ -1,0 +1,110 @@
+"""What every command family shares: the registry and its decorator, the completers, the default prompts.
+
+A command is registered with `@command(name, summary, params=[...], **flags)` into `REGISTRY`,
+with everything the front ends need to know about it declared there (registry.Command). A
+completer is a function of the session that lists what Tab offers for an option's value.
+
+The prompts a command uses when the user gives none are decided here, once each:
+`default_prompt` is where `:gen` (and what samples like it: `:quantize`, `:report`) starts, and
+`sample_prompt` the short typical input the views read (`:shapes`, `:attn`, `:lens`, `:ablate`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.catalog import CORPORA, TASKS
+from ..parsing import CLEAR
+from ..registry import Registry
+
+REGISTRY = Registry()
+command = REGISTRY.command
+
+
+# --- what completes an option's value (declared on the Param, called by the REPL's completer) -------
+DATA_NAMES = CORPORA + TASKS  # core.catalog: known without importing core.data (torch)
+DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
+
+
+def complete_data(session) -> list[str]:
+    return list(DATA_NAMES)
+
+
+def complete_device(session) -> list[str]:
+    return list(DEVICE_NAMES)
+
+
+def complete_command(session) -> list[str]:
+    return sorted(REGISTRY)
+
+
+def complete_checkpoint(session) -> list[str]:
+    try:
+        folder = Path(session.checkpoint_dir)
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except (OSError, AttributeError, TypeError):
+        return []
+
+
+def complete_layer(session) -> list[str]:
+    try:
+        return [str(i) for i in range(session.model_config.n_layers)]
+    except AttributeError:
+        return []
+
+
+def complete_head(session) -> list[str]:
+    try:
+        return ["all"] + [str(i) for i in range(session.model_config.n_heads)]
+    except AttributeError:
+        return ["all"]
+
+
+# --- settings given to one command -------------------------------------------------------------------
+def with_given(config, args: dict):
+    """`config` with the options of `args` that name its settings and were given (`none` clears one)."""
+    names = {spec.name for spec in config.specs()}
+    given = {k: (None if v is CLEAR else v) for k, v in args.items() if k in names and v is not None}
+    return config.replace(**given) if given else config
+
+
+# --- default prompts ---------------------------------------------------------------------------------
+def default_prompt(tokenizer, otherwise: str | None = None) -> str:
+    """Where text starts when no prompt is given: a newline where the vocabulary has one (a fresh line
+    of the text), else `otherwise`, else the vocabulary's first character."""
+    if "\n" in tokenizer.stoi:
+        return "\n"
+    return otherwise if otherwise is not None else tokenizer.itos[0]
+
+
+SAMPLE_CHARS = 16  # the length of a corpus's default prompt for the views
+SAMPLE_SCAN = 20_000  # characters of validation text searched for it
+
+
+def sample_window(data) -> tuple[int, str]:
+    """Where in a corpus's validation text the default prompt starts, and its text.
+
+    The first SAMPLE_CHARS characters of the split were often mostly whitespace (pydoc's start
+    with ` Counter()` and an indent), which shows a view nothing. The prompt is the first window
+    that reads like a sentence: a capital letter after whitespace, then words: no line break, no
+    run of spaces, at least three quarters letters. Text with no such window (code, numbers) gives
+    its first characters, as before.
+    """
+    text = data.tokenizer.decode(data.splits["val"][:SAMPLE_SCAN].tolist())
+    for start in range(1, max(1, len(text) - SAMPLE_CHARS)):
+        window = text[start : start + SAMPLE_CHARS]
+        if (window[0].isupper() and text[start - 1].isspace() and "\n" not in window and "  " not in window
+                and sum(ch.isalpha() for ch in window) >= 0.75 * SAMPLE_CHARS):
+            return start, window
+    return 0, text[:SAMPLE_CHARS]
+
+
+def sample_prompt(data) -> str:
+    """A short, typical input: a sentence's start from the validation text, or one held-out task question."""
+    if getattr(data, "splits", None) is not None:  # a corpus (tasks and random tokens have no fixed text)
+        return sample_window(data)[1]
+    if hasattr(data, "sample_questions"):  # a task
+        import torch
+
+        return data.sample_questions("val", 1, torch.Generator().manual_seed(0))[0]
+    return data.tokenizer.vocab[:16]

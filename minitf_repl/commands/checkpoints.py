@@ -1,0 +1,194 @@
+"""`:save`, `:load`, `:ls`: the session's checkpoints.
+
+`:save` writes through commands.shared.save_session, the one way the shell writes a checkpoint
+(also `:train`'s autosave and the model kept before a rebuild); core.checkpoint does the writing,
+atomically under the folder lock, and reads and validates a checkpoint before `:load` changes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.errors import UserError
+from ..core.words import count
+from ..registry import Param, clip
+from ..render import fmt
+from ..render.renderers import render
+from ..render.tables import add_row
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, restore, train_first
+from .base import command, complete_checkpoint
+from .shared import SaveResult, save_session
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
+    from ..core.checkpoint import CheckpointInfo
+
+DEFAULT_SAVE_NAME = "last"
+
+
+# --- :save ---------------------------------------------------------------------------------------
+@command("save", "Save the model, optimizer, training run and random state as a checkpoint.", params=[
+    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last)", positional=True,
+          complete=complete_checkpoint),
+], interruptible=True)  # fmt: skip
+def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
+    name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
+    from ..core.checkpoint import check_save_target
+
+    check_save_target(session.checkpoint_dir, name)
+    if not session.has_model:
+        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
+    return save_session(session, name)
+
+
+@render.register(SaveResult)
+def render_save(result: SaveResult, console: Console) -> None:
+    what = "replaced checkpoint" if result.replaced else "saved checkpoint"
+    text = Text(f"{what} {result.name}", style="green")
+    text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
+    say(console, text)
+    note(console, f"in {result.path}; {restore(result.name)} restores it")
+
+
+# --- :load ---------------------------------------------------------------------------------------
+@dataclass
+class LoadResult:
+    name: str
+    path: str
+    step: int
+    data_spec: str
+    val_loss: float | None  # the last evaluated validation loss, None if never evaluated
+    model_config: dict  # the checkpoint's model settings by name
+    run_remaining: int  # > 0: the run was stopped and `:train` continues it
+    n_params: int  # parameters of the loaded model
+    saved_at: str | None  # ISO 8601, UTC
+    data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
+
+
+@command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
+    Param("name", str, help="the checkpoint's name (:ls lists them)", positional=True, complete=complete_checkpoint),
+])  # fmt: skip
+def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
+    from ..core import checkpoint as ckpt
+
+    name = (args["name"] or "").strip()
+    if not name:
+        names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
+        if not names:
+            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {cmd('save', 'NAME')} "
+                            "writes one")
+        raise UserError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
+                        f"(saved: {clip(', '.join(names), 120)})")
+    # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
+    checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
+    data = _checkpoint_data(session, checkpoint)
+    from ..core.data import VocabOnly
+
+    data_missing = data.description if isinstance(data, VocabOnly) else None
+    device = session.device
+    model, trainer = ckpt.restore(checkpoint, data, device)
+    if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
+        raise UserError(f"load of {name} interrupted; nothing changed")
+    session.adopt(checkpoint.data_spec, data, model, trainer)
+    ckpt.restore_rng(checkpoint)
+    session.last_checkpoint = name
+    evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
+    return LoadResult(
+        name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
+        val_loss=evaluated[-1] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
+        run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
+        saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
+        data_missing=data_missing,
+    )
+
+
+def _checkpoint_data(session: Session, checkpoint):
+    """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
+    (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates."""
+    from ..core.checkpoint import checkpoint_data
+
+    loaded = session.loaded_data
+    if loaded is not None and session.data_spec == checkpoint.data_spec and loaded.tokenizer.vocab == checkpoint.vocab:
+        return loaded
+    return checkpoint_data(checkpoint)
+
+
+@render.register(LoadResult)
+def render_load(result: LoadResult, console: Console) -> None:
+    text = Text(f"loaded {result.name}", style="green")
+    text.append(f": step {result.step:,}, data {result.data_spec}, {count(result.n_params, 'parameter')}")
+    if result.val_loss is not None:
+        text.append(f", val loss {result.val_loss:.4f}")
+    say(console, text)
+    shape = ", ".join(f"{k}={fmt.value(result.model_config[k])}" for k in
+                      ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
+    if shape:
+        note(console, f"model: {shape}")
+    if result.data_missing:
+        say(console, f"data: {result.data_missing}", "yellow")
+    if result.run_remaining > 0:
+        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
+                     f"{cmd('train', load=result.name)} continues it", "yellow")
+    if result.saved_at:
+        note(console, f"saved {result.saved_at}, from {result.path}")
+
+
+# --- :ls -----------------------------------------------------------------------------------------
+@dataclass
+class LsResult:
+    rows: list[CheckpointInfo]  # newest first; a broken one has `error` set
+    directory: str  # the checkpoint folder listed
+
+
+@command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",))
+def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
+    from ..core.checkpoint import list_checkpoints
+
+    return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
+
+
+@render.register(LsResult)
+def render_ls(result: LsResult, console: Console) -> None:
+    """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
+    (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
+    if not result.rows:
+        note(console, f"no checkpoints in {result.directory} yet; {cmd('save', 'NAME')} writes one")
+        return
+    rows = []
+    for row in result.rows:
+        saved = (row.saved_at or "").replace("T", " ")[:16]
+        if row.error is not None:
+            rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), ""))
+        else:
+            rows.append((row.name, fmt.whole(row.step), fmt.num(row.val_loss), row.data_spec or "-",
+                         fmt.size(row.size_bytes), saved))
+    headers = ("name", "step", "val loss", "data", "size", "saved")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    if sum(widths) + 3 * len(widths) + 1 <= console.width:
+        table = Table(header_style="bold", title=Text(result.directory), title_justify="left")
+        for header in headers:
+            table.add_column(header, justify="right" if header in ("step", "val loss", "size") else "left",
+                             no_wrap=True)
+        for row, cells in zip(result.rows, rows):
+            style = "dim" if row.error is not None else None
+            add_row(table, Text(cells[0], style="bold"), *cells[1:3],
+                    Text(cells[3], style="red") if row.error is not None else cells[3], *cells[4:], style=style)
+        console.print(table)
+    else:
+        say(console, result.directory, "italic")
+        for row, cells in zip(result.rows, rows):
+            say(console, cells[0], "bold")
+            detail = "unreadable" if row.error is not None else (
+                f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
+            say(console, "  " + detail, "red" if row.error is not None else "")
+    for row in result.rows:
+        if row.error is not None:
+            say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
+    note(console, f"{restore('NAME')} restores one; {cmd('save', 'NAME')} writes one")

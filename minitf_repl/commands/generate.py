@@ -1,0 +1,197 @@
+"""`:gen`: the model continues a prompt (a line without ':' is a prompt too).
+
+Tokens stream through the reporter as they are sampled (core.generate); Ctrl-C stops after the
+current token. With show=probs the text is shown once, at the end, each character coloured by the
+probability it had when it was picked (core.inside.token_probs).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.config import GenConfig
+from ..core.words import count
+from ..palette import shade, terminal_safe, visible
+from ..registry import Param, param_from_setting
+from ..render.heatmap import cell, legend, plain
+from ..render.renderers import after_stream, render
+from ..render.words import model_text, note, say, visible_text, write_raw, writes_raw
+from ..reporter import Reporter
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import train_first
+from .base import command, default_prompt, with_given
+
+
+@dataclass
+class GenResult:
+    prompt: str  # the prompt used (the default start character if none was given)
+    text: str  # the generated continuation, without the prompt
+    n_tokens: int  # tokens generated
+    seconds: float
+    tokens_per_second: float
+    cache: bool  # decoded with the KV cache (cache=on)
+    stopped: bool  # Ctrl-C ended it early
+    default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
+    untrained: bool = False  # the model has not trained a step: its text is random
+    first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
+    probs: list[float] | None = None  # show=probs: each token's probability when it was picked
+    raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
+    answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
+
+
+@command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
+    Param("prompt", str, help="text to continue (default: a newline, or the first character of the vocabulary)",
+          positional=True),
+    # The sampling seed is `gen_seed` everywhere; in :gen, where no other seed exists, `seed` works too.
+    *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
+                         aliases=("seed",) if spec.name == "gen_seed" else spec.aliases,
+                         short="n" if spec.name == "n" else None)
+      for spec in GenConfig.specs()),
+    Param("show", str, help="probs: colour each character by its probability when picked (default text)",
+          choices=("text", "probs")),
+    Param("raw", bool, default=False,
+          help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
+               "by default, and always in a terminal, they are shown escaped (\\x1b)"),
+], takes_plain_text=True)  # fmt: skip
+def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
+    settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
+    tokenizer = session.data.tokenizer
+    prompt = args["prompt"] or ""
+    given_prompt = bool(prompt)
+    if not given_prompt:
+        prompt = default_prompt(tokenizer)
+    ids = tokenizer.encode(prompt)
+    model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
+    window = model.config.max_seq_len
+    if len(ids) > window:
+        reporter.notice(f"the prompt is {count(len(ids), 'character')}, longer than max_seq_len={window}: "
+                        f"the model sees only its last {window}")
+
+    from ..core.generate import generate
+
+    done = getattr(session.data, "answer_complete", None)  # a task's answers end (core.data); a corpus has no end
+    stream = generate(model, ids, settings, done=done)
+    reporter.on_gen_start(prompt, raw=args["raw"])
+    pieces: list[str] = []
+    new_ids: list[int] = []
+    stopped = False
+    start = time.perf_counter()
+    first_token_seconds = None
+    try:
+        for token in stream:
+            if first_token_seconds is None:
+                first_token_seconds = time.perf_counter() - start
+            piece = tokenizer.decode([token])
+            pieces.append(piece)
+            new_ids.append(token)
+            if args["show"] != "probs":  # with show=probs the text is shown once, coloured, at the end
+                reporter.on_token(piece)
+            if reporter.should_stop() and len(pieces) < settings.n:
+                stopped = True
+                break
+    finally:
+        stream.close()
+    seconds = time.perf_counter() - start
+    probs = None
+    if args["show"] == "probs":
+        from ..core.inside import token_probs
+
+        probs = token_probs(model, ids, new_ids, settings)
+    return GenResult(
+        prompt=prompt,
+        text="".join(pieces),
+        n_tokens=len(pieces),
+        seconds=seconds,
+        tokens_per_second=len(pieces) / seconds if seconds > 0 else 0.0,
+        cache=settings.cache,
+        stopped=stopped,
+        default_prompt=not given_prompt,
+        untrained=session.trainer.step == 0,
+        first_token_seconds=first_token_seconds,
+        probs=probs,
+        raw=args["raw"],
+        answered=done is not None and not stopped and done(ids + new_ids),
+    )
+
+
+def gen_stats(result: GenResult) -> str:
+    """The speed line: tokens, seconds, tokens/s, the cache, the time to the first token."""
+    rate = f"{result.tokens_per_second:,.0f} tokens/s" if result.tokens_per_second else "- tokens/s"
+    text = f"{count(result.n_tokens, 'token')} in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
+    if result.first_token_seconds is not None and result.n_tokens > 1:
+        text += f", first token after {result.first_token_seconds * 1000:.0f} ms"
+    return text + (" (stopped)" if result.stopped else "")
+
+
+def gen_notes(result: GenResult, console: Console) -> None:
+    """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
+    if result.default_prompt:
+        note(console, f"no prompt given: started from {visible_text(result.prompt)!r}")
+    if result.text and not result.text.strip():
+        counts = ", ".join(count(result.text.count(ch), name) for ch, name in
+                           ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
+        say(console, f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", "yellow")
+    if result.answered:
+        note(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
+                      "stopped at the end of the answer (a task's answers have a fixed length)")
+    if result.untrained:
+        note(console, f"this model has not trained yet, so its text is random: {train_first('gen', AUTOSAVE_NAME)}")
+    note(console, gen_stats(result))
+
+
+@render.register(GenResult)
+def render_gen(result: GenResult, console: Console) -> None:
+    if result.probs:
+        render_probs(result, console)
+    elif writes_raw(console, result.raw):
+        write_raw(console, result.prompt + result.text + "\n")
+    else:
+        say(console, model_text(result.prompt, console, "bold") + model_text(result.text, console))
+    gen_notes(result, console)
+
+
+@after_stream.register(GenResult)
+def gen_after_stream(result: GenResult, console: Console) -> None:
+    """The text was streamed as it was sampled: only the notes are left to show."""
+    gen_notes(result, console)
+
+
+def render_probs(result: GenResult, console: Console) -> None:
+    """The generated text, each character coloured (or shaded beneath) by its probability when picked."""
+    as_text = plain(console)
+    probs = result.probs or []
+    chars = list(result.text)
+    if len(chars) != len(probs):  # not one character per token: show the text plainly
+        say(console, model_text(result.prompt, console, "bold") + model_text(result.text, console))
+        return
+    if not as_text:
+        text = model_text(result.prompt, console, "bold")
+        for ch, p in zip(chars, probs):
+            if ch == "\n":
+                text.append_text(cell(p, 1, False, "↵"))
+                text.append("\n")
+            else:
+                text.append_text(cell(p, len(terminal_safe(ch)), False, terminal_safe(ch)))
+        say(console, text)
+    else:
+        # Two rows per line, the shades under their characters. Whitespace shows as a symbol here
+        # (␣ ↵ ⇥), so the rows are cut by hand: after the last whitespace that fits, like say().
+        width = max(10, console.width)
+        text = result.prompt + result.text
+        shown = [visible(c) for c in text]
+        shades = [" "] * len(result.prompt) + [shade(p) for p in probs]
+        at = 0
+        while at < len(shown):
+            end = min(len(shown), at + width)
+            if end < len(shown):
+                spaces = [i + 1 for i in range(at, end) if text[i].isspace()]
+                end = spaces[-1] if spaces else end
+            console.print(Text("".join(shown[at:end])), highlight=False, no_wrap=True, overflow="ignore")
+            console.print(Text("".join(shades[at:end]), style="dim"), highlight=False,
+                          no_wrap=True, overflow="ignore")
+            at = end
+    console.print(legend(1.0, as_text, "probability when picked"), highlight=False)

@@ -1,0 +1,438 @@
+"""Views inside the model on one input: `:attn`, `:step`, `:lens`, `:tok`, and the `:report` page.
+
+The numbers come from core.inside (attention maps, the next-token microscope, the logit lens) and
+core.generate; these commands pick the prompt, check the options and turn the core's tensors into
+lists and plain numbers, so that every result is JSON as it stands. Colour where the console has
+it; without (NO_COLOR, a pipe, a test console) the same information as characters (render.heatmap).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from rich import box
+from rich.columns import Columns
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from ..core.config import GenConfig
+from ..core.errors import UserError
+from ..core.words import count
+from ..palette import VISIBLE, visible
+from ..registry import Param, clip, param_from_setting
+from ..render import fmt
+from ..render.heatmap import attention_window, heatmap, legend, plain
+from ..render.renderers import render
+from ..render.tables import NARROW, add_row, fits
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import (command, complete_head, complete_layer, default_prompt, sample_prompt, sample_window,
+                   with_given)
+from .train import history_series
+
+VIEW_DEFAULT = "(default: a short sample of the data)"
+
+
+def view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tuple[str, list[int], int]:
+    """The prompt's text and ids (its last max_seq_len characters), and how many characters were cut."""
+    data = session.data
+    text = prompt or sample_prompt(data)
+    ids = data.tokenizer.encode(text)
+    window = session.model_config.max_seq_len
+    dropped = max(0, len(ids) - window)
+    if dropped:
+        ids = ids[-window:]
+        text = data.tokenizer.decode(ids)
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, 'character')}")
+    return text, ids, dropped
+
+
+def check_layer(session: Session, layer: int | None) -> int:
+    n_layers = session.model_config.n_layers
+    layer = 0 if layer is None else layer
+    if not 0 <= layer < n_layers:
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
+                        f"got {clip(str(layer))}")
+    return layer
+
+
+# --- :attn ---------------------------------------------------------------------------------------
+@dataclass
+class AttnResult:
+    prompt: str  # the text read (its last max_seq_len characters)
+    tokens: list[str]  # one character per position
+    layer: int  # the block shown
+    heads: list[int]  # the heads shown (one, or all)
+    n_heads: int  # heads in that block
+    maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
+    dropped: int = 0  # characters cut from the front of a prompt longer than max_seq_len
+
+
+@command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
+])  # fmt: skip
+def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
+    layer = check_layer(session, args["layer"])
+    n_heads = session.model_config.n_heads
+    head = (args["head"] or "all").strip().lower()
+    if head == "all":
+        heads = list(range(n_heads))
+    else:
+        try:
+            heads = [int(head)]
+        except ValueError:
+            raise UserError(f"head must be a number in 0..{n_heads - 1} or all, got {clip(head)!r}") from None
+        if not 0 <= heads[0] < n_heads:
+            raise UserError(f"head must be in 0..{n_heads - 1} or all (the model has {count(n_heads, 'head')}), "
+                            f"got {heads[0]}")
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+
+    from ..core.inside import attention_maps
+
+    maps = attention_maps(session.model, ids, layer=layer).maps[0]  # (n_heads, T, T)
+    return AttnResult(text, list(text), layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped)
+
+
+@render.register(AttnResult)
+def render_attn(result: AttnResult, console: Console) -> None:
+    as_text = plain(console)
+    T = len(result.tokens)
+    single = len(result.heads) == 1
+    width = 2 if single else 1
+    n = attention_window(T, console.width - (0 if single else 2), width)
+    start = T - n
+    tokens = result.tokens[start:]
+    maps = [[row[start:] for row in m[start:]] for m in result.maps]
+    peak = max((w for m in maps for row in m for w in row), default=1.0)
+    what = f"head {result.heads[0]}" if single else f"all {count(result.n_heads, 'head')}"
+    say(console, f"attention, layer {result.layer}, {what}", "bold")
+    note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
+    if start:
+        note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
+    if single:
+        console.print(heatmap(tokens, maps[0], peak, width, as_text), highlight=False, no_wrap=True,
+                      overflow="ignore")
+    else:
+        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text))
+                  for h, m in zip(result.heads, maps)]
+        console.print(Columns(panels, padding=(1, 2)))
+    console.print(legend(peak, as_text), highlight=False)
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, 'character')} of the prompt (beyond max_seq_len) "
+                      "went unread")
+
+
+# --- :step ---------------------------------------------------------------------------------------
+@dataclass
+class StepRow:
+    id: int
+    token: str
+    logit: float
+    scaled: float | None  # (z - max z) / temperature; None when greedy (temperature 0)
+    top_k_kept: bool
+    kept: bool  # survived top-k and top-p: can be picked
+    prob: float  # renormalised: the probability of being picked
+    picked: bool
+
+
+@dataclass
+class StepResult:
+    prompt: str
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    seed: int  # the generator's seed: `:gen PROMPT n=1 seed=SEED` picks the same token
+    rows: list[StepRow]  # the highest logits, best first (the pick is added if it ranks lower)
+    vocab_size: int
+    n_top_k_kept: int
+    n_kept: int  # survivors of both filters
+    picked: str
+    picked_id: int
+    picked_prob: float
+    picked_rank: int  # 1 = the highest logit
+
+
+SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation settings :step takes
+
+
+@command("step", "Pick one next token and show each stage: logits, temperature, top-k/top-p, probabilities.",
+         params=[Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
+                 *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
+                                      aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
+                   for spec in GenConfig.specs() if spec.name in SAMPLING)])  # fmt: skip
+def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
+    settings = with_given(session.gen_config, args)
+    data = session.data
+    prompt = args["prompt"] or sample_prompt(data)
+    ids = data.tokenizer.encode(prompt)  # the whole prompt: the pipeline reads its last window, as generate does
+
+    from ..core.inside import next_token_pipeline
+
+    top = min(10, data.tokenizer.vocab_size)
+    p = next_token_pipeline(session.model, ids, settings.temperature, settings.top_k, settings.top_p,
+                            settings.gen_seed, top=top)
+    itos = data.tokenizer.itos
+    rows = [StepRow(r.id, itos[r.id], r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
+            for r in p.rows]
+    if not any(r.picked for r in rows):  # a low-ranked pick still gets its row
+        s = p.stages
+        i = p.picked
+        rows.append(StepRow(i, itos[i], float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
+                            bool(s.top_k_kept[i]), bool(s.top_p_kept[i]), float(s.probs[i]), True))
+    return StepResult(
+        prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
+        rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
+        picked=itos[p.picked], picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
+    )
+
+
+def _stage_header(result: StepResult) -> str:
+    parts = ["logits z"]
+    if result.temperature == 0:
+        parts.append("greedy (temperature 0)")
+    else:
+        parts.append(f"/ temperature {result.temperature:g}")
+        if result.top_k is not None:
+            parts.append(f"top-k {result.top_k}")
+        if result.top_p is not None:
+            parts.append(f"top-p {result.top_p:g}")
+        parts.append("renormalise")
+    return " -> ".join(parts + ["pick"])
+
+
+@render.register(StepResult)
+def render_step(result: StepResult, console: Console) -> None:
+    as_text = plain(console)
+    say(console, f"next token after {result.prompt[-40:]!r}", "bold")
+    note(console, _stage_header(result))
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("", no_wrap=True)
+    table.add_column("token", no_wrap=True)
+    table.add_column("logit z", justify="right")
+    table.add_column(f"/ T={result.temperature:g}" if result.temperature else "greedy", justify="right")
+    table.add_column(f"top-k {result.top_k}" if result.top_k is not None else "top-k", justify="center")
+    table.add_column(f"top-p {result.top_p:g}" if result.top_p is not None else "top-p", justify="center")
+    table.add_column("probability", justify="right")
+    table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
+    for r in result.rows:
+        kept_k = "kept" if r.top_k_kept else "cut"
+        kept_p = "-" if not r.top_k_kept else ("kept" if r.kept else "cut")
+        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
+        prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
+        bar = Text()
+        if r.prob > 0:
+            bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
+        cells = ["→" if r.picked else "", repr(r.token)[1:-1] if r.token not in VISIBLE else visible(r.token),
+                 f"{r.logit:.3f}", scaled, Text(kept_k, style="" if r.top_k_kept else "dim"),
+                 Text(kept_p, style="" if r.kept else "dim"), Text(prob), bar]
+        add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
+    console.print(table)
+    shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
+    say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
+                 f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
+    note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
+                  f"({cmd('gen', 'PROMPT', n=1, seed=result.seed)} picks the same)")
+
+
+# --- :lens ---------------------------------------------------------------------------------------
+@dataclass
+class LensRow:
+    layer: str  # "embed", "blocks.0", ...
+    guesses: list[str]  # the most likely next characters, best first
+    probs: list[float]
+    target_rank: int | None = None  # of the true next character (1 = best); None when unknown
+    target_prob: float | None = None
+
+
+@dataclass
+class LensResult:
+    prompt: str
+    target: str | None  # the true next character, when the prompt was taken from the data
+    rows: list[LensRow]  # "embed" first, the last block last (the model's own prediction)
+
+
+def _true_next(data, prompt: str) -> str | None:
+    """The character that follows the default prompt in the data (None for random tokens)."""
+    splits = getattr(data, "splits", None)  # a corpus: the prompt was cut from its validation text
+    if splits is not None:
+        start, window = sample_window(data)
+        if prompt != window:
+            return None
+        end = start + len(window)
+        return data.tokenizer.decode(splits["val"][end : end + 1].tolist()) or None
+    if hasattr(data, "answer") and prompt.endswith("="):  # a task: the answer's first character
+        return data.answer(prompt)[:1] or None
+    return None
+
+
+@command("lens", "The logit lens: what the model would guess next if it stopped after each layer.", params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+])  # fmt: skip
+def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
+    data = session.data
+    from_data = not args["prompt"]
+    text, ids, _ = view_prompt(session, args["prompt"], reporter)
+    target = _true_next(data, text) if from_data else None
+    targets = None
+    if target is not None and target in data.tokenizer.stoi:
+        targets = ids[1:] + [data.tokenizer.stoi[target]]
+    else:
+        target = None
+
+    from ..core.inside import logit_lens
+
+    top = min(5, data.tokenizer.vocab_size)
+    lens = logit_lens(session.model, ids, top=top, targets=targets)
+    itos = data.tokenizer.itos
+    rows = [
+        LensRow(layer.name, [itos[i] for i in layer.top_ids[-1]], layer.top_probs[-1],
+                layer.target_ranks[-1] if layer.target_ranks else None,
+                layer.target_probs[-1] if layer.target_probs else None)
+        for layer in lens.layers
+    ]
+    return LensResult(text, target, rows)
+
+
+@render.register(LensResult)
+def render_lens(result: LensResult, console: Console) -> None:
+    target = f"; the true next character is {visible(result.target)!r}" if result.target is not None else ""
+    say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
+    note(console, "each layer's residual stream read as if the model ended there: softmax(lm_head(ln_f(h)))")
+    most = max((len(r.guesses) for r in result.rows), default=0)
+    with_target = result.target is not None
+
+    def guesses(k: int) -> Table:
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("after", no_wrap=True, style="cyan")
+        for i in range(k):
+            table.add_column(("best guess" if i == 0 else f"#{i + 1}"), no_wrap=True)
+        if with_target:
+            table.add_column("true: rank (p)", justify="right", no_wrap=True)
+        for r in result.rows:
+            cells = [r.layer]
+            for ch, p in list(zip(r.guesses, r.probs))[:k]:
+                hit = with_target and ch == result.target
+                cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
+            cells += [""] * (k - min(k, len(r.guesses)))
+            if with_target:
+                cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
+            add_row(table, *cells)
+        return table
+
+    k = most  # as many guesses as fit the width, whole (the true character's rank column says the rest)
+    while k > 1 and not fits(console, guesses(k)):
+        k -= 1
+    console.print(guesses(k))
+    more = count(most - k, "more guess", "more guesses")
+    note(console, "the last row is the model's own prediction" + (f"; a wider terminal shows {more}"
+                                                                   if k < most else ""))
+
+
+# --- :tok ----------------------------------------------------------------------------------------
+@dataclass
+class TokResult:
+    text: str
+    tokens: list[str]
+    ids: list[int]
+    vocab_size: int
+    kind: str = "character"  # what one token is
+
+
+@command("tok", "Show text as the model reads it: its tokens and their ids.", params=[
+    Param("text", str, help="the text to split into tokens", positional=True),
+])  # fmt: skip
+def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
+    text = args["text"] or ""
+    if not text:
+        raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
+    tokenizer = session.data.tokenizer
+    ids = tokenizer.encode(text)
+    return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size)
+
+
+@render.register(TokResult)
+def render_tok(result: TokResult, console: Console) -> None:
+    width = max(10, console.width)
+    top, bottom = Text(), Text()
+    for tok, i in zip(result.tokens, result.ids):
+        shown = visible(tok)
+        w = max(len(shown), len(str(i))) + 1
+        if top.cell_len + w > width:
+            console.print(top, highlight=False, no_wrap=True)
+            console.print(bottom, highlight=False, no_wrap=True)
+            console.print()
+            top, bottom = Text(), Text()
+        top.append(shown.ljust(w), style="bold")
+        bottom.append(str(i).ljust(w), style="dim")
+    console.print(top, highlight=False, no_wrap=True)
+    console.print(bottom, highlight=False, no_wrap=True)
+    note(console, f"{count(len(result.ids), 'token')}, one per {result.kind}; ids index a vocabulary of "
+                  f"{result.vocab_size}")
+
+
+# --- :report -------------------------------------------------------------------------------------
+REPORT_SAMPLES = 3  # samples on the page, seeds 0, 1, 2
+REPORT_SAMPLE_TOKENS = 120  # at most this long each (the n setting, if shorter)
+
+
+@dataclass
+class ReportResult:
+    path: str
+    size_bytes: int
+    sections: list[str]
+    seconds: float
+
+
+def complete_html(session) -> list[str]:
+    return ["report.html"]
+
+
+@command("report", "Write one self-contained HTML page: config, loss chart, attention maps and samples.", params=[
+    Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
+])  # fmt: skip
+def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
+    from ..report import ReportData, build_report, check_report_path, write_report
+
+    path = check_report_path((args["path"] or "").strip() or "report.html")  # before any work
+    start = time.perf_counter()
+    data = session.data
+    model = session.model
+
+    from ..core.generate import generate
+    from ..core.inside import attention_maps
+
+    prompt = sample_prompt(data)
+    ids = data.tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
+    maps = attention_maps(model, ids)
+    g = session.gen_config
+    start_text = default_prompt(data.tokenizer, otherwise=prompt)  # a task starts from one of its questions
+    samples = []
+    for seed in range(REPORT_SAMPLES):
+        settings = g.replace(n=min(g.n, REPORT_SAMPLE_TOKENS), gen_seed=seed, cache=True)
+        new = list(generate(model, data.tokenizer.encode(start_text), settings,
+                            done=getattr(data, "answer_complete", None)))
+        samples.append(start_text + data.tokenizer.decode(new))
+    report = ReportData(
+        title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
+        config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
+                "gen": session.gen_config.to_dict(), "data": session.data_spec},
+        series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
+        prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
+    )
+    size = write_report(path, build_report(report))
+    sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
+    return ReportResult(str(path), size, sections, time.perf_counter() - start)
+
+
+@render.register(ReportResult)
+def render_report(result: ReportResult, console: Console) -> None:
+    say(console, Text(f"wrote {result.path}", style="green") +
+        Text(f" ({fmt.size(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
+    note(console, "one self-contained file: open it in any browser, no network needed")

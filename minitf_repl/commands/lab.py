@@ -1,0 +1,304 @@
+"""The variant lab: `:compare` settings side by side, `:experts` routing, `:ablate` a part switched off.
+
+`:compare` never touches the session's model: every contender is a new model trained from the same
+seed on the same batches (core.compare). `:ablate` switches parts of the trained model off with
+hooks (core.ablation), never by changing a weight, and `:ablate off` puts them back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.config import GenConfig, ModelConfig, TrainConfig
+from ..core.errors import UserError
+from ..core.sizes import check_trainable
+from ..core.words import count
+from ..parsing import CLEAR, convert
+from ..registry import Param, param_from_setting
+from ..render import fmt
+from ..render.chart import Curve, chart, mark
+from ..render.live import CompareTable
+from ..render.renderers import render
+from ..render.tables import add_row, fits
+from ..render.words import model_text, note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command, complete_data, sample_prompt
+from .settings import SET
+from .shared import load_checked
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
+    from ..core.compare import Outcome
+
+
+# --- :compare ------------------------------------------------------------------------------------
+@dataclass
+class CompareResult:
+    outcomes: list[Outcome]  # one per contender: curve (mean, spread per evaluation), speed, size
+    steps: int  # training steps per contender and seed
+    seeds: int  # seeds per contender
+    data: str  # what they trained on
+    stopped: bool  # Ctrl-C ended it early: the curves stop where it did
+    verdict: str | None = None  # with several seeds: whether the best beats the rest by more than the noise
+
+
+MAX_CONTENDERS = 6
+
+
+@command("compare", "Train settings side by side from the same seed on the same batches: A vs B vs ...", params=[
+    Param("contenders", str, positional=True,
+          help="contenders: `current`, a preset (`preset=modern`) or settings (`norm=rmsnorm,bias=off`); "
+               "separate them with spaces, or with `vs` when one has several settings"),
+    Param("steps", int, help="training steps per contender (default 300)", low=1, limit=TrainConfig.spec("steps").limit),
+    Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
+    Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
+    param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
+], pairs_in_text=True)  # fmt: skip
+def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
+    """Never touches the session's model: every contender is a new model, and the RNG is restored."""
+    from ..core.compare import Contender, compare, differs
+
+    spec = args["data"].strip() if args["data"] is not None else None
+    data = load_checked(session, spec) if spec is not None else session.data
+    steps = args["steps"] or 300
+    seeds = args["seeds"] or 1
+    every = args["eval_every"] or max(1, steps // 10)
+    groups = _contender_groups(args["contenders"] or "")
+    if len(groups) < 2:
+        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', 'current n_layers=2')} "
+                        f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
+    if len(groups) > MAX_CONTENDERS:
+        raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
+    contenders = []
+    for label, pairs in groups:
+        model, train = _contender_configs(session, pairs, data)
+        train = train.replace(eval_every=every)
+        data.check_fits(model.max_seq_len)
+        check_trainable(model, train.batch_size)
+        contenders.append(Contender(label, model, train))
+    base_seed = session.train_config.seed
+    session.threads.decide()  # a fresh look at the other work on the machine before a long run
+    reporter.on_compare_start([c.label for c in contenders], steps, seeds)
+    outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
+                       on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
+                       threads=session.threads, on_step=reporter.on_compare_step)
+    finals = [(o.final, o) for o in outcomes if o.final is not None]
+    stopped = any(o.final is None or o.final.step < steps for o in outcomes)
+    verdict = None
+    if finals and seeds > 1 and not stopped:
+        best, best_outcome = min(finals, key=lambda f: f[0].val_loss)
+        beaten = [o.label for e, o in finals if o is not best_outcome and differs(best, e)]
+        close = [o.label for e, o in finals if o is not best_outcome and not differs(best, e)]
+        verdict = f"{best_outcome.label} has the lowest val loss"
+        if beaten:
+            verdict += f"; it beats {', '.join(beaten)} by more than twice the spread over {seeds} seeds"
+        if close:
+            verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
+    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict)
+
+
+def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
+    """`a=1 b=2` -> two contenders; `a=1 b=2 vs c=3` -> two; `a=1,b=2` is one with two settings."""
+    tokens = text.split()
+    if "vs" in tokens:
+        groups, current = [], []
+        for token in tokens + ["vs"]:
+            if token == "vs":
+                if current:
+                    groups.append(current)
+                current = []
+            else:
+                current.append(token)
+    else:
+        groups = [[token] for token in tokens]
+    out = []
+    for group in groups:
+        pairs = [pair for token in group for pair in token.split(",") if pair]
+        out.append((" ".join(group), pairs))
+    return out
+
+
+def _contender_configs(session: Session, pairs: list[str], data):
+    """The session's model and training settings with a contender's changes, read as `:set` reads them."""
+    from ..core.config import preset_changes
+
+    changes = {ModelConfig.kind: {}, TrainConfig.kind: {}}
+    for pair in pairs:
+        if pair.lower() in ("current", "base"):
+            continue
+        key, eq, raw = pair.partition("=")
+        if not eq:
+            raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
+        param = SET.find_param(key.strip())  # the same keys, aliases and refusals as :set
+        value = convert(param, raw)
+        if param.setting is None:  # the preset: a whole architecture for the sizes so far
+            model = session.model_config.replace(**changes[ModelConfig.kind])
+            changes[ModelConfig.kind].update(preset_changes(value, model))
+        elif param.setting.section in changes:
+            changes[param.setting.section][param.name] = None if value is CLEAR else value
+        else:
+            raise UserError(f"{param.name} is a {param.setting.section} setting; a contender differs in model or "
+                            "training settings")
+    model = session.model_config.replace(**changes[ModelConfig.kind], vocab_size=data.tokenizer.vocab_size)
+    train = session.train_config.replace(**changes[TrainConfig.kind])
+    return model, train
+
+
+@render.register(CompareResult)
+def render_compare(result: CompareResult, console: Console) -> None:
+    table = CompareTable([o.label for o in result.outcomes], result.seeds)
+    for outcome in result.outcomes:
+        for evaluation in outcome.curve:
+            table.add(evaluation)
+    console.print(table)
+    facts = Table(box=None, pad_edge=False, header_style="bold")
+    facts.add_column("", no_wrap=True)
+    for column in ("parameters", "tokens/s", "time", "differs from the first in"):
+        facts.add_column(column, justify="left" if column.startswith("differs") else "right")
+    lines = []  # the same facts, one contender a line, where the table does not fit
+    for k, o in enumerate(result.outcomes):
+        changes = ", ".join(f"{key}={fmt.value(v)}" for key, v in o.changes.items()) or "-"
+        glyph, style = mark(k)
+        label = Text(f"{glyph} {o.label}", style=style)
+        add_row(facts, label, fmt.whole(o.n_params), fmt.rate(o.tokens_per_second), fmt.seconds(o.seconds), changes)
+        lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {fmt.rate(o.tokens_per_second)} tokens/s, "
+                                  f"{fmt.seconds(o.seconds)}" + (f"; differs in {changes}" if k else "")))
+    if fits(console, facts):
+        console.print(facts)
+    else:
+        for line in lines:
+            say(console, line)
+    curves = [Curve(o.label, [e.step for e in o.curve], [e.val_loss for e in o.curve], *mark(k), joined=True)
+              for k, o in enumerate(result.outcomes)]
+    console.print(chart(curves, min(console.width, 100), 12, unit="val loss"))
+    if result.stopped:
+        say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
+    if result.verdict:
+        say(console, result.verdict, "green")
+    elif result.seeds == 1 and not result.stopped:
+        note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
+
+
+# --- :experts ------------------------------------------------------------------------------------
+@dataclass
+class ExpertsResult:
+    layers: list[int]  # block index of each MoE layer
+    load: list[list[float]]  # per layer, per expert: share of the routing choices on a validation batch (rows sum to 1)
+    tokens: list[list[int]]  # per layer, per expert: routing choices
+    aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
+    experts_per_token: int
+
+
+@command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.")
+def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
+    """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
+    config = session.model_config
+    if config.n_experts <= 1:
+        raise UserError(f"this model has no experts (n_experts is 0); {cmd('set', n_experts=4, experts_per_token=2)} "
+                        "adds them")
+    from ..core.experts import validation_routing
+
+    train = session.trainer.config
+    stats = validation_routing(session.model, session.data, train.batch_size, train.seed + 1)
+    return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token)
+
+
+@render.register(ExpertsResult)
+def render_experts(result: ExpertsResult, console: Console) -> None:
+    """One row per expert, one column per MoE block: the share, then a bar in a fixed-width field, so
+    the numbers and the bars line up (bars of their natural lengths, right-aligned, were ragged)."""
+    n = len(result.load[0]) if result.load else 0
+    if not n:
+        note(console, "no routing was recorded")
+        return
+    peak = max(max(row) for row in result.load) or 1.0
+
+    def shares(bar: int) -> Table:
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("", no_wrap=True)
+        for layer in result.layers:
+            table.add_column(f"block {layer}", no_wrap=True)
+        for e in range(n):
+            cells = []
+            for row in result.load:
+                share = Text(f"{row[e]:6.1%}")
+                if bar:
+                    share.append(" " + ("█" * round(row[e] / peak * bar)).ljust(bar), style="cyan")
+                cells.append(share)
+            add_row(table, f"expert {e}", *cells)
+        return table
+
+    bar = 12  # the busiest expert's bar; narrower (or none) where the terminal is
+    while bar and not fits(console, shares(bar)):
+        bar -= 2
+    say(console, f"share of routing choices per expert ({result.experts_per_token} per token); "
+                 f"even would be {1 / n:.0%} each", "bold")
+    console.print(shares(bar))
+    if bar:
+        note(console, f"a full bar is the busiest expert's share ({peak:.1%})")
+    if result.aux_loss is not None:
+        note(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
+
+
+# --- :ablate -------------------------------------------------------------------------------------
+ABLATE_SAMPLE = 24  # greedy tokens of the sample shown with the ablations on
+
+
+@dataclass
+class AblateResult:
+    active: list[str]  # what is switched off now (text), empty after `:ablate off`
+    val_loss_before: float | None  # validation loss without any ablation
+    val_loss_after: float | None  # with the ablations now active
+    sample: str  # a short greedy continuation of `prompt` with the ablations on
+    prompt: str
+
+
+@command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
+         params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
+                       help="head=L.H | mask | positions | block=L | off (undo all)")],
+         pairs_in_text=True)  # fmt: skip
+def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
+    """Adds one ablation (they stack) and shows val loss with and without them; `off` removes them all."""
+    from ..core.ablation import parse_ablation
+
+    what = (args["what"] or "").strip()
+    if not what:
+        raise UserError("what to switch off? head=L.H, mask, positions, block=L (or off to undo)")
+    config = session.model_config
+    ablation = None if what.lower() == "off" else parse_ablation(what, config.n_layers, config.n_heads)
+    trainer = session.trainer
+    previous = list(session.ablations)
+    session.set_ablations([])
+    before = trainer.evaluate()[0]
+    session.set_ablations([*previous, ablation] if ablation is not None else [])
+    after = trainer.evaluate()[0] if session.ablations else before
+    prompt = sample_prompt(session.data)[:8]
+    from ..core.generate import generate
+
+    ids = session.data.tokenizer.encode(prompt)
+    done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
+    greedy = GenConfig(n=ABLATE_SAMPLE, temperature=0.0)
+    text = session.data.tokenizer.decode(list(generate(session.model, ids, greedy, done=done)))
+    return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
+
+
+@render.register(AblateResult)
+def render_ablate(result: AblateResult, console: Console) -> None:
+    if not result.active:
+        say(console, f"nothing switched off: val loss {fmt.num(result.val_loss_before)}", "green")
+    else:
+        delta = result.val_loss_after - result.val_loss_before
+        say(console, Text("switched off: ", style="yellow") + Text(", ".join(result.active)))
+        say(console, f"val loss {fmt.num(result.val_loss_before)} -> {fmt.num(result.val_loss_after)} "
+                     f"({delta:+.4f})", "bold")
+    sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
+    say(console, sample)
+    if result.active:
+        note(console, f"{cmd('ablate', 'off')} puts the model back (the weights never changed)")

@@ -1,0 +1,226 @@
+"""`:config`, `:set`, `:data`: the session's settings and its data.
+
+Every setting is declared once beside its config dataclass (core.config, session.ShellConfig);
+`:set`'s keys, their help, choices and checks are made from those declarations. A setting that
+changes a weight's shape or meaning rebuilds the model, and a trained model is kept as a
+checkpoint first (commands.checkpoints.keep_trained_model), so no command loses it. Data with
+another vocabulary rebuilds it too; the training settings follow the new data's recipe
+(core.recipes) where they still held the old one's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.catalog import spec_forms
+from ..core.config import GenConfig, ModelConfig, TrainConfig
+from ..core.errors import UserError
+from ..core.sizes import check_trainable
+from ..core.words import count
+from ..parsing import CLEAR
+from ..registry import Param, param_from_setting
+from ..render import fmt
+from ..render.renderers import render
+from ..render.tables import fields, settings_table
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session, ShellConfig
+from ..syntax import cmd, restore
+from .base import REGISTRY, command, complete_data
+from .shared import keep_trained_model, load_checked, recipe_line, switch_data
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
+    from ..core.data import DataInfo
+
+
+# --- :config -------------------------------------------------------------------------------------
+@dataclass
+class ConfigResult:
+    model: dict  # the model settings by name (:set and docs/variant-lab.md)
+    train: dict  # the training settings by name
+    gen: dict  # the generation settings by name
+    data: str  # the :data spec
+    device: str  # the device setting (auto, cpu, cuda:N, mps)
+    checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
+    preset: str | None = None  # the preset the model settings match (sizes aside), if any
+
+
+@command("config", "Show the model, training and generation settings.", needs_torch=False)
+def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
+    from ..core.config import matching_preset
+
+    model = session.model_config.to_dict()
+    if session.loaded_data is None:
+        model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
+    return ConfigResult(
+        model=model,
+        train=session.train_config.to_dict(),
+        gen=session.gen_config.to_dict(),
+        data=session.data_spec,
+        device=session.status().device,
+        checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
+        preset=matching_preset(session.model_config),
+    )
+
+
+@render.register(ConfigResult)
+def render_config(result: ConfigResult, console: Console) -> None:
+    console.print(settings_table("model", result.model))
+    console.print()
+    console.print(settings_table("training", result.train))
+    console.print()
+    console.print(settings_table("generation", result.gen))
+    console.print()
+    where = Text("data ", style="cyan") + Text(result.data) + Text("   device ", style="cyan") + Text(result.device)
+    if "dir" in result.checkpoints:
+        where += Text("   checkpoints ", style="cyan") + Text(str(result.checkpoints["dir"]))
+    if "autosave" in result.checkpoints:
+        where += Text("   autosave ", style="cyan") + Text(fmt.value(result.checkpoints["autosave"]))
+    console.print(where)
+    note(console, (f"the model settings match the preset {result.preset}" if result.preset else
+                   "the model settings match no preset") + f"; {cmd('set', 'key=value')} or "
+                                                           f"{cmd('set', 'preset=NAME')} changes them")
+
+
+# --- :set ----------------------------------------------------------------------------------------
+# `:set` takes every declared setting; the section of each says which config it changes.
+SETTINGS = (ModelConfig, TrainConfig, GenConfig, ShellConfig)
+
+
+@dataclass
+class SetResult:
+    changed: dict[str, tuple]  # key -> [old, new], only the values that changed
+    rebuilt: bool  # the model was rebuilt: weights reset
+    kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
+    preset: str | None = None  # the preset the model settings now match, if any
+
+
+def _set_params() -> list[Param]:
+    from ..core.config import PRESETS
+
+    preset = Param("preset", str, choices=tuple(PRESETS),
+                   help="model: the architecture of a known model (sizes kept): " + ", ".join(PRESETS))
+    return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS
+                       for spec in cls.specs()]
+
+
+@command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
+         params=_set_params(), needs_torch=False, pairs=True)  # fmt: skip
+def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
+    given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
+    if not given:
+        keys = ", ".join(p.name for p in SET.options)
+        raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)} (keys: {keys})")
+    current = {cls: _current(session, cls) for cls in SETTINGS}
+    new = {}
+    for cls, config in current.items():
+        if cls is ModelConfig and "preset" in given:  # the preset first: keys given with it override it
+            from ..core.config import preset_changes
+
+            config = config.replace(**preset_changes(given["preset"], config))
+        changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
+        new[cls] = config.replace(**changes) if changes else config
+    model, train = new[ModelConfig], new[TrainConfig]
+    if model.max_seq_len != session.model_config.max_seq_len:
+        session.data.check_fits(model.max_seq_len)
+    check_trainable(model, train.batch_size)
+
+    changed = {}
+    for cls in SETTINGS:
+        for spec in cls.specs():
+            old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
+            if old_value != new_value and (spec.name in given or "preset" in given):  # a preset sets several
+                changed[spec.name] = (old_value, new_value)
+    kept = keep_trained_model(session, new[ShellConfig].autosave) if session.rebuild_needed(config=model) else None
+    rebuilt = session.set_model_config(model)
+    if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
+        reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
+                        "(moments, momentum) starts afresh")
+    session.set_train_config(train)
+    session.set_gen_config(new[GenConfig])
+    session.set_shell_config(new[ShellConfig])
+    from ..core.config import matching_preset
+
+    return SetResult(changed, rebuilt, kept, matching_preset(model) if "preset" in given or rebuilt else None)
+
+
+SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
+
+
+def _current(session: Session, cls):
+    return {ModelConfig: session.model_config, TrainConfig: session.train_config, GenConfig: session.gen_config,
+            ShellConfig: session.shell_config}[cls]
+
+
+@render.register(SetResult)
+def render_set(result: SetResult, console: Console) -> None:
+    if not result.changed:
+        note(console, "nothing changed")
+    for key, (old, new) in result.changed.items():
+        say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))
+    if result.rebuilt:
+        say(console, "the architecture changed: the model was rebuilt, weights reset (step 0)", "yellow")
+        render_kept(console, result.kept)
+    if result.preset:
+        note(console, f"the model settings now match the preset {result.preset}")
+
+
+# --- :data ---------------------------------------------------------------------------------------
+@dataclass
+class DataResult:
+    info: DataInfo  # the data now in use
+    changed: bool  # this command switched the data
+    rebuilt: bool  # the model was rebuilt for another vocabulary: weights reset
+    kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
+    recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
+
+
+@command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
+         params=[Param("name", str, help="|".join(spec_forms()) + "|a file path", positional=True,
+                       complete=complete_data)])  # fmt: skip
+def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
+    name = args["name"]
+    if name is None or not name.strip():
+        return DataResult(session.data.info(), changed=False, rebuilt=False)
+    spec = name.strip()
+    data = load_checked(session, spec)
+    rebuilt, kept, recipe_changes = switch_data(session, spec, data)
+    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes)
+
+
+def render_kept(console: Console, kept: str | None) -> None:
+    """The line that says where a model rebuilt by :set or :data was kept (and how to get it back)."""
+    if kept:
+        say(console, f"the trained model was kept as checkpoint {kept}: {restore(kept)} brings it back", "green")
+
+
+@render.register(DataResult)
+def render_data(result: DataResult, console: Console) -> None:
+    info = result.info
+    rows = [("name", info.name), ("kind", info.kind), ("description", info.description)]
+    if info.kind == "corpus":
+        rows.append(("characters", fmt.whole(info.chars)))
+    elif info.chars:
+        rows.append(("characters", f"{info.chars} per example"))
+    rows.append(("vocabulary", count(info.vocab_size, "symbol")))
+    if info.train_tokens is not None and info.val_tokens is not None:
+        total = info.train_tokens + info.val_tokens
+        share = round(100 * info.train_tokens / total) if total else 0
+        rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})"))
+    elif info.chars:
+        rows.append(("train/val", "about 10% of the questions are held out for validation"))
+    else:
+        rows.append(("train/val", "fresh random tokens in every batch"))
+    fields(console, rows)
+    if result.recipe:
+        say(console, recipe_line(info.name, result.recipe), "cyan")
+    if result.rebuilt:
+        message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
+        say(console, message, "yellow")
+        render_kept(console, result.kept)
+    elif result.changed:
+        say(console, f"data is now {info.name}", "green")

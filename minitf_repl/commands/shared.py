@@ -1,0 +1,131 @@
+"""What several command families do to the session besides their own work; no command is registered here.
+
+`save_session` is the one way the shell writes a checkpoint (`:save`, `:train`'s autosave, the
+model `keep_trained_model` keeps before a rebuild): core.checkpoint does the writing (atomic, under
+the folder lock), and this turns Ctrl-C during it into one line about what is on disk now. A
+trained model is kept before any command rebuilds it (`:set`, `:data`, `:train data=`), so that no
+command loses it. `load_checked` and `switch_data` are how `:data`, `:train data=` and `:compare
+data=` load data and switch to it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.errors import UserError
+from ..core.words import count
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import restore
+
+AUTOSAVES_KEPT = 3  # autosave is the newest run; autosave-1 .. autosave-3 the runs before it
+KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one second each get their own
+
+
+@dataclass
+class SaveResult:
+    """What a save wrote (`:save`'s result; commands.checkpoints renders it)."""
+
+    name: str
+    path: str  # the checkpoint's directory
+    step: int
+    size_bytes: int  # the manifest and both data files
+    seconds: float
+    replaced: bool  # a checkpoint of that name existed and was replaced
+
+
+def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
+    """Write the session's model, trainer and data as checkpoint `name` (atomic: see core.checkpoint).
+
+    Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
+    it wrote and re-raises, and this turns it into one line that says what is on disk now. `origin`
+    and `options` (exclusive, rotate, same_run) go to save_checkpoint; data files identical to those
+    of the autosave or of the checkpoint this session last saved or loaded share their bytes.
+    """
+    from ..core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
+
+    manifest = session.checkpoint_dir / name / MANIFEST
+    before = manifest_bytes(manifest.parent)
+    start = time.perf_counter()
+    try:
+        path = save_checkpoint(
+            session.checkpoint_dir, name, session.model, session.trainer, session.data.tokenizer.vocab,
+            session.data_spec, origin=origin, session=session.token,
+            share_from=(AUTOSAVE_NAME, session.last_checkpoint), **options,
+        )
+    except KeyboardInterrupt:
+        now = manifest_bytes(manifest.parent)
+        if now is None or now == before:  # the commit did not happen
+            if before is None:
+                raise UserError(f"save interrupted; no checkpoint {name} was written") from None
+            raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
+        path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
+    session.last_checkpoint = name
+    return SaveResult(
+        name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
+        seconds=time.perf_counter() - start, replaced=before is not None,
+    )
+
+
+def keep_trained_model(session: Session, enabled: bool | None = None) -> str | None:
+    """Before a command rebuilds the model, save a trained one so that no command loses it.
+
+    Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
+    the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
+    The name is `kept-<date>-<time>`, or with `-2`, `-3`, ... when that is taken: each is claimed
+    under the folder lock (exclusive), so two rebuilds in one second, in one session or two, never
+    share a name. Its data files share the bytes of an identical autosave (save_session).
+    """
+    from ..core.checkpoint import NameTaken
+
+    enabled = session.autosave if enabled is None else enabled
+    if not session.has_model or session.trainer.step == 0 or not enabled:
+        return None
+    stamp = time.strftime("kept-%Y%m%d-%H%M%S")
+    try:
+        for n in range(1, KEPT_NAMES + 1):
+            try:
+                return save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept", exclusive=True).name
+            except NameTaken:
+                continue
+        raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already")
+    except UserError as e:
+        raise UserError(
+            f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
+            "nothing changed. Make the checkpoint folder writable, or turn autosave off to rebuild without keeping it"
+        ) from None
+
+
+
+def load_checked(session: Session, spec: str):
+    """Load a dataset and check it fits the model's context, without touching the session."""
+    from ..core.data import load_data
+
+    data = load_data(spec)
+    data.check_fits(session.model_config.max_seq_len)
+    return data
+
+
+def switch_data(session: Session, spec: str, data) -> tuple[bool, str | None, dict]:
+    """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
+    the training settings that followed the data's recipe: {setting: (before, after)})."""
+    kept = keep_trained_model(session) if session.rebuild_needed(data=data) else None
+    rebuilt, recipe_changes = session.use_data(spec, data)
+    return rebuilt, kept, recipe_changes
+
+
+def recipe_line(spec: str, changes: dict) -> str:
+    """The training settings that followed the data's recipe, in one line."""
+    moved = ", ".join(f"{name} {before:g} -> {after:g}" if isinstance(after, float) else f"{name} {before} -> {after}"
+                      for name, (before, after) in changes.items())
+    return f"training settings follow the recipe for {spec} (core/recipes.py): {moved}"
+
+
+def rebuilt_line(vocab_size: int, kept: str | None) -> str:
+    """What a switch to data with another vocabulary did to the model, in one line."""
+    line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "
+            "weights reset (step 0)")
+    return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
+
+

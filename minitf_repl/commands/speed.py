@@ -1,0 +1,194 @@
+"""`:device` and `:quantize`: where the model computes, in what precision, with how many threads.
+
+The speed switches that are settings (dtype, compile, fast_path, threads) are set with `:set`;
+these two commands show the machine and act on the model: `:device` moves it, `:quantize int8`
+makes an int8 copy for sampling and measures what it costs and saves (core.quantize).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.errors import DeviceError
+from ..core.words import count
+from ..registry import Param, clip
+from ..render import fmt
+from ..render.renderers import render
+from ..render.tables import NARROW, add_row
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command, complete_device, default_prompt
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
+    from ..core.device import DeviceInfo
+    from ..core.quantize import QuantizeMeasure
+
+
+# --- :device -------------------------------------------------------------------------------------
+@dataclass
+class DeviceResult:
+    devices: list[DeviceInfo]  # every device minitf can see, usable or not
+    current: str  # the device the model is on now
+    switched: bool  # this command moved the model
+    problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
+    dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
+    train_dtype: str | None = None  # what dtype=auto means here: float32 or bfloat16
+    threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
+    threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
+
+    @property
+    def failure(self) -> str | None:
+        return self.problem
+
+
+@command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
+    Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
+])  # fmt: skip
+def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
+    from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
+
+    problem = None
+    try:
+        current = session.device
+    except DeviceError as e:
+        current, problem = None, str(e)  # e.g. --device cuda on a machine without one: listing still works
+    name = args["name"]
+    if name is None or not name.strip():
+        return DeviceResult(describe_devices(), str(current) if current is not None else session.device_name, False,
+                            problem, **_train_dtype(session, current))
+    if len(name.strip()) > 16:  # no device name is this long; keep the message one line
+        raise DeviceError(f"unknown device {clip(name)!r}; use one of {ACCEPTED_FORMS}")
+    target = resolve_device(name)
+    try:
+        session.move_to(target)
+    except RuntimeError as e:
+        if current is not None and session.has_model:
+            session.move_to(current)  # never leave the model half moved
+        raise DeviceError(f"could not move the model to {target}: {clip(str(e), 120)}; stay on {current}") from None
+    return DeviceResult(describe_devices(), str(target), current != target, **_train_dtype(session, target))
+
+
+def _train_dtype(session: Session, device) -> dict:
+    """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units),
+    and torch's CPU threads (chosen now if nothing has chosen them yet)."""
+    from ..core.precision import training_dtype
+
+    setting = session.train_config.dtype
+    choice = session.threads.choice or session.threads.decide()
+    return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device),
+            "threads": choice.threads, "threads_why": choice.why()}
+
+
+@render.register(DeviceResult)
+def render_device(result: DeviceResult, console: Console) -> None:
+    narrow = console.width < NARROW
+    table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, show_header=not narrow,
+                  pad_edge=not narrow)
+    table.add_column("", no_wrap=True)
+    if narrow:  # name, memory and bf16 on one line, the description under them
+        table.add_column("device")
+    else:
+        for header in ("name", "kind", "description", "memory", "bf16"):
+            table.add_column(header, justify="right" if header == "memory" else "left")
+    for d in result.devices:
+        current = d.name == result.current
+        name = Text(d.name, style="bold green" if current else "")
+        description = Text(d.description, style="" if d.available else "red")
+        bf16 = "yes" if d.bf16 else "no"
+        style = None if d.available else "dim"
+        if narrow:
+            add_row(table, "*" if current else "", name + Text(f"  {fmt.size(d.memory_bytes)}  bf16 {bf16}\n")
+                    + description, style=style)
+        else:
+            add_row(table, "*" if current else "", name, d.kind, description, fmt.size(d.memory_bytes), bf16,
+                    style=style)
+    console.print(table)
+    if result.problem:
+        say(console, f"error: {result.problem}", "bold red")
+    elif result.switched:
+        say(console, f"now using {result.current}", "green")
+    else:
+        note(console, f"* current device: {result.current}; {cmd('device', 'NAME')} switches")
+    if result.train_dtype is not None and not result.problem:
+        why = (" (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto"
+               else f" (dtype={result.dtype})")
+        note(console, f"training on {result.current} runs in {result.train_dtype}{why}")
+    if result.threads is not None:
+        note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
+                      f"count, {cmd('set', threads=0)} is auto")
+
+
+# --- :quantize -----------------------------------------------------------------------------------
+QUANTIZE_MODES = ("int8", "off")
+QUANTIZE_TOKENS = 64  # tokens generated (greedy) for each timing of :quantize int8
+
+
+@dataclass
+class QuantizeResult:
+    mode: str  # "int8": :gen samples from the int8 copy; "off": from the float model
+    changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
+    measure: QuantizeMeasure | None = None  # for :quantize int8
+    device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
+
+
+@command("quantize", "Sample with an int8 copy of the Linear layers (per-channel weights), or off again.", params=[
+    Param("mode", str, positional=True, choices=QUANTIZE_MODES,
+          help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
+               "(default: show which is on)"),
+])  # fmt: skip
+def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
+    mode = (args["mode"] or "").strip()
+    on = session.has_model and session.sampling_copy
+    if not mode:
+        return QuantizeResult("int8" if on else "off", changed=False)
+    if mode == "off":
+        session.set_sampling_model(None)
+        return QuantizeResult("off", changed=on)
+    from ..core.quantize import measure, quantize_for_sampling
+
+    tokenizer = session.data.tokenizer
+    model, trainer = session.model, session.trainer
+    qmodel = quantize_for_sampling(model)
+    prompt = default_prompt(tokenizer)  # where :gen starts without a prompt
+    result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS)
+    session.set_sampling_model(qmodel)
+    return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device))
+
+
+@render.register(QuantizeResult)
+def render_quantize(result: QuantizeResult, console: Console) -> None:
+    m = result.measure
+    if m is None:
+        state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
+        verb = "now samples" if result.changed else "samples"
+        say(console, f"{cmd('gen')} {verb} from {state}", "green" if result.changed else "")
+        if result.mode == "off" and not result.changed:
+            note(console, f"{cmd('quantize', 'int8')} makes an int8 copy for sampling and measures it")
+        return
+    table = Table(header_style="bold", box=box.HEAVY_HEAD)
+    for header in ("", "float32", "int8", "change"):
+        table.add_column(header, justify="right" if header else "left")
+    ratio = f"{m.bytes_after / m.bytes_before:.2f}x" if m.bytes_before else "-"
+    add_row(table, "weights (saved)", fmt.size(m.bytes_before), fmt.size(m.bytes_after), ratio)
+    speed = f"{m.tokens_per_second_after / m.tokens_per_second_before:.2f}x" if m.tokens_per_second_before else "-"
+    add_row(table, f"tokens/s ({m.n_tokens}, greedy)", fmt.rate(m.tokens_per_second_before),
+            fmt.rate(m.tokens_per_second_after), speed)
+    add_row(table, "val loss", fmt.num(m.val_loss_before), fmt.num(m.val_loss_after),
+            fmt.change(m.val_loss_before, m.val_loss_after, lambda d: f"{d:.4f}"))
+    if m.accuracy_before is not None:
+        add_row(table, "accuracy", fmt.pct(m.accuracy_before), fmt.pct(m.accuracy_after),
+                fmt.change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
+    add_row(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
+    console.print(table)
+    say(console, f"{cmd('gen')} now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on "
+                 f"the CPU); {cmd('quantize', 'off')} goes back; training or loading drops the copy", "green")
+    if result.device is not None and result.device != "cpu":
+        note(console, f"the float model trains on {result.device}; both were timed on the CPU")

@@ -1,0 +1,350 @@
+"""`:train` and `:plot`: training the session's model, and charting its history.
+
+`:train` validates everything it was given before it changes anything, runs core.train's loop
+(which never prints: progress leaves through the reporter), and saves the result (the autosave, or
+save=NAME). A run that diverges, runs out of memory or fails is rolled back: the session is where
+the command found it. Under torchrun a rank that loses a peer keeps and saves the steps every rank
+completed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from ..core import distributed
+from ..core.config import TrainConfig
+from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
+from ..core.sizes import check_trainable
+from ..core.words import count
+from ..registry import Param, param_from_setting
+from ..render import fmt
+from ..render.chart import Curve, chart, uniform_label, uniform_loss
+from ..render.live import LossTable
+from ..render.renderers import render
+from ..render.tables import NARROW
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, restore, train_first
+from .base import command, complete_checkpoint, complete_data
+from .shared import AUTOSAVES_KEPT, load_checked, rebuilt_line, recipe_line, save_session, switch_data
+
+SCHEDULES = ("new", "continue")
+TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig fields :train sets for good
+CURVE_ROWS = 200  # the most history rows a result carries for its chart
+
+
+@dataclass
+class TrainResult:
+    # :train's --json fields. The first ten are core.train.RunSummary's (copied by name, `from_run`),
+    # declared again because this is the command's versioned contract (schema.py): their order and
+    # words are what scripts read, and RunSummary's other fields (notes, threads) are not in it.
+    steps: int  # steps done by this command
+    total_steps: int  # optimizer steps done in total
+    run_remaining: int  # > 0 after a stop: `:train` continues the run
+    stopped: bool  # Ctrl-C (a stop request) ended it before the run did
+    resumed: bool  # this command continued an unfinished run
+    train_loss: float | None  # of the last step
+    val_loss: float | None  # of the last evaluation, None if none ran
+    accuracy: float | None  # exact-match accuracy on held-out examples (tasks only)
+    tokens_per_second: float  # training tokens per second, evaluation excluded
+    seconds: float  # wall time of the command
+    evals: list[dict] = field(metadata={"json": "list[StepInfo]"})  # history rows with a val_loss, from this command
+    data: str  # what it trained on (the :data spec)
+    saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
+    save_error: str | None = None  # why that save failed; the training itself is kept
+    # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
+    # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
+    schedule: str = "new"
+    constant_lr: float | None = None
+    vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
+    # this command's history rows, thinned to at most 200, for a chart
+    curve: list[dict] = field(default_factory=list, metadata={"json": "list[StepInfo]"})
+    dtype: str = "float32"  # the training forward's precision (the dtype setting)
+    compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
+    compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
+
+    @classmethod
+    def from_run(cls, summary, **more) -> TrainResult:
+        """The result of a run: the fields it shares with core.train.RunSummary taken from `summary`, by name."""
+        mine = {f.name for f in dataclasses.fields(cls)}
+        shared = {f.name: getattr(summary, f.name) for f in dataclasses.fields(summary) if f.name in mine}
+        return cls(**shared, **more)
+
+    @property
+    def failure(self) -> str | None:
+        """What the user asked for and did not get, though the command ran (a one-shot shell exits 1)."""
+        return f"not saved: {self.save_error}" if self.save_error else None
+
+
+@command("train", "Train the model: continue a stopped run, or start a new run of steps.", params=[
+    Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
+          low=1, limit=TrainConfig.spec("steps").limit),
+    param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)"),
+    param_from_setting(TrainConfig.spec("batch_size"), help="sequences per step (kept, like :set batch_size)"),
+    Param("data", str, help="switch data first, as :data does", complete=complete_data),
+    param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)"),
+    param_from_setting(TrainConfig.spec("seed"), help="seed of the batch order (kept)"),
+    Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
+          complete=complete_checkpoint),
+    Param("schedule", str, choices=SCHEDULES,
+          help="new: warm-up, then cosine from the peak lr; continue: the last run's final rate, constant "
+               "(default: continue for a trained model, unless lr= is given; new otherwise)"),
+])  # fmt: skip
+def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
+    """Train: resume a stopped run, or start a run of `steps`.
+
+    A model that has trained already goes on at the rate its last run ended with, constant: a new
+    warm-up to the peak rate would first undo much of what the cosine decay settled (a loaded sort
+    model went from val 0.60 to 1.39 that way). `schedule=new`, or an explicit `lr=`, starts a fresh
+    warm-up + cosine run instead.
+    """
+    steps = args["steps"]
+    if session.ablations:
+        raise UserError(f"parts of the model are switched off ({', '.join(map(str, session.ablations))}); "
+                        f"training would learn around them: {cmd('ablate', 'off')} first")
+    save_as = args["save"].strip() if args["save"] is not None else None
+    if save_as is not None:
+        from ..core.checkpoint import check_save_target
+
+        check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
+    changes = {key: args[key] for key in TRAIN_OPTIONS if args[key] is not None}
+    spec = args["data"].strip() if args["data"] is not None else None
+    new_data = load_checked(session, spec) if spec is not None else None
+    if new_data is None:  # loads the session's data now: a file that is known data brings its recipe first
+        session.data.check_fits(session.model_config.max_seq_len)
+    train_config = session.train_config
+    if new_data is not None:  # the new data's recipe first (core.recipes), this command's options over it
+        train_config, _ = session.recipe_switch(new_data)  # checked before anything changes
+    train_config = train_config.replace(**changes) if changes else train_config
+    model_config = session.model_config
+    if new_data is not None:
+        model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
+    check_trainable(model_config, train_config.batch_size)
+    session.device  # resolve now: an unusable device fails before anything changes
+    if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
+        raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
+    autosave = save_as is None and session.autosave
+    if autosave:
+        from ..core.checkpoint import check_save_target
+
+        check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)  # e.g. a read-only folder: say so before training
+
+    if new_data is not None:
+        rebuilt, kept, recipe_changes = switch_data(session, spec, new_data)
+        if rebuilt:
+            reporter.notice(rebuilt_line(new_data.tokenizer.vocab_size, kept))
+        moved = {key: change for key, change in recipe_changes.items() if key not in changes}  # options win
+        if moved:
+            reporter.notice(recipe_line(spec, moved))
+    # A diverged run is a failed command, and a failed command loses nothing: the weights of the
+    # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
+    # the session goes back to where this :train began, settings included.
+    snapshot = session.snapshot()
+    session.set_train_config(train_config)
+    trainer = session.trainer
+    resumed = steps is None and new_data is None and args["schedule"] is None and trainer.run_remaining > 0
+    schedule, constant_lr = "new", None
+    if resumed:
+        schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
+    else:
+        wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
+        if wanted == "continue":
+            schedule, constant_lr = "continue", trainer.final_lr()
+        trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
+    session.threads.decide()  # a fresh look at the other work on the machine before a long run
+    reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
+    try:
+        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
+    except PeerLost as e:
+        # Under torchrun another rank died: the steps every rank completed are good (the one under way
+        # was undone), so they are kept and saved, not rolled back; the command still fails.
+        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed)}") from None
+    except TrainingDiverged as e:
+        session.rollback(snapshot)
+        raise _diverged(session, train_config.lr, e) from None
+    except UserError:
+        session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
+        raise
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        # Out of memory part-way: like a divergence, the command failed, so it changes nothing.
+        failed_step = session.trainer.step + 1
+        session.rollback(snapshot)
+        raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
+                        "are back where this training began. Lower batch_size or max_seq_len, or use another "
+                        "device", fix={"batch_size": max(1, train_config.batch_size // 2)}) from None
+    session.note_good_lr(train_config.lr)
+    done = trainer.history[-summary.steps :] if summary.steps else []
+    # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
+    saved, save_error = None, None
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
+    if name is not None and not distributed.is_main():
+        name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
+    if name is not None:
+        try:
+            # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
+            # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
+            saved = save_session(session, name, origin="autosave" if autosave else "save",
+                                 rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed).name
+        except UserError as e:
+            save_error = str(e)
+    return TrainResult.from_run(
+        summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
+        data=session.data_spec, saved=saved, save_error=save_error, schedule=schedule, constant_lr=constant_lr,
+        vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS),
+    )
+
+
+def _diverged(session: Session, lr: float, e: TrainingDiverged) -> TrainingDiverged:
+    """The divergence, said with a rate known to work: the last one that trained here without diverging
+    (or the default, which trains the built-in data), unless that is not lower; then a tenth."""
+    known = session.last_good_lr if session.last_good_lr is not None else TrainConfig().lr
+    suggestion = known if known < lr else lr / 10
+    if suggestion != known:
+        why = "is a tenth of it"
+    else:
+        why = "trained here without diverging" if session.last_good_lr is not None else "is the default"
+    return TrainingDiverged(
+        f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
+        f"back at step {session.trainer.step}, where this training began. Lower the learning rate "
+        f"({lr:g} diverged; {suggestion:g} {why})",
+        step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
+    )
+
+
+def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool) -> str:
+    """Save what this rank has after another rank died (rank 0 only, as always); what to say about it."""
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
+    if name is None:
+        return "nothing was saved (autosave is off)"
+    if not distributed.is_main():
+        return "process 0 saves what it has, if it is still running"
+    try:
+        saved = save_session(session, name, origin="autosave" if save_as is None else "save",
+                             rotate=AUTOSAVES_KEPT if save_as is None else None, same_run=resumed)
+    except UserError as e:
+        return f"it could not be saved ({e})"
+    return f"saved as checkpoint {saved.name} (step {saved.step})"
+
+
+def _thin(rows: list, most: int) -> list:
+    """At most `most` rows, evenly spread; every evaluated row kept (the chart's validation points)."""
+    if len(rows) <= most:
+        return [dict(r) for r in rows]
+    stride = -(-len(rows) // most)
+    return [dict(r) for i, r in enumerate(rows) if i % stride == 0 or r["val_loss"] is not None or i == len(rows) - 1]
+
+
+def train_summary(result: TrainResult) -> str:
+    """The line under the table: what the run did, its last losses, its speed."""
+    parts = []
+    if result.train_loss is not None:
+        parts.append(f"train loss {result.train_loss:.4f}")
+    if result.val_loss is not None:
+        parts.append(f"val loss {result.val_loss:.4f}")
+    if result.accuracy is not None:
+        parts.append(f"accuracy {fmt.pct(result.accuracy)}")
+    parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
+    parts.extend(speed_parts(result))
+    parts.append(f"{result.seconds:.1f} s")
+    if result.stopped:
+        end = result.total_steps + result.run_remaining
+        head = f"stopped at step {result.total_steps:,} of {end:,}: {cmd('train', load=result.saved)} continues"
+        return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
+    head = f"trained {count(result.steps, 'step')}"
+    if result.total_steps != result.steps:
+        head += f" (step {result.total_steps:,} in total)"
+    return head + ": " + ", ".join(parts)
+
+
+def speed_parts(result: TrainResult) -> list[str]:
+    """What the summary adds for the speed switches: "bfloat16", "compiled in 41.2 s" (nothing at the defaults)."""
+    parts = []
+    if result.dtype != "float32":
+        parts.append(result.dtype)
+    if result.compile_seconds is not None:
+        parts.append(f"compiled in {result.compile_seconds:.1f} s (not in tokens/s)")
+    elif result.compiled:
+        parts.append("compiled")
+    return parts
+
+
+@render.register(TrainResult)
+def render_train(result: TrainResult, console: Console) -> None:
+    if result.evals:
+        console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size))
+    if len(result.curve) >= 10:  # a small chart of this run under its table
+        console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size))
+    say(console, train_summary(result), "yellow" if result.stopped else "green")
+    if result.schedule == "continue" and result.constant_lr:
+        note(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
+                      "fresh warm-up + cosine)")
+    if result.saved:
+        note(console, f"saved checkpoint {result.saved} ({restore(result.saved)} restores it)")
+    if result.save_error:
+        say(console, f"warning: not saved: {result.save_error}", "yellow")
+
+
+# --- :plot ---------------------------------------------------------------------------------------
+PLOT_WHAT = ("loss", "lr", "grad_norm")
+PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)"}
+LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves of a loss chart
+
+
+@dataclass
+class PlotSeries:
+    name: str  # "train", "val", "lr", "grad_norm"
+    steps: list[int]
+    values: list[float]
+
+
+@dataclass
+class PlotResult:
+    what: str  # loss | lr | grad_norm
+    series: list[PlotSeries]
+    vocab_size: int | None = None  # for the ln(V) line of a loss chart
+
+
+def history_series(history: list[dict], what: str = "loss") -> list[PlotSeries]:
+    """The curves of a training history: train and validation loss, or one per-step value."""
+    if what == "loss":
+        train = [(h["step"], h["train_loss"]) for h in history if h.get("train_loss") is not None]
+        val = [(h["step"], h["val_loss"]) for h in history if h.get("val_loss") is not None]
+        pairs = {"train": train, "val": val}
+    else:
+        pairs = {what: [(h["step"], h[what]) for h in history if h.get(what) is not None]}
+    return [PlotSeries(name, [int(s) for s, _ in rows], [float(v) for _, v in rows])
+            for name, rows in pairs.items() if rows]
+
+
+@command("plot", "Chart the training history: train and validation loss, the learning rate or the gradient norm.",
+         params=[Param("what", str, help="what to chart (default loss)", choices=PLOT_WHAT)])  # fmt: skip
+def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
+    what = args["what"] or "loss"
+    history = session.trainer.history if session.has_model else []
+    series = history_series(history, what)
+    if not series:
+        raise UserError(f"there is no training history yet; {train_first('plot', AUTOSAVE_NAME)}")
+    return PlotResult(what, series, session.data.tokenizer.vocab_size)
+
+
+def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None):
+    """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given."""
+    curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, ("•", "cyan"))) for s in series]
+    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size))
+
+
+def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_size: int | None = None):
+    """A train/val loss chart of a trainer's history (rows of core.train.StepInfo as dicts), `width` columns wide."""
+    return series_chart(history_series(history, "loss"), width, height, vocab_size)
+
+
+@render.register(PlotResult)
+def render_plot(result: PlotResult, console: Console) -> None:
+    say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
+    console.print(series_chart(result.series, console.width, 12, result.vocab_size if result.what == "loss" else None))

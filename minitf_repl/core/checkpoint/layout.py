@@ -1,0 +1,201 @@
+"""Names, places and the two record types of a checkpoint: what DIR/NAME/ holds and how it is named.
+
+The format itself is described in the package's docstring (core/checkpoint/__init__.py). This
+module owns the constants every other part of the package reads (the manifest's name, the
+patterns of data files and temporary names, the largest manifest, who may have written one), the
+`Checkpoint` a load returns and the `CheckpointInfo` a listing row is, and the checks of a name
+and of the place a save would write.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..config import ModelConfig
+from ..errors import CheckpointError
+
+FORMAT_VERSION = 1
+FORMAT_NAME = "minitf-checkpoint"
+MANIFEST = "checkpoint.json"
+NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
+
+# Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
+# trace debris): two saves never pick the same name. Whether a file is debris is decided by the
+# folder lock (a save holds it), never by the pid: two PID namespaces on one volume share pids.
+DATA_FILE = re.compile(r"^(model|state)-(\d+)-([0-9a-f]+)\.safetensors$")
+MANIFEST_TMP = re.compile(r"^\.checkpoint\.json\.tmp-(\d+)-([0-9a-f]+)$")
+TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
+PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
+
+
+def is_pickle(head: bytes) -> bool:
+    """Whether a data file's first bytes are a pickle's or torch.save's, not safetensors'.
+
+    A safetensors file starts with its header's length (8 bytes, little-endian) and then the JSON
+    header's "{"; a length of 128 + 256 n starts with the byte 0x80, as a pickle does, so the "{"
+    at offset 8 decides.
+    """
+    return head.startswith(PICKLE_MAGIC) and head[8:9] != b"{"
+
+
+# A manifest holds two small configs, the vocabulary and the loss history (about 300 bytes a step):
+# 64 MiB is some 200,000 steps, far beyond a run in this lab, and it bounds what a hostile manifest
+# can make a load read and parse. A save refuses to write a larger one (it could not be loaded).
+MAX_MANIFEST_BYTES = 64 * 2**20
+
+# Who wrote a checkpoint (its manifest's `origin.kind`): rotation moves and deletes only autosaves.
+ORIGINS = ("save", "autosave", "kept")
+MAX_SHOWN = 4096  # the longest data_spec a manifest may carry (a listing shows it)
+
+
+@dataclass
+class Checkpoint:
+    """A loaded, validated checkpoint: plain values and CPU tensors, not yet applied to anything."""
+
+    name: str
+    path: Path
+    model_config: ModelConfig
+    model_state: dict[str, torch.Tensor]  # lm_head.weight is token_embedding.weight (the same tensor)
+    trainer_state: dict  # exactly Trainer.load_state_dict's format, "optimizer" and "generator" included
+    torch_rng: torch.Tensor  # torch.get_rng_state() at save time
+    cuda_rng: list[torch.Tensor]  # one state per CUDA device, empty if CUDA was not in use
+    vocab: str  # the tokenizer's characters, in id order
+    data_spec: str  # what `load_data` was given, e.g. "pydoc" or "reverse:6"
+    meta: dict  # the parsed checkpoint.json
+
+    @property
+    def step(self) -> int:
+        return self.trainer_state["step"]
+
+
+@dataclass
+class CheckpointInfo:
+    """One row of `:ls`. A broken checkpoint still gets a row, with `error` saying what is wrong."""
+
+    name: str
+    step: int | None
+    val_loss: float | None  # the last evaluated validation loss, None if never evaluated
+    data_spec: str | None
+    size_bytes: int
+    saved_at: str | None  # ISO 8601, UTC
+    model_config: dict | None = None
+    error: str | None = None
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."  # a pasted novel stays one line
+        raise CheckpointError(
+            f"{shown} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
+            "not starting with '.' (for example run1)"
+        )
+    return name
+
+
+def check_save_target(directory, name: str) -> Path:
+    """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training.
+
+    What can be known without writing is checked: no path component is a file (`afile/sub`), and
+    the place a save writes into (DIR/NAME if it exists, else the nearest existing folder on the
+    way to DIR, which the save creates the rest under) is a writable directory. A full disk or a
+    read-only file system still shows only when the save writes; save_checkpoint says which.
+    """
+    check_name(name)
+    directory = Path(directory).expanduser()
+    target = directory / name
+    try:
+        if target.exists():
+            if not target.is_dir():
+                raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+            writes_into = target
+        else:
+            _check_no_dangling_link(target)
+            writes_into = nearest_existing(directory)
+            if not writes_into.is_dir():
+                raise CheckpointError(f"{writes_into} is a file, not a directory; choose another checkpoint directory")
+        if not os.access(writes_into, os.W_OK | os.X_OK):
+            raise CheckpointError(
+                f"cannot write in {writes_into} (permission denied); change its permissions or choose another "
+                "checkpoint directory"
+            )
+    except OSError as e:
+        raise path_error(target, e) from None
+    return target
+
+
+def path_error(path: Path, e: OSError) -> CheckpointError:
+    """One line for a path the system refuses (a name over 255 bytes, a loop of links, ...)."""
+    if e.errno == errno.ENAMETOOLONG:
+        return CheckpointError(f"cannot use {clip(str(path))}: a name in that path is too long for the file system; "
+                               "choose a shorter checkpoint directory")
+    return CheckpointError(f"cannot use {clip(str(path))}: {e.strerror or e}; choose another checkpoint directory")
+
+
+def clip(text: str, width: int = 100) -> str:
+    """A path in a message: its start and its end, when it is too long to read in one line."""
+    return text if len(text) <= width else f"{text[: width // 2 - 2]}...{text[-(width // 2 - 1):]}"
+
+
+def nearest_existing(path: Path) -> Path:
+    """`path` or its closest ancestor that exists (a file in the way, as in `afile/sub`, is returned)."""
+    while not path.exists() and path.parent != path:  # exists() is False below a file (ENOTDIR)
+        path = path.parent
+    return path
+
+
+def _check_no_dangling_link(target: Path) -> None:
+    """Refuse a symbolic link to nowhere on the way to `target`: a save could not create the folder.
+
+    `exists()` follows links, so a dangling link looks like a folder still to be created; the save
+    would then fail in mkdir ("File exists") after the training it was checked for.
+    """
+    path = target
+    while path.parent != path:
+        if os.path.lexists(path):
+            if path.is_symlink() and not path.exists():
+                raise CheckpointError(
+                    f"{clip(str(path))} is a symbolic link to {clip(os.readlink(path))}, which does not exist; "
+                    "create that folder or choose another checkpoint directory"
+                )
+            return
+        path = path.parent
+
+
+def _existing_names(directory: Path) -> list[str]:
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [e for e in entries if NAME.match(e) and (directory / e / MANIFEST).is_file()]
+
+
+def checkpoint_path(directory, name: str) -> Path:
+    directory = Path(directory).expanduser()
+    check_name(name)
+    path = directory / name
+    try:
+        return _existing_checkpoint(directory, name, path)
+    except OSError as e:
+        raise path_error(path, e) from None
+
+
+def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
+    if not path.exists():
+        blocker = nearest_existing(directory)
+        if not blocker.is_dir():
+            raise CheckpointError(f"{blocker} is a file, not a directory; choose another checkpoint directory")
+        names = _existing_names(directory)
+        where = f"in {directory}"
+        if names:
+            raise CheckpointError(f"no checkpoint named {name!r} {where}; saved ones: {', '.join(names)}")
+        raise CheckpointError(f"no checkpoint named {name!r} {where} (there are none yet); save one under that name first")
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is a file, not a checkpoint directory; remove it or choose another name")
+    return path
+

@@ -1,0 +1,96 @@
+"""Listing: one row per checkpoint in a folder, a broken one with the reason it cannot be used."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ..errors import CheckpointError
+from ..words import count
+from .layout import CheckpointInfo, NAME, path_error
+from .loading import check_manifest_values
+from .reads import not_regular, read_manifest
+
+
+def list_checkpoints(directory) -> list[CheckpointInfo]:
+    """The checkpoints in DIR, newest first. A broken one is listed with `error` set, never raised."""
+    directory = Path(directory).expanduser()
+    try:
+        if not directory.exists():
+            return []
+        if not directory.is_dir():
+            raise CheckpointError(f"{directory} is a file, not a directory; choose another checkpoint directory")
+        entries = sorted(os.listdir(directory))
+    except OSError as e:
+        raise path_error(directory, e) from None
+    rows = []
+    for entry in entries:
+        path = directory / entry
+        try:
+            if not NAME.match(entry) or not path.is_dir():
+                continue  # temporary directories start with '.'; plain files are not checkpoints
+        except OSError:
+            continue
+        rows.append(checkpoint_info(path))
+    rows.sort(key=lambda r: r.name)
+    rows.sort(key=lambda r: r.saved_at or "", reverse=True)
+    return rows
+
+
+def checkpoint_info(path: Path) -> CheckpointInfo:
+    """One `:ls` row for the checkpoint directory `path`: size counts the files its manifest names.
+
+    Whatever is wrong with one checkpoint (a field of the wrong type, an unreadable file, even a
+    bug in reading it) becomes that row's `error`: one bad checkpoint never breaks the listing.
+    """
+    try:
+        return _checkpoint_info(path)
+    except Exception as e:  # noqa: BLE001 - CheckpointError is handled inside; this is the last guard
+        return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
+                              size_bytes=_dir_size(path), saved_at=None,
+                              error=f"{path}: cannot be read ({type(e).__name__}); this checkpoint cannot be used")
+
+
+def _checkpoint_info(path: Path) -> CheckpointInfo:
+    try:
+        manifest, raw = read_manifest(path)
+        check_manifest_values(path, manifest)
+        size = len(raw)
+        for entry in manifest["files"].values():
+            where = path / entry["file"]
+            try:
+                st = os.lstat(where)  # never opened here: a FIFO or a device costs nothing
+            except OSError:
+                raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise not_regular(where, st.st_mode)
+            actual = st.st_size
+            if actual != entry["size"]:
+                raise CheckpointError(
+                    f"{where} has {count(actual, 'byte', grouped=False)} but {entry['size']} were written (truncated); save the checkpoint again"
+                )
+            size += actual
+    except CheckpointError as e:
+        return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
+                              size_bytes=_dir_size(path), saved_at=None, error=str(e))
+    t = manifest["trainer"]
+    evaluated = [h["val_loss"] for h in t["history"] if h.get("val_loss") is not None]
+    saved_at = manifest.get("saved_at")
+    return CheckpointInfo(
+        name=path.name, step=t["step"], val_loss=evaluated[-1] if evaluated else None,
+        data_spec=manifest["data_spec"], size_bytes=size,
+        saved_at=saved_at if isinstance(saved_at, str) else None, model_config=dict(manifest["model_config"]),
+    )
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    try:
+        for entry in os.scandir(path):
+            if entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        pass
+    return total
+

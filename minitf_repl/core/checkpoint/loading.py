@@ -1,0 +1,481 @@
+"""Loading: read and validate a checkpoint completely, then apply it to a new model and trainer.
+
+`load_checkpoint` changes nothing: it checks the manifest's values against what this lab would
+build (the config's limits and core.sizes' bounds), checks that the model file can hold the
+weights the config claims before anything is built, reads the data files within the sizes the
+config allows (`size_limits`), and checks every tensor against a reference model on the meta
+device. `build_model`, `restore_trainer` and `restore_rng` then apply it; `restore` builds a new
+(model, trainer) pair that a caller swaps in only when all of that succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from ..config import ModelConfig, TrainConfig
+from ..errors import CheckpointError, ConfigError, UserError
+from ..model import MiniTransformerLM
+from ..optimizers import group_kind
+from ..sizes import check_trainable, parameter_count
+from ..train import Trainer
+from ..words import count
+from .layout import Checkpoint, MANIFEST, checkpoint_path
+from .manifest import HISTORY_LATER, tied_aliases
+from .reads import read_data_file, read_manifest, read_manifest_bytes
+
+
+_OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
+_CUDA_KEY = re.compile(r"^rng\.cuda\.(\d+)$")
+
+# safetensors files: an 8-byte length, a JSON header (about 100 bytes a tensor, plus metadata), the data.
+_HEADER_SLACK = 2**20
+_TENSOR_SLACK = 512  # header bytes allowed per tensor, on top of _HEADER_SLACK
+_RNG_SLACK = 2**20  # the random states: 5 KB for each CPU generator, a few bytes per CUDA device
+
+
+def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
+    """Read and validate DIR/NAME. Changes nothing: apply it with build_model, restore_trainer, restore_rng."""
+    path = checkpoint_path(directory, name)
+    for attempt in range(3):
+        manifest, raw = read_manifest(path)
+        # Settings a checkpoint predates keep the value it trained with, not today's default: before
+        # `optimizer` existed every run was AdamW (the default is Muon now).
+        manifest["trainer"]["train_config"].setdefault("optimizer", "adamw")
+        config = check_manifest_values(path, manifest)  # before the data files: they are read within its bounds
+        limits = size_limits(config)
+        _check_claims(path, config, manifest["files"]["model"], limits)
+        try:
+            model_tensors = read_data_file(path, manifest["files"]["model"], limits["model"])
+            state_tensors = read_data_file(path, manifest["files"]["state"], limits["state"])
+            break
+        except CheckpointError:
+            # A save of the same name may have replaced the manifest (and deleted the old files)
+            # between our reads: if the manifest changed, read the new one.
+            try:
+                changed = read_manifest_bytes(path / MANIFEST) != raw
+            except (OSError, CheckpointError):
+                changed = False
+            if not changed or attempt == 2:
+                raise
+
+    vocab = manifest["vocab"]
+    t = manifest["trainer"]
+    model_state = _check_model_tensors(path, config, model_tensors, map_location)
+    optimizer_state, generator, torch_rng, cuda_rng = _split_state_tensors(path, manifest["optimizer"], state_tensors)
+
+    trainer_state = {
+        "step": t["step"],
+        "run_start": t["run_start"],
+        "run_steps": t["run_steps"],
+        "run_elapsed": float(t["run_elapsed"]),
+        "run_constant_lr": t.get("run_constant_lr"),
+        "history": [{**dict.fromkeys(HISTORY_LATER), **h} for h in t["history"]],
+        "train_config": dict(t["train_config"]),
+        "generator": generator,
+        "optimizer": optimizer_state,
+    }
+    return Checkpoint(
+        name=name, path=path, model_config=config, model_state=model_state, trainer_state=trainer_state,
+        torch_rng=torch_rng, cuda_rng=cuda_rng, vocab=vocab, data_spec=manifest["data_spec"], meta=manifest,
+    )
+
+
+def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
+    """The model config, once it, the vocabulary and the training config are known to be valid.
+
+    Also that the model is one this lab would build from typed settings (their limits, and
+    core.sizes.check_trainable's bound on parameters and memory): a checkpoint can ask for no more
+    than a person could type. All of it is arithmetic on the config: nothing is built yet.
+    """
+    try:
+        config = ModelConfig.from_dict(manifest["model_config"])
+    except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise CheckpointError(f"{path}: its model config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
+    vocab = manifest["vocab"]
+    if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
+        raise CheckpointError(
+            f"{path}: its vocabulary has {count(len(vocab), 'character')} ({len(set(vocab))} distinct) but the model has "
+            f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
+        )
+    try:
+        train = TrainConfig.from_dict(manifest["trainer"]["train_config"])
+    except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise CheckpointError(f"{path}: its training config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
+    try:  # a billion eval_batches would make the next evaluation one that no stop request reaches
+        config.check_limits()
+        train.check_limits()
+        check_trainable(config, train.batch_size)
+    except ConfigError as e:
+        raise CheckpointError(
+            f"{path}: it asks for more than this lab builds ({_reason(e)}); this checkpoint cannot be used"
+        ) from None
+    return config
+
+
+def _reason(e: Exception) -> str:
+    """The cause part of an error's message (before its fix), short enough for one line."""
+    text = str(e).split(";")[0]
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _check_claims(path: Path, config: ModelConfig, entry: dict, limits: dict) -> None:
+    """Refuse a model config that claims more weights than its model file has bytes, before anything is built.
+
+    The weights of `config` (core.sizes.parameter_count, float32) must all be in the model file;
+    a manifest claiming 20,000 layers next to a file of a few kilobytes is caught here, by
+    arithmetic, instead of after building 20,000 layers. From here on a load's work (reading,
+    comparing tensors, building the model) grows with bytes that are really there.
+    """
+    weights = limits["weights"]
+    # The recorded size: a file whose real size differs is refused by read_data_file, which reads
+    # nothing of it (but 9 bytes, to say "pickle" where it is one).
+    if entry["size"] < weights:
+        raise CheckpointError(
+            f"{path}: its model config describes {parameter_count(config):,} parameters ({weights:,} bytes of weights) "
+            f"but its model file holds {entry['size']:,} bytes; this checkpoint is inconsistent, save it again"
+        )
+
+
+def size_limits(config: ModelConfig) -> dict[str, int]:
+    """The largest model and state files a checkpoint of this config can have, in bytes ("weights": the weights alone).
+
+    The model file holds each stored tensor once; the state file AdamW's two moments (each the
+    size of its parameter) and a step count per parameter, and the random states. Both get
+    generous room for safetensors' header. Reading no more than this keeps a load's memory within
+    what the model itself will take, whatever sizes a manifest claims. Counted on one block and
+    multiplied (every block is alike), so the cost does not grow with the layers a manifest claims.
+    """
+    outside, block, n_layers = _reference_parts(config)
+    stored = list(outside.values()) + list(block.values())
+    n_stored = len(outside) + n_layers * len(block)
+    weights = sum(t.numel() * t.element_size() for t in outside.values()) \
+        + n_layers * sum(t.numel() * t.element_size() for t in block.values())
+    # No buffer is stored (the causal mask, position tables are derived) and each parameter is stored
+    # once, so the parameters are exactly the stored tensors: AdamW keeps two moments of each.
+    assert all(t.dtype.is_floating_point for t in stored)
+    return {
+        "weights": weights,
+        "model": weights + _HEADER_SLACK + _TENSOR_SLACK * n_stored,
+        "state": 2 * weights + 8 * n_stored + _RNG_SLACK + _HEADER_SLACK + _TENSOR_SLACK * 3 * n_stored,
+    }
+
+
+def reference_model(config: ModelConfig) -> MiniTransformerLM:
+    """The model this config builds, on the meta device: names and shapes at no cost, RNG untouched."""
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return MiniTransformerLM(config)
+
+
+_BLOCK = "blocks.0."
+
+
+def _reference_parts(config: ModelConfig) -> tuple[dict, dict, int]:
+    """(outside, block, n_layers): the stored tensors outside the blocks and those of one block, on meta.
+
+    Read from a one-block model: every block of MiniTransformerLM is the same TransformerBlock, so
+    block i holds `blocks.i.` + each name of `block`. Building the claimed model itself on the meta
+    device took minutes and gigabytes for 20,000 layers.
+    """
+    ref = reference_model(config.replace(n_layers=1))
+    aliases = tied_aliases(ref)
+    state = {k: v for k, v in ref.state_dict().items() if k not in aliases}
+    outside = {k: v for k, v in state.items() if not k.startswith(_BLOCK)}
+    block = {k[len(_BLOCK):]: v for k, v in state.items() if k.startswith(_BLOCK)}
+    return outside, block, config.n_layers
+
+
+def expected_tensors(config: ModelConfig) -> tuple[dict, dict[str, str], list[str]]:
+    """({name: meta tensor} stored in a model file, {alias: name} of tied weights, state_dict order)."""
+    ref = reference_model(config.replace(n_layers=1))
+    aliases = tied_aliases(ref)
+    if any(k.startswith(_BLOCK) for k in aliases):
+        raise AssertionError("a tied weight inside a block: expected_tensors must number its aliases too")
+    state = ref.state_dict()
+    keys = list(state)
+    first = next((i for i, k in enumerate(keys) if k.startswith(_BLOCK)), len(keys))
+    inside = [k[len(_BLOCK):] for k in keys if k.startswith(_BLOCK)]
+    outside = [k for k in keys if not k.startswith(_BLOCK)]
+    blocks = [(f"blocks.{i}.{k}", _BLOCK + k) for i in range(config.n_layers) for k in inside]  # layer by layer
+    named = [(k, k) for k in outside[:first]] + blocks + [(k, k) for k in outside[first:]]  # (name, its one-block key)
+    order = [name for name, _ in named]
+    expected = {name: state[key] for name, key in named if key not in aliases}
+    return expected, aliases, order
+
+
+def _check_model_tensors(where: Path, config: ModelConfig, tensors: dict, map_location) -> dict[str, torch.Tensor]:
+    expected, aliases, order = expected_tensors(config)
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}")
+        raise CheckpointError(
+            f"{where}: the weights do not fit its model config ({'; '.join(parts)}); this checkpoint cannot be used"
+        )
+    for key, ref_tensor in expected.items():
+        got = tensors[key]
+        if tuple(got.shape) != tuple(ref_tensor.shape) or got.dtype != ref_tensor.dtype:
+            raise CheckpointError(
+                f"{where}: {key} has shape {tuple(got.shape)} ({got.dtype}) but its model config needs "
+                f"{tuple(ref_tensor.shape)} ({ref_tensor.dtype}); this checkpoint cannot be used"
+            )
+    for key in order:
+        if key in tensors:
+            _check_finite(where, f"the weight {key}", tensors[key])
+    state = {k: v.to(map_location) for k, v in tensors.items()}
+    for alias, original in aliases.items():
+        state[alias] = state[original]  # tied: the same tensor, as in the model
+    return {k: state[k] for k in order}
+
+
+def _check_finite(where: Path, what: str, t: torch.Tensor) -> None:
+    """Refuse NaN or infinity in weights or optimizer state (decision: refused, not loaded for study).
+
+    minitf never saves such a model (a diverged step is not applied, a diverged run rolls back), so
+    non-finite values mean a corrupted or foreign file; loaded, every `:gen` would fail in the
+    sampler and every `:train` diverge at once. Refusing says so at the one place it can be fixed.
+    """
+    if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        raise CheckpointError(
+            f"{where}: {what} holds {bad:,} values that are not finite (NaN or infinity), which no model can "
+            "generate or train with; this checkpoint cannot be used"
+        )
+
+
+def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
+    def bad(what: str) -> CheckpointError:
+        return CheckpointError(f"{where}: the training state {what}; this checkpoint cannot be used")
+
+    cpu_state_size = torch.get_rng_state().numel()
+    for key in ("rng.data", "rng.torch"):
+        if key not in tensors:
+            raise bad(f"has no {key}")
+        t = tensors[key]
+        if t.dtype != torch.uint8 or t.dim() != 1 or t.numel() != cpu_state_size:
+            raise bad(f"has a malformed {key} ({t.dtype}, shape {tuple(t.shape)})")
+        if not valid_cpu_rng_state(t):
+            raise bad(f"has an invalid random number state {key} (torch refuses it)")
+
+    cuda: dict[int, torch.Tensor] = {}
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key in ("rng.data", "rng.torch"):
+            continue
+        m = _CUDA_KEY.match(key)
+        if m:
+            if value.dtype != torch.uint8 or value.dim() != 1:
+                raise bad(f"has a malformed {key}")
+            cuda[int(m.group(1))] = value
+            continue
+        m = _OPTIM_KEY.match(key)
+        if m is None:
+            raise bad(f"holds an unexpected tensor {key}")
+        _check_finite(where, f"the optimizer state {key}", value)
+        state.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    if sorted(cuda) != list(range(len(cuda))):
+        raise bad("skips a CUDA device in rng.cuda.*")
+
+    n_params = sum(len(g["params"]) for g in optimizer["param_groups"])
+    indices = [i for g in optimizer["param_groups"] for i in g["params"]]
+    if sorted(indices) != list(range(n_params)):
+        raise bad("numbers its parameters wrongly (param_groups)")
+    for index_str, values in optimizer.get("scalars", {}).items():
+        if not index_str.isdigit() or not isinstance(values, dict):
+            raise bad("has malformed optimizer scalars")
+        state.setdefault(int(index_str), {}).update(values)
+    if any(i >= n_params for i in state):
+        raise bad("has optimizer state for a parameter that does not exist")
+
+    for g in optimizer["param_groups"]:
+        _check_group(g, bad)
+    groups = []
+    for g in optimizer["param_groups"]:
+        # JSON turned tuples (AdamW's betas, Muon's ns_coefficients) into lists; give the optimizer back what it saved.
+        groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
+    optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
+    return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
+
+
+_MUON_LR_ADJUSTMENTS = (None, "original", "match_rms_adamw")  # what torch.optim.Muon accepts
+
+
+def _check_group(g: dict, bad) -> None:
+    """One saved param group's settings: numbers where the optimizer computes with them (group_kind says which).
+
+    torch checks none of these when it loads a state, and a wrong one would surface steps later (or
+    never: Muon reads an unknown adjust_lr_fn as no adjustment), so they are checked here.
+    """
+    def is_number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def numbers(v, n: int) -> bool:
+        return isinstance(v, list) and len(v) == n and all(is_number(x) for x in v)
+
+    for key in ("lr", "eps", "weight_decay"):
+        if not is_number(g.get(key, 0.0)):
+            raise bad(f"has a non-numeric optimizer {key}")
+    if group_kind(g) == "adamw":
+        if not numbers(g.get("betas", [0.9, 0.999]), 2):
+            raise bad("has malformed optimizer betas")
+        return
+    if not is_number(g.get("momentum")):
+        raise bad("has a non-numeric Muon momentum")
+    if not numbers(g["ns_coefficients"], 3):
+        raise bad("has malformed Muon ns_coefficients (three numbers)")
+    steps = g.get("ns_steps")
+    if not (isinstance(steps, int) and not isinstance(steps, bool) and 0 <= steps < 100):
+        raise bad("has a malformed Muon ns_steps (a whole number below 100)")
+    if not isinstance(g.get("nesterov"), bool):
+        raise bad("has a malformed Muon nesterov (true or false)")
+    if g.get("adjust_lr_fn") not in _MUON_LR_ADJUSTMENTS:
+        raise bad("has an unknown Muon adjust_lr_fn")
+
+
+def valid_cpu_rng_state(state: torch.Tensor) -> bool:
+    """Whether torch accepts `state` for a CPU generator: tried on a throw-away one, so nothing changes.
+
+    The right size is not enough (torch checks the mt19937 state inside); finding out only when the
+    state is applied would be after the session took the checkpoint's weights.
+    """
+    try:
+        torch.Generator().set_state(state)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return True
+
+
+def build_model(checkpoint: Checkpoint) -> MiniTransformerLM:
+    """A new model holding the checkpoint's weights (on the tensors' device). The global RNG is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        model = MiniTransformerLM(checkpoint.model_config)
+    try:
+        model.load_state_dict(checkpoint.model_state, strict=True)
+    except RuntimeError as e:
+        raise CheckpointError(f"{checkpoint.path}: the weights do not fit the model ({e}); this checkpoint cannot be used") from None
+    return model
+
+
+def restore_trainer(checkpoint: Checkpoint, trainer) -> None:
+    """Load optimizer, batch generator, run position and history into `trainer` (built for build_model's model).
+
+    Everything is compared with the optimizer the state goes into first, so a mismatch raises before
+    the trainer changes. That optimizer is of the checkpoint's kind (its train_config's `optimizer`;
+    adamw for checkpoints older than the setting), whatever the trainer had: the checkpoint's
+    settings win, as they do for every training setting.
+    """
+    state = checkpoint.trainer_state
+    saved = state["optimizer"]
+    groups = trainer.optimizer_for(TrainConfig.from_dict(state["train_config"])).param_groups
+    if len(saved["param_groups"]) != len(groups) or any(
+        len(s["params"]) != len(g["params"]) or group_kind(s) != group_kind(g)
+        for s, g in zip(saved["param_groups"], groups)
+    ):
+        raise CheckpointError(
+            f"{checkpoint.path}: its optimizer groups do not match this model's optimizer; "
+            "this checkpoint was written by an incompatible minitf"
+        )
+    by_index = {}
+    for s, g in zip(saved["param_groups"], groups):
+        by_index.update(zip(s["params"], g["params"]))
+    for index, values in saved["state"].items():
+        param = by_index[index]
+        for key, value in values.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != tuple(param.shape):
+                raise CheckpointError(
+                    f"{checkpoint.path}: optimizer state {key} of parameter {index} has shape {tuple(value.shape)}, "
+                    f"the parameter has {tuple(param.shape)}; this checkpoint cannot be used"
+                )
+    try:
+        trainer.load_state_dict(state)
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise CheckpointError(f"{checkpoint.path}: the training state does not fit ({e}); this checkpoint cannot be used") from None
+
+
+def restore_rng(checkpoint: Checkpoint) -> None:
+    """Set torch's global generators (dropout draws from them) to their state at save time.
+
+    All or nothing: the CPU state is tried on a throw-away generator first, and the CUDA states the
+    devices had are put back if one of the new ones is refused; the CPU state is set last.
+    """
+    if not valid_cpu_rng_state(checkpoint.torch_rng):
+        raise CheckpointError(
+            f"{checkpoint.path}: the training state has an invalid random number state rng.torch (torch refuses it); "
+            "this checkpoint cannot be used"
+        )
+    if checkpoint.cuda_rng and torch.cuda.is_available():
+        states = checkpoint.cuda_rng[: torch.cuda.device_count()]
+        before = [torch.cuda.get_rng_state(i) for i in range(len(states))]
+        try:
+            for i, s in enumerate(states):
+                torch.cuda.set_rng_state(s, i)
+        except (RuntimeError, TypeError, ValueError) as e:
+            for i, s in enumerate(before):
+                torch.cuda.set_rng_state(s, i)
+            raise CheckpointError(
+                f"{checkpoint.path}: a CUDA random number state does not fit this machine ({e}); "
+                "this checkpoint cannot be used"
+            ) from None
+    torch.set_rng_state(checkpoint.torch_rng)  # checked above: cannot fail
+
+
+def checkpoint_data(checkpoint: Checkpoint, load=None):
+    """The dataset `checkpoint` was trained on, or a `VocabOnly` stand-in if it cannot be had.
+
+    `load(spec)` loads data (default core.data.load_data). When it raises a UserError (the file is
+    gone, unreadable, ...), or the data no longer has the saved vocabulary, or is now too short for
+    the model's context, the result is `VocabOnly(name, checkpoint.vocab, spec, reason)`: restore()
+    accepts it, generation works, and training raises DataError naming the missing data. A caller
+    can tell the two apart with isinstance(data, VocabOnly) and show `data.reason` (None: not
+    available) or its description.
+    """
+    from ..data import CORPORA, TASKS, VocabOnly, load_data
+
+    spec = checkpoint.data_spec
+    name = Path(spec).name or spec
+    try:
+        data = (load or load_data)(spec)
+        data.check_fits(checkpoint.model_config.max_seq_len)
+    except UserError as e:
+        return VocabOnly(name, checkpoint.vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
+    tokenizer = getattr(data, "tokenizer", None)
+    if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
+        return VocabOnly(name, checkpoint.vocab, spec, "its vocabulary changed since the checkpoint was saved")
+    return data
+
+
+def _is_gone(spec: str, builtin: tuple) -> bool:
+    """Whether `spec` names a local file that does not exist (rather than built-in data, or a file that does)."""
+    if spec.partition(":")[0] in builtin:
+        return False
+    try:
+        return not os.path.lexists(Path(spec).expanduser())
+    except (OSError, ValueError):
+        return False
+
+
+def restore(checkpoint: Checkpoint, data, device="cpu"):
+    """A new (model, trainer) pair on `device`, continuing exactly where the checkpoint stopped.
+
+    `data`: the checkpoint's dataset, or `VocabOnly(name, checkpoint.vocab, checkpoint.data_spec)`
+    when that is gone (see checkpoint_data). The caller's state is untouched: swap the pair in, then
+    call `restore_rng(checkpoint)`.
+    """
+    tokenizer = getattr(data, "tokenizer", None)
+    if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
+        raise CheckpointError(
+            f"the data {checkpoint.data_spec!r} now has a different vocabulary than when {checkpoint.name} was saved; "
+            "restore that data, or train a new model on it"
+        )
+    model = build_model(checkpoint).to(device)
+    trainer = Trainer(model, data, TrainConfig.from_dict(checkpoint.trainer_state["train_config"]), device)
+    restore_trainer(checkpoint, trainer)
+    return model, trainer
+

@@ -1,0 +1,222 @@
+"""The folder lock: every save and rotation in DIR holds it, so concurrent saves take turns.
+
+`flock` on DIR/.minitf.lock where the file system has it (the kernel releases it when its holder
+dies, however it dies), else an exclusive-create file DIR/.minitf.lock.held whose owner (a random
+token, the host, the pid, the PID namespace and the boot) is written into it, so that a lock left
+by a dead process is recognised on the host and in the PID namespace it came from and nowhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import socket
+import stat
+import time
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: the exclusive-create lock only
+    fcntl = None
+
+from ..errors import CheckpointError
+from .layout import clip
+from .reads import open_regular, read_open
+
+
+LOCK_FILE = ".minitf.lock"  # flock()ed by every save into the folder (see the module docstring)
+HELD_FILE = ".minitf.lock.held"  # the exclusive-create lock, where the file system has no flock
+LOCK_WAIT = 120.0  # seconds a save waits for another save into the same folder before it gives up
+PROCESS_TOKEN = secrets.token_hex(8)  # this process, wherever its pid came from
+
+
+def unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+# flock() errors that mean "this file system cannot lock", not "someone holds the lock".
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.ENOSYS, errno.EINVAL}
+
+
+def flock(fd: int) -> bool:
+    """Try to take the flock on `fd` without waiting: True taken, False held by another; OSError else."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+class folder_lock:
+    """`with folder_lock(DIR):` holds DIR's save lock (waiting up to `wait` seconds for it).
+
+    Raises CheckpointError (one line naming the holder) when another save keeps it longer, and
+    OSError when the lock file cannot be made at all (the caller words it). Not re-entrant: a
+    second `folder_lock` of the same folder in the same process waits for the first, as another
+    process would, so code that already holds it calls the `_locked` helpers.
+    """
+
+    def __init__(self, directory, wait: float | None = None):
+        self.directory = Path(directory)
+        self.wait = LOCK_WAIT if wait is None else wait
+        self._fd: int | None = None
+        self._held: Path | None = None
+
+    def __enter__(self):
+        deadline = time.monotonic() + self.wait
+        if fcntl is not None and self._enter_flock(deadline):
+            return self
+        self._enter_exclusive(deadline)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            # Removed while still held, so the folder keeps no lock file between saves; a waiter that
+            # then gets the lock on the removed file sees that and opens the name again (_enter_flock).
+            unlink(self.directory / LOCK_FILE)
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+        if self._held is not None:
+            unlink(self._held)
+            self._held = None
+
+    def _enter_flock(self, deadline: float) -> bool:
+        """Take the flock; False when this file system has none (the caller falls back)."""
+        path = self.directory / LOCK_FILE
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+            | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            fd = os.open(path, flags, 0o644)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise CheckpointError(f"{clip(str(path))} is not a regular file; remove it, then save again")
+                while not flock(fd):
+                    self._wait_or_give_up(deadline, path)
+                if _same_file(fd, path):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, _owner_bytes(), 0)  # for the message of whoever waits
+                    self._fd = fd
+                    return True
+            except OSError as e:
+                os.close(fd)
+                if e.errno in _NO_LOCKS:
+                    return False
+                raise
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # the holder before us removed that file: lock the name anew
+
+    def _enter_exclusive(self, deadline: float) -> None:
+        path = self.directory / HELD_FILE
+        while True:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            except FileExistsError:
+                if _is_stale(path):
+                    unlink(path)  # its owner died on this host, in this PID namespace, in this boot
+                    continue
+                self._wait_or_give_up(deadline, path, remove_hint=True)
+                continue
+            try:
+                os.write(fd, _owner_bytes())
+            finally:
+                os.close(fd)
+            self._held = path
+            return
+
+    def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False) -> None:
+        if time.monotonic() >= deadline:
+            owner = _read_owner(path)
+            who = (f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})" if owner else "another minitf")
+            hint = f" (if no minitf is saving there, remove {clip(str(path), 80)})" if remove_hint else ""
+            raise CheckpointError(
+                f"the checkpoint folder {clip(str(self.directory), 80)} is busy: {who} has been saving there for "
+                f"more than {self.wait:.0f} s; try again when that save is done{hint}"
+            )
+        time.sleep(0.02)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the open file `fd` (a lock file may be removed by its last holder)."""
+    try:
+        a, b = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def lock_owner() -> dict:
+    """Who holds a lock: unique across hosts, PID namespaces and reboots (the token alone is unique)."""
+    return {"token": PROCESS_TOKEN, "host": socket.gethostname(), "pid": os.getpid(), "pidns": _pid_namespace(),
+            "boot": _boot_id(), "since": time.time()}
+
+
+def _owner_bytes() -> bytes:
+    return json.dumps(lock_owner()).encode("utf-8")
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return ""
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+def _read_owner(path: Path) -> dict | None:
+    try:
+        fd, size = open_regular(path)
+        data = json.loads(read_open(fd, min(size, 4096)))
+    except (OSError, CheckpointError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+_STALE_UNREADABLE = 60.0  # seconds after which a lock file without a readable owner is taken as debris
+
+
+def _is_stale(path: Path) -> bool:
+    """Whether an exclusive-create lock was left by a process that is gone.
+
+    Only judged where it can be: a lock of this host, this boot and this PID namespace whose pid no
+    longer exists (or of an earlier boot of this host). A lock of another machine or another PID
+    namespace is waited for, never broken: its pid means nothing here.
+    """
+    owner = _read_owner(path)
+    if owner is None:
+        try:
+            return time.time() - os.lstat(path).st_mtime > _STALE_UNREADABLE  # killed between create and write
+        except OSError:
+            return False
+    me = lock_owner()
+    if owner.get("host") != me["host"] or not me["boot"]:
+        return False
+    if owner.get("boot") != me["boot"]:
+        return True  # this host rebooted since: nothing of that boot is running
+    if owner.get("pidns") != me["pidns"] or not me["pidns"] or os.name == "nt":
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or owner.get("token") == PROCESS_TOKEN:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+

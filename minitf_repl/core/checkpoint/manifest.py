@@ -1,0 +1,208 @@
+"""The bytes of a checkpoint: weights and training state as safetensors, the manifest as canonical JSON.
+
+Serialising (the model's tensors with a tied weight stored once, the optimizer's state and the
+random generators, the manifest written one way only) and checking a manifest's bytes completely
+(its checksum, its exact text, every field a reader will use) live here, beside each other, so
+that what a save writes and what a load accepts cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import safetensors.torch
+import torch
+
+from ..errors import CheckpointError
+from ..model import MiniTransformerLM
+from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC
+
+
+def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
+    """{alias: first name} for state_dict entries that are the same tensor (lm_head.weight -> token_embedding.weight)."""
+    seen: dict[int, str] = {}
+    aliases = {}
+    for key, value in model.state_dict(keep_vars=True).items():
+        if id(value) in seen:
+            aliases[key] = seen[id(value)]
+        else:
+            seen[id(value)] = key
+    return aliases
+
+
+def encode_model(model: MiniTransformerLM) -> bytes:
+    aliases = tied_aliases(model)
+    tensors = {
+        k: v.detach().to("cpu").contiguous()
+        for k, v in model.state_dict().items()
+        if k not in aliases
+    }
+    return safetensors.torch.save(tensors, metadata={"format": "pt"})
+
+
+def encode_state(trainer) -> tuple[bytes, list, dict]:
+    opt = trainer.optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict] = {}  # non-tensor per-parameter state (none for torch's AdamW, kept for safety)
+    for index, entry in opt["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim.{int(index)}.{key}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars.setdefault(str(int(index)), {})[key] = value
+    tensors["rng.data"] = trainer.generator.get_state()
+    tensors["rng.torch"] = torch.get_rng_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, state in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = state.cpu()
+    return safetensors.torch.save(tensors, metadata={"format": "pt"}), opt["param_groups"], scalars
+
+
+def file_entry(fname: str, data: bytes) -> dict:
+    return {"file": fname, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def encode_manifest(manifest: dict) -> bytes:
+    """The one way a manifest is written; a reader insists on it byte for byte (see read_manifest)."""
+    return (json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def meta_sha256(manifest: dict) -> str:
+    body = {k: v for k, v in manifest.items() if k != "meta_sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def parse_manifest(raw: bytes, where: Path) -> dict:
+    """Check a manifest's bytes completely; `where` names it in messages."""
+    if raw.startswith(PICKLE_MAGIC):
+        raise CheckpointError(
+            f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
+            "save the checkpoint again"
+        )
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CheckpointError(
+            f"{where} is not valid JSON (truncated or corrupted); save the checkpoint again"
+        ) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise CheckpointError(f"{where} is not a minitf checkpoint manifest; save the checkpoint again")
+    version = manifest.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise CheckpointError(f"{where} has no valid format_version (corrupted); save the checkpoint again")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {FORMAT_VERSION}): upgrade minitf"
+        )
+    # The checksum covers the values; the exact-text comparison covers what parsing forgets (a float's
+    # 17th digit, say), so that any changed byte is caught.
+    if manifest.get("meta_sha256") != meta_sha256(manifest) or raw != encode_manifest(manifest):
+        raise CheckpointError(
+            f"{where} does not match its checksum (corrupted or edited); save the checkpoint again"
+        )
+    _check_manifest_fields(manifest, where)
+    return manifest
+
+
+def _check_manifest_fields(m: dict, where: Path) -> None:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise CheckpointError(f"{where}: {what}; this file was not written by minitf, save the checkpoint again")
+
+    def is_int(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    need(isinstance(m.get("model_config"), dict), "model_config is missing")
+    need(isinstance(m.get("vocab"), str), "vocab is missing")
+    # The strings a listing or a message shows are text a terminal prints: no control characters
+    # (an ESC in a foreign manifest would otherwise drive the terminal), and of a sane length.
+    need(isinstance(m.get("data_spec"), str) and 0 < len(m["data_spec"]) <= MAX_SHOWN and m["data_spec"].isprintable(),
+         "data_spec is missing or not printable text")
+    for key in ("saved_at", "minitf_version", "torch_version"):
+        need(key not in m or (isinstance(m[key], str) and len(m[key]) <= 64 and m[key].isprintable()),
+             f"{key} is not short printable text")
+    origin = m.get("origin")
+    need(origin is None or (isinstance(origin, dict) and origin.get("kind") in ORIGINS
+                            and set(origin) <= {"kind", "session"}
+                            and (isinstance(origin.get("session", ""), str) and len(origin.get("session", "")) <= 64)),
+         "origin is malformed")
+    t = m.get("trainer")
+    need(isinstance(t, dict), "trainer is missing")
+    for key in ("step", "run_start", "run_steps"):
+        need(is_int(t.get(key)) and t[key] >= 0, f"trainer.{key} is not a whole number >= 0")
+    need(is_number(t.get("run_elapsed")) and t["run_elapsed"] >= 0, "trainer.run_elapsed is not a number >= 0")
+    constant = t.get("run_constant_lr")
+    need(constant is None or (is_number(constant) and constant > 0),
+         "trainer.run_constant_lr is not a positive number")
+    need(isinstance(t.get("history"), list), "trainer.history is not a list of steps")
+    for i, row in enumerate(t["history"]):
+        problem = _history_problem(row, t["step"])
+        need(problem is None, f"trainer.history[{i}] {problem}")
+    need(isinstance(t.get("train_config"), dict), "trainer.train_config is missing")
+    o = m.get("optimizer")
+    need(isinstance(o, dict) and isinstance(o.get("param_groups"), list)
+         and all(isinstance(g, dict) and isinstance(g.get("params"), list) and all(is_int(i) for i in g["params"])
+                 for g in o["param_groups"]), "optimizer.param_groups is malformed")
+    need(isinstance(o.get("scalars", {}), dict), "optimizer.scalars is malformed")
+    files = m.get("files")
+    need(isinstance(files, dict) and set(files) == {"model", "state"}, "files must list model and state")
+    for entry in files.values():
+        need(isinstance(entry, dict) and isinstance(entry.get("file"), str) and bool(DATA_FILE.match(entry["file"]))
+             and is_int(entry.get("size")) and isinstance(entry.get("sha256"), str), "a files entry is malformed")
+
+
+# One row of the loss history (core.train.StepInfo). Every field a row can have is checked, because
+# every one is read somewhere: the continuing rate is the last row's lr, `:ls` and `:load` show the
+# last val_loss, the charts plot the rest. Rows of checkpoints written before aux_loss and
+# compile_seconds existed lack them; load_checkpoint fills them in as None.
+_HISTORY_COUNTS = ("step", "run_step", "run_steps")  # whole numbers >= 0
+_HISTORY_NUMBERS = ("train_loss", "lr", "grad_norm", "tokens_per_second", "elapsed")  # finite numbers
+_HISTORY_MAYBE = ("val_loss", "accuracy")  # a finite number, or null (not evaluated at that step)
+HISTORY_LATER = ("aux_loss", "compile_seconds")  # as _HISTORY_MAYBE, and may be absent
+_HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds")
+
+
+def _history_problem(row, last_step: int) -> str | None:
+    """What is wrong with one history row (None: nothing), in words for a message."""
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not isinstance(row, dict):
+        return "is not a step (a JSON object)"
+    for key in _HISTORY_COUNTS:
+        if not (isinstance(row.get(key), int) and not isinstance(row.get(key), bool) and row[key] >= 0):
+            return f"has no whole number {key}" if key not in row else f"has a {key} that is not a whole number >= 0"
+    if row["step"] > last_step:
+        return f"is step {row['step']}, after the checkpoint's step {last_step}"
+    for key in _HISTORY_NUMBERS:
+        if key not in row:
+            return f"has no {key}"
+        if not number(row[key]):
+            return f"has a {key} that is not a finite number ({_shown(row[key])})"
+    for key in _HISTORY_MAYBE + HISTORY_LATER:
+        if key not in row and key in _HISTORY_MAYBE:
+            return f"has no {key}"
+        if row.get(key) is not None and not number(row[key]):
+            return f"has a {key} that is neither a finite number nor null ({_shown(row[key])})"
+    for key in _HISTORY_NONNEGATIVE:
+        if row.get(key) is not None and row[key] < 0:
+            return f"has a negative {key}"
+    known = set(_HISTORY_COUNTS + _HISTORY_NUMBERS + _HISTORY_MAYBE + HISTORY_LATER)
+    for key in set(row) - known:  # a field of a newer minitf: kept only if it is a plain number or null
+        if row[key] is not None and not number(row[key]):
+            return f"has an unknown field {_shown(key)} that is not a number"
+    return None
+
+
+def _shown(value) -> str:
+    """A value from a manifest, quoted for a message: short, and escaped (it may hold anything)."""
+    text = ascii(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+

@@ -1,0 +1,147 @@
+"""Reading checkpoint files, bounded before a byte is read.
+
+Every file is opened without blocking (a FIFO cannot hang a load) and without following a
+symbolic link, then checked with `fstat` on the open descriptor: only a regular file of exactly the
+size its manifest records is read, and no more than its caller's limit (core.checkpoint.loading's
+`size_limits`); a manifest may have MAX_MANIFEST_BYTES. A data file's SHA-256 is checked before
+safetensors parses it, and a pickle is recognised and refused unopened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import safetensors.torch
+import torch
+
+from ..errors import CheckpointError
+from ..words import count
+from .layout import MANIFEST, MAX_MANIFEST_BYTES, is_pickle
+from .manifest import parse_manifest
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+_KINDS = (
+    (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_regular(where: Path, mode: int) -> CheckpointError:
+    kind = next((name for test, name in _KINDS if test(mode)), "an unknown kind of file")
+    if stat.S_ISDIR(mode):
+        return CheckpointError(f"{where} is a directory, not a file; remove it and save again")
+    return CheckpointError(f"{where} is not a regular file ({kind}); this checkpoint cannot be used, save it again")
+
+
+def open_regular(where: Path) -> tuple[int, int]:
+    """(fd, size) of the regular file `where`, checked before a byte of it is read.
+
+    `lstat` first, so that a device or FIFO in a checkpoint is never even opened; then an open that
+    cannot block (O_NONBLOCK: a FIFO swapped in meanwhile) and does not follow a final symlink
+    (O_NOFOLLOW), and `fstat` on the descriptor, which is what will be read. Raises OSError
+    (FileNotFoundError: missing) for the caller to word, CheckpointError for anything not regular.
+    """
+    mode = os.lstat(where).st_mode
+    if not stat.S_ISREG(mode):
+        raise not_regular(where, mode)
+    fd = os.open(where, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_regular(where, st.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def read_open(fd: int, size: int) -> bytes:
+    """`size` bytes from the start of the open file `fd` (fewer only if it shrank meanwhile); closes it."""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(size)  # a buffered read: loops until `size` bytes or the end of the file
+
+
+def read_manifest_bytes(where: Path) -> bytes:
+    """The bytes of a manifest, refused unread if it is not a regular file of at most MAX_MANIFEST_BYTES."""
+    fd, size = open_regular(where)
+    if size > MAX_MANIFEST_BYTES:
+        os.close(fd)
+        raise CheckpointError(
+            f"{where} is {count(size, 'byte', grouped=False)}, more than the {MAX_MANIFEST_BYTES // 2**20} MiB a manifest may have; "
+            "it is not a minitf checkpoint"
+        )
+    return read_open(fd, size)
+
+
+def manifest_bytes(path) -> bytes | None:
+    """The bytes of DIR/NAME's checkpoint.json as it is now, or None if there is none readable.
+
+    For a caller that wants to tell whether a save committed (compare before and after): read the
+    same bounded, non-blocking way as a load, so a FIFO or a huge file there cannot hang it.
+    """
+    try:
+        return read_manifest_bytes(Path(path) / MANIFEST)
+    except (OSError, CheckpointError):
+        return None
+
+
+def read_manifest(path: Path) -> tuple[dict, bytes]:
+    where = path / MANIFEST
+    try:
+        raw = read_manifest_bytes(where)
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
+        ) from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
+    return parse_manifest(raw, where), raw
+
+
+def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tensor]:
+    """The tensors of one data file; at most `limit` bytes (see size_limits) are ever read."""
+    where = path / entry["file"]
+    if entry["size"] > limit:
+        raise CheckpointError(
+            f"{where} is recorded as {count(entry['size'], 'byte', grouped=False)}, more than its model config can need ({limit}); "
+            "this checkpoint cannot be used, save it again"
+        )
+    try:
+        fd, size = open_regular(where)
+        if size != entry["size"]:
+            with os.fdopen(fd, "rb") as f:
+                head = f.read(9)  # only to say "pickle" rather than "wrong size" for a torch.save file
+            if is_pickle(head):
+                raise CheckpointError(
+                    f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
+                    "save the checkpoint again"
+                )
+            raise CheckpointError(
+                f"{where} has {count(size, 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+            )
+        raw = read_open(fd, size)
+    except FileNotFoundError:
+        raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
+    if is_pickle(raw):
+        raise CheckpointError(
+            f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
+            "save the checkpoint again"
+        )
+    if len(raw) != entry["size"]:  # it shrank while being read
+        raise CheckpointError(
+            f"{where} has {count(len(raw), 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
+        )
+    if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
+        raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
+    try:
+        return safetensors.torch.load(raw)
+    except Exception as e:  # SafetensorError and friends: a file that passed its checksum but is not safetensors
+        raise CheckpointError(f"{where} is not a readable safetensors file ({e}); save the checkpoint again") from None
+

@@ -1,0 +1,355 @@
+"""Saving: a checkpoint written atomically under the folder lock, and older autosaves rotated.
+
+A new NAME is written into a hidden temporary directory that is renamed into place; an existing
+NAME gets new data files under fresh ids, then a new checkpoint.json replaces the old one in one
+`os.replace`, and only then are the old data files deleted. Whatever stops a save (a full disk,
+Ctrl-C, a killed process), the previous checkpoint of that name still loads. A save may share the
+bytes of an identical data file of another checkpoint in the folder (a hard link: `write_or_link`).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..errors import CheckpointError
+from ..model import MiniTransformerLM
+from ..words import count
+from .layout import (DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, NAME, ORIGINS,
+                     TMP_DIR, check_name, check_save_target, clip)
+from .locks import folder_lock, unlink
+from .manifest import encode_manifest, encode_model, encode_state, file_entry, meta_sha256
+from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
+
+
+class NameTaken(CheckpointError):
+    """`exclusive=True` and DIR/NAME exists already (or appeared while this save waited for the lock)."""
+
+
+def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str, *,
+                    origin: str = "save", session: str | None = None, exclusive: bool = False,
+                    rotate: int | None = None, same_run: bool = False, share_from=()) -> Path:
+    """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
+
+    `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
+    rotation. `exclusive`: fail with NameTaken instead of replacing an existing NAME (a name picked
+    to be new stays new even when another process picks it at the same moment). `rotate=K`: first
+    shift an existing NAME to NAME-1 .. NAME-K (see `rotate`), unless `same_run` and NAME is this
+    session's own autosave, which a continued run replaces. `share_from`: names of checkpoints in
+    DIR whose identical data files this one may share (see `write_or_link`). Everything from the
+    check of NAME to the commit happens under the folder's lock.
+    """
+    if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
+        raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
+    target = check_save_target(directory, name)
+    directory = target.parent
+    if origin not in ORIGINS:
+        raise ValueError(f"origin must be one of {ORIGINS}, got {origin!r}")
+    if len(vocab) != model.config.vocab_size:
+        raise CheckpointError(
+            f"the vocabulary has {count(len(vocab), 'character')} but the model has vocab_size={model.config.vocab_size}; "
+            "rebuild the model for this data before saving"
+        )
+    # Everything is serialised in memory first: a failure here touches no file.
+    model_bytes = encode_model(model)
+    state_bytes, param_groups, scalars = encode_state(trainer)
+    tstate = trainer.state_dict()
+    trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
+                                           "history", "train_config")}
+
+    uid = f"{os.getpid()}-{secrets.token_hex(8)}"
+    model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
+    manifest = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "minitf_version": __version__,
+        "torch_version": torch.__version__,
+        "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "origin": {"kind": origin, **({"session": session} if session else {})},
+        "model_config": model.config.to_dict(),
+        "vocab": vocab,
+        "data_spec": data_spec,
+        "trainer": trainer_json,
+        "optimizer": {"param_groups": param_groups, "scalars": scalars},
+        "files": {
+            "model": file_entry(model_file, model_bytes),
+            "state": file_entry(state_file, state_bytes),
+        },
+    }
+    manifest = json.loads(json.dumps(manifest))  # tuples become lists, exactly as a reader sees them
+    manifest["meta_sha256"] = meta_sha256(manifest)
+    manifest_bytes = encode_manifest(manifest)
+    if len(manifest_bytes) > MAX_MANIFEST_BYTES:  # a load would refuse it: do not write it
+        raise CheckpointError(
+            f"checkpoint {name!r} would have a {len(manifest_bytes) / 2**20:,.0f} MiB manifest ({len(tstate['history'])} "
+            f"steps of loss history), more than the {MAX_MANIFEST_BYTES // 2**20} MiB a checkpoint may have; "
+            "continue from a checkpoint with a shorter history"
+        )
+
+    files = {model_file: model_bytes, state_file: state_bytes}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with folder_lock(directory):
+            _remove_dead_temp_dirs(directory)
+            if exclusive and os.path.lexists(target):
+                raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
+            if rotate is not None and target.is_dir() and not (same_run and is_own_autosave(target, session)):
+                _rotate_locked(directory, name, rotate)
+            sources = _shareable(directory, share_from, manifest["files"].values())
+            if target.is_dir():
+                _save_over(target, files, manifest_bytes, uid, sources)
+            else:
+                try:
+                    _save_new(directory, name, files, manifest_bytes, uid, sources)
+                except OSError as e:
+                    # NAME appeared meanwhile, made by something that takes no lock (an older minitf, a
+                    # person): save over it as over any existing checkpoint, once.
+                    if e.errno not in (errno.EEXIST, errno.ENOTEMPTY) or exclusive or not target.is_dir():
+                        raise
+                    _save_over(target, files, manifest_bytes, uid, sources)
+    except OSError as e:
+        raise CheckpointError(f"could not save checkpoint {name!r} in {clip(str(directory))}: {_save_failure(e)}") from e
+    return target
+
+
+_NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_NO_PERMISSION = {errno.EACCES, errno.EPERM}
+
+
+def _save_failure(e: OSError) -> str:
+    """`reason; fix` for an OSError of a save: the fix follows the cause (errno), not a guess."""
+    reason = e.strerror or str(e)
+    if e.errno in _NO_SPACE:
+        return f"{reason}; free space or choose another checkpoint directory"
+    if e.errno in _NO_PERMISSION:
+        return f"{reason}; change the permissions of that directory or choose another checkpoint directory"
+    if e.errno == errno.EROFS:
+        return f"{reason} (the file system is read-only); choose another checkpoint directory"
+    return f"{reason}; choose another checkpoint directory"
+
+
+def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
+              sources: dict[str, Path]) -> None:
+    tmp = directory / f".{name}.tmp-{uid}"
+    try:
+        tmp.mkdir()
+        for fname, data in files.items():
+            write_or_link(tmp / fname, data, sources.get(fname))
+        write_file(tmp / MANIFEST, manifest_bytes)
+        _fsync_dir(tmp)
+        os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(directory, best_effort=True)
+
+
+def _save_over(target: Path, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
+               sources: dict[str, Path]) -> None:
+    old = _referenced_files(target)
+    written: list[Path] = []
+    tmp_manifest = target / f".{MANIFEST}.tmp-{uid}"
+    try:
+        for fname, data in files.items():
+            written.append(target / fname)
+            write_or_link(target / fname, data, sources.get(fname))
+        written.append(tmp_manifest)
+        write_file(tmp_manifest, manifest_bytes)
+        os.replace(tmp_manifest, target / MANIFEST)  # the commit
+    except BaseException:
+        for p in written:
+            unlink(p)
+        raise
+    # Committed: from here on nothing may undo the new checkpoint, and clean-up is best effort.
+    _fsync_dir(target, best_effort=True)
+    for fname in old - set(files):
+        unlink(target / fname)
+    _remove_strays(target, keep=set(files))
+
+
+def write_file(path: Path, data: bytes) -> None:
+    with open(path, "xb") as f:  # "x": never write through a name that already exists
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_or_link(path: Path, data: bytes, source: Path | None) -> None:
+    """Write `data` to the new file `path`, or hard-link `source` there when it holds exactly `data`.
+
+    Why a hard link (issue "a kept checkpoint duplicates the autosave it came from"): a model kept
+    before a rebuild is usually byte for byte the autosave its run just wrote, and two copies of a
+    model and its optimizer moments tripled a session's disk use. A link costs no bytes, reads as
+    an ordinary file (no format change: any minitf loads it), and outlives the other name: rotation
+    may delete `autosave-3` later, the kept checkpoint keeps its data. A reference from one manifest
+    into another checkpoint's folder would dangle then, and writing nothing when an identical
+    autosave exists would leave the kept name empty. Sharing is safe because minitf never changes a
+    data file after writing it ("x" mode, new names for new data). The linked file is compared
+    with `data` before it counts, so a source edited behind its manifest's back is not shared;
+    where links are not possible (a file system without them), the bytes are written.
+    """
+    if source is not None:
+        try:
+            os.link(source, path, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
+        else:
+            try:
+                fd, size = open_regular(path)
+                same = size == len(data) and read_open(fd, size) == data
+            except (OSError, CheckpointError):
+                same = False
+            if same:
+                return
+            unlink(path)
+    write_file(path, data)
+
+
+def _fsync_dir(path: Path, best_effort: bool = False) -> None:
+    if os.name == "nt":  # Windows cannot open a directory to fsync it
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        if not best_effort:
+            raise
+
+
+def _remove_dead_temp_dirs(directory: Path) -> None:
+    """Remove the temporary directories of saves that died. Called under the folder lock: any save
+    still in progress would hold it, so every temporary directory found now is debris."""
+    for entry in os.listdir(directory):
+        if TMP_DIR.match(entry):
+            shutil.rmtree(directory / entry, ignore_errors=True)
+
+
+def _remove_strays(target: Path, keep: set[str]) -> None:
+    """Remove data files no manifest names, and stale temporary manifests (under the folder lock)."""
+    try:
+        entries = os.listdir(target)
+    except OSError:
+        return
+    for entry in entries:
+        if entry not in keep and (DATA_FILE.match(entry) or MANIFEST_TMP.match(entry)):
+            unlink(target / entry)  # not ours (no match): left alone
+
+
+def _shareable(directory: Path, names, entries) -> dict[str, Path]:
+    """{new file name: path} of data files in checkpoints `names` (in DIR) with the same bytes as the new `entries`.
+
+    Only what a valid manifest vouches for (size and SHA-256) is offered; `write_or_link` still
+    compares the bytes before a link counts.
+    """
+    wanted = {(e["sha256"], e["size"]): e["file"] for e in entries}
+    found: dict[str, Path] = {}
+    for name in dict.fromkeys(n for n in names if isinstance(n, str) and NAME.match(n)):
+        try:
+            manifest, _ = read_manifest(directory / name)
+        except (CheckpointError, OSError):
+            continue
+        for entry in manifest["files"].values():
+            ours = wanted.get((entry["sha256"], entry["size"]))
+            if ours is not None:
+                found.setdefault(ours, directory / name / entry["file"])
+    return found
+
+
+def _referenced_files(target: Path) -> set[str]:
+    """Data files the current manifest names (none if it is missing or unreadable)."""
+    try:
+        manifest = json.loads(read_manifest_bytes(target / MANIFEST))
+        names = {entry["file"] for entry in manifest["files"].values()}
+    except Exception:
+        return set()
+    return {n for n in names if isinstance(n, str) and DATA_FILE.match(n)}
+
+
+def rotate(directory, name: str, keep: int) -> None:
+    """Shift DIR/NAME to NAME-1, NAME-1 to NAME-2, ..., keeping `keep` older copies (the oldest goes).
+
+    Used before an autosave of a new run, so that the last few runs stay loadable. Each step is one
+    rename of a whole checkpoint directory, so every name always holds a complete checkpoint. Runs
+    under the folder lock; save_checkpoint(rotate=...) rotates and saves under one lock, so that two
+    sessions autosaving at once keep both runs. See `_rotate_locked` for what is moved.
+    """
+    directory = Path(directory).expanduser()
+    check_name(name)
+    try:
+        if not (directory / name).is_dir():
+            return
+        with folder_lock(directory):
+            _rotate_locked(directory, name, keep)
+    except OSError as e:
+        raise CheckpointError(f"could not keep the previous {name} in {clip(str(directory))} ({e.strerror}); "
+                              "check that folder's permissions") from None
+
+
+_LEGACY = "legacy"  # a checkpoint from before `origin` was recorded
+
+
+def origin_kind(path: Path) -> str | None:
+    """Who wrote the checkpoint at `path`: an ORIGINS kind, _LEGACY, or None (nothing there, or unreadable)."""
+    try:
+        manifest, _ = read_manifest(path)
+    except (CheckpointError, OSError):
+        return None
+    origin = manifest.get("origin")
+    return _LEGACY if origin is None else origin["kind"]
+
+
+def is_own_autosave(path: Path, session: str | None) -> bool:
+    """Whether `path` holds an autosave written by this session (a continued run replaces only that)."""
+    if not session:
+        return False
+    try:
+        manifest, _ = read_manifest(path)
+    except (CheckpointError, OSError):
+        return False
+    origin = manifest.get("origin") or {}
+    return origin.get("kind") == "autosave" and origin.get("session") == session
+
+
+def _rotate_locked(directory: Path, name: str, keep: int) -> None:
+    """Rotation, the folder lock held: it moves and deletes only what rotation made.
+
+    The slots are NAME, NAME-1 .. NAME-keep. An autosave (or a checkpoint older than `origin`,
+    which rotation made too in those releases) is rotation's own. Any other checkpoint in a slot (a
+    user's `save=autosave-3`, a model kept before a rebuild, a folder that does not load) is left
+    where it is, and the autosaves skip over its slot; an own checkpoint that would move past
+    NAME-keep is deleted. NAME itself always moves (the new save needs the name); if it is not
+    rotation's own and no slot is free, it moves to the first free NAME-k past `keep`, never deleted.
+    """
+    def slot(i: int) -> Path:
+        return directory / (name if i == 0 else f"{name}-{i}")
+
+    def own(i: int) -> bool:
+        return origin_kind(slot(i)) in ("autosave", _LEGACY)
+
+    blocked = {i for i in range(1, keep + 1) if os.path.lexists(slot(i)) and not own(i)}
+    for i in range(keep, -1, -1):  # oldest first: each one's destination is free or already moved on
+        if i in blocked or not slot(i).is_dir() or (i > 0 and not own(i)):
+            continue
+        j = i + 1
+        while j in blocked:
+            j += 1
+        if j <= keep:
+            os.rename(slot(i), slot(j))
+        elif i > 0 or own(0):
+            shutil.rmtree(slot(i))
+        else:
+            while os.path.lexists(slot(j)):
+                j += 1
+            os.rename(slot(i), slot(j))  # someone's checkpoint named NAME: moved aside, kept
+

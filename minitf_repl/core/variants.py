@@ -1,0 +1,148 @@
+"""The choices of the settings that pick a part of the model, as the config knows them: no torch.
+
+`norm`, `activation` and `pos_encoding` each take one *kind* declared here. A kind says what can be
+known of its part before anything is built: the parameters it learns (core.sizes counts a model
+with them, and must answer before torch has loaded, so that `:set` refuses a typo at once) and,
+for a feed-forward network, the width of its hidden layer. The setting's choices are the kinds
+declared (`Choices`), so a new kind is a valid value everywhere settings are read.
+
+Everything a view reads from a built model (a step's formula in `:shapes`, its symbols, the memory
+it keeps for the backward pass) the module itself states: core.norms, core.feedforward,
+core.positions, core.experts and core.model. So a new normalisation is a module (with
+`@norms.builds(name)`) and its kind (`declare_norm(NormKind(name, ...))`), and nothing else
+changes; tests/test_front_door.py adds one from a test module and finds it in `:shapes`, `:params`
+and `parameter_count`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class Choices(Sequence):
+    """The names of the kinds in a registry, as a setting's `choices`: a kind declared later is one too.
+
+    A tuple would be fixed when ModelConfig is defined; this reads the registry each time, in
+    declaration order (the seed's kind first).
+    """
+
+    def __init__(self, registry: dict):
+        self.registry = registry
+
+    def __getitem__(self, index):
+        return tuple(self.registry)[index]
+
+    def __len__(self) -> int:
+        return len(self.registry)
+
+    def __contains__(self, value) -> bool:
+        return value in self.registry
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class Kinds(dict):
+    """The kinds one setting chooses among, by name, in the order they were declared."""
+
+    def __init__(self, setting: str):
+        super().__init__()
+        self.setting = setting  # the ModelConfig field whose value names the kind
+
+    def declare(self, kind):
+        """Make `kind` a value of the setting."""
+        self[kind.name] = kind
+        return kind
+
+    def of(self, config):
+        """The kind `config` chooses."""
+        return self[getattr(config, self.setting)]
+
+
+# --- normalisations ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NormKind:
+    """A normalisation (`norm=name`): what it learns over `dim` features. core.norms builds its module."""
+
+    name: str
+    parameters: Callable[[int, Any], int]  # (dim, model config) -> parameters of one norm over dim features
+
+
+NORMS = Kinds("norm")
+declare_norm, norm_kind = NORMS.declare, NORMS.of
+
+
+# LayerNorm learns a gain g and, with biases on, a bias b per feature; RMSNorm a gain only.
+declare_norm(NormKind("layernorm", lambda dim, c: (2 * dim if c.bias else dim) if c.norm_gain else 0))
+declare_norm(NormKind("rmsnorm", lambda dim, c: dim if c.norm_gain else 0))
+
+
+# --- feed-forward networks ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FeedForwardKind:
+    """A feed-forward network (`activation=name`): the plain two-matrix FFN with that activation, or a
+    gated one (SwiGLU: a gate matrix beside the input matrix, three matrices in all)."""
+
+    name: str
+    gated: bool = False
+
+    def hidden(self, config) -> int:
+        """The hidden width of one network (one expert, with experts).
+
+        d_ff for the two-matrix FFN. A gated network has three matrices of its width, so it uses
+        int(2 * d_ff / 3) (at least 1): 3 * d * int(2 d_ff / 3) is about 2 * d * d_ff, the
+        parameters of the plain FFN.
+        """
+        return max(1, (2 * config.d_ff) // 3) if self.gated else config.d_ff
+
+    def parameters(self, config) -> int:
+        """W_1, b_1, W_2, b_2 (gated: W_g, W_u and W_d, with their biases)."""
+        d, h, b = config.d_model, self.hidden(config), int(config.bias)
+        inputs = 2 if self.gated else 1
+        return inputs * (d * h + b * h) + (h * d + b * d)
+
+    def kept_floats(self, config) -> int:
+        """A rough count of the floats one position keeps inside the network for the backward pass:
+        the hidden layer before and after the activation (gated: gate, SiLU(gate), up, their product)."""
+        return 4 * self.hidden(config) if self.gated else 2 * config.d_ff
+
+
+FEED_FORWARDS = Kinds("activation")
+declare_feed_forward, feed_forward_kind = FEED_FORWARDS.declare, FEED_FORWARDS.of
+
+
+for _name in ("gelu", "relu", "gelu_tanh", "relu2"):
+    declare_feed_forward(FeedForwardKind(_name))
+declare_feed_forward(FeedForwardKind("swiglu", gated=True))
+
+
+# --- positions ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PositionKind:
+    """Where a token is (`pos_encoding=name`): a table added at the input, a rotation inside attention, or nothing."""
+
+    name: str
+    table: str | None  # the formula of the table added at the input, or None: nothing is added there
+    learned: bool = False  # the table is learned: max_seq_len x d_model parameters
+    rotary: bool = False  # q and k are rotated by their position inside attention (core.positions.RotaryEmbedding)
+    embedding: str = "h = x + p"  # what the embedding step computes
+
+    def parameters(self, config) -> int:
+        return config.max_seq_len * config.d_model if self.learned else 0
+
+
+POSITIONS = Kinds("pos_encoding")
+declare_position, position_kind = POSITIONS.declare, POSITIONS.of
+
+
+declare_position(PositionKind("learned", "p = W_P[pos] (learned)", learned=True))
+declare_position(PositionKind("sinusoidal", "p = PE(pos) (sinusoidal, fixed)"))
+declare_position(PositionKind("rope", None, rotary=True, embedding="h = x (no position added: RoPE rotates q, k)"))
+declare_position(PositionKind("none", None, embedding="h = x (no positions: only the causal mask orders tokens)"))

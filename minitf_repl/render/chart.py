@@ -1,0 +1,109 @@
+"""The one character chart: curves against the training step on a grid of plain characters.
+
+Every chart in the terminal is drawn here: the loss curve under `:train`'s table, `:plot` (loss,
+learning rate, gradient norm) and `:compare`'s validation curves. Each curve has a glyph and a
+colour, so the chart reads the same with and without colour, in any terminal font. Several points
+in one column are averaged; a curve of sparse points (evaluations) can be `joined` by a dotted
+line. An optional baseline (ln V, the loss of a uniform guess) is a dashed row, kept only where it
+is near the curves. `uniform_loss` is the one place ln V is computed for a view.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.text import Text
+
+# :compare's contenders, in order: a mark and a colour each (the table's columns and the chart's curves).
+MARKS = "●▲■◆✚✖"
+STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
+
+
+def mark(k: int) -> tuple[str, str]:
+    """The glyph and colour of the k-th contender."""
+    return MARKS[k % len(MARKS)], STYLES[k % len(STYLES)]
+
+
+def uniform_loss(vocab_size: int | None) -> float | None:
+    """ln V: the loss of a uniform guess over V tokens, what a model that knows nothing scores (None: unknown)."""
+    return math.log(vocab_size) if vocab_size and vocab_size > 1 else None
+
+
+def uniform_label(vocab_size: int | None) -> str:
+    """How a chart names its ln V line: "ln(V) = 2.48, a uniform guess"."""
+    baseline = uniform_loss(vocab_size)
+    return "" if baseline is None else f"ln(V) = {baseline:.2f}, a uniform guess"
+
+
+@dataclass
+class Curve:
+    name: str  # the legend's label
+    steps: list[int]
+    values: list[float]  # a value that is not finite is left out
+    glyph: str = "•"
+    style: str = "cyan"
+    joined: bool = False  # a dotted line between consecutive points (sparse evaluations)
+
+
+def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | None = None,
+          baseline_label: str = "", unit: str = "") -> Group:
+    """`curves` on a grid `width` columns wide and `height` rows high; `unit` names the y axis in the legend."""
+    points = [(s, v) for curve in curves for s, v in zip(curve.steps, curve.values) if math.isfinite(v)]
+    if not points:
+        return Group(Text("nothing to plot", style="dim"))
+    x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
+    values = [v for _, v in points]
+    y0, y1 = min(values), max(values)
+    if baseline is not None and math.isfinite(baseline) and baseline <= y1 + 0.5 * (y1 - y0 + 1e-9):
+        y1 = max(y1, baseline)
+    else:
+        baseline = None
+    if y1 - y0 < 1e-12:
+        y0, y1 = y0 - 0.5, y1 + 0.5
+    labels = [f"{y1:.3g}", f"{(y0 + y1) / 2:.3g}", f"{y0:.3g}"]
+    lw = max(len(s) for s in labels) + 1
+    plot_w = max(10, width - lw - 2)
+    grid: list[list[tuple[str, str]]] = [[(" ", "")] * plot_w for _ in range(height)]
+
+    def row_of(v: float) -> int:
+        return min(height - 1, max(0, round((y1 - v) / (y1 - y0) * (height - 1))))
+
+    if baseline is not None:
+        grid[row_of(baseline)] = [("╌", "dim")] * plot_w
+    for curve in curves:
+        buckets: dict[int, list[float]] = {}
+        for s, v in zip(curve.steps, curve.values):
+            if math.isfinite(v):
+                col = 0 if x1 == x0 else round((s - x0) / (x1 - x0) * (plot_w - 1))
+                buckets.setdefault(col, []).append(v)
+        cells = sorted((col, row_of(sum(vs) / len(vs))) for col, vs in buckets.items())
+        if curve.joined:  # dots between consecutive points, where nothing else is drawn yet
+            for (c0, r0), (c1, r1) in zip(cells, cells[1:]):
+                for c in range(c0 + 1, c1):
+                    r = round(r0 + (r1 - r0) * (c - c0) / (c1 - c0))
+                    if grid[r][c][0] == " ":
+                        grid[r][c] = ("·", curve.style)
+        for col, row in cells:
+            grid[row][col] = (curve.glyph, curve.style)
+    out = Text()
+    for r in range(height):
+        label = labels[0] if r == 0 else labels[2] if r == height - 1 else labels[1] if r == (height - 1) // 2 else ""
+        out.append(label.rjust(lw) + (" ┤" if label else " │"), style="dim")
+        for ch, style in grid[r]:
+            out.append(ch, style=style)
+        out.append("\n")
+    out.append(" " * lw + " └" + "─" * plot_w + "\n", style="dim")
+    left, right = f"step {x0:,}", f"{x1:,}"
+    out.append(" " * (lw + 2) + left + " " * max(1, plot_w - len(left) - len(right)) + right, style="dim")
+    legend = Text()
+    for curve in curves:
+        legend.append(f"{curve.glyph} ", style=curve.style)
+        legend.append(f"{curve.name}   ")
+    if baseline is not None:
+        legend.append("╌ ", style="dim")
+        legend.append(baseline_label)
+    if unit:
+        legend.append(f"({unit})", style="dim")
+    return Group(out, legend)

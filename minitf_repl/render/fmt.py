@@ -1,0 +1,67 @@
+"""Small formatters: a number, a size, a duration or a setting's value as a result shows it ("-" for none)."""
+
+from __future__ import annotations
+
+
+def num(value, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def whole(value) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def rate(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def seconds(value) -> str:
+    return "-" if value is None else f"{value:.1f}s" if value >= 1 or value == 0 else f"{value:.2f}s"
+
+
+def lr(value) -> str:
+    return "-" if value is None else f"{value:.2e}"
+
+
+def shape(dims) -> str:
+    return str(tuple(dims))
+
+
+def size(n) -> str:
+    """Bytes in KiB, MiB or GiB ("?" when unknown)."""
+    if n is None:
+        return "?"
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.1f} KiB"
+
+
+def flops(n) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} FLOP"
+
+
+def value(v) -> str:
+    """A setting's value as :set and :config write it: on/off, none, 0.001."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def change(before, after, fmt) -> str:
+    """after - before with its sign, as `fmt` writes a difference ("-" when either is unknown)."""
+    if before is None or after is None:
+        return "-"
+    return f"{'+' if after >= before else ''}{fmt(after - before)}"

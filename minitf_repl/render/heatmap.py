@@ -1,0 +1,63 @@
+"""Weights as a grid of coloured cells (attention maps, per-token probabilities), or of shades without colour.
+
+Colour where the console has it; without (NO_COLOR, a pipe, a test console) the same information
+as characters: a shade per weight (palette.SHADES), so nothing is lost in a log or a test.
+"""
+
+from __future__ import annotations
+
+from rich.color import Color
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
+
+from ..palette import SCALE, SHADES, scale_rgb, shade, visible
+
+
+def plain(console: Console) -> bool:
+    """No colour on this console: draw with characters instead."""
+    return bool(console.no_color) or console.color_system is None
+
+
+def cell(frac: float, width: int, as_text: bool, text: str = "") -> Text:
+    """One cell for a weight `frac` in [0, 1]: a shade character, or `text` on the scale's colour."""
+    if as_text:
+        return Text((text or shade(frac)).ljust(width))
+    r, g, b = scale_rgb(frac)
+    fg = "black" if frac > 0.55 else "white"
+    return Text(text.ljust(width) if text else " " * width, style=Style(bgcolor=Color.from_rgb(r, g, b), color=fg))
+
+
+def legend(peak: float, as_text: bool, what: str = "weight") -> Text:
+    """The scale from 0 to `peak`, as shades or colours."""
+    line = Text(f"{what}: 0 ", style="dim")
+    if as_text:
+        line.append(" ".join(SHADES))
+    else:
+        for i in range(len(SCALE) * 2):
+            line.append_text(cell(i / (len(SCALE) * 2 - 1), 1, False))
+    line.append(f" {peak:.2f}", style="dim")
+    return line
+
+
+def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: int, as_text: bool) -> Text:
+    """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank.
+    `width` columns per cell."""
+    T = len(tokens)
+    out = Text("  ")
+    for ch in tokens:
+        out.append(visible(ch).ljust(width), style="bold")
+    for i in range(T):
+        out.append("\n")
+        out.append(visible(tokens[i]).ljust(2), style="bold")
+        for j in range(T):
+            if j > i:
+                out.append(" " * width)
+            else:
+                out.append_text(cell(weights[i][j] / peak if peak > 0 else 0.0, width, as_text))
+    return out
+
+
+def attention_window(n_tokens: int, width: int, cell_width: int) -> int:
+    """How many positions fit the width (2 columns of row labels, `cell_width` columns per position)."""
+    return max(1, min(n_tokens, (width - 2) // cell_width))

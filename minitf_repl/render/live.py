@@ -1,0 +1,284 @@
+"""What a running command shows while it runs: a progress bar, tables that grow, streamed text.
+
+`RichReporter` receives the progress a command reports (core's callbacks through reporter.Reporter:
+training steps, comparison evaluations, generated tokens) and shows it: a live progress bar with a
+loss table that grows at each evaluation, or text streamed as it is produced, wrapped at spaces.
+`LossTable` and `CompareTable` grow row by row while a command runs and are drawn again by its
+renderer at the end. `QuietReporter` is the --json one: notices to stderr, nothing on stdout.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from ..palette import terminal_safe
+from ..reporter import Reporter
+from . import fmt
+from .chart import mark, uniform_loss
+from .renderers import after_stream, render
+from .tables import NARROW, add_row, fits
+from .words import Words, WordStream, say, write_raw, writes_raw
+
+# (history key, header, narrow header, format, shown on a narrow terminal)
+LOSS_COLUMNS = (
+    ("step", "step", "step", fmt.whole, True),
+    ("train_loss", "train loss", "train", fmt.num, True),
+    ("val_loss", "val loss", "val", fmt.num, True),
+    ("accuracy", "accuracy", "acc", fmt.pct, True),
+    ("aux_loss", "aux loss", "aux", fmt.num, True),  # mixture of experts: load balancing (1.0 = even)
+    ("lr", "lr", "lr", fmt.lr, False),
+    ("tokens_per_second", "tokens/s", "tok/s", fmt.rate, False),
+    ("elapsed", "elapsed", "time", fmt.seconds, True),
+)
+OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
+
+
+class LossTable:
+    """The evaluations of a training run, one row each; rows can be added while it is on screen.
+
+    On a narrow terminal it drops the lr and tokens/s columns (the summary line has the speed)
+    and its borders, so the losses stay readable instead of being cut to "0.…".
+    """
+
+    def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False,
+                 vocab_size: int | None = None):
+        self.vocab_size = vocab_size  # known: a first line gives ln(V), the loss of a uniform guess
+        self.val_losses: list[float] = []
+        if with_accuracy is None:
+            with_accuracy = any(r.get("accuracy") is not None for r in rows)
+        with_aux = any(r.get("aux_loss") is not None for r in rows)
+        self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
+                        and (c[0] != "aux_loss" or with_aux) and (c[4] or not narrow)]
+        self.table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
+        for _, header, short, _, _ in self.columns:
+            self.table.add_column(short if narrow else header, justify="right")
+        for r in rows:
+            self.add(r)
+
+    def add(self, row: dict) -> None:
+        add_row(self.table, *(show(row.get(key)) for key, _, _, show, _ in self.columns))
+        if row.get("val_loss") is not None:
+            self.val_losses.append(row["val_loss"])
+
+    @property
+    def overfitting(self) -> bool:
+        """The validation loss rose at each of the last OVERFIT_RISES evaluations."""
+        last = self.val_losses[-(OVERFIT_RISES + 1):]
+        return len(last) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(last, last[1:]))
+
+    def __rich__(self):
+        parts = []
+        baseline = uniform_loss(self.vocab_size)
+        if baseline is not None:
+            parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {baseline:.2f}: "
+                                    "the loss of a uniform guess (a model that knows nothing)", style="dim")))
+        parts.append(self.table)
+        if self.overfitting:
+            parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
+                                    "row while training continued (more data, dropout, or stop earlier)",
+                                    style="yellow")))
+        return Group(*parts) if len(parts) > 1 else self.table
+
+
+def loss_cell(evaluation) -> str:
+    """A contender's val loss at one evaluation, with its spread over seeds when there are several."""
+    if evaluation is None:
+        return ""
+    return f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
+
+
+class CompareTable:
+    """One row per evaluation step, one column per contender; rows fill in as evaluations arrive."""
+
+    def __init__(self, labels: list[str], seeds: int):
+        self.labels = list(labels)
+        self.seeds = seeds
+        self.rows: dict[int, dict[str, object]] = {}
+
+    def add(self, evaluation) -> None:
+        self.rows.setdefault(evaluation.step, {})[evaluation.label] = evaluation
+
+    def __rich_console__(self, console: Console, options):
+        table = self.table(with_labels=True)
+        if not fits(console, table, options.max_width):  # the marks alone; the legends name them
+            table = self.table(with_labels=False)
+        yield table
+
+    def table(self, with_labels: bool = True) -> Table:
+        title = "val loss" + (f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else "")
+        table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+        table.add_column("step", justify="right")
+        for k, label in enumerate(self.labels):
+            glyph, style = mark(k)
+            table.add_column(Text(f"{glyph} {label}" if with_labels else glyph, style=style), justify="right")
+        for step in sorted(self.rows):
+            row = self.rows[step]
+            finals = [row[label].val_loss for label in self.labels if label in row]
+            best = min(finals) if len(finals) == len(self.labels) else None
+            cells = []
+            for label in self.labels:
+                e = row.get(label)
+                cells.append(Text(loss_cell(e), style="bold" if e is not None and e.val_loss == best else ""))
+            add_row(table, fmt.whole(step), *cells)
+        return table
+
+
+class QuietReporter(Reporter):
+    """For --json: nothing on stdout while the command runs; notices go to the error console."""
+
+    def __init__(self, err: Console):
+        super().__init__()
+        self.err = err
+
+    def notice(self, text: str) -> None:
+        say(self.err, text)
+
+
+class RichReporter(Reporter):
+    """Shows a running command: a progress bar and a growing loss table, or streamed text.
+
+    `live` defaults to whether the console is a terminal: a pipe or a file gets no animation (the
+    final table is printed by the result's renderer). The front door turns Ctrl-C into
+    `request_stop()`; the command asks `should_stop()` between steps and tokens.
+    """
+
+    def __init__(self, console: Console, live: bool | None = None, stream: bool = True, out: Console | None = None):
+        super().__init__()
+        self.console = console  # progress, notices, the stop message
+        self.out = out if out is not None else console  # generated text and the final result
+        self.live = console.is_terminal if live is None else live
+        self.stream = stream
+        self._announced = False
+        self.training = False
+        self.streamed = False
+        self.gen_prompt: str | None = None
+        self.gen_raw = False
+        self._live: Live | None = None
+        self._progress: Progress | None = None
+        self._task = None
+        self._table: LossTable | None = None
+        self._compare: CompareTable | None = None
+        self._words: WordStream | None = None  # streamed text, wrapped at spaces
+
+    # Ctrl-C --------------------------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        if self.stop_requested and self.training and not self._announced:
+            self._announced = True
+            say(self.console, "stopping after this step...", "yellow")
+        return self.stop_requested
+
+    # training ------------------------------------------------------------------------------------
+    def on_train_start(self, run_steps: int, start_step: int, resumed: bool) -> None:
+        self.training = True
+        if not self.live:
+            return
+        if self.console.width < NARROW:  # the counter and the loss matter most
+            columns = (BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"))
+        else:
+            columns = (
+                TextColumn("[bold]train"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
+                TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+            )
+        self._progress = Progress(*columns, console=self.console, expand=True)
+        done = start_step if 0 <= start_step <= run_steps else 0
+        self._task = self._progress.add_task("train", total=run_steps, completed=done, loss="-", tps="-")
+        self._table = None
+        self._live = Live(Group(), console=self.console, transient=True, refresh_per_second=8)
+        self._live.start()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            parts = ([self._table] if self._table is not None else []) + [self._progress]
+            self._live.update(Group(*parts))
+
+    def on_step(self, info) -> None:
+        if self._progress is None:
+            return
+        self._progress.update(
+            self._task, completed=info.run_step, total=info.run_steps,
+            loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}",
+        )
+        if info.val_loss is not None:
+            row = {
+                "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss,
+                "accuracy": info.accuracy, "lr": info.lr, "tokens_per_second": info.tokens_per_second,
+                "elapsed": info.elapsed, "aux_loss": info.aux_loss,
+            }
+            if self._table is None:
+                self._table = LossTable([row], narrow=self.console.width < NARROW)
+            else:
+                self._table.add(row)
+            self._refresh()
+
+    # comparison ----------------------------------------------------------------------------------
+    def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
+        self._compare = CompareTable(labels, seeds)
+        if not self.live:
+            return
+        # The bar counts every training step of every contender and seed (on_compare_step), so it
+        # moves, and Rich can estimate the time left, between evaluations too: moved only at
+        # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
+        self._progress = Progress(TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                                  TextColumn("eta"), TimeRemainingColumn(), console=self.console, expand=True)
+        self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
+        self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
+                          refresh_per_second=4)
+        self._live.start()
+
+    def on_compare_step(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, total=total)
+
+    def on_compare_eval(self, evaluation) -> None:
+        self._compare.add(evaluation)
+        if self._live is not None:
+            self._live.update(Group(self._compare, self._progress))
+
+    # generation ----------------------------------------------------------------------------------
+    def on_gen_start(self, prompt: str, raw: bool = False) -> None:
+        self.gen_prompt = prompt  # shown in bold before the first token
+        self.gen_raw = raw
+        if raw and self.out.is_terminal:
+            self.notice("raw=on writes control characters as they are only to a file or a pipe; "
+                        "in a terminal they stay escaped")
+
+    def on_token(self, text: str) -> None:
+        if not self.stream:
+            return
+        prompt = self.gen_prompt if not self.streamed else None
+        self.streamed = True
+        if writes_raw(self.out, self.gen_raw):
+            write_raw(self.out, (prompt or "") + text)
+            return
+        if self._words is None:
+            self._words = WordStream(self.out)
+        if prompt:
+            self._words.write(terminal_safe(prompt), "bold")  # the vocabulary's control characters escaped
+        self._words.write(terminal_safe(text))
+
+    def notice(self, text: str) -> None:
+        say(self.console, text, "yellow")
+
+    # end -----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the live display and write out a held-back word (also after an error); safe to call twice."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if self._words is not None:
+            self._words.flush()
+
+    def finish(self, result) -> None:
+        """Render the result, taking into account what was already shown while it ran (streamed text)."""
+        self.close()
+        if self.streamed:
+            self.out.print()
+            after_stream(result, self.console)
+            return
+        render(result, self.out)

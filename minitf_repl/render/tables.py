@@ -1,0 +1,60 @@
+"""Tables that fit the console with every word whole, and the small tables several results share."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from . import fmt
+from .words import say
+
+NARROW = 72  # below this many columns, wide tables switch to a stacked layout
+
+
+def fits(console: Console, renderable, width: int | None = None) -> bool:
+    """Whether a table fits the console (or `width` columns) with every word whole. Rich makes any
+    table fit by folding or cutting cells ("…"); a layout for which it would has a narrower form
+    instead. The test is the rule itself: laid out at this width, the table shows the same words as
+    on an unbounded line."""
+    width = console.width if width is None else width
+
+    def words(columns: int) -> list[str]:
+        scratch = Console(file=io.StringIO(), width=columns, color_system=None)
+        scratch.print(renderable)
+        return sorted(scratch.file.getvalue().split())
+
+    return words(width) == words(max(1000, 10 * width))
+
+
+def add_row(table: Table, *cells, style=None) -> None:
+    """add_row with plain strings taken literally: data, prompts and help text are not Rich markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), style=style)
+
+
+def settings_table(title: str, values: dict) -> Table:
+    """Named values under a title, each written as :set writes it (on/off, none, 0.001)."""
+    table = Table(title=title, title_justify="left", show_header=False, pad_edge=False, box=None)
+    table.add_column("setting", style="cyan", no_wrap=True)
+    table.add_column("value")
+    for key, value in values.items():
+        add_row(table, key, fmt.value(value))
+    return table
+
+
+def fields(console: Console, rows: list[tuple[str, str]]) -> None:
+    """Named values, the names in a column. Where a value holds a word wider than its column (a long
+    path), each field goes on a line of its own instead, wrapped at spaces, so that word stays whole."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("field", style="cyan", no_wrap=True)
+    table.add_column("value")
+    for name, value in rows:
+        add_row(table, name, value)
+    if fits(console, table):
+        console.print(table)
+        return
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        say(console, Text(name.ljust(width), style="cyan") + Text("  " + value))

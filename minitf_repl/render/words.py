@@ -1,0 +1,183 @@
+"""The one wrapping rule for every message, and text from the model's vocabulary made safe to show.
+
+A message wraps at spaces to the console's width and never inside a word, number or name: a break
+inside `kept-20261201-033731` or `1,234` misleads a reader and breaks copy and paste. A single word
+wider than the whole console goes on a line of its own, whole, for the terminal to wrap (which
+keeps its characters one line for copy and paste). Rich cannot say this by itself: its wrapping
+folds such a word ("fold") or cuts it ("crop", "ellipsis"), and overflow="ignore" turns wrapping
+off altogether. soft_wrap=True, which messages used before, handed every line to the terminal,
+and a terminal breaks a line at its last column, wherever that falls in a word. So `Words` places
+the breaks itself, and every sentence is printed through it: `say()` and the notes inside tables'
+groups; text written piece by piece (generated tokens) goes through `WordStream`. Tables and charts
+lay themselves out to the width (render.tables: NARROW, fits).
+
+Output to a file or a pipe has no width to wrap at: the front ends make those consoles with
+`console_for` (soft_wrap), and a message stays one line there (for grep, a log, a script).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.text import Text
+
+from ..palette import is_active, terminal_safe, visible
+
+_WORD = re.compile(r"\s*\S+\s*")  # a word with the spaces before and after it
+
+
+def word_lines(text: Text, width: int) -> list[Text]:
+    """`text` cut into lines of at most `width` cells at spaces, never inside a word; a word wider
+    than `width` is a line of its own, whole. Line breaks in the text stay; trailing spaces go."""
+    lines = []
+    for paragraph in text.split("\n", allow_blank=True):
+        breaks, column = [], 0
+        for match in _WORD.finditer(paragraph.plain):
+            word = match.group()
+            if column and column + cell_len(word.rstrip()) > width:
+                breaks.append(match.start() + len(word) - len(word.lstrip()))  # the new line starts at the word
+                column = cell_len(word.lstrip())
+            else:
+                column += cell_len(word)
+        for line in paragraph.divide(breaks):
+            line.rstrip()
+            lines.append(line)
+    return lines
+
+
+class Words:
+    """A renderable sentence (or several lines): wrapped by word_lines to the width it is given,
+    `indent` cells in on every line; one line per paragraph where the console does not wrap."""
+
+    def __init__(self, text: Text, indent: int = 0):
+        self.text = text
+        self.indent = indent
+
+    def __rich_console__(self, console: Console, options):
+        width = max(1, options.max_width - self.indent)
+        lines = self.text.split("\n", allow_blank=True) if options.no_wrap else word_lines(self.text, width)
+        for line in lines:
+            if self.indent:
+                yield Segment(" " * self.indent)
+            yield from line.render(console, end="")
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options) -> Measurement:
+        words = self.text.plain.split()
+        longest = max((cell_len(w) for w in words), default=0)
+        widest = max((cell_len(line) for line in self.text.plain.split("\n")), default=0)
+        return Measurement(longest + self.indent, widest + self.indent)
+
+
+def console_for(**options) -> Console:
+    """A front end's Console: messages wrap at spaces on a terminal, and stay one line each in a file
+    or a pipe (soft_wrap: nothing to wrap at there; Rich would otherwise assume 80 columns)."""
+    console = Console(**options)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+def say(console: Console, message, style: str = "", indent: int = 0) -> None:
+    """Print one message (a str, taken literally, or a Text) under the wrapping rule above, `indent`
+    cells in. crop=False: a word wider than the console is printed whole, for the terminal to wrap."""
+    text = message if isinstance(message, Text) else Text(str(message), style=style)
+    console.print(Words(text, indent), highlight=False, crop=False)
+
+
+def note(console: Console, text: str) -> None:
+    """A dim line: what a reader needs to make sense of a result, said under the wrapping rule."""
+    say(console, text, "dim")
+
+
+def error(console: Console, message: str) -> None:
+    """`error: <message>` (the console is the stderr one): one message, never markup, wrapped at spaces."""
+    line = " ".join(str(message).split("\n"))
+    say(console, f"error: {line}", "bold red")
+
+
+def internal_error(console: Console, exc: BaseException) -> None:
+    line = " ".join(str(exc).split("\n"))
+    say(console, f"internal error: {type(exc).__name__}: {line} (run with --debug for the traceback)", "bold red")
+
+
+class WordStream:
+    """Text written piece by piece (generated tokens), wrapped like say(): at spaces, never in a word.
+
+    Whether a word fits on the current line is known only once it ends, so the word being written
+    is held back until a space or a newline comes (or `flush`). A word that cannot fit even a line
+    of its own goes out whole as it grows, for the terminal to wrap; a space that would end a full
+    line becomes the line break, as in Rich's own wrapping.
+    """
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.column = 0  # cells written on the current line
+        self.word = Text()  # the word held back
+
+    def write(self, text: str, style: str = "") -> None:
+        if self.console.soft_wrap:  # a file or a pipe (console_for): the text exactly as generated
+            self._put(Text(text, style=style))
+            return
+        width = max(1, self.console.width)
+        for ch in text:
+            if ch == "\n":
+                self.flush()
+                self._put(Text("\n"))
+                self.column = 0
+            elif ch.isspace():
+                self.flush()
+                step = 8 - self.column % 8 if ch == "\t" else 1
+                if self.column + step > width:
+                    self._put(Text("\n"))
+                    self.column = 0
+                else:
+                    self._put(Text(ch, style=style))
+                    self.column += step
+            else:
+                self.word.append(ch, style=style)
+                if self.column and self.column + self.word.cell_len > width:
+                    self._put(Text("\n"))  # the word will not fit here: it starts the next line
+                    self.column = 0
+                if self.word.cell_len >= width:
+                    self.flush()  # wider than any line: no reason to wait
+
+    def flush(self) -> None:
+        """Write the held-back word."""
+        if self.word.plain:
+            self._put(self.word)
+            self.column += self.word.cell_len
+            self.word = Text()
+
+    def _put(self, text: Text) -> None:
+        # The lines are cut here already: Rich must print them as they are (soft_wrap).
+        self.console.print(text, end="", soft_wrap=True, highlight=False)
+
+
+# --- text from the model's vocabulary -------------------------------------------------------------
+def model_text(text: str, console: Console, style: str = "") -> Text:
+    """Text from the model's vocabulary, safe for a terminal: each character that would act on one
+    (ESC, other controls, bidi overrides) shown as its escape, dimmed (palette.terminal_safe)."""
+    out = Text(style=style)
+    for ch in text:
+        out.append(terminal_safe(ch), style="dim" if is_active(ch) else "")
+    return out
+
+
+def visible_text(text: str) -> str:
+    """Whitespace as symbols (␣ ↵ ⇥), for text that would otherwise look like nothing."""
+    return "".join(visible(ch) for ch in text)
+
+
+def writes_raw(console: Console, raw: bool) -> bool:
+    """:gen raw=on, on a console that is not a terminal (a file, a pipe): the exact characters."""
+    return raw and not console.is_terminal
+
+
+def write_raw(console: Console, text: str) -> None:
+    """`text` exactly, past Rich (whose Text drops BEL, backspace and carriage return even unstyled)."""
+    console.file.write(text)
+    console.file.flush()
