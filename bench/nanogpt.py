@@ -22,6 +22,7 @@ Random tokens: this measures speed, not learning.
 
     python bench/nanogpt.py                 # 4 x 4 x 128, block 64, batch 12 (nanoGPT's CPU recipe)
     python bench/nanogpt.py --large         # 6 x 6 x 384, block 256, batch 32
+    python bench/nanogpt.py --batch 16 --rows "minitf :train,minitf muon"   # the Muon/AdamW line at :train's own batch
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
     parser.add_argument("--rows", default="", help="comma-separated row names to keep (default: all)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every row (default: torch's own)")
+    parser.add_argument("--batch", type=int, default=0, help="another batch size (default: 12, or 32 with --large; "
+                        "16 is :train's own on the built-in data)")
     args = parser.parse_args()
     if not ANCHOR.is_file():
         print(f"skipped: nanoGPT's model is not at {ANCHOR} (a user's clone has no ../shared)")
@@ -125,6 +128,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     size = (dict(L=6, H=6, d=384, T=256, B=32, V=65) if args.large else dict(L=4, H=4, d=128, T=64, B=12, V=65))
+    if args.batch:
+        size["B"] = args.batch
     native = training_dtype("auto", "cpu") == "bfloat16"
     nanogpt, n_params = nanogpt_step(size)
     rows = {"nanoGPT": nanogpt,
