@@ -42,6 +42,8 @@ class Attribution:
     token_ids: list[int]  # the prompt read, length T; the attribution is at its last position
     target: int  # the token whose logit is split
     logit: float  # the model's own logit z_t at the last position
+    prob: float  # softmax(z)_t: the model's probability of the target
+    rank: int  # 1: the likeliest next token
     offset: float  # W_U[t] . offset: what the frozen final norm adds on its own (its bias; 0 without)
     scale: float  # the final norm's scale at that position (std or rms of h_L), frozen
     parts: list[Part]  # in the model's order: embed, then per block its heads (and bias) and its mlp
@@ -52,7 +54,8 @@ class Attribution:
         return sum(p.logit for p in self.parts) + self.offset
 
     def to_dict(self) -> dict:
-        return {"token_ids": self.token_ids, "target": self.target, "logit": self.logit, "offset": self.offset,
+        return {"token_ids": self.token_ids, "target": self.target, "logit": self.logit, "prob": self.prob,
+                "rank": self.rank, "offset": self.offset,
                 "scale": self.scale, "parts": [vars(p).copy() for p in self.parts]}
 
 
@@ -117,5 +120,7 @@ def direct_logit_attribution(model: nn.Module, idx, target: int | None = None) -
         offset = float(frozen.offset @ direction)
     for (part, _), share in zip(parts, shares.tolist()):
         part.logit = share
-    return Attribution(token_ids=idx[0].tolist(), target=target, logit=float(z[target]), offset=offset,
+    probs = torch.softmax(z.float(), dim=-1)  # (V,)
+    return Attribution(token_ids=idx[0].tolist(), target=target, logit=float(z[target]), prob=float(probs[target]),
+                       rank=int((probs > probs[target]).sum()) + 1, offset=offset,
                        scale=float(frozen.scale), parts=[part for part, _ in parts])
