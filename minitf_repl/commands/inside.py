@@ -31,7 +31,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (command, complete_head, complete_layer, default_prompt, sample_prompt, sample_window,
+from .base import (command, complete_head, complete_layer, default_prompt, sample_prompt, true_next,
                    with_given)
 from .train import history_series
 
@@ -262,20 +262,6 @@ class LensResult:
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
 
 
-def _true_next(data, prompt: str) -> str | None:
-    """The character that follows the default prompt in the data (None for random tokens)."""
-    splits = getattr(data, "splits", None)  # a corpus: the prompt was cut from its validation text
-    if splits is not None:
-        start, window = sample_window(data)
-        if prompt != window:
-            return None
-        end = start + len(window)
-        return data.tokenizer.decode(splits["val"][end : end + 1].tolist()) or None
-    if hasattr(data, "answer") and prompt.endswith("="):  # a task: the answer's first character
-        return data.answer(prompt)[:1] or None
-    return None
-
-
 @command("lens", "The logit lens: what the model would guess next if it stopped after each layer.", params=[
     Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
@@ -285,7 +271,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     data = session.data
     from_data = not args["prompt"]
     text, ids, _ = view_prompt(session, args["prompt"], reporter)
-    target = _true_next(data, text) if from_data else None
+    target = true_next(data, text) if from_data else None
     targets = None
     if target is not None and target in data.tokenizer.stoi:
         targets = ids[1:] + [data.tokenizer.stoi[target]]
@@ -357,16 +343,6 @@ def one_token(session: Session, text: str, what: str = "target") -> int:
     return ids[0]
 
 
-def known_answer(data, prompt: str) -> str | None:
-    """A task's true next character after `prompt` (the answer's first, after the '='), else None."""
-    if not hasattr(data, "answer") or not prompt.endswith("="):
-        return None
-    try:
-        return data.answer(prompt)[:1] or None
-    except ValueError:  # not a question of this task (add's "ab=")
-        return None
-
-
 def show_token(token: str) -> str:
     return visible(token) if token in VISIBLE else repr(token)[1:-1]
 
@@ -425,7 +401,7 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     clean, corrupt = split_prompts(args["prompts"])
     data = session.data
-    target = args["target"] if args["target"] is not None else known_answer(data, clean)
+    target = args["target"] if args["target"] is not None else true_next(data, clean)
     answer = one_token(session, target) if target is not None else None
     clean_ids, corrupt_ids = data.tokenizer.encode(clean), data.tokenizer.encode(corrupt)
     window = session.model_config.max_seq_len
@@ -532,7 +508,7 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
     text, ids, _ = view_prompt(session, args["prompt"], reporter)
     target = args["target"]
     if target is None:
-        target = _true_next(data, text) if not args["prompt"] else known_answer(data, text)
+        target = true_next(data, text)
     target_id = one_token(session, target) if target is not None else None
 
     from ..core.attribution import direct_logit_attribution
@@ -662,9 +638,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "gen": session.gen_config.to_dict(), "data": session.data_spec},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
+        frames=session.watch_frames,
     )
     size = write_report(path, build_report(report))
     sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
+    if report.frames:
+        sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(str(path), size, sections, time.perf_counter() - start)
 
 
