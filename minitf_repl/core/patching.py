@@ -16,7 +16,10 @@ of the clean answer comes back. The measure is the logit difference at the last 
 Patching the whole stream after the last block gives back the clean logits exactly: everything after
 it is the final norm and the head. Each patch is a forward hook on the model's own probes (hook_embed,
 hook_resid_post, hook_weighted) that writes the clean values into the rows it owns, so the sweep is a
-few batched runs of the corrupted prompt, one row per patch, not one run per patch.
+few batched runs of the corrupted prompt, one row per patch, not one run per patch. The sweep
+(`activation_patching`) runs each row only from the block its patch is in: everything before it is
+the corrupted run's, computed once (`patched_runs`, the plain form that runs every row from the
+start, is its reference in tests/test_inside_deeper.py).
 """
 
 from __future__ import annotations
@@ -139,8 +142,7 @@ def activation_patching(model: nn.Module, clean_idx, corrupt_idx, answer: int | 
     if answer is not None and (isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < V):
         raise UserError(f"the answer must be a token id in 0..{V - 1}, got {answer!r}")
     clean_logits, clean = record_sites(model, clean_idx)
-    with listening(model, {}):
-        corrupt_logits, _ = model(corrupt_idx)
+    corrupt_logits, corrupt_acts = record_sites(model, corrupt_idx)
     z_clean, z_corrupt = clean_logits[0, -1], corrupt_logits[0, -1]  # (V,)
     answer = int(z_clean.argmax()) if answer is None else answer
     foil = int(z_corrupt.argmax())
@@ -160,14 +162,43 @@ def activation_patching(model: nn.Module, clean_idx, corrupt_idx, answer: int | 
     n_layers = len(model.blocks)
     n_heads = model.blocks[0].attn.n_heads
     stream = ["embed"] + [f"blocks.{i}" for i in range(n_layers)]
-    rows = [[Patch("embed", None, t)] for t in range(T)]
-    rows += [[Patch("resid", layer, t)] for layer in range(n_layers) for t in range(T)]
-    rows += [[Patch("head", layer, head=h)] for layer in range(n_layers) for h in range(n_heads)]
-    patched = diff(patched_runs(model, corrupt_idx, clean, rows)[:, -1].float())  # (rows,)
-    restored = ((patched - corrupt_diff) / gap).cpu()
+    # The corrupted stream where each block starts: the embedding, then each block's output.
+    starts = [corrupt_acts[("embed", None)]] + [corrupt_acts[("resid", i)] for i in range(n_layers)]
+    resid = torch.stack([diff(_stream_patched(model, starts, clean, layer, T)) for layer in range(-1, n_layers)])
+    heads = torch.stack([diff(_head_patched(model, starts, clean, layer, n_heads)) for layer in range(n_layers)])
+    restored = ((torch.cat([resid.flatten(), heads.flatten()]).float() - corrupt_diff) / gap).cpu()
     n_stream = len(stream) * T
     return Patching(
         clean_ids=clean_idx[0].tolist(), corrupt_ids=corrupt_idx[0].tolist(), answer=answer, foil=foil,
         clean_diff=clean_diff, corrupt_diff=corrupt_diff, stream=stream,
         resid=restored[:n_stream].view(len(stream), T), heads=restored[n_stream:].view(n_layers, n_heads),
     )
+
+
+def run_from(model: nn.Module, x: torch.Tensor, start: int) -> torch.Tensor:
+    """The model's forward from block `start` on, given the stream x (B, T, d) there: the last position's logits (B, V)."""
+    for block in model.blocks[start:]:
+        x = block(x)
+    return model.lm_head(model.ln_f(x[:, -1]))  # (B, V): only the last position is read
+
+
+def _stream_patched(model: nn.Module, starts: list, clean: dict, layer: int, T: int) -> torch.Tensor:
+    """(T, V): the last position's logits with the stream after block `layer` (-1: the embedding) clean at one position each."""
+    key = ("embed", None) if layer < 0 else ("resid", layer)
+    out = []
+    with listening(model, {}), model.fused_attention():
+        for first in range(0, T, ROWS_PER_RUN):
+            rows = range(first, min(T, first + ROWS_PER_RUN))
+            x = starts[layer + 1].expand(len(rows), -1, -1).clone()  # (rows, T, d): the corrupted stream
+            for r, position in enumerate(rows):
+                x[r, position] = clean[key][0, position]
+            out.append(run_from(model, x, layer + 1))
+    return torch.cat(out)
+
+
+def _head_patched(model: nn.Module, starts: list, clean: dict, layer: int, n_heads: int) -> torch.Tensor:
+    """(n_heads, V): the last position's logits with head h of block `layer` clean in row h (at every position)."""
+    x = starts[layer].expand(n_heads, -1, -1)  # (n_heads, T, d): the corrupted stream entering the block
+    writer = _writer(clean[("head", layer)], [(h, Patch("head", layer, head=h)) for h in range(n_heads)])
+    with listening_pass(model, [(model.blocks[layer].attn.hook_weighted, writer)]), model.fused_attention():
+        return run_from(model, x, layer)
