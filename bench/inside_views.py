@@ -17,6 +17,7 @@ session with the same seed, and prints each kind's median wall time and its rati
     python bench/inside_views.py                     # 9 runs of each view, 3 rounds of :train
     python bench/inside_views.py --rounds 5 --steps 600
     python bench/inside_views.py --skip-train        # part 1 only
+    python bench/inside_views.py --skip-train --threads 1
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for part 1 (default: torch's choice)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"CPU: {cpu_kind()}; torch {torch.__version__}")
     views(args.runs)
     if not args.skip_train:
