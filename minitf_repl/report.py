@@ -20,6 +20,7 @@ from .core.errors import UserError
 from .palette import SCALE, scale_hex, visible
 from .registry import clip
 from .render.chart import uniform_label, uniform_loss
+from .render.watch import frame_subject
 
 
 @dataclass
@@ -32,6 +33,7 @@ class ReportData:
     layers: list[int]
     maps: list  # [layer][head][query][key]
     samples: list[str] = field(default_factory=list)
+    frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
 
 
 _CSS = """
@@ -122,6 +124,33 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
     return "".join(parts)
 
 
+def frames_html(frames: list) -> list[str]:
+    """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation."""
+    first = frames[0]
+    out = [f'<h2 id="watch">While it trained (watch={_esc(first.view)})</h2>',
+           f"<p>{_esc(frame_subject(first))} of <code>{_esc(''.join(visible(c) for c in first.prompt))}</code>, before the first "
+           "step and at every evaluation.</p>"]
+    for frame in frames:
+        when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
+                                         else " (before training)")
+        out.append(f'<h3 class="frame">{_esc(when)}</h3>')
+        if frame.maps:
+            figures = "".join(f"<figure>{attention_svg(frame.tokens, m, label=f'step {frame.step} head {h}')}"
+                              f"<figcaption>head {h}</figcaption></figure>" for h, m in enumerate(frame.maps))
+            out.append(f'<div class="maps">{figures}</div>')
+        elif frame.lens:
+            rank = frame.target is not None
+            head = "<tr><th>after</th><th>best guess</th>" + (f"<th>rank of {_esc(visible(frame.target))}</th>"
+                                                              if rank else "") + "</tr>"
+            rows = "".join(f"<tr><td>{_esc(g.layer)}</td><td>{_esc(visible(g.guess))} {g.prob:.2f}</td>"
+                           + (f"<td>{'-' if g.target_rank is None else g.target_rank}</td>" if rank else "")
+                           + "</tr>" for g in frame.lens)
+            out.append(f'<table class="config">{head}{rows}</table>')
+        else:
+            out.append(f'<pre class="sample"><b>{_esc(frame.prompt)}</b>{_esc(frame.sample or "")}</pre>')
+    return out
+
+
 def build_report(data: ReportData) -> str:
     """The whole page as one string."""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_esc(data.title)}</title>",
@@ -151,6 +180,8 @@ def build_report(data: ReportData) -> str:
     out.append("<h2>Samples</h2>")
     for sample in data.samples:
         out.append(f'<pre class="sample">{_esc(sample)}</pre>')
+    if data.frames:
+        out.extend(frames_html(data.frames))
     out.append("</body></html>")
     return "\n".join(out)
 

@@ -35,6 +35,9 @@ class Reporter:
     def on_step(self, info) -> None:
         """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
 
+    def on_watch(self, frame) -> None:
+        """`:train watch=` made a frame (a core.watch.WatchFrame): before the first step and at each evaluation."""
+
     def on_gen_start(self, prompt: str, raw: bool = False) -> None:
         """Generation begins from `prompt` (the text the continuation follows); `raw`: :gen raw=on."""
 

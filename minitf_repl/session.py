@@ -84,6 +84,7 @@ class Session:
         self.token = secrets.token_hex(8)
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
+        self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
         self._data = None
         self._device = None
         self._model = None
@@ -259,6 +260,10 @@ class Session:
             self._ablations = Ablations(self.model)
             for ablation in ablations:
                 self._ablations.add(ablation)
+
+    def keep_frames(self, frames: list) -> None:
+        """Keep what a `:train watch=` run saw (replacing an earlier run's frames), for :report and :plot."""
+        self.watch_frames = list(frames)
 
     def note_good_lr(self, lr: float) -> None:
         """Remember a learning rate that trained without diverging (to suggest after a divergence)."""

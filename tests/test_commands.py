@@ -141,7 +141,7 @@ def test_parse_line_forms(line, name, args):
         (":xyzzy", "unknown command :xyzzy (:help lists commands)"),
         (":", "empty command"),
         (":train stpes=5", "unknown option 'stpes' for :train; did you mean steps?"),
-        (":train foo=1", "(valid: steps, lr, batch_size, data, eval_every, seed, save, schedule)"),
+        (":train foo=1", "(valid: steps, lr, batch_size, data, eval_every, seed, save, schedule, watch, prompt, layer)"),
         (":train --stpes 5", "did you mean steps?"),
         (":train steps=abc", "steps must be a whole number, got 'abc'"),
         (":train steps=2.5", "steps must be a whole number, got '2.5'"),
@@ -207,7 +207,7 @@ def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
     # :help lists them by family (commands/__init__.py imports the families in this order)
     assert list(REGISTRY) == ["help", "quit", "train", "plot", "gen", "config", "set", "data", "save", "load", "ls",
-                              "shapes", "params", "attn", "step", "lens", "tok", "report", "compare", "experts",
+                              "shapes", "params", "attn", "step", "lens", "patch", "attrib", "tok", "report", "compare", "experts",
                               "ablate", "device", "quantize"]  # fmt: skip
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name
@@ -220,7 +220,10 @@ def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period
 
 def test_option_names_match_the_contract():
     names = {name: [p.name for p in cmd.params if p.refusal is None] for name, cmd in REGISTRY.items()}
-    assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save", "schedule"]
+    assert names["train"] == ["steps", "lr", "batch_size", "data", "eval_every", "seed", "save", "schedule", "watch",
+                              "prompt", "layer"]
+    assert names["patch"] == ["prompts", "target"] and names["attrib"] == ["prompt", "target"]
+    assert names["lens"] == ["prompt", "at"]
     assert REGISTRY["train"].find_param("batch").name == "batch_size"  # the short spelling still works
     assert names["gen"] == ["prompt", "n", "temperature", "top_k", "top_p", "gen_seed", "cache", "show", "raw"]
     assert REGISTRY["gen"].find_param("seed").name == "gen_seed"
@@ -234,7 +237,10 @@ def test_option_names_match_the_contract():
 
 
 def test_usage_lines():
-    assert REGISTRY["train"].usage() == ":train [steps=N] [lr=X] [batch_size=N] [data=NAME] [eval_every=N] [seed=N] [save=NAME] [schedule=new|continue]"
+    assert REGISTRY["train"].usage() == (":train [steps=N] [lr=X] [batch_size=N] [data=NAME] [eval_every=N] [seed=N] "
+                                         "[save=NAME] [schedule=new|continue] [watch=attn|lens|samples] "
+                                         "[prompt=TEXT] [layer=N]")
+    assert REGISTRY["patch"].usage() == ":patch [PROMPTS] [target=CHAR]"
     assert REGISTRY["gen"].usage().startswith(":gen [PROMPT] [n=N] [temperature=X]")
     assert REGISTRY["shapes"].usage() == ":shapes [PROMPT] [layer=N] [--all]"
     assert REGISTRY["set"].usage() == ":set key=value ..."

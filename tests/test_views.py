@@ -298,7 +298,7 @@ def test_train_result_carries_the_vocabulary(trained):
 
 def test_view_commands_are_declared_with_completion():
     assert C.REGISTRY["attn"].usage() == ":attn [PROMPT] [layer=N] [head=N|all]"
-    assert C.REGISTRY["plot"].usage() == ":plot [what=loss|lr|grad_norm]"
+    assert C.REGISTRY["plot"].usage() == ":plot [what=loss|lr|grad_norm|lens_rank]"
     assert C.REGISTRY["tok"].usage() == ":tok [TEXT]"
     assert C.REGISTRY["step"].find_param("seed").name == "gen_seed"
     s = Session(data_spec="sort")
@@ -315,8 +315,8 @@ def test_a_corpus_default_prompt_reads_like_a_sentence():
     val = "   \n        >>> x[1]\n        2\n\n   The model reads this sentence first.\n"
     corpus = TextCorpus("t", "a" * (9 * len(val)) + val, "test text")  # the last tenth is `val`
     assert base.sample_window(corpus) == (val.index("The"), "The model reads ")
-    assert inside._true_next(corpus, "The model reads ") == "t"
-    assert inside._true_next(corpus, "something else") is None  # only the default prompt has a known next character
+    assert base.true_next(corpus, "The model reads ") == "t"
+    assert base.true_next(corpus, "something else") is None  # only the default prompt has a known next character
     prompt = base.sample_prompt(load_data("pydoc"))  # its first 16 characters were ' Counter()\n     '
     assert "\n" not in prompt and prompt[0].isupper() and sum(ch.isalpha() for ch in prompt) >= 12
     lens = run_command(Session(data_spec="pydoc"), "lens", {})

@@ -135,6 +135,12 @@ def real_results(tmp_path_factory):
         out["attn head"] = run_command(s, "attn", {"head": "1"})
         out["step"] = run_command(s, "step", {})
         out["lens"] = run_command(s, "lens", {})
+        out["lens both"] = run_command(s, "lens", {"at": "both"})
+        out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
+        out["attrib"] = run_command(s, "attrib", {})
+        for view in ("attn", "samples", "lens"):
+            out[f"train watch={view}"] = run_command(s, "train", {"steps": 2, "eval_every": 1, "watch": view})
+        out["plot lens_rank"] = run_command(s, "plot", {"what": "lens_rank"})
         out["plot"] = run_command(s, "plot", {})
         out["tok"] = run_command(s, "tok", {"text": "3141592653589793=1123345567899" * 4})
         out["report"] = run_command(s, "report", {"path": str(folder / "report.html")})
@@ -153,7 +159,8 @@ def real_results(tmp_path_factory):
 
 REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", "set rebuild", "data back", "gen", "gen probs",
         "shapes", "shapes all", "device", "params", "params all", "save", "load", "ls", "attn", "attn head", "step",
-        "lens", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts")
+        "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
+        "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -10,7 +10,7 @@ Each family of commands is one module holding its result types, its commands and
     settings.py      :config, :set, :data
     checkpoints.py   :save, :load, :ls (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
-    inside.py        :attn, :step, :lens, :tok, :report (views inside the model on one input)
+    inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)
     lab.py           :compare, :experts, :ablate (the variant lab)
     speed.py         :device, :quantize
 
@@ -35,16 +35,17 @@ from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, SaveResult
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
-from .inside import AttnResult, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
+from .inside import (AttnResult, AttribPart, AttribResult, LENS_AT, LensResult, LensRow, PatchResult, ReportResult,
+                     StepResult, StepRow, TokResult, patch_reading)
 from .lab import AblateResult, CompareResult, ExpertsResult
 from .settings import ConfigResult, DataResult, SetResult
 from .speed import DeviceResult, QuantizeResult
 from .train import PlotResult, PlotSeries, TrainResult
 
 __all__ = [
-    "DATA_NAMES", "REGISTRY", "AblateResult", "AttnResult", "CompareResult", "ConfigResult", "DataResult",
+    "DATA_NAMES", "LENS_AT", "REGISTRY", "AblateResult", "AttnResult", "AttribPart", "AttribResult", "CompareResult", "ConfigResult", "DataResult",
     "DeviceResult", "ExpertsResult", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "LensResult", "LensRow",
-    "LoadResult", "LsResult", "ParamsResult", "PlotResult", "PlotSeries", "QuantizeResult", "QuitResult",
+    "LoadResult", "LsResult", "ParamsResult", "PatchResult", "PlotResult", "PlotSeries", "QuantizeResult", "QuitResult",
     "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",
-    "command",
+    "command", "patch_reading",
 ]

@@ -108,3 +108,21 @@ def sample_prompt(data) -> str:
 
         return data.sample_questions("val", 1, torch.Generator().manual_seed(0))[0]
     return data.tokenizer.vocab[:16]
+
+
+def true_next(data, prompt: str) -> str | None:
+    """The character that truly follows `prompt`, where the data knows it: a corpus's default prompt (the
+    character after it in the validation text), a task's question (its answer's first character); else None."""
+    splits = getattr(data, "splits", None)  # a corpus: the default prompt was cut from its validation text
+    if splits is not None:
+        start, window = sample_window(data)
+        if prompt != window:
+            return None
+        end = start + len(window)
+        return data.tokenizer.decode(splits["val"][end : end + 1].tolist()) or None
+    if hasattr(data, "answer") and prompt.endswith("="):
+        try:
+            return data.answer(prompt)[:1] or None
+        except ValueError:  # not a question of this task (add's "ab=")
+            return None
+    return None

@@ -18,18 +18,21 @@ from ..core import distributed
 from ..core.config import TrainConfig
 from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from ..core.sizes import check_trainable
+from ..core.watch import WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
 from ..render import fmt
-from ..render.chart import Curve, chart, uniform_label, uniform_loss
+from ..render.chart import Curve, chart, mark, uniform_label, uniform_loss
 from ..render.live import LossTable
 from ..render.renderers import render
+from ..render.heatmap import plain
 from ..render.tables import NARROW
+from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore, train_first
-from .base import command, complete_checkpoint, complete_data
+from .base import command, complete_checkpoint, complete_data, complete_layer, sample_prompt, true_next
 from .shared import AUTOSAVES_KEPT, load_checked, rebuilt_line, recipe_line, save_session, switch_data
 
 SCHEDULES = ("new", "continue")
@@ -66,6 +69,8 @@ class TrainResult:
     dtype: str = "float32"  # the training forward's precision (the dtype setting)
     compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
+    # watch=: the view made before the first step and at every evaluation, in order (kept in the session too)
+    frames: list[WatchFrame] = field(default_factory=list)
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -93,7 +98,12 @@ class TrainResult:
     Param("schedule", str, choices=SCHEDULES,
           help="new: warm-up, then cosine from the peak lr; continue: the last run's final rate, constant "
                "(default: continue for a trained model, unless lr= is given; new otherwise)"),
-])  # fmt: skip
+    Param("watch", str, choices=WATCH_VIEWS,
+          help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
+               "logit lens) or samples (a greedy continuation); :report shows the frames in order"),
+    Param("prompt", str, help="the text watch= reads (default: a short sample of the data)", meta="TEXT"),
+    Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
+], json_version=2)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -125,6 +135,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
     check_trainable(model_config, train_config.batch_size)
     session.device  # resolve now: an unusable device fails before anything changes
+    if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
+        raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens or watch=samples")
     if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
         raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
     autosave = save_as is None and session.autosave
@@ -143,6 +155,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # A diverged run is a failed command, and a failed command loses nothing: the weights of the
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
+    watcher = _watcher(session, args)  # checked before anything changes (the prompt's tokens, the layer)
     snapshot = session.snapshot()
     session.set_train_config(train_config)
     trainer = session.trainer
@@ -157,8 +170,21 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
+    frames: list[WatchFrame] = []
+    on_step = reporter.on_step
+    if watcher is not None:
+        def watch(frame: WatchFrame) -> None:
+            frames.append(frame)
+            reporter.on_watch(frame)
+
+        watch(watcher.frame(session.model, trainer.step, None))
+
+        def on_step(info) -> None:
+            reporter.on_step(info)
+            if info.val_loss is not None:  # at each evaluation, outside the step's timing
+                watch(watcher.frame(session.model, info.step, info.val_loss))
     try:
-        summary = trainer.run(on_step=reporter.on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
+        summary = trainer.run(on_step=on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
     except PeerLost as e:
         # Under torchrun another rank died: the steps every rank completed are good (the one under way
         # was undone), so they are kept and saved, not rolled back; the command still fails.
@@ -179,6 +205,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                         "are back where this training began. Lower batch_size or max_seq_len, or use another "
                         "device", fix={"batch_size": max(1, train_config.batch_size // 2)}) from None
     session.note_good_lr(train_config.lr)
+    if watcher is not None:
+        session.keep_frames(frames)
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
     saved, save_error = None, None
@@ -196,8 +224,26 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     return TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, schedule=schedule, constant_lr=constant_lr,
-        vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS),
+        vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
     )
+
+
+def _watcher(session: Session, args: dict) -> Watcher | None:
+    """What watch= looks at, checked: the prompt (its last max_seq_len tokens), the layer, the lens's target."""
+    if args["watch"] is None:
+        return None
+    data = session.data
+    prompt = args["prompt"] if args["prompt"] is not None else sample_prompt(data)
+    if not prompt:
+        raise UserError("prompt= is empty; give the text watch= should read, e.g. prompt=31415=")
+    ids = data.tokenizer.encode(prompt)[-session.model_config.max_seq_len :]  # a DataError names a stray character
+    prompt = data.tokenizer.decode(ids)
+    n_layers = session.model_config.n_layers
+    layer = args["layer"] if args["layer"] is not None else n_layers - 1
+    if not 0 <= layer < n_layers:
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), got {layer}")
+    target = true_next(data, prompt) if args["watch"] == "lens" else None
+    return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
 
 
 def _diverged(session: Session, lr: float, e: TrainingDiverged) -> TrainingDiverged:
@@ -278,6 +324,8 @@ def speed_parts(result: TrainResult) -> list[str]:
 def render_train(result: TrainResult, console: Console) -> None:
     if result.evals:
         console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size))
+    if result.frames:  # the last frame, as it was under the live table
+        console.print(watch_view(result.frames[-1], console.width, plain(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table
         console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size))
     say(console, train_summary(result), "yellow" if result.stopped else "green")
@@ -288,11 +336,16 @@ def render_train(result: TrainResult, console: Console) -> None:
         note(console, f"saved checkpoint {result.saved} ({restore(result.saved)} restores it)")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
+    if result.frames:
+        more = f"; {cmd('plot', what='lens_rank')} charts the true token's rank" if result.frames[0].view == "lens" else ""
+        note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
+                      f"shows them in order{more}")
 
 
 # --- :plot ---------------------------------------------------------------------------------------
-PLOT_WHAT = ("loss", "lr", "grad_norm")
-PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)"}
+PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank")
+PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)",
+               "lens_rank": "the logit lens: the rank of the true next token after each layer (1: the best guess)"}
 LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves of a loss chart
 
 
@@ -322,10 +375,30 @@ def history_series(history: list[dict], what: str = "loss") -> list[PlotSeries]:
             for name, rows in pairs.items() if rows]
 
 
-@command("plot", "Chart the training history: train and validation loss, the learning rate or the gradient norm.",
-         params=[Param("what", str, help="what to chart (default loss)", choices=PLOT_WHAT)])  # fmt: skip
+def lens_rank_series(frames: list[WatchFrame]) -> list[PlotSeries]:
+    """One curve per layer: the rank of the true next token in each lens frame of a :train watch=lens run."""
+    rows: dict[str, list[tuple[int, int]]] = {}
+    for frame in frames:
+        for guess in frame.lens:
+            if guess.target_rank is not None:
+                rows.setdefault(guess.layer, []).append((frame.step, guess.target_rank))
+    return [PlotSeries(layer, [s for s, _ in pairs], [float(r) for _, r in pairs]) for layer, pairs in rows.items()]
+
+
+@command("plot", "Chart the training history: train and validation loss, the learning rate, the gradient norm, "
+                 "or the lens's rank of the true token.",
+         params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens)",
+                       choices=PLOT_WHAT)])  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
+    if what == "lens_rank":
+        series = lens_rank_series(session.watch_frames)
+        if not series:
+            lens = any(frame.view == "lens" for frame in session.watch_frames)
+            why = ("the watched prompt's next token is unknown; watch a task's question or the default prompt"
+                   if lens else f"train with {cmd('train', watch='lens')} first")
+            raise UserError(f"there are no lens frames with a known next token; {why}")
+        return PlotResult(what, series)
     history = session.trainer.history if session.has_model else []
     series = history_series(history, what)
     if not series:
@@ -335,7 +408,8 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
 
 def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None):
     """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given."""
-    curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, ("•", "cyan"))) for s in series]
+    curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")))
+              for k, s in enumerate(series)]
     return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size))
 
 

@@ -29,7 +29,7 @@ from .trace import check_token_ids
 _BLOCK_PROBE = re.compile(r"^blocks\.(\d+)\.(?:.*\.)?(hook_\w+)$")
 
 
-def _one_sequence(model: nn.Module, idx, view: str) -> torch.Tensor:
+def one_sequence(model: nn.Module, idx, view: str) -> torch.Tensor:
     """(T,) or (1, T) token ids as a (1, T) LongTensor on the model's device, or a DataError."""
     if isinstance(idx, (list, tuple)):
         idx = torch.tensor(idx, dtype=torch.long) if len(idx) else torch.empty(0, dtype=torch.long)
@@ -41,7 +41,7 @@ def _one_sequence(model: nn.Module, idx, view: str) -> torch.Tensor:
     return idx
 
 
-def _block_probes(model: nn.Module, name: str) -> dict[int, nn.Module]:
+def block_probes(model: nn.Module, name: str) -> dict[int, nn.Module]:
     """Block index -> the probe called `name` inside that block (found by path, so variants keep working)."""
     found = {}
     for path, module in model.named_modules():
@@ -96,8 +96,8 @@ def attention_maps(model: nn.Module, idx, layer: int | None = None) -> Attention
     and everything above the diagonal is exactly 0. A model on the fused path (attention="sdpa")
     is run on the explicit path for this pass, because the fused kernel never materialises A.
     """
-    idx = _one_sequence(model, idx, "attention view")
-    probes = _block_probes(model, "hook_weights")
+    idx = one_sequence(model, idx, "attention view")
+    probes = block_probes(model, "hook_weights")
     if not probes:
         raise UserError("this model has no attention weight probes (hook_weights); use a model built by minitf")
     if layer is not None:
@@ -176,7 +176,7 @@ def next_token_pipeline(
         idx = idx[-model.config.max_seq_len :]
     elif isinstance(idx, (list, tuple)):
         idx = list(idx)[-model.config.max_seq_len :]
-    idx = _one_sequence(model, idx, "next-token view")
+    idx = one_sequence(model, idx, "next-token view")
     generator = torch.Generator()
     if seed is None:
         generator.seed()
@@ -219,7 +219,9 @@ def next_token_pipeline(
 
 @dataclass
 class LensLayer:
-    name: str  # "embed" (h_0, the embedding output), then "blocks.0", "blocks.1", ... (after each block)
+    # "embed" (h_0, the embedding output), then "blocks.0", "blocks.1", ... (after each block, its MLP
+    # included); at="mid" reads "blocks.0.mid", ... (after each block's attention, before its MLP)
+    name: str
     top_ids: list[list[int]]  # [position][k]: the `top` most likely next tokens, best first
     top_probs: list[list[float]]  # [position][k]
     target_ranks: list[int | None] | None  # [position]: 1 = the most likely; None where the target is -1
@@ -241,15 +243,35 @@ class LogitLens:
         }
 
 
-def logit_lens(model: nn.Module, idx, top: int = 5, targets=None) -> LogitLens:
+LENS_AT = ("end", "mid", "both")  # where in each block the lens reads: after the MLP, after attention, or both
+
+
+def lens_probes(model: nn.Module, at: str = "end") -> dict[str, nn.Module]:
+    """Name -> the probe the lens reads there: "embed", then per block "blocks.L.mid" and/or "blocks.L"."""
+    if at not in LENS_AT:
+        raise UserError(f"at must be one of {', '.join(LENS_AT)}, got {at!r}")
+    probes = {"embed": model.hook_embed}
+    mids, ends = block_probes(model, "hook_resid_mid"), block_probes(model, "hook_resid_post")
+    for layer, end in ends.items():
+        if at in ("mid", "both"):
+            probes[f"blocks.{layer}.mid"] = mids[layer]  # x + Attention(LN(x)): the MLP still to come
+        if at in ("end", "both"):
+            probes[f"blocks.{layer}"] = end
+    return probes
+
+
+def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end") -> LogitLens:
     """Read the residual stream as if the model ended there: lm_head(ln_f(h)) after the embedding and each block.
+
+    `at`: "end" reads each block's output (after its MLP), "mid" each block's middle (after its
+    attention, before its MLP), "both" the two in order.
 
     Every position is read (the lens is cheap next to the forward pass, and a view may show the
     whole sequence or only its last position). The last layer's logits are the model's own.
     `targets` ((T,) ids, -1 where unknown) adds each layer's rank and probability of the target;
     for "the true next token" pass idx[1:] followed by -1.
     """
-    idx = _one_sequence(model, idx, "logit lens")
+    idx = one_sequence(model, idx, "logit lens")
     T = idx.shape[1]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"top (tokens per layer) must be a whole number >= 1, got {top!r}")
@@ -262,8 +284,7 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None) -> LogitLens:
                 f"targets must be {T} token ids in 0..{V - 1}, one per position (-1 where unknown); "
                 "give the next token of each position"
             )
-    probes = {"embed": model.hook_embed}
-    probes.update({f"blocks.{i}": p for i, p in _block_probes(model, "hook_resid_post").items()})
+    probes = lens_probes(model, at)
     with listening(model, probes) as seen:
         model(idx)
         logits = torch.stack([model.lm_head(model.ln_f(seen[name]))[0] for name in probes])  # (L+1, T, V)

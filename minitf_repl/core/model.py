@@ -488,6 +488,22 @@ class MiniTransformerLM(nn.Module):
             for module in fused:
                 module.use_sdpa = True
 
+    @contextlib.contextmanager
+    def fused_attention(self) -> Iterator[None]:
+        """For a while, every attention layer computes the fused kernel (same weights, within 1e-5).
+
+        For views that run many copies of a prompt and need no attention pattern (activation
+        patching): the kernel never materialises the (B, h, T, T) scores. Restored afterwards.
+        """
+        explicit = [m for m in self.modules() if isinstance(m, MultiHeadSelfAttention) and not m.use_sdpa]
+        for module in explicit:
+            module.use_sdpa = True
+        try:
+            yield
+        finally:
+            for module in explicit:
+                module.use_sdpa = False
+
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""
         self.config = self.config.replace(dropout=p)

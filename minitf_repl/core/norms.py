@@ -15,11 +15,14 @@ the ledger and the sizes ask it, and nothing else changes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 import torch.nn as nn
 
 from .config import ModelConfig
-from .errors import ConfigError
+from .errors import ConfigError, UserError
 
 EPS = 1e-5  # the same as nn.LayerNorm's default, so the two kinds differ only in their formula
 
@@ -45,10 +48,29 @@ def make_norm(config: ModelConfig, dim: int) -> nn.Module:
     return cls.from_config(dim, config)
 
 
+@dataclass
+class FrozenNorm:
+    """A norm with its scale fixed at one input's: norm(x) = linear(x) + offset, exactly, for that x.
+
+    Frozen, the norm is affine, so a sum of parts of x goes through it part by part: norm(a + b) =
+    linear(a) + linear(b) + offset. Direct logit attribution reads each part of the residual stream
+    through it this way (core.attribution); `offset` is what the norm adds on its own (its bias).
+    """
+
+    linear: Callable[[torch.Tensor], torch.Tensor]  # (..., d) -> (..., d), linear in its input
+    offset: torch.Tensor  # (d,)
+    scale: torch.Tensor  # (..., 1): the scale the norm divided x by
+
+
 class NormPart:
     """What every norm tells the views. `label` names it in a formula: LN(x), RMSNorm(x)."""
 
     label = "Norm"
+
+    def frozen(self, x: torch.Tensor) -> FrozenNorm:
+        """This norm at `x` with its scale frozen there (see FrozenNorm); a norm that cannot be frozen says so."""
+        raise UserError(f"the {self.label} norm does not say how to freeze its scale, so its input cannot be "
+                        "split into parts; use norm=layernorm or norm=rmsnorm")
 
     def rule(self) -> str | None:
         """Its formula over x, shown beside the step (None: the label says enough, as "LN" does)."""
@@ -89,6 +111,16 @@ class LayerNorm(NormPart, nn.LayerNorm):
     def kept_floats(self) -> int:
         return self.dim + 2  # its output, and the mean and 1/std of each vector
 
+    def frozen(self, x: torch.Tensor) -> FrozenNorm:
+        scale = torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + self.eps)  # (..., 1): std(x)
+        gain = self.weight if self.weight is not None else 1.0
+
+        def linear(part: torch.Tensor) -> torch.Tensor:
+            return (part - part.mean(dim=-1, keepdim=True)) / scale * gain  # centring is linear too
+
+        offset = self.bias if self.bias is not None else x.new_zeros(self.dim)
+        return FrozenNorm(linear, offset.detach(), scale)
+
 
 @builds("rmsnorm")
 class RMSNorm(NormPart, nn.Module):
@@ -113,6 +145,15 @@ class RMSNorm(NormPart, nn.Module):
 
     def rule(self) -> str:
         return "RMSNorm(x) = x / rms(x)" + (" * g" if self.weight is not None else "")
+
+    def frozen(self, x: torch.Tensor) -> FrozenNorm:
+        scale = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1): rms(x)
+        gain = self.weight if self.weight is not None else 1.0
+
+        def linear(part: torch.Tensor) -> torch.Tensor:
+            return part / scale * gain
+
+        return FrozenNorm(linear, x.new_zeros(self.dim), scale)  # no bias: nothing of its own
 
     def kept_floats(self) -> int:
         return self.dim + 1 + (self.dim if self.weight is not None else 0)  # x / rms and rms; the output with a gain

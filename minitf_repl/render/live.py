@@ -21,7 +21,9 @@ from ..reporter import Reporter
 from . import fmt
 from .chart import mark, uniform_loss
 from .renderers import after_stream, render
+from .heatmap import plain
 from .tables import NARROW, add_row, fits
+from .watch import watch_view
 from .words import Words, WordStream, say, write_raw, writes_raw
 
 # (history key, header, narrow header, format, shown on a narrow terminal)
@@ -162,6 +164,7 @@ class RichReporter(Reporter):
         self._progress: Progress | None = None
         self._task = None
         self._table: LossTable | None = None
+        self._frame = None  # the latest frame of :train watch=, drawn under the loss table
         self._compare: CompareTable | None = None
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
 
@@ -188,14 +191,25 @@ class RichReporter(Reporter):
         done = start_step if 0 <= start_step <= run_steps else 0
         self._task = self._progress.add_task("train", total=run_steps, completed=done, loss="-", tps="-")
         self._table = None
+        self._frame = None
         self._live = Live(Group(), console=self.console, transient=True, refresh_per_second=8)
         self._live.start()
         self._refresh()
 
+    def training_view(self) -> Group:
+        """What the live display shows while training: the loss table, the watched view under it, the bar."""
+        parts = [self._table] if self._table is not None else []
+        if self._frame is not None:
+            parts.append(watch_view(self._frame, self.console.width, plain(self.console)))
+        return Group(*parts, *([self._progress] if self._progress is not None else []))
+
     def _refresh(self) -> None:
         if self._live is not None:
-            parts = ([self._table] if self._table is not None else []) + [self._progress]
-            self._live.update(Group(*parts))
+            self._live.update(self.training_view())
+
+    def on_watch(self, frame) -> None:
+        self._frame = frame
+        self._refresh()
 
     def on_step(self, info) -> None:
         if self._progress is None:

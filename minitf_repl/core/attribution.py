@@ -1,0 +1,126 @@
+"""Direct logit attribution: how much each part of the model writes the next token's logit.
+
+In a pre-norm model the residual stream at the end is a sum of what every part added to it:
+
+    h_L = h_0 + sum_l ( Attention_l + FFN_l )                          h_0: token + position
+    Attention_l = sum_h O_h W^O[:, h] + b^O                            one term per head (and the bias)
+    z_t = W_U[t] . LN(h_L)                                             the logit of token t
+
+LN is not linear, but with its scale frozen at the value it had on this input (FrozenNorm, as the
+interpretability literature does) it is affine: LN(h) = linear(h) + offset. So the logit splits
+exactly into one number per part plus the norm's own offset:
+
+    z_t = sum_parts W_U[t] . linear(part) + W_U[t] . offset
+
+The parts are read by the model's own probes (hook_embed, each attention's hook_merged, each
+block's feed-forward output) during one listening pass; nothing in the model changes. A post-norm
+model renormalises the stream after every sublayer, so its end is no sum of parts: it is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from .errors import UserError
+from .inside import listening, one_sequence
+
+
+@dataclass
+class Part:
+    name: str  # "embed", "head 1.2", "mlp 0", "attention biases"
+    kind: str  # embed | head | mlp | bias
+    layer: int | None  # the block it belongs to (None: the embedding, or every block's biases)
+    head: int | None
+    logit: float  # its share of the target's logit: W_U[t] . linear(part)
+
+
+@dataclass
+class Attribution:
+    token_ids: list[int]  # the prompt read, length T; the attribution is at its last position
+    target: int  # the token whose logit is split
+    logit: float  # the model's own logit z_t at the last position
+    prob: float  # softmax(z)_t: the model's probability of the target
+    rank: int  # 1: the likeliest next token
+    offset: float  # W_U[t] . offset: what the frozen final norm adds on its own (its bias; 0 without)
+    scale: float  # the final norm's scale at that position (std or rms of h_L), frozen
+    parts: list[Part]  # in the model's order: embed, then per block its heads (and bias) and its mlp
+
+    @property
+    def total(self) -> float:
+        """The parts' sum plus the offset: the logit again (tests/test_inside_deeper.py checks it)."""
+        return sum(p.logit for p in self.parts) + self.offset
+
+    def to_dict(self) -> dict:
+        return {"token_ids": self.token_ids, "target": self.target, "logit": self.logit, "prob": self.prob,
+                "rank": self.rank, "offset": self.offset,
+                "scale": self.scale, "parts": [vars(p).copy() for p in self.parts]}
+
+
+def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Part, torch.Tensor]]:
+    """The pieces of the final residual stream at `position`, each with its (d,) vector; they sum to h_L.
+
+    `seen` holds what the probes of `attribution_probes` recorded in one pass.
+    """
+    parts = [(Part("embed", "embed", None, None, 0.0), seen["embed"][0, position])]
+    bias = None
+    for i, block in enumerate(model.blocks):
+        attn = block.attn
+        merged = seen[f"merged.{i}"][0, position]  # (d,): Concat(head_1..head_H) at this position
+        W_O = attn.out_proj.weight  # (d, d): out = merged @ W_O^T + b
+        d_k = attn.head_dim
+        for h in range(attn.n_heads):
+            piece = slice(h * d_k, (h + 1) * d_k)
+            parts.append((Part(f"head {i}.{h}", "head", i, h, 0.0), merged[piece] @ W_O[:, piece].T))  # (d,)
+        if attn.out_proj.bias is not None:
+            bias = attn.out_proj.bias if bias is None else bias + attn.out_proj.bias
+        parts.append((Part(f"mlp {i}", "mlp", i, None, 0.0), seen[f"mlp.{i}"][0, position]))
+    if bias is not None:  # W^O's bias is added whatever the heads do: one part for every block's
+        parts.append((Part("attention biases", "bias", None, None, 0.0), bias.detach()))
+    return parts
+
+
+def attribution_probes(model: nn.Module) -> dict[str, nn.Module]:
+    """Where the parts are read: the embedding's probe, each attention's merged heads, each feed-forward's output."""
+    probes = {"embed": model.hook_embed, "end": model.blocks[-1].hook_resid_post}
+    for i, block in enumerate(model.blocks):
+        probes[f"merged.{i}"] = block.attn.hook_merged
+        probes[f"mlp.{i}"] = block.ffn
+    return probes
+
+
+def check_pre_norm(model: nn.Module, view: str) -> None:
+    if getattr(model, "post_norm", False):
+        raise UserError(f"{view} splits the residual stream into the parts that wrote it, but a post-norm model "
+                        "renormalises it after every sublayer; use a pre-norm model (norm_placement=pre)")
+
+
+def direct_logit_attribution(model: nn.Module, idx, target: int | None = None) -> Attribution:
+    """Split the logit of `target` (default: the model's likeliest next token) at the last position of `idx`.
+
+    The final norm is frozen at its scale on this input (core.norms.FrozenNorm); the parts then sum
+    to the logit minus the norm's offset, exactly up to rounding.
+    """
+    check_pre_norm(model, "direct logit attribution")
+    idx = one_sequence(model, idx, "attribution")
+    V = model.lm_head.weight.shape[0]
+    if target is not None and (isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < V):
+        raise UserError(f"target must be a token id in 0..{V - 1}, got {target!r}")
+    with listening(model, attribution_probes(model)) as seen:
+        logits, _ = model(idx)  # (1, T, V)
+        z = logits[0, -1]  # (V,)
+        target = int(z.argmax()) if target is None else target
+        frozen = model.ln_f.frozen(seen["end"][0, -1])
+        direction = model.lm_head.weight[target]  # (d,): W_U[t], the row that reads token t's logit
+        parts = residual_parts(model, seen, -1)
+        vectors = torch.stack([vector for _, vector in parts])  # (n_parts, d)
+        shares = (frozen.linear(vectors) @ direction).float().cpu()  # (n_parts,)
+        offset = float(frozen.offset @ direction)
+    for (part, _), share in zip(parts, shares.tolist()):
+        part.logit = share
+    probs = torch.softmax(z.float(), dim=-1)  # (V,)
+    return Attribution(token_ids=idx[0].tolist(), target=target, logit=float(z[target]), prob=float(probs[target]),
+                       rank=int((probs > probs[target]).sum()) + 1, offset=offset,
+                       scale=float(frozen.scale), parts=[part for part, _ in parts])

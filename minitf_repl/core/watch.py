@@ -1,0 +1,83 @@
+"""What `:train watch=attn|lens|samples` looks at while a model learns: one view, at every evaluation.
+
+A `Watcher` holds what stays the same through a run (the view, the prompt, the layer, the token the
+lens should find) and makes a `WatchFrame` from the model as it is now: the attention pattern of
+each head of one block (core.inside.attention_maps), the logit lens at the prompt's last position
+(core.inside.logit_lens), or a short greedy continuation (core.generate). Every view only listens
+(eval mode, no gradients, training flags restored) and draws no random number from torch's global
+generator, so a run with watch= trains exactly as the same run without it (tests/test_watch.py).
+
+Torch is imported inside the methods: the command that declares watch= loads before torch has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WATCH_VIEWS = ("attn", "lens", "samples")
+SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
+
+
+@dataclass
+class LensGuess:
+    layer: str  # "embed", "blocks.0", ...
+    guess: str  # the likeliest next token after that layer
+    prob: float
+    target_rank: int | None = None  # of the true next token (1: the likeliest); None when unknown
+
+
+@dataclass
+class WatchFrame:
+    step: int  # optimizer steps done when the frame was made (the first frame: before the run's first step)
+    val_loss: float | None  # the evaluation it was made at (None: the frame before training)
+    view: str  # attn | lens | samples
+    prompt: str
+    tokens: list[str]  # the prompt's tokens
+    layer: int | None = None  # attn: the block shown
+    maps: list[list[list[float]]] = field(default_factory=list)  # attn: [head][query i][key j]
+    lens: list[LensGuess] = field(default_factory=list)  # lens: one row per layer, at the last position
+    target: str | None = None  # lens: the true next token, when known
+    sample: str | None = None  # samples: the greedy continuation of the prompt
+
+
+class Watcher:
+    """One view of a model on one prompt, made again at every evaluation of a run."""
+
+    def __init__(self, view: str, tokenizer, prompt: str, layer: int | None = None, target: str | None = None,
+                 done=None):
+        if view not in WATCH_VIEWS:
+            raise ValueError(f"view must be one of {WATCH_VIEWS}, got {view!r}")
+        self.view = view
+        self.tokenizer = tokenizer
+        self.prompt = prompt
+        self.ids = tokenizer.encode(prompt)
+        self.layer = layer
+        self.target = target if target is not None and len(tokenizer.encode(target)) == 1 else None
+        self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
+
+    def frame(self, model, step: int, val_loss: float | None) -> WatchFrame:
+        itos = self.tokenizer.itos
+        frame = WatchFrame(step, val_loss, self.view, self.prompt, [itos[i] for i in self.ids])
+        if self.view == "attn":
+            from .inside import attention_maps
+
+            maps = attention_maps(model, self.ids, layer=self.layer)
+            frame.layer, frame.maps = maps.layers[0], maps.maps[0].tolist()
+        elif self.view == "lens":
+            from .inside import logit_lens
+
+            targets = None
+            if self.target is not None:
+                targets = [-1] * (len(self.ids) - 1) + self.tokenizer.encode(self.target)
+            lens = logit_lens(model, self.ids, top=1, targets=targets)
+            frame.target = self.target
+            frame.lens = [LensGuess(layer.name, itos[layer.top_ids[-1][0]], layer.top_probs[-1][0],
+                                    layer.target_ranks[-1] if layer.target_ranks else None)
+                          for layer in lens.layers]
+        else:
+            from .config import GenConfig
+            from .generate import generate
+
+            settings = GenConfig(n=SAMPLE_TOKENS, temperature=0.0, gen_seed=0)  # greedy: the model's own best
+            frame.sample = self.tokenizer.decode(list(generate(model, self.ids, settings, done=self.done)))
+        return frame

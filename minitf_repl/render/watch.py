@@ -1,0 +1,67 @@
+"""One frame of `:train watch=`: the view drawn under the live loss table, and again after the run.
+
+A frame is a core.watch.WatchFrame: the attention pattern of one block's heads, the logit lens at
+the prompt's last position, or a greedy sample. Colour where the console has it, shades without
+(render.heatmap), so a log or a test reads the same information.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.columns import Columns
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..palette import terminal_safe, visible
+from .heatmap import attention_window, heatmap, legend
+from .tables import NARROW, add_row
+from .words import Words
+
+
+def frame_title(frame) -> str:
+    when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
+                                     else " (before training)")
+    return f"{when}: {frame_subject(frame)} of {frame.prompt[-24:]!r}"
+
+
+def frame_subject(frame) -> str:
+    """What the frame shows, from what it holds (an attention map, lens rows, or a sample)."""
+    if frame.maps:
+        return f"attention, layer {frame.layer}"
+    if frame.lens:
+        return "the logit lens at the last position"
+    return "a greedy sample"
+
+
+def watch_view(frame, width: int, as_text: bool):
+    """The renderable of one frame, `width` columns wide at most."""
+    title = Words(Text(frame_title(frame), style="bold"))
+    if frame.maps:
+        T = len(frame.tokens)
+        n_heads = len(frame.maps)
+        # heads side by side, each 2 columns of labels + one per position, 2 columns apart
+        per_head = max(1, (width - 2 * (n_heads - 1)) // max(1, n_heads))
+        n = attention_window(T, per_head, 1)
+        start = T - n
+        maps = [[row[start:] for row in m[start:]] for m in frame.maps]
+        peak = max((w for m in maps for row in m for w in row), default=1.0) or 1.0
+        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text))
+                  for h, m in enumerate(maps)]
+        return Group(title, Columns(panels, padding=(0, 2)), legend(peak, as_text))
+    if frame.lens:
+        table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("after", style="cyan", no_wrap=True)
+        table.add_column("best guess", no_wrap=True)
+        if frame.target is not None:
+            table.add_column(f"rank of {visible(frame.target)!r}", justify="right")
+        for row in frame.lens:
+            hit = frame.target is not None and row.guess == frame.target
+            cells = [row.layer, Text(f"{visible(row.guess)} {row.prob:.2f}", style="bold green" if hit else "")]
+            if frame.target is not None:
+                cells.append("-" if row.target_rank is None else str(row.target_rank))
+            add_row(table, *cells)
+        return Group(title, table)
+    text = Text(terminal_safe(frame.prompt), style="bold")
+    text.append(terminal_safe(frame.sample or ""))
+    return Group(title, Words(text))

@@ -1,0 +1,156 @@
+""":train watch=attn|lens|samples: the frames are the views' own numbers, watching changes no step of
+training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
+under the live loss table and after the run at 80 columns without colour."""
+
+import io
+import json
+
+import pytest
+import torch
+from rich.console import Console
+from typer.testing import CliRunner
+
+from minitf_repl import cli
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core.errors import DataError, UserError
+from minitf_repl.core.inside import attention_maps, logit_lens
+from minitf_repl.dispatch import FrontDoor, run_command, to_json
+from minitf_repl.render import render
+from minitf_repl.render.live import RichReporter
+from minitf_repl.session import Session
+
+TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4,
+        "autosave": False}
+
+
+def session():
+    s = Session(data_spec="sort")
+    run_command(s, "set", dict(TINY))
+    return s
+
+
+def text_of(result, width=80) -> str:
+    c = Console(file=io.StringIO(), width=width, color_system=None)
+    render(result, c)
+    return c.file.getvalue()
+
+
+def losses(s):
+    return [(h["train_loss"], h["val_loss"], h["accuracy"]) for h in s.trainer.history]
+
+
+@pytest.mark.parametrize("view", ["attn", "lens", "samples"])
+def test_watching_changes_no_step_of_training(view):
+    plain, watched = session(), session()
+    run_command(plain, "train", {"steps": 8, "eval_every": 3})
+    r = run_command(watched, "train", {"steps": 8, "eval_every": 3, "watch": view})
+    assert losses(watched) == losses(plain)  # the same numbers, bit for bit
+    assert all(torch.equal(a, b) for a, b in zip(plain.model.state_dict().values(), watched.model.state_dict().values()))
+    assert [f.step for f in r.frames] == [0, 3, 6, 8]  # before the first step, then at every evaluation
+    assert [f.val_loss for f in r.frames] == [None] + [h["val_loss"] for h in watched.trainer.history if h["val_loss"]]
+    assert watched.watch_frames == r.frames and plain.watch_frames == []
+    json.dumps(to_json(r), allow_nan=False)
+
+
+def test_the_frames_are_the_views_numbers():
+    s = session()
+    r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "attn", "prompt": "31415=", "layer": 0})
+    last = r.frames[-1]
+    assert last.layer == 0 and last.tokens == list("31415=") and len(last.maps) == 2
+    ref = attention_maps(s.model, s.data.tokenizer.encode("31415="), layer=0).maps[0]
+    assert torch.allclose(torch.tensor(last.maps), ref)
+    lens = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "lens", "prompt": "31415="})
+    frame = lens.frames[-1]
+    assert frame.target == "1"  # sort's answer to 31415= starts with 1
+    enc = s.data.tokenizer.encode
+    ref = logit_lens(s.model, enc("31415="), top=1, targets=[-1] * 5 + enc("1"))
+    assert [g.layer for g in frame.lens] == ["embed", "blocks.0", "blocks.1"]
+    assert [g.target_rank for g in frame.lens] == [layer.target_ranks[-1] for layer in ref.layers]
+    assert [g.guess for g in frame.lens] == [s.data.tokenizer.itos[layer.top_ids[-1][0]] for layer in ref.layers]
+    samples = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "samples", "prompt": "31415="})
+    greedy = run_command(s, "gen", {"prompt": "31415=", "temperature": 0, "n": 40})
+    assert samples.frames[-1].sample == greedy.text and len(greedy.text) == s.data.answer_len  # the answer ends it
+
+
+def test_watch_options_are_checked_before_anything_changes():
+    s = session()
+    run_command(s, "train", {"steps": 2, "eval_every": 1})
+    step = s.trainer.step
+    with pytest.raises(UserError, match="add watch=attn"):
+        run_command(s, "train", {"steps": 2, "prompt": "31415="})
+    with pytest.raises(UserError, match=r"layer must be in 0\.\.1"):
+        run_command(s, "train", {"steps": 2, "watch": "attn", "layer": 2})
+    with pytest.raises(DataError):
+        run_command(s, "train", {"steps": 2, "watch": "attn", "prompt": "abc"})
+    with pytest.raises(UserError, match="watch must be one of"):
+        run_command(s, "train", {"steps": 2, "watch": "loss"})
+    assert s.trainer.step == step and s.watch_frames == []
+
+
+def test_plot_lens_rank_charts_the_frames():
+    s = session()
+    with pytest.raises(UserError, match="train with :train watch=lens first"):
+        run_command(s, "plot", {"what": "lens_rank"})
+    run_command(s, "train", {"steps": 6, "eval_every": 2, "watch": "lens"})
+    r = run_command(s, "plot", {"what": "lens_rank"})
+    assert [series.name for series in r.series] == ["embed", "blocks.0", "blocks.1"]
+    for k, series in enumerate(r.series):
+        assert series.steps == [0, 2, 4, 6]
+        assert series.values == [float(f.lens[k].target_rank) for f in s.watch_frames]
+    out = text_of(r)
+    assert all(len(line) <= 80 for line in out.splitlines()) and "rank of the true next token" in out
+    assert "● embed" in out and "▲ blocks.0" in out
+    run_command(s, "train", {"steps": 2, "eval_every": 2, "watch": "lens", "prompt": "31415"})  # no '=': unknown
+    with pytest.raises(UserError, match="next token is unknown"):
+        run_command(s, "plot", {"what": "lens_rank"})
+
+
+def test_report_shows_the_frames_in_order(tmp_path):
+    s = session()
+    run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "attn"})
+    r = run_command(s, "report", {"path": str(tmp_path / "r.html")})
+    page = (tmp_path / "r.html").read_text()
+    assert "3 frames of watch=attn" in r.sections
+    assert 'id="watch"' in page and page.count('<h3 class="frame">') == 3
+    assert page.index("step 0 (before training)") < page.index("step 2, val loss") < page.index("step 4, val loss")
+    assert page.count("<figcaption>head ") == 3 * 2 + 0  # two heads per frame (the main maps say "layer L, head H")
+
+
+@pytest.mark.parametrize("view", ["attn", "lens", "samples"])
+def test_each_view_is_drawn_after_the_run_at_80_columns(view):
+    s = session()
+    r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": view})
+    out = text_of(r)
+    assert all(len(line) <= 80 for line in out.splitlines())
+    assert "step 4, val loss" in out and "watched 3 frames" in out
+    assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or "")}[view] in out
+
+
+def test_the_live_display_draws_the_frame_under_the_loss_table():
+    s = session()
+    c = Console(file=io.StringIO(), width=80, color_system=None)
+    reporter = RichReporter(c, live=True)
+    try:
+        run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "lens"}, reporter)
+        view = Console(file=io.StringIO(), width=80, color_system=None)
+        view.print(reporter.training_view())
+    finally:
+        reporter.close()
+    out = view.file.getvalue()
+    assert out.index("val loss") < out.index("step 4, val loss") < out.index("rank of")  # the table, then the frame
+    assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_the_repl_line_and_the_shell():
+    s = session()
+    out = Console(file=io.StringIO(), width=80, color_system=None)
+    assert FrontDoor(s, out).run_line(":train steps=4 eval_every=2 watch=samples prompt=31415=") == "ok"
+    assert "a greedy sample of '31415='" in out.file.getvalue() and len(s.watch_frames) == 3
+    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples")
+    runner = CliRunner()
+    args = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
+            "--set", "batch_size=4", "--set", "autosave=off", "--data", "sort"]
+    doc = json.loads(runner.invoke(cli.app, [*args, "train", "--steps", "4", "--eval-every", "2", "--watch", "attn",
+                                             "--json"]).stdout)
+    assert doc["schema"] == "minitf.train/2" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
+    assert len(doc["frames"][0]["maps"]) == 2 and doc["frames"][0]["layer"] == 1
