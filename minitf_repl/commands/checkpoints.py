@@ -70,15 +70,23 @@ class LoadResult:
     n_params: int  # parameters of the loaded model
     saved_at: str | None  # ISO 8601, UTC
     data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
+    architecture: str | None = None  # hf:PATH: the folder's model_type (gpt2, llama); None for a checkpoint
+    tokenizer: str | None = None  # hf:PATH: the folder's tokenizer, in words
+    context: int | None = None  # hf:PATH: the folder's own context window where the lab's max_seq_len is shorter
 
 
-@command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
-    Param("name", str, help="the checkpoint's name (:ls lists them)", positional=True, complete=complete_checkpoint),
-])  # fmt: skip
+@command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
+    Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
+          "folder (safetensors)", positional=True, complete=complete_checkpoint),
+], json_version=2)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
+    from ..core.hf import hf_path
 
     name = (args["name"] or "").strip()
+    folder = hf_path(name)
+    if folder is not None:
+        return _load_hf(session, name, folder, reporter)
     if not name:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
@@ -109,6 +117,53 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     )
 
 
+def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadResult:
+    """A Hugging Face folder as the session's model: its weights, its tokenizer reading the session's text.
+
+    The text data stays (re-read by the folder's tokenizer, so `:train` fine-tunes on it); with a
+    task, or data that cannot be had, the model comes with its tokenizer only. Training starts a new
+    run at step 0 under the session's training settings.
+    """
+    from ..core.data import TokenizerOnly
+    from ..core.hf import load_folder
+    from ..core.train import Trainer
+
+    loaded = load_folder(folder)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    data = _text_read_by(session, tokenizer, model.config.max_seq_len)
+    data_spec, data_missing = session.data_spec, None
+    if data is None:
+        data = TokenizerOnly(tokenizer, spec)
+        data_spec, data_missing = spec, data.description
+    model = model.to(session.device)
+    trainer = Trainer(model, data, session.train_config, session.device)
+    if reporter.should_stop():
+        raise UserError(f"load of {spec} interrupted; nothing changed")
+    session.adopt(data_spec, data, model, trainer, weights_from=spec)
+    session.last_checkpoint = None
+    return LoadResult(
+        name=spec, path=str(loaded.path), step=0, data_spec=data_spec, val_loss=None,
+        model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
+        data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
+        context=loaded.context,
+    )
+
+
+def _text_read_by(session: Session, tokenizer, max_seq_len: int):
+    """The session's text data read by `tokenizer`, or None: the data is a task, or cannot be had, or is too short."""
+    from ..core.data import TextCorpus, load_data
+
+    current = session.loaded_data
+    try:
+        data = current.retokenized(tokenizer) if isinstance(current, TextCorpus) else load_data(session.data_spec, tokenizer)
+        if not isinstance(data, TextCorpus):
+            return None
+        data.check_fits(max_seq_len)
+    except UserError:
+        return None
+    return data
+
+
 def _checkpoint_data(session: Session, checkpoint):
     """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
     (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates."""
@@ -131,6 +186,11 @@ def render_load(result: LoadResult, console: Console) -> None:
                       ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
     if shape:
         note(console, f"model: {shape}")
+    if result.architecture is not None:
+        note(console, f"architecture {result.architecture}, tokenizer: {result.tokenizer}")
+    if result.context is not None:
+        say(console, f"context cut to max_seq_len={result.model_config['max_seq_len']:,} of the model's "
+                     f"{result.context:,} positions (RoPE: the weights are the same at any length)", "yellow")
     if result.data_missing:
         say(console, f"data: {result.data_missing}", "yellow")
     if result.run_remaining > 0:

@@ -1,0 +1,293 @@
+"""Hugging Face folders (core/hf): GPT-2 and Llama built with `transformers` at tiny, unequal sizes,
+saved with save_pretrained (Llama sharded), loaded with `:load hf:`, compared with the reference
+model's own logits and greedy tokens; the hostile folders each refused in one line, nothing changed."""
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+
+from minitf_repl import commands as C
+from minitf_repl.core.config import GenConfig
+from minitf_repl.core.errors import UserError
+from minitf_repl.dispatch import run_command
+from minitf_repl.render import render
+from minitf_repl.session import Session
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+        "First Citizen:\nYou are all resolved rather to die than to famish?\n") * 20
+PROMPT = "First Citizen:\nYou are all"
+VOCAB = 283  # the tokenizer's 279 tokens and 4 unused rows (as a model that rounds its embedding up)
+
+
+def text_of(result, width=80) -> str:
+    c = Console(file=io.StringIO(), width=width, color_system=None)
+    render(result, c)
+    return c.file.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from minitf_repl.core.bpe import train_bpe
+
+    return train_bpe(TEXT, 279)
+
+
+def _save(model, tokenizer, path: Path, **kw) -> Path:
+    model.save_pretrained(path, **kw)
+    tokenizer.tokenizer.save(str(path / "tokenizer.json"))
+    return path
+
+
+def _randomise(model, scale=0.05):
+    """Non-trivial norms and biases (a fresh model has gains of 1 and biases of 0, which would hide a swap)."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * scale)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory, tokenizer):
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_positions=37, n_embd=48, n_layer=3, n_head=3,
+                                     bos_token_id=0, eos_token_id=0)
+    model = _randomise(transformers.GPT2LMHeadModel(config))
+    return model, _save(model, tokenizer, tmp_path_factory.mktemp("hf") / "gpt2")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory, tokenizer):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=90, num_hidden_layers=3,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=48,
+                                      tie_word_embeddings=False, rms_norm_eps=1e-6, rope_theta=500.0,
+                                      bos_token_id=0, eos_token_id=0)
+    model = _randomise(transformers.LlamaForCausalLM(config))
+    path = _save(model, tokenizer, tmp_path_factory.mktemp("hf") / "llama", max_shard_size="60KB")
+    assert (path / "model.safetensors.index.json").exists() and len(list(path.glob("model-*.safetensors"))) > 1
+    return model, path
+
+
+def reference_greedy(model, ids: list[int], n: int) -> list[int]:
+    out = list(ids)
+    with torch.no_grad():
+        for _ in range(n):
+            out.append(int(model(torch.tensor([out])).logits[0, -1].argmax()))
+    return out[len(ids):]
+
+
+@pytest.mark.parametrize("which, tolerance", [("gpt2", 1e-5), ("llama", 1e-4)])
+def test_loaded_model_gives_the_reference_logits_and_greedy_tokens(which, tolerance, request, tokenizer):
+    from minitf_repl.core.generate import generate
+    from minitf_repl.core.hf import load_folder
+
+    reference, path = request.getfixturevalue(which)
+    loaded = load_folder(path)
+    model = loaded.model
+    assert loaded.model_type == which and loaded.tokenizer.vocab_size == VOCAB
+    ids = loaded.tokenizer.encode(PROMPT)
+    assert ids == tokenizer.encode(PROMPT) and len(ids) > 5
+    idx = torch.tensor([ids, ids[::-1]])  # batch 2, the second reversed
+    with torch.no_grad():
+        ours, theirs = model(idx)[0], reference(idx).logits
+    assert ours.shape == theirs.shape == (2, len(ids), VOCAB)
+    assert (ours - theirs).abs().max().item() <= tolerance
+    n = model.config.max_seq_len - len(ids) - 2
+    want = reference_greedy(reference, ids, n)
+    for cache in (True, False):
+        got = list(generate(model, ids, GenConfig(n=n, temperature=0.0, cache=cache)))
+        assert got == want, f"cache={cache}"
+
+
+def test_llama_settings_are_the_lab_switches(llama):
+    from minitf_repl.core.config import ffn_hidden
+    from minitf_repl.core.hf import load_folder
+
+    config = load_folder(llama[1]).model.config
+    assert (config.pos_encoding, config.norm, config.activation, config.bias, config.tie_embeddings) == (
+        "rope", "rmsnorm", "swiglu", False, False)
+    assert (config.n_kv_heads, config.rope_base, config.norm_eps, ffn_hidden(config)) == (2, 500.0, 1e-6, 90)
+
+
+def test_load_hf_through_the_front_door_shows_bpe_pieces(gpt2, tokenizer):
+    s = Session(data_spec="pydoc")
+    r = run_command(s, "load", {"name": f"hf:{gpt2[1]}"})
+    assert isinstance(r, C.LoadResult) and r.architecture == "gpt2" and r.step == 0 and r.data_spec == "pydoc"
+    assert s.data.tokenizer.kind == "bpe" and s.model_config.vocab_size == VOCAB and s.tokenizer is s.data.tokenizer
+    text = text_of(r)
+    assert "architecture gpt2" in text and "byte-level BPE" in text
+    tok = run_command(s, "tok", {"text": "First Citizen"})
+    assert tok.tokens == [tokenizer.itos[i] for i in tokenizer.encode("First Citizen")]
+    assert any(len(piece) > 1 for piece in tok.tokens) and "".join(tok.tokens) == "First Citizen"
+    assert "subword pieces of 13 characters" in text_of(tok)
+    attn = run_command(s, "attn", {"prompt": "First Citizen", "layer": 1})
+    assert attn.tokens == tok.tokens and len(attn.maps[0]) == len(tok.tokens)
+    shown = text_of(attn)
+    from minitf_repl.palette import visible
+
+    rows = shown.splitlines()[4:4 + len(tok.tokens)]  # title, note, the heads' names, the keys' row
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    assert all(row.startswith(visible(piece) + " ") for row, piece in zip(rows, tok.tokens))  # whole pieces
+    step = run_command(s, "step", {"prompt": "First Citizen"})
+    assert all(row.token == tokenizer.itos[row.id] for row in step.rows)
+    lens = run_command(s, "lens", {"prompt": "First Citizen"})
+    assert len(lens.rows) == 4 and all(g in tokenizer.itos for row in lens.rows for g in row.guesses)
+    text_of(step), text_of(lens)
+    gen = run_command(s, "gen", {"prompt": "First", "n": 5, "temperature": 0})
+    assert "not trained yet" not in text_of(gen)
+
+
+def test_a_loaded_model_trains_saves_and_loads_with_its_tokenizer(gpt2, checkpoint_dir):
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{gpt2[1]}"})
+    run_command(s, "set", {"batch_size": 2, "max_seq_len": 37})
+    run_command(s, "train", {"steps": 2, "eval_every": 2})
+    stored = json.loads((checkpoint_dir / "autosave" / "checkpoint.json").read_text())
+    assert stored["vocab"] == "" and stored["tokenizer"]["kind"] == "bpe"
+    ids = torch.tensor([s.data.tokenizer.encode(PROMPT)])
+    before = s.model(ids)[0]
+    t = Session(data_spec="pydoc")
+    r = run_command(t, "load", {"name": "autosave"})
+    assert r.step == 2 and t.data.tokenizer.kind == "bpe" and t.data.tokenizer.vocab == s.data.tokenizer.vocab
+    assert torch.equal(t.model(ids)[0], before)
+
+
+def test_switching_data_keeps_the_loaded_tokenizer(gpt2, tmp_path):
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{gpt2[1]}"})
+    model = s.model
+    (tmp_path / "t.txt").write_text(TEXT)
+    run_command(s, "data", {"name": str(tmp_path / "t.txt")})
+    assert s.model is model and s.data.tokenizer is s.tokenizer and s.data.name == "t.txt"
+
+
+def test_a_task_keeps_the_tokenizer_only(gpt2):
+    s = Session(data_spec="sort")
+    r = run_command(s, "load", {"name": f"hf:{gpt2[1]}"})
+    assert r.data_missing and "tokenizer only" in r.data_missing
+    with pytest.raises(UserError, match="choose text data"):
+        run_command(s, "train", {"steps": 1})
+
+
+# --- hostile folders -----------------------------------------------------------------------------
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _pickle_only(gpt2, tmp):
+    path = tmp / "pickle"
+    path.mkdir()
+    (path / "config.json").write_text((gpt2[1] / "config.json").read_text())
+    torch.save(gpt2[0].state_dict(), path / "pytorch_model.bin")
+    return path
+
+
+def _truncated(gpt2, tmp):
+    path = _copy(gpt2[1], tmp / "truncated")
+    data = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(data[: len(data) - 1000])
+    return path
+
+
+def _other_shapes(gpt2, tmp):
+    path = _copy(gpt2[1], tmp / "shapes")
+    config = json.loads((path / "config.json").read_text())
+    config["n_embd"] = 60
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def _unknown_type(gpt2, tmp):
+    path = _copy(gpt2[1], tmp / "bert")
+    config = json.loads((path / "config.json").read_text())
+    config["model_type"] = "bert"
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def _no_tokenizer(gpt2, tmp):
+    path = _copy(gpt2[1], tmp / "notok")
+    (path / "tokenizer.json").unlink()
+    return path
+
+
+def _dev_zero(gpt2, tmp):
+    path = _copy(gpt2[1], tmp / "zero")
+    (path / "model.safetensors").unlink()
+    os.symlink("/dev/zero", path / "model.safetensors")
+    return path
+
+
+def _config_dev_zero(gpt2, tmp):
+    path = _copy(gpt2[1], tmp / "zeroconfig")
+    (path / "config.json").unlink()
+    os.symlink("/dev/zero", path / "config.json")
+    return path
+
+
+def _missing(gpt2, tmp):
+    return tmp / "nothing-here"
+
+
+HOSTILE = [
+    (_pickle_only, "pickle"), (_truncated, "truncated"), (_other_shapes, "does not match the weights"),
+    (_unknown_type, "'bert'"), (_no_tokenizer, "no tokenizer.json"), (_dev_zero, "character device"),
+    (_config_dev_zero, "character device"), (_missing, "does not exist"),
+]
+
+
+@pytest.mark.parametrize("make, words", HOSTILE, ids=[m.__name__.strip("_") for m, _ in HOSTILE])
+def test_hostile_folders_are_refused_in_one_line_and_change_nothing(make, words, gpt2, tmp_path):
+    if make is _dev_zero or make is _config_dev_zero:
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero here")
+    s = Session(data_spec="sort")
+    run_command(s, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32})
+    run_command(s, "train", {"steps": 1})
+    model, data, state = s.model, s.data, {k: v.clone() for k, v in s.model.state_dict().items()}
+    path = make(gpt2, tmp_path)
+    with pytest.raises(UserError) as e:
+        run_command(s, "load", {"name": f"hf:{path}"})
+    message = str(e.value)
+    assert words in message and "\n" not in message and ";" in message, message
+    assert s.model is model and s.data is data and s.tokenizer is None
+    assert all(torch.equal(v, state[k]) for k, v in s.model.state_dict().items())
+
+
+def test_refusals_of_what_the_lab_does_not_compute(gpt2, llama, tmp_path):
+    from minitf_repl.core.hf import load_folder
+
+    path = _copy(llama[1], tmp_path / "scaled")
+    config = json.loads((path / "config.json").read_text())
+    config["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match="RoPE scaling"):
+        load_folder(path)
+    path = _copy(gpt2[1], tmp_path / "extra")
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors["transformer.h.3.ln_1.weight"] = torch.ones(48)  # a layer the config does not have
+    save_file(tensors, str(path / "model.safetensors"))
+    with pytest.raises(UserError, match="does not describe"):
+        load_folder(path)
+
+
+def test_a_folder_too_big_for_memory_is_refused_before_anything_is_built(gpt2):
+    from minitf_repl.core.hf.folder import check_memory, read_folder
+
+    folder = read_folder(gpt2[1])
+    with pytest.raises(UserError, match="memory is free"):
+        check_memory(folder, free=1000)
+    check_memory(folder, free=2**30)
