@@ -291,3 +291,70 @@ def test_a_folder_too_big_for_memory_is_refused_before_anything_is_built(gpt2):
     with pytest.raises(UserError, match="memory is free"):
         check_memory(folder, free=1000)
     check_memory(folder, free=2**30)
+
+
+# --- :save hf: ------------------------------------------------------------------------------------
+GPT2_LIKE = {"activation": "gelu_tanh", "n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 48, "max_seq_len": 24,
+             "batch_size": 4}
+LLAMA_LIKE = {"pos_encoding": "rope", "norm": "rmsnorm", "activation": "swiglu", "bias": False, "n_kv_heads": 2,
+              "tie_embeddings": False, "norm_eps": 1e-6, "rope_base": 700.0, "n_layers": 2, "d_model": 32,
+              "n_heads": 4, "d_ff": 54, "max_seq_len": 24, "batch_size": 4}
+
+
+@pytest.mark.parametrize("settings, cls, tolerance", [(GPT2_LIKE, "GPT2LMHeadModel", 1e-5),
+                                                      (LLAMA_LIKE, "LlamaForCausalLM", 1e-4)], ids=["gpt2", "llama"])
+def test_save_hf_writes_what_transformers_loads_with_the_same_logits(settings, cls, tolerance, tmp_path):
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", dict(settings))
+    run_command(s, "train", {"steps": 3})
+    r = run_command(s, "save", {"name": f"hf:{tmp_path / 'out'}"})
+    assert r.architecture == {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama"}[cls]
+    assert "from_pretrained" in text_of(r)
+    theirs = getattr(transformers, cls).from_pretrained(tmp_path / "out").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "out")
+    text = "class Foo:\n  def b(s)"
+    ids = s.data.tokenizer.encode(text)
+    assert tok(text)["input_ids"] == ids and tok.decode(ids) == text  # the characters, ids unchanged
+    with torch.no_grad():
+        ours, want = s.model(torch.tensor([ids]))[0], theirs(torch.tensor([ids])).logits
+    assert (ours - want).abs().max().item() <= tolerance
+
+
+@pytest.mark.parametrize("which, cls, tolerance", [("gpt2", "GPT2LMHeadModel", 1e-5), ("llama", "LlamaForCausalLM", 1e-4)])
+def test_hf_to_lab_to_hf_round_trip(which, cls, tolerance, request, tokenizer, tmp_path):
+    reference, path = request.getfixturevalue(which)
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{path}"})
+    run_command(s, "save", {"name": f"hf:{tmp_path / 'again'}"})
+    again = getattr(transformers, cls).from_pretrained(tmp_path / "again").eval()
+    ids = torch.tensor([tokenizer.encode(PROMPT)])
+    with torch.no_grad():
+        assert (again(ids).logits - reference(ids).logits).abs().max().item() <= tolerance
+    t = Session(data_spec="pydoc")
+    run_command(t, "load", {"name": f"hf:{tmp_path / 'again'}"})  # and back into the lab
+    assert torch.equal(t.model(ids)[0], s.model(ids)[0])
+    assert t.data.tokenizer.vocab == s.data.tokenizer.vocab
+
+
+def test_save_hf_refuses_settings_without_an_equivalent_and_existing_folders(tmp_path):
+    from minitf_repl.core.errors import ConfigError
+
+    s = Session(data_spec="sort")
+    run_command(s, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "norm_placement": "post"})
+    run_command(s, "train", {"steps": 1})
+    with pytest.raises(ConfigError, match="norm_placement=post") as e:
+        run_command(s, "save", {"name": f"hf:{tmp_path / 'post'}"})
+    assert e.value.fix == {"norm_placement": "pre"} and not (tmp_path / "post").exists()
+    run_command(s, "set", {"norm_placement": "pre", "activation": "relu2"})
+    with pytest.raises(ConfigError, match="activation=relu2"):
+        run_command(s, "save", {"name": f"hf:{tmp_path / 'relu2'}"})
+    run_command(s, "set", {"activation": "gelu"})
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    with pytest.raises(UserError, match="nothing is overwritten"):
+        run_command(s, "save", {"name": f"hf:{tmp_path / 'full'}"})
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+    run_command(s, "save", {"name": f"hf:{tmp_path / 'ok'}"})
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind

@@ -34,13 +34,19 @@ DEFAULT_SAVE_NAME = "last"
 
 
 # --- :save ---------------------------------------------------------------------------------------
-@command("save", "Save the model, optimizer, training run and random state as a checkpoint.", params=[
-    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last)", positional=True,
-          complete=complete_checkpoint),
-], interruptible=True)  # fmt: skip
+@command("save", "Save a checkpoint (model, optimizer, run, random state), or a Hugging Face folder with hf:PATH.",
+         params=[
+    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
+          "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint),
+], interruptible=True, json_version=2)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_save_target
+    from ..core.hf import hf_path
+
+    folder = hf_path(name)
+    if folder is not None:
+        return _save_hf(session, name, folder)
 
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
@@ -48,12 +54,31 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     return save_session(session, name)
 
 
+def _save_hf(session: Session, spec: str, folder) -> SaveResult:
+    """The model and its tokenizer as a Hugging Face folder (weights only: no optimizer, no run)."""
+    import time
+
+    from ..core.hf import save_folder
+
+    if not session.has_model:
+        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
+    start = time.perf_counter()
+    model_type = save_folder(session.model, session.data.tokenizer, folder)
+    size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
+    return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=size,
+                      seconds=time.perf_counter() - start, replaced=False, architecture=model_type)
+
+
 @render.register(SaveResult)
 def render_save(result: SaveResult, console: Console) -> None:
-    what = "replaced checkpoint" if result.replaced else "saved checkpoint"
+    what = "replaced checkpoint" if result.replaced else "saved" if result.architecture else "saved checkpoint"
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
     say(console, text)
+    if result.architecture is not None:
+        note(console, f"a Hugging Face {result.architecture} folder with its tokenizer: transformers' "
+                      f"from_pretrained({result.path!r}) loads it; {restore(result.name)} brings it back here")
+        return
     note(console, f"in {result.path}; {restore(result.name)} restores it")
 
 

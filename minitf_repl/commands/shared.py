@@ -33,6 +33,7 @@ class SaveResult:
     size_bytes: int  # the manifest and both data files
     seconds: float
     replaced: bool  # a checkpoint of that name existed and was replaced
+    architecture: str | None = None  # hf:PATH: the Hugging Face model_type written (gpt2, llama); None: a checkpoint
 
 
 def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
