@@ -358,3 +358,49 @@ def test_save_hf_refuses_settings_without_an_equivalent_and_existing_folders(tmp
     assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == [
         "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
+
+
+# --- :parity --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("which", ["gpt2", "llama"])
+def test_parity_is_below_tolerance_on_a_loaded_folder(which, request):
+    path = request.getfixturevalue(which)[1]
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{path}"})
+    r = run_command(s, "parity", {"path": f"hf:{path}", "prompt": PROMPT})
+    assert isinstance(r, C.ParityResult) and r.architecture == which and r.first_diverging is None
+    assert [row.layer for row in r.layers] == ["embed", "blocks.0", "blocks.1", "blocks.2"]
+    assert all(row.max_abs_diff <= 1e-4 for row in r.layers) and r.max_logit_diff <= 1e-4
+    text = text_of(r)
+    assert "the same model" in text and all(len(line) <= 80 for line in text.splitlines())
+
+
+@pytest.mark.parametrize("which, part", [("gpt2", "ffn.fc_in.weight"), ("llama", "attn.k_proj.weight")])
+def test_parity_names_the_layer_of_a_perturbed_weight(which, part, request):
+    path = request.getfixturevalue(which)[1]
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{path}"})
+    with torch.no_grad():
+        s.model.get_parameter(f"blocks.1.{part}")[0, 0] += 0.5
+    r = run_command(s, "parity", {"path": f"hf:{path}", "prompt": PROMPT})
+    diffs = {row.layer: row.max_abs_diff for row in r.layers}
+    assert r.first_diverging == "blocks.1" and diffs["blocks.0"] <= 1e-4 < diffs["blocks.1"]
+    assert r.max_logit_diff > 1e-4 and "the models part at blocks.1" in text_of(r)
+
+
+def test_parity_without_transformers_says_to_install_it(gpt2, monkeypatch):
+    import sys
+
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{gpt2[1]}"})
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
+    with pytest.raises(UserError, match=r"pip install transformers"):
+        run_command(s, "parity", {"path": f"hf:{gpt2[1]}"})
+
+
+def test_parity_refuses_another_model_and_hostile_folders(gpt2, llama, tmp_path):
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{gpt2[1]}"})
+    with pytest.raises(UserError, match="not the model in"):
+        run_command(s, "parity", {"path": f"hf:{llama[1]}"})
+    with pytest.raises(UserError, match="pickle"):
+        run_command(s, "parity", {"path": f"hf:{_pickle_only(gpt2, tmp_path)}"})

@@ -225,6 +225,81 @@ def render_load(result: LoadResult, console: Console) -> None:
         note(console, f"saved {result.saved_at}, from {result.path}")
 
 
+# --- :parity ------------------------------------------------------------------------------------
+@dataclass
+class ParityLayer:
+    layer: str  # "embed", "blocks.0", ...: the residual stream after it
+    max_abs_diff: float  # max |lab - transformers| over every position and feature
+
+
+@dataclass
+class ParityResult:
+    path: str
+    architecture: str  # the folder's model_type
+    prompt: str
+    n_tokens: int
+    max_logit_diff: float  # max |lab - transformers| over every position's logits
+    tolerance: float
+    layers: list[ParityLayer]
+    first_diverging: str | None  # the first layer whose difference exceeds the tolerance; None: none does
+
+
+@command("parity", "Compare the model with transformers reading a folder: logits and each layer's residual stream.",
+         params=[
+    Param("path", str, help="hf:PATH, the Hugging Face folder to compare with (:load hf:PATH loads it here first)",
+          positional=True),
+    Param("prompt", str, help="the text both models read (default: a short sample of the data)"),
+    Param("tolerance", float, help=f"the largest difference taken as equal (default 1e-4)"),
+])  # fmt: skip
+def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
+    from ..core.hf import hf_path
+    from ..core.hf.parity import DEFAULT_TOLERANCE, compare
+    from .base import sample_prompt
+
+    folder = hf_path((args["path"] or "").strip())
+    if folder is None:
+        raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', 'hf:~/models/gpt2')}")
+    if not session.has_model:
+        raise UserError(f"there is no model to compare yet; {cmd('load', 'hf:PATH')} loads the folder's")
+    tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
+    if not tolerance >= 0:
+        raise UserError(f"tolerance must be a number >= 0, got {tolerance}")
+    tokenizer = session.data.tokenizer
+    prompt = args["prompt"] or sample_prompt(session.data)
+    ids = tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
+    result = compare(session.model, folder, ids, tolerance)
+    return ParityResult(
+        path=str(folder), architecture=result.model_type, prompt=tokenizer.decode(ids), n_tokens=len(ids),
+        max_logit_diff=result.max_logit_diff, tolerance=tolerance,
+        layers=[ParityLayer(name, diff) for name, diff in result.layers], first_diverging=result.first_diverging,
+    )
+
+
+@render.register(ParityResult)
+def render_parity(result: ParityResult, console: Console) -> None:
+    say(console, f"the lab's model against transformers ({result.architecture}, {result.path}) on "
+                 f"{count(result.n_tokens, 'token')}", "bold")
+    note(console, "max |lab - transformers| of the residual stream after each layer, every position and feature")
+    table = Table(header_style="bold", box=None)
+    table.add_column("after")
+    table.add_column("max |diff|", justify="right")
+    table.add_column("")
+    for row in result.layers:
+        same = row.max_abs_diff <= result.tolerance
+        add_row(table, row.layer, f"{row.max_abs_diff:.2e}",
+                Text("same" if same else "DIVERGES" if row.layer == result.first_diverging else "differs",
+                     style="green" if same else "bold red"))
+    console.print(table)
+    logits = f"logits: max |diff| {result.max_logit_diff:.2e} (tolerance {result.tolerance:g})"
+    if result.first_diverging is None and result.max_logit_diff <= result.tolerance:
+        say(console, f"{logits}: the same model", "green")
+    elif result.first_diverging is None:
+        say(console, f"{logits}: the residual streams agree, the head does not (ln_f or lm_head differ)", "red")
+    else:
+        say(console, f"{logits}: the models part at {result.first_diverging}; every layer after it inherits "
+                     "the difference", "red")
+
+
 # --- :ls -----------------------------------------------------------------------------------------
 @dataclass
 class LsResult:
