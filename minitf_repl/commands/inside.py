@@ -292,7 +292,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     from ..core.inside import logit_lens
 
     top = min(5, data.tokenizer.vocab_size)
-    lens = logit_lens(session.model, ids, top=top, targets=targets)
+    lens = logit_lens(session.model, ids, top=top, targets=targets, last_only=True)  # the view shows the last position
     itos = data.tokenizer.itos
     rows = [
         LensRow(layer.name, [itos[i] for i in layer.top_ids[-1]], layer.top_probs[-1],
