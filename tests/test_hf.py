@@ -404,3 +404,26 @@ def test_parity_refuses_another_model_and_hostile_folders(gpt2, llama, tmp_path)
         run_command(s, "parity", {"path": f"hf:{llama[1]}"})
     with pytest.raises(UserError, match="pickle"):
         run_command(s, "parity", {"path": f"hf:{_pickle_only(gpt2, tmp_path)}"})
+
+
+def test_the_original_gpt2_layout_without_prefix_and_with_mask_buffers(gpt2, tmp_path):
+    """openai-community/gpt2's own file names its tensors without "transformer." and keeps the old
+    causal-mask buffers (h.N.attn.bias); its tokenizer comes as vocab.json and merges.txt too."""
+    from safetensors.torch import load_file, save_file
+
+    from minitf_repl.core.hf import load_folder
+
+    reference, path = gpt2
+    out = _copy(path, tmp_path / "original")
+    tensors = {k.removeprefix("transformer."): v for k, v in load_file(str(out / "model.safetensors")).items()}
+    for i in range(3):
+        tensors[f"h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 37, 37))
+    save_file(tensors, str(out / "model.safetensors"))
+    model = load_folder(out).model
+    ids = torch.tensor([load_folder(path).tokenizer.encode(PROMPT)])
+    with torch.no_grad():
+        assert (model(ids)[0] - reference(ids).logits).abs().max().item() <= 1e-5
+    (out / "tokenizer.json").unlink()
+    load_folder(path).tokenizer.tokenizer.model.save(str(out))  # vocab.json and merges.txt, GPT-2's older pair
+    assert (out / "vocab.json").exists() and (out / "merges.txt").exists()
+    assert load_folder(out).tokenizer.encode(PROMPT) == ids[0].tolist()
