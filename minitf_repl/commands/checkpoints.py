@@ -249,21 +249,21 @@ class ParityResult:
     Param("path", str, help="hf:PATH, the Hugging Face folder to compare with (:load hf:PATH loads it here first)",
           positional=True),
     Param("prompt", str, help="the text both models read (default: a short sample of the data)"),
-    Param("tolerance", float, help=f"the largest difference taken as equal (default 1e-4)"),
+    Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
 ])  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
     from ..core.hf import hf_path
     from ..core.hf.parity import DEFAULT_TOLERANCE, compare
     from .base import sample_prompt
 
+    tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
+    if not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference would mean anything
+        raise UserError(f"tolerance must be a number in (0, 1], e.g. 1e-4; got {clip(str(tolerance))}")
     folder = hf_path((args["path"] or "").strip())
     if folder is None:
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', 'hf:~/models/gpt2')}")
     if not session.has_model:
         raise UserError(f"there is no model to compare yet; {cmd('load', 'hf:PATH')} loads the folder's")
-    tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
-    if not tolerance >= 0:
-        raise UserError(f"tolerance must be a number >= 0, got {tolerance}")
     tokenizer = session.data.tokenizer
     prompt = args["prompt"] or sample_prompt(session.data)
     ids = tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
