@@ -59,9 +59,6 @@ class Folder:
     tensors: dict[str, TensorEntry]
     weight_files: list[Path] = field(default_factory=list)
 
-    def describe(self) -> str:
-        return str(self.path)
-
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
