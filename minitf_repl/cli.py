@@ -130,7 +130,8 @@ def root(
     ),
     load: Optional[str] = typer.Option(
         None, "--load", metavar="NAME",
-        help="Start from a saved checkpoint (model, training run, data), as :load does; --set applies after it.",
+        help="Start from a saved checkpoint (model, training run, data), or a Hugging Face folder with hf:PATH, "
+             "as :load does; --set applies after it.",
     ),
 ) -> None:
     # Everything typed on this command line is shell syntax, and so is every message about it (a

@@ -85,6 +85,10 @@ class Session:
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
+        # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
+        # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
+        self.tokenizer = None
+        self.weights_from: str | None = None  # "hf:PATH" while the model holds weights it did not train here
         self._data = None
         self._device = None
         self._model = None
@@ -97,7 +101,7 @@ class Session:
         if self._data is None:
             from .core.data import load_data
 
-            data = load_data(self.data_spec)
+            data = load_data(self.data_spec, self.tokenizer)
             # A file can turn out to be known data (a local copy of tiny Shakespeare): its recipe then.
             config, _ = self.recipe_switch(data)
             self._data = data
@@ -166,6 +170,7 @@ class Session:
             return
         self._ablations = None  # they were hooks on the old model, which goes
         model, trainer = self._new_model(self.data, self.device)
+        self.weights_from = None
         self._model, self._trainer = model, trainer
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
@@ -278,13 +283,18 @@ class Session:
         self._trainer.rollback(snapshot["trainer"])
         self.set_train_config(snapshot["train_config"])
 
-    def adopt(self, data_spec: str, data, model, trainer) -> None:
-        """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device."""
+    def adopt(self, data_spec: str, data, model, trainer, weights_from: str | None = None) -> None:
+        """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device.
+
+        `weights_from`: where weights trained elsewhere came from (`hf:PATH`), so that step 0 is not
+        taken for an untrained model."""
         if self._ablations is not None:
             self._ablations.clear()
             self._ablations = None
         self._data, self.data_spec = data, data_spec
+        self.tokenizer = data.tokenizer if getattr(data.tokenizer, "kind", "char") != "char" else None
         self._model, self._trainer = model, trainer
+        self.weights_from = weights_from
         trainer.threads = self.threads
         self.model_config = model.config
         self.train_config = trainer.config

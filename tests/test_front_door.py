@@ -127,7 +127,7 @@ def _modules():
 def _imports(name: str, tree: ast.AST):
     """(imported module, [names]) for every import inside the package, module-level or not."""
     package = name if name.endswith("minitf_repl") or name.count(".") == 0 else name.rsplit(".", 1)[0]
-    is_package = name in ("minitf_repl", "minitf_repl.core")
+    is_package = (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists()  # its own imports are relative to it
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             base = (name if is_package else package).split(".")
@@ -356,7 +356,7 @@ SIZES = [dict(vocab_size=11, max_seq_len=16, d_model=32, n_heads=4, n_layers=2, 
 # Settings that are sizes (varied through SIZES) or change no parameter (checked to change none below).
 SIZE_FIELDS = {"vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers", "d_ff"}
 OTHER_VALUES = {"dropout": [0.1], "rope_base": [500.0], "n_kv_heads": [1, 2], "n_experts": [2, 3],
-                "experts_per_token": [1], "moe_aux_weight": [0.5]}
+                "experts_per_token": [1], "moe_aux_weight": [0.5], "norm_eps": [1e-6]}
 
 
 def _variations():

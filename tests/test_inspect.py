@@ -296,6 +296,18 @@ def test_top_tokens_and_target_ranks_agree_with_the_probabilities():
     assert {r for layer in lens.layers for r in layer.target_ranks[:-1]} != {1}  # not every rank is 1
 
 
+def test_lens_of_the_last_position_alone_is_the_last_position_of_the_whole_lens():
+    model = make_model()
+    idx = ids()
+    targets = [3] * (T - 1) + [5]  # a known target at the last position too
+    whole, last = logit_lens(model, idx, top=3, targets=targets), logit_lens(model, idx, top=3, targets=targets,
+                                                                           last_only=True)
+    assert torch.allclose(last.logits[:, 0], whole.logits[:, -1], atol=1e-6) and last.logits.shape[1] == 1
+    assert last.targets == [5] and last.token_ids == whole.token_ids
+    for a, b in zip(whole.layers, last.layers):
+        assert b.top_ids == [a.top_ids[-1]] and b.target_ranks == [a.target_ranks[-1]]
+
+
 def test_lens_bad_targets_and_no_targets():
     model = make_model()
     assert logit_lens(model, ids()).layers[0].target_ranks is None

@@ -73,8 +73,8 @@ def fake_shakespeare(monkeypatch):
 
     text = "To be, or not to be, that is the question. " * 200
     real = data.load_data
-    monkeypatch.setattr(data, "load_data", lambda spec: TextCorpus("shakespeare", text, "fake") if spec == "shakespeare"
-                        else real(spec))
+    monkeypatch.setattr(data, "load_data", lambda spec, tokenizer=None: TextCorpus("shakespeare", text, "fake", tokenizer)
+                        if spec == "shakespeare" else real(spec, tokenizer))
 
 
 def test_data_command_switches_recipes_and_says_so(fake_shakespeare):

@@ -229,6 +229,16 @@ HAND = {
                                [[64, 32, 16, 16], [124, 2, 1, 1]], 1.234, 2),
     "report": C.ReportResult(f"{LONG_DIR}/../reports/a-long-report-name.html", 1_234_567,
                              ["config", "loss chart", "attention maps", "samples"], 1.23),
+    "save, hf": C.SaveResult(f"hf:{LONG_DIR}/gpt2-finetuned", f"{LONG_DIR}/gpt2-finetuned", 123_456, 497_759_123,
+                             3.21, replaced=False, architecture="gpt2"),
+    "load, hf": C.LoadResult(f"hf:{LONG_DIR}/llama", f"{LONG_DIR}/llama", 0, "shakespeare", None,
+                             {"n_layers": 16, "d_model": 2048, "n_heads": 32, "d_ff": 12288, "max_seq_len": 2048},
+                             0, 1_235_814_400, None, architecture="llama",
+                             tokenizer="byte-level BPE, 128,256 tokens", context=131_072),
+    "parity, diverging": C.ParityResult(f"{LONG_DIR}/gpt2", "gpt2", "First Citizen", 12, 0.0123, 1e-4,
+                                        [C.ParityLayer("embed", 0.0), C.ParityLayer("blocks.0", 8.9e-8),
+                                         C.ParityLayer("blocks.1", 0.0102), C.ParityLayer("blocks.11", 0.0101)],
+                                        "blocks.1"),
 }
 
 

@@ -32,7 +32,7 @@ commands that use them.
 from . import help, train, generate, settings, checkpoints, anatomy, inside, lab, speed  # noqa: F401
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
-from .checkpoints import LoadResult, LsResult, SaveResult
+from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
 from .inside import (AttnResult, AttribPart, AttribResult, LENS_AT, LensResult, LensRow, PatchResult, ReportResult,
@@ -45,7 +45,8 @@ from .train import PlotResult, PlotSeries, TrainResult
 __all__ = [
     "DATA_NAMES", "LENS_AT", "REGISTRY", "AblateResult", "AttnResult", "AttribPart", "AttribResult", "CompareResult", "ConfigResult", "DataResult",
     "DeviceResult", "ExpertsResult", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "LensResult", "LensRow",
-    "LoadResult", "LsResult", "ParamsResult", "PatchResult", "PlotResult", "PlotSeries", "QuantizeResult", "QuitResult",
+    "LoadResult", "LsResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries",
+    "QuantizeResult", "QuitResult",
     "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",
     "command", "patch_reading",
 ]

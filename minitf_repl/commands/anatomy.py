@@ -62,7 +62,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     if len(ids) > window:
         ids = ids[-window:]
         prompt = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {count(window, 'character')}")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {count(window, data.tokenizer.unit)}")
     model = session.model
 
     import torch

@@ -34,13 +34,19 @@ DEFAULT_SAVE_NAME = "last"
 
 
 # --- :save ---------------------------------------------------------------------------------------
-@command("save", "Save the model, optimizer, training run and random state as a checkpoint.", params=[
-    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last)", positional=True,
-          complete=complete_checkpoint),
-], interruptible=True)  # fmt: skip
+@command("save", "Save a checkpoint (model, optimizer, run, random state), or a Hugging Face folder with hf:PATH.",
+         params=[
+    Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
+          "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint),
+], interruptible=True, json_version=2)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_save_target
+    from ..core.hf import hf_path
+
+    folder = hf_path(name)
+    if folder is not None:
+        return _save_hf(session, name, folder)
 
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
@@ -48,12 +54,31 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     return save_session(session, name)
 
 
+def _save_hf(session: Session, spec: str, folder) -> SaveResult:
+    """The model and its tokenizer as a Hugging Face folder (weights only: no optimizer, no run)."""
+    import time
+
+    from ..core.hf import save_folder
+
+    if not session.has_model:
+        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
+    start = time.perf_counter()
+    model_type = save_folder(session.model, session.data.tokenizer, folder)
+    size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
+    return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=size,
+                      seconds=time.perf_counter() - start, replaced=False, architecture=model_type)
+
+
 @render.register(SaveResult)
 def render_save(result: SaveResult, console: Console) -> None:
-    what = "replaced checkpoint" if result.replaced else "saved checkpoint"
+    what = "replaced checkpoint" if result.replaced else "saved" if result.architecture else "saved checkpoint"
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
     say(console, text)
+    if result.architecture is not None:
+        note(console, f"a Hugging Face {result.architecture} folder with its tokenizer: transformers' "
+                      f"from_pretrained({result.path!r}) loads it; {restore(result.name)} brings it back here")
+        return
     note(console, f"in {result.path}; {restore(result.name)} restores it")
 
 
@@ -70,15 +95,23 @@ class LoadResult:
     n_params: int  # parameters of the loaded model
     saved_at: str | None  # ISO 8601, UTC
     data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
+    architecture: str | None = None  # hf:PATH: the folder's model_type (gpt2, llama); None for a checkpoint
+    tokenizer: str | None = None  # hf:PATH: the folder's tokenizer, in words
+    context: int | None = None  # hf:PATH: the folder's own context window where the lab's max_seq_len is shorter
 
 
-@command("load", "Load a checkpoint: weights, optimizer, training run, data and random state.", params=[
-    Param("name", str, help="the checkpoint's name (:ls lists them)", positional=True, complete=complete_checkpoint),
-])  # fmt: skip
+@command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
+    Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
+          "folder (safetensors)", positional=True, complete=complete_checkpoint),
+], json_version=2)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
+    from ..core.hf import hf_path
 
     name = (args["name"] or "").strip()
+    folder = hf_path(name)
+    if folder is not None:
+        return _load_hf(session, name, folder, reporter)
     if not name:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
@@ -109,6 +142,53 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     )
 
 
+def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadResult:
+    """A Hugging Face folder as the session's model: its weights, its tokenizer reading the session's text.
+
+    The text data stays (re-read by the folder's tokenizer, so `:train` fine-tunes on it); with a
+    task, or data that cannot be had, the model comes with its tokenizer only. Training starts a new
+    run at step 0 under the session's training settings.
+    """
+    from ..core.data import TokenizerOnly
+    from ..core.hf import load_folder
+    from ..core.train import Trainer
+
+    loaded = load_folder(folder)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    data = _text_read_by(session, tokenizer, model.config.max_seq_len)
+    data_spec, data_missing = session.data_spec, None
+    if data is None:
+        data = TokenizerOnly(tokenizer, spec)
+        data_spec, data_missing = spec, data.description
+    model = model.to(session.device)
+    trainer = Trainer(model, data, session.train_config, session.device)
+    if reporter.should_stop():
+        raise UserError(f"load of {spec} interrupted; nothing changed")
+    session.adopt(data_spec, data, model, trainer, weights_from=spec)
+    session.last_checkpoint = None
+    return LoadResult(
+        name=spec, path=str(loaded.path), step=0, data_spec=data_spec, val_loss=None,
+        model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
+        data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
+        context=loaded.context,
+    )
+
+
+def _text_read_by(session: Session, tokenizer, max_seq_len: int):
+    """The session's text data read by `tokenizer`, or None: the data is a task, or cannot be had, or is too short."""
+    from ..core.data import TextCorpus, load_data
+
+    current = session.loaded_data
+    try:
+        data = current.retokenized(tokenizer) if isinstance(current, TextCorpus) else load_data(session.data_spec, tokenizer)
+        if not isinstance(data, TextCorpus):
+            return None
+        data.check_fits(max_seq_len)
+    except UserError:
+        return None
+    return data
+
+
 def _checkpoint_data(session: Session, checkpoint):
     """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
     (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates."""
@@ -131,6 +211,11 @@ def render_load(result: LoadResult, console: Console) -> None:
                       ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
     if shape:
         note(console, f"model: {shape}")
+    if result.architecture is not None:
+        note(console, f"architecture {result.architecture}, tokenizer: {result.tokenizer}")
+    if result.context is not None:
+        say(console, f"context cut to max_seq_len={result.model_config['max_seq_len']:,} of the model's "
+                     f"{result.context:,} positions (RoPE: the weights are the same at any length)", "yellow")
     if result.data_missing:
         say(console, f"data: {result.data_missing}", "yellow")
     if result.run_remaining > 0:
@@ -138,6 +223,81 @@ def render_load(result: LoadResult, console: Console) -> None:
                      f"{cmd('train', load=result.name)} continues it", "yellow")
     if result.saved_at:
         note(console, f"saved {result.saved_at}, from {result.path}")
+
+
+# --- :parity ------------------------------------------------------------------------------------
+@dataclass
+class ParityLayer:
+    layer: str  # "embed", "blocks.0", ...: the residual stream after it
+    max_abs_diff: float  # max |lab - transformers| over every position and feature
+
+
+@dataclass
+class ParityResult:
+    path: str
+    architecture: str  # the folder's model_type
+    prompt: str
+    n_tokens: int
+    max_logit_diff: float  # max |lab - transformers| over every position's logits
+    tolerance: float
+    layers: list[ParityLayer]
+    first_diverging: str | None  # the first layer whose difference exceeds the tolerance; None: none does
+
+
+@command("parity", "Compare the model with transformers reading a folder: logits and each layer's residual stream.",
+         params=[
+    Param("path", str, help="hf:PATH, the Hugging Face folder to compare with (:load hf:PATH loads it here first)",
+          positional=True),
+    Param("prompt", str, help="the text both models read (default: a short sample of the data)"),
+    Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
+])  # fmt: skip
+def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
+    from ..core.hf import hf_path
+    from ..core.hf.parity import DEFAULT_TOLERANCE, compare
+    from .base import sample_prompt
+
+    tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
+    if not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference would mean anything
+        raise UserError(f"tolerance must be a number in (0, 1], e.g. 1e-4; got {clip(str(tolerance))}")
+    folder = hf_path((args["path"] or "").strip())
+    if folder is None:
+        raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', 'hf:~/models/gpt2')}")
+    if not session.has_model:
+        raise UserError(f"there is no model to compare yet; {cmd('load', 'hf:PATH')} loads the folder's")
+    tokenizer = session.data.tokenizer
+    prompt = args["prompt"] or sample_prompt(session.data)
+    ids = tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
+    result = compare(session.model, folder, ids, tolerance)
+    return ParityResult(
+        path=str(folder), architecture=result.model_type, prompt=tokenizer.decode(ids), n_tokens=len(ids),
+        max_logit_diff=result.max_logit_diff, tolerance=tolerance,
+        layers=[ParityLayer(name, diff) for name, diff in result.layers], first_diverging=result.first_diverging,
+    )
+
+
+@render.register(ParityResult)
+def render_parity(result: ParityResult, console: Console) -> None:
+    say(console, f"the lab's model against transformers ({result.architecture}, {result.path}) on "
+                 f"{count(result.n_tokens, 'token')}", "bold")
+    note(console, "max |lab - transformers| of the residual stream after each layer, every position and feature")
+    table = Table(header_style="bold", box=None)
+    table.add_column("after")
+    table.add_column("max |diff|", justify="right")
+    table.add_column("")
+    for row in result.layers:
+        same = row.max_abs_diff <= result.tolerance
+        add_row(table, row.layer, f"{row.max_abs_diff:.2e}",
+                Text("same" if same else "DIVERGES" if row.layer == result.first_diverging else "differs",
+                     style="green" if same else "bold red"))
+    console.print(table)
+    logits = f"logits: max |diff| {result.max_logit_diff:.2e} (tolerance {result.tolerance:g})"
+    if result.first_diverging is None and result.max_logit_diff <= result.tolerance:
+        say(console, f"{logits}: the same model", "green")
+    elif result.first_diverging is None:
+        say(console, f"{logits}: the residual streams agree, the head does not (ln_f or lm_head differ)", "red")
+    else:
+        say(console, f"{logits}: the models part at {result.first_diverging}; every layer after it inherits "
+                     "the difference", "red")
 
 
 # --- :ls -----------------------------------------------------------------------------------------

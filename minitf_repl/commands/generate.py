@@ -68,7 +68,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
     if len(ids) > window:
-        reporter.notice(f"the prompt is {count(len(ids), 'character')}, longer than max_seq_len={window}: "
+        reporter.notice(f"the prompt is {count(len(ids), tokenizer.unit)}, longer than max_seq_len={window}: "
                         f"the model sees only its last {window}")
 
     from ..core.generate import generate
@@ -110,7 +110,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         cache=settings.cache,
         stopped=stopped,
         default_prompt=not given_prompt,
-        untrained=session.trainer.step == 0,
+        untrained=session.trainer.step == 0 and session.weights_from is None,
         first_token_seconds=first_token_seconds,
         probs=probs,
         raw=args["raw"],

@@ -24,7 +24,7 @@ from ..core.words import count
 from ..palette import VISIBLE, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
-from ..render.heatmap import attention_window, cell, heatmap, legend, plain
+from ..render.heatmap import attention_window, cell, heatmap, label_width, legend, plain
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
@@ -39,7 +39,7 @@ VIEW_DEFAULT = "(default: a short sample of the data)"
 
 
 def view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tuple[str, list[int], int]:
-    """The prompt's text and ids (its last max_seq_len characters), and how many characters were cut."""
+    """The prompt's text and ids (its last max_seq_len tokens), and how many tokens were cut."""
     data = session.data
     text = prompt or sample_prompt(data)
     ids = data.tokenizer.encode(text)
@@ -48,7 +48,7 @@ def view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tup
     if dropped:
         ids = ids[-window:]
         text = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, 'character')}")
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, data.tokenizer.unit)}")
     return text, ids, dropped
 
 
@@ -65,19 +65,20 @@ def check_layer(session: Session, layer: int | None) -> int:
 @dataclass
 class AttnResult:
     prompt: str  # the text read (its last max_seq_len characters)
-    tokens: list[str]  # one character per position
+    tokens: list[str]  # what each position reads: one character, or a subword piece
     layer: int  # the block shown
     heads: list[int]  # the heads shown (one, or all)
     n_heads: int  # heads in that block
     maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
-    dropped: int = 0  # characters cut from the front of a prompt longer than max_seq_len
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
 
 
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
     Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
     Param("layer", int, help="the block (default 0)", complete=complete_layer),
     Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     layer = check_layer(session, args["layer"])
     n_heads = session.model_config.n_heads
@@ -97,7 +98,9 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     from ..core.inside import attention_maps
 
     maps = attention_maps(session.model, ids, layer=layer).maps[0]  # (n_heads, T, T)
-    return AttnResult(text, list(text), layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped)
+    tokens = [session.data.tokenizer.itos[i] for i in ids]  # a character each, or a subword piece (" the")
+    return AttnResult(text, tokens, layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped,
+                      session.data.tokenizer.unit)
 
 
 @render.register(AttnResult)
@@ -106,7 +109,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
     T = len(result.tokens)
     single = len(result.heads) == 1
     width = 2 if single else 1
-    n = attention_window(T, console.width - (0 if single else 2), width)
+    n = attention_window(T, console.width - (0 if single else 2), width, label_width(result.tokens))
     start = T - n
     tokens = result.tokens[start:]
     maps = [[row[start:] for row in m[start:]] for m in result.maps]
@@ -125,7 +128,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
         console.print(Columns(panels, padding=(1, 2)))
     console.print(legend(peak, as_text), highlight=False)
     if result.dropped:
-        note(console, f"the first {count(result.dropped, 'character')} of the prompt (beyond max_seq_len) "
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) "
                       "went unread")
 
 
@@ -282,7 +285,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
 
     top = min(5, data.tokenizer.vocab_size)
     at = args["at"] or "end"
-    lens = logit_lens(session.model, ids, top=top, targets=targets, at=at)
+    lens = logit_lens(session.model, ids, top=top, targets=targets, at=at, last_only=True)  # the view shows the last position
     itos = data.tokenizer.itos
     rows = [
         LensRow(layer.name, [itos[i] for i in layer.top_ids[-1]], layer.top_probs[-1],
@@ -567,7 +570,7 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
         raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
-    return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size)
+    return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)
 
 
 @render.register(TokResult)
@@ -586,8 +589,9 @@ def render_tok(result: TokResult, console: Console) -> None:
         bottom.append(str(i).ljust(w), style="dim")
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
-    note(console, f"{count(len(result.ids), 'token')}, one per {result.kind}; ids index a vocabulary of "
-                  f"{result.vocab_size}")
+    per = (f"one per {result.kind}" if result.kind == "character"
+           else f"subword pieces of {count(len(result.text), 'character')}")
+    note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
 
 
 # --- :report -------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class SaveResult:
     size_bytes: int  # the manifest and both data files
     seconds: float
     replaced: bool  # a checkpoint of that name existed and was replaced
+    architecture: str | None = None  # hf:PATH: the Hugging Face model_type written (gpt2, llama); None: a checkpoint
 
 
 def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
@@ -46,13 +47,15 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     from ..core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
 
     manifest = session.checkpoint_dir / name / MANIFEST
+    tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
     try:
         path = save_checkpoint(
-            session.checkpoint_dir, name, session.model, session.trainer, session.data.tokenizer.vocab,
+            session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
             session.data_spec, origin=origin, session=session.token,
-            share_from=(AUTOSAVE_NAME, session.last_checkpoint), **options,
+            share_from=(AUTOSAVE_NAME, session.last_checkpoint),
+            tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)
@@ -102,7 +105,7 @@ def load_checked(session: Session, spec: str):
     """Load a dataset and check it fits the model's context, without touching the session."""
     from ..core.data import load_data
 
-    data = load_data(spec)
+    data = load_data(spec, session.tokenizer)
     data.check_fits(session.model_config.max_seq_len)
     return data
 

@@ -218,6 +218,9 @@ class ModelConfig(Settings):
     # which then needs no final norm before the head.
     norm_placement: str = setting("pre", "where the norm sits: pre (before each sublayer) or post (after the "
                                   "residual add)", choices=NORM_PLACEMENTS)
+    # 1e-5 is GPT-2's and torch's LayerNorm default; Llama's RMSNorm uses 1e-6 or 1e-5 (a loaded model brings its own).
+    norm_eps: float = setting(1e-5, "the eps every norm adds under its square root (keeps the division finite)",
+                              low=0.0, low_open=True, high=1.0)
     norm_gain: bool = setting(True, "norms learn a gain g (and a bias with bias on); off: no learned norm parameters")
     qk_norm: bool = setting(False, "normalise q and k of each head before their dot product (same norm kind)")
     # None (or 0) means n_heads: every query head has its own keys and values (MHA). 1: multi-query

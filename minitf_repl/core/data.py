@@ -46,6 +46,9 @@ MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 id
 class CharTokenizer:
     """One token per character; the vocabulary is the sorted set of characters seen."""
 
+    kind = "char"
+    unit = "character"  # what one token is, in messages
+
     def __init__(self, chars):
         self.itos = sorted(set(chars))
         self.stoi = {ch: i for i, ch in enumerate(self.itos)}
@@ -90,6 +93,9 @@ class CharTokenizer:
     def decode(self, ids) -> str:
         return "".join(self.itos[int(i)] for i in ids)
 
+    def describe(self) -> str:
+        return f"characters, {count(self.vocab_size, 'token')}"
+
 
 @dataclass
 class DataInfo:
@@ -112,14 +118,15 @@ class TextCorpus:
     """A text split 90/10 into train and validation; batches are random windows."""
 
 
-    def __init__(self, name: str, text: str, description: str):
+    def __init__(self, name: str, text: str, description: str, tokenizer=None):
         if not text:
             raise DataError(f"{name} is empty; choose a file that contains text")
         self.name = name
         self.description = description
         self.text = text
-        self.tokenizer = CharTokenizer.from_text(text)
-        # Held in the narrowest integer type the vocabulary fits (1 or 2 bytes a character instead of
+        # The characters of the text, or a subword tokenizer (core.bpe: a loaded model's, or :set tokenizer=bpe:N)
+        self.tokenizer = tokenizer if tokenizer is not None else CharTokenizer.from_text(text)
+        # Held in the narrowest integer type the vocabulary fits (1 or 2 bytes a token instead of
         # int64's 8: tiny Shakespeare takes 1 MB, not 9); a batch is widened to int64 when cut.
         data = torch.tensor(self.tokenizer.encode(text), dtype=_id_dtype(self.tokenizer.vocab_size))
         n = int(0.9 * len(data))
@@ -131,11 +138,16 @@ class TextCorpus:
             len(self.splits["train"]), len(self.splits["val"]),
         )
 
+    def retokenized(self, tokenizer) -> "TextCorpus":
+        """The same text read by another tokenizer (None: its characters)."""
+        return TextCorpus(self.name, self.text, self.description, tokenizer)
+
     def check_fits(self, max_seq_len: int) -> None:
         shortest = min(len(self.splits["train"]), len(self.splits["val"]))
         if shortest < max_seq_len + 1:
+            unit = "character" if self.tokenizer.kind == "char" else "token"
             raise DataError(
-                f"{self.name} is too short: its smaller split has {count(shortest, 'character')}, and one "
+                f"{self.name} is too short: its smaller split has {count(shortest, unit)}, and one "
                 f"window needs max_seq_len + 1 = {max_seq_len + 1}; use a longer text or a smaller max_seq_len"
             )
 
@@ -304,11 +316,12 @@ class VocabOnly:
     """
 
 
-    def __init__(self, name: str, vocab: str, spec: str, reason: str | None = None):
+    def __init__(self, name: str, vocab, spec: str, reason: str | None = None):
         self.name = name
         self.spec = spec
         self.reason = reason
-        self.tokenizer = CharTokenizer.from_vocab(vocab)
+        # a character vocabulary, or a subword tokenizer as it is (core.bpe)
+        self.tokenizer = CharTokenizer.from_vocab(vocab) if isinstance(vocab, str) else vocab
         self.description = f"the vocabulary of {spec} only ({reason or 'the data is not available'}): generation works, training does not"
 
     def info(self) -> DataInfo:
@@ -433,16 +446,31 @@ def _clip(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def load_data(spec: str):
-    """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`, or a path."""
+class TokenizerOnly(VocabOnly):
+    """A subword model's tokenizer while the data is a task of characters: generation works, training does not."""
+
+    def __init__(self, tokenizer, spec: str):
+        super().__init__(Path(spec).name or spec, tokenizer, spec)
+        self.description = f"{spec}'s tokenizer only ({tokenizer.describe()}): generation works, training needs text data"
+
+    def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        raise DataError(f"this model reads {self.tokenizer.describe()} and the data is a task of characters; "
+                        "choose text data (a corpus or a file) to train it")
+
+
+def load_data(spec: str, tokenizer=None):
+    """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`, or a path.
+
+    `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters."""
     spec = spec.strip()
     if not spec:
         raise DataError(f"no data named; choose one of {', '.join(CORPORA + TASKS)} or a file path")
     name, _, arg = spec.partition(":")
     if name == "pydoc" and not arg:
-        return TextCorpus("pydoc", pydoc_text(), "Python's reference documentation (pydoc_data.topics)")
+        return TextCorpus("pydoc", pydoc_text(), "Python's reference documentation (pydoc_data.topics)", tokenizer)
     if name == "shakespeare" and not arg:
-        return TextCorpus("shakespeare", fetch_shakespeare().read_text("utf-8"), "tiny Shakespeare (karpathy/char-rnn)")
+        return TextCorpus("shakespeare", fetch_shakespeare().read_text("utf-8"), "tiny Shakespeare (karpathy/char-rnn)",
+                          tokenizer)
     if name in TASKS:
         default = 50 if name == "random" else (3 if name == "add" else 6)
         size = _parse_size(name, arg, default)
@@ -455,8 +483,8 @@ def load_data(spec: str):
         return Task(name, size)
     text = read_text_file(spec)
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
-        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()})")
-    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}")
+        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()})", tokenizer)
+    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}", tokenizer)
 
 
 def _parse_size(name: str, arg: str, default: int) -> int:

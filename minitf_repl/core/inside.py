@@ -260,16 +260,19 @@ def lens_probes(model: nn.Module, at: str = "end") -> dict[str, nn.Module]:
     return probes
 
 
-def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end") -> LogitLens:
+def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end",
+               last_only: bool = False) -> LogitLens:
     """Read the residual stream as if the model ended there: lm_head(ln_f(h)) after the embedding and each block.
 
     `at`: "end" reads each block's output (after its MLP), "mid" each block's middle (after its
     attention, before its MLP), "both" the two in order.
 
-    Every position is read (the lens is cheap next to the forward pass, and a view may show the
-    whole sequence or only its last position). The last layer's logits are the model's own.
-    `targets` ((T,) ids, -1 where unknown) adds each layer's rank and probability of the target;
-    for "the true next token" pass idx[1:] followed by -1.
+    Every position is read (a view may show the whole sequence or only its last position), or with
+    `last_only` the last one alone: the head costs T * V * d per layer, which with a real vocabulary
+    (GPT-2's 50,257) is several times the forward pass itself. The last layer's logits are the
+    model's own. `targets` ((T,) ids, -1 where unknown) adds each layer's rank and probability of
+    the target; for "the true next token" pass idx[1:] followed by -1. With `last_only` every
+    per-position list (and `logits`, `targets`) has one entry, the last position's.
     """
     idx = one_sequence(model, idx, "logit lens")
     T = idx.shape[1]
@@ -285,9 +288,12 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end
                 "give the next token of each position"
             )
     probes = lens_probes(model, at)
+    read = slice(T - 1, T) if last_only else slice(0, T)
+    if target_list is not None:
+        target_list = target_list[read]
     with listening(model, probes) as seen:
         model(idx)
-        logits = torch.stack([model.lm_head(model.ln_f(seen[name]))[0] for name in probes])  # (L+1, T, V)
+        logits = torch.stack([model.lm_head(model.ln_f(seen[name][:, read]))[0] for name in probes])  # (L+1, T, V)
     logits = logits.float().cpu()
     probs = torch.softmax(logits, dim=-1)  # (L+1, T, V)
     k = min(top, probs.shape[-1])

@@ -24,7 +24,7 @@ import torch.nn as nn
 from .config import ModelConfig
 from .errors import ConfigError, UserError
 
-EPS = 1e-5  # the same as nn.LayerNorm's default, so the two kinds differ only in their formula
+EPS = 1e-5  # ModelConfig.norm_eps's default, nn.LayerNorm's own, so the two kinds differ only in their formula
 
 # norm name (a value of the `norm` setting) -> the module class that `make_norm` builds for it
 NORM_MODULES: dict[str, type[nn.Module]] = {}
@@ -99,7 +99,7 @@ class LayerNorm(NormPart, nn.LayerNorm):
 
     @classmethod
     def from_config(cls, dim: int, config: ModelConfig) -> LayerNorm:
-        return cls(dim, elementwise_affine=config.norm_gain, bias=config.bias)
+        return cls(dim, eps=config.norm_eps, elementwise_affine=config.norm_gain, bias=config.bias)
 
     @property
     def dim(self) -> int:
@@ -136,7 +136,7 @@ class RMSNorm(NormPart, nn.Module):
 
     @classmethod
     def from_config(cls, dim: int, config: ModelConfig) -> RMSNorm:
-        return cls(dim, gain=config.norm_gain)
+        return cls(dim, eps=config.norm_eps, gain=config.norm_gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)

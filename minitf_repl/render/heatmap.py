@@ -40,16 +40,27 @@ def legend(peak: float, as_text: bool, what: str = "weight") -> Text:
     return line
 
 
+MAX_LABEL = 8  # the widest row label: a longer subword piece is cut to it
+
+
+def label_width(tokens: list[str]) -> int:
+    """Columns of the row labels: 2 for characters (as always), a subword piece's length and a space, at most MAX_LABEL + 1."""
+    longest = max((len(visible(t)) for t in tokens), default=1)
+    return 2 if longest <= 1 else min(longest, MAX_LABEL) + 1
+
+
 def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: int, as_text: bool) -> Text:
     """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank.
-    `width` columns per cell."""
+    `width` columns per cell; a column is headed by the first `width` characters of its token, a row
+    by the whole token (up to MAX_LABEL characters)."""
     T = len(tokens)
-    out = Text("  ")
-    for ch in tokens:
-        out.append(visible(ch).ljust(width), style="bold")
+    label = label_width(tokens)
+    out = Text(" " * label)
+    for tok in tokens:
+        out.append(visible(tok)[:width].ljust(width), style="bold")
     for i in range(T):
         out.append("\n")
-        out.append(visible(tokens[i]).ljust(2), style="bold")
+        out.append(visible(tokens[i])[: label - 1 if label > 2 else label].ljust(label), style="bold")
         for j in range(T):
             if j > i:
                 out.append(" " * width)
@@ -58,6 +69,6 @@ def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: i
     return out
 
 
-def attention_window(n_tokens: int, width: int, cell_width: int) -> int:
-    """How many positions fit the width (2 columns of row labels, `cell_width` columns per position)."""
-    return max(1, min(n_tokens, (width - 2) // cell_width))
+def attention_window(n_tokens: int, width: int, cell_width: int, label: int = 2) -> int:
+    """How many positions fit the width (`label` columns of row labels, `cell_width` columns per position)."""
+    return max(1, min(n_tokens, (width - label) // cell_width))

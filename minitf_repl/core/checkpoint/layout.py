@@ -65,9 +65,10 @@ class Checkpoint:
     trainer_state: dict  # exactly Trainer.load_state_dict's format, "optimizer" and "generator" included
     torch_rng: torch.Tensor  # torch.get_rng_state() at save time
     cuda_rng: list[torch.Tensor]  # one state per CUDA device, empty if CUDA was not in use
-    vocab: str  # the tokenizer's characters, in id order
+    vocab: str  # the tokenizer's characters, in id order (a subword tokenizer: its JSON, as tokenizer.vocab says it)
     data_spec: str  # what `load_data` was given, e.g. "pydoc" or "reverse:6"
     meta: dict  # the parsed checkpoint.json
+    tokenizer: object | None = None  # a subword tokenizer (core.bpe) the data was read with; None: characters
 
     @property
     def step(self) -> int:

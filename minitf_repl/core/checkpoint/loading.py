@@ -62,7 +62,9 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
             if not changed or attempt == 2:
                 raise
 
-    vocab = manifest["vocab"]
+    vocab, tokenizer = manifest["vocab"], stored_tokenizer(path, manifest, config)
+    if tokenizer is not None:
+        vocab = tokenizer.vocab  # the one spelling every comparison of tokenizers uses
     t = manifest["trainer"]
     model_state = _check_model_tensors(path, config, model_tensors, map_location)
     optimizer_state, generator, torch_rng, cuda_rng = _split_state_tensors(path, manifest["optimizer"], state_tensors)
@@ -81,7 +83,25 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     return Checkpoint(
         name=name, path=path, model_config=config, model_state=model_state, trainer_state=trainer_state,
         torch_rng=torch_rng, cuda_rng=cuda_rng, vocab=vocab, data_spec=manifest["data_spec"], meta=manifest,
+        tokenizer=tokenizer,
     )
+
+
+def stored_tokenizer(path: Path, manifest: dict, config: ModelConfig):
+    """The subword tokenizer a checkpoint stores (JSON, never a pickle), None for a character vocabulary."""
+    entry = manifest.get("tokenizer")
+    if entry is None:
+        return None
+    from ..bpe import SubwordTokenizer
+
+    try:
+        tokenizer = SubwordTokenizer.from_json(entry["json"], config.vocab_size, where=f"{path}'s tokenizer")
+    except UserError as e:
+        raise CheckpointError(f"{e}; this checkpoint cannot be used") from None
+    if tokenizer.own_size > config.vocab_size:
+        raise CheckpointError(f"{path}: its tokenizer has {tokenizer.own_size:,} tokens but the model has "
+                              f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again")
+    return tokenizer
 
 
 def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
@@ -96,7 +116,7 @@ def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
     except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise CheckpointError(f"{path}: its model config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
     vocab = manifest["vocab"]
-    if len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab):
+    if "tokenizer" not in manifest and (len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab)):
         raise CheckpointError(
             f"{path}: its vocabulary has {count(len(vocab), 'character')} ({len(set(vocab))} distinct) but the model has "
             f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
@@ -440,14 +460,15 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
 
     spec = checkpoint.data_spec
     name = Path(spec).name or spec
+    vocab = checkpoint.tokenizer if checkpoint.tokenizer is not None else checkpoint.vocab
     try:
-        data = (load or load_data)(spec)
+        data = load(spec) if load is not None else load_data(spec, checkpoint.tokenizer)
         data.check_fits(checkpoint.model_config.max_seq_len)
     except UserError as e:
-        return VocabOnly(name, checkpoint.vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
+        return VocabOnly(name, vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
     tokenizer = getattr(data, "tokenizer", None)
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
-        return VocabOnly(name, checkpoint.vocab, spec, "its vocabulary changed since the checkpoint was saved")
+        return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data
 
 

@@ -121,6 +121,10 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
 
     need(isinstance(m.get("model_config"), dict), "model_config is missing")
     need(isinstance(m.get("vocab"), str), "vocab is missing")
+    tokenizer = m.get("tokenizer")
+    need(tokenizer is None or (isinstance(tokenizer, dict) and set(tokenizer) == {"kind", "json"}
+                               and tokenizer["kind"] == "bpe" and isinstance(tokenizer["json"], str)),
+         "tokenizer is malformed")
     # The strings a listing or a message shows are text a terminal prints: no control characters
     # (an ESC in a foreign manifest would otherwise drive the terminal), and of a sane length.
     need(isinstance(m.get("data_spec"), str) and 0 < len(m["data_spec"]) <= MAX_SHOWN and m["data_spec"].isprintable(),

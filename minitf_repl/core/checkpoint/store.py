@@ -36,7 +36,8 @@ class NameTaken(CheckpointError):
 
 def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str, *,
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
-                    rotate: int | None = None, same_run: bool = False, share_from=()) -> Path:
+                    rotate: int | None = None, same_run: bool = False, share_from=(),
+                    tokenizer_json: str | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -45,7 +46,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     shift an existing NAME to NAME-1 .. NAME-K (see `rotate`), unless `same_run` and NAME is this
     session's own autosave, which a continued run replaces. `share_from`: names of checkpoints in
     DIR whose identical data files this one may share (see `write_or_link`). Everything from the
-    check of NAME to the commit happens under the folder's lock.
+    check of NAME to the commit happens under the folder's lock. `tokenizer_json`: a subword
+    tokenizer (core.bpe) as its JSON, stored in place of the character vocabulary (`vocab` is then "").
     """
     if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
         raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
@@ -53,7 +55,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     directory = target.parent
     if origin not in ORIGINS:
         raise ValueError(f"origin must be one of {ORIGINS}, got {origin!r}")
-    if len(vocab) != model.config.vocab_size:
+    if tokenizer_json is None and len(vocab) != model.config.vocab_size:
         raise CheckpointError(
             f"the vocabulary has {count(len(vocab), 'character')} but the model has vocab_size={model.config.vocab_size}; "
             "rebuild the model for this data before saving"
@@ -75,7 +77,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "origin": {"kind": origin, **({"session": session} if session else {})},
         "model_config": model.config.to_dict(),
-        "vocab": vocab,
+        "vocab": "" if tokenizer_json is not None else vocab,
+        **({"tokenizer": {"kind": "bpe", "json": tokenizer_json}} if tokenizer_json is not None else {}),
         "data_spec": data_spec,
         "trainer": trainer_json,
         "optimizer": {"param_groups": param_groups, "scalars": scalars},

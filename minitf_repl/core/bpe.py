@@ -1,0 +1,150 @@
+"""Subword tokenizers (the `tokenizers` library) behind the interface of the character tokenizer.
+
+A character tokenizer has one token per character; a byte-pair encoding (BPE) starts from bytes
+and merges the pairs that occur most often into new tokens, so " the" is one token and a text
+takes about four times fewer tokens than characters. GPT-2 and Llama read text this way.
+
+`SubwordTokenizer` answers what the rest of the lab asks of a tokenizer (core.data's CharTokenizer):
+`encode`, `decode`, `vocab_size`, `itos` (what each id reads as, for the views: a piece such as
+" the", never a bare id), `stoi` and `vocab` (the whole tokenizer as JSON: two tokenizers are the
+same exactly when their JSON is). It is built from a tokenizer.json (a Hugging Face folder's, or a
+checkpoint's, never a pickle), from GPT-2's vocab.json and merges.txt, or trained on a text
+(`train_bpe`, `:set tokenizer=bpe:N`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .errors import DataError
+from .words import count
+
+MIN_BPE_VOCAB = 257  # byte-level BPE starts from the 256 bytes; every merge adds one token
+
+
+def _tokenizers():
+    try:
+        import tokenizers
+    except ImportError:
+        raise DataError("subword tokenizers need the tokenizers package; install it "
+                        "(pip install tokenizers)") from None
+    return tokenizers
+
+
+class SubwordTokenizer:
+    """A `tokenizers.Tokenizer`, padded to `vocab_size` ids where a model's embedding has more rows.
+
+    GPT-2's embedding has exactly its tokenizer's 50,257 ids; some models round theirs up. The ids
+    past the tokenizer's own read as "<unused N>" and are never produced by `encode`.
+    """
+
+    kind = "bpe"
+    unit = "token"  # what one token is, in messages
+
+    def __init__(self, tokenizer, vocab_size: int | None = None):
+        self.tokenizer = tokenizer
+        self.own_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._vocab_size = max(vocab_size or 0, self.own_size)
+        self._itos: list[str] | None = None
+        self._stoi: dict[str, int] | None = None
+        self._json: str | None = None
+
+    @classmethod
+    def from_json(cls, text: str, vocab_size: int | None = None, where: str = "the tokenizer") -> SubwordTokenizer:
+        tokenizers = _tokenizers()
+        try:
+            return cls(tokenizers.Tokenizer.from_str(text), vocab_size)
+        except Exception as e:  # the library's own error type: malformed JSON, an unknown model
+            reason = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+            raise DataError(f"{where} is not a tokenizer the tokenizers library reads ({reason}); "
+                            "use the tokenizer.json of the same model") from None
+
+    @classmethod
+    def from_vocab_merges(cls, vocab: dict, merges: list[tuple[str, str]], vocab_size: int | None = None):
+        """GPT-2's older pair of files: byte-level BPE from vocab.json and merges.txt."""
+        tokenizers = _tokenizers()
+        bpe = tokenizers.models.BPE(vocab=vocab, merges=merges)
+        tokenizer = tokenizers.Tokenizer(bpe)
+        tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = tokenizers.decoders.ByteLevel()
+        return cls(tokenizer, vocab_size)
+
+    # --- the interface every tokenizer answers ------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def vocab(self) -> str:
+        """The whole tokenizer as JSON (what a checkpoint stores, and what tells two tokenizers apart)."""
+        if self._json is None:
+            self._json = self.tokenizer.to_str()
+        return self._json
+
+    @property
+    def itos(self) -> list[str]:
+        """What each id reads as on its own: " the", "\\n", a byte of a longer character as "�"."""
+        if self._itos is None:
+            pieces = self.tokenizer.decode_batch([[i] for i in range(self.own_size)], skip_special_tokens=False)
+            pieces += [f"<unused {i}>" for i in range(self.own_size, self._vocab_size)]
+            self._itos = pieces
+        return self._itos
+
+    @property
+    def stoi(self) -> dict[str, int]:
+        """A piece -> the first id that reads as it (pieces of broken characters can repeat)."""
+        if self._stoi is None:
+            stoi: dict[str, int] = {}
+            for i, piece in enumerate(self.itos):
+                stoi.setdefault(piece, i)
+            self._stoi = stoi
+        return self._stoi
+
+    def encode(self, text: str) -> list[int]:
+        # Byte-level BPE encodes every text; a tokenizer without byte fallback may meet a character it lacks.
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        unknown = self.tokenizer.token_to_id("<unk>")
+        if unknown is not None and unknown in encoding.ids:
+            raise DataError("the text has characters this tokenizer does not know (they read as <unk>); "
+                            "remove them")
+        return encoding.ids
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def describe(self) -> str:
+        return f"byte-level BPE, {count(self.vocab_size, 'token')}"
+
+
+def train_bpe(text: str, vocab_size: int, progress: Callable[[str], None] | None = None) -> SubwordTokenizer:
+    """A byte-level BPE of `vocab_size` tokens trained on `text` (GPT-2's scheme: 256 bytes, then merges)."""
+    tokenizers = _tokenizers()
+    if vocab_size < MIN_BPE_VOCAB:
+        raise DataError(f"a byte-level BPE has at least {MIN_BPE_VOCAB} tokens (the 256 bytes and one merge), "
+                        f"got {vocab_size}; choose bpe:{MIN_BPE_VOCAB} or more")
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),  # every byte: any text can be encoded
+    )
+    if progress is not None:
+        progress(f"training a byte-level BPE of {count(vocab_size, 'token')} on {count(len(text), 'character')}")
+    tokenizer.train_from_iterator(_chunks(text), trainer=trainer, length=len(text))
+    return SubwordTokenizer(tokenizer)
+
+
+def _chunks(text: str, size: int = 1 << 16):
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+def characters_as_tokenizer(itos: list[str]):
+    """A character tokenizer's vocabulary as a `tokenizers` one (a token per character, ids unchanged),
+    so that a folder written for transformers carries it (core.hf.save_folder)."""
+    tk = _tokenizers()
+    tokenizer = tk.Tokenizer(tk.models.WordLevel({ch: i for i, ch in enumerate(itos)}, unk_token=itos[0]))
+    tokenizer.pre_tokenizer = tk.pre_tokenizers.Split(tk.Regex(r"[\s\S]"), behavior="isolated")  # every character
+    tokenizer.decoder = tk.decoders.Fuse()  # join the characters back without spaces
+    return tokenizer

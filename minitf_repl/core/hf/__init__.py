@@ -1,0 +1,233 @@
+"""Hugging Face model folders: GPT-2 and Llama weights in and out of MiniTransformerLM.
+
+`load_folder(path)` reads a local folder (config.json, safetensors weights, one file or shards with
+their index, tokenizer.json or vocab.json + merges.txt) into a MiniTransformerLM with the settings
+that make it compute the same function, and its tokenizer. `save_folder(model, tokenizer, path)`
+writes a lab model whose settings have a Hugging Face equivalent as a folder `transformers` loads
+with `from_pretrained`. Never the network, never a pickle.
+
+Each architecture is one module that says everything about it, read top to bottom:
+    gpt2.py    lab_config, hf_config, hf_shapes, lab_weights, hf_weights, REQUIRED
+    llama.py   the same for Llama (RoPE's half-split rows reordered, grouped-query attention, SwiGLU)
+
+Loading checks everything before it builds anything: the config against what the lab computes,
+every tensor's name and shape against the config (from the safetensors headers, before a byte of
+data is read), the memory the weights need against the memory free, the tokenizer against the
+embedding. A failure is one CheckpointError line; nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..bpe import SubwordTokenizer, characters_as_tokenizer
+from ..config import ModelConfig
+from ..errors import CheckpointError, ConfigError, UserError
+from . import gpt2, llama
+from .common import get
+from .folder import (CONFIG, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, TOKENIZER, Folder, check_memory, read_bounded,
+                     read_folder, read_json)
+
+PREFIX = "hf:"  # `:load hf:PATH`, `:save hf:PATH`, `:parity hf:PATH`
+ARCHITECTURES = {gpt2.MODEL_TYPE: gpt2, llama.MODEL_TYPE: llama}
+NAMES = {gpt2.MODEL_TYPE: "GPT-2", llama.MODEL_TYPE: "Llama"}
+
+
+def hf_path(spec: str) -> Path | None:
+    """The folder of an `hf:PATH` spec, None for any other spec."""
+    if not spec.startswith(PREFIX):
+        return None
+    rest = spec[len(PREFIX):].strip()
+    if not rest:
+        raise CheckpointError("hf: needs a folder after it, e.g. hf:~/models/gpt2; give the path of a "
+                              "Hugging Face model folder")
+    return Path(rest).expanduser()
+
+
+@dataclass
+class HFModel:
+    """A loaded folder: the lab's model with the folder's weights, its tokenizer, and where it came from."""
+
+    model: object  # MiniTransformerLM
+    tokenizer: SubwordTokenizer
+    path: Path
+    model_type: str  # gpt2 | llama
+    context: int | None  # the folder's own context window where the lab's is shorter (RoPE models), else None
+
+
+# --- in -------------------------------------------------------------------------------------------
+def architecture(folder: Folder):
+    model_type = get(folder.config, "model_type", str)
+    arch = ARCHITECTURES.get(model_type)
+    if arch is None:
+        raise CheckpointError(f"{folder.path} holds a {model_type[:40]!r} model; the lab loads the architectures "
+                              f"{' and '.join(ARCHITECTURES)} only")
+    return arch
+
+
+def lab_config(folder: Folder) -> ModelConfig:
+    """The lab's settings for the folder, after checking every tensor's name and shape against them."""
+    arch = architecture(folder)
+    try:
+        config = arch.lab_config(folder.config)
+    except ConfigError as e:
+        raise CheckpointError(f"{folder.path / CONFIG} describes a model the lab cannot build ({e})") from None
+    names = set(folder.tensors)
+    expected = arch.hf_shapes(config, names)
+    for name, shape in expected.items():
+        entry = folder.tensors.get(name)
+        if entry is None:
+            raise CheckpointError(f"{folder.path} has no tensor {name}, which its config.json implies; the config does "
+                                  f"not match the weights (check {arch.SIZES})")
+        if entry.shape != shape:
+            raise CheckpointError(f"{name} is {tuple(entry.shape)} in {entry.file.name} but config.json implies "
+                                  f"{shape}; the config does not match the weights (check {arch.SIZES})")
+    extra = sorted(n for n in names - set(expected) if not arch.ignored(n) and n != "lm_head.weight")
+    if extra:
+        raise CheckpointError(f"{folder.path} holds {len(extra)} tensor(s) its config.json does not describe (first "
+                              f"{extra[0]}); the config does not match the weights (check {arch.SIZES})")
+    return config
+
+
+def read_tokenizer(path: Path, vocab_size: int) -> SubwordTokenizer:
+    """tokenizer.json, or GPT-2's vocab.json and merges.txt; its ids must fit the model's embedding."""
+    if (path / TOKENIZER).exists() or (path / TOKENIZER).is_symlink():
+        text = read_bounded(path / TOKENIZER, MAX_TOKENIZER_BYTES, TOKENIZER).decode("utf-8", errors="replace")
+        tokenizer = SubwordTokenizer.from_json(text, vocab_size, where=str(path / TOKENIZER))
+    elif (path / "vocab.json").exists() and (path / "merges.txt").exists():
+        vocab = read_json(path / "vocab.json", MAX_TOKENIZER_BYTES, "vocab.json")
+        lines = read_bounded(path / "merges.txt", MAX_TOKENIZER_BYTES, "merges.txt").decode("utf-8", "replace")
+        merges = [tuple(line.split(" ")) for line in lines.splitlines() if line and not line.startswith("#version")]
+        if any(len(m) != 2 for m in merges) or not all(isinstance(i, int) for i in vocab.values()):
+            raise CheckpointError(f"{path}'s vocab.json or merges.txt is damaged; download them again")
+        tokenizer = SubwordTokenizer.from_vocab_merges(vocab, merges, vocab_size)
+    else:
+        raise CheckpointError(f"{path} has no {TOKENIZER} (nor vocab.json and merges.txt); copy the model's "
+                              "tokenizer files into the folder")
+    if tokenizer.own_size > vocab_size:
+        raise CheckpointError(f"the tokenizer has {tokenizer.own_size:,} tokens but the model's embedding only "
+                              f"{vocab_size:,} rows; use the tokenizer of the same model")
+    return tokenizer
+
+
+def load_folder(path: Path, device: torch.device | str = "cpu") -> HFModel:
+    """The folder's model and tokenizer, everything checked first (see the module docstring)."""
+    from safetensors import safe_open
+
+    from ..model import MiniTransformerLM
+
+    path = Path(path).expanduser()
+    folder = read_folder(path)
+    arch = architecture(folder)
+    config = lab_config(folder)
+    check_memory(folder)
+    tokenizer = read_tokenizer(path, config.vocab_size)
+    model = MiniTransformerLM(config)
+    params = dict(model.named_parameters())
+    handles = {}
+    filled = set()
+    try:
+        def read(name: str) -> torch.Tensor:
+            file = folder.tensors[name].file
+            if file not in handles:
+                handles[file] = safe_open(str(file), framework="pt")
+            return handles[file].get_tensor(name).float()
+
+        with torch.no_grad():
+            for name, tensor in arch.lab_weights(config, set(folder.tensors), read):
+                if not torch.isfinite(tensor).all():
+                    raise CheckpointError(f"{path} holds a weight that is not finite (for {name}); download the "
+                                          "model again")
+                params[name].copy_(tensor)
+                filled.add(name)
+    except UserError:
+        raise
+    except Exception as e:  # safetensors' own errors: a file changed or damaged since its header was read
+        raise CheckpointError(f"cannot read the weights in {path} ({str(e)[:100]}); download the model again") from None
+    finally:
+        handles.clear()
+    assert filled == set(params), f"{arch.MODEL_TYPE} mapping left {sorted(set(params) - filled)} unset"
+    own = get(folder.config, "max_position_embeddings", int, config.max_seq_len)
+    return HFModel(model.to(device).eval(), tokenizer, path, arch.MODEL_TYPE,
+                   own if own > config.max_seq_len else None)
+
+
+def read_config(path: Path) -> dict:
+    """config.json alone (for :parity, which lets transformers read the rest)."""
+    return read_json(Path(path) / CONFIG, MAX_CONFIG_BYTES, CONFIG)
+
+
+# --- out ------------------------------------------------------------------------------------------
+def mismatch(config: ModelConfig, model_type: str) -> tuple[str, object, object] | None:
+    """The first setting of `config` the architecture cannot express: (name, value, a value it takes), or None."""
+    arch = ARCHITECTURES[model_type]
+    for name, allowed in arch.REQUIRED.items():
+        allowed = allowed if isinstance(allowed, tuple) else (allowed,)
+        if getattr(config, name) not in allowed:
+            return name, getattr(config, name), allowed[0]
+    if model_type == gpt2.MODEL_TYPE and config.kv_heads != config.n_heads:
+        return "n_kv_heads", config.n_kv_heads, None
+    return None
+
+
+def export_type(config: ModelConfig) -> str:
+    """The architecture a lab model is saved as: the one that expresses all its settings, else refused
+    naming the first setting the nearest architecture lacks."""
+    found = {t: mismatch(config, t) for t in ARCHITECTURES}
+    for model_type, problem in found.items():
+        if problem is None:
+            return model_type
+
+    def unmet(model_type: str) -> int:
+        required = ARCHITECTURES[model_type].REQUIRED.items()
+        return sum(getattr(config, n) not in (a if isinstance(a, tuple) else (a,)) for n, a in required)
+
+    nearest = min(found, key=unmet)
+    name, value, wanted = found[nearest]
+    raise ConfigError(f"{name}={value} has no equivalent in {NAMES[nearest]}, the nearest architecture transformers "
+                      f"loads ({name}={wanted} would be); change that setting and train, or save a lab checkpoint instead",
+                      fix={name: wanted})
+
+
+def save_folder(model, tokenizer, path: Path) -> str:
+    """Write `model` (and its tokenizer) as a Hugging Face folder; returns the architecture written.
+
+    The folder is written whole into a temporary sibling and renamed into place, so a failure leaves
+    nothing half-written; an existing non-empty folder is refused (nothing is overwritten).
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path).expanduser()
+    model_type = export_type(model.config)
+    arch = ARCHITECTURES[model_type]
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise CheckpointError(f"{path} exists and is not an empty folder; choose a new path (nothing is overwritten)")
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
+    except OSError as e:
+        raise CheckpointError(f"cannot write in {parent}: {e.strerror or e}; choose a writable place") from None
+    try:
+        save_file(arch.hf_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        (tmp / CONFIG).write_text(json.dumps(arch.hf_config(model.config), indent=2) + "\n")
+        tk = tokenizer.tokenizer if getattr(tokenizer, "kind", "char") == "bpe" else characters_as_tokenizer(tokenizer.itos)
+        tk.save(str(tmp / TOKENIZER))
+        # transformers' AutoTokenizer reads tokenizer.json through the class this names
+        (tmp / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
+        if path.exists():
+            path.rmdir()  # empty: checked above
+        os.replace(tmp, path)
+    except BaseException:
+        for child in tmp.iterdir() if tmp.exists() else ():
+            child.unlink()
+        if tmp.exists():
+            tmp.rmdir()
+        raise
+    return model_type

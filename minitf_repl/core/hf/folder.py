@@ -1,0 +1,212 @@
+"""Reading a Hugging Face model folder without trusting it: bounded reads, headers before data, no pickle.
+
+A folder holds config.json, the weights as model.safetensors or as shards named by
+model.safetensors.index.json, and the tokenizer as tokenizer.json (or GPT-2's vocab.json and
+merges.txt). Every file is checked before a byte of it is read: it must be a regular file (a
+symbolic link is followed, as the Hugging Face cache links snapshots to blobs, but a link to a
+device such as /dev/zero is refused), small files have a size limit, and a safetensors file's
+header is parsed here and checked against the file's length, so a truncated download is named as
+one. Nothing is ever unpickled: a folder with only pytorch_model.bin is told to convert it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CheckpointError
+from ..words import count
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+TOKENIZER = "tokenizer.json"
+PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt")
+
+MAX_CONFIG_BYTES = 1 * 2**20
+MAX_TOKENIZER_BYTES = 64 * 2**20  # Llama 3's tokenizer.json is 9 MB
+MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit on a header
+MEMORY_SHARE = 0.8  # of the memory free now, what the weights (as float32) may take
+
+# safetensors dtype -> bytes per element; the lab computes in float32, so others are converted on load
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+
+
+@dataclass
+class TensorEntry:
+    """One tensor as a safetensors header describes it (nothing read yet)."""
+
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass
+class Folder:
+    """What a folder holds, read and checked but no tensor loaded: config, tensor headers, tokenizer files."""
+
+    path: Path
+    config: dict
+    tensors: dict[str, TensorEntry]
+    weight_files: list[Path] = field(default_factory=list)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular_size(where: Path) -> int:
+    """The size of the regular file `where` (a link is followed to its target), else CheckpointError."""
+    try:
+        st = os.stat(where)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check the path and its permissions") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{where} is {_kind(st.st_mode)}, not a regular file; "
+                              "replace it with the model's real file")
+    return st.st_size
+
+
+def read_bounded(where: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, opened without blocking and checked again open."""
+    size = regular_size(where)
+    if size > limit:
+        raise CheckpointError(f"{where} is {count(size, 'byte')}, more than the {limit // 2**20} MiB {what} "
+                              "may have; it is not a model folder's file")
+    fd = os.open(where, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped for something else since the stat
+            raise CheckpointError(f"{where} is not a regular file; replace it with the model's real file")
+        return f.read(limit + 1)[:limit]
+
+
+def read_json(where: Path, limit: int, what: str) -> dict:
+    raw = read_bounded(where, limit, what)
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"{where} is not valid JSON ({str(e)[:80]}); download the model's {what} again") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where} is not a JSON object; download the model's {what} again")
+    return value
+
+
+def read_header(where: Path) -> dict[str, TensorEntry]:
+    """The tensors a safetensors file describes, checked against its length (truncated files are named)."""
+    size = regular_size(where)
+    with open(where, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise CheckpointError(f"{where} has {count(size, 'byte')}, too few for a safetensors file "
+                                  "(truncated); download it again")
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER_BYTES or 8 + n > size:
+            raise CheckpointError(f"{where} is truncated or not a safetensors file (its header claims "
+                                  f"{count(n, 'byte')}, the file has {count(size, 'byte')}); download it again")
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise CheckpointError(f"{where} has a damaged header (not JSON); download it again") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{where} has a damaged header; download it again")
+    header.pop("__metadata__", None)
+    entries, end = {}, 0
+    for name, info in header.items():
+        try:
+            dtype, shape, (start, stop) = info["dtype"], tuple(int(s) for s in info["shape"]), info["data_offsets"]
+        except (TypeError, KeyError, ValueError):
+            raise CheckpointError(f"{where} has a damaged header entry for {name}; download it again") from None
+        if dtype not in DTYPE_BYTES:
+            raise CheckpointError(f"{where} holds {name} as {dtype}; the lab reads float64, float32, float16 and "
+                                  "bfloat16 weights only (not quantized ones): use the unquantized model")
+        if stop - start != math.prod(shape) * DTYPE_BYTES[dtype]:
+            raise CheckpointError(f"{where} has a damaged header entry for {name}; download it again")
+        entries[name] = TensorEntry(where, dtype, shape)
+        end = max(end, stop)
+    if 8 + n + end != size:
+        raise CheckpointError(f"{where} is truncated: its header describes {count(8 + n + end, 'byte')}, "
+                              f"the file has {count(size, 'byte')}; download it again")
+    return entries
+
+
+def _in_folder(path: Path, name: object, index: Path) -> Path:
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise CheckpointError(f"{index} names a shard outside the folder ({str(name)[:60]!r}); "
+                              "download the model again")
+    return path / name
+
+
+def weight_files(path: Path) -> list[Path]:
+    """The safetensors files of the folder: the index's shards, or model.safetensors; pickles are refused."""
+    index = path / INDEX
+    if index.exists() or index.is_symlink():
+        weight_map = read_json(index, MAX_CONFIG_BYTES * 16, "index").get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise CheckpointError(f"{index} has no weight_map; download the model again")
+        return sorted({_in_folder(path, name, index) for name in weight_map.values()})
+    if (path / WEIGHTS).exists() or (path / WEIGHTS).is_symlink():
+        return [path / WEIGHTS]
+    pickles = [name for name in PICKLES if (path / name).exists()]
+    if pickles:
+        raise CheckpointError(
+            f"{path} has only {pickles[0]}, a pickle, which the lab never opens because unpickling can run code; "
+            f"convert it to safetensors (transformers: model.save_pretrained(dir, safe_serialization=True))")
+    raise CheckpointError(f"{path} has no {WEIGHTS} (nor {INDEX}); give a Hugging Face model folder with "
+                          "safetensors weights")
+
+
+def read_folder(path: Path) -> Folder:
+    """config.json and every tensor header of a model folder, checked; no tensor data is read."""
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a folder"
+        raise CheckpointError(f"{path} {what}; give the folder that holds config.json and model.safetensors")
+    try:
+        config = read_json(path / CONFIG, MAX_CONFIG_BYTES, CONFIG)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} has no {CONFIG}; give a Hugging Face model folder (config.json, "
+                              "model.safetensors, tokenizer.json)") from None
+    files = weight_files(path)
+    tensors: dict[str, TensorEntry] = {}
+    for file in files:
+        try:
+            tensors.update(read_header(file))
+        except FileNotFoundError:
+            raise CheckpointError(f"{file} is missing (named by {INDEX}); download the model again") from None
+    return Folder(path, config, tensors, files)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free for new allocations now (Linux's MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(folder: Folder, free: int | None = None) -> None:
+    """Refuse a model whose float32 weights would not fit in the memory free now (before anything is built)."""
+    need = sum(e.numel for e in folder.tensors.values()) * 4
+    free = available_memory() if free is None else free
+    if free is not None and need > MEMORY_SHARE * free:
+        raise CheckpointError(f"{folder.path} needs {need / 2**30:.1f} GiB as float32 weights, but only "
+                              f"{free / 2**30:.1f} GiB of memory is free; choose a smaller model or free memory")

@@ -1,0 +1,147 @@
+"""GPT-2 (model_type "gpt2") <-> MiniTransformerLM: the same machine, named and laid out differently.
+
+GPT-2 is the lab's seed model with four switches set: learned positions, the tanh approximation of
+GELU, biases everywhere, the head tied to the embedding. Two differences of layout remain:
+
+- GPT-2's linear layers are `Conv1D`: y = x W + b with W stored (in, out), the transpose of
+  nn.Linear's (out, in);
+- its attention has one fused matrix c_attn = [W_q | W_k | W_v] of (d, 3d), cut here into three.
+
+    Hugging Face                       MiniTransformerLM
+    wte, wpe                           token_embedding, position_embedding
+    h.i.ln_1, h.i.ln_2                 blocks.i.ln_1, blocks.i.ln_2
+    h.i.attn.c_attn (d, 3d)            blocks.i.attn.q_proj, k_proj, v_proj (each d x d, transposed)
+    h.i.attn.c_proj                    blocks.i.attn.out_proj (transposed)
+    h.i.mlp.c_fc, h.i.mlp.c_proj       blocks.i.ffn.fc_in, fc_out (transposed)
+    ln_f                               ln_f
+    lm_head (tied to wte)              lm_head (tied to token_embedding)
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ..config import ModelConfig
+from .common import HFUnsupported, get
+
+MODEL_TYPE = "gpt2"
+SIZES = "n_embd, n_head, n_layer, n_inner, n_positions, vocab_size"  # the config.json fields that set the shapes
+# GPT-2's names for its activation: gelu_new is the tanh approximation GPT-2 was trained with.
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
+               "gelu": "gelu", "relu": "relu"}
+
+
+def lab_config(hf: dict) -> ModelConfig:
+    """The lab's settings for a GPT-2 config.json (refusing what the lab's model cannot compute)."""
+    d, heads = get(hf, "n_embd", int), get(hf, "n_head", int)
+    act = get(hf, "activation_function", str, "gelu_new")
+    if act not in ACTIVATIONS:
+        raise HFUnsupported(f"activation_function={act}", "gelu_new, gelu or relu")
+    if not get(hf, "scale_attn_weights", bool, True) or get(hf, "scale_attn_by_inverse_layer_idx", bool, False):
+        raise HFUnsupported("a scaling of attention other than 1/sqrt(d_k)", "scale_attn_weights=true only")
+    if get(hf, "add_cross_attention", bool, False):
+        raise HFUnsupported("add_cross_attention=true", "a decoder-only GPT-2")
+    inner = hf.get("n_inner")
+    return ModelConfig(
+        vocab_size=get(hf, "vocab_size", int), max_seq_len=get(hf, "n_positions", int), d_model=d, n_heads=heads,
+        n_layers=get(hf, "n_layer", int), d_ff=4 * d if inner is None else get(hf, "n_inner", int), dropout=0.0,
+        activation=ACTIVATIONS[act], pos_encoding="learned", norm="layernorm",
+        norm_eps=get(hf, "layer_norm_epsilon", float, 1e-5), bias=True,
+        tie_embeddings=get(hf, "tie_word_embeddings", bool, True),
+    )
+
+
+def hf_config(config: ModelConfig) -> dict:
+    """config.json for a lab model with GPT-2's settings (core.hf.export checks that it has them)."""
+    return {
+        "architectures": ["GPT2LMHeadModel"], "model_type": MODEL_TYPE, "vocab_size": config.vocab_size,
+        "n_positions": config.max_seq_len, "n_embd": config.d_model, "n_head": config.n_heads,
+        "n_layer": config.n_layers, "n_inner": config.d_ff, "activation_function": "gelu_new"
+        if config.activation == "gelu_tanh" else config.activation, "layer_norm_epsilon": config.norm_eps,
+        "tie_word_embeddings": config.tie_embeddings, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+        "scale_attn_weights": True, "torch_dtype": "float32",
+        "bos_token_id": None, "eos_token_id": None,  # the lab has no special tokens
+    }
+
+
+# The settings a lab model needs for GPT-2 to compute the same function (core.hf.export names the first that differs).
+REQUIRED = {"pos_encoding": "learned", "norm": "layernorm", "norm_placement": "pre", "norm_gain": True,
+            "bias": True, "qk_norm": False, "n_kv_heads": (None, 0), "n_experts": (0, 1),
+            "activation": ("gelu_tanh", "gelu", "relu")}
+
+
+def _prefix(names) -> str:
+    """"transformer." as save_pretrained writes it; "" in the original openai-community/gpt2 file."""
+    return "transformer." if "transformer.wte.weight" in names else ""
+
+
+def ignored(name: str) -> bool:
+    """Tensors a GPT-2 file may hold that are not weights: the causal mask buffers of older saves."""
+    return name.endswith((".attn.bias", ".attn.masked_bias"))
+
+
+def hf_shapes(config: ModelConfig, names) -> dict[str, tuple[int, ...]]:
+    """Every tensor the file must hold for this config, with its shape (checked before anything is read)."""
+    p, d, ff = _prefix(names), config.d_model, config.d_ff
+    shapes = {f"{p}wte.weight": (config.vocab_size, d), f"{p}wpe.weight": (config.max_seq_len, d),
+              f"{p}ln_f.weight": (d,), f"{p}ln_f.bias": (d,)}
+    for i in range(config.n_layers):
+        h = f"{p}h.{i}."
+        shapes.update({
+            h + "ln_1.weight": (d,), h + "ln_1.bias": (d,), h + "ln_2.weight": (d,), h + "ln_2.bias": (d,),
+            h + "attn.c_attn.weight": (d, 3 * d), h + "attn.c_attn.bias": (3 * d,),
+            h + "attn.c_proj.weight": (d, d), h + "attn.c_proj.bias": (d,),
+            h + "mlp.c_fc.weight": (d, ff), h + "mlp.c_fc.bias": (ff,),
+            h + "mlp.c_proj.weight": (ff, d), h + "mlp.c_proj.bias": (d,),
+        })
+    if not config.tie_embeddings:
+        shapes["lm_head.weight"] = (config.vocab_size, d)
+    return shapes
+
+
+def lab_weights(config: ModelConfig, names, read: Callable[[str], torch.Tensor]):
+    """Yield (the lab's parameter name, its tensor) from GPT-2's, one at a time (`read(name)` loads one)."""
+    p, d = _prefix(names), config.d_model
+    yield "token_embedding.weight", read(f"{p}wte.weight")
+    yield "position_embedding.weight", read(f"{p}wpe.weight")
+    for i in range(config.n_layers):
+        h, b = f"{p}h.{i}.", f"blocks.{i}."
+        for norm in ("ln_1", "ln_2"):
+            yield b + f"{norm}.weight", read(h + f"{norm}.weight")
+            yield b + f"{norm}.bias", read(h + f"{norm}.bias")
+        w, bias = read(h + "attn.c_attn.weight"), read(h + "attn.c_attn.bias")  # (d, 3d): [W_q | W_k | W_v]
+        for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            yield b + f"attn.{name}.weight", w[:, j * d : (j + 1) * d].t()  # Conv1D (in, out) -> Linear (out, in)
+            yield b + f"attn.{name}.bias", bias[j * d : (j + 1) * d]
+        yield b + "attn.out_proj.weight", read(h + "attn.c_proj.weight").t()
+        yield b + "attn.out_proj.bias", read(h + "attn.c_proj.bias")
+        yield b + "ffn.fc_in.weight", read(h + "mlp.c_fc.weight").t()
+        yield b + "ffn.fc_in.bias", read(h + "mlp.c_fc.bias")
+        yield b + "ffn.fc_out.weight", read(h + "mlp.c_proj.weight").t()
+        yield b + "ffn.fc_out.bias", read(h + "mlp.c_proj.bias")
+    yield "ln_f.weight", read(f"{p}ln_f.weight")
+    yield "ln_f.bias", read(f"{p}ln_f.bias")
+    if not config.tie_embeddings:
+        yield "lm_head.weight", read("lm_head.weight")
+
+
+def hf_weights(model) -> dict[str, torch.Tensor]:
+    """GPT-2's tensors (as save_pretrained names them) from a lab model with GPT-2's settings."""
+    s = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    out = {"transformer.wte.weight": s["token_embedding.weight"], "transformer.wpe.weight": s["position_embedding.weight"],
+           "transformer.ln_f.weight": s["ln_f.weight"], "transformer.ln_f.bias": s["ln_f.bias"]}
+    for i in range(model.config.n_layers):
+        h, b = f"transformer.h.{i}.", f"blocks.{i}."
+        for norm in ("ln_1", "ln_2"):
+            out[h + f"{norm}.weight"], out[h + f"{norm}.bias"] = s[b + f"{norm}.weight"], s[b + f"{norm}.bias"]
+        qkv = ("q_proj", "k_proj", "v_proj")
+        out[h + "attn.c_attn.weight"] = torch.cat([s[b + f"attn.{n}.weight"].t() for n in qkv], dim=1)  # (d, 3d)
+        out[h + "attn.c_attn.bias"] = torch.cat([s[b + f"attn.{n}.bias"] for n in qkv])
+        out[h + "attn.c_proj.weight"], out[h + "attn.c_proj.bias"] = s[b + "attn.out_proj.weight"].t(), s[b + "attn.out_proj.bias"]
+        out[h + "mlp.c_fc.weight"], out[h + "mlp.c_fc.bias"] = s[b + "ffn.fc_in.weight"].t(), s[b + "ffn.fc_in.bias"]
+        out[h + "mlp.c_proj.weight"], out[h + "mlp.c_proj.bias"] = s[b + "ffn.fc_out.weight"].t(), s[b + "ffn.fc_out.bias"]
+    if not model.config.tie_embeddings:
+        out["lm_head.weight"] = s["lm_head.weight"]
+    return {k: v.contiguous() for k, v in out.items()}

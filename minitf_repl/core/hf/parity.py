@@ -1,0 +1,99 @@
+"""The lab's model against `transformers` reading the same folder: logits and the residual stream, layer by layer.
+
+Both models read the same token ids. After the embedding and after every block, the residual
+stream of each is taken (forward hooks, removed afterwards) and the largest absolute difference
+is recorded; the first place where it exceeds the tolerance is where the two models part, and
+everything after it inherits the difference. `transformers` is optional: without it, one line says
+to install it. The folder is checked the lab's way first (core.hf.folder: no pickle, no device
+files, shapes matching the config), then read by transformers from local safetensors files only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import CheckpointError, ConfigError
+from .folder import read_folder
+
+DEFAULT_TOLERANCE = 1e-4
+
+
+@dataclass
+class Parity:
+    model_type: str
+    max_logit_diff: float
+    layers: list[tuple[str, float]]  # ("embed", d), ("blocks.0", d), ...: max |lab - transformers| of the residual stream
+    first_diverging: str | None  # the first layer above the tolerance, None if none is
+
+
+SHAPES = ("vocab_size", "d_model", "n_heads", "kv_heads", "n_layers")  # what must agree for a comparison to mean anything
+
+
+def reference_model(path: Path, config):
+    """transformers' own model of the folder (float32, eval, local safetensors only), after the lab's checks
+    (no pickle, no device files, shapes matching the config) and a check that `config` is the folder's model."""
+    from . import architecture, lab_config
+
+    folder = read_folder(path)
+    arch = architecture(folder)
+    theirs = lab_config(folder)
+    differ = [f"{k} {getattr(config, k)} here, {getattr(theirs, k)} there" for k in SHAPES
+              if getattr(config, k) != getattr(theirs, k)]
+    if differ:
+        raise CheckpointError(f"the session's model is not the model in {path} ({', '.join(differ[:2])}); "
+                              "load the folder first with hf:PATH")
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError("the reference for :parity is transformers, which is not installed; install it "
+                          "(pip install transformers) to compare with it") from None
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, use_safetensors=True, dtype=torch.float32)
+    except Exception as e:  # transformers' own errors, worded its way
+        raise CheckpointError(f"transformers could not load {path} ({str(e).splitlines()[0][:100] if str(e) else e}); "
+                              "check the folder with the transformers version installed") from None
+    return arch.MODEL_TYPE, model.eval()
+
+
+def _blocks(reference) -> list[torch.nn.Module]:
+    base = getattr(reference, "transformer", None) or getattr(reference, "model", None)
+    return list(getattr(base, "h", None) or getattr(base, "layers"))
+
+
+def compare(model, path: Path, ids: list[int], tolerance: float = DEFAULT_TOLERANCE) -> Parity:
+    """Max |difference| of the logits and of the residual stream after the embedding and each block."""
+    config = model.config
+    model_type, reference = reference_model(Path(path), config)
+    ours: dict[str, torch.Tensor] = {}
+    theirs: dict[str, torch.Tensor] = {}
+
+    def keep(store: dict, name: str):
+        def hook(module, args, output):
+            store[name] = (output[0] if isinstance(output, tuple) else output).detach().float().cpu()
+        return hook
+
+    names = ["embed"] + [f"blocks.{i}" for i in range(config.n_layers)]
+    handles = [model.hook_embed.register_forward_hook(keep(ours, "embed"))]
+    handles += [b.register_forward_hook(keep(ours, n)) for b, n in zip(model.blocks, names[1:])]
+    handles += [b.register_forward_hook(keep(theirs, n)) for b, n in zip(_blocks(reference), names[1:])]
+    was_training = model.training
+    device = next(model.parameters()).device
+    idx = torch.tensor([ids])
+    try:
+        model.eval()
+        with torch.no_grad():
+            logits = model(idx.to(device))[0].float().cpu()
+            out = reference(idx, output_hidden_states=True)
+        theirs["embed"] = out.hidden_states[0].float()
+        ref_logits = out.logits.float()
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.train(was_training)
+    layers = [(n, (ours[n] - theirs[n]).abs().max().item()) for n in names]
+    first = next((n for n, d in layers if not d <= tolerance), None)  # NaN counts as diverging
+    return Parity(model_type, (logits - ref_logits).abs().max().item(), layers, first)
