@@ -119,3 +119,33 @@ def test_the_shell_takes_it_with_set(text_file):
     result = CliRunner().invoke(cli.app, ["--data", text_file, "--set", "tokenizer=bpe:270", "config", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["tokenizer"] == "bpe:270"
+
+
+# --- bits per character --------------------------------------------------------------------------
+def test_bits_per_character_against_a_hand_computation(text_file):
+    from minitf_repl.dispatch import to_json
+
+    session = session_on(text_file)
+    result = run(session, ":train steps=2")
+    assert result.tokens_per_char == 1.0
+    assert result.val_bpc == pytest.approx(result.val_loss / math.log(2), rel=1e-12)
+
+    run(session, ":set tokenizer=bpe:300")
+    result = run(session, ":train steps=2")
+    val_text = TEXT[int(0.9 * len(TEXT)):]
+    ratio = len(session.tokenizer.encode(val_text)) / len(val_text)  # tokens / characters of the val text, by hand
+    assert ratio < 0.7  # a BPE reads several characters a token here, so the two measures differ
+    assert result.tokens_per_char == pytest.approx(ratio, rel=1e-12)
+    assert result.val_bpc == pytest.approx(result.val_loss * ratio / math.log(2), rel=1e-12)
+    for row in result.evals:  # every evaluation, in the live table's rows and the JSON
+        assert row["val_bpc"] == pytest.approx(row["val_loss"] * ratio / math.log(2), rel=1e-12)
+    doc = to_json(result)
+    assert doc["val_bpc"] == result.val_bpc and doc["tokens_per_char"] == result.tokens_per_char
+    text = " ".join(text_of(result).split())
+    assert "bits/char" in text and f"{result.val_bpc:.3f} bits per character ({ratio:.3f} tokens a character" in text
+
+
+def test_a_task_has_no_bits_per_character():
+    result = run(session_on("sort:4"), ":train steps=2")
+    assert result.val_bpc is None and result.tokens_per_char is None
+    assert "bits" not in text_of(result)

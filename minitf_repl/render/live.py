@@ -31,6 +31,7 @@ LOSS_COLUMNS = (
     ("step", "step", "step", fmt.whole, True),
     ("train_loss", "train loss", "train", fmt.num, True),
     ("val_loss", "val loss", "val", fmt.num, True),
+    ("val_bpc", "bits/char", "bpc", fmt.num, True),  # the val loss in bits per character (text data)
     ("accuracy", "accuracy", "acc", fmt.pct, True),
     ("aux_loss", "aux loss", "aux", fmt.num, True),  # mixture of experts: load balancing (1.0 = even)
     ("lr", "lr", "lr", fmt.lr, False),
@@ -54,8 +55,10 @@ class LossTable:
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         with_aux = any(r.get("aux_loss") is not None for r in rows)
+        with_bpc = any(r.get("val_bpc") is not None for r in rows)
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
-                        and (c[0] != "aux_loss" or with_aux) and (c[4] or not narrow)]
+                        and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)
+                        and (c[4] or not narrow)]
         self.table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in self.columns:
             self.table.add_column(short if narrow else header, justify="right")
@@ -220,7 +223,7 @@ class RichReporter(Reporter):
         )
         if info.val_loss is not None:
             row = {
-                "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss,
+                "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss, "val_bpc": info.val_bpc,
                 "accuracy": info.accuracy, "lr": info.lr, "tokens_per_second": info.tokens_per_second,
                 "elapsed": info.elapsed, "aux_loss": info.aux_loss,
             }
