@@ -149,3 +149,68 @@ def test_a_task_has_no_bits_per_character():
     result = run(session_on("sort:4"), ":train steps=2")
     assert result.val_bpc is None and result.tokens_per_char is None
     assert "bits" not in text_of(result)
+
+
+# --- :compare tokenizer=char tokenizer=bpe:N -------------------------------------------------------
+def test_compare_gives_each_contender_its_own_tokenizer_and_judges_by_bits_per_character(text_file, monkeypatch):
+    import minitf_repl.core.compare as core_compare
+
+    readings = []  # the data each contender's trainer reads
+    real_trainer = core_compare.Trainer
+
+    def recording_trainer(model, data, config, device):
+        readings.append((model.config.vocab_size, data))
+        return real_trainer(model, data, config, device)
+
+    monkeypatch.setattr(core_compare, "Trainer", recording_trainer)
+    session = session_on(text_file)
+    model = session.model
+    result = run(session, ":compare tokenizer=char tokenizer=bpe:300 steps=4 eval_every=2")
+    assert session.model is model and session.tokenizer is None  # the session's model and tokenizer untouched
+    (char_vocab, char_data), (bpe_vocab, bpe_data) = readings
+    assert char_data.tokenizer.kind == "char" and char_vocab == len(set(TEXT))
+    assert bpe_data.tokenizer.vocab == train_bpe(TEXT[: int(0.9 * len(TEXT))], 300).vocab  # on the training text
+    assert bpe_vocab == bpe_data.tokenizer.vocab_size != char_vocab
+    assert bpe_data.text == char_data.text == TEXT  # the same text, read two ways
+
+    char, bpe = result.outcomes
+    assert char.tokens_per_char == 1.0 and bpe.tokens_per_char == pytest.approx(bpe_data.tokens_per_char("val"))
+    assert bpe.changes["tokenizer"] == f"bpe:{bpe_data.tokenizer.own_size}" and "vocab_size" in bpe.changes
+    for outcome in result.outcomes:
+        for e in outcome.curve:
+            assert e.bpc == pytest.approx(e.val_loss * outcome.tokens_per_char / math.log(2), rel=1e-12)
+    assert result.by == "bits per character"
+    # the better one is the one with fewer bits per character, whichever has the lower loss per token
+    best = min(result.outcomes, key=lambda o: o.final.bpc)
+    assert result.verdict.startswith(f"{best.label} is better by bits per character")
+    text = " ".join(text_of(result).split())
+    assert "bits per character" in text and f"{bpe.final.val_loss:.4f} | {bpe.final.bpc:.3f}" in text
+
+
+def test_compare_chooses_by_bits_not_by_loss_per_token():
+    """Two contenders whose order by loss per token and by bits per character disagree: the verdict follows the bits."""
+    from minitf_repl.commands.lab import CompareResult, compare_verdict, render_compare
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    char = Outcome("tokenizer=char", 10, [Evaluation("tokenizer=char", 4, 1.50, None, bpc=1.50 / math.log(2))],
+                   tokens_per_char=1.0)
+    bpe = Outcome("tokenizer=bpe:512", 20, [Evaluation("tokenizer=bpe:512", 4, 2.80, None, bpc=2.80 * 0.45 / math.log(2))],
+                  tokens_per_char=0.45)
+    assert char.final.val_loss < bpe.final.val_loss and bpe.final.bpc < char.final.bpc
+    verdict = compare_verdict([char, bpe], 1, "bits per character")
+    assert verdict.startswith("tokenizer=bpe:512 is better by bits per character: 1.818")
+    assert compare_verdict([char, bpe], 1, "val loss") is None  # one seed, one tokenizer: no verdict (as before)
+    result = CompareResult([char, bpe], 4, 1, "shakespeare", False, verdict, by="bits per character")
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    render_compare(result, console)
+    row = [line for line in console.file.getvalue().splitlines() if line.strip().startswith("4 ")][0]
+    assert "1.5000 | 2.164" in row and "2.8000 | 1.818" in row
+    assert "(val bits per character)" in console.file.getvalue()
+
+
+def test_compare_tokenizer_on_a_task_is_one_line():
+    session = session_on("sort:4")
+    with pytest.raises(UserError, match="reads text, but sort"):
+        run(session, ":compare tokenizer=char tokenizer=bpe:300 steps=2")
+    with pytest.raises(UserError, match="at least 257 tokens"):
+        run(session, ":compare current tokenizer=bpe:20 steps=2")

@@ -90,19 +90,28 @@ class LossTable:
         return Group(*parts) if len(parts) > 1 else self.table
 
 
-def loss_cell(evaluation) -> str:
-    """A contender's val loss at one evaluation, with its spread over seeds when there are several."""
+def loss_cell(evaluation, bpc: bool = False) -> str:
+    """A contender's val loss at one evaluation, with its spread over seeds when there are several, and
+    (bpc) its bits per character beside it."""
     if evaluation is None:
         return ""
-    return f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
+    cell = f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
+    if bpc and evaluation.bpc is not None:
+        cell += f" | {evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}" if evaluation.bpc_spread is not None
+                                              else "")
+    return cell
 
 
 class CompareTable:
-    """One row per evaluation step, one column per contender; rows fill in as evaluations arrive."""
+    """One row per evaluation step, one column per contender; rows fill in as evaluations arrive.
 
-    def __init__(self, labels: list[str], seeds: int):
+    `by_bpc`: the contenders read the text with different tokenizers, so each cell gives the bits per
+    character beside the loss per token, and the best of a row is the one with the fewest bits."""
+
+    def __init__(self, labels: list[str], seeds: int, by_bpc: bool = False):
         self.labels = list(labels)
         self.seeds = seeds
+        self.by_bpc = by_bpc
         self.rows: dict[int, dict[str, object]] = {}
 
     def add(self, evaluation) -> None:
@@ -115,7 +124,9 @@ class CompareTable:
         yield table
 
     def table(self, with_labels: bool = True) -> Table:
-        title = "val loss" + (f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else "")
+        title = "val loss" + (" per token | bits per character (the tokenizers differ: compare the bits)"
+                              if self.by_bpc else "")
+        title += f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else ""
         table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
         table.add_column("step", justify="right")
         for k, label in enumerate(self.labels):
@@ -123,12 +134,15 @@ class CompareTable:
             table.add_column(Text(f"{glyph} {label}" if with_labels else glyph, style=style), justify="right")
         for step in sorted(self.rows):
             row = self.rows[step]
-            finals = [row[label].val_loss for label in self.labels if label in row]
-            best = min(finals) if len(finals) == len(self.labels) else None
+            def score(e):
+                return e.bpc if self.by_bpc else e.val_loss
+
+            finals = [score(row[label]) for label in self.labels if label in row]
+            best = min(finals) if len(finals) == len(self.labels) and None not in finals else None
             cells = []
             for label in self.labels:
                 e = row.get(label)
-                cells.append(Text(loss_cell(e), style="bold" if e is not None and e.val_loss == best else ""))
+                cells.append(Text(loss_cell(e, self.by_bpc), style="bold" if e is not None and score(e) == best else ""))
             add_row(table, fmt.whole(step), *cells)
         return table
 
@@ -234,8 +248,8 @@ class RichReporter(Reporter):
             self._refresh()
 
     # comparison ----------------------------------------------------------------------------------
-    def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
-        self._compare = CompareTable(labels, seeds)
+    def on_compare_start(self, labels: list[str], steps: int, seeds: int, by_bpc: bool = False) -> None:
+        self._compare = CompareTable(labels, seeds, by_bpc)
         if not self.live:
             return
         # The bar counts every training step of every contender and seed (on_compare_step), so it
