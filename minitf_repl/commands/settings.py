@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from ..core.bpe import tokenizer_setting
 from ..core.catalog import spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
@@ -131,8 +132,6 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         new[cls] = config.replace(**changes) if changes else config
     model, train = new[ModelConfig], new[TrainConfig]
     reading = None  # (tokenizer, the data read by it) when the tokenizer changes
-    from ..core.bpe import tokenizer_setting
-
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
         reading = _read_with(session, new[DataConfig].tokenizer, reporter)
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
