@@ -77,6 +77,7 @@ def param_from_setting(spec: SettingSpec, **changes) -> Param:
         name=spec.name, type=spec.type, help=spec.help, choices=spec.choices, nullable=spec.nullable,
         aliases=spec.aliases, limit=spec.limit, setting=spec,
         refusal=None if spec.derived_from is None else f"{spec.name} comes from {spec.derived_from}",
+        complete=(lambda session, values=spec.suggestions: list(values)) if spec.suggestions else None,
     )
     return replace(param, **changes)
 

@@ -44,8 +44,9 @@ class Reporter:
     def on_token(self, text: str) -> None:
         """Generated text, as it is produced."""
 
-    def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
-        """A comparison of these contenders begins: `steps` steps each, once per seed."""
+    def on_compare_start(self, labels: list[str], steps: int, seeds: int, by_bpc: bool = False) -> None:
+        """A comparison of these contenders begins: `steps` steps each, once per seed; `by_bpc`: their tokenizers
+        differ, so they are compared by bits per character."""
 
     def on_compare_step(self, done: int, total: int) -> None:
         """A comparison made one more training step: `done` of `total` (all contenders and seeds)."""

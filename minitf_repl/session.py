@@ -196,6 +196,21 @@ class Session:
         self.set_train_config(config)
         return rebuilt, recipe_changes
 
+    def use_tokenizer(self, tokenizer, data) -> bool:
+        """Read text with `tokenizer` (None: characters) from now on; `data` is the current text read by it.
+
+        The model is rebuilt for the new vocabulary, as a switch of data to another vocabulary does."""
+        rebuilt, _ = self.use_data(self.data_spec, data)
+        self.tokenizer = tokenizer
+        return rebuilt
+
+    @property
+    def tokenizer_setting(self) -> str:
+        """The `tokenizer` setting (core.config.DataConfig) that reads as the tokenizer in use (never loads data)."""
+        from .core.bpe import tokenizer_setting
+
+        return tokenizer_setting(self._data.tokenizer if self._data is not None else self.tokenizer)
+
     def recipe_switch(self, data) -> tuple[TrainConfig, dict]:
         """(training config, {setting: (before, after)}) after a switch to `data` (core.recipes.switch_recipe).
 

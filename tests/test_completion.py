@@ -79,6 +79,8 @@ def test_completion_offers_commands_options_and_values(tmp_path):
     assert complete_bash("minitf set norm") == ["norm=", "norm_placement=", "norm_eps=", "norm_gain="]
     assert complete_bash("minitf set norm=") == ["norm=layernorm", "norm=rmsnorm"]
     assert complete_bash("minitf set no_such=") == []
+    # a value that is no fixed choice (bpe:N) still offers its usual forms
+    assert {"tokenizer=char", "tokenizer=bpe:512"} <= set(complete_bash("minitf set tokenizer="))
 
 
 def test_zsh_and_fish_get_the_same_answers():

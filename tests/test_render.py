@@ -239,6 +239,7 @@ class _Info:
         self.train_loss, self.lr, self.grad_norm = 2.0 - step / 10, 1e-3, 1.0
         self.tokens_per_second, self.elapsed = 1000.0, step * 0.1
         self.val_loss, self.accuracy, self.aux_loss = val, None, None
+        self.val_bpc = None if val is None else val / 0.6931471805599453
 
 
 def test_hooks_without_a_terminal_are_quiet_until_stop():

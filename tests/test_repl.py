@@ -290,6 +290,7 @@ def test_completes_option_keys_and_values():
     assert complete(":set activation=r") == ["relu", "relu2"]
     assert "n_layers=" in complete(":set n_") and complete(":set top_") == ["top_k=", "top_p="]
     assert complete(":set top_k=n") == ["none"]
+    assert complete(":set tokenizer=bp") == ["bpe:512", "bpe:1024", "bpe:4096"]  # forms of a value with no fixed choices
     assert "sort" in complete(":data s") and complete(":device c") == ["cpu", "cuda"]
     assert complete(":nosuch ") == []
 

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.config import GenConfig, ModelConfig, TrainConfig
+from ..core.bpe import tokenizer_setting
+from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.sizes import check_trainable
 from ..core.words import count
@@ -46,7 +47,12 @@ class CompareResult:
     seeds: int  # seeds per contender
     data: str  # what they trained on
     stopped: bool  # Ctrl-C ended it early: the curves stop where it did
-    verdict: str | None = None  # with several seeds: whether the best beats the rest by more than the noise
+    # with several seeds: whether the best beats the rest by more than the noise; with contenders of
+    # different tokenizers (any number of seeds): which reads the val text in the fewest bits per character
+    verdict: str | None = None
+    # what the contenders are compared by: "val loss", or "bits per character" when their tokenizers
+    # differ (losses per token of different tokenizers do not compare)
+    by: str = "val loss"
 
 
 MAX_CONTENDERS = 6
@@ -60,10 +66,10 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True)  # fmt: skip
+], pairs_in_text=True, json_version=2)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
-    from ..core.compare import Contender, compare, differs
+    from ..core.compare import Contender, compare
 
     spec = args["data"].strip() if args["data"] is not None else None
     data = load_checked(session, spec) if spec is not None else session.data
@@ -77,31 +83,71 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     if len(groups) > MAX_CONTENDERS:
         raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
     contenders = []
+    readings = {}  # tokenizer setting -> (the setting as built, the text read by it): one BPE per setting
     for label, pairs in groups:
-        model, train = _contender_configs(session, pairs, data)
+        model, train, tokenizer = _contender_configs(session, pairs, data)
+        reading, built = data, None
+        if tokenizer is not None:
+            key = tokenizer.strip().lower()
+            if key not in readings:
+                readings[key] = _read_with(data, tokenizer, reporter)
+            built, reading = readings[key]
+            model = model.replace(vocab_size=reading.tokenizer.vocab_size)
         train = train.replace(eval_every=every)
-        data.check_fits(model.max_seq_len)
+        reading.check_fits(model.max_seq_len)
         check_trainable(model, train.batch_size)
-        contenders.append(Contender(label, model, train))
+        contenders.append(Contender(label, model, train, reading if reading is not data else None, built))
+    if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
+        for c in contenders:
+            c.tokenizer = c.tokenizer or tokenizer_setting(data.tokenizer)
+    by = "bits per character" if len({c.tokenizer for c in contenders}) > 1 else "val loss"
     base_seed = session.train_config.seed
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
-    reporter.on_compare_start([c.label for c in contenders], steps, seeds)
+    reporter.on_compare_start([c.label for c in contenders], steps, seeds, by_bpc=by != "val loss")
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
                        on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
                        threads=session.threads, on_step=reporter.on_compare_step)
-    finals = [(o.final, o) for o in outcomes if o.final is not None]
     stopped = any(o.final is None or o.final.step < steps for o in outcomes)
+    verdict = None if stopped else compare_verdict(outcomes, seeds, by)
+    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by)
+
+
+def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
+    """Which contender did best, by bits per character when the tokenizers differ (any number of seeds), else
+    by val loss (with several seeds: a single seed says nothing about noise); with seeds, whether it is noise."""
+    from ..core.compare import differs
+
+    finals = [(o.final, o) for o in outcomes if o.final is not None]
     verdict = None
-    if finals and seeds > 1 and not stopped:
+    bpc = by != "val loss"
+    if bpc and finals:
+        best, best_outcome = min(finals, key=lambda f: f[0].bpc)
+        others = ", ".join(f"{e.bpc:.3f} for {o.label}" for e, o in finals if o is not best_outcome)
+        verdict = (f"{best_outcome.label} is better by bits per character: {best.bpc:.3f} on the val text, "
+                   f"against {others} (losses per token of different tokenizers do not compare)")
+    elif finals and seeds > 1:
         best, best_outcome = min(finals, key=lambda f: f[0].val_loss)
-        beaten = [o.label for e, o in finals if o is not best_outcome and differs(best, e)]
-        close = [o.label for e, o in finals if o is not best_outcome and not differs(best, e)]
         verdict = f"{best_outcome.label} has the lowest val loss"
+    if verdict is not None and seeds > 1:
+        beaten = [o.label for e, o in finals if o is not best_outcome and differs(best, e, bpc)]
+        close = [o.label for e, o in finals if o is not best_outcome and not differs(best, e, bpc)]
         if beaten:
             verdict += f"; it beats {', '.join(beaten)} by more than twice the spread over {seeds} seeds"
         if close:
             verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
-    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict)
+    return verdict
+
+
+def _read_with(data, value: str, reporter: Reporter):
+    """(the tokenizer setting as built, `data`'s text read by the tokenizer `value` names); only text can be."""
+    from ..core.bpe import tokenizer_for
+    from ..core.data import TextCorpus
+
+    if not isinstance(data, TextCorpus):
+        raise UserError(f"tokenizer={value} reads text, but {data.name} is not text that can be read again "
+                        f"(a task, or data that is gone); compare tokenizers on text, e.g. data=shakespeare")
+    tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)  # trained on the training text
+    return tokenizer_setting(tokenizer), data.retokenized(tokenizer)
 
 
 def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
@@ -126,10 +172,12 @@ def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
 
 
 def _contender_configs(session: Session, pairs: list[str], data):
-    """The session's model and training settings with a contender's changes, read as `:set` reads them."""
+    """The session's model and training settings with a contender's changes, read as `:set` reads them, and the
+    tokenizer setting it reads the text with (None: as the data is read)."""
     from ..core.config import preset_changes
 
     changes = {ModelConfig.kind: {}, TrainConfig.kind: {}}
+    tokenizer = None
     for pair in pairs:
         if pair.lower() in ("current", "base"):
             continue
@@ -143,17 +191,19 @@ def _contender_configs(session: Session, pairs: list[str], data):
             changes[ModelConfig.kind].update(preset_changes(value, model))
         elif param.setting.section in changes:
             changes[param.setting.section][param.name] = None if value is CLEAR else value
+        elif param.setting.section == DataConfig.kind and value is not CLEAR:
+            tokenizer = DataConfig(tokenizer=value).tokenizer  # checked as :set checks it
         else:
             raise UserError(f"{param.name} is a {param.setting.section} setting; a contender differs in model or "
-                            "training settings")
+                            "training settings, or in its tokenizer")
     model = session.model_config.replace(**changes[ModelConfig.kind], vocab_size=data.tokenizer.vocab_size)
     train = session.train_config.replace(**changes[TrainConfig.kind])
-    return model, train
+    return model, train, tokenizer
 
 
 @render.register(CompareResult)
 def render_compare(result: CompareResult, console: Console) -> None:
-    table = CompareTable([o.label for o in result.outcomes], result.seeds)
+    table = CompareTable([o.label for o in result.outcomes], result.seeds, by_bpc=result.by != "val loss")
     for outcome in result.outcomes:
         for evaluation in outcome.curve:
             table.add(evaluation)
@@ -175,14 +225,15 @@ def render_compare(result: CompareResult, console: Console) -> None:
     else:
         for line in lines:
             say(console, line)
-    curves = [Curve(o.label, [e.step for e in o.curve], [e.val_loss for e in o.curve], *mark(k), joined=True)
-              for k, o in enumerate(result.outcomes)]
-    console.print(chart(curves, min(console.width, 100), 12, unit="val loss"))
+    bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
+    curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
+                    joined=True) for k, o in enumerate(result.outcomes)]
+    console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss"))
     if result.stopped:
         say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
     if result.verdict:
         say(console, result.verdict, "green")
-    elif result.seeds == 1 and not result.stopped:
+    if result.seeds == 1 and not result.stopped and (bpc or not result.verdict):
         note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
 
 

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from ..core.bpe import tokenizer_setting
 from ..core.catalog import spec_forms
-from ..core.config import GenConfig, ModelConfig, TrainConfig
+from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.sizes import check_trainable
 from ..core.words import count
@@ -47,9 +48,10 @@ class ConfigResult:
     device: str  # the device setting (auto, cpu, cuda:N, mps)
     checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
     preset: str | None = None  # the preset the model settings match (sizes aside), if any
+    tokenizer: str = "char"  # how text is read: char, or bpe:N (the tokenizer setting)
 
 
-@command("config", "Show the model, training and generation settings.", needs_torch=False)
+@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=2)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     from ..core.config import matching_preset
 
@@ -64,6 +66,7 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         device=session.status().device,
         checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
         preset=matching_preset(session.model_config),
+        tokenizer=session.tokenizer_setting,
     )
 
 
@@ -75,7 +78,8 @@ def render_config(result: ConfigResult, console: Console) -> None:
     console.print()
     console.print(settings_table("generation", result.gen))
     console.print()
-    where = Text("data ", style="cyan") + Text(result.data) + Text("   device ", style="cyan") + Text(result.device)
+    where = Text("data ", style="cyan") + Text(result.data) + Text("   tokenizer ", style="cyan") + Text(result.tokenizer)
+    where += Text("   device ", style="cyan") + Text(result.device)
     if "dir" in result.checkpoints:
         where += Text("   checkpoints ", style="cyan") + Text(str(result.checkpoints["dir"]))
     if "autosave" in result.checkpoints:
@@ -88,7 +92,7 @@ def render_config(result: ConfigResult, console: Console) -> None:
 
 # --- :set ----------------------------------------------------------------------------------------
 # `:set` takes every declared setting; the section of each says which config it changes.
-SETTINGS = (ModelConfig, TrainConfig, GenConfig, ShellConfig)
+SETTINGS = (ModelConfig, TrainConfig, GenConfig, ShellConfig, DataConfig)
 
 
 @dataclass
@@ -97,6 +101,8 @@ class SetResult:
     rebuilt: bool  # the model was rebuilt: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     preset: str | None = None  # the preset the model settings now match, if any
+    tokenizer: str | None = None  # tokenizer=: the new tokenizer in words, how it reads the text
+    vocab_size: int | None = None  # tokenizer=: the vocabulary the model was rebuilt for
 
 
 def _set_params() -> list[Param]:
@@ -109,7 +115,7 @@ def _set_params() -> list[Param]:
 
 
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
-         params=_set_params(), needs_torch=False, pairs=True)  # fmt: skip
+         params=_set_params(), needs_torch=False, pairs=True, json_version=2)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
     if not given:
@@ -125,7 +131,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
         new[cls] = config.replace(**changes) if changes else config
     model, train = new[ModelConfig], new[TrainConfig]
-    if model.max_seq_len != session.model_config.max_seq_len:
+    reading = None  # (tokenizer, the data read by it) when the tokenizer changes
+    if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
+        reading = _read_with(session, new[DataConfig].tokenizer, reporter)
+        model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
+        new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
+        reading[1].check_fits(model.max_seq_len)
+    elif model.max_seq_len != session.model_config.max_seq_len:
         session.data.check_fits(model.max_seq_len)
     check_trainable(model, train.batch_size)
 
@@ -135,8 +147,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
             if old_value != new_value and (spec.name in given or "preset" in given):  # a preset sets several
                 changed[spec.name] = (old_value, new_value)
-    kept = keep_trained_model(session, new[ShellConfig].autosave) if session.rebuild_needed(config=model) else None
-    rebuilt = session.set_model_config(model)
+    rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
+    kept = keep_trained_model(session, new[ShellConfig].autosave) if rebuild else None
+    rebuilt = session.use_tokenizer(*reading) if reading else False
+    rebuilt = session.set_model_config(model) or rebuilt
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")
@@ -145,13 +159,46 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     session.set_shell_config(new[ShellConfig])
     from ..core.config import matching_preset
 
-    return SetResult(changed, rebuilt, kept, matching_preset(model) if "preset" in given or rebuilt else None)
+    preset = matching_preset(model) if "preset" in given or (rebuilt and not reading) else None
+    if reading is None:
+        return SetResult(changed, rebuilt, kept, preset)
+    tokenizer, data = reading
+    words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
+             "text" if tokenizer is not None else "a token per character")
+    return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size)
+
+
+def _read_with(session: Session, value: str, reporter: Reporter):
+    """(tokenizer, the session's text read by it) for the tokenizer setting `value`; refused for data that is not text.
+
+    bpe:N trains a byte-level BPE on the training text (the validation text stays unseen)."""
+    from ..core.bpe import tokenizer_for
+    from ..core.config import parse_tokenizer
+    from ..core.data import TextCorpus
+
+    data = session.data
+    if not isinstance(data, TextCorpus):
+        what = (f"{data.name} is a task of characters (its loss counts the answer's symbols)"
+                if data.info().kind == "task" else f"there is no text here ({getattr(data, 'spec', data.name)} is "
+                                                   "not available)")
+        raise UserError(f"tokenizer={value} reads text, but {what}; choose text data first, e.g. "
+                        f"{cmd('data', 'shakespeare')}")
+    n = parse_tokenizer(value)
+    if n is not None and len(data.split_text("train")) < 2:
+        raise UserError(f"{data.name} has too little training text to train a tokenizer on; choose a longer text")
+    tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
+    if tokenizer is not None and tokenizer.own_size < n:
+        reporter.notice(f"the training text has pairs enough for {count(tokenizer.own_size, 'token')} only, "
+                        f"not {n:,}: the tokenizer has {tokenizer.own_size:,}")
+    return tokenizer, data.retokenized(tokenizer)
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
 
 
 def _current(session: Session, cls):
+    if cls is DataConfig:
+        return DataConfig(tokenizer=session.tokenizer_setting)
     return {ModelConfig: session.model_config, TrainConfig: session.train_config, GenConfig: session.gen_config,
             ShellConfig: session.shell_config}[cls]
 
@@ -162,7 +209,13 @@ def render_set(result: SetResult, console: Console) -> None:
         note(console, "nothing changed")
     for key, (old, new) in result.changed.items():
         say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))
-    if result.rebuilt:
+    if result.tokenizer:
+        say(console, f"the text is now read as {result.tokenizer}", "green")
+    if result.rebuilt and result.vocab_size is not None:
+        say(console, f"the model was rebuilt for a vocabulary of {result.vocab_size:,}: same settings, weights "
+                     "reset (step 0)", "yellow")
+        render_kept(console, result.kept)
+    elif result.rebuilt:
         say(console, "the architecture changed: the model was rebuilt, weights reset (step 0)", "yellow")
         render_kept(console, result.kept)
     if result.preset:

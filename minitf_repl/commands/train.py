@@ -71,6 +71,10 @@ class TrainResult:
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
     # watch=: the view made before the first step and at every evaluation, in order (kept in the session too)
     frames: list[WatchFrame] = field(default_factory=list)
+    # val_loss in bits per character of the val text: loss x tokens / characters / ln 2 (text data only).
+    # Losses per token of different tokenizers do not compare; bits per character of the same text do.
+    val_bpc: float | None = None
+    tokens_per_char: float | None = None  # of the val text: 1 for characters, what val_bpc was computed with
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -103,7 +107,7 @@ class TrainResult:
                "logit lens) or samples (a greedy continuation); :report shows the frames in order"),
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -293,6 +297,8 @@ def train_summary(result: TrainResult) -> str:
         parts.append(f"train loss {result.train_loss:.4f}")
     if result.val_loss is not None:
         parts.append(f"val loss {result.val_loss:.4f}")
+    if result.val_bpc is not None:
+        parts.append(bpc_words(result.val_bpc, result.tokens_per_char))
     if result.accuracy is not None:
         parts.append(f"accuracy {fmt.pct(result.accuracy)}")
     parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
@@ -306,6 +312,13 @@ def train_summary(result: TrainResult) -> str:
     if result.total_steps != result.steps:
         head += f" (step {result.total_steps:,} in total)"
     return head + ": " + ", ".join(parts)
+
+
+def bpc_words(bpc: float, tokens_per_char: float | None) -> str:
+    """The validation loss in bits per character, with the ratio it was computed with where it is not 1."""
+    if tokens_per_char is None or abs(tokens_per_char - 1) < 1e-12:
+        return f"{bpc:.3f} bits per character"
+    return f"{bpc:.3f} bits per character ({tokens_per_char:.3f} tokens a character of the val text)"
 
 
 def speed_parts(result: TrainResult) -> list[str]:

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .config import MIN_BPE_TOKENS as MIN_BPE_VOCAB, parse_tokenizer
 from .errors import DataError
 from .words import count
-
-MIN_BPE_VOCAB = 257  # byte-level BPE starts from the 256 bytes; every merge adds one token
 
 
 def _tokenizers():
@@ -133,6 +132,17 @@ def train_bpe(text: str, vocab_size: int, progress: Callable[[str], None] | None
         progress(f"training a byte-level BPE of {count(vocab_size, 'token')} on {count(len(text), 'character')}")
     tokenizer.train_from_iterator(_chunks(text), trainer=trainer, length=len(text))
     return SubwordTokenizer(tokenizer)
+
+
+def tokenizer_for(value: str, text: str, progress: Callable[[str], None] | None = None) -> SubwordTokenizer | None:
+    """The tokenizer the setting `value` names, for `text`: None for `char`, a BPE trained on `text` for `bpe:N`."""
+    n = parse_tokenizer(value)
+    return None if n is None else train_bpe(text, n, progress)
+
+
+def tokenizer_setting(tokenizer) -> str:
+    """The `tokenizer` setting that reads as `tokenizer`: char, or bpe:N with N its actual number of tokens."""
+    return "char" if tokenizer is None or tokenizer.kind == "char" else f"bpe:{tokenizer.own_size}"
 
 
 def _chunks(text: str, size: int = 1 << 16):

@@ -1,11 +1,16 @@
 """Side-by-side training: what does a change (RoPE, RMSNorm, a preset) buy on the same data?
 
 `compare` trains every contender from the same initial seed on the same batches (the batch order
-is drawn from the seed, so contenders with the same batch size and context see identical
-batches), in step with each other: all of them reach an evaluation before any goes on, so a caller
+is drawn from the seed, so contenders with the same batch size, context and tokenizer see
+identical batches), in step with each other: all of them reach an evaluation before any goes on, so a caller
 can show one row per evaluation as it happens. With several seeds each contender is trained once
 per seed and the results are the mean and the spread (sample standard deviation) over seeds, so
 that run-to-run noise is not read as an effect.
+
+Contenders may read the same text with different tokenizers (`tokenizer=char` against
+`tokenizer=bpe:512`): each then has its own embedding size, and since a loss per token of one
+tokenizer does not compare with another's, every evaluation of text also gives the loss in bits per
+character of the validation text (core.data.bits_per_char), which does.
 
 Nothing here touches a caller's model: every contender is a new model and trainer, and the global
 random state is restored afterwards.
@@ -22,6 +27,7 @@ from typing import Callable
 import torch
 
 from .config import ModelConfig, TrainConfig
+from .data import bits_per_char, val_tokens_per_char
 from .model import MiniTransformerLM
 from .train import Trainer
 
@@ -31,6 +37,10 @@ class Contender:
     label: str  # what the user typed for it, e.g. "preset=modern" or "norm=rmsnorm"
     model_config: ModelConfig
     train_config: TrainConfig
+    # The same text read by this contender's own tokenizer (its model_config.vocab_size is that
+    # tokenizer's), and that tokenizer's setting (bpe:512); None: the data every contender shares.
+    data: object = None
+    tokenizer: str | None = None
 
 
 @dataclass
@@ -42,6 +52,9 @@ class Evaluation:
     val_loss: float
     spread: float | None  # sample standard deviation over seeds (None with one seed)
     accuracy: float | None = None  # mean task accuracy, for tasks
+    # val_loss in bits per character of the val text (text data): what compares across tokenizers
+    bpc: float | None = None
+    bpc_spread: float | None = None
 
 
 @dataclass
@@ -54,6 +67,7 @@ class Outcome:
     tokens_per_second: float = 0.0  # mean over seeds, evaluation excluded
     seconds: float = 0.0  # wall time of all its seeds together
     changes: dict = field(default_factory=dict)  # the settings that differ from the first contender
+    tokens_per_char: float | None = None  # of the val text as this contender's tokenizer reads it
 
     @property
     def final(self) -> Evaluation | None:
@@ -80,9 +94,13 @@ def compare(
     def stop() -> bool:
         return should_stop is not None and should_stop()
 
-    base = contenders[0].model_config.to_dict()
-    outcomes = [Outcome(c.label, 0, changes={k: v for k, v in c.model_config.to_dict().items() if base.get(k) != v})
-                for c in contenders]
+    def settings(c: Contender) -> dict:
+        return {**c.model_config.to_dict(), **({"tokenizer": c.tokenizer} if c.tokenizer is not None else {})}
+
+    base = settings(contenders[0])
+    readings = [c.data if c.data is not None else data for c in contenders]  # the text as each one reads it
+    outcomes = [Outcome(c.label, 0, changes={k: v for k, v in settings(c).items() if base.get(k) != v},
+                        tokens_per_char=val_tokens_per_char(reading)) for c, reading in zip(contenders, readings)]
     with torch.random.fork_rng(devices=[]):
         runs = []  # (contender index, trainer) for every contender and seed
         for seed in seeds:
@@ -90,7 +108,7 @@ def compare(
                 config = contender.train_config.replace(seed=seed, steps=steps)
                 torch.manual_seed(seed)
                 model = MiniTransformerLM(contender.model_config).to(device)
-                trainer = Trainer(model, data, config, device)
+                trainer = Trainer(model, readings[i], config, device)
                 trainer.threads = threads
                 trainer.start_run(steps)
                 outcomes[i].n_params = model.num_parameters()
@@ -128,10 +146,14 @@ def compare(
             for i, values in results.items():
                 losses = [v for v, _ in values]
                 accuracies = [a for _, a in values if a is not None]
+                bits = [bits_per_char(v, outcomes[i].tokens_per_char) for v in losses]
+                bits = bits if None not in bits else []
                 evaluation = Evaluation(
                     outcomes[i].label, done, statistics.fmean(losses),
                     statistics.stdev(losses) if len(losses) > 1 else None,
                     statistics.fmean(accuracies) if accuracies else None,
+                    statistics.fmean(bits) if bits else None,
+                    statistics.stdev(bits) if len(bits) > 1 else None,
                 )
                 outcomes[i].curve.append(evaluation)
                 if on_evaluation is not None:
@@ -145,8 +167,9 @@ def _finish(outcomes: list[Outcome], busy) -> list[Outcome]:
     return outcomes
 
 
-def differs(a: Evaluation, b: Evaluation) -> bool | None:
-    """Whether two final losses differ by more than their spreads (None when there is no spread)."""
-    if a.spread is None or b.spread is None:
+def differs(a: Evaluation, b: Evaluation, bpc: bool = False) -> bool | None:
+    """Whether two final losses (bpc: bits per character) differ by more than their spreads (None: no spread)."""
+    (x, sx), (y, sy) = ((e.bpc, e.bpc_spread) if bpc else (e.val_loss, e.spread) for e in (a, b))
+    if sx is None or sy is None:
         return None
-    return abs(a.val_loss - b.val_loss) > 2 * math.hypot(a.spread, b.spread)
+    return abs(x - y) > 2 * math.hypot(sx, sy)

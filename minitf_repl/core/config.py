@@ -58,6 +58,7 @@ class SettingSpec:
     derived_from: str | None = None  # set: not a setting of its own; says where its value comes from
     aliases: tuple = ()  # other accepted spellings of the key, e.g. batch for batch_size
     in_place: bool = False  # changes no weight: a built model takes the new value and keeps its weights
+    suggestions: tuple = ()  # what Tab offers for a value that is not one of fixed choices (tokenizer=bpe:N)
 
     def range_text(self) -> str:
         """The valid range in words: "> 0", ">= 1", "in [0, 1)", "" when unbounded."""
@@ -332,6 +333,46 @@ class GenConfig(Settings):
     gen_seed: int | None = setting(None, "sampling seed (none: a fresh random one each time)", type=int, low=0,
                                    nullable=True, limit=2**63 - 1)
     cache: bool = setting(True, "use the KV cache (off: recompute the prefix for every token)")
+
+
+# --- how text is read ---------------------------------------------------------------------------
+MIN_BPE_TOKENS = 257  # byte-level BPE starts from the 256 bytes; every merge adds one token
+MAX_BPE_TOKENS = 65_536
+
+
+def parse_tokenizer(value: str) -> int | None:
+    """`char` -> None (a token per character); `bpe:N` -> N, the tokens of a byte-level BPE (ConfigError otherwise)."""
+    kind, colon, size = value.strip().lower().partition(":")
+    if kind == "char" and not colon:
+        return None
+    if kind != "bpe" or not colon:
+        raise ConfigError(f"tokenizer={value} is not a tokenizer; choose char or bpe:N (e.g. bpe:512)")
+    try:
+        n = int(size)
+    except ValueError:
+        raise ConfigError(f"tokenizer={value}: N must be a whole number of tokens; e.g. bpe:512") from None
+    if n < MIN_BPE_TOKENS:
+        raise ConfigError(f"tokenizer={value}: a byte-level BPE has at least {MIN_BPE_TOKENS} tokens (the 256 bytes "
+                          f"and one merge); choose bpe:{MIN_BPE_TOKENS} or more, e.g. bpe:512")
+    if n > MAX_BPE_TOKENS:
+        raise ConfigError(f"tokenizer={value} is too large: at most bpe:{MAX_BPE_TOKENS:,}; use a smaller N")
+    return n
+
+
+@dataclass
+class DataConfig(Settings):
+    """How the data's text is read (the data itself is chosen with `:data`)."""
+
+    kind = "data"
+
+    # The value shown is the tokenizer in use: bpe:N with N its actual size (a small text may give fewer
+    # merges than asked for), so a loaded GPT-2 reads as bpe:50257.
+    tokenizer: str = setting("char", "how text is read: char (a token per character) or bpe:N (a byte-level BPE of "
+                             "N tokens trained on the data's training text; the model is rebuilt for its vocabulary)",
+                             suggestions=("char", "bpe:512", "bpe:1024", "bpe:4096"))
+
+    def check_together(self) -> None:
+        parse_tokenizer(self.tokenizer)
 
 
 # --- presets: whole architectures by name ---------------------------------------------------------

@@ -13,6 +13,7 @@ negative control: uniformly random tokens that no model can learn, so its loss s
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 import urllib.error
@@ -126,11 +127,24 @@ class TextCorpus:
         self.text = text
         # The characters of the text, or a subword tokenizer (core.bpe: a loaded model's, or :set tokenizer=bpe:N)
         self.tokenizer = tokenizer if tokenizer is not None else CharTokenizer.from_text(text)
-        # Held in the narrowest integer type the vocabulary fits (1 or 2 bytes a token instead of
-        # int64's 8: tiny Shakespeare takes 1 MB, not 9); a batch is widened to int64 when cut.
-        data = torch.tensor(self.tokenizer.encode(text), dtype=_id_dtype(self.tokenizer.vocab_size))
-        n = int(0.9 * len(data))
-        self.splits = {"train": data[:n], "val": data[n:]}
+        # The split is made on the characters, so that every tokenizer trains and validates on the
+        # same text (and a BPE is trained on the training text alone). Each split is held in the
+        # narrowest integer type the vocabulary fits (1 or 2 bytes a token instead of int64's 8: tiny
+        # Shakespeare takes 1 MB, not 9); a batch is widened to int64 when cut.
+        self.cut = int(0.9 * len(text))
+        dtype = _id_dtype(self.tokenizer.vocab_size)
+        self.splits = {split: torch.tensor(self.tokenizer.encode(self.split_text(split)), dtype=dtype)
+                       for split in ("train", "val")}
+
+    def split_text(self, split: str) -> str:
+        """The characters of the train or the val split."""
+        return self.text[: self.cut] if split == "train" else self.text[self.cut :]
+
+    def tokens_per_char(self, split: str = "val") -> float:
+        """How many tokens the tokenizer reads a character of this split as: 1 for characters, about 0.5
+        for a BPE of 512 tokens on English (what turns a loss per token into bits per character)."""
+        chars = len(self.text) - self.cut if split == "val" else self.cut
+        return len(self.splits[split]) / chars if chars else 1.0
 
     def info(self) -> DataInfo:
         return DataInfo(
@@ -157,6 +171,22 @@ class TextCorpus:
         starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
         windows = data[starts[:, None] + torch.arange(max_seq_len + 1)].long()  # (B, T + 1): one window a row
         return windows[:, :-1], windows[:, 1:]  # x, and y = x shifted by one: the next token at each position
+
+
+def val_tokens_per_char(data) -> float | None:
+    """Tokens per character of a text corpus's validation text; None for data that is not text (a task)."""
+    ratio = getattr(data, "tokens_per_char", None)
+    return ratio("val") if ratio is not None else None
+
+
+def bits_per_char(loss: float | None, tokens_per_char: float | None) -> float | None:
+    """A loss in nats per token as bits per character: loss x tokens / characters / ln 2.
+
+    Losses per token of different tokenizers do not compare (a BPE token carries several characters,
+    so it costs more nats); bits per character of the same text do. For characters it is loss / ln 2."""
+    if loss is None or tokens_per_char is None:
+        return None
+    return loss * tokens_per_char / math.log(2)
 
 
 class Task:

@@ -29,6 +29,7 @@ import torch
 
 from . import distributed
 from .config import TrainConfig
+from .data import bits_per_char, val_tokens_per_char
 from .errors import ConfigError, PeerLost, TrainingDiverged
 from .fastpath import FastPath, listened
 from .memory import release_freed
@@ -48,6 +49,9 @@ class StepInfo:
     tokens_per_second: float
     elapsed: float  # seconds spent in this run, evaluation included
     val_loss: float | None = None
+    # the validation loss in bits per character of the val text (core.data.bits_per_char; text data only):
+    # unlike the loss per token, it compares across tokenizers
+    val_bpc: float | None = None
     accuracy: float | None = None
     aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss includes its share)
     compile_seconds: float | None = None  # set on the step that ran torch.compile's compilation
@@ -69,6 +73,8 @@ class RunSummary:
     compile_seconds: float | None = None  # the first compiled step, compilation included (None: none here)
     notes: list = dataclasses.field(default_factory=list)  # the lines given to on_notice
     threads: int = 1  # torch's CPU threads when the call ended (core.threads)
+    val_bpc: float | None = None  # val_loss in bits per character (text data only)
+    tokens_per_char: float | None = None  # tokens per character of the val text, what val_bpc was computed with
 
 
 def _moe_aux_loss(model) -> float | None:
@@ -283,6 +289,7 @@ class Trainer:
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and distributed.is_main():
                 info.val_loss, info.accuracy = self.evaluate()
+                info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
             self.run_elapsed += time.perf_counter() - t0
             info.elapsed = self.run_elapsed
             self.history[-1] = asdict(info)
@@ -298,6 +305,7 @@ class Trainer:
             steps=done, total_steps=self.step, run_remaining=self.run_remaining, stopped=stopped,
             train_loss=last.train_loss if last else None,
             val_loss=evals[-1]["val_loss"] if evals else None,
+            val_bpc=evals[-1].get("val_bpc") if evals else None, tokens_per_char=val_tokens_per_char(self.data),
             accuracy=evals[-1]["accuracy"] if evals else None,
             tokens_per_second=tokens / busy if busy else 0.0,
             seconds=time.perf_counter() - call_start,

@@ -31,6 +31,7 @@ LOSS_COLUMNS = (
     ("step", "step", "step", fmt.whole, True),
     ("train_loss", "train loss", "train", fmt.num, True),
     ("val_loss", "val loss", "val", fmt.num, True),
+    ("val_bpc", "bits/char", "bpc", fmt.num, True),  # the val loss in bits per character (text data)
     ("accuracy", "accuracy", "acc", fmt.pct, True),
     ("aux_loss", "aux loss", "aux", fmt.num, True),  # mixture of experts: load balancing (1.0 = even)
     ("lr", "lr", "lr", fmt.lr, False),
@@ -54,8 +55,10 @@ class LossTable:
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         with_aux = any(r.get("aux_loss") is not None for r in rows)
+        with_bpc = any(r.get("val_bpc") is not None for r in rows)
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
-                        and (c[0] != "aux_loss" or with_aux) and (c[4] or not narrow)]
+                        and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)
+                        and (c[4] or not narrow)]
         self.table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in self.columns:
             self.table.add_column(short if narrow else header, justify="right")
@@ -87,19 +90,28 @@ class LossTable:
         return Group(*parts) if len(parts) > 1 else self.table
 
 
-def loss_cell(evaluation) -> str:
-    """A contender's val loss at one evaluation, with its spread over seeds when there are several."""
+def loss_cell(evaluation, bpc: bool = False) -> str:
+    """A contender's val loss at one evaluation, with its spread over seeds when there are several, and
+    (bpc) its bits per character beside it."""
     if evaluation is None:
         return ""
-    return f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
+    cell = f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
+    if bpc and evaluation.bpc is not None:
+        cell += f" | {evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}" if evaluation.bpc_spread is not None
+                                              else "")
+    return cell
 
 
 class CompareTable:
-    """One row per evaluation step, one column per contender; rows fill in as evaluations arrive."""
+    """One row per evaluation step, one column per contender; rows fill in as evaluations arrive.
 
-    def __init__(self, labels: list[str], seeds: int):
+    `by_bpc`: the contenders read the text with different tokenizers, so each cell gives the bits per
+    character beside the loss per token, and the best of a row is the one with the fewest bits."""
+
+    def __init__(self, labels: list[str], seeds: int, by_bpc: bool = False):
         self.labels = list(labels)
         self.seeds = seeds
+        self.by_bpc = by_bpc
         self.rows: dict[int, dict[str, object]] = {}
 
     def add(self, evaluation) -> None:
@@ -112,7 +124,9 @@ class CompareTable:
         yield table
 
     def table(self, with_labels: bool = True) -> Table:
-        title = "val loss" + (f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else "")
+        title = "val loss" + (" per token | bits per character (the tokenizers differ: compare the bits)"
+                              if self.by_bpc else "")
+        title += f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else ""
         table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
         table.add_column("step", justify="right")
         for k, label in enumerate(self.labels):
@@ -120,12 +134,15 @@ class CompareTable:
             table.add_column(Text(f"{glyph} {label}" if with_labels else glyph, style=style), justify="right")
         for step in sorted(self.rows):
             row = self.rows[step]
-            finals = [row[label].val_loss for label in self.labels if label in row]
-            best = min(finals) if len(finals) == len(self.labels) else None
+            def score(e):
+                return e.bpc if self.by_bpc else e.val_loss
+
+            finals = [score(row[label]) for label in self.labels if label in row]
+            best = min(finals) if len(finals) == len(self.labels) and None not in finals else None
             cells = []
             for label in self.labels:
                 e = row.get(label)
-                cells.append(Text(loss_cell(e), style="bold" if e is not None and e.val_loss == best else ""))
+                cells.append(Text(loss_cell(e, self.by_bpc), style="bold" if e is not None and score(e) == best else ""))
             add_row(table, fmt.whole(step), *cells)
         return table
 
@@ -220,7 +237,7 @@ class RichReporter(Reporter):
         )
         if info.val_loss is not None:
             row = {
-                "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss,
+                "step": info.step, "train_loss": info.train_loss, "val_loss": info.val_loss, "val_bpc": info.val_bpc,
                 "accuracy": info.accuracy, "lr": info.lr, "tokens_per_second": info.tokens_per_second,
                 "elapsed": info.elapsed, "aux_loss": info.aux_loss,
             }
@@ -231,8 +248,8 @@ class RichReporter(Reporter):
             self._refresh()
 
     # comparison ----------------------------------------------------------------------------------
-    def on_compare_start(self, labels: list[str], steps: int, seeds: int) -> None:
-        self._compare = CompareTable(labels, seeds)
+    def on_compare_start(self, labels: list[str], steps: int, seeds: int, by_bpc: bool = False) -> None:
+        self._compare = CompareTable(labels, seeds, by_bpc)
         if not self.live:
             return
         # The bar counts every training step of every contender and seed (on_compare_step), so it

@@ -164,13 +164,13 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
 
 # One row of the loss history (core.train.StepInfo). Every field a row can have is checked, because
 # every one is read somewhere: the continuing rate is the last row's lr, `:ls` and `:load` show the
-# last val_loss, the charts plot the rest. Rows of checkpoints written before aux_loss and
-# compile_seconds existed lack them; load_checkpoint fills them in as None.
+# last val_loss, the charts plot the rest. Rows of checkpoints written before aux_loss,
+# compile_seconds and val_bpc existed lack them; load_checkpoint fills them in as None.
 _HISTORY_COUNTS = ("step", "run_step", "run_steps")  # whole numbers >= 0
 _HISTORY_NUMBERS = ("train_loss", "lr", "grad_norm", "tokens_per_second", "elapsed")  # finite numbers
 _HISTORY_MAYBE = ("val_loss", "accuracy")  # a finite number, or null (not evaluated at that step)
-HISTORY_LATER = ("aux_loss", "compile_seconds")  # as _HISTORY_MAYBE, and may be absent
-_HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds")
+HISTORY_LATER = ("aux_loss", "compile_seconds", "val_bpc")  # as _HISTORY_MAYBE, and may be absent
+_HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds", "val_bpc")
 
 
 def _history_problem(row, last_step: int) -> str | None:
