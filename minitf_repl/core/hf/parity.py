@@ -49,7 +49,7 @@ def reference_model(path: Path, config):
         import transformers
     except ImportError:
         raise ConfigError("the reference for :parity is transformers, which is not installed; install it "
-                          "(pip install transformers) to compare with it") from None
+                          "(pip install transformers, or the minitf-repl[parity] extra) to compare with it") from None
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, use_safetensors=True, dtype=torch.float32)
