@@ -387,6 +387,27 @@ def test_parity_names_the_layer_of_a_perturbed_weight(which, part, request):
     assert r.max_logit_diff > 1e-4 and "the models part at blocks.1" in text_of(r)
 
 
+def test_parity_prints_nothing_of_transformers_own_and_puts_its_settings_back(gpt2, capfd):
+    # transformers warns about configs and draws a progress bar of the weights it loads, on stderr:
+    # in the REPL that would land between :parity's prompt and its table
+    logging = transformers.utils.logging
+    logging.set_verbosity_warning()
+    logging.enable_progress_bar()
+    config = json.loads((gpt2[1] / "config.json").read_text())
+    folder = gpt2[1].parent / "gpt2-warns"
+    if not folder.exists():
+        shutil.copytree(gpt2[1], folder)
+        config["bos_token_id"] = config["eos_token_id"] = config["vocab_size"] + 7  # a config transformers warns about
+        (folder / "config.json").write_text(json.dumps(config))
+    s = Session(data_spec="pydoc")
+    run_command(s, "load", {"name": f"hf:{folder}"})
+    capfd.readouterr()
+    r = run_command(s, "parity", {"path": f"hf:{folder}", "prompt": PROMPT})
+    out, err = capfd.readouterr()
+    assert r.first_diverging is None and out == "" and err == ""
+    assert logging.get_verbosity() == logging.WARNING and logging.is_progress_bar_enabled()
+
+
 def test_parity_without_transformers_says_to_install_it(gpt2, monkeypatch):
     import sys
 

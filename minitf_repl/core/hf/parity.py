@@ -10,6 +10,7 @@ files, shapes matching the config), then read by transformers from local safeten
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,12 +52,29 @@ def reference_model(path: Path, config):
         raise ConfigError("the reference for :parity is transformers, which is not installed; install it "
                           "(pip install transformers, or the minitf-repl[parity] extra) to compare with it") from None
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True, use_safetensors=True, dtype=torch.float32)
+        with _quiet(transformers):
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, use_safetensors=True, dtype=torch.float32)
     except Exception as e:  # transformers' own errors, worded its way
         raise CheckpointError(f"transformers could not load {path} ({str(e).splitlines()[0][:100] if str(e) else e}); "
                               "check the folder with the transformers version installed") from None
     return arch.MODEL_TYPE, model.eval()
+
+
+@contextlib.contextmanager
+def _quiet(transformers):
+    """transformers without its own output (config warnings, a progress bar of the weights it loads):
+    the core never prints, and the comparison is :parity's answer. Its settings are put back after."""
+    logging = transformers.utils.logging
+    verbosity, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bar:
+            logging.enable_progress_bar()
 
 
 def _blocks(reference) -> list[torch.nn.Module]:
