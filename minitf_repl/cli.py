@@ -322,6 +322,9 @@ def _make_subcommand(command, registry: Registry):
                 info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
                                     metavar="" if p.type is bool else metavar, autocompletion=_shell_completion(p))
             annotation = Optional[bool] if p.type is bool else Optional[str]
+            if p.positional and p.pair:  # `minitf patch "the cat sat" "the mat sat"`: two arguments
+                info = typer.Argument(None, metavar=p.meta or p.name.upper(), help=_help(p), show_default=False)
+                annotation = Optional[List[str]]
             params.append(
                 inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
             )
@@ -340,6 +343,10 @@ def _make_subcommand(command, registry: Registry):
                 raise typer.Exit(1)
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
+            for p in command.params:
+                if p.positional and p.pair and isinstance(args.get(p.name), list):
+                    texts = args[p.name]
+                    args[p.name] = (p.pair if len(texts) == 2 else " ").join(texts)
         _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name

@@ -318,7 +318,8 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
             words = " ".join(text)
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)} "
                             f"({phrase_command('help', cmd.name)} shows its options)")
-        args[positional.name] = check_value(positional, " ".join(text))
+        pair = positional.pair if positional.pair and len(text) == 2 else None  # two texts, quoted or not
+        args[positional.name] = check_value(positional, (pair or " ").join(text))
     return args
 
 

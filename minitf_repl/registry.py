@@ -41,6 +41,9 @@ class Param:
     complete: Callable[[Any], list[str]] | None = None
     refusal: str | None = None  # this key is known but cannot be given; the message says why and what to do
     meta: str | None = None  # how the usage line names the value, when the type does not say it (N|all)
+    # A positional made of two texts (`:patch CLEAN CORRUPT`): given as two words or two quoted texts,
+    # they reach the command joined by this separator, which it also accepts typed (CLEAN vs CORRUPT).
+    pair: str | None = None
 
     @property
     def spec(self) -> SettingSpec:

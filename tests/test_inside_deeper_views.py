@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from minitf_repl import cli
 from minitf_repl import commands as C
 from minitf_repl.commands import REGISTRY
+from minitf_repl.commands.inside import split_prompts
 from minitf_repl.core.errors import DataError, UserError
 from minitf_repl.dispatch import FrontDoor, run_command, to_json
 from minitf_repl.parsing import parse_line
@@ -154,10 +155,18 @@ def test_lens_at_mid_and_both(trained):
 # --- the REPL line and the one-shot shell ------------------------------------------------------------------
 def test_the_repl_lines(trained):
     command, args = parse_line(":patch 31415= 38495= target=1", REGISTRY)
-    assert command.name == "patch" and args == {"prompts": "31415= 38495=", "target": "1"}
+    assert command.name == "patch" and args == {"prompts": "31415= vs 38495=", "target": "1"}
+    # two quoted prompts with spaces inside stay two prompts; typed `vs` and one word each say the same
+    for line in (':patch "the cat sat" "the mat sat"', ":patch the cat sat vs the mat sat"):
+        assert parse_line(line, REGISTRY)[1] == {"prompts": "the cat sat vs the mat sat"}, line
+    assert split_prompts(parse_line(':patch "the cat sat" "the mat sat"', REGISTRY)[1]["prompts"]) == (
+        "the cat sat", "the mat sat")
+    with pytest.raises(UserError, match="give two prompts"):
+        split_prompts(parse_line(":patch the cat sat", REGISTRY)[1]["prompts"])
     out = Console(file=io.StringIO(), width=80, color_system=None)
     door = FrontDoor(trained, out)
-    for line in (":patch 31415= 38495= target=1", ":attrib 31415= target=1", ":lens 31415= at=mid"):
+    for line in (":patch 31415= 38495= target=1", ':patch "31415=" "38495="', ":attrib 31415= target=1",
+                 ":lens 31415= at=mid"):
         assert door.run_line(line) == "ok", line
     text = out.file.getvalue()
     assert "each head's output" in text and "what writes the logit of '1'" in text and "blocks.1.mid" in text
@@ -173,12 +182,14 @@ SHELL = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=
 
 def test_the_one_shot_shell():
     runner = CliRunner()
-    doc = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415= 38495=", "--json"]).stdout)
+    doc = doc_patch = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415= 38495=", "--json"]).stdout)
     assert doc["schema"] == "minitf.patch/1" and len(doc["resid"]) == 3 and len(doc["heads"][0]) == 2
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "attrib", "31415=", "--target", "3", "--json"]).stdout)
     assert doc["target"] == "3" and abs(sum(p["logit"] for p in doc["parts"]) + doc["offset"] - doc["logit"]) < 1e-4
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "lens", "31415=", "--at", "mid", "--json"]).stdout)
     assert doc["schema"] == "minitf.lens/2" and doc["at"] == "mid" and doc["rows"][1]["layer"] == "blocks.0.mid"
+    two = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415=", "38495=", "--json"]).stdout)  # two arguments
+    assert (two["clean"], two["corrupt"]) == ("31415=", "38495=") and two["heads"] == doc_patch["heads"]
     result = runner.invoke(cli.app, [*SHELL, "patch", "31415= 3141="])
     assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1 and result.stdout == ""
     text = runner.invoke(cli.app, [*SHELL, "attrib", "31415="])

@@ -372,7 +372,7 @@ def split_prompts(text: str | None) -> tuple[str, str]:
     parts = [p.strip() for p in text.split(" vs ")] if " vs " in text else text.split()
     if len(parts) != 2 or not all(parts):
         raise UserError(f"give two prompts, the clean one and the corrupted one, e.g. "
-                        f"{cmd('patch', '31415= 38495=')} (with spaces inside a prompt: CLEAN vs CORRUPT)")
+                        f"{cmd('patch', '31415= 38495=')} (a prompt with spaces in quotes, or CLEAN vs CORRUPT)")
     return parts[0], parts[1]
 
 
@@ -396,8 +396,8 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
 
 @command("patch", "Activation patching: which layers, positions and heads carry the answer from one prompt "
                   "to another.", params=[
-    Param("prompts", str, help="CLEAN CORRUPT: two prompts of the same length in tokens (CLEAN vs CORRUPT "
-                               "when one has spaces)", positional=True),
+    Param("prompts", str, help="CLEAN CORRUPT: two prompts of the same length in tokens (quote one that has "
+                               "spaces, or type CLEAN vs CORRUPT)", positional=True, pair=" vs ", meta="CLEAN CORRUPT"),
     Param("target", str, help="the clean answer's token (default: a task's answer, else the clean run's "
                               "likeliest next token)", meta="CHAR"),
 ])  # fmt: skip
