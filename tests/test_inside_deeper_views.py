@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from minitf_repl import cli
 from minitf_repl import commands as C
 from minitf_repl.commands import REGISTRY
-from minitf_repl.commands.inside import split_prompts
+from minitf_repl.commands.why import split_prompts
 from minitf_repl.core.errors import DataError, UserError
 from minitf_repl.dispatch import FrontDoor, run_command, to_json
 from minitf_repl.parsing import parse_line

@@ -29,14 +29,14 @@ commands that use them.
 
 # Imported for their registrations: `:help` lists the families in this order (a family a module
 # imports registers first).
-from . import help, train, generate, settings, checkpoints, anatomy, inside, lab, speed  # noqa: F401
+from . import help, train, generate, settings, checkpoints, anatomy, inside, why, lab, speed  # noqa: F401
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
-from .inside import (AttnResult, AttribPart, AttribResult, LENS_AT, LensResult, LensRow, PatchResult, ReportResult,
-                     StepResult, StepRow, TokResult, patch_reading)
+from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
+from .why import AttribPart, AttribResult, PatchResult, patch_reading
 from .lab import AblateResult, CompareResult, ExpertsResult
 from .settings import ConfigResult, DataResult, SetResult
 from .speed import DeviceResult, QuantizeResult

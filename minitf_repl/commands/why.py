@@ -1,0 +1,247 @@
+"""Why the model answers as it does: `:patch` (activation patching) and `:attrib` (direct logit attribution).
+
+The views in commands/inside.py show what a model does on one input; these two ask which of its
+parts carry the answer. The numbers come from core.patching and core.attribution; these commands
+pick the prompts and the answer token, check them, and turn the core's tensors into lists and plain
+numbers, so that every result is JSON as it stands. The heat map takes colour where the console has
+it, characters without (render.heatmap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.errors import UserError
+from ..core.words import count
+from ..palette import VISIBLE, visible
+from ..registry import Param, clip
+from ..render.heatmap import cell, legend, plain
+from ..render.renderers import render
+from ..render.tables import NARROW, add_row
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command, true_next
+from .inside import VIEW_DEFAULT, view_prompt
+
+
+def one_token(session: Session, text: str, what: str = "target") -> int:
+    """The id of `text`, which must be exactly one token of the vocabulary."""
+    tokenizer = session.data.tokenizer
+    ids = tokenizer.encode(text)
+    if len(ids) != 1:
+        raise UserError(f"{what} must be one token, got {clip(text)!r} ({count(len(ids), 'token')}); "
+                        f"give one character, e.g. {what}=4")
+    return ids[0]
+
+
+def show_token(token: str) -> str:
+    return visible(token) if token in VISIBLE else repr(token)[1:-1]
+
+
+@dataclass
+class PatchResult:
+    clean: str  # the prompt whose answer is patched back
+    corrupt: str  # the prompt it is patched into (the same length in tokens)
+    clean_tokens: list[str]
+    corrupt_tokens: list[str]
+    answer: str  # the clean answer: target=, the task's answer, or the clean run's likeliest next token
+    foil: str  # the corrupted run's likeliest next token (the clean runner-up when the two agree)
+    clean_diff: float  # z[answer] - z[foil] at the last position of the clean prompt
+    corrupt_diff: float  # the same on the corrupted prompt
+    stream: list[str]  # the rows of resid: "embed", "blocks.0", ...
+    resid: list[list[float]]  # [row][position]: the fraction restored when the stream there is the clean one
+    heads: list[list[float]]  # [layer][head]: the fraction restored when that head's output is the clean one
+    reading: str  # one line: what the numbers say
+
+
+def split_prompts(text: str | None) -> tuple[str, str]:
+    """`CLEAN CORRUPT`, or `CLEAN vs CORRUPT` when a prompt has spaces, -> the two prompts."""
+    text = (text or "").strip()
+    parts = [p.strip() for p in text.split(" vs ")] if " vs " in text else text.split()
+    if len(parts) != 2 or not all(parts):
+        raise UserError(f"give two prompts, the clean one and the corrupted one, e.g. "
+                        f"{cmd('patch', '31415= 38495=')} (a prompt with spaces in quotes, or CLEAN vs CORRUPT)")
+    return parts[0], parts[1]
+
+
+def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]]) -> str:
+    """One line: the head that brings back the most, and where the stream holds the answer at the end."""
+    best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)), default=None)
+    if best is None:
+        return "the model has no heads to patch"
+    value, layer, head = best
+    if value >= 0.5:
+        line = f"most of it comes back when head {layer}.{head} is patched ({value:.2f})"
+    elif value >= 0.2:
+        line = f"head {layer}.{head} brings back the most ({value:.2f}); no single head carries most of it"
+    else:
+        line = f"no single head brings much back (the most: head {layer}.{head}, {value:.2f})"
+    moved = next((name for name, row in zip(stream, resid) if row[-1] >= 0.5), None)
+    if moved is not None and moved != stream[-1]:
+        line += f"; the last position holds most of the answer from {moved} on"
+    return line
+
+
+@command("patch", "Activation patching: which layers, positions and heads carry the answer from one prompt "
+                  "to another.", params=[
+    Param("prompts", str, help="CLEAN CORRUPT: two prompts of the same length in tokens (quote one that has "
+                               "spaces, or type CLEAN vs CORRUPT)", positional=True, pair=" vs ", meta="CLEAN CORRUPT"),
+    Param("target", str, help="the clean answer's token (default: a task's answer, else the clean run's "
+                              "likeliest next token)", meta="CHAR"),
+])  # fmt: skip
+def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
+    clean, corrupt = split_prompts(args["prompts"])
+    data = session.data
+    target = args["target"] if args["target"] is not None else true_next(data, clean)
+    answer = one_token(session, target) if target is not None else None
+    clean_ids, corrupt_ids = data.tokenizer.encode(clean), data.tokenizer.encode(corrupt)
+    window = session.model_config.max_seq_len
+    if max(len(clean_ids), len(corrupt_ids)) > window:
+        raise UserError(f"the prompts are longer than max_seq_len={window}; shorten them")
+
+    from ..core.patching import activation_patching
+
+    r = activation_patching(session.model, clean_ids, corrupt_ids, answer)
+    itos = data.tokenizer.itos
+    resid, heads = r.resid.tolist(), r.heads.tolist()
+    return PatchResult(
+        clean=clean, corrupt=corrupt, clean_tokens=[itos[i] for i in clean_ids],
+        corrupt_tokens=[itos[i] for i in corrupt_ids], answer=itos[r.answer], foil=itos[r.foil],
+        clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
+        reading=patch_reading(heads, r.stream, resid),
+    )
+
+
+def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]], width: int, as_text: bool) -> Text:
+    """Rows of cells, one per position, shaded by the fraction restored (0 or less: the lowest, 1 or more: the top)."""
+    label = max(len(r) for r in rows) + 1
+    out = Text(" " * label)
+    for ch in tokens:
+        out.append(show_token(ch)[:width].ljust(width), style="bold")
+    for name, row in zip(rows, values):
+        out.append("\n")
+        out.append(name.ljust(label), style="cyan")
+        for v in row:
+            out.append_text(cell(min(1.0, max(0.0, v)), width, as_text))
+    return out
+
+
+@render.register(PatchResult)
+def render_patch(result: PatchResult, console: Console) -> None:
+    as_text = plain(console)
+    answer, foil = show_token(result.answer), show_token(result.foil)
+    say(console, f"patching {result.clean[-30:]!r} into {result.corrupt[-30:]!r}: answer {answer!r} against "
+                 f"{foil!r}", "bold")
+    note(console, f"logit difference z[{answer!r}] - z[{foil!r}] at the last position: clean "
+                  f"{result.clean_diff:.2f}, corrupted {result.corrupt_diff:.2f}; each cell: the fraction of the "
+                  "difference that comes back when that activation is taken from the clean run (1: all of it)")
+    T = len(result.corrupt_tokens)
+    label = max(len(r) for r in result.stream) + 1
+    width = 2 if label + 2 * T <= console.width else 1
+    shown = max(1, min(T, (console.width - label) // width))
+    start = T - shown
+    say(console, "the residual stream, after each layer, at each position", "bold")
+    if start:
+        note(console, f"showing the last {shown} of {T} positions (the terminal is {console.width} columns wide)")
+    tokens = result.corrupt_tokens[start:]
+    console.print(restored_grid(result.stream, tokens, [row[start:] for row in result.resid], width, as_text),
+                  highlight=False, no_wrap=True, overflow="ignore")
+    console.print(legend(1.0, as_text, "restored"), highlight=False)
+    differ = [i for i, (a, b) in enumerate(zip(result.clean_tokens, result.corrupt_tokens)) if a != b]
+    if differ:
+        note(console, "the prompts differ at position " + ", ".join(str(i) for i in differ)
+             + " (the columns are the corrupted prompt's tokens)")
+    if result.heads:
+        say(console, "each head's output, at every position", "bold")
+        n_heads = len(result.heads[0])
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("layer", style="cyan", justify="right")
+        for h in range(n_heads):
+            table.add_column(f"head {h}", justify="right")
+        best = max(v for row in result.heads for v in row)
+        for layer, row in enumerate(result.heads):
+            add_row(table, str(layer), *(Text(f"{v:.2f}", style="bold green" if v == best and not as_text else "")
+                                         for v in row))
+        console.print(table)
+    say(console, result.reading, "green")
+
+
+@dataclass
+class AttribPart:
+    name: str  # "embed", "head 1.2", "mlp 0", "attention biases"
+    kind: str  # embed | head | mlp | bias
+    logit: float  # its share of the target's logit
+
+
+@dataclass
+class AttribResult:
+    prompt: str
+    target: str  # the token whose logit is split
+    logit: float  # the model's logit for it at the last position
+    offset: float  # what the final norm, frozen at this input's scale, adds on its own (its bias through W_U)
+    scale: float  # that frozen scale: the std (LayerNorm) or rms (RMSNorm) of the final residual stream
+    parts: list[AttribPart]  # largest share (by size) first; the shares plus the offset are the logit
+    prob: float  # the model's probability of the target
+    rank: int  # its rank among the next tokens (1: the likeliest)
+
+
+ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
+
+
+@command("attrib", "Direct logit attribution: how much the embedding, each head and each MLP add to the next "
+                   "token's logit.", params=[
+    Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
+    Param("target", str, help="the token whose logit is split (default: a task's answer or the true next "
+                              "character of the default prompt, else the likeliest)", meta="CHAR"),
+])  # fmt: skip
+def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
+    data = session.data
+    text, ids, _ = view_prompt(session, args["prompt"], reporter)
+    target = args["target"]
+    if target is None:
+        target = true_next(data, text)
+    target_id = one_token(session, target) if target is not None else None
+
+    from ..core.attribution import direct_logit_attribution
+
+    a = direct_logit_attribution(session.model, ids, target_id)
+    parts = sorted((AttribPart(p.name, p.kind, p.logit) for p in a.parts), key=lambda p: -abs(p.logit))
+    return AttribResult(prompt=text, target=data.tokenizer.itos[a.target], logit=a.logit, offset=a.offset,
+                        scale=a.scale, parts=parts, prob=a.prob, rank=a.rank)
+
+
+@render.register(AttribResult)
+def render_attrib(result: AttribResult, console: Console) -> None:
+    as_text = plain(console)
+    target = show_token(result.target)
+    say(console, f"what writes the logit of {target!r} after {result.prompt[-40:]!r}", "bold")
+    note(console, f"{target!r}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
+                  "each part's share, read through the final norm frozen at this input's scale")
+    shown = result.parts[:ATTRIB_ROWS]
+    peak = max((abs(p.logit) for p in shown), default=0.0) or 1.0
+    name_width = max((len(p.name) for p in shown), default=4)
+    bar_width = max(4, min(40, console.width - name_width - 12))
+    for p in shown:
+        line = Text(p.name.ljust(name_width), style="cyan")
+        line.append(f" {p.logit:+7.2f} ")
+        n = max(1, round(abs(p.logit) / peak * bar_width)) if p.logit else 0
+        if as_text:
+            line.append(("█" if p.logit > 0 else "░") * n)
+        else:
+            line.append("█" * n, style="green" if p.logit > 0 else "red")
+        console.print(line, highlight=False, no_wrap=True, overflow="ignore")
+    rest = result.parts[ATTRIB_ROWS:]
+    if rest:
+        note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together")
+    total = sum(p.logit for p in result.parts)
+    note(console, f"█ adds to the logit, ░ takes away; the parts sum to {total:+.2f}, and the frozen norm adds "
+                  f"{result.offset:+.2f} of its own (its bias; scale {result.scale:.3g}): {total + result.offset:.2f}"
+                  f" = the logit {result.logit:.2f}")
+
