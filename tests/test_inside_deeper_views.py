@@ -128,6 +128,12 @@ def test_attrib_renders_bars_and_states_the_offset_at_80_columns(trained):
     assert "█" in out and "the frozen norm adds" in words and f"the logit {r.logit:.2f}" in words
     first = next(line for line in out.splitlines() if line.startswith(r.parts[0].name))
     assert first.rstrip().endswith("█" * 40) or first.rstrip().endswith("░" * 40)  # the largest: the longest bar
+    assert "█ adds to the logit, ░ takes away" in words
+    # in colour every bar is █, green or red, and the key says so (it said ░ there too, wrongly)
+    colour = Console(file=io.StringIO(), width=80, color_system="standard", force_terminal=True)
+    render(r, colour)
+    words = " ".join(colour.file.getvalue().split())
+    assert "green adds to the logit, red takes away" in words and "░" not in words
 
 
 def test_attrib_refuses_a_post_norm_model():

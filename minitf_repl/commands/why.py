@@ -241,7 +241,8 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     if rest:
         note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together")
     total = sum(p.logit for p in result.parts)
-    note(console, f"█ adds to the logit, ░ takes away; the parts sum to {total:+.2f}, and the frozen norm adds "
+    key = "█ adds to the logit, ░ takes away" if as_text else "green adds to the logit, red takes away"
+    note(console, f"{key}; the parts sum to {total:+.2f}, and the frozen norm adds "
                   f"{result.offset:+.2f} of its own (its bias; scale {result.scale:.3g}): {total + result.offset:.2f}"
                   f" = the logit {result.logit:.2f}")
 
