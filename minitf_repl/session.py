@@ -307,7 +307,7 @@ class Session:
             self._ablations.clear()
             self._ablations = None
         self._data, self.data_spec = data, data_spec
-        self.tokenizer = data.tokenizer if getattr(data.tokenizer, "kind", "char") != "char" else None
+        self.tokenizer = data.tokenizer if data.tokenizer.kind != "char" else None
         self._model, self._trainer = model, trainer
         self.weights_from = weights_from
         trainer.threads = self.threads

@@ -85,6 +85,12 @@ def test_watch_options_are_checked_before_anything_changes():
     with pytest.raises(UserError, match="watch must be one of"):
         run_command(s, "train", {"steps": 2, "watch": "loss"})
     assert s.trainer.step == step and s.watch_frames == []
+    # with data=, the prompt is read as the new data reads it, and a refusal leaves the old data in place
+    with pytest.raises(UserError, match=r"layer must be in 0\.\.1"):
+        run_command(s, "train", {"steps": 2, "data": "reverse", "watch": "attn", "layer": 2})
+    with pytest.raises(DataError):
+        run_command(s, "train", {"steps": 2, "data": "add", "watch": "attn", "prompt": "xyz"})
+    assert s.data_spec == "sort" and s.trainer.step == step
 
 
 def test_plot_lens_rank_charts_the_frames():

@@ -14,8 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.catalog import CORPORA, TASKS
+from ..core.errors import UserError
+from ..core.words import count
 from ..parsing import CLEAR
-from ..registry import Registry
+from ..registry import Registry, clip
 
 REGISTRY = Registry()
 command = REGISTRY.command
@@ -126,3 +128,29 @@ def true_next(data, prompt: str) -> str | None:
         except ValueError:  # not a question of this task (add's "ab=")
             return None
     return None
+
+
+def view_prompt(session, prompt: str | None, reporter, data=None) -> tuple[str, list[int], int]:
+    """The prompt's text and ids (its last max_seq_len tokens), and how many tokens were cut.
+
+    `data`: the data whose tokenizer reads it (default: the session's)."""
+    data = session.data if data is None else data
+    text = prompt or sample_prompt(data)
+    ids = data.tokenizer.encode(text)
+    window = session.model_config.max_seq_len
+    dropped = max(0, len(ids) - window)
+    if dropped:
+        ids = ids[-window:]
+        text = data.tokenizer.decode(ids)
+        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, data.tokenizer.unit)}")
+    return text, ids, dropped
+
+
+def check_layer(session, layer: int | None, default: int = 0) -> int:
+    """A block index of the session's model, checked (None: `default`; -1 there: the last block)."""
+    n_layers = session.model_config.n_layers
+    layer = (default % n_layers) if layer is None else layer
+    if not 0 <= layer < n_layers:
+        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
+                        f"got {clip(str(layer))}")
+    return layer

@@ -33,34 +33,11 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (command, complete_head, complete_layer, default_prompt, sample_prompt, true_next,
-                   with_given)
+from .base import (check_layer, command, complete_head, complete_layer, default_prompt, sample_prompt, true_next,
+                   view_prompt, with_given)
 from .train import history_series
 
 VIEW_DEFAULT = "(default: a short sample of the data)"
-
-
-def view_prompt(session: Session, prompt: str | None, reporter: Reporter) -> tuple[str, list[int], int]:
-    """The prompt's text and ids (its last max_seq_len tokens), and how many tokens were cut."""
-    data = session.data
-    text = prompt or sample_prompt(data)
-    ids = data.tokenizer.encode(text)
-    window = session.model_config.max_seq_len
-    dropped = max(0, len(ids) - window)
-    if dropped:
-        ids = ids[-window:]
-        text = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, data.tokenizer.unit)}")
-    return text, ids, dropped
-
-
-def check_layer(session: Session, layer: int | None) -> int:
-    n_layers = session.model_config.n_layers
-    layer = 0 if layer is None else layer
-    if not 0 <= layer < n_layers:
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
-                        f"got {clip(str(layer))}")
-    return layer
 
 
 # --- :attn ---------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import command, complete_data, sample_prompt
 from .settings import SET
-from .shared import load_checked
+from .shared import load_checked, read_with
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
@@ -90,7 +90,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
         if tokenizer is not None:
             key = tokenizer.strip().lower()
             if key not in readings:
-                readings[key] = _read_with(data, tokenizer, reporter)
+                read_by, text = read_with(data, tokenizer, reporter, fix="compare tokenizers on text, e.g. data=shakespeare")
+                readings[key] = (tokenizer_setting(read_by), text)
             built, reading = readings[key]
             model = model.replace(vocab_size=reading.tokenizer.vocab_size)
         train = train.replace(eval_every=every)
@@ -136,18 +137,6 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
         if close:
             verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
     return verdict
-
-
-def _read_with(data, value: str, reporter: Reporter):
-    """(the tokenizer setting as built, `data`'s text read by the tokenizer `value` names); only text can be."""
-    from ..core.bpe import tokenizer_for
-    from ..core.data import TextCorpus
-
-    if not isinstance(data, TextCorpus):
-        raise UserError(f"tokenizer={value} reads text, but {data.name} is not text that can be read again "
-                        f"(a task, or data that is gone); compare tokenizers on text, e.g. data=shakespeare")
-    tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)  # trained on the training text
-    return tokenizer_setting(tokenizer), data.retokenized(tokenizer)
 
 
 def _contender_groups(text: str) -> list[tuple[str, list[str]]]:

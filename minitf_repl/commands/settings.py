@@ -32,7 +32,7 @@ from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import cmd, restore
 from .base import REGISTRY, command, complete_data
-from .shared import keep_trained_model, load_checked, recipe_line, switch_data
+from .shared import keep_trained_model, load_checked, read_with, recipe_line, switch_data
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -133,7 +133,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     model, train = new[ModelConfig], new[TrainConfig]
     reading = None  # (tokenizer, the data read by it) when the tokenizer changes
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
-        reading = _read_with(session, new[DataConfig].tokenizer, reporter)
+        reading = read_with(session.data, new[DataConfig].tokenizer, reporter,
+                            fix=f"choose text data first, e.g. {cmd('data', 'shakespeare')}")
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
         reading[1].check_fits(model.max_seq_len)
@@ -166,31 +167,6 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size)
-
-
-def _read_with(session: Session, value: str, reporter: Reporter):
-    """(tokenizer, the session's text read by it) for the tokenizer setting `value`; refused for data that is not text.
-
-    bpe:N trains a byte-level BPE on the training text (the validation text stays unseen)."""
-    from ..core.bpe import tokenizer_for
-    from ..core.config import parse_tokenizer
-    from ..core.data import TextCorpus
-
-    data = session.data
-    if not isinstance(data, TextCorpus):
-        what = (f"{data.name} is a task of characters (its loss counts the answer's symbols)"
-                if data.info().kind == "task" else f"there is no text here ({getattr(data, 'spec', data.name)} is "
-                                                   "not available)")
-        raise UserError(f"tokenizer={value} reads text, but {what}; choose text data first, e.g. "
-                        f"{cmd('data', 'shakespeare')}")
-    n = parse_tokenizer(value)
-    if n is not None and len(data.split_text("train")) < 2:
-        raise UserError(f"{data.name} has too little training text to train a tokenizer on; choose a longer text")
-    tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
-    if tokenizer is not None and tokenizer.own_size < n:
-        reporter.notice(f"the training text has pairs enough for {count(tokenizer.own_size, 'token')} only, "
-                        f"not {n:,}: the tokenizer has {tokenizer.own_size:,}")
-    return tokenizer, data.retokenized(tokenizer)
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too

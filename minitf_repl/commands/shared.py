@@ -132,3 +132,26 @@ def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
 
 
+
+
+def read_with(data, value: str, reporter, fix: str):
+    """(tokenizer, `data`'s text read by it) for the tokenizer setting `value` (the tokenizer None: characters).
+
+    Only text can be read again (else the error ends with `fix`, how to give text there); bpe:N trains a byte-level BPE on the training text alone, so the
+    validation text stays unseen (:set tokenizer= and :compare's contenders both read through here)."""
+    from ..core.bpe import tokenizer_for
+    from ..core.config import parse_tokenizer
+    from ..core.data import TextCorpus
+
+    if not isinstance(data, TextCorpus):
+        what = (f"{data.name} is a task of characters (its loss counts the answer's symbols)"
+                if data.info().kind == "task" else f"{getattr(data, 'spec', data.name)} is not available")
+        raise UserError(f"tokenizer={value} reads text, but {what}; {fix}")
+    n = parse_tokenizer(value)
+    if n is not None and len(data.split_text("train")) < 2:
+        raise UserError(f"{data.name} has too little training text to train a tokenizer on; choose a longer text")
+    tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
+    if tokenizer is not None and tokenizer.own_size < n:
+        reporter.notice(f"the training text has pairs enough for {count(tokenizer.own_size, 'token')} only, "
+                        f"not {n:,}: the tokenizer has {tokenizer.own_size:,}")
+    return tokenizer, data.retokenized(tokenizer)

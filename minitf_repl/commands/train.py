@@ -32,7 +32,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore, train_first
-from .base import command, complete_checkpoint, complete_data, complete_layer, sample_prompt, true_next
+from .base import check_layer, command, complete_checkpoint, complete_data, complete_layer, true_next, view_prompt
 from .shared import AUTOSAVES_KEPT, load_checked, rebuilt_line, recipe_line, save_session, switch_data
 
 SCHEDULES = ("new", "continue")
@@ -149,6 +149,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
 
         check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)  # e.g. a read-only folder: say so before training
 
+    # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
+    watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
     if new_data is not None:
         rebuilt, kept, recipe_changes = switch_data(session, spec, new_data)
         if rebuilt:
@@ -159,7 +161,6 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # A diverged run is a failed command, and a failed command loses nothing: the weights of the
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
-    watcher = _watcher(session, args)  # checked before anything changes (the prompt's tokens, the layer)
     snapshot = session.snapshot()
     session.set_train_config(train_config)
     trainer = session.trainer
@@ -232,20 +233,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     )
 
 
-def _watcher(session: Session, args: dict) -> Watcher | None:
-    """What watch= looks at, checked: the prompt (its last max_seq_len tokens), the layer, the lens's target."""
+def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher | None:
+    """What watch= looks at, checked: the prompt (its last max_seq_len tokens, as `data` reads it), the
+    block (default: the last), the token the lens should find."""
     if args["watch"] is None:
         return None
-    data = session.data
-    prompt = args["prompt"] if args["prompt"] is not None else sample_prompt(data)
-    if not prompt:
-        raise UserError("prompt= is empty; give the text watch= should read, e.g. prompt=31415=")
-    ids = data.tokenizer.encode(prompt)[-session.model_config.max_seq_len :]  # a DataError names a stray character
-    prompt = data.tokenizer.decode(ids)
-    n_layers = session.model_config.n_layers
-    layer = args["layer"] if args["layer"] is not None else n_layers - 1
-    if not 0 <= layer < n_layers:
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), got {layer}")
+    prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
+    layer = check_layer(session, args["layer"], default=-1)
     target = true_next(data, prompt) if args["watch"] == "lens" else None
     return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
 

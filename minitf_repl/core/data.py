@@ -159,9 +159,8 @@ class TextCorpus:
     def check_fits(self, max_seq_len: int) -> None:
         shortest = min(len(self.splits["train"]), len(self.splits["val"]))
         if shortest < max_seq_len + 1:
-            unit = "character" if self.tokenizer.kind == "char" else "token"
             raise DataError(
-                f"{self.name} is too short: its smaller split has {count(shortest, unit)}, and one "
+                f"{self.name} is too short: its smaller split has {count(shortest, self.tokenizer.unit)}, and one "
                 f"window needs max_seq_len + 1 = {max_seq_len + 1}; use a longer text or a smaller max_seq_len"
             )
 

@@ -217,7 +217,7 @@ def save_folder(model, tokenizer, path: Path) -> str:
     try:
         save_file(arch.hf_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / CONFIG).write_text(json.dumps(arch.hf_config(model.config), indent=2) + "\n")
-        tk = tokenizer.tokenizer if getattr(tokenizer, "kind", "char") == "bpe" else characters_as_tokenizer(tokenizer.itos)
+        tk = tokenizer.tokenizer if tokenizer.kind == "bpe" else characters_as_tokenizer(tokenizer.itos)
         tk.save(str(tmp / TOKENIZER))
         # transformers' AutoTokenizer reads tokenizer.json through the class this names
         (tmp / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
