@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .config import MIN_BPE_TOKENS as MIN_BPE_VOCAB, parse_tokenizer
+from .config import MIN_BPE_TOKENS, parse_tokenizer
 from .errors import DataError
 from .words import count
 
@@ -118,9 +118,9 @@ class SubwordTokenizer:
 def train_bpe(text: str, vocab_size: int, progress: Callable[[str], None] | None = None) -> SubwordTokenizer:
     """A byte-level BPE of `vocab_size` tokens trained on `text` (GPT-2's scheme: 256 bytes, then merges)."""
     tokenizers = _tokenizers()
-    if vocab_size < MIN_BPE_VOCAB:
-        raise DataError(f"a byte-level BPE has at least {MIN_BPE_VOCAB} tokens (the 256 bytes and one merge), "
-                        f"got {vocab_size}; choose bpe:{MIN_BPE_VOCAB} or more")
+    if vocab_size < MIN_BPE_TOKENS:
+        raise DataError(f"a byte-level BPE has at least {MIN_BPE_TOKENS} tokens (the 256 bytes and one merge), "
+                        f"got {vocab_size}; choose bpe:{MIN_BPE_TOKENS} or more")
     tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = tokenizers.decoders.ByteLevel()
