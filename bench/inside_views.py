@@ -23,31 +23,19 @@ session with the same seed, and prints each kind's median wall time and its rati
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
-import subprocess
 import time
 
 import torch
 
 from minitf_repl.core.attribution import direct_logit_attribution
 from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.device import cpu_kind
 from minitf_repl.core.inside import logit_lens
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.patching import activation_patching
 
 VOCAB, PROMPT = 100, 64
-
-
-def cpu_kind() -> str:
-    try:
-        info = open("/proc/cpuinfo").read()
-    except OSError:
-        return platform.processor() or platform.machine()
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    units = sorted({flag for flag in ("amx_bf16", "avx512_bf16") if flag in info.split()})
-    cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or "?"
-    return f"{name}, {cores} cores" + (f", {' '.join(units)}" if units else ", no bfloat16 units")
 
 
 def median_time(fn, runs: int) -> float:
