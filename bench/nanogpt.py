@@ -109,6 +109,20 @@ def matmul_peak() -> float:
     return 2 * 1024**3 / statistics.median(times[1:]) / 1e9
 
 
+def alternated(rows: dict, chunks: int, steps: int, before_each=None) -> dict[str, list[float]]:
+    """{row: seconds per step of each chunk}: `chunks` rounds of `steps` steps of every row in turn
+    (`before_each()` at the start of every round), so that a machine slowing down slows all rows alike."""
+    per_step = {name: [] for name in rows}
+    for _ in range(chunks):
+        if before_each is not None:
+            before_each()
+        for name, run in rows.items():
+            t0 = time.perf_counter()
+            run(steps)
+            per_step[name].append((time.perf_counter() - t0) / steps)
+    return per_step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true")
@@ -149,14 +163,8 @@ def main() -> None:
         t0 = time.perf_counter()
         steps(1)
         first[name] = time.perf_counter() - t0
-    per_step = {name: [] for name in rows}
     peaks = []
-    for _ in range(args.chunks):
-        peaks.append(matmul_peak())
-        for name, steps in rows.items():
-            t0 = time.perf_counter()
-            steps(args.steps)
-            per_step[name].append((time.perf_counter() - t0) / args.steps)
+    per_step = alternated(rows, args.chunks, args.steps, before_each=lambda: peaks.append(matmul_peak()))
     tokens = size["B"] * size["T"]
     flops_per_token = 6 * n_params + 12 * size["L"] * size["d"] * size["T"]  # nanoGPT's estimate_mfu
     peak = statistics.median(peaks)
@@ -176,12 +184,7 @@ def main() -> None:
         # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio
         # reads differently the two ways (AMD EPYC Zen 4, batch 16, three runs: 1.29 to 1.31 in the
         # table, 1.21 to 1.22 alone), so both are printed: the two rows alternated again on their own.
-        pair = {name: [] for name in ("minitf :train", "minitf muon")}
-        for _ in range(args.chunks):
-            for name in pair:
-                t0 = time.perf_counter()
-                rows[name](args.steps)
-                pair[name].append((time.perf_counter() - t0) / args.steps)
+        pair = alternated({name: rows[name] for name in ("minitf :train", "minitf muon")}, args.chunks, args.steps)
         alone = statistics.median(pair["minitf muon"]) / statistics.median(pair["minitf :train"])
         print(f"a Muon step costs {ratio:.2f}x an AdamW step here in the table's alternation, {alone:.2f}x with the "
               f"two alternated on their own (same dtype, Newton-Schulz in {'bfloat16' if native else 'float32'})")
