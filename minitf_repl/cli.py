@@ -345,8 +345,7 @@ def _make_subcommand(command, registry: Registry):
             args = {k: v for k, v in kwargs.items() if v is not None}
             for p in command.params:
                 if p.positional and p.pair and isinstance(args.get(p.name), list):
-                    texts = args[p.name]
-                    args[p.name] = (p.pair if len(texts) == 2 else " ").join(texts)
+                    args[p.name] = p.positional_text(args[p.name])
         _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name

@@ -318,8 +318,7 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
             words = " ".join(text)
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)} "
                             f"({phrase_command('help', cmd.name)} shows its options)")
-        pair = positional.pair if positional.pair and len(text) == 2 else None  # two texts, quoted or not
-        args[positional.name] = check_value(positional, (pair or " ").join(text))
+        args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
     return args
 
 

@@ -45,6 +45,11 @@ class Param:
     # they reach the command joined by this separator, which it also accepts typed (CLEAN vs CORRUPT).
     pair: str | None = None
 
+    def positional_text(self, words: list[str]) -> str:
+        """The positional's value from the words typed for it: two texts of a pair joined by its separator,
+        anything else by spaces (the REPL's parser and the shell's arguments both read it so)."""
+        return (self.pair if self.pair and len(words) == 2 else " ").join(words)
+
     @property
     def spec(self) -> SettingSpec:
         """What checks a value: the setting this option was made from, or one made from its own fields."""

@@ -15,9 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.errors import UserError
 from ..core.words import count
-from ..registry import Param, clip
+from ..registry import Param
 from ..render import fmt
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
@@ -25,7 +24,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import command, sample_prompt
+from .base import check_layer, command, view_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.trace import TraceRecord
@@ -51,18 +50,8 @@ class ShapesResult:
 ])  # fmt: skip
 def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult:
     n_layers = session.model_config.n_layers
-    layer = args["layer"] if args["layer"] is not None else 0
-    if not 0 <= layer < n_layers:
-        blocks = count(n_layers, "block")
-        raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {blocks}), got {clip(str(layer))}")
-    data = session.data
-    prompt = args["prompt"] or sample_prompt(data)
-    ids = data.tokenizer.encode(prompt)
-    window = session.model_config.max_seq_len
-    if len(ids) > window:
-        ids = ids[-window:]
-        prompt = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; tracing its last {count(window, data.tokenizer.unit)}")
+    layer = check_layer(session, args["layer"])
+    prompt, ids, _ = view_prompt(session, args["prompt"], reporter)
     model = session.model
 
     import torch

@@ -254,7 +254,7 @@ class ParityResult:
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
     from ..core.hf import hf_path
     from ..core.hf.parity import DEFAULT_TOLERANCE, compare
-    from .base import sample_prompt
+    from .base import view_prompt
 
     tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
     if not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference would mean anything
@@ -264,12 +264,10 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', 'hf:~/models/gpt2')}")
     if not session.has_model:
         raise UserError(f"there is no model to compare yet; {cmd('load', 'hf:PATH')} loads the folder's")
-    tokenizer = session.data.tokenizer
-    prompt = args["prompt"] or sample_prompt(session.data)
-    ids = tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
+    prompt, ids, _ = view_prompt(session, args["prompt"], reporter)  # its last max_seq_len tokens
     result = compare(session.model, folder, ids, tolerance)
     return ParityResult(
-        path=str(folder), architecture=result.model_type, prompt=tokenizer.decode(ids), n_tokens=len(ids),
+        path=str(folder), architecture=result.model_type, prompt=prompt, n_tokens=len(ids),
         max_logit_diff=result.max_logit_diff, tolerance=tolerance,
         layers=[ParityLayer(name, diff) for name, diff in result.layers], first_diverging=result.first_diverging,
     )
