@@ -10,12 +10,16 @@ One process, the two runs one after the other (then again with --repeats 2, alte
 For each: the wall time of the run (evaluations included), the final validation loss, and a
 400-character sample (temperature 0.8, seed 0) with the share of its words that occur in the data.
 
-    python bench/first_train.py [--repeats 2]
+    python bench/first_train.py [--repeats 2] [--without-bf16-units]
+
+--without-bf16-units, on a CPU with AMX or AVX512-BF16: every row as a CPU without them runs it
+(bench/cpu_kinds.py): float32, and Muon's Newton-Schulz in float32, on this CPU's float32 units.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -28,6 +32,8 @@ from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.precision import training_dtype
 from minitf_repl.core.train import Trainer
+
+from cpu_kinds import without_bf16_units
 
 BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size=32, fast_path=False,
               dtype="float32")
@@ -55,13 +61,21 @@ def first_train(data, before: bool, **changes) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--without-bf16-units", action="store_true",
+                        help="answer minitf's precision questions as on a CPU without bfloat16 units")
     args = parser.parse_args()
+    with without_bf16_units() if args.without_bf16_units else contextlib.nullcontext():
+        runs(args)
+
+
+def runs(args) -> None:
     data = load_data("pydoc")
     from minitf_repl.core.device import cpu_kind
     from minitf_repl.core.threads import ThreadPolicy
 
     threads = ThreadPolicy(0).decide()  # minitf's choice at the start, held for every row
-    print(f"{cpu_kind()}; torch {torch.__version__}, {threads.describe()} threads; pydoc, default model")
+    print(f"{cpu_kind()}; torch {torch.__version__}, {threads.describe()} threads; pydoc, default model"
+          + ("; as on a CPU without bfloat16 units (float32, Newton-Schulz in float32)" if args.without_bf16_units else ""))
     rows = {"before": dict(before=True), "now": dict(before=False), "adamw": dict(before=False, optimizer="adamw")}
     seconds = {label: [] for label in rows}
     for _ in range(args.repeats):

@@ -13,6 +13,9 @@ and norm read back, the step's undo record, the history):
     minitf readable         fast_path=off, float32: the readable model's forward (explicit attention)
     minitf compile=on       the defaults through torch.compile (first step compiles, timed apart)
     minitf muon             the defaults with Muon instead of AdamW (what the default optimizer costs per step)
+    minitf muon no-bf16     Muon in float32 as a CPU without bfloat16 units runs it (bench/cpu_kinds.py: the
+                            forward and Newton-Schulz in float32, on this CPU's float32 units); only on a
+                            CPU with bfloat16 units, where "minitf muon" runs Newton-Schulz in bfloat16
     nanoGPT bf16 autocast   nanoGPT's step under torch.autocast(bfloat16), as its train.py does on a GPU:
                             how much of minitf's lead is the precision and how much the engineering
 Rows alternate chunk by chunk so that a busy machine slows them alike; the table gives medians,
@@ -38,6 +41,8 @@ import torch
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.train import Trainer
+
+from cpu_kinds import as_without_bf16_units
 
 ANCHOR = Path(__file__).resolve().parents[2] / "shared" / "anchors" / "nanogpt" / "model.py"
 
@@ -152,9 +157,10 @@ def main() -> None:
             "minitf readable": minitf_step(size, fast_path=False, dtype="float32"),
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf muon": minitf_step(size, optimizer="muon"),
+            "minitf muon no-bf16": as_without_bf16_units(minitf_step(size, optimizer="muon", dtype="float32")),
             "nanoGPT bf16 autocast": nanogpt_step(size, torch.bfloat16)[0]}
     if not native:  # auto is float32 here, so ":train" is the float32 row; emulated bfloat16 measures nothing useful
-        del rows["minitf float32"], rows["nanoGPT bf16 autocast"]
+        del rows["minitf float32"], rows["nanoGPT bf16 autocast"], rows["minitf muon no-bf16"]
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}
@@ -178,16 +184,21 @@ def main() -> None:
         mfu = tps * flops_per_token / (peak * 1e9)
         extra = f"   (first step {first[name]:.1f} s)" if "compile" in name else ""
         print(f"{name:22s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
-    if "minitf muon" in rows and "minitf :train" in rows:
-        ratio = statistics.median(per_step["minitf muon"]) / statistics.median(per_step["minitf :train"])
-        # In the table each chunk follows nanoGPT's chunk and the peak's 1024 x 1024 products, which
-        # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio
-        # reads differently the two ways (AMD EPYC Zen 4, batch 16, three runs: 1.29 to 1.31 in the
-        # table, 1.21 to 1.22 alone), so both are printed: the two rows alternated again on their own.
-        pair = alternated({name: rows[name] for name in ("minitf :train", "minitf muon")}, args.chunks, args.steps)
-        alone = statistics.median(pair["minitf muon"]) / statistics.median(pair["minitf :train"])
-        print(f"a Muon step costs {ratio:.2f}x an AdamW step here in the table's alternation, {alone:.2f}x with the "
-              f"two alternated on their own (same dtype, Newton-Schulz in {'bfloat16' if native else 'float32'})")
+    # In the table each chunk follows nanoGPT's chunk and the peak's 1024 x 1024 products, which
+    # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio
+    # reads differently the two ways (AMD EPYC Zen 4, batch 16, three runs: 1.29 to 1.31 in the
+    # table, 1.21 to 1.22 alone), so both are printed: the two rows alternated again on their own.
+    pairs = [("minitf :train", "minitf muon", f"same dtype, Newton-Schulz in {'bfloat16' if native else 'float32'}")]
+    if native:
+        pairs.append(("minitf float32", "minitf muon no-bf16",
+                      "float32 and Newton-Schulz in float32, as on a CPU without bfloat16 units, on this one's float32 units"))
+    for adamw, muon, how in pairs:
+        if adamw in rows and muon in rows:
+            ratio = statistics.median(per_step[muon]) / statistics.median(per_step[adamw])
+            pair = alternated({name: rows[name] for name in (adamw, muon)}, args.chunks, args.steps)
+            alone = statistics.median(pair[muon]) / statistics.median(pair[adamw])
+            print(f"a Muon step costs {ratio:.2f}x an AdamW step here in the table's alternation, {alone:.2f}x with "
+                  f"the two alternated on their own ({how})")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ recipe otherwise (the lowest validation loss after 2000 steps, say).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import math
 import os
@@ -35,6 +36,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from cpu_kinds import without_bf16_units
 
 ROOT = Path(__file__).resolve().parents[2] / "shared"
 SHAKESPEARE = ROOT / "data" / "tinyshakespeare.txt"
@@ -140,15 +143,19 @@ def main() -> None:
 
     threads = ThreadPolicy(0).decide()  # minitf's own choice, then held for every row
     auto = training_dtype("auto", "cpu")
-    dtypes = ["auto"] if auto == "float32" else ["auto", "float32"]
+    # (label, dtype, as on a CPU without bfloat16 units)
+    rows = [("auto", "auto", False)] if auto == "float32" else [
+        ("auto", "auto", False), ("float32", "float32", False), ("no-bf16", "float32", True)]
     print(f"{cpu_kind()}; torch {torch.__version__}; {threads.describe()} threads for every row; "
           f"dtype=auto trains in {auto} here")
-    ratios = {dtype: [] for dtype in dtypes}
+    ratios = {label: [] for label, _, _ in rows}
     for _ in range(args.repeats):  # alternated, so that a machine slowing down slows all rows alike
         runs = {}
-        for dtype in dtypes:
-            ours = runs[dtype] = minitf_train(args.target, log, dtype=dtype)
-            name = f"minitf :train (dtype={dtype}{f': {auto}' if dtype == 'auto' else ''})"
+        for label, dtype, no_bf16 in rows:
+            with without_bf16_units() if no_bf16 else contextlib.nullcontext():
+                ours = runs[label] = minitf_train(args.target, log, dtype=dtype)
+            name = {"auto": f"minitf :train (dtype=auto: {auto})", "float32": "minitf :train (dtype=float32)",
+                    "no-bf16": "minitf :train (dtype=float32, Newton-Schulz in float32: a CPU without bfloat16's path)"}[label]
             if ours["reached"]:
                 print(f"{name} reached val {args.target} at step {ours['reached'][0]} after "
                       f"{ours['reached'][1]:.1f} s; the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")
@@ -159,14 +166,14 @@ def main() -> None:
             continue
         seconds, val = nanogpt_recipe(args.file.read_text("utf-8"), log)
         print(f"nanoGPT's CPU recipe (float32): {seconds:.1f} s, val {val:.4f} at iteration 2000")
-        for dtype, ours in runs.items():
+        for label, ours in runs.items():
             if ours["reached"]:
-                ratios[dtype].append(ours["reached"][1] / seconds)
-                print(f"minitf dtype={dtype} reached {args.target} in {ratios[dtype][-1]:.2f} of nanoGPT's wall time "
+                ratios[label].append(ours["reached"][1] / seconds)
+                print(f"minitf {label} reached {args.target} in {ratios[label][-1]:.2f} of nanoGPT's wall time "
                       f"(its whole :train: {ours['seconds'] / seconds:.2f})")
-    for dtype, values in ratios.items():
+    for label, values in ratios.items():
         if len(values) > 1:
-            print(f"dtype={dtype}: median over {len(values)} alternated pairs: {statistics.median(values):.2f} "
+            print(f"{label}: median over {len(values)} alternated rounds: {statistics.median(values):.2f} "
                   "of nanoGPT's wall time")
     if args.steps:
         longer = minitf_train(args.target, log, steps=args.steps)

@@ -40,3 +40,19 @@ def _one_thread_for_sessions(monkeypatch):
     """Sessions keep torch at one thread too: their `threads=auto` policy reads $MINITF_THREADS first
     (core/threads.py), and subprocesses inherit it. Tests of the policy itself unset it."""
     monkeypatch.setenv("MINITF_THREADS", "1")
+
+
+@pytest.fixture(params=["this-cpu", "no-bf16-units"])
+def cpu_path(request, monkeypatch):
+    """A learning check on this CPU's own precision path and, where this CPU has bfloat16 units, again
+    on the path of a CPU without them: every precision choice (dtype=auto, Muon's Newton-Schulz) asks
+    core.precision's native_bf16, and answered "no" the run is float32 throughout. The reverse, a CPU
+    with bfloat16 units' path on one without them, would emulate bfloat16 and crawl, so that case
+    skips: on such a CPU the first case is already the float32 path."""
+    from minitf_repl.core import precision
+
+    if request.param == "no-bf16-units":
+        if not precision.native_bf16("cpu"):
+            pytest.skip("this CPU has no bfloat16 units: the this-cpu case is the float32 path")
+        monkeypatch.setattr(precision, "native_bf16", lambda device: False)
+    return request.param

@@ -25,8 +25,9 @@ def all_cores(one_thread):
 
 
 @pytest.mark.skipif(not SHAKESPEARE.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
-def test_shakespeare_recipe_reaches_val_loss_1_88():
-    """`:data shakespeare` then `:train`: the default model under the data's recipe (core/recipes.py)."""
+def test_shakespeare_recipe_reaches_val_loss_1_88(cpu_path):
+    """`:data shakespeare` then `:train`: the default model under the data's recipe (core/recipes.py),
+    on this CPU's precision path and on the float32 path of a CPU without bfloat16 units."""
     from minitf_repl.core.recipes import switch_recipe
 
     corpus = TextCorpus("shakespeare", read_text_file(SHAKESPEARE), "tiny Shakespeare")
@@ -35,15 +36,17 @@ def test_shakespeare_recipe_reaches_val_loss_1_88():
     model = MiniTransformerLM(ModelConfig(vocab_size=corpus.tokenizer.vocab_size))
     summary = Trainer(model, corpus, config).run()
     assert summary.val_loss <= 1.88, summary
+    assert cpu_path == "this-cpu" or summary.dtype == "float32"
 
 
-def test_default_train_on_pydoc_writes_words():
-    """The first :train a user runs: default model and settings on the built-in data."""
+def test_default_train_on_pydoc_writes_words(cpu_path):
+    """The first :train a user runs: default model and settings on the built-in data (both precision paths)."""
     data = load_data("pydoc")
     torch.manual_seed(1337)
     model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size))
     summary = Trainer(model, data, TrainConfig()).run()
-    assert summary.val_loss < 1.446, summary  # the previous defaults (AdamW, lr 3e-3, batch 32) ended at 1.446
+    assert summary.val_loss < 1.446, summary
+    assert cpu_path == "this-cpu" or summary.dtype == "float32"  # the previous defaults (AdamW, lr 3e-3, batch 32) ended at 1.446
     text = data.tokenizer.decode(generate(model, data.tokenizer.encode("The "), GenConfig(n=400, temperature=0.8, gen_seed=0)))
     words = [w.strip(".,:;()\"'") for w in text.split()]
     known = set(data.text.split())

@@ -1,0 +1,43 @@
+"""The scripts in bench/ are run by hand, never by the suite (they time things), so a broken import
+or a helper renamed under them would wait for the next person to measure. Here each is imported, as
+`python bench/NAME.py` imports it (bench/ first on the path), in one child process, without running
+main(); and the one helper that changes what minitf does, bench/cpu_kinds.py, is checked to change
+it and to put it back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def test_every_bench_script_imports():
+    names = sorted(p.stem for p in BENCH.glob("*.py"))
+    assert {"nanogpt", "shakespeare", "first_train", "cpu_kinds", "memory"} <= set(names)
+    code = ("import importlib, sys; sys.path.insert(0, sys.argv[1])\n"
+            "for name in sys.argv[2:]:\n"
+            "    importlib.import_module(name)\n"
+            "print('imported', len(sys.argv) - 2)")
+    done = subprocess.run([sys.executable, "-c", code, str(BENCH), *names], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"imported {len(names)}" in done.stdout
+
+
+def test_without_bf16_units_answers_no_and_puts_the_answer_back(monkeypatch):
+    """Inside it a CPU with bfloat16 units takes the float32 path (dtype=auto and Newton-Schulz)."""
+    from minitf_repl.core import precision
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from cpu_kinds import as_without_bf16_units, without_bf16_units
+
+    monkeypatch.setattr(precision, "native_bf16", lambda device: True)  # as on a CPU with AMX or AVX512-BF16
+    assert precision.training_dtype("auto", "cpu") == "bfloat16"
+    with without_bf16_units():
+        assert precision.training_dtype("auto", "cpu") == "float32"
+        assert precision.fast_dtype("cpu") == "float32"  # what Muon's Newton-Schulz runs in
+    assert precision.fast_dtype("cpu") == "bfloat16"
+    seen = as_without_bf16_units(lambda: precision.fast_dtype("cpu"))()
+    assert seen == "float32" and precision.fast_dtype("cpu") == "bfloat16"
