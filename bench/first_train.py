@@ -74,8 +74,8 @@ def runs(args) -> None:
     from minitf_repl.core.threads import ThreadPolicy
 
     threads = ThreadPolicy(0).decide()  # minitf's choice at the start, held for every row
-    print(f"{cpu_kind()}; torch {torch.__version__}, {threads.describe()} threads; pydoc, default model"
-          + ("; as on a CPU without bfloat16 units (float32, Newton-Schulz in float32)" if args.without_bf16_units else ""))
+    path = "; as on a CPU without bfloat16 units (float32, Newton-Schulz in float32)" if args.without_bf16_units else ""
+    print(f"{cpu_kind()}; torch {torch.__version__}, {threads.describe()} threads; pydoc, default model{path}")
     rows = {"before": dict(before=True), "now": dict(before=False), "adamw": dict(before=False, optimizer="adamw")}
     seconds = {label: [] for label in rows}
     for _ in range(args.repeats):

@@ -146,6 +146,8 @@ def main() -> None:
     # (label, dtype, as on a CPU without bfloat16 units)
     rows = [("auto", "auto", False)] if auto == "float32" else [
         ("auto", "auto", False), ("float32", "float32", False), ("no-bf16", "float32", True)]
+    names = {"auto": f"minitf :train (dtype=auto: {auto})", "float32": "minitf :train (dtype=float32)",
+             "no-bf16": "minitf :train (dtype=float32, Newton-Schulz in float32: a CPU without bfloat16's path)"}
     print(f"{cpu_kind()}; torch {torch.__version__}; {threads.describe()} threads for every row; "
           f"dtype=auto trains in {auto} here")
     ratios = {label: [] for label, _, _ in rows}
@@ -154,8 +156,7 @@ def main() -> None:
         for label, dtype, no_bf16 in rows:
             with without_bf16_units() if no_bf16 else contextlib.nullcontext():
                 ours = runs[label] = minitf_train(args.target, log, dtype=dtype)
-            name = {"auto": f"minitf :train (dtype=auto: {auto})", "float32": "minitf :train (dtype=float32)",
-                    "no-bf16": "minitf :train (dtype=float32, Newton-Schulz in float32: a CPU without bfloat16's path)"}[label]
+            name = names[label]
             if ours["reached"]:
                 print(f"{name} reached val {args.target} at step {ours['reached'][0]} after "
                       f"{ours['reached'][1]:.1f} s; the run ended at val {ours['val']:.4f} after {ours['seconds']:.1f} s")

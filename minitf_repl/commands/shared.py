@@ -132,13 +132,12 @@ def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
 
 
-
-
 def read_with(data, value: str, reporter, fix: str):
     """(tokenizer, `data`'s text read by it) for the tokenizer setting `value` (the tokenizer None: characters).
 
-    Only text can be read again (else the error ends with `fix`, how to give text there); bpe:N trains a byte-level BPE on the training text alone, so the
-    validation text stays unseen (:set tokenizer= and :compare's contenders both read through here)."""
+    Only text can be read again (else the error ends with `fix`, how to give text there). bpe:N trains a
+    byte-level BPE on the training text alone, so the validation text stays unseen. :set tokenizer= and
+    :compare's contenders both read through here."""
     from ..core.bpe import tokenizer_for
     from ..core.config import parse_tokenizer
     from ..core.data import TextCorpus
