@@ -1,9 +1,10 @@
 """The `minitf` command: with no subcommand the REPL, otherwise one command and exit.
 
 The subcommands are generated from the command registry, so the shell and the REPL cannot drift:
-`:train steps=200 eval_every=50` is `minitf train --steps 200 --eval-every 50`. Global options
-(--debug, --device, --data, --set key=value) come before the subcommand and apply to the session
-the command runs in.
+`:train steps=200 eval_every=50` is `minitf train --steps 200 --eval-every 50`, and `:gen once upon
+a time` is `minitf gen once upon a time` (the words after a command are its text). Global options
+(--debug, --device, --data, --set key=value, --load, --checkpoint-dir) come before the subcommand
+and apply to the session the command runs in; one typed after it gets a line that puts it there.
 
 Standard output carries only the result (with --json: exactly one JSON document); progress,
 notices and errors go to standard error, so `minitf train --json > run.json` stays clean.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import inspect
+import shlex
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -58,7 +60,7 @@ class _Group(TyperGroup):
                                 standalone_mode=False, **extra)
         except _UsageError as e:
             hint = f"; {e.ctx.command_path} --help lists the options" if getattr(e, "ctx", None) else ""
-            error(_stderr(), e.format_message() + hint)
+            error(_stderr(), self._misplaced(e, args) or e.format_message().rstrip(".") + hint)
             code = e.exit_code
         except typer.Abort:
             code = 130
@@ -66,6 +68,25 @@ class _Group(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+    def _misplaced(self, e: Exception, args: list[str]) -> str | None:
+        """For an option of `minitf` itself typed after the command (`minitf train --set lr=0.02`): where it goes.
+
+        Typer reads --set, --data, --device, --load, --checkpoint-dir and --debug only before the
+        command, as git and docker read theirs; the message gives the line with the option moved there.
+        """
+        name, ctx = getattr(e, "option_name", None), getattr(e, "ctx", None)
+        option = next((p for p in self.params if name in p.opts), None) if name else None
+        if option is None or ctx is None or ctx.parent is None or ctx.info_name not in args:
+            return None
+        command_at = args.index(ctx.info_name)
+        at = next((i for i, a in enumerate(args) if i > command_at and (a == name or a.startswith(name + "="))), None)
+        if at is None:
+            return None
+        end = at + 1 if option.is_flag or "=" in args[at] else min(at + 2, len(args))
+        moved = args[:command_at] + args[at:end] + args[command_at:at] + args[end:]
+        return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
 
 
 def _dashes(args: list[str]) -> list[str]:
@@ -82,7 +103,14 @@ def _dashes(args: list[str]) -> list[str]:
 
 
 class _Command(TyperCommand):
-    """A subcommand whose --help lists flags without a `<bool>` type (a flag takes no value)."""
+    """A subcommand whose --help lists flags without a `<bool>` type (a flag takes no value), and its
+    text (a prompt, a name: any number of words) as `<text>`, not as Python's `<list[str]>`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.param_type_name == "argument" and param.nargs == -1:
+                param.display_type_rich = lambda ctx: "<text>"  # what Typer's rich help shows in the type column
 
     def get_help_option(self, ctx):
         option = super().get_help_option(ctx)
@@ -313,7 +341,9 @@ def _make_subcommand(command, registry: Registry):
             if p.refusal is not None:
                 continue
             if p.positional:
-                info = typer.Argument(None, metavar=p.name.upper(), help=_help(p), show_default=False,
+                # Any number of words, read as the REPL reads the text after a command (Param.positional_text):
+                # `minitf gen once upon a time` is `:gen once upon a time`, and a quoted text is one word.
+                info = typer.Argument(None, metavar=p.meta or p.name.upper(), help=_help(p), show_default=False,
                                       autocompletion=_shell_completion(p))
             else:
                 # Values travel as text and are parsed by the registry, so a bad value gets the same
@@ -321,10 +351,7 @@ def _make_subcommand(command, registry: Registry):
                 metavar = p.meta or {int: "N", float: "X"}.get(p.type, "TEXT")
                 info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
                                     metavar="" if p.type is bool else metavar, autocompletion=_shell_completion(p))
-            annotation = Optional[bool] if p.type is bool else Optional[str]
-            if p.positional and p.pair:  # `minitf patch "the cat sat" "the mat sat"`: two arguments
-                info = typer.Argument(None, metavar=p.meta or p.name.upper(), help=_help(p), show_default=False)
-                annotation = Optional[List[str]]
+            annotation = Optional[bool] if p.type is bool else Optional[List[str]] if p.positional else Optional[str]
             params.append(
                 inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
             )
@@ -344,8 +371,11 @@ def _make_subcommand(command, registry: Registry):
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
             for p in command.params:
-                if p.positional and p.pair and isinstance(args.get(p.name), list):
-                    args[p.name] = p.positional_text(args[p.name])
+                if p.positional and isinstance(args.get(p.name), list):
+                    # No words at all is the text not given (the command's default), as in the REPL.
+                    args[p.name] = p.positional_text(args[p.name]) if args[p.name] else None
+                    if args[p.name] is None:
+                        del args[p.name]
         _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name

@@ -99,10 +99,39 @@ def test_user_errors_are_one_line_exit_1():
     assert_one_error_line(invoke("--device", "tpu", "device", "tpu"))
 
 
+def test_text_of_several_words_is_read_as_the_repl_reads_it():
+    # `minitf tok hello world` is `:tok hello world`: the words after the command are its text,
+    # joined by spaces, and a quoted text is one of those words.
+    apart, quoted = invoke("tok", "hello", "world"), invoke("tok", "hello world")
+    assert apart.exit_code == 0, apart.output
+    assert apart.stdout == quoted.stdout and "11 tokens" in apart.stdout
+    result = invoke("gen", "--n", "3", "once", "upon", "--no-cache", "a")  # options may sit among the words
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("once upon a") and "3 tokens in" in result.stderr
+    result = invoke(*TINY, "gen", "--n", "3")  # no words: the command's default text, as in the REPL
+    assert result.exit_code == 0 and "3 tokens in" in result.stderr, result.output
+    doc = json.loads(invoke(*TINY, "compare", "lr=1e-2", "lr=3e-3", "--steps", "2", "--json").stdout)
+    assert [o["label"] for o in doc["outcomes"]] == ["lr=1e-2", "lr=3e-3"]
+    assert "<text>" in invoke("gen", "--help").stdout and "list[str]" not in invoke("gen", "--help").stdout
+
+
+def test_an_option_of_minitf_after_the_command_says_where_it_goes():
+    line = assert_one_error_line(invoke("train", "--set", "lr=0.02", "--steps", "3"), code=2)
+    assert line == ("error: --set is an option of minitf itself, so it goes before the command: "
+                    "minitf --set lr=0.02 train --steps 3")
+    line = assert_one_error_line(invoke("--data", "sort", "tok", "12", "--set=n_layers=1"), code=2)
+    assert line.endswith(": minitf --data sort --set=n_layers=1 tok 12")
+    line = assert_one_error_line(invoke("config", "--debug"), code=2)  # a flag takes no value
+    assert line.endswith("goes before the command: minitf --debug config")
+    line = assert_one_error_line(invoke("gen", "--device", "cpu", "two words"), code=2)
+    assert line.endswith(": minitf --device cpu gen 'two words'")  # quoted so that it can be pasted
+
+
 def test_usage_errors_are_one_line_exit_2():
     line = assert_one_error_line(invoke("train", "--stpes", "3"), code=2)
     assert "--stpes" in line and "minitf train --help" in line
-    assert_one_error_line(invoke("nosuchcommand"), code=2)
+    line = assert_one_error_line(invoke("nosuchcommand"), code=2)
+    assert line == "error: No such command 'nosuchcommand'; minitf --help lists the options"  # one sentence
 
 
 def test_internal_error_one_line_or_traceback_with_debug(monkeypatch):
