@@ -69,7 +69,6 @@ class _Group(TyperGroup):
             sys.exit(code)
         return code
 
-
     def _misplaced(self, e: Exception, args: list[str]) -> str | None:
         """For an option of `minitf` itself typed after the command (`minitf train --set lr=0.02`): where it goes.
 
@@ -370,12 +369,10 @@ def _make_subcommand(command, registry: Registry):
                 raise typer.Exit(1)
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
-            for p in command.params:
-                if p.positional and isinstance(args.get(p.name), list):
-                    # No words at all is the text not given (the command's default), as in the REPL.
-                    args[p.name] = p.positional_text(args[p.name]) if args[p.name] else None
-                    if args[p.name] is None:
-                        del args[p.name]
+            positional = command.positional
+            words = args.pop(positional.name, None) if positional is not None else None
+            if words:  # no words at all: the text is not given (the command's default), as in the REPL
+                args[positional.name] = positional.positional_text(words)
         _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name
