@@ -6,7 +6,8 @@ dtype=auto's autocast and Muon's Newton-Schulz (core.precision.fast_dtype). Insi
 of a CPU without them: the forward in float32 and Newton-Schulz in float32 (the Gram form for the
 feed-forward matrices), on this CPU's float32 units. It is the same code, not the same hardware:
 a real CPU without bfloat16 has its own float32 speed, so the benchmarks label such rows and print
-this CPU's kind beside them. The tests patch the same answer (tests/test_optimizers.py, `bf16_units`).
+this CPU's kind beside them. The tests patch the same answer (conftest's `cpu_path`,
+tests/test_optimizers.py's `bf16_units`).
 """
 
 from __future__ import annotations

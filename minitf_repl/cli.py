@@ -329,7 +329,7 @@ def _make_subcommand(command, registry: Registry):
     if command.pairs:
         # The keys listed here: an unknown key's error sends a shell user to this help (`minitf set --help`).
         keys = ", ".join(p.name for p in command.options)
-        info = typer.Argument(None, metavar="KEY=VALUE...", show_default=False,
+        info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
                               help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."),
                               autocompletion=_pair_completion(command))
         params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
