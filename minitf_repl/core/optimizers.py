@@ -30,11 +30,12 @@ tensors do not). See `hidden_matrices` for the partition and its reasons.
 The factor 0.2 sqrt(max(A, B)) ("match_rms_adamw", Moonshot AI, "Muon is Scalable for LLM
 Training", 2025): O has singular values about 1, so its entries have an RMS of about
 1 / sqrt(max(A, B)); scaled by it, a Muon step has an RMS of about 0.2 per entry, which is the size
-of a typical AdamW step per unit of lr. (Three Polar Express steps scatter the singular values
-around 1 rather than settle them near it, and their RMS comes out 1.1 to 1.7 times that of torch's
-five steps on random and low-rank-plus-noise momenta; the recipes were measured with them.) So one `lr` (and one `weight_decay`) means the same size of
-update for both parts, and a learner can switch `optimizer` without retuning. Keller Jordan's own
-scaling, sqrt(max(1, A/B)), would need an lr some ten times AdamW's.
+of a typical AdamW step per unit of lr. So one `lr` (and one `weight_decay`) means the same size
+of update for both parts, and a learner can switch `optimizer` without retuning. (Three Polar
+Express steps scatter the singular values around 1 rather than settle them near it: on random and
+low-rank-plus-noise momenta the RMS comes out 1.1 to 1.7 times that of torch's five steps. The
+recipes were measured with them.) Keller Jordan's own scaling, sqrt(max(1, A/B)), would need an lr
+some ten times AdamW's.
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
 # singular values from 1e-3 of the largest up. Three of them lift 1e-3 to 0.13 and leave every singular
 # value above 0.01 between 0.16 and 1.87. torch's single quintic (3.4445, -4.7750, 2.0315) needs five
 # steps to lift 1e-3 to 0.47 (0.68 to 1.13 above 0.01); three of its steps reach only 0.04, which
-# learns worse, so the number of steps alone is not the saving. Measured (float32 and bfloat16 on a Zen 4,
-# docs/speed.md): over 9 seeds of tiny Shakespeare's recipe the validation loss is 0.009 lower on
-# average (1.864 against 1.873, 100 wide batches), over 3 seeds of the built-in data equal (1.317
-# against 1.316), for 3 steps' products instead of 5.
+# learns worse, so the number of steps alone is not the saving. Measured on a Zen 4 (docs/speed.md),
+# validation loss on 100 wide batches: over 9 seeds of tiny Shakespeare's recipe 0.009 lower on
+# average (1.864 against 1.873, bfloat16 products), on the built-in data equal (float32 products, 3
+# seeds: 1.317 against 1.316; bfloat16, 4 seeds: 1.319 both), for 3 steps' products instead of 5.
 POLAR_EXPRESS = (
     (8.156554524902461, -22.48329292557795, 15.878769915207462),
     (4.042929935166739, -2.808917465908714, 0.5000178451051316),
