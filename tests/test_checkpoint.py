@@ -276,8 +276,7 @@ def same_optimizer_state(a: dict, b: dict) -> bool:
 def test_round_trip_of_muon(tmp_path, trained_muon, no_unpickling):
     save(tmp_path, "m", trained_muon)
     groups = manifest_of(tmp_path / "m")["optimizer"]["param_groups"]
-    # JSON: lists (one triple per Newton-Schulz step)
-    assert groups[0]["ns_coefficients"] == [list(abc) for abc in trained_muon.optimizer.param_groups[0]["ns_coefficients"]]
+    assert groups[0]["ns_coefficients"] == list(trained_muon.optimizer.param_groups[0]["ns_coefficients"])  # JSON: a list
     tensors = safetensors.torch.load(data_file(tmp_path / "m", "state").read_bytes())
     assert "optim.0.momentum_buffer" in tensors and "optim.0.exp_avg" not in tensors  # parameter 0: Muon's
     assert f"optim.{len(groups[0]['params'])}.exp_avg" in tensors  # the first of AdamW's
@@ -286,26 +285,8 @@ def test_round_trip_of_muon(tmp_path, trained_muon, no_unpickling):
     model, trainer = ckpt.restore(c, trained_muon.data)
     assert isinstance(trainer.optimizer, MuonWithAdamW) and trainer.config == trained_muon.config
     restored = trainer.optimizer.state_dict()
-    coefficients = restored["param_groups"][0]["ns_coefficients"]
-    assert isinstance(coefficients, tuple) and all(isinstance(abc, tuple) for abc in coefficients)  # as saved
+    assert isinstance(restored["param_groups"][0]["ns_coefficients"], tuple)  # given back as torch made it
     assert same_optimizer_state(restored, trained_muon.optimizer.state_dict())
-
-
-def test_a_muon_checkpoint_from_before_the_schedule_resumes_with_its_own_steps(tmp_path, trained_muon, monkeypatch):
-    """Checkpoints saved before Polar Express hold torch's form: one quintic, five steps. They load,
-    and the resumed run takes those steps (torch's coefficients, on X / ||X||_F), not today's."""
-    from minitf_repl.core import optimizers
-
-    save(tmp_path, "m", trained_muon)
-    _muon_group(ns_coefficients=[3.4445, -4.775, 2.0315], ns_steps=5)(tmp_path)
-    model, trainer = ckpt.restore(ckpt.load_checkpoint(tmp_path, "m"), trained_muon.data)
-    group = trainer.optimizer.param_groups[0]
-    assert group["ns_coefficients"] == (3.4445, -4.775, 2.0315) and group["ns_steps"] == 5
-    seen = []
-    real = optimizers.ns_schedule
-    monkeypatch.setattr(optimizers, "ns_schedule", lambda *a: seen.append(real(*a)) or seen[-1])
-    trainer.run(should_stop=lambda: trainer.step >= 5)
-    assert seen and all(steps == [(3.4445, -4.775, 2.0315)] * 5 and safety == 1.0 for steps, safety in seen)
 
 
 @pytest.mark.parametrize("saved_with, settings_say", [("muon", "adamw"), ("adamw", "muon")])
@@ -345,8 +326,6 @@ def _muon_group(**changes):
 MUON_HOSTILE = {
     "coefficients-too-few": (_muon_group(ns_coefficients=[3.4, -4.7]), "ns_coefficients"),
     "coefficients-not-numbers": (_muon_group(ns_coefficients=["a", 1, 2]), "ns_coefficients"),
-    "schedule-shorter-than-steps": (_muon_group(ns_coefficients=[[3.4, -4.7, 2.0]] * 2, ns_steps=3), "ns_coefficients"),
-    "schedule-triple-of-two": (_muon_group(ns_coefficients=[[3.4, -4.7]] * 3, ns_steps=3), "ns_coefficients"),
     "ns-steps-bool": (_muon_group(ns_steps=True), "ns_steps"),
     "ns-steps-too-many": (_muon_group(ns_steps=100), "ns_steps"),
     "momentum-text": (_muon_group(momentum="0.95"), "momentum"),

@@ -12,30 +12,23 @@ by the same amount, instead of the few directions with large gradients taking th
 
     b = mu b + (1 - mu) g            the momentum buffer: an average of gradients (mu = 0.95)
     u = (1 - mu) g + mu b            Nesterov: the gradient, looking one step ahead
-    O = NS(u)                        about U V^T for u = U S V^T: every singular value moved to about 1
+    O = NS(u)                        about U V^T for u = U S V^T: every singular value set near 1
     W = W - lr wd W - lr 0.2 sqrt(max(A, B)) O                        for an A x B matrix W
 
-NS is three Newton-Schulz steps, which need only matrix products: X = u / (1.02 ||u||_F) (transposed
-to be wide), then X = a_k X + (b_k X X^T + c_k (X X^T)^2) X for k = 1, 2, 3, each step with a quintic
-of its own (`POLAR_EXPRESS`). The result is only roughly orthogonal, which is all Muon needs: every
-singular value from 1e-3 of the largest up ends between 0.13 and 1.87, where the gradient's may span
-a factor of a thousand. The products run in bfloat16 where the device multiplies bfloat16 natively
-(torch.optim.Muon's choice, after Keller Jordan's) and in float32 elsewhere, where bfloat16 would be
-emulated and several times slower (core.precision.fast_dtype).
-
-Muon is meant for hidden matrices only; the embeddings, the output head, the MoE router and every
-1-D tensor (norm gains, biases) stay with AdamW, in today's two groups (matrices decay, 1-D
+NS is five Newton-Schulz steps, which need only matrix products: X = u / ||u||_F (transposed to be
+wide), then five times X = a X + (b X X^T + c (X X^T)^2) X with (a, b, c) = (3.4445, -4.7750, 2.0315),
+in bfloat16 where the device multiplies bfloat16 natively (torch.optim.Muon's choice, after Keller
+Jordan's: the result need only be roughly orthogonal) and in float32 elsewhere, where bfloat16 would
+be emulated and several times slower (core.precision.fast_dtype). Muon is meant for hidden matrices only; the embeddings, the output head, the MoE router
+and every 1-D tensor (norm gains, biases) stay with AdamW, in today's two groups (matrices decay, 1-D
 tensors do not). See `hidden_matrices` for the partition and its reasons.
 
 The factor 0.2 sqrt(max(A, B)) ("match_rms_adamw", Moonshot AI, "Muon is Scalable for LLM
-Training", 2025): O has singular values about 1, so its entries have an RMS of about
+Training", 2025): O has singular values near 1, so its entries have an RMS of about
 1 / sqrt(max(A, B)); scaled by it, a Muon step has an RMS of about 0.2 per entry, which is the size
-of a typical AdamW step per unit of lr. So one `lr` (and one `weight_decay`) means the same size
-of update for both parts, and a learner can switch `optimizer` without retuning. (Three Polar
-Express steps scatter the singular values around 1 rather than settle them near it: on random and
-low-rank-plus-noise momenta the RMS comes out 1.1 to 1.7 times that of torch's five steps. The
-recipes were measured with them.) Keller Jordan's own scaling, sqrt(max(1, A/B)), would need an lr
-some ten times AdamW's.
+of a typical AdamW step per unit of lr. So one `lr` (and one `weight_decay`) means the same size of
+update for both parts, and a learner can switch `optimizer` without retuning. Keller Jordan's own
+scaling, sqrt(max(1, A/B)), would need an lr some ten times AdamW's.
 """
 
 from __future__ import annotations
@@ -55,23 +48,6 @@ STATE_WORDS = {
     "muon": ("Muon", "one momentum per entry of the blocks' matrices, AdamW's two moments for the rest"),
 }
 MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
-
-# Muon's Newton-Schulz steps: the first three of the five odd quintics of Polar Express (Amsel,
-# Persson, Musco & Gower, 2025, "The Polar Express", arXiv:2505.16932), fitted one after another, each
-# the best on the range of singular values the ones before it leave, for X / (1.02 ||X||_F) with
-# singular values from 1e-3 of the largest up. Three of them lift 1e-3 to 0.13 and leave every singular
-# value above 0.01 between 0.16 and 1.87. torch's single quintic (3.4445, -4.7750, 2.0315) needs five
-# steps to lift 1e-3 to 0.47 (0.68 to 1.13 above 0.01); three of its steps reach only 0.04, which
-# learns worse, so the number of steps alone is not the saving. Measured on a Zen 4 (docs/speed.md),
-# validation loss on 100 wide batches: over 9 seeds of tiny Shakespeare's recipe 0.009 lower on
-# average (1.864 against 1.873, bfloat16 products), on the built-in data equal (float32 products, 3
-# seeds: 1.317 against 1.316; bfloat16, 4 seeds: 1.319 both), for 3 steps' products instead of 5.
-POLAR_EXPRESS = (
-    (8.156554524902461, -22.48329292557795, 15.878769915207462),
-    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
-    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
-)
-NS_SAFETY = 1.02  # the schedule's polynomials were fitted for singular values up to 1, with rounding's margin
 FUSED_ADAMW = True
 
 
@@ -170,11 +146,9 @@ class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
     step at batch 32). The blocks' matrices come in a few shapes only (d x d for attention, d x d_ff
     and d_ff x d for the FFN), so here the momenta of one shape, each turned to be wide (d_ff x d is
     d x d_ff transposed, so the FFN's two matrices are one stack), are stacked and orthogonalised with
-    batched products: torch's arithmetic for the same coefficients (bfloat16 where the device has
-    bfloat16 units, else float32: `fast_dtype`), 3.5x faster on that machine. It also takes a schedule
-    of one quintic per step as `ns_coefficients` (`ns_schedule`; MuonWithAdamW passes `POLAR_EXPRESS`).
-    Everything else is torch's own: the groups, the state ("momentum_buffer"), state_dict and
-    load_state_dict.
+    batched products: the same arithmetic (torch's coefficients; bfloat16 where the device has
+    bfloat16 units, else float32: `fast_dtype`), 3.5x faster on that machine. Everything else is
+    torch's own: the groups, the state ("momentum_buffer"), state_dict and load_state_dict.
     """
 
     @torch.no_grad()
@@ -212,59 +186,46 @@ class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
         return loss
 
 
-def ns_schedule(coefficients, steps: int) -> tuple[list[tuple[float, float, float]], float]:
-    """(each step's (a, b, c), the factor on ||X||_F that X is first divided by) of a Muon group's settings.
-
-    Three numbers are torch's form: one quintic for every step, on X / ||X||_F (Keller Jordan's, in a
-    checkpoint from before `POLAR_EXPRESS`, which so resumes with the steps it was trained with). A
-    sequence of `steps` triples is a schedule, one quintic per step, on X / (NS_SAFETY ||X||_F).
-    """
-    if len(coefficients) == 3 and all(isinstance(v, (int, float)) for v in coefficients):
-        return [tuple(coefficients)] * steps, 1.0
-    if len(coefficients) != steps or any(len(abc) != 3 for abc in coefficients):
-        raise ValueError(f"Muon's ns_coefficients: three numbers, or {steps} triples (one per step)")
-    return [tuple(abc) for abc in coefficients], NS_SAFETY
-
-
-def newton_schulz(X: torch.Tensor, coefficients, steps: int, eps: float, dtype: torch.dtype) -> torch.Tensor:
+def newton_schulz(X: torch.Tensor, coefficients: tuple, steps: int, eps: float,
+                  dtype: torch.dtype) -> torch.Tensor:
     """NS for a stack of wide matrices (n, A, B), A <= B: each replaced by about its nearest orthogonal matrix.
 
-    In `dtype`. X = X / (s ||X||_F), then X = a X + (b X X^T + c (X X^T)^2) X with each step's
-    (a, b, c) (`ns_schedule`). Where a matrix is at least twice as wide as tall and the dtype is not
-    bfloat16, the same steps are taken on A x A matrices only (`_gram_newton_schulz`): for the
-    default model's 128 x 512 FFN matrices that is 71 instead of 113 MFLOP each.
+    In `dtype`. Five times X = a X + (b X X^T + c (X X^T)^2) X, after X = X / ||X||_F. Where a matrix
+    is at least twice as wide as tall and the dtype is not bfloat16, the same steps are taken on
+    A x A matrices only (`_gram_newton_schulz`): for the default model's 128 x 512 FFN matrices
+    that is 117 instead of 189 MFLOP each.
     """
-    schedule, safety = ns_schedule(coefficients, steps)
+    a, b, c = coefficients
     X = X.to(dtype)
-    X = X / (X.norm(dim=(-2, -1), keepdim=True) * safety).clamp(min=eps)  # spectral norm <= Frobenius norm
+    X = X / X.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # spectral norm <= Frobenius norm <= 1
     rows, cols = X.shape[-2:]
     if cols >= 2 * rows and dtype != torch.bfloat16:
-        return _gram_newton_schulz(X, schedule)
-    for a, b, c in schedule:
+        return _gram_newton_schulz(X, a, b, c, steps)
+    for _ in range(steps):
         A = X @ X.mT
         B = torch.baddbmm(A, A, A, beta=b, alpha=c)  # b A + c A^2
         X = torch.baddbmm(X, B, X, beta=a)  # a X + B X
     return X
 
 
-def _gram_newton_schulz(X: torch.Tensor, schedule: list[tuple[float, float, float]]) -> torch.Tensor:
+def _gram_newton_schulz(X: torch.Tensor, a: float, b: float, c: float, steps: int) -> torch.Tensor:
     """newton_schulz's steps for wide X (m x n, n >= 2m), computed on m x m matrices.
 
     Every step multiplies X on the left by a polynomial in X X^T, so after k steps X_k = Q_k X_0 for
     an m x m matrix Q_k, and X_k X_k^T = Q_k G Q_k^T with G = X_0 X_0^T, the Gram matrix:
 
-        A_k = Q_k G Q_k^T        Q_{k+1} = (a_k I + b_k A_k + c_k A_k^2) Q_k        X_last = Q_last X_0
+        A_k = Q_k G Q_k^T        Q_{k+1} = (a I + b A_k + c A_k^2) Q_k        X_5 = Q_5 X_0
 
     One product with X_0 at each end (4 m^2 n) and 8 m^3 a step, against 4 m^2 n + 2 m^3 a step:
-    cheaper once n > 1.9 m (measured on eight 128 x 512 matrices, one thread, float32, five steps:
-    6.5 ms against 12.4 ms). The same numbers in exact arithmetic (1e-10 apart in float64); in float32
+    cheaper once n > 1.9 m (measured on eight 128 x 512 matrices, one thread, float32: 6.5 ms
+    against 12.4 ms). The same numbers in exact arithmetic (1e-10 apart in float64); in float32
     within 3e-4 of the float64 result for singular values down to 1e-4 (the plain steps: 6e-6;
     bfloat16, torch's own Muon's choice: 0.13; tests/test_optimizers.py). Not in bfloat16: Q_k grows
     like 1 / sigma for small singular values, which bfloat16's 8 bits cannot carry through.
     """
     G = X @ X.mT  # (n, m, m)
     Q = None
-    for a, b, c in schedule:
+    for _ in range(steps):
         A = G if Q is None else Q @ G @ Q.mT
         P = torch.baddbmm(A, A, A, beta=b, alpha=c)  # b A + c A^2
         P.diagonal(dim1=-2, dim2=-1).add_(a)  # + a I
@@ -303,8 +264,7 @@ class MuonWithAdamW:
         chosen = {id(p) for p in hidden}
         rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
         self.muon = BatchedMuon(hidden, lr=config.lr, weight_decay=config.weight_decay,
-                                adjust_lr_fn=MUON_LR_ADJUSTMENT, ns_coefficients=POLAR_EXPRESS,
-                                ns_steps=len(POLAR_EXPRESS))
+                                adjust_lr_fn=MUON_LR_ADJUSTMENT)
         self.adamw = _adamw(rest, config)
 
     @property

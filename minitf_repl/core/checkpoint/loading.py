@@ -318,18 +318,13 @@ def _split_state_tensors(where: Path, optimizer: dict, tensors: dict):
         _check_group(g, bad)
     groups = []
     for g in optimizer["param_groups"]:
-        # JSON turned tuples (AdamW's betas, Muon's ns_coefficients and its triples) into lists; give the
-        # optimizer back what it saved.
-        groups.append({k: (_tuples(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
+        # JSON turned tuples (AdamW's betas, Muon's ns_coefficients) into lists; give the optimizer back what it saved.
+        groups.append({k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in g.items()})
     optimizer_state = {"state": {i: state[i] for i in sorted(state)}, "param_groups": groups}
     return optimizer_state, tensors["rng.data"], tensors["rng.torch"], [cuda[i] for i in sorted(cuda)]
 
 
 _MUON_LR_ADJUSTMENTS = (None, "original", "match_rms_adamw")  # what torch.optim.Muon accepts
-
-
-def _tuples(value: list) -> tuple:
-    return tuple(_tuples(v) if isinstance(v, list) else v for v in value)
 
 
 def _check_group(g: dict, bad) -> None:
@@ -353,13 +348,11 @@ def _check_group(g: dict, bad) -> None:
         return
     if not is_number(g.get("momentum")):
         raise bad("has a non-numeric Muon momentum")
+    if not numbers(g["ns_coefficients"], 3):
+        raise bad("has malformed Muon ns_coefficients (three numbers)")
     steps = g.get("ns_steps")
     if not (isinstance(steps, int) and not isinstance(steps, bool) and 0 <= steps < 100):
         raise bad("has a malformed Muon ns_steps (a whole number below 100)")
-    coefficients = g["ns_coefficients"]  # one quintic for every step (torch's form), or one per step
-    if not (numbers(coefficients, 3) or isinstance(coefficients, list) and len(coefficients) == steps
-            and all(numbers(abc, 3) for abc in coefficients)):
-        raise bad("has malformed Muon ns_coefficients (three numbers, or three for each of its ns_steps)")
     if not isinstance(g.get("nesterov"), bool):
         raise bad("has a malformed Muon nesterov (true or false)")
     if g.get("adjust_lr_fn") not in _MUON_LR_ADJUSTMENTS:
