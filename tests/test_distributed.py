@@ -167,3 +167,66 @@ def test_a_non_zero_rank_neither_saves_nor_prints(checkpoint_dir, monkeypatch, c
     assert session.trainer.step == 2
     assert out.getvalue() == err.getvalue() == "" and capsys.readouterr().out == ""
     assert not checkpoint_dir.exists() or not any(checkpoint_dir.iterdir())
+
+
+# --- a rank that dies: rank 0's one line, in this process (tests/test_signals.py kills a real rank) ---------
+GLOO_GONE = ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+             "[127.0.0.1]:5030. This is typically caused by a remote worker crashing.")
+GONE_LINE = "error: another process of this torchrun launch stopped (connection closed by peer) "
+
+
+def _train_as_rank_0(steps: int) -> tuple[str, Session, list[str]]:
+    """`train --steps N` through the front door as rank 0 would run it: (status, session, lines on stderr)."""
+    session = Session(data_spec="sort", device_name="cpu")
+    cli.apply_settings(session, [TINY, "batch_size=4"])
+    out, err = io.StringIO(), io.StringIO()
+    door = dispatch.FrontDoor(session, Console(file=out, width=1000), Console(file=err, width=1000),
+                              dispatch.FrontEnd(syntax="shell", json=False, quiet=False))
+    status = door.run(REGISTRY.find("train"), {"steps": str(steps)})
+    return status, session, [line for line in err.getvalue().splitlines() if line.strip()]
+
+
+def test_a_rank_that_dies_while_ddp_starts_gives_one_line_and_saves_nothing(checkpoint_dir, monkeypatch):
+    """DDP's constructor sends rank 0's weights to every rank: a rank killed then is a peer lost, not an
+    internal error (it was one, seen when a rank was killed a second after its imports)."""
+    def gone(model, device):
+        raise RuntimeError(GLOO_GONE)
+
+    monkeypatch.setattr(distributed, "active", lambda: True)
+    monkeypatch.setattr(distributed, "wrap", gone)
+    status, session, lines = _train_as_rank_0(steps=5)
+    assert status == dispatch.FAILED
+    assert lines == [GONE_LINE + "before step 1 began; this one stopped too, with the weights of step 0; "
+                     "no step of this run finished, so nothing was saved"]
+    assert session.trainer.step == 0
+    assert not checkpoint_dir.exists() or not any(checkpoint_dir.iterdir())
+
+
+@pytest.mark.parametrize("dies_at_check, says, saved", [
+    (1, "during step 1; this one stopped too, with the weights of step 0; no step of this run finished, so "
+        "nothing was saved", None),
+    (3, "during step 3; this one stopped too, with the weights of step 2; saved as checkpoint autosave (step 2)", 2),
+])
+def test_a_rank_that_dies_mid_run_keeps_what_every_rank_finished(checkpoint_dir, monkeypatch, dies_at_check, says,
+                                                                  saved):
+    """The agreed stop check before each step is a collective: the rank gone there ends the run in one line."""
+    checks = []
+
+    def any_rank(flag, device):
+        checks.append(flag)
+        if len(checks) == dies_at_check:
+            raise RuntimeError(GLOO_GONE)
+        return flag
+
+    monkeypatch.setattr(distributed, "active", lambda: True)
+    monkeypatch.setattr(distributed, "wrap", lambda model, device: model)  # one process: DDP's place, no DDP
+    monkeypatch.setattr(distributed, "mean", lambda value: value)
+    monkeypatch.setattr(distributed, "any_rank", any_rank)
+    status, session, lines = _train_as_rank_0(steps=5)
+    assert status == dispatch.FAILED
+    assert lines == [GONE_LINE + says]
+    assert session.trainer.step == dies_at_check - 1
+    if saved is None:
+        assert not checkpoint_dir.exists() or not any(checkpoint_dir.iterdir())
+    else:
+        assert load_checkpoint(checkpoint_dir, "autosave").step == saved

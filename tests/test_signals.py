@@ -226,6 +226,33 @@ def _rank_of(pid: int) -> int | None:
     return int(ranks[0]) if ranks else None
 
 
+def _sockets(pid: int) -> set[int]:
+    """The inodes of the sockets `pid` holds open."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _connected(a: int, b: int) -> bool:
+    """Whether processes a and b hold the two ends of an established TCP connection (gloo's pairs)."""
+    ends = {}  # inode -> (local address, remote address) of every established connection
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if Path(table).exists():
+            for row in Path(table).read_text().splitlines()[1:]:
+                fields = row.split()
+                if fields[3] == "01":  # ESTABLISHED
+                    ends[int(fields[9])] = (fields[1], fields[2])
+    mine = {ends[i] for i in _sockets(a) if i in ends}
+    theirs = {ends[i] for i in _sockets(b) if i in ends}
+    return any((remote, local) in theirs for local, remote in mine)
+
+
 @posix_only
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
                     reason="needs torch.distributed with gloo")
@@ -244,16 +271,23 @@ def test_a_dead_torchrun_rank_makes_rank_0_stop_in_one_line_and_save(tmp_path):
             ranks = {_rank_of(p): p for p in _children(agent.pid) if _rank_of(p) is not None}
             time.sleep(0.2)
         assert set(ranks) == {0, 1}, ranks
-        while time.time() < deadline and cpu_seconds(ranks[1]) < 8:  # past the imports: training together
+        # Training together: the two ranks hold a gloo connection (past the rendezvous), and rank 1 has
+        # worked 3 CPU seconds since (its imports took 1 to 2 in all): killed before that, rank 0 would
+        # be stopped by torchrun itself, a case of its own (see test_distributed.py for the DDP start).
+        while time.time() < deadline and not _connected(ranks[0], ranks[1]):
+            time.sleep(0.1)
+        busy_from = cpu_seconds(ranks[1])
+        while time.time() < deadline and cpu_seconds(ranks[1]) < busy_from + 3:
             time.sleep(0.2)
+        assert time.time() < deadline, "the two ranks did not start training together within 120 s"
         os.kill(ranks[1], signal.SIGKILL)
-        agent.communicate(timeout=120)
+        agent_out, agent_err = agent.communicate(timeout=120)
     finally:
         agent.kill()
     (folder,) = logs.glob("*/attempt_0/0")
     err = (folder / "stderr.log").read_text()
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err[-3000:]
+    assert len(lines) == 1, (err[-3000:], (folder / "stdout.log").read_text()[-2000:], agent_err[-3000:])
     assert lines[0].startswith("error: another process of this torchrun launch stopped (")
     assert "; saved as checkpoint autosave (step " in lines[0] and "internal error" not in err
     step = int(lines[0].split("; saved as checkpoint autosave (step ")[1].split(")")[0])

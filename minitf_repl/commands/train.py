@@ -165,6 +165,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     session.set_train_config(train_config)
     trainer = session.trainer
     resumed = steps is None and new_data is None and args["schedule"] is None and trainer.run_remaining > 0
+    step_before = trainer.step
     schedule, constant_lr = "new", None
     if resumed:
         schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
@@ -193,7 +194,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     except PeerLost as e:
         # Under torchrun another rank died: the steps every rank completed are good (the one under way
         # was undone), so they are kept and saved, not rolled back; the command still fails.
-        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed)}") from None
+        trained = e.step > step_before
+        raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed, trained)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
         raise _diverged(session, train_config.lr, e) from None
@@ -261,11 +263,18 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged) -> TrainingDiver
     )
 
 
-def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool) -> str:
-    """Save what this rank has after another rank died (rank 0 only, as always); what to say about it."""
+def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool,
+                          trained: bool) -> str:
+    """Save what this rank has after another rank died (rank 0 only, as always); what to say about it.
+
+    When no step of this :train finished, there is nothing new to keep, and an autosave would only
+    push an older one out of the rotation: nothing is saved then.
+    """
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
     if name is None:
         return "nothing was saved (autosave is off)"
+    if not trained:
+        return "no step of this run finished, so nothing was saved"
     if not distributed.is_main():
         return "process 0 saves what it has, if it is still running"
     try:

@@ -373,7 +373,16 @@ class Trainer:
         if wrapped is self.model:  # already wrapping this model, directly or through its fast path
             return
         self._ddp = self._compiled = None  # so that _eager_forward gives the unwrapped path to wrap
-        self._ddp = distributed.wrap(self._eager_forward(), self.device)  # the fast path or the model
+        try:  # DDP's constructor is a collective (rank 0's weights go to every rank): a rank can die in it
+            self._ddp = distributed.wrap(self._eager_forward(), self.device)  # the fast path or the model
+        except Exception as e:
+            if not distributed.is_peer_failure(e):
+                raise
+            raise PeerLost(
+                f"another process of this torchrun launch stopped ({distributed.peer_failure_reason(e)}) before "
+                f"step {self.step + 1} began; this one stopped too, with the weights of step {self.step}",
+                step=self.step,
+            ) from None
 
     def _eager_forward(self):
         """The module a training step calls: the fast path (core.fastpath), or the readable model.
