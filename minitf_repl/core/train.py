@@ -378,11 +378,7 @@ class Trainer:
         except Exception as e:
             if not distributed.is_peer_failure(e):
                 raise
-            raise PeerLost(
-                f"another process of this torchrun launch stopped ({distributed.peer_failure_reason(e)}) before "
-                f"step {self.step + 1} began; this one stopped too, with the weights of step {self.step}",
-                step=self.step,
-            ) from None
+            raise self._peer_lost(e, f"before step {self.step + 1} began") from None
 
     def _eager_forward(self):
         """The module a training step calls: the fast path (core.fastpath), or the readable model.
@@ -421,11 +417,12 @@ class Trainer:
         """Under DDP, turn "another rank is gone" into PeerLost; the step under way is undone already."""
         if self._ddp is None or not isinstance(exc, Exception) or not distributed.is_peer_failure(exc):
             return
-        raise PeerLost(
-            f"another process of this torchrun launch stopped ({distributed.peer_failure_reason(exc)}) during "
-            f"step {self.step + 1}; this one stopped too, with the weights of step {self.step}",
-            step=self.step,
-        ) from None
+        raise self._peer_lost(exc, f"during step {self.step + 1}") from None
+
+    def _peer_lost(self, exc: BaseException, when: str) -> PeerLost:
+        """The error for another rank gone `when` ("during step 5"): this rank holds the weights of self.step."""
+        return PeerLost(f"another process of this torchrun launch stopped ({distributed.peer_failure_reason(exc)}) "
+                        f"{when}; this one stopped too, with the weights of step {self.step}", step=self.step)
 
     def _stop_requested(self, should_stop: Callable[[], bool] | None) -> bool:
         stop = should_stop is not None and should_stop()
