@@ -31,6 +31,7 @@ Random tokens: this measures speed, not learning.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import statistics
 import time
@@ -40,6 +41,7 @@ import torch
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core import train as train_module
 from minitf_repl.core.train import Trainer
 
 from cpu_kinds import as_without_bf16_units
@@ -114,17 +116,38 @@ def matmul_peak() -> float:
     return 2 * 1024**3 / statistics.median(times[1:]) / 1e9
 
 
+@contextlib.contextmanager
+def heap_kept():
+    """Inside: a `:train` run keeps what it freed instead of handing it back when it ends (core.memory).
+
+    A real `:train` hands freed memory back once, when its run ends; here each chunk is a run of a few
+    steps, and a hand-back after every chunk made the next chunk, of whatever row, fault its pages in
+    again. Which row paid depended on the order: with only nanoGPT and `minitf float32`, nanoGPT's chunk
+    always followed the hand-back and minitf read 1.03x to 1.05x nanoGPT's float32 step, against 0.91x
+    to 0.93x in the full table in the same hour; handing back before every chunk instead cost the
+    bfloat16 `:train` row about 10 per cent. With nothing handed back, every row steps on a heap that
+    already holds what it needs, as in a long run."""
+    saved = train_module.release_freed
+    train_module.release_freed = lambda: None
+    try:
+        yield
+    finally:
+        train_module.release_freed = saved
+
+
 def alternated(rows: dict, chunks: int, steps: int, before_each=None) -> dict[str, list[float]]:
     """{row: seconds per step of each chunk}: `chunks` rounds of `steps` steps of every row in turn
-    (`before_each()` at the start of every round), so that a machine slowing down slows all rows alike."""
+    (`before_each()` at the start of every round), so that a machine slowing down slows all rows alike;
+    the heap is kept between chunks (heap_kept)."""
     per_step = {name: [] for name in rows}
-    for _ in range(chunks):
-        if before_each is not None:
-            before_each()
-        for name, run in rows.items():
-            t0 = time.perf_counter()
-            run(steps)
-            per_step[name].append((time.perf_counter() - t0) / steps)
+    with heap_kept():
+        for _ in range(chunks):
+            if before_each is not None:
+                before_each()
+            for name, run in rows.items():
+                t0 = time.perf_counter()
+                run(steps)
+                per_step[name].append((time.perf_counter() - t0) / steps)
     return per_step
 
 
