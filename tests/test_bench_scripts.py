@@ -41,3 +41,33 @@ def test_without_bf16_units_answers_no_and_puts_the_answer_back(monkeypatch):
     assert precision.fast_dtype("cpu") == "bfloat16"
     seen = as_without_bf16_units(lambda: precision.fast_dtype("cpu"))()
     assert seen == "float32" and precision.fast_dtype("cpu") == "bfloat16"
+
+
+def test_free_attention_and_gelu_change_the_fast_path_and_are_put_back(monkeypatch):
+    """bench/float32_bound.py's upper bounds: inside free(), the fast path's attention hands back v and
+    GELU is the identity; after it, even after an error inside, the model computes what it did before."""
+    import pytest
+    import torch
+    import torch.nn as nn
+
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.core.fastpath import FastPath
+    from minitf_repl.core.model import MiniTransformerLM
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from float32_bound import free
+
+    torch.manual_seed(0)
+    fast = FastPath(MiniTransformerLM(ModelConfig(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1)))
+    idx = torch.randint(11, (2, 8))
+    before = fast(idx)[0]
+    with free(attention=True):
+        no_attention = fast(idx)[0]
+        assert nn.GELU()(torch.tensor([-1.0])).item() < 0  # GELU untouched
+    with free(attention=True, gelu=True):
+        neither = fast(idx)[0]
+        assert nn.GELU()(torch.tensor([-1.0])).item() == -1.0  # the identity
+    with pytest.raises(RuntimeError), free(attention=True, gelu=True):
+        raise RuntimeError("inside")
+    assert not torch.allclose(before, no_attention) and not torch.allclose(no_attention, neither)
+    assert torch.equal(fast(idx)[0], before)
