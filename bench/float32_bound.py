@@ -103,9 +103,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
     args = parser.parse_args()
-    if not ANCHOR.exists():
-        raise SystemExit(f"nanoGPT's model.py is not at {ANCHOR}: this script needs ../shared/anchors (a "
-                         "development checkout)")
+    if not ANCHOR.is_file():
+        print(f"skipped: nanoGPT's model is not at {ANCHOR} (a user's clone has no ../shared)")
+        return
     size, target = (LARGE, 1.05) if args.large else (SMALL, 1.2)
     nanogpt, _ = nanogpt_step(size)
     rows = {

@@ -39,9 +39,9 @@ from pathlib import Path
 
 import torch
 
+from minitf_repl.core import train as train_module
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.core import train as train_module
 from minitf_repl.core.train import Trainer
 
 from cpu_kinds import as_without_bf16_units
@@ -123,8 +123,8 @@ def heap_kept():
     A real `:train` hands freed memory back once, when its run ends; here each chunk is a run of a few
     steps, and a hand-back after every chunk made the next chunk, of whatever row, fault its pages in
     again. Which row paid depended on the order: with only nanoGPT and `minitf float32`, nanoGPT's chunk
-    always followed the hand-back and minitf read 1.03x to 1.05x nanoGPT's float32 step, against 0.91x
-    to 0.93x in the full table in the same hour; handing back before every chunk instead cost the
+    always followed the hand-back and minitf read 1.03x to 1.05x nanoGPT's float32 step, against 0.85x
+    to 0.93x in the full table in the same hours; handing back before every chunk instead cost the
     bfloat16 `:train` row about 10 per cent. With nothing handed back, every row steps on a heap that
     already holds what it needs, as in a long run."""
     saved = train_module.release_freed

@@ -71,3 +71,30 @@ def test_free_attention_and_gelu_change_the_fast_path_and_are_put_back(monkeypat
         raise RuntimeError("inside")
     assert not torch.allclose(before, no_attention) and not torch.allclose(no_attention, neither)
     assert torch.equal(fast(idx)[0], before)
+
+
+def test_heap_kept_stops_a_runs_hand_back_and_puts_it_back(monkeypatch):
+    """bench/nanogpt.py keeps the heap between its chunks: inside heap_kept() a Trainer run ends without
+    handing freed memory back (core.memory.release_freed); after it, even after an error, runs hand back again."""
+    import pytest
+
+    from minitf_repl.core import train
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.core.model import MiniTransformerLM
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from nanogpt import RandomTokens, heap_kept
+
+    calls = []
+    monkeypatch.setattr(train, "release_freed", lambda: calls.append("handed back"))
+    trainer = train.Trainer(MiniTransformerLM(ModelConfig(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2,
+                                                          n_layers=1)),
+                            RandomTokens(11), TrainConfig(batch_size=2, steps=1, eval_every=10**9, dtype="float32"))
+    with heap_kept():
+        trainer.run()
+    assert calls == [] and trainer.step == 1
+    with pytest.raises(RuntimeError), heap_kept():
+        raise RuntimeError("inside")
+    trainer.start_run()
+    trainer.run()
+    assert calls == ["handed back"] and trainer.step == 2
