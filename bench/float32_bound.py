@@ -38,10 +38,7 @@ import torch.nn.functional as F
 from minitf_repl.core import device as device_info
 from minitf_repl.core import fastpath
 
-from nanogpt import ANCHOR, alternated, minitf_step, nanogpt_step
-
-SMALL = dict(L=4, H=4, d=128, T=64, B=12, V=65)
-LARGE = dict(L=6, H=6, d=384, T=256, B=32, V=65)
+from nanogpt import ANCHOR, LARGE, SMALL, alternated, minitf_step, nanogpt_step
 
 
 class _FreeAttention:

@@ -47,6 +47,8 @@ from minitf_repl.core.train import Trainer
 from cpu_kinds import as_without_bf16_units
 
 ANCHOR = Path(__file__).resolve().parents[2] / "shared" / "anchors" / "nanogpt" / "model.py"
+SMALL = dict(L=4, H=4, d=128, T=64, B=12, V=65)  # nanoGPT's CPU recipe: layers, heads, width, block, batch, vocab
+LARGE = dict(L=6, H=6, d=384, T=256, B=32, V=65)  # --large
 
 
 class RandomTokens:
@@ -169,7 +171,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    size = (dict(L=6, H=6, d=384, T=256, B=32, V=65) if args.large else dict(L=4, H=4, d=128, T=64, B=12, V=65))
+    size = dict(LARGE if args.large else SMALL)
     if args.batch:
         size["B"] = args.batch
     native = training_dtype("auto", "cpu") == "bfloat16"
