@@ -9,6 +9,9 @@ one run as bench/nanogpt.py does, medians:
     products              the forward and backward matrix products of one step (x W^T + b, then dY W and
                           dY^T x for every linear layer and the tied head), in the step's own shapes,
                           back to back and nothing else: no float32 step can take less
+    products, fastest     the same products with each linear shape's weight stored out x in (nn.Linear's
+    layouts               layout, both models') or transposed, whichever ran faster here just before
+                          (fastest_layouts): what storing weights the other way round could win
     nanoGPT               nanoGPT's float32 step (../shared/anchors/nanogpt), as bench/nanogpt.py runs it
     minitf float32        `:train`'s step with dtype=float32 (the fast path, fused AdamW)
     free attention        the same step with the attention kernel replaced by "out = v" (same shapes, no
@@ -66,24 +69,65 @@ def free(attention: bool = True, gelu: bool = False):
         fastpath.F, nn.GELU.forward = functional, gelu_forward
 
 
-def products_of_a_step(size: dict):
-    """steps(n): n times the matrix products of one training step of `size`, with nothing around them."""
+LAYOUTS = ("out x in", "in x out")  # a linear layer's weight as nn.Linear stores it, or transposed (GPT-2's Conv1D)
+
+
+def linear_products(x, weight, bias, grad, layout: str):
+    """One linear layer's three products in a training step, its weight stored in `layout`: (y, dX, dW).
+
+    out x in (both models): y = x W^T + b, dX = dY W, dW = dY^T x. in x out: y = x W + b, dX = dY W^T, and
+    the weight's gradient x^T dY, in the weight's own layout (dW transposed). The same numbers either
+    way; what differs is which operand the BLAS reads transposed, and its kernels are not equally fast
+    for every shape.
+    """
+    if layout == LAYOUTS[0]:
+        return torch.addmm(bias, x, weight.t()), grad @ weight, grad.t() @ x
+    return torch.addmm(bias, x, weight), grad @ weight.t(), x.t() @ grad
+
+
+def products_of_a_step(size: dict, layouts: dict | None = None):
+    """steps(n): n times the matrix products of one training step of `size`, with nothing around them.
+
+    layouts: {(in, out): layout} per linear shape; every weight out x in (as both models store them) by default.
+    """
     d, tokens = size["d"], size["B"] * size["T"]
     layer = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)]  # q/k/v, the attention's output, the FFN's two
     shapes = layer * size["L"] + [(d, size["V"])]  # and the head
+    layouts = layouts or {}
+    chosen = [layouts.get(shape, LAYOUTS[0]) for shape in shapes]
     inputs = {n: torch.randn(tokens, n) for n in (d, 4 * d)}
-    weights = [(torch.randn(m, n), torch.randn(m)) for n, m in shapes]
+    weights = [(torch.randn(m, n) if layout == LAYOUTS[0] else torch.randn(n, m), torch.randn(m))
+               for (n, m), layout in zip(shapes, chosen)]
     grads = [torch.randn(tokens, m) for _, m in shapes]
 
     def steps(n: int) -> None:
         for _ in range(n):
-            for (inner, _), (weight, bias), grad in zip(shapes, weights, grads):
-                x = inputs[inner]
-                torch.addmm(bias, x, weight.t())  # forward
-                grad @ weight  # the input's gradient
-                grad.t() @ x  # the weight's gradient
+            for (inner, _), (weight, bias), grad, layout in zip(shapes, weights, grads, chosen):
+                linear_products(inputs[inner], weight, bias, grad, layout)
 
     return steps
+
+
+def fastest_layouts(size: dict, rounds: int = 7, calls: int = 20) -> dict:
+    """{(in, out): the layout whose three products ran fastest}, for each linear shape of `size`.
+
+    Each shape's two layouts alternate `rounds` times, `calls` steps' worth each, and the lower median
+    wins. This only chooses: the "fastest layouts" row then times the choice alternated with the other rows.
+    """
+    d, tokens, vocab = size["d"], size["B"] * size["T"], size["V"]
+    best = {}
+    for n, m in [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d), (d, vocab)]:
+        x, bias, grad = torch.randn(tokens, n), torch.randn(m), torch.randn(tokens, m)
+        weights = {LAYOUTS[0]: torch.randn(m, n), LAYOUTS[1]: torch.randn(n, m)}
+        times = {layout: [] for layout in LAYOUTS}
+        for _ in range(rounds):
+            for layout, weight in weights.items():
+                start = time.perf_counter()
+                for _ in range(calls):
+                    linear_products(x, weight, bias, grad, layout)
+                times[layout].append(time.perf_counter() - start)
+        best[(n, m)] = min(LAYOUTS, key=lambda layout: statistics.median(times[layout]))
+    return best
 
 
 def under(context, steps):
@@ -105,8 +149,10 @@ def main() -> None:
         return
     size, target = (LARGE, 1.05) if args.large else (SMALL, 1.2)
     nanogpt, _ = nanogpt_step(size)
+    layouts = fastest_layouts(size)
     rows = {
         "products": products_of_a_step(size),
+        "products, fastest layouts": products_of_a_step(size, layouts),
         "nanoGPT": nanogpt,
         "minitf float32": minitf_step(size, dtype="float32"),
         "free attention": under(lambda: free(attention=True), minitf_step(size, dtype="float32")),
@@ -127,6 +173,10 @@ def main() -> None:
           f"for everything else; nanoGPT spends {ms['nanoGPT'] - ms['products']:.2f} ms there, minitf "
           f"{ms['minitf float32'] - ms['products']:.2f} ms, and minitf with attention and GELU free "
           f"{ms['free attention+GELU'] - ms['products']:.2f} ms")
+    turned = [f"{n} -> {m}" for (n, m), layout in layouts.items() if layout != LAYOUTS[0]]
+    print(f"Weights stored in x out for {', '.join(turned) or 'no shape'} (the rest out x in, as both models "
+          f"store them): the products take {ms['products, fastest layouts']:.2f} ms, "
+          f"{ms['products'] - ms['products, fastest layouts']:+.2f} ms against the models' layout")
 
 
 if __name__ == "__main__":

@@ -98,3 +98,23 @@ def test_heap_kept_stops_a_runs_hand_back_and_puts_it_back(monkeypatch):
     trainer.start_run()
     trainer.run()
     assert calls == ["handed back"] and trainer.step == 2
+
+
+def test_both_weight_layouts_compute_the_same_products(monkeypatch):
+    """bench/float32_bound.py's "fastest layouts" row stores some weights transposed: the forward, the
+    input's gradient and the weight's gradient (in the weight's own layout) must be the same numbers."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from float32_bound import LAYOUTS, fastest_layouts, linear_products
+
+    torch.manual_seed(0)
+    x, weight, bias, grad = torch.randn(24, 8), torch.randn(12, 8), torch.randn(12), torch.randn(24, 12)
+    y, dx, dw = linear_products(x, weight, bias, grad, LAYOUTS[0])
+    y_t, dx_t, dw_t = linear_products(x, weight.t().contiguous(), bias, grad, LAYOUTS[1])
+    torch.testing.assert_close(y, x @ weight.t() + bias)
+    torch.testing.assert_close(dx, grad @ weight)
+    torch.testing.assert_close(dw, grad.t() @ x)
+    torch.testing.assert_close((y_t, dx_t, dw_t.t()), (y, dx, dw))
+    chosen = fastest_layouts(dict(L=1, H=2, d=8, T=4, B=2, V=5), rounds=1, calls=1)
+    assert set(chosen) == {(8, 24), (8, 8), (8, 32), (32, 8), (8, 5)} and set(chosen.values()) <= set(LAYOUTS)
