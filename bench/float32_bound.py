@@ -57,16 +57,21 @@ class _FreeAttention:
 
 @contextlib.contextmanager
 def free(attention: bool = True, gelu: bool = False):
-    """Inside: core.fastpath's attention returns v, and (gelu=True) nn.GELU is the identity. Put back after."""
-    functional, gelu_forward = fastpath.F, nn.GELU.forward
+    """Inside: core.fastpath's attention returns v, and (gelu=True) nn.GELU is the identity. Put back after.
+
+    With gelu=True the feed-forward also leaves the fast path's own backward (fastpath._GELUFeedForward,
+    which calls GELU's kernels itself) for the module, whose nn.GELU is then the identity.
+    """
+    functional, gelu_forward, own_backward = fastpath.F, nn.GELU.forward, fastpath._own_backward_pays
     try:
         if attention:
             fastpath.F = _FreeAttention()
         if gelu:
             nn.GELU.forward = lambda self, x: x
+            fastpath._own_backward_pays = lambda ffn, x: False
         yield
     finally:
-        fastpath.F, nn.GELU.forward = functional, gelu_forward
+        fastpath.F, nn.GELU.forward, fastpath._own_backward_pays = functional, gelu_forward, own_backward
 
 
 LAYOUTS = ("out x in", "in x out")  # a linear layer's weight as nn.Linear stores it, or transposed (GPT-2's Conv1D)

@@ -164,3 +164,63 @@ def test_fast_and_readable_training_runs_agree():
             # turns each path's rounding noise into full steps of lr in random directions.
             continue
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("activation,bias", [("gelu", True), ("gelu", False), ("gelu_tanh", True)])
+def test_own_feed_forward_backward_equals_autograds(activation, bias, monkeypatch):
+    """fastpath._GELUFeedForward writes dL/dH over H and dL/dA over that: the same gradients as autograd's
+    through the module, for every input, with and without biases, exact and tanh GELU, and for an upstream
+    gradient that is not a plain buffer (an expanded one, as y.sum() sends)."""
+    from minitf_repl.core import fastpath
+    from minitf_repl.core.model import FeedForward
+
+    monkeypatch.setattr(fastpath, "OWN_BACKWARD_FROM_BYTES", 0)  # at the test's size too
+    torch.manual_seed(0)
+    ffn = FeedForward(ModelConfig(**{**SIZES, "activation": activation, "bias": bias}))
+    x = torch.randn(B, T, SIZES["d_model"], requires_grad=True)
+    assert fastpath._own_backward_pays(ffn, x)
+    params = [x, *ffn.parameters()]
+    for upstream in (torch.randn(B, T, SIZES["d_model"]), None):
+        mine = fastpath.feed_forward(ffn, x)
+        reference = ffn(x)
+        torch.testing.assert_close(mine, reference)
+        if upstream is None:  # y.sum(): the gradient arrives as an expanded tensor of ones
+            got, want = (torch.autograd.grad(y.sum(), params) for y in (mine, reference))
+        else:
+            got, want = (torch.autograd.grad(y, params, upstream) for y in (mine, reference))
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_own_feed_forward_backward_only_where_measured_and_once(monkeypatch):
+    """Taken in a float32 CPU training step whose hidden layer is 32 MB or more; not below, not under
+    bfloat16 autocast, without grad, for another activation; and a second backward through the same graph
+    says what to do instead of computing garbage."""
+    from minitf_repl.core import fastpath
+    from minitf_repl.core.model import FeedForward
+
+    torch.manual_seed(0)
+    ffn = FeedForward(ModelConfig(**SIZES))
+    x = torch.randn(B, T, SIZES["d_model"], requires_grad=True)
+    assert not fastpath._own_backward_pays(ffn, x)  # 3 x 16 x 48 floats: autograd's
+    big = FeedForward(ModelConfig(**{**SIZES, "d_ff": 1024}))
+    assert fastpath._own_backward_pays(big, torch.randn(8192, SIZES["d_model"], requires_grad=True))  # 32 MB
+    assert not fastpath._own_backward_pays(big, torch.randn(8191, SIZES["d_model"], requires_grad=True))
+    monkeypatch.setattr(fastpath, "OWN_BACKWARD_FROM_BYTES", 0)
+    assert fastpath._own_backward_pays(ffn, x)
+    with torch.no_grad():
+        assert not fastpath._own_backward_pays(ffn, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not fastpath._own_backward_pays(ffn, x)
+    assert not fastpath._own_backward_pays(FeedForward(ModelConfig(**{**SIZES, "activation": "relu"})), x)
+
+    taken = []
+    real = fastpath._GELUFeedForward.apply
+    monkeypatch.setattr(fastpath._GELUFeedForward, "apply", lambda *a: taken.append(1) or real(*a))
+    model = model_for({})
+    idx = torch.randint(SIZES["vocab_size"], (B, T))
+    _, loss = FastPath(model)(idx, idx)
+    assert len(taken) == SIZES["n_layers"]
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="fast_path=off"):
+        loss.backward()
