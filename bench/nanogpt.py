@@ -10,6 +10,10 @@ and norm read back, the step's undo record, the history):
                             (bfloat16 autocast where the CPU has AMX or AVX512-BF16, else float32)
     minitf float32          the same in float32 (on a CPU without bfloat16 units that is :train's row,
                             so it is left out, as is nanoGPT under emulated bfloat16)
+    minitf float32 autograd FFN   the float32 step with the feed-forward's backward left to autograd
+                            (core.fastpath's own one switched off): what that one wins, printed as a
+                            ratio paired chunk by chunk (it is taken only for hidden layers of 32 MB or
+                            more, so at the small size the two rows compute alike)
     minitf readable         fast_path=off, float32: the readable model's forward (explicit attention)
     minitf compile=on       the defaults through torch.compile (first step compiles, timed apart)
     minitf muon             the defaults with Muon instead of AdamW (what the default optimizer costs per step)
@@ -39,6 +43,7 @@ from pathlib import Path
 
 import torch
 
+from minitf_repl.core import fastpath
 from minitf_repl.core import train as train_module
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.model import MiniTransformerLM
@@ -137,6 +142,20 @@ def heap_kept():
         train_module.release_freed = saved
 
 
+def with_autograd_ffn(steps):
+    """steps(n) with core.fastpath's own feed-forward backward switched off (autograd's instead), put back after."""
+
+    def run(n: int) -> None:
+        own = fastpath._own_backward_pays
+        fastpath._own_backward_pays = lambda ffn, x: False
+        try:
+            steps(n)
+        finally:
+            fastpath._own_backward_pays = own
+
+    return run
+
+
 def alternated(rows: dict, chunks: int, steps: int, before_each=None) -> dict[str, list[float]]:
     """{row: seconds per step of each chunk}: `chunks` rounds of `steps` steps of every row in turn
     (`before_each()` at the start of every round), so that a machine slowing down slows all rows alike;
@@ -179,6 +198,7 @@ def main() -> None:
     rows = {"nanoGPT": nanogpt,
             "minitf :train": minitf_step(size),
             "minitf float32": minitf_step(size, dtype="float32"),
+            "minitf float32 autograd FFN": with_autograd_ffn(minitf_step(size, dtype="float32")),
             "minitf readable": minitf_step(size, fast_path=False, dtype="float32"),
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf muon": minitf_step(size, optimizer="muon"),
@@ -186,6 +206,7 @@ def main() -> None:
             "nanoGPT bf16 autocast": nanogpt_step(size, torch.bfloat16)[0]}
     if not native:  # auto is float32 here, so ":train" is the float32 row; emulated bfloat16 measures nothing useful
         del rows["minitf float32"], rows["nanoGPT bf16 autocast"], rows["minitf muon no-bf16"]
+        rows["minitf float32 autograd FFN"] = with_autograd_ffn(minitf_step(size))  # beside :train, float32 here
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}
@@ -204,11 +225,17 @@ def main() -> None:
           f"{training_dtype('auto', 'cpu')} here; {size['L']} layers x {size['H']} heads x "
           f"{size['d']}, block {size['T']}, batch {size['B']}; medians of {args.chunks} alternated chunks of "
           f"{args.steps} steps; float32 matmul peak {peak:.0f} GFLOP/s")
+    width = max(map(len, rows))
     for name in rows:
         tps = tokens / statistics.median(per_step[name])
         mfu = tps * flops_per_token / (peak * 1e9)
         extra = f"   (first step {first[name]:.1f} s)" if "compile" in name else ""
-        print(f"{name:22s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
+        print(f"{name:{width}s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
+    own = "minitf float32" if native else "minitf :train"
+    if own in rows and "minitf float32 autograd FFN" in rows:
+        paired = [a / o for a, o in zip(per_step["minitf float32 autograd FFN"], per_step[own])]
+        print(f"the fast path's own feed-forward backward: {statistics.median(paired):.3f}x the float32 step with "
+              f"autograd's (median of the {len(paired)} chunks' ratios, {sum(r > 1 for r in paired)} faster)")
     # In the table each chunk follows nanoGPT's chunk and the peak's 1024 x 1024 products, which
     # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio
     # reads differently the two ways (AMD EPYC Zen 4, batch 16, three runs: 1.29 to 1.31 in the
