@@ -42,8 +42,9 @@ that size (the last paired chunk by chunk, 9 chunks of 10 faster); at 4 x 128, w
 buffers come back from the heap anyway, 0.99x, noise. So it is taken only where it was measured to
 pay and is exact: on the CPU, for a hidden layer of 32 MB or more (`OWN_BACKWARD_FROM_BYTES`),
 outside autocast (under bfloat16 autocast the hidden layer is half the size), with grad enabled,
-not under torch.compile (which plans its own buffers). The step overwrites what it saved, so it runs once: a second backward through the same
-graph (`retain_graph=True`) raises and says to take `fast_path=off`.
+not under torch.compile (which plans its own buffers). The backward overwrites what the forward
+saved, so it runs once: a second backward through the same graph (`retain_graph=True`) raises and
+says to take `fast_path=off`. `bench/nanogpt.py` prints its gain (the "autograd FFN" row).
 
 Decoding with the KV cache (`core.generate`) runs this path too, with the same rule: the model's
 `LayerKV` buffers, absolute positions from the cache's length, the fused kernel for the one new
