@@ -234,8 +234,15 @@ def main() -> None:
     own = "minitf float32" if native else "minitf :train"
     if own in rows and "minitf float32 autograd FFN" in rows:
         paired = [a / o for a, o in zip(per_step["minitf float32 autograd FFN"], per_step[own])]
-        print(f"the fast path's own feed-forward backward: {statistics.median(paired):.3f}x the float32 step with "
-              f"autograd's (median of the {len(paired)} chunks' ratios, {sum(r > 1 for r in paired)} faster)")
+        ratio = (f"{statistics.median(paired):.3f}x (median of the {len(paired)} chunks' ratios, "
+                 f"{sum(r > 1 for r in paired)} faster)")
+        hidden = size["B"] * size["T"] * 4 * size["d"] * 4  # bytes of the float32 hidden layer
+        if hidden >= fastpath.OWN_BACKWARD_FROM_BYTES:
+            print(f"the fast path's own feed-forward backward: {ratio} the float32 step with autograd's")
+        else:
+            print(f"the fast path's own feed-forward backward is not taken at this size (hidden layer "
+                  f"{hidden / 2**20:.1f} MB, under {fastpath.OWN_BACKWARD_FROM_BYTES / 2**20:.0f} MB): both rows run "
+                  f"the same code, so their ratio, {ratio}, is this table's noise")
     # In the table each chunk follows nanoGPT's chunk and the peak's 1024 x 1024 products, which
     # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio
     # reads differently the two ways (AMD EPYC Zen 4, batch 16, three runs: 1.29 to 1.31 in the
