@@ -238,7 +238,8 @@ def main() -> None:
                  f"{sum(r > 1 for r in paired)} faster)")
         hidden = size["B"] * size["T"] * 4 * size["d"] * 4  # bytes of the float32 hidden layer
         if hidden >= fastpath.OWN_BACKWARD_FROM_BYTES:
-            print(f"the fast path's own feed-forward backward: {ratio} the float32 step with autograd's")
+            print(f"the fast path's own feed-forward backward: the float32 step runs at {ratio} the speed of the "
+                  f"same step with autograd's")
         else:
             print(f"the fast path's own feed-forward backward is not taken at this size (hidden layer "
                   f"{hidden / 2**20:.1f} MB, under {fastpath.OWN_BACKWARD_FROM_BYTES / 2**20:.0f} MB): both rows run "

@@ -37,8 +37,8 @@ step, with two fewer buffers of the hidden layer's size (tokens x d_ff):
 
 Autograd would allocate dH and dA afresh. At 6 x 384, batch 32 x 256, each is 50 MB, past glibc's
 largest mmap threshold (32 MB), so every step maps and faults in 100 MB a layer anew. Measured on a
-2-core AMD EPYC Zen 4 (float32, alternated in one run, medians): 1.05x, 1.06x and 1.07x the step at
-that size (the last paired chunk by chunk, 9 chunks of 10 faster); at 4 x 128, where the 1.5 MB
+2-core AMD EPYC Zen 4 (float32, alternated in one run, medians): 1.051x, 1.061x, 1.072x, 1.037x,
+0.994x and 1.036x the step at that size (median 1.044x); at 4 x 128, where the 1.5 MB
 buffers come back from the heap anyway, 0.99x, noise. So it is taken only where it was measured to
 pay and is exact: on the CPU, for a hidden layer of 32 MB or more (`OWN_BACKWARD_FROM_BYTES`),
 outside autocast (under bfloat16 autocast the hidden layer is half the size), with grad enabled,
