@@ -90,14 +90,20 @@ def linear_products(x, weight, bias, grad, layout: str):
     return torch.addmm(bias, x, weight), grad @ weight.t(), x.t() @ grad
 
 
+def linear_shapes(size: dict) -> list[tuple[int, int]]:
+    """(in, out) of one block's linear layers: q/k/v, the attention's output, the FFN's two; then the head's."""
+    d = size["d"]
+    return [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d), (d, size["V"])]
+
+
 def products_of_a_step(size: dict, layouts: dict | None = None):
     """steps(n): n times the matrix products of one training step of `size`, with nothing around them.
 
     layouts: {(in, out): layout} per linear shape; every weight out x in (as both models store them) by default.
     """
     d, tokens = size["d"], size["B"] * size["T"]
-    layer = [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d)]  # q/k/v, the attention's output, the FFN's two
-    shapes = layer * size["L"] + [(d, size["V"])]  # and the head
+    *layer, head = linear_shapes(size)
+    shapes = layer * size["L"] + [head]
     layouts = layouts or {}
     chosen = [layouts.get(shape, LAYOUTS[0]) for shape in shapes]
     inputs = {n: torch.randn(tokens, n) for n in (d, 4 * d)}
@@ -119,9 +125,9 @@ def fastest_layouts(size: dict, rounds: int = 7, calls: int = 20) -> dict:
     Each shape's two layouts alternate `rounds` times, `calls` steps' worth each, and the lower median
     wins. This only chooses: the "fastest layouts" row then times the choice alternated with the other rows.
     """
-    d, tokens, vocab = size["d"], size["B"] * size["T"], size["V"]
+    tokens = size["B"] * size["T"]
     best = {}
-    for n, m in [(d, 3 * d), (d, d), (d, 4 * d), (4 * d, d), (d, vocab)]:
+    for n, m in linear_shapes(size):
         x, bias, grad = torch.randn(tokens, n), torch.randn(m), torch.randn(tokens, m)
         weights = {LAYOUTS[0]: torch.randn(m, n), LAYOUTS[1]: torch.randn(n, m)}
         times = {layout: [] for layout in LAYOUTS}
@@ -170,8 +176,9 @@ def main() -> None:
     print(f"{device_info.cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads; {size['L']} layers x "
           f"{size['H']} heads x {size['d']}, block {size['T']}, batch {size['B']}, float32; medians of "
           f"{args.chunks} alternated chunks of {args.steps} steps")
+    width = max(map(len, ms))
     for name, value in ms.items():
-        print(f"{name:22s} {value:9.2f} ms a step   {ms['nanoGPT'] / value:5.2f}x nanoGPT")
+        print(f"{name:{width}s} {value:9.2f} ms a step   {ms['nanoGPT'] / value:5.2f}x nanoGPT")
     goal = ms["nanoGPT"] / target
     print(f"{target}x nanoGPT is {goal:.2f} ms a step. The products alone take {ms['products']:.2f} ms "
           f"({ms['products'] / ms['nanoGPT']:.0%} of nanoGPT's step), which leaves {goal - ms['products']:.2f} ms "
