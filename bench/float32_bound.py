@@ -29,7 +29,6 @@ The last two rows do not compute the model any more; they bound what faster atte
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import time
@@ -41,7 +40,7 @@ import torch.nn.functional as F
 from minitf_repl.core import device as device_info
 from minitf_repl.core import fastpath
 
-from nanogpt import ANCHOR, LARGE, SMALL, alternated, minitf_step, nanogpt_step
+from nanogpt import ANCHOR, LARGE, SMALL, alternated, autograd_ffn, minitf_step, nanogpt_step, sized_parser, under
 
 
 class _FreeAttention:
@@ -62,16 +61,16 @@ def free(attention: bool = True, gelu: bool = False):
     With gelu=True the feed-forward also leaves the fast path's own backward (fastpath._GELUFeedForward,
     which calls GELU's kernels itself) for the module, whose nn.GELU is then the identity.
     """
-    functional, gelu_forward, own_backward = fastpath.F, nn.GELU.forward, fastpath._own_backward_pays
+    functional, gelu_forward = fastpath.F, nn.GELU.forward
     try:
-        if attention:
-            fastpath.F = _FreeAttention()
-        if gelu:
-            nn.GELU.forward = lambda self, x: x
-            fastpath._own_backward_pays = lambda ffn, x: False
-        yield
+        with autograd_ffn() if gelu else contextlib.nullcontext():
+            if attention:
+                fastpath.F = _FreeAttention()
+            if gelu:
+                nn.GELU.forward = lambda self, x: x
+            yield
     finally:
-        fastpath.F, nn.GELU.forward, fastpath._own_backward_pays = functional, gelu_forward, own_backward
+        fastpath.F, nn.GELU.forward = functional, gelu_forward
 
 
 LAYOUTS = ("out x in", "in x out")  # a linear layer's weight as nn.Linear stores it, or transposed (GPT-2's Conv1D)
@@ -141,20 +140,8 @@ def fastest_layouts(size: dict, rounds: int = 7, calls: int = 20) -> dict:
     return best
 
 
-def under(context, steps):
-    def run(n: int) -> None:
-        with context():
-            steps(n)
-
-    return run
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--large", action="store_true")
-    parser.add_argument("--chunks", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
-    args = parser.parse_args()
+    args = sized_parser(__doc__).parse_args()
     if not ANCHOR.is_file():
         print(f"skipped: nanoGPT's model is not at {ANCHOR} (a user's clone has no ../shared)")
         return

@@ -142,18 +142,34 @@ def heap_kept():
         train_module.release_freed = saved
 
 
-def with_autograd_ffn(steps):
-    """steps(n) with core.fastpath's own feed-forward backward switched off (autograd's instead), put back after."""
+@contextlib.contextmanager
+def autograd_ffn():
+    """Inside: core.fastpath leaves the feed-forward's backward to autograd (its own one switched off). Put back after."""
+    own = fastpath._own_backward_pays
+    fastpath._own_backward_pays = lambda ffn, x: False
+    try:
+        yield
+    finally:
+        fastpath._own_backward_pays = own
+
+
+def under(context, steps):
+    """steps(n), run inside `context()` each time."""
 
     def run(n: int) -> None:
-        own = fastpath._own_backward_pays
-        fastpath._own_backward_pays = lambda ffn, x: False
-        try:
+        with context():
             steps(n)
-        finally:
-            fastpath._own_backward_pays = own
 
     return run
+
+
+def sized_parser(doc: str) -> argparse.ArgumentParser:
+    """The options every side-by-side script here takes: --large, --chunks, --steps."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--large", action="store_true")
+    parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
+    return parser
 
 
 def alternated(rows: dict, chunks: int, steps: int, before_each=None) -> dict[str, list[float]]:
@@ -173,10 +189,7 @@ def alternated(rows: dict, chunks: int, steps: int, before_each=None) -> dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--large", action="store_true")
-    parser.add_argument("--chunks", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=5, help="steps per chunk")
+    parser = sized_parser(__doc__)
     parser.add_argument("--rows", default="", help="comma-separated row names to keep (default: all)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads for every row (default: torch's own)")
     parser.add_argument("--batch", type=int, default=0, help="another batch size (default: 12, or 32 with --large; "
@@ -198,7 +211,7 @@ def main() -> None:
     rows = {"nanoGPT": nanogpt,
             "minitf :train": minitf_step(size),
             "minitf float32": minitf_step(size, dtype="float32"),
-            "minitf float32 autograd FFN": with_autograd_ffn(minitf_step(size, dtype="float32")),
+            "minitf float32 autograd FFN": under(autograd_ffn, minitf_step(size, dtype="float32")),
             "minitf readable": minitf_step(size, fast_path=False, dtype="float32"),
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf muon": minitf_step(size, optimizer="muon"),
@@ -206,7 +219,7 @@ def main() -> None:
             "nanoGPT bf16 autocast": nanogpt_step(size, torch.bfloat16)[0]}
     if not native:  # auto is float32 here, so ":train" is the float32 row; emulated bfloat16 measures nothing useful
         del rows["minitf float32"], rows["nanoGPT bf16 autocast"], rows["minitf muon no-bf16"]
-        rows["minitf float32 autograd FFN"] = with_autograd_ffn(minitf_step(size))  # beside :train, float32 here
+        rows["minitf float32 autograd FFN"] = under(autograd_ffn, minitf_step(size))  # beside :train, float32 here
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}

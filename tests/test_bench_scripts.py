@@ -120,24 +120,24 @@ def test_both_weight_layouts_compute_the_same_products(monkeypatch):
     assert set(chosen) == {(8, 24), (8, 8), (8, 32), (32, 8), (8, 5)} and set(chosen.values()) <= set(LAYOUTS)
 
 
-def test_with_autograd_ffn_switches_the_own_backward_off_and_puts_it_back(monkeypatch):
-    """bench/nanogpt.py's "minitf float32 autograd FFN" row: inside it the fast path leaves the feed-forward's
-    backward to autograd; after it, even after an error, core.fastpath decides as before."""
+def test_autograd_ffn_switches_the_own_backward_off_and_puts_it_back(monkeypatch):
+    """bench/nanogpt.py's "minitf float32 autograd FFN" row: inside autograd_ffn() the fast path leaves the
+    feed-forward's backward to autograd; after it, even after an error, core.fastpath decides as before."""
     import pytest
 
     from minitf_repl.core import fastpath
 
     monkeypatch.syspath_prepend(str(BENCH))
-    from nanogpt import with_autograd_ffn
+    from nanogpt import autograd_ffn, under
 
     monkeypatch.setattr(fastpath, "_own_backward_pays", lambda ffn, x: True)
     seen = []
-    with_autograd_ffn(lambda n: seen.append(fastpath._own_backward_pays(None, None)))(1)
+    under(autograd_ffn, lambda n: seen.append(fastpath._own_backward_pays(None, None)))(1)
     assert seen == [False] and fastpath._own_backward_pays(None, None)
 
     def fails(n):
         raise RuntimeError("inside")
 
     with pytest.raises(RuntimeError):
-        with_autograd_ffn(fails)(1)
+        under(autograd_ffn, fails)(1)
     assert fastpath._own_backward_pays(None, None)

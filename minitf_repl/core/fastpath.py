@@ -166,7 +166,6 @@ def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) ->
     return attn.resid_dropout(attn.out_proj(out.transpose(1, 2).reshape(B, T, C)))
 
 
-GELU_APPROXIMATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> GELU's `approximate`
 # From this size of the hidden layer (tokens x d_ff numbers) on, glibc hands out fresh mmapped pages for
 # each buffer (32 MB: its largest mmap threshold on 64-bit), so saving two buffers saves page faults.
 # Below it, buffers come back from the heap and autograd's own backward is as fast (measured at 4 x 128:
@@ -180,13 +179,13 @@ def feed_forward(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return ffn(x)
     shape = x.shape
     y = _GELUFeedForward.apply(x.reshape(-1, shape[-1]), ffn.fc_in.weight, ffn.fc_in.bias, ffn.fc_out.weight,
-                               ffn.fc_out.bias, GELU_APPROXIMATIONS[ffn.activation])
+                               ffn.fc_out.bias, ffn.act.approximate)
     return ffn.dropout(y.view(*shape[:-1], y.shape[-1]))
 
 
 def _own_backward_pays(ffn: nn.Module, x: torch.Tensor) -> bool:
     """Where _GELUFeedForward was measured to pay and computes what the module does (module docstring)."""
-    return (type(ffn) is FeedForward and ffn.activation in GELU_APPROXIMATIONS
+    return (type(ffn) is FeedForward and type(ffn.act) is nn.GELU  # exact or tanh: its `approximate` says which
             and type(ffn.fc_in) is nn.Linear and type(ffn.fc_out) is nn.Linear
             and x.device.type == "cpu" and x.dtype == ffn.fc_in.weight.dtype
             and x[..., 0].numel() * ffn.fc_in.out_features * x.element_size() >= OWN_BACKWARD_FROM_BYTES
