@@ -188,7 +188,7 @@ def _own_backward_pays(ffn: nn.Module, x: torch.Tensor) -> bool:
     return (type(ffn) is FeedForward and type(ffn.act) is nn.GELU  # exact or tanh: its `approximate` says which
             and type(ffn.fc_in) is nn.Linear and type(ffn.fc_out) is nn.Linear
             and x.device.type == "cpu" and x.dtype == ffn.fc_in.weight.dtype
-            and x[..., 0].numel() * ffn.fc_in.out_features * x.element_size() >= OWN_BACKWARD_FROM_BYTES
+            and x.numel() // x.shape[-1] * ffn.fc_in.out_features * x.element_size() >= OWN_BACKWARD_FROM_BYTES
             and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
             and not torch.compiler.is_compiling())
 
