@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from minitf_repl.core import device as device_mod
-from minitf_repl.core.device import DeviceInfo, describe_devices, move_to, resolve_device
+from minitf_repl.core.device import DeviceInfo, describe_devices, move_to, read_cpuinfo, resolve_device
 from minitf_repl.core.errors import DeviceError, UserError
 from minitf_repl.core.model import MiniTransformerLM, ModelConfig
 
@@ -160,3 +160,56 @@ def test_move_fused_optimizer_keeps_step_with_params():
 def test_describe_cuda_devices():
     cuda = [d for d in describe_devices() if d.kind == "cuda"]
     assert cuda and cuda[0].name == "cuda:0" and cuda[0].memory_bytes > 0 and cuda[0].description
+
+
+def cpuinfo(vendor="AuthenticAMD", family=26, model=2, name="AMD EPYC") -> str:
+    """Two processors' blocks of /proc/cpuinfo, as Linux writes them (the second one must not matter)."""
+    block = (f"processor\t: {{n}}\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+             f"model name\t: {name}\nflags\t\t: fpu avx2\n\n")
+    return block.format(n=0) + block.format(n=1).replace(f"model\t\t: {model}", "model\t\t: 255")
+
+
+@pytest.mark.parametrize("vendor, family, model, generation", [
+    ("AuthenticAMD", 23, 0x01, "Zen"), ("AuthenticAMD", 23, 0x31, "Zen 2"), ("AuthenticAMD", 25, 0x01, "Zen 3"),
+    ("AuthenticAMD", 25, 0x11, "Zen 4"), ("AuthenticAMD", 25, 0x61, "Zen 4"), ("AuthenticAMD", 26, 0x02, "Zen 5"),
+    ("AuthenticAMD", 26, 0x44, "Zen 5"), ("GenuineIntel", 6, 0x8F, "Sapphire Rapids"),
+    ("GenuineIntel", 6, 0x6A, "Ice Lake"),
+    # Unknown pairs name no generation rather than a wrong one: a future family-26 model, another vendor.
+    ("AuthenticAMD", 26, 0x90, None), ("AuthenticAMD", 27, 0x02, None), ("HygonGenuine", 24, 0x02, None),
+])
+def test_read_cpuinfo_names_the_generation(vendor, family, model, generation):
+    assert read_cpuinfo(cpuinfo(vendor, family, model, "Some CPU")) == ("Some CPU", generation)
+
+
+def test_read_cpuinfo_without_x86_numbers():
+    arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n\n"
+    assert read_cpuinfo(arm) == ("", None)
+    assert read_cpuinfo("") == ("", None)
+    assert read_cpuinfo("model name\t: X\ncpu family\t: ?\nmodel\t: 1\n") == ("X", None)
+
+
+def test_cpu_name_adds_the_generation_once(monkeypatch):
+    import builtins
+    import io
+
+    def fake_open(text):
+        real_open = builtins.open
+        return lambda path, *a, **k: io.StringIO(text) if path == "/proc/cpuinfo" else real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", fake_open(cpuinfo(name="AMD EPYC")))
+    assert device_mod.cpu_name() == "AMD EPYC (Zen 5)"
+    monkeypatch.setattr(builtins, "open", fake_open(cpuinfo(name="AMD EPYC 9005 Zen 5 Processor")))
+    assert device_mod.cpu_name() == "AMD EPYC 9005 Zen 5 Processor"
+    monkeypatch.setattr(builtins, "open", fake_open(cpuinfo(model=0x90, name="AMD EPYC")))
+    assert device_mod.cpu_name() == "AMD EPYC"
+
+
+@pytest.mark.parametrize("units, says", [
+    (None, "no native bfloat16"), ("AMX", "native bfloat16 (AMX)"), ("AVX512-BF16", "native bfloat16 (AVX512-BF16)"),
+])
+def test_cpu_kind_says_which_bf16_units(monkeypatch, units, says):
+    """Both kinds of CPU, whichever this one is: the hardware answers are patched."""
+    monkeypatch.setattr(device_mod, "cpu_has_bf16_units", lambda: units is not None)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: units == "AMX")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units == "AVX512-BF16")
+    assert device_mod.cpu_kind().endswith(f" cores, {says}")
