@@ -141,3 +141,24 @@ def test_autograd_ffn_switches_the_own_backward_off_and_puts_it_back(monkeypatch
     with pytest.raises(RuntimeError):
         under(autograd_ffn, fails)(1)
     assert fastpath._own_backward_pays(None, None)
+
+
+def test_spectral_newton_schulz_is_newton_schulz(monkeypatch):
+    """bench/newton_schulz.py's eigh form computes the five steps' result, in float64 to rounding, for
+    wide, square and rank-deficient stacks; so its row times the same function, not an easier one."""
+    import torch
+
+    from minitf_repl.core.optimizers import newton_schulz
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from newton_schulz import COEFFICIENTS, spectral_newton_schulz
+
+    torch.manual_seed(0)
+    low_rank = torch.randn(2, 8, 2, dtype=torch.float64) @ torch.randn(2, 2, 24, dtype=torch.float64)
+    for X in (torch.randn(3, 8, 24, dtype=torch.float64), torch.randn(2, 16, 16, dtype=torch.float64), low_rank):
+        steps = newton_schulz(X, COEFFICIENTS, 5, 1e-7, torch.float64)
+        assert torch.allclose(spectral_newton_schulz(X), steps, atol=1e-10)
+    # Not the exact polar factor: five steps leave singular values between about 0.7 and 1.2.
+    X = torch.randn(1, 8, 24, dtype=torch.float64)
+    U, _, Vh = torch.linalg.svd(X, full_matrices=False)
+    assert not torch.allclose(spectral_newton_schulz(X), U @ Vh, atol=1e-2)

@@ -1,0 +1,134 @@
+"""Muon's Newton-Schulz on this CPU: the shipped float32 form, bfloat16, and the same polynomial through eigh.
+
+Muon replaces each hidden matrix's momentum by about its nearest orthogonal matrix with five
+Newton-Schulz steps (core/optimizers.py). On a CPU without bfloat16 units they run in float32 and
+are most of what a Muon step costs beyond an AdamW step. Every step multiplies X on the left by a
+polynomial in X X^T, so the five steps together are X_5 = Q X_0 with Q = g(G), G = X_0 X_0^T, and g
+known for each eigenvalue of G (a scalar recurrence, `spectral_newton_schulz`). One symmetric
+eigendecomposition (LAPACK's syevd through torch.linalg.eigh) then replaces the 30 to 34 m^3 of the
+steps' products by about 9 m^3 done far less efficiently: this script times whether that pays.
+
+Rows, for the stacks of one shape that BatchedMuon orthogonalises together (`muon_stacks`), each
+timed in alternated chunks in one process, medians:
+    float32      core.optimizers.newton_schulz in float32, as shipped (the Gram form for matrices at
+                 least twice as wide as tall): what a CPU without bfloat16 runs
+    bfloat16     the same in bfloat16: what a CPU with AMX or AVX512-BF16 runs (emulated, and slow,
+                 on a CPU without them)
+    eigh         spectral_newton_schulz in float32
+and each row's largest difference from the float64 steps.
+
+    python bench/newton_schulz.py [--large] [--threads N] [--chunks 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.device import cpu_kind
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.optimizers import hidden_matrices, newton_schulz
+
+COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's, as core/optimizers.py uses them
+STEPS, EPS = 5, 1e-7
+
+
+def spectral_newton_schulz(X: torch.Tensor, coefficients: tuple = COEFFICIENTS, steps: int = STEPS,
+                           eps: float = EPS) -> torch.Tensor:
+    """newton_schulz's result for a stack of wide matrices, from one eigendecomposition of X X^T each.
+
+    With G = X X^T = V diag(s) V^T, every step's polynomial acts on each eigenvalue alone: a step
+    multiplies X by p(A) = a + b A + c A^2 with A = X X^T, and A's eigenvalue s becomes s p(s)^2. So
+    the five steps multiply X by Q = V diag(g) V^T, g the product of the five p(s): the same numbers
+    in exact arithmetic, without the iteration's rounding.
+    """
+    a, b, c = coefficients
+    X = X / X.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)
+    s, V = torch.linalg.eigh(X @ X.mT)
+    s = s.clamp(min=0)  # G is positive semidefinite; eigh's rounding may put a zero eigenvalue just below 0
+    g = torch.ones_like(s)
+    for _ in range(steps):
+        p = a + b * s + c * s * s
+        g, s = g * p, s * p * p
+    return (V * g.unsqueeze(-2)) @ V.mT @ X
+
+
+def muon_stacks(config: ModelConfig) -> list[torch.Tensor]:
+    """Random momenta in the stacks BatchedMuon forms for `config`: every hidden matrix turned to be
+    wide, grouped by shape."""
+    torch.manual_seed(0)
+    shapes: dict[tuple, int] = {}
+    for _, p in hidden_matrices(MiniTransformerLM(config)):
+        rows, cols = p.shape
+        wide = (min(rows, cols), max(rows, cols))
+        shapes[wide] = shapes.get(wide, 0) + 1
+    return [torch.randn(n, *wide) for wide, n in shapes.items()]
+
+
+def rows() -> dict:
+    return {
+        "float32": lambda X: newton_schulz(X, COEFFICIENTS, STEPS, EPS, torch.float32),
+        "bfloat16": lambda X: newton_schulz(X, COEFFICIENTS, STEPS, EPS, torch.bfloat16),
+        "eigh": spectral_newton_schulz,
+    }
+
+
+def measure(stacks: list[torch.Tensor], chunks: int, calls: int) -> dict[str, list[float]]:
+    """Per row, the milliseconds of one optimizer step's Newton-Schulz (all stacks), per chunk."""
+    times: dict[str, list[float]] = {name: [] for name in rows()}
+    for name, run in rows().items():  # warm-up: first calls allocate and load kernels
+        for X in stacks:
+            run(X)
+    for _ in range(chunks):
+        for name, run in rows().items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                for X in stacks:
+                    run(X)
+            times[name].append((time.perf_counter() - start) / calls * 1e3)
+    return times
+
+
+def errors(stacks: list[torch.Tensor]) -> dict[str, float]:
+    """Per row, the largest difference from newton_schulz's own steps in float64, over every stack."""
+    reference = [newton_schulz(X.double(), COEFFICIENTS, STEPS, EPS, torch.float64) for X in stacks]
+    return {name: max((run(X).double() - ref).abs().max().item() for X, ref in zip(stacks, reference))
+            for name, run in rows().items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--large", action="store_true", help="6 layers x 384 (d_ff 1536) instead of the default model")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own)")
+    parser.add_argument("--chunks", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=5, help="optimizer steps' worth of calls per chunk")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = ModelConfig(vocab_size=65, max_seq_len=256, d_model=384, n_heads=6, n_layers=6, d_ff=1536) if args.large \
+        else ModelConfig(vocab_size=65)
+    stacks = muon_stacks(config)
+    described = ", ".join(f"{X.shape[0]} x {X.shape[1]} x {X.shape[2]}" for X in stacks)
+    print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads; Muon's stacks for "
+          f"{config.n_layers} x {config.d_model}: {described}; medians of {args.chunks} alternated chunks")
+    times = measure(stacks, args.chunks, args.calls)
+    error = errors(stacks)
+    shipped = statistics.median(times["float32"])
+    for name, chunk_times in times.items():
+        median = statistics.median(chunk_times)
+        print(f"  {name:9s} {median:8.2f} ms a Muon step   {shipped / median:5.2f}x the shipped float32's speed"
+              f"   largest difference from float64 {error[name]:.1e}")
+    per_stack = []
+    for X in stacks:
+        one = {name: statistics.median(measure([X], 5, args.calls)[name]) for name in ("float32", "eigh")}
+        per_stack.append(f"{X.shape[0]} x {X.shape[1]} x {X.shape[2]}: float32 {one['float32']:.2f} ms, "
+                         f"eigh {one['eigh']:.2f} ms")
+    print("  by stack (5 chunks each): " + "; ".join(per_stack))
+
+
+if __name__ == "__main__":
+    main()
