@@ -77,14 +77,15 @@ def rows() -> dict:
     }
 
 
-def measure(stacks: list[torch.Tensor], chunks: int, calls: int) -> dict[str, list[float]]:
-    """Per row, the milliseconds of one optimizer step's Newton-Schulz (all stacks), per chunk."""
-    times: dict[str, list[float]] = {name: [] for name in rows()}
-    for name, run in rows().items():  # warm-up: first calls allocate and load kernels
+def measure(stacks: list[torch.Tensor], chunks: int, calls: int, names=None) -> dict[str, list[float]]:
+    """Per row (all, or those named), the milliseconds of one optimizer step's Newton-Schulz (all stacks), per chunk."""
+    runs = {name: run for name, run in rows().items() if names is None or name in names}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for name, run in runs.items():  # warm-up: first calls allocate and load kernels
         for X in stacks:
             run(X)
     for _ in range(chunks):
-        for name, run in rows().items():
+        for name, run in runs.items():
             start = time.perf_counter()
             for _ in range(calls):
                 for X in stacks:
@@ -124,7 +125,7 @@ def main() -> None:
               f"   largest difference from float64 {error[name]:.1e}")
     per_stack = []
     for X in stacks:
-        one = {name: statistics.median(measure([X], 5, args.calls)[name]) for name in ("float32", "eigh")}
+        one = {name: statistics.median(t) for name, t in measure([X], 5, args.calls, ("float32", "eigh")).items()}
         per_stack.append(f"{X.shape[0]} x {X.shape[1]} x {X.shape[2]}: float32 {one['float32']:.2f} ms, "
                          f"eigh {one['eigh']:.2f} ms")
     print("  by stack (5 chunks each): " + "; ".join(per_stack))
