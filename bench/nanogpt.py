@@ -14,6 +14,9 @@ and norm read back, the step's undo record, the history):
                             (core.fastpath's own one switched off): what that one wins, printed as a
                             ratio paired chunk by chunk (it is taken only for hidden layers of 32 MB or
                             more, so at the small size the two rows compute alike)
+    minitf float32 MKL      the float32 step with every product left to torch's own kernels (MKL), where
+                            core.fastpath takes oneDNN's (it does only on a CPU where they measured
+                            faster): what oneDNN wins, printed as a ratio paired chunk by chunk
     minitf readable         fast_path=off, float32: the readable model's forward (explicit attention)
     minitf compile=on       the defaults through torch.compile (first step compiles, timed apart)
     minitf muon             the defaults with Muon instead of AdamW (what the default optimizer costs per step)
@@ -153,6 +156,24 @@ def autograd_ffn():
         fastpath._own_backward_pays = own
 
 
+@contextlib.contextmanager
+def torch_products():
+    """Inside: core.fastpath leaves every float32 product to torch's own kernels (MKL), not oneDNN's. Put back after."""
+    faster = fastpath.onednn_faster
+    fastpath.onednn_faster = lambda: False
+    try:
+        yield
+    finally:
+        fastpath.onednn_faster = faster
+
+
+def paired(per_step: dict, slower: str, faster: str) -> str:
+    """How much faster row `faster` ran than row `slower`: the median of their chunks' time ratios."""
+    ratios = [a / b for a, b in zip(per_step[slower], per_step[faster])]
+    return (f"{statistics.median(ratios):.3f}x (median of the {len(ratios)} chunks' ratios, "
+            f"{sum(r > 1 for r in ratios)} faster)")
+
+
 def under(context, steps):
     """steps(n), run inside `context()` each time."""
 
@@ -212,6 +233,7 @@ def main() -> None:
             "minitf :train": minitf_step(size),
             "minitf float32": minitf_step(size, dtype="float32"),
             "minitf float32 autograd FFN": under(autograd_ffn, minitf_step(size, dtype="float32")),
+            "minitf float32 MKL": under(torch_products, minitf_step(size, dtype="float32")),
             "minitf readable": minitf_step(size, fast_path=False, dtype="float32"),
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf muon": minitf_step(size, optimizer="muon"),
@@ -220,6 +242,7 @@ def main() -> None:
     if not native:  # auto is float32 here, so ":train" is the float32 row; emulated bfloat16 measures nothing useful
         del rows["minitf float32"], rows["nanoGPT bf16 autocast"], rows["minitf muon no-bf16"]
         rows["minitf float32 autograd FFN"] = under(autograd_ffn, minitf_step(size))  # beside :train, float32 here
+        rows["minitf float32 MKL"] = under(torch_products, minitf_step(size))
     if args.rows:
         keep = {"nanoGPT", *args.rows.split(",")}
         rows = {name: run for name, run in rows.items() if name in keep}
@@ -234,10 +257,12 @@ def main() -> None:
     flops_per_token = 6 * n_params + 12 * size["L"] * size["d"] * size["T"]  # nanoGPT's estimate_mfu
     peak = statistics.median(peaks)
     base = tokens / statistics.median(per_step["nanoGPT"])
+    products = "oneDNN's (measured faster here)" if fastpath.onednn_faster() else "torch's own (MKL)"
     print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads, dtype=auto trains in "
           f"{training_dtype('auto', 'cpu')} here; {size['L']} layers x {size['H']} heads x "
           f"{size['d']}, block {size['T']}, batch {size['B']}; medians of {args.chunks} alternated chunks of "
-          f"{args.steps} steps; float32 matmul peak {peak:.0f} GFLOP/s")
+          f"{args.steps} steps; float32 matmul peak {peak:.0f} GFLOP/s (torch's own kernels); the fast path's "
+          f"float32 products: {products}")
     width = max(map(len, rows))
     for name in rows:
         tps = tokens / statistics.median(per_step[name])
@@ -245,10 +270,12 @@ def main() -> None:
         extra = f"   (first step {first[name]:.1f} s)" if "compile" in name else ""
         print(f"{name:{width}s} {tps:9,.0f} tok/s   {tps / base:5.2f}x nanoGPT   {mfu:6.1%} of peak{extra}")
     own = "minitf float32" if native else "minitf :train"
+    if own in rows and "minitf float32 MKL" in rows:
+        print(f"oneDNN's float32 products: the float32 step runs at {paired(per_step, 'minitf float32 MKL', own)} "
+              f"the speed of the same step with torch's own" + ("" if fastpath.onednn_faster() else
+              " (not taken on this CPU: both rows run the same code, so this is the table's noise)"))
     if own in rows and "minitf float32 autograd FFN" in rows:
-        paired = [a / o for a, o in zip(per_step["minitf float32 autograd FFN"], per_step[own])]
-        ratio = (f"{statistics.median(paired):.3f}x (median of the {len(paired)} chunks' ratios, "
-                 f"{sum(r > 1 for r in paired)} faster)")
+        ratio = paired(per_step, "minitf float32 autograd FFN", own)
         hidden = size["B"] * size["T"] * 4 * size["d"] * 4  # bytes of the float32 hidden layer
         if hidden >= fastpath.OWN_BACKWARD_FROM_BYTES:
             print(f"the fast path's own feed-forward backward: the float32 step runs at {ratio} the speed of the "

@@ -167,7 +167,7 @@ def test_fast_and_readable_training_runs_agree():
 
 
 @pytest.mark.parametrize("activation,bias", [("gelu", True), ("gelu", False), ("gelu_tanh", True)])
-def test_own_feed_forward_backward_equals_autograds(activation, bias, monkeypatch):
+def test_own_feed_forward_backward_equals_autograds(activation, bias, products, monkeypatch):
     """fastpath._GELUFeedForward writes dL/dH over H and dL/dA over that: the same gradients as autograd's
     through the module, for every input, with and without biases, exact and tanh GELU, and for an upstream
     gradient that is not a plain buffer (an expanded one, as y.sum() sends)."""
@@ -224,3 +224,105 @@ def test_own_feed_forward_backward_only_where_measured_and_once(monkeypatch):
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="fast_path=off"):
         loss.backward()
+
+
+@pytest.fixture(params=["onednn", "torch"])
+def products(request, monkeypatch):
+    """The fast path's float32 products both ways, whichever this CPU measured faster: oneDNN's kernels
+    (core.fastpath.onednn_faster says yes) and torch's own (it says no)."""
+    from minitf_repl.core import fastpath
+
+    if request.param == "onednn":
+        try:
+            fastpath._onednn_linear(torch.ones(2, 3), torch.ones(4, 3), None)
+        except Exception:
+            pytest.skip("this torch has no oneDNN linear")
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: request.param == "onednn")
+    return request.param
+
+
+@pytest.mark.parametrize("changes", [{}, {"bias": False}, {"activation": "swiglu", "n_kv_heads": 1}, {"tie_embeddings": False}],
+                         ids=["default", "no-bias", "swiglu-gqa", "untied"])
+def test_fast_path_equals_the_readable_path_with_either_products(changes, products):
+    test_fast_path_equals_the_readable_explicit_path(changes)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_onednn_linear_equals_torchs(bias, products):
+    """_OneDNNLinear's forward and backward against F.linear under autograd: a 3-D input, a plain and an
+    expanded upstream gradient (y.sum()), and only the gradients asked for."""
+    from minitf_repl.core import fastpath
+
+    torch.manual_seed(0)
+    x = torch.randn(B, T, 24, requires_grad=True)
+    w = torch.randn(40, 24, requires_grad=True)
+    b = torch.randn(40, requires_grad=True) if bias else None
+    params = [t for t in (x, w, b) if t is not None]
+    mine, reference = fastpath.linear(x, w, b), torch.nn.functional.linear(x, w, b)
+    torch.testing.assert_close(mine, reference)
+    for upstream in (torch.randn(B, T, 40), None):
+        if upstream is None:
+            got, want = (torch.autograd.grad(y.sum(), params, retain_graph=True) for y in (mine, reference))
+        else:
+            got, want = (torch.autograd.grad(y, params, upstream, retain_graph=True) for y in (mine, reference))
+        for g, want_g in zip(got, want):
+            torch.testing.assert_close(g, want_g, rtol=1e-5, atol=1e-5)
+    (dw,) = torch.autograd.grad(fastpath.linear(x, w, b).sum(), [w])  # x's gradient not asked for
+    torch.testing.assert_close(dw, torch.autograd.grad(torch.nn.functional.linear(x, w, b).sum(), [w])[0])
+
+
+def test_onednn_products_only_in_float32_on_the_cpu_outside_autocast(monkeypatch):
+    from minitf_repl.core import fastpath
+
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: True)
+    x, w = torch.randn(4, 8), torch.randn(3, 8)
+    assert fastpath.onednn_pays(x, w)
+    assert not fastpath.onednn_pays(x.double(), w.double())
+    assert not fastpath.onednn_pays(x.bfloat16(), w.bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast's own bfloat16 products already use oneDNN
+        assert not fastpath.onednn_pays(x, w)
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: False)
+    assert not fastpath.onednn_pays(x, w)
+    taken = []
+    monkeypatch.setattr(fastpath, "_onednn_linear", lambda *a: taken.append(1))
+    torch.testing.assert_close(fastpath.product(x, w), x @ w.t())
+    assert not taken
+
+
+def test_onednn_faster_measures_and_answers_no_when_oneDNN_is_slower_wrong_or_missing(monkeypatch):
+    """The decision is a measurement: oneDNN made slow, wrong or absent is never taken; and measuring
+    leaves the global random stream alone (a seeded run must not depend on when the question came)."""
+    import time
+
+    from minitf_repl.core import fastpath
+
+    real = fastpath._onednn_linear
+
+    def answer(op) -> bool:
+        monkeypatch.setattr(fastpath, "_onednn_linear", op)
+        fastpath.onednn_faster.cache_clear()
+        try:
+            return fastpath.onednn_faster()
+        finally:
+            fastpath.onednn_faster.cache_clear()
+
+    def slow(*a):
+        time.sleep(0.02)
+        return real(*a)
+
+    def missing(*a):
+        raise RuntimeError("no such op")
+
+    assert answer(slow) is False
+    assert answer(lambda x, w, b: torch.zeros(x.shape[0], w.shape[0])) is False
+    assert answer(missing) is False
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    answer(real)
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("changes", [{}, {"n_kv_heads": 1}], ids=["default", "gqa"])
+def test_cached_decoding_equals_the_readable_cache_with_either_products(changes, products):
+    test_cached_decoding_on_the_fast_path_equals_the_readable_cache(changes)

@@ -46,6 +46,15 @@ not under torch.compile (which plans its own buffers). The backward overwrites w
 saved, so it runs once: a second backward through the same graph (`retain_graph=True`) raises and
 says to take `fast_path=off`. `bench/nanogpt.py` prints its gain (the "autograd FFN" row).
 
+The float32 products on a CPU go through oneDNN where that is faster (`linear`). torch hands a
+float32 product to MKL, whose kernels on an AMD processor are its AVX2 ones; oneDNN, also inside
+torch (the library its bfloat16 products already use), runs AVX-512 where the CPU has it. On a 2-core
+AMD EPYC Zen 5 a linear layer's forward and backward ran 1.2x to 2.2x faster through oneDNN at this
+lab's shapes (`bench/onednn.py`). Elsewhere the two may tie or MKL may win, so the process measures
+once, at the first float32 product, and takes oneDNN only where it was at least
+`ONEDNN_FROM_SPEEDUP` times faster (`onednn_pays`; `bench/nanogpt.py` prints the answer). The numbers differ from
+MKL's by float32 rounding only.
+
 Decoding with the KV cache (`core.generate`) runs this path too, with the same rule: the model's
 `LayerKV` buffers, absolute positions from the cache's length, the fused kernel for the one new
 query. There q, k and v come from the three projections as they are: for a single token the copy
@@ -59,6 +68,9 @@ and cache equal the readable model's, every variant, prefill and token by token)
 from __future__ import annotations
 
 import contextlib
+import functools
+import statistics
+import time
 
 import torch
 import torch.nn as nn
@@ -111,7 +123,7 @@ class FastPath(nn.Module):
             else:
                 x = x + attention(block.attn, block.ln_1(x), kv)
                 x = x + feed_forward(block.ffn, block.ln_2(x))
-        logits = model.lm_head(model.ln_f(x))
+        logits = module_linear(model.lm_head, model.ln_f(x))
         return logits, None if targets is None else model.loss(logits, targets)
 
     @staticmethod
@@ -138,7 +150,7 @@ def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) ->
         bias = None
         if attn.q_proj.bias is not None:
             bias = torch.cat((attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias))
-        q, k, v = F.linear(x, weight, bias).split((C, kv_dim, kv_dim), dim=-1)
+        q, k, v = linear(x, weight, bias).split((C, kv_dim, kv_dim), dim=-1)
     else:  # decoding a token or a few: copying the three matrices would cost more than the products
         q, k, v = attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
     q = q.view(B, T, attn.n_heads, attn.head_dim).transpose(1, 2)  # (B, n_heads, T, head_dim)
@@ -163,7 +175,7 @@ def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) ->
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal,
                                              enable_gqa=attn.n_kv_heads != attn.n_heads)
     out = out.to(dtype)
-    return attn.resid_dropout(attn.out_proj(out.transpose(1, 2).reshape(B, T, C)))
+    return attn.resid_dropout(module_linear(attn.out_proj, out.transpose(1, 2).reshape(B, T, C)))
 
 
 # From this size of the hidden layer (tokens x d_ff numbers) on, glibc hands out fresh mmapped pages for
@@ -176,6 +188,8 @@ OWN_BACKWARD_FROM_BYTES = 32 * 2**20
 def feed_forward(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The block's feed-forward part: the module itself, or a GELU FFN's function with the backward above."""
     if not _own_backward_pays(ffn, x):
+        if type(ffn) is FeedForward and onednn_pays(x, ffn.fc_in.weight):  # FeedForward.forward, through `linear`
+            return ffn.dropout(module_linear(ffn.fc_out, ffn.act(module_linear(ffn.fc_in, x))))
         return ffn(x)
     shape = x.shape
     y = _GELUFeedForward.apply(x.reshape(-1, shape[-1]), ffn.fc_in.weight, ffn.fc_in.bias, ffn.fc_out.weight,
@@ -198,11 +212,11 @@ class _GELUFeedForward(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, approximate: str):
-        a = F.linear(x, w1, b1)  # (tokens, d_ff)
+        a = product(x, w1, b1)  # (tokens, d_ff)
         h = F.gelu(a, approximate=approximate)
         ctx.save_for_backward(x, w1, w2, a, h)
         ctx.approximate, ctx.spent = approximate, False
-        return F.linear(h, w2, b2)
+        return product(h, w2, b2)
 
     @staticmethod
     @once_differentiable
@@ -213,11 +227,103 @@ class _GELUFeedForward(torch.autograd.Function):
         ctx.spent = True
         x, w1, w2, a, h = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        dw2 = dy.t() @ h if needs[3] else None
+        dy = dy.contiguous()  # as in _OneDNNLinear
+        dw2 = product(dy.t(), h.t()) if needs[3] else None  # dY^T H
         db2 = dy.sum(0) if needs[4] else None
         dh = torch.mm(dy, w2, out=h)  # H is spent: its buffer takes dL/dH
         da = torch.ops.aten.gelu_backward.grad_input(dh, a, approximate=ctx.approximate, grad_input=dh)  # over dH
-        dx = da @ w1 if needs[0] else None
-        dw1 = da.t() @ x if needs[1] else None
+        dx = product(da, w1.t()) if needs[0] else None  # dA W_1
+        dw1 = product(da.t(), x.t()) if needs[1] else None  # dA^T x
         db1 = da.sum(0) if needs[2] else None
         return dx, dw1, db1, dw2, db2, None
+
+
+# oneDNN's float32 products replace MKL's only where they were measured this much faster (`onednn_pays`):
+# at a tie the choice would follow the noise of one measurement.
+ONEDNN_FROM_SPEEDUP = 1.15
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear(x, weight, bias), through oneDNN where that is faster (module docstring), with autograd."""
+    if onednn_pays(x, weight):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def module_linear(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """module(x) for a plain nn.Linear, through `linear`; any other module (int8, LoRA...) called as it is."""
+    if type(module) is nn.Linear and not module._forward_hooks and not module._forward_pre_hooks:
+        return linear(x, module.weight, module.bias)
+    return module(x)
+
+
+def product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x weight^T + bias, no autograd: oneDNN's kernel where it pays, else torch's (MKL's). Any strides."""
+    if onednn_pays(x, weight):
+        return _onednn_linear(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """oneDNN's linear inside torch (the op torch.compile's CPU backend fuses into): x weight^T + bias."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def onednn_pays(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether this product goes to oneDNN: float32 on the CPU, outside autocast and torch.compile, and this
+    CPU measured faster with oneDNN (`onednn_faster`)."""
+    return (x.device.type == "cpu" and x.dtype is torch.float32 and weight.dtype is torch.float32
+            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
+            and onednn_faster())
+
+
+@functools.lru_cache(maxsize=None)
+def onednn_faster() -> bool:
+    """Whether oneDNN's float32 linear beats torch's own on this CPU by ONEDNN_FROM_SPEEDUP, measured once.
+
+    A forward and backward's three products at the default model's feed-forward shape (768 tokens,
+    128 -> 512), each way alternated, 7 rounds, medians: about 20 ms, once per process. A torch without
+    oneDNN, or any error, answers no.
+    """
+    try:
+        numbers = torch.Generator().manual_seed(0)  # its own: a run's random stream must not depend on this
+        x, w, dy = (torch.randn(*shape, generator=numbers) for shape in ((768, 128), (512, 128), (768, 512)))
+
+        def with_torch():
+            return F.linear(x, w), dy @ w, dy.t() @ x
+
+        def with_onednn():
+            return _onednn_linear(x, w, None), _onednn_linear(dy, w.t(), None), _onednn_linear(dy.t(), x.t(), None)
+
+        if not all(torch.allclose(a, b, atol=1e-3) for a, b in zip(with_torch(), with_onednn())):
+            return False
+        times: dict = {with_torch: [], with_onednn: []}
+        for _ in range(7):
+            for run, seen in times.items():
+                start = time.perf_counter()
+                run()
+                seen.append(time.perf_counter() - start)
+        return statistics.median(times[with_torch]) >= ONEDNN_FROM_SPEEDUP * statistics.median(times[with_onednn])
+    except Exception:  # no mkldnn ops in this build, or a CPU oneDNN cannot serve: stay with torch's own
+        return False
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """y = x W^T + b with oneDNN's kernels forward and backward (`product`); x of any leading shape."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return product(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        dy = dy.contiguous()  # an expanded gradient (from y.sum()) has zero strides, which oneDNN does not take
+        dy2 = dy.view(-1, dy.shape[-1])
+        dx = product(dy, weight.t()) if needs[0] else None  # dY W
+        dw = product(dy2.t(), x.reshape(-1, x.shape[-1]).t()) if needs[1] else None  # dY^T x
+        db = dy2.sum(0) if ctx.has_bias and needs[2] else None
+        return dx, dw, db
