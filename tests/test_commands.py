@@ -474,6 +474,24 @@ def test_device_lists_and_switches():
     assert result.current == "cpu" and not result.switched
 
 
+@pytest.mark.parametrize("faster", [True, False], ids=["onednn-faster", "mkl-as-fast"])
+def test_device_says_whose_kernels_run_float32_products(monkeypatch, faster):
+    """Both answers of core.fastpath's measurement, whichever this CPU gives: the result field and the line."""
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.core import fastpath
+    from minitf_repl.render import render
+
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: faster)
+    result = run(tiny_session(), ":device")
+    assert result.cpu_float32_products == ("oneDNN" if faster else "MKL")
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    render(result, console)
+    assert ("oneDNN's kernels, measured faster here" if faster else "torch's own (MKL's)") in console.file.getvalue()
+
+
 def test_device_listing_works_when_the_configured_device_is_absent():
     s = Session(device_name="nonsense")
     assert run(s, ":device").current == "nonsense"

@@ -43,6 +43,7 @@ class DeviceResult:
     train_dtype: str | None = None  # what dtype=auto means here: float32 or bfloat16
     threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
     threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
+    cpu_float32_products: str | None = None  # the fast path's float32 CPU products: "oneDNN" or "MKL" (core/fastpath.py)
 
     @property
     def failure(self) -> str | None:
@@ -51,7 +52,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -79,12 +80,14 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
 def _train_dtype(session: Session, device) -> dict:
     """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units),
     and torch's CPU threads (chosen now if nothing has chosen them yet)."""
+    from ..core.fastpath import onednn_faster
     from ..core.precision import training_dtype
 
     setting = session.train_config.dtype
     choice = session.threads.choice or session.threads.decide()
     return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device),
-            "threads": choice.threads, "threads_why": choice.why()}
+            "threads": choice.threads, "threads_why": choice.why(),
+            "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL"}
 
 
 @render.register(DeviceResult)
@@ -124,6 +127,10 @@ def render_device(result: DeviceResult, console: Console) -> None:
     if result.threads is not None:
         note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
                       f"count, {cmd('set', threads=0)} is auto")
+    if result.cpu_float32_products == "oneDNN":
+        note(console, "float32 products on the CPU: oneDNN's kernels, measured faster here than torch's own (MKL's)")
+    elif result.cpu_float32_products == "MKL":
+        note(console, "float32 products on the CPU: torch's own (MKL's), oneDNN's measured no faster here")
 
 
 # --- :quantize -----------------------------------------------------------------------------------
