@@ -172,6 +172,10 @@ def main() -> None:
           f"for everything else; nanoGPT spends {ms['nanoGPT'] - ms['products']:.2f} ms there, minitf "
           f"{ms['minitf float32'] - ms['products']:.2f} ms, and minitf with attention and GELU free "
           f"{ms['free attention+GELU'] - ms['products']:.2f} ms")
+    if fastpath.onednn_faster():
+        print("The products rows run torch's own kernels (MKL), as nanoGPT's step does; minitf's fast path sends its "
+              "float32 products to oneDNN's, measured faster on this CPU (core/fastpath.py), so minitf's rows take "
+              "less than the products rows plus the rest, and their differences above understate what it spends there")
     turned = [f"{n} -> {m}" for (n, m), layout in layouts.items() if layout != LAYOUTS[0]]
     print(f"Weights stored in x out for {', '.join(turned) or 'no shape'} (the rest out x in, as both models "
           f"store them): the products take {ms['products, fastest layouts']:.2f} ms, "

@@ -13,7 +13,8 @@ and norm read back, the step's undo record, the history):
     minitf float32 autograd FFN   the float32 step with the feed-forward's backward left to autograd
                             (core.fastpath's own one switched off): what that one wins, printed as a
                             ratio paired chunk by chunk (it is taken only for hidden layers of 32 MB or
-                            more, so at the small size the two rows compute alike)
+                            more and with torch's own products, so at the small size, or on a CPU where
+                            oneDNN's products are taken, the two rows compute alike)
     minitf float32 MKL      the float32 step with every product left to torch's own kernels (MKL), where
                             core.fastpath takes oneDNN's (it does only on a CPU where they measured
                             faster): what oneDNN wins, printed as a ratio paired chunk by chunk
@@ -277,7 +278,10 @@ def main() -> None:
     if own in rows and "minitf float32 autograd FFN" in rows:
         ratio = paired(per_step, "minitf float32 autograd FFN", own)
         hidden = size["B"] * size["T"] * 4 * size["d"] * 4  # bytes of the float32 hidden layer
-        if hidden >= fastpath.OWN_BACKWARD_FROM_BYTES:
+        if fastpath.onednn_faster():
+            print(f"the fast path's own feed-forward backward is not taken where float32 products go to oneDNN, as "
+                  f"here: both rows run the same code, so their ratio, {ratio}, is this table's noise")
+        elif hidden >= fastpath.OWN_BACKWARD_FROM_BYTES:
             print(f"the fast path's own feed-forward backward: the float32 step runs at {ratio} the speed of the "
                   f"same step with autograd's")
         else:

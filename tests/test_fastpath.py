@@ -167,7 +167,7 @@ def test_fast_and_readable_training_runs_agree():
 
 
 @pytest.mark.parametrize("activation,bias", [("gelu", True), ("gelu", False), ("gelu_tanh", True)])
-def test_own_feed_forward_backward_equals_autograds(activation, bias, products, monkeypatch):
+def test_own_feed_forward_backward_equals_autograds(activation, bias, monkeypatch):
     """fastpath._GELUFeedForward writes dL/dH over H and dL/dA over that: the same gradients as autograd's
     through the module, for every input, with and without biases, exact and tanh GELU, and for an upstream
     gradient that is not a plain buffer (an expanded one, as y.sum() sends)."""
@@ -175,6 +175,7 @@ def test_own_feed_forward_backward_equals_autograds(activation, bias, products, 
     from minitf_repl.core.model import FeedForward
 
     monkeypatch.setattr(fastpath, "OWN_BACKWARD_FROM_BYTES", 0)  # at the test's size too
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: False)  # taken only with torch's own products
     torch.manual_seed(0)
     ffn = FeedForward(ModelConfig(**{**SIZES, "activation": activation, "bias": bias}))
     x = torch.randn(B, T, SIZES["d_model"], requires_grad=True)
@@ -199,12 +200,16 @@ def test_own_feed_forward_backward_only_where_measured_and_once(monkeypatch):
     from minitf_repl.core import fastpath
     from minitf_repl.core.model import FeedForward
 
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: False)
     torch.manual_seed(0)
     ffn = FeedForward(ModelConfig(**SIZES))
     x = torch.randn(B, T, SIZES["d_model"], requires_grad=True)
     assert not fastpath._own_backward_pays(ffn, x)  # 3 x 16 x 48 floats: autograd's
     big = FeedForward(ModelConfig(**{**SIZES, "d_ff": 1024}))
     assert fastpath._own_backward_pays(big, torch.randn(8192, SIZES["d_model"], requires_grad=True))  # 32 MB
+    with monkeypatch.context() as m:  # where oneDNN's products are taken, autograd's backward through them is
+        m.setattr(fastpath, "onednn_faster", lambda: True)
+        assert not fastpath._own_backward_pays(big, torch.randn(8192, SIZES["d_model"], requires_grad=True))
     assert not fastpath._own_backward_pays(big, torch.randn(8191, SIZES["d_model"], requires_grad=True))
     monkeypatch.setattr(fastpath, "OWN_BACKWARD_FROM_BYTES", 0)
     assert fastpath._own_backward_pays(ffn, x)
@@ -326,3 +331,23 @@ def test_onednn_faster_measures_and_answers_no_when_oneDNN_is_slower_wrong_or_mi
 @pytest.mark.parametrize("changes", [{}, {"n_kv_heads": 1}], ids=["default", "gqa"])
 def test_cached_decoding_equals_the_readable_cache_with_either_products(changes, products):
     test_cached_decoding_on_the_fast_path_equals_the_readable_cache(changes)
+
+
+def test_onednn_gets_only_dense_operands(monkeypatch):
+    """oneDNN runs odd strides through a slow reference kernel, so `product` hands it contiguous matrices or
+    plain transposes of them, copying anything else, and computes the same numbers."""
+    from minitf_repl.core import fastpath
+
+    monkeypatch.setattr(fastpath, "onednn_faster", lambda: True)
+    seen = []
+    real = fastpath._onednn_linear
+    monkeypatch.setattr(fastpath, "_onednn_linear", lambda x, w, b: seen.append((x, w)) or real(x, w, b))
+    wide = torch.randn(64, 24)
+    rows_apart = wide[:, 8:]  # (64, 16), its rows 24 numbers apart
+    dy = torch.randn(64, 10)
+    for x, w in ((dy.t(), rows_apart.t()), (rows_apart, torch.randn(10, 16)), (torch.randn(3, 64, 16)[:, ::2], torch.randn(10, 16))):
+        want = torch.nn.functional.linear(x, w)
+        torch.testing.assert_close(fastpath.product(x, w), want)
+        for t in seen[-1]:
+            assert t.is_contiguous() or (t.dim() == 2 and t.t().is_contiguous())
+    assert seen[0][0] is not None and seen[0][0].data_ptr() == dy.data_ptr()  # a plain transpose is not copied

@@ -42,15 +42,17 @@ largest mmap threshold (32 MB), so every step maps and faults in 100 MB a layer 
 buffers come back from the heap anyway, 0.99x, noise. So it is taken only where it was measured to
 pay and is exact: on the CPU, for a hidden layer of 32 MB or more (`OWN_BACKWARD_FROM_BYTES`),
 outside autocast (under bfloat16 autocast the hidden layer is half the size), with grad enabled,
-not under torch.compile (which plans its own buffers). The backward overwrites what the forward
+not under torch.compile (which plans its own buffers), and not where the float32 products go to
+oneDNN (below): there autograd's backward through oneDNN ran as fast (the own one 0.96x, Zen 5). The backward overwrites what the forward
 saved, so it runs once: a second backward through the same graph (`retain_graph=True`) raises and
 says to take `fast_path=off`. `bench/nanogpt.py` prints its gain (the "autograd FFN" row).
 
 The float32 products on a CPU go through oneDNN where that is faster (`linear`). torch hands a
 float32 product to MKL, whose kernels on an AMD processor are its AVX2 ones; oneDNN, also inside
 torch (the library its bfloat16 products already use), runs AVX-512 where the CPU has it. On a 2-core
-AMD EPYC Zen 5 a linear layer's forward and backward ran 1.2x to 2.2x faster through oneDNN at this
-lab's shapes (`bench/onednn.py`). Elsewhere the two may tie or MKL may win, so the process measures
+AMD EPYC Zen 5 a linear layer's forward and backward ran 1.26x to 1.87x faster through oneDNN at the
+benchmarks' shapes (median 1.54x, `bench/onednn.py`), and the float32 training step 1.30x to 1.35x
+(`bench/nanogpt.py`'s "MKL" row). Elsewhere the two may tie or MKL may win, so the process measures
 once, at the first float32 product, and takes oneDNN only where it was at least
 `ONEDNN_FROM_SPEEDUP` times faster (`onednn_pays`; `bench/nanogpt.py` prints the answer). The numbers differ from
 MKL's by float32 rounding only.
@@ -204,7 +206,8 @@ def _own_backward_pays(ffn: nn.Module, x: torch.Tensor) -> bool:
             and x.device.type == "cpu" and x.dtype == ffn.fc_in.weight.dtype
             and x.numel() // x.shape[-1] * ffn.fc_in.out_features * x.element_size() >= OWN_BACKWARD_FROM_BYTES
             and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
-            and not torch.compiler.is_compiling())
+            and not torch.compiler.is_compiling()
+            and not onednn_pays(x, ffn.fc_in.weight))  # there autograd's backward through oneDNN is as fast: 0.96x
 
 
 class _GELUFeedForward(torch.autograd.Function):
@@ -212,11 +215,11 @@ class _GELUFeedForward(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, approximate: str):
-        a = product(x, w1, b1)  # (tokens, d_ff)
+        a = F.linear(x, w1, b1)  # (tokens, d_ff)
         h = F.gelu(a, approximate=approximate)
         ctx.save_for_backward(x, w1, w2, a, h)
         ctx.approximate, ctx.spent = approximate, False
-        return product(h, w2, b2)
+        return F.linear(h, w2, b2)
 
     @staticmethod
     @once_differentiable
@@ -227,16 +230,12 @@ class _GELUFeedForward(torch.autograd.Function):
         ctx.spent = True
         x, w1, w2, a, h = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        dy = dy.contiguous()  # as in _OneDNNLinear
-        dw2 = product(dy.t(), h.t()) if needs[3] else None  # dY^T H
+        dw2 = dy.t() @ h if needs[3] else None
         db2 = dy.sum(0) if needs[4] else None
-        if onednn_pays(dy, w2):  # oneDNN's product cannot write into H, and beats MKL's by more than H's buffer saves
-            dh = product(dy, w2.t())
-        else:
-            dh = torch.mm(dy, w2, out=h)  # H is spent: its buffer takes dL/dH
+        dh = torch.mm(dy, w2, out=h)  # H is spent: its buffer takes dL/dH
         da = torch.ops.aten.gelu_backward.grad_input(dh, a, approximate=ctx.approximate, grad_input=dh)  # over dH
-        dx = product(da, w1.t()) if needs[0] else None  # dA W_1
-        dw1 = product(da.t(), x.t()) if needs[1] else None  # dA^T x
+        dx = da @ w1 if needs[0] else None
+        dw1 = da.t() @ x if needs[1] else None
         db1 = da.sum(0) if needs[2] else None
         return dx, dw1, db1, dw2, db2, None
 
@@ -263,8 +262,17 @@ def module_linear(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x weight^T + bias, no autograd: oneDNN's kernel where it pays, else torch's (MKL's). Any strides."""
     if onednn_pays(x, weight):
-        return _onednn_linear(x, weight, bias)
+        return _onednn_linear(_dense(x), _dense(weight), bias)
     return F.linear(x, weight, bias)
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t itself if contiguous or the transpose of a contiguous matrix, else a contiguous copy. oneDNN takes
+    other strides too, but through a reference kernel: a (768, 128) matrix whose rows lie 384 apart, read
+    transposed, took 175 ms against 0.24 ms for its copy (Zen 5)."""
+    if t.is_contiguous() or (t.dim() == 2 and t.t().is_contiguous()):
+        return t
+    return t.contiguous()
 
 
 def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
