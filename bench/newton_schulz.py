@@ -23,6 +23,7 @@ and each row's largest difference from the float64 steps.
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import time
 
@@ -33,8 +34,9 @@ from minitf_repl.core.device import cpu_kind
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.optimizers import hidden_matrices, newton_schulz
 
-COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's, as core/optimizers.py uses them
-STEPS, EPS = 5, 1e-7
+# torch.optim.Muon's defaults, which core/optimizers.py's BatchedMuon keeps
+_MUON = inspect.signature(torch.optim.Muon).parameters
+COEFFICIENTS, STEPS, EPS = (_MUON[name].default for name in ("ns_coefficients", "ns_steps", "eps"))
 
 
 def spectral_newton_schulz(X: torch.Tensor, coefficients: tuple = COEFFICIENTS, steps: int = STEPS,

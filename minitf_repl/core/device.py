@@ -101,10 +101,7 @@ def cpu_has_bf16_units() -> bool:
 
     Without them bfloat16 is emulated in float32 arithmetic plus conversions, slower than float32.
     """
-    try:
-        return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
-    except Exception:  # a torch without these probes, or a CPU it cannot read: assume the plain case
-        return False
+    return cpu_bf16_units() is not None
 
 
 def native_bf16(device: torch.device | str) -> bool:
@@ -186,7 +183,7 @@ def cpu_bf16_units() -> str | None:
         if torch.cpu._is_amx_tile_supported():
             return "AMX"
         return "AVX512-BF16" if torch.cpu._is_avx512_bf16_supported() else None
-    except Exception:  # as cpu_has_bf16_units
+    except Exception:  # a torch without these probes, or a CPU it cannot read: assume the plain case
         return None
 
 

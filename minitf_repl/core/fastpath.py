@@ -43,9 +43,9 @@ buffers come back from the heap anyway, 0.99x, noise. So it is taken only where 
 pay and is exact: on the CPU, for a hidden layer of 32 MB or more (`OWN_BACKWARD_FROM_BYTES`),
 outside autocast (under bfloat16 autocast the hidden layer is half the size), with grad enabled,
 not under torch.compile (which plans its own buffers), and not where the float32 products go to
-oneDNN (below): there autograd's backward through oneDNN ran as fast (the own one 0.96x, Zen 5). The backward overwrites what the forward
-saved, so it runs once: a second backward through the same graph (`retain_graph=True`) raises and
-says to take `fast_path=off`. `bench/nanogpt.py` prints its gain (the "autograd FFN" row).
+oneDNN (below): there autograd's backward through oneDNN ran as fast (the own one 0.96x, Zen 5).
+The backward overwrites what the forward saved, so it runs once: a second backward through the same
+graph (`retain_graph=True`) raises and says to take `fast_path=off`. `bench/nanogpt.py` prints its gain (the "autograd FFN" row).
 
 The float32 products on a CPU go through oneDNN where that is faster (`linear`). torch hands a
 float32 product to MKL, whose kernels on an AMD processor are its AVX2 ones; oneDNN, also inside
@@ -54,7 +54,8 @@ AMD EPYC Zen 5 a linear layer's forward and backward ran 1.26x to 1.87x faster t
 benchmarks' shapes (median 1.54x, `bench/onednn.py`), and the float32 training step 1.30x to 1.35x
 (`bench/nanogpt.py`'s "MKL" row). Elsewhere the two may tie or MKL may win, so the process measures
 once, at the first float32 product, and takes oneDNN only where it was at least
-`ONEDNN_FROM_SPEEDUP` times faster (`onednn_pays`; `bench/nanogpt.py` prints the answer). The numbers differ from
+`ONEDNN_FROM_SPEEDUP` times faster (`onednn_faster`; `:device` and `bench/nanogpt.py` print the
+answer). Operands reach it contiguous or plainly transposed (`_dense`). The numbers differ from
 MKL's by float32 rounding only.
 
 Decoding with the KV cache (`core.generate`) runs this path too, with the same rule: the model's
