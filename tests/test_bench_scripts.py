@@ -162,3 +162,35 @@ def test_spectral_newton_schulz_is_newton_schulz(monkeypatch):
     X = torch.randn(1, 8, 24, dtype=torch.float64)
     U, _, Vh = torch.linalg.svd(X, full_matrices=False)
     assert not torch.allclose(spectral_newton_schulz(X), U @ Vh, atol=1e-2)
+
+
+def test_as_avx2_runs_a_script_down_the_float32_path_with_avx2_kernels(tmp_path):
+    """bench/as_avx2.py: the child sees the three caps, ATen's kernels at AVX2 (or below, on a CPU
+    without it), no native bfloat16 whatever this CPU has, so auto and Newton-Schulz take float32."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from as_avx2 import AVX2_ONLY, capped_environment
+    finally:
+        sys.path.remove(str(BENCH))
+    env = capped_environment({"PATH": "/bin", "DNNL_MAX_CPU_ISA": "ALL", "ONEDNN_MAX_CPU_ISA": "ALL",
+                              "TORCHINDUCTOR_CACHE_DIR": "/x/inductor"})
+    assert env == {"PATH": "/bin", **AVX2_ONLY, "TORCHINDUCTOR_CACHE_DIR": "/x/inductor_avx2"}
+    assert capped_environment({})["TORCHINDUCTOR_CACHE_DIR"].endswith("_avx2")  # never the uncapped runs' cache
+
+    probe = tmp_path / "probe.py"
+    probe.write_text("import torch\n"
+                     "from minitf_repl.core import device, precision\n"
+                     "print(torch.backends.cpu.get_cpu_capability(), device.native_bf16('cpu'),\n"
+                     "      precision.training_dtype('auto', 'cpu'), precision.fast_dtype('cpu'))\n"
+                     "print(device.cpu_kind())\n")
+    done = subprocess.run([sys.executable, str(BENCH / "as_avx2.py"), str(probe)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    capability, native, auto, newton_schulz = done.stdout.splitlines()[0].split()
+    assert capability in ("AVX2", "DEFAULT") and native == "False" and auto == newton_schulz == "float32"
+    assert "instruction sets capped: ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2" \
+        in done.stdout.splitlines()[1]
+
+    missing = subprocess.run([sys.executable, str(BENCH / "as_avx2.py"), str(tmp_path / "nope.py")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "nope.py is not a file" in missing.stderr

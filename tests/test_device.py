@@ -212,4 +212,58 @@ def test_cpu_kind_says_which_bf16_units(monkeypatch, units, says):
     monkeypatch.setattr(device_mod, "cpu_has_bf16_units", lambda: units is not None)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: units == "AMX")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units == "AVX512-BF16")
+    for name in device_mod.ISA_CAPS:
+        monkeypatch.delenv(name, raising=False)
     assert device_mod.cpu_kind().endswith(f" cores, {says}")
+
+
+def hardware_units(monkeypatch, units):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: units == "AMX")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units == "AVX512-BF16")
+    for name in device_mod.ISA_CAPS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("cap, capped", [
+    ("AVX2", True), ("avx2", True), ("AVX512_CORE", True), ("AVX512_CORE_VNNI", True), ("AVX2_VNNI_2", True),
+    ("AVX512_CORE_BF16", False), ("AVX512_CORE_AMX", False), ("ALL", False), ("DEFAULT", False),
+    ("AVX10_2_512", False), ("", False),
+])
+@pytest.mark.parametrize("units", ["AMX", "AVX512-BF16"])
+def test_onednn_capped_below_bf16_means_no_native_bf16(monkeypatch, units, cap, capped):
+    """ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 keeps oneDNN, which runs torch's bfloat16 products,
+    off the units: bfloat16 would be emulated, so dtype=auto and Newton-Schulz must take float32."""
+    hardware_units(monkeypatch, units)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert device_mod.bf16_isa_cap() == (f"ONEDNN_MAX_CPU_ISA={cap}" if capped else None)
+    assert device_mod.cpu_has_bf16_units() is not capped
+    assert device_mod._native_bf16.__wrapped__("cpu", None) is not capped
+    kind = device_mod.cpu_kind()
+    if capped:
+        assert f"no native bfloat16 (its {units} units capped off), instruction sets capped: ONEDNN_MAX_CPU_ISA={cap}" in kind
+    else:
+        assert f"native bfloat16 ({units})" in kind and "no native" not in kind
+
+
+def test_dnnl_spelling_and_the_other_caps(monkeypatch):
+    """oneDNN reads DNNL_MAX_CPU_ISA where ONEDNN_ is unset; ATen's and MKL's caps are named, not judged."""
+    hardware_units(monkeypatch, "AVX512-BF16")
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX512_CORE")
+    assert device_mod.bf16_isa_cap() == "DNNL_MAX_CPU_ISA=AVX512_CORE"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")  # the newer spelling wins
+    assert device_mod.bf16_isa_cap() is None and device_mod.cpu_has_bf16_units()
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    assert device_mod.cpu_has_bf16_units()
+    assert device_mod.isa_caps() == ["ATEN_CPU_CAPABILITY=avx2", "MKL_ENABLE_INSTRUCTIONS=AVX2"]
+    assert device_mod.cpu_kind().endswith(
+        "native bfloat16 (AVX512-BF16), instruction sets capped: ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2")
+
+
+def test_no_units_no_cap_to_speak_of(monkeypatch):
+    hardware_units(monkeypatch, None)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not device_mod.cpu_has_bf16_units()
+    assert "no native bfloat16, instruction sets capped: ONEDNN_MAX_CPU_ISA=AVX2" in device_mod.cpu_kind()
