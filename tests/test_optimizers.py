@@ -430,7 +430,8 @@ def test_set_optimizer_rejects_an_unknown_name():
         parse_line(":set optimizer=sgd", REGISTRY)
 
 
-def test_batched_muon_takes_torch_muons_steps(bf16_units):
+@pytest.mark.parametrize("nesterov", [True, False], ids=["nesterov", "plain-momentum"])
+def test_batched_muon_takes_torch_muons_steps(bf16_units, nesterov):
     """BatchedMuon orthogonalises same-shaped matrices together; the update must stay torch.optim.Muon's.
 
     torch's Muon always runs Newton-Schulz in bfloat16; BatchedMuon does so only where the CPU has
@@ -442,7 +443,7 @@ def test_batched_muon_takes_torch_muons_steps(bf16_units):
     shapes = [(16, 16), (16, 16), (64, 16), (16, 64), (64, 16)]
     ours = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
     theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
-    kw = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    kw = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw", nesterov=nesterov)
     a, b = BatchedMuon(ours, **kw), torch.optim.Muon(theirs, **kw)
     for _ in range(3):
         grads = [torch.randn(s) for s in shapes]

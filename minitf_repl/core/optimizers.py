@@ -163,27 +163,39 @@ class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
                 continue
             lr, momentum, wd = float(group["lr"]), group["momentum"], group["weight_decay"]
             grads = [p.grad for p in params]
-            bufs = []
-            for p, g in zip(params, grads):
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(g, memory_format=torch.preserve_format)
-                bufs.append(state["momentum_buffer"])
+            bufs = [self._momentum_buffer(p) for p in params]
             torch._foreach_lerp_(bufs, grads, 1 - momentum)  # b = mu b + (1 - mu) g
-            updates = [g.lerp(b, momentum) for g, b in zip(grads, bufs)] if group["nesterov"] else bufs
-            wide = [u.mT if u.size(-2) > u.size(-1) else u for u in updates]  # X X^T: the smaller Gram matrix
-            by_shape: dict[tuple, list[int]] = {}
-            for i, (p, u) in enumerate(zip(params, wide)):
-                by_shape.setdefault((tuple(u.shape), p.device, p.dtype), []).append(i)
             torch._foreach_mul_(params, 1 - lr * wd)  # decoupled weight decay, at the plain lr (as torch)
-            for (_, device, dtype), members in by_shape.items():
-                ortho = newton_schulz(torch.stack([wide[i] for i in members]), group["ns_coefficients"],
-                                      group["ns_steps"], group["eps"], DTYPES[fast_dtype(device)]).to(dtype)
-                for i, o in zip(members, ortho.unbind(0)):
-                    p = params[i]
-                    p.add_(o.mT if wide[i] is not updates[i] else o,
-                           alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], tuple(p.shape)))
+            # X X^T is the smaller Gram matrix for a wide X, so a tall matrix is orthogonalised as its
+            # transpose (d_ff x d is d x d_ff turned); matrices of one wide shape go as one stack.
+            tall = [p.size(-2) > p.size(-1) for p in params]
+            by_shape: dict[tuple, list[int]] = {}
+            for i, p in enumerate(params):
+                wide = (p.size(-1), p.size(-2)) if tall[i] else tuple(p.shape)
+                by_shape.setdefault((wide, p.device, p.dtype), []).append(i)
+            for (wide, device, dtype), members in by_shape.items():
+                # Each update is written straight into its place in the stack, turned where tall:
+                # u = (1 - mu) g + mu b (Nesterov), or b itself.
+                stack = torch.empty((len(members), *wide), device=device, dtype=dtype)
+                for place, i in zip(stack.unbind(0), members):
+                    place = place.mT if tall[i] else place
+                    if group["nesterov"]:
+                        torch.lerp(grads[i], bufs[i], momentum, out=place)
+                    else:
+                        place.copy_(bufs[i])
+                ortho = newton_schulz(stack, group["ns_coefficients"], group["ns_steps"], group["eps"],
+                                      DTYPES[fast_dtype(device)]).to(dtype)
+                # One rate per stack: 0.2 sqrt(max(A, B)) is the same for A x B and B x A.
+                torch._foreach_add_([params[i] for i in members],
+                                    [o.mT if tall[i] else o for i, o in zip(members, ortho.unbind(0))],
+                                    alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], wide))
         return loss
+
+    def _momentum_buffer(self, p: torch.Tensor) -> torch.Tensor:
+        state = self.state[p]
+        if "momentum_buffer" not in state:  # torch's name and layout, so state_dict is torch's
+            state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+        return state["momentum_buffer"]
 
 
 def newton_schulz(X: torch.Tensor, coefficients: tuple, steps: int, eps: float,
