@@ -492,6 +492,37 @@ def test_device_says_whose_kernels_run_float32_products(monkeypatch, faster):
     assert ("oneDNN's kernels, measured faster here" if faster else "torch's own (MKL's)") in console.file.getvalue()
 
 
+@pytest.mark.parametrize("caps", [{}, {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}],
+                         ids=["uncapped", "capped-at-avx2"])
+def test_device_names_instruction_set_caps_and_the_bf16_units_they_leave_unused(monkeypatch, caps):
+    """A CPU with AVX512-BF16 (patched, whichever this one is): capped at AVX2, bf16 says no and a line says why."""
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.core import device
+    from minitf_repl.render import render
+
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    for name in device.ISA_CAPS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in caps.items():
+        monkeypatch.setenv(name, value)
+    result = run(tiny_session(), ":device")
+    console = Console(file=io.StringIO(), width=140, color_system=None)
+    render(result, console)
+    shown = console.file.getvalue()
+    if caps:
+        assert result.cpu_isa_caps == ["ONEDNN_MAX_CPU_ISA=AVX2", "ATEN_CPU_CAPABILITY=avx2"]
+        assert result.cpu_bf16_units_unused == "AVX512-BF16" and not result.devices[0].bf16
+        assert ("instruction sets capped by the environment: ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2; "
+                "this CPU's AVX512-BF16 units are left unused, so bf16 says no") in " ".join(shown.split())
+    else:
+        assert result.cpu_isa_caps == [] and result.cpu_bf16_units_unused is None and result.devices[0].bf16
+        assert "capped" not in shown
+
+
 def test_device_listing_works_when_the_configured_device_is_absent():
     s = Session(device_name="nonsense")
     assert run(s, ":device").current == "nonsense"

@@ -7,7 +7,7 @@ makes an int8 copy for sampling and measures what it costs and saves (core.quant
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -44,6 +44,8 @@ class DeviceResult:
     threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
     threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
     cpu_float32_products: str | None = None  # the fast path's float32 CPU products: "oneDNN" or "MKL" (core/fastpath.py)
+    cpu_isa_caps: list[str] = field(default_factory=list)  # e.g. "ONEDNN_MAX_CPU_ISA=AVX2" (core.device.ISA_CAPS)
+    cpu_bf16_units_unused: str | None = None  # bfloat16 units such a cap keeps oneDNN off ("AVX512-BF16"), or null
 
     @property
     def failure(self) -> str | None:
@@ -52,7 +54,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -80,6 +82,7 @@ def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult
 def _train_dtype(session: Session, device) -> dict:
     """The dtype setting and what it means on `device` (dtype=auto depends on the device's bfloat16 units),
     and torch's CPU threads (chosen now if nothing has chosen them yet)."""
+    from ..core.device import bf16_isa_cap, cpu_bf16_units, isa_caps
     from ..core.fastpath import onednn_faster
     from ..core.precision import training_dtype
 
@@ -87,7 +90,8 @@ def _train_dtype(session: Session, device) -> dict:
     choice = session.threads.choice or session.threads.decide()
     return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device),
             "threads": choice.threads, "threads_why": choice.why(),
-            "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL"}
+            "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL",
+            "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None}
 
 
 @render.register(DeviceResult)
@@ -131,6 +135,10 @@ def render_device(result: DeviceResult, console: Console) -> None:
         note(console, "float32 products on the CPU: oneDNN's kernels, measured faster here than torch's own (MKL's)")
     elif result.cpu_float32_products == "MKL":
         note(console, "float32 products on the CPU: torch's own (MKL's), oneDNN's measured no faster here")
+    if result.cpu_isa_caps:
+        unused = (f"; this CPU's {result.cpu_bf16_units_unused} units are left unused, so bf16 says no"
+                  if result.cpu_bf16_units_unused else "")
+        note(console, f"instruction sets capped by the environment: {' '.join(result.cpu_isa_caps)}{unused}")
 
 
 # --- :quantize -----------------------------------------------------------------------------------
