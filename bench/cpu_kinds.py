@@ -7,7 +7,8 @@ of a CPU without them: the forward in float32 and Newton-Schulz in float32 (the 
 feed-forward matrices), on this CPU's float32 units. It is the same code, not the same hardware:
 a real CPU without bfloat16 has its own float32 speed, so the benchmarks label such rows and print
 this CPU's kind beside them. The tests patch the same answer (conftest's `cpu_path`,
-tests/test_optimizers.py's `bf16_units`).
+tests/test_optimizers.py's `bf16_units`). bench/as_avx2.py goes further: it caps torch's kernels
+at AVX2, so the whole run, nanoGPT's rows included, has the instruction sets of a CPU without them.
 """
 
 from __future__ import annotations
