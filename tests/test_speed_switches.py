@@ -7,6 +7,7 @@ Each switch is checked in the core (the numbers) and end to end through `run_com
 import copy
 import functools
 import io
+import os
 import json
 import shutil
 from pathlib import Path
@@ -150,6 +151,20 @@ def test_an_unknown_dtype_is_one_line_naming_the_choices():
 def fast_compile(monkeypatch):
     """torch.compile with the aot_eager backend: dynamo and AOT autograd as with inductor, no C++ build."""
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+
+
+def test_a_capped_aten_compiles_into_a_cache_of_its_own(monkeypatch):
+    """Inductor's cache key leaves ATEN_CPU_CAPABILITY out, and mixed kernels gave NaN or a crash."""
+    from minitf_repl.core.precision import keep_capped_kernels_apart
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert keep_capped_kernels_apart() is None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", " AVX2 ")
+    chosen = keep_capped_kernels_apart()
+    assert chosen.endswith("_avx2") and os.environ["TORCHINDUCTOR_CACHE_DIR"] == chosen
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere/mine")  # a person's own choice stays
+    assert keep_capped_kernels_apart() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere/mine"
 
 
 def test_compile_trains_the_same_losses_and_times_the_compile_apart(fast_compile):

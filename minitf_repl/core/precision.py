@@ -40,7 +40,10 @@ for the whole process; the default Muon run makes none and takes the same time e
 from __future__ import annotations
 
 import contextlib
+import getpass
+import os
 import shutil
+import tempfile
 
 import torch
 
@@ -105,10 +108,31 @@ def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str 
     if not any(shutil.which(c) for c in COMPILERS):
         return None, ("torch.compile needs a C++ compiler (c++, g++ or clang++) and none was found; "
                       "training eagerly")
+    keep_capped_kernels_apart()
     try:
         return torch.compile(model), None
     except Exception as e:  # e.g. "not supported on Python 3.x", a missing backend
         return None, compile_failure_line(e)
+
+
+def keep_capped_kernels_apart() -> str | None:
+    """Where ATEN_CPU_CAPABILITY caps ATen's kernels and no inductor cache is set, give the compiled kernels
+    a cache directory of that cap's own; returns the directory it chose, or None.
+
+    Inductor's cache key leaves the cap out (torch 2.13). Kernels built without it and loaded under
+    it gave a NaN loss at the first step, and the other way round crashed the process (a Zen 5 with
+    ATEN_CPU_CAPABILITY=avx2, the default model at batch 12); each works from an empty cache.
+    """
+    cap = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if not cap or os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return None
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name to be had (a container without one): the uid will do
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    directory = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_{cap}")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = directory  # inductor reads it at its first compile
+    return directory
 
 
 def compile_failure_line(exc: BaseException) -> str:
