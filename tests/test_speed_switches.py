@@ -7,8 +7,8 @@ Each switch is checked in the core (the numbers) and end to end through `run_com
 import copy
 import functools
 import io
-import os
 import json
+import os
 import shutil
 from pathlib import Path
 
