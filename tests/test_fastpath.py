@@ -312,7 +312,7 @@ def test_onednn_faster_measures_and_answers_no_when_oneDNN_is_slower_wrong_or_mi
             fastpath.onednn_faster.cache_clear()
 
     def slow(*a):
-        time.sleep(0.02)
+        time.sleep(0.003)
         return real(*a)
 
     def missing(*a):
@@ -326,6 +326,34 @@ def test_onednn_faster_measures_and_answers_no_when_oneDNN_is_slower_wrong_or_mi
     torch.manual_seed(5)
     answer(real)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_onednn_faster_tries_again_when_a_moment_of_interference_spoils_an_attempt(monkeypatch):
+    """A oneDNN slowed only during the first attempt (another program on the core for a moment) is
+    still taken; here its later calls are instant, so the answer does not depend on this CPU."""
+    import time
+
+    from minitf_repl.core import fastpath
+
+    real, calls, first_attempt = fastpath._onednn_linear, [], 3 * (1 + fastpath.ONEDNN_WARM_ROUNDS + fastpath.ONEDNN_ROUNDS)
+    answers: dict = {}
+
+    def interfered(x, w, b):
+        calls.append(1)
+        key = (x.data_ptr(), w.data_ptr(), tuple(x.stride()), tuple(w.stride()))
+        if key not in answers:
+            answers[key] = real(x, w, b)  # the first call of each product is the real one: the answers are checked
+        if len(calls) <= first_attempt:
+            time.sleep(0.003)
+        return answers[key]
+
+    monkeypatch.setattr(fastpath, "_onednn_linear", interfered)
+    fastpath.onednn_faster.cache_clear()
+    try:
+        assert fastpath.onednn_faster() is True
+        assert first_attempt < len(calls) <= first_attempt + 3 * fastpath.ONEDNN_ROUNDS  # the second attempt said yes
+    finally:
+        fastpath.onednn_faster.cache_clear()
 
 
 @pytest.mark.parametrize("changes", [{}, {"n_kv_heads": 1}], ids=["default", "gqa"])
