@@ -14,10 +14,9 @@ in for it: torch's three kernel libraries each read a cap from the environment w
 
 The script runs in a new process with these set (they are read once, at start), and its first line
 (core.device.cpu_kind) names the caps. Every row of the run, nanoGPT's included, is capped alike.
-torch.compile's rows build their kernels into a cache directory of their own: inductor's cache key
-leaves ATEN_CPU_CAPABILITY out, and kernels built without the cap, loaded under it, gave a NaN loss
-at the first step or crashed the process (torch 2.13, a Zen 5; each way round works from an empty
-cache).
+The `compile=on` rows build their kernels into a cache directory of the cap's own, as any minitf
+run under ATEN_CPU_CAPABILITY does (core.precision.keep_capped_kernels_apart: inductor's cache key
+leaves the cap out, and mixed kernels gave a NaN loss or a crash).
 It is the same silicon, clock and caches as this machine: a real Zen 3 differs in those, so the
 figures stand for the instruction sets, and their ratios are what carry over.
 
@@ -26,21 +25,18 @@ figures stand for the instruction sets, and their ratios are what carry over.
 
 from __future__ import annotations
 
-import getpass
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 AVX2_ONLY = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 def capped_environment(environ: dict) -> dict:
-    """`environ` with the three caps set (whatever they were), DNNL_MAX_CPU_ISA, which would take
-    precedence in an older oneDNN, removed, and inductor's cache moved beside its usual place."""
+    """`environ` with the three caps set (whatever they were) and DNNL_MAX_CPU_ISA, oneDNN's older
+    spelling of its cap, removed."""
     env = {name: value for name, value in environ.items() if name != "DNNL_MAX_CPU_ISA"}
-    usual = env.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
-    return {**env, **AVX2_ONLY, "TORCHINDUCTOR_CACHE_DIR": f"{usual}_avx2"}
+    return {**env, **AVX2_ONLY}
 
 
 def main(argv: list[str]) -> None:
