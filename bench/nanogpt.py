@@ -29,7 +29,10 @@ and norm read back, the step's undo record, the history):
 Rows alternate chunk by chunk so that a busy machine slows them alike; the table gives medians,
 the ratio to nanoGPT, and model FLOPs utilisation against this machine's float32 matmul peak,
 measured in the same run (a 1024 x 1024 product; nanoGPT's FLOPs-per-token formula for all rows).
-Random tokens: this measures speed, not learning.
+Random tokens: this measures speed, not learning. Where Newton-Schulz runs in float32, the Muon/AdamW
+line is followed by its floor: Newton-Schulz's products (counted, bench/newton_schulz.py's
+`floor_ms`) at the float32 peak of the run, added to the AdamW step: the least a Muon step can cost
+against an AdamW one on this CPU with torch's five steps, if everything else in it were free.
 
     python bench/nanogpt.py                 # 4 x 4 x 128, block 64, batch 12 (nanoGPT's CPU recipe)
     python bench/nanogpt.py --large         # 6 x 6 x 384, block 256, batch 32
@@ -99,10 +102,15 @@ def nanogpt_step(size: dict, dtype: torch.dtype | None = None):
     return steps, model.get_num_params()
 
 
+def model_config(size: dict) -> ModelConfig:
+    """minitf's model at a benchmark size: nanoGPT's shape (d_ff = 4 d)."""
+    return ModelConfig(vocab_size=size["V"], max_seq_len=size["T"], d_model=size["d"], n_heads=size["H"],
+                       n_layers=size["L"], d_ff=4 * size["d"])
+
+
 def minitf_step(size: dict, **train):
     torch.manual_seed(0)
-    model = MiniTransformerLM(ModelConfig(vocab_size=size["V"], max_seq_len=size["T"], d_model=size["d"],
-                                          n_heads=size["H"], n_layers=size["L"], d_ff=4 * size["d"]))
+    model = MiniTransformerLM(model_config(size))
     train = {"optimizer": "adamw", **train}  # AdamW like nanoGPT's, unless a row says otherwise
     config = TrainConfig(batch_size=size["B"], lr=1e-3, weight_decay=0.1, grad_clip=1.0, warmup_steps=0,
                          eval_every=10**9, **train)
@@ -303,6 +311,14 @@ def main() -> None:
             alone = statistics.median(pair[muon]) / statistics.median(pair[adamw])
             print(f"a Muon step costs {ratio:.2f}x an AdamW step here in the table's alternation, {alone:.2f}x with "
                   f"the two alternated on their own ({how})")
+            if muon == "minitf muon no-bf16" or not native:  # Newton-Schulz in float32: its floor is the float32 peak
+                from newton_schulz import floor_ms
+
+                floor = floor_ms(model_config(size), peak)
+                adamw_ms = statistics.median(pair[adamw]) * 1e3
+                print(f"  its floor here: Newton-Schulz's products take at least {floor:.1f} ms at the float32 peak "
+                      f"({peak:.0f} GFLOP/s), so a Muon step costs at least {(adamw_ms + floor) / adamw_ms:.2f}x an "
+                      f"AdamW step of {adamw_ms:.1f} ms, if all else in it were free")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ timed in alternated chunks in one process, medians:
     bfloat16     the same in bfloat16: what a CPU with AMX or AVX512-BF16 runs (emulated, and slow,
                  on a CPU without them)
     eigh         spectral_newton_schulz in float32
-and each row's largest difference from the float64 steps.
+and each row's largest difference from the float64 steps. The float32 and bfloat16 rows also say how
+fast their matrix products ran: the products' FLOPs (counted by torch's FlopCounterMode on the real
+calls, `product_flops`) over the row's time, against this machine's float32 matmul peak measured in
+the same run (bench/nanogpt.py's `matmul_peak`). The same count at the peak is Newton-Schulz's floor:
+no float32 Muon step can take less (`floor_ms`), whatever is done outside the products.
 
     python bench/newton_schulz.py [--large] [--threads N] [--chunks 15]
 """
@@ -28,6 +32,7 @@ import statistics
 import time
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from minitf_repl.core.config import ModelConfig
 from minitf_repl.core.device import cpu_kind
@@ -71,6 +76,22 @@ def muon_stacks(config: ModelConfig) -> list[torch.Tensor]:
     return [torch.randn(n, *wide) for wide, n in shapes.items()]
 
 
+def product_flops(stacks: list[torch.Tensor], dtype: torch.dtype = torch.float32) -> int:
+    """The FLOPs of newton_schulz's matrix products for one optimizer step over `stacks`, in `dtype`,
+    counted on the calls themselves (so the Gram form, taken for wide matrices in float32, is counted as
+    it runs). The default model's: 1.85 GFLOP in float32."""
+    with FlopCounterMode(display=False) as counter:
+        for X in stacks:
+            newton_schulz(X, COEFFICIENTS, STEPS, EPS, dtype)
+    return counter.get_total_flops()
+
+
+def floor_ms(config: ModelConfig, peak_gflops: float) -> float:
+    """The least time float32 Newton-Schulz can take in a Muon step of `config`'s model: its products'
+    FLOPs at `peak_gflops` (a 1024 x 1024 product's speed, which the batched products at best match)."""
+    return product_flops(muon_stacks(config)) / (peak_gflops * 1e9) * 1e3
+
+
 def rows() -> dict:
     return {
         "float32": lambda X: newton_schulz(X, COEFFICIENTS, STEPS, EPS, torch.float32),
@@ -79,14 +100,18 @@ def rows() -> dict:
     }
 
 
-def measure(stacks: list[torch.Tensor], chunks: int, calls: int, names=None) -> dict[str, list[float]]:
-    """Per row (all, or those named), the milliseconds of one optimizer step's Newton-Schulz (all stacks), per chunk."""
+def measure(stacks: list[torch.Tensor], chunks: int, calls: int, names=None,
+            before_each=None) -> dict[str, list[float]]:
+    """Per row (all, or those named), the milliseconds of one optimizer step's Newton-Schulz (all stacks), per chunk.
+    `before_each`, if given, is called (untimed) before every round of the rows."""
     runs = {name: run for name, run in rows().items() if names is None or name in names}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for name, run in runs.items():  # warm-up: first calls allocate and load kernels
         for X in stacks:
             run(X)
     for _ in range(chunks):
+        if before_each is not None:
+            before_each()
         for name, run in runs.items():
             start = time.perf_counter()
             for _ in range(calls):
@@ -114,17 +139,29 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     config = ModelConfig(vocab_size=65, max_seq_len=256, d_model=384, n_heads=6, n_layers=6, d_ff=1536) if args.large \
         else ModelConfig(vocab_size=65)
+    from nanogpt import matmul_peak  # bench/ is the script's own folder, so on the path
+
     stacks = muon_stacks(config)
     described = ", ".join(f"{X.shape[0]} x {X.shape[1]} x {X.shape[2]}" for X in stacks)
     print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads; Muon's stacks for "
           f"{config.n_layers} x {config.d_model}: {described}; medians of {args.chunks} alternated chunks")
-    times = measure(stacks, args.chunks, args.calls)
+    peaks = []
+    times = measure(stacks, args.chunks, args.calls, before_each=lambda: peaks.append(matmul_peak()))
+    peak = statistics.median(peaks)
     error = errors(stacks)
+    flops = {name: product_flops(stacks, dtype) for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
     shipped = statistics.median(times["float32"])
     for name, chunk_times in times.items():
         median = statistics.median(chunk_times)
+        speed = ""
+        if name in flops:
+            gflops = flops[name] / (median * 1e-3) / 1e9
+            speed = f"   products {flops[name] / 1e9:.2f} GFLOP at {gflops:.0f} GFLOP/s, {gflops / peak:.0%} of the float32 peak"
         print(f"  {name:9s} {median:8.2f} ms a Muon step   {shipped / median:5.2f}x the shipped float32's speed"
-              f"   largest difference from float64 {error[name]:.1e}")
+              f"   largest difference from float64 {error[name]:.1e}{speed}")
+    print(f"  the float32 matmul peak in this run: {peak:.0f} GFLOP/s (a 1024 x 1024 product, median of the "
+          f"{len(peaks)} chunks), so float32 Newton-Schulz cannot take less than {floor_ms(config, peak):.2f} ms "
+          f"a Muon step here")
     per_stack = []
     for X in stacks:
         one = {name: statistics.median(t) for name, t in measure([X], 5, args.calls, ("float32", "eigh")).items()}

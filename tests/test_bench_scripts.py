@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -46,7 +48,6 @@ def test_without_bf16_units_answers_no_and_puts_the_answer_back(monkeypatch):
 def test_free_attention_and_gelu_change_the_fast_path_and_are_put_back(monkeypatch):
     """bench/float32_bound.py's upper bounds: inside free(), the fast path's attention hands back v and
     GELU is the identity; after it, even after an error inside, the model computes what it did before."""
-    import pytest
     import torch
     import torch.nn as nn
 
@@ -76,7 +77,6 @@ def test_free_attention_and_gelu_change_the_fast_path_and_are_put_back(monkeypat
 def test_heap_kept_stops_a_runs_hand_back_and_puts_it_back(monkeypatch):
     """bench/nanogpt.py keeps the heap between its chunks: inside heap_kept() a Trainer run ends without
     handing freed memory back (core.memory.release_freed); after it, even after an error, runs hand back again."""
-    import pytest
 
     from minitf_repl.core import train
     from minitf_repl.core.config import ModelConfig, TrainConfig
@@ -123,7 +123,6 @@ def test_both_weight_layouts_compute_the_same_products(monkeypatch):
 def test_autograd_ffn_switches_the_own_backward_off_and_puts_it_back(monkeypatch):
     """bench/nanogpt.py's "minitf float32 autograd FFN" row: inside autograd_ffn() the fast path leaves the
     feed-forward's backward to autograd; after it, even after an error, core.fastpath decides as before."""
-    import pytest
 
     from minitf_repl.core import fastpath
 
@@ -162,6 +161,31 @@ def test_spectral_newton_schulz_is_newton_schulz(monkeypatch):
     X = torch.randn(1, 8, 24, dtype=torch.float64)
     U, _, Vh = torch.linalg.svd(X, full_matrices=False)
     assert not torch.allclose(spectral_newton_schulz(X), U @ Vh, atol=1e-2)
+
+
+def test_newton_schulz_floor_counts_the_products_as_they_run(monkeypatch):
+    """bench/newton_schulz.py's floor: the FLOPs of the products newton_schulz really calls, as counted
+    by hand: three products a step for the square stack, the Gram form's two n-wide ends and 17 m x m
+    products for the 128 x 512 one (bfloat16 takes the plain steps there), and that count at the peak."""
+    import torch
+
+    from minitf_repl.core.config import ModelConfig
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from newton_schulz import floor_ms, muon_stacks, product_flops
+
+    config = ModelConfig(vocab_size=65)
+    square, wide = muon_stacks(config)
+    assert square.shape == (16, 128, 128) and wide.shape == (8, 128, 512)
+    mm = lambda m, k, n: 2 * m * k * n  # noqa: E731  (FLOPs of an m x k by k x n product)
+    square_flops = 16 * 5 * 3 * mm(128, 128, 128)
+    gram_flops = 8 * (2 * mm(128, 512, 128) + 17 * mm(128, 128, 128))
+    plain_flops = 8 * 5 * (mm(128, 512, 128) + mm(128, 128, 128) + mm(128, 128, 512))
+    assert product_flops([square]) == square_flops
+    assert product_flops([wide]) == gram_flops
+    assert product_flops([square, wide]) == square_flops + gram_flops == 1_845_493_760  # the docs' 1.85 GFLOP
+    assert product_flops([wide], torch.bfloat16) == plain_flops
+    assert floor_ms(config, 184.5) == pytest.approx((square_flops + gram_flops) / 184.5e9 * 1e3)
 
 
 def test_as_avx2_runs_a_script_down_the_float32_path_with_avx2_kernels(tmp_path):
