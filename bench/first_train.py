@@ -14,6 +14,8 @@ For each: the wall time of the run (evaluations included), the final validation 
 
 --without-bf16-units, on a CPU with AMX or AVX512-BF16: every row as a CPU without them runs it
 (bench/cpu_kinds.py): float32, and Muon's Newton-Schulz in float32, on this CPU's float32 units.
+Where Newton-Schulz runs in float32, a last line gives Muon's floor: the adamw run's time plus 600
+times Newton-Schulz's products at the float32 peak (bench/newton_schulz.py's `floor_ms`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from minitf_repl.core.config import GenConfig, ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.core.precision import training_dtype
+from minitf_repl.core.precision import fast_dtype, training_dtype
 from minitf_repl.core.train import Trainer
 
 from cpu_kinds import without_bf16_units
@@ -91,6 +93,16 @@ def runs(args) -> None:
     median = {label: statistics.median(values) for label, values in seconds.items()}
     print(f"medians of {args.repeats}: now {median['now']:.1f} s, the same run with optimizer=adamw "
           f"{median['adamw']:.1f} s: {median['now'] / median['adamw']:.2f}x; before {median['before']:.1f} s")
+    if fast_dtype("cpu") == "float32":  # Newton-Schulz in float32: its products bound Muon's price from below
+        from nanogpt import matmul_peak
+        from newton_schulz import floor_ms
+
+        peak = statistics.median(matmul_peak() for _ in range(5))
+        steps = TrainConfig().steps
+        floor = median["adamw"] + steps * floor_ms(ModelConfig(vocab_size=data.tokenizer.vocab_size), peak) / 1e3
+        print(f"its floor here: the adamw run plus {steps} x Newton-Schulz's products at the float32 peak "
+              f"({peak:.0f} GFLOP/s now) is {floor:.1f} s, {floor / median['adamw']:.3f}x: no Muon run with torch's "
+              f"five steps in float32 takes less on this CPU")
 
 if __name__ == "__main__":
     main()
