@@ -19,7 +19,7 @@ from minitf_repl.core import optimizers
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.core.optimizers import MuonWithAdamW, hidden_matrices, make_optimizer
+from minitf_repl.core.optimizers import MUON_MOMENTUM, MuonWithAdamW, hidden_matrices, make_optimizer
 from minitf_repl.core.train import Trainer
 from minitf_repl.dispatch import run_command
 from minitf_repl.reporter import Reporter
@@ -161,7 +161,7 @@ def newton_schulz(u: torch.Tensor, steps: int = 5, coefficients=(3.4445, -4.7750
     return X.T if tall else X
 
 
-def reference(W, grads, lr, wd, mu=0.95, nesterov=True, scale="match_rms_adamw", decay_lr_scaled=False):
+def reference(W, grads, lr, wd, mu=MUON_MOMENTUM, nesterov=True, scale="match_rms_adamw", decay_lr_scaled=False):
     """W after one Muon step per gradient, from the module docstring's four lines."""
     W, b = W.double(), torch.zeros_like(W, dtype=torch.float64)
     A, B = W.shape
@@ -206,6 +206,21 @@ def test_muon_steps_follow_the_formula(name):
     assert error(decay_lr_scaled=True) > 2 * tolerance  # decay uses the plain lr (torch's decoupled decay)
     assert error(mu=0.5) > 2 * tolerance
     assert error(scale="original") > 2 * tolerance  # Keller Jordan's sqrt(max(1, A/B)) instead of 0.2 sqrt(48)
+
+
+def test_muon_momentum_is_adamws_beta1_and_a_checkpoint_keeps_its_own():
+    """Muon's momentum is 0.9, AdamW's b1 (the module docstring says why); an optimizer state saved with
+    another momentum (torch's 0.95, say) goes on with it when loaded."""
+    model = model_of()
+    opt = make_optimizer(model, TrainConfig(optimizer="muon"))
+    assert MUON_MOMENTUM == optimizers.ADAMW_BETAS[0] == 0.9
+    assert opt.muon.param_groups[0]["momentum"] == 0.9
+    assert opt.adamw.param_groups[0]["betas"][0] == 0.9
+    opt.muon.param_groups[0]["momentum"] = 0.95
+    saved = opt.state_dict()
+    fresh = make_optimizer(model, TrainConfig(optimizer="muon"))
+    fresh.load_state_dict(saved)
+    assert fresh.muon.param_groups[0]["momentum"] == 0.95
 
 
 @pytest.fixture(params=[True, False], ids=["bf16-units", "no-bf16-units"])

@@ -10,7 +10,7 @@ muon (the default; Jordan et al., 2024) treats a weight matrix as a matrix. It k
 replaces it by the nearest orthogonal matrix before stepping: every direction the matrix maps moves
 by the same amount, instead of the few directions with large gradients taking the whole step.
 
-    b = mu b + (1 - mu) g            the momentum buffer: an average of gradients (mu = 0.95)
+    b = mu b + (1 - mu) g            the momentum buffer: an average of gradients (mu = 0.9)
     u = (1 - mu) g + mu b            Nesterov: the gradient, looking one step ahead
     O = NS(u)                        about U V^T for u = U S V^T: every singular value set near 1
     W = W - lr wd W - lr 0.2 sqrt(max(A, B)) O                        for an A x B matrix W
@@ -22,6 +22,15 @@ Jordan's: the result need only be roughly orthogonal) and in float32 elsewhere, 
 be emulated and several times slower (core.precision.fast_dtype). Muon is meant for hidden matrices only; the embeddings, the output head, the MoE router
 and every 1-D tensor (norm gains, biases) stay with AdamW, in today's two groups (matrices decay, 1-D
 tensors do not). See `hidden_matrices` for the partition and its reasons.
+
+mu = 0.9, AdamW's b1, where torch.optim.Muon's default is 0.95 (`MUON_MOMENTUM`). A learner's runs are
+short, a few hundred steps, and 0.95 averages the gradients of the last 20 steps, 0.9 of the last 10:
+measured (float32, the validation loss on 100 batches of 32 drawn apart from training's), 0.9 ended
+lower on every seed tried: the default model on tiny Shakespeare's recipe (360 steps) 1.851 against
+1.872 over seven seeds, on pydoc's (600 steps) 1.296 against 1.312 over three, and a 6 x 256 SwiGLU
+model on tiny Shakespeare 1.853 against 1.883 over two (0.85: 1.853 on the first). A checkpoint
+keeps the momentum it was trained with (torch's load_state_dict restores each group's), so a run
+saved with 0.95 goes on with 0.95.
 
 The factor 0.2 sqrt(max(A, B)) ("match_rms_adamw", Moonshot AI, "Muon is Scalable for LLM
 Training", 2025): O has singular values near 1, so its entries have an RMS of about
@@ -48,6 +57,7 @@ STATE_WORDS = {
     "muon": ("Muon", "one momentum per entry of the blocks' matrices, AdamW's two moments for the rest"),
 }
 MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
+MUON_MOMENTUM = ADAMW_BETAS[0]  # 0.9, not torch's 0.95: see the module docstring
 FUSED_ADAMW = True
 
 
@@ -275,7 +285,7 @@ class MuonWithAdamW:
         hidden = [p for _, p in hidden_matrices(model)]
         chosen = {id(p) for p in hidden}
         rest = [p for p in model.parameters() if p.requires_grad and id(p) not in chosen]
-        self.muon = BatchedMuon(hidden, lr=config.lr, weight_decay=config.weight_decay,
+        self.muon = BatchedMuon(hidden, lr=config.lr, momentum=MUON_MOMENTUM, weight_decay=config.weight_decay,
                                 adjust_lr_fn=MUON_LR_ADJUSTMENT)
         self.adamw = _adamw(rest, config)
 
