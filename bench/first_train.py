@@ -36,6 +36,8 @@ from minitf_repl.core.precision import fast_dtype, training_dtype
 from minitf_repl.core.train import Trainer
 
 from cpu_kinds import without_bf16_units
+from nanogpt import matmul_peak
+from newton_schulz import floor_ms
 
 BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size=32, fast_path=False,
               dtype="float32")
@@ -94,9 +96,6 @@ def runs(args) -> None:
     print(f"medians of {args.repeats}: now {median['now']:.1f} s, the same run with optimizer=adamw "
           f"{median['adamw']:.1f} s: {median['now'] / median['adamw']:.2f}x; before {median['before']:.1f} s")
     if fast_dtype("cpu") == "float32":  # Newton-Schulz in float32: its products bound Muon's price from below
-        from nanogpt import matmul_peak
-        from newton_schulz import floor_ms
-
         peak = statistics.median(matmul_peak() for _ in range(5))
         steps = TrainConfig().steps
         floor = median["adamw"] + steps * floor_ms(ModelConfig(vocab_size=data.tokenizer.vocab_size), peak) / 1e3

@@ -312,7 +312,7 @@ def main() -> None:
             print(f"a Muon step costs {ratio:.2f}x an AdamW step here in the table's alternation, {alone:.2f}x with "
                   f"the two alternated on their own ({how})")
             if muon == "minitf muon no-bf16" or not native:  # Newton-Schulz in float32: its floor is the float32 peak
-                from newton_schulz import floor_ms
+                from newton_schulz import floor_ms  # here, not at the top: newton_schulz imports this module
 
                 floor = floor_ms(model_config(size), peak)
                 adamw_ms = statistics.median(pair[adamw]) * 1e3

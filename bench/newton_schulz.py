@@ -39,6 +39,8 @@ from minitf_repl.core.device import cpu_kind
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.optimizers import hidden_matrices, newton_schulz
 
+from nanogpt import matmul_peak
+
 # torch.optim.Muon's defaults, which core/optimizers.py's BatchedMuon keeps
 _MUON = inspect.signature(torch.optim.Muon).parameters
 COEFFICIENTS, STEPS, EPS = (_MUON[name].default for name in ("ns_coefficients", "ns_steps", "eps"))
@@ -139,8 +141,6 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     config = ModelConfig(vocab_size=65, max_seq_len=256, d_model=384, n_heads=6, n_layers=6, d_ff=1536) if args.large \
         else ModelConfig(vocab_size=65)
-    from nanogpt import matmul_peak  # bench/ is the script's own folder, so on the path
-
     stacks = muon_stacks(config)
     described = ", ".join(f"{X.shape[0]} x {X.shape[1]} x {X.shape[2]}" for X in stacks)
     print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads; Muon's stacks for "
