@@ -5,8 +5,10 @@ One process, the two runs one after the other (then again with --repeats 2, alte
              AdamW stepping tensor by tensor, lr 3e-3, warm-up 30, 600 steps, batch 32, float32
     now      TrainConfig's defaults (core/recipes.py: pydoc's recipe): the fast path, fused AdamW
              or Muon, whatever the recipe says, dtype=auto (bfloat16 on a CPU with AMX/AVX512-BF16)
-    adamw    now with optimizer=adamw and nothing else changed: what the default optimizer costs
-             in wall time (issue 16: Muon's run at most 1.2x this one on a CPU without bfloat16)
+    adamw    now with optimizer=adamw, as `:set optimizer=adamw` gives it (its own rate and warm-up,
+             core.recipes.follow_optimizer; neither changes what a step costs): what the default
+             optimizer costs in wall time (issue 16: Muon's run at most 1.2x this one on a CPU without
+             bfloat16), and what AdamW learns in the same steps
 For each: the wall time of the run (evaluations included), the final validation loss, and a
 400-character sample (temperature 0.8, seed 0) with the share of its words that occur in the data.
 
@@ -33,6 +35,7 @@ from minitf_repl.core.data import load_data
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.precision import fast_dtype, training_dtype
+from minitf_repl.core.recipes import follow_optimizer
 from minitf_repl.core.train import Trainer
 
 from cpu_kinds import without_bf16_units
@@ -44,7 +47,10 @@ BEFORE = dict(optimizer="adamw", lr=3e-3, warmup_steps=30, steps=600, batch_size
 
 
 def first_train(data, before: bool, **changes) -> dict:
-    config = TrainConfig().replace(**BEFORE) if before else TrainConfig().replace(**changes)
+    if before:
+        config = TrainConfig().replace(**BEFORE)
+    else:  # as `:set` gives it: another optimizer brings its own rate and warm-up
+        config, _ = follow_optimizer(TrainConfig(), TrainConfig().replace(**changes), "pydoc", changes)
     optimizers.FUSED_ADAMW = not before  # before: torch's AdamW tensor by tensor
     try:
         torch.manual_seed(config.seed)
@@ -88,6 +94,7 @@ def runs(args) -> None:
             c = r["config"]
             seconds[label].append(r["seconds"])
             print(f"{label:6s} {c.steps} steps, batch {c.batch_size}, {c.optimizer} lr {c.lr:g}, "
+                  f"warm-up {c.warmup_steps}, "
                   f"fast_path={'on' if c.fast_path else 'off'}, {training_dtype(c.dtype, 'cpu')}: "
                   f"val {r['val']:.4f} in {r['seconds']:.1f} s; "
                   f"{r['words']:.0%} of the sample's words are in the data", flush=True)

@@ -211,13 +211,15 @@ class Session:
 
         return tokenizer_setting(self._data.tokenizer if self._data is not None else self.tokenizer)
 
-    def recipe_switch(self, data) -> tuple[TrainConfig, dict]:
-        """(training config, {setting: (before, after)}) after a switch to `data` (core.recipes.switch_recipe).
+    @property
+    def recipe_data(self) -> str:
+        """The data whose recipe (core.recipes) the settings follow: the loaded data's name, else the spec
+        (not loaded yet)."""
+        return self._data.name if self._data is not None else self.data_spec
 
-        From the current data's recipe: the loaded data's name, else the spec (not loaded yet).
-        """
-        current = self._data.name if self._data is not None else self.data_spec
-        return switch_recipe(self.train_config, current, data.name)
+    def recipe_switch(self, data) -> tuple[TrainConfig, dict]:
+        """(training config, {setting: (before, after)}) after a switch to `data` (core.recipes.switch_recipe)."""
+        return switch_recipe(self.train_config, self.recipe_data, data.name)
 
     def rebuild_needed(self, config: ModelConfig | None = None, data=None) -> bool:
         """Whether adopting this model config (or switching to this data) would reset the model's weights."""

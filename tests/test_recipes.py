@@ -143,3 +143,111 @@ def test_a_file_is_its_own_data_with_the_default_recipe(tmp_path):
     s = Session(ModelConfig(**TINY), device_name="cpu")
     result = run(s, f":data {path}")
     assert result.recipe == {} and s.train_config == TrainConfig()
+
+
+# --- an optimizer's own recipe: AdamW's rate and warm-up over a data's (Muon's) recipe -------------------
+def test_every_optimizer_recipe_is_valid_and_changes_what_the_data_recipe_set():
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(recipes.OPTIMIZER_RECIPES) <= {"adamw", "muon"}
+    assert recipes.OPTIMIZER_RECIPES["adamw"][recipes.ANY_DATA], "AdamW needs its own rate on any data"
+    for optimizer, by_data in recipes.OPTIMIZER_RECIPES.items():
+        for name, changes in by_data.items():
+            assert set(changes) <= fields - {"optimizer"}, (optimizer, name)
+            spec = "pydoc" if name == recipes.ANY_DATA else name
+            base = recipes.recipe(spec)  # the data's recipe, Muon's
+            TrainConfig().replace(**{**base, **changes})  # validates
+            assert all(base[k] != v for k, v in changes.items()), f"{optimizer} on {name}: a no-op entry"
+
+
+def test_an_optimizers_recipe_is_the_datas_recipe_with_its_own_settings_over_it():
+    adamw = recipes.OPTIMIZER_RECIPES["adamw"]
+    for spec in ("pydoc", "shakespeare", "sort:5", "./notes.txt"):
+        own = adamw.get(recipes.data_name(spec), adamw[recipes.ANY_DATA])
+        assert recipes.recipe(spec, "adamw") == {**recipes.recipe(spec), "optimizer": "adamw", **own}
+    assert recipes.recipe("pydoc", "muon") == recipes.recipe("pydoc") == dataclasses.asdict(TrainConfig())
+
+
+def test_following_an_optimizer_moves_only_what_still_held_the_old_ones_recipe():
+    adamw = recipes.recipe("pydoc", "adamw")
+    moved_keys = set(recipes.OPTIMIZER_RECIPES["adamw"].get("pydoc", recipes.OPTIMIZER_RECIPES["adamw"]["*"]))
+    before = TrainConfig()
+    after, moved = recipes.follow_optimizer(before, before.replace(optimizer="adamw"), "pydoc")
+    assert after.optimizer == "adamw" and set(moved) == moved_keys
+    assert all(getattr(after, k) == adamw[k] and moved[k] == (getattr(before, k), adamw[k]) for k in moved_keys)
+    # a rate set by hand before, or given with the switch, stays
+    mine = before.replace(lr=0.0123)
+    after, moved = recipes.follow_optimizer(mine, mine.replace(optimizer="adamw"), "pydoc")
+    assert after.lr == 0.0123 and "lr" not in moved
+    after, moved = recipes.follow_optimizer(before, before.replace(optimizer="adamw", lr=5e-4), "pydoc", {"lr"})
+    assert after.lr == 5e-4 and "lr" not in moved and after.warmup_steps == adamw["warmup_steps"]
+    # and back: Muon's recipe again, the same settings exactly
+    back, moved_back = recipes.follow_optimizer(adamw_config := TrainConfig().replace(**adamw),
+                                                adamw_config.replace(optimizer="muon"), "pydoc")
+    assert back == TrainConfig() and set(moved_back) == moved_keys
+    # no switch, nothing follows
+    assert recipes.follow_optimizer(before, before.replace(lr=0.5), "pydoc") == (before.replace(lr=0.5), {})
+
+
+def test_set_optimizer_takes_its_recipe_and_says_so():
+    s = Session(ModelConfig(**TINY), device_name="cpu")
+    result = run(s, ":set optimizer=adamw")
+    adamw = recipes.recipe("pydoc", "adamw")
+    assert result.changed == {"optimizer": ("muon", "adamw")}
+    assert dataclasses.asdict(s.train_config) == adamw
+    assert result.recipe_for == "adamw on pydoc" and set(result.recipe) == {"lr", "warmup_steps"}
+
+    from minitf_repl import render
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    render.render(result, console)
+    text = console.export_text()
+    assert "recipe for adamw on pydoc" in text and "lr 0.01 -> " in text
+
+    result = run(s, ":set optimizer=muon")
+    assert s.train_config == TrainConfig() and result.recipe_for == "muon on pydoc"
+    result = run(s, ":set optimizer=adamw lr=0.0007")
+    assert s.train_config.lr == 0.0007 and "lr" not in result.recipe
+    assert s.train_config.warmup_steps == adamw["warmup_steps"]
+
+
+def test_the_shell_set_of_an_optimizer_follows_its_recipe_too():
+    from minitf_repl.cli import apply_settings
+
+    s = Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu")
+    apply_settings(s, ["optimizer=adamw", "batch_size=4"])
+    assert dataclasses.asdict(s.train_config) == {**recipes.recipe("sort:4", "adamw"), "batch_size": 4}
+
+
+def test_data_switch_under_adamw_follows_adamws_recipes(fake_shakespeare):
+    s = Session(ModelConfig(**TINY), device_name="cpu")
+    run(s, ":set optimizer=adamw")
+    run(s, ":data shakespeare")
+    assert dataclasses.asdict(s.train_config) == recipes.recipe("shakespeare", "adamw")
+    run(s, ":data pydoc")
+    assert dataclasses.asdict(s.train_config) == recipes.recipe("pydoc", "adamw")
+
+
+class _Seen(Exception):
+    """Raised by a stand-in for core.compare.compare once it has seen the contenders: nothing trains."""
+
+
+def test_a_compare_contender_with_another_optimizer_takes_its_recipe(monkeypatch):
+    from minitf_repl.core import compare as compare_module
+
+    seen = []
+
+    def contenders_only(contenders, *args, **kwargs):
+        seen.extend(contenders)
+        raise _Seen
+
+    monkeypatch.setattr(compare_module, "compare", contenders_only)
+    s = Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu")
+    hooks = Recorder()
+    with pytest.raises(_Seen):
+        run(s, ":compare current optimizer=adamw optimizer=adamw,lr=0.002 steps=2", hooks)
+    current, adamw, mine = (c.train_config for c in seen)
+    assert current == s.train_config.replace(eval_every=1)
+    assert adamw.lr == recipes.recipe("sort:4", "adamw")["lr"] and adamw.optimizer == "adamw"
+    assert mine.lr == 0.002 and mine.warmup_steps == adamw.warmup_steps
+    assert sum("recipe for adamw on sort" in line for line in hooks.notices) == 2

@@ -18,6 +18,7 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
+from ..core.recipes import follow_optimizer
 from ..core.sizes import check_trainable
 from ..core.words import count
 from ..parsing import CLEAR, convert
@@ -33,7 +34,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import command, complete_data, sample_prompt
 from .settings import SET
-from .shared import load_checked, read_with
+from .shared import load_checked, read_with, recipe_line
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
@@ -85,7 +86,9 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     contenders = []
     readings = {}  # tokenizer setting -> (the setting as built, the text read by it): one BPE per setting
     for label, pairs in groups:
-        model, train, tokenizer = _contender_configs(session, pairs, data)
+        model, train, tokenizer, followed = _contender_configs(session, pairs, data)
+        if followed:  # another optimizer: its rate and warm-up, as :set gives them
+            reporter.notice(f"{label}: " + recipe_line(f"{train.optimizer} on {session.recipe_data}", followed))
         reading, built = data, None
         if tokenizer is not None:
             key = tokenizer.strip().lower()
@@ -161,8 +164,9 @@ def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
 
 
 def _contender_configs(session: Session, pairs: list[str], data):
-    """The session's model and training settings with a contender's changes, read as `:set` reads them, and the
-    tokenizer setting it reads the text with (None: as the data is read)."""
+    """The session's model and training settings with a contender's changes, read as `:set` reads them, the
+    tokenizer setting it reads the text with (None: as the data is read), and the training settings that
+    followed another optimizer's recipe ({setting: (before, after)}, as :set's `recipe`)."""
     from ..core.config import preset_changes
 
     changes = {ModelConfig.kind: {}, TrainConfig.kind: {}}
@@ -186,8 +190,9 @@ def _contender_configs(session: Session, pairs: list[str], data):
             raise UserError(f"{param.name} is a {param.setting.section} setting; a contender differs in model or "
                             "training settings, or in its tokenizer")
     model = session.model_config.replace(**changes[ModelConfig.kind], vocab_size=data.tokenizer.vocab_size)
-    train = session.train_config.replace(**changes[TrainConfig.kind])
-    return model, train, tokenizer
+    train, followed = follow_optimizer(session.train_config, session.train_config.replace(**changes[TrainConfig.kind]),
+                                       session.recipe_data, changes[TrainConfig.kind])
+    return model, train, tokenizer, followed
 
 
 @render.register(CompareResult)

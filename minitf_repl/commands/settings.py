@@ -20,6 +20,7 @@ from ..core.bpe import tokenizer_setting
 from ..core.catalog import spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
+from ..core.recipes import follow_optimizer
 from ..core.sizes import check_trainable
 from ..core.words import count
 from ..parsing import CLEAR
@@ -103,6 +104,8 @@ class SetResult:
     preset: str | None = None  # the preset the model settings now match, if any
     tokenizer: str | None = None  # tokenizer=: the new tokenizer in words, how it reads the text
     vocab_size: int | None = None  # tokenizer=: the vocabulary the model was rebuilt for
+    recipe: dict[str, tuple] = field(default_factory=dict)  # optimizer=: {setting: [before, after]} that followed its recipe
+    recipe_for: str | None = None  # whose recipe they followed (core.recipes), e.g. "adamw on pydoc"
 
 
 def _set_params() -> list[Param]:
@@ -115,7 +118,7 @@ def _set_params() -> list[Param]:
 
 
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
-         params=_set_params(), needs_torch=False, pairs=True, json_version=2)  # fmt: skip
+         params=_set_params(), needs_torch=False, pairs=True, json_version=3)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
     if not given:
@@ -130,6 +133,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             config = config.replace(**preset_changes(given["preset"], config))
         changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
         new[cls] = config.replace(**changes) if changes else config
+    # Another optimizer brings its own rate and warm-up for this data where they still held the old one's
+    # (core.recipes): AdamW at Muon's lr 1e-2 and 10 warm-up steps ends pydoc's 600 steps at val 2.44.
+    new[TrainConfig], followed = follow_optimizer(current[TrainConfig], new[TrainConfig], session.recipe_data,
+                                                  given)
     model, train = new[ModelConfig], new[TrainConfig]
     reading = None  # (tokenizer, the data read by it) when the tokenizer changes
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
@@ -161,12 +168,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     from ..core.config import matching_preset
 
     preset = matching_preset(model) if "preset" in given or (rebuilt and not reading) else None
+    recipe = {"recipe": followed, "recipe_for": f"{train.optimizer} on {session.recipe_data}" if followed else None}
     if reading is None:
-        return SetResult(changed, rebuilt, kept, preset)
+        return SetResult(changed, rebuilt, kept, preset, **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
-    return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size)
+    return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size, **recipe)
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
@@ -185,6 +193,8 @@ def render_set(result: SetResult, console: Console) -> None:
         note(console, "nothing changed")
     for key, (old, new) in result.changed.items():
         say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))
+    if result.recipe:
+        say(console, recipe_line(result.recipe_for, result.recipe) + "; :set them to keep your own", "cyan")
     if result.tokenizer:
         say(console, f"the text is now read as {result.tokenizer}", "green")
     if result.rebuilt and result.vocab_size is not None:

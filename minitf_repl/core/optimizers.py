@@ -35,9 +35,13 @@ saved with 0.95 goes on with 0.95.
 The factor 0.2 sqrt(max(A, B)) ("match_rms_adamw", Moonshot AI, "Muon is Scalable for LLM
 Training", 2025): O has singular values near 1, so its entries have an RMS of about
 1 / sqrt(max(A, B)); scaled by it, a Muon step has an RMS of about 0.2 per entry, which is the size
-of a typical AdamW step per unit of lr. So one `lr` (and one `weight_decay`) means the same size of
-update for both parts, and a learner can switch `optimizer` without retuning. Keller Jordan's own
-scaling, sqrt(max(1, A/B)), would need an lr some ten times AdamW's.
+of a typical AdamW step per unit of lr. So inside a Muon run one `lr` (and one `weight_decay`) means
+the same size of update for the matrices and for AdamW's part. Keller Jordan's own scaling,
+sqrt(max(1, A/B)), would need an lr some ten times AdamW's. The same size of step is not the same
+best rate, though: AdamW alone, over every weight, wants a lower rate and a longer warm-up than Muon's
+recipes give (at lr 1e-2 and 10 warm-up steps it ends pydoc's 600 steps at val 2.44, Muon at 1.30), so
+switching `optimizer` takes that optimizer's own rate and warm-up where they still held the old one's
+(core.recipes.follow_optimizer).
 """
 
 from __future__ import annotations
