@@ -16,8 +16,10 @@ For each: the wall time of the run (evaluations included), the final validation 
 
 --without-bf16-units, on a CPU with AMX or AVX512-BF16: every row as a CPU without them runs it
 (bench/cpu_kinds.py): float32, and Muon's Newton-Schulz in float32, on this CPU's float32 units.
-Where Newton-Schulz runs in float32, a last line gives Muon's floor: the adamw run's time plus 600
-times Newton-Schulz's products at the float32 peak (bench/newton_schulz.py's `floor_ms`).
+Where Newton-Schulz runs in float32, a line gives Muon's floor: the adamw run's time plus 600
+times Newton-Schulz's products at the float32 peak (bench/newton_schulz.py's `floor_ms`). The last
+line says when the default (Muon) run passes the adamw run's final loss: the first of its evaluations
+every 25 steps (a run of its own) at or below it, and that many steps at the timed run's pace.
 """
 
 from __future__ import annotations
@@ -88,11 +90,13 @@ def runs(args) -> None:
     print(f"{cpu_kind()}; torch {torch.__version__}, {threads.describe()} threads; pydoc, default model{path}")
     rows = {"before": dict(before=True), "now": dict(before=False), "adamw": dict(before=False, optimizer="adamw")}
     seconds = {label: [] for label in rows}
+    vals = {}
     for _ in range(args.repeats):
         for label, how in rows.items():
             r = first_train(data, **how)
             c = r["config"]
             seconds[label].append(r["seconds"])
+            vals[label] = r["val"]
             print(f"{label:6s} {c.steps} steps, batch {c.batch_size}, {c.optimizer} lr {c.lr:g}, "
                   f"warm-up {c.warmup_steps}, "
                   f"fast_path={'on' if c.fast_path else 'off'}, {training_dtype(c.dtype, 'cpu')}: "
@@ -109,6 +113,32 @@ def runs(args) -> None:
         print(f"its floor here: the adamw run plus {steps} x Newton-Schulz's products at the float32 peak "
               f"({peak:.0f} GFLOP/s now) is {floor:.1f} s, {floor / median['adamw']:.3f}x: no Muon run with torch's "
               f"five steps in float32 takes less on this CPU")
+    step, final = first_step_at(data, vals["adamw"], REACH_EVERY)
+    again = f"the default run again, evaluated every {REACH_EVERY} steps (untimed; final val {final:.4f})"
+    if step is None:
+        print(f"{again}, never read the adamw run's final val {vals['adamw']:.4f} or lower")
+    else:
+        pace = median["now"] * step / TrainConfig().steps
+        print(f"{again}, first read the adamw run's final val {vals['adamw']:.4f} or lower at step {step}: at the "
+              f"timed run's pace {pace:.1f} s, {pace / median['adamw']:.2f} of the adamw run's time")
+
+
+REACH_EVERY = 25  # first_step_at's evaluations: every 25 steps, so the step is known to within 25 of 600
+
+
+def first_step_at(data, target: float, every: int) -> tuple[int | None, float]:
+    """(the first step at which the default run, evaluated every `every` steps, reads val `target` or lower,
+    its final val).
+
+    A run of its own with the timed run's seed and settings: evaluations draw their batches from their
+    own generator (Trainer.evaluate), so it trains as the timed run did, and its final val shows it.
+    """
+    config = TrainConfig().replace(eval_every=every)
+    torch.manual_seed(config.seed)
+    model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size))
+    reads: list = []
+    Trainer(model, data, config).run(on_step=lambda info: reads.append(info) if info.val_loss is not None else None)
+    return next((info.step for info in reads if info.val_loss <= target), None), reads[-1].val_loss
 
 if __name__ == "__main__":
     main()
