@@ -18,7 +18,7 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
-from ..core.recipes import follow_optimizer
+from ..core.recipes import follow_optimizer, recipe_label
 from ..core.sizes import check_trainable
 from ..core.words import count
 from ..parsing import CLEAR, convert
@@ -88,7 +88,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     for label, pairs in groups:
         model, train, tokenizer, followed = _contender_configs(session, pairs, data)
         if followed:  # another optimizer: its rate and warm-up, as :set gives them
-            reporter.notice(f"{label}: " + recipe_line(f"{train.optimizer} on {session.recipe_data}", followed))
+            reporter.notice(f"{label}: " + recipe_line(recipe_label(session.recipe_data, train.optimizer), followed))
         reading, built = data, None
         if tokenizer is not None:
             key = tokenizer.strip().lower()

@@ -20,7 +20,7 @@ from ..core.bpe import tokenizer_setting
 from ..core.catalog import spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
-from ..core.recipes import follow_optimizer
+from ..core.recipes import follow_optimizer, recipe_label
 from ..core.sizes import check_trainable
 from ..core.words import count
 from ..parsing import CLEAR
@@ -104,7 +104,7 @@ class SetResult:
     preset: str | None = None  # the preset the model settings now match, if any
     tokenizer: str | None = None  # tokenizer=: the new tokenizer in words, how it reads the text
     vocab_size: int | None = None  # tokenizer=: the vocabulary the model was rebuilt for
-    recipe: dict[str, tuple] = field(default_factory=dict)  # optimizer=: {setting: [before, after]} that followed its recipe
+    recipe: dict[str, tuple] = field(default_factory=dict)  # optimizer=: {setting: [before, after]} that followed it
     recipe_for: str | None = None  # whose recipe they followed (core.recipes), e.g. "adamw on pydoc"
 
 
@@ -137,6 +137,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     # (core.recipes): AdamW at Muon's lr 1e-2 and 10 warm-up steps ends pydoc's 600 steps at val 2.44.
     new[TrainConfig], followed = follow_optimizer(current[TrainConfig], new[TrainConfig], session.recipe_data,
                                                   given)
+    recipe = {"recipe": followed, "recipe_for": recipe_label(session.recipe_data, new[TrainConfig].optimizer)
+              if followed else None}
     model, train = new[ModelConfig], new[TrainConfig]
     reading = None  # (tokenizer, the data read by it) when the tokenizer changes
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
@@ -168,7 +170,6 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     from ..core.config import matching_preset
 
     preset = matching_preset(model) if "preset" in given or (rebuilt and not reading) else None
-    recipe = {"recipe": followed, "recipe_for": f"{train.optimizer} on {session.recipe_data}" if followed else None}
     if reading is None:
         return SetResult(changed, rebuilt, kept, preset, **recipe)
     tokenizer, data = reading

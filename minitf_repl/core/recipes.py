@@ -98,12 +98,7 @@ def switch_recipe(config: TrainConfig, old_spec: str, new_spec: str) -> tuple[Tr
     A setting follows the new recipe only where it still equals the old recipe's value: what a
     person set by hand stays. Both recipes are those of the config's optimizer.
     """
-    old, new = recipe(old_spec, config.optimizer), recipe(new_spec, config.optimizer)
-    changes = {}
-    for name, value in new.items():
-        current = getattr(config, name)
-        if current == old[name] and current != value:
-            changes[name] = (current, value)
+    changes = _followed(config, recipe(old_spec, config.optimizer), recipe(new_spec, config.optimizer))
     if not changes:
         return config, {}
     return config.replace(**{name: after for name, (_, after) in changes.items()}), changes
@@ -121,8 +116,18 @@ def follow_optimizer(before: TrainConfig, after: TrainConfig, spec: str,
     """
     if after.optimizer == before.optimizer:
         return after, {}
-    old, new = recipe(spec, before.optimizer), recipe(spec, after.optimizer)
-    moved = {name: (getattr(before, name), value) for name, value in new.items()
-             if name != "optimizer" and name not in given
-             and getattr(before, name) == old[name] and getattr(before, name) != value}
+    moved = _followed(before, recipe(spec, before.optimizer), recipe(spec, after.optimizer),
+                      skip={"optimizer", *given})
     return after.replace(**{name: value for name, (_, value) in moved.items()}), moved
+
+
+def recipe_label(spec: str, optimizer: str) -> str:
+    """How a line names an optimizer's recipe for a data: "adamw on pydoc"."""
+    return f"{optimizer} on {data_name(spec)}"
+
+
+def _followed(config: TrainConfig, old: dict, new: dict, skip: Collection[str] = ()) -> dict:
+    """{setting: (its value, new's)} for each setting outside `skip` that still holds `old`'s value and
+    that `new` changes: the rule every switch of recipe follows."""
+    return {name: (getattr(config, name), value) for name, value in new.items()
+            if name not in skip and getattr(config, name) == old[name] and getattr(config, name) != value}
