@@ -18,6 +18,10 @@ and norm read back, the step's undo record, the history):
     minitf float32 MKL      the float32 step with every product left to torch's own kernels (MKL), where
                             core.fastpath takes oneDNN's (it does only on a CPU where they measured
                             faster): what oneDNN wins, printed as a ratio paired chunk by chunk
+    minitf float32 attention   the :train step with the attention kernel kept in float32 under bfloat16
+                            autocast (core.fastpath takes bfloat16 at a shape only where this CPU measured
+                            it faster): what that choice wins, printed as a ratio paired chunk by chunk,
+                            with the measured answer; only on a CPU with bfloat16 units
     minitf readable         fast_path=off, float32: the readable model's forward (explicit attention)
     minitf compile=on       the defaults through torch.compile (first step compiles, timed apart)
     minitf muon             the defaults with Muon instead of AdamW (what the default optimizer costs per step)
@@ -166,6 +170,17 @@ def autograd_ffn():
 
 
 @contextlib.contextmanager
+def float32_attention():
+    """Inside: core.fastpath keeps every CPU attention kernel in float32, whatever the measurement said. Put back after."""
+    asked = fastpath.attention_in_float32
+    fastpath.attention_in_float32 = lambda q, kv_heads: q.device.type == "cpu"
+    try:
+        yield
+    finally:
+        fastpath.attention_in_float32 = asked
+
+
+@contextlib.contextmanager
 def torch_products():
     """Inside: core.fastpath leaves every float32 product to torch's own kernels (MKL), not oneDNN's. Put back after."""
     faster = fastpath.onednn_faster
@@ -243,6 +258,7 @@ def main() -> None:
             "minitf float32": minitf_step(size, dtype="float32"),
             "minitf float32 autograd FFN": under(autograd_ffn, minitf_step(size, dtype="float32")),
             "minitf float32 MKL": under(torch_products, minitf_step(size, dtype="float32")),
+            "minitf float32 attention": under(float32_attention, minitf_step(size)),
             "minitf readable": minitf_step(size, fast_path=False, dtype="float32"),
             "minitf compile=on": minitf_step(size, compile=True),
             "minitf muon": minitf_step(size, optimizer="muon"),
@@ -250,6 +266,7 @@ def main() -> None:
             "nanoGPT bf16 autocast": nanogpt_step(size, torch.bfloat16)[0]}
     if not native:  # auto is float32 here, so ":train" is the float32 row; emulated bfloat16 measures nothing useful
         del rows["minitf float32"], rows["nanoGPT bf16 autocast"], rows["minitf muon no-bf16"]
+        del rows["minitf float32 attention"]
         rows["minitf float32 autograd FFN"] = under(autograd_ffn, minitf_step(size))  # beside :train, float32 here
         rows["minitf float32 MKL"] = under(torch_products, minitf_step(size))
     if args.rows:
@@ -296,6 +313,15 @@ def main() -> None:
             print(f"the fast path's own feed-forward backward is not taken at this size (hidden layer "
                   f"{hidden / 2**20:.1f} MB, under {fastpath.OWN_BACKWARD_FROM_BYTES / 2**20:.0f} MB): both rows run "
                   f"the same code, so their ratio, {ratio}, is this table's noise")
+    if "minitf float32 attention" in rows:
+        speedup = fastpath.bf16_attention_speedup(size["B"], size["H"], size["H"], size["T"], size["d"] // size["H"])
+        taken = speedup >= fastpath.ATTENTION_BF16_FROM_SPEEDUP
+        print(f"the attention kernel under bfloat16 autocast: bfloat16 measured {speedup:.2f}x float32's speed at "
+              f"{size['B']} x {size['H']} x {size['T']} x {size['d'] // size['H']} here (taken from "
+              f"{fastpath.ATTENTION_BF16_FROM_SPEEDUP}x), so :train runs it in {'bfloat16' if taken else 'float32'}; "
+              f"the step runs at {paired(per_step, 'minitf float32 attention', 'minitf :train')} the speed of the "
+              f"same step with float32 attention" + ("" if taken else
+              " (both rows run the same code, so this is the table's noise)"))
     # In the table each chunk follows nanoGPT's chunk and the peak's 1024 x 1024 products, which
     # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio
     # reads differently the two ways (AMD EPYC Zen 4, batch 16, three runs: 1.29 to 1.31 in the

@@ -142,6 +142,30 @@ def test_autograd_ffn_switches_the_own_backward_off_and_puts_it_back(monkeypatch
     assert fastpath._own_backward_pays(None, None)
 
 
+def test_float32_attention_pins_the_kernel_to_float32_and_puts_the_measured_choice_back(monkeypatch):
+    """bench/nanogpt.py's "minitf float32 attention" row: inside float32_attention() a bfloat16 training step's
+    attention runs in float32 whatever the measurement said; after it, even after an error, the measurement decides."""
+    import torch
+
+    from minitf_repl.core import fastpath
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from nanogpt import float32_attention, under
+
+    monkeypatch.setattr(fastpath, "bf16_attention_speedup", lambda *shape: 9.0)
+    q = torch.randn(2, 4, 8, 6).bfloat16().requires_grad_()
+    seen = []
+    under(float32_attention, lambda n: seen.append(fastpath.attention_in_float32(q, 4)))(1)
+    assert seen == [True] and not fastpath.attention_in_float32(q, 4)
+
+    def fails(n):
+        raise RuntimeError("inside")
+
+    with pytest.raises(RuntimeError):
+        under(float32_attention, fails)(1)
+    assert not fastpath.attention_in_float32(q, 4)
+
+
 def test_spectral_newton_schulz_is_newton_schulz(monkeypatch):
     """bench/newton_schulz.py's eigh form computes the five steps' result, in float64 to rounding, for
     wide, square and rank-deficient stacks; so its row times the same function, not an easier one."""

@@ -379,3 +379,72 @@ def test_onednn_gets_only_dense_operands(monkeypatch):
         for t in seen[-1]:
             assert t.is_contiguous() or (t.dim() == 2 and t.t().is_contiguous())
     assert seen[0][0] is not None and seen[0][0].data_ptr() == dy.data_ptr()  # a plain transpose is not copied
+
+
+# --- the attention kernel's dtype under bfloat16 autocast: measured per shape ---------------------------
+def test_attention_runs_in_bfloat16_only_in_training_where_measured_faster(monkeypatch):
+    """Float32 queries need nothing; bfloat16 ones in a training step take bfloat16 from the measured
+    threshold on; without grad (decoding, evaluation) nothing is measured and float32 stays; off the CPU
+    autocast's own choice stands."""
+    from minitf_repl.core import fastpath
+
+    asked = []
+    answer = {"speedup": 2.0}
+    monkeypatch.setattr(fastpath, "bf16_attention_speedup", lambda *shape: asked.append(shape) or answer["speedup"])
+    q = torch.randn(2, 4, 8, 6, requires_grad=True)
+    assert fastpath.attention_in_float32(q, 4) and asked == []
+    q16 = q.detach().bfloat16().requires_grad_()
+    assert not fastpath.attention_in_float32(q16, 2) and asked == [(2, 4, 2, 8, 6)]
+    answer["speedup"] = fastpath.ATTENTION_BF16_FROM_SPEEDUP * 0.99
+    assert fastpath.attention_in_float32(q16, 2)
+    answer["speedup"] = fastpath.ATTENTION_BF16_FROM_SPEEDUP
+    assert not fastpath.attention_in_float32(q16, 2)
+    asked.clear()
+    with torch.no_grad():
+        assert fastpath.attention_in_float32(q16, 2)
+    assert fastpath.attention_in_float32(q16.detach(), 2) and asked == []
+    assert not fastpath.attention_in_float32(torch.empty(2, 4, 8, 6, device="meta"), 4)
+
+
+@pytest.mark.parametrize("bf16_kernel", [True, False], ids=["bf16-kernel", "float32-kernel"])
+def test_fast_path_under_autocast_takes_the_measured_attention_dtype(bf16_kernel, monkeypatch):
+    """Under bfloat16 autocast the fused kernel sees the dtype the measurement chose, and either way the
+    step computes the readable model's loss and gradients to bfloat16's precision."""
+    from minitf_repl.core import fastpath
+
+    monkeypatch.setattr(fastpath, "bf16_attention_speedup", lambda *shape: 9.0 if bf16_kernel else 0.5)
+    seen = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, *a, **k: seen.append(q.dtype) or sdpa(q, *a, **k))
+    model = model_for({"n_kv_heads": 2})
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(SIZES["vocab_size"], (B, T), generator=g)
+    _, loss, grads = loss_and_grads(model, model, idx, idx)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, fast_loss, fast_grads = loss_and_grads(FastPath(model), model, idx, idx)
+    assert seen == [torch.bfloat16 if bf16_kernel else torch.float32] * SIZES["n_layers"]
+    torch.testing.assert_close(fast_loss.float(), loss, atol=0.05, rtol=0.02)
+    for name in grads:
+        g, want = fast_grads[name], grads[name]
+        assert g.dtype is torch.float32 and torch.isfinite(g).all(), name
+        assert (g - want).norm() <= 0.1 * want.norm() + 1e-4, name
+
+
+def test_bf16_attention_speedup_is_a_measurement_that_fails_to_float32(monkeypatch):
+    """A positive speed ratio, measured without touching the global random stream; a kernel that fails
+    answers 0 (float32)."""
+    from minitf_repl.core import fastpath
+
+    measure = fastpath.bf16_attention_speedup.__wrapped__  # around the per-process cache
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    assert measure(2, 4, 2, 8, 8) > 0
+    assert torch.equal(torch.rand(3), expected)
+
+    def missing(*a, **k):
+        raise RuntimeError("no bfloat16 kernel")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", missing)
+    assert measure(2, 4, 2, 8, 8) == 0.0

@@ -23,11 +23,15 @@ this path does not call, so any hook on the model sends the step down the readab
 (`listened`). Dropout draws different masks here (the fused kernel draws its own), so with dropout
 on the two paths are equal in distribution, not number for number.
 
-On a CPU the attention kernel runs in float32 even when the step is autocast to bfloat16: torch's
-CPU flash-attention backward is several times slower in bfloat16 than in float32 (measured fwd+bwd,
-2-core Xeon with AMX: 5.3 ms against 1.0 ms at batch 12 x 4 heads x 64 x 32; 98 against 70 ms at
-32 x 6 x 256 x 64), and autocast would cast q, k and v down again, so it is switched off around the
-call. The projections around it, where the FLOPs are, stay in bfloat16.
+On a CPU the attention kernel of a bfloat16 training step runs in float32 unless bfloat16 was
+measured faster at that shape: torch's CPU flash-attention backward is several times slower in
+bfloat16 than in float32 at short sequences and narrow heads (forward and backward with the casts,
+2-core Xeon with AMX: 0.25x to 0.4x float32's speed at the default model's 16 x 4 heads x 64 x 32),
+but on another Xeon with AMX (float32 peak 350 GFLOP/s, the first one's 280) 1.2x to 1.3x faster at
+6 x 384's 32 x 6 x 256 x 64, where it made the whole step 1.06x faster. Which wins differs between CPUs and shapes, so the process measures each training
+shape once (`attention_in_float32`, `bf16_attention_speedup`, some 0.1 s at the default model).
+For float32 autocast is switched off around the call (it would cast q, k and v down again). The
+projections around it, where the FLOPs are, stay in bfloat16.
 
 The GELU feed-forward's backward pass on the CPU (`_GELUFeedForward`) is autograd's own, step for
 step, with two fewer buffers of the hidden layer's size (tokens x d_ff):
@@ -170,14 +174,90 @@ def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) ->
     if not causal and T > 1:
         mask = attn.causal_mask[T_k - T : T_k, :T_k]  # the new queries sit at positions T_k - T .. T_k - 1
     dropout_p = attn.dropout_p if attn.training else 0.0
-    dtype, on_cpu = q.dtype, q.device.type == "cpu"
-    if on_cpu:  # attention itself in float32, also under bfloat16 autocast: see the module's docstring
+    dtype, in_float32 = q.dtype, attention_in_float32(q, attn.n_kv_heads)
+    if in_float32:  # attention itself in float32, also under bfloat16 autocast: see the module's docstring
         q, k, v = q.float(), k.float(), v.float()
-    with torch.autocast("cpu", enabled=False) if on_cpu else contextlib.nullcontext():
+    with torch.autocast("cpu", enabled=False) if q.device.type == "cpu" else contextlib.nullcontext():
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal,
                                              enable_gqa=attn.n_kv_heads != attn.n_heads)
     out = out.to(dtype)
     return attn.resid_dropout(module_linear(attn.out_proj, out.transpose(1, 2).reshape(B, T, C)))
+
+
+def attention_in_float32(q: torch.Tensor, kv_heads: int) -> bool:
+    """Whether the attention kernel runs in float32 for queries `q` (B, heads, T, head_dim) on this device.
+
+    Off the CPU, never (autocast's own choice stands). On the CPU, a float32 `q` needs nothing; a
+    bfloat16 one in a training step (grad enabled, eager) runs in bfloat16 only where this CPU
+    measured that kernel faster at this shape (`bf16_attention_speedup`), else in float32 (module
+    docstring). Decoding and evaluation run no backward and never measure: they keep float32.
+    """
+    if q.device.type != "cpu":
+        return False
+    if q.dtype is torch.float32 or not (torch.is_grad_enabled() and q.requires_grad):
+        return True
+    if torch.compiler.is_compiling():
+        return True
+    B, H, T, D = q.shape
+    return bf16_attention_speedup(B, H, kv_heads, T, D) < ATTENTION_BF16_FROM_SPEEDUP
+
+
+# The bfloat16 attention kernel replaces the float32 one under autocast only where it was measured this much
+# faster (fastest of ATTENTION_ROUNDS each, after ATTENTION_WARM_ROUNDS untimed): near a tie the two steps
+# differ by less than the measurement's noise, and float32 is the choice that was measured everywhere.
+ATTENTION_BF16_FROM_SPEEDUP = 1.05
+ATTENTION_WARM_ROUNDS, ATTENTION_ROUNDS = 2, 5
+
+
+@functools.lru_cache(maxsize=None)
+def bf16_attention_speedup(batch: int, heads: int, kv_heads: int, T: int, head_dim: int) -> float:
+    """How much faster a causal attention's forward and backward runs in bfloat16 than in float32, on this CPU.
+
+    Measured once per process and shape, the way a training step takes either: bfloat16 q, k, v
+    straight into the kernel, against q, k, v cast to float32, the kernel, its output cast back (and
+    the casts' backward). Fastest of ATTENTION_ROUNDS each, alternated, after ATTENTION_WARM_ROUNDS:
+    interference only ever adds time. Some 0.1 s at the default model's shape, about 1 s at 6 x 384
+    with block 256. The kernel alone, forward and backward, in ms, on two 2-core Xeons with AMX (with
+    the casts, the second Xeon measured 0.25x to 0.38x at 16 x 4 x 64 x 32 and 1.17x to 1.33x at 32 x 6 x
+    256 x 64, three processes each):
+
+        batch x heads x T x head_dim    12 x 4 x 64 x 32    16 x 4 x 256 x 32    32 x 6 x 256 x 64    8 x 6 x 512 x 64
+        float32 (first Xeon)            1.0                                      70
+        bfloat16 (first Xeon)           5.3                                      98
+        float32 (second Xeon)           1.1                 10.9                 67                   52
+        bfloat16 (second Xeon)          4.3                 16.3                 61                   41
+
+    torch's CPU flash-attention backward in bfloat16 loses wherever the sequence is short or the heads
+    narrow, and on the second Xeon wins at long sequences with 64-wide heads: it differs between CPUs
+    of one kind, so the process asks its own CPU. Any error answers 0 (float32).
+    """
+    try:
+        numbers = torch.Generator().manual_seed(0)  # its own: a run's random stream must not depend on this
+        q = torch.randn(batch, heads, T, head_dim, generator=numbers).bfloat16().requires_grad_()
+        k, v = (torch.randn(batch, kv_heads, T, head_dim, generator=numbers).bfloat16().requires_grad_()
+                for _ in range(2))
+        dout = torch.randn(batch, heads, T, head_dim, generator=numbers).bfloat16()
+        gqa = kv_heads != heads
+
+        def in_bfloat16():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa).backward(dout)
+
+        def in_float32():
+            out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=gqa)
+            out.to(torch.bfloat16).backward(dout)
+
+        with torch.autocast("cpu", enabled=False), torch.enable_grad():
+            for _ in range(ATTENTION_WARM_ROUNDS):
+                in_float32(), in_bfloat16()
+            times: dict = {in_float32: [], in_bfloat16: []}
+            for _ in range(ATTENTION_ROUNDS):
+                for run, seen in times.items():
+                    start = time.perf_counter()
+                    run()
+                    seen.append(time.perf_counter() - start)
+        return min(times[in_float32]) / min(times[in_bfloat16])
+    except Exception:  # a torch whose CPU kernel lacks bfloat16, or any other trouble: keep float32
+        return 0.0
 
 
 # From this size of the hidden layer (tokens x d_ff numbers) on, glibc hands out fresh mmapped pages for

@@ -30,6 +30,10 @@ eager fast path (2-core Xeon without AMX, batch 16, one thread; torch 2.13), for
 length wins the compile back: inductor fuses the elementwise work around products that already run
 near the float32 peak. Where it pays (bfloat16 on a CPU with AMX: 1.51x against 1.33x eager at
 nanoGPT's CPU size, an earlier session; a GPU: bench/gpu_gpt2.py, 1.33x) `compile=on` asks for it.
+Even there it wins back its compile time only in long runs: on a second Xeon with AMX a compiled
+step of the default model at batch 16 ran 1.60x nanoGPT's against the eager 1.38x (23.8 against
+27.7 ms) for a first step of 18.5 s, about 4,700 steps to break even, and at 6 x 384 it ran no
+faster than eager (2.30x against 2.37x, one run).
 
 Denormal floats are not flushed either: a run that makes them (AdamW at lr 1e-2 on pydoc) took 16.3
 s for 300 steps, 11.6 s with torch.set_flush_denormal on, but only when it was set before torch's
