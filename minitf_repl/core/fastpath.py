@@ -26,12 +26,13 @@ on the two paths are equal in distribution, not number for number.
 On a CPU the attention kernel of a bfloat16 training step runs in float32 unless bfloat16 was
 measured faster at that shape: torch's CPU flash-attention backward is several times slower in
 bfloat16 than in float32 at short sequences and narrow heads (forward and backward with the casts,
-2-core Xeon with AMX: 0.25x to 0.4x float32's speed at the default model's 16 x 4 heads x 64 x 32),
-but on another Xeon with AMX (float32 peak 350 GFLOP/s, the first one's 280) 1.2x to 1.3x faster at
-6 x 384's 32 x 6 x 256 x 64, where it made the whole step 1.06x faster. Which wins differs between CPUs and shapes, so the process measures each training
-shape once (`attention_in_float32`, `bf16_attention_speedup`, some 0.1 s at the default model).
-For float32 autocast is switched off around the call (it would cast q, k and v down again). The
-projections around it, where the FLOPs are, stay in bfloat16.
+on a 2-core Xeon with AMX: 0.25x to 0.4x float32's speed at the default model's 16 x 4 heads x 64 x
+32). At 6 x 384's 32 x 6 x 256 x 64 the same Xeon ran it 1.08x to 1.33x faster, and the whole step
+1.04x to 1.06x, where an earlier Xeon with AMX (float32 peak 280 GFLOP/s against this one's 350) ran
+it at 0.7x (the kernel alone). Which wins differs between CPUs and shapes, so the process measures
+each training shape once (`attention_in_float32`, `bf16_attention_speedup`, some 0.1 s at the
+default model). For float32, autocast is switched off around the call (it would cast q, k and v down
+again). The projections around it, where the FLOPs are, stay in bfloat16.
 
 The GELU feed-forward's backward pass on the CPU (`_GELUFeedForward`) is autograd's own, step for
 step, with two fewer buffers of the hidden layer's size (tokens x d_ff):
