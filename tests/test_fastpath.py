@@ -432,8 +432,8 @@ def test_fast_path_under_autocast_takes_the_measured_attention_dtype(bf16_kernel
 
 
 def test_bf16_attention_speedup_is_a_measurement_that_fails_to_float32(monkeypatch):
-    """A positive speed ratio, measured without touching the global random stream; a kernel that fails
-    answers 0 (float32)."""
+    """A positive speed ratio, measured without touching the global random stream, in fewer rounds where
+    the kernel is slow; a kernel that fails answers 0 (float32)."""
     from minitf_repl.core import fastpath
 
     measure = fastpath.bf16_attention_speedup.__wrapped__  # around the per-process cache
@@ -442,6 +442,16 @@ def test_bf16_attention_speedup_is_a_measurement_that_fails_to_float32(monkeypat
     torch.manual_seed(5)
     assert measure(2, 4, 2, 8, 8) > 0
     assert torch.equal(torch.rand(3), expected)
+
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
+    measure(2, 4, 2, 8, 8)
+    assert len(calls) == 2 * (fastpath.ATTENTION_WARM_ROUNDS + fastpath.ATTENTION_ROUNDS)
+    calls.clear()
+    monkeypatch.setattr(fastpath, "ATTENTION_SLOW_ROUND_S", 0.0)  # a kernel slower than the budget: two timed rounds
+    measure(2, 4, 2, 8, 8)
+    assert len(calls) == 2 * (fastpath.ATTENTION_WARM_ROUNDS + 2)
 
     def missing(*a, **k):
         raise RuntimeError("no bfloat16 kernel")

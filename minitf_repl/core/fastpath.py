@@ -208,6 +208,10 @@ def attention_in_float32(q: torch.Tensor, kv_heads: int) -> bool:
 # differ by less than the measurement's noise, and float32 is the choice that was measured everywhere.
 ATTENTION_BF16_FROM_SPEEDUP = 1.05
 ATTENTION_WARM_ROUNDS, ATTENTION_ROUNDS = 2, 5
+# Where one round of both takes longer than this (GPT-2 small's 16 x 12 x 1024 x 64 takes seconds on two
+# cores), two timed rounds do instead of ATTENTION_ROUNDS: such a kernel's time hardly varies by noise, and a
+# first step should not wait half a minute for the answer.
+ATTENTION_SLOW_ROUND_S = 0.25
 
 
 @functools.lru_cache(maxsize=None)
@@ -218,7 +222,7 @@ def bf16_attention_speedup(batch: int, heads: int, kv_heads: int, T: int, head_d
     straight into the kernel, against q, k, v cast to float32, the kernel, its output cast back (and
     the casts' backward). Fastest of ATTENTION_ROUNDS each, alternated, after ATTENTION_WARM_ROUNDS:
     interference only ever adds time. Some 0.1 s at the default model's shape, about 1 s at 6 x 384
-    with block 256. The kernel alone, forward and backward, in ms, on two 2-core Xeons with AMX (with
+    with block 256; where a round is slower than ATTENTION_SLOW_ROUND_S, two timed rounds only. The kernel alone, forward and backward, in ms, on two 2-core Xeons with AMX (with
     the casts, the second Xeon measured 0.25x to 0.38x at 16 x 4 x 64 x 32 and 1.17x to 1.33x at 32 x 6 x
     256 x 64, three processes each):
 
@@ -249,9 +253,11 @@ def bf16_attention_speedup(batch: int, heads: int, kv_heads: int, T: int, head_d
 
         with torch.autocast("cpu", enabled=False), torch.enable_grad():
             for _ in range(ATTENTION_WARM_ROUNDS):
+                start = time.perf_counter()
                 in_float32(), in_bfloat16()
+            slow = time.perf_counter() - start > ATTENTION_SLOW_ROUND_S
             times: dict = {in_float32: [], in_bfloat16: []}
-            for _ in range(ATTENTION_ROUNDS):
+            for _ in range(2 if slow else ATTENTION_ROUNDS):
                 for run, seen in times.items():
                     start = time.perf_counter()
                     run()
