@@ -492,6 +492,40 @@ def test_device_says_whose_kernels_run_float32_products(monkeypatch, faster):
     assert ("oneDNN's kernels, measured faster here" if faster else "torch's own (MKL's)") in console.file.getvalue()
 
 
+@pytest.mark.parametrize("speedup", [0.3, 1.2], ids=["float32-kernel", "bf16-kernel"])
+def test_device_says_what_a_bfloat16_steps_attention_runs_in_at_the_models_shape(monkeypatch, speedup):
+    """On a CPU with bfloat16 units (patched, whichever this one is) :device asks core.fastpath's measurement at the
+    model's training shape and says its answer; training in float32 or off the fast path, nothing is measured."""
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.core import fastpath, precision
+    from minitf_repl.render import render
+
+    asked = []
+    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
+    monkeypatch.setattr(fastpath, "bf16_attention_speedup", lambda *shape: asked.append(shape) or speedup)
+    s = tiny_session()
+    run(s, ":set n_kv_heads=1")
+    result = run(s, ":device")
+    m = s.model_config
+    shape = [s.train_config.batch_size, m.n_heads, 1, m.max_seq_len, m.head_dim]
+    assert asked == [tuple(shape)] and result.cpu_attention_shape == shape
+    assert result.cpu_attention_dtype == ("bfloat16" if speedup > 1 else "float32")
+    assert result.cpu_attention_speedup == speedup
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    render(result, console)
+    assert (f"attention in a bfloat16 training step: {result.cpu_attention_dtype} here, at batch {shape[0]} x "
+            f"{shape[1]} heads (1 kv) x {shape[3]} positions x {shape[4]} wide (bfloat16 measured {speedup:.2f}x "
+            "float32's speed)") in " ".join(console.file.getvalue().split())
+    asked.clear()
+    for setting in ("dtype=float32", "dtype=auto fast_path=off"):
+        run(s, f":set {setting}")
+        result = run(s, ":device")
+        assert asked == [] and result.cpu_attention_dtype is None and result.cpu_attention_shape is None
+
+
 @pytest.mark.parametrize("caps", [{}, {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}],
                          ids=["uncapped", "capped-at-avx2"])
 def test_device_names_instruction_set_caps_and_the_bf16_units_they_leave_unused(monkeypatch, caps):

@@ -46,6 +46,10 @@ class DeviceResult:
     cpu_float32_products: str | None = None  # the fast path's float32 CPU products: "oneDNN" or "MKL" (core/fastpath.py)
     cpu_isa_caps: list[str] = field(default_factory=list)  # e.g. "ONEDNN_MAX_CPU_ISA=AVX2" (core.device.ISA_CAPS)
     cpu_bf16_units_unused: str | None = None  # bfloat16 units such a cap keeps oneDNN off ("AVX512-BF16"), or null
+    # Each null where training is float32, off the CPU or off the fast path (core.fastpath.attention_in_float32):
+    cpu_attention_dtype: str | None = None  # a bfloat16 CPU training step's attention kernel: "bfloat16" or "float32"
+    cpu_attention_shape: list[int] | None = None  # the shape it was measured at: batch, heads, kv heads, block, head width
+    cpu_attention_speedup: float | None = None  # bfloat16's measured speed there against float32's (taken from 1.05)
 
     @property
     def failure(self) -> str | None:
@@ -54,7 +58,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -88,10 +92,29 @@ def _train_dtype(session: Session, device) -> dict:
 
     setting = session.train_config.dtype
     choice = session.threads.choice or session.threads.decide()
-    return {"dtype": setting, "train_dtype": None if device is None else training_dtype(setting, device),
+    train_dtype = None if device is None else training_dtype(setting, device)
+    return {"dtype": setting, "train_dtype": train_dtype,
             "threads": choice.threads, "threads_why": choice.why(),
             "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL",
-            "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None}
+            "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None,
+            **_cpu_attention(session, device, train_dtype)}
+
+
+def _cpu_attention(session: Session, device, train_dtype: str | None) -> dict:
+    """What a bfloat16 CPU training step's attention kernel runs in at this model's shape, measured as the
+    step measures it (core.fastpath); nothing where training is float32, off the CPU or off the fast path."""
+    import torch
+
+    from ..core.fastpath import ATTENTION_BF16_FROM_SPEEDUP, bf16_attention_speedup
+
+    if (device is None or torch.device(device).type != "cpu" or train_dtype != "bfloat16"
+            or not session.train_config.fast_path):
+        return {}
+    m = session.model_config
+    shape = [session.train_config.batch_size, m.n_heads, m.kv_heads, m.max_seq_len, m.head_dim]
+    speedup = bf16_attention_speedup(*shape)
+    return {"cpu_attention_dtype": "bfloat16" if speedup >= ATTENTION_BF16_FROM_SPEEDUP else "float32",
+            "cpu_attention_shape": shape, "cpu_attention_speedup": round(speedup, 2)}
 
 
 @render.register(DeviceResult)
@@ -135,6 +158,12 @@ def render_device(result: DeviceResult, console: Console) -> None:
         note(console, "float32 products on the CPU: oneDNN's kernels, measured faster here than torch's own (MKL's)")
     elif result.cpu_float32_products == "MKL":
         note(console, "float32 products on the CPU: torch's own (MKL's), oneDNN's measured no faster here")
+    if result.cpu_attention_dtype is not None:
+        batch, heads, kv_heads, block, width = result.cpu_attention_shape
+        kv = f" ({kv_heads} kv)" if kv_heads != heads else ""
+        note(console, f"attention in a bfloat16 training step: {result.cpu_attention_dtype} here, at batch {batch} x "
+                      f"{heads} heads{kv} x {block} positions x {width} wide (bfloat16 measured "
+                      f"{result.cpu_attention_speedup:.2f}x float32's speed)")
     if result.cpu_isa_caps:
         unused = (f"; this CPU's {result.cpu_bf16_units_unused} units are left unused, so bf16 says no"
                   if result.cpu_bf16_units_unused else "")
