@@ -28,7 +28,7 @@ measured faster at that shape: torch's CPU flash-attention backward is several t
 bfloat16 than in float32 at short sequences and narrow heads (forward and backward with the casts,
 on a 2-core Xeon with AMX: 0.25x to 0.4x float32's speed at the default model's 16 x 4 heads x 64 x
 32). At 6 x 384's 32 x 6 x 256 x 64 the same Xeon ran it 1.08x to 1.33x faster, and the whole step
-1.04x to 1.06x, where an earlier Xeon with AMX (float32 peak 280 GFLOP/s against this one's 350) ran
+1.00x to 1.06x, where an earlier Xeon with AMX (float32 peak 280 GFLOP/s against this one's 350) ran
 it at 0.7x (the kernel alone). Which wins differs between CPUs and shapes, so the process measures
 each training shape once (`attention_in_float32`, `bf16_attention_speedup`, some 0.1 s at the
 default model). For float32, autocast is switched off around the call (it would cast q, k and v down
