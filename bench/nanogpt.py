@@ -314,13 +314,12 @@ def main() -> None:
                   f"{hidden / 2**20:.1f} MB, under {fastpath.OWN_BACKWARD_FROM_BYTES / 2**20:.0f} MB): both rows run "
                   f"the same code, so their ratio, {ratio}, is this table's noise")
     if "minitf float32 attention" in rows:
-        speedup = fastpath.bf16_attention_speedup(size["B"], size["H"], size["H"], size["T"], size["d"] // size["H"])
-        taken = speedup >= fastpath.ATTENTION_BF16_FROM_SPEEDUP
+        dtype, speedup = fastpath.attention_dtype_at(size["B"], size["H"], size["H"], size["T"], size["d"] // size["H"])
         print(f"the attention kernel under bfloat16 autocast: bfloat16 measured {speedup:.2f}x float32's speed at "
               f"{size['B']} x {size['H']} x {size['T']} x {size['d'] // size['H']} here (taken from "
-              f"{fastpath.ATTENTION_BF16_FROM_SPEEDUP}x), so :train runs it in {'bfloat16' if taken else 'float32'}; "
-              f"the step runs at {paired(per_step, 'minitf float32 attention', 'minitf :train')} the speed of the "
-              f"same step with float32 attention" + ("" if taken else
+              f"{fastpath.ATTENTION_BF16_FROM_SPEEDUP}x), so :train runs it in {dtype}; the step runs at "
+              f"{paired(per_step, 'minitf float32 attention', 'minitf :train')} the speed of the same step with "
+              f"float32 attention" + ("" if dtype == "bfloat16" else
               " (both rows run the same code, so this is the table's noise)"))
     # In the table each chunk follows nanoGPT's chunk and the peak's 1024 x 1024 products, which
     # leave the caches full of their own data; a `:train` runs its steps back to back. The ratio

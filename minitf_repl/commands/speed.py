@@ -105,16 +105,15 @@ def _cpu_attention(session: Session, device, train_dtype: str | None) -> dict:
     step measures it (core.fastpath); nothing where training is float32, off the CPU or off the fast path."""
     import torch
 
-    from ..core.fastpath import ATTENTION_BF16_FROM_SPEEDUP, bf16_attention_speedup
+    from ..core.fastpath import attention_dtype_at
 
     if (device is None or torch.device(device).type != "cpu" or train_dtype != "bfloat16"
             or not session.train_config.fast_path):
         return {}
     m = session.model_config
     shape = [session.train_config.batch_size, m.n_heads, m.kv_heads, m.max_seq_len, m.head_dim]
-    speedup = bf16_attention_speedup(*shape)
-    return {"cpu_attention_dtype": "bfloat16" if speedup >= ATTENTION_BF16_FROM_SPEEDUP else "float32",
-            "cpu_attention_shape": shape, "cpu_attention_speedup": round(speedup, 2)}
+    dtype, speedup = attention_dtype_at(*shape)
+    return {"cpu_attention_dtype": dtype, "cpu_attention_shape": shape, "cpu_attention_speedup": round(speedup, 2)}
 
 
 @render.register(DeviceResult)

@@ -185,6 +185,17 @@ def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) ->
     return attn.resid_dropout(module_linear(attn.out_proj, out.transpose(1, 2).reshape(B, T, C)))
 
 
+# The bfloat16 attention kernel replaces the float32 one under autocast only where it was measured this much
+# faster (fastest of ATTENTION_ROUNDS each, after ATTENTION_WARM_ROUNDS untimed): near a tie the two steps
+# differ by less than the measurement's noise, and float32 is the choice that was measured everywhere.
+ATTENTION_BF16_FROM_SPEEDUP = 1.05
+ATTENTION_WARM_ROUNDS, ATTENTION_ROUNDS = 2, 5
+# Where one round of both takes longer than this (GPT-2 small's 16 x 12 x 1024 x 64 takes seconds on two
+# cores), two timed rounds do instead of ATTENTION_ROUNDS: such a kernel's time hardly varies by noise, and a
+# first step should not wait half a minute for the answer.
+ATTENTION_SLOW_ROUND_S = 0.25
+
+
 def attention_in_float32(q: torch.Tensor, kv_heads: int) -> bool:
     """Whether the attention kernel runs in float32 for queries `q` (B, heads, T, head_dim) on this device.
 
@@ -195,23 +206,18 @@ def attention_in_float32(q: torch.Tensor, kv_heads: int) -> bool:
     """
     if q.device.type != "cpu":
         return False
-    if q.dtype is torch.float32 or not (torch.is_grad_enabled() and q.requires_grad):
-        return True
-    if torch.compiler.is_compiling():
+    if (q.dtype is torch.float32 or not (torch.is_grad_enabled() and q.requires_grad)
+            or torch.compiler.is_compiling()):
         return True
     B, H, T, D = q.shape
-    return bf16_attention_speedup(B, H, kv_heads, T, D) < ATTENTION_BF16_FROM_SPEEDUP
+    return attention_dtype_at(B, H, kv_heads, T, D)[0] == "float32"
 
 
-# The bfloat16 attention kernel replaces the float32 one under autocast only where it was measured this much
-# faster (fastest of ATTENTION_ROUNDS each, after ATTENTION_WARM_ROUNDS untimed): near a tie the two steps
-# differ by less than the measurement's noise, and float32 is the choice that was measured everywhere.
-ATTENTION_BF16_FROM_SPEEDUP = 1.05
-ATTENTION_WARM_ROUNDS, ATTENTION_ROUNDS = 2, 5
-# Where one round of both takes longer than this (GPT-2 small's 16 x 12 x 1024 x 64 takes seconds on two
-# cores), two timed rounds do instead of ATTENTION_ROUNDS: such a kernel's time hardly varies by noise, and a
-# first step should not wait half a minute for the answer.
-ATTENTION_SLOW_ROUND_S = 0.25
+def attention_dtype_at(batch: int, heads: int, kv_heads: int, T: int, head_dim: int) -> tuple[str, float]:
+    """("bfloat16" or "float32", bfloat16's measured speed against float32's): what a bfloat16 CPU training
+    step's attention kernel runs in at this shape, and why (`bf16_attention_speedup`, measured once)."""
+    speedup = bf16_attention_speedup(batch, heads, kv_heads, T, head_dim)
+    return ("bfloat16" if speedup >= ATTENTION_BF16_FROM_SPEEDUP else "float32"), speedup
 
 
 @functools.lru_cache(maxsize=None)
