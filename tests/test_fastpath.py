@@ -444,8 +444,8 @@ def test_bf16_attention_speedup_is_a_measurement_that_fails_to_float32(monkeypat
     assert torch.equal(torch.rand(3), expected)
 
     calls = []
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
+    kernels = fastpath.flash_kernels()
+    monkeypatch.setattr(fastpath, "flash_kernels", lambda: (lambda *a: calls.append(1) or kernels[0](*a), kernels[1]))
     measure(2, 4, 2, 8, 8)
     assert len(calls) == 2 * (fastpath.ATTENTION_WARM_ROUNDS + fastpath.ATTENTION_ROUNDS)
     calls.clear()
@@ -456,5 +456,26 @@ def test_bf16_attention_speedup_is_a_measurement_that_fails_to_float32(monkeypat
     def missing(*a, **k):
         raise RuntimeError("no bfloat16 kernel")
 
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", missing)
+    monkeypatch.setattr(fastpath, "flash_kernels", lambda: (missing, missing))
     assert measure(2, 4, 2, 8, 8) == 0.0
+
+
+def test_bf16_attention_speedup_times_the_kernels_a_cpu_training_step_runs_and_builds_no_graph(monkeypatch):
+    """The measurement calls the flash-attention ops that scaled_dot_product_attention dispatches to for a
+    CPU training step (forward and backward), and never autograd's backward: a `.backward()` there had kept
+    35-40 MB of a first `:train`'s peak memory (core/fastpath.py)."""
+    from minitf_repl.core import fastpath
+
+    forward, backward = fastpath.flash_kernels()
+    q, k, v = (torch.randn(2, 4, 8, 8, requires_grad=True) for _ in range(3))
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    ran = {event.key for event in prof.key_averages()}
+    assert {forward._qualified_op_name, backward._qualified_op_name} <= ran, ran
+
+    def no_autograd(*a, **k):
+        raise AssertionError("the measurement ran autograd's backward")
+
+    monkeypatch.setattr(torch.autograd, "backward", no_autograd)
+    monkeypatch.setattr(torch.Tensor, "backward", no_autograd)
+    assert fastpath.bf16_attention_speedup.__wrapped__(2, 4, 2, 8, 8) > 0

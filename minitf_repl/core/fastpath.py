@@ -220,6 +220,13 @@ def attention_dtype_at(batch: int, heads: int, kv_heads: int, T: int, head_dim: 
     return ("bfloat16" if speedup >= ATTENTION_BF16_FROM_SPEEDUP else "float32"), speedup
 
 
+def flash_kernels():
+    """(forward, backward): the CPU flash-attention ops that F.scaled_dot_product_attention runs for a
+    training step on the CPU (tests/test_fastpath.py checks that it still does)."""
+    return (torch.ops.aten._scaled_dot_product_flash_attention_for_cpu,
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward)
+
+
 @functools.lru_cache(maxsize=None)
 def bf16_attention_speedup(batch: int, heads: int, kv_heads: int, T: int, head_dim: int) -> float:
     """How much faster a causal attention's forward and backward runs in bfloat16 than in float32, on this CPU.
@@ -241,23 +248,33 @@ def bf16_attention_speedup(batch: int, heads: int, kv_heads: int, T: int, head_d
     torch's CPU flash-attention backward in bfloat16 loses wherever the sequence is short or the heads
     narrow, and on the second Xeon wins at long sequences with 64-wide heads: it differs between CPUs
     of one kind, so the process asks its own CPU. Any error answers 0 (float32).
+
+    The kernels are called as ops (`flash_kernels`), outside autograd: the same forward and backward
+    that F.scaled_dot_product_attention and its backward run on the CPU, without a graph. Through
+    autograd's `.backward()` the measurement had raised a first `:train`'s peak resident memory by 35
+    to 40 MB for good (bench/memory.py on the second Xeon: 376 MB against 344 MB this way, the issue's
+    ceiling 350); the answers are the same (three processes each: 0.30-0.31x at 16 x 4 x 64 x 32 against
+    0.31-0.38x, 1.17-1.28x at 32 x 6 x 256 x 64 against 1.21-1.28x).
     """
     try:
         numbers = torch.Generator().manual_seed(0)  # its own: a run's random stream must not depend on this
-        q = torch.randn(batch, heads, T, head_dim, generator=numbers).bfloat16().requires_grad_()
-        k, v = (torch.randn(batch, kv_heads, T, head_dim, generator=numbers).bfloat16().requires_grad_()
-                for _ in range(2))
+        q = torch.randn(batch, heads, T, head_dim, generator=numbers).bfloat16()
+        k, v = (torch.randn(batch, kv_heads, T, head_dim, generator=numbers).bfloat16() for _ in range(2))
         dout = torch.randn(batch, heads, T, head_dim, generator=numbers).bfloat16()
-        gqa = kv_heads != heads
+        forward, backward = flash_kernels()
 
         def in_bfloat16():
-            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa).backward(dout)
+            out, logsumexp = forward(q, k, v, 0.0, True)
+            backward(dout, q, k, v, out, logsumexp, 0.0, True)
 
-        def in_float32():
-            out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=gqa)
-            out.to(torch.bfloat16).backward(dout)
+        def in_float32():  # the casts a training step adds around the kernel, both ways, included
+            q32, k32, v32 = q.float(), k.float(), v.float()
+            out, logsumexp = forward(q32, k32, v32, 0.0, True)
+            out.bfloat16()
+            for grad in backward(dout.float(), q32, k32, v32, out, logsumexp, 0.0, True):
+                grad.bfloat16()
 
-        with torch.autocast("cpu", enabled=False), torch.enable_grad():
+        with torch.autocast("cpu", enabled=False), torch.no_grad():
             for _ in range(ATTENTION_WARM_ROUNDS):
                 start = time.perf_counter()
                 in_float32(), in_bfloat16()
