@@ -235,9 +235,11 @@ def bf16_attention_speedup(batch: int, heads: int, kv_heads: int, T: int, head_d
     straight into the kernel, against q, k, v cast to float32, the kernel, its output cast back (and
     the casts' backward). Fastest of ATTENTION_ROUNDS each, alternated, after ATTENTION_WARM_ROUNDS:
     interference only ever adds time. Some 0.1 s at the default model's shape, about 1 s at 6 x 384
-    with block 256; where a round is slower than ATTENTION_SLOW_ROUND_S, two timed rounds only. The kernel alone, forward and backward, in ms, on two 2-core Xeons with AMX (with
-    the casts, the second Xeon measured 0.25x to 0.38x at 16 x 4 x 64 x 32 and 1.17x to 1.33x at 32 x 6 x
-    256 x 64, three processes each):
+    with block 256; where a round is slower than ATTENTION_SLOW_ROUND_S, two timed rounds only.
+
+    The kernel alone, forward and backward, in ms, on two 2-core Xeons with AMX (with the casts, the
+    second Xeon measured 0.25x to 0.38x at 16 x 4 x 64 x 32 and 1.17x to 1.33x at 32 x 6 x 256 x 64,
+    three processes each):
 
         batch x heads x T x head_dim    12 x 4 x 64 x 32    16 x 4 x 256 x 32    32 x 6 x 256 x 64    8 x 6 x 512 x 64
         float32 (first Xeon)            1.0                                      70
