@@ -6,21 +6,23 @@ peak (about 60 MB at the default model, measured with malloc_trim before and aft
 checkpoint, drawing the results or evaluating afterwards then grows the process beyond that peak.
 `release_freed()` hands the unused part back (glibc's malloc_trim): the trainer calls it when a run
 ends. Elsewhere (macOS, Windows, musl) it does nothing. bench/memory.py measures the peak.
+
+malloc_trim is looked up among the symbols the process has already loaded (`ctypes.CDLL(None)`:
+the C library the interpreter itself runs on), not through `ctypes.util.find_library`, which on
+Linux starts `/sbin/ldconfig -p` in a child process to find a file the process has mapped already.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 
 
 @functools.lru_cache(maxsize=None)
 def _malloc_trim():
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
-    except (OSError, AttributeError):  # no glibc here
+        return ctypes.CDLL(None).malloc_trim  # the C library this process already runs on (module docstring)
+    except (OSError, AttributeError, TypeError):  # no glibc here (musl, macOS), or no CDLL(None) (Windows)
         return None
 
 
