@@ -118,6 +118,10 @@ def run(session, line: str, hooks=None):
         (":set lr=0.01 n-layers=2", "set", {"lr": 0.01, "n_layers": 2}),
         (":set top_k=none top_p=0.5 gen_seed=3", "set", {"top_k": CLEAR, "top_p": 0.5, "gen_seed": 3}),
         (":set batch=16 attention=sdpa", "set", {"batch_size": 16, "attention": "sdpa"}),
+        # nanoGPT's names for the model's sizes, as a learner who read its train.py types them
+        (":set block_size=32 n_embd=64 n_head=2 n_layer=3", "set",
+         {"max_seq_len": 32, "d_model": 64, "n_heads": 2, "n_layers": 3}),
+        (":set --block-size 32", "set", {"max_seq_len": 32}),
         (":help", "help", {}),
         (":help train", "help", {"command": "train"}),
         (":q", "quit", {}),
@@ -162,6 +166,8 @@ def test_parse_line_forms(line, name, args):
         (":config x=1", ":config takes no options"),
         (":set vocab_size=5", "vocab_size comes from the data"),
         (":set lrr=1", "did you mean lr?"),
+        (":set n_embed=64", "did you mean d_model?"),  # close to the alias n_embd: named by its option
+        (":set block_siz=32", "did you mean max_seq_len?"),  # not batch_size
         (":set activation=tanh", "activation must be one of gelu, relu"),
         (":set top_k=none2", "top_k must be a whole number"),
         (":train steps=10000000000", "at most 10,000,000"),

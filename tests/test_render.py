@@ -66,6 +66,11 @@ def test_help_detail_shows_usage_and_options():
     assert ":train" not in out
 
 
+def test_help_detail_names_each_options_other_spellings():
+    out = " ".join(text_of(run_command(None, "help", {"command": "set"})).split())  # the table wraps its cells
+    assert "(also block_size=)" in out and "(also n_embd=)" in out and "(also batch=)" in out
+
+
 # --- train ---------------------------------------------------------------------------------------
 def test_train_table_and_summary():
     out = text_of(train_result())

@@ -88,7 +88,8 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         if p.nullable:
             kind += "|none"
         default = [fmt.value(p.default) if p.default is not None else ""] if with_default else []
-        add_row(table, name, kind, *default, p.help)
+        also = f" (also {', '.join(f'{alias}=' for alias in p.aliases)})" if p.aliases else ""
+        add_row(table, name, kind, *default, p.help + also)
     console.print(table)
 
 

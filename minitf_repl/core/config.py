@@ -197,11 +197,14 @@ class ModelConfig(Settings):
 
     vocab_size: int = setting(50, "tokens in the vocabulary", low=1,
                               derived_from="the data (one token per character); switch data to change it")
-    max_seq_len: int = setting(64, "context window T: the longest input", low=1, limit=16_384)
+    # The aliases are nanoGPT's names for the same four numbers (block_size, n_embd, n_head, n_layer): a
+    # learner who read its train.py types them, and `:set block_size=32` should not answer "batch_size?".
+    max_seq_len: int = setting(64, "context window T: the longest input", low=1, limit=16_384,
+                               aliases=("block_size",))
     # No limits on the sizes themselves: core.sizes.check_trainable bounds the parameters and memory they imply.
-    d_model: int = setting(128, "width of the residual stream", low=1)
-    n_heads: int = setting(4, "attention heads (must divide d_model)", low=1)
-    n_layers: int = setting(4, "Transformer blocks", low=1)
+    d_model: int = setting(128, "width of the residual stream", low=1, aliases=("n_embd",))
+    n_heads: int = setting(4, "attention heads (must divide d_model)", low=1, aliases=("n_head",))
+    n_layers: int = setting(4, "Transformer blocks", low=1, aliases=("n_layer",))
     # With swiglu the hidden width is ffn_hidden(config) = int(2 * d_ff / 3): three matrices instead
     # of two, so the parameter count stays about the same as the two-matrix FFN of width d_ff.
     d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model "
