@@ -182,6 +182,10 @@ class Registry(Mapping):
         clash = sorted(taken & {command.name, *command.aliases})
         if clash and self.commands.get(command.name) is None:
             raise ValueError(f"command name(s) {', '.join(clash)} already registered")
+        spellings = [s for p in command.params if not p.positional for s in (p.name, *p.aliases)]
+        twice = sorted({s for s in spellings if spellings.count(s) > 1})
+        if twice:  # find_param would take the first silently
+            raise ValueError(f":{command.name} spells option(s) {', '.join(twice)} twice")
         self.commands[command.name] = command
         return command
 

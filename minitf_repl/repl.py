@@ -181,8 +181,13 @@ class CommandCompleter(Completer):
         used = {tok.split("=", 1)[0].replace("-", "_") for tok in stripped.split()[1:] if "=" in tok}
         typed = word.lstrip("-").replace("-", "_")
         for param in command.options:
-            if param.name not in used and param.name.startswith(typed):
+            if param.name in used or any(alias in used for alias in param.aliases):
+                continue
+            if param.name.startswith(typed):
                 yield Completion(f"{param.name}=", start_position=-len(word))
+            elif typed and (alias := next((a for a in param.aliases if a.startswith(typed)), None)):
+                # another spelling (nanoGPT's block_size) completes to the option's own name, saying why
+                yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
         positional = command.positional
         if positional is not None and not word.startswith("-"):
             for value in self._values(positional):

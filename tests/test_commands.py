@@ -122,6 +122,9 @@ def run(session, line: str, hooks=None):
         (":set block_size=32 n_embd=64 n_head=2 n_layer=3", "set",
          {"max_seq_len": 32, "d_model": 64, "n_heads": 2, "n_layers": 3}),
         (":set --block-size 32", "set", {"max_seq_len": 32}),
+        (":train max_iters=50 learning_rate=3e-3 eval_interval=10", "train", {"steps": 50, "lr": 3e-3, "eval_every": 10}),
+        (":set eval_iters=4 warmup_iters=5 max_new_tokens=20", "set", {"eval_batches": 4, "warmup_steps": 5, "n": 20}),
+        (":gen hi max_new_tokens=20", "gen", {"prompt": "hi", "n": 20}),
         (":help", "help", {}),
         (":help train", "help", {"command": "train"}),
         (":q", "quit", {}),
@@ -208,6 +211,14 @@ def test_a_100k_character_line_parses_or_fails_cleanly_and_fast(line):
 
 
 # --- the registry ---------------------------------------------------------------------------------
+
+
+def test_a_command_cannot_spell_two_options_alike():
+    from minitf_repl.registry import Command, Registry
+
+    registry = Registry()
+    with pytest.raises(ValueError, match="spells option.s. steps twice"):
+        registry.add(Command("x", lambda *a: None, "X.", (), [Param("steps", int), Param("length", int, aliases=("steps",))]))
 
 
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():

@@ -295,6 +295,15 @@ def test_completes_option_keys_and_values():
     assert complete(":nosuch ") == []
 
 
+def test_an_options_other_spelling_completes_to_its_name():
+    completer = repl.CommandCompleter()
+    [block] = completer.get_completions(Document(":set block"), CompleteEvent(completion_requested=True))
+    assert block.text == "max_seq_len=" and "block_size= -> max_seq_len=" in block.display_text
+    assert complete(":train max_i") == ["steps="] and complete(":gen max_new") == ["n="]
+    assert "steps=" not in complete(":train max_iters=5 ")  # given under its other name
+    assert "d_model=" in complete(":set n_")  # n_embd
+
+
 def test_completes_checkpoint_names_after_load(tmp_path):
     (tmp_path / "run1").mkdir()
     (tmp_path / "autosave").mkdir()

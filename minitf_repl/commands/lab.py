@@ -63,7 +63,8 @@ MAX_CONTENDERS = 6
     Param("contenders", str, positional=True,
           help="contenders: `current`, a preset (`preset=modern`) or settings (`norm=rmsnorm,bias=off`); "
                "separate them with spaces, or with `vs` when one has several settings"),
-    Param("steps", int, help="training steps per contender (default 300)", low=1, limit=TrainConfig.spec("steps").limit),
+    Param("steps", int, help="training steps per contender (default 300)", low=1, limit=TrainConfig.spec("steps").limit,
+          aliases=TrainConfig.spec("steps").aliases),
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),

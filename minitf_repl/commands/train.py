@@ -91,7 +91,7 @@ class TrainResult:
 
 @command("train", "Train the model: continue a stopped run, or start a new run of steps.", params=[
     Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
-          low=1, limit=TrainConfig.spec("steps").limit),
+          low=1, limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases),
     param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)"),
     param_from_setting(TrainConfig.spec("batch_size"), help="sequences per step (kept, like :set batch_size)"),
     Param("data", str, help="switch data first, as :data does", complete=complete_data),

@@ -197,8 +197,9 @@ class ModelConfig(Settings):
 
     vocab_size: int = setting(50, "tokens in the vocabulary", low=1,
                               derived_from="the data (one token per character); switch data to change it")
-    # The aliases are nanoGPT's names for the same four numbers (block_size, n_embd, n_head, n_layer): a
-    # learner who read its train.py types them, and `:set block_size=32` should not answer "batch_size?".
+    # Aliases here and in TrainConfig and GenConfig are nanoGPT's names for the same settings (its train.py and
+    # sample.py): a learner who read them types block_size or max_iters, and `:set block_size=32` should not
+    # answer "did you mean batch_size?". Only exact equivalents: nanoGPT's min_lr is a rate, not a ratio.
     max_seq_len: int = setting(64, "context window T: the longest input", low=1, limit=16_384,
                                aliases=("block_size",))
     # No limits on the sizes themselves: core.sizes.check_trainable bounds the parameters and memory they imply.
@@ -295,20 +296,21 @@ class TrainConfig(Settings):
 
     kind = "training"
 
-    steps: int = setting(600, "length of a run", low=1, limit=10_000_000)
+    steps: int = setting(600, "length of a run", low=1, limit=10_000_000, aliases=("max_iters",))
     # The defaults are the built-in data's recipe (core/recipes.py; tuning runs in bench/recipes.py).
     batch_size: int = setting(16, "sequences per step", low=1, limit=4096, aliases=("batch",))
     # core/optimizers.py explains both; muon's lr is scaled so that one lr means the same step size for both.
     optimizer: str = setting("muon", "adamw: AdamW for every weight; muon: Muon (orthogonalised momentum) for the "
                              "matrices inside the blocks, AdamW for the rest; a change keeps the weights and "
                              "restarts the optimizer's memory", choices=OPTIMIZERS)
-    lr: float = setting(1e-2, "peak learning rate", low=0.0, low_open=True)
+    lr: float = setting(1e-2, "peak learning rate", low=0.0, low_open=True, aliases=("learning_rate",))
     min_lr_ratio: float = setting(0.1, "the cosine decays to lr * min_lr_ratio", low=0.0, high=1.0)
-    warmup_steps: int = setting(10, "steps of linear warm-up", low=0, limit=10_000_000)
+    warmup_steps: int = setting(10, "steps of linear warm-up", low=0, limit=10_000_000, aliases=("warmup_iters",))
     weight_decay: float = setting(0.01, "weight decay on matrices (AdamW's and Muon's alike)", low=0.0)
     grad_clip: float = setting(1.0, "max global gradient norm (0: off)", low=0.0)
-    eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000)
-    eval_batches: int = setting(8, "validation batches per evaluation (the loss is their mean)", low=1, limit=10_000)
+    eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000, aliases=("eval_interval",))
+    eval_batches: int = setting(8, "validation batches per evaluation (the loss is their mean)", low=1, limit=10_000,
+                                aliases=("eval_iters",))
     seed: int = setting(1337, "seed of the initial weights and the batch order", low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
@@ -327,7 +329,7 @@ class GenConfig(Settings):
 
     kind = "generation"
 
-    n: int = setting(200, "tokens to generate", low=0, limit=100_000)
+    n: int = setting(200, "tokens to generate", low=0, limit=100_000, aliases=("max_new_tokens",))
     temperature: float = setting(0.8, "sampling temperature (0: greedy, always the likeliest token)", low=0.0)
     top_k: int | None = setting(None, "sample from the k likeliest tokens only (none: off)", type=int, low=1,
                                 nullable=True)
