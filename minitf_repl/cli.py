@@ -132,11 +132,15 @@ class _State:
 
 
 def apply_settings(session: Session, pairs: list[str]) -> None:
-    """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`."""
+    """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`. What `:set` would
+    only note (threads=N past the CPUs, a loaded model kept before a rebuild) goes to stderr; its usual
+    "key: old -> new" lines are left out, as the command line already says them."""
     if not pairs:
         return
+    from .render.live import QuietReporter
+
     command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
-    run_command(session, command, args)
+    run_command(session, command, args, QuietReporter(_stderr()))
 
 
 def root(

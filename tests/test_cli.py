@@ -87,6 +87,17 @@ def test_shapes_device_config_params_data_set():
     assert result.exit_code == 0 and "n_layers: 4 -> 2" in result.stdout and "lr: 0.01 -> 0.02" in result.stdout
 
 
+def test_what_set_notes_reaches_stderr_from_the_command_line(monkeypatch):
+    from minitf_repl.core import threads
+
+    monkeypatch.setattr(threads, "available_cpus", lambda: 2)
+    result = invoke(*TINY, "--set", "threads=3", "config", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["data"] == "sort"  # stdout stays one document
+    assert "threads=3 is more than the 2 CPUs this process may use" in " ".join(result.stderr.split())
+    result = invoke(*TINY, "--set", "threads=1", "config")
+    assert result.exit_code == 0 and result.stderr == ""  # a plain --set says nothing of its own
+
+
 def test_user_errors_are_one_line_exit_1():
     line = assert_one_error_line(invoke(*TINY, "train", "--steps", "abc"))
     assert line == "error: steps must be a whole number, got 'abc'"

@@ -171,7 +171,8 @@ def test_the_trainer_asks_the_policy_between_steps():
     assert Counting.calls == 3 and summary.threads == torch.get_num_threads()
 
 
-def test_set_threads_and_device_in_the_shell():
+def test_set_threads_and_device_in_the_shell(monkeypatch):
+    monkeypatch.setattr(th, "available_cpus", lambda: 4)  # threads=2 is not more than the CPUs
     from minitf_repl.commands import DeviceResult
     from minitf_repl.dispatch import run_command
     from minitf_repl.parsing import parse_line
@@ -201,3 +202,32 @@ def test_a_real_program_spinning_on_a_core_is_seen(auto):
         spinner.wait()
     assert choice.busy is not None and choice.busy > 0.5, choice
     assert choice.threads == max(1, choice.cores - 1) or choice.busy > 1.25, choice
+
+
+def test_more_threads_than_cpus_is_said_where_it_is_set_and_shown(monkeypatch):
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.parsing import parse_line
+    from minitf_repl.reporter import Reporter
+    from minitf_repl.session import Session
+
+    monkeypatch.setattr(th, "affinity", lambda: {0, 1})
+    monkeypatch.setattr(th, "cgroup_quota", lambda: None)
+    assert th.available_cpus() == 2 and th.oversubscribed(2) is None
+    assert "threads=3 is more than the 2 CPUs this process may use" in th.oversubscribed(3)
+    monkeypatch.setattr(th, "cgroup_quota", lambda: 1.0)  # docker --cpus=1
+    assert th.oversubscribed(2).startswith("threads=2 is more than the 1 CPU this")
+
+    class Notices(Reporter):
+        said: list = []
+
+        def notice(self, text):
+            self.said.append(text)
+
+    s = Session(data_spec="sort")
+    for line in (":set threads=1", ":set threads=1", ":set threads=8", ":set threads=8"):
+        cmd, args = parse_line(line, REGISTRY)
+        run_command(s, cmd.name, args, Notices())
+    assert len(Notices.said) == 1 and "threads=8 is more than the 1 CPU" in Notices.said[0]  # said when it changes
+    assert run_command(s, "device", {}).threads_why == "threads=8, more than the 1 CPU this process may use"
+    run_command(s, "set", {"threads": 0})

@@ -22,6 +22,7 @@ from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.recipes import follow_optimizer, recipe_label
 from ..core.sizes import check_trainable
+from ..core.threads import oversubscribed
 from ..core.words import count
 from ..parsing import CLEAR
 from ..registry import Param, param_from_setting
@@ -164,6 +165,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")
+    threads = new[ShellConfig].threads
+    if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
+        reporter.notice(warning)
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
