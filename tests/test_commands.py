@@ -279,6 +279,28 @@ def test_help_lists_every_command_and_details_one():
         run(s, ":help trian")
 
 
+def test_help_on_a_setting_says_its_values_and_where_it_is_set():
+    s = Session()
+    lr = run(s, ":help lr").setting
+    assert (lr.name, lr.section, lr.aliases, lr.default, lr.now) == ("lr", "training", ("learning_rate",), 0.01, 0.01)
+    assert lr.valid == "> 0" and lr.kind == "float" and "train" in lr.commands and not lr.rebuilds
+    run(s, ":set lr=0.02")
+    assert run(s, ":help learning_rate").setting.now == 0.02  # another spelling finds the same setting
+    block = run(s, ":help block_size").setting
+    assert block.name == "max_seq_len" and block.rebuilds and block.section == "model"
+    assert run(s, ":help top_k").setting.kind == "int|none" and run(s, ":help dropout").setting.rebuilds is False
+    assert "comes from" in run(s, ":help vocab_size").setting.refusal
+    for word in ("trian", "preset"):  # neither a command nor a setting's key (preset= is :help set's)
+        with pytest.raises(UserError, match="unknown command"):
+            run(s, f":help {word}")
+
+
+def test_setting_the_context_window_first_keeps_the_datas_vocabulary():
+    s = Session()  # the data is read on first use: here by :set, to check that it fits the window
+    run(s, ":set max_seq_len=32")
+    assert s.model_config.vocab_size == s.data.tokenizer.vocab_size == 103  # not ModelConfig's default of 50
+
+
 def test_quit():
     assert isinstance(run(Session(), ":quit"), QuitResult)
 

@@ -66,6 +66,16 @@ def test_help_detail_shows_usage_and_options():
     assert ":train" not in out
 
 
+def test_help_on_a_setting():
+    from minitf_repl.session import Session
+
+    out = " ".join(text_of(run_command(Session(), "help", {"command": "n_embd"})).split())
+    assert out.startswith("d_model model setting (also n_embd=) width of the residual stream")
+    assert "int, >= 1; default 128, now 128" in out and ":set d_model=...; the model is rebuilt" in out
+    out = " ".join(text_of(run_command(Session(), "help", {"command": "lr"})).split())
+    assert "or for one command as its option: :train lr=..." in out
+
+
 def test_help_detail_names_each_options_other_spellings():
     out = " ".join(text_of(run_command(None, "help", {"command": "set"})).split())  # the table wraps its cells
     assert "(also block_size=)" in out and "(also n_embd=)" in out and "(also batch=)" in out

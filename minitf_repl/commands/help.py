@@ -8,12 +8,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..core.errors import UserError
 from ..registry import Command, Param
 from ..render import fmt
 from ..render.renderers import render
 from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
+from ..syntax import cmd
 from ..session import Session
 from .base import REGISTRY, command, complete_command
 
@@ -27,30 +29,77 @@ class HelpEntry:
 
 
 @dataclass
+class SettingHelp:
+    """`:help KEY` for a key of `:set`: what the setting means, its values and where it is set."""
+
+    name: str
+    aliases: tuple  # its other spellings (nanoGPT's names)
+    section: str  # "model", "training", "generation", "shell" or "data"
+    help: str
+    kind: str  # "int", "float", "on|off", "gelu|relu|..." (+ "|none" where it can be cleared)
+    valid: str  # the valid range in words ("> 0", "in [0, 1)"), "" when any value of its kind is
+    default: object
+    now: object  # the session's value
+    rebuilds: bool  # a model setting whose change rebuilds the model (weights reset)
+    commands: list[str]  # other commands that take it as an option of the same name ("train")
+    refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
+
+
+@dataclass
 class HelpResult:
     entries: list[HelpEntry]
     detail: HelpEntry | None = None  # set by `:help COMMAND`
     params: list[Param] = field(default_factory=list)  # the detail's options
+    setting: SettingHelp | None = None  # set by `:help KEY` for a setting
 
 
 def _entry(cmd: Command) -> HelpEntry:
     return HelpEntry(cmd.name, cmd.aliases, cmd.summary, cmd.usage())
 
 
-@command("help", "List the commands, or show one command's options.", params=[
-    Param("command", str, help="a command name, e.g. train", positional=True, complete=complete_command),
+@command("help", "List the commands, or show one command's options or one setting.", params=[
+    Param("command", str, help="a command, e.g. train, or a setting, e.g. lr", positional=True,
+          complete=complete_command),
 ], needs_torch=False, repl_only=True, bare_words=("help",))  # fmt: skip  (the shell has --help)
 def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     entries = [_entry(cmd) for cmd in REGISTRY.values()]
     name = args["command"]
     if name is None or not name.strip():
         return HelpResult(entries)
-    cmd = REGISTRY.find(name.split()[0])
+    word = name.split()[0]
+    try:
+        cmd = REGISTRY.find(word)
+    except UserError:
+        setting = setting_help(session, word)  # `:help lr`: a setting, not a command
+        if setting is None:
+            raise
+        return HelpResult(entries, setting=setting)
     return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
+
+
+def setting_help(session: Session, key: str) -> SettingHelp | None:
+    """What `:help KEY` says of the :set key `key` (its name or another spelling), or None if it is none."""
+    from .settings import SET, setting_value
+
+    key = key.strip().lstrip(":").replace("-", "_").lower()
+    param = next((p for p in SET.params if not p.positional and key in (p.name, *p.aliases)), None)
+    if param is None or param.setting is None:  # preset= is an action, and its own :help set line says it
+        return None
+    spec = param.setting
+    kind = "|".join(map(str, spec.choices)) if spec.choices else ("on|off" if spec.type is bool else spec.type.__name__)
+    others = [c.name for c in REGISTRY.values() if c is not SET
+              and any(p.name == spec.name and p.refusal is None for p in c.params)]
+    return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
+                       spec.range_text(), spec.default, setting_value(session, spec),
+                       spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
+                       param.refusal)
 
 
 @render.register(HelpResult)
 def render_help(result: HelpResult, console: Console) -> None:
+    if result.setting is not None:
+        render_setting_help(result.setting, console)
+        return
     if result.detail is not None:
         render_command_help(result, console)
         return
@@ -62,7 +111,8 @@ def render_help(result: HelpResult, console: Console) -> None:
         add_row(table, names, entry.summary)
     console.print(table)
     note(console, "A line without ':' is a prompt: the model continues it (like :gen PROMPT).")
-    note(console, ":help COMMAND shows its options; Tab completes; Ctrl-C stops a running command.")
+    note(console, ":help COMMAND shows its options, :help KEY a setting; Tab completes; Ctrl-C stops a running "
+                  "command.")
 
 
 def render_command_help(result: HelpResult, console: Console) -> None:
@@ -91,6 +141,23 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         also = f" (also {', '.join(f'{alias}=' for alias in p.aliases)})" if p.aliases else ""
         add_row(table, name, kind, *default, p.help + also)
     console.print(table)
+
+
+def render_setting_help(h: SettingHelp, console: Console) -> None:
+    """`:help lr`: the setting's line of `:help set`, with its default, its value now and where it is set."""
+    also = f" (also {', '.join(f'{alias}=' for alias in h.aliases)})" if h.aliases else ""
+    say(console, Text(h.name, style="bold") + Text(f"  {h.section} setting{also}"))
+    say(console, h.help)
+    valid = f", {h.valid}" if h.valid else ""
+    default = "" if h.refusal else f"default {fmt.value(h.default)}, "  # a derived value's default means nothing
+    say(console, f"{h.kind}{valid}; {default}now {fmt.value(h.now)}")
+    if h.refusal:
+        note(console, h.refusal)
+        return
+    where = cmd("set", **{h.name: "..."})
+    if h.commands:
+        where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in h.commands)
+    note(console, f"{where}{'; the model is rebuilt, weights reset (step 0)' if h.rebuilds else ''}")
 
 
 @dataclass

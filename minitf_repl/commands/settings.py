@@ -149,7 +149,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
         reading[1].check_fits(model.max_seq_len)
     elif model.max_seq_len != session.model_config.max_seq_len:
+        unread = session.loaded_data is None
         session.data.check_fits(model.max_seq_len)
+        if unread:  # reading the data just now set the vocabulary, after `model` was made from the default
+            model = model.replace(vocab_size=session.model_config.vocab_size)
     check_trainable(model, train.batch_size)
 
     changed = {}
@@ -183,6 +186,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
+
+
+def setting_value(session: Session, spec) -> object:
+    """The value a declared setting (a SettingSpec of one of SETTINGS) holds in this session now."""
+    cls = next(c for c in SETTINGS if spec in c.specs())
+    return getattr(_current(session, cls), spec.name)
 
 
 def _current(session: Session, cls):
