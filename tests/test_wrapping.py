@@ -112,6 +112,7 @@ def real_results(tmp_path_factory):
     try:
         out["help"] = run_command(s, "help", {})
         out["help train"] = run_command(s, "help", {"command": "train"})
+        out["help lr"] = run_command(s, "help", {"command": "learning_rate"})
         out["config"] = run_command(s, "config", {})
         out["set"] = run_command(s, "set", dict(TINY))
         out["data"] = run_command(s, "data", {})
@@ -136,6 +137,8 @@ def real_results(tmp_path_factory):
         out["step"] = run_command(s, "step", {})
         out["lens"] = run_command(s, "lens", {})
         out["lens both"] = run_command(s, "lens", {"at": "both"})
+        out["score"] = run_command(s, "score", {})  # reverse:4: the question given, the answer counted
+        out["score text"] = run_command(s, "score", {"text": "1234=4321" * 3})
         out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):

@@ -1,4 +1,4 @@
-"""Views inside the model on one input: `:attn`, `:step`, `:lens`, `:tok`, and the `:report` page.
+"""Views inside the model on one input: `:attn`, `:step`, `:lens`, `:score`, `:tok`, and the `:report` page.
 
 (Which parts carry an answer, `:patch` and `:attrib`, is commands/why.py.)
 
@@ -10,6 +10,7 @@ it; without (NO_COLOR, a pipe, a test console) the same information as character
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -322,6 +323,98 @@ class TokResult:
     ids: list[int]
     vocab_size: int
     kind: str = "character"  # what one token is
+
+
+# --- :score --------------------------------------------------------------------------------------
+@dataclass
+class ScoreResult:
+    text: str  # the text scored (its last max_seq_len + 1 tokens)
+    tokens: list[str]  # each of its tokens as the model reads it
+    target_probs: list[float]  # position t: p(token t+1 | tokens 0..t), the true next token's probability
+    losses: list[float]  # position t: -ln target_probs[t], its share of the loss
+    guesses: list[str]  # position t: the model's likeliest next token
+    guess_probs: list[float]  # position t: that guess's probability
+    counted: list[bool]  # position t: whether training counts its loss (a task's question is given, not predicted)
+    loss: float  # the mean of the counted losses: the cross-entropy training minimises, on this one text
+    uniform: float  # ln(vocab_size): the loss of a uniform guess, a model that knows nothing
+    dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+
+
+@command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
+         params=[
+    Param("text", str, help="the text to score (default: a sample of the data with what truly follows it)",
+          positional=True),
+], aliases=("tf",))  # fmt: skip
+def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
+    data = session.data
+    text = args["text"] or _known_text(data)
+    ids = data.tokenizer.encode(text)
+    window = session.model_config.max_seq_len + 1  # the model reads max_seq_len tokens and predicts one more
+    dropped = max(0, len(ids) - window)
+    if dropped:
+        ids = ids[-window:]
+        text = data.tokenizer.decode(ids)
+        reporter.notice(f"the text is longer than max_seq_len + 1 = {window}; scoring its last "
+                        f"{count(window, data.tokenizer.unit)}")
+    if len(ids) < 2:
+        raise UserError(f"teacher forcing needs at least two {data.tokenizer.unit}s, one to read and the one after it "
+                        f"to predict; e.g. {cmd('score', 'hello')}")
+    from ..core.inside import teacher_forcing
+
+    counted = getattr(data, "counted", None)  # a task counts its answer only
+    scored = teacher_forcing(session.model, ids, counted(len(ids)) if counted and not dropped else None)
+    itos = data.tokenizer.itos
+    return ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
+                       [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
+                       math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit)
+
+
+def _known_text(data) -> str:
+    """The views' sample of the data with what truly follows it: a corpus's window and its next character, a
+    task's question and its whole answer; else the sample alone."""
+    text = sample_prompt(data)
+    if hasattr(data, "answer"):
+        with contextlib.suppress(ValueError):
+            return text + data.answer(text)
+    return text + (true_next(data, text) or "")
+
+
+@render.register(ScoreResult)
+def render_score(result: ScoreResult, console: Console) -> None:
+    n = len(result.losses)
+    say(console, f"teacher forcing on {result.text[-60:]!r}", "bold")
+    note(console, f"one forward pass reads {count(n, result.unit)} and predicts each next one at once: position t "
+                  "sees tokens 0..t only (the causal mask), and its loss is -ln p(the true next token)")
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    for name, justify in (("t", "right"), ("reads", "left"), ("true next", "left"), ("p", "right"),
+                          ("-ln p", "right"), ("", "left"), ("best guess", "left")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    counted = [t for t in range(n) if result.counted[t]]
+    worst = max(result.losses[t] for t in counted)
+    right = 0
+    for t in range(n):
+        hit = result.guesses[t] == result.tokens[t + 1]
+        right += hit and result.counted[t]
+        if not result.counted[t]:  # a task's question: given, so no loss is counted there
+            add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]),
+                    Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
+                    Text("given", style="dim"), Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}",
+                                                     style="dim"))
+            continue
+        bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
+        add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]), f"{result.target_probs[t]:.3f}",
+                f"{result.losses[t]:.3f}", Text(bar, style="red" if result.losses[t] > result.uniform else "yellow"),
+                Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="green" if hit else ""))
+    console.print(table)
+    given = n - len(counted)
+    which = (f"the {len(counted)} counted -ln p (the question's {given} are given, not predicted: no loss there)"
+             if given else f"the {n} -ln p" if n > 1 else "the one -ln p")
+    say(console, f"loss {result.loss:.4f}: the mean of {which}, what :train minimises on every row of a batch "
+                 f"(a uniform guess: ln(V) = {result.uniform:.2f})")
+    positions = count(len(counted), "counted position" if given else "position")
+    note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
+                  f"{cmd('lens')} and {cmd('step')} look at one position in depth")
 
 
 @command("tok", "Show text as the model reads it: its tokens and their ids.", params=[

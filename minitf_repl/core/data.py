@@ -280,6 +280,13 @@ class Task:
                 f"raise max_seq_len or choose a smaller task size"
             )
 
+    def counted(self, n_tokens: int) -> list[bool] | None:
+        """Which of the n_tokens - 1 next-token predictions of one question=answer sequence the loss counts
+        (the answer's, as `encode_examples` masks them), or None for a sequence not of that length."""
+        if n_tokens != self.seq_len + 1:
+            return None
+        return [t >= self.question_len - 1 for t in range(n_tokens - 1)]
+
     def encode_examples(self, questions: list[str]):
         seqs = torch.tensor([self.tokenizer.encode(q + self.answer(q)) for q in questions])  # (B, L)
         x, y = seqs[:, :-1], seqs[:, 1:].clone()  # (B, L-1) each

@@ -1,5 +1,6 @@
 """The numbers behind the "look inside" views: attention maps, the next-token microscope, the logit
-lens, and the probability each generated token had (`:gen show=probs`).
+lens, teacher forcing (every next token of a text scored at once), and the probability each
+generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -313,6 +314,51 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end
                 target_probs.append(float(p[target]))
         layers.append(LensLayer(name, top_ids[layer].tolist(), top_probs[layer].tolist(), ranks, target_probs))
     return LogitLens(token_ids=idx[0].tolist(), targets=target_list, layers=layers, logits=logits)
+
+
+# --- teacher forcing -----------------------------------------------------------------------------
+@dataclass
+class TeacherForcing:
+    """Every next token of one text, scored by one forward pass: what training does to each row of a batch.
+
+    The model reads tokens 0..T-2 and, at every position t at once, predicts token t+1 from tokens
+    0..t only (the causal mask); the loss is the mean of the T-1 surprises -ln p(x_{t+1} | x_<=t).
+    """
+
+    token_ids: list[int]  # the text's T tokens
+    target_probs: list[float]  # p(x_{t+1} | x_0..x_t) for t = 0..T-2: the true next token's probability
+    losses: list[float]  # -ln target_probs: each position's share of the loss
+    guess_ids: list[int]  # the likeliest next token at each position
+    guess_probs: list[float]  # its probability
+    counted: list[bool]  # the predictions the loss counts (a task's answer; every one in a text)
+    loss: float  # the mean of the counted `losses`: the forward's own cross-entropy on this text
+
+
+def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) -> TeacherForcing:
+    """Score every next token of `idx` ((T,) or (1, T) ids, T <= max_seq_len + 1) in one forward pass.
+
+    `counted` (T - 1 flags, default all): which predictions the loss counts, as a task's batches count
+    only the answer's (core.data: targets -1 elsewhere)."""
+    idx = one_sequence(model, idx, "teacher-forcing view")
+    window = model.config.max_seq_len
+    if idx.shape[1] > window + 1:
+        raise UserError(f"teacher forcing reads at most max_seq_len + 1 = {window + 1} tokens (the model sees "
+                        f"{window} and predicts the one after each), got {idx.shape[1]}; give a shorter text")
+    if idx.shape[1] < 2:
+        raise UserError("teacher forcing needs at least two tokens, one to read and the one after it to predict; "
+                        "give a longer text")
+    inputs, targets = idx[:, :-1], idx[:, 1:]  # the text, and the text shifted by one: each position's answer
+    with listening_pass(model):
+        logits, _ = model(inputs)
+    log_probs = torch.log_softmax(logits[0].float().cpu(), dim=-1)  # (T - 1, V)
+    surprise = -log_probs.gather(1, targets[0].cpu()[:, None])[:, 0]  # -ln p(x_{t+1} | x_<=t)
+    best, guess = log_probs.max(dim=-1)
+    counted = [True] * len(surprise) if counted is None else list(counted)
+    if len(counted) != len(surprise) or not any(counted):
+        raise UserError(f"counted must flag the {len(surprise)} predictions, at least one of them True; "
+                        "leave it out to count every one")
+    return TeacherForcing(idx[0].tolist(), surprise.neg().exp().tolist(), surprise.tolist(), guess.tolist(),
+                          best.exp().tolist(), counted, float(surprise[torch.tensor(counted)].mean()))
 
 
 # --- the probability of each generated token --------------------------------------------------------
