@@ -139,6 +139,7 @@ def real_results(tmp_path_factory):
         out["lens both"] = run_command(s, "lens", {"at": "both"})
         out["score"] = run_command(s, "score", {})  # reverse:4: the question given, the answer counted
         out["score text"] = run_command(s, "score", {"text": "1234=4321" * 3})
+        out["embed"] = run_command(s, "embed", {"text": "0123456789=", "k": 5})
         out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):

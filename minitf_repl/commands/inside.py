@@ -1,4 +1,4 @@
-"""Views inside the model on one input: `:attn`, `:step`, `:lens`, `:score`, `:tok`, and the `:report` page.
+"""Views inside the model on one input: `:attn`, `:step`, `:lens`, `:score`, `:embed`, `:tok`, and the `:report` page.
 
 (Which parts carry an answer, `:patch` and `:attrib`, is commands/why.py.)
 
@@ -415,6 +415,76 @@ def render_score(result: ScoreResult, console: Console) -> None:
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
+
+
+# --- :embed --------------------------------------------------------------------------------------
+EMBED_DEFAULT_TOKENS = 8  # distinct tokens of the sample shown when no text is given
+EMBED_MAX_TOKENS = 24  # at most this many distinct tokens of a given text
+
+
+@dataclass
+class EmbedResult:
+    tokens: list[str]  # the tokens asked about (the text's distinct tokens, in order)
+    neighbours: list[list[str]]  # for each, the tokens whose embedding rows are most alike, most alike first
+    similarities: list[list[float]]  # their cosine similarities (1: the same direction, about 0: unrelated)
+    tied: bool  # W_E is also the output head (tie_embeddings): alike rows are also alike predictions
+    positions: str | None  # "learned" or "sinusoidal": the table added at the input; None: rope or none
+    by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart
+    cut: int = 0  # distinct tokens of the text beyond EMBED_MAX_TOKENS, not shown
+    untrained: bool = False  # the model has not trained a step: its rows are random directions
+
+
+@command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance.",
+         params=[
+    Param("text", str, help="whose tokens to look up (default: a few of the data's sample)", positional=True),
+    Param("k", int, help="neighbours per token (default 5)", low=1, limit=100),
+])  # fmt: skip
+def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
+    data = session.data
+    text = args["text"] or sample_prompt(data)
+    distinct = list(dict.fromkeys(data.tokenizer.encode(text)))
+    if not distinct:
+        raise UserError(f"give some text, e.g. {cmd('embed', 'aeiou')}")
+    limit = EMBED_MAX_TOKENS if args["text"] else EMBED_DEFAULT_TOKENS
+    shown, cut = distinct[:limit], max(0, len(distinct) - limit) if args["text"] else 0
+    from ..core.inside import embedding_neighbours
+
+    found = embedding_neighbours(session.model, shown, args["k"] or 5)
+    itos, config = data.tokenizer.itos, session.model_config
+    positions = config.pos_encoding if found.by_distance is not None else None
+    return EmbedResult([itos[i] for i in shown], [[itos[i] for i in row] for row in found.neighbour_ids],
+                       found.similarities, config.tie_embeddings, positions, found.by_distance, cut,
+                       untrained=session.trainer.step == 0 and session.weights_from is None)
+
+
+EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
+
+
+@render.register(EmbedResult)
+def render_embed(result: EmbedResult, console: Console) -> None:
+    tied = "; W_E is also the output head, so alike rows also predict alike" if result.tied else ""
+    say(console, "token embeddings: the rows of W_E most alike each token's", "bold")
+    note(console, f"cosine similarity u.v / (|u| |v|): 1 the same direction, about 0 unrelated{tied}")
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("token", no_wrap=True, style="cyan")
+    k = max((len(row) for row in result.neighbours), default=0)
+    for i in range(k):
+        table.add_column("most alike" if i == 0 else f"#{i + 1}", no_wrap=True)
+    for token, row, sims in zip(result.tokens, result.neighbours, result.similarities):
+        add_row(table, visible(token), *(Text(f"{visible(t)} {c:.2f}", style="bold" if c >= 0.5 else "")
+                                         for t, c in zip(row, sims)))
+    console.print(table)
+    if result.cut:
+        note(console, f"{count(result.cut, 'more distinct token')} of the text not shown")
+    if result.by_distance is not None:
+        shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
+        say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
+                     + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
+    elif result.positions is None:
+        note(console, "positions are not a table added at the input here (rope turns q and k; none: no positions)")
+    if result.untrained:
+        note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
+                      f"near 0; {cmd('train')}, then look again")
 
 
 @command("tok", "Show text as the model reads it: its tokens and their ids.", params=[

@@ -1,6 +1,6 @@
 """The numbers behind the "look inside" views: attention maps, the next-token microscope, the logit
-lens, teacher forcing (every next token of a text scored at once), and the probability each
-generated token had (`:gen show=probs`).
+lens, teacher forcing (every next token of a text scored at once), the embeddings' neighbours, and
+the probability each generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -14,12 +14,14 @@ dataclasses holding CPU tensors; `to_dict()` turns one into lists and numbers fo
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from dataclasses import dataclass
 from typing import Iterator
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .config import GenConfig
 from .errors import DataError, UserError
@@ -359,6 +361,42 @@ def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) ->
                         "leave it out to count every one")
     return TeacherForcing(idx[0].tolist(), surprise.neg().exp().tolist(), surprise.tolist(), guess.tolist(),
                           best.exp().tolist(), counted, float(surprise[torch.tensor(counted)].mean()))
+
+
+# --- the embeddings' neighbours ----------------------------------------------------------------------
+@dataclass
+class EmbeddingNeighbours:
+    """Which tokens the model treats alike: the rows of W_E nearest each asked token's, and how alike the
+    position table's rows are by distance. Similarity is the cosine, u.v / (|u| |v|): 1 for the same
+    direction, about 0 for unrelated rows (an untrained model's random ones)."""
+
+    token_ids: list[int]  # the tokens asked about
+    neighbour_ids: list[list[int]]  # for each, the k other tokens whose W_E rows are most alike, most alike first
+    similarities: list[list[float]]  # their cosine similarities to it
+    by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart (None: no table)
+
+
+def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5) -> EmbeddingNeighbours:
+    """The k nearest tokens (cosine similarity of W_E rows) to each of `token_ids`, and the position table's
+    mean similarity by distance where the model adds positions at its input (learned or sinusoidal)."""
+    V = model.config.vocab_size
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UserError(f"k (neighbours per token) must be a whole number >= 1, got {k!r}")
+    if not token_ids or any(not isinstance(i, int) or not 0 <= i < V for i in token_ids):
+        raise DataError(f"token ids must be in 0..{V - 1}, at least one; encode the text first")
+    with torch.no_grad():
+        rows = F.normalize(model.token_embedding.weight.detach().float().cpu(), dim=-1)  # (V, d), unit length
+        similar = rows[token_ids] @ rows.T  # (n, V): cosines
+        similar[torch.arange(len(token_ids)), token_ids] = -math.inf  # a token is not its own neighbour
+        top, ids = similar.topk(min(k, V - 1), dim=-1)
+        by_distance = None
+        if model.position_embedding is not None:
+            T = model.config.max_seq_len
+            table = F.normalize(model.position_embedding(torch.arange(T, device=model.token_embedding.weight.device))
+                                .detach().float().cpu(), dim=-1)  # (T, d)
+            cos = table @ table.T
+            by_distance = [float(cos.diagonal(d).mean()) for d in range(1, T)]
+    return EmbeddingNeighbours(list(token_ids), ids.tolist(), top.tolist(), by_distance)
 
 
 # --- the probability of each generated token --------------------------------------------------------
