@@ -109,6 +109,10 @@ def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
     assert long.dropped == 13 and len(long.tokens) == 17 and "scoring its last 17 characters" in notices.said[0]
     with pytest.raises(UserError, match="at least two characters"):
         score(session, ":score a")
+    assert result.untrained and "has not trained yet" in out
+    score(session, ":train steps=1")
+    trained = score(session, ":score hello there")
+    assert not trained.untrained and "has not trained yet" not in text_of(trained)
 
 
 def test_score_on_a_task_dims_the_given_question():

@@ -339,6 +339,7 @@ class ScoreResult:
     uniform: float  # ln(vocab_size): the loss of a uniform guess, a model that knows nothing
     dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    untrained: bool = False  # the model has not trained a step: every p is near 1/V
 
 
 @command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
@@ -367,7 +368,8 @@ def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     itos = data.tokenizer.itos
     return ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
                        [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
-                       math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit)
+                       math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
+                       untrained=session.trainer.step == 0 and session.weights_from is None)
 
 
 def _known_text(data) -> str:
@@ -415,6 +417,9 @@ def render_score(result: ScoreResult, console: Console) -> None:
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
+    if result.untrained:
+        note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
+                      f"{cmd('train')}, then score the same text again")
 
 
 # --- :embed --------------------------------------------------------------------------------------
