@@ -34,6 +34,7 @@ class ReportData:
     maps: list  # [layer][head][query][key]
     samples: list[str] = field(default_factory=list)
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
+    scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
 
 
 _CSS = """
@@ -43,6 +44,7 @@ table.config td { padding: 0 1em 0 0; font-family: monospace; }
 pre.sample { background: #f4f4f4; padding: .6em; white-space: pre-wrap; }
 .maps { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; } figcaption { font-size: .85em; text-align: center; }
+p.tf { font-family: monospace; font-size: 1.2em; } span.tf { padding: 0 1px; }
 """
 
 
@@ -151,6 +153,31 @@ def frames_html(frames: list) -> list[str]:
     return out
 
 
+def teacher_forcing_html(scored) -> list[str]:
+    """The scored text, each predicted token shaded by its loss -ln p against ln(V) (`:score`'s numbers)."""
+    out = ["<h2>Teacher forcing</h2>",
+           "<p>One forward pass predicts every next token of the text at once, each from the tokens before it "
+           "(the causal mask). Each token is shaded by how surprised the model was by it, -ln p of the true token "
+           f"from 0 (dark) to ln(V) = {scored.uniform:.2f} or more (bright, no better than a uniform guess); "
+           "hover for the numbers. Grey: given, not predicted (a task's question).</p>"]
+    spans = [f'<span class="tf">{_esc(visible(scored.tokens[0]))}</span>']
+    for t, token in enumerate(scored.tokens[1:]):
+        guess = f"best guess {visible(scored.guesses[t])!r} {scored.guess_probs[t]:.2f}"
+        if not scored.counted[t]:
+            spans.append(f'<span class="tf" style="background:#ddd" title="given; {_esc(guess)}">{_esc(visible(token))}'
+                         "</span>")
+            continue
+        frac = min(1.0, scored.losses[t] / scored.uniform) if scored.uniform > 0 else 0.0
+        ink = "#fff" if frac < 0.5 else "#222"
+        title = f"p = {scored.target_probs[t]:.3f}, -ln p = {scored.losses[t]:.3f}; {guess}"
+        spans.append(f'<span class="tf" style="background:{scale_hex(frac)};color:{ink}" title="{_esc(title)}">'
+                     f"{_esc(visible(token))}</span>")
+    out.append(f'<p class="tf">{"".join(spans)}</p>')
+    counted = sum(scored.counted)
+    out.append(f"<p>loss {scored.loss:.4f}: the mean of the {counted} counted -ln p, what training minimises.</p>")
+    return out
+
+
 def build_report(data: ReportData) -> str:
     """The whole page as one string."""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_esc(data.title)}</title>",
@@ -177,6 +204,8 @@ def build_report(data: ReportData) -> str:
     scale = "".join(f'<span style="background:{c};display:inline-block;width:18px">&nbsp;</span>'
                     for c in (scale_hex(i / (len(SCALE) - 1)) for i in range(len(SCALE))))
     out.append(f"<p>0 {scale} max weight of each map</p>")
+    if data.scored is not None:
+        out.extend(teacher_forcing_html(data.scored))
     out.append("<h2>Samples</h2>")
     for sample in data.samples:
         out.append(f'<pre class="sample">{_esc(sample)}</pre>')

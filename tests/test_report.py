@@ -30,13 +30,15 @@ def test_report_is_one_self_contained_file(report):
     s, path, result = report
     html = path.read_text(encoding="utf-8")
     assert result.path == str(path) and result.size_bytes == path.stat().st_size
-    assert result.sections == ["config", "loss chart", "attention maps", "samples"]
+    assert result.sections == ["config", "loss chart", "attention maps", "teacher forcing", "samples"]
     assert html.startswith("<!DOCTYPE html>") and "</html>" in html
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in html and "@import" not in html and "url(" not in html
     assert html.count('id="loss-chart"') == 1 and html.count('class="series"') == 2  # train and val
     assert html.count('class="attn"') == 2 * 2  # 2 layers x 2 heads
     assert html.count('class="sample"') == 3 and "d_model" in html
+    assert "<h2>Teacher forcing</h2>" in html  # sort:6's question and answer, the question given (grey)
+    assert html.count('<span class="tf"') == 13 and html.count('title="given;') == 6
 
 
 def test_report_checks_the_path_first(tmp_path):

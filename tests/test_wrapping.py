@@ -232,7 +232,7 @@ HAND = {
     "experts": C.ExpertsResult([0, 1], [[0.5, 0.25, 0.125, 0.125], [0.97, 0.01, 0.01, 0.01]],
                                [[64, 32, 16, 16], [124, 2, 1, 1]], 1.234, 2),
     "report": C.ReportResult(f"{LONG_DIR}/../reports/a-long-report-name.html", 1_234_567,
-                             ["config", "loss chart", "attention maps", "samples"], 1.23),
+                             ["config", "loss chart", "attention maps", "teacher forcing", "samples"], 1.23),
     "save, hf": C.SaveResult(f"hf:{LONG_DIR}/gpt2-finetuned", f"{LONG_DIR}/gpt2-finetuned", 123_456, 497_759_123,
                              3.21, replaced=False, architecture="gpt2"),
     "load, hf": C.LoadResult(f"hf:{LONG_DIR}/llama", f"{LONG_DIR}/llama", 0, "shakespeare", None,

@@ -348,8 +348,13 @@ class ScoreResult:
           positional=True),
 ], aliases=("tf",))  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
+    return score_text(session, args["text"], reporter)
+
+
+def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreResult:
+    """`:score`'s result for `text` (None: the views' sample and what truly follows it)."""
     data = session.data
-    text = args["text"] or _known_text(data)
+    text = text or _known_text(data)
     ids = data.tokenizer.encode(text)
     window = session.model_config.max_seq_len + 1  # the model reads max_seq_len tokens and predicts one more
     dropped = max(0, len(ids) - window)
@@ -567,16 +572,17 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         new = list(generate(model, data.tokenizer.encode(start_text), settings,
                             done=getattr(data, "answer_complete", None)))
         samples.append(start_text + data.tokenizer.decode(new))
+    scored = score_text(session, None, reporter)
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
                 "gen": session.gen_config.to_dict(), "data": session.data_spec},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
-        frames=session.watch_frames,
+        frames=session.watch_frames, scored=scored,
     )
     size = write_report(path, build_report(report))
-    sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "samples"]
+    sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "teacher forcing", "samples"]
     if report.frames:
         sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(str(path), size, sections, time.perf_counter() - start)
