@@ -547,7 +547,8 @@ def complete_html(session) -> list[str]:
     return ["report.html"]
 
 
-@command("report", "Write one self-contained HTML page: config, loss chart, attention maps and samples.", params=[
+@command("report", "Write one self-contained HTML page: config, loss chart, attention maps, teacher forcing, samples.",
+         params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
 ])  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
