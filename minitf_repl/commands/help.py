@@ -59,7 +59,7 @@ def _entry(cmd: Command) -> HelpEntry:
 
 @command("help", "List the commands, or show one command's options or one setting.", params=[
     Param("command", str, help="a command, e.g. train, or a setting, e.g. lr", positional=True,
-          complete=complete_command),
+          complete=lambda session: complete_command(session) + _setting_keys()),
 ], needs_torch=False, repl_only=True, bare_words=("help",))  # fmt: skip  (the shell has --help)
 def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     entries = [_entry(cmd) for cmd in REGISTRY.values()]
@@ -75,6 +75,13 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
             raise
         return HelpResult(entries, setting=setting)
     return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
+
+
+def _setting_keys() -> list[str]:
+    """What `:help <Tab>` offers after the commands: the keys `:help KEY` explains, by the seed's names."""
+    from .settings import SET
+
+    return sorted(p.name for p in SET.params if not p.positional and p.setting is not None)
 
 
 def setting_help(session: Session, key: str) -> SettingHelp | None:
