@@ -131,16 +131,18 @@ class _State:
         self.quiet = quiet  # a non-zero rank under torchrun: errors only
 
 
-def apply_settings(session: Session, pairs: list[str]) -> None:
+def apply_settings(session: Session, pairs: list[str], quiet: bool = False) -> None:
     """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`. What `:set` would
-    only note (threads=N past the CPUs, a loaded model kept before a rebuild) goes to stderr; its usual
-    "key: old -> new" lines are left out, as the command line already says them."""
+    only note (threads=N past the CPUs, a loaded model kept before a rebuild) goes to stderr, unless
+    `quiet` (a non-zero rank under torchrun, which prints errors only); its usual "key: old -> new" lines
+    are left out, as the command line already says them."""
     if not pairs:
         return
     from .render.live import QuietReporter
+    from .reporter import Reporter
 
     command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
-    run_command(session, command, args, QuietReporter(_stderr()))
+    run_command(session, command, args, Reporter() if quiet else QuietReporter(_stderr()))
 
 
 def root(
@@ -179,7 +181,7 @@ def root(
     if load is not None:
         load_checkpoint(session, load, data, debug)
     try:
-        apply_settings(session, settings)
+        apply_settings(session, settings, quiet)
     except UserError as e:
         error(_stderr(), f"--set: {phrase(e, 'shell')}")
         raise typer.Exit(1)

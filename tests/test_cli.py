@@ -98,6 +98,18 @@ def test_what_set_notes_reaches_stderr_from_the_command_line(monkeypatch):
     assert result.exit_code == 0 and result.stderr == ""  # a plain --set says nothing of its own
 
 
+def test_a_quiet_rank_keeps_what_set_notes_to_itself(monkeypatch, capsys):
+    from minitf_repl.core import threads
+    from minitf_repl.session import Session
+
+    monkeypatch.setattr(threads, "available_cpus", lambda: 1)
+    session = Session(data_spec="sort")  # not built: the thread count is only recorded, torch's stays
+    cli.apply_settings(session, ["threads=2"], quiet=True)  # a non-zero rank under torchrun: errors only
+    assert capsys.readouterr().err == "" and session.shell_config.threads == 2
+    cli.apply_settings(session, ["threads=3"])
+    assert "threads=3 is more than the 1 CPU" in " ".join(capsys.readouterr().err.split())
+
+
 def test_user_errors_are_one_line_exit_1():
     line = assert_one_error_line(invoke(*TINY, "train", "--steps", "abc"))
     assert line == "error: steps must be a whole number, got 'abc'"
