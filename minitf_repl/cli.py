@@ -206,8 +206,19 @@ def join_ranks(ctx: typer.Context, device: str) -> str:
     except Exception as e:
         error(_stderr(), f"torch.distributed could not start: {e}")
         raise typer.Exit(1)
-    ctx.call_on_close(distributed.destroy)
+    ctx.call_on_close(lambda: leave_ranks(ctx))
     return name
+
+
+def leave_ranks(ctx: typer.Context) -> None:
+    """After the command under torchrun: drop what holds the process group, then leave it (Trainer.leave_ranks
+    says why the order matters)."""
+    import gc
+
+    if isinstance(ctx.obj, _State):
+        ctx.obj.session.leave_ranks()
+    gc.collect()  # whatever still refers to the wrapper from a reference cycle goes now, not at exit
+    distributed.destroy()
 
 
 def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False) -> None:

@@ -141,6 +141,11 @@ class Session:
         self.build()
         return self._trainer
 
+    def leave_ranks(self) -> None:
+        """Under torchrun, before the process group is destroyed: the trainer lets go of its DDP wrapper."""
+        if self._trainer is not None:
+            self._trainer.leave_ranks()
+
     def build(self) -> None:
         """Create the model and its trainer if they do not exist yet (seeded with train_config.seed)."""
         if self._model is not None:

@@ -230,3 +230,36 @@ def test_a_rank_that_dies_mid_run_keeps_what_every_rank_finished(checkpoint_dir,
         assert not checkpoint_dir.exists() or not any(checkpoint_dir.iterdir())
     else:
         assert load_checkpoint(checkpoint_dir, "autosave").step == saved
+
+
+def test_after_the_command_the_trainer_lets_go_of_ddp_before_the_group_is_left(monkeypatch):
+    """DDP holds the process group; kept past destroy_process_group, gloo's threads end only at interpreter
+    exit, which can abort the rank (Trainer.leave_ranks). cli.leave_ranks drops it, collects, then leaves."""
+    import gc
+    import weakref
+
+    class Wrapper(torch.nn.Module):  # stands in for DistributedDataParallel: wraps the module a step calls
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args, **kwargs):
+            return self.module(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "active", lambda: True)
+    monkeypatch.setattr(distributed, "wrap", lambda module, device: Wrapper(module))
+    monkeypatch.setattr(distributed, "mean", lambda value: value)
+    monkeypatch.setattr(distributed, "any_rank", lambda flag, device: flag)
+    session = Session(data_spec="sort", device_name="cpu")
+    cli.apply_settings(session, [TINY, "batch_size=4"])
+    dispatch.run_command(session, "train", {"steps": "1"})
+    wrapper = weakref.ref(session.trainer._ddp)
+    assert isinstance(wrapper(), Wrapper)
+    left = []
+    monkeypatch.setattr(distributed, "destroy", lambda: left.append(wrapper() is None))
+
+    class Context:
+        obj = cli._State(session, debug=False)
+
+    cli.leave_ranks(Context())
+    assert left == [True]  # the wrapper was gone before the group was left

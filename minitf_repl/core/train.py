@@ -380,6 +380,16 @@ class Trainer:
                 raise
             raise self._peer_lost(e, f"before step {self.step + 1} began") from None
 
+    def leave_ranks(self) -> None:
+        """Drop the DDP wrapper before the process group is destroyed (core.distributed.destroy).
+
+        DDP's reducer holds the group: left alive past destroy_process_group, gloo's worker threads
+        are torn down only during interpreter finalization, where they can abort the process
+        ("terminate called without an active exception", SIGABRT; seen once on rank 1 of a 2-rank
+        test run on a loaded machine, after its command had finished). Dropped here, the group goes
+        while Python is whole. The next `:train` under torchrun wraps the model again."""
+        self._ddp = self._compiled = None
+
     def _eager_forward(self):
         """The module a training step calls: the fast path (core.fastpath), or the readable model.
 
