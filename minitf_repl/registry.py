@@ -126,14 +126,21 @@ class Command:
     def options(self) -> list[Param]:
         return [p for p in self.params if not p.positional and p.refusal is None]
 
+    def param_named(self, key: str) -> Param | None:
+        """The option spelt `key` (its name, an alias or its short form; dashes and underscores alike, any case),
+        refused ones included, or None."""
+        key = key.replace("-", "_").lower()
+        return next((p for p in self.params if not p.positional
+                     and (p.name == key or key in p.aliases or (p.short is not None and key == p.short))), None)
+
     def find_param(self, key: str) -> Param:
         """The option `key` (dashes and underscores alike, aliases included), or a UserError naming valid keys."""
+        p = self.param_named(key)
+        if p is not None:
+            if p.refusal is not None:
+                raise UserError(p.refusal)
+            return p
         key = key.replace("-", "_").lower()
-        for p in self.params:
-            if not p.positional and (p.name == key or key in p.aliases or (p.short is not None and key == p.short)):
-                if p.refusal is not None:
-                    raise UserError(p.refusal)
-                return p
         names = [p.name for p in self.options]
         if not names:
             raise UserError(f"{cmd(self.name)} takes no options; got {clip(key)!r}")

@@ -196,8 +196,8 @@ class CommandCompleter(Completer):
 
     @staticmethod
     def _param(command, key: str):
-        key = key.replace("-", "_").lower()
-        return next((p for p in command.options if key == p.name or key in p.aliases), None)
+        param = command.param_named(key)
+        return param if param is not None and param.refusal is None else None
 
 
 # --- typed escape sequences ---------------------------------------------------------------------

@@ -141,6 +141,11 @@ class Session:
         self.build()
         return self._trainer
 
+    @property
+    def untrained(self) -> bool:
+        """The model has not trained a step here nor brought weights from elsewhere: its outputs are random."""
+        return self.trainer.step == 0 and self.weights_from is None
+
     def leave_ranks(self) -> None:
         """Under torchrun, before the process group is destroyed: the trainer lets go of its DDP wrapper."""
         if self._trainer is not None:

@@ -12,9 +12,9 @@ from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import DataError, UserError
 from minitf_repl.core.inside import embedding_neighbours
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.dispatch import json_document, run_command
-from minitf_repl.parsing import parse_line
+from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
+from test_commands import run
 from test_render import text_of
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64, max_seq_len=16)
@@ -68,8 +68,7 @@ def test_what_it_cannot_look_up_is_one_clear_error():
 
 
 def embed(session, line):
-    command, args = parse_line(line, REGISTRY)
-    return run_command(session, command.name, args)
+    return run(session, line)
 
 
 def test_embed_in_the_shell():

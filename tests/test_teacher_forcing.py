@@ -16,10 +16,9 @@ from minitf_repl.core.data import load_data
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.inside import teacher_forcing
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.dispatch import json_document, run_command
-from minitf_repl.parsing import parse_line
-from minitf_repl.reporter import Reporter
+from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
+from test_commands import Recorder, run
 from test_render import text_of
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=16)
@@ -79,18 +78,8 @@ def test_what_teacher_forcing_cannot_read_is_one_clear_error():
         teacher_forcing(model, [1, 2, 3, 4], counted=[True])
 
 
-class Notices(Reporter):
-    def __init__(self):
-        super().__init__()
-        self.said = []
-
-    def notice(self, text):
-        self.said.append(text)
-
-
 def score(session, line, reporter=None):
-    command, args = parse_line(line, REGISTRY)
-    return run_command(session, command.name, args, reporter or Notices())
+    return run(session, line, reporter)
 
 
 def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
@@ -104,9 +93,9 @@ def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
     assert "teacher forcing on 'hello there'" in out and "the mean of the 10 -ln p" in out
     default = score(session, ":tf")  # the alias; no text: the views' sample and the character after it
     assert len(default.tokens) == 17 and default.dropped == 0
-    notices = Notices()
+    notices = Recorder()
     long = score(session, ":score " + "abcdefghij" * 3, notices)
-    assert long.dropped == 13 and len(long.tokens) == 17 and "scoring its last 17 characters" in notices.said[0]
+    assert long.dropped == 13 and len(long.tokens) == 17 and "scoring its last 17 characters" in notices.notices[0]
     with pytest.raises(UserError, match="at least two characters"):
         score(session, ":score a")
     assert result.untrained and "has not trained yet" in out

@@ -205,11 +205,9 @@ def test_a_real_program_spinning_on_a_core_is_seen(auto):
 
 
 def test_more_threads_than_cpus_is_said_where_it_is_set_and_shown(monkeypatch):
-    from minitf_repl.commands import REGISTRY
     from minitf_repl.dispatch import run_command
-    from minitf_repl.parsing import parse_line
-    from minitf_repl.reporter import Reporter
     from minitf_repl.session import Session
+    from test_commands import Recorder, run
 
     monkeypatch.setattr(th, "affinity", lambda: {0, 1})
     monkeypatch.setattr(th, "cgroup_quota", lambda: None)
@@ -218,16 +216,9 @@ def test_more_threads_than_cpus_is_said_where_it_is_set_and_shown(monkeypatch):
     monkeypatch.setattr(th, "cgroup_quota", lambda: 1.0)  # docker --cpus=1
     assert th.oversubscribed(2).startswith("threads=2 is more than the 1 CPU this")
 
-    class Notices(Reporter):
-        said: list = []
-
-        def notice(self, text):
-            self.said.append(text)
-
-    s = Session(data_spec="sort")
+    s, heard = Session(data_spec="sort"), Recorder()
     for line in (":set threads=1", ":set threads=1", ":set threads=8", ":set threads=8"):
-        cmd, args = parse_line(line, REGISTRY)
-        run_command(s, cmd.name, args, Notices())
-    assert len(Notices.said) == 1 and "threads=8 is more than the 1 CPU" in Notices.said[0]  # said when it changes
+        run(s, line, heard)
+    assert len(heard.notices) == 1 and "threads=8 is more than the 1 CPU" in heard.notices[0]  # said when it changes
     assert run_command(s, "device", {}).threads_why == "threads=8, more than the 1 CPU this process may use"
     run_command(s, "set", {"threads": 0})

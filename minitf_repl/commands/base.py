@@ -130,19 +130,23 @@ def true_next(data, prompt: str) -> str | None:
     return None
 
 
-def view_prompt(session, prompt: str | None, reporter, data=None) -> tuple[str, list[int], int]:
+def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool = False) -> tuple[str, list[int], int]:
     """The prompt's text and ids (its last max_seq_len tokens), and how many tokens were cut.
 
-    `data`: the data whose tokenizer reads it (default: the session's)."""
+    `data`: the data whose tokenizer reads it (default: the session's). `scored`: a text whose every
+    next token is scored (`:score`), which may be one token longer: the model reads max_seq_len and
+    predicts the one after."""
     data = session.data if data is None else data
     text = prompt or sample_prompt(data)
     ids = data.tokenizer.encode(text)
-    window = session.model_config.max_seq_len
+    window = session.model_config.max_seq_len + scored
     dropped = max(0, len(ids) - window)
     if dropped:
         ids = ids[-window:]
         text = data.tokenizer.decode(ids)
-        reporter.notice(f"the prompt is longer than max_seq_len={window}; reading its last {count(window, data.tokenizer.unit)}")
+        limit = f"max_seq_len + 1 = {window}" if scored else f"max_seq_len={window}"
+        reporter.notice(f"the {'text' if scored else 'prompt'} is longer than {limit}; "
+                        f"{'scoring' if scored else 'reading'} its last {count(window, data.tokenizer.unit)}")
     return text, ids, dropped
 
 

@@ -110,7 +110,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         cache=settings.cache,
         stopped=stopped,
         default_prompt=not given_prompt,
-        untrained=session.trainer.step == 0 and session.weights_from is None,
+        untrained=session.untrained,
         first_token_seconds=first_token_seconds,
         probs=probs,
         raw=args["raw"],

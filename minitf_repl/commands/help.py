@@ -88,8 +88,7 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
     """What `:help KEY` says of the :set key `key` (its name or another spelling), or None if it is none."""
     from .settings import SET, setting_value
 
-    key = key.strip().lstrip(":").replace("-", "_").lower()
-    param = next((p for p in SET.params if not p.positional and key in (p.name, *p.aliases)), None)
+    param = SET.param_named(key.strip().lstrip(":"))
     if param is None or param.setting is None:  # preset= is an action, and its own :help set line says it
         return None
     spec = param.setting
@@ -145,15 +144,18 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         if p.nullable:
             kind += "|none"
         default = [fmt.value(p.default) if p.default is not None else ""] if with_default else []
-        also = f" (also {', '.join(f'{alias}=' for alias in p.aliases)})" if p.aliases else ""
-        add_row(table, name, kind, *default, p.help + also)
+        add_row(table, name, kind, *default, p.help + _also(p.aliases))
     console.print(table)
+
+
+def _also(aliases: tuple) -> str:
+    """" (also block_size=)": an option's other spellings, as both help views name them."""
+    return f" (also {', '.join(f'{alias}=' for alias in aliases)})" if aliases else ""
 
 
 def render_setting_help(h: SettingHelp, console: Console) -> None:
     """`:help lr`: the setting's line of `:help set`, with its default, its value now and where it is set."""
-    also = f" (also {', '.join(f'{alias}=' for alias in h.aliases)})" if h.aliases else ""
-    say(console, Text(h.name, style="bold") + Text(f"  {h.section} setting{also}"))
+    say(console, Text(h.name, style="bold") + Text(f"  {h.section} setting{_also(h.aliases)}"))
     say(console, h.help)
     valid = f", {h.valid}" if h.valid else ""
     default = "" if h.refusal else f"default {fmt.value(h.default)}, "  # a derived value's default means nothing

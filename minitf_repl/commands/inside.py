@@ -354,15 +354,7 @@ def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
 def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreResult:
     """`:score`'s result for `text` (None: the views' sample and what truly follows it)."""
     data = session.data
-    text = text or _known_text(data)
-    ids = data.tokenizer.encode(text)
-    window = session.model_config.max_seq_len + 1  # the model reads max_seq_len tokens and predicts one more
-    dropped = max(0, len(ids) - window)
-    if dropped:
-        ids = ids[-window:]
-        text = data.tokenizer.decode(ids)
-        reporter.notice(f"the text is longer than max_seq_len + 1 = {window}; scoring its last "
-                        f"{count(window, data.tokenizer.unit)}")
+    text, ids, dropped = view_prompt(session, text or _known_text(data), reporter, scored=True)
     if len(ids) < 2:
         raise UserError(f"teacher forcing needs at least two {data.tokenizer.unit}s, one to read and the one after it "
                         f"to predict; e.g. {cmd('score', 'hello')}")
@@ -374,7 +366,7 @@ def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreR
     return ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
                        [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
                        math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
-                       untrained=session.trainer.step == 0 and session.weights_from is None)
+                       untrained=session.untrained)
 
 
 def _known_text(data) -> str:
@@ -455,8 +447,8 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     distinct = list(dict.fromkeys(data.tokenizer.encode(text)))
     if not distinct:
         raise UserError(f"give some text, e.g. {cmd('embed', 'aeiou')}")
-    limit = EMBED_MAX_TOKENS if args["text"] else EMBED_DEFAULT_TOKENS
-    shown, cut = distinct[:limit], max(0, len(distinct) - limit) if args["text"] else 0
+    shown = distinct[:EMBED_MAX_TOKENS if args["text"] else EMBED_DEFAULT_TOKENS]
+    cut = len(distinct) - len(shown) if args["text"] else 0  # the sample's other tokens are no one's request
     from ..core.inside import embedding_neighbours
 
     found = embedding_neighbours(session.model, shown, args["k"] or 5)
@@ -464,7 +456,7 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     positions = config.pos_encoding if found.by_distance is not None else None
     return EmbedResult([itos[i] for i in shown], [[itos[i] for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, found.by_distance, cut,
-                       untrained=session.trainer.step == 0 and session.weights_from is None)
+                       untrained=session.untrained)
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -490,7 +482,7 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
         say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
-    elif result.positions is None:
+    else:
         note(console, "positions are not a table added at the input here (rope turns q and k; none: no positions)")
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
