@@ -10,6 +10,7 @@ Each family of commands is one module holding its result types, its commands and
     settings.py      :config, :set, :data
     checkpoints.py   :save, :load, :ls (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
+    worked.py        :qkv, :resid (one query's attention and the residual stream, worked out by hand)
     inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)
     lab.py           :compare, :experts, :ablate (the variant lab)
     speed.py         :device, :quantize
@@ -29,13 +30,14 @@ commands that use them.
 
 # Imported for their registrations: `:help` lists the families in this order (a family a module
 # imports registers first).
-from . import help, train, generate, settings, checkpoints, anatomy, inside, why, lab, speed  # noqa: F401
+from . import help, train, generate, settings, checkpoints, anatomy, worked, inside, why, lab, speed  # noqa: F401
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
 from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
+from .worked import QkvResult, ResidResult
 from .why import AttribPart, AttribResult, PatchResult, patch_reading
 from .lab import AblateResult, CompareResult, ExpertsResult
 from .settings import ConfigResult, DataResult, SetResult
@@ -45,8 +47,8 @@ from .train import PlotResult, PlotSeries, TrainResult
 __all__ = [
     "DATA_NAMES", "LENS_AT", "REGISTRY", "AblateResult", "AttnResult", "AttribPart", "AttribResult", "CompareResult", "ConfigResult", "DataResult",
     "DeviceResult", "ExpertsResult", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "LensResult", "LensRow",
-    "LoadResult", "LsResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries",
-    "QuantizeResult", "QuitResult",
+    "LoadResult", "LsResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries", "QkvResult",
+    "QuantizeResult", "QuitResult", "ResidResult",
     "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",
     "command", "patch_reading",
 ]

@@ -55,11 +55,15 @@ def complete_layer(session) -> list[str]:
         return []
 
 
-def complete_head(session) -> list[str]:
+def complete_head_number(session) -> list[str]:
     try:
-        return ["all"] + [str(i) for i in range(session.model_config.n_heads)]
+        return [str(i) for i in range(session.model_config.n_heads)]
     except AttributeError:
-        return ["all"]
+        return []
+
+
+def complete_head(session) -> list[str]:
+    return ["all"] + complete_head_number(session)
 
 
 # --- settings given to one command -------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""The numbers behind the "look inside" views: attention maps, the next-token microscope, the logit
-lens, teacher forcing (every next token of a text scored at once), the embeddings' neighbours, and
-the probability each generated token had (`:gen show=probs`).
+"""The numbers behind the "look inside" views: attention maps, one query's attention worked out by
+hand, the residual stream at one position, the next-token microscope, the logit lens, teacher
+forcing (every next token of a text scored at once), the embeddings' neighbours, and the
+probability each generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -116,6 +117,199 @@ def attention_maps(model: nn.Module, idx, layer: int | None = None) -> Attention
         n_heads=maps.shape[1],
         maps=maps,
     )
+
+
+# --- one query's attention, worked by hand --------------------------------------------------------
+@dataclass
+class QueryAttention:
+    """Row i of one head's attention, recomputed step by step from the q, k and v the model made.
+
+        s_ij = q_i . k_j / sqrt(d_k)      every j: the product QK^T computes the future's scores too
+        a_ij = softmax_j(s_ij + M_ij)     M_ij = -inf for j > i: the future gets weight exactly 0
+        o_i  = sum_j a_ij v_j             this head's d_k numbers of the output at position i
+
+    The sums are done here in float64 from the model's own q, k and v, and compared with what the
+    model computed (its explicit path's A and O = AV) and with the fused kernel
+    (F.scaled_dot_product_attention) on the same q, k and v: the differences are rounding.
+    """
+
+    token_ids: list[int]  # the sequence, length T
+    layer: int
+    head: int  # the query head
+    kv_head: int  # the key/value head it reads: `head` itself, or under GQA/MQA the one its group shares
+    at: int  # the query position i
+    q: list[float]  # q_i as the scores see it (after qk_norm and RoPE where the model has them), d_k numbers
+    keys: list[list[float]]  # k_j for every position j (T x d_k), likewise
+    values: list[list[float]]  # v_j for every position j (T x d_k)
+    dots: list[float]  # q_i . k_j for every j, the future's included
+    scores: list[float]  # s_ij = dots / sqrt(d_k)
+    weights: list[float]  # a_ij: softmax over j <= i, exactly 0 for j > i; they sum to 1
+    unscaled_weights: list[float]  # softmax(q_i . k_j + M_ij) without the 1/sqrt(d_k): what the scale prevents
+    out: list[float]  # o_i = sum_j a_ij v_j
+    model_weights_diff: float  # max |a_ij - the model's own A[i, j]|
+    model_out_diff: float  # max |o_i - the model's own (AV)[i]|
+    fused_out_diff: float  # max |o_i - F.scaled_dot_product_attention(q, k, v, is_causal=True)[i]|
+
+    @property
+    def head_dim(self) -> int:
+        return len(self.q)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: int = -1) -> QueryAttention:
+    """Head `head` of block `layer` at query position `at` (negative: from the end) of one sequence, by hand.
+
+    One listening pass on the explicit path records the head's q, k and v where the scores read them,
+    and the model's own pattern A and output AV; the rest is the formula of QueryAttention.
+    """
+    idx = one_sequence(model, idx, "query view")
+    blocks = getattr(model, "blocks", None)
+    if blocks is None or not len(blocks):
+        raise UserError("this model has no attention blocks to look into; use a model built by minitf")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
+        raise UserError(f"layer {layer!r} does not exist; choose one of 0..{len(blocks) - 1}")
+    attn = blocks[layer].attn
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < attn.n_heads:
+        raise UserError(f"head {head!r} does not exist; choose one of 0..{attn.n_heads - 1}")
+    T = idx.shape[1]
+    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
+        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
+                        f"(or -1 for the last)")
+    i = at % T
+    # Where the scores read q and k: after qk_norm and RoPE when the model has them. K and V are read
+    # before GQA's repeat: the key/value head this query head shares is picked below.
+    q_at = attn.hook_q_rot if attn.rope is not None else attn.q_norm if attn.q_norm is not None else attn.hook_q
+    k_at = attn.hook_k_rot if attn.rope is not None else attn.k_norm if attn.k_norm is not None else attn.hook_k
+    probes = {"q": q_at, "k": k_at, "v": attn.hook_v, "A": attn.hook_weights, "O": attn.hook_weighted}
+    with listening(model, probes, explicit_attention=True) as seen:
+        model(idx)
+    group = attn.n_heads // attn.n_kv_heads
+    kv_head = head // group
+    q_all, k_all, v_all = (seen[name][0].float().cpu() for name in ("q", "k", "v"))  # (heads, T, d_k)
+    q, k, v = q_all[head, i].double(), k_all[kv_head].double(), v_all[kv_head].double()
+
+    dots = k @ q  # (T,): q_i . k_j for every j
+    scores = dots / math.sqrt(q.shape[0])
+    future = torch.arange(T) > i  # M_ij = -inf there
+    weights = torch.softmax(scores.masked_fill(future, -math.inf), dim=0)
+    unscaled = torch.softmax(dots.masked_fill(future, -math.inf), dim=0)
+    out = weights @ v  # (d_k,): sum_j a_ij v_j
+
+    model_A = seen["A"][0, head, i].double().cpu()
+    model_O = seen["O"][0, head, i].double().cpu()
+    fused = F.scaled_dot_product_attention(q_all[None], k_all.repeat_interleave(group, dim=0)[None],
+                                           v_all.repeat_interleave(group, dim=0)[None], is_causal=True)[0, head, i]
+    return QueryAttention(
+        token_ids=idx[0].tolist(), layer=layer, head=head, kv_head=kv_head, at=i,
+        q=q.tolist(), keys=k.tolist(), values=v.tolist(),
+        dots=dots.tolist(), scores=scores.tolist(), weights=weights.tolist(), unscaled_weights=unscaled.tolist(),
+        out=out.tolist(),
+        model_weights_diff=float((weights - model_A).abs().max()),
+        model_out_diff=float((out - model_O).abs().max()),
+        fused_out_diff=float((out - fused.double()).abs().max()),
+    )
+
+
+# --- the residual stream at one position ----------------------------------------------------------
+@dataclass
+class NormRead:
+    """What a norm read and wrote at one position: the vector's mean, spread and size over its d features."""
+
+    mean: float  # LayerNorm subtracts it; RMSNorm does not
+    std: float  # LayerNorm divides by it (with a small eps added to the variance, taken over d, not d - 1)
+    rms: float  # sqrt(mean(h^2)): RMSNorm divides by it
+    size_in: float  # |h|, the Euclidean length of what it read
+    size_out: float  # |LN(h)|: about sqrt(d) times the gain, whatever |h| was
+
+
+@dataclass
+class StreamWrite:
+    """One sublayer at one position: the stream it found, what it added, what the stream became."""
+
+    block: int
+    part: str  # "attn" or "ffn"
+    before: float  # |h| the block (or its second half) started from
+    norm: NormRead  # pre-LN: the norm of the stream, the sublayer's input; post-LN: the norm of h + f(h)
+    write: float  # |f(.)|: the sublayer's output, what it adds to the stream
+    cos: float  # cos(f(.), h): > 0 writes along the stream, < 0 against it, about 0 a new direction
+    after: float  # |h| after: h + f(LN(h)) (pre-LN), LN(h + f(h)) (post-LN)
+
+
+@dataclass
+class ResidualStream:
+    """The residual stream h at one position, from the embedding through every block to the final norm.
+
+    Pre-LN (the seed): h_l = h + Attention(LN(h)), then + FFN(LN(.)); the stream itself is never
+    normalised, only each sublayer's copy of it, so |h| may grow while every sublayer reads a vector
+    of the same size. Post-LN: the stream is normalised after each add.
+    """
+
+    token_ids: list[int]
+    at: int  # the position
+    placement: str  # "pre" or "post"
+    norm_label: str  # "LN" or "RMSNorm"
+    token: float  # |x|: the token's embedding row
+    position: float | None  # |p|: the position table's row (None: rope or no positions)
+    embed: float  # |h_0| = |x + p|
+    writes: list[StreamWrite]  # two per block, in order
+    final: NormRead | None  # the final norm before the output head (None for post-LN, which has none)
+
+
+def _norm_read(h_in: torch.Tensor, h_out: torch.Tensor) -> NormRead:
+    h = h_in.double()
+    return NormRead(mean=float(h.mean()), std=float(h.var(unbiased=False).sqrt()),
+                    rms=float(h.pow(2).mean().sqrt()), size_in=float(h.norm()), size_out=float(h_out.double().norm()))
+
+
+def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
+    """The residual stream of one sequence at position `at` (negative: from the end), read by one listening pass."""
+    idx = one_sequence(model, idx, "residual stream view")
+    T = idx.shape[1]
+    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
+        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
+                        f"(or -1 for the last)")
+    i = at % T
+    blocks = list(getattr(model, "blocks", []))
+    if not blocks:
+        raise UserError("this model has no blocks to look into; use a model built by minitf")
+    seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def keep(key: str):
+        def hook(module, inputs, output):
+            seen[key] = (inputs[0][0, i].detach().float().cpu(), output[0, i].detach().float().cpu())
+
+        return hook
+
+    modules = {"token": model.token_embedding, "embed": model.hook_embed, "ln_f": model.ln_f}
+    for b, block in enumerate(blocks):
+        modules.update({f"{b}.ln_1": block.ln_1, f"{b}.attn": block.attn, f"{b}.mid": block.hook_resid_mid,
+                        f"{b}.ln_2": block.ln_2, f"{b}.ffn": block.ffn, f"{b}.post": block.hook_resid_post})
+    with listening_pass(model, [(module, keep(key)) for key, module in modules.items()]):
+        model(idx)
+
+    token = float(seen["token"][1].double().norm())
+    h = seen["embed"][1]
+    position = None
+    if model.position_embedding is not None:
+        position = float((h.double() - seen["token"][1].double()).norm())  # h_0 - x = p
+    post = blocks[0].post_norm
+    writes = []
+    for b in range(len(blocks)):
+        for part, norm, out in (("attn", "ln_1", "mid"), ("ffn", "ln_2", "post")):
+            write = seen[f"{b}.{part}"][1]
+            after = seen[f"{b}.{out}"][1]
+            writes.append(StreamWrite(
+                block=b, part=part, before=float(h.double().norm()), norm=_norm_read(*seen[f"{b}.{norm}"]),
+                write=float(write.double().norm()),
+                cos=float(F.cosine_similarity(write.double(), h.double(), dim=0)),
+                after=float(after.double().norm()),
+            ))
+            h = after
+    final = None if post else _norm_read(*seen["ln_f"])
+    return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(blocks[0].ln_1, "label", "LN"),
+                          token, position, float(seen["embed"][1].double().norm()), writes, final)
 
 
 # --- the next-token microscope -------------------------------------------------------------

@@ -1,0 +1,291 @@
+"""The machinery worked out by hand on one input: `:qkv` (one query's attention, q.k to the weighted values) and
+`:resid` (the residual stream at one position, what each sublayer adds and what its norm reads).
+
+The numbers come from core.inside (query_attention, residual_stream), which recompute the formula
+from the tensors the model made and check it against the model's own; these commands pick the
+prompt and the position, check the options, and render the result as the formula's table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.errors import UserError
+from ..core.inside import NormRead, StreamWrite
+from ..core.words import count
+from ..palette import visible
+from ..registry import Param
+from ..render.renderers import render
+from ..render.tables import NARROW, add_row, fits
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import check_layer, command, complete_head_number, complete_layer, view_prompt
+from .inside import VIEW_DEFAULT
+
+
+# --- :qkv ----------------------------------------------------------------------------------------
+QKV_ROWS = 16  # at most this many keys are listed one per row; the weakest others are summed up in a line
+
+
+@dataclass
+class QkvResult:
+    prompt: str  # the text read (its last max_seq_len tokens)
+    tokens: list[str]  # what each position reads
+    layer: int
+    head: int  # the query head
+    kv_head: int  # the key/value head it reads (itself; under GQA/MQA the one its group shares)
+    n_heads: int
+    n_kv_heads: int
+    at: int  # the query position i
+    d_model: int
+    q: list[float]  # q_i as the scores see it (after qk_norm and RoPE where the model has them)
+    keys: list[list[float]]  # k_j for every position j, d_k numbers each
+    values: list[list[float]]  # v_j for every position j
+    dots: list[float]  # q_i . k_j for every j, the future's too (QK^T computes them; the mask hides them)
+    scores: list[float]  # s_ij = q_i . k_j / sqrt(d_k)
+    weights: list[float]  # a_ij = softmax_j(s_ij + M_ij): exactly 0 for j > i, summing to 1
+    unscaled_weights: list[float]  # the softmax without the 1/sqrt(d_k) scale, for comparison
+    out: list[float]  # o_i = sum_j a_ij v_j, this head's share of Concat(heads) at position i
+    model_weights_diff: float  # max |a_ij - the model's own A[i, j]| (rounding)
+    model_out_diff: float  # max |o_i - the model's own AV row|
+    fused_out_diff: float  # max |o_i - F.scaled_dot_product_attention's row| on the same q, k, v
+    turned: list[str]  # what q and k went through before the scores: qk_norm, rope (empty for the seed)
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"
+    untrained: bool = False  # the model has not trained a step: its patterns are near uniform
+
+
+@command("qkv", "One query's attention worked out: q.k for every key, the scale, the causal mask, softmax, the "
+                "weighted values.", params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    Param("at", int, help="the query position (default: the middle of the text, so the mask has a future to "
+                          "hide; -1: the last)", meta="N"),
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("head", int, help="the query head (default 0)", complete=complete_head_number),
+])  # fmt: skip
+def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
+    layer = check_layer(session, args["layer"])
+    config = session.model_config
+    head = 0 if args["head"] is None else args["head"]
+    if not 0 <= head < config.n_heads:
+        raise UserError(f"head must be in 0..{config.n_heads - 1} (the model has {count(config.n_heads, 'head')}), "
+                        f"got {head}")
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    if not ids:
+        raise UserError(f"give some text, e.g. {cmd('qkv', 'hello')}")
+    T = len(ids)
+    # The middle by default: the row then has keys it reads and a future the mask hides, the two
+    # halves of causal attention (the last position, what predicts the next token, has no future).
+    at = (T - 1) // 2 if args["at"] is None else args["at"]
+    if not -T <= at < T:
+        raise UserError(f"at must be a position of the {count(T, session.data.tokenizer.unit)} read: 0..{T - 1}, "
+                        f"or -1 for the last; got {at}")
+    from ..core.inside import query_attention
+
+    worked = query_attention(session.model, ids, layer=layer, head=head, at=at)
+    attn = session.model.blocks[layer].attn
+    turned = [name for name, on in (("qk_norm", attn.q_norm is not None), ("rope", attn.rope is not None)) if on]
+    fields = {k: v for k, v in worked.to_dict().items() if k not in ("token_ids",)}
+    return QkvResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], n_heads=config.n_heads,
+                     n_kv_heads=config.kv_heads, d_model=config.d_model, turned=turned, dropped=dropped,
+                     unit=session.data.tokenizer.unit, untrained=session.untrained, **fields)
+
+
+def _shown_keys(weights: list[float], at: int) -> list[int]:
+    """The keys listed one per row: every past key while they fit in QKV_ROWS, else the QKV_ROWS - 2 heaviest and
+    the query itself; then the first future key, whose score the mask replaces by -inf."""
+    past = list(range(at + 1))
+    if len(past) > QKV_ROWS - 1:
+        heaviest = sorted(range(at), key=lambda j: weights[j], reverse=True)[:QKV_ROWS - 2]
+        past = sorted(heaviest) + [at]
+    return past + ([at + 1] if at + 1 < len(weights) else [])
+
+
+@render.register(QkvResult)
+def render_qkv(result: QkvResult, console: Console) -> None:
+    i, T, d_k = result.at, len(result.tokens), len(result.q)
+    say(console, f"query {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}: layer {result.layer}, "
+                 f"head {result.head}, d_k = {d_k}", "bold")
+    note(console, f"s_ij = q_i.k_j / sqrt(d_k), then + M_ij (-inf for j > i: the causal mask), a_ij = softmax over "
+                  f"j, o_i = sum_j a_ij v_j; sqrt(d_k) = {math.sqrt(d_k):.2f}, |q_i| = {_norm(result.q):.2f}")
+    if result.turned:
+        note(console, f"q and k as the scores read them: after {' and '.join(result.turned)}")
+    if result.kv_head != result.head or result.n_kv_heads != result.n_heads:
+        group = result.n_heads // result.n_kv_heads
+        first = result.kv_head * group
+        note(console, f"keys and values from key/value head {result.kv_head} of {result.n_kv_heads}, shared by query "
+                      f"heads {first}..{first + group - 1}")
+    shown = _shown_keys(result.weights, i)
+    top = max(result.weights)
+    rows, previous = [], -1
+    for j in shown:
+        if j > previous + 1 and j <= i:  # past keys left out between two listed ones
+            rows.append(_skipped(result, range(previous + 1, j)))
+        previous = j
+        key = visible(result.tokens[j]) + (" = i" if j == i else "")
+        if j > i:
+            rows.append([str(j), Text(key, style="dim"), Text(f"{result.dots[j]:.3f}", style="dim"),
+                         Text(f"{result.scores[j]:.3f}", style="dim"), Text("-inf", style="red"), Text("0", style="dim"),
+                         Text("masked: the future", style="dim"), Text("0", style="dim")])
+            continue
+        a = result.weights[j]
+        bar = "█" * max(1, round(8 * a / top)) if a >= 0.005 else ""
+        rows.append([str(j), Text(key, style="cyan" if j == i else ""), f"{result.dots[j]:.3f}",
+                     f"{result.scores[j]:.3f}", f"{result.scores[j]:.3f}", f"{a:.3f}", Text(bar, style="yellow"),
+                     f"{a * _norm(result.values[j]):.3f}"])
+    names = ["j", "key", "q.k_j", "s_ij", "+ M_ij", "a_ij", "", "|a_ij v_j|"]
+    table = fitting_table(console, names, rows, left=("key", ""), optional=("|a_ij v_j|", "q.k_j"))
+    console.print(table)
+    if T - 1 > i + 1:
+        note(console, f"j = {i + 2}..{T - 1}: {count(T - i - 2, 'more future key')}, masked the same way (weight 0)")
+    best = max(range(i + 1), key=lambda j: result.weights[j])
+    say(console, f"the weights sum to 1 over j = 0..{i}; the largest, {result.weights[best]:.3f}, on j = {best} "
+                 f"{visible(result.tokens[best])!r}")
+    unscaled_top = max(result.unscaled_weights)
+    note(console, f"without the 1/sqrt(d_k) scale the largest weight would be {unscaled_top:.3f}: scores "
+                  f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if i else
+                  "position 0 reads only itself: its weight is 1 whatever the scores")
+    say(console, f"o_i = sum_j a_ij v_j: {d_k} numbers, |o_i| = {_norm(result.out):.3f}; this head's {d_k} of the "
+                 f"{result.d_model} that Concat(heads) W^O reads at position {i}")
+    note(console, f"checked: the model's own A row {_agrees(result.model_weights_diff)}, its AV row "
+                  f"{_agrees(result.model_out_diff)}, the fused F.scaled_dot_product_attention "
+                  f"{_agrees(result.fused_out_diff)} (largest difference, float32 rounding)")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    if result.untrained:
+        note(console, f"this model has not trained yet: q and k are random, so the weights are near uniform; "
+                      f"{cmd('train')}, then look again")
+
+
+def _agrees(difference: float) -> str:
+    return "agrees exactly" if difference == 0 else f"agrees to {difference:.0e}"
+
+
+def _norm(vector: list[float]) -> float:
+    return math.sqrt(sum(x * x for x in vector))
+
+
+def _skipped(result: QkvResult, keys: range) -> list:
+    """One row for past keys not listed: how many, and the weight they have together."""
+    weight = sum(result.weights[j] for j in keys)
+    return ["", Text(f"… {count(len(keys), 'key')} (j = {keys[0]}..{keys[-1]})", style="dim"), "", "", "",
+            Text(f"{weight:.3f}", style="dim"), Text("together", style="dim"), ""]
+
+
+def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = ()) -> Table:
+    """The table of `names` and `rows` with every word whole: the `optional` columns are dropped, first named
+    first, until it fits the console (render.tables.fits); the remaining ones are what the formula needs."""
+    dropped: set[str] = set()
+    for drop in (None, *optional):
+        if drop is not None:
+            dropped.add(drop)
+        keep = [k for k, name in enumerate(names) if name not in dropped]
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        for k in keep:
+            table.add_column(names[k], justify="left" if names[k] in left else "right", no_wrap=True)
+        for row in rows:
+            add_row(table, *(row[k] for k in keep))
+        if fits(console, table):
+            break
+    return table
+
+
+# --- :resid --------------------------------------------------------------------------------------
+@dataclass
+class ResidResult:
+    prompt: str  # the text read (its last max_seq_len tokens)
+    tokens: list[str]
+    at: int  # the position shown
+    placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
+    norm_label: str  # "LN" or "RMSNorm"
+    d_model: int
+    token: float  # |x|: the token's embedding row
+    position: float | None  # |p|: the position table's row (None: rope or no positions)
+    embed: float  # |h_0| = |x + p|
+    writes: list[StreamWrite]  # per block, attention then FFN: the stream before, the norm's reading, the write
+    final: NormRead | None  # the final norm before the output head (None for post-LN)
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"
+    untrained: bool = False
+
+
+@command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
+                  "add, what the norms read.", params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
+])  # fmt: skip
+def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    if not ids:
+        raise UserError(f"give some text, e.g. {cmd('resid', 'hello')}")
+    at = -1 if args["at"] is None else args["at"]
+    if not -len(ids) <= at < len(ids):
+        raise UserError(f"at must be a position of the {count(len(ids), session.data.tokenizer.unit)} read: "
+                        f"0..{len(ids) - 1}, or -1 for the last; got {at}")
+    from ..core.inside import residual_stream
+
+    stream = residual_stream(session.model, ids, at=at)
+    return ResidResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], at=stream.at,
+                       placement=stream.placement, norm_label=stream.norm_label, d_model=session.model_config.d_model,
+                       token=stream.token, position=stream.position, embed=stream.embed, writes=stream.writes,
+                       final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
+                       untrained=session.untrained)
+
+
+@render.register(ResidResult)
+def render_resid(result: ResidResult, console: Console) -> None:
+    i, norm, pre = result.at, result.norm_label, result.placement == "pre"
+    say(console, f"the residual stream at position {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}",
+        "bold")
+    if pre:
+        note(console, f"pre-norm: h <- h + f({norm}(h)) for f = attention, then the FFN: the stream is never "
+                      f"normalised, only the copy each sublayer reads")
+    else:
+        note(console, f"post-norm: h <- {norm}(h + f(h)): the stream itself is normalised after every add")
+    parts = [f"x = W_E[token]: |x| = {result.token:.2f}"]
+    if result.position is not None:
+        parts.append(f"p = W_P[{i}]: |p| = {result.position:.2f}")
+    parts.append(f"h_0 = {'x + p' if result.position is not None else 'x'}: |h_0| = {result.embed:.2f}")
+    note(console, ";  ".join(parts))
+    what = "h" if pre else "h + f(h)"
+    spread_name = "std" if norm == "LN" else "rms"
+    note(console, f"mean, {spread_name}: of the {what} that {norm} reads, over its d = {result.d_model} features; "
+                  f"|{norm}|: the size of what it hands on; |f|: the size of the sublayer's write")
+    spread = (lambda r: r.std) if norm == "LN" else (lambda r: r.rms)
+    rows = [[str(w.block) if w.part == "attn" else "", w.part, f"{w.before:.2f}", f"{w.norm.mean:+.3f}",
+             f"{spread(w.norm):.3f}", f"{w.norm.size_out:.2f}", f"{w.write:.2f}",
+             f"{w.write / max(w.before, 1e-12):.2f}",
+             Text(f"{w.cos:+.2f}", style="green" if w.cos > 0.3 else "red" if w.cos < -0.3 else ""), f"{w.after:.2f}"]
+            for w in result.writes]
+    if result.final is not None:
+        r = result.final
+        rows.append([Text("final", style="cyan"), f"{norm}_f", f"{r.size_in:.2f}", f"{r.mean:+.3f}",
+                     f"{spread(r):.3f}", f"{r.size_out:.2f}", "", "", "", ""])
+    names = ["block", "f", "|h|", "mean", spread_name, f"|{norm}|", "|f|", "|f|/|h|", "cos(f, h)", "|h| after"]
+    console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("|f|/|h|", "mean", "|h| after")))
+    last = result.writes[-1].after
+    if pre:
+        say(console, f"|h| went from {result.embed:.2f} to {last:.2f} over {count(len(result.writes) // 2, 'block')}: "
+                     f"each sublayer adds its write to the stream, none replaces it")
+        reads = [w.norm.size_out for w in result.writes]
+        note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
+                      f"(sqrt(d) = {math.sqrt(result.d_model):.1f} times the gain): the norm takes the stream's scale "
+                      f"away, so a block's input does not grow with depth")
+    else:
+        note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
+    if result.final is not None:
+        note(console, f"final: {norm}_f(h_L) is what the output head reads (logits = {norm}_f(h_L) W_E^T when tied)")
+    note(console, "cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction; "
+                  f"{cmd('attrib')} shows which of these writes push the next token")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    if result.untrained:
+        note(console, f"this model has not trained yet: its writes are random; {cmd('train')}, then look again")
