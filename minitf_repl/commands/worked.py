@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -17,7 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import UserError
-from ..core.inside import NormRead, StreamWrite
 from ..core.words import count
 from ..palette import visible
 from ..registry import Param
@@ -29,6 +29,9 @@ from ..session import Session
 from ..syntax import cmd
 from .base import check_layer, command, complete_head_number, complete_layer, view_prompt
 from .inside import VIEW_DEFAULT
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
+    from ..core.inside import NormRead, StreamWrite
 
 
 # --- :qkv ----------------------------------------------------------------------------------------
