@@ -340,6 +340,30 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
         raise typer.Exit(1)
 
 
+def _options_among(command, words: list[str], args: dict) -> list[str]:
+    """The words of the text, less those that set one of the command's options as the REPL reads them, which go
+    into `args`: `minitf qkv at=3 layer=1` is `:qkv at=3 layer=1`, not the text "at=3 layer=1".
+
+    A word is an option where it is KEY=VALUE with KEY an option of this command (any spelling); anything
+    else stays text, a word with a space in it (a quoted text) included. The shell has already taken the
+    quotes away, so unlike the REPL an unknown key is no error: `minitf gen x=1` continues "x=1".
+    """
+    if command.pairs_in_text:  # :compare reads its contenders' key=value pairs from the text itself
+        return words
+    text = []
+    for word in words:
+        key, eq, value = word.partition("=")
+        param = command.param_named(key) if eq and key and " " not in word else None
+        if param is None or param.refusal is not None:
+            text.append(word)
+            continue
+        if param.name in args:
+            raise UserError(f"{param.name} is given twice ({word} and --{param.name.replace('_', '-')}); "
+                            "give it once")
+        args[param.name] = value
+    return text
+
+
 def _make_subcommand(command, registry: Registry):
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     annotations = {"ctx": typer.Context}
@@ -388,6 +412,11 @@ def _make_subcommand(command, registry: Registry):
             args = {k: v for k, v in kwargs.items() if v is not None}
             positional = command.positional
             words = args.pop(positional.name, None) if positional is not None else None
+            try:
+                words = _options_among(command, words or [], args)
+            except UserError as e:
+                error(_stderr(), phrase(e, "shell"))
+                raise typer.Exit(1)
             if words:  # no words at all: the text is not given (the command's default), as in the REPL
                 args[positional.name] = positional.positional_text(words)
         _run_one(ctx, command, args, as_json, registry)

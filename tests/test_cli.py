@@ -138,6 +138,21 @@ def test_text_of_several_words_is_read_as_the_repl_reads_it():
     assert "<text>" in invoke("gen", "--help").stdout and "list[str]" not in invoke("gen", "--help").stdout
 
 
+def test_a_word_that_names_an_option_sets_it_as_in_the_repl():
+    # `minitf qkv at=3 layer=1` is `:qkv at=3 layer=1`: before, the shell read "at=3 layer=1" as the text.
+    doc = json.loads(invoke("qkv", "at=3", "hello", "layer=1", "--json").stdout)
+    assert (doc["at"], doc["layer"], doc["tokens"]) == (3, 1, list("hello"))
+    result = invoke("gen", "n=3", "cache=off", "once", "upon")  # a short form and an on/off option too
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("once upon") and "3 tokens in" in result.stderr and "cache off" in result.stderr
+    kept = invoke("gen", "--n", "3", "x=1")  # not an option of :gen: text, as the shell took the quotes away
+    assert kept.exit_code == 0 and kept.stdout.startswith("x=1"), kept.output
+    spaced = json.loads(invoke("qkv", "at=1 head=0", "--json").stdout)  # a quoted text with a space: text
+    assert spaced["tokens"][:4] == list("at=1") and spaced["head"] == 0
+    assert "at is given twice" in assert_one_error_line(invoke("qkv", "at=3", "--at", "4"))
+    assert "n must be a whole number, got 'abc'" in assert_one_error_line(invoke("gen", "n=abc"))
+
+
 def test_an_option_of_minitf_after_the_command_says_where_it_goes():
     line = assert_one_error_line(invoke("train", "--set", "lr=0.02", "--steps", "3"), code=2)
     assert line == ("error: --set is an option of minitf itself, so it goes before the command: "
