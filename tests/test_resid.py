@@ -71,8 +71,11 @@ def test_the_stream_is_the_formula_rebuilt_from_the_parts(changes):
             assert w.before == pytest.approx(before.norm().item(), rel=1e-4)
             assert w.norm.size_in == pytest.approx(read_in.norm().item(), rel=1e-4)
             assert w.norm.mean == pytest.approx(read_in.mean().item(), abs=1e-5)
-            assert w.norm.std == pytest.approx(read_in.var(unbiased=False).sqrt().item(), rel=1e-4)
-            assert w.norm.rms == pytest.approx(read_in.pow(2).mean().sqrt().item(), rel=1e-4)
+            if stream.norm_scale == "std":  # LayerNorm: centre, then divide by the standard deviation
+                expected = (read_in.var(unbiased=False) + 1e-5).sqrt()
+            else:  # RMSNorm: divide by the root mean square, no centring
+                expected = (read_in.pow(2).mean() + 1e-5).sqrt()
+            assert w.norm.scale == pytest.approx(expected.item(), rel=1e-4)
             assert w.norm.size_out == pytest.approx(read_out.norm().item(), rel=1e-4)
             assert w.write == pytest.approx(write.norm().item(), rel=1e-4)
             assert w.cos == pytest.approx(F.cosine_similarity(write, before, dim=0).item(), abs=1e-4)
@@ -83,7 +86,8 @@ def test_the_stream_is_the_formula_rebuilt_from_the_parts(changes):
             assert stream.final.size_in == pytest.approx(final[0].norm().item(), rel=1e-4)
             assert stream.final.size_out == pytest.approx(final[1].norm().item(), rel=1e-4)
     assert stream.placement == changes.get("norm_placement", "pre")
-    assert stream.norm_label == ("RMSNorm" if changes.get("norm") == "rmsnorm" else "LN")
+    rms = changes.get("norm") == "rmsnorm"
+    assert (stream.norm_label, stream.norm_scale) == (("RMSNorm", "rms") if rms else ("LN", "std"))
     has_table = changes.get("pos_encoding", "learned") in ("learned", "sinusoidal")
     assert (stream.position is not None) == has_table
     token = model.token_embedding.weight[IDS[-1]].norm().item()
@@ -97,8 +101,9 @@ def test_a_layer_norm_hands_on_sqrt_d_whatever_the_stream_size():
     torch.manual_seed(0)
     model = MiniTransformerLM(ModelConfig(**SMALL))
     stream = residual_stream(model, IDS)
-    for w in stream.writes:
-        assert w.norm.size_out == pytest.approx(math.sqrt(32) * w.norm.std / math.sqrt(w.norm.std**2 + 1e-5), rel=1e-4)
+    for w in stream.writes:  # LN(h) = (h - mean) / sqrt(var + eps): length sqrt(d * var / (var + eps))
+        variance = w.norm.scale**2 - 1e-5
+        assert w.norm.size_out == pytest.approx(math.sqrt(32 * variance / (variance + 1e-5)), rel=1e-4)
     assert stream.writes[-1].after > stream.embed
 
 

@@ -140,6 +140,9 @@ def real_results(tmp_path_factory):
         out["score"] = run_command(s, "score", {})  # reverse:4: the question given, the answer counted
         out["score text"] = run_command(s, "score", {"text": "1234=4321" * 3})
         out["embed"] = run_command(s, "embed", {"text": "0123456789=", "k": 5})
+        out["qkv"] = run_command(s, "qkv", {"layer": 2, "head": 1})
+        out["qkv long"] = run_command(s, "qkv", {"prompt": "1234=4321" * 3, "at": -1})  # summed rows, no future
+        out["resid"] = run_command(s, "resid", {})
         out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):

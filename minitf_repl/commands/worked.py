@@ -179,8 +179,9 @@ def _norm(vector: list[float]) -> float:
 def _skipped(result: QkvResult, keys: range) -> list:
     """One row for past keys not listed: how many, and the weight they have together."""
     weight = sum(result.weights[j] for j in keys)
-    return ["", Text(f"… {count(len(keys), 'key')} (j = {keys[0]}..{keys[-1]})", style="dim"), "", "", "",
-            Text(f"{weight:.3f}", style="dim"), Text("together", style="dim"), ""]
+    where = f"j = {keys[0]}" if len(keys) == 1 else f"j = {keys[0]}..{keys[-1]}"
+    return ["", Text(f"… {where}", style="dim"), "", "", "", Text(f"{weight:.3f}", style="dim"),
+            Text(f"{count(len(keys), 'key')} together", style="dim"), ""]
 
 
 def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = ()) -> Table:
@@ -209,6 +210,7 @@ class ResidResult:
     at: int  # the position shown
     placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
     norm_label: str  # "LN" or "RMSNorm"
+    norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
     d_model: int
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
@@ -237,7 +239,8 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
 
     stream = residual_stream(session.model, ids, at=at)
     return ResidResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], at=stream.at,
-                       placement=stream.placement, norm_label=stream.norm_label, d_model=session.model_config.d_model,
+                       placement=stream.placement, norm_label=stream.norm_label,
+                       norm_scale=stream.norm_scale, d_model=session.model_config.d_model,
                        token=stream.token, position=stream.position, embed=stream.embed, writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
                        untrained=session.untrained)
@@ -259,20 +262,26 @@ def render_resid(result: ResidResult, console: Console) -> None:
     parts.append(f"h_0 = {'x + p' if result.position is not None else 'x'}: |h_0| = {result.embed:.2f}")
     note(console, ";  ".join(parts))
     what = "h" if pre else "h + f(h)"
-    spread_name = "std" if norm == "LN" else "rms"
-    note(console, f"mean, {spread_name}: of the {what} that {norm} reads, over its d = {result.d_model} features; "
-                  f"|{norm}|: the size of what it hands on; |f|: the size of the sublayer's write")
-    spread = (lambda r: r.std) if norm == "LN" else (lambda r: r.rms)
-    rows = [[str(w.block) if w.part == "attn" else "", w.part, f"{w.before:.2f}", f"{w.norm.mean:+.3f}",
-             f"{spread(w.norm):.3f}", f"{w.norm.size_out:.2f}", f"{w.write:.2f}",
-             f"{w.write / max(w.before, 1e-12):.2f}",
-             Text(f"{w.cos:+.2f}", style="green" if w.cos > 0.3 else "red" if w.cos < -0.3 else ""), f"{w.after:.2f}"]
-            for w in result.writes]
+    divisor = result.norm_scale
+    note(console, f"mean: of the {what} that {norm} reads, over its d = {result.d_model} features; {divisor}: what "
+                  f"{norm} divides it by; |{norm}|: the size of what it hands on; |f|: the size of the sublayer's write")
+
+    def spread(r: NormRead) -> str:
+        return "?" if r.scale is None else f"{r.scale:.3f}"
+
+    rows, labelled = [], None
+    for w in result.writes:  # the block's number on its first row only
+        rows.append([str(w.block) if w.block != labelled else "", w.part, f"{w.before:.2f}", f"{w.norm.mean:+.3f}",
+                     spread(w.norm), f"{w.norm.size_out:.2f}", f"{w.write:.2f}",
+                     f"{w.write / max(w.before, 1e-12):.2f}",
+                     Text(f"{w.cos:+.2f}", style="green" if w.cos > 0.3 else "red" if w.cos < -0.3 else ""),
+                     f"{w.after:.2f}"])
+        labelled = w.block
     if result.final is not None:
         r = result.final
         rows.append([Text("final", style="cyan"), f"{norm}_f", f"{r.size_in:.2f}", f"{r.mean:+.3f}",
-                     f"{spread(r):.3f}", f"{r.size_out:.2f}", "", "", "", ""])
-    names = ["block", "f", "|h|", "mean", spread_name, f"|{norm}|", "|f|", "|f|/|h|", "cos(f, h)", "|h| after"]
+                     spread(r), f"{r.size_out:.2f}", "", "", "", ""])
+    names = ["block", "f", "|h|", "mean", divisor, f"|{norm}|", "|f|", "|f|/|h|", "cos(f, h)", "|h| after"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("|f|/|h|", "mean", "|h| after")))
     last = result.writes[-1].after
     if pre:

@@ -87,7 +87,8 @@ class CharTokenizer:
             shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             raise DataError(
                 f"{count(len(unknown), 'character')} not in the vocabulary: {shown}; "
-                "remove them, or train on data that contains them"
+                f"remove {'it' if len(unknown) == 1 else 'them'}, or train on data that contains "
+                f"{'it' if len(unknown) == 1 else 'them'}"
             )
         return [self.stoi[ch] for ch in text]
 

@@ -215,11 +215,10 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
 # --- the residual stream at one position ----------------------------------------------------------
 @dataclass
 class NormRead:
-    """What a norm read and wrote at one position: the vector's mean, spread and size over its d features."""
+    """What a norm read and wrote at one position: the vector's mean and size, and the scale it divided by."""
 
-    mean: float  # LayerNorm subtracts it; RMSNorm does not
-    std: float  # LayerNorm divides by it (with a small eps added to the variance, taken over d, not d - 1)
-    rms: float  # sqrt(mean(h^2)): RMSNorm divides by it
+    mean: float  # over the d features: LayerNorm subtracts it, RMSNorm does not
+    scale: float | None  # what the norm divided by, as the norm itself says (LN: std, RMSNorm: rms; eps included)
     size_in: float  # |h|, the Euclidean length of what it read
     size_out: float  # |LN(h)|: about sqrt(d) times the gain, whatever |h| was
 
@@ -250,6 +249,7 @@ class ResidualStream:
     at: int  # the position
     placement: str  # "pre" or "post"
     norm_label: str  # "LN" or "RMSNorm"
+    norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
     embed: float  # |h_0| = |x + p|
@@ -257,10 +257,13 @@ class ResidualStream:
     final: NormRead | None  # the final norm before the output head (None for post-LN, which has none)
 
 
-def _norm_read(h_in: torch.Tensor, h_out: torch.Tensor) -> NormRead:
+def _norm_read(norm: nn.Module, h_in: torch.Tensor, h_out: torch.Tensor) -> NormRead:
+    try:
+        scale = float(norm.frozen(h_in.to(next(norm.parameters(), h_in).device)).scale.squeeze())
+    except (AttributeError, UserError):  # a norm of a caller's own that does not say how it scales
+        scale = None
     h = h_in.double()
-    return NormRead(mean=float(h.mean()), std=float(h.var(unbiased=False).sqrt()),
-                    rms=float(h.pow(2).mean().sqrt()), size_in=float(h.norm()), size_out=float(h_out.double().norm()))
+    return NormRead(mean=float(h.mean()), scale=scale, size_in=float(h.norm()), size_out=float(h_out.double().norm()))
 
 
 def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
@@ -301,15 +304,18 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
             write = seen[f"{b}.{part}"][1]
             after = seen[f"{b}.{out}"][1]
             writes.append(StreamWrite(
-                block=b, part=part, before=float(h.double().norm()), norm=_norm_read(*seen[f"{b}.{norm}"]),
+                block=b, part=part, before=float(h.double().norm()),
+                norm=_norm_read(getattr(blocks[b], norm), *seen[f"{b}.{norm}"]),
                 write=float(write.double().norm()),
                 cos=float(F.cosine_similarity(write.double(), h.double(), dim=0)),
                 after=float(after.double().norm()),
             ))
             h = after
-    final = None if post else _norm_read(*seen["ln_f"])
-    return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(blocks[0].ln_1, "label", "LN"),
-                          token, position, float(seen["embed"][1].double().norm()), writes, final)
+    final = None if post else _norm_read(model.ln_f, *seen["ln_f"])
+    norm = blocks[0].ln_1
+    return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
+                          getattr(norm, "divides_by", "scale"), token, position,
+                          float(seen["embed"][1].double().norm()), writes, final)
 
 
 # --- the next-token microscope -------------------------------------------------------------

@@ -63,9 +63,11 @@ class FrozenNorm:
 
 
 class NormPart:
-    """What every norm tells the views. `label` names it in a formula: LN(x), RMSNorm(x)."""
+    """What every norm tells the views. `label` names it in a formula: LN(x), RMSNorm(x); `divides_by` names
+    the scale it divides its input by (the `scale` of `frozen`), in the residual stream view."""
 
     label = "Norm"
+    divides_by = "scale"
 
     def frozen(self, x: torch.Tensor) -> FrozenNorm:
         """This norm at `x` with its scale frozen there (see FrozenNorm); a norm that cannot be frozen says so."""
@@ -96,6 +98,7 @@ class LayerNorm(NormPart, nn.LayerNorm):
     """torch's LayerNorm over the last dimension (centre, scale, then g and b), telling the views about itself."""
 
     label = "LN"
+    divides_by = "std"  # sqrt(var(x) + eps), after centring
 
     @classmethod
     def from_config(cls, dim: int, config: ModelConfig) -> LayerNorm:
@@ -127,6 +130,7 @@ class RMSNorm(NormPart, nn.Module):
     """x / rms(x) * g over the last dimension, rms(x) = sqrt(mean(x^2) + eps)."""
 
     label = "RMSNorm"
+    divides_by = "rms"  # sqrt(mean(x^2) + eps), without centring
 
     def __init__(self, dim: int, eps: float = EPS, gain: bool = True):
         super().__init__()
