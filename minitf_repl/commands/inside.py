@@ -110,7 +110,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) "
                       "went unread")
-    note(console, f"one row worked out by hand, q.k to softmax: {cmd('qkv', at='N', layer=result.layer)}")
+    note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer)}")
 
 
 # --- :step ---------------------------------------------------------------------------------------
