@@ -1,7 +1,8 @@
-"""The machinery worked out by hand on one input: `:qkv` (one query's attention, q.k to the weighted values) and
-`:resid` (the residual stream at one position, what each sublayer adds and what its norm reads).
+"""The machinery worked out by hand on one input: `:qkv` (one query's attention, q.k to the weighted values),
+`:resid` (the residual stream at one position, what each sublayer adds and what its norm reads) and
+`:ffn` (a feed-forward part at one position as the sum of its hidden units' writes).
 
-The numbers come from core.inside (query_attention, residual_stream), which recompute the formula
+The numbers come from core.inside (query_attention, residual_stream, feed_forward_neurons), which recompute the formula
 from the tensors the model made and check it against the model's own; these commands pick the
 prompt and the position, check the options, and render the result as the formula's table.
 """
@@ -301,3 +302,114 @@ def render_resid(result: ResidResult, console: Console) -> None:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     if result.untrained:
         note(console, f"this model has not trained yet: its writes are random; {cmd('train')}, then look again")
+
+
+# --- :ffn ----------------------------------------------------------------------------------------
+@dataclass
+class FfnUnit:
+    index: int  # n
+    pre: float  # its pre-activation (x W_1 + b_1)_n (SwiGLU: the gate's)
+    h: float  # its activation h_n
+    write: float  # |h_n v_n|
+    promotes: list[str] | None  # the tokens whose logit its write raises most (None: post-norm)
+    promote_by: list[float] | None
+    demotes: list[str] | None  # the tokens whose logit it lowers most
+    demote_by: list[float] | None
+
+
+@dataclass
+class FfnResult:
+    prompt: str  # the text read (its last max_seq_len tokens)
+    tokens: list[str]
+    layer: int
+    at: int  # the position shown
+    hidden: str  # the formula of the hidden layer h, as the part states it
+    width: int  # hidden units
+    positive: int  # units with h_n > 0
+    negative: int  # units with h_n < 0
+    lowest: float  # the most negative h_n
+    total_write: float  # sum_n |h_n v_n|
+    out_size: float  # |FFN(x)|
+    units: list[FfnUnit]  # the units with the largest writes, largest first
+    out_diff: float  # max |sum_n h_n v_n + b - the block's FFN output|
+    dropped: int = 0
+    unit: str = "character"
+    untrained: bool = False
+
+
+@command("ffn", "The feed-forward at one position as a sum of its hidden units' writes: which fire, how much each "
+                "adds, which tokens each pushes.", params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=256),
+])  # fmt: skip
+def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
+    layer = check_layer(session, args["layer"])
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    if not ids:
+        raise UserError(f"give some text, e.g. {cmd('ffn', 'hello')}")
+    at = -1 if args["at"] is None else args["at"]
+    if not -len(ids) <= at < len(ids):
+        raise UserError(f"at must be a position of the {count(len(ids), session.data.tokenizer.unit)} read: "
+                        f"0..{len(ids) - 1}, or -1 for the last; got {at}")
+    from ..core.inside import feed_forward_neurons
+
+    found = feed_forward_neurons(session.model, ids, layer=layer, at=at, top=args["k"] or 8)
+    itos = session.data.tokenizer.itos
+
+    def names(ids: list[int] | None) -> list[str] | None:
+        return None if ids is None else [itos[i] for i in ids]
+
+    units = [FfnUnit(n.index, n.pre, n.h, n.write, names(n.promotes), n.promote_by, names(n.demotes), n.demote_by)
+             for n in found.neurons]
+    return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
+                     width=found.width, positive=found.positive, negative=found.negative, lowest=found.lowest,
+                     total_write=found.total_write, out_size=found.out_size, units=units, out_diff=found.out_diff,
+                     dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained)
+
+
+@render.register(FfnResult)
+def render_ffn(result: FfnResult, console: Console) -> None:
+    i = result.at
+    say(console, f"feed-forward of block {result.layer} at position {i} {visible(result.tokens[i])!r} of "
+                 f"{result.prompt[-48:]!r}", "bold")
+    note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = sum_n h_n v_n + b, v_n the column n of "
+                  f"the output matrix: each unit adds its own vector, scaled by how much it fires")
+    negative = (f"{result.negative} below 0 (the lowest {result.lowest:.3f}: the activation lets small negatives "
+                f"through)" if result.negative else "none below 0")
+    say(console, f"firing (h_n > 0): {result.positive} of {result.width} ({result.positive / result.width:.0%}); "
+                 f"{negative}")
+    tied = result.units and result.units[0].promotes is not None
+    rows = []
+    for u in result.units:
+        up = "  ".join(f"{visible(t)} {v:+.2f}" for t, v in zip(u.promotes, u.promote_by)) if tied else ""
+        down = "  ".join(f"{visible(t)} {v:+.2f}" for t, v in zip(u.demotes, u.demote_by)) if tied else ""
+        rows.append([str(u.index), f"{u.pre:+.3f}", f"{u.h:+.3f}", f"{u.write:.3f}",
+                     f"{u.write / max(result.total_write, 1e-12):.1%}", Text(up, style="green"),
+                     Text(down, style="red")])
+    names = ["unit n", "pre", "h_n", "|h_n v_n|", "share", "raises the logit of", "lowers"]
+    optional = ("share", "pre", "lowers") if tied else ("share", "pre")
+    if not tied:
+        names, rows = names[:5], [row[:5] for row in rows]
+    console.print(fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional))
+    listed = sum(u.write for u in result.units)
+    say(console, f"these {count(len(result.units), 'unit')} write {listed / max(result.total_write, 1e-12):.0%} of "
+                 f"sum_n |h_n v_n| = {result.total_write:.2f}; the sum itself has length |FFN(x)| = "
+                 f"{result.out_size:.2f}" + _cancelling(result.out_size / max(result.total_write, 1e-12)))
+    if tied:
+        note(console, "raises/lowers: the logits each write moves most, read through the final norm frozen at this "
+                      f"input (as {cmd('attrib')} reads a part)")
+    else:
+        note(console, "a post-norm model renormalises the stream after every sublayer, so a write's effect on the "
+                      "logits is not its own: no tokens are shown")
+    note(console, f"checked: sum_n h_n v_n + b agrees with the block's FFN output to {result.out_diff:.0e}")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    if result.untrained:
+        note(console, f"this model has not trained yet: its units are random; {cmd('train')}, then look again")
+
+
+def _cancelling(ratio: float) -> str:
+    """What |sum of the writes| / sum of |writes| says: 1 when they all point one way, near 0 when they cancel."""
+    return ": the writes mostly cancel" if ratio < 0.3 else ": the writes partly cancel" if ratio < 0.7 else ""

@@ -12,13 +12,30 @@ read in one place, `model.feed_forward`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn as nn
 
 from .config import ModelConfig, ffn_hidden
 from .probe import Step
 
-__all__ = ["ReLUSquared", "SwiGLU", "activation_formula", "ffn_hidden", "make_activation"]
+__all__ = ["Neurons", "ReLUSquared", "SwiGLU", "activation_formula", "ffn_hidden", "make_activation"]
+
+
+@dataclass(frozen=True)
+class Neurons:
+    """What a feed-forward part tells the neuron view (`:ffn`) about itself: FFN(x) = h W_out^T + b_out.
+
+    `pre` is the module whose output is each hidden unit's pre-activation (SwiGLU: its gate's); `out`
+    the output projection, whose input is the hidden layer h and whose column n, v_n, is what unit n
+    writes into the residual stream per unit of h_n, so FFN(x) = sum_n h_n v_n + b_out; `hidden`
+    the formula of h.
+    """
+
+    pre: nn.Module
+    out: nn.Linear
+    hidden: str
 
 
 class ReLUSquared(nn.Module):
@@ -63,6 +80,9 @@ class SwiGLU(nn.Module):
         return self.dropout(self.down_proj(gate * self.up_proj(x)))  # (..., d_model)
 
     # --- what the views need to know ------------------------------------------------------------------
+    def neurons(self) -> Neurons:
+        return Neurons(pre=self.gate_proj, out=self.down_proj, hidden="SiLU(xW_g) ⊙ xW_u")
+
     def symbols(self) -> dict[str, tuple[int, str | None]]:
         return {"d_h": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}
 

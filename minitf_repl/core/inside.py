@@ -1,7 +1,7 @@
 """The numbers behind the "look inside" views: attention maps, one query's attention worked out by
-hand, the residual stream at one position, the next-token microscope, the logit lens, teacher
-forcing (every next token of a text scored at once), the embeddings' neighbours, and the
-probability each generated token had (`:gen show=probs`).
+hand, the residual stream at one position, a feed-forward part as the sum of its hidden units, the
+next-token microscope, the logit lens, teacher forcing (every next token of a text scored at once),
+the embeddings' neighbours, and the probability each generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -316,6 +316,111 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
                           getattr(norm, "divides_by", "scale"), token, position,
                           float(seen["embed"][1].double().norm()), writes, final)
+
+
+# --- the feed-forward's hidden units at one position -------------------------------------------------
+@dataclass
+class Neuron:
+    """One hidden unit n of a feed-forward part at one position: FFN(x) = sum_n h_n v_n + b_out."""
+
+    index: int
+    pre: float  # its pre-activation (x W_1 + b_1)_n (SwiGLU: the gate's, (x W_g)_n)
+    h: float  # its activation h_n, what the output projection reads
+    write: float  # |h_n v_n|: the length of what it adds to the residual stream
+    promotes: list[int] | None  # the tokens whose logit h_n v_n raises most (None: a post-norm model)
+    promote_by: list[float] | None  # by how much, read through the final norm frozen at this input
+    demotes: list[int] | None  # the tokens whose logit it lowers most
+    demote_by: list[float] | None
+
+
+@dataclass
+class FeedForwardNeurons:
+    token_ids: list[int]
+    layer: int
+    at: int
+    hidden: str  # the formula of h, as the part states it: "GELU(xW_1 + b_1)"
+    width: int  # hidden units
+    positive: int  # units with h_n > 0
+    negative: int  # units with h_n < 0 (GELU and SiLU let small negatives through; ReLU never)
+    lowest: float  # the most negative h_n
+    total_write: float  # sum_n |h_n v_n|
+    out_size: float  # |FFN(x)| = |sum_n h_n v_n + b_out|: below total_write where the writes cancel
+    neurons: list[Neuron]  # the `top` units with the largest |h_n v_n|, largest first
+    out_diff: float  # max |sum_n h_n v_n + b_out - the block's FFN output|: rounding
+
+
+def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, top: int = 8,
+                         tokens: int = 3) -> FeedForwardNeurons:
+    """Block `layer`'s feed-forward part at position `at`, as a sum of its hidden units' writes.
+
+    The part says which of its modules make the pre-activation and the output (`neurons()`), one
+    listening pass reads them, and the output is rebuilt as sum_n h_n v_n + b_out. What a unit's
+    write does to the logits is read as :attrib reads a part: through the final norm frozen at this
+    input's scale, then the output head (pre-norm models only).
+    """
+    idx = one_sequence(model, idx, "feed-forward view")
+    T = idx.shape[1]
+    blocks = getattr(model, "blocks", None)
+    if blocks is None or not len(blocks):
+        raise UserError("this model has no blocks to look into; use a model built by minitf")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
+        raise UserError(f"layer {layer!r} does not exist; choose one of 0..{len(blocks) - 1}")
+    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
+        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
+                        f"(or -1 for the last)")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"the number of units to list must be a whole number >= 1, got {top!r}")
+    i = at % T
+    ffn = blocks[layer].ffn
+    describe = getattr(ffn, "neurons", None)
+    if describe is None:
+        raise UserError(f"block {layer}'s feed-forward part ({type(ffn).__name__}) does not say what its hidden units "
+                        "are; a mixture of experts routes each token to its own FFNs: :experts shows where they go")
+    parts = describe()
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(key: str, read_input: bool):
+        def hook(module, inputs, output):
+            seen[key] = (inputs[0] if read_input else output)[0, i].detach().double().cpu()
+
+        return hook
+
+    hooks = [(parts.pre, keep("pre", False)), (parts.out, keep("h", True)), (parts.out, keep("out", False)),
+             (model.ln_f, keep("end", True))]
+    with listening_pass(model, hooks):
+        model(idx)
+    pre, h, out = seen["pre"], seen["h"], seen["out"]
+    values = parts.out.weight.detach().double().cpu()  # (d, hidden): column n is v_n
+    bias = parts.out.bias.detach().double().cpu() if parts.out.bias is not None else torch.zeros(values.shape[0])
+    writes = h[None, :] * values  # (d, hidden): column n is h_n v_n
+    sizes = writes.norm(dim=0)
+    rebuilt = writes.sum(dim=1) + bias
+    chosen = sizes.argsort(descending=True)[: min(top, len(sizes))]
+
+    frozen = getattr(model.ln_f, "frozen", None)  # post-norm: the stream is no sum of parts at the end
+    logits = None
+    if callable(frozen) and not blocks[0].post_norm:
+        end = seen["end"].float().to(model.lm_head.weight.device)
+        read = frozen(end).linear(writes[:, chosen].T.float().to(end.device))  # (k, d): each write through the norm
+        logits = (read @ model.lm_head.weight.detach().T).double().cpu()  # (k, V)
+    neurons = []
+    for row, n in enumerate(chosen.tolist()):
+        up = down = None
+        if logits is not None:
+            k = min(tokens, logits.shape[1])
+            up, down = logits[row].topk(k), (-logits[row]).topk(k)
+        neurons.append(Neuron(
+            index=n, pre=float(pre[n]), h=float(h[n]), write=float(sizes[n]),
+            promotes=None if up is None else up.indices.tolist(), promote_by=None if up is None else up.values.tolist(),
+            demotes=None if down is None else down.indices.tolist(),
+            demote_by=None if down is None else (-down.values).tolist(),
+        ))
+    return FeedForwardNeurons(
+        token_ids=idx[0].tolist(), layer=layer, at=i, hidden=parts.hidden, width=len(h),
+        positive=int((h > 0).sum()), negative=int((h < 0).sum()), lowest=float(h.min()),
+        total_write=float(sizes.sum()), out_size=float(out.norm()), neurons=neurons,
+        out_diff=float((rebuilt - out).abs().max()),
+    )
 
 
 # --- the next-token microscope -------------------------------------------------------------

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .errors import DataError
 from .experts import MixtureOfExperts, MoEStats
-from .feedforward import SwiGLU, activation_formula, make_activation
+from .feedforward import Neurons, SwiGLU, activation_formula, make_activation
 from .norms import make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
 from .probe import Probe, Step
@@ -274,6 +274,11 @@ class FeedForward(nn.Module):
         return self.dropout(self.fc_out(self.act(self.fc_in(x))))  # (B, T, d_model)
 
     # --- what the views need to know ------------------------------------------------------------------
+    def neurons(self) -> Neurons:
+        b1 = "" if self.fc_in.bias is None else " + b_1"
+        return Neurons(pre=self.fc_in, out=self.fc_out, hidden=activation_formula(self.activation).replace(
+            "(.)", f"(xW_1{b1})", 1))
+
     def symbols(self) -> dict[str, tuple[int, str | None]]:
         return {"d_ff": (self.fc_in.out_features, "FFN")}
 

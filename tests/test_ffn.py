@@ -1,0 +1,131 @@
+"""`:ffn` (core.inside.feed_forward_neurons): a feed-forward part at one position as the sum of its units' writes.
+
+Checked against the hidden layer computed here from the weights, the block's own output, and direct
+logit attribution (core.attribution), whose FFN part the units' logit shares must add up to.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core.attribution import direct_logit_attribution
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.errors import UserError
+from minitf_repl.core.inside import feed_forward_neurons
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.dispatch import json_document
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import text_of
+
+SMALL = dict(vocab_size=20, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=16)
+IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+
+
+def model_for(**changes) -> MiniTransformerLM:
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(**{**SMALL, **changes}))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    return model.eval()
+
+
+def ffn_input(model, layer, at):
+    """What block `layer`'s feed-forward reads at `at`, computed here block by block (pre-norm)."""
+    idx = torch.tensor([IDS])
+    with torch.no_grad():
+        h = model.token_embedding(idx) + model.position_embedding(torch.arange(len(IDS)))
+        for block in model.blocks[:layer]:
+            h = block(h)
+        block = model.blocks[layer]
+        h = h + block.attn(block.ln_1(h))
+        return block.ln_2(h)[0, at]
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", "relu2"])
+def test_the_units_are_the_hidden_layer_and_sum_to_the_output(activation):
+    model = model_for(activation=activation)
+    ffn = model.blocks[1].ffn
+    x = ffn_input(model, 1, 6)
+    with torch.no_grad():
+        pre = ffn.fc_in(x)
+        h = ffn.act(pre)
+        sizes = h.abs() * ffn.fc_out.weight.norm(dim=0)  # |h_n v_n| = |h_n| |v_n|
+    found = feed_forward_neurons(model, IDS, layer=1, at=6, top=64)
+    assert found.width == 64 and len(found.neurons) == 64
+    assert [n.index for n in found.neurons[:5]] == sizes.argsort(descending=True)[:5].tolist()
+    for n in found.neurons:
+        assert (n.pre, n.h, n.write) == pytest.approx((pre[n.index].item(), h[n.index].item(),
+                                                       sizes[n.index].item()), rel=1e-4, abs=1e-5)
+    assert (found.positive, found.negative) == (int((h > 0).sum()), int((h < 0).sum()))
+    if activation.startswith("relu"):
+        assert found.negative == 0  # ReLU never goes below 0; GELU does
+    assert found.total_write == pytest.approx(sizes.sum().item(), rel=1e-4)
+    assert found.out_diff < 1e-4 and found.out_size == pytest.approx(ffn(x).norm().item(), rel=1e-4)
+
+
+@pytest.mark.parametrize("changes", [dict(activation="swiglu"), dict(bias=False), dict(activation="swiglu", bias=False)])
+def test_every_feed_forward_kind_says_where_its_units_are(changes):
+    model = model_for(**changes)
+    found = feed_forward_neurons(model, IDS, layer=0, at=-1, top=3)
+    assert found.out_diff < 1e-4 and len(found.neurons) == 3
+    assert found.hidden == ("SiLU(xW_g) ⊙ xW_u" if changes.get("activation") == "swiglu" else "GELU(xW_1)")
+    assert found.neurons[0].write >= found.neurons[1].write >= found.neurons[2].write
+
+
+def test_the_units_logit_shares_add_up_to_the_blocks_share_in_attribution():
+    """Direct logit attribution splits a logit into parts, one per block's FFN; its units split that part again."""
+    model = model_for()
+    V = SMALL["vocab_size"]
+    for layer in (0, 1):
+        found = feed_forward_neurons(model, IDS, layer=layer, at=-1, top=64, tokens=V)
+        for target in (0, 7, 19):
+            dla = direct_logit_attribution(model, IDS, target=target)
+            mlp = next(p.logit for p in dla.parts if p.name == f"mlp {layer}")
+            units = sum(dict(zip(n.promotes, n.promote_by))[target] for n in found.neurons)
+            ffn = model.blocks[layer].ffn
+            with torch.no_grad():
+                end = model.blocks[-1](model.blocks[0](model.hook_embed(
+                    model.token_embedding(torch.tensor([IDS])) + model.position_embedding(torch.arange(10)))))
+                bias = model.ln_f.frozen(end[0, -1]).linear(ffn.fc_out.bias) @ model.lm_head.weight[target]
+            assert units + bias.item() == pytest.approx(mlp, abs=1e-3)
+        assert all(n.promote_by == sorted(n.promote_by, reverse=True) for n in found.neurons)
+        assert all(n.demotes[0] == n.promotes[-1] for n in found.neurons)  # the most lowered: the last of all raised
+
+
+def test_where_the_view_cannot_split_it_says_so():
+    post = feed_forward_neurons(model_for(norm_placement="post"), IDS, layer=1)
+    assert post.out_diff < 1e-4 and all(n.promotes is None for n in post.neurons)  # no logit reading after post-norm
+    with pytest.raises(UserError, match="mixture of experts .* :experts"):
+        feed_forward_neurons(model_for(n_experts=2), IDS)
+    with pytest.raises(UserError, match="position 10 is not in the text of 10 tokens"):
+        feed_forward_neurons(model_for(), IDS, at=10)
+    with pytest.raises(UserError, match="layer 2 does not exist"):
+        feed_forward_neurons(model_for(), IDS, layer=2)
+
+
+def plain(result, width=100) -> str:
+    return " ".join(text_of(result, width).split())
+
+
+def test_ffn_in_the_shell():
+    session = Session(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32),
+                      TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu")
+    default = run(session, ":ffn")
+    assert default.at == 15 and default.layer == 0 and len(default.units) == 8 and default.untrained
+    out = plain(default)
+    assert "feed-forward of block 0 at position 15 'v' of 'The example abov'" in out
+    assert "h = GELU(xW_1 + b_1): 64 hidden units" in out and "raises the logit of" in out
+    assert "checked: sum_n h_n v_n + b agrees with the block's FFN output" in out
+    narrow = text_of(default, 60)
+    assert "raises the logit of" in narrow and "lowers" not in narrow.split("raises the logit of")[1].split("\n")[0]
+    some = run(session, ":ffn hello at=0 layer=1 k=3")
+    assert (some.at, some.layer, len(some.units)) == (0, 1, 3)
+    assert json_document(REGISTRY["ffn"], some)["schema"] == "minitf.ffn/1"
+    with pytest.raises(UserError, match="at must be a position of the 5 characters read"):
+        run(session, ":ffn hello at=5")
+    run(session, ":set n_experts=2")
+    with pytest.raises(UserError, match=":experts shows where they go"):
+        run(session, ":ffn")
