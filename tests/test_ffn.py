@@ -61,7 +61,9 @@ def test_the_units_are_the_hidden_layer_and_sum_to_the_output(activation):
                                                        sizes[n.index].item()), rel=1e-4, abs=1e-5)
     assert (found.positive, found.negative) == (int((h > 0).sum()), int((h < 0).sum()))
     if activation.startswith("relu"):
-        assert found.negative == 0  # ReLU never goes below 0; GELU does
+        assert found.negative == 0 and "exactly 0 below its kink" in found.below_zero  # ReLU never goes below 0
+    else:
+        assert found.lowest >= -0.1701 and "GELU lets small negatives through" in found.below_zero
     assert found.total_write == pytest.approx(sizes.sum().item(), rel=1e-4)
     assert found.out_diff < 1e-4 and found.out_size == pytest.approx(ffn(x).norm().item(), rel=1e-4)
 
@@ -71,7 +73,10 @@ def test_every_feed_forward_kind_says_where_its_units_are(changes):
     model = model_for(**changes)
     found = feed_forward_neurons(model, IDS, layer=0, at=-1, top=3)
     assert found.out_diff < 1e-4 and len(found.neurons) == 3
-    assert found.hidden == ("SiLU(xW_g) ⊙ xW_u" if changes.get("activation") == "swiglu" else "GELU(xW_1)")
+    swiglu = changes.get("activation") == "swiglu"
+    assert found.hidden == ("SiLU(xW_g) ⊙ xW_u" if swiglu else "GELU(xW_1)")
+    assert found.pre_name == ("xW_g" if swiglu else "xW_1")  # the gate's pre-activation; no b_1 without biases
+    assert ("either sign" if swiglu else "down to -0.17") in found.below_zero
     assert found.neurons[0].write >= found.neurons[1].write >= found.neurons[2].write
 
 

@@ -324,6 +324,8 @@ class FfnResult:
     layer: int
     at: int  # the position shown
     hidden: str  # the formula of the hidden layer h, as the part states it
+    pre_name: str  # the formula of the pre-activation: "xW_1 + b_1" (SwiGLU: its gate's, "xW_g")
+    below_zero: str  # what an h_n below 0 means for this part
     width: int  # hidden units
     positive: int  # units with h_n > 0
     negative: int  # units with h_n < 0
@@ -364,7 +366,7 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     units = [FfnUnit(n.index, n.pre, n.h, n.write, names(n.promotes), n.promote_by, names(n.demotes), n.demote_by)
              for n in found.neurons]
     return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
-                     width=found.width, positive=found.positive, negative=found.negative, lowest=found.lowest,
+                     pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive, negative=found.negative, lowest=found.lowest,
                      total_write=found.total_write, out_size=found.out_size, units=units, out_diff=found.out_diff,
                      dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained)
 
@@ -376,10 +378,9 @@ def render_ffn(result: FfnResult, console: Console) -> None:
                  f"{result.prompt[-48:]!r}", "bold")
     note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = sum_n h_n v_n + b, v_n the column n of "
                   f"the output matrix: each unit adds its own vector, scaled by how much it fires")
-    negative = (f"{result.negative} below 0 (the lowest {result.lowest:.3f}: the activation lets small negatives "
-                f"through)" if result.negative else "none below 0")
+    negative = (f"{result.negative} below 0, the lowest {result.lowest:.3f}" if result.negative else "none below 0")
     say(console, f"firing (h_n > 0): {result.positive} of {result.width} ({result.positive / result.width:.0%}); "
-                 f"{negative}")
+                 f"{negative} ({result.below_zero})")
     tied = result.units and result.units[0].promotes is not None
     rows = []
     for u in result.units:
@@ -388,8 +389,8 @@ def render_ffn(result: FfnResult, console: Console) -> None:
         rows.append([str(u.index), f"{u.pre:+.3f}", f"{u.h:+.3f}", f"{u.write:.3f}",
                      f"{u.write / max(result.total_write, 1e-12):.1%}", Text(up, style="green"),
                      Text(down, style="red")])
-    names = ["unit n", "pre", "h_n", "|h_n v_n|", "share", "raises the logit of", "lowers"]
-    optional = ("share", "pre", "lowers") if tied else ("share", "pre")
+    names = ["unit n", result.pre_name.replace(" ", ""), "h_n", "|h_n v_n|", "share", "raises the logit of", "lowers"]
+    optional = ("share", names[1], "lowers") if tied else ("share", names[1])
     if not tied:
         names, rows = names[:5], [row[:5] for row in rows]
     console.print(fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional))

@@ -20,7 +20,7 @@ import torch.nn as nn
 from .config import ModelConfig, ffn_hidden
 from .probe import Step
 
-__all__ = ["Neurons", "ReLUSquared", "SwiGLU", "activation_formula", "ffn_hidden", "make_activation"]
+__all__ = ["Neurons", "ReLUSquared", "SwiGLU", "activation_formula", "below_zero", "ffn_hidden", "make_activation"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Neurons:
     pre: nn.Module
     out: nn.Linear
     hidden: str
+    pre_name: str  # how a formula writes the pre-activation: "xW_1 + b_1", "xW_g"
+    below_zero: str  # what a negative h_n means for this activation
 
 
 class ReLUSquared(nn.Module):
@@ -45,12 +47,13 @@ class ReLUSquared(nn.Module):
         return torch.relu(x).square()
 
 
-# activation -> (its module, how the shape trace writes it)
+# activation -> (its module, how the shape trace writes it, what an output below 0 means: the :ffn view)
 _ACTIVATIONS = {
-    "gelu": (lambda: nn.GELU(), "GELU(.)"),
-    "gelu_tanh": (lambda: nn.GELU(approximate="tanh"), "GELU(.) (tanh approx.)"),  # GPT-2's approximation
-    "relu": (lambda: nn.ReLU(), "ReLU(.)"),
-    "relu2": (lambda: ReLUSquared(), "ReLU(.)^2"),
+    "gelu": (lambda: nn.GELU(), "GELU(.)", "GELU lets small negatives through, down to -0.17"),
+    "gelu_tanh": (lambda: nn.GELU(approximate="tanh"), "GELU(.) (tanh approx.)",  # GPT-2's approximation
+                  "GELU lets small negatives through, down to -0.17"),
+    "relu": (lambda: nn.ReLU(), "ReLU(.)", "ReLU is exactly 0 below its kink"),
+    "relu2": (lambda: ReLUSquared(), "ReLU(.)^2", "ReLU^2 is exactly 0 below its kink"),
 }
 
 
@@ -61,6 +64,11 @@ def make_activation(name: str) -> nn.Module:
 
 def activation_formula(name: str) -> str:
     return _ACTIVATIONS[name][1]
+
+
+def below_zero(name: str) -> str:
+    """What an output below 0 of activation `name` means, for the :ffn view."""
+    return _ACTIVATIONS[name][2]
 
 
 class SwiGLU(nn.Module):
@@ -81,7 +89,8 @@ class SwiGLU(nn.Module):
 
     # --- what the views need to know ------------------------------------------------------------------
     def neurons(self) -> Neurons:
-        return Neurons(pre=self.gate_proj, out=self.down_proj, hidden="SiLU(xW_g) ⊙ xW_u")
+        return Neurons(pre=self.gate_proj, out=self.down_proj, hidden="SiLU(xW_g) ⊙ xW_u", pre_name="xW_g",
+                       below_zero="the gate's SiLU times xW_u: either sign, as xW_u has")
 
     def symbols(self) -> dict[str, tuple[int, str | None]]:
         return {"d_h": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}

@@ -339,6 +339,8 @@ class FeedForwardNeurons:
     layer: int
     at: int
     hidden: str  # the formula of h, as the part states it: "GELU(xW_1 + b_1)"
+    pre_name: str  # the formula of the pre-activation: "xW_1 + b_1" (SwiGLU: "xW_g", its gate's)
+    below_zero: str  # what an h_n below 0 means for this part, as it states it
     width: int  # hidden units
     positive: int  # units with h_n > 0
     negative: int  # units with h_n < 0 (GELU and SiLU let small negatives through; ReLU never)
@@ -416,7 +418,8 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
             demote_by=None if down is None else (-down.values).tolist(),
         ))
     return FeedForwardNeurons(
-        token_ids=idx[0].tolist(), layer=layer, at=i, hidden=parts.hidden, width=len(h),
+        token_ids=idx[0].tolist(), layer=layer, at=i, hidden=parts.hidden, pre_name=parts.pre_name,
+        below_zero=parts.below_zero, width=len(h),
         positive=int((h > 0).sum()), negative=int((h < 0).sum()), lowest=float(h.min()),
         total_write=float(sizes.sum()), out_size=float(out.norm()), neurons=neurons,
         out_diff=float((rebuilt - out).abs().max()),

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .errors import DataError
 from .experts import MixtureOfExperts, MoEStats
-from .feedforward import Neurons, SwiGLU, activation_formula, make_activation
+from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, make_activation
 from .norms import make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
 from .probe import Probe, Step
@@ -275,9 +275,9 @@ class FeedForward(nn.Module):
 
     # --- what the views need to know ------------------------------------------------------------------
     def neurons(self) -> Neurons:
-        b1 = "" if self.fc_in.bias is None else " + b_1"
+        pre = "xW_1" + ("" if self.fc_in.bias is None else " + b_1")
         return Neurons(pre=self.fc_in, out=self.fc_out, hidden=activation_formula(self.activation).replace(
-            "(.)", f"(xW_1{b1})", 1))
+            "(.)", f"({pre})", 1), pre_name=pre, below_zero=below_zero(self.activation))
 
     def symbols(self) -> dict[str, tuple[int, str | None]]:
         return {"d_ff": (self.fc_in.out_features, "FFN")}
