@@ -35,6 +35,21 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, StreamWrite
 
 
+def read_at(session: Session, name: str, args: dict, reporter: Reporter,
+            default=lambda T: T - 1) -> tuple[str, list[int], int, int]:
+    """The text a view reads (base.view_prompt: the prompt, or the data's sample) and the position `at` it looks
+    at, checked: None is `default(T)`, a negative one counts from the end."""
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    if not ids:
+        raise UserError(f"give some text, e.g. {cmd(name, 'hello')}")
+    T = len(ids)
+    at = default(T) if args["at"] is None else args["at"]
+    if not -T <= at < T:
+        raise UserError(f"at must be a position of the {count(T, session.data.tokenizer.unit)} read: 0..{T - 1}, "
+                        f"or -1 for the last; got {at}")
+    return text, ids, dropped, at
+
+
 # --- :qkv ----------------------------------------------------------------------------------------
 QKV_ROWS = 16  # at most this many keys are listed one per row; the weakest others are summed up in a line
 
@@ -82,16 +97,9 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     if not 0 <= head < config.n_heads:
         raise UserError(f"head must be in 0..{config.n_heads - 1} (the model has {count(config.n_heads, 'head')}), "
                         f"got {head}")
-    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
-    if not ids:
-        raise UserError(f"give some text, e.g. {cmd('qkv', 'hello')}")
-    T = len(ids)
     # The middle by default: the row then has keys it reads and a future the mask hides, the two
     # halves of causal attention (the last position, what predicts the next token, has no future).
-    at = (T - 1) // 2 if args["at"] is None else args["at"]
-    if not -T <= at < T:
-        raise UserError(f"at must be a position of the {count(T, session.data.tokenizer.unit)} read: 0..{T - 1}, "
-                        f"or -1 for the last; got {at}")
+    text, ids, dropped, at = read_at(session, "qkv", args, reporter, default=lambda T: (T - 1) // 2)
     from ..core.inside import query_attention
 
     worked = query_attention(session.model, ids, layer=layer, head=head, at=at)
@@ -229,13 +237,7 @@ class ResidResult:
     Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
 ])  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
-    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
-    if not ids:
-        raise UserError(f"give some text, e.g. {cmd('resid', 'hello')}")
-    at = -1 if args["at"] is None else args["at"]
-    if not -len(ids) <= at < len(ids):
-        raise UserError(f"at must be a position of the {count(len(ids), session.data.tokenizer.unit)} read: "
-                        f"0..{len(ids) - 1}, or -1 for the last; got {at}")
+    text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
 
     stream = residual_stream(session.model, ids, at=at)
@@ -348,13 +350,7 @@ class FfnResult:
 ])  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
-    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
-    if not ids:
-        raise UserError(f"give some text, e.g. {cmd('ffn', 'hello')}")
-    at = -1 if args["at"] is None else args["at"]
-    if not -len(ids) <= at < len(ids):
-        raise UserError(f"at must be a position of the {count(len(ids), session.data.tokenizer.unit)} read: "
-                        f"0..{len(ids) - 1}, or -1 for the last; got {at}")
+    text, ids, dropped, at = read_at(session, "ffn", args, reporter)
     from ..core.inside import feed_forward_neurons
 
     found = feed_forward_neurons(session.model, ids, layer=layer, at=at, top=args["k"] or 8)

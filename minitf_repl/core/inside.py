@@ -119,6 +119,24 @@ def attention_maps(model: nn.Module, idx, layer: int | None = None) -> Attention
     )
 
 
+def block_at(model: nn.Module, layer) -> nn.Module:
+    """Block `layer` of the model, or a UserError naming the blocks it has."""
+    blocks = getattr(model, "blocks", None)
+    if blocks is None or not len(blocks):
+        raise UserError("this model has no blocks to look into; use a model built by minitf")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
+        raise UserError(f"layer {layer!r} does not exist; choose one of 0..{len(blocks) - 1}")
+    return blocks[layer]
+
+
+def position(at, T: int) -> int:
+    """Position `at` of a sequence of T tokens (negative: from the end) as 0..T-1, or a UserError."""
+    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
+        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
+                        f"(or -1 for the last)")
+    return at % T
+
+
 # --- one query's attention, worked by hand --------------------------------------------------------
 @dataclass
 class QueryAttention:
@@ -165,19 +183,11 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
     and the model's own pattern A and output AV; the rest is the formula of QueryAttention.
     """
     idx = one_sequence(model, idx, "query view")
-    blocks = getattr(model, "blocks", None)
-    if blocks is None or not len(blocks):
-        raise UserError("this model has no attention blocks to look into; use a model built by minitf")
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
-        raise UserError(f"layer {layer!r} does not exist; choose one of 0..{len(blocks) - 1}")
-    attn = blocks[layer].attn
+    attn = block_at(model, layer).attn
     if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < attn.n_heads:
         raise UserError(f"head {head!r} does not exist; choose one of 0..{attn.n_heads - 1}")
     T = idx.shape[1]
-    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
-        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
-                        f"(or -1 for the last)")
-    i = at % T
+    i = position(at, T)
     # Where the scores read q and k: after qk_norm and RoPE when the model has them. K and V are read
     # before GQA's repeat: the key/value head this query head shares is picked below.
     q_at = attn.hook_q_rot if attn.rope is not None else attn.q_norm if attn.q_norm is not None else attn.hook_q
@@ -270,13 +280,9 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     """The residual stream of one sequence at position `at` (negative: from the end), read by one listening pass."""
     idx = one_sequence(model, idx, "residual stream view")
     T = idx.shape[1]
-    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
-        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
-                        f"(or -1 for the last)")
-    i = at % T
-    blocks = list(getattr(model, "blocks", []))
-    if not blocks:
-        raise UserError("this model has no blocks to look into; use a model built by minitf")
+    i = position(at, T)
+    block_at(model, 0)  # a model with blocks, or a UserError
+    blocks = list(model.blocks)
     seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def keep(key: str):
@@ -294,9 +300,9 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
 
     token = float(seen["token"][1].double().norm())
     h = seen["embed"][1]
-    position = None
+    p = None
     if model.position_embedding is not None:
-        position = float((h.double() - seen["token"][1].double()).norm())  # h_0 - x = p
+        p = float((h.double() - seen["token"][1].double()).norm())  # h_0 - x = p
     post = blocks[0].post_norm
     writes = []
     for b in range(len(blocks)):
@@ -314,7 +320,7 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     final = None if post else _norm_read(model.ln_f, *seen["ln_f"])
     norm = blocks[0].ln_1
     return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
-                          getattr(norm, "divides_by", "scale"), token, position,
+                          getattr(norm, "divides_by", "scale"), token, p,
                           float(seen["embed"][1].double().norm()), writes, final)
 
 
@@ -362,18 +368,11 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     """
     idx = one_sequence(model, idx, "feed-forward view")
     T = idx.shape[1]
-    blocks = getattr(model, "blocks", None)
-    if blocks is None or not len(blocks):
-        raise UserError("this model has no blocks to look into; use a model built by minitf")
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
-        raise UserError(f"layer {layer!r} does not exist; choose one of 0..{len(blocks) - 1}")
-    if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
-        raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
-                        f"(or -1 for the last)")
+    block = block_at(model, layer)
+    i = position(at, T)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"the number of units to list must be a whole number >= 1, got {top!r}")
-    i = at % T
-    ffn = blocks[layer].ffn
+    ffn = block.ffn
     describe = getattr(ffn, "neurons", None)
     if describe is None:
         raise UserError(f"block {layer}'s feed-forward part ({type(ffn).__name__}) does not say what its hidden units "
@@ -401,7 +400,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
 
     frozen = getattr(model.ln_f, "frozen", None)  # post-norm: the stream is no sum of parts at the end
     logits = None
-    if callable(frozen) and not blocks[0].post_norm:
+    if callable(frozen) and not block.post_norm:
         end = seen["end"].float().to(model.lm_head.weight.device)
         read = frozen(end).linear(writes[:, chosen].T.float().to(end.device))  # (k, d): each write through the norm
         logits = (read @ model.lm_head.weight.detach().T).double().cpu()  # (k, V)
