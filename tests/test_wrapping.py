@@ -144,6 +144,7 @@ def real_results(tmp_path_factory):
         out["qkv long"] = run_command(s, "qkv", {"prompt": "1234=4321" * 3, "at": -1})  # summed rows, no future
         out["resid"] = run_command(s, "resid", {})
         out["ffn"] = run_command(s, "ffn", {"layer": 1, "k": 12})
+        out["kv"] = run_command(s, "kv", {"n": 30})  # past the window: refilled, and the middle in one line
         out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):

@@ -10,7 +10,8 @@ Each family of commands is one module holding its result types, its commands and
     settings.py      :config, :set, :data
     checkpoints.py   :save, :load, :ls (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
-    worked.py        :qkv, :resid, :ffn (one query's attention, the residual stream, the feed-forward's units)
+    worked.py        :qkv, :resid, :ffn, :kv (one query's attention, the residual stream, the feed-forward's
+                     units, decoding with the KV cache: worked out by hand)
     inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)
     lab.py           :compare, :experts, :ablate (the variant lab)
     speed.py         :device, :quantize
@@ -37,7 +38,7 @@ from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveRe
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
 from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
-from .worked import FfnResult, FfnUnit, QkvResult, ResidResult
+from .worked import FfnResult, FfnUnit, KvResult, KvStep, QkvResult, ResidResult
 from .why import AttribPart, AttribResult, PatchResult, patch_reading
 from .lab import AblateResult, CompareResult, ExpertsResult
 from .settings import ConfigResult, DataResult, SetResult
@@ -46,7 +47,7 @@ from .train import PlotResult, PlotSeries, TrainResult
 
 __all__ = [
     "DATA_NAMES", "LENS_AT", "REGISTRY", "AblateResult", "AttnResult", "AttribPart", "AttribResult", "CompareResult", "ConfigResult", "DataResult",
-    "DeviceResult", "ExpertsResult", "FfnResult", "FfnUnit", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "LensResult", "LensRow",
+    "DeviceResult", "ExpertsResult", "FfnResult", "FfnUnit", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "KvResult", "KvStep", "LensResult", "LensRow",
     "LoadResult", "LsResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries", "QkvResult",
     "QuantizeResult", "QuitResult", "ResidResult",
     "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",

@@ -1,8 +1,10 @@
 """The machinery worked out by hand on one input: `:qkv` (one query's attention, q.k to the weighted values),
-`:resid` (the residual stream at one position, what each sublayer adds and what its norm reads) and
-`:ffn` (a feed-forward part at one position as the sum of its hidden units' writes).
+`:resid` (the residual stream at one position, what each sublayer adds and what its norm reads),
+`:ffn` (a feed-forward part at one position as the sum of its hidden units' writes) and `:kv`
+(decoding with the KV cache against the naive loop, step by step).
 
-The numbers come from core.inside (query_attention, residual_stream, feed_forward_neurons), which recompute the formula
+The numbers come from core.inside (query_attention, residual_stream, feed_forward_neurons,
+cached_decoding), which recompute the formula
 from the tensors the model made and check it against the model's own; these commands pick the
 prompt and the position, check the options, and render the result as the formula's table.
 """
@@ -22,6 +24,7 @@ from ..core.errors import UserError
 from ..core.words import count
 from ..palette import visible
 from ..registry import Param
+from ..render import fmt
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
@@ -410,3 +413,97 @@ def render_ffn(result: FfnResult, console: Console) -> None:
 def _cancelling(ratio: float) -> str:
     """What |sum of the writes| / sum of |writes| says: 1 when they all point one way, near 0 when they cancel."""
     return ": the writes mostly cancel" if ratio < 0.3 else ": the writes partly cancel" if ratio < 0.7 else ""
+
+
+# --- :kv -----------------------------------------------------------------------------------------
+KV_HEAD, KV_TAIL = 6, 8  # a run longer than both lists its first and last steps, the middle in one line
+@dataclass
+class KvStep:
+    token: str  # the token picked (greedy)
+    cached_token: str  # the cached loop's own pick: the same unless two logits tie within rounding
+    cached_positions: int  # positions the cached loop ran through the model this step
+    naive_positions: int  # positions the naive loop ran
+    cache_length: int  # keys and values per layer in the cache after the step
+    refilled: bool  # the cache was filled from scratch: the first step, or the window slid
+    logit_diff: float  # max |cached - naive logits|
+
+
+@dataclass
+class KvResult:
+    prompt: str  # the prompt read (its last max_seq_len tokens)
+    steps: list[KvStep]
+    max_seq_len: int
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    cache_bytes_per_token: int  # K and V of every layer for one position
+    cached_seconds: float  # the cached loop's wall time, measured in this run
+    naive_seconds: float
+    dropped: int = 0
+    unit: str = "character"
+    untrained: bool = False
+
+
+@command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
+               "that both give the same logits.", params=[
+    Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
+    Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
+])  # fmt: skip
+def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
+    if not ids:
+        raise UserError(f"give some text, e.g. {cmd('kv', 'hello')}")
+    from ..core.inside import cached_decoding
+
+    found = cached_decoding(session.model, ids, n=args["n"] or 8)
+    itos, config = session.data.tokenizer.itos, session.model_config
+    steps = [KvStep(itos[s.token], itos[s.cached_token], s.cached_positions, s.naive_positions, s.cache_length,
+                    s.refilled, s.logit_diff) for s in found.steps]
+    return KvResult(prompt=text, steps=steps, max_seq_len=config.max_seq_len, n_layers=config.n_layers,
+                    n_kv_heads=config.kv_heads, head_dim=config.head_dim,
+                    cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
+                    naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
+                    untrained=session.untrained)
+
+
+@render.register(KvResult)
+def render_kv(result: KvResult, console: Console) -> None:
+    n = len(result.steps)
+    say(console, f"decoding {count(n, 'token')} after {result.prompt[-48:]!r}, greedily, with the KV cache and "
+                 "without", "bold")
+    note(console, "with the cache a step feeds only the newest token: its k and v are appended to the cache and its "
+                  "q reads every cached key; without, every step runs the whole text again")
+    rows = []
+    for t, s in enumerate(result.steps):
+        if KV_HEAD <= t < n - KV_TAIL:  # a long run: its middle in one line
+            if t == KV_HEAD:
+                rows.append(["", Text(f"… steps {t}..{n - KV_TAIL - 1}", style="dim"), "", "", "", ""])
+            continue
+        fed = Text(f"{s.cached_positions}" + (" (fill)" if s.refilled else ""), style="cyan" if s.refilled else "")
+        pick = visible(s.token) + ("" if s.cached_token == s.token else f" (cached: {visible(s.cached_token)})")
+        rows.append([str(t), pick, fed, str(s.naive_positions), str(s.cache_length),
+                     f"{s.logit_diff:.0e}" if s.logit_diff else "0"])
+    names = ["step", "token", "cached: positions run", "naive", "cache holds", "max |Δ logit|"]
+    console.print(fitting_table(console, names, rows, left=("token",), optional=("cache holds",)))
+    cached = sum(s.cached_positions for s in result.steps)
+    naive = sum(s.naive_positions for s in result.steps)
+    say(console, f"positions run through the model: {cached} with the cache, {naive} without "
+                 f"({naive / max(cached, 1):.1f}x); the logits agree to {max(s.logit_diff for s in result.steps):.0e} "
+                 f"(float32 rounding)")
+    length = result.steps[-1].cache_length
+    size = result.cache_bytes_per_token * length
+    note(console, f"the cache holds {fmt.size(size)} after the last step: {fmt.size(result.cache_bytes_per_token)} "
+                  f"a position ({result.n_layers} layers x K and V x {result.n_kv_heads} key/value heads x "
+                  f"{result.head_dim} numbers) x {length}")
+    faster = result.naive_seconds / max(result.cached_seconds, 1e-9)
+    why = (": a small model's step is mostly fixed costs, not arithmetic per position"
+           if faster < 0.7 * naive / max(cached, 1) else "")
+    note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
+                  f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
+    if any(s.refilled for s in result.steps[1:]):
+        note(console, f"past max_seq_len = {result.max_seq_len} the window slides: positions are absolute, so every "
+                      "cached key would change and the cache is filled again (as :gen does)")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    if result.untrained:
+        note(console, "this model has not trained yet: the tokens are noise, the comparison holds all the same")

@@ -1,7 +1,8 @@
 """The numbers behind the "look inside" views: attention maps, one query's attention worked out by
-hand, the residual stream at one position, a feed-forward part as the sum of its hidden units, the
-next-token microscope, the logit lens, teacher forcing (every next token of a text scored at once),
-the embeddings' neighbours, and the probability each generated token had (`:gen show=probs`).
+hand, the residual stream at one position, a feed-forward part as the sum of its hidden units,
+decoding with the KV cache against the naive loop, the next-token microscope, the logit lens,
+teacher forcing (every next token of a text scored at once), the embeddings' neighbours, and the
+probability each generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -423,6 +425,73 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
         total_write=float(sizes.sum()), out_size=float(out.norm()), neurons=neurons,
         out_diff=float((rebuilt - out).abs().max()),
     )
+
+
+# --- decoding with the KV cache and without ---------------------------------------------------------
+@dataclass
+class DecodeStep:
+    token: int  # the naive loop's pick (greedy: its largest logit); both loops then read it
+    cached_token: int  # the cached loop's largest logit: the same token unless two logits tie within rounding
+    cached_positions: int  # positions the cached loop ran through the model this step (1, or the prefill)
+    naive_positions: int  # positions the naive loop ran: the whole text so far, up to max_seq_len
+    cache_length: int  # keys and values per layer the cache holds after this step
+    refilled: bool  # the cache was (re)filled: the first step, or the window slid past max_seq_len
+    logit_diff: float  # max |cached logits - naive logits| at the step's last position: rounding
+
+
+@dataclass
+class CachedDecoding:
+    """Greedy decoding of one prompt twice, step by step: with the KV cache (each step feeds the newest
+    token only; its k and v are appended, its q reads every cached key) and with the naive loop
+    (each step runs the whole text again). Both are the readable model (core.model)."""
+
+    prompt_ids: list[int]
+    steps: list[DecodeStep]
+    cache_bytes_per_token: int  # K and V of every layer for one position, as the cache stores them
+    cached_seconds: float  # wall time of the cached loop, measured here
+    naive_seconds: float
+
+
+@torch.inference_mode()
+def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8) -> CachedDecoding:
+    """Decode `n` tokens after `prompt_ids` greedily with the KV cache and with the naive loop, and compare."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UserError(f"the number of tokens to decode must be a whole number >= 1, got {n!r}")
+    ids = one_sequence(model, list(prompt_ids), "decoding view")[0].tolist()
+    device = next(model.parameters()).device
+    window = model.config.max_seq_len
+    was_training = model.training
+    model.eval()
+    try:
+        model(torch.tensor([ids[-window:]], device=device))  # untimed: the first pass pays for the kernels' set-up
+        start = time.perf_counter()
+        naive, text = [], list(ids)
+        for _ in range(n):  # the seed's loop: the whole text (its last max_seq_len tokens) every step
+            logits, _ = model(torch.tensor([text[-window:]], device=device))
+            naive.append((min(len(text), window), logits[0, -1].double().cpu()))
+            text.append(int(naive[-1][1].argmax()))
+        naive_seconds = time.perf_counter() - start
+
+        start = time.perf_counter()
+        cached, kv, text = [], None, list(ids)
+        for _, naive_logits in naive:
+            refill = kv is None or kv.length >= window  # as core.generate: past the window, start again
+            if refill:
+                kv = model.new_cache()
+            fed = text[-window:] if refill else text[-1:]  # the whole window once, then the newest token only
+            logits, _ = model(torch.tensor([fed], device=device), cache=kv)
+            cached.append((len(fed), kv.length, refill, logits[0, -1].double().cpu()))
+            text.append(int(naive_logits.argmax()))  # the naive loop's pick: both loops read the same text
+        cached_seconds = time.perf_counter() - start
+    finally:
+        model.train(was_training)
+    steps = [DecodeStep(token=int(n_logits.argmax()), cached_token=int(c_logits.argmax()), cached_positions=fed,
+                        naive_positions=n_fed, cache_length=length, refilled=refill,
+                        logit_diff=float((c_logits - n_logits).abs().max()))
+             for (fed, length, refill, c_logits), (n_fed, n_logits) in zip(cached, naive)]
+    block = model.blocks[0].attn
+    per_token = 2 * len(model.blocks) * block.n_kv_heads * block.head_dim * next(model.parameters()).element_size()
+    return CachedDecoding(ids, steps, per_token, cached_seconds, naive_seconds)
 
 
 # --- the next-token microscope -------------------------------------------------------------
