@@ -88,6 +88,8 @@ def test_every_variant_is_read_where_its_scores_read_q_and_k(changes):
         worked = query_attention(model, IDS, layer=1, head=head, at=9)
         assert worked.kv_head == head // (4 // model.config.kv_heads)
         assert max(worked.model_weights_diff, worked.model_out_diff, worked.fused_out_diff) < 1e-5, changes
+    expected = (["qk_norm"] if changes.get("qk_norm") else []) + (["rope"] if changes.get("pos_encoding") == "rope" else [])
+    assert worked.turned == expected
     assert model.blocks[0].attn.use_sdpa == (changes.get("attention") == "sdpa")  # the path is restored
 
 

@@ -106,11 +106,9 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     from ..core.inside import query_attention
 
     worked = query_attention(session.model, ids, layer=layer, head=head, at=at)
-    attn = session.model.blocks[layer].attn
-    turned = [name for name, on in (("qk_norm", attn.q_norm is not None), ("rope", attn.rope is not None)) if on]
     fields = {k: v for k, v in worked.to_dict().items() if k not in ("token_ids",)}
     return QkvResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], n_heads=config.n_heads,
-                     n_kv_heads=config.kv_heads, d_model=config.d_model, turned=turned, dropped=dropped,
+                     n_kv_heads=config.kv_heads, d_model=config.d_model, dropped=dropped,
                      unit=session.data.tokenizer.unit, untrained=session.untrained, **fields)
 
 

@@ -169,6 +169,7 @@ class QueryAttention:
     model_weights_diff: float  # max |a_ij - the model's own A[i, j]|
     model_out_diff: float  # max |o_i - the model's own (AV)[i]|
     fused_out_diff: float  # max |o_i - F.scaled_dot_product_attention(q, k, v, is_causal=True)[i]|
+    turned: list[str]  # what q and k went through before the scores: "qk_norm", "rope" (none for the seed)
 
     @property
     def head_dim(self) -> int:
@@ -221,6 +222,7 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
         model_weights_diff=float((weights - model_A).abs().max()),
         model_out_diff=float((out - model_O).abs().max()),
         fused_out_diff=float((out - fused.double()).abs().max()),
+        turned=[name for name, on in (("qk_norm", attn.q_norm is not None), ("rope", attn.rope is not None)) if on],
     )
 
 
