@@ -15,11 +15,10 @@ SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 14
          (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37))
 
 
-def visible(ch: str) -> str:
-    """A character as it can be seen in a grid: whitespace as a symbol, other controls as '?'."""
-    if ch in VISIBLE:
-        return VISIBLE[ch]
-    return ch if ch.isprintable() else "?"
+def visible(token: str) -> str:
+    """A token as it can be seen in a grid: whitespace as a symbol, other controls as '?', character by
+    character, so that a subword piece keeps its own (" the" shows as "␣the", not as an indented "the")."""
+    return "".join(VISIBLE.get(ch, ch if ch.isprintable() else "?") for ch in token)
 
 
 # Characters that would act on a terminal instead of showing: C0 and C1 controls (ESC starts the

@@ -397,3 +397,10 @@ def test_the_cpu_says_1_core(monkeypatch):
     assert cpu.description.endswith(", 1 core")
     monkeypatch.setattr(device.os, "cpu_count", lambda: 2)
     assert device.describe_devices()[0].description.endswith(", 2 cores")
+
+
+def test_a_subword_piece_shows_its_own_whitespace():
+    # A BPE piece " the" showed as an indented "the" in the views' tables, "\n\n" as "?" (not printable).
+    from minitf_repl.palette import visible
+
+    assert (visible(" the"), visible("\n\n"), visible(" "), visible("a\x1bb")) == ("␣the", "↵↵", "␣", "a?b")
