@@ -83,6 +83,7 @@ def default_prompt(tokenizer, otherwise: str | None = None) -> str:
     return otherwise if otherwise is not None else tokenizer.itos[0]
 
 
+VIEW_DEFAULT = "(default: a short sample of the data)"  # how a view's help names its default prompt
 SAMPLE_CHARS = 16  # the length of a corpus's default prompt for the views
 SAMPLE_SCAN = 20_000  # characters of validation text searched for it
 

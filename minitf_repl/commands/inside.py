@@ -34,11 +34,10 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (check_layer, command, complete_head, complete_layer, default_prompt, sample_prompt, true_next,
-                   view_prompt, with_given)
+from .base import (VIEW_DEFAULT, check_layer, command, complete_head, complete_layer, default_prompt, sample_prompt,
+                   true_next, view_prompt, with_given)
 from .train import history_series
 
-VIEW_DEFAULT = "(default: a short sample of the data)"
 
 
 # --- :attn ---------------------------------------------------------------------------------------

@@ -27,8 +27,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import command, true_next, view_prompt
-from .inside import VIEW_DEFAULT
+from .base import VIEW_DEFAULT, command, true_next, view_prompt
 
 
 def one_token(session: Session, text: str, what: str = "target") -> int:

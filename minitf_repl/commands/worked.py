@@ -31,8 +31,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import check_layer, command, complete_head_number, complete_layer, view_prompt
-from .inside import VIEW_DEFAULT
+from .base import VIEW_DEFAULT, check_layer, command, complete_head_number, complete_layer, view_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, StreamWrite
