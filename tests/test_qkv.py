@@ -149,6 +149,13 @@ def test_qkv_in_the_shell():
             run(session, line)
     run(session, ":train steps=1")
     assert not run(session, ":qkv").untrained
+    run(session, ":ablate head=0.0")  # head 0 of block 0 zeroed after AV: the model's own row is no longer o_i
+    ablated = run(session, ":qkv")
+    assert ablated.ablations == ["head 0.0"] and ablated.model_out_diff > 1e-3 and ablated.model_weights_diff < 1e-5
+    out = plain(ablated)
+    assert "more than rounding: an ablation changes the model's own" in out and "switched off now: head 0.0" in out
+    run(session, ":ablate off")
+    assert "float32 rounding" in plain(run(session, ":qkv"))
 
 
 def test_a_long_text_lists_the_heaviest_keys_and_sums_the_rest():

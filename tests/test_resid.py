@@ -134,6 +134,12 @@ def test_resid_in_the_shell():
     assert json_document(REGISTRY["resid"], first)["schema"] == "minitf.resid/1"
     with pytest.raises(UserError, match="at must be a position of the 5 characters read: 0..4"):
         run(session, ":resid hello at=5")
+    run(session, ":train steps=1")
+    run(session, ":ablate block=1")  # the block runs, but its output is replaced by its input
+    skipped = run(session, ":resid hi")
+    assert skipped.ablations == ["block 1"] and "switched off now: block 1" in plain(skipped)
+    assert skipped.writes[3].after == pytest.approx(skipped.writes[2].before)  # what block 2 reads: block 1's input
+    run(session, ":ablate off")
     run(session, ":set norm_placement=post")
     post = run(session, ":resid hi")
     assert post.final is None and "post-norm: h <- LN(h + f(h))" in plain(post)

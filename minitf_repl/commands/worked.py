@@ -12,7 +12,7 @@ prompt and the position, check the options, and render the result as the formula
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -52,6 +52,24 @@ def read_at(session: Session, name: str, args: dict, reporter: Reporter,
     return text, ids, dropped, at
 
 
+def switched_off(session: Session) -> list[str]:
+    return [str(a) for a in session.ablations]
+
+
+def ablation_note(console: Console, ablations: list[str]) -> None:
+    """What a view must say while :ablate has parts switched off: its numbers are the ablated model's."""
+    if ablations:
+        note(console, f"switched off now: {', '.join(ablations)} ({cmd('ablate', 'off')} puts the model back); the "
+                      "model's own numbers here are the ablated model's")
+
+
+def rounding(difference: float, ablations: list[str]) -> str:
+    """Why two computations of the same number differ by `difference`."""
+    if difference < 1e-4:
+        return "float32 rounding"
+    return "more than rounding: an ablation changes the model's own" if ablations else "more than rounding"
+
+
 # --- :qkv ----------------------------------------------------------------------------------------
 QKV_ROWS = 16  # at most this many keys are listed one per row; the weakest others are summed up in a line
 
@@ -82,6 +100,7 @@ class QkvResult:
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"
     untrained: bool = False  # the model has not trained a step: its patterns are near uniform
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 @command("qkv", "One query's attention worked out: q.k for every key, the scale, the causal mask, softmax, the "
@@ -108,7 +127,8 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     fields = {k: v for k, v in worked.to_dict().items() if k not in ("token_ids",)}
     return QkvResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], n_heads=config.n_heads,
                      n_kv_heads=config.kv_heads, d_model=config.d_model, dropped=dropped,
-                     unit=session.data.tokenizer.unit, untrained=session.untrained, **fields)
+                     unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session),
+                     **fields)
 
 
 def _shown_keys(weights: list[float], at: int) -> list[int]:
@@ -169,7 +189,9 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                  f"{result.d_model} that Concat(heads) W^O reads at position {i}")
     note(console, f"checked: the model's own A row {_agrees(result.model_weights_diff)}, its AV row "
                   f"{_agrees(result.model_out_diff)}, the fused F.scaled_dot_product_attention "
-                  f"{_agrees(result.fused_out_diff)} (largest difference, float32 rounding)")
+                  f"{_agrees(result.fused_out_diff)} (largest difference, "
+                  f"{rounding(max(result.model_weights_diff, result.model_out_diff), result.ablations)})")
+    ablation_note(console, result.ablations)
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     if result.untrained:
@@ -229,6 +251,7 @@ class ResidResult:
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"
     untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
@@ -246,7 +269,7 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        norm_scale=stream.norm_scale, d_model=session.model_config.d_model,
                        token=stream.token, position=stream.position, embed=stream.embed, writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
-                       untrained=session.untrained)
+                       untrained=session.untrained, ablations=switched_off(session))
 
 
 @render.register(ResidResult)
@@ -302,6 +325,7 @@ def render_resid(result: ResidResult, console: Console) -> None:
                   f"{cmd('attrib')} shows which of these writes push the next token")
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its writes are random; {cmd('train')}, then look again")
 
@@ -339,6 +363,7 @@ class FfnResult:
     dropped: int = 0
     unit: str = "character"
     untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 @command("ffn", "The feed-forward at one position as a sum of its hidden units' writes: which fire, how much each "
@@ -364,7 +389,8 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
                      pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive, negative=found.negative, lowest=found.lowest,
                      total_write=found.total_write, out_size=found.out_size, units=units, out_diff=found.out_diff,
-                     dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained)
+                     dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
+                     ablations=switched_off(session))
 
 
 @render.register(FfnResult)
@@ -403,6 +429,7 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     note(console, f"checked: sum_n h_n v_n + b agrees with the block's FFN output to {result.out_diff:.0e}")
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its units are random; {cmd('train')}, then look again")
 
@@ -439,6 +466,7 @@ class KvResult:
     dropped: int = 0
     unit: str = "character"
     untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
@@ -460,7 +488,7 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
                     n_kv_heads=config.kv_heads, head_dim=config.head_dim,
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
                     naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
-                    untrained=session.untrained)
+                    untrained=session.untrained, ablations=switched_off(session))
 
 
 @render.register(KvResult)
@@ -486,7 +514,7 @@ def render_kv(result: KvResult, console: Console) -> None:
     naive = sum(s.naive_positions for s in result.steps)
     say(console, f"positions run through the model: {cached} with the cache, {naive} without "
                  f"({naive / max(cached, 1):.1f}x); the logits agree to {max(s.logit_diff for s in result.steps):.0e} "
-                 f"(float32 rounding)")
+                 f"({rounding(max(s.logit_diff for s in result.steps), result.ablations)})")
     length = result.steps[-1].cache_length
     size = result.cache_bytes_per_token * length
     note(console, f"the cache holds {fmt.size(size)} after the last step: {fmt.size(result.cache_bytes_per_token)} "
@@ -502,5 +530,6 @@ def render_kv(result: KvResult, console: Console) -> None:
                       "cached key would change and the cache is filled again (as :gen does)")
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    ablation_note(console, result.ablations)
     if result.untrained:
         note(console, "this model has not trained yet: the tokens are noise, the comparison holds all the same")

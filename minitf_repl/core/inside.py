@@ -295,10 +295,12 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
 
         return hook
 
+    # A block's "post" is the block's own output, what the next block reads (the same as its
+    # hook_resid_post, unless an ablation's hook replaces the block's output: `:ablate block=L`).
     modules = {"token": model.token_embedding, "embed": model.hook_embed, "ln_f": model.ln_f}
     for b, block in enumerate(blocks):
         modules.update({f"{b}.ln_1": block.ln_1, f"{b}.attn": block.attn, f"{b}.mid": block.hook_resid_mid,
-                        f"{b}.ln_2": block.ln_2, f"{b}.ffn": block.ffn, f"{b}.post": block.hook_resid_post})
+                        f"{b}.ln_2": block.ln_2, f"{b}.ffn": block.ffn, f"{b}.post": block})
     with listening_pass(model, [(module, keep(key)) for key, module in modules.items()]):
         model(idx)
 
