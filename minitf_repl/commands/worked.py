@@ -320,7 +320,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
     else:
         note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
     if result.final is not None:
-        note(console, f"final: {norm}_f(h_L) is what the output head reads (logits = {norm}_f(h_L) W_E^T when tied)")
+        note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T (W_U is W_E "
+                      "when the head is tied)")
     note(console, "cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction; "
                   f"{cmd('attrib')} shows which of these writes push the next token")
     if result.dropped:
