@@ -95,6 +95,21 @@ def plain(result, width=100) -> str:
     return " ".join(text_of(result, width).split())
 
 
+def test_kv_decodes_what_gen_samples_from(monkeypatch):
+    from minitf_repl.commands import speed
+
+    monkeypatch.setattr(speed, "QUANTIZE_TOKENS", 8)  # :quantize int8 times 8 tokens, not 64
+    session = Session(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32),
+                      TrainConfig(steps=1, batch_size=2, eval_batches=1), data_spec="pydoc", device_name="cpu")
+    run(session, ":train")
+    run(session, ":quantize int8")
+    int8 = run(session, ":kv hello n=3")
+    assert int8.int8 and "the int8 copy :gen samples from" in plain(int8)
+    assert all(s.logit_diff < 1e-4 for s in int8.steps)  # the cache holds for the int8 copy too
+    run(session, ":quantize off")
+    assert not run(session, ":kv hello n=3").int8
+
+
 def test_kv_in_the_shell():
     session = Session(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32),
                       TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu")

@@ -468,6 +468,7 @@ class KvResult:
     unit: str = "character"
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    int8: bool = False  # decoded with the int8 copy that :gen samples from (:quantize int8)
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
@@ -481,7 +482,8 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
         raise UserError(f"give some text, e.g. {cmd('kv', 'hello')}")
     from ..core.inside import cached_decoding
 
-    found = cached_decoding(session.model, ids, n=args["n"] or 8)
+    model = session.sampling_model  # what :gen decodes: the int8 copy while :quantize int8 is on
+    found = cached_decoding(model, ids, n=args["n"] or 8)
     itos, config = session.data.tokenizer.itos, session.model_config
     steps = [KvStep(itos[s.token], itos[s.cached_token], s.cached_positions, s.naive_positions, s.cache_length,
                     s.refilled, s.logit_diff) for s in found.steps]
@@ -489,7 +491,7 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
                     n_kv_heads=config.kv_heads, head_dim=config.head_dim,
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
                     naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
-                    untrained=session.untrained, ablations=switched_off(session))
+                    untrained=session.untrained, ablations=switched_off(session), int8=model is not session.model)
 
 
 @render.register(KvResult)
@@ -499,6 +501,8 @@ def render_kv(result: KvResult, console: Console) -> None:
                  "without", "bold")
     note(console, "with the cache a step feeds only the newest token: its k and v are appended to the cache and its "
                   "q reads every cached key; without, every step runs the whole text again")
+    if result.int8:
+        note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float model)")
     rows = []
     for t, s in enumerate(result.steps):
         if KV_HEAD <= t < n - KV_TAIL:  # a long run: its middle in one line
