@@ -130,7 +130,7 @@ def frames_html(frames: list) -> list[str]:
     """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation."""
     first = frames[0]
     out = [f'<h2 id="watch">While it trained (watch={_esc(first.view)})</h2>',
-           f"<p>{_esc(frame_subject(first))} of <code>{_esc(''.join(visible(c) for c in first.prompt))}</code>, before the first "
+           f"<p>{_esc(frame_subject(first))} of <code>{_esc(visible(first.prompt))}</code>, before the first "
            "step and at every evaluation.</p>"]
     for frame in frames:
         when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
@@ -191,7 +191,7 @@ def build_report(data: ReportData) -> str:
     out.append("<h2>Loss</h2>")
     out.append(loss_chart_svg(data.series, data.vocab_size))
     out.append("<h2>Attention</h2>")
-    out.append(f"<p>Prompt: <code>{_esc(''.join(visible(c) for c in data.prompt))}</code>. Row i is where position "
+    out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code>. Row i is where position "
                "i looks (a query over the keys 0..i); above the diagonal is the masked future. Darker: less weight.</p>")
     tokens = list(data.prompt)
     for layer, heads in zip(data.layers, data.maps):

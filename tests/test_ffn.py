@@ -6,30 +6,19 @@ logit attribution (core.attribution), whose FFN part the units' logit shares mus
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.attribution import direct_logit_attribution
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.inside import feed_forward_neurons
-from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
+from test_qkv import SMALL, model_for  # a small model with weights far from their initial scale
 from test_render import text_of
 
-SMALL = dict(vocab_size=20, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=16)
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
-
-
-def model_for(**changes) -> MiniTransformerLM:
-    torch.manual_seed(0)
-    model = MiniTransformerLM(ModelConfig(**{**SMALL, **changes}))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(3.0)
-    return model.eval()
 
 
 def ffn_input(model, layer, at):

@@ -5,30 +5,19 @@ the variants that change what the cache holds (GQA, MQA, RoPE).
 """
 
 import pytest
-import torch
 
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.config import GenConfig, ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.generate import generate
 from minitf_repl.core.inside import cached_decoding
-from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
+from test_qkv import model_for  # a small model with weights far from their initial scale
 from test_render import text_of
 
-SMALL = dict(vocab_size=20, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=16)
 PROMPT = [3, 1, 4, 1, 5]
-
-
-def model_for(**changes) -> MiniTransformerLM:
-    torch.manual_seed(0)
-    model = MiniTransformerLM(ModelConfig(**{**SMALL, **changes}))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(3.0)
-    return model
 
 
 def test_each_step_runs_one_position_and_agrees_with_the_naive_loop():

@@ -10,7 +10,6 @@ import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.config import ModelConfig, TrainConfig

@@ -19,7 +19,7 @@ from ..palette import shade, terminal_safe, visible
 from ..registry import Param, param_from_setting
 from ..render.heatmap import cell, legend, plain
 from ..render.renderers import after_stream, render
-from ..render.words import model_text, note, say, visible_text, write_raw, writes_raw
+from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import train_first
@@ -130,11 +130,11 @@ def gen_stats(result: GenResult) -> str:
 def gen_notes(result: GenResult, console: Console) -> None:
     """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
     if result.default_prompt:
-        note(console, f"no prompt given: started from {visible_text(result.prompt)!r}")
+        note(console, f"no prompt given: started from {visible(result.prompt)!r}")
     if result.text and not result.text.strip():
         counts = ", ".join(count(result.text.count(ch), name) for ch, name in
                            ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
-        say(console, f"only whitespace was generated ({counts}): {visible_text(result.text[:80])}", "yellow")
+        say(console, f"only whitespace was generated ({counts}): {visible(result.text[:80])}", "yellow")
     if result.answered:
         note(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")

@@ -15,9 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import UserError
@@ -26,7 +24,7 @@ from ..palette import visible
 from ..registry import Param
 from ..render import fmt
 from ..render.renderers import render
-from ..render.tables import NARROW, add_row, fits
+from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -213,24 +211,6 @@ def _skipped(result: QkvResult, keys: range) -> list:
     where = f"j = {keys[0]}" if len(keys) == 1 else f"j = {keys[0]}..{keys[-1]}"
     return ["", Text(f"… {where}", style="dim"), "", "", "", Text(f"{weight:.3f}", style="dim"),
             Text(f"{count(len(keys), 'key')} together", style="dim"), ""]
-
-
-def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = ()) -> Table:
-    """The table of `names` and `rows` with every word whole: the `optional` columns are dropped, first named
-    first, until it fits the console (render.tables.fits); the remaining ones are what the formula needs."""
-    dropped: set[str] = set()
-    for drop in (None, *optional):
-        if drop is not None:
-            dropped.add(drop)
-        keep = [k for k, name in enumerate(names) if name not in dropped]
-        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-        for k in keep:
-            table.add_column(names[k], justify="left" if names[k] in left else "right", no_wrap=True)
-        for row in rows:
-            add_row(table, *(row[k] for k in keep))
-        if fits(console, table):
-            break
-    return table
 
 
 # --- :resid --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -27,6 +28,24 @@ def fits(console: Console, renderable, width: int | None = None) -> bool:
         return sorted(scratch.file.getvalue().split())
 
     return words(width) == words(max(1000, 10 * width))
+
+
+def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = ()) -> Table:
+    """The table of `names` and `rows` with every word whole: the `optional` columns are dropped, first named
+    first, until it fits the console (`fits`); the ones left are those the reader cannot do without."""
+    dropped: set[str] = set()
+    for drop in (None, *optional):
+        if drop is not None:
+            dropped.add(drop)
+        keep = [k for k, name in enumerate(names) if name not in dropped]
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        for k in keep:
+            table.add_column(names[k], justify="left" if names[k] in left else "right", no_wrap=True)
+        for row in rows:
+            add_row(table, *(row[k] for k in keep))
+        if fits(console, table):
+            break
+    return table
 
 
 def add_row(table: Table, *cells, style=None) -> None:

@@ -25,7 +25,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
-from ..palette import is_active, terminal_safe, visible
+from ..palette import is_active, terminal_safe
 
 _WORD = re.compile(r"\s*\S+\s*")  # a word with the spaces before and after it
 
@@ -165,11 +165,6 @@ def model_text(text: str, console: Console, style: str = "") -> Text:
     for ch in text:
         out.append(terminal_safe(ch), style="dim" if is_active(ch) else "")
     return out
-
-
-def visible_text(text: str) -> str:
-    """Whitespace as symbols (␣ ↵ ⇥), for text that would otherwise look like nothing."""
-    return "".join(visible(ch) for ch in text)
 
 
 def writes_raw(console: Console, raw: bool) -> bool:
