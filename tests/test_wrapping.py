@@ -145,6 +145,8 @@ def real_results(tmp_path_factory):
         out["resid"] = run_command(s, "resid", {})
         out["ffn"] = run_command(s, "ffn", {"layer": 1, "k": 12})
         out["kv"] = run_command(s, "kv", {"n": 30})  # past the window: refilled, and the middle in one line
+        out["grad"] = run_command(s, "grad", {})  # reverse:4: the question given, the answer counted
+        out["grad all"] = run_command(s, "grad", {"text": "1234=4321", "all": True})
         out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):
@@ -169,7 +171,8 @@ def real_results(tmp_path_factory):
 REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", "set rebuild", "data back", "gen", "gen probs",
         "shapes", "shapes all", "device", "params", "params all", "save", "load", "ls", "attn", "attn head", "step",
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
-        "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts")
+        "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
+        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ffn", "kv", "grad", "grad all")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -12,6 +12,7 @@ Each family of commands is one module holding its result types, its commands and
     anatomy.py       :shapes, :params (what the model is made of and costs)
     worked.py        :qkv, :resid, :ffn, :kv (one query's attention, the residual stream, the feed-forward's
                      units, decoding with the KV cache: worked out by hand)
+    backprop.py      :grad (backpropagation on one text: the gradient down the stream, into every part)
     inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)
     lab.py           :compare, :experts, :ablate (the variant lab)
     speed.py         :device, :quantize
@@ -31,13 +32,14 @@ commands that use them.
 
 # Imported for their registrations: `:help` lists the families in this order (a family a module
 # imports registers first).
-from . import help, train, generate, settings, checkpoints, anatomy, worked, inside, why, lab, speed  # noqa: F401
+from . import help, train, generate, settings, checkpoints, anatomy, worked, backprop, inside, why, lab, speed  # noqa: F401
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
 from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
+from .backprop import GradResult
 from .worked import FfnResult, FfnUnit, KvResult, KvStep, QkvResult, ResidResult
 from .why import AttribPart, AttribResult, PatchResult, patch_reading
 from .lab import AblateResult, CompareResult, ExpertsResult
@@ -47,7 +49,7 @@ from .train import PlotResult, PlotSeries, TrainResult
 
 __all__ = [
     "DATA_NAMES", "LENS_AT", "REGISTRY", "AblateResult", "AttnResult", "AttribPart", "AttribResult", "CompareResult", "ConfigResult", "DataResult",
-    "DeviceResult", "ExpertsResult", "FfnResult", "FfnUnit", "GenResult", "HelpEntry", "HelpResult", "KVCacheSize", "KvResult", "KvStep", "LensResult", "LensRow",
+    "DeviceResult", "ExpertsResult", "FfnResult", "FfnUnit", "GenResult", "GradResult", "HelpEntry", "HelpResult", "KVCacheSize", "KvResult", "KvStep", "LensResult", "LensRow",
     "LoadResult", "LsResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries", "QkvResult",
     "QuantizeResult", "QuitResult", "ResidResult",
     "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",

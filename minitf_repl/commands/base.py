@@ -11,6 +11,7 @@ The prompts a command uses when the user gives none are decided here, once each:
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from ..core.catalog import CORPORA, TASKS
@@ -133,6 +134,16 @@ def true_next(data, prompt: str) -> str | None:
         except ValueError:  # not a question of this task (add's "ab=")
             return None
     return None
+
+
+def known_text(data) -> str:
+    """The views' sample of the data with what truly follows it: a corpus's window and its next character, a
+    task's question and its whole answer; else the sample alone."""
+    text = sample_prompt(data)
+    if hasattr(data, "answer"):
+        with contextlib.suppress(ValueError):
+            return text + data.answer(text)
+    return text + (true_next(data, text) or "")
 
 
 def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool = False) -> tuple[str, list[int], int]:

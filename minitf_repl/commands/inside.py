@@ -35,7 +35,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import (VIEW_DEFAULT, check_layer, command, complete_head, complete_layer, default_prompt, sample_prompt,
-                   true_next, view_prompt, with_given)
+                   true_next, view_prompt, with_given, known_text)
 from .train import history_series
 
 
@@ -354,7 +354,7 @@ def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
 def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreResult:
     """`:score`'s result for `text` (None: the views' sample and what truly follows it)."""
     data = session.data
-    text, ids, dropped = view_prompt(session, text or _known_text(data), reporter, scored=True)
+    text, ids, dropped = view_prompt(session, text or known_text(data), reporter, scored=True)
     if len(ids) < 2:
         raise UserError(f"teacher forcing needs at least two {data.tokenizer.unit}s, one to read and the one after it "
                         f"to predict; e.g. {cmd('score', 'hello')}")
@@ -367,16 +367,6 @@ def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreR
                        [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
                        math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
                        untrained=session.untrained)
-
-
-def _known_text(data) -> str:
-    """The views' sample of the data with what truly follows it: a corpus's window and its next character, a
-    task's question and its whole answer; else the sample alone."""
-    text = sample_prompt(data)
-    if hasattr(data, "answer"):
-        with contextlib.suppress(ValueError):
-            return text + data.answer(text)
-    return text + (true_next(data, text) or "")
 
 
 @render.register(ScoreResult)

@@ -716,12 +716,11 @@ class TeacherForcing:
     loss: float  # the mean of the counted `losses`: the forward's own cross-entropy on this text
 
 
-def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) -> TeacherForcing:
-    """Score every next token of `idx` ((T,) or (1, T) ids, T <= max_seq_len + 1) in one forward pass.
-
-    `counted` (T - 1 flags, default all): which predictions the loss counts, as a task's batches count
-    only the answer's (core.data: targets -1 elsewhere)."""
-    idx = one_sequence(model, idx, "teacher-forcing view")
+def scored_text(model: nn.Module, idx, counted: list[bool] | None, view: str
+                ) -> tuple[torch.Tensor, torch.Tensor, list[bool]]:
+    """A text as teacher forcing reads it: the (1, T-1) inputs, the (1, T-1) targets (the text shifted by one:
+    each position's answer) and the T-1 flags saying which predictions the loss counts (default all)."""
+    idx = one_sequence(model, idx, view)
     window = model.config.max_seq_len
     if idx.shape[1] > window + 1:
         raise UserError(f"teacher forcing reads at most max_seq_len + 1 = {window + 1} tokens (the model sees "
@@ -729,17 +728,27 @@ def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) ->
     if idx.shape[1] < 2:
         raise UserError("teacher forcing needs at least two tokens, one to read and the one after it to predict; "
                         "give a longer text")
-    inputs, targets = idx[:, :-1], idx[:, 1:]  # the text, and the text shifted by one: each position's answer
+    n = idx.shape[1] - 1
+    counted = [True] * n if counted is None else list(counted)
+    if len(counted) != n or not any(counted):
+        raise UserError(f"counted must flag the {n} predictions, at least one of them True; "
+                        "leave it out to count every one")
+    return idx[:, :-1], idx[:, 1:], counted
+
+
+def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) -> TeacherForcing:
+    """Score every next token of `idx` ((T,) or (1, T) ids, T <= max_seq_len + 1) in one forward pass.
+
+    `counted` (T - 1 flags, default all): which predictions the loss counts, as a task's batches count
+    only the answer's (core.data: targets -1 elsewhere)."""
+    inputs, targets, counted = scored_text(model, idx, counted, "teacher-forcing view")
     with listening_pass(model):
         logits, _ = model(inputs)
     log_probs = torch.log_softmax(logits[0].float().cpu(), dim=-1)  # (T - 1, V)
     surprise = -log_probs.gather(1, targets[0].cpu()[:, None])[:, 0]  # -ln p(x_{t+1} | x_<=t)
     best, guess = log_probs.max(dim=-1)
-    counted = [True] * len(surprise) if counted is None else list(counted)
-    if len(counted) != len(surprise) or not any(counted):
-        raise UserError(f"counted must flag the {len(surprise)} predictions, at least one of them True; "
-                        "leave it out to count every one")
-    return TeacherForcing(idx[0].tolist(), surprise.neg().exp().tolist(), surprise.tolist(), guess.tolist(),
+    ids = inputs[0].tolist() + [int(targets[0, -1])]
+    return TeacherForcing(ids, surprise.neg().exp().tolist(), surprise.tolist(), guess.tolist(),
                           best.exp().tolist(), counted, float(surprise[torch.tensor(counted)].mean()))
 
 

@@ -38,12 +38,14 @@ class Step:
 
 @contextlib.contextmanager
 def listening(model: nn.Module, hooks: Iterable[tuple[nn.Module, Callable]] = (),
-              explicit_attention: bool = False) -> Iterator[None]:
+              explicit_attention: bool = False, gradients: bool = False) -> Iterator[None]:
     """One pass that only listens: `model` in eval mode under no_grad, with `hooks` [(module, hook)] registered.
 
     With explicit_attention the model computes the explicit formula for the pass
     (MiniTransformerLM.explicit_attention), so that the score and weight probes fire; the weights
-    are the same. The hooks are removed and every module's training flag is restored on the way out.
+    are the same. With gradients the pass keeps its graph (still eval mode: dropout off), for a
+    view that asks autograd about the loss (`core.backprop`). The hooks are removed and every
+    module's training flag is restored on the way out.
     """
     modes = {module: module.training for module in model.modules()}
     handles = []
@@ -52,7 +54,7 @@ def listening(model: nn.Module, hooks: Iterable[tuple[nn.Module, Callable]] = ()
         for module, hook in hooks:
             handles.append(module.register_forward_hook(hook))
         model.eval()
-        with path, torch.no_grad():
+        with path, torch.enable_grad() if gradients else torch.no_grad():
             yield
     finally:
         for handle in handles:

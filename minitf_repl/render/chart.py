@@ -107,3 +107,20 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     if unit:
         legend.append(f"({unit})", style="dim")
     return Group(out, legend)
+
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def spark(values: list[float], width: int) -> str:
+    """`values` as one line of bar glyphs at most `width` wide (neighbours averaged), scaled from 0 to the largest."""
+    if not values or width < 1:
+        return ""
+    bins = min(len(values), width)
+    means = [sum(chunk) / len(chunk) for chunk in
+             (values[k * len(values) // bins:(k + 1) * len(values) // bins] for k in range(bins))]
+    top = max(means)
+    if not math.isfinite(top) or top <= 0:
+        return SPARKS[0] * bins
+    return "".join(SPARKS[min(len(SPARKS) - 1, int(len(SPARKS) * v / top))] if math.isfinite(v) else " "
+                   for v in means)

@@ -1,0 +1,188 @@
+"""`:grad`: backpropagation on one text. Teacher forcing's loss on the text, then the chain rule run
+backwards: the logits' gradient (softmax minus one-hot, checked against autograd's), the gradient on
+its way down the residual stream sublayer by sublayer (what the skip path hands down untouched, what
+goes back through each sublayer), what each part's weights receive, and backprop's answer checked
+against the loss's slope measured by nudging every weight.
+
+The numbers come from core.backprop.backprop, which asks autograd and never writes a parameter's
+.grad; this command picks the text (as `:score` does), checks the options and renders the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.words import count
+from ..registry import Param
+from ..render import fmt
+from ..render.chart import spark
+from ..render.renderers import render
+from ..render.tables import fitting_table
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command, known_text, view_prompt
+from .worked import ablation_note, rounding, switched_off
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
+    from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
+
+
+@dataclass
+class GradResult:
+    text: str  # the text scored (its last max_seq_len + 1 tokens)
+    tokens: list[str]  # each of its tokens as the model reads it
+    counted: list[bool]  # which next-token predictions the loss counts (a task's answer's only)
+    loss: float  # L: teacher forcing's cross-entropy on the text
+    placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
+    norm_label: str  # "LN" or "RMSNorm"
+    logits: float  # |dL/dz| over the whole text
+    softmax_diff: float  # max |autograd's dL/dz - (softmax(z) - onehot(y)) / N|
+    top: float  # |dL/dh_L|: the gradient reaching the last block's output
+    stream: list[StreamGradient]  # each sublayer from the last block's FFN down: arrives, skip, through, leaves
+    embed: float  # |dL/dh_0|: the gradient reaching the input h_0
+    positions: list[float]  # |dL/dh_0[t]| at each input position t
+    parts: list[ParamGradient]  # per part of the model: |W| and |dL/dW|
+    tensors: list[ParamGradient]  # per parameter tensor
+    tied: bool  # the output head is the token embedding W_E
+    head: float  # |dL/dW_U| from the head's use (tied: W_E's share as the head)
+    embedding: float  # |dL/dW_E| from the input's use (the rows of the tokens read)
+    check: GradientCheck | None  # backprop against the measured slope (None: check_skipped says why)
+    check_skipped: str | None = None
+    show_all: bool = False  # all=on: every parameter tensor instead of the parts
+    dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
+    unit: str = "character"
+    untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+
+
+
+@command("grad", "Backpropagation on one text: the loss's gradient down the residual stream, what each part's "
+                 "weights receive, checked against a measured slope.", params=[
+    Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
+                            "follows it)", positional=True),
+    Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
+], aliases=("backprop",))  # fmt: skip
+def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
+    data = session.data
+    text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
+    if len(ids) < 2:
+        from ..core.errors import UserError
+
+        raise UserError(f"backprop needs a loss, so at least two {data.tokenizer.unit}s: one to read and the one "
+                        f"after it to predict; e.g. {cmd('grad', 'hello')}")
+    from ..core.backprop import backprop
+
+    counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
+    done = backprop(session.model, ids, counted(len(ids)) if counted and not dropped else None)
+    return GradResult(
+        text=text, tokens=[data.tokenizer.itos[i] for i in ids], counted=done.counted, loss=done.loss,
+        placement=done.placement, norm_label=done.norm_label, logits=done.logits, softmax_diff=done.softmax_diff,
+        top=done.top, stream=done.stream, embed=done.embed, positions=done.positions, parts=done.parts,
+        tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
+        check_skipped=done.check_skipped, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
+        untrained=session.untrained, ablations=switched_off(session))
+
+
+def _divisor(norm: str) -> str:
+    return "rms" if norm == "RMSNorm" else "std"
+
+
+def _cos(value: float) -> Text:
+    return Text(f"{value:+.2f}", style="green" if value > 0.3 else "red" if value < -0.3 else "")
+
+
+@render.register(GradResult)
+def render_grad(result: GradResult, console: Console) -> None:
+    n = sum(result.counted)
+    T = len(result.tokens) - 1
+    norm, pre = result.norm_label, result.placement == "pre"
+    say(console, f"backprop on {result.text[-60:]!r}: loss {result.loss:.4f}, the mean -ln p of "
+                 f"{count(n, 'next ' + result.unit)}", "bold")
+    note(console, "the chain rule from the loss down, one step per part, in the reverse of the forward's order; "
+                  "every |.| below is over the whole text")
+    say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N at each position (N = {n}): |dL/dz| = "
+                 f"{result.logits:.4f}; autograd's dL/dz agrees to {result.softmax_diff:.0e} "
+                 f"({rounding(result.softmax_diff, [])})")
+    if pre:
+        note(console, f"pre-norm, h' = h + f({norm}(h)): so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
+                      "the skip path untouched, and J^T g' comes back through the sublayer and adds to it")
+    else:
+        note(console, f"post-norm, h' = {norm}(h + f(h)): so g_s = J_{norm}^T g' first (the norm is on the skip path "
+                      "too, and rescales it), then dL/dh = g_s + J_f^T g_s")
+    head_path = f"the output head and {norm}_f" if pre else "the output head"
+    rows = [[Text("top", style="cyan"), "", "", "", "", "", f"{result.top:.4f}"]]
+    labelled = None
+    for s in result.stream:
+        block = str(s.block) if s.block != labelled else ""
+        labelled = s.block
+        if s.skipped:
+            rows.append([block, s.part, f"{s.arrives:.4f}", f"{s.skip:.4f}", Text("skipped", style="dim"), "",
+                         f"{s.leaves:.4f}"])
+            continue
+        rows.append([block, "FFN" if s.part == "ffn" else "attn", f"{s.arrives:.4f}", f"{s.skip:.4f}",
+                     f"{s.through:.4f}", _cos(s.cos), f"{s.leaves:.4f}"])
+    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", f"{result.embed:.4f}"])
+    names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
+    console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
+    note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
+                  f"input x + p (cos: of the sublayer's part with the skip's)")
+    if pre:
+        gain = result.embed / result.top if result.top > 0 else math.nan
+        say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
+                     f"{result.top:.4f} at the top, {result.embed:.4f} at h_0 (x{gain:.2f}), so even the first block "
+                     "learns from the loss directly")
+        note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the {_divisor(norm)} "
+                      f"of the stream it read ({cmd('resid')} shows it): where the stream is short, the part is large")
+    else:
+        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({result.top:.4f} at the top, "
+                     f"{result.embed:.4f} at h_0): each norm rescales the whole gradient, skip path included, which "
+                     "is why deep post-norm stacks need a warm-up to train")
+    if len(result.positions) > 1:
+        width = max(8, min(len(result.positions), console.width - 34))
+        note(console, f"|dL/dh_0[t]| for t = 0..{T - 1}: {spark(result.positions, width)} (position t's vector is "
+                      "read by every prediction from t on)")
+    _parameters(result, console)
+    check = result.check
+    if check is not None:
+        say(console, f"checked: nudging all {fmt.whole(check.params)} weights by ±{check.epsilon:g} along a random "
+                     f"unit direction u moves the float64 loss at a slope of {check.measured:+.6g}; backprop's "
+                     f"g.u = {check.backprop:+.6g}: they agree to {check.relative:.0e} (relative)")
+    elif result.check_skipped:
+        note(console, f"not checked against a measured slope: {result.check_skipped}")
+    note(console, f"a step of :train moves each weight against its gradient (the optimizer decides how far); "
+                  f"{cmd('score')} shows the loss this gradient came from, position by position")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the text (beyond max_seq_len + 1) went unread")
+    ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: the loss is near ln(V) and the gradient is the first step's; "
+                      f"{cmd('train')}, then look again")
+
+
+def _parameters(result: GradResult, console: Console) -> None:
+    """What each part's weights receive: |W|, |dL/dW| and their ratio; all=on lists every tensor."""
+    shown = result.tensors if result.show_all else result.parts
+    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", f"{p.grad:.4f}",
+             f"{p.grad / p.weight:.1e}" if p.weight > 0 else "-"] for p in shown]
+    names = ["tensor" if result.show_all else "part", "parameters", "|W|", "|dL/dW|", "|dL/dW|/|W|"]
+    console.print(fitting_table(console, names, rows, left=(names[0],), optional=("parameters", "|W|")))
+    if result.show_all:
+        keys = [p.grad for p in shown if p.name.endswith("k_proj.bias")]
+        values = [p.grad for p in shown if p.name.endswith("v_proj.bias")]
+        if keys and values and max(keys) < 1e-5 * max(values):  # measured, not assumed: RoPE or qk_norm break it
+            note(console, "k_proj.bias receives (almost) nothing: adding b_K to every key adds the same q.b_K to all "
+                          "of a query's scores, and softmax ignores a shift")
+    if result.tied:
+        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {result.head:.4f}), at the input "
+                      f"each read token's row receives dL/dx where it was read (|.| = {result.embedding:.4f}); its "
+                      f"gradient is their sum")
+    else:
+        note(console, f"W_U (the head) receives dz^T x_f (|.| = {result.head:.4f}); W_E only the rows of the tokens "
+                      f"read (|.| = {result.embedding:.4f})")

@@ -1,0 +1,246 @@
+"""Backpropagation on one text, seen from inside: the loss's gradient on its way down the residual
+stream, every part's gradient, the output head's gradient worked out by hand, and backprop's answer
+checked against the loss's slope measured by nudging the weights.
+
+The loss is teacher forcing's on the text x_0..x_T (core.inside.scored_text): the model reads
+x_0..x_{T-1} and L = mean over the counted t of -ln p(x_{t+1} | x_<=t), the cross-entropy :train
+minimises on each row of a batch. Backprop runs the chain rule from L down:
+
+    dL/dz_t = (softmax(z_t) - onehot(x_{t+1})) / N      the logits' gradient (N: the predictions counted)
+    pre-norm  h' = h + f(LN(h)):   dL/dh = g' + J^T g'       g' = dL/dh' goes down the skip path untouched,
+                                                         and J^T g' back through the sublayer adds to it
+    post-norm h' = LN(h + f(h)):   g_s = J_LN^T g',  dL/dh = g_s + J_f^T g_s    the norm is on the skip path too
+
+One forward pass in eval mode (dropout off, core.probe.listening with gradients) keeps the stream
+tensors the hooks see; torch.autograd.grad then asks for the gradient of L with respect to them and to
+every parameter, so nothing is written into a parameter's .grad (a stopped run keeps its own) and no
+weight changes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from .inside import block_at, scored_text
+from .probe import listening
+
+# The check runs the model on a float64 copy of its parameters (8 bytes each); above this many it is
+# not made (GPT-2 small's 124M would take 1 GB and minutes on a CPU).
+CHECK_LIMIT = 30_000_000
+CHECK_EPSILON = 1e-4  # how far the check nudges the weights along a unit direction (float64: the slope to ~1e-9)
+
+_PART = re.compile(r"^blocks\.(\d+)\.(attn|ffn|ln_1|ln_2)\.")
+_PART_NAMES = {"attn": "attention", "ffn": "FFN", "ln_1": "norms", "ln_2": "norms"}
+
+
+@dataclass
+class StreamGradient:
+    """The gradient passing one sublayer on its way down the stream; every size is over the whole text (T x d)."""
+
+    block: int
+    part: str  # "attn" or "ffn"
+    arrives: float  # |g'| = |dL/dh'|: the gradient at the stream the sublayer wrote
+    skip: float  # |g_s|: what the residual add hands straight down (pre-norm: g' itself; post-norm: J_LN^T g')
+    through: float  # |J^T g_s|: what goes back through the sublayer into the stream below
+    cos: float  # cos(J^T g_s, g_s): > 0 the sublayer's path adds to the skip's, < 0 it takes some back
+    leaves: float  # |dL/dh| = |g_s + J^T g_s|: the gradient the stream below receives
+    skipped: bool = False  # `:ablate block=L`: the block is skipped, the gradient passes it untouched
+
+
+@dataclass
+class ParamGradient:
+    """One part of the model (or one tensor) and the gradient of the loss with respect to it."""
+
+    name: str  # "block 0 attention", "W_E (token embedding, tied head)"; or a tensor's name
+    count: int  # its parameters
+    weight: float  # |W| (all its tensors together)
+    grad: float  # |dL/dW|
+
+
+@dataclass
+class GradientCheck:
+    """Backprop against a measurement: nudge every weight by +-eps along one random unit direction u, run the
+    float64 model both ways, and compare the loss's slope with the dot product g.u backprop predicts."""
+
+    epsilon: float
+    backprop: float  # g.u: the gradient backprop computed, in the model's own dtype
+    measured: float  # (L(theta + eps u) - L(theta - eps u)) / 2 eps, in float64
+    params: int  # the weights nudged (all of them)
+    relative: float  # |backprop - measured| / |measured|
+
+
+@dataclass
+class Backprop:
+    token_ids: list[int]  # the text read and scored (T + 1 tokens: x_0..x_T)
+    counted: list[bool]  # which of the T predictions the loss counts
+    loss: float  # L
+    placement: str  # "pre" or "post"
+    norm_label: str  # "LN" or "RMSNorm"
+    logits: float  # |dL/dz| over the whole text
+    softmax_diff: float  # max |autograd's dL/dz - (softmax(z) - onehot(y)) / N|
+    top: float  # |dL/dh_L|: what reaches the last block's output through the head (and the final norm)
+    stream: list[StreamGradient]  # the last block's FFN first: the order backprop visits them
+    embed: float  # |dL/dh_0|: what reaches the input h_0 = x + p
+    positions: list[float]  # |dL/dh_0[t]| at each input position t
+    parts: list[ParamGradient]  # per part of the model, in the model's order
+    tensors: list[ParamGradient]  # per parameter tensor
+    tied: bool  # the output head is W_E (tie_embeddings)
+    head: float  # |dL/dW_U| from the head's use: dz^T x_f (tied: W_E's share as the head)
+    embedding: float  # |dL/dW_E| from the input's use: each read token's row gets dL/dx at its positions
+    check: GradientCheck | None  # None: the model is too large for the float64 copy (check_skipped says)
+    check_skipped: str | None = None
+
+
+def part_of(name: str, tied: bool) -> str:
+    """The part of the model a parameter tensor belongs to, as the views name it."""
+    match = _PART.match(name)
+    if match:
+        return f"block {match.group(1)} {_PART_NAMES[match.group(2)]}"
+    if name.startswith("token_embedding."):
+        return "W_E (token embedding, tied head)" if tied else "W_E (token embedding)"
+    if name.startswith("position_embedding."):
+        return "W_P (positions)"
+    if name.startswith("ln_f."):
+        return "final norm"
+    if name.startswith("lm_head."):
+        return "W_U (output head)"
+    return name.rsplit(".", 1)[0]
+
+
+def _size(t: torch.Tensor | None) -> float:
+    return 0.0 if t is None else float(t.detach().double().norm())
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double().flatten(), b.detach().double().flatten()
+    if a.norm() == 0 or b.norm() == 0:
+        return 0.0
+    return float(F.cosine_similarity(a, b, dim=0))
+
+
+def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bool = True,
+             seed: int = 0) -> Backprop:
+    """Backpropagate teacher forcing's loss on one text ((T+1,) or (1, T+1) ids) and say what the gradient did.
+
+    `counted`: which of the T predictions the loss counts (a task counts its answer's); `check`: also
+    measure the loss's slope along a random direction (seeded by `seed`) against backprop's.
+    """
+    inputs, targets, counted = scored_text(model, idx, counted, "backprop view")
+    block_at(model, 0)  # a model with blocks, or a UserError
+    blocks = list(model.blocks)
+    post = blocks[0].post_norm
+    token_ids = inputs[0].tolist() + [int(targets[0, -1])]
+    targets = targets.clone()
+    targets[0, ~torch.tensor(counted, device=targets.device)] = -1  # not counted: no loss, no gradient there
+    kept: dict[str, torch.Tensor] = {}
+
+    def keep(key: str, side: str = "out"):
+        def hook(module, args, output):
+            kept[key] = args[0] if side == "in" else output
+
+        return hook
+
+    hooks = [(model.token_embedding, keep("x")), (model.hook_embed, keep("h0")),
+             (model.lm_head, keep("xf", "in")), (model.lm_head, keep("z"))]
+    for b, block in enumerate(blocks):
+        # The sums the residual adds make: pre-norm, the stream itself (the probes); post-norm, the norms' input.
+        sums = ((block.ln_1, "in"), (block.ln_2, "in")) if post else ((block.hook_resid_mid, "out"),
+                                                                       (block.hook_resid_post, "out"))
+        hooks += [(block, keep(f"{b}.in", "in")), (block.attn, keep(f"{b}.attn")),
+                  (block.hook_resid_mid, keep(f"{b}.mid")), (block.ffn, keep(f"{b}.ffn")),
+                  (sums[0][0], keep(f"{b}.sum_attn", sums[0][1])), (sums[1][0], keep(f"{b}.sum_ffn", sums[1][1])),
+                  # registered after any ablation's hook, so this sees what the block hands on
+                  (block, keep(f"{b}.out"))]
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    with listening(model, hooks, gradients=True):
+        logits, _ = model(inputs)
+        loss = model.loss(logits, targets)  # eval mode: the plain cross-entropy (no experts' balancing term)
+        tensors = list({id(t): t for t in kept.values()}.values())  # a skipped block's output is its input
+        grads = torch.autograd.grad(loss, tensors + [p for _, p in params], allow_unused=True, retain_graph=True)
+        of = {id(t): g for t, g in zip(tensors, grads)}
+        param_grads = list(grads[len(tensors):])
+
+        def grad(key: str) -> torch.Tensor:
+            g = of[id(kept[key])]
+            return torch.zeros_like(kept[key]) if g is None else g
+
+        stream = []
+        for b in reversed(range(len(blocks))):
+            skipped = kept[f"{b}.out"] is kept[f"{b}.in"]
+            for part, below, above in (("ffn", f"{b}.mid", f"{b}.out"), ("attn", f"{b}.in", f"{b}.mid")):
+                if skipped:
+                    g = grad(f"{b}.in")
+                    stream.append(StreamGradient(b, part, _size(g), _size(g), 0.0, 0.0, _size(g), skipped=True))
+                    continue
+                g_skip = grad(f"{b}.sum_{part}")
+                # J^T g_s: the vector-Jacobian product of the sublayer's branch alone, from its output to h
+                through, = torch.autograd.grad(kept[f"{b}.{part}"], kept[below], grad_outputs=grad(f"{b}.{part}"),
+                                               retain_graph=True, allow_unused=True)
+                through = torch.zeros_like(g_skip) if through is None else through
+                stream.append(StreamGradient(b, part, _size(grad(above)), _size(g_skip), _size(through),
+                                             _cos(through, g_skip), _size(grad(below))))
+
+        dz = grad("z")[0].detach()  # (T, V)
+        dx = grad("x")[0].detach()  # (T, d): the gradient at each read token's embedding row
+        xf = kept["xf"][0].detach()  # (T, d): what the head reads
+        h0 = grad("h0")[0].detach()
+        top = grad(f"{len(blocks) - 1}.out")
+        probs = torch.softmax(logits[0].detach().double(), dim=-1)
+        expected = probs - F.one_hot(targets[0].clamp(min=0), probs.shape[-1]).double()
+        expected[targets[0] < 0] = 0.0
+        expected /= sum(counted)
+
+    tied = model.lm_head.weight is model.token_embedding.weight
+    head = dz.T.double() @ xf.double()  # (V, d): dL/dW_U = sum_t dz_t x_f,t^T
+    embedding = torch.zeros_like(head).index_add_(0, inputs[0], dx.double())  # row of token x_t gets dL/dx_t
+    tensors_out, parts = [], {}
+    for (name, p), g in zip(params, param_grads):
+        tensors_out.append(ParamGradient(name, p.numel(), _size(p), _size(g)))
+        count, weight, grad_sq = parts.get(part_of(name, tied), (0, 0.0, 0.0))
+        parts[part_of(name, tied)] = (count + p.numel(), weight + _size(p) ** 2, grad_sq + _size(g) ** 2)
+    gradient_check, skipped_why = None, None
+    if check:
+        n = sum(p.numel() for _, p in params)
+        if n > CHECK_LIMIT:
+            skipped_why = (f"the check needs a float64 copy of the {n:,} parameters; it is made up to "
+                           f"{CHECK_LIMIT:,}")
+        else:
+            gradient_check = _check(model, inputs, targets, params, param_grads, seed)
+    return Backprop(
+        token_ids=token_ids,
+        counted=counted, loss=loss.item(), placement="post" if post else "pre",
+        norm_label=getattr(blocks[0].ln_1, "label", "norm"),
+        logits=_size(dz), softmax_diff=float((dz.double() - expected).abs().max()), top=_size(top), stream=stream,
+        embed=_size(h0), positions=h0.double().norm(dim=-1).tolist(),
+        parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g)) for name, (c, w, g) in parts.items()],
+        tensors=tensors_out, tied=tied, head=_size(head), embedding=_size(embedding),
+        check=gradient_check, check_skipped=skipped_why,
+    )
+
+
+def _check(model: nn.Module, inputs, targets, params, grads, seed: int) -> GradientCheck:
+    """The central difference of the float64 loss along one random unit direction u over all the weights."""
+    generator = torch.Generator().manual_seed(seed)
+    directions = [torch.randn(p.shape, generator=generator, dtype=torch.float64) for _, p in params]
+    length = math.sqrt(sum(float(d.pow(2).sum()) for d in directions))
+    directions = [(d / length).to(p.device) for d, (_, p) in zip(directions, params)]
+    predicted = sum(float((g.double() * d).sum()) for g, d in zip(grads, directions) if g is not None)
+    theta = {name: p.detach().double() for name, p in params}
+    buffers = {name: b.double() if b.is_floating_point() else b for name, b in model.named_buffers()}
+
+    def loss_at(step: float) -> float:
+        nudged = {name: theta[name] + step * d for (name, _), d in zip(params, directions)}
+        with listening(model):  # eval mode, no graph; an ablation's hooks stay on, as in the backprop pass
+            _, loss = functional_call(model, {**nudged, **buffers}, (inputs, targets))
+        return float(loss)
+
+    measured = (loss_at(CHECK_EPSILON) - loss_at(-CHECK_EPSILON)) / (2 * CHECK_EPSILON)
+    return GradientCheck(CHECK_EPSILON, predicted, measured, sum(p.numel() for _, p in params),
+                         abs(predicted - measured) / max(abs(measured), 1e-30))
