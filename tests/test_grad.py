@@ -80,6 +80,8 @@ def test_the_stream_gradients_are_backward_s_own(changes):
     done = backprop(model, IDS, check=False)
     grads, top, h0, *_ = rebuilt(model)
     assert done.placement == changes.get("norm_placement", "pre") and len(done.stream) == 6
+    rms = changes.get("norm") == "rmsnorm"
+    assert (done.norm_label, done.norm_scale) == (("RMSNorm", "rms") if rms else ("LN", "std"))
     assert done.top == pytest.approx(top.norm().item(), rel=1e-4)
     assert done.embed == pytest.approx(h0.norm().item(), rel=1e-4)
     assert done.positions == pytest.approx(h0[0].norm(dim=-1).tolist(), rel=1e-4)

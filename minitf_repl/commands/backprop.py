@@ -42,6 +42,7 @@ class GradResult:
     loss: float  # L: teacher forcing's cross-entropy on the text
     placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
     norm_label: str  # "LN" or "RMSNorm"
+    norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
     logits: float  # |dL/dz| over the whole text
     softmax_diff: float  # max |autograd's dL/dz - (softmax(z) - onehot(y)) / N|
     top: float  # |dL/dh_L|: the gradient reaching the last block's output
@@ -83,15 +84,12 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     done = backprop(session.model, ids, counted(len(ids)) if counted and not dropped else None)
     return GradResult(
         text=text, tokens=[data.tokenizer.itos[i] for i in ids], counted=done.counted, loss=done.loss,
-        placement=done.placement, norm_label=done.norm_label, logits=done.logits, softmax_diff=done.softmax_diff,
+        placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, logits=done.logits,
+        softmax_diff=done.softmax_diff,
         top=done.top, stream=done.stream, embed=done.embed, positions=done.positions, parts=done.parts,
         tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
         check_skipped=done.check_skipped, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
         untrained=session.untrained, ablations=switched_off(session))
-
-
-def _divisor(norm: str) -> str:
-    return "rms" if norm == "RMSNorm" else "std"
 
 
 def _cos(value: float) -> Text:
@@ -126,7 +124,7 @@ def render_grad(result: GradResult, console: Console) -> None:
             rows.append([block, s.part, f"{s.arrives:.4f}", f"{s.skip:.4f}", Text("skipped", style="dim"), "",
                          f"{s.leaves:.4f}"])
             continue
-        rows.append([block, "FFN" if s.part == "ffn" else "attn", f"{s.arrives:.4f}", f"{s.skip:.4f}",
+        rows.append([block, s.part, f"{s.arrives:.4f}", f"{s.skip:.4f}",
                      f"{s.through:.4f}", _cos(s.cos), f"{s.leaves:.4f}"])
     rows.append([Text("h_0", style="cyan"), "", "", "", "", "", f"{result.embed:.4f}"])
     names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
@@ -138,8 +136,8 @@ def render_grad(result: GradResult, console: Console) -> None:
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
                      f"{result.top:.4f} at the top, {result.embed:.4f} at h_0 (x{gain:.2f}), so even the first block "
                      "learns from the loss directly")
-        note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the {_divisor(norm)} "
-                      f"of the stream it read ({cmd('resid')} shows it): where the stream is short, the part is large")
+        note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the "
+                      f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is short, the part is large")
     else:
         say(console, f"every add's gradient passes a norm's Jacobian on the way down ({result.top:.4f} at the top, "
                      f"{result.embed:.4f} at h_0): each norm rescales the whole gradient, skip path included, which "
@@ -159,7 +157,8 @@ def render_grad(result: GradResult, console: Console) -> None:
     note(console, f"a step of :train moves each weight against its gradient (the optimizer decides how far); "
                   f"{cmd('score')} shows the loss this gradient came from, position by position")
     if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the text (beyond max_seq_len + 1) went unread")
+        note(console, f"the first {count(result.dropped, result.unit)} of the text (beyond max_seq_len + 1) went "
+                      "unread")
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: the loss is near ln(V) and the gradient is the first step's; "

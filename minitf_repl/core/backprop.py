@@ -83,6 +83,7 @@ class Backprop:
     loss: float  # L
     placement: str  # "pre" or "post"
     norm_label: str  # "LN" or "RMSNorm"
+    norm_scale: str  # what the norms divide by, as they say (NormPart.divides_by): "std" (LN), "rms" (RMSNorm)
     logits: float  # |dL/dz| over the whole text
     softmax_diff: float  # max |autograd's dL/dz - (softmax(z) - onehot(y)) / N|
     top: float  # |dL/dh_L|: what reaches the last block's output through the head (and the final norm)
@@ -217,6 +218,7 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         token_ids=token_ids,
         counted=counted, loss=loss.item(), placement="post" if post else "pre",
         norm_label=getattr(blocks[0].ln_1, "label", "norm"),
+        norm_scale=getattr(blocks[0].ln_1, "divides_by", "scale"),
         logits=_size(dz), softmax_diff=float((dz.double() - expected).abs().max()), top=_size(top), stream=stream,
         embed=_size(h0), positions=h0.double().norm(dim=-1).tolist(),
         parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g)) for name, (c, w, g) in parts.items()],
