@@ -92,6 +92,12 @@ def test_the_units_logit_shares_add_up_to_the_blocks_share_in_attribution():
 def test_where_the_view_cannot_split_it_says_so():
     post = feed_forward_neurons(model_for(norm_placement="post"), IDS, layer=1)
     assert post.out_diff < 1e-4 and all(n.promotes is None for n in post.neurons)  # no logit reading after post-norm
+    assert "post-norm" in post.no_tokens
+    # residual=off: only the last block's output is what the head reads; an earlier block's writes never reach it
+    replaced = model_for(residual=False)
+    early, last = (feed_forward_neurons(replaced, IDS, layer=layer) for layer in (0, len(replaced.blocks) - 1))
+    assert "residual=off" in early.no_tokens and all(n.promotes is None for n in early.neurons)
+    assert last.no_tokens is None and all(n.promotes is not None for n in last.neurons)
     with pytest.raises(UserError, match="mixture of experts .* :experts"):
         feed_forward_neurons(model_for(n_experts=2), IDS)
     with pytest.raises(UserError, match="position 10 is not in the text of 10 tokens"):
@@ -117,7 +123,7 @@ def test_ffn_in_the_shell():
     assert "raises the logit of" in narrow and "lowers" not in narrow.split("raises the logit of")[1].split("\n")[0]
     some = run(session, ":ffn hello at=0 layer=1 k=3")
     assert (some.at, some.layer, len(some.units)) == (0, 1, 3)
-    assert json_document(REGISTRY["ffn"], some)["schema"] == "minitf.ffn/1"
+    assert json_document(REGISTRY["ffn"], some)["schema"] == "minitf.ffn/2"
     with pytest.raises(UserError, match="at must be a position of the 5 characters read"):
         run(session, ":ffn hello at=5")
     run(session, ":set n_experts=2")

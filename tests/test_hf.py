@@ -345,7 +345,11 @@ def test_save_hf_refuses_settings_without_an_equivalent_and_existing_folders(tmp
     with pytest.raises(ConfigError, match="norm_placement=post") as e:
         run_command(s, "save", {"name": f"hf:{tmp_path / 'post'}"})
     assert e.value.fix == {"norm_placement": "pre"} and not (tmp_path / "post").exists()
-    run_command(s, "set", {"norm_placement": "pre", "activation": "relu2"})
+    run_command(s, "set", {"norm_placement": "pre", "residual": False})
+    with pytest.raises(ConfigError, match="residual=off") as e:
+        run_command(s, "save", {"name": f"hf:{tmp_path / 'no-residual'}"})
+    assert e.value.fix == {"residual": True}
+    run_command(s, "set", {"residual": True, "activation": "relu2"})
     with pytest.raises(ConfigError, match="activation=relu2"):
         run_command(s, "save", {"name": f"hf:{tmp_path / 'relu2'}"})
     run_command(s, "set", {"activation": "gelu"})

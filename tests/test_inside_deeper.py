@@ -94,6 +94,8 @@ def test_attribution_refuses_a_post_norm_model_and_a_bad_target():
     model = MiniTransformerLM(ModelConfig(**SIZES, norm_placement="post"))
     with pytest.raises(UserError, match="post-norm"):
         direct_logit_attribution(model, [1, 2, 3])
+    with pytest.raises(UserError, match="with residual=off each sublayer's output replaces the stream"):
+        direct_logit_attribution(MiniTransformerLM(ModelConfig(**SIZES, residual=False)), [1, 2, 3])
     with pytest.raises(UserError, match=r"target must be a token id in 0\.\.10"):
         direct_logit_attribution(build("seed"), [1, 2, 3], 11)
 

@@ -43,14 +43,15 @@ def rebuilt(model, at):
     with torch.no_grad():
         for block in model.blocks:
             for norm, f in ((block.ln_1, block.attn), (block.ln_2, block.ffn)):
+                kept = h if block.residual else 0  # residual=off: the write replaces the stream
                 if block.post_norm:
                     write = f(h)
-                    after = norm(h + write)
-                    steps.append((h[0, at], (h + write)[0, at], after[0, at], write[0, at], after[0, at]))
+                    after = norm(kept + write)
+                    steps.append((h[0, at], (kept + write)[0, at], after[0, at], write[0, at], after[0, at]))
                 else:
                     read = norm(h)
                     write = f(read)
-                    after = h + write
+                    after = kept + write
                     steps.append((h[0, at], h[0, at], read[0, at], write[0, at], after[0, at]))
                 h = after
         final = (h[0, at], model.ln_f(h)[0, at])
@@ -59,7 +60,8 @@ def rebuilt(model, at):
 
 @pytest.mark.parametrize("changes", [
     {}, dict(norm_placement="post"), dict(norm="rmsnorm", pos_encoding="rope"), dict(pos_encoding="none"),
-    dict(n_experts=2), dict(attention="sdpa", pos_encoding="sinusoidal"),
+    dict(n_experts=2), dict(attention="sdpa", pos_encoding="sinusoidal"), dict(residual=False),
+    dict(residual=False, norm_placement="post"),
 ])  # fmt: skip
 def test_the_stream_is_the_formula_rebuilt_from_the_parts(changes):
     model = model_for(**changes)
@@ -131,7 +133,7 @@ def test_resid_in_the_shell():
     assert "|h| after" in narrow and "|f|/|h|" not in narrow and "…" not in narrow  # a column dropped, none cut
     first = run(session, ":resid hello at=0")
     assert first.at == 0 and first.tokens == list("hello")
-    assert json_document(REGISTRY["resid"], first)["schema"] == "minitf.resid/1"
+    assert json_document(REGISTRY["resid"], first)["schema"] == "minitf.resid/2"
     with pytest.raises(UserError, match="at must be a position of the 5 characters read: 0..4"):
         run(session, ":resid hello at=5")
     run(session, ":train steps=1")
@@ -143,3 +145,7 @@ def test_resid_in_the_shell():
     run(session, ":set norm_placement=post")
     post = run(session, ":resid hi")
     assert post.final is None and "post-norm: h <- LN(h + f(h))" in plain(post)
+    run(session, ":set norm_placement=pre residual=off")
+    replaced = run(session, ":resid hi")
+    assert not replaced.residual and all(w.after == pytest.approx(w.write, rel=1e-5) for w in replaced.writes)
+    assert "residual=off: h <- f(LN(h))" in plain(replaced) and "nothing accumulates" in plain(replaced)

@@ -49,6 +49,7 @@ SIZES = dict(vocab_size=11, max_seq_len=16, d_model=32, n_heads=4, n_layers=2, d
 SWITCHES = (
     [dict(pos_encoding=p) for p in ("learned", "sinusoidal", "rope", "none")]
     + [dict(norm="rmsnorm"), dict(norm_placement="post"), dict(norm="rmsnorm", norm_placement="post")]
+    + [dict(residual=False), dict(residual=False, norm_placement="post")]
     + [dict(qk_norm=True), dict(qk_norm=True, norm="rmsnorm"), dict(norm_gain=False), dict(norm_gain=False, norm="rmsnorm")]
     + [dict(activation=a) for a in ("gelu", "relu", "gelu_tanh", "relu2", "swiglu")]
     + [dict(n_kv_heads=k) for k in (0, 1, 2, 4)]
@@ -463,8 +464,12 @@ def _sort_settings(changes: dict) -> dict:
     return dict(batch_size=batch, lr=_sort_lr(changes), **ADAMW_BEFORE)
 
 
+# residual=off is the lab's counter-example, not a variant to learn with: tests/test_grad.py shows it training worse.
+LEARNERS = [c for c in SWITCHES if c.get("residual", True)] + PRESET_CONFIGS
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("changes", SWITCHES + PRESET_CONFIGS, ids=[label(c) for c in SWITCHES + PRESET_CONFIGS])
+@pytest.mark.parametrize("changes", LEARNERS, ids=[label(c) for c in LEARNERS])
 def test_every_variant_learns_to_sort(changes):
     """Every switch and preset learns sort to 99% held-out exact match in the default 600 steps."""
     data = load_data("sort")

@@ -43,6 +43,7 @@ class GradResult:
     placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
     norm_label: str  # "LN" or "RMSNorm"
     norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
+    residual: bool  # the residual connections are there (off: each sublayer's output replaces the stream)
     logits: float  # |dL/dz| over the whole text
     softmax_diff: float  # max |autograd's dL/dz - (softmax(z) - onehot(y)) / N|
     top: float  # |dL/dh_L|: the gradient reaching the last block's output
@@ -84,12 +85,18 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     done = backprop(session.model, ids, counted(len(ids)) if counted and not dropped else None)
     return GradResult(
         text=text, tokens=[data.tokenizer.itos[i] for i in ids], counted=done.counted, loss=done.loss,
-        placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, logits=done.logits,
+        placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, residual=done.residual,
+        logits=done.logits,
         softmax_diff=done.softmax_diff,
         top=done.top, stream=done.stream, embed=done.embed, positions=done.positions, parts=done.parts,
         tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
         check_skipped=done.check_skipped, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
         untrained=session.untrained, ablations=switched_off(session))
+
+
+def _g(size: float) -> str:
+    """A gradient's size: four decimals, or two significant digits where it has vanished below 1e-3."""
+    return f"{size:.4f}" if size >= 1e-3 or size == 0 else f"{size:.1e}"
 
 
 def _cos(value: float) -> Text:
@@ -108,39 +115,51 @@ def render_grad(result: GradResult, console: Console) -> None:
     say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N at each position (N = {n}): |dL/dz| = "
                  f"{result.logits:.4f}; autograd's dL/dz agrees to {result.softmax_diff:.0e} "
                  f"({rounding(result.softmax_diff, [])})")
-    if pre:
+    if not result.residual:
+        new = f"f({norm}(h))" if pre else f"{norm}(f(h))"
+        note(console, f"residual=off, h' = {new}: no add, so no skip path: dL/dh = J^T g' alone, and every gradient "
+                      "must pass through every sublayer on its way down")
+    elif pre:
         note(console, f"pre-norm, h' = h + f({norm}(h)): so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
                       "the skip path untouched, and J^T g' comes back through the sublayer and adds to it")
     else:
         note(console, f"post-norm, h' = {norm}(h + f(h)): so g_s = J_{norm}^T g' first (the norm is on the skip path "
                       "too, and rescales it), then dL/dh = g_s + J_f^T g_s")
     head_path = f"the output head and {norm}_f" if pre else "the output head"
-    rows = [[Text("top", style="cyan"), "", "", "", "", "", f"{result.top:.4f}"]]
+    rows = [[Text("top", style="cyan"), "", "", "", "", "", _g(result.top)]]
     labelled = None
     for s in result.stream:
         block = str(s.block) if s.block != labelled else ""
         labelled = s.block
         if s.skipped:
-            rows.append([block, s.part, f"{s.arrives:.4f}", f"{s.skip:.4f}", Text("skipped", style="dim"), "",
-                         f"{s.leaves:.4f}"])
+            rows.append([block, s.part, _g(s.arrives), _g(s.skip), Text("skipped", style="dim"), "",
+                         _g(s.leaves)])
             continue
-        rows.append([block, s.part, f"{s.arrives:.4f}", f"{s.skip:.4f}",
-                     f"{s.through:.4f}", _cos(s.cos), f"{s.leaves:.4f}"])
-    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", f"{result.embed:.4f}"])
+        if not result.residual:  # no add: no skip path, and nothing for the sublayer's part to point along
+            rows.append([block, s.part, _g(s.arrives), Text("none", style="dim"), _g(s.through), "", _g(s.leaves)])
+            continue
+        rows.append([block, s.part, _g(s.arrives), _g(s.skip), _g(s.through), _cos(s.cos), _g(s.leaves)])
+    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", _g(result.embed)])
     names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
                   f"input x + p (cos: of the sublayer's part with the skip's)")
-    if pre:
-        gain = result.embed / result.top if result.top > 0 else math.nan
+    gain = result.embed / result.top if result.top > 0 else math.nan
+    if not result.residual:
+        say(console, f"without the skip path the gradient reaching h_0 is what survives every sublayer's Jacobian: "
+                     f"{_g(result.top)} at the top, {_g(result.embed)} at h_0 (x{gain:.2g})")
+        note(console, "the lower blocks learn only from what gets through to them; residual=on hands every block the "
+                      "gradient from the top untouched")
+    elif pre:
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
-                     f"{result.top:.4f} at the top, {result.embed:.4f} at h_0 (x{gain:.2f}), so even the first block "
+                     f"{_g(result.top)} at the top, {_g(result.embed)} at h_0 (x{gain:.2f}), so even the first block "
                      "learns from the loss directly")
         note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the "
-                      f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is short, the part is large")
+                      f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is "
+                      "short, the part is large")
     else:
-        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({result.top:.4f} at the top, "
-                     f"{result.embed:.4f} at h_0): each norm rescales the whole gradient, skip path included, which "
+        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({_g(result.top)} at the top, "
+                     f"{_g(result.embed)} at h_0): each norm rescales the whole gradient, skip path included, which "
                      "is why deep post-norm stacks need a warm-up to train")
     if len(result.positions) > 1:
         width = max(8, min(len(result.positions), console.width - 34))
@@ -168,7 +187,7 @@ def render_grad(result: GradResult, console: Console) -> None:
 def _parameters(result: GradResult, console: Console) -> None:
     """What each part's weights receive: |W|, |dL/dW| and their ratio; all=on lists every tensor."""
     shown = result.tensors if result.show_all else result.parts
-    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", f"{p.grad:.4f}",
+    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", _g(p.grad),
              f"{p.grad / p.weight:.1e}" if p.weight > 0 else "-"] for p in shown]
     names = ["tensor" if result.show_all else "part", "parameters", "|W|", "|dL/dW|", "|dL/dW|/|W|"]
     console.print(fitting_table(console, names, rows, left=(names[0],), optional=("parameters", "|W|")))
@@ -179,9 +198,9 @@ def _parameters(result: GradResult, console: Console) -> None:
             note(console, "k_proj.bias receives (almost) nothing: adding b_K to every key adds the same q.b_K to all "
                           "of a query's scores, and softmax ignores a shift")
     if result.tied:
-        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {result.head:.4f}), at the input "
-                      f"each read token's row receives dL/dx where it was read (|.| = {result.embedding:.4f}); its "
+        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {_g(result.head)}), at the input "
+                      f"each read token's row receives dL/dx where it was read (|.| = {_g(result.embedding)}); its "
                       f"gradient is their sum")
     else:
-        note(console, f"W_U (the head) receives dz^T x_f (|.| = {result.head:.4f}); W_E only the rows of the tokens "
-                      f"read (|.| = {result.embedding:.4f})")
+        note(console, f"W_U (the head) receives dz^T x_f (|.| = {_g(result.head)}); W_E only the rows of the tokens "
+                      f"read (|.| = {_g(result.embedding)})")

@@ -222,6 +222,7 @@ class ResidResult:
     placement: str  # "pre" (h + f(LN(h))) or "post" (LN(h + f(h)))
     norm_label: str  # "LN" or "RMSNorm"
     norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
+    residual: bool  # each sublayer adds to the stream (off: its output replaces the stream)
     d_model: int
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
@@ -238,7 +239,7 @@ class ResidResult:
                   "add, what the norms read.", params=[
     Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
     Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
@@ -246,7 +247,7 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     stream = residual_stream(session.model, ids, at=at)
     return ResidResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], at=stream.at,
                        placement=stream.placement, norm_label=stream.norm_label,
-                       norm_scale=stream.norm_scale, d_model=session.model_config.d_model,
+                       norm_scale=stream.norm_scale, residual=stream.residual, d_model=session.model_config.d_model,
                        token=stream.token, position=stream.position, embed=stream.embed, writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
                        untrained=session.untrained, ablations=switched_off(session))
@@ -257,7 +258,11 @@ def render_resid(result: ResidResult, console: Console) -> None:
     i, norm, pre = result.at, result.norm_label, result.placement == "pre"
     say(console, f"the residual stream at position {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}",
         "bold")
-    if pre:
+    if not result.residual:
+        new = f"f({norm}(h))" if pre else f"{norm}(f(h))"
+        note(console, f"residual=off: h <- {new} for f = attention, then the FFN: each sublayer's output replaces the "
+                      "stream, nothing of h passes it but what f makes of it")
+    elif pre:
         note(console, f"pre-norm: h <- h + f({norm}(h)) for f = attention, then the FFN: the stream is never "
                       f"normalised, only the copy each sublayer reads")
     else:
@@ -290,14 +295,18 @@ def render_resid(result: ResidResult, console: Console) -> None:
     names = ["block", "f", "|h|", "mean", divisor, f"|{norm}|", "|f|", "|f|/|h|", "cos(f, h)", "|h| after"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("|f|/|h|", "mean", "|h| after")))
     last = result.writes[-1].after
-    if pre:
+    if not result.residual:
+        say(console, f"|h| went from {result.embed:.2f} to {last:.2f}, but nothing accumulates: without the residual "
+                     "add each sublayer's write is the whole stream after it, so h_0 reaches the head only through "
+                     "every sublayer")
+    elif pre:
         say(console, f"|h| went from {result.embed:.2f} to {last:.2f} over {count(len(result.writes) // 2, 'block')}: "
                      f"each sublayer adds its write to the stream, none replaces it")
         reads = [w.norm.size_out for w in result.writes]
         note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
                       f"(sqrt(d) = {math.sqrt(result.d_model):.1f} times the gain): the norm takes the stream's scale "
                       f"away, so a block's input does not grow with depth")
-    else:
+    elif not pre:
         note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
     if result.final is not None:
         note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T (W_U is W_E "
@@ -341,6 +350,7 @@ class FfnResult:
     out_size: float  # |FFN(x)|
     units: list[FfnUnit]  # the units with the largest writes, largest first
     out_diff: float  # max |sum_n h_n v_n + b - the block's FFN output|
+    no_tokens: str | None = None  # why no unit's tokens are shown (post-norm, residual=off); None: they are
     dropped: int = 0
     unit: str = "character"
     untrained: bool = False
@@ -353,7 +363,7 @@ class FfnResult:
     Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
     Param("layer", int, help="the block (default 0)", complete=complete_layer),
     Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=256),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)
@@ -370,7 +380,7 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
                      pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive, negative=found.negative, lowest=found.lowest,
                      total_write=found.total_write, out_size=found.out_size, units=units, out_diff=found.out_diff,
-                     dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
+                     no_tokens=found.no_tokens, dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
                      ablations=switched_off(session))
 
 
@@ -404,9 +414,8 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     if tied:
         note(console, "raises/lowers: the logits each write moves most, read through the final norm frozen at this "
                       f"input (as {cmd('attrib')} reads a part)")
-    else:
-        note(console, "a post-norm model renormalises the stream after every sublayer, so a write's effect on the "
-                      "logits is not its own: no tokens are shown")
+    elif result.no_tokens:
+        note(console, f"{result.no_tokens}: no tokens are shown")
     note(console, f"checked: sum_n h_n v_n + b agrees with the block's FFN output to {result.out_diff:.0e}")
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")

@@ -47,7 +47,8 @@ class StreamGradient:
     block: int
     part: str  # "attn" or "ffn"
     arrives: float  # |g'| = |dL/dh'|: the gradient at the stream the sublayer wrote
-    skip: float  # |g_s|: what the residual add hands straight down (pre-norm: g' itself; post-norm: J_LN^T g')
+    skip: float  # |g_s|: what the residual add hands straight down (pre-norm: g' itself; post-norm: J_LN^T g';
+    #               residual=off: 0, there is no add)
     through: float  # |J^T g_s|: what goes back through the sublayer into the stream below
     cos: float  # cos(J^T g_s, g_s): > 0 the sublayer's path adds to the skip's, < 0 it takes some back
     leaves: float  # |dL/dh| = |g_s + J^T g_s|: the gradient the stream below receives
@@ -84,6 +85,7 @@ class Backprop:
     placement: str  # "pre" or "post"
     norm_label: str  # "LN" or "RMSNorm"
     norm_scale: str  # what the norms divide by, as they say (NormPart.divides_by): "std" (LN), "rms" (RMSNorm)
+    residual: bool  # the residual connections are there (off: each sublayer's output replaces the stream)
     logits: float  # |dL/dz| over the whole text
     softmax_diff: float  # max |autograd's dL/dz - (softmax(z) - onehot(y)) / N|
     top: float  # |dL/dh_L|: what reaches the last block's output through the head (and the final norm)
@@ -180,7 +182,8 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
                     g = grad(f"{b}.in")
                     stream.append(StreamGradient(b, part, _size(g), _size(g), 0.0, 0.0, _size(g), skipped=True))
                     continue
-                g_skip = grad(f"{b}.sum_{part}")
+                # The add's own gradient is the skip path's; with residual=off there is no add and no skip path.
+                g_skip = grad(f"{b}.sum_{part}") if blocks[b].residual else torch.zeros_like(kept[below])
                 # J^T g_s: the vector-Jacobian product of the sublayer's branch alone, from its output to h
                 through, = torch.autograd.grad(kept[f"{b}.{part}"], kept[below], grad_outputs=grad(f"{b}.{part}"),
                                                retain_graph=True, allow_unused=True)
@@ -218,7 +221,7 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         token_ids=token_ids,
         counted=counted, loss=loss.item(), placement="post" if post else "pre",
         norm_label=getattr(blocks[0].ln_1, "label", "norm"),
-        norm_scale=getattr(blocks[0].ln_1, "divides_by", "scale"),
+        norm_scale=getattr(blocks[0].ln_1, "divides_by", "scale"), residual=blocks[0].residual,
         logits=_size(dz), softmax_diff=float((dz.double() - expected).abs().max()), top=_size(top), stream=stream,
         embed=_size(h0), positions=h0.double().norm(dim=-1).tolist(),
         parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g)) for name, (c, w, g) in parts.items()],

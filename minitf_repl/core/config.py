@@ -223,6 +223,10 @@ class ModelConfig(Settings):
     # which then needs no final norm before the head.
     norm_placement: str = setting("pre", "where the norm sits: pre (before each sublayer) or post (after the "
                                   "residual add)", choices=NORM_PLACEMENTS)
+    # The residual connection is what lets a deep stack train: the add hands the gradient down
+    # untouched. Off, each sublayer's output replaces the stream, for the lab's "why residuals" experiment.
+    residual: bool = setting(True, "each sublayer adds its output to the stream, x + f(norm(x)); off: the output "
+                                   "replaces the stream, f(norm(x)), and nothing carries x or its gradient past f")
     # 1e-5 is GPT-2's and torch's LayerNorm default; Llama's RMSNorm uses 1e-6 or 1e-5 (a loaded model brings its own).
     norm_eps: float = setting(1e-5, "the eps every norm adds under its square root (keeps the division finite)",
                               low=0.0, low_open=True, high=1.0)
@@ -403,8 +407,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 PRESET_KV_GROUP = {"llama": 2}  # query heads per key/value head, when n_heads allows it
 
 # The fields a preset decides (set to the preset's value or else the default).
-PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "norm_gain", "qk_norm", "activation",
-                 "n_kv_heads", "tie_embeddings", "bias")
+PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "residual", "norm_gain", "qk_norm",
+                 "activation", "n_kv_heads", "tie_embeddings", "bias")
 
 
 def preset_changes(name: str, config: ModelConfig | None = None) -> dict[str, Any]:

@@ -264,6 +264,7 @@ class ResidualStream:
     placement: str  # "pre" or "post"
     norm_label: str  # "LN" or "RMSNorm"
     norm_scale: str  # what the norms divide by: "std" (LN), "rms" (RMSNorm)
+    residual: bool  # each sublayer adds to the stream (off: its output replaces the stream)
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
     embed: float  # |h_0| = |x + p|
@@ -326,7 +327,7 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     final = None if post else _norm_read(model.ln_f, *seen["ln_f"])
     norm = blocks[0].ln_1
     return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
-                          getattr(norm, "divides_by", "scale"), token, p,
+                          getattr(norm, "divides_by", "scale"), blocks[0].residual, token, p,
                           float(seen["embed"][1].double().norm()), writes, final)
 
 
@@ -361,6 +362,7 @@ class FeedForwardNeurons:
     out_size: float  # |FFN(x)| = |sum_n h_n v_n + b_out|: below total_write where the writes cancel
     neurons: list[Neuron]  # the `top` units with the largest |h_n v_n|, largest first
     out_diff: float  # max |sum_n h_n v_n + b_out - the block's FFN output|: rounding
+    no_tokens: str | None = None  # why the units' tokens are not read (post-norm, residual=off): None when they are
 
 
 def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, top: int = 8,
@@ -404,9 +406,18 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     rebuilt = writes.sum(dim=1) + bias
     chosen = sizes.argsort(descending=True)[: min(top, len(sizes))]
 
-    frozen = getattr(model.ln_f, "frozen", None)  # post-norm: the stream is no sum of parts at the end
+    frozen = getattr(model.ln_f, "frozen", None)
+    no_tokens = None  # why a write's own effect on the logits cannot be read here
+    if block.post_norm:
+        no_tokens = ("a post-norm model renormalises the stream after every sublayer, so a write's effect on the "
+                     "logits is not its own")
+    elif not block.residual and block is not model.blocks[-1]:
+        no_tokens = ("with residual=off the next sublayer's output replaces this one's, so its writes reach the "
+                     "head only through every later block")
+    elif not callable(frozen):
+        no_tokens = "the final norm does not say how to freeze its scale, so a write cannot be read through it"
     logits = None
-    if callable(frozen) and not block.post_norm:
+    if no_tokens is None:
         end = seen["end"].float().to(model.lm_head.weight.device)
         read = frozen(end).linear(writes[:, chosen].T.float().to(end.device))  # (k, d): each write through the norm
         logits = (read @ model.lm_head.weight.detach().T).double().cpu()  # (k, V)
@@ -427,7 +438,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
         below_zero=parts.below_zero, width=len(h),
         positive=int((h > 0).sum()), negative=int((h < 0).sum()), lowest=float(h.min()),
         total_write=float(sizes.sum()), out_size=float(out.norm()), neurons=neurons,
-        out_diff=float((rebuilt - out).abs().max()),
+        out_diff=float((rebuilt - out).abs().max()), no_tokens=no_tokens,
     )
 
 

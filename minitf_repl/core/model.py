@@ -12,6 +12,7 @@ field, read in one place here; the variants themselves are small modules of thei
     pos_encoding    learned | sinusoidal | rope | none       core.positions (RotaryEmbedding inside attention)
     norm            layernorm | rmsnorm                      core.norms (make_norm)
     norm_placement  pre: x + f(LN(x)) | post: LN(x + f(x))   TransformerBlock
+    residual        on: x + f(.) | off: f(.) replaces x        TransformerBlock.add
     qk_norm         normalise q and k per head                MultiHeadSelfAttention
     activation      gelu | relu | gelu_tanh | relu2 | swiglu core.feedforward
     n_kv_heads      MHA | GQA | MQA: K, V heads shared        MultiHeadSelfAttention
@@ -317,6 +318,7 @@ class TransformerBlock(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.post_norm = config.norm_placement == "post"
+        self.residual = config.residual  # off: each sublayer's output replaces the stream (no skip path)
         self.d_ff = config.d_ff
         self.ln_1 = make_norm(config, config.d_model)
         self.attn = MultiHeadSelfAttention(config)
@@ -327,12 +329,16 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: LayerKV | None = None) -> torch.Tensor:
         if self.post_norm:
-            x = self.hook_resid_mid(self.ln_1(x + self.attn(x, cache)))
-            x = self.hook_resid_post(self.ln_2(x + self.ffn(x)))
+            x = self.hook_resid_mid(self.ln_1(self.add(x, self.attn(x, cache))))
+            x = self.hook_resid_post(self.ln_2(self.add(x, self.ffn(x))))
             return x
-        x = self.hook_resid_mid(x + self.attn(self.ln_1(x), cache))
-        x = self.hook_resid_post(x + self.ffn(self.ln_2(x)))
+        x = self.hook_resid_mid(self.add(x, self.attn(self.ln_1(x), cache)))
+        x = self.hook_resid_post(self.add(x, self.ffn(self.ln_2(x))))
         return x
+
+    def add(self, x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        """The residual connection: x + f(.), the sublayer's output added to the stream (residual=off: f alone)."""
+        return x + f if self.residual else f
 
     # --- what the views need to know ------------------------------------------------------------------
     def symbols(self) -> dict[str, tuple[int, str | None]]:
@@ -340,18 +346,19 @@ class TransformerBlock(nn.Module):
 
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
+        skip = "x + " if self.residual else ""  # residual=off: no "x +", the output replaces the stream
         if self.post_norm:  # the norm comes after the residual add
             return {
-                "ln_1": Step(self.ln_1.formula("x + Attention(x)", " (post-norm)"), model),
-                "ln_2": Step(self.ln_2.formula("x + FFN(x)", " (post-norm)"), model),
-                "hook_resid_mid": Step("LN(x + Attention(x))", model),
-                "hook_resid_post": Step("LN(x + FFN(x))", model),
+                "ln_1": Step(self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)"), model),
+                "ln_2": Step(self.ln_2.formula(f"{skip}FFN(x)", " (post-norm)"), model),
+                "hook_resid_mid": Step(f"LN({skip}Attention(x))", model),
+                "hook_resid_post": Step(f"LN({skip}FFN(x))", model),
             }
         return {
             "ln_1": Step(self.ln_1.formula("x"), model),
             "ln_2": Step(self.ln_2.formula("x"), model),
-            "hook_resid_mid": Step("x + Attention(LN(x))", model),
-            "hook_resid_post": Step("x + FFN(LN(x))", model),
+            "hook_resid_mid": Step(f"{skip}Attention(LN(x))", model),
+            "hook_resid_post": Step(f"{skip}FFN(LN(x))", model),
         }
 
     def activation_floats(self, seq_len: int, dropout: bool) -> int:

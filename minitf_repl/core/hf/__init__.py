@@ -190,9 +190,12 @@ def export_type(config: ModelConfig) -> str:
 
     nearest = min(found, key=unmet)
     name, value, wanted = found[nearest]
-    raise ConfigError(f"{name}={value} has no equivalent in {NAMES[nearest]}, the nearest architecture transformers "
-                      f"loads ({name}={wanted} would be); change that setting and train, or save a lab checkpoint instead",
-                      fix={name: wanted})
+    def spelled(v) -> str:  # as :set takes it: on/off for a switch
+        return ("on" if v else "off") if isinstance(v, bool) else str(v)
+
+    raise ConfigError(f"{name}={spelled(value)} has no equivalent in {NAMES[nearest]}, the nearest architecture "
+                      f"transformers loads ({name}={spelled(wanted)} would be); change that setting and train, or "
+                      "save a lab checkpoint instead", fix={name: wanted})
 
 
 def save_folder(model, tokenizer, path: Path) -> str:
