@@ -19,6 +19,7 @@ from pathlib import Path
 from .core.errors import UserError
 from .palette import SCALE, scale_hex, visible
 from .registry import clip
+from .render import fmt
 from .render.chart import uniform_label, uniform_loss
 from .render.watch import frame_subject
 
@@ -147,6 +148,12 @@ def frames_html(frames: list) -> list[str]:
             rows = "".join(f"<tr><td>{_esc(g.layer)}</td><td>{_esc(visible(g.guess))} {g.prob:.2f}</td>"
                            + (f"<td>{'-' if g.target_rank is None else g.target_rank}</td>" if rank else "")
                            + "</tr>" for g in frame.lens)
+            out.append(f'<table class="config">{head}{rows}</table>')
+        elif frame.grads:
+            head = "<tr><th>block</th><th>attention |dL/dW|</th><th>FFN |dL/dW|</th><th>|dL/dh| below</th></tr>"
+            rows = f"<tr><td>top</td><td></td><td></td><td>{fmt.gradient(frame.top)}</td></tr>" + "".join(
+                f"<tr><td>{g.block}</td><td>{fmt.gradient(g.attention)}</td><td>{fmt.gradient(g.ffn)}</td>"
+                f"<td>{fmt.gradient(g.below)}</td></tr>" for g in frame.grads)
             out.append(f'<table class="config">{head}{rows}</table>')
         else:
             out.append(f'<pre class="sample"><b>{_esc(frame.prompt)}</b>{_esc(frame.sample or "")}</pre>')

@@ -1,4 +1,4 @@
-""":train watch=attn|lens|samples: the frames are the views' own numbers, watching changes no step of
+""":train watch=attn|lens|samples|grad: the frames are the views' own numbers, watching changes no step of
 training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
 under the live loss table and after the run at 80 columns without colour."""
 
@@ -39,7 +39,7 @@ def losses(s):
     return [(h["train_loss"], h["val_loss"], h["accuracy"]) for h in s.trainer.history]
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad"])
 def test_watching_changes_no_step_of_training(view):
     plain, watched = session(), session()
     run_command(plain, "train", {"steps": 8, "eval_every": 3})
@@ -76,6 +76,8 @@ def test_watch_options_are_checked_before_anything_changes():
     s = session()
     run_command(s, "train", {"steps": 2, "eval_every": 1})
     step = s.trainer.step
+    with pytest.raises(UserError, match="watch=grad needs a loss"):
+        run_command(s, "train", {"steps": 2, "watch": "grad", "prompt": "3"})
     with pytest.raises(UserError, match="add watch=attn"):
         run_command(s, "train", {"steps": 2, "prompt": "31415="})
     with pytest.raises(UserError, match=r"layer must be in 0\.\.1"):
@@ -122,14 +124,15 @@ def test_report_shows_the_frames_in_order(tmp_path):
     assert page.count("<figcaption>head ") == 3 * 2 + 0  # two heads per frame (the main maps say "layer L, head H")
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad"])
 def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     s = session()
     r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": view})
     out = text_of(r)
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "step 4, val loss" in out and "watched 3 frames" in out
-    assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or "")}[view] in out
+    assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or ""),
+            "grad": "attention |dL/dW|"}[view] in out
 
 
 def test_the_live_display_draws_the_frame_under_the_loss_table():
@@ -152,11 +155,45 @@ def test_the_repl_line_and_the_shell():
     out = Console(file=io.StringIO(), width=80, color_system=None)
     assert FrontDoor(s, out).run_line(":train steps=4 eval_every=2 watch=samples prompt=31415=") == "ok"
     assert "a greedy sample of '31415='" in out.file.getvalue() and len(s.watch_frames) == 3
-    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples")
+    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad")
     runner = CliRunner()
     args = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
             "--set", "batch_size=4", "--set", "autosave=off", "--data", "sort"]
     doc = json.loads(runner.invoke(cli.app, [*args, "train", "--steps", "4", "--eval-every", "2", "--watch", "attn",
                                              "--json"]).stdout)
-    assert doc["schema"] == "minitf.train/3" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
+    assert doc["schema"] == "minitf.train/4" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
     assert len(doc["frames"][0]["maps"]) == 2 and doc["frames"][0]["layer"] == 1
+
+
+def test_the_grad_frames_are_backprops_numbers_and_plot_charts_them():
+    from minitf_repl.core.backprop import backprop
+
+    s = session()
+    with pytest.raises(UserError, match="train with :train watch=grad first"):
+        run_command(s, "plot", {"what": "block_grad"})
+    r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "grad"})  # a held-out question and answer
+    last = r.frames[-1]
+    ids = s.data.tokenizer.encode(last.prompt)
+    counted = s.data.counted(len(ids))
+    assert not all(counted)  # the question is given, the answer counted, as :train counts it
+    done = backprop(s.model, ids, counted, check=False)
+    assert last.top == pytest.approx(done.top) and [g.block for g in last.grads] == [1, 0]
+    for g in last.grads:
+        members = [t for t in done.tensors if t.name.startswith(f"blocks.{g.block}.attn.")]
+        assert g.attention == pytest.approx(sum(t.grad**2 for t in members) ** 0.5)
+        assert g.below == pytest.approx([row.leaves for row in done.stream if row.block == g.block
+                                         and row.part == "attn"][0])
+    assert last.grads[0].ffn > 0
+    plot = run_command(s, "plot", {"what": "block_grad"})
+    assert [series.name for series in plot.series] == ["block 0", "block 1"]
+    assert plot.series[1].steps == [0, 3, 6]
+    assert plot.series[1].values[-1] == pytest.approx((last.grads[0].attention**2 + last.grads[0].ffn**2) ** 0.5)
+    assert "|dL/dW| of each block's weights" in text_of(plot)
+
+
+def test_report_shows_the_grad_frames(tmp_path):
+    s = session()
+    run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "grad"})
+    run_command(s, "report", {"path": str(tmp_path / "r.html")})
+    page = (tmp_path / "r.html").read_text()
+    assert "While it trained (watch=grad)" in page and page.count("<th>FFN |dL/dW|</th>") == 3

@@ -151,7 +151,9 @@ def real_results(tmp_path_factory):
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):
             out[f"train watch={view}"] = run_command(s, "train", {"steps": 2, "eval_every": 1, "watch": view})
-        out["plot lens_rank"] = run_command(s, "plot", {"what": "lens_rank"})
+        out["plot lens_rank"] = run_command(s, "plot", {"what": "lens_rank"})  # the last run's frames: lens
+        out["train watch=grad"] = run_command(s, "train", {"steps": 2, "eval_every": 1, "watch": "grad"})
+        out["plot block_grad"] = run_command(s, "plot", {"what": "block_grad"})
         out["plot"] = run_command(s, "plot", {})
         out["tok"] = run_command(s, "tok", {"text": "3141592653589793=1123345567899" * 4})
         out["report"] = run_command(s, "report", {"path": str(folder / "report.html")})
@@ -172,7 +174,8 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "shapes", "shapes all", "device", "params", "params all", "save", "load", "ls", "attn", "attn head", "step",
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
-        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ffn", "kv", "grad", "grad all")
+        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ffn", "kv", "grad", "grad all", "train watch=grad",
+        "plot block_grad")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

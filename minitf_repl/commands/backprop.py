@@ -94,11 +94,6 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         untrained=session.untrained, ablations=switched_off(session))
 
 
-def _g(size: float) -> str:
-    """A gradient's size: four decimals, or two significant digits where it has vanished below 1e-3."""
-    return f"{size:.4f}" if size >= 1e-3 or size == 0 else f"{size:.1e}"
-
-
 def _cos(value: float) -> Text:
     return Text(f"{value:+.2f}", style="green" if value > 0.3 else "red" if value < -0.3 else "")
 
@@ -126,20 +121,20 @@ def render_grad(result: GradResult, console: Console) -> None:
         note(console, f"post-norm, h' = {norm}(h + f(h)): so g_s = J_{norm}^T g' first (the norm is on the skip path "
                       "too, and rescales it), then dL/dh = g_s + J_f^T g_s")
     head_path = f"the output head and {norm}_f" if pre else "the output head"
-    rows = [[Text("top", style="cyan"), "", "", "", "", "", _g(result.top)]]
+    rows = [[Text("top", style="cyan"), "", "", "", "", "", fmt.gradient(result.top)]]
     labelled = None
     for s in result.stream:
         block = str(s.block) if s.block != labelled else ""
         labelled = s.block
         if s.skipped:
-            rows.append([block, s.part, _g(s.arrives), _g(s.skip), Text("skipped", style="dim"), "",
-                         _g(s.leaves)])
+            rows.append([block, s.part, fmt.gradient(s.arrives), fmt.gradient(s.skip), Text("skipped", style="dim"), "",
+                         fmt.gradient(s.leaves)])
             continue
         if not result.residual:  # no add: no skip path, and nothing for the sublayer's part to point along
-            rows.append([block, s.part, _g(s.arrives), Text("none", style="dim"), _g(s.through), "", _g(s.leaves)])
+            rows.append([block, s.part, fmt.gradient(s.arrives), Text("none", style="dim"), fmt.gradient(s.through), "", fmt.gradient(s.leaves)])
             continue
-        rows.append([block, s.part, _g(s.arrives), _g(s.skip), _g(s.through), _cos(s.cos), _g(s.leaves)])
-    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", _g(result.embed)])
+        rows.append([block, s.part, fmt.gradient(s.arrives), fmt.gradient(s.skip), fmt.gradient(s.through), _cos(s.cos), fmt.gradient(s.leaves)])
+    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", fmt.gradient(result.embed)])
     names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
@@ -147,19 +142,19 @@ def render_grad(result: GradResult, console: Console) -> None:
     gain = result.embed / result.top if result.top > 0 else math.nan
     if not result.residual:
         say(console, f"without the skip path the gradient reaching h_0 is what survives every sublayer's Jacobian: "
-                     f"{_g(result.top)} at the top, {_g(result.embed)} at h_0 (x{gain:.2g})")
+                     f"{fmt.gradient(result.top)} at the top, {fmt.gradient(result.embed)} at h_0 (x{gain:.2g})")
         note(console, "the lower blocks learn only from what gets through to them; residual=on hands every block the "
                       "gradient from the top untouched")
     elif pre:
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
-                     f"{_g(result.top)} at the top, {_g(result.embed)} at h_0 (x{gain:.2f}), so even the first block "
+                     f"{fmt.gradient(result.top)} at the top, {fmt.gradient(result.embed)} at h_0 (x{gain:.2f}), so even the first block "
                      "learns from the loss directly")
         note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the "
                       f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is "
                       "short, the part is large")
     else:
-        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({_g(result.top)} at the top, "
-                     f"{_g(result.embed)} at h_0): each norm rescales the whole gradient, skip path included, which "
+        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({fmt.gradient(result.top)} at the top, "
+                     f"{fmt.gradient(result.embed)} at h_0): each norm rescales the whole gradient, skip path included, which "
                      "is why deep post-norm stacks need a warm-up to train")
     if len(result.positions) > 1:
         width = max(8, min(len(result.positions), console.width - 34))
@@ -187,7 +182,7 @@ def render_grad(result: GradResult, console: Console) -> None:
 def _parameters(result: GradResult, console: Console) -> None:
     """What each part's weights receive: |W|, |dL/dW| and their ratio; all=on lists every tensor."""
     shown = result.tensors if result.show_all else result.parts
-    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", _g(p.grad),
+    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", fmt.gradient(p.grad),
              f"{p.grad / p.weight:.1e}" if p.weight > 0 else "-"] for p in shown]
     names = ["tensor" if result.show_all else "part", "parameters", "|W|", "|dL/dW|", "|dL/dW|/|W|"]
     console.print(fitting_table(console, names, rows, left=(names[0],), optional=("parameters", "|W|")))
@@ -198,9 +193,9 @@ def _parameters(result: GradResult, console: Console) -> None:
             note(console, "k_proj.bias receives (almost) nothing: adding b_K to every key adds the same q.b_K to all "
                           "of a query's scores, and softmax ignores a shift")
     if result.tied:
-        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {_g(result.head)}), at the input "
-                      f"each read token's row receives dL/dx where it was read (|.| = {_g(result.embedding)}); its "
+        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {fmt.gradient(result.head)}), at the input "
+                      f"each read token's row receives dL/dx where it was read (|.| = {fmt.gradient(result.embedding)}); its "
                       f"gradient is their sum")
     else:
-        note(console, f"W_U (the head) receives dz^T x_f (|.| = {_g(result.head)}); W_E only the rows of the tokens "
-                      f"read (|.| = {_g(result.embedding)})")
+        note(console, f"W_U (the head) receives dz^T x_f (|.| = {fmt.gradient(result.head)}); W_E only the rows of the tokens "
+                      f"read (|.| = {fmt.gradient(result.embedding)})")

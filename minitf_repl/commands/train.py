@@ -10,6 +10,7 @@ completed.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -32,7 +33,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore, train_first
-from .base import check_layer, command, complete_checkpoint, complete_data, complete_layer, true_next, view_prompt
+from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
+                   view_prompt)
 from .shared import AUTOSAVES_KEPT, load_checked, rebuilt_line, recipe_line, save_session, switch_data
 
 SCHEDULES = ("new", "continue")
@@ -104,10 +106,11 @@ class TrainResult:
                "(default: continue for a trained model, unless lr= is given; new otherwise)"),
     Param("watch", str, choices=WATCH_VIEWS,
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
-               "logit lens) or samples (a greedy continuation); :report shows the frames in order"),
+               "logit lens), samples (a greedy continuation) or grad (the gradient each block receives, as :grad "
+               "computes it); :report shows the frames in order"),
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -140,7 +143,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     check_trainable(model_config, train_config.batch_size)
     session.device  # resolve now: an unusable device fails before anything changes
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
-        raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens or watch=samples")
+        raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens, watch=samples or "
+                        "watch=grad")
     if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
         raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
     autosave = save_as is None and session.autosave
@@ -240,8 +244,16 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
     block (default: the last), the token the lens should find."""
     if args["watch"] is None:
         return None
-    prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
     layer = check_layer(session, args["layer"], default=-1)
+    if args["watch"] == "grad":  # a loss to backpropagate: a text with its next tokens, as :grad reads one
+        prompt, ids, dropped = view_prompt(session, args["prompt"] or known_text(data), reporter, data, scored=True)
+        if len(ids) < 2:
+            raise UserError(f"watch=grad needs a loss, so a prompt of at least two {data.tokenizer.unit}s: one to "
+                            "read and the one after it to predict")
+        counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
+        return Watcher("grad", data.tokenizer, prompt, layer,
+                       counted=counted(len(ids)) if counted and not dropped else None)
+    prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
     target = true_next(data, prompt) if args["watch"] == "lens" else None
     return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
 
@@ -359,9 +371,10 @@ def render_train(result: TrainResult, console: Console) -> None:
 
 
 # --- :plot ---------------------------------------------------------------------------------------
-PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank")
+PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank", "block_grad")
 PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)",
-               "lens_rank": "the logit lens: the rank of the true next token after each layer (1: the best guess)"}
+               "lens_rank": "the logit lens: the rank of the true next token after each layer (1: the best guess)",
+               "block_grad": "|dL/dW| of each block's weights, on the watched prompt"}
 LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves of a loss chart
 
 
@@ -401,12 +414,26 @@ def lens_rank_series(frames: list[WatchFrame]) -> list[PlotSeries]:
     return [PlotSeries(layer, [s for s, _ in pairs], [float(r) for _, r in pairs]) for layer, pairs in rows.items()]
 
 
+def block_grad_series(frames: list[WatchFrame]) -> list[PlotSeries]:
+    """One curve per block: the size of the gradient its weights received in each frame of :train watch=grad."""
+    rows: dict[int, list[tuple[int, float]]] = {}
+    for frame in frames:
+        for g in frame.grads:
+            rows.setdefault(g.block, []).append((frame.step, math.hypot(g.attention, g.ffn)))
+    return [PlotSeries(f"block {b}", [s for s, _ in rows[b]], [v for _, v in rows[b]]) for b in sorted(rows)]
+
+
 @command("plot", "Chart the training history: train and validation loss, the learning rate, the gradient norm, "
-                 "or the lens's rank of the true token.",
-         params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens)",
-                       choices=PLOT_WHAT)])  # fmt: skip
+                 "the lens's rank of the true token, or each block's gradient.",
+         params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
+                                         "block_grad: from :train watch=grad)", choices=PLOT_WHAT)])  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
+    if what == "block_grad":
+        series = block_grad_series(session.watch_frames)
+        if not series:
+            raise UserError(f"there are no gradient frames; train with {cmd('train', watch='grad')} first")
+        return PlotResult(what, series)
     if what == "lens_rank":
         series = lens_rank_series(session.watch_frames)
         if not series:

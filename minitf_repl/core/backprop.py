@@ -117,6 +117,20 @@ def part_of(name: str, tied: bool) -> str:
     return name.rsplit(".", 1)[0]
 
 
+def per_block(done: Backprop) -> list[tuple[int, float, float, float]]:
+    """(block, |dL/dW| of its attention, of its feed-forward part, |dL/dh| of the stream it read) for each
+    block, the last first (`:train watch=grad`)."""
+    sizes: dict[tuple[int, str], float] = {}
+    for t in done.tensors:
+        match = _PART.match(t.name)
+        if match and match.group(2) in ("attn", "ffn"):
+            key = (int(match.group(1)), match.group(2))
+            sizes[key] = sizes.get(key, 0.0) + t.grad**2
+    below = {row.block: row.leaves for row in done.stream if row.part == "attn"}  # the block's input
+    return [(b, math.sqrt(sizes.get((b, "attn"), 0.0)), math.sqrt(sizes.get((b, "ffn"), 0.0)), below[b])
+            for b in sorted(below, reverse=True)]
+
+
 def _size(t: torch.Tensor | None) -> float:
     return 0.0 if t is None else float(t.detach().double().norm())
 

@@ -1,11 +1,13 @@
-"""What `:train watch=attn|lens|samples` looks at while a model learns: one view, at every evaluation.
+"""What `:train watch=attn|lens|samples|grad` looks at while a model learns: one view, at every evaluation.
 
 A `Watcher` holds what stays the same through a run (the view, the prompt, the layer, the token the
 lens should find) and makes a `WatchFrame` from the model as it is now: the attention pattern of
 each head of one block (core.inside.attention_maps), the logit lens at the prompt's last position
-(core.inside.logit_lens), or a short greedy continuation (core.generate). Every view only listens
-(eval mode, no gradients, training flags restored) and draws no random number from torch's global
-generator, so a run with watch= trains exactly as the same run without it (tests/test_watch.py).
+(core.inside.logit_lens), a short greedy continuation (core.generate), or the gradient each block
+receives from the loss on the prompt (core.backprop). Every view only listens (eval mode, training
+flags restored; the gradient view asks autograd and writes no parameter's .grad) and draws no random
+number from torch's global generator, so a run with watch= trains exactly as the same run without
+it (tests/test_watch.py).
 
 Torch is imported inside the methods: the command that declares watch= loads before torch has.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-WATCH_VIEWS = ("attn", "lens", "samples")
+WATCH_VIEWS = ("attn", "lens", "samples", "grad")
 SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
 
 
@@ -24,6 +26,14 @@ class LensGuess:
     guess: str  # the likeliest next token after that layer
     prob: float
     target_rank: int | None = None  # of the true next token (1: the likeliest); None when unknown
+
+
+@dataclass
+class BlockGradient:
+    block: int
+    attention: float  # |dL/dW| of the block's attention weights
+    ffn: float  # |dL/dW| of its feed-forward part
+    below: float  # |dL/dh| of the stream the block read: the gradient it hands down
 
 
 @dataclass
@@ -38,13 +48,15 @@ class WatchFrame:
     lens: list[LensGuess] = field(default_factory=list)  # lens: one row per layer, at the last position
     target: str | None = None  # lens: the true next token, when known
     sample: str | None = None  # samples: the greedy continuation of the prompt
+    top: float | None = None  # grad: |dL/dh_L|, the gradient reaching the last block's output
+    grads: list[BlockGradient] = field(default_factory=list)  # grad: one row per block, the last block first
 
 
 class Watcher:
     """One view of a model on one prompt, made again at every evaluation of a run."""
 
     def __init__(self, view: str, tokenizer, prompt: str, layer: int | None = None, target: str | None = None,
-                 done=None):
+                 done=None, counted: list[bool] | None = None):
         if view not in WATCH_VIEWS:
             raise ValueError(f"view must be one of {WATCH_VIEWS}, got {view!r}")
         self.view = view
@@ -54,6 +66,7 @@ class Watcher:
         self.layer = layer
         self.target = target if target is not None and len(tokenizer.encode(target)) == 1 else None
         self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
+        self.counted = counted  # grad: which next tokens the loss counts (a task's answer's); None: all
 
     def frame(self, model, step: int, val_loss: float | None) -> WatchFrame:
         itos = self.tokenizer.itos
@@ -74,6 +87,12 @@ class Watcher:
             frame.lens = [LensGuess(layer.name, itos[layer.top_ids[-1][0]], layer.top_probs[-1][0],
                                     layer.target_ranks[-1] if layer.target_ranks else None)
                           for layer in lens.layers]
+        elif self.view == "grad":
+            from .backprop import backprop, per_block
+
+            done = backprop(model, self.ids, self.counted, check=False)
+            frame.top = done.top
+            frame.grads = [BlockGradient(b, attention, ffn, below) for b, attention, ffn, below in per_block(done)]
         else:
             from .config import GenConfig
             from .generate import generate

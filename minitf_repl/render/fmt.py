@@ -65,3 +65,8 @@ def change(before, after, fmt) -> str:
     if before is None or after is None:
         return "-"
     return f"{'+' if after >= before else ''}{fmt(after - before)}"
+
+
+def gradient(size: float) -> str:
+    """A gradient's size: four decimals, or two significant digits where it has vanished below 1e-3."""
+    return f"{size:.4f}" if size >= 1e-3 or size == 0 else f"{size:.1e}"

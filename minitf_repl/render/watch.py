@@ -1,7 +1,7 @@
 """One frame of `:train watch=`: the view drawn under the live loss table, and again after the run.
 
 A frame is a core.watch.WatchFrame: the attention pattern of one block's heads, the logit lens at
-the prompt's last position, or a greedy sample. Colour where the console has it, shades without
+the prompt's last position, a greedy sample, or the gradient each block receives. Colour where the console has it, shades without
 (render.heatmap), so a log or a test reads the same information.
 """
 
@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..palette import terminal_safe, visible
+from . import fmt
 from .heatmap import attention_window, heatmap, legend
 from .tables import NARROW, add_row
 from .words import Words
@@ -31,6 +32,8 @@ def frame_subject(frame) -> str:
         return f"attention, layer {frame.layer}"
     if frame.lens:
         return "the logit lens at the last position"
+    if frame.grads:
+        return "the gradient each block receives from the loss"
     return "a greedy sample"
 
 
@@ -61,6 +64,16 @@ def watch_view(frame, width: int, as_text: bool):
             if frame.target is not None:
                 cells.append("-" if row.target_rank is None else str(row.target_rank))
             add_row(table, *cells)
+        return Group(title, table)
+    if frame.grads:
+        table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("block", style="cyan", no_wrap=True)
+        for name in ("attention |dL/dW|", "FFN |dL/dW|", "|dL/dh| below"):
+            table.add_column(name, justify="right", no_wrap=True)
+        add_row(table, "top", "", "", fmt.gradient(frame.top))
+        for row in frame.grads:
+            add_row(table, str(row.block), fmt.gradient(row.attention), fmt.gradient(row.ffn),
+                    fmt.gradient(row.below))
         return Group(title, table)
     text = Text(terminal_safe(frame.prompt), style="bold")
     text.append(terminal_safe(frame.sample or ""))
