@@ -1,4 +1,4 @@
-"""How long do :patch, :attrib and :lens at=mid take on the default model, and what does :train watch= cost?
+"""How long do :patch, :attrib, :lens at=mid and :grad take on the default model, and what does :train watch= cost?
 
 Targets (issue 21): each view answers in under 1 s on the default model; watch= adds at most 10%
 to the wall time of a default :train.
@@ -6,12 +6,13 @@ to the wall time of a default :train.
 Part 1 times the engine on `ModelConfig()` defaults (4 layers x 4 heads x 128 wide, context 64)
 with a vocabulary of 100 and two 64-token prompts (the longest the default model reads):
 `activation_patching` (every stream position and every head: 5 x 64 + 16 patched runs, batched),
-`direct_logit_attribution`, `logit_lens` at=mid and at=both; then the commands end to end
+`direct_logit_attribution`, `logit_lens` at=mid and at=both, `backprop` with and without its float64
+slope check; then the commands end to end
 (`run_command` on a default Session, pydoc data, the default prompt; :patch on two 16-character
 prompts). Medians of several runs after one warm-up each; rendering is not included.
 
 Part 2 runs the default :train (pydoc, 600 steps, an evaluation every 100) plain and with each
-watch= view, alternated (plain, attn, lens, samples, plain, ...), each from a fresh default
+watch= view, alternated (plain, attn, lens, samples, grad, plain, ...), each from a fresh default
 session with the same seed, and prints each kind's median wall time and its ratio to plain's.
 
     python bench/inside_views.py                     # 9 runs of each view, 3 rounds of :train
@@ -29,11 +30,13 @@ import time
 import torch
 
 from minitf_repl.core.attribution import direct_logit_attribution
+from minitf_repl.core.backprop import backprop
 from minitf_repl.core.config import ModelConfig
 from minitf_repl.core.device import cpu_kind
 from minitf_repl.core.inside import logit_lens
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.patching import activation_patching
+from minitf_repl.core.watch import WATCH_VIEWS
 
 VOCAB, PROMPT = 100, 64
 
@@ -64,6 +67,8 @@ def views(runs: int) -> None:
         "direct_logit_attribution": lambda: direct_logit_attribution(model, clean),
         "logit_lens at=mid": lambda: logit_lens(model, clean, at="mid"),
         "logit_lens at=both": lambda: logit_lens(model, clean, at="both"),
+        f"backprop ({PROMPT - 1} predictions)": lambda: backprop(model, clean, check=False),
+        "backprop + float64 check": lambda: backprop(model, clean),
     }
     print(f"engine: default model, vocab {VOCAB}, {PROMPT}-token prompts, {torch.get_num_threads()} torch threads, "
           f"{runs} runs")
@@ -80,6 +85,7 @@ def views(runs: int) -> None:
                                                       {"prompts": "The model reads. vs The model sends."}),
         ":attrib": lambda: run_command(session, "attrib", {}),
         ":lens at=both": lambda: run_command(session, "lens", {"at": "both"}),
+        ":grad": lambda: run_command(session, "grad", {}),
     }
     print(f"commands end to end (run_command), default session ({session.data_spec}), {runs} runs")
     for name, fn in commands.items():
@@ -90,7 +96,7 @@ def training(rounds: int, steps: int) -> None:
     from minitf_repl.dispatch import run_command
     from minitf_repl.session import Session, ShellConfig
 
-    kinds = [None, "attn", "lens", "samples"]
+    kinds = [None, *WATCH_VIEWS]
     walls: dict[str | None, list[float]] = {k: [] for k in kinds}
     frames: dict[str | None, int] = {}
     for r in range(rounds):
