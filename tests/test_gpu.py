@@ -94,3 +94,14 @@ def test_compile_on_cuda_trains_like_eager(tmp_path):
         assert result.compiled == compile_
         losses[compile_] = result.train_loss
     assert abs(losses[True] - losses[False]) < 1e-3
+
+
+@pytest.mark.parametrize("changes", VARIANTS, ids=repr)
+def test_backprop_on_cuda_matches_the_cpu_and_its_check_runs_on_the_cpu(changes):
+    from minitf_repl.core.backprop import backprop
+
+    ids = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+    cpu, gpu = backprop(build(changes), ids), backprop(build(changes).cuda(), ids)
+    assert gpu.loss == pytest.approx(cpu.loss, rel=1e-4) and gpu.top == pytest.approx(cpu.top, rel=1e-3)
+    assert [p.grad for p in gpu.parts] == pytest.approx([p.grad for p in cpu.parts], rel=1e-3, abs=1e-6)
+    assert gpu.check.relative < 1e-3 and gpu.check.measured == pytest.approx(cpu.check.measured, rel=1e-6)

@@ -131,12 +131,17 @@ def per_block(done: Backprop) -> list[tuple[int, float, float, float]]:
             for b in sorted(below, reverse=True)]
 
 
+def _f64(t: torch.Tensor) -> torch.Tensor:
+    """`t` in float64 on the CPU, where every float64 sum here is made (a GPU may lack float64: MPS)."""
+    return t.detach().to("cpu", torch.float64)
+
+
 def _size(t: torch.Tensor | None) -> float:
-    return 0.0 if t is None else float(t.detach().double().norm())
+    return 0.0 if t is None else float(_f64(t).norm())
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().double().flatten(), b.detach().double().flatten()
+    a, b = _f64(a).flatten(), _f64(b).flatten()
     if a.norm() == 0 or b.norm() == 0:
         return 0.0
     return float(F.cosine_similarity(a, b, dim=0))
@@ -205,19 +210,20 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
                 stream.append(StreamGradient(b, part, _size(grad(above)), _size(g_skip), _size(through),
                                              _cos(through, g_skip), _size(grad(below))))
 
-        dz = grad("z")[0].detach()  # (T, V)
-        dx = grad("x")[0].detach()  # (T, d): the gradient at each read token's embedding row
-        xf = kept["xf"][0].detach()  # (T, d): what the head reads
-        h0 = grad("h0")[0].detach()
+        dz = _f64(grad("z")[0])  # (T, V)
+        dx = _f64(grad("x")[0])  # (T, d): the gradient at each read token's embedding row
+        xf = _f64(kept["xf"][0])  # (T, d): what the head reads
+        h0 = _f64(grad("h0")[0])
         top = grad(f"{len(blocks) - 1}.out")
-        probs = torch.softmax(logits[0].detach().double(), dim=-1)
-        expected = probs - F.one_hot(targets[0].clamp(min=0), probs.shape[-1]).double()
-        expected[targets[0] < 0] = 0.0
+        y = targets[0].cpu()
+        probs = torch.softmax(_f64(logits[0]), dim=-1)
+        expected = probs - F.one_hot(y.clamp(min=0), probs.shape[-1]).double()
+        expected[y < 0] = 0.0
         expected /= sum(counted)
 
     tied = model.lm_head.weight is model.token_embedding.weight
-    head = dz.T.double() @ xf.double()  # (V, d): dL/dW_U = sum_t dz_t x_f,t^T
-    embedding = torch.zeros_like(head).index_add_(0, inputs[0], dx.double())  # row of token x_t gets dL/dx_t
+    head = dz.T @ xf  # (V, d): dL/dW_U = sum_t dz_t x_f,t^T
+    embedding = torch.zeros_like(head).index_add_(0, inputs[0].cpu(), dx)  # row of token x_t gets dL/dx_t
     tensors_out, parts = [], {}
     for (name, p), g in zip(params, param_grads):
         tensors_out.append(ParamGradient(name, p.numel(), _size(p), _size(g)))
@@ -236,8 +242,8 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         counted=counted, loss=loss.item(), placement="post" if post else "pre",
         norm_label=getattr(blocks[0].ln_1, "label", "norm"),
         norm_scale=getattr(blocks[0].ln_1, "divides_by", "scale"), residual=blocks[0].residual,
-        logits=_size(dz), softmax_diff=float((dz.double() - expected).abs().max()), top=_size(top), stream=stream,
-        embed=_size(h0), positions=h0.double().norm(dim=-1).tolist(),
+        logits=_size(dz), softmax_diff=float((dz - expected).abs().max()), top=_size(top), stream=stream,
+        embed=_size(h0), positions=h0.norm(dim=-1).tolist(),
         parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g)) for name, (c, w, g) in parts.items()],
         tensors=tensors_out, tied=tied, head=_size(head), embedding=_size(embedding),
         check=gradient_check, check_skipped=skipped_why,
@@ -245,14 +251,18 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
 
 
 def _check(model: nn.Module, inputs, targets, params, grads, seed: int) -> GradientCheck:
-    """The central difference of the float64 loss along one random unit direction u over all the weights."""
+    """The central difference of the float64 loss along one random unit direction u over all the weights.
+
+    It runs on the CPU whatever the model's device (functional_call with CPU tensors for every parameter
+    and buffer): float64 is slow or missing on GPUs (MPS has none), and the copy needs no device memory."""
     generator = torch.Generator().manual_seed(seed)
     directions = [torch.randn(p.shape, generator=generator, dtype=torch.float64) for _, p in params]
     length = math.sqrt(sum(float(d.pow(2).sum()) for d in directions))
-    directions = [(d / length).to(p.device) for d, (_, p) in zip(directions, params)]
-    predicted = sum(float((g.double() * d).sum()) for g, d in zip(grads, directions) if g is not None)
-    theta = {name: p.detach().double() for name, p in params}
-    buffers = {name: b.double() if b.is_floating_point() else b for name, b in model.named_buffers()}
+    directions = [d / length for d in directions]
+    predicted = sum(float((_f64(g) * d).sum()) for g, d in zip(grads, directions) if g is not None)
+    theta = {name: _f64(p) for name, p in params}
+    buffers = {name: _f64(b) if b.is_floating_point() else b.cpu() for name, b in model.named_buffers()}
+    inputs, targets = inputs.cpu(), targets.cpu()
 
     def loss_at(step: float) -> float:
         nudged = {name: theta[name] + step * d for (name, _), d in zip(params, directions)}
