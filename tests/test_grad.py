@@ -290,3 +290,68 @@ def test_without_the_skip_path_the_gradient_fades_and_the_model_learns_less():
                       TrainConfig(), data_spec="pydoc", device_name="cpu")
     out = plain(run(session, ":grad hello"))
     assert "residual=off, h' = f(LN(h)): no add, so no skip path" in out and "survives every sublayer" in out
+
+
+def trainer_for(model, optimizer="adamw"):
+    from minitf_repl.core.data import load_data
+    from minitf_repl.core.train import Trainer
+
+    return Trainer(model, load_data("random:20"), TrainConfig(optimizer=optimizer, lr=0.01, batch_size=2, steps=3))
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_the_optimizer_step_is_measured_and_undone(optimizer):
+    import copy
+
+    model = model_for(max_seq_len=16)
+    trainer = trainer_for(model, optimizer)
+    trainer.run()  # 3 steps: an optimizer with a state of its own: moments, momentum
+    model.eval()
+    weights = copy.deepcopy(model.state_dict())
+    state = copy.deepcopy(trainer.state_dict())
+    rng = torch.get_rng_state()
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 3.0)
+    done = backprop(model, IDS, trainer=trainer, check=False)
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+    after = trainer.state_dict()
+    assert after["step"] == state["step"] and after["history"] == state["history"]
+    flat = lambda d: [t for s in d["state"].values() for t in s.values() if isinstance(t, torch.Tensor)]
+    assert all(torch.equal(a, b) for a, b in zip(flat(after["optimizer"]), flat(state["optimizer"])))
+    assert [g["lr"] for g in after["optimizer"]["param_groups"]] == [g["lr"] for g in state["optimizer"]["param_groups"]]
+    assert torch.equal(torch.get_rng_state(), rng) and all(torch.equal(p.grad, torch.full_like(p, 3.0))
+                                                           for p in model.parameters())
+    # the reference: a copy of the model and its optimizer, stepped by hand on backward's gradient
+    twin = copy.deepcopy(model)
+    twin_trainer = trainer_for(twin, optimizer)
+    twin_trainer.load_state_dict(copy.deepcopy(state))
+    rebuilt(twin)  # sets twin's .grad from one .backward() on the same text
+    norm = torch.nn.utils.clip_grad_norm_(twin.parameters(), 1.0)
+    before = {n: p.detach().clone() for n, p in twin.named_parameters()}
+    for group in twin_trainer.optimizer.param_groups:
+        group["lr"] = 0.01
+    twin_trainer.optimizer.step()
+    for t in done.tensors:
+        moved = (dict(twin.named_parameters())[t.name] - before[t.name]).norm().item()
+        assert t.step == pytest.approx(moved, rel=1e-3, abs=1e-9), t.name
+    assert done.optimizer == optimizer and done.step_lr == 0.01
+    assert done.clip_scale == pytest.approx(min(1.0, 1.0 / (norm.item() + 1e-6)))
+
+
+def test_a_first_adamw_step_moves_every_weight_by_the_rate():
+    """With no state yet, Adam's step is lr * g / |g| for each weight: |ΔW| = lr * sqrt(n), whatever |dL/dW| is."""
+    model = model_for()
+    done = backprop(model, IDS, trainer=trainer_for(model), check=False)
+    bias = [t for t in done.tensors if t.name == "blocks.0.ffn.fc_in.bias"][0]  # no weight decay on biases
+    assert bias.step == pytest.approx(0.01 * math.sqrt(bias.count), rel=1e-3)
+    small, large = sorted(done.parts, key=lambda p: p.grad)[0], sorted(done.parts, key=lambda p: p.grad)[-1]
+    assert large.grad > 10 * small.grad and large.step / large.count**0.5 == pytest.approx(
+        small.step / small.count**0.5, rel=0.2)  # per weight, the same step for a gradient ten times the size
+
+
+def test_the_step_column_in_the_shell():
+    session = Session(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32),
+                      TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu")
+    out = plain(run(session, ":grad"))
+    assert "|dL/dW|/|W| step |ΔW|/|W|" in out and "one muon step on this gradient" in out
+    assert "at the peak rate lr = 0.01" in out

@@ -34,6 +34,16 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
 
 
+# How each optimizer turns a gradient into a step: why the step column does not follow |dL/dW|.
+OPTIMIZER_STEPS = {
+    "adamw": "AdamW divides each weight's gradient by its running size, so a step's size follows the rate, not "
+             "the gradient's size",
+    "muon": "Muon orthogonalises each hidden matrix's momentum (all its singular values near 1), and AdamW steps "
+            "the rest, each dividing by the gradient's running size: a step's size follows the rate, not the "
+            "gradient's",
+}
+
+
 @dataclass
 class GradResult:
     text: str  # the text scored (its last max_seq_len + 1 tokens)
@@ -57,6 +67,9 @@ class GradResult:
     embedding: float  # |dL/dW_E| from the input's use (the rows of the tokens read)
     check: GradientCheck | None  # backprop against the measured slope (None: check_skipped says why)
     check_skipped: str | None = None
+    optimizer: str | None = None  # whose one step on this gradient the parts' step is ("adamw", "muon"); None: none
+    step_lr: float | None = None  # the rate of that step (the peak lr)
+    clip_scale: float = 1.0  # what clipping to grad_clip scaled the gradient by before the step, as :train clips
     show_all: bool = False  # all=on: every parameter tensor instead of the parts
     dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
     unit: str = "character"
@@ -82,7 +95,8 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     from ..core.backprop import backprop
 
     counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
-    done = backprop(session.model, ids, counted(len(ids)) if counted and not dropped else None)
+    done = backprop(session.model, ids, counted(len(ids)) if counted and not dropped else None,
+                    trainer=session.trainer)
     return GradResult(
         text=text, tokens=[data.tokenizer.itos[i] for i in ids], counted=done.counted, loss=done.loss,
         placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, residual=done.residual,
@@ -90,7 +104,8 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         softmax_diff=done.softmax_diff,
         top=done.top, stream=done.stream, embed=done.embed, positions=done.positions, parts=done.parts,
         tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
-        check_skipped=done.check_skipped, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
+        check_skipped=done.check_skipped, optimizer=done.optimizer, step_lr=done.step_lr, clip_scale=done.clip_scale,
+        show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
         untrained=session.untrained, ablations=switched_off(session))
 
 
@@ -182,10 +197,21 @@ def render_grad(result: GradResult, console: Console) -> None:
 def _parameters(result: GradResult, console: Console) -> None:
     """What each part's weights receive: |W|, |dL/dW| and their ratio; all=on lists every tensor."""
     shown = result.tensors if result.show_all else result.parts
-    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", fmt.gradient(p.grad),
-             f"{p.grad / p.weight:.1e}" if p.weight > 0 else "-"] for p in shown]
-    names = ["tensor" if result.show_all else "part", "parameters", "|W|", "|dL/dW|", "|dL/dW|/|W|"]
-    console.print(fitting_table(console, names, rows, left=(names[0],), optional=("parameters", "|W|")))
+    def ratio(value: float | None, weight: float) -> str:
+        return "-" if value is None or weight <= 0 else f"{value / weight:.1e}"
+
+    rows = [[p.name, fmt.whole(p.count), f"{p.weight:.3f}", fmt.gradient(p.grad), ratio(p.grad, p.weight),
+             ratio(p.step, p.weight)] for p in shown]
+    names = ["tensor" if result.show_all else "part", "parameters", "|W|", "|dL/dW|", "|dL/dW|/|W|", "step |ΔW|/|W|"]
+    if result.optimizer is None:
+        names, rows = names[:-1], [row[:-1] for row in rows]
+    console.print(fitting_table(console, names, rows, left=(names[0],), optional=("parameters", "|W|", "|dL/dW|/|W|")))
+    if result.optimizer is not None:
+        clipped = (f", the gradient first scaled by {result.clip_scale:.2g} to grad_clip as :train clips"
+                   if result.clip_scale < 1 else "")
+        note(console, f"step: how far one {result.optimizer} step on this gradient moves each part, at the peak "
+                      f"rate lr = {result.step_lr:g}{clipped}, from the optimizer's state as it is now (then "
+                      "undone). " + OPTIMIZER_STEPS.get(result.optimizer, ""))
     if result.show_all:
         keys = [p.grad for p in shown if p.name.endswith("k_proj.bias")]
         values = [p.grad for p in shown if p.name.endswith("v_proj.bias")]

@@ -63,6 +63,7 @@ class ParamGradient:
     count: int  # its parameters
     weight: float  # |W| (all its tensors together)
     grad: float  # |dL/dW|
+    step: float | None = None  # |ΔW|: how far one optimizer step on this gradient moves it (None: not taken)
 
 
 @dataclass
@@ -99,6 +100,9 @@ class Backprop:
     embedding: float  # |dL/dW_E| from the input's use: each read token's row gets dL/dx at its positions
     check: GradientCheck | None  # None: the model is too large for the float64 copy (check_skipped says)
     check_skipped: str | None = None
+    optimizer: str | None = None  # the optimizer whose step the parts' `step` is ("adamw", "muon"); None: no step
+    step_lr: float | None = None  # the rate that step was taken at (the peak lr)
+    clip_scale: float = 1.0  # what clipping (grad_clip, as :train clips) scaled the gradient by before the step
 
 
 def part_of(name: str, tied: bool) -> str:
@@ -148,11 +152,13 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bool = True,
-             seed: int = 0) -> Backprop:
+             seed: int = 0, trainer=None) -> Backprop:
     """Backpropagate teacher forcing's loss on one text ((T+1,) or (1, T+1) ids) and say what the gradient did.
 
     `counted`: which of the T predictions the loss counts (a task counts its answer's); `check`: also
-    measure the loss's slope along a random direction (seeded by `seed`) against backprop's.
+    measure the loss's slope along a random direction (seeded by `seed`) against backprop's; `trainer`
+    (core.train.Trainer of `model`): also take one step of its optimizer on this gradient, at the peak
+    rate, and say how far it moved each part (then put everything back: `optimizer_step`).
     """
     inputs, targets, counted = scored_text(model, idx, counted, "backprop view")
     block_at(model, 0)  # a model with blocks, or a UserError
@@ -224,14 +230,19 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
     tied = model.lm_head.weight is model.token_embedding.weight
     head = dz.T @ xf  # (V, d): dL/dW_U = sum_t dz_t x_f,t^T
     embedding = torch.zeros_like(head).index_add_(0, inputs[0].cpu(), dx)  # row of token x_t gets dL/dx_t
+    n = sum(p.numel() for _, p in params)
+    steps, clip_scale = [None] * len(params), 1.0
+    stepping = trainer is not None and n <= CHECK_LIMIT  # the step's snapshot copies the weights and their state
+    if stepping:
+        steps, clip_scale = optimizer_step(trainer, params, param_grads)
     tensors_out, parts = [], {}
-    for (name, p), g in zip(params, param_grads):
-        tensors_out.append(ParamGradient(name, p.numel(), _size(p), _size(g)))
-        count, weight, grad_sq = parts.get(part_of(name, tied), (0, 0.0, 0.0))
-        parts[part_of(name, tied)] = (count + p.numel(), weight + _size(p) ** 2, grad_sq + _size(g) ** 2)
+    for (name, p), g, step in zip(params, param_grads, steps):
+        tensors_out.append(ParamGradient(name, p.numel(), _size(p), _size(g), step))
+        count, weight, grad_sq, step_sq = parts.get(part_of(name, tied), (0, 0.0, 0.0, 0.0))
+        parts[part_of(name, tied)] = (count + p.numel(), weight + _size(p) ** 2, grad_sq + _size(g) ** 2,
+                                      step_sq + (step or 0.0) ** 2)
     gradient_check, skipped_why = None, None
     if check:
-        n = sum(p.numel() for _, p in params)
         if n > CHECK_LIMIT:
             skipped_why = (f"the check needs a float64 copy of the {n:,} parameters; it is made up to "
                            f"{CHECK_LIMIT:,}")
@@ -244,10 +255,40 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         norm_scale=getattr(blocks[0].ln_1, "divides_by", "scale"), residual=blocks[0].residual,
         logits=_size(dz), softmax_diff=float((dz - expected).abs().max()), top=_size(top), stream=stream,
         embed=_size(h0), positions=h0.norm(dim=-1).tolist(),
-        parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g)) for name, (c, w, g) in parts.items()],
+        parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g), math.sqrt(u) if stepping else None)
+               for name, (c, w, g, u) in parts.items()],
         tensors=tensors_out, tied=tied, head=_size(head), embedding=_size(embedding),
         check=gradient_check, check_skipped=skipped_why,
+        optimizer=trainer.config.optimizer if stepping else None,
+        step_lr=trainer.config.lr if stepping else None, clip_scale=clip_scale,
     )
+
+
+def optimizer_step(trainer, params, grads) -> tuple[list[float], float]:
+    """|ΔW| of each of `params` after one step of `trainer`'s optimizer on `grads`, and what clipping scaled them by.
+
+    The step is :train's: the gradient clipped to grad_clip, every group at the peak rate, the optimizer's
+    own state (AdamW's moments, Muon's momentum) as it is now. Afterwards the weights, the optimizer's
+    state and the random state go back to the trainer's snapshot (Trainer.rollback, what undoes a step
+    that diverged) and every .grad to what it was, so nothing of it stays.
+    """
+    saved = trainer.snapshot()
+    old_grads = [p.grad for _, p in params]
+    before = [p.detach().clone() for _, p in params]
+    try:
+        for (_, p), g in zip(params, grads):
+            p.grad = None if g is None else g.detach().clone()
+        max_norm = trainer.config.grad_clip if trainer.config.grad_clip > 0 else float("inf")
+        norm = float(torch.nn.utils.clip_grad_norm_([p for _, p in params], max_norm))
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = trainer.config.lr
+        trainer.optimizer.step()
+        sizes = [_size(p.detach() - b) for (_, p), b in zip(params, before)]
+    finally:
+        trainer.rollback(saved)
+        for (_, p), g in zip(params, old_grads):
+            p.grad = g
+    return sizes, min(1.0, max_norm / (norm + 1e-6))
 
 
 def _check(model: nn.Module, inputs, targets, params, grads, seed: int) -> GradientCheck:
