@@ -179,6 +179,7 @@ class Session:
         if self._model is None:
             return
         self._ablations = None  # they were hooks on the old model, which goes
+        self.watch_frames = []  # and what :train watch= saw of it (:report and :plot would show it as this one's)
         model, trainer = self._new_model(self.data, self.device)
         self.weights_from = None
         self._model, self._trainer = model, trainer
@@ -321,6 +322,7 @@ class Session:
         self._data, self.data_spec = data, data_spec
         self.tokenizer = data.tokenizer if data.tokenizer.kind != "char" else None
         self._model, self._trainer = model, trainer
+        self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
         trainer.threads = self.threads
         self.model_config = model.config

@@ -171,6 +171,12 @@ def test_the_grad_frames_are_backprops_numbers_and_plot_charts_them():
     s = session()
     with pytest.raises(UserError, match="train with :train watch=grad first"):
         run_command(s, "plot", {"what": "block_grad"})
+    loaded = Session(data_spec="sort", checkpoint_dir=tmp_path)
+    run_command(loaded, "set", dict(TINY))
+    run_command(loaded, "save", {"name": "plain"})
+    run_command(loaded, "train", {"steps": 2, "eval_every": 1, "watch": "attn"})
+    run_command(loaded, "load", {"name": "plain"})
+    assert loaded.watch_frames == []
     r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "grad"})  # a held-out question and answer
     last = r.frames[-1]
     ids = s.data.tokenizer.encode(last.prompt)
@@ -197,3 +203,20 @@ def test_report_shows_the_grad_frames(tmp_path):
     run_command(s, "report", {"path": str(tmp_path / "r.html")})
     page = (tmp_path / "r.html").read_text()
     assert "While it trained (watch=grad)" in page and page.count("<th>FFN |dL/dW|</th>") == 3
+
+
+def test_the_frames_go_with_the_model_they_watched(tmp_path):
+    """A rebuild or a :load replaces the model: :plot and :report must not show the old model's frames as its own."""
+    s = session()
+    run_command(s, "train", {"steps": 2, "eval_every": 1, "watch": "grad"})
+    assert s.watch_frames
+    run_command(s, "set", {"n_layers": 1})
+    assert s.watch_frames == []
+    with pytest.raises(UserError, match="train with :train watch=grad first"):
+        run_command(s, "plot", {"what": "block_grad"})
+    loaded = Session(data_spec="sort", checkpoint_dir=tmp_path)
+    run_command(loaded, "set", dict(TINY))
+    run_command(loaded, "save", {"name": "plain"})
+    run_command(loaded, "train", {"steps": 2, "eval_every": 1, "watch": "attn"})
+    run_command(loaded, "load", {"name": "plain"})
+    assert loaded.watch_frames == []
