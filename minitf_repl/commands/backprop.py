@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
 from ..render import fmt
@@ -28,7 +29,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import command, known_text, view_prompt
-from .worked import ablation_note, rounding, switched_off
+from .worked import ablation_note, rounding, stream_update, switched_off
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
@@ -88,8 +89,6 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
     if len(ids) < 2:
-        from ..core.errors import UserError
-
         raise UserError(f"backprop needs a loss, so at least two {data.tokenizer.unit}s: one to read and the one "
                         f"after it to predict; e.g. {cmd('grad', 'hello')}")
     from ..core.backprop import backprop
@@ -125,31 +124,31 @@ def render_grad(result: GradResult, console: Console) -> None:
     say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N at each position (N = {n}): |dL/dz| = "
                  f"{result.logits:.4f}; autograd's dL/dz agrees to {result.softmax_diff:.0e} "
                  f"({rounding(result.softmax_diff, [])})")
+    update = stream_update(norm, pre, result.residual)
     if not result.residual:
-        new = f"f({norm}(h))" if pre else f"{norm}(f(h))"
-        note(console, f"residual=off, h' = {new}: no add, so no skip path: dL/dh = J^T g' alone, and every gradient "
+        note(console, f"residual=off, h' = {update}: no add, so no skip path: dL/dh = J^T g' alone, and every gradient "
                       "must pass through every sublayer on its way down")
     elif pre:
-        note(console, f"pre-norm, h' = h + f({norm}(h)): so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
+        note(console, f"pre-norm, h' = {update}: so dL/dh = g' + J^T g'. The add hands g' = dL/dh' down "
                       "the skip path untouched, and J^T g' comes back through the sublayer and adds to it")
     else:
-        note(console, f"post-norm, h' = {norm}(h + f(h)): so g_s = J_{norm}^T g' first (the norm is on the skip path "
+        note(console, f"post-norm, h' = {update}: so g_s = J_{norm}^T g' first (the norm is on the skip path "
                       "too, and rescales it), then dL/dh = g_s + J_f^T g_s")
     head_path = f"the output head and {norm}_f" if pre else "the output head"
-    rows = [[Text("top", style="cyan"), "", "", "", "", "", fmt.gradient(result.top)]]
+    g, top, embed = fmt.gradient, fmt.gradient(result.top), fmt.gradient(result.embed)
+    rows = [[Text("top", style="cyan"), "", "", "", "", "", top]]
     labelled = None
     for s in result.stream:
         block = str(s.block) if s.block != labelled else ""
         labelled = s.block
-        if s.skipped:
-            rows.append([block, s.part, fmt.gradient(s.arrives), fmt.gradient(s.skip), Text("skipped", style="dim"), "",
-                         fmt.gradient(s.leaves)])
-            continue
-        if not result.residual:  # no add: no skip path, and nothing for the sublayer's part to point along
-            rows.append([block, s.part, fmt.gradient(s.arrives), Text("none", style="dim"), fmt.gradient(s.through), "", fmt.gradient(s.leaves)])
-            continue
-        rows.append([block, s.part, fmt.gradient(s.arrives), fmt.gradient(s.skip), fmt.gradient(s.through), _cos(s.cos), fmt.gradient(s.leaves)])
-    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", fmt.gradient(result.embed)])
+        if s.skipped:  # :ablate block=L
+            skip, back, cos = g(s.skip), Text("skipped", style="dim"), ""
+        elif not result.residual:  # no add: no skip path, and nothing for the sublayer's part to point along
+            skip, back, cos = Text("none", style="dim"), g(s.through), ""
+        else:
+            skip, back, cos = g(s.skip), g(s.through), _cos(s.cos)
+        rows.append([block, s.part, g(s.arrives), skip, back, cos, g(s.leaves)])
+    rows.append([Text("h_0", style="cyan"), "", "", "", "", "", embed])
     names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
@@ -157,20 +156,20 @@ def render_grad(result: GradResult, console: Console) -> None:
     gain = result.embed / result.top if result.top > 0 else math.nan
     if not result.residual:
         say(console, f"without the skip path the gradient reaching h_0 is what survives every sublayer's Jacobian: "
-                     f"{fmt.gradient(result.top)} at the top, {fmt.gradient(result.embed)} at h_0 (x{gain:.2g})")
+                     f"{top} at the top, {embed} at h_0 (x{gain:.2g})")
         note(console, "the lower blocks learn only from what gets through to them; residual=on hands every block the "
                       "gradient from the top untouched")
     elif pre:
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
-                     f"{fmt.gradient(result.top)} at the top, {fmt.gradient(result.embed)} at h_0 (x{gain:.2f}), so even the first block "
-                     "learns from the loss directly")
+                     f"{top} at the top, {embed} at h_0 (x{gain:.2f}), so even the first block learns from the "
+                     "loss directly")
         note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the "
                       f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is "
                       "short, the part is large")
     else:
-        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({fmt.gradient(result.top)} at the top, "
-                     f"{fmt.gradient(result.embed)} at h_0): each norm rescales the whole gradient, skip path included, which "
-                     "is why deep post-norm stacks need a warm-up to train")
+        say(console, f"every add's gradient passes a norm's Jacobian on the way down ({top} at the top, {embed} at "
+                     "h_0): each norm rescales the whole gradient, skip path included, which is why deep post-norm "
+                     "stacks need a warm-up to train")
     if len(result.positions) > 1:
         width = max(8, min(len(result.positions), console.width - 34))
         note(console, f"|dL/dh_0[t]| for t = 0..{T - 1}: {spark(result.positions, width)} (position t's vector is "
@@ -218,10 +217,10 @@ def _parameters(result: GradResult, console: Console) -> None:
         if keys and values and max(keys) < 1e-5 * max(values):  # measured, not assumed: RoPE or qk_norm break it
             note(console, "k_proj.bias receives (almost) nothing: adding b_K to every key adds the same q.b_K to all "
                           "of a query's scores, and softmax ignores a shift")
+    head, read = fmt.gradient(result.head), fmt.gradient(result.embedding)
     if result.tied:
-        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {fmt.gradient(result.head)}), at the input "
-                      f"each read token's row receives dL/dx where it was read (|.| = {fmt.gradient(result.embedding)}); its "
-                      f"gradient is their sum")
+        note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {head}), at the input each read "
+                      f"token's row receives dL/dx where it was read (|.| = {read}); its gradient is their sum")
     else:
-        note(console, f"W_U (the head) receives dz^T x_f (|.| = {fmt.gradient(result.head)}); W_E only the rows of the tokens "
-                      f"read (|.| = {fmt.gradient(result.embedding)})")
+        note(console, f"W_U (the head) receives dz^T x_f (|.| = {head}); W_E only the rows of the tokens read "
+                      f"(|.| = {read})")

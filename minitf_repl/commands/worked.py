@@ -50,6 +50,15 @@ def read_at(session: Session, name: str, args: dict, reporter: Reporter,
     return text, ids, dropped, at
 
 
+def stream_update(norm: str, pre: bool, residual: bool) -> str:
+    """What a sublayer f makes of the stream h: h + f(LN(h)) (pre-norm), LN(h + f(h)) (post-norm), and without
+    the residual add f(LN(h)) or LN(f(h)); `norm` is the norm's label."""
+    new = f"f({norm}(h))" if pre else "f(h)"
+    if residual:
+        new = f"h + {new}"
+    return new if pre else f"{norm}({new})"
+
+
 def switched_off(session: Session) -> list[str]:
     return [str(a) for a in session.ablations]
 
@@ -258,15 +267,15 @@ def render_resid(result: ResidResult, console: Console) -> None:
     i, norm, pre = result.at, result.norm_label, result.placement == "pre"
     say(console, f"the residual stream at position {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}",
         "bold")
+    update = stream_update(norm, pre, result.residual)
     if not result.residual:
-        new = f"f({norm}(h))" if pre else f"{norm}(f(h))"
-        note(console, f"residual=off: h <- {new} for f = attention, then the FFN: each sublayer's output replaces the "
-                      "stream, nothing of h passes it but what f makes of it")
+        note(console, f"residual=off: h <- {update} for f = attention, then the FFN: each sublayer's output replaces "
+                      "the stream, nothing of h passes it but what f makes of it")
     elif pre:
-        note(console, f"pre-norm: h <- h + f({norm}(h)) for f = attention, then the FFN: the stream is never "
-                      f"normalised, only the copy each sublayer reads")
+        note(console, f"pre-norm: h <- {update} for f = attention, then the FFN: the stream is never normalised, "
+                      "only the copy each sublayer reads")
     else:
-        note(console, f"post-norm: h <- {norm}(h + f(h)): the stream itself is normalised after every add")
+        note(console, f"post-norm: h <- {update}: the stream itself is normalised after every add")
     parts = [f"x = W_E[token]: |x| = {result.token:.2f}"]
     if result.position is not None:
         parts.append(f"p = W_P[{i}]: |p| = {result.position:.2f}")
