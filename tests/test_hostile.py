@@ -94,7 +94,8 @@ ACCEPTED = {
     ("attn", "layer", "0"), ("qkv", "layer", "0"), ("qkv", "head", "0"), ("step", "gen_seed", "0"),
     # A position of the text read: 0 and -1 (the last) exist in any text.
     ("qkv", "at", "0"), ("qkv", "at", "-1"), ("resid", "at", "0"), ("resid", "at", "-1"),
-    ("ffn", "at", "0"), ("ffn", "at", "-1"), ("ffn", "layer", "0"), ("step", "top_k", HUGE_INT), ("step", "top_k", "1e30"),
+    ("ffn", "at", "0"), ("ffn", "at", "-1"), ("ffn", "layer", "0"),
+    ("ln", "at", "0"), ("ln", "at", "-1"), ("ln", "layer", "0"), ("step", "top_k", HUGE_INT), ("step", "top_k", "1e30"),
     ("step", "temperature", "0"), ("step", "temperature", "1e30"), ("step", "temperature", HUGE_INT),
     ("set", "dropout", "0"), ("set", "min_lr_ratio", "0"), ("set", "warmup_steps", "0"), ("set", "seed", "0"),
     ("set", "n", "0"), ("set", "gen_seed", "0"), ("set", "top_k", HUGE_INT),

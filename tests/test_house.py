@@ -26,6 +26,7 @@ from minitf_repl import cli, dispatch
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core import norms, variants
 from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.errors import UserError
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.sizes import parameter_count, training_bytes
 from minitf_repl.dispatch import FrontDoor, FrontEnd, run_command
@@ -162,3 +163,5 @@ def test_a_new_norm_is_its_module_and_its_kind(scalenorm):
     render(params, out)
     assert "ScaleNorm" in out.file.getvalue()
     run_command(s, "train", {"steps": 2, "eval_every": 1})  # and it trains
+    with pytest.raises(UserError, match="ScaleNorm.* does not say whether it centres"):  # :ln asks it, it does not say
+        run_command(s, "ln", {})

@@ -143,6 +143,8 @@ def real_results(tmp_path_factory):
         out["qkv"] = run_command(s, "qkv", {"layer": 2, "head": 1})
         out["qkv long"] = run_command(s, "qkv", {"prompt": "1234=4321" * 3, "at": -1})  # summed rows, no future
         out["resid"] = run_command(s, "resid", {})
+        out["ln"] = run_command(s, "ln", {"layer": 1, "which": "ln_2", "k": 12})
+        out["ln final"] = run_command(s, "ln", {"which": "ln_f"})
         out["ffn"] = run_command(s, "ffn", {"layer": 1, "k": 12})
         out["kv"] = run_command(s, "kv", {"n": 30})  # past the window: refilled, and the middle in one line
         out["grad"] = run_command(s, "grad", {})  # reverse:4: the question given, the answer counted
@@ -174,7 +176,7 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "shapes", "shapes all", "device", "params", "params all", "save", "load", "ls", "attn", "attn head", "step",
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
-        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ffn", "kv", "grad", "grad all", "train watch=grad",
+        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "train watch=grad",
         "plot block_grad")
 
 

@@ -10,8 +10,8 @@ Each family of commands is one module holding its result types, its commands and
     settings.py      :config, :set, :data
     checkpoints.py   :save, :load, :ls (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
-    worked.py        :qkv, :resid, :ffn, :kv (one query's attention, the residual stream, the feed-forward's
-                     units, decoding with the KV cache: worked out by hand)
+    worked.py        :qkv, :resid, :ln, :ffn, :kv (one query's attention, the residual stream, one norm, the
+                     feed-forward's units, decoding with the KV cache: worked out by hand)
     backprop.py      :grad (backpropagation on one text: the gradient down the stream, into every part)
     inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)
     lab.py           :compare, :experts, :ablate (the variant lab)

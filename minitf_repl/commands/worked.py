@@ -1,9 +1,10 @@
 """The machinery worked out by hand on one input: `:qkv` (one query's attention, q.k to the weighted values),
 `:resid` (the residual stream at one position, what each sublayer adds and what its norm reads),
+`:ln` (one norm at one position, step by step: centre, scale, gain and bias),
 `:ffn` (a feed-forward part at one position as the sum of its hidden units' writes) and `:kv`
 (decoding with the KV cache against the naive loop, step by step).
 
-The numbers come from core.inside (query_attention, residual_stream, feed_forward_neurons,
+The numbers come from core.inside (query_attention, residual_stream, norm_worked, feed_forward_neurons,
 cached_decoding), which recompute the formula
 from the tensors the model made and check it against the model's own; these commands pick the
 prompt and the position, check the options, and render the result as the formula's table.
@@ -23,6 +24,7 @@ from ..core.words import count
 from ..palette import visible
 from ..registry import Param
 from ..render import fmt
+from ..render.chart import spark
 from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import note, say
@@ -32,7 +34,7 @@ from ..syntax import cmd
 from .base import VIEW_DEFAULT, check_layer, command, complete_head_number, complete_layer, view_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
-    from ..core.inside import NormRead, StreamWrite
+    from ..core.inside import NormRead, NormWorked, StreamWrite
 
 
 def read_at(session: Session, name: str, args: dict, reporter: Reporter,
@@ -320,6 +322,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
     if result.final is not None:
         note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T (W_U is W_E "
                       "when the head is tied)")
+    note(console, f"{cmd('ln', layer=result.writes[-1].block, which='ln_2')} works one of these norms out step by "
+                  "step, feature by feature")
     note(console, "cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction; "
                   f"{cmd('attrib')} shows which of these writes push the next token")
     if result.dropped:
@@ -327,6 +331,113 @@ def render_resid(result: ResidResult, console: Console) -> None:
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its writes are random; {cmd('train')}, then look again")
+
+
+# --- :ln -----------------------------------------------------------------------------------------
+@dataclass
+class LnResult:
+    prompt: str  # the text read (its last max_seq_len tokens)
+    tokens: list[str]
+    norm: NormWorked  # the norm at the position, step by step, and every position through it
+    dropped: int = 0
+    unit: str = "character"
+    untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+
+
+@command("ln", "One norm worked out at one position: centre, divide by the spread, gain and bias, feature by "
+               "feature; every position comes out the same size.", aliases=("layernorm",), params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("which", str, choices=("ln_1", "ln_2", "ln_f"),
+          help="which norm: ln_1 (before attention, the default), ln_2 (before the FFN), ln_f (the final one, "
+               "before the head)"),
+    Param("k", int, help="features listed, the largest |x_j| first (default 8)", low=1, limit=4096),
+])  # fmt: skip
+def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
+    layer = check_layer(session, args["layer"])
+    text, ids, dropped, at = read_at(session, "ln", args, reporter)
+    from ..core.inside import norm_worked
+
+    worked = norm_worked(session.model, ids, layer=layer, which=args["which"] or "ln_1", at=at, top=args["k"] or 8)
+    return LnResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], norm=worked, dropped=dropped,
+                    unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session))
+
+
+@render.register(LnResult)
+def render_ln(result: LnResult, console: Console) -> None:
+    n, i = result.norm, result.norm.at
+    where = "(the final norm)" if n.layer is None else f"of block {n.layer}"
+    say(console, f"{n.label} {n.which} {where} at position {i} {visible(result.tokens[i])!r} of "
+                 f"{result.prompt[-48:]!r}", "bold")
+    note(console, f"it reads {n.reads}; its output goes to {n.feeds}")
+    g = " * g" if n.gain is not None else ""
+    b = " + b" if n.bias_size is not None else ""
+    rule = (f"(x - mean(x)) / sqrt(var(x) + eps){g}{b}" if n.centres else f"x / sqrt(mean(x^2) + eps){g}{b}")
+    say(console, f"{n.label}(x) = {rule}, over the d = {n.d} features of one position")
+    say(console, f"  x       |x| = {n.size_in:.3f}   mean(x) = {n.mean:+.4f}")
+    if n.centres:
+        say(console, f"  centre  x - mean(x): |x - mean| = {n.size_centred:.3f}, mean 0")
+        spread = f"var(x) = mean((x - mean)^2) = {n.var:.4g}"
+    else:
+        spread = f"mean(x^2) = {n.mean_square:.4g} (nothing subtracted)"
+    say(console, f"  scale   {spread}; s = sqrt({'var' if n.centres else 'mean(x^2)'} + eps) = {n.scale:.4g}")
+    say(console, f"          x̂ = {'(x - mean)' if n.centres else 'x'} / s: |x̂| = {n.size_normalised:.3f} (sqrt(d) = "
+                 f"{math.sqrt(n.d):.3f}), mean {fmt.signed(n.normalised_mean)}, std {n.normalised_std:.3f}")
+    if n.gain is not None:
+        low, mean, high = n.gain
+        bias = f", |b| = {n.bias_size:.3f}" if n.bias_size is not None else ""
+        say(console, f"  gain    y = x̂ * g{b}: g from {low:.3f} to {high:.3f} (mean {mean:.3f}){bias}; "
+                     f"|y| = {n.size_out:.3f}")
+    else:
+        say(console, f"  y = x̂: norm_gain=off, the norm learns nothing; |y| = {n.size_out:.3f}")
+
+    names = ["feature j", "x_j", "x_j - mean" if n.centres else None, "x̂_j", "g_j" if n.gain is not None else None,
+             "b_j" if n.bias_size is not None else None, "y_j"]
+    keep = [k for k, name in enumerate(names) if name is not None]
+    rows = [[str(f.index), f"{f.x:+.4f}", f"{f.centred:+.4f}", f"{f.normalised:+.3f}",
+             "" if f.gain is None else f"{f.gain:.3f}", "" if f.bias is None else f"{f.bias:+.3f}", f"{f.out:+.3f}"]
+            for f in n.features]
+    console.print(fitting_table(console, [names[k] for k in keep], [[row[k] for k in keep] for row in rows],
+                                optional=("x_j - mean", "b_j")))
+    what = "sum_j (x_j - mean)^2" if n.centres else "sum_j x_j^2"
+    say(console, f"these {count(len(n.features), 'feature')} of {n.d} (the largest |x_j|) carry {n.features_share:.0%} "
+                 f"of {what}: the largest features set the scale s that every feature is divided by")
+
+    sizes = [p.size_in for p in n.positions]
+    outs = [p.size_out for p in n.positions]
+    width = max(8, min(len(sizes), console.width - 40))
+    if len(sizes) > 1:
+        say(console, f"every position t = 0..{len(sizes) - 1} through {n.which}:")
+        say(console, f"  |x_t| {spark(sizes, width)} {min(sizes):.2f} to {max(sizes):.2f}")
+        say(console, f"  |y_t| {spark(outs, width)} {min(outs):.2f} to {max(outs):.2f}")
+        largest = max(range(len(sizes)), key=sizes.__getitem__)
+        hats = [p.size_normalised for p in n.positions]
+        note(console, f"|x_t| varies {_spread(sizes):.2f}x across the positions (the largest at t = {largest} "
+                      f"{visible(result.tokens[largest])!r}); each is divided by its own s "
+                      f"({min(p.scale for p in n.positions):.3g} to {max(p.scale for p in n.positions):.3g}), so "
+                      f"|x̂_t| varies {_spread(hats):.2f}x and |y_t| {_spread(outs):.2f}x, the gain and bias weighing "
+                      "each position's features differently: what reads the norm never sees the stream's scale")
+    other = "rms(x) = sqrt(mean(x^2) + eps)" if n.centres else "std(x) = sqrt(var(x) + eps), after subtracting the mean"
+    change = abs(n.other_scale - n.scale) / max(n.scale, 1e-300)
+    note(console, f"{'RMSNorm' if n.centres else 'LayerNorm'} would divide by {other} = {n.other_scale:.4g} "
+                  f"(mean(x^2) = var + mean^2 = {n.mean_square:.4g}): {100 * change:.2g}% "
+                  f"{'larger' if n.other_scale >= n.scale else 'smaller'} here, as the mean is "
+                  f"{'small' if change < 0.05 else 'not small'} against the spread")
+    square = n.var if n.centres else n.mean_square
+    without = math.sqrt(square)
+    note(console, f"eps = {n.eps:.0e} sits under the square root so that s is never 0: without it s would be "
+                  f"{without:.4g} ({(n.scale - without) / max(n.scale, 1e-300):.2g} of s); it matters only where the "
+                  "spread is near 0")
+    note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
+                  f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: its gains are 1 and its biases 0, so y is x̂; {cmd('train')}, "
+                      "then look again")
 
 
 # --- :ffn ----------------------------------------------------------------------------------------
@@ -431,6 +542,11 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its units are random; {cmd('train')}, then look again")
+
+
+def _spread(sizes: list[float]) -> float:
+    """How many times the largest of `sizes` is the smallest."""
+    return max(sizes) / max(min(sizes), 1e-300)
 
 
 def _cancelling(ratio: float) -> str:

@@ -1,8 +1,8 @@
 """The numbers behind the "look inside" views: attention maps, one query's attention worked out by
-hand, the residual stream at one position, a feed-forward part as the sum of its hidden units,
-decoding with the KV cache against the naive loop, the next-token microscope, the logit lens,
-teacher forcing (every next token of a text scored at once), the embeddings' neighbours, and the
-probability each generated token had (`:gen show=probs`).
+hand, the residual stream at one position, one norm worked out step by step, a feed-forward part as
+the sum of its hidden units, decoding with the KV cache against the naive loop, the next-token
+microscope, the logit lens, teacher forcing (every next token of a text scored at once), the
+embeddings' neighbours, and the probability each generated token had (`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -329,6 +329,151 @@ def residual_stream(model: nn.Module, idx, at: int = -1) -> ResidualStream:
     return ResidualStream(idx[0].tolist(), i, "post" if post else "pre", getattr(norm, "label", "norm"),
                           getattr(norm, "divides_by", "scale"), blocks[0].residual, token, p,
                           float(seen["embed"][1].double().norm()), writes, final)
+
+
+# --- one norm at one position, worked by hand ----------------------------------------------------
+NORMS = ("ln_1", "ln_2", "ln_f")  # before attention, before the FFN (after it, post-norm), before the head
+
+
+@dataclass
+class NormFeature:
+    """One feature j of the vector a norm read, through each step of the norm."""
+
+    index: int  # j
+    x: float  # x_j, what the norm read
+    centred: float  # x_j - mean(x) (RMSNorm: x_j, nothing subtracted)
+    normalised: float  # x̂_j = centred / scale
+    gain: float | None  # g_j (None: the norm learns no gain)
+    bias: float | None  # b_j (None: no bias)
+    out: float  # y_j = x̂_j g_j + b_j, what the norm hands on
+
+
+@dataclass
+class NormAtPosition:
+    """The same norm at one position of the text: how big its input was, what it divided by, how big its output."""
+
+    size_in: float  # |x|
+    scale: float  # sqrt(var(x) + eps) (LN) or sqrt(mean(x^2) + eps) (RMSNorm)
+    size_normalised: float  # |x̂|: sqrt(d) at every position, eps aside
+    size_out: float  # |y|
+
+
+@dataclass
+class NormWorked:
+    """One norm at one position, step by step: centre, scale, gain and bias; recomputed in float64 from what it read.
+
+    LayerNorm: y = (x - mean(x)) / sqrt(var(x) + eps) * g + b, var over the d features (not unbiased);
+    RMSNorm: y = x / sqrt(mean(x^2) + eps) * g. Each step's vector is summed up by its size, and the
+    features with the largest |x_j| are shown one by one: they set the scale every feature is divided by.
+    """
+
+    token_ids: list[int]  # the text read
+    at: int  # the position worked out
+    which: str  # "ln_1", "ln_2" or "ln_f"
+    layer: int | None  # the block (None: ln_f)
+    label: str  # "LN" or "RMSNorm"
+    centres: bool  # subtracts the mean first (LN) or not (RMSNorm)
+    reads: str  # what the norm reads, in the model's own words
+    feeds: str  # what reads its output
+    d: int  # the features of one position (d_model)
+    eps: float  # the norm's own, under the square root
+    mean: float  # mean(x) over the d features
+    var: float  # var(x) = mean((x - mean)^2)
+    mean_square: float  # mean(x^2) = var + mean^2
+    scale: float  # what the norm divides by: sqrt(var + eps) (LN), sqrt(mean(x^2) + eps) (RMSNorm)
+    other_scale: float  # what the other kind would divide by: rms for LN, std for RMSNorm
+    size_in: float  # |x|
+    size_centred: float  # |x - mean| (RMSNorm: |x|)
+    size_normalised: float  # |x̂|: sqrt(d) for either kind, eps aside
+    normalised_mean: float  # mean(x̂): 0 after centring
+    normalised_std: float  # std(x̂): 1 for LN, eps aside (RMSNorm: below 1 by as much as x's mean)
+    size_out: float  # |y|
+    gain: tuple[float, float, float] | None  # min, mean, max of g (None: no gain)
+    bias_size: float | None  # |b| (None: no bias)
+    features: list[NormFeature]  # the k features with the largest |x_j|, largest first
+    features_share: float  # their share of sum_j (x_j - mean)^2 (RMSNorm: of sum_j x_j^2), what sets the scale
+    positions: list[NormAtPosition]  # every position of the text through the same norm
+    model_diff: float  # max_j |y_j - the model's own output| at this position
+
+
+def _which_norm(model: nn.Module, which: str, layer: int) -> tuple[nn.Module, str, str]:
+    """The norm `which` of block `layer` (ln_f: the final one), with what it reads and what reads its output."""
+    if which not in NORMS:
+        raise UserError(f"which norm: one of {', '.join(NORMS)}, got {which!r}")
+    block = block_at(model, layer)
+    post, residual = block.post_norm, block.residual
+    if which == "ln_f":
+        if post:
+            raise UserError("a post-norm model has no final norm (each block's ln_2 normalises its output already); "
+                            "choose which=ln_1 or which=ln_2")
+        return model.ln_f, "the stream after the last block", "the output head: logits = ln_f(h) W_U^T"
+    add = "h + " if residual else ""
+    first = which == "ln_1"
+    part = "Attention" if first else "FFN"
+    if post:  # the norm comes after the add: it reads the sum, and its output is the stream itself
+        return (getattr(block, which), f"{add}{part}(h) in block {layer}",
+                "the stream: " + ("the FFN of the same block" if first else "the next block" if
+                                  layer + 1 < len(model.blocks) else "the output head"))
+    where = f"the stream entering block {layer}" if first else f"the stream after block {layer}'s attention"
+    if not residual:
+        where += " (with residual=off: the last sublayer's output)" if (layer or not first) else ""
+    return getattr(block, which), where, f"the {part.lower() if first else part} of block {layer}"
+
+
+def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: int = -1, top: int = 8) -> NormWorked:
+    """Norm `which` (ln_1, ln_2, ln_f) of block `layer` at position `at`, worked out step by step in float64.
+
+    One listening pass reads what the norm read and wrote at every position; the steps are redone
+    here from the norm's own eps, gain and bias and checked against its output.
+    """
+    idx = one_sequence(model, idx, "norm view")
+    T = idx.shape[1]
+    i = position(at, T)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"the number of features to list must be a whole number >= 1, got {top!r}")
+    norm, reads, feeds = _which_norm(model, which, layer)
+    centres = getattr(norm, "centres", None)
+    if centres is None:
+        raise UserError(f"this norm ({type(norm).__name__}) does not say whether it centres before it scales, so "
+                        "it cannot be worked out by hand; use norm=layernorm or norm=rmsnorm")
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(module, inputs, output):
+        seen["x"], seen["y"] = inputs[0][0].detach().double().cpu(), output[0].detach().double().cpu()
+
+    with listening_pass(model, [(norm, keep)]):
+        model(idx)
+    xs = seen["x"]  # (T, d): every position
+    means = xs.mean(dim=-1, keepdim=True)
+    centred = xs - means if centres else xs
+    squares = centred.pow(2).mean(dim=-1, keepdim=True)  # var (LN) or mean(x^2) (RMSNorm)
+    scales = torch.sqrt(squares + norm.eps)
+    normalised = centred / scales
+    weight, bias = norm.weight, getattr(norm, "bias", None)
+    gain = None if weight is None else weight.detach().double().cpu()
+    shift = None if bias is None else bias.detach().double().cpu()
+    ys = normalised * (1.0 if gain is None else gain) + (0.0 if shift is None else shift)
+
+    x, c, n, y = xs[i], centred[i], normalised[i], ys[i]
+    mean, var, mean_square = float(means[i]), float(xs[i].var(unbiased=False)), float(xs[i].pow(2).mean())
+    other = math.sqrt((var if not centres else mean_square) + norm.eps)
+    chosen = x.abs().argsort(descending=True)[: min(top, len(x))].tolist()
+    features = [NormFeature(j, float(x[j]), float(c[j]), float(n[j]), None if gain is None else float(gain[j]),
+                            None if shift is None else float(shift[j]), float(y[j])) for j in chosen]
+    spread = c.pow(2)
+    return NormWorked(
+        token_ids=idx[0].tolist(), at=i, which=which, layer=None if which == "ln_f" else layer,
+        label=getattr(norm, "label", "norm"), centres=centres, reads=reads, feeds=feeds, d=len(x), eps=float(norm.eps),
+        mean=mean, var=var, mean_square=mean_square, scale=float(scales[i]), other_scale=other,
+        size_in=float(x.norm()), size_centred=float(c.norm()), size_normalised=float(n.norm()),
+        normalised_mean=float(n.mean()), normalised_std=float(n.std(unbiased=False)), size_out=float(y.norm()),
+        gain=None if gain is None else (float(gain.min()), float(gain.mean()), float(gain.max())),
+        bias_size=None if shift is None else float(shift.norm()), features=features,
+        features_share=float(spread[chosen].sum() / spread.sum().clamp_min(1e-300)),
+        positions=[NormAtPosition(float(xs[t].norm()), float(scales[t]), float(normalised[t].norm()),
+                                  float(ys[t].norm())) for t in range(T)],
+        model_diff=float((y - seen["y"][i]).abs().max()),
+    )
 
 
 # --- the feed-forward's hidden units at one position -------------------------------------------------

@@ -68,6 +68,9 @@ class NormPart:
 
     label = "Norm"
     divides_by = "scale"
+    # True: subtracts the mean before it scales (LayerNorm); False: scales only (RMSNorm); None: the norm does not
+    # say, and `:ln` cannot work it out by hand
+    centres: bool | None = None
 
     def frozen(self, x: torch.Tensor) -> FrozenNorm:
         """This norm at `x` with its scale frozen there (see FrozenNorm); a norm that cannot be frozen says so."""
@@ -99,6 +102,7 @@ class LayerNorm(NormPart, nn.LayerNorm):
 
     label = "LN"
     divides_by = "std"  # sqrt(var(x) + eps), after centring
+    centres = True
 
     @classmethod
     def from_config(cls, dim: int, config: ModelConfig) -> LayerNorm:
@@ -131,6 +135,7 @@ class RMSNorm(NormPart, nn.Module):
 
     label = "RMSNorm"
     divides_by = "rms"  # sqrt(mean(x^2) + eps), without centring
+    centres = False
 
     def __init__(self, dim: int, eps: float = EPS, gain: bool = True):
         super().__init__()

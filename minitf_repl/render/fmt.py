@@ -7,6 +7,12 @@ def num(value, digits: int = 4) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def signed(value: float, digits: int = 3) -> str:
+    """A number with its sign, never "-0.000": what rounds to zero is written +0.000."""
+    text = f"{value:+.{digits}f}"
+    return "+" + text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
 def whole(value) -> str:
     return "-" if value is None else f"{value:,}"
 
