@@ -18,7 +18,7 @@ from minitf_repl.core.inside import norm_worked
 from minitf_repl.dispatch import json_document
 from minitf_repl.render import fmt
 from minitf_repl.session import Session
-from test_commands import run
+from test_commands import Recorder, run
 from test_qkv import model_for
 from test_render import text_of
 
@@ -171,7 +171,9 @@ def test_ln_in_the_shell():
     narrow = text_of(default, 60)
     assert "feature j" in narrow and "x̂_j" in narrow and "y_j" in narrow
     run(session, ":train steps=2")
-    final = run(session, ":layernorm hello at=0 which=ln_f k=3")
+    heard = Recorder()
+    final = run(session, ":layernorm hello at=0 which=ln_f k=3 layer=1", heard)  # a layer given to ln_f: said, unused
+    assert heard.notices == ["layer=1 does not apply to ln_f, the one norm after the last block; it was left out"]
     assert (final.norm.at, final.norm.which, len(final.norm.features)) == (0, "ln_f", 3)
     assert "LN ln_f (the final norm) at position 0 'h'" in plain(final)
     assert json_document(REGISTRY["ln"], final)["schema"] == "minitf.ln/1"
@@ -182,7 +184,7 @@ def test_ln_in_the_shell():
     run(session, ":set norm=rmsnorm norm_gain=off")
     rms = plain(run(session, ":ln which=ln_2"))
     assert "RMSNorm(x) = x / sqrt(mean(x^2) + eps), over" in rms and "y = x̂: norm_gain=off" in rms
-    assert "LayerNorm would divide by std(x)" in rms and "g_j" not in rms
+    assert "LayerNorm would subtract the mean first, then divide by std(x)" in rms and "g_j" not in rms
 
 
 def test_a_signed_number_is_never_minus_zero():

@@ -357,6 +357,8 @@ class LnResult:
 ])  # fmt: skip
 def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     layer = check_layer(session, args["layer"])
+    if args["which"] == "ln_f" and args["layer"] is not None:
+        reporter.notice(f"layer={layer} does not apply to ln_f, the one norm after the last block; it was left out")
     text, ids, dropped, at = read_at(session, "ln", args, reporter)
     from ..core.inside import norm_worked
 
@@ -376,22 +378,26 @@ def render_ln(result: LnResult, console: Console) -> None:
     b = " + b" if n.bias_size is not None else ""
     rule = (f"(x - mean(x)) / sqrt(var(x) + eps){g}{b}" if n.centres else f"x / sqrt(mean(x^2) + eps){g}{b}")
     say(console, f"{n.label}(x) = {rule}, over the d = {n.d} features of one position")
-    say(console, f"  x       |x| = {n.size_in:.3f}   mean(x) = {n.mean:+.4f}")
+
+    def step(text: str) -> None:  # the steps, two cells in: a long one wraps under its own text
+        say(console, text, indent=2)
+
+    step(f"x       |x| = {n.size_in:.3f}   mean(x) = {n.mean:+.4f}")
     if n.centres:
-        say(console, f"  centre  x - mean(x): |x - mean| = {n.size_centred:.3f}, mean 0")
+        step(f"centre  x - mean(x): |x - mean| = {n.size_centred:.3f}, mean 0")
         spread = f"var(x) = mean((x - mean)^2) = {n.var:.4g}"
     else:
         spread = f"mean(x^2) = {n.mean_square:.4g} (nothing subtracted)"
-    say(console, f"  scale   {spread}; s = sqrt({'var' if n.centres else 'mean(x^2)'} + eps) = {n.scale:.4g}")
-    say(console, f"          x̂ = {'(x - mean)' if n.centres else 'x'} / s: |x̂| = {n.size_normalised:.3f} (sqrt(d) = "
-                 f"{math.sqrt(n.d):.3f}), mean {fmt.signed(n.normalised_mean)}, std {n.normalised_std:.3f}")
+    step(f"scale   {spread}; s = sqrt({'var' if n.centres else 'mean(x^2)'} + eps) = {n.scale:.4g}")
+    step(f"        x̂ = {'(x - mean)' if n.centres else 'x'} / s: |x̂| = {n.size_normalised:.3f} (sqrt(d) = "
+         f"{math.sqrt(n.d):.3f}), mean {fmt.signed(n.normalised_mean)}, std {n.normalised_std:.3f}")
     if n.gain is not None:
         low, mean, high = n.gain
         bias = f", |b| = {n.bias_size:.3f}" if n.bias_size is not None else ""
-        say(console, f"  gain    y = x̂ * g{b}: g from {low:.3f} to {high:.3f} (mean {mean:.3f}){bias}; "
-                     f"|y| = {n.size_out:.3f}")
+        step(f"gain    y = x̂ * g{b}: g from {low:.3f} to {high:.3f} (mean {mean:.3f}){bias}; "
+             f"|y| = {n.size_out:.3f}")
     else:
-        say(console, f"  y = x̂: norm_gain=off, the norm learns nothing; |y| = {n.size_out:.3f}")
+        step(f"y = x̂: norm_gain=off, the norm learns nothing; |y| = {n.size_out:.3f}")
 
     names = ["feature j", "x_j", "x_j - mean" if n.centres else None, "x̂_j", "g_j" if n.gain is not None else None,
              "b_j" if n.bias_size is not None else None, "y_j"]
@@ -417,11 +423,14 @@ def render_ln(result: LnResult, console: Console) -> None:
         note(console, f"|x_t| varies {_spread(sizes):.2f}x across the positions (the largest at t = {largest} "
                       f"{visible(result.tokens[largest])!r}); each is divided by its own s "
                       f"({min(p.scale for p in n.positions):.3g} to {max(p.scale for p in n.positions):.3g}), so "
-                      f"|x̂_t| varies {_spread(hats):.2f}x and |y_t| {_spread(outs):.2f}x, the gain and bias weighing "
-                      "each position's features differently: what reads the norm never sees the stream's scale")
-    other = "rms(x) = sqrt(mean(x^2) + eps)" if n.centres else "std(x) = sqrt(var(x) + eps), after subtracting the mean"
+                      f"|x̂_t| varies {_spread(hats):.2f}x and |y_t| {_spread(outs):.2f}x"
+                      + (" (the gain and bias weigh each position's features differently)"
+                         if abs(_spread(outs) / _spread(hats) - 1) > 0.01 else "")
+                      + ": what reads the norm never sees the stream's scale")
+    other = ("RMSNorm would divide by rms(x) = sqrt(mean(x^2) + eps)" if n.centres else
+             "LayerNorm would subtract the mean first, then divide by std(x) = sqrt(var(x) + eps)")
     change = abs(n.other_scale - n.scale) / max(n.scale, 1e-300)
-    note(console, f"{'RMSNorm' if n.centres else 'LayerNorm'} would divide by {other} = {n.other_scale:.4g} "
+    note(console, f"{other} = {n.other_scale:.4g} "
                   f"(mean(x^2) = var + mean^2 = {n.mean_square:.4g}): {100 * change:.2g}% "
                   f"{'larger' if n.other_scale >= n.scale else 'smaller'} here, as the mean is "
                   f"{'small' if change < 0.05 else 'not small'} against the spread")
@@ -436,8 +445,8 @@ def render_ln(result: LnResult, console: Console) -> None:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     ablation_note(console, result.ablations)
     if result.untrained:
-        note(console, f"this model has not trained yet: its gains are 1 and its biases 0, so y is x̂; {cmd('train')}, "
-                      "then look again")
+        learned = "its gains are 1 and its biases 0" if n.bias_size is not None else "its gains are 1"
+        note(console, f"this model has not trained yet: {learned}, so y is x̂; {cmd('train')}, then look again")
 
 
 # --- :ffn ----------------------------------------------------------------------------------------
