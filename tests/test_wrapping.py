@@ -149,6 +149,7 @@ def real_results(tmp_path_factory):
         out["kv"] = run_command(s, "kv", {"n": 30})  # past the window: refilled, and the middle in one line
         out["grad"] = run_command(s, "grad", {})  # reverse:4: the question given, the answer counted
         out["grad all"] = run_command(s, "grad", {"text": "1234=4321", "all": True})
+        out["muon"] = run_command(s, "muon", {"layer": 1, "matrix": "ffn.fc_in"})
         out["patch"] = run_command(s, "patch", {"prompts": "1234= 4321="})
         out["attrib"] = run_command(s, "attrib", {})
         for view in ("attn", "samples", "lens"):
@@ -176,7 +177,7 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "shapes", "shapes all", "device", "params", "params all", "save", "load", "ls", "attn", "attn head", "step",
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
-        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "train watch=grad",
+        "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
         "plot block_grad")
 
 

@@ -4,8 +4,12 @@ its way down the residual stream sublayer by sublayer (what the skip path hands 
 goes back through each sublayer), what each part's weights receive, and backprop's answer checked
 against the loss's slope measured by nudging every weight.
 
+`:muon`: what the default optimizer then does with one matrix's gradient: the momentum, Newton-Schulz
+step by step as a polynomial on the singular values, and the update's size.
+
 The numbers come from core.backprop.backprop, which asks autograd and never writes a parameter's
-.grad; this command picks the text (as `:score` does), checks the options and renders the result.
+.grad, and core.muon_step.muon_step, which writes nothing either; these commands pick the text (as
+`:score` does) or the matrix, check the options and render the result.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import command, known_text, view_prompt
+from .base import check_layer, command, complete_layer, known_text, view_prompt
 from .worked import ablation_note, rounding, stream_update, switched_off
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
+    from ..core.muon_step import MuonStep
 
 
 # How each optimizer turns a gradient into a step: why the step column does not follow |dL/dW|.
@@ -211,6 +216,9 @@ def _parameters(result: GradResult, console: Console) -> None:
         note(console, f"step: how far one {result.optimizer} step on this gradient moves each part, at the peak "
                       f"rate lr = {result.step_lr:g}{clipped}, from the optimizer's state as it is now (then "
                       "undone). " + OPTIMIZER_STEPS.get(result.optimizer, ""))
+        if result.optimizer == "muon":
+            note(console, f"{cmd('muon')} works one matrix's Muon step out: the momentum, "
+                          "Newton-Schulz step by step, the update")
     if result.show_all:
         keys = [p.grad for p in shown if p.name.endswith("k_proj.bias")]
         values = [p.grad for p in shown if p.name.endswith("v_proj.bias")]
@@ -224,3 +232,94 @@ def _parameters(result: GradResult, console: Console) -> None:
     else:
         note(console, f"W_U (the head) receives dz^T x_f (|.| = {head}); W_E only the rows of the tokens read "
                       f"(|.| = {read})")
+
+
+# --- :muon ---------------------------------------------------------------------------------------
+@dataclass
+class MuonResult:
+    data: str  # the data the batch came from
+    step: MuonStep  # the gradient, the momentum, Newton-Schulz step by step, the update
+    untrained: bool = False
+
+
+def _complete_matrix(session: Session) -> list[str]:
+    """The matrices of block 0 that Muon trains, once the model exists (completion never builds one)."""
+    if not session.has_model:
+        return []
+    from ..core.muon_step import matrix_names
+
+    return matrix_names(session.model, 0)
+
+
+@command("muon", "Muon's step on one matrix worked out: the gradient, the momentum, Newton-Schulz step by step "
+                 "(every singular value pushed towards 1), the update.", params=[
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("matrix", str, help="the matrix in the block (default attn.q_proj; the default model's others: "
+                              "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out; Tab lists the "
+                              "model's)", complete=_complete_matrix, meta="NAME"),
+    Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
+])  # fmt: skip
+def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
+    layer = check_layer(session, args["layer"])
+    from ..core.muon_step import muon_step
+
+    train = session.train_config
+    step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
+                     batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
+                     lr=train.lr)
+    return MuonResult(data=session.data_spec, step=step, untrained=session.untrained)
+
+
+@render.register(MuonResult)
+def render_muon(result: MuonResult, console: Console) -> None:
+    m = result.step
+    A, B = m.shape
+    wide = f"{B} x {A}" if m.turned else f"{A} x {B}"
+    turned = f", taken as its {wide} transpose as the optimizer takes a tall matrix" if m.turned else ""
+    where = m.name.removeprefix("blocks.").removesuffix(".weight").split(".", 1)
+    say(console, f"Muon's step on block {where[0]}'s {where[1]} ({A} x {B}{turned})", "bold")
+    say(console, f"G = dL/dW on one :train batch of {result.data} ({fmt.whole(m.tokens)} tokens, seed {m.seed}; "
+                 f"loss {m.loss:.4f}): |G| = {m.grad:.4g}")
+    kept = ("the session's momentum" if m.had_momentum else "no momentum yet, so b starts at 0")
+    ahead = (f"u = {1 - m.momentum:g} G + {m.momentum:g} b (Nesterov: the gradient, looking one step ahead)"
+             if m.nesterov else "u = b")
+    say(console, f"b <- {m.momentum:g} b + {1 - m.momentum:g} G ({kept}): |b| = {m.buffer:.4g};  {ahead}: "
+                 f"|u| = {m.update:.4g}")
+    S = m.singular
+    width = max(8, min(len(S), console.width - 60))
+    say(console, f"u = U S V^T: {len(S)} singular values from {S[-1]:.2g} to {S[0]:.3g} {spark(S, width)}; the "
+                 f"{m.top} largest carry {m.u_top_share:.0%} of |u|^2")
+    a, b, c = m.coefficients
+    say(console, f"Newton-Schulz: X_0 = u / |u|, then {len(m.steps) - 1} times X <- aX + (b XX^T + c (XX^T)^2) X, "
+                 f"(a, b, c) = ({a:g}, {b:g}, {c:g})")
+    worst = max(s.polynomial_diff for s in m.steps)
+    note(console, f"each step is U p(S) V^T with p(s) = a s + b s^3 + c s^5: the same polynomial on every singular "
+                  f"value at once, U and V untouched, with products only (checked: p on X_0's singular values gives "
+                  f"every step's to {worst:.0e})")
+    rows = [[str(s.step), f"{s.smallest:.2g}", f"{s.median:.3f}", f"{s.largest:.3f}", f"{s.polar_distance:.3f}"]
+            for s in m.steps]
+    names = ["step", "smallest σ", "median σ", "largest σ", "|X - UV^T| / |UV^T|"]
+    console.print(fitting_table(console, names, rows, optional=("|X - UV^T| / |UV^T|",)))
+    say(console, f"O = X_{len(m.steps) - 1}: {m.settled:.0%} of its singular values lie between 0.5 and 1.5; its "
+                 f"{m.top} largest directions carry {m.o_top_share:.0%} of |O|^2 (an orthogonal matrix: "
+                 f"{m.orthogonal_share:.0%}), against u's {m.u_top_share:.0%} and sign(G)'s {m.sign_top_share:.0%}")
+    note(console, "sign(G) is AdamW's first step (m / sqrt(v) = G / |G| entry by entry): it evens out the entries, "
+                  "not the directions; Muon evens out the directions")
+    grow = a ** (len(m.steps) - 1)
+    note(console, f"near 0, p(s) is about a s, so {len(m.steps) - 1} steps multiply a tiny singular value by "
+                  f"a^{len(m.steps) - 1} = {grow:.0f} at most: a direction below about {0.5 / grow:.0e} of |u| ends "
+                  "below 0.5, and the gradient's weakest directions stay weak")
+    big = max(A, B)
+    say(console, f"step: W <- (1 - lr wd) W - lr 0.2 sqrt({big}) O = W - {m.step_scale:.4g} O at the peak lr = {m.lr:g}: "
+                 f"each entry moves {m.step_rms:.2g} (RMS; 0.2 lr = {0.2 * m.lr:.2g}), |ΔW| / |W| = "
+                 f"{m.relative_step:.1%}")
+    in_dtype = ("float32 too" if m.optimizer_dtype == "float32" else
+                f"{m.optimizer_diff:.0e} in {m.optimizer_dtype}, the dtype it runs in on this device")
+    say(console, f"checked: the optimizer's own newton_schulz on the same u gives this O to {m.float32_diff:.0e} in "
+                 f"float32" + ("" if m.optimizer_dtype == "float32" else f" and to {in_dtype}"))
+    if m.session_optimizer != "muon":
+        note(console, f"this session trains with {m.session_optimizer}; {cmd('set', optimizer='muon')} makes Muon "
+                      "take these steps")
+    if result.untrained:
+        note(console, f"this model has not trained yet: the gradient is the first step's; {cmd('train')}, then "
+                      "look again")

@@ -357,12 +357,13 @@ class LnResult:
 ])  # fmt: skip
 def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     layer = check_layer(session, args["layer"])
-    if args["which"] == "ln_f" and args["layer"] is not None:
-        reporter.notice(f"layer={layer} does not apply to ln_f, the one norm after the last block; it was left out")
     text, ids, dropped, at = read_at(session, "ln", args, reporter)
     from ..core.inside import norm_worked
 
     worked = norm_worked(session.model, ids, layer=layer, which=args["which"] or "ln_1", at=at, top=args["k"] or 8)
+    if worked.layer is None and args["layer"] is not None:  # the final norm sits in no block
+        reporter.notice(f"layer={layer} does not apply to {worked.which}, the one norm after the last block; it "
+                        "was left out")
     return LnResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], norm=worked, dropped=dropped,
                     unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session))
 

@@ -202,7 +202,7 @@ class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
                 # One rate per stack: 0.2 sqrt(max(A, B)) is the same for A x B and B x A.
                 torch._foreach_add_([params[i] for i in members],
                                     [o.mT if tall[i] else o for i, o in zip(members, ortho.unbind(0))],
-                                    alpha=-_adjusted_lr(lr, group["adjust_lr_fn"], wide))
+                                    alpha=-adjusted_lr(lr, group["adjust_lr_fn"], wide))
         return loss
 
     def _momentum_buffer(self, p: torch.Tensor) -> torch.Tensor:
@@ -259,7 +259,7 @@ def _gram_newton_schulz(X: torch.Tensor, a: float, b: float, c: float, steps: in
     return Q @ X
 
 
-def _adjusted_lr(lr: float, how: str | None, shape: tuple) -> float:
+def adjusted_lr(lr: float, how: str | None, shape: tuple) -> float:
     """torch.optim.Muon's per-shape rate: match_rms_adamw is 0.2 sqrt(max(A, B)) (module docstring)."""
     A, B = shape[:2]
     if how == "match_rms_adamw":

@@ -1,0 +1,191 @@
+"""Muon's step on one matrix, worked out: the gradient, the momentum, Newton-Schulz step by step, the update.
+
+Muon (core.optimizers) replaces a matrix's update u by about its nearest orthogonal matrix U V^T
+(u = U S V^T), and it gets there with matrix products only. Each Newton-Schulz step
+
+    X <- a X + (b X X^T + c (X X^T)^2) X  =  U p(S) V^T,      p(s) = a s + b s^3 + c s^5
+
+applies the same odd polynomial p to every singular value at once, leaving U and V alone: five
+steps from X_0 = u / ||u||_F (every singular value in (0, 1]) push them all into a band around 1.
+So the step moves the weights by the same amount along every direction the update has, instead of
+the few directions where the gradient is large taking nearly all of it.
+
+`muon_step` takes the gradient one :train step would see (a training batch, drawn here with its own
+seed), the session's momentum for that matrix where the optimizer has one, and redoes the five steps
+in float64, with the singular values after each; then checks the last against the optimizer's own
+`newton_schulz`, in float32 and in the dtype the optimizer runs it in on this device. Nothing is
+written: no .grad, no optimizer state, no weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from .errors import UserError
+from .optimizers import (MUON_LR_ADJUSTMENT, MUON_MOMENTUM, adjusted_lr, group_kind, hidden_matrices,
+                         newton_schulz)
+from .precision import DTYPES, fast_dtype
+
+TOP = 10  # the share of |M|^2 in a matrix's TOP largest singular directions says how concentrated it is
+# torch.optim.Muon's own defaults, which the session's optimizer uses (read from its group where it has one)
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+NS_STEPS = 5
+NS_EPS = 1e-7
+
+
+@dataclass
+class NewtonSchulzStep:
+    """The singular values of X after one Newton-Schulz step (step 0: X_0 = u / ||u||_F)."""
+
+    step: int
+    smallest: float
+    median: float
+    largest: float
+    polar_distance: float  # ||X - U V^T||_F / ||U V^T||_F: how far X still is from u's orthogonal factor
+    polynomial_diff: float  # max |sorted s(X) - sorted p(p(...p(s(X_0))))|: NS is p on every singular value
+
+
+@dataclass
+class MuonStep:
+    """What Muon does to one matrix's update at one step: see the module docstring."""
+
+    name: str  # the matrix, "blocks.0.attn.q_proj.weight"
+    shape: tuple[int, int]  # (A, B) as the model holds it
+    turned: bool  # tall (A > B): orthogonalised as its transpose, as the optimizer does
+    tokens: int  # tokens in the batch whose gradient this is
+    seed: int  # the batch's seed
+    loss: float  # the batch's loss
+    grad: float  # ||G||_F, G = dL/dW on the batch
+    momentum: float  # mu
+    had_momentum: bool  # the session's optimizer kept a momentum for this matrix (else it starts at 0)
+    buffer: float  # ||b|| after this step's b <- mu b + (1 - mu) G
+    nesterov: bool  # u = (1 - mu) G + mu b (looking one step ahead), else u = b
+    update: float  # ||u||_F
+    coefficients: tuple[float, float, float]  # (a, b, c) of p(s) = a s + b s^3 + c s^5
+    singular: list[float]  # u's singular values, largest first
+    top: int  # how many of the largest singular directions the shares below count (TOP, or fewer)
+    u_top_share: float  # share of ||u||^2 in its `top` largest singular directions
+    sign_top_share: float  # the same for sign(G), AdamW's first step (m / sqrt(v) = G / |G| entry by entry)
+    steps: list[NewtonSchulzStep]  # step 0 (X_0) to the last
+    o_top_share: float  # the same for O, Newton-Schulz's result
+    settled: float  # share of O's singular values between 0.5 and 1.5
+    orthogonal_share: float  # top / min(A, B): what an exactly orthogonal matrix has
+    lr: float  # the session's peak rate
+    step_scale: float  # lr * 0.2 sqrt(max(A, B)): what O is multiplied by
+    step_rms: float  # the RMS of one entry's move, step_scale * rms(O)
+    relative_step: float  # ||step_scale O|| / ||W||
+    optimizer_dtype: str  # the dtype the optimizer runs Newton-Schulz in on this device
+    float32_diff: float  # max |O - newton_schulz(u) in float32|
+    optimizer_diff: float  # max |O - newton_schulz(u) in optimizer_dtype|
+    session_optimizer: str  # "muon" or "adamw": what the session trains with
+
+
+def matrix_names(model: nn.Module, layer: int) -> list[str]:
+    """The matrices of block `layer` that Muon trains, named inside the block: "attn.q_proj", "ffn.fc_in"."""
+    prefix = f"blocks.{layer}."
+    return [name[len(prefix):-len(".weight")] for name, _ in hidden_matrices(model)
+            if name.startswith(prefix) and name.endswith(".weight")]
+
+
+def _top_share(values: torch.Tensor) -> float:
+    """Share of the squared singular values (largest first) in the TOP largest: of ||M||_F^2."""
+    squares = values.pow(2)
+    return float(squares[:TOP].sum() / squares.sum().clamp_min(1e-300))
+
+
+def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj", batch_size: int = 16,
+              seed: int = 0, optimizer=None, lr: float = 1e-2) -> MuonStep:
+    """Muon's step on block `layer`'s `matrix`, for the gradient of one training batch (module docstring).
+
+    `optimizer`: the session's (its momentum for this matrix and its Muon settings are read, never
+    written); `lr`: the peak rate the step is scaled by.
+    """
+    names = matrix_names(model, layer)
+    if matrix not in names:
+        raise UserError(f"block {layer} has no matrix {matrix!r} that Muon trains; choose one of {', '.join(names)}")
+    name = f"blocks.{layer}.{matrix}.weight"
+    weight = dict(model.named_parameters())[name]
+
+    group = None
+    if optimizer is not None:
+        group = next((g for g in optimizer.param_groups if group_kind(g) == "muon"
+                      and any(p is weight for p in g["params"])), None)
+    mu = group["momentum"] if group else MUON_MOMENTUM
+    nesterov = group["nesterov"] if group else True
+    a, b, c = coefficients = tuple(group["ns_coefficients"]) if group else NS_COEFFICIENTS
+    n_steps = group["ns_steps"] if group else NS_STEPS
+    adjust = group["adjust_lr_fn"] if group else MUON_LR_ADJUSTMENT
+    old = optimizer.state.get(weight, {}).get("momentum_buffer") if group else None
+
+    generator = torch.Generator().manual_seed(seed)
+    x, y = data.get_batch("train", batch_size, model.config.max_seq_len, generator)
+    device = weight.device
+    was_training = model.training
+    model.eval()  # dropout off: the gradient of the model as it is
+    try:
+        with torch.enable_grad():
+            logits, _ = model(x.to(device))
+            loss = model.loss(logits, y.to(device))
+            (grad,) = torch.autograd.grad(loss, [weight])
+    finally:
+        model.train(was_training)
+
+    G = grad.detach().double().cpu()
+    buffer = torch.zeros_like(G) if old is None else old.detach().double().cpu()
+    buffer = torch.lerp(buffer, G, 1 - mu)  # b <- mu b + (1 - mu) G
+    u = torch.lerp(G, buffer, mu) if nesterov else buffer  # u = (1 - mu) G + mu b
+    turned = u.shape[0] > u.shape[1]
+    wide = u.mT if turned else u  # the optimizer orthogonalises the wide form
+
+    U, S, Vh = torch.linalg.svd(wide, full_matrices=False)
+    polar = U @ Vh  # u's orthogonal factor: what Newton-Schulz approximates
+    X = wide / wide.norm().clamp_min(NS_EPS)
+    start = torch.linalg.svdvals(X)
+    expected = start.clone()
+    steps = [_ns_step(0, X, polar, expected)]
+    for k in range(1, n_steps + 1):
+        A = X @ X.mT
+        X = a * X + (b * A + c * A @ A) @ X
+        expected = a * expected + b * expected ** 3 + c * expected ** 5  # p on each singular value
+        steps.append(_ns_step(k, X, polar, expected))
+    O = X
+    final = torch.linalg.svdvals(O)
+
+    dtype = fast_dtype(device)
+    theirs = {d: newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, NS_EPS, DTYPES[d])[0]
+              .double().cpu() for d in {"float32", dtype}}
+    shape = tuple(weight.shape)
+    scale = adjusted_lr(lr, adjust, tuple(wide.shape))
+    rms = float(O.pow(2).mean().sqrt())
+    return MuonStep(
+        name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()), grad=float(G.norm()),
+        momentum=float(mu), had_momentum=old is not None, buffer=float(buffer.norm()), nesterov=bool(nesterov),
+        update=float(u.norm()), coefficients=coefficients, singular=S.tolist(), top=min(TOP, len(S)), u_top_share=_top_share(S),
+        sign_top_share=_top_share(torch.linalg.svdvals(torch.sign(G))), steps=steps,
+        o_top_share=_top_share(final), settled=float(((final > 0.5) & (final < 1.5)).double().mean()),
+        orthogonal_share=min(TOP, len(S)) / len(S),
+        lr=float(lr), step_scale=scale, step_rms=scale * rms,
+        relative_step=float(scale * O.norm() / weight.detach().double().norm().clamp_min(1e-300)),
+        optimizer_dtype=dtype, float32_diff=float((O - theirs["float32"]).abs().max()),
+        optimizer_diff=float((O - theirs[dtype]).abs().max()),
+        session_optimizer="muon" if group else "adamw",
+    )
+
+
+def _ns_step(k: int, X: torch.Tensor, polar: torch.Tensor, expected: torch.Tensor) -> NewtonSchulzStep:
+    values = torch.linalg.svdvals(X)
+    return NewtonSchulzStep(
+        step=k, smallest=float(values.min()), median=float(values.median()), largest=float(values.max()),
+        polar_distance=float((X - polar).norm() / polar.norm()),
+        polynomial_diff=float((values.sort().values - expected.sort().values).abs().max()),
+    )
+
+
+def flops(shape: tuple[int, int], steps: int = NS_STEPS) -> int:
+    """The multiply-adds x 2 of `steps` plain Newton-Schulz steps on one A x B matrix (wide form)."""
+    A, B = sorted(shape)
+    return steps * (2 * A * A * B + 2 * A ** 3 + 2 * A * A * B)
+
