@@ -143,16 +143,16 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     U, S, Vh = torch.linalg.svd(wide, full_matrices=False)
     polar = U @ Vh  # u's orthogonal factor: what Newton-Schulz approximates
     X = wide / wide.norm().clamp_min(NS_EPS)
-    start = torch.linalg.svdvals(X)
-    expected = start.clone()
-    steps = [_ns_step(0, X, polar, expected)]
+    values = expected = torch.linalg.svdvals(X)
+    steps = [_ns_step(0, X, values, polar, expected)]
     for k in range(1, n_steps + 1):
         A = X @ X.mT
         X = a * X + (b * A + c * A @ A) @ X
         expected = a * expected + b * expected ** 3 + c * expected ** 5  # p on each singular value
-        steps.append(_ns_step(k, X, polar, expected))
+        values = torch.linalg.svdvals(X)
+        steps.append(_ns_step(k, X, values, polar, expected))
     O = X
-    final = torch.linalg.svdvals(O)
+    final = values
 
     dtype = fast_dtype(device)
     theirs = {d: newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, NS_EPS, DTYPES[d])[0]
@@ -175,8 +175,9 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     )
 
 
-def _ns_step(k: int, X: torch.Tensor, polar: torch.Tensor, expected: torch.Tensor) -> NewtonSchulzStep:
-    values = torch.linalg.svdvals(X)
+def _ns_step(k: int, X: torch.Tensor, values: torch.Tensor, polar: torch.Tensor,
+             expected: torch.Tensor) -> NewtonSchulzStep:
+    """Step k's record: X's singular values `values`, its distance to `polar`, and to `expected` (p^k on X_0's)."""
     return NewtonSchulzStep(
         step=k, smallest=float(values.min()), median=float(values.median()), largest=float(values.max()),
         polar_distance=float((X - polar).norm() / polar.norm()),
