@@ -16,7 +16,7 @@ from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
 from test_qkv import SMALL, model_for  # a small model with weights far from their initial scale
-from test_render import text_of
+from test_render import plain, text_of
 
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
 
@@ -104,10 +104,6 @@ def test_where_the_view_cannot_split_it_says_so():
         feed_forward_neurons(model_for(), IDS, at=10)
     with pytest.raises(UserError, match="layer 2 does not exist"):
         feed_forward_neurons(model_for(), IDS, layer=2)
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_ffn_in_the_shell():

@@ -22,7 +22,7 @@ from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import text_of
+from test_render import plain, text_of
 
 SMALL = dict(vocab_size=20, d_model=32, n_heads=4, n_layers=3, d_ff=64, max_seq_len=16)
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]  # 10 inputs, 10 targets
@@ -223,10 +223,6 @@ def test_a_model_too_large_for_the_float64_copy_is_not_checked(monkeypatch):
     monkeypatch.setattr(backprop_module, "CHECK_LIMIT", 1000)
     done = backprop(model_for(), IDS)
     assert done.check is None and "float64 copy of the" in done.check_skipped and "up to 1,000" in done.check_skipped
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_grad_in_the_shell():

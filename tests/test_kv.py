@@ -15,7 +15,7 @@ from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
 from test_qkv import model_for  # a small model with weights far from their initial scale
-from test_render import text_of
+from test_render import plain, text_of
 
 PROMPT = [3, 1, 4, 1, 5]
 
@@ -78,10 +78,6 @@ def test_a_broken_cache_would_be_caught():
 def test_what_it_cannot_decode_is_one_clear_error():
     with pytest.raises(UserError, match="tokens to decode must be a whole number >= 1"):
         cached_decoding(model_for(), PROMPT, n=0)
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_kv_decodes_what_gen_samples_from(monkeypatch):

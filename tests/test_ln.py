@@ -20,7 +20,7 @@ from minitf_repl.render import fmt
 from minitf_repl.session import Session
 from test_commands import Recorder, run
 from test_qkv import model_for
-from test_render import text_of
+from test_render import plain, text_of
 
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
 
@@ -146,10 +146,6 @@ def test_each_placement_says_what_the_norm_reads_and_feeds():
         norm_worked(model_for(), IDS, which="ln_3")
     with pytest.raises(UserError, match="position 10 is not in the text of 10 tokens"):
         norm_worked(model_for(), IDS, at=10)
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_ln_in_the_shell():

@@ -21,7 +21,7 @@ from minitf_repl.core.optimizers import newton_schulz
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import text_of
+from test_render import plain, text_of
 
 SMALL = ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
 
@@ -115,10 +115,6 @@ def test_which_matrices_and_what_an_adamw_session_gets():
         muon_step(s.model, s.data, matrix="token_embedding")
     swiglu = session(activation="swiglu")
     assert "ffn.gate_proj" in matrix_names(swiglu.model, 0)
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_muon_in_the_shell():

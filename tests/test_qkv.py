@@ -19,7 +19,7 @@ from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import text_of
+from test_render import plain, text_of
 
 SMALL = dict(vocab_size=20, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=16)
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
@@ -123,10 +123,6 @@ def test_what_it_cannot_look_at_is_one_clear_error():
         query_attention(model, IDS, at=12)
     with pytest.raises(UserError, match="position -13"):
         query_attention(model, IDS, at=-13)
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_qkv_in_the_shell():

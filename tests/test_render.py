@@ -25,6 +25,11 @@ def text_of(result, width=100) -> str:
     return c.file.getvalue()
 
 
+def plain(result, width=100) -> str:
+    """What a reader sees of the rendered result, wrapping aside: its words on one line."""
+    return " ".join(text_of(result, width).split())
+
+
 def row(step, train, val, acc=None, lr=3e-3, tps=12345.0, elapsed=1.5):
     return {"step": step, "run_step": step, "run_steps": 20, "train_loss": train, "lr": lr, "grad_norm": 1.0,
             "tokens_per_second": tps, "elapsed": elapsed, "val_loss": val, "accuracy": acc}

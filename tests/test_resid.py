@@ -18,7 +18,7 @@ from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import text_of
+from test_render import plain, text_of
 
 SMALL = dict(vocab_size=20, d_model=32, n_heads=4, n_layers=3, d_ff=64, max_seq_len=16)
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
@@ -115,10 +115,6 @@ def test_a_position_outside_the_text_is_one_clear_error():
         residual_stream(model, IDS, at=10)
     with pytest.raises(UserError, match="position -11"):
         residual_stream(model, IDS, at=-11)
-
-
-def plain(result, width=100) -> str:
-    return " ".join(text_of(result, width).split())
 
 
 def test_resid_in_the_shell():
