@@ -84,7 +84,9 @@ def test_newton_schulz_is_a_polynomial_on_the_singular_values():
     assert found.steps[-1].polar_distance == pytest.approx(((ours - U @ Vh).norm() / (U @ Vh).norm()).item(), rel=1e-6)
     assert found.steps[0].polar_distance > found.steps[-1].polar_distance  # closer to U V^T step by step
     assert found.float32_diff < 1e-3 and found.steps[-1].largest < 1.25  # the quintic settles in a band, not at 1
-    assert found.o_top_share < found.sign_top_share < found.u_top_share  # Muon spreads the step most
+    assert found.adamw_first and found.adamw_top_share == pytest.approx(
+        float(torch.linalg.svdvals(torch.sign(G)).pow(2)[:10].sum() / G.numel()))  # sign(G): |sign(G)|^2 = A B
+    assert found.o_top_share < found.adamw_top_share < found.u_top_share  # Muon spreads the step most
     assert found.orthogonal_share == 10 / 32 and found.o_top_share >= found.orthogonal_share - 1e-9
     O = ours
     assert found.step_scale == pytest.approx(1e-2 * 0.2 * math.sqrt(64))  # match_rms_adamw: 0.2 sqrt(max(A, B))
@@ -102,6 +104,26 @@ def test_the_check_runs_newton_schulz_in_the_dtype_the_device_asks_for(monkeypat
         assert 1e-4 < found.optimizer_diff < 0.1  # bfloat16's 8 bits
     else:
         assert found.optimizer_diff == found.float32_diff < 1e-3
+
+
+def test_an_adamw_sessions_own_update_is_torchs():
+    """Where AdamW trains the matrix, its update is the one torch's AdamW would take next, from the session's moments."""
+    s = session(optimizer="adamw", steps=3)
+    weight = dict(s.model.named_parameters())["blocks.0.attn.v_proj.weight"]
+    group = next(g for g in s.trainer.optimizer.param_groups if any(p is weight for p in g["params"]))
+    found = muon_step(s.model, s.data, matrix="attn.v_proj", batch_size=4, seed=4, optimizer=s.trainer.optimizer)
+    copy = torch.nn.Parameter(weight.detach().double().clone())
+    reference = torch.optim.AdamW([copy], lr=1.0, betas=group["betas"], eps=group["eps"], weight_decay=0.0)
+    reference.state[copy] = {k: v.double().clone() if v.dim() else v.clone()
+                             for k, v in s.trainer.optimizer.state[weight].items()}
+    copy.grad = batch_gradient(s, "blocks.0.attn.v_proj.weight", 4)
+    before = copy.detach().clone()
+    reference.step()
+    update = before - copy.detach()  # lr 1, no decay: the update itself
+    share = torch.linalg.svdvals(update).pow(2)
+    assert not found.adamw_first and found.adamw_top_share == pytest.approx(float(share[:10].sum() / share.sum()),
+                                                                          rel=1e-6)
+    assert found.session_optimizer == "adamw"
 
 
 def test_which_matrices_and_what_an_adamw_session_gets():

@@ -302,9 +302,12 @@ def render_muon(result: MuonResult, console: Console) -> None:
     console.print(fitting_table(console, names, rows, optional=("|X - UV^T| / |UV^T|",)))
     say(console, f"O = X_{len(m.steps) - 1}: {m.settled:.0%} of its singular values lie between 0.5 and 1.5; its "
                  f"{m.top} largest directions carry {m.o_top_share:.0%} of |O|^2 (an orthogonal matrix: "
-                 f"{m.orthogonal_share:.0%}), against u's {m.u_top_share:.0%} and sign(G)'s {m.sign_top_share:.0%}")
-    note(console, "sign(G) is AdamW's first step (m / sqrt(v) = G / |G| entry by entry): it evens out the entries, "
-                  "not the directions; Muon evens out the directions")
+                 f"{m.orthogonal_share:.0%}), against u's {m.u_top_share:.0%} and AdamW's update's "
+                 f"{m.adamw_top_share:.0%}")
+    adamw = ("its first, m / sqrt(v) = G / |G| entry by entry, sign(G)" if m.adamw_first else
+             "its next, from the session's moments")
+    note(console, f"AdamW's update m^ / (sqrt(v^) + eps) on this gradient ({adamw}) evens out the entries, not the "
+                  "directions; Muon evens out the directions")
     grow = a ** (len(m.steps) - 1)
     note(console, f"near 0, p(s) is about a s, so {len(m.steps) - 1} steps multiply a tiny singular value by "
                   f"a^{len(m.steps) - 1} = {grow:.0f} at most: a direction below about {0.5 / grow:.0e} of |u| ends "

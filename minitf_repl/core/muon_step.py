@@ -68,7 +68,9 @@ class MuonStep:
     singular: list[float]  # u's singular values, largest first
     top: int  # how many of the largest singular directions the shares below count (TOP, or fewer)
     u_top_share: float  # share of ||u||^2 in its `top` largest singular directions
-    sign_top_share: float  # the same for sign(G), AdamW's first step (m / sqrt(v) = G / |G| entry by entry)
+    adamw_top_share: float  # the same for AdamW's update m^ / (sqrt(v^) + eps) on this gradient
+    adamw_first: bool  # no AdamW moments for this matrix (Muon trains it, or no step yet): AdamW's first update,
+    #                    G / |G| entry by entry, sign(G); else its next one from the session's moments
     steps: list[NewtonSchulzStep]  # step 0 (X_0) to the last
     o_top_share: float  # the same for O, Newton-Schulz's result
     settled: float  # share of O's singular values between 0.5 and 1.5
@@ -134,6 +136,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         model.train(was_training)
 
     G = grad.detach().double().cpu()
+    adamw, adamw_first = _adamw_update(optimizer, weight, G)
     buffer = torch.zeros_like(G) if old is None else old.detach().double().cpu()
     buffer = torch.lerp(buffer, G, 1 - mu)  # b <- mu b + (1 - mu) G
     u = torch.lerp(G, buffer, mu) if nesterov else buffer  # u = (1 - mu) G + mu b
@@ -164,7 +167,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()), grad=float(G.norm()),
         momentum=float(mu), had_momentum=old is not None, buffer=float(buffer.norm()), nesterov=bool(nesterov),
         update=float(u.norm()), coefficients=coefficients, singular=S.tolist(), top=min(TOP, len(S)), u_top_share=_top_share(S),
-        sign_top_share=_top_share(torch.linalg.svdvals(torch.sign(G))), steps=steps,
+        adamw_top_share=_top_share(torch.linalg.svdvals(adamw)), adamw_first=adamw_first, steps=steps,
         o_top_share=_top_share(final), settled=float(((final > 0.5) & (final < 1.5)).double().mean()),
         orthogonal_share=min(TOP, len(S)) / len(S),
         lr=float(lr), step_scale=scale, step_rms=scale * rms,
@@ -173,6 +176,20 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         optimizer_diff=float((O - theirs[dtype]).abs().max()),
         session_optimizer="muon" if group else "adamw",
     )
+
+
+def _adamw_update(optimizer, weight: torch.Tensor, G: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """AdamW's update direction m^ / (sqrt(v^) + eps) for gradient G: from the session's moments where AdamW
+    trains `weight` and has stepped, else its first, G / |G| = sign(G) entry by entry (m^ = G, v^ = G^2)."""
+    state = optimizer.state.get(weight, {}) if optimizer is not None else {}
+    group = next((g for g in optimizer.param_groups if group_kind(g) == "adamw"
+                  and any(p is weight for p in g["params"])), None) if "exp_avg" in state else None
+    if group is None:
+        return torch.sign(G), True
+    (beta1, beta2), eps, t = group["betas"], group["eps"], float(state["step"]) + 1
+    m = torch.lerp(state["exp_avg"].detach().double().cpu(), G, 1 - beta1)
+    v = beta2 * state["exp_avg_sq"].detach().double().cpu() + (1 - beta2) * G * G
+    return (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + eps), False
 
 
 def _ns_step(k: int, X: torch.Tensor, values: torch.Tensor, polar: torch.Tensor,
