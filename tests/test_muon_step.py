@@ -107,7 +107,7 @@ def test_the_check_runs_newton_schulz_in_the_dtype_the_device_asks_for(monkeypat
 
 
 def test_an_adamw_sessions_own_update_is_torchs():
-    """Where AdamW trains the matrix, its update is the one torch's AdamW would take next, from the session's moments."""
+    """Where AdamW trains the matrix, its update is the one torch's AdamW takes next, from the session's moments."""
     s = session(optimizer="adamw", steps=3)
     weight = dict(s.model.named_parameters())["blocks.0.attn.v_proj.weight"]
     group = next(g for g in s.trainer.optimizer.param_groups if any(p is weight for p in g["params"]))

@@ -313,8 +313,8 @@ def render_muon(result: MuonResult, console: Console) -> None:
                   f"a^{len(m.steps) - 1} = {grow:.0f} at most: a direction below about {0.5 / grow:.0e} of |u| ends "
                   "below 0.5, and the gradient's weakest directions stay weak")
     big = max(A, B)
-    say(console, f"step: W <- (1 - lr wd) W - lr 0.2 sqrt({big}) O = W - {m.step_scale:.4g} O at the peak lr = {m.lr:g}: "
-                 f"each entry moves {m.step_rms:.2g} (RMS; 0.2 lr = {0.2 * m.lr:.2g}), |ΔW| / |W| = "
+    say(console, f"step: W <- (1 - lr wd) W - lr 0.2 sqrt({big}) O = W - {m.step_scale:.4g} O at the peak lr = "
+                 f"{m.lr:g}: each entry moves {m.step_rms:.2g} (RMS; 0.2 lr = {0.2 * m.lr:.2g}), |ΔW| / |W| = "
                  f"{m.relative_step:.1%}")
     in_dtype = ("float32 too" if m.optimizer_dtype == "float32" else
                 f"{m.optimizer_diff:.0e} in {m.optimizer_dtype}, the dtype it runs in on this device")

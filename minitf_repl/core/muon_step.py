@@ -154,8 +154,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         expected = a * expected + b * expected ** 3 + c * expected ** 5  # p on each singular value
         values = torch.linalg.svdvals(X)
         steps.append(_ns_step(k, X, values, polar, expected))
-    O = X
-    final = values
+    O, final = X, values  # Newton-Schulz's result and its singular values
 
     dtype = fast_dtype(device)
     theirs = {d: newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, NS_EPS, DTYPES[d])[0]
@@ -164,9 +163,10 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     scale = adjusted_lr(lr, adjust, tuple(wide.shape))
     rms = float(O.pow(2).mean().sqrt())
     return MuonStep(
-        name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()), grad=float(G.norm()),
-        momentum=float(mu), had_momentum=old is not None, buffer=float(buffer.norm()), nesterov=bool(nesterov),
-        update=float(u.norm()), coefficients=coefficients, singular=S.tolist(), top=min(TOP, len(S)), u_top_share=_top_share(S),
+        name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()),
+        grad=float(G.norm()), momentum=float(mu), had_momentum=old is not None, buffer=float(buffer.norm()),
+        nesterov=bool(nesterov), update=float(u.norm()), coefficients=coefficients, singular=S.tolist(),
+        top=min(TOP, len(S)), u_top_share=_top_share(S),
         adamw_top_share=_top_share(torch.linalg.svdvals(adamw)), adamw_first=adamw_first, steps=steps,
         o_top_share=_top_share(final), settled=float(((final > 0.5) & (final < 1.5)).double().mean()),
         orthogonal_share=min(TOP, len(S)) / len(S),
@@ -200,10 +200,3 @@ def _ns_step(k: int, X: torch.Tensor, values: torch.Tensor, polar: torch.Tensor,
         polar_distance=float((X - polar).norm() / polar.norm()),
         polynomial_diff=float((values.sort().values - expected.sort().values).abs().max()),
     )
-
-
-def flops(shape: tuple[int, int], steps: int = NS_STEPS) -> int:
-    """The multiply-adds x 2 of `steps` plain Newton-Schulz steps on one A x B matrix (wide form)."""
-    A, B = sorted(shape)
-    return steps * (2 * A * A * B + 2 * A ** 3 + 2 * A * A * B)
-
