@@ -162,3 +162,13 @@ def test_muon_in_the_shell():
         run(s, ":muon matrix=ffn.nope")
     run(s, ":set optimizer=adamw")
     assert ":set optimizer=muon makes Muon take these steps" in plain(run(s, ":muon"))
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_the_check_line_names_the_dtype_the_device_runs(monkeypatch, bf16):
+    monkeypatch.setattr(precision, "native_bf16", lambda device: bf16)
+    out = plain(run(session(), ":muon"))
+    if bf16:
+        assert "in float32 and to " in out and " in bfloat16, the dtype it runs in on this device" in out
+    else:
+        assert "in float32, the dtype it runs in on this device" in out and "bfloat16" not in out

@@ -316,10 +316,10 @@ def render_muon(result: MuonResult, console: Console) -> None:
     say(console, f"step: W <- (1 - lr wd) W - lr 0.2 sqrt({big}) O = W - {m.step_scale:.4g} O at the peak lr = "
                  f"{m.lr:g}: each entry moves {m.step_rms:.2g} (RMS; 0.2 lr = {0.2 * m.lr:.2g}), |ΔW| / |W| = "
                  f"{m.relative_step:.1%}")
-    in_dtype = ("float32 too" if m.optimizer_dtype == "float32" else
-                f"{m.optimizer_diff:.0e} in {m.optimizer_dtype}, the dtype it runs in on this device")
+    ran = (", the dtype it runs in on this device" if m.optimizer_dtype == "float32" else
+           f" and to {m.optimizer_diff:.0e} in {m.optimizer_dtype}, the dtype it runs in on this device")
     say(console, f"checked: the optimizer's own newton_schulz on the same u gives this O to {m.float32_diff:.0e} in "
-                 f"float32" + ("" if m.optimizer_dtype == "float32" else f" and to {in_dtype}"))
+                 f"float32{ran}")
     if m.session_optimizer != "muon":
         note(console, f"this session trains with {m.session_optimizer}; {cmd('set', optimizer='muon')} makes Muon "
                       "take these steps")
