@@ -152,9 +152,9 @@ def test_a_view_only_field_is_left_out_of_the_json_at_any_depth():
 
 
 @dataclass
-class TokResultRenamed:  # :tok's result with one field renamed, as a careless change would do
+class TokResultRenamed:  # :tok's result with a field renamed, as a careless change would do
     text: str
-    pieces: list[str]
+    words: list[str]
     ids: list[int]
     vocab_size: int
     kind: str = "character"
@@ -172,24 +172,27 @@ def _registry_with(result_type, version: int) -> Registry:
     return registry
 
 
+TOK = REGISTRY["tok"].json_version  # the version :tok's fields are at now
+
+
 def test_a_changed_field_without_a_new_version_fails():
-    found = schema.problems(_registry_with(TokResultRenamed, version=1))
-    assert len(found) == 1 and "the fields of minitf.tok/1 changed; raise json_version of :tok" in found[0]
+    found = schema.problems(_registry_with(TokResultRenamed, version=TOK))
+    assert len(found) == 1 and f"the fields of minitf.tok/{TOK} changed; raise json_version of :tok" in found[0]
 
 
 def test_a_new_version_is_written_and_an_old_one_never_rewritten(tmp_path, monkeypatch):
     monkeypatch.setattr(schema, "SCHEMA_DIR", tmp_path)
     monkeypatch.setattr(schema, "DOCS_PAGE", tmp_path / "json.md")
     (tmp_path / "tok.json").write_text((Path(schema.__file__).parent / "schemas" / "tok.json").read_text())
-    refused = schema.write(_registry_with(TokResultRenamed, version=1))
+    refused = schema.write(_registry_with(TokResultRenamed, version=TOK))
     assert refused and "raise json_version of :tok first" in refused[0]
-    assert json.loads((tmp_path / "tok.json").read_text())["$id"] == "minitf.tok/1"  # untouched
-    bumped = _registry_with(TokResultRenamed, version=2)
+    assert json.loads((tmp_path / "tok.json").read_text())["$id"] == f"minitf.tok/{TOK}"  # untouched
+    bumped = _registry_with(TokResultRenamed, version=TOK + 1)
     assert "out of date" in schema.problems(bumped)[0]  # a new version, not yet written
     assert schema.write(bumped) == []
     written = json.loads((tmp_path / "tok.json").read_text())
-    assert written["$id"] == "minitf.tok/2" and "pieces" in written["properties"]
-    assert schema.problems(bumped) == [] and "## `minitf.tok/2`" in (tmp_path / "json.md").read_text()
+    assert written["$id"] == f"minitf.tok/{TOK + 1}" and "words" in written["properties"]
+    assert schema.problems(bumped) == [] and f"## `minitf.tok/{TOK + 1}`" in (tmp_path / "json.md").read_text()
 
 
 def test_the_shell_prints_the_schema_first():
@@ -199,4 +202,4 @@ def test_the_shell_prints_the_schema_first():
 
     result = CliRunner().invoke(cli.app, ["--data", "sort", "tok", "312", "--json"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith('{"schema": "minitf.tok/1", ')
+    assert result.stdout.startswith(f'{{"schema": "minitf.tok/{TOK}", ')

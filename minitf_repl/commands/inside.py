@@ -317,12 +317,34 @@ def render_lens(result: LensResult, console: Console) -> None:
 
 # --- :tok ----------------------------------------------------------------------------------------
 @dataclass
+class TokMerge:
+    """One BPE merge in one piece: two tokens become one, everywhere they stand side by side."""
+
+    left: str
+    right: str
+    rank: int  # when the merge was learned (0 first)
+    tokens: list[str]  # the piece's tokens after it
+
+
+@dataclass
+class TokPiece:
+    """One piece the pre-tokenizer cut the text into, from its bytes to its tokens."""
+
+    start: list[str]  # its bytes, a token each
+    merges: list[TokMerge]
+    whole: bool = False  # in the vocabulary as it stands: taken as one token, no merges (Llama 3's tokenizers)
+
+
+@dataclass
 class TokResult:
     text: str
     tokens: list[str]
     ids: list[int]
     vocab_size: int
     kind: str = "character"  # what one token is
+    pieces: list[TokPiece] | None = None  # merges=on: BPE worked out, piece by piece (None: not asked, or no BPE)
+    merges_agree: bool | None = None  # the merges end on the tokenizer's own tokens (None: not worked out)
+    no_merges: str | None = None  # merges=on where there is nothing to work out: why
 
 
 # --- :score --------------------------------------------------------------------------------------
@@ -479,16 +501,35 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                       f"near 0; {cmd('train')}, then look again")
 
 
-@command("tok", "Show text as the model reads it: its tokens and their ids.", params=[
+@command("tok", "Show text as the model reads it: its tokens and their ids (merges=on: BPE's merges one by one).",
+         params=[
     Param("text", str, help="the text to split into tokens", positional=True),
-])  # fmt: skip
+    Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
+                                              "they were learned"),
+], json_version=2)  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
         raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
-    return TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)
+    result = TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)
+    if not args["merges"]:
+        return result
+    describe = getattr(tokenizer, "merges", None)
+    worked = describe(text) if describe is not None else None
+    if worked is None:
+        result.no_merges = (f"a {tokenizer.unit} tokenizer merges nothing: each {tokenizer.unit} is a token; "
+                            f"{cmd('set', tokenizer='bpe:512')} trains a BPE on the data"
+                            if describe is None else "this tokenizer is not a plain byte-level BPE (byte fallback or "
+                            "another model), so its merges cannot be replayed here")
+        return result
+    names = tokenizer.itos
+    result.pieces = [TokPiece([names[i] for i in piece.start],
+                              [TokMerge(names[m.left], names[m.right], m.rank, [names[i] for i in m.ids])
+                               for m in piece.steps], piece.whole) for piece in worked.pieces]
+    result.merges_agree = worked.agrees
+    return result
 
 
 @render.register(TokResult)
@@ -510,6 +551,37 @@ def render_tok(result: TokResult, console: Console) -> None:
     per = (f"one per {result.kind}" if result.kind == "character"
            else f"subword pieces of {count(len(result.text), 'character')}")
     note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
+    if result.no_merges:
+        note(console, result.no_merges)
+    if result.pieces is not None:
+        _render_merges(result, console)
+
+
+TOK_PIECES = 40  # merges=on lists at most this many pieces, then says how many more
+
+
+def _render_merges(result: TokResult, console: Console) -> None:
+    """BPE worked out: each piece's bytes, then one line a merge with the piece's tokens after it."""
+    say(console, "BPE, piece by piece: each piece starts as its bytes; at each step the adjacent pair learned first "
+                 "(the lowest rank) becomes one token, wherever it occurs", "bold")
+
+    def spaced(tokens: list[str]) -> str:
+        return " ".join(visible(t) for t in tokens)
+
+    for piece in result.pieces[:TOK_PIECES]:
+        whole = " (in the vocabulary whole: taken as one token, no merges)" if piece.whole else ""
+        say(console, f"{''.join(visible(t) for t in piece.start)!r}: {spaced(piece.start)}{whole}")
+        for m in piece.merges:
+            say(console, f"{visible(m.left)} + {visible(m.right)} (rank {m.rank}) -> {spaced(m.tokens)}", indent=2)
+    if len(result.pieces) > TOK_PIECES:
+        note(console, f"... and {count(len(result.pieces) - TOK_PIECES, 'more piece')}")
+    merges = sum(len(p.merges) for p in result.pieces)
+    rising = all(a.rank < b.rank for p in result.pieces for a, b in zip(p.merges, p.merges[1:]))
+    order = "; in every piece the ranks rise: a merge needs the tokens that earlier merges made" if rising else ""
+    check = ("they end on the tokenizer's own tokens (checked)" if result.merges_agree else
+             "they do NOT end on the tokenizer's own tokens: its rules go beyond plain merges")
+    note(console, f"{count(sum(len(p.start) for p in result.pieces), 'byte')} in {count(len(result.pieces), 'piece')}, "
+                  f"{count(merges, 'merge')}, {count(len(result.ids), 'token')}: {check}{order}")
 
 
 # --- :report -------------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ checkpoint's, never a pickle), from GPT-2's vocab.json and merges.txt, or traine
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Callable
 
 from .config import MIN_BPE_TOKENS, parse_tokenizer
@@ -113,6 +115,83 @@ class SubwordTokenizer:
 
     def describe(self) -> str:
         return f"byte-level BPE, {count(self.vocab_size, 'token')}"
+
+    def merges(self, text: str) -> BpeMerges | None:
+        """BPE worked out on `text`, piece by piece: the pre-tokenizer's pieces, each from its bytes, merging at
+        every step the adjacent pair learned first (the lowest rank), every place it occurs (GPT-2's rule).
+
+        None where this is not a plain BPE (another model kind, byte fallback, a word-level tokenizer):
+        the steps would not be the tokenizer's. The result says whether the steps end on the library's own
+        tokens for the whole text (`BpeMerges.agrees`), which the caller checks rather than assumes.
+        """
+        model = json.loads(self.vocab).get("model", {})
+        if model.get("type") != "BPE" or model.get("byte_fallback"):
+            return None
+        vocab = model["vocab"]
+        rank = {tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m): r for r, m in enumerate(model["merges"])}
+        normalizer, pre = self.tokenizer.normalizer, self.tokenizer.pre_tokenizer
+        normal = normalizer.normalize_str(text) if normalizer is not None else text
+        pieces = pre.pre_tokenize_str(normal) if pre is not None else [(normal, (0, len(normal)))]
+        found = []
+        for piece, _ in pieces:
+            symbols = list(piece)
+            if any(sym not in vocab for sym in symbols):
+                return None  # a byte the vocabulary lacks: not a byte-level BPE
+            steps = []
+            whole = bool(model.get("ignore_merges")) and piece in vocab  # Llama 3: a word in the vocabulary is taken
+            if whole:
+                symbols = [piece]
+            while not whole:
+                pairs = {(x, y) for x, y in zip(symbols, symbols[1:]) if (x, y) in rank}
+                if not pairs:
+                    break
+                first = min(pairs, key=rank.__getitem__)
+                symbols = _merged(symbols, first)
+                steps.append(MergeStep(vocab[first[0]], vocab[first[1]], rank[first], [vocab[s] for s in symbols]))
+            ids = [vocab[s] for s in symbols]
+            found.append(PieceMerges([vocab[s] for s in piece], steps, ids, whole))
+        return BpeMerges(found, [i for piece in found for i in piece.ids] == self.encode(text))
+
+
+@dataclass
+class MergeStep:
+    """One merge: the pair (left, right) becomes one token everywhere it is adjacent in the piece."""
+
+    left: int  # the two tokens' ids
+    right: int
+    rank: int  # when the merge was learned: 0 first; a piece takes its merges in this order
+    ids: list[int]  # the piece's tokens after this merge
+
+
+@dataclass
+class PieceMerges:
+    """One pre-tokenized piece of a text (a word with its leading space), from its bytes to its tokens."""
+
+    start: list[int]  # its bytes, each one token
+    steps: list[MergeStep]
+    ids: list[int]  # its tokens after the last merge
+    whole: bool = False  # the tokenizer ignores merges for a piece in its vocabulary, and took this one whole
+
+
+@dataclass
+class BpeMerges:
+    """A text's pieces, each from its bytes to its tokens, and whether the steps end on the tokenizer's own ids."""
+
+    pieces: list[PieceMerges]
+    agrees: bool
+
+
+def _merged(symbols: list[str], pair: tuple[str, str]) -> list[str]:
+    """`symbols` with every adjacent occurrence of `pair`, left to right, made one symbol."""
+    out, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(symbols[i] + symbols[i + 1])
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
 
 
 def train_bpe(text: str, vocab_size: int, progress: Callable[[str], None] | None = None) -> SubwordTokenizer:
