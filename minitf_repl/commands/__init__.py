@@ -10,8 +10,8 @@ Each family of commands is one module holding its result types, its commands and
     settings.py      :config, :set, :data
     checkpoints.py   :save, :load, :ls (and the saves other commands make)
     anatomy.py       :shapes, :params (what the model is made of and costs)
-    worked.py        :qkv, :resid, :ln, :ffn, :kv (one query's attention, the residual stream, one norm, the
-                     feed-forward's units, decoding with the KV cache: worked out by hand)
+    worked.py        :qkv, :rope, :resid, :ln, :ffn, :kv (one query's attention, rotary positions, the residual
+                     stream, one norm, the feed-forward's units, decoding with the KV cache: worked out by hand)
     backprop.py      :grad, :muon (backpropagation on one text: the gradient down the stream, into every part;
                      Muon's step on one matrix: the momentum, Newton-Schulz step by step, the update)
     inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)

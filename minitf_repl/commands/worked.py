@@ -1,13 +1,14 @@
 """The machinery worked out by hand on one input: `:qkv` (one query's attention, q.k to the weighted values),
 `:resid` (the residual stream at one position, what each sublayer adds and what its norm reads),
+`:rope` (rotary positions at one query: q and k turned pair by pair, the score a function of distance),
 `:ln` (one norm at one position, step by step: centre, scale, gain and bias),
 `:ffn` (a feed-forward part at one position as the sum of its hidden units' writes) and `:kv`
 (decoding with the KV cache against the naive loop, step by step).
 
-The numbers come from core.inside (query_attention, residual_stream, norm_worked, feed_forward_neurons,
-cached_decoding), which recompute the formula
-from the tensors the model made and check it against the model's own; these commands pick the
-prompt and the position, check the options, and render the result as the formula's table.
+The numbers come from core.inside (query_attention, rope_worked, residual_stream, norm_worked,
+feed_forward_neurons, cached_decoding), which recompute the formula from the tensors the model made
+and check it against the model's own; these commands pick the prompt and the position, check the
+options, and render the result as the formula's table.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ..syntax import cmd
 from .base import VIEW_DEFAULT, check_layer, command, complete_head_number, complete_layer, view_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
-    from ..core.inside import NormRead, NormWorked, StreamWrite
+    from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
 
 
 def read_at(session: Session, name: str, args: dict, reporter: Reporter,
@@ -222,6 +223,90 @@ def _skipped(result: QkvResult, keys: range) -> list:
     where = f"j = {keys[0]}" if len(keys) == 1 else f"j = {keys[0]}..{keys[-1]}"
     return ["", Text(f"… {where}", style="dim"), "", "", "", Text(f"{weight:.3f}", style="dim"),
             Text(f"{count(len(keys), 'key')} together", style="dim"), ""]
+
+
+# --- :rope ---------------------------------------------------------------------------------------
+@dataclass
+class RopeResult:
+    prompt: str  # the text read (its last max_seq_len tokens)
+    tokens: list[str]
+    rope: RopeWorked  # the rotation redone at the query, key by key and pair by pair
+    dropped: int = 0
+    unit: str = "character"
+    untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+
+
+@command("rope", "Rotary positions worked out at one query: q and k turned pair by pair, every score depending on "
+                 "the distance only.", params=[
+    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    Param("at", int, help="the query position (default -1: the last)", meta="N"),
+    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    Param("head", int, help="the query head (default 0)", complete=complete_head_number),
+])  # fmt: skip
+def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
+    layer = check_layer(session, args["layer"])
+    text, ids, dropped, at = read_at(session, "rope", args, reporter)
+    from ..core.inside import rope_worked
+
+    worked = rope_worked(session.model, ids, layer=layer, head=args["head"] or 0, at=at)
+    return RopeResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], rope=worked,
+                      dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
+                      ablations=switched_off(session))
+
+
+@render.register(RopeResult)
+def render_rope(result: RopeResult, console: Console) -> None:
+    r, i = result.rope, result.rope.at
+    shared = f" (reading key head {r.kv_head})" if r.kv_head != r.head else ""
+    say(console, f"RoPE in block {r.layer}, head {r.head}{shared}, query at position {i} "
+                 f"{visible(result.tokens[i])!r} of {result.prompt[-48:]!r}", "bold")
+    say(console, f"each pair (x_2m, x_2m+1) of q and k is turned by its position times θ_m = {r.base:g}^(-2m/"
+                 f"{r.head_dim}); a turn keeps lengths and R(a)^T R(b) = R(b - a), so R(i)q · R(j)k = q · R((j - i)θ)k: "
+                 "a score depends on the distance i - j, not on where the two tokens stand")
+    shifts = ", ".join(f"{s:,}" for s in r.shifts)
+    say(console, f"checked: redone in float64, the scores agree with the model's rotated q and k to {r.model_diff:.0e}; "
+                 f"moving both positions by {shifts} changes no score by more than {r.shift_diff:.0e}")
+
+    listed = sorted(sorted(range(len(r.keys)), key=lambda j: r.keys[j].dot, reverse=True)[:QKV_ROWS - 2])
+    rows = [[str(j), visible(result.tokens[j]), str(i - j), f"{r.keys[j].dot:+.4f}", f"{r.keys[j].unrotated:+.4f}"]
+            for j in listed]
+    names = ["key j", "token", "i - j", "q·k rotated", "q·k without"]
+    console.print(fitting_table(console, names, rows, left=("token",), optional=("q·k without",)))
+    if len(listed) < len(r.keys):
+        note(console, f"the {count(len(listed), 'key')} with the largest rotated q·k; "
+                      f"{count(len(r.keys) - len(listed), 'other key')} not listed")
+    note(console, "q·k: the dot product before the 1/sqrt(d_k) scale; without: the same q and k with no rotation, "
+                  "as if position did not exist")
+    twins = _same_token_apart(result.tokens, r, listed)
+    if twins:
+        a, b = twins
+        say(console, f"{visible(result.tokens[a])!r} stands at j = {a} and j = {b}: the same key, the same q·k "
+                     f"without rotation ({r.keys[a].unrotated:+.3f}), yet {r.keys[a].dot:+.3f} at distance {i - a} "
+                     f"and {r.keys[b].dot:+.3f} at distance {i - b}: the distance alone tells them apart")
+
+    j = r.shown
+    say(console, f"the largest, key {j} {visible(result.tokens[j])!r} at distance {i - j}, pair by pair:")
+    window = len(r.by_distance)
+    rows = [[str(p.m), f"{p.theta:.3g}", f"{p.wavelength:,.1f}", f"{p.angle:+.3f}", f"{p.share:+.4f}",
+             f"{p.unrotated:+.4f}"] for p in r.pairs]
+    names = ["pair m", "θ_m", "a turn every", "angle (j-i)θ_m", "its term", "without"]
+    console.print(fitting_table(console, names, rows, optional=("without", "θ_m")))
+    fast = sum(p.wavelength < window for p in r.pairs)
+    note(console, f"a turn every 2π/θ_m positions: {count(fast, 'pair')} of {len(r.pairs)} turn fully within the "
+                  f"{window}-position context and tell near from far; the slow ones hardly turn over it and compare "
+                  "what the tokens are, wherever they stand. The terms add up to the score")
+    low = min(r.by_distance)
+    width = max(8, min(window, console.width - 40))
+    say(console, f"the same q and k_{j} at every distance d = 0..{window - 1}: "
+                 f"{spark([v - low for v in r.by_distance], width)} from {low:+.3f} to {max(r.by_distance):+.3f}")
+    note(console, "that is the score key j's content would get at each distance from the query: RoPE makes the "
+                  "score a function of content and distance")
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: its q and k are random; {cmd('train')}, then look again")
 
 
 # --- :resid --------------------------------------------------------------------------------------
@@ -552,6 +637,18 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its units are random; {cmd('train')}, then look again")
+
+
+def _same_token_apart(tokens: list[str], r: RopeWorked, listed: list[int]) -> tuple[int, int] | None:
+    """Two of the `listed` keys with one token and the same unrotated q·k (in the first layer, always; later, where
+    the two agree), the pair whose rotated scores differ most; None if there are no such two."""
+    best, found = 0.0, None
+    for n, a in enumerate(listed):
+        for b in listed[n + 1:]:
+            same = abs(r.keys[a].unrotated - r.keys[b].unrotated) < 1e-6 * max(1.0, abs(r.keys[a].unrotated))
+            if tokens[a] == tokens[b] and same and abs(r.keys[a].dot - r.keys[b].dot) > best:
+                best, found = abs(r.keys[a].dot - r.keys[b].dot), (a, b)
+    return found
 
 
 def _spread(sizes: list[float]) -> float:

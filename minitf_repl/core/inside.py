@@ -1,8 +1,9 @@
 """The numbers behind the "look inside" views: attention maps, one query's attention worked out by
-hand, the residual stream at one position, one norm worked out step by step, a feed-forward part as
-the sum of its hidden units, decoding with the KV cache against the naive loop, the next-token
-microscope, the logit lens, teacher forcing (every next token of a text scored at once), the
-embeddings' neighbours, and the probability each generated token had (`:gen show=probs`).
+hand, rotary positions at one query, the residual stream at one position, one norm worked out step
+by step, a feed-forward part as the sum of its hidden units, decoding with the KV cache against the
+naive loop, the next-token microscope, the logit lens, teacher forcing (every next token of a text
+scored at once), the embeddings' neighbours, and the probability each generated token had
+(`:gen show=probs`).
 
 Each view runs the model once on one sequence and only listens, like `core.trace`: forward hooks
 on the `Probe` identities read the tensors during one core.probe.listening pass (eval mode, no
@@ -223,6 +224,116 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
         model_out_diff=float((out - model_O).abs().max()),
         fused_out_diff=float((out - fused.double()).abs().max()),
         turned=[name for name, on in (("qk_norm", attn.q_norm is not None), ("rope", attn.rope is not None)) if on],
+    )
+
+
+# --- RoPE at one query, worked by hand ---------------------------------------------------------------
+@dataclass
+class RopeKey:
+    """One key position j the query reads: its score with RoPE, and without any rotation."""
+
+    j: int
+    dot: float  # R(i) q . R(j) k_j = q . R((j - i) theta) k_j: what the scores see (before 1/sqrt(d_k))
+    unrotated: float  # q . k_j: the same vectors with no position at all
+
+
+@dataclass
+class RopePair:
+    """One pair (2m, 2m+1) of the head's features: its frequency, and its share of q . k for the key shown."""
+
+    m: int
+    theta: float  # the angle it turns a position: base^(-2m / head_dim)
+    wavelength: float  # 2 pi / theta: positions for a full turn
+    angle: float  # (j - i) theta for the key shown, in radians
+    share: float  # its term of R(i) q . R(j) k (the terms add up to the score)
+    unrotated: float  # its term of q . k
+
+
+@dataclass
+class RopeWorked:
+    """RoPE in one head at one query position i, worked out by hand in float64.
+
+    RoPE rotates each pair (x_2m, x_2m+1) of a head's q and k by pos * theta_m. A rotation keeps
+    lengths, and R(a)^T R(b) = R(b - a), so R(i) q . R(j) k = q . R((j - i) theta) k: the score
+    depends on the distance i - j only. The view reads q and k as the rotation receives them (after
+    qk_norm where the model has it) and redoes the rotation; `model_diff` checks it against the
+    model's rotated vectors, `shift_diff` moves both positions by several amounts and checks that
+    no score changes.
+    """
+
+    token_ids: list[int]
+    layer: int
+    head: int
+    kv_head: int  # the key head this query head reads (itself; under GQA/MQA its group's)
+    at: int  # the query position i
+    head_dim: int
+    base: float  # theta_m = base^(-2m / head_dim)
+    keys: list[RopeKey]  # every key j <= i
+    shown: int  # the key whose pairs are listed: the one with the largest rotated score
+    pairs: list[RopePair]
+    by_distance: list[float]  # q . R(-d theta) k_shown for d = 0 .. max_seq_len - 1: the same vectors at every distance
+    shifts: list[int]  # how far both positions were moved for the check
+    shift_diff: float  # max change of any score under those shifts (rounding)
+    model_diff: float  # max |R(i) q . R(j) k here - the model's own rotated q . k|
+
+
+def _rotate(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """x (..., D) at `positions` (...,): each pair (x_2m, x_2m+1) turned by position * theta_m (the paper's pairs)."""
+    angle = positions[..., None].double() * theta  # (..., D/2)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = even * angle.cos() - odd * angle.sin()
+    out[..., 1::2] = even * angle.sin() + odd * angle.cos()
+    return out
+
+
+def rope_worked(model: nn.Module, idx, layer: int = 0, head: int = 0, at: int = -1) -> RopeWorked:
+    """Head `head` of block `layer` at query position `at`: RoPE's rotation redone by hand (see RopeWorked)."""
+    idx = one_sequence(model, idx, "RoPE view")
+    attn = block_at(model, layer).attn
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < attn.n_heads:
+        raise UserError(f"head {head!r} does not exist; choose one of 0..{attn.n_heads - 1}")
+    if attn.rope is None:
+        raise UserError("this model has no rotary positions (pos_encoding is not rope): its positions are added at "
+                        "the input, or absent; set pos_encoding=rope (or the llama preset), then look again")
+    T = idx.shape[1]
+    i = position(at, T)
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(module, inputs, output):  # the rotation's input (q, k) and output (rotated q, k)
+        seen["q"], seen["k"] = inputs[0][0].detach().double().cpu(), inputs[1][0].detach().double().cpu()
+        seen["q_rot"], seen["k_rot"] = output[0][0].detach().double().cpu(), output[1][0].detach().double().cpu()
+
+    with listening_pass(model, [(attn.rope, keep)]):
+        model(idx)
+    kv_head = head // (attn.n_heads // attn.n_kv_heads)
+    q, k = seen["q"][head, i], seen["k"][kv_head, : i + 1]  # (D,), (i+1, D)
+    D = q.shape[0]
+    theta = attn.rope.base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+    positions = torch.arange(i + 1)
+
+    def scores(shift: int) -> torch.Tensor:
+        return _rotate(k, positions + shift, theta) @ _rotate(q, torch.tensor(i + shift), theta)  # (i+1,)
+
+    dots = scores(0)
+    shifts = [s for s in (1, 7, 100, 10_000) if s]
+    model_dots = seen["k_rot"][kv_head, : i + 1] @ seen["q_rot"][head, i]
+    j = int(dots.argmax())
+    turned = _rotate(k[j], torch.tensor(j - i), theta)  # R((j - i) theta) k_j
+    shares = (q.view(-1, 2) * turned.view(-1, 2)).sum(-1)  # each pair's term of q . R((j - i) theta) k_j
+    plain = (q.view(-1, 2) * k[j].view(-1, 2)).sum(-1)
+    window = attn.rope.cos.shape[0]
+    by_distance = _rotate(k[j].expand(window, D), -torch.arange(window), theta) @ q
+    return RopeWorked(
+        token_ids=idx[0].tolist(), layer=layer, head=head, kv_head=kv_head, at=i, head_dim=D,
+        base=float(attn.rope.base),
+        keys=[RopeKey(jj, float(dots[jj]), float(k[jj] @ q)) for jj in range(i + 1)],
+        shown=j,
+        pairs=[RopePair(m, float(theta[m]), float(2 * math.pi / theta[m]), float((j - i) * theta[m]),
+                        float(shares[m]), float(plain[m])) for m in range(D // 2)],
+        by_distance=by_distance.tolist(), shifts=shifts,
+        shift_diff=max(float((scores(s) - dots).abs().max()) for s in shifts),
+        model_diff=float((dots - model_dots).abs().max()),
     )
 
 
