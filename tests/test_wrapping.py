@@ -168,6 +168,8 @@ def real_results(tmp_path_factory):
                                                     "eval_every": 1})
         run_command(s, "set", {"n_experts": 4, "experts_per_token": 2})
         out["experts"] = run_command(s, "experts", {})
+        run_command(s, "set", {"n_experts": 1, "pos_encoding": "rope"})
+        out["rope"] = run_command(s, "rope", {"prompt": "1234=4321" * 3, "layer": 1, "head": 3})  # GQA: a shared head
     finally:
         speed.QUANTIZE_TOKENS = tokens
     return out
@@ -178,7 +180,7 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
         "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
-        "plot block_grad")
+        "plot block_grad", "rope")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
