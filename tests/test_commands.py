@@ -221,6 +221,22 @@ def test_a_command_cannot_spell_two_options_alike():
         registry.add(Command("x", lambda *a: None, "X.", (), [Param("steps", int), Param("length", int, aliases=("steps",))]))
 
 
+def test_help_lists_the_commands_under_their_familys_heading():
+    """Each family module names itself (FAMILY); :help prints the names as headings, every command once, in order."""
+    from test_render import text_of
+
+    result = run(Session(data_spec="sort"), ":help")
+    families = list(dict.fromkeys(e.family for e in result.entries))
+    assert families[:3] == ["the shell", "training", "generating"] and "worked out by hand" in families
+    assert all(e.family == sys.modules[REGISTRY[e.name].func.__module__].FAMILY for e in result.entries)
+    lines = text_of(result, 100).splitlines()
+    headings = [line for line in lines if line in families]
+    assert headings == families  # each heading once, in the registry's order
+    by_heading = {family: lines.index(family) for family in families}
+    assert by_heading["learning: backprop and the optimizer"] < next(
+        n for n, line in enumerate(lines) if line.strip().startswith(":muon")) < by_heading["inside the model"]
+
+
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
     # :help lists them by family (commands/__init__.py imports the families in this order)
     assert list(REGISTRY) == ["help", "quit", "train", "plot", "gen", "config", "set", "data", "save", "load", "parity", "ls",

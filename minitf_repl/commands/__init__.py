@@ -22,8 +22,8 @@ A command is registered with `@command(...)` (base.py), with everything the fron
 about it declared on the registration (registry.py): its options, what completes them, whether it
 needs torch, whether it is REPL-only. Commands never print: progress and generated text leave
 through a `Reporter`, results are returned, and their renderers draw them. A new command `:foo` is
-one new module here (its result, its function, its renderer) and one import line below; nothing
-else changes.
+one new module here (its result, its function, its renderer, and its `FAMILY`, the heading `:help`
+lists it under) and one import line below; nothing else changes.
 
 Every command validates all of its arguments before it changes anything, so a failed command
 leaves the session as it was. Errors a user can cause are `UserError`s with a one-sentence message.
@@ -40,8 +40,8 @@ from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveRe
 from .generate import GenResult
 from .help import HelpEntry, HelpResult, QuitResult
 from .inside import AttnResult, LENS_AT, LensResult, LensRow, ReportResult, StepResult, StepRow, TokResult
-from .backprop import GradResult
-from .worked import FfnResult, FfnUnit, KvResult, KvStep, QkvResult, ResidResult
+from .backprop import GradResult, MuonResult
+from .worked import FfnResult, FfnUnit, KvResult, KvStep, LnResult, QkvResult, ResidResult, RopeResult
 from .why import AttribPart, AttribResult, PatchResult, patch_reading
 from .lab import AblateResult, CompareResult, ExpertsResult
 from .settings import ConfigResult, DataResult, SetResult
@@ -50,9 +50,9 @@ from .train import PlotResult, PlotSeries, TrainResult
 
 __all__ = [
     "DATA_NAMES", "LENS_AT", "REGISTRY", "AblateResult", "AttnResult", "AttribPart", "AttribResult", "CompareResult", "ConfigResult", "DataResult",
-    "DeviceResult", "ExpertsResult", "FfnResult", "FfnUnit", "GenResult", "GradResult", "HelpEntry", "HelpResult", "KVCacheSize", "KvResult", "KvStep", "LensResult", "LensRow",
-    "LoadResult", "LsResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries", "QkvResult",
-    "QuantizeResult", "QuitResult", "ResidResult",
+    "DeviceResult", "ExpertsResult", "FfnResult", "FfnUnit", "GenResult", "GradResult", "HelpEntry", "HelpResult", "KVCacheSize", "KvResult", "KvStep", "LensResult", "LensRow", "LnResult",
+    "LoadResult", "LsResult", "MuonResult", "ParamsResult", "ParityLayer", "ParityResult", "PatchResult", "PlotResult", "PlotSeries", "QkvResult",
+    "QuantizeResult", "QuitResult", "ResidResult", "RopeResult",
     "ReportResult", "SaveResult", "SetResult", "ShapesResult", "StepResult", "StepRow", "TokResult", "TrainResult",
     "command", "patch_reading",
 ]

@@ -29,6 +29,8 @@ from .base import check_layer, command, view_prompt
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.trace import TraceRecord
 
+FAMILY = "what the model is made of"  # the heading :help lists this module's commands under
+
 
 # --- :shapes -------------------------------------------------------------------------------------
 @dataclass

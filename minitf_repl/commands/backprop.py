@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
     from ..core.muon_step import MuonStep
 
+FAMILY = "learning: backprop and the optimizer"  # the heading :help lists this module's commands under
+
 
 # How each optimizer turns a gradient into a step: why the step column does not follow |dL/dW|.
 OPTIMIZER_STEPS = {

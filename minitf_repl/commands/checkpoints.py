@@ -30,6 +30,9 @@ from .shared import SaveResult, save_session
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
 
+FAMILY = "checkpoints"  # the heading :help lists this module's commands under
+
+
 DEFAULT_SAVE_NAME = "last"
 
 

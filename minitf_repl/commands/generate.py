@@ -25,6 +25,8 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import train_first
 from .base import command, default_prompt, with_given
 
+FAMILY = "generating"  # the heading :help lists this module's commands under
+
 
 @dataclass
 class GenResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -19,6 +20,8 @@ from ..syntax import cmd
 from ..session import Session
 from .base import REGISTRY, command, complete_command
 
+FAMILY = "the shell"  # the heading :help lists this module's commands under
+
 
 @dataclass
 class HelpEntry:
@@ -26,6 +29,7 @@ class HelpEntry:
     aliases: tuple
     summary: str
     usage: str  # e.g. ":train [steps=N] [lr=X] ..."
+    family: str = ""  # the heading it is listed under: its module's FAMILY ("training", "worked out by hand")
 
 
 @dataclass
@@ -54,7 +58,8 @@ class HelpResult:
 
 
 def _entry(cmd: Command) -> HelpEntry:
-    return HelpEntry(cmd.name, cmd.aliases, cmd.summary, cmd.usage())
+    family = getattr(sys.modules.get(cmd.func.__module__), "FAMILY", "more")  # each family module names itself
+    return HelpEntry(cmd.name, cmd.aliases, cmd.summary, cmd.usage(), family)
 
 
 @command("help", "List the commands, or show one command's options or one setting.", params=[
@@ -109,13 +114,21 @@ def render_help(result: HelpResult, console: Console) -> None:
     if result.detail is not None:
         render_command_help(result, console)
         return
-    table = Table(box=None, pad_edge=False, show_header=False)
-    table.add_column("command", style="bold", no_wrap=True)
-    table.add_column("summary", ratio=1)
-    for entry in result.entries:
-        names = ", ".join(":" + n for n in (entry.name, *entry.aliases))
-        add_row(table, names, entry.summary)
-    console.print(table)
+    def names(entry: HelpEntry) -> str:
+        return "  " + ", ".join(":" + n for n in (entry.name, *entry.aliases))
+
+    width = max(len(names(entry)) for entry in result.entries)  # one column width for every family's table
+    families: dict[str, list[HelpEntry]] = {}
+    for entry in result.entries:  # in the registry's order, which keeps a family together
+        families.setdefault(entry.family, []).append(entry)
+    for family, entries in families.items():
+        say(console, family, "bold cyan")
+        table = Table(box=None, pad_edge=False, show_header=False)
+        table.add_column("command", style="bold", no_wrap=True, min_width=width)
+        table.add_column("summary", ratio=1)
+        for entry in entries:
+            add_row(table, names(entry), entry.summary)
+        console.print(table)
     note(console, "A line without ':' is a prompt: the model continues it (like :gen PROMPT).")
     note(console, ":help COMMAND shows its options, :help KEY a setting; Tab completes; Ctrl-C stops a running "
                   "command.")

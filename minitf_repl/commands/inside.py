@@ -38,6 +38,7 @@ from .base import (VIEW_DEFAULT, check_layer, command, complete_head, complete_l
                    true_next, view_prompt, with_given, known_text)
 from .train import history_series
 
+FAMILY = "inside the model"  # the heading :help lists this module's commands under
 
 
 # --- :attn ---------------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ from .shared import load_checked, read_with, recipe_line
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
 
+FAMILY = "the variant lab"  # the heading :help lists this module's commands under
+
 
 # --- :compare ------------------------------------------------------------------------------------
 @dataclass

@@ -39,6 +39,8 @@ from .shared import keep_trained_model, load_checked, read_with, recipe_line, sw
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
 
+FAMILY = "settings and data"  # the heading :help lists this module's commands under
+
 
 # --- :config -------------------------------------------------------------------------------------
 @dataclass

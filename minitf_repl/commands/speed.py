@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.device import DeviceInfo
     from ..core.quantize import QuantizeMeasure
 
+FAMILY = "devices and speed"  # the heading :help lists this module's commands under
+
 
 # --- :device -------------------------------------------------------------------------------------
 @dataclass

@@ -37,6 +37,9 @@ from .base import (check_layer, command, complete_checkpoint, complete_data, com
                    view_prompt)
 from .shared import AUTOSAVES_KEPT, load_checked, rebuilt_line, recipe_line, save_session, switch_data
 
+FAMILY = "training"  # the heading :help lists this module's commands under
+
+
 SCHEDULES = ("new", "continue")
 TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig fields :train sets for good
 CURVE_ROWS = 200  # the most history rows a result carries for its chart

@@ -29,6 +29,8 @@ from ..session import Session
 from ..syntax import cmd
 from .base import VIEW_DEFAULT, command, true_next, view_prompt
 
+FAMILY = "why it answers"  # the heading :help lists this module's commands under
+
 
 def one_token(session: Session, text: str, what: str = "target") -> int:
     """The id of `text`, which must be exactly one token of the vocabulary."""

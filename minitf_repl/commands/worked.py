@@ -37,6 +37,8 @@ from .base import VIEW_DEFAULT, check_layer, command, complete_head_number, comp
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
 
+FAMILY = "worked out by hand"  # the heading :help lists this module's commands under
+
 
 def read_at(session: Session, name: str, args: dict, reporter: Reporter,
             default=lambda T: T - 1) -> tuple[str, list[int], int, int]:
