@@ -135,6 +135,7 @@ def test_which_matrices_and_what_an_adamw_session_gets():
     with pytest.raises(UserError, match="block 0 has no matrix 'token_embedding' that Muon trains; choose one of "
                                         "attn.q_proj, "):
         muon_step(s.model, s.data, matrix="token_embedding")
+    assert muon_step(s.model, s.data, matrix="fc_in").name == "blocks.0.ffn.fc_in.weight"  # the last part will do
     swiglu = session(activation="swiglu")
     assert "ffn.gate_proj" in matrix_names(swiglu.model, 0)
 

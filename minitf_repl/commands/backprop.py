@@ -257,8 +257,8 @@ def _complete_matrix(session: Session) -> list[str]:
                  "(every singular value pushed towards 1), the update.", params=[
     Param("layer", int, help="the block (default 0)", complete=complete_layer),
     Param("matrix", str, help="the matrix in the block (default attn.q_proj; the default model's others: "
-                              "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out; Tab lists the "
-                              "model's)", complete=_complete_matrix, meta="NAME"),
+                              "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
+                              "lists the model's)", complete=_complete_matrix, meta="NAME"),
     Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
 ])  # fmt: skip
 def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:

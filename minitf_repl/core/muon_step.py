@@ -106,6 +106,9 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     written); `lr`: the peak rate the step is scaled by.
     """
     names = matrix_names(model, layer)
+    ends = [n for n in names if n.endswith("." + matrix)]  # "fc_in" for "ffn.fc_in", where only one name ends so
+    if matrix not in names and len(ends) == 1:
+        matrix = ends[0]
     if matrix not in names:
         raise UserError(f"block {layer} has no matrix {matrix!r} that Muon trains; choose one of {', '.join(names)}")
     name = f"blocks.{layer}.{matrix}.weight"
