@@ -32,7 +32,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import check_layer, command, complete_layer, known_text, view_prompt
+from .base import BLOCK, check_layer, command, known_text, view_prompt
 from .worked import ablation_note, rounding, stream_update, switched_off
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -255,7 +255,7 @@ def _complete_matrix(session: Session) -> list[str]:
 
 @command("muon", "Muon's step on one matrix worked out: the gradient, the momentum, Newton-Schulz step by step "
                  "(every singular value pushed towards 1), the update.", params=[
-    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    BLOCK,
     Param("matrix", str, help="the matrix in the block (default attn.q_proj; the default model's others: "
                               "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
                               "lists the model's)", complete=_complete_matrix, meta="NAME"),

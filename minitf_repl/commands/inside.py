@@ -10,7 +10,6 @@ it; without (NO_COLOR, a pipe, a test console) the same information as character
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -34,8 +33,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (VIEW_DEFAULT, check_layer, command, complete_head, complete_layer, default_prompt, sample_prompt,
-                   true_next, view_prompt, with_given, known_text)
+from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head, default_prompt,
+                   sample_prompt, true_next, view_prompt, with_given, known_text)
 from .train import history_series
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
@@ -55,8 +54,8 @@ class AttnResult:
 
 
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
-    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    VIEW_TEXT,
+    BLOCK,
     Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
 ], json_version=2)  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
@@ -247,7 +246,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
 
 
 @command("lens", "The logit lens: what the model would guess next if it stopped after each layer.", params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
 ], json_version=2)  # fmt: skip

@@ -32,7 +32,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import VIEW_DEFAULT, check_layer, command, complete_head_number, complete_layer, view_prompt
+from .base import (BLOCK, LAST_POSITION, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head_number,
+                   view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -117,10 +118,10 @@ class QkvResult:
 
 @command("qkv", "One query's attention worked out: q.k for every key, the scale, the causal mask, softmax, the "
                 "weighted values.", params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    VIEW_TEXT,
     Param("at", int, help="the query position (default: the middle of the text, so the mask has a future to "
                           "hide; -1: the last)", meta="N"),
-    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    BLOCK,
     Param("head", int, help="the query head (default 0)", complete=complete_head_number),
 ])  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
@@ -241,9 +242,9 @@ class RopeResult:
 
 @command("rope", "Rotary positions worked out at one query: q and k turned pair by pair, every score depending on "
                  "the distance only.", params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
+    VIEW_TEXT,
     Param("at", int, help="the query position (default -1: the last)", meta="N"),
-    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    BLOCK,
     Param("head", int, help="the query head (default 0)", complete=complete_head_number),
 ])  # fmt: skip
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
@@ -335,8 +336,8 @@ class ResidResult:
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
                   "add, what the norms read.", params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
-    Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
+    VIEW_TEXT,
+    LAST_POSITION,
 ], json_version=2)  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
@@ -434,9 +435,9 @@ class LnResult:
 
 @command("ln", "One norm worked out at one position: centre, divide by the spread, gain and bias, feature by "
                "feature; every position comes out the same size.", aliases=("layernorm",), params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
-    Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
-    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    VIEW_TEXT,
+    LAST_POSITION,
+    BLOCK,
     Param("which", str, choices=("ln_1", "ln_2", "ln_f"),
           help="which norm: ln_1 (before attention, the default), ln_2 (before the FFN), ln_f (the final one, "
                "before the head)"),
@@ -576,9 +577,9 @@ class FfnResult:
 
 @command("ffn", "The feed-forward at one position as a sum of its hidden units' writes: which fire, how much each "
                 "adds, which tokens each pushes.", params=[
-    Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True),
-    Param("at", int, help="the position (default -1: the last, the one that predicts the next token)", meta="N"),
-    Param("layer", int, help="the block (default 0)", complete=complete_layer),
+    VIEW_TEXT,
+    LAST_POSITION,
+    BLOCK,
     Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=256),
 ], json_version=2)  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
