@@ -289,7 +289,8 @@ def render_rope(result: RopeResult, console: Console) -> None:
                      f"and {r.keys[b].dot:+.3f} at distance {i - b}: the distance alone tells them apart")
 
     j = r.shown
-    say(console, f"the largest, key {j} {visible(result.tokens[j])!r} at distance {i - j}, pair by pair:")
+    which = "the largest before the query" if j < i else "the query's own key"
+    say(console, f"{which}, key {j} {visible(result.tokens[j])!r} at distance {i - j}, pair by pair:")
     window = len(r.by_distance)
     rows = [[str(p.m), f"{p.theta:.3g}", f"{p.wavelength:,.1f}", f"{p.angle:+.3f}", f"{p.share:+.4f}",
              f"{p.unrotated:+.4f}"] for p in r.pairs]

@@ -269,7 +269,7 @@ class RopeWorked:
     head_dim: int
     base: float  # theta_m = base^(-2m / head_dim)
     keys: list[RopeKey]  # every key j <= i
-    shown: int  # the key whose pairs are listed: the one with the largest rotated score
+    shown: int  # the key whose pairs are listed: the earlier key with the largest rotated score (at 0: itself)
     pairs: list[RopePair]
     by_distance: list[float]  # q . R(-d theta) k_shown for d = 0 .. max_seq_len - 1: the same vectors at every distance
     shifts: list[int]  # how far both positions were moved for the check
@@ -318,7 +318,7 @@ def rope_worked(model: nn.Module, idx, layer: int = 0, head: int = 0, at: int = 
     dots = scores(0)
     shifts = [s for s in (1, 7, 100, 10_000) if s]
     model_dots = seen["k_rot"][kv_head, : i + 1] @ seen["q_rot"][head, i]
-    j = int(dots.argmax())
+    j = int(dots[:i].argmax()) if i else 0  # the query's own key is at distance 0, where nothing turns
     turned = _rotate(k[j], torch.tensor(j - i), theta)  # R((j - i) theta) k_j
     shares = (q.view(-1, 2) * turned.view(-1, 2)).sum(-1)  # each pair's term of q . R((j - i) theta) k_j
     plain = (q.view(-1, 2) * k[j].view(-1, 2)).sum(-1)
