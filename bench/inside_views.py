@@ -8,9 +8,10 @@ Part 1 times the engine on `ModelConfig()` defaults (4 layers x 4 heads x 128 wi
 with a vocabulary of 100 and two 64-token prompts (the longest the default model reads):
 `activation_patching` (every stream position and every head: 5 x 64 + 16 patched runs, batched),
 `direct_logit_attribution`, `logit_lens` at=mid and at=both, `backprop` with and without its float64
-slope check; then the commands end to end
-(`run_command` on a default Session, pydoc data, the default prompt; :patch on two 16-character
-prompts; :muon on the largest matrix, a batch of 16 x 64; :rope on the default model with pos_encoding=rope). Medians of several runs after one warm-up each; rendering is not included.
+slope check; then the commands end to end (`run_command` on a default Session, pydoc data, the
+default prompt; :patch on two 16-character prompts; :muon on the largest matrix, a batch of 16 x 64;
+:rope on the default model with pos_encoding=rope). Medians of several runs after one warm-up each;
+rendering is not included.
 
 Part 2 runs the default :train (pydoc, 600 steps, an evaluation every 100) plain and with each
 watch= view, alternated (plain, attn, lens, samples, grad, plain, ...), each from a fresh default
