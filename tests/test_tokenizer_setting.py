@@ -214,3 +214,26 @@ def test_compare_tokenizer_on_a_task_is_one_line():
         run(session, ":compare tokenizer=char tokenizer=bpe:300 steps=2")
     with pytest.raises(UserError, match="at least 257 tokens"):
         run(session, ":compare current tokenizer=bpe:20 steps=2")
+
+
+def test_a_character_models_folder_comes_back_as_characters(tmp_path):
+    """`:save hf:` writes a character model's vocabulary as a word-level tokenizer.json; `:load hf:` reads it back as
+    the character tokenizer it was, so the settings stay valid (it once read as "bpe:103", and every :set failed)."""
+    from minitf_repl.core.bpe import characters_as_tokenizer, characters_of
+    from minitf_repl.core.data import CharTokenizer
+
+    session = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16,
+                                  activation="gelu_tanh"),
+                      TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu",
+                      checkpoint_dir=tmp_path / "ck")
+    run(session, ":train steps=2")
+    run(session, f":save hf:{tmp_path / 'folder'}")
+    again = Session(data_spec="pydoc", device_name="cpu", checkpoint_dir=tmp_path / "ck")
+    run(again, f":load hf:{tmp_path / 'folder'}")
+    tokenizer = again.data.tokenizer
+    assert isinstance(tokenizer, CharTokenizer) and tokenizer.itos == session.data.tokenizer.itos
+    assert "tokenizer char" in text_of(run(again, ":config"))
+    run(again, ":set n_layers=2 autosave=off")  # a setting changes, the model is rebuilt: no tokenizer complaint
+    assert again.model_config.n_layers == 2
+    assert characters_of(SubwordTokenizer(characters_as_tokenizer(list("ab c")))) == "ab c"
+    assert characters_of(train_bpe(TEXT, 300)) is None  # a real BPE stays one

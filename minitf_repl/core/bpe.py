@@ -229,6 +229,25 @@ def _chunks(text: str, size: int = 1 << 16):
         yield text[start : start + size]
 
 
+def characters_of(tokenizer: SubwordTokenizer) -> str | None:
+    """The characters, in id order, of a tokenizer that reads one character a token, as `characters_as_tokenizer`
+    writes one (a word-level vocabulary of single characters, every id used); None for any other tokenizer.
+
+    A folder `:save hf:` wrote from a character model holds such a tokenizer.json; read back as what it is, its
+    model trains, compares and changes settings as a character model (a "BPE" of 103 tokens would be none).
+    """
+    model = json.loads(tokenizer.vocab).get("model", {})
+    vocab = model.get("vocab")
+    if model.get("type") != "WordLevel" or not isinstance(vocab, dict) or not vocab:
+        return None
+    if sorted(vocab.values()) != list(range(len(vocab))) or any(len(piece) != 1 for piece in vocab):
+        return None
+    chars = "".join(sorted(vocab, key=vocab.__getitem__))
+    if tokenizer.tokenizer.encode(chars, add_special_tokens=False).ids != list(range(len(chars))):
+        return None  # a word-level tokenizer that does not split every character apart
+    return chars
+
+
 def characters_as_tokenizer(itos: list[str]):
     """A character tokenizer's vocabulary as a `tokenizers` one (a token per character, ids unchanged),
     so that a folder written for transformers carries it (core.hf.save_folder)."""

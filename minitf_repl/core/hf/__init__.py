@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from ..bpe import SubwordTokenizer, characters_as_tokenizer
+from ..bpe import SubwordTokenizer, characters_as_tokenizer, characters_of
 from ..config import ModelConfig
+from ..data import CharTokenizer
 from ..errors import CheckpointError, ConfigError, UserError
 from . import gpt2, llama
 from .common import get
@@ -95,8 +96,9 @@ def lab_config(folder: Folder) -> ModelConfig:
     return config
 
 
-def read_tokenizer(path: Path, vocab_size: int) -> SubwordTokenizer:
-    """tokenizer.json, or GPT-2's vocab.json and merges.txt; its ids must fit the model's embedding."""
+def read_tokenizer(path: Path, vocab_size: int) -> SubwordTokenizer | CharTokenizer:
+    """tokenizer.json, or GPT-2's vocab.json and merges.txt; its ids must fit the model's embedding. One that reads a
+    character a token, as `:save hf:` writes a character model's, comes back as the character tokenizer it was."""
     if (path / TOKENIZER).exists() or (path / TOKENIZER).is_symlink():
         text = read_bounded(path / TOKENIZER, MAX_TOKENIZER_BYTES, TOKENIZER).decode("utf-8", errors="replace")
         tokenizer = SubwordTokenizer.from_json(text, vocab_size, where=str(path / TOKENIZER))
@@ -113,6 +115,9 @@ def read_tokenizer(path: Path, vocab_size: int) -> SubwordTokenizer:
     if tokenizer.own_size > vocab_size:
         raise CheckpointError(f"the tokenizer has {tokenizer.own_size:,} tokens but the model's embedding only "
                               f"{vocab_size:,} rows; use the tokenizer of the same model")
+    chars = characters_of(tokenizer)  # a character model's folder (`:save hf:`): its tokenizer is characters
+    if chars is not None and len(chars) == vocab_size:
+        return CharTokenizer.from_vocab(chars)
     return tokenizer
 
 
