@@ -16,13 +16,14 @@ from minitf_repl.commands import REGISTRY
 from minitf_repl.core import precision
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
-from minitf_repl.core.muon_step import NS_COEFFICIENTS, matrix_names, muon_step
+from minitf_repl.core.muon_step import matrix_names, muon_step
 from minitf_repl.core.optimizers import newton_schulz
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
 from test_render import plain, text_of
 
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's quintic, the reference here
 SMALL = ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
 
 

@@ -24,16 +24,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from .config import TrainConfig
 from .errors import UserError
-from .optimizers import (MUON_LR_ADJUSTMENT, MUON_MOMENTUM, adjusted_lr, group_kind, hidden_matrices,
-                         newton_schulz)
+from .optimizers import adjusted_lr, group_kind, hidden_matrices, make_optimizer, newton_schulz
 from .precision import DTYPES, fast_dtype
 
 TOP = 10  # the share of |M|^2 in a matrix's TOP largest singular directions says how concentrated it is
-# torch.optim.Muon's own defaults, which the session's optimizer uses (read from its group where it has one)
-NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
-NS_STEPS = 5
-NS_EPS = 1e-7
 
 
 @dataclass
@@ -114,16 +110,13 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     name = f"blocks.{layer}.{matrix}.weight"
     weight = dict(model.named_parameters())[name]
 
-    group = None
-    if optimizer is not None:
-        group = next((g for g in optimizer.param_groups if group_kind(g) == "muon"
-                      and any(p is weight for p in g["params"])), None)
-    mu = group["momentum"] if group else MUON_MOMENTUM
-    nesterov = group["nesterov"] if group else True
-    a, b, c = coefficients = tuple(group["ns_coefficients"]) if group else NS_COEFFICIENTS
-    n_steps = group["ns_steps"] if group else NS_STEPS
-    adjust = group["adjust_lr_fn"] if group else MUON_LR_ADJUSTMENT
-    old = optimizer.state.get(weight, {}).get("momentum_buffer") if group else None
+    group = _group_of(optimizer, weight, "muon")
+    trains = group is not None  # the session's optimizer is Muon for this matrix
+    if not trains:  # the settings a Muon optimizer of this model would have (core.optimizers makes it)
+        group = _group_of(make_optimizer(model, TrainConfig(optimizer="muon")), weight, "muon")
+    mu, nesterov, n_steps, eps = group["momentum"], group["nesterov"], group["ns_steps"], group["eps"]
+    a, b, c = coefficients = tuple(group["ns_coefficients"])
+    old = optimizer.state.get(weight, {}).get("momentum_buffer") if trains else None
 
     generator = torch.Generator().manual_seed(seed)
     x, y = data.get_batch("train", batch_size, model.config.max_seq_len, generator)
@@ -148,7 +141,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
 
     U, S, Vh = torch.linalg.svd(wide, full_matrices=False)
     polar = U @ Vh  # u's orthogonal factor: what Newton-Schulz approximates
-    X = wide / wide.norm().clamp_min(NS_EPS)
+    X = wide / wide.norm().clamp_min(eps)
     values = expected = torch.linalg.svdvals(X)
     steps = [_ns_step(0, X, values, polar, expected)]
     for k in range(1, n_steps + 1):
@@ -160,10 +153,10 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     O, final = X, values  # Newton-Schulz's result and its singular values
 
     dtype = fast_dtype(device)
-    theirs = {d: newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, NS_EPS, DTYPES[d])[0]
+    theirs = {d: newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, eps, DTYPES[d])[0]
               .double().cpu() for d in {"float32", dtype}}
     shape = tuple(weight.shape)
-    scale = adjusted_lr(lr, adjust, tuple(wide.shape))
+    scale = adjusted_lr(lr, group["adjust_lr_fn"], tuple(wide.shape))
     rms = float(O.pow(2).mean().sqrt())
     return MuonStep(
         name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()),
@@ -177,17 +170,24 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         relative_step=float(scale * O.norm() / weight.detach().double().norm().clamp_min(1e-300)),
         optimizer_dtype=dtype, float32_diff=float((O - theirs["float32"]).abs().max()),
         optimizer_diff=float((O - theirs[dtype]).abs().max()),
-        session_optimizer="muon" if group else "adamw",
+        session_optimizer="muon" if trains else "adamw",
     )
+
+
+def _group_of(optimizer, weight: torch.Tensor, kind: str) -> dict | None:
+    """The param group of `optimizer` ("muon" or "adamw" kind) that trains `weight`; None if it has none."""
+    if optimizer is None:
+        return None
+    return next((g for g in optimizer.param_groups if group_kind(g) == kind and any(p is weight for p in g["params"])),
+                None)
 
 
 def _adamw_update(optimizer, weight: torch.Tensor, G: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """AdamW's update direction m^ / (sqrt(v^) + eps) for gradient G: from the session's moments where AdamW
     trains `weight` and has stepped, else its first, G / |G| = sign(G) entry by entry (m^ = G, v^ = G^2)."""
     state = optimizer.state.get(weight, {}) if optimizer is not None else {}
-    group = next((g for g in optimizer.param_groups if group_kind(g) == "adamw"
-                  and any(p is weight for p in g["params"])), None) if "exp_avg" in state else None
-    if group is None:
+    group = _group_of(optimizer, weight, "adamw")
+    if group is None or "exp_avg" not in state:
         return torch.sign(G), True
     (beta1, beta2), eps, t = group["betas"], group["eps"], float(state["step"]) + 1
     m = torch.lerp(state["exp_avg"].detach().double().cpu(), G, 1 - beta1)
