@@ -157,8 +157,26 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         if p.nullable:
             kind += "|none"
         default = [fmt.value(p.default) if p.default is not None else ""] if with_default else []
-        add_row(table, name, kind, *default, p.help + _also(p.aliases))
+        add_row(table, name, choice_lines(kind), *default, p.help + _also(p.aliases))
     console.print(table)
+
+
+CHOICE_WIDTH = 16  # the values column of :help COMMAND: lines of at most this many characters, at any width
+
+
+def choice_lines(kind: str, width: int = CHOICE_WIDTH) -> str:
+    """`attn|lens|samples|grad|heads` in lines of at most `width` characters, each broken after a `|`: a
+    long list of values would otherwise be cut short ("attn|lens|samples|gra…"), since it has no space to
+    wrap at. The same lines at every console width, so that a narrow terminal shows the same words."""
+    lines, line = [], ""
+    for value in kind.split("|"):
+        piece = value if not line else f"|{value}"
+        if line and len(line) + len(piece) > width:
+            lines.append(line + "|")
+            line = value
+        else:
+            line += piece
+    return "\n".join(lines + [line])
 
 
 def _also(aliases: tuple) -> str:
