@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from minitf_repl.core import data as D
+from minitf_repl.core.config import ModelConfig
 from minitf_repl.core.errors import DataError
+from minitf_repl.core.model import MiniTransformerLM
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare.txt"
 
@@ -193,7 +195,53 @@ def test_random_tokens_are_uniform_and_fresh():
     assert data.accuracy(None) is None
 
 
-@pytest.mark.parametrize("spec, message", [("", "no data"), ("sort:x", "whole number"), ("sort:0", "size"), ("random:1", "vocabulary size")])
+def test_repeat_is_blocks_each_followed_by_itself_and_counts_the_repeats():
+    data = D.load_data("repeat:20")
+    assert data.tokenizer.vocab == "abcdefghijklmnopqrst" and data.info().kind == "task"
+    seqs, known = data.rows(50, 65, torch.Generator().manual_seed(0))
+    blocks = set()
+    for row, mask in zip(seqs.tolist(), known.tolist()):
+        start = 0
+        while any(mask[start:]):  # walk the row: a block of h, then (what fits of) the same h again
+            h = mask[start:].index(True) - 1  # the first token that can be predicted is the repeat's second
+            end = min(65, start + 2 * h)
+            assert row[start + h : end] == row[start : end - h]
+            assert not any(mask[start : start + h + 1]) and all(mask[start + h + 1 : end])
+            blocks.add(h)
+            start = end
+    assert min(blocks) == 4 and max(blocks) >= 28  # from REPEAT_SHORTEST to half the window
+    x, y = data.get_batch("train", 8, 64, torch.Generator().manual_seed(1))
+    again, counted = data.rows(8, 65, torch.Generator().manual_seed(1))
+    assert torch.equal(x, again[:, :-1])
+    assert torch.equal(y == -1, ~counted[:, 1:]) and torch.equal(y[counted[:, 1:]], again[:, 1:][counted[:, 1:]])
+    with pytest.raises(DataError, match="repeat needs max_seq_len >= 7"):
+        data.check_fits(6)
+    data.check_fits(7)
+    (sample,) = data.sample_questions("val", 1, torch.Generator().manual_seed(0))
+    assert len(sample) == 13 and sample[8:] == sample[:5]
+
+
+def test_repeat_accuracy_is_the_share_of_repeats_predicted():
+    data = D.load_data("repeat:12")
+    model = MiniTransformerLM(ModelConfig(vocab_size=12, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_seq_len=32))
+
+    class Copier(torch.nn.Module):  # predicts every repeat right and everything else wrong: accuracy 1
+        config = model.config
+
+        def forward(self, idx):
+            seqs, known = data.rows(20, 33, torch.Generator().manual_seed(5))
+            assert torch.equal(idx, seqs[:, :-1])
+            logits = torch.zeros(*idx.shape, 12)
+            logits.scatter_(2, seqs[:, 1:].unsqueeze(-1), 1.0)
+            logits[~known[:, 1:]] = 0.0
+            logits[..., 0][~known[:, 1:]] = 1.0  # a wrong guess wherever there is nothing to copy
+            return logits, None
+
+    assert data.accuracy(Copier(), n=20, seed=5) == 1.0
+    assert 0.0 <= data.accuracy(model, n=20) < 0.5  # untrained: about 1 in 12
+
+
+@pytest.mark.parametrize("spec, message", [("", "no data"), ("sort:x", "whole number"), ("sort:0", "size"), ("random:1", "vocabulary size"), ("repeat:63", "from 2 to 62")])
 def test_bad_specs(spec, message):
     with pytest.raises(DataError, match=message):
         D.load_data(spec)

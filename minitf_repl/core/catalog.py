@@ -8,7 +8,7 @@ from __future__ import annotations
 
 CORPORA = ("pydoc", "shakespeare")  # text: a 90/10 train/validation split of one document
 # Synthetic tasks, each with the letter its spec's size argument goes by: `sort:8`, `random:20`.
-TASK_ARGUMENTS = {"sort": "N", "reverse": "N", "add": "N", "random": "V"}
+TASK_ARGUMENTS = {"sort": "N", "reverse": "N", "add": "N", "random": "V", "repeat": "V"}
 TASKS = tuple(TASK_ARGUMENTS)
 
 

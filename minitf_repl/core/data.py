@@ -319,6 +319,9 @@ class Task:
             model.train(was_training)
 
 
+RANDOM_SYMBOLS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # random's and repeat's
+
+
 class RandomTokens:
     """The negative control: uniformly random tokens, fresh every batch. Nothing can be learned."""
 
@@ -326,8 +329,7 @@ class RandomTokens:
     def __init__(self, vocab_size: int = 50):
         self.name = "random"
         self.description = f"uniformly random tokens from {count(vocab_size, 'symbol')} (nothing to learn)"
-        chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-        self.tokenizer = CharTokenizer(chars[:vocab_size])
+        self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None)
@@ -341,6 +343,78 @@ class RandomTokens:
 
     def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> None:
         return None
+
+
+class RepeatedTokens:
+    """In-context copying: random tokens, then the same tokens again.
+
+    Each row of the window is blocks of random tokens, each followed by itself: h fresh tokens, the
+    same h again, then another block, with h drawn anew for every block, from REPEAT_SHORTEST to half
+    the window. Nothing but a repeat's tokens after its first can be predicted, so the loss counts
+    those only: ln V at first, near 0 once the model copies: finds where the current token stood
+    before and reads the token that came next. Since h varies, the earlier copy is a different
+    distance back in every block: no fixed offset does it, only matching content. The textbook
+    circuit for this is an induction head (Olsson et al., 2022); `:heads` scores every head on
+    repeated random tokens, and says whether one does it that way.
+    """
+
+    REPEAT_SHORTEST = 4
+    REPEAT_LONGEST = 16
+
+    def __init__(self, vocab_size: int = 50):
+        self.name = "repeat"
+        self.description = (f"random tokens from {count(vocab_size, 'symbol')}, then the same again (the loss: "
+                            "the repeat's, learned by copying from context)")
+        self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
+
+    def info(self) -> DataInfo:
+        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None)
+
+    def check_fits(self, max_seq_len: int) -> None:
+        if (max_seq_len + 1) // 2 < self.REPEAT_SHORTEST:
+            raise DataError(f"repeat needs max_seq_len >= {2 * self.REPEAT_SHORTEST - 1} for two copies of "
+                            f"{self.REPEAT_SHORTEST} tokens, the model has {max_seq_len}; raise max_seq_len")
+
+    def rows(self, n: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n, length) ids, each row blocks of random tokens each followed by itself, and (n, length) bool: the
+        positions a model could predict (a repeat's tokens after its first)."""
+        seqs = torch.randint(self.tokenizer.vocab_size, (n, length), generator=generator)
+        known = torch.zeros(n, length, dtype=torch.bool)
+        longest = max(self.REPEAT_SHORTEST, length // 2)
+        for row in range(n):
+            start = 0
+            while start < length:
+                block = int(torch.randint(self.REPEAT_SHORTEST, longest + 1, (1,), generator=generator))
+                end = min(length, start + 2 * block)
+                seqs[row, start + block : end] = seqs[row, start : end - block]
+                known[row, start + block + 1 : end] = True
+                start = end
+        return seqs, known
+
+    def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        self.check_fits(max_seq_len)
+        seqs, known = self.rows(batch_size, max_seq_len + 1, generator)
+        x, y = seqs[:, :-1], seqs[:, 1:].clone()
+        y[~known[:, 1:]] = -1  # only a repeat can be predicted: no loss elsewhere
+        return x, y
+
+    @torch.no_grad()
+    def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> float:
+        """The share of a repeat's predictable tokens the model's argmax gets right, on n fresh rows."""
+        was_training = model.training
+        model.eval()
+        try:
+            seqs, known = self.rows(n, model.config.max_seq_len + 1, torch.Generator().manual_seed(seed))
+            logits, _ = model(seqs[:, :-1].to(device))
+            right = logits.argmax(dim=-1).cpu() == seqs[:, 1:]
+            return right[known[:, 1:]].float().mean().item()
+        finally:
+            model.train(was_training)
+
+    def sample_questions(self, split: str, n: int, generator: torch.Generator) -> list[str]:
+        """Texts for the views: 8 random tokens, then the first 5 of them again (the next one is known)."""
+        blocks = torch.randint(self.tokenizer.vocab_size, (n, 8), generator=generator).tolist()
+        return [self.tokenizer.decode(b + b[:5]) for b in blocks]
 
 
 class VocabOnly:
@@ -496,7 +570,8 @@ class TokenizerOnly(VocabOnly):
 
 
 def load_data(spec: str, tokenizer=None):
-    """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`, or a path.
+    """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`,
+    `repeat[:V]`, or a path.
 
     `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters."""
     spec = spec.strip()
@@ -509,12 +584,12 @@ def load_data(spec: str, tokenizer=None):
         return TextCorpus("shakespeare", fetch_shakespeare().read_text("utf-8"), "tiny Shakespeare (karpathy/char-rnn)",
                           tokenizer)
     if name in TASKS:
-        default = 50 if name == "random" else (3 if name == "add" else 6)
+        default = 50 if name in ("random", "repeat") else (3 if name == "add" else 6)
         size = _parse_size(name, arg, default)
-        if name == "random":
-            if not 2 <= size <= 62:
-                raise DataError(f"random takes a vocabulary size from 2 to 62, got {size}")
-            return RandomTokens(size)
+        if name in ("random", "repeat"):
+            if not 2 <= size <= len(RANDOM_SYMBOLS):
+                raise DataError(f"{name} takes a vocabulary size from 2 to {len(RANDOM_SYMBOLS)}, got {size}")
+            return RandomTokens(size) if name == "random" else RepeatedTokens(size)
         if not 1 <= size <= 30:
             raise DataError(f"{name} takes a size from 1 to 30, got {size}")
         return Task(name, size)
