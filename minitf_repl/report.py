@@ -21,7 +21,7 @@ from .palette import SCALE, scale_hex, visible
 from .registry import clip
 from .render import fmt
 from .render.chart import uniform_label, uniform_loss
-from .render.watch import frame_subject
+from .render.watch import copying, frame_subject, head_cell
 
 
 @dataclass
@@ -130,9 +130,10 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
 def frames_html(frames: list) -> list[str]:
     """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation."""
     first = frames[0]
+    read = (f"on random tokens, {first.repeat} then the same {first.repeat} again" if first.heads and first.repeat
+            else f"of <code>{_esc(visible(first.prompt))}</code>")
     out = [f'<h2 id="watch">While it trained (watch={_esc(first.view)})</h2>',
-           f"<p>{_esc(frame_subject(first))} of <code>{_esc(visible(first.prompt))}</code>, before the first "
-           "step and at every evaluation.</p>"]
+           f"<p>{_esc(frame_subject(first))} {read}, before the first step and at every evaluation.</p>"]
     for frame in frames:
         when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
                                          else " (before training)")
@@ -155,6 +156,15 @@ def frames_html(frames: list) -> list[str]:
                 f"<tr><td>{g.block}</td><td>{fmt.gradient(g.attention)}</td><td>{fmt.gradient(g.ffn)}</td>"
                 f"<td>{fmt.gradient(g.below)}</td></tr>" for g in frame.grads)
             out.append(f'<table class="config">{head}{rows}</table>')
+        elif frame.heads:
+            n_heads = max(h.head for h in frame.heads) + 1
+            head = "<tr><th>block</th>" + "".join(f"<th>head {h}</th>" for h in range(n_heads)) + "</tr>"
+            rows = "".join(f"<tr><td>{layer}</td>" + "".join(f"<td>{_esc(head_cell(h).plain)}</td>" for h in frame.heads
+                                                             if h.layer == layer) + "</tr>"
+                           for layer in sorted({h.layer for h in frame.heads}))
+            out.append(f'<table class="config">{head}{rows}</table>')
+            if frame.repeat is not None:
+                out.append(f"<p>{_esc(copying(frame))}</p>")
         else:
             out.append(f'<pre class="sample"><b>{_esc(frame.prompt)}</b>{_esc(frame.sample or "")}</pre>')
     return out

@@ -240,7 +240,7 @@ def test_help_lists_the_commands_under_their_familys_heading():
 def test_registry_has_the_contract_commands_and_every_summary_ends_with_a_period():
     # :help lists them by family (commands/__init__.py imports the families in this order)
     assert list(REGISTRY) == ["help", "quit", "train", "plot", "gen", "config", "set", "data", "save", "load", "parity", "ls",
-                              "shapes", "params", "qkv", "rope", "resid", "ln", "ffn", "kv", "grad", "muon", "attn", "step", "lens", "score", "embed", "tok", "report", "patch", "attrib", "compare", "experts",
+                              "shapes", "params", "qkv", "rope", "resid", "ln", "ffn", "kv", "grad", "muon", "attn", "step", "lens", "score", "embed", "tok", "report", "patch", "attrib", "heads", "compare", "experts",
                               "ablate", "device", "quantize"]  # fmt: skip
     for cmd in REGISTRY.values():
         assert cmd.summary.endswith("."), cmd.name
@@ -271,7 +271,7 @@ def test_option_names_match_the_contract():
 
 def test_usage_lines():
     assert REGISTRY["train"].usage() == (":train [steps=N] [lr=X] [batch_size=N] [data=NAME] [eval_every=N] [seed=N] "
-                                         "[save=NAME] [schedule=new|continue] [watch=attn|lens|samples|grad] "
+                                         "[save=NAME] [schedule=new|continue] [watch=attn|lens|samples|grad|heads] "
                                          "[prompt=TEXT] [layer=N]")
     assert REGISTRY["patch"].usage() == ":patch [PROMPTS] [target=CHAR]"
     assert REGISTRY["gen"].usage().startswith(":gen [PROMPT] [n=N] [temperature=X]")

@@ -95,7 +95,8 @@ ACCEPTED = {
     # A position of the text read: 0 and -1 (the last) exist in any text.
     ("qkv", "at", "0"), ("qkv", "at", "-1"), ("resid", "at", "0"), ("resid", "at", "-1"),
     ("ffn", "at", "0"), ("ffn", "at", "-1"), ("ffn", "layer", "0"),
-    ("ln", "at", "0"), ("ln", "at", "-1"), ("ln", "layer", "0"), ("muon", "layer", "0"), ("muon", "seed", "0"), ("step", "top_k", HUGE_INT), ("step", "top_k", "1e30"),
+    ("ln", "at", "0"), ("ln", "at", "-1"), ("ln", "layer", "0"), ("muon", "layer", "0"), ("muon", "seed", "0"),
+    ("heads", "layer", "0"), ("heads", "seed", "0"), ("step", "top_k", HUGE_INT), ("step", "top_k", "1e30"),
     ("step", "temperature", "0"), ("step", "temperature", "1e30"), ("step", "temperature", HUGE_INT),
     ("set", "dropout", "0"), ("set", "min_lr_ratio", "0"), ("set", "warmup_steps", "0"), ("set", "seed", "0"),
     ("set", "n", "0"), ("set", "gen_seed", "0"), ("set", "top_k", HUGE_INT),

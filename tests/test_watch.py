@@ -1,4 +1,4 @@
-""":train watch=attn|lens|samples|grad: the frames are the views' own numbers, watching changes no step of
+""":train watch=attn|lens|samples|grad|heads: the frames are the views' own numbers, watching changes no step of
 training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
 under the live loss table and after the run at 80 columns without colour."""
 
@@ -39,7 +39,7 @@ def losses(s):
     return [(h["train_loss"], h["val_loss"], h["accuracy"]) for h in s.trainer.history]
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads"])
 def test_watching_changes_no_step_of_training(view):
     plain, watched = session(), session()
     run_command(plain, "train", {"steps": 8, "eval_every": 3})
@@ -124,7 +124,7 @@ def test_report_shows_the_frames_in_order(tmp_path):
     assert page.count("<figcaption>head ") == 3 * 2 + 0  # two heads per frame (the main maps say "layer L, head H")
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads"])
 def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     s = session()
     r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": view})
@@ -132,7 +132,7 @@ def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "step 4, val loss" in out and "watched 3 frames" in out
     assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or ""),
-            "grad": "attention |dL/dW|"}[view] in out
+            "grad": "attention |dL/dW|", "heads": "loss on the repeat"}[view] in out
 
 
 def test_the_live_display_draws_the_frame_under_the_loss_table():
@@ -155,13 +155,13 @@ def test_the_repl_line_and_the_shell():
     out = Console(file=io.StringIO(), width=80, color_system=None)
     assert FrontDoor(s, out).run_line(":train steps=4 eval_every=2 watch=samples prompt=31415=") == "ok"
     assert "a greedy sample of '31415='" in out.file.getvalue() and len(s.watch_frames) == 3
-    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad")
+    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad", "heads")
     runner = CliRunner()
     args = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
             "--set", "batch_size=4", "--set", "autosave=off", "--data", "sort"]
     doc = json.loads(runner.invoke(cli.app, [*args, "train", "--steps", "4", "--eval-every", "2", "--watch", "attn",
                                              "--json"]).stdout)
-    assert doc["schema"] == "minitf.train/4" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
+    assert doc["schema"] == "minitf.train/5" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
     assert len(doc["frames"][0]["maps"]) == 2 and doc["frames"][0]["layer"] == 1
 
 
@@ -215,3 +215,46 @@ def test_the_frames_go_with_the_model_they_watched(tmp_path):
     run_command(loaded, "train", {"steps": 2, "eval_every": 1, "watch": "attn"})
     run_command(loaded, "load", {"name": "plain"})
     assert loaded.watch_frames == []
+
+
+def test_the_heads_frames_are_the_heads_views_numbers_and_plot_charts_them(tmp_path):
+    s = session()
+    for what in ("copying", "induction"):
+        with pytest.raises(UserError, match="train with :train watch=heads first"):
+            run_command(s, "plot", {"what": what})
+    r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "heads"})
+    assert [f.repeat for f in r.frames] == [16] * 3  # half of max_seq_len=32, the same random tokens each time
+    assert len({tuple(f.tokens) for f in r.frames}) == 1
+    view = run_command(s, "heads", {})  # the same tokens (seed 0), the same model: the same numbers
+    last = r.frames[-1]
+    assert last.first_copy == pytest.approx(view.first_copy) and last.second_copy == pytest.approx(view.second_copy)
+    assert [(h.layer, h.head) for h in last.heads] == [(row.layer, row.head) for row in view.heads]
+    for h, row in zip(last.heads, view.heads):
+        assert h.induction == pytest.approx(row.induction) and h.role == row.role
+        scores = [row.previous, row.current, row.first, row.duplicate, row.induction]
+        assert h.score == pytest.approx(getattr(row, row.role) if row.role else max(scores))
+    copying = run_command(s, "plot", {"what": "copying"})
+    assert [c.name for c in copying.series] == ["first copy", "repeat"] and copying.series[1].steps == [0, 3, 6]
+    assert copying.series[1].values == [f.second_copy for f in r.frames]
+    assert "the loss on random tokens (first copy)" in text_of(copying)
+    induction = run_command(s, "plot", {"what": "induction"})
+    best = max(last.heads, key=lambda h: h.induction)
+    assert induction.series[0].name == f"head {best.layer}.{best.head}" and len(induction.series) == 4
+    assert induction.series[0].values[-1] == pytest.approx(best.induction)
+    run_command(s, "report", {"path": str(tmp_path / "r.html")})
+    page = (tmp_path / "r.html").read_text()
+    assert "While it trained (watch=heads)" in page and "on random tokens, 16 then the same 16 again" in page
+    assert page.count("loss on the repeat") == 3
+
+    on_text = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "heads", "prompt": "31415="})
+    assert on_text.frames[-1].repeat is None and on_text.frames[-1].tokens == list("31415=")
+    assert "each head's role of '31415='" in text_of(on_text)
+    with pytest.raises(UserError, match="which has no first copy and repeat"):
+        run_command(s, "plot", {"what": "copying"})
+    with pytest.raises(UserError, match="at least two characters"):
+        run_command(s, "train", {"steps": 2, "watch": "heads", "prompt": "3"})
+    short = Session(data_spec="pydoc")
+    run_command(short, "set", {**TINY, "max_seq_len": 3})
+    with pytest.raises(UserError, match="max_seq_len=3; give a text to score instead"):
+        run_command(short, "train", {"steps": 2, "watch": "heads"})
+    assert short.trainer.step == 0

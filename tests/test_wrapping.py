@@ -157,6 +157,11 @@ def real_results(tmp_path_factory):
         out["plot lens_rank"] = run_command(s, "plot", {"what": "lens_rank"})  # the last run's frames: lens
         out["train watch=grad"] = run_command(s, "train", {"steps": 2, "eval_every": 1, "watch": "grad"})
         out["plot block_grad"] = run_command(s, "plot", {"what": "block_grad"})
+        out["heads"] = run_command(s, "heads", {})
+        out["heads text"] = run_command(s, "heads", {"text": "1234=4321" * 2, "layer": 2})
+        out["train watch=heads"] = run_command(s, "train", {"steps": 2, "eval_every": 1, "watch": "heads"})
+        out["plot copying"] = run_command(s, "plot", {"what": "copying"})
+        out["plot induction"] = run_command(s, "plot", {"what": "induction"})
         out["plot"] = run_command(s, "plot", {})
         out["tok"] = run_command(s, "tok", {"text": "3141592653589793=1123345567899" * 4})
         out["report"] = run_command(s, "report", {"path": str(folder / "report.html")})
@@ -180,7 +185,7 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
         "help lr", "score", "score text", "embed", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
-        "plot block_grad", "rope")
+        "plot block_grad", "rope", "heads", "heads text", "train watch=heads", "plot copying", "plot induction")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

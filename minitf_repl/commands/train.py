@@ -109,11 +109,13 @@ class TrainResult:
                "(default: continue for a trained model, unless lr= is given; new otherwise)"),
     Param("watch", str, choices=WATCH_VIEWS,
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
-               "logit lens), samples (a greedy continuation) or grad (the gradient each block receives, as :grad "
-               "computes it); :report shows the frames in order"),
-    Param("prompt", str, help="the text watch= reads (default: a short sample of the data)", meta="TEXT"),
+               "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "
+               "computes it) or heads (each head's role and the loss on repeated random tokens, as :heads computes "
+               "them); :report shows the frames in order"),
+    Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
+                              "tokens repeated)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -146,8 +148,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     check_trainable(model_config, train_config.batch_size)
     session.device  # resolve now: an unusable device fails before anything changes
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
-        raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens, watch=samples or "
-                        "watch=grad")
+        raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens, watch=samples, "
+                        "watch=grad or watch=heads")
     if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
         raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
     autosave = save_as is None and session.autosave
@@ -256,6 +258,17 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
         counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
         return Watcher("grad", data.tokenizer, prompt, layer,
                        counted=counted(len(ids)) if counted and not dropped else None)
+    if args["watch"] == "heads":  # what :heads reads: the repeated random tokens, or the prompt given
+        if args["prompt"] is None:
+            from ..core.heads import repeat_length
+
+            repeat_length(session.model_config.max_seq_len)  # two copies must fit: said before training starts
+            return Watcher("heads", data.tokenizer, None)
+        prompt, ids, _ = view_prompt(session, args["prompt"], reporter, data)
+        if len(ids) < 2:
+            raise UserError(f"watch=heads on a prompt needs at least two {data.tokenizer.unit}s: a head chooses "
+                            "between positions; leave prompt= out for the repeated random tokens")
+        return Watcher("heads", data.tokenizer, prompt)
     prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
     target = true_next(data, prompt) if args["watch"] == "lens" else None
     return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
@@ -368,16 +381,21 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     if result.frames:
-        more = f"; {cmd('plot', what='lens_rank')} charts the true token's rank" if result.frames[0].view == "lens" else ""
+        more = {"lens": f"; {cmd('plot', what='lens_rank')} charts the true token's rank",
+                "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them"}.get(
+            result.frames[0].view, "")
         note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
                       f"shows them in order{more}")
 
 
 # --- :plot ---------------------------------------------------------------------------------------
-PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank", "block_grad")
+PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank", "block_grad", "copying", "induction")
+INDUCTION_CURVES = 4  # :plot what=induction: the heads with the highest induction score at the last frame
 PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)",
                "lens_rank": "the logit lens: the rank of the true next token after each layer (1: the best guess)",
-               "block_grad": "|dL/dW| of each block's weights, on the watched prompt"}
+               "block_grad": "|dL/dW| of each block's weights, on the watched prompt",
+               "copying": "the loss on random tokens (first copy) and on the same tokens again (repeat)",
+               "induction": "the induction score of the heads that score highest at the end"}
 LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves of a loss chart
 
 
@@ -426,12 +444,48 @@ def block_grad_series(frames: list[WatchFrame]) -> list[PlotSeries]:
     return [PlotSeries(f"block {b}", [s for s, _ in rows[b]], [v for _, v in rows[b]]) for b in sorted(rows)]
 
 
+def copying_series(frames: list[WatchFrame]) -> list[PlotSeries]:
+    """Two curves from the frames of :train watch=heads on random tokens: the loss on the first copy and the repeat."""
+    rows = [f for f in frames if f.heads and f.repeat is not None]
+    if not rows:
+        return []
+    steps = [f.step for f in rows]
+    return [PlotSeries("first copy", steps, [f.first_copy for f in rows]),
+            PlotSeries("repeat", steps, [f.second_copy for f in rows])]
+
+
+def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
+    """One curve per head (the INDUCTION_CURVES highest at the last frame) from :train watch=heads: its induction
+    score at each frame."""
+    rows = [f for f in frames if f.heads]
+    if not rows:
+        return []
+    last = sorted(rows[-1].heads, key=lambda h: -h.induction if h.induction == h.induction else 0.0)
+    series = []
+    for top in last[:INDUCTION_CURVES]:
+        pairs = [(f.step, h.induction) for f in rows for h in f.heads
+                 if (h.layer, h.head) == (top.layer, top.head) and h.induction == h.induction]
+        series.append(PlotSeries(f"head {top.layer}.{top.head}", [s for s, _ in pairs], [v for _, v in pairs]))
+    return [s for s in series if s.steps]
+
+
 @command("plot", "Chart the training history: train and validation loss, the learning rate, the gradient norm, "
-                 "the lens's rank of the true token, or each block's gradient.",
+                 "the lens's rank of the true token, each block's gradient, or the heads' copying.",
          params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
-                                         "block_grad: from :train watch=grad)", choices=PLOT_WHAT)])  # fmt: skip
+                                         "block_grad: from :train watch=grad; copying, induction: from :train "
+                                         "watch=heads)", choices=PLOT_WHAT)])  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
+    if what in ("copying", "induction"):
+        series = (copying_series if what == "copying" else induction_series)(session.watch_frames)
+        if not series:
+            if not any(frame.heads for frame in session.watch_frames):
+                raise UserError(f"there are no heads frames; train with {cmd('train', watch='heads')} first")
+            raise UserError("the heads were watched on a prompt "
+                            + ("with no repeated token, so no head has an induction score" if what == "induction"
+                               else "which has no first copy and repeat")
+                            + f"; {cmd('train', watch='heads')} without prompt= watches the repeated random tokens")
+        return PlotResult(what, series, session.data.tokenizer.vocab_size if what == "copying" else None)
     if what == "block_grad":
         series = block_grad_series(session.watch_frames)
         if not series:
@@ -467,4 +521,5 @@ def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_siz
 @render.register(PlotResult)
 def render_plot(result: PlotResult, console: Console) -> None:
     say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
-    console.print(series_chart(result.series, console.width, 12, result.vocab_size if result.what == "loss" else None))
+    console.print(series_chart(result.series, console.width, 12,
+                               result.vocab_size if result.what in ("loss", "copying") else None))

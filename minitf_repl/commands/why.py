@@ -9,7 +9,8 @@ it, characters without (render.heatmap).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, replace
 
 from rich import box
 from rich.console import Console
@@ -22,12 +23,14 @@ from ..palette import VISIBLE, visible
 from ..registry import Param, clip
 from ..render.heatmap import cell, legend, plain
 from ..render.renderers import render
-from ..render.tables import NARROW, add_row
+from ..render.chart import spark
+from ..render.tables import NARROW, add_row, fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import VIEW_DEFAULT, command, true_next, view_prompt
+from .base import BLOCK, VIEW_DEFAULT, check_layer, command, true_next, view_prompt
+from .worked import ablation_note, switched_off
 
 FAMILY = "why it answers"  # the heading :help lists this module's commands under
 
@@ -247,3 +250,171 @@ def render_attrib(result: AttribResult, console: Console) -> None:
                   f"{result.offset:+.2f} of its own (its bias; scale {result.scale:.3g}): {total + result.offset:.2f}"
                   f" = the logit {result.logit:.2f}")
 
+
+
+# --- :heads --------------------------------------------------------------------------------------
+HEAD_ROWS = 48  # with more heads than this (and no layer=), only the named ones are listed
+COPIES_AT = 0.5  # the repeat's loss at most this share of the first copy's: the model copies from context
+
+
+@dataclass
+class HeadRow:
+    layer: int
+    head: int
+    previous: float  # attention on key i - 1, averaged over the queries
+    current: float  # attention on key i itself
+    first: float  # attention on key 0
+    duplicate: float  # attention on earlier copies of the query's own token
+    induction: float  # attention on the tokens that followed earlier copies of the query's token
+    role: str | None  # the role the head is named for, or None (no pattern stands out)
+    carries: float | None  # the rise in the repeat's loss (nats) with this head switched off; None: not measured
+
+
+@dataclass
+class HeadsResult:
+    text: str | None  # the text scored; None: random tokens, each block repeated
+    tokens: list[str]  # the (first) sequence scored, token by token
+    repeat: int | None  # h: each sequence is h random tokens, then the same h again
+    sequences: int  # how many sequences the scores average over
+    seed: int | None  # the random tokens' seed
+    layer: int | None  # the block listed (None: every block)
+    heads: list[HeadRow]  # the heads listed
+    more: int  # heads not listed (not named, in a model with many)
+    uniform: dict[str, float]  # role -> the score of a head that attends evenly to keys 0..i
+    losses: list[float]  # position t -> the loss (nats) of predicting token t + 1
+    first_copy: float | None  # the mean loss on the first copy's tokens (after the first)
+    second_copy: float | None  # the mean loss on the repeat's tokens (after the first)
+    chance: float  # ln(vocab_size): a uniform guess's loss
+    reading: str  # one line: what the numbers say
+    untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+
+
+def heads_reading(roles, first: float | None, second: float | None) -> str:
+    """One line: whether the model copies from context, which head looks where an induction head would, and
+    which head the copying needs most."""
+    best = roles.best("induction")
+    where = (f"head {best.layer}.{best.head} puts {best.scores['induction']:.2f} of its attention on the token "
+             f"after an earlier copy of the current one")
+    if first is None:
+        return f"{where}; without repeats there is no induction test: leave the text out to run it"
+    cost = f"the repeat costs {second:.2f} nats a token against {first:.2f} the first time"
+    swept = [h for h in roles.heads if h.carries is not None]
+    needed = ""
+    if swept:
+        most = max(swept, key=lambda h: h.carries)
+        needed = f"; switched off, head {most.layer}.{most.head} costs the repeat the most ({most.carries:+.2f} nats)"
+    if second > COPIES_AT * first:
+        return f"no copying from context yet: {cost}; {where}{needed}"
+    if best.role == "induction":
+        return f"the model copies from context: {cost}; {where}: an induction head{needed}"
+    return (f"the model copies from context: {cost}; yet no head does it the textbook way, by looking at the token "
+            f"after an earlier copy (the most: head {best.layer}.{best.head}, {best.scores['induction']:.2f}){needed}")
+
+
+@command("heads", "What each attention head does: its attention scored as previous-token, first-token, "
+                  "duplicate and induction head, and the loss on a repeated random text.", params=[
+    Param("text", str, help="score the heads on this text (default: random tokens, then the same tokens again)",
+          positional=True),
+    replace(BLOCK, help="list the heads of this block only (default: every block)"),
+    Param("seed", int, help="the random tokens' seed (default 0)", low=0, limit=2**63 - 1),
+])  # fmt: skip
+def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
+    from ..core.heads import SEQUENCES, head_roles, repeated_tokens
+
+    layer = None if args["layer"] is None else check_layer(session, args["layer"])
+    tokenizer = session.data.tokenizer  # first: the data, loaded now, sets the model's vocabulary
+    config = session.model.config
+    if args["text"]:
+        if args["seed"] is not None:
+            raise UserError(f"seed= picks the random tokens, and a text was given; drop one "
+                            f"({cmd('heads')} runs the repeated-tokens test)")
+        text, ids, _ = view_prompt(session, args["text"], reporter)
+        if len(ids) < 2:
+            raise UserError(f"the text is one token: a head needs at least two positions to choose between; "
+                            f"give a longer text, e.g. {cmd('heads', 'the cat sat on the mat')}")
+        import torch
+
+        tokens, repeat, seed = torch.tensor([ids]), None, None
+    else:
+        text, seed = None, args["seed"] or 0
+        tokens = repeated_tokens(config.vocab_size, config.max_seq_len, SEQUENCES, seed)
+        repeat = tokens.shape[1] // 2
+    roles = head_roles(session.model, tokens, repeat)
+    listed = [h for h in roles.heads if layer is None or h.layer == layer]
+    more = 0
+    if layer is None and len(listed) > HEAD_ROWS:
+        named = [h for h in listed if h.role is not None]
+        more, listed = len(listed) - len(named), named
+    rows = [HeadRow(h.layer, h.head, *(h.scores[r] for r in ("previous", "current", "first", "duplicate",
+                                                               "induction")), h.role, h.carries) for h in listed]
+    return HeadsResult(text, [tokenizer.itos[i] for i in roles.token_ids[0]], repeat, len(roles.token_ids), seed,
+                       layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
+                       roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy),
+                       untrained=session.untrained, ablations=switched_off(session))
+
+
+HEAD_ROLES_SHOWN = ("previous", "current", "first", "duplicate", "induction")
+
+
+@render.register(HeadsResult)
+def render_heads(result: HeadsResult, console: Console) -> None:
+    from ..core.heads import ROLE_AT, ROLE_OVER_UNIFORM
+
+    if result.repeat is not None:
+        say(console, f"what each head does, on {count(result.sequences, 'sequence')} of {result.repeat} random "
+                     f"tokens, each followed by the same {result.repeat} again (seed {result.seed})", "bold")
+        shown = "".join(result.tokens[: min(result.repeat, 12)])
+        note(console, f"the first begins {show_token(shown)!r}...")
+    else:
+        say(console, f"what each head does, on {result.text[-60:]!r}", "bold")
+    note(console, "each score: the attention query i puts on these keys j, averaged over the queries: previous "
+                  "j = i-1, current j = i, first j = 0, duplicate: earlier copies of token i, induction: the token "
+                  "after an earlier copy of token i")
+    swept = any(row.carries is not None for row in result.heads)
+    names = ["head", *HEAD_ROLES_SHOWN, "named"] + (["off: repeat"] if swept else [])
+    most = max((row.carries for row in result.heads if row.carries is not None), default=None)
+    rows = []
+    for row in result.heads:
+        cells = [f"{row.layer}.{row.head}"]
+        for role in HEAD_ROLES_SHOWN:
+            value = getattr(row, role)
+            text = "-" if math.isnan(value) else f"{value:.2f}"
+            cells.append(Text(text, style="bold green" if role == row.role else ""))
+        cells.append(row.role or "")
+        if swept:
+            cells.append(Text(f"{row.carries:+.2f}", style="bold" if row.carries == most and most > 0 else ""))
+        rows.append(cells)
+    rows.append([Text("even", style="dim"), *(Text("-" if math.isnan(result.uniform[r]) else
+                                                   f"{result.uniform[r]:.2f}", style="dim")
+                                              for r in HEAD_ROLES_SHOWN), ""]
+                + ([""] if swept else []))
+    table = fitting_table(console, names, rows, left=("head", "named"), optional=("current", "first", "duplicate"))
+    console.print(table)
+    gone = [name for name in ("current", "first", "duplicate") if name not in [c.header for c in table.columns]]
+    if gone:
+        note(console, f"not shown at this width: {', '.join(gone)} (a wider terminal shows them)")
+    note(console, f"even: the scores of attention spread evenly over keys 0..i; named: the role of a head's largest "
+                  f"score, when that is at least {ROLE_AT} and {ROLE_OVER_UNIFORM:g}x the even score")
+    if swept:
+        note(console, "off: repeat: the change in the repeat's loss (nats a token) with that head switched off alone, "
+                      "its output A_h V_h zeroed as :ablate does: how much of the copying goes through it")
+    if result.more:
+        note(console, f"{count(result.more, 'head')} with no role not listed; "
+                      f"{cmd('heads', layer=0)} lists every head of one block")
+    if result.losses:
+        width = max(8, min(64, console.width - 30))
+        say(console, f"loss by position {spark(result.losses, width)} {min(result.losses):.2f} to "
+                     f"{max(result.losses):.2f} nats (chance ln V = {result.chance:.2f})")
+    if result.first_copy is not None:
+        note(console, f"first copy: {result.first_copy:.2f} nats a token (random: nothing to go on), the repeat: "
+                      f"{result.second_copy:.2f} (each token there can be read off the first copy)")
+    say(console, result.reading, "green")
+    carrier = max((row for row in result.heads if row.carries is not None), key=lambda r: r.carries, default=None)
+    if carrier is not None:
+        note(console, f"to keep the head the repeat needs most switched off for the views that follow: "
+                      f"{cmd('ablate', f'head={carrier.layer}.{carrier.head}')} ({cmd('ablate', 'off')} puts it back)")
+    ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: its attention is near even and no head has a role; "
+                      f"{cmd('train')}, then look again")

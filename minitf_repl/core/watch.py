@@ -1,22 +1,25 @@
-"""What `:train watch=attn|lens|samples|grad` looks at while a model learns: one view, at every evaluation.
+"""What `:train watch=attn|lens|samples|grad|heads` looks at while a model learns: one view, at every evaluation.
 
 A `Watcher` holds what stays the same through a run (the view, the prompt, the layer, the token the
 lens should find) and makes a `WatchFrame` from the model as it is now: the attention pattern of
 each head of one block (core.inside.attention_maps), the logit lens at the prompt's last position
-(core.inside.logit_lens), a short greedy continuation (core.generate), or the gradient each block
-receives from the loss on the prompt (core.backprop). Every view only listens (eval mode, training
-flags restored; the gradient view asks autograd and writes no parameter's .grad) and draws no random
-number from torch's global generator, so a run with watch= trains exactly as the same run without
-it (tests/test_watch.py).
+(core.inside.logit_lens), a short greedy continuation (core.generate), the gradient each block
+receives from the loss on the prompt (core.backprop), or every head's role as :heads scores it
+(core.heads: on the same repeated random tokens at every frame, or on the prompt when one is given).
+Every view only listens (eval mode, training flags restored; the gradient view asks autograd and
+writes no parameter's .grad) and draws no random number from torch's global generator (the random
+tokens come from a generator of their own), so a run with watch= trains exactly as the same run
+without it (tests/test_watch.py).
 
 Torch is imported inside the methods: the command that declares watch= loads before torch has.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-WATCH_VIEWS = ("attn", "lens", "samples", "grad")
+WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads")
 SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
 
 
@@ -37,10 +40,19 @@ class BlockGradient:
 
 
 @dataclass
+class HeadWatch:
+    layer: int
+    head: int
+    role: str | None  # the role the head is named for now (core.heads.name_role), or None
+    score: float  # its score for that role (None role: its largest score)
+    induction: float  # its induction score, whatever its role
+
+
+@dataclass
 class WatchFrame:
     step: int  # optimizer steps done when the frame was made (the first frame: before the run's first step)
     val_loss: float | None  # the evaluation it was made at (None: the frame before training)
-    view: str  # attn | lens | samples
+    view: str  # attn | lens | samples | grad | heads
     prompt: str
     tokens: list[str]  # the prompt's tokens
     layer: int | None = None  # attn: the block shown
@@ -50,19 +62,24 @@ class WatchFrame:
     sample: str | None = None  # samples: the greedy continuation of the prompt
     top: float | None = None  # grad: |dL/dh_L|, the gradient reaching the last block's output
     grads: list[BlockGradient] = field(default_factory=list)  # grad: one row per block, the last block first
+    heads: list[HeadWatch] = field(default_factory=list)  # heads: every head of every block, block by block
+    repeat: int | None = None  # heads: h, each random sequence's block (None: scored on the prompt)
+    first_copy: float | None = None  # heads: the loss on the first copy's tokens (nats)
+    second_copy: float | None = None  # heads: the loss on the repeat's tokens, which context gives away
 
 
 class Watcher:
     """One view of a model on one prompt, made again at every evaluation of a run."""
 
-    def __init__(self, view: str, tokenizer, prompt: str, layer: int | None = None, target: str | None = None,
+    def __init__(self, view: str, tokenizer, prompt: str | None, layer: int | None = None, target: str | None = None,
                  done=None, counted: list[bool] | None = None):
         if view not in WATCH_VIEWS:
             raise ValueError(f"view must be one of {WATCH_VIEWS}, got {view!r}")
         self.view = view
         self.tokenizer = tokenizer
-        self.prompt = prompt
-        self.ids = tokenizer.encode(prompt)
+        self.prompt = prompt or ""  # heads: None, the repeated random tokens
+        self.ids = tokenizer.encode(self.prompt)
+        self.repeated = None  # heads without a prompt: the random sequences, drawn once, the same every frame
         self.layer = layer
         self.target = target if target is not None and len(tokenizer.encode(target)) == 1 else None
         self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
@@ -87,6 +104,8 @@ class Watcher:
             frame.lens = [LensGuess(layer.name, itos[layer.top_ids[-1][0]], layer.top_probs[-1][0],
                                     layer.target_ranks[-1] if layer.target_ranks else None)
                           for layer in lens.layers]
+        elif self.view == "heads":
+            self._heads(model, frame)
         elif self.view == "grad":
             from .backprop import backprop, per_block
 
@@ -100,3 +119,22 @@ class Watcher:
             settings = GenConfig(n=SAMPLE_TOKENS, temperature=0.0, gen_seed=0)  # greedy: the model's own best
             frame.sample = self.tokenizer.decode(list(generate(model, self.ids, settings, done=self.done)))
         return frame
+
+    def _heads(self, model, frame: WatchFrame) -> None:
+        import torch
+
+        from .heads import head_roles, repeated_tokens
+
+        if self.prompt:
+            tokens, repeat = torch.tensor([self.ids]), None
+        else:
+            if self.repeated is None:  # its own generator: the run's batches are the same with or without it
+                self.repeated = repeated_tokens(model.config.vocab_size, model.config.max_seq_len)
+            tokens, repeat = self.repeated, self.repeated.shape[1] // 2
+            frame.tokens = [self.tokenizer.itos[i] for i in tokens[0].tolist()]
+        roles = head_roles(model, tokens, repeat, sweep=False)  # a frame shows patterns: no pass per head
+        frame.repeat, frame.first_copy, frame.second_copy = repeat, roles.first_copy, roles.second_copy
+        for h in roles.heads:
+            known = [v for v in h.scores.values() if not math.isnan(v)]  # nan: no query had that role's keys
+            score = h.scores[h.role] if h.role else max(known, default=math.nan)
+            frame.heads.append(HeadWatch(h.layer, h.head, h.role, score, h.scores["induction"]))

@@ -1,8 +1,9 @@
 """One frame of `:train watch=`: the view drawn under the live loss table, and again after the run.
 
 A frame is a core.watch.WatchFrame: the attention pattern of one block's heads, the logit lens at
-the prompt's last position, a greedy sample, or the gradient each block receives. Colour where the console has it, shades without
-(render.heatmap), so a log or a test reads the same information.
+the prompt's last position, a greedy sample, the gradient each block receives, or every head's
+role. Colour where the console has it, shades without (render.heatmap), so a log or a test reads
+the same information.
 """
 
 from __future__ import annotations
@@ -23,7 +24,27 @@ from .words import Words
 def frame_title(frame) -> str:
     when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
                                      else " (before training)")
-    return f"{when}: {frame_subject(frame)} of {frame.prompt[-24:]!r}"
+    return f"{when}: {frame_subject(frame)} {frame_input(frame)}"
+
+
+def frame_input(frame) -> str:
+    """What the frame read: `of 'the prompt'`, or the repeated random tokens of watch=heads."""
+    if frame.heads and frame.repeat is not None:
+        return f"on random tokens, {frame.repeat} then the same {frame.repeat} again"
+    return f"of {frame.prompt[-24:]!r}"
+
+
+def head_cell(head) -> Text:
+    """One head of a heads frame: the role it is named for and its score, or a dot and its largest score."""
+    if head.role is None:
+        return Text("-" if head.score != head.score else f"· {head.score:.2f}", style="dim")
+    return Text(f"{head.role} {head.score:.2f}", style="bold green" if head.role == "induction" else "")
+
+
+def copying(frame) -> str:
+    """The loss on the repeat against the first copy, in one line (watch=heads on random tokens)."""
+    return (f"loss on the repeat {frame.second_copy:.2f} nats a token, on the first copy {frame.first_copy:.2f}: "
+            "the repeat can be read off the first copy by a head that looks back")
 
 
 def frame_subject(frame) -> str:
@@ -34,6 +55,8 @@ def frame_subject(frame) -> str:
         return "the logit lens at the last position"
     if frame.grads:
         return "the gradient each block receives from the loss"
+    if frame.heads:
+        return "each head's role"
     return "a greedy sample"
 
 
@@ -75,6 +98,18 @@ def watch_view(frame, width: int, as_text: bool):
             add_row(table, str(row.block), fmt.gradient(row.attention), fmt.gradient(row.ffn),
                     fmt.gradient(row.below))
         return Group(title, table)
+    if frame.heads:
+        n_heads = max(h.head for h in frame.heads) + 1
+        table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("block", style="cyan", no_wrap=True)
+        for h in range(n_heads):
+            table.add_column(f"head {h}", no_wrap=True)
+        for layer in sorted({h.layer for h in frame.heads}):
+            add_row(table, str(layer), *(head_cell(h) for h in frame.heads if h.layer == layer))
+        parts = [title, table]
+        if frame.repeat is not None:
+            parts.append(Words(Text(copying(frame))))
+        return Group(*parts)
     text = Text(terminal_safe(frame.prompt), style="bold")
     text.append(terminal_safe(frame.sample or ""))
     return Group(title, Words(text))
