@@ -1,5 +1,5 @@
-"""How long do :patch, :attrib, :lens at=mid, :grad, :ln, :muon and :rope take on the default model, and what
-does :train watch= cost?
+"""How long do :patch, :attrib, :lens at=mid, :grad, :ln, :muon, :rope and :heads take on the default model, and
+what does :train watch= cost?
 
 Targets (issue 21): each view answers in under 1 s on the default model; watch= adds at most 10%
 to the wall time of a default :train.
@@ -10,11 +10,12 @@ with a vocabulary of 100 and two 64-token prompts (the longest the default model
 `direct_logit_attribution`, `logit_lens` at=mid and at=both, `backprop` with and without its float64
 slope check; then the commands end to end (`run_command` on a default Session, pydoc data, the
 default prompt; :patch on two 16-character prompts; :muon on the largest matrix, a batch of 16 x 64;
-:rope on the default model with pos_encoding=rope). Medians of several runs after one warm-up each;
+:rope on the default model with pos_encoding=rope; :heads on its 8 x 64 repeated random tokens, with and
+without the sweep that switches each head off in turn). Medians of several runs after one warm-up each;
 rendering is not included.
 
 Part 2 runs the default :train (pydoc, 600 steps, an evaluation every 100) plain and with each
-watch= view, alternated (plain, attn, lens, samples, grad, plain, ...), each from a fresh default
+watch= view, alternated (plain, attn, lens, samples, grad, heads, plain, ...), each from a fresh default
 session with the same seed, and prints each kind's median wall time and its ratio to plain's.
 
     python bench/inside_views.py                     # 9 runs of each view, 3 rounds of :train
@@ -90,6 +91,8 @@ def views(runs: int) -> None:
         ":grad": lambda: run_command(session, "grad", {}),
         ":ln which=ln_f": lambda: run_command(session, "ln", {"which": "ln_f"}),
         ":muon matrix=ffn.fc_in": lambda: run_command(session, "muon", {"matrix": "ffn.fc_in"}),
+        ":heads (+16 heads off)": lambda: run_command(session, "heads", {}),
+        ":heads TEXT": lambda: run_command(session, "heads", {"text": "The model reads. " * 3}),
     }
     rotary = Session()
     run_command(rotary, "set", {"pos_encoding": "rope", "autosave": False})

@@ -209,7 +209,7 @@ def test_heads_in_the_shell():
     assert "no copying from context yet" in result.reading  # an untrained model has nothing to copy with
     most = max(result.heads, key=lambda r: r.carries)
     assert f"switched off, head {most.layer}.{most.head} costs the repeat the most ({most.carries:+.2f} nats)" in out
-    assert f":ablate head={most.layer}.{most.head} (:ablate off puts it back)" in out
+    assert ":ablate head=" not in out  # the note on the head the copying needs: only where the model copies
     narrow = text_of(result, 50)
     assert "induction" in narrow and "duplicate" in narrow  # the optional columns go first
     assert json_document(REGISTRY["heads"], result)["schema"] == "minitf.heads/1"
@@ -258,3 +258,30 @@ def test_a_model_with_more_heads_than_the_sweep_is_not_swept():
     assert len(roles.heads) == 80 and all(h.carries is None for h in roles.heads)
     assert all(h.carries is not None for h in head_roles(model_for(), tokens, repeat=8).heads)
     assert all(h.carries is None for h in head_roles(model_for(), tokens, repeat=8, sweep=False).heads)
+
+
+def test_the_reading_says_whether_the_model_copies_and_how():
+    from minitf_repl.commands.why import HeadRow, HeadsResult, heads_reading
+    from minitf_repl.core.heads import HeadRoles, HeadScores
+
+    def roles(induction_role):
+        scores = {"previous": 0.1, "current": 0.1, "first": 0.1, "duplicate": 0.1, "induction": 0.8}
+        heads = [HeadScores(0, 0, {**scores, "induction": 0.05, "previous": 0.9}, "previous", carries=0.4),
+                 HeadScores(1, 1, scores, induction_role, carries=2.5)]
+        return HeadRoles([[0, 1, 0, 1]], 2, heads, dict.fromkeys(ROLES, 0.05), {}, [], 4.0, 0.5, 3.0)
+
+    copying = heads_reading(roles("induction"), 4.0, 0.5)
+    assert copying.startswith("the model copies from context: the repeat costs 0.50 nats a token against 4.00")
+    assert "head 1.1 puts 0.80 of its attention on the token after an earlier copy of the current one: an induction " \
+           "head" in copying
+    assert copying.endswith("switched off, head 1.1 costs the repeat the most (+2.50 nats)")
+    other = heads_reading(roles(None), 4.0, 0.5)
+    assert "yet no head does it the textbook way, by looking at the token after an earlier copy (the most: head 1.1, " \
+           "0.80)" in other
+    assert heads_reading(roles("induction"), 4.0, 2.5).startswith("no copying from context yet")
+    rows = [HeadRow(1, 1, 0.1, 0.1, 0.1, 0.1, 0.8, "induction", 2.5)]
+    result = HeadsResult(None, list("abab"), 2, 1, 0, None, rows, 0, dict.fromkeys(ROLES, 0.05), [4.0, 0.1, 0.5],
+                         4.0, 0.5, 3.0, copying)
+    out = plain(result)
+    assert "to keep the head the repeat needs most switched off for the views that follow: :ablate head=1.1" in out
+    assert "+2.50" in out and "the first begins ab..." in out

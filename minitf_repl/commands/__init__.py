@@ -14,7 +14,8 @@ Each family of commands is one module holding its result types, its commands and
                      stream, one norm, the feed-forward's units, decoding with the KV cache: worked out by hand)
     backprop.py      :grad, :muon (backpropagation on one text: the gradient down the stream, into every part;
                      Muon's step on one matrix: the momentum, Newton-Schulz step by step, the update)
-    inside.py        :attn, :step, :lens, :patch, :attrib, :tok, :report (views inside the model on one input)
+    inside.py        :attn, :step, :lens, :score, :embed, :tok, :report (views inside the model on one input)
+    why.py           :patch, :attrib, :heads (which parts carry an answer; what each head does, what copying needs)
     lab.py           :compare, :experts, :ablate (the variant lab)
     speed.py         :device, :quantize
 

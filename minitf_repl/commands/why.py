@@ -1,10 +1,11 @@
-"""Why the model answers as it does: `:patch` (activation patching) and `:attrib` (direct logit attribution).
+"""Why the model answers as it does: `:patch` (activation patching), `:attrib` (direct logit attribution)
+and `:heads` (what each attention head does, and what copying from context needs).
 
-The views in commands/inside.py show what a model does on one input; these two ask which of its
-parts carry the answer. The numbers come from core.patching and core.attribution; these commands
-pick the prompts and the answer token, check them, and turn the core's tensors into lists and plain
-numbers, so that every result is JSON as it stands. The heat map takes colour where the console has
-it, characters without (render.heatmap).
+The views in commands/inside.py show what a model does on one input; these ask which of its parts
+carry the answer. The numbers come from core.patching, core.attribution and core.heads; these
+commands pick the prompts and the answer token, check them, and turn the core's tensors into lists
+and plain numbers, so that every result is JSON as it stands. The heat map takes colour where the
+console has it, characters without (render.heatmap).
 """
 
 from __future__ import annotations
@@ -364,8 +365,8 @@ def render_heads(result: HeadsResult, console: Console) -> None:
     if result.repeat is not None:
         say(console, f"what each head does, on {count(result.sequences, 'sequence')} of {result.repeat} random "
                      f"tokens, each followed by the same {result.repeat} again (seed {result.seed})", "bold")
-        shown = "".join(result.tokens[: min(result.repeat, 12)])
-        note(console, f"the first begins {show_token(shown)!r}...")
+        shown = "".join(visible(t) for t in result.tokens[: min(result.repeat, 12)])
+        note(console, f"the first begins {shown}...")
     else:
         say(console, f"what each head does, on {result.text[-60:]!r}", "bold")
     note(console, "each score: the attention query i puts on these keys j, averaged over the queries: previous "
@@ -411,7 +412,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                       f"{result.second_copy:.2f} (each token there can be read off the first copy)")
     say(console, result.reading, "green")
     carrier = max((row for row in result.heads if row.carries is not None), key=lambda r: r.carries, default=None)
-    if carrier is not None:
+    if carrier is not None and result.second_copy <= COPIES_AT * result.first_copy:
         note(console, f"to keep the head the repeat needs most switched off for the views that follow: "
                       f"{cmd('ablate', f'head={carrier.layer}.{carrier.head}')} ({cmd('ablate', 'off')} puts it back)")
     ablation_note(console, result.ablations)
