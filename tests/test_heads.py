@@ -285,3 +285,14 @@ def test_the_reading_says_whether_the_model_copies_and_how():
     out = plain(result)
     assert "to keep the head the repeat needs most switched off for the views that follow: :ablate head=1.1" in out
     assert "+2.50" in out and "the first begins ab..." in out
+
+
+def test_the_views_on_repeat_count_what_training_counts():
+    session = Session(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32),
+                      TrainConfig(steps=2, batch_size=2), data_spec="repeat:12", device_name="cpu")
+    scored = run(session, ":score")
+    assert len(scored.tokens) == 13 and scored.tokens[8:] == scored.tokens[:5]
+    assert scored.counted == [False] * 8 + [True] * 4
+    assert "the mean of the 4 counted -ln p (the other 8 are given, not predicted: no loss there)" in plain(scored)
+    grad = run(session, ":grad")
+    assert grad.counted == [False] * 8 + [True] * 4  # the loss :grad backpropagates is :train's

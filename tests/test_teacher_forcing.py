@@ -110,4 +110,4 @@ def test_score_on_a_task_dims_the_given_question():
     question = result.text.split("=")[0] + "="
     assert result.counted == [t >= len(question) - 1 for t in range(len(result.tokens) - 1)]
     out = " ".join(text_of(result).split())
-    assert "given" in out and f"the question's {len(question) - 1} are given, not predicted" in out
+    assert "given" in out and f"the other {len(question) - 1} are given, not predicted" in out

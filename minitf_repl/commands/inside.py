@@ -407,7 +407,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
     for t in range(n):
         hit = result.guesses[t] == result.tokens[t + 1]
         right += hit and result.counted[t]
-        if not result.counted[t]:  # a task's question: given, so no loss is counted there
+        if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
             add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]),
                     Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
                     Text("given", style="dim"), Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}",
@@ -419,7 +419,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
                 Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="green" if hit else ""))
     console.print(table)
     given = n - len(counted)
-    which = (f"the {len(counted)} counted -ln p (the question's {given} are given, not predicted: no loss there)"
+    which = (f"the {len(counted)} counted -ln p (the other {given} are given, not predicted: no loss there)"
              if given else f"the {n} -ln p" if n > 1 else "the one -ln p")
     say(console, f"loss {result.loss:.4f}: the mean of {which}, what :train minimises on every row of a batch "
                  f"(a uniform guess: ln(V) = {result.uniform:.2f})")

@@ -413,10 +413,21 @@ class RepeatedTokens:
         finally:
             model.train(was_training)
 
+    SAMPLE_BLOCK, SAMPLE_AGAIN = 8, 5  # the views' text: 8 random tokens, then the first 5 of them again
+
     def sample_questions(self, split: str, n: int, generator: torch.Generator) -> list[str]:
-        """Texts for the views: 8 random tokens, then the first 5 of them again (the next one is known)."""
-        blocks = torch.randint(self.tokenizer.vocab_size, (n, 8), generator=generator).tolist()
-        return [self.tokenizer.decode(b + b[:5]) for b in blocks]
+        """Texts for the views: SAMPLE_BLOCK random tokens, then the first SAMPLE_AGAIN of them again (so the
+        next token is known: the block's next)."""
+        blocks = torch.randint(self.tokenizer.vocab_size, (n, self.SAMPLE_BLOCK), generator=generator).tolist()
+        return [self.tokenizer.decode(b + b[: self.SAMPLE_AGAIN]) for b in blocks]
+
+    def counted(self, n_tokens: int) -> list[bool] | None:
+        """Which of the n_tokens - 1 next-token predictions of a text shaped like the views' sample the loss
+        counts (the repeat's after its first, as training counts them: :score, :grad), or None for text of
+        another length."""
+        if n_tokens != self.SAMPLE_BLOCK + self.SAMPLE_AGAIN:
+            return None
+        return [t >= self.SAMPLE_BLOCK for t in range(n_tokens - 1)]
 
 
 class VocabOnly:
