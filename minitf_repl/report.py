@@ -36,6 +36,7 @@ class ReportData:
     samples: list[str] = field(default_factory=list)
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
+    heads: object = None  # commands.HeadsResult: every head's roles on repeated random tokens (`:heads`)
 
 
 _CSS = """
@@ -170,6 +171,38 @@ def frames_html(frames: list) -> list[str]:
     return out
 
 
+HEAD_ROLES = ("previous", "current", "first", "duplicate", "induction")
+
+
+def heads_html(heads) -> list[str]:
+    """`:heads` as a table: each head's scores (the one it is named for in bold), what switching it off costs the
+    repeat, the even row; then the losses on the two copies and the reading."""
+    swept = any(row.carries is not None for row in heads.heads)
+    out = ["<h2>What each head does</h2>",
+           f"<p>On {heads.sequences} sequences of {heads.repeat} random tokens, each followed by the same "
+           f"{heads.repeat} again: the attention query i puts on the keys j each role names, averaged over the "
+           "queries (previous: j = i-1; current: j = i; first: j = 0; duplicate: earlier copies of token i; "
+           "induction: the token after an earlier copy of token i)"
+           + ("; off: the change in the repeat's loss (nats a token) with that head switched off alone" if swept
+              else "") + ".</p>"]
+    head = ("<tr><th>head</th>" + "".join(f"<th>{r}</th>" for r in HEAD_ROLES) + "<th>named</th>"
+            + ("<th>off</th>" if swept else "") + "</tr>")
+    rows = []
+    for row in heads.heads:
+        cells = "".join(f"<td><b>{getattr(row, r):.2f}</b></td>" if r == row.role
+                        else f"<td>{getattr(row, r):.2f}</td>" for r in HEAD_ROLES)
+        off = f"<td>{row.carries:+.2f}</td>" if swept else ""
+        rows.append(f"<tr><td>{row.layer}.{row.head}</td>{cells}<td>{_esc(row.role or '')}</td>{off}</tr>")
+    even = "".join(f"<td>{heads.uniform[r]:.2f}</td>" for r in HEAD_ROLES)
+    rows.append(f"<tr><td>even</td>{even}<td></td>{'<td></td>' if swept else ''}</tr>")
+    out.append(f'<table class="config">{head}{"".join(rows)}</table>')
+    if heads.more:
+        out.append(f"<p>{heads.more} heads with no role are not listed.</p>")
+    out.append(f"<p>loss on the first copy {heads.first_copy:.2f} nats a token, on the repeat {heads.second_copy:.2f} "
+               f"(a uniform guess: {heads.chance:.2f}). {_esc(heads.reading)}.</p>")
+    return out
+
+
 def teacher_forcing_html(scored) -> list[str]:
     """The scored text, each predicted token shaded by its loss -ln p against ln(V) (`:score`'s numbers)."""
     out = ["<h2>Teacher forcing</h2>",
@@ -223,6 +256,8 @@ def build_report(data: ReportData) -> str:
     out.append(f"<p>0 {scale} max weight of each map</p>")
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
+    if data.heads is not None:
+        out.extend(heads_html(data.heads))
     out.append("<h2>Samples</h2>")
     for sample in data.samples:
         out.append(f'<pre class="sample">{_esc(sample)}</pre>')

@@ -30,7 +30,8 @@ def test_report_is_one_self_contained_file(report):
     s, path, result = report
     html = path.read_text(encoding="utf-8")
     assert result.path == str(path) and result.size_bytes == path.stat().st_size
-    assert result.sections == ["config", "loss chart", "attention maps", "teacher forcing", "samples"]
+    assert result.sections == ["config", "loss chart", "attention maps", "teacher forcing", "what each head does",
+                               "samples"]
     assert html.startswith("<!DOCTYPE html>") and "</html>" in html
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in html and "@import" not in html and "url(" not in html
@@ -39,6 +40,23 @@ def test_report_is_one_self_contained_file(report):
     assert html.count('class="sample"') == 3 and "d_model" in html
     assert "<h2>Teacher forcing</h2>" in html  # sort:6's question and answer, the question given (grey)
     assert html.count('<span class="tf"') == 13 and html.count('title="given;') == 6
+
+
+def test_report_shows_what_each_head_does_as_heads_does(report, tmp_path):
+    s, path, _ = report
+    html = path.read_text(encoding="utf-8")
+    heads = run_command(s, "heads", {})  # the same random tokens (seed 0), the same model
+    assert "<h2>What each head does</h2>" in html and f"<td>{heads.heads[0].layer}.{heads.heads[0].head}</td>" in html
+    table = html[html.index("<h2>What each head does</h2>"):]
+    assert table.count("<tr>") == 1 + len(heads.heads) + 1  # the header, a row a head, the even row
+    for row in heads.heads:
+        assert f"<td>{row.carries:+.2f}</td>" in table
+    assert f"on the repeat {heads.second_copy:.2f}" in table and heads.reading in table
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", {**TINY, "max_seq_len": 3})  # too short for two copies: the page goes without
+    short = run_command(s, "report", {"path": str(tmp_path / "short.html")})
+    assert "what each head does" not in short.sections
+    assert "What each head does" not in (tmp_path / "short.html").read_text(encoding="utf-8")
 
 
 def test_report_checks_the_path_first(tmp_path):

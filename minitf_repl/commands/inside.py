@@ -601,7 +601,8 @@ def complete_html(session) -> list[str]:
     return ["report.html"]
 
 
-@command("report", "Write one self-contained HTML page: config, loss chart, attention maps, teacher forcing, samples.",
+@command("report", "Write one self-contained HTML page: config, loss chart, attention maps, teacher forcing, what each "
+                   "head does, samples.",
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
 ])  # fmt: skip
@@ -628,16 +629,23 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                             done=getattr(data, "answer_complete", None)))
         samples.append(start_text + data.tokenizer.decode(new))
     scored = score_text(session, None, reporter)
+    from .why import cmd_heads
+
+    try:  # the induction test of :heads; a window too short for two copies has none (the page goes without)
+        heads = cmd_heads(session, {"text": None, "layer": None, "seed": None}, reporter)
+    except UserError:
+        heads = None
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
                 "gen": session.gen_config.to_dict(), "data": session.data_spec},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
-        frames=session.watch_frames, scored=scored,
+        frames=session.watch_frames, scored=scored, heads=heads,
     )
     size = write_report(path, build_report(report))
-    sections = ["config"] + (["loss chart"] if report.series else []) + ["attention maps", "teacher forcing", "samples"]
+    sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps", "teacher forcing"]
+                + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
         sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(str(path), size, sections, time.perf_counter() - start)
