@@ -95,6 +95,8 @@ def test_report_renders_in_a_headless_browser(report):
     maps = re.findall(r'<svg class="attn"[^>]*width="(\d+)" height="(\d+)"', dom)
     assert len(maps) == 4 and all(int(w) > 0 and int(h) > 0 for w, h in maps)
     assert dom.count("<polyline") == 2 and dom.count("<rect") > 4
+    heads = dom[dom.index("<h2>What each head does</h2>"):]  # the browser parsed :heads's table whole
+    assert heads.count("<tr>") == 1 + 2 * 2 + 1 and heads.index("</table>") < heads.index("loss on the first copy")
 
 
 def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
