@@ -171,12 +171,10 @@ def frames_html(frames: list) -> list[str]:
     return out
 
 
-HEAD_ROLES = ("previous", "current", "first", "duplicate", "induction")
-
-
 def heads_html(heads) -> list[str]:
     """`:heads` as a table: each head's scores (the one it is named for in bold), what switching it off costs the
     repeat, the even row; then the losses on the two copies and the reading."""
+    roles = list(heads.uniform)  # the roles, in the order core.heads scores them
     swept = any(row.carries is not None for row in heads.heads)
     out = ["<h2>What each head does</h2>",
            f"<p>On {heads.sequences} sequences of {heads.repeat} random tokens, each followed by the same "
@@ -185,15 +183,15 @@ def heads_html(heads) -> list[str]:
            "induction: the token after an earlier copy of token i)"
            + ("; off: the change in the repeat's loss (nats a token) with that head switched off alone" if swept
               else "") + ".</p>"]
-    head = ("<tr><th>head</th>" + "".join(f"<th>{r}</th>" for r in HEAD_ROLES) + "<th>named</th>"
+    head = ("<tr><th>head</th>" + "".join(f"<th>{r}</th>" for r in roles) + "<th>named</th>"
             + ("<th>off</th>" if swept else "") + "</tr>")
     rows = []
     for row in heads.heads:
         cells = "".join(f"<td><b>{getattr(row, r):.2f}</b></td>" if r == row.role
-                        else f"<td>{getattr(row, r):.2f}</td>" for r in HEAD_ROLES)
+                        else f"<td>{getattr(row, r):.2f}</td>" for r in roles)
         off = f"<td>{row.carries:+.2f}</td>" if swept else ""
         rows.append(f"<tr><td>{row.layer}.{row.head}</td>{cells}<td>{_esc(row.role or '')}</td>{off}</tr>")
-    even = "".join(f"<td>{heads.uniform[r]:.2f}</td>" for r in HEAD_ROLES)
+    even = "".join(f"<td>{heads.uniform[r]:.2f}</td>" for r in roles)
     rows.append(f"<tr><td>even</td>{even}<td></td>{'<td></td>' if swept else ''}</tr>")
     out.append(f'<table class="config">{head}{"".join(rows)}</table>')
     if heads.more:

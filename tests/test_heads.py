@@ -296,3 +296,14 @@ def test_the_views_on_repeat_count_what_training_counts():
     assert "the mean of the 4 counted -ln p (the other 8 are given, not predicted: no loss there)" in plain(scored)
     grad = run(session, ":grad")
     assert grad.counted == [False] * 8 + [True] * 4  # the loss :grad backpropagates is :train's
+
+
+def test_the_shell_names_the_roles_the_core_scores():
+    """commands.why draws the roles without importing torch: its list is core.heads.ROLES, HeadRow's fields."""
+    from dataclasses import fields
+
+    from minitf_repl.commands.why import HEAD_ROLES, HeadRow
+
+    assert HEAD_ROLES == ROLES
+    assert tuple(f.name for f in fields(HeadRow))[2:7] == ROLES
+    assert tuple(uniform_scores(role_keys(torch.tensor([[1, 2, 1]])))) == ROLES  # the report reads this order

@@ -86,11 +86,12 @@ def default_prompt(tokenizer, otherwise: str | None = None) -> str:
 
 VIEW_DEFAULT = "(default: a short sample of the data)"  # how a view's help names its default prompt
 
-# The options the views on one text share: the text, the position read, the block.
+# The options the views on one text share: the text, the position read, the block, the query head.
 VIEW_TEXT = Param("prompt", str, help=f"text to read {VIEW_DEFAULT}", positional=True)
 LAST_POSITION = Param("at", int, help="the position (default -1: the last, the one that predicts the next token)",
                       meta="N")
 BLOCK = Param("layer", int, help="the block (default 0)", complete=complete_layer)
+QUERY_HEAD = Param("head", int, help="the query head (default 0)", complete=complete_head_number)
 
 SAMPLE_CHARS = 16  # the length of a corpus's default prompt for the views
 SAMPLE_SCAN = 20_000  # characters of validation text searched for it

@@ -460,11 +460,11 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
     rows = [f for f in frames if f.heads]
     if not rows:
         return []
-    last = sorted(rows[-1].heads, key=lambda h: -h.induction if h.induction == h.induction else 0.0)
+    last = sorted(rows[-1].heads, key=lambda h: 0.0 if math.isnan(h.induction) else -h.induction)
     series = []
     for top in last[:INDUCTION_CURVES]:
         pairs = [(f.step, h.induction) for f in rows for h in f.heads
-                 if (h.layer, h.head) == (top.layer, top.head) and h.induction == h.induction]
+                 if (h.layer, h.head) == (top.layer, top.head) and not math.isnan(h.induction)]
         series.append(PlotSeries(f"head {top.layer}.{top.head}", [s for s, _ in pairs], [v for _, v in pairs]))
     return [s for s in series if s.steps]
 

@@ -254,6 +254,9 @@ def render_attrib(result: AttribResult, console: Console) -> None:
 
 
 # --- :heads --------------------------------------------------------------------------------------
+# The roles, in core.heads.ROLES's order, named here too so that the shell need not import torch to draw them
+# (tests/test_heads.py checks the two agree); HeadRow's fields are these names.
+HEAD_ROLES = ("previous", "current", "first", "duplicate", "induction")
 HEAD_ROWS = 48  # with more heads than this (and no layer=), only the named ones are listed
 COPIES_AT = 0.5  # the repeat's loss at most this share of the first copy's: the model copies from context
 
@@ -347,15 +350,11 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
     if layer is None and len(listed) > HEAD_ROWS:
         named = [h for h in listed if h.role is not None]
         more, listed = len(listed) - len(named), named
-    rows = [HeadRow(h.layer, h.head, *(h.scores[r] for r in ("previous", "current", "first", "duplicate",
-                                                               "induction")), h.role, h.carries) for h in listed]
+    rows = [HeadRow(h.layer, h.head, *(h.scores[r] for r in HEAD_ROLES), h.role, h.carries) for h in listed]
     return HeadsResult(text, [tokenizer.itos[i] for i in roles.token_ids[0]], repeat, len(roles.token_ids), seed,
                        layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
                        roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy),
                        untrained=session.untrained, ablations=switched_off(session))
-
-
-HEAD_ROLES_SHOWN = ("previous", "current", "first", "duplicate", "induction")
 
 
 @render.register(HeadsResult)
@@ -373,12 +372,12 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                   "j = i-1, current j = i, first j = 0, duplicate: earlier copies of token i, induction: the token "
                   "after an earlier copy of token i")
     swept = any(row.carries is not None for row in result.heads)
-    names = ["head", *HEAD_ROLES_SHOWN, "named"] + (["off: repeat"] if swept else [])
+    names = ["head", *HEAD_ROLES, "named"] + (["off: repeat"] if swept else [])
     most = max((row.carries for row in result.heads if row.carries is not None), default=None)
     rows = []
     for row in result.heads:
         cells = [f"{row.layer}.{row.head}"]
-        for role in HEAD_ROLES_SHOWN:
+        for role in HEAD_ROLES:
             value = getattr(row, role)
             text = "-" if math.isnan(value) else f"{value:.2f}"
             cells.append(Text(text, style="bold green" if role == row.role else ""))
@@ -388,7 +387,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
         rows.append(cells)
     rows.append([Text("even", style="dim"), *(Text("-" if math.isnan(result.uniform[r]) else
                                                    f"{result.uniform[r]:.2f}", style="dim")
-                                              for r in HEAD_ROLES_SHOWN), ""]
+                                              for r in HEAD_ROLES), ""]
                 + ([""] if swept else []))
     table = fitting_table(console, names, rows, left=("head", "named"), optional=("current", "first", "duplicate"))
     console.print(table)

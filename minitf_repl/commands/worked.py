@@ -14,7 +14,7 @@ options, and render the result as the formula's table.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -32,7 +32,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (BLOCK, LAST_POSITION, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head_number,
+from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, check_layer, command,
                    view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -122,7 +122,7 @@ class QkvResult:
     Param("at", int, help="the query position (default: the middle of the text, so the mask has a future to "
                           "hide; -1: the last)", meta="N"),
     BLOCK,
-    Param("head", int, help="the query head (default 0)", complete=complete_head_number),
+    QUERY_HEAD,
 ])  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
@@ -243,9 +243,9 @@ class RopeResult:
 @command("rope", "Rotary positions worked out at one query: q and k turned pair by pair, every score depending on "
                  "the distance only.", params=[
     VIEW_TEXT,
-    Param("at", int, help="the query position (default -1: the last)", meta="N"),
+    replace(LAST_POSITION, help="the query position (default -1: the last)"),
     BLOCK,
-    Param("head", int, help="the query head (default 0)", complete=complete_head_number),
+    QUERY_HEAD,
 ])  # fmt: skip
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     layer = check_layer(session, args["layer"])

@@ -40,7 +40,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import probe
+from .ablation import Ablation, Ablations
 from .errors import UserError
+from .inside import block_probes, listening
 
 ROLES = ("previous", "current", "first", "duplicate", "induction")
 ROLE_AT = 0.4  # a head is named for a role when its score there is its largest, at least this ...
@@ -165,11 +168,8 @@ def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, repeat: int) -> floa
 
 def switched_off_losses(model: nn.Module, idx: torch.Tensor, repeat: int, heads: list[tuple[int, int]]) -> list[float]:
     """The repeat's loss with each of `heads` (layer, head) switched off alone (core.ablation), in order."""
-    from .ablation import Ablation, Ablations
-    from .probe import listening
-
     out = []
-    with listening(model):
+    with probe.listening(model):  # eval, no_grad, training flags restored
         for layer, head in heads:
             off = Ablations(model)
             off.add(Ablation("head", layer, head))
@@ -184,8 +184,6 @@ def switched_off_losses(model: nn.Module, idx: torch.Tensor, repeat: int, heads:
 def head_roles(model: nn.Module, tokens: torch.Tensor, repeat: int | None = None, sweep: bool = True) -> HeadRoles:
     """Score every head of `model` on `tokens` (B, T); `repeat`: h, when each row is h tokens twice. `sweep`:
     with a repeat, also switch each head off in turn (at most SWEEP_MOST heads) and read the repeat's loss."""
-    from .inside import block_probes, listening
-
     probes = block_probes(model, "hook_weights")
     if not probes:
         raise UserError("this model has no attention weight probes (hook_weights); use a model built by minitf")

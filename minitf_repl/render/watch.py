@@ -8,6 +8,8 @@ the same information.
 
 from __future__ import annotations
 
+import math
+
 from rich import box
 from rich.columns import Columns
 from rich.console import Group
@@ -37,7 +39,7 @@ def frame_input(frame) -> str:
 def head_cell(head) -> Text:
     """One head of a heads frame: the role it is named for and its score, or a dot and its largest score."""
     if head.role is None:
-        return Text("-" if head.score != head.score else f"· {head.score:.2f}", style="dim")
+        return Text("-" if math.isnan(head.score) else f"· {head.score:.2f}", style="dim")
     return Text(f"{head.role} {head.score:.2f}", style="bold green" if head.role == "induction" else "")
 
 
