@@ -21,6 +21,7 @@ from .palette import SCALE, scale_hex, visible
 from .registry import clip
 from .render import fmt
 from .render.chart import uniform_label, uniform_loss
+from .render.heatmap import reads_future
 from .render.watch import copying, frame_subject, head_cell
 
 
@@ -104,8 +105,10 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     return "".join(parts)
 
 
-def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14, label: str = "") -> str:
-    """One attention map: row i (a query) over columns 0..i (keys); the masked future left blank."""
+def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14, label: str = "",
+                  future: bool = False) -> str:
+    """One attention map: row i (a query) over columns 0..i (keys); the masked future left blank, unless
+    `future` (a model without the causal mask: every column)."""
     T = len(tokens)
     margin = cell + 4
     size = margin + T * cell
@@ -120,7 +123,7 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
         parts.append(f'<text x="{cell / 2:.1f}" y="{mid + cell / 2 - 3:.1f}" font-size="{cell - 4}" '
                      f'text-anchor="middle" font-family="monospace">{c}</text>')
     for i in range(T):
-        for j in range(i + 1):
+        for j in range(T if future else i + 1):
             w = weights[i][j]
             parts.append(f'<rect x="{margin + j * cell}" y="{margin + i * cell}" width="{cell}" height="{cell}" '
                          f'fill="{scale_hex(w / peak)}"><title>{w:.3f}</title></rect>')
@@ -140,8 +143,10 @@ def frames_html(frames: list) -> list[str]:
                                          else " (before training)")
         out.append(f'<h3 class="frame">{_esc(when)}</h3>')
         if frame.maps:
-            figures = "".join(f"<figure>{attention_svg(frame.tokens, m, label=f'step {frame.step} head {h}')}"
-                              f"<figcaption>head {h}</figcaption></figure>" for h, m in enumerate(frame.maps))
+            future = reads_future(frame.maps)
+            svgs = [attention_svg(frame.tokens, m, label=f"step {frame.step} head {h}", future=future)
+                    for h, m in enumerate(frame.maps)]
+            figures = "".join(f"<figure>{svg}<figcaption>head {h}</figcaption></figure>" for h, svg in enumerate(svgs))
             out.append(f'<div class="maps">{figures}</div>')
         elif frame.lens:
             rank = frame.target is not None
@@ -239,12 +244,15 @@ def build_report(data: ReportData) -> str:
     out.append("<h2>Loss</h2>")
     out.append(loss_chart_svg(data.series, data.vocab_size))
     out.append("<h2>Attention</h2>")
+    future = any(reads_future(heads) for heads in data.maps)
+    where = ("a query over every key: the model has no causal mask (causal off), so it reads the future too"
+             if future else "a query over the keys 0..i; above the diagonal is the masked future")
     out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code>. Row i is where position "
-               "i looks (a query over the keys 0..i); above the diagonal is the masked future. Darker: less weight.</p>")
+               f"i looks ({where}). Darker: less weight.</p>")
     tokens = list(data.prompt)
     for layer, heads in zip(data.layers, data.maps):
         figures = "".join(
-            f"<figure>{attention_svg(tokens, m, label=f'layer {layer} head {h}')}"
+            f"<figure>{attention_svg(tokens, m, label=f'layer {layer} head {h}', future=future)}"
             f"<figcaption>layer {layer}, head {h}</figcaption></figure>"
             for h, m in enumerate(heads)
         )

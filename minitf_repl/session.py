@@ -8,7 +8,7 @@ and never builds anything, so the bottom toolbar works before torch has been imp
 The session changes state only through its own methods (`use_data`, `set_model_config`,
 `set_train_config`, `set_gen_config`, `set_shell_config`, `move_to`, `adopt`, `rollback`), each
 called by a command after it has validated everything, so a failed command leaves the state as it
-was. The model and the trainer offer what those methods need (`set_attention`, `set_dropout`,
+was. The model and the trainer offer what those methods need (`set_attention`, `set_dropout`, `set_causal`,
 `Trainer.set_config`); nothing here reaches into their parts.
 
 Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECKPOINT_DIR`); with
@@ -247,7 +247,7 @@ class Session:
     def set_model_config(self, config: ModelConfig) -> bool:
         """Adopt a validated model config. True when the model was rebuilt (weights reset).
 
-        Settings declared in_place (dropout, the attention path) change no weight, so the model takes
+        Settings declared in_place (dropout, the attention path, the causal mask) change no weight, so the model takes
         them as they are; any other change alters a weight's shape or meaning, so the model is rebuilt.
         """
         rebuild = self.rebuild_needed(config=config)
@@ -257,10 +257,11 @@ class Session:
         if rebuild:
             self.rebuild()
             return True
-        active = self.ablations  # their hooks may hold the attention path: take them off while it changes
+        active = self.ablations  # off while the model changes (the mask's ablation is a flag causal= also sets)
         self.set_ablations([])
         self._model.set_dropout(config.dropout)
         self._model.set_attention(config.attention)
+        self._model.set_causal(config.causal)
         self.set_ablations(active)
         return False
 

@@ -286,10 +286,12 @@ def test_params_shows_what_grouped_heads_save_in_the_kv_cache():
 
 def test_changing_the_attention_path_under_an_ablation_keeps_both():
     s = tiny_session()
+    attention = [m for m in s.model.modules() if hasattr(m, "use_sdpa")]
     run(s, ":set attention=sdpa")
     run(s, ":ablate mask")
-    assert not any(m.use_sdpa for m in s.model.modules() if hasattr(m, "use_sdpa"))  # the ablation needs explicit
+    assert all(m.use_sdpa and not m.causal for m in attention)  # the fused kernel runs without its mask as well
     run(s, ":set attention=explicit dropout=0.1")
     assert s.ablations and s.model.config.attention == "explicit"
+    assert not any(m.use_sdpa or m.causal for m in attention)  # the new path, still without the mask
     run(s, ":ablate off")
-    assert not any(m.use_sdpa for m in s.model.modules() if hasattr(m, "use_sdpa"))  # the user's choice, kept
+    assert all(m.causal and not m.use_sdpa for m in attention)  # the user's choice, kept

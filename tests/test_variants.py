@@ -50,6 +50,7 @@ SWITCHES = (
     [dict(pos_encoding=p) for p in ("learned", "sinusoidal", "rope", "none")]
     + [dict(norm="rmsnorm"), dict(norm_placement="post"), dict(norm="rmsnorm", norm_placement="post")]
     + [dict(residual=False), dict(residual=False, norm_placement="post")]
+    + [dict(causal=False), dict(causal=False, pos_encoding="rope", n_kv_heads=2)]
     + [dict(qk_norm=True), dict(qk_norm=True, norm="rmsnorm"), dict(norm_gain=False), dict(norm_gain=False, norm="rmsnorm")]
     + [dict(activation=a) for a in ("gelu", "relu", "gelu_tanh", "relu2", "swiglu")]
     + [dict(n_kv_heads=k) for k in (0, 1, 2, 4)]
@@ -71,6 +72,10 @@ def label(changes: dict) -> str:
 
 
 variants = pytest.mark.parametrize("changes", ALL, ids=[label(c) for c in ALL])
+# causal=off is the mask's counter-example: a position reads later ones, so a prefix's outputs (a cache's, a
+# chunk's) are not the full text's. tests/test_causal.py tests it on its own terms.
+CAUSAL = [c for c in ALL if c.get("causal", True)]
+causal_variants = pytest.mark.parametrize("changes", CAUSAL, ids=[label(c) for c in CAUSAL])
 
 
 def make_model(changes: dict, seed: int = 0, **more) -> MiniTransformerLM:
@@ -102,7 +107,7 @@ def test_cache_gives_the_naive_loops_tokens(changes, sampling):
     assert cached == naive
 
 
-@variants
+@causal_variants
 def test_cache_in_chunks_matches_the_full_forward(changes):
     model = make_model(changes)
     idx = random_idx()
@@ -126,11 +131,16 @@ def test_explicit_attention_matches_sdpa(changes):
         b, _ = fused(idx)
         cache = fused.new_cache()  # the masked (T < T_k) call of the kernel too
         c = torch.cat([fused(idx[:, :3], cache=cache)[0], fused(idx[:, 3:], cache=cache)[0]], dim=1)
+        explicit_cache = explicit.new_cache()  # the explicit path's own masked call (causal=off: no mask either)
+        d = torch.cat([explicit(idx[:, :3], cache=explicit_cache)[0], explicit(idx[:, 3:], cache=explicit_cache)[0]],
+                      dim=1)
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
-    torch.testing.assert_close(a, c, atol=1e-5, rtol=0)
+    torch.testing.assert_close(d, c, atol=1e-5, rtol=0)
+    if changes.get("causal", True):
+        torch.testing.assert_close(a, c, atol=1e-5, rtol=0)
 
 
-@variants
+@causal_variants
 @pytest.mark.parametrize("t", [0, 4])
 def test_causality(changes, t):
     model = make_model(changes)
@@ -464,8 +474,9 @@ def _sort_settings(changes: dict) -> dict:
     return dict(batch_size=batch, lr=_sort_lr(changes), **ADAMW_BEFORE)
 
 
-# residual=off is the lab's counter-example, not a variant to learn with: tests/test_grad.py shows it training worse.
-LEARNERS = [c for c in SWITCHES if c.get("residual", True)] + PRESET_CONFIGS
+# residual=off and causal=off are the lab's counter-examples, not variants to learn with: tests/test_grad.py shows the
+# first training worse, tests/test_causal.py the second learning to copy a next token generation never has.
+LEARNERS = [c for c in SWITCHES if c.get("residual", True) and c.get("causal", True)] + PRESET_CONFIGS
 
 
 @pytest.mark.slow

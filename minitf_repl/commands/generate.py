@@ -35,7 +35,7 @@ class GenResult:
     n_tokens: int  # tokens generated
     seconds: float
     tokens_per_second: float
-    cache: bool  # decoded with the KV cache (cache=on)
+    cache: bool  # decoded with the KV cache (cache=on, and a model whose cache is exact: see cache_off)
     stopped: bool  # Ctrl-C ended it early
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
     untrained: bool = False  # the model has not trained a step: its text is random
@@ -43,6 +43,7 @@ class GenResult:
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
     raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
     answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
+    cache_off: str | None = None  # why cache=on decoded without the cache (causal=off: the cache is not exact)
 
 
 @command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
@@ -58,7 +59,7 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True)  # fmt: skip
+], takes_plain_text=True, json_version=2)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     tokenizer = session.data.tokenizer
@@ -73,8 +74,9 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         reporter.notice(f"the prompt is {count(len(ids), tokenizer.unit)}, longer than max_seq_len={window}: "
                         f"the model sees only its last {window}")
 
-    from ..core.generate import generate
+    from ..core.generate import cache_exact, generate
 
+    exact = cache_exact(model)  # causal=off: the cache would not give what the window gives
     done = getattr(session.data, "answer_complete", None)  # a task's answers end (core.data); a corpus has no end
     stream = generate(model, ids, settings, done=done)
     reporter.on_gen_start(prompt, raw=args["raw"])
@@ -109,7 +111,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         n_tokens=len(pieces),
         seconds=seconds,
         tokens_per_second=len(pieces) / seconds if seconds > 0 else 0.0,
-        cache=settings.cache,
+        cache=settings.cache and exact,
         stopped=stopped,
         default_prompt=not given_prompt,
         untrained=session.untrained,
@@ -117,6 +119,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         probs=probs,
         raw=args["raw"],
         answered=done is not None and not stopped and done(ids + new_ids),
+        cache_off=None if exact or not settings.cache else
+        "causal=off: a position's keys and values change as later tokens come, so every step recomputes the window",
     )
 
 
@@ -142,6 +146,8 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if result.untrained:
         note(console, f"this model has not trained yet, so its text is random: {train_first('gen', AUTOSAVE_NAME)}")
+    if result.cache_off:
+        note(console, f"no KV cache: {result.cache_off}")
     note(console, gen_stats(result))
 
 

@@ -26,7 +26,7 @@ from ..core.words import count
 from ..palette import VISIBLE, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
-from ..render.heatmap import attention_window, heatmap, label_width, legend, plain
+from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
@@ -94,22 +94,38 @@ def render_attn(result: AttnResult, console: Console) -> None:
     maps = [[row[start:] for row in m[start:]] for m in result.maps]
     peak = max((w for m in maps for row in m for w in row), default=1.0)
     what = f"head {result.heads[0]}" if single else f"all {count(result.n_heads, 'head')}"
+    future = reads_future(result.maps)  # causal off, or :ablate mask
     say(console, f"attention, layer {result.layer}, {what}", "bold")
-    note(console, "row i: where position i looks (keys 0..i); blank: the masked future")
+    note(console, "row i: where position i looks (every key j: nothing masks the future now)" if future
+         else "row i: where position i looks (keys 0..i); blank: the masked future")
     if start:
         note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
     if single:
-        console.print(heatmap(tokens, maps[0], peak, width, as_text), highlight=False, no_wrap=True,
+        console.print(heatmap(tokens, maps[0], peak, width, as_text, future), highlight=False, no_wrap=True,
                       overflow="ignore")
     else:
-        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text))
+        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text, future))
                   for h, m in zip(result.heads, maps)]
         console.print(Columns(panels, padding=(1, 2)))
     console.print(legend(peak, as_text), highlight=False)
+    if future:
+        nxt = [next_token_weight(m) for m in result.maps]
+        shares = ", ".join(f"head {h} {w:.2f}" for h, w in zip(result.heads, nxt))
+        say(console, f"weight on the next token (j = i+1, the one position i is to predict), averaged over the rows: "
+                     f"{shares}")
+        if max(nxt) >= 0.5:
+            note(console, "a head that reads the next token hands the answer to the prediction: the loss falls "
+                          "toward 0, and generation, which has no next token, fails")
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) "
                       "went unread")
     note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer)}")
+
+
+def next_token_weight(weights: list[list[float]]) -> float:
+    """A pattern's weight on key j = i+1, averaged over the rows that have one: 0 under the causal mask."""
+    T = len(weights)
+    return sum(weights[i][i + 1] for i in range(T - 1)) / max(T - 1, 1)
 
 
 # --- :step ---------------------------------------------------------------------------------------
@@ -362,13 +378,14 @@ class ScoreResult:
     dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     untrained: bool = False  # the model has not trained a step: every p is near 1/V
+    causal: bool = True  # the causal mask is on; off (causal=off), position t also reads t+1, the token it predicts
 
 
 @command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
          params=[
     Param("text", str, help="the text to score (default: a sample of the data with what truly follows it)",
           positional=True),
-], aliases=("tf",))  # fmt: skip
+], aliases=("tf",), json_version=2)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     return score_text(session, args["text"], reporter)
 
@@ -388,15 +405,17 @@ def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreR
     return ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
                        [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
                        math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
-                       untrained=session.untrained)
+                       untrained=session.untrained, causal=session.model.causal)
 
 
 @render.register(ScoreResult)
 def render_score(result: ScoreResult, console: Console) -> None:
     n = len(result.losses)
     say(console, f"teacher forcing on {result.text[-60:]!r}", "bold")
+    sees = ("sees tokens 0..t only (the causal mask)" if result.causal else
+            "sees the whole text, the true next token included (causal off: nothing masks the future)")
     note(console, f"one forward pass reads {count(n, result.unit)} and predicts each next one at once: position t "
-                  "sees tokens 0..t only (the causal mask), and its loss is -ln p(the true next token)")
+                  f"{sees}, and its loss is -ln p(the true next token)")
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     for name, justify in (("t", "right"), ("reads", "left"), ("true next", "left"), ("p", "right"),
                           ("-ln p", "right"), ("", "left"), ("best guess", "left")):
@@ -631,7 +650,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     scored = score_text(session, None, reporter)
     from .why import cmd_heads
 
-    try:  # the induction test of :heads; a window too short for two copies has none (the page goes without)
+    try:  # :heads's induction test; a window too short for two copies, or causal=off, has none (the page goes without)
         heads = cmd_heads(session, {"text": None, "layer": None, "seed": None}, reporter)
     except UserError:
         heads = None

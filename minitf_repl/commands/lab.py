@@ -7,7 +7,7 @@ hooks (core.ablation), never by changing a weight, and `:ablate off` puts them b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -56,6 +56,9 @@ class CompareResult:
     # what the contenders are compared by: "val loss", or "bits per character" when their tokenizers
     # differ (losses per token of different tokenizers do not compare)
     by: str = "val loss"
+    # contenders with causal=off: every position reads the token it is to predict, so their loss is no language
+    # model's (the lab's counter-example), whatever the verdict says
+    unmasked: list[str] = field(default_factory=list)
 
 
 MAX_CONTENDERS = 6
@@ -70,7 +73,7 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=2)  # fmt: skip
+], pairs_in_text=True, json_version=3)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     from ..core.compare import Contender, compare
@@ -116,7 +119,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
                        threads=session.threads, on_step=reporter.on_compare_step)
     stopped = any(o.final is None or o.final.step < steps for o in outcomes)
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
-    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by)
+    unmasked = [c.label for c in contenders if not c.model_config.causal]
+    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked)
 
 
 def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
@@ -232,6 +236,10 @@ def render_compare(result: CompareResult, console: Console) -> None:
         say(console, result.verdict, "green")
     if result.seeds == 1 and not result.stopped and (bpc or not result.verdict):
         note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
+    if result.unmasked:
+        say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
+                     f"such a loss is no language model's, and the model cannot generate "
+                     f"({cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it)", "yellow")
 
 
 # --- :experts ------------------------------------------------------------------------------------
@@ -321,6 +329,9 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
         raise UserError("what to switch off? head=L.H, mask, positions, block=L (or off to undo)")
     config = session.model_config
     ablation = None if what.lower() == "off" else parse_ablation(what, config.n_layers, config.n_heads)
+    if ablation is not None and ablation.kind == "mask" and not config.causal:
+        raise UserError(f"this model has no causal mask to switch off (causal=off); {cmd('set', causal=True)} "
+                        "puts it back")
     trainer = session.trainer
     previous = list(session.ablations)
     session.set_ablations([])

@@ -222,6 +222,12 @@ def render_set(result: SetResult, console: Console) -> None:
         render_kept(console, result.kept)
     if result.preset:
         note(console, f"the model settings now match the preset {result.preset}")
+    if "causal" in result.changed:
+        note(console, "the mask is back, the weights kept: position i reads positions j <= i only"
+             if result.changed["causal"][1] else
+             f"no causal mask, the weights kept: every position reads the whole window, the token it is to predict "
+             f"included. {cmd('train')} it so and the loss falls toward 0; then {cmd('attn')} shows the heads reading "
+             f"the next token and {cmd('gen')} what is left when there is none")
 
 
 # --- :data ---------------------------------------------------------------------------------------

@@ -259,6 +259,9 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
         return Watcher("grad", data.tokenizer, prompt, layer,
                        counted=counted(len(ids)) if counted and not dropped else None)
     if args["watch"] == "heads":  # what :heads reads: the repeated random tokens, or the prompt given
+        from .why import check_causal
+
+        check_causal(session, "watch=heads")
         if args["prompt"] is None:
             from ..core.heads import repeat_length
 

@@ -316,6 +316,18 @@ def heads_reading(roles, first: float | None, second: float | None) -> str:
             f"after an earlier copy (the most: head {best.layer}.{best.head}, {best.scores['induction']:.2f}){needed}")
 
 
+def check_causal(session: Session, what: str) -> None:
+    """The head roles are a causal model's: refuse them, with the way on, where the mask is off (causal=off, or
+    `:ablate mask`)."""
+    if session.model.causal:
+        return
+    why, fix = (("causal=off", cmd("set", causal=True)) if not session.model_config.causal
+                else (cmd("ablate", "mask"), cmd("ablate", "off")))
+    raise UserError(f"{what} scores what a causal model's heads do, and this model reads the future ({why}): any "
+                    f"head may read the very token it is to predict; {cmd('attn')} shows which heads read the next "
+                    f"token, {fix} puts the mask back")
+
+
 @command("heads", "What each attention head does: its attention scored as previous-token, first-token, "
                   "duplicate and induction head, and the loss on a repeated random text.", params=[
     Param("text", str, help="score the heads on this text (default: random tokens, then the same tokens again)",
@@ -326,6 +338,7 @@ def heads_reading(roles, first: float | None, second: float | None) -> str:
 def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
     from ..core.heads import SEQUENCES, head_roles, repeated_tokens
 
+    check_causal(session, cmd("heads"))
     layer = None if args["layer"] is None else check_layer(session, args["layer"])
     tokenizer = session.data.tokenizer  # first: the data, loaded now, sets the model's vocabulary
     config = session.model.config

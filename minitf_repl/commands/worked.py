@@ -114,6 +114,7 @@ class QkvResult:
     unit: str = "character"
     untrained: bool = False  # the model has not trained a step: its patterns are near uniform
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    causal: bool = True  # the model's causal mask is on; off (causal=off), M = 0 and the future is read too
 
 
 @command("qkv", "One query's attention worked out: q.k for every key, the scale, the causal mask, softmax, the "
@@ -123,7 +124,7 @@ class QkvResult:
                           "hide; -1: the last)", meta="N"),
     BLOCK,
     QUERY_HEAD,
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
     config = session.model_config
@@ -144,14 +145,18 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
                      **fields)
 
 
-def _shown_keys(weights: list[float], at: int) -> list[int]:
-    """The keys listed one per row: every past key while they fit in QKV_ROWS, else the QKV_ROWS - 2 heaviest and
-    the query itself; then the first future key, whose score the mask replaces by -inf."""
-    past = list(range(at + 1))
-    if len(past) > QKV_ROWS - 1:
-        heaviest = sorted(range(at), key=lambda j: weights[j], reverse=True)[:QKV_ROWS - 2]
-        past = sorted(heaviest) + [at]
-    return past + ([at + 1] if at + 1 < len(weights) else [])
+def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]:
+    """The keys listed one per row: every key read while they fit in QKV_ROWS, else the QKV_ROWS - 2 heaviest and
+    the query itself; then the first future key: masked, its score replaced by -inf, or without the mask
+    (causal off) the token position `at` is to predict, read like any other key."""
+    T = len(weights)
+    read = list(range(at + 1 if causal else T))
+    nxt = [at + 1] if at + 1 < T else []
+    if len(read) > QKV_ROWS - 1:
+        others = [j for j in read if j != at and (causal or j != at + 1)]
+        heaviest = sorted(others, key=lambda j: weights[j], reverse=True)[:QKV_ROWS - 2]
+        read = sorted(heaviest + [at] + ([] if causal else nxt))
+    return read + (nxt if causal else [])
 
 
 @render.register(QkvResult)
@@ -159,7 +164,9 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     i, T, d_k = result.at, len(result.tokens), len(result.q)
     say(console, f"query {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}: layer {result.layer}, "
                  f"head {result.head}, d_k = {d_k}", "bold")
-    note(console, f"s_ij = q_i.k_j / sqrt(d_k), then + M_ij (-inf for j > i: the causal mask), a_ij = softmax over "
+    mask = ("-inf for j > i: the causal mask" if result.causal
+            else "0 for every j: causal off, no mask, so position i reads the future too")
+    note(console, f"s_ij = q_i.k_j / sqrt(d_k), then + M_ij ({mask}), a_ij = softmax over "
                   f"j, o_i = sum_j a_ij v_j; sqrt(d_k) = {math.sqrt(d_k):.2f}, |q_i| = {_norm(result.q):.2f}")
     if result.turned:
         note(console, f"q and k as the scores read them: after {' and '.join(result.turned)}")
@@ -168,15 +175,15 @@ def render_qkv(result: QkvResult, console: Console) -> None:
         first = result.kv_head * group
         note(console, f"keys and values from key/value head {result.kv_head} of {result.n_kv_heads}, shared by query "
                       f"heads {first}..{first + group - 1}")
-    shown = _shown_keys(result.weights, i)
+    shown = _shown_keys(result.weights, i, result.causal)
     top = max(result.weights)
     rows, previous = [], -1
     for j in shown:
-        if j > previous + 1 and j <= i:  # past keys left out between two listed ones
+        if j > previous + 1 and (j <= i or not result.causal):  # keys read, left out between two listed ones
             rows.append(_skipped(result, range(previous + 1, j)))
         previous = j
-        key = visible(result.tokens[j]) + (" = i" if j == i else "")
-        if j > i:
+        key = visible(result.tokens[j]) + (" = i" if j == i else " = i+1" if j == i + 1 and not result.causal else "")
+        if j > i and result.causal:
             rows.append([str(j), Text(key, style="dim"), Text(f"{result.dots[j]:.3f}", style="dim"),
                          Text(f"{result.scores[j]:.3f}", style="dim"), Text("-inf", style="red"), Text("0", style="dim"),
                          Text("masked: the future", style="dim"), Text("0", style="dim")])
@@ -189,11 +196,20 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     names = ["j", "key", "q.k_j", "s_ij", "+ M_ij", "a_ij", "", "|a_ij v_j|"]
     table = fitting_table(console, names, rows, left=("key", ""), optional=("|a_ij v_j|", "q.k_j"))
     console.print(table)
-    if T - 1 > i + 1:
+    if result.causal and T - 1 > i + 1:
         note(console, f"j = {i + 2}..{T - 1}: {count(T - i - 2, 'more future key')}, masked the same way (weight 0)")
-    best = max(range(i + 1), key=lambda j: result.weights[j])
-    say(console, f"the weights sum to 1 over j = 0..{i}; the largest, {result.weights[best]:.3f}, on j = {best} "
+    elif not result.causal and previous < T - 1:
+        rows_left = range(previous + 1, T)
+        note(console, f"j = {rows_left[0]}..{T - 1}: {count(len(rows_left), 'more key')}, weight "
+                      f"{sum(result.weights[j] for j in rows_left):.3f} together")
+    read = i + 1 if result.causal else T
+    best = max(range(read), key=lambda j: result.weights[j])
+    say(console, f"the weights sum to 1 over j = 0..{read - 1}; the largest, {result.weights[best]:.3f}, on j = {best} "
                  f"{visible(result.tokens[best])!r}")
+    if not result.causal and i + 1 < T:
+        say(console, f"causal off: position {i} reads the very token it is to predict, {visible(result.tokens[i + 1])!r} "
+                     f"at j = {i + 1}, with weight {result.weights[i + 1]:.3f}; a model trained so learns to copy it, "
+                     f"and at generation there is no next token to copy ({cmd('set', causal=True)} puts the mask back)")
     unscaled_top = max(result.unscaled_weights)
     note(console, f"without the 1/sqrt(d_k) scale the largest weight would be {unscaled_top:.3f}: scores "
                   f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if i else
@@ -694,13 +710,14 @@ class KvResult:
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     int8: bool = False  # decoded with the int8 copy that :gen samples from (:quantize int8)
+    causal: bool = True  # the causal mask is on; off, the cache is not exact and the two loops disagree
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
@@ -716,7 +733,8 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
                     n_kv_heads=config.kv_heads, head_dim=config.head_dim,
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
                     naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
-                    untrained=session.untrained, ablations=switched_off(session), int8=model is not session.model)
+                    untrained=session.untrained, ablations=switched_off(session), int8=model is not session.model,
+                    causal=model.causal)
 
 
 @render.register(KvResult)
@@ -762,5 +780,13 @@ def render_kv(result: KvResult, console: Console) -> None:
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     ablation_note(console, result.ablations)
+    if not result.causal and result.n_layers == 1:
+        note(console, "causal off, and still exact: one layer's keys and values are made from the embeddings alone, "
+                      "which no later token changes")
+    elif not result.causal:
+        say(console, "causal off: the cache is not exact. Each position's k and v were cached when it was the newest, "
+                     "before later tokens came; without the mask those later tokens change them (from the second "
+                     f"layer on, whose keys read the layer below), so the naive loop's logits differ. {cmd('gen')} "
+                     "recomputes the window every step for such a model", "yellow")
     if result.untrained:
         note(console, "this model has not trained yet: the tokens are noise, the comparison holds all the same")

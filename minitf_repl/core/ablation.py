@@ -1,22 +1,21 @@
 """Ablations: switch one part of a trained model off, without touching a weight, and see what it did.
 
-Each ablation is a set of forward hooks on the model's modules and probes, so it is undone exactly
-by removing them (`Ablations.clear()`), and the weights, the optimizer and any checkpoint never
-see it. What can be switched off:
+Each ablation is a set of forward hooks on the model's modules and probes (the mask: a flag of each
+attention layer), so it is undone exactly by removing them (`Ablations.clear()`), and the weights, the
+optimizer and any checkpoint never see it. What can be switched off:
 
     head=L.H    zero the output O_h = A_h V_h of head H in block L (before the heads are merged)
-    mask        drop the causal mask M: every position sees the whole window, future included
+    mask        drop the causal mask M: every position sees the whole window, future included (causal=off
+                for a while: each attention layer's `causal` flag is switched off, and back by `clear()`)
     positions   drop the position information (the table P, or the rotation of q and k)
     block=L     skip block L: its input passes straight through, h_L = h_{L-1}
 
-Hooks that replace a tensor inside attention need the explicit path (the fused kernel computes the
-scores internally), so while such an ablation is on, attention layers on the fused path are
-switched to the explicit one (same weights, same numbers within 1e-5) and switched back after.
+Every ablation works on either attention path: the hooks sit on probes both paths call, and the mask
+is a flag both read.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 from dataclasses import dataclass, field
 
@@ -76,23 +75,29 @@ class Ablations:
 
     model: nn.Module
     active: list[Ablation] = field(default_factory=list)
-    _handles: list = field(default_factory=list)
-    _path: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the explicit path, while needed
+    _handles: list = field(default_factory=list)  # hook handles, and _Undo for the mask: each has remove()
 
     def add(self, ablation: Ablation) -> None:
         if ablation in self.active:
             return
-        handles = _hooks(self.model, ablation)
-        if ablation.kind == "mask":  # its hooks replace the scores, which the fused kernel never shows
-            self._path.enter_context(self.model.explicit_attention())
-        self._handles.extend(handles)
+        self._handles.extend(_hooks(self.model, ablation))
         self.active.append(ablation)
 
     def clear(self) -> None:
-        for handle in self._handles:
+        for handle in reversed(self._handles):
             handle.remove()
-        self._path.close()
         self._handles, self.active = [], []
+
+
+@dataclass
+class _Undo:
+    """What puts back an ablation made by a flag rather than a hook, with a hook handle's `remove()`."""
+
+    layers: list
+
+    def remove(self) -> None:
+        for attn in self.layers:
+            attn.causal = True
 
 
 def _hooks(model: nn.Module, ablation: Ablation) -> list:
@@ -112,21 +117,11 @@ def _hooks(model: nn.Module, ablation: Ablation) -> list:
             return inputs[0]  # h_L = h_{L-1}
 
         return [blocks[ablation.layer].register_forward_hook(skip)]
-    if ablation.kind == "mask":
-        handles = []
-        for block in blocks:
-            attn = block.attn
-            seen = {}
-
-            def keep_scores(module, inputs, output, seen=seen):
-                seen["scores"] = output
-
-            def unmask(module, inputs, output, seen=seen):
-                return seen.pop("scores")  # S instead of S + M: nothing is hidden
-
-            handles.append(attn.hook_scores.register_forward_hook(keep_scores))
-            handles.append(attn.hook_masked_scores.register_forward_hook(unmask))
-        return handles
+    if ablation.kind == "mask":  # M = 0 in every layer that has it, as causal=off builds them
+        layers = [block.attn for block in blocks if block.attn.causal]
+        for attn in layers:
+            attn.causal = False
+        return [_Undo(layers)]
     # positions: what the position table adds becomes zero; with RoPE, q and k stay unrotated
     encoding = model.config.pos_encoding
     if encoding in ("learned", "sinusoidal"):

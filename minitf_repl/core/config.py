@@ -227,6 +227,12 @@ class ModelConfig(Settings):
     # untouched. Off, each sublayer's output replaces the stream, for the lab's "why residuals" experiment.
     residual: bool = setting(True, "each sublayer adds its output to the stream, x + f(norm(x)); off: the output "
                                    "replaces the stream, f(norm(x)), and nothing carries x or its gradient past f")
+    # The causal mask M is what makes a language model of the attention: position i reads keys j <= i only, so
+    # predicting token i+1 cannot read it. Off, the next token is in the input and attention learns to copy it:
+    # the loss falls toward 0 while generation, which has no next token to read, fails (the lab's "why the
+    # mask" experiment). No weight depends on it, so a trained model takes either value in place.
+    causal: bool = setting(True, "the causal mask: position i attends to positions j <= i only; off: every position "
+                                 "sees the whole window, the next token included", in_place=True)
     # 1e-5 is GPT-2's and torch's LayerNorm default; Llama's RMSNorm uses 1e-6 or 1e-5 (a loaded model brings its own).
     norm_eps: float = setting(1e-5, "the eps every norm adds under its square root (keeps the division finite)",
                               low=0.0, low_open=True, high=1.0)
@@ -407,7 +413,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 PRESET_KV_GROUP = {"llama": 2}  # query heads per key/value head, when n_heads allows it
 
 # The fields a preset decides (set to the preset's value or else the default).
-PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "residual", "norm_gain", "qk_norm",
+PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "residual", "causal", "norm_gain", "qk_norm",
                  "activation", "n_kv_heads", "tie_embeddings", "bias")
 
 

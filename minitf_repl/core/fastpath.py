@@ -171,8 +171,9 @@ def attention(attn: nn.Module, x: torch.Tensor, cache: LayerKV | None = None) ->
         k, v = cache.append(k, v)  # (B, n_kv_heads, T_past + T, head_dim)
     T_k = k.shape[2]
     # Causal among the new queries; a single new query sees every cached position, so no mask at all.
-    causal, mask = T == T_k, None
-    if not causal and T > 1:
+    # A model without the mask (causal off) is never masked.
+    causal, mask = attn.causal and T == T_k, None
+    if attn.causal and T != T_k and T > 1:
         mask = attn.causal_mask[T_k - T : T_k, :T_k]  # the new queries sit at positions T_k - T .. T_k - 1
     dropout_p = attn.dropout_p if attn.training else 0.0
     dtype, in_float32 = q.dtype, attention_in_float32(q, attn.n_kv_heads)

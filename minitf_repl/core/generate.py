@@ -102,6 +102,13 @@ def sample_next(
     return pick(sampling_stages(logits, temperature, top_k, top_p), generator)
 
 
+def cache_exact(model) -> bool:
+    """Whether the KV cache gives exactly what recomputing the window gives: under the causal mask (causal=on
+    and no `:ablate mask`), or with a single layer (its keys and values come from the embeddings alone,
+    which later tokens never change)."""
+    return model.causal or len(model.blocks) == 1
+
+
 @torch.inference_mode()
 def generate(
     model,
@@ -124,6 +131,10 @@ def generate(
         raise DataError("the prompt is empty; give at least one character to continue")
     max_new_tokens, temperature, top_k, top_p, cache = (settings.n, settings.temperature, settings.top_k,
                                                        settings.top_p, settings.cache)
+    # The cache keeps each position's keys and values as they were computed, before later tokens came. Under
+    # the causal mask that is what recomputing them would give; without it (causal off) a position's k and v
+    # change as later tokens arrive (from the second layer on), so such a model recomputes the window every step.
+    cache = cache and cache_exact(model)
     generator = torch.Generator()
     if settings.gen_seed is None:
         generator.seed()

@@ -100,7 +100,7 @@ def attention_maps(model: nn.Module, idx, layer: int | None = None) -> Attention
     """The attention pattern of every head, for every block or for block `layer`, on one sequence.
 
     Row i of a map is the distribution position i spreads over positions 0..i: each row sums to 1
-    and everything above the diagonal is exactly 0. A model on the fused path (attention="sdpa")
+    and everything above the diagonal is exactly 0 (causal=off: over every position). A model on the fused path (attention="sdpa")
     is run on the explicit path for this pass, because the fused kernel never materialises A.
     """
     idx = one_sequence(model, idx, "attention view")
@@ -149,6 +149,8 @@ class QueryAttention:
         a_ij = softmax_j(s_ij + M_ij)     M_ij = -inf for j > i: the future gets weight exactly 0
         o_i  = sum_j a_ij v_j             this head's d_k numbers of the output at position i
 
+    A model with causal off has no mask (M = 0): the softmax runs over every j, the future's included.
+
     The sums are done here in float64 from the model's own q, k and v, and compared with what the
     model computed (its explicit path's A and O = AV) and with the fused kernel
     (F.scaled_dot_product_attention) on the same q, k and v: the differences are rounding.
@@ -164,13 +166,14 @@ class QueryAttention:
     values: list[list[float]]  # v_j for every position j (T x d_k)
     dots: list[float]  # q_i . k_j for every j, the future's included
     scores: list[float]  # s_ij = dots / sqrt(d_k)
-    weights: list[float]  # a_ij: softmax over j <= i, exactly 0 for j > i; they sum to 1
+    weights: list[float]  # a_ij: softmax over j <= i, exactly 0 for j > i (causal off: over every j); they sum to 1
     unscaled_weights: list[float]  # softmax(q_i . k_j + M_ij) without the 1/sqrt(d_k): what the scale prevents
     out: list[float]  # o_i = sum_j a_ij v_j
     model_weights_diff: float  # max |a_ij - the model's own A[i, j]|
     model_out_diff: float  # max |o_i - the model's own (AV)[i]|
-    fused_out_diff: float  # max |o_i - F.scaled_dot_product_attention(q, k, v, is_causal=True)[i]|
+    fused_out_diff: float  # max |o_i - F.scaled_dot_product_attention(q, k, v, is_causal=causal)[i]|
     turned: list[str]  # what q and k went through before the scores: "qk_norm", "rope" (none for the seed)
+    causal: bool = True  # the model's mask is on (ModelConfig.causal); off, M = 0 and the future is read too
 
     @property
     def head_dim(self) -> int:
@@ -206,7 +209,7 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
 
     dots = k @ q  # (T,): q_i . k_j for every j
     scores = dots / math.sqrt(q.shape[0])
-    future = torch.arange(T) > i  # M_ij = -inf there
+    future = (torch.arange(T) > i) & attn.causal  # M_ij = -inf there (causal off: nowhere)
     weights = torch.softmax(scores.masked_fill(future, -math.inf), dim=0)
     unscaled = torch.softmax(dots.masked_fill(future, -math.inf), dim=0)
     out = weights @ v  # (d_k,): sum_j a_ij v_j
@@ -214,7 +217,8 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
     model_A = seen["A"][0, head, i].double().cpu()
     model_O = seen["O"][0, head, i].double().cpu()
     fused = F.scaled_dot_product_attention(q_all[None], k_all.repeat_interleave(group, dim=0)[None],
-                                           v_all.repeat_interleave(group, dim=0)[None], is_causal=True)[0, head, i]
+                                           v_all.repeat_interleave(group, dim=0)[None],
+                                           is_causal=attn.causal)[0, head, i]
     return QueryAttention(
         token_ids=idx[0].tolist(), layer=layer, head=head, kv_head=kv_head, at=i,
         q=q.tolist(), keys=k.tolist(), values=v.tolist(),
@@ -224,6 +228,7 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
         model_out_diff=float((out - model_O).abs().max()),
         fused_out_diff=float((out - fused.double()).abs().max()),
         turned=[name for name, on in (("qk_norm", attn.q_norm is not None), ("rope", attn.rope is not None)) if on],
+        causal=attn.causal,
     )
 
 

@@ -13,6 +13,7 @@ field, read in one place here; the variants themselves are small modules of thei
     norm            layernorm | rmsnorm                      core.norms (make_norm)
     norm_placement  pre: x + f(LN(x)) | post: LN(x + f(x))   TransformerBlock
     residual        on: x + f(.) | off: f(.) replaces x        TransformerBlock.add
+    causal          on: M hides j > i | off: M = 0             MultiHeadSelfAttention
     qk_norm         normalise q and k per head                MultiHeadSelfAttention
     activation      gelu | relu | gelu_tanh | relu2 | swiglu core.feedforward
     n_kv_heads      MHA | GQA | MQA: K, V heads shared        MultiHeadSelfAttention
@@ -99,6 +100,8 @@ class KVCache:
 class MultiHeadSelfAttention(nn.Module):
     """Causal self-attention with n_heads query heads and n_kv_heads key/value heads.
 
+    With causal off, M is 0: every position reads the whole window, the token it is to predict included.
+
     n_kv_heads = n_heads is the seed's multi-head attention. With fewer (GQA; MQA at 1), each key/value
     head serves n_heads / n_kv_heads consecutive query heads: K and V are projected to fewer heads,
     cached that way, and repeated to n_heads only for the scores. Options inside: qk_norm normalises
@@ -113,6 +116,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.head_dim = config.head_dim
         self.use_sdpa = config.attention == "sdpa"
         self.dropout_p = config.dropout
+        self.causal = config.causal
         kv_dim = self.n_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d, d, bias=config.bias)
         self.k_proj = nn.Linear(d, kv_dim, bias=config.bias)
@@ -161,8 +165,8 @@ class MultiHeadSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)  # (B, n_kv_heads, T_past + T, head_dim): the cache holds the shared heads
         T_k = k.shape[2]
-        # With a cache the T new queries sit at absolute positions T_k - T .. T_k - 1.
-        mask = self.causal_mask[T_k - T : T_k, :T_k]  # (T, T_k)
+        # With a cache the T new queries sit at absolute positions T_k - T .. T_k - 1. Not causal: no mask.
+        mask = self.causal_mask[T_k - T : T_k, :T_k] if self.causal else None  # (T, T_k)
         grouped = self.n_kv_heads != self.n_heads
 
         if self.use_sdpa:
@@ -170,7 +174,8 @@ class MultiHeadSelfAttention(nn.Module):
             # each key/value head among its query heads itself, without the copies).
             dropout_p = self.dropout_p if self.training else 0.0
             if T == T_k:
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=grouped)
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=self.causal,
+                                                     enable_gqa=grouped)
             else:
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=grouped)
         else:
@@ -179,7 +184,9 @@ class MultiHeadSelfAttention(nn.Module):
                 k = self.hook_k_rep(k.repeat_interleave(group, dim=1))  # (B, n_heads, T_k, head_dim)
                 v = self.hook_v_rep(v.repeat_interleave(group, dim=1))
             scores = self.hook_scores(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim))  # (B, n_heads, T, T_k)
-            scores = self.hook_masked_scores(scores.masked_fill(~mask, float("-inf")))
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            scores = self.hook_masked_scores(scores)
             weights = self.hook_weights(F.softmax(scores, dim=-1))  # each row sums to 1
             weights = self.attn_dropout(weights)
             out = weights @ v  # (B, n_heads, T, head_dim)
@@ -211,7 +218,8 @@ class MultiHeadSelfAttention(nn.Module):
             "hook_k": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
             "hook_v": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
             "hook_scores": Step("S = QK^T / sqrt(d_k)", scores),
-            "hook_masked_scores": Step("S + M (M = -inf above the diagonal)", scores),
+            "hook_masked_scores": Step("S + M (M = -inf above the diagonal)" if self.causal
+                                       else "S + M (M = 0: causal off, nothing masked)", scores),
             "hook_weights": Step("A = softmax(S + M)", scores),
             "attn_dropout": Step("dropout(A)", scores, idle=True),
             "hook_weighted": Step("O = AV", heads),
@@ -435,6 +443,11 @@ class MiniTransformerLM(nn.Module):
         loss = None if targets is None else self.loss(logits, targets)
         return logits, loss
 
+    @property
+    def causal(self) -> bool:
+        """Whether every attention layer masks the future now: causal=on, and no `:ablate mask` (core.ablation)."""
+        return all(block.attn.causal for block in self.blocks)
+
     def check_fits(self, length: int) -> None:
         """Positions are absolute: an input (cache included) may not be longer than the context window."""
         if length > self.config.max_seq_len:
@@ -515,6 +528,13 @@ class MiniTransformerLM(nn.Module):
         finally:
             for module in explicit:
                 module.use_sdpa = False
+
+    def set_causal(self, causal: bool) -> None:
+        """Put the causal mask on or take it off in every attention layer (no weight depends on it)."""
+        self.config = self.config.replace(causal=causal)
+        for module in self.modules():
+            if isinstance(module, MultiHeadSelfAttention):
+                module.causal = causal
 
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""

@@ -49,10 +49,17 @@ def label_width(tokens: list[str]) -> int:
     return 2 if longest <= 1 else min(longest, MAX_LABEL) + 1
 
 
-def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: int, as_text: bool) -> Text:
-    """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank.
-    `width` columns per cell; a column is headed by the first `width` characters of its token, a row
-    by the whole token (up to MAX_LABEL characters)."""
+def reads_future(maps: list[list[list[float]]]) -> bool:
+    """Whether any pattern of `maps` ([head][query i][key j]) puts weight on a key j > i. Under the causal
+    mask that weight is exactly 0 (softmax of -inf); without it (causal off, :ablate mask) it never is."""
+    return any(row[j] > 0 for m in maps for i, row in enumerate(m) for j in range(i + 1, len(row)))
+
+
+def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: int, as_text: bool,
+            future: bool = False) -> Text:
+    """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank unless
+    `future` (nothing masks it: causal off, or the mask ablated). `width` columns per cell; a column is
+    headed by the first `width` characters of its token, a row by the whole token (up to MAX_LABEL characters)."""
     T = len(tokens)
     label = label_width(tokens)
     out = Text(" " * label)
@@ -62,7 +69,7 @@ def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: i
         out.append("\n")
         out.append(visible(tokens[i])[: label - 1 if label > 2 else label].ljust(label), style="bold")
         for j in range(T):
-            if j > i:
+            if j > i and not future:
                 out.append(" " * width)
             else:
                 out.append_text(cell(weights[i][j] / peak if peak > 0 else 0.0, width, as_text))

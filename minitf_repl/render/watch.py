@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ..palette import terminal_safe, visible
 from . import fmt
-from .heatmap import attention_window, heatmap, legend
+from .heatmap import attention_window, heatmap, legend, reads_future
 from .tables import NARROW, add_row
 from .words import Words
 
@@ -74,7 +74,8 @@ def watch_view(frame, width: int, as_text: bool):
         start = T - n
         maps = [[row[start:] for row in m[start:]] for m in frame.maps]
         peak = max((w for m in maps for row in m for w in row), default=1.0) or 1.0
-        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text))
+        future = reads_future(frame.maps)  # causal off: the future is drawn, not left blank
+        panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text, future))
                   for h, m in enumerate(maps)]
         return Group(title, Columns(panels, padding=(0, 2)), legend(peak, as_text))
     if frame.lens:

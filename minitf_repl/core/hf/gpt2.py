@@ -68,7 +68,7 @@ def hf_config(config: ModelConfig) -> dict:
 
 # The settings a lab model needs for GPT-2 to compute the same function (core.hf.export names the first that differs).
 REQUIRED = {"pos_encoding": "learned", "norm": "layernorm", "norm_placement": "pre",
-            "residual": True, "norm_gain": True,
+            "residual": True, "causal": True, "norm_gain": True,
             "bias": True, "qk_norm": False, "n_kv_heads": (None, 0), "n_experts": (0, 1),
             "activation": ("gelu_tanh", "gelu", "relu")}
 

@@ -88,7 +88,7 @@ def hf_config(config: ModelConfig) -> dict:
 
 # The settings a lab model needs for Llama to compute the same function (core.hf.export names the first that differs).
 REQUIRED = {"pos_encoding": "rope", "norm": "rmsnorm", "norm_placement": "pre",
-            "residual": True, "norm_gain": True, "bias": False,
+            "residual": True, "causal": True, "norm_gain": True, "bias": False,
             "qk_norm": False, "n_experts": (0, 1), "activation": "swiglu"}
 
 
