@@ -184,9 +184,10 @@ def test_kv_and_gen_say_why_the_cache_is_off():
     run(s, ":set causal=off")
     kv = run(s, ":kv hello n=4")
     assert kv.causal is False and max(step.logit_diff for step in kv.steps) > 1e-3
-    assert "causal off: the cache is not exact" in plain(kv)
+    out = plain(kv)
+    assert "no causal mask: the cache is not exact" in out and "without the mask the cache is not exact" in out
     gen = run(s, ":gen hi n=5 gen_seed=1")
-    assert gen.cache is False and "causal=off" in gen.cache_off and "no KV cache" in plain(gen)
+    assert gen.cache is False and "without the causal mask" in gen.cache_off and "no KV cache" in plain(gen)
     run(s, ":set causal=on")
     gen = run(s, ":gen hi n=5 gen_seed=1")
     assert gen.cache is True and gen.cache_off is None
@@ -264,3 +265,15 @@ def test_without_the_mask_the_model_learns_to_read_the_next_token(cpu_path):
     assert max(sum(m[i][i + 1] for i in range(len(m) - 1)) / (len(m) - 1) for m in heads) > 0.5
     run(unmasked, ":set causal=on")
     assert run(unmasked, ":score").loss > math.log(unmasked.data.tokenizer.vocab_size) > run(masked, ":score").loss
+
+
+def test_views_under_ablate_mask_name_that_as_the_way_back():
+    s = session()
+    run(s, ":ablate mask")
+    out = plain(run(s, ":qkv the cat sat on the mat at=5"))
+    assert "reads the very token it is to predict" in out and "(:ablate off puts the mask back)" in out
+    with pytest.raises(UserError, match=r"reads the future \(:ablate mask\).*:ablate off puts the mask back"):
+        run(s, ":heads")
+    assert run(s, ":gen hi n=3 gen_seed=1").cache is False  # the cache does not hold under the ablation either
+    run(s, ":ablate off")
+    assert run(s, ":gen hi n=3 gen_seed=1").cache is True

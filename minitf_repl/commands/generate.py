@@ -120,7 +120,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         raw=args["raw"],
         answered=done is not None and not stopped and done(ids + new_ids),
         cache_off=None if exact or not settings.cache else
-        "causal=off: a position's keys and values change as later tokens come, so every step recomputes the window",
+        "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
+        "the window",
     )
 
 

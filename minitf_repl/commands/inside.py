@@ -413,7 +413,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
     n = len(result.losses)
     say(console, f"teacher forcing on {result.text[-60:]!r}", "bold")
     sees = ("sees tokens 0..t only (the causal mask)" if result.causal else
-            "sees the whole text, the true next token included (causal off: nothing masks the future)")
+            "sees the whole text, the true next token included (no causal mask now)")
     note(console, f"one forward pass reads {count(n, result.unit)} and predicts each next one at once: position t "
                   f"{sees}, and its loss is -ln p(the true next token)")
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)

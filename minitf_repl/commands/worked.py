@@ -165,7 +165,7 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     say(console, f"query {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}: layer {result.layer}, "
                  f"head {result.head}, d_k = {d_k}", "bold")
     mask = ("-inf for j > i: the causal mask" if result.causal
-            else "0 for every j: causal off, no mask, so position i reads the future too")
+            else "0 for every j: no causal mask now, so position i reads the future too")
     note(console, f"s_ij = q_i.k_j / sqrt(d_k), then + M_ij ({mask}), a_ij = softmax over "
                   f"j, o_i = sum_j a_ij v_j; sqrt(d_k) = {math.sqrt(d_k):.2f}, |q_i| = {_norm(result.q):.2f}")
     if result.turned:
@@ -207,9 +207,11 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     say(console, f"the weights sum to 1 over j = 0..{read - 1}; the largest, {result.weights[best]:.3f}, on j = {best} "
                  f"{visible(result.tokens[best])!r}")
     if not result.causal and i + 1 < T:
-        say(console, f"causal off: position {i} reads the very token it is to predict, {visible(result.tokens[i + 1])!r} "
+        back = cmd("ablate", "off") if "the causal mask" in result.ablations else cmd("set", causal=True)
+        say(console, f"without the mask position {i} reads the very token it is to predict, "
+                     f"{visible(result.tokens[i + 1])!r} "
                      f"at j = {i + 1}, with weight {result.weights[i + 1]:.3f}; a model trained so learns to copy it, "
-                     f"and at generation there is no next token to copy ({cmd('set', causal=True)} puts the mask back)")
+                     f"and at generation there is no next token to copy ({back} puts the mask back)")
     unscaled_top = max(result.unscaled_weights)
     note(console, f"without the 1/sqrt(d_k) scale the largest weight would be {unscaled_top:.3f}: scores "
                   f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if i else
@@ -761,9 +763,11 @@ def render_kv(result: KvResult, console: Console) -> None:
     console.print(fitting_table(console, names, rows, left=("token",), optional=("cache holds", "max |Δ logit|")))
     cached = sum(s.cached_positions for s in result.steps)
     naive = sum(s.naive_positions for s in result.steps)
+    largest = max(s.logit_diff for s in result.steps)
+    why = ("more than rounding: without the mask the cache is not exact, below" if largest >= 1e-4 and not result.causal
+           else rounding(largest, result.ablations))
     say(console, f"positions run through the model: {cached} with the cache, {naive} without "
-                 f"({naive / max(cached, 1):.1f}x); the logits agree to {max(s.logit_diff for s in result.steps):.0e} "
-                 f"({rounding(max(s.logit_diff for s in result.steps), result.ablations)})")
+                 f"({naive / max(cached, 1):.1f}x); the logits agree to {largest:.0e} ({why})")
     length = result.steps[-1].cache_length
     size = result.cache_bytes_per_token * length
     note(console, f"the cache holds {fmt.size(size)} after the last step: {fmt.size(result.cache_bytes_per_token)} "
@@ -781,11 +785,11 @@ def render_kv(result: KvResult, console: Console) -> None:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     ablation_note(console, result.ablations)
     if not result.causal and result.n_layers == 1:
-        note(console, "causal off, and still exact: one layer's keys and values are made from the embeddings alone, "
+        note(console, "no causal mask, and still exact: one layer's keys and values are made from the embeddings alone, "
                       "which no later token changes")
     elif not result.causal:
-        say(console, "causal off: the cache is not exact. Each position's k and v were cached when it was the newest, "
-                     "before later tokens came; without the mask those later tokens change them (from the second "
+        say(console, "no causal mask: the cache is not exact. Each position's k and v were cached when it was the "
+                     "newest, before later tokens came; without the mask those later tokens change them (from the second "
                      f"layer on, whose keys read the layer below), so the naive loop's logits differ. {cmd('gen')} "
                      "recomputes the window every step for such a model", "yellow")
     if result.untrained:
