@@ -10,12 +10,13 @@ import torch.nn.functional as F
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import DataError, UserError
-from minitf_repl.core.inside import embedding_neighbours
+from minitf_repl.core.inside import embedding_map, embedding_neighbours
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import text_of
+from minitf_repl.render.scatter import DOT, scatter
+from test_render import plain, text_of
 
 SMALL = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64, max_seq_len=16)
 
@@ -81,8 +82,73 @@ def test_embed_in_the_shell():
     assert "this model has not trained yet" in out
     given = embed(session, ":embed aeiou k=2")
     assert given.tokens == list("aeiou") and all(len(row) == 2 for row in given.neighbours)
-    assert json_document(REGISTRY["embed"], given)["schema"] == "minitf.embed/1"
+    assert json_document(REGISTRY["embed"], given)["schema"] == "minitf.embed/2" and given.map is None
     many = embed(session, ":embed " + "".join(chr(c) for c in range(ord("a"), ord("z") + 1)))
     assert len(many.tokens) == 24 and many.cut == 2 and "2 more distinct tokens" in " ".join(text_of(many).split())
     embed(session, ":train steps=1")
     assert not embed(session, ":embed a").untrained
+
+
+# --- the map: W_E's rows on their first two principal components -------------------------------------------
+def test_the_map_recovers_two_axes_built_into_the_table():
+    model = model_for(vocab=6)
+    a = torch.tensor([-3.0, 1.0, 0.0, -2.0, 4.0, 0.0])  # along feature 5: sum (a - mean)^2 = 30.0, farthest +4
+    b = torch.tensor([0.0, 1.0, -1.0, 0.5, 0.0, -0.5])  # along feature 9, smaller: 2.5 (the first farthest +1)
+    with torch.no_grad():
+        model.token_embedding.weight.zero_()
+        model.token_embedding.weight[:, 5] = a
+        model.token_embedding.weight[:, 9] = b
+    found = embedding_map(model)
+    torch.testing.assert_close(torch.tensor(found.coords, dtype=torch.float64)[:, 0], (a - a.mean()).double())
+    torch.testing.assert_close(torch.tensor(found.coords, dtype=torch.float64)[:, 1], (b - b.mean()).double())
+    assert found.explained == pytest.approx([30.0 / 32.5, 2.5 / 32.5]) and found.dims == 32
+
+
+def test_the_map_is_the_top_two_eigenvectors_of_the_covariance():
+    model = model_for(vocab=40)
+    X = model.token_embedding.weight.detach().double()
+    X = X - X.mean(dim=0)
+    values, vectors = torch.linalg.eigh(X.T @ X)  # ascending
+    found = embedding_map(model)
+    coords = torch.tensor(found.coords, dtype=torch.float64)
+    for k in range(2):
+        reference = X @ vectors[:, -1 - k]
+        reference = reference * reference[reference.abs().argmax()].sign()  # the map's sign rule
+        torch.testing.assert_close(coords[:, k], reference)
+        assert found.explained[k] == pytest.approx(float(values[-1 - k] / values.sum()))
+    assert coords[:, 0].var() >= coords[:, 1].var()
+    assert embedding_map(model).coords == found.coords  # the same table, the same map
+
+
+def test_the_map_needs_two_directions():
+    with pytest.raises(UserError, match="needs two directions"):
+        embedding_map(model_for(vocab=2))
+    with pytest.raises(UserError, match="d_model >= 2"):
+        embedding_map(MiniTransformerLM(ModelConfig(vocab_size=12, d_model=1, n_heads=1, n_layers=1, d_ff=4,
+                                                    max_seq_len=8)))
+
+
+def test_scatter_places_corners_and_counts_what_hides():
+    grid, hidden = scatter(["a", "b", "c", "d"], [[0, 0], [1, 1], [0, 1], [0, 0]], asked=[], width=5, height=3)
+    rows = grid.plain.split("\n")
+    assert rows[0] == "│c   b" and rows[2] == "│d    " and rows[3] == "└─────"  # y up, x right
+    assert hidden == 1  # 'a' lies under 'd', drawn after it
+    grid, hidden = scatter(["a", "d", "世", " the"], [[0, 0], [0, 0], [1, 0], [1, 1]], asked=[0, 3], width=6, height=2)
+    rows = grid.plain.split("\n")
+    assert rows[0] == "│  ␣the" and rows[1] == "│a    " + DOT  # asked on top, whole; a wide character is a dot
+    assert hidden == 1  # 'd' lies under the asked 'a'
+
+
+def test_embed_map_in_the_shell():
+    session = Session(ModelConfig(**SMALL), TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu")
+    result = embed(session, ":embed aeiou0123 map=on")
+    drawn = result.map
+    assert drawn.asked == [session.data.tokenizer.stoi[c] for c in "aeiou0123"]
+    assert drawn.labels == list(session.data.tokenizer.itos) and len(drawn.coords) == len(drawn.labels)
+    assert drawn.coords == embedding_map(session.model).coords
+    out = text_of(result)
+    grid = out[out.index("│"):out.index("└")]
+    assert all(c in grid for c in "aeiou0123")  # asked: always on top
+    assert "x: direction 1," in plain(result) and "in bold: a, e, i, o, u, 0, 1, 2, 3" in plain(result)
+    assert "random, so the map is a cloud" in plain(result)
+    assert json_document(REGISTRY["embed"], result)["map"]["asked"] == drawn.asked

@@ -27,6 +27,7 @@ from ..palette import VISIBLE, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future
+from ..render.scatter import scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
@@ -455,6 +456,19 @@ EMBED_DEFAULT_TOKENS = 8  # distinct tokens of the sample shown when no text is 
 EMBED_MAX_TOKENS = 24  # at most this many distinct tokens of a given text
 
 
+EMBED_MAP_HEIGHT = 16  # rows of the map (fewer where the terminal is narrow)
+EMBED_MAP_WIDTH = 96  # its columns at most
+
+
+@dataclass
+class EmbedMap:
+    labels: list[str]  # every token of the vocabulary, by id
+    coords: list[list[float]]  # each token's W_E row (minus the mean row) along the two directions it varies most
+    explained: list[float]  # the share of the rows' variance along each of the two
+    dims: int  # d_model: the directions there are in all
+    asked: list[int]  # the ids of the tokens asked about, drawn on top
+
+
 @dataclass
 class EmbedResult:
     tokens: list[str]  # the tokens asked about (the text's distinct tokens, in order)
@@ -465,13 +479,17 @@ class EmbedResult:
     by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart
     cut: int = 0  # distinct tokens of the text beyond EMBED_MAX_TOKENS, not shown
     untrained: bool = False  # the model has not trained a step: its rows are random directions
+    map: EmbedMap | None = None  # map=on: every token placed on the two directions W_E's rows vary most
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance.",
          params=[
     Param("text", str, help="whose tokens to look up (default: a few of the data's sample)", positional=True),
     Param("k", int, help="neighbours per token (default 5)", low=1, limit=100),
-])  # fmt: skip
+    Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
+                                           "of W_E differ most (their first two principal components), the text's "
+                                           "on top"),
+], json_version=2)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -485,9 +503,15 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     found = embedding_neighbours(session.model, shown, args["k"] or 5)
     itos, config = data.tokenizer.itos, session.model_config
     positions = config.pos_encoding if found.by_distance is not None else None
+    drawn = None
+    if args["map"]:
+        from ..core.inside import embedding_map
+
+        found_map = embedding_map(session.model)
+        drawn = EmbedMap(list(itos), found_map.coords, found_map.explained, found_map.dims, shown)
     return EmbedResult([itos[i] for i in shown], [[itos[i] for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, found.by_distance, cut,
-                       untrained=session.untrained)
+                       untrained=session.untrained, map=drawn)
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -495,6 +519,9 @@ EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances
 
 @render.register(EmbedResult)
 def render_embed(result: EmbedResult, console: Console) -> None:
+    if result.map is not None:
+        render_embed_map(result, result.map, console)
+        return
     tied = "; W_E is also the output head, so alike rows also predict alike" if result.tied else ""
     say(console, "token embeddings: the rows of W_E most alike each token's", "bold")
     note(console, f"cosine similarity u.v / (|u| |v|): 1 the same direction, about 0 unrelated{tied}")
@@ -518,6 +545,24 @@ def render_embed(result: EmbedResult, console: Console) -> None:
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
                       f"near 0; {cmd('train')}, then look again")
+
+
+def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> None:
+    """W_E's rows on their two main directions: the map, what each axis holds of the variance, what hides."""
+    one, two = (f"{share:.0%}" for share in drawn.explained)
+    say(console, "token embeddings on a map: each token at its W_E row's place along the two directions in which "
+                 "the rows differ most", "bold")
+    note(console, f"x: direction 1, {one} of the rows' variance; y: direction 2, {two}; the other {drawn.dims - 2} "
+                  f"of d = {drawn.dims} directions hold the rest. Near on the map: alike in these two directions "
+                  f"({cmd('embed', 'TEXT')} gives the cosine over all of them)")
+    width = max(8, min(EMBED_MAP_WIDTH, console.width - 1))
+    grid, hidden = scatter(drawn.labels, drawn.coords, drawn.asked, width, min(EMBED_MAP_HEIGHT, max(6, width // 4)))
+    console.print(grid, highlight=False, no_wrap=True, overflow="ignore")
+    asked = ", ".join(visible(t) for t in result.tokens)
+    say(console, f"in bold: {asked}" + (f"; {count(hidden, 'token')} hidden under others" if hidden else ""))
+    if result.untrained:
+        note(console, f"this model has not trained yet: its rows are random, so the map is a cloud; "
+                      f"{cmd('train')}, then look again")
 
 
 @command("tok", "Show text as the model reads it: its tokens and their ids (merges=on: BPE's merges one by one).",

@@ -1060,6 +1060,39 @@ def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5) -> 
     return EmbeddingNeighbours(list(token_ids), ids.tolist(), top.tolist(), by_distance)
 
 
+@dataclass
+class EmbeddingMap:
+    """The rows of W_E seen along the two directions in which they differ most: their first two principal
+    components. With X the rows minus their mean row and X = U S V^T its SVD, direction k is row k of V^T and a
+    token's coordinate on it is its centred row's projection, x . v_k; the share of the rows' variance along it
+    is s_k^2 / sum s^2. Tokens near each other on the map have rows alike in those two directions (the
+    rest of the d dimensions are left out, so close here is not close everywhere: `:embed`'s cosines are)."""
+
+    coords: list[list[float]]  # token id -> [x . v_1, x . v_2]
+    explained: list[float]  # the share of the variance along v_1 and along v_2
+    dims: int  # d_model: how many directions there are in all
+
+
+def embedding_map(model: nn.Module) -> EmbeddingMap:
+    """The first two principal components of the token embedding table W_E (float64 SVD of its centred rows).
+
+    A direction's sign is arbitrary (v and -v are the same axis), so each is turned to give its farthest
+    token a positive coordinate: the same table draws the same map every time."""
+    with torch.no_grad():
+        rows = model.token_embedding.weight.detach().double().cpu()  # (V, d)
+    V, d = rows.shape
+    if min(V - 1, d) < 2:
+        raise UserError(f"a map needs two directions in which the rows differ, and {V} rows of width {d} have "
+                        f"{min(V - 1, d)}; use a model with d_model >= 2 and data of three or more tokens")
+    centred = rows - rows.mean(dim=0)
+    _, S, Vh = torch.linalg.svd(centred, full_matrices=False)
+    coords = centred @ Vh[:2].T  # (V, 2)
+    far = coords.abs().argmax(dim=0)  # per direction, the token farthest along it
+    coords = coords * coords[far, torch.arange(2)].sign()
+    variance = S.pow(2)
+    return EmbeddingMap(coords.tolist(), (variance[:2] / variance.sum()).tolist(), d)
+
+
 # --- the probability of each generated token --------------------------------------------------------
 
 

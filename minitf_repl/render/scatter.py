@@ -1,0 +1,55 @@
+"""Labelled points on a grid of characters: `:embed map=on` draws every token at its place on W_E's
+two main directions.
+
+Each point is one character, its label where the label is one cell wide, else a dot. The points a
+person asked about are drawn last, whole (a subword piece as its text, up to MAX_LABEL cells) and in
+bold, so that where two points share a cell the asked one shows. What hides under another is
+counted, not lost silently.
+"""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+from rich.text import Text
+
+from ..palette import visible
+
+MAX_LABEL = 8  # the most cells an asked point's label takes
+DOT = "·"  # a point whose label is not one cell wide
+
+
+def scatter(labels: list[str], coords: list[list[float]], asked: list[int], width: int,
+            height: int) -> tuple[Text, int]:
+    """(the grid, how many points are hidden under others): point i, labelled `labels[i]`, at `coords[i]`
+    ([x, y], x to the right and y up), on `width` x `height` cells inside a left and a bottom axis."""
+    width, height = max(width, 2), max(height, 2)
+    xs, ys = [c[0] for c in coords], [c[1] for c in coords]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+
+    def cell_of(i: int) -> tuple[int, int]:
+        col = round((xs[i] - x0) / (x1 - x0) * (width - 1)) if x1 > x0 else 0
+        row = round((y1 - ys[i]) / (y1 - y0) * (height - 1)) if y1 > y0 else height - 1
+        return row, col
+
+    grid: list[list[tuple[str, str, int] | None]] = [[None] * width for _ in range(height)]
+    wanted = set(asked)
+    for i, label in enumerate(labels):  # everyone else first, one cell each
+        if i not in wanted:
+            row, col = cell_of(i)
+            shown = visible(label)
+            grid[row][col] = (shown, "", i) if cell_len(shown) == 1 else (DOT, "dim", i)
+    for i in asked:  # then the asked points, whole, on top
+        row, col = cell_of(i)
+        shown = "".join(ch for ch in visible(labels[i]) if cell_len(ch) == 1)[:MAX_LABEL] or DOT
+        col = min(col, width - len(shown))
+        for k, ch in enumerate(shown):
+            grid[row][col + k] = (ch, "bold cyan", i)
+    out = Text()
+    for cells in grid:
+        out.append("│")
+        for entry in cells:
+            out.append(" " if entry is None else entry[0], style="" if entry is None else entry[1])
+        out.append("\n")
+    out.append("└" + "─" * width)
+    seen = {entry[2] for cells in grid for entry in cells if entry is not None}
+    return out, len(labels) - len(seen)
