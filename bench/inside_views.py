@@ -1,5 +1,5 @@
-"""How long do :patch, :attrib, :lens at=mid, :grad, :ln, :muon, :rope and :heads take on the default model, and
-what does :train watch= cost?
+"""How long do :patch, :attrib, :lens at=mid, :grad, :ln, :muon, :rope, :heads and :embed map=on take on the default
+model, and what does :train watch= cost?
 
 Targets (issue 21): each view answers in under 1 s on the default model; watch= adds at most 10%
 to the wall time of a default :train.
@@ -11,11 +11,11 @@ with a vocabulary of 100 and two 64-token prompts (the longest the default model
 slope check; then the commands end to end (`run_command` on a default Session, pydoc data, the
 default prompt; :patch on two 16-character prompts; :muon on the largest matrix, a batch of 16 x 64;
 :rope on the default model with pos_encoding=rope; :heads on its 8 x 64 repeated random tokens, with and
-without the sweep that switches each head off in turn). Medians of several runs after one warm-up each;
-rendering is not included.
+without the sweep that switches each head off in turn; :embed map=on, the SVD of W_E). Medians of several runs
+after one warm-up each; rendering is not included.
 
 Part 2 runs the default :train (pydoc, 600 steps, an evaluation every 100) plain and with each
-watch= view, alternated (plain, attn, lens, samples, grad, heads, plain, ...), each from a fresh default
+watch= view, alternated (plain, attn, lens, samples, grad, heads, embed, plain, ...), each from a fresh default
 session with the same seed, and prints each kind's median wall time and its ratio to plain's.
 
     python bench/inside_views.py                     # 9 runs of each view, 3 rounds of :train
@@ -93,6 +93,7 @@ def views(runs: int) -> None:
         ":muon matrix=ffn.fc_in": lambda: run_command(session, "muon", {"matrix": "ffn.fc_in"}),
         ":heads (+16 heads off)": lambda: run_command(session, "heads", {}),
         ":heads TEXT": lambda: run_command(session, "heads", {"text": "The model reads. " * 3}),
+        ":embed map=on": lambda: run_command(session, "embed", {"map": True}),
     }
     rotary = Session()
     run_command(rotary, "set", {"pos_encoding": "rope", "autosave": False})

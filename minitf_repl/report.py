@@ -131,6 +131,34 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
     return "".join(parts)
 
 
+def embedding_svg(vocab: list[str], coords: list[list[float]], asked: list[int], label: str = "",
+                  width: int = 560, height: int = 320) -> str:
+    """Every token at its place on W_E's two main directions (x right, y up), each as its own text; the
+    asked tokens last, in bold, so they stay readable where points crowd."""
+    xs, ys = [c[0] for c in coords], [c[1] for c in coords]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    margin = 12
+
+    def place(i: int) -> tuple[float, float]:
+        x = margin + (xs[i] - x0) / ((x1 - x0) or 1.0) * (width - 2 * margin)
+        y = margin + (y1 - ys[i]) / ((y1 - y0) or 1.0) * (height - 2 * margin)
+        return x, y
+
+    parts = [f'<svg class="embed" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(label)}">',
+             f'<rect x="0" y="0" width="{width}" height="{height}" fill="none" stroke="#ccc"/>']
+    wanted = set(asked)
+    for i in [i for i in range(len(vocab)) if i not in wanted] + list(asked):
+        x, y = place(i)
+        bold = i in wanted
+        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{13 if bold else 11}" text-anchor="middle" '
+                     f'dominant-baseline="middle" font-family="monospace"'
+                     + (' font-weight="bold" fill="#0a6"' if bold else ' fill="#555"')
+                     + f'>{_esc(visible(vocab[i]))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def frames_html(frames: list) -> list[str]:
     """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation."""
     first = frames[0]
@@ -171,6 +199,13 @@ def frames_html(frames: list) -> list[str]:
             out.append(f'<table class="config">{head}{rows}</table>')
             if frame.repeat is not None:
                 out.append(f"<p>{_esc(copying(frame))}</p>")
+        elif frame.coords:
+            ids = {token: i for i, token in enumerate(frame.vocab)}
+            asked = list(dict.fromkeys(ids[t] for t in frame.tokens if t in ids))
+            one, two = (f"{share:.0%}" for share in frame.explained)
+            out.append(f"<figure>{embedding_svg(frame.vocab, frame.coords, asked, f'step {frame.step} embeddings')}"
+                       f"<figcaption>x: direction 1, {one} of the variance; y: direction 2, {two}</figcaption>"
+                       "</figure>")
         else:
             out.append(f'<pre class="sample"><b>{_esc(frame.prompt)}</b>{_esc(frame.sample or "")}</pre>')
     return out

@@ -1,4 +1,4 @@
-""":train watch=attn|lens|samples|grad|heads: the frames are the views' own numbers, watching changes no step of
+""":train watch=attn|lens|samples|grad|heads|embed: the frames are the views' own numbers, watching changes no step of
 training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
 under the live loss table and after the run at 80 columns without colour."""
 
@@ -17,6 +17,7 @@ from minitf_repl.core.inside import attention_maps, logit_lens
 from minitf_repl.dispatch import FrontDoor, run_command, to_json
 from minitf_repl.render import render
 from minitf_repl.render.live import RichReporter
+from minitf_repl.render.watch import watch_view
 from minitf_repl.session import Session
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4,
@@ -39,7 +40,7 @@ def losses(s):
     return [(h["train_loss"], h["val_loss"], h["accuracy"]) for h in s.trainer.history]
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads", "embed"])
 def test_watching_changes_no_step_of_training(view):
     plain, watched = session(), session()
     run_command(plain, "train", {"steps": 8, "eval_every": 3})
@@ -124,7 +125,7 @@ def test_report_shows_the_frames_in_order(tmp_path):
     assert page.count("<figcaption>head ") == 3 * 2 + 0  # two heads per frame (the main maps say "layer L, head H")
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads", "embed"])
 def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     s = session()
     r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": view})
@@ -132,7 +133,7 @@ def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "step 4, val loss" in out and "watched 3 frames" in out
     assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or ""),
-            "grad": "attention |dL/dW|", "heads": "loss on the repeat"}[view] in out
+            "grad": "attention |dL/dW|", "heads": "loss on the repeat", "embed": "x: direction 1"}[view] in out
 
 
 def test_the_live_display_draws_the_frame_under_the_loss_table():
@@ -155,13 +156,13 @@ def test_the_repl_line_and_the_shell():
     out = Console(file=io.StringIO(), width=80, color_system=None)
     assert FrontDoor(s, out).run_line(":train steps=4 eval_every=2 watch=samples prompt=31415=") == "ok"
     assert "a greedy sample of '31415='" in out.file.getvalue() and len(s.watch_frames) == 3
-    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad", "heads")
+    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad", "heads", "embed")
     runner = CliRunner()
     args = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
             "--set", "batch_size=4", "--set", "autosave=off", "--data", "sort"]
     doc = json.loads(runner.invoke(cli.app, [*args, "train", "--steps", "4", "--eval-every", "2", "--watch", "attn",
                                              "--json"]).stdout)
-    assert doc["schema"] == "minitf.train/5" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
+    assert doc["schema"] == "minitf.train/6" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
     assert len(doc["frames"][0]["maps"]) == 2 and doc["frames"][0]["layer"] == 1
 
 
@@ -258,3 +259,28 @@ def test_the_heads_frames_are_the_heads_views_numbers_and_plot_charts_them(tmp_p
     with pytest.raises(UserError, match="max_seq_len=3; give a text to score instead"):
         run_command(short, "train", {"steps": 2, "watch": "heads"})
     assert short.trainer.step == 0
+
+
+def test_the_embed_frames_are_the_maps_numbers_and_the_report_draws_them(tmp_path):
+    from minitf_repl.core.inside import embedding_map
+
+    s = session()
+    r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "embed", "prompt": "31415="})
+    last = r.frames[-1]
+    found = embedding_map(s.model)
+    assert last.coords == found.coords and last.explained == found.explained
+    assert last.vocab == list(s.data.tokenizer.itos) and last.tokens == list("31415=")
+    assert r.frames[0].coords != last.coords  # the first frame is the untrained table's
+    assert last.coords == run_command(s, "embed", {"text": "31415=", "map": True}).map.coords
+    c = Console(file=io.StringIO(), width=80, color_system=None)
+    c.print(watch_view(last, 80, True))
+    out = c.file.getvalue()
+    grid = out[out.index("\n│"):out.index("└")]
+    assert all(ch in grid for ch in "345=")  # the prompt's tokens, on top
+    assert "the token embeddings on W_E's two main directions, in bold the tokens of '31415='" in " ".join(out.split())
+    run_command(s, "report", {"path": str(tmp_path / "r.html")})
+    page = (tmp_path / "r.html").read_text()
+    assert "While it trained (watch=embed)" in page and page.count('<svg class="embed"') == 3
+    svg = page[page.rindex('<svg class="embed"'):]
+    svg = svg[:svg.index("</svg>")]
+    assert svg.count("<text ") == len(last.vocab) and svg.count('font-weight="bold"') == len(set("31415="))

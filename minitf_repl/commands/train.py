@@ -110,12 +110,13 @@ class TrainResult:
     Param("watch", str, choices=WATCH_VIEWS,
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
                "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "
-               "computes it) or heads (each head's role and the loss on repeated random tokens, as :heads computes "
-               "them); :report shows the frames in order"),
+               "computes it), heads (each head's role and the loss on repeated random tokens, as :heads computes "
+               "them) or embed (every token on W_E's two main directions, as :embed map=on draws them); :report "
+               "shows the frames in order"),
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
-                              "tokens repeated)", meta="TEXT"),
+                              "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=5)  # fmt: skip
+], json_version=6)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -149,7 +150,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     session.device  # resolve now: an unusable device fails before anything changes
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
         raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens, watch=samples, "
-                        "watch=grad or watch=heads")
+                        "watch=grad, watch=heads or watch=embed")
     if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
         raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
     autosave = save_as is None and session.autosave

@@ -785,12 +785,12 @@ def render_kv(result: KvResult, console: Console) -> None:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     ablation_note(console, result.ablations)
     if not result.causal and result.n_layers == 1:
-        note(console, "no causal mask, and still exact: one layer's keys and values are made from the embeddings alone, "
-                      "which no later token changes")
+        note(console, "no causal mask, and still exact: one layer's keys and values are made from the embeddings "
+                      "alone, which no later token changes")
     elif not result.causal:
         say(console, "no causal mask: the cache is not exact. Each position's k and v were cached when it was the "
-                     "newest, before later tokens came; without the mask those later tokens change them (from the second "
-                     f"layer on, whose keys read the layer below), so the naive loop's logits differ. {cmd('gen')} "
+                     "newest, before later tokens came; without the mask those later tokens change them (from the "
+                     f"second layer on, whose keys read the layer below), so the naive loop's logits differ. {cmd('gen')} "
                      "recomputes the window every step for such a model", "yellow")
     if result.untrained:
         note(console, "this model has not trained yet: the tokens are noise, the comparison holds all the same")

@@ -100,8 +100,9 @@ def attention_maps(model: nn.Module, idx, layer: int | None = None) -> Attention
     """The attention pattern of every head, for every block or for block `layer`, on one sequence.
 
     Row i of a map is the distribution position i spreads over positions 0..i: each row sums to 1
-    and everything above the diagonal is exactly 0 (causal=off: over every position). A model on the fused path (attention="sdpa")
-    is run on the explicit path for this pass, because the fused kernel never materialises A.
+    and everything above the diagonal is exactly 0 (causal=off: over every position). A model on the
+    fused path (attention="sdpa") is run on the explicit path for this pass, because the fused kernel
+    never materialises A.
     """
     idx = one_sequence(model, idx, "attention view")
     probes = block_probes(model, "hook_weights")

@@ -1,11 +1,12 @@
-"""What `:train watch=attn|lens|samples|grad|heads` looks at while a model learns: one view, at every evaluation.
+"""What `:train watch=attn|lens|samples|grad|heads|embed` looks at while a model learns: one view, at every evaluation.
 
 A `Watcher` holds what stays the same through a run (the view, the prompt, the layer, the token the
 lens should find) and makes a `WatchFrame` from the model as it is now: the attention pattern of
 each head of one block (core.inside.attention_maps), the logit lens at the prompt's last position
 (core.inside.logit_lens), a short greedy continuation (core.generate), the gradient each block
-receives from the loss on the prompt (core.backprop), or every head's role as :heads scores it
-(core.heads: on the same repeated random tokens at every frame, or on the prompt when one is given).
+receives from the loss on the prompt (core.backprop), every head's role as :heads scores it
+(core.heads: on the same repeated random tokens at every frame, or on the prompt when one is given),
+or the token embeddings on their two main directions as `:embed map=on` draws them (core.inside).
 Every view only listens (eval mode, training flags restored; the gradient view asks autograd and
 writes no parameter's .grad) and draws no random number from torch's global generator (the random
 tokens come from a generator of their own), so a run with watch= trains exactly as the same run
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads")
+WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads", "embed")
 SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
 
 
@@ -52,7 +53,7 @@ class HeadWatch:
 class WatchFrame:
     step: int  # optimizer steps done when the frame was made (the first frame: before the run's first step)
     val_loss: float | None  # the evaluation it was made at (None: the frame before training)
-    view: str  # attn | lens | samples | grad | heads
+    view: str  # attn | lens | samples | grad | heads | embed
     prompt: str
     tokens: list[str]  # the prompt's tokens
     layer: int | None = None  # attn: the block shown
@@ -66,6 +67,9 @@ class WatchFrame:
     repeat: int | None = None  # heads: h, each random sequence's block (None: scored on the prompt)
     first_copy: float | None = None  # heads: the loss on the first copy's tokens (nats)
     second_copy: float | None = None  # heads: the loss on the repeat's tokens, which context gives away
+    vocab: list[str] = field(default_factory=list)  # embed: every token, by id (the prompt's are drawn on top)
+    coords: list[list[float]] = field(default_factory=list)  # embed: each token's [x, y] on W_E's two main directions
+    explained: list[float] = field(default_factory=list)  # embed: the share of the rows' variance along each
 
 
 class Watcher:
@@ -106,6 +110,11 @@ class Watcher:
                           for layer in lens.layers]
         elif self.view == "heads":
             self._heads(model, frame)
+        elif self.view == "embed":
+            from .inside import embedding_map
+
+            found = embedding_map(model)
+            frame.vocab, frame.coords, frame.explained = list(itos), found.coords, found.explained
         elif self.view == "grad":
             from .backprop import backprop, per_block
 

@@ -2,8 +2,8 @@
 
 A frame is a core.watch.WatchFrame: the attention pattern of one block's heads, the logit lens at
 the prompt's last position, a greedy sample, the gradient each block receives, or every head's
-role. Colour where the console has it, shades without (render.heatmap), so a log or a test reads
-the same information.
+role, or the token embeddings on a map. Colour where the console has it, shades without
+(render.heatmap), so a log or a test reads the same information.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from rich.text import Text
 from ..palette import terminal_safe, visible
 from . import fmt
 from .heatmap import attention_window, heatmap, legend, reads_future
+from .scatter import scatter
 from .tables import NARROW, add_row
 from .words import Words
 
@@ -59,6 +60,8 @@ def frame_subject(frame) -> str:
         return "the gradient each block receives from the loss"
     if frame.heads:
         return "each head's role"
+    if frame.coords:
+        return "the token embeddings on W_E's two main directions, in bold the tokens"
     return "a greedy sample"
 
 
@@ -113,6 +116,23 @@ def watch_view(frame, width: int, as_text: bool):
         if frame.repeat is not None:
             parts.append(Words(Text(copying(frame))))
         return Group(*parts)
+    if frame.coords:
+        return Group(title, *embedding_view(frame, width))
     text = Text(terminal_safe(frame.prompt), style="bold")
     text.append(terminal_safe(frame.sample or ""))
     return Group(title, Words(text))
+
+
+WATCH_MAP_HEIGHT = 12  # rows of an embed frame's map, drawn under the loss table at every evaluation
+
+
+def embedding_view(frame, width: int) -> list:
+    """An embed frame: the map (the prompt's tokens on top) and what each direction holds of the variance."""
+    ids = {token: i for i, token in enumerate(frame.vocab)}
+    asked = list(dict.fromkeys(ids[t] for t in frame.tokens if t in ids))
+    cells = max(8, min(96, width - 1))
+    grid, hidden = scatter(frame.vocab, frame.coords, asked, cells, min(WATCH_MAP_HEIGHT, max(6, cells // 4)))
+    one, two = (f"{share:.0%}" for share in frame.explained)
+    line = f"x: direction 1, {one} of the variance; y: direction 2, {two}" + (
+        f"; {hidden} hidden under others" if hidden else "")
+    return [grid, Words(Text(line, style="dim"))]
