@@ -133,9 +133,11 @@ def test_scatter_places_corners_and_counts_what_hides():
     rows = grid.plain.split("\n")
     assert rows[0] == "│c   b" and rows[2] == "│d    " and rows[3] == "└─────"  # y up, x right
     assert hidden == 1  # 'a' lies under 'd', drawn after it
-    grid, hidden = scatter(["a", "d", "世", " the"], [[0, 0], [0, 0], [1, 0], [1, 1]], asked=[0, 3], width=6, height=2)
+    grid, hidden = scatter(["a", "d", "世", " the", "\ufffd"], [[0, 0], [0, 0], [1, 0], [1, 1], [0.4, 0]], asked=[0, 3],
+                           width=6, height=2)
     rows = grid.plain.split("\n")
-    assert rows[0] == "│  ␣the" and rows[1] == "│a    " + DOT  # asked on top, whole; a wide character is a dot
+    assert rows[0] == "│  ␣the" and rows[1] == "│a " + DOT + "  " + DOT  # asked on top, whole; a wide character and
+    # a lone byte of a byte-level BPE (U+FFFD) are dots
     assert hidden == 1  # 'd' lies under the asked 'a'
 
 

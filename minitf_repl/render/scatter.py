@@ -1,7 +1,8 @@
 """Labelled points on a grid of characters: `:embed map=on` draws every token at its place on W_E's
 two main directions.
 
-Each point is one character, its label where the label is one cell wide, else a dot. The points a
+Each point is one character, its label where the label is one cell wide, else a dot (a byte-level
+BPE's lone bytes, shown as U+FFFD, are dots too: a row of them would say nothing). The points a
 person asked about are drawn last, whole (a subword piece as its text, up to MAX_LABEL cells) and in
 bold, so that where two points share a cell the asked one shows. What hides under another is
 counted, not lost silently.
@@ -37,7 +38,7 @@ def scatter(labels: list[str], coords: list[list[float]], asked: list[int], widt
         if i not in wanted:
             row, col = cell_of(i)
             shown = visible(label)
-            grid[row][col] = (shown, "", i) if cell_len(shown) == 1 else (DOT, "dim", i)
+            grid[row][col] = (shown, "", i) if cell_len(shown) == 1 and shown != "\ufffd" else (DOT, "dim", i)
     for i in asked:  # then the asked points, whole, on top
         row, col = cell_of(i)
         shown = "".join(ch for ch in visible(labels[i]) if cell_len(ch) == 1)[:MAX_LABEL] or DOT
