@@ -277,3 +277,19 @@ def test_views_under_ablate_mask_name_that_as_the_way_back():
     assert run(s, ":gen hi n=3 gen_seed=1").cache is False  # the cache does not hold under the ablation either
     run(s, ":ablate off")
     assert run(s, ":gen hi n=3 gen_seed=1").cache is True
+
+
+def test_gen_show_probs_reads_each_token_as_generation_did():
+    m = model(causal=False)
+    settings = GenConfig(n=6, temperature=1.0, gen_seed=4)
+    prompt = [1, 4, 1]
+    new = list(generate(m, prompt, settings))
+    from minitf_repl.core.generate import sampling_stages
+    from minitf_repl.core.inside import token_probs
+
+    expected = []
+    for i, token in enumerate(new):  # what the sampler saw: the text so far, nothing after it
+        with torch.no_grad():
+            z = m(torch.tensor([prompt + new[:i]]))[0][0, -1]
+        expected.append(float(sampling_stages(z, 1.0, None, None).probs[token]))
+    assert token_probs(m, prompt, new, settings) == pytest.approx(expected, abs=1e-6)

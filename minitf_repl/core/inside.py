@@ -1102,7 +1102,9 @@ def token_probs(model: nn.Module, prompt_ids: list[int], new_ids: list[int], set
 
     Recomputed from the model with `core.generate.sampling_stages`, the sampler's own rules under
     `settings` (temperature, top_k, top_p), on the context generate read: the last max_seq_len tokens
-    before each new one (one pass while the text fits the window, one per token after).
+    before each new one (one pass while the text fits the window, one per token after). Without the
+    causal mask a position also reads the tokens after it, which did not exist when it was the newest,
+    so such a model takes one pass per token throughout.
     """
     if not new_ids:
         return []
@@ -1111,7 +1113,7 @@ def token_probs(model: nn.Module, prompt_ids: list[int], new_ids: list[int], set
     tokens = list(prompt_ids) + list(new_ids)
     out = []
     with listening(model, {}):
-        if len(tokens) - 1 <= window:
+        if len(tokens) - 1 <= window and model.causal:
             logits, _ = model(torch.tensor([tokens[:-1]], device=device))  # (1, T, V)
             rows = [logits[0, len(prompt_ids) - 1 + i] for i in range(len(new_ids))]
         else:
