@@ -293,3 +293,28 @@ def test_gen_show_probs_reads_each_token_as_generation_did():
             z = m(torch.tensor([prompt + new[:i]]))[0][0, -1]
         expected.append(float(sampling_stages(z, 1.0, None, None).probs[token]))
     assert token_probs(m, prompt, new, settings) == pytest.approx(expected, abs=1e-6)
+
+
+def test_task_accuracy_decodes_when_the_pass_could_read_the_answer():
+    data = Session(data_spec="sort:4", device_name="cpu").data
+
+    class Peeker(torch.nn.Module):  # what a pass without the mask can do: predict at i the token at i + 1
+        causal = False
+
+        def forward(self, idx, targets=None):
+            nxt = torch.cat([idx[:, 1:], idx[:, -1:]], dim=1)  # the last position has nothing after it: itself
+            return F.one_hot(nxt, data.tokenizer.vocab_size).float(), None
+
+    # Decoded greedily it has no answer to read: after the question's '=' it writes '=' again.
+    assert data.accuracy(Peeker()) == 0.0
+    # Taken for a causal model, one teacher-forced pass would score it on reading the answer: every answer
+    # token but the last is "right", and the last is right where it equals the one before (about 1 in 6 here).
+    Peeker.causal = True
+    assert data.accuracy(Peeker()) > 0.1
+
+
+def test_the_fast_path_says_whether_its_model_is_causal():
+    m = model()
+    assert FastPath(m).causal is True  # the trainer scores through it: accuracy asks it
+    m.set_causal(False)
+    assert FastPath(m).causal is False

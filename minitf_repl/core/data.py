@@ -303,13 +303,17 @@ class Task:
         """Exact match on n held-out questions.
 
         One teacher-forced pass suffices: greedy decoding gets the whole answer right exactly when
-        the argmax at every answer position is right given the correct prefix.
+        the argmax at every answer position is right given the correct prefix. That needs the causal
+        mask: without it (causal=off, `:ablate mask`) the pass reads the answer itself, so such a model
+        is decoded greedily instead, one answer token a pass, as `:gen` would.
         """
         was_training = model.training
         model.eval()
         try:
             questions = self.sample_questions("val", n, torch.Generator().manual_seed(seed))
             x, y = self.encode_examples(questions)
+            if not getattr(model, "causal", True):  # a model that does not say is a causal one
+                return self._decoded_accuracy(model, x.to(device), y)
             logits, _ = model(x.to(device))
             pred = logits.argmax(dim=-1).cpu()  # (n, L-1)
             answer = y != -1
@@ -317,6 +321,17 @@ class Task:
             return correct.float().mean().item()
         finally:
             model.train(was_training)
+
+    def _decoded_accuracy(self, model, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Exact match by greedy decoding: each answer token from the question and the answer written so far."""
+        text = x[:, : self.question_len]  # each question, up to its '='
+        correct = torch.ones(x.shape[0], dtype=torch.bool)
+        for k in range(self.answer_len):
+            logits, _ = model(text)
+            pred = logits[:, -1].argmax(dim=-1)  # (n,)
+            correct &= pred.cpu() == y[:, self.question_len - 1 + k]
+            text = torch.cat([text, pred[:, None]], dim=1)
+        return correct.float().mean().item()
 
 
 RANDOM_SYMBOLS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # random's and repeat's

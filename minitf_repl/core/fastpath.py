@@ -112,6 +112,11 @@ class FastPath(nn.Module):
     def config(self):
         return self.model.config
 
+    @property
+    def causal(self) -> bool:
+        """The model's mask is on now (MiniTransformerLM.causal): what its function computes depends on it."""
+        return self.model.causal
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
                 cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         model = self.model
