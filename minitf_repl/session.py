@@ -262,6 +262,8 @@ class Session:
         self._model.set_dropout(config.dropout)
         self._model.set_attention(config.attention)
         self._model.set_causal(config.causal)
+        if self._sampling is not None:  # :quantize's copy samples the same function: the mask goes with it
+            self._sampling[0].set_causal(config.causal)
         self.set_ablations(active)
         return False
 

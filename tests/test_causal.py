@@ -318,3 +318,14 @@ def test_the_fast_path_says_whether_its_model_is_causal():
     assert FastPath(m).causal is True  # the trainer scores through it: accuracy asks it
     m.set_causal(False)
     assert FastPath(m).causal is False
+
+
+def test_the_int8_copy_follows_the_mask():
+    s = session()
+    run(s, ":train steps=1")
+    run(s, ":quantize int8")
+    run(s, ":set causal=off")
+    assert s.sampling_copy and not s.sampling_model.causal
+    assert run(s, ":gen hi n=3 gen_seed=1").cache is False
+    run(s, ":set causal=on")
+    assert s.sampling_copy and s.sampling_model.causal and run(s, ":gen hi n=3 gen_seed=1").cache is True
