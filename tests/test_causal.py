@@ -270,6 +270,8 @@ def test_without_the_mask_the_model_learns_to_read_the_next_token(cpu_path):
 def test_views_under_ablate_mask_name_that_as_the_way_back():
     s = session()
     run(s, ":ablate mask")
+    attn = run(s, ":attn hello world")
+    assert reads_future(attn.maps) and "nothing masks the future now" in plain(attn)  # drawn, not left blank
     out = plain(run(s, ":qkv the cat sat on the mat at=5"))
     assert "reads the very token it is to predict" in out and "(:ablate off puts the mask back)" in out
     with pytest.raises(UserError, match=r"reads the future \(:ablate mask\).*:ablate off puts the mask back"):
