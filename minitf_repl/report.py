@@ -38,6 +38,7 @@ class ReportData:
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
     heads: object = None  # commands.HeadsResult: every head's roles on repeated random tokens (`:heads`)
+    tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (default: characters)
 
 
 _CSS = """
@@ -115,8 +116,10 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
     peak = max((w for row in weights for w in row), default=1.0) or 1.0
     parts = [f'<svg class="attn" xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
              f'viewBox="0 0 {size} {size}" role="img" aria-label="{_esc(label)}">']
-    for i, ch in enumerate(tokens):
-        c = _esc(visible(ch))
+    for i, token in enumerate(tokens):
+        shown = visible(token)
+        # A cell is one character wide: a longer piece (a BPE's) shows its first character, the whole in its title.
+        c = _esc(shown) if len(shown) <= 1 else f"<title>{_esc(shown)}</title>{_esc(shown[0])}"
         mid = margin + i * cell + cell / 2
         parts.append(f'<text x="{mid:.1f}" y="{cell - 3}" font-size="{cell - 4}" text-anchor="middle" '
                      f'font-family="monospace">{c}</text>')
@@ -284,7 +287,7 @@ def build_report(data: ReportData) -> str:
              if future else "a query over the keys 0..i; above the diagonal is the masked future")
     out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code>. Row i is where position "
                f"i looks ({where}). Darker: less weight.</p>")
-    tokens = list(data.prompt)
+    tokens = data.tokens or list(data.prompt)  # a BPE's pieces: a map has a row a token, not a character
     for layer, heads in zip(data.layers, data.maps):
         figures = "".join(
             f"<figure>{attention_svg(tokens, m, label=f'layer {layer} head {h}', future=future)}"

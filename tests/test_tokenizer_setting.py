@@ -237,3 +237,22 @@ def test_a_character_models_folder_comes_back_as_characters(tmp_path):
     assert again.model_config.n_layers == 2
     assert characters_of(SubwordTokenizer(characters_as_tokenizer(list("ab c")))) == "ab c"
     assert characters_of(train_bpe(TEXT, 300)) is None  # a real BPE stays one
+
+
+def test_report_reads_a_bpe_prompt_a_token_a_row(text_file, tmp_path):
+    session = session_on(text_file)
+    run(session, ":set tokenizer=bpe:300")
+    run(session, ":train")
+    path = tmp_path / "r.html"
+    run(session, f":report {path}")  # an IndexError before: the maps were labelled a character a row
+    page = path.read_text()
+    svg = page[page.index('<svg class="attn"'):]
+    svg = svg[:svg.index("</svg>")]
+    from minitf_repl.commands.base import sample_prompt
+
+    tokenizer = session.data.tokenizer
+    ids = tokenizer.encode(sample_prompt(session.data))[-session.model_config.max_seq_len:]
+    pieces = [tokenizer.itos[i] for i in ids]
+    assert any(len(p) > 1 for p in pieces)  # the merges took: some tokens are longer than a character
+    assert svg.count("<text ") == 2 * len(pieces)  # a label per token, over the columns and along the rows
+    assert svg.count("<title>") >= 2 * sum(len(p) > 1 for p in pieces)  # a long piece whole in its title

@@ -705,7 +705,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "gen": session.gen_config.to_dict(), "data": session.data_spec},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
-        frames=session.watch_frames, scored=scored, heads=heads,
+        frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps", "teacher forcing"]
