@@ -38,7 +38,7 @@ class ReportData:
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
     heads: object = None  # commands.HeadsResult: every head's roles on repeated random tokens (`:heads`)
-    tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (default: characters)
+    tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (none: characters)
 
 
 _CSS = """
