@@ -39,6 +39,8 @@ class ReportData:
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
     heads: object = None  # commands.HeadsResult: every head's roles on repeated random tokens (`:heads`)
     tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (none: characters)
+    vocab: list[str] = field(default_factory=list)  # every token by id, for the embedding map
+    embedding: object = None  # core.inside.EmbeddingMap: W_E's rows on their two main directions (`:embed map=on`)
 
 
 _CSS = """
@@ -298,6 +300,15 @@ def build_report(data: ReportData) -> str:
     scale = "".join(f'<span style="background:{c};display:inline-block;width:18px">&nbsp;</span>'
                     for c in (scale_hex(i / (len(SCALE) - 1)) for i in range(len(SCALE))))
     out.append(f"<p>0 {scale} max weight of each map</p>")
+    if data.embedding is not None:
+        ids = {token: i for i, token in enumerate(data.vocab)}
+        asked = list(dict.fromkeys(ids[t] for t in tokens if t in ids))
+        one, two = (f"{share:.0%}" for share in data.embedding.explained)
+        out.append("<h2>Token embeddings</h2>")
+        out.append("<p>Every token at its row of W_E, seen along the two directions in which the rows differ most "
+                   f"(their first two principal components: {one} and {two} of the rows' variance); the prompt's "
+                   "tokens in bold. Near each other: alike in these two directions.</p>")
+        out.append(embedding_svg(data.vocab, data.embedding.coords, asked, "token embeddings"))
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:

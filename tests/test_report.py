@@ -30,8 +30,8 @@ def test_report_is_one_self_contained_file(report):
     s, path, result = report
     html = path.read_text(encoding="utf-8")
     assert result.path == str(path) and result.size_bytes == path.stat().st_size
-    assert result.sections == ["config", "loss chart", "attention maps", "teacher forcing", "what each head does",
-                               "samples"]
+    assert result.sections == ["config", "loss chart", "attention maps", "token embeddings", "teacher forcing",
+                               "what each head does", "samples"]
     assert html.startswith("<!DOCTYPE html>") and "</html>" in html
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in html and "@import" not in html and "url(" not in html
@@ -121,3 +121,17 @@ def test_report_screenshot_is_not_blank(report, tmp_path):
     width, height, raw = _png_pixels(shot.read_bytes())
     assert (width, height) == (1000, 1400)
     assert len(set(raw)) > 50  # many distinct byte values: coloured maps and lines, not a blank page
+
+
+def test_report_draws_the_embedding_map_as_embed_does(report):
+    s, path, _ = report
+    html = path.read_text(encoding="utf-8")
+    drawn = run_command(s, "embed", {"map": True}).map  # the same model, the same table
+    assert "<h2>Token embeddings</h2>" in html
+    one, two = (f"{share:.0%}" for share in drawn.explained)
+    assert f"{one} and {two} of the rows' variance" in html
+    svg = html[html.index('<svg class="embed"'):]
+    svg = svg[:svg.index("</svg>")]
+    assert svg.count("<text ") == len(drawn.labels)  # every token of the vocabulary, once
+    prompt = html.split("Prompt: <code>")[1].split("</code>")[0]
+    assert svg.count('font-weight="bold"') == len(set(prompt))  # the attention prompt's tokens, on top

@@ -665,8 +665,8 @@ def complete_html(session) -> list[str]:
     return ["report.html"]
 
 
-@command("report", "Write one self-contained HTML page: config, loss chart, attention maps, teacher forcing, what each "
-                   "head does, samples.",
+@command("report", "Write one self-contained HTML page: config, loss chart, attention maps, token embeddings, "
+                   "teacher forcing, what each head does, samples.",
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
 ])  # fmt: skip
@@ -699,6 +699,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         heads = cmd_heads(session, {"text": None, "layer": None, "seed": None}, reporter)
     except UserError:
         heads = None
+    from ..core.inside import embedding_map
+
+    try:  # a table of fewer than three rows, or one column, has no two directions (the page goes without)
+        embedding = embedding_map(model)
+    except UserError:
+        embedding = None
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
@@ -706,9 +712,11 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
+        vocab=list(data.tokenizer.itos), embedding=embedding,
     )
     size = write_report(path, build_report(report))
-    sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps", "teacher forcing"]
+    sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
+                + (["token embeddings"] if embedding is not None else []) + ["teacher forcing"]
                 + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
         sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
