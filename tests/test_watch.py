@@ -280,7 +280,8 @@ def test_the_embed_frames_are_the_maps_numbers_and_the_report_draws_them(tmp_pat
     assert "the token embeddings on W_E's two main directions, in bold the tokens of '31415='" in " ".join(out.split())
     run_command(s, "report", {"path": str(tmp_path / "r.html")})
     page = (tmp_path / "r.html").read_text()
-    assert "While it trained (watch=embed)" in page and page.count('<svg class="embed"') == 3
+    watched = page[page.index('id="watch"'):]  # the page's own map comes before, with the attention maps
+    assert "While it trained (watch=embed)" in page and watched.count('<svg class="embed"') == 3
     svg = page[page.rindex('<svg class="embed"'):]
     svg = svg[:svg.index("</svg>")]
     assert svg.count("<text ") == len(last.vocab) and svg.count('font-weight="bold"') == len(set("31415="))
