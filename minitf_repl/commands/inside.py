@@ -482,7 +482,8 @@ class EmbedResult:
     map: EmbedMap | None = None  # map=on: every token placed on the two directions W_E's rows vary most
 
 
-@command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance.",
+@command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
+                  "(map=on: every token on W_E's two main directions).",
          params=[
     Param("text", str, help="whose tokens to look up (default: a few of the data's sample)", positional=True),
     Param("k", int, help="neighbours per token (default 5)", low=1, limit=100),
