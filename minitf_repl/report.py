@@ -22,6 +22,7 @@ from .registry import clip
 from .render import fmt
 from .render.chart import uniform_label, uniform_loss
 from .render.heatmap import reads_future
+from .render.scatter import asked_ids
 from .render.watch import copying, frame_subject, head_cell
 
 
@@ -205,8 +206,7 @@ def frames_html(frames: list) -> list[str]:
             if frame.repeat is not None:
                 out.append(f"<p>{_esc(copying(frame))}</p>")
         elif frame.coords:
-            ids = {token: i for i, token in enumerate(frame.vocab)}
-            asked = list(dict.fromkeys(ids[t] for t in frame.tokens if t in ids))
+            asked = asked_ids(frame.vocab, frame.tokens)
             one, two = (f"{share:.0%}" for share in frame.explained)
             out.append(f"<figure>{embedding_svg(frame.vocab, frame.coords, asked, f'step {frame.step} embeddings')}"
                        f"<figcaption>x: direction 1, {one} of the variance; y: direction 2, {two}</figcaption>"
@@ -301,8 +301,7 @@ def build_report(data: ReportData) -> str:
                     for c in (scale_hex(i / (len(SCALE) - 1)) for i in range(len(SCALE))))
     out.append(f"<p>0 {scale} max weight of each map</p>")
     if data.embedding is not None:
-        ids = {token: i for i, token in enumerate(data.vocab)}
-        asked = list(dict.fromkeys(ids[t] for t in tokens if t in ids))
+        asked = asked_ids(data.vocab, tokens)
         one, two = (f"{share:.0%}" for share in data.embedding.explained)
         out.append("<h2>Token embeddings</h2>")
         out.append("<p>Every token at its row of W_E, seen along the two directions in which the rows differ most "

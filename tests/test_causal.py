@@ -273,7 +273,7 @@ def test_views_under_ablate_mask_name_that_as_the_way_back():
     attn = run(s, ":attn hello world")
     assert reads_future(attn.maps) and "nothing masks the future now" in plain(attn)  # drawn, not left blank
     out = plain(run(s, ":qkv the cat sat on the mat at=5"))
-    assert "reads the very token it is to predict" in out and "(:ablate off puts the mask back)" in out
+    assert "reads the very token it is to predict" in out and "switched off now: the causal mask (:ablate off" in out
     with pytest.raises(UserError, match=r"reads the future \(:ablate mask\).*:ablate off puts the mask back"):
         run(s, ":heads")
     assert run(s, ":gen hi n=3 gen_seed=1").cache is False  # the cache does not hold under the ablation either

@@ -27,7 +27,7 @@ from ..palette import VISIBLE, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future
-from ..render.scatter import scatter
+from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
@@ -457,7 +457,6 @@ EMBED_MAX_TOKENS = 24  # at most this many distinct tokens of a given text
 
 
 EMBED_MAP_HEIGHT = 16  # rows of the map (fewer where the terminal is narrow)
-EMBED_MAP_WIDTH = 96  # its columns at most
 
 
 @dataclass
@@ -556,8 +555,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     note(console, f"x: direction 1, {one} of the rows' variance; y: direction 2, {two}; the other {drawn.dims - 2} "
                   f"of d = {drawn.dims} directions hold the rest. Near on the map: alike in these two directions "
                   f"({cmd('embed', 'TEXT')} gives the cosine over all of them)")
-    width = max(8, min(EMBED_MAP_WIDTH, console.width - 1))
-    grid, hidden = scatter(drawn.labels, drawn.coords, drawn.asked, width, min(EMBED_MAP_HEIGHT, max(6, width // 4)))
+    grid, hidden = scatter(drawn.labels, drawn.coords, drawn.asked, *grid_size(console.width, EMBED_MAP_HEIGHT))
     console.print(grid, highlight=False, no_wrap=True, overflow="ignore")
     asked = ", ".join(visible(t) for t in result.tokens)
     say(console, f"in bold: {asked}" + (f"; {count(hidden, 'token')} hidden under others" if hidden else ""))

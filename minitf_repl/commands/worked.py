@@ -207,11 +207,12 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     say(console, f"the weights sum to 1 over j = 0..{read - 1}; the largest, {result.weights[best]:.3f}, on j = {best} "
                  f"{visible(result.tokens[best])!r}")
     if not result.causal and i + 1 < T:
-        back = cmd("ablate", "off") if "the causal mask" in result.ablations else cmd("set", causal=True)
+        # Under :ablate the note below names what is switched off and the way back; else causal=off took the mask.
+        back = "" if result.ablations else f" ({cmd('set', causal=True)} puts the mask back)"
         say(console, f"without the mask position {i} reads the very token it is to predict, "
                      f"{visible(result.tokens[i + 1])!r} "
                      f"at j = {i + 1}, with weight {result.weights[i + 1]:.3f}; a model trained so learns to copy it, "
-                     f"and at generation there is no next token to copy ({back} puts the mask back)")
+                     f"and at generation there is no next token to copy{back}")
     unscaled_top = max(result.unscaled_weights)
     note(console, f"without the 1/sqrt(d_k) scale the largest weight would be {unscaled_top:.3f}: scores "
                   f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if i else

@@ -19,6 +19,18 @@ MAX_LABEL = 8  # the most cells an asked point's label takes
 DOT = "·"  # a point whose label is not one cell wide
 
 
+def asked_ids(vocab: list[str], tokens: list[str]) -> list[int]:
+    """The ids of `tokens` in `vocab` (every token by id), each once, in order: the points drawn on top."""
+    ids = {token: i for i, token in enumerate(vocab)}
+    return list(dict.fromkeys(ids[t] for t in tokens if t in ids))
+
+
+def grid_size(width: int, most_rows: int, most_columns: int = 96) -> tuple[int, int]:
+    """(columns, rows) of a map in a console `width` wide: a column for the axis, rows a quarter of the columns."""
+    columns = max(8, min(most_columns, width - 1))
+    return columns, min(most_rows, max(6, columns // 4))
+
+
 def scatter(labels: list[str], coords: list[list[float]], asked: list[int], width: int,
             height: int) -> tuple[Text, int]:
     """(the grid, how many points are hidden under others): point i, labelled `labels[i]`, at `coords[i]`

@@ -19,7 +19,7 @@ from rich.text import Text
 from ..palette import terminal_safe, visible
 from . import fmt
 from .heatmap import attention_window, heatmap, legend, reads_future
-from .scatter import scatter
+from .scatter import asked_ids, grid_size, scatter
 from .tables import NARROW, add_row
 from .words import Words
 
@@ -128,10 +128,8 @@ WATCH_MAP_HEIGHT = 12  # rows of an embed frame's map, drawn under the loss tabl
 
 def embedding_view(frame, width: int) -> list:
     """An embed frame: the map (the prompt's tokens on top) and what each direction holds of the variance."""
-    ids = {token: i for i, token in enumerate(frame.vocab)}
-    asked = list(dict.fromkeys(ids[t] for t in frame.tokens if t in ids))
-    cells = max(8, min(96, width - 1))
-    grid, hidden = scatter(frame.vocab, frame.coords, asked, cells, min(WATCH_MAP_HEIGHT, max(6, cells // 4)))
+    grid, hidden = scatter(frame.vocab, frame.coords, asked_ids(frame.vocab, frame.tokens),
+                           *grid_size(width, WATCH_MAP_HEIGHT))
     one, two = (f"{share:.0%}" for share in frame.explained)
     line = f"x: direction 1, {one} of the variance; y: direction 2, {two}" + (
         f"; {hidden} hidden under others" if hidden else "")
