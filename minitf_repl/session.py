@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,9 @@ class Session:
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
+        # The last :ngram's counters, [(n, val loss)], and a weak reference to the data they counted: a switch of
+        # data or tokenizer (a new data object) leaves them behind. :plot draws them on the loss chart.
+        self._counters: tuple = (None, [])
         # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
         self.tokenizer = None
@@ -300,6 +304,16 @@ class Session:
     def keep_frames(self, frames: list) -> None:
         """Keep what a `:train watch=` run saw (replacing an earlier run's frames), for :report and :plot."""
         self.watch_frames = list(frames)
+
+    def keep_counters(self, data, losses: list[tuple[int, float]]) -> None:
+        """Keep the val loss of each counting model (n, loss) that :ngram measured on `data`."""
+        self._counters = (weakref.ref(data), list(losses))
+
+    @property
+    def counters(self) -> list[tuple[int, float]]:
+        """The last :ngram's (n, val loss) on the current data; [] if none was counted on it."""
+        counted_on, losses = self._counters
+        return losses if counted_on is not None and counted_on() is self._data else []
 
     def note_good_lr(self, lr: float) -> None:
         """Remember a learning rate that trained without diverging (to suggest after a divergence)."""

@@ -176,6 +176,9 @@ def real_results(tmp_path_factory):
         out["experts"] = run_command(s, "experts", {})
         run_command(s, "set", {"n_experts": 1, "pos_encoding": "rope"})
         out["rope"] = run_command(s, "rope", {"prompt": "1234=4321" * 3, "layer": 1, "head": 3})  # GQA: a shared head
+        out["ngram task"] = run_command(s, "ngram", {"n": 3})  # reverse:4, trained: the answers scored
+        run_command(s, "data", {"name": "pydoc"})
+        out["ngram"] = run_command(s, "ngram", {"n": 7})  # a corpus: the samples, and val rising past n = 5
     finally:
         speed.QUANTIZE_TOKENS = tokens
     return out
@@ -186,7 +189,8 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
         "help lr", "score", "score text", "embed", "embed map", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
-        "plot block_grad", "rope", "heads", "heads text", "train watch=heads", "plot copying", "plot induction")
+        "plot block_grad", "rope", "heads", "heads text", "train watch=heads", "plot copying", "plot induction",
+        "ngram task", "ngram")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

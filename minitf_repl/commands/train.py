@@ -23,7 +23,7 @@ from ..core.watch import WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
 from ..render import fmt
-from ..render.chart import Curve, chart, mark, uniform_label, uniform_loss
+from ..render.chart import Curve, Level, chart, mark, uniform_label, uniform_loss
 from ..render.live import LossTable
 from ..render.renderers import render
 from ..render.heatmap import plain
@@ -411,10 +411,28 @@ class PlotSeries:
 
 
 @dataclass
+class PlotLevel:
+    n: int  # a counting model's order (:ngram): the next token from the n - 1 before it
+    val_loss: float
+
+
+@dataclass
 class PlotResult:
     what: str  # loss | lr | grad_norm
     series: list[PlotSeries]
     vocab_size: int | None = None  # for the ln(V) line of a loss chart
+    # the loss chart's counting models after :ngram on this data: the bigram and the best (the lowest val loss)
+    counters: list[PlotLevel] = field(default_factory=list)
+
+
+def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
+    """Which of :ngram's counters (n, val loss) a loss chart draws: the bigram (what the previous token alone
+    tells) and the best one, if another."""
+    if not counters:
+        return []
+    best = min(counters, key=lambda c: (c[1], c[0]))
+    chosen = [c for c in counters if c[0] == 2 and c != best] + [best]
+    return [PlotLevel(n, loss) for n, loss in sorted(chosen)]
 
 
 def history_series(history: list[dict], what: str = "loss") -> list[PlotSeries]:
@@ -477,7 +495,7 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
                  "the lens's rank of the true token, each block's gradient, or the heads' copying.",
          params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
                                          "block_grad: from :train watch=grad; copying, induction: from :train "
-                                         "watch=heads)", choices=PLOT_WHAT)])  # fmt: skip
+                                         "watch=heads)", choices=PLOT_WHAT)], json_version=2)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
     if what in ("copying", "induction"):
@@ -507,14 +525,18 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     series = history_series(history, what)
     if not series:
         raise UserError(f"there is no training history yet; {train_first('plot', AUTOSAVE_NAME)}")
-    return PlotResult(what, series, session.data.tokenizer.vocab_size)
+    counters = plot_levels(session.counters) if what == "loss" else []
+    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters)
 
 
-def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None):
-    """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given."""
+def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None,
+                 counters: list[PlotLevel] = ()):
+    """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given and
+    against the counters' val losses (:ngram) when there are any."""
     curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")))
               for k, s in enumerate(series)]
-    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size))
+    levels = [Level(c.val_loss, str(c.n) if c.n < 10 else "+", f"{c.n}-gram counter {c.val_loss:.2f}") for c in counters]
+    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size), levels=levels)
 
 
 def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_size: int | None = None):
@@ -526,4 +548,6 @@ def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_siz
 def render_plot(result: PlotResult, console: Console) -> None:
     say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
     console.print(series_chart(result.series, console.width, 12,
-                               result.vocab_size if result.what in ("loss", "copying") else None))
+                               result.vocab_size if result.what in ("loss", "copying") else None, result.counters))
+    if result.what == "loss" and not result.counters:
+        note(console, f"{cmd('ngram')} measures what counting alone reaches on this data; the chart then draws it")

@@ -4,8 +4,8 @@ Every chart in the terminal is drawn here: the loss curve under `:train`'s table
 learning rate, gradient norm) and `:compare`'s validation curves. Each curve has a glyph and a
 colour, so the chart reads the same with and without colour, in any terminal font. Several points
 in one column are averaged; a curve of sparse points (evaluations) can be `joined` by a dotted
-line. An optional baseline (ln V, the loss of a uniform guess) is a dashed row, kept only where it
-is near the curves. `uniform_loss` is the one place ln V is computed for a view.
+line. An optional baseline (ln V, the loss of a uniform guess) is a dashed row, and levels (the
+losses of counting models, `:ngram`) dotted rows, each kept only where it is near the curves. `uniform_loss` is the one place ln V is computed for a view.
 """
 
 from __future__ import annotations
@@ -47,16 +47,30 @@ class Curve:
     joined: bool = False  # a dotted line between consecutive points (sparse evaluations)
 
 
+@dataclass
+class Level:
+    """A level a curve is read against, drawn as a dotted row ending in its mark: a counter's loss (:ngram)."""
+
+    value: float
+    mark: str  # one character, at the row's right end and in the legend
+    label: str
+
+
 def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | None = None,
-          baseline_label: str = "", unit: str = "") -> Group:
-    """`curves` on a grid `width` columns wide and `height` rows high; `unit` names the y axis in the legend."""
+          baseline_label: str = "", unit: str = "", levels: list[Level] = ()) -> Group:
+    """`curves` on a grid `width` columns wide and `height` rows high; `unit` names the y axis in the legend.
+    The baseline and each level are drawn where they are near the curves: within half the curves' range."""
     points = [(s, v) for curve in curves for s, v in zip(curve.steps, curve.values) if math.isfinite(v)]
     if not points:
         return Group(Text("nothing to plot", style="dim"))
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
     values = [v for _, v in points]
     y0, y1 = min(values), max(values)
-    if baseline is not None and math.isfinite(baseline) and baseline <= y1 + 0.5 * (y1 - y0 + 1e-9):
+    reach = 0.5 * (y1 - y0 + 1e-9)
+    levels = [level for level in levels if math.isfinite(level.value) and y0 - reach <= level.value <= y1 + reach]
+    if levels:
+        y0, y1 = min(y0, *(level.value for level in levels)), max(y1, *(level.value for level in levels))
+    if baseline is not None and math.isfinite(baseline) and baseline <= y1 + reach:
         y1 = max(y1, baseline)
     else:
         baseline = None
@@ -72,6 +86,8 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
 
     if baseline is not None:
         grid[row_of(baseline)] = [("╌", "dim")] * plot_w
+    for level in levels:
+        grid[row_of(level.value)] = [("┄", "yellow")] * (plot_w - 1) + [(level.mark, "bold yellow")]
     for curve in curves:
         buckets: dict[int, list[float]] = {}
         for s, v in zip(curve.steps, curve.values):
@@ -101,9 +117,11 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     for curve in curves:
         legend.append(f"{curve.glyph} ", style=curve.style)
         legend.append(f"{curve.name}   ")
-    if baseline is not None:
-        legend.append("╌ ", style="dim")
-        legend.append(baseline_label)
+    lines = [("╌ ", "dim", baseline_label)] if baseline is not None else []
+    lines += [(f"┄{level.mark} ", "yellow", level.label) for level in levels]
+    for k, (glyph, style, label) in enumerate(lines):
+        legend.append(("   " if k else "") + glyph, style=style)
+        legend.append(label)
     if unit:
         legend.append(f"({unit})", style="dim")
     return Group(out, legend)

@@ -1,0 +1,194 @@
+"""`:ngram`: the counting models a loss is measured against.
+
+A loss of 1.3 nats means little alone. Counters give it a scale: the n-gram model of each order
+(core.ngram) predicts the next token from the n - 1 before it by how often it followed them in the
+training text, is scored on the validation text as the model is, and writes a line of its own. The
+model's loss now, measured on the same validation batches `:train` reports, sits among them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.errors import UserError
+from ..core.words import count
+from ..registry import Param
+from ..render.renderers import render
+from ..render.tables import fitting_table
+from ..render.words import model_text, note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command, sample_prompt
+
+FAMILY = "training"  # listed under :train's heading: what a training loss is measured against
+
+# The longest counter by default: one past the best on pydoc and tiny Shakespeare (n = 5, val 1.320 and 1.669), so
+# that the table shows a longer context starting to cost.
+NGRAM_DEFAULT = 6
+NGRAM_LONGEST = 12  # past this a counter has seen almost no context it meets (and each order costs a pass)
+SAMPLE_TOKENS = 72  # what each counter writes after the prompt
+
+
+@dataclass
+class NgramRow:
+    n: int  # 0: the uniform guess; else the next token from the n - 1 before it
+    contexts: int  # distinct contexts of n - 1 tokens counted in training (0 for the uniform guess)
+    seen: float  # the share of scored validation positions whose context was counted in training
+    train_loss: float  # nats per token on the text it counted
+    val_loss: float  # nats per token on the validation text
+    bits_per_char: float | None  # val_loss in bits per character of the validation text (a corpus only)
+    sample: str | None  # what it wrote after the prompt (a corpus only)
+
+
+@dataclass
+class NgramResult:
+    data: str
+    unit: str  # what one token is: character, token
+    vocab_size: int
+    train_tokens: int  # tokens counted
+    val_positions: int  # next-token positions scored
+    generated: bool  # the data is made on the fly (a task, random tokens): counted on batches of it, from seed 0
+    rows: list[NgramRow]
+    prompt: str | None  # what the samples follow
+    model_step: int  # the model's training step
+    model_val: float  # the model's val loss now, on the batches :train evaluates
+    model_bits_per_char: float | None
+    model_reads: int  # max_seq_len: how far back the model can read
+    model_causal: bool  # False: the model reads the token it predicts, so its loss is no language model's
+
+
+@command("ngram", "Counting models: the next token from the n - 1 before it, by counts in the training text; "
+                  "their loss and text beside the model's.",
+         params=[
+    Param("n", int, help=f"the longest counter: the next token from the n - 1 before it (default {NGRAM_DEFAULT})", low=1, limit=NGRAM_LONGEST),
+    Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
+                                             "only)"),
+])  # fmt: skip
+def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
+    from ..core.data import bits_per_char, val_tokens_per_char
+    from ..core.ngram import count_and_score, longest_order
+
+    data = session.data
+    tokenizer = data.tokenizer
+    n = NGRAM_DEFAULT if args["n"] is None else args["n"]
+    longest = longest_order(tokenizer.vocab_size)
+    if n > longest:
+        raise UserError(f"n={n} is too long for a vocabulary of {tokenizer.vocab_size:,}: its windows would not fit "
+                        f"a 64-bit key; use n <= {longest}")
+    corpus = getattr(data, "splits", None) is not None
+    prompt = sample_prompt(data) if corpus and args["sample"] else None
+    counting = count_and_score(data, n, session.model_config.max_seq_len,
+                               prompt=tokenizer.encode(prompt) if prompt else None,
+                               sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
+    per_char = val_tokens_per_char(data)
+    rows = [NgramRow(c.n, c.contexts, c.seen, c.train_loss, c.val_loss, bits_per_char(c.val_loss, per_char),
+                     tokenizer.decode(c.sample) if c.sample is not None else None) for c in counting.counters]
+    session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for :plot's loss chart
+    model = session.model
+    model_val, _ = session.trainer.evaluate()
+    return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens,
+                       counting.val_positions, counting.generated, rows, prompt, session.trainer.step, model_val,
+                       bits_per_char(model_val, per_char), session.model_config.max_seq_len,
+                       getattr(model, "causal", True))
+
+
+def reads(n: int, unit: str) -> str:
+    """What the counter of order n reads, in words."""
+    if n == 0:
+        return "nothing (uniform)"
+    if n == 1:
+        return "nothing (counts)"
+    return count(n - 1, unit)
+
+
+@render.register(NgramResult)
+def render_ngram(result: NgramResult, console: Console) -> None:
+    unit = result.unit
+    source = (f"{count(result.train_tokens, unit)} of generated batches (seed 0)" if result.generated
+              else f"the {count(result.train_tokens, unit)} of the train split")
+    scored = (f"the {count(result.val_positions, 'position')} of val batches the model's loss counts"
+              if result.generated else f"the {count(result.val_positions, 'position')} of the val split")
+    say(console, f"counting models on {result.data}: each predicts the next {unit} from the n - 1 before it by how "
+                 f"often it followed them in {source}; scored on {scored}", "bold")
+    names = ["n", "reads", "contexts", "val seen", "train loss", "val loss", "bits/char"]
+    rows = []
+    for row in result.rows:
+        rows.append([str(row.n), reads(row.n, unit), f"{row.contexts:,}" if row.n else "-",
+                     f"{row.seen:.0%}" if row.n else "-", f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
+                     f"{row.bits_per_char:.2f}" if row.bits_per_char is not None else "-"])
+    model_bits = f"{result.model_bits_per_char:.2f}" if result.model_bits_per_char is not None else "-"
+    rows.append(["model", f"up to {count(result.model_reads, unit)}", "-", "-", "-",
+                 f"{result.model_val:.3f}", model_bits])
+    if all(row.bits_per_char is None for row in result.rows):
+        names, rows = names[:-1], [r[:-1] for r in rows]
+    console.print(fitting_table(console, names, rows, left=("n", "reads"),
+                                optional=("bits/char", "contexts", "val seen", "train loss")))
+    for line in verdict(result):
+        say(console, line)
+    for line in explanation(result):
+        note(console, line)
+    samples = [row for row in result.rows if row.sample is not None]
+    if samples:
+        say(console, f"what each counter writes after {result.prompt!r} (sampled from its counts):", "bold")
+        for row in samples:
+            line = Text(f"n={row.n}  ", style="dim")
+            line.append_text(model_text(row.sample.replace("\n", " "), console))
+            say(console, line)
+        note(console, f"the model's own: {cmd('gen')}")
+
+
+def best(result: NgramResult) -> NgramRow:
+    return min(result.rows, key=lambda row: (row.val_loss, row.n))
+
+
+def verdict(result: NgramResult) -> list[str]:
+    """Where the model's loss sits among the counters'."""
+    top = best(result)
+    loss = result.model_val
+    if not result.model_causal:
+        return [f"the model reads the token it predicts (causal=off): its {loss:.3f} is no language model's loss, "
+                f"and no counter is a fair match ({cmd('set', causal='on')} puts the mask back)"]
+    if result.model_step == 0:
+        return [f"the model has not trained: it scores {loss:.3f}, about the uniform guess's "
+                f"{result.rows[0].val_loss:.3f}; {cmd('train')}, then {cmd('ngram')} again"]
+    beaten = [row for row in result.rows if loss < row.val_loss]
+    if len(beaten) == len(result.rows):
+        return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "
+                f"{top.val_loss - loss:.3f} nats a {result.unit} under the best, n = {top.n}: it has learned what no "
+                f"table of counts over the {count(max(0, top.n - 1), result.unit)} before holds"]
+    if not beaten:
+        return [f"at step {result.model_step:,} the model ({loss:.3f}) is not yet below the uniform guess"]
+    passed = max(beaten, key=lambda row: row.n)
+    ahead = min((row for row in result.rows if row.val_loss <= loss), key=lambda row: row.n)
+    best_too = "" if ahead is top else f"; the best is n = {top.n} ({top.val_loss:.3f})"
+    return [f"at step {result.model_step:,} the model ({loss:.3f}) is below the counter of n = {passed.n} "
+            f"({passed.val_loss:.3f}), not yet below n = {ahead.n} ({ahead.val_loss:.3f}){best_too}: "
+            f"{cmd('train')} on"]
+
+
+def explanation(result: NgramResult) -> list[str]:
+    """What the table's own trend says: the longer the context, the more a counter memorises."""
+    lines = []
+    counted = [row for row in result.rows if row.n >= 1]
+    top = best(result)
+    longest = counted[-1] if counted else None
+    if longest is not None and longest.n > top.n and longest.val_loss > top.val_loss:
+        unseen = 1 - longest.seen
+        why = (f"{unseen:.0%} of val's contexts of {count(longest.n - 1, result.unit)} were never counted"
+               if unseen >= 0.05 else "each long context was counted a few times, and its counts follow the "
+                                      "accidents of the counted text")
+        lines.append(f"past n = {top.n} a longer context costs on val ({longest.val_loss:.3f} at n = {longest.n}) "
+                     f"while the counted text's loss keeps falling ({longest.train_loss:.3f}): {why}. A table "
+                     f"memorises; a model that shares what it learned across contexts generalises")
+    elif longest is not None and longest.n == top.n and longest.n < NGRAM_LONGEST:
+        lines.append(f"the longest counter asked is still the best: {cmd('ngram', n=longest.n + 2)} tries longer "
+                     f"contexts")
+    if math.isfinite(top.val_loss) and top.val_loss > 0.9 * result.rows[0].val_loss:
+        lines.append("no counter beats the uniform guess by much here: what follows is not a matter of the few "
+                     "tokens just before it")
+    return lines

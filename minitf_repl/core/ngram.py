@@ -1,0 +1,249 @@
+"""Counting models: the next token from the n - 1 tokens before it, counted, never learned.
+
+Before neural networks, a language model was a table of counts. An n-gram model reads the n - 1
+tokens before a position (its context h) and predicts the next token w by how often w followed h in
+the training text:
+
+    P(w | h) = c(h, w) / c(h)
+
+It has no parameters to train and no idea of similarity: a context it never saw tells it nothing,
+and the longer the context, the more contexts it never saw. So every order leans on the one below
+it, Witten-Bell interpolation, with no setting to tune:
+
+    P_k(w | h) = (c(h, w) + T(h) P_{k-1}(w | h')) / (c(h) + T(h))
+
+where h' is h without its oldest token, T(h) the number of distinct tokens seen after h (a context
+followed by many different tokens is one whose counts say little), and P_0(w) = 1 / V, the uniform
+guess. A context never seen (c(h) = 0) hands on P_{k-1} unchanged.
+
+What this is for: the loss a counter reaches is a yardstick for the model's. A model that has only
+learned the frequency of each token scores the unigram's loss (n = 1), one that reads the previous
+token the bigram's (n = 2); a Transformer below every counter has learned something no table of its
+size holds. And the counters' own train loss, falling towards 0 as n grows while their val loss
+climbs again, is memorising against generalising, measured.
+
+Keys: a window of k tokens t_1..t_k (t_k the newest) is the integer sum of t_i V^(k-i), so the
+context of a window is key // V and its shorter window key mod V^(k-1). The counts are sorted
+unique keys, looked up by binary search: torch only, whatever the vocabulary, as long as V^n fits
+in an int64 (n <= 10 for 65 characters, 4 for GPT-2's 50,257 tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .errors import UserError
+
+INT64_MAX = 2**63 - 1
+
+
+def longest_order(vocab_size: int) -> int:
+    """The largest n whose windows of n tokens still fit an int64 key: V^n <= 2^63 - 1."""
+    n = 1
+    while vocab_size ** (n + 1) <= INT64_MAX:
+        n += 1
+    return n
+
+
+@dataclass
+class OrderCounts:
+    """The counts of one order k: every window of k tokens seen, and every context of k - 1 tokens."""
+
+    k: int
+    keys: torch.Tensor  # (P,) int64, sorted: each distinct window (h, w)
+    counts: torch.Tensor  # (P,) c(h, w)
+    contexts: torch.Tensor  # (H,) int64, sorted: each distinct context h (key // V)
+    context_counts: torch.Tensor  # (H,) c(h): how often h was followed by a token
+    followers: torch.Tensor  # (H,) T(h): how many distinct tokens followed h
+
+
+def lookup(keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """values[i] where keys[i] == query, else 0; keys sorted."""
+    if keys.numel() == 0:
+        return torch.zeros_like(query)
+    at = torch.searchsorted(keys, query).clamp(max=keys.numel() - 1)
+    return torch.where(keys[at] == query, values[at], torch.zeros_like(query))
+
+
+def window_keys(tokens: torch.Tensor, vocab_size: int, n: int) -> list[torch.Tensor]:
+    """For k = 1..n, the key of the window of k tokens ending at every column of `tokens` (B, L):
+    key_k[:, j] = sum_i tokens[:, j - i] V^i for i < k. A window that starts before column 0, or holds a
+    token of -1 (unknown), is -1."""
+    tokens = tokens.long()
+    known = tokens >= 0
+    key = torch.zeros_like(tokens)
+    ok = torch.ones_like(known)
+    out = []
+    for k in range(1, n + 1):
+        shift = k - 1  # the window's oldest token, k - 1 columns back
+        older = torch.zeros_like(tokens)
+        older_ok = torch.zeros_like(known)
+        older[:, shift:] = tokens[:, : tokens.shape[1] - shift]
+        older_ok[:, shift:] = known[:, : tokens.shape[1] - shift]
+        key = key + older.clamp(min=0) * vocab_size**shift
+        ok = ok & older_ok
+        out.append(torch.where(ok, key, torch.full_like(key, -1)))
+    return out
+
+
+class NgramModel:
+    """Counts of every order up to n over a training stream, and the Witten-Bell probabilities they give."""
+
+    def __init__(self, tokens: torch.Tensor, vocab_size: int, n: int):
+        """tokens: (B, L) ids of the training text, one row per independent stretch (a corpus is one row);
+        -1 marks a token not known (a window holding one is not counted)."""
+        if n < 1:
+            raise UserError(f"n must be at least 1 (the unigram), got {n}")
+        longest = longest_order(vocab_size)
+        if n > longest:
+            raise UserError(f"n={n} is too long for a vocabulary of {vocab_size:,}: a window's key would not fit "
+                            f"an int64; use n <= {longest}")
+        self.vocab_size, self.n = vocab_size, n
+        self.orders = [self._count(keys[keys >= 0], k) for k, keys in enumerate(window_keys(tokens, vocab_size, n), 1)]
+
+    def _count(self, keys: torch.Tensor, k: int) -> OrderCounts:
+        keys, counts = torch.unique(keys, return_counts=True)  # sorted
+        contexts, followers = torch.unique_consecutive(keys // self.vocab_size, return_counts=True)
+        context_counts = torch.zeros_like(contexts).index_add_(
+            0, torch.repeat_interleave(torch.arange(len(contexts)), followers), counts)
+        return OrderCounts(k, keys, counts, contexts, context_counts, followers)
+
+    def by_order(self, tokens: torch.Tensor, up_to: int | None = None) -> list[torch.Tensor]:
+        """For order k = 1..up_to: P_k(tokens[:, j] | the k - 1 tokens before it) at every column j, (B, L) float64.
+
+        The orders come out of one pass, each from the one below it. A column with fewer than k - 1 tokens
+        before it keeps the highest order its window allows (column 0: the unigram), as the model's first
+        positions read what they have."""
+        up_to = self.n if up_to is None else up_to
+        p = torch.full(tokens.shape, 1.0 / self.vocab_size, dtype=torch.float64)  # P_0: uniform
+        out = []
+        for counts, key in zip(self.orders, window_keys(tokens, self.vocab_size, up_to)):
+            context = key // self.vocab_size
+            c_hw = lookup(counts.keys, counts.counts, key).double()
+            c_h = lookup(counts.contexts, counts.context_counts, context).double()
+            t_h = lookup(counts.contexts, counts.followers, context).double()
+            interpolated = (c_hw + t_h * p) / (c_h + t_h).clamp(min=1)
+            p = torch.where((key >= 0) & (c_h > 0), interpolated, p)
+            out.append(p)
+        return out
+
+    def probabilities(self, tokens: torch.Tensor, order: int | None = None) -> torch.Tensor:
+        """P(tokens[:, j] | the order - 1 tokens before it) for the predicted columns j = 1..L-1, (B, L - 1)."""
+        return self.by_order(tokens, order)[-1][:, 1:]
+
+    def losses(self, tokens: torch.Tensor, counted: torch.Tensor | None = None) -> list[float]:
+        """The mean -ln P of every order 1..n over the predicted columns 1..L-1 (where `counted`, (B, L - 1))."""
+        out = []
+        for p in self.by_order(tokens):
+            nll = -p[:, 1:].log()
+            nll = nll[counted] if counted is not None else nll
+            out.append(float(nll.mean()) if nll.numel() else math.nan)
+        return out
+
+    def loss(self, tokens: torch.Tensor, counted: torch.Tensor | None = None, order: int | None = None) -> float:
+        """The mean -ln P under one order (default n) over the predicted columns (where `counted`)."""
+        nll = -self.probabilities(tokens, order).log()
+        nll = nll[counted] if counted is not None else nll
+        return float(nll.mean()) if nll.numel() else math.nan
+
+    def contexts_seen(self, tokens: torch.Tensor, order: int, counted: torch.Tensor | None = None) -> float:
+        """The share of predicted positions whose whole context of order - 1 tokens was seen in training."""
+        if order <= 1:
+            return 1.0
+        key = window_keys(tokens, self.vocab_size, order)[order - 1][:, 1:]
+        context = key // self.vocab_size
+        counts = self.orders[order - 1]
+        seen = (key >= 0) & (lookup(counts.contexts, counts.context_counts, context) > 0)
+        if counted is not None:
+            seen = seen[counted]
+        return float(seen.double().mean()) if seen.numel() else math.nan
+
+    def next_distribution(self, context: list[int], order: int | None = None) -> torch.Tensor:
+        """P(w | the last order - 1 tokens of `context`) for every token w, (V,) float64, summing to 1."""
+        order = self.n if order is None else order
+        recent = context[max(0, len(context) - (order - 1)):] if order > 1 else []
+        rows = torch.tensor(recent, dtype=torch.long).expand(self.vocab_size, len(recent))
+        rows = torch.cat([rows, torch.arange(self.vocab_size)[:, None]], dim=1)  # (V, order): the context, then w
+        return self.by_order(rows, order)[-1][:, -1]
+
+    def sample(self, prompt: list[int], n_tokens: int, generator: torch.Generator, order: int | None = None) -> list[int]:
+        """n_tokens drawn one at a time from P(w | the tokens before it), after `prompt`."""
+        ids = list(prompt)
+        for _ in range(n_tokens):
+            p = self.next_distribution(ids, order)
+            ids.append(int(torch.multinomial(p, 1, generator=generator)))
+        return ids[len(prompt):]
+
+
+# --- the counters a loss is measured against -----------------------------------------------------------
+GENERATED_TOKENS = 2**18  # data made on the fly (a task, random tokens) is counted on this many tokens a split
+TRAIN_SCORED = 2**18  # the counters' own train loss is read on at most this many training positions
+
+
+def split_tokens(data, split: str, max_seq_len: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The text of one split as (B, L) ids, and which of its next-token positions (B, L - 1) the model's loss
+    counts (None: all).
+
+    A corpus is one row, its whole split. Data made on the fly is batches drawn from a fixed seed, as training
+    draws them: each row a window (a task's question and answer, random tokens), and only the positions the
+    model's loss counts are scored (a task's answer, a repeat's copy), so the counters' loss and the model's
+    are the same average. A repeat's last token, masked in its batch, is not known: it is -1 and counted in no
+    window."""
+    splits = getattr(data, "splits", None)
+    if splits is not None:
+        return splits[split][None, :].long(), None
+    generator = torch.Generator().manual_seed(seed + (split == "val"))
+    x, y = data.get_batch(split, 1, max_seq_len, generator)  # the row length, and a DataError for data that is gone
+    rows = max(1, GENERATED_TOKENS // (x.shape[1] + 1))
+    x, y = data.get_batch(split, rows, max_seq_len, generator)
+    return torch.cat([x, y[:, -1:]], dim=1), y >= 0
+
+
+@dataclass
+class Counter:
+    """One counting model: the next token from the n - 1 before it (n = 0: a uniform guess, nothing counted)."""
+
+    n: int
+    contexts: int  # distinct contexts of n - 1 tokens seen in training (1 for the unigram's empty one)
+    seen: float  # the share of scored validation positions whose context was seen in training
+    train_loss: float  # on the text it counted (memory: falls towards 0 as n grows)
+    val_loss: float  # on the validation text (what it generalises)
+    sample: list[int] | None = None  # ids it wrote after the prompt, when asked
+
+
+@dataclass
+class Counting:
+    counters: list[Counter]  # n = 0, 1, ..., the longest asked
+    train_tokens: int  # tokens counted
+    val_positions: int  # next-token positions scored
+    generated: bool  # the data is made on the fly: counted on batches of it
+
+
+def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = None, sample_len: int = 0,
+                    seed: int = 0) -> Counting:
+    """Counters of order 0..n on `data`'s training text, each scored on its validation text (and on what it
+    counted); with `prompt`, each order >= 1 writes `sample_len` tokens after it, from seed `seed`."""
+    vocab = data.tokenizer.vocab_size
+    train, train_counted = split_tokens(data, "train", max_seq_len)
+    val, val_counted = split_tokens(data, "val", max_seq_len)
+    model = NgramModel(train, vocab, n)
+    train_tokens = int((train >= 0).sum())
+    if train.shape[0] == 1 and train.shape[1] > TRAIN_SCORED + 1:  # a slice of a long text: the same average
+        train = train[:, : TRAIN_SCORED + 1]
+    elif train.shape[0] > 1 and train.numel() > TRAIN_SCORED:
+        rows = max(1, TRAIN_SCORED // train.shape[1])
+        train, train_counted = train[:rows], train_counted[:rows] if train_counted is not None else None
+    uniform = math.log(vocab)
+    counters = [Counter(0, 0, 1.0, uniform, uniform)]
+    on_train, on_val = model.losses(train, train_counted), model.losses(val, val_counted)
+    for k in range(1, n + 1):
+        sample = None
+        if prompt is not None and sample_len > 0:
+            sample = model.sample(prompt, sample_len, torch.Generator().manual_seed(seed), order=k)
+        counters.append(Counter(k, len(model.orders[k - 1].contexts), model.contexts_seen(val, k, val_counted),
+                                on_train[k - 1], on_val[k - 1], sample))
+    val_positions = val.shape[0] * (val.shape[1] - 1) if val_counted is None else int(val_counted.sum())
+    return Counting(counters, train_tokens, val_positions, getattr(data, "splits", None) is None)

@@ -1,0 +1,263 @@
+"""Counting models (core.ngram, `:ngram`): checked against a plain-Python Witten-Bell counter, then the command."""
+
+import json
+import math
+import random
+from collections import Counter
+
+import pytest
+import torch
+
+from minitf_repl.core.data import RandomTokens, RepeatedTokens, Task, TextCorpus
+from minitf_repl.core.errors import UserError
+from minitf_repl.core.ngram import NgramModel, count_and_score, longest_order, split_tokens
+from minitf_repl.commands import REGISTRY
+from minitf_repl.commands.counting import SAMPLE_TOKENS
+from minitf_repl.dispatch import json_document
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import plain
+
+
+# --- the reference: counts in dicts, the formula as the module docstring writes it ----------------------------
+def reference_counts(rows: list[list[int]], n: int) -> list[Counter]:
+    """For k = 1..n, how often each window of k known tokens occurs (windows stay inside a row)."""
+    out = []
+    for k in range(1, n + 1):
+        c = Counter()
+        for row in rows:
+            for j in range(k - 1, len(row)):
+                window = tuple(row[j - k + 1 : j + 1])
+                if all(t >= 0 for t in window):
+                    c[window] += 1
+        out.append(c)
+    return out
+
+
+def reference_p(counts: list[Counter], vocab: int, before: list[int], w: int) -> float:
+    """Witten-Bell: P_k(w|h) = (c(h,w) + T(h) P_{k-1}(w|h')) / (c(h) + T(h)), P_0 = 1/V; an unseen h hands on."""
+    p = 1.0 / vocab
+    for k, c in enumerate(counts, 1):
+        if len(before) < k - 1:
+            break
+        h = tuple(before[len(before) - (k - 1) :]) if k > 1 else ()
+        followers = {window[-1]: m for window, m in c.items() if window[:-1] == h}
+        c_h, t_h = sum(followers.values()), len(followers)
+        if c_h > 0:
+            p = (followers.get(w, 0) + t_h * p) / (c_h + t_h)
+    return p
+
+
+def random_rows(rng: random.Random, vocab: int, shape: tuple[int, int], skew: bool = True) -> list[list[int]]:
+    """Rows of ids with some structure (each token leans on the one before) so that counts repeat."""
+    rows = []
+    for _ in range(shape[0]):
+        row = [rng.randrange(vocab)]
+        for _ in range(shape[1] - 1):
+            row.append((row[-1] + rng.choice([1, 1, 2, 0])) % vocab if skew and rng.random() < 0.7
+                       else rng.randrange(vocab))
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_probabilities_match_the_reference(n):
+    rng = random.Random(n)
+    vocab = 6
+    train = random_rows(rng, vocab, (3, 60))
+    train[1][17] = -1  # a token not known: no window holding it is counted
+    val = random_rows(rng, vocab, (2, 25))
+    model = NgramModel(torch.tensor(train), vocab, n)
+    counts = reference_counts(train, n)
+    for order in range(1, n + 1):
+        got = model.probabilities(torch.tensor(val), order)
+        for b, row in enumerate(val):
+            for j in range(1, len(row)):
+                want = reference_p(counts[:order], vocab, row[:j], row[j])
+                assert got[b, j - 1].item() == pytest.approx(want, rel=1e-12), (order, b, j)
+
+
+def test_counts_match_the_reference():
+    rng = random.Random(0)
+    train = random_rows(rng, 5, (2, 80))
+    model = NgramModel(torch.tensor(train), 5, 3)
+    for order, want in zip(model.orders, reference_counts(train, 3)):
+        assert int(order.counts.sum()) == sum(want.values())
+        assert len(order.keys) == len(want)
+        assert len(order.contexts) == len({window[:-1] for window in want})
+        assert int(order.followers.sum()) == len(want)  # every distinct window follows exactly one context
+
+
+@pytest.mark.parametrize("context", [[], [0], [3, 1], [4, 4, 4], [2, 0, 1, 3, 3]])
+def test_every_next_distribution_sums_to_one(context):
+    rng = random.Random(1)
+    model = NgramModel(torch.tensor(random_rows(rng, 5, (1, 200))), 5, 4)
+    for order in range(1, 5):
+        p = model.next_distribution(context, order)
+        assert p.shape == (5,)
+        assert float(p.sum()) == pytest.approx(1.0, abs=1e-12)
+        assert bool((p > 0).all())  # smoothing down to the uniform guess: no token is impossible
+
+
+def test_an_unseen_context_hands_on_the_shorter_one():
+    model = NgramModel(torch.tensor([[0, 1, 0, 1, 0, 1, 2]]), 4, 3)
+    # 3 never occurs, so the context (3,) was never counted: the bigram hands on the unigram
+    assert torch.allclose(model.next_distribution([3], 2), model.next_distribution([], 1))
+    # after 0 the text always went on with 1: the bigram is sure of it, more than the unigram
+    assert model.next_distribution([0], 2)[1] > 0.6 > model.next_distribution([], 1)[1]
+
+
+def test_a_repeating_text_is_learned_by_the_bigram_not_the_unigram():
+    text = torch.tensor([[0, 1, 2] * 200])
+    model = NgramModel(text, 3, 2)
+    assert model.loss(text, order=1) == pytest.approx(math.log(3), abs=0.01)  # each symbol a third of the text
+    assert model.loss(text, order=2) < 0.01
+
+
+def test_the_longest_order_fits_an_int64():
+    assert longest_order(65) == 10
+    assert longest_order(512) == 6  # 512^7 = 2^63 does not fit
+    assert longest_order(50257) == 4
+    for vocab in (2, 12, 65, 256, 50257):
+        n = longest_order(vocab)
+        assert vocab**n <= 2**63 - 1 < vocab ** (n + 1)
+    with pytest.raises(UserError, match="n <= 4"):
+        NgramModel(torch.tensor([[1, 2, 3]]), 50257, 5)
+
+
+def test_the_largest_keys_do_not_overflow():
+    vocab = 50257
+    top = vocab - 1
+    train = [[top, top, top, top, 0, top, top - 1, top]]
+    model = NgramModel(torch.tensor(train), vocab, 4)
+    assert int(model.orders[3].keys.max()) == vocab**4 - 1  # the window of four largest ids: the largest key
+    val = [top, top, top, top, top - 1]
+    p = model.probabilities(torch.tensor([val]))
+    counts = reference_counts(train, 4)
+    assert p[0].tolist() == pytest.approx([reference_p(counts, vocab, val[:j], val[j]) for j in range(1, 5)], rel=1e-12)
+
+
+def test_sampling_follows_the_counts_and_its_seed():
+    text = torch.tensor([[0, 1, 2, 3] * 100])
+    model = NgramModel(text, 4, 3)
+    ids = model.sample([0, 1], 12, torch.Generator().manual_seed(0), order=3)
+    assert ids == [2, 3, 0, 1] * 3  # the cycle is all it ever counted
+    again = NgramModel(torch.tensor([[0, 1, 2, 3, 2, 1, 0, 2] * 20]), 4, 2)
+    a = again.sample([0], 30, torch.Generator().manual_seed(5))
+    assert a == again.sample([0], 30, torch.Generator().manual_seed(5))
+
+
+def corpus(text: str) -> TextCorpus:
+    return TextCorpus("text", text, "a test text")
+
+
+def test_a_corpus_is_counted_whole_and_scored_on_val():
+    rng = random.Random(0)
+    words = ["the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "dog "]
+    data = corpus("".join(rng.choice(words) for _ in range(3000)))
+    train, counted = split_tokens(data, "train", 32)
+    assert counted is None and train.shape == (1, len(data.splits["train"]))
+    counting = count_and_score(data, 5, 32)
+    losses = [c.val_loss for c in counting.counters]
+    assert losses[0] == pytest.approx(math.log(data.tokenizer.vocab_size))
+    assert losses[0] > losses[1] > losses[2] > losses[3]  # each character before helps, to the word's end
+    train_losses = [c.train_loss for c in counting.counters]
+    assert all(a > b for a, b in zip(train_losses, train_losses[1:]))  # on what it counted, longer is always lower
+    assert counting.train_tokens == len(data.splits["train"])
+    assert counting.val_positions == len(data.splits["val"]) - 1
+    assert [c.n for c in counting.counters] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_task_is_scored_on_the_answer_only():
+    task = Task("sort", 4)
+    tokens, counted = split_tokens(task, "val", task.seq_len)
+    x, y = task.get_batch("val", 3, task.seq_len, torch.Generator().manual_seed(1))
+    assert tokens.shape[1] == x.shape[1] + 1 and counted.shape == (tokens.shape[0], x.shape[1])
+    assert counted[0].tolist() == (y[0] >= 0).tolist()  # the same positions the model's loss counts
+    counting = count_and_score(task, 3, task.seq_len)
+    uniform, *counters = [c.val_loss for c in counting.counters]
+    assert counting.generated and counting.val_positions == int(counted.sum())
+    # a sorted answer never goes down: the digit before already rules out the smaller ones
+    assert counters[1] < counters[0] < uniform
+
+
+def test_random_tokens_leave_nothing_to_count():
+    counting = count_and_score(RandomTokens(20), 3, 64)
+    for c in counting.counters:
+        assert c.val_loss == pytest.approx(math.log(20), abs=0.05)
+    assert counting.counters[3].contexts == 20 * 20  # every context of two tokens was drawn...
+    assert counting.counters[3].train_loss < counting.counters[3].val_loss - 0.02  # ...and its noise memorised
+
+
+def test_a_repeat_defeats_every_counter():
+    data = RepeatedTokens(20)
+    tokens, counted = split_tokens(data, "val", 64)
+    assert int((tokens[:, -1] == -1).sum()) == int((~counted[:, -1]).sum())  # a masked last token is not known
+    counting = count_and_score(data, 3, 64)
+    assert min(c.val_loss for c in counting.counters) > 0.9 * math.log(20)  # only copying from context helps
+
+
+# --- the command ---------------------------------------------------------------------------------------------
+SMALL = ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=8 autosave=off"
+
+
+@pytest.fixture
+def session(tmp_path):
+    s = Session(data_spec="pydoc", checkpoint_dir=tmp_path)
+    run(s, SMALL)
+    return s
+
+
+def test_ngram_result_before_and_after_training(session):
+    got = run(session, ":ngram n=3")
+    assert [row.n for row in got.rows] == [0, 1, 2, 3]
+    assert got.rows[0].val_loss == pytest.approx(math.log(got.vocab_size))
+    assert got.rows[3].val_loss < got.rows[2].val_loss < got.rows[1].val_loss < got.rows[0].val_loss
+    assert got.rows[3].bits_per_char == pytest.approx(got.rows[3].val_loss / math.log(2))
+    assert got.model_step == 0 and got.model_val == pytest.approx(math.log(got.vocab_size), abs=0.3)
+    assert got.prompt and all(len(row.sample) == SAMPLE_TOKENS for row in got.rows[1:])  # characters: a token each
+    text = plain(got)
+    assert "counting models on pydoc" in text and "the model has not trained" in text
+    for label in ("nothing (uniform)", "nothing (counts)", "2 characters", "up to 32 characters"):
+        assert label in text
+    run(session, ":train steps=40 eval_every=40")
+    got = run(session, ":ngram n=2 sample=off")
+    assert got.model_step == 40 and got.model_val < got.rows[0].val_loss and got.prompt is None
+    text = plain(got)
+    assert "at step 40 the model" in text and "what each counter writes" not in text
+    doc = json_document(REGISTRY["ngram"], got)
+    assert doc["schema"] == "minitf.ngram/1" and [row["n"] for row in doc["rows"]] == [0, 1, 2]
+
+
+def test_ngram_on_a_task_scores_the_answers(session):
+    run(session, ":data sort")
+    got = run(session, ":ngram n=2")
+    assert got.generated and got.prompt is None and got.rows[1].bits_per_char is None
+    assert f"scored on the {got.val_positions:,} positions of val batches the model's loss counts" in plain(got)
+
+
+def test_ngram_refuses_what_cannot_be_counted(session):
+    with pytest.raises(UserError, match="n <= 6"):
+        NGRAM(session, 7, vocab=512)
+
+
+def NGRAM(session, n, vocab):
+    """:ngram's check on n for a vocabulary of `vocab` (a BPE of 512 would take seconds to train here)."""
+    from minitf_repl.core.data import CharTokenizer
+
+    session.data.tokenizer = CharTokenizer([chr(0x100 + i) for i in range(vocab)])
+    return run(session, f":ngram n={n}")
+
+
+def test_ngram_from_the_shell():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    tiny = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32"]
+    result = CliRunner().invoke(cli.app, [*tiny, "ngram", "--n", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "minitf.ngram/1" and len(doc["rows"]) == 3
+    result = CliRunner().invoke(cli.app, [*tiny, "ngram", "--n", "13"])
+    assert result.exit_code != 0 and "Traceback" not in result.output and "n" in result.output
