@@ -16,7 +16,7 @@ from minitf_repl.commands.counting import SAMPLE_TOKENS
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import plain
+from test_render import plain, text_of
 
 
 # --- the reference: counts in dicts, the formula as the module docstring writes it ----------------------------
@@ -261,3 +261,41 @@ def test_ngram_from_the_shell():
     assert doc["schema"] == "minitf.ngram/1" and len(doc["rows"]) == 3
     result = CliRunner().invoke(cli.app, [*tiny, "ngram", "--n", "13"])
     assert result.exit_code != 0 and "Traceback" not in result.output and "n" in result.output
+
+
+def test_plot_draws_the_bigram_and_the_best_counter_after_ngram(session):
+    from minitf_repl.commands.train import plot_levels
+
+    assert [(c.n, c.val_loss) for c in plot_levels([(1, 3.2), (2, 2.3), (3, 1.7), (4, 1.4), (5, 1.5)])] == [
+        (2, 2.3), (4, 1.4)]
+    assert [c.n for c in plot_levels([(1, 3.2), (2, 2.3)])] == [2]  # the bigram is the best: drawn once
+    assert plot_levels([]) == []
+    run(session, ":train steps=20 eval_every=10")
+    before = run(session, ":plot")
+    assert before.counters == [] and ":ngram measures what counting alone reaches" in plain(before)
+    got = run(session, ":ngram n=4 sample=off")
+    after = run(session, ":plot")
+    best = min(got.rows[1:], key=lambda row: row.val_loss)
+    assert [(c.n, c.val_loss) for c in after.counters] == [(2, got.rows[2].val_loss), (best.n, best.val_loss)]
+    text = text_of(after, 100)
+    assert f"┄2 2-gram counter {got.rows[2].val_loss:.2f}" in text
+    assert any(line.rstrip().endswith("┄2") for line in text.splitlines())  # the level's row, ending in its mark
+    assert run(session, ":plot what=lr").counters == []  # a loss chart's, no other
+    run(session, ":data sort")  # other data: those counts say nothing of it
+    run(session, ":train steps=2 eval_every=2")
+    assert run(session, ":plot").counters == []
+
+
+def test_a_level_far_from_the_curves_is_left_out():
+    from minitf_repl.render.chart import Curve, Level, chart
+    from rich.console import Console
+    import io
+
+    def drawn(levels):
+        console = Console(file=io.StringIO(), width=60, color_system=None)
+        console.print(chart([Curve("val", [0, 10, 20], [2.0, 1.6, 1.4])], 60, 8, levels=levels))
+        return console.file.getvalue()
+
+    text = drawn([Level(1.2, "5", "5-gram counter 1.20"), Level(0.1, "9", "9-gram counter 0.10")])
+    assert "┄5 5-gram counter 1.20" in text and "9-gram" not in text  # 1.2 is near the curve, 0.1 is not
+    assert text.splitlines()[7].rstrip().endswith("5")  # the lowest row: the range was stretched down to 1.2
