@@ -241,6 +241,16 @@ def test_ngram_refuses_what_cannot_be_counted(session):
         NGRAM(session, 7, vocab=512)
 
 
+def test_ngram_by_default_counts_as_long_as_the_vocabulary_allows(session):
+    from minitf_repl.core.data import CharTokenizer
+
+    session.data.tokenizer = CharTokenizer([chr(0x100 + i) for i in range(50257)])  # GPT-2's size: n <= 4
+    session.data.splits = {split: torch.randint(50257, (300,), generator=torch.Generator().manual_seed(0))
+                           for split in ("train", "val")}
+    got = run(session, ":ngram sample=off")
+    assert [row.n for row in got.rows] == [0, 1, 2, 3, 4]
+
+
 def NGRAM(session, n, vocab):
     """:ngram's check on n for a vocabulary of `vocab` (a BPE of 512 would take seconds to train here)."""
     from minitf_repl.core.data import CharTokenizer

@@ -75,8 +75,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
 
     data = session.data
     tokenizer = data.tokenizer
-    n = NGRAM_DEFAULT if args["n"] is None else args["n"]
     longest = longest_order(tokenizer.vocab_size)
+    n = min(NGRAM_DEFAULT, longest) if args["n"] is None else args["n"]  # GPT-2's 50,257 tokens: n <= 4
     if n > longest:
         raise UserError(f"n={n} is too long for a vocabulary of {tokenizer.vocab_size:,}: its windows would not fit "
                         f"a 64-bit key; use n <= {longest}")
