@@ -42,6 +42,7 @@ class ReportData:
     tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (none: characters)
     vocab: list[str] = field(default_factory=list)  # every token by id, for the embedding map
     embedding: object = None  # core.inside.EmbeddingMap: W_E's rows on their two main directions (`:embed map=on`)
+    counters: list = field(default_factory=list)  # commands.PlotLevel: the counters the loss chart draws (`:ngram`)
 
 
 _CSS = """
@@ -59,14 +60,16 @@ def _esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, height: int = 280) -> str:
-    """Train (solid) and validation (dashed) loss against the step, as an inline SVG."""
+def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, height: int = 280,
+                   counters: list = ()) -> str:
+    """Train (solid) and validation (dashed) loss against the step, as an inline SVG; with `counters`
+    (commands.PlotLevel, after `:ngram`), each counter's val loss as a dotted line."""
     points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
     if not points:
         return '<p>No training yet.</p>'
     left, right, top, bottom = 56, 16, 12, 36
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
-    values = [v for _, v in points]
+    values = [v for _, v in points] + [c.val_loss for c in counters if math.isfinite(c.val_loss)]
     y0, y1 = min(values), max(values)
     baseline = uniform_loss(vocab_size)
     if baseline is not None:
@@ -105,6 +108,13 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
                      f'{dash}/>')
         parts.append(f'<text x="{left + 10 + 70 * i}" y="{top + 16}" font-size="12" fill="{colour}">'
                      f'{_esc(one.name)}</text>')
+    for c in counters:
+        if math.isfinite(c.val_loss):
+            parts.append(f'<line class="counter" x1="{left}" x2="{width - right}" y1="{y(c.val_loss):.1f}" '
+                         f'y2="{y(c.val_loss):.1f}" stroke="#d08c00" stroke-dasharray="1 3"/>'
+                         f'<text x="{left + 4}" y="{y(c.val_loss) - 4:.1f}" font-size="10" fill="#a06c00" '
+                         'stroke="#fafafa" stroke-width="3" paint-order="stroke">'  # on top of the curves, at the left
+                         f'{c.n}-gram counter {c.val_loss:.2f}</text>')  # where a loss curve is still high
     parts.append("</svg>")
     return "".join(parts)
 
@@ -282,7 +292,7 @@ def build_report(data: ReportData) -> str:
         out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
     out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
     out.append("<h2>Loss</h2>")
-    out.append(loss_chart_svg(data.series, data.vocab_size))
+    out.append(loss_chart_svg(data.series, data.vocab_size, counters=data.counters))
     out.append("<h2>Attention</h2>")
     future = any(reads_future(heads) for heads in data.maps)
     where = ("a query over every key: the model has no causal mask (causal off), so it reads the future too"

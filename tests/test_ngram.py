@@ -309,3 +309,31 @@ def test_a_level_far_from_the_curves_is_left_out():
     text = drawn([Level(1.2, "5", "5-gram counter 1.20"), Level(0.1, "9", "9-gram counter 0.10")])
     assert "┄5 5-gram counter 1.20" in text and "9-gram" not in text  # 1.2 is near the curve, 0.1 is not
     assert text.splitlines()[7].rstrip().endswith("5")  # the lowest row: the range was stretched down to 1.2
+
+
+def test_train_after_ngram_draws_the_counters_and_says_where_it_ends(session):
+    from minitf_repl.commands.train import PlotLevel, against_counters
+
+    levels = [PlotLevel(2, 2.318), PlotLevel(5, 1.320)]
+    assert against_counters(1.296, levels).startswith("val 1.296: below the 5-gram counter's 1.320 (")
+    assert against_counters(1.698, levels).startswith(
+        "val 1.698: below the 2-gram counter's 2.318, above the 5-gram counter's 1.320 (")
+    assert against_counters(3.0, levels).startswith("val 3.000: above the 2-gram counter's 2.318 (")
+    assert run(session, ":train steps=10 eval_every=10").counters == []
+    got = run(session, ":ngram n=3 sample=off")
+    result = run(session, ":train steps=10 eval_every=5")
+    assert [c.n for c in result.counters] == [2, 3]
+    text = plain(result)
+    assert "2-gram counter" in text and f"val {result.val_loss:.3f}: " in text
+    doc = json_document(REGISTRY["train"], result)
+    assert doc["counters"] == [{"n": 2, "val_loss": got.rows[2].val_loss}, {"n": 3, "val_loss": got.rows[3].val_loss}]
+
+
+def test_the_report_draws_the_counters_after_ngram(session, tmp_path):
+    run(session, ":train steps=10 eval_every=5")
+    run(session, f":report {tmp_path}/before.html")
+    assert 'class="counter"' not in (tmp_path / "before.html").read_text()
+    got = run(session, ":ngram n=3 sample=off")
+    run(session, f":report {tmp_path}/after.html")
+    page = (tmp_path / "after.html").read_text()
+    assert page.count('class="counter"') == 2 and f"3-gram counter {got.rows[3].val_loss:.2f}" in page

@@ -36,7 +36,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head, default_prompt,
                    sample_prompt, true_next, view_prompt, with_given, known_text)
-from .train import history_series
+from .train import history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
 
@@ -711,7 +711,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
-        vocab=list(data.tokenizer.itos), embedding=embedding,
+        vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]

@@ -46,6 +46,12 @@ CURVE_ROWS = 200  # the most history rows a result carries for its chart
 
 
 @dataclass
+class PlotLevel:
+    n: int  # a counting model's order (:ngram): the next token from the n - 1 before it
+    val_loss: float
+
+
+@dataclass
 class TrainResult:
     # :train's --json fields. The first ten are core.train.RunSummary's (copied by name, `from_run`),
     # declared again because this is the command's versioned contract (schema.py): their order and
@@ -80,6 +86,8 @@ class TrainResult:
     # Losses per token of different tokenizers do not compare; bits per character of the same text do.
     val_bpc: float | None = None
     tokens_per_char: float | None = None  # of the val text: 1 for characters, what val_bpc was computed with
+    # after :ngram on this data: the bigram counter's and the best counter's val loss, which the chart draws
+    counters: list[PlotLevel] = field(default_factory=list)
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -116,7 +124,7 @@ class TrainResult:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=6)  # fmt: skip
+], json_version=7)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -242,6 +250,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
+        counters=plot_levels(session.counters),
     )
 
 
@@ -375,8 +384,10 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.frames:  # the last frame, as it was under the live table
         console.print(watch_view(result.frames[-1], console.width, plain(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table
-        console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size))
+        console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size, result.counters))
     say(console, train_summary(result), "yellow" if result.stopped else "green")
+    if result.counters and result.val_loss is not None:
+        note(console, against_counters(result.val_loss, result.counters))
     if result.schedule == "continue" and result.constant_lr:
         note(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
                       "fresh warm-up + cosine)")
@@ -408,12 +419,6 @@ class PlotSeries:
     name: str  # "train", "val", "lr", "grad_norm"
     steps: list[int]
     values: list[float]
-
-
-@dataclass
-class PlotLevel:
-    n: int  # a counting model's order (:ngram): the next token from the n - 1 before it
-    val_loss: float
 
 
 @dataclass
@@ -539,9 +544,19 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
     return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size), levels=levels)
 
 
-def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_size: int | None = None):
+def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_size: int | None = None,
+               counters: list[PlotLevel] = ()):
     """A train/val loss chart of a trainer's history (rows of core.train.StepInfo as dicts), `width` columns wide."""
-    return series_chart(history_series(history, "loss"), width, height, vocab_size)
+    return series_chart(history_series(history, "loss"), width, height, vocab_size, counters)
+
+
+def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
+    """Where a val loss sits against the counters :plot draws (the bigram's, the best's)."""
+    below = [c for c in counters if val_loss < c.val_loss]
+    above = [c for c in counters if val_loss >= c.val_loss]
+    said = [f"below the {c.n}-gram counter's {c.val_loss:.3f}" for c in below[-1:]]
+    said += [f"above the {c.n}-gram counter's {c.val_loss:.3f}" for c in above[:1]]
+    return f"val {val_loss:.3f}: " + ", ".join(said) + f" ({cmd('ngram')} has them all)"
 
 
 @render.register(PlotResult)
