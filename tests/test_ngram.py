@@ -337,3 +337,17 @@ def test_the_report_draws_the_counters_after_ngram(session, tmp_path):
     run(session, f":report {tmp_path}/after.html")
     page = (tmp_path / "after.html").read_text()
     assert page.count('class="counter"') == 2 and f"3-gram counter {got.rows[3].val_loss:.2f}" in page
+
+
+def test_a_long_text_is_counted_on_its_first_part(session, monkeypatch):
+    import minitf_repl.core.ngram as ngram
+
+    monkeypatch.setattr(ngram, "COUNTED", 5000)
+    monkeypatch.setattr(ngram, "VAL_SCORED", 1000)
+    got = run(session, ":ngram n=2 sample=off")
+    splits = session.data.splits
+    assert (got.train_tokens, got.train_total) == (5000, len(splits["train"]))
+    assert (got.val_positions, got.val_total) == (1000, len(splits["val"]) - 1)
+    text = plain(got)
+    assert f"in the first 5,000 characters of the train split's {len(splits['train']):,}" in text
+    assert f"scored on the first 1,000 positions of the val split's {len(splits['val']) - 1:,}" in text

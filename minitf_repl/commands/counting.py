@@ -51,7 +51,9 @@ class NgramResult:
     unit: str  # what one token is: character, token
     vocab_size: int
     train_tokens: int  # tokens counted
+    train_total: int  # tokens in the train split: more than counted for a text past core.ngram.COUNTED
     val_positions: int  # next-token positions scored
+    val_total: int  # next-token positions in the val split: more than scored for a text past core.ngram.VAL_SCORED
     generated: bool  # the data is made on the fly (a task, random tokens): counted on batches of it, from seed 0
     rows: list[NgramRow]
     prompt: str | None  # what the samples follow
@@ -91,8 +93,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for :plot's loss chart
     model = session.model
     model_val, _ = session.trainer.evaluate()
-    return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens,
-                       counting.val_positions, counting.generated, rows, prompt, session.trainer.step, model_val,
+    return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
+                       counting.val_positions, counting.val_total, counting.generated, rows, prompt, session.trainer.step, model_val,
                        bits_per_char(model_val, per_char), session.model_config.max_seq_len,
                        getattr(model, "causal", True))
 
@@ -110,9 +112,12 @@ def reads(n: int, unit: str) -> str:
 def render_ngram(result: NgramResult, console: Console) -> None:
     unit = result.unit
     source = (f"{count(result.train_tokens, unit)} of generated batches (seed 0)" if result.generated
-              else f"the {count(result.train_tokens, unit)} of the train split")
+              else f"the {count(result.train_tokens, unit)} of the train split" if result.train_tokens == result.train_total
+              else f"the first {count(result.train_tokens, unit)} of the train split's {result.train_total:,}")
     scored = (f"the {count(result.val_positions, 'position')} of val batches the model's loss counts"
-              if result.generated else f"the {count(result.val_positions, 'position')} of the val split")
+              if result.generated else f"the {count(result.val_positions, 'position')} of the val split"
+              if result.val_positions == result.val_total
+              else f"the first {count(result.val_positions, 'position')} of the val split's {result.val_total:,}")
     say(console, f"counting models on {result.data}: each predicts the next {unit} from the n - 1 before it by how "
                  f"often it followed them in {source}; scored on {scored}", "bold")
     names = ["n", "reads", "contexts", "val seen", "train loss", "val loss", "bits/char"]

@@ -31,6 +31,7 @@ in an int64 (n <= 10 for 65 characters, 4 for GPT-2's 50,257 tokens).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -68,15 +69,14 @@ def lookup(keys: torch.Tensor, values: torch.Tensor, query: torch.Tensor) -> tor
     return torch.where(keys[at] == query, values[at], torch.zeros_like(query))
 
 
-def window_keys(tokens: torch.Tensor, vocab_size: int, n: int) -> list[torch.Tensor]:
-    """For k = 1..n, the key of the window of k tokens ending at every column of `tokens` (B, L):
+def window_keys(tokens: torch.Tensor, vocab_size: int, n: int) -> Iterator[torch.Tensor]:
+    """For k = 1..n in turn, the key of the window of k tokens ending at every column of `tokens` (B, L):
     key_k[:, j] = sum_i tokens[:, j - i] V^i for i < k. A window that starts before column 0, or holds a
-    token of -1 (unknown), is -1."""
+    token of -1 (unknown), is -1. One order at a time: a long text holds one order's keys, not n."""
     tokens = tokens.long()
     known = tokens >= 0
     key = torch.zeros_like(tokens)
     ok = torch.ones_like(known)
-    out = []
     for k in range(1, n + 1):
         shift = k - 1  # the window's oldest token, k - 1 columns back
         older = torch.zeros_like(tokens)
@@ -85,8 +85,7 @@ def window_keys(tokens: torch.Tensor, vocab_size: int, n: int) -> list[torch.Ten
         older_ok[:, shift:] = known[:, : tokens.shape[1] - shift]
         key = key + older.clamp(min=0) * vocab_size**shift
         ok = ok & older_ok
-        out.append(torch.where(ok, key, torch.full_like(key, -1)))
-    return out
+        yield torch.where(ok, key, torch.full_like(key, -1))
 
 
 class NgramModel:
@@ -153,7 +152,8 @@ class NgramModel:
         """The share of predicted positions whose whole context of order - 1 tokens was seen in training."""
         if order <= 1:
             return 1.0
-        key = window_keys(tokens, self.vocab_size, order)[order - 1][:, 1:]
+        *_, key = window_keys(tokens, self.vocab_size, order)
+        key = key[:, 1:]
         context = key // self.vocab_size
         counts = self.orders[order - 1]
         seen = (key >= 0) & (lookup(counts.contexts, counts.context_counts, context) > 0)
@@ -180,6 +180,8 @@ class NgramModel:
 
 # --- the counters a loss is measured against -----------------------------------------------------------
 GENERATED_TOKENS = 2**18  # data made on the fly (a task, random tokens) is counted on this many tokens a split
+COUNTED = 2**23  # a longer training text is counted on its first 8,388,608 tokens (about 2 s an order on 2 cores)
+VAL_SCORED = 2**20  # a longer validation text is scored on its first 1,048,576 positions
 TRAIN_SCORED = 2**18  # the counters' own train loss is read on at most this many training positions
 
 
@@ -187,14 +189,15 @@ def split_tokens(data, split: str, max_seq_len: int, seed: int = 0) -> tuple[tor
     """The text of one split as (B, L) ids, and which of its next-token positions (B, L - 1) the model's loss
     counts (None: all).
 
-    A corpus is one row, its whole split. Data made on the fly is batches drawn from a fixed seed, as training
+    A corpus is one row, its whole split (at most its first COUNTED tokens to count, VAL_SCORED + 1 to score:
+    a text of 200 MiB would take minutes and gigabytes). Data made on the fly is batches drawn from a fixed seed, as training
     draws them: each row a window (a task's question and answer, random tokens), and only the positions the
     model's loss counts are scored (a task's answer, a repeat's copy), so the counters' loss and the model's
     are the same average. A repeat's last token, masked in its batch, is not known: it is -1 and counted in no
     window."""
     splits = getattr(data, "splits", None)
     if splits is not None:
-        return splits[split][None, :].long(), None
+        return splits[split][None, : (COUNTED if split == "train" else VAL_SCORED + 1)].long(), None
     generator = torch.Generator().manual_seed(seed + (split == "val"))
     x, y = data.get_batch(split, 1, max_seq_len, generator)  # the row length, and a DataError for data that is gone
     rows = max(1, GENERATED_TOKENS // (x.shape[1] + 1))
@@ -218,7 +221,9 @@ class Counter:
 class Counting:
     counters: list[Counter]  # n = 0, 1, ..., the longest asked
     train_tokens: int  # tokens counted
+    train_total: int  # tokens in the training split (more than counted where it is longer than COUNTED)
     val_positions: int  # next-token positions scored
+    val_total: int  # next-token positions in the validation split (more than scored past VAL_SCORED)
     generated: bool  # the data is made on the fly: counted on batches of it
 
 
@@ -246,4 +251,7 @@ def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = N
         counters.append(Counter(k, len(model.orders[k - 1].contexts), model.contexts_seen(val, k, val_counted),
                                 on_train[k - 1], on_val[k - 1], sample))
     val_positions = val.shape[0] * (val.shape[1] - 1) if val_counted is None else int(val_counted.sum())
-    return Counting(counters, train_tokens, val_positions, getattr(data, "splits", None) is None)
+    splits = getattr(data, "splits", None)
+    if splits is None:
+        return Counting(counters, train_tokens, train_tokens, val_positions, val_positions, True)
+    return Counting(counters, train_tokens, len(splits["train"]), val_positions, len(splits["val"]) - 1, False)
