@@ -289,7 +289,7 @@ def test_plot_draws_the_bigram_and_the_best_counter_after_ngram(session):
     assert [(c.n, c.val_loss) for c in after.counters] == [(2, got.rows[2].val_loss), (best.n, best.val_loss)]
     text = text_of(after, 100)
     assert f"┄2 2-gram counter {got.rows[2].val_loss:.2f}" in text
-    assert any(line.rstrip().endswith("┄2") for line in text.splitlines())  # the level's row, ending in its mark
+    assert any("│2┄┄" in line or "┤2┄┄" in line for line in text.splitlines())  # the level's row, after its mark
     assert run(session, ":plot what=lr").counters == []  # a loss chart's, no other
     run(session, ":data sort")  # other data: those counts say nothing of it
     run(session, ":train steps=2 eval_every=2")
@@ -308,7 +308,7 @@ def test_a_level_far_from_the_curves_is_left_out():
 
     text = drawn([Level(1.2, "5", "5-gram counter 1.20"), Level(0.1, "9", "9-gram counter 0.10")])
     assert "┄5 5-gram counter 1.20" in text and "9-gram" not in text  # 1.2 is near the curve, 0.1 is not
-    assert text.splitlines()[7].rstrip().endswith("5")  # the lowest row: the range was stretched down to 1.2
+    assert "┤5┄┄" in text.splitlines()[7]  # the lowest row: the range was stretched down to 1.2
 
 
 def test_train_after_ngram_draws_the_counters_and_says_where_it_ends(session):

@@ -49,10 +49,10 @@ class Curve:
 
 @dataclass
 class Level:
-    """A level a curve is read against, drawn as a dotted row ending in its mark: a counter's loss (:ngram)."""
+    """A level a curve is read against, drawn as a dotted row starting with its mark: a counter's loss (:ngram)."""
 
     value: float
-    mark: str  # one character, at the row's right end and in the legend
+    mark: str  # one character, at the row's left end and in the legend
     label: str
 
 
@@ -87,7 +87,8 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     if baseline is not None:
         grid[row_of(baseline)] = [("╌", "dim")] * plot_w
     for level in levels:
-        grid[row_of(level.value)] = [("┄", "yellow")] * (plot_w - 1) + [(level.mark, "bold yellow")]
+        # the mark at the left edge: a loss curve starts high (near ln V), so the first column is free there
+        grid[row_of(level.value)] = [(level.mark, "bold yellow")] + [("┄", "yellow")] * (plot_w - 1)
     for curve in curves:
         buckets: dict[int, list[float]] = {}
         for s, v in zip(curve.steps, curve.values):
