@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
 from ..render.renderers import render
@@ -77,11 +76,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
 
     data = session.data
     tokenizer = data.tokenizer
-    longest = longest_order(tokenizer.vocab_size)
-    n = min(NGRAM_DEFAULT, longest) if args["n"] is None else args["n"]  # GPT-2's 50,257 tokens: n <= 4
-    if n > longest:
-        raise UserError(f"n={n} is too long for a vocabulary of {tokenizer.vocab_size:,}: its windows would not fit "
-                        f"a 64-bit key; use n <= {longest}")
+    # by default as long as the vocabulary's keys allow (GPT-2's 50,257 tokens: 4); a longer n given is refused there
+    n = min(NGRAM_DEFAULT, longest_order(tokenizer.vocab_size)) if args["n"] is None else args["n"]
     corpus = getattr(data, "splits", None) is not None
     prompt = sample_prompt(data) if corpus and args["sample"] else None
     counting = count_and_score(data, n, session.model_config.max_seq_len,
