@@ -66,7 +66,8 @@ class NgramResult:
 @command("ngram", "Counting models: the next token from the n - 1 before it, by counts in the training text; "
                   "their loss and text beside the model's.",
          params=[
-    Param("n", int, help=f"the longest counter: the next token from the n - 1 before it (default {NGRAM_DEFAULT})", low=1, limit=NGRAM_LONGEST),
+    Param("n", int, help=f"the longest counter: the next token from the n - 1 before it (default {NGRAM_DEFAULT})",
+          low=1, limit=NGRAM_LONGEST),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
 ])  # fmt: skip
@@ -76,7 +77,7 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
 
     data = session.data
     tokenizer = data.tokenizer
-    # by default as long as the vocabulary's keys allow (GPT-2's 50,257 tokens: 4); a longer n given is refused there
+    # by default as long as the vocabulary's keys allow (GPT-2's 50,257 tokens: 4); a longer n given is refused
     n = min(NGRAM_DEFAULT, longest_order(tokenizer.vocab_size)) if args["n"] is None else args["n"]
     corpus = getattr(data, "splits", None) is not None
     prompt = sample_prompt(data) if corpus and args["sample"] else None
@@ -90,9 +91,9 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     model = session.model
     model_val, _ = session.trainer.evaluate()
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
-                       counting.val_positions, counting.val_total, counting.generated, rows, prompt, session.trainer.step, model_val,
-                       bits_per_char(model_val, per_char), session.model_config.max_seq_len,
-                       getattr(model, "causal", True))
+                       counting.val_positions, counting.val_total, counting.generated, rows, prompt,
+                       session.trainer.step, model_val, bits_per_char(model_val, per_char),
+                       session.model_config.max_seq_len, getattr(model, "causal", True))
 
 
 def reads(n: int, unit: str) -> str:
@@ -107,9 +108,10 @@ def reads(n: int, unit: str) -> str:
 @render.register(NgramResult)
 def render_ngram(result: NgramResult, console: Console) -> None:
     unit = result.unit
-    source = (f"{count(result.train_tokens, unit)} of generated batches (seed 0)" if result.generated
-              else f"the {count(result.train_tokens, unit)} of the train split" if result.train_tokens == result.train_total
-              else f"the first {count(result.train_tokens, unit)} of the train split's {result.train_total:,}")
+    counted = count(result.train_tokens, unit)
+    source = (f"{counted} of generated batches (seed 0)" if result.generated
+              else f"the {counted} of the train split" if result.train_tokens == result.train_total
+              else f"the first {counted} of the train split's {result.train_total:,}")
     scored = (f"the {count(result.val_positions, 'position')} of val batches the model's loss counts"
               if result.generated else f"the {count(result.val_positions, 'position')} of the val split"
               if result.val_positions == result.val_total

@@ -540,7 +540,8 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
     against the counters' val losses (:ngram) when there are any."""
     curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")))
               for k, s in enumerate(series)]
-    levels = [Level(c.val_loss, str(c.n) if c.n < 10 else "+", f"{c.n}-gram counter {c.val_loss:.2f}") for c in counters]
+    levels = [Level(c.val_loss, str(c.n) if c.n < 10 else "+", f"{c.n}-gram counter {c.val_loss:.2f}")
+              for c in counters]
     return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size), levels=levels)
 
 

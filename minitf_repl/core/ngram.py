@@ -169,7 +169,8 @@ class NgramModel:
         rows = torch.cat([rows, torch.arange(self.vocab_size)[:, None]], dim=1)  # (V, order): the context, then w
         return self.by_order(rows, order)[-1][:, -1]
 
-    def sample(self, prompt: list[int], n_tokens: int, generator: torch.Generator, order: int | None = None) -> list[int]:
+    def sample(self, prompt: list[int], n_tokens: int, generator: torch.Generator,
+               order: int | None = None) -> list[int]:
         """n_tokens drawn one at a time from P(w | the tokens before it), after `prompt`."""
         ids = list(prompt)
         for _ in range(n_tokens):
@@ -190,11 +191,11 @@ def split_tokens(data, split: str, max_seq_len: int, seed: int = 0) -> tuple[tor
     counts (None: all).
 
     A corpus is one row, its whole split (at most its first COUNTED tokens to count, VAL_SCORED + 1 to score:
-    a text of 200 MiB would take minutes and gigabytes). Data made on the fly is batches drawn from a fixed seed, as training
-    draws them: each row a window (a task's question and answer, random tokens), and only the positions the
-    model's loss counts are scored (a task's answer, a repeat's copy), so the counters' loss and the model's
-    are the same average. A repeat's last token, masked in its batch, is not known: it is -1 and counted in no
-    window."""
+    a text of 200 MiB would take minutes and gigabytes). Data made on the fly is batches drawn from a fixed
+    seed, as training draws them: each row a window (a task's question and answer, random tokens), and only
+    the positions the model's loss counts are scored (a task's answer, a repeat's copy), so the counters' loss
+    and the model's are the same average. A repeat's last token, masked in its batch, is not known: it is -1
+    and counted in no window."""
     splits = getattr(data, "splits", None)
     if splits is not None:
         return splits[split][None, : (COUNTED if split == "train" else VAL_SCORED + 1)].long(), None

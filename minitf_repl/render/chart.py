@@ -5,7 +5,8 @@ learning rate, gradient norm) and `:compare`'s validation curves. Each curve has
 colour, so the chart reads the same with and without colour, in any terminal font. Several points
 in one column are averaged; a curve of sparse points (evaluations) can be `joined` by a dotted
 line. An optional baseline (ln V, the loss of a uniform guess) is a dashed row, and levels (the
-losses of counting models, `:ngram`) dotted rows, each kept only where it is near the curves. `uniform_loss` is the one place ln V is computed for a view.
+losses of counting models, `:ngram`) dotted rows, each kept only where it is near the
+curves. `uniform_loss` is the one place ln V is computed for a view.
 """
 
 from __future__ import annotations
