@@ -351,3 +351,33 @@ def test_a_long_text_is_counted_on_its_first_part(session, monkeypatch):
     text = plain(got)
     assert f"in the first 5,000 characters of the train split's {len(splits['train']):,}" in text
     assert f"scored on the first 1,000 positions of the val split's {len(splits['val']) - 1:,}" in text
+
+
+def test_score_with_a_counter_scores_the_same_positions(session):
+    from minitf_repl.commands.inside import beats_counter
+    from minitf_repl.core.ngram import split_tokens
+
+    run(session, ":train steps=30 eval_every=30")
+    text = 'The "while" statement is used for the while'
+    got = run(session, f":score '{text}' counter=3")
+    ids = session.data.tokenizer.encode(text)
+    train, _ = split_tokens(session.data, "train", 32)
+    want = -NgramModel(train, session.data.tokenizer.vocab_size, 3).probabilities(torch.tensor([ids[-33:]]))[0].log()
+    assert got.counter == 3 and got.counter_losses == pytest.approx(want.tolist(), rel=1e-9)
+    assert got.counter_loss == pytest.approx(float(want.mean()))
+    text_shown = plain(got)
+    assert "3-gram -ln p" in text_shown and f"scores {got.counter_loss:.4f} on this text" in text_shown
+    marked = [t for t in range(len(got.losses)) if beats_counter(got, t)]
+    assert all(got.target_probs[t] >= 0.2 and got.counter_losses[t] - got.losses[t] >= 1 for t in marked)
+    assert json_document(REGISTRY["score"], got)["counter_losses"] == got.counter_losses
+    plain_score = run(session, f":score '{text}'")
+    assert plain_score.counter is None and "-gram" not in plain(plain_score)
+
+
+def test_score_with_a_counter_on_a_task_averages_the_answer():
+    from minitf_repl.core.config import ModelConfig
+
+    s = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16), data_spec="sort:4")
+    got = run(s, ":score 3141=1134 counter=2")
+    kept = [loss for loss, counted in zip(got.counter_losses, got.counted) if counted]
+    assert len(kept) == 4 and got.counter_loss == pytest.approx(sum(kept) / 4)

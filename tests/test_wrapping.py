@@ -139,6 +139,7 @@ def real_results(tmp_path_factory):
         out["lens both"] = run_command(s, "lens", {"at": "both"})
         out["score"] = run_command(s, "score", {})  # reverse:4: the question given, the answer counted
         out["score text"] = run_command(s, "score", {"text": "1234=4321" * 3})
+        out["score counter"] = run_command(s, "score", {"text": "1234=4321" * 3, "counter": 3})
         out["embed"] = run_command(s, "embed", {"text": "0123456789=", "k": 5})
         out["embed map"] = run_command(s, "embed", {"text": "0123456789=", "map": True})
         out["qkv"] = run_command(s, "qkv", {"layer": 2, "head": 1})
@@ -188,7 +189,7 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "shapes", "shapes all", "device", "params", "params all", "save", "load", "ls", "attn", "attn head", "step",
         "lens", "lens both", "patch", "attrib", "train watch=attn", "train watch=samples", "train watch=lens",
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
-        "help lr", "score", "score text", "embed", "embed map", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
+        "help lr", "score", "score text", "score counter", "embed", "embed map", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
         "plot block_grad", "rope", "heads", "heads text", "train watch=heads", "plot copying", "plot induction",
         "ngram task", "ngram")
 

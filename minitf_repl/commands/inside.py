@@ -380,19 +380,27 @@ class ScoreResult:
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
     untrained: bool = False  # the model has not trained a step: every p is near 1/V
     causal: bool = True  # the causal mask is on; off (causal=off), position t also reads t+1, the token it predicts
+    # counter=N: the counting model of order N (core.ngram, as :ngram counts it) on the same positions
+    counter: int | None = None  # N: it reads the N - 1 tokens before each next token
+    counter_losses: list[float] | None = None  # position t: its -ln p(token t+1 | the N - 1 tokens up to t)
+    counter_loss: float | None = None  # their mean over the counted positions
 
 
 @command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
          params=[
     Param("text", str, help="the text to score (default: a sample of the data with what truly follows it)",
           positional=True),
-], aliases=("tf",), json_version=2)  # fmt: skip
+    Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
+                               "model's, and where the model reads further back than counting does", low=1,
+          limit=12, meta="N"),
+], aliases=("tf",), json_version=3)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
-    return score_text(session, args["text"], reporter)
+    return score_text(session, args["text"], reporter, counter=args["counter"])
 
 
-def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreResult:
-    """`:score`'s result for `text` (None: the views' sample and what truly follows it)."""
+def score_text(session: Session, text: str | None, reporter: Reporter, counter: int | None = None) -> ScoreResult:
+    """`:score`'s result for `text` (None: the views' sample and what truly follows it); with `counter`, the same
+    positions scored by the counting model of that order too."""
     data = session.data
     text, ids, dropped = view_prompt(session, text or known_text(data), reporter, scored=True)
     if len(ids) < 2:
@@ -403,10 +411,18 @@ def score_text(session: Session, text: str | None, reporter: Reporter) -> ScoreR
     counted = getattr(data, "counted", None)  # a task counts its answer only
     scored = teacher_forcing(session.model, ids, counted(len(ids)) if counted and not dropped else None)
     itos = data.tokenizer.itos
-    return ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
-                       [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
-                       math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
-                       untrained=session.untrained, causal=session.model.causal)
+    result = ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
+                         [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
+                         math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
+                         untrained=session.untrained, causal=session.model.causal)
+    if counter is not None:
+        from ..core.ngram import counter_losses
+
+        losses = counter_losses(data, counter, session.model_config.max_seq_len, ids)
+        kept = [loss for loss, counted in zip(losses, scored.counted) if counted]
+        result.counter, result.counter_losses = counter, losses
+        result.counter_loss = sum(kept) / len(kept) if kept else math.nan
+    return result
 
 
 @render.register(ScoreResult)
@@ -417,26 +433,11 @@ def render_score(result: ScoreResult, console: Console) -> None:
             "sees the whole text, the true next token included (no causal mask now)")
     note(console, f"one forward pass reads {count(n, result.unit)} and predicts each next one at once: position t "
                   f"{sees}, and its loss is -ln p(the true next token)")
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-    for name, justify in (("t", "right"), ("reads", "left"), ("true next", "left"), ("p", "right"),
-                          ("-ln p", "right"), ("", "left"), ("best guess", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)
     counted = [t for t in range(n) if result.counted[t]]
-    worst = max(result.losses[t] for t in counted)
-    right = 0
-    for t in range(n):
-        hit = result.guesses[t] == result.tokens[t + 1]
-        right += hit and result.counted[t]
-        if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
-            add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]),
-                    Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
-                    Text("given", style="dim"), Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}",
-                                                     style="dim"))
-            continue
-        bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
-        add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]), f"{result.target_probs[t]:.3f}",
-                f"{result.losses[t]:.3f}", Text(bar, style="red" if result.losses[t] > result.uniform else "yellow"),
-                Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="green" if hit else ""))
+    table = score_table(result, console, bars=True)
+    if result.counter_losses is not None and not fits(console, table):  # the counter's column, in place of the bars
+        table = score_table(result, console, bars=False)
+    right = sum(result.guesses[t] == result.tokens[t + 1] for t in counted)
     console.print(table)
     given = n - len(counted)
     which = (f"the {len(counted)} counted -ln p (the other {given} are given, not predicted: no loss there)"
@@ -446,9 +447,76 @@ def render_score(result: ScoreResult, console: Console) -> None:
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
+    if result.counter_losses is not None:
+        say(console, counter_words(result))
     if result.untrained:
         note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
                       f"{cmd('train')}, then score the same text again")
+
+
+def score_table(result: ScoreResult, console: Console, bars: bool) -> Table:
+    """One row a position: what it reads, the true next token, its p and -ln p (with a bar scaled to the worst),
+    the best guess, and with counter= the counter's -ln p."""
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    columns = [("t", "right"), ("reads", "left"), ("true next", "left"), ("p", "right"), ("-ln p", "right"),
+               *([("", "left")] if bars else []), ("best guess", "left")]
+    if result.counter_losses is not None:
+        columns.append((f"{result.counter}-gram -ln p", "right"))
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)
+    worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
+    for t in range(len(result.losses)):
+        hit = result.guesses[t] == result.tokens[t + 1]
+        if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
+            add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]),
+                    Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
+                    *([Text("given", style="dim")] if bars else []),
+                    Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="dim"),
+                    *counter_cell(result, t, dim=True))
+            continue
+        bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
+        add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]), f"{result.target_probs[t]:.3f}",
+                f"{result.losses[t]:.3f}",
+                *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
+                Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
+                *counter_cell(result, t))
+    return table
+
+
+# A position where the model knew the next token (p >= COUNTER_SURE) and the counter did not (its -ln p at least
+# COUNTER_GAIN nats higher) is marked: there the model used more than the n - 1 tokens the counter reads.
+COUNTER_GAIN = 1.0
+COUNTER_SURE = 0.2
+
+
+def beats_counter(result: ScoreResult, t: int) -> bool:
+    return (result.counted[t] and result.target_probs[t] >= COUNTER_SURE
+            and result.counter_losses[t] - result.losses[t] >= COUNTER_GAIN)
+
+
+def counter_cell(result: ScoreResult, t: int, dim: bool = False) -> list[Text]:
+    """The counter's -ln p at position t (no cell without counter=), bold green where the model knew better."""
+    if result.counter_losses is None:
+        return []
+    loss = result.counter_losses[t]
+    return [Text(f"{loss:.3f}", style="dim" if dim else "bold green" if beats_counter(result, t) else "")]
+
+
+def counter_words(result: ScoreResult) -> str:
+    """The model's loss against the counter's on this text, and the position where reading further back paid most."""
+    n = result.counter
+    ahead = [t for t in range(len(result.losses)) if beats_counter(result, t)]
+    words = (f"the {n}-gram counter, which reads the {count(n - 1, result.unit)} before each next one, scores "
+             f"{result.counter_loss:.4f} on this text against the model's {result.loss:.4f}")
+    if not ahead:
+        return words + (f"; at no position did the model give the true next {result.unit} p >= {COUNTER_SURE} "
+                        f"with a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's")
+    best = max(ahead, key=lambda t: result.counter_losses[t] - result.losses[t])
+    return (words + f"; at {count(len(ahead), 'position')} (in bold) the model gave the true next {result.unit} "
+            f"p >= {COUNTER_SURE} and a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's, most at t = {best}, "
+            f"{visible(result.tokens[best + 1])!r} after {visible(result.tokens[best])!r} "
+            f"({result.losses[best]:.3f} against {result.counter_losses[best]:.3f}): what the "
+            f"{count(n - 1, result.unit)} before do not tell, the model read further back")
 
 
 # --- :embed --------------------------------------------------------------------------------------

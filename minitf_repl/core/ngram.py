@@ -206,6 +206,14 @@ def split_tokens(data, split: str, max_seq_len: int, seed: int = 0) -> tuple[tor
     return torch.cat([x, y[:, -1:]], dim=1), y >= 0
 
 
+def counter_losses(data, n: int, max_seq_len: int, ids: list[int]) -> list[float]:
+    """-ln P(ids[t + 1] | the n - 1 tokens up to ids[t]) for every t, under the counter of order n on `data`'s
+    training text (as :ngram counts it): :score's positions, a counter's loss beside the model's."""
+    train, _ = split_tokens(data, "train", max_seq_len)
+    model = NgramModel(train, data.tokenizer.vocab_size, n)
+    return (-model.probabilities(torch.tensor([ids]))[0].log()).tolist()
+
+
 @dataclass
 class Counter:
     """One counting model: the next token from the n - 1 before it (n = 0: a uniform guess, nothing counted)."""
