@@ -381,3 +381,46 @@ def test_score_with_a_counter_on_a_task_averages_the_answer():
     got = run(s, ":score 3141=1134 counter=2")
     kept = [loss for loss, counted in zip(got.counter_losses, got.counted) if counted]
     assert len(kept) == 4 and got.counter_loss == pytest.approx(sum(kept) / 4)
+
+
+def made_result(model_val, step=600, causal=True, losses=(4.6, 3.2, 2.3, 1.7, 1.4, 1.32, 1.34), seen=None):
+    from minitf_repl.commands.counting import NgramResult, NgramRow
+
+    seen = seen or [1.0] * len(losses)
+    rows = [NgramRow(n, 10 * n, seen[n], loss - 0.1 * n, loss, None, None) for n, loss in enumerate(losses)]
+    return NgramResult("pydoc", "character", 103, 1000, 1000, 100, 100, False, rows, None, step, model_val, None, 64,
+                       causal)
+
+
+@pytest.mark.parametrize("model_val, words", [
+    (1.296, "at step 600 the model (1.296) is below every counter: 0.024 nats a character under the best, n = 5"),
+    (1.698, "is below the counter of n = 3 (1.700), not yet below n = 4 (1.400); the best is n = 5 (1.320)"),
+    (1.38, "is below the counter of n = 4 (1.400), not yet below n = 5 (1.320): :train on"),
+    (4.7, "at step 600 the model (4.700) is not yet below the uniform guess"),
+])
+def test_the_verdict_places_the_model_among_the_counters(model_val, words):
+    from minitf_repl.commands.counting import verdict
+
+    losses = (4.6, 3.2, 2.3, 1.7, 1.4, 1.32, 1.34)
+    assert words in " ".join(verdict(made_result(model_val, losses=losses)))
+
+
+def test_the_verdict_before_training_and_without_the_mask():
+    from minitf_repl.commands.counting import verdict
+
+    assert "the model has not trained: it scores 4.610" in verdict(made_result(4.61, step=0))[0]
+    assert "causal=off" in verdict(made_result(0.05, causal=False))[0]
+
+
+def test_the_trend_says_memorising_or_asks_for_longer_contexts():
+    from minitf_repl.commands.counting import explanation
+
+    turning = made_result(1.3, seen=[1, 1, 1, 1, 0.98, 0.93, 0.86])
+    assert "past n = 5 a longer context costs on val (1.340 at n = 6)" in explanation(turning)[0]
+    assert "14% of val's contexts of 5 characters were never counted" in explanation(turning)[0]
+    all_seen = made_result(1.3, seen=[1] * 7)
+    assert "each long context was counted a few times" in explanation(all_seen)[0]
+    falling = made_result(1.3, losses=(4.6, 3.2, 2.3, 1.7))
+    assert explanation(falling) == ["the longest counter asked is still the best: :ngram n=5 tries longer contexts"]
+    flat = made_result(3.9, losses=(3.91, 3.91, 3.92, 4.05))
+    assert any("no counter beats the uniform guess by much" in line for line in explanation(flat))
