@@ -89,6 +89,9 @@ class Session:
         # The last :ngram's counters, [(n, val loss)], and a weak reference to the data they counted: a switch of
         # data or tokenizer (a new data object) leaves them behind. :plot draws them on the loss chart.
         self._counters: tuple = (None, [])
+        # The training step at which the current data came in while the model stayed (a switch to data of the same
+        # vocabulary); 0 when the model and its history began on it. History rows after it are this data's.
+        self._data_since_step = 0
         # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
         self.tokenizer = None
@@ -163,6 +166,7 @@ class Session:
         if self.threads.choice is None:
             self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)
+        self._data_since_step = 0
 
     def _new_model(self, data, device):
         import torch
@@ -187,6 +191,7 @@ class Session:
         model, trainer = self._new_model(self.data, self.device)
         self.weights_from = None
         self._model, self._trainer = model, trainer
+        self._data_since_step = 0
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
     def use_data(self, spec: str, data) -> tuple[bool, dict]:
@@ -206,6 +211,7 @@ class Session:
                 rebuilt = True
             else:
                 self._trainer.data = data
+                self._data_since_step = self._trainer.step
         self._data, self.data_spec = data, spec
         self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
         self.set_train_config(config)
@@ -305,6 +311,14 @@ class Session:
         """Keep what a `:train watch=` run saw (replacing an earlier run's frames), for :report and :plot."""
         self.watch_frames = list(frames)
 
+    @property
+    def history_on_data(self) -> list[dict]:
+        """The training history's rows since the current data came in (all of them unless a switch to data of
+        the same vocabulary kept the model): what the model did on this data."""
+        if self._trainer is None:
+            return []
+        return [row for row in self._trainer.history if row["step"] > self._data_since_step]
+
     def keep_counters(self, data, losses: list[tuple[int, float]]) -> None:
         """Keep the val loss of each counting model (n, loss) that :ngram measured on `data`."""
         self._counters = (weakref.ref(data), list(losses))
@@ -339,6 +353,7 @@ class Session:
         self._data, self.data_spec = data, data_spec
         self.tokenizer = data.tokenizer if data.tokenizer.kind != "char" else None
         self._model, self._trainer = model, trainer
+        self._data_since_step = 0  # a checkpoint's history is of the data it brings
         self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
         trainer.threads = self.threads

@@ -424,3 +424,31 @@ def test_the_trend_says_memorising_or_asks_for_longer_contexts():
     assert explanation(falling) == ["the longest counter asked is still the best: :ngram n=5 tries longer contexts"]
     flat = made_result(3.9, losses=(3.91, 3.91, 3.92, 4.05))
     assert any("no counter beats the uniform guess by much" in line for line in explanation(flat))
+
+
+def test_model_below_it_is_the_first_evaluation_under_each_counter(session):
+    run(session, ":train steps=60 eval_every=20")
+    got = run(session, ":ngram n=3 sample=off")
+    evals = [(row["step"], row["val_loss"]) for row in session.trainer.history if row.get("val_loss") is not None]
+    assert [step for step, _ in evals] == [20, 40, 60]
+    for row in got.rows:
+        assert row.model_below_at == next((step for step, loss in evals if loss < row.val_loss), None)
+    assert got.rows[0].model_below_at == 20  # below the uniform guess at the first evaluation
+    assert "model below it: the first evaluation on this data" in plain(got)
+
+
+def test_model_below_it_reads_only_this_datas_evaluations(tmp_path):
+    from minitf_repl.core.config import ModelConfig
+
+    s = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16), data_spec="sort:4",
+                checkpoint_dir=tmp_path)
+    run(s, ":set autosave=off")
+    run(s, ":train steps=20 eval_every=10")
+    run(s, ":data reverse:4")  # the same vocabulary: the model and its history stay
+    assert len([r for r in s.trainer.history if r.get("val_loss") is not None]) == 2
+    got = run(s, ":ngram n=2")
+    assert all(row.model_below_at is None for row in got.rows)  # sort's evaluations say nothing of reverse
+    run(s, ":train steps=10 eval_every=10")
+    got = run(s, ":ngram n=2")
+    assert got.rows[0].model_below_at in (None, 30)
+    assert s.history_on_data == [r for r in s.trainer.history if r["step"] > 20]

@@ -42,6 +42,9 @@ class NgramRow:
     val_loss: float  # nats per token on the validation text
     bits_per_char: float | None  # val_loss in bits per character of the validation text (a corpus only)
     sample: str | None  # what it wrote after the prompt (a corpus only)
+    # the first evaluation of this data at which the model's val loss was below this counter's: its step (None: not
+    # yet, or no evaluation on this data)
+    model_below_at: int | None = None
 
 
 @dataclass
@@ -85,8 +88,10 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
                                prompt=tokenizer.encode(prompt) if prompt else None,
                                sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
     per_char = val_tokens_per_char(data)
+    evals = [(row["step"], row["val_loss"]) for row in session.history_on_data if row.get("val_loss") is not None]
     rows = [NgramRow(c.n, c.contexts, c.seen, c.train_loss, c.val_loss, bits_per_char(c.val_loss, per_char),
-                     tokenizer.decode(c.sample) if c.sample is not None else None) for c in counting.counters]
+                     tokenizer.decode(c.sample) if c.sample is not None else None,
+                     next((step for step, loss in evals if loss < c.val_loss), None)) for c in counting.counters]
     session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for :plot's loss chart
     model = session.model
     model_val, _ = session.trainer.evaluate()
@@ -118,19 +123,27 @@ def render_ngram(result: NgramResult, console: Console) -> None:
               else f"the first {count(result.val_positions, 'position')} of the val split's {result.val_total:,}")
     say(console, f"counting models on {result.data}: each predicts the next {unit} from the n - 1 before it by how "
                  f"often it followed them in {source}; scored on {scored}", "bold")
-    names = ["n", "reads", "contexts", "val seen", "train loss", "val loss", "bits/char"]
+    names = ["n", "reads", "contexts", "val seen", "train loss", "val loss", "bits/char", "model below it"]
     rows = []
     for row in result.rows:
         rows.append([str(row.n), reads(row.n, unit), f"{row.contexts:,}" if row.n else "-",
                      f"{row.seen:.0%}" if row.n else "-", f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
-                     f"{row.bits_per_char:.2f}" if row.bits_per_char is not None else "-"])
+                     f"{row.bits_per_char:.2f}" if row.bits_per_char is not None else "-",
+                     f"step {row.model_below_at:,}" if row.model_below_at is not None else "not yet"])
     model_bits = f"{result.model_bits_per_char:.2f}" if result.model_bits_per_char is not None else "-"
     rows.append(["model", f"up to {count(result.model_reads, unit)}", "-", "-", "-",
-                 f"{result.model_val:.3f}", model_bits])
-    if all(row.bits_per_char is None for row in result.rows):
-        names, rows = names[:-1], [r[:-1] for r in rows]
+                 f"{result.model_val:.3f}", model_bits, ""])
+    dropped = [k for k, empty in ((6, all(row.bits_per_char is None for row in result.rows)),
+                                  (7, result.model_step == 0)) if empty]
+    names = [name for k, name in enumerate(names) if k not in dropped]
+    rows = [[cell for k, cell in enumerate(r) if k not in dropped] for r in rows]
     console.print(fitting_table(console, names, rows, left=("n", "reads"),
-                                optional=("bits/char", "contexts", "val seen", "train loss")))
+                                optional=("bits/char", "contexts", "val seen", "train loss", "model below it")))
+    if result.model_step and any(row.model_below_at is not None for row in result.rows):
+        note(console, "model below it: the first evaluation on this data at which the model's val loss was under the "
+                      "counter's (the order it learns in: the next character's frequencies first, longer contexts "
+                      "later)" if unit == "character" else "model below it: the first evaluation on this data at "
+                      "which the model's val loss was under the counter's")
     for line in verdict(result):
         say(console, line)
     for line in explanation(result):
