@@ -452,3 +452,20 @@ def test_model_below_it_reads_only_this_datas_evaluations(tmp_path):
     got = run(s, ":ngram n=2")
     assert got.rows[0].model_below_at in (None, 30)
     assert s.history_on_data == [r for r in s.trainer.history if r["step"] > 20]
+
+
+def test_compare_draws_the_counters_of_the_data_it_compares_on(session):
+    got = run(session, ":ngram n=3 sample=off")
+    result = run(session, ":compare current n_layers=2 steps=60 eval_every=20")
+    assert [(c.n, c.val_loss) for c in result.counters] == [(2, got.rows[2].val_loss), (3, got.rows[3].val_loss)]
+    assert json_document(REGISTRY["compare"], result)["schema"] == "minitf.compare/4"
+    from dataclasses import replace
+
+    from minitf_repl.commands.train import PlotLevel
+
+    near = result.outcomes[0].curve[-1].val_loss + 0.05  # a level near the curves is drawn (far ones are left out)
+    assert "┄2 2-gram counter" in text_of(replace(result, counters=[PlotLevel(2, near)]), 100)
+    other = run(session, ":compare current n_layers=2 steps=4 eval_every=2 data=sort")
+    assert other.counters == []  # not the text :ngram counted
+    bpe = run(session, ":compare current tokenizer=bpe:260 steps=2 eval_every=2")
+    assert bpe.counters == []  # a contender reads it with another tokenizer: losses per token do not compare

@@ -35,6 +35,7 @@ from ..syntax import cmd
 from .base import command, complete_data, sample_prompt
 from .settings import SET
 from .shared import load_checked, read_with, recipe_line
+from .train import PlotLevel, counter_levels, plot_levels
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
@@ -59,6 +60,9 @@ class CompareResult:
     # contenders with causal=off: every position reads the token it is to predict, so their loss is no language
     # model's (the lab's counter-example), whatever the verdict says
     unmasked: list[str] = field(default_factory=list)
+    # after :ngram on the data compared on, all contenders reading it as counted: the bigram counter's and the best
+    # counter's val loss, which the chart draws
+    counters: list[PlotLevel] = field(default_factory=list)
 
 
 MAX_CONTENDERS = 6
@@ -73,7 +77,7 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=3)  # fmt: skip
+], pairs_in_text=True, json_version=4)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     from ..core.compare import Contender, compare
@@ -120,7 +124,9 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     stopped = any(o.final is None or o.final.step < steps for o in outcomes)
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]
-    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked)
+    counted = data is session.data and not any(c.tokenizer for c in contenders)  # the text :ngram counted, as it was
+    return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked,
+                         plot_levels(session.counters) if counted else [])
 
 
 def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
@@ -229,7 +235,8 @@ def render_compare(result: CompareResult, console: Console) -> None:
     bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
                     joined=True) for k, o in enumerate(result.outcomes)]
-    console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss"))
+    console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
+                        levels=counter_levels(result.counters)))
     if result.stopped:
         say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
     if result.verdict:

@@ -540,9 +540,14 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
     against the counters' val losses (:ngram) when there are any."""
     curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")))
               for k, s in enumerate(series)]
-    levels = [Level(c.val_loss, str(c.n) if c.n < 10 else "+", f"{c.n}-gram counter {c.val_loss:.2f}")
-              for c in counters]
-    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size), levels=levels)
+    return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size),
+                 levels=counter_levels(counters))
+
+
+def counter_levels(counters: list[PlotLevel]) -> list[Level]:
+    """The counters as a chart's levels: each a dotted row marked with its n."""
+    return [Level(c.val_loss, str(c.n) if c.n < 10 else "+", f"{c.n}-gram counter {c.val_loss:.2f}")
+            for c in counters]
 
 
 def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_size: int | None = None,
