@@ -469,3 +469,20 @@ def test_compare_draws_the_counters_of_the_data_it_compares_on(session):
     assert other.counters == []  # not the text :ngram counted
     bpe = run(session, ":compare current tokenizer=bpe:260 steps=2 eval_every=2")
     assert bpe.counters == []  # a contender reads it with another tokenizer: losses per token do not compare
+
+
+def test_rows_shorter_than_a_window_count_nothing_of_that_length():
+    model = NgramModel(torch.tensor([[0, 1]]), 3, 4)  # no window of 3 or 4 tokens fits a row of 2
+    assert [len(order.keys) for order in model.orders] == [2, 1, 0, 0]
+    p = model.next_distribution([0, 1, 2], 4)
+    assert float(p.sum()) == pytest.approx(1.0) and torch.allclose(p, model.next_distribution([1, 2], 2))
+    assert model.probabilities(torch.tensor([[0, 1]])).shape == (1, 1)
+
+
+def test_a_text_too_short_to_evaluate_is_one_clear_error(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("abcdefghij")
+    s = Session(data_spec=str(short), checkpoint_dir=tmp_path)
+    with pytest.raises(UserError, match="too short"):
+        run(s, ":ngram")
+    assert s.counters == []  # refused before anything was kept

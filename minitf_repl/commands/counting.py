@@ -84,6 +84,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     n = min(NGRAM_DEFAULT, longest_order(tokenizer.vocab_size)) if args["n"] is None else args["n"]
     corpus = getattr(data, "splits", None) is not None
     prompt = sample_prompt(data) if corpus and args["sample"] else None
+    model = session.model
+    model_val, _ = session.trainer.evaluate()  # first: data too short to evaluate is refused before anything is kept
     counting = count_and_score(data, n, session.model_config.max_seq_len,
                                prompt=tokenizer.encode(prompt) if prompt else None,
                                sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
@@ -92,9 +94,7 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     rows = [NgramRow(c.n, c.contexts, c.seen, c.train_loss, c.val_loss, bits_per_char(c.val_loss, per_char),
                      tokenizer.decode(c.sample) if c.sample is not None else None,
                      next((step for step, loss in evals if loss < c.val_loss), None)) for c in counting.counters]
-    session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for :plot's loss chart
-    model = session.model
-    model_val, _ = session.trainer.evaluate()
+    session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for the loss charts
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
                        counting.val_positions, counting.val_total, counting.generated, rows, prompt,
                        session.trainer.step, model_val, bits_per_char(model_val, per_char),

@@ -81,8 +81,9 @@ def window_keys(tokens: torch.Tensor, vocab_size: int, n: int) -> Iterator[torch
         shift = k - 1  # the window's oldest token, k - 1 columns back
         older = torch.zeros_like(tokens)
         older_ok = torch.zeros_like(known)
-        older[:, shift:] = tokens[:, : tokens.shape[1] - shift]
-        older_ok[:, shift:] = known[:, : tokens.shape[1] - shift]
+        if shift < tokens.shape[1]:  # else no window of k fits the row: every one starts before column 0
+            older[:, shift:] = tokens[:, : tokens.shape[1] - shift]
+            older_ok[:, shift:] = known[:, : tokens.shape[1] - shift]
         key = key + older.clamp(min=0) * vocab_size**shift
         ok = ok & older_ok
         yield torch.where(ok, key, torch.full_like(key, -1))
