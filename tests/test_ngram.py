@@ -486,3 +486,19 @@ def test_a_text_too_short_to_evaluate_is_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="too short"):
         run(s, ":ngram")
     assert s.counters == []  # refused before anything was kept
+
+
+def test_ctrl_c_stops_a_count_and_keeps_nothing(session, monkeypatch):
+    import minitf_repl.core.ngram as ngram
+
+    assert REGISTRY["ngram"].interruptible  # Ctrl-C raises inside it: it polls no stop flag
+    run(session, ":ngram n=2 sample=off")
+    kept = session.counters
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ngram, "count_and_score", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(session, ":ngram n=3 sample=off")
+    assert session.counters == kept  # the earlier count stands, nothing of the stopped one

@@ -66,6 +66,7 @@ class NgramResult:
     model_causal: bool  # False: the model reads the token it predicts, so its loss is no language model's
 
 
+# interruptible: Ctrl-C stops a long count (a large file takes seconds) at once; nothing is kept until it is done
 @command("ngram", "Counting models: the next token from the n - 1 before it, by counts in the training text; "
                   "their loss and text beside the model's.",
          params=[
@@ -73,7 +74,7 @@ class NgramResult:
           low=1, limit=NGRAM_LONGEST),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
-])  # fmt: skip
+], interruptible=True)  # fmt: skip
 def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     from ..core.data import bits_per_char, val_tokens_per_char
     from ..core.ngram import count_and_score, longest_order
