@@ -6,10 +6,11 @@ model and trainer are created the first time a command asks for them. `status()`
 and never builds anything, so the bottom toolbar works before torch has been imported.
 
 The session changes state only through its own methods (`use_data`, `set_model_config`,
-`set_train_config`, `set_gen_config`, `set_shell_config`, `move_to`, `adopt`, `rollback`), each
-called by a command after it has validated everything, so a failed command leaves the state as it
-was. The model and the trainer offer what those methods need (`set_attention`, `set_dropout`, `set_causal`,
-`Trainer.set_config`); nothing here reaches into their parts.
+`set_train_config`, `set_gen_config`, `set_shell_config`, `move_to`, `adopt`, `rollback`, and
+`keep_frames`, `keep_counters` for what views keep), each called by a command after it has validated
+everything, so a failed command leaves the state as it was. The model and the trainer offer what those
+methods need (`set_attention`, `set_dropout`, `set_causal`, `Trainer.set_config`); nothing here reaches
+into their parts.
 
 Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECKPOINT_DIR`); with
 `autosave` on, every `:train` ends by saving a checkpoint.

@@ -29,7 +29,8 @@ FAMILY = "training"  # listed under :train's heading: what a training loss is me
 # The longest counter by default: one past the best on pydoc and tiny Shakespeare (n = 5, val 1.320 and 1.669), so
 # that the table shows a longer context starting to cost.
 NGRAM_DEFAULT = 6
-NGRAM_LONGEST = 12  # past this a counter has seen almost no context it meets (and each order costs a pass)
+NGRAM_LONGEST = 12  # past this a counter has seen almost no context it meets (and each order costs a pass);
+# :score's counter= takes the same limit
 SAMPLE_TOKENS = 72  # what each counter writes after the prompt
 
 

@@ -36,6 +36,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head, default_prompt,
                    sample_prompt, true_next, view_prompt, with_given, known_text)
+from .counting import NGRAM_LONGEST
 from .train import history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
@@ -392,7 +393,7 @@ class ScoreResult:
           positional=True),
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
-          limit=12, meta="N"),
+          limit=NGRAM_LONGEST, meta="N"),
 ], aliases=("tf",), json_version=3)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     return score_text(session, args["text"], reporter, counter=args["counter"])

@@ -53,7 +53,6 @@ def longest_order(vocab_size: int) -> int:
 class OrderCounts:
     """The counts of one order k: every window of k tokens seen, and every context of k - 1 tokens."""
 
-    k: int
     keys: torch.Tensor  # (P,) int64, sorted: each distinct window (h, w)
     counts: torch.Tensor  # (P,) c(h, w)
     contexts: torch.Tensor  # (H,) int64, sorted: each distinct context h (key // V)
@@ -99,17 +98,17 @@ class NgramModel:
             raise UserError(f"n must be at least 1 (the unigram), got {n}")
         longest = longest_order(vocab_size)
         if n > longest:
-            raise UserError(f"n={n} is too long for a vocabulary of {vocab_size:,}: a window's key would not fit "
-                            f"an int64; use n <= {longest}")
+            raise UserError(f"a counter of order {n} is too long for a vocabulary of {vocab_size:,}: a window's key "
+                            f"would not fit an int64; the longest is {longest}")
         self.vocab_size, self.n = vocab_size, n
-        self.orders = [self._count(keys[keys >= 0], k) for k, keys in enumerate(window_keys(tokens, vocab_size, n), 1)]
+        self.orders = [self._count(keys[keys >= 0]) for keys in window_keys(tokens, vocab_size, n)]
 
-    def _count(self, keys: torch.Tensor, k: int) -> OrderCounts:
+    def _count(self, keys: torch.Tensor) -> OrderCounts:
         keys, counts = torch.unique(keys, return_counts=True)  # sorted
         contexts, followers = torch.unique_consecutive(keys // self.vocab_size, return_counts=True)
         context_counts = torch.zeros_like(contexts).index_add_(
             0, torch.repeat_interleave(torch.arange(len(contexts)), followers), counts)
-        return OrderCounts(k, keys, counts, contexts, context_counts, followers)
+        return OrderCounts(keys, counts, contexts, context_counts, followers)
 
     def by_order(self, tokens: torch.Tensor, up_to: int | None = None) -> list[torch.Tensor]:
         """For order k = 1..up_to: P_k(tokens[:, j] | the k - 1 tokens before it) at every column j, (B, L) float64.
@@ -142,12 +141,6 @@ class NgramModel:
             nll = nll[counted] if counted is not None else nll
             out.append(float(nll.mean()) if nll.numel() else math.nan)
         return out
-
-    def loss(self, tokens: torch.Tensor, counted: torch.Tensor | None = None, order: int | None = None) -> float:
-        """The mean -ln P under one order (default n) over the predicted columns (where `counted`)."""
-        nll = -self.probabilities(tokens, order).log()
-        nll = nll[counted] if counted is not None else nll
-        return float(nll.mean()) if nll.numel() else math.nan
 
     def contexts_seen(self, tokens: torch.Tensor, order: int, counted: torch.Tensor | None = None) -> float:
         """The share of predicted positions whose whole context of order - 1 tokens was seen in training."""
