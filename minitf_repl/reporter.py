@@ -54,5 +54,8 @@ class Reporter:
     def on_compare_eval(self, evaluation) -> None:
         """One contender reached an evaluation (a core.compare.Evaluation: mean and spread over seeds)."""
 
+    def on_progress(self, what: str, done: int, total: int) -> None:
+        """Work of no other kind moved on: `done` of `total` units (the training steps of `:checks`)."""
+
     def notice(self, text: str) -> None:
         """One informational line, e.g. that a model was kept as a checkpoint before a rebuild."""

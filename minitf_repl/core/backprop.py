@@ -241,13 +241,13 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         count, weight, grad_sq, step_sq = parts.get(part_of(name, tied), (0, 0.0, 0.0, 0.0))
         parts[part_of(name, tied)] = (count + p.numel(), weight + _size(p) ** 2, grad_sq + _size(g) ** 2,
                                       step_sq + (step or 0.0) ** 2)
-    gradient_check, skipped_why = None, None
+    check_done, skipped_why = None, None
     if check:
         if n > CHECK_LIMIT:
             skipped_why = (f"the check needs a float64 copy of the {n:,} parameters; it is made up to "
                            f"{CHECK_LIMIT:,}")
         else:
-            gradient_check = _check(model, inputs, targets, params, param_grads, seed)
+            check_done = gradient_check(model, inputs, targets, params, param_grads, seed)
     return Backprop(
         token_ids=token_ids,
         counted=counted, loss=loss.item(), placement="post" if post else "pre",
@@ -258,7 +258,7 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         parts=[ParamGradient(name, c, math.sqrt(w), math.sqrt(g), math.sqrt(u) if stepping else None)
                for name, (c, w, g, u) in parts.items()],
         tensors=tensors_out, tied=tied, head=_size(head), embedding=_size(embedding),
-        check=gradient_check, check_skipped=skipped_why,
+        check=check_done, check_skipped=skipped_why,
         optimizer=trainer.config.optimizer if stepping else None,
         step_lr=trainer.config.lr if stepping else None, clip_scale=clip_scale,
     )
@@ -291,7 +291,7 @@ def optimizer_step(trainer, params, grads) -> tuple[list[float], float]:
     return sizes, min(1.0, max_norm / (norm + 1e-6))
 
 
-def _check(model: nn.Module, inputs, targets, params, grads, seed: int) -> GradientCheck:
+def gradient_check(model: nn.Module, inputs, targets, params, grads, seed: int) -> GradientCheck:
     """The central difference of the float64 loss along one random unit direction u over all the weights.
 
     It runs on the CPU whatever the model's device (functional_call with CPU tensors for every parameter

@@ -340,6 +340,7 @@ RANDOM_SYMBOLS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
 class RandomTokens:
     """The negative control: uniformly random tokens, fresh every batch. Nothing can be learned."""
 
+    nothing_to_learn = True  # no input tells the next token (core.checks: the blind check has nothing to show)
 
     def __init__(self, vocab_size: int = 50):
         self.name = "random"

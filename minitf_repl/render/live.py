@@ -12,6 +12,7 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -270,6 +271,19 @@ class RichReporter(Reporter):
         self._compare.add(evaluation)
         if self._live is not None:
             self._live.update(Group(self._compare, self._progress))
+
+    # other long work -----------------------------------------------------------------------------
+    def on_progress(self, what: str, done: int, total: int) -> None:
+        if not self.live:
+            return
+        if self._progress is None:  # the first call draws the bar, labelled `what`; close() takes it away
+            self._progress = Progress(TextColumn(f"[bold]{escape(what)}"), BarColumn(bar_width=None),
+                                      MofNCompleteColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                      console=self.console, expand=True)
+            self._task = self._progress.add_task(what, total=total, completed=0)
+            self._live = Live(self._progress, console=self.console, transient=True, refresh_per_second=4)
+            self._live.start()
+        self._progress.update(self._task, completed=done, total=total)
 
     # generation ----------------------------------------------------------------------------------
     def on_gen_start(self, prompt: str, raw: bool = False) -> None:

@@ -1,0 +1,283 @@
+"""`:checks`: the checks to run before trusting a training run, on the session's model and data (core.checks).
+
+Each check is one line: pass or FAIL, what it asks, what was measured. Under them, the causal check's
+dependency map (which positions each position's logits read, through the whole network), and for a
+check that failed, what usually causes it and what to try.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core.errors import UserError
+from ..core.words import count
+from ..registry import Param, clip
+from ..render.renderers import render
+from ..render.words import Words, note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
+    from ..core.backprop import GradientCheck
+    from ..core.checks import BlindCheck, CausalCheck, InitCheck, OverfitCheck, RowsCheck, Skipped
+
+FAMILY = "training"  # listed under :train's heading: what to check before a loss curve is read
+
+CHECK_NAMES = ("init", "rows", "causal", "gradient", "blind", "overfit")  # core.checks.CHECKS, known without torch
+STEPS = 100  # the training checks' default length: the default model passes both well before (overfit by step 20)
+
+
+@dataclass
+class ChecksResult:
+    data: str
+    unit: str  # what one token is: character, token
+    vocab_size: int
+    model_step: int  # the session model's training step (causal, rows and gradient read it as it is)
+    asked: list[str]  # the checks asked for, in the order they run
+    init: InitCheck | None = None
+    causal: CausalCheck | None = None
+    rows: RowsCheck | None = None
+    gradient: GradientCheck | None = None
+    blind: BlindCheck | None = None
+    overfit: OverfitCheck | None = None
+    skipped: list[Skipped] = field(default_factory=list)  # checks not run here, and why
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    stopped: str | None = None  # the check a stop request (Ctrl-C) ended; the ones after it did not run
+    seconds: dict = field(default_factory=dict)  # each check's wall time
+    gradient_tolerance: float = 0.0  # core.checks.GRADIENT_TOLERANCE: the relative difference that passes
+    blind_margin: float = 0.0  # core.checks.BLIND_MARGIN: how far under the blind model's loss passes
+    causal_setting: bool = True  # the causal setting (on, with the mask off: an :ablate of the mask)
+
+
+def complete_checks(session) -> list[str]:
+    return list(CHECK_NAMES)
+
+
+def asked_checks(text: str | None) -> list[str]:
+    """The checks named in `text` (any order, repeats ignored), in the order they run; none named: all."""
+    words = (text or "").replace(",", " ").split()
+    unknown = [w for w in words if w not in CHECK_NAMES]
+    if unknown:
+        raise UserError(f"no check is called {clip(unknown[0])!r}; the checks are {', '.join(CHECK_NAMES)} "
+                        f"(leave them out to run all)")
+    return [name for name in CHECK_NAMES if name in words] if words else list(CHECK_NAMES)
+
+
+@command("checks", "The checks to run before trusting a training run: the loss at init, causality, batch rows "
+                   "that never mix, backprop against a measured slope, a blind baseline, one batch overfit.",
+         params=[
+    Param("which", str, positional=True, complete=complete_checks,
+          help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
+    Param("steps", int, default=STEPS, low=1, limit=100_000,
+          help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
+], aliases=("sanity",))  # fmt: skip
+def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
+    from ..core import checks
+    from ..core.ngram import count_and_score
+
+    asked = asked_checks(args["which"])
+    steps = args["steps"]
+    trainer = session.trainer
+    data = trainer.data
+    data.check_fits(session.model_config.max_seq_len)  # data too short for the window: refused before anything runs
+    result = ChecksResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
+                          gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
+                          causal_setting=session.model_config.causal)
+    training = [name for name in asked if name in ("blind", "overfit")]
+    total = steps * (2 * ("blind" in training) + ("overfit" in training))
+    trained = [0]
+
+    def stepped(info) -> None:
+        trained[0] += 1
+        reporter.on_progress("checks", trained[0], total)
+
+    def unigram() -> float:
+        return count_and_score(data, 1, session.model_config.max_seq_len).counters[1].val_loss
+
+    done = checks.run_checks(session.model, trainer, asked, steps=steps, overfit_steps=steps, unigram=unigram,
+                             on_step=stepped, should_stop=reporter.should_stop)
+    result.stopped = done.stopped
+    for name, check in done.results.items():
+        if isinstance(check, checks.Skipped):
+            result.skipped.append(check)
+        else:
+            setattr(result, name, check)
+            (result.passed if checks.passed(check) else result.failed if checks.passed(check) is False
+             else []).append(name)
+    result.seconds = {name: round(s, 3) for name, s in done.seconds.items()}
+    return result
+
+
+# --- what each check says ----------------------------------------------------------------------------
+ASKS = {  # the question each check answers, as its line starts
+    "init": "a fresh model scores about ln V",
+    "rows": "the rows of a batch never mix",
+    "causal": "no position reads a later one",
+    "gradient": "backprop's gradient is the loss's slope",
+    "blind": "the model learns from its input",
+    "overfit": "it can learn one batch by heart",
+}
+SHADES = " ░▒▓█"  # the dependency map: a gradient's share of its row's largest, in quarters; "·" exactly 0
+
+
+def measured(name: str, check, result: ChecksResult) -> str:
+    """What a check measured, in words."""
+    unit = result.unit
+    if name == "init":
+        off = abs(check.loss - check.uniform) / check.uniform
+        return (f"{check.loss:.3f} against ln({result.vocab_size:,}) = {check.uniform:.3f} ({off:.1%} off); its "
+                f"logits' std {check.logit_std:.2f}")
+    if name == "rows":
+        return (f"row 0's logits have a gradient of {check.other_largest:g} on the other "
+                f"{count(check.rows - 1, 'row')}" + (" (exactly 0)" if check.passed else ""))
+    if name == "causal":
+        read = f"{check.later_read:,} of the {check.later_pairs:,} pairs (t, s > t) have a gradient"
+        if check.passed:
+            read += " (0.0 exactly)"
+        else:
+            read += f" (largest {check.later_largest:.3g})"
+        earlier = ("every earlier one has" if not check.earlier_unread
+                   else f"{check.earlier_unread:,} earlier pairs have none")
+        over = (f"over {count(check.positions, unit)}" if check.positions == check.window
+                else f"over the first {check.positions:,} of the window's {count(check.window, unit)}")
+        return f"{read}; {earlier}, {over}"
+    if name == "gradient":
+        return (f"g.u = {check.backprop:+.6g} from backprop, {check.measured:+.6g} measured in float64 by nudging "
+                f"all {check.params:,} weights: they agree to {check.relative:.0e}")
+    if name == "blind":
+        zero = check.zero_token.encode("unicode_escape").decode("ascii")  # a newline shows as \n
+        return (f"val {check.real_loss:.3f} after {count(check.steps, 'step')}; {check.blind_loss:.3f} with every "
+                f"input '{zero}' (id 0); the unigram counter {check.unigram_loss:.3f}")
+    if name == "overfit":
+        under = next((k + 1 for k, loss in enumerate(check.curve) if loss <= check.target), None)
+        by = f", under {check.target:.2f} at step {under}" if under else ""
+        return (f"{count(check.rows, 'row')}, {count(check.tokens, 'prediction')}: {check.first_loss:.3f} → "
+                f"{check.final_loss:.3g} in {count(check.steps, 'step')}{by}")
+    return ""
+
+
+def failure(name: str, check, result: ChecksResult) -> str:
+    """What a failed check usually means, and what to try."""
+    if name == "init":
+        return (f"a fresh model starts {check.loss - check.uniform:+.2f} nats from a uniform guess: its logits are "
+                f"not small at the start (std {check.logit_std:.2f}), so it is confidently wrong before it has "
+                f"learned anything, and its first steps go to undoing that. Smaller initial weights for the output "
+                f"head (or a zeroed one) start it at ln V")
+    if name == "rows":
+        return ("one row's output depends on another row of the batch: something normalises or routes across the "
+                "batch. Training still runs, but each row's loss now reads the others, and generating one text at "
+                "a time will not behave as training did")
+    if name == "causal":
+        fix = (f"{cmd('set', causal='on')} puts the mask back" if not result.causal_setting
+               else f"the mask is switched off by {cmd('ablate', 'mask')}: {cmd('ablate', 'off')} puts it back")
+        return (f"a position reads tokens after it: in training it sees the token it must predict, so its loss "
+                f"falls for the wrong reason, and generation, which has no future to read, goes wrong. {fix}")
+    if name == "gradient":
+        return ("backprop's gradient is not the loss's slope: a part's backward pass is wrong (a custom autograd "
+                "function, a detached tensor, an in-place change). Training follows a wrong direction")
+    if name == "blind":
+        return (f"the model trained on its inputs ended {check.blind_loss - check.real_loss:.3f} nats under one "
+                f"that read only zeros (under {result.blind_margin:g} fails): in {count(check.steps, 'step')} it "
+                f"learned little that needs its input. Train longer ({cmd('checks', 'blind', steps=check.steps * 3)}), "
+                f"or look at the rate ({cmd('help', 'lr')})")
+    if name == "overfit":
+        return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
+                f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes): try more steps "
+                f"({cmd('checks', 'overfit', steps=check.steps * 3)}); if it still cannot, the rate or the model's "
+                f"size is off, or something between the data and the loss is wrong")
+    return ""
+
+
+def dependency_map(check, console: Console) -> Table:
+    """The causal check's map: row t (the position predicting), column s (the position read)."""
+    size = len(check.map)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_row(Text("t\\s", style="dim"), Text("".join(str(s % 10) for s in range(size)), style="dim"))
+    for t, row in enumerate(check.map):
+        cells = Text()
+        for s, share in enumerate(row):
+            if share == 0.0:
+                cells.append("·", style="red" if s <= t else "dim")
+            else:
+                cells.append(SHADES[min(4, 1 + int(share * 4))], style="red bold" if s > t else "")
+        grid.add_row(Text(str(t), style="dim"), cells)
+    return grid
+
+
+@render.register(ChecksResult)
+def render_checks(result: ChecksResult, console: Console) -> None:
+    now = [name for name in result.asked if name in ("rows", "causal", "gradient")]
+    fresh = [name for name in result.asked if name in ("init", "blind", "overfit")]
+    read = [f"the model at step {result.model_step:,} ({', '.join(now)})"] if now else []
+    read += [f"fresh models of its settings ({', '.join(fresh)})"] if fresh else []
+    say(console, f"checks before trusting a training run, on {result.data}: {' and '.join(read)}", "bold")
+    lines = Table.grid(padding=(0, 1))
+    lines.add_column(no_wrap=True)
+    lines.add_column(no_wrap=True)
+    lines.add_column()
+    skipped = {s.name: s.why for s in result.skipped}
+    for name in result.asked:
+        check = getattr(result, name)
+        if name in skipped:
+            status, text = Text("skip", style="yellow"), f"{ASKS[name]}: not run: {skipped[name]}"
+        elif check is None:
+            status, text = Text("stop" if name == result.stopped else "-", style="yellow"), (
+                f"{ASKS[name]}: stopped" if name == result.stopped else f"{ASKS[name]}: not run (stopped before)")
+        elif name == "blind" and check.passed is None:
+            status, text = Text("n/a", style="yellow"), (
+                f"{ASKS[name]}: {measured(name, check, result)}; these tokens are random, so no input tells the "
+                f"next one, and both should end at ln V")
+        else:
+            ok = name in result.passed
+            status = Text("pass" if ok else "FAIL", style="green" if ok else "bold red")
+            text = f"{ASKS[name]}: {measured(name, check, result)}"
+        lines.add_row(status, Text(name, style="bold"), Words(Text(text)))
+    console.print(lines)
+    if result.causal is not None:
+        say(console, f"which positions each position's logits read, through every block (|dz_t/dh_s| against its "
+                     f"row's largest; · exactly 0), the first {len(result.causal.map)}:", "bold")
+        console.print(dependency_map(result.causal, console))
+        note(console, "the lower triangle is the causal mask at work: position t reads itself and the positions "
+                      "before it" if result.causal.passed else
+                      "red: position t reads a later position s")
+    for name in result.failed:
+        say(console, f"{name}: {failure(name, getattr(result, name), result)}", "red")
+    for line in explanations(result):
+        note(console, line)
+    run = len(result.passed) + len(result.failed)
+    total = sum(result.seconds.values())
+    if result.stopped:
+        say(console, f"stopped during {result.stopped}: {run} checks ran", "yellow")
+    elif result.failed:
+        say(console, f"{len(result.failed)} of {run} checks failed: {', '.join(result.failed)} ({total:.1f} s)",
+            "bold red")
+    elif run:
+        say(console, f"all {count(run, 'check')} passed ({total:.1f} s)", "bold green")
+
+
+def explanations(result: ChecksResult) -> list[str]:
+    """What the figures of the checks that passed mean (a failed one has its own line)."""
+    lines = []
+    init, blind = result.init, result.blind
+    if init is not None and init.passed:
+        lines.append(f"init: the initial weights are small (std 0.02), so the logits start near 0 (std "
+                     f"{init.logit_std:.2f}) and every token gets about 1/{result.vocab_size:,}: the loss of a "
+                     f"uniform guess, ln V. A loss that starts far above it is a model sure of wrong answers")
+    if blind is not None and blind.passed:
+        lines.append("blind: with every input the same, the model still knows each position (its position "
+                     "table), so all it can learn is how often each token comes at each position: about the unigram "
+                     f"counter's loss ({cmd('ngram')}). The gap to the real run is what it reads from its input")
+    if result.gradient is not None and result.gradient.relative <= result.gradient_tolerance:
+        lines.append(f"gradient: backprop in float32 against a measurement in float64; the same check on one text, "
+                     f"part by part: {cmd('grad')}")
+    return lines

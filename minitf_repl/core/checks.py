@@ -1,0 +1,357 @@
+"""The checks to run before trusting a training run, on this model and this data.
+
+A network with a bug in it usually still trains: the loss falls, just not as far as it should, and
+nothing says why. So before reading anything into a loss curve, check the few properties every
+correct language model has. These are the checks of Karpathy's "A Recipe for Training Neural
+Networks" (2019) that apply to a decoder-only Transformer, each one measured, not assumed:
+
+    init      a fresh model scores about ln V             its logits start small: no token favoured
+    rows      the rows of a batch never mix               dz_(row i) / dh_(row j) = 0 for j != i, exactly
+    causal    position t reads no position s > t          dz_t / dh_s = 0 for every s > t, exactly
+    gradient  backprop's gradient is the loss's slope     g.u against (L(θ + εu) - L(θ - εu)) / 2ε, float64
+    blind     the model learns from its input             trained on inputs all 0, it learns only how often
+                                                          each token comes (about the unigram's loss);
+                                                          trained on the real inputs, far more
+    overfit   it can learn anything at all                one batch of two rows, seen over and over,
+                                                          is learned by heart: loss towards 0
+
+The dependency checks (rows, causal) differentiate the logits with respect to h, the stream the
+blocks start from (token plus position embedding, read at the probe `hook_embed`): a product of
+zeros is exactly zero in floating point, so a position the mask hides gets exactly 0, and anything
+else is a leak. They and the gradient check run on the session's model as it is now (eval mode,
+no weight or .grad touched). init, blind and overfit build fresh models with the session's
+settings and seed and leave the session's model, optimizer and batches alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .backprop import CHECK_LIMIT, GradientCheck, gradient_check
+from .model import MiniTransformerLM
+from .probe import listening
+
+CHECKS = ("init", "rows", "causal", "gradient", "blind", "overfit")
+
+# init: how far from ln V a fresh model may start. The default model starts within 0.3% of it; 5% is a fresh
+# model whose logits already vary by about a nat (an init std ten times too large does that).
+INIT_TOLERANCE = 0.05
+# gradient: backprop runs in float32, the measurement in float64; they agree to 1e-5 or better on every variant.
+# A wrong backward (a missing term, a wrong sign) is off by order 1.
+GRADIENT_TOLERANCE = 1e-3
+# blind: how far below the blind model's val loss the model trained on its inputs must end, in nats per token.
+BLIND_MARGIN = 0.1
+# overfit: the loss on the one batch that counts as learned by heart, as a share of ln V
+OVERFIT_TARGET = 0.05
+OVERFIT_ROWS = 2  # "as few as two examples": a batch that small is learned in a few hundred steps
+ROWS = 4  # rows of the batch the rows check reads
+MAP = 16  # positions of the causal check's dependency map that a view draws (the count covers all)
+CHUNK = 16  # queries of the causal check per backward pass (one row each)
+# The causal check reads the first this many positions of the window: every position runs the same code, and
+# a window of 1,024 (GPT-2's) would take 64 passes of 16 copies of it.
+CAUSAL_WINDOW = 128
+TRAINING_LIMIT = 30_000_000  # parameters above which init, blind and overfit (fresh models) are not built
+
+
+@dataclass
+class InitCheck:
+    loss: float  # a fresh model's val loss
+    uniform: float  # ln V: a uniform guess's loss
+    logit_std: float  # the spread of the fresh model's logits (0 would be exactly uniform)
+    passed: bool
+
+
+@dataclass
+class CausalCheck:
+    positions: int  # T: the positions read (the first CAUSAL_WINDOW of the window at most)
+    window: int  # max_seq_len: the model's window
+    later_pairs: int  # pairs (t, s > t): T (T - 1) / 2
+    later_read: int  # of them, pairs with a nonzero gradient: position t reading a later one
+    later_largest: float  # the largest |dz_t / dh_s| over s > t (0.0 exactly when causal)
+    earlier_unread: int  # pairs (t, s <= t) with an exactly zero gradient (0 in a model that reads its past)
+    weakest_earlier: float  # the smallest |dz_t / dh_s| over s <= t
+    map: list[list[float]]  # |dz_t / dh_s| for t, s < MAP, each row divided by its largest
+    passed: bool
+
+
+@dataclass
+class RowsCheck:
+    rows: int
+    other_largest: float  # the largest |dz_(row 0) / dh| over the other rows (0.0 exactly when independent)
+    own_size: float  # |dz_(row 0) / dh_(row 0)|: row 0 does read itself
+    passed: bool
+
+
+@dataclass
+class BlindCheck:
+    steps: int
+    real_loss: float  # val loss after `steps` steps on the real inputs
+    blind_loss: float  # the same model, settings and batches, every input token replaced by id 0
+    unigram_loss: float  # the counter of how often each token comes (core.ngram, n = 1) on val
+    first_loss: float  # the real run's first training loss (both start there, about ln V)
+    zero_token: str  # what id 0 is
+    learnable: bool  # False: the data has nothing an input could tell (random tokens)
+    passed: bool | None  # None: nothing to learn from the input here
+
+
+@dataclass
+class OverfitCheck:
+    steps: int
+    rows: int
+    tokens: int  # the predictions the batch counts
+    first_loss: float
+    final_loss: float  # on the batch, eval mode (dropout off, no experts' balancing term)
+    target: float  # OVERFIT_TARGET x ln V
+    curve: list[float]  # the training loss at each step
+    passed: bool
+
+
+@dataclass
+class Skipped:
+    name: str
+    why: str
+
+
+@dataclass
+class Checks:
+    results: dict = field(default_factory=dict)  # name -> its check, or Skipped
+    seconds: dict = field(default_factory=dict)  # name -> seconds it took
+    stopped: str | None = None  # the check a stop request ended (the ones after it did not run)
+
+
+# --- what the session's model does now ----------------------------------------------------------
+def _stream_gradient(model, idx: torch.Tensor, select: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """d select(logits) / dh for the stream h the blocks start from: (B, T, d), in eval mode, nothing written.
+
+    A forward hook swaps the embedding probe's output for a leaf that asks for its gradient; autograd is
+    asked for that gradient alone, so no parameter's .grad changes."""
+    leaf: list[torch.Tensor] = []
+
+    def as_leaf(module, args, output):
+        leaf.append(output.detach().requires_grad_(True))
+        return leaf[0]
+
+    with listening(model, [(model.hook_embed, as_leaf)], gradients=True):
+        logits, _ = model(idx)
+        (grad,) = torch.autograd.grad(select(logits.float()), leaf[0])
+    return grad
+
+
+def _direction(model, seed: int) -> torch.Tensor:
+    """A fixed random direction over the vocabulary: z . r mixes every logit, so no token's is left out."""
+    r = torch.randn(model.config.vocab_size, generator=torch.Generator().manual_seed(seed))
+    return r.to(next(model.parameters()).device)
+
+
+def rows_check(model, x: torch.Tensor, seed: int = 0) -> RowsCheck:
+    """Row 0's logits differentiated with respect to every row's stream: the other rows must get exactly 0."""
+    r = _direction(model, seed)
+    grad = _stream_gradient(model, x, lambda z: (z[0] @ r).sum())  # (B, T, d)
+    other = float(grad[1:].abs().max()) if x.shape[0] > 1 else 0.0
+    return RowsCheck(x.shape[0], other, float(grad[0].norm()), other == 0.0)
+
+
+def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK) -> CausalCheck:
+    """The dependency matrix of one row: D[t, s] = |dz_t / dh_s|, the gradient of position t's logits (along a
+    random direction) with respect to the stream at position s. Causal: D[t, s] = 0 for every s > t.
+
+    Each backward pass asks `chunk` positions at once, one per copy of the row (rows do not mix: rows_check;
+    chunk=1 where they might)."""
+    T = row.shape[-1]
+    r = _direction(model, seed)
+    depends = torch.zeros(T, T)
+    for start in range(0, T, chunk):
+        ts = torch.arange(start, min(start + chunk, T))
+        copies = row.reshape(1, T).expand(len(ts), T).contiguous()  # (n, T): copy i asks position ts[i]
+        grad = _stream_gradient(model, copies, lambda z, ts=ts: (z[torch.arange(len(ts)), ts] @ r).sum())
+        depends[ts] = grad.norm(dim=-1).cpu()  # (n, T): row t, every s
+    later = torch.ones(T, T, dtype=torch.bool).triu(1)
+    shown = depends[:MAP, :MAP]
+    scale = shown.max(dim=1, keepdim=True).values.clamp(min=1e-30)
+    return CausalCheck(
+        positions=T, window=model.config.max_seq_len, later_pairs=int(later.sum()), later_read=int((depends[later] > 0).sum()),
+        later_largest=float(depends[later].max()) if T > 1 else 0.0,
+        earlier_unread=int((depends[~later] == 0).sum()), weakest_earlier=float(depends[~later].min()),
+        map=(shown / scale).tolist(), passed=bool((depends[later] == 0).all()),
+    )
+
+
+def gradient_agreement(model, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -> GradientCheck:
+    """Backprop's gradient along a random direction against the float64 loss's slope (core.backprop)."""
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    with listening(model, gradients=True):
+        logits, _ = model(x)
+        loss = model.loss(logits, y)  # eval mode: the plain cross-entropy
+        grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    return gradient_check(model, x, y, params, list(grads), seed)
+
+
+# --- fresh models with the session's settings ---------------------------------------------------
+class _ZeroInputs:
+    """The data with every input token replaced by id 0 (targets as they were): nothing to read."""
+
+    accuracy = None  # a task's accuracy reads the real questions: not this model's
+
+    def __init__(self, data):
+        self.data = data
+
+    def __getattr__(self, name):
+        return getattr(self.data, name)
+
+    def get_batch(self, split, batch_size, max_seq_len, generator):
+        x, y = self.data.get_batch(split, batch_size, max_seq_len, generator)
+        return torch.zeros_like(x), y
+
+
+class _OneBatch:
+    """The same batch for every step and every evaluation."""
+
+    accuracy = None
+
+    def __init__(self, data, x, y):
+        self.data, self.x, self.y = data, x, y
+
+    def __getattr__(self, name):
+        return getattr(self.data, name)
+
+    def get_batch(self, split, batch_size, max_seq_len, generator):
+        return self.x.clone(), self.y.clone()
+
+
+def _fresh(model_config, train_config, device) -> MiniTransformerLM:
+    """A new model with the session's settings, from the training seed (as `:train` from scratch builds it)."""
+    torch.manual_seed(train_config.seed)
+    return MiniTransformerLM(model_config).to(device)
+
+
+def init_check(model_config, trainer) -> InitCheck:
+    """A fresh model's val loss, on the batches `:train` evaluates, against ln V."""
+    fresh = _fresh(model_config, trainer.config, trainer.device)
+    loss, _ = trainer.evaluate(model=fresh)
+    x, _ = trainer.data.get_batch("val", trainer.config.batch_size, model_config.max_seq_len,
+                                  torch.Generator().manual_seed(trainer.config.seed + 1))
+    with listening(fresh):
+        logits, _ = fresh(x.to(trainer.device))
+    uniform = math.log(model_config.vocab_size)
+    return InitCheck(loss, uniform, float(logits.float().std()), abs(loss - uniform) <= INIT_TOLERANCE * uniform)
+
+
+def _train(model_config, train_config, data, steps, device, on_step, should_stop, threads=None):
+    """A fresh model trained `steps` steps on `data` with the session's settings (no compile: too short to pay)."""
+    from .train import Trainer
+
+    config = train_config.replace(steps=steps, eval_every=steps, compile=False)
+    trainer = Trainer(_fresh(model_config, config, device), data, config, device)
+    trainer.threads = threads
+    trainer.start_run(steps)
+    trainer.run(on_step=on_step, should_stop=should_stop)
+    return trainer
+
+
+class Stopped(Exception):
+    """A stop request (Ctrl-C) came during a training check: the checks end there."""
+
+
+def blind_check(model_config, train_config, data, steps, device, unigram, on_step=None, should_stop=None,
+                threads=None) -> BlindCheck:
+    """The same fresh model trained twice on the same batches: on the real inputs, and on inputs all 0."""
+    runs = []
+    for reading in (data, _ZeroInputs(data)):
+        trainer = _train(model_config, train_config, reading, steps, device, on_step, should_stop, threads)
+        if trainer.step < steps:
+            raise Stopped
+        runs.append(trainer)
+    real, blind = runs
+    learnable = not getattr(data, "nothing_to_learn", False)
+    real_loss, blind_loss = real.history[-1]["val_loss"], blind.history[-1]["val_loss"]
+    return BlindCheck(steps, real_loss, blind_loss, unigram, real.history[0]["train_loss"],
+                      data.tokenizer.decode([0]), learnable,
+                      blind_loss - real_loss >= BLIND_MARGIN if learnable else None)
+
+
+def overfit_check(model_config, train_config, data, steps, device, rows=OVERFIT_ROWS, on_step=None,
+                  should_stop=None, threads=None) -> OverfitCheck:
+    """A fresh model trained on one batch of `rows` rows (a training batch from seed 0) for `steps` steps."""
+    x, y = data.get_batch("train", rows, model_config.max_seq_len, torch.Generator().manual_seed(0))
+    trainer = _train(model_config, train_config.replace(batch_size=rows), _OneBatch(data, x, y), steps, device,
+                     on_step, should_stop, threads)
+    if trainer.step < steps:
+        raise Stopped
+    with listening(trainer.model):
+        _, loss = trainer.model(x.to(device), y.to(device))
+    target = OVERFIT_TARGET * math.log(model_config.vocab_size)
+    curve = [row["train_loss"] for row in trainer.history]
+    return OverfitCheck(steps, rows, int((y >= 0).sum()), curve[0], float(loss), target, curve, float(loss) <= target)
+
+
+def run_checks(model, trainer, which=CHECKS, steps: int = 100, overfit_steps: int = 300, unigram=None,
+               on_check: Callable[[str], None] | None = None, on_step=None, should_stop=None,
+               clock=None) -> Checks:
+    """Run the checks named in `which` (in CHECKS's order) for the session's `model` and its `trainer`.
+
+    `unigram()`: the unigram counter's val loss, asked only for the blind check. `on_check(name)` hears each
+    check start; `on_step(info)` every step of the training checks; `should_stop()` is asked between steps
+    (a stop ends the checks there: `stopped` names the one it ended). Nothing of the session changes: fresh
+    models train on their own trainers, and the torch random state is put back afterwards."""
+    clock = clock or time.perf_counter
+    done = Checks()
+    device = trainer.device
+    batch = trainer.data.get_batch("val", ROWS, model.config.max_seq_len, torch.Generator().manual_seed(0))
+    x, y = batch[0].to(device), batch[1].to(device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        for name in (c for c in CHECKS if c in which):
+            if on_check is not None:
+                on_check(name)
+            start = clock()
+            try:
+                done.results[name] = _run_one(name, done, model, trainer, x, y, steps, overfit_steps, unigram,
+                                              on_step, should_stop)
+            except Stopped:
+                done.stopped = name
+                break
+            done.seconds[name] = clock() - start
+    return done
+
+
+def _run_one(name, done, model, trainer, x, y, steps, overfit_steps, unigram, on_step, should_stop):
+    """One check of run_checks, or Skipped with the reason."""
+    data, device = trainer.data, trainer.device
+    model_config, train_config = model.config, trainer.config
+    n_params = model.num_parameters()
+    if name in ("init", "blind", "overfit") and n_params > TRAINING_LIMIT:
+        return Skipped(name, f"it builds fresh models of the {n_params:,} parameters; they are built up to "
+                             f"{TRAINING_LIMIT:,}")
+    if name == "gradient" and n_params > CHECK_LIMIT:
+        return Skipped(name, f"it needs a float64 copy of the {n_params:,} parameters; it is made up to "
+                             f"{CHECK_LIMIT:,}")
+    if name == "init":
+        return init_check(model_config, trainer)
+    if name == "rows":
+        return rows_check(model, x)
+    if name == "causal":  # where rows were seen to mix, one position per pass (the copies would mix too)
+        rows = done.results.get("rows")
+        return causal_check(model, x[0, :CAUSAL_WINDOW],
+                            chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK)
+    if name == "gradient":
+        return gradient_agreement(model, x[:1], y[:1])
+    if name == "blind":
+        return blind_check(model_config, train_config, data, steps, device,
+                           unigram() if unigram is not None else float("nan"), on_step, should_stop, trainer.threads)
+    if name == "overfit":
+        return overfit_check(model_config, train_config, data, overfit_steps, device, on_step=on_step,
+                             should_stop=should_stop, threads=trainer.threads)
+    raise ValueError(f"no check is called {name!r}; the checks are {', '.join(CHECKS)}")
+
+
+def passed(check) -> bool | None:
+    """Whether a check passed: True, False, or None (skipped, or nothing to show here)."""
+    if isinstance(check, Skipped):
+        return None
+    if isinstance(check, GradientCheck):
+        return check.relative <= GRADIENT_TOLERANCE
+    return check.passed
