@@ -246,6 +246,8 @@ def test_the_command_runs_all_and_renders_every_line(session):
     for name in CHECK_NAMES:
         assert f"pass {name}" in plain(result, 120)
     assert "all 6 checks passed" in plain(result, 120)
+    assert (f"half of what position t's logits depend on lies on the {result.causal.reach_half:.1f} positions nearest"
+            in plain(result, 120))
     lines = [line for line in text.splitlines() if line[:4].strip().isdigit()]  # the map's rows: "  t ..."
     assert len(lines) == checks.MAP
     for t, line in enumerate(lines):
@@ -318,3 +320,16 @@ def test_a_long_window_is_checked_over_its_first_positions(session, monkeypatch)
     assert result.causal.positions == 10 and result.causal.window == SMALL["max_seq_len"]
     assert result.causal.later_pairs == 45 and result.passed == ["causal"]
     assert "over the first 10 of the window's 24 characters" in plain(result, 100)
+
+
+def test_reach_counts_the_nearest_positions_holding_half_and_most():
+    T = 8
+    only_itself = torch.eye(T)
+    assert checks.reach(only_itself) == (1.0, 1.0)
+    even = torch.ones(T, T).tril()  # every past position alike: rows t = 4..7 have 5..8 positions
+    half, most = checks.reach(even)
+    assert half == pytest.approx(sum(math.ceil(0.5 * (t + 1)) for t in range(4, 8)) / 4)  # (3 + 3 + 4 + 4) / 4
+    assert most == pytest.approx(sum(math.ceil(0.9 * (t + 1)) for t in range(4, 8)) / 4)
+    far = torch.zeros(T, T)
+    far[:, 0] = 1.0  # every position reads only the first one
+    assert checks.reach(far) == pytest.approx((sum(t + 1 for t in range(4, 8)) / 4,) * 2)

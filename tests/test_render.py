@@ -409,3 +409,14 @@ def test_a_subword_piece_shows_its_own_whitespace():
     from minitf_repl.palette import visible
 
     assert (visible(" the"), visible("\n\n"), visible(" "), visible("a\x1bb")) == ("␣the", "↵↵", "␣", "a?b")
+
+
+def test_words_hang_wrapped_lines_under_the_text():
+    from minitf_repl.render.words import say
+
+    c = console(30)
+    say(c, "pass init  " + "every word of this text stays whole", hang=11)
+    lines = c.file.getvalue().splitlines()
+    assert lines[0].startswith("pass init  every") and len(lines) > 1
+    assert all(line.startswith(" " * 11) and line[11] != " " for line in lines[1:])
+    assert " ".join(" ".join(lines).split()) == "pass init every word of this text stays whole"

@@ -136,12 +136,12 @@ def measured(name: str, check, result: ChecksResult) -> str:
         return (f"{check.loss:.3f} against ln({result.vocab_size:,}) = {check.uniform:.3f} ({off:.1%} off); its "
                 f"logits' std {check.logit_std:.2f}")
     if name == "rows":
-        return (f"row 0's logits have a gradient of {check.other_largest:g} on the other "
-                f"{count(check.rows - 1, 'row')}" + (" (exactly 0)" if check.passed else ""))
+        size = "exactly 0" if check.passed else f"up to {check.other_largest:.3g}"
+        return f"row 0's logits have a gradient of {size} on the other {count(check.rows - 1, 'row')}"
     if name == "causal":
         read = f"{check.later_read:,} of the {check.later_pairs:,} pairs (t, s > t) have a gradient"
         if check.passed:
-            read += " (0.0 exactly)"
+            read += " (each exactly 0)"
         else:
             read += f" (largest {check.later_largest:.3g})"
         earlier = ("every earlier one has" if not check.earlier_unread
@@ -221,35 +221,38 @@ def render_checks(result: ChecksResult, console: Console) -> None:
     read = [f"the model at step {result.model_step:,} ({', '.join(now)})"] if now else []
     read += [f"fresh models of its settings ({', '.join(fresh)})"] if fresh else []
     say(console, f"checks before trusting a training run, on {result.data}: {' and '.join(read)}", "bold")
-    lines = Table.grid(padding=(0, 1))
-    lines.add_column(no_wrap=True)
-    lines.add_column(no_wrap=True)
-    lines.add_column()
     skipped = {s.name: s.why for s in result.skipped}
+    width = max(len(name) for name in result.asked)
     for name in result.asked:
         check = getattr(result, name)
         if name in skipped:
-            status, text = Text("skip", style="yellow"), f"{ASKS[name]}: not run: {skipped[name]}"
+            status, style, text = "skip", "yellow", f"{ASKS[name]}: not run: {skipped[name]}"
         elif check is None:
-            status, text = Text("stop" if name == result.stopped else "-", style="yellow"), (
-                f"{ASKS[name]}: stopped" if name == result.stopped else f"{ASKS[name]}: not run (stopped before)")
+            stopped = name == result.stopped
+            status, style = ("stop" if stopped else "-"), "yellow"
+            text = f"{ASKS[name]}: stopped" if stopped else f"{ASKS[name]}: not run (stopped before)"
         elif name == "blind" and check.passed is None:
-            status, text = Text("n/a", style="yellow"), (
-                f"{ASKS[name]}: {measured(name, check, result)}; these tokens are random, so no input tells the "
-                f"next one, and both should end at ln V")
+            status, style = "n/a", "yellow"
+            text = (f"{ASKS[name]}: {measured(name, check, result)}; these tokens are random, so no input tells the "
+                    f"next one, and both should end at ln V")
         else:
             ok = name in result.passed
-            status = Text("pass" if ok else "FAIL", style="green" if ok else "bold red")
+            status, style = ("pass", "green") if ok else ("FAIL", "bold red")
             text = f"{ASKS[name]}: {measured(name, check, result)}"
-        lines.add_row(status, Text(name, style="bold"), Words(Text(text)))
-    console.print(lines)
+        line = Text(f"{status:<4} ", style=style)
+        line.append(f"{name:<{width}}", style="bold")
+        line.append(f"  {text}")
+        say(console, line, hang=5 + width + 2)  # wrapped lines under the text, past the status and the name
     if result.causal is not None:
         say(console, f"which positions each position's logits read, through every block (|dz_t/dh_s| against its "
                      f"row's largest; · exactly 0), the first {len(result.causal.map)}:", "bold")
         console.print(dependency_map(result.causal, console))
+        causal = result.causal
         note(console, "the lower triangle is the causal mask at work: position t reads itself and the positions "
-                      "before it" if result.causal.passed else
-                      "red: position t reads a later position s")
+                      "before it" if causal.passed else "red: position t reads a later position s")
+        note(console, f"how far back it reads: half of what position t's logits depend on lies on the "
+                      f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
+                      f"{causal.reach_most:.1f}, averaged over the window's second half")
     for name in result.failed:
         say(console, f"{name}: {failure(name, getattr(result, name), result)}", "red")
     for line in explanations(result):

@@ -77,6 +77,10 @@ class CausalCheck:
     weakest_earlier: float  # the smallest |dz_t / dh_s| over s <= t
     map: list[list[float]]  # |dz_t / dh_s| for t, s < MAP, each row divided by its largest
     passed: bool
+    # how far back the logits read: the fewest nearest positions (itself included) that hold half, and nine
+    # tenths, of sum_s |dz_t / dh_s|, averaged over the window's second half (positions with a long past)
+    reach_half: float = 0.0
+    reach_most: float = 0.0
 
 
 @dataclass
@@ -171,14 +175,28 @@ def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK) ->
         grad = _stream_gradient(model, copies, lambda z, ts=ts: (z[torch.arange(len(ts)), ts] @ r).sum())
         depends[ts] = grad.norm(dim=-1).cpu()  # (n, T): row t, every s
     later = torch.ones(T, T, dtype=torch.bool).triu(1)
+    half, most = reach(depends)
     shown = depends[:MAP, :MAP]
     scale = shown.max(dim=1, keepdim=True).values.clamp(min=1e-30)
     return CausalCheck(
         positions=T, window=model.config.max_seq_len, later_pairs=int(later.sum()), later_read=int((depends[later] > 0).sum()),
         later_largest=float(depends[later].max()) if T > 1 else 0.0,
         earlier_unread=int((depends[~later] == 0).sum()), weakest_earlier=float(depends[~later].min()),
-        map=(shown / scale).tolist(), passed=bool((depends[later] == 0).all()),
+        map=(shown / scale).tolist(), passed=bool((depends[later] == 0).all()), reach_half=half, reach_most=most,
     )
+
+
+def reach(depends: torch.Tensor) -> tuple[float, float]:
+    """How many of the nearest positions (t, t-1, ...) hold half and nine tenths of row t's dependence, averaged
+    over t in the second half of the window (a row with a long past to spread over)."""
+    T = depends.shape[0]
+    found = {0.5: [], 0.9: []}
+    for t in range(T // 2, T):
+        back = depends[t, : t + 1].flip(0)  # distance 0 (itself), 1, 2, ...
+        share = back.cumsum(0) / back.sum().clamp(min=1e-30)
+        for level, kept in found.items():
+            kept.append(int((share < level).sum()) + 1)
+    return tuple(sum(kept) / len(kept) for kept in found.values())
 
 
 def gradient_agreement(model, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -> GradientCheck:

@@ -51,20 +51,25 @@ def word_lines(text: Text, width: int) -> list[Text]:
 
 class Words:
     """A renderable sentence (or several lines): wrapped by word_lines to the width it is given,
-    `indent` cells in on every line; one line per paragraph where the console does not wrap."""
+    `indent` cells in on every line, and `hang` cells more on every line after the first (an item's
+    text under its label); one line per paragraph where the console does not wrap."""
 
-    def __init__(self, text: Text, indent: int = 0):
+    def __init__(self, text: Text, indent: int = 0, hang: int = 0):
         self.text = text
         self.indent = indent
+        self.hang = hang
 
     def __rich_console__(self, console: Console, options):
-        width = max(1, options.max_width - self.indent)
+        width = max(1, options.max_width - self.indent - self.hang)
         lines = self.text.split("\n", allow_blank=True) if options.no_wrap else word_lines(self.text, width)
+        first = True
         for line in lines:
-            if self.indent:
-                yield Segment(" " * self.indent)
+            margin = self.indent + (0 if first else self.hang)
+            if margin:
+                yield Segment(" " * margin)
             yield from line.render(console, end="")
             yield Segment.line()
+            first = False
 
     def __rich_measure__(self, console: Console, options) -> Measurement:
         words = self.text.plain.split()
@@ -81,11 +86,12 @@ def console_for(**options) -> Console:
     return console
 
 
-def say(console: Console, message, style: str = "", indent: int = 0) -> None:
+def say(console: Console, message, style: str = "", indent: int = 0, hang: int = 0) -> None:
     """Print one message (a str, taken literally, or a Text) under the wrapping rule above, `indent`
-    cells in. crop=False: a word wider than the console is printed whole, for the terminal to wrap."""
+    cells in (and `hang` more after the first line). crop=False: a word wider than the console is printed
+    whole, for the terminal to wrap."""
     text = message if isinstance(message, Text) else Text(str(message), style=style)
-    console.print(Words(text, indent), highlight=False, crop=False)
+    console.print(Words(text, indent, hang), highlight=False, crop=False)
 
 
 def note(console: Console, text: str) -> None:
