@@ -287,7 +287,7 @@ def test_a_stop_ends_the_checks_and_keeps_those_done(session):
     assert result.passed == ["init", "rows", "causal", "gradient"]
     assert reporter.progress[:3] == [("checks", 1, 60), ("checks", 2, 60), ("checks", 3, 60)]
     text = plain(result, 100)
-    assert "stop blind" in text and "stopped during blind: 4 checks ran" in text
+    assert "stop blind" in text and "stopped during blind: 4 checks ran before it, each passed" in text
 
 
 def test_big_models_skip_what_they_cannot_afford(session, monkeypatch):
@@ -333,3 +333,12 @@ def test_reach_counts_the_nearest_positions_holding_half_and_most():
     far = torch.zeros(T, T)
     far[:, 0] = 1.0  # every position reads only the first one
     assert checks.reach(far) == pytest.approx((sum(t + 1 for t in range(4, 8)) / 4,) * 2)
+
+
+def test_without_a_position_table_the_blind_model_cannot_tell_positions_apart(session):
+    run(session, ":set pos_encoding=none")
+    result = run(session, ":checks blind steps=60")
+    assert result.passed == ["blind"] and not result.position_table
+    assert "nothing tells one position from another" in plain(result, 100)
+    run(session, ":set pos_encoding=learned")
+    assert "still knows each position" in plain(run(session, ":checks blind steps=60"), 100)

@@ -55,6 +55,7 @@ class ChecksResult:
     gradient_tolerance: float = 0.0  # core.checks.GRADIENT_TOLERANCE: the relative difference that passes
     blind_margin: float = 0.0  # core.checks.BLIND_MARGIN: how far under the blind model's loss passes
     causal_setting: bool = True  # the causal setting (on, with the mask off: an :ablate of the mask)
+    position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
 
 
 def complete_checks(session) -> list[str]:
@@ -90,7 +91,8 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     data.check_fits(session.model_config.max_seq_len)  # data too short for the window: refused before anything runs
     result = ChecksResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
                           gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
-                          causal_setting=session.model_config.causal)
+                          causal_setting=session.model_config.causal,
+                          position_table=getattr(session.model, "position_embedding", None) is not None)
     training = [name for name in asked if name in ("blind", "overfit")]
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
     trained = [0]
@@ -260,7 +262,9 @@ def render_checks(result: ChecksResult, console: Console) -> None:
     run = len(result.passed) + len(result.failed)
     total = sum(result.seconds.values())
     if result.stopped:
-        say(console, f"stopped during {result.stopped}: {run} checks ran", "yellow")
+        outcome = (f", {len(result.failed)} failed: {', '.join(result.failed)}" if result.failed
+                   else ", each passed" if run else "")
+        say(console, f"stopped during {result.stopped}: {count(run, 'check')} ran before it{outcome}", "yellow")
     elif result.failed:
         say(console, f"{len(result.failed)} of {run} checks failed: {', '.join(result.failed)} ({total:.1f} s)",
             "bold red")
@@ -277,9 +281,13 @@ def explanations(result: ChecksResult) -> list[str]:
                      f"{init.logit_std:.2f}) and every token gets about 1/{result.vocab_size:,}: the loss of a "
                      f"uniform guess, ln V. A loss that starts far above it is a model sure of wrong answers")
     if blind is not None and blind.passed:
-        lines.append("blind: with every input the same, the model still knows each position (its position "
-                     "table), so all it can learn is how often each token comes at each position: about the unigram "
-                     f"counter's loss ({cmd('ngram')}). The gap to the real run is what it reads from its input")
+        where = ("the model still knows each position (its position table), so all it can learn is how often each "
+                 "token comes at each position" if result.position_table else
+                 "nothing tells one position from another (every value attention averages is the same), so all it "
+                 "can learn is how often each token comes")
+        lines.append(f"blind: with every input the same, {where}: about the unigram counter's loss "
+                     f"({cmd('ngram')}) on text, less on a task whose answers sit at fixed places. The gap to the "
+                     f"real run is what it reads from its input")
     if result.gradient is not None and result.gradient.relative <= result.gradient_tolerance:
         lines.append(f"gradient: backprop in float32 against a measurement in float64; the same check on one text, "
                      f"part by part: {cmd('grad')}")

@@ -30,15 +30,17 @@ from ..palette import is_active, terminal_safe
 _WORD = re.compile(r"\s*\S+\s*")  # a word with the spaces before and after it
 
 
-def word_lines(text: Text, width: int) -> list[Text]:
-    """`text` cut into lines of at most `width` cells at spaces, never inside a word; a word wider
-    than `width` is a line of its own, whole. Line breaks in the text stay; trailing spaces go."""
+def word_lines(text: Text, width: int, rest: int | None = None) -> list[Text]:
+    """`text` cut into lines of at most `width` cells at spaces (`rest` cells after the first line, if
+    given), never inside a word; a word wider than its line is a line of its own, whole. Line breaks in
+    the text stay; trailing spaces go."""
     lines = []
     for paragraph in text.split("\n", allow_blank=True):
         breaks, column = [], 0
         for match in _WORD.finditer(paragraph.plain):
             word = match.group()
-            if column and column + cell_len(word.rstrip()) > width:
+            room = width if not lines and not breaks or rest is None else rest
+            if column and column + cell_len(word.rstrip()) > room:
                 breaks.append(match.start() + len(word) - len(word.lstrip()))  # the new line starts at the word
                 column = cell_len(word.lstrip())
             else:
@@ -60,8 +62,9 @@ class Words:
         self.hang = hang
 
     def __rich_console__(self, console: Console, options):
-        width = max(1, options.max_width - self.indent - self.hang)
-        lines = self.text.split("\n", allow_blank=True) if options.no_wrap else word_lines(self.text, width)
+        width = max(1, options.max_width - self.indent)
+        lines = (self.text.split("\n", allow_blank=True) if options.no_wrap
+                 else word_lines(self.text, width, max(1, width - self.hang) if self.hang else None))
         first = True
         for line in lines:
             margin = self.indent + (0 if first else self.hang)
