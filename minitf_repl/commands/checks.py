@@ -252,9 +252,10 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         causal = result.causal
         note(console, "the lower triangle is the causal mask at work: position t reads itself and the positions "
                       "before it" if causal.passed else "red: position t reads a later position s")
-        note(console, f"how far back it reads: half of what position t's logits depend on lies on the "
-                      f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
-                      f"{causal.reach_most:.1f}, averaged over the window's second half")
+        if causal.passed:  # a model reading the future has no "back" to measure
+            note(console, f"how far back it reads: half of what position t's logits depend on lies on the "
+                          f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
+                          f"{causal.reach_most:.1f}, averaged over the window's second half")
     for name in result.failed:
         say(console, f"{name}: {failure(name, getattr(result, name), result)}", "red")
     for line in explanations(result):
