@@ -219,7 +219,7 @@ def test_checks_change_nothing_of_the_session(session):
     history = [dict(row) for row in trainer.history]
     grads = [p.grad for p in session.model.parameters()]
     result = run(session, ":checks steps=5")
-    assert result.stopped is None and len(result.passed + result.failed) == 6  # 5 steps: blind, overfit may fail
+    assert result.stopped is None and len(result.passed + result.failed) == 7  # 5 steps: blind, overfit may fail
     assert trainer.step == 5 and trainer.history == history
     assert all(torch.equal(v, session.model.state_dict()[k]) for k, v in weights.items())
     assert torch.equal(trainer.generator.get_state(), batches) and torch.equal(torch.get_rng_state(), rng)
@@ -234,7 +234,7 @@ def test_asked_checks_reads_names_in_any_order():
     assert asked_checks(None) == list(CHECK_NAMES)
     assert asked_checks("overfit causal") == ["causal", "overfit"]
     assert asked_checks("rows,init rows") == ["init", "rows"]
-    with pytest.raises(UserError, match="no check is called 'caussal'; the checks are init, rows"):
+    with pytest.raises(UserError, match="no check is called 'caussal'; the checks are batch, init, rows"):
         asked_checks("caussal")
 
 
@@ -245,11 +245,13 @@ def test_the_command_runs_all_and_renders_every_line(session):
     text = text_of(result, width=120)
     for name in CHECK_NAMES:
         assert f"pass {name}" in plain(result, 120)
-    assert "all 6 checks passed" in plain(result, 120)
+    assert "all 7 checks passed" in plain(result, 120)
     assert (f"half of what position t's logits depend on lies on the {result.causal.reach_half:.1f} positions nearest"
             in plain(result, 120))
     lines = [line for line in text.splitlines() if line[:4].strip().isdigit()]  # the map's rows: "  t ..."
     assert len(lines) == checks.MAP
+    x, y = [line for line in text.splitlines() if line[:2] in ("x ", "y ")]
+    assert y[2:].startswith(x[3:3 + 40])  # y is x moved one to the left
     for t, line in enumerate(lines):
         cells = line[4 : 4 + checks.MAP]
         assert set(cells[t + 1 :]) <= {"·"} and "·" not in cells[: t + 1], (t, cells)
@@ -284,10 +286,10 @@ def test_a_stop_ends_the_checks_and_keeps_those_done(session):
     reporter = _StopAfter(3)
     result = run(session, ":checks steps=20", reporter)
     assert result.stopped == "blind" and result.blind is None and result.overfit is None
-    assert result.passed == ["init", "rows", "causal", "gradient"]
+    assert result.passed == ["batch", "init", "rows", "causal", "gradient"]
     assert reporter.progress[:3] == [("checks", 1, 60), ("checks", 2, 60), ("checks", 3, 60)]
     text = plain(result, 100)
-    assert "stop blind" in text and "stopped during blind: 4 checks ran before it, each passed" in text
+    assert "stop blind" in text and "stopped during blind: 5 checks ran before it, each passed" in text
 
 
 def test_big_models_skip_what_they_cannot_afford(session, monkeypatch):
@@ -295,7 +297,7 @@ def test_big_models_skip_what_they_cannot_afford(session, monkeypatch):
     monkeypatch.setattr(checks, "CHECK_LIMIT", 10)
     result = run(session, ":checks")
     assert [s.name for s in result.skipped] == ["init", "gradient", "blind", "overfit"]
-    assert result.passed == ["rows", "causal"]
+    assert result.passed == ["batch", "rows", "causal"]
     assert "skip init" in plain(result, 100)
 
 
@@ -310,8 +312,39 @@ def test_checks_on_a_task(tmp_path):
     s = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16), data_spec="sort:4",
                 checkpoint_dir=tmp_path)
     s.trainer.set_config(s.trainer.config.replace(batch_size=4, eval_batches=2))
-    result = run(s, ":checks init rows causal gradient")
-    assert result.passed == ["init", "rows", "causal", "gradient"]
+    result = run(s, ":checks init rows causal gradient batch")
+    assert result.passed == ["batch", "init", "rows", "causal", "gradient"]
+    batch = result.batch
+    assert batch.counted == 4 * 4 and batch.mismatched == 0  # sort:4: each row counts its answer's 4 digits
+    question = batch.y.index(next(t for t in batch.y if t is not None))
+    assert all(t is None for t in batch.y[:question]) and batch.x[question] == "="
+    assert "y ····0" in text_of(result, 100)  # the question not counted, the answer's digits
+
+
+class _NotShifted:
+    """A data bug: the targets are the inputs themselves, not the next tokens."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __getattr__(self, name):
+        return getattr(self.data, name)
+
+    def get_batch(self, split, batch_size, max_seq_len, generator):
+        x, _ = self.data.get_batch(split, batch_size, max_seq_len, generator)
+        return x, x.clone()
+
+
+def test_batch_fails_when_the_targets_are_not_shifted(session):
+    good = checks.batch_check(session.data, 3, 24)
+    assert good.passed and good.counted == 3 * 24 and good.rows == 3
+    assert good.y[:-1] == good.x[1:] and len(good.x) == 24
+    bad = checks.batch_check(_NotShifted(session.data), 3, 24)
+    assert not bad.passed and bad.mismatched > 0.5 * 3 * 23  # a character rarely repeats at once
+    session.trainer.data = _NotShifted(session.data)
+    result = run(session, ":checks batch")
+    assert result.failed == ["batch"]
+    assert "the model is trained to predict something other than the next token" in plain(result, 100)
 
 
 def test_a_long_window_is_checked_over_its_first_positions(session, monkeypatch):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core import backprop as backprop_module
-from minitf_repl.core.backprop import _check, backprop, part_of
+from minitf_repl.core.backprop import backprop, gradient_check, part_of
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.inside import teacher_forcing
@@ -180,10 +180,10 @@ def test_the_check_fails_a_wrong_gradient():
     params = list(model.named_parameters())
     _, loss = model(inputs, targets)
     grads = torch.autograd.grad(loss, [p for _, p in params])
-    assert _check(model, inputs, targets, params, grads, 0).relative < 1e-4
-    assert _check(model, inputs, targets, params, [1.01 * g for g in grads], 0).relative > 5e-3
+    assert gradient_check(model, inputs, targets, params, grads, 0).relative < 1e-4
+    assert gradient_check(model, inputs, targets, params, [1.01 * g for g in grads], 0).relative > 5e-3
     without_ffn = [torch.zeros_like(g) if "ffn" in n else g for (n, _), g in zip(params, grads)]
-    assert _check(model, inputs, targets, params, without_ffn, 0).relative > 1e-2
+    assert gradient_check(model, inputs, targets, params, without_ffn, 0).relative > 1e-2
 
 
 def test_only_the_counted_predictions_have_a_loss_and_a_gradient():

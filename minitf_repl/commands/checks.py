@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import UserError
 from ..core.words import count
+from ..palette import visible
 from ..registry import Param, clip
 from ..render.renderers import render
 from ..render.words import Words, note, say
@@ -26,11 +28,11 @@ from .base import command
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck
-    from ..core.checks import BlindCheck, CausalCheck, InitCheck, OverfitCheck, RowsCheck, Skipped
+    from ..core.checks import BatchCheck, BlindCheck, CausalCheck, InitCheck, OverfitCheck, RowsCheck, Skipped
 
 FAMILY = "training"  # listed under :train's heading: what to check before a loss curve is read
 
-CHECK_NAMES = ("init", "rows", "causal", "gradient", "blind", "overfit")  # core.checks.CHECKS, known without torch
+CHECK_NAMES = ("batch", "init", "rows", "causal", "gradient", "blind", "overfit")  # core.checks.CHECKS, known without torch
 STEPS = 100  # the training checks' default length: the default model passes both well before (overfit by step 20)
 
 
@@ -41,6 +43,7 @@ class ChecksResult:
     vocab_size: int
     model_step: int  # the session model's training step (causal, rows and gradient read it as it is)
     asked: list[str]  # the checks asked for, in the order they run
+    batch: BatchCheck | None = None
     init: InitCheck | None = None
     causal: CausalCheck | None = None
     rows: RowsCheck | None = None
@@ -72,8 +75,9 @@ def asked_checks(text: str | None) -> list[str]:
     return [name for name in CHECK_NAMES if name in words] if words else list(CHECK_NAMES)
 
 
-@command("checks", "The checks to run before trusting a training run: the loss at init, causality, batch rows "
-                   "that never mix, backprop against a measured slope, a blind baseline, one batch overfit.",
+@command("checks", "The checks to run before trusting a training run: the batch's targets, the loss at init, "
+                   "rows that never mix, causality, backprop against a measured slope, a blind baseline, one batch "
+                   "overfit.",
          params=[
     Param("which", str, positional=True, complete=complete_checks,
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
@@ -120,6 +124,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
 
 # --- what each check says ----------------------------------------------------------------------------
 ASKS = {  # the question each check answers, as its line starts
+    "batch": "the targets are the inputs shifted by one",
     "init": "a fresh model scores about ln V",
     "rows": "the rows of a batch never mix",
     "causal": "no position reads a later one",
@@ -133,6 +138,11 @@ SHADES = " ░▒▓█"  # the dependency map: a gradient's share of its row's 
 def measured(name: str, check, result: ChecksResult) -> str:
     """What a check measured, in words."""
     unit = result.unit
+    if name == "batch":
+        shifted = ("every one is the next input" if not check.mismatched
+                   else f"{check.mismatched:,} are not the next input")
+        of = "" if check.counted == check.rows * check.positions else f" of {check.rows * check.positions:,}"
+        return f"{check.counted:,}{of} targets counted in a batch of {count(check.rows, 'row')}: {shifted}"
     if name == "init":
         off = abs(check.loss - check.uniform) / check.uniform
         return (f"{check.loss:.3f} against ln({result.vocab_size:,}) = {check.uniform:.3f} ({off:.1%} off); its "
@@ -168,6 +178,11 @@ def measured(name: str, check, result: ChecksResult) -> str:
 
 def failure(name: str, check, result: ChecksResult) -> str:
     """What a failed check usually means, and what to try."""
+    if name == "batch":
+        if not check.counted:
+            return "no target of the batch is counted: the loss has nothing to learn from"
+        return ("the targets are not the inputs shifted by one: the model is trained to predict something other than "
+                "the next token, and a loss that falls means nothing for generating text")
     if name == "init":
         return (f"a fresh model starts {check.loss - check.uniform:+.2f} nats from a uniform guess: its logits are "
                 f"not small at the start (std {check.logit_std:.2f}), so it is confidently wrong before it has "
@@ -198,6 +213,26 @@ def failure(name: str, check, result: ChecksResult) -> str:
     return ""
 
 
+def batch_rows(check, unit: str, console: Console) -> None:
+    """The first row of the batch as the model gets it: x above, y under it, token by token (· not counted)."""
+    say(console, f"the batch's first row, as the model reads it (x) and is asked to predict (y), the first "
+                 f"{count(len(check.x), unit)}:", "bold")
+    pairs = [(visible(a), visible(b) if b is not None else "·") for a, b in zip(check.x, check.y)]
+    gap = "" if unit == "character" else " "  # characters line up one cell each; tokens are set apart
+    xs = Text("x ", style="dim")
+    ys = Text("y ", style="dim")
+    for k, (a, b) in enumerate(pairs):
+        width = max(cell_len(a), cell_len(b))
+        shifted = k + 1 < len(check.x) and check.y[k] is not None and check.y[k] == check.x[k + 1]
+        xs.append(a.ljust(width) + gap)
+        ys.append(b.ljust(width) + gap, style="" if shifted or check.y[k] is None or k + 1 == len(check.x)
+                  else "bold red")
+    console.print(xs, crop=False, no_wrap=True, overflow="ignore")
+    console.print(ys, crop=False, no_wrap=True, overflow="ignore")
+    note(console, "teacher forcing: each position is asked for the token that comes next, all positions of the row "
+                  "at once; y is x moved one to the left")
+
+
 def dependency_map(check, console: Console) -> Table:
     """The causal check's map: row t (the position predicting), column s (the position read)."""
     size = len(check.map)
@@ -220,9 +255,11 @@ def dependency_map(check, console: Console) -> Table:
 def render_checks(result: ChecksResult, console: Console) -> None:
     now = [name for name in result.asked if name in ("rows", "causal", "gradient")]
     fresh = [name for name in result.asked if name in ("init", "blind", "overfit")]
-    read = [f"the model at step {result.model_step:,} ({', '.join(now)})"] if now else []
+    read = ["a training batch (batch)"] if "batch" in result.asked else []
+    read += [f"the model at step {result.model_step:,} ({', '.join(now)})"] if now else []
     read += [f"fresh models of its settings ({', '.join(fresh)})"] if fresh else []
-    say(console, f"checks before trusting a training run, on {result.data}: {' and '.join(read)}", "bold")
+    listed = ", ".join(read[:-1]) + " and " + read[-1] if len(read) > 1 else read[0]
+    say(console, f"checks before trusting a training run, on {result.data}: {listed}", "bold")
     skipped = {s.name: s.why for s in result.skipped}
     width = max(len(name) for name in result.asked)
     for name in result.asked:
@@ -245,6 +282,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         line.append(f"{name:<{width}}", style="bold")
         line.append(f"  {text}")
         say(console, line, hang=5 + width + 2)  # wrapped lines under the text, past the status and the name
+    if result.batch is not None:
+        batch_rows(result.batch, result.unit, console)
     if result.causal is not None:
         say(console, f"which positions each position's logits read, through every block (|dz_t/dh_s| against its "
                      f"row's largest; · exactly 0), the first {len(result.causal.map)}:", "bold")

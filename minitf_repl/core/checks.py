@@ -5,6 +5,8 @@ nothing says why. So before reading anything into a loss curve, check the few pr
 correct language model has. These are the checks of Karpathy's "A Recipe for Training Neural
 Networks" (2019) that apply to a decoder-only Transformer, each one measured, not assumed:
 
+    batch     the targets are the inputs shifted by one   y[t] = x[t + 1] wherever the loss counts y[t]: the
+                                                          batch, decoded, is what the model reads and predicts
     init      a fresh model scores about ln V             its logits start small: no token favoured
     rows      the rows of a batch never mix               dz_(row i) / dh_(row j) = 0 for j != i, exactly
     causal    position t reads no position s > t          dz_t / dh_s = 0 for every s > t, exactly
@@ -36,7 +38,7 @@ from .backprop import CHECK_LIMIT, GradientCheck, gradient_check
 from .model import MiniTransformerLM
 from .probe import listening
 
-CHECKS = ("init", "rows", "causal", "gradient", "blind", "overfit")
+CHECKS = ("batch", "init", "rows", "causal", "gradient", "blind", "overfit")
 
 # init: how far from ln V a fresh model may start. The default model starts within 0.3% of it; 5% is a fresh
 # model whose logits already vary by about a nat (an init std ten times too large does that).
@@ -55,7 +57,19 @@ CHUNK = 16  # queries of the causal check per backward pass (one row each)
 # The causal check reads the first this many positions of the window: every position runs the same code, and
 # a window of 1,024 (GPT-2's) would take 64 passes of 16 copies of it.
 CAUSAL_WINDOW = 128
+SHOWN = 48  # positions of the batch's first row the batch check keeps to show
 TRAINING_LIMIT = 30_000_000  # parameters above which init, blind and overfit (fresh models) are not built
+
+
+@dataclass
+class BatchCheck:
+    rows: int
+    positions: int  # T: the window
+    counted: int  # targets the loss counts (y >= 0; a task counts its answers only)
+    mismatched: int  # counted targets, the last position's aside, that are not the next input: y[t] != x[t + 1]
+    x: list[str]  # the first row's inputs (its first SHOWN tokens), each token decoded
+    y: list[str | None]  # its targets (None: not counted)
+    passed: bool
 
 
 @dataclass
@@ -126,6 +140,20 @@ class Checks:
     results: dict = field(default_factory=dict)  # name -> its check, or Skipped
     seconds: dict = field(default_factory=dict)  # name -> seconds it took
     stopped: str | None = None  # the check a stop request ended (the ones after it did not run)
+
+
+# --- what the model reads --------------------------------------------------------------------------------
+def batch_check(data, rows: int, max_seq_len: int) -> BatchCheck:
+    """A training batch (from seed 0) as the model gets it: every counted target must be the next input."""
+    x, y = data.get_batch("train", rows, max_seq_len, torch.Generator().manual_seed(0))
+    counted = y >= 0
+    inner = counted[:, :-1]  # the last target is the token after the window: no input to compare it with
+    mismatched = int((y[:, :-1][inner] != x[:, 1:][inner]).sum())
+    decode = data.tokenizer.decode
+    return BatchCheck(rows, x.shape[1], int(counted.sum()), mismatched,
+                      [decode([int(t)]) for t in x[0, :SHOWN]],
+                      [decode([int(t)]) if t >= 0 else None for t in y[0, :SHOWN]],
+                      mismatched == 0 and bool(counted.any()))
 
 
 # --- what the session's model does now ----------------------------------------------------------
@@ -347,6 +375,8 @@ def _run_one(name, done, model, trainer, x, y, steps, overfit_steps, unigram, on
     if name == "gradient" and n_params > CHECK_LIMIT:
         return Skipped(name, f"it needs a float64 copy of the {n_params:,} parameters; it is made up to "
                              f"{CHECK_LIMIT:,}")
+    if name == "batch":
+        return batch_check(data, ROWS, model_config.max_seq_len)
     if name == "init":
         return init_check(model_config, trainer)
     if name == "rows":
