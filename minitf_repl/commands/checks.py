@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import UserError
+from ..core.variants import position_kind
 from ..core.words import count
 from ..palette import visible
 from ..registry import Param, clip
@@ -96,7 +97,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     result = ChecksResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
                           gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
                           causal_setting=session.model_config.causal,
-                          position_table=getattr(session.model, "position_embedding", None) is not None)
+                          position_table=position_kind(session.model_config).table is not None)
     training = [name for name in asked if name in ("blind", "overfit")]
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
     trained = [0]
@@ -170,9 +171,12 @@ def measured(name: str, check, result: ChecksResult) -> str:
                 f"input '{zero}' (id 0); the unigram counter {check.unigram_loss:.3f}")
     if name == "overfit":
         under = next((k + 1 for k, loss in enumerate(check.curve) if loss <= check.target), None)
+        given = (f"the first row's first {result.unit}" if check.given == 1
+                 else f"the first row's first {count(check.given, result.unit)} (what its loss does not count)")
         by = f", under {check.target:.2f} at step {under}" if under else ""
         return (f"{count(check.rows, 'row')}, {count(check.tokens, 'prediction')}: {check.first_loss:.3f} → "
-                f"{check.final_loss:.3g} in {count(check.steps, 'step')}{by}")
+                f"{check.final_loss:.3g} in {count(check.steps, 'step')}{by}; given {given}, it writes "
+                f"{check.recited} of the {count(check.recitable, result.unit)} after it as they stand")
     return ""
 
 

@@ -127,6 +127,11 @@ class OverfitCheck:
     target: float  # OVERFIT_TARGET x ln V
     curve: list[float]  # the training loss at each step
     passed: bool
+    # learned by heart, literally: given the first row up to its first counted target (text: its first token; a
+    # task: its question), greedy decoding writes the rest of the row again
+    given: int = 0  # tokens given
+    recited: int = 0  # tokens then written as they stand in the row, up to the first that is not
+    recitable: int = 0  # the tokens after those given
 
 
 @dataclass
@@ -332,7 +337,24 @@ def overfit_check(model_config, train_config, data, steps, device, rows=OVERFIT_
         _, loss = trainer.model(x.to(device), y.to(device))
     target = OVERFIT_TARGET * math.log(model_config.vocab_size)
     curve = [row["train_loss"] for row in trainer.history]
-    return OverfitCheck(steps, rows, int((y >= 0).sum()), curve[0], float(loss), target, curve, float(loss) <= target)
+    given = int((y[0] >= 0).nonzero()[0]) + 1 if (y[0] >= 0).any() else 1  # what its loss never asked for
+    row = x[0].to(device)
+    written = recite(trainer.model, row, given)
+    same = (written[given:] == row[given:]).long()
+    recited = int(same.cumprod(0).sum())  # the run of tokens written as they stand, up to the first that is not
+    return OverfitCheck(steps, rows, int((y >= 0).sum()), curve[0], float(loss), target, curve, float(loss) <= target,
+                        given, recited, x.shape[1] - given)
+
+
+@torch.no_grad()
+def recite(model, row: torch.Tensor, given: int) -> torch.Tensor:
+    """Greedy decoding from row[:given] to the row's length: (T,) ids, the first `given` of them the row's."""
+    written = row[:given]
+    with listening(model):
+        for _ in range(len(row) - given):
+            logits, _ = model(written[None])
+            written = torch.cat([written, logits[0, -1].argmax()[None]])
+    return written
 
 
 def run_checks(model, trainer, which=CHECKS, steps: int = 100, overfit_steps: int = 300, unigram=None,
