@@ -381,3 +381,28 @@ def test_without_a_position_table_the_blind_model_cannot_tell_positions_apart(se
     assert "nothing tells one position from another" in plain(result, 100)
     run(session, ":set pos_encoding=learned")
     assert "still knows each position" in plain(run(session, ":checks blind steps=60"), 100)
+
+
+def test_a_tied_post_norm_model_starts_under_ln_v_by_reading_its_own_token(tmp_path):
+    """Found by :checks itself: with the head tied to the embedding and a norm after every block, a fresh model's
+    likeliest next token is the one it reads, and on pydoc (a fifth of its next characters repeat the one before)
+    that starts it 0.4 nats under ln V. An untied head starts at ln V."""
+    s = Session(data_spec="pydoc", checkpoint_dir=tmp_path)
+    run(s, ":set norm_placement=post")
+    result = run(s, ":checks init")
+    init = result.init
+    assert result.failed == ["init"] and init.loss < init.uniform - 0.2 and init.reads_own > 0.9
+    assert init.own_p > 3 / s.data.tokenizer.vocab_size
+    text = plain(result, 120)
+    assert "nats under a uniform guess, before it has learned anything: the token it reads is its likeliest" in text
+    assert "post-norm puts the stream back to full size" in text
+    run(s, ":set tie_embeddings=off")
+    assert run(s, ":checks init").passed == ["init"]
+
+
+def test_without_the_residual_add_a_failed_training_check_says_so(session):
+    run(session, ":set residual=off")
+    result = run(session, ":checks overfit steps=3")
+    assert result.failed == ["overfit"]
+    assert "Here the residual add is off" in plain(result, 120) and ":set residual=on puts the add back" in plain(
+        result, 120)

@@ -59,6 +59,8 @@ class ChecksResult:
     gradient_tolerance: float = 0.0  # core.checks.GRADIENT_TOLERANCE: the relative difference that passes
     blind_margin: float = 0.0  # core.checks.BLIND_MARGIN: how far under the blind model's loss passes
     causal_setting: bool = True  # the causal setting (on, with the mask off: an :ablate of the mask)
+    post_norm: bool = False  # norm_placement=post: each block ends with a norm
+    residual: bool = True  # the residual add is there (residual=off: each sublayer's output replaces the stream)
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
 
 
@@ -97,6 +99,8 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     result = ChecksResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
                           gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
                           causal_setting=session.model_config.causal,
+                          post_norm=session.model_config.norm_placement == "post",
+                          residual=session.model_config.residual,
                           position_table=position_kind(session.model_config).table is not None)
     training = [name for name in asked if name in ("blind", "overfit")]
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
@@ -180,6 +184,14 @@ def measured(name: str, check, result: ChecksResult) -> str:
     return ""
 
 
+def no_residual(result: ChecksResult) -> str:
+    """What a model without the residual add has to do with a training check that failed."""
+    if result.residual:
+        return ""
+    return (f". Here the residual add is off: the gradient fades on its way down the blocks ({cmd('grad')} shows it), "
+            f"and {cmd('set', residual='on')} puts the add back")
+
+
 def failure(name: str, check, result: ChecksResult) -> str:
     """What a failed check usually means, and what to try."""
     if name == "batch":
@@ -188,6 +200,16 @@ def failure(name: str, check, result: ChecksResult) -> str:
         return ("the targets are not the inputs shifted by one: the model is trained to predict something other than "
                 "the next token, and a loss that falls means nothing for generating text")
     if name == "init":
+        if check.loss < check.uniform:
+            own = (f"the token it reads is its likeliest next one at {check.reads_own:.0%} of positions (p "
+                   f"{check.own_p:.3f} against 1/{result.vocab_size:,} = {1 / result.vocab_size:.3f}), and text "
+                   f"repeats a character often enough to pay for that. The head is the embedding (tied), and what "
+                   f"reaches it is still mostly the input's own embedding" +
+                   (": post-norm puts the stream back to full size after every block, where pre-norm adds the "
+                    "blocks' outputs on top of the small embedding. An untied head starts at ln V" if result.post_norm
+                    else "") if check.reads_own >= 0.5 else "its logits already prefer some tokens")
+            return (f"a fresh model starts {check.uniform - check.loss:.2f} nats under a uniform guess, before it "
+                    f"has learned anything: {own}")
         return (f"a fresh model starts {check.loss - check.uniform:+.2f} nats from a uniform guess: its logits are "
                 f"not small at the start (std {check.logit_std:.2f}), so it is confidently wrong before it has "
                 f"learned anything, and its first steps go to undoing that. Smaller initial weights for the output "
@@ -205,15 +227,16 @@ def failure(name: str, check, result: ChecksResult) -> str:
         return ("backprop's gradient is not the loss's slope: a part's backward pass is wrong (a custom autograd "
                 "function, a detached tensor, an in-place change). Training follows a wrong direction")
     if name == "blind":
-        return (f"the model trained on its inputs ended {check.blind_loss - check.real_loss:.3f} nats under one "
+        gap = check.blind_loss - check.real_loss
+        return (f"the model trained on its inputs ended {abs(gap):.3f} nats {'under' if gap >= 0 else 'above'} one "
                 f"that read only zeros (under {result.blind_margin:g} fails): in {count(check.steps, 'step')} it "
                 f"learned little that needs its input. Train longer ({cmd('checks', 'blind', steps=check.steps * 3)}), "
-                f"or look at the rate ({cmd('help', 'lr')})")
+                f"or look at the rate ({cmd('help', 'lr')}){no_residual(result)}")
     if name == "overfit":
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
                 f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes): try more steps "
                 f"({cmd('checks', 'overfit', steps=check.steps * 3)}); if it still cannot, the rate or the model's "
-                f"size is off, or something between the data and the loss is wrong")
+                f"size is off, or something between the data and the loss is wrong{no_residual(result)}")
     return ""
 
 

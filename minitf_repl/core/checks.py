@@ -78,6 +78,10 @@ class InitCheck:
     uniform: float  # ln V: a uniform guess's loss
     logit_std: float  # the spread of the fresh model's logits (0 would be exactly uniform)
     passed: bool
+    # what a fresh model favours, if anything: the share of positions whose likeliest next token is the token
+    # read there, and that token's mean probability (1/V when nothing is favoured)
+    reads_own: float = 0.0
+    own_p: float = 0.0
 
 
 @dataclass
@@ -286,10 +290,14 @@ def init_check(model_config, trainer) -> InitCheck:
     loss, _ = trainer.evaluate(model=fresh)
     x, _ = trainer.data.get_batch("val", trainer.config.batch_size, model_config.max_seq_len,
                                   torch.Generator().manual_seed(trainer.config.seed + 1))
+    x = x.to(trainer.device)
     with listening(fresh):
-        logits, _ = fresh(x.to(trainer.device))
+        logits, _ = fresh(x)
+    logits = logits.float()
+    own = torch.softmax(logits, dim=-1).gather(-1, x[..., None])  # p(next = the token read)
     uniform = math.log(model_config.vocab_size)
-    return InitCheck(loss, uniform, float(logits.float().std()), abs(loss - uniform) <= INIT_TOLERANCE * uniform)
+    return InitCheck(loss, uniform, float(logits.std()), abs(loss - uniform) <= INIT_TOLERANCE * uniform,
+                     float((logits.argmax(dim=-1) == x).float().mean()), float(own.mean()))
 
 
 def _train(model_config, train_config, data, steps, device, on_step, should_stop, threads=None):
