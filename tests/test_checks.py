@@ -406,3 +406,19 @@ def test_without_the_residual_add_a_failed_training_check_says_so(session):
     assert result.failed == ["overfit"]
     assert "Here the residual add is off" in plain(result, 120) and ":set residual=on puts the add back" in plain(
         result, 120)
+
+
+def test_the_batch_rows_fit_the_console_and_stand_pair_by_pair(session):
+    result = run(session, ":checks batch")
+    text = text_of(result, width=30)
+    x, y = [line for line in text.splitlines() if line[:2] in ("x ", "y ")]
+    assert len(x) <= 30 and len(y) <= 30 and y[2:-1] == x[3:]
+    assert "the check passed" in plain(result, 100)
+
+
+def test_random_tokens_pass_with_blind_set_aside(tmp_path):
+    s = Session(small(), data_spec="random:9", checkpoint_dir=tmp_path)
+    s.trainer.set_config(s.trainer.config.replace(batch_size=4, eval_batches=2))
+    result = run(s, ":checks blind init steps=20")
+    assert result.passed == ["init"] and not result.failed and result.blind.passed is None
+    assert "the check passed; blind had nothing to show here" in plain(result, 100)

@@ -85,7 +85,7 @@ def asked_checks(text: str | None) -> list[str]:
     Param("which", str, positional=True, complete=complete_checks,
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
     Param("steps", int, default=STEPS, low=1, limit=100_000,
-          help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
+          help="the training checks' steps: blind trains two fresh models this long, overfit one"),
 ], aliases=("sanity",))  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
@@ -242,14 +242,17 @@ def failure(name: str, check, result: ChecksResult) -> str:
 
 def batch_rows(check, unit: str, console: Console) -> None:
     """The first row of the batch as the model gets it: x above, y under it, token by token (· not counted)."""
-    say(console, f"the batch's first row, as the model reads it (x) and is asked to predict (y), the first "
-                 f"{count(len(check.x), unit)}:", "bold")
+    say(console, "the batch's first row, as the model reads it (x) and is asked to predict (y), its start:", "bold")
     pairs = [(visible(a), visible(b) if b is not None else "·") for a, b in zip(check.x, check.y)]
     gap = "" if unit == "character" else " "  # characters line up one cell each; tokens are set apart
     xs = Text("x ", style="dim")
     ys = Text("y ", style="dim")
+    room = console.width - 2
     for k, (a, b) in enumerate(pairs):
         width = max(cell_len(a), cell_len(b))
+        room -= width + len(gap)
+        if room < 0:  # as many as fit the console: a wrapped line would no longer stand under its pair
+            break
         shifted = k + 1 < len(check.x) and check.y[k] is not None and check.y[k] == check.x[k + 1]
         xs.append(a.ljust(width) + gap)
         ys.append(b.ljust(width) + gap, style="" if shifted or check.y[k] is None or k + 1 == len(check.x)
@@ -336,7 +339,10 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         say(console, f"{len(result.failed)} of {run} checks failed: {', '.join(result.failed)} ({total:.1f} s)",
             "bold red")
     elif run:
-        say(console, f"all {count(run, 'check')} passed ({total:.1f} s)", "bold green")
+        idle = [name for name in result.asked if getattr(result, name) is not None and name not in result.passed]
+        aside = f"; {', '.join(idle)} had nothing to show here" if idle else ""
+        passed = "the check passed" if run == 1 else f"all {run} checks passed"
+        say(console, f"{passed}{aside} ({total:.1f} s)", "bold green")
 
 
 def explanations(result: ChecksResult) -> list[str]:
