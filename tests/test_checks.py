@@ -422,3 +422,20 @@ def test_random_tokens_pass_with_blind_set_aside(tmp_path):
     result = run(s, ":checks blind init steps=20")
     assert result.passed == ["init"] and not result.failed and result.blind.passed is None
     assert "the check passed; blind had nothing to show here" in plain(result, 100)
+
+
+def test_a_run_that_learns_nothing_points_to_the_checks(session):
+    stuck = run(session, ":train steps=60 lr=1e-9 eval_every=30")
+    assert stuck.val_loss > 0.9 * math.log(stuck.vocab_size)
+    assert ":checks overfit says whether it can learn at all" in plain(stuck, 200)
+    learned = run(session, ":train steps=60 lr=1e-2")
+    assert "learned almost nothing" not in plain(learned, 200)
+    short = run(session, ":train steps=10 lr=1e-9")  # too short to say
+    assert "learned almost nothing" not in plain(short, 200)
+
+
+def test_random_tokens_are_not_said_to_have_learned_nothing(tmp_path):
+    s = Session(small(), data_spec="random:9", checkpoint_dir=tmp_path)
+    s.trainer.set_config(s.trainer.config.replace(batch_size=4, eval_batches=2))
+    result = run(s, ":train steps=60")
+    assert not result.learnable and "learned almost nothing" not in plain(result, 200)

@@ -88,6 +88,7 @@ class TrainResult:
     tokens_per_char: float | None = None  # of the val text: 1 for characters, what val_bpc was computed with
     # after :ngram on this data: the bigram counter's and the best counter's val loss, which the chart draws
     counters: list[PlotLevel] = field(default_factory=list)
+    learnable: bool = True  # the data has something to learn (random tokens have not: their loss stays at ln V)
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -124,7 +125,7 @@ class TrainResult:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=7)  # fmt: skip
+], json_version=8)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -250,7 +251,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
-        counters=plot_levels(session.counters),
+        counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
     )
 
 
@@ -388,6 +389,11 @@ def render_train(result: TrainResult, console: Console) -> None:
     say(console, train_summary(result), "yellow" if result.stopped else "green")
     if result.counters and result.val_loss is not None:
         note(console, against_counters(result.val_loss, result.counters))
+    if stalled(result):
+        say(console, f"the val loss is still near ln(V) = {uniform_loss(result.vocab_size):.2f}, a uniform guess, "
+                     f"after {count(result.steps, 'step')}: the model has learned almost nothing. "
+                     f"{cmd('checks', 'overfit')} says whether it can learn at all (one batch by heart), "
+                     f"{cmd('checks')} what else may be wrong", "yellow")
     if result.schedule == "continue" and result.constant_lr:
         note(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
                       "fresh warm-up + cosine)")
@@ -401,6 +407,17 @@ def render_train(result: TrainResult, console: Console) -> None:
             result.frames[0].view, "")
         note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
                       f"shows them in order{more}")
+
+
+STALLED = 0.9  # a finished run whose val loss is still above this share of ln V has learned almost nothing
+STALLED_STEPS = 50  # ... if it ran this many steps: a shorter one may just not have started
+
+
+def stalled(result: TrainResult) -> bool:
+    """A finished run of learnable data whose val loss is still near ln V."""
+    baseline = uniform_loss(result.vocab_size)
+    return (not result.stopped and result.learnable and result.steps >= STALLED_STEPS and baseline is not None
+            and result.val_loss is not None and result.val_loss > STALLED * baseline)
 
 
 # --- :plot ---------------------------------------------------------------------------------------
