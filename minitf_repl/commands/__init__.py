@@ -20,6 +20,7 @@ Each family of commands is one module holding its result types, its commands and
     inside.py        :attn, :step, :lens, :score, :embed, :tok, :report (views inside the model on one input)
     why.py           :patch, :attrib, :heads (which parts carry an answer; what each head does, what copying needs)
     lab.py           :compare, :experts, :ablate (the variant lab)
+    rates.py         :lrfind (the learning-rate range test: where a run's peak rate belongs)
     speed.py         :device, :quantize
 
 A command is registered with `@command(...)` (base.py), with everything the front ends need to know
@@ -37,7 +38,7 @@ commands that use them.
 
 # Imported for their registrations: `:help` lists the families in this order (a family a module
 # imports registers first).
-from . import help, train, counting, checks, generate, settings, checkpoints, anatomy, worked, backprop, inside, why, lab, speed  # noqa: F401
+from . import help, train, counting, checks, generate, settings, checkpoints, anatomy, worked, backprop, inside, why, lab, rates, speed  # noqa: F401
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult

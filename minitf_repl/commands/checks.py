@@ -103,6 +103,8 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           residual=session.model_config.residual,
                           position_table=position_kind(session.model_config).table is not None)
     training = [name for name in asked if name in ("blind", "overfit")]
+    if training:
+        session.threads.decide()  # a fresh look at the other work on the machine before the training checks
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
     trained = [0]
 

@@ -1,7 +1,8 @@
 """The one character chart: curves against the training step on a grid of plain characters.
 
 Every chart in the terminal is drawn here: the loss curve under `:train`'s table, `:plot` (loss,
-learning rate, gradient norm) and `:compare`'s validation curves. Each curve has a glyph and a
+learning rate, gradient norm), `:compare`'s validation curves and `:lrfind`'s loss against the rate
+(its x axis labelled with rates). Each curve has a glyph and a
 colour, so the chart reads the same with and without colour, in any terminal font. Several points
 in one column are averaged; a curve of sparse points (evaluations) can be `joined` by a dotted
 line. An optional baseline (ln V, the loss of a uniform guess) is a dashed row, and levels (the
@@ -58,9 +59,11 @@ class Level:
 
 
 def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | None = None,
-          baseline_label: str = "", unit: str = "", levels: list[Level] = ()) -> Group:
+          baseline_label: str = "", unit: str = "", levels: list[Level] = (),
+          x_labels: tuple[str, str] | None = None) -> Group:
     """`curves` on a grid `width` columns wide and `height` rows high; `unit` names the y axis in the legend.
-    The baseline and each level are drawn where they are near the curves: within half the curves' range."""
+    The baseline and each level are drawn where they are near the curves: within half the curves' range.
+    `x_labels`: what the x axis's two ends say (default "step FIRST" and "LAST")."""
     points = [(s, v) for curve in curves for s, v in zip(curve.steps, curve.values) if math.isfinite(v)]
     if not points:
         return Group(Text("nothing to plot", style="dim"))
@@ -113,7 +116,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
             out.append(ch, style=style)
         out.append("\n")
     out.append(" " * lw + " └" + "─" * plot_w + "\n", style="dim")
-    left, right = f"step {x0:,}", f"{x1:,}"
+    left, right = x_labels if x_labels is not None else (f"step {x0:,}", f"{x1:,}")
     out.append(" " * (lw + 2) + left + " " * max(1, plot_w - len(left) - len(right)) + right, style="dim")
     legend = Text()
     for curve in curves:

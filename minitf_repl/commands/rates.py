@@ -1,0 +1,150 @@
+"""`:lrfind`: the learning-rate range test (core.lrfind): where on one curve a run's peak rate belongs.
+
+A fresh model with the session's settings trains a short run whose rate rises every step; the
+renderer draws its smoothed loss against the rate, marks where it falls fastest, where it is lowest
+and where the session's own rate sits, and says what that means for a run at it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.errors import UserError
+from ..core.words import count
+from ..registry import Param
+from ..render.chart import Curve, chart
+from ..render.renderers import render
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import command
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
+    from ..core.lrfind import LrRange
+
+FAMILY = "the variant lab"  # beside :compare: one curve says where the rates worth comparing lie
+
+LOW, HIGH, STEPS = 1e-5, 1.0, 100  # from far too low to past where every model here blows up (Muon: 0.5)
+# How far the points move with the seed (pydoc, the default model, seeds 1337, 1 and 2): Muon's steepest
+# 0.0013 to 0.0021 and lowest 0.022 to 0.027; AdamW's steepest the same, its lowest 0.011 to 0.034.
+
+
+@dataclass
+class LrfindResult:
+    test: LrRange
+    data: str
+    lr: float  # the session's peak rate
+    warmup_steps: int  # the session's warm-up: a run reaches lr only after it
+    run_steps: int  # the session's run length (what a :train runs)
+    seed: int  # the fresh model's and the batches' seed
+
+
+@command("lrfind", "The learning-rate range test: a fresh model trained with a rate rising every step; where the "
+                   "loss falls fastest, where it is lowest, and where your lr sits.",
+         params=[
+    Param("low", float, default=LOW, low=1e-12, help="the first step's rate"),
+    Param("high", float, default=HIGH, low=1e-12, help="the last step's rate"),
+    Param("steps", int, default=STEPS, low=10, limit=100_000, help="steps of the test, each at a higher rate"),
+    Param("seed", int, low=0, help="the fresh model's and the batches' seed (default: the seed setting)"),
+], aliases=("lr_find",))  # fmt: skip
+def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult:
+    from ..core.lrfind import range_test
+
+    low, high, steps = args["low"], args["high"], args["steps"]
+    if not low < high:
+        raise UserError(f"low must be below high, got low={low:g} high={high:g}; e.g. low=1e-5 high=1")
+    trainer = session.trainer
+    trainer.data.check_fits(session.model_config.max_seq_len)  # data too short for the window: refused first
+    session.threads.decide()  # a fresh look at the other work on the machine before a run
+    done = [0]
+
+    def stepped(info) -> None:
+        done[0] += 1
+        reporter.on_progress("lrfind", done[0], steps)
+
+    config = trainer.config if args["seed"] is None else trainer.config.replace(seed=args["seed"])
+    test = range_test(session.model_config, config, trainer.data, trainer.device, steps, low, high,
+                      on_step=stepped, should_stop=reporter.should_stop, threads=session.threads)
+    return LrfindResult(test, trainer.data.name, config.lr, config.warmup_steps, config.steps, config.seed)
+
+
+def position(rates: list[float], rate: float) -> float | None:
+    """Where `rate` falls among the test's rates, as a fractional step index (None: outside them)."""
+    if not rates or not rates[0] <= rate <= rates[-1]:
+        return None
+    if len(rates) == 1:
+        return 0.0
+    return (math.log(rate) - math.log(rates[0])) / (math.log(rates[-1]) - math.log(rates[0])) * (len(rates) - 1)
+
+
+def smoothed_at(test: LrRange, rate: float) -> float | None:
+    k = position(test.rates, rate)
+    return None if k is None else test.smoothed[min(len(test.smoothed) - 1, round(k))]
+
+
+def where(result: LrfindResult) -> str:
+    """Where the session's rate sits on the curve, and what a run at it can expect."""
+    test, lr = result.test, result.lr
+    yours = f"your lr {lr:g}"
+    if test.blown_at is not None and lr >= test.blown_at:
+        return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
+                f"diverge; try {cmd('set', lr=_round(test.lowest / 3))}")
+    if lr > test.lowest:
+        return (f"{yours} is past the lowest point ({test.lowest:.2g}): a run at it spends its peak where one "
+                f"step of the test already turned the loss back up; the schedule's warm-up and decay may carry "
+                f"it, or {cmd('compare', f'lr={lr:g}', f'lr={_round(test.lowest / 3):g}')} shows")
+    if test.steepest is not None and lr < test.steepest / 3:
+        return (f"{yours} is well below where the loss falls fastest ({test.steepest:.2g}): a run at it learns "
+                f"slowly; {cmd('compare', f'lr={lr:g}', f'lr={_round(test.steepest):g}')} shows how much")
+    return (f"{yours} sits between where the loss falls fastest and where it is lowest: where a run's peak rate "
+            f"belongs (it spends many steps at its peak where the test spent one)")
+
+
+def _round(rate: float) -> float:
+    """A rate to type: two significant figures."""
+    return float(f"{rate:.2g}")
+
+
+@render.register(LrfindResult)
+def render_lrfind(result: LrfindResult, console: Console) -> None:
+    test = result.test
+    factor = (test.high / test.low) ** (1 / max(test.steps - 1, 1))
+    say(console, f"learning-rate range test on {result.data}: a fresh model, {test.optimizer}, no warm-up, the rate "
+                 f"x{factor:.3f} every step from {test.low:g} to {test.high:g}; the loss smoothed (moving average "
+                 f"0.9)", "bold")
+    if len(test.rates) < 2:
+        say(console, "the test stopped before two steps: nothing to read")
+        return
+    # drawn up to where the loss climbs back past where it started: the blow-up after it would squash the rest
+    k_low = test.smoothed.index(min(test.smoothed))
+    end = next((k - 1 for k in range(k_low + 1, len(test.smoothed)) if test.smoothed[k] > test.smoothed[0]),
+               len(test.smoothed) - 1)
+    steps = list(range(end + 1))
+    curves = [Curve("smoothed loss", steps, test.smoothed[: end + 1], "•", "cyan")]
+    marks = [("steepest", test.steepest, "▼", "green"), ("lowest", test.lowest, "■", "yellow"),
+             ("your lr", result.lr, "◆", "magenta")]
+    for name, rate, glyph, style in marks:
+        k = position(test.rates[: end + 1], rate) if rate is not None else None
+        if k is not None:
+            curves.append(Curve(f"{name} {rate:.2g}", [round(k)], [test.smoothed[min(len(steps) - 1, round(k))]],
+                                glyph, style))
+    width = min(console.width, 80)
+    console.print(chart(curves, width, 10, x_labels=(f"lr {test.rates[0]:.0e}", f"{test.rates[end]:.0e}")))
+    parts = []
+    if test.steepest is not None:
+        parts.append(f"falls fastest at {test.steepest:.2g}")
+    parts.append(f"lowest at {test.lowest:.2g} ({test.lowest_loss:.3f})")
+    if test.blown_at is not None:
+        parts.append(f"blew up at {test.blown_at:.2g} (the loss four times its lowest), after "
+                     f"{count(len(test.rates), 'step')}")
+    say(console, "the smoothed loss " + "; ".join(parts))
+    say(console, Text(where(result), style="yellow" if "diverge" in where(result) else ""))
+    note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
+                  f"them ({cmd('lrfind', seed=result.seed + 1)}); {cmd('compare')} trains whole runs side by "
+                  f"side ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})")
