@@ -232,6 +232,7 @@ def test_checks_change_nothing_of_the_session(session):
 
 # --- the command ---------------------------------------------------------------------------------------------
 def test_asked_checks_reads_names_in_any_order():
+    assert CHECK_NAMES == checks.CHECKS  # the command's torch-free copy of the names
     assert asked_checks(None) == list(CHECK_NAMES)
     assert asked_checks("overfit causal") == ["causal", "overfit"]
     assert asked_checks("rows,init rows") == ["init", "rows"]

@@ -106,6 +106,7 @@ ACCEPTED = {
     ("set", "temperature", "0"), ("set", "temperature", "1e30"), ("set", "temperature", HUGE_INT),
     ("set", "n_kv_heads", "0"), ("set", "n_experts", "0"), ("set", "moe_aux_weight", "0"),  # 0: MHA, dense, no aux loss
     ("set", "threads", "0"),  # 0: auto (core/threads.py)
+    ("lrfind", "seed", "0"),
 }  # fmt: skip
 # Valid values the lab's model still refuses, in one line: it has learned positions, and :rope needs RoPE.
 NOT_THIS_MODEL = {("rope", "at", "0"), ("rope", "at", "-1"), ("rope", "layer", "0"), ("rope", "head", "0")}

@@ -302,7 +302,7 @@ def test_an_options_other_spelling_completes_to_its_name():
     assert complete(":train max_i") == ["steps="] and complete(":gen max_new") == ["n="]
     assert "steps=" not in complete(":train max_iters=5 ")  # given under its other name
     assert "d_model=" in complete(":set n_")  # n_embd
-    assert complete(":help tr") == ["train"] and complete(":help l") == ["lens", "ln", "load", "ls", "lr"]  # settings too
+    assert complete(":help tr") == ["train"] and complete(":help l") == ["lens", "ln", "load", "lrfind", "ls", "lr"]  # settings too
 
 
 def test_completes_checkpoint_names_after_load(tmp_path):

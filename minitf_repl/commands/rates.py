@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
 
 FAMILY = "the variant lab"  # beside :compare: one curve says where the rates worth comparing lie
 
+RATE_LIMIT = 1000  # a rate past this ruins any model here in one step (Muon blows up near 0.5, AdamW near 0.7)
+SEED_LIMIT = 2**63 - 1  # the seed setting's own limit (a torch generator's seed)
 LOW, HIGH, STEPS = 1e-5, 1.0, 100  # from far too low to past where every model here blows up (Muon: 0.5)
 # How far the points move with the seed (pydoc, the default model, seeds 1337, 1 and 2): Muon's steepest
 # 0.0013 to 0.0021 and lowest 0.022 to 0.027; AdamW's steepest the same, its lowest 0.011 to 0.034.
@@ -48,10 +50,11 @@ class LrfindResult:
 @command("lrfind", "The learning-rate range test: a fresh model trained with a rate rising every step; where the "
                    "loss falls fastest, where it is lowest, and where your lr sits.",
          params=[
-    Param("low", float, default=LOW, low=1e-12, help="the first step's rate"),
-    Param("high", float, default=HIGH, low=1e-12, help="the last step's rate"),
+    Param("low", float, default=LOW, low=1e-12, limit=RATE_LIMIT, help="the first step's rate"),
+    Param("high", float, default=HIGH, low=1e-12, limit=RATE_LIMIT, help="the last step's rate"),
     Param("steps", int, default=STEPS, low=10, limit=100_000, help="steps of the test, each at a higher rate"),
-    Param("seed", int, low=0, help="the fresh model's and the batches' seed (default: the seed setting)"),
+    Param("seed", int, low=0, limit=SEED_LIMIT, help="the fresh model's and the batches' seed (default: the seed "
+                                                     "setting)"),
 ], aliases=("lr_find",))  # fmt: skip
 def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult:
     from ..core.lrfind import range_test
