@@ -38,7 +38,7 @@ def main() -> None:
     whole, finder = [], []
     for run in range(args.runs + 1):
         start = time.perf_counter()
-        done = checks.run_checks(model, trainer, steps=args.steps, overfit_steps=args.steps, unigram=lambda: 0.0)
+        done = checks.run_checks(model, trainer, steps=args.steps, unigram=lambda: 0.0)
         total = time.perf_counter() - start
         start = time.perf_counter()
         range_test(model.config, trainer.config, trainer.data, trainer.device, steps=args.steps)

@@ -216,6 +216,7 @@ def test_checks_change_nothing_of_the_session(session):
     moments = [s["momentum_buffer"].clone() if "momentum_buffer" in s else None
                for s in trainer.optimizer.state.values()]
     batches = trainer.generator.get_state().clone()
+    torch.rand(7)  # a state no seed gives: reseeding it would show
     rng = torch.get_rng_state().clone()
     history = [dict(row) for row in trainer.history]
     grads = [p.grad for p in session.model.parameters()]
@@ -250,13 +251,18 @@ def test_the_command_runs_all_and_renders_every_line(session):
     assert "all 7 checks passed" in plain(result, 120)
     assert (f"half of what position t's logits depend on lies on the {result.causal.reach_half:.1f} positions nearest"
             in plain(result, 120))
-    lines = [line for line in text.splitlines() if line[:4].strip().isdigit()]  # the map's rows: "  t ..."
-    assert len(lines) == checks.MAP
-    x, y = [line for line in text.splitlines() if line[:2] in ("x ", "y ")]
-    assert y[2:].startswith(x[3:3 + 40])  # y is x moved one to the left
-    for t, line in enumerate(lines):
-        cells = line[4 : 4 + checks.MAP]
-        assert set(cells[t + 1 :]) <= {"·"} and "·" not in cells[: t + 1], (t, cells)
+    lines = text.splitlines()
+    end = next(k for k, line in enumerate(lines) if line.startswith("share of the row's largest"))  # the legend
+    rows = lines[end - checks.MAP : end]
+    label = "".join(result.causal.tokens).replace(" ", "␣")
+    assert lines[end - checks.MAP - 1].strip() == label and label[0].isupper()  # the sample prompt's sentence
+    for t, row in enumerate(rows):  # the label, then t + 1 shaded cells; the masked future blank
+        cells = row[2:]
+        assert row[0] == result.causal.tokens[t].replace(" ", "␣") and len(cells.rstrip()) == t + 1, (t, row)
+        assert " " not in cells[: t + 1] and cells[t] == "@"  # each position reads itself most (the skip path)
+    first = next(k for k, line in enumerate(lines) if line.startswith("the batch's first row"))
+    x, y = lines[first + 1 : first + 3]
+    assert x.startswith("x ") and y.startswith("y ") and y[2:].startswith(x[3:3 + 40])  # y is x moved one left
 
 
 def test_a_failed_check_says_what_to_do(session):
@@ -265,6 +271,10 @@ def test_a_failed_check_says_what_to_do(session):
     assert result.failed == ["causal"] and result.passed == ["rows"] and result.asked == ["rows", "causal"]
     text = plain(result, 100)
     assert "FAIL causal" in text and ":set causal=on puts the mask back" in text
+    lines = text_of(result, 100).splitlines()
+    end = next(k for k, line in enumerate(lines) if line.startswith("share of the row's largest"))
+    assert len(lines[end - checks.MAP][2:].rstrip()) == checks.MAP  # position 0 reads every later one: drawn
+    assert "above the diagonal: position t reading a later position s" in text
     assert "1 of 2 checks failed: causal" in text
     run(session, ":set causal=on")
     run(session, ":ablate mask")
@@ -411,8 +421,8 @@ def test_without_the_residual_add_a_failed_training_check_says_so(session):
 
 def test_the_batch_rows_fit_the_console_and_stand_pair_by_pair(session):
     result = run(session, ":checks batch")
-    text = text_of(result, width=30)
-    x, y = [line for line in text.splitlines() if line[:2] in ("x ", "y ")]
+    lines = text_of(result, width=30).splitlines()
+    x, y = [line for line in lines if line[:2] in ("x ", "y ")]
     assert len(x) <= 30 and len(y) <= 30 and y[2:-1] == x[3:]
     assert "the check passed" in plain(result, 100)
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import UserError
@@ -20,12 +19,13 @@ from ..core.variants import position_kind
 from ..core.words import count
 from ..palette import visible
 from ..registry import Param, clip
+from ..render.heatmap import heatmap, legend, plain
 from ..render.renderers import render
 from ..render.words import Words, note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import command
+from .base import command, sample_window
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck
@@ -65,6 +65,16 @@ class ChecksResult:
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
 
 
+def causal_row(data):
+    """What the causal check reads on a corpus: the val text from the views' sample prompt on (a sentence's
+    start, so that the map's labels read as words); elsewhere None (a val batch's row)."""
+    splits = getattr(data, "splits", None)
+    if splits is None:
+        return None
+    start, _ = sample_window(data)
+    return splits["val"][start:].long()
+
+
 def complete_checks(session) -> list[str]:
     return list(CHECK_NAMES)
 
@@ -100,7 +110,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     result = ChecksResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
                           gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
                           causal_setting=session.model_config.causal,
-                          post_norm=session.model_config.norm_placement == "post",
+                          post_norm=session.model.post_norm,
                           residual=session.model_config.residual,
                           position_table=position_kind(session.model_config).table is not None)
     training = [name for name in asked if name in ("blind", "overfit")]
@@ -116,16 +126,17 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     def unigram() -> float:
         return count_and_score(data, 1, session.model_config.max_seq_len).counters[1].val_loss
 
-    done = checks.run_checks(session.model, trainer, asked, steps=steps, overfit_steps=steps, unigram=unigram,
-                             on_step=stepped, should_stop=reporter.should_stop)
+    done = checks.run_checks(session.model, trainer, asked, steps=steps, unigram=unigram,
+                             on_step=stepped, should_stop=reporter.should_stop, row=causal_row(data))
     result.stopped = done.stopped
     for name, check in done.results.items():
         if isinstance(check, checks.Skipped):
             result.skipped.append(check)
         else:
             setattr(result, name, check)
-            (result.passed if checks.passed(check) else result.failed if checks.passed(check) is False
-             else []).append(name)
+            verdict = checks.passed(check)  # None: nothing to show here (blind on random tokens)
+            if verdict is not None:
+                (result.passed if verdict else result.failed).append(name)
     result.seconds = {name: round(s, 3) for name, s in done.seconds.items()}
     return result
 
@@ -140,7 +151,6 @@ ASKS = {  # the question each check answers, as its line starts
     "blind": "the model learns from its input",
     "overfit": "it can learn one batch by heart",
 }
-SHADES = " ░▒▓█"  # the dependency map: a gradient's share of its row's largest, in quarters; "·" exactly 0
 
 
 def measured(name: str, check, result: ChecksResult) -> str:
@@ -266,24 +276,6 @@ def batch_rows(check, unit: str, console: Console) -> None:
                   "at once; y is x moved one to the left")
 
 
-def dependency_map(check, console: Console) -> Table:
-    """The causal check's map: row t (the position predicting), column s (the position read)."""
-    size = len(check.map)
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(justify="right", no_wrap=True)
-    grid.add_column(no_wrap=True)
-    grid.add_row(Text("t\\s", style="dim"), Text("".join(str(s % 10) for s in range(size)), style="dim"))
-    for t, row in enumerate(check.map):
-        cells = Text()
-        for s, share in enumerate(row):
-            if share == 0.0:
-                cells.append("·", style="red" if s <= t else "dim")
-            else:
-                cells.append(SHADES[min(4, 1 + int(share * 4))], style="red bold" if s > t else "")
-        grid.add_row(Text(str(t), style="dim"), cells)
-    return grid
-
-
 @render.register(ChecksResult)
 def render_checks(result: ChecksResult, console: Console) -> None:
     now = [name for name in result.asked if name in ("rows", "causal", "gradient")]
@@ -318,12 +310,16 @@ def render_checks(result: ChecksResult, console: Console) -> None:
     if result.batch is not None:
         batch_rows(result.batch, result.unit, console)
     if result.causal is not None:
-        say(console, f"which positions each position's logits read, through every block (|dz_t/dh_s| against its "
-                     f"row's largest; · exactly 0), the first {len(result.causal.map)}:", "bold")
-        console.print(dependency_map(result.causal, console))
         causal = result.causal
-        note(console, "the lower triangle is the causal mask at work: position t reads itself and the positions "
-                      "before it" if causal.passed else "red: position t reads a later position s")
+        say(console, f"which positions each position's logits read, through every block: row t, column s is "
+                     f"|dz_t/dh_s| against row t's largest, the first {count(len(causal.map), result.unit)} of the "
+                     f"row checked", "bold")
+        as_text = plain(console)
+        console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=not causal.passed))
+        console.print(legend(1.0, as_text, "share of the row's largest"))
+        note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "
+                      "itself and the positions before it" if causal.passed
+             else "above the diagonal: position t reading a later position s")
         if causal.passed:  # a model reading the future has no "back" to measure
             note(console, f"how far back it reads: half of what position t's logits depend on lies on the "
                           f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
@@ -339,7 +335,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
                    else ", each passed" if run else "")
         say(console, f"stopped during {result.stopped}: {count(run, 'check')} ran before it{outcome}", "yellow")
     elif result.failed:
-        say(console, f"{len(result.failed)} of {run} checks failed: {', '.join(result.failed)} ({total:.1f} s)",
+        failed = "the check failed" if run == 1 else f"{len(result.failed)} of {run} checks failed"
+        say(console, f"{failed}: {', '.join(result.failed)} ({total:.1f} s)",
             "bold red")
     elif run:
         idle = [name for name in result.asked if getattr(result, name) is not None and name not in result.passed]

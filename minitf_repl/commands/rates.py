@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.text import Text
 
 from ..core.errors import UserError
 from ..core.words import count
@@ -42,8 +41,6 @@ class LrfindResult:
     test: LrRange
     data: str
     lr: float  # the session's peak rate
-    warmup_steps: int  # the session's warm-up: a run reaches lr only after it
-    run_steps: int  # the session's run length (what a :train runs)
     seed: int  # the fresh model's and the batches' seed
 
 
@@ -74,7 +71,7 @@ def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult
     config = trainer.config if args["seed"] is None else trainer.config.replace(seed=args["seed"])
     test = range_test(session.model_config, config, trainer.data, trainer.device, steps, low, high,
                       on_step=stepped, should_stop=reporter.should_stop, threads=session.threads)
-    return LrfindResult(test, trainer.data.name, config.lr, config.warmup_steps, config.steps, config.seed)
+    return LrfindResult(test, trainer.data.name, config.lr, config.seed)
 
 
 def position(rates: list[float], rate: float) -> float | None:
@@ -147,7 +144,8 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
         parts.append(f"blew up at {test.blown_at:.2g} (the loss four times its lowest), after "
                      f"{count(len(test.rates), 'step')}")
     say(console, "the smoothed loss " + "; ".join(parts))
-    say(console, Text(where(result), style="yellow" if "diverge" in where(result) else ""))
+    said = where(result)
+    say(console, said, "yellow" if test.blown_at is not None and result.lr >= test.blown_at else "")
     note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
                   f"them ({cmd('lrfind', seed=result.seed + 1)}); {cmd('compare')} trains whole runs side by "
                   f"side ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})")

@@ -95,6 +95,7 @@ class CausalCheck:
     weakest_earlier: float  # the smallest |dz_t / dh_s| over s <= t
     map: list[list[float]]  # |dz_t / dh_s| for t, s < MAP, each row divided by its largest
     passed: bool
+    tokens: list[str] = field(default_factory=list)  # the row's first MAP tokens, decoded (the map's labels)
     # how far back the logits read: the fewest nearest positions (itself included) that hold half, and nine
     # tenths, of sum_s |dz_t / dh_s|, averaged over the window's second half (positions with a long past)
     reach_half: float = 0.0
@@ -247,10 +248,11 @@ def gradient_agreement(model, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -
 
 
 # --- fresh models with the session's settings ---------------------------------------------------
-class _ZeroInputs:
-    """The data with every input token replaced by id 0 (targets as they were): nothing to read."""
+class _DataView:
+    """The session's data as a fresh model's trainer reads it: everything as it is, but for what a view changes.
+    No task accuracy: it would read the real questions, not what this view hands the model."""
 
-    accuracy = None  # a task's accuracy reads the real questions: not this model's
+    accuracy = None
 
     def __init__(self, data):
         self.data = data
@@ -258,21 +260,21 @@ class _ZeroInputs:
     def __getattr__(self, name):
         return getattr(self.data, name)
 
+
+class _ZeroInputs(_DataView):
+    """Every input token replaced by id 0 (targets as they were): nothing to read."""
+
     def get_batch(self, split, batch_size, max_seq_len, generator):
         x, y = self.data.get_batch(split, batch_size, max_seq_len, generator)
         return torch.zeros_like(x), y
 
 
-class _OneBatch:
+class _OneBatch(_DataView):
     """The same batch for every step and every evaluation."""
 
-    accuracy = None
-
     def __init__(self, data, x, y):
-        self.data, self.x, self.y = data, x, y
-
-    def __getattr__(self, name):
-        return getattr(self.data, name)
+        super().__init__(data)
+        self.x, self.y = x, y
 
     def get_batch(self, split, batch_size, max_seq_len, generator):
         return self.x.clone(), self.y.clone()
@@ -365,36 +367,38 @@ def recite(model, row: torch.Tensor, given: int) -> torch.Tensor:
     return written
 
 
-def run_checks(model, trainer, which=CHECKS, steps: int = 100, overfit_steps: int = 300, unigram=None,
+def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
                on_check: Callable[[str], None] | None = None, on_step=None, should_stop=None,
-               clock=None) -> Checks:
+               row: torch.Tensor | None = None) -> Checks:
     """Run the checks named in `which` (in CHECKS's order) for the session's `model` and its `trainer`.
 
-    `unigram()`: the unigram counter's val loss, asked only for the blind check. `on_check(name)` hears each
+    `steps`: the blind check's runs and the overfit run. `unigram()`: the unigram counter's val loss, asked
+    only for the blind check. `on_check(name)` hears each
     check start; `on_step(info)` every step of the training checks; `should_stop()` is asked between steps
-    (a stop ends the checks there: `stopped` names the one it ended). Nothing of the session changes: fresh
+    (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val text to read in
+    the causal check (default: the first row of a val batch from seed 0). Nothing of the session changes: fresh
     models train on their own trainers, and the torch random state is put back afterwards."""
-    clock = clock or time.perf_counter
     done = Checks()
     device = trainer.device
     batch = trainer.data.get_batch("val", ROWS, model.config.max_seq_len, torch.Generator().manual_seed(0))
     x, y = batch[0].to(device), batch[1].to(device)
+    if row is not None:  # the text the causal check reads (its map's labels): the caller's, as the batch's first row
+        x = torch.cat([row.to(device).reshape(1, -1)[:, : x.shape[1]], x[1:]]) if row.numel() >= x.shape[1] else x
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         for name in (c for c in CHECKS if c in which):
             if on_check is not None:
                 on_check(name)
-            start = clock()
+            start = time.perf_counter()
             try:
-                done.results[name] = _run_one(name, done, model, trainer, x, y, steps, overfit_steps, unigram,
-                                              on_step, should_stop)
+                done.results[name] = _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_stop)
             except Stopped:
                 done.stopped = name
                 break
-            done.seconds[name] = clock() - start
+            done.seconds[name] = time.perf_counter() - start
     return done
 
 
-def _run_one(name, done, model, trainer, x, y, steps, overfit_steps, unigram, on_step, should_stop):
+def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_stop):
     """One check of run_checks, or Skipped with the reason."""
     data, device = trainer.data, trainer.device
     model_config, train_config = model.config, trainer.config
@@ -413,15 +417,17 @@ def _run_one(name, done, model, trainer, x, y, steps, overfit_steps, unigram, on
         return rows_check(model, x)
     if name == "causal":  # where rows were seen to mix, one position per pass (the copies would mix too)
         rows = done.results.get("rows")
-        return causal_check(model, x[0, :CAUSAL_WINDOW],
-                            chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK)
+        check = causal_check(model, x[0, :CAUSAL_WINDOW],
+                             chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK)
+        check.tokens = [data.tokenizer.decode([int(t)]) for t in x[0, : len(check.map)]]
+        return check
     if name == "gradient":
         return gradient_agreement(model, x[:1], y[:1])
     if name == "blind":
         return blind_check(model_config, train_config, data, steps, device,
                            unigram() if unigram is not None else float("nan"), on_step, should_stop, trainer.threads)
     if name == "overfit":
-        return overfit_check(model_config, train_config, data, overfit_steps, device, on_step=on_step,
+        return overfit_check(model_config, train_config, data, steps, device, on_step=on_step,
                              should_stop=should_stop, threads=trainer.threads)
     raise ValueError(f"no check is called {name!r}; the checks are {', '.join(CHECKS)}")
 

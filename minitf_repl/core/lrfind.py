@@ -78,8 +78,10 @@ def range_test(model_config, train_config, data, device, steps: int = 100, low: 
 
     `should_stop()` (Ctrl-C) ends the test early, like a blow-up: the curve so far is read."""
     config = train_config.replace(warmup_steps=0, steps=steps, eval_every=steps, compile=False)
-    torch.manual_seed(config.seed)
-    trainer = _RisingRate(MiniTransformerLM(model_config).to(device), data, config, device)
+    with torch.random.fork_rng(devices=[]):  # the fresh model's seed leaves the session's random state alone
+        torch.manual_seed(config.seed)
+        model = MiniTransformerLM(model_config)
+    trainer = _RisingRate(model.to(device), data, config, device)
     trainer.rates = [low * (high / low) ** (k / max(steps - 1, 1)) for k in range(steps)]
     trainer.threads = threads
     trainer.start_run(steps)
