@@ -32,7 +32,7 @@ from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .parsing import parse_line
-from .registry import Registry
+from .registry import Registry, clip
 from .render import console_for, error, internal_error
 from .session import Session
 from .syntax import SHELL, speaking
@@ -41,6 +41,9 @@ try:  # Typer 0.2x vendors click, and its usage errors derive from the public Ty
     from typer import TyperException as _UsageError
 except ImportError:  # older Typer depends on click itself, whose errors derive from ClickException
     from click import ClickException as _UsageError
+
+OPTION_WORDS = "option_words"  # the KEY=VALUE words of a command that takes no text
+
 
 def _stdout() -> Console:
     return console_for()
@@ -396,6 +399,14 @@ def _make_subcommand(command, registry: Registry):
                 inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
             )
             annotations[p.name] = annotation
+        if command.positional is None:
+            # A command that takes no text still takes its options as the REPL writes them: `minitf train
+            # steps=200` is `minitf train --steps 200`, as `:train steps=200` is in the REPL.
+            info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
+                                  help="Options as the REPL writes them: steps=200 is --steps 200.")
+            params.append(inspect.Parameter(OPTION_WORDS, inspect.Parameter.KEYWORD_ONLY, default=info,
+                                            annotation=Optional[List[str]]))
+            annotations[OPTION_WORDS] = Optional[List[str]]
     info = typer.Option(False, "--json", metavar="", help="Print the result as one JSON document on stdout.")
     params.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=bool))
     annotations["as_json"] = bool
@@ -411,9 +422,12 @@ def _make_subcommand(command, registry: Registry):
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
             positional = command.positional
-            words = args.pop(positional.name, None) if positional is not None else None
+            words = args.pop(positional.name if positional is not None else OPTION_WORDS, None)
             try:
                 words = _options_among(command, words or [], args)
+                if words and positional is None:
+                    raise UserError(f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}; its options "
+                                    f"go as KEY=VALUE or --KEY VALUE (minitf {command.name} --help lists them)")
             except UserError as e:
                 error(_stderr(), phrase(e, "shell"))
                 raise typer.Exit(1)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from minitf_repl import cli, dispatch
@@ -151,6 +153,20 @@ def test_a_word_that_names_an_option_sets_it_as_in_the_repl():
     assert spaced["tokens"][:4] == list("at=1") and spaced["head"] == 0
     assert "at is given twice" in assert_one_error_line(invoke("qkv", "at=3", "--at", "4"))
     assert "n must be a whole number, got 'abc'" in assert_one_error_line(invoke("gen", "n=abc"))
+
+
+def test_a_command_without_text_takes_its_options_as_the_repl_writes_them():
+    # `minitf train steps=2` is `:train steps=2`: before, Typer refused the word as an extra argument
+    doc = json.loads(invoke(*TINY, "train", "steps=2", "lr=0.01", "--json").stdout)
+    assert doc["steps"] == 2 and max(row["lr"] for row in doc["curve"]) == pytest.approx(0.01)
+    doc = json.loads(invoke(*TINY, "ngram", "n=2", "sample=off", "--json").stdout)
+    assert [row["n"] for row in doc["rows"]] == [0, 1, 2]
+    line = assert_one_error_line(invoke(*TINY, "train", "steps=2", "hello"))
+    assert line == ("error: minitf train takes no text, got 'hello'; its options go as KEY=VALUE or --KEY VALUE "
+                    "(minitf train --help lists them)")
+    assert "steps is given twice" in assert_one_error_line(invoke(*TINY, "train", "steps=2", "--steps", "3"))
+    assert "steps must be a whole number, got 'x'" in assert_one_error_line(invoke(*TINY, "train", "steps=x"))
+    assert "KEY=VALUE" in invoke("train", "--help").stdout
 
 
 def test_an_option_of_minitf_after_the_command_says_where_it_goes():
