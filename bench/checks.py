@@ -1,9 +1,10 @@
-"""How long do `:checks` and `:lrfind` take on the default model?
+"""How long do `:checks`, `:lrfind` and `:context` take on the default model?
 
-Both train fresh models (the blind check two of `steps` steps, the overfit check one; the range test
-one of up to `steps`), so on a CPU without bfloat16 they take longer than on one with it. This times
-each check of core.checks.run_checks, the whole of it, and core.lrfind.range_test, on the default
-model and the built-in pydoc, medians of --runs runs after one warm-up, in this process, and says on
+The first two train fresh models (the blind check two of `steps` steps, the overfit check one; the
+range test one of up to `steps`), so on a CPU without bfloat16 they take longer than on one with it;
+`:context` scores its default windows (forward passes only) and counts the counter's table. This
+times each check of core.checks.run_checks, the whole of it, core.lrfind.range_test and
+core.context.position_losses, on the default model and the built-in pydoc, medians of --runs runs after one warm-up, in this process, and says on
 which kind of CPU. Run it natively and through bench/as_avx2.py to see both kinds side by side:
 
     python bench/checks.py
@@ -27,6 +28,9 @@ def main() -> None:
 
     from minitf_repl.core import checks
     from minitf_repl.core.device import cpu_kind
+    from minitf_repl.commands.context import default_windows
+    from minitf_repl.commands.counting import NGRAM_DEFAULT
+    from minitf_repl.core.context import position_losses
     from minitf_repl.core.lrfind import range_test
     from minitf_repl.session import Session
 
@@ -35,7 +39,8 @@ def main() -> None:
     print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads; pydoc, default model, "
           f"{args.steps} steps; medians of {args.runs} runs after one warm-up")
     per_check: dict[str, list[float]] = {name: [] for name in checks.CHECKS}
-    whole, finder = [], []
+    whole, finder, scored = [], [], []
+    windows = default_windows(model.config.max_seq_len)
     for run in range(args.runs + 1):
         start = time.perf_counter()
         done = checks.run_checks(model, trainer, steps=args.steps, unigram=lambda: 0.0)
@@ -43,15 +48,21 @@ def main() -> None:
         start = time.perf_counter()
         range_test(model.config, trainer.config, trainer.data, trainer.device, steps=args.steps)
         found = time.perf_counter() - start
+        start = time.perf_counter()
+        position_losses(model, trainer.data, trainer.device, windows, counter=NGRAM_DEFAULT)
+        context = time.perf_counter() - start
         if run:  # the first run warms up
             whole.append(total)
             finder.append(found)
+            scored.append(context)
             for name, seconds in done.seconds.items():
                 per_check[name].append(seconds)
     for name, seconds in per_check.items():
         print(f"  {name:<9} {statistics.median(seconds):6.2f} s")
     print(f"  :checks   {statistics.median(whole):6.2f} s   ({', '.join(f'{s:.2f}' for s in whole)})")
     print(f"  :lrfind   {statistics.median(finder):6.2f} s   ({', '.join(f'{s:.2f}' for s in finder)})")
+    print(f"  :context  {statistics.median(scored):6.2f} s   ({', '.join(f'{s:.2f}' for s in scored)}; "
+          f"{windows:,} windows)")
 
 
 if __name__ == "__main__":

@@ -181,6 +181,7 @@ def real_results(tmp_path_factory):
         run_command(s, "data", {"name": "pydoc"})
         out["ngram"] = run_command(s, "ngram", {"n": 7})  # a corpus: the samples, and val rising past n = 5
         out["lrfind"] = run_command(s, "lrfind", {"steps": 30})
+        out["context"] = run_command(s, "context", {"windows": 64})
         out["checks"] = run_command(s, "checks", {"steps": 3})  # 3 steps: blind and overfit fail, and say why
         run_command(s, "set", {"causal": False})
         out["checks causal off"] = run_command(s, "checks", {"which": "rows causal"})  # the map's future read
@@ -195,7 +196,7 @@ REAL = ("help", "help train", "config", "set", "data", "train", "data rebuild", 
         "plot lens_rank", "plot", "tok", "report", "ablate", "ablate off", "quantize", "quantize int8", "compare", "experts",
         "help lr", "score", "score text", "score counter", "embed", "embed map", "qkv", "qkv long", "resid", "ln", "ln final", "ffn", "kv", "grad", "grad all", "muon", "train watch=grad",
         "plot block_grad", "rope", "heads", "heads text", "train watch=heads", "plot copying", "plot induction",
-        "ngram task", "ngram", "checks", "checks causal off", "lrfind")
+        "ngram task", "ngram", "checks", "checks causal off", "lrfind", "context")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -32,8 +32,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import BLOCK, check_layer, command, known_text, view_prompt
-from .worked import ablation_note, rounding, stream_update, switched_off
+from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
+from .worked import rounding, stream_update
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient

@@ -14,11 +14,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from rich.console import Console
+
 from ..core.catalog import CORPORA, TASKS
 from ..core.errors import UserError
 from ..core.words import count
 from ..parsing import CLEAR
 from ..registry import Param, Registry, clip
+from ..render.words import note
+from ..syntax import cmd
 
 REGISTRY = Registry()
 command = REGISTRY.command
@@ -182,3 +186,15 @@ def check_layer(session, layer: int | None, default: int = 0) -> int:
         raise UserError(f"layer must be in 0..{n_layers - 1} (the model has {count(n_layers, 'block')}), "
                         f"got {clip(str(layer))}")
     return layer
+
+
+def switched_off(session) -> list[str]:
+    """The parts `:ablate` has switched off now, as a view's result records them."""
+    return [str(a) for a in session.ablations]
+
+
+def ablation_note(console: Console, ablations: list[str]) -> None:
+    """What a view must say while :ablate has parts switched off: its numbers are the ablated model's."""
+    if ablations:
+        note(console, f"switched off now: {', '.join(ablations)} ({cmd('ablate', 'off')} puts the model back); the "
+                      "model's own numbers here are the ablated model's")

@@ -30,8 +30,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import BLOCK, VIEW_DEFAULT, check_layer, command, true_next, view_prompt
-from .worked import ablation_note, switched_off
+from .base import BLOCK, VIEW_DEFAULT, ablation_note, check_layer, command, switched_off, true_next, view_prompt
 
 FAMILY = "why it answers"  # the heading :help lists this module's commands under
 

@@ -32,8 +32,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, check_layer, command,
-                   view_prompt)
+from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command,
+                   switched_off, view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -63,17 +63,6 @@ def stream_update(norm: str, pre: bool, residual: bool) -> str:
     if residual:
         new = f"h + {new}"
     return new if pre else f"{norm}({new})"
-
-
-def switched_off(session: Session) -> list[str]:
-    return [str(a) for a in session.ablations]
-
-
-def ablation_note(console: Console, ablations: list[str]) -> None:
-    """What a view must say while :ablate has parts switched off: its numbers are the ablated model's."""
-    if ablations:
-        note(console, f"switched off now: {', '.join(ablations)} ({cmd('ablate', 'off')} puts the model back); the "
-                      "model's own numbers here are the ablated model's")
 
 
 def rounding(difference: float, ablations: list[str]) -> str:

@@ -128,7 +128,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
         legend.append(("   " if k else "") + glyph, style=style)
         legend.append(label)
     if unit:
-        legend.append(f"({unit})", style="dim")
+        legend.append(("   " if lines else "") + f"({unit})", style="dim")
     return Group(out, legend)
 
 

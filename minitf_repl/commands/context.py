@@ -1,0 +1,220 @@
+"""`:context`: the validation loss at each position of the window (core.context): how much of its context the
+model uses.
+
+The renderer draws the loss against the position (on a log scale: the curve changes fastest at the
+start) beside a counting model's on the same windows, lists a few positions (what each reads, the
+model's loss and the counter's), and says what the curve shows: the model against a bigram where
+both read one token, where half of what context gives is had, from where the model beats a table of
+counts, and whether the window's far half still pays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.words import count
+from ..registry import Param
+from ..render.chart import Curve, chart
+from ..render.renderers import render
+from ..render.tables import fitting_table
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import ablation_note, command, switched_off
+from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
+
+NOISE = 2.0  # core.context.NOISE, known here without torch: a difference under this many standard errors is none
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
+    from ..core.context import PositionLosses
+
+FAMILY = "training"  # listed under :train's heading, beside :ngram: what the loss is made of, position by position
+
+WINDOW_TOKENS = 2**16  # the default number of windows scores about this many positions (512 windows of 128)
+WINDOWS_FEWEST, WINDOWS_MOST = 16, 100_000
+
+
+@dataclass
+class ContextRow:
+    position: int  # i: the row's position in the window (0-based)
+    loss: float  # the model's mean -ln p of the next token there (nan: not counted there)
+    error: float  # its standard error over the windows
+    counter_order: int | None  # the order the counter reads at with the window's tokens up to i: min(i + 2, n)
+    counter_loss: float | None  # the counter's loss at i on the same windows
+
+
+@dataclass
+class ContextResult:
+    data: str
+    unit: str  # what one token is: character, token
+    vocab_size: int
+    chance: float  # ln V: the loss of a uniform guess
+    seed: int  # the windows' seed
+    curve: PositionLosses
+    rows: list[ContextRow]  # positions 0, 1, 2, 3, 7, 15, ... and the last
+    model_step: int  # the model's training step
+    untrained: bool = False  # no training here nor weights from elsewhere: the curve is flat near ln V
+    causal: bool = True  # False: each position reads the token it predicts, the loss is no language model's
+    nothing_to_learn: bool = False  # random tokens: no position has anything to read
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+
+
+def default_windows(max_seq_len: int) -> int:
+    return max(WINDOWS_FEWEST, min(WINDOWS_MOST, WINDOW_TOKENS // max_seq_len))
+
+
+@command("context", "The val loss at each position of the window: how much the model gains from reading further "
+                    "back, beside a counting model on the same windows.",
+         params=[
+    Param("windows", int, low=WINDOWS_FEWEST, limit=WINDOWS_MOST,
+          help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth, 512 at "
+               f"max_seq_len 128)"),
+    Param("counter", int, default=NGRAM_DEFAULT, low=0, limit=NGRAM_LONGEST,
+          help="the counting model scored beside it: the next token from the counter - 1 before it (0: none)"),
+    Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the windows' seed"),
+], interruptible=True, aliases=("positions",))  # fmt: skip
+def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResult:
+    from ..core.context import position_losses
+
+    model, data = session.model, session.data
+    T = session.model_config.max_seq_len
+    data.check_fits(T)  # data too short for one window is refused before anything runs
+    windows = default_windows(T) if args["windows"] is None else args["windows"]
+
+    def progress(done: int, total: int) -> None:
+        reporter.on_progress("context", done, total)
+
+    curve = position_losses(model, data, session.trainer.device, windows, seed=args["seed"],
+                            counter=args["counter"] or None, on_progress=progress)
+    rows = [ContextRow(i, curve.losses[i], curve.errors[i],
+                       None if curve.counter is None else min(i + 2, curve.counter_order),
+                       None if curve.counter is None else curve.counter[i]) for i in shown_positions(curve.positions)]
+    return ContextResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size,
+                         math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
+                         untrained=session.untrained, causal=getattr(model, "causal", True),
+                         nothing_to_learn=getattr(data, "nothing_to_learn", False), ablations=switched_off(session))
+
+
+def shown_positions(T: int) -> list[int]:
+    """0, 1, 2, 3, then one short of each power of two (7, 15, 31, ...), and the last position."""
+    shown = [i for i in (0, 1, 2, 3) if i < T]
+    k = 8
+    while k - 1 < T - 1:
+        shown.append(k - 1)
+        k *= 2
+    return sorted(set(shown + [T - 1]))
+
+
+def gram(n: int) -> str:
+    return {1: "unigram", 2: "bigram", 3: "trigram"}.get(n, f"{n}-gram")
+
+
+@render.register(ContextResult)
+def render_context(result: ContextResult, console: Console) -> None:
+    curve, unit = result.curve, result.unit
+    T = curve.positions
+    say(console, f"the val loss at each position of the window on {result.data}: {count(curve.windows, 'window')} "
+                 f"of {count(T, unit)} (seed {result.seed}); position i reads the i + 1 {unit}s up to it and nothing "
+                 f"before the window", "bold")
+    # a log scale: most of the change is in the first positions
+    at = [round(1000 * math.log2(i + 1)) for i in range(T)]
+    curves = [Curve("model", at, curve.losses, "•", "cyan")]
+    if curve.counter is not None:  # drawn first, so that the model's points lie on top where the two meet
+        curves.insert(0, Curve(f"{gram(curve.counter_order)} counter", at, curve.counter, "·", "yellow"))
+    console.print(chart(curves, min(console.width, 80), 10, baseline=result.chance,
+                        baseline_label=f"ln V = {result.chance:.2f}", unit="nats",
+                        x_labels=("position 0 (log scale)", f"{T - 1:,}")))
+    names = ["position", "reads", "model", "±", "counter", "its loss", "model - it"]
+    rows = []
+    for row in result.rows:
+        counter = row.counter_loss is not None and not math.isnan(row.counter_loss)
+        known = not math.isnan(row.loss)
+        rows.append([f"{row.position:,}", count(row.position + 1, unit), f"{row.loss:.3f}" if known else "-",
+                     f"{row.error:.3f}" if known and not math.isnan(row.error) else "-",
+                     gram(row.counter_order) if row.counter_order is not None else "-",
+                     f"{row.counter_loss:.3f}" if counter else "-",
+                     Text(f"{row.loss - row.counter_loss:+.3f}",
+                          style="green" if row.loss < row.counter_loss else "")
+                     if counter and known else "-"])
+    if curve.counter is None:
+        names, rows = names[:4], [r[:4] for r in rows]
+    console.print(fitting_table(console, names, rows, left=("reads",), optional=("±", "counter", "reads")))
+    for line in readings(result):
+        say(console, line)
+    say(console, f"mean over every position: {curve.mean:.3f} nats, the val loss ({cmd('train')} measures it on "
+                 f"other windows)")
+    notes(result, console)
+
+
+def readings(result: ContextResult) -> list[str]:
+    """What the curve says, a sentence each."""
+    curve, unit = result.curve, result.unit
+    T, lines = curve.positions, []
+    if result.untrained:  # flat near ln V: its wiggles are the random weights', nothing learned to read
+        return lines
+    first = curve.losses[0]
+    if curve.counter is not None and not math.isnan(first):
+        lines.append(f"position 0 reads one {unit}, as the bigram counter does: the model scores {first:.3f} ± "
+                     f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which {unit} "
+                     f"follows which gets from the same one)")
+    late = curve.late
+    if curve.half_at is not None:
+        lines.append(f"half of the fall from position 0 ({first:.2f}) to the last quarter ({late:.2f}) is done by "
+                     f"position {curve.half_at}: half of what the window gives comes from the nearest "
+                     f"{count(curve.half_at + 1, unit)}")
+    elif not math.isnan(first) and not math.isnan(late):
+        lines.append(f"the loss does not fall from position 0 ({first:.2f}) to the last quarter ({late:.2f}) by "
+                     f"more than the noise: reading more {unit}s gains this model nothing")
+    if curve.counter is not None:
+        n = curve.counter_order
+        if curve.below_counter_from is not None:
+            lines.append(f"from position {curve.below_counter_from} to the end the model stays under the {gram(n)} "
+                         f"counter, which reads {count(n - 1, unit)}: what the model reads and a table of counts "
+                         f"cannot use")
+        else:
+            lines.append(f"the model ends above the {gram(n)} counter, which reads {count(n - 1, unit)}: it does "
+                         f"not yet use its window better than a table of counts")
+    if curve.far_gain is not None:
+        middle, last = f"{T // 4}-{T // 2 - 1}", f"{3 * T // 4}-{T - 1}"
+        gain, error = curve.far_gain, curve.far_error
+        if abs(gain) < NOISE * error:
+            lines.append(f"the far context: positions {last} score {gain:+.3f} ± {error:.3f} nats against "
+                         f"positions {middle}, no gain beyond the noise: what lies more than {T // 2} {unit}s back "
+                         f"adds nothing this model uses")
+        elif gain > 0:
+            lines.append(f"the far context: positions {last} score {gain:.3f} ± {error:.3f} nats under positions "
+                         f"{middle}: the model still gains from reading more than {T // 2} {unit}s back")
+        else:
+            lines.append(f"the far context: positions {last} score {-gain:.3f} ± {error:.3f} nats above positions "
+                         f"{middle}: reading more made this model worse there ({cmd('context', seed=result.seed + 1)} "
+                         f"scores other windows)")
+    return lines
+
+
+def notes(result: ContextResult, console: Console) -> None:
+    if not result.causal:
+        note(console, "this model has no causal mask: each position reads the token it predicts, so its loss is "
+                      f"near 0 wherever it is and no language model's; {cmd('set', causal='on')}")
+    if result.nothing_to_learn:
+        note(console, "random tokens: no position has anything to read, so every position scores about ln V; "
+                      f"{cmd('data', 'repeat')} is random tokens each followed by itself: the loss falls where a "
+                      f"copy can be read")
+    elif result.untrained:
+        note(console, f"this model has not trained yet: every position scores about ln V; {cmd('train')}, then look "
+                      f"again")
+    ablation_note(console, result.ablations)
+    curve = result.curve
+    if curve.counter is not None:
+        note(console, f"the counter is {cmd('ngram')}'s, counted on the training text; at each position it reads the "
+                      f"window's {result.unit}s up to it, at most {count(curve.counter_order - 1, result.unit)}")
+    if not result.untrained and curve.far_gain is not None and curve.far_gain > NOISE * curve.far_error:
+        note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.positions)}, "
+                      f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
+    note(console, f"each position's ± is the standard error over the windows; {cmd('context', windows=4 * curve.windows)} "
+                  f"halves it")

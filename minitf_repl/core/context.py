@@ -1,0 +1,187 @@
+"""The loss at each position of the window: how much of its context the model uses.
+
+Training averages the next-token loss over every position of a window of T tokens. Split by
+position, the same losses say what the average hides. Position i reads tokens 0..i of its window
+and nothing before it, so position 0 predicts from one token, position 1 from two, and so on:
+
+    L_i = mean over windows w of -ln p(x_w,i+1 | x_w,0 .. x_w,i)            i = 0 .. T - 1
+
+Where L_i falls as i grows, reading further back helps; where it lies flat, what lies further back
+adds nothing the model can use. The mean of L_i over every position is the validation loss
+`:train` reports (there on other windows).
+
+A counting model of order n (core.ngram) predicts the next token from the n - 1 before it. Scored
+on the same windows, at the window's first positions it reads what the model reads (position i:
+i + 1 tokens, the counter of order i + 2, as the counter backs off where the window holds fewer),
+and from position n - 2 on its n - 1 tokens only. So position 0 sets the model against a bigram on
+exactly the same token, and the first position from which the model stays under the counter is
+where it reads more than the counter's n - 1 tokens to some use.
+
+Three numbers are read off the curve:
+- where the loss has fallen half of the way from position 0 to the last quarter's level;
+- the first position from which the model stays below the counter to the window's end;
+- the far context's worth: the mean loss over the window's second quarter minus that over its last,
+  per window, so that what each window is about cancels (Olsson et al. 2022 read a model's
+  in-context learning as such a difference, the loss at a late token minus an early one).
+
+Per-position means are noisy (one token each per window), so the readings use the curve smoothed
+over neighbouring positions, a span growing with the position (the curve changes fastest at the
+start): position i averages positions i - i // 8 .. i + i // 8.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .ngram import NgramModel, longest_order, split_tokens
+
+NOISE = 2.0  # a difference under this many standard errors is read as none
+LOGITS_PER_PASS = 2**25  # windows x T x V logits a forward pass holds at most (128 MiB of float32)
+
+
+@dataclass
+class PositionLosses:
+    windows: int  # windows scored
+    positions: int  # T: the window's length
+    losses: list[float]  # L_i; nan where no window counts position i (a task's question)
+    errors: list[float]  # the standard error of each L_i over the windows
+    counted: list[int]  # how many windows count position i
+    smoothed: list[float]  # L_i averaged over positions i - i // 8 .. i + i // 8
+    late: float  # the smoothed curve's mean over the window's last quarter
+    mean: float  # the mean loss over every counted position of every window
+    counter_order: int | None  # n of the counter scored on the same windows (None: none asked)
+    counter: list[float] | None  # its loss at each position, where the model's is counted
+    counter_smoothed: list[float] | None
+    # the first position whose smoothed loss is half of the way from L_0 to the last quarter's (None: no fall past
+    # the noise)
+    half_at: int | None
+    below_counter_from: int | None  # the first position from which the smoothed model stays under the counter
+    far_gain: float | None  # per window: the second quarter's mean loss minus the last quarter's, averaged
+    far_error: float | None  # its standard error over the windows
+
+
+def position_losses(model, data, device, windows: int, seed: int = 0, counter: int | None = None,
+                    on_progress: Callable[[int, int], None] | None = None) -> PositionLosses:
+    """L_i over `windows` validation windows of the model's length (drawn from generator seed `seed`), and the
+    counter of order `counter` (on `data`'s training text, as :ngram counts it) on the same windows.
+    `on_progress(done, windows)` after each forward pass."""
+    T, V = model.config.max_seq_len, data.tokenizer.vocab_size
+    chunk = max(1, LOGITS_PER_PASS // (T * V))
+    generator = torch.Generator().manual_seed(seed)
+    x, y = data.get_batch("val", windows, T, generator)  # (W, T) each; y = -1 where the loss counts nothing
+    T = x.shape[1]  # a task's window is its question and answer, maybe shorter than max_seq_len
+    was_training = model.training
+    model.eval()
+    try:
+        parts = []
+        with torch.no_grad():
+            for k in range(0, windows, chunk):
+                parts.append(_nll(model, x[k : k + chunk].to(device), y[k : k + chunk].to(device)))
+                if on_progress is not None:
+                    on_progress(min(k + chunk, windows), windows)
+        nll = torch.cat(parts)
+    finally:
+        model.train(was_training)
+    counted = y >= 0
+    nll = torch.where(counted, nll.double(), torch.nan)
+    losses, errors, numbers = _column_stats(nll, counted)
+    counter_nll = None
+    if counter is not None:
+        counter = min(counter, longest_order(V))
+        train, _ = split_tokens(data, "train", T)
+        table = NgramModel(train, V, counter)
+        text = torch.cat([x, y[:, -1:]], dim=1)  # the window and the token after it (-1: not known, not counted)
+        p = table.by_order(text, counter)[-1][:, 1:]  # column j + 1: the token after position j
+        counter_nll = torch.where(counted, -p.log(), torch.nan)
+    counter_losses = _column_stats(counter_nll, counted)[0] if counter_nll is not None else None
+    smoothed = smooth(losses)
+    counter_smoothed = smooth(counter_losses) if counter_losses is not None else None
+    gain, error = far_gain(nll)
+    return PositionLosses(
+        windows=windows, positions=T, losses=losses, errors=errors, counted=numbers, smoothed=smoothed,
+        late=late_level(smoothed), mean=float(nll[counted].mean()) if counted.any() else math.nan,
+        counter_order=counter, counter=counter_losses, counter_smoothed=counter_smoothed,
+        half_at=half_way(losses, smoothed, errors), below_counter_from=stays_below(smoothed, counter_smoothed),
+        far_gain=gain, far_error=error)
+
+
+def _nll(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """-ln p of each next token, (B, T) float32 on the CPU (0 where y is -1)."""
+    logits, _ = model(x)
+    nll = F.cross_entropy(logits.float().transpose(1, 2), y.clamp(min=0), reduction="none")
+    return nll.cpu()
+
+
+def _column_stats(nll: torch.Tensor, counted: torch.Tensor) -> tuple[list[float], list[float], list[int]]:
+    """Each column's mean over its counted rows, the mean's standard error, and how many rows count it."""
+    n = counted.sum(0)
+    values = torch.where(counted, nll, 0.0)
+    mean = values.sum(0) / n
+    var = torch.where(counted, (nll - mean) ** 2, 0.0).sum(0) / (n - 1).clamp(min=1)
+    error = torch.where(n > 1, (var / n).sqrt(), torch.nan)
+    mean = torch.where(n > 0, mean, torch.nan)
+    return mean.tolist(), error.tolist(), n.tolist()
+
+
+def smooth(values: list[float]) -> list[float]:
+    """values[i] averaged over positions i - i // 8 .. i + i // 8 (those not nan): a span that grows with i."""
+    out = []
+    for i in range(len(values)):
+        span = [v for v in values[max(0, i - i // 8) : i + i // 8 + 1] if not math.isnan(v)]
+        out.append(sum(span) / len(span) if span else math.nan)
+    return out
+
+
+def _quarters(T: int) -> tuple[slice, slice]:
+    return slice(T // 4, T // 2), slice(3 * T // 4, T)
+
+
+def late_level(smoothed: list[float]) -> float:
+    """The mean of the smoothed curve over the window's last quarter (nan where nothing there is counted)."""
+    late = [v for v in smoothed[_quarters(len(smoothed))[1]] if not math.isnan(v)]
+    return sum(late) / len(late) if late else math.nan
+
+
+def half_way(losses: list[float], smoothed: list[float], errors: list[float]) -> int | None:
+    """The first position whose smoothed loss is at or under half way from L_0 to the last quarter's level; None
+    where position 0 is not counted or the curve does not fall by more than NOISE standard errors of L_0."""
+    first, late = losses[0], late_level(smoothed)
+    noise = 0.0 if math.isnan(errors[0]) else NOISE * errors[0]
+    if math.isnan(first) or math.isnan(late) or not first - late > noise:
+        return None
+    level = (first + late) / 2
+    return next((i for i, v in enumerate(smoothed) if v <= level), None)
+
+
+def stays_below(model: list[float], counter: list[float] | None) -> int | None:
+    """The first position from which the model's curve is under the counter's at every counted position to the end;
+    None where the model is not under it at the last counted position."""
+    if counter is None:
+        return None
+    start = None
+    for i, (m, c) in enumerate(zip(model, counter)):
+        if math.isnan(m) or math.isnan(c):
+            continue
+        if m < c:
+            start = i if start is None else start
+        else:
+            start = None
+    return start
+
+
+def far_gain(nll: torch.Tensor) -> tuple[float | None, float | None]:
+    """Per window, the mean loss over the second quarter minus that over the last; their mean and its standard
+    error over the windows. None where a position of either quarter goes uncounted in some window (a task's
+    question, a repeat's first copy: the two quarters would average different kinds of position), or for fewer
+    than two windows."""
+    middle, last = _quarters(nll.shape[1])
+    a, b = nll[:, middle], nll[:, last]
+    if a.numel() == 0 or b.numel() == 0 or a.isnan().any() or b.isnan().any() or nll.shape[0] < 2:
+        return None, None
+    gain = a.mean(1) - b.mean(1)
+    return float(gain.mean()), float(gain.std() / math.sqrt(gain.numel()))
