@@ -349,10 +349,10 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
 
     A word is an option where it is KEY=VALUE with KEY an option of this command (any spelling); anything
     else stays text, a word with a space in it (a quoted text) included. The shell has already taken the
-    quotes away, so unlike the REPL an unknown key is no error: `minitf gen x=1` continues "x=1".
+    quotes away, so unlike the REPL an unknown key is no error: `minitf gen x=1` continues "x=1". So a
+    command that reads key=value pairs from its text keeps every other pair there, as the REPL does:
+    `minitf compare lr=1e-2 lr=3e-3 steps=100` compares two rates over 100 steps.
     """
-    if command.pairs_in_text:  # :compare reads its contenders' key=value pairs from the text itself
-        return words
     text = []
     for word in words:
         key, eq, value = word.partition("=")

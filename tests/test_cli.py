@@ -137,6 +137,9 @@ def test_text_of_several_words_is_read_as_the_repl_reads_it():
     assert result.exit_code == 0 and "3 tokens in" in result.stderr, result.output
     doc = json.loads(invoke(*TINY, "compare", "lr=1e-2", "lr=3e-3", "--steps", "2", "--json").stdout)
     assert [o["label"] for o in doc["outcomes"]] == ["lr=1e-2", "lr=3e-3"]
+    # its own options as the REPL writes them, the contenders' pairs left in the text (before, steps=2 was a third)
+    doc = json.loads(invoke(*TINY, "compare", "lr=1e-2", "steps=2", "lr=3e-3", "eval_interval=1", "--json").stdout)
+    assert [o["label"] for o in doc["outcomes"]] == ["lr=1e-2", "lr=3e-3"] and doc["steps"] == 2
     assert "<text>" in invoke("gen", "--help").stdout and "list[str]" not in invoke("gen", "--help").stdout
 
 
