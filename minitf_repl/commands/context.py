@@ -73,8 +73,8 @@ def default_windows(max_seq_len: int) -> int:
                     "back, beside a counting model on the same windows.",
          params=[
     Param("windows", int, low=WINDOWS_FEWEST, limit=WINDOWS_MOST,
-          help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth, 512 at "
-               f"max_seq_len 128)"),
+          help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth: "
+               f"{default_windows(64):,} windows of 64)"),
     Param("counter", int, default=NGRAM_DEFAULT, low=0, limit=NGRAM_LONGEST,
           help="the counting model scored beside it: the next token from the counter - 1 before it (0: none)"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the windows' seed"),
