@@ -221,6 +221,10 @@ def frames_html(frames: list) -> list[str]:
             out.append(f"<figure>{embedding_svg(frame.vocab, frame.coords, asked, f'step {frame.step} embeddings')}"
                        f"<figcaption>x: direction 1, {one} of the variance; y: direction 2, {two}</figcaption>"
                        "</figure>")
+        elif frame.bands:
+            head = "<tr><th>positions</th>" + "".join(f"<th>{_esc(band)}</th>" for band in frame.bands) + "</tr>"
+            cells = "".join(f"<td>{'-' if math.isnan(loss) else f'{loss:.3f}'}</td>" for loss in frame.band_losses)
+            out.append(f"<table>{head}<tr><td>val loss</td>{cells}</tr></table>")
         else:
             out.append(f'<pre class="sample"><b>{_esc(frame.prompt)}</b>{_esc(frame.sample or "")}</pre>')
     return out

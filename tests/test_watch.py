@@ -1,4 +1,4 @@
-""":train watch=attn|lens|samples|grad|heads|embed: the frames are the views' own numbers, watching changes no step of
+""":train watch=attn|lens|samples|grad|heads|embed|context: the frames are the views' own numbers, watching changes no step of
 training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
 under the live loss table and after the run at 80 columns without colour."""
 
@@ -40,7 +40,7 @@ def losses(s):
     return [(h["train_loss"], h["val_loss"], h["accuracy"]) for h in s.trainer.history]
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads", "embed"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads", "embed", "context"])
 def test_watching_changes_no_step_of_training(view):
     plain, watched = session(), session()
     run_command(plain, "train", {"steps": 8, "eval_every": 3})
@@ -125,7 +125,7 @@ def test_report_shows_the_frames_in_order(tmp_path):
     assert page.count("<figcaption>head ") == 3 * 2 + 0  # two heads per frame (the main maps say "layer L, head H")
 
 
-@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads", "embed"])
+@pytest.mark.parametrize("view", ["attn", "lens", "samples", "grad", "heads", "embed", "context"])
 def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     s = session()
     r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": view})
@@ -133,7 +133,8 @@ def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     assert all(len(line) <= 80 for line in out.splitlines())
     assert "step 4, val loss" in out and "watched 3 frames" in out
     assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or ""),
-            "grad": "attention |dL/dW|", "heads": "loss on the repeat", "embed": "x: direction 1"}[view] in out
+            "grad": "attention |dL/dW|", "heads": "loss on the repeat", "embed": "x: direction 1",
+            "context": "positions 0 "}[view] in out
 
 
 def test_the_live_display_draws_the_frame_under_the_loss_table():
@@ -156,13 +157,14 @@ def test_the_repl_line_and_the_shell():
     out = Console(file=io.StringIO(), width=80, color_system=None)
     assert FrontDoor(s, out).run_line(":train steps=4 eval_every=2 watch=samples prompt=31415=") == "ok"
     assert "a greedy sample of '31415='" in out.file.getvalue() and len(s.watch_frames) == 3
-    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad", "heads", "embed")
+    assert REGISTRY["train"].find_param("watch").choices == ("attn", "lens", "samples", "grad", "heads", "embed",
+                                                             "context")
     runner = CliRunner()
     args = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
             "--set", "batch_size=4", "--set", "autosave=off", "--data", "sort"]
     doc = json.loads(runner.invoke(cli.app, [*args, "train", "--steps", "4", "--eval-every", "2", "--watch", "attn",
                                              "--json"]).stdout)
-    assert doc["schema"] == "minitf.train/8" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
+    assert doc["schema"] == "minitf.train/9" and [f["step"] for f in doc["frames"]] == [0, 2, 4]
     assert len(doc["frames"][0]["maps"]) == 2 and doc["frames"][0]["layer"] == 1
 
 
@@ -285,3 +287,43 @@ def test_the_embed_frames_are_the_maps_numbers_and_the_report_draws_them(tmp_pat
     svg = page[page.rindex('<svg class="embed"'):]
     svg = svg[:svg.index("</svg>")]
     assert svg.count("<text ") == len(last.vocab) and svg.count('font-weight="bold"') == len(set("31415="))
+
+
+def test_the_context_frames_are_the_context_views_numbers_and_plot_charts_them(tmp_path):
+    from minitf_repl.core.context import position_bands, position_losses
+    from minitf_repl.core.watch import CONTEXT_WINDOWS
+
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", dict(TINY))
+    r = run_command(s, "train", {"steps": 20, "eval_every": 10, "watch": "context"})
+    last = r.frames[-1]
+    labels, means = position_bands(position_losses(s.model, s.data, "cpu", CONTEXT_WINDOWS).losses)
+    assert last.bands == labels == ["0", "1", "2-3", "4-7", "8-15", "16-31"] and last.band_losses == means
+    assert r.frames[0].band_losses != last.band_losses and max(r.frames[0].band_losses) > 4.0  # ln 103 untrained
+    out = " ".join(text_of(r).split())
+    assert "the val loss by position in the window on the same 128 val windows at every frame" in out
+    assert "positions 0 " in out and "│ 16-31 " in out and ":plot what=context charts each band by step" in out
+    plot = run_command(s, "plot", {"what": "context"})
+    assert [p.name for p in plot.series] == [f"positions {band}" for band in labels]
+    assert plot.series[0].steps == [0, 10, 20] and plot.series[-1].values[-1] == last.band_losses[-1]
+    assert "positions 16-31" in " ".join(text_of(plot).split())
+    run_command(s, "report", {"path": str(tmp_path / "r.html")})
+    page = (tmp_path / "r.html").read_text()
+    assert "While it trained (watch=context)" in page and page.count("<th>16-31</th>") == 3
+    with pytest.raises(UserError, match="watch=context scores the same val windows"):
+        run_command(s, "train", {"steps": 2, "watch": "context", "prompt": "abc"})
+
+
+def test_plot_context_before_any_context_frames():
+    with pytest.raises(UserError, match="there are no context frames; train with :train watch=context first"):
+        run_command(session(), "plot", {"what": "context"})
+
+
+def test_position_bands():
+    from minitf_repl.core.context import position_bands
+
+    assert position_bands([1.0] * 64) == (["0", "1", "2-3", "4-7", "8-15", "16-63"], [1.0] * 6)
+    assert position_bands([float(i) for i in range(10)])[0] == ["0", "1", "2-3", "4-7", "8-9"]
+    assert position_bands([2.0])[0] == ["0"] and position_bands([1.0, 3.0, 5.0])[1] == [1.0, 3.0, 5.0]
+    labels, means = position_bands([float("nan")] * 4 + [1.0, 2.0, 3.0, 4.0])
+    assert labels == ["0", "1", "2-3", "4-7"] and means[2] != means[2] and means[3] == 2.5  # nan: none counted

@@ -120,12 +120,13 @@ class TrainResult:
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
                "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "
                "computes it), heads (each head's role and the loss on repeated random tokens, as :heads computes "
-               "them) or embed (every token on W_E's two main directions, as :embed map=on draws them); :report "
-               "shows the frames in order"),
+               "them), embed (every token on W_E's two main directions, as :embed map=on draws them) or context (the "
+               "val loss by position in the window, in bands, as :context measures it); :report shows the frames in "
+               "order"),
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=8)  # fmt: skip
+], json_version=9)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -269,6 +270,12 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
         counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
         return Watcher("grad", data.tokenizer, prompt, layer,
                        counted=counted(len(ids)) if counted and not dropped else None)
+    if args["watch"] == "context":  # what :context reads: val windows, the same at every frame
+        if args["prompt"] is not None:
+            raise UserError("watch=context scores the same val windows at every evaluation, not a prompt; leave "
+                            "prompt= out")
+        data.check_fits(session.model_config.max_seq_len)
+        return Watcher("context", data.tokenizer, None, data=data)
     if args["watch"] == "heads":  # what :heads reads: the repeated random tokens, or the prompt given
         from .why import check_causal
 
@@ -403,7 +410,8 @@ def render_train(result: TrainResult, console: Console) -> None:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     if result.frames:
         more = {"lens": f"; {cmd('plot', what='lens_rank')} charts the true token's rank",
-                "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them"}.get(
+                "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",
+                "context": f"; {cmd('plot', what='context')} charts each band by step"}.get(
             result.frames[0].view, "")
         note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
                       f"shows them in order{more}")
@@ -421,13 +429,15 @@ def stalled(result: TrainResult) -> bool:
 
 
 # --- :plot ---------------------------------------------------------------------------------------
-PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank", "block_grad", "copying", "induction")
+PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank", "block_grad", "copying", "induction", "context")
+WATCHED = ("lens_rank", "block_grad", "copying", "induction", "context")  # charted from watch= frames
 INDUCTION_CURVES = 4  # :plot what=induction: the heads with the highest induction score at the last frame
 PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)",
                "lens_rank": "the logit lens: the rank of the true next token after each layer (1: the best guess)",
                "block_grad": "|dL/dW| of each block's weights, on the watched prompt",
                "copying": "the loss on random tokens (first copy) and on the same tokens again (repeat)",
-               "induction": "the induction score of the heads that score highest at the end"}
+               "induction": "the induction score of the heads that score highest at the end",
+               "context": "the val loss of each band of positions in the window (position i reads i + 1 tokens)"}
 LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves of a loss chart
 
 
@@ -498,6 +508,15 @@ def copying_series(frames: list[WatchFrame]) -> list[PlotSeries]:
             PlotSeries("repeat", steps, [f.second_copy for f in rows])]
 
 
+def context_series(frames: list[WatchFrame]) -> list[PlotSeries]:
+    """One curve per band of positions from :train watch=context: its val loss at each frame."""
+    rows = [f for f in frames if f.bands]
+    if not rows:
+        return []
+    return [PlotSeries(f"positions {band}", [f.step for f in rows], [f.band_losses[k] for f in rows])
+            for k, band in enumerate(rows[-1].bands)]
+
+
 def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
     """One curve per head (the INDUCTION_CURVES highest at the last frame) from :train watch=heads: its induction
     score at each frame."""
@@ -514,10 +533,11 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
 
 
 @command("plot", "Chart the training history: train and validation loss, the learning rate, the gradient norm, "
-                 "the lens's rank of the true token, each block's gradient, or the heads' copying.",
+                 "the lens's rank of the true token, each block's gradient, the heads' copying, or the loss by "
+                 "position.",
          params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
                                          "block_grad: from :train watch=grad; copying, induction: from :train "
-                                         "watch=heads)", choices=PLOT_WHAT)], json_version=2)  # fmt: skip
+                                         "watch=heads; context: from :train watch=context)", choices=PLOT_WHAT)], json_version=2)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
     if what in ("copying", "induction"):
@@ -530,6 +550,11 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
                                else "which has no first copy and repeat")
                             + f"; {cmd('train', watch='heads')} without prompt= watches the repeated random tokens")
         return PlotResult(what, series, session.data.tokenizer.vocab_size if what == "copying" else None)
+    if what == "context":
+        series = context_series(session.watch_frames)
+        if not series:
+            raise UserError(f"there are no context frames; train with {cmd('train', watch='context')} first")
+        return PlotResult(what, series, session.data.tokenizer.vocab_size)
     if what == "block_grad":
         series = block_grad_series(session.watch_frames)
         if not series:
@@ -552,10 +577,12 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
 
 
 def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None,
-                 counters: list[PlotLevel] = ()):
+                 counters: list[PlotLevel] = (), joined: bool = False):
     """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given and
-    against the counters' val losses (:ngram) when there are any."""
-    curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")))
+    against the counters' val losses (:ngram) when there are any; `joined`: dots between each curve's points (a
+    watch= view's, made at the evaluations only)."""
+    curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")),
+                    joined=joined)
               for k, s in enumerate(series)]
     return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size),
                  levels=counter_levels(counters))
@@ -586,6 +613,7 @@ def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
 def render_plot(result: PlotResult, console: Console) -> None:
     say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
     console.print(series_chart(result.series, console.width, 12,
-                               result.vocab_size if result.what in ("loss", "copying") else None, result.counters))
+                               result.vocab_size if result.what in ("loss", "copying", "context") else None, result.counters,
+                               joined=result.what in WATCHED))
     if result.what == "loss" and not result.counters:
         note(console, f"{cmd('ngram')} measures what counting alone reaches on this data; the chart then draws it")

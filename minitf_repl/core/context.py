@@ -185,3 +185,17 @@ def far_gain(nll: torch.Tensor) -> tuple[float | None, float | None]:
         return None, None
     gain = a.mean(1) - b.mean(1)
     return float(gain.mean()), float(gain.std() / math.sqrt(gain.numel()))
+
+
+def position_bands(losses: list[float], most: int = 6) -> tuple[list[str], list[float]]:
+    """The curve in at most `most` bands of positions doubling in width, the last taking the rest of the window
+    (0 | 1 | 2-3 | 4-7 | 8-15 | 16-63 at T = 64): each band's label and its mean loss (nan where nothing in it is
+    counted). What `:train watch=context` draws at each evaluation and `:plot what=context` charts by step."""
+    T = len(losses)
+    edges = sorted({min(T, edge) for edge in [0] + [2**k for k in range(most - 1)]} | {T})
+    labels, means = [], []
+    for lo, hi in zip(edges, edges[1:]):
+        known = [v for v in losses[lo:hi] if not math.isnan(v)]
+        labels.append(str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}")
+        means.append(sum(known) / len(known) if known else math.nan)
+    return labels, means

@@ -1,4 +1,5 @@
-"""What `:train watch=attn|lens|samples|grad|heads|embed` looks at while a model learns: one view, at every evaluation.
+"""What `:train watch=attn|lens|samples|grad|heads|embed|context` looks at while a model learns: one view, at every
+evaluation.
 
 A `Watcher` holds what stays the same through a run (the view, the prompt, the layer, the token the
 lens should find) and makes a `WatchFrame` from the model as it is now: the attention pattern of
@@ -6,7 +7,8 @@ each head of one block (core.inside.attention_maps), the logit lens at the promp
 (core.inside.logit_lens), a short greedy continuation (core.generate), the gradient each block
 receives from the loss on the prompt (core.backprop), every head's role as :heads scores it
 (core.heads: on the same repeated random tokens at every frame, or on the prompt when one is given),
-or the token embeddings on their two main directions as `:embed map=on` draws them (core.inside).
+the token embeddings on their two main directions as `:embed map=on` draws them (core.inside), or
+the val loss by position in bands of positions, on the same val windows at every frame (core.context).
 Every view only listens (eval mode, training flags restored; the gradient view asks autograd and
 writes no parameter's .grad) and draws no random number from torch's global generator (the random
 tokens come from a generator of their own), so a run with watch= trains exactly as the same run
@@ -20,8 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads", "embed")
+WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads", "embed", "context")
 SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
+CONTEXT_WINDOWS = 128  # a context frame's val windows: an eighth of :context's default, under a tenth of a second
 
 
 @dataclass
@@ -53,7 +56,7 @@ class HeadWatch:
 class WatchFrame:
     step: int  # optimizer steps done when the frame was made (the first frame: before the run's first step)
     val_loss: float | None  # the evaluation it was made at (None: the frame before training)
-    view: str  # attn | lens | samples | grad | heads | embed
+    view: str  # attn | lens | samples | grad | heads | embed | context
     prompt: str
     tokens: list[str]  # the prompt's tokens
     layer: int | None = None  # attn: the block shown
@@ -70,13 +73,15 @@ class WatchFrame:
     vocab: list[str] = field(default_factory=list)  # embed: every token, by id (the prompt's are drawn on top)
     coords: list[list[float]] = field(default_factory=list)  # embed: each token's [x, y] on W_E's two main directions
     explained: list[float] = field(default_factory=list)  # embed: the share of the rows' variance along each
+    bands: list[str] = field(default_factory=list)  # context: each band of positions, "0", "1", "2-3", ...
+    band_losses: list[float] = field(default_factory=list)  # context: each band's mean val loss (nats)
 
 
 class Watcher:
     """One view of a model on one prompt, made again at every evaluation of a run."""
 
     def __init__(self, view: str, tokenizer, prompt: str | None, layer: int | None = None, target: str | None = None,
-                 done=None, counted: list[bool] | None = None):
+                 done=None, counted: list[bool] | None = None, data=None):
         if view not in WATCH_VIEWS:
             raise ValueError(f"view must be one of {WATCH_VIEWS}, got {view!r}")
         self.view = view
@@ -88,6 +93,7 @@ class Watcher:
         self.target = target if target is not None and len(tokenizer.encode(target)) == 1 else None
         self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
         self.counted = counted  # grad: which next tokens the loss counts (a task's answer's); None: all
+        self.data = data  # context: the data whose val windows are scored
 
     def frame(self, model, step: int, val_loss: float | None) -> WatchFrame:
         itos = self.tokenizer.itos
@@ -115,6 +121,12 @@ class Watcher:
 
             found = embedding_map(model)
             frame.vocab, frame.coords, frame.explained = list(itos), found.coords, found.explained
+        elif self.view == "context":
+            from .context import position_bands, position_losses
+
+            device = next(model.parameters()).device
+            curve = position_losses(model, self.data, device, CONTEXT_WINDOWS)  # seed 0: the same windows each frame
+            frame.bands, frame.band_losses = position_bands(curve.losses)
         elif self.view == "grad":
             from .backprop import backprop, per_block
 

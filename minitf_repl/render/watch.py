@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..core.watch import CONTEXT_WINDOWS
 from ..palette import terminal_safe, visible
 from . import fmt
 from .heatmap import attention_window, heatmap, legend, reads_future
@@ -34,6 +35,8 @@ def frame_input(frame) -> str:
     """What the frame read: `of 'the prompt'`, or the repeated random tokens of watch=heads."""
     if frame.heads and frame.repeat is not None:
         return f"on random tokens, {frame.repeat} then the same {frame.repeat} again"
+    if frame.bands:
+        return f"on the same {CONTEXT_WINDOWS} val windows at every frame, each band of positions its mean"
     return f"of {frame.prompt[-24:]!r}"
 
 
@@ -42,6 +45,16 @@ def head_cell(head) -> Text:
     if head.role is None:
         return Text("-" if math.isnan(head.score) else f"· {head.score:.2f}", style="dim")
     return Text(f"{head.role} {head.score:.2f}", style="bold green" if head.role == "induction" else "")
+
+
+def bands_line(frame) -> Text:
+    """A context frame in one line: each band of positions and its loss (- where nothing in it is counted)."""
+    line = Text()
+    for k, (band, loss) in enumerate(zip(frame.bands, frame.band_losses)):
+        line.append(" │ " if k else "positions ", style="dim")
+        line.append(f"{band} ", style="cyan")
+        line.append("-" if math.isnan(loss) else f"{loss:.3f}")
+    return line
 
 
 def copying(frame) -> str:
@@ -62,6 +75,8 @@ def frame_subject(frame) -> str:
         return "each head's role"
     if frame.coords:
         return "the token embeddings on W_E's two main directions, in bold the tokens"
+    if frame.bands:
+        return "the val loss by position in the window"
     return "a greedy sample"
 
 
@@ -118,6 +133,8 @@ def watch_view(frame, width: int, as_text: bool):
         return Group(*parts)
     if frame.coords:
         return Group(title, *embedding_view(frame, width))
+    if frame.bands:
+        return Group(title, Words(bands_line(frame)))
     text = Text(terminal_safe(frame.prompt), style="bold")
     text.append(terminal_safe(frame.sample or ""))
     return Group(title, Words(text))
