@@ -205,3 +205,63 @@ def test_generated_data(tmp_path, data):
     assert "nan" not in text
     if data.startswith("random"):
         assert "random tokens: no position has anything to read" in text
+
+
+@pytest.mark.parametrize("positions", ["rope", "sinusoidal", "none"])
+def test_a_longer_copy_reads_the_trained_positions_as_the_model_does(session, positions):
+    from minitf_repl.core.ablation import parse_ablation
+
+    run(session, f":set pos_encoding={positions}")
+    run(session, ":train steps=10")
+    run(session, ":ablate head=1.0")  # switched off in the copy too
+    model = session.model
+    longer = context.longer_copy(model, 72, session.ablations)
+    assert longer.config.max_seq_len == 72 and not longer.training and model.training
+    x = torch.randint(session.data.tokenizer.vocab_size, (3, 72), generator=torch.Generator().manual_seed(1))
+    model.eval()
+    with torch.no_grad():
+        short, _ = model(x[:, :24])
+        long, _ = longer(x)
+        plain, _ = context.longer_copy(model, 72)(x)
+    model.train()
+    assert torch.allclose(long[:, :24], short, atol=1e-5)  # causal: the first 24 positions read the same tokens
+    assert not torch.allclose(plain[:, :24], short, atol=1e-3)  # the copy without the ablation differs
+    assert parse_ablation("head=1.0", 2, 2) in session.ablations
+
+
+def test_length_reads_past_the_trained_window(session):
+    run(session, ":set pos_encoding=rope")
+    run(session, ":train steps=30")
+    result = run(session, ":context length=72 windows=32 counter=3")
+    curve = result.curve
+    assert curve.positions == 72 and curve.trained == 24 and len(curve.losses) == 72
+    assert [row.position for row in result.rows] == [0, 1, 2, 3, 7, 15, 31, 63, 71]
+    assert curve.past_gain is not None and curve.past_error > 0
+    assert curve.mean == pytest.approx(sum(curve.losses[:24]) / 24, abs=1e-9)  # the trained window's val loss
+    text = plain(result)
+    assert "positions 24-71 lie past it" in text and "past its window: positions 24-71 score" in text
+    assert "mean over positions 0-23" in text and ":context windows=128 length=72 halves it" in text
+    assert session.model.config.max_seq_len == 24  # the session's model is left as it was
+
+
+def test_length_is_refused_where_it_cannot_be_read(session, tmp_path):
+    from minitf_repl.core.errors import UserError
+
+    with pytest.raises(UserError, match="a learned position table has a row for each of the 24 positions"):
+        run(session, ":context length=48")
+    run(session, ":set pos_encoding=rope")
+    with pytest.raises(UserError, match="length is for windows past max_seq_len=24, got 12"):
+        run(session, ":context length=12")
+    with pytest.raises(UserError, match=r"length=200 is more than 8x max_seq_len=24; use at most 192"):
+        run(session, ":context length=200")
+    task = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16, pos_encoding="rope"),
+                   data_spec="sort:4", checkpoint_dir=tmp_path / "ck2")
+    with pytest.raises(UserError, match="length= reads longer windows of a text; sort makes windows of its own length"):
+        run(task, ":context length=32")
+
+
+def test_past_gain():
+    nll = torch.tensor([[9.0, 9, 9, 1, 2, 2], [9.0, 9, 9, 3, 3, 5]], dtype=torch.float64)
+    gain, error = context.past_gain(nll, 4)  # the last quarter of 4 is position 3; past it, positions 4, 5
+    assert gain == pytest.approx(((2 - 1) + (4 - 3)) / 2) and error == pytest.approx(0.0)
+    assert context.past_gain(nll[:1], 4) == (None, None)

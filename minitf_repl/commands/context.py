@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
 from ..render.chart import Curve, chart
@@ -38,6 +39,8 @@ FAMILY = "training"  # listed under :train's heading, beside :ngram: what the lo
 
 WINDOW_TOKENS = 2**16  # the default number of windows scores about this many positions (512 windows of 128)
 WINDOWS_FEWEST, WINDOWS_MOST = 16, 100_000
+LONGER_AT_MOST = 8  # length= reads at most this many times the window the model trained on
+LENGTH_LIMIT = 1_000_000  # a typing limit; the real one is LONGER_AT_MOST x max_seq_len, said in words
 
 
 @dataclass
@@ -78,6 +81,10 @@ def default_windows(max_seq_len: int) -> int:
     Param("counter", int, default=NGRAM_DEFAULT, low=0, limit=NGRAM_LONGEST,
           help="the counting model scored beside it: the next token from the counter - 1 before it (0: none)"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the windows' seed"),
+    Param("length", int, low=1, limit=LENGTH_LIMIT,
+          help=f"windows this long, past the model's max_seq_len: a copy of the model with its positions worked out "
+               f"further (rope, sinusoidal or none; at most {LONGER_AT_MOST}x max_seq_len) reads them (default: "
+               f"max_seq_len)"),
 ], interruptible=True, aliases=("positions",))  # fmt: skip
 def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResult:
     from ..core.context import position_losses
@@ -85,13 +92,20 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
     model, data = session.model, session.data
     T = session.model_config.max_seq_len
     data.check_fits(T)  # data too short for one window is refused before anything runs
-    windows = default_windows(T) if args["windows"] is None else args["windows"]
+    length = T if args["length"] is None else args["length"]
+    if length != T:
+        longer_than(session, length)
+    windows = default_windows(length) if args["windows"] is None else args["windows"]
 
     def progress(done: int, total: int) -> None:
         reporter.on_progress("context", done, total)
 
+    if length != T:  # a copy that reads further, with the same weights and the same parts switched off
+        from ..core.context import longer_copy
+
+        model = longer_copy(model, length, session.ablations)
     curve = position_losses(model, data, session.trainer.device, windows, seed=args["seed"],
-                            counter=args["counter"] or None, on_progress=progress)
+                            counter=args["counter"] or None, on_progress=progress, trained=T)
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
                        None if curve.counter is None else curve.counter[i]) for i in shown_positions(curve.positions)]
@@ -99,6 +113,21 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
                          math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
                          untrained=session.untrained, causal=getattr(model, "causal", True),
                          nothing_to_learn=getattr(data, "nothing_to_learn", False), ablations=switched_off(session))
+
+
+def longer_than(session: Session, length: int) -> None:
+    """length= checked before anything runs: past max_seq_len, on a text long enough, within LONGER_AT_MOST."""
+    T, data = session.model_config.max_seq_len, session.data
+    if length < T:
+        raise UserError(f"length is for windows past max_seq_len={T}, got {length}; a shorter window is this one's "
+                        f"first positions, which {cmd('context')} shows")
+    if length > LONGER_AT_MOST * T:
+        raise UserError(f"length={length} is more than {LONGER_AT_MOST}x max_seq_len={T}; use at most "
+                        f"{LONGER_AT_MOST * T}")
+    splits = getattr(data, "splits", None)
+    if splits is None:
+        raise UserError(f"length= reads longer windows of a text; {data.name} makes windows of its own length")
+    data.check_fits(length)
 
 
 def shown_positions(T: int) -> list[int]:
@@ -122,6 +151,10 @@ def render_context(result: ContextResult, console: Console) -> None:
     say(console, f"the val loss at each position of the window on {result.data}: {count(curve.windows, 'window')} "
                  f"of {count(T, unit)} (seed {result.seed}); position i reads the i + 1 {unit}s up to it and nothing "
                  f"before the window", "bold")
+    if past(curve):
+        say(console, f"the model trained on windows of {curve.trained}: positions {curve.trained}-{T - 1} lie past "
+                     f"it, read by a copy with the same weights and its positions worked out further (in yellow)",
+            "yellow")
     # a log scale: most of the change is in the first positions
     at = [round(1000 * math.log2(i + 1)) for i in range(T)]
     curves = [Curve("model", at, curve.losses, "•", "cyan")]
@@ -135,7 +168,8 @@ def render_context(result: ContextResult, console: Console) -> None:
     for row in result.rows:
         counter = row.counter_loss is not None and not math.isnan(row.counter_loss)
         known = not math.isnan(row.loss)
-        rows.append([f"{row.position:,}", count(row.position + 1, unit), f"{row.loss:.3f}" if known else "-",
+        rows.append([Text(f"{row.position:,}", style="yellow" if row.position >= curve.trained else ""),
+                     count(row.position + 1, unit), f"{row.loss:.3f}" if known else "-",
                      f"{row.error:.3f}" if known and not math.isnan(row.error) else "-",
                      gram(row.counter_order) if row.counter_order is not None else "-",
                      f"{row.counter_loss:.3f}" if counter else "-",
@@ -147,15 +181,21 @@ def render_context(result: ContextResult, console: Console) -> None:
     console.print(fitting_table(console, names, rows, left=("reads",), optional=("±", "counter", "reads")))
     for line in readings(result):
         say(console, line)
-    say(console, f"mean over every position: {curve.mean:.3f} nats, the val loss ({cmd('train')} measures it on "
-                 f"other windows)")
+    where = "every position" if not past(curve) else f"positions 0-{curve.trained - 1}"
+    say(console, f"mean over {where}: {curve.mean:.3f} nats, the val loss ({cmd('train')} measures it on other "
+                 f"windows)")
     notes(result, console)
 
 
+def past(curve: PositionLosses) -> bool:
+    """The windows run past the one the model trained on (length=)."""
+    return curve.positions > curve.trained
+
+
 def readings(result: ContextResult) -> list[str]:
-    """What the curve says, a sentence each."""
+    """What the curve says, a sentence each: of the positions the model trained on, then of those past them."""
     curve, unit = result.curve, result.unit
-    T, lines = curve.positions, []
+    T, lines = curve.trained, []
     if result.untrained:  # flat near ln V: its wiggles are the random weights', nothing learned to read
         return lines
     first = curve.losses[0]
@@ -174,7 +214,8 @@ def readings(result: ContextResult) -> list[str]:
     if curve.counter is not None:
         n = curve.counter_order
         if curve.below_counter_from is not None:
-            lines.append(f"from position {curve.below_counter_from} to the end the model stays under the {gram(n)} "
+            end = "the end" if not past(curve) else f"the end of its window ({T - 1})"
+            lines.append(f"from position {curve.below_counter_from} to {end} the model stays under the {gram(n)} "
                          f"counter, which reads {count(n - 1, unit)}: what the model reads and a table of counts "
                          f"cannot use")
         else:
@@ -194,6 +235,18 @@ def readings(result: ContextResult) -> list[str]:
             lines.append(f"the far context: positions {last} score {-gain:.3f} ± {error:.3f} nats above positions "
                          f"{middle}: reading more made this model worse there ({cmd('context', seed=result.seed + 1)} "
                          f"scores other windows)")
+    if curve.past_gain is not None:
+        gain, error = curve.past_gain, curve.past_error
+        beyond, last = f"{T}-{curve.positions - 1}", f"{3 * T // 4}-{T - 1}"
+        if abs(gain) < NOISE * error:
+            lines.append(f"past its window: positions {beyond} score {gain:+.3f} ± {error:.3f} nats against positions "
+                         f"{last}, no change beyond the noise: it reads past the window as well as within it")
+        elif gain > 0:
+            lines.append(f"past its window: positions {beyond} score {gain:.3f} ± {error:.3f} nats above positions "
+                         f"{last}: what it learned does not carry past the {T} positions it trained on")
+        else:
+            lines.append(f"past its window: positions {beyond} score {-gain:.3f} ± {error:.3f} nats under positions "
+                         f"{last}: reading further still helps it")
     return lines
 
 
@@ -214,7 +267,8 @@ def notes(result: ContextResult, console: Console) -> None:
         note(console, f"the counter is {cmd('ngram')}'s, counted on the training text; at each position it reads the "
                       f"window's {result.unit}s up to it, at most {count(curve.counter_order - 1, result.unit)}")
     if not result.untrained and curve.far_gain is not None and curve.far_gain > NOISE * curve.far_error:
-        note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.positions)}, "
+        note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
                       f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
-    note(console, f"each position's ± is the standard error over the windows; {cmd('context', windows=4 * curve.windows)} "
-                  f"halves it")
+    longer = {"length": curve.positions} if past(curve) else {}
+    note(console, f"each position's ± is the standard error over the windows; "
+                  f"{cmd('context', windows=4 * curve.windows, **longer)} halves it")

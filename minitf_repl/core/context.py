@@ -38,10 +38,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from .errors import UserError
 from .ngram import NgramModel, longest_order, split_tokens
 
 NOISE = 2.0  # a difference under this many standard errors is read as none
 LOGITS_PER_PASS = 2**25  # windows x T x V logits a forward pass holds at most (128 MiB of float32)
+SCORES_PER_PASS = 2**25  # windows x heads x T x T attention scores a layer holds at most (a long window's)
 
 
 @dataclass
@@ -53,7 +55,7 @@ class PositionLosses:
     counted: list[int]  # how many windows count position i
     smoothed: list[float]  # L_i averaged over positions i - i // 8 .. i + i // 8
     late: float  # the smoothed curve's mean over the window's last quarter
-    mean: float  # the mean loss over every counted position of every window
+    mean: float  # the mean loss over every counted position of every window, of the trained window's positions
     counter_order: int | None  # n of the counter scored on the same windows (None: none asked)
     counter: list[float] | None  # its loss at each position, where the model's is counted
     counter_smoothed: list[float] | None
@@ -63,15 +65,22 @@ class PositionLosses:
     below_counter_from: int | None  # the first position from which the smoothed model stays under the counter
     far_gain: float | None  # per window: the second quarter's mean loss minus the last quarter's, averaged
     far_error: float | None  # its standard error over the windows
+    trained: int = 0  # the window the model trained on: the readings above are of positions 0 .. trained - 1
+    # windows longer than it (a copy of the model reading further, `longer_copy`): per window, the mean loss past the
+    # trained window minus that over its last quarter, averaged (> 0: worse past it), and its standard error
+    past_gain: float | None = None
+    past_error: float | None = None
 
 
 def position_losses(model, data, device, windows: int, seed: int = 0, counter: int | None = None,
-                    on_progress: Callable[[int, int], None] | None = None) -> PositionLosses:
+                    on_progress: Callable[[int, int], None] | None = None, trained: int | None = None) -> PositionLosses:
     """L_i over `windows` validation windows of the model's length (drawn from generator seed `seed`), and the
     counter of order `counter` (on `data`'s training text, as :ngram counts it) on the same windows.
-    `on_progress(done, windows)` after each forward pass."""
+    `on_progress(done, windows)` after each forward pass. `trained`: the window the model trained on, where
+    `model` is a longer copy (default: its own length); the curve's readings are of the trained positions, and
+    the positions past them are read against its last quarter."""
     T, V = model.config.max_seq_len, data.tokenizer.vocab_size
-    chunk = max(1, LOGITS_PER_PASS // (T * V))
+    chunk = max(1, min(LOGITS_PER_PASS // (T * V), SCORES_PER_PASS // (T * T * model.config.n_heads)))
     generator = torch.Generator().manual_seed(seed)
     x, y = data.get_batch("val", windows, T, generator)  # (W, T) each; y = -1 where the loss counts nothing
     T = x.shape[1]  # a task's window is its question and answer, maybe shorter than max_seq_len
@@ -101,13 +110,16 @@ def position_losses(model, data, device, windows: int, seed: int = 0, counter: i
     counter_losses = _column_stats(counter_nll, counted)[0] if counter_nll is not None else None
     smoothed = smooth(losses)
     counter_smoothed = smooth(counter_losses) if counter_losses is not None else None
-    gain, error = far_gain(nll)
+    W = T if trained is None else min(trained, T)  # the readings are of the positions the model trained on
+    gain, error = far_gain(nll[:, :W])
+    past, past_error = past_gain(nll, W) if W < T else (None, None)
     return PositionLosses(
         windows=windows, positions=T, losses=losses, errors=errors, counted=numbers, smoothed=smoothed,
-        late=late_level(smoothed), mean=float(nll[counted].mean()) if counted.any() else math.nan,
+        late=late_level(smoothed[:W]), mean=float(nll[:, :W][counted[:, :W]].mean()) if counted.any() else math.nan,
         counter_order=counter, counter=counter_losses, counter_smoothed=counter_smoothed,
-        half_at=half_way(losses, smoothed, errors), below_counter_from=stays_below(smoothed, counter_smoothed),
-        far_gain=gain, far_error=error)
+        half_at=half_way(losses[:W], smoothed[:W], errors), trained=W,
+        below_counter_from=stays_below(smoothed[:W], counter_smoothed[:W] if counter_smoothed else None),
+        far_gain=gain, far_error=error, past_gain=past, past_error=past_error)
 
 
 def _nll(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -185,6 +197,40 @@ def far_gain(nll: torch.Tensor) -> tuple[float | None, float | None]:
         return None, None
     gain = a.mean(1) - b.mean(1)
     return float(gain.mean()), float(gain.std() / math.sqrt(gain.numel()))
+
+
+def past_gain(nll: torch.Tensor, trained: int) -> tuple[float | None, float | None]:
+    """Per window, the mean loss over positions trained .. T - 1 minus that over the trained window's last quarter;
+    their mean and its standard error over the windows (None where a position goes uncounted, or for fewer than
+    two windows)."""
+    last = nll[:, _quarters(trained)[1]]
+    past = nll[:, trained:]
+    if last.numel() == 0 or past.numel() == 0 or last.isnan().any() or past.isnan().any() or nll.shape[0] < 2:
+        return None, None
+    gain = past.mean(1) - last.mean(1)
+    return float(gain.mean()), float(gain.std() / math.sqrt(gain.numel()))
+
+
+def longer_copy(model, length: int, ablations=()):
+    """A copy of `model` that reads windows of `length` tokens, for asking what happens past the window it trained
+    on: the same weights and the same parts switched off (core.ablation), with its positions worked out to
+    `length`, the rotation of q and k (rope) or the sine table (sinusoidal) computed as far, or none needed. A
+    learned table has no row past max_seq_len: refused. The copy is in eval mode."""
+    from .ablation import Ablations
+    from .model import MiniTransformerLM
+    from .variants import position_kind
+
+    if position_kind(model.config).learned:
+        raise UserError(f"a learned position table has a row for each of the {model.config.max_seq_len} positions it "
+                        f"trained on and none past them, so it cannot read a longer window; positions that are "
+                        f"computed can (pos_encoding=rope, sinusoidal or none): set one, train, and ask again")
+    longer = MiniTransformerLM(model.config.replace(max_seq_len=length))
+    longer.load_state_dict(model.state_dict())
+    longer.to(next(model.parameters()).device).eval()
+    switched = Ablations(longer)
+    for ablation in ablations:
+        switched.add(ablation)
+    return longer
 
 
 def position_bands(losses: list[float], most: int = 6) -> tuple[list[str], list[float]]:
