@@ -163,6 +163,12 @@ def test_counter_zero_scores_no_counter_and_the_notes_say_why(session):
     assert "no causal mask" in plain(run(session, ":context windows=16 counter=0"))
 
 
+def test_the_shell_reads_differences_against_the_cores_noise():
+    from minitf_repl.commands import context as shell
+
+    assert shell.NOISE == context.NOISE
+
+
 def test_shown_positions():
     assert shown_positions(128) == [0, 1, 2, 3, 7, 15, 31, 63, 127]
     assert shown_positions(24) == [0, 1, 2, 3, 7, 15, 23]

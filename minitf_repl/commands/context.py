@@ -5,7 +5,8 @@ The renderer draws the loss against the position (on a log scale: the curve chan
 start) beside a counting model's on the same windows, lists a few positions (what each reads, the
 model's loss and the counter's), and says what the curve shows: the model against a bigram where
 both read one token, where half of what context gives is had, from where the model beats a table of
-counts, and whether the window's far half still pays.
+counts, and whether the window's far half still pays. `length=` reads windows past the one the model
+trained on, through a copy whose positions are worked out further, and says what that costs.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from ..syntax import cmd
 from .base import ablation_note, command, switched_off
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 
-NOISE = 2.0  # core.context.NOISE, known here without torch: a difference under this many standard errors is none
-
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.context import PositionLosses
 
 FAMILY = "training"  # listed under :train's heading, beside :ngram: what the loss is made of, position by position
 
+NOISE = 2.0  # core.context.NOISE, known here without torch (a test keeps them equal): under this many standard
+# errors a difference is read as none
 WINDOW_TOKENS = 2**16  # the default number of windows scores about this many positions (512 windows of 128)
 WINDOWS_FEWEST, WINDOWS_MOST = 16, 100_000
 LONGER_AT_MOST = 8  # length= reads at most this many times the window the model trained on
@@ -222,32 +223,30 @@ def readings(result: ContextResult) -> list[str]:
             lines.append(f"the model ends above the {gram(n)} counter, which reads {count(n - 1, unit)}: it does "
                          f"not yet use its window better than a table of counts")
     if curve.far_gain is not None:
-        middle, last = f"{T // 4}-{T // 2 - 1}", f"{3 * T // 4}-{T - 1}"
-        gain, error = curve.far_gain, curve.far_error
-        if abs(gain) < NOISE * error:
-            lines.append(f"the far context: positions {last} score {gain:+.3f} ± {error:.3f} nats against "
-                         f"positions {middle}, no gain beyond the noise: what lies more than {T // 2} {unit}s back "
-                         f"adds nothing this model uses")
-        elif gain > 0:
-            lines.append(f"the far context: positions {last} score {gain:.3f} ± {error:.3f} nats under positions "
-                         f"{middle}: the model still gains from reading more than {T // 2} {unit}s back")
-        else:
-            lines.append(f"the far context: positions {last} score {-gain:.3f} ± {error:.3f} nats above positions "
-                         f"{middle}: reading more made this model worse there ({cmd('context', seed=result.seed + 1)} "
-                         f"scores other windows)")
+        lines.append(compared("the far context", f"{3 * T // 4}-{T - 1}", f"{T // 4}-{T // 2 - 1}", -curve.far_gain,
+                              curve.far_error,
+                              flat=f"no gain beyond the noise: what lies more than {T // 2} {unit}s back adds "
+                                   f"nothing this model uses",
+                              under=f"the model still gains from reading more than {T // 2} {unit}s back",
+                              above=f"reading more made this model worse there "
+                                    f"({cmd('context', seed=result.seed + 1)} scores other windows)"))
     if curve.past_gain is not None:
-        gain, error = curve.past_gain, curve.past_error
-        beyond, last = f"{T}-{curve.positions - 1}", f"{3 * T // 4}-{T - 1}"
-        if abs(gain) < NOISE * error:
-            lines.append(f"past its window: positions {beyond} score {gain:+.3f} ± {error:.3f} nats against positions "
-                         f"{last}, no change beyond the noise: it reads past the window as well as within it")
-        elif gain > 0:
-            lines.append(f"past its window: positions {beyond} score {gain:.3f} ± {error:.3f} nats above positions "
-                         f"{last}: what it learned does not carry past the {T} positions it trained on")
-        else:
-            lines.append(f"past its window: positions {beyond} score {-gain:.3f} ± {error:.3f} nats under positions "
-                         f"{last}: reading further still helps it")
+        lines.append(compared("past its window", f"{T}-{curve.positions - 1}", f"{3 * T // 4}-{T - 1}",
+                              curve.past_gain, curve.past_error,
+                              flat="no change beyond the noise: it reads past the window as well as within it",
+                              under="reading further still helps it",
+                              above=f"what it learned does not carry past the {T} positions it trained on"))
     return lines
+
+
+def compared(what: str, these: str, those: str, change: float, error: float, flat: str, under: str,
+             above: str) -> str:
+    """One reading of two stretches of positions: `change`, these positions' mean loss minus those's (per window,
+    averaged), said against its standard error `error`, with what it means when flat, under or above."""
+    if abs(change) < NOISE * error:
+        return f"{what}: positions {these} score {change:+.3f} ± {error:.3f} nats against positions {those}, {flat}"
+    side, meaning = ("under", under) if change < 0 else ("above", above)
+    return f"{what}: positions {these} score {abs(change):.3f} ± {error:.3f} nats {side} positions {those}: {meaning}"
 
 
 def notes(result: ContextResult, console: Console) -> None:

@@ -27,6 +27,11 @@ Three numbers are read off the curve:
 Per-position means are noisy (one token each per window), so the readings use the curve smoothed
 over neighbouring positions, a span growing with the position (the curve changes fastest at the
 start): position i averages positions i - i // 8 .. i + i // 8.
+
+Past the window: a model whose positions are computed (RoPE's rotation, the sine table, or none)
+can read a window longer than any it trained on. `longer_copy` makes such a reader with the same
+weights, and a fourth number compares the positions past the trained window with its last quarter,
+window by window: how much of what it learned carries past the distances it was trained on.
 """
 
 from __future__ import annotations
@@ -79,47 +84,57 @@ def position_losses(model, data, device, windows: int, seed: int = 0, counter: i
     `on_progress(done, windows)` after each forward pass. `trained`: the window the model trained on, where
     `model` is a longer copy (default: its own length); the curve's readings are of the trained positions, and
     the positions past them are read against its last quarter."""
-    T, V = model.config.max_seq_len, data.tokenizer.vocab_size
-    chunk = max(1, min(LOGITS_PER_PASS // (T * V), SCORES_PER_PASS // (T * T * model.config.n_heads)))
     generator = torch.Generator().manual_seed(seed)
-    x, y = data.get_batch("val", windows, T, generator)  # (W, T) each; y = -1 where the loss counts nothing
+    x, y = data.get_batch("val", windows, model.config.max_seq_len, generator)  # y = -1 where nothing is counted
     T = x.shape[1]  # a task's window is its question and answer, maybe shorter than max_seq_len
-    was_training = model.training
-    model.eval()
-    try:
-        parts = []
-        with torch.no_grad():
-            for k in range(0, windows, chunk):
-                parts.append(_nll(model, x[k : k + chunk].to(device), y[k : k + chunk].to(device)))
-                if on_progress is not None:
-                    on_progress(min(k + chunk, windows), windows)
-        nll = torch.cat(parts)
-    finally:
-        model.train(was_training)
     counted = y >= 0
-    nll = torch.where(counted, nll.double(), torch.nan)
+    nll = torch.where(counted, _score(model, x, y, device, on_progress).double(), torch.nan)
     losses, errors, numbers = _column_stats(nll, counted)
-    counter_nll = None
+    counter_losses = counter_smoothed = None
     if counter is not None:
-        counter = min(counter, longest_order(V))
-        train, _ = split_tokens(data, "train", T)
-        table = NgramModel(train, V, counter)
-        text = torch.cat([x, y[:, -1:]], dim=1)  # the window and the token after it (-1: not known, not counted)
-        p = table.by_order(text, counter)[-1][:, 1:]  # column j + 1: the token after position j
-        counter_nll = torch.where(counted, -p.log(), torch.nan)
-    counter_losses = _column_stats(counter_nll, counted)[0] if counter_nll is not None else None
+        counter = min(counter, longest_order(data.tokenizer.vocab_size))
+        counter_nll = torch.where(counted, _counter_nll(data, x, y, counter), torch.nan)
+        counter_losses = _column_stats(counter_nll, counted)[0]
+        counter_smoothed = smooth(counter_losses)
     smoothed = smooth(losses)
-    counter_smoothed = smooth(counter_losses) if counter_losses is not None else None
     W = T if trained is None else min(trained, T)  # the readings are of the positions the model trained on
     gain, error = far_gain(nll[:, :W])
     past, past_error = past_gain(nll, W) if W < T else (None, None)
     return PositionLosses(
         windows=windows, positions=T, losses=losses, errors=errors, counted=numbers, smoothed=smoothed,
-        late=late_level(smoothed[:W]), mean=float(nll[:, :W][counted[:, :W]].mean()) if counted.any() else math.nan,
+        late=late_level(smoothed[:W]), mean=float(nll[:, :W].nanmean()),
         counter_order=counter, counter=counter_losses, counter_smoothed=counter_smoothed,
         half_at=half_way(losses[:W], smoothed[:W], errors), trained=W,
         below_counter_from=stays_below(smoothed[:W], counter_smoothed[:W] if counter_smoothed else None),
         far_gain=gain, far_error=error, past_gain=past, past_error=past_error)
+
+
+def _score(model, x: torch.Tensor, y: torch.Tensor, device, on_progress=None) -> torch.Tensor:
+    """-ln p of each next token, (W, T) float32 on the CPU, in passes small enough for a long window or a large
+    vocabulary; the model in eval mode meanwhile (dropout off), as it was after."""
+    W, T = x.shape
+    config = model.config
+    chunk = max(1, min(LOGITS_PER_PASS // (T * config.vocab_size), SCORES_PER_PASS // (T * T * config.n_heads)))
+    was_training = model.training
+    model.eval()
+    try:
+        parts = []
+        with torch.no_grad():
+            for k in range(0, W, chunk):
+                parts.append(_nll(model, x[k : k + chunk].to(device), y[k : k + chunk].to(device)))
+                if on_progress is not None:
+                    on_progress(min(k + chunk, W), W)
+        return torch.cat(parts)
+    finally:
+        model.train(was_training)
+
+
+def _counter_nll(data, x: torch.Tensor, y: torch.Tensor, order: int) -> torch.Tensor:
+    """-ln P of each next token under the counter of `order` on the training text, on the same windows, (W, T)."""
+    train, _ = split_tokens(data, "train", x.shape[1])
+    table = NgramModel(train, data.tokenizer.vocab_size, order)
+    text = torch.cat([x, y[:, -1:]], dim=1)  # the window and the token after it (-1: not known, not counted)
+    return -table.by_order(text, order)[-1][:, 1:].log()  # column j + 1: the token after position j
 
 
 def _nll(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
