@@ -253,8 +253,9 @@ def test_length_reads_past_the_trained_window(session):
 def test_length_is_refused_where_it_cannot_be_read(session, tmp_path):
     from minitf_repl.core.errors import UserError
 
-    with pytest.raises(UserError, match="a learned position table has a row for each of the 24 positions"):
+    with pytest.raises(UserError, match="a learned position table has rows for the 24 positions it trained on only") as e:
         run(session, ":context length=48")
+    assert e.value.fix == {"pos_encoding": "rope"}
     run(session, ":set pos_encoding=rope")
     with pytest.raises(UserError, match="length is for windows past max_seq_len=24, got 12"):
         run(session, ":context length=12")

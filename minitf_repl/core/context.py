@@ -236,9 +236,9 @@ def longer_copy(model, length: int, ablations=()):
     from .variants import position_kind
 
     if position_kind(model.config).learned:
-        raise UserError(f"a learned position table has a row for each of the {model.config.max_seq_len} positions it "
-                        f"trained on and none past them, so it cannot read a longer window; positions that are "
-                        f"computed can (pos_encoding=rope, sinusoidal or none): set one, train, and ask again")
+        raise UserError(f"a learned position table has rows for the {model.config.max_seq_len} positions it trained "
+                        f"on only, so it cannot read a longer window; computed positions can (rope, sinusoidal or "
+                        f"none): set one and train first", fix={"pos_encoding": "rope"})
     longer = MiniTransformerLM(model.config.replace(max_seq_len=length))
     longer.load_state_dict(model.state_dict())
     longer.to(next(model.parameters()).device).eval()
