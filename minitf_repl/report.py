@@ -38,11 +38,21 @@ class ReportData:
     samples: list[str] = field(default_factory=list)
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
+    context: object = None  # core.context.PositionLosses: the val loss at each position of the window (`:context`)
     heads: object = None  # commands.HeadsResult: every head's roles on repeated random tokens (`:heads`)
     tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (none: characters)
     vocab: list[str] = field(default_factory=list)  # every token by id, for the embedding map
     embedding: object = None  # core.inside.EmbeddingMap: W_E's rows on their two main directions (`:embed map=on`)
     counters: list = field(default_factory=list)  # commands.PlotLevel: the counters the loss chart draws (`:ngram`)
+
+
+@dataclass
+class _Series:
+    """A curve for loss_chart_svg, as commands.PlotSeries is one: its name, x values and y values."""
+
+    name: str
+    steps: list
+    values: list
 
 
 _CSS = """
@@ -61,9 +71,11 @@ def _esc(text) -> str:
 
 
 def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, height: int = 280,
-                   counters: list = ()) -> str:
+                   counters: list = (), x_label: str = "step", x_ends: tuple[str, str] | None = None,
+                   svg_id: str = "loss-chart") -> str:
     """Train (solid) and validation (dashed) loss against the step, as an inline SVG; with `counters`
-    (commands.PlotLevel, after `:ngram`), each counter's val loss as a dotted line."""
+    (commands.PlotLevel, after `:ngram`), each counter's val loss as a dotted line. `x_label` and `x_ends`
+    (what the axis's two ends say; default the first and last step) for another x axis: the position."""
     points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
     if not points:
         return '<p>No training yet.</p>'
@@ -85,24 +97,25 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     def y(v):
         return top + (y1 - v) / (y1 - y0) * (height - top - bottom)
 
-    parts = [f'<svg id="loss-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    parts = [f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="loss chart">',
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
              'fill="#fafafa" stroke="#999"/>']
     for frac in (0, 0.5, 1):
         v = y0 + frac * (y1 - y0)
         parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>')
-    for s in (x0, x1):
-        parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{s}</text>')
+    for s, said in zip((x0, x1), x_ends or (x0, x1)):
+        parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{_esc(said)}</text>')
     parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
-                 'text-anchor="middle">step</text>')
+                 f'text-anchor="middle">{_esc(x_label)}</text>')
     if baseline is not None:
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(baseline):.1f}" y2="{y(baseline):.1f}" '
                      f'stroke="#bbb" stroke-dasharray="2 3"/><text x="{width - right - 4}" y="{y(baseline) - 4:.1f}" '
                      f'font-size="10" text-anchor="end">{_esc(uniform_label(vocab_size))}</text>')
-    styles = {"train": ('#1f77b4', ''), "val": ('#d62728', ' stroke-dasharray="6 3"')}
+    styles = {"train": ('#1f77b4', ''), "val": ('#d62728', ' stroke-dasharray="6 3"'), "model": ('#1f77b4', ''),
+              "counter": ('#d08c00', ' stroke-dasharray="1 3"')}
     for i, one in enumerate(series):
-        colour, dash = styles.get(one.name, ('#555', ''))
+        colour, dash = styles.get(one.name.split()[-1], ('#555', ''))  # "6-gram counter": a counter's style
         pts = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in zip(one.steps, one.values) if math.isfinite(v))
         parts.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{colour}" stroke-width="1.6"'
                      f'{dash}/>')
@@ -260,6 +273,22 @@ def heads_html(heads) -> list[str]:
     return out
 
 
+def context_html(curve, vocab_size: int | None) -> list[str]:
+    """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it."""
+    at = [round(1000 * math.log2(i + 1)) for i in range(curve.positions)]  # the log scale of :context's chart
+    series = [_Series("model", at, curve.losses)]
+    if curve.counter is not None:
+        series.append(_Series(f"{curve.counter_order}-gram counter", at, curve.counter))
+    return ["<h2>Loss by position</h2>",
+            f"<p>The val loss at each position of the window, over {curve.windows} val windows of {curve.positions}: "
+            "position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps."
+            + (" Beside it, the counting model that reads the last tokens up to its order (at position 0 the "
+               "bigram, reading the same one token)." if curve.counter is not None else "")
+            + f" Mean: {curve.mean:.3f} nats.</p>",
+            loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",
+                           x_ends=("0", f"{curve.positions - 1}"), svg_id="context-chart")]
+
+
 def teacher_forcing_html(scored) -> list[str]:
     """The scored text, each predicted token shaded by its loss -ln p against ln(V) (`:score`'s numbers)."""
     out = ["<h2>Teacher forcing</h2>",
@@ -322,6 +351,8 @@ def build_report(data: ReportData) -> str:
                    f"(their first two principal components: {one} and {two} of the rows' variance); the prompt's "
                    "tokens in bold. Near each other: alike in these two directions.</p>")
         out.append(embedding_svg(data.vocab, data.embedding.coords, asked, "token embeddings"))
+    if data.context is not None:
+        out.extend(context_html(data.context, data.vocab_size))
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:

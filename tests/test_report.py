@@ -30,12 +30,13 @@ def test_report_is_one_self_contained_file(report):
     s, path, result = report
     html = path.read_text(encoding="utf-8")
     assert result.path == str(path) and result.size_bytes == path.stat().st_size
-    assert result.sections == ["config", "loss chart", "attention maps", "token embeddings", "teacher forcing",
-                               "what each head does", "samples"]
+    assert result.sections == ["config", "loss chart", "attention maps", "token embeddings", "loss by position",
+                               "teacher forcing", "what each head does", "samples"]
     assert html.startswith("<!DOCTYPE html>") and "</html>" in html
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in html and "@import" not in html and "url(" not in html
-    assert html.count('id="loss-chart"') == 1 and html.count('class="series"') == 2  # train and val
+    assert html.count('id="loss-chart"') == 1 and html.count('class="series"') == 2 + 2  # train, val; by position
+    assert html.count('id="context-chart"') == 1 and "<h2>Loss by position</h2>" in html
     assert html.count('class="attn"') == 2 * 2  # 2 layers x 2 heads
     assert html.count('class="sample"') == 3 and "d_model" in html
     assert "<h2>Teacher forcing</h2>" in html  # sort:6's question and answer, the question given (grey)
@@ -94,7 +95,9 @@ def test_report_renders_in_a_headless_browser(report):
     assert chart and int(chart.group(1)) > 0 and int(chart.group(2)) > 0
     maps = re.findall(r'<svg class="attn"[^>]*width="(\d+)" height="(\d+)"', dom)
     assert len(maps) == 4 and all(int(w) > 0 and int(h) > 0 for w, h in maps)
-    assert dom.count("<polyline") == 2 and dom.count("<rect") > 4
+    assert dom.count("<polyline") == 2 + 2 and dom.count("<rect") > 4  # train, val; the model, the counter
+    context = re.search(r'<svg id="context-chart"[^>]*width="(\d+)" height="(\d+)"', dom)
+    assert context and int(context.group(1)) > 0
     heads = dom[dom.index("<h2>What each head does</h2>"):]  # the browser parsed :heads's table whole
     assert heads.count("<tr>") == 1 + 2 * 2 + 1 and heads.index("</table>") < heads.index("loss on the first copy")
 
@@ -135,3 +138,18 @@ def test_report_draws_the_embedding_map_as_embed_does(report):
     assert svg.count("<text ") == len(drawn.labels)  # every token of the vocabulary, once
     prompt = html.split("Prompt: <code>")[1].split("</code>")[0]
     assert svg.count('font-weight="bold"') == len(set(prompt))  # the attention prompt's tokens, on top
+
+
+def test_report_draws_the_loss_by_position_as_context_measures_it(report):
+    from minitf_repl.commands.inside import REPORT_WINDOWS
+    from minitf_repl.core.context import position_losses
+
+    s, path, _ = report
+    html = path.read_text(encoding="utf-8")
+    chart = html[html.index('<svg id="context-chart"'):]
+    chart = chart[:chart.index("</svg>")]
+    curve = position_losses(s.model, s.data, "cpu", REPORT_WINDOWS, counter=6)
+    model, counter = chart.split('class="series"')[1:3]
+    counted = [v for v in curve.losses if v == v]  # the answer's positions: a task's question is not counted
+    assert model.split('points="')[1].split('"')[0].count(",") == len(counted) and "6-gram counter" in counter
+    assert f"Mean: {curve.mean:.3f} nats" in html and "position in the window (log scale)" in chart

@@ -36,7 +36,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head, default_prompt,
                    sample_prompt, true_next, view_prompt, with_given, known_text)
-from .counting import NGRAM_LONGEST
+from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
@@ -719,6 +719,7 @@ def _render_merges(result: TokResult, console: Console) -> None:
 # --- :report -------------------------------------------------------------------------------------
 REPORT_SAMPLES = 3  # samples on the page, seeds 0, 1, 2
 REPORT_SAMPLE_TOKENS = 120  # at most this long each (the n setting, if shorter)
+REPORT_WINDOWS = 256  # the loss-by-position chart's val windows (:context's default scores 1,024 of 64)
 
 
 @dataclass
@@ -773,6 +774,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         embedding = embedding_map(model)
     except UserError:
         embedding = None
+    from ..core.context import position_losses
+
+    try:  # :context's curve, on fewer windows; a task's question-only positions are nan, left out of the chart
+        context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT)
+    except UserError:
+        context = None
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
@@ -781,10 +788,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
         vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
+        context=context,
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
-                + (["token embeddings"] if embedding is not None else []) + ["teacher forcing"]
+                + (["token embeddings"] if embedding is not None else [])
+                + (["loss by position"] if context is not None else []) + ["teacher forcing"]
                 + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
         sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
