@@ -57,7 +57,7 @@ class _Group(TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        args = _dashes(sys.argv[1:] if args is None else list(args))
+        args = _help_word(_dashes(sys.argv[1:] if args is None else list(args)), self.commands)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
@@ -89,6 +89,17 @@ class _Group(TyperGroup):
         end = at + 1 if option.is_flag or "=" in args[at] else min(at + 2, len(args))
         moved = args[:command_at] + args[at:end] + args[command_at:at] + args[end:]
         return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
+
+
+def _help_word(args: list[str], commands) -> list[str]:
+    """`minitf help` is `minitf --help`, and `minitf help train` is `minitf train --help`, as `:help train` is in
+    the REPL (where `help` alone works too); of a word after help that names no command Typer says "No such
+    command"."""
+    if not args or args[0] != "help":
+        return args
+    if len(args) == 1:
+        return ["--help"]
+    return [args[1], "--help"] if args[1] in commands else args[1:2]  # Typer says "No such command" of it
 
 
 def _dashes(args: list[str]) -> list[str]:
@@ -367,6 +378,11 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
     return text
 
 
+def _metavar(p) -> str:
+    """What an option's value is called in --help: N, X, TEXT, or the option's own name for it."""
+    return p.meta or {int: "N", float: "X"}.get(p.type, "TEXT")
+
+
 def _make_subcommand(command, registry: Registry):
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     annotations = {"ctx": typer.Context}
@@ -391,7 +407,7 @@ def _make_subcommand(command, registry: Registry):
             else:
                 # Values travel as text and are parsed by the registry, so a bad value gets the same
                 # message as in the REPL ("steps must be a whole number, got 'abc'").
-                metavar = p.meta or {int: "N", float: "X"}.get(p.type, "TEXT")
+                metavar = _metavar(p)
                 info = typer.Option(None, *_option_names(p), help=_help(p), show_default=False,
                                     metavar="" if p.type is bool else metavar, autocompletion=_shell_completion(p))
             annotation = Optional[bool] if p.type is bool else Optional[List[str]] if p.positional else Optional[str]
@@ -399,11 +415,14 @@ def _make_subcommand(command, registry: Registry):
                 inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
             )
             annotations[p.name] = annotation
-        if command.positional is None:
+        if command.positional is None and any(p.refusal is None for p in command.params):
             # A command that takes no text still takes its options as the REPL writes them: `minitf train
             # steps=200` is `minitf train --steps 200`, as `:train steps=200` is in the REPL.
+            example = next((p for p in command.params if p.refusal is None and p.type is not bool), None)
+            said = "" if example is None else (
+                f": {example.name}={_metavar(example)} is --{example.name.replace('_', '-')} {_metavar(example)}")
             info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
-                                  help="Options as the REPL writes them: steps=200 is --steps 200.")
+                                  help=f"Options as the REPL writes them{said}.")
             params.append(inspect.Parameter(OPTION_WORDS, inspect.Parameter.KEYWORD_ONLY, default=info,
                                             annotation=Optional[List[str]]))
             annotations[OPTION_WORDS] = Optional[List[str]]

@@ -172,6 +172,16 @@ def test_a_command_without_text_takes_its_options_as_the_repl_writes_them():
     assert "KEY=VALUE" in invoke("train", "--help").stdout
 
 
+def test_help_as_a_word_is_help():
+    # `minitf help` and `minitf help train`, as the REPL's :help and :help train; before: "No such command 'help'"
+    assert invoke("help").stdout == invoke("--help").stdout and "Usage: minitf [OPTIONS] COMMAND" in invoke("help").stdout
+    assert invoke("help", "context").stdout == invoke("context", "--help").stdout
+    assert "--windows" in invoke("help", "context").stdout and "windows=N is --windows N" in " ".join(
+        invoke("help", "context").stdout.replace("│", " ").split())
+    line = assert_one_error_line(invoke("help", "nosuch"), code=2)
+    assert line == "error: No such command 'nosuch'; minitf --help lists the options"
+
+
 def test_an_option_of_minitf_after_the_command_says_where_it_goes():
     line = assert_one_error_line(invoke("train", "--set", "lr=0.02", "--steps", "3"), code=2)
     assert line == ("error: --set is an option of minitf itself, so it goes before the command: "
