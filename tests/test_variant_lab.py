@@ -14,7 +14,8 @@ from rich.console import Console
 
 from minitf_repl.commands import REGISTRY, AblateResult, CompareResult
 from minitf_repl.core.ablation import Ablation, Ablations, parse_ablation
-from minitf_repl.core.compare import Contender, compare
+from minitf_repl.core.compare import BAND_WINDOWS, Contender, compare
+from minitf_repl.core.context import position_bands, position_losses
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.errors import UserError
@@ -54,7 +55,25 @@ def test_compare_equals_training_each_contender_alone():
         alone = [h["val_loss"] for h in trainer.history if h["val_loss"] is not None]
         assert [e.val_loss for e in outcome.curve] == pytest.approx(alone, abs=1e-6)
         assert [e.step for e in outcome.curve] == [3, 6] and outcome.n_params == model.num_parameters()
+        # its loss by position at the end, in bands: :context's on the model trained alone
+        labels, means = position_bands(position_losses(model, data, "cpu", BAND_WINDOWS).losses, 12 .bit_length())
+        assert outcome.bands == labels and outcome.band_losses == pytest.approx(means, abs=1e-6, nan_ok=True)
     assert outcomes[1].changes == {"activation": "relu"}
+
+
+def test_compare_reads_each_contender_by_position_in_the_same_bands():
+    s = Session(ModelConfig(**{**TINY, "max_seq_len": 32}), TrainConfig(batch_size=4, eval_every=3, eval_batches=2),
+                data_spec="pydoc", device_name="cpu")
+    result = run(s, ":compare current max_seq_len=8 steps=3 seeds=2")
+    long, short = result.outcomes
+    assert long.bands == ["0", "1", "2-3", "4-7", "8-15", "16-31"] and short.bands == ["0", "1", "2-3", "4-7"]
+    assert len(long.band_losses) == 6 and len(short.band_losses) == 4
+    out = io.StringIO()
+    render(result, Console(file=out, width=100, color_system=None))
+    text = out.getvalue()
+    assert "the val loss at the end by position in the window, in bands" in " ".join(text.split())
+    row = next(line for line in text.splitlines() if "max_seq_len=8" in line and line.rstrip().endswith("-"))
+    assert row.split()[-2:] == ["-", "-"]  # no positions 8-15 nor 16-31 in a window of 8
 
 
 def test_compare_with_seeds_gives_mean_and_spread():

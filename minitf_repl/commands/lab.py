@@ -7,6 +7,8 @@ hooks (core.ablation), never by changing a weight, and `:ablate off` puts them b
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,7 +29,7 @@ from ..render import fmt
 from ..render.chart import Curve, chart, mark
 from ..render.live import CompareTable
 from ..render.renderers import render
-from ..render.tables import add_row, fits
+from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -77,7 +79,7 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=4)  # fmt: skip
+], pairs_in_text=True, json_version=5)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     from ..core.compare import Contender, compare
@@ -232,6 +234,7 @@ def render_compare(result: CompareResult, console: Console) -> None:
     else:
         for line in lines:
             say(console, line)
+    by_position(result, console)
     bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
                     joined=True) for k, o in enumerate(result.outcomes)]
@@ -247,6 +250,34 @@ def render_compare(result: CompareResult, console: Console) -> None:
         say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
                      f"such a loss is no language model's, and the model cannot generate "
                      f"({cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it)", "yellow")
+
+
+def by_position(result: CompareResult, console: Console) -> None:
+    """Each contender's val loss at the end by position in the window, in bands (core.compare): where it wins."""
+    outcomes = [o for o in result.outcomes if o.band_losses]
+    if not outcomes:
+        return
+    bands = max((o.bands for o in outcomes), key=len)  # the longest window's; a shorter one's are its first
+    rows = []
+    for k, o in enumerate(result.outcomes):
+        if not o.band_losses:
+            continue
+        best = [min((p.band_losses[b] for p in outcomes if b < len(p.band_losses) and not math.isnan(p.band_losses[b])),
+                    default=math.nan) for b in range(len(bands))]
+        glyph, style = mark(k)
+        cells = [Text(f"{glyph} {o.label}", style=style)]
+        for b in range(len(bands)):
+            loss = o.band_losses[b] if b < len(o.band_losses) else math.nan
+            cells.append(Text("-" if math.isnan(loss) else f"{loss:.3f}",
+                              style="bold green" if len(outcomes) > 1 and loss == best[b] else ""))
+        rows.append(cells)
+    table = fitting_table(console, ["positions", *bands], rows, left=("positions",))
+    say(console, f"the val loss at the end by position in the window, in bands (as {cmd('context')} reads it; "
+                 f"in bold the lowest)", "bold")
+    console.print(table)
+    if len({o.tokens_per_char for o in outcomes}) > 1:
+        note(console, "the contenders' tokenizers differ: a position is a token of each one's own, so the bands "
+                      "cover different stretches of text")
 
 
 # --- :experts ------------------------------------------------------------------------------------

@@ -68,6 +68,10 @@ class Outcome:
     seconds: float = 0.0  # wall time of all its seeds together
     changes: dict = field(default_factory=dict)  # the settings that differ from the first contender
     tokens_per_char: float | None = None  # of the val text as this contender's tokenizer reads it
+    # at the end, the val loss by position in the window (core.context) in bands of positions doubling in width,
+    # the same edges for every contender (a shorter window has fewer bands), mean over seeds; empty if stopped
+    bands: list[str] = field(default_factory=list)
+    band_losses: list[float] = field(default_factory=list)
 
     @property
     def final(self) -> Evaluation | None:
@@ -158,7 +162,27 @@ def compare(
                 outcomes[i].curve.append(evaluation)
                 if on_evaluation is not None:
                     on_evaluation(evaluation)
+        _by_position(outcomes, runs, readings, device)
     return _finish(outcomes, busy)
+
+
+BAND_WINDOWS = 256  # val windows each contender's loss by position is read on, per seed
+
+
+def _by_position(outcomes: list[Outcome], runs: list, readings: list, device) -> None:
+    """Each outcome's val loss by position, in the same bands for all (those of the longest window), mean over
+    seeds: where in the window one contender wins (positions, a longer window, a different mask)."""
+    from .context import position_bands, position_losses
+
+    most = max(trainer.max_seq_len for _, trainer in runs).bit_length()  # 64: 0 | 1 | 2-3 | ... | 32-63
+    per_contender: dict[int, list[list[float]]] = {}
+    for i, trainer in runs:
+        curve = position_losses(trainer.model, readings[i], device, BAND_WINDOWS)
+        labels, means = position_bands(curve.losses, most)
+        outcomes[i].bands = labels
+        per_contender.setdefault(i, []).append(means)
+    for i, rows in per_contender.items():
+        outcomes[i].band_losses = [statistics.fmean(column) for column in zip(*rows)]
 
 
 def _finish(outcomes: list[Outcome], busy) -> list[Outcome]:
