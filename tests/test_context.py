@@ -173,6 +173,7 @@ def test_shown_positions():
     assert shown_positions(128) == [0, 1, 2, 3, 7, 15, 31, 63, 127]
     assert shown_positions(24) == [0, 1, 2, 3, 7, 15, 23]
     assert shown_positions(3) == [0, 1, 2] and shown_positions(1) == [0]
+    assert shown_positions(72, 24) == [0, 1, 2, 3, 7, 15, 23, 31, 63, 71] and shown_positions(24, 24)[-1] == 23
 
 
 def test_the_far_context_is_said_flat_within_its_noise(session):
@@ -241,7 +242,7 @@ def test_length_reads_past_the_trained_window(session):
     result = run(session, ":context length=72 windows=32 counter=3")
     curve = result.curve
     assert curve.positions == 72 and curve.trained == 24 and len(curve.losses) == 72
-    assert [row.position for row in result.rows] == [0, 1, 2, 3, 7, 15, 31, 63, 71]
+    assert [row.position for row in result.rows] == [0, 1, 2, 3, 7, 15, 23, 31, 63, 71]  # 23: the window's last
     assert curve.past_gain is not None and curve.past_error > 0
     assert curve.mean == pytest.approx(sum(curve.losses[:24]) / 24, abs=1e-9)  # the trained window's val loss
     text = plain(result)

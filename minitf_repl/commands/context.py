@@ -109,7 +109,7 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
                             counter=args["counter"] or None, on_progress=progress, trained=T)
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
-                       None if curve.counter is None else curve.counter[i]) for i in shown_positions(curve.positions)]
+                       None if curve.counter is None else curve.counter[i]) for i in shown_positions(curve.positions, curve.trained)]
     return ContextResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size,
                          math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
                          untrained=session.untrained, causal=getattr(model, "causal", True),
@@ -131,14 +131,15 @@ def longer_than(session: Session, length: int) -> None:
     data.check_fits(length)
 
 
-def shown_positions(T: int) -> list[int]:
-    """0, 1, 2, 3, then one short of each power of two (7, 15, 31, ...), and the last position."""
+def shown_positions(T: int, trained: int | None = None) -> list[int]:
+    """0, 1, 2, 3, then one short of each power of two (7, 15, 31, ...), the last position, and the last of the
+    window the model trained on (`trained`, where the windows run past it)."""
     shown = [i for i in (0, 1, 2, 3) if i < T]
     k = 8
     while k - 1 < T - 1:
         shown.append(k - 1)
         k *= 2
-    return sorted(set(shown + [T - 1]))
+    return sorted(set(shown + [T - 1] + ([trained - 1] if trained else [])))
 
 
 def gram(n: int) -> str:
