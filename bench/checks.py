@@ -4,8 +4,9 @@ The first two train fresh models (the blind check two of `steps` steps, the over
 range test one of up to `steps`), so on a CPU without bfloat16 they take longer than on one with it;
 `:context` scores its default windows (forward passes only) and counts the counter's table. This
 times each check of core.checks.run_checks, the whole of it, core.lrfind.range_test and
-core.context.position_losses, on the default model and the built-in pydoc, medians of --runs runs after one warm-up, in this process, and says on
-which kind of CPU. Run it natively and through bench/as_avx2.py to see both kinds side by side:
+core.context.position_losses, on the default model and the built-in pydoc, medians of --runs runs
+after one warm-up, in this process, and says on which kind of CPU. Run it natively and through
+bench/as_avx2.py to see both kinds side by side:
 
     python bench/checks.py
     python bench/as_avx2.py bench/checks.py --runs 3

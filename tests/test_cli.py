@@ -174,7 +174,8 @@ def test_a_command_without_text_takes_its_options_as_the_repl_writes_them():
 
 def test_help_as_a_word_is_help():
     # `minitf help` and `minitf help train`, as the REPL's :help and :help train; before: "No such command 'help'"
-    assert invoke("help").stdout == invoke("--help").stdout and "Usage: minitf [OPTIONS] COMMAND" in invoke("help").stdout
+    whole = invoke("help").stdout
+    assert whole == invoke("--help").stdout and "Usage: minitf [OPTIONS] COMMAND" in whole
     assert invoke("help", "context").stdout == invoke("context", "--help").stdout
     assert "--windows" in invoke("help", "context").stdout and "windows=N is --windows N" in " ".join(
         invoke("help", "context").stdout.replace("│", " ").split())

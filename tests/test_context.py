@@ -186,8 +186,8 @@ def test_the_far_context_is_said_flat_within_its_noise(session):
 
 
 @pytest.mark.parametrize("settings", ["pos_encoding=rope", "pos_encoding=sinusoidal", "pos_encoding=none",
-                                      "n_experts=2", "norm_placement=post", "n_kv_heads=1", "norm=rmsnorm activation=swiglu qk_norm=on",
-                                      "residual=off", "dropout=0.2"])
+                                      "n_experts=2", "norm_placement=post", "n_kv_heads=1",
+                                      "norm=rmsnorm activation=swiglu qk_norm=on", "residual=off", "dropout=0.2"])
 def test_every_variant_scores_each_position_as_its_own_forward(session, settings):
     run(session, f":set {settings}")
     run(session, ":train steps=3")
@@ -254,7 +254,8 @@ def test_length_reads_past_the_trained_window(session):
 def test_length_is_refused_where_it_cannot_be_read(session, tmp_path):
     from minitf_repl.core.errors import UserError
 
-    with pytest.raises(UserError, match="a learned position table has rows for the 24 positions it trained on only") as e:
+    learned = "a learned position table has rows for the 24 positions it trained on only"
+    with pytest.raises(UserError, match=learned) as e:
         run(session, ":context length=48")
     assert e.value.fix == {"pos_encoding": "rope"}
     run(session, ":set pos_encoding=rope")

@@ -1,5 +1,5 @@
-""":train watch=attn|lens|samples|grad|heads|embed|context: the frames are the views' own numbers, watching changes no step of
-training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
+""":train watch=attn|lens|samples|grad|heads|embed|context: the frames are the views' own numbers, watching changes
+no step of training, the frames stay in the session for :report and :plot what=lens_rank, and each is drawn
 under the live loss table and after the run at 80 columns without colour."""
 
 import io

@@ -109,7 +109,8 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
                             counter=args["counter"] or None, on_progress=progress, trained=T)
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
-                       None if curve.counter is None else curve.counter[i]) for i in shown_positions(curve.positions, curve.trained)]
+                       None if curve.counter is None else curve.counter[i])
+            for i in shown_positions(curve.positions, curve.trained)]
     return ContextResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size,
                          math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
                          untrained=session.untrained, causal=getattr(model, "causal", True),

@@ -537,7 +537,8 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
                  "position.",
          params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
                                          "block_grad: from :train watch=grad; copying, induction: from :train "
-                                         "watch=heads; context: from :train watch=context)", choices=PLOT_WHAT)], json_version=2)  # fmt: skip
+                                         "watch=heads; context: from :train watch=context)", choices=PLOT_WHAT)],
+         json_version=2)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
     if what in ("copying", "induction"):
@@ -581,8 +582,8 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
     """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given and
     against the counters' val losses (:ngram) when there are any; `joined`: dots between each curve's points (a
     watch= view's, made at the evaluations only)."""
-    curves = [Curve(s.name, s.steps, s.values, *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")),
-                    joined=joined)
+    curves = [Curve(s.name, s.steps, s.values,
+                    *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")), joined=joined)
               for k, s in enumerate(series)]
     return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size),
                  levels=counter_levels(counters))
@@ -613,7 +614,7 @@ def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
 def render_plot(result: PlotResult, console: Console) -> None:
     say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
     console.print(series_chart(result.series, console.width, 12,
-                               result.vocab_size if result.what in ("loss", "copying", "context") else None, result.counters,
-                               joined=result.what in WATCHED))
+                               result.vocab_size if result.what in ("loss", "copying", "context") else None,
+                               result.counters, joined=result.what in WATCHED))
     if result.what == "loss" and not result.counters:
         note(console, f"{cmd('ngram')} measures what counting alone reaches on this data; the chart then draws it")

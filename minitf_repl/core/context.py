@@ -78,7 +78,8 @@ class PositionLosses:
 
 
 def position_losses(model, data, device, windows: int, seed: int = 0, counter: int | None = None,
-                    on_progress: Callable[[int, int], None] | None = None, trained: int | None = None) -> PositionLosses:
+                    on_progress: Callable[[int, int], None] | None = None,
+                    trained: int | None = None) -> PositionLosses:
     """L_i over `windows` validation windows of the model's length (drawn from generator seed `seed`), and the
     counter of order `counter` (on `data`'s training text, as :ngram counts it) on the same windows.
     `on_progress(done, windows)` after each forward pass. `trained`: the window the model trained on, where

@@ -36,7 +36,7 @@ def frame_input(frame) -> str:
     if frame.heads and frame.repeat is not None:
         return f"on random tokens, {frame.repeat} then the same {frame.repeat} again"
     if frame.bands:
-        return f"on the same {CONTEXT_WINDOWS} val windows at every frame, each band of positions its mean"
+        return f"on the same {CONTEXT_WINDOWS} val windows at every frame (a band: the mean of its positions)"
     return f"of {frame.prompt[-24:]!r}"
 
 
