@@ -258,12 +258,12 @@ def by_position(result: CompareResult, console: Console) -> None:
     if not outcomes:
         return
     bands = max((o.bands for o in outcomes), key=len)  # the longest window's; a shorter one's are its first
+    best = [min((o.band_losses[b] for o in outcomes if b < len(o.band_losses) and not math.isnan(o.band_losses[b])),
+                default=math.nan) for b in range(len(bands))]
     rows = []
     for k, o in enumerate(result.outcomes):
         if not o.band_losses:
             continue
-        best = [min((p.band_losses[b] for p in outcomes if b < len(p.band_losses) and not math.isnan(p.band_losses[b])),
-                    default=math.nan) for b in range(len(bands))]
         glyph, style = mark(k)
         cells = [Text(f"{glyph} {o.label}", style=style)]
         for b in range(len(bands)):
