@@ -59,6 +59,9 @@ def test_compare_equals_training_each_contender_alone():
         labels, means = position_bands(position_losses(model, data, "cpu", BAND_WINDOWS).losses, 12 .bit_length())
         assert outcome.bands == labels and outcome.band_losses == pytest.approx(means, abs=1e-6, nan_ok=True)
     assert outcomes[1].changes == {"activation": "relu"}
+    other = compare([Contender("a", a, train), Contender("lr", a, train.replace(lr=1e-3, seed=3))], data, steps=3,
+                    seeds=[7])
+    assert other[1].changes == {"lr": 1e-3}  # a training setting is a difference too; the seed is the comparison's
 
 
 def test_compare_reads_each_contender_by_position_in_the_same_bands():

@@ -99,7 +99,11 @@ def compare(
         return should_stop is not None and should_stop()
 
     def settings(c: Contender) -> dict:
-        return {**c.model_config.to_dict(), **({"tokenizer": c.tokenizer} if c.tokenizer is not None else {})}
+        """What a contender is: its model and training settings (its seed and length are the comparison's), and its
+        tokenizer where it has its own."""
+        train = {k: v for k, v in c.train_config.to_dict().items() if k not in ("seed", "steps")}
+        return {**c.model_config.to_dict(), **train,
+                **({"tokenizer": c.tokenizer} if c.tokenizer is not None else {})}
 
     base = settings(contenders[0])
     readings = [c.data if c.data is not None else data for c in contenders]  # the text as each one reads it
