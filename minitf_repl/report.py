@@ -39,20 +39,12 @@ class ReportData:
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
     context: object = None  # core.context.PositionLosses: the val loss at each position of the window (`:context`)
+    context_series: list = field(default_factory=list)  # commands.PlotSeries: its curves on :context's log scale
     heads: object = None  # commands.HeadsResult: every head's roles on repeated random tokens (`:heads`)
     tokens: list[str] = field(default_factory=list)  # the prompt as the maps read it, a token each (none: characters)
     vocab: list[str] = field(default_factory=list)  # every token by id, for the embedding map
     embedding: object = None  # core.inside.EmbeddingMap: W_E's rows on their two main directions (`:embed map=on`)
     counters: list = field(default_factory=list)  # commands.PlotLevel: the counters the loss chart draws (`:ngram`)
-
-
-@dataclass
-class _Series:
-    """A curve for loss_chart_svg, as commands.PlotSeries is one: its name, x values and y values."""
-
-    name: str
-    steps: list
-    values: list
 
 
 _CSS = """
@@ -273,12 +265,8 @@ def heads_html(heads) -> list[str]:
     return out
 
 
-def context_html(curve, vocab_size: int | None) -> list[str]:
+def context_html(curve, series: list, vocab_size: int | None) -> list[str]:
     """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it."""
-    at = [round(1000 * math.log2(i + 1)) for i in range(curve.positions)]  # the log scale of :context's chart
-    series = [_Series("model", at, curve.losses)]
-    if curve.counter is not None:
-        series.append(_Series(f"{curve.counter_order}-gram counter", at, curve.counter))
     return ["<h2>Loss by position</h2>",
             f"<p>The val loss at each position of the window, over {curve.windows} val windows of {curve.positions}: "
             "position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps."
@@ -352,7 +340,7 @@ def build_report(data: ReportData) -> str:
                    "tokens in bold. Near each other: alike in these two directions.</p>")
         out.append(embedding_svg(data.vocab, data.embedding.coords, asked, "token embeddings"))
     if data.context is not None:
-        out.extend(context_html(data.context, data.vocab_size))
+        out.extend(context_html(data.context, data.context_series, data.vocab_size))
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:

@@ -56,3 +56,22 @@ def cpu_path(request, monkeypatch):
             pytest.skip("this CPU has no bfloat16 units: the this-cpu case is the float32 path")
         monkeypatch.setattr(precision, "native_bf16", lambda device: False)
     return request.param
+
+
+@pytest.fixture
+def sentence_session(tmp_path):
+    """A small model (2 blocks of 32, a window of 24) on one sentence said 200 times: it trains in a second and
+    has something to learn. Called with training settings: `sentence_session(batch_size=4, eval_batches=2)`."""
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.session import Session
+
+    path = tmp_path / "text.txt"
+    path.write_text("the cat sat on the mat; a dog ran in the fog. " * 200)
+
+    def make(**train):
+        s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=24), data_spec=str(path),
+                    checkpoint_dir=tmp_path / "ck")
+        s.trainer.set_config(s.trainer.config.replace(**train))
+        return s
+
+    return make

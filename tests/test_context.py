@@ -20,17 +20,10 @@ from minitf_repl.session import Session
 from test_commands import run
 from test_render import plain, text_of
 
-TEXT = "the cat sat on the mat; a dog ran in the fog. " * 200
-
 
 @pytest.fixture
-def session(tmp_path):
-    path = tmp_path / "text.txt"
-    path.write_text(TEXT)
-    s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=24), data_spec=str(path),
-                checkpoint_dir=tmp_path / "ck")
-    s.trainer.set_config(s.trainer.config.replace(batch_size=8, eval_batches=2, lr=1e-2, warmup_steps=5))
-    return s
+def session(sentence_session):
+    return sentence_session(batch_size=8, eval_batches=2, lr=1e-2, warmup_steps=5)
 
 
 def _windows(session, windows, seed=0):

@@ -30,6 +30,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import ablation_note, command, switched_off
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
+from .train import PlotSeries
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.context import PositionLosses
@@ -143,6 +144,21 @@ def shown_positions(T: int, trained: int | None = None) -> list[int]:
     return sorted(set(shown + [T - 1] + ([trained - 1] if trained else [])))
 
 
+def log_axis(T: int) -> list[int]:
+    """Where positions 0 .. T - 1 lie on a chart's x axis: a log scale (most of the change is in the first ones),
+    in whole numbers as the charts take them."""
+    return [round(1000 * math.log2(i + 1)) for i in range(T)]
+
+
+def position_series(curve: PositionLosses) -> list[PlotSeries]:
+    """The model's curve and the counter's on the log scale, as :report's chart draws them."""
+    at = log_axis(curve.positions)
+    series = [PlotSeries("model", at, curve.losses)]
+    if curve.counter is not None:
+        series.append(PlotSeries(f"{gram(curve.counter_order)} counter", at, curve.counter))
+    return series
+
+
 def gram(n: int) -> str:
     return {1: "unigram", 2: "bigram", 3: "trigram"}.get(n, f"{n}-gram")
 
@@ -158,8 +174,7 @@ def render_context(result: ContextResult, console: Console) -> None:
         say(console, f"the model trained on windows of {curve.trained}: positions {curve.trained}-{T - 1} lie past "
                      f"it, read by a copy with the same weights and its positions worked out further (in yellow)",
             "yellow")
-    # a log scale: most of the change is in the first positions
-    at = [round(1000 * math.log2(i + 1)) for i in range(T)]
+    at = log_axis(T)
     curves = [Curve("model", at, curve.losses, "•", "cyan")]
     if curve.counter is not None:  # drawn first, so that the model's points lie on top where the two meet
         curves.insert(0, Curve(f"{gram(curve.counter_order)} counter", at, curve.counter, "·", "yellow"))

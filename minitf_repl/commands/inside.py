@@ -36,6 +36,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head, default_prompt,
                    sample_prompt, true_next, view_prompt, with_given, known_text)
+from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import history_series, plot_levels
 
@@ -788,7 +789,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
         vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
-        context=context,
+        context=context, context_series=position_series(context) if context is not None else [],
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
