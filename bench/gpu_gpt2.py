@@ -1,12 +1,14 @@
 """GPT-2-small on one NVIDIA GPU: tokens/s and model FLOPs utilisation (MFU) through minitf's trainer.
 
 12 layers x 12 heads x 768 wide, block 1024, vocabulary 50,304 (GPT-2's, padded to a multiple of
-64), batch 16 x 1024 tokens, AdamW; the `gpt2` preset (GELU-tanh, biases, tied head, learned
+64), batch 16 x 1024 tokens, AdamW (`--optimizer muon`: the default :train's Muon, its Newton-Schulz
+in bfloat16 on a GPU that has it); the `gpt2` preset (GELU-tanh, biases, tied head, learned
 positions) on the fused attention path, with bfloat16 autocast and torch.compile. Random tokens:
 this measures the machine and the code, not learning. The first (compiling) step is timed apart.
 
     python bench/gpu_gpt2.py                # about 2 minutes on an H200, most of it compiling
     python bench/gpu_gpt2.py --no-compile   # eager, for the side-by-side ratio
+    python bench/gpu_gpt2.py --optimizer muon   # Muon for the matrices, AdamW for the rest
 
 MFU counts 6 N per token for the weights plus 12 L T d for attention (the PaLM appendix's
 formula), against the GPU's dense bfloat16 peak given by --peak-tflops (H200/H100 SXM: 989).
@@ -47,6 +49,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
+    p.add_argument("--optimizer", default="adamw", choices=("adamw", "muon"),
+                   help="adamw: nanoGPT's GPT-2 recipe, the figures in docs/speed.md (default); muon: minitf's default")
     p.add_argument("--peak-tflops", type=float, default=989.0)
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -60,7 +64,8 @@ def main() -> None:
     model = MiniTransformerLM(config).to(device)
     n_params = model.num_parameters()
     train = TrainConfig(steps=args.steps + 1, batch_size=args.batch, eval_every=10**6, eval_batches=1,
-                        warmup_steps=0, dtype=args.dtype, compile=not args.no_compile)
+                        warmup_steps=0, dtype=args.dtype, compile=not args.no_compile,
+                        optimizer=args.optimizer)
     trainer = Trainer(model, RandomBatches(config.vocab_size), train, device)
     times: list[float] = []
     last = [time.perf_counter()]
@@ -84,7 +89,7 @@ def main() -> None:
     mfu = flops_per_token * tps / (args.peak_tflops * 1e12)
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     print(f"GPT-2 small ({n_params / 1e6:.1f}M parameters), block {T}, batch {args.batch}, {args.dtype}, "
-          f"{'compiled' if summary.compiled else 'eager'}; final loss {summary.train_loss:.3f}")
+          f"{args.optimizer}, {'compiled' if summary.compiled else 'eager'}; final loss {summary.train_loss:.3f}")
     for note in summary.notes:
         print(f"note: {note}")
     print(f"first step (compile and warm-up): {first:.1f} s")

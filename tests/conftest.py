@@ -75,3 +75,28 @@ def sentence_session(tmp_path):
         return s
 
     return make
+
+
+@pytest.fixture(scope="session")
+def every_command_lines():
+    """Every shell command once, in an order that works in one session of a tiny model on `sort:4` (train
+    first, so the views have something to show): `every_command_lines(folder)`. tests/test_json_schema.py
+    checks each one's --json document on the CPU; tests/test_gpu.py runs the same lines on a CUDA session.
+    With `reference=True` (transformers is installed), `:save hf:` and `:parity` join after `:load one`."""
+
+    def lines(folder, reference: bool = False) -> list[str]:
+        every = [
+            ":train", ":gen 12 n=5 seed=1", ":shapes 12", ":device", ":config", ":set temperature=0.5", ":data",
+            ":params", ":ngram n=3", ":context windows=16 counter=3", ":checks steps=3", ":lrfind steps=12",
+            ":attn 12", ":qkv 1234= at=3", ":resid 1234=", ":ln 1234= k=3", ":ffn 1234= k=3", ":kv 12 n=3",
+            ":grad 1234=1234", ":muon seed=1", ":step 12 seed=1", ":lens 12", ":score 1234=1234", ":score",
+            ":embed 1234= k=3", ":patch 1234= 5678=", ":attrib 12", ":heads", ":plot", ":tok 12",
+            f":report {folder}/r.html", ":quantize int8", ":ablate head=0.0", ":save one", ":ls", ":load one",
+            ":compare n_layers=1 vs d_ff=32 steps=2", ":set n_experts=2 autosave=off", ":train steps=2", ":experts",
+            ":set n_experts=1 pos_encoding=rope", ":rope 12",
+        ]
+        if reference:  # the model has GPT-2's settings here
+            every[every.index(":load one") + 1 : 0] = [f":save hf:{folder}/hf", f":parity hf:{folder}/hf"]
+        return every
+
+    return lines

@@ -240,3 +240,14 @@ def test_as_avx2_runs_a_script_down_the_float32_path_with_avx2_kernels(tmp_path)
     missing = subprocess.run([sys.executable, str(BENCH / "as_avx2.py"), str(tmp_path / "nope.py")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "nope.py is not a file" in missing.stderr
+
+
+def test_the_gpu_script_parses_and_names_what_exists():
+    """bench/on_gpu.sh runs only where a GPU is lent: here its shell parses and every file it runs exists."""
+    import re
+
+    script = BENCH / "on_gpu.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    named = set(re.findall(r"(?:tests|bench)/[\w.]+\.py", script.read_text()))
+    assert {"tests/test_gpu.py", "tests/test_device.py", "bench/gpu_gpt2.py"} <= named
+    assert all((BENCH.parent / path).is_file() for path in named), named

@@ -7,14 +7,22 @@ devices, and the whole shell on a CUDA session.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
+import json
+
 import pytest
 import torch
+from rich.console import Console
 
+from minitf_repl import dispatch
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.config import GenConfig, ModelConfig, PRESETS, TrainConfig, preset_changes
 from minitf_repl.core.generate import generate
 from minitf_repl.core.model import MiniTransformerLM
-from minitf_repl.dispatch import run_command
+from minitf_repl.core.watch import WATCH_VIEWS
+from minitf_repl.dispatch import FrontDoor, FrontEnd, run_command
 from minitf_repl.parsing import parse_line
 from minitf_repl.session import Session
 
@@ -105,3 +113,55 @@ def test_backprop_on_cuda_matches_the_cpu_and_its_check_runs_on_the_cpu(changes)
     assert gpu.loss == pytest.approx(cpu.loss, rel=1e-4) and gpu.top == pytest.approx(cpu.top, rel=1e-3)
     assert [p.grad for p in gpu.parts] == pytest.approx([p.grad for p in cpu.parts], rel=1e-3, abs=1e-6)
     assert gpu.check.relative < 1e-3 and gpu.check.measured == pytest.approx(cpu.check.measured, rel=1e-6)
+
+
+def front_door(session, folder, json_out: bool) -> tuple[FrontDoor, object]:
+    log = open(folder / "shell.txt", "w")
+    console = Console(file=log, width=100, color_system=None)
+    return FrontDoor(session, console, console, FrontEnd(syntax="shell", json=json_out, live=False)), log
+
+
+def on_cuda(session) -> bool:
+    return all(p.device.type == "cuda" for p in session.model.parameters())
+
+
+@pytest.mark.parametrize("dtype, json_out", [("float32", True), ("bfloat16", False)],
+                         ids=["float32-json", "bf16-shown"])
+def test_every_command_on_a_cuda_session(dtype, json_out, tmp_path, every_command_lines):
+    """The lines tests/test_json_schema.py runs on the CPU, on CUDA: every view, check, training run, save and
+    load through the front door, as a user types them (shown through Rich, or printed as --json documents)."""
+    s = Session(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32),
+                TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=2, dtype=dtype),
+                data_spec="sort:4", device_name="cuda", checkpoint_dir=tmp_path / "checkpoints")
+    door, log = front_door(s, tmp_path, json_out)
+    reference = importlib.util.find_spec("transformers") is not None
+    for line in every_command_lines(tmp_path, reference=reference):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = door.run_line(line)
+        log.flush()
+        assert status == dispatch.OK, (line, (tmp_path / "shell.txt").read_text()[-800:])
+        if json_out:
+            assert json.loads(out.getvalue())["schema"].startswith(f"minitf.{line.split()[0].lstrip(':')}/"), line
+        assert on_cuda(s), f"{line} left the model off the GPU"
+    assert "Traceback" not in (tmp_path / "shell.txt").read_text()
+
+
+@pytest.mark.parametrize("watch", WATCH_VIEWS)
+def test_every_watch_and_the_longer_context_on_cuda(watch, tmp_path):
+    """:train watch=VIEW (each view made at every evaluation on the GPU), its :plot, :context past the window
+    (rope) and :report with every section, on a CUDA session over a text file."""
+    path = tmp_path / "text.txt"
+    path.write_text("the cat sat on the mat; a dog ran in the fog. " * 200)
+    s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=24, pos_encoding="rope"),
+                TrainConfig(batch_size=8, eval_every=4, eval_batches=2), data_spec=str(path), device_name="cuda",
+                checkpoint_dir=tmp_path / "checkpoints")
+    door, log = front_door(s, tmp_path, json_out=False)
+    charts = {"lens": ["lens_rank"], "grad": ["block_grad"], "heads": ["copying", "induction"], "context": ["context"]}
+    lines = [f":train steps=8 watch={watch}", ":plot", *(f":plot what={what}" for what in charts.get(watch, ["lr"])),
+             ":context windows=16 length=48", f":report {tmp_path}/r.html"]
+    for line in lines:
+        status = door.run_line(line)
+        log.flush()
+        assert status == dispatch.OK, (line, (tmp_path / "shell.txt").read_text()[-800:])
+    assert on_cuda(s) and (tmp_path / "r.html").stat().st_size > 10_000

@@ -83,22 +83,14 @@ def test_the_validator_catches_what_it_should():
 
 # --- every document, for real ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def documents(tmp_path_factory) -> dict[str, dict]:
+def documents(tmp_path_factory, every_command_lines) -> dict[str, dict]:
     """{command: its --json document}, each shell command run once in one tiny session."""
     folder = tmp_path_factory.mktemp("json")
     session = Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=2),
                       data_spec="sort:4", device_name="cpu", checkpoint_dir=folder / "checkpoints")
     quiet = Console(file=open(folder / "stderr.txt", "w"), width=100, color_system=None)
     door = FrontDoor(session, quiet, quiet, FrontEnd(syntax="shell", json=True, live=False))
-    lines = [
-        ":train", ":gen 12 n=5 seed=1", ":shapes 12", ":device", ":config", ":set temperature=0.5", ":data",
-        ":params", ":ngram n=3", ":context windows=16 counter=3", ":checks steps=3", ":lrfind steps=12", ":attn 12", ":qkv 1234= at=3", ":resid 1234=", ":ln 1234= k=3", ":ffn 1234= k=3", ":kv 12 n=3", ":grad 1234=1234", ":muon seed=1", ":step 12 seed=1", ":lens 12", ":score 1234=1234", ":score", ":embed 1234= k=3", ":patch 1234= 5678=", ":attrib 12", ":heads", ":plot", ":tok 12", f":report {folder}/r.html",
-        ":quantize int8", ":ablate head=0.0", ":save one", ":ls", ":load one",
-        ":compare n_layers=1 vs d_ff=32 steps=2", ":set n_experts=2 autosave=off", ":train steps=2", ":experts",
-        ":set n_experts=1 pos_encoding=rope", ":rope 12",
-    ]
-    if REFERENCE:  # :parity compares with transformers (the test extra); the model has GPT-2's settings here
-        lines[lines.index(":load one") + 1 : 0] = [f":save hf:{folder}/hf", f":parity hf:{folder}/hf"]
+    lines = every_command_lines(folder, reference=REFERENCE)
     docs = {}
     for line in lines:
         out = io.StringIO()
