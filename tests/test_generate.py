@@ -178,3 +178,71 @@ def test_the_task_example_has_the_size_it_names():
         assert question + "=" == task.question([int(d) for d in question.replace("+", "")])
         assert len(question.replace("+", "")) == task.n_digits and answer == task.answer(question + "=")
         assert f"{task.size}" in task.description.split(":")[0]
+
+
+@pytest.mark.parametrize("spec, question, size", [("sort", "314159=", 6), ("reverse:4", "3141=", 4),
+                                                  ("add:3", "314+159=", 3), ("sort:1", "3=", 1)])
+def test_a_task_knows_its_questions_and_grades_an_answer(spec, question, size):
+    from minitf_repl.core.data import load_data
+
+    task = load_data(spec)
+    answer = task.answer(question)
+    assert task.question_of(question + "99") == question and task.size_of(question) == size
+    assert task.grade(question) is None and task.grade(question + answer[:-1]) is None  # no whole answer yet
+    right = task.grade(question + answer + "777")  # what follows a whole answer means nothing
+    assert right.right and right.written == right.expected == answer and right.digits_right == len(answer)
+    assert right.held_out == task.is_val(question)
+    wrong = "0" if answer[0] != "0" else "1"
+    graded = task.grade(question + wrong + answer[1:])
+    assert not graded.right and graded.digits_right == len(answer) - 1 and graded.expected == answer
+    for not_one in ("=", question[1:], "x" + question[1:], question[:-1], "+" + question, "3\u0661" + question[2:]):
+        assert task.question_of(not_one) is None and task.grade(not_one + answer) is None, not_one
+
+
+def test_size_of_reads_the_size_a_question_would_have():
+    from minitf_repl.core.data import load_data
+
+    sort, add = load_data("sort"), load_data("add")
+    assert sort.size_of("3142=") == 4 and sort.size_of("3142") is None and sort.size_of("31a2=") is None
+    assert sort.size_of("3" * 31 + "=") is None and sort.size_of("31+42=") is None
+    assert add.size_of("31+42=") == 2 and add.size_of("31+4=") is None and add.size_of("3142=") is None
+
+
+def test_gen_on_a_task_says_right_or_wrong_and_what_a_question_looks_like(tmp_path):
+    from rich.console import Console
+
+    from minitf_repl.commands.generate import render_gen
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.session import Session
+
+    s = Session(data_spec="sort", checkpoint_dir=tmp_path)
+    run_command(s, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_seq_len": 16})
+
+    def shown(result) -> str:
+        console = Console(record=True, width=200, color_system=None)
+        render_gen(result, console)
+        return console.export_text()
+
+    r = run_command(s, "gen", {"prompt": "314159=113459", "n": 5})  # the prompt holds the right answer
+    assert r.answer.right and r.off_task is None
+    assert "right: 314159=113459 (a training question: the model may have seen it)" in shown(r)
+    r = run_command(s, "gen", {"prompt": "314159=", "n": 50, "temperature": 1.0, "gen_seed": 1})  # untrained: random
+    assert r.answer.written == r.text and r.answer.expected == "113459"
+    if not r.answer.right:
+        right = r.answer.digits_right
+        assert f"wrong: 314159={r.text}, the answer is 113459 ({right} of 6 characters right" in shown(r)
+    held_out = next(q for q in (f"{n:06d}=" for n in range(1000)) if s.data.is_val(q))
+    r = run_command(s, "gen", {"prompt": held_out + s.data.answer(held_out)})
+    assert "a held-out question: never drawn for training, so this is generalisation" in shown(r)
+    r = run_command(s, "gen", {"prompt": "3142=", "n": 4})  # a sort:4 question asked of a sort:6 model
+    assert r.answer is None and "'3142=' is no question of sort:6, whose questions are 6 digits, then '=' (314159=)" \
+        in " ".join(shown(r).split())
+    assert ":data sort:4 trains on questions like it" in " ".join(shown(r).split())
+    r = run_command(s, "gen", {"prompt": "12+3=", "n": 2})  # add's form: no size of sort looks like it
+    assert r.answer is None and "'12+3=' is no question of sort:6" in shown(r) and ":data" not in r.off_task
+    r = run_command(s, "gen", {"prompt": "3141", "n": 2})  # no '=' yet: the user explores, nothing to say
+    assert r.off_task is None
+    c = Session(data_spec="pydoc", checkpoint_dir=tmp_path)
+    run_command(c, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_seq_len": 16})
+    r = run_command(c, "gen", {"prompt": "a=b", "n": 3})
+    assert r.answer is None and r.off_task is None  # a corpus has no questions

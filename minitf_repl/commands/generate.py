@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -22,8 +23,11 @@ from ..render.renderers import after_stream, render
 from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import train_first
+from ..syntax import cmd, train_first
 from .base import command, default_prompt, with_given
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
+    from ..core.data import Graded
 
 FAMILY = "generating"  # the heading :help lists this module's commands under
 
@@ -44,6 +48,8 @@ class GenResult:
     raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
     answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
     cache_off: str | None = None  # why cache=on decoded without the cache (causal=off: the cache is not exact)
+    answer: Graded | None = None  # a task: the answer after the question the text starts with, checked
+    off_task: str | None = None  # a task: the prompt has an '=' but is no question of the task, and what one is
 
 
 @command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
@@ -59,7 +65,7 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True, json_version=2)  # fmt: skip
+], takes_plain_text=True, json_version=3)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     tokenizer = session.data.tokenizer
@@ -100,6 +106,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     finally:
         stream.close()
     seconds = time.perf_counter() - start
+    graded, off_task = _checked_answer(session.data, prompt, "".join(pieces))
     probs = None
     if args["show"] == "probs":
         from ..core.inside import token_probs
@@ -119,10 +126,39 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         probs=probs,
         raw=args["raw"],
         answered=done is not None and not stopped and done(ids + new_ids),
+        answer=graded,
+        off_task=off_task,
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
         "the window",
     )
+
+
+def _checked_answer(data, prompt: str, text: str) -> tuple[Graded | None, str | None]:
+    """On a task: the answer the prompt and the text hold, checked against the true one; and, for a prompt that
+    holds an '=' but no question of the task, what a question looks like (a model never trained on such a text,
+    so what it writes there is no answer to anything)."""
+    if not hasattr(data, "grade"):
+        return None, None
+    graded = data.grade(prompt + text)
+    if "=" not in prompt or data.question_of(prompt) is not None:
+        return graded, None
+    asked = prompt.partition("=")[0] + "="
+    size = data.size_of(asked)
+    fix = (f"; {cmd('data', f'{data.name}:{size}')} trains on questions like it" if size not in (None, data.size)
+           else "")
+    return None, (f"{visible(asked)!r} is no question of {data.name}:{data.size}, whose questions are "
+                  f"{data.question_form}: the model never saw such a text, so what it wrote answers nothing{fix}")
+
+
+def answer_line(graded: Graded) -> str:
+    """Right or wrong, against the true answer, and whether the model could have seen the question in training."""
+    seen = ("a held-out question: never drawn for training, so this is generalisation" if graded.held_out else
+            "a training question: the model may have seen it")
+    if graded.right:
+        return f"right: {graded.question}{graded.expected} ({seen})"
+    return (f"wrong: {graded.question}{visible(graded.written)}, the answer is {graded.expected} "
+            f"({graded.digits_right} of {count(len(graded.expected), 'character')} right; {seen})")
 
 
 def gen_stats(result: GenResult) -> str:
@@ -145,6 +181,10 @@ def gen_notes(result: GenResult, console: Console) -> None:
     if result.answered:
         note(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
+    if result.answer is not None:
+        say(console, answer_line(result.answer), "green" if result.answer.right else "red")
+    if result.off_task:
+        say(console, result.off_task, "yellow")
     if result.untrained:
         note(console, f"this model has not trained yet, so its text is random: {train_first('gen', AUTOSAVE_NAME)}")
     if result.cache_off:

@@ -189,6 +189,18 @@ def bits_per_char(loss: float | None, tokens_per_char: float | None) -> float | 
     return loss * tokens_per_char / math.log(2)
 
 
+@dataclass
+class Graded:
+    """A task's question and the answer a model wrote to it, checked against the true one."""
+
+    question: str  # "314159=": the question, up to and with its '='
+    written: str  # the answer_len characters the model wrote after it
+    expected: str  # the true answer
+    right: bool  # written is expected
+    digits_right: int  # positions where written and expected agree
+    held_out: bool  # a validation question: never drawn for training, so a right answer is generalisation
+
+
 class Task:
     """A synthetic task: sequences "question=answer", loss and accuracy on the answer only.
 
@@ -257,6 +269,48 @@ class Task:
         if equals not in ids:
             return False
         return len(ids) - ids.index(equals) - 1 >= self.answer_len
+
+    @property
+    def question_form(self) -> str:
+        """What a question of this task looks like, in words and by example: "6 digits, then '=' (314159=)"."""
+        example = self.example[: self.question_len]
+        if self.name == "add":
+            return f"two {self.size}-digit numbers joined by '+', then '=' ({example})"
+        return f"{count(self.size, 'digit')}, then '=' ({example})"
+
+    def question_of(self, text: str) -> str | None:
+        """The question `text` starts with, where it starts with one of this task's (314159= for sort:6), else None."""
+        head, equals, _ = text.partition("=")
+        if not equals or len(head) + 1 != self.question_len:
+            return None
+        parts = head.split("+") if self.name == "add" else [head]
+        shape = [self.size, self.size] if self.name == "add" else [self.size]
+        digits = all(len(part) == n and all(ch in "0123456789" for ch in part) for part, n in zip(parts, shape))
+        return head + "=" if len(parts) == len(shape) and digits else None
+
+    def size_of(self, question: str) -> int | None:
+        """The task size whose questions look like `question` (any size 1-30), or None: 4 for 3142= under sort."""
+        head, equals, rest = question.partition("=")
+        parts = head.split("+") if self.name == "add" else [head]
+        if not equals or rest or len(parts) != (2 if self.name == "add" else 1) or len({len(p) for p in parts}) != 1:
+            return None
+        if not all(part and all(ch in "0123456789" for ch in part) for part in parts):
+            return None
+        return len(parts[0]) if 1 <= len(parts[0]) <= 30 else None
+
+    def grade(self, text: str) -> Graded | None:
+        """`text`, a question then what a model wrote after it, checked: None where it does not start with a
+        question of this task or does not yet hold a whole answer (the characters past the answer mean nothing:
+        see answer_complete)."""
+        question = self.question_of(text)
+        if question is None:
+            return None
+        written = text[len(question) : len(question) + self.answer_len]
+        if len(written) < self.answer_len:
+            return None
+        expected = self.answer(question)
+        return Graded(question, written, expected, written == expected,
+                      sum(a == b for a, b in zip(written, expected)), self.is_val(question))
 
     @staticmethod
     def is_val(question: str) -> bool:
