@@ -240,8 +240,15 @@ def test_gen_on_a_task_says_right_or_wrong_and_what_a_question_looks_like(tmp_pa
     assert ":data sort:4 trains on questions like it" in " ".join(shown(r).split())
     r = run_command(s, "gen", {"prompt": "12+3=", "n": 2})  # add's form: no size of sort looks like it
     assert r.answer is None and "'12+3=' is no question of sort:6" in shown(r) and ":data" not in r.off_task
-    r = run_command(s, "gen", {"prompt": "3141", "n": 2})  # no '=' yet: the user explores, nothing to say
-    assert r.off_task is None
+    r = run_command(s, "gen", {"prompt": "3141", "n": 2})  # no '=' and no answer after it: what asks
+    assert r.answer is None and "'3141' has no '=', which ends a question of sort:6 (6 digits, then '=' (314159=))" \
+        in r.off_task and "end it with '=' to ask" in shown(r)
+    from minitf_repl.commands.generate import _checked_answer
+
+    graded, off_task = _checked_answer(s.data, "314159", "=113459", True)  # the model wrote the '=' and the answer
+    assert graded.right and off_task is None
+    r = run_command(s, "gen", {"n": 3})  # no prompt given: nothing asked, nothing to say
+    assert r.off_task is None and r.answer is None
     c = Session(data_spec="pydoc", checkpoint_dir=tmp_path)
     run_command(c, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_seq_len": 16})
     r = run_command(c, "gen", {"prompt": "a=b", "n": 3})

@@ -106,7 +106,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     finally:
         stream.close()
     seconds = time.perf_counter() - start
-    graded, off_task = _checked_answer(session.data, prompt, "".join(pieces))
+    graded, off_task = _checked_answer(session.data, prompt, "".join(pieces), given_prompt)
     probs = None
     if args["show"] == "probs":
         from ..core.inside import token_probs
@@ -134,14 +134,20 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     )
 
 
-def _checked_answer(data, prompt: str, text: str) -> tuple[Graded | None, str | None]:
+def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded | None, str | None]:
     """On a task: the answer the prompt and the text hold, checked against the true one; and, for a prompt that
     holds an '=' but no question of the task, what a question looks like (a model never trained on such a text,
-    so what it writes there is no answer to anything)."""
+    so what it writes there is no answer to anything); for a prompt without '=' after which no whole question
+    and answer came, that '=' asks."""
     if not hasattr(data, "grade"):
         return None, None
     graded = data.grade(prompt + text)
-    if "=" not in prompt or data.question_of(prompt) is not None:
+    if "=" not in prompt:
+        if graded is not None or not given:
+            return graded, None
+        return None, (f"{visible(prompt)!r} has no '=', which ends a question of {data.name}:{data.size} "
+                      f"({data.question_form}): the model went on with the question; end it with '=' to ask")
+    if data.question_of(prompt) is not None:
         return graded, None
     asked = prompt.partition("=")[0] + "="
     size = data.size_of(asked)
