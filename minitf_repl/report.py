@@ -274,7 +274,7 @@ def context_html(curve, series: list, vocab_size: int | None) -> list[str]:
                "bigram, reading the same one token)." if curve.counter is not None else "")
             + f" Mean: {curve.mean:.3f} nats.</p>",
             loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",
-                           x_ends=("0", f"{curve.positions - 1}"), svg_id="context-chart")]
+                           x_ends=(f"{curve.first_counted}", f"{curve.positions - 1}"), svg_id="context-chart")]
 
 
 def teacher_forcing_html(scored) -> list[str]:

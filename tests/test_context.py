@@ -125,8 +125,11 @@ def test_a_task_counts_its_answer_only(tmp_path):
     assert all(math.isnan(v) for v in curve.losses[:question]) and curve.counted[:question] == [0] * question
     assert all(not math.isnan(v) for v in curve.losses[question : s.data.seq_len])
     assert curve.half_at is None  # position 0 is the question's: no fall from it to read
+    assert curve.first_counted == question and [row.position for row in result.rows] == [4, 5, 6, 7]  # the answer's
     text = text_of(result, 100)
-    assert "position 0 reads" not in text and "nan" not in text
+    assert "position 0 reads" not in text and "nan" not in text and "position 4 (log scale)" in text
+    assert "positions 0-3 predict no counted token" in " ".join(text.split()) and "positions 4-7 are the ones scored" \
+        in " ".join(text.split())
 
 
 def test_the_command_leaves_the_session_alone_and_renders(session):
@@ -164,7 +167,8 @@ def test_the_shell_reads_differences_against_the_cores_noise():
 
 def test_shown_positions():
     assert shown_positions(128) == [0, 1, 2, 3, 7, 15, 31, 63, 127]
-    assert shown_positions(24) == [0, 1, 2, 3, 7, 15, 23]
+    assert shown_positions(24) == [0, 1, 2, 3, 7, 15, 23] and shown_positions(17) == [0, 1, 2, 3, 7, 15, 16]
+    assert shown_positions(16) == list(range(16))  # a short window (a task's) shows every position
     assert shown_positions(3) == [0, 1, 2] and shown_positions(1) == [0]
     assert shown_positions(72, 24) == [0, 1, 2, 3, 7, 15, 23, 31, 63, 71] and shown_positions(24, 24)[-1] == 23
 
@@ -267,3 +271,9 @@ def test_past_gain():
     gain, error = context.past_gain(nll, 4)  # the last quarter of 4 is position 3; past it, positions 4, 5
     assert gain == pytest.approx(((2 - 1) + (4 - 3)) / 2) and error == pytest.approx(0.0)
     assert context.past_gain(nll[:1], 4) == (None, None)
+
+
+def test_spans():
+    from minitf_repl.commands.context import spans
+
+    assert spans([0, 1, 2, 3, 9]) == "0-3, 9" and spans([4]) == "4" and spans([]) == "" and spans([1, 3, 4]) == "1, 3-4"

@@ -134,7 +134,7 @@ def test_each_view_is_drawn_after_the_run_at_80_columns(view):
     assert "step 4, val loss" in out and "watched 3 frames" in out
     assert {"attn": "head 1", "lens": "rank of", "samples": r.frames[-1].prompt + (r.frames[-1].sample or ""),
             "grad": "attention |dL/dW|", "heads": "loss on the repeat", "embed": "x: direction 1",
-            "context": "positions 0 "}[view] in out
+            "context": "positions 6 "}[view] in out  # sort:6 scores its answer only: the bands start at 6
 
 
 def test_the_live_display_draws_the_frame_under_the_loss_table():
@@ -325,5 +325,8 @@ def test_position_bands():
     assert position_bands([1.0] * 64) == (["0", "1", "2-3", "4-7", "8-15", "16-63"], [1.0] * 6)
     assert position_bands([float(i) for i in range(10)])[0] == ["0", "1", "2-3", "4-7", "8-9"]
     assert position_bands([2.0])[0] == ["0"] and position_bands([1.0, 3.0, 5.0])[1] == [1.0, 3.0, 5.0]
-    labels, means = position_bands([float("nan")] * 4 + [1.0, 2.0, 3.0, 4.0])
-    assert labels == ["0", "1", "2-3", "4-7"] and means[2] != means[2] and means[3] == 2.5  # nan: none counted
+    nan = float("nan")
+    labels, means = position_bands([nan] * 4 + [1.0, 2.0, 3.0, 4.0])  # a task: the question is not scored
+    assert labels == ["4", "5", "6-7"] and means == [1.0, 2.0, 3.5]  # the bands are the answer's
+    labels, means = position_bands([1.0, nan, 3.0, nan, nan, nan])
+    assert labels == ["0", "1", "2-3", "4-5"] and means[:1] + means[2:3] == [1.0, 3.0] and means[1] != means[1]

@@ -22,6 +22,7 @@ from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
 from ..render.chart import Curve, chart
+from ..render.fmt import signed
 from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import note, say
@@ -41,6 +42,7 @@ NOISE = 2.0  # core.context.NOISE, known here without torch (a test keeps them e
 # errors a difference is read as none
 WINDOW_TOKENS = 2**16  # the default number of windows scores about this many positions (512 windows of 128)
 WINDOWS_FEWEST, WINDOWS_MOST = 16, 100_000
+EVERY_POSITION_UP_TO = 16  # the table shows every position of a window this short (a task's), else a log spread
 LONGER_AT_MOST = 8  # length= reads at most this many times the window the model trained on
 LENGTH_LIMIT = 1_000_000  # a typing limit; the real one is LONGER_AT_MOST x max_seq_len, said in words
 
@@ -62,7 +64,7 @@ class ContextResult:
     chance: float  # ln V: the loss of a uniform guess
     seed: int  # the windows' seed
     curve: PositionLosses
-    rows: list[ContextRow]  # positions 0, 1, 2, 3, 7, 15, ... and the last
+    rows: list[ContextRow]  # positions 0, 1, 2, 3, 7, 15, ... and the last (every one up to 16), where counted
     model_step: int  # the model's training step
     untrained: bool = False  # no training here nor weights from elsewhere: the curve is flat near ln V
     causal: bool = True  # False: each position reads the token it predicts, the loss is no language model's
@@ -111,7 +113,7 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
                        None if curve.counter is None else curve.counter[i])
-            for i in shown_positions(curve.positions, curve.trained)]
+            for i in shown_positions(curve.positions, curve.trained) if not math.isnan(curve.losses[i])]
     return ContextResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size,
                          math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
                          untrained=session.untrained, causal=getattr(model, "causal", True),
@@ -135,7 +137,10 @@ def longer_than(session: Session, length: int) -> None:
 
 def shown_positions(T: int, trained: int | None = None) -> list[int]:
     """0, 1, 2, 3, then one short of each power of two (7, 15, 31, ...), the last position, and the last of the
-    window the model trained on (`trained`, where the windows run past it)."""
+    window the model trained on (`trained`, where the windows run past it); every position of a window of at most
+    EVERY_POSITION_UP_TO (a task's: the answer's positions are its last few)."""
+    if T <= EVERY_POSITION_UP_TO:
+        return list(range(T))
     shown = [i for i in (0, 1, 2, 3) if i < T]
     k = 8
     while k - 1 < T - 1:
@@ -180,7 +185,7 @@ def render_context(result: ContextResult, console: Console) -> None:
         curves.insert(0, Curve(f"{gram(curve.counter_order)} counter", at, curve.counter, "·", "yellow"))
     console.print(chart(curves, min(console.width, 80), 10, baseline=result.chance,
                         baseline_label=f"ln V = {result.chance:.2f}", unit="nats",
-                        x_labels=("position 0 (log scale)", f"{T - 1:,}")))
+                        x_labels=(f"position {curve.first_counted} (log scale)", f"{T - 1:,}")))
     names = ["position", "reads", "model", "±", "counter", "its loss", "model - it"]
     rows = []
     for row in result.rows:
@@ -191,7 +196,7 @@ def render_context(result: ContextResult, console: Console) -> None:
                      f"{row.error:.3f}" if known and not math.isnan(row.error) else "-",
                      gram(row.counter_order) if row.counter_order is not None else "-",
                      f"{row.counter_loss:.3f}" if counter else "-",
-                     Text(f"{row.loss - row.counter_loss:+.3f}",
+                     Text(signed(row.loss - row.counter_loss),
                           style="green" if row.loss < row.counter_loss else "")
                      if counter and known else "-"])
     if curve.counter is None:
@@ -256,12 +261,23 @@ def readings(result: ContextResult) -> list[str]:
     return lines
 
 
+def spans(positions: list[int]) -> str:
+    """Positions as runs: [0, 1, 2, 3, 9] -> "0-3, 9"."""
+    runs: list[list[int]] = []
+    for i in positions:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def compared(what: str, these: str, those: str, change: float, error: float, flat: str, under: str,
              above: str) -> str:
     """One reading of two stretches of positions: `change`, these positions' mean loss minus those's (per window,
     averaged), said against its standard error `error`, with what it means when flat, under or above."""
     if abs(change) < NOISE * error:
-        return f"{what}: positions {these} score {change:+.3f} ± {error:.3f} nats against positions {those}, {flat}"
+        return f"{what}: positions {these} score {signed(change)} ± {error:.3f} nats against positions {those}, {flat}"
     side, meaning = ("under", under) if change < 0 else ("above", above)
     return f"{what}: positions {these} score {abs(change):.3f} ± {error:.3f} nats {side} positions {those}: {meaning}"
 
@@ -279,6 +295,11 @@ def notes(result: ContextResult, console: Console) -> None:
                       f"again")
     ablation_note(console, result.ablations)
     curve = result.curve
+    if not all(curve.counted):
+        scored = [i for i, n in enumerate(curve.counted) if n]
+        note(console, f"positions {spans([i for i, n in enumerate(curve.counted) if not n])} predict no counted token: "
+                      f"a task's loss counts the answer only (the question is given), so positions {spans(scored)} "
+                      f"are the ones scored")
     if curve.counter is not None:
         note(console, f"the counter is {cmd('ngram')}'s, counted on the training text; at each position it reads the "
                       f"window's {result.unit}s up to it, at most {count(curve.counter_order - 1, result.unit)}")
