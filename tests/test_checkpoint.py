@@ -126,8 +126,8 @@ def no_unpickling(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("a checkpoint load tried to unpickle")
 
-    # A load builds its reference model on the meta device, whose random initialisers import torch's
-    # compiler front end, which subclasses pickle.Unpickler as it is imported: import it before the ban.
+    # A load builds a large config's reference model on the meta device, whose random initialisers import
+    # torch's compiler front end, which subclasses pickle.Unpickler as it is imported: import it before the ban.
     import torch._dynamo  # noqa: F401
 
     monkeypatch.setattr(torch, "load", forbidden)

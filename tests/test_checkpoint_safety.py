@@ -193,6 +193,43 @@ def test_huge_or_endless_files_are_refused_unread(tmp_path, trained):
     assert report["peak_rise_mb"] < 64, report  # nothing was read whole: the model here is ~100 KB
 
 
+REFERENCE_VARIANTS = [{}, dict(pos_encoding="rope", n_kv_heads=2, activation="swiglu", tie_embeddings=False),
+                      dict(n_experts=3, experts_per_token=2), dict(norm="rmsnorm", qk_norm=True, bias=False),
+                      dict(pos_encoding="sinusoidal", norm_gain=False)]
+
+
+@pytest.mark.parametrize("changes", REFERENCE_VARIANTS, ids=repr)
+def test_the_reference_model_is_the_same_on_the_cpu_and_on_meta(changes, monkeypatch):
+    """A small config's reference model is built on the CPU (fast), a large one's on meta (no memory): the same
+    names, shapes and dtypes, and the random stream untouched either way."""
+    from minitf_repl.core.config import ModelConfig
+
+    config = ModelConfig(n_layers=1, **changes)
+
+    def signature(model):
+        return [(k, tuple(v.shape), v.dtype) for k, v in model.state_dict().items()]
+
+    state = torch.get_rng_state()
+    small = ckpt.loading.reference_model(config)
+    monkeypatch.setattr(ckpt.loading, "REFERENCE_ON_CPU_PARAMETERS", 0)  # as a config past the limit is built
+    large = ckpt.loading.reference_model(config)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert next(small.parameters()).device.type == "cpu" and next(large.parameters()).device.type == "meta"
+    assert signature(small) == signature(large)
+    monkeypatch.undo()
+    wide = ckpt.loading.reference_model(config.replace(max_seq_len=ckpt.loading.REFERENCE_ON_CPU_WINDOW + 1))
+    assert next(wide.parameters()).device.type == "meta"  # a long window's mask is not built in memory
+
+
+def test_a_small_reference_model_does_not_import_the_compiler():
+    """The meta device's first use imports torch._dynamo (0.8 s): a default checkpoint's load does without."""
+    code = ("import sys\nfrom minitf_repl.core.checkpoint.loading import size_limits\n"
+            "from minitf_repl.core.config import ModelConfig\n"
+            "size_limits(ModelConfig(vocab_size=96))\nprint('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+
+
 def test_reads_are_bounded_by_the_model_a_config_describes(tmp_path, trained):
     path = save(tmp_path, "c", trained)
     limits = ckpt.loading.size_limits(trained.model.config)

@@ -184,9 +184,19 @@ def size_limits(config: ModelConfig) -> dict[str, int]:
     }
 
 
+# A reference model this small is built on the CPU: milliseconds, where the meta device's first use costs 0.8 s
+# (torch's Python kernels for meta tensors, tril's and normal_'s among them, import torch._dynamo on their first
+# call: a third of a `minitf --load NAME gen` process). What a manifest claims beyond it is built on meta, at no
+# memory whatever it claims. The same names, shapes and dtypes either way (tests/test_checkpoint_safety.py).
+REFERENCE_ON_CPU_PARAMETERS = 2**22  # 16 MB of float32 weights
+REFERENCE_ON_CPU_WINDOW = 2**11  # the causal mask: 4 MB of booleans
+
+
 def reference_model(config: ModelConfig) -> MiniTransformerLM:
-    """The model this config builds, on the meta device: names and shapes at no cost, RNG untouched."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+    """The model this config builds, with its names, shapes and dtypes, RNG untouched: on the CPU where it is
+    small, else on the meta device (no memory)."""
+    small = parameter_count(config) <= REFERENCE_ON_CPU_PARAMETERS and config.max_seq_len <= REFERENCE_ON_CPU_WINDOW
+    with torch.random.fork_rng(devices=[]), torch.device("cpu" if small else "meta"):
         return MiniTransformerLM(config)
 
 
