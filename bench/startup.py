@@ -5,6 +5,8 @@ appear in a fraction of torch's import time. This measures both, interleaved in 
 that a busy machine slows both alike: the time from launching `minitf` in a pseudo-terminal
 (pexpect) to the first `minitf> ` on its screen, and the time of a fresh `python -c "import torch"`.
 Each `minitf` run gets a fresh, empty HOME (no history file, no cache), as a first start would.
+Also, as scripts run it: a one-shot `minitf --load NAME gen 12 -n 2` from start to exit (a checkpoint
+of the default model saved once beforehand), whose load checks the files against a reference model.
 
     python bench/startup.py            # 5 runs each, medians and their ratio
     python bench/startup.py --runs 9
@@ -61,6 +63,13 @@ def time_import_torch() -> float:
     return time.perf_counter() - start
 
 
+def time_load_and_gen(command: list[str], folder: str) -> float:
+    env = {**os.environ, "MINITF_CHECKPOINT_DIR": folder}
+    start = time.perf_counter()
+    subprocess.run(command + ["--load", "b", "gen", "12", "-n", "2"], check=True, env=env, capture_output=True)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each measurement (median reported)")
@@ -68,16 +77,24 @@ def main() -> None:
     command = minitf_command()
     time_to_prompt(command)  # warm the file cache once, for both: neither is measured cold from disk
     time_import_torch()
-    prompt_times, torch_times = [], []
+    folder = tempfile.mkdtemp(prefix="minitf-bench-ck-")
+    subprocess.run(command + ["train", "--steps", "1", "--save", "b"], check=True, capture_output=True,
+                   env={**os.environ, "MINITF_CHECKPOINT_DIR": folder})
+    prompt_times, torch_times, load_times = [], [], []
     for i in range(args.runs):
         prompt_times.append(time_to_prompt(command))
         torch_times.append(time_import_torch())
-        print(f"run {i + 1}: prompt {prompt_times[-1]:.3f} s, import torch {torch_times[-1]:.3f} s", file=sys.stderr)
+        load_times.append(time_load_and_gen(command, folder))
+        print(f"run {i + 1}: prompt {prompt_times[-1]:.3f} s, import torch {torch_times[-1]:.3f} s, "
+              f"--load b gen {load_times[-1]:.3f} s", file=sys.stderr)
+    shutil.rmtree(folder, ignore_errors=True)
     prompt, torch = statistics.median(prompt_times), statistics.median(torch_times)
     print(f"command:                 {' '.join(command)}")
     print(f"first prompt (median):   {prompt:.3f} s over {args.runs} runs")
     print(f"import torch (median):   {torch:.3f} s over {args.runs} runs")
     print(f"prompt / import torch:   {prompt / torch:.2f}")
+    print(f"--load b gen 12 -n 2:    {statistics.median(load_times):.3f} s, start to exit (median), "
+          f"{statistics.median(load_times) / torch:.2f}x import torch")
 
 
 if __name__ == "__main__":
