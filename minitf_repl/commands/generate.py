@@ -49,7 +49,7 @@ class GenResult:
     answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
     cache_off: str | None = None  # why cache=on decoded without the cache (causal=off: the cache is not exact)
     answer: Graded | None = None  # a task: the answer after the question the text starts with, checked
-    off_task: str | None = None  # a task: the prompt has an '=' but is no question of the task, and what one is
+    off_task: str | None = None  # a task: the prompt is no question of it (or lacks its '='), and what one is
 
 
 @command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
