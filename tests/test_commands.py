@@ -461,8 +461,12 @@ def test_gen_streams_tokens_and_stops_when_asked():
 
 
 def test_gen_empty_prompt_starts_from_newline_or_first_character(text_file):
-    s = tiny_session()
-    assert run(s, ":gen n=2").prompt == "+"  # "+0123456789=" has no newline: its first character
+    s = tiny_session(data="random:8")
+    assert run(s, ":gen n=2").prompt == "a"  # random tokens have no newline: the vocabulary's first character
+    s = tiny_session()  # a task: one of its held-out questions, a new one each time unless gen_seed is set
+    asked = {run(s, ":gen n=2").prompt for _ in range(6)}
+    assert len(asked) > 1 and all(s.data.question_of(q) == q and s.data.is_val(q) for q in asked)
+    assert run(s, ":gen n=2 gen_seed=4").prompt == run(s, ":gen n=2 gen_seed=4").prompt
     s = tiny_session(data=text_file)
     assert run(s, ":gen n=2").prompt == "\n"
     assert run(s, ':gen "" n=2').prompt == "\n"

@@ -247,8 +247,11 @@ def test_gen_on_a_task_says_right_or_wrong_and_what_a_question_looks_like(tmp_pa
 
     graded, off_task = _checked_answer(s.data, "314159", "=113459", True)  # the model wrote the '=' and the answer
     assert graded.right and off_task is None
-    r = run_command(s, "gen", {"n": 3})  # no prompt given: nothing asked, nothing to say
-    assert r.off_task is None and r.answer is None
+    r = run_command(s, "gen", {"n": 3})  # no prompt given: a held-out question, too few tokens for its answer
+    assert r.off_task is None and r.answer is None and s.data.question_of(r.prompt) == r.prompt
+    r = run_command(s, "gen", {"n": 10})
+    assert r.answer.question == r.prompt and r.answer.held_out
+    assert f"no prompt given: asked {r.prompt}, one of the task's held-out questions" in " ".join(shown(r).split())
     c = Session(data_spec="pydoc", checkpoint_dir=tmp_path)
     run_command(c, "set", {"n_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_seq_len": 16})
     r = run_command(c, "gen", {"prompt": "a=b", "n": 3})

@@ -34,7 +34,7 @@ FAMILY = "generating"  # the heading :help lists this module's commands under
 
 @dataclass
 class GenResult:
-    prompt: str  # the prompt used (the default start character if none was given)
+    prompt: str  # the prompt used (if none was given: a task's held-out question, else the default start character)
     text: str  # the generated continuation, without the prompt
     n_tokens: int  # tokens generated
     seconds: float
@@ -53,7 +53,8 @@ class GenResult:
 
 
 @command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
-    Param("prompt", str, help="text to continue (default: a newline, or the first character of the vocabulary)",
+    Param("prompt", str, help="text to continue (default: on a task, one of its held-out questions; else a "
+                              "newline, or the vocabulary's first character)",
           positional=True),
     # The sampling seed is `gen_seed` everywhere; in :gen, where no other seed exists, `seed` works too.
     *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
@@ -72,7 +73,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     prompt = args["prompt"] or ""
     given_prompt = bool(prompt)
     if not given_prompt:
-        prompt = default_prompt(tokenizer)
+        prompt = _task_question(session.data, settings.gen_seed) or default_prompt(tokenizer)
     ids = tokenizer.encode(prompt)
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
@@ -134,6 +135,21 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     )
 
 
+def _task_question(data, seed: int | None) -> str | None:
+    """On a task, where no prompt was given: one of its held-out questions (never drawn for training), a new one
+    each time unless gen_seed fixes it; else None (text starts where default_prompt says)."""
+    if not hasattr(data, "sample_questions"):
+        return None
+    import torch
+
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return data.sample_questions("val", 1, generator)[0]
+
+
 def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded | None, str | None]:
     """On a task: the answer the prompt and the text hold, checked against the true one; and, for a prompt that
     holds an '=' but no question of the task, what a question looks like (a model never trained on such a text,
@@ -178,7 +194,10 @@ def gen_stats(result: GenResult) -> str:
 
 def gen_notes(result: GenResult, console: Console) -> None:
     """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
-    if result.default_prompt:
+    if result.default_prompt and result.answer is not None and result.answer.question == result.prompt:
+        note(console, f"no prompt given: asked {result.prompt}, one of the task's held-out questions (a new one each "
+                      f"time unless gen_seed is set; {cmd('gen', 'QUESTION')} asks your own)")
+    elif result.default_prompt:
         note(console, f"no prompt given: started from {visible(result.prompt)!r}")
     if result.text and not result.text.strip():
         counts = ", ".join(count(result.text.count(ch), name) for ch, name in
