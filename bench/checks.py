@@ -1,8 +1,9 @@
-"""How long do `:checks`, `:lrfind` and `:context` take on the default model?
+"""How long do `:checks`, `:lrfind`, `:context` and `:mistakes` take on the default model?
 
 The first two train fresh models (the blind check two of `steps` steps, the overfit check one; the
 range test one of up to `steps`), so on a CPU without bfloat16 they take longer than on one with it;
-`:context` scores its default windows (forward passes only) and counts the counter's table. This
+`:context` scores its default windows (forward passes only) and counts the counter's table; `:mistakes`
+scores 64 windows of pydoc, and on `sort` answers 500 held-out questions (one pass, then six greedy). This
 times each check of core.checks.run_checks, the whole of it, core.lrfind.range_test and
 core.context.position_losses, on the default model and the built-in pydoc, medians of --runs runs
 after one warm-up, in this process, and says on which kind of CPU. Run it natively and through
@@ -33,6 +34,7 @@ def main() -> None:
     from minitf_repl.commands.counting import NGRAM_DEFAULT
     from minitf_repl.core.context import position_losses
     from minitf_repl.core.lrfind import range_test
+    from minitf_repl.core.mistakes import task_mistakes, text_mistakes
     from minitf_repl.session import Session
 
     session = Session(data_spec="pydoc", device_name="cpu")
@@ -40,7 +42,8 @@ def main() -> None:
     print(f"{cpu_kind()}; torch {torch.__version__}, {torch.get_num_threads()} threads; pydoc, default model, "
           f"{args.steps} steps; medians of {args.runs} runs after one warm-up")
     per_check: dict[str, list[float]] = {name: [] for name in checks.CHECKS}
-    whole, finder, scored = [], [], []
+    whole, finder, scored, hard, wrong = [], [], [], [], []
+    sort = Session(data_spec="sort", device_name="cpu")
     windows = default_windows(model.config.max_seq_len)
     for run in range(args.runs + 1):
         start = time.perf_counter()
@@ -52,10 +55,18 @@ def main() -> None:
         start = time.perf_counter()
         position_losses(model, trainer.data, trainer.device, windows, counter=NGRAM_DEFAULT)
         context = time.perf_counter() - start
+        start = time.perf_counter()
+        text_mistakes(model, trainer.data, trainer.device, 64)
+        hardest = time.perf_counter() - start
+        start = time.perf_counter()
+        task_mistakes(sort.model, sort.data, sort.trainer.device, 500)
+        answers = time.perf_counter() - start
         if run:  # the first run warms up
             whole.append(total)
             finder.append(found)
             scored.append(context)
+            hard.append(hardest)
+            wrong.append(answers)
             for name, seconds in done.seconds.items():
                 per_check[name].append(seconds)
     for name, seconds in per_check.items():
@@ -64,6 +75,8 @@ def main() -> None:
     print(f"  :lrfind   {statistics.median(finder):6.2f} s   ({', '.join(f'{s:.2f}' for s in finder)})")
     print(f"  :context  {statistics.median(scored):6.2f} s   ({', '.join(f'{s:.2f}' for s in scored)}; "
           f"{windows:,} windows)")
+    print(f"  :mistakes {statistics.median(hard):6.2f} s on pydoc (64 windows), {statistics.median(wrong):.2f} s on "
+          f"sort (500 questions)")
 
 
 if __name__ == "__main__":

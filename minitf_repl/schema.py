@@ -41,7 +41,7 @@ DOCS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # Modules whose dataclasses a result may hold: the names its annotations use resolve against these.
-CORE_MODULES = ("backprop", "checkpoint", "checks", "compare", "context", "data", "device", "inside", "ledger", "lrfind", "muon_step", "quantize", "trace",
+CORE_MODULES = ("backprop", "checkpoint", "checks", "compare", "context", "data", "device", "inside", "ledger", "lrfind", "mistakes", "muon_step", "quantize", "trace",
                 "train")
 
 

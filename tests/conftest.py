@@ -87,7 +87,7 @@ def every_command_lines():
     def lines(folder, reference: bool = False) -> list[str]:
         every = [
             ":train", ":gen 12 n=5 seed=1", ":shapes 12", ":device", ":config", ":set temperature=0.5", ":data",
-            ":params", ":ngram n=3", ":context windows=16 counter=3", ":checks steps=3", ":lrfind steps=12",
+            ":params", ":ngram n=3", ":context windows=16 counter=3", ":mistakes n=50", ":checks steps=3", ":lrfind steps=12",
             ":attn 12", ":qkv 1234= at=3", ":resid 1234=", ":ln 1234= k=3", ":ffn 1234= k=3", ":kv 12 n=3",
             ":grad 1234=1234", ":muon seed=1", ":step 12 seed=1", ":lens 12", ":score 1234=1234", ":score",
             ":embed 1234= k=3", ":patch 1234= 5678=", ":attrib 12", ":heads", ":plot", ":tok 12",

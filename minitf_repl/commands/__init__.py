@@ -8,6 +8,8 @@ Each family of commands is one module holding its result types, its commands and
     train.py         :train, :plot (the loss chart, the summary line)
     counting.py      :ngram (counting models: the losses a training loss is measured against)
     context.py       :context (the val loss at each position of the window: how much of its context the model uses)
+    mistakes.py      :mistakes (where the model is wrong: a task's wrong answers, teacher-forced and its own; a
+                     text's hardest next tokens)
     checks.py        :checks (before trusting a run: the loss at init, causality, rows that never mix, backprop
                      against a measured slope, a blind baseline, one batch learned by heart)
     generate.py      :gen
@@ -39,7 +41,7 @@ commands that use them.
 
 # Imported for their registrations: `:help` lists the families in this order (a family a module
 # imports registers first).
-from . import help, train, counting, context, checks, generate, settings, checkpoints, anatomy, worked, backprop, inside, why, lab, rates, speed  # noqa: F401
+from . import help, train, counting, context, mistakes, checks, generate, settings, checkpoints, anatomy, worked, backprop, inside, why, lab, rates, speed  # noqa: F401
 from .anatomy import KVCacheSize, ParamsResult, ShapesResult
 from .base import DATA_NAMES, REGISTRY, command
 from .checkpoints import LoadResult, LsResult, ParityLayer, ParityResult, SaveResult

@@ -138,7 +138,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
 def _task_question(data, seed: int | None) -> str | None:
     """On a task, where no prompt was given: one of its held-out questions (never drawn for training), a new one
     each time unless gen_seed fixes it; else None (text starts where default_prompt says)."""
-    if not hasattr(data, "sample_questions"):
+    if not hasattr(data, "grade"):  # a task (repeat's random tokens have questions, but no answer to grade)
         return None
     import torch
 

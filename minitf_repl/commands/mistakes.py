@@ -1,0 +1,138 @@
+"""`:mistakes`: where the model is wrong. On a task, the held-out questions it answers wrongly, and where in the
+answer it goes wrong with the true answer before it (teacher forcing) and with its own (autoregressive decoding);
+on a text, the next tokens it finds hardest, each with what came before it and its own likeliest guess
+(core/mistakes.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from ..core.words import count
+from ..palette import visible
+from ..registry import Param
+from ..render.renderers import render
+from ..render.tables import fitting_table
+from ..render.words import note, say
+from ..reporter import Reporter
+from ..session import Session
+from ..syntax import cmd
+from .base import ablation_note, command, switched_off
+
+if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
+    from ..core.mistakes import TaskMistakes, TextMistakes
+
+FAMILY = "training"  # listed under :train's heading, beside :context: what a val loss is made of
+
+QUESTIONS, WINDOWS = 500, 64  # the defaults of n: a task's held-out questions (as :train's accuracy), a text's windows
+
+
+@dataclass
+class MistakesResult:
+    data: str
+    seed: int  # the questions' or windows' seed
+    task: TaskMistakes | None  # on a task
+    text: TextMistakes | None  # on a text (or random tokens)
+    model_step: int  # the model's training step
+    untrained: bool = False  # no training here nor weights from elsewhere: every answer is a guess
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+
+
+@command("mistakes", "Where the model is wrong: a task's held-out questions it answers wrongly, or a text's hardest "
+                     "next tokens.",
+         params=[
+    Param("n", int, low=1, limit=100_000,
+          help=f"held-out questions asked (a task, default {QUESTIONS}: :train's accuracy) or validation windows "
+               f"scored (a text, default {WINDOWS})"),
+    Param("show", int, default=10, low=1, limit=1000, help="wrong answers or hard tokens listed"),
+    Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the questions' or windows' seed"),
+], aliases=("errors",))  # fmt: skip
+def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesResult:
+    from ..core.mistakes import task_mistakes, text_mistakes
+
+    data, model, device = session.data, session.model, session.trainer.device
+    data.check_fits(session.model_config.max_seq_len)
+    task = text = None
+    if hasattr(data, "grade"):  # a task: questions with answers (repeat's copies are scored as a text)
+        task = task_mistakes(model, data, device, args["n"] or QUESTIONS, args["seed"], args["show"])
+    else:
+        text = text_mistakes(model, data, device, args["n"] or WINDOWS, args["seed"], args["show"])
+    return MistakesResult(data.name, args["seed"], task, text, session.trainer.step, untrained=session.untrained,
+                          ablations=switched_off(session))
+
+
+@render.register(MistakesResult)
+def render_mistakes(result: MistakesResult, console: Console) -> None:
+    if result.task is not None:
+        _render_task(result, result.task, console)
+    else:
+        _render_text(result, result.text, console)
+    ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: every answer is a guess; {cmd('train')}, then look again")
+
+
+def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) -> None:
+    share = found.wrong / found.questions
+    say(console, f"{count(found.wrong, 'wrong answer')} to {count(found.questions, 'held-out question')} of "
+                 f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}, as :train measures it", "bold")
+    if not found.wrong:
+        note(console, f"no question answered wrongly; {cmd('mistakes', n=10 * found.questions)} asks more")
+        return
+    rows = [[q.question, _marked(q.written, q.expected), q.expected, _nth(q.first_wrong + 1)] for q in found.answers]
+    console.print(fitting_table(console, ["question", "it wrote", "answer", "first wrong"], rows,
+                                left=("question", "it wrote", "answer")))
+    if found.distinct > len(found.answers):
+        note(console, f"the first {len(found.answers)} of {found.distinct} questions; "
+                      f"{cmd('mistakes', show=found.distinct)} lists them all")
+    names = ["answer's character", *(str(k + 1) for k in range(len(found.written)))]
+    table = []
+    if found.forced is not None:
+        table.append(["wrong, the true answer before it", *(f"{v:.1%}" for v in found.forced)])
+    table.append(["wrong in its own answer", *(f"{v:.1%}" for v in found.written)])
+    table.append(["its first mistake", *(f"{n:,}" for n in found.first_wrong)])
+    console.print(fitting_table(console, names, table, left=(names[0],)))
+    if found.forced is not None:
+        note(console, "the first row is how training sees it (teacher forcing: the true answer so far is the "
+                      "input), the second how it answers (each character it writes is read back): where the second "
+                      "runs above the first, a wrong character led to more, from an answer so far that training "
+                      "never showed it")
+    else:
+        note(console, "this model has no causal mask, so the true answer before a position would show it the "
+                      "answer itself: only its own answers are read")
+
+
+def _render_text(result: MistakesResult, found: TextMistakes, console: Console) -> None:
+    say(console, f"the {count(len(found.hardest), 'hardest next token')} of {count(found.windows, 'val window')} "
+                 f"(seed {result.seed}, {count(found.predictions, 'prediction')}; mean -ln p {found.mean:.3f})",
+        "bold")
+    rows = [[Text(visible(h.before[-40:])), Text(visible(h.actual), style="bold"), _p(h.p),
+             f"{-math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess), _p(h.guess_p)]
+            for h in found.hardest]
+    console.print(fitting_table(console, ["before it", "came", "p", "-ln p", "its guess", "its p"], rows,
+                                left=("before it", "came", "its guess"), optional=("its p", "p")))
+    note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; its likeliest "
+                  f"token is not the one that came at {found.wrong_guess:.0%} of them; {cmd('score', 'TEXT')} "
+                  f"scores a text of yours token by token")
+
+
+def _marked(written: str, expected: str) -> Text:
+    """The written answer, each character that differs from the true one in bold red."""
+    out = Text()
+    for got, want in zip(written, expected):
+        out.append(visible(got), style="" if got == want else "bold red")
+    return out
+
+
+def _p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.0e}"
+
+
+def _nth(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+

@@ -1,0 +1,134 @@
+"""Where the model is wrong (`:mistakes`): on a task, the held-out questions it answers wrongly; on a text, the
+next tokens it finds hardest.
+
+A task's answer is written one character at a time, each read back as the input of the next (autoregressive
+decoding), while training shows the model the true answer so far at every position (teacher forcing). The two
+are compared position by position: `forced` is how often the model's likeliest character is wrong given the
+true answer before it, `written` how often the answer it writes itself is wrong there. Where `written` runs
+above `forced`, one wrong character led to more: the answer so far is the model's own, which training never
+showed it. Greedy decoding gets a whole answer right exactly when every forced prediction is right (the first
+wrong one is also the first wrong written one), so both count the same wrong answers.
+
+On a text there is no answer to be right or wrong: the hardest next tokens of `windows` validation windows are
+those of the highest -ln p, each with what came before it and the model's own likeliest guess. How much of the
+loss they carry says whether the loss is spread evenly or made of a few surprises.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+CONTEXT_TOKENS = 24  # tokens of text shown before each hard prediction
+LOGITS_PER_PASS = 2**25  # logits one pass may hold (128 MB of float32): windows go through a few at a time
+
+
+@dataclass
+class WrongAnswer:
+    question: str  # "314159=": the question, up to and with its '='
+    written: str  # the answer the model writes to it, greedily, each character read back
+    expected: str  # the true answer
+    first_wrong: int  # where in the answer the first wrong character is (0: the first)
+
+
+@dataclass
+class TaskMistakes:
+    questions: int  # held-out questions asked
+    wrong: int  # answered wrongly
+    distinct: int  # different questions among them (the questions are drawn at random: one may come twice)
+    answers: list[WrongAnswer]  # the first wrong ones, in the order asked, each question once
+    forced: list[float] | None  # per answer position: share wrong given the true answer before it (None: no mask)
+    written: list[float]  # per answer position: share of the written answers wrong there
+    first_wrong: list[int]  # per answer position: wrong answers whose first mistake is there
+
+
+@dataclass
+class HardToken:
+    before: str  # the text before it, its last CONTEXT_TOKENS tokens
+    actual: str  # the token that came
+    p: float  # the model's probability of it
+    guess: str  # the model's likeliest token there
+    guess_p: float  # its probability
+
+
+@dataclass
+class TextMistakes:
+    windows: int  # validation windows scored
+    predictions: int  # next tokens scored
+    mean: float  # their mean -ln p: the val loss on these windows
+    hardest: list[HardToken]  # the highest -ln p first
+    top_share: float  # the share of the summed -ln p carried by the hardest tenth of the predictions
+    wrong_guess: float  # share of predictions whose likeliest token is not the one that came
+
+
+def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 10) -> TaskMistakes:
+    """n held-out questions (drawn from generator seed `seed`, as Task.accuracy draws them), each answered greedily."""
+    questions = task.sample_questions("val", n, torch.Generator().manual_seed(seed))
+    x, y = task.encode_examples(questions)  # (n, L - 1): question and answer, targets on the answer only
+    start = task.question_len - 1  # the position that predicts the answer's first character
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            forced = None
+            if getattr(model, "causal", True):  # without the mask a teacher-forced pass reads the answer itself
+                logits, _ = model(x.to(device))
+                guess = logits[:, start:].argmax(dim=-1).cpu()  # (n, answer_len)
+                forced = (guess != y[:, start:]).float().mean(dim=0).tolist()
+            text = x[:, : task.question_len].to(device)  # each question, up to its '='
+            for _ in range(task.answer_len):  # greedy decoding: each character read back for the next
+                logits, _ = model(text)
+                text = torch.cat([text, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+    finally:
+        model.train(was_training)
+    written_ids = text[:, task.question_len :].cpu()
+    wrong_at = written_ids != y[:, start:]  # (n, answer_len)
+    decode = task.tokenizer.decode
+    answers, first_wrong = [], [0] * task.answer_len
+    wrong = torch.nonzero(wrong_at.any(dim=1)).flatten().tolist()
+    for i in wrong:
+        first = int(wrong_at[i].nonzero()[0])
+        first_wrong[first] += 1
+        if len(answers) < show and questions[i] not in {a.question for a in answers}:  # drawn twice: listed once
+            answers.append(WrongAnswer(questions[i], decode(written_ids[i].tolist()), task.answer(questions[i]), first))
+    return TaskMistakes(n, len(wrong), len({questions[i] for i in wrong}), answers, forced,
+                        wrong_at.float().mean(dim=0).tolist(), first_wrong)
+
+
+def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: int = 10) -> TextMistakes:
+    """The hardest next tokens of `windows` validation windows (drawn from generator seed `seed`)."""
+    x, y = data.get_batch("val", windows, model.config.max_seq_len, torch.Generator().manual_seed(seed))
+    W, T = x.shape
+    chunk = max(1, LOGITS_PER_PASS // (T * model.config.vocab_size))  # a large vocabulary's logits, a few at a time
+    nll, best, best_logp = torch.empty(W, T), torch.empty(W, T, dtype=torch.long), torch.empty(W, T)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for k in range(0, W, chunk):
+                logits, _ = model(x[k : k + chunk].to(device))
+                logp = torch.log_softmax(logits.float(), dim=-1)  # (chunk, T, V)
+                target = y[k : k + chunk].clamp(min=0).to(device)  # -1: not counted (repeat's first copy)
+                nll[k : k + chunk] = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
+                top_logp, top = logp.max(dim=-1)
+                best[k : k + chunk], best_logp[k : k + chunk] = top.cpu(), top_logp.cpu()
+    finally:
+        model.train(was_training)
+    counted = (y >= 0).flatten()
+    flat = nll.flatten()[counted]
+    where = torch.nonzero(counted).flatten()  # flat's index -> the window's (w * T + t)
+    top = where[torch.topk(flat, min(show, flat.numel())).indices].tolist()
+    decode = data.tokenizer.decode
+    hardest = []
+    for k in top:
+        w, t = divmod(k, T)
+        before = x[w, max(0, t + 1 - CONTEXT_TOKENS) : t + 1].tolist()
+        hardest.append(HardToken(decode(before), decode([int(y[w, t])]), math.exp(-float(nll[w, t])),
+                                 decode([int(best[w, t])]), math.exp(float(best_logp[w, t]))))
+    tenth = max(1, flat.numel() // 10)
+    total = float(flat.sum())
+    return TextMistakes(windows, flat.numel(), float(flat.mean()), hardest,
+                        float(torch.topk(flat, tenth).values.sum()) / total if total > 0 else 0.0,
+                        float((best.flatten()[counted] != y.flatten()[counted]).float().mean()))
