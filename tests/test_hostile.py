@@ -108,6 +108,7 @@ ACCEPTED = {
     ("set", "threads", "0"),  # 0: auto (core/threads.py)
     ("lrfind", "seed", "0"),
     ("context", "counter", "0"), ("context", "seed", "0"),  # counter=0: no counter beside the model
+    ("mistakes", "seed", "0"),
 }  # fmt: skip
 # Valid values the lab's model still refuses, in one line: it has learned positions, and :rope needs RoPE.
 NOT_THIS_MODEL = {("rope", "at", "0"), ("rope", "at", "-1"), ("rope", "layer", "0"), ("rope", "head", "0")}

@@ -178,10 +178,12 @@ def real_results(tmp_path_factory):
         run_command(s, "set", {"n_experts": 1, "pos_encoding": "rope"})
         out["rope"] = run_command(s, "rope", {"prompt": "1234=4321" * 3, "layer": 1, "head": 3})  # GQA: a shared head
         out["ngram task"] = run_command(s, "ngram", {"n": 3})  # reverse:4, trained: the answers scored
+        out["mistakes task"] = run_command(s, "mistakes", {"n": 50})  # a few steps: many wrong answers
         run_command(s, "data", {"name": "pydoc"})
         out["ngram"] = run_command(s, "ngram", {"n": 7})  # a corpus: the samples, and val rising past n = 5
         out["lrfind"] = run_command(s, "lrfind", {"steps": 30})
         out["context"] = run_command(s, "context", {"windows": 64})
+        out["mistakes"] = run_command(s, "mistakes", {"n": 16})  # pydoc: the hardest tokens, with their text
         out["checks"] = run_command(s, "checks", {"steps": 3})  # 3 steps: blind and overfit fail, and say why
         run_command(s, "set", {"causal": False})
         out["checks causal off"] = run_command(s, "checks", {"which": "rows causal"})  # the map's future read
