@@ -175,8 +175,8 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
 
 def answer_line(graded: Graded) -> str:
     """Right or wrong, against the true answer, and whether the model could have seen the question in training."""
-    seen = ("a held-out question: never drawn for training, so this is generalisation" if graded.held_out else
-            "a training question: the model may have seen it")
+    seen = ("a training question: the model may have seen it" if not graded.held_out else
+            "a held-out question: never drawn for training" + (", so this is generalisation" if graded.right else ""))
     if graded.right:
         return f"right: {graded.question}{graded.expected} ({seen})"
     return (f"wrong: {graded.question}{visible(graded.written)}, the answer is {graded.expected} "
