@@ -94,7 +94,8 @@ def test_a_texts_hardest_tokens_are_the_models_least_likely(sentence_session):
     assert found.mean == pytest.approx(nll.mean().item(), rel=1e-4)
     assert 0.1 <= found.top_share <= 1 and 0 <= found.wrong_guess <= 1
     text = plain(run(s, ":mistakes n=20 show=4"))
-    assert "the 4 hardest next tokens of 20 val windows" in text and "the hardest tenth of the predictions carry" in text
+    assert "the 4 hardest next tokens of 20 val windows" in text
+    assert "the hardest tenth of the predictions carry" in text
 
 
 @pytest.mark.parametrize("spec", ["repeat:8", "random:8"])
@@ -103,3 +104,11 @@ def test_generated_data_counts_only_what_it_scores(spec, tmp_path):
     result = run(s, ":mistakes n=8")
     counted = int((s.data.get_batch("val", 8, 16, torch.Generator().manual_seed(0))[1] >= 0).sum())
     assert result.text.predictions == counted and "has not trained yet" in plain(result)
+
+
+def test_questions_go_through_in_passes_of_the_same_answers(sorter, monkeypatch):
+    from minitf_repl.core import mistakes
+
+    whole = task_mistakes(sorter.model, sorter.data, "cpu", n=100, seed=3)
+    monkeypatch.setattr(mistakes, "QUESTIONS_PER_PASS", 7)
+    assert task_mistakes(sorter.model, sorter.data, "cpu", n=100, seed=3) == whole

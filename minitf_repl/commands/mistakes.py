@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
 FAMILY = "training"  # listed under :train's heading, beside :context: what a val loss is made of
 
 QUESTIONS, WINDOWS = 500, 64  # the defaults of n: a task's held-out questions (as :train's accuracy), a text's windows
+MOST = 10_000  # n at most: 10,000 of sort's questions or pydoc's windows take 10-20 s on 2 cores (100,000: 103 s)
 
 
 @dataclass
@@ -46,7 +47,7 @@ class MistakesResult:
 @command("mistakes", "Where the model is wrong: a task's held-out questions it answers wrongly, or a text's hardest "
                      "next tokens.",
          params=[
-    Param("n", int, low=1, limit=100_000,
+    Param("n", int, low=1, limit=MOST,
           help=f"held-out questions asked (a task, default {QUESTIONS}: :train's accuracy) or validation windows "
                f"scored (a text, default {WINDOWS})"),
     Param("show", int, default=10, low=1, limit=1000, help="wrong answers or hard tokens listed"),
