@@ -79,7 +79,7 @@ class PositionLosses:
     @property
     def first_counted(self) -> int:
         """The first position a window counts: 0 on a text; on a task, the one that predicts the answer's first token."""
-        return next((i for i, n in enumerate(self.counted) if n), 0)
+        return first_counted(self.losses)
 
 
 def position_losses(model, data, device, windows: int, seed: int = 0, counter: int | None = None,
@@ -254,14 +254,18 @@ def longer_copy(model, length: int, ablations=()):
     return longer
 
 
+def first_counted(losses: list[float]) -> int:
+    """The first position with a loss (nan: no window counts it), 0 where there is none."""
+    return next((i for i, v in enumerate(losses) if not math.isnan(v)), 0)
+
+
 def position_bands(losses: list[float], most: int = 6) -> tuple[list[str], list[float]]:
     """The curve in at most `most` bands of positions doubling in width, the last taking the rest of the window
     (0 | 1 | 2-3 | 4-7 | 8-15 | 16-63 at T = 64): each band's label and its mean loss (nan where nothing in it is
     counted). The bands start at the first counted position: a task's question is not scored, so its bands are
     the answer's (6 | 7 | 8-9 | 10-11 for sort:6). What `:train watch=context` draws at each evaluation and
     `:plot what=context` charts by step."""
-    T = len(losses)
-    first = next((i for i, v in enumerate(losses) if not math.isnan(v)), 0)
+    T, first = len(losses), first_counted(losses)
     edges = sorted({min(T, first + edge) for edge in [0] + [2**k for k in range(most - 1)]} | {T})
     labels, means = [], []
     for lo, hi in zip(edges, edges[1:]):

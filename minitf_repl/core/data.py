@@ -281,12 +281,7 @@ class Task:
     def question_of(self, text: str) -> str | None:
         """The question `text` starts with, where it starts with one of this task's (314159= for sort:6), else None."""
         head, equals, _ = text.partition("=")
-        if not equals or len(head) + 1 != self.question_len:
-            return None
-        parts = head.split("+") if self.name == "add" else [head]
-        shape = [self.size, self.size] if self.name == "add" else [self.size]
-        digits = all(len(part) == n and all(ch in "0123456789" for ch in part) for part, n in zip(parts, shape))
-        return head + "=" if len(parts) == len(shape) and digits else None
+        return head + "=" if equals and self.size_of(head + "=") == self.size else None
 
     def size_of(self, question: str) -> int | None:
         """The task size whose questions look like `question` (any size 1-30), or None: 4 for 3142= under sort."""
