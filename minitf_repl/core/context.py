@@ -78,7 +78,7 @@ class PositionLosses:
 
     @property
     def first_counted(self) -> int:
-        """The first position a window counts: 0 on a text; on a task, the one that predicts the answer's first token."""
+        """The first position a window counts: 0 on a text; on a task, the one predicting the answer's first token."""
         return first_counted(self.losses)
 
 
