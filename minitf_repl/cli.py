@@ -62,7 +62,8 @@ class _Group(TyperGroup):
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
         except _UsageError as e:
-            hint = f"; {e.ctx.command_path} --help lists the options" if getattr(e, "ctx", None) else ""
+            what = "commands" if e.format_message().startswith("No such command") else "options"
+            hint = f"; {e.ctx.command_path} --help lists the {what}" if getattr(e, "ctx", None) else ""
             error(_stderr(), self._misplaced(e, args) or e.format_message().rstrip(".") + hint)
             code = e.exit_code
         except typer.Abort:
@@ -99,7 +100,12 @@ def _help_word(args: list[str], commands) -> list[str]:
         return args
     if len(args) == 1:
         return ["--help"]
-    return [args[1], "--help"] if args[1] in commands else args[1:2]  # Typer says "No such command" of it
+    if args[1] in commands:
+        return [args[1], "--help"]
+    setting = REGISTRY["set"].param_named(args[1])
+    if setting is not None and setting.setting is not None:  # `minitf help lr` is `minitf set lr`, as `:help lr` is
+        return ["set", args[1]]  # `:set lr` in the REPL
+    return args[1:2]  # Typer says "No such command" of it
 
 
 def _dashes(args: list[str]) -> list[str]:
@@ -156,6 +162,10 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False) -> N
     from .reporter import Reporter
 
     command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
+    if args.get("keys"):  # `--set lr`: a name alone, which `minitf set lr` would show, changes nothing here
+        name = args["keys"].split()[0]
+        raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE "
+                        f"(minitf set {name} shows its value now)")
     run_command(session, command, args, Reporter() if quiet else QuietReporter(_stderr()))
 
 
@@ -390,7 +400,9 @@ def _make_subcommand(command, registry: Registry):
         # The keys listed here: an unknown key's error sends a shell user to this help (`minitf set --help`).
         keys = ", ".join(p.name for p in command.options)
         info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
-                              help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."),
+                              help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."
+                                          + (f" A key alone shows that setting: minitf {command.name} lr."
+                                             if command.positional is not None else "")),
                               autocompletion=_pair_completion(command))
         params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
                                         annotation=Optional[List[str]]))

@@ -297,7 +297,7 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
                 if cmd.pairs_in_text and not is_long:
                     text.append(token.text)
                     continue
-                if positional is not None and not is_long:
+                if positional is not None and not is_long and not cmd.pairs:  # :set's text: names only
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise
         if value is None:  # `--key` without '='
@@ -316,6 +316,10 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
     if text:
         if positional is None:
             words = " ".join(text)
+            bare = next((p for w in text if (p := cmd.param_named(w)) is not None and p.refusal is None), None)
+            if bare is not None:  # `:train steps`: an option's name without its value
+                raise UserError(f"{bare.name} needs a value: {phrase_command(cmd.name, **{bare.name: bare.metavar})} "
+                                f"({phrase_command('help', cmd.name)} shows its options)")
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)} "
                             f"({phrase_command('help', cmd.name)} shows its options)")
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not

@@ -154,7 +154,8 @@ class Command:
     def usage(self) -> str:
         """One line such as ":train [steps=N] [lr=X] ..."."""
         if self.pairs:
-            return f":{self.name} key=value ..."
+            shows = f" | :{self.name} {self.positional.metavar} ..." if self.positional is not None else ""
+            return f":{self.name} key=value ...{shows}"
         parts = [f":{self.name}"]
         for p in self.params:
             if p.refusal is not None:

@@ -54,13 +54,16 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     """Command `name` with its positional text and options, as the front end now speaking writes it.
 
     REPL: `:name TEXT key=value`. Shell: `minitf name TEXT --key value` (`--key` / `--no-key` for
-    on/off), and `:set`'s pairs as the global `--set key=value`. `load`: the checkpoint a one-shot
+    on/off), and `:set`'s pairs as the global `--set key=value` (its names alone, which show those
+    settings, as `minitf set KEY`). `load`: the checkpoint a one-shot
     command must start from to find this session's model (`minitf --load NAME name ...`); the REPL
     has that model already and leaves it out.
     """
     if syntax() == REPL:
         words = [f":{name}", *map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(words)
+    if name == "set" and positional and not options and not any("=" in str(p) for p in positional):
+        return " ".join(["minitf set", *map(str, positional)])  # names alone: the settings shown, nothing set
     if name == "set":
         pairs = [*map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(f"--set {pair}" for pair in pairs) or "--set"

@@ -180,7 +180,28 @@ def test_help_as_a_word_is_help():
     assert "--windows" in invoke("help", "context").stdout and "windows=N is --windows N" in " ".join(
         invoke("help", "context").stdout.replace("│", " ").split())
     line = assert_one_error_line(invoke("help", "nosuch"), code=2)
-    assert line == "error: No such command 'nosuch'; minitf --help lists the options"
+    assert line == "error: No such command 'nosuch'; minitf --help lists the commands"
+
+
+def test_a_setting_is_shown_by_set_with_its_name_alone_or_by_help():
+    # `minitf help lr` said "No such command 'lr'" (`:help lr` works in the REPL), and `:checks`' advice to a shell
+    # user read "minitf lr --help"; now `minitf set lr` and `minitf help lr` show it in the shell's own words
+    result = invoke("set", "lr")
+    assert result.exit_code == 0, result.output
+    assert "peak learning rate" in result.stdout and "now 0.01" in result.stdout
+    assert "--set lr=..., or for one command as its option: minitf train --lr ..." in result.stdout
+    assert invoke("help", "lr").stdout == result.stdout and invoke("help", "learning_rate").exit_code == 0
+    assert "now 0.02" in invoke("--set", "lr=0.02", "set", "lr").stdout  # the session's value, minitf's options applied
+    doc = json.loads(invoke("set", "lr", "warmup_steps", "--json").stdout)
+    assert [h["name"] for h in doc["shown"]] == ["lr", "warmup_steps"] and doc["changed"] == {}
+    line = assert_one_error_line(invoke("set", "lr", "0.01"))
+    assert line == "error: a setting and its value go as one word: --set lr=0.01"
+    line = assert_one_error_line(invoke("set", "lr", "lr=0.1"))
+    assert line.endswith("not both: minitf set lr shows, --set lr=0.1 changes")
+    # `--set lr` (no value) changed nothing and went on to train; now it stops before the command
+    line = assert_one_error_line(invoke(*TINY, "--set", "lr", "train", "--steps", "1"))
+    assert line == ("error: --set: a setting needs a value, got 'lr' alone: --set lr=VALUE "
+                    "(minitf set lr shows its value now)")
 
 
 def test_an_option_of_minitf_after_the_command_says_where_it_goes():
@@ -199,7 +220,7 @@ def test_usage_errors_are_one_line_exit_2():
     line = assert_one_error_line(invoke("train", "--stpes", "3"), code=2)
     assert "--stpes" in line and "minitf train --help" in line
     line = assert_one_error_line(invoke("nosuchcommand"), code=2)
-    assert line == "error: No such command 'nosuchcommand'; minitf --help lists the options"  # one sentence
+    assert line == "error: No such command 'nosuchcommand'; minitf --help lists the commands"  # one sentence
 
 
 def test_internal_error_one_line_or_traceback_with_debug(monkeypatch):

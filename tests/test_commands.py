@@ -265,7 +265,9 @@ def test_option_names_match_the_contract():
     model_keys = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
     gen_keys = {"n", "temperature", "top_k", "top_p", "gen_seed", "cache"}
-    assert set(names["set"]) == model_keys | train_keys | gen_keys | {"autosave", "threads", "preset", "tokenizer"}
+    assert set(names["set"]) == model_keys | train_keys | gen_keys | {"autosave", "threads", "preset", "tokenizer",
+                                                                      "keys"}  # keys: the names `:set lr` shows
+    assert REGISTRY["set"].positional.name == "keys"
     assert names["save"] == ["name"] and names["load"] == ["name"] and names["ls"] == []
 
 
@@ -276,7 +278,7 @@ def test_usage_lines():
     assert REGISTRY["patch"].usage() == ":patch [PROMPTS] [target=CHAR]"
     assert REGISTRY["gen"].usage().startswith(":gen [PROMPT] [n=N] [temperature=X]")
     assert REGISTRY["shapes"].usage() == ":shapes [PROMPT] [layer=N] [--all]"
-    assert REGISTRY["set"].usage() == ":set key=value ..."
+    assert REGISTRY["set"].usage() == ":set key=value ... | :set KEY ..."
 
 
 # --- help, quit, config -------------------------------------------------------------------------------
@@ -306,9 +308,46 @@ def test_help_on_a_setting_says_its_values_and_where_it_is_set():
     assert block.name == "max_seq_len" and block.rebuilds and block.section == "model"
     assert run(s, ":help top_k").setting.kind == "int|none" and run(s, ":help dropout").setting.rebuilds is False
     assert "comes from" in run(s, ":help vocab_size").setting.refusal
-    for word in ("trian", "preset"):  # neither a command nor a setting's key (preset= is :help set's)
-        with pytest.raises(UserError, match="unknown command"):
-            run(s, f":help {word}")
+    with pytest.raises(UserError, match=r"no command or setting named 'trian'; did you mean :train\?"):
+        run(s, ":help trian")
+    with pytest.raises(UserError, match=r"did you mean :help lr\?"):
+        run(s, ":help lrr")
+    with pytest.raises(UserError, match="preset is an option of :set, not a setting; :help set says"):
+        run(s, ":help preset")  # preset= is an action of :set, which :help set describes
+
+
+def test_set_with_a_name_alone_shows_that_setting():
+    # `:set lr`, as vim's `:set tabstop?`: before, "error: :set takes no text; got 'lr'"
+    s = Session()
+    before = (s.model_config, s.train_config, s.gen_config, s.shell_config)
+    shown = run(s, ":set lr learning_rate block_size").shown
+    assert [(h.name, h.now) for h in shown] == [("lr", 0.01), ("lr", 0.01), ("max_seq_len", 64)]
+    assert shown[0] == run(s, ":help lr").setting  # the same as :help KEY
+    assert (s.model_config, s.train_config, s.gen_config, s.shell_config) == before  # nothing set
+    run(s, ":set lr=0.02")
+    assert run(s, ":set lr").shown[0].now == 0.02 and run(s, ":set lr").changed == {}
+    assert "comes from the data" in run(s, ":set vocab_size").shown[0].refusal
+    for line, message in [
+        (":set lr 0.03", "a setting and its value go as one word: :set lr=0.03"),
+        (":set learning_rate = 0.03", "a setting and its value go as one word: :set lr=0.03"),
+        (":set lr lr=0.03", "not both: :set lr shows, :set lr=0.03 changes"),
+        (":set lrr", r"unknown option 'lrr' for :set; did you mean lr\?"),
+        (":set preset", "preset takes a value: :set preset=seed|gpt2"),
+    ]:
+        with pytest.raises(UserError, match=message):
+            run(s, line)
+    assert s.train_config.lr == 0.02  # a refused line changes nothing
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import render
+
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    render(run(s, ":set lr warmup_steps"), console)
+    text = console.file.getvalue()
+    assert "peak learning rate" in text and "now 0.02" in text and "warmup_steps" in text
+    assert "nothing changed" not in text
 
 
 def test_setting_the_context_window_first_keeps_the_datas_vocabulary():
@@ -763,7 +802,7 @@ ERRORS = [
     (":device nonsense", DeviceError, "unknown device"),
     (":device cuda:99", DeviceError, "not available"),
     (":device mps:1", DeviceError, "unknown device"),
-    (":help nothing", UserError, "unknown command"),
+    (":help nothing", UserError, "no command or setting named"),
 ]
 
 

@@ -29,12 +29,14 @@ REPL_COMMAND = re.compile(r"(?:^|[\s(]):(" + "|".join(sorted(REGISTRY.names(), k
 def test_each_syntax_phrases_a_command():
     assert syntax() == "repl"  # outside any front end
     assert cmd("set", n_experts=4, experts_per_token=2) == ":set n_experts=4 experts_per_token=2"
+    assert cmd("set", "lr") == ":set lr"
     assert cmd("params", all=True) == ":params all=on" and cmd("load", "run1") == ":load run1"
     assert cmd("train", load="autosave") == ":train"  # the REPL session has its model already
     assert restore("kept-1") == ":load kept-1" and train_first("plot", "autosave") == ":train first, then :plot"
     with speaking(SHELL):
         assert cmd("set", n_experts=4, experts_per_token=2) == "--set n_experts=4 --set experts_per_token=2"
         assert cmd("set", "key=value") == "--set key=value"
+        assert cmd("set", "lr") == "minitf set lr"  # a name alone shows the setting: a command of its own
         assert cmd("params", all=True) == "minitf params --all" and cmd("gen", cache=False) == "minitf gen --no-cache"
         assert cmd("train", eval_every=50) == "minitf train --eval-every 50"
         assert cmd("gen", "PROMPT", n=1, seed=3) == "minitf gen PROMPT --n 1 --seed 3"

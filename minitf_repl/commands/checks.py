@@ -244,7 +244,7 @@ def failure(name: str, check, result: ChecksResult) -> str:
         return (f"the model trained on its inputs ended {abs(gap):.3f} nats {'under' if gap >= 0 else 'above'} one "
                 f"that read only zeros (under {result.blind_margin:g} fails): in {count(check.steps, 'step')} it "
                 f"learned little that needs its input. Train longer ({cmd('checks', 'blind', steps=check.steps * 3)}), "
-                f"or look at the rate ({cmd('help', 'lr')}){no_residual(result)}")
+                f"or look at the rate ({cmd('set', 'lr')}){no_residual(result)}")
     if name == "overfit":
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
                 f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes): try more steps "

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..core.errors import UserError
-from ..registry import Command, Param
+from ..registry import Command, Param, clip
 from ..render import fmt
 from ..render.renderers import render
 from ..render.tables import add_row
@@ -19,6 +21,9 @@ from ..reporter import Reporter
 from ..syntax import cmd
 from ..session import Session
 from .base import REGISTRY, command, complete_command
+
+if TYPE_CHECKING:
+    from .settings import SettingHelp
 
 FAMILY = "the shell"  # the heading :help lists this module's commands under
 
@@ -33,28 +38,11 @@ class HelpEntry:
 
 
 @dataclass
-class SettingHelp:
-    """`:help KEY` for a key of `:set`: what the setting means, its values and where it is set."""
-
-    name: str
-    aliases: tuple  # its other spellings (nanoGPT's names)
-    section: str  # "model", "training", "generation", "shell" or "data"
-    help: str
-    kind: str  # "int", "float", "on|off", "gelu|relu|..." (+ "|none" where it can be cleared)
-    valid: str  # the valid range in words ("> 0", "in [0, 1)"), "" when any value of its kind is
-    default: object
-    now: object  # the session's value
-    rebuilds: bool  # a model setting whose change rebuilds the model (weights reset)
-    commands: list[str]  # other commands that take it as an option of the same name ("train")
-    refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
-
-
-@dataclass
 class HelpResult:
     entries: list[HelpEntry]
     detail: HelpEntry | None = None  # set by `:help COMMAND`
     params: list[Param] = field(default_factory=list)  # the detail's options
-    setting: SettingHelp | None = None  # set by `:help KEY` for a setting
+    setting: SettingHelp | None = None  # set by `:help KEY` for a setting (commands.settings)
 
 
 def _entry(cmd: Command) -> HelpEntry:
@@ -75,40 +63,40 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     try:
         cmd = REGISTRY.find(word)
     except UserError:
+        from .settings import setting_help
+
         setting = setting_help(session, word)  # `:help lr`: a setting, not a command
         if setting is None:
-            raise
+            raise _neither(word) from None
         return HelpResult(entries, setting=setting)
     return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
 
 
 def _setting_keys() -> list[str]:
-    """What `:help <Tab>` offers after the commands: the keys `:help KEY` explains, by the seed's names."""
-    from .settings import SET
+    from .settings import setting_keys
 
-    return sorted(p.name for p in SET.params if not p.positional and p.setting is not None)
+    return setting_keys()
 
 
-def setting_help(session: Session, key: str) -> SettingHelp | None:
-    """What `:help KEY` says of the :set key `key` (its name or another spelling), or None if it is none."""
-    from .settings import SET, setting_value
+def _neither(word: str) -> UserError:
+    """`:help WORD` of a word that names no command and no setting: the closest of either, if one is close."""
+    from .settings import SET, setting_keys
 
-    param = SET.param_named(key.strip().lstrip(":"))
-    if param is None or param.setting is None:  # preset= is an action, and its own :help set line says it
-        return None
-    spec = param.setting
-    kind = "|".join(map(str, spec.choices)) if spec.choices else ("on|off" if spec.type is bool else spec.type.__name__)
-    others = [c.name for c in REGISTRY.values() if c is not SET
-              and any(p.name == spec.name and p.refusal is None for p in c.params)]
-    return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
-                       spec.range_text(), spec.default, setting_value(session, spec),
-                       spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
-                       param.refusal)
+    key = word.strip().lstrip(":").lower()
+    if SET.param_named(key) is not None:  # preset=: an action of :set, not a setting of its own
+        return UserError(f"{key} is an option of {cmd('set')}, not a setting; {cmd('help', 'set')} says what it takes")
+    spelled = {name: cmd(name) for name in REGISTRY.names()} | {key: cmd("help", key) for key in setting_keys()}
+    close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
+    hint = f"; did you mean {spelled[close[0]]}?" if close else ""
+    return UserError(f"no command or setting named {clip(key)!r}{hint} ({cmd('help')} lists the commands, "
+                     f"{cmd('config')} the settings)")
 
 
 @render.register(HelpResult)
 def render_help(result: HelpResult, console: Console) -> None:
     if result.setting is not None:
+        from .settings import render_setting_help
+
         render_setting_help(result.setting, console)
         return
     if result.detail is not None:
@@ -136,6 +124,8 @@ def render_help(result: HelpResult, console: Console) -> None:
 
 def render_command_help(result: HelpResult, console: Console) -> None:
     """One command: its names, summary, usage line and a table of its options."""
+    from .settings import also
+
     entry = result.detail
     names = ", ".join(":" + n for n in (entry.name, *entry.aliases))
     say(console, Text(names, style="bold") + Text(f"  {entry.summary}"))
@@ -157,7 +147,7 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         if p.nullable:
             kind += "|none"
         default = [fmt.value(p.default) if p.default is not None else ""] if with_default else []
-        add_row(table, name, choice_lines(kind), *default, p.help + _also(p.aliases))
+        add_row(table, name, choice_lines(kind), *default, p.help + also(p.aliases))
     console.print(table)
 
 
@@ -177,27 +167,6 @@ def choice_lines(kind: str, width: int = CHOICE_WIDTH) -> str:
         else:
             line += piece
     return "\n".join(lines + [line])
-
-
-def _also(aliases: tuple) -> str:
-    """" (also block_size=)": an option's other spellings, as both help views name them."""
-    return f" (also {', '.join(f'{alias}=' for alias in aliases)})" if aliases else ""
-
-
-def render_setting_help(h: SettingHelp, console: Console) -> None:
-    """`:help lr`: the setting's line of `:help set`, with its default, its value now and where it is set."""
-    say(console, Text(h.name, style="bold") + Text(f"  {h.section} setting{_also(h.aliases)}"))
-    say(console, h.help)
-    valid = f", {h.valid}" if h.valid else ""
-    default = "" if h.refusal else f"default {fmt.value(h.default)}, "  # a derived value's default means nothing
-    say(console, f"{h.kind}{valid}; {default}now {fmt.value(h.now)}")
-    if h.refusal:
-        note(console, h.refusal)
-        return
-    where = cmd("set", **{h.name: "..."})
-    if h.commands:
-        where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in h.commands)
-    note(console, f"{where}{'; the model is rebuilt, weights reset (step 0)' if h.rebuilds else ''}")
 
 
 @dataclass

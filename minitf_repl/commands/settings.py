@@ -99,6 +99,66 @@ def render_config(result: ConfigResult, console: Console) -> None:
 SETTINGS = (ModelConfig, TrainConfig, GenConfig, ShellConfig, DataConfig)
 
 
+# --- one setting: `:set KEY`, `:help KEY` -----------------------------------------------------------
+@dataclass
+class SettingHelp:
+    """`:set KEY` and `:help KEY` for a key of `:set`: what the setting means, its values and where it is set."""
+
+    name: str  # the key as :set takes it, e.g. "lr"
+    aliases: tuple  # its other spellings (nanoGPT's names)
+    section: str  # "model", "training", "generation", "shell" or "data"
+    help: str  # what it means, in a line
+    kind: str  # "int", "float", "on|off", "gelu|relu|..." (+ "|none" where it can be cleared)
+    valid: str  # the valid range in words ("> 0", "in [0, 1)"), "" when any value of its kind is
+    default: object  # its value in a new session (before a data's recipe)
+    now: object  # the session's value
+    rebuilds: bool  # a model setting whose change rebuilds the model (weights reset)
+    commands: list[str]  # other commands that take it as an option of the same name ("train")
+    refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
+
+
+def setting_keys() -> list[str]:
+    """What `:help <Tab>` offers after the commands: the keys `:help KEY` explains, by the seed's names."""
+    return sorted(p.name for p in SET.params if not p.positional and p.setting is not None)
+
+
+def setting_help(session: Session, key: str) -> SettingHelp | None:
+    """What `:help KEY` and `:set KEY` say of the :set key `key` (its name or another spelling), or None if it is
+    none."""
+    param = SET.param_named(key.strip().lstrip(":"))
+    if param is None or param.setting is None:  # preset= is an action, and its own :help set line says it
+        return None
+    spec = param.setting
+    kind = "|".join(map(str, spec.choices)) if spec.choices else ("on|off" if spec.type is bool else spec.type.__name__)
+    others = [c.name for c in REGISTRY.values() if c is not SET
+              and any(p.name == spec.name and p.refusal is None for p in c.params)]
+    return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
+                       spec.range_text(), spec.default, setting_value(session, spec),
+                       spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
+                       param.refusal)
+
+
+def also(aliases: tuple) -> str:
+    """" (also block_size=)": an option's other spellings, as both help views name them."""
+    return f" (also {', '.join(f'{alias}=' for alias in aliases)})" if aliases else ""
+
+
+def render_setting_help(h: SettingHelp, console: Console) -> None:
+    """`:help lr`: the setting's line of `:help set`, with its default, its value now and where it is set."""
+    say(console, Text(h.name, style="bold") + Text(f"  {h.section} setting{also(h.aliases)}"))
+    say(console, h.help)
+    valid = f", {h.valid}" if h.valid else ""
+    default = "" if h.refusal else f"default {fmt.value(h.default)}, "  # a derived value's default means nothing
+    say(console, f"{h.kind}{valid}; {default}now {fmt.value(h.now)}")
+    if h.refusal:
+        note(console, h.refusal)
+        return
+    where = cmd("set", **{h.name: "..."})
+    if h.commands:
+        where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in h.commands)
+    note(console, f"{where}{'; the model is rebuilt, weights reset (step 0)' if h.rebuilds else ''}")
+
+
 @dataclass
 class SetResult:
     changed: dict[str, tuple]  # key -> [old, new], only the values that changed
@@ -109,6 +169,7 @@ class SetResult:
     vocab_size: int | None = None  # tokenizer=: the vocabulary the model was rebuilt for
     recipe: dict[str, tuple] = field(default_factory=dict)  # optimizer=: {setting: [before, after]} that followed it
     recipe_for: str | None = None  # whose recipe they followed (core.recipes), e.g. "adamw on pydoc"
+    shown: list[SettingHelp] = field(default_factory=list)  # `:set KEY ...`: the settings asked about (nothing changed)
 
 
 def _set_params() -> list[Param]:
@@ -116,14 +177,25 @@ def _set_params() -> list[Param]:
 
     preset = Param("preset", str, choices=tuple(PRESETS),
                    help="model: the architecture of a known model (sizes kept): " + ", ".join(PRESETS))
+    # `:set lr` (a name alone) shows the setting, as vim's `:set tabstop?` does: a person who types a
+    # setting's name without a value wants to know what it holds.
+    # Tab offers each key once, as `lr=` (the option), not again as a name to show.
+    keys = Param("keys", str, positional=True, meta="KEY", help="settings to show (value, meaning, range), e.g. lr")
     return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS
-                       for spec in cls.specs()]
+                       for spec in cls.specs()] + [keys]
 
 
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
-         params=_set_params(), needs_torch=False, pairs=True, json_version=3)  # fmt: skip
+         params=_set_params(), needs_torch=False, pairs=True, json_version=4)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
+    keys = (args.pop("keys", None) or "").split()
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
+    if keys:
+        if given:
+            raise UserError(f"give settings to change as key=value, or their names alone to show them, not both: "
+                            f"{cmd('set', *keys)} shows, {cmd('set', **given)} "
+                            "changes")
+        return SetResult({}, False, shown=_settings_named(session, keys))
     if not given:
         keys = ", ".join(p.name for p in SET.options)
         raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)} (keys: {keys})")
@@ -190,6 +262,24 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
 
 
+def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
+    """What `:set KEY ...` shows: each named setting as `:help KEY` shows it. A word that names no setting is an
+    error; right after a setting's name it was meant as that setting's value (`:set lr 0.01`, `:set lr = 0.01`)."""
+    shown: list[SettingHelp] = []
+    named_at = None  # where the last setting's name stood
+    for i, word in enumerate(words):
+        if (h := setting_help(session, word)) is not None:
+            shown.append(h)
+            named_at = i
+            continue
+        value = words[i + 1] if word == "=" and i + 1 < len(words) else word
+        if named_at == i - 1 and value != "=":
+            raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
+        param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
+        raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}")
+    return shown
+
+
 def setting_value(session: Session, spec) -> object:
     """The value a declared setting (a SettingSpec of one of SETTINGS) holds in this session now."""
     cls = next(c for c in SETTINGS if spec in c.specs())
@@ -205,6 +295,12 @@ def _current(session: Session, cls):
 
 @render.register(SetResult)
 def render_set(result: SetResult, console: Console) -> None:
+    for i, shown in enumerate(result.shown):
+        if i:
+            console.print()
+        render_setting_help(shown, console)
+    if result.shown:
+        return
     if not result.changed:
         note(console, "nothing changed")
     for key, (old, new) in result.changed.items():
