@@ -57,7 +57,7 @@ class _Group(TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        args = _help_word(_dashes(sys.argv[1:] if args is None else list(args)), self.commands)
+        args = _help_word(_dashes(sys.argv[1:] if args is None else list(args)), self.commands, self.params)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
@@ -92,20 +92,37 @@ class _Group(TyperGroup):
         return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
 
 
-def _help_word(args: list[str], commands) -> list[str]:
+def _help_word(args: list[str], commands, options=()) -> list[str]:
     """`minitf help` is `minitf --help`, and `minitf help train` is `minitf train --help`, as `:help train` is in
-    the REPL (where `help` alone works too); of a word after help that names no command Typer says "No such
-    command"."""
-    if not args or args[0] != "help":
+    the REPL (where `help` alone works too); `minitf help lr` of a setting is `minitf set lr`, as `:set lr` is. Of
+    a word after help that names neither, Typer says "No such command". minitf's own options may come first
+    (`minitf --data sort help lr`); `options` are they, to step over."""
+    at = _command_at(args, options)
+    if at is None or args[at] != "help":
         return args
-    if len(args) == 1:
-        return ["--help"]
-    if args[1] in commands:
-        return [args[1], "--help"]
-    setting = REGISTRY["set"].param_named(args[1])
-    if setting is not None and setting.setting is not None:  # `minitf help lr` is `minitf set lr`, as `:help lr` is
-        return ["set", args[1]]  # `:set lr` in the REPL
-    return args[1:2]  # Typer says "No such command" of it
+    before, word = args[:at], args[at + 1 : at + 2]
+    if not word:
+        return before + ["--help"]
+    if word[0] in commands:
+        return before + [word[0], "--help"]
+    setting = REGISTRY["set"].param_named(word[0])
+    if setting is not None and setting.setting is not None:
+        return before + ["set", word[0]]
+    return before + word  # Typer says "No such command" of it
+
+
+def _command_at(args: list[str], options) -> int | None:
+    """Where the command stands among the arguments: after minitf's own options and their values."""
+    flags = {name for p in options if getattr(p, "is_flag", False) for name in p.opts}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-"):
+            return i
+        if arg == "--":
+            return None
+        i += 1 if arg in flags or "=" in arg else 2  # `--data sort`, `--set=lr=0.02`, `--debug`
+    return None
 
 
 def _dashes(args: list[str]) -> list[str]:

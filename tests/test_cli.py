@@ -192,6 +192,8 @@ def test_a_setting_is_shown_by_set_with_its_name_alone_or_by_help():
     assert "--set lr=..., or for one command as its option: minitf train --lr ..." in result.stdout
     assert invoke("help", "lr").stdout == result.stdout and invoke("help", "learning_rate").exit_code == 0
     assert "now 0.02" in invoke("--set", "lr=0.02", "set", "lr").stdout  # the session's value, minitf's options applied
+    assert "now 0.03" in invoke("--set=lr=0.03", "--debug", "help", "lr").stdout  # help after minitf's own options
+    assert invoke("--data", "sort", "help", "train").stdout == invoke("train", "--help").stdout  # was: No such command
     doc = json.loads(invoke("set", "lr", "warmup_steps", "--json").stdout)
     assert [h["name"] for h in doc["shown"]] == ["lr", "warmup_steps"] and doc["changed"] == {}
     line = assert_one_error_line(invoke("set", "lr", "0.01"))
