@@ -339,3 +339,21 @@ def test_shapes_under_grouped_query_attention_name_the_key_value_heads():
     mha = Session(data_spec="sort")
     run_command(mha, "set", {"n_layers": 1, "d_model": 32, "n_heads": 4, "d_ff": 64, "max_seq_len": 16})
     assert "h_kv" not in text_of(run_command(mha, "shapes", {"prompt": "3141="}), 200)  # one kind of head
+
+
+@pytest.mark.parametrize("view, untrained", [
+    ("qkv", "q and k are random, so the weights are near uniform"), ("resid", "its writes are random"),
+    ("ln", "its gains are 1 and its biases 0, so y is x̂"), ("ffn", "its units are random"), ("kv", None),
+])
+def test_each_worked_view_says_what_it_did_not_read_what_is_switched_off_and_that_the_model_is_untrained(
+        view, untrained):
+    # the three closing notes every view of commands/worked.py shares (closing_notes)
+    s = Session(data_spec="sort")
+    run_command(s, "set", dict(TINY))
+    run_command(s, "ablate", {"what": "head=0.1"})
+    prompt = "0123456789=" * 4  # 44 characters, 12 past the window of 32
+    out = " ".join(text_of(run_command(s, view, {"prompt": prompt})).split())
+    assert "the first 12 characters of the prompt (beyond max_seq_len) went unread" in out
+    assert "switched off now: head 0.1" in out
+    assert (f"this model has not trained yet: {untrained}; :train, then look again" in out) == (untrained is not None)
+    assert ("then look again" in out) == (untrained is not None)  # :kv says its own: the comparison holds all the same

@@ -72,6 +72,16 @@ def rounding(difference: float, ablations: list[str]) -> str:
     return "more than rounding: an ablation changes the model's own" if ablations else "more than rounding"
 
 
+def closing_notes(console: Console, result, untrained: str | None = None) -> None:
+    """What each worked view ends with: the start of a prompt it did not read, the parts :ablate has switched off
+    (the numbers are the ablated model's), and on a model that has not trained, what its numbers are (`untrained`)."""
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    ablation_note(console, result.ablations)
+    if untrained is not None and result.untrained:
+        note(console, f"this model has not trained yet: {untrained}; {cmd('train')}, then look again")
+
+
 # --- :qkv ----------------------------------------------------------------------------------------
 QKV_ROWS = 16  # at most this many keys are listed one per row; the weakest others are summed up in a line
 
@@ -212,12 +222,7 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                   f"{_agrees(result.model_out_diff)}, the fused F.scaled_dot_product_attention "
                   f"{_agrees(result.fused_out_diff)} (largest difference, "
                   f"{rounding(max(result.model_weights_diff, result.model_out_diff), result.ablations)})")
-    ablation_note(console, result.ablations)
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
-    if result.untrained:
-        note(console, f"this model has not trained yet: q and k are random, so the weights are near uniform; "
-                      f"{cmd('train')}, then look again")
+    closing_notes(console, result, "q and k are random, so the weights are near uniform")
 
 
 def _agrees(difference: float) -> str:
@@ -314,11 +319,7 @@ def render_rope(result: RopeResult, console: Console) -> None:
                  f"{spark([v - low for v in r.by_distance], width)} from {low:+.3f} to {max(r.by_distance):+.3f}")
     note(console, "that is the score key j's content would get at each distance from the query: RoPE makes the "
                   "score a function of content and distance")
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
-    ablation_note(console, result.ablations)
-    if result.untrained:
-        note(console, f"this model has not trained yet: its q and k are random; {cmd('train')}, then look again")
+    closing_notes(console, result, "its q and k are random")
 
 
 # --- :resid --------------------------------------------------------------------------------------
@@ -423,11 +424,7 @@ def render_resid(result: ResidResult, console: Console) -> None:
                   "step, feature by feature")
     note(console, "cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction; "
                   f"{cmd('attrib')} shows which of these writes push the next token")
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
-    ablation_note(console, result.ablations)
-    if result.untrained:
-        note(console, f"this model has not trained yet: its writes are random; {cmd('train')}, then look again")
+    closing_notes(console, result, "its writes are random")
 
 
 # --- :ln -----------------------------------------------------------------------------------------
@@ -539,12 +536,8 @@ def render_ln(result: LnResult, console: Console) -> None:
                   "spread is near 0")
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
                   f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
-    ablation_note(console, result.ablations)
-    if result.untrained:
-        learned = "its gains are 1 and its biases 0" if n.bias_size is not None else "its gains are 1"
-        note(console, f"this model has not trained yet: {learned}, so y is x̂; {cmd('train')}, then look again")
+    learned = "its gains are 1 and its biases 0" if n.bias_size is not None else "its gains are 1"
+    closing_notes(console, result, f"{learned}, so y is x̂")
 
 
 # --- :ffn ----------------------------------------------------------------------------------------
@@ -644,11 +637,7 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     elif result.no_tokens:
         note(console, f"{result.no_tokens}: no tokens are shown")
     note(console, f"checked: sum_n h_n v_n + b agrees with the block's FFN output to {result.out_diff:.0e}")
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
-    ablation_note(console, result.ablations)
-    if result.untrained:
-        note(console, f"this model has not trained yet: its units are random; {cmd('train')}, then look again")
+    closing_notes(console, result, "its units are random")
 
 
 def _same_token_apart(tokens: list[str], r: RopeWorked, listed: list[int]) -> tuple[int, int] | None:
@@ -771,9 +760,7 @@ def render_kv(result: KvResult, console: Console) -> None:
     if any(s.refilled for s in result.steps[1:]):
         note(console, f"past max_seq_len = {result.max_seq_len} the window slides: positions are absolute, so every "
                       "cached key would change and the cache is filled again (as :gen does)")
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
-    ablation_note(console, result.ablations)
+    closing_notes(console, result)
     if not result.causal and result.n_layers == 1:
         note(console, "no causal mask, and still exact: one layer's keys and values are made from the embeddings "
                       "alone, which no later token changes")
