@@ -327,6 +327,11 @@ def test_set_with_a_name_alone_shows_that_setting():
     run(s, ":set lr=0.02")
     assert run(s, ":set lr").shown[0].now == 0.02 and run(s, ":set lr").changed == {}
     assert "comes from the data" in run(s, ":set vocab_size").shown[0].refusal
+    assert run(s, ":set lr").shown[0].recipe is None  # set by hand: no recipe's
+    t = Session()
+    run(t, ":set optimizer=adamw")  # AdamW's recipe moves lr and warm-up (core.recipes); :set lr says whose value it is
+    assert [(h.now, h.recipe) for h in run(t, ":set lr warmup_steps steps").shown] == [
+        (6e-3, "adamw on pydoc"), (150, "adamw on pydoc"), (600, None)]  # steps: the default, no recipe's
     for line, message in [
         (":set lr 0.03", "a setting and its value go as one word: :set lr=0.03"),
         (":set learning_rate = 0.03", "a setting and its value go as one word: :set lr=0.03"),
@@ -347,6 +352,8 @@ def test_set_with_a_name_alone_shows_that_setting():
     render(run(s, ":set lr warmup_steps"), console)
     text = console.file.getvalue()
     assert "peak learning rate" in text and "now 0.02" in text and "warmup_steps" in text
+    render(run(t, ":set lr"), console)
+    assert "now 0.006, the recipe for adamw on pydoc (core/recipes.py)" in console.file.getvalue()
     assert "nothing changed" not in text
 
 

@@ -20,7 +20,7 @@ from ..core.bpe import tokenizer_setting
 from ..core.catalog import spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
-from ..core.recipes import follow_optimizer, recipe_label
+from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_trainable
 from ..core.threads import oversubscribed
 from ..core.words import count
@@ -115,6 +115,7 @@ class SettingHelp:
     rebuilds: bool  # a model setting whose change rebuilds the model (weights reset)
     commands: list[str]  # other commands that take it as an option of the same name ("train")
     refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
+    recipe: str | None = None  # whose recipe the value now is, where that differs from the default: "muon on shakespeare"
 
 
 def setting_keys() -> list[str]:
@@ -132,10 +133,15 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
     kind = "|".join(map(str, spec.choices)) if spec.choices else ("on|off" if spec.type is bool else spec.type.__name__)
     others = [c.name for c in REGISTRY.values() if c is not SET
               and any(p.name == spec.name and p.refusal is None for p in c.params)]
+    now = setting_value(session, spec)
+    # Where the value is the data's recipe's (core.recipes) and not the default: why `:data shakespeare` made lr 0.02.
+    optimizer = session.train_config.optimizer
+    followed = recipe(session.recipe_data, optimizer).get(spec.name, spec.default)
+    source = recipe_label(session.recipe_data, optimizer) if now == followed != spec.default else None
     return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
-                       spec.range_text(), spec.default, setting_value(session, spec),
+                       spec.range_text(), spec.default, now,
                        spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
-                       param.refusal)
+                       param.refusal, source)
 
 
 def also(aliases: tuple) -> str:
@@ -149,7 +155,8 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
     say(console, h.help)
     valid = f", {h.valid}" if h.valid else ""
     default = "" if h.refusal else f"default {fmt.value(h.default)}, "  # a derived value's default means nothing
-    say(console, f"{h.kind}{valid}; {default}now {fmt.value(h.now)}")
+    source = f", the recipe for {h.recipe} (core/recipes.py)" if h.recipe else ""
+    say(console, f"{h.kind}{valid}; {default}now {fmt.value(h.now)}{source}")
     if h.refusal:
         note(console, h.refusal)
         return
