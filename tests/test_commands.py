@@ -376,6 +376,28 @@ def test_config_shows_every_setting():
     assert result.model == s.model_config.to_dict() and result.model["vocab_size"] == 12
     assert result.train == s.train_config.to_dict()
     assert result.gen["n"] == 200 and result.data == "sort:4" and result.device == "cpu"
+    assert result.from_recipe == [] and result.recipe_for is None  # sort has no recipe of its own: the defaults
+
+
+def test_config_marks_the_values_a_recipe_set():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import render
+
+    s = Session()
+    run(s, ":set optimizer=adamw")  # AdamW's recipe moves lr and warm-up (core.recipes)
+    result = run(s, ":config")
+    assert result.from_recipe == ["lr", "warmup_steps"] and result.recipe_for == "adamw on pydoc"
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    render(result, console)
+    rows = {line.split()[0]: line.split()[1:] for line in console.file.getvalue().splitlines() if line.strip()}
+    assert rows["lr"] == ["0.006", "recipe"] and rows["warmup_steps"] == ["150", "recipe"] and rows["steps"] == ["600"]
+    assert "recipe: the value of the recipe for adamw on pydoc (core/recipes.py), not the default" in " ".join(
+        console.file.getvalue().split())
+    run(s, ":set lr=0.004")  # set by hand: no longer the recipe's
+    assert run(s, ":config").from_recipe == ["warmup_steps"]
 
 
 def test_commands_that_need_no_model_run_without_torch():

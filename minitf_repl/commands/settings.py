@@ -53,13 +53,15 @@ class ConfigResult:
     checkpoints: dict = field(default_factory=dict)  # {"dir": ..., "autosave": bool}
     preset: str | None = None  # the preset the model settings match (sizes aside), if any
     tokenizer: str = "char"  # how text is read: char, or bpe:N (the tokenizer setting)
+    from_recipe: list[str] = field(default_factory=list)  # training settings that hold the recipe's value, not the default
+    recipe_for: str | None = None  # whose recipe that is (core.recipes), e.g. "muon on shakespeare"
 
 
-@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=2)
+@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=3)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     from ..core.config import matching_preset
 
-    model = session.model_config.to_dict()
+    model, recipe_keys = session.model_config.to_dict(), from_recipe(session)
     if session.loaded_data is None:
         model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
     return ConfigResult(
@@ -71,14 +73,25 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
         preset=matching_preset(session.model_config),
         tokenizer=session.tokenizer_setting,
+        from_recipe=recipe_keys,
+        recipe_for=recipe_label(session.recipe_data, session.train_config.optimizer) if recipe_keys else None,
     )
+
+
+def from_recipe(session: Session) -> list[str]:
+    """The training settings whose value now is the data's recipe's (core.recipes) and not the default: what
+    `:data shakespeare` or `:set optimizer=adamw` moved and nobody has set by hand since."""
+    defaults, now = TrainConfig(), session.train_config
+    followed = recipe(session.recipe_data, now.optimizer)
+    return [name for name, value in followed.items()
+            if name != "optimizer" and getattr(now, name) == value != getattr(defaults, name)]
 
 
 @render.register(ConfigResult)
 def render_config(result: ConfigResult, console: Console) -> None:
     console.print(settings_table("model", result.model))
     console.print()
-    console.print(settings_table("training", result.train))
+    console.print(settings_table("training", result.train, {k: "recipe" for k in result.from_recipe}))
     console.print()
     console.print(settings_table("generation", result.gen))
     console.print()
@@ -89,6 +102,9 @@ def render_config(result: ConfigResult, console: Console) -> None:
     if "autosave" in result.checkpoints:
         where += Text("   autosave ", style="cyan") + Text(fmt.value(result.checkpoints["autosave"]))
     console.print(where)
+    if result.from_recipe:
+        note(console, f"recipe: the value of the recipe for {result.recipe_for} (core/recipes.py), not the default; "
+                      f"{cmd('set', result.from_recipe[0])} says more")
     note(console, (f"the model settings match the preset {result.preset}" if result.preset else
                    "the model settings match no preset") + f"; {cmd('set', 'key=value')} or "
                                                            f"{cmd('set', 'preset=NAME')} changes them")
@@ -133,13 +149,11 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
     kind = "|".join(map(str, spec.choices)) if spec.choices else ("on|off" if spec.type is bool else spec.type.__name__)
     others = [c.name for c in REGISTRY.values() if c is not SET
               and any(p.name == spec.name and p.refusal is None for p in c.params)]
-    now = setting_value(session, spec)
     # Where the value is the data's recipe's (core.recipes) and not the default: why `:data shakespeare` made lr 0.02.
-    optimizer = session.train_config.optimizer
-    followed = recipe(session.recipe_data, optimizer).get(spec.name, spec.default)
-    source = recipe_label(session.recipe_data, optimizer) if now == followed != spec.default else None
+    source = recipe_label(session.recipe_data, session.train_config.optimizer) if spec.name in from_recipe(session) \
+        else None
     return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
-                       spec.range_text(), spec.default, now,
+                       spec.range_text(), spec.default, setting_value(session, spec),
                        spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
                        param.refusal, source)
 

@@ -53,13 +53,16 @@ def add_row(table: Table, *cells, style=None) -> None:
     table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), style=style)
 
 
-def settings_table(title: str, values: dict) -> Table:
-    """Named values under a title, each written as :set writes it (on/off, none, 0.001)."""
+def settings_table(title: str, values: dict, marks: dict[str, str] | None = None) -> Table:
+    """Named values under a title, each written as :set writes it (on/off, none, 0.001); `marks`: a dim word beside
+    some of them (where a value comes from)."""
     table = Table(title=title, title_justify="left", show_header=False, pad_edge=False, box=None)
     table.add_column("setting", style="cyan", no_wrap=True)
     table.add_column("value")
+    if marks:
+        table.add_column("from", style="dim")
     for key, value in values.items():
-        add_row(table, key, fmt.value(value))
+        add_row(table, key, fmt.value(value), *([marks.get(key, "")] if marks else []))
     return table
 
 
