@@ -206,7 +206,8 @@ def _set_params() -> list[Param]:
                        for spec in cls.specs()] + [keys]
 
 
-@command("set", "Change settings: model architecture (resets weights), training, generation or the shell.",
+@command("set", "Change settings: model architecture (resets weights), training, generation or the shell; a name "
+         "alone shows that setting.",
          params=_set_params(), needs_torch=False, pairs=True, json_version=4)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     keys = (args.pop("keys", None) or "").split()
