@@ -866,3 +866,28 @@ def test_gen_reports_the_time_to_the_first_token():
     result = run(s, ":gen 12 n=5")
     assert result.first_token_seconds is not None and 0 < result.first_token_seconds <= result.seconds
     assert run(s, ":gen 12 n=0").first_token_seconds is None
+
+
+def test_train_says_when_the_warm_up_takes_the_whole_run():
+    # AdamW's recipe warms up over 150 steps: `:train steps=100` then ends at the peak rate, never decaying
+    def warm_up_notes(session, line):
+        hooks = Recorder()
+        result = run(session, line, hooks)
+        return result, [n for n in hooks.notices if n.startswith("warm-up")]
+
+    s = tiny_session()
+    run(s, ":set optimizer=adamw warmup_steps=150")
+    result, said = warm_up_notes(s, ":train steps=30 eval_every=30")
+    assert said == ["warm-up (150 steps) covers this whole run (30 steps): the rate rises to lr = 0.003 at its last "
+                    "step and never decays; :set warmup_steps=3 warms up over a tenth of it"]
+    assert result.curve[-1]["lr"] == pytest.approx(3e-3)  # as it says: the last step at the peak
+    assert warm_up_notes(s, ":train steps=10 schedule=new")[1] == []  # a smoke test's few steps: no note
+    run(s, ":set warmup_steps=10")
+    assert warm_up_notes(s, ":train steps=30 schedule=new eval_every=30")[1] == []  # warm-up, then the decay
+    # :compare says it of a contender compared mid-warm-up (AdamW's recipe at 150 steps against Muon's 10)
+    t = tiny_session()
+    assert warm_up_notes(t, ":compare optimizer=adamw current steps=20")[1] == [
+        "warm-up (150 steps) covers optimizer=adamw's whole run (20 steps): the rate rises to lr = 0.003 at its last "
+        "step and never decays, so it is compared before its rate has settled; give it warmup_steps=2 among its "
+        "settings, or compare over more steps"]
+    assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=2 current steps=20")[1] == []

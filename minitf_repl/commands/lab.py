@@ -36,7 +36,7 @@ from ..session import Session
 from ..syntax import cmd
 from .base import command, complete_data, sample_prompt
 from .settings import SET
-from .shared import load_checked, read_with, recipe_line
+from .shared import all_warm_up, load_checked, read_with, recipe_line
 from .train import PlotLevel, counter_levels, plot_levels
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
@@ -110,6 +110,9 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
             built, reading = readings[key]
             model = model.replace(vocab_size=reading.tokenizer.vocab_size)
         train = train.replace(eval_every=every)
+        if line := all_warm_up(steps, train, f"{label}'s whole run"):  # compared mid-warm-up: not a fair race
+            reporter.notice(f"{line}, so it is compared before its rate has settled; give it "
+                            f"warmup_steps={max(1, steps // 10)} among its settings, or compare over more steps")
         reading.check_fits(model.max_seq_len)
         check_trainable(model, train.batch_size)
         contenders.append(Contender(label, model, train, reading if reading is not data else None, built))

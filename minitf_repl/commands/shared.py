@@ -125,6 +125,21 @@ def recipe_line(spec: str, changes: dict) -> str:
     return f"training settings follow the recipe for {spec} (core/recipes.py): {moved}"
 
 
+# Below this many steps a run is a smoke test (train a little, then look inside), where the schedule's shape does
+# not matter and a note on it would be noise.
+WARM_UP_NOTE_FROM = 20
+
+
+def all_warm_up(steps: int, config, run: str) -> str | None:
+    """What to say when the warm-up takes the whole run (core.train.lr_at caps it at the run's last step): the rate
+    rises to its peak at the last step and never decays, as after `:set optimizer=adamw` (AdamW's recipe warms up
+    over 150 steps) and `:train steps=100`. `run` names the run ("this run"); None when there is nothing to say."""
+    if steps < WARM_UP_NOTE_FROM or config.warmup_steps < steps:
+        return None
+    return (f"warm-up ({count(config.warmup_steps, 'step')}) covers {run} ({count(steps, 'step')}): the rate rises "
+            f"to lr = {config.lr:g} at its last step and never decays")
+
+
 def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     """What a switch to data with another vocabulary did to the model, in one line."""
     line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "

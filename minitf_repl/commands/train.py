@@ -35,7 +35,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore, train_first
 from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
                    view_prompt)
-from .shared import AUTOSAVES_KEPT, load_checked, rebuilt_line, recipe_line, save_session, switch_data
+from .shared import AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, save_session, switch_data
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -194,6 +194,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if wanted == "continue":
             schedule, constant_lr = "continue", trainer.final_lr()
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
+        if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
+            reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 10))} warms up over a "
+                            "tenth of it")
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     frames: list[WatchFrame] = []
