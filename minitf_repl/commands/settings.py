@@ -32,7 +32,7 @@ from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session, ShellConfig
-from ..syntax import cmd, restore
+from ..syntax import SHELL, cmd, restore, setting_text, syntax
 from .base import REGISTRY, command, complete_data
 from .shared import keep_trained_model, load_checked, read_with, recipe_line, switch_data
 
@@ -220,7 +220,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         return SetResult({}, False, shown=_settings_named(session, keys))
     if not given:
         keys = ", ".join(p.name for p in SET.options)
-        raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)} (keys: {keys})")
+        raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)}, or a "
+                        f"setting's name to show it, e.g. {cmd('set', 'lr')} (keys: {keys})")
     current = {cls: _current(session, cls) for cls in SETTINGS}
     new = {}
     for cls, config in current.items():
@@ -327,6 +328,10 @@ def render_set(result: SetResult, console: Console) -> None:
         note(console, "nothing changed")
     for key, (old, new) in result.changed.items():
         say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))
+    if result.changed and syntax() == SHELL:  # a one-shot session ends here: the change goes with it
+        key, (_, new) = next(iter(result.changed.items()))
+        note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
+                      f"it before that command, e.g. minitf --set {key}={setting_text(new)} train")
     if result.recipe:
         say(console, recipe_line(result.recipe_for, result.recipe) + "; :set them to keep your own", "cyan")
     if result.tokenizer:
