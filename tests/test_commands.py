@@ -730,7 +730,7 @@ def test_set_before_a_model_only_records():
 
 
 def test_set_with_nothing_lists_the_keys():
-    with pytest.raises(UserError, match="nothing to set.*or a setting's name to show it, e.g. :set lr.*d_model.*gen_seed"):
+    with pytest.raises(UserError, match="nothing to set.*a setting's name to show it, e.g. :set lr.*d_model.*gen_seed"):
         run(Session(), ":set")
 
 
