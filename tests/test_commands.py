@@ -891,3 +891,22 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
         "step and never decays, so it is compared before its rate has settled; give it warmup_steps=2 among its "
         "settings, or compare over more steps"]
     assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=2 current steps=20")[1] == []
+
+
+def test_compare_says_when_contenders_read_different_amounts_of_text_a_step():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.commands.lab import more_text
+    from minitf_repl.render import render
+
+    s = tiny_session()
+    result = run(s, ":compare batch_size=2 batch_size=8 steps=20")
+    assert [o.tokens_per_step for o in result.outcomes] == [2 * 32, 8 * 32]  # batch x window
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    render(result, console)
+    text = " ".join(console.file.getvalue().split())
+    assert ("batch_size=8 read 4x the tokens of batch_size=2 in the same 20 steps (5,120 against 1,280) and took "
+            in text and "at equal steps a larger batch or window reads more text, so part of a lead can be that" in text)
+    assert more_text(run(s, ":compare current n_layers=2 steps=20")) is None  # the same text a step: nothing to say

@@ -79,7 +79,7 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=5)  # fmt: skip
+], pairs_in_text=True, json_version=6)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     from ..core.compare import Contender, compare
@@ -247,12 +247,31 @@ def render_compare(result: CompareResult, console: Console) -> None:
         say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
     if result.verdict:
         say(console, result.verdict, "green")
+    if line := more_text(result):
+        note(console, line)
     if result.seeds == 1 and not result.stopped and (bpc or not result.verdict):
         note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
     if result.unmasked:
         say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
                      f"such a loss is no language model's, and the model cannot generate "
                      f"({cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it)", "yellow")
+
+
+def more_text(result: CompareResult) -> str | None:
+    """Where contenders read different numbers of tokens a step (batch_size, max_seq_len): a comparison at equal
+    steps is then also one of how much text each read, which a learner should not read as the setting's merit
+    alone. None where they read the same, or their tokenizers differ (a token is then another amount of text)."""
+    if result.by != "val loss" or result.stopped:
+        return None
+    least, most = min(result.outcomes, key=lambda o: o.tokens_per_step), max(result.outcomes,
+                                                                                key=lambda o: o.tokens_per_step)
+    if least.tokens_per_step == most.tokens_per_step or least.tokens_per_step == 0:
+        return None
+    time = f" and took {most.seconds / least.seconds:.1f}x the time" if least.seconds > 0 else ""
+    return (f"{most.label} read {most.tokens_per_step / least.tokens_per_step:.3g}x the tokens of {least.label} in "
+            f"the same {count(result.steps, 'step')} ({most.tokens_per_step * result.steps:,} against "
+            f"{least.tokens_per_step * result.steps:,}){time}: at equal steps a larger batch or window reads more "
+            "text, so part of a lead can be that")
 
 
 def by_position(result: CompareResult, console: Console) -> None:

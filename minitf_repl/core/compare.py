@@ -68,6 +68,7 @@ class Outcome:
     seconds: float = 0.0  # wall time of all its seeds together
     changes: dict = field(default_factory=dict)  # the settings that differ from the first contender
     tokens_per_char: float | None = None  # of the val text as this contender's tokenizer reads it
+    tokens_per_step: int = 0  # batch_size x max_seq_len: the tokens one of its training steps reads
     # at the end, the val loss by position in the window (core.context) in bands of positions doubling in width,
     # the same edges for every contender (a shorter window has fewer bands), mean over seeds; empty if stopped
     bands: list[str] = field(default_factory=list)
@@ -108,7 +109,9 @@ def compare(
     base = settings(contenders[0])
     readings = [c.data if c.data is not None else data for c in contenders]  # the text as each one reads it
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in settings(c).items() if base.get(k) != v},
-                        tokens_per_char=val_tokens_per_char(reading)) for c, reading in zip(contenders, readings)]
+                        tokens_per_char=val_tokens_per_char(reading),
+                        tokens_per_step=c.train_config.batch_size * c.model_config.max_seq_len)
+                for c, reading in zip(contenders, readings)]
     with torch.random.fork_rng(devices=[]):
         runs = []  # (contender index, trainer) for every contender and seed
         for seed in seeds:
