@@ -263,8 +263,8 @@ def more_text(result: CompareResult) -> str | None:
     alone. None where they read the same, or their tokenizers differ (a token is then another amount of text)."""
     if result.by != "val loss" or result.stopped:
         return None
-    least, most = min(result.outcomes, key=lambda o: o.tokens_per_step), max(result.outcomes,
-                                                                                key=lambda o: o.tokens_per_step)
+    by_tokens = sorted(result.outcomes, key=lambda o: o.tokens_per_step)
+    least, most = by_tokens[0], by_tokens[-1]
     if least.tokens_per_step == most.tokens_per_step or least.tokens_per_step == 0:
         return None
     time = f" and took {most.seconds / least.seconds:.1f}x the time" if least.seconds > 0 else ""
