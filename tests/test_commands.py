@@ -891,6 +891,10 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
         "step and never decays, so it is compared before its rate has settled; give it warmup_steps=2 among its "
         "settings, or compare over more steps"]
     assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=2 current steps=20")[1] == []
+    run(t, ":set warmup_steps=150")  # every contender's warm-up covers the comparison: said once
+    assert warm_up_notes(t, ":compare current n_layers=2 steps=20")[1] == [
+        "warm-up covers every contender's whole run (20 steps): each rate rises to its peak at the last step and never "
+        "decays; :set warmup_steps=2 warms them up over a tenth of it, or compare over more steps"]
 
 
 def test_compare_says_when_contenders_read_different_amounts_of_text_a_step():

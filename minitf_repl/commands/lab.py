@@ -110,12 +110,10 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
             built, reading = readings[key]
             model = model.replace(vocab_size=reading.tokenizer.vocab_size)
         train = train.replace(eval_every=every)
-        if line := all_warm_up(steps, train, f"{label}'s whole run"):  # compared mid-warm-up: not a fair race
-            reporter.notice(f"{line}, so it is compared before its rate has settled; give it "
-                            f"warmup_steps={max(1, steps // 10)} among its settings, or compare over more steps")
         reading.check_fits(model.max_seq_len)
         check_trainable(model, train.batch_size)
         contenders.append(Contender(label, model, train, reading if reading is not data else None, built))
+    _say_warm_up(contenders, steps, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
         for c in contenders:
             c.tokenizer = c.tokenizer or tokenizer_setting(data.tokenizer)
@@ -255,6 +253,22 @@ def render_compare(result: CompareResult, console: Console) -> None:
         say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
                      f"such a loss is no language model's, and the model cannot generate "
                      f"({cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it)", "yellow")
+
+
+def _say_warm_up(contenders: list, steps: int, reporter: Reporter) -> None:
+    """A contender whose warm-up covers the whole comparison is compared before its rate has settled (AdamW's
+    recipe warms up over 150 steps): said of each, or once where it is true of every one."""
+    tenth = max(1, steps // 10)
+    covered = [c for c in contenders if all_warm_up(steps, c.train_config, "")]
+    if len(covered) == len(contenders):
+        reporter.notice(f"warm-up covers every contender's whole run ({count(steps, 'step')}): each rate rises to "
+                        f"its peak at the last step and never decays; {cmd('set', warmup_steps=tenth)} warms them "
+                        "up over a tenth of it, or compare over more steps")
+        return
+    for c in covered:
+        run = f"{c.label}'s whole run"
+        reporter.notice(f"{all_warm_up(steps, c.train_config, run)}, so it is compared before its rate has settled; "
+                        f"give it warmup_steps={tenth} among its settings, or compare over more steps")
 
 
 def more_text(result: CompareResult) -> str | None:
