@@ -179,8 +179,9 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False) -> N
     from .reporter import Reporter
 
     command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
-    if args.get("keys"):  # `--set lr`: a name alone, which `minitf set lr` would show, changes nothing here
-        name = args["keys"].split()[0]
+    names = args.get(command.positional.name)  # `--set lr`: a name alone, which `minitf set lr` shows, sets nothing
+    if names:
+        name = names.split()[0]
         raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE "
                         f"(minitf set {name} shows its value now)")
     run_command(session, command, args, Reporter() if quiet else QuietReporter(_stderr()))

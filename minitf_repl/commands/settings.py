@@ -83,8 +83,8 @@ def from_recipe(session: Session) -> list[str]:
     `:data shakespeare` or `:set optimizer=adamw` moved and nobody has set by hand since."""
     defaults, now = TrainConfig(), session.train_config
     followed = recipe(session.recipe_data, now.optimizer)
-    return [name for name, value in followed.items()
-            if name != "optimizer" and getattr(now, name) == value != getattr(defaults, name)]
+    return [name for name, value in followed.items()  # the optimizer in it is the one asked for: a choice, not the
+            if name != "optimizer" and getattr(now, name) == value != getattr(defaults, name)]  # recipe's value
 
 
 @render.register(ConfigResult)
