@@ -24,6 +24,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from .core.catalog import known_as
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
 from .core.paths import default_checkpoint_dir
 from .core.recipes import switch_recipe
@@ -72,7 +73,7 @@ class Session:
     ):
         self.model_config = model_config if model_config is not None else ModelConfig()
         if train_config is None:  # the data's own recipe (core.recipes), pydoc's being TrainConfig's defaults
-            train_config, _ = switch_recipe(TrainConfig(), "pydoc", data_spec)
+            train_config, _ = switch_recipe(TrainConfig(), "pydoc", known_as(data_spec))
         self.train_config = train_config
         self.data_spec = data_spec
         self.device_name = device_name
@@ -236,8 +237,8 @@ class Session:
     @property
     def recipe_data(self) -> str:
         """The data whose recipe (core.recipes) the settings follow: the loaded data's name, else the spec
-        (not loaded yet)."""
-        return self._data.name if self._data is not None else self.data_spec
+        (not loaded yet; a file that is a copy of tiny Shakespeare is `shakespeare` already)."""
+        return self._data.name if self._data is not None else known_as(self.data_spec)
 
     def recipe_switch(self, data) -> tuple[TrainConfig, dict]:
         """(training config, {setting: (before, after)}) after a switch to `data` (core.recipes.switch_recipe)."""

@@ -129,12 +129,38 @@ def test_a_local_copy_of_shakespeare_is_shakespeare_and_takes_its_recipe():
 
     assert load_data(str(SHAKESPEARE)).name == "shakespeare"
     s = Session(ModelConfig(**TINY), data_spec=str(SHAKESPEARE), device_name="cpu")
-    assert s.train_config == TrainConfig()  # not known before the file is read
+    assert dataclasses.asdict(s.train_config) == recipes.recipe("shakespeare")  # known before the data is loaded
+    assert s.loaded_data is None and run(s, ":config").recipe_for == "muon on shakespeare"
     s.data
     assert dataclasses.asdict(s.train_config) == recipes.recipe("shakespeare")
     other = Session(ModelConfig(**TINY), device_name="cpu")
     result = run(other, f":data {SHAKESPEARE}")
     assert result.recipe and dataclasses.asdict(other.train_config) == recipes.recipe("shakespeare")
+
+
+def test_a_copy_of_shakespeare_is_known_by_its_hash_before_it_is_loaded(tmp_path, monkeypatch):
+    """`minitf --data PATH config` shows the recipe a run on a local copy of tiny Shakespeare takes, without
+    loading the data (it showed the defaults, and `train` then used other values). Stood in for by a file whose
+    size and hash the catalog is told, so that this runs without ../shared."""
+    import hashlib
+
+    from minitf_repl.core import catalog
+
+    copy, other = tmp_path / "input.txt", tmp_path / "mine.txt"
+    copy.write_text("First Citizen:\n" * 40, encoding="utf-8")
+    other.write_text("Second Citizen\n" * 40, encoding="utf-8")  # the same size, another text
+    monkeypatch.setattr(catalog, "SHAKESPEARE_BYTES", copy.stat().st_size)
+    monkeypatch.setattr(catalog, "SHAKESPEARE_SHA256", hashlib.sha256(copy.read_bytes()).hexdigest())
+    assert catalog.known_as(str(copy)) == "shakespeare" and catalog.known_as(str(other)) == str(other)
+    for spec in ("pydoc", "sort:4", str(tmp_path), str(tmp_path / "missing.txt"), "a\x00b"):
+        assert catalog.known_as(spec) == spec  # names, a directory, no file, a path open() refuses
+    s = Session(ModelConfig(**TINY), data_spec=str(copy), device_name="cpu")
+    result = run(s, ":config")
+    assert s.loaded_data is None and result.recipe_for == "muon on shakespeare"
+    assert set(result.from_recipe) == {"lr", "steps", "grad_clip"}
+    assert dataclasses.asdict(s.train_config) == recipes.recipe("shakespeare")
+    mine = Session(ModelConfig(**TINY), data_spec=str(other), device_name="cpu")
+    assert mine.train_config == TrainConfig() and run(mine, ":config").from_recipe == []
 
 
 def test_a_file_is_its_own_data_with_the_default_recipe(tmp_path):

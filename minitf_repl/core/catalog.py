@@ -6,6 +6,9 @@ The shell completes these names, and its help and messages list them, before tor
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 CORPORA = ("pydoc", "shakespeare")  # text: a 90/10 train/validation split of one document
 # Synthetic tasks, each with the letter its spec's size argument goes by: `sort:8`, `random:20`.
 TASK_ARGUMENTS = {"sort": "N", "reverse": "N", "add": "N", "random": "V", "repeat": "V"}
@@ -15,3 +18,23 @@ TASKS = tuple(TASK_ARGUMENTS)
 def spec_forms() -> tuple[str, ...]:
     """How each built-in data spec is written: pydoc, shakespeare, sort[:N], ..., random[:V]."""
     return CORPORA + tuple(f"{task}[:{letter}]" for task, letter in TASK_ARGUMENTS.items())
+
+# Tiny Shakespeare as karpathy/char-rnn serves it: a local copy given by path is the same data, recipe included.
+SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+SHAKESPEARE_BYTES = 1_115_394  # ASCII: one byte a character
+
+
+def known_as(spec: str) -> str:
+    """The name a data spec trains under before it is loaded: a file that is a copy of tiny Shakespeare is
+    `shakespeare` (its recipe, core.recipes), as core.data names it once read; any other spec is itself.
+
+    `minitf --data PATH config` shows the settings a run would take without loading the data (that needs
+    torch). Only a file of tiny Shakespeare's size is read and hashed, so a large file costs a stat."""
+    try:
+        path = Path(spec.strip()).expanduser()
+        if path.is_file() and path.stat().st_size == SHAKESPEARE_BYTES:
+            if hashlib.sha256(path.read_bytes()).hexdigest() == SHAKESPEARE_SHA256:
+                return "shakespeare"
+    except (OSError, ValueError):  # unreadable, a name too long, a NUL in it: core.data says what is wrong
+        pass
+    return spec

@@ -24,15 +24,13 @@ from pathlib import Path
 
 import torch
 
-from .catalog import CORPORA, TASKS
+from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS
 from .errors import DataError
 from .paths import cache_dir
 from .words import count
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-SHAKESPEARE_CHARS = 1_115_394
-SHAKESPEARE_BYTES = 1_115_394  # ASCII: one byte a character
+SHAKESPEARE_CHARS = 1_115_394  # its SHA-256 and size in bytes are in core.catalog (no torch there)
 # A download reads at most this much: the file's known size and a margin (a server that adds a
 # byte-order mark or a trailing newline still gets its SHA-256 checked, which says what is wrong);
 # a URL that sends endless bytes is cut off here instead of filling the memory.
