@@ -26,6 +26,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from . import __version__
 from .commands import REGISTRY
+from .commands.settings import rebuilding_keys
 from .core import distributed  # a light import: it loads torch only when asked to do something
 from .core.catalog import spec_forms
 from .core.errors import UserError
@@ -64,7 +65,7 @@ class _Group(TyperGroup):
         except _UsageError as e:
             what = "commands" if e.format_message().startswith("No such command") else "options"
             hint = f"; {e.ctx.command_path} --help lists the {what}" if getattr(e, "ctx", None) else ""
-            error(_stderr(), self._misplaced(e, args) or e.format_message().rstrip(".") + hint)
+            error(_stderr(), self._misplaced(e, args) or self._early(e, args) or e.format_message().rstrip(".") + hint)
             code = e.exit_code
         except typer.Abort:
             code = 130
@@ -90,6 +91,25 @@ class _Group(TyperGroup):
         end = at + 1 if option.is_flag or "=" in args[at] else min(at + 2, len(args))
         moved = args[:command_at] + args[at:end] + args[command_at:at] + args[end:]
         return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
+
+
+    def _early(self, e: Exception, args: list[str]) -> str | None:
+        """For an option of a command typed before it (`minitf --json config`): it goes after the command."""
+        name = getattr(e, "option_name", None)
+        at = next((i for i, a in enumerate(args) if a == name or a.startswith(f"{name}=")), None) if name else None
+        if at is None:
+            return None
+        command_at = next((i for i in range(at + 1, len(args)) if args[i] in self.commands), None)
+        if command_at is None:
+            return None
+        command = self.commands[args[command_at]]
+        option = next((p for p in command.params if name in getattr(p, "opts", ())), None)
+        if option is None:
+            return None
+        end = at + 1 if option.is_flag or "=" in args[at] else min(at + 2, command_at)
+        moved = args[:at] + args[end:command_at + 1] + args[at:end] + args[command_at + 1:]
+        return (f"{name} is an option of {args[command_at]}, so it goes after the command: "
+                f"{shlex.join(['minitf', *moved])}")
 
 
 def _help_word(args: list[str], commands, options=()) -> list[str]:
@@ -168,7 +188,7 @@ class _State:
         self.quiet = quiet  # a non-zero rank under torchrun: errors only
 
 
-def apply_settings(session: Session, pairs: list[str], quiet: bool = False) -> None:
+def apply_settings(session: Session, pairs: list[str], quiet: bool = False, loaded: str | None = None) -> None:
     """`--set key=value` (repeatable): the same parsing and checks as `:set key=value`. What `:set` would
     only note (threads=N past the CPUs, a loaded model kept before a rebuild) goes to stderr, unless
     `quiet` (a non-zero rank under torchrun, which prints errors only); its usual "key: old -> new" lines
@@ -184,6 +204,11 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False) -> N
         name = names.split()[0]
         raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE "
                         f"(minitf set {name} shows its value now)")
+    if loaded is not None and (keys := rebuilding_keys(session, args)):
+        shown = " ".join(f"--set {key}" for key in keys)
+        raise UserError(f"{shown} would rebuild the model loaded from {loaded} and reset its weights; leave "
+                        f"{'it' if len(keys) == 1 else 'them'} out to use its weights, or leave out --load to "
+                        "start a new model")
     run_command(session, command, args, Reporter() if quiet else QuietReporter(_stderr()))
 
 
@@ -223,7 +248,7 @@ def root(
     if load is not None:
         load_checkpoint(session, load, data, debug)
     try:
-        apply_settings(session, settings, quiet)
+        apply_settings(session, settings, quiet, load)
     except UserError as e:
         error(_stderr(), f"--set: {phrase(e, 'shell')}")
         raise typer.Exit(1)

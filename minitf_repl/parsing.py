@@ -102,7 +102,7 @@ def check_value(param: Param, value):
         return value
     if param.type is bool and isinstance(value, str):
         return convert(param, value)  # `--cache off` from the shell arrives as text
-    if param.type is str and isinstance(value, str) and not param.positional and not value.strip():
+    if param.type is str and isinstance(value, str) and not param.positional and not param.blank and not value.strip():
         raise UserError(f"{param.name} needs a value, e.g. {param.name}={param.choices[0] if param.choices else '...'}")
     spec = param.spec
     value = spec.check(value)

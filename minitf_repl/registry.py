@@ -44,6 +44,7 @@ class Param:
     # A positional made of two texts (`:patch CLEAN CORRUPT`): given as two words or two quoted texts,
     # they reach the command joined by this separator, which it also accepts typed (CLEAN vs CORRUPT).
     pair: str | None = None
+    blank: bool = False  # spaces alone are a value (`target=" "`: the space token); else "needs a value"
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,

@@ -368,6 +368,12 @@ def check_report_path(text: str) -> Path:
         if path.is_dir():
             raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
         if not folder.is_dir():
+            # the nearest part of the path that exists says which: a folder missing, or a file where one should be
+            blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
+            if blocking is not None and not blocking.is_dir():
+                tail = str(blocking) if len(str(blocking)) <= 60 else "…" + str(blocking)[-59:]  # its name shows
+                raise UserError(f"cannot write {clip(str(path), 80)}: {tail} is a file, not a folder; choose another "
+                                "path")
             raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")

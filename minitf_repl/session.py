@@ -215,6 +215,9 @@ class Session:
                 self._trainer.data = data
                 self._data_since_step = self._trainer.step
         self._data, self.data_spec = data, spec
+        # Text read by a subword tokenizer keeps it; a task (always characters) drops it, so the tokenizer
+        # setting, which reads `char` now, is what the next text is read by, as after a :load (adopt).
+        self.tokenizer = data.tokenizer if data.tokenizer.kind != "char" else None
         self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
         self.set_train_config(config)
         return rebuilt, recipe_changes
@@ -301,13 +304,18 @@ class Session:
         """Switch exactly these parts off (core.ablation.Ablation each); [] puts the model back as it was."""
         from .core.ablation import Ablations
 
-        if self._ablations is not None:
-            self._ablations.clear()
-            self._ablations = None
+        for held in (self._ablations, self._copy_ablations):
+            if held is not None:
+                held.clear()
+        self._ablations = self._copy_ablations = None
         if ablations:
             self._ablations = Ablations(self.model)
             for ablation in ablations:
                 self._ablations.add(ablation)
+            if self.sampling_copy:  # :quantize's copy is what :gen samples: the same parts go off in it
+                self._copy_ablations = Ablations(self._sampling[0])
+                for ablation in ablations:
+                    self._copy_ablations.add(ablation)
 
     def keep_frames(self, frames: list) -> None:
         """Keep what a `:train watch=` run saw (replacing an earlier run's frames), for :report and :plot."""
@@ -352,6 +360,8 @@ class Session:
         if self._ablations is not None:
             self._ablations.clear()
             self._ablations = None
+        if self.threads.choice is None:  # as build() does: a loaded model is the first to need torch's threads
+            self.threads.decide()
         self._data, self.data_spec = data, data_spec
         self.tokenizer = data.tokenizer if data.tokenizer.kind != "char" else None
         self._model, self._trainer = model, trainer
@@ -394,6 +404,7 @@ class Session:
     # --- sampling through a copy (:quantize; added by the speed work) ----------------------------------
     # (the copy, the model it was made from, that model's weights version when it was made)
     _sampling: tuple | None = None
+    _copy_ablations = None  # core.ablation.Ablations on the copy: :ablate switches the same parts off in both
 
     def set_sampling_model(self, model) -> None:
         """Let :gen sample from `model`, a copy of the current weights (e.g. int8), or None: the model itself.

@@ -86,6 +86,14 @@ def restore(checkpoint: str) -> str:
     return cmd("load", checkpoint) if syntax() == REPL else f"--load {checkpoint}"
 
 
+def writes_one() -> str:
+    """How a checkpoint gets written, as the words after "; ": `:save NAME` in the REPL; from the shell,
+    where a command's session ends with it and `minitf save` has no model, `minitf train --save NAME`."""
+    if syntax() == REPL:
+        return f"{cmd('save', 'NAME')} writes one"
+    return f"{cmd('train', save='NAME')} trains a model and writes one"
+
+
 def train_first(then: str, autosave: str, **options) -> str:
     """"Train first, then run `then`": from the shell, `then` starts from the checkpoint `autosave`
     that the one-shot `minitf train` saves, since its own session has no model."""

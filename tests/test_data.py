@@ -220,7 +220,7 @@ def test_repeat_is_blocks_each_followed_by_itself_and_counts_the_repeats():
     (sample,) = data.sample_questions("val", 1, torch.Generator().manual_seed(0))
     assert len(sample) == 13 and sample[8:] == sample[:5]
     # the views count what training would: the predictions of the repeat's tokens after its first
-    assert data.counted(13) == [False] * 8 + [True] * 4 and data.counted(12) is None
+    assert data.counted([0] * 13) == [False] * 8 + [True] * 4 and data.counted([0] * 12) is None
 
 
 def test_repeat_accuracy_is_the_share_of_repeats_predicted():

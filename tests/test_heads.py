@@ -278,7 +278,8 @@ def test_the_reading_says_whether_the_model_copies_and_how():
     other = heads_reading(roles(None), 4.0, 0.5)
     assert "yet no head does it the textbook way, by looking at the token after an earlier copy (the most: head 1.1, " \
            "0.80)" in other
-    assert heads_reading(roles("induction"), 4.0, 2.5).startswith("no copying from context yet")
+    assert heads_reading(roles("induction"), 4.0, 3.95).startswith("no copying from context yet")
+    assert heads_reading(roles("induction"), 4.0, 2.5).startswith("copying from context has begun, not yet to half")
     rows = [HeadRow(1, 1, 0.1, 0.1, 0.1, 0.1, 0.8, "induction", 2.5)]
     result = HeadsResult(None, list("abab"), 2, 1, 0, None, rows, 0, dict.fromkeys(ROLES, 0.05), [4.0, 0.1, 0.5],
                          4.0, 0.5, 3.0, copying)

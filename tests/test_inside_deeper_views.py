@@ -52,7 +52,10 @@ def test_patch_is_the_cores_sweep_with_the_tasks_answer(trained):
     assert torch.allclose(torch.tensor(r.resid), ref.resid) and torch.allclose(torch.tensor(r.heads), ref.heads)
     assert r.stream == ["embed", "blocks.0", "blocks.1"] and r.corrupt_tokens == list("38495=")
     assert r.resid[-1][-1] == pytest.approx(1.0, abs=1e-4)
-    assert r.reading.split(" ")[0] in ("most", "head", "no")
+    from minitf_repl.core.patching import MIN_GAP
+
+    weak = r.clean_diff - r.corrupt_diff < MIN_GAP  # 30 steps of training: the answer may hardly move yet
+    assert r.reading.startswith("the corruption moves") if weak else r.reading.split(" ")[0] in ("most", "head", "no")
     json.dumps(to_json(r), allow_nan=False)
     vs = run_command(trained, "patch", {"prompts": "31415= vs 38495=", "target": "1"})
     assert vs.resid == r.resid
@@ -189,11 +192,11 @@ SHELL = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=
 def test_the_one_shot_shell():
     runner = CliRunner()
     doc = doc_patch = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415= 38495=", "--json"]).stdout)
-    assert doc["schema"] == "minitf.patch/1" and len(doc["resid"]) == 3 and len(doc["heads"][0]) == 2
+    assert doc["schema"] == "minitf.patch/2" and len(doc["resid"]) == 3 and len(doc["heads"][0]) == 2
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "attrib", "31415=", "--target", "3", "--json"]).stdout)
     assert doc["target"] == "3" and abs(sum(p["logit"] for p in doc["parts"]) + doc["offset"] - doc["logit"]) < 1e-4
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "lens", "31415=", "--at", "mid", "--json"]).stdout)
-    assert doc["schema"] == "minitf.lens/2" and doc["at"] == "mid" and doc["rows"][1]["layer"] == "blocks.0.mid"
+    assert doc["schema"] == "minitf.lens/3" and doc["at"] == "mid" and doc["rows"][1]["layer"] == "blocks.0.mid"
     two = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415=", "38495=", "--json"]).stdout)  # two arguments
     assert (two["clean"], two["corrupt"]) == ("31415=", "38495=") and two["heads"] == doc_patch["heads"]
     result = runner.invoke(cli.app, [*SHELL, "patch", "31415= 3141="])

@@ -59,13 +59,14 @@ def test_a_task_counts_its_answer_only_as_its_batches_do():
     model = model_for(data.tokenizer.vocab_size)
     question = data.sample_questions("val", 1, torch.Generator().manual_seed(0))[0]
     ids = data.tokenizer.encode(question + data.answer(question))
-    counted = data.counted(len(ids))
+    counted = data.counted(ids)
     assert counted == [t >= data.question_len - 1 for t in range(len(ids) - 1)] and not all(counted)
     x, y = data.encode_examples([question])  # the training batch: targets -1 over the question
     with torch.no_grad():
         _, loss = model(x, y)
     assert teacher_forcing(model, ids, counted).loss == pytest.approx(loss.item(), abs=1e-5)
-    assert data.counted(len(ids) - 1) is None  # not a question=answer sequence: every prediction counts
+    assert data.counted(ids[1:]) is None  # not a question=answer sequence: every prediction counts
+    assert data.counted(ids[:-1]) == counted[:-1]  # an answer cut short: the part of it there is counted
 
 
 def test_what_teacher_forcing_cannot_read_is_one_clear_error():
@@ -88,7 +89,7 @@ def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
     assert result.text == "hello there" and result.tokens == list("hello there") and len(result.losses) == 10
     assert result.loss == pytest.approx(sum(result.losses) / 10) and result.uniform == pytest.approx(math.log(103))
     doc = json_document(REGISTRY["score"], result)
-    assert doc["schema"] == "minitf.score/3" and doc["counted"] == [True] * 10
+    assert doc["schema"] == "minitf.score/4" and doc["counted"] == [True] * 10
     out = text_of(result)
     assert "teacher forcing on 'hello there'" in out and "the mean of the 10 -ln p" in out
     default = score(session, ":tf")  # the alias; no text: the views' sample and the character after it

@@ -177,7 +177,7 @@ def test_the_grad_frames_are_backprops_numbers_and_plot_charts_them():
     r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "grad"})  # a held-out question and answer
     last = r.frames[-1]
     ids = s.data.tokenizer.encode(last.prompt)
-    counted = s.data.counted(len(ids))
+    counted = s.data.counted(ids)
     assert not all(counted)  # the question is given, the answer counted, as :train counts it
     done = backprop(s.model, ids, counted, check=False)
     assert last.top == pytest.approx(done.top) and [g.block for g in last.grads] == [1, 0]

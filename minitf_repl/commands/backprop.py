@@ -101,7 +101,7 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     from ..core.backprop import backprop
 
     counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
-    done = backprop(session.model, ids, counted(len(ids)) if counted and not dropped else None,
+    done = backprop(session.model, ids, counted(ids) if counted and not dropped else None,
                     trainer=session.trainer)
     return GradResult(
         text=text, tokens=[data.tokenizer.itos[i] for i in ids], counted=done.counted, loss=done.loss,

@@ -23,7 +23,7 @@ from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, restore, train_first
+from ..syntax import cmd, restore, train_first, writes_one
 from .base import command, complete_checkpoint
 from .shared import SaveResult, save_session
 
@@ -118,8 +118,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     if not name:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
         if not names:
-            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {cmd('save', 'NAME')} "
-                            "writes one")
+            raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {writes_one()}")
         raise UserError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
                         f"(saved: {clip(', '.join(names), 120)})")
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
@@ -196,9 +195,11 @@ def _checkpoint_data(session: Session, checkpoint):
     """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
     (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates."""
     from ..core.checkpoint import checkpoint_data
+    from ..core.data import lasting_spec
 
     loaded = session.loaded_data
-    if loaded is not None and session.data_spec == checkpoint.data_spec and loaded.tokenizer.vocab == checkpoint.vocab:
+    same = checkpoint.data_spec in (session.data_spec, lasting_spec(session.data_spec))  # saved as lasting_spec
+    if loaded is not None and same and loaded.tokenizer.vocab == checkpoint.vocab:
         return loaded
     return checkpoint_data(checkpoint)
 
@@ -320,7 +321,7 @@ def render_ls(result: LsResult, console: Console) -> None:
     """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
     (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
     if not result.rows:
-        note(console, f"no checkpoints in {result.directory} yet; {cmd('save', 'NAME')} writes one")
+        note(console, f"no checkpoints in {result.directory} yet; {writes_one()}")
         return
     rows = []
     for row in result.rows:
@@ -352,4 +353,4 @@ def render_ls(result: LsResult, console: Console) -> None:
     for row in result.rows:
         if row.error is not None:
             say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
-    note(console, f"{restore('NAME')} restores one; {cmd('save', 'NAME')} writes one")
+    note(console, f"{restore('NAME')} restores one; {writes_one()}")

@@ -259,6 +259,7 @@ class LensResult:
     target: str | None  # the true next character, when the prompt was taken from the data
     rows: list[LensRow]  # "embed" first, then each block's middle and/or end, in the order they are computed
     at: str = "end"  # where in each block the lens reads: end (after the MLP), mid (after attention), both
+    post_norm: bool = False  # norm_placement=post: each block's output is normalised already, and no ln_f reads it
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -268,7 +269,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     data = session.data
     from_data = not args["prompt"]
@@ -292,7 +293,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
                 layer.target_probs[-1] if layer.target_probs else None)
         for layer in lens.layers
     ]
-    return LensResult(text, target, rows, at)
+    return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post")
 
 
 @render.register(LensResult)
@@ -301,8 +302,9 @@ def render_lens(result: LensResult, console: Console) -> None:
     say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
              "both": " (.mid: after its attention; then after its MLP)"}[result.at]
-    note(console, f"each layer's residual stream{where} read as if the model ended there: "
-                  "softmax(lm_head(ln_f(h)))")
+    read = ("softmax(lm_head(h)) (post-norm: every block's output is normalised already, there is no ln_f)"
+            if result.post_norm else "softmax(lm_head(ln_f(h)))")
+    note(console, f"each layer's residual stream{where} read as if the model ended there: {read}")
     most = max((len(r.guesses) for r in result.rows), default=0)
     with_target = result.target is not None
 
@@ -386,6 +388,7 @@ class ScoreResult:
     counter: int | None = None  # N: it reads the N - 1 tokens before each next token
     counter_losses: list[float] | None = None  # position t: its -ln p(token t+1 | the N - 1 tokens up to t)
     counter_loss: float | None = None  # their mean over the counted positions
+    counting: str | None = None  # on a task: why the counted positions are these (not a question, past the answer)
 
 
 @command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
@@ -395,7 +398,7 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           limit=NGRAM_LONGEST, meta="N"),
-], aliases=("tf",), json_version=3)  # fmt: skip
+], aliases=("tf",), json_version=4)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     return score_text(session, args["text"], reporter, counter=args["counter"])
 
@@ -411,12 +414,14 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
     from ..core.inside import teacher_forcing
 
     counted = getattr(data, "counted", None)  # a task counts its answer only
-    scored = teacher_forcing(session.model, ids, counted(len(ids)) if counted and not dropped else None)
+    counts = counted(ids) if counted and not dropped else None
+    scored = teacher_forcing(session.model, ids, counts)
     itos = data.tokenizer.itos
     result = ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
                          [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
                          math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
-                         untrained=session.untrained, causal=session.model.causal)
+                         untrained=session.untrained, causal=session.model.causal,
+                         counting=task_counting(data, counts, ids))
     if counter is not None:
         from ..core.ngram import counter_losses
 
@@ -425,6 +430,20 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
         result.counter, result.counter_losses = counter, losses
         result.counter_loss = sum(kept) / len(kept) if kept else math.nan
     return result
+
+
+def task_counting(data, counts: list[bool] | None, ids: list[int]) -> str | None:
+    """On a task, a line where the positions counted are not one question's answer: a text that is no question
+    of the task (all count, as on text), or one that runs past its answer (what follows is not counted)."""
+    if not hasattr(data, "question_form"):
+        return None
+    if counts is None:
+        return (f"not a question of {data.name} ({data.question_form}) with its answer after it: every prediction "
+                "counts, as on any text (training counts an answer's only)")
+    if len(ids) - 1 > data.seq_len:
+        return (f"an answer of {data.name} has {count(data.answer_len, 'character')}: what follows it was never "
+                "trained and is not counted")
+    return None
 
 
 @render.register(ScoreResult)
@@ -449,6 +468,8 @@ def render_score(result: ScoreResult, console: Console) -> None:
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
+    if result.counting:
+        note(console, result.counting)
     if result.counter_losses is not None:
         say(console, counter_words(result))
     if result.untrained:

@@ -90,6 +90,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     seeds = args["seeds"] or 1
     every = args["eval_every"] or max(1, steps // 10)
     groups = _contender_groups(args["contenders"] or "")
+    for label, pairs in groups:  # what is wrong in a contender first: `lr=0.01,0.02` is one contender, not two
+        _check_pairs(label, pairs)
     if len(groups) < 2:
         raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', 'current n_layers=2')} "
                         f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
@@ -177,6 +179,27 @@ def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
         pairs = [pair for token in group for pair in token.split(",") if pair]
         out.append((" ".join(group), pairs))
     return out
+
+
+def _check_pairs(label: str, pairs: list[str]) -> None:
+    """Each of a contender's settings is key=value (or current), and no key comes twice in it."""
+    seen: dict[str, str] = {}
+    for pair in pairs:
+        if pair.lower() in ("current", "base"):
+            continue
+        key, eq, _ = pair.partition("=")
+        if not eq:
+            if "," in label:  # a value after a comma: `lr=0.01,0.02`
+                raise UserError(f"{pair!r} in {label!r} is not a setting: a comma joins the settings of one "
+                                f"contender; give each value its own contender, e.g. "
+                                f"{cmd('compare', 'lr=0.01 lr=0.02')}")
+            raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
+        name = SET.find_param(key.strip()).name  # aliases count as their setting
+        if name in seen:
+            raise UserError(f"{label!r} sets {name} twice ({seen[name]}, {pair}); a contender takes each setting "
+                            "once: separate contenders with spaces or vs, e.g. "
+                            f"{cmd('compare', 'n_layers=2 n_layers=3')}")
+        seen[name] = pair
 
 
 def _contender_configs(session: Session, pairs: list[str], data):
@@ -331,8 +354,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config
     if config.n_experts <= 1:
-        raise UserError(f"this model has no experts (n_experts is 0); {cmd('set', n_experts=4, experts_per_token=2)} "
-                        "adds them")
+        raise UserError(f"this model has no experts (n_experts is {config.n_experts}: one dense feed-forward per "
+                        f"block); {cmd('set', n_experts=4, experts_per_token=2)} adds them")
     from ..core.experts import validation_routing
 
     train = session.trainer.config
@@ -392,17 +415,15 @@ class AblateResult:
 
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
-                       help="head=L.H | mask | positions | block=L | off (undo all)")],
+                       help="head=L.H | mask | positions | block=L | off (undo all); none: what is off now")],
          pairs_in_text=True)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds one ablation (they stack) and shows val loss with and without them; `off` removes them all."""
     from ..core.ablation import parse_ablation
 
-    what = (args["what"] or "").strip()
-    if not what:
-        raise UserError("what to switch off? head=L.H, mask, positions, block=L (or off to undo)")
+    what = (args["what"] or "").strip()  # none: what is switched off now, measured again
     config = session.model_config
-    ablation = None if what.lower() == "off" else parse_ablation(what, config.n_layers, config.n_heads)
+    ablation = None if what.lower() in ("off", "") else parse_ablation(what, config.n_layers, config.n_heads)
     if ablation is not None and ablation.kind == "mask" and not config.causal:
         raise UserError(f"this model has no causal mask to switch off (causal=off); {cmd('set', causal=True)} "
                         "puts it back")
@@ -410,7 +431,7 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     previous = list(session.ablations)
     session.set_ablations([])
     before = trainer.evaluate()[0]
-    session.set_ablations([*previous, ablation] if ablation is not None else [])
+    session.set_ablations([*previous, ablation] if ablation is not None else previous if not what else [])
     after = trainer.evaluate()[0] if session.ablations else before
     prompt = sample_prompt(session.data)[:8]
     from ..core.generate import generate
@@ -435,3 +456,5 @@ def render_ablate(result: AblateResult, console: Console) -> None:
     say(console, sample)
     if result.active:
         note(console, f"{cmd('ablate', 'off')} puts the model back (the weights never changed)")
+    else:
+        note(console, f"{cmd('ablate', 'head=L.H')} switches a head off (or mask, positions, block=L); they stack")

@@ -223,14 +223,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)}, or a "
                         f"setting's name to show it, e.g. {cmd('set', 'lr')} (keys: {keys})")
     current = {cls: _current(session, cls) for cls in SETTINGS}
-    new = {}
-    for cls, config in current.items():
-        if cls is ModelConfig and "preset" in given:  # the preset first: keys given with it override it
-            from ..core.config import preset_changes
-
-            config = config.replace(**preset_changes(given["preset"], config))
-        changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
-        new[cls] = config.replace(**changes) if changes else config
+    new = _proposed(current, given)
     # Another optimizer brings its own rate and warm-up for this data where they still held the old one's
     # (core.recipes): AdamW at Muon's lr 1e-2 and 10 warm-up steps ends pydoc's 600 steps at val 2.44.
     new[TrainConfig], followed = follow_optimizer(current[TrainConfig], new[TrainConfig], session.recipe_data,
@@ -307,6 +300,40 @@ def setting_value(session: Session, spec) -> object:
     """The value a declared setting (a SettingSpec of one of SETTINGS) holds in this session now."""
     cls = next(c for c in SETTINGS if spec in c.specs())
     return getattr(_current(session, cls), spec.name)
+
+
+def _proposed(current: dict, given: dict) -> dict:
+    """Each settings class's config with the given keys applied (a preset first: keys given with it override it)."""
+    new = {}
+    for cls, config in current.items():
+        if cls is ModelConfig and "preset" in given:
+            from ..core.config import preset_changes
+
+            config = config.replace(**preset_changes(given["preset"], config))
+        changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
+        new[cls] = config.replace(**changes) if changes else config
+    return new
+
+
+def rebuilding_keys(session: Session, args: dict) -> list[str]:
+    """The keys among a :set's parsed `args` that would rebuild the model now (weights reset), in the order given.
+
+    `minitf --load NAME --set ...` asks this first: a rebuild there would throw the loaded weights
+    away before the command runs, which no one writes --load for.
+    """
+    from ..session import IN_PLACE
+
+    given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None and k != "keys"}
+    if not session.has_model or not given:
+        return []
+    current = {cls: _current(session, cls) for cls in SETTINGS}
+    new = _proposed(current, given)
+    fields = {spec.name for spec in ModelConfig.specs()} - IN_PLACE
+    changed = {name for name in fields if getattr(new[ModelConfig], name) != getattr(current[ModelConfig], name)}
+    if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
+        changed.add("tokenizer")
+    keys = [key for key in given if key in changed]
+    return keys + ["preset"] if "preset" in given and changed - set(keys) else keys
 
 
 def _current(session: Session, cls):
@@ -397,6 +424,8 @@ def render_data(result: DataResult, console: Console) -> None:
         rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})"))
     elif info.chars:
         rows.append(("train/val", "about 10% of the questions are held out for validation"))
+    elif info.kind == "vocabulary":
+        rows.append(("train/val", "none: the vocabulary alone, to generate with"))
     else:
         rows.append(("train/val", "fresh random tokens in every batch"))
     fields(console, rows)

@@ -45,6 +45,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     of the autosave or of the checkpoint this session last saved or loaded share their bytes.
     """
     from ..core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
+    from ..core.data import lasting_spec
 
     manifest = session.checkpoint_dir / name / MANIFEST
     tokenizer = session.data.tokenizer
@@ -53,7 +54,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
-            session.data_spec, origin=origin, session=session.token,
+            lasting_spec(session.data_spec), origin=origin, session=session.token,
             share_from=(AUTOSAVE_NAME, session.last_checkpoint),
             tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, **options,
         )

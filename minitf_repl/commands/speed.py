@@ -182,13 +182,14 @@ class QuantizeResult:
     changed: bool  # this command switched int8 sampling on or off (False: only shown, or already so)
     measure: QuantizeMeasure | None = None  # for :quantize int8
     device: str | None = None  # the device the float model trains on (the int8 copy runs on the CPU)
+    ablations: list[str] = field(default_factory=list)  # parts :ablate switched off in both while measuring
 
 
 @command("quantize", "Sample with an int8 copy of the Linear layers (per-channel weights), or off again.", params=[
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
                "(default: show which is on)"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
     mode = (args["mode"] or "").strip()
     on = session.has_model and session.sampling_copy
@@ -201,11 +202,17 @@ def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeRe
 
     tokenizer = session.data.tokenizer
     model, trainer = session.model, session.trainer
+    # The copy is made of the model as it is, without :ablate's hooks; the session then switches the
+    # same parts off in both, and keeps them in step as :ablate changes (Session.set_ablations).
+    active = session.ablations
+    session.set_ablations([])
     qmodel = quantize_for_sampling(model)
+    session.set_sampling_model(qmodel)
+    session.set_ablations(active)
     prompt = default_prompt(tokenizer)  # where :gen starts without a prompt
     result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS)
-    session.set_sampling_model(qmodel)
-    return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device))
+    return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device),
+                          ablations=[str(a) for a in active])
 
 
 @render.register(QuantizeResult)
@@ -235,5 +242,8 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
     console.print(table)
     say(console, f"{cmd('gen')} now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on "
                  f"the CPU); {cmd('quantize', 'off')} goes back; training or loading drops the copy", "green")
+    if result.ablations:
+        note(console, f"both measured with {', '.join(result.ablations)} switched off ({cmd('ablate')}), as "
+                      f"{cmd('gen')} samples now; {cmd('ablate', 'off')} puts them back in both")
     if result.device is not None and result.device != "cpu":
         note(console, f"the float model trains on {result.device}; both were timed on the CPU")

@@ -114,8 +114,8 @@ class TrainResult:
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
     Param("schedule", str, choices=SCHEDULES,
-          help="new: warm-up, then cosine from the peak lr; continue: the last run's final rate, constant "
-               "(default: continue for a trained model, unless lr= is given; new otherwise)"),
+          help="new: warm-up, then cosine from the peak lr; continue: a constant rate, lr= if given, else the last "
+               "run's final rate (default: continue for a trained model, unless lr= is given; new otherwise)"),
     Param("watch", str, choices=WATCH_VIEWS,
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
                "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "
@@ -167,7 +167,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if autosave:
         from ..core.checkpoint import check_save_target
 
-        check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)  # e.g. a read-only folder: say so before training
+        try:  # e.g. a read-only folder: say so before training, and how to train without the autosave
+            check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)
+        except UserError as e:
+            raise type(e)(f"{e}; or train without saving: {cmd('set', autosave=False)}") from None
 
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
     watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
@@ -191,8 +194,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
     else:
         wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
-        if wanted == "continue":
-            schedule, constant_lr = "continue", trainer.final_lr()
+        if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last one
+            schedule, constant_lr = "continue", args["lr"] if args["lr"] is not None else trainer.final_lr()
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
         if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 10))} warms up over a "
@@ -272,7 +275,7 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
                             "read and the one after it to predict")
         counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
         return Watcher("grad", data.tokenizer, prompt, layer,
-                       counted=counted(len(ids)) if counted and not dropped else None)
+                       counted=counted(ids) if counted and not dropped else None)
     if args["watch"] == "context":  # what :context reads: val windows, the same at every frame
         if args["prompt"] is not None:
             raise UserError("watch=context scores the same val windows at every evaluation, not a prompt; leave "

@@ -38,11 +38,16 @@ FAMILY = "why it answers"  # the heading :help lists this module's commands unde
 def one_token(session: Session, text: str, what: str = "target") -> int:
     """The id of `text`, which must be exactly one token of the vocabulary."""
     tokenizer = session.data.tokenizer
+    if text not in tokenizer.itos:  # the symbols the views draw whitespace with stand for it: target=␣ is a space
+        text = "".join(TYPED.get(ch, ch) for ch in text)
     ids = tokenizer.encode(text)
     if len(ids) != 1:
         raise UserError(f"{what} must be one token, got {clip(text)!r} ({count(len(ids), 'token')}); "
-                        f"give one character, e.g. {what}=4")
+                        f"give one {tokenizer.unit}, e.g. {what}=4 ({what}=␣ for a space)")
     return ids[0]
+
+
+TYPED = {shown: ch for ch, shown in VISIBLE.items()}  # ␣ -> " ", ↵ -> "\n": what a symbol the views draw stands for
 
 
 def show_token(token: str) -> str:
@@ -63,6 +68,7 @@ class PatchResult:
     resid: list[list[float]]  # [row][position]: the fraction restored when the stream there is the clean one
     heads: list[list[float]]  # [layer][head]: the fraction restored when that head's output is the clean one
     reading: str  # one line: what the numbers say
+    same_answer: bool = False  # the corrupted prompt's likeliest token is the answer too: the foil is the runner-up
 
 
 def split_prompts(text: str | None) -> tuple[str, str]:
@@ -75,8 +81,15 @@ def split_prompts(text: str | None) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]]) -> str:
-    """One line: the head that brings back the most, and where the stream holds the answer at the end."""
+def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
+                  gap: float | None = None) -> str:
+    """One line: the head that brings back the most, and where the stream holds the answer at the end; where the
+    corruption hardly moves the logit difference (`gap` under core.patching.MIN_GAP), that the fractions are noise."""
+    from ..core.patching import MIN_GAP
+
+    if gap is not None and gap < MIN_GAP:
+        return (f"the corruption moves z[answer] - z[foil] by only {gap:+.3f}, so these fractions are noise over a "
+                "tiny difference; choose a corrupted prompt that changes the answer (or train first)")
     best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)), default=None)
     if best is None:
         return "the model has no heads to patch"
@@ -97,9 +110,10 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
                   "to another.", params=[
     Param("prompts", str, help="CLEAN CORRUPT: two prompts of the same length in tokens (quote one that has "
                                "spaces, or type CLEAN vs CORRUPT)", positional=True, pair=" vs ", meta="CLEAN CORRUPT"),
-    Param("target", str, help="the clean answer's token (default: a task's answer, else the clean run's "
-                              "likeliest next token)", meta="CHAR"),
-])  # fmt: skip
+    Param("target", str, blank=True, meta="CHAR",
+          help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
+               "next token)"),
+], json_version=2)  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     clean, corrupt = split_prompts(args["prompts"])
     data = session.data
@@ -119,8 +133,23 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
         clean=clean, corrupt=corrupt, clean_tokens=[itos[i] for i in clean_ids],
         corrupt_tokens=[itos[i] for i in corrupt_ids], answer=itos[r.answer], foil=itos[r.foil],
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
-        reading=patch_reading(heads, r.stream, resid),
+        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff), same_answer=r.same_answer,
     )
+
+
+def clip_pair(a: str, b: str, width: int = 30) -> tuple[str, str]:
+    """Two prompts cut to `width` characters at the same place, around where they first differ (… where cut):
+    cut at their ends alone, two long prompts that differ early read as the same text."""
+    n = max(len(a), len(b))
+    if n <= width:
+        return a, b
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, min(first - width // 3, n - width))
+
+    def cut(text: str) -> str:
+        return ("…" if start else "") + text[start:start + width] + ("…" if start + width < len(text) else "")
+
+    return cut(a), cut(b)
 
 
 def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]], width: int, as_text: bool) -> Text:
@@ -141,8 +170,11 @@ def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]],
 def render_patch(result: PatchResult, console: Console) -> None:
     as_text = plain(console)
     answer, foil = show_token(result.answer), show_token(result.foil)
-    say(console, f"patching {result.clean[-30:]!r} into {result.corrupt[-30:]!r}: answer {answer!r} against "
-                 f"{foil!r}", "bold")
+    clean, corrupt = clip_pair(result.clean, result.corrupt)
+    say(console, f"patching {clean!r} into {corrupt!r}: answer {answer!r} against {foil!r}", "bold")
+    if result.same_answer:
+        note(console, f"the corrupted prompt's likeliest next token is {answer!r} too, so the foil is the clean "
+                      f"run's second choice {foil!r}: the cells measure how far it moves the two apart")
     note(console, f"logit difference z[{answer!r}] - z[{foil!r}] at the last position: clean "
                   f"{result.clean_diff:.2f}, corrupted {result.corrupt_diff:.2f}; each cell: the fraction of the "
                   "difference that comes back when that activation is taken from the clean run (1: all of it)")
@@ -202,8 +234,9 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
 @command("attrib", "Direct logit attribution: how much the embedding, each head and each MLP add to the next "
                    "token's logit.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
-    Param("target", str, help="the token whose logit is split (default: a task's answer or the true next "
-                              "character of the default prompt, else the likeliest)", meta="CHAR"),
+    Param("target", str, blank=True, meta="CHAR",
+          help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next character "
+               "of the default prompt, else the likeliest)"),
 ])  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
@@ -258,6 +291,7 @@ def render_attrib(result: AttribResult, console: Console) -> None:
 HEAD_ROLES = ("previous", "current", "first", "duplicate", "induction")
 HEAD_ROWS = 48  # with more heads than this (and no layer=), only the named ones are listed
 COPIES_AT = 0.5  # the repeat's loss at most this share of the first copy's: the model copies from context
+BEGUN_BY = 0.1  # nats the repeat's loss lies under the first copy's where copying has begun (not yet to COPIES_AT)
 
 
 @dataclass
@@ -297,6 +331,9 @@ def heads_reading(roles, first: float | None, second: float | None) -> str:
     """One line: whether the model copies from context, which head looks where an induction head would, and
     which head the copying needs most."""
     best = roles.best("induction")
+    if math.isnan(best.scores["induction"]):  # a given text in which no token comes back: nothing to score
+        return ("no token of the text comes twice (an earlier copy with a token after it), so no head can be scored "
+                "as an induction head; leave the text out for the induction test on a repeated random text")
     where = (f"head {best.layer}.{best.head} puts {best.scores['induction']:.2f} of its attention on the token "
              f"after an earlier copy of the current one")
     if first is None:
@@ -308,7 +345,9 @@ def heads_reading(roles, first: float | None, second: float | None) -> str:
         most = max(swept, key=lambda h: h.carries)
         needed = f"; switched off, head {most.layer}.{most.head} costs the repeat the most ({most.carries:+.2f} nats)"
     if second > COPIES_AT * first:
-        return f"no copying from context yet: {cost}; {where}{needed}"
+        begun = "copying from context has begun, not yet to half the loss" if second < first - BEGUN_BY else \
+            "no copying from context yet"
+        return f"{begun}: {cost}; {where}{needed}"
     if best.role == "induction":
         return f"the model copies from context: {cost}; {where}: an induction head{needed}"
     return (f"the model copies from context: {cost}; yet no head does it the textbook way, by looking at the token "

@@ -89,6 +89,43 @@ class Ablations:
         self._handles, self.active = [], []
 
 
+def _skip(block: nn.Module) -> list:
+    """h_L = h_{L-1}: the block's output is its input, and every part inside it reads as writing nothing.
+
+    The block still runs (its attention pattern can be read), but the views that read its parts see
+    the skip: its attention and feed-forward write 0 (heads and merged heads too, so no head of it is
+    credited), and its residual probes hold its input, so a lens, an attribution or the residual view
+    read the same stream the next block reads. The hook on the block itself comes last and hands on
+    the very tensor it was given (core.backprop tells a skipped block by that identity).
+    """
+    read: dict[str, torch.Tensor] = {}
+
+    def keep_input(module, inputs):
+        read["h"] = inputs[0]
+
+    def nothing(module, inputs, output):
+        return output * 0  # zeros that stay in the graph: a backward pass through the views (:grad) still runs
+
+    def stream(module, inputs, output):
+        return read["h"]
+
+    def skip(module, inputs, output):
+        return inputs[0]
+
+    skip.skips_block = True  # what skipped_blocks looks for
+    attn = block.attn
+    return [block.register_forward_pre_hook(keep_input),
+            *(m.register_forward_hook(nothing) for m in (attn.hook_weighted, attn.hook_merged, attn, block.ffn)),
+            *(probe.register_forward_hook(stream) for probe in (block.hook_resid_mid, block.hook_resid_post)),
+            block.register_forward_hook(skip)]
+
+
+def skipped_blocks(model: nn.Module) -> set[int]:
+    """The blocks an active `block=L` ablation skips: what adds nothing to the stream now, biases included."""
+    return {i for i, block in enumerate(getattr(model, "blocks", ()))
+            if any(getattr(hook, "skips_block", False) for hook in block._forward_hooks.values())}
+
+
 @dataclass
 class _Undo:
     """What puts back an ablation made by a flag rather than a hook, with a hook handle's `remove()`."""
@@ -112,11 +149,7 @@ def _hooks(model: nn.Module, ablation: Ablation) -> list:
 
         return [blocks[ablation.layer].attn.hook_weighted.register_forward_hook(zero_head)]
     if ablation.kind == "block":
-
-        def skip(module, inputs, output):
-            return inputs[0]  # h_L = h_{L-1}
-
-        return [blocks[ablation.layer].register_forward_hook(skip)]
+        return _skip(blocks[ablation.layer])
     if ablation.kind == "mask":  # M = 0 in every layer that has it, as causal=off builds them
         layers = [block.attn for block in blocks if block.attn.causal]
         for attn in layers:

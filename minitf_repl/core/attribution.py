@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from .ablation import skipped_blocks
 from .errors import UserError
 from .inside import listening, one_sequence
 
@@ -66,6 +67,7 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
     """
     parts = [(Part("embed", "embed", None, None, 0.0), seen["embed"][0, position])]
     bias = None
+    skipped = skipped_blocks(model)  # `:ablate block=L`: its heads and MLP read 0, and its bias is not added
     for i, block in enumerate(model.blocks):
         attn = block.attn
         merged = seen[f"merged.{i}"][0, position]  # (d,): Concat(head_1..head_H) at this position
@@ -74,7 +76,7 @@ def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Pa
         for h in range(attn.n_heads):
             piece = slice(h * d_k, (h + 1) * d_k)
             parts.append((Part(f"head {i}.{h}", "head", i, h, 0.0), merged[piece] @ W_O[:, piece].T))  # (d,)
-        if attn.out_proj.bias is not None:
+        if attn.out_proj.bias is not None and i not in skipped:
             bias = attn.out_proj.bias if bias is None else bias + attn.out_proj.bias
         parts.append((Part(f"mlp {i}", "mlp", i, None, 0.0), seen[f"mlp.{i}"][0, position]))
     if bias is not None:  # W^O's bias is added whatever the heads do: one part for every block's

@@ -102,7 +102,7 @@ class DataInfo:
     """What `:data` shows about the current dataset."""
 
     name: str
-    kind: str  # corpus | task
+    kind: str  # corpus | task | vocabulary (a checkpoint's vocabulary alone: its data is not available)
     description: str
     chars: int  # characters in the corpus, or characters per example for a task
     vocab_size: int
@@ -126,6 +126,9 @@ class TextCorpus:
         self.text = text
         # The characters of the text, or a subword tokenizer (core.bpe: a loaded model's, or :set tokenizer=bpe:N)
         self.tokenizer = tokenizer if tokenizer is not None else CharTokenizer.from_text(text)
+        if self.tokenizer.vocab_size < 2:  # nothing to predict: every loss is 0 and ln V is 0
+            raise DataError(f"{name} holds one distinct character ({text[0]!r}), so there is nothing to predict; "
+                            "give a text with at least two different characters")
         # The split is made on the characters, so that every tokenizer trains and validates on the
         # same text (and a BPE is trained on the training text alone). Each split is held in the
         # narrowest integer type the vocabulary fits (1 or 2 bytes a token instead of int64's 8: tiny
@@ -328,12 +331,14 @@ class Task:
                 f"raise max_seq_len or choose a smaller task size"
             )
 
-    def counted(self, n_tokens: int) -> list[bool] | None:
-        """Which of the n_tokens - 1 next-token predictions of one question=answer sequence the loss counts
-        (the answer's, as `encode_examples` masks them), or None for a sequence not of that length."""
-        if n_tokens != self.seq_len + 1:
+    def counted(self, ids: list[int]) -> list[bool] | None:
+        """Which of the len(ids) - 1 next-token predictions of a text that starts with a question the loss
+        counts: its answer's, as `encode_examples` masks them, also where the answer is cut short. What follows
+        a whole answer was never trained (answer_complete) and is not counted either. None for a text that does
+        not start with a question of this task (every prediction counts, as on any text)."""
+        if self.question_of(self.tokenizer.decode(ids)) is None or len(ids) <= self.question_len:
             return None
-        return [t >= self.question_len - 1 for t in range(n_tokens - 1)]
+        return [self.question_len - 1 <= t < self.seq_len for t in range(len(ids) - 1)]
 
     def encode_examples(self, questions: list[str]):
         seqs = torch.tensor([self.tokenizer.encode(q + self.answer(q)) for q in questions])  # (B, L)
@@ -484,13 +489,13 @@ class RepeatedTokens:
         blocks = torch.randint(self.tokenizer.vocab_size, (n, self.SAMPLE_BLOCK), generator=generator).tolist()
         return [self.tokenizer.decode(b + b[: self.SAMPLE_AGAIN]) for b in blocks]
 
-    def counted(self, n_tokens: int) -> list[bool] | None:
-        """Which of the n_tokens - 1 next-token predictions of a text shaped like the views' sample the loss
+    def counted(self, ids: list[int]) -> list[bool] | None:
+        """Which of the len(ids) - 1 next-token predictions of a text shaped like the views' sample the loss
         counts (the repeat's after its first, as training counts them: :score, :grad), or None for text of
         another length."""
-        if n_tokens != self.SAMPLE_BLOCK + self.SAMPLE_AGAIN:
+        if len(ids) != self.SAMPLE_BLOCK + self.SAMPLE_AGAIN:
             return None
-        return [t >= self.SAMPLE_BLOCK for t in range(n_tokens - 1)]
+        return [t >= self.SAMPLE_BLOCK for t in range(len(ids) - 1)]
 
 
 class VocabOnly:
@@ -512,7 +517,7 @@ class VocabOnly:
         self.description = f"the vocabulary of {spec} only ({reason or 'the data is not available'}): generation works, training does not"
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "corpus", self.description, 0, self.tokenizer.vocab_size, None, None)
+        return DataInfo(self.name, "vocabulary", self.description, 0, self.tokenizer.vocab_size, None, None)
 
     def check_fits(self, max_seq_len: int) -> None:
         pass  # any context fits: there are no windows to cut
@@ -643,6 +648,20 @@ class TokenizerOnly(VocabOnly):
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
         raise DataError(f"this model reads {self.tokenizer.describe()} and the data is a task of characters; "
                         "choose text data (a corpus or a file) to train it")
+
+
+def lasting_spec(spec: str) -> str:
+    """`spec` as it reads from any folder: a file's path made absolute, built-in data as it is.
+
+    A checkpoint keeps this, so that `:load` from another folder finds the file a relative path named.
+    """
+    if spec.strip().partition(":")[0] in CORPORA + TASKS:
+        return spec
+    try:
+        path = Path(spec).expanduser()
+        return str(path.resolve()) if path.is_file() else spec
+    except (OSError, RuntimeError, ValueError):  # a path too long or looping: keep it as given
+        return spec
 
 
 def load_data(spec: str, tokenizer=None):

@@ -43,6 +43,8 @@ INT64_MAX = 2**63 - 1
 
 def longest_order(vocab_size: int) -> int:
     """The largest n whose windows of n tokens still fit an int64 key: V^n <= 2^63 - 1."""
+    if vocab_size < 2:  # one symbol: every window's key is 0, so any order fits; data refuses this case
+        return INT64_MAX.bit_length()
     n = 1
     while vocab_size ** (n + 1) <= INT64_MAX:
         n += 1

@@ -35,6 +35,11 @@ from .probe import listening as listening_pass
 from .words import count
 
 ROWS_PER_RUN = 256  # patched copies of the corrupted prompt per batched run (bounds the memory)
+# The least change of the logit difference, clean against corrupted, whose fractions mean something: below it
+# every fraction is noise over a tiny denominator (a gap of 0.01 turns a change of 0.02 into "2.0"), and a
+# negative gap (the corrupted prompt favours the answer more) turns them upside down. An untrained model's
+# gaps are all that small; the sweep still runs (the view shows its shape), and the reading says so.
+MIN_GAP = 0.1
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ class Patching:
     corrupt_ids: list[int]
     answer: int  # the clean run's next token (or the one asked for)
     foil: int  # the corrupted run's next token, or the clean run's second choice when the two agree
+    same_answer: bool  # the corrupted run's likeliest token is the answer too (so the foil is the runner-up)
     clean_diff: float  # z[answer] - z[foil] on the clean prompt
     corrupt_diff: float  # the same on the corrupted prompt
     stream: list[str]  # the rows of `resid`: "embed", "blocks.0", ...
@@ -125,7 +131,7 @@ class Patching:
     heads: torch.Tensor  # (n_layers, n_heads): restored when that head's output is the clean one
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("clean_ids", "corrupt_ids", "answer", "foil", "clean_diff",
+        d = {k: getattr(self, k) for k in ("clean_ids", "corrupt_ids", "answer", "foil", "same_answer", "clean_diff",
                                            "corrupt_diff", "stream")}
         return {**d, "resid": self.resid.tolist(), "heads": self.heads.tolist()}
 
@@ -146,7 +152,8 @@ def activation_patching(model: nn.Module, clean_idx, corrupt_idx, answer: int | 
     z_clean, z_corrupt = clean_logits[0, -1], corrupt_logits[0, -1]  # (V,)
     answer = int(z_clean.argmax()) if answer is None else answer
     foil = int(z_corrupt.argmax())
-    if foil == answer:  # the corruption did not change the likeliest token: compare with the clean runner-up
+    same_answer = foil == answer
+    if same_answer:  # the corruption did not change the likeliest token: compare with the clean runner-up
         others = z_clean.clone()
         others[answer] = float("-inf")
         foil = int(others.argmax())
@@ -170,6 +177,7 @@ def activation_patching(model: nn.Module, clean_idx, corrupt_idx, answer: int | 
     n_stream = len(stream) * T
     return Patching(
         clean_ids=clean_idx[0].tolist(), corrupt_ids=corrupt_idx[0].tolist(), answer=answer, foil=foil,
+        same_answer=same_answer,
         clean_diff=clean_diff, corrupt_diff=corrupt_diff, stream=stream,
         resid=restored[:n_stream].view(len(stream), T), heads=restored[n_stream:].view(n_layers, n_heads),
     )

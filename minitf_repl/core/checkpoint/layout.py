@@ -93,9 +93,19 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME.match(name):
         shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."  # a pasted novel stays one line
         raise CheckpointError(
-            f"{shown} is not a valid checkpoint name; use up to 100 letters, digits, '.', '_' or '-', "
+            f"{shown} is not a valid checkpoint name; use up to 100 ASCII letters, digits, '.', '_' or '-', "
             "not starting with '.' (for example run1)"
         )
+    return name
+
+
+def check_new_name(name: str) -> str:
+    """A name a new checkpoint may take: check_name's, and not starting with '-', which on a command line
+    reads as an option (`minitf --load -x` cannot name it); one saved so earlier still loads."""
+    check_name(name)
+    if name.startswith("-"):
+        raise CheckpointError(f"{name!r} is not a valid name for a new checkpoint: a name starting with '-' reads as "
+                              f"an option on the command line; choose another, e.g. {name.lstrip('-') or 'run1'}")
     return name
 
 
@@ -107,7 +117,7 @@ def check_save_target(directory, name: str) -> Path:
     way to DIR, which the save creates the rest under) is a writable directory. A full disk or a
     read-only file system still shows only when the save writes; save_checkpoint says which.
     """
-    check_name(name)
+    check_new_name(name)
     directory = Path(directory).expanduser()
     target = directory / name
     try:

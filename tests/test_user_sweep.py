@@ -1,0 +1,371 @@
+"""What two sweeps of the lab, tried as a user would, found wrong: each test failed before its fix.
+
+One-symbol data hung the counting models; a skipped block still showed its writes in the views
+that read inside it; :quantize's copy kept or missed :ablate's parts; --set after --load threw the
+loaded weights away without a word; and a dozen smaller ones, each named in its test.
+"""
+
+import json
+import math
+import os
+
+import pytest
+import torch
+
+from minitf_repl.core.ablation import Ablation, Ablations, skipped_blocks
+from minitf_repl.core.attribution import direct_logit_attribution
+from minitf_repl.core.checkpoint import MANIFEST
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.data import DataError, load_data, lasting_spec
+from minitf_repl.core.errors import UserError
+from minitf_repl.core.inside import logit_lens, residual_stream
+from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.ngram import longest_order
+from minitf_repl.core.patching import activation_patching
+from minitf_repl.commands.why import clip_pair, heads_reading
+from minitf_repl.session import Session
+from test_cli import assert_one_error_line, invoke
+from test_commands import run
+from test_render import plain
+
+TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
+
+
+def session_on(data="pydoc", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=2, batch_size=2), data_spec=data,
+                   device_name="cpu")
+
+
+# --- data of one symbol ---------------------------------------------------------------------------
+def test_a_text_of_one_distinct_character_is_refused_with_the_fix(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("a" * 500)
+    with pytest.raises(DataError, match="holds one distinct character \\('a'\\), so there is nothing to predict; give"):
+        load_data(str(path))
+    session = session_on()
+    with pytest.raises(UserError, match="one distinct character"):
+        run(session, f":data {path}")
+    assert session.data_spec == "pydoc"  # nothing changed
+    assert longest_order(1) >= 63 and longest_order(2) == 62  # no longer loops for ever on one symbol
+
+
+# --- a skipped block in the views that read inside it ------------------------------------------------
+def small_model(**changes) -> MiniTransformerLM:
+    torch.manual_seed(0)
+    config = ModelConfig(**{**dict(vocab_size=20, d_model=32, n_heads=4, n_layers=3, d_ff=64, max_seq_len=16),
+                            **changes})
+    return MiniTransformerLM(config).eval()
+
+
+IDS = [3, 1, 4, 1, 5, 9, 2, 6]
+
+
+@pytest.mark.parametrize("skip", [1, 2])  # a middle block, and the last (whose output the lens's last row reads)
+def test_the_lens_attribution_and_stream_of_a_skipped_block_add_nothing(skip):
+    model = small_model()
+    ablations = Ablations(model)
+    ablations.add(Ablation("block", skip))
+    assert skipped_blocks(model) == {skip}
+    with torch.no_grad():
+        logits, _ = model(torch.tensor([IDS]))
+    lens = logit_lens(model, IDS)
+    torch.testing.assert_close(lens.logits[-1], logits[0], atol=1e-5, rtol=1e-5)  # its last row is the prediction
+    at = [layer.name for layer in lens.layers].index(f"blocks.{skip}")
+    torch.testing.assert_close(lens.logits[at], lens.logits[at - 1])  # the skipped block changed nothing
+    # the parts sum to the logit: a skipped block's heads, MLP and bias are not in it
+    split = direct_logit_attribution(model, IDS)
+    assert split.total == pytest.approx(split.logit, abs=1e-4)
+    assert all(p.logit == 0 for p in split.parts if p.layer == skip and p.kind in ("head", "mlp"))
+    stream = residual_stream(model, IDS)
+    skipped = [w for w in stream.writes if w.block == skip]
+    assert len(skipped) == 2 and all(w.write == 0 and w.after == pytest.approx(w.before) for w in skipped)
+    ablations.clear()
+    assert skipped_blocks(model) == set() and all(not m._forward_hooks and not m._forward_pre_hooks
+                                                  for m in model.modules())
+    unskipped = direct_logit_attribution(model, IDS)  # every block's bias again
+    assert unskipped.total == pytest.approx(unskipped.logit, abs=1e-4)
+
+
+def test_a_skipped_block_still_equals_a_model_without_it_post_norm_too():
+    for changes in ({}, {"norm_placement": "post"}, {"residual": False}):
+        model, shorter = small_model(**changes), small_model(**changes)
+        shorter.blocks = torch.nn.ModuleList([shorter.blocks[0], shorter.blocks[2]])
+        Ablations(model).add(Ablation("block", 1))
+        with torch.no_grad():
+            torch.testing.assert_close(model(torch.tensor([IDS]))[0], shorter(torch.tensor([IDS]))[0])
+
+
+# --- :quantize's copy and :ablate --------------------------------------------------------------------
+def hooks(model) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_the_int8_copy_switches_off_what_ablate_switches_off_and_back():
+    session = session_on()
+    run(session, ":train steps=2")
+    run(session, ":ablate head=0.1")
+    made = run(session, ":quantize int8")
+    assert made.ablations == ["head 0.1"] and "both measured with head 0.1 switched off" in plain(made)
+    copy = session.sampling_model
+    assert copy is not session.model and hooks(copy) == hooks(session.model) == 1
+    run(session, ":ablate off")
+    assert hooks(copy) == 0 and session.sampling_model is copy  # :gen samples the whole model again
+    run(session, ":ablate block=1")
+    assert hooks(copy) == hooks(session.model) > 0
+    run(session, ":ablate off")
+    assert hooks(copy) == 0 and hooks(session.model) == 0
+
+
+# --- threads after a load ----------------------------------------------------------------------------
+def test_a_loaded_model_gets_the_thread_policy_as_a_built_one_does(tmp_path):
+    first = session_on()
+    first.checkpoint_dir = tmp_path
+    run(first, ":train steps=1")
+    run(first, ":save base")
+    second = session_on()
+    second.checkpoint_dir = tmp_path
+    assert second.threads.choice is None
+    run(second, ":load base")
+    assert second.threads.choice is not None and torch.get_num_threads() == second.threads.choice.threads
+
+
+# --- the command line: --set after --load, an option before its command ---------------------------
+CLI_TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
+            "--set", "batch_size=4", "--data", "sort"]
+
+
+def test_set_after_load_that_would_rebuild_is_refused_and_keeps_nothing(tmp_path):
+    folder = str(tmp_path / "ck")
+    result = invoke(*CLI_TINY, "--checkpoint-dir", folder, "train", "--steps", "2", "--save", "base")
+    assert result.exit_code == 0, result.output
+    line = assert_one_error_line(invoke("--checkpoint-dir", folder, "--load", "base", "--set", "n_layers=2", "gen"))
+    assert line == ("error: --set: --set n_layers would rebuild the model loaded from base and reset its weights; "
+                    "leave it out to use its weights, or leave out --load to start a new model")
+    assert sorted(os.listdir(folder)) == ["base"]  # no kept-* checkpoint written
+    ok = invoke("--checkpoint-dir", folder, "--load", "base", "--set", "temperature=0.5", "--set", "dropout=0.1",
+                "gen", "--n", "5")
+    assert ok.exit_code == 0, ok.output  # settings that keep the weights still apply
+
+
+def test_an_option_of_a_command_typed_before_it_says_where_it_goes():
+    line = assert_one_error_line(invoke("--json", "config"), code=2)
+    assert line == "error: --json is an option of config, so it goes after the command: minitf config --json"
+    line = assert_one_error_line(invoke("--data", "sort", "--steps", "3", "train"), code=2)
+    assert line.endswith(": minitf --data sort train --steps 3")
+    line = assert_one_error_line(invoke("--bogus", "config"), code=2)
+    assert "No such option: --bogus" in line
+
+
+def test_ls_in_an_empty_folder_names_a_way_to_write_one_from_the_shell(tmp_path):
+    result = invoke("--checkpoint-dir", str(tmp_path), "ls")
+    assert result.exit_code == 0 and "minitf train --save NAME trains a model and writes one" in result.stdout
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    assert ":save NAME writes one" in plain(run(session, ":ls"))
+
+
+# --- training ----------------------------------------------------------------------------------------
+def test_schedule_continue_with_lr_holds_that_rate():
+    session = session_on()
+    run(session, ":train steps=3")
+    result = run(session, ":train steps=2 schedule=continue lr=0.005")
+    assert session.trainer.run_constant_lr == 0.005 and session.train_config.lr == 0.005
+    assert result.schedule == "continue"
+    run(session, ":train steps=2 schedule=continue")  # without lr=: the last run's rate, as before
+    assert session.trainer.run_constant_lr == 0.005
+
+
+def test_a_task_drops_the_subword_tokenizer_so_the_setting_says_what_reads_the_next_text():
+    session = session_on()
+    run(session, ":set tokenizer=bpe:300")
+    assert session.tokenizer_setting.startswith("bpe")
+    run(session, ":data sort")
+    assert session.tokenizer_setting == "char" and session.tokenizer is None
+    run(session, ":data pydoc")
+    assert session.data.tokenizer.kind == "char"  # read as the setting said, not by the old BPE
+
+
+# --- :patch --------------------------------------------------------------------------------------------
+def test_patching_reads_a_corruption_that_hardly_moves_the_difference_as_noise():
+    from minitf_repl.commands.why import patch_reading
+
+    model = small_model()
+    clean, corrupt = IDS, IDS[:-1] + [7]
+    done = activation_patching(model, clean, corrupt)
+    with torch.no_grad():
+        corrupt_answer = int(model(torch.tensor([corrupt]))[0][0, -1].argmax())
+    assert done.same_answer == (corrupt_answer == done.answer)
+    heads, resid = done.heads.tolist(), done.resid.tolist()
+    noise = patch_reading(heads, done.stream, resid, gap=0.023)
+    assert noise == ("the corruption moves z[answer] - z[foil] by only +0.023, so these fractions are noise over a "
+                     "tiny difference; choose a corrupted prompt that changes the answer (or train first)")
+    assert patch_reading(heads, done.stream, resid, gap=-0.5).startswith("the corruption moves z[answer] - z[foil] "
+                                                                         "by only -0.500")
+    assert "noise" not in patch_reading(heads, done.stream, resid, gap=2.0)
+    session = session_on("sort:4")
+    result = run(session, ":patch 1234= 1243=")  # untrained: the difference hardly moves
+    assert result.reading.startswith("the corruption moves z[answer] - z[foil] by only")
+
+
+def test_long_prompts_that_differ_early_show_where_they_differ():
+    a, b = "x" * 5 + "A" + "y" * 60, "x" * 5 + "B" + "y" * 60
+    shown = clip_pair(a, b)
+    assert shown[0] != shown[1] and "A" in shown[0] and "B" in shown[1] and shown[0].endswith("…")
+    assert clip_pair("abc", "abd") == ("abc", "abd")
+    late = clip_pair("y" * 60 + "A", "y" * 60 + "B")
+    assert late[0].startswith("…") and late[0].endswith("A") and len(late[0]) == 31
+
+
+# --- :heads ----------------------------------------------------------------------------------------------
+def test_heads_on_a_text_without_repeats_says_why_there_is_no_induction_score():
+    session = session_on()
+    result = run(session, ":heads abcdefg")
+    assert "nan" not in plain(result)
+    assert "no token of the text comes twice" in result.reading
+
+
+def test_heads_reads_copying_begun_before_it_halves_the_loss():
+    from minitf_repl.core.heads import ROLES, HeadRoles, HeadScores
+
+    def roles(induction_role):
+        scores = {"previous": 0.1, "current": 0.1, "first": 0.1, "duplicate": 0.1, "induction": 0.8}
+        heads = [HeadScores(1, 1, scores, induction_role, carries=2.5)]
+        return HeadRoles([[0, 1, 0, 1]], 2, heads, dict.fromkeys(ROLES, 0.05), {}, [], 4.0, 0.5, 3.0)
+
+    assert heads_reading(roles("induction"), 4.0, 3.2).startswith("copying from context has begun")
+    assert heads_reading(roles("induction"), 4.0, 3.95).startswith("no copying from context yet")
+    assert heads_reading(roles("induction"), 4.0, 1.5).startswith("the model copies from context")
+
+
+def test_experts_says_the_n_experts_the_model_has():
+    session = session_on(n_experts=1)
+    with pytest.raises(UserError, match=r"no experts \(n_experts is 1: one dense feed-forward per block\)"):
+        run(session, ":experts")
+
+
+# --- :report, :compare, :data -----------------------------------------------------------------------------
+def test_a_report_path_through_a_file_says_it_is_a_file(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    session = session_on()
+    with pytest.raises(UserError, match="afile is a file, not a folder; choose another path"):
+        run(session, f":report {tmp_path / 'afile' / 'r.html'}")
+    with pytest.raises(UserError, match="does not exist"):
+        run(session, f":report {tmp_path / 'nofolder' / 'r.html'}")
+
+
+def test_compare_says_what_is_wrong_in_one_contender_first():
+    session = session_on()
+    with pytest.raises(UserError, match="'0.02' in 'lr=0.01,0.02' is not a setting: a comma joins the settings of one "
+                                        "contender; give each value its own contender, e.g. :compare lr=0.01 lr=0.02"):
+        run(session, ":compare lr=0.01,0.02")
+    with pytest.raises(UserError, match="'n_layers=2,n_layers=3' sets n_layers twice"):
+        run(session, ":compare current n_layers=2,n_layers=3")
+    with pytest.raises(UserError, match="sets lr twice"):
+        run(session, ":compare lr=0.01,learning_rate=0.02 current")  # an alias is its setting
+
+
+def test_a_checkpoint_keeps_its_data_file_by_a_path_any_folder_finds(tmp_path, monkeypatch):
+    (tmp_path / "work").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("the quick brown fox jumps over the lazy dog. " * 200)
+    monkeypatch.chdir(tmp_path / "work")
+    assert lasting_spec("notes.txt") == str(tmp_path / "work" / "notes.txt")
+    assert lasting_spec("sort:4") == "sort:4" and lasting_spec("missing.txt") == "missing.txt"
+    session = session_on("notes.txt")
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, ":train steps=1")
+    run(session, ":save mine")
+    manifest = json.loads((tmp_path / "ck" / "mine" / MANIFEST).read_text())
+    assert manifest["data_spec"] == str(tmp_path / "work" / "notes.txt")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    other = session_on()
+    other.checkpoint_dir = tmp_path / "ck"
+    run(other, ":load mine")
+    assert other.data.info().kind == "corpus" and other.data.name == "notes.txt"  # the file was found
+
+
+def test_data_of_a_checkpoint_whose_file_is_gone_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gone.txt").write_text("the quick brown fox jumps over the lazy dog. " * 200)
+    session = session_on("gone.txt")
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, ":train steps=1")
+    run(session, ":save mine")
+    (tmp_path / "gone.txt").unlink()
+    other = session_on()
+    other.checkpoint_dir = tmp_path / "ck"
+    run(other, ":load mine")
+    out = plain(run(other, ":data"))
+    assert "the vocabulary alone, to generate with" in out and "fresh random tokens" not in out
+
+
+# --- target= and :score on a task ---------------------------------------------------------------------------
+def test_a_space_is_a_target_typed_as_a_space_or_as_its_symbol():
+    session = session_on()
+    for line in (':attrib "the cat" target=␣', ':attrib "the cat" target=" "'):
+        assert run(session, line).target == " "
+    with pytest.raises(UserError, match="must be one token, got 'ab' \\(2 tokens\\); give one character, e.g. "
+                                        "target=4 \\(target=␣ for a space\\)"):
+        run(session, ":attrib hello target=ab")
+
+
+def test_score_on_a_task_counts_the_answer_of_a_question_also_cut_short():
+    session = session_on("sort:4")
+    whole = run(session, ":score 3142=1234")
+    assert whole.counted == [False] * 4 + [True] * 4 and whole.counting is None
+    short = run(session, ":score 3142=12")
+    assert short.counted == [False] * 4 + [True] * 2  # the question is given, as training gives it
+    past = run(session, ":score 3142=123499")
+    assert past.counted == [False] * 4 + [True] * 4 + [False] * 2
+    assert "an answer of sort has 4 characters: what follows it was never trained" in plain(past)
+    other = run(session, ":score 12345")
+    assert all(other.counted) and "not a question of sort" in plain(other)
+    assert math.isfinite(other.loss)
+
+
+# --- smaller ones ----------------------------------------------------------------------------------------------
+def test_ablate_alone_shows_what_is_switched_off_now():
+    session = session_on()
+    run(session, ":train steps=1")
+    nothing = run(session, ":ablate")
+    assert nothing.active == [] and ":ablate head=L.H switches a head off" in plain(nothing)
+    run(session, ":ablate head=0.1")
+    again = run(session, ":ablate")
+    assert again.active == ["head 0.1"] and session.ablations == [Ablation("head", 0, 1)]
+    assert again.val_loss_after != again.val_loss_before
+
+
+def test_a_new_checkpoint_name_may_not_start_with_a_dash(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=1")
+    with pytest.raises(UserError, match="'-x' is not a valid name for a new checkpoint: a name starting with '-' "
+                                        "reads as an option on the command line; choose another, e.g. x"):
+        run(session, ":save -x")
+    with pytest.raises(UserError, match="up to 100 ASCII letters"):
+        run(session, ":save héllo")
+
+
+def test_train_where_the_autosave_cannot_be_written_says_how_to_train_without_it(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    session = session_on()
+    session.checkpoint_dir = tmp_path / "afile" / "ck"
+    with pytest.raises(UserError, match="is a file, not a directory; .*; or train without saving: :set autosave=off"):
+        run(session, ":train steps=1")
+    run(session, ":set autosave=off")
+    run(session, ":train steps=1")
+    assert session.trainer.step == 1
+
+
+def test_mistakes_says_when_the_questions_drawn_repeat():
+    session = session_on("sort:1", max_seq_len=8)
+    run(session, ":train steps=1")
+    out = plain(run(session, ":mistakes n=20"))
+    assert "to 20 held-out questions (" in out and "distinct: drawn at random, they repeat)" in out
+
+
+def test_the_lens_of_a_post_norm_model_reads_without_ln_f():
+    session = session_on(norm_placement="post")
+    result = run(session, ":lens hello")
+    assert result.post_norm and "softmax(lm_head(h)) (post-norm" in plain(result) and "ln_f(h)" not in plain(result)
+    assert "softmax(lm_head(ln_f(h)))" in plain(run(session_on(), ":lens hello"))
