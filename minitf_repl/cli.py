@@ -205,7 +205,7 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
         raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE "
                         f"(minitf set {name} shows its value now)")
     if loaded is not None and (keys := rebuilding_keys(session, args)):
-        shown = " ".join(f"--set {key}" for key in keys)
+        shown = " and ".join(keys)  # the line reads "error: --set: n_layers would rebuild ..."
         raise UserError(f"{shown} would rebuild the model loaded from {loaded} and reset its weights; leave "
                         f"{'it' if len(keys) == 1 else 'them'} out to use its weights, or leave out --load to "
                         "start a new model")

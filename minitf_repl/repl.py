@@ -48,6 +48,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug))
     failed = False
     for line in lines:
+        if line.lstrip().startswith("#"):  # a script's comment, as in a shell script (`:gen #...` generates from '#')
+            continue
         status = door.run_line(line.rstrip("\r\n"))
         failed = failed or status == FAILED
         if door.terminated is not None:

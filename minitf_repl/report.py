@@ -309,7 +309,7 @@ def build_report(data: ReportData) -> str:
     out.append("<h2>Configuration</h2>")
     for section in ("model", "train", "gen"):
         values = data.config.get(section, {})
-        rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in values.items())
+        rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(fmt.value(v))}</td></tr>" for k, v in values.items())
         out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
     out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
     out.append("<h2>Loss</h2>")

@@ -139,7 +139,7 @@ def test_set_after_load_that_would_rebuild_is_refused_and_keeps_nothing(tmp_path
     result = invoke(*CLI_TINY, "--checkpoint-dir", folder, "train", "--steps", "2", "--save", "base")
     assert result.exit_code == 0, result.output
     line = assert_one_error_line(invoke("--checkpoint-dir", folder, "--load", "base", "--set", "n_layers=2", "gen"))
-    assert line == ("error: --set: --set n_layers would rebuild the model loaded from base and reset its weights; "
+    assert line == ("error: --set: n_layers would rebuild the model loaded from base and reset its weights; "
                     "leave it out to use its weights, or leave out --load to start a new model")
     assert sorted(os.listdir(folder)) == ["base"]  # no kept-* checkpoint written
     ok = invoke("--checkpoint-dir", folder, "--load", "base", "--set", "temperature=0.5", "--set", "dropout=0.1",
@@ -369,3 +369,138 @@ def test_the_lens_of_a_post_norm_model_reads_without_ln_f():
     result = run(session, ":lens hello")
     assert result.post_norm and "softmax(lm_head(h)) (post-norm" in plain(result) and "ln_f(h)" not in plain(result)
     assert "softmax(lm_head(ln_f(h)))" in plain(run(session_on(), ":lens hello"))
+
+
+# --- a third sweep: training and the lab tools -----------------------------------------------------------------
+def test_lr_after_a_stopped_run_starts_a_fresh_run_at_that_peak():
+    session = session_on()
+    run(session, ":train steps=40")
+    session.trainer.start_run(400)  # a long run, stopped after 5 steps as Ctrl-C stops it
+    session.trainer.run(should_stop=lambda: session.trainer.step >= 45)
+    assert session.trainer.run_remaining > 0
+    result = run(session, ":train steps=3 lr=0.05")
+    assert not result.resumed and result.schedule == "new" and session.trainer.run_constant_lr is None
+    run(session, ":train schedule=continue lr=0.002 steps=2")
+    out = plain(run(session, ":train schedule=continue lr=0.002 steps=2"))
+    assert "a constant rate of 2.00e-03 (schedule=continue: lr= if given" in out
+    with pytest.raises(UserError, match="schedule=continue goes on from the last run on its own data, and data= "
+                                        "starts a run on other data; use schedule=new, or switch first with :data"):
+        run(session, ":train data=sort:2 schedule=continue")
+
+
+def test_compare_shows_the_contenders_that_trained_beside_one_that_diverged():
+    session = session_on(n_layers=1, d_model=32, n_heads=2)
+    result = run(session, ":compare lr=0.01 lr=1e6 steps=6")
+    kept, blew = result.outcomes
+    assert kept.diverged is None and kept.final.step == 6 and math.isfinite(kept.final.val_loss)
+    assert blew.diverged is not None and blew.diverged.startswith("step ")
+    assert not result.stopped and session.train_config.lr == 0.01
+    out = plain(result)
+    assert "lr=1e6 diverged at step" in out and "the others went on" in out
+    both = run(session, ":compare lr=1e5 lr=1e6 steps=6")
+    assert all(o.diverged for o in both.outcomes) and "every contender diverged" in plain(both)
+
+
+def test_checks_fail_a_training_check_that_diverges_and_run_the_rest():
+    session = session_on(n_layers=1, d_model=32, n_heads=2)
+    run(session, ":set lr=1e6")
+    result = run(session, ":checks steps=5")
+    assert {"blind", "overfit"} <= set(result.failed) and "batch" in result.passed and "gradient" in result.passed
+    assert result.diverged["overfit"].startswith("its training diverged at step")
+    assert "FAIL overfit" in plain(result) and "lower lr" in plain(result)
+
+
+def test_a_loss_blown_far_above_ln_v_says_the_rate_is_the_likely_cause():
+    session = session_on(n_layers=1, d_model=32, n_heads=2)
+    run(session, ":set lr=50 autosave=off")
+    out = plain(run(session, ":train steps=5"))
+    assert "is far above ln(V) = 4.63, a uniform guess: training made the model worse" in out
+    assert "far above" not in plain(run(session_on(n_layers=1, d_model=32, n_heads=2), ":train steps=5"))
+    run(session, ":set lr=0.01")  # a continued run goes on at a rate no higher than the setting
+    assert run(session, ":train steps=2").constant_lr == 0.01
+
+
+def test_gen_does_not_grade_an_answer_the_prompt_wrote_itself():
+    session = session_on("sort:2", n_layers=1, d_model=32, n_heads=2)
+    run(session, ":train steps=5")
+    result = run(session, ":gen 31=134")
+    assert result.answer is None
+    assert "holds more than a whole answer (sort's answers have 2 characters)" in plain(result)
+    assert run(session, ":gen 31=").answer is not None
+    assert run(session, ":gen 31=13").answer.right  # a whole answer typed in is graded, as before
+
+
+def test_layer_is_refused_where_the_watched_view_reads_every_block():
+    session = session_on()
+    with pytest.raises(UserError, match="layer= picks the block watch=attn shows; watch=lens reads every block"):
+        run(session, ":train steps=2 watch=lens layer=0")
+    with pytest.raises(UserError, match="add watch=attn, watch=lens, .* or watch=context"):
+        run(session, ":train steps=2 layer=0")
+    assert run(session, ":train steps=2 watch=attn layer=0").frames
+
+
+def test_step_names_every_choice_that_gen_needs_to_pick_the_same():
+    session = session_on()
+    out = plain(run(session, ":step ab temperature=3 seed=11"))
+    assert ":gen PROMPT n=1 temperature=3 top_k=none top_p=none seed=11 picks the same" in out
+
+
+def test_a_run_that_diverges_after_a_data_switch_says_the_switch_stays(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=2")
+    with pytest.raises(UserError, match=r"where this training began \(the switch to sort:2 stays; the model before it "
+                                        r"was kept as checkpoint kept-"):
+        run(session, ":train data=sort:2 lr=1e6 steps=5")
+    assert session.data_spec == "sort:2"
+
+
+def test_one_shot_hints_name_what_works_from_the_shell(tmp_path):
+    result = invoke(*CLI_TINY, "--checkpoint-dir", str(tmp_path), "train", "--steps", "2", "--watch", "attn")
+    assert result.exit_code == 0 and "the frames end with this command: in the REPL (minitf), :report and :plot" in \
+        result.stdout
+    from minitf_repl.syntax import SHELL, cmd, speaking
+
+    with speaking(SHELL):
+        assert cmd("data", "shakespeare") == "--data shakespeare"
+    line = assert_one_error_line(invoke("--data", "sort", "--set", "tokenizer=bpe:300", "config"))
+    assert line.endswith("choose text data first, e.g. --data shakespeare")
+
+
+def test_the_report_writes_settings_as_config_does_and_a_flat_chart_sits_around_its_value(tmp_path):
+    from rich.console import Console
+
+    from minitf_repl.render.chart import Curve, chart
+
+    session = session_on()
+    run(session, ":train steps=2")
+    run(session, f":report {tmp_path / 'r.html'}")
+    page = (tmp_path / "r.html").read_text()
+    assert "<td>causal</td><td>on</td>" in page and ">True<" not in page and ">None<" not in page
+    console = Console(width=60, record=True)
+    console.print(chart([Curve("lr", [1, 2, 3], [0.001] * 3)], 60, 6))
+    text = console.export_text()
+    assert "0.00105" in text and "0.00095" in text and "-0.49" not in text
+
+
+def test_lrfind_does_not_suggest_a_lower_rate_after_saying_yours_is_too_low():
+    session = session_on(n_layers=1, d_model=32, n_heads=2)
+    run(session, ":set lr=1e-05")
+    result = run(session, ":lrfind steps=30")
+    out = plain(result)
+    assert "well below where the loss falls fastest" in out
+    assert "lr=3.3e-06" not in out and out.count(":compare lr=") == 1
+    assert ":compare trains whole runs side by side" in out
+
+
+def test_piped_lines_starting_with_a_hash_are_comments():
+    from rich.console import Console
+
+    from minitf_repl import repl
+
+    session = session_on()
+    out, err = Console(record=True, width=100), Console(record=True, width=100)
+    code = repl.run_lines(["# train a little first\n", "  # and an indented comment\n", ":config\n"], session, out,
+                          err)
+    assert code == 0 and err.export_text() == ""
+    assert not session.has_model  # no comment was taken for a prompt (which would have built and sampled a model)

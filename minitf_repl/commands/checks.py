@@ -53,6 +53,7 @@ class ChecksResult:
     blind: BlindCheck | None = None
     overfit: OverfitCheck | None = None
     skipped: list[Skipped] = field(default_factory=list)  # checks not run here, and why
+    diverged: dict[str, str] = field(default_factory=dict)  # training checks whose run diverged (failed), and how
     passed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     stopped: str | None = None  # the check a stop request (Ctrl-C) ended; the ones after it did not run
@@ -97,7 +98,7 @@ def asked_checks(text: str | None) -> list[str]:
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
     Param("steps", int, default=STEPS, low=1, limit=100_000,
           help="the training checks' steps: blind trains two fresh models this long, overfit one"),
-], aliases=("sanity",))  # fmt: skip
+], aliases=("sanity",), json_version=2)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -132,6 +133,9 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     for name, check in done.results.items():
         if isinstance(check, checks.Skipped):
             result.skipped.append(check)
+        elif isinstance(check, checks.Diverged):
+            result.diverged[name] = check.why
+            result.failed.append(name)
         else:
             setattr(result, name, check)
             verdict = checks.passed(check)  # None: nothing to show here (blind on random tokens)
@@ -291,6 +295,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         check = getattr(result, name)
         if name in skipped:
             status, style, text = "skip", "yellow", f"{ASKS[name]}: not run: {skipped[name]}"
+        elif name in result.diverged:
+            status, style, text = "FAIL", "bold red", f"{ASKS[name]}: {result.diverged[name]}"
         elif check is None:
             stopped = name == result.stopped
             status, style = ("stop" if stopped else "-"), "yellow"
@@ -325,7 +331,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
                           f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
                           f"{causal.reach_most:.1f}, averaged over the window's second half")
     for name in result.failed:
-        say(console, f"{name}: {failure(name, getattr(result, name), result)}", "red")
+        if name not in result.diverged:  # a diverged run's line says what went wrong already
+            say(console, f"{name}: {failure(name, getattr(result, name), result)}", "red")
     for line in explanations(result):
         note(console, line)
     run = len(result.passed) + len(result.failed)

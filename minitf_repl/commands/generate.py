@@ -163,7 +163,12 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
             return graded, None
         return None, (f"{visible(prompt)!r} has no '=', which ends a question of {data.name}:{data.size} "
                       f"({data.question_form}): the model went on with the question; end it with '=' to ask")
-    if data.question_of(prompt) is not None:
+    question = data.question_of(prompt)
+    if question is not None and len(prompt) - len(question) > data.answer_len:  # more than an answer: not gradable
+        return None, (f"{visible(prompt)!r} holds more than a whole answer ({data.name}'s answers have "
+                      f"{count(data.answer_len, 'character')}): nothing is left to grade; give the question alone, "
+                      f"e.g. {cmd('gen', question)}")
+    if question is not None:
         return graded, None
     asked = prompt.partition("=")[0] + "="
     size = data.size_of(asked)

@@ -239,8 +239,10 @@ def render_step(result: StepResult, console: Console) -> None:
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
                  f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
-    note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} "
-                  f"({cmd('gen', 'PROMPT', n=1, seed=result.seed)} picks the same)")
+    same = cmd("gen", "PROMPT", n=1, temperature=result.temperature, top_k=result.top_k, top_p=result.top_p,
+               seed=result.seed)  # every choice that decides the pick, as :step made it
+    note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} ({same} picks "
+                  "the same)")
 
 
 # --- :lens ---------------------------------------------------------------------------------------

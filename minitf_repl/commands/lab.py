@@ -79,7 +79,7 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=6)  # fmt: skip
+], pairs_in_text=True, json_version=7)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     from ..core.compare import Contender, compare
@@ -126,7 +126,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
                        on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
                        threads=session.threads, on_step=reporter.on_compare_step)
-    stopped = any(o.final is None or o.final.step < steps for o in outcomes)
+    stopped = any((o.final is None or o.final.step < steps) and not o.diverged for o in outcomes)
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]
     counted = data is session.data and not any(c.tokenizer for c in contenders)  # the text :ngram counted, as it was
@@ -139,7 +139,7 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
     by val loss (with several seeds: a single seed says nothing about noise); with seeds, whether it is noise."""
     from ..core.compare import differs
 
-    finals = [(o.final, o) for o in outcomes if o.final is not None]
+    finals = [(o.final, o) for o in outcomes if o.final is not None and not o.diverged]
     verdict = None
     bpc = by != "val loss"
     if bpc and finals:
@@ -261,9 +261,19 @@ def render_compare(result: CompareResult, console: Console) -> None:
     by_position(result, console)
     bpc = result.by != "val loss"  # the tokenizers differ: the curves in bits per character, which compare
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
-                    joined=True) for k, o in enumerate(result.outcomes)]
-    console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
-                        levels=counter_levels(result.counters)))
+                    joined=True) for k, o in enumerate(result.outcomes)
+              if not o.diverged]  # its losses on the way up (1e11) would flatten every other curve
+    if curves:
+        console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
+                            levels=counter_levels(result.counters)))
+    if all(o.diverged for o in result.outcomes):
+        say(console, f"every contender diverged ({'; '.join(f'{o.label} at {o.diverged}' for o in result.outcomes)}): "
+                     f"lower the learning rates, e.g. {cmd('compare', 'lr=0.01 lr=0.003')}", "yellow")
+    for o in result.outcomes if not all(o.diverged for o in result.outcomes) else ():
+        if o.diverged:
+            say(console, f"{o.label} diverged at {o.diverged}: it stopped there (the table has its losses, the "
+                         "chart leaves it out) and the others went on; a lower learning rate (or a longer warm-up) "
+                         "trains where this one did not", "yellow")
     if result.stopped:
         say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
     if result.verdict:

@@ -146,6 +146,9 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     say(console, "the smoothed loss " + "; ".join(parts))
     said = where(result)
     say(console, said, "yellow" if test.blown_at is not None and result.lr >= test.blown_at else "")
+    # an example of its own only where the line above gave none (it names the rates worth comparing when it does)
+    example = "" if cmd("compare") in said else \
+        f" ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})"
     note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
                   f"them ({cmd('lrfind', seed=result.seed + 1)}); {cmd('compare')} trains whole runs side by "
-                  f"side ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})")
+                  f"side{example}")

@@ -19,7 +19,7 @@ from ..core import distributed
 from ..core.config import TrainConfig
 from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from ..core.sizes import check_trainable
-from ..core.watch import WATCH_VIEWS, WatchFrame, Watcher
+from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
 from ..render import fmt
@@ -32,7 +32,7 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, restore, train_first
+from ..syntax import REPL, cmd, restore, syntax, train_first
 from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
                    view_prompt)
 from .shared import AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, save_session, switch_data
@@ -159,9 +159,12 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     check_trainable(model_config, train_config.batch_size)
     session.device  # resolve now: an unusable device fails before anything changes
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
-        raise UserError("prompt= and layer= say what watch= looks at; add watch=attn, watch=lens, watch=samples, "
-                        "watch=grad, watch=heads or watch=embed")
-    if args["schedule"] == "continue" and (new_data is not None or session.trainer.final_lr() is None):
+        raise UserError("prompt= and layer= say what watch= looks at; add watch=" + ", watch=".join(WATCH_VIEWS[:-1])
+                        + f" or watch={WATCH_VIEWS[-1]}")
+    if args["schedule"] == "continue" and new_data is not None:
+        raise UserError(f"schedule=continue goes on from the last run on its own data, and data= starts a run on "
+                        f"other data; use schedule=new, or switch first with {cmd('data', spec)}")
+    if args["schedule"] == "continue" and session.trainer.final_lr() is None:
         raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
     autosave = save_as is None and session.autosave
     if autosave:
@@ -174,8 +177,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
 
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
     watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
+    switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
     if new_data is not None:
         rebuilt, kept, recipe_changes = switch_data(session, spec, new_data)
+        switched = f"the switch to {spec} stays" + (
+            f"; the model before it was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
         if rebuilt:
             reporter.notice(rebuilt_line(new_data.tokenizer.vocab_size, kept))
         moved = {key: change for key, change in recipe_changes.items() if key not in changes}  # options win
@@ -187,15 +193,20 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     snapshot = session.snapshot()
     session.set_train_config(train_config)
     trainer = session.trainer
-    resumed = steps is None and new_data is None and args["schedule"] is None and trainer.run_remaining > 0
+    # A stopped run goes on where nothing new is asked; lr= asks for a fresh run at that peak (the docstring's rule)
+    resumed = (steps is None and new_data is None and args["schedule"] is None and args["lr"] is None
+               and trainer.run_remaining > 0)
     step_before = trainer.step
     schedule, constant_lr = "new", None
     if resumed:
         schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
     else:
         wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
-        if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last one
-            schedule, constant_lr = "continue", args["lr"] if args["lr"] is not None else trainer.final_lr()
+        if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last
+            # one, never above the lr setting (a :set lr=0.01 after a run at 50 must not go on at 50)
+            schedule, final = "continue", trainer.final_lr()  # (the schedule's rounding may leave it 1 ulp above lr)
+            constant_lr = args["lr"] if args["lr"] is not None else final if final <= train_config.lr * (1 + 1e-6) \
+                else train_config.lr
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
         if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 10))} warms up over a "
@@ -224,7 +235,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed, trained)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
-        raise _diverged(session, train_config.lr, e) from None
+        raise _diverged(session, train_config.lr, e, switched) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
         raise
@@ -267,6 +278,9 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
     block (default: the last), the token the lens should find."""
     if args["watch"] is None:
         return None
+    if args["layer"] is not None and args["watch"] not in ONE_BLOCK:  # the others read every block
+        raise UserError(f"layer= picks the block watch=attn shows; watch={args['watch']} reads every block, so leave "
+                        "layer= out")
     layer = check_layer(session, args["layer"], default=-1)
     if args["watch"] == "grad":  # a loss to backpropagate: a text with its next tokens, as :grad reads one
         prompt, ids, dropped = view_prompt(session, args["prompt"] or known_text(data), reporter, data, scored=True)
@@ -301,7 +315,7 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
     return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
 
 
-def _diverged(session: Session, lr: float, e: TrainingDiverged) -> TrainingDiverged:
+def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None) -> TrainingDiverged:
     """The divergence, said with a rate known to work: the last one that trained here without diverging
     (or the default, which trains the built-in data), unless that is not lower; then a tenth."""
     known = session.last_good_lr if session.last_good_lr is not None else TrainConfig().lr
@@ -312,7 +326,8 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged) -> TrainingDiver
         why = "trained here without diverging" if session.last_good_lr is not None else "is the default"
     return TrainingDiverged(
         f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
-        f"back at step {session.trainer.step}, where this training began. Lower the learning rate "
+        f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. "
+        "Lower the learning rate "
         f"({lr:g} diverged; {suggestion:g} {why})",
         step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
     )
@@ -402,14 +417,18 @@ def render_train(result: TrainResult, console: Console) -> None:
     say(console, train_summary(result), "yellow" if result.stopped else "green")
     if result.counters and result.val_loss is not None:
         note(console, against_counters(result.val_loss, result.counters))
-    if stalled(result):
+    if blown_up(result):
+        say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
+                     "a uniform guess: training made the model worse, which a learning rate too high for it does; "
+                     f"{cmd('lrfind')} finds one that trains, {cmd('set', lr=0.001)} is a safe start", "yellow")
+    elif stalled(result):
         say(console, f"the val loss is still near ln(V) = {uniform_loss(result.vocab_size):.2f}, a uniform guess, "
                      f"after {count(result.steps, 'step')}: the model has learned almost nothing. "
                      f"{cmd('checks', 'overfit')} says whether it can learn at all (one batch by heart), "
                      f"{cmd('checks')} what else may be wrong", "yellow")
     if result.schedule == "continue" and result.constant_lr:
-        note(console, f"continued at the last run's final rate {result.constant_lr:.2e} (schedule=new starts a "
-                      "fresh warm-up + cosine)")
+        note(console, f"a constant rate of {result.constant_lr:.2e} (schedule=continue: lr= if given, else the last "
+                      "run's final rate; schedule=new starts a fresh warm-up + cosine)")
     if result.saved:
         note(console, f"saved checkpoint {result.saved} ({restore(result.saved)} restores it)")
     if result.save_error:
@@ -419,12 +438,26 @@ def render_train(result: TrainResult, console: Console) -> None:
                 "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",
                 "context": f"; {cmd('plot', what='context')} charts each band by step"}.get(
             result.frames[0].view, "")
-        note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
-                      f"shows them in order{more}")
+        if syntax() == REPL:
+            note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
+                          f"shows them in order{more}")
+        else:  # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
+            note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); the frames end "
+                          f"with this command: in the REPL (minitf), :report and :plot show them after the run")
 
 
 STALLED = 0.9  # a finished run whose val loss is still above this share of ln V has learned almost nothing
 STALLED_STEPS = 50  # ... if it ran this many steps: a shorter one may just not have started
+
+
+BLOWN_UP = 1.5  # a val loss above this many times ln V: training made the model worse than a uniform guess
+
+
+def blown_up(result: TrainResult) -> bool:
+    """A run whose val loss ended far above ln V: no learning does that; a rate too high for the model does
+    (lr=50 ends pydoc's 50 steps at 672, 5 steps at 45,482, with every loss still finite)."""
+    baseline = uniform_loss(result.vocab_size)
+    return baseline is not None and result.val_loss is not None and result.val_loss > BLOWN_UP * baseline
 
 
 def stalled(result: TrainResult) -> bool:

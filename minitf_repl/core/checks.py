@@ -35,6 +35,7 @@ from typing import Callable
 import torch
 
 from .backprop import CHECK_LIMIT, GradientCheck, gradient_check
+from .errors import TrainingDiverged
 from .model import MiniTransformerLM
 from .probe import listening
 
@@ -141,6 +142,15 @@ class OverfitCheck:
 
 @dataclass
 class Skipped:
+    name: str
+    why: str
+
+
+@dataclass
+class Diverged:
+    """A training check (blind, overfit) whose run diverged: its loss or gradient stopped being finite. A failure:
+    the checks that need no training are unaffected, and the rate is the usual cause."""
+
     name: str
     why: str
 
@@ -394,6 +404,9 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
             except Stopped:
                 done.stopped = name
                 break
+            except TrainingDiverged as e:  # the other checks still run: they need no training
+                done.results[name] = Diverged(name, f"its training diverged at step {e.step} ({e.what} {e.value:g}) "
+                                                    f"at lr={trainer.config.lr:g}; lower lr")
             done.seconds[name] = time.perf_counter() - start
     return done
 
@@ -434,6 +447,8 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
 
 def passed(check) -> bool | None:
     """Whether a check passed: True, False, or None (skipped, or nothing to show here)."""
+    if isinstance(check, Diverged):
+        return False
     if isinstance(check, Skipped):
         return None
     if isinstance(check, GradientCheck):

@@ -28,6 +28,7 @@ import torch
 
 from .config import ModelConfig, TrainConfig
 from .data import bits_per_char, val_tokens_per_char
+from .errors import TrainingDiverged
 from .model import MiniTransformerLM
 from .train import Trainer
 
@@ -73,6 +74,9 @@ class Outcome:
     # the same edges for every contender (a shorter window has fewer bands), mean over seeds; empty if stopped
     bands: list[str] = field(default_factory=list)
     band_losses: list[float] = field(default_factory=list)
+    # where one of its runs diverged (a loss or gradient not finite, e.g. "step 3: loss inf"): it stopped there, and
+    # the others went on; a learning-rate sweep is where one is expected to
+    diverged: str | None = None
 
     @property
     def final(self) -> Evaluation | None:
@@ -137,13 +141,22 @@ def compare(
         while done < steps:
             target = min(done + every, steps)
             results: dict[int, list[tuple[float, float | None]]] = {}
-            for i, trainer in runs:
+            for i, trainer in list(runs):
                 if stop():
                     return _finish(outcomes, busy)
+                if outcomes[i].diverged:  # another seed of it diverged this segment
+                    continue
                 start = time.perf_counter()
                 # The caller's stop request is asked before every step, as :train asks it: a stop
                 # (Ctrl-C, SIGTERM) waits for one training step, never for the rest of a segment.
-                summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop())
+                try:
+                    summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop())
+                except TrainingDiverged as e:  # this contender ends here, every seed of it; the others go on
+                    outcomes[i].seconds += time.perf_counter() - start
+                    outcomes[i].diverged = f"step {e.step}: {e.what} {e.value:g}"
+                    runs = [(j, t) for j, t in runs if j != i]
+                    results.pop(i, None)
+                    continue
                 outcomes[i].seconds += time.perf_counter() - start
                 if summary.tokens_per_second:
                     busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second
@@ -169,7 +182,8 @@ def compare(
                 outcomes[i].curve.append(evaluation)
                 if on_evaluation is not None:
                     on_evaluation(evaluation)
-        _by_position(outcomes, runs, readings, device)
+        if runs:
+            _by_position(outcomes, runs, readings, device)
     return _finish(outcomes, busy)
 
 

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads", "embed", "context")
+ONE_BLOCK = ("attn",)  # the views that show one block, which layer= picks; the others read every block
 SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
 CONTEXT_WINDOWS = 128  # a context frame's val windows: an eighth of :context's default, under a tenth of a second
 

@@ -78,8 +78,9 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
         y1 = max(y1, baseline)
     else:
         baseline = None
-    if y1 - y0 < 1e-12:
-        y0, y1 = y0 - 0.5, y1 + 0.5
+    if y1 - y0 < 1e-12:  # a flat line: a band of a tenth of its size around it (a constant rate of 1e-3 is not on 0)
+        half = 0.05 * abs(y0) if y0 else 0.5
+        y0, y1 = y0 - half, y1 + half
     labels = [f"{y1:.3g}", f"{(y0 + y1) / 2:.3g}", f"{y0:.3g}"]
     lw = max(len(s) for s in labels) + 1
     plot_w = max(10, width - lw - 2)
