@@ -504,3 +504,13 @@ def test_piped_lines_starting_with_a_hash_are_comments():
                           err)
     assert code == 0 and err.export_text() == ""
     assert not session.has_model  # no comment was taken for a prompt (which would have built and sampled a model)
+
+
+def test_a_failed_check_fails_the_command_for_a_script():
+    ok = invoke(*CLI_TINY, "checks", "batch", "init")
+    assert ok.exit_code == 0, ok.output
+    failed = invoke(*CLI_TINY, "--set", "causal=off", "checks", "causal")
+    assert failed.exit_code == 1 and "FAIL causal" in failed.stdout
+    doc = invoke(*CLI_TINY, "--set", "causal=off", "checks", "causal", "--json")
+    assert doc.exit_code == 1 and json.loads(doc.stdout)["failed"] == ["causal"]
+    assert doc.stderr.strip() == "error: 1 check failed: causal"

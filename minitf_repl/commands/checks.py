@@ -65,6 +65,12 @@ class ChecksResult:
     residual: bool = True  # the residual add is there (residual=off: each sublayer's output replaces the stream)
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
 
+    @property
+    def failure(self) -> str | None:
+        """A failed check fails the command, as a failed test fails a test run: `minitf checks && minitf train`
+        in a script stops at a FAIL (the one-shot shell and piped input exit 1); the REPL shows it and goes on."""
+        return f"{count(len(self.failed), 'check')} failed: {', '.join(self.failed)}" if self.failed else None
+
 
 def causal_row(data):
     """What the causal check reads on a corpus: the val text from the views' sample prompt on (a sentence's
