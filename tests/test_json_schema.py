@@ -96,9 +96,12 @@ def documents(tmp_path_factory, every_command_lines) -> dict[str, dict]:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):  # FrontDoor prints the document on standard output
             status = door.run_line(line)
-        assert status == dispatch.OK, (line, (folder / "stderr.txt").read_text()[-500:])
         assert out.getvalue().count("\n") == 1, line  # one document, one line
-        docs[line.split()[0].lstrip(":")] = json.loads(out.getvalue())
+        doc = json.loads(out.getvalue())
+        # a check that FAILs fails :checks (a script stops there), and the document says which: 3 steps overfit nothing
+        failed_checks = line.startswith(":checks") and status == dispatch.FAILED and doc["failed"]
+        assert status == dispatch.OK or failed_checks, (line, (folder / "stderr.txt").read_text()[-500:])
+        docs[line.split()[0].lstrip(":")] = doc
     return docs
 
 
