@@ -92,7 +92,6 @@ class _Group(TyperGroup):
         moved = args[:command_at] + args[at:end] + args[command_at:at] + args[end:]
         return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
 
-
     def _early(self, e: Exception, args: list[str]) -> str | None:
         """For an option of a command typed before it (`minitf --json config`): it goes after the command."""
         name = getattr(e, "option_name", None)

@@ -357,9 +357,7 @@ class Session:
 
         `weights_from`: where weights trained elsewhere came from (`hf:PATH`), so that step 0 is not
         taken for an untrained model."""
-        if self._ablations is not None:
-            self._ablations.clear()
-            self._ablations = None
+        self.set_ablations([])  # hooks on the model that goes (and on a :quantize copy of it)
         if self.threads.choice is None:  # as build() does: a loaded model is the first to need torch's threads
             self.threads.decide()
         self._data, self.data_spec = data, data_spec

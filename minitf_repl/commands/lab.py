@@ -213,9 +213,7 @@ def _contender_configs(session: Session, pairs: list[str], data):
     for pair in pairs:
         if pair.lower() in ("current", "base"):
             continue
-        key, eq, raw = pair.partition("=")
-        if not eq:
-            raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
+        key, _, raw = pair.partition("=")  # key=value: _check_pairs has said so of every pair
         param = SET.find_param(key.strip())  # the same keys, aliases and refusals as :set
         value = convert(param, raw)
         if param.setting is None:  # the preset: a whole architecture for the sizes so far
@@ -266,11 +264,12 @@ def render_compare(result: CompareResult, console: Console) -> None:
     if curves:
         console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
                             levels=counter_levels(result.counters)))
-    if all(o.diverged for o in result.outcomes):
-        say(console, f"every contender diverged ({'; '.join(f'{o.label} at {o.diverged}' for o in result.outcomes)}): "
+    diverged = [o for o in result.outcomes if o.diverged]
+    if diverged and len(diverged) == len(result.outcomes):
+        say(console, f"every contender diverged ({'; '.join(f'{o.label} at {o.diverged}' for o in diverged)}): "
                      f"lower the learning rates, e.g. {cmd('compare', 'lr=0.01 lr=0.003')}", "yellow")
-    for o in result.outcomes if not all(o.diverged for o in result.outcomes) else ():
-        if o.diverged:
+    else:
+        for o in diverged:
             say(console, f"{o.label} diverged at {o.diverged}: it stopped there (the table has its losses, the "
                          "chart leaves it out) and the others went on; a lower learning rate (or a longer warm-up) "
                          "trains where this one did not", "yellow")
@@ -441,7 +440,11 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     previous = list(session.ablations)
     session.set_ablations([])
     before = trainer.evaluate()[0]
-    session.set_ablations([*previous, ablation] if ablation is not None else previous if not what else [])
+    if ablation is not None:
+        now = [*previous, ablation]
+    else:
+        now = [] if what else previous  # off: none; nothing asked: the same parts, measured again
+    session.set_ablations(now)
     after = trainer.evaluate()[0] if session.ablations else before
     prompt = sample_prompt(session.data)[:8]
     from ..core.generate import generate

@@ -81,7 +81,8 @@ def render_mistakes(result: MistakesResult, console: Console) -> None:
 def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) -> None:
     share = found.wrong / found.questions
     # said where the draws repeat much (sort:1 holds one held-out question); a few repeats in 500 are the usual
-    repeats = f" ({found.distinct} distinct: drawn at random, they repeat)" if 2 * found.distinct <= found.questions else ""
+    repeats = (f" ({found.distinct} distinct: drawn at random, they repeat)" if 2 * found.distinct <= found.questions
+               else "")
     say(console, f"{count(found.wrong, 'wrong answer')} to {count(found.questions, 'held-out question')}{repeats} of "
                  f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}, as :train measures it", "bold")
     if not found.wrong:

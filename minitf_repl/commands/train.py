@@ -203,10 +203,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     else:
         wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
         if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last
-            # one, never above the lr setting (a :set lr=0.01 after a run at 50 must not go on at 50)
-            schedule, final = "continue", trainer.final_lr()  # (the schedule's rounding may leave it 1 ulp above lr)
-            constant_lr = args["lr"] if args["lr"] is not None else final if final <= train_config.lr * (1 + 1e-6) \
-                else train_config.lr
+            # run's final one, never above the lr setting (a :set lr=0.01 after a run at 50 must not go on at 50;
+            # the tolerance: the schedule's rounding may leave the final rate 1 ulp above a peak it reached)
+            final = trainer.final_lr()
+            capped = final if final <= train_config.lr * (1 + 1e-6) else train_config.lr
+            schedule, constant_lr = "continue", args["lr"] if args["lr"] is not None else capped
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
         if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 10))} warms up over a "
@@ -438,12 +439,10 @@ def render_train(result: TrainResult, console: Console) -> None:
                 "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",
                 "context": f"; {cmd('plot', what='context')} charts each band by step"}.get(
             result.frames[0].view, "")
-        if syntax() == REPL:
-            note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {cmd('report')} "
-                          f"shows them in order{more}")
-        else:  # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
-            note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); the frames end "
-                          f"with this command: in the REPL (minitf), :report and :plot show them after the run")
+        # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
+        then = (f"{cmd('report')} shows them in order{more}" if syntax() == REPL else
+                "the frames end with this command: in the REPL (minitf), :report and :plot show them after the run")
+        note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {then}")
 
 
 STALLED = 0.9  # a finished run whose val loss is still above this share of ln V has learned almost nothing
