@@ -54,6 +54,9 @@ class Reporter:
     def on_compare_eval(self, evaluation) -> None:
         """One contender reached an evaluation (a core.compare.Evaluation: mean and spread over seeds)."""
 
+    def on_compare_diverged(self, label: str) -> None:
+        """That contender diverged: it stopped, and has no more evaluations."""
+
     def on_progress(self, what: str, done: int, total: int) -> None:
         """Work of no other kind moved on: `done` of `total` units (the training steps of `:checks`)."""
 

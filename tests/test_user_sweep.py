@@ -514,3 +514,60 @@ def test_a_failed_check_fails_the_command_for_a_script():
     doc = invoke(*CLI_TINY, "--set", "causal=off", "checks", "causal", "--json")
     assert doc.exit_code == 1 and json.loads(doc.stdout)["failed"] == ["causal"]
     assert doc.stderr.strip() == "error: 1 check failed: causal"
+
+
+# --- a fourth sweep: what the last ones left ------------------------------------------------------------------
+def test_train_save_over_an_existing_checkpoint_says_replaced(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    first = run(session, ":train steps=1 save=mine")
+    assert first.saved == "mine" and not first.replaced and "saved checkpoint mine" in plain(first)
+    again = run(session, ":train steps=1 save=mine")
+    assert again.saved == "mine" and again.replaced and "replaced checkpoint mine" in plain(again)
+    auto = run(session, ":train steps=1")  # an autosave moves the last one down the rotation: nothing replaced
+    assert auto.saved == "autosave" and not auto.replaced and "saved checkpoint autosave" in plain(auto)
+
+
+def test_an_evaluated_row_gives_the_speed_of_its_stretch_as_the_summary_does():
+    session = session_on()
+    result = run(session, ":train steps=6 batch_size=1 eval_every=100")  # one evaluation: the last step
+    assert len(result.evals) == 1
+    assert result.evals[0]["tokens_per_second"] == result.tokens_per_second  # the same sums, not one step's
+    run(session, ":train steps=6 batch_size=1 eval_every=3")
+    rows = session.trainer.history[-6:]
+    assert [row["val_loss"] is not None for row in rows] == [False, False, True] * 2
+    assert all(row["tokens_per_second"] > 0 for row in rows)
+
+
+def test_compare_bolds_the_best_of_the_contenders_still_running_after_one_diverged():
+    session = session_on(n_layers=1, d_model=32, n_heads=2)
+    result = run(session, ":compare lr=0.01 lr=1e6 steps=6 eval_every=2")
+    kept, blew = result.outcomes
+    assert blew.diverged and len(kept.curve) == 3 and len(blew.curve) < 3
+    from minitf_repl.render.live import CompareTable
+
+    table = CompareTable([kept.label, blew.label], 1)
+    for outcome in result.outcomes:
+        for evaluation in outcome.curve:
+            table.add(evaluation)
+    table.stop(blew.label)
+    drawn = table.table()
+    kept_cells, blew_cells = drawn.columns[1]._cells, drawn.columns[2]._cells
+    after = len(blew.curve)  # the rows after its last evaluation
+    assert [c.style for c in kept_cells[after:]] == ["bold"] * (3 - after)
+    assert [str(c) for c in blew_cells[after:]] == ["diverged"] + [""] * (2 - after)
+    assert "diverged" in plain(result)
+
+
+def test_the_lens_marks_the_rows_of_a_skipped_block_and_says_what_is_switched_off():
+    session = session_on(n_layers=3)
+    run(session, ":train steps=1")
+    run(session, ":ablate block=1")
+    lens = run(session, ":lens at=both")
+    marked = {row.layer for row in lens.rows if row.skipped}
+    assert marked == {"blocks.1.mid", "blocks.1"}
+    assert lens.ablations == ["block 1"]
+    out = plain(lens)
+    assert "blocks.1 (skipped)" in out and "switched off now: block 1" in out
+    run(session, ":ablate off")
+    assert not any(row.skipped for row in run(session, ":lens").rows)

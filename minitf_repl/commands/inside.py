@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich import box
 from rich.columns import Columns
@@ -34,8 +34,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, check_layer, command, complete_head, default_prompt,
-                   sample_prompt, true_next, view_prompt, with_given, known_text)
+from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
+                   known_text, sample_prompt, switched_off, true_next, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import history_series, plot_levels
@@ -253,6 +253,7 @@ class LensRow:
     probs: list[float]
     target_rank: int | None = None  # of the true next character (1 = best); None when unknown
     target_prob: float | None = None
+    skipped: bool = False  # `:ablate block=L` skips this block: it adds nothing, so its row repeats the one above
 
 
 @dataclass
@@ -262,6 +263,7 @@ class LensResult:
     rows: list[LensRow]  # "embed" first, then each block's middle and/or end, in the order they are computed
     at: str = "end"  # where in each block the lens reads: end (after the MLP), mid (after attention), both
     post_norm: bool = False  # norm_placement=post: each block's output is normalised already, and no ln_f reads it
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -271,7 +273,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     data = session.data
     from_data = not args["prompt"]
@@ -288,14 +290,19 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     top = min(5, data.tokenizer.vocab_size)
     at = args["at"] or "end"
     lens = logit_lens(session.model, ids, top=top, targets=targets, at=at, last_only=True)  # the view shows the last position
+    from ..core.ablation import skipped_blocks
+
     itos = data.tokenizer.itos
+    skipped = {f"blocks.{i}" for i in skipped_blocks(session.model)}
     rows = [
         LensRow(layer.name, [itos[i] for i in layer.top_ids[-1]], layer.top_probs[-1],
                 layer.target_ranks[-1] if layer.target_ranks else None,
-                layer.target_probs[-1] if layer.target_probs else None)
+                layer.target_probs[-1] if layer.target_probs else None,
+                skipped=layer.name.removesuffix(".mid") in skipped)
         for layer in lens.layers
     ]
-    return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post")
+    return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
+                      ablations=switched_off(session))
 
 
 @render.register(LensResult)
@@ -318,7 +325,7 @@ def render_lens(result: LensResult, console: Console) -> None:
         if with_target:
             table.add_column("true: rank (p)", justify="right", no_wrap=True)
         for r in result.rows:
-            cells = [r.layer]
+            cells = [Text(r.layer) + (Text(" (skipped)", style="yellow") if r.skipped else "")]
             for ch, p in list(zip(r.guesses, r.probs))[:k]:
                 hit = with_target and ch == result.target
                 cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
@@ -336,6 +343,7 @@ def render_lens(result: LensResult, console: Console) -> None:
     last = ("the last row is the model's own prediction" if result.at != "mid"
             else "the model's own prediction is the last block's end (at=end)")
     note(console, last + (f"; a wider terminal shows {more}" if k < most else ""))
+    ablation_note(console, result.ablations)
 
 
 # --- :tok ----------------------------------------------------------------------------------------

@@ -125,7 +125,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     reporter.on_compare_start([c.label for c in contenders], steps, seeds, by_bpc=by != "val loss")
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
                        on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
-                       threads=session.threads, on_step=reporter.on_compare_step)
+                       threads=session.threads, on_step=reporter.on_compare_step,
+                       on_diverged=reporter.on_compare_diverged)
     stopped = any((o.final is None or o.final.step < steps) and not o.diverged for o in outcomes)
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]
@@ -238,6 +239,8 @@ def render_compare(result: CompareResult, console: Console) -> None:
     for outcome in result.outcomes:
         for evaluation in outcome.curve:
             table.add(evaluation)
+        if outcome.diverged:
+            table.stop(outcome.label)
     console.print(table)
     facts = Table(box=None, pad_edge=False, header_style="bold")
     facts.add_column("", no_wrap=True)

@@ -70,6 +70,7 @@ class TrainResult:
     data: str  # what it trained on (the :data spec)
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
+    replaced: bool = False  # save=NAME wrote over a checkpoint NAME that was there before
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
@@ -126,7 +127,7 @@ class TrainResult:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=9)  # fmt: skip
+], json_version=10)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -254,7 +255,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         session.keep_frames(frames)
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
-    saved, save_error = None, None
+    saved, save_error, replaced = None, None, False
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
@@ -262,13 +263,16 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         try:
             # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
             # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
-            saved = save_session(session, name, origin="autosave" if autosave else "save",
-                                 rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed).name
+            written = save_session(session, name, origin="autosave" if autosave else "save",
+                                   rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed)
+            saved = written.name
+            # An autosave moves the previous one down the rotation rather than over it: not "replaced".
+            replaced = written.replaced and save_as is not None
         except UserError as e:
             save_error = str(e)
     return TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
-        data=session.data_spec, saved=saved, save_error=save_error, schedule=schedule, constant_lr=constant_lr,
+        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
     )
@@ -431,7 +435,8 @@ def render_train(result: TrainResult, console: Console) -> None:
         note(console, f"a constant rate of {result.constant_lr:.2e} (schedule=continue: lr= if given, else the last "
                       "run's final rate; schedule=new starts a fresh warm-up + cosine)")
     if result.saved:
-        note(console, f"saved checkpoint {result.saved} ({restore(result.saved)} restores it)")
+        what = "replaced checkpoint" if result.replaced else "saved checkpoint"
+        note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     if result.frames:

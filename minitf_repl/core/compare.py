@@ -93,12 +93,14 @@ def compare(
     should_stop: Callable[[], bool] | None = None,
     threads=None,
     on_step: Callable[[int, int], None] | None = None,
+    on_diverged: Callable[[str], None] | None = None,
 ) -> list[Outcome]:
     """Train each contender for `steps` steps once per seed, in step; return one Outcome each.
 
     `threads`: a core.threads.ThreadPolicy each trainer asks between steps (None: leave the count alone).
     `on_step(done, total)` follows every training step of every contender and seed (`total` of them
     in all), so a progress bar can move, and estimate the time left, between evaluations.
+    `on_diverged(label)`: that contender diverged and stopped; it has no more evaluations.
     """
     def stop() -> bool:
         return should_stop is not None and should_stop()
@@ -156,6 +158,8 @@ def compare(
                     outcomes[i].diverged = f"step {e.step}: {e.what} {e.value:g}"
                     runs = [(j, t) for j, t in runs if j != i]
                     results.pop(i, None)
+                    if on_diverged is not None:
+                        on_diverged(outcomes[i].label)
                     continue
                 outcomes[i].seconds += time.perf_counter() - start
                 if summary.tokens_per_second:

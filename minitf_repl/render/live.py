@@ -114,9 +114,14 @@ class CompareTable:
         self.seeds = seeds
         self.by_bpc = by_bpc
         self.rows: dict[int, dict[str, object]] = {}
+        self.stopped: dict[str, int] = {}  # a contender that diverged: the step of its last evaluation
 
     def add(self, evaluation) -> None:
         self.rows.setdefault(evaluation.step, {})[evaluation.label] = evaluation
+
+    def stop(self, label: str) -> None:
+        """`label` diverged: the rows after its last evaluation say so once, and find their best among the rest."""
+        self.stopped[label] = max((step for step, row in self.rows.items() if label in row), default=0)
 
     def __rich_console__(self, console: Console, options):
         table = self.table(with_labels=True)
@@ -138,11 +143,16 @@ class CompareTable:
             def score(e):
                 return e.bpc if self.by_bpc else e.val_loss
 
-            finals = [score(row[label]) for label in self.labels if label in row]
-            best = min(finals) if len(finals) == len(self.labels) and None not in finals else None
+            running = [label for label in self.labels if self.stopped.get(label, step) >= step]
+            finals = [score(row[label]) for label in running if label in row]
+            best = min(finals) if finals and len(finals) == len(running) and None not in finals else None
             cells = []
             for label in self.labels:
                 e = row.get(label)
+                if e is None and label not in running:  # the first row after it stopped says why it is empty
+                    stopped_here = step == min(s for s in self.rows if s > self.stopped[label])
+                    cells.append(Text("diverged" if stopped_here else "", style="red"))
+                    continue
                 cells.append(Text(loss_cell(e, self.by_bpc), style="bold" if e is not None and score(e) == best else ""))
             add_row(table, fmt.whole(step), *cells)
         return table
@@ -269,6 +279,11 @@ class RichReporter(Reporter):
 
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
+        if self._live is not None:
+            self._live.update(Group(self._compare, self._progress))
+
+    def on_compare_diverged(self, label: str) -> None:
+        self._compare.stop(label)
         if self._live is not None:
             self._live.update(Group(self._compare, self._progress))
 
