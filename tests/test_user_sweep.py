@@ -571,3 +571,13 @@ def test_the_lens_marks_the_rows_of_a_skipped_block_and_says_what_is_switched_of
     assert "blocks.1 (skipped)" in out and "switched off now: block 1" in out
     run(session, ":ablate off")
     assert not any(row.skipped for row in run(session, ":lens").rows)
+
+
+def test_compare_names_the_contender_whose_settings_are_refused():
+    session = session_on(d_model=32)
+    with pytest.raises(UserError, match=r"^contender n_heads=3: d_model \(32\) must be divisible by n_heads \(3\)"):
+        run(session, ":compare n_heads=2 n_heads=3 steps=2")
+    with pytest.raises(UserError, match="^contender max_seq_len=2: task sort needs max_seq_len >= 12"):
+        run(session, ":compare current max_seq_len=2 data=sort steps=2")
+    with pytest.raises(UserError, match="^contender lr=-1: lr must be positive"):
+        run(session, ":compare current lr=-1 steps=2")

@@ -82,7 +82,7 @@ MAX_CONTENDERS = 6
 ], pairs_in_text=True, json_version=7)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
-    from ..core.compare import Contender, compare
+    from ..core.compare import compare
 
     spec = args["data"].strip() if args["data"] is not None else None
     data = load_checked(session, spec) if spec is not None else session.data
@@ -100,21 +100,11 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     contenders = []
     readings = {}  # tokenizer setting -> (the setting as built, the text read by it): one BPE per setting
     for label, pairs in groups:
-        model, train, tokenizer, followed = _contender_configs(session, pairs, data)
-        if followed:  # another optimizer: its rate and warm-up, as :set gives them
-            reporter.notice(f"{label}: " + recipe_line(recipe_label(session.recipe_data, train.optimizer), followed))
-        reading, built = data, None
-        if tokenizer is not None:
-            key = tokenizer.strip().lower()
-            if key not in readings:
-                read_by, text = read_with(data, tokenizer, reporter, fix="compare tokenizers on text, e.g. data=shakespeare")
-                readings[key] = (tokenizer_setting(read_by), text)
-            built, reading = readings[key]
-            model = model.replace(vocab_size=reading.tokenizer.vocab_size)
-        train = train.replace(eval_every=every)
-        reading.check_fits(model.max_seq_len)
-        check_trainable(model, train.batch_size)
-        contenders.append(Contender(label, model, train, reading if reading is not data else None, built))
+        try:
+            contenders.append(_contender(session, label, pairs, data, every, readings, reporter))
+        except UserError as e:  # say which contender: its settings are not the session's
+            kind = type(e) if type(e).__init__ is UserError.__init__ else UserError
+            raise kind(f"contender {label}: {e}", fix=e.fix) from None
     _say_warm_up(contenders, steps, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
         for c in contenders:
@@ -159,6 +149,29 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
         if close:
             verdict += f"; against {', '.join(close)} the gap is within the noise of {seeds} seeds"
     return verdict
+
+
+
+def _contender(session: Session, label: str, pairs: list[str], data, every: int, readings: dict,
+               reporter: Reporter) -> Contender:
+    """One contender, its settings checked as :set checks them; a BPE tokenizer setting is built once (`readings`)."""
+    from ..core.compare import Contender
+
+    model, train, tokenizer, followed = _contender_configs(session, pairs, data)
+    if followed:  # another optimizer: its rate and warm-up, as :set gives them
+        reporter.notice(f"{label}: " + recipe_line(recipe_label(session.recipe_data, train.optimizer), followed))
+    reading, built = data, None
+    if tokenizer is not None:
+        key = tokenizer.strip().lower()
+        if key not in readings:
+            read_by, text = read_with(data, tokenizer, reporter, fix="compare tokenizers on text, e.g. data=shakespeare")
+            readings[key] = (tokenizer_setting(read_by), text)
+        built, reading = readings[key]
+        model = model.replace(vocab_size=reading.tokenizer.vocab_size)
+    train = train.replace(eval_every=every)
+    reading.check_fits(model.max_seq_len)
+    check_trainable(model, train.batch_size)
+    return Contender(label, model, train, reading if reading is not data else None, built)
 
 
 def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
