@@ -581,3 +581,14 @@ def test_compare_names_the_contender_whose_settings_are_refused():
         run(session, ":compare current max_seq_len=2 data=sort steps=2")
     with pytest.raises(UserError, match="^contender lr=-1: lr must be positive"):
         run(session, ":compare current lr=-1 steps=2")
+
+
+def test_set_says_a_preset_matches_only_where_a_preset_field_changed():
+    session = session_on()
+    run(session, ":train steps=1")
+    assert run(session, ":set n_layers=1").preset is None  # a size: the preset it matched is the same
+    run(session, ":train steps=1")
+    assert run(session, ":set n_experts=2").preset is None
+    run(session, ":train steps=1")
+    moved = run(session, ":set activation=gelu_tanh")  # GPT-2's one change from the seed
+    assert moved.rebuilt and moved.preset == "gpt2" and "now match the preset gpt2" in plain(moved)

@@ -264,9 +264,11 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
-    from ..core.config import matching_preset
+    from ..core.config import PRESET_FIELDS, matching_preset
 
-    preset = matching_preset(model) if "preset" in given or (rebuilt and not reading) else None
+    # Said where a preset's own fields changed: n_layers=2 or n_experts=4 leave the preset it matched as it was
+    architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
+    preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
         return SetResult(changed, rebuilt, kept, preset, **recipe)
     tokenizer, data = reading
