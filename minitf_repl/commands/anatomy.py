@@ -43,13 +43,17 @@ class ShapesResult:
     # What the letters of the formulas stand for: {symbol: (size, meaning)} (MiniTransformerLM.symbols),
     # the legend above the steps; not part of the --json output.
     symbols: dict = field(default_factory=dict, metadata={"view_only": True})
+    # A part that ran on nothing (an expert no token was routed to) has no record, so the records' n_params may
+    # fall short of these two.
+    n_params: int = 0  # every parameter of the model, a tied one once
+    block_params: list[int] = field(default_factory=list)  # each block's parameters, whether they ran or not
 
 
 @command("shapes", "Trace one forward pass: every step's shape, in the order it runs.", params=[
     Param("prompt", str, help="text to trace (default: a short sample of the data)", positional=True),
     Param("layer", int, help="the block to show in full (default 0)"),
     Param("all", bool, default=False, help="show every block in full"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult:
     n_layers = session.model_config.n_layers
     layer = check_layer(session, args["layer"])
@@ -62,7 +66,9 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
 
     records = trace(model, torch.tensor(ids, dtype=torch.long))
     show_all = bool(args["all"])
-    return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all, model.symbols(1, len(ids)))
+    block_params = [sum(p.numel() for p in block.parameters()) for block in getattr(model, "blocks", [])]
+    return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all, model.symbols(1, len(ids)),
+                        model.num_parameters(), block_params)
 
 
 def symbolic(names) -> str:
@@ -124,10 +130,14 @@ def _trace_rows(result: ShapesResult):
             if sections and sections[-1][0].plain.startswith(heading_name + " "):
                 pass
             elif not result.show_all and r.layer != shown:
-                block = by_layer[r.layer]
+                block, steps = by_layer[r.layer], len(by_layer.get(shown, []))
                 heading = Text(f"blocks.{r.layer}", style="bold cyan") + Text(" TransformerBlock", style="dim")
-                folded = (f"same {count(len(block), 'step')} as blocks.{shown}", _io(block[0], block[-1]),
-                          fmt.whole(sum(b.n_params for b in block)))
+                # A block's experts run on the tokens routed to them, so two blocks may run different steps
+                alike = (f"same {count(len(block), 'step')} as blocks.{shown}" if len(block) == steps
+                         else f"{count(len(block), 'step')} (blocks.{shown} ran {steps})")
+                params = (result.block_params[r.layer] if r.layer < len(result.block_params)
+                          else sum(b.n_params for b in block))
+                folded = (alike, _io(block[0], block[-1]), fmt.whole(params))
                 sections.append((heading, [folded]))
                 continue
             else:
@@ -201,14 +211,30 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
                 say(console, shape, indent=4)
                 if formula:
                     say(console, formula, "italic dim", indent=4)
-    total = sum(r.n_params for r in result.records)
+    total = result.n_params or sum(r.n_params for r in result.records)
     summary = f"{count(len(result.records), 'step')}, {count(result.n_layers, 'layer')}, {count(total, 'parameter')}"
+    unrun = _unrun_params(result)
+    if unrun:  # an expert no token was routed to runs on nothing: without this its parameters vanish unsaid
+        where = ", ".join(f"{fmt.whole(n)} in blocks.{i}" for i, n in unrun.items())
+        note(console, f"{count(sum(unrun.values()), 'parameter')} did not run ({where}): experts no token was routed "
+                      "to, so the trace has no step of theirs (the total counts them)")
     if any(len(r) == 3 for _, rows in sections for r in rows):
         shown = result.layer if result.layer is not None else 0
         summary += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
     if idle:
         note(console, f"{count(idle, 'dropout step')} not shown: dropout does nothing at inference (eval mode)")
     note(console, summary)
+
+
+def _unrun_params(result: ShapesResult) -> dict[int, int]:
+    """Per block shown in full: its parameters that no step of the trace ran (an expert no token went to)."""
+    ran: dict[int, int] = {}
+    for r in result.records:
+        if r.layer is not None:
+            ran[r.layer] = ran.get(r.layer, 0) + r.n_params
+    shown = range(len(result.block_params)) if result.layer is None else [result.layer]
+    return {i: result.block_params[i] - ran.get(i, 0) for i in shown
+            if i < len(result.block_params) and result.block_params[i] > ran.get(i, 0)}
 
 
 # --- :params -------------------------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""What a sweep of the views and generation on the model's variants found wrong: each test failed before its fix.
+
+:shapes on a mixture of experts counted only the experts a token was routed to, so its parameter total and a
+folded block's count fell short of the model's; and smaller ones, each named in its test.
+"""
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import plain
+
+TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
+
+
+def session_on(data="pydoc", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=2, batch_size=2), data_spec=data,
+                   device_name="cpu")
+
+
+# --- :shapes on a mixture of experts -------------------------------------------------------------------
+def test_shapes_counts_the_experts_no_token_was_routed_to():
+    session = session_on(n_experts=4, experts_per_token=1)
+    result = run(session, ":shapes a")  # one token, one expert of four per block: three never run
+    total = session.model.num_parameters()
+    assert result.n_params == total and sum(result.block_params) < total
+    shown = plain(result)
+    assert f"{total:,} parameters" in shown
+    block_1 = sum(p.numel() for p in session.model.blocks[1].parameters())
+    assert result.block_params[1] == block_1 and f"{block_1:,} params" in shown
+    assert "did not run" in shown  # the three idle experts of the block shown are named, not left out unsaid
+    whole = run(session, ":shapes a all=on")
+    assert f"{total:,} parameters" in plain(whole)
