@@ -32,3 +32,17 @@ def test_shapes_counts_the_experts_no_token_was_routed_to():
     assert "did not run" in shown  # the three idle experts of the block shown are named, not left out unsaid
     whole = run(session, ":shapes a all=on")
     assert f"{total:,} parameters" in plain(whole)
+
+
+# --- what the views say is added at the input, by pos_encoding -----------------------------------------
+@pytest.mark.parametrize("positions, h_0, p", [("learned", "x + p", "p = W_P[3]"), ("sinusoidal", "x + p", "p = PE(3)"),
+                                               ("rope", "x", None), ("none", "x", None)])
+def test_resid_and_grad_name_what_is_added_at_the_input(positions, h_0, p):
+    session = session_on(pos_encoding=positions)
+    resid = plain(run(session, ":resid abcd"))
+    assert f"h_0 = {h_0}: |h_0|" in resid
+    assert (p in resid) if p else ("p = " not in resid)
+    if positions == "sinusoidal":
+        assert "W_P" not in resid  # no learned table: the sinusoids are computed, PE(pos)
+    grad = plain(run(session, ":grad abcd"))
+    assert f"h_0: what reaches the input {h_0} (cos" in grad

@@ -33,7 +33,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
-from .worked import rounding, stream_update
+from .worked import position_table, rounding, stream_update
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
@@ -67,6 +67,7 @@ class GradResult:
     top: float  # |dL/dh_L|: the gradient reaching the last block's output
     stream: list[StreamGradient]  # each sublayer from the last block's FFN down: arrives, skip, through, leaves
     embed: float  # |dL/dh_0|: the gradient reaching the input h_0
+    position_table: str | None  # what h_0 adds to x: "W_P" (learned), "PE" (sinusoids); None: h_0 = x (rope, none)
     positions: list[float]  # |dL/dh_0[t]| at each input position t
     parts: list[ParamGradient]  # per part of the model: |W| and |dL/dW|
     tensors: list[ParamGradient]  # per parameter tensor
@@ -91,7 +92,7 @@ class GradResult:
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",))  # fmt: skip
+], aliases=("backprop",), json_version=2)  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
@@ -108,7 +109,8 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, residual=done.residual,
         logits=done.logits,
         softmax_diff=done.softmax_diff,
-        top=done.top, stream=done.stream, embed=done.embed, positions=done.positions, parts=done.parts,
+        top=done.top, stream=done.stream, embed=done.embed, position_table=position_table(session.model_config),
+        positions=done.positions, parts=done.parts,
         tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
         check_skipped=done.check_skipped, optimizer=done.optimizer, step_lr=done.step_lr, clip_scale=done.clip_scale,
         show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
@@ -158,8 +160,9 @@ def render_grad(result: GradResult, console: Console) -> None:
     rows.append([Text("h_0", style="cyan"), "", "", "", "", "", embed])
     names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
+    h_0 = "x" if result.position_table is None else "x + p"
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
-                  f"input x + p (cos: of the sublayer's part with the skip's)")
+                  f"input {h_0} (cos: of the sublayer's part with the skip's)")
     gain = result.embed / result.top if result.top > 0 else math.nan
     if not result.residual:
         say(console, f"without the skip path the gradient reaching h_0 is what survives every sublayer's Jacobian: "

@@ -336,6 +336,8 @@ class ResidResult:
     token: float  # |x|: the token's embedding row
     position: float | None  # |p|: the position table's row (None: rope or no positions)
     embed: float  # |h_0| = |x + p|
+    # How the table p is read: "W_P" (learned) or "PE" (sinusoids, computed); None: nothing is added at the input
+    position_table: str | None
     writes: list[StreamWrite]  # per block, attention then FFN: the stream before, the norm's reading, the write
     final: NormRead | None  # the final norm before the output head (None for post-LN)
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
@@ -348,7 +350,7 @@ class ResidResult:
                   "add, what the norms read.", params=[
     VIEW_TEXT,
     LAST_POSITION,
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
@@ -357,9 +359,19 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     return ResidResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], at=stream.at,
                        placement=stream.placement, norm_label=stream.norm_label,
                        norm_scale=stream.norm_scale, residual=stream.residual, d_model=session.model_config.d_model,
-                       token=stream.token, position=stream.position, embed=stream.embed, writes=stream.writes,
+                       token=stream.token, position=stream.position, embed=stream.embed,
+                       position_table=position_table(session.model_config), writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
                        untrained=session.untrained, ablations=switched_off(session))
+
+
+def position_table(config) -> str | None:
+    """The table added at the input: "W_P" (learned, p = W_P[i]) or "PE" (the fixed sinusoids, p = PE(i)); None where
+    nothing is added there (rope turns q and k inside attention; none has no positions)."""
+    from ..core.variants import position_kind
+
+    kind = position_kind(config)
+    return None if kind.table is None else "W_P" if kind.learned else "PE"
 
 
 @render.register(ResidResult)
@@ -378,7 +390,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
         note(console, f"post-norm: h <- {update}: the stream itself is normalised after every add")
     parts = [f"x = W_E[token]: |x| = {result.token:.2f}"]
     if result.position is not None:
-        parts.append(f"p = W_P[{i}]: |p| = {result.position:.2f}")
+        row = f"PE({i})" if result.position_table == "PE" else f"W_P[{i}]"  # sinusoids are computed, not looked up
+        parts.append(f"p = {row}: |p| = {result.position:.2f}")
     parts.append(f"h_0 = {'x + p' if result.position is not None else 'x'}: |h_0| = {result.embed:.2f}")
     note(console, ";  ".join(parts))
     what = "h" if pre else "h + f(h)"
