@@ -46,3 +46,28 @@ def test_resid_and_grad_name_what_is_added_at_the_input(positions, h_0, p):
         assert "W_P" not in resid  # no learned table: the sinusoids are computed, PE(pos)
     grad = plain(run(session, ":grad abcd"))
     assert f"h_0: what reaches the input {h_0} (cos" in grad
+
+
+# --- views under :ablate --------------------------------------------------------------------------------
+def test_context_under_ablate_mask_names_ablate_off_not_a_setting_already_on():
+    session = session_on()
+    run(session, ":ablate mask")
+    shown = plain(run(session, ":context windows=64"))
+    assert "this model has no causal mask" in shown
+    assert ":set causal=on" not in shown  # causal is on already: the setting would change nothing
+    assert "the mask is switched off by :ablate mask: :ablate off puts it back" in shown
+    session = session_on(causal=False)
+    assert "; :set causal=on" in plain(run(session, ":context windows=64"))  # the setting's own fix stays
+
+
+def test_embed_under_ablate_positions_says_the_table_is_off_instead_of_cosines_of_zero_rows():
+    session = session_on()
+    before = run(session, ":embed abc")
+    assert before.by_distance is not None and before.ablations == []
+    run(session, ":ablate positions")
+    result = run(session, ":embed abc")
+    shown = plain(result)
+    assert result.ablations == ["the positions"] and result.by_distance is None and result.positions == "learned"
+    assert "1: 0.00" not in shown
+    assert "learned positions are switched off (:ablate positions): the table adds nothing now" in shown
+    assert "positions are not a table added at the input here" not in shown

@@ -284,8 +284,11 @@ def compared(what: str, these: str, those: str, change: float, error: float, fla
 
 def notes(result: ContextResult, console: Console) -> None:
     if not result.causal:
+        # causal is on where :ablate mask took the mask away: the setting would change nothing there
+        back = (f"the mask is switched off by {cmd('ablate', 'mask')}: {cmd('ablate', 'off')} puts it back"
+                if "the causal mask" in result.ablations else cmd("set", causal="on"))
         note(console, "this model has no causal mask: each position reads the token it predicts, so its loss is "
-                      f"near 0 wherever it is and no language model's; {cmd('set', causal='on')}")
+                      f"near 0 wherever it is and no language model's; {back}")
     if result.nothing_to_learn:
         note(console, "random tokens: no position has anything to read, so every position scores about ln V; "
                       f"{cmd('data', 'repeat')} is random tokens each followed by itself: the loss falls where a "

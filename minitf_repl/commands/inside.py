@@ -580,6 +580,7 @@ class EmbedResult:
     cut: int = 0  # distinct tokens of the text beyond EMBED_MAX_TOKENS, not shown
     untrained: bool = False  # the model has not trained a step: its rows are random directions
     map: EmbedMap | None = None  # map=on: every token placed on the two directions W_E's rows vary most
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate ("the positions": no table now)
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
@@ -590,7 +591,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -604,6 +605,9 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     found = embedding_neighbours(session.model, shown, args["k"] or 5)
     itos, config = data.tokenizer.itos, session.model_config
     positions = config.pos_encoding if found.by_distance is not None else None
+    by_distance = found.by_distance
+    if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
+        by_distance = None
     drawn = None
     if args["map"]:
         from ..core.inside import embedding_map
@@ -611,8 +615,8 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
         found_map = embedding_map(session.model)
         drawn = EmbedMap(list(itos), found_map.coords, found_map.explained, found_map.dims, shown)
     return EmbedResult([itos[i] for i in shown], [[itos[i] for i in row] for row in found.neighbour_ids],
-                       found.similarities, config.tie_embeddings, positions, found.by_distance, cut,
-                       untrained=session.untrained, map=drawn)
+                       found.similarities, config.tie_embeddings, positions, by_distance, cut,
+                       untrained=session.untrained, map=drawn, ablations=switched_off(session))
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -641,6 +645,9 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
         say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
+    elif result.positions is not None:
+        note(console, f"{result.positions} positions are switched off ({cmd('ablate', 'positions')}): the table adds "
+                      f"nothing now, so there is no likeness by distance to show ({cmd('ablate', 'off')} puts it back)")
     else:
         note(console, "positions are not a table added at the input here (rope turns q and k; none: no positions)")
     if result.untrained:
