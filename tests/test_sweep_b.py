@@ -71,3 +71,20 @@ def test_embed_under_ablate_positions_says_the_table_is_off_instead_of_cosines_o
     assert "1: 0.00" not in shown
     assert "learned positions are switched off (:ablate positions): the table adds nothing now" in shown
     assert "positions are not a table added at the input here" not in shown
+
+
+# --- :step on a prompt longer than the window ------------------------------------------------------------
+def test_step_says_when_it_reads_only_the_last_window_of_a_long_prompt_as_gen_does():
+    from test_commands import Recorder
+
+    session = session_on()
+    long = "The example above shows how the list is sorted by key"
+    heard = Recorder()
+    run(session, f":step '{long}' seed=1", heard)
+    assert heard.notices == ["the prompt is 53 characters, longer than max_seq_len=32: the model sees only its last 32"]
+    said = Recorder()
+    run(session, f":gen '{long}' n=1 seed=1", said)
+    assert said.notices == heard.notices
+    quiet = Recorder()
+    run(session, ":step 'The example' seed=1", quiet)
+    assert quiet.notices == []

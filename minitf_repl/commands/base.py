@@ -178,6 +178,13 @@ def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool =
     return text, ids, dropped
 
 
+def long_prompt_notice(reporter, ids: list[int], window: int, unit: str) -> None:
+    """What :gen and :step say of a prompt longer than the window: they take it whole, and the model reads its end."""
+    if len(ids) > window:
+        reporter.notice(f"the prompt is {count(len(ids), unit)}, longer than max_seq_len={window}: "
+                        f"the model sees only its last {window}")
+
+
 def check_layer(session, layer: int | None, default: int = 0) -> int:
     """A block index of the session's model, checked (None: `default`; -1 there: the last block)."""
     n_layers = session.model_config.n_layers

@@ -24,7 +24,7 @@ from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, train_first
-from .base import command, default_prompt, with_given
+from .base import command, default_prompt, long_prompt_notice, with_given
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.data import Graded
@@ -77,9 +77,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     ids = tokenizer.encode(prompt)
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
-    if len(ids) > window:
-        reporter.notice(f"the prompt is {count(len(ids), tokenizer.unit)}, longer than max_seq_len={window}: "
-                        f"the model sees only its last {window}")
+    long_prompt_notice(reporter, ids, window, tokenizer.unit)
 
     from ..core.generate import cache_exact, generate
 

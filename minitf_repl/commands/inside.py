@@ -35,7 +35,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, sample_prompt, switched_off, true_next, view_prompt, with_given)
+                   known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import history_series, plot_levels
@@ -174,6 +174,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     data = session.data
     prompt = args["prompt"] or sample_prompt(data)
     ids = data.tokenizer.encode(prompt)  # the whole prompt: the pipeline reads its last window, as generate does
+    long_prompt_notice(reporter, ids, session.model_config.max_seq_len, data.tokenizer.unit)
 
     from ..core.inside import next_token_pipeline
 
