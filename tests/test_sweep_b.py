@@ -88,3 +88,20 @@ def test_step_says_when_it_reads_only_the_last_window_of_a_long_prompt_as_gen_do
     quiet = Recorder()
     run(session, ":step 'The example' seed=1", quiet)
     assert quiet.notices == []
+
+
+# --- the true next character of the views' sample under a subword tokenizer -------------------------------
+def test_the_true_next_character_of_the_sample_is_the_texts_under_bpe_too():
+    from minitf_repl.commands.base import SAMPLE_SCAN, known_text, sample_window, true_next
+
+    session = session_on()
+    run(session, ":set tokenizer=bpe:300")
+    data = session.data
+    assert data.tokenizer.unit == "token"
+    start, window = sample_window(data)
+    text = data.tokenizer.decode(data.splits["val"][:SAMPLE_SCAN].tolist())
+    after = text[start + len(window)]  # what truly follows the window in the validation text
+    assert window == "The example abov" and after == "e"
+    assert true_next(data, window) == after and known_text(data) == window + after
+    lens = run(session, ":lens")
+    assert lens.target == "e" and "the true next character is 'e'" in plain(lens)

@@ -138,8 +138,10 @@ def true_next(data, prompt: str) -> str | None:
         start, window = sample_window(data)
         if prompt != window:
             return None
-        end = start + len(window)
-        return data.tokenizer.decode(splits["val"][end : end + 1].tolist()) or None
+        # start is a character offset in the decoded text: under a subword tokenizer it is no token's index, so
+        # the character is read from the text (a character tokenizer's next token is that same character)
+        text = data.tokenizer.decode(splits["val"][:SAMPLE_SCAN].tolist())
+        return text[start + len(window) : start + len(window) + 1] or None
     if hasattr(data, "answer") and prompt.endswith("="):
         try:
             return data.answer(prompt)[:1] or None
