@@ -310,5 +310,12 @@ def notes(result: ContextResult, console: Console) -> None:
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
                       f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
     longer = {"length": curve.positions} if past(curve) else {}
-    note(console, f"each position's ± is the standard error over the windows; "
-                  f"{cmd('context', windows=4 * curve.windows, **longer)} halves it")
+    # The ± shrinks as 1/sqrt(windows); a hint past the most windows= takes would be refused when typed
+    if 4 * curve.windows <= WINDOWS_MOST:
+        fewer = f"{cmd('context', windows=4 * curve.windows, **longer)} halves it"
+    elif curve.windows < WINDOWS_MOST:
+        fewer = (f"{cmd('context', windows=WINDOWS_MOST, **longer)} narrows it to "
+                 f"{math.sqrt(curve.windows / WINDOWS_MOST):.2f} of this")
+    else:
+        fewer = f"{WINDOWS_MOST:,} windows are the most {cmd('context')} scores"
+    note(console, f"each position's ± is the standard error over the windows; {fewer}")
