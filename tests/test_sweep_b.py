@@ -121,3 +121,24 @@ def test_contexts_hint_for_a_smaller_error_never_names_more_windows_than_it_take
     most = plain(run(session, f":context windows={WINDOWS_MOST} counter=2"))
     assert ":context windows=" not in most and "the most :context scores" in most
     assert ":context windows=400 halves it" in plain(run(session, ":context windows=100 counter=2"))
+
+
+# --- left by the sweep, fixed after it -------------------------------------------------------------------------
+def test_context_without_a_mask_does_not_say_each_position_reads_only_up_to_itself():
+    session = session_on(causal=False)
+    run(session, ":train steps=3")
+    run(session, ":ngram")  # the counter's curve: its position-0 line is the one a mask-less model must not get
+    shown = plain(run(session, ":context windows=64"))
+    assert "every position reads the whole window" in shown and "reads the i + 1" not in shown
+    assert "position 0 reads one" not in shown
+    masked = session_on()
+    run(masked, ":train steps=3")
+    run(masked, ":ngram")
+    shown = plain(run(masked, ":context windows=64"))
+    assert "position i reads the i + 1 characters up to it" in shown and "position 0 reads one character" in shown
+
+
+@pytest.mark.parametrize("changes, head", [({}, "z_t = LN(h) W_E^T"), ({"norm": "rmsnorm"}, "z_t = RMSNorm(h) W_E^T"),
+                                          ({"norm_placement": "post"}, "z_t = h W_E^T")])
+def test_shapes_writes_the_heads_input_as_the_model_reads_it(changes, head):
+    assert head in plain(run(session_on(**changes), ":shapes"))

@@ -172,9 +172,10 @@ def gram(n: int) -> str:
 def render_context(result: ContextResult, console: Console) -> None:
     curve, unit = result.curve, result.unit
     T = curve.positions
+    reads = (f"position i reads the i + 1 {unit}s up to it and nothing before the window" if result.causal
+             else f"with no causal mask every position reads the whole window, the {unit} it predicts included")
     say(console, f"the val loss at each position of the window on {result.data}: {count(curve.windows, 'window')} "
-                 f"of {count(T, unit)} (seed {result.seed}); position i reads the i + 1 {unit}s up to it and nothing "
-                 f"before the window", "bold")
+                 f"of {count(T, unit)} (seed {result.seed}); {reads}", "bold")
     if past(curve):
         say(console, f"the model trained on windows of {curve.trained}: positions {curve.trained}-{T - 1} lie past "
                      f"it, read by a copy with the same weights and its positions worked out further (in yellow)",
@@ -222,7 +223,7 @@ def readings(result: ContextResult) -> list[str]:
     if result.untrained:  # flat near ln V: its wiggles are the random weights', nothing learned to read
         return lines
     first = curve.losses[0]
-    if curve.counter is not None and not math.isnan(first):
+    if curve.counter is not None and not math.isnan(first) and result.causal:  # unmasked, position 0 reads them all
         lines.append(f"position 0 reads one {unit}, as the bigram counter does: the model scores {first:.3f} ± "
                      f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which {unit} "
                      f"follows which gets from the same one)")

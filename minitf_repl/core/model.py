@@ -565,14 +565,15 @@ class MiniTransformerLM(nn.Module):
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
         tied = self.config.tie_embeddings
+        final = "h" if self.post_norm else f"{self.ln_f.label}(h)"  # what the head reads: post-norm has no ln_f
         steps = {
             "token_embedding": Step("x = W_E[idx]" + (" (W_E shared with lm_head)" if tied else ""), model, ("B", "T")),
             "hook_embed": Step(self.positions.embedding, model),
             "embed_dropout": Step("dropout(h)", model, idle=True),
             "ln_f": Step("h (post-norm: the last block's output is normalised already)" if self.post_norm
                          else self.ln_f.formula("h"), model),
-            "lm_head": Step("logits z_t = LN(h) W_E^T (weight tied to token_embedding)" if tied
-                            else "logits z_t = LN(h) W_U (own weight, untied)", ("B", "T", "V"), model),
+            "lm_head": Step(f"logits z_t = {final} W_E^T (weight tied to token_embedding)" if tied
+                            else f"logits z_t = {final} W_U (own weight, untied)", ("B", "T", "V"), model),
         }
         if self.positions.table is not None:
             steps["position_embedding"] = Step(self.positions.table, ("T", "d"), ("T",))
