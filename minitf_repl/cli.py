@@ -295,7 +295,10 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
     """
     try:
         result = run_command(session, REGISTRY.find("load"), {"name": name})
-        if data is not None and data.strip() != result.data_spec:
+        from .core.data import lasting_spec
+
+        # A checkpoint keeps a file's path made absolute (lasting_spec): `--data notes.txt` names that same file.
+        if data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())):
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                 "(the checkpoint brings its data)"

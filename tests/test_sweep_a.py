@@ -1,0 +1,40 @@
+"""What a user's-eye sweep of checkpoints, data and the shell front door found wrong: each test failed before its fix.
+
+`--load NAME --data FILE` refused the very file the checkpoint was trained on (kept by its absolute path);
+and smaller ones, each named in its test.
+"""
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+from test_cli import assert_one_error_line, invoke
+from test_commands import run
+from test_render import plain
+
+TINY = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=32)
+CLI_TINY = ["--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", "d_ff=64",
+            "--set", "max_seq_len=32", "--set", "batch_size=4"]
+TEXT = "the quick brown fox jumps over the lazy dog. " * 200
+
+
+def session_on(data="pydoc", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=2, batch_size=2), data_spec=data,
+                   device_name="cpu")
+
+
+# --- --load with --data ---------------------------------------------------------------------------------
+def test_load_with_data_naming_the_checkpoints_own_file_by_a_relative_path_is_no_contradiction(tmp_path,
+                                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text(TEXT)
+    folder = str(tmp_path / "ck")
+    made = invoke(*CLI_TINY, "--data", "notes.txt", "--checkpoint-dir", folder, "train", "--steps", "2",
+                  "--save", "mine")
+    assert made.exit_code == 0, made.output
+    for given in ("notes.txt", "./notes.txt", str(tmp_path / "notes.txt")):
+        ok = invoke("--checkpoint-dir", folder, "--load", "mine", "--data", given, "gen", "--n", "3")
+        assert ok.exit_code == 0, ok.output
+    (tmp_path / "other.txt").write_text(TEXT)
+    line = assert_one_error_line(invoke("--checkpoint-dir", folder, "--load", "mine", "--data", "other.txt", "gen"))
+    assert "was trained on" in line and "not 'other.txt'; drop --data" in line
