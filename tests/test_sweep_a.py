@@ -4,6 +4,8 @@
 and smaller ones, each named in its test.
 """
 
+import json
+
 import pytest
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
@@ -38,3 +40,19 @@ def test_load_with_data_naming_the_checkpoints_own_file_by_a_relative_path_is_no
     (tmp_path / "other.txt").write_text(TEXT)
     line = assert_one_error_line(invoke("--checkpoint-dir", folder, "--load", "mine", "--data", "other.txt", "gen"))
     assert "was trained on" in line and "not 'other.txt'; drop --data" in line
+
+
+# --- a one-shot `minitf data X` ---------------------------------------------------------------------------
+def test_a_one_shot_data_switch_says_it_ends_with_the_command_and_where_data_goes():
+    result = invoke("data", "sort:3")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "data is now sort" in out
+    assert "gone when this command ends: data lasts one command from the shell, so give it before that command, " \
+           "e.g. minitf --data sort:3 train" in out
+    doc = invoke("data", "sort:3", "--json")
+    assert doc.exit_code == 0 and json.loads(doc.stdout)["spec"] == "sort:3"  # the name alone says "sort"
+    shown = invoke("data", "--json")
+    assert json.loads(shown.stdout)["spec"] == "pydoc" and "gone when" not in invoke("data").stdout
+    session = session_on()
+    assert "gone when" not in plain(run(session, ":data sort:3"))  # the REPL's session goes on with it

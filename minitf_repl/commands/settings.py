@@ -390,19 +390,20 @@ class DataResult:
     rebuilt: bool  # the model was rebuilt for another vocabulary: weights reset
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
+    spec: str = ""  # the data as :data and --data take it (sort:3, a file's path): the name alone drops the :3
 
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help="|".join(spec_forms()) + "|a file path", positional=True,
-                       complete=complete_data)])  # fmt: skip
+                       complete=complete_data)], json_version=2)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
-        return DataResult(session.data.info(), changed=False, rebuilt=False)
+        return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()
     data = load_checked(session, spec)
     rebuilt, kept, recipe_changes = switch_data(session, spec, data)
-    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes)
+    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec)
 
 
 def render_kept(console: Console, kept: str | None) -> None:
@@ -439,3 +440,6 @@ def render_data(result: DataResult, console: Console) -> None:
         render_kept(console, result.kept)
     elif result.changed:
         say(console, f"data is now {info.name}", "green")
+    if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
+        note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
+                      f"before that command, e.g. minitf {cmd('data', result.spec)} train")
