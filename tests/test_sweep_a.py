@@ -56,3 +56,27 @@ def test_a_one_shot_data_switch_says_it_ends_with_the_command_and_where_data_goe
     assert json.loads(shown.stdout)["spec"] == "pydoc" and "gone when" not in invoke("data").stdout
     session = session_on()
     assert "gone when" not in plain(run(session, ":data sort:3"))  # the REPL's session goes on with it
+
+
+# --- a Hugging Face model kept as a lab checkpoint ---------------------------------------------------------
+def test_a_hugging_face_model_saved_as_a_checkpoint_loads_as_trained_weights_not_random_ones(tmp_path):
+    first = session_on()
+    first.checkpoint_dir = tmp_path / "ck"
+    run(first, ":train steps=2")
+    run(first, f":save hf:{tmp_path / 'hf'}")
+    second = session_on()
+    second.checkpoint_dir = tmp_path / "ck"
+    run(second, f":load hf:{tmp_path / 'hf'}")
+    assert second.trainer.step == 0 and not second.untrained
+    run(second, ":save gpt")  # README: ":save NAME keeps it as a lab checkpoint"
+    third = session_on()
+    third.checkpoint_dir = tmp_path / "ck"
+    run(third, ":load gpt")
+    assert third.trainer.step == 0 and not third.untrained  # was: "not trained yet, so its text is random"
+    assert "has not trained yet" not in plain(run(third, ":gen hello n=3"))
+    fresh = session_on()  # a model saved before any training is still called untrained when loaded
+    fresh.checkpoint_dir = tmp_path / "ck"
+    run(fresh, ":gen n=1")
+    run(fresh, ":save blank")
+    run(third, ":load blank")
+    assert third.untrained and "has not trained yet" in plain(run(third, ":gen hello n=3"))

@@ -131,7 +131,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     model, trainer = ckpt.restore(checkpoint, data, device)
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
-    session.adopt(checkpoint.data_spec, data, model, trainer)
+    # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
+    session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
     ckpt.restore_rng(checkpoint)
     session.last_checkpoint = name
     evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]

@@ -56,7 +56,8 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
             lasting_spec(session.data_spec), origin=origin, session=session.token,
             share_from=(AUTOSAVE_NAME, session.last_checkpoint),
-            tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, **options,
+            tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
+            **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)

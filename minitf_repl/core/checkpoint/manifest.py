@@ -129,6 +129,9 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     # (an ESC in a foreign manifest would otherwise drive the terminal), and of a sane length.
     need(isinstance(m.get("data_spec"), str) and 0 < len(m["data_spec"]) <= MAX_SHOWN and m["data_spec"].isprintable(),
          "data_spec is missing or not printable text")
+    weights_from = m.get("weights_from")
+    need(weights_from is None or (isinstance(weights_from, str) and 0 < len(weights_from) <= MAX_SHOWN
+                                  and weights_from.isprintable()), "weights_from is not printable text")
     for key in ("saved_at", "minitf_version", "torch_version"):
         need(key not in m or (isinstance(m[key], str) and len(m[key]) <= 64 and m[key].isprintable()),
              f"{key} is not short printable text")

@@ -23,8 +23,8 @@ from .. import __version__
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM
 from ..words import count
-from .layout import (DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, NAME, ORIGINS,
-                     TMP_DIR, check_name, check_save_target, clip)
+from .layout import (DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, MAX_SHOWN, NAME,
+                     ORIGINS, TMP_DIR, check_name, check_save_target, clip)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -37,7 +37,7 @@ class NameTaken(CheckpointError):
 def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str, *,
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
                     rotate: int | None = None, same_run: bool = False, share_from=(),
-                    tokenizer_json: str | None = None) -> Path:
+                    tokenizer_json: str | None = None, weights_from: str | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -48,6 +48,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     DIR whose identical data files this one may share (see `write_or_link`). Everything from the
     check of NAME to the commit happens under the folder's lock. `tokenizer_json`: a subword
     tokenizer (core.bpe) as its JSON, stored in place of the character vocabulary (`vocab` is then "").
+    `weights_from`: where weights not trained here came from (`hf:PATH`), so that a load at step 0 does not
+    take them for an untrained model's.
     """
     if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
         raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
@@ -80,6 +82,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "vocab": "" if tokenizer_json is not None else vocab,
         **({"tokenizer": {"kind": "bpe", "json": tokenizer_json}} if tokenizer_json is not None else {}),
         "data_spec": data_spec,
+        **({"weights_from": _shown(weights_from)} if weights_from else {}),
         "trainer": trainer_json,
         "optimizer": {"param_groups": param_groups, "scalars": scalars},
         "files": {
@@ -121,6 +124,11 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     except OSError as e:
         raise CheckpointError(f"could not save checkpoint {name!r} in {clip(str(directory))}: {_save_failure(e)}") from e
     return target
+
+
+def _shown(text: str) -> str:
+    """`text` as a manifest may carry it (printable, at most MAX_SHOWN characters), so that a load never refuses it."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)[:MAX_SHOWN]
 
 
 _NO_SPACE = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
