@@ -34,7 +34,7 @@ from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .parsing import parse_line
 from .registry import Registry, clip
-from .render import console_for, error, internal_error
+from .render import console_for, error, internal_error, say
 from .session import Session
 from .syntax import SHELL, speaking
 
@@ -245,7 +245,7 @@ def root(
         quiet = not distributed.is_main()
     session = Session(data_spec=data or "pydoc", device_name=device or "auto", checkpoint_dir=checkpoint_dir)
     if load is not None:
-        load_checkpoint(session, load, data, debug)
+        load_checkpoint(session, load, data, debug, quiet)
     try:
         apply_settings(session, settings, quiet, load)
     except UserError as e:
@@ -287,8 +287,9 @@ def leave_ranks(ctx: typer.Context) -> None:
     distributed.destroy()
 
 
-def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False) -> None:
-    """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction.
+def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False, quiet: bool = False) -> None:
+    """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction. A Hugging Face
+    folder brings none: what it cannot read of the session's is said on stderr, unless `quiet` (a non-zero rank).
 
     Like every command, it fails in one line: a user error says what to do, anything else is an
     internal error whose traceback only --debug shows.
@@ -297,8 +298,11 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         result = run_command(session, REGISTRY.find("load"), {"name": name})
         from .core.data import lasting_spec
 
+        if result.architecture is not None:  # a Hugging Face folder brings no data: the session's is read by its
+            if result.data_missing is not None and not quiet:  # tokenizer, or cannot be, which no output would say
+                say(_stderr(), f"--load: data: {result.data_missing}", "yellow")
         # A checkpoint keeps a file's path made absolute (lasting_spec): `--data notes.txt` names that same file.
-        if data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())):
+        elif data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())):
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                 "(the checkpoint brings its data)"

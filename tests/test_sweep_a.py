@@ -9,6 +9,7 @@ import json
 import pytest
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
 from test_cli import assert_one_error_line, invoke
 from test_commands import run
@@ -80,3 +81,30 @@ def test_a_hugging_face_model_saved_as_a_checkpoint_loads_as_trained_weights_not
     run(fresh, ":save blank")
     run(third, ":load blank")
     assert third.untrained and "has not trained yet" in plain(run(third, ":gen hello n=3"))
+
+
+# --- a Hugging Face folder with the session's data ----------------------------------------------------------
+def test_data_a_hugging_face_folder_cannot_read_is_said_as_such_and_no_contradiction_from_the_shell(tmp_path,
+                                                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = session_on()
+    run(first, ":train steps=1")
+    run(first, f":save hf:{tmp_path / 'hf'}")  # a character tokenizer of pydoc's 103 symbols
+    (tmp_path / "uni.txt").write_text("héllo wörld ☃ " * 300)
+    session = session_on("uni.txt")
+    loaded = run(session, f":load hf:{tmp_path / 'hf'}")
+    assert "3 characters not in the vocabulary: 'é' 'ö' '☃'" in loaded.data_missing
+    assert "training needs text it reads (uni.txt: " in plain(loaded)
+    with pytest.raises(UserError, match="the data was not read by it \\(uni.txt: 3 characters not in the vocabulary"):
+        run(session, ":train steps=1")  # was: "the data is a task of characters", of a text file
+    task = session_on("sort")
+    run(task, f":load hf:{tmp_path / 'hf'}")
+    with pytest.raises(UserError, match="the data is a task of characters; choose text data"):
+        run(task, ":train steps=1")
+    # From the shell --data is the session's data, which the folder reads or not: no "was trained on 'hf:...'"
+    shell = invoke("--data", "sort", "--load", f"hf:{tmp_path / 'hf'}", "gen", "--n", "2", "ab")
+    assert shell.exit_code == 0, shell.output
+    assert "--load: data: hf:" in shell.stderr and "training needs text data" in shell.stderr
+    assert "was trained on" not in shell.stderr
+    ok = invoke("--data", "pydoc", "--load", f"hf:{tmp_path / 'hf'}", "gen", "--n", "2", "ab")
+    assert ok.exit_code == 0 and ok.stderr.count("\n") == 1, ok.output  # read: only gen's own summary line

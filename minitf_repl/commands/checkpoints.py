@@ -158,10 +158,10 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
 
     loaded = load_folder(folder)
     model, tokenizer = loaded.model, loaded.tokenizer
-    data = _text_read_by(session, tokenizer, model.config.max_seq_len)
+    data, why = _text_read_by(session, tokenizer, model.config.max_seq_len)
     data_spec, data_missing = session.data_spec, None
     if data is None:
-        data = TokenizerOnly(tokenizer, spec)
+        data = TokenizerOnly(tokenizer, spec, why)
         data_spec, data_missing = spec, data.description
     model = model.to(session.device)
     trainer = Trainer(model, data, session.train_config, session.device)
@@ -178,18 +178,20 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
 
 
 def _text_read_by(session: Session, tokenizer, max_seq_len: int):
-    """The session's text data read by `tokenizer`, or None: the data is a task, or cannot be had, or is too short."""
+    """(the session's text data read by `tokenizer`, None), or (None, why not): None when the data is a task; else
+    in words, since the data may well be text (a character the tokenizer lacks, too short a text, a file gone)."""
     from ..core.data import TextCorpus, load_data
 
     current = session.loaded_data
     try:
         data = current.retokenized(tokenizer) if isinstance(current, TextCorpus) else load_data(session.data_spec, tokenizer)
         if not isinstance(data, TextCorpus):
-            return None
+            return None, None
         data.check_fits(max_seq_len)
-    except UserError:
-        return None
-    return data
+    except UserError as e:
+        problem = str(e).split("; ")[0]  # what is wrong; the fix after it was written for another command
+        return None, f"{clip(session.data_spec, 40)}: {problem}"
+    return data, None
 
 
 def _checkpoint_data(session: Session, checkpoint):

@@ -639,13 +639,21 @@ def _clip(text: str, width: int = 80) -> str:
 
 
 class TokenizerOnly(VocabOnly):
-    """A subword model's tokenizer while the data is a task of characters: generation works, training does not."""
+    """A loaded model's tokenizer where the session's data cannot be read by it: generation works, training does not.
 
-    def __init__(self, tokenizer, spec: str):
+    `why`: why not, in words; by default the data is a task of characters. A text it cannot read (a character
+    the tokenizer lacks, too short a text, a file that is gone) says that instead: the data is text there."""
+
+    def __init__(self, tokenizer, spec: str, why: str | None = None):
         super().__init__(Path(spec).name or spec, tokenizer, spec)
-        self.description = f"{spec}'s tokenizer only ({tokenizer.describe()}): generation works, training needs text data"
+        self.why = why
+        self.description = (f"{spec}'s tokenizer only ({tokenizer.describe()}): generation works, training needs "
+                            + (f"text it reads ({why})" if why else "text data"))
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        if self.why:
+            raise DataError(f"this model reads {self.tokenizer.describe()}, and the data was not read by it "
+                            f"({self.why}); choose text it reads to train it")
         raise DataError(f"this model reads {self.tokenizer.describe()} and the data is a task of characters; "
                         "choose text data (a corpus or a file) to train it")
 
