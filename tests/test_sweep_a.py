@@ -108,3 +108,30 @@ def test_data_a_hugging_face_folder_cannot_read_is_said_as_such_and_no_contradic
     assert "was trained on" not in shell.stderr
     ok = invoke("--data", "pydoc", "--load", f"hf:{tmp_path / 'hf'}", "gen", "--n", "2", "ab")
     assert ok.exit_code == 0 and ok.stderr.count("\n") == 1, ok.output  # read: only gen's own summary line
+
+
+# --- :load PATH ------------------------------------------------------------------------------------------------
+def test_load_given_a_path_says_how_to_load_what_is_there_not_to_rename_it(tmp_path):
+    first = session_on()
+    first.checkpoint_dir = tmp_path / "elsewhere"
+    run(first, ":train steps=1")
+    run(first, ":save mine")
+    run(first, f":save hf:{tmp_path / 'hf'}")
+    session = session_on()
+    session.checkpoint_dir = tmp_path / "ck"
+    with pytest.raises(UserError, match=f"is a checkpoint in another folder, and checkpoints load by name from "
+                                        f"{tmp_path / 'ck'}; start minitf with its folder: minitf --checkpoint-dir "
+                                        f"{tmp_path / 'elsewhere'} --load mine$"):
+        run(session, f":load {tmp_path / 'elsewhere' / 'mine'}")  # was: "not a valid checkpoint name; use ... run1"
+    with pytest.raises(UserError, match=f"is a Hugging Face folder; :load hf:{tmp_path / 'hf'} loads it$"):
+        run(session, f":load {tmp_path / 'hf'}")
+    with pytest.raises(UserError, match="is not a valid checkpoint name but a path; give a name from .* "
+                                        "\\(:ls lists them\\)"):
+        run(session, ":load ../nothing")
+    session.checkpoint_dir = tmp_path / "elsewhere"
+    with pytest.raises(UserError, match="is a path, and a checkpoint loads by its name: :load mine$"):
+        run(session, f":load {tmp_path / 'elsewhere' / 'mine'}")
+    assert not session.has_model  # nothing was loaded by any of them
+    line = assert_one_error_line(invoke("--load", str(tmp_path / "hf"), "gen"))
+    assert line.startswith("error: --load: ")
+    assert line.endswith(f"is a Hugging Face folder; --load hf:{tmp_path / 'hf'} loads it")

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.errors import UserError
+from ..core.errors import CheckpointError, UserError
 from ..core.words import count
 from ..registry import Param, clip
 from ..render import fmt
@@ -121,6 +121,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             raise UserError(f"there are no checkpoints in {session.checkpoint_dir} yet; {writes_one()}")
         raise UserError(f"which checkpoint? give its name, e.g. {cmd('load', names[0])} "
                         f"(saved: {clip(', '.join(names), 120)})")
+    if "/" in name or "\\" in name or name.startswith("~"):
+        raise CheckpointError(_path_given(session, name))
     # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
     checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
     data = _checkpoint_data(session, checkpoint)
@@ -143,6 +145,32 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing,
     )
+
+
+def _path_given(session: Session, name: str) -> str:
+    """What `:load PATH` says. It takes a checkpoint's name in the checkpoint folder, which "use ASCII letters, digits
+    ..." did not tell a user who gave a folder's path: a checkpoint elsewhere is one option away, a Hugging Face
+    folder one prefix."""
+    import shlex
+    from pathlib import Path
+
+    from ..core.checkpoint import MANIFEST
+    from ..core.checkpoint.layout import NAME
+
+    path = Path(name).expanduser()
+    try:
+        if (path / "config.json").is_file():
+            return f"{clip(name)} is a Hugging Face folder; {restore('hf:' + name)} loads it"
+        if (path / MANIFEST).is_file() and NAME.match(path.name):
+            if path.parent.resolve() == Path(session.checkpoint_dir).expanduser().resolve():
+                return f"{clip(name)} is a path, and a checkpoint loads by its name: {restore(path.name)}"
+            return (f"{clip(name)} is a checkpoint in another folder, and checkpoints load by name from "
+                    f"{session.checkpoint_dir}; start minitf with its folder: minitf --checkpoint-dir "
+                    f"{shlex.quote(str(path.parent))} --load {path.name}")
+    except (OSError, ValueError):  # a path too long or with a NUL in it, a folder that cannot be read
+        pass
+    return (f"{clip(name)!r} is not a valid checkpoint name but a path; give a name from {session.checkpoint_dir} "
+            f"({cmd('ls')} lists them), or hf:PATH for a Hugging Face folder")
 
 
 def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadResult:
