@@ -135,3 +135,21 @@ def test_load_given_a_path_says_how_to_load_what_is_there_not_to_rename_it(tmp_p
     line = assert_one_error_line(invoke("--load", str(tmp_path / "hf"), "gen"))
     assert line.startswith("error: --load: ")
     assert line.endswith(f"is a Hugging Face folder; --load hf:{tmp_path / 'hf'} loads it")
+
+
+# --- a Hugging Face folder inside the checkpoint folder -----------------------------------------------------
+def test_a_hugging_face_folder_among_the_checkpoints_is_never_called_incomplete_or_to_be_removed(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, ":train steps=1")
+    run(session, f":save hf:{tmp_path / 'ck' / 'gpt'}")  # where a user keeps models: beside the checkpoints
+    listed = run(session, ":ls")
+    row = next(r for r in listed.rows if r.name == "gpt")
+    assert row.error == f"{tmp_path / 'ck' / 'gpt'} is a Hugging Face folder, not a lab checkpoint; load it as " \
+                        f"hf:{tmp_path / 'ck' / 'gpt'}"  # was: "not a complete checkpoint; ... remove that directory"
+    assert "remove that directory" not in plain(listed)
+    with pytest.raises(UserError, match="is a Hugging Face folder, not a lab checkpoint; load it as hf:"):
+        run(session, ":load gpt")
+    run(session, f":load hf:{tmp_path / 'ck' / 'gpt'}")  # as the message says
+    (tmp_path / "ck" / "empty").mkdir()
+    assert "remove that directory" in next(r.error for r in run(session, ":ls").rows if r.name == "empty")

@@ -95,12 +95,22 @@ def read_manifest(path: Path) -> tuple[dict, bytes]:
     try:
         raw = read_manifest_bytes(where)
     except FileNotFoundError:
+        if _is_file(path / "config.json"):  # `:save hf:checkpoints/gpt2` puts one here: never "remove that directory"
+            raise CheckpointError(f"{path} is a Hugging Face folder, not a lab checkpoint; load it as "
+                                  f"hf:{path}") from None
         raise CheckpointError(
             f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
         ) from None
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
     return parse_manifest(raw, where), raw
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tensor]:
