@@ -153,3 +153,23 @@ def test_a_hugging_face_folder_among_the_checkpoints_is_never_called_incomplete_
     run(session, f":load hf:{tmp_path / 'ck' / 'gpt'}")  # as the message says
     (tmp_path / "ck" / "empty").mkdir()
     assert "remove that directory" in next(r.error for r in run(session, ":ls").rows if r.name == "empty")
+
+
+# --- a trained model that cannot be kept before a rebuild -----------------------------------------------------
+def test_a_rebuild_that_cannot_keep_the_trained_model_names_the_setting_that_skips_keeping(tmp_path, monkeypatch):
+    from minitf_repl.commands import shared
+
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=1")
+
+    def read_only(*args, **kwargs):
+        raise UserError(f"cannot write in {tmp_path} (permission denied)")
+
+    monkeypatch.setattr(shared, "save_session", read_only)
+    with pytest.raises(UserError, match="turn autosave off to rebuild without keeping it: :set autosave=off$"):
+        run(session, ":set n_layers=2")  # was: no way named to turn it off
+    assert session.model_config.n_layers == 1 and session.trainer.step == 1  # nothing changed
+    run(session, ":set autosave=off")
+    run(session, ":set n_layers=2")  # as the message says
+    assert session.model_config.n_layers == 2

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..core.errors import UserError
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import restore
+from ..syntax import cmd, restore
 
 AUTOSAVES_KEPT = 3  # autosave is the newest run; autosave-1 .. autosave-3 the runs before it
 KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one second each get their own
@@ -98,7 +98,8 @@ def keep_trained_model(session: Session, enabled: bool | None = None) -> str | N
     except UserError as e:
         raise UserError(
             f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
-            "nothing changed. Make the checkpoint folder writable, or turn autosave off to rebuild without keeping it"
+            "nothing changed. Make the checkpoint folder writable, or turn autosave off to rebuild without keeping "
+            f"it: {cmd('set', autosave=False)}"
         ) from None
 
 
