@@ -173,3 +173,25 @@ def test_a_rebuild_that_cannot_keep_the_trained_model_names_the_setting_that_ski
     run(session, ":set autosave=off")
     run(session, ":set n_layers=2")  # as the message says
     assert session.model_config.n_layers == 2
+
+
+# --- :ls's times --------------------------------------------------------------------------------------------
+@pytest.fixture
+def berlin(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_ls_shows_when_a_checkpoint_was_saved_in_local_time_not_utc_read_as_local(berlin):
+    from minitf_repl.commands.checkpoints import LsResult, local_minute
+    from minitf_repl.core.checkpoint import CheckpointInfo
+
+    row = CheckpointInfo("run1", 5, 1.5, "pydoc", 1024, "2026-12-04T16:22:47.124Z")
+    assert "2026-12-04 17:22" in plain(LsResult([row], "ck"))  # was 16:22: UTC, with nothing to say so
+    assert local_minute("2026-07-01T23:59:00.000Z") == "2026-07-02 01:59"  # summer time, and the date moves
+    assert local_minute("not a time") == "not a time" and local_minute(None) == ""

@@ -347,6 +347,23 @@ def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
 
 
+def local_minute(saved_at: str | None) -> str:
+    """A manifest's saved_at (ISO 8601, UTC) to the minute in the local time zone, as `ls -l` shows a file's time: the
+    UTC time read as local was hours off anywhere but UTC. Text that does not parse is shown as it is, cut to the
+    minute."""
+    from datetime import datetime
+
+    if not saved_at:
+        return ""
+    try:
+        when = datetime.fromisoformat(saved_at.replace("Z", "+00:00"))
+        if when.tzinfo is None:
+            raise ValueError(saved_at)  # no zone given: nothing to convert from
+        return when.astimezone().strftime("%Y-%m-%d %H:%M")
+    except (ValueError, OverflowError, OSError):
+        return saved_at.replace("T", " ")[:16]
+
+
 @render.register(LsResult)
 def render_ls(result: LsResult, console: Console) -> None:
     """A table when it fits the width, else one checkpoint per line. Names are never broken or cut
@@ -356,7 +373,7 @@ def render_ls(result: LsResult, console: Console) -> None:
         return
     rows = []
     for row in result.rows:
-        saved = (row.saved_at or "").replace("T", " ")[:16]
+        saved = local_minute(row.saved_at)
         if row.error is not None:
             rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), ""))
         else:
