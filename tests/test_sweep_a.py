@@ -195,3 +195,21 @@ def test_ls_shows_when_a_checkpoint_was_saved_in_local_time_not_utc_read_as_loca
     assert "2026-12-04 17:22" in plain(LsResult([row], "ck"))  # was 16:22: UTC, with nothing to say so
     assert local_minute("2026-07-01T23:59:00.000Z") == "2026-07-02 01:59"  # summer time, and the date moves
     assert local_minute("not a time") == "not a time" and local_minute(None) == ""
+
+
+# --- :load and the session's training settings -------------------------------------------------------------
+def test_load_says_which_training_settings_the_checkpoints_run_brought_in_place_of_the_sessions(tmp_path):
+    first = session_on()
+    first.checkpoint_dir = tmp_path
+    run(first, ":train steps=1")
+    run(first, ":save base")
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    run(session, ":set batch_size=4 lr=0.003")
+    loaded = run(session, ":load base")
+    assert session.train_config.batch_size == 2 and session.train_config.lr == 0.01  # the run's, as before
+    assert loaded.train_changed == {"batch_size": (4, 2), "lr": (0.003, 0.01)}  # was: changed without a word
+    assert "training settings of the checkpoint's run: batch_size 4 -> 2, lr 0.003 -> 0.01; :set KEY=VALUE changes " \
+           "them" in plain(loaded)
+    again = run(session, ":load base")
+    assert again.train_changed == {} and "training settings" not in plain(again)

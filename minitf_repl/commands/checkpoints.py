@@ -7,7 +7,7 @@ atomically under the folder lock, and reads and validates a checkpoint before `:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -23,7 +23,7 @@ from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, restore, train_first, writes_one
+from ..syntax import cmd, restore, setting_text, train_first, writes_one
 from .base import command, complete_checkpoint
 from .shared import SaveResult, save_session
 
@@ -101,12 +101,14 @@ class LoadResult:
     architecture: str | None = None  # hf:PATH: the folder's model_type (gpt2, llama); None for a checkpoint
     tokenizer: str | None = None  # hf:PATH: the folder's tokenizer, in words
     context: int | None = None  # hf:PATH: the folder's own context window where the lab's max_seq_len is shorter
+    # {setting: [before, after]}: the training settings the checkpoint's run brought in place of the session's
+    train_changed: dict[str, tuple] = field(default_factory=dict)
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.hf import hf_path
@@ -133,6 +135,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     model, trainer = ckpt.restore(checkpoint, data, device)
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
+    before = session.train_config
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
     ckpt.restore_rng(checkpoint)
@@ -143,8 +146,14 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         val_loss=evaluated[-1] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
-        data_missing=data_missing,
+        data_missing=data_missing, train_changed=_changed(before, session.train_config),
     )
+
+
+def _changed(before, after) -> dict[str, tuple]:
+    """{setting: (before, after)} of two training configs, for each setting whose value differs."""
+    return {spec.name: (getattr(before, spec.name), getattr(after, spec.name)) for spec in before.specs()
+            if getattr(before, spec.name) != getattr(after, spec.name)}
 
 
 def _path_given(session: Session, name: str) -> str:
@@ -253,6 +262,12 @@ def render_load(result: LoadResult, console: Console) -> None:
                      f"{result.context:,} positions (RoPE: the weights are the same at any length)", "yellow")
     if result.data_missing:
         say(console, f"data: {result.data_missing}", "yellow")
+    if result.train_changed:
+        # :load restores the checkpoint's run, its settings with it: a :set before it did not last, and says so
+        moved = ", ".join(f"{name} {setting_text(old)} -> {setting_text(new)}"
+                          for name, (old, new) in result.train_changed.items())
+        say(console, f"training settings of the checkpoint's run: {moved}; {cmd('set', 'KEY=VALUE')} changes them",
+            "cyan")
     if result.run_remaining > 0:
         say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
                      f"{cmd('train', load=result.name)} continues it", "yellow")
