@@ -213,3 +213,13 @@ def test_load_says_which_training_settings_the_checkpoints_run_brought_in_place_
            "them" in plain(loaded)
     again = run(session, ":load base")
     assert again.train_changed == {} and "training settings" not in plain(again)
+
+
+# --- the recipe line of :set optimizer= -----------------------------------------------------------------------
+def test_the_recipe_line_of_set_names_a_setting_in_the_syntax_of_where_it_was_typed():
+    shell = invoke("set", "optimizer=adamw")
+    assert shell.exit_code == 0, shell.output
+    out = " ".join(shell.stdout.split())
+    assert "lr 0.01 -> 0.006, warmup_steps 10 -> 150; --set lr=0.01 sets one back" in out
+    assert ":set" not in out  # was: "; :set them to keep your own", REPL syntax from the shell
+    assert "; :set lr=0.01 sets one back" in plain(run(session_on(), ":set optimizer=adamw"))

@@ -362,7 +362,9 @@ def render_set(result: SetResult, console: Console) -> None:
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
                       f"it before that command, e.g. minitf --set {key}={setting_text(new)} train")
     if result.recipe:
-        say(console, recipe_line(result.recipe_for, result.recipe) + "; :set them to keep your own", "cyan")
+        name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
+        say(console, f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back",
+            "cyan")
     if result.tokenizer:
         say(console, f"the text is now read as {result.tokenizer}", "green")
     if result.rebuilt and result.vocab_size is not None:
