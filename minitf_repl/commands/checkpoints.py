@@ -313,7 +313,7 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
     if folder is None:
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', 'hf:~/models/gpt2')}")
     if not session.has_model:
-        raise UserError(f"there is no model to compare yet; {cmd('load', 'hf:PATH')} loads the folder's")
+        raise UserError(f"there is no model to compare yet; {restore('hf:PATH')} loads the folder's")
     prompt, ids, _ = view_prompt(session, args["prompt"], reporter)  # its last max_seq_len tokens
     result = compare(session.model, folder, ids, tolerance)
     return ParityResult(
