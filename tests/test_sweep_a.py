@@ -231,3 +231,17 @@ def test_parity_without_a_model_names_the_global_load_from_the_shell(tmp_path):
     assert line == "error: there is no model to compare yet; --load hf:PATH loads the folder's"  # was: minitf load
     with pytest.raises(UserError, match="no model to compare yet; :load hf:PATH loads the folder's"):
         run(session_on(), f":parity hf:{tmp_path}")
+
+
+def test_save_given_a_path_says_where_checkpoints_go_and_how_to_write_a_folder_there(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, ":train steps=1")
+    with pytest.raises(UserError, match=f"is not a valid checkpoint name but a path: a checkpoint is saved by its name "
+                                        f"in {tmp_path / 'ck'} \\(start minitf with --checkpoint-dir DIR for another "
+                                        f"folder\\); to write a Hugging Face folder at that path, give "
+                                        f"hf:{tmp_path / 'mine'}$"):
+        run(session, f":save {tmp_path / 'mine'}")  # was: "use up to 100 ASCII letters ... (for example run1)"
+    assert not (tmp_path / "mine").exists() and sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["autosave"]
+    run(session, f":save hf:{tmp_path / 'mine'}")  # as it says
+    assert (tmp_path / "mine" / "config.json").is_file()

@@ -51,6 +51,10 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     if folder is not None:
         return _save_hf(session, name, folder)
 
+    if "/" in name or "\\" in name or name.startswith("~"):  # a place, where a name is asked: say where saves go
+        raise CheckpointError(f"{clip(name)!r} is not a valid checkpoint name but a path: a checkpoint is saved by its "
+                              f"name in {session.checkpoint_dir} (start minitf with --checkpoint-dir DIR for another "
+                              f"folder); to write a Hugging Face folder at that path, give hf:{clip(name, 200)}")
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
         raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
