@@ -211,6 +211,8 @@ class Session:
                 self._data, self.data_spec = data, spec
                 self.rebuild()
                 rebuilt = True
+            elif self._same_data(data):  # `:data sort` again: the history and :ngram's counters are still of it
+                data = self._data
             else:
                 self._trainer.data = data
                 self._data_since_step = self._trainer.step
@@ -221,6 +223,11 @@ class Session:
         self.model_config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
         self.set_train_config(config)
         return rebuilt, recipe_changes
+
+    def _same_data(self, data) -> bool:
+        """Whether `data` is the data in use again: the same description, sizes and text (not a file edited since)."""
+        return (self._data is not None and data.info() == self._data.info()
+                and getattr(data, "text", None) == getattr(self._data, "text", None))
 
     def use_tokenizer(self, tokenizer, data) -> bool:
         """Read text with `tokenizer` (None: characters) from now on; `data` is the current text read by it.

@@ -245,3 +245,18 @@ def test_save_given_a_path_says_where_checkpoints_go_and_how_to_write_a_folder_t
     assert not (tmp_path / "mine").exists() and sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["autosave"]
     run(session, f":save hf:{tmp_path / 'mine'}")  # as it says
     assert (tmp_path / "mine" / "config.json").is_file()
+
+
+# --- the same data chosen again ----------------------------------------------------------------------------------
+def test_choosing_the_data_in_use_again_keeps_what_was_measured_on_it():
+    session = session_on("sort:2")
+    run(session, ":train steps=12 eval_every=4")
+    before = run(session, ":ngram n=2")
+    assert before.rows[0].model_below_at is not None and session.counters
+    run(session, ":data sort:2")
+    after = run(session, ":ngram n=2")  # was: "not yet" in every row, under "the model is below every counter"
+    assert [r.model_below_at for r in after.rows] == [r.model_below_at for r in before.rows]
+    run(session, ":ngram n=2")
+    assert len(session.history_on_data) == 12
+    run(session, ":data reverse:2")  # other data of the same vocabulary: the model stays, its history was not of it
+    assert session.history_on_data == [] and session.counters == []
