@@ -302,7 +302,8 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
             if result.data_missing is not None and not quiet:  # tokenizer, or cannot be, which no output would say
                 say(_stderr(), f"--load: data: {result.data_missing}", "yellow")
         # A checkpoint keeps a file's path made absolute (lasting_spec): `--data notes.txt` names that same file.
-        elif data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())):
+        elif data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())) \
+                and not _same_task(data, session):
             raise UserError(
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                 "(the checkpoint brings its data)"
@@ -315,6 +316,19 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
             raise
         internal_error(_stderr(), e)
         raise typer.Exit(1)
+
+
+def _same_task(spec: str, session: Session) -> bool:
+    """Whether `spec` spells the task the loaded checkpoint trained on another way (`sort` is `sort:6`)."""
+    from .core.catalog import TASKS
+    from .core.data import load_data
+
+    if spec.strip().partition(":")[0] not in TASKS:
+        return False
+    try:  # a task is made, not read: cheap
+        return load_data(spec).info() == session.data.info()
+    except UserError:
+        return False
 
 
 def open_shell(session: Session, debug: bool = False) -> int:

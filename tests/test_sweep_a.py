@@ -260,3 +260,14 @@ def test_choosing_the_data_in_use_again_keeps_what_was_measured_on_it():
     assert len(session.history_on_data) == 12
     run(session, ":data reverse:2")  # other data of the same vocabulary: the model stays, its history was not of it
     assert session.history_on_data == [] and session.counters == []
+
+
+def test_load_with_data_naming_the_checkpoints_task_by_another_spelling_is_no_contradiction(tmp_path):
+    folder = str(tmp_path / "ck")
+    made = invoke(*CLI_TINY, "--data", "sort", "--checkpoint-dir", folder, "train", "--steps", "1", "--save", "s")
+    assert made.exit_code == 0, made.output
+    ok = invoke("--checkpoint-dir", folder, "--load", "s", "--data", "sort:6", "gen", "--n", "2", "123456=")
+    assert ok.exit_code == 0, ok.output  # was: "trained on 'sort', not 'sort:6'", the same task
+    for other in ("sort:5", "reverse", "sort:x"):
+        line = assert_one_error_line(invoke("--checkpoint-dir", folder, "--load", "s", "--data", other, "gen"))
+        assert f"was trained on 'sort', not '{other}'; drop --data" in line
