@@ -1,7 +1,11 @@
 """What a user's-eye sweep of checkpoints, data and the shell front door found wrong: each test failed before its fix.
 
-`--load NAME --data FILE` refused the very file the checkpoint was trained on (kept by its absolute path);
-and smaller ones, each named in its test.
+`--load NAME --data FILE` refused the very file (or task) the checkpoint was trained on; a GPT-2 kept with
+`:save NAME` loaded back as an untrained model; a Hugging Face folder was called "a task of characters", "not a
+complete checkpoint ... remove that directory" and, with --data, "trained on hf:PATH"; `:load` replaced the
+session's training settings without a word; `:load PATH` and `:save PATH` said to rename; `:ls` showed UTC as
+local time; choosing the data in use again lost what :ngram measured on it; and shell hints in REPL syntax or
+naming a one-shot command that ends with itself, each named in its test.
 """
 
 import json
