@@ -275,3 +275,29 @@ def test_load_with_data_naming_the_checkpoints_task_by_another_spelling_is_no_co
     for other in ("sort:5", "reverse", "sort:x"):
         line = assert_one_error_line(invoke("--checkpoint-dir", folder, "--load", "s", "--data", other, "gen"))
         assert f"was trained on 'sort', not '{other}'; drop --data" in line
+
+
+# --- left by the sweep, fixed after it -------------------------------------------------------------------------
+def test_a_rebuild_of_loaded_hugging_face_weights_says_how_to_load_them_back(tmp_path):
+    from test_commands import Recorder
+
+    first = session_on()
+    first.checkpoint_dir = tmp_path / "ck"
+    run(first, ":train steps=2")
+    run(first, f":save hf:{tmp_path / 'hf'}")
+    second = session_on()
+    second.checkpoint_dir = tmp_path / "ck"
+    run(second, f":load hf:{tmp_path / 'hf'}")
+    heard = Recorder()
+    result = run(second, ":set n_layers=3", heard)
+    assert result.rebuilt and result.kept is None  # step 0: nothing of the lab's to keep, the folder holds them
+    assert heard.notices == [f"the weights loaded from hf:{tmp_path / 'hf'} go with the rebuild; "
+                             f":load hf:{tmp_path / 'hf'} brings them back"]
+    run(second, f":load hf:{tmp_path / 'hf'}")
+    run(second, ":save gpt")
+    heard = Recorder()
+    run(second, ":data sort", heard)  # another vocabulary: a rebuild too, and the checkpoint holds the weights
+    assert heard.notices[0].endswith("go with the rebuild; :load gpt brings them back")
+    heard = Recorder()
+    run(second, ":set n_layers=1", heard)  # fresh weights now: nothing loaded goes
+    assert not any("go with the rebuild" in line for line in heard.notices)

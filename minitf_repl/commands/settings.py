@@ -252,7 +252,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             if old_value != new_value and (spec.name in given or "preset" in given):  # a preset sets several
                 changed[spec.name] = (old_value, new_value)
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
-    kept = keep_trained_model(session, new[ShellConfig].autosave) if rebuild else None
+    kept = keep_trained_model(session, new[ShellConfig].autosave, reporter) if rebuild else None
     rebuilt = session.use_tokenizer(*reading) if reading else False
     rebuilt = session.set_model_config(model) or rebuilt
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
@@ -404,7 +404,7 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()
     data = load_checked(session, spec)
-    rebuilt, kept, recipe_changes = switch_data(session, spec, data)
+    rebuilt, kept, recipe_changes = switch_data(session, spec, data, reporter)
     return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec)
 
 

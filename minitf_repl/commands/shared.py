@@ -73,8 +73,11 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     )
 
 
-def keep_trained_model(session: Session, enabled: bool | None = None) -> str | None:
+def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None) -> str | None:
     """Before a command rebuilds the model, save a trained one so that no command loses it.
+
+    Weights loaded from a Hugging Face folder and not trained here (step 0) are not copied: the folder
+    keeps them, and `reporter` hears how to load them back.
 
     Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
     the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
@@ -85,6 +88,10 @@ def keep_trained_model(session: Session, enabled: bool | None = None) -> str | N
     from ..core.checkpoint import NameTaken
 
     enabled = session.autosave if enabled is None else enabled
+    if session.has_model and session.trainer.step == 0 and session.weights_from and reporter is not None:
+        back = session.last_checkpoint or session.weights_from  # a checkpoint saved or loaded since holds them too
+        reporter.notice(f"the weights loaded from {session.weights_from} go with the rebuild; "
+                        f"{restore(back)} brings them back")
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
     stamp = time.strftime("kept-%Y%m%d-%H%M%S")
@@ -113,10 +120,10 @@ def load_checked(session: Session, spec: str):
     return data
 
 
-def switch_data(session: Session, spec: str, data) -> tuple[bool, str | None, dict]:
+def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool, str | None, dict]:
     """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
     the training settings that followed the data's recipe: {setting: (before, after)})."""
-    kept = keep_trained_model(session) if session.rebuild_needed(data=data) else None
+    kept = keep_trained_model(session, reporter=reporter) if session.rebuild_needed(data=data) else None
     rebuilt, recipe_changes = session.use_data(spec, data)
     return rebuilt, kept, recipe_changes
 

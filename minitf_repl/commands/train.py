@@ -180,7 +180,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
     if new_data is not None:
-        rebuilt, kept, recipe_changes = switch_data(session, spec, new_data)
+        rebuilt, kept, recipe_changes = switch_data(session, spec, new_data, reporter)
         switched = f"the switch to {spec} stays" + (
             f"; the model before it was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
         if rebuilt:
