@@ -66,9 +66,8 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
 
     records = trace(model, torch.tensor(ids, dtype=torch.long))
     show_all = bool(args["all"])
-    block_params = [sum(p.numel() for p in block.parameters()) for block in getattr(model, "blocks", [])]
     return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all, model.symbols(1, len(ids)),
-                        model.num_parameters(), block_params)
+                        model.num_parameters(), model.block_parameters())
 
 
 def symbolic(names) -> str:

@@ -552,6 +552,10 @@ class MiniTransformerLM(nn.Module):
         """Parameters counted once each (a tied embedding and head are one matrix). Equals sizes.parameter_count."""
         return sum(p.numel() for p in self.parameters())
 
+    def block_parameters(self) -> list[int]:
+        """Each block's parameters, whether a forward pass ran them or not (an expert no token was routed to)."""
+        return [sum(p.numel() for p in block.parameters()) for block in self.blocks]
+
     # --- what the views need to know ------------------------------------------------------------------
     def symbols(self, batch: int, length: int) -> dict[str, tuple[int, str | None]]:
         """What the letters of the formulas stand for, in reading order: {symbol: (size, meaning)}.
