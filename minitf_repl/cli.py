@@ -200,7 +200,10 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
     command, args = parse_line(":set " + " ".join(pairs), REGISTRY)
     names = args.get(command.positional.name)  # `--set lr`: a name alone, which `minitf set lr` shows, sets nothing
     if names:
-        name = names.split()[0]
+        name, *rest = names.split()
+        value = (rest[1] if rest[0] == "=" else rest[0][1:]) if rest and len("".join(rest[:2])) > 1 else ""
+        if value and rest[0].startswith("="):  # `--set "lr = 0.02"`, `--set "lr =0.02"`
+            raise UserError(f"a setting and its value go as one word: --set {name}={value}")
         raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE "
                         f"(minitf set {name} shows its value now)")
     if loaded is not None and (keys := rebuilding_keys(session, args)):

@@ -301,3 +301,17 @@ def test_a_rebuild_of_loaded_hugging_face_weights_says_how_to_load_them_back(tmp
     heard = Recorder()
     run(second, ":set n_layers=1", heard)  # fresh weights now: nothing loaded goes
     assert not any("go with the rebuild" in line for line in heard.notices)
+
+
+def test_set_names_the_command_for_device_and_data_and_one_word_for_a_spaced_pair_from_the_shell():
+    for key, fix in (("device", ":device cpu moves the model"), ("data", ":data sort switches the data")):
+        with pytest.raises(UserError, match=f"^{key} is not a setting but a command: {fix} \\(from the shell: "
+                                            f"minitf --{key} "):
+            run(session_on(), f":set {key}=cpu")
+        assert "is not a setting but a command" in assert_one_error_line(invoke("--set", f"{key}=x", "config"))
+    for spaced in ("lr = 0.02", "lr =0.02"):
+        line = assert_one_error_line(invoke("--set", spaced, "config"))
+        assert line == "error: --set: a setting and its value go as one word: --set lr=0.02"
+    assert "needs a value, got 'lr' alone" in assert_one_error_line(invoke("--set", "lr =", "config"))
+    offered = {p.name for p in run(session_on(), ":help set").params}
+    assert "lr" in offered and not {"device", "data"} & offered  # refused keys are not offered

@@ -202,8 +202,13 @@ def _set_params() -> list[Param]:
     # setting's name without a value wants to know what it holds.
     # Tab offers each key once, as `lr=` (the option), not again as a name to show.
     keys = Param("keys", str, positional=True, meta="KEY", help="settings to show (value, meaning, range), e.g. lr")
+    # Two words a user reaches for as settings are commands: refused with the command that does it, not "unknown"
+    commands = [Param("device", str, refusal="device is not a setting but a command: :device cpu moves the model "
+                                             "(from the shell: minitf --device cpu COMMAND)"),
+                Param("data", str, refusal="data is not a setting but a command: :data sort switches the data "
+                                           "(from the shell: minitf --data sort COMMAND)")]
     return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS
-                       for spec in cls.specs()] + [keys]
+                       for spec in cls.specs()] + commands + [keys]
 
 
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell; a name "
