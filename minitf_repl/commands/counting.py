@@ -9,7 +9,7 @@ model's loss now, measured on the same validation batches `:train` reports, sits
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.text import Text
@@ -22,7 +22,7 @@ from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import command, sample_prompt
+from .base import ablation_note, command, sample_prompt, switched_off
 
 FAMILY = "training"  # listed under :train's heading: what a training loss is measured against
 
@@ -65,6 +65,7 @@ class NgramResult:
     model_bits_per_char: float | None
     model_reads: int  # max_seq_len: how far back the model can read
     model_causal: bool  # False: the model reads the token it predicts, so its loss is no language model's
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: model_val is that model's
 
 
 # interruptible: Ctrl-C stops a long count (a large file takes seconds) at once; nothing is kept until it is done
@@ -75,7 +76,7 @@ class NgramResult:
           low=1, limit=NGRAM_LONGEST),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
-], interruptible=True)  # fmt: skip
+], interruptible=True, json_version=2)  # fmt: skip
 def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     from ..core.data import bits_per_char, val_tokens_per_char
     from ..core.ngram import count_and_score, longest_order
@@ -100,7 +101,7 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
                        counting.val_positions, counting.val_total, counting.generated, rows, prompt,
                        session.trainer.step, model_val, bits_per_char(model_val, per_char),
-                       session.model_config.max_seq_len, getattr(model, "causal", True))
+                       session.model_config.max_seq_len, getattr(model, "causal", True), switched_off(session))
 
 
 def reads(n: int, unit: str) -> str:
@@ -150,6 +151,7 @@ def render_ngram(result: NgramResult, console: Console) -> None:
         say(console, line)
     for line in explanation(result):
         note(console, line)
+    ablation_note(console, result.ablations)
     samples = [row for row in result.rows if row.sample is not None]
     if samples:
         say(console, f"what each counter writes after {result.prompt!r} (sampled from its counts):", "bold")
@@ -169,8 +171,11 @@ def verdict(result: NgramResult) -> list[str]:
     top = best(result)
     loss = result.model_val
     if not result.model_causal:
-        return [f"the model reads the token it predicts (causal=off): its {loss:.3f} is no language model's loss, "
-                f"and no counter is a fair match ({cmd('set', causal='on')} puts the mask back)"]
+        # causal is on where :ablate mask took the mask away: the setting would change nothing there
+        why, back = (("the mask is switched off by " + cmd("ablate", "mask"), cmd("ablate", "off"))
+                     if "the causal mask" in result.ablations else ("causal=off", cmd("set", causal="on")))
+        return [f"the model reads the token it predicts ({why}): its {loss:.3f} is no language model's loss, "
+                f"and no counter is a fair match ({back} puts the mask back)"]
     if result.model_step == 0:
         return [f"the model has not trained: it scores {loss:.3f}, about the uniform guess's "
                 f"{result.rows[0].val_loss:.3f}; {cmd('train')}, then {cmd('ngram')} again"]

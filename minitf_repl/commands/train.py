@@ -442,7 +442,8 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.frames:
         more = {"lens": f"; {cmd('plot', what='lens_rank')} charts the true token's rank",
                 "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",
-                "context": f"; {cmd('plot', what='context')} charts each band by step"}.get(
+                "context": f"; {cmd('plot', what='context')} charts each band by step",
+                "grad": f"; {cmd('plot', what='block_grad')} charts each block's gradient by step"}.get(
             result.frames[0].view, "")
         # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
         then = (f"{cmd('report')} shows them in order{more}" if syntax() == REPL else

@@ -1,0 +1,51 @@
+"""What a sweep of training and the variant lab, tried as a user would, found wrong: each test failed before its fix.
+
+:ngram under :ablate mask told the user to `:set causal=on` (causal is on: the ablation took the mask away) and
+said nothing of the parts switched off while it measured the ablated model; `:train watch=grad` named no chart
+though `:plot what=block_grad` draws its frames; and smaller ones, each named in its test.
+"""
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.commands import REGISTRY
+from minitf_repl.dispatch import json_document
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import plain
+
+TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
+
+
+def session_on(data="pydoc", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=2, batch_size=2, eval_every=1,
+                                                                  eval_batches=2),
+                   data_spec=data, device_name="cpu")
+
+
+# --- :ngram under :ablate ------------------------------------------------------------------------------
+def test_ngram_under_ablate_mask_names_ablate_off_not_a_setting_already_on():
+    session = session_on()
+    run(session, ":train steps=2")
+    run(session, ":ablate mask")
+    result = run(session, ":ngram n=3 sample=off")
+    shown = plain(result)
+    assert ":set causal=on" not in shown  # causal is on already: the setting would change nothing
+    assert "(the mask is switched off by :ablate mask)" in shown and "(:ablate off puts the mask back)" in shown
+    assert result.ablations == ["the causal mask"] and "switched off now: the causal mask" in shown
+    assert json_document(REGISTRY["ngram"], result)["schema"] == "minitf.ngram/2"
+    run(session, ":ablate off")
+    run(session, ":ablate head=0.1")
+    assert "switched off now: head 0.1" in plain(run(session, ":ngram n=3 sample=off"))  # its model row is ablated
+    unmasked = session_on(causal=False)
+    assert "(causal=off)" in plain(run(unmasked, ":ngram n=3 sample=off"))  # the setting's own fix stays
+    assert "(:set causal=on puts the mask back)" in plain(run(unmasked, ":ngram n=3 sample=off"))
+
+
+# --- :train watch= -----------------------------------------------------------------------------------------
+def test_train_watch_grad_names_the_chart_of_its_frames(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    result = run(session, ":train steps=2 watch=grad")
+    assert "; :plot what=block_grad charts each block's gradient by step" in plain(result)
+    run(session, ":plot what=block_grad")  # the chart it names draws them
