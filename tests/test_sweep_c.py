@@ -12,7 +12,7 @@ from minitf_repl.commands import REGISTRY
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import plain
+from test_render import plain, text_of
 
 TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
 
@@ -49,3 +49,15 @@ def test_train_watch_grad_names_the_chart_of_its_frames(tmp_path):
     result = run(session, ":train steps=2 watch=grad")
     assert "; :plot what=block_grad charts each block's gradient by step" in plain(result)
     run(session, ":plot what=block_grad")  # the chart it names draws them
+
+
+# --- :compare at 60 columns -------------------------------------------------------------------------------
+@pytest.mark.parametrize("window", [32, 256])  # six bands; nine
+def test_compare_by_position_fits_60_columns_whatever_the_labels(window):
+    session = session_on(max_seq_len=window, n_layers=1)
+    result = run(session, ":compare current pos_encoding=rope,norm=rmsnorm,activation=swiglu steps=2")
+    shown = text_of(result, 60)
+    assert "…" not in shown  # the last bands' numbers were cut at the edge
+    for outcome in result.outcomes:
+        assert all(f"{loss:.3f}" in shown for loss in outcome.band_losses)
+    assert "● current" in text_of(result, 120)  # where the labels fit they stay

@@ -344,18 +344,27 @@ def by_position(result: CompareResult, console: Console) -> None:
     bands = max((o.bands for o in outcomes), key=len)  # the longest window's; a shorter one's are its first
     best = [min((o.band_losses[b] for o in outcomes if b < len(o.band_losses) and not math.isnan(o.band_losses[b])),
                 default=math.nan) for b in range(len(bands))]
-    rows = []
+    rows, glyphs = [], []  # each contender's row under its label, and under its glyph alone
     for k, o in enumerate(result.outcomes):
         if not o.band_losses:
             continue
         glyph, style = mark(k)
-        cells = [Text(f"{glyph} {o.label}", style=style)]
+        cells = []
         for b in range(len(bands)):
             loss = o.band_losses[b] if b < len(o.band_losses) else math.nan
             cells.append(Text("-" if math.isnan(loss) else f"{loss:.3f}",
                               style="bold green" if len(outcomes) > 1 and loss == best[b] else ""))
-        rows.append(cells)
+        rows.append([Text(f"{glyph} {o.label}", style=style), *cells])
+        glyphs.append([Text(glyph, style=style), *cells])
     table = fitting_table(console, ["positions", *bands], rows, left=("positions",))
+    if not fits(console, table):  # the labels leave the bands no room (they were cut at the edge): the glyphs,
+        # which the lines above and the chart's legend name, and where a long window's bands still do not fit, a
+        # band a row (at most MAX_CONTENDERS columns)
+        table = fitting_table(console, ["positions", *bands], glyphs, left=("positions",))
+        if not fits(console, table):
+            table = fitting_table(console, ["positions", *(row[0].plain for row in glyphs)],
+                                  [[band, *(row[b + 1] for row in glyphs)] for b, band in enumerate(bands)],
+                                  left=("positions",))
     say(console, f"the val loss at the end by position in the window, in bands (as {cmd('context')} reads it; "
                  f"in bold the lowest)", "bold")
     console.print(table)
