@@ -45,6 +45,7 @@ class ReportData:
     vocab: list[str] = field(default_factory=list)  # every token by id, for the embedding map
     embedding: object = None  # core.inside.EmbeddingMap: W_E's rows on their two main directions (`:embed map=on`)
     counters: list = field(default_factory=list)  # commands.PlotLevel: the counters the loss chart draws (`:ngram`)
+    ablations: list[str] = field(default_factory=list)  # what `:ablate` switched off: every view below is that model's
 
 
 _CSS = """
@@ -306,6 +307,10 @@ def build_report(data: ReportData) -> str:
     """The whole page as one string."""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_esc(data.title)}</title>",
            f"<style>{_CSS}</style></head><body>", f"<h1>{_esc(data.title)}</h1>"]
+    if data.ablations:  # the views read the model with its hooks on: without this line they pass for the model's own
+        out.append(f"<p><b>Switched off by <code>:ablate</code>: {_esc(', '.join(data.ablations))}.</b> The attention "
+                   "maps, losses, heads and samples below are the ablated model's (the weights are unchanged; "
+                   "<code>:ablate off</code> puts the model back).</p>")
     out.append("<h2>Configuration</h2>")
     for section in ("model", "train", "gen"):
         values = data.config.get(section, {})
@@ -316,7 +321,8 @@ def build_report(data: ReportData) -> str:
     out.append(loss_chart_svg(data.series, data.vocab_size, counters=data.counters))
     out.append("<h2>Attention</h2>")
     future = any(reads_future(heads) for heads in data.maps)
-    where = ("a query over every key: the model has no causal mask (causal off), so it reads the future too"
+    unmasked = ":ablate mask" if "the causal mask" in data.ablations else "causal off"  # causal is on under :ablate
+    where = (f"a query over every key: the model has no causal mask ({unmasked}), so it reads the future too"
              if future else "a query over the keys 0..i; above the diagonal is the masked future")
     out.append(f"<p>Prompt: <code>{_esc(visible(data.prompt))}</code>. Row i is where position "
                f"i looks ({where}). Darker: less weight.</p>")

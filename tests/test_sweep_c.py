@@ -61,3 +61,22 @@ def test_compare_by_position_fits_60_columns_whatever_the_labels(window):
     for outcome in result.outcomes:
         assert all(f"{loss:.3f}" in shown for loss in outcome.band_losses)
     assert "● current" in text_of(result, 120)  # where the labels fit they stay
+
+
+# --- :report under :ablate -----------------------------------------------------------------------------------
+def test_the_report_says_what_ablate_switched_off(tmp_path):
+    session = session_on()
+    run(session, ":ablate head=0.1")
+    result = run(session, f":report {tmp_path / 'off.html'}")
+    page = (tmp_path / "off.html").read_text()
+    assert result.ablations == ["head 0.1"] and "made with head 0.1 switched off" in plain(result)
+    assert "Switched off by <code>:ablate</code>: head 0.1.</b>" in page
+    assert json_document(REGISTRY["report"], result)["schema"] == "minitf.report/2"
+    run(session, ":ablate off")
+    run(session, ":ablate mask")
+    run(session, f":report {tmp_path / 'mask.html'}")
+    page = (tmp_path / "mask.html").read_text()
+    assert "(:ablate mask), so it reads the future too" in page and "causal off" not in page  # causal is on
+    run(session, ":ablate off")
+    result = run(session, f":report {tmp_path / 'whole.html'}")
+    assert result.ablations == [] and "Switched off" not in (tmp_path / "whole.html").read_text()

@@ -768,6 +768,7 @@ class ReportResult:
     size_bytes: int
     sections: list[str]
     seconds: float
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the page is that model's
 
 
 def complete_html(session) -> list[str]:
@@ -778,7 +779,7 @@ def complete_html(session) -> list[str]:
                    "teacher forcing, what each head does, samples.",
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, write_report
 
@@ -829,6 +830,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
         vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
+        ablations=switched_off(session),
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
@@ -837,7 +839,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
         sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
-    return ReportResult(str(path), size, sections, time.perf_counter() - start)
+    return ReportResult(str(path), size, sections, time.perf_counter() - start, report.ablations)
 
 
 @render.register(ReportResult)
@@ -845,3 +847,6 @@ def render_report(result: ReportResult, console: Console) -> None:
     say(console, Text(f"wrote {result.path}", style="green") +
         Text(f" ({fmt.size(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
     note(console, "one self-contained file: open it in any browser, no network needed")
+    if result.ablations:
+        note(console, f"made with {', '.join(result.ablations)} switched off, as the page says: its attention, "
+                      f"losses, heads and samples are the ablated model's ({cmd('ablate', 'off')} puts the model back)")
