@@ -11,7 +11,7 @@ from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.commands import REGISTRY
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
-from test_commands import run
+from test_commands import Recorder, run
 from test_render import plain, text_of
 
 TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
@@ -80,3 +80,32 @@ def test_the_report_says_what_ablate_switched_off(tmp_path):
     run(session, ":ablate off")
     result = run(session, f":report {tmp_path / 'whole.html'}")
     assert result.ablations == [] and "Switched off" not in (tmp_path / "whole.html").read_text()
+
+
+# --- :lrfind stopped with Ctrl-C ---------------------------------------------------------------------------------
+class StopAfter(Recorder):
+    """Ctrl-C after `n` steps of a command that reports progress (:lrfind)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n, self.progress = n, 0
+
+    def on_progress(self, what, done, total):
+        self.progress = done
+
+    def should_stop(self):
+        return self.progress >= self.n
+
+
+def test_lrfind_stopped_early_says_so_and_does_not_read_its_last_rate_as_the_lowest():
+    session = session_on()  # lr 0.01: past where a test stopped at step 55 of 100 (about 5e-3) reached
+    result = run(session, ":lrfind steps=100", StopAfter(55))
+    test = result.test
+    assert len(test.rates) < test.steps and test.blown_at is None and test.rates[-1] < result.lr
+    shown = plain(result)
+    assert f"stopped after {len(test.rates)} of 100 steps, at {test.rates[-1]:.2g}" in shown
+    assert test.lowest == test.rates[-1]  # at such low rates the loss is still falling where it stopped
+    assert "lowest so far at" in shown and "is past the lowest point" not in shown
+    assert f"your lr 0.01 lies past where the test was stopped ({test.rates[-1]:.2g})" in shown
+    whole = plain(run(session, ":lrfind steps=10"))
+    assert "stopped after" not in whole and "so far" not in whole

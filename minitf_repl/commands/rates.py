@@ -88,10 +88,23 @@ def smoothed_at(test: LrRange, rate: float) -> float | None:
     return None if k is None else test.smoothed[min(len(test.smoothed) - 1, round(k))]
 
 
+def stopped_at(test: LrRange) -> float | None:
+    """The last rate of a test that Ctrl-C ended before its last step (None: it ran out, or blew up)."""
+    return test.rates[-1] if test.blown_at is None and 0 < len(test.rates) < test.steps else None
+
+
+def still_falling(test: LrRange) -> bool:
+    """A stopped test whose lowest point is its last: the curve's real lowest lies further on, unread."""
+    return stopped_at(test) is not None and test.lowest >= test.rates[-1]
+
+
 def where(result: LrfindResult) -> str:
     """Where the session's rate sits on the curve, and what a run at it can expect."""
     test, lr = result.test, result.lr
     yours = f"your lr {lr:g}"
+    if still_falling(test) and lr > test.lowest:  # the lowest read is only where Ctrl-C came: nothing is past it
+        return (f"{yours} lies past where the test was stopped ({test.rates[-1]:.2g}), the loss still falling "
+                f"there: {cmd('lrfind')} run to its end says where yours sits")
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
                 f"diverge; try {cmd('set', lr=_round(test.lowest / 3))}")
@@ -139,7 +152,9 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     parts = []
     if test.steepest is not None:
         parts.append(f"falls fastest at {test.steepest:.2g}")
-    parts.append(f"lowest at {test.lowest:.2g} ({test.lowest_loss:.3f})")
+    parts.append(f"lowest{' so far' if still_falling(test) else ''} at {test.lowest:.2g} ({test.lowest_loss:.3f})")
+    if stopped_at(test) is not None:
+        parts.append(f"stopped after {len(test.rates)} of {count(test.steps, 'step')}, at {stopped_at(test):.2g}")
     if test.blown_at is not None:
         parts.append(f"blew up at {test.blown_at:.2g} (the loss four times its lowest), after "
                      f"{count(len(test.rates), 'step')}")
