@@ -8,6 +8,7 @@ though `:plot what=block_grad` draws its frames; and smaller ones, each named in
 import pytest
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.errors import UserError
 from minitf_repl.commands import REGISTRY
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
@@ -109,3 +110,18 @@ def test_lrfind_stopped_early_says_so_and_does_not_read_its_last_rate_as_the_low
     assert f"your lr 0.01 lies past where the test was stopped ({test.rates[-1]:.2g})" in shown
     whole = plain(run(session, ":lrfind steps=10"))
     assert "stopped after" not in whole and "so far" not in whole
+
+
+# --- :train data= and schedule=continue -------------------------------------------------------------------------
+def test_train_data_takes_schedule_continue_where_it_goes_on_by_default(tmp_path):
+    session = session_on("sort")
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=3")
+    by_default = run(session, ":train steps=2 data=reverse")  # the same 12 symbols: the model and its run go on
+    assert by_default.schedule == "continue" and by_default.total_steps == 5
+    asked = run(session, ":train steps=2 data=sort schedule=continue")  # was refused: 'data= starts a run'
+    assert asked.schedule == "continue" and asked.total_steps == 7 and session.data_spec == "sort"
+    with pytest.raises(UserError, match="pydoc has another vocabulary: the switch rebuilds the model, which then has "
+                                        "no run to go on from; use schedule=new$"):
+        run(session, ":train steps=2 data=pydoc schedule=continue")  # was told to ':data pydoc' first: refused too
+    assert session.data_spec == "sort" and session.trainer.step == 7

@@ -383,8 +383,9 @@ def test_lr_after_a_stopped_run_starts_a_fresh_run_at_that_peak():
     run(session, ":train schedule=continue lr=0.002 steps=2")
     out = plain(run(session, ":train schedule=continue lr=0.002 steps=2"))
     assert "a constant rate of 2.00e-03 (schedule=continue: lr= if given" in out
-    with pytest.raises(UserError, match="schedule=continue goes on from the last run on its own data, and data= "
-                                        "starts a run on other data; use schedule=new, or switch first with :data"):
+    with pytest.raises(UserError, match="schedule=continue goes on at the last run's rate, and sort:2 has another "
+                                        "vocabulary: the switch rebuilds the model, which then has no run to go on "
+                                        "from; use schedule=new"):
         run(session, ":train data=sort:2 schedule=continue")
 
 

@@ -162,9 +162,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
         raise UserError("prompt= and layer= say what watch= looks at; add watch=" + ", watch=".join(WATCH_VIEWS[:-1])
                         + f" or watch={WATCH_VIEWS[-1]}")
-    if args["schedule"] == "continue" and new_data is not None:
-        raise UserError(f"schedule=continue goes on from the last run on its own data, and data= starts a run on "
-                        f"other data; use schedule=new, or switch first with {cmd('data', spec)}")
+    # data= of the same vocabulary keeps the model and its run, which goes on as after :data (the default then is
+    # continue too); another vocabulary rebuilds the model, which then has no run to go on from
+    if args["schedule"] == "continue" and new_data is not None and session.rebuild_needed(data=new_data):
+        raise UserError(f"schedule=continue goes on at the last run's rate, and {spec} has another vocabulary: the "
+                        "switch rebuilds the model, which then has no run to go on from; use schedule=new")
     if args["schedule"] == "continue" and session.trainer.final_lr() is None:
         raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
     autosave = save_as is None and session.autosave
