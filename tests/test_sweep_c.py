@@ -125,3 +125,14 @@ def test_train_data_takes_schedule_continue_where_it_goes_on_by_default(tmp_path
                                         "no run to go on from; use schedule=new$"):
         run(session, ":train steps=2 data=pydoc schedule=continue")  # was told to ':data pydoc' first: refused too
     assert session.data_spec == "sort" and session.trainer.step == 7
+
+
+# --- :set causal= beside a setting that rebuilds ------------------------------------------------------------------
+def test_set_causal_with_a_rebuild_does_not_say_the_weights_were_kept():
+    session = session_on(causal=False)
+    session.model  # built: a change of n_layers rebuilds it
+    shown = plain(run(session, ":set causal=on n_layers=1"))
+    assert "the model was rebuilt, weights reset (step 0)" in shown
+    assert "the weights kept" not in shown and "the mask is back: position i reads positions j <= i only" in shown
+    shown = plain(run(session, ":set causal=off"))  # in place: the weights are kept
+    assert "no causal mask, the weights kept: every position reads the whole window" in shown

@@ -382,9 +382,10 @@ def render_set(result: SetResult, console: Console) -> None:
     if result.preset:
         note(console, f"the model settings now match the preset {result.preset}")
     if "causal" in result.changed:
-        note(console, "the mask is back, the weights kept: position i reads positions j <= i only"
+        kept = "" if result.rebuilt else ", the weights kept"  # another setting of the same :set may have rebuilt it
+        note(console, f"the mask is back{kept}: position i reads positions j <= i only"
              if result.changed["causal"][1] else
-             f"no causal mask, the weights kept: every position reads the whole window, the token it is to predict "
+             f"no causal mask{kept}: every position reads the whole window, the token it is to predict "
              f"included. {cmd('train')} it so and the loss falls toward 0; then {cmd('attn')} shows the heads reading "
              f"the next token and {cmd('gen')} what is left when there is none")
 
