@@ -5,6 +5,8 @@ said nothing of the parts switched off while it measured the ablated model; `:tr
 though `:plot what=block_grad` draws its frames; and smaller ones, each named in its test.
 """
 
+import re
+
 import pytest
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
@@ -136,3 +138,14 @@ def test_set_causal_with_a_rebuild_does_not_say_the_weights_were_kept():
     assert "the weights kept" not in shown and "the mask is back: position i reads positions j <= i only" in shown
     shown = plain(run(session, ":set causal=off"))  # in place: the weights are kept
     assert "no causal mask, the weights kept: every position reads the whole window" in shown
+
+
+# --- :ablate out of range ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("what, said", [
+    ("head=0.5", "head must be in 0..3 (each block has 4 heads), got 5"),  # was "(the model has 4)": 4 of what?
+    ("head=2.0", "layer must be in 0..1 (the model has 2 blocks), got 2"),
+    ("block=7", "block must be in 0..1 (the model has 2 blocks), got 7"),
+])
+def test_ablate_out_of_range_says_what_the_model_has(what, said):
+    with pytest.raises(UserError, match=f"^{re.escape(said)}$"):
+        run(session_on(), f":ablate {what}")

@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from .errors import UserError
+from .words import count
 
 _HEAD = re.compile(r"^(\d+)\.(\d+)$")
 
@@ -52,21 +53,22 @@ def parse_ablation(text: str, n_layers: int, n_heads: int) -> Ablation:
         if m is None:
             raise UserError(f"head takes LAYER.HEAD, e.g. head=0.1; got {value!r}")
         layer, head = int(m.group(1)), int(m.group(2))
-        _check_index("layer", layer, n_layers)
-        _check_index("head", head, n_heads)
+        _check_index("layer", layer, n_layers, f"the model has {count(n_layers, 'block')}")
+        _check_index("head", head, n_heads, f"each block has {count(n_heads, 'head')}")
         return Ablation("head", layer, head)
     if kind == "block":
         if not value.strip().isdigit():
             raise UserError(f"block takes a block number, e.g. block=0; got {value!r}")
         layer = int(value)
-        _check_index("block", layer, n_layers)
+        _check_index("block", layer, n_layers, f"the model has {count(n_layers, 'block')}")
         return Ablation("block", layer)
     raise UserError(f"cannot ablate {text.strip()[:40]!r}; choose head=L.H, mask, positions or block=L")
 
 
-def _check_index(what: str, index: int, count: int) -> None:
-    if not 0 <= index < count:
-        raise UserError(f"{what} must be in 0..{count - 1} (the model has {count}), got {index}")
+def _check_index(what: str, index: int, size: int, has: str) -> None:
+    """`has`: what the size counts, said beside the range (head=0.5 was told "the model has 2": 2 of what?)."""
+    if not 0 <= index < size:
+        raise UserError(f"{what} must be in 0..{size - 1} ({has}), got {index}")
 
 
 @dataclass
