@@ -92,7 +92,9 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
     console.print(fitting_table(console, ["question", "it wrote", "answer", "first wrong"], rows,
                                 left=("question", "it wrote", "answer")))
     if found.distinct > len(found.answers):
-        note(console, f"the first {len(found.answers)} of {found.distinct} questions; "
+        # the list holds each question once: beside "500 wrong answers", "of 499 questions" read as a miscount
+        distinct = " distinct" if found.distinct < found.wrong else ""
+        note(console, f"the first {len(found.answers)} of the {found.distinct}{distinct} questions answered wrongly; "
                       f"{cmd('mistakes', show=found.distinct)} lists them all")
     names = ["answer's character", *(str(k + 1) for k in range(len(found.written)))]
     table = []
