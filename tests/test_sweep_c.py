@@ -14,6 +14,7 @@ from minitf_repl.core.errors import UserError
 from minitf_repl.commands import REGISTRY
 from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
+from test_cli import invoke
 from test_commands import Recorder, run
 from test_render import plain, text_of
 
@@ -163,3 +164,24 @@ def test_mistakes_says_the_list_counts_distinct_questions():
     assert "the first 10 of the 499 distinct questions answered wrongly; :mistakes show=499 lists them all" in shown
     found.wrong = found.questions = 499  # no repeat: no word of distinct
     assert "the first 10 of the 499 questions answered wrongly;" in plain(MistakesResult("add", 0, found, None, 30))
+
+
+# --- one-shot :quantize and :ablate ---------------------------------------------------------------------------------
+CLI_TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
+            "--set", "batch_size=4", "--data", "sort"]
+
+
+def test_one_shot_quantize_and_ablate_do_not_name_a_next_command_they_do_not_reach(tmp_path):
+    quantized = invoke(*CLI_TINY, "--checkpoint-dir", str(tmp_path), "quantize", "int8")
+    assert quantized.exit_code == 0, quantized.output
+    said = " ".join(quantized.stdout.split())
+    assert "minitf gen now samples from the int8 copy" not in said  # the next minitf gen samples the float model
+    assert "the int8 copy (7 Linear layers int8, on the CPU) ends with this command: in the REPL (minitf), :gen " \
+           "samples from it after :quantize int8" in said
+    ablated = invoke(*CLI_TINY, "--checkpoint-dir", str(tmp_path), "ablate", "head=0.1")
+    said = " ".join(ablated.stdout.split())
+    assert ablated.exit_code == 0 and "minitf ablate off" not in said
+    assert "switched off for this command only (the weights never changed)" in said
+    session = session_on()
+    assert ":gen now samples from the int8 copy" in plain(run(session, ":quantize int8"))  # the REPL's words stay
+    assert ":ablate off puts the model back" in plain(run(session, ":ablate head=0.1"))

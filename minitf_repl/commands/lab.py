@@ -33,7 +33,7 @@ from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import Session
-from ..syntax import cmd
+from ..syntax import REPL, cmd, syntax
 from .base import command, complete_data, sample_prompt
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line
@@ -492,7 +492,10 @@ def render_ablate(result: AblateResult, console: Console) -> None:
                      f"({delta:+.4f})", "bold")
     sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
     say(console, sample)
-    if result.active:
+    if result.active and syntax() != REPL:  # the hooks live in the session, which a one-shot command ends
+        note(console, "switched off for this command only (the weights never changed): in the REPL (minitf), the "
+                      "parts stay off for every view until :ablate off")
+    elif result.active:
         note(console, f"{cmd('ablate', 'off')} puts the model back (the weights never changed)")
     else:
         note(console, f"{cmd('ablate', 'head=L.H')} switches a head off (or mask, positions, block=L); they stack")

@@ -24,7 +24,7 @@ from ..render.tables import NARROW, add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
-from ..syntax import cmd
+from ..syntax import REPL, cmd, syntax
 from .base import command, complete_device, default_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -240,8 +240,13 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
                 fmt.change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     add_row(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     console.print(table)
-    say(console, f"{cmd('gen')} now samples from the int8 copy ({count(m.linear_layers, 'Linear layer')} int8, on "
-                 f"the CPU); {cmd('quantize', 'off')} goes back; training or loading drops the copy", "green")
+    made = f"{count(m.linear_layers, 'Linear layer')} int8, on the CPU"
+    if syntax() == REPL:
+        say(console, f"{cmd('gen')} now samples from the int8 copy ({made}); {cmd('quantize', 'off')} goes back; "
+                     "training or loading drops the copy", "green")
+    else:  # the copy lives in the session, which a one-shot command ends: the next `minitf gen` samples the float model
+        say(console, f"the int8 copy ({made}) ends with this command: in the REPL (minitf), :gen samples from it "
+                     "after :quantize int8", "green")
     if result.ablations:
         note(console, f"both measured with {', '.join(result.ablations)} switched off ({cmd('ablate')}), as "
                       f"{cmd('gen')} samples now; {cmd('ablate', 'off')} puts them back in both")
