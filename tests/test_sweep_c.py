@@ -16,7 +16,7 @@ from minitf_repl.dispatch import json_document
 from minitf_repl.session import Session
 from test_cli import invoke
 from test_commands import Recorder, run
-from test_render import plain, text_of
+from test_render import console, plain, text_of
 
 TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
 
@@ -185,3 +185,26 @@ def test_one_shot_quantize_and_ablate_do_not_name_a_next_command_they_do_not_rea
     session = session_on()
     assert ":gen now samples from the int8 copy" in plain(run(session, ":quantize int8"))  # the REPL's words stay
     assert ":ablate off puts the model back" in plain(run(session, ":ablate head=0.1"))
+
+
+# --- :compare's table of two tokenizers over seeds at 60 columns -----------------------------------------------------
+def test_compare_table_of_bits_over_seeds_keeps_each_number_whole_at_60_columns():
+    from types import SimpleNamespace
+
+    from minitf_repl.render.live import CompareTable
+
+    table = CompareTable(["tokenizer=char", "current"], seeds=2, by_bpc=True)
+    for step in (1, 2):
+        table.add(SimpleNamespace(step=step, label="tokenizer=char", val_loss=4.4837, spread=0.011, bpc=6.469,
+                                  bpc_spread=0.016))
+        table.add(SimpleNamespace(step=step, label="current", val_loss=5.6499, spread=0.036, bpc=5.346,
+                                  bpc_spread=0.034))
+    narrow = console(60)
+    narrow.print(table)
+    lines = narrow.file.getvalue().splitlines()
+    assert not any(line.strip().startswith("±") for line in lines)  # a spread folded under its number
+    assert any("6.469 ±0.016" in line and "5.346 ±0.034" in line for line in lines)
+    assert "val bits per character" in narrow.file.getvalue()
+    wide = console(120)
+    wide.print(table)
+    assert "4.4837 ±0.011 | 6.469 ±0.016" in wide.file.getvalue()  # where it fits, the loss per token stays

@@ -91,11 +91,13 @@ class LossTable:
         return Group(*parts) if len(parts) > 1 else self.table
 
 
-def loss_cell(evaluation, bpc: bool = False) -> str:
+def loss_cell(evaluation, bpc: bool = False, bits_only: bool = False) -> str:
     """A contender's val loss at one evaluation, with its spread over seeds when there are several, and
-    (bpc) its bits per character beside it."""
+    (bpc) its bits per character beside it; `bits_only`: the bits per character alone."""
     if evaluation is None:
         return ""
+    if bits_only:
+        return f"{evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}" if evaluation.bpc_spread is not None else "")
     cell = f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
     if bpc and evaluation.bpc is not None:
         cell += f" | {evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}" if evaluation.bpc_spread is not None
@@ -127,11 +129,17 @@ class CompareTable:
         table = self.table(with_labels=True)
         if not fits(console, table, options.max_width):  # the marks alone; the legends name them
             table = self.table(with_labels=False)
+        if self.by_bpc and not fits(console, table, options.max_width):
+            # the bits alone, which the contenders are judged by: a loss | bits cell with spreads over seeds folded
+            # onto two lines at 60 columns, each spread under the other number
+            table = self.table(with_labels=False, bits_only=True)
         yield table
 
-    def table(self, with_labels: bool = True) -> Table:
+    def table(self, with_labels: bool = True, bits_only: bool = False) -> Table:
         title = "val loss" + (" per token | bits per character (the tokenizers differ: compare the bits)"
                               if self.by_bpc else "")
+        if bits_only:
+            title = "val bits per character (the tokenizers differ: a loss per token does not compare)"
         title += f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else ""
         table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
         table.add_column("step", justify="right")
@@ -153,7 +161,8 @@ class CompareTable:
                     stopped_here = step == min(s for s in self.rows if s > self.stopped[label])
                     cells.append(Text("diverged" if stopped_here else "", style="red"))
                     continue
-                cells.append(Text(loss_cell(e, self.by_bpc), style="bold" if e is not None and score(e) == best else ""))
+                cells.append(Text(loss_cell(e, self.by_bpc, bits_only and e is not None and e.bpc is not None),
+                                  style="bold" if e is not None and score(e) == best else ""))
             add_row(table, fmt.whole(step), *cells)
         return table
 
