@@ -208,3 +208,22 @@ def test_compare_table_of_bits_over_seeds_keeps_each_number_whole_at_60_columns(
     wide = console(120)
     wide.print(table)
     assert "4.4837 ±0.011 | 6.469 ±0.016" in wide.file.getvalue()  # where it fits, the loss per token stays
+
+
+def test_compare_table_of_six_contenders_over_seeds_cuts_no_number_at_60_columns():
+    from types import SimpleNamespace
+
+    from minitf_repl.render.live import CompareTable
+
+    labels = [f"lr=0.0{k}" for k in range(1, 7)]
+    table = CompareTable(labels, seeds=2)
+    for label in labels:
+        table.add(SimpleNamespace(step=1, label=label, val_loss=4.4837, spread=0.011, bpc=None, bpc_spread=None))
+    narrow = console(60)
+    narrow.print(table)
+    shown = narrow.file.getvalue()
+    assert "…" not in shown and shown.count("4.4837") == 6  # was "4.48… ±0.0…" in two of the columns
+    assert "(mean over 2 seeds; a wider terminal shows each spread)" in " ".join(shown.split())
+    wide = console(120)
+    wide.print(table)
+    assert wide.file.getvalue().count("4.4837 ±0.011") == 6

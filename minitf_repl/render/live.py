@@ -91,14 +91,16 @@ class LossTable:
         return Group(*parts) if len(parts) > 1 else self.table
 
 
-def loss_cell(evaluation, bpc: bool = False, bits_only: bool = False) -> str:
-    """A contender's val loss at one evaluation, with its spread over seeds when there are several, and
-    (bpc) its bits per character beside it; `bits_only`: the bits per character alone."""
+def loss_cell(evaluation, bpc: bool = False, bits_only: bool = False, spreads: bool = True) -> str:
+    """A contender's val loss at one evaluation, with its spread over seeds when there are several (and `spreads`),
+    and (bpc) its bits per character beside it; `bits_only`: the bits per character alone."""
     if evaluation is None:
         return ""
     if bits_only:
-        return f"{evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}" if evaluation.bpc_spread is not None else "")
-    cell = f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}" if evaluation.spread is not None else "")
+        return f"{evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}"
+                                          if evaluation.bpc_spread is not None and spreads else "")
+    cell = f"{evaluation.val_loss:.4f}" + (f" ±{evaluation.spread:.3f}"
+                                           if evaluation.spread is not None and spreads else "")
     if bpc and evaluation.bpc is not None:
         cell += f" | {evaluation.bpc:.3f}" + (f" ±{evaluation.bpc_spread:.3f}" if evaluation.bpc_spread is not None
                                               else "")
@@ -133,15 +135,22 @@ class CompareTable:
             # the bits alone, which the contenders are judged by: a loss | bits cell with spreads over seeds folded
             # onto two lines at 60 columns, each spread under the other number
             table = self.table(with_labels=False, bits_only=True)
+        if self.seeds > 1 and not fits(console, table, options.max_width):
+            # the means alone: six contenders' "4.4837 ±0.011" were cut to "4.48… ±0.0…" at 60 columns
+            table = self.table(with_labels=False, bits_only=self.by_bpc, spreads=False)
         yield table
 
-    def table(self, with_labels: bool = True, bits_only: bool = False) -> Table:
+    def table(self, with_labels: bool = True, bits_only: bool = False, spreads: bool = True) -> Table:
         title = "val loss" + (" per token | bits per character (the tokenizers differ: compare the bits)"
                               if self.by_bpc else "")
         if bits_only:
             title = "val bits per character (the tokenizers differ: a loss per token does not compare)"
-        title += f" (mean ± std over {self.seeds} seeds)" if self.seeds > 1 else ""
-        table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+        if self.seeds > 1:
+            title += (f" (mean ± std over {self.seeds} seeds)" if spreads else
+                      f" (mean over {self.seeds} seeds; a wider terminal shows each spread)")
+        # the means alone are the narrowest form: without the edges' padding, six contenders fit 60 columns
+        table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+                      pad_edge=spreads)
         table.add_column("step", justify="right")
         for k, label in enumerate(self.labels):
             glyph, style = mark(k)
@@ -161,7 +170,7 @@ class CompareTable:
                     stopped_here = step == min(s for s in self.rows if s > self.stopped[label])
                     cells.append(Text("diverged" if stopped_here else "", style="red"))
                     continue
-                cells.append(Text(loss_cell(e, self.by_bpc, bits_only and e is not None and e.bpc is not None),
+                cells.append(Text(loss_cell(e, self.by_bpc, bits_only and e is not None and e.bpc is not None, spreads),
                                   style="bold" if e is not None and score(e) == best else ""))
             add_row(table, fmt.whole(step), *cells)
         return table
