@@ -227,3 +227,19 @@ def test_compare_table_of_six_contenders_over_seeds_cuts_no_number_at_60_columns
     wide = console(120)
     wide.print(table)
     assert wide.file.getvalue().count("4.4837 ±0.011") == 6
+
+
+# --- a chart's legend at 60 columns -------------------------------------------------------------------------------------
+def test_a_chart_legend_breaks_between_entries_not_inside_one():
+    from minitf_repl.render.chart import Curve, chart
+
+    curves = [Curve(name, [1, 2], [4.0 - k, 3.0 - k], *glyph) for k, (name, glyph) in enumerate(
+        [("current", ("●", "cyan")), ("pos_encoding=rope,norm=rmsnorm,activation=swiglu", ("▲", "magenta")),
+         ("n_layers=2", ("■", "yellow"))])]
+    narrow = console(60)
+    narrow.print(chart(curves, 60, 6, unit="val loss"))
+    lines = [line.rstrip() for line in narrow.file.getvalue().splitlines()]
+    lines = lines[[k for k, line in enumerate(lines) if "└" in line][0] + 2:]  # the legend, under the x axis's labels
+    assert "▲ pos_encoding=rope,norm=rmsnorm,activation=swiglu" in lines  # was "● current   ▲" above the name
+    assert not any(line.endswith(("▲", "●", "■")) for line in lines)
+    assert "■ n_layers=2   (val loss)" in lines

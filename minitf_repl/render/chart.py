@@ -119,18 +119,29 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     out.append(" " * lw + " └" + "─" * plot_w + "\n", style="dim")
     left, right = x_labels if x_labels is not None else (f"step {x0:,}", f"{x1:,}")
     out.append(" " * (lw + 2) + left + " " * max(1, plot_w - len(left) - len(right)) + right, style="dim")
-    legend = Text()
-    for curve in curves:
-        legend.append(f"{curve.glyph} ", style=curve.style)
-        legend.append(f"{curve.name}   ")
+    entries = [Text(f"{curve.glyph} ", style=curve.style) + Text(curve.name) for curve in curves]
     lines = [("╌ ", "dim", baseline_label)] if baseline is not None else []
     lines += [(f"┄{level.mark} ", "yellow", level.label) for level in levels]
-    for k, (glyph, style, label) in enumerate(lines):
-        legend.append(("   " if k else "") + glyph, style=style)
-        legend.append(label)
+    entries += [Text(glyph, style=style) + Text(label) for glyph, style, label in lines]
     if unit:
-        legend.append(("   " if lines else "") + f"({unit})", style="dim")
-    return Group(out, legend)
+        entries.append(Text(f"({unit})", style="dim"))
+    return Group(out, legend_lines(entries, width))
+
+
+def legend_lines(entries: list[Text], width: int) -> Text:
+    """The legend's entries three spaces apart, a new line before an entry that would pass `width`: wrapped at any
+    space, a glyph was left at a line's end with its name on the next ("▲" then "pos_encoding=rope,...")."""
+    legend, used = Text(), 0
+    for entry in entries:
+        if used and used + 3 + len(entry) > width:
+            legend.append("\n")
+            used = 0
+        elif used:
+            legend.append("   ")
+            used += 3
+        legend.append_text(entry)
+        used += len(entry)
+    return legend
 
 
 SPARKS = "▁▂▃▄▅▆▇█"
