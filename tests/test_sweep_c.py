@@ -243,3 +243,14 @@ def test_a_chart_legend_breaks_between_entries_not_inside_one():
     assert "▲ pos_encoding=rope,norm=rmsnorm,activation=swiglu" in lines  # was "● current   ▲" above the name
     assert not any(line.endswith(("▲", "●", "■")) for line in lines)
     assert "■ n_layers=2   (val loss)" in lines
+
+
+# --- :checks under :ablate ------------------------------------------------------------------------------------------
+def test_checks_of_the_model_say_what_ablate_switched_off():
+    session = session_on()
+    run(session, ":ablate block=0")
+    result = run(session, ":checks rows causal gradient")
+    assert result.ablations == ["block 0"]
+    assert "switched off now: block 0 (:ablate off puts the model back)" in plain(result)
+    assert json_document(REGISTRY["checks"], result)["schema"] == "minitf.checks/3"
+    assert "switched off now" not in plain(run(session, ":checks init"))  # a fresh model: nothing of it is off

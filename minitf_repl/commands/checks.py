@@ -25,7 +25,7 @@ from ..render.words import Words, note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import command, sample_window
+from .base import ablation_note, command, sample_window, switched_off
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck
@@ -64,6 +64,7 @@ class ChecksResult:
     post_norm: bool = False  # norm_placement=post: each block ends with a norm
     residual: bool = True  # the residual add is there (residual=off: each sublayer's output replaces the stream)
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
+    ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: rows, causal, gradient read them so
 
     @property
     def failure(self) -> str | None:
@@ -104,7 +105,7 @@ def asked_checks(text: str | None) -> list[str]:
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
     Param("steps", int, default=STEPS, low=1, limit=100_000,
           help="the training checks' steps: blind trains two fresh models this long, overfit one"),
-], aliases=("sanity",), json_version=2)  # fmt: skip
+], aliases=("sanity",), json_version=3)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -119,7 +120,8 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           causal_setting=session.model_config.causal,
                           post_norm=session.model.post_norm,
                           residual=session.model_config.residual,
-                          position_table=position_kind(session.model_config).table is not None)
+                          position_table=position_kind(session.model_config).table is not None,
+                          ablations=switched_off(session))
     training = [name for name in asked if name in ("blind", "overfit")]
     if training:
         session.threads.decide()  # a fresh look at the other work on the machine before the training checks
@@ -341,6 +343,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
             say(console, f"{name}: {failure(name, getattr(result, name), result)}", "red")
     for line in explanations(result):
         note(console, line)
+    if any(name in result.asked for name in ("rows", "causal", "gradient")):  # the fresh models have no ablation
+        ablation_note(console, result.ablations)
     run = len(result.passed) + len(result.failed)
     total = sum(result.seconds.values())
     if result.stopped:
