@@ -254,3 +254,13 @@ def test_checks_of_the_model_say_what_ablate_switched_off():
     assert "switched off now: block 0 (:ablate off puts the model back)" in plain(result)
     assert json_document(REGISTRY["checks"], result)["schema"] == "minitf.checks/3"
     assert "switched off now" not in plain(run(session, ":checks init"))  # a fresh model: nothing of it is off
+
+
+def test_experts_under_ablate_says_the_routing_is_the_ablated_models():
+    session = session_on(n_experts=4, experts_per_token=1)
+    run(session, ":ablate head=0.1")
+    result = run(session, ":experts")
+    assert result.ablations == ["head 0.1"] and "switched off now: head 0.1" in plain(result)
+    assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/2"
+    run(session, ":ablate off")
+    assert "switched off now" not in plain(run(session, ":experts"))

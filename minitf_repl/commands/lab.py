@@ -34,7 +34,7 @@ from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import REPL, cmd, syntax
-from .base import command, complete_data, sample_prompt
+from .base import ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line
 from .train import PlotLevel, counter_levels, plot_levels
@@ -381,9 +381,11 @@ class ExpertsResult:
     tokens: list[list[int]]  # per layer, per expert: routing choices
     aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
     experts_per_token: int
+    ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the routing is that model's
 
 
-@command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.")
+@command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.",
+         json_version=2)
 def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config
@@ -394,7 +396,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
 
     train = session.trainer.config
     stats = validation_routing(session.model, session.data, train.batch_size, train.seed + 1)
-    return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token)
+    return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token,
+                         switched_off(session))
 
 
 @render.register(ExpertsResult)
@@ -432,6 +435,7 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         note(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:
         note(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
+    ablation_note(console, result.ablations)
 
 
 # --- :ablate -------------------------------------------------------------------------------------
