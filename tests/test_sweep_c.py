@@ -264,3 +264,14 @@ def test_experts_under_ablate_says_the_routing_is_the_ablated_models():
     assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/2"
     run(session, ":ablate off")
     assert "switched off now" not in plain(run(session, ":experts"))
+
+
+# --- a stopped :train's val loss ------------------------------------------------------------------------------------
+def test_a_stopped_run_says_at_which_step_its_val_loss_was_measured(tmp_path):
+    session = session_on()
+    session.checkpoint_dir = tmp_path
+    result = run(session, ":train steps=40 eval_every=10", Recorder(stop_after=15))  # Ctrl-C after step 15
+    assert result.stopped and result.total_steps == 15 and result.evals[-1]["step"] == 10
+    assert "train loss" in plain(result) and f"val loss {result.val_loss:.4f} at step 10," in plain(result)
+    done = run(session, ":train")  # goes on to step 40, evaluated there: no step to name
+    assert done.total_steps == 40 and f"val loss {done.val_loss:.4f}," in plain(done)

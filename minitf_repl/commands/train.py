@@ -376,7 +376,9 @@ def train_summary(result: TrainResult) -> str:
     if result.train_loss is not None:
         parts.append(f"train loss {result.train_loss:.4f}")
     if result.val_loss is not None:
-        parts.append(f"val loss {result.val_loss:.4f}")
+        # a stopped run's last evaluation may lie many steps before the stop: said, beside the last step's train loss
+        at = result.evals[-1]["step"] if result.evals else result.total_steps
+        parts.append(f"val loss {result.val_loss:.4f}" + (f" at step {at:,}" if at != result.total_steps else ""))
     if result.val_bpc is not None:
         parts.append(bpc_words(result.val_bpc, result.tokens_per_char))
     if result.accuracy is not None:
