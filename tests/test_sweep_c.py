@@ -1,8 +1,10 @@
 """What a sweep of training and the variant lab, tried as a user would, found wrong: each test failed before its fix.
 
-:ngram under :ablate mask told the user to `:set causal=on` (causal is on: the ablation took the mask away) and
-said nothing of the parts switched off while it measured the ablated model; `:train watch=grad` named no chart
-though `:plot what=block_grad` draws its frames; and smaller ones, each named in its test.
+:ngram under :ablate mask told the user to `:set causal=on` (causal is on: the ablation took the mask away), and
+:ngram, :report, :checks and :experts showed the ablated model's numbers with no word of the ablation; :lrfind
+stopped with Ctrl-C read the last rate it reached as the curve's lowest; :compare's tables and a chart's legend broke
+at 60 columns; `:train data=X schedule=continue` was refused though `:train data=X` continues; and smaller ones, each
+named in its test.
 """
 
 import re
