@@ -127,7 +127,7 @@ def test_train_data_takes_schedule_continue_where_it_goes_on_by_default(tmp_path
     asked = run(session, ":train steps=2 data=sort schedule=continue")  # was refused: 'data= starts a run'
     assert asked.schedule == "continue" and asked.total_steps == 7 and session.data_spec == "sort"
     with pytest.raises(UserError, match="pydoc has another vocabulary: the switch rebuilds the model, which then has "
-                                        "no run to go on from; use schedule=new$"):
+                                        "no run to go on from; :train schedule=new starts one$"):
         run(session, ":train steps=2 data=pydoc schedule=continue")  # was told to ':data pydoc' first: refused too
     assert session.data_spec == "sort" and session.trainer.step == 7
 

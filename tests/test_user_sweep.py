@@ -385,7 +385,7 @@ def test_lr_after_a_stopped_run_starts_a_fresh_run_at_that_peak():
     assert "a constant rate of 2.00e-03 (schedule=continue: lr= if given" in out
     with pytest.raises(UserError, match="schedule=continue goes on at the last run's rate, and sort:2 has another "
                                         "vocabulary: the switch rebuilds the model, which then has no run to go on "
-                                        "from; use schedule=new"):
+                                        "from; :train schedule=new starts one"):
         run(session, ":train data=sort:2 schedule=continue")
 
 
@@ -593,3 +593,8 @@ def test_set_says_a_preset_matches_only_where_a_preset_field_changed():
     run(session, ":train steps=1")
     moved = run(session, ":set activation=gelu_tanh")  # GPT-2's one change from the seed
     assert moved.rebuilt and moved.preset == "gpt2" and "now match the preset gpt2" in plain(moved)
+
+
+def test_schedule_continue_refused_from_the_shell_names_the_shells_option():
+    line = assert_one_error_line(invoke("train", "--steps", "1", "--schedule", "continue"))
+    assert line.endswith("this one has not: minitf train --schedule new starts a run")

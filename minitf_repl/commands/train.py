@@ -166,9 +166,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # continue too); another vocabulary rebuilds the model, which then has no run to go on from
     if args["schedule"] == "continue" and new_data is not None and session.rebuild_needed(data=new_data):
         raise UserError(f"schedule=continue goes on at the last run's rate, and {spec} has another vocabulary: the "
-                        "switch rebuilds the model, which then has no run to go on from; use schedule=new")
+                        f"switch rebuilds the model, which then has no run to go on from; {cmd('train', schedule='new')} starts one")
     if args["schedule"] == "continue" and session.trainer.final_lr() is None:
-        raise UserError("schedule=continue needs a model that has trained; this one has not (use schedule=new)")
+        raise UserError("schedule=continue needs a model that has trained; this one has not: "
+                        f"{cmd('train', schedule='new')} starts a run")
     autosave = save_as is None and session.autosave
     if autosave:
         from ..core.checkpoint import check_save_target
