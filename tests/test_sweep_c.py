@@ -277,3 +277,29 @@ def test_a_stopped_run_says_at_which_step_its_val_loss_was_measured(tmp_path):
     assert "train loss" in plain(result) and f"val loss {result.val_loss:.4f} at step 10," in plain(result)
     done = run(session, ":train")  # goes on to step 40, evaluated there: no step to name
     assert done.total_steps == 40 and f"val loss {done.val_loss:.4f}," in plain(done)
+
+
+# --- left by the sweep, fixed after it -------------------------------------------------------------------------
+def test_a_compiled_run_keeps_its_thread_count_so_it_never_recompiles_for_it(monkeypatch):
+    from minitf_repl.core import train as core_train
+
+    class Counting:
+        def __init__(self):
+            self.looks = 0
+
+        def revisit(self):
+            self.looks += 1
+
+    monkeypatch.setattr(core_train, "compile_module", lambda module: (module, None))  # "compiled": no compiler run
+    for compiled, looks in ((False, 3), (True, 0)):
+        session = session_on()
+        run(session, f":set compile={'on' if compiled else 'off'}")
+        session.trainer.threads = policy = Counting()
+        run(session, ":train steps=3")
+        assert policy.looks == looks
+    monkeypatch.setattr(core_train, "compile_module", lambda module: (None, "no compiler here; training eagerly"))
+    session = session_on()
+    run(session, ":set compile=on")
+    session.trainer.threads = policy = Counting()
+    run(session, ":train steps=3")  # compiling failed at the first step: eager steps after it look again
+    assert policy.looks == 2

@@ -253,8 +253,10 @@ class Trainer:
             if self._peer_safe(self._stop_requested, should_stop):
                 stopped = True
                 break
-            if self.threads is not None:
-                self.threads.revisit()  # a look every few seconds, between steps
+            # A look every few seconds, between steps. Not under torch.compile: its graph guards on the thread
+            # count, so a change recompiles (seconds, counted in the steady state's speed); it keeps its count.
+            if self.threads is not None and not (cfg.compile and self._compile_failed is None):
+                self.threads.revisit()
             t0 = time.perf_counter()
             run_step = self.step - self.run_start
             lr = self.lr_for(run_step)
