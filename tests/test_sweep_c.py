@@ -303,3 +303,11 @@ def test_a_compiled_run_keeps_its_thread_count_so_it_never_recompiles_for_it(mon
     session.trainer.threads = policy = Counting()
     run(session, ":train steps=3")  # compiling failed at the first step: eager steps after it look again
     assert policy.looks == 2
+
+
+def test_ngram_on_random_tokens_does_not_say_a_context_counted_thousands_of_times_was_counted_a_few():
+    result = run(session_on("random"), ":ngram n=2 sample=off")
+    shown = " ".join(plain(result).split())
+    each = result.train_tokens / result.rows[2].contexts
+    assert each > 1000 and "counted a few times" not in shown
+    assert f"each context was counted about {each:,.0f} times" in shown

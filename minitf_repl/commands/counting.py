@@ -202,9 +202,15 @@ def explanation(result: NgramResult) -> list[str]:
     longest = counted[-1] if counted else None
     if longest is not None and longest.n > top.n and longest.val_loss > top.val_loss:
         unseen = 1 - longest.seen
-        why = (f"{unseen:.0%} of val's contexts of {count(longest.n - 1, result.unit)} were never counted"
-               if unseen >= 0.05 else "each long context was counted a few times, and its counts follow the "
-                                      "accidents of the counted text")
+        each = result.train_tokens / max(1, longest.contexts)  # times a context was counted, on average
+        if unseen >= 0.05:
+            why = f"{unseen:.0%} of val's contexts of {count(longest.n - 1, result.unit)} were never counted"
+        elif each < 50:
+            why = (f"each long context was counted a few times (about {each:.0f} on average), and its counts follow "
+                   "the accidents of the counted text")
+        else:  # random tokens: what follows does not depend on the context, which then adds its counts' noise only
+            why = (f"each context was counted about {each:,.0f} times, yet its counts still follow the accidents of "
+                   "the counted text, and a context that does not change what follows adds nothing else")
         lines.append(f"past n = {top.n} a longer context costs on val ({longest.val_loss:.3f} at n = {longest.n}) "
                      f"while the counted text's loss keeps falling ({longest.train_loss:.3f}): {why}. A table "
                      f"memorises; a model that shares what it learned across contexts generalises")
