@@ -46,6 +46,7 @@ class ReportData:
     embedding: object = None  # core.inside.EmbeddingMap: W_E's rows on their two main directions (`:embed map=on`)
     counters: list = field(default_factory=list)  # commands.PlotLevel: the counters the loss chart draws (`:ngram`)
     ablations: list[str] = field(default_factory=list)  # what `:ablate` switched off: every view below is that model's
+    quantized: bool = False  # `:quantize int8` is on: :gen samples its int8 copy, the page the float model
 
 
 _CSS = """
@@ -352,6 +353,9 @@ def build_report(data: ReportData) -> str:
     if data.heads is not None:
         out.extend(heads_html(data.heads))
     out.append("<h2>Samples</h2>")
+    if data.quantized:
+        out.append("<p>From the float32 model, as everything on this page; <code>:quantize int8</code> is on, so "
+                   "<code>:gen</code> samples its int8 copy.</p>")
     for sample in data.samples:
         out.append(f'<pre class="sample">{_esc(sample)}</pre>')
     if data.frames:

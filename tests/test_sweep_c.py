@@ -311,3 +311,14 @@ def test_ngram_on_random_tokens_does_not_say_a_context_counted_thousands_of_time
     each = result.train_tokens / result.rows[2].contexts
     assert each > 1000 and "counted a few times" not in shown
     assert f"each context was counted about {each:,.0f} times" in shown
+
+
+def test_report_under_quantize_says_its_samples_are_the_float_models(tmp_path):
+    session = session_on()
+    run(session, ":train steps=2")
+    run(session, f":report {tmp_path / 'float.html'}")
+    assert ":quantize int8</code> is on" not in (tmp_path / "float.html").read_text()
+    run(session, ":quantize int8")
+    run(session, f":report {tmp_path / 'int8.html'}")
+    page = (tmp_path / "int8.html").read_text()
+    assert "From the float32 model, as everything on this page; <code>:quantize int8</code> is on, so " in page
