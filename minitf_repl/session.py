@@ -329,6 +329,12 @@ class Session:
         self.watch_frames = list(frames)
 
     @property
+    def data_since_step(self) -> int:
+        """The step after which the current data came in: 0 unless a switch to data of the same vocabulary kept
+        the model (its history before that step is of the data before)."""
+        return self._data_since_step
+
+    @property
     def history_on_data(self) -> list[dict]:
         """The training history's rows since the current data came in (all of them unless a switch to data of
         the same vocabulary kept the model): what the model did on this data."""

@@ -322,3 +322,14 @@ def test_report_under_quantize_says_its_samples_are_the_float_models(tmp_path):
     run(session, f":report {tmp_path / 'int8.html'}")
     page = (tmp_path / "int8.html").read_text()
     assert "From the float32 model, as everything on this page; <code>:quantize int8</code> is on, so " in page
+
+
+def test_plot_after_a_switch_to_data_of_the_same_vocabulary_says_where_the_data_changed():
+    session = session_on("sort")
+    run(session, ":train steps=3")
+    assert run(session, ":plot").data_from is None
+    run(session, ":train steps=2 data=reverse")  # the same symbols: the model and its run go on, on other data
+    result = run(session, ":plot")
+    assert result.data_from == 3 and result.series[0].steps[0] == 1  # the chart still shows steps 1 to 5
+    assert "the data in use came in after step 3: the curves before it are of the data before" in plain(result)
+    assert json_document(REGISTRY["plot"], result)["data_from"] == 3

@@ -504,6 +504,9 @@ class PlotResult:
     vocab_size: int | None = None  # for the ln(V) line of a loss chart
     # the loss chart's counting models after :ngram on this data: the bigram and the best (the lowest val loss)
     counters: list[PlotLevel] = field(default_factory=list)
+    # the step after which the data in use came in, where the chart has steps before it (a switch to data of the
+    # same vocabulary kept the model): the curves before it are of the data before
+    data_from: int | None = None
 
 
 def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
@@ -587,7 +590,7 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
          params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
                                          "block_grad: from :train watch=grad; copying, induction: from :train "
                                          "watch=heads; context: from :train watch=context)", choices=PLOT_WHAT)],
-         json_version=2)  # fmt: skip
+         json_version=3)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
     if what in ("copying", "induction"):
@@ -623,7 +626,9 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     if not series:
         raise UserError(f"there is no training history yet; {train_first('plot', AUTOSAVE_NAME)}")
     counters = plot_levels(session.counters) if what == "loss" else []
-    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters)
+    since = session.data_since_step
+    data_from = since if since and any(row["step"] <= since for row in history) else None
+    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_from)
 
 
 def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None,
@@ -665,5 +670,8 @@ def render_plot(result: PlotResult, console: Console) -> None:
     console.print(series_chart(result.series, console.width, 12,
                                result.vocab_size if result.what in ("loss", "copying", "context") else None,
                                result.counters, joined=result.what in WATCHED))
+    if result.data_from is not None:
+        note(console, f"the data in use came in after step {result.data_from:,}: the curves before it are of the data "
+                      "before (the switch kept the model, whose vocabulary it shares)")
     if result.what == "loss" and not result.counters:
         note(console, f"{cmd('ngram')} measures what counting alone reaches on this data; the chart then draws it")
