@@ -264,8 +264,9 @@ def render_compare(result: CompareResult, console: Console) -> None:
         changes = ", ".join(f"{key}={fmt.value(v)}" for key, v in o.changes.items()) or "-"
         glyph, style = mark(k)
         label = Text(f"{glyph} {o.label}", style=style)
-        add_row(facts, label, fmt.whole(o.n_params), fmt.rate(o.tokens_per_second), fmt.seconds(o.seconds), changes)
-        lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {fmt.rate(o.tokens_per_second)} tokens/s, "
+        speed = fmt.rate(o.tokens_per_second) if o.tokens_per_second else "-"  # diverged before a step was timed
+        add_row(facts, label, fmt.whole(o.n_params), speed, fmt.seconds(o.seconds), changes)
+        lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {speed} tokens/s, "
                                   f"{fmt.seconds(o.seconds)}" + (f"; differs in {changes}" if k else "")))
     if fits(console, facts):
         console.print(facts)
