@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import sys
 import threading
@@ -32,7 +33,8 @@ from rich.console import Console
 from . import __version__
 from .commands import REGISTRY
 from .core.paths import adopt_old_history, history_path
-from .dispatch import FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
+from .core.words import count
+from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
 from .render import say
 
 PROMPT = "minitf> "
@@ -301,13 +303,33 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             return signal_status(e.signum)
         first = False
         try:
-            if door.run_line(line) == QUIT:
+            if run_pasted(door, line, err_console) == QUIT:
                 break
         except KeyboardInterrupt:  # a Ctrl-C between two commands: back to the prompt
             continue
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)
     return 0
+
+
+def run_pasted(door: FrontDoor, text: str, err_console: Console) -> str:
+    """Run what the prompt returned: one line, or several pasted at once, each as if typed.
+
+    A terminal's paste puts its newlines into the line, and the parser takes a newline for a space: the
+    first command read the others as its text (`:set` refused `:data`). A Ctrl-C that stops one of them
+    stops the rest too, as a shell drops typed-ahead lines.
+    """
+    lines = re.split(r"\r\n|\r|\n", text)  # not str.splitlines(): U+2028 and \f inside a prompt are text
+    status = EMPTY
+    for at, line in enumerate(lines):
+        status = door.run_line(line)
+        if status == QUIT or door.terminated is not None:
+            return status
+        left = sum(1 for rest in lines[at + 1:] if rest.strip())
+        if door.interrupted and left:
+            say(err_console, f"{count(left, 'more pasted line')} not run", "dim")
+            return status
+    return status
 
 
 class Terminated(Exception):

@@ -1,0 +1,45 @@
+"""What a sweep of the REPL's mechanics and its help, tried as a user would, found wrong: each test failed
+before its fix.
+
+Lines pasted at the prompt ran as one line, the first command taking the others as its text; Tab after
+`--key ` offered option names where the option's value goes; `:help n` (and seed, steps) named as "the
+same setting for one command" options that only share its name (`:ngram n=` is the counter's order).
+"""
+
+import os
+import signal
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from minitf_repl import dispatch
+from minitf_repl.render import RichReporter
+from minitf_repl.repl import CommandCompleter
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import plain
+from test_repl import TINY, drive
+
+PASTE, END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed paste: the text arrives as one piece
+
+
+# --- several lines pasted at once ---------------------------------------------------------------------------
+def test_lines_pasted_at_once_run_one_by_one_as_typed():
+    code, out, err, session = drive(f"{PASTE}:set n=7\n:data sort\n:config\n{END}\r")
+    assert code == 0 and err == "", err
+    assert "n: 200 -> 7" in out and session.data_spec == "sort" and "d_model" in out
+
+
+def test_a_ctrl_c_that_stops_one_pasted_line_drops_the_rest_and_says_so(monkeypatch):
+    class CtrlC(RichReporter):
+        def on_step(self, info):
+            super().on_step(info)
+            if info.run_step == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(dispatch, "RichReporter", CtrlC)
+    code, out, err, session = drive(f"{PASTE}{TINY}\n:train steps=50\n:set n=7\n\n:data sort\n{END}\r")
+    assert code == 0
+    assert "stopped at step" in out and "n: 200 -> 7" not in out and session.data_spec != "sort"
+    assert err.strip() == "2 more pasted lines not run"
