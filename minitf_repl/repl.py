@@ -182,7 +182,15 @@ class CommandCompleter(Completer):
                 if value.startswith(partial):
                     yield Completion(value, start_position=-len(partial))
             return
-        used = {tok.split("=", 1)[0].replace("-", "_") for tok in stripped.split()[1:] if "=" in tok}
+        before = stripped.split()[1:] if not word else stripped.split()[1:-1]
+        flag = self._flag(command, before[-1]) if before else None
+        if flag is not None:  # `--steps ` or `-n `: the option's value goes here, not another option
+            for value in self._values(flag):
+                if value.startswith(word):
+                    yield Completion(value, start_position=-len(word))
+            return
+        used = {tok.split("=", 1)[0].lstrip("-").replace("-", "_") for tok in before if "=" in tok}
+        used |= {flag.name for tok in before if (flag := self._flag(command, tok, bools=True)) is not None}
         typed = word.lstrip("-").replace("-", "_")
         for param in command.options:
             if param.name in used or any(alias in used for alias in param.aliases):
@@ -197,6 +205,17 @@ class CommandCompleter(Completer):
             for value in self._values(positional):
                 if value.startswith(word) and value != word:
                     yield Completion(value, start_position=-len(word))
+
+    @classmethod
+    def _flag(cls, command, token: str, bools: bool = False):
+        """The option a `--key` or `-k` token names without its value (a flag too where `bools`), else None."""
+        if "=" in token or not token.startswith("-"):
+            return None
+        if token.startswith("--"):
+            param = cls._param(command, token[2:])
+        else:
+            param = next((p for p in command.options if p.short is not None and token == f"-{p.short}"), None)
+        return param if param is not None and (bools or param.type is not bool) else None
 
     @staticmethod
     def _param(command, key: str):

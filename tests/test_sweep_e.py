@@ -43,3 +43,18 @@ def test_a_ctrl_c_that_stops_one_pasted_line_drops_the_rest_and_says_so(monkeypa
     assert code == 0
     assert "stopped at step" in out and "n: 200 -> 7" not in out and session.data_spec != "sort"
     assert err.strip() == "2 more pasted lines not run"
+
+
+# --- Tab after `--key ` --------------------------------------------------------------------------------------
+def completions(text: str) -> list[str]:
+    completer = CommandCompleter(session=Session())
+    return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+
+def test_tab_after_a_long_option_without_its_value_offers_its_values():
+    assert completions(":train --schedule ") == ["new", "continue"]
+    assert completions(":train --watch a") == ["attn"]
+    assert completions(":gen -n ") == []  # a number: nothing to offer, and no option name in its place
+    assert completions(":train --steps ") == []
+    assert "steps=" not in completions(":train --steps 5 ")  # given already, as steps=5 is
+    assert "cache=" not in completions(":gen --cache ") and "n=" in completions(":gen --cache ")  # a flag needs none
