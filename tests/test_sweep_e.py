@@ -58,3 +58,15 @@ def test_tab_after_a_long_option_without_its_value_offers_its_values():
     assert completions(":train --steps ") == []
     assert "steps=" not in completions(":train --steps 5 ")  # given already, as steps=5 is
     assert "cache=" not in completions(":gen --cache ") and "n=" in completions(":gen --cache ")  # a flag needs none
+
+
+# --- :help KEY ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("key, commands", [
+    ("n", ":gen n=..."),  # not :ngram n= (the counter's order), :mistakes n= (questions) nor :kv n= (default 8)
+    ("seed", ":train seed=..., :lrfind seed=..."),  # not the windows' or questions' seeds, default 0
+    ("steps", ":train steps=..."),  # not :checks' 100, :compare's 300 nor :lrfind's 100
+    ("lr", ":train lr=..."),
+])
+def test_help_of_a_setting_names_only_the_options_that_set_it_for_one_command(key, commands):
+    shown = plain(run(Session(), f":help {key}"))
+    assert shown.endswith(f"or for one command as its option: {commands}")

@@ -147,8 +147,7 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
         return None
     spec = param.setting
     kind = "|".join(map(str, spec.choices)) if spec.choices else ("on|off" if spec.type is bool else spec.type.__name__)
-    others = [c.name for c in REGISTRY.values() if c is not SET
-              and any(p.name == spec.name and p.refusal is None for p in c.params)]
+    others = [c.name for c in REGISTRY.values() if c is not SET and any(_overrides(p, spec) for p in c.params)]
     # Where the value is the data's recipe's (core.recipes) and not the default: why `:data shakespeare` made lr 0.02.
     source = recipe_label(session.recipe_data, session.train_config.optimizer) if spec.name in from_recipe(session) \
         else None
@@ -156,6 +155,14 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
                        spec.range_text(), spec.default, setting_value(session, spec),
                        spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
                        param.refusal, source)
+
+
+def _overrides(param: Param, spec) -> bool:
+    """Whether a command's option sets this setting for that command alone: made from it, or falling back on it.
+    A name alone says nothing: `:ngram n=` is the counter's order, `:context seed=` its windows', not `n` or `seed`."""
+    if param.refusal is not None or param.name != spec.name:
+        return False
+    return (param.setting is not None and param.setting.name == spec.name) or f"the {spec.name} setting" in param.help
 
 
 def also(aliases: tuple) -> str:
