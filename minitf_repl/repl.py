@@ -253,7 +253,7 @@ def toolbar_text(session, width: int | None = None) -> str:
     loaded model's val loss used to sit beside the toolbar's train loss, both called "loss"). A data
     file shows as its name: the folders before it pushed the line past the screen's edge. Where the
     line is still too wide, the train loss goes first (the val loss is the one the other views
-    show), then the labels shorten, so that the data stays in view.
+    show), then the labels shorten, then the device and size go, so that the data stays in view.
     """
     try:
         st = session.status()
@@ -268,7 +268,8 @@ def toolbar_text(session, width: int | None = None) -> str:
     short = f"val {val}" if val else (f"train {train}" if train else "loss -")
     candidates = [f" device {st.device} | {params} | step {st.step:,} | {both or 'loss -'} | data {data} ",
                   f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
-                  f" {st.device} | {params} | step {st.step:,} | {short} | {data} "]
+                  f" {st.device} | {params} | step {st.step:,} | {short} | {data} ",
+                  f" step {st.step:,} | {short} | {data} "]  # 40-60 columns: :config and :device say the rest
     return next((c for c in candidates if width is None or len(c) <= width), candidates[-1])
 
 

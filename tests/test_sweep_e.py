@@ -13,7 +13,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from minitf_repl import dispatch
+from minitf_repl import dispatch, repl
 from minitf_repl.render import RichReporter
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
@@ -70,3 +70,14 @@ def test_tab_after_a_long_option_without_its_value_offers_its_values():
 def test_help_of_a_setting_names_only_the_options_that_set_it_for_one_command(key, commands):
     shown = plain(run(Session(), f":help {key}"))
     assert shown.endswith(f"or for one command as its option: {commands}")
+
+
+# --- the toolbar at 40-60 columns ---------------------------------------------------------------------------
+def test_the_toolbar_keeps_the_data_in_view_at_40_columns():
+    session = Session(data_spec="sort")
+    run(session, TINY)
+    run(session, ":train steps=2")
+    session.data_spec = "shakespeare"  # the longest of the data names
+    text = repl.toolbar_text(session, width=40)
+    assert len(text) <= 40 and text.endswith("| shakespeare ") and "step 2" in text
+    assert "device cpu" in repl.toolbar_text(session, width=120)  # where it fits, all of it
