@@ -18,7 +18,7 @@ from minitf_repl.render import RichReporter
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import plain
+from test_render import plain, text_of
 from test_repl import TINY, drive
 
 PASTE, END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed paste: the text arrives as one piece
@@ -81,3 +81,16 @@ def test_the_toolbar_keeps_the_data_in_view_at_40_columns():
     text = repl.toolbar_text(session, width=40)
     assert len(text) <= 40 and text.endswith("| shakespeare ") and "step 2" in text
     assert "device cpu" in repl.toolbar_text(session, width=120)  # where it fits, all of it
+
+
+@pytest.mark.parametrize("name", ["gen", "train", "set", "help"])
+def test_help_of_a_command_at_40_columns_cuts_no_word(name):
+    result = run(Session(), f":help {name}")
+    lines = text_of(result, 40).splitlines()
+    assert not any("…" in line for line in lines)  # the table's columns cut them: "int|no…", "likelie…"
+    first = result.params[0].name.upper() if result.params[0].positional else f"{result.params[0].name}="
+    options = lines[next(k for k, line in enumerate(lines) if line.startswith(first)):]
+    assert all(len(line) <= 40 for line in options)  # (the usage line above them has words of 50 characters)
+    shown = plain(result, width=40)
+    assert all(" ".join(p.help.split()) in shown for p in result.params)
+    assert "top_k= int|none" in plain(run(Session(), ":help gen"), width=40)

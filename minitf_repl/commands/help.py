@@ -15,7 +15,7 @@ from ..core.errors import UserError
 from ..registry import Command, Param, clip
 from ..render import fmt
 from ..render.renderers import render
-from ..render.tables import add_row
+from ..render.tables import add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..syntax import cmd
@@ -139,6 +139,7 @@ def render_command_help(result: HelpResult, console: Console) -> None:
     if with_default:
         table.add_column("default")
     table.add_column("meaning", ratio=1)
+    rows = []
     for p in result.params:
         name = p.name.upper() if p.positional else f"{p.name}="
         kind = "|".join(map(str, p.choices)) if p.choices else getattr(p.type, "__name__", str(p.type))
@@ -146,9 +147,19 @@ def render_command_help(result: HelpResult, console: Console) -> None:
             kind = "on|off"
         if p.nullable:
             kind += "|none"
-        default = [fmt.value(p.default) if p.default is not None else ""] if with_default else []
-        add_row(table, name, choice_lines(kind), *default, p.help + also(p.aliases))
-    console.print(table)
+        rows.append((name, kind, fmt.value(p.default) if p.default is not None else "", p.help + also(p.aliases)))
+        add_row(table, name, choice_lines(kind), *([rows[-1][2]] if with_default else []), rows[-1][3])
+    if fits(console, table):
+        console.print(table)
+        return
+    # 40-odd columns: the table's columns cut its words ("int|no…", "likelie…"); one option a paragraph instead
+    for name, kind, default, meaning in rows:
+        kinds = choice_lines(kind, max(CHOICE_WIDTH, console.width - len(name) - 6)).split("\n")
+        say(console, Text(name, style="bold") + Text(f"  {kinds[0]}" + ("" if len(kinds) > 1 or not default
+                                                                         else f"  default {default}")))
+        for k, line in enumerate(kinds[1:], 2):
+            say(console, line + (f"  default {default}" if default and k == len(kinds) else ""), indent=4)
+        say(console, meaning, indent=4)
 
 
 CHOICE_WIDTH = 16  # the values column of :help COMMAND: lines of at most this many characters, at any width
