@@ -94,3 +94,11 @@ def test_help_of_a_command_at_40_columns_cuts_no_word(name):
     shown = plain(result, width=40)
     assert all(" ".join(p.help.split()) in shown for p in result.params)
     assert "top_k= int|none" in plain(run(Session(), ":help gen"), width=40)
+
+
+def test_the_list_of_commands_at_40_columns_cuts_no_word():
+    result = run(Session(), ":help")
+    narrow = text_of(result, 40)
+    assert "…" not in narrow and "mixture-of-experts" in narrow  # was "mixture-of-expe…"
+    assert all(" ".join(entry.summary.split()) in plain(result, width=40) for entry in result.entries)
+    assert "  :train                Train the model" in text_of(result, 100)  # a table where it fits

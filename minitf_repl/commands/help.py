@@ -116,7 +116,12 @@ def render_help(result: HelpResult, console: Console) -> None:
         table.add_column("summary", ratio=1)
         for entry in entries:
             add_row(table, names(entry), entry.summary)
-        console.print(table)
+        if fits(console, table):
+            console.print(table)
+            continue
+        for entry in entries:  # 40-odd columns: a summary beside the names would cut its words ("mixture-of-expe…")
+            say(console, Text(names(entry), style="bold"))
+            say(console, entry.summary, indent=4)
     note(console, "A line without ':' is a prompt: the model continues it (like :gen PROMPT).")
     note(console, ":help COMMAND shows its options, :help KEY a setting; Tab completes; Ctrl-C stops a running "
                   "command.")
