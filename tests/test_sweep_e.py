@@ -3,7 +3,8 @@ before its fix.
 
 Lines pasted at the prompt ran as one line, the first command taking the others as its text; Tab after
 `--key ` offered option names where the option's value goes; `:help n` (and seed, steps) named as "the
-same setting for one command" options that only share its name (`:ngram n=` is the counter's order).
+same setting for one command" options that only share its name (`:ngram n=` is the counter's order); and
+at 40-odd columns the toolbar lost the data it keeps in view, and `:help` cut words ("int|no…").
 """
 
 import os
