@@ -340,6 +340,8 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console) -> str:
     stops the rest too, as a shell drops typed-ahead lines.
     """
     lines = re.split(r"\r\n|\r|\n", text)  # not str.splitlines(): U+2028 and \f inside a prompt are text
+    if not all(_a_command(line) for line in lines if line.strip()):
+        lines = [text]  # a prompt of several lines (code, verse): one text to continue, its newlines kept
     status = EMPTY
     for at, line in enumerate(lines):
         status = door.run_line(line)
@@ -350,6 +352,12 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console) -> str:
             say(err_console, f"{count(left, 'more pasted line')} not run", "dim")
             return status
     return status
+
+
+def _a_command(line: str) -> bool:
+    """A line that runs as a command, not as text to continue: `:name ...`, a `#` comment or a bare word (exit)."""
+    stripped = line.strip()
+    return stripped.startswith((":", "#")) or REGISTRY.bare_word(stripped) is not None
 
 
 class Terminated(Exception):

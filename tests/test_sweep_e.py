@@ -103,3 +103,16 @@ def test_the_list_of_commands_at_40_columns_cuts_no_word():
     assert "…" not in narrow and "mixture-of-experts" in narrow  # was "mixture-of-expe…"
     assert all(" ".join(entry.summary.split()) in plain(result, width=40) for entry in result.entries)
     assert "  :train                Train the model" in text_of(result, 100)  # a table where it fits
+
+
+def test_a_prompt_of_several_lines_pasted_at_once_stays_one_prompt_with_its_newlines(monkeypatch):
+    seen = []
+    real = dispatch.FrontDoor.run_line
+
+    def recording(door, line):
+        seen.append(line)
+        return real(door, line)
+
+    monkeypatch.setattr(dispatch.FrontDoor, "run_line", recording)
+    code, out, err, session = drive(f"{TINY}\r{PASTE}def f(x):\n    return x\n{END}\r")
+    assert code == 0 and seen[-1] == "def f(x):\n    return x\n"  # not two prompts, 'def f(x):' and 'return x'
