@@ -333,3 +333,17 @@ def test_plot_after_a_switch_to_data_of_the_same_vocabulary_says_where_the_data_
     assert result.data_from == 3 and result.series[0].steps[0] == 1  # the chart still shows steps 1 to 5
     assert "the data in use came in after step 3: the curves before it are of the data before" in plain(result)
     assert json_document(REGISTRY["plot"], result)["data_from"] == 3
+
+
+def test_lrfind_stopped_past_a_noisy_lowest_still_says_your_rate_was_never_reached():
+    from minitf_repl.commands.rates import LrfindResult, where
+    from minitf_repl.core.lrfind import LrRange
+
+    rates = [1e-5 * 1.1 ** k for k in range(40)]  # stopped at step 40 of 100, near 4e-4
+    smoothed = [4.6 - 0.01 * k for k in range(37)] + [4.25, 4.26, 4.27]  # lowest a few noisy steps before the stop
+    test = LrRange("muon", rates, smoothed, smoothed, None, rates[36], smoothed[36], None, 1e-5, 1.0, 100)
+    said = where(LrfindResult(test, "pydoc", 0.01, 0))
+    assert said.startswith(f"your lr 0.01 lies past where the test was stopped ({rates[-1]:.2g}): ")  # not "past the
+    assert "still falling" not in said  # lowest point", which the test never read at 0.01
+    below = where(LrfindResult(test, "pydoc", 1e-4, 0))  # a rate the test did read: read as ever
+    assert "stopped" not in below

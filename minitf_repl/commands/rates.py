@@ -102,9 +102,11 @@ def where(result: LrfindResult) -> str:
     """Where the session's rate sits on the curve, and what a run at it can expect."""
     test, lr = result.test, result.lr
     yours = f"your lr {lr:g}"
-    if still_falling(test) and lr > test.lowest:  # the lowest read is only where Ctrl-C came: nothing is past it
-        return (f"{yours} lies past where the test was stopped ({test.rates[-1]:.2g}), the loss still falling "
-                f"there: {cmd('lrfind')} run to its end says where yours sits")
+    stop = stopped_at(test)
+    if stop is not None and (lr > stop or still_falling(test) and lr > test.lowest):  # no rate past Ctrl-C was read
+        falling = ", the loss still falling there" if still_falling(test) else ""
+        return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: {cmd('lrfind')} run to its "
+                "end says where yours sits")
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
                 f"diverge; try {cmd('set', lr=_round(test.lowest / 3))}")
