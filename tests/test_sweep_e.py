@@ -116,3 +116,15 @@ def test_a_prompt_of_several_lines_pasted_at_once_stays_one_prompt_with_its_newl
     monkeypatch.setattr(dispatch.FrontDoor, "run_line", recording)
     code, out, err, session = drive(f"{TINY}\r{PASTE}def f(x):\n    return x\n{END}\r")
     assert code == 0 and seen[-1] == "def f(x):\n    return x\n"  # not two prompts, 'def f(x):' and 'return x'
+
+
+def test_help_of_a_command_and_one_of_its_options_shows_that_option():
+    session = Session()
+    assert run(session, ":help set lr").setting.name == "lr"  # was: the whole of :help set
+    assert run(session, ":help gen n").setting.name == "n"  # an option made from a setting: the setting
+    counter = run(session, ":help ngram n")  # an option of its own, which only shares the setting's name
+    assert counter.setting is None and [p.name for p in counter.params] == ["n"] and counter.detail.name == "ngram"
+    assert "the longest counter" in plain(counter)
+    assert [p.name for p in run(session, ":help train steps").params] == ["steps"]
+    with pytest.raises(Exception, match="^:train has no option 'bogus'; :help train lists its options$"):
+        run(session, ":help train bogus")

@@ -69,7 +69,24 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
         if setting is None:
             raise _neither(word) from None
         return HelpResult(entries, setting=setting)
+    if len(name.split()) > 1:  # `:help train steps`: that option alone
+        return _option_help(session, entries, cmd, name.split()[1])
     return HelpResult(entries, detail=_entry(cmd), params=[p for p in cmd.params if p.refusal is None])
+
+
+def _option_help(session: Session, entries: list[HelpEntry], command_: Command, key: str) -> HelpResult:
+    """`:help CMD KEY`: an option made from a setting as `:help KEY` shows the setting; any other, its line."""
+    param = command_.param_named(key.split("=")[0])
+    if param is None or param.positional or param.refusal is not None:
+        raise UserError(f"{cmd(command_.name)} has no option {clip(key)!r}; {cmd('help', command_.name)} lists its "
+                        "options")
+    if param.setting is not None:
+        from .settings import setting_help
+
+        setting = setting_help(session, param.setting.name)
+        if setting is not None:
+            return HelpResult(entries, setting=setting)
+    return HelpResult(entries, detail=_entry(command_), params=[param])
 
 
 def _setting_keys() -> list[str]:
