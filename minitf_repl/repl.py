@@ -166,10 +166,10 @@ class CommandCompleter(Completer):
         names = self.registry.names()
         if not any(ch.isspace() for ch in stripped):  # still typing the command name
             for name, command in names.items():
-                if (":" + name).startswith(stripped):
+                if (":" + name).startswith(stripped.lower()):  # names run in any case (`:TRAIN`): Tab too
                     yield Completion(":" + name, start_position=-len(stripped), display_meta=command.summary)
             return
-        command = names.get(stripped.split()[0][1:])
+        command = names.get(stripped.split()[0][1:].lower())
         if command is None:
             return
         word = document.get_word_before_cursor(WORD=True)

@@ -128,3 +128,8 @@ def test_help_of_a_command_and_one_of_its_options_shows_that_option():
     assert [p.name for p in run(session, ":help train steps").params] == ["steps"]
     with pytest.raises(Exception, match="^:train has no option 'bogus'; :help train lists its options$"):
         run(session, ":help train bogus")
+
+
+def test_tab_completes_a_command_name_typed_in_capitals_as_the_command_runs_so():
+    assert ":train" in completions(":TR") and ":train" in completions(":Tra")
+    assert "steps=" in completions(":TRAIN st")
