@@ -63,8 +63,8 @@ def test_a_one_shot_data_switch_says_it_ends_with_the_command_and_where_data_goe
     assert "gone when" not in plain(run(session, ":data sort:3"))  # the REPL's session goes on with it
 
 
-# --- a Hugging Face model kept as a lab checkpoint ---------------------------------------------------------
-def test_a_hugging_face_model_saved_as_a_checkpoint_loads_as_trained_weights_not_random_ones(tmp_path):
+def loaded_from_a_folder(tmp_path) -> Session:
+    """A session whose model was loaded from a Hugging Face folder that another session trained and wrote."""
     first = session_on()
     first.checkpoint_dir = tmp_path / "ck"
     run(first, ":train steps=2")
@@ -72,6 +72,12 @@ def test_a_hugging_face_model_saved_as_a_checkpoint_loads_as_trained_weights_not
     second = session_on()
     second.checkpoint_dir = tmp_path / "ck"
     run(second, f":load hf:{tmp_path / 'hf'}")
+    return second
+
+
+# --- a Hugging Face model kept as a lab checkpoint ---------------------------------------------------------
+def test_a_hugging_face_model_saved_as_a_checkpoint_loads_as_trained_weights_not_random_ones(tmp_path):
+    second = loaded_from_a_folder(tmp_path)
     assert second.trainer.step == 0 and not second.untrained
     run(second, ":save gpt")  # README: ":save NAME keeps it as a lab checkpoint"
     third = session_on()
@@ -281,13 +287,7 @@ def test_load_with_data_naming_the_checkpoints_task_by_another_spelling_is_no_co
 def test_a_rebuild_of_loaded_hugging_face_weights_says_how_to_load_them_back(tmp_path):
     from test_commands import Recorder
 
-    first = session_on()
-    first.checkpoint_dir = tmp_path / "ck"
-    run(first, ":train steps=2")
-    run(first, f":save hf:{tmp_path / 'hf'}")
-    second = session_on()
-    second.checkpoint_dir = tmp_path / "ck"
-    run(second, f":load hf:{tmp_path / 'hf'}")
+    second = loaded_from_a_folder(tmp_path)
     heard = Recorder()
     result = run(second, ":set n_layers=3", heard)
     assert result.rebuilt and result.kept is None  # step 0: nothing of the lab's to keep, the folder holds them
