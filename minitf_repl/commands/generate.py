@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.data import Graded
 
 FAMILY = "generating"  # the heading :help lists this module's commands under
+UNFINISHED = "\ufffd"  # what a character's first bytes decode as before its last byte has come
+# A UTF-8 character has at most 4 bytes, so 4 tokens of one byte each complete it; text still unfinished after
+# as many is no character (a model may sample any bytes) and is written as it decodes.
+HELD_TOKENS = 4
 
 
 @dataclass
@@ -87,23 +91,35 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     reporter.on_gen_start(prompt, raw=args["raw"])
     pieces: list[str] = []
     new_ids: list[int] = []
+    held: list[int] = []  # tokens whose text ends in a character the next tokens complete
     stopped = False
     start = time.perf_counter()
     first_token_seconds = None
+
+    def write(piece: str) -> None:
+        pieces.append(piece)
+        if args["show"] != "probs":  # with show=probs the text is shown once, coloured, at the end
+            reporter.on_token(piece)
+
     try:
         for token in stream:
             if first_token_seconds is None:
                 first_token_seconds = time.perf_counter() - start
-            piece = tokenizer.decode([token])
-            pieces.append(piece)
             new_ids.append(token)
-            if args["show"] != "probs":  # with show=probs the text is shown once, coloured, at the end
-                reporter.on_token(piece)
-            if reporter.should_stop() and len(pieces) < settings.n:
+            held.append(token)
+            # A byte-level BPE spreads a character over several tokens (é two bytes, ☃ three); decoded alone each
+            # byte reads as U+FFFD, so the tokens are decoded together until the character is whole.
+            piece = tokenizer.decode(held)
+            if not piece.endswith(UNFINISHED) or len(held) >= HELD_TOKENS:
+                write(piece)
+                held = []
+            if reporter.should_stop() and len(new_ids) < settings.n:
                 stopped = True
                 break
     finally:
         stream.close()
+    if held:  # the text ends inside a character: its bytes as they are
+        write(tokenizer.decode(held))
     seconds = time.perf_counter() - start
     graded, off_task = _checked_answer(session.data, prompt, "".join(pieces), given_prompt)
     probs = None
@@ -114,9 +130,9 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     return GenResult(
         prompt=prompt,
         text="".join(pieces),
-        n_tokens=len(pieces),
+        n_tokens=len(new_ids),
         seconds=seconds,
-        tokens_per_second=len(pieces) / seconds if seconds > 0 else 0.0,
+        tokens_per_second=len(new_ids) / seconds if seconds > 0 else 0.0,
         cache=settings.cache and exact,
         stopped=stopped,
         default_prompt=not given_prompt,

@@ -1,0 +1,40 @@
+"""What a user's-eye sweep of the subword (BPE) tokenizer found wrong: each test failed before its fix.
+
+:gen decoded each sampled token alone, so a character a byte-level BPE spreads over several tokens (é, ☃, the
+pydoc text's curly quotes) came out as one U+FFFD per byte, in the stream and in the result.
+"""
+
+import pytest
+
+import minitf_repl.core.generate as core_generate
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+
+from test_commands import Recorder, run
+
+TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16)
+TEXT = ("the quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs!\n"
+        "How vexingly quick daft zebras jump; the five boxing wizards jump quickly.\n") * 8
+
+
+@pytest.fixture
+def bpe(tmp_path) -> Session:
+    """A session on an English text read by a byte-level BPE of 270 tokens: é and ☃ are bytes in it."""
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=2), data_spec=str(path),
+                      device_name="cpu")
+    run(session, ":set tokenizer=bpe:270")
+    return session
+
+
+# --- :gen --------------------------------------------------------------------------------------------
+def test_gen_writes_a_character_spread_over_several_tokens_whole(bpe, monkeypatch):
+    text = "café ☃!"
+    ids = bpe.data.tokenizer.encode(text)
+    assert len(ids) > len(text)  # é and ☃ take a token a byte
+    monkeypatch.setattr(core_generate, "generate", lambda model, prompt, settings, done=None: (i for i in ids))
+    heard = Recorder()
+    result = run(bpe, f":gen n={len(ids)} x", heard)
+    assert result.text == text and "".join(heard.tokens) == text
+    assert result.n_tokens == len(ids)  # tokens sampled, not pieces written
