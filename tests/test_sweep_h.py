@@ -1,16 +1,20 @@
 """What a user's-eye sweep of the subword (BPE) tokenizer found wrong: each test failed before its fix.
 
 :gen decoded each sampled token alone, so a character a byte-level BPE spreads over several tokens (é, ☃, the
-pydoc text's curly quotes) came out as one U+FFFD per byte, in the stream and in the result.
+pydoc text's curly quotes) came out as one U+FFFD per byte, in the stream and in the result. :step wrote a
+piece's whitespace raw (" the" as an indented "the", a piece of spaces as an empty cell) where every other view
+shows it as ␣.
 """
 
 import pytest
 
 import minitf_repl.core.generate as core_generate
 from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.palette import visible
 from minitf_repl.session import Session
 
 from test_commands import Recorder, run
+from test_render import text_of
 
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16)
 TEXT = ("the quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs!\n"
@@ -38,3 +42,14 @@ def test_gen_writes_a_character_spread_over_several_tokens_whole(bpe, monkeypatc
     result = run(bpe, f":gen n={len(ids)} x", heard)
     assert result.text == text and "".join(heard.tokens) == text
     assert result.n_tokens == len(ids)  # tokens sampled, not pieces written
+
+
+# --- :step -------------------------------------------------------------------------------------------
+def test_step_shows_the_whitespace_of_a_subword_piece_as_the_other_views_do(bpe):
+    result = run(bpe, ":step the quick temperature=0")
+    spaced = [piece for piece in bpe.data.tokenizer.itos if piece.startswith(" ") and piece.strip()]
+    result.rows[0].token = spaced[0]  # " the", say: a leading space read as an indent before
+    result.rows[1].token = "  "  # two spaces read as an empty cell
+    rows = text_of(result).splitlines()[3:]
+    assert any(f" {visible(spaced[0])} " in line for line in rows)
+    assert any(" ␣␣ " in line for line in rows)

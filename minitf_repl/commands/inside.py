@@ -232,7 +232,10 @@ def render_step(result: StepResult, console: Console) -> None:
         bar = Text()
         if r.prob > 0:
             bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
-        cells = ["→" if r.picked else "", repr(r.token)[1:-1] if r.token not in VISIBLE else visible(r.token),
+        # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
+        # indented "the"), a control character as its escape
+        token = "".join(visible(ch) if ch in VISIBLE else repr(ch)[1:-1] for ch in r.token)
+        cells = ["→" if r.picked else "", token,
                  f"{r.logit:.3f}", scaled, Text(kept_k, style="" if r.top_k_kept else "dim"),
                  Text(kept_p, style="" if r.kept else "dim"), Text(prob), bar]
         add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
