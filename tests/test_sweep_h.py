@@ -3,7 +3,7 @@
 :gen decoded each sampled token alone, so a character a byte-level BPE spreads over several tokens (é, ☃, the
 pydoc text's curly quotes) came out as one U+FFFD per byte, in the stream and in the result. :step wrote a
 piece's whitespace raw (" the" as an indented "the", a piece of spaces as an empty cell) where every other view
-shows it as ␣.
+shows it as ␣. :tok merges=on named a piece by its bytes one by one ('h��llo' for 'héllo').
 """
 
 import pytest
@@ -53,3 +53,11 @@ def test_step_shows_the_whitespace_of_a_subword_piece_as_the_other_views_do(bpe)
     rows = text_of(result).splitlines()[3:]
     assert any(f" {visible(spaced[0])} " in line for line in rows)
     assert any(" ␣␣ " in line for line in rows)
+
+
+# --- :tok merges=on ----------------------------------------------------------------------------------
+def test_tok_merges_names_a_piece_as_typed_when_its_characters_are_several_bytes(bpe):
+    result = run(bpe, ":tok héllo ☃ merges=on")
+    assert [piece.text for piece in result.pieces] == ["héllo", " ☃"]
+    shown = text_of(result)
+    assert "'héllo': h" in shown and "'␣☃': ␣" in shown and "\ufffd\ufffd" not in shown.split(":")[0]

@@ -368,6 +368,7 @@ class TokPiece:
     start: list[str]  # its bytes, a token each
     merges: list[TokMerge]
     whole: bool = False  # in the vocabulary as it stands: taken as one token, no merges (Llama 3's tokenizers)
+    text: str = ""  # the piece as typed: its bytes decoded together ("é"; each alone reads as U+FFFD)
 
 
 @dataclass
@@ -681,7 +682,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     Param("text", str, help="the text to split into tokens", positional=True),
     Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
                                               "they were learned"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
@@ -702,7 +703,8 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     names = tokenizer.itos
     result.pieces = [TokPiece([names[i] for i in piece.start],
                               [TokMerge(names[m.left], names[m.right], m.rank, [names[i] for i in m.ids])
-                               for m in piece.steps], piece.whole) for piece in worked.pieces]
+                               for m in piece.steps], piece.whole, tokenizer.decode(piece.start))
+                     for piece in worked.pieces]
     result.merges_agree = worked.agrees
     return result
 
@@ -745,7 +747,7 @@ def _render_merges(result: TokResult, console: Console) -> None:
 
     for piece in result.pieces[:TOK_PIECES]:
         whole = " (in the vocabulary whole: taken as one token, no merges)" if piece.whole else ""
-        say(console, f"{''.join(visible(t) for t in piece.start)!r}: {spaced(piece.start)}{whole}")
+        say(console, f"{visible(piece.text)!r}: {spaced(piece.start)}{whole}")
         for m in piece.merges:
             say(console, f"{visible(m.left)} + {visible(m.right)} (rank {m.rank}) -> {spaced(m.tokens)}", indent=2)
     if len(result.pieces) > TOK_PIECES:
