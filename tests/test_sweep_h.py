@@ -4,6 +4,7 @@
 pydoc text's curly quotes) came out as one U+FFFD per byte, in the stream and in the result. :step wrote a
 piece's whitespace raw (" the" as an indented "the", a piece of spaces as an empty cell) where every other view
 shows it as ␣. :tok merges=on named a piece by its bytes one by one ('h��llo' for 'héllo').
+A switch to a task (:data, :train data=) set the tokenizer back to char without a word.
 """
 
 import pytest
@@ -61,3 +62,13 @@ def test_tok_merges_names_a_piece_as_typed_when_its_characters_are_several_bytes
     assert [piece.text for piece in result.pieces] == ["héllo", " ☃"]
     shown = text_of(result)
     assert "'héllo': h" in shown and "'␣☃': ␣" in shown and "\ufffd\ufffd" not in shown.split(":")[0]
+
+
+# --- :data to a task ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":data add", ":train data=add steps=1"])
+def test_a_switch_to_a_task_says_it_drops_the_subword_tokenizer(bpe, line):
+    heard = Recorder()
+    run(bpe, line, heard)
+    assert bpe.tokenizer_setting == "char"
+    assert any(n.startswith("tokenizer: bpe:270 -> char: a task is questions and answers of characters")
+               for n in heard.notices), heard.notices

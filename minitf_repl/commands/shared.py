@@ -124,7 +124,11 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
     """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
     the training settings that followed the data's recipe: {setting: (before, after)})."""
     kept = keep_trained_model(session, reporter=reporter) if session.rebuild_needed(data=data) else None
+    before = session.tokenizer_setting
     rebuilt, recipe_changes = session.use_data(spec, data)
+    if reporter is not None and session.tokenizer_setting != before:  # a task drops a subword tokenizer (use_data)
+        reporter.notice(f"tokenizer: {before} -> {session.tokenizer_setting}: a task is questions and answers of "
+                        "characters, and the next text is read by characters too")
     return rebuilt, kept, recipe_changes
 
 
