@@ -4,7 +4,8 @@
 pydoc text's curly quotes) came out as one U+FFFD per byte, in the stream and in the result. :step wrote a
 piece's whitespace raw (" the" as an indented "the", a piece of spaces as an empty cell) where every other view
 shows it as ␣. :tok merges=on named a piece by its bytes one by one ('h��llo' for 'héllo').
-A switch to a task (:data, :train data=) set the tokenizer back to char without a word.
+A switch to a task (:data, :train data=) set the tokenizer back to char without a word. :set tokenizer=bpe:N
+again, where the text gives the same fewer tokens, said "nothing changed" and then that the text is now read anew.
 """
 
 import pytest
@@ -15,7 +16,7 @@ from minitf_repl.palette import visible
 from minitf_repl.session import Session
 
 from test_commands import Recorder, run
-from test_render import text_of
+from test_render import plain, text_of
 
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16)
 TEXT = ("the quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs!\n"
@@ -72,3 +73,17 @@ def test_a_switch_to_a_task_says_it_drops_the_subword_tokenizer(bpe, line):
     assert bpe.tokenizer_setting == "char"
     assert any(n.startswith("tokenizer: bpe:270 -> char: a task is questions and answers of characters")
                for n in heard.notices), heard.notices
+
+
+# --- :set tokenizer= again -----------------------------------------------------------------------------
+def test_asking_again_for_more_tokens_than_the_text_gives_says_nothing_changed_and_no_more(bpe):
+    run(bpe, ":set tokenizer=bpe:5000")
+    most = bpe.tokenizer_setting  # as many tokens as the text has pairs for
+    run(bpe, ":train")
+    heard = Recorder()
+    result = run(bpe, ":set tokenizer=bpe:5000", heard)
+    assert bpe.tokenizer_setting == most and not result.changed and not result.rebuilt
+    assert bpe.trainer.step == 2  # the model stays
+    assert any(f"pairs enough for {most[4:]} tokens only" in n for n in heard.notices)
+    shown = plain(result)
+    assert shown == "nothing changed", shown  # not also "the text is now read as ..."

@@ -250,6 +250,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
         reading[1].check_fits(model.max_seq_len)
+        if new[DataConfig] == current[DataConfig]:  # bpe:5000 where the text gives 2,540 again: the same tokenizer
+            reading = None
     elif model.max_seq_len != session.model_config.max_seq_len:
         unread = session.loaded_data is None
         session.data.check_fits(model.max_seq_len)
