@@ -9,8 +9,7 @@ The session changes state only through its own methods (`use_data`, `set_model_c
 `set_train_config`, `set_gen_config`, `set_shell_config`, `move_to`, `adopt`, `rollback`, and
 `keep_frames`, `keep_counters` for what views keep), each called by a command after it has validated
 everything, so a failed command leaves the state as it was. The model and the trainer offer what those
-methods need (`set_attention`, `set_dropout`, `set_causal`, `Trainer.set_config`); nothing here reaches
-into their parts.
+methods need (`take_config`, `Trainer.set_config`); nothing here reaches into their parts.
 
 Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECKPOINT_DIR`); with
 `autosave` on, every `:train` ends by saving a checkpoint.
@@ -18,20 +17,17 @@ Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECK
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from .core.catalog import known_as
-from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, setting
+from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, rebuilding_changes, setting
 from .core.paths import default_checkpoint_dir
 from .core.recipes import switch_recipe
 from .core.threads import ThreadPolicy
 
-# Model settings that change no weight (declared `in_place` in core.config): the model keeps its weights.
-IN_PLACE = {spec.name for spec in ModelConfig.specs() if spec.in_place}
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
 
 
@@ -261,16 +257,15 @@ class Session:
         if data is not None and self._data is not None and data.tokenizer.itos != self._data.tokenizer.itos:
             return True
         if config is not None:
-            changed = {f.name for f in dataclasses.fields(ModelConfig)
-                       if getattr(self.model_config, f.name) != getattr(config, f.name)}
-            return bool(changed - IN_PLACE)
+            return bool(rebuilding_changes(self.model_config, config))
         return False
 
     def set_model_config(self, config: ModelConfig) -> bool:
         """Adopt a validated model config. True when the model was rebuilt (weights reset).
 
-        Settings declared in_place (dropout, the attention path, the causal mask) change no weight, so the model takes
-        them as they are; any other change alters a weight's shape or meaning, so the model is rebuilt.
+        Settings declared in_place (dropout, the attention path, the causal mask, moe_aux_weight) change no weight,
+        nor does a value that builds the same model (n_kv_heads=0 for none), so the model takes them as they are;
+        any other change alters a weight's shape or meaning, so the model is rebuilt.
         """
         rebuild = self.rebuild_needed(config=config)
         self.model_config = config
@@ -281,9 +276,7 @@ class Session:
             return True
         active = self.ablations  # off while the model changes (the mask's ablation is a flag causal= also sets)
         self.set_ablations([])
-        self._model.set_dropout(config.dropout)
-        self._model.set_attention(config.attention)
-        self._model.set_causal(config.causal)
+        self._model.take_config(config)
         if self._sampling is not None:  # :quantize's copy samples the same function: the mask goes with it
             self._sampling[0].set_causal(config.causal)
         self.set_ablations(active)

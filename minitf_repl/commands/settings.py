@@ -322,11 +322,12 @@ def _proposed(current: dict, given: dict) -> dict:
     """Each settings class's config with the given keys applied (a preset first: keys given with it override it)."""
     new = {}
     for cls, config in current.items():
+        changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
         if cls is ModelConfig and "preset" in given:
             from ..core.config import preset_changes
 
-            config = config.replace(**preset_changes(given["preset"], config))
-        changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}
+            # For the n_heads given with it: `preset=llama n_heads=2` shares one key/value head, as llama does
+            changes = {**preset_changes(given["preset"], config, n_heads=changes.get("n_heads")), **changes}
         new[cls] = config.replace(**changes) if changes else config
     return new
 
@@ -337,15 +338,14 @@ def rebuilding_keys(session: Session, args: dict) -> list[str]:
     `minitf --load NAME --set ...` asks this first: a rebuild there would throw the loaded weights
     away before the command runs, which no one writes --load for.
     """
-    from ..session import IN_PLACE
+    from ..core.config import rebuilding_changes
 
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None and k != "keys"}
     if not session.has_model or not given:
         return []
     current = {cls: _current(session, cls) for cls in SETTINGS}
     new = _proposed(current, given)
-    fields = {spec.name for spec in ModelConfig.specs()} - IN_PLACE
-    changed = {name for name in fields if getattr(new[ModelConfig], name) != getattr(current[ModelConfig], name)}
+    changed = set(rebuilding_changes(current[ModelConfig], new[ModelConfig]))
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
         changed.add("tokenizer")
     keys = [key for key in given if key in changed]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .variants import FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind
+from .variants import FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind, position_kind
 
 # The seed's choices come first (messages list them in this order). The three that pick a part of the
 # model are the kinds core.variants declares, so that a kind declared there is a valid value here.
@@ -248,8 +248,9 @@ class ModelConfig(Settings):
                              limit=1024)
     experts_per_token: int = setting(2, "mixture of experts: experts each token is routed to (top-k)", low=1,
                                      limit=1024)
+    # A weight of the training loss, read at each step: no weight depends on it, so a trained model keeps its weights.
     moe_aux_weight: float = setting(0.01, "mixture of experts: weight of the load-balancing loss added in training",
-                                    low=0.0, limit=100)
+                                    low=0.0, limit=100, in_place=True)
     # explicit: the formula written out, with a probe at every step (the learner's path).
     # sdpa: torch.nn.functional.scaled_dot_product_attention, same weights (the fast path).
     attention: str = setting("explicit", "explicit formula (probes) or the fused sdpa kernel, same weights",
@@ -267,6 +268,20 @@ class ModelConfig(Settings):
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 1
+
+    def as_built(self) -> dict:
+        """The settings as the built model reads them: two configs equal here build the same weights.
+
+        n_kv_heads none, 0 and n_heads are all one head of keys and values per query head; n_experts 0 and
+        1 one dense FFN; experts_per_token routes nothing without experts, and rope_base turns nothing
+        without rope.
+        """
+        built = {**self.to_dict(), "n_kv_heads": self.kv_heads, "n_experts": self.n_experts if self.is_moe else 0}
+        if not self.is_moe:
+            built["experts_per_token"] = None
+        if not position_kind(self).rotary:
+            built["rope_base"] = None
+        return built
 
     def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
@@ -289,6 +304,13 @@ class ModelConfig(Settings):
                 f"experts_per_token ({self.experts_per_token}) cannot exceed n_experts ({self.n_experts}); "
                 f"lower experts_per_token or raise n_experts"
             )
+
+
+def rebuilding_changes(old: ModelConfig, new: ModelConfig) -> list[str]:
+    """The model settings whose change from `old` to `new` changes a weight's shape or meaning, so that a built
+    model is rebuilt (weights reset): not one declared in_place, nor a value that builds the same weights (as_built)."""
+    before, after = old.as_built(), new.as_built()
+    return [spec.name for spec in ModelConfig.specs() if not spec.in_place and before[spec.name] != after[spec.name]]
 
 
 def ffn_hidden(config: ModelConfig) -> int:
@@ -417,11 +439,12 @@ PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "residua
                  "activation", "n_kv_heads", "tie_embeddings", "bias")
 
 
-def preset_changes(name: str, config: ModelConfig | None = None) -> dict[str, Any]:
-    """Every preset field's value under preset `name` for a model shaped like `config` (default sizes if None)."""
+def preset_changes(name: str, config: ModelConfig | None = None, n_heads: int | None = None) -> dict[str, Any]:
+    """Every preset field's value under preset `name` for a model shaped like `config` (default sizes if None),
+    with `n_heads` query heads where given (a change of heads that comes with the preset)."""
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    n_heads = config.n_heads if config is not None else ModelConfig.n_heads
+    n_heads = n_heads or (config.n_heads if config is not None else ModelConfig.n_heads)
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     changes = {field: PRESETS[name].get(field, defaults[field]) for field in PRESET_FIELDS}
     group = PRESET_KV_GROUP.get(name)

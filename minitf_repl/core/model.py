@@ -536,6 +536,15 @@ class MiniTransformerLM(nn.Module):
             if isinstance(module, MultiHeadSelfAttention):
                 module.causal = causal
 
+    def take_config(self, config: ModelConfig) -> None:
+        """Take a config that builds these same weights (core.config.rebuilding_changes finds no change): its
+        settings that change no weight, and values that build the same model (n_kv_heads=0 for none), so that a
+        checkpoint keeps the config as it was set."""
+        self.set_dropout(config.dropout)
+        self.set_attention(config.attention)
+        self.set_causal(config.causal)
+        self.config = config  # moe_aux_weight and the rest are read from it where they are used
+
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""
         self.config = self.config.replace(dropout=p)
