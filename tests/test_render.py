@@ -214,7 +214,8 @@ def test_data_corpus_and_task():
 
 def test_params_table_total_and_tied_note():
     rows = [("token_embedding.weight", (12, 32), 384), ("blocks.0.ln_1.weight", (32,), 32)]
-    out = text_of(C.ParamsResult(rows, total=416))
+    tied = {"rows": [{"tied_to": None}, {"tied_to": "token_embedding"}]}  # the ledger's rows say what is tied
+    out = text_of(C.ParamsResult(rows, total=416, ledger=tied, show_all=True))
     assert "token_embedding.weight" in out and "(12, 32)" in out and "(32,)" in out
     total = next(line for line in out.splitlines() if "total" in line)
     assert "416" in total

@@ -4,8 +4,9 @@ failed before its fix.
 `:set moe_aux_weight=` (a weight of the training loss) rebuilt a trained mixture of experts and reset its weights;
 so did a value that builds the very same model (n_kv_heads=0 for none or n_heads, n_experts=1 for 0, rope_base
 without rope, experts_per_token without experts), and `--load NAME --set n_kv_heads=0` was refused as a rebuild;
-and `:set preset=llama n_heads=2` gave llama's key/value heads for the old head count (2 of 2: plain MHA), so
-the model it built matched no preset.
+`:set preset=llama n_heads=2` gave llama's key/value heads for the old head count (2 of 2: plain MHA), so
+the model it built matched no preset; and `:params` of a model with an untied head (llama, modern) said its
+embedding and head share one matrix.
 """
 
 import pytest
@@ -89,3 +90,12 @@ def test_a_preset_with_n_heads_shares_key_value_heads_as_the_preset_does_for_tho
     run(session, ":set preset=seed")
     run(session, ":set preset=llama n_heads=8 n_kv_heads=8")  # a key given with the preset still overrides it
     assert session.model_config.n_kv_heads == 8
+
+
+# --- :params of an untied head --------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":params", ":params all=on"])
+def test_params_says_weights_are_tied_only_where_they_are(line):
+    untied = plain(run(session_on(tie_embeddings=False), line))  # llama and modern: lm_head has its own matrix
+    assert "tied" not in untied and "share one matrix" not in untied, untied
+    tied = plain(run(session_on(), line))
+    assert "tied weights are counted once" in tied or "share one matrix (weight tying)" in tied

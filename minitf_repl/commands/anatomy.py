@@ -288,7 +288,13 @@ def render_params(result: ParamsResult, console: Console) -> None:
     for path, shape, n in result.rows:
         add_row(table, path, fmt.shape(shape), fmt.whole(n))
     console.print(table)
-    note(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
+    if _tied(result.ledger):  # tie_embeddings off (llama, modern): lm_head has its own matrix, listed above
+        note(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
+
+
+def _tied(ledger: dict | None) -> bool:
+    """Whether the model shares a weight between two components (the output head tied to the token embedding)."""
+    return ledger is not None and any(row["tied_to"] for row in ledger["rows"])
 
 
 def _ledger_rows(ledger: dict) -> list[tuple]:
@@ -367,4 +373,5 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None) -> Non
                 f"{fmt.size(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
                 f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}")
     console.print(costs)
-    note(console, f"tied weights are counted once; {cmd('params', all=True)} lists every tensor")
+    tied = "tied weights are counted once; " if _tied(ledger) else ""
+    note(console, f"{tied}{cmd('params', all=True)} lists every tensor")
