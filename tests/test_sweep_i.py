@@ -5,8 +5,8 @@ failed before its fix.
 so did a value that builds the very same model (n_kv_heads=0 for none or n_heads, n_experts=1 for 0, rope_base
 without rope, experts_per_token without experts), and `--load NAME --set n_kv_heads=0` was refused as a rebuild;
 `:set preset=llama n_heads=2` gave llama's key/value heads for the old head count (2 of 2: plain MHA), so
-the model it built matched no preset; and `:params` of a model with an untied head (llama, modern) said its
-embedding and head share one matrix.
+the model it built matched no preset (and so did `:compare`, where n_heads came after the preset); and `:params`
+of a model with an untied head (llama, modern) said its embedding and head share one matrix.
 """
 
 import pytest
@@ -99,3 +99,9 @@ def test_params_says_weights_are_tied_only_where_they_are(line):
     assert "tied" not in untied and "share one matrix" not in untied, untied
     tied = plain(run(session_on(), line))
     assert "tied weights are counted once" in tied or "share one matrix (weight tying)" in tied
+
+
+def test_a_compare_contender_with_a_preset_and_n_heads_shares_heads_whatever_their_order():
+    session = session_on(max_seq_len=16)
+    result = run(session, ":compare preset=llama,n_heads=2 n_heads=2,preset=llama steps=1 eval_every=1")
+    assert result.outcomes[1].changes == {}  # the same model: n_kv_heads 1 in both, as :set preset=llama n_heads=2

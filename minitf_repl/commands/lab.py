@@ -224,15 +224,19 @@ def _contender_configs(session: Session, pairs: list[str], data):
 
     changes = {ModelConfig.kind: {}, TrainConfig.kind: {}}
     tokenizer = None
+    given = []
     for pair in pairs:
         if pair.lower() in ("current", "base"):
             continue
         key, _, raw = pair.partition("=")  # key=value: _check_pairs has said so of every pair
         param = SET.find_param(key.strip())  # the same keys, aliases and refusals as :set
-        value = convert(param, raw)
+        given.append((param, convert(param, raw)))
+    # A preset's shared key/value heads are for the contender's n_heads, given before it or after (as :set's are)
+    heads = next((value for param, value in given if param.name == "n_heads"), None)
+    for param, value in given:
         if param.setting is None:  # the preset: a whole architecture for the sizes so far
             model = session.model_config.replace(**changes[ModelConfig.kind])
-            changes[ModelConfig.kind].update(preset_changes(value, model))
+            changes[ModelConfig.kind].update(preset_changes(value, model, n_heads=heads))
         elif param.setting.section in changes:
             changes[param.setting.section][param.name] = None if value is CLEAR else value
         elif param.setting.section == DataConfig.kind and value is not CLEAR:
