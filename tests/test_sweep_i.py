@@ -105,3 +105,15 @@ def test_a_compare_contender_with_a_preset_and_n_heads_shares_heads_whatever_the
     session = session_on(max_seq_len=16)
     result = run(session, ":compare preset=llama,n_heads=2 n_heads=2,preset=llama steps=1 eval_every=1")
     assert result.outcomes[1].changes == {}  # the same model: n_kv_heads 1 in both, as :set preset=llama n_heads=2
+
+
+def test_help_of_a_setting_says_the_most_set_takes_as_its_refusal_does():
+    from test_commands import run as run_line
+    from minitf_repl.session import Session
+    from minitf_repl.core.errors import UserError
+
+    shown = run_line(Session(), ":help block_size").setting
+    assert shown.name == "max_seq_len" and shown.valid == ">= 1, at most 16,384"
+    with pytest.raises(UserError, match="at most 16,384"):
+        run_line(Session(), ":set block_size=20000")
+    assert run_line(Session(), ":help dropout").setting.valid == "in [0, 1)"  # a range of its own: as it was

@@ -151,8 +151,11 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
     # Where the value is the data's recipe's (core.recipes) and not the default: why `:data shakespeare` made lr 0.02.
     source = recipe_label(session.recipe_data, session.train_config.optimizer) if spec.name in from_recipe(session) \
         else None
+    valid = spec.range_text()
+    if spec.limit is not None and spec.high is None:  # the most :set takes, which its refusal would say
+        valid = ", ".join(filter(None, [valid, f"at most {spec.limit:,}"]))
     return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
-                       spec.range_text(), spec.default, setting_value(session, spec),
+                       valid, spec.default, setting_value(session, spec),
                        spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
                        param.refusal, source)
 
