@@ -87,3 +87,14 @@ def test_asking_again_for_more_tokens_than_the_text_gives_says_nothing_changed_a
     assert any(f"pairs enough for {most[4:]} tokens only" in n for n in heard.notices)
     shown = plain(result)
     assert shown == "nothing changed", shown  # not also "the text is now read as ..."
+
+
+def test_data_under_a_subword_tokenizer_counts_its_vocabulary_in_tokens_not_symbols(bpe):
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    shown = run(bpe, ":data")
+    assert shown.info.unit == "token" and "vocabulary 270 tokens" in " ".join(plain(shown).split())
+    assert json_document(REGISTRY["data"], shown)["info"]["unit"] == "token"
+    chars = run(Session(ModelConfig(**TINY), data_spec="pydoc", device_name="cpu"), ":data")
+    assert chars.info.unit == "character" and "vocabulary 103 symbols" in " ".join(plain(chars).split())

@@ -415,7 +415,7 @@ class DataResult:
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help="|".join(spec_forms()) + "|a file path", positional=True,
-                       complete=complete_data)], json_version=2)  # fmt: skip
+                       complete=complete_data)], json_version=3)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
@@ -440,7 +440,8 @@ def render_data(result: DataResult, console: Console) -> None:
         rows.append(("characters", fmt.whole(info.chars)))
     elif info.chars:
         rows.append(("characters", f"{info.chars} per example"))
-    rows.append(("vocabulary", count(info.vocab_size, "symbol")))
+    # a character tokenizer's vocabulary is the text's distinct symbols; a BPE's, its tokens (bytes and merges)
+    rows.append(("vocabulary", count(info.vocab_size, "symbol" if info.unit == "character" else info.unit)))
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         share = round(100 * info.train_tokens / total) if total else 0

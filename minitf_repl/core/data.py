@@ -108,6 +108,7 @@ class DataInfo:
     vocab_size: int
     train_tokens: int | None
     val_tokens: int | None
+    unit: str = "character"  # what one token is: a character, or a subword token of a BPE (the tokenizer's unit)
 
 
 def _id_dtype(vocab_size: int) -> torch.dtype:
@@ -151,7 +152,7 @@ class TextCorpus:
     def info(self) -> DataInfo:
         return DataInfo(
             self.name, "corpus", self.description, len(self.text), self.tokenizer.vocab_size,
-            len(self.splits["train"]), len(self.splits["val"]),
+            len(self.splits["train"]), len(self.splits["val"]), self.tokenizer.unit,
         )
 
     def retokenized(self, tokenizer) -> "TextCorpus":
@@ -517,7 +518,8 @@ class VocabOnly:
         self.description = f"the vocabulary of {spec} only ({reason or 'the data is not available'}): generation works, training does not"
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "vocabulary", self.description, 0, self.tokenizer.vocab_size, None, None)
+        return DataInfo(self.name, "vocabulary", self.description, 0, self.tokenizer.vocab_size, None, None,
+                        self.tokenizer.unit)
 
     def check_fits(self, max_seq_len: int) -> None:
         pass  # any context fits: there are no windows to cut
