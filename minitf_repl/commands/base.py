@@ -132,7 +132,7 @@ def sample_prompt(data) -> str:
 
 def true_next(data, prompt: str) -> str | None:
     """The character that truly follows `prompt`, where the data knows it: a corpus's default prompt (the
-    character after it in the validation text), a task's question (its answer's first character); else None."""
+    character after it in the validation text), a question of the task (its answer's first character); else None."""
     splits = getattr(data, "splits", None)  # a corpus: the default prompt was cut from its validation text
     if splits is not None:
         start, window = sample_window(data)
@@ -142,11 +142,11 @@ def true_next(data, prompt: str) -> str | None:
         # the character is read from the text (a character tokenizer's next token is that same character)
         text = data.tokenizer.decode(splits["val"][:SAMPLE_SCAN].tolist())
         return text[start + len(window) : start + len(window) + 1] or None
-    if hasattr(data, "answer") and prompt.endswith("="):
-        try:
-            return data.answer(prompt)[:1] or None
-        except ValueError:  # not a question of this task (add's "ab=")
-            return None
+    question_of = getattr(data, "question_of", None)
+    if question_of is not None and question_of(prompt) == prompt:
+        # a question of this task and size alone: answer() works on whatever ends in '=' (sort's "answer" to 31+4=
+        # began with '+'), and a question of another size is one the model was never asked (:gen grades neither)
+        return data.answer(prompt)[:1] or None
     return None
 
 
