@@ -75,7 +75,7 @@ def test_no_wrong_answer_says_so():
     from minitf_repl.commands.mistakes import MistakesResult
     from minitf_repl.core.mistakes import TaskMistakes
 
-    result = MistakesResult("sort", 0, TaskMistakes(500, 0, 0, [], [0.0] * 4, [0.0] * 4, [0] * 4), None, 600)
+    result = MistakesResult("sort", 0, TaskMistakes(500, 0, 0, 500, [], [0.0] * 4, [0.0] * 4, [0] * 4), None, 600)
     assert "no question answered wrongly; :mistakes n=5000 asks more" in plain(result)
 
 

@@ -160,7 +160,7 @@ def test_mistakes_says_the_list_counts_distinct_questions():
     from minitf_repl.core.mistakes import TaskMistakes, WrongAnswer
 
     answers = [WrongAnswer(f"{k:03d}+001=", "0000", f"{k + 1:04d}", 0) for k in range(10)]
-    found = TaskMistakes(500, 500, 499, answers, [0.5] * 4, [0.5] * 4, [500, 0, 0, 0])
+    found = TaskMistakes(500, 500, 499, 499, answers, [0.5] * 4, [0.5] * 4, [500, 0, 0, 0])
     shown = plain(MistakesResult("add", 0, found, None, 30))
     assert "500 wrong answers to 500 held-out questions of add" in shown
     assert "the first 10 of the 499 distinct questions answered wrongly; :mistakes show=499 lists them all" in shown

@@ -2,10 +2,13 @@
 
 :attrib and :patch on a task split the logit of the "answer" of any prompt that ended in '=': `:attrib 31+4=` on sort
 explained '+' (sort's answer() sorts whatever it is given), and a question of another size got an answer the model
-was never asked for; and smaller ones, each named in its test.
+was never asked for; :mistakes said the held-out questions "repeat" by counting only those answered wrongly ("0 wrong
+answers to 500 held-out questions (0 distinct: drawn at random, they repeat)" for a model right on all of them); and
+smaller ones, each named in its test.
 """
 
 import pytest
+import torch
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
@@ -39,3 +42,29 @@ def test_attrib_and_patch_on_a_prompt_that_is_no_question_split_the_likeliest_to
     patch = run(session, ":patch 31+4= 31+5=")
     assert patch.answer != "+"
     assert run(session, ":attrib 314159=").target == "1"  # a question of the task: its answer, as before
+
+
+# --- :mistakes's count of distinct questions -----------------------------------------------------------------
+def test_mistakes_says_the_questions_repeat_by_those_asked_not_by_those_answered_wrongly():
+    from minitf_repl.commands.mistakes import MistakesResult
+    from minitf_repl.core.mistakes import TaskMistakes, WrongAnswer
+
+    # a model right on all but 3 of 500 different questions: the 3 wrong ones are no sign that the draws repeat
+    wrong = [WrongAnswer(f"{k}14159=", "000000", "".join(sorted(f"{k}14159")), 0) for k in range(3)]
+    found = TaskMistakes(500, 3, 3, 500, wrong, [0.01] * 6, [0.01] * 6, [3, 0, 0, 0, 0, 0])
+    shown = plain(MistakesResult("sort", 0, found, None, 600))
+    assert "3 wrong answers to 500 held-out questions of sort" in shown and "distinct" not in shown
+    found = TaskMistakes(500, 0, 0, 500, [], [0.0] * 6, [0.0] * 6, [0] * 6)  # it said "(0 distinct: ...)"
+    assert "0 wrong answers to 500 held-out questions of sort" in plain(MistakesResult("sort", 0, found, None, 600))
+
+
+def test_mistakes_counts_the_distinct_questions_among_all_those_asked():
+    from minitf_repl.core.mistakes import task_mistakes
+
+    session = session_on("sort:1", max_seq_len=8)
+    found = task_mistakes(session.model, session.data, "cpu", n=20)
+    assert found.asked == 1 and found.distinct <= 1  # sort:1 holds one held-out question, drawn 20 times
+    session = session_on("add:2")
+    found = task_mistakes(session.model, session.data, "cpu", n=50)
+    assert found.asked == len(set(session.data.sample_questions("val", 50, torch.Generator().manual_seed(0))))
+    assert "distinct" not in plain(run(session, ":mistakes n=50"))

@@ -52,7 +52,7 @@ class MistakesResult:
                f"scored (a text, default {WINDOWS})"),
     Param("show", int, default=10, low=1, limit=1000, help="wrong answers or hard tokens listed"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the questions' or windows' seed"),
-], aliases=("errors",))  # fmt: skip
+], aliases=("errors",), json_version=2)  # fmt: skip
 def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesResult:
     from ..core.mistakes import task_mistakes, text_mistakes
 
@@ -80,8 +80,9 @@ def render_mistakes(result: MistakesResult, console: Console) -> None:
 
 def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) -> None:
     share = found.wrong / found.questions
-    # said where the draws repeat much (sort:1 holds one held-out question); a few repeats in 500 are the usual
-    repeats = (f" ({found.distinct} distinct: drawn at random, they repeat)" if 2 * found.distinct <= found.questions
+    # said where the draws repeat much (sort:1 holds one held-out question); a few repeats in 500 are the usual.
+    # Counted over all the questions asked: those answered wrongly are fewer wherever the model is mostly right
+    repeats = (f" ({found.asked} distinct: drawn at random, they repeat)" if 2 * found.asked <= found.questions
                else "")
     say(console, f"{count(found.wrong, 'wrong answer')} to {count(found.questions, 'held-out question')}{repeats} of "
                  f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}, as :train measures it", "bold")

@@ -40,6 +40,7 @@ class TaskMistakes:
     questions: int  # held-out questions asked
     wrong: int  # answered wrongly
     distinct: int  # different questions among them (the questions are drawn at random: one may come twice)
+    asked: int  # different questions among all those asked (sort:1 holds one held-out question: 500 draws of it)
     answers: list[WrongAnswer]  # the first wrong ones, in the order asked, each question once
     forced: list[float] | None  # per answer position: share wrong given the true answer before it (None: no mask)
     written: list[float]  # per answer position: share of the written answers wrong there
@@ -99,7 +100,7 @@ def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 
         first_wrong[first] += 1
         if len(answers) < show and questions[i] not in {a.question for a in answers}:  # drawn twice: listed once
             answers.append(WrongAnswer(questions[i], decode(written_ids[i].tolist()), task.answer(questions[i]), first))
-    return TaskMistakes(n, len(wrong), len({questions[i] for i in wrong}), answers, forced,
+    return TaskMistakes(n, len(wrong), len({questions[i] for i in wrong}), len(set(questions)), answers, forced,
                         wrong_at.float().mean(dim=0).tolist(), first_wrong)
 
 
