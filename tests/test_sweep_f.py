@@ -3,8 +3,8 @@
 :attrib and :patch on a task split the logit of the "answer" of any prompt that ended in '=': `:attrib 31+4=` on sort
 explained '+' (sort's answer() sorts whatever it is given), and a question of another size got an answer the model
 was never asked for; :mistakes said the held-out questions "repeat" by counting only those answered wrongly ("0 wrong
-answers to 500 held-out questions (0 distinct: drawn at random, they repeat)" for a model right on all of them); and
-smaller ones, each named in its test.
+answers to 500 held-out questions (0 distinct: drawn at random, they repeat)" for a model right on all of them);
+:compare on a task measured each contender's accuracy and never showed it; and smaller ones, each named in its test.
 """
 
 import pytest
@@ -15,7 +15,7 @@ from minitf_repl.core.data import load_data
 from minitf_repl.commands.base import true_next
 from minitf_repl.session import Session
 from test_commands import run
-from test_render import plain
+from test_render import plain, text_of
 
 TINY = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32)
 
@@ -68,3 +68,17 @@ def test_mistakes_counts_the_distinct_questions_among_all_those_asked():
     found = task_mistakes(session.model, session.data, "cpu", n=50)
     assert found.asked == len(set(session.data.sample_questions("val", 50, torch.Generator().manual_seed(0))))
     assert "distinct" not in plain(run(session, ":mistakes n=50"))
+
+
+# --- :compare on a task ------------------------------------------------------------------------------------
+def test_compare_on_a_task_shows_each_contenders_accuracy_as_train_does():
+    session = session_on("sort:2")
+    result = run(session, ":compare current norm=rmsnorm steps=2")
+    finals = [o.final.accuracy for o in result.outcomes]
+    assert None not in finals  # measured all along (and in --json); the terminal never showed it
+    shown = plain(result)
+    assert "accuracy" in shown and all(f"{100 * a:.1f}%" in shown for a in finals)
+    narrow = " ".join(text_of(result, 60).split())  # the facts one contender a line, where the table does not fit
+    assert all(f"accuracy {100 * a:.1f}%" in narrow for a in finals), narrow
+    text = run(session_on("pydoc"), ":compare current norm=rmsnorm steps=2")
+    assert "accuracy" not in plain(text)  # a text has none
