@@ -12,6 +12,7 @@ import torch
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
+from minitf_repl.core.errors import UserError
 from minitf_repl.commands.base import true_next
 from minitf_repl.session import Session
 from test_commands import run
@@ -82,3 +83,17 @@ def test_compare_on_a_task_shows_each_contenders_accuracy_as_train_does():
     assert all(f"accuracy {100 * a:.1f}%" in narrow for a in finals), narrow
     text = run(session_on("pydoc"), ":compare current norm=rmsnorm steps=2")
     assert "accuracy" not in plain(text)  # a text has none
+
+
+# --- left by the sweep, fixed after it -------------------------------------------------------------------------
+def test_the_examples_and_words_about_a_task_name_its_size():
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=2), data_spec="sort:3", device_name="cpu")
+    with pytest.raises(UserError, match=r"e\.g\. :patch 314= 914= \("):  # three digits, as sort:3 asks
+        run(session, ":patch")
+    text = Session(ModelConfig(**TINY), data_spec="pydoc", device_name="cpu")
+    with pytest.raises(UserError, match="e.g. :patch the cat sat vs the dog sat"):
+        run(text, ":patch")
+    assert "data is now sort:2" in plain(run(session, ":data sort:2"))
+    run(session, ":data reverse:5")
+    graded = run(session, ":gen 123= n=2")  # reverse:3's question: a model may well have trained on it
+    assert "is no question of reverse:5" in plain(graded) and "never saw" not in plain(graded)

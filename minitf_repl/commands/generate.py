@@ -189,7 +189,8 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
     fix = (f"; {cmd('data', f'{data.name}:{size}')} trains on questions like it" if size not in (None, data.size)
            else "")
     return None, (f"{visible(asked)!r} is no question of {data.name}:{data.size}, whose questions are "
-                  f"{data.question_form}: the model never saw such a text, so what it wrote answers nothing{fix}")
+                  f"{data.question_form}: what the model wrote is not graded{fix}")  # not "never saw": it may have,
+    # under another size of the task (trained on reverse:3, then :data reverse:5)
 
 
 def answer_line(graded: Graded) -> str:

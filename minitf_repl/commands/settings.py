@@ -460,7 +460,8 @@ def render_data(result: DataResult, console: Console) -> None:
         say(console, message, "yellow")
         render_kept(console, result.kept)
     elif result.changed:
-        say(console, f"data is now {info.name}", "green")
+        # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
+        say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
                       f"before that command, e.g. minitf {cmd('data', result.spec)} train")

@@ -71,13 +71,20 @@ class PatchResult:
     same_answer: bool = False  # the corrupted prompt's likeliest token is the answer too: the foil is the runner-up
 
 
-def split_prompts(text: str | None) -> tuple[str, str]:
-    """`CLEAN CORRUPT`, or `CLEAN vs CORRUPT` when a prompt has spaces, -> the two prompts."""
+def split_prompts(text: str | None, data=None) -> tuple[str, str]:
+    """`CLEAN CORRUPT`, or `CLEAN vs CORRUPT` when a prompt has spaces, -> the two prompts. The example of the error
+    is two questions of `data` where it is a task (sort:6 asks six digits), else two texts."""
     text = (text or "").strip()
     parts = [p.strip() for p in text.split(" vs ")] if " vs " in text else text.split()
     if len(parts) != 2 or not all(parts):
-        raise UserError(f"give two prompts, the clean one and the corrupted one, e.g. "
-                        f"{cmd('patch', '31415= 38495=')} (a prompt with spaces in quotes, or CLEAN vs CORRUPT)")
+        example = getattr(data, "example", None)
+        if isinstance(example, str) and "=" in example:  # its question, and the same with its first digit changed
+            clean = example.partition("=")[0] + "="
+            pair = f"{clean} {'1' if clean[0] == '9' else '9'}{clean[1:]}"
+        else:
+            pair = "the cat sat vs the dog sat"
+        raise UserError(f"give two prompts, the clean one and the corrupted one, e.g. {cmd('patch', pair)} (a "
+                        "prompt with spaces in quotes, or CLEAN vs CORRUPT)")
     return parts[0], parts[1]
 
 
@@ -115,8 +122,8 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
                "next token)"),
 ], json_version=2)  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
-    clean, corrupt = split_prompts(args["prompts"])
     data = session.data
+    clean, corrupt = split_prompts(args["prompts"], data)
     target = args["target"] if args["target"] is not None else true_next(data, clean)
     answer = one_token(session, target) if target is not None else None
     clean_ids, corrupt_ids = data.tokenizer.encode(clean), data.tokenizer.encode(corrupt)
