@@ -55,21 +55,21 @@ def test_watching_changes_no_step_of_training(view):
 
 def test_the_frames_are_the_views_numbers():
     s = session()
-    r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "attn", "prompt": "31415=", "layer": 0})
+    r = run_command(s, "train", {"steps": 6, "eval_every": 3, "watch": "attn", "prompt": "314159=", "layer": 0})
     last = r.frames[-1]
-    assert last.layer == 0 and last.tokens == list("31415=") and len(last.maps) == 2
-    ref = attention_maps(s.model, s.data.tokenizer.encode("31415="), layer=0).maps[0]
+    assert last.layer == 0 and last.tokens == list("314159=") and len(last.maps) == 2
+    ref = attention_maps(s.model, s.data.tokenizer.encode("314159="), layer=0).maps[0]
     assert torch.allclose(torch.tensor(last.maps), ref)
-    lens = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "lens", "prompt": "31415="})
+    lens = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "lens", "prompt": "314159="})
     frame = lens.frames[-1]
-    assert frame.target == "1"  # sort's answer to 31415= starts with 1
+    assert frame.target == "1"  # sort's answer to 314159= (113459) starts with 1
     enc = s.data.tokenizer.encode
-    ref = logit_lens(s.model, enc("31415="), top=1, targets=[-1] * 5 + enc("1"))
+    ref = logit_lens(s.model, enc("314159="), top=1, targets=[-1] * 6 + enc("1"))
     assert [g.layer for g in frame.lens] == ["embed", "blocks.0", "blocks.1"]
     assert [g.target_rank for g in frame.lens] == [layer.target_ranks[-1] for layer in ref.layers]
     assert [g.guess for g in frame.lens] == [s.data.tokenizer.itos[layer.top_ids[-1][0]] for layer in ref.layers]
-    samples = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "samples", "prompt": "31415="})
-    greedy = run_command(s, "gen", {"prompt": "31415=", "temperature": 0, "n": 40})
+    samples = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "samples", "prompt": "314159="})
+    greedy = run_command(s, "gen", {"prompt": "314159=", "temperature": 0, "n": 40})
     assert samples.frames[-1].sample == greedy.text and len(greedy.text) == s.data.answer_len  # the answer ends it
 
 
