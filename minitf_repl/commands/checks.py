@@ -64,7 +64,7 @@ class ChecksResult:
     post_norm: bool = False  # norm_placement=post: each block ends with a norm
     residual: bool = True  # the residual add is there (residual=off: each sublayer's output replaces the stream)
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
-    ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: rows, causal, gradient read them so
+    ablations: list[str] = field(default_factory=list)  # what :ablate switched off: rows, causal, gradient read it so
 
     @property
     def failure(self) -> str | None:

@@ -164,7 +164,8 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     if tokenizer is not None:
         key = tokenizer.strip().lower()
         if key not in readings:
-            read_by, text = read_with(data, tokenizer, reporter, fix="compare tokenizers on text, e.g. data=shakespeare")
+            read_by, text = read_with(data, tokenizer, reporter,
+                                      fix="compare tokenizers on text, e.g. data=shakespeare")
             readings[key] = (tokenizer_setting(read_by), text)
         built, reading = readings[key]
         model = model.replace(vocab_size=reading.tokenizer.vocab_size)
