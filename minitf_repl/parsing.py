@@ -239,7 +239,7 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
         raise UserError("empty command after ':'; type :help to list the commands")
     cmd = registry.find(name)
     rest = body.lstrip()[len(name) :]
-    return cmd, _parse_args(cmd, _tokenize(rest))
+    return cmd, _parse_args(cmd, _tokenize(rest), registry)
 
 
 def _option_key(token: _Token) -> tuple[str, str | None] | None:
@@ -259,7 +259,7 @@ def _option_key(token: _Token) -> tuple[str, str | None] | None:
     return None
 
 
-def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
+def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = None) -> CheckedArgs:
     args = CheckedArgs()
     text: list[str] = []
     positional = cmd.positional
@@ -297,6 +297,10 @@ def _parse_args(cmd: Command, tokens: list[_Token]) -> CheckedArgs:
                 if cmd.pairs_in_text and not is_long:
                     text.append(token.text)
                     continue
+                other = registry.names().get(norm) if registry is not None else None
+                if other is not None and other is not cmd:  # `:set device=cpu`: what the user wants is a command
+                    raise UserError(f"{norm} is not an option of {phrase_command(cmd.name)} but a command: "
+                                    f"{phrase_command(other.name, *([value] if value else []))}") from None
                 if positional is not None and not is_long and not cmd.pairs:  # :set's text: names only
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise

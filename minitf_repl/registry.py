@@ -36,6 +36,7 @@ class Param:
     low: float | None = None  # smallest value allowed (checked when given)
     limit: int | None = None  # largest value a person may type
     setting: SettingSpec | None = None  # the declaration this option was made from, if any: it checks the value
+    default_from: str | None = None  # not made from it, the setting whose value applies when it is not given
     # What Tab offers for the value: a function of the session (checkpoint names, say). Choices and
     # on/off complete without it.
     complete: Callable[[Any], list[str]] | None = None

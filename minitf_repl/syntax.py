@@ -55,8 +55,8 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
 
     REPL: `:name TEXT key=value`. Shell: `minitf name TEXT --key value` (`--key` / `--no-key` for
     on/off), and `:set`'s pairs as the global `--set key=value` (its names alone, which show those
-    settings, as `minitf set KEY`); `:data X`, a switch of data, as the global `--data X` (a one-shot
-    `minitf data X` only shows it). `load`: the checkpoint a one-shot
+    settings, as `minitf set KEY`); `:data X` and `:device X`, a switch, as the global `--data X` and
+    `--device X` (a one-shot `minitf data X` only shows it). `load`: the checkpoint a one-shot
     command must start from to find this session's model (`minitf --load NAME name ...`); the REPL
     has that model already and leaves it out.
     """
@@ -68,8 +68,8 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     if name == "set":
         pairs = [*map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(f"--set {pair}" for pair in pairs) or "--set"
-    if name == "data" and positional and not options:  # a switch of data: the global option, as `set` is --set
-        return f"--data {shlex.quote(str(positional[0]))}"
+    if name in ("data", "device") and positional and not options:  # a switch: the global option, as set's --set
+        return f"--{name} {shlex.quote(str(positional[0]))}"
     if name == "help":
         return f"minitf {positional[0]} --help" if positional else "minitf --help"
     words = ["minitf"] + ([f"--load {load}"] if load else []) + [name]

@@ -231,7 +231,7 @@ def test_compare_table_of_six_contenders_over_seeds_cuts_no_number_at_60_columns
     assert wide.file.getvalue().count("4.4837 ±0.011") == 6
 
 
-# --- a chart's legend at 60 columns -------------------------------------------------------------------------------------
+# --- a chart's legend at 60 columns -----------------------------------------------------------------------------------
 def test_a_chart_legend_breaks_between_entries_not_inside_one():
     from minitf_repl.render.chart import Curve, chart
 

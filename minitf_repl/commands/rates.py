@@ -51,7 +51,7 @@ class LrfindResult:
     Param("high", float, default=HIGH, low=1e-12, limit=RATE_LIMIT, help="the last step's rate"),
     Param("steps", int, default=STEPS, low=10, limit=100_000, help="steps of the test, each at a higher rate"),
     Param("seed", int, low=0, limit=SEED_LIMIT, help="the fresh model's and the batches' seed (default: the seed "
-                                                     "setting)"),
+                                                     "setting)", default_from="seed"),
 ], aliases=("lr_find",))  # fmt: skip
 def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult:
     from ..core.lrfind import range_test

@@ -165,7 +165,7 @@ def _overrides(param: Param, spec) -> bool:
     A name alone says nothing: `:ngram n=` is the counter's order, `:context seed=` its windows', not `n` or `seed`."""
     if param.refusal is not None or param.name != spec.name:
         return False
-    return (param.setting is not None and param.setting.name == spec.name) or f"the {spec.name} setting" in param.help
+    return spec.name in (param.setting.name if param.setting is not None else None, param.default_from)
 
 
 def also(aliases: tuple) -> str:
@@ -212,13 +212,8 @@ def _set_params() -> list[Param]:
     # setting's name without a value wants to know what it holds.
     # Tab offers each key once, as `lr=` (the option), not again as a name to show.
     keys = Param("keys", str, positional=True, meta="KEY", help="settings to show (value, meaning, range), e.g. lr")
-    # Two words a user reaches for as settings are commands: refused with the command that does it, not "unknown"
-    commands = [Param("device", str, refusal="device is not a setting but a command: :device cpu moves the model "
-                                             "(from the shell: minitf --device cpu COMMAND)"),
-                Param("data", str, refusal="data is not a setting but a command: :data sort switches the data "
-                                           "(from the shell: minitf --data sort COMMAND)")]
     return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS
-                       for spec in cls.specs()] + commands + [keys]
+                       for spec in cls.specs()] + [keys]
 
 
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell; a name "

@@ -106,7 +106,8 @@ class TrainResult:
 
 @command("train", "Train the model: continue a stopped run, or start a new run of steps.", params=[
     Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
-          low=1, limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases),
+          low=1, limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases,
+          default_from="steps"),
     param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)"),
     param_from_setting(TrainConfig.spec("batch_size"), help="sequences per step (kept, like :set batch_size)"),
     Param("data", str, help="switch data first, as :data does", complete=complete_data),
@@ -166,7 +167,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # continue too); another vocabulary rebuilds the model, which then has no run to go on from
     if args["schedule"] == "continue" and new_data is not None and session.rebuild_needed(data=new_data):
         raise UserError(f"schedule=continue goes on at the last run's rate, and {spec} has another vocabulary: the "
-                        f"switch rebuilds the model, which then has no run to go on from; {cmd('train', schedule='new')} starts one")
+                        "switch rebuilds the model, which then has no run to go on from; "
+                        f"{cmd('train', schedule='new')} starts one")
     if args["schedule"] == "continue" and session.trainer.final_lr() is None:
         raise UserError("schedule=continue needs a model that has trained; this one has not: "
                         f"{cmd('train', schedule='new')} starts a run")
@@ -275,7 +277,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             save_error = str(e)
     return TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
-        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, schedule=schedule, constant_lr=constant_lr,
+        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, schedule=schedule,
+        constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
     )

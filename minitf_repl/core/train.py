@@ -233,7 +233,7 @@ class Trainer:
         model.train()
         call_start = time.perf_counter()
         done, tokens, busy = 0, 0, 0.0
-        since_eval = [0, 0.0]  # tokens and busy seconds since the last evaluation: an evaluated row's speed
+        stretch_tokens, stretch_busy = 0, 0.0  # since the last evaluation: an evaluated row's speed
         last: StepInfo | None = None
         stopped = False
         notes: list[str] = []
@@ -284,8 +284,8 @@ class Trainer:
             else:
                 tokens += x.numel() * ranks
                 busy += step_seconds
-                since_eval[0] += x.numel() * ranks
-                since_eval[1] += step_seconds
+                stretch_tokens += x.numel() * ranks
+                stretch_busy += step_seconds
             info = StepInfo(
                 step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
                 train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
@@ -297,9 +297,9 @@ class Trainer:
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and distributed.is_main():
                 info.val_loss, info.accuracy = self.evaluate()
                 info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
-                if since_eval[1] > 0:  # one step's time is noise at a small batch; the stretch's is not
-                    info.tokens_per_second = since_eval[0] / since_eval[1]
-                since_eval = [0, 0.0]
+                if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
+                    info.tokens_per_second = stretch_tokens / stretch_busy
+                stretch_tokens, stretch_busy = 0, 0.0
             self.run_elapsed += time.perf_counter() - t0
             info.elapsed = self.run_elapsed
             self.history[-1] = asdict(info)

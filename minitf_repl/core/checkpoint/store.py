@@ -23,8 +23,8 @@ from .. import __version__
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM
 from ..words import count
-from .layout import (DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, MAX_SHOWN, NAME,
-                     ORIGINS, TMP_DIR, check_name, check_save_target, clip)
+from .layout import (DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, MAX_SHOWN,
+                     NAME, ORIGINS, TMP_DIR, check_name, check_save_target, clip)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
