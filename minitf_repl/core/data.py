@@ -628,7 +628,9 @@ def read_text_file(path: str | Path) -> str:
     if b"\x00" in raw:
         raise DataError(f"{shown} looks binary (it contains NUL bytes); give a UTF-8 text file")
     try:
-        text = raw.decode("utf-8")
+        # utf-8-sig: a byte-order mark some editors put first (Notepad) is no character of the text, and kept it
+        # would be one more symbol in the vocabulary that the model learns to write at the start
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
     if not text.strip():
