@@ -1,7 +1,7 @@
 """`:gen`: the model continues a prompt (a line without ':' is a prompt too).
 
 Tokens stream through the reporter as they are sampled (core.generate); Ctrl-C stops after the
-current token. With show=probs the text is shown once, at the end, each character coloured by the
+current token. With show=probs the text is shown once, at the end, each token coloured by the
 probability it had when it was picked (core.inside.token_probs).
 """
 
@@ -49,6 +49,9 @@ class GenResult:
     untrained: bool = False  # the model has not trained a step: its text is random
     first_token_seconds: float | None = None  # time to the first token: the prompt's prefill and one sample
     probs: list[float] | None = None  # show=probs: each token's probability when it was picked
+    # show=probs: the text each token ends, one per token: '' for a token that ends inside a character (a byte-level
+    # BPE's first bytes of é), whose text the token that completes it carries; joined, they are `text`
+    token_texts: list[str] | None = None
     raw: bool = False  # raw=on: control characters written as they are where the output is not a terminal
     answered: bool = False  # a task's answer was complete: generation ended there, before n tokens
     cache_off: str | None = None  # why cache=on decoded without the cache (causal=off: the cache is not exact)
@@ -65,12 +68,12 @@ class GenResult:
                          aliases=("seed",) if spec.name == "gen_seed" else spec.aliases,
                          short="n" if spec.name == "n" else None)
       for spec in GenConfig.specs()),
-    Param("show", str, help="probs: colour each character by its probability when picked (default text)",
+    Param("show", str, help="probs: colour each token by its probability when picked (default text)",
           choices=("text", "probs")),
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True, json_version=3)  # fmt: skip
+], takes_plain_text=True, json_version=4)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     tokenizer = session.data.tokenizer
@@ -90,14 +93,16 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     stream = generate(model, ids, settings, done=done)
     reporter.on_gen_start(prompt, raw=args["raw"])
     pieces: list[str] = []
+    token_texts: list[str] = []
     new_ids: list[int] = []
     held: list[int] = []  # tokens whose text ends in a character the next tokens complete
     stopped = False
     start = time.perf_counter()
     first_token_seconds = None
 
-    def write(piece: str) -> None:
+    def write(piece: str, tokens: int) -> None:
         pieces.append(piece)
+        token_texts.extend([""] * (tokens - 1) + [piece])
         if args["show"] != "probs":  # with show=probs the text is shown once, coloured, at the end
             reporter.on_token(piece)
 
@@ -111,7 +116,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
             # byte reads as U+FFFD, so the tokens are decoded together until the character is whole.
             piece = tokenizer.decode(held)
             if not piece.endswith(UNFINISHED) or len(held) >= HELD_TOKENS:
-                write(piece)
+                write(piece, len(held))
                 held = []
             if reporter.should_stop() and len(new_ids) < settings.n:
                 stopped = True
@@ -119,7 +124,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     finally:
         stream.close()
     if held:  # the text ends inside a character: its bytes as they are
-        write(tokenizer.decode(held))
+        write(tokenizer.decode(held), len(held))
     seconds = time.perf_counter() - start
     graded, off_task = _checked_answer(session.data, prompt, "".join(pieces), given_prompt)
     probs = None
@@ -139,6 +144,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         untrained=session.untrained,
         first_token_seconds=first_token_seconds,
         probs=probs,
+        token_texts=token_texts if probs is not None else None,
         raw=args["raw"],
         answered=done is not None and not stopped and done(ids + new_ids),
         answer=graded,
@@ -254,12 +260,29 @@ def gen_after_stream(result: GenResult, console: Console) -> None:
     gen_notes(result, console)
 
 
+def char_probs(result: GenResult) -> list[float]:
+    """Each generated character's probability when picked: its token's. A token of several characters (a BPE's
+    "the") gives them all its probability; a character spread over several tokens (a byte-level BPE's é), the
+    product of theirs: the chance of picking all of them."""
+    texts, probs = result.token_texts or [], result.probs or []
+    if len(texts) != len(probs):
+        return []
+    shown: list[float] = []
+    joint = 1.0
+    for text, p in zip(texts, probs):
+        joint *= p
+        if text:
+            shown.extend([joint] * len(text))
+            joint = 1.0
+    return shown
+
+
 def render_probs(result: GenResult, console: Console) -> None:
     """The generated text, each character coloured (or shaded beneath) by its probability when picked."""
     as_text = plain(console)
-    probs = result.probs or []
+    probs = char_probs(result)
     chars = list(result.text)
-    if len(chars) != len(probs):  # not one character per token: show the text plainly
+    if len(chars) != len(probs):  # a result cut by hand (its texts lost): show the text plainly
         say(console, model_text(result.prompt, console, "bold") + model_text(result.text, console))
         return
     if not as_text:
