@@ -2,13 +2,16 @@
 
 A text file saved with a UTF-8 byte-order mark (Notepad does) read the mark as a character of the text.
 `:gen show=probs` under a subword tokenizer showed the text plain: it coloured one character per token.
+A message wrapped between a number and its unit: ":train"'s summary ended one line "1.8" and the next "s".
 """
 
 import pytest
+from rich.text import Text
 
 import minitf_repl.core.generate as core_generate
 from minitf_repl.commands.generate import char_probs
 from minitf_repl.core.data import load_data
+from minitf_repl.render.words import word_lines
 
 from test_commands import run
 from test_sweep_h import bpe  # noqa: F401 (a fixture: a session on a text read by a byte-level BPE)
@@ -43,3 +46,13 @@ def test_gen_show_probs_colours_each_token_of_a_subword_tokenizer(bpe, monkeypat
     assert coloured.count("48;2;") >= len(text.replace(" ", ""))  # coloured, not the plain text it fell back to
     lines = text_of(result).splitlines()
     assert lines[0] == "x" + text.replace(" ", "␣") and len(lines[1]) == len(lines[0])  # a shade per character
+
+
+# --- wrapping ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("width", range(20, 110))
+def test_a_number_and_its_unit_stay_on_one_line(width):
+    line = ("trained 60 steps: train loss 2.6396, val loss 2.3064, 3.327 bits per character, 41,259 tokens/s, "
+            "bfloat16, 1.8 s; peak 340 MB.")
+    lines = [part.plain for part in word_lines(Text(line), width)]
+    assert " ".join(lines) == line
+    assert not any(part.endswith((" 1.8", " 340")) for part in lines)

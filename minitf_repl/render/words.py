@@ -27,7 +27,10 @@ from rich.text import Text
 
 from ..palette import is_active, terminal_safe
 
-_WORD = re.compile(r"\s*\S+\s*")  # a word with the spaces before and after it
+# A number and its unit are one word ("1.8 s", "340 MB"), as type-setters join them: a line that ends "1.8" leaves
+# the reader a bare number. A unit is a symbol of time or size alone; "60 steps" may part like any two words.
+_UNIT = r"(?:s|ms|µs|min|kB|KB|KiB|MB|MiB|GB|GiB|TB)"
+_WORD = re.compile(rf"\s*(?:\S*\d {_UNIT}[,.;:)!?]*(?=\s|$)|\S+)\s*")  # a word with the spaces before and after it
 
 
 def word_lines(text: Text, width: int, rest: int | None = None) -> list[Text]:
