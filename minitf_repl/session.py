@@ -277,8 +277,8 @@ class Session:
         active = self.ablations  # off while the model changes (the mask's ablation is a flag causal= also sets)
         self.set_ablations([])
         self._model.take_config(config)
-        if self._sampling is not None:  # :quantize's copy samples the same function: the mask goes with it
-            self._sampling[0].set_causal(config.causal)
+        if self._sampling is not None:  # :quantize's copy samples the same function: the mask, the window go with it
+            self._sampling[0].take_config(config)
         self.set_ablations(active)
         return False
 

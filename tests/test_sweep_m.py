@@ -3,17 +3,23 @@
 A text file saved with a UTF-8 byte-order mark (Notepad does) read the mark as a character of the text.
 `:gen show=probs` under a subword tokenizer showed the text plain: it coloured one character per token.
 A message wrapped between a number and its unit: ":train"'s summary ended one line "1.8" and the next "s".
+`:set max_seq_len=N` reset the weights of a model whose positions are rope, sinusoidal or none, though no weight
+has the window's size there: a learner could not train short and then read or train longer.
 """
 
 import pytest
+import torch
 from rich.text import Text
 
 import minitf_repl.core.generate as core_generate
 from minitf_repl.commands.generate import char_probs
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
+from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.render.words import word_lines
+from minitf_repl.session import Session
 
-from test_commands import run
+from test_commands import Recorder, run
 from test_sweep_h import bpe  # noqa: F401 (a fixture: a session on a text read by a byte-level BPE)
 from test_views import text_of
 
@@ -56,3 +62,56 @@ def test_a_number_and_its_unit_stay_on_one_line(width):
     lines = [part.plain for part in word_lines(Text(line), width)]
     assert " ".join(lines) == line
     assert not any(part.endswith((" 1.8", " 340")) for part in lines)
+
+
+# --- a new window for positions with no learned table ------------------------------------------------------
+def task_session(**model) -> Session:
+    config = ModelConfig(**{**dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, max_seq_len=16), **model})
+    return Session(config, TrainConfig(steps=3, batch_size=4), data_spec="pydoc", device_name="cpu")
+
+
+@pytest.mark.parametrize("positions", ["rope", "sinusoidal", "none"])
+def test_a_new_window_keeps_the_weights_where_positions_are_no_learned_table(positions):
+    session = task_session(pos_encoding=positions)
+    run(session, ":train steps=3")
+    weights = {k: v.clone() for k, v in session.model.state_dict().items()}
+    short = torch.randint(0, session.model_config.vocab_size, (2, 16))
+    before, _ = session.model.eval()(short)
+    heard = Recorder()
+    result = run(session, ":set max_seq_len=40", heard)
+    assert not result.rebuilt and result.kept is None and session.trainer.step == 3
+    assert any(n.startswith("the window is now 40 tokens, the weights kept: pos_encoding=" + positions)
+               and "positions past 16" in n for n in heard.notices), heard.notices
+    model = session.model.eval()
+    assert model.config.max_seq_len == 40 and all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
+    long = torch.cat([short, torch.randint(0, model.config.vocab_size, (2, 24))], dim=1)
+    after, _ = model(long)
+    assert torch.allclose(after[:, :16], before, atol=1e-5)  # causal: the first 16 positions read what they read
+    built = MiniTransformerLM(model.config)  # the same weights in a model built at 40 from the start
+    built.load_state_dict(model.state_dict())
+    assert torch.allclose(built.eval()(long)[0], after, atol=1e-5)
+    cached = run(session, ":gen a n=35 temperature=0 cache=on")
+    assert cached.text == run(session, ":gen a n=35 temperature=0 cache=off").text
+    run(session, ":train steps=2")  # windows of 40 now
+    assert session.trainer.step == 5
+
+
+def test_a_new_window_reaches_the_int8_copy_and_a_saved_checkpoint(tmp_path):
+    session = task_session(pos_encoding="rope")
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=2")
+    run(session, ":quantize int8")
+    run(session, ":set max_seq_len=48")
+    assert session.sampling_model.config.max_seq_len == 48
+    assert run(session, ":gen a n=45 temperature=0").n_tokens == 45
+    run(session, ":save long")
+    loaded = task_session()
+    loaded.checkpoint_dir = tmp_path
+    run(loaded, ":load long")
+    assert loaded.model.config.max_seq_len == 48
+
+
+def test_a_learned_position_table_still_makes_a_new_model_of_a_new_window():
+    session = task_session()
+    run(session, ":train steps=2")
+    assert run(session, ":set max_seq_len=24").rebuilt and session.trainer.step == 0

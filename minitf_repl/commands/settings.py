@@ -270,6 +270,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")
+    if session.has_model and not rebuilt and "max_seq_len" in changed:
+        old, new_length = changed["max_seq_len"]
+        reporter.notice(f"the window is now {new_length} tokens, the weights kept: pos_encoding={model.pos_encoding} "
+                        "learns no table of positions, so only the mask (and what positions need) is computed anew"
+                        + (f"; {cmd('context')} shows what it makes of the positions past {old}"
+                           if new_length > old else ""))
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)

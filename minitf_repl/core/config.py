@@ -274,13 +274,17 @@ class ModelConfig(Settings):
 
         n_kv_heads none, 0 and n_heads are all one head of keys and values per query head; n_experts 0 and
         1 one dense FFN; experts_per_token routes nothing without experts, and rope_base turns nothing
-        without rope.
+        without rope. max_seq_len sizes a weight only where positions are a learned table: rope, sinusoidal
+        and none compute what the window needs (the mask, the rotations, the sines), so a model keeps its
+        weights over a new window, which is how a learner trains short and then reads or trains longer.
         """
         built = {**self.to_dict(), "n_kv_heads": self.kv_heads, "n_experts": self.n_experts if self.is_moe else 0}
         if not self.is_moe:
             built["experts_per_token"] = None
         if not position_kind(self).rotary:
             built["rope_base"] = None
+        if not position_kind(self).learned:
+            built["max_seq_len"] = None
         return built
 
     def check_together(self) -> None:

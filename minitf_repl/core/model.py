@@ -194,6 +194,13 @@ class MultiHeadSelfAttention(nn.Module):
         merged = self.hook_merged(out.transpose(1, 2).contiguous().view(B, T, C))  # (B, T, d_model)
         return self.resid_dropout(self.out_proj(merged))
 
+    def set_length(self, max_seq_len: int) -> None:
+        """A window of max_seq_len positions: M (and rope's angles) computed as far; no weight changes."""
+        T = max_seq_len
+        self.causal_mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=self.causal_mask.device))
+        if self.rope is not None:
+            self.rope.set_length(T)
+
     # --- what the views need to know ------------------------------------------------------------------
     @property
     def grouped(self) -> bool:
@@ -543,7 +550,19 @@ class MiniTransformerLM(nn.Module):
         self.set_dropout(config.dropout)
         self.set_attention(config.attention)
         self.set_causal(config.causal)
+        if config.max_seq_len != self.config.max_seq_len:  # positions without a learned table (as_built)
+            self.set_length(config.max_seq_len)
         self.config = config  # moe_aux_weight and the rest are read from it where they are used
+
+    def set_length(self, max_seq_len: int) -> None:
+        """A new window for positions with no learned table (rope, sinusoidal, none): what depends on its length,
+        the causal mask and any computed table, is computed again; the weights stay as they are."""
+        assert not self.positions.learned, "a learned position table has max_seq_len rows: that is a new model"
+        if self.position_embedding is not None:
+            self.position_embedding.set_length(max_seq_len)
+        for block in self.blocks:
+            block.attn.set_length(max_seq_len)
+        self.config = self.config.replace(max_seq_len=max_seq_len)
 
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""

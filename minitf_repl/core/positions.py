@@ -32,6 +32,10 @@ class SinusoidalPositions(nn.Module):
     def forward(self, pos: torch.Tensor) -> torch.Tensor:
         return self.table[pos]  # (T, d_model)
 
+    def set_length(self, max_seq_len: int) -> None:
+        """The table computed for a window of max_seq_len positions, where the old one lives."""
+        self.table = SinusoidalPositions(max_seq_len, self.table.shape[1]).table.to(self.table.device)
+
 
 class RotaryEmbedding(nn.Module):
     """RoPE (Su et al., RoFormer, 2021): rotate each pair (x_{2i}, x_{2i+1}) of a head by pos * theta_i.
@@ -63,6 +67,11 @@ class RotaryEmbedding(nn.Module):
         even, odd = pairs[..., 0], pairs[..., 1]  # (B, H, T, D/2) each
         rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (B, H, T, D/2, 2)
         return rotated.view(B, H, T, D)  # (B, H, T, head_dim): pairs back in place
+
+    def set_length(self, max_seq_len: int) -> None:
+        """The angles computed for a window of max_seq_len positions, where the old ones live."""
+        fresh = RotaryEmbedding(2 * self.cos.shape[1], max_seq_len, self.base)
+        self.cos, self.sin = fresh.cos.to(self.cos.device), fresh.sin.to(self.sin.device)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """q: (B, n_heads, T, head_dim), k: (B, n_kv_heads, T, head_dim), both rotated by their positions."""
