@@ -583,6 +583,7 @@ class FfnResult:
     out_size: float  # |FFN(x)|
     units: list[FfnUnit]  # the units with the largest writes, largest first
     out_diff: float  # max |sum_n h_n v_n + b - the block's FFN output|
+    out_bias: bool  # the output matrix has a bias b (False: bias=off, FFN(x) = sum_n h_n v_n)
     no_tokens: str | None = None  # why no unit's tokens are shown (post-norm, residual=off); None: they are
     dropped: int = 0
     unit: str = "character"
@@ -596,7 +597,7 @@ class FfnResult:
     LAST_POSITION,
     BLOCK,
     Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=256),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)
@@ -611,10 +612,11 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     units = [FfnUnit(n.index, n.pre, n.h, n.write, names(n.promotes), n.promote_by, names(n.demotes), n.demote_by)
              for n in found.neurons]
     return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
-                     pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive, negative=found.negative, lowest=found.lowest,
-                     total_write=found.total_write, out_size=found.out_size, units=units, out_diff=found.out_diff,
-                     no_tokens=found.no_tokens, dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
-                     ablations=switched_off(session))
+                     pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive,
+                     negative=found.negative, lowest=found.lowest, total_write=found.total_write,
+                     out_size=found.out_size, units=units, out_diff=found.out_diff, out_bias=found.out_bias,
+                     no_tokens=found.no_tokens, dropped=dropped, unit=session.data.tokenizer.unit,
+                     untrained=session.untrained, ablations=switched_off(session))
 
 
 @render.register(FfnResult)
@@ -622,7 +624,8 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     i = result.at
     say(console, f"feed-forward of block {result.layer} at position {i} {visible(result.tokens[i])!r} of "
                  f"{result.prompt[-48:]!r}", "bold")
-    note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = sum_n h_n v_n + b, v_n the column n of "
+    rebuilt = "sum_n h_n v_n" + (" + b" if result.out_bias else "")  # no b where the output matrix has no bias
+    note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "
                   f"the output matrix: each unit adds its own vector, scaled by how much it fires")
     negative = (f"{result.negative} below 0, the lowest {result.lowest:.3f}" if result.negative else "none below 0")
     say(console, f"firing (h_n > 0): {result.positive} of {result.width} ({result.positive / result.width:.0%}); "
@@ -649,7 +652,7 @@ def render_ffn(result: FfnResult, console: Console) -> None:
                       f"input (as {cmd('attrib')} reads a part)")
     elif result.no_tokens:
         note(console, f"{result.no_tokens}: no tokens are shown")
-    note(console, f"checked: sum_n h_n v_n + b agrees with the block's FFN output to {result.out_diff:.0e}")
+    note(console, f"checked: {rebuilt} agrees with the block's FFN output to {result.out_diff:.0e}")
     closing_notes(console, result, "its units are random")
 
 

@@ -624,6 +624,7 @@ class FeedForwardNeurons:
     out_size: float  # |FFN(x)| = |sum_n h_n v_n + b_out|: below total_write where the writes cancel
     neurons: list[Neuron]  # the `top` units with the largest |h_n v_n|, largest first
     out_diff: float  # max |sum_n h_n v_n + b_out - the block's FFN output|: rounding
+    out_bias: bool  # the output matrix has a bias b_out (False: bias=off, FFN(x) = sum_n h_n v_n)
     no_tokens: str | None = None  # why the units' tokens are not read (post-norm, residual=off): None when they are
 
 
@@ -700,7 +701,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
         below_zero=parts.below_zero, width=len(h),
         positive=int((h > 0).sum()), negative=int((h < 0).sum()), lowest=float(h.min()),
         total_write=float(sizes.sum()), out_size=float(out.norm()), neurons=neurons,
-        out_diff=float((rebuilt - out).abs().max()), no_tokens=no_tokens,
+        out_diff=float((rebuilt - out).abs().max()), out_bias=parts.out.bias is not None, no_tokens=no_tokens,
     )
 
 
