@@ -36,3 +36,17 @@ def test_ffn_writes_the_output_bias_only_where_the_part_has_one(changes, bias):
     assert ("checked: sum_n h_n v_n + b agrees" in shown) is bias
     if not bias:
         assert "FFN(x) = sum_n h_n v_n, v_n the column n" in shown and "checked: sum_n h_n v_n agrees" in shown
+
+
+# --- :patch where the corruption moves the difference the wrong way -------------------------------------
+def test_patch_reads_a_corruption_that_favours_the_answer_more_as_upside_down_not_as_a_tiny_move():
+    from minitf_repl.commands.why import patch_reading
+
+    stream, resid, heads = ["embed", "blocks.0"], [[0.0, 0.2], [0.0, 0.9]], [[0.3, 0.1]]
+    wrong_way = patch_reading(heads, stream, resid, gap=-0.626)
+    assert "only" not in wrong_way and "tiny" not in wrong_way
+    assert wrong_way == ("the corrupted prompt favours the answer more than the clean one (z[answer] - z[foil] moves "
+                         "by -0.626, the wrong way), so these fractions read upside down; choose a corrupted prompt "
+                         "that changes the answer (or train first)")
+    for tiny in (0.023, -0.023):  # a tiny move either way: noise over a tiny difference
+        assert f"by only {tiny:+.3f}" in patch_reading(heads, stream, resid, gap=tiny)

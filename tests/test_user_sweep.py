@@ -200,8 +200,8 @@ def test_patching_reads_a_corruption_that_hardly_moves_the_difference_as_noise()
     noise = patch_reading(heads, done.stream, resid, gap=0.023)
     assert noise == ("the corruption moves z[answer] - z[foil] by only +0.023, so these fractions are noise over a "
                      "tiny difference; choose a corrupted prompt that changes the answer (or train first)")
-    assert patch_reading(heads, done.stream, resid, gap=-0.5).startswith("the corruption moves z[answer] - z[foil] "
-                                                                         "by only -0.500")
+    assert patch_reading(heads, done.stream, resid, gap=-0.5).startswith("the corrupted prompt favours the answer "
+                                                                         "more than the clean one")
     assert "noise" not in patch_reading(heads, done.stream, resid, gap=2.0)
     session = session_on("sort:4")
     result = run(session, ":patch 1234= 1243=")  # untrained: the difference hardly moves

@@ -91,9 +91,14 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
 def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
                   gap: float | None = None) -> str:
     """One line: the head that brings back the most, and where the stream holds the answer at the end; where the
-    corruption hardly moves the logit difference (`gap` under core.patching.MIN_GAP), that the fractions are noise."""
+    corruption hardly moves the logit difference (`gap` within core.patching.MIN_GAP of 0), that the fractions are
+    noise; where it moves it the wrong way (the corrupted prompt favours the answer more), that they read upside down."""
     from ..core.patching import MIN_GAP
 
+    if gap is not None and gap <= -MIN_GAP:
+        return (f"the corrupted prompt favours the answer more than the clean one (z[answer] - z[foil] moves by "
+                f"{gap:+.3f}, the wrong way), so these fractions read upside down; choose a corrupted prompt that "
+                "changes the answer (or train first)")
     if gap is not None and gap < MIN_GAP:
         return (f"the corruption moves z[answer] - z[foil] by only {gap:+.3f}, so these fractions are noise over a "
                 "tiny difference; choose a corrupted prompt that changes the answer (or train first)")
