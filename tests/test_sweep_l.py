@@ -50,3 +50,14 @@ def test_patch_reads_a_corruption_that_favours_the_answer_more_as_upside_down_no
                          "that changes the answer (or train first)")
     for tiny in (0.023, -0.023):  # a tiny move either way: noise over a tiny difference
         assert f"by only {tiny:+.3f}" in patch_reading(heads, stream, resid, gap=tiny)
+
+
+# --- :resid names :attrib only where :attrib splits the stream ----------------------------------------
+@pytest.mark.parametrize("changes, attrib", [({}, True), ({"norm_placement": "post"}, False), ({"residual": False}, False)])
+def test_resid_sends_to_attrib_only_a_model_attrib_reads(changes, attrib):
+    session = session_on(**changes)
+    shown = plain(run(session, ":resid abc"))
+    assert (":attrib shows which of these writes push the next token" in shown) is attrib
+    if not attrib:
+        with pytest.raises(Exception, match="direct logit attribution splits the residual stream"):
+            run(session, ":attrib abc")  # the view it would have named refuses this model

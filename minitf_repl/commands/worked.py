@@ -435,8 +435,9 @@ def render_resid(result: ResidResult, console: Console) -> None:
                       "when the head is tied)")
     note(console, f"{cmd('ln', layer=result.writes[-1].block, which='ln_2')} works one of these norms out step by "
                   "step, feature by feature")
-    note(console, "cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction; "
-                  f"{cmd('attrib')} shows which of these writes push the next token")
+    # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest)
+    split = f"; {cmd('attrib')} shows which of these writes push the next token" if pre and result.residual else ""
+    note(console, f"cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction{split}")
     closing_notes(console, result, "its writes are random")
 
 
