@@ -61,3 +61,15 @@ def test_resid_sends_to_attrib_only_a_model_attrib_reads(changes, attrib):
     if not attrib:
         with pytest.raises(Exception, match="direct logit attribution splits the residual stream"):
             run(session, ":attrib abc")  # the view it would have named refuses this model
+
+
+# --- what the frozen final norm adds of its own, by norm ------------------------------------------------
+@pytest.mark.parametrize("changes, bias", [({}, True), ({"norm": "rmsnorm"}, False), ({"bias": False}, False)])
+def test_attrib_speaks_of_the_final_norms_bias_only_where_it_has_one(changes, bias):
+    result = run(session_on(**changes), ":attrib abc")
+    shown = plain(result)
+    assert result.norm_bias is bias
+    assert ("of its own (its bias;" in shown) is bias
+    if not bias:
+        assert result.offset == 0.0
+        assert "the final norm has no bias, so it adds nothing of its own (scale" in shown

@@ -238,6 +238,7 @@ class AttribResult:
     parts: list[AttribPart]  # largest share (by size) first; the shares plus the offset are the logit
     prob: float  # the model's probability of the target
     rank: int  # its rank among the next tokens (1: the likeliest)
+    norm_bias: bool = True  # the final norm has a bias (False: RMSNorm or bias=off, and the offset is 0)
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -249,7 +250,7 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next character "
                "of the default prompt, else the likeliest)"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
     text, ids, _ = view_prompt(session, args["prompt"], reporter)
@@ -263,7 +264,7 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
     a = direct_logit_attribution(session.model, ids, target_id)
     parts = sorted((AttribPart(p.name, p.kind, p.logit) for p in a.parts), key=lambda p: -abs(p.logit))
     return AttribResult(prompt=text, target=data.tokenizer.itos[a.target], logit=a.logit, offset=a.offset,
-                        scale=a.scale, parts=parts, prob=a.prob, rank=a.rank)
+                        scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias)
 
 
 @render.register(AttribResult)
@@ -291,9 +292,13 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         note(console, f"{count(len(rest), 'smaller part')} add {sum(p.logit for p in rest):+.2f} together")
     total = sum(p.logit for p in result.parts)
     key = "█ adds to the logit, ░ takes away" if as_text else "green adds to the logit, red takes away"
-    note(console, f"{key}; the parts sum to {total:+.2f}, and the frozen norm adds "
-                  f"{result.offset:+.2f} of its own (its bias; scale {result.scale:.3g}): {total + result.offset:.2f}"
-                  f" = the logit {result.logit:.2f}")
+    if result.norm_bias:
+        note(console, f"{key}; the parts sum to {total:+.2f}, and the frozen norm adds {result.offset:+.2f} of its "
+                      f"own (its bias; scale {result.scale:.3g}): {total + result.offset:.2f} = the logit "
+                      f"{result.logit:.2f}")
+    else:
+        note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: the final norm has no "
+                      f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
 
 
 

@@ -48,6 +48,7 @@ class Attribution:
     offset: float  # W_U[t] . offset: what the frozen final norm adds on its own (its bias; 0 without)
     scale: float  # the final norm's scale at that position (std or rms of h_L), frozen
     parts: list[Part]  # in the model's order: embed, then per block its heads (and bias) and its mlp
+    norm_bias: bool = True  # the final norm has a bias (False: RMSNorm, bias=off; the offset is 0)
 
     @property
     def total(self) -> float:
@@ -57,7 +58,7 @@ class Attribution:
     def to_dict(self) -> dict:
         return {"token_ids": self.token_ids, "target": self.target, "logit": self.logit, "prob": self.prob,
                 "rank": self.rank, "offset": self.offset,
-                "scale": self.scale, "parts": [vars(p).copy() for p in self.parts]}
+                "scale": self.scale, "parts": [vars(p).copy() for p in self.parts], "norm_bias": self.norm_bias}
 
 
 def residual_parts(model: nn.Module, seen: dict, position: int) -> list[tuple[Part, torch.Tensor]]:
@@ -129,4 +130,4 @@ def direct_logit_attribution(model: nn.Module, idx, target: int | None = None) -
     probs = torch.softmax(z.float(), dim=-1)  # (V,)
     return Attribution(token_ids=idx[0].tolist(), target=target, logit=float(z[target]), prob=float(probs[target]),
                        rank=int((probs > probs[target]).sum()) + 1, offset=offset,
-                       scale=float(frozen.scale), parts=[part for part, _ in parts])
+                       scale=float(frozen.scale), parts=[part for part, _ in parts], norm_bias=frozen.biased)

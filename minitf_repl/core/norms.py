@@ -60,6 +60,7 @@ class FrozenNorm:
     linear: Callable[[torch.Tensor], torch.Tensor]  # (..., d) -> (..., d), linear in its input
     offset: torch.Tensor  # (d,)
     scale: torch.Tensor  # (..., 1): the scale the norm divided x by
+    biased: bool = True  # the norm has a bias, its offset (False: none, and the offset is 0 by construction)
 
 
 class NormPart:
@@ -126,7 +127,7 @@ class LayerNorm(NormPart, nn.LayerNorm):
             return (part - part.mean(dim=-1, keepdim=True)) / scale * gain  # centring is linear too
 
         offset = self.bias if self.bias is not None else x.new_zeros(self.dim)
-        return FrozenNorm(linear, offset.detach(), scale)
+        return FrozenNorm(linear, offset.detach(), scale, biased=self.bias is not None)
 
 
 @builds("rmsnorm")
@@ -162,7 +163,7 @@ class RMSNorm(NormPart, nn.Module):
         def linear(part: torch.Tensor) -> torch.Tensor:
             return part / scale * gain
 
-        return FrozenNorm(linear, x.new_zeros(self.dim), scale)  # no bias: nothing of its own
+        return FrozenNorm(linear, x.new_zeros(self.dim), scale, biased=False)  # no bias: nothing of its own
 
     def kept_floats(self) -> int:
         return self.dim + 1 + (self.dim if self.weight is not None else 0)  # x / rms and rms; the output with a gain
