@@ -73,3 +73,16 @@ def test_attrib_speaks_of_the_final_norms_bias_only_where_it_has_one(changes, bi
     if not bias:
         assert result.offset == 0.0
         assert "the final norm has no bias, so it adds nothing of its own (scale" in shown
+
+
+# --- :ln's note on what weighs the features ---------------------------------------------------------------
+@pytest.mark.parametrize("changes, weighs", [({}, "the gain and bias weigh"), ({"norm": "rmsnorm"}, "the gain weighs"),
+                                             ({"bias": False}, "the gain weighs")])
+def test_ln_names_a_bias_among_what_weighs_the_features_only_where_the_norm_has_one(changes, weighs):
+    import torch
+
+    session = session_on(**changes)
+    with torch.no_grad():  # a gain far from 1, as training leaves it: |y_t| then varies apart from |x̂_t|
+        session.model.blocks[0].ln_1.weight.copy_(torch.linspace(0.1, 3.0, 32))
+    shown = plain(run(session, ":ln 'The example'"))
+    assert f"({weighs} each position's features differently)" in shown

@@ -533,8 +533,8 @@ def render_ln(result: LnResult, console: Console) -> None:
                       f"{visible(result.tokens[largest])!r}); each is divided by its own s "
                       f"({min(p.scale for p in n.positions):.3g} to {max(p.scale for p in n.positions):.3g}), so "
                       f"|x̂_t| varies {_spread(hats):.2f}x and |y_t| {_spread(outs):.2f}x"
-                      + (" (the gain and bias weigh each position's features differently)"
-                         if abs(_spread(outs) / _spread(hats) - 1) > 0.01 else "")
+                      + (f" ({'the gain and bias weigh' if n.bias_size is not None else 'the gain weighs'} each "
+                         "position's features differently)" if abs(_spread(outs) / _spread(hats) - 1) > 0.01 else "")
                       + ": what reads the norm never sees the stream's scale")
     other = ("RMSNorm would divide by rms(x) = sqrt(mean(x^2) + eps)" if n.centres else
              "LayerNorm would subtract the mean first, then divide by std(x) = sqrt(var(x) + eps)")
