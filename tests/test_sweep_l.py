@@ -86,3 +86,10 @@ def test_ln_names_a_bias_among_what_weighs_the_features_only_where_the_norm_has_
         session.model.blocks[0].ln_1.weight.copy_(torch.linspace(0.1, 3.0, 32))
     shown = plain(run(session, ":ln 'The example'"))
     assert f"({weighs} each position's features differently)" in shown
+
+
+# --- :kv's cache size in words ----------------------------------------------------------------------------
+def test_kv_writes_one_layer_and_one_key_value_head_in_the_singular():
+    shown = plain(run(session_on(n_layers=1, n_kv_heads=1), ":kv abc n=1"))
+    assert "(1 layer x K and V x 1 key/value head x 8 numbers)" in shown
+    assert "(2 layers x K and V x 4 key/value heads x 8 numbers)" in plain(run(session_on(), ":kv abc n=1"))

@@ -767,8 +767,8 @@ def render_kv(result: KvResult, console: Console) -> None:
     length = result.steps[-1].cache_length
     size = result.cache_bytes_per_token * length
     note(console, f"the cache holds {fmt.size(size)} after the last step: {fmt.size(result.cache_bytes_per_token)} "
-                  f"a position ({result.n_layers} layers x K and V x {result.n_kv_heads} key/value heads x "
-                  f"{result.head_dim} numbers) x {length}")
+                  f"a position ({count(result.n_layers, 'layer')} x K and V x "
+                  f"{count(result.n_kv_heads, 'key/value head')} x {result.head_dim} numbers) x {length}")
     faster = result.naive_seconds / max(result.cached_seconds, 1e-9)
     why = (": a small model's step is mostly fixed costs, not arithmetic per position"
            if faster < 0.7 * naive / max(cached, 1) else "")
