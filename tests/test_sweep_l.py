@@ -93,3 +93,16 @@ def test_kv_writes_one_layer_and_one_key_value_head_in_the_singular():
     shown = plain(run(session_on(n_layers=1, n_kv_heads=1), ":kv abc n=1"))
     assert "(1 layer x K and V x 1 key/value head x 8 numbers)" in shown
     assert "(2 layers x K and V x 4 key/value heads x 8 numbers)" in plain(run(session_on(), ":kv abc n=1"))
+
+
+# --- :step when greedy ----------------------------------------------------------------------------------------
+def test_step_greedy_shows_top_k_and_top_p_as_not_applied_rather_than_cutting():
+    from test_render import text_of
+
+    session = session_on()
+    greedy = text_of(run(session, ":step abc temperature=0 top_k=3 top_p=0.5"))
+    assert "greedy (temperature 0)" in greedy
+    assert " cut " not in greedy and "top-k 3" not in greedy and "top-p 0.5" not in greedy  # neither stage runs
+    assert "1 of 103 tokens could be picked" in " ".join(greedy.split())
+    sampled = text_of(run(session, ":step abc temperature=0.8 top_k=3"))
+    assert " cut " in sampled and "top-k 3" in sampled  # a stage that runs still shows what it cut

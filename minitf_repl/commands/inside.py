@@ -220,13 +220,15 @@ def render_step(result: StepResult, console: Console) -> None:
     table.add_column("token", no_wrap=True)
     table.add_column("logit z", justify="right")
     table.add_column(f"/ T={result.temperature:g}" if result.temperature else "greedy", justify="right")
-    table.add_column(f"top-k {result.top_k}" if result.top_k is not None else "top-k", justify="center")
-    table.add_column(f"top-p {result.top_p:g}" if result.top_p is not None else "top-p", justify="center")
+    greedy = result.temperature == 0  # the argmax alone: top-k and top-p are not applied (core.generate)
+    table.add_column(f"top-k {result.top_k}" if result.top_k is not None and not greedy else "top-k", justify="center")
+    table.add_column(f"top-p {result.top_p:g}" if result.top_p is not None and not greedy else "top-p",
+                     justify="center")
     table.add_column("probability", justify="right")
     table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
     for r in result.rows:
-        kept_k = "kept" if r.top_k_kept else "cut"
-        kept_p = "-" if not r.top_k_kept else ("kept" if r.kept else "cut")
+        kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
+        kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
         scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
         prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
         bar = Text()
