@@ -53,7 +53,8 @@ def test_patch_reads_a_corruption_that_favours_the_answer_more_as_upside_down_no
 
 
 # --- :resid names :attrib only where :attrib splits the stream ----------------------------------------
-@pytest.mark.parametrize("changes, attrib", [({}, True), ({"norm_placement": "post"}, False), ({"residual": False}, False)])
+@pytest.mark.parametrize("changes, attrib", [({}, True), ({"norm_placement": "post"}, False),
+                                             ({"residual": False}, False)])
 def test_resid_sends_to_attrib_only_a_model_attrib_reads(changes, attrib):
     session = session_on(**changes)
     shown = plain(run(session, ":resid abc"))
@@ -106,3 +107,17 @@ def test_step_greedy_shows_top_k_and_top_p_as_not_applied_rather_than_cutting():
     assert "1 of 103 tokens could be picked" in " ".join(greedy.split())
     sampled = text_of(run(session, ":step abc temperature=0.8 top_k=3"))
     assert " cut " in sampled and "top-k 3" in sampled  # a stage that runs still shows what it cut
+
+
+# --- :muon on a block :ablate skips -------------------------------------------------------------------------
+def test_muon_on_a_block_that_ablate_skips_says_it_gets_no_gradient_instead_of_a_traceback():
+    from minitf_repl.core.errors import UserError
+
+    session = session_on()
+    run(session, ":ablate block=0")
+    with pytest.raises(UserError, match=r"block 0 is skipped now \(:ablate block=0\), so its attn.q_proj gets no "
+                                        r"gradient; :ablate off puts it back, or choose another layer="):
+        run(session, ":muon")
+    result = run(session, ":muon layer=1")  # the block that still runs: its gradient is the ablated model's
+    assert result.ablations == ["block 0"]
+    assert "the model's own numbers here are the ablated model's" in plain(result)

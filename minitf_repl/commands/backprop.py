@@ -245,6 +245,7 @@ class MuonResult:
     data: str  # the data the batch came from
     step: MuonStep  # the gradient, the momentum, Newton-Schulz step by step, the update
     untrained: bool = False
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the gradient is that model's
 
 
 def _complete_matrix(session: Session) -> list[str]:
@@ -263,7 +264,7 @@ def _complete_matrix(session: Session) -> list[str]:
                               "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
                               "lists the model's)", complete=_complete_matrix, meta="NAME"),
     Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     layer = check_layer(session, args["layer"])
     from ..core.muon_step import muon_step
@@ -272,7 +273,7 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
                      batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
                      lr=train.lr)
-    return MuonResult(data=session.data_spec, step=step, untrained=session.untrained)
+    return MuonResult(data=session.data_spec, step=step, untrained=session.untrained, ablations=switched_off(session))
 
 
 @render.register(MuonResult)
@@ -328,6 +329,7 @@ def render_muon(result: MuonResult, console: Console) -> None:
     if m.session_optimizer != "muon":
         note(console, f"this session trains with {m.session_optimizer}; {cmd('set', optimizer='muon')} makes Muon "
                       "take these steps")
+    ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: the gradient is the first step's; {cmd('train')}, then "
                       "look again")

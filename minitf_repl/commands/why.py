@@ -92,7 +92,8 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
                   gap: float | None = None) -> str:
     """One line: the head that brings back the most, and where the stream holds the answer at the end; where the
     corruption hardly moves the logit difference (`gap` within core.patching.MIN_GAP of 0), that the fractions are
-    noise; where it moves it the wrong way (the corrupted prompt favours the answer more), that they read upside down."""
+    noise; where it moves it the wrong way (the corrupted prompt favours the answer more), that they are upside
+    down."""
     from ..core.patching import MIN_GAP
 
     if gap is not None and gap <= -MIN_GAP:

@@ -127,9 +127,17 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         with torch.enable_grad():
             logits, _ = model(x.to(device))
             loss = model.loss(logits, y.to(device))
-            (grad,) = torch.autograd.grad(loss, [weight])
+            (grad,) = torch.autograd.grad(loss, [weight], allow_unused=True)
     finally:
         model.train(was_training)
+    if grad is None:  # the matrix took no part in the forward pass: `:ablate block=L` skips its block
+        from .ablation import skipped_blocks
+
+        if layer in skipped_blocks(model):
+            raise UserError(f"block {layer} is skipped now (:ablate block={layer}), so its {matrix} gets no gradient; "
+                            ":ablate off puts it back, or choose another layer=")
+        raise UserError(f"block {layer}'s {matrix} takes no part in this batch's forward pass, so it gets no gradient; "
+                        "choose another matrix= or seed=")
 
     G = grad.detach().double().cpu()
     adamw, adamw_first = _adamw_update(optimizer, weight, G)
