@@ -121,3 +121,15 @@ def test_muon_on_a_block_that_ablate_skips_says_it_gets_no_gradient_instead_of_a
     result = run(session, ":muon layer=1")  # the block that still runs: its gradient is the ablated model's
     assert result.ablations == ["block 0"]
     assert "the model's own numbers here are the ablated model's" in plain(result)
+
+
+# --- views whose numbers are the ablated model's say so ------------------------------------------------------
+@pytest.mark.parametrize("line", [":attrib abc", ":patch abc abd", ":score abcd", ":step abc seed=1"])
+def test_the_why_and_next_token_views_say_when_ablate_has_parts_switched_off(line):
+    session = session_on()
+    note = "switched off now: head 0.0 (:ablate off puts the model back); the model's own numbers here are the ablated"
+    before = run(session, line)
+    assert before.ablations == [] and "switched off now" not in plain(before)
+    run(session, ":ablate head=0.0")
+    after = run(session, line)
+    assert after.ablations == ["head 0.0"] and note in plain(after)

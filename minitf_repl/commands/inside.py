@@ -159,6 +159,7 @@ class StepResult:
     picked_id: int
     picked_prob: float
     picked_rank: int  # 1 = the highest logit
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation settings :step takes
@@ -168,7 +169,7 @@ SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation setti
          params=[Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
                  *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
                                       aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
-                   for spec in GenConfig.specs() if spec.name in SAMPLING)])  # fmt: skip
+                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=2)  # fmt: skip
 def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     settings = with_given(session.gen_config, args)
     data = session.data
@@ -193,6 +194,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
         prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
         picked=itos[p.picked], picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
+        ablations=switched_off(session),
     )
 
 
@@ -249,6 +251,7 @@ def render_step(result: StepResult, console: Console) -> None:
                seed=result.seed)  # every choice that decides the pick, as :step made it
     note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} ({same} picks "
                   "the same)")
+    ablation_note(console, result.ablations)
 
 
 # --- :lens ---------------------------------------------------------------------------------------
@@ -406,6 +409,7 @@ class ScoreResult:
     counter_losses: list[float] | None = None  # position t: its -ln p(token t+1 | the N - 1 tokens up to t)
     counter_loss: float | None = None  # their mean over the counted positions
     counting: str | None = None  # on a task: why the counted positions are these (not a question, past the answer)
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 @command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
@@ -415,7 +419,7 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           limit=NGRAM_LONGEST, meta="N"),
-], aliases=("tf",), json_version=4)  # fmt: skip
+], aliases=("tf",), json_version=5)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     return score_text(session, args["text"], reporter, counter=args["counter"])
 
@@ -438,7 +442,7 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
                          [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
                          math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
                          untrained=session.untrained, causal=session.model.causal,
-                         counting=task_counting(data, counts, ids))
+                         counting=task_counting(data, counts, ids), ablations=switched_off(session))
     if counter is not None:
         from ..core.ngram import counter_losses
 
@@ -492,6 +496,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
     if result.untrained:
         note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
                       f"{cmd('train')}, then score the same text again")
+    ablation_note(console, result.ablations)
 
 
 def score_table(result: ScoreResult, console: Console, bars: bool) -> Table:

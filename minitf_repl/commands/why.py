@@ -69,6 +69,7 @@ class PatchResult:
     heads: list[list[float]]  # [layer][head]: the fraction restored when that head's output is the clean one
     reading: str  # one line: what the numbers say
     same_answer: bool = False  # the corrupted prompt's likeliest token is the answer too: the foil is the runner-up
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 def split_prompts(text: str | None, data=None) -> tuple[str, str]:
@@ -126,7 +127,7 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
     Param("target", str, blank=True, meta="CHAR",
           help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
                "next token)"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     data = session.data
     clean, corrupt = split_prompts(args["prompts"], data)
@@ -147,6 +148,7 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
         corrupt_tokens=[itos[i] for i in corrupt_ids], answer=itos[r.answer], foil=itos[r.foil],
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
         reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff), same_answer=r.same_answer,
+        ablations=switched_off(session),
     )
 
 
@@ -220,6 +222,7 @@ def render_patch(result: PatchResult, console: Console) -> None:
                                          for v in row))
         console.print(table)
     say(console, result.reading, "green")
+    ablation_note(console, result.ablations)
 
 
 @dataclass
@@ -240,6 +243,7 @@ class AttribResult:
     prob: float  # the model's probability of the target
     rank: int  # its rank among the next tokens (1: the likeliest)
     norm_bias: bool = True  # the final norm has a bias (False: RMSNorm or bias=off, and the offset is 0)
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -265,7 +269,8 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
     a = direct_logit_attribution(session.model, ids, target_id)
     parts = sorted((AttribPart(p.name, p.kind, p.logit) for p in a.parts), key=lambda p: -abs(p.logit))
     return AttribResult(prompt=text, target=data.tokenizer.itos[a.target], logit=a.logit, offset=a.offset,
-                        scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias)
+                        scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
+                        ablations=switched_off(session))
 
 
 @render.register(AttribResult)
@@ -300,6 +305,7 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     else:
         note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: the final norm has no "
                       f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
+    ablation_note(console, result.ablations)
 
 
 
