@@ -133,3 +133,21 @@ def test_the_why_and_next_token_views_say_when_ablate_has_parts_switched_off(lin
     run(session, ":ablate head=0.0")
     after = run(session, line)
     assert after.ablations == ["head 0.0"] and note in plain(after)
+
+
+# --- why :kv fills the cache again once the window slides -------------------------------------------------
+@pytest.mark.parametrize("changes, why", [
+    ({}, "the window slides: positions are absolute, so every cached key would change"),
+    ({"pos_encoding": "rope"}, "the window slides: positions are absolute, so every cached key would change"),
+    ({"pos_encoding": "none"}, "the window slides: there are no positions here, but the token that falls out was read "
+                               "by every later one, so from the second layer on every cached key and value would "
+                               "change"),
+    ({"pos_encoding": "none", "n_layers": 1}, "the window slides: with no positions and one layer each cached k and v "
+                                              "is made from its own token alone, so only the dropped token's would "
+                                              "need to go; the cache is filled again all the same"),
+])
+def test_kv_gives_the_reason_the_sliding_window_refills_the_cache_that_holds_for_the_model(changes, why):
+    session = session_on(max_seq_len=8, **changes)
+    shown = plain(run(session, ":kv abcdefg n=3"))
+    assert why in shown
+    assert ("positions are absolute" in shown) is (changes.get("pos_encoding") != "none")

@@ -709,13 +709,15 @@ class KvResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     int8: bool = False  # decoded with the int8 copy that :gen samples from (:quantize int8)
     causal: bool = True  # the causal mask is on; off, the cache is not exact and the two loops disagree
+    # the model places tokens (a table added at the input, or RoPE's turn); False: pos_encoding=none or :ablate positions
+    positions: bool = True
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
@@ -725,6 +727,10 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     model = session.sampling_model  # what :gen decodes: the int8 copy while :quantize int8 is on
     found = cached_decoding(model, ids, n=args["n"] or 8)
     itos, config = session.data.tokenizer.itos, session.model_config
+    from ..core.variants import position_kind
+
+    kind = position_kind(config)
+    placed = (kind.table is not None or kind.rotary) and not any(a.kind == "positions" for a in session.ablations)
     steps = [KvStep(itos[s.token], itos[s.cached_token], s.cached_positions, s.naive_positions, s.cache_length,
                     s.refilled, s.logit_diff) for s in found.steps]
     return KvResult(prompt=text, steps=steps, max_seq_len=config.max_seq_len, n_layers=config.n_layers,
@@ -732,7 +738,7 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
                     naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
                     untrained=session.untrained, ablations=switched_off(session), int8=model is not session.model,
-                    causal=model.causal)
+                    causal=model.causal, positions=placed)
 
 
 @render.register(KvResult)
@@ -775,8 +781,15 @@ def render_kv(result: KvResult, console: Console) -> None:
     note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
                   f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
     if any(s.refilled for s in result.steps[1:]):
-        note(console, f"past max_seq_len = {result.max_seq_len} the window slides: positions are absolute, so every "
-                      "cached key would change and the cache is filled again (as :gen does)")
+        if result.positions:
+            why = "positions are absolute, so every cached key would change and the cache is filled again"
+        elif result.n_layers > 1:
+            why = ("there are no positions here, but the token that falls out was read by every later one, so from "
+                   "the second layer on every cached key and value would change and the cache is filled again")
+        else:
+            why = ("with no positions and one layer each cached k and v is made from its own token alone, so only "
+                   "the dropped token's would need to go; the cache is filled again all the same")
+        note(console, f"past max_seq_len = {result.max_seq_len} the window slides: {why} (as {cmd('gen')} does)")
     closing_notes(console, result)
     if not result.causal and result.n_layers == 1:
         note(console, "no causal mask, and still exact: one layer's keys and values are made from the embeddings "
