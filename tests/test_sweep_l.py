@@ -1,11 +1,14 @@
 """What a user's-eye sweep of the views that look inside the model found wrong: each test failed before its fix.
 
-:ffn wrote FFN(x) = sum_n h_n v_n + b for a model whose output matrix has no bias (bias=off, the llama and modern
-presets). :patch read a corruption that moves z[answer] - z[foil] the wrong way (the corrupted prompt favours the
-answer more) as "only -0.626 ... noise over a tiny difference". :resid sent a post-norm or residual=off model to
-:attrib, which refuses it. :attrib said the frozen final norm adds "its bias" where the norm has none (RMSNorm,
-bias=off), and :ln spoke of the gain "and bias" weighing the features where there is no bias. :step at temperature
-0 (greedy, where top-k and top-p are not applied) marked every other token "cut" by top-k. :kv wrote "1 layers".
+:muon on a block that `:ablate block=L` skips fell over with an autograd traceback. :ffn wrote FFN(x) = sum_n h_n v_n
++ b for a model whose output matrix has no bias (bias=off, the llama and modern presets). :patch read a corruption
+that moves z[answer] - z[foil] the wrong way (the corrupted prompt favours the answer more) as "only -0.626 ... noise
+over a tiny difference". :attrib, :patch, :score, :step and :muon showed the ablated model's numbers without saying
+that :ablate had parts switched off. :resid sent a post-norm or residual=off model to :attrib, which refuses it.
+:attrib said the frozen final norm adds "its bias" where the norm has none (RMSNorm, bias=off), and :ln spoke of the
+gain "and bias" weighing the features where there is no bias. :step at temperature 0 (greedy, where top-k and top-p
+are not applied) marked every other token "cut" by top-k. :kv said the sliding window refills the cache because
+"positions are absolute" on a model with no positions, and wrote "1 layers".
 """
 
 import pytest
