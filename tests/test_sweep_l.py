@@ -7,7 +7,8 @@ over a tiny difference". :attrib, :patch, :score, :step and :muon showed the abl
 that :ablate had parts switched off. :resid sent a post-norm or residual=off model to :attrib, which refuses it.
 :attrib said the frozen final norm adds "its bias" where the norm has none (RMSNorm, bias=off), and :ln spoke of the
 gain "and bias" weighing the features where there is no bias. :step at temperature 0 (greedy, where top-k and top-p
-are not applied) marked every other token "cut" by top-k. :kv said the sliding window refills the cache because
+are not applied) marked every other token "cut" by top-k, and under :quantize int8 it read the float model while
+promising that :gen (which samples from the int8 copy) picks the same. :kv said the sliding window refills the cache because
 "positions are absolute" on a model with no positions, and wrote "1 layers".
 """
 
@@ -154,3 +155,24 @@ def test_kv_gives_the_reason_the_sliding_window_refills_the_cache_that_holds_for
     shown = plain(run(session, ":kv abcdefg n=3"))
     assert why in shown
     assert ("positions are absolute" in shown) is (changes.get("pos_encoding") != "none")
+
+
+# --- :step reads the model :gen samples from ----------------------------------------------------------------
+def test_step_under_quantize_reads_the_int8_copy_that_gen_samples_from_as_its_line_promises():
+    import torch
+
+    session = session_on()
+    run(session, ":train steps=3")
+    run(session, ":quantize int8")
+    copy = session.sampling_model
+    assert copy is not session.model
+    ids = torch.tensor([session.data.tokenizer.encode("The example")])
+    with torch.no_grad():
+        int8, floats = copy(ids)[0][0, -1], session.model(ids)[0][0, -1]
+    assert not torch.equal(int8, floats)
+    result = run(session, ":step 'The example' seed=1")
+    assert [row.logit for row in result.rows] == pytest.approx([float(int8[row.id]) for row in result.rows], abs=1e-6)
+    assert result.int8 and "the int8 copy :gen samples from (:quantize off goes back to the float model)" in plain(result)
+    run(session, ":quantize off")
+    back = run(session, ":step 'The example' seed=1")
+    assert not back.int8 and "int8" not in plain(back)

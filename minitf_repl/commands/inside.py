@@ -160,6 +160,7 @@ class StepResult:
     picked_prob: float
     picked_rank: int  # 1 = the highest logit
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    int8: bool = False  # read from the int8 copy that :gen samples from (:quantize int8)
 
 
 SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation settings :step takes
@@ -180,7 +181,8 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     from ..core.inside import next_token_pipeline
 
     top = min(10, data.tokenizer.vocab_size)
-    p = next_token_pipeline(session.model, ids, settings.temperature, settings.top_k, settings.top_p,
+    model = session.sampling_model  # what :gen samples from: the int8 copy while :quantize int8 is on
+    p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p,
                             settings.gen_seed, top=top)
     itos = data.tokenizer.itos
     rows = [StepRow(r.id, itos[r.id], r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
@@ -194,7 +196,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
         prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
         picked=itos[p.picked], picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
-        ablations=switched_off(session),
+        ablations=switched_off(session), int8=model is not session.model,
     )
 
 
@@ -216,6 +218,8 @@ def _stage_header(result: StepResult) -> str:
 def render_step(result: StepResult, console: Console) -> None:
     as_text = plain(console)
     say(console, f"next token after {result.prompt[-40:]!r}", "bold")
+    if result.int8:
+        note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float model)")
     note(console, _stage_header(result))
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("", no_wrap=True)
