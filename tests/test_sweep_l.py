@@ -8,8 +8,8 @@ that :ablate had parts switched off. :resid sent a post-norm or residual=off mod
 :attrib said the frozen final norm adds "its bias" where the norm has none (RMSNorm, bias=off), and :ln spoke of the
 gain "and bias" weighing the features where there is no bias. :step at temperature 0 (greedy, where top-k and top-p
 are not applied) marked every other token "cut" by top-k, and under :quantize int8 it read the float model while
-promising that :gen (which samples from the int8 copy) picks the same. :kv said the sliding window refills the cache because
-"positions are absolute" on a model with no positions, and wrote "1 layers".
+promising that :gen (which samples from the int8 copy) picks the same. :kv said the sliding window refills the cache
+because "positions are absolute" on a model with no positions, and wrote "1 layers".
 """
 
 import pytest
@@ -172,7 +172,8 @@ def test_step_under_quantize_reads_the_int8_copy_that_gen_samples_from_as_its_li
     assert not torch.equal(int8, floats)
     result = run(session, ":step 'The example' seed=1")
     assert [row.logit for row in result.rows] == pytest.approx([float(int8[row.id]) for row in result.rows], abs=1e-6)
-    assert result.int8 and "the int8 copy :gen samples from (:quantize off goes back to the float model)" in plain(result)
+    assert result.int8
+    assert "the int8 copy :gen samples from (:quantize off goes back to the float model)" in plain(result)
     run(session, ":quantize off")
     back = run(session, ":step 'The example' seed=1")
     assert not back.int8 and "int8" not in plain(back)
