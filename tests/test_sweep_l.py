@@ -177,3 +177,21 @@ def test_step_under_quantize_reads_the_int8_copy_that_gen_samples_from_as_its_li
     run(session, ":quantize off")
     back = run(session, ":step 'The example' seed=1")
     assert not back.int8 and "int8" not in plain(back)
+
+
+# --- RoPE switched off by :ablate positions ---------------------------------------------------------------------
+def test_rope_and_qkv_under_ablate_positions_do_not_work_out_a_rotation_the_model_no_longer_makes():
+    from minitf_repl.core.errors import UserError
+
+    session = session_on(pos_encoding="rope")
+    assert "q and k as the scores read them: after rope" in plain(run(session, ":qkv abcdef"))
+    run(session, ":ablate positions")
+    with pytest.raises(UserError, match=r"RoPE's rotation is switched off now \(:ablate positions\): the model's q and "
+                                        r"k are not turned; :ablate off puts it back"):
+        run(session, ":rope abcdef")
+    shown = plain(run(session, ":qkv abcdef"))
+    assert "after rope" not in shown and "float32 rounding" in shown  # the scores are the unturned q and k's
+    both = session_on(pos_encoding="rope", qk_norm=True)
+    run(both, ":ablate positions")
+    shown = plain(run(both, ":qkv abcdef"))
+    assert "q and k as the scores read them: after qk_norm" in shown and "and rope" not in shown

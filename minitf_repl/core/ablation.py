@@ -162,6 +162,19 @@ def _hooks(model: nn.Module, ablation: Ablation) -> list:
     if encoding in ("learned", "sinusoidal"):
         return [model.position_embedding.register_forward_hook(lambda module, inputs, output: torch.zeros_like(output))]
     if encoding == "rope":  # the rotation hands q and k back as they came in
-        return [block.attn.rope.register_forward_hook(lambda module, inputs, output: (inputs[0], inputs[1]))
-                for block in blocks]
+        return [block.attn.rope.register_forward_hook(_unturned) for block in blocks]
     raise UserError("this model has no position information to drop (pos_encoding=none)")
+
+
+def _unturned(module, inputs, output):
+    """`:ablate positions` on RoPE: the rotation hands q and k back as they came in."""
+    return inputs[0], inputs[1]
+
+
+_unturned.drops_rotation = True  # what rotation_dropped looks for
+
+
+def rotation_dropped(attn: nn.Module) -> bool:
+    """Whether an active `positions` ablation hands this attention's q and k back unturned (RoPE switched off)."""
+    rope = getattr(attn, "rope", None)
+    return rope is not None and any(getattr(hook, "drops_rotation", False) for hook in rope._forward_hooks.values())

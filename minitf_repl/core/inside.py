@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .ablation import rotation_dropped
 from .config import GenConfig
 from .errors import DataError, UserError
 from .generate import SamplingStages, check_sampling, pick, sampling_stages
@@ -228,7 +229,8 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
         model_weights_diff=float((weights - model_A).abs().max()),
         model_out_diff=float((out - model_O).abs().max()),
         fused_out_diff=float((out - fused.double()).abs().max()),
-        turned=[name for name, on in (("qk_norm", attn.q_norm is not None), ("rope", attn.rope is not None)) if on],
+        turned=[name for name, on in (("qk_norm", attn.q_norm is not None),
+                                      ("rope", attn.rope is not None and not rotation_dropped(attn))) if on],
         causal=attn.causal,
     )
 
@@ -302,6 +304,9 @@ def rope_worked(model: nn.Module, idx, layer: int = 0, head: int = 0, at: int = 
     if attn.rope is None:
         raise UserError("this model has no rotary positions (pos_encoding is not rope): its positions are added at "
                         "the input, or absent; set pos_encoding=rope (or the llama preset), then look again")
+    if rotation_dropped(attn):
+        raise UserError("RoPE's rotation is switched off now (:ablate positions): the model's q and k are not turned; "
+                        ":ablate off puts it back")
     T = idx.shape[1]
     i = position(at, T)
     seen: dict[str, torch.Tensor] = {}
