@@ -196,3 +196,14 @@ def test_rope_and_qkv_under_ablate_positions_do_not_work_out_a_rotation_the_mode
     run(both, ":ablate positions")
     shown = plain(run(both, ":qkv abcdef"))
     assert "q and k as the scores read them: after qk_norm" in shown and "and rope" not in shown
+
+
+# --- what :step's temperature column holds ---------------------------------------------------------------------
+def test_step_says_its_temperature_column_is_shifted_by_the_largest_logit():
+    session = session_on()
+    result = run(session, ":step abc seed=1 temperature=0.5")
+    top = result.rows[0]
+    assert top.scaled == 0.0 and top.logit != 0.0  # (z - max z) / T, not z / T
+    assert "/ T=0.5: (z - max z) / 0.5, shifted so that the largest is 0 (softmax does not change under a shift)" in (
+        plain(result))
+    assert "max z" not in plain(run(session, ":step abc temperature=0"))  # greedy: the column is empty

@@ -248,6 +248,10 @@ def render_step(result: StepResult, console: Console) -> None:
                  Text(kept_p, style="" if r.kept else "dim"), Text(prob), bar]
         add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
     console.print(table)
+    if not greedy:
+        T = f"{result.temperature:g}"
+        note(console, f"/ T={T}: (z - max z) / {T}, shifted so that the largest is 0 (softmax does not change under "
+                      "a shift)")
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
                  f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
