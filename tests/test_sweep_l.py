@@ -8,9 +8,10 @@ that :ablate had parts switched off. :resid sent a post-norm or residual=off mod
 :attrib said the frozen final norm adds "its bias" where the norm has none (RMSNorm, bias=off), and :ln spoke of the
 gain "and bias" weighing the features where there is no bias. :step at temperature 0 (greedy, where top-k and top-p
 are not applied) marked every other token "cut" by top-k, and under :quantize int8 it read the float model while
-promising that :gen (which samples from the int8 copy) picks the same. :kv said the sliding window refills the cache
-because "positions are absolute" on a model with no positions, and wrote "1 layers". Under `:ablate positions`
-:rope worked out a rotation the model no longer makes and :qkv said q and k were read "after rope".
+promising that :gen (which samples from the int8 copy) picks the same; its column headed "/ T" held (z - max z) / T
+unsaid. :kv said the sliding window refills the cache because "positions are absolute" on a model with no
+positions, and wrote "1 layers". Under `:ablate positions` :rope worked out a rotation the model no longer makes
+and :qkv said q and k were read "after rope".
 """
 
 import pytest
