@@ -208,3 +208,12 @@ def test_step_says_its_temperature_column_is_shifted_by_the_largest_logit():
     assert "/ T=0.5: (z - max z) / 0.5, shifted so that the largest is 0 (softmax does not change under a shift)" in (
         plain(result))
     assert "max z" not in plain(run(session, ":step abc temperature=0"))  # greedy: the column is empty
+
+
+# --- :ln on an untrained norm that has no gain -------------------------------------------------------------------
+@pytest.mark.parametrize("changes", [{"norm_gain": False}, {"norm_gain": False, "norm": "rmsnorm"}])
+def test_ln_on_an_untrained_model_speaks_of_gains_only_where_the_norm_has_them(changes):
+    shown = plain(run(session_on(**changes), ":ln abc"))
+    assert "gains are 1" not in shown
+    assert "this model has not trained yet: the stream it reads is random (the norm itself learns nothing)" in shown
+    assert "its gains are 1 and its biases 0, so y is x̂" in plain(run(session_on(), ":ln abc"))

@@ -550,8 +550,9 @@ def render_ln(result: LnResult, console: Console) -> None:
                   "spread is near 0")
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
                   f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
-    learned = "its gains are 1 and its biases 0" if n.bias_size is not None else "its gains are 1"
-    closing_notes(console, result, f"{learned}, so y is x̂")
+    learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
+               "its gains are 1 and its biases 0, so y is x̂" if n.bias_size is not None else "its gains are 1, so y is x̂")
+    closing_notes(console, result, learned)
 
 
 # --- :ffn ----------------------------------------------------------------------------------------
