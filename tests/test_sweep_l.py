@@ -1,17 +1,18 @@
 """What a user's-eye sweep of the views that look inside the model found wrong: each test failed before its fix.
 
-:muon on a block that `:ablate block=L` skips fell over with an autograd traceback. :ffn wrote FFN(x) = sum_n h_n v_n
-+ b for a model whose output matrix has no bias (bias=off, the llama and modern presets). :patch read a corruption
-that moves z[answer] - z[foil] the wrong way (the corrupted prompt favours the answer more) as "only -0.626 ... noise
-over a tiny difference". :attrib, :patch, :score, :step and :muon showed the ablated model's numbers without saying
-that :ablate had parts switched off. :resid sent a post-norm or residual=off model to :attrib, which refuses it.
-:attrib said the frozen final norm adds "its bias" where the norm has none (RMSNorm, bias=off), and :ln spoke of the
-gain "and bias" weighing the features where there is no bias. :step at temperature 0 (greedy, where top-k and top-p
-are not applied) marked every other token "cut" by top-k, and under :quantize int8 it read the float model while
-promising that :gen (which samples from the int8 copy) picks the same; its column headed "/ T" held (z - max z) / T
-unsaid. :kv said the sliding window refills the cache because "positions are absolute" on a model with no
-positions, and wrote "1 layers". Under `:ablate positions` :rope worked out a rotation the model no longer makes
-and :qkv said q and k were read "after rope".
+:muon on a block that `:ablate block=L` skips, or on an expert no token of the batch was routed to, fell over with
+an autograd traceback. :ffn wrote FFN(x) = sum_n h_n v_n + b for a model whose output matrix has no bias (bias=off,
+the llama and modern presets). :patch read a corruption that moves z[answer] - z[foil] the wrong way (the corrupted
+prompt favours the answer more) as "only -0.626 ... noise over a tiny difference". :attrib, :patch, :score, :step
+and :muon showed the ablated model's numbers without saying that :ablate had parts switched off. :resid sent a
+post-norm or residual=off model to :attrib, which refuses it. :attrib said the frozen final norm adds "its bias"
+where the norm has none (RMSNorm, bias=off), and :ln spoke of the gain "and bias" weighing the features where there
+is no bias. :step at temperature 0 (greedy, where top-k and top-p are not applied) marked every other token "cut" by
+top-k, and under :quantize int8 it read the float model while promising that :gen (which samples from the int8 copy)
+picks the same; its column headed "/ T" held (z - max z) / T unsaid. :kv said the sliding window refills the cache
+because "positions are absolute" on a model with no positions, and wrote "1 layers". Under `:ablate positions` :rope
+worked out a rotation the model no longer makes and :qkv said q and k were read "after rope". :ln on an untrained
+model with norm_gain=off said "its gains are 1".
 """
 
 import pytest
@@ -217,3 +218,20 @@ def test_ln_on_an_untrained_model_speaks_of_gains_only_where_the_norm_has_them(c
     assert "gains are 1" not in shown
     assert "this model has not trained yet: the stream it reads is random (the norm itself learns nothing)" in shown
     assert "its gains are 1 and its biases 0, so y is x̂" in plain(run(session_on(), ":ln abc"))
+
+
+def test_muon_on_an_expert_no_token_of_the_batch_was_routed_to_says_so_instead_of_a_traceback():
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.core.muon_step import matrix_names
+
+    session = Session(ModelConfig(**{**TINY, "n_layers": 1, "max_seq_len": 8, "n_experts": 16, "experts_per_token": 1}),
+                      TrainConfig(steps=2, batch_size=1), data_spec="pydoc", device_name="cpu")
+    idle = 0
+    for name in (n for n in matrix_names(session.model, 0) if n.endswith("fc_in")):  # 8 tokens, 16 experts
+        try:
+            run(session, f":muon matrix={name}")
+        except UserError as e:
+            assert str(e) == (f"block 0's {name} takes no part in this batch's forward pass, so it gets no gradient; "
+                              "choose another matrix= or seed=")
+            idle += 1
+    assert idle >= 8
