@@ -219,7 +219,8 @@ def render_step(result: StepResult, console: Console) -> None:
     as_text = plain(console)
     say(console, f"next token after {result.prompt[-40:]!r}", "bold")
     if result.int8:
-        note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float model)")
+        note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float "
+                      "model)")
     note(console, _stage_header(result))
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("", no_wrap=True)

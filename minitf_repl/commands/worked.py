@@ -551,7 +551,8 @@ def render_ln(result: LnResult, console: Console) -> None:
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
                   f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
     learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
-               "its gains are 1 and its biases 0, so y is x̂" if n.bias_size is not None else "its gains are 1, so y is x̂")
+               "its gains are 1 and its biases 0, so y is x̂" if n.bias_size is not None else
+               "its gains are 1, so y is x̂")
     closing_notes(console, result, learned)
 
 
@@ -710,8 +711,7 @@ class KvResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     int8: bool = False  # decoded with the int8 copy that :gen samples from (:quantize int8)
     causal: bool = True  # the causal mask is on; off, the cache is not exact and the two loops disagree
-    # the model places tokens (a table added at the input, or RoPE's turn); False: pos_encoding=none or :ablate positions
-    positions: bool = True
+    positions: bool = True  # the model places tokens (a table, or RoPE's turn); False: none, or :ablate positions
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
