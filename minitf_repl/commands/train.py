@@ -259,9 +259,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if watcher is not None:
         session.keep_frames(frames)
     done = trainer.history[-summary.steps :] if summary.steps else []
-    # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone.
+    # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone. A run
+    # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
+    # older run out of the rotation, so it writes none (save=NAME was asked for by name, and is written).
     saved, save_error, replaced = None, None, False
-    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave else None)
+    name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
     if name is not None:
@@ -344,6 +346,9 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
     )
 
 
+NOTHING_TRAINED = "no step of this run finished, so nothing was saved"
+
+
 def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool,
                           trained: bool) -> str:
     """Save what this rank has after another rank died (rank 0 only, as always); what to say about it.
@@ -355,7 +360,7 @@ def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool,
     if name is None:
         return "nothing was saved (autosave is off)"
     if not trained:
-        return "no step of this run finished, so nothing was saved"
+        return NOTHING_TRAINED
     if not distributed.is_main():
         return "process 0 saves what it has, if it is still running"
     try:
@@ -392,7 +397,9 @@ def train_summary(result: TrainResult) -> str:
     parts.append(f"{result.seconds:.1f} s")
     if result.stopped:
         end = result.total_steps + result.run_remaining
-        head = f"stopped at step {result.total_steps:,} of {end:,}: {cmd('train', load=result.saved)} continues"
+        head = f"stopped at step {result.total_steps:,} of {end:,}"
+        if result.saved or syntax() == REPL:  # a one-shot shell's run goes on only from a checkpoint
+            head += f": {cmd('train', load=result.saved)} continues"
         return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
     head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:
@@ -447,6 +454,8 @@ def render_train(result: TrainResult, console: Console) -> None:
         note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
+    if result.stopped and not result.steps and not result.saved and not result.save_error:
+        note(console, NOTHING_TRAINED)
     if result.frames:
         more = {"lens": f"; {cmd('plot', what='lens_rank')} charts the true token's rank",
                 "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",

@@ -44,7 +44,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     rotation. `exclusive`: fail with NameTaken instead of replacing an existing NAME (a name picked
     to be new stays new even when another process picks it at the same moment). `rotate=K`: first
     shift an existing NAME to NAME-1 .. NAME-K (see `rotate`), unless `same_run` and NAME is this
-    session's own autosave, which a continued run replaces. `share_from`: names of checkpoints in
+    session's own autosave of this run (is_own_autosave), which a continued run replaces; the new
+    checkpoint is written in full before anything moves. `share_from`: names of checkpoints in
     DIR whose identical data files this one may share (see `write_or_link`). Everything from the
     check of NAME to the commit happens under the folder's lock. `tokenizer_json`: a subword
     tokenizer (core.bpe) as its JSON, stored in place of the character vocabulary (`vocab` is then "").
@@ -107,10 +108,19 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             _remove_dead_temp_dirs(directory)
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
-            if rotate is not None and target.is_dir() and not (same_run and is_own_autosave(target, session)):
-                _rotate_locked(directory, name, rotate)
             sources = _shareable(directory, share_from, manifest["files"].values())
-            if target.is_dir():
+            if rotate is not None and target.is_dir() and not (
+                    same_run and is_own_autosave(target, session, run=manifest["trainer"])):
+                # Written in full first, then the rotation and the commit: a save that fails (a full disk)
+                # has moved and deleted nothing.
+                tmp = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
+                try:
+                    _rotate_locked(directory, name, rotate)
+                    _commit(tmp, directory, name)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+            elif target.is_dir():
                 _save_over(target, files, manifest_bytes, uid, sources)
             else:
                 try:
@@ -149,6 +159,17 @@ def _save_failure(e: OSError) -> str:
 
 def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
               sources: dict[str, Path]) -> None:
+    tmp = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
+    try:
+        _commit(tmp, directory, name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_tmp(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
+               sources: dict[str, Path]) -> Path:
+    """The complete checkpoint in a temporary directory of DIR (removed again if writing it fails)."""
     tmp = directory / f".{name}.tmp-{uid}"
     try:
         tmp.mkdir()
@@ -156,10 +177,14 @@ def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_byte
             write_or_link(tmp / fname, data, sources.get(fname))
         write_file(tmp / MANIFEST, manifest_bytes)
         _fsync_dir(tmp)
-        os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return tmp
+
+
+def _commit(tmp: Path, directory: Path, name: str) -> None:
+    os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
     _fsync_dir(directory, best_effort=True)
 
 
@@ -320,8 +345,14 @@ def origin_kind(path: Path) -> str | None:
     return _LEGACY if origin is None else origin["kind"]
 
 
-def is_own_autosave(path: Path, session: str | None) -> bool:
-    """Whether `path` holds an autosave written by this session (a continued run replaces only that)."""
+def is_own_autosave(path: Path, session: str | None, run: dict | None = None) -> bool:
+    """Whether `path` holds an autosave written by this session (a continued run replaces only that).
+
+    `run`: a trainer's state as a manifest holds it; then the autosave must also be of that very run (the
+    same start and length, its history the beginning of `run`'s). The session alone does not say so: a
+    run continued after its own save went elsewhere (`save=NAME`), or after a `:load` of an older
+    autosave, would replace the autosave of another run.
+    """
     if not session:
         return False
     try:
@@ -329,7 +360,14 @@ def is_own_autosave(path: Path, session: str | None) -> bool:
     except (CheckpointError, OSError):
         return False
     origin = manifest.get("origin") or {}
-    return origin.get("kind") == "autosave" and origin.get("session") == session
+    if origin.get("kind") != "autosave" or origin.get("session") != session:
+        return False
+    if run is None:
+        return True
+    saved = manifest.get("trainer") or {}
+    history = saved.get("history")
+    return (saved.get("run_start") == run["run_start"] and saved.get("run_steps") == run["run_steps"]
+            and isinstance(history, list) and history == run["history"][:len(history)])
 
 
 def _rotate_locked(directory: Path, name: str, keep: int) -> None:

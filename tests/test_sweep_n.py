@@ -1,0 +1,102 @@
+"""What a user's-eye sweep of the session's life (interruptions, autosaves, continuing a run) found: each test failed
+before its fix.
+
+A continued run replaced "its own autosave" by asking only whether this session wrote the autosave, not whether
+this run did: continuing a run that had been saved under another name (`:train save=mine`, stopped), or one loaded
+back from `autosave-1`, wrote over the autosave of another run, which was then gone. A `:train` stopped by a quick
+Ctrl-C before its first step still autosaved as a new run, so four such Ctrl-C pushed every earlier run out of the
+rotation. A new run's autosave rotated the older ones before writing its own, so a save that then failed (a full
+disk) had deleted the oldest run and moved `autosave` away for nothing.
+"""
+
+import errno
+
+import pytest
+
+from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.checkpoint import store
+from minitf_repl.syntax import SHELL, speaking
+from test_commands import Recorder, run, tiny_session
+from test_render import plain
+
+
+def steps_saved(folder) -> dict:
+    return {row.name: row.step for row in ckpt.list_checkpoints(folder)}
+
+
+# --- a continued run replaces its own autosave only ----------------------------------------------------------
+def test_a_run_saved_under_another_name_and_continued_keeps_the_previous_runs_autosave(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train")  # run A: the autosave at step 6
+    assert run(s, ":train steps=10 save=mine", Recorder(stop_after=3)).saved == "mine"  # run B, stopped at 9
+    assert run(s, ":train").saved == "autosave"  # B goes on to its end: a new autosave, A moves down
+    assert steps_saved(checkpoint_dir) == {"autosave": 16, "autosave-1": 6, "mine": 9}
+
+
+def test_a_stopped_run_loaded_back_and_continued_keeps_the_newer_runs_autosave(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))  # run A, stopped: autosave at step 3
+    run(s, ":train steps=5")  # run B: autosave at 8, A at autosave-1
+    run(s, ":load autosave-1")
+    run(s, ":train")  # A goes on: B's autosave is not A's to replace
+    assert steps_saved(checkpoint_dir) == {"autosave": 10, "autosave-1": 8, "autosave-2": 3}
+
+
+def test_a_continued_run_still_replaces_its_own_autosave_after_a_load_of_it(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))
+    run(s, ":load autosave")
+    run(s, ":train")  # the run that wrote the autosave goes on: it replaces its own (a guard for the fix above)
+    assert steps_saved(checkpoint_dir) == {"autosave": 10}
+
+
+# --- a :train stopped before its first step ------------------------------------------------------------------
+def test_a_train_stopped_before_its_first_step_autosaves_nothing(checkpoint_dir):
+    s = tiny_session()
+    for steps in (2, 3):
+        run(s, f":train steps={steps} schedule=new")
+    before = steps_saved(checkpoint_dir)
+    for _ in range(4):  # Ctrl-C at once, four times: the rotation keeps the runs that trained
+        result = run(s, ":train steps=5", Recorder(stop_after=0))
+        assert result.stopped and result.steps == 0 and result.saved is None and result.save_error is None
+    assert steps_saved(checkpoint_dir) == before == {"autosave": 5, "autosave-1": 2}
+    assert "no step of this run finished, so nothing was saved" in " ".join(plain(result).split())
+    assert run(s, ":train").saved == "autosave"  # the stopped run goes on, and is then saved as a new run
+    assert steps_saved(checkpoint_dir) == {"autosave": 10, "autosave-1": 5, "autosave-2": 2}
+
+
+def test_save_name_is_written_even_when_the_run_was_stopped_before_its_first_step(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train")
+    assert run(s, ":train steps=5 save=mine", Recorder(stop_after=0)).saved == "mine"  # asked for by name
+
+
+# --- a failed autosave rotates nothing ---------------------------------------------------------------------
+def test_an_autosave_that_cannot_be_written_leaves_the_rotation_as_it_was(checkpoint_dir, monkeypatch):
+    s = tiny_session()
+    for steps in (1, 2, 3, 4):
+        run(s, f":train steps={steps} schedule=new")
+    before = steps_saved(checkpoint_dir)
+    assert before == {"autosave": 10, "autosave-1": 6, "autosave-2": 3, "autosave-3": 1}
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "write_file", full)
+    result = run(s, ":train steps=5 schedule=new")
+    assert result.saved is None and "No space left on device; free space" in result.save_error
+    assert steps_saved(checkpoint_dir) == before  # the oldest run is still there, autosave still autosave
+    assert not [p for p in checkpoint_dir.iterdir() if p.name.startswith(".autosave")]  # no temporary left
+
+
+def test_a_one_shot_train_stopped_with_nothing_saved_does_not_say_minitf_train_continues(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train")
+    result = run(s, ":train steps=5", Recorder(stop_after=0))
+    with speaking(SHELL):  # what `minitf --load autosave train --steps 5` stopped at once says
+        text = " ".join(plain(result).split())
+    assert "stopped at step 6 of 11 (0 steps this time" in text and "continues" not in text
+    assert "no step of this run finished, so nothing was saved" in text
+    with speaking(SHELL):
+        saved = " ".join(plain(run(s, ":train", Recorder(stop_after=2))).split())
+    assert "stopped at step 8 of 11: minitf --load autosave train continues" in saved
