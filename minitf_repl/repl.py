@@ -36,6 +36,7 @@ from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
 from .render import say
+from .syntax import cmd, speaking
 
 PROMPT = "minitf> "
 
@@ -311,6 +312,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     say(console, f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
                  "Try :train, then type some text for the model to continue; :help lists the commands.", "dim")
     first = True
+    warned = None  # the unsaved step a :quit or Ctrl-D was told about: the next one leaves
     while True:
         try:
             with leave_on_signals():
@@ -318,18 +320,34 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
             continue
         except EOFError:  # Ctrl-D
-            break
+            if (warned := warn_unsaved(door, warned)) is None:
+                break
+            continue
         except Terminated as e:  # SIGTERM or SIGHUP at the prompt: nothing runs, nothing to save
             return signal_status(e.signum)
         first = False
         try:
             if run_pasted(door, line, err_console) == QUIT:
-                break
+                if (warned := warn_unsaved(door, warned)) is None:
+                    break
         except KeyboardInterrupt:  # a Ctrl-C between two commands: back to the prompt
             continue
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)
     return 0
+
+
+def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
+    """Before the prompt leaves: a model trained past every checkpoint (its autosave failed, e.g. on a full
+    disk) is said once, and the REPL stays. Returns the step said (stay), or None (leave): nothing to lose,
+    autosave off (the user chose not to keep), or the same step said already (a second :quit or Ctrl-D)."""
+    step = door.session.unsaved_step if door.session.autosave else None
+    if step is None or step == warned:
+        return None
+    with speaking(door.front.syntax):
+        say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint (its save failed); "
+                      f"{cmd('save', 'NAME')} keeps it, and {cmd('quit')} or Ctrl-D again leaves without it", "yellow")
+    return step
 
 
 def run_pasted(door: FrontDoor, text: str, err_console: Console) -> str:

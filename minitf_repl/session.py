@@ -82,6 +82,7 @@ class Session:
         # autosave, never another session's. Random, so that it is unique across processes and hosts.
         self.token = secrets.token_hex(8)
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
+        self._on_disk: tuple | None = None  # (a weak reference to the trainer, its step) at that save or load
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
         # The last :ngram's counters, [(n, val loss)], and a weak reference to the data they counted: a switch of
@@ -150,6 +151,22 @@ class Session:
     def untrained(self) -> bool:
         """The model has not trained a step here nor brought weights from elsewhere: its outputs are random."""
         return self.trainer.step == 0 and self.weights_from is None
+
+    def checkpoint_written(self, name: str | None) -> None:
+        """The model as it is now was saved as, or loaded from, checkpoint `name`."""
+        self.last_checkpoint = name
+        self._on_disk = (weakref.ref(self._trainer), self._trainer.step) if self._trainer is not None else None
+
+    @property
+    def unsaved_step(self) -> int | None:
+        """The step of a model trained here past every checkpoint this session saved or loaded (its autosave
+        failed, or autosave is off); None when there is nothing a checkpoint lacks. Never builds a model."""
+        trainer = self._trainer
+        if trainer is None or trainer.step == 0:
+            return None
+        if self._on_disk is not None and self._on_disk[0]() is trainer and self._on_disk[1] == trainer.step:
+            return None
+        return trainer.step
 
     def leave_ranks(self) -> None:
         """Under torchrun, before the process group is destroyed: the trainer lets go of its DDP wrapper."""

@@ -18,6 +18,7 @@ from minitf_repl.core.checkpoint import store
 from minitf_repl.syntax import SHELL, speaking
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
+from test_repl import TINY as TINY_REPL, drive
 
 
 def steps_saved(folder) -> dict:
@@ -100,3 +101,46 @@ def test_a_one_shot_train_stopped_with_nothing_saved_does_not_say_minitf_train_c
     with speaking(SHELL):
         saved = " ".join(plain(run(s, ":train", Recorder(stop_after=2))).split())
     assert "stopped at step 8 of 11: minitf --load autosave train continues" in saved
+
+
+# --- leaving with a trained model that is in no checkpoint -------------------------------------------------
+def autosaves_fail(monkeypatch):
+    """Every write into an autosave fails as on a full disk; other checkpoints save."""
+    write = store.write_file
+
+    def full(path, data):
+        if "autosave" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(path, data)
+
+    monkeypatch.setattr(store, "write_file", full)
+
+
+def test_quit_after_a_failed_autosave_says_so_once_and_a_second_quit_leaves(monkeypatch):
+    autosaves_fail(monkeypatch)
+    with speaking(SHELL):  # as `minitf` runs the REPL: the shell's syntax around it, the REPL's inside
+        code, out, err, session = drive(f"{TINY_REPL}\r:data sort\r:train steps=5\r:quit\r:config\rexit\r:config\r")
+    assert code == 0 and session.trainer.step == 5
+    assert "warning: not saved" in out
+    said = " ".join(err.split())
+    assert said.count("the model trained to step 5 is in no checkpoint") == 1, err
+    assert "(its save failed); :save NAME keeps it, and :quit or Ctrl-D again leaves without it" in said
+    assert out.split("trained 5 steps")[1].count("d_model") == 1  # the first :quit stayed, the second left
+
+
+def test_ctrl_d_after_a_failed_autosave_says_so_and_a_save_lets_it_leave(monkeypatch):
+    autosaves_fail(monkeypatch)
+    code, out, err, session = drive(f"{TINY_REPL}\r:data sort\r:train steps=5\r\x04:save mine\r:quit\r:config\r")
+    assert code == 0
+    assert "in no checkpoint" in err and "saved checkpoint mine" in out
+    assert "d_model" not in out.split("saved checkpoint mine")[1]  # saved: :quit left at once
+
+
+def test_quit_leaves_at_once_when_the_model_is_on_disk_or_autosave_is_off(monkeypatch):
+    code, out, err, _ = drive(f"{TINY_REPL}\r:data sort\r:train steps=5\r:quit\r:config\r")
+    assert err == "" and "d_model" not in out.split("trained 5 steps")[1]  # autosaved
+    code, out, err, _ = drive(f"{TINY_REPL}\r:data sort\r:load autosave\r:train steps=2\r:quit\r:config\r")
+    assert err == "" and "d_model" not in out.split("trained 2 steps")[1]  # loaded, then trained and autosaved
+    autosaves_fail(monkeypatch)
+    code, out, err, _ = drive(f"{TINY_REPL} autosave=off\r:data sort\r:train steps=5\r:quit\r:config\r")
+    assert err == "" and "d_model" not in out.split("trained 5 steps")[1]  # the user chose not to keep it

@@ -72,6 +72,7 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
     start = time.perf_counter()
     model_type = save_folder(session.model, session.data.tokenizer, folder)
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
+    session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
     return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=size,
                       seconds=time.perf_counter() - start, replaced=False, architecture=model_type)
 
@@ -143,7 +144,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
     ckpt.restore_rng(checkpoint)
-    session.last_checkpoint = name
+    session.checkpoint_written(name)
     evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
     return LoadResult(
         name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,

@@ -66,7 +66,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
-    session.last_checkpoint = name
+    session.checkpoint_written(name)
     return SaveResult(
         name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
         seconds=time.perf_counter() - start, replaced=before is not None,
