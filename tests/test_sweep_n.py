@@ -15,6 +15,7 @@ import pytest
 
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.checkpoint import store
+from minitf_repl.core.errors import UserError
 from minitf_repl.syntax import SHELL, speaking
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
@@ -144,3 +145,16 @@ def test_quit_leaves_at_once_when_the_model_is_on_disk_or_autosave_is_off(monkey
     autosaves_fail(monkeypatch)
     code, out, err, _ = drive(f"{TINY_REPL} autosave=off\r:data sort\r:train steps=5\r:quit\r:config\r")
     assert err == "" and "d_model" not in out.split("trained 5 steps")[1]  # the user chose not to keep it
+
+
+def test_a_model_that_cannot_be_kept_on_a_full_disk_is_not_told_to_make_the_folder_writable(monkeypatch):
+    s = tiny_session()
+    run(s, ":train")
+    monkeypatch.setattr(store, "write_file", lambda path, data: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    with pytest.raises(UserError) as e:
+        run(s, ":set n_heads=1")
+    said = str(e.value)
+    assert "full; free space or choose another checkpoint directory); nothing changed" in said
+    assert "writable" not in said and said.endswith("or turn autosave off to rebuild without keeping it: "
+                                                    ":set autosave=off")
+    assert s.model_config.n_heads == 2 and s.trainer.step == 6

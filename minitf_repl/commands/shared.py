@@ -101,12 +101,12 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
                 return save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept", exclusive=True).name
             except NameTaken:
                 continue
-        raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already")
+        raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already; remove some of them")
     except UserError as e:
         raise UserError(
             f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
-            "nothing changed. Make the checkpoint folder writable, or turn autosave off to rebuild without keeping "
-            f"it: {cmd('set', autosave=False)}"
+            "nothing changed; do as it says, or turn autosave off to rebuild without keeping it: "
+            f"{cmd('set', autosave=False)}"
         ) from None
 
 
