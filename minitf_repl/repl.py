@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import stat
 import sys
 import threading
@@ -47,6 +48,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
 
     SIGTERM or SIGHUP during a command stops it (a :train autosaves) and ends the input there:
     the status is then 143 or 129 (dispatch.signal_status), and the lines after it are not run.
+    Ctrl-C likewise, with 130: a script's next :train must not start when Ctrl-C stopped this one
+    (as a shell script ends at Ctrl-C, and the REPL drops pasted lines after it).
     """
     door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug))
     failed = False
@@ -57,6 +60,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
         failed = failed or status == FAILED
         if door.terminated is not None:
             return signal_status(door.terminated)
+        if door.interrupted:
+            return signal_status(signal.SIGINT)
         if status == QUIT:
             break
     return 1 if failed else 0

@@ -10,16 +10,21 @@ disk) had deleted the oldest run and moved `autosave` away for nothing.
 """
 
 import errno
+import os
+import signal
 
 import pytest
 
+from minitf_repl import dispatch, repl
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.checkpoint import store
 from minitf_repl.core.errors import UserError
+from minitf_repl.render import RichReporter
+from minitf_repl.session import Session
 from minitf_repl.syntax import SHELL, speaking
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
-from test_repl import TINY as TINY_REPL, drive
+from test_repl import TINY as TINY_REPL, consoles, drive
 
 
 def steps_saved(folder) -> dict:
@@ -158,3 +163,23 @@ def test_a_model_that_cannot_be_kept_on_a_full_disk_is_not_told_to_make_the_fold
     assert "writable" not in said and said.endswith("or turn autosave off to rebuild without keeping it: "
                                                     ":set autosave=off")
     assert s.model_config.n_heads == 2 and s.trainer.step == 6
+
+
+# --- Ctrl-C in piped input -----------------------------------------------------------------------------------
+def test_ctrl_c_that_stops_a_piped_command_ends_the_input_with_130(monkeypatch):
+    class CtrlC(RichReporter):
+        def on_step(self, info):
+            super().on_step(info)
+            if info.run_step == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(dispatch, "RichReporter", CtrlC)
+    session = Session()
+    out, err = consoles()
+    code = repl.run_lines([TINY_REPL, ":data sort", ":train steps=100000", ":train steps=100000", ":config"],
+                          session, out, err)
+    text = out.file.getvalue()
+    assert code == 130, err.file.getvalue()  # as the exit status table says, piped input and the shell alike
+    assert "stopped at step 2 of 100,000" in text and "autosave" in text
+    assert text.count("stopped at step") == 1 and "gen_seed" not in text  # no further line ran, as after SIGTERM
+    assert session.trainer.step == 2
