@@ -10,7 +10,9 @@ disk) had deleted the oldest run and moved `autosave` away for nothing.
 """
 
 import errno
+import json
 import os
+import shutil
 import signal
 
 import pytest
@@ -22,6 +24,7 @@ from minitf_repl.core.errors import UserError
 from minitf_repl.render import RichReporter
 from minitf_repl.session import Session
 from minitf_repl.syntax import SHELL, speaking
+from test_cli import invoke
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
 from test_repl import TINY as TINY_REPL, consoles, drive
@@ -183,3 +186,25 @@ def test_ctrl_c_that_stops_a_piped_command_ends_the_input_with_130(monkeypatch):
     assert "stopped at step 2 of 100,000" in text and "autosave" in text
     assert text.count("stopped at step") == 1 and "gen_seed" not in text  # no further line ran, as after SIGTERM
     assert session.trainer.step == 2
+
+
+# --- :ls and a checkpoint folder renamed by hand -------------------------------------------------------------
+def test_ls_says_which_folders_hold_a_checkpoint_under_a_name_load_cannot_take(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train")
+    for name in ("my model", "\x1b[31mred", ".hidden"):  # renamed by hand; a hidden one is meant to be unseen
+        shutil.copytree(checkpoint_dir / "autosave", checkpoint_dir / name)
+    (checkpoint_dir / "notes here").mkdir()  # a folder without a checkpoint is none of :ls's business
+    result = run(s, ":ls")
+    assert [row.name for row in result.rows] == ["autosave"] and result.misnamed == ["\x1b[31mred", "my model"]
+    text = " ".join(plain(result).split())
+    assert "\x1b" not in text
+    assert ("not listed: 2 folders here hold a checkpoint under a name that cannot be loaded ('\\x1b[31mred', "
+            "'my model'); rename them with ASCII letters, digits, '.', '_' or '-'") in text
+    shutil.rmtree(checkpoint_dir / "\x1b[31mred")
+    shutil.rmtree(checkpoint_dir / "autosave")
+    text = " ".join(plain(run(s, ":ls")).split())  # nothing loadable left: said beside "no checkpoints yet"
+    assert "no checkpoints in" in text and "not listed: 1 folder here holds a checkpoint under a name that cannot " \
+        "be loaded ('my model'); rename it with ASCII letters, digits, '.', '_' or '-', e.g. my_model" in text
+    doc = invoke("--checkpoint-dir", str(checkpoint_dir), "ls", "--json")
+    assert doc.exit_code == 0 and json.loads(doc.stdout)["misnamed"] == ["my model"]

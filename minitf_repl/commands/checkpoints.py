@@ -358,13 +358,17 @@ def render_parity(result: ParityResult, console: Console) -> None:
 class LsResult:
     rows: list[CheckpointInfo]  # newest first; a broken one has `error` set
     directory: str  # the checkpoint folder listed
+    # folders there that hold a checkpoint under a name that cannot be loaded (renamed by hand), not in `rows`
+    misnamed: list[str] = field(default_factory=list)
 
 
-@command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",))
+@command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
+         json_version=2)
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
-    from ..core.checkpoint import list_checkpoints
+    from ..core.checkpoint import list_checkpoints, misnamed
 
-    return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir))
+    return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir),
+                    misnamed=misnamed(session.checkpoint_dir))
 
 
 def local_minute(saved_at: str | None) -> str:
@@ -390,6 +394,7 @@ def render_ls(result: LsResult, console: Console) -> None:
     (they are what :load takes); a broken checkpoint's reason goes on its own line below."""
     if not result.rows:
         note(console, f"no checkpoints in {result.directory} yet; {writes_one()}")
+        misnamed_note(result.misnamed, console)
         return
     rows = []
     for row in result.rows:
@@ -421,4 +426,20 @@ def render_ls(result: LsResult, console: Console) -> None:
     for row in result.rows:
         if row.error is not None:
             say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
+    misnamed_note(result.misnamed, console)
     note(console, f"{restore('NAME')} restores one; {writes_one()}")
+
+
+def misnamed_note(names: list[str], console: Console) -> None:
+    """Folders with a checkpoint under a name :load cannot take: named (escaped, as repr writes them), with the fix."""
+    if not names:
+        return
+    import re
+
+    shown = ", ".join(clip(repr(name), 60) for name in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                                                    else "")
+    one = len(names) == 1
+    example = re.sub(r"[^A-Za-z0-9._-]+", "_", names[0]).strip("._-")[:100] if one else ""
+    say(console, f"not listed: {count(len(names), 'folder')} here {'holds' if one else 'hold'} a checkpoint under a "
+                 f"name that cannot be loaded ({shown}); rename {'it' if one else 'them'} with ASCII letters, "
+                 "digits, '.', '_' or '-'" + (f", e.g. {example}" if example else ""), "yellow")

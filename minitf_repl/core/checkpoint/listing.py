@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import CheckpointInfo, NAME, path_error
+from .layout import MANIFEST, NAME, CheckpointInfo, path_error
 from .loading import check_manifest_values
 from .reads import not_regular, read_manifest
 
@@ -36,6 +36,27 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
     rows.sort(key=lambda r: r.name)
     rows.sort(key=lambda r: r.saved_at or "", reverse=True)
     return rows
+
+
+def misnamed(directory) -> list[str]:
+    """Folders of DIR that hold a checkpoint (a manifest) under a name :load cannot take, sorted: renamed by hand
+    ("my model"), so list_checkpoints leaves them out. A name starting with '.' is hidden on purpose (and a
+    save's temporary folder): not one of them."""
+    directory = Path(directory).expanduser()
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if NAME.match(entry) or entry.startswith("."):
+            continue
+        try:
+            if (directory / entry).is_dir() and os.path.lexists(directory / entry / MANIFEST):
+                found.append(entry)
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def checkpoint_info(path: Path) -> CheckpointInfo:
