@@ -208,3 +208,27 @@ def test_ls_says_which_folders_hold_a_checkpoint_under_a_name_load_cannot_take(c
         "be loaded ('my model'); rename it with ASCII letters, digits, '.', '_' or '-', e.g. my_model" in text
     doc = invoke("--checkpoint-dir", str(checkpoint_dir), "ls", "--json")
     assert doc.exit_code == 0 and json.loads(doc.stdout)["misnamed"] == ["my model"]
+
+
+# --- a read-only checkpoint folder ------------------------------------------------------------------------
+def test_a_read_only_file_system_is_called_so_before_training_not_permission_denied(checkpoint_dir, monkeypatch):
+    checkpoint_dir.mkdir(parents=True)
+    statvfs = os.statvfs
+
+    class ReadOnly:
+        def __init__(self, real):
+            self.real = real
+            self.f_flag = real.f_flag | os.ST_RDONLY
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    # as on a read-only mount, where access(W_OK) fails with EROFS whatever the permissions say
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: not mode & os.W_OK)
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly(statvfs(path)))
+    s = tiny_session()
+    with pytest.raises(UserError) as e:
+        run(s, ":train")
+    assert str(e.value) == (f"cannot write in {checkpoint_dir}: the file system is read-only; choose another "
+                            "checkpoint directory; or train without saving: :set autosave=off")
+    assert s.trainer.step == 0

@@ -114,8 +114,8 @@ def check_save_target(directory, name: str) -> Path:
 
     What can be known without writing is checked: no path component is a file (`afile/sub`), and
     the place a save writes into (DIR/NAME if it exists, else the nearest existing folder on the
-    way to DIR, which the save creates the rest under) is a writable directory. A full disk or a
-    read-only file system still shows only when the save writes; save_checkpoint says which.
+    way to DIR, which the save creates the rest under) is a writable directory (a read-only file
+    system is said as such). A full disk still shows only when the save writes; save_checkpoint says so.
     """
     check_new_name(name)
     directory = Path(directory).expanduser()
@@ -131,6 +131,9 @@ def check_save_target(directory, name: str) -> Path:
             if not writes_into.is_dir():
                 raise CheckpointError(f"{writes_into} is a file, not a directory; choose another checkpoint directory")
         if not os.access(writes_into, os.W_OK | os.X_OK):
+            if _read_only(writes_into):  # access() fails there whatever the permissions say: not theirs to change
+                raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; choose another "
+                                      "checkpoint directory")
             raise CheckpointError(
                 f"cannot write in {writes_into} (permission denied); change its permissions or choose another "
                 "checkpoint directory"
@@ -138,6 +141,14 @@ def check_save_target(directory, name: str) -> Path:
     except OSError as e:
         raise path_error(target, e) from None
     return target
+
+
+def _read_only(path: Path) -> bool:
+    """Whether `path` lies on a file system mounted read-only (False where that cannot be asked)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # Windows has no statvfs
+        return False
 
 
 def path_error(path: Path, e: OSError) -> CheckpointError:
