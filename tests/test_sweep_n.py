@@ -1,12 +1,16 @@
-"""What a user's-eye sweep of the session's life (interruptions, autosaves, continuing a run) found: each test failed
-before its fix.
+"""What a user's-eye sweep of the session's life (interruptions, autosaves, continuing a run, leaving) found: each
+test failed before its fix.
 
 A continued run replaced "its own autosave" by asking only whether this session wrote the autosave, not whether
 this run did: continuing a run that had been saved under another name (`:train save=mine`, stopped), or one loaded
 back from `autosave-1`, wrote over the autosave of another run, which was then gone. A `:train` stopped by a quick
 Ctrl-C before its first step still autosaved as a new run, so four such Ctrl-C pushed every earlier run out of the
-rotation. A new run's autosave rotated the older ones before writing its own, so a save that then failed (a full
-disk) had deleted the oldest run and moved `autosave` away for nothing.
+rotation (and a one-shot shell that saved nothing said "minitf train continues"). A new run's autosave rotated the
+older ones before writing its own, so a save that then failed (a full disk) had deleted the oldest run and moved
+`autosave` away for nothing. `:quit` and Ctrl-D left at once with a trained model whose autosave had failed. A model
+that could not be kept before a rebuild on a full disk was told to make the folder writable, and a read-only file
+system was "permission denied; change its permissions". Piped input went on to its next long `:train` after Ctrl-C
+stopped one, and exited 0. `:ls` left a checkpoint folder renamed by hand ("my model") out without a word.
 """
 
 import errno
