@@ -30,6 +30,7 @@ from rich.text import Text
 
 from .commands import REGISTRY
 from .core.errors import UserError, is_out_of_memory
+from .core.interrupts import may_cut_short
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry
 from .render import QuietReporter, RichReporter, error, internal_error
@@ -296,7 +297,8 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
     token) instead of killing the process, so a stopped :train still autosaves.
 
     An `interruptible` command (e.g. :save) polls no stop flag: the first signal raises
-    KeyboardInterrupt inside it, and it cleans up and reports. Later ones are ignored, so a second,
+    KeyboardInterrupt inside it, and it cleans up and reports; so does any command while it waits
+    inside core.interrupts.cut_short() (a download). Later ones are ignored, so a second,
     fast Ctrl-C (or the SIGTERM a supervisor repeats) cannot cut that clean-up short. SIGTERM and
     SIGHUP are also recorded on the reporter (`terminate_signal`): the front end exits after the
     command, with signal_status().
@@ -310,11 +312,11 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
     def handler(signum, frame):
         if signum in TERMINATING and reporter.terminate_signal is None:
             reporter.terminate_signal = signum
-        if not interruptible:
-            reporter.request_stop()
-        elif not raised:
+        if (interruptible or may_cut_short()) and not raised:  # a wait with no next step: core.interrupts
             raised.append(signum)
             raise KeyboardInterrupt
+        if not interruptible:
+            reporter.request_stop()
 
     with handling(STOP_SIGNALS, handler):
         yield

@@ -18,6 +18,9 @@ import json
 import os
 import shutil
 import signal
+import socket
+import threading
+import time
 
 import pytest
 
@@ -236,3 +239,23 @@ def test_a_read_only_file_system_is_called_so_before_training_not_permission_den
     assert str(e.value) == (f"cannot write in {checkpoint_dir}: the file system is read-only; choose another "
                             "checkpoint directory; or train without saving: :set autosave=off")
     assert s.trainer.step == 0
+
+
+# --- Ctrl-C during a download ------------------------------------------------------------------------------
+def test_ctrl_c_stops_a_download_that_hangs_at_once_and_changes_nothing(tmp_path, monkeypatch):
+    with socket.socket() as silent:  # accepts the connection (the backlog), never answers: a stalled server
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+        monkeypatch.setenv("MINITF_SHAKESPEARE_URL", f"http://127.0.0.1:{silent.getsockname()[1]}/input.txt")
+        session = tiny_session()
+        out, err = consoles()
+        door = dispatch.FrontDoor(session, out, err, dispatch.FrontEnd(live=False))
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        status = door.run_line(":data shakespeare")
+        assert time.monotonic() - start < 5  # not the read's 20 s timeout, nor the download's 300 s
+    assert status == dispatch.FAILED and door.interrupted
+    assert err.file.getvalue().strip() == "error: interrupted"
+    assert session.data_spec == "sort:4" and not list(tmp_path.iterdir())  # nothing switched, nothing written
+    assert door.run_line(":data") == dispatch.OK  # the session goes on

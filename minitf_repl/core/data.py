@@ -26,6 +26,7 @@ import torch
 
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS
 from .errors import DataError
+from .interrupts import cut_short
 from .paths import cache_dir
 from .words import count
 
@@ -550,8 +551,8 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
     target = (directory or cache_dir()) / "tinyshakespeare.txt"
     if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
         return target
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+    try:  # Ctrl-C stops a stalled download at once (nothing is written before the whole file is here)
+        with cut_short(), urllib.request.urlopen(url, timeout=timeout) as response:
             payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
     except DataError:
         raise
