@@ -259,3 +259,27 @@ def test_ctrl_c_stops_a_download_that_hangs_at_once_and_changes_nothing(tmp_path
     assert err.file.getvalue().strip() == "error: interrupted"
     assert session.data_spec == "sort:4" and not list(tmp_path.iterdir())  # nothing switched, nothing written
     assert door.run_line(":data") == dispatch.OK  # the session goes on
+
+
+# --- :compare stopped before its first evaluation --------------------------------------------------------
+def test_compare_stopped_before_its_first_evaluation_says_so_instead_of_an_empty_table_and_chart():
+    class StopAfter(Recorder):
+        def __init__(self, steps):
+            super().__init__()
+            self.done = 0
+            self.after = steps
+
+        def on_compare_step(self, done, total):
+            self.done = done
+
+        def should_stop(self):
+            return self.done >= self.after
+
+    line = ":compare lr=0.001 lr=0.01 steps=20 eval_every=5"
+    result = run(tiny_session(), line, StopAfter(3))  # the first contender stopped at step 3 of its first 5
+    assert result.stopped and not any(o.curve for o in result.outcomes)
+    text = " ".join(plain(result).split())
+    assert "nothing to plot" not in text and "the curves end where" not in text and "val loss step" not in text
+    assert "stopped before the first evaluation: no losses to compare yet" in text
+    later = " ".join(plain(run(tiny_session(), line, StopAfter(13))).split())  # after the evaluation at step 5
+    assert "stopped early: the curves end where Ctrl-C stopped them" in later and "val loss step" in later

@@ -259,7 +259,9 @@ def render_compare(result: CompareResult, console: Console) -> None:
             table.add(evaluation)
         if outcome.diverged:
             table.stop(outcome.label)
-    console.print(table)
+    measured = any(o.curve for o in result.outcomes)  # Ctrl-C may come before the first evaluation
+    if measured or not result.stopped:
+        console.print(table)
     facts = Table(box=None, pad_edge=False, header_style="bold")
     facts.add_column("", no_wrap=True)
     # on a task, each contender's held-out accuracy at its last evaluation (mean over seeds), as :train reports it:
@@ -288,7 +290,7 @@ def render_compare(result: CompareResult, console: Console) -> None:
     curves = [Curve(o.label, [e.step for e in o.curve], [e.bpc if bpc else e.val_loss for e in o.curve], *mark(k),
                     joined=True) for k, o in enumerate(result.outcomes)
               if not o.diverged]  # its losses on the way up (1e11) would flatten every other curve
-    if curves:
+    if curves and measured:
         console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
                             levels=counter_levels(result.counters)))
     diverged = [o for o in result.outcomes if o.diverged]
@@ -301,7 +303,8 @@ def render_compare(result: CompareResult, console: Console) -> None:
                          "chart leaves it out) and the others went on; a lower learning rate (or a longer warm-up) "
                          "trains where this one did not", "yellow")
     if result.stopped:
-        say(console, "stopped early: the curves end where Ctrl-C stopped them", "yellow")
+        say(console, "stopped early: the curves end where Ctrl-C stopped them" if measured else
+                     "stopped before the first evaluation: no losses to compare yet", "yellow")
     if result.verdict:
         say(console, result.verdict, "green")
     if line := more_text(result):
