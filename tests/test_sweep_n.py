@@ -10,7 +10,9 @@ older ones before writing its own, so a save that then failed (a full disk) had 
 `autosave` away for nothing. `:quit` and Ctrl-D left at once with a trained model whose autosave had failed. A model
 that could not be kept before a rebuild on a full disk was told to make the folder writable, and a read-only file
 system was "permission denied; change its permissions". Piped input went on to its next long `:train` after Ctrl-C
-stopped one, and exited 0. `:ls` left a checkpoint folder renamed by hand ("my model") out without a word.
+stopped one, and exited 0. `:ls` left a checkpoint folder renamed by hand ("my model") out without a word. Ctrl-C
+did nothing while a download waited on a stalled server (up to 300 s), and `:compare` stopped before its first
+evaluation showed an empty table and "nothing to plot".
 """
 
 import errno
