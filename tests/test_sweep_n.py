@@ -79,7 +79,7 @@ def test_a_train_stopped_before_its_first_step_autosaves_nothing(checkpoint_dir)
         result = run(s, ":train steps=5", Recorder(stop_after=0))
         assert result.stopped and result.steps == 0 and result.saved is None and result.save_error is None
     assert steps_saved(checkpoint_dir) == before == {"autosave": 5, "autosave-1": 2}
-    assert "no step of this run finished, so nothing was saved" in " ".join(plain(result).split())
+    assert "no step finished this time, so nothing was saved" in " ".join(plain(result).split())
     assert run(s, ":train").saved == "autosave"  # the stopped run goes on, and is then saved as a new run
     assert steps_saved(checkpoint_dir) == {"autosave": 10, "autosave-1": 5, "autosave-2": 2}
 
@@ -115,7 +115,7 @@ def test_a_one_shot_train_stopped_with_nothing_saved_does_not_say_minitf_train_c
     with speaking(SHELL):  # what `minitf --load autosave train --steps 5` stopped at once says
         text = " ".join(plain(result).split())
     assert "stopped at step 6 of 11 (0 steps this time" in text and "continues" not in text
-    assert "no step of this run finished, so nothing was saved" in text
+    assert "no step finished this time, so nothing was saved" in text
     with speaking(SHELL):
         saved = " ".join(plain(run(s, ":train", Recorder(stop_after=2))).split())
     assert "stopped at step 8 of 11: minitf --load autosave train continues" in saved
@@ -285,3 +285,11 @@ def test_compare_stopped_before_its_first_evaluation_says_so_instead_of_an_empty
     assert "stopped before the first evaluation: no losses to compare yet" in text
     later = " ".join(plain(run(tiny_session(), line, StopAfter(13))).split())  # after the evaluation at step 5
     assert "stopped early: the curves end where Ctrl-C stopped them" in later and "val loss step" in later
+
+
+def test_a_continued_run_stopped_before_its_next_step_keeps_its_autosave_and_says_so(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))
+    result = run(s, ":train", Recorder(stop_after=0))
+    assert result.resumed and result.saved is None and steps_saved(checkpoint_dir) == {"autosave": 3}
+    assert "no step finished this time, so nothing was saved" in " ".join(plain(result).split())

@@ -346,9 +346,6 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
     )
 
 
-NOTHING_TRAINED = "no step of this run finished, so nothing was saved"
-
-
 def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool, resumed: bool,
                           trained: bool) -> str:
     """Save what this rank has after another rank died (rank 0 only, as always); what to say about it.
@@ -360,7 +357,7 @@ def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool,
     if name is None:
         return "nothing was saved (autosave is off)"
     if not trained:
-        return NOTHING_TRAINED
+        return "no step of this run finished, so nothing was saved"
     if not distributed.is_main():
         return "process 0 saves what it has, if it is still running"
     try:
@@ -455,7 +452,8 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     if result.stopped and not result.steps and not result.saved and not result.save_error:
-        note(console, NOTHING_TRAINED)
+        # "this time": the earlier steps of a continued run are in its autosave already
+        note(console, "no step finished this time, so nothing was saved")
     if result.frames:
         more = {"lens": f"; {cmd('plot', what='lens_rank')} charts the true token's rank",
                 "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",
