@@ -109,22 +109,22 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
             sources = _shareable(directory, share_from, manifest["files"].values())
+            written = None
             if rotate is not None and target.is_dir() and not (
                     same_run and is_own_autosave(target, session, run=manifest["trainer"])):
-                # Written in full first, then the rotation and the commit: a save that fails (a full disk)
-                # has moved and deleted nothing.
-                tmp = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
+                # Written in full first, then the rotation (which moves NAME away) and the commit: a save
+                # that fails (a full disk) has moved and deleted nothing.
+                written = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
                 try:
                     _rotate_locked(directory, name, rotate)
-                    _commit(tmp, directory, name)
                 except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
+                    shutil.rmtree(written, ignore_errors=True)
                     raise
-            elif target.is_dir():
+            if target.is_dir() and written is None:
                 _save_over(target, files, manifest_bytes, uid, sources)
             else:
                 try:
-                    _save_new(directory, name, files, manifest_bytes, uid, sources)
+                    _save_new(directory, name, files, manifest_bytes, uid, sources, written)
                 except OSError as e:
                     # NAME appeared meanwhile, made by something that takes no lock (an older minitf, a
                     # person): save over it as over any existing checkpoint, once.
@@ -158,13 +158,15 @@ def _save_failure(e: OSError) -> str:
 
 
 def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
-              sources: dict[str, Path]) -> None:
-    tmp = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
+              sources: dict[str, Path], written: Path | None = None) -> None:
+    """DIR/NAME, new: from the temporary directory `written` (_write_tmp) where the caller wrote it already."""
+    tmp = written if written is not None else _write_tmp(directory, name, files, manifest_bytes, uid, sources)
     try:
-        _commit(tmp, directory, name)
+        os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _fsync_dir(directory, best_effort=True)
 
 
 def _write_tmp(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
@@ -181,11 +183,6 @@ def _write_tmp(directory: Path, name: str, files: dict[str, bytes], manifest_byt
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return tmp
-
-
-def _commit(tmp: Path, directory: Path, name: str) -> None:
-    os.rename(tmp, directory / name)  # the commit: NAME appears complete or not at all
-    _fsync_dir(directory, best_effort=True)
 
 
 def _save_over(target: Path, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
