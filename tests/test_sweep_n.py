@@ -84,6 +84,14 @@ def test_a_train_stopped_before_its_first_step_autosaves_nothing(checkpoint_dir)
     assert steps_saved(checkpoint_dir) == {"autosave": 10, "autosave-1": 5, "autosave-2": 2}
 
 
+def test_a_continued_run_stopped_before_its_next_step_keeps_its_autosave_and_says_so(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))
+    result = run(s, ":train", Recorder(stop_after=0))
+    assert result.resumed and result.saved is None and steps_saved(checkpoint_dir) == {"autosave": 3}
+    assert "no step finished this time, so nothing was saved" in " ".join(plain(result).split())
+
+
 def test_save_name_is_written_even_when_the_run_was_stopped_before_its_first_step(checkpoint_dir):
     s = tiny_session()
     run(s, ":train")
@@ -285,11 +293,3 @@ def test_compare_stopped_before_its_first_evaluation_says_so_instead_of_an_empty
     assert "stopped before the first evaluation: no losses to compare yet" in text
     later = " ".join(plain(run(tiny_session(), line, StopAfter(13))).split())  # after the evaluation at step 5
     assert "stopped early: the curves end where Ctrl-C stopped them" in later and "val loss step" in later
-
-
-def test_a_continued_run_stopped_before_its_next_step_keeps_its_autosave_and_says_so(checkpoint_dir):
-    s = tiny_session()
-    run(s, ":train steps=10", Recorder(stop_after=3))
-    result = run(s, ":train", Recorder(stop_after=0))
-    assert result.resumed and result.saved is None and steps_saved(checkpoint_dir) == {"autosave": 3}
-    assert "no step finished this time, so nothing was saved" in " ".join(plain(result).split())
