@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
-from . import __version__
+from . import __version__, startup
 from .commands import REGISTRY
 from .commands.settings import rebuilding_keys
 from .core import distributed  # a light import: it loads torch only when asked to do something
@@ -254,6 +254,8 @@ def root(
     except UserError as e:
         error(_stderr(), f"--set: {phrase(e, 'shell')}")
         raise typer.Exit(1)
+    if startup.interrupted():  # Ctrl-C while the session was set up, which an import may have swallowed
+        raise typer.Exit(startup.STATUS)
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(open_shell(session, debug))
@@ -567,7 +569,8 @@ app = build_app()
 
 
 def main() -> None:
-    """The console script `minitf`. Its exit statuses are listed in the README ("Exit status").
+    """The shell behind the console script `minitf` (__main__.main). Its exit statuses are listed in
+    docs/checkpoints-and-safety.md ("Exit status").
 
     Output that cannot be written (a reader that left the pipe, a full disk behind `> file`) ends
     in one line, never in Python's "Exception ignored ... flush" at exit: anything still buffered
@@ -580,6 +583,8 @@ def main() -> None:
         app(prog_name="minitf")
     except SystemExit as e:
         code = e.code
+    except KeyboardInterrupt:  # Ctrl-C before a command took the signal over (dispatch.stop_on_signals)
+        code = startup.STATUS
     except OSError as e:  # only output can end here (commands report their own errors in one line)
         if e.errno not in _OUTPUT_ERRORS or e.filename is not None:
             raise

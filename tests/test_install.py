@@ -82,7 +82,7 @@ def test_the_wheel_metadata(wheel):
     assert meta.get_all("Keywords") and meta.get_all("Classifier")
     torch = next(r for r in meta.get_all("Requires-Dist") if r.startswith("torch"))
     assert ">=" in torch and "<" in torch and "==" not in torch, f"torch must stay a range (users bring theirs): {torch}"
-    assert "minitf = minitf_repl.cli:main" in entry_points
+    assert "minitf = minitf_repl.__main__:main" in entry_points
     assert "minitf_repl/__main__.py" in names
     from minitf_repl import schema
 

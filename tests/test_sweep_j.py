@@ -1,0 +1,64 @@
+"""What a user's-eye sweep of the one-shot shell (`minitf CMD ...` from a script) found wrong: each test failed
+before its fix.
+
+Ctrl-C in the first second of `minitf train` (while minitf and torch load) printed a traceback, or, where torch's
+import of numpy swallowed the KeyboardInterrupt, was lost: the run trained to its end and exited 0; and smaller
+ones, each named in its test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_cli import invoke
+
+ROOT = Path(__file__).resolve().parents[1]  # the package under test, wherever the command runs from
+TINY_SET = "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4"
+posix_only = pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
+
+
+def minitf_with(tmp_path: Path, prelude: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m minitf_repl ARGS` as the shell runs it, after `prelude` (Python) has set the scene."""
+    code = f"import os, runpy, signal, sys\n{prelude}\nsys.argv = ['minitf', *{list(args)!r}]\n" \
+           "runpy.run_module('minitf_repl', run_name='__main__', alter_sys=True)\n"
+    env = {**os.environ, "MINITF_CHECKPOINT_DIR": str(tmp_path / "ck"), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+
+
+# --- Ctrl-C while minitf starts ---------------------------------------------------------------------------
+@posix_only
+def test_ctrl_c_while_minitf_loads_its_modules_exits_130_without_a_traceback(tmp_path):
+    prelude = ("import builtins\nreal = builtins.__import__\n"
+               "def ctrl_c_at_typer(name, *args, **kwargs):  # the key pressed while the shell's modules load\n"
+               "    if name == 'typer':\n"
+               "        builtins.__import__ = real\n"
+               "        os.kill(os.getpid(), signal.SIGINT)\n"
+               "    return real(name, *args, **kwargs)\n"
+               "builtins.__import__ = ctrl_c_at_typer")
+    done = minitf_with(tmp_path, prelude, "--data", "sort", "--set", TINY_SET, "train", "--steps", "2")
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@posix_only
+def test_ctrl_c_that_an_import_swallows_while_minitf_starts_still_stops_the_command(tmp_path):
+    """torch's C extension catches any error of its import of numpy, a KeyboardInterrupt included: the run went on."""
+    prelude = ("import minitf_repl.cli as cli\nreal = cli.apply_settings\n"
+               "def swallowed(*args, **kwargs):\n"
+               "    try:\n"
+               "        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while --set builds the session's data...\n"
+               "    except KeyboardInterrupt:\n"
+               "        pass  # ...which an import catches and drops\n"
+               "    return real(*args, **kwargs)\n"
+               "cli.apply_settings = swallowed")
+    done = minitf_with(tmp_path, prelude, "--data", "sort", "--set", TINY_SET, "train", "--steps", "2")
+    assert done.returncode == 130, (done.returncode, done.stdout, done.stderr)
+    assert "trained" not in done.stdout and "Traceback" not in done.stderr
+    assert not (tmp_path / "ck").exists()  # the command never ran, so nothing was saved
