@@ -224,7 +224,9 @@ class FrontDoor:
             return QUIT
         failure = getattr(result, "failure", None)  # a result says what failed, where a command can fail and still run
         if failure:
-            if self.front.json:  # the rendered result shows it; JSON readers get it on stderr too
+            # The rendered result shows it to a person at the terminal; JSON readers, and whoever reads the errors
+            # of output sent elsewhere (`minitf train > run.log`, a pipe), get it on stderr too.
+            if self.front.json or not self.out.is_terminal:
                 error(self.err, failure)
             return FAILED
         return OK

@@ -62,3 +62,14 @@ def test_ctrl_c_that_an_import_swallows_while_minitf_starts_still_stops_the_comm
     assert done.returncode == 130, (done.returncode, done.stdout, done.stderr)
     assert "trained" not in done.stdout and "Traceback" not in done.stderr
     assert not (tmp_path / "ck").exists()  # the command never ran, so nothing was saved
+
+
+# --- a command that ran and failed, its output sent elsewhere ----------------------------------------------
+def test_a_command_that_fails_after_it_ran_says_so_on_stderr_when_its_output_goes_to_a_file():
+    """`minitf --device tpu device > devices.txt` exited 1 with its `error:` line in the file and nothing on the
+    terminal (so did `minitf train > run.log` whose save failed, and a `minitf checks` with a FAIL)."""
+    result = invoke("--device", "tpu", "device")
+    assert result.exit_code == 1 and "cpu" in result.stdout  # the listing still works, and still says it
+    assert result.stderr.splitlines() == ["error: unknown device 'tpu'; use one of auto, cpu, cuda, cuda:N or mps"]
+    doc = invoke("--device", "tpu", "device", "--json")  # as it already was with --json
+    assert doc.exit_code == 1 and doc.stderr == result.stderr
