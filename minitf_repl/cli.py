@@ -54,7 +54,18 @@ def _stderr() -> Console:
     return console_for(stderr=True)
 
 
-class _Group(TyperGroup):
+class _FlagsUntyped:
+    """--help lists a flag (--help, --json, --install-completion...) without a `<bool>` type: a flag takes no value."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Group(_FlagsUntyped, TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -157,7 +168,7 @@ def _dashes(args: list[str]) -> list[str]:
     return out
 
 
-class _Command(TyperCommand):
+class _Command(_FlagsUntyped, TyperCommand):
     """A subcommand whose --help lists flags without a `<bool>` type (a flag takes no value), and its
     text (a prompt, a name: any number of words) as `<text>`, not as Python's `<list[str]>`."""
 
@@ -166,12 +177,6 @@ class _Command(TyperCommand):
         for param in self.params:
             if param.param_type_name == "argument" and param.nargs == -1:
                 param.display_type_rich = lambda ctx: "<text>"  # what Typer's rich help shows in the type column
-
-    def get_help_option(self, ctx):
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""
-        return option
 
 
 def _show_version(value: bool) -> None:
@@ -219,9 +224,9 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar="",
                                  help="Print minitf's version and exit."),
     debug: bool = typer.Option(False, "--debug", metavar="", help="Show the traceback of internal errors."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N or mps."),
+    device: Optional[str] = typer.Option(None, "--device", metavar="NAME", help="auto, cpu, cuda, cuda:N or mps."),
     data: Optional[str] = typer.Option(
-        None, "--data", help=escape(f"{', '.join(spec_forms())} or a file path.")
+        None, "--data", metavar="NAME|PATH", help=escape(f"{', '.join(spec_forms())} or a file path.")
     ),
     settings: List[str] = typer.Option(
         [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable)."

@@ -73,3 +73,14 @@ def test_a_command_that_fails_after_it_ran_says_so_on_stderr_when_its_output_goe
     assert result.stderr.splitlines() == ["error: unknown device 'tpu'; use one of auto, cpu, cuda, cuda:N or mps"]
     doc = invoke("--device", "tpu", "device", "--json")  # as it already was with --json
     assert doc.exit_code == 1 and doc.stderr == result.stderr
+
+
+# --- minitf --help -------------------------------------------------------------------------------------------
+def test_minitf_help_names_no_python_type():
+    """`minitf --help` listed --install-completion, --show-completion and --help as `<bool>` (a flag takes no value),
+    and --device and --data as `<str>`, where every command's --help had none."""
+    shown = invoke("--help").stdout
+    assert "<bool>" not in shown and "<str>" not in shown
+    rows = {line.split()[1]: line for line in shown.splitlines() if line.startswith("│ --")}
+    assert " ".join(rows["--device"].split()).startswith("│ --device NAME auto, cpu")
+    assert " ".join(rows["--data"].split()).startswith("│ --data NAME|PATH pydoc")
