@@ -75,7 +75,8 @@ class _Group(_FlagsUntyped, TyperGroup):
                                 standalone_mode=False, **extra)
         except _UsageError as e:
             what = "commands" if e.format_message().startswith("No such command") else "options"
-            hint = f"; {e.ctx.command_path} --help lists the {what}" if getattr(e, "ctx", None) else ""
+            path = e.ctx.command_path if getattr(e, "ctx", None) else self._command_path(e, args)
+            hint = f"; {path} --help lists the {what}"
             error(_stderr(), self._misplaced(e, args) or self._early(e, args) or e.format_message().rstrip(".") + hint)
             code = e.exit_code
         except typer.Abort:
@@ -84,6 +85,12 @@ class _Group(_FlagsUntyped, TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+    def _command_path(self, e: Exception, args: list[str]) -> str:
+        """`minitf` or `minitf CMD`: whose option a usage error without a context names (an option given no value)."""
+        at = _command_at(args, self.params)
+        after = at is not None and args[at] in self.commands and getattr(e, "option_name", None) in args[at + 1 :]
+        return f"minitf {args[at]}" if after else "minitf"
 
     def _misplaced(self, e: Exception, args: list[str]) -> str | None:
         """For an option of `minitf` itself typed after the command (`minitf train --set lr=0.02`): where it goes.

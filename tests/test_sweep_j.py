@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli import invoke
+from test_cli import assert_one_error_line, invoke
 
 ROOT = Path(__file__).resolve().parents[1]  # the package under test, wherever the command runs from
 TINY_SET = "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4"
@@ -84,3 +84,17 @@ def test_minitf_help_names_no_python_type():
     rows = {line.split()[1]: line for line in shown.splitlines() if line.startswith("│ --")}
     assert " ".join(rows["--device"].split()).startswith("│ --device NAME auto, cpu")
     assert " ".join(rows["--data"].split()).startswith("│ --data NAME|PATH pydoc")
+
+
+# --- an option given no value ------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, help_of", [
+    (["gen", "--n"], "minitf gen"),
+    (["train", "--steps"], "minitf train"),
+    (["--data", "sort", "gen", "-n"], "minitf gen"),
+    (["--set"], "minitf"),
+    (["--checkpoint-dir"], "minitf"),
+])  # fmt: skip
+def test_an_option_given_no_value_says_where_its_options_are_listed(args, help_of):
+    """`minitf gen --n` said "Option '--n' requires an argument" and no more: the one usage error without a fix."""
+    line = assert_one_error_line(invoke(*args), code=2)
+    assert line == f"error: Option '{args[-1]}' requires an argument; {help_of} --help lists the options"
