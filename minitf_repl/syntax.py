@@ -86,7 +86,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
 def restore(checkpoint: str) -> str:
     """What brings a saved checkpoint back: `:load NAME`, or from the shell the global `--load NAME`
     (given before the command that should start from it)."""
-    return cmd("load", checkpoint) if syntax() == REPL else f"--load {checkpoint}"
+    return cmd("load", checkpoint) if syntax() == REPL else f"--load {shlex.quote(checkpoint)}"  # hf:PATH: spaces
 
 
 def writes_one() -> str:

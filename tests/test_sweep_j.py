@@ -98,3 +98,20 @@ def test_an_option_given_no_value_says_where_its_options_are_listed(args, help_o
     """`minitf gen --n` said "Option '--n' requires an argument" and no more: the one usage error without a fix."""
     line = assert_one_error_line(invoke(*args), code=2)
     assert line == f"error: Option '{args[-1]}' requires an argument; {help_of} --help lists the options"
+
+
+# --- a one-shot `minitf load NAME` ---------------------------------------------------------------------------
+def test_a_one_shot_load_says_the_model_ends_with_the_command_and_where_load_goes(tmp_path):
+    """`minitf load run1 && minitf gen` sampled from a fresh model: the one-shot load said "loaded run1" and
+    nothing of its session ending there, where a one-shot data, set, quantize or ablate says so."""
+    folder = str(tmp_path / "ck")
+    made = invoke("--data", "sort", "--set", TINY_SET, "--checkpoint-dir", folder, "train", "--steps", "1",
+                  "--save", "run1")
+    assert made.exit_code == 0, made.output
+    result = invoke("--checkpoint-dir", folder, "load", "run1")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "loaded run1" in out and "loaded for this command only: a checkpoint lasts one command from the shell, " \
+           "so give it before that command, e.g. minitf --load run1 gen" in out
+    piped = invoke("--checkpoint-dir", folder, input=":load run1\n")  # the REPL's session goes on with it
+    assert piped.exit_code == 0 and "loaded run1" in piped.stdout and "this command only" not in piped.stdout

@@ -23,7 +23,7 @@ from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, restore, setting_text, train_first, writes_one
+from ..syntax import SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
 from .base import command, complete_checkpoint
 from .shared import SaveResult, save_session
 
@@ -278,6 +278,9 @@ def render_load(result: LoadResult, console: Console) -> None:
                      f"{cmd('train', load=result.name)} continues it", "yellow")
     if result.saved_at:
         note(console, f"saved {result.saved_at}, from {result.path}")
+    if syntax() == SHELL:  # as with :data and :set, a one-shot session and the model it loaded end here
+        note(console, "loaded for this command only: a checkpoint lasts one command from the shell, so give it "
+                      f"before that command, e.g. minitf {restore(result.name)} gen")
 
 
 # --- :parity ------------------------------------------------------------------------------------
