@@ -44,6 +44,7 @@ except ImportError:  # older Typer depends on click itself, whose errors derive 
     from click import ClickException as _UsageError
 
 OPTION_WORDS = "option_words"  # the KEY=VALUE words of a command that takes no text
+PAIRS = "pairs"  # the KEY=VALUE words of a command that reads only pairs (set)
 
 
 def _stdout() -> Console:
@@ -77,7 +78,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             what = "commands" if e.format_message().startswith("No such command") else "options"
             path = e.ctx.command_path if getattr(e, "ctx", None) else self._command_path(e, args)
             hint = f"; {path} --help lists the {what}"
-            error(_stderr(), self._misplaced(e, args) or self._early(e, args) or e.format_message().rstrip(".") + hint)
+            error(_stderr(), self._misplaced(e, args) or self._early(e, args)
+                  or e.format_message().rstrip(".") + hint + self._dashed_text(e, args))
             code = e.exit_code
         except typer.Abort:
             code = 130
@@ -91,6 +93,30 @@ class _Group(_FlagsUntyped, TyperGroup):
         at = _command_at(args, self.params)
         after = at is not None and args[at] in self.commands and getattr(e, "option_name", None) in args[at + 1 :]
         return f"minitf {args[at]}" if after else "minitf"
+
+    def _dashed_text(self, e: Exception, args: list[str]) -> str:
+        """For a text that starts with a dash (`minitf tok -5`, a script's `minitf gen "$PROMPT"`), which Click reads
+        as an option: after `--` it is the command's text. Empty where the command takes no text, or the word looks
+        like a misspelt long option (`--temp`)."""
+        name, ctx = getattr(e, "option_name", None), getattr(e, "ctx", None)
+        if not name or ctx is None or ctx.parent is None or ctx.info_name not in args:
+            return ""
+        if not any(p.param_type_name == "argument" and p.name not in (OPTION_WORDS, PAIRS) for p in ctx.command.params):
+            return ""
+        command_at = args.index(ctx.info_name)
+        words = args[command_at + 1 :]
+        at = next((i for i, w in enumerate(words) if w.startswith(name) and not w.startswith("--")), None)
+        if at is None:
+            return ""
+        options, text, i = [], [words[at]], at + 1  # the command's options after the text stay options
+        while i < len(words):
+            option = next((p for p in ctx.command.params if p.param_type_name == "option"
+                           and words[i].split("=", 1)[0] in (*p.opts, *p.secondary_opts)), None)
+            take = 0 if option is None else 1 if option.is_flag or "=" in words[i] else 2
+            (options if take else text).extend(words[i : i + (take or 1)])
+            i += take or 1
+        line = shlex.join(["minitf", *args[: command_at + 1], *words[:at], *options, "--", *text])
+        return f"; a text that starts with - goes after --: {line}"
 
     def _misplaced(self, e: Exception, args: list[str]) -> str | None:
         """For an option of `minitf` itself typed after the command (`minitf train --set lr=0.02`): where it goes.
@@ -484,9 +510,9 @@ def _make_subcommand(command, registry: Registry):
                                           + (f" A key alone shows that setting: minitf {command.name} lr."
                                              if command.positional is not None else "")),
                               autocompletion=_pair_completion(command))
-        params.append(inspect.Parameter("pairs", inspect.Parameter.KEYWORD_ONLY, default=info,
+        params.append(inspect.Parameter(PAIRS, inspect.Parameter.KEYWORD_ONLY, default=info,
                                         annotation=Optional[List[str]]))
-        annotations["pairs"] = Optional[List[str]]
+        annotations[PAIRS] = Optional[List[str]]
     else:
         for p in command.params:
             if p.refusal is not None:
@@ -526,7 +552,7 @@ def _make_subcommand(command, registry: Registry):
         as_json = kwargs.pop("as_json", False)
         if command.pairs:
             try:
-                _, args = parse_line(f":{command.name} " + " ".join(kwargs.get("pairs") or []), registry)
+                _, args = parse_line(f":{command.name} " + " ".join(kwargs.get(PAIRS) or []), registry)
             except UserError as e:
                 error(_stderr(), phrase(e, "shell"))
                 raise typer.Exit(1)

@@ -9,6 +9,7 @@ ones, each named in its test.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,21 @@ def test_a_one_shot_load_says_the_model_ends_with_the_command_and_where_load_goe
            "so give it before that command, e.g. minitf --load run1 gen" in out
     piped = invoke("--checkpoint-dir", folder, input=":load run1\n")  # the REPL's session goes on with it
     assert piped.exit_code == 0 and "loaded run1" in piped.stdout and "this command only" not in piped.stdout
+
+
+# --- a text that starts with a dash ----------------------------------------------------------------------------
+@pytest.mark.parametrize("args, fixed", [
+    (["tok", "-5"], "minitf tok -- -5"),
+    (["--data", "pydoc", "gen", "--n", "3", "-b c"], "minitf --data pydoc gen --n 3 -- '-b c'"),
+    (["gen", "-b c", "--n", "3", "--json"], "minitf gen --n 3 --json -- '-b c'"),
+    (["patch", "-1", "vs", "-2"], "minitf patch -- -1 vs -2"),
+])  # fmt: skip
+def test_a_text_that_starts_with_a_dash_is_told_to_go_after_the_double_dash(args, fixed):
+    """`minitf tok -5` (or a script's `minitf gen "$PROMPT"` where the prompt starts with -) said only "No such
+    option: -5": the text reads as an option, and nothing said that after `--` it is text."""
+    line = assert_one_error_line(invoke(*args), code=2)
+    assert line.endswith(f"; a text that starts with - goes after --: {fixed}"), line
+    said = invoke(*shlex.split(fixed)[1:])  # which works
+    assert said.exit_code == 0 and "error:" not in said.stderr, said.output
+    for other in (["train", "-5"], ["set", "-5"], ["gen", "--temp", "1"]):  # no text there; a misspelt option
+        assert "goes after --" not in assert_one_error_line(invoke(*other), code=2)
