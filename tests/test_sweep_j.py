@@ -134,3 +134,11 @@ def test_a_text_that_starts_with_a_dash_is_told_to_go_after_the_double_dash(args
     assert said.exit_code == 0 and "error:" not in said.stderr, said.output
     for other in (["train", "-5"], ["set", "-5"], ["gen", "--temp", "1"]):  # no text there; a misspelt option
         assert "goes after --" not in assert_one_error_line(invoke(*other), code=2)
+
+
+def test_the_shell_line_that_restores_a_folder_with_a_space_quotes_it():
+    """`--load hf:/my models/gpt2` in a hint read as --load hf:/my and the words "models/gpt2"."""
+    from minitf_repl.syntax import SHELL, restore, speaking
+
+    with speaking(SHELL):
+        assert restore("hf:/my models/gpt2") == "--load 'hf:/my models/gpt2'" and restore("run1") == "--load run1"
