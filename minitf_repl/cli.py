@@ -480,7 +480,7 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
     command that reads key=value pairs from its text keeps every other pair there, as the REPL does:
     `minitf compare lr=1e-2 lr=3e-3 steps=100` compares two rates over 100 steps.
     """
-    text = []
+    text, typed = [], {}  # typed: the word that set each option, where a word did
     for word in words:
         key, eq, value = word.partition("=")
         param = command.param_named(key) if eq and key and " " not in word else None
@@ -488,9 +488,10 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
             text.append(word)
             continue
         if param.name in args:
-            raise UserError(f"{param.name} is given twice ({word} and --{param.name.replace('_', '-')}); "
-                            "give it once")
-        args[param.name] = value
+            both = f"{typed[param.name]} and {word}" if param.name in typed \
+                else f"{word} and --{param.name.replace('_', '-')}"
+            raise UserError(f"{param.name} is given twice ({both}); give it once")
+        args[param.name], typed[param.name] = value, word
     return text
 
 
