@@ -284,7 +284,14 @@ def root(
             raise typer.Exit(1)
         device = join_ranks(ctx, device or "auto")
         quiet = not distributed.is_main()
-    session = Session(data_spec=data or "pydoc", device_name=device or "auto", checkpoint_dir=checkpoint_dir)
+    # An option given an empty value (a script's unset variable: --data "$DATA") is given, not left out: refused
+    # as any other bad value is, where it is used, never taken for the default.
+    if checkpoint_dir is not None and not checkpoint_dir.strip():
+        error(_stderr(), "--checkpoint-dir is empty; give a directory, or leave the option out for the default "
+                         "(./checkpoints, or $MINITF_CHECKPOINT_DIR)")
+        raise typer.Exit(1)
+    session = Session(data_spec="pydoc" if data is None else data, device_name="auto" if device is None else device,
+                      checkpoint_dir=checkpoint_dir)
     if load is not None:
         load_checkpoint(session, load, data, debug, quiet)
     try:
