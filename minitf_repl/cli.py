@@ -157,9 +157,10 @@ class _Group(_FlagsUntyped, TyperGroup):
 
 def _help_word(args: list[str], commands, options=()) -> list[str]:
     """`minitf help` is `minitf --help`, and `minitf help train` is `minitf train --help`, as `:help train` is in
-    the REPL (where `help` alone works too); `minitf help lr` of a setting is `minitf set lr`, as `:set lr` is. Of
-    a word after help that names neither, Typer says "No such command". minitf's own options may come first
-    (`minitf --data sort help lr`); `options` are they, to step over."""
+    the REPL (where `help` alone works too); `minitf help lr` of a setting is `minitf set lr`, as `:set lr` is, and
+    the words after it stay (`minitf help lr n --json`). Of a word after help that names neither, Typer says "No
+    such command". minitf's own options may come first (`minitf --data sort help lr`); `options` are they, to
+    step over."""
     at = _command_at(args, options)
     if at is None or args[at] != "help":
         return args
@@ -170,7 +171,7 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
         return before + [word[0], "--help"]
     setting = REGISTRY["set"].param_named(word[0])
     if setting is not None and setting.setting is not None:
-        return before + ["set", word[0]]
+        return before + ["set", *args[at + 1 :]]
     return before + word  # Typer says "No such command" of it
 
 

@@ -8,6 +8,7 @@ ones, each named in its test.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -166,3 +167,15 @@ def test_an_empty_option_is_refused_not_taken_for_the_default(tmp_path, monkeypa
     line = assert_one_error_line(invoke(*args))
     assert line.startswith(said), line
     assert not (tmp_path / "checkpoints").exists()
+
+
+# --- minitf help KEY ... ---------------------------------------------------------------------------------------
+def test_help_of_a_setting_keeps_the_words_after_it():
+    """`minitf help lr --json` printed text (and `minitf help lr n` showed lr alone): what came after the name was
+    dropped on the way to `minitf set lr`."""
+    doc = invoke("help", "lr", "--json")
+    assert doc.exit_code == 0, doc.output
+    assert json.loads(doc.stdout)["schema"].startswith("minitf.set/")
+    assert [shown["name"] for shown in json.loads(doc.stdout)["shown"]] == ["lr"]
+    both = invoke("help", "lr", "n")
+    assert both.exit_code == 0 and both.stdout.startswith("lr ") and "\nn " in both.stdout, both.output
