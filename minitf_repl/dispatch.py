@@ -226,7 +226,7 @@ class FrontDoor:
         if failure:
             # The rendered result shows it to a person at the terminal; JSON readers, and whoever reads the errors
             # of output sent elsewhere (`minitf train > run.log`, a pipe), get it on stderr too.
-            if self.front.json or not self.out.is_terminal:
+            if self.front.json or not _seen(self.out):
                 error(self.err, failure)
             return FAILED
         return OK
@@ -245,6 +245,15 @@ class FrontDoor:
             close()
         if getattr(reporter, "streamed", False):
             self.out.print()
+
+
+def _seen(console: Console) -> bool:
+    """Whether what `console` writes lands on a terminal, in front of a person (piped input's console, which is
+    told it is no terminal so as to draw no animation, may still write to one)."""
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError, OSError):  # no file, or a closed one
+        return False
 
 
 def silence_stdout() -> None:

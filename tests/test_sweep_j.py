@@ -8,6 +8,7 @@ ones, each named in its test.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -179,3 +180,24 @@ def test_help_of_a_setting_keeps_the_words_after_it():
     assert [shown["name"] for shown in json.loads(doc.stdout)["shown"]] == ["lr"]
     both = invoke("help", "lr", "n")
     assert both.exit_code == 0 and both.stdout.startswith("lr ") and "\nn " in both.stdout, both.output
+
+
+def test_piped_input_on_a_terminal_says_a_failure_once():
+    """Piped input's consoles are told they are no terminal (no animation) though they may write to one: there the
+    rendered result shows the failure, and the same line again on stderr would say it twice."""
+    from rich.console import Console
+
+    from minitf_repl import repl
+    from minitf_repl.session import Session
+
+    class Screen(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out, err = (Console(file=Screen(), width=100, force_terminal=False, no_color=True) for _ in range(2))
+    assert repl.run_lines([":device"], Session(device_name="tpu"), out, err) == 1
+    assert "unknown device 'tpu'" in out.file.getvalue() and err.file.getvalue() == ""
+    err = Console(file=io.StringIO(), width=100, force_terminal=False, no_color=True)
+    out = Console(file=io.StringIO(), width=100, force_terminal=False, no_color=True)  # `... | minitf > f`
+    assert repl.run_lines([":device"], Session(device_name="tpu"), out, err) == 1
+    assert err.file.getvalue().startswith("error: unknown device 'tpu'")
