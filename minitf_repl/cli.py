@@ -32,7 +32,7 @@ from .core.catalog import spec_forms
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
-from .parsing import parse_line
+from .parsing import BOOL_WORDS, parse_line
 from .registry import Registry, clip
 from .render import console_for, error, internal_error, say
 from .session import Session
@@ -71,6 +71,7 @@ class _Group(_FlagsUntyped, TyperGroup):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         args = _help_word(_dashes(sys.argv[1:] if args is None else list(args)), self.commands, self.params)
+        args = _flag_words(args, self.commands, self.params)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
@@ -90,8 +91,9 @@ class _Group(_FlagsUntyped, TyperGroup):
 
     def _command_path(self, e: Exception, args: list[str]) -> str:
         """`minitf` or `minitf CMD`: whose option a usage error without a context names (an option given no value)."""
-        at = _command_at(args, self.params)
-        after = at is not None and args[at] in self.commands and getattr(e, "option_name", None) in args[at + 1 :]
+        at, name = _command_at(args, self.params), getattr(e, "option_name", None)
+        after = at is not None and args[at] in self.commands and name is not None \
+            and any(a == name or a.startswith(f"{name}=") for a in args[at + 1 :])  # `--n`, `--cache=maybe`
         return f"minitf {args[at]}" if after else "minitf"
 
     def _dashed_text(self, e: Exception, args: list[str]) -> str:
@@ -187,6 +189,31 @@ def _command_at(args: list[str], options) -> int | None:
             return None
         i += 1 if arg in flags or "=" in arg else 2  # `--data sort`, `--set=lr=0.02`, `--debug`
     return None
+
+
+def _flag_words(args: list[str], commands, options=()) -> list[str]:
+    """`minitf gen --cache off` is `--no-cache`, and `--cache on` (or `--cache=on`) `--cache`, as `:gen --cache off`
+    is in the REPL: Click reads a flag alone and would take the word for the command's text. Words after `--` are
+    text; `options` are minitf's own, to step over to the command."""
+    at = _command_at(args, options)
+    if at is None or args[at] not in commands:
+        return args
+    flags = {name: p for p in commands[args[at]].params if getattr(p, "is_flag", False) and p.secondary_opts
+             for name in p.opts}
+    out, i = args[: at + 1], at + 1
+    while i < len(args):
+        if args[i] == "--":
+            return out + args[i:]
+        name, eq, value = args[i].partition("=")
+        flag = flags.get(name)
+        if flag is not None and not eq and i + 1 < len(args) and args[i + 1].lower() in BOOL_WORDS:
+            eq, value, i = "=", args[i + 1], i + 1  # `--cache off`: the word after the flag is its value
+        if flag is not None and eq and value.lower() in BOOL_WORDS:
+            out.append(flag.opts[0] if BOOL_WORDS[value.lower()] else flag.secondary_opts[0])
+        else:
+            out.append(args[i])
+        i += 1
+    return out
 
 
 def _dashes(args: list[str]) -> list[str]:

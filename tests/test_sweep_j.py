@@ -100,11 +100,14 @@ def test_minitf_help_names_no_python_type():
     (["--data", "sort", "gen", "-n"], "minitf gen"),
     (["--set"], "minitf"),
     (["--checkpoint-dir"], "minitf"),
+    (["gen", "--cache=maybe"], "minitf gen"),
 ])  # fmt: skip
 def test_an_option_given_no_value_says_where_its_options_are_listed(args, help_of):
     """`minitf gen --n` said "Option '--n' requires an argument" and no more: the one usage error without a fix."""
     line = assert_one_error_line(invoke(*args), code=2)
-    assert line == f"error: Option '{args[-1]}' requires an argument; {help_of} --help lists the options"
+    option, _, value = args[-1].partition("=")
+    problem = "does not take a value" if value else "requires an argument"
+    assert line == f"error: Option '{option}' {problem}; {help_of} --help lists the options"
 
 
 # --- a one-shot `minitf load NAME` ---------------------------------------------------------------------------
@@ -205,3 +208,18 @@ def test_piped_input_on_a_terminal_says_a_failure_once():
     out = Console(file=io.StringIO(), width=100, force_terminal=False, no_color=True)  # `... | minitf > f`
     assert repl.run_lines([":device"], Session(device_name="tpu"), out, err) == 1
     assert err.file.getvalue().startswith("error: unknown device 'tpu'")
+
+
+# --- a flag followed by on or off --------------------------------------------------------------------------
+def test_a_flag_followed_by_on_or_off_reads_it_as_the_repl_does():
+    """`minitf gen --cache off 12` generated from "off 12" with the cache on, where `:gen --cache off 12` (which
+    docs/commands.md says it is) turns the cache off and continues "12"; `minitf params --all on` was refused."""
+    tiny = ["--data", "sort", "--set", TINY_SET]
+    for flag, cache in ((["--cache", "off"], False), (["--cache=no"], False), (["--cache", "On"], True)):
+        result = invoke(*tiny, "gen", *flag, "12", "--n", "2", "--json")
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert (doc["prompt"], doc["cache"]) == ("12", cache), flag
+    doc = json.loads(invoke("--set", TINY_SET, "gen", "--n", "2", "--json", "--", "--cache", "off").stdout)
+    assert (doc["prompt"], doc["cache"]) == ("--cache off", True)  # after -- it is all text, as before
+    assert invoke(*tiny, "params", "--all", "on").exit_code == 0
