@@ -12,6 +12,7 @@ notices and errors go to standard error, so `minitf train --json > run.json` sta
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import inspect
 import shlex
@@ -322,11 +323,8 @@ def root(
                       checkpoint_dir=checkpoint_dir)
     if load is not None:
         load_checkpoint(session, load, data, debug, quiet)
-    try:
+    with _one_line("--set", debug):
         apply_settings(session, settings, quiet, load)
-    except UserError as e:
-        error(_stderr(), f"--set: {phrase(e, 'shell')}")
-        raise typer.Exit(1)
     if startup.interrupted():  # Ctrl-C while the session was set up, which an import may have swallowed
         raise typer.Exit(startup.STATUS)
     ctx.obj = _State(session, debug, quiet)
@@ -369,10 +367,9 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
     """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction. A Hugging Face
     folder brings none: what it cannot read of the session's is said on stderr, unless `quiet` (a non-zero rank).
 
-    Like every command, it fails in one line: a user error says what to do, anything else is an
-    internal error whose traceback only --debug shows.
+    Like every command, it fails in one line (_one_line).
     """
-    try:
+    with _one_line("--load", debug):
         result = run_command(session, REGISTRY.find("load"), {"name": name})
         from .core.data import lasting_spec
 
@@ -386,9 +383,19 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                 "(the checkpoint brings its data)"
             )
+
+
+@contextlib.contextmanager
+def _one_line(option: str, debug: bool):
+    """What minitf's own `option` (--load, --set) runs fails in one line, as every command does: a user error says
+    what to do, anything else is an internal error whose traceback only --debug shows."""
+    try:
+        yield
     except UserError as e:
-        error(_stderr(), f"--load: {phrase(e, 'shell')}")
+        error(_stderr(), f"{option}: {phrase(e, 'shell')}")
         raise typer.Exit(1)
+    except typer.Exit:
+        raise
     except Exception as e:
         if debug:
             raise

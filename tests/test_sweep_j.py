@@ -223,3 +223,17 @@ def test_a_flag_followed_by_on_or_off_reads_it_as_the_repl_does():
     doc = json.loads(invoke("--set", TINY_SET, "gen", "--n", "2", "--json", "--", "--cache", "off").stdout)
     assert (doc["prompt"], doc["cache"]) == ("--cache off", True)  # after -- it is all text, as before
     assert invoke(*tiny, "params", "--all", "on").exit_code == 0
+
+
+# --- a bug met by --set -------------------------------------------------------------------------------------
+def test_a_bug_met_while_set_applies_is_one_line_unless_debug(monkeypatch):
+    """`--set` let an internal error out as a traceback, where --load and every command say it in one line."""
+    from minitf_repl import cli
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "run_command", broken)
+    line = assert_one_error_line(invoke("--set", "lr=0.1", "config"), prefix="internal error: ")
+    assert line == "internal error: RuntimeError: a bug (run with --debug for the traceback)"
+    assert isinstance(invoke("--debug", "--set", "lr=0.1", "config").exception, RuntimeError)  # the traceback
