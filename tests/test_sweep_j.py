@@ -5,9 +5,11 @@ Ctrl-C in the first second of `minitf train` (while minitf and torch load) print
 import of numpy swallowed the KeyboardInterrupt, was lost: the run trained to its end and exited 0. A command that
 ran and failed (a save, a check, an absent device) exited 1 with its error line only in stdout, so `minitf train >
 run.log` failed without a word on the terminal. `minitf --data "$DATA" train` with DATA unset trained on pydoc (so
---device "" and --checkpoint-dir ""). `minitf load NAME` did not say its model ends with the command. A text that
-starts with a dash, an option given no value, a KEY=VALUE given twice, `minitf help lr --json` and `minitf --help`'s
-`<bool>` each got a line or a result that missed what the user typed; each named in its test.
+--device "" and --checkpoint-dir ""). `minitf gen --cache off 12` continued "off 12" with the cache on, where the
+REPL's `:gen --cache off 12` turns it off. `minitf load NAME` did not say its model ends with the command; a bug met
+by --set was a traceback. A text that starts with a dash, an option given no value, a KEY=VALUE given twice,
+`minitf help lr --json` and `minitf --help`'s `<bool>` each got a line or a result that missed what the user typed;
+each named in its test.
 """
 
 from __future__ import annotations
