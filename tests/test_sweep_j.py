@@ -44,6 +44,7 @@ def minitf_with(tmp_path: Path, prelude: str, *args: str) -> subprocess.Complete
 # --- Ctrl-C while minitf starts ---------------------------------------------------------------------------
 @posix_only
 def test_ctrl_c_while_minitf_loads_its_modules_exits_130_without_a_traceback(tmp_path):
+    """Ctrl-C in the first half second, while the shell's modules load, printed a traceback of the imports."""
     prelude = ("import builtins\nreal = builtins.__import__\n"
                "def ctrl_c_at_typer(name, *args, **kwargs):  # the key pressed while the shell's modules load\n"
                "    if name == 'typer':\n"
