@@ -6,7 +6,8 @@ import of numpy swallowed the KeyboardInterrupt, was lost: the run trained to it
 ran and failed (a save, a check, an absent device) exited 1 with its error line only in stdout, so `minitf train >
 run.log` failed without a word on the terminal. `minitf --data "$DATA" train` with DATA unset trained on pydoc (so
 --device "" and --checkpoint-dir ""). `minitf gen --cache off 12` continued "off 12" with the cache on, where the
-REPL's `:gen --cache off 12` turns it off. `minitf load NAME` did not say its model ends with the command; a bug met
+REPL's `:gen --cache off 12` turns it off. `minitf set preset=llama` said to keep it with `--set activation=swiglu`
+(llama's activation alone). `minitf load NAME` did not say its model ends with the command; a bug met
 by --set was a traceback. A text that starts with a dash, an option given no value, a KEY=VALUE given twice,
 `minitf help lr --json` and `minitf --help`'s `<bool>` each got a line or a result that missed what the user typed;
 each named in its test.
@@ -240,3 +241,13 @@ def test_a_bug_met_while_set_applies_is_one_line_unless_debug(monkeypatch):
     line = assert_one_error_line(invoke("--set", "lr=0.1", "config"), prefix="internal error: ")
     assert line == "internal error: RuntimeError: a bug (run with --debug for the traceback)"
     assert isinstance(invoke("--debug", "--set", "lr=0.1", "config").exception, RuntimeError)  # the traceback
+
+
+# --- a one-shot `minitf set preset=NAME` ---------------------------------------------------------------------
+def test_a_one_shot_preset_is_shown_where_it_goes_as_the_preset_not_its_first_field():
+    """`minitf set preset=llama` said "give it before that command, e.g. minitf --set activation=swiglu train": that
+    line gives llama's activation alone, not llama."""
+    out = " ".join(invoke("set", "preset=llama").stdout.split())
+    assert "e.g. minitf --set preset=llama train" in out, out
+    out = " ".join(invoke("set", "lr=0.01", "n_layers=2").stdout.split())  # lr=0.01 changed nothing
+    assert "e.g. minitf --set n_layers=2 train" in out, out

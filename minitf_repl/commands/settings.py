@@ -201,6 +201,8 @@ class SetResult:
     recipe: dict[str, tuple] = field(default_factory=dict)  # optimizer=: {setting: [before, after]} that followed it
     recipe_for: str | None = None  # whose recipe they followed (core.recipes), e.g. "adamw on pydoc"
     shown: list[SettingHelp] = field(default_factory=list)  # `:set KEY ...`: the settings asked about (nothing changed)
+    # what was typed, in order ({"preset": "llama"}): the shell's line that keeps a change names it
+    given: dict = field(default_factory=dict, metadata={"view_only": True})
 
 
 def _set_params() -> list[Param]:
@@ -288,11 +290,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
-        return SetResult(changed, rebuilt, kept, preset, **recipe)
+        return SetResult(changed, rebuilt, kept, preset, given=given, **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
-    return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size, **recipe)
+    return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size,
+                     given=given, **recipe)
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
@@ -376,9 +379,12 @@ def render_set(result: SetResult, console: Console) -> None:
     for key, (old, new) in result.changed.items():
         say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))
     if result.changed and syntax() == SHELL:  # a one-shot session ends here: the change goes with it
-        key, (_, new) = next(iter(result.changed.items()))
+        # the first key typed that changed something: a setting that changed, or one that sets others (preset)
+        key = next((k for k in result.given if k in result.changed or SET.param_named(k).setting is None),
+                   next(iter(result.changed)))
+        value = result.changed[key][1] if key in result.changed else result.given[key]
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
-                      f"it before that command, e.g. minitf --set {key}={setting_text(new)} train")
+                      f"it before that command, e.g. minitf --set {key}={setting_text(value)} train")
     if result.recipe:
         name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
         say(console, f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back",
