@@ -78,6 +78,7 @@ class NgramResult:
                                              "only)"),
 ], interruptible=True, json_version=2)  # fmt: skip
 def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
+    from ..core.bpe import decode_after
     from ..core.data import bits_per_char, val_tokens_per_char
     from ..core.ngram import count_and_score, longest_order
 
@@ -89,13 +90,13 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     prompt = sample_prompt(data) if corpus and args["sample"] else None
     model = session.model
     model_val, _ = session.trainer.evaluate()  # first: data too short to evaluate is refused before anything is kept
-    counting = count_and_score(data, n, session.model_config.max_seq_len,
-                               prompt=tokenizer.encode(prompt) if prompt else None,
+    start = tokenizer.encode(prompt) if prompt else None
+    counting = count_and_score(data, n, session.model_config.max_seq_len, prompt=start,
                                sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
     per_char = val_tokens_per_char(data)
     evals = [(row["step"], row["val_loss"]) for row in session.history_on_data if row.get("val_loss") is not None]
     rows = [NgramRow(c.n, c.contexts, c.seen, c.train_loss, c.val_loss, bits_per_char(c.val_loss, per_char),
-                     tokenizer.decode(c.sample) if c.sample is not None else None,
+                     decode_after(tokenizer, start, c.sample) if c.sample is not None else None,
                      next((step for step, loss in evals if loss < c.val_loss), None)) for c in counting.counters]
     session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for the loss charts
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,

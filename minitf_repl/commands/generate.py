@@ -86,6 +86,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     window = model.config.max_seq_len
     long_prompt_notice(reporter, ids, window, tokenizer.unit)
 
+    from ..core.bpe import decode_after
     from ..core.generate import cache_exact, generate
 
     exact = cache_exact(model)  # causal=off: the cache would not give what the window gives
@@ -96,6 +97,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     token_texts: list[str] = []
     new_ids: list[int] = []
     held: list[int] = []  # tokens whose text ends in a character the next tokens complete
+    before = ids[-HELD_TOKENS:]  # the last tokens written (the prompt's first): the held ones are decoded after them
     stopped = False
     start = time.perf_counter()
     first_token_seconds = None
@@ -113,18 +115,19 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
             new_ids.append(token)
             held.append(token)
             # A byte-level BPE spreads a character over several tokens (é two bytes, ☃ three); decoded alone each
-            # byte reads as U+FFFD, so the tokens are decoded together until the character is whole.
-            piece = tokenizer.decode(held)
+            # byte reads as U+FFFD, so the tokens are decoded together until the character is whole. They are
+            # decoded after the text before them, whose space Llama 2's decoder would drop at a text's start.
+            piece = decode_after(tokenizer, before, held)
             if not piece.endswith(UNFINISHED) or len(held) >= HELD_TOKENS:
                 write(piece, len(held))
-                held = []
+                before, held = (before + held)[-HELD_TOKENS:], []
             if reporter.should_stop() and len(new_ids) < settings.n:
                 stopped = True
                 break
     finally:
         stream.close()
     if held:  # the text ends inside a character: its bytes as they are
-        write(tokenizer.decode(held), len(held))
+        write(decode_after(tokenizer, before, held), len(held))
     seconds = time.perf_counter() - start
     graded, off_task = _checked_answer(session.data, prompt, "".join(pieces), given_prompt)
     probs = None

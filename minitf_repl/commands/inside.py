@@ -809,6 +809,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     data = session.data
     model = session.model
 
+    from ..core.bpe import decode_after
     from ..core.generate import generate
     from ..core.inside import attention_maps
 
@@ -820,9 +821,9 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     samples = []
     for seed in range(REPORT_SAMPLES):
         settings = g.replace(n=min(g.n, REPORT_SAMPLE_TOKENS), gen_seed=seed, cache=True)
-        new = list(generate(model, data.tokenizer.encode(start_text), settings,
-                            done=getattr(data, "answer_complete", None)))
-        samples.append(start_text + data.tokenizer.decode(new))
+        start_ids = data.tokenizer.encode(start_text)
+        new = list(generate(model, start_ids, settings, done=getattr(data, "answer_complete", None)))
+        samples.append(start_text + decode_after(data.tokenizer, start_ids, new))
     scored = score_text(session, None, reporter)
     from .why import cmd_heads
 

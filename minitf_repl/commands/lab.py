@@ -490,12 +490,13 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     session.set_ablations(now)
     after = trainer.evaluate()[0] if session.ablations else before
     prompt = sample_prompt(session.data)[:8]
+    from ..core.bpe import decode_after
     from ..core.generate import generate
 
     ids = session.data.tokenizer.encode(prompt)
     done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
     greedy = GenConfig(n=ABLATE_SAMPLE, temperature=0.0)
-    text = session.data.tokenizer.decode(list(generate(session.model, ids, greedy, done=done)))
+    text = decode_after(session.data.tokenizer, ids, list(generate(session.model, ids, greedy, done=done)))
     return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
 
 

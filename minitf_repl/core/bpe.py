@@ -84,9 +84,14 @@ class SubwordTokenizer:
 
     @property
     def itos(self) -> list[str]:
-        """What each id reads as on its own: " the", "\\n", a byte of a longer character as "�"."""
+        """What each id reads as on its own inside a text: " the", "\\n", a byte of a longer character as "�".
+        Inside, not at the start: Llama 2's decoder drops the space a whole text starts with, so "▁the" decoded
+        alone read "the"; it is decoded after itself, as decode_after does."""
         if self._itos is None:
-            pieces = self.tokenizer.decode_batch([[i] for i in range(self.own_size)], skip_special_tokens=False)
+            ids = range(self.own_size)
+            alone = self.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)
+            twice = self.tokenizer.decode_batch([[i, i] for i in ids], skip_special_tokens=False)
+            pieces = [_added(head, whole, head) for head, whole in zip(alone, twice)]  # each after itself
             pieces += [f"<unused {i}>" for i in range(self.own_size, self._vocab_size)]
             self._itos = pieces
         return self._itos
@@ -151,6 +156,22 @@ class SubwordTokenizer:
             ids = [vocab[s] for s in symbols]
             found.append(PieceMerges([vocab[s] for s in piece], steps, ids, whole))
         return BpeMerges(found, [i for piece in found for i in piece.ids] == self.encode(text))
+
+
+def decode_after(tokenizer, before: list[int], ids: list[int]) -> str:
+    """The text the tokens `ids` add after the tokens `before` (any tokenizer): the whole decoded, less `before`'s.
+
+    Decoded on their own, the first of `ids` may lose its space: SentencePiece's decoders (Llama 2's `Strip`, a
+    `Metaspace` with a prepend scheme) drop the space a text starts with, and after `before` it starts none. So
+    `:gen`, which writes its text a few tokens at a time, wrote "dog.the quick" for "dog. the quick"."""
+    alone = tokenizer.decode(ids)
+    return _added(tokenizer.decode(before), tokenizer.decode([*before, *ids]), alone) if before else alone
+
+
+def _added(head: str, whole: str, alone: str) -> str:
+    """What `whole` adds after `head`; `alone` (the tokens decoded on their own) where it does not start with it:
+    the bytes of one character were split between the two, and decoded together make another."""
+    return whole[len(head):] if whole.startswith(head) else alone
 
 
 @dataclass

@@ -135,11 +135,13 @@ class Watcher:
             frame.top = done.top
             frame.grads = [BlockGradient(b, attention, ffn, below) for b, attention, ffn, below in per_block(done)]
         else:
+            from .bpe import decode_after
             from .config import GenConfig
             from .generate import generate
 
             settings = GenConfig(n=SAMPLE_TOKENS, temperature=0.0, gen_seed=0)  # greedy: the model's own best
-            frame.sample = self.tokenizer.decode(list(generate(model, self.ids, settings, done=self.done)))
+            new = list(generate(model, self.ids, settings, done=self.done))
+            frame.sample = decode_after(self.tokenizer, self.ids, new)
         return frame
 
     def _heads(self, model, frame: WatchFrame) -> None:

@@ -1,0 +1,80 @@
+"""What a user's-eye sweep of real models (Hugging Face GPT-2 and Llama folders) found wrong: each test failed before
+its fix.
+
+A Llama with Llama 2's kind of tokenizer (SentencePiece's: a "▁" for each space, a decoder that drops the space a
+whole text starts with) wrote `:gen`'s text without the spaces between its words, "dog.the quick", since each few
+tokens were decoded as if they began a text; the views showed "▁the" as "the" and "▁" as nothing.
+"""
+
+import pytest
+
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import plain
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+TEXT = ("the quick brown fox jumps over the lazy dog. " * 40 + "First Citizen: Before we proceed any further, hear me "
+        "speak. All: Speak, speak. ") * 5
+
+
+def sentencepiece_tokenizer():
+    """A tokenizer.json as Llama 2's: BPE with byte fallback, a normalizer that writes each space (and one before the
+    text) as "▁", no pre-tokenizer, and a decoder that turns "▁" back into spaces and strips the first."""
+    tk = tokenizers
+    t = tk.Tokenizer(tk.models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    t.pre_tokenizer = tk.pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")  # words apart, to train
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    t.train_from_iterator([TEXT], tk.trainers.BpeTrainer(vocab_size=330, special_tokens=specials, show_progress=False))
+    t.normalizer = tk.normalizers.Sequence([tk.normalizers.Prepend("▁"), tk.normalizers.Replace(" ", "▁")])
+    t.pre_tokenizer = None
+    t.decoder = tk.decoders.Sequence([tk.decoders.Replace("▁", " "), tk.decoders.ByteFallback(), tk.decoders.Fuse(),
+                                      tk.decoders.Strip(" ", 1, 0)])
+    return t
+
+
+@pytest.fixture(scope="module")
+def llama2(tmp_path_factory):
+    import torch
+
+    torch.manual_seed(0)
+    tokenizer = sentencepiece_tokenizer()
+    config = transformers.LlamaConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=48,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                      max_position_embeddings=32, tie_word_embeddings=False)
+    path = tmp_path_factory.mktemp("hf") / "llama2"
+    transformers.LlamaForCausalLM(config).eval().save_pretrained(path)
+    tokenizer.save(str(path / "tokenizer.json"))
+    return path
+
+
+def loaded(folder) -> Session:
+    s = Session(data_spec="pydoc", device_name="cpu")
+    run(s, f":load hf:{folder}")
+    return s
+
+
+# --- a decoder that drops a text's first space -------------------------------------------------------------------
+def test_gen_keeps_the_spaces_that_llama_2s_decoder_drops_at_a_texts_start(llama2, monkeypatch):
+    s = loaded(llama2)
+    tokenizer = s.data.tokenizer
+    words = tokenizer.encode("the quick brown fox")  # each word's token starts with "▁"
+    assert len(words) == 4 and tokenizer.decode(words[1:2]) == "quick"  # alone: the space is dropped
+
+    def generate(model, ids, settings, done=None):
+        yield from words
+
+    monkeypatch.setattr("minitf_repl.core.generate.generate", generate)
+    result = run(s, ':gen "over the lazy dog." n=4')
+    assert result.text == " the quick brown fox"
+    assert "over the lazy dog. the quick brown fox" in plain(result)
+
+
+def test_the_views_show_a_sentencepiece_token_with_its_space(llama2):
+    s = loaded(llama2)
+    tok = run(s, ':tok "the quick"')
+    assert tok.tokens == [" the", " quick"] and "␣the ␣quick" in plain(tok)
+    itos = s.data.tokenizer.itos
+    assert itos[s.data.tokenizer.tokenizer.token_to_id("▁")] == " "  # was "", a token that showed as nothing
+    assert itos[s.data.tokenizer.tokenizer.token_to_id("<0xC3>")] == "\ufffd"  # a byte of a longer character
