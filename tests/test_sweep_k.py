@@ -8,6 +8,7 @@ tokens were decoded as if they began a text; the views showed "▁the" as "the" 
 
 import pytest
 
+from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
 from test_commands import run
 from test_render import plain
@@ -78,3 +79,18 @@ def test_the_views_show_a_sentencepiece_token_with_its_space(llama2):
     itos = s.data.tokenizer.itos
     assert itos[s.data.tokenizer.tokenizer.token_to_id("▁")] == " "  # was "", a token that showed as nothing
     assert itos[s.data.tokenizer.tokenizer.token_to_id("<0xC3>")] == "\ufffd"  # a byte of a longer character
+
+
+# --- a checkpoint of a loaded model whose data was the folder's tokenizer ---------------------------------------
+def test_a_checkpoint_saved_on_a_task_loads_with_the_folders_tokenizer_not_missing_data(llama2, checkpoint_dir):
+    s = Session(data_spec="sort", device_name="cpu")
+    run(s, f":load hf:{llama2}")
+    run(s, ":save kept")
+    t = Session(data_spec="pydoc", device_name="cpu")
+    loaded = run(t, ":load kept")
+    assert loaded.data_missing == f"hf:{llama2}'s tokenizer only ({t.data.tokenizer.describe()}): generation " \
+                                  "works, training needs text data"  # was: "the vocabulary of hf:... only (the data is
+    with pytest.raises(UserError, match="; choose text data"):  # not available)", and "put the file back"
+        run(t, ":train steps=1")
+    run(t, ":data pydoc")  # as it says: the text is read by the model's tokenizer, and the model trains
+    assert run(t, ":train steps=1").steps == 1 and t.data.tokenizer.vocab == s.data.tokenizer.vocab

@@ -645,6 +645,7 @@ def _clip(text: str, width: int = 80) -> str:
 
 class TokenizerOnly(VocabOnly):
     """A loaded model's tokenizer where the session's data cannot be read by it: generation works, training does not.
+    `tokenizer`: a tokenizer, or a checkpoint's vocabulary (as VocabOnly takes it).
 
     `why`: why not, in words; by default the data is a task of characters. A text it cannot read (a character
     the tokenizer lacks, too short a text, a file that is gone) says that instead: the data is text there."""
@@ -652,7 +653,7 @@ class TokenizerOnly(VocabOnly):
     def __init__(self, tokenizer, spec: str, why: str | None = None):
         super().__init__(Path(spec).name or spec, tokenizer, spec)
         self.why = why
-        self.description = (f"{spec}'s tokenizer only ({tokenizer.describe()}): generation works, training needs "
+        self.description = (f"{spec}'s tokenizer only ({self.tokenizer.describe()}): generation works, training needs "
                             + (f"text it reads ({why})" if why else "text data"))
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):

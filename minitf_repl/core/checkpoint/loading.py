@@ -466,11 +466,14 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
     can tell the two apart with isinstance(data, VocabOnly) and show `data.reason` (None: not
     available) or its description.
     """
-    from ..data import CORPORA, TASKS, VocabOnly, load_data
+    from ..data import CORPORA, TASKS, TokenizerOnly, VocabOnly, load_data
+    from ..hf import PREFIX
 
     spec = checkpoint.data_spec
     name = Path(spec).name or spec
     vocab = checkpoint.tokenizer if checkpoint.tokenizer is not None else checkpoint.vocab
+    if spec.startswith(PREFIX):  # a Hugging Face folder's model saved on a task: it had its tokenizer only, no data
+        return TokenizerOnly(vocab, spec)
     try:
         data = load(spec) if load is not None else load_data(spec, checkpoint.tokenizer)
         data.check_fits(checkpoint.model_config.max_seq_len)
