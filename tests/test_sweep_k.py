@@ -94,3 +94,10 @@ def test_a_checkpoint_saved_on_a_task_loads_with_the_folders_tokenizer_not_missi
         run(t, ":train steps=1")
     run(t, ":data pydoc")  # as it says: the text is read by the model's tokenizer, and the model trains
     assert run(t, ":train steps=1").steps == 1 and t.data.tokenizer.vocab == s.data.tokenizer.vocab
+
+
+def test_llama_2s_kind_of_tokenizer_is_not_called_byte_level(llama2):
+    s = Session(data_spec="pydoc", device_name="cpu")
+    loaded = run(s, f":load hf:{llama2}")
+    assert loaded.tokenizer == "BPE with byte fallback, 330 tokens"  # was "byte-level BPE", which :tok merges=on
+    assert "not a plain byte-level BPE" in plain(run(s, ':tok "the" merges=on'))  # then said it was not

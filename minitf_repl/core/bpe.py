@@ -49,6 +49,7 @@ class SubwordTokenizer:
         self._itos: list[str] | None = None
         self._stoi: dict[str, int] | None = None
         self._json: str | None = None
+        self._kind: str | None = None  # describe()'s words
 
     @classmethod
     def from_json(cls, text: str, vocab_size: int | None = None, where: str = "the tokenizer") -> SubwordTokenizer:
@@ -119,7 +120,16 @@ class SubwordTokenizer:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def describe(self) -> str:
-        return f"byte-level BPE, {count(self.vocab_size, 'token')}"
+        """The kind in words, from the tokenizer's JSON: GPT-2's and Llama 3's read bytes ("byte-level BPE"), Llama
+        2's reads characters and spells one it lacks as bytes ("BPE with byte fallback")."""
+        if self._kind is None:
+            spec = json.loads(self.vocab)
+            model = spec.get("model") or {}
+            byte_level = "ByteLevel" in _types(spec.get("pre_tokenizer")) | _types(spec.get("decoder"))
+            kind = model.get("type") or "subword"
+            self._kind = (("byte-level BPE" if byte_level else "BPE with byte fallback" if model.get("byte_fallback")
+                           else "BPE") if kind == "BPE" else f"{kind} tokenizer")
+        return f"{self._kind}, {count(self.vocab_size, 'token')}"
 
     def merges(self, text: str) -> BpeMerges | None:
         """BPE worked out on `text`, piece by piece: the pre-tokenizer's pieces, each from its bytes, merging at
@@ -156,6 +166,14 @@ class SubwordTokenizer:
             ids = [vocab[s] for s in symbols]
             found.append(PieceMerges([vocab[s] for s in piece], steps, ids, whole))
         return BpeMerges(found, [i for piece in found for i in piece.ids] == self.encode(text))
+
+
+def _types(part) -> set[str]:
+    """The types of a tokenizer.json part (a pre-tokenizer, a decoder), those inside a Sequence too."""
+    if not isinstance(part, dict):
+        return set()
+    inner = part.get("pretokenizers") or part.get("decoders") or []
+    return {part.get("type")}.union(*(_types(p) for p in inner))
 
 
 def decode_after(tokenizer, before: list[int], ids: list[int]) -> str:
