@@ -8,8 +8,10 @@ tokens were decoded as if they began a text; the views showed "▁the" as "the" 
 
 import pytest
 
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
+from test_cli import invoke
 from test_commands import run
 from test_render import plain
 
@@ -101,3 +103,19 @@ def test_llama_2s_kind_of_tokenizer_is_not_called_byte_level(llama2):
     loaded = run(s, f":load hf:{llama2}")
     assert loaded.tokenizer == "BPE with byte fallback, 330 tokens"  # was "byte-level BPE", which :tok merges=on
     assert "not a plain byte-level BPE" in plain(run(s, ':tok "the" merges=on'))  # then said it was not
+
+
+# --- a folder written from a task's model, loaded back on that task ---------------------------------------------
+def test_a_tasks_model_saved_as_a_folder_loads_back_on_its_task_and_trains(tmp_path):
+    first = Session(ModelConfig(d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=32),
+                    TrainConfig(steps=2, batch_size=4), data_spec="sort", device_name="cpu")
+    run(first, ":train")
+    run(first, f":save hf:{tmp_path / 'sort'}")
+    s = Session(data_spec="sort", device_name="cpu")
+    loaded = run(s, f":load hf:{tmp_path / 'sort'}")
+    assert loaded.data_missing is None and loaded.data_spec == "sort"  # was: "tokenizer only ... needs text data"
+    assert s.data.tokenizer.vocab == first.data.tokenizer.vocab and hasattr(s.data, "grade")
+    assert run(s, ":train steps=1").steps == 1  # was: "this model reads characters, 12 tokens and the data is a
+    # task of characters; choose text data"
+    shell = invoke("--data", "sort", "--load", f"hf:{tmp_path / 'sort'}", "train", "--steps", "1")
+    assert shell.exit_code == 0 and "tokenizer only" not in shell.output, shell.output

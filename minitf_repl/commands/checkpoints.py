@@ -221,13 +221,14 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
 
 def _text_read_by(session: Session, tokenizer, max_seq_len: int):
     """(the session's text data read by `tokenizer`, None), or (None, why not): None when the data is a task; else
-    in words, since the data may well be text (a character the tokenizer lacks, too short a text, a file gone)."""
+    in words, since the data may well be text (a character the tokenizer lacks, too short a text, a file gone).
+    A task whose characters are the tokenizer's is kept: a folder `:save hf:` wrote from that task's model."""
     from ..core.data import TextCorpus, load_data
 
     current = session.loaded_data
     try:
         data = current.retokenized(tokenizer) if isinstance(current, TextCorpus) else load_data(session.data_spec, tokenizer)
-        if not isinstance(data, TextCorpus):
+        if not isinstance(data, TextCorpus) and data.tokenizer.vocab != tokenizer.vocab:
             return None, None
         data.check_fits(max_seq_len)
     except UserError as e:
