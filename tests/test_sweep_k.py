@@ -119,3 +119,14 @@ def test_a_tasks_model_saved_as_a_folder_loads_back_on_its_task_and_trains(tmp_p
     # task of characters; choose text data"
     shell = invoke("--data", "sort", "--load", f"hf:{tmp_path / 'sort'}", "train", "--steps", "1")
     assert shell.exit_code == 0 and "tokenizer only" not in shell.output, shell.output
+
+
+# --- :parity while :ablate has a part switched off ---------------------------------------------------------------
+def test_parity_with_a_head_switched_off_says_so(llama2):
+    s = loaded(llama2)
+    run(s, ":ablate head=0.1")
+    result = run(s, f":parity hf:{llama2}")
+    assert result.first_diverging == "blocks.0" and result.ablations == ["head 0.1"]
+    assert "switched off now: head 0.1 (:ablate off puts the model back)" in plain(result)  # was: only "the models
+    run(s, ":ablate off")  # part at blocks.0", as if a weight differed
+    assert run(s, f":parity hf:{llama2}").first_diverging is None

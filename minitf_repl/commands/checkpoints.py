@@ -24,7 +24,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
-from .base import command, complete_checkpoint
+from .base import ablation_note, command, complete_checkpoint
 from .shared import SaveResult, save_session
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
@@ -301,6 +301,7 @@ class ParityResult:
     tolerance: float
     layers: list[ParityLayer]
     first_diverging: str | None  # the first layer whose difference exceeds the tolerance; None: none does
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the lab's model is without them
 
 
 @command("parity", "Compare the model with transformers reading a folder: logits and each layer's residual stream.",
@@ -309,11 +310,11 @@ class ParityResult:
           positional=True),
     Param("prompt", str, help="the text both models read (default: a short sample of the data)"),
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
     from ..core.hf import hf_path
     from ..core.hf.parity import DEFAULT_TOLERANCE, compare
-    from .base import view_prompt
+    from .base import switched_off, view_prompt
 
     tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
     if not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference would mean anything
@@ -329,6 +330,7 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         path=str(folder), architecture=result.model_type, prompt=prompt, n_tokens=len(ids),
         max_logit_diff=result.max_logit_diff, tolerance=tolerance,
         layers=[ParityLayer(name, diff) for name, diff in result.layers], first_diverging=result.first_diverging,
+        ablations=switched_off(session),
     )
 
 
@@ -355,6 +357,7 @@ def render_parity(result: ParityResult, console: Console) -> None:
     else:
         say(console, f"{logits}: the models part at {result.first_diverging}; every layer after it inherits "
                      "the difference", "red")
+    ablation_note(console, result.ablations)
 
 
 # --- :ls -----------------------------------------------------------------------------------------
