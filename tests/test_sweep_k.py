@@ -11,7 +11,7 @@ import pytest
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
-from test_cli import invoke
+from test_cli import assert_one_error_line, invoke
 from test_commands import run
 from test_render import plain
 
@@ -130,3 +130,15 @@ def test_parity_with_a_head_switched_off_says_so(llama2):
     assert "switched off now: head 0.1 (:ablate off puts the model back)" in plain(result)  # was: only "the models
     run(s, ":ablate off")  # part at blocks.0", as if a weight differed
     assert run(s, f":parity hf:{llama2}").first_diverging is None
+
+
+def test_parity_against_another_folder_names_the_load_that_fixes_it(llama2, tmp_path):
+    s = Session(data_spec="pydoc", device_name="cpu")
+    run(s, f":load hf:{llama2}")
+    run(s, ":set n_layers=2")
+    run(s, f":save hf:{tmp_path / 'two'}")
+    with pytest.raises(UserError, match=f"n_layers 2 here, 1 there\\); :load hf:{llama2} loads it, then :parity "
+                                        f"hf:{llama2} compares them$"):  # was: "load the folder first with hf:PATH"
+        run(s, f":parity hf:{llama2}")
+    line = assert_one_error_line(invoke("--load", f"hf:{tmp_path / 'two'}", "parity", f"hf:{llama2}"))
+    assert line.endswith(f"; minitf --load hf:{llama2} parity hf:{llama2} compares the folder's own model"), line

@@ -23,7 +23,7 @@ from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
+from ..syntax import REPL, SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
 from .base import ablation_note, command, complete_checkpoint
 from .shared import SaveResult, save_session
 
@@ -313,7 +313,7 @@ class ParityResult:
 ], json_version=2)  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
     from ..core.hf import hf_path
-    from ..core.hf.parity import DEFAULT_TOLERANCE, compare
+    from ..core.hf.parity import DEFAULT_TOLERANCE, NotTheFoldersModel, compare
     from .base import switched_off, view_prompt
 
     tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
@@ -325,7 +325,13 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
     if not session.has_model:
         raise UserError(f"there is no model to compare yet; {restore('hf:PATH')} loads the folder's")
     prompt, ids, _ = view_prompt(session, args["prompt"], reporter)  # its last max_seq_len tokens
-    result = compare(session.model, folder, ids, tolerance)
+    try:
+        result = compare(session.model, folder, ids, tolerance)
+    except NotTheFoldersModel as e:
+        spec = f"hf:{clip(str(folder), 200)}"  # the REPL loads it, then compares; the shell does both in one
+        fix = (f"{restore(spec)} loads it, then {cmd('parity', spec)} compares them" if syntax() == REPL else
+               f"{cmd('parity', spec, load=spec)} compares the folder's own model")
+        raise CheckpointError(f"{e.problem}; {fix}") from None
     return ParityResult(
         path=str(folder), architecture=result.model_type, prompt=prompt, n_tokens=len(ids),
         max_logit_diff=result.max_logit_diff, tolerance=tolerance,

@@ -30,6 +30,15 @@ class Parity:
     first_diverging: str | None  # the first layer above the tolerance, None if none is
 
 
+class NotTheFoldersModel(CheckpointError):
+    """The session's model is not the folder's: a comparison would mean nothing. `problem` is the message's first
+    half, for a front end to add its own way of loading the folder."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"{problem}; load the folder first with hf:PATH")
+        self.problem = problem
+
+
 SHAPES = ("vocab_size", "d_model", "n_heads", "kv_heads", "n_layers")  # what must agree for a comparison to mean anything
 
 
@@ -44,8 +53,7 @@ def reference_model(path: Path, config):
     differ = [f"{k} {getattr(config, k)} here, {getattr(theirs, k)} there" for k in SHAPES
               if getattr(config, k) != getattr(theirs, k)]
     if differ:
-        raise CheckpointError(f"the session's model is not the model in {path} ({', '.join(differ[:2])}); "
-                              "load the folder first with hf:PATH")
+        raise NotTheFoldersModel(f"the session's model is not the model in {path} ({', '.join(differ[:2])})")
     try:
         import transformers
     except ImportError:
