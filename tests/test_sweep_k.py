@@ -142,3 +142,21 @@ def test_parity_against_another_folder_names_the_load_that_fixes_it(llama2, tmp_
         run(s, f":parity hf:{llama2}")
     line = assert_one_error_line(invoke("--load", f"hf:{tmp_path / 'two'}", "parity", f"hf:{llama2}"))
     assert line.endswith(f"; minitf --load hf:{llama2} parity hf:{llama2} compares the folder's own model"), line
+
+
+# --- a folder cloned without Git LFS -------------------------------------------------------------------------------
+POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{}\nsize 548105171\n".format("ab" * 32)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json"])
+def test_a_git_lfs_pointer_in_place_of_a_file_says_so(name, llama2, tmp_path):
+    import shutil
+
+    folder = tmp_path / "cloned"
+    shutil.copytree(llama2, folder)
+    (folder / name).write_text(POINTER)
+    line = assert_one_error_line(invoke("--load", f"hf:{folder}", "gen", "hi"))
+    assert line == (f"error: --load: {folder / name} is a Git LFS pointer, not the file itself (the real one has "
+                    "548,105,171 bytes): the folder was cloned without Git LFS; run git lfs pull in it, or download "
+                    "the files themselves")  # was: "truncated ... its header claims 2,336,927,755,350,992,246 bytes
+    # ...; download it again", and "not a tokenizer the tokenizers library reads (expected value at line 1 column 1)"

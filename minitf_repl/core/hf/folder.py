@@ -82,6 +82,22 @@ def regular_size(where: Path) -> int:
     return st.st_size
 
 
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"  # how a Git LFS pointer file starts
+
+
+def refuse_lfs_pointer(where: Path, head: bytes) -> None:
+    """A file that begins with `head` and is a Git LFS pointer (what `git clone` of a Hugging Face repository leaves
+    without Git LFS: a few lines naming the real file) is refused as one: downloading "again" the same way would
+    leave the same pointer."""
+    if not head.startswith(LFS_POINTER):
+        return
+    size = next((line.split()[1] for line in head.decode("utf-8", "replace").splitlines()
+                 if line.startswith("size ") and len(line.split()) == 2 and line.split()[1].isdigit()), None)
+    real = f" (the real one has {count(int(size), 'byte')})" if size is not None else ""
+    raise CheckpointError(f"{where} is a Git LFS pointer, not the file itself{real}: the folder was cloned without "
+                          "Git LFS; run git lfs pull in it, or download the files themselves")
+
+
 def read_bounded(where: Path, limit: int, what: str) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, opened without blocking and checked again open."""
     size = regular_size(where)
@@ -92,7 +108,9 @@ def read_bounded(where: Path, limit: int, what: str) -> bytes:
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped for something else since the stat
             raise CheckpointError(f"{where} is not a regular file; replace it with the model's real file")
-        return f.read(limit + 1)[:limit]
+        content = f.read(limit + 1)[:limit]
+    refuse_lfs_pointer(where, content)
+    return content
 
 
 def read_json(where: Path, limit: int, what: str) -> dict:
@@ -110,6 +128,8 @@ def read_header(where: Path) -> dict[str, TensorEntry]:
     """The tensors a safetensors file describes, checked against its length (truncated files are named)."""
     size = regular_size(where)
     with open(where, "rb") as f:
+        refuse_lfs_pointer(where, f.read(200))
+        f.seek(0)
         head = f.read(8)
         if len(head) < 8:
             raise CheckpointError(f"{where} has {count(size, 'byte')}, too few for a safetensors file "
