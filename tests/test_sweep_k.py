@@ -160,3 +160,17 @@ def test_a_git_lfs_pointer_in_place_of_a_file_says_so(name, llama2, tmp_path):
                     "548,105,171 bytes): the folder was cloned without Git LFS; run git lfs pull in it, or download "
                     "the files themselves")  # was: "truncated ... its header claims 2,336,927,755,350,992,246 bytes
     # ...; download it again", and "not a tokenizer the tokenizers library reads (expected value at line 1 column 1)"
+
+
+def test_the_hugging_face_cache_entry_of_a_model_names_its_snapshot_folder(llama2, tmp_path):
+    import shutil
+
+    entry = tmp_path / "models--tiny-llama"
+    snapshot = entry / "snapshots" / "607a30d783dfa663caf39e06633721c8d4cfcd7e"
+    shutil.copytree(llama2, snapshot)
+    (entry / "refs").mkdir()
+    line = assert_one_error_line(invoke("--load", f"hf:{entry}", "gen", "hi"))
+    assert line == (f"error: --load: {entry} has no config.json, but snapshots/{snapshot.name} in it has one; give "
+                    f"the model's own folder, e.g. hf:{snapshot}")  # was: "give a Hugging Face model folder"
+    s = Session(data_spec="pydoc", device_name="cpu")
+    assert run(s, f":load hf:{snapshot}").architecture == "llama"  # as it says

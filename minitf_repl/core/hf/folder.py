@@ -191,6 +191,23 @@ def weight_files(path: Path) -> list[Path]:
                           "safetensors weights")
 
 
+def folders_inside(path: Path, most: int = 1000) -> list[Path]:
+    """The model folders one level inside `path`, or in its snapshots/ (the Hugging Face cache keeps a model as
+    models--NAME/snapshots/REVISION/): those that hold config.json, of the first `most` entries of each (a huge
+    folder is not read through)."""
+    import itertools
+
+    found = []
+    for where in (path, path / "snapshots"):
+        try:
+            for child in itertools.islice(os.scandir(where), most):
+                if child.is_dir() and (Path(child.path) / CONFIG).is_file():
+                    found.append(Path(child.path))
+        except OSError:
+            continue
+    return found
+
+
 def read_folder(path: Path) -> Folder:
     """config.json and every tensor header of a model folder, checked; no tensor data is read."""
     if not path.is_dir():
@@ -199,6 +216,13 @@ def read_folder(path: Path) -> Folder:
     try:
         config = read_json(path / CONFIG, MAX_CONFIG_BYTES, CONFIG)
     except FileNotFoundError:
+        inside = folders_inside(path)
+        if inside:
+            newest = max(inside, key=lambda p: p.stat().st_mtime)
+            which = (f"{newest.relative_to(path)} in it has one" if len(inside) == 1 else
+                     f"{len(inside)} folders in it have one (the newest: {newest.relative_to(path)})")
+            raise CheckpointError(f"{path} has no {CONFIG}, but {which}; give the model's own folder, "
+                                  f"e.g. hf:{newest}") from None
         raise CheckpointError(f"{path} has no {CONFIG}; give a Hugging Face model folder (config.json, "
                               "model.safetensors, tokenizer.json)") from None
     files = weight_files(path)
