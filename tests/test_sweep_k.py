@@ -174,3 +174,13 @@ def test_the_hugging_face_cache_entry_of_a_model_names_its_snapshot_folder(llama
                     f"the model's own folder, e.g. hf:{snapshot}")  # was: "give a Hugging Face model folder"
     s = Session(data_spec="pydoc", device_name="cpu")
     assert run(s, f":load hf:{snapshot}").architecture == "llama"  # as it says
+
+
+def test_checks_show_the_batch_a_sentencepiece_token_with_its_space(llama2, tmp_path):
+    s = Session(data_spec="pydoc", device_name="cpu")
+    (tmp_path / "fox.txt").write_text(TEXT)
+    run(s, f":data {tmp_path / 'fox.txt'}")
+    run(s, f":load hf:{llama2}")
+    batch = run(s, ":checks batch").batch
+    assert any(piece.startswith(" ") for piece in batch.x)  # was: each token decoded alone, its space dropped
+    assert "".join(batch.x) in " " + TEXT * 2

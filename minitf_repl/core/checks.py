@@ -68,7 +68,7 @@ class BatchCheck:
     positions: int  # T: the window
     counted: int  # targets the loss counts (y >= 0; a task counts its answers only)
     mismatched: int  # counted targets, the last position's aside, that are not the next input: y[t] != x[t + 1]
-    x: list[str]  # the first row's inputs (its first SHOWN tokens), each token decoded
+    x: list[str]  # the first row's inputs (its first SHOWN tokens), each token as the views show it
     y: list[str | None]  # its targets (None: not counted)
     passed: bool
 
@@ -169,10 +169,10 @@ def batch_check(data, rows: int, max_seq_len: int) -> BatchCheck:
     counted = y >= 0
     inner = counted[:, :-1]  # the last target is the token after the window: no input to compare it with
     mismatched = int((y[:, :-1][inner] != x[:, 1:][inner]).sum())
-    decode = data.tokenizer.decode
+    itos = data.tokenizer.itos  # each token as the views show it (a piece with its space: core.bpe)
     return BatchCheck(rows, x.shape[1], int(counted.sum()), mismatched,
-                      [decode([int(t)]) for t in x[0, :SHOWN]],
-                      [decode([int(t)]) if t >= 0 else None for t in y[0, :SHOWN]],
+                      [itos[int(t)] for t in x[0, :SHOWN]],
+                      [itos[int(t)] if t >= 0 else None for t in y[0, :SHOWN]],
                       mismatched == 0 and bool(counted.any()))
 
 
@@ -341,7 +341,7 @@ def blind_check(model_config, train_config, data, steps, device, unigram, on_ste
     learnable = not getattr(data, "nothing_to_learn", False)
     real_loss, blind_loss = real.history[-1]["val_loss"], blind.history[-1]["val_loss"]
     return BlindCheck(steps, real_loss, blind_loss, unigram, real.history[0]["train_loss"],
-                      data.tokenizer.decode([0]), learnable,
+                      data.tokenizer.itos[0], learnable,
                       blind_loss - real_loss >= BLIND_MARGIN if learnable else None)
 
 
@@ -432,7 +432,7 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
         rows = done.results.get("rows")
         check = causal_check(model, x[0, :CAUSAL_WINDOW],
                              chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK)
-        check.tokens = [data.tokenizer.decode([int(t)]) for t in x[0, : len(check.map)]]
+        check.tokens = [data.tokenizer.itos[int(t)] for t in x[0, : len(check.map)]]
         return check
     if name == "gradient":
         return gradient_agreement(model, x[:1], y[:1])
