@@ -184,3 +184,14 @@ def test_checks_show_the_batch_a_sentencepiece_token_with_its_space(llama2, tmp_
     batch = run(s, ":checks batch").batch
     assert any(piece.startswith(" ") for piece in batch.x)  # was: each token decoded alone, its space dropped
     assert "".join(batch.x) in " " + TEXT * 2
+
+
+def test_mistakes_show_a_sentencepiece_token_with_its_space(llama2, tmp_path):
+    s = Session(data_spec="pydoc", device_name="cpu")
+    (tmp_path / "fox.txt").write_text("the quick brown fox jumps over the lazy dog. " * 100)  # a token a word
+    run(s, f":data {tmp_path / 'fox.txt'}")
+    run(s, f":load hf:{llama2}")
+    hardest = run(s, ":mistakes").text.hardest
+    itos = s.data.tokenizer.itos
+    assert all(row.actual in itos and row.guess in itos for row in hardest)
+    assert all(row.actual.startswith(" ") for row in hardest)  # was: each decoded alone, its space dropped

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .bpe import decode_after
+
 CONTEXT_TOKENS = 24  # tokens of text shown before each hard prediction
 QUESTIONS_PER_PASS = 1024  # a task's questions a pass (10,000 of sort's: 4,096 a pass peaked at 1.0 GB, 1,024 at 0.56)
 LOGITS_PER_PASS = 2**25  # logits one pass may hold (128 MB of float32): windows go through a few at a time
@@ -127,13 +129,14 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
     flat = nll.flatten()[counted]
     where = torch.nonzero(counted).flatten()  # flat's index -> the window's (w * T + t)
     top = where[torch.topk(flat, min(show, flat.numel())).indices].tolist()
-    decode = data.tokenizer.decode
+    tokenizer, itos = data.tokenizer, data.tokenizer.itos  # a token as the views show it (core.bpe: with its space)
     hardest = []
     for k in top:
         w, t = divmod(k, T)
-        before = x[w, max(0, t + 1 - CONTEXT_TOKENS) : t + 1].tolist()
-        hardest.append(HardToken(decode(before), decode([int(y[w, t])]), math.exp(-float(nll[w, t])),
-                                 decode([int(best[w, t])]), math.exp(float(best_logp[w, t]))))
+        start = max(0, t + 1 - CONTEXT_TOKENS)
+        before = decode_after(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
+        hardest.append(HardToken(before, itos[int(y[w, t])], math.exp(-float(nll[w, t])),
+                                 itos[int(best[w, t])], math.exp(float(best_logp[w, t]))))
     tenth = min(flat.numel(), max(1, flat.numel() // 10))
     total = float(flat.sum())
     return TextMistakes(windows, flat.numel(), float(flat.mean()) if flat.numel() else math.nan, hardest,
