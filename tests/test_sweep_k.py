@@ -2,8 +2,14 @@
 its fix.
 
 A Llama with Llama 2's kind of tokenizer (SentencePiece's: a "▁" for each space, a decoder that drops the space a
-whole text starts with) wrote `:gen`'s text without the spaces between its words, "dog.the quick", since each few
-tokens were decoded as if they began a text; the views showed "▁the" as "the" and "▁" as nothing.
+whole text starts with) wrote `:gen`'s text without the spaces between its words ("dog.the quick"), since each few
+tokens were decoded as if they began a text; the views, :checks and :mistakes showed "▁the" as "the" and "▁" as
+nothing; and the tokenizer was called "byte-level BPE". A checkpoint of a folder's model saved on a task loaded
+with "the data is not available ... put the file back"; a folder `:save hf:` wrote from a task's model loaded back
+on that task could not train ("the data is a task of characters; choose text data"). `:parity` said nothing of a
+head switched off by `:ablate` and, against another folder, "load the folder first with hf:PATH". A Git LFS
+pointer in place of a file was "truncated" with a header of 2,336,927,755,350,992,246 bytes; the Hugging Face
+cache's models--NAME folder had "no config.json" with no word of its snapshots/REVISION.
 """
 
 import pytest
