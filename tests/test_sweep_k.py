@@ -201,3 +201,21 @@ def test_mistakes_show_a_sentencepiece_token_with_its_space(llama2, tmp_path):
     itos = s.data.tokenizer.itos
     assert all(row.actual in itos and row.guess in itos for row in hardest)
     assert all(row.actual.startswith(" ") for row in hardest)  # was: each decoded alone, its space dropped
+
+
+# --- RoPE of the "default" type, as an older config writes it -----------------------------------------------------
+@pytest.mark.parametrize("scaling", [{"rope_type": "default"}, {"type": "default"}])
+def test_a_rope_scaling_of_the_default_type_is_plain_rope(scaling, llama2, tmp_path):
+    import json
+    import shutil
+
+    folder = tmp_path / "older"
+    shutil.copytree(llama2, folder)
+    config = json.loads((folder / "config.json").read_text())
+    theta = config.pop("rope_parameters")["rope_theta"]
+    config.update(rope_theta=theta, rope_scaling=scaling)  # transformers reads it as plain RoPE of base rope_theta
+    (folder / "config.json").write_text(json.dumps(config))
+    s = Session(data_spec="pydoc", device_name="cpu")
+    run(s, f":load hf:{folder}")  # was: "the model uses RoPE scaling (default), which the lab's model does not compute"
+    assert s.model_config.rope_base == theta
+    assert run(s, f":parity hf:{folder}").first_diverging is None

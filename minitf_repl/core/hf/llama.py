@@ -48,12 +48,16 @@ def lab_config(hf: dict) -> ModelConfig:
     if heads <= 0 or get(hf, "head_dim", int, d // heads) != d // heads:
         raise HFUnsupported(f"head_dim={hf.get('head_dim')} with hidden_size={d} and {heads} heads",
                             "head_dim = hidden_size / num_attention_heads")
+    # transformers 5 writes rope_parameters; an older config's rope_scaling is read as them, and a rope_type of
+    # "default" in either is plain RoPE
     rope = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
-    scaling = hf.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
-    if scaling:
-        kind = scaling.get("rope_type", scaling.get("type", "?")) if isinstance(scaling, dict) else scaling
+    scaling = hf.get("rope_scaling") or rope
+    kind = (scaling.get("rope_type", scaling.get("type", "default" if scaling is rope else "?"))
+            if isinstance(scaling, dict) else scaling)
+    if kind != "default":
         raise HFUnsupported(f"RoPE scaling ({kind})", "plain RoPE (no rope_scaling)")
-    theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
+    scaled = scaling if isinstance(scaling, dict) else {}
+    theta = rope.get("rope_theta", scaled.get("rope_theta", hf.get("rope_theta", 10000.0)))
     if isinstance(theta, bool) or not isinstance(theta, (int, float)):
         raise HFUnsupported(f"rope_theta={theta!r}", "a number")
     intermediate = get(hf, "intermediate_size", int)
