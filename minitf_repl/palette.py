@@ -21,6 +21,15 @@ def visible(token: str) -> str:
     return "".join(VISIBLE.get(ch, ch if ch.isprintable() else "?") for ch in token)
 
 
+PIECE_CELL = 24  # the most characters of a token a table's cell shows (GPT-2 has tokens of 64 dashes)
+
+
+def piece_cell(shown: str, width: int = PIECE_CELL) -> str:
+    """A token's visible text (`visible`) for a table's cell: cut to `width` characters, its end as "…", so that a
+    long piece from the vocabulary leaves the other columns readable (it squeezed them to "blocks…" and "0…")."""
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
 # Characters that would act on a terminal instead of showing: C0 and C1 controls (ESC starts the
 # sequences that move the cursor, recolour, retitle the window or write to the clipboard; U+009B is
 # a one-character CSI), format characters (the bidirectional overrides that reorder a line, zero

@@ -23,7 +23,7 @@ from rich.text import Text
 from ..core.config import GenConfig
 from ..core.errors import UserError
 from ..core.words import count
-from ..palette import VISIBLE, visible
+from ..palette import VISIBLE, piece_cell, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future
@@ -243,7 +243,7 @@ def render_step(result: StepResult, console: Console) -> None:
             bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
         # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
         # indented "the"), a control character as its escape
-        token = "".join(visible(ch) if ch in VISIBLE else repr(ch)[1:-1] for ch in r.token)
+        token = piece_cell("".join(visible(ch) if ch in VISIBLE else repr(ch)[1:-1] for ch in r.token))
         cells = ["→" if r.picked else "", token,
                  f"{r.logit:.3f}", scaled, Text(kept_k, style="" if r.top_k_kept else "dim"),
                  Text(kept_p, style="" if r.kept else "dim"), Text(prob), bar]
@@ -346,7 +346,7 @@ def render_lens(result: LensResult, console: Console) -> None:
             cells = [Text(r.layer) + (Text(" (skipped)", style="yellow") if r.skipped else "")]
             for ch, p in list(zip(r.guesses, r.probs))[:k]:
                 hit = with_target and ch == result.target
-                cells.append(Text(f"{visible(ch)} {p:.2f}", style="bold green" if hit else ""))
+                cells.append(Text(f"{piece_cell(visible(ch))} {p:.2f}", style="bold green" if hit else ""))
             cells += [""] * (k - min(k, len(r.guesses)))
             if with_target:
                 cells.append("-" if r.target_rank is None else f"{r.target_rank} ({r.target_prob:.2f})")
@@ -525,14 +525,15 @@ def score_table(result: ScoreResult, console: Console, bars: bool) -> Table:
             add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]),
                     Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
                     *([Text("given", style="dim")] if bars else []),
-                    Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="dim"),
+                    Text(f"{piece_cell(visible(result.guesses[t]))} {result.guess_probs[t]:.2f}", style="dim"),
                     *counter_cell(result, t, dim=True))
             continue
         bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
         add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]), f"{result.target_probs[t]:.3f}",
                 f"{result.losses[t]:.3f}",
                 *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
-                Text(f"{visible(result.guesses[t])} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
+                Text(f"{piece_cell(visible(result.guesses[t]))} {result.guess_probs[t]:.2f}",
+                     style="green" if hit else ""),
                 *counter_cell(result, t))
     return table
 
@@ -651,15 +652,24 @@ def render_embed(result: EmbedResult, console: Console) -> None:
     tied = "; W_E is also the output head, so alike rows also predict alike" if result.tied else ""
     say(console, "token embeddings: the rows of W_E most alike each token's", "bold")
     note(console, f"cosine similarity u.v / (|u| |v|): 1 the same direction, about 0 unrelated{tied}")
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("token", no_wrap=True, style="cyan")
-    k = max((len(row) for row in result.neighbours), default=0)
-    for i in range(k):
-        table.add_column("most alike" if i == 0 else f"#{i + 1}", no_wrap=True)
-    for token, row, sims in zip(result.tokens, result.neighbours, result.similarities):
-        add_row(table, visible(token), *(Text(f"{visible(t)} {c:.2f}", style="bold" if c >= 0.5 else "")
-                                         for t, c in zip(row, sims)))
-    console.print(table)
+
+    def alike(k: int) -> Table:
+        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("token", no_wrap=True, style="cyan")
+        for i in range(k):
+            table.add_column("most alike" if i == 0 else f"#{i + 1}", no_wrap=True)
+        for token, row, sims in zip(result.tokens, result.neighbours, result.similarities):
+            add_row(table, piece_cell(visible(token)), *(Text(f"{piece_cell(visible(t))} {c:.2f}",
+                                                              style="bold" if c >= 0.5 else "")
+                                                         for t, c in list(zip(row, sims))[:k]))
+        return table
+
+    most = k = max((len(row) for row in result.neighbours), default=0)
+    while k > 1 and not fits(console, alike(k)):  # as many neighbours as fit the width, whole (as :lens does)
+        k -= 1
+    console.print(alike(k))
+    if k < most:
+        note(console, f"a wider terminal shows {count(most - k, 'more neighbour')}")
     if result.cut:
         note(console, f"{count(result.cut, 'more distinct token')} of the text not shown")
     if result.by_distance is not None:
