@@ -21,7 +21,7 @@ def visible(token: str) -> str:
     return "".join(VISIBLE.get(ch, ch if ch.isprintable() else "?") for ch in token)
 
 
-PIECE_CELL = 24  # the most characters of a token a table's cell shows (GPT-2 has tokens of 64 dashes)
+PIECE_CELL = 16  # the most characters of a token a table's cell shows (GPT-2 has tokens of 64 dashes)
 
 
 def piece_cell(shown: str, width: int = PIECE_CELL) -> str:

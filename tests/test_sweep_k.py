@@ -225,17 +225,19 @@ def test_a_rope_scaling_of_the_default_type_is_plain_rope(scaling, llama2, tmp_p
 LONG = " " + "-" * 64  # GPT-2 has tokens of 64 dashes, of 64 equals signs, ...
 
 
-def test_a_long_token_leaves_the_lens_and_embed_tables_readable():
-    from minitf_repl.commands.inside import EmbedResult, LensResult, LensRow, StepResult, StepRow
+def test_a_long_token_leaves_the_views_tables_readable():
+    from minitf_repl.commands.inside import EmbedResult, LensResult, LensRow, ScoreResult, StepResult, StepRow
 
     rows = [LensRow(name, [LONG, " the", ","], [0.31, 0.2, 0.1]) for name in ("embed", "blocks.0", "blocks.11")]
     lens = plain(LensResult("The cat", None, rows), width=80)
-    assert "blocks.11 ␣----------------------… 0.31" in lens  # was: "blocks… ␣------...--- 0…"
-    embed = plain(EmbedResult([" the"], [[LONG, " a", " an", " this", " that"]], [[0.51, 0.4, 0.3, 0.2, 0.1]], True,
-                              None, None, 0, False), width=80)
-    assert "␣the ␣----------------------… 0.51 ␣a 0.40" in embed  # was: "␣the ␣---...-- ␣a 0… ␣an…"
-    assert "a wider terminal shows" in embed
+    assert "blocks.11 ␣--------------… 0.31" in lens  # was: "blocks… ␣------...--- 0…"
+    embed = EmbedResult([" the"], [[LONG, " a", " an", " this", " that"]], [[0.51, 0.4, 0.3, 0.2, 0.1]], True, None,
+                        None, 0, False)
+    assert "␣the ␣--------------… 0.51 ␣a 0.40" in plain(embed, width=80)  # was: "␣the ␣---...-- ␣a 0… ␣an…"
+    assert "a wider terminal shows 2 more neighbours" in plain(embed, width=50)  # rather than cut them
     step = StepResult("The", 0.8, None, None, 1, [StepRow(7, LONG, 3.0, 0.0, True, True, 0.612, True)], 50257, 50257,
                       50257, LONG, 7, 0.612, 1)
     step = plain(step, width=80)
-    assert "␣----------------------… 3.000 0.000 kept kept 0.612" in step  # was: the token, not one number
+    assert "␣--------------… 3.000 0.000 kept kept 0.612" in step  # was: the token, not one number
+    score = ScoreResult(LONG + " x", [LONG, " x"], [0.25], [1.386], [LONG], [0.5], [True], 1.386, 10.8, unit="token")
+    assert "0 ␣--------------… ␣x 0.250 1.386 ␣--------------… 0.50" in plain(score, width=80)  # was: "0… 1…"

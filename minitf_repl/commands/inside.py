@@ -486,7 +486,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
                   f"{sees}, and its loss is -ln p(the true next token)")
     counted = [t for t in range(n) if result.counted[t]]
     table = score_table(result, console, bars=True)
-    if result.counter_losses is not None and not fits(console, table):  # the counter's column, in place of the bars
+    if not fits(console, table):  # the bars go first: for the counter's column, or long tokens' pieces
         table = score_table(result, console, bars=False)
     right = sum(result.guesses[t] == result.tokens[t + 1] for t in counted)
     console.print(table)
@@ -521,19 +521,20 @@ def score_table(result: ScoreResult, console: Console, bars: bool) -> Table:
     worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
     for t in range(len(result.losses)):
         hit = result.guesses[t] == result.tokens[t + 1]
+        reads, comes, guess = (piece_cell(visible(token)) for token in (result.tokens[t], result.tokens[t + 1],
+                                                                         result.guesses[t]))
         if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
-            add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]),
+            add_row(table, str(t), reads, comes,
                     Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
                     *([Text("given", style="dim")] if bars else []),
-                    Text(f"{piece_cell(visible(result.guesses[t]))} {result.guess_probs[t]:.2f}", style="dim"),
+                    Text(f"{guess} {result.guess_probs[t]:.2f}", style="dim"),
                     *counter_cell(result, t, dim=True))
             continue
         bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
-        add_row(table, str(t), visible(result.tokens[t]), visible(result.tokens[t + 1]), f"{result.target_probs[t]:.3f}",
+        add_row(table, str(t), reads, comes, f"{result.target_probs[t]:.3f}",
                 f"{result.losses[t]:.3f}",
                 *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
-                Text(f"{piece_cell(visible(result.guesses[t]))} {result.guess_probs[t]:.2f}",
-                     style="green" if hit else ""),
+                Text(f"{guess} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
                 *counter_cell(result, t))
     return table
 
