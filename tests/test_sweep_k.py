@@ -9,7 +9,9 @@ with "the data is not available ... put the file back"; a folder `:save hf:` wro
 on that task could not train ("the data is a task of characters; choose text data"). `:parity` said nothing of a
 head switched off by `:ablate` and, against another folder, "load the folder first with hf:PATH". A Git LFS
 pointer in place of a file was "truncated" with a header of 2,336,927,755,350,992,246 bytes; the Hugging Face
-cache's models--NAME folder had "no config.json" with no word of its snapshots/REVISION.
+cache's models--NAME folder had "no config.json" with no word of its snapshots/REVISION. A Llama config with
+rope_scaling of the "default" type (plain RoPE) was refused as scaling. A long token of the vocabulary (GPT-2 has
+64 dashes in one) squeezed :step's, :lens's, :embed's and :score's tables until their numbers were gone.
 """
 
 import pytest
