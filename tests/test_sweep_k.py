@@ -243,3 +243,19 @@ def test_a_long_token_leaves_the_views_tables_readable():
     assert "␣--------------… 3.000 0.000 kept kept 0.612" in step  # was: the token, not one number
     score = ScoreResult(LONG + " x", [LONG, " x"], [0.25], [1.386], [LONG], [0.5], [True], 1.386, 10.8, unit="token")
     assert "0 ␣--------------… ␣x 0.250 1.386 ␣--------------… 0.50" in plain(score, width=80)  # was: "0… 1…"
+
+
+# --- a loaded model larger than the lab trains -------------------------------------------------------------------
+def test_a_loaded_model_too_large_for_a_checkpoint_is_refused_at_save_not_at_load(llama2, checkpoint_dir, tmp_path,
+                                                                                   monkeypatch):
+    from minitf_repl.core import sizes
+
+    s = loaded(llama2)
+    monkeypatch.setattr(sizes, "MAX_PARAMS", s.model.num_parameters() - 1)  # TinyLlama's 1.1B against the 500M
+    with pytest.raises(UserError, match=r"^a checkpoint of this model would not load back \(that model would have "
+                                        r"about 0M parameters, more than this lab's limit of 0M\); :save hf:PATH "
+                                        r"writes its weights as a folder instead$"):
+        run(s, ":save big")  # was: saved, and `:load big` said "it asks for more than this lab builds"
+    assert not (checkpoint_dir / "big").exists()
+    run(s, f":save hf:{tmp_path / 'big'}")  # as it says
+    assert run(Session(data_spec="pydoc", device_name="cpu"), f":load hf:{tmp_path / 'big'}").step == 0

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import UserError
+from ..core.errors import CheckpointError, ConfigError, UserError
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore
@@ -44,9 +44,14 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     and `options` (exclusive, rotate, same_run) go to save_checkpoint; data files identical to those
     of the autosave or of the checkpoint this session last saved or loaded share their bytes.
     """
-    from ..core.checkpoint import MANIFEST, checkpoint_info, manifest_bytes, save_checkpoint
+    from ..core.checkpoint import MANIFEST, check_loadable, checkpoint_info, manifest_bytes, save_checkpoint
     from ..core.data import lasting_spec
 
+    try:  # a model loaded from a Hugging Face folder may be larger than the lab trains: :load would refuse it
+        check_loadable(session.model_config, session.train_config)
+    except ConfigError as e:
+        raise CheckpointError(f"a checkpoint of this model would not load back ({str(e).split(';')[0]}); "
+                              f"{cmd('save', 'hf:PATH')} writes its weights as a folder instead") from None
     manifest = session.checkpoint_dir / name / MANIFEST
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)

@@ -70,14 +70,15 @@ and `from minitf_repl.core import checkpoint as ckpt` reach them here.
 from .layout import (FORMAT_NAME, FORMAT_VERSION, MANIFEST, MAX_MANIFEST_BYTES, ORIGINS, Checkpoint, CheckpointInfo,
                      check_name, check_save_target)
 from .listing import checkpoint_info, list_checkpoints, misnamed
-from .loading import build_model, checkpoint_data, load_checkpoint, restore, restore_rng, restore_trainer
+from .loading import (build_model, check_loadable, checkpoint_data, load_checkpoint, restore, restore_rng,
+                      restore_trainer)
 from .locks import HELD_FILE, LOCK_FILE, LOCK_WAIT, folder_lock
 from .reads import manifest_bytes
 from .store import NameTaken, rotate, save_checkpoint
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS",
-    "Checkpoint", "CheckpointInfo", "NameTaken", "build_model", "check_name", "check_save_target", "checkpoint_data",
-    "checkpoint_info", "folder_lock", "list_checkpoints", "load_checkpoint", "manifest_bytes", "misnamed", "restore",
-    "restore_rng", "restore_trainer", "rotate", "save_checkpoint",
+    "Checkpoint", "CheckpointInfo", "NameTaken", "build_model", "check_loadable", "check_name", "check_save_target",
+    "checkpoint_data", "checkpoint_info", "folder_lock", "list_checkpoints", "load_checkpoint", "manifest_bytes",
+    "misnamed", "restore", "restore_rng", "restore_trainer", "rotate", "save_checkpoint",
 ]

@@ -125,15 +125,23 @@ def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
         train = TrainConfig.from_dict(manifest["trainer"]["train_config"])
     except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise CheckpointError(f"{path}: its training config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
-    try:  # a billion eval_batches would make the next evaluation one that no stop request reaches
-        config.check_limits()
-        train.check_limits()
-        check_trainable(config, train.batch_size)
+    try:
+        check_loadable(config, train)
     except ConfigError as e:
         raise CheckpointError(
             f"{path}: it asks for more than this lab builds ({_reason(e)}); this checkpoint cannot be used"
         ) from None
     return config
+
+
+def check_loadable(config: ModelConfig, train: TrainConfig) -> None:
+    """ConfigError unless a checkpoint of these settings is one `load_checkpoint` takes: their limits and
+    core.sizes.check_trainable's bounds, as if a person had typed them. A save checks it first (a model loaded
+    from a Hugging Face folder may be larger than the lab trains), so that no checkpoint is written that would
+    not load back."""
+    config.check_limits()  # a billion eval_batches would make the next evaluation one that no stop request reaches
+    train.check_limits()
+    check_trainable(config, train.batch_size)
 
 
 def _reason(e: Exception) -> str:
