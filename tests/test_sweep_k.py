@@ -11,7 +11,8 @@ head switched off by `:ablate` and, against another folder, "load the folder fir
 pointer in place of a file was "truncated" with a header of 2,336,927,755,350,992,246 bytes; the Hugging Face
 cache's models--NAME folder had "no config.json" with no word of its snapshots/REVISION. A Llama config with
 rope_scaling of the "default" type (plain RoPE) was refused as scaling. A long token of the vocabulary (GPT-2 has
-64 dashes in one) squeezed :step's, :lens's, :embed's and :score's tables until their numbers were gone.
+64 dashes in one) squeezed :step's, :lens's, :embed's and :score's tables until their numbers were gone. `:save
+NAME` of a loaded model larger than the lab trains wrote a checkpoint that `:load` refused.
 """
 
 import pytest
