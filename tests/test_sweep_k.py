@@ -260,3 +260,17 @@ def test_a_loaded_model_too_large_for_a_checkpoint_is_refused_at_save_not_at_loa
     assert not (checkpoint_dir / "big").exists()
     run(s, f":save hf:{tmp_path / 'big'}")  # as it says
     assert run(Session(data_spec="pydoc", device_name="cpu"), f":load hf:{tmp_path / 'big'}").step == 0
+
+
+def test_settings_that_build_nothing_are_taken_on_a_loaded_model_larger_than_the_lab_trains(llama2, monkeypatch):
+    from minitf_repl.core import sizes
+
+    s = loaded(llama2)
+    monkeypatch.setattr(sizes, "MAX_PARAMS", s.model.num_parameters() - 1)  # TinyLlama's 1.1B against the 500M
+    model = s.model
+    run(s, ":set temperature=0.5 top_k=5")  # was: "that model would have about 0M parameters, more than this lab's
+    run(s, ":set lr=1e-4 causal=on")  # limit of 0M; lower d_model, d_ff or n_layers", for any setting at all
+    assert s.gen_config.temperature == 0.5 and s.train_config.lr == 1e-4 and s.model is model
+    with pytest.raises(UserError, match="more than this lab's limit"):
+        run(s, ":set n_layers=2 d_model=64")  # a model built anew is held to the limit
+    assert s.model is model and s.model_config.n_layers == 1

@@ -257,7 +257,11 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         session.data.check_fits(model.max_seq_len)
         if unread:  # reading the data just now set the vocabulary, after `model` was made from the default
             model = model.replace(vocab_size=session.model_config.vocab_size)
-    check_trainable(model, train.batch_size)
+    # What would be built or trained anew is held to the lab's bounds; a model that stays as it is (one loaded from a
+    # Hugging Face folder may be larger than the lab trains) takes settings that build nothing: temperature, lr, ...
+    if (not session.has_model or reading is not None or session.rebuild_needed(config=model)
+            or train.batch_size != session.train_config.batch_size):
+        check_trainable(model, train.batch_size)
 
     changed = {}
     for cls in SETTINGS:
