@@ -11,8 +11,10 @@ head switched off by `:ablate` and, against another folder, "load the folder fir
 pointer in place of a file was "truncated" with a header of 2,336,927,755,350,992,246 bytes; the Hugging Face
 cache's models--NAME folder had "no config.json" with no word of its snapshots/REVISION. A Llama config with
 rope_scaling of the "default" type (plain RoPE) was refused as scaling. A long token of the vocabulary (GPT-2 has
-64 dashes in one) squeezed :step's, :lens's, :embed's and :score's tables until their numbers were gone. `:save
-NAME` of a loaded model larger than the lab trains wrote a checkpoint that `:load` refused.
+64 dashes in one) squeezed :step's, :lens's, :embed's and :score's tables until their numbers were gone. A loaded
+model larger than the lab trains (TinyLlama) refused every `:set` ("lower d_model, d_ff or n_layers", even for
+temperature), `:train` told to lower its sizes (which would throw its weights away), and `:save NAME` wrote a
+checkpoint that `:load` refused.
 """
 
 import pytest
@@ -274,3 +276,14 @@ def test_settings_that_build_nothing_are_taken_on_a_loaded_model_larger_than_the
     with pytest.raises(UserError, match="more than this lab's limit"):
         run(s, ":set n_layers=2 d_model=64")  # a model built anew is held to the limit
     assert s.model is model and s.model_config.n_layers == 1
+
+
+def test_train_on_a_loaded_model_larger_than_the_lab_trains_says_it_is_the_folders(llama2, monkeypatch):
+    from minitf_repl.core import sizes
+
+    s = loaded(llama2)
+    monkeypatch.setattr(sizes, "MAX_PARAMS", s.model.num_parameters() - 1)
+    with pytest.raises(UserError, match=f"^the model from hf:{llama2} has about 0M parameters, more than this lab's "
+                                        "limit of 0M for training; it generates and every view reads it, and a "
+                                        "smaller model trains$"):  # was: "...; lower d_model, d_ff or n_layers",
+        run(s, ":train steps=1")  # which would have thrown the loaded weights away

@@ -158,7 +158,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     model_config = session.model_config
     if new_data is not None:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
-    check_trainable(model_config, train_config.batch_size)
+    check_trainable(model_config, train_config.batch_size,
+                    weights_from=session.weights_from if model_config == session.model_config else None)
     session.device  # resolve now: an unusable device fails before anything changes
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
         raise UserError("prompt= and layer= say what watch= looks at; add watch=" + ", watch=".join(WATCH_VIEWS[:-1])

@@ -71,15 +71,19 @@ MAX_PARAMS = 500_000_000  # more than any machine this lab runs on trains in a s
 MAX_TRAIN_BYTES = 64 * 2**30
 
 
-def check_trainable(config: ModelConfig, batch_size: int) -> None:
-    """Refuse a model or batch whose training would need more memory than any machine here has."""
+def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | None = None) -> None:
+    """Refuse a model or batch whose training would need more memory than any machine here has.
+
+    `weights_from`: where the model's weights came from (`hf:PATH`): no setting makes those fewer, so a model
+    too large is said to be the folder's, which still generates, and a smaller one is what trains."""
     params = parameter_count(config)
     if params > MAX_PARAMS:
         about = f"{params / 1e6:,.0f}M" if params < 1e15 else f"{params:.1e}"  # no 60-digit numbers
-        raise ConfigError(
-            f"that model would have about {about} parameters, more than this lab's limit of "
-            f"{MAX_PARAMS // 1_000_000}M; lower d_model, d_ff or n_layers"
-        )
+        limit = f"more than this lab's limit of {MAX_PARAMS // 1_000_000}M"
+        if weights_from is not None:
+            raise ConfigError(f"the model from {weights_from} has about {about} parameters, {limit} for training; "
+                              "it generates and every view reads it, and a smaller model trains")
+        raise ConfigError(f"that model would have about {about} parameters, {limit}; lower d_model, d_ff or n_layers")
     need = training_bytes(config, batch_size)
     if need > MAX_TRAIN_BYTES:
         raise ConfigError(
