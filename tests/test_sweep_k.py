@@ -14,7 +14,7 @@ rope_scaling of the "default" type (plain RoPE) was refused as scaling. A long t
 64 dashes in one) squeezed :step's, :lens's, :embed's and :score's tables until their numbers were gone. A loaded
 model larger than the lab trains (TinyLlama) refused every `:set` ("lower d_model, d_ff or n_layers", even for
 temperature), `:train` told to lower its sizes (which would throw its weights away), and `:save NAME` wrote a
-checkpoint that `:load` refused.
+checkpoint that `:load` refused. "<unk>" written in a text (WikiText's way) was an unknown character.
 """
 
 import pytest
@@ -287,3 +287,12 @@ def test_train_on_a_loaded_model_larger_than_the_lab_trains_says_it_is_the_folde
                                         "limit of 0M for training; it generates and every view reads it, and a "
                                         "smaller model trains$"):  # was: "...; lower d_model, d_ff or n_layers",
         run(s, ":train steps=1")  # which would have thrown the loaded weights away
+
+
+def test_unk_written_in_a_text_is_the_token_not_an_unknown_character(llama2, tmp_path):
+    s = Session(data_spec="pydoc", device_name="cpu")
+    (tmp_path / "wiki.txt").write_text(TEXT.replace("lazy", "<unk>"))  # as WikiText writes a rare word
+    run(s, f":data {tmp_path / 'wiki.txt'}")
+    loaded = run(s, f":load hf:{llama2}")
+    assert loaded.data_missing is None  # was: "training needs text it reads (... characters this tokenizer does not
+    assert "<unk>" in run(s, ':tok "the <unk> dog"').tokens  # know (they read as <unk>))"

@@ -110,11 +110,13 @@ class SubwordTokenizer:
     def encode(self, text: str) -> list[int]:
         # Byte-level BPE encodes every text; a tokenizer without byte fallback may meet a character it lacks.
         encoding = self.tokenizer.encode(text, add_special_tokens=False)
-        unknown = self.tokenizer.token_to_id("<unk>")
-        if unknown is not None and unknown in encoding.ids:
+        ids, unknown = encoding.ids, self.tokenizer.token_to_id("<unk>")
+        # "<unk>" written in the text is that token (WikiText's files have thousands): only a character read as it is
+        if unknown is not None and unknown in ids and any(i == unknown and text[a:b] != "<unk>"
+                                                          for i, (a, b) in zip(ids, encoding.offsets)):
             raise DataError("the text has characters this tokenizer does not know (they read as <unk>); "
                             "remove them")
-        return encoding.ids
+        return ids
 
     def decode(self, ids) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
