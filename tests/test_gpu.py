@@ -91,6 +91,20 @@ def test_the_shell_on_a_cuda_session(dtype, optimizer, tmp_path):
     assert next(s.model.parameters()).device.type == "cpu" and run(s, ":train steps=2").steps == 2
 
 
+@pytest.mark.parametrize("positions", ["rope", "sinusoidal", "none"])
+def test_a_new_window_on_cuda_keeps_the_weights_and_its_tables_on_the_gpu(positions, tmp_path):
+    s = Session(ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, max_seq_len=16, pos_encoding=positions),
+                TrainConfig(batch_size=8, eval_every=5, eval_batches=2), data_spec="pydoc", device_name="cuda",
+                checkpoint_dir=tmp_path)
+    run(s, ":train steps=3")
+    weights = {k: v.clone() for k, v in s.model.state_dict().items()}
+    assert not run(s, ":set max_seq_len=40").rebuilt
+    assert all(torch.equal(v, weights[k]) for k, v in s.model.state_dict().items())
+    assert all(b.device.type == "cuda" for b in s.model.buffers()) and s.model.config.max_seq_len == 40
+    assert run(s, ":gen a n=35 temperature=0 cache=on").text == run(s, ":gen a n=35 temperature=0 cache=off").text
+    assert run(s, ":train steps=2").steps == 2
+
+
 def test_compile_on_cuda_trains_like_eager(tmp_path):
     losses = {}
     for compile_ in (False, True):
