@@ -33,7 +33,7 @@ from .core.errors import UserError, is_out_of_memory
 from .core.interrupts import may_cut_short
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry
-from .render import QuietReporter, RichReporter, error, internal_error
+from .render import RichReporter, error, internal_error
 from .reporter import Reporter
 from .schema import schema_id
 from .syntax import cmd, speaking
@@ -183,6 +183,7 @@ class FrontDoor:
                 if self.front.quiet:
                     pass
                 elif self.front.json:
+                    self._close(reporter)  # the progress bar on stderr goes before the document comes
                     print(json.dumps(json_document(command, result), default=str), flush=True)
                 else:
                     reporter.finish(result)
@@ -234,8 +235,8 @@ class FrontDoor:
     def _reporter(self):
         if self.front.quiet:
             return Reporter()  # shows nothing
-        if self.front.json:
-            return QuietReporter(self.err)
+        if self.front.json:  # stdout is the document's alone: progress (where stderr is a terminal) and notices
+            return RichReporter(self.progress, live=self.front.live, stream=False)  # go to stderr; no text streams
         return RichReporter(self.progress, live=self.front.live, out=self.out)
 
     def _close(self, reporter) -> None:

@@ -5,7 +5,11 @@ A text file saved with a UTF-8 byte-order mark (Notepad does) read the mark as a
 A message wrapped between a number and its unit: ":train"'s summary ended one line "1.8" and the next "s".
 `:set max_seq_len=N` reset the weights of a model whose positions are rope, sinusoidal or none, though no weight
 has the window's size there: a learner could not train short and then read or train longer.
+`minitf train --json` showed no progress at all, though docs/json.md says progress goes to stderr.
 """
+
+import io
+import json
 
 import pytest
 import torch
@@ -115,3 +119,22 @@ def test_a_learned_position_table_still_makes_a_new_model_of_a_new_window():
     session = task_session()
     run(session, ":train steps=2")
     assert run(session, ":set max_seq_len=24").rebuilt and session.trainer.step == 0
+
+
+# --- --json shows its progress on stderr ----------------------------------------------------------------
+def test_json_shows_training_progress_on_a_terminal_stderr_and_only_the_document_on_stdout(capsys):
+    from rich.console import Console
+
+    from minitf_repl.dispatch import FrontDoor, FrontEnd
+    from minitf_repl.commands import REGISTRY
+
+    out, err = io.StringIO(), io.StringIO()  # the document is print()ed to stdout
+    stderr = Console(file=err, force_terminal=True, width=100)
+    session = task_session()
+    door = FrontDoor(session, Console(file=out, width=100), stderr, FrontEnd(syntax="shell", json=True),
+                     progress=stderr)
+    door.run(REGISTRY["train"], {"steps": 30})
+    assert json.loads(capsys.readouterr().out)["steps"] == 30 and not out.getvalue()  # one document, nothing else
+    assert "train" in err.getvalue() and "tok/s" in err.getvalue()  # the bar, as docs/json.md promises
+    door.run(REGISTRY["gen"], {"prompt": "a", "n": 5})
+    assert json.loads(capsys.readouterr().out)["n_tokens"] == 5 and not out.getvalue()  # no text streamed

@@ -4,7 +4,7 @@
 training steps, comparison evaluations, generated tokens) and shows it: a live progress bar with a
 loss table that grows at each evaluation, or text streamed as it is produced, wrapped at spaces.
 `LossTable` and `CompareTable` grow row by row while a command runs and are drawn again by its
-renderer at the end. `QuietReporter` is the --json one: notices to stderr, nothing on stdout.
+renderer at the end. `QuietReporter` shows notices alone, on stderr (the shell's --set, applied before a command).
 """
 
 from __future__ import annotations
