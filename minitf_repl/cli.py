@@ -79,9 +79,12 @@ class _Group(_FlagsUntyped, TyperGroup):
         except _UsageError as e:
             what = "commands" if e.format_message().startswith("No such command") else "options"
             path = e.ctx.command_path if getattr(e, "ctx", None) else self._command_path(e, args)
-            hint = f"; {path} --help lists the {what}"
+            # Click's "No such command 'trian'. Did you mean 'train'?" is a problem and its fix already: one
+            # sentence, the list after it in brackets ("?; minitf --help ..." read as two fixes)
+            problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
+            hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
             error(_stderr(), self._misplaced(e, args) or self._early(e, args)
-                  or e.format_message().rstrip(".") + hint + self._dashed_text(e, args))
+                  or problem + (f"; did you mean{guess}" if asked else "") + hint + self._dashed_text(e, args))
             code = e.exit_code
         except typer.Abort:
             code = 130

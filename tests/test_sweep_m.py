@@ -6,6 +6,7 @@ A message wrapped between a number and its unit: ":train"'s summary ended one li
 `:set max_seq_len=N` reset the weights of a model whose positions are rope, sinusoidal or none, though no weight
 has the window's size there: a learner could not train short and then read or train longer.
 `minitf train --json` showed no progress at all, though docs/json.md says progress goes to stderr.
+`minitf trian` said "Did you mean 'train'?; minitf --help lists the commands": two fixes run together.
 """
 
 import io
@@ -23,6 +24,7 @@ from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.render.words import word_lines
 from minitf_repl.session import Session
 
+from test_cli import assert_one_error_line, invoke
 from test_commands import Recorder, run
 from test_sweep_h import bpe  # noqa: F401 (a fixture: a session on a text read by a byte-level BPE)
 from test_views import text_of
@@ -138,3 +140,10 @@ def test_json_shows_training_progress_on_a_terminal_stderr_and_only_the_document
     assert "train" in err.getvalue() and "tok/s" in err.getvalue()  # the bar, as docs/json.md promises
     door.run(REGISTRY["gen"], {"prompt": "a", "n": 5})
     assert json.loads(capsys.readouterr().out)["n_tokens"] == 5 and not out.getvalue()  # no text streamed
+
+
+def test_a_mistyped_shell_command_reads_as_the_repl_says_it():
+    line = assert_one_error_line(invoke("trian"), code=2)  # a usage error, as Click says
+    assert line == "error: No such command 'trian'; did you mean 'train'? (minitf --help lists the commands)"
+    unknown = assert_one_error_line(invoke("xyzzy"), code=2)
+    assert unknown == "error: No such command 'xyzzy'; minitf --help lists the commands"
