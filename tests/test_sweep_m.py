@@ -7,6 +7,7 @@ A message wrapped between a number and its unit: ":train"'s summary ended one li
 has the window's size there: a learner could not train short and then read or train longer.
 `minitf train --json` showed no progress at all, though docs/json.md says progress goes to stderr.
 `minitf trian` said "Did you mean 'train'?; minitf --help lists the commands": two fixes run together.
+`:patch abc vs` took "vs" for the corrupted prompt and said the two differ in length.
 """
 
 import io
@@ -18,8 +19,10 @@ from rich.text import Text
 
 import minitf_repl.core.generate as core_generate
 from minitf_repl.commands.generate import char_probs
+from minitf_repl.commands.why import split_prompts
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
+from minitf_repl.core.errors import UserError
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.render.words import word_lines
 from minitf_repl.session import Session
@@ -147,3 +150,11 @@ def test_a_mistyped_shell_command_reads_as_the_repl_says_it():
     assert line == "error: No such command 'trian'; did you mean 'train'? (minitf --help lists the commands)"
     unknown = assert_one_error_line(invoke("xyzzy"), code=2)
     assert unknown == "error: No such command 'xyzzy'; minitf --help lists the commands"
+
+
+@pytest.mark.parametrize("text", ["abc vs", "vs abc", "abc vs  "])
+def test_patch_with_vs_at_an_end_asks_for_the_missing_prompt(text):
+    with pytest.raises(UserError, match="give two prompts, the clean one and the corrupted one"):
+        split_prompts(text)
+    assert split_prompts("the cat sat vs the dog sat") == ("the cat sat", "the dog sat")
+    assert split_prompts("12= 92=") == ("12=", "92=") and split_prompts("versus vsx") == ("versus", "vsx")

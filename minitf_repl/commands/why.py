@@ -11,6 +11,7 @@ console has it, characters without (render.heatmap).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 from rich import box
@@ -76,7 +77,9 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
     """`CLEAN CORRUPT`, or `CLEAN vs CORRUPT` when a prompt has spaces, -> the two prompts. The example of the error
     is two questions of `data` where it is a task (sort:6 asks six digits), else two texts."""
     text = (text or "").strip()
-    parts = [p.strip() for p in text.split(" vs ")] if " vs " in text else text.split()
+    # "vs" as a word of its own parts them, at an end too: `abc vs` is a prompt and a missing one, not "abc" and "vs"
+    joined = re.split(r"(?:^|\s)vs(?:\s|$)", text)
+    parts = [p.strip() for p in joined] if len(joined) > 1 else text.split()
     if len(parts) != 2 or not all(parts):
         example = getattr(data, "example", None)
         if isinstance(example, str) and "=" in example:  # its question, and the same with its first digit changed
