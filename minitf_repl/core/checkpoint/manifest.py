@@ -76,8 +76,10 @@ def meta_sha256(manifest: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def parse_manifest(raw: bytes, where: Path) -> dict:
-    """Check a manifest's bytes completely; `where` names it in messages."""
+def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
+    """Check a manifest's bytes completely; `where` names it in messages. exact=False (`:ls`) checks every value
+    but not the text byte for byte: re-encoding with indentation runs in pure Python, some 0.1 s for a manifest
+    of 3,000 steps' history, and `:ls` reads them all; a load checks every byte."""
     if raw.startswith(PICKLE_MAGIC):
         raise CheckpointError(
             f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
@@ -100,7 +102,7 @@ def parse_manifest(raw: bytes, where: Path) -> dict:
         )
     # The checksum covers the values; the exact-text comparison covers what parsing forgets (a float's
     # 17th digit, say), so that any changed byte is caught.
-    if manifest.get("meta_sha256") != meta_sha256(manifest) or raw != encode_manifest(manifest):
+    if manifest.get("meta_sha256") != meta_sha256(manifest) or exact and raw != encode_manifest(manifest):
         raise CheckpointError(
             f"{where} does not match its checksum (corrupted or edited); save the checkpoint again"
         )

@@ -90,7 +90,9 @@ def manifest_bytes(path) -> bytes | None:
         return None
 
 
-def read_manifest(path: Path) -> tuple[dict, bytes]:
+def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
+    """The manifest of the checkpoint at `path`, checked (parse_manifest: exact=False checks the values alone), and
+    its bytes."""
     where = path / MANIFEST
     try:
         raw = read_manifest_bytes(where)
@@ -103,7 +105,7 @@ def read_manifest(path: Path) -> tuple[dict, bytes]:
         ) from None
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
-    return parse_manifest(raw, where), raw
+    return parse_manifest(raw, where, exact), raw
 
 
 def _is_file(path: Path) -> bool:
