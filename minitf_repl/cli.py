@@ -326,6 +326,9 @@ def root(
                       checkpoint_dir=checkpoint_dir)
     if load is not None:
         load_checkpoint(session, load, data, debug, quiet)
+    elif settings and data is not None:  # a setting may read the data (tokenizer=bpe:N): a bad --data is --data's
+        with _one_line("--data", debug):
+            session.data  # noqa: B018 - read now, where its error names the option that gave it
     with _one_line("--set", debug):
         apply_settings(session, settings, quiet, load)
     if startup.interrupted():  # Ctrl-C while the session was set up, which an import may have swallowed

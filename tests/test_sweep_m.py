@@ -8,6 +8,7 @@ has the window's size there: a learner could not train short and then read or tr
 `minitf train --json` showed no progress at all, though docs/json.md says progress goes to stderr.
 `minitf trian` said "Did you mean 'train'?; minitf --help lists the commands": two fixes run together.
 `:patch abc vs` took "vs" for the corrupted prompt and said the two differ in length.
+`minitf --data /nope --set tokenizer=bpe:300` blamed --set for the missing file.
 `:ls` encoded each manifest again in pure Python to compare it byte for byte: 0.1 s a checkpoint of 3,000 steps.
 """
 
@@ -177,3 +178,9 @@ def test_ls_checks_every_value_without_encoding_each_manifest_again(tmp_path, mo
     assert [row.name for row in run(session, ":ls").rows if row.error is None] == ["one"]
     edited.write_text(edited.read_text().replace('"step": 2', '"step": 3', 1))  # a value changed by hand
     assert "does not match its checksum" in run(session, ":ls").rows[0].error
+
+
+def test_a_bad_data_path_given_with_set_is_named_as_the_data_options_mistake(tmp_path):
+    missing = str(tmp_path / "nope.txt")
+    line = assert_one_error_line(invoke("--data", missing, "--set", "tokenizer=bpe:300", "config"))
+    assert line.startswith(f"error: --data: no such file: {missing}")
