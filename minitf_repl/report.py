@@ -47,6 +47,7 @@ class ReportData:
     counters: list = field(default_factory=list)  # commands.PlotLevel: the counters the loss chart draws (`:ngram`)
     ablations: list[str] = field(default_factory=list)  # what `:ablate` switched off: every view below is that model's
     quantized: bool = False  # `:quantize int8` is on: :gen samples its int8 copy, the page the float model
+    causal: bool = True  # the model masks the future now; False (causal=off, :ablate mask): each position reads it
 
 
 _CSS = """
@@ -267,13 +268,18 @@ def heads_html(heads) -> list[str]:
     return out
 
 
-def context_html(curve, series: list, vocab_size: int | None) -> list[str]:
-    """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it."""
+def context_html(curve, series: list, vocab_size: int | None, causal: bool = True) -> list[str]:
+    """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it.
+    `causal` False: the model has no causal mask now, and every position reads the whole window."""
+    reads = ("position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps"
+             if causal else "with no causal mask every position reads the whole window, the token it predicts "
+                            "included, so its loss is no language model's")
     return ["<h2>Loss by position</h2>",
             f"<p>The val loss at each position of the window, over {curve.windows} val windows of {curve.positions}: "
-            "position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps."
-            + (" Beside it, the counting model that reads the last tokens up to its order (at position 0 the "
-               "bigram, reading the same one token)." if curve.counter is not None else "")
+            f"{reads}."
+            + (" Beside it, the counting model that reads the last tokens up to its order"
+               + (" (at position 0 the bigram, reading the same one token)." if causal else ".")
+               if curve.counter is not None else "")
             + f" Mean: {curve.mean:.3f} nats.</p>",
             loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",
                            x_ends=(f"{curve.first_counted}", f"{curve.positions - 1}"), svg_id="context-chart")]
@@ -281,9 +287,11 @@ def context_html(curve, series: list, vocab_size: int | None) -> list[str]:
 
 def teacher_forcing_html(scored) -> list[str]:
     """The scored text, each predicted token shaded by its loss -ln p against ln(V) (`:score`'s numbers)."""
+    sees = ("each from the tokens before it (the causal mask)" if scored.causal else
+            "each from the whole text, the true next token included (no causal mask now)")
     out = ["<h2>Teacher forcing</h2>",
-           "<p>One forward pass predicts every next token of the text at once, each from the tokens before it "
-           "(the causal mask). Each token is shaded by how surprised the model was by it, -ln p of the true token "
+           f"<p>One forward pass predicts every next token of the text at once, {sees}. Each token is shaded by "
+           "how surprised the model was by it, -ln p of the true token "
            f"from 0 (dark) to ln(V) = {scored.uniform:.2f} or more (bright, no better than a uniform guess); "
            "hover for the numbers. Grey: given, not predicted (a task's question).</p>"]
     spans = [f'<span class="tf">{_esc(visible(scored.tokens[0]))}</span>']
@@ -347,7 +355,7 @@ def build_report(data: ReportData) -> str:
                    "tokens in bold. Near each other: alike in these two directions.</p>")
         out.append(embedding_svg(data.vocab, data.embedding.coords, asked, "token embeddings"))
     if data.context is not None:
-        out.extend(context_html(data.context, data.context_series, data.vocab_size))
+        out.extend(context_html(data.context, data.context_series, data.vocab_size, data.causal))
     if data.scored is not None:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:

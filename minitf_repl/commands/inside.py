@@ -863,7 +863,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
         vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
-        ablations=switched_off(session), quantized=session.sampling_model is not model,
+        ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]

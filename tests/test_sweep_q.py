@@ -1,0 +1,48 @@
+"""What a sweep of the variant lab's experiment commands, tried as a user would, found wrong: each test failed
+before its fix.
+
+:report of a model without a causal mask (causal=off, or :ablate mask) said in its loss-by-position and
+teacher-forcing sections that each position reads only the tokens up to it (the causal mask).
+"""
+
+import re
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+from test_commands import run
+from test_render import plain
+
+TINY = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=32)
+
+
+def session_on(data="pydoc", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=2, batch_size=2, eval_every=1,
+                                                                  eval_batches=2),
+                   data_spec=data, device_name="cpu")
+
+
+def page_text(path) -> str:
+    """The page's words, its tags and drawings aside."""
+    page = re.sub(r"<svg.*?</svg>|<style.*?</style>", " ", path.read_text(), flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", page).split())
+
+
+# --- :report of a model without a causal mask ---------------------------------------------------------
+@pytest.mark.parametrize("how", ["causal=off", "ablate"])
+def test_the_report_of_a_model_without_a_mask_does_not_say_a_position_reads_only_the_tokens_up_to_it(how, tmp_path):
+    session = session_on(causal=how != "causal=off")
+    if how == "ablate":
+        run(session, ":ablate mask")
+    run(session, f":report {tmp_path / 'page.html'}")
+    page = page_text(tmp_path / "page.html")
+    assert "(the causal mask)" not in page and "each from the tokens before it" not in page
+    assert "position i reads the i + 1 tokens up to it" not in page and "reading the same one token" not in page
+    assert "each from the whole text, the true next token included (no causal mask now)" in page
+    assert "with no causal mask every position reads the whole window, the token it predicts included" in page
+    masked = session_on()
+    run(masked, f":report {tmp_path / 'masked.html'}")
+    page = page_text(tmp_path / "masked.html")  # with the mask, the page says what it did
+    assert "each from the tokens before it (the causal mask)" in page
+    assert "position i reads the i + 1 tokens up to it" in page
