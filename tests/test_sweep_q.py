@@ -46,3 +46,17 @@ def test_the_report_of_a_model_without_a_mask_does_not_say_a_position_reads_only
     page = page_text(tmp_path / "masked.html")  # with the mask, the page says what it did
     assert "each from the tokens before it (the causal mask)" in page
     assert "position i reads the i + 1 tokens up to it" in page
+
+
+# --- :lrfind run out below your rate ----------------------------------------------------------------------
+def test_lrfind_run_out_with_the_loss_still_falling_does_not_say_your_rate_is_past_its_lowest():
+    session = session_on()  # lr 0.01, above the test's last rate
+    result = run(session, ":lrfind low=1e-5 high=1e-3 steps=10")
+    test = result.test
+    assert len(test.rates) == test.steps and test.blown_at is None and test.lowest == test.rates[-1]
+    shown = plain(result)
+    assert "is past the lowest point" not in shown and "turned the loss back up" not in shown  # it never read one
+    assert "lowest so far at 0.001" in shown
+    assert "your lr 0.01 lies past the test's last rate (0.001), the loss still falling there: :lrfind high=1 " \
+           "reads on past it" in shown
+    assert "lr=0.00033" not in shown  # a rate lower than the test's end was offered for a curve still falling

@@ -94,8 +94,9 @@ def stopped_at(test: LrRange) -> float | None:
 
 
 def still_falling(test: LrRange) -> bool:
-    """A stopped test whose lowest point is its last: the curve's real lowest lies further on, unread."""
-    return stopped_at(test) is not None and test.lowest >= test.rates[-1]
+    """A test whose lowest point is its last, stopped by Ctrl-C or run out at a `high=` the loss had not turned back
+    up by: the curve's real lowest lies further on, unread."""
+    return test.blown_at is None and bool(test.rates) and test.lowest >= test.rates[-1]
 
 
 def where(result: LrfindResult) -> str:
@@ -107,6 +108,9 @@ def where(result: LrfindResult) -> str:
         falling = ", the loss still falling there" if still_falling(test) else ""
         return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: {cmd('lrfind')} run to its "
                 "end says where yours sits")
+    if still_falling(test) and lr > test.lowest:  # it ran out below your rate: no rate past its last was read
+        return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}), the loss still falling there: "
+                f"{cmd('lrfind', high=_round(max(HIGH, 3 * lr)))} reads on past it")
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
                 f"diverge; try {cmd('set', lr=_round(test.lowest / 3))}")
