@@ -8,6 +8,7 @@ teacher-forcing sections that each position reads only the tokens up to it (the 
 import re
 
 import pytest
+import torch
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.session import Session
@@ -60,3 +61,14 @@ def test_lrfind_run_out_with_the_loss_still_falling_does_not_say_your_rate_is_pa
     assert "your lr 0.01 lies past the test's last rate (0.001), the loss still falling there: :lrfind high=1 " \
            "reads on past it" in shown
     assert "lr=0.00033" not in shown  # a rate lower than the test's end was offered for a curve still falling
+
+
+# --- :ablate's sample on a task of long questions ---------------------------------------------------------
+@pytest.mark.parametrize("task", ["sort:8", "add:5"])
+def test_ablate_asks_a_tasks_question_whole_so_its_sample_is_an_answer(task):
+    session = session_on(task)
+    result = run(session, ":ablate head=0.1")
+    question = session.data.sample_questions("val", 1, torch.Generator().manual_seed(0))[0]
+    assert result.prompt == question and result.prompt.endswith("=")  # was cut at 8 characters, before its '='
+    assert len(result.sample) <= len(session.data.tokenizer.encode(question))  # stopped at the answer's end
+    assert len(run(session_on(), ":ablate head=0.1").prompt) == 8  # a corpus's sample starts as before

@@ -454,6 +454,7 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
 
 # --- :ablate -------------------------------------------------------------------------------------
 ABLATE_SAMPLE = 24  # greedy tokens of the sample shown with the ablations on
+ABLATE_PROMPT = 8  # characters of a text's sample prompt it starts from
 
 
 @dataclass
@@ -489,12 +490,13 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
         now = [] if what else previous  # off: none; nothing asked: the same parts, measured again
     session.set_ablations(now)
     after = trainer.evaluate()[0] if session.ablations else before
-    prompt = sample_prompt(session.data)[:8]
+    done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
+    # a task's question is asked whole (its answer follows its '='); a text's sample starts from its first characters
+    prompt = sample_prompt(session.data) if done is not None else sample_prompt(session.data)[:ABLATE_PROMPT]
     from ..core.bpe import decode_after
     from ..core.generate import generate
 
     ids = session.data.tokenizer.encode(prompt)
-    done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
     greedy = GenConfig(n=ABLATE_SAMPLE, temperature=0.0)
     text = decode_after(session.data.tokenizer, ids, list(generate(session.model, ids, greedy, done=done)))
     return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
