@@ -72,3 +72,16 @@ def test_ablate_asks_a_tasks_question_whole_so_its_sample_is_an_answer(task):
     assert result.prompt == question and result.prompt.endswith("=")  # was cut at 8 characters, before its '='
     assert len(result.sample) <= len(session.data.tokenizer.encode(question))  # stopped at the answer's end
     assert len(run(session_on(), ":ablate head=0.1").prompt) == 8  # a corpus's sample starts as before
+
+
+# --- :config's preset, of settings that build the same model ------------------------------------------
+def test_config_says_a_model_that_builds_as_a_preset_matches_it():
+    session = session_on()  # the seed's learned positions: rope_base turns nothing
+    run(session, ":set rope_base=500")
+    assert run(session, ":config").preset == "seed"  # was: 'the model settings match no preset'
+    assert "the model settings match the preset seed" in plain(run(session, ":config"))
+    run(session, ":set preset=llama")
+    run(session, ":set rope_base=500")  # with rope it turns the pairs: llama's own base no more
+    assert run(session, ":config").preset is None
+    odd = session_on(d_model=30, n_heads=2)  # head_dim 15: no rotary preset can be built for it
+    assert run(odd, ":config").preset == "seed"

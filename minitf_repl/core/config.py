@@ -463,12 +463,18 @@ def apply_preset(config: ModelConfig, name: str) -> ModelConfig:
 
 
 def matching_preset(config: ModelConfig) -> str | None:
-    """The preset whose architecture `config` has (sizes ignored), or None. n_kv_heads 0, none and n_heads agree."""
-    def norm_kv(changes: dict) -> dict:
-        return {**changes, "n_kv_heads": changes["n_kv_heads"] or config.n_heads}
+    """The preset whose architecture `config` has (sizes ignored), or None. Values that build the same model agree
+    (ModelConfig.as_built): n_kv_heads 0, none and n_heads; any rope_base without rope."""
+    def built(model: ModelConfig) -> dict:
+        as_built = model.as_built()
+        return {field: as_built[field] for field in PRESET_FIELDS}
 
-    mine = norm_kv({field: getattr(config, field) for field in PRESET_FIELDS})
+    mine = built(config)
     for name in PRESETS:
-        if norm_kv(preset_changes(name, config)) == mine:
+        try:
+            theirs = built(config.replace(**preset_changes(name, config)))
+        except ConfigError:  # a preset this model's sizes cannot take (rope with an odd head_dim): not its own
+            continue
+        if theirs == mine:
             return name
     return None
