@@ -85,3 +85,22 @@ def test_config_says_a_model_that_builds_as_a_preset_matches_it():
     assert run(session, ":config").preset is None
     odd = session_on(d_model=30, n_heads=2)  # head_dim 15: no rotary preset can be built for it
     assert run(odd, ":config").preset == "seed"
+
+
+# --- :compare of contenders that build and train the same model -----------------------------------------
+def test_compare_says_where_contenders_differ_only_in_settings_that_build_nothing():
+    from test_commands import Recorder
+
+    session = session_on()  # learned positions and n_kv_heads none (= n_heads 2)
+    hooks = Recorder()
+    result = run(session, ":compare current rope_base=500 n_kv_heads=2 pos_encoding=rope steps=2", hooks)
+    curves = [[e.val_loss for e in o.curve] for o in result.outcomes]
+    assert curves[0] == curves[1] == curves[2] != curves[3]  # one model three times: one curve, with no word of why
+    said = [n for n in hooks.notices if "the very model" in n]
+    assert said == ["rope_base=500 builds and trains the very model current does: rope_base changes nothing in "
+                    "it, so their curves are one",
+                    "n_kv_heads=2 builds and trains the very model current does: n_kv_heads changes nothing in "
+                    "it, so their curves are one"]
+    hooks = Recorder()
+    run(session, ":compare current current steps=1", hooks)  # the same settings: nothing to say
+    assert not any("the very model" in n for n in hooks.notices)

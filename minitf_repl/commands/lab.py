@@ -106,6 +106,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
             kind = type(e) if type(e).__init__ is UserError.__init__ else UserError
             raise kind(f"contender {label}: {e}", fix=e.fix) from None
     _say_warm_up(contenders, steps, reporter)
+    _say_same_runs(contenders, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
         for c in contenders:
             c.tokenizer = c.tokenizer or tokenizer_setting(data.tokenizer)
@@ -331,6 +332,24 @@ def _say_warm_up(contenders: list, steps: int, reporter: Reporter) -> None:
         run = f"{c.label}'s whole run"
         reporter.notice(f"{all_warm_up(steps, c.train_config, run)}, so it is compared before its rate has settled; "
                         f"give it warmup_steps={tenth} among its settings, or compare over more steps")
+
+
+def _say_same_runs(contenders: list, reporter: Reporter) -> None:
+    """A contender whose settings differ from an earlier one's only where they build nothing (rope_base without
+    rope, n_kv_heads equal to n_heads: ModelConfig.as_built) trains the very same model on the same batches: said
+    before the run, where its curve would pass for a finding."""
+    def settings(c) -> dict:
+        return {**c.model_config.to_dict(), **c.train_config.to_dict(), "tokenizer": c.tokenizer}
+
+    def reads(c) -> dict:  # what the training reads: the weights as built, the window of its batches, its settings
+        return {**settings(c), **c.model_config.as_built(), "max_seq_len": c.model_config.max_seq_len}
+
+    for k, c in enumerate(contenders):
+        same = next((e for e in contenders[:k] if reads(e) == reads(c) and settings(e) != settings(c)), None)
+        if same is not None:
+            keys = [key for key, value in settings(c).items() if settings(same)[key] != value]
+            reporter.notice(f"{c.label} builds and trains the very model {same.label} does: {', '.join(keys)} "
+                            f"change{'s' if len(keys) == 1 else ''} nothing in it, so their curves are one")
 
 
 def more_text(result: CompareResult) -> str | None:
