@@ -2,7 +2,10 @@
 before its fix.
 
 :report of a model without a causal mask (causal=off, or :ablate mask) said in its loss-by-position and
-teacher-forcing sections that each position reads only the tokens up to it (the causal mask).
+teacher-forcing sections that each position reads only the tokens up to it (the causal mask); :lrfind run out below
+your rate said it was past where the loss turned back up; :ablate cut a long task question before its "="; :config
+said a model matched no preset after rope_base without rope; :compare drew one model twice with no word of why; and
+:gen under :quantize int8 or :ablate said nothing of either.
 """
 
 import re
@@ -104,3 +107,22 @@ def test_compare_says_where_contenders_differ_only_in_settings_that_build_nothin
     hooks = Recorder()
     run(session, ":compare current current steps=1", hooks)  # the same settings: nothing to say
     assert not any("the very model" in n for n in hooks.notices)
+
+
+# --- :gen under :quantize int8 and :ablate ------------------------------------------------------------------
+def test_gen_says_it_samples_the_int8_copy_and_the_ablated_model():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    session = session_on()
+    plain_gen = run(session, ":gen n=3")
+    assert "int8" not in plain(plain_gen) and "switched off" not in plain(plain_gen)
+    run(session, ":quantize int8")
+    result = run(session, ":gen n=3")  # said nothing of the copy, as :step and :kv do
+    assert result.int8 and "the int8 copy (:quantize off goes back to the float model)" in plain(result)
+    run(session, ":ablate head=0.1")
+    result = run(session, ":gen n=3")  # said nothing of the part switched off
+    assert result.ablations == ["head 0.1"] and "switched off now: head 0.1 (:ablate off puts the model back)" \
+        in plain(result)
+    document = json_document(REGISTRY["gen"], result)
+    assert document["schema"] == "minitf.gen/5" and document["int8"] is True and document["ablations"] == ["head 0.1"]

@@ -8,7 +8,7 @@ probability it had when it was picked (core.inside.token_probs).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -24,7 +24,7 @@ from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, train_first
-from .base import command, default_prompt, long_prompt_notice, with_given
+from .base import ablation_note, command, default_prompt, long_prompt_notice, switched_off, with_given
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.data import Graded
@@ -57,6 +57,8 @@ class GenResult:
     cache_off: str | None = None  # why cache=on decoded without the cache (causal=off: the cache is not exact)
     answer: Graded | None = None  # a task: the answer after the question the text starts with, checked
     off_task: str | None = None  # a task: the prompt is no question of it (or lacks its '='), and what one is
+    int8: bool = False  # sampled from the int8 copy (:quantize int8), not the float model
+    ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the text is that model's
 
 
 @command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
@@ -73,7 +75,7 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True, json_version=4)  # fmt: skip
+], takes_plain_text=True, json_version=5)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     tokenizer = session.data.tokenizer
@@ -155,6 +157,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
         "the window",
+        int8=model is not session.model, ablations=switched_off(session),
     )
 
 
@@ -243,6 +246,9 @@ def gen_notes(result: GenResult, console: Console) -> None:
         note(console, f"this model has not trained yet, so its text is random: {train_first('gen', AUTOSAVE_NAME)}")
     if result.cache_off:
         note(console, f"no KV cache: {result.cache_off}")
+    if result.int8:  # said where :quantize int8 was typed, and easily forgotten since
+        note(console, f"sampled from the int8 copy ({cmd('quantize', 'off')} goes back to the float model)")
+    ablation_note(console, result.ablations)
     note(console, gen_stats(result))
 
 
