@@ -291,7 +291,9 @@ class Session:
         if rebuild:
             self.rebuild()
             return True
-        active = self.ablations  # off while the model changes (the mask's ablation is a flag causal= also sets)
+        # off while the model changes (the mask's ablation is a flag causal= also sets); causal=off takes the mask
+        # itself, so its ablation goes (as :ablate mask is refused there) and a later causal=on puts a mask back
+        active = [a for a in self.ablations if a.kind != "mask" or config.causal]
         self.set_ablations([])
         self._model.take_config(config)
         if self._sampling is not None:  # :quantize's copy samples the same function: the mask, the window go with it

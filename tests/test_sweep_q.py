@@ -5,7 +5,8 @@ before its fix.
 teacher-forcing sections that each position reads only the tokens up to it (the causal mask); :lrfind run out below
 your rate said it was past where the loss turned back up; :ablate cut a long task question before its "="; :config
 said a model matched no preset after rope_base without rope; :compare drew one model twice with no word of why; and
-:gen under :quantize int8 or :ablate said nothing of either.
+:gen under :quantize int8 or :ablate said nothing of either; and :set causal=on after :ablate mask and causal=off said
+the mask was back while the ablation kept it off.
 """
 
 import re
@@ -126,3 +127,16 @@ def test_gen_says_it_samples_the_int8_copy_and_the_ablated_model():
         in plain(result)
     document = json_document(REGISTRY["gen"], result)
     assert document["schema"] == "minitf.gen/5" and document["int8"] is True and document["ablations"] == ["head 0.1"]
+
+
+# --- :ablate mask, then causal=off and on ----------------------------------------------------------------------
+def test_causal_on_after_off_puts_the_mask_back_where_ablate_had_taken_it():
+    session = session_on()
+    run(session, ":ablate mask")
+    run(session, ":set causal=off")  # the setting takes the mask itself: the ablation has nothing left to switch off
+    assert session.ablations == [] and "nothing switched off" in plain(run(session, ":ablate"))
+    shown = plain(run(session, ":set causal=on"))
+    assert "the mask is back" in shown and session.model.causal  # was: said so, and the model read the future
+    run(session, ":ablate head=0.1")
+    run(session, ":set causal=off")
+    assert [str(a) for a in session.ablations] == ["head 0.1"]  # other parts stay off
