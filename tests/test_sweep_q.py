@@ -6,7 +6,7 @@ teacher-forcing sections that each position reads only the tokens up to it (the 
 your rate said it was past where the loss turned back up; :ablate cut a long task question before its "="; :config
 said a model matched no preset after rope_base without rope; :compare drew one model twice with no word of why; and
 :gen under :quantize int8 or :ablate said nothing of either; and :set causal=on after :ablate mask and causal=off said
-the mask was back while the ablation kept it off.
+the mask was back while the ablation kept it off; and :compare named a refused tokenizer contender twice.
 """
 
 import re
@@ -140,3 +140,12 @@ def test_causal_on_after_off_puts_the_mask_back_where_ablate_had_taken_it():
     run(session, ":ablate head=0.1")
     run(session, ":set causal=off")
     assert [str(a) for a in session.ablations] == ["head 0.1"]  # other parts stay off
+
+
+# --- :compare's refusal of a contender names it once -------------------------------------------------------------
+def test_compare_names_a_refused_contender_once():
+    from minitf_repl.core.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        run(session_on(), ":compare current tokenizer=bpe:200 steps=1")
+    assert str(refused.value).startswith("contender tokenizer=bpe:200: a byte-level BPE has at least 257 tokens")

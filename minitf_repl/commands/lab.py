@@ -104,7 +104,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
             contenders.append(_contender(session, label, pairs, data, every, readings, reporter))
         except UserError as e:  # say which contender: its settings are not the session's
             kind = type(e) if type(e).__init__ is UserError.__init__ else UserError
-            raise kind(f"contender {label}: {e}", fix=e.fix) from None
+            said = str(e).removeprefix(f"{label}: ")  # a setting's error that opens with the label names it once
+            raise kind(f"contender {label}: {said}", fix=e.fix) from None
     _say_warm_up(contenders, steps, reporter)
     _say_same_runs(contenders, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
