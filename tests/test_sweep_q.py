@@ -6,7 +6,8 @@ teacher-forcing sections that each position reads only the tokens up to it (the 
 your rate said it was past where the loss turned back up; :ablate cut a long task question before its "="; :config
 said a model matched no preset after rope_base without rope; :compare drew one model twice with no word of why; and
 :gen under :quantize int8 or :ablate said nothing of either; and :set causal=on after :ablate mask and causal=off said
-the mask was back while the ablation kept it off; and :compare named a refused tokenizer contender twice.
+the mask was back while the ablation kept it off; :compare named a refused tokenizer contender twice; and :lrfind
+from above your rate said where your rate sits on a curve that never read it.
 """
 
 import re
@@ -149,3 +150,11 @@ def test_compare_names_a_refused_contender_once():
     with pytest.raises(UserError) as refused:
         run(session_on(), ":compare current tokenizer=bpe:200 steps=1")
     assert str(refused.value).startswith("contender tokenizer=bpe:200: a byte-level BPE has at least 257 tokens")
+
+
+def test_lrfind_from_above_your_rate_does_not_say_where_it_sits_on_a_curve_that_never_read_it():
+    result = run(session_on(), ":lrfind low=0.5 high=1 steps=10")  # lr 0.01: below the test's first rate
+    assert result.test.rates[0] == 0.5 > result.lr
+    shown = plain(result)
+    assert "sits between where the loss falls fastest and where it is lowest" not in shown  # it read no such rate
+    assert "your lr 0.01 lies below the test's first rate (0.5): :lrfind low=1e-05 reads from below it" in shown

@@ -121,6 +121,9 @@ def where(result: LrfindResult) -> str:
     if test.steepest is not None and lr < test.steepest / 3:
         return (f"{yours} is well below where the loss falls fastest ({test.steepest:.2g}): a run at it learns "
                 f"slowly; {cmd('compare', f'lr={lr:g}', f'lr={_round(test.steepest):g}')} shows how much")
+    if lr < test.rates[0]:  # the test started above your rate: the curve says nothing of it
+        return (f"{yours} lies below the test's first rate ({test.rates[0]:.2g}): "
+                f"{cmd('lrfind', low=_round(min(LOW, lr / 3)))} reads from below it")
     return (f"{yours} sits between where the loss falls fastest and where it is lowest: where a run's peak rate "
             f"belongs (it spends many steps at its peak where the test spent one)")
 
