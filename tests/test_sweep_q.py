@@ -7,7 +7,8 @@ your rate said it was past where the loss turned back up; :ablate cut a long tas
 said a model matched no preset after rope_base without rope; :compare drew one model twice with no word of why; and
 :gen under :quantize int8 or :ablate said nothing of either; and :set causal=on after :ablate mask and causal=off said
 the mask was back while the ablation kept it off; :compare named a refused tokenizer contender twice; and :lrfind
-from above your rate said where your rate sits on a curve that never read it.
+from above your rate said where your rate sits on a curve that never read it; `:ablate head=0.1 head=1.0` was refused
+as a malformed head (they stack: several in one line now do).
 """
 
 import re
@@ -158,3 +159,18 @@ def test_lrfind_from_above_your_rate_does_not_say_where_it_sits_on_a_curve_that_
     shown = plain(result)
     assert "sits between where the loss falls fastest and where it is lowest" not in shown  # it read no such rate
     assert "your lr 0.01 lies below the test's first rate (0.5): :lrfind low=1e-05 reads from below it" in shown
+
+
+# --- :ablate of several parts at once ------------------------------------------------------------------------------
+def test_ablate_takes_several_parts_in_one_line_as_they_stack():
+    from minitf_repl.core.errors import UserError
+
+    session = session_on(n_layers=2)
+    result = run(session, ":ablate head=0.1 head=1.0")  # was: "head takes LAYER.HEAD ...; got '0.1 head=1.0'"
+    assert result.active == ["head 0.1", "head 1.0"]
+    assert run(session, ":ablate mask,block=1").active == ["head 0.1", "head 1.0", "the causal mask", "block 1"]
+    with pytest.raises(UserError, match="^off puts back every part on its own: :ablate off$"):
+        run(session, ":ablate off head=0.1")
+    with pytest.raises(UserError, match=r"layer must be in 0\.\.1"):  # nothing is switched off by a line refused
+        run(session, ":ablate head=0.0 head=5.0")
+    assert len(session.ablations) == 4

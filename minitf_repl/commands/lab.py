@@ -488,24 +488,30 @@ class AblateResult:
 
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
-                       help="head=L.H | mask | positions | block=L | off (undo all); none: what is off now")],
+                       help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); none: "
+                            "what is off now")],
          pairs_in_text=True)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
-    """Adds one ablation (they stack) and shows val loss with and without them; `off` removes them all."""
+    """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
+    without them; `off` removes them all."""
     from ..core.ablation import parse_ablation
 
     what = (args["what"] or "").strip()  # none: what is switched off now, measured again
+    parts = what.replace(",", " ").split()
+    off = [part for part in parts if part.lower() == "off"]
+    if off and len(parts) > 1:
+        raise UserError(f"off puts back every part on its own: {cmd('ablate', 'off')}")
     config = session.model_config
-    ablation = None if what.lower() in ("off", "") else parse_ablation(what, config.n_layers, config.n_heads)
-    if ablation is not None and ablation.kind == "mask" and not config.causal:
+    ablations = [] if off else [parse_ablation(part, config.n_layers, config.n_heads) for part in parts]
+    if any(ablation.kind == "mask" for ablation in ablations) and not config.causal:
         raise UserError(f"this model has no causal mask to switch off (causal=off); {cmd('set', causal=True)} "
                         "puts it back")
     trainer = session.trainer
     previous = list(session.ablations)
     session.set_ablations([])
     before = trainer.evaluate()[0]
-    if ablation is not None:
-        now = [*previous, ablation]
+    if ablations:
+        now = [*previous, *ablations]
     else:
         now = [] if what else previous  # off: none; nothing asked: the same parts, measured again
     session.set_ablations(now)
