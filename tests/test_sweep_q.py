@@ -8,7 +8,8 @@ said a model matched no preset after rope_base without rope; :compare drew one m
 :gen under :quantize int8 or :ablate said nothing of either; and :set causal=on after :ablate mask and causal=off said
 the mask was back while the ablation kept it off; :compare named a refused tokenizer contender twice; and :lrfind
 from above your rate said where your rate sits on a curve that never read it; `:ablate head=0.1 head=1.0` was refused
-as a malformed head (they stack: several in one line now do).
+as a malformed head (they stack: several in one line now do); and :experts with experts_per_token = n_experts
+showed even shares and a load-balancing loss of 1 as if the router had balanced them.
 """
 
 import re
@@ -174,3 +175,13 @@ def test_ablate_takes_several_parts_in_one_line_as_they_stack():
     with pytest.raises(UserError, match=r"layer must be in 0\.\.1"):  # nothing is switched off by a line refused
         run(session, ":ablate head=0.0 head=5.0")
     assert len(session.ablations) == 4
+
+
+# --- :experts where every token goes to every expert -----------------------------------------------------------
+def test_experts_says_the_shares_are_even_by_construction_when_each_token_takes_every_expert():
+    result = run(session_on(n_experts=4, experts_per_token=4), ":experts")
+    shown = plain(result)
+    assert "load-balancing loss 1.000" in shown  # read alone, a router that balanced perfectly
+    assert "every token goes to all 4 experts (experts_per_token = n_experts): the shares are even and the " \
+           "load-balancing loss 1 whatever the router learns; only the gates weigh the experts" in shown
+    assert "every token goes to all" not in plain(run(session_on(n_experts=4, experts_per_token=2), ":experts"))

@@ -469,6 +469,9 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         note(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:
         note(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
+    if result.experts_per_token >= n:  # f_e = 1/n for every expert: aux = n * sum_e P_e / n = 1, learned or not
+        note(console, f"every token goes to all {count(n, 'expert')} (experts_per_token = n_experts): the shares are "
+                      "even and the load-balancing loss 1 whatever the router learns; only the gates weigh the experts")
     ablation_note(console, result.ablations)
 
 
@@ -488,8 +491,8 @@ class AblateResult:
 
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
-                       help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); none: "
-                            "what is off now")],
+                       help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
+                            "none: what is off now")],
          pairs_in_text=True)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
