@@ -2,14 +2,15 @@
 before its fix.
 
 :report of a model without a causal mask (causal=off, or :ablate mask) said in its loss-by-position and
-teacher-forcing sections that each position reads only the tokens up to it (the causal mask); :lrfind run out below
-your rate said it was past where the loss turned back up; :ablate cut a long task question before its "="; :config
-said a model matched no preset after rope_base without rope; :compare drew one model twice with no word of why; and
-:gen under :quantize int8 or :ablate said nothing of either; and :set causal=on after :ablate mask and causal=off said
-the mask was back while the ablation kept it off; :compare named a refused tokenizer contender twice; and :lrfind
-from above your rate said where your rate sits on a curve that never read it; `:ablate head=0.1 head=1.0` was refused
-as a malformed head (they stack: several in one line now do); and :experts with experts_per_token = n_experts
-showed even shares and a load-balancing loss of 1 as if the router had balanced them.
+teacher-forcing sections that each position reads only the tokens up to it (the causal mask). :lrfind run out below
+your rate said it was past where the loss turned back up, and from above your rate said where it sits on a curve
+that never read it. :ablate cut a long task question before its '=', and refused `head=0.1 head=1.0` as a malformed
+head (several in one line now stack). :config said a model matched no preset after rope_base without rope.
+:compare drew one model twice with no word of why, and named a refused tokenizer contender twice. :gen under
+:quantize int8 or :ablate said nothing of either. :set causal=on after :ablate mask and causal=off said the mask
+was back while the ablation kept it off. :experts with experts_per_token = n_experts showed even shares and a
+load-balancing loss of 1 as if the router had balanced them, and a skipped block's routing with no word that it
+changes nothing.
 """
 
 import re
@@ -185,3 +186,19 @@ def test_experts_says_the_shares_are_even_by_construction_when_each_token_takes_
     assert "every token goes to all 4 experts (experts_per_token = n_experts): the shares are even and the " \
            "load-balancing loss 1 whatever the router learns; only the gates weigh the experts" in shown
     assert "every token goes to all" not in plain(run(session_on(n_experts=4, experts_per_token=2), ":experts"))
+
+
+# --- :experts of a block :ablate skips -----------------------------------------------------------------------------
+def test_experts_says_a_skipped_blocks_routing_changes_nothing():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    session = session_on(n_experts=4, n_layers=2)
+    run(session, ":ablate block=1")
+    result = run(session, ":experts")  # block 1's routing was shown as any other's, its load in the aux loss
+    assert result.skipped == [1]
+    assert "block 1 is skipped (:ablate block=1): its routing is shown, but its experts write nothing now" \
+        in plain(result)
+    assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/3"
+    run(session, ":ablate off")
+    assert "is skipped" not in plain(run(session, ":experts"))

@@ -416,22 +416,24 @@ class ExpertsResult:
     aux_loss: float | None  # the load-balancing loss on that batch (1.0 = perfectly even)
     experts_per_token: int
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the routing is that model's
+    skipped: list[int] = field(default_factory=list)  # MoE blocks :ablate skips: their routing changes nothing now
 
 
 @command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.",
-         json_version=2)
+         json_version=3)
 def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config
     if config.n_experts <= 1:
         raise UserError(f"this model has no experts (n_experts is {config.n_experts}: one dense feed-forward per "
                         f"block); {cmd('set', n_experts=4, experts_per_token=2)} adds them")
+    from ..core.ablation import skipped_blocks
     from ..core.experts import validation_routing
 
     train = session.trainer.config
     stats = validation_routing(session.model, session.data, train.batch_size, train.seed + 1)
     return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token,
-                         switched_off(session))
+                         switched_off(session), sorted(skipped_blocks(session.model) & set(stats.layers)))
 
 
 @render.register(ExpertsResult)
@@ -472,6 +474,9 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
     if result.experts_per_token >= n:  # f_e = 1/n for every expert: aux = n * sum_e P_e / n = 1, learned or not
         note(console, f"every token goes to all {count(n, 'expert')} (experts_per_token = n_experts): the shares are "
                       "even and the load-balancing loss 1 whatever the router learns; only the gates weigh the experts")
+    for layer in result.skipped:  # the block still runs, so its router does: what it chose goes nowhere
+        note(console, f"block {layer} is skipped ({cmd('ablate', f'block={layer}')}): its routing is shown, but its "
+                      "experts write nothing now")
     ablation_note(console, result.ablations)
 
 
