@@ -103,7 +103,7 @@ def test_kv_in_the_shell():
     out = plain(default)
     assert "decoding 8 tokens after 'The example abov', greedily, with the KV cache and without" in out
     assert "positions run through the model: 23 with the cache, 156 without (6.8x)" in out
-    assert "the cache holds 11.5 KiB after the last step: 0.5 KiB a position (2 layers x K and V x 4" in out
+    assert "the cache holds 11.5 KiB after the last step: 512 B a position (2 layers x K and V x 4" in out
     short = run(session, ":kv hello -n 3")
     assert [s.cached_positions for s in short.steps] == [5, 1, 1]
     assert json_document(REGISTRY["kv"], short)["schema"] == "minitf.kv/3"

@@ -38,14 +38,17 @@ def shape(dims) -> str:
 
 
 def size(n) -> str:
-    """Bytes in KiB, MiB or GiB ("?" when unknown)."""
+    """Bytes in B under a KiB, else in KiB, MiB or GiB ("?" when unknown). Whole bytes under a KiB: 128 B read as
+    "0.1 KiB" made a line such as "0.1 KiB a token x 32 = 4.0 KiB" fail the reader's multiplication."""
     if n is None:
         return "?"
     if n >= 2**30:
         return f"{n / 2**30:.1f} GiB"
     if n >= 2**20:
         return f"{n / 2**20:.1f} MiB"
-    return f"{n / 2**10:.1f} KiB"
+    if n >= 2**10:
+        return f"{n / 2**10:.1f} KiB"
+    return f"{n:,.0f} B"
 
 
 def flops(n) -> str:
