@@ -10,7 +10,8 @@ head (several in one line now stack). :config said a model matched no preset aft
 :quantize int8 or :ablate said nothing of either. :set causal=on after :ablate mask and causal=off said the mask
 was back while the ablation kept it off. :experts with experts_per_token = n_experts showed even shares and a
 load-balancing loss of 1 as if the router had balanced them, and a skipped block's routing with no word that it
-changes nothing. :params wrote 128 B as 0.1 KiB, so 'a token x 32' did not multiply to the total beside it.
+changes nothing. :params wrote 128 B as 0.1 KiB, so 'a token x 32' did not multiply to the total beside it; and
+:help report left out the page's loss by position.
 """
 
 import re
@@ -208,3 +209,12 @@ def test_experts_says_a_skipped_blocks_routing_changes_nothing():
 def test_params_shows_a_size_under_a_kib_in_bytes_so_its_product_checks_out():
     shown = plain(run(session_on(n_kv_heads=1), ":params"))  # 2 x 1 layer x 1 head x 16 numbers x 4 bytes = 128 B
     assert "4.0 KiB 128 B a token x 32: K and V of 1 key/value head per layer" in shown  # was '0.1 KiB a token x 32'
+
+
+# --- :help report -----------------------------------------------------------------------------------------------------
+def test_help_report_names_every_section_the_page_has(tmp_path):
+    from minitf_repl.commands import REGISTRY
+
+    result = run(session_on(), f":report {tmp_path / 'page.html'}")
+    summary = REGISTRY["report"].summary
+    assert all(section in summary for section in result.sections)  # 'loss by position' was left out

@@ -808,7 +808,7 @@ def complete_html(session) -> list[str]:
 
 
 @command("report", "Write one self-contained HTML page: config, loss chart, attention maps, token embeddings, "
-                   "teacher forcing, what each head does, samples.",
+                   "loss by position, teacher forcing, what each head does, samples.",
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
 ], json_version=2)  # fmt: skip
