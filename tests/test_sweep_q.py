@@ -11,7 +11,8 @@ head (several in one line now stack). :config said a model matched no preset aft
 was back while the ablation kept it off. :experts with experts_per_token = n_experts showed even shares and a
 load-balancing loss of 1 as if the router had balanced them, and a skipped block's routing with no word that it
 changes nothing. :params wrote 128 B as 0.1 KiB, so 'a token x 32' did not multiply to the total beside it; and
-:help report left out the page's loss by position.
+:help report left out the page's loss by position. :ablate of a model that had not trained showed a change near 0
+with no word that its parts had learned nothing.
 """
 
 import re
@@ -218,3 +219,19 @@ def test_help_report_names_every_section_the_page_has(tmp_path):
     result = run(session_on(), f":report {tmp_path / 'page.html'}")
     summary = REGISTRY["report"].summary
     assert all(section in summary for section in result.sections)  # 'loss by position' was left out
+
+
+# --- :ablate of a model that has not trained --------------------------------------------------------------------------
+def test_ablate_of_an_untrained_model_says_its_parts_have_learned_nothing_to_switch_off():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+
+    session = session_on()
+    result = run(session, ":ablate head=0.1")  # a change near 0 read as 'this head does nothing'
+    assert result.untrained
+    assert "this model has not trained yet: its parts have learned nothing to switch off; :train, then ablate " \
+           "again" in plain(result)
+    assert json_document(REGISTRY["ablate"], result)["schema"] == "minitf.ablate/2"
+    run(session, ":ablate off")
+    run(session, ":train steps=1")
+    assert "has not trained" not in plain(run(session, ":ablate head=0.1"))

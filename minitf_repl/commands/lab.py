@@ -492,13 +492,14 @@ class AblateResult:
     val_loss_after: float | None  # with the ablations now active
     sample: str  # a short greedy continuation of `prompt` with the ablations on
     prompt: str
+    untrained: bool = False  # the model has not trained a step: its parts have learned nothing to switch off
 
 
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
                             "none: what is off now")],
-         pairs_in_text=True)  # fmt: skip
+         pairs_in_text=True, json_version=2)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
     without them; `off` removes them all."""
@@ -533,7 +534,7 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     ids = session.data.tokenizer.encode(prompt)
     greedy = GenConfig(n=ABLATE_SAMPLE, temperature=0.0)
     text = decode_after(session.data.tokenizer, ids, list(generate(session.model, ids, greedy, done=done)))
-    return AblateResult([str(a) for a in session.ablations], before, after, text, prompt)
+    return AblateResult([str(a) for a in session.ablations], before, after, text, prompt, session.untrained)
 
 
 @render.register(AblateResult)
@@ -547,6 +548,9 @@ def render_ablate(result: AblateResult, console: Console) -> None:
                      f"({delta:+.4f})", "bold")
     sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
     say(console, sample)
+    if result.untrained and result.active:  # a change near 0 would read as "this part does nothing"
+        note(console, f"this model has not trained yet: its parts have learned nothing to switch off; "
+                      f"{cmd('train')}, then ablate again")
     if result.active and syntax() != REPL:  # the hooks live in the session, which a one-shot command ends
         note(console, "switched off for this command only (the weights never changed): in the REPL (minitf), the "
                       "parts stay off for every view until :ablate off")
