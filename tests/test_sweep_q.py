@@ -22,6 +22,7 @@ import torch
 
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.session import Session
+from test_cli import invoke
 from test_commands import run
 from test_render import plain
 
@@ -222,16 +223,21 @@ def test_help_report_names_every_section_the_page_has(tmp_path):
 
 
 # --- :ablate of a model that has not trained --------------------------------------------------------------------------
-def test_ablate_of_an_untrained_model_says_its_parts_have_learned_nothing_to_switch_off():
+def test_ablate_of_an_untrained_model_says_its_parts_have_learned_nothing_to_switch_off(tmp_path):
     from minitf_repl.commands import REGISTRY
     from minitf_repl.dispatch import json_document
 
     session = session_on()
+    session.checkpoint_dir = tmp_path
     result = run(session, ":ablate head=0.1")  # a change near 0 read as 'this head does nothing'
     assert result.untrained
-    assert "this model has not trained yet: its parts have learned nothing to switch off; :train, then ablate " \
-           "again" in plain(result)
+    assert "this model has not trained yet: its parts have learned nothing to switch off; :ablate off, :train, " \
+           "then switch them off again" in plain(result)  # :train refuses while parts are off
     assert json_document(REGISTRY["ablate"], result)["schema"] == "minitf.ablate/2"
     run(session, ":ablate off")
     run(session, ":train steps=1")
     assert "has not trained" not in plain(run(session, ":ablate head=0.1"))
+    one_shot = invoke("--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", "d_ff=64",
+                      "--checkpoint-dir", str(tmp_path), "ablate", "head=0.1")
+    assert one_shot.exit_code == 0 and "its parts have learned nothing to switch off; minitf train first, then " \
+        "minitf --load autosave ablate WHAT" in " ".join(one_shot.stdout.split())

@@ -32,7 +32,7 @@ from ..render.renderers import render
 from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
-from ..session import Session
+from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, syntax
 from .base import ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
@@ -549,8 +549,10 @@ def render_ablate(result: AblateResult, console: Console) -> None:
     sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
     say(console, sample)
     if result.untrained and result.active:  # a change near 0 would read as "this part does nothing"
-        note(console, f"this model has not trained yet: its parts have learned nothing to switch off; "
-                      f"{cmd('train')}, then ablate again")
+        fix = (f"{cmd('ablate', 'off')}, {cmd('train')}, then switch them off again" if syntax() == REPL  # :train
+               # refuses while parts are off; a one-shot's model ends with it, and its training is the autosave
+               else f"{cmd('train')} first, then {cmd('ablate', 'WHAT', load=AUTOSAVE_NAME)}")
+        note(console, f"this model has not trained yet: its parts have learned nothing to switch off; {fix}")
     if result.active and syntax() != REPL:  # the hooks live in the session, which a one-shot command ends
         note(console, "switched off for this command only (the weights never changed): in the REPL (minitf), the "
                       "parts stay off for every view until :ablate off")
