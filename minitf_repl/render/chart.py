@@ -81,7 +81,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     if y1 - y0 < 1e-12:  # a flat line: a band of a tenth of its size around it (a constant rate of 1e-3 is not on 0)
         half = 0.05 * abs(y0) if y0 else 0.5
         y0, y1 = y0 - half, y1 + half
-    labels = [f"{y1:.3g}", f"{(y0 + y1) / 2:.3g}", f"{y0:.3g}"]
+    labels = axis_labels(y0, y1)
     lw = max(len(s) for s in labels) + 1
     plot_w = max(10, width - lw - 2)
     grid: list[list[tuple[str, str]]] = [[(" ", "")] * plot_w for _ in range(height)]
@@ -94,7 +94,9 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     for level in levels:
         # the mark at the left edge: a loss curve starts high (near ln V), so the first column is free there
         grid[row_of(level.value)] = [(level.mark, "bold yellow")] + [("┄", "yellow")] * (plot_w - 1)
-    for curve in curves:
+    owner: dict[tuple[int, int], int] = {}  # the cell of each point drawn: the curve whose glyph shows there
+    drawn: list[list[tuple[int, int]]] = []  # each curve's cells
+    for k, curve in enumerate(curves):
         buckets: dict[int, list[float]] = {}
         for s, v in zip(curve.steps, curve.values):
             if math.isfinite(v):
@@ -109,6 +111,8 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
                         grid[r][c] = ("·", curve.style)
         for col, row in cells:
             grid[row][col] = (curve.glyph, curve.style)
+            owner[row, col] = k
+        drawn.append([(row, col) for col, row in cells])
     out = Text()
     for r in range(height):
         label = labels[0] if r == 0 else labels[2] if r == height - 1 else labels[1] if r == (height - 1) // 2 else ""
@@ -119,13 +123,35 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     out.append(" " * lw + " └" + "─" * plot_w + "\n", style="dim")
     left, right = x_labels if x_labels is not None else (f"step {x0:,}", f"{x1:,}")
     out.append(" " * (lw + 2) + left + " " * max(1, plot_w - len(left) - len(right)) + right, style="dim")
-    entries = [Text(f"{curve.glyph} ", style=curve.style) + Text(curve.name) for curve in curves]
+    entries = [Text(f"{curve.glyph} ", style=curve.style) + Text(curve.name + hidden_under(k, curves, drawn, owner))
+               for k, curve in enumerate(curves)]
     lines = [("╌ ", "dim", baseline_label)] if baseline is not None else []
     lines += [(f"┄{level.mark} ", "yellow", level.label) for level in levels]
     entries += [Text(glyph, style=style) + Text(label) for glyph, style, label in lines]
     if unit:
         entries.append(Text(f"({unit})", style="dim"))
     return Group(out, legend_lines(entries, width))
+
+
+def axis_labels(y0: float, y1: float) -> list[str]:
+    """The y axis's top, middle and bottom labels: 3 significant digits, more where 3 would write two alike (a
+    range of 0.1706 to 0.1720 would read 0.172, 0.171, 0.171)."""
+    values = (y1, (y0 + y1) / 2, y0)
+    for digits in range(3, 8):
+        labels = [f"{v:.{digits}g}" for v in values]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
+
+
+def hidden_under(k: int, curves: list[Curve], cells: list[list[tuple[int, int]]],
+                 owner: dict[tuple[int, int], int]) -> str:
+    """What the legend adds to curve k when none of its points shows, each drawn over by a later curve's: the
+    glyphs it is under (else a reader looks for a glyph the chart does not draw)."""
+    over = {owner[cell] for cell in cells[k]}
+    if not over or k in over:
+        return ""
+    return " (under " + " ".join(curves[j].glyph for j in sorted(over)) + ")"
 
 
 def legend_lines(entries: list[Text], width: int) -> Text:

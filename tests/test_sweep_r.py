@@ -1,0 +1,41 @@
+"""What a sweep of the live and chart views across the model's variants found wrong: each test failed before its fix.
+
+The one character chart (:plot, the loss under :train, :compare) labelled its y axis with 3 significant digits even
+where two labels then read alike (0.172, 0.171, 0.171 for a score that moved by 0.0015), and drew a curve whose every
+point fell on a later curve's under that curve with nothing said: :plot what=context named '● positions 0' in its
+legend and drew no ●. From the shell, :plot of a watched view (copying, induction, context, block_grad, lens_rank)
+told the user to run `minitf train --watch VIEW` first, which keeps no frames for a later `minitf plot`, so the
+advice led back to the same error.
+"""
+
+from minitf_repl.render.chart import Curve, chart
+from test_cli import assert_one_error_line, invoke
+from test_render import console
+
+
+def drawn(renderable, width=60) -> str:
+    c = console(width)
+    c.print(renderable)
+    return c.file.getvalue()
+
+
+# --- the chart's y axis and its legend ------------------------------------------------------------------
+def test_chart_axis_labels_are_distinct_on_a_narrow_range():
+    shown = drawn(chart([Curve("head 0.0", [4, 6, 8], [0.17055, 0.17101, 0.17203], joined=True)], 60, 12))
+    labels = [line.split("┤")[0].strip() for line in shown.splitlines() if "┤" in line]
+    assert len(labels) == 3 and len(set(labels)) == 3, labels  # top, middle, bottom: three different values
+    assert float(labels[0]) > float(labels[1]) > float(labels[2])
+    wide = drawn(chart([Curve("loss", [1, 2, 3], [3.05, 3.3, 3.59])], 60, 12))
+    assert [line.split("┤")[0].strip() for line in wide.splitlines() if "┤" in line] == ["3.59", "3.32", "3.05"]
+
+
+def test_a_curve_drawn_over_at_every_point_is_named_in_the_legend_as_under_the_others():
+    bands = {"positions 0": [3.6312, 3.3408, 3.1633], "positions 1": [3.7436, 3.5291, 3.4218],  # a :train watch=context
+             "positions 2-3": [3.6225, 3.3472, 3.1868], "positions 4-7": [3.6329, 3.3628, 3.2042]}  # run's frames
+    curves = [Curve(name, [8, 10, 12], values, glyph) for (name, values), glyph in zip(bands.items(), "●▲■◆")]
+    shown = drawn(chart(curves, 70, 12))
+    grid = shown.split("└")[0]
+    assert "●" not in grid  # every point of band 0 is in a cell a later band's glyph took
+    legend = " ".join(shown.split("└")[1].split())
+    assert "● positions 0 (under" in legend and "▲ positions 1 (under" not in legend
+    assert "positions 2-3 (under" not in legend and "positions 4-7 (under" not in legend
