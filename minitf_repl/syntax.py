@@ -101,3 +101,15 @@ def train_first(then: str, autosave: str, **options) -> str:
     """"Train first, then run `then`": from the shell, `then` starts from the checkpoint `autosave`
     that the one-shot `minitf train` saves, since its own session has no model."""
     return f"{cmd('train')} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
+
+
+def watch_first(view: str, then: str, **options) -> str:
+    """"Train watching `view` first", said by `then` (with `options`), which charts what that run saw. The frames
+    of a `:train watch=` run stay in its session (a checkpoint keeps the model, not them), so from the shell, where
+    a command's session ends with it, the advice is the interactive shell's: train watching, then `then`, there."""
+    if syntax() == REPL:
+        return f"train with {cmd('train', watch=view)} first"
+    with speaking(REPL):
+        steps = f"{cmd('train', watch=view)}, then {cmd(then, **options)}"
+    return (f"a checkpoint keeps no watched frames, so a one-shot {cmd(then)} has none; in minitf's interactive shell "
+            f"(minitf with no command): {steps}")

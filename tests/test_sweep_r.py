@@ -8,6 +8,9 @@ told the user to run `minitf train --watch VIEW` first, which keeps no frames fo
 advice led back to the same error.
 """
 
+import pytest
+
+from minitf_repl.core.errors import UserError
 from minitf_repl.render.chart import Curve, chart
 from test_cli import assert_one_error_line, invoke
 from test_render import console
@@ -39,3 +42,24 @@ def test_a_curve_drawn_over_at_every_point_is_named_in_the_legend_as_under_the_o
     legend = " ".join(shown.split("└")[1].split())
     assert "● positions 0 (under" in legend and "▲ positions 1 (under" not in legend
     assert "positions 2-3 (under" not in legend and "positions 4-7 (under" not in legend
+
+
+# --- :plot of a watched view from the shell ------------------------------------------------------------
+def test_plot_of_a_watched_view_from_the_shell_names_the_interactive_shell_not_a_one_shot_train():
+    line = assert_one_error_line(invoke("plot", "--what", "copying"))
+    assert "minitf train --watch heads first" not in line  # a one-shot train's frames end with its session
+    assert "a checkpoint keeps no watched frames" in line
+    assert ":train watch=heads, then :plot what=copying" in line
+    for what, view in (("context", "context"), ("block_grad", "grad"), ("lens_rank", "lens")):
+        assert f":train watch={view}, then :plot what={what}" in assert_one_error_line(invoke("plot", "--what", what))
+
+
+def test_plot_of_a_watched_view_in_the_repl_still_says_train_watching_first():
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+
+    session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_seq_len=16), TrainConfig(steps=2),
+                      data_spec="sort", device_name="cpu")
+    with pytest.raises(UserError, match="there are no heads frames; train with :train watch=heads first$"):
+        run(session, ":plot what=induction")

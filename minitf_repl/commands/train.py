@@ -32,7 +32,7 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, restore, syntax, train_first
+from ..syntax import REPL, cmd, restore, syntax, train_first, watch_first
 from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
                    view_prompt)
 from .shared import AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, save_session, switch_data
@@ -608,7 +608,7 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
         series = (copying_series if what == "copying" else induction_series)(session.watch_frames)
         if not series:
             if not any(frame.heads for frame in session.watch_frames):
-                raise UserError(f"there are no heads frames; train with {cmd('train', watch='heads')} first")
+                raise UserError(f"there are no heads frames; {watch_first('heads', 'plot', what=what)}")
             raise UserError("the heads were watched on a prompt "
                             + ("with no repeated token, so no head has an induction score" if what == "induction"
                                else "which has no first copy and repeat")
@@ -617,19 +617,19 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     if what == "context":
         series = context_series(session.watch_frames)
         if not series:
-            raise UserError(f"there are no context frames; train with {cmd('train', watch='context')} first")
+            raise UserError(f"there are no context frames; {watch_first('context', 'plot', what=what)}")
         return PlotResult(what, series, session.data.tokenizer.vocab_size)
     if what == "block_grad":
         series = block_grad_series(session.watch_frames)
         if not series:
-            raise UserError(f"there are no gradient frames; train with {cmd('train', watch='grad')} first")
+            raise UserError(f"there are no gradient frames; {watch_first('grad', 'plot', what=what)}")
         return PlotResult(what, series)
     if what == "lens_rank":
         series = lens_rank_series(session.watch_frames)
         if not series:
             lens = any(frame.view == "lens" for frame in session.watch_frames)
             why = ("the watched prompt's next token is unknown; watch a task's question or the default prompt"
-                   if lens else f"train with {cmd('train', watch='lens')} first")
+                   if lens else watch_first("lens", "plot", what=what))
             raise UserError(f"there are no lens frames with a known next token; {why}")
         return PlotResult(what, series)
     history = session.trainer.history if session.has_model else []
