@@ -63,3 +63,20 @@ def test_plot_of_a_watched_view_in_the_repl_still_says_train_watching_first():
                       data_spec="sort", device_name="cpu")
     with pytest.raises(UserError, match="there are no heads frames; train with :train watch=heads first$"):
         run(session, ":plot what=induction")
+
+
+# --- :heads's reading when no head's absence costs the repeat anything ----------------------------------
+@pytest.mark.parametrize("carries, costs", [((-0.04, -0.001), False), ((0.002, -0.01), False), ((0.31, 0.05), True)])
+def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(carries, costs):
+    from types import SimpleNamespace
+
+    from minitf_repl.commands.why import heads_reading
+
+    heads = [SimpleNamespace(layer=0, head=h, role=None, carries=c, scores={"induction": 0.13})
+             for h, c in enumerate(carries)]
+    roles = SimpleNamespace(heads=heads, best=lambda role: heads[0])
+    reading = heads_reading(roles, first=2.52, second=2.52)
+    top = max(carries)
+    assert ("costs the repeat the most" in reading) == costs, reading  # switching it off lowered the loss: no cost
+    if not costs:
+        assert f"no head costs the repeat anything (the most: head 0.{carries.index(top)}, {top:+.2f} nats)" in reading

@@ -370,7 +370,11 @@ def heads_reading(roles, first: float | None, second: float | None) -> str:
     needed = ""
     if swept:
         most = max(swept, key=lambda h: h.carries)
-        needed = f"; switched off, head {most.layer}.{most.head} costs the repeat the most ({most.carries:+.2f} nats)"
+        change = f"{most.carries:+.2f} nats"
+        needed = (f"; switched off, head {most.layer}.{most.head} costs the repeat the most ({change})"
+                  if round(most.carries, 2) > 0 else  # no head's absence raises the loss: none "costs" it
+                  f"; switched off alone, no head costs the repeat anything (the most: head {most.layer}.{most.head}, "
+                  f"{change})")
     if second > COPIES_AT * first:
         begun = "copying from context has begun, not yet to half the loss" if second < first - BEGUN_BY else \
             "no copying from context yet"
