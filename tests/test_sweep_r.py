@@ -80,3 +80,17 @@ def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(c
     assert ("costs the repeat the most" in reading) == costs, reading  # switching it off lowered the loss: no cost
     if not costs:
         assert f"no head costs the repeat anything (the most: head 0.{carries.index(top)}, {top:+.2f} nats)" in reading
+
+
+# --- :train watch=attn in a narrow terminal -------------------------------------------------------------
+def test_watch_attn_cut_to_the_last_positions_says_so_as_attn_does():
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+    from test_render import plain
+
+    session = Session(ModelConfig(d_model=16, n_heads=4, n_layers=1, d_ff=32, max_seq_len=32),
+                      TrainConfig(steps=2, batch_size=2, eval_every=2), data_spec="pydoc", device_name="cpu")
+    result = run(session, ":train steps=2 watch=attn prompt='The example abov'")
+    assert "showing the last 4 of 16 positions (the terminal is 30 columns wide)" in plain(result, 30)
+    assert "showing the last" not in plain(result, 120)  # four heads of 16 positions fit side by side

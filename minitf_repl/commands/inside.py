@@ -26,7 +26,7 @@ from ..core.words import count
 from ..palette import VISIBLE, piece_cell, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
-from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future
+from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future, window_note
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
@@ -102,7 +102,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
     note(console, "row i: where position i looks (every key j: nothing masks the future now)" if future
          else "row i: where position i looks (keys 0..i); blank: the masked future")
     if start:
-        note(console, f"showing the last {n} of {T} positions (the terminal is {console.width} columns wide)")
+        note(console, window_note(n, T, console.width))
     if single:
         console.print(heatmap(tokens, maps[0], peak, width, as_text, future), highlight=False, no_wrap=True,
                       overflow="ignore")

@@ -80,3 +80,9 @@ def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: i
 def attention_window(n_tokens: int, width: int, cell_width: int, label: int = 2) -> int:
     """How many positions fit the width (`label` columns of row labels, `cell_width` columns per position)."""
     return max(1, min(n_tokens, (width - label) // cell_width))
+
+
+def window_note(shown: int, total: int, width: int) -> str:
+    """What a map cut to the last `shown` of `total` positions says, so a reader does not take it for the whole
+    text (the rows' weights still spread over the keys cut off)."""
+    return f"showing the last {shown} of {total} positions (the terminal is {width} columns wide)"

@@ -19,7 +19,7 @@ from rich.text import Text
 from ..core.watch import CONTEXT_WINDOWS
 from ..palette import terminal_safe, visible
 from . import fmt
-from .heatmap import attention_window, heatmap, legend, reads_future
+from .heatmap import attention_window, heatmap, legend, reads_future, window_note
 from .scatter import asked_ids, grid_size, scatter
 from .tables import NARROW, add_row
 from .words import Words
@@ -95,7 +95,8 @@ def watch_view(frame, width: int, as_text: bool):
         future = reads_future(frame.maps)  # causal off: the future is drawn, not left blank
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text, future))
                   for h, m in enumerate(maps)]
-        return Group(title, Columns(panels, padding=(0, 2)), legend(peak, as_text))
+        cut = [Text(window_note(n, T, width), style="dim")] if start else []
+        return Group(title, *cut, Columns(panels, padding=(0, 2)), legend(peak, as_text))
     if frame.lens:
         table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("after", style="cyan", no_wrap=True)
