@@ -94,3 +94,24 @@ def test_watch_attn_cut_to_the_last_positions_says_so_as_attn_does():
     result = run(session, ":train steps=2 watch=attn prompt='The example abov'")
     assert "showing the last 4 of 16 positions (the terminal is 30 columns wide)" in plain(result, 30)
     assert "showing the last" not in plain(result, 120)  # four heads of 16 positions fit side by side
+
+
+# --- :shapes under :ablate ------------------------------------------------------------------------------
+def test_shapes_under_ablate_says_what_is_switched_off():
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+    from test_render import plain
+
+    session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, max_seq_len=16), TrainConfig(steps=2),
+                      data_spec="pydoc", device_name="cpu")
+    run(session, ":ablate positions")
+    run(session, ":ablate block=1")
+    result = run(session, ":shapes")
+    shown = plain(result)
+    assert "h = x + p" in shown  # the trace is the whole model's: p is zero now, block 1 adds nothing
+    assert result.ablations == ["the positions", "block 1"]
+    assert "switched off now: the positions, block 1 (:ablate off puts the model back); every step above still runs, " \
+           "with the same shapes" in shown
+    run(session, ":ablate off")
+    assert "switched off now" not in plain(run(session, ":shapes"))

@@ -24,7 +24,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import check_layer, command, view_prompt
+from .base import ablation_note, check_layer, command, switched_off, view_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.trace import TraceRecord
@@ -47,13 +47,14 @@ class ShapesResult:
     # fall short of these two.
     n_params: int = 0  # every parameter of the model, a tied one once
     block_params: list[int] = field(default_factory=list)  # each block's parameters, whether they ran or not
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran (same shapes)
 
 
 @command("shapes", "Trace one forward pass: every step's shape, in the order it runs.", params=[
     Param("prompt", str, help="text to trace (default: a short sample of the data)", positional=True),
     Param("layer", int, help="the block to show in full (default 0)"),
     Param("all", bool, default=False, help="show every block in full"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult:
     n_layers = session.model_config.n_layers
     layer = check_layer(session, args["layer"])
@@ -67,7 +68,7 @@ def cmd_shapes(session: Session, args: dict, reporter: Reporter) -> ShapesResult
     records = trace(model, torch.tensor(ids, dtype=torch.long))
     show_all = bool(args["all"])
     return ShapesResult(prompt, records, n_layers, None if show_all else layer, show_all, model.symbols(1, len(ids)),
-                        model.num_parameters(), model.block_parameters())
+                        model.num_parameters(), model.block_parameters(), switched_off(session))
 
 
 def symbolic(names) -> str:
@@ -223,6 +224,8 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
     if idle:
         note(console, f"{count(idle, 'dropout step')} not shown: dropout does nothing at inference (eval mode)")
     note(console, summary)
+    ablation_note(console, result.ablations, "every step above still runs, with the same shapes: a switched-off "
+                                             "part's output is replaced, not its shape")
 
 
 def _unrun_params(result: ShapesResult) -> dict[int, int]:

@@ -202,8 +202,10 @@ def switched_off(session) -> list[str]:
     return [str(a) for a in session.ablations]
 
 
-def ablation_note(console: Console, ablations: list[str]) -> None:
-    """What a view must say while :ablate has parts switched off: its numbers are the ablated model's."""
+def ablation_note(console: Console, ablations: list[str],
+                  reading: str = "the model's own numbers here are the ablated model's") -> None:
+    """What a view must say while :ablate has parts switched off: by default, that its numbers are the ablated
+    model's; `reading`: what else the view's reader must know of it."""
     if ablations:
-        note(console, f"switched off now: {', '.join(ablations)} ({cmd('ablate', 'off')} puts the model back); the "
-                      "model's own numbers here are the ablated model's")
+        note(console, f"switched off now: {', '.join(ablations)} ({cmd('ablate', 'off')} puts the model back); "
+                      f"{reading}")
