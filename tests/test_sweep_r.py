@@ -115,3 +115,26 @@ def test_shapes_under_ablate_says_what_is_switched_off():
            "with the same shapes" in shown
     run(session, ":ablate off")
     assert "switched off now" not in plain(run(session, ":shapes"))
+
+
+# --- the end of a watched run names only the charts :plot can draw of its frames --------------------------
+def test_watched_run_names_a_plot_only_where_the_frames_have_it():
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+    from test_render import plain
+
+    session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_seq_len=16),
+                      TrainConfig(steps=2, batch_size=2, eval_every=2), data_spec="add", device_name="cpu")
+    unknown = plain(run(session, ":train steps=2 watch=lens prompt=12+34="))  # not the task's form: no known answer
+    assert "watched 2 frames (lens); :report shows them in order" in unknown
+    assert ":plot what=lens_rank" not in unknown
+    with pytest.raises(UserError, match="no lens frames with a known next token"):
+        run(session, ":plot what=lens_rank")
+    known = plain(run(session, ":train steps=2 watch=lens"))  # the task's own question: its answer is known
+    assert ":plot what=lens_rank charts the true token's rank" in known
+    assert ":plot what=" not in plain(run(session, ":train steps=2 watch=heads prompt=12+34="))  # no token comes back
+    again = plain(run(session, ":train steps=2 watch=heads prompt=12+12="))  # tokens come back: no first copy, though
+    assert ":plot what=copying" not in again and ":plot what=induction charts the heads' induction score" in again
+    random = plain(run(session, ":train steps=2 watch=heads"))
+    assert ":plot what=copying and :plot what=induction chart them" in random

@@ -456,15 +456,21 @@ def render_train(result: TrainResult, console: Console) -> None:
         # "this time": the earlier steps of a continued run are in its autosave already
         note(console, "no step finished this time, so nothing was saved")
     if result.frames:
-        more = {"lens": f"; {cmd('plot', what='lens_rank')} charts the true token's rank",
-                "heads": f"; {cmd('plot', what='copying')} and {cmd('plot', what='induction')} chart them",
-                "context": f"; {cmd('plot', what='context')} charts each band by step",
-                "grad": f"; {cmd('plot', what='block_grad')} charts each block's gradient by step"}.get(
-            result.frames[0].view, "")
+        more = plot_hint(result.frames)
         # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
         then = (f"{cmd('report')} shows them in order{more}" if syntax() == REPL else
                 "the frames end with this command: in the REPL (minitf), :report and :plot show them after the run")
         note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {then}")
+
+
+def plot_hint(frames: list[WatchFrame]) -> str:
+    """"; :plot what=W charts ...": the charts :plot draws of these frames, only those it can draw (a lens
+    prompt whose next token is unknown has no rank to chart, a prompt with no repeat no copying)."""
+    charted = [what for what in WATCHED if WATCHED_SERIES[what](frames)]
+    plots = " and ".join(cmd("plot", what=what) for what in charted)
+    if len(charted) != 1:
+        return f"; {plots} chart them" if charted else ""
+    return f"; {plots} {PLOT_HINTS[charted[0]]}"
 
 
 STALLED = 0.9  # a finished run whose val loss is still above this share of ln V has learned almost nothing
@@ -640,6 +646,14 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     since = session.data_since_step
     data_from = since if since and any(row["step"] <= since for row in history) else None
     return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_from)
+
+
+# What :plot draws of the watched frames, and what the end of a watched run says of it (:plot what=W ...).
+WATCHED_SERIES = {"lens_rank": lens_rank_series, "block_grad": block_grad_series, "copying": copying_series,
+                  "induction": induction_series, "context": context_series}
+PLOT_HINTS = {"lens_rank": "charts the true token's rank", "block_grad": "charts each block's gradient by step",
+              "copying": "charts the first copy's and the repeat's loss",
+              "induction": "charts the heads' induction score", "context": "charts each band by step"}
 
 
 def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None,
