@@ -138,3 +138,23 @@ def test_watched_run_names_a_plot_only_where_the_frames_have_it():
     assert ":plot what=copying" not in again and ":plot what=induction charts the heads' induction score" in again
     random = plain(run(session, ":train steps=2 watch=heads"))
     assert ":plot what=copying and :plot what=induction chart them" in random
+
+
+# --- :train watch=heads in a narrow terminal ------------------------------------------------------------
+@pytest.mark.parametrize("width", [40, 60, 100])
+def test_watch_heads_frame_shows_every_heads_score_at_any_width(width):
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+    from test_render import text_of
+
+    session = Session(ModelConfig(d_model=16, n_heads=8, n_layers=2, d_ff=32, max_seq_len=16),
+                      TrainConfig(steps=2, batch_size=2, eval_every=2), data_spec="sort", device_name="cpu")
+    result = run(session, ":train steps=2 watch=heads")
+    lines = text_of(result, width).splitlines()
+    first = next(k for k, line in enumerate(lines) if "head 0" in line)
+    frame = "\n".join(lines[first:next(k for k, line in enumerate(lines) if line.startswith("loss on the repeat"))])
+    assert "…" not in frame  # one table squeezed to 40 columns showed '· …' in every cell
+    assert all(f"head {h}" in frame for h in range(8))
+    scores = [f"{h.score:.2f}" for h in result.frames[-1].heads]
+    assert sum(frame.count(s) for s in set(scores)) == len(scores) == 16

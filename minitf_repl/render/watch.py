@@ -12,6 +12,7 @@ import math
 
 from rich import box
 from rich.columns import Columns
+from rich.cells import cell_len
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -121,14 +122,7 @@ def watch_view(frame, width: int, as_text: bool):
                     fmt.gradient(row.below))
         return Group(title, table)
     if frame.heads:
-        n_heads = max(h.head for h in frame.heads) + 1
-        table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-        table.add_column("block", style="cyan", no_wrap=True)
-        for h in range(n_heads):
-            table.add_column(f"head {h}", no_wrap=True)
-        for layer in sorted({h.layer for h in frame.heads}):
-            add_row(table, str(layer), *(head_cell(h) for h in frame.heads if h.layer == layer))
-        parts = [title, table]
+        parts = [title, *heads_tables(frame.heads, width)]
         if frame.repeat is not None:
             parts.append(Words(Text(copying(frame))))
         return Group(*parts)
@@ -139,6 +133,30 @@ def watch_view(frame, width: int, as_text: bool):
     text = Text(terminal_safe(frame.prompt), style="bold")
     text.append(terminal_safe(frame.sample or ""))
     return Group(title, Words(text))
+
+
+def heads_tables(heads, width: int) -> list[Table]:
+    """A heads frame's table, a column per head and a row per block; where the heads do not all fit `width` side
+    by side, as several tables of as many heads as fit (one table squeezed to the width would show '· …' in every
+    cell)."""
+    n_heads = max(h.head for h in heads) + 1
+    cells = {(h.layer, h.head): head_cell(h) for h in heads}
+    layers = sorted({h.layer for h in heads})
+    boxed = width >= NARROW  # a boxed table pads each column a cell more, and its edges
+    gap = 3 if boxed else 2
+    column = max(cell_len(f"head {n_heads - 1}"), *(c.cell_len for c in cells.values())) + gap
+    per_table = max(1, (width - len("block") - gap - (2 if boxed else 0)) // column)
+    tables = []
+    for first in range(0, n_heads, per_table):
+        shown = range(first, min(n_heads, first + per_table))
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD if boxed else None, pad_edge=False)
+        table.add_column("block", style="cyan", no_wrap=True)
+        for h in shown:
+            table.add_column(f"head {h}", no_wrap=True)
+        for layer in layers:
+            add_row(table, str(layer), *(cells.get((layer, h), "") for h in shown))
+        tables.append(table)
+    return tables
 
 
 WATCH_MAP_HEIGHT = 12  # rows of an embed frame's map, drawn under the loss table at every evaluation
