@@ -158,3 +158,16 @@ def test_watch_heads_frame_shows_every_heads_score_at_any_width(width):
     assert all(f"head {h}" in frame for h in range(8))
     scores = [f"{h.score:.2f}" for h in result.frames[-1].heads]
     assert sum(frame.count(s) for s in set(scores)) == len(scores) == 16
+
+
+def test_watch_heads_frame_says_what_a_dot_is():
+    from minitf_repl.core.watch import HeadWatch, WatchFrame
+    from minitf_repl.render.watch import watch_view
+
+    frame = WatchFrame(2, 2.3, "heads", "", [])
+    frame.heads = [HeadWatch(0, 0, None, 0.14, 0.1), HeadWatch(0, 1, "previous", 0.85, 0.1)]
+    shown = drawn(watch_view(frame, 80, True), 80)
+    assert "· 0.14" in shown and "previous 0.85" in shown
+    assert "·: no role stands out; the score shown is the head's largest" in " ".join(shown.split())
+    frame.heads = frame.heads[1:]
+    assert "no role stands out" not in drawn(watch_view(frame, 80, True), 80)  # every head named: nothing to explain

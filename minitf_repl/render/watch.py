@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from rich import box
-from rich.columns import Columns
 from rich.cells import cell_len
+from rich.columns import Columns
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -123,6 +123,8 @@ def watch_view(frame, width: int, as_text: bool):
         return Group(title, table)
     if frame.heads:
         parts = [title, *heads_tables(frame.heads, width)]
+        if any(h.role is None for h in frame.heads):  # what a dot is: without this, "· 0.14" reads as nothing
+            parts.append(Words(Text("·: no role stands out; the score shown is the head's largest", style="dim")))
         if frame.repeat is not None:
             parts.append(Words(Text(copying(frame))))
         return Group(*parts)
