@@ -3,9 +3,12 @@
 The one character chart (:plot, the loss under :train, :compare) labelled its y axis with 3 significant digits even
 where two labels then read alike (0.172, 0.171, 0.171 for a score that moved by 0.0015), and drew a curve whose every
 point fell on a later curve's under that curve with nothing said: :plot what=context named '● positions 0' in its
-legend and drew no ●. From the shell, :plot of a watched view (copying, induction, context, block_grad, lens_rank)
-told the user to run `minitf train --watch VIEW` first, which keeps no frames for a later `minitf plot`, so the
-advice led back to the same error.
+legend and drew no ●. From the shell, :plot of a watched view told the user to run `minitf train --watch VIEW`
+first, which keeps no frames for a later `minitf plot`, so the advice led back to the same error; and the end of a
+watched run pointed at a :plot its frames could not feed (a lens prompt with no known next token). :heads said a
+head "costs the repeat the most (-0.00 nats)" when no head's absence cost anything. In a narrow terminal watch=attn
+cut the prompt to its last positions without a word, and watch=heads squeezed every head into one table ('· …' in
+each cell), whose dot it never explained. :shapes was the one view that said nothing under :ablate.
 """
 
 import pytest
