@@ -8,7 +8,8 @@ first, which keeps no frames for a later `minitf plot`, so the advice led back t
 watched run pointed at a :plot its frames could not feed (a lens prompt with no known next token). :heads said a
 head "costs the repeat the most (-0.00 nats)" when no head's absence cost anything. In a narrow terminal watch=attn
 cut the prompt to its last positions without a word, and watch=heads squeezed every head into one table ('· …' in
-each cell), whose dot it never explained. :shapes was the one view that said nothing under :ablate.
+each cell), whose dot it never explained, and watch=grad cut its
+headers and row labels ('b…  attention |dL…'). :shapes was the one view that said nothing under :ablate.
 """
 
 import pytest
@@ -174,3 +175,22 @@ def test_watch_heads_frame_says_what_a_dot_is():
     assert "·: no role stands out; the score shown is the head's largest" in " ".join(shown.split())
     frame.heads = frame.heads[1:]
     assert "no role stands out" not in drawn(watch_view(frame, 80, True), 80)  # every head named: nothing to explain
+
+
+# --- :train watch=grad in a narrow terminal -------------------------------------------------------------
+@pytest.mark.parametrize("width", [40, 50, 100])
+def test_watch_grad_frame_keeps_its_headers_and_labels_whole_in_a_narrow_terminal(width):
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+    from test_render import plain, text_of
+
+    session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, max_seq_len=32),
+                      TrainConfig(steps=2, batch_size=2, eval_every=2), data_spec="pydoc", device_name="cpu")
+    result = run(session, ":train steps=2 watch=grad")
+    lines = text_of(result, width).splitlines()
+    table = lines[next(k for k, line in enumerate(lines) if "attention" in line):][:6]
+    assert not any("…" in line for line in table), table  # 'b…  attention |dL…  FFN |dL…' at 40 columns
+    words = " ".join(table).split()
+    assert {"block", "attention", "FFN", "below", "top"} <= set(words) and words.count("|dL/dW|") == 2
+    assert f"{result.frames[-1].grads[0].below:.4f}" in plain(result, width)

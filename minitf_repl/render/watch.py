@@ -114,8 +114,8 @@ def watch_view(frame, width: int, as_text: bool):
     if frame.grads:
         table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("block", style="cyan", no_wrap=True)
-        for name in ("attention |dL/dW|", "FFN |dL/dW|", "|dL/dh| below"):
-            table.add_column(name, justify="right", no_wrap=True)
+        for name in ("attention |dL/dW|", "FFN |dL/dW|", "|dL/dh| below"):  # narrow: each on two lines, not cut
+            table.add_column(name if width >= NARROW else name.replace(" ", "\n"), justify="right", no_wrap=True)
         add_row(table, "top", "", "", fmt.gradient(frame.top))
         for row in frame.grads:
             add_row(table, str(row.block), fmt.gradient(row.attention), fmt.gradient(row.ffn),
