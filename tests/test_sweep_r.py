@@ -9,7 +9,8 @@ watched run pointed at a :plot its frames could not feed (a lens prompt with no 
 head "costs the repeat the most (-0.00 nats)" when no head's absence cost anything. In a narrow terminal watch=attn
 cut the prompt to its last positions without a word, and watch=heads squeezed every head into one table ('· …' in
 each cell), whose dot it never explained, and watch=grad cut its
-headers and row labels ('b…  attention |dL…'). :shapes was the one view that said nothing under :ablate.
+headers and row labels ('b…  attention |dL…'); the loss table of a mixture of experts on text, with bits/char
+and aux loss besides, overflowed 40 columns and cut its losses to '3.01…'. :shapes was the one view that said nothing under :ablate.
 """
 
 import pytest
@@ -194,3 +195,21 @@ def test_watch_grad_frame_keeps_its_headers_and_labels_whole_in_a_narrow_termina
     words = " ".join(table).split()
     assert {"block", "attention", "FFN", "below", "top"} <= set(words) and words.count("|dL/dW|") == 2
     assert f"{result.frames[-1].grads[0].below:.4f}" in plain(result, width)
+
+
+# --- the loss table of a mixture of experts on text in a narrow terminal --------------------------------
+def test_loss_table_with_bits_per_char_and_aux_loss_keeps_the_losses_whole_when_narrow():
+    from test_render import render, row, train_result
+
+    evals = [{**row(10, 2.0, 2.1), "val_bpc": 3.0296, "aux_loss": 1.0234},
+             {**row(1000, 1.25, 1.5), "val_bpc": 2.1640, "aux_loss": 1.0078}]
+    for width in (40, 50):
+        c = console(width)
+        render(train_result(evals=evals), c)
+        table = c.file.getvalue().split("trained")[0]
+        assert "…" not in table, table  # 'step  train  val  bpc  aux  time' overflowed 40 columns: '1.25…'
+        assert "1,000" in table and "1.2500" in table and "1.5000" in table
+        assert all(len(line) <= width for line in table.splitlines())
+    c = console(60)
+    render(train_result(evals=evals), c)
+    assert "aux" in c.file.getvalue() and "2.1640" in c.file.getvalue()  # room for them all: none dropped

@@ -39,6 +39,9 @@ LOSS_COLUMNS = (
     ("tokens_per_second", "tokens/s", "tok/s", fmt.rate, False),
     ("elapsed", "elapsed", "time", fmt.seconds, True),
 )
+# A narrow table's columns dropped in turn while its rows do not fit: a mixture's load balance, bits per character
+# (the val loss in other units), the time (the summary line has it).
+NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed")
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
@@ -46,12 +49,16 @@ class LossTable:
     """The evaluations of a training run, one row each; rows can be added while it is on screen.
 
     On a narrow terminal it drops the lr and tokens/s columns (the summary line has the speed)
-    and its borders, so the losses stay readable instead of being cut to "0.…".
+    and its borders, so the losses stay readable instead of being cut to "0.…"; where the rest
+    still do not fit (bits/char and a mixture of experts' aux loss besides the losses), it drops
+    NARROW_DROPS in turn, at each drawing, for the width it is drawn in.
     """
 
     def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False,
                  vocab_size: int | None = None):
         self.vocab_size = vocab_size  # known: a first line gives ln(V), the loss of a uniform guess
+        self.narrow = narrow
+        self.rows: list[dict] = []
         self.val_losses: list[float] = []
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
@@ -60,16 +67,37 @@ class LossTable:
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
                         and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)
                         and (c[4] or not narrow)]
-        self.table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
-        for _, header, short, _, _ in self.columns:
-            self.table.add_column(short if narrow else header, justify="right")
         for r in rows:
             self.add(r)
 
     def add(self, row: dict) -> None:
-        add_row(self.table, *(show(row.get(key)) for key, _, _, show, _ in self.columns))
+        self.rows.append(row)
         if row.get("val_loss") is not None:
             self.val_losses.append(row["val_loss"])
+
+    @property
+    def table(self) -> Table:
+        return self.table_for(None)
+
+    def table_for(self, width: int | None) -> Table:
+        """The table of the rows so far, on a narrow terminal with only the columns that fit `width` (None: all)."""
+        cells = {key: [show(r.get(key)) for r in self.rows] for key, _, _, show, _ in self.columns}
+        columns = list(self.columns)
+
+        def needed() -> int:  # each column as wide as its header or widest cell, two spaces apart
+            return sum(max([len(short), *map(len, cells[key])]) for key, _, short, _, _ in columns) + 2 * (
+                len(columns) - 1)
+
+        for key in NARROW_DROPS if self.narrow and width is not None else ():
+            if needed() <= width:
+                break
+            columns = [c for c in columns if c[0] != key]
+        table = Table(header_style="bold", box=None if self.narrow else box.HEAVY_HEAD, pad_edge=not self.narrow)
+        for _, header, short, _, _ in columns:
+            table.add_column(short if self.narrow else header, justify="right")
+        for k in range(len(self.rows)):
+            add_row(table, *(cells[key][k] for key, *_ in columns))
+        return table
 
     @property
     def overfitting(self) -> bool:
@@ -77,18 +105,19 @@ class LossTable:
         last = self.val_losses[-(OVERFIT_RISES + 1):]
         return len(last) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(last, last[1:]))
 
-    def __rich__(self):
+    def __rich_console__(self, console: Console, options):
+        width = options.max_width
         parts = []
         baseline = uniform_loss(self.vocab_size)
         if baseline is not None:
             parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {baseline:.2f}: "
                                     "the loss of a uniform guess (a model that knows nothing)", style="dim")))
-        parts.append(self.table)
+        parts.append(self.table_for(width))
         if self.overfitting:
             parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
                                     "row while training continued (more data, dropout, or stop earlier)",
                                     style="yellow")))
-        return Group(*parts) if len(parts) > 1 else self.table
+        yield Group(*parts)
 
 
 def loss_cell(evaluation, bpc: bool = False, bits_only: bool = False, spreads: bool = True) -> str:
