@@ -8,9 +8,9 @@ first, which keeps no frames for a later `minitf plot`, so the advice led back t
 watched run pointed at a :plot its frames could not feed (a lens prompt with no known next token). :heads said a
 head "costs the repeat the most (-0.00 nats)" when no head's absence cost anything. In a narrow terminal watch=attn
 cut the prompt to its last positions without a word, and watch=heads squeezed every head into one table ('· …' in
-each cell), whose dot it never explained, and watch=grad cut its
-headers and row labels ('b…  attention |dL…'); the loss table of a mixture of experts on text, with bits/char
-and aux loss besides, overflowed 40 columns and cut its losses to '3.01…'. :shapes was the one view that said nothing under :ablate.
+each cell), whose dot it never explained, and watch=grad cut its headers and row labels ('b…  attention |dL…');
+the loss table of a mixture of experts on text, with bits/char and aux loss besides, overflowed 40 columns and cut
+its losses to '3.01…'. :shapes was the one view that said nothing under :ablate.
 """
 
 import pytest
