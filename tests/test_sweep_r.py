@@ -10,7 +10,8 @@ head "costs the repeat the most (-0.00 nats)" when no head's absence cost anythi
 cut the prompt to its last positions without a word, and watch=heads squeezed every head into one table ('· …' in
 each cell), whose dot it never explained, and watch=grad cut its headers and row labels ('b…  attention |dL…');
 the loss table of a mixture of experts on text, with bits/char and aux loss besides, overflowed 40 columns and cut
-its losses to '3.01…'. :shapes was the one view that said nothing under :ablate.
+its losses to '3.01…', and at 80 columns its bordered headers to 'bits/ch…' and 'tokens…'. :shapes was the one
+view that said nothing under :ablate.
 """
 
 import pytest
@@ -198,7 +199,7 @@ def test_watch_grad_frame_keeps_its_headers_and_labels_whole_in_a_narrow_termina
 
 
 # --- the loss table of a mixture of experts on text in a narrow terminal --------------------------------
-def test_loss_table_with_bits_per_char_and_aux_loss_keeps_the_losses_whole_when_narrow():
+def test_loss_table_with_bits_per_char_and_aux_loss_keeps_the_losses_and_headers_whole():
     from test_render import render, row, train_result
 
     evals = [{**row(10, 2.0, 2.1), "val_bpc": 3.0296, "aux_loss": 1.0234},
@@ -213,3 +214,11 @@ def test_loss_table_with_bits_per_char_and_aux_loss_keeps_the_losses_whole_when_
     c = console(60)
     render(train_result(evals=evals), c)
     assert "aux" in c.file.getvalue() and "2.1640" in c.file.getvalue()  # room for them all: none dropped
+    for width in (80, 87):  # the bordered table of all eight columns needs 88: it cut 'bits/ch…' and 'tokens…'
+        c = console(width)
+        render(train_result(evals=evals), c)
+        table = c.file.getvalue().split("trained")[0]
+        assert "…" not in table and "bpc" in table and "aux" in table and "1.0078" in table, table
+    c = console(88)
+    render(train_result(evals=evals), c)
+    assert "┃ train loss ┃ val loss ┃ bits/char ┃ aux loss ┃" in c.file.getvalue()  # it fits: bordered

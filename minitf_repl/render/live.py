@@ -48,10 +48,11 @@ OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfit
 class LossTable:
     """The evaluations of a training run, one row each; rows can be added while it is on screen.
 
-    On a narrow terminal it drops the lr and tokens/s columns (the summary line has the speed)
-    and its borders, so the losses stay readable instead of being cut to "0.…"; where the rest
-    still do not fit (bits/char and a mixture of experts' aux loss besides the losses), it drops
-    NARROW_DROPS in turn, at each drawing, for the width it is drawn in.
+    On a narrow terminal (or one where the bordered table would cut its headers) it drops the lr
+    and tokens/s columns (the summary line has the speed) and its borders, so the losses stay
+    readable instead of being cut to "0.…"; where the rest still do not fit (bits/char and a
+    mixture of experts' aux loss besides the losses), it drops NARROW_DROPS in turn. Laid out at
+    each drawing, for the width it is drawn in.
     """
 
     def __init__(self, rows: list[dict] = (), with_accuracy: bool | None = None, narrow: bool = False,
@@ -65,8 +66,7 @@ class LossTable:
         with_aux = any(r.get("aux_loss") is not None for r in rows)
         with_bpc = any(r.get("val_bpc") is not None for r in rows)
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
-                        and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)
-                        and (c[4] or not narrow)]
+                        and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)]
         for r in rows:
             self.add(r)
 
@@ -82,19 +82,22 @@ class LossTable:
     def table_for(self, width: int | None) -> Table:
         """The table of the rows so far, on a narrow terminal with only the columns that fit `width` (None: all)."""
         cells = {key: [show(r.get(key)) for r in self.rows] for key, _, _, show, _ in self.columns}
-        columns = list(self.columns)
 
-        def needed() -> int:  # each column as wide as its header or widest cell, two spaces apart
-            return sum(max([len(short), *map(len, cells[key])]) for key, _, short, _, _ in columns) + 2 * (
-                len(columns) - 1)
+        def needed(columns, boxed: bool) -> int:  # each column as wide as its header or widest cell, and the gaps
+            if boxed:  # a border and a cell of padding each side of each column
+                return sum(max([len(header), *map(len, cells[key])]) + 3 for key, header, *_ in columns) + 1
+            return sum(max([len(short), *map(len, cells[key])]) + 2 for key, _, short, _, _ in columns) - 2
 
-        for key in NARROW_DROPS if self.narrow and width is not None else ():
-            if needed() <= width:
+        # narrow: the caller's word (a terminal below NARROW), or a boxed table with cut headers ("bits/ch…")
+        narrow = self.narrow or (width is not None and needed(self.columns, True) > width)
+        columns = [c for c in self.columns if c[4] or not narrow]
+        for key in NARROW_DROPS if narrow and width is not None else ():
+            if needed(columns, False) <= width:
                 break
             columns = [c for c in columns if c[0] != key]
-        table = Table(header_style="bold", box=None if self.narrow else box.HEAVY_HEAD, pad_edge=not self.narrow)
+        table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in columns:
-            table.add_column(short if self.narrow else header, justify="right")
+            table.add_column(short if narrow else header, justify="right")
         for k in range(len(self.rows)):
             add_row(table, *(cells[key][k] for key, *_ in columns))
         return table
