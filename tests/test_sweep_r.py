@@ -11,7 +11,8 @@ cut the prompt to its last positions without a word, and watch=heads squeezed ev
 each cell), whose dot it never explained, and watch=grad cut its headers and row labels ('b…  attention |dL…');
 the loss table of a mixture of experts on text, with bits/char and aux loss besides, overflowed 40 columns and cut
 its losses to '3.01…', and at 80 columns its bordered headers to 'bits/ch…' and 'tokens…'. :shapes was the one
-view that said nothing under :ablate.
+view that said nothing under :ablate. A table that did not fit 40 columns even without its optional columns (:grad's
+stream, :heads) cut its headers and numbers ('0.7…') where stacking the headers' words fits it.
 """
 
 import pytest
@@ -222,3 +223,23 @@ def test_loss_table_with_bits_per_char_and_aux_loss_keeps_the_losses_and_headers
     c = console(88)
     render(train_result(evals=evals), c)
     assert "┃ train loss ┃ val loss ┃ bits/char ┃ aux loss ┃" in c.file.getvalue()  # it fits: bordered
+
+
+# --- tables that fit a narrow terminal only with their headers stacked ----------------------------------
+def test_grad_and_heads_tables_at_40_columns_stack_their_headers_instead_of_cutting_numbers():
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import run
+    from test_render import text_of
+
+    session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=2, d_ff=32, max_seq_len=32),
+                      TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu")
+    grad = run(session, ":grad")
+    lines = text_of(grad, 40).splitlines()
+    top = next(k for k, line in enumerate(lines) if line.startswith("top"))
+    stream = lines[top - 4:top + 6]  # the header's lines, top, each sublayer of the two blocks, h_0
+    assert not any("…" in line for line in stream), stream  # 'bl…  f   |sk…' and numbers cut to '0.7…'
+    assert f"{grad.stream[0].leaves:.4f}" in "\n".join(stream) and any(line.startswith("h_0") for line in stream)
+    heads = text_of(run(session, ":heads"), 40)
+    header = next(line for line in heads.splitlines() if "previo" in line)
+    assert "…" not in header and "previous" in header, header  # 'he…  previo…  inducti…  nam…  off: repe…'
