@@ -46,9 +46,11 @@ def show_value(value) -> str:
     return repr(clip(value)) if isinstance(value, str) else repr(value)
 
 
-def whole_number(name: str, text: str) -> int:
-    """`1000`, `1e3`, `10_000`, `10k`, `2.5M` -> an int; anything else, or a fraction, is a UserError."""
+def whole_number(name: str, text: str, or_none: bool = False) -> int:
+    """`1000`, `1e3`, `10_000`, `10k`, `2.5M` -> an int; anything else, or a fraction, is a UserError
+    (which names `none` too where the setting takes it: `or_none`)."""
     t = text.strip()
+    kind = "a whole number or none" if or_none else "a whole number"
     if re.fullmatch(r"[+-]?\d+", t):
         try:
             return int(t)
@@ -66,10 +68,10 @@ def whole_number(name: str, text: str) -> int:
             if value == int(value):
                 return int(value)
             worked = f" (= {value:g})" if suffix or "e" in number.lower() else ""
-            raise UserError(f"{name} must be a whole number, got {show_value(text)}{worked}")
+            raise UserError(f"{name} must be {kind}, got {show_value(text)}{worked}")
         if value is not None:
             raise UserError(f"{name} is far too large ({show_value(text)}); use a smaller value")
-    raise UserError(f"{name} must be a whole number, got {show_value(text)}")
+    raise UserError(f"{name} must be {kind}, got {show_value(text)}")
 
 
 def convert(param: Param, raw: str):
@@ -82,12 +84,13 @@ def convert(param: Param, raw: str):
         if value is None:
             raise UserError(f"{param.name} must be on or off (on|off|true|false|yes|no|1|0), got {show_value(raw)}")
     elif param.type is int:
-        value = whole_number(param.name, text)
+        value = whole_number(param.name, text, or_none=param.nullable)
     elif param.type is float:
         try:
             value = float(text)
         except ValueError:
-            raise UserError(f"{param.name} must be a number, got {show_value(raw)}") from None
+            kind = "a number or none" if param.nullable else "a number"
+            raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}") from None
     else:
         value = raw
     return check_value(param, value)

@@ -1,0 +1,26 @@
+"""What a sweep of a new user's first hour found wrong (README's set-up and first session, :help, :set,
+:gen, typos of commands and settings): each test failed before its fix.
+
+`:set top_k=off` (the help says "none: off") was refused as "must be a whole number", never naming
+`none`, the word that turns it off.
+"""
+
+import pytest
+
+from minitf_repl.core.errors import UserError
+from minitf_repl.session import Session
+from test_commands import run
+
+
+# --- a setting that takes none ------------------------------------------------------------------------------
+@pytest.mark.parametrize("line, words", [(":set top_k=off", "a whole number or none"),
+                                         (":set top_p=off", "a number or none"),
+                                         (":gen top_k=all", "a whole number or none")])
+def test_a_word_for_a_setting_that_takes_none_names_none(line, words):
+    with pytest.raises(UserError, match=f"must be {words}, got"):
+        run(Session(), line)
+
+
+def test_a_setting_that_takes_no_none_does_not_offer_it():
+    with pytest.raises(UserError, match="^steps must be a whole number, got 'off'$"):
+        run(Session(), ":set steps=off")
