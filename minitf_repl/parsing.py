@@ -302,8 +302,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     continue
                 other = registry.names().get(norm) if registry is not None else None
                 if other is not None and other is not cmd:  # `:set device=cpu`: what the user wants is a command
+                    text_of_other = [value] if value else [cmd.name] if other.about_commands else []
                     raise UserError(f"{norm} is not an option of {phrase_command(cmd.name)} but a command: "
-                                    f"{phrase_command(other.name, *([value] if value else []))}") from None
+                                    f"{phrase_command(other.name, *text_of_other)}") from None
                 if positional is not None and not is_long and not cmd.pairs:  # :set's text: names only
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise

@@ -115,6 +115,9 @@ class Command:
     # True: a `key=value` that is not one of its options is part of its free text, not an error
     # (`:compare norm=rmsnorm vs preset=llama` takes settings as its text).
     pairs_in_text: bool = False
+    # True: its text is another command's name (`:help train`), so `--NAME` of it typed after a command is
+    # this command about that one (`:train --help` is `:help train`, as `minitf train --help` is).
+    about_commands: bool = False
     ends_session: bool = False  # the REPL ends after it (`:quit`)
     # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
     # result changes (name, type, removal or addition); schema.py and its test say when.
