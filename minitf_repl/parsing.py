@@ -107,6 +107,8 @@ def check_value(param: Param, value):
         return convert(param, value)  # `--cache off` from the shell arrives as text
     if param.type is str and isinstance(value, str) and not param.positional and not param.blank and not value.strip():
         raise UserError(f"{param.name} needs a value, e.g. {param.name}={param.choices[0] if param.choices else '...'}")
+    if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
+        value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
     spec = param.spec
     value = spec.check(value)
     spec.check_limit(value)

@@ -3,13 +3,15 @@
 
 `:set top_k=off` (the help says "none: off") was refused as "must be a whole number", never naming
 `none`, the word that turns it off. `:train --help` (as `minitf train --help` works) said help is a command,
-`:help`, not the `:help train` that shows the options.
+`:help`, not the `:help train` that shows the options. `:set norm=RMSNorm` (optimizer=AdamW, activation=GELU,
+as papers write them) was refused while command names and on/off are read in any case.
 """
 
 import pytest
 
 from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
+from test_cli import invoke
 from test_commands import run
 
 
@@ -33,3 +35,19 @@ def test_a_setting_that_takes_no_none_does_not_offer_it():
 def test_help_as_an_option_names_the_help_of_that_command(line, fix):
     with pytest.raises(UserError, match=f"^help is not an option of :\\w+ but a command: {fix}$"):
         run(Session(), line)
+
+
+# --- a choice written as papers write it ---------------------------------------------------------------------
+def test_a_choice_is_read_in_any_case_as_command_names_and_on_off_are():
+    session = Session()
+    run(session, ":set norm=RMSNorm activation=GELU optimizer=AdamW")
+    assert (session.model_config.norm, session.model_config.activation) == ("rmsnorm", "gelu")
+    assert session.train_config.optimizer == "adamw"
+    with pytest.raises(UserError, match="^norm must be one of layernorm, rmsnorm; got 'RMS'$"):
+        run(session, ":set norm=RMS")
+
+
+def test_a_choice_in_capitals_from_the_shell_too():
+    result = invoke("--set", "optimizer=AdamW", "config", "--json")
+    assert result.exit_code == 0, result.output
+    assert '"optimizer": "adamw"' in result.stdout
