@@ -4,7 +4,8 @@
 `:set top_k=off` (the help says "none: off") was refused as "must be a whole number", never naming
 `none`, the word that turns it off. `:train --help` (as `minitf train --help` works) said help is a command,
 `:help`, not the `:help train` that shows the options. `:set norm=RMSNorm` (optimizer=AdamW, activation=GELU,
-as papers write them) was refused while command names and on/off are read in any case.
+as papers write them) was refused while command names and on/off are read in any case. `?` alone, which
+ipython and ollama users type for help, was a prompt: 200 random characters from a new model.
 """
 
 import pytest
@@ -13,6 +14,7 @@ from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
 from test_cli import invoke
 from test_commands import run
+from test_repl import drive
 
 
 # --- a setting that takes none ------------------------------------------------------------------------------
@@ -51,3 +53,12 @@ def test_a_choice_in_capitals_from_the_shell_too():
     result = invoke("--set", "optimizer=AdamW", "config", "--json")
     assert result.exit_code == 0, result.output
     assert '"optimizer": "adamw"' in result.stdout
+
+
+# --- `?` alone -----------------------------------------------------------------------------------------------
+def test_a_question_mark_alone_lists_the_commands_as_help_alone_does():
+    code, out, err, session = drive("?\r")
+    assert code == 0 and err == "", err
+    assert ":train" in out and "Leave minitf." in out and "tokens in" not in out
+    code, out, err, session = drive(":gen ? n=3 gen_seed=1\r")  # as text of :gen it is a prompt still
+    assert "3 tokens in" in out
