@@ -330,8 +330,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             if bare is not None:  # `:train steps`: an option's name without its value
                 raise UserError(f"{bare.name} needs a value: {phrase_command(cmd.name, **{bare.name: bare.metavar})} "
                                 f"({phrase_command('help', cmd.name)} shows its options)")
-            raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)} "
-                            f"({phrase_command('help', cmd.name)} shows its options)")
+            fix = (f" ({phrase_command('help', cmd.name)} shows its options)" if cmd.options else
+                   f"; it takes nothing: type {phrase_command(cmd.name)} alone")  # its help would show none
+            raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}{fix}")
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
     return args
 

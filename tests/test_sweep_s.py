@@ -5,7 +5,8 @@
 `none`, the word that turns it off. `:train --help` (as `minitf train --help` works) said help is a command,
 `:help`, not the `:help train` that shows the options. `:set norm=RMSNorm` (optimizer=AdamW, activation=GELU,
 as papers write them) was refused while command names and on/off are read in any case. `?` alone, which
-ipython and ollama users type for help, was a prompt: 200 random characters from a new model.
+ipython and ollama users type for help, was a prompt: 200 random characters from a new model. `:config lr`
+pointed to `:help config` for options it does not have.
 """
 
 import pytest
@@ -62,3 +63,12 @@ def test_a_question_mark_alone_lists_the_commands_as_help_alone_does():
     assert ":train" in out and "Leave minitf." in out and "tokens in" not in out
     code, out, err, session = drive(":gen ? n=3 gen_seed=1\r")  # as text of :gen it is a prompt still
     assert "3 tokens in" in out
+
+
+# --- text after a command that takes nothing -----------------------------------------------------------------
+@pytest.mark.parametrize("line, alone", [(":config lr", ":config"), (":quit now", ":quit"), (":ls all", ":ls")])
+def test_text_after_a_command_without_options_says_to_type_it_alone(line, alone):
+    with pytest.raises(UserError) as caught:
+        run(Session(), line)
+    assert str(caught.value).endswith(f"; it takes nothing: type {alone} alone") and "shows its options" not in str(
+        caught.value)
