@@ -283,6 +283,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                      None)
         if short is not None:  # `-n 50` is `--n 50`
             token = _Token(f"--{short.name}", None)
+        _refuse_one_dash(cmd, token, tokens[i] if i < len(tokens) else None)
         option = _option_key(token)
         if option is None:
             text.append(token.text)
@@ -297,7 +298,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             param, value = flag, "off"  # --no-cache
         else:
             try:
-                param = cmd.find_param(norm)
+                param = cmd.find_param(key)
             except UserError as e:
                 if cmd.pairs_in_text and not is_long:
                     text.append(token.text)
@@ -335,6 +336,22 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}{fix}")
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
     return args
+
+
+def _refuse_one_dash(cmd: Command, token: _Token, nxt: _Token | None) -> None:
+    """`-steps=5` or `-steps 5` (Go's and Java's way), where the word names an option: a UserError with the fix.
+    A word that names none (`:gen -x`) stays text, and a short option (`-n 50`) was read before."""
+    text = token.text
+    if token.quoted_from is not None or not text.startswith("-") or text.startswith("--"):
+        return
+    key, eq, value = text[1:].partition("=")
+    param = cmd.param_named(key) if _KEY.fullmatch(key) else None
+    if param is None or param.refusal is not None:
+        return
+    if not eq and nxt is not None and nxt.quoted_from is None and _option_key(nxt) is None:
+        value = nxt.text  # `-steps 5`
+    raise UserError(f"{clip(text)} has one dash: an option takes two or none, "
+                    f"{phrase_command(cmd.name, **{param.name: value or param.metavar})}")
 
 
 def _example(param: Param) -> str:

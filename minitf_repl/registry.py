@@ -145,16 +145,16 @@ class Command:
             if p.refusal is not None:
                 raise UserError(p.refusal)
             return p
-        key = key.replace("-", "_").lower()
+        shown, key = key, key.replace("-", "_").lower()  # named as typed: `foo-bar`, not `foo_bar`
         names = [p.name for p in self.options]
         if not names:
-            raise UserError(f"{cmd(self.name)} takes no options; got {clip(key)!r}")
+            raise UserError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")
         # An alias is matched too and named by its option (`n_embed` -> d_model, through nanoGPT's n_embd).
         spelled = {spelling: p.name for p in self.options for spelling in (p.name, *p.aliases)}
         close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
         hint = f"; did you mean {spelled[close[0]]}?" if close else ""
         valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f"{cmd('help', self.name)} lists its {len(names)} keys"
-        raise UserError(f"unknown option {clip(key)!r} for {cmd(self.name)}{hint} ({valid})")
+        raise UserError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
 
     def usage(self) -> str:
         """One line such as ":train [steps=N] [lr=X] ..."."""

@@ -6,7 +6,9 @@
 `:help`, not the `:help train` that shows the options. `:set norm=RMSNorm` (optimizer=AdamW, activation=GELU,
 as papers write them) was refused while command names and on/off are read in any case. `?` alone, which
 ipython and ollama users type for help, was a prompt: 200 random characters from a new model. `:config lr`
-pointed to `:help config` for options it does not have.
+pointed to `:help config` for options it does not have. `:train -steps=5` (one dash, as Go's flags) said
+:train takes no text, `:set -lr=0.1` named an option '_lr=0.1' no one typed, and `:gen hi -temperature=0.5`
+continued the option as text.
 """
 
 import pytest
@@ -72,3 +74,24 @@ def test_text_after_a_command_without_options_says_to_type_it_alone(line, alone)
         run(Session(), line)
     assert str(caught.value).endswith(f"; it takes nothing: type {alone} alone") and "shows its options" not in str(
         caught.value)
+
+
+# --- an option written with one dash -------------------------------------------------------------------------
+@pytest.mark.parametrize("line, fix", [
+    (":train -steps=5", ":train steps=5"), (":train -steps 5", ":train steps=5"), (":set -lr=0.1", ":set lr=0.1"),
+    (":set lr=0.1 -d_model=64", ":set d_model=64"), (":gen hi -temperature=0.5", ":gen temperature=0.5"),
+    (":gen -n=5", ":gen n=5")])
+def test_an_option_with_one_dash_says_options_take_two_or_none(line, fix):
+    with pytest.raises(UserError, match=f"^-\\w+(=[\\d.]+)? has one dash: an option takes two or none, {fix}$"):
+        run(Session(), line)
+
+
+def test_one_dash_stays_text_where_it_names_no_option_and_short_options_still_work():
+    session = Session()
+    assert run(session, ":gen -n 3 gen_seed=1").n_tokens == 3
+    assert run(session, ":gen -x=5 n=2 gen_seed=1").prompt == "-x=5"  # no option x: a prompt
+
+
+def test_an_unknown_option_is_named_as_typed():
+    with pytest.raises(UserError, match="^unknown option 'foo-bar' for :set "):
+        run(Session(), ":set foo-bar=1")
