@@ -237,6 +237,7 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
         command = registry.plain_text_command
         if command is None or command.positional is None:
             raise UserError("commands start with ':'; type :help to list them")
+        _refuse_slash(stripped, registry, command)
         return command, CheckedArgs({command.positional.name: check_value(command.positional, line)})
     body = stripped[1:]
     name = body.split(None, 1)[0] if body.strip() else ""
@@ -245,6 +246,21 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     cmd = registry.find(name)
     rest = body.lstrip()[len(name) :]
     return cmd, _parse_args(cmd, _tokenize(rest), registry)
+
+
+def _refuse_slash(line: str, registry: Registry, plain: Command) -> None:
+    """`/help`, `/train steps=5`, `\\q`: a command as other tools write it (ollama's and chat apps' '/', psql's '\\'),
+    not a prompt: a UserError with the line as minitf reads it. A '/' before no command's name is text (`/usr`)."""
+    word, _, rest = line.partition(" ")
+    if line[:1] not in ("/", "\\") or len(word) < 2:
+        return
+    name = word[1:].lower()
+    command = registry.names().get(name) or registry.bare_word(name)
+    if command is None:
+        return
+    shown = name if name in registry.names() else command.name
+    raise UserError(f"commands start with ':', not '{line[0]}': :{shown}{' ' + rest if rest else ''} "
+                    f"(to continue the line as text: :{plain.name} {clip(line)})")
 
 
 def _option_key(token: _Token) -> tuple[str, str | None] | None:

@@ -8,7 +8,8 @@ as papers write them) was refused while command names and on/off are read in any
 ipython and ollama users type for help, was a prompt: 200 random characters from a new model. `:config lr`
 pointed to `:help config` for options it does not have. `:train -steps=5` (one dash, as Go's flags) said
 :train takes no text, `:set -lr=0.1` named an option '_lr=0.1' no one typed, and `:gen hi -temperature=0.5`
-continued the option as text.
+continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps and psql write commands,
+were prompts: random text from a new model.
 """
 
 import pytest
@@ -95,3 +96,17 @@ def test_one_dash_stays_text_where_it_names_no_option_and_short_options_still_wo
 def test_an_unknown_option_is_named_as_typed():
     with pytest.raises(UserError, match="^unknown option 'foo-bar' for :set "):
         run(Session(), ":set foo-bar=1")
+
+
+# --- a command typed with '/' or '\' --------------------------------------------------------------------------
+@pytest.mark.parametrize("line, fix", [("/help", ":help"), ("/train steps=5", ":train steps=5"), ("\\q", ":q"),
+                                       ("/?", ":help"), ("/Quit", ":quit")])
+def test_a_command_typed_with_a_slash_says_commands_start_with_a_colon(line, fix):
+    with pytest.raises(UserError) as caught:
+        run(Session(), line)
+    assert str(caught.value) == (f"commands start with ':', not '{line[0]}': {fix} (to continue the line as text: "
+                                 f":gen {line})")
+
+
+def test_a_slash_before_no_command_is_a_prompt():
+    assert run(Session(), "/usr n").prompt == "/usr n"
