@@ -185,14 +185,14 @@ class CommandCompleter(Completer):
             key, _, partial = word.partition("=")
             param = self._param(command, key)
             for value in self._values(param) if param is not None else []:
-                if value.startswith(partial):
+                if self._starts(param, value, partial):
                     yield Completion(value, start_position=-len(partial))
             return
         before = stripped.split()[1:] if not word else stripped.split()[1:-1]
         flag = self._flag(command, before[-1]) if before else None
         if flag is not None:  # `--steps ` or `-n `: the option's value goes here, not another option
             for value in self._values(flag):
-                if value.startswith(word):
+                if self._starts(flag, value, word):
                     yield Completion(value, start_position=-len(word))
             return
         used = {tok.split("=", 1)[0].lstrip("-").replace("-", "_") for tok in before if "=" in tok}
@@ -211,6 +211,13 @@ class CommandCompleter(Completer):
             for value in self._values(positional):
                 if value.startswith(word) and value != word:
                     yield Completion(value, start_position=-len(word))
+
+    @staticmethod
+    def _starts(param, value: str, typed: str) -> bool:
+        """`value` completes `typed`: in any case where the value is read in any case (a choice, on/off: `RMSNorm`)."""
+        if param.choices or param.type is bool:
+            return value.lower().startswith(typed.lower())
+        return value.startswith(typed)  # a checkpoint's or a file's name: as the disk spells it
 
     @classmethod
     def _flag(cls, command, token: str, bools: bool = False):

@@ -19,6 +19,7 @@ from minitf_repl.session import Session
 from test_cli import invoke
 from test_commands import run
 from test_repl import drive
+from test_sweep_e import completions
 
 
 # --- a setting that takes none ------------------------------------------------------------------------------
@@ -110,3 +111,9 @@ def test_a_command_typed_with_a_slash_says_commands_start_with_a_colon(line, fix
 
 def test_a_slash_before_no_command_is_a_prompt():
     assert run(Session(), "/usr n").prompt == "/usr n"
+
+
+def test_tab_completes_a_choice_typed_in_capitals_as_it_is_read():
+    assert completions(":set norm=RM") == ["rmsnorm"]
+    assert completions(":set optimizer=Ad") == ["adamw"]
+    assert completions(":gen show=P") == ["probs"]
