@@ -9,7 +9,8 @@ ipython and ollama users type for help, was a prompt: 200 random characters from
 pointed to `:help config` for options it does not have. `:train -steps=5` (one dash, as Go's flags) said
 :train takes no text, `:set -lr=0.1` named an option '_lr=0.1' no one typed, and `:gen hi -temperature=0.5`
 continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps and psql write commands,
-were prompts: random text from a new model.
+were prompts: random text from a new model. The first `:train`'s table never said what its losses are read on, so
+step 100's train loss above its val loss read as a leak.
 """
 
 import pytest
@@ -18,6 +19,7 @@ from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
 from test_cli import invoke
 from test_commands import run
+from test_render import plain, text_of, train_result
 from test_repl import drive
 from test_sweep_e import completions
 
@@ -117,3 +119,14 @@ def test_tab_completes_a_choice_typed_in_capitals_as_it_is_read():
     assert completions(":set norm=RM") == ["rmsnorm"]
     assert completions(":set optimizer=Ad") == ["adamw"]
     assert completions(":gen show=P") == ["probs"]
+
+
+# --- the first :train's table --------------------------------------------------------------------------------
+def test_the_loss_table_says_what_its_losses_are_read_on():
+    # at step 100 of the first run the train loss (2.37) stands above the val loss (2.08): one batch, before
+    # that step's update, against the mean of eight after it; the table says which is which
+    out = plain(train_result())
+    assert "train loss: one batch, before the step's update; val loss: eval_batches held-out batches, after it" in out
+    assert max(map(len, text_of(train_result()).splitlines())) <= 100  # the legend on one line at 100 columns
+    narrow = plain(train_result(), width=50)  # the narrow table's headers: train, val
+    assert "train: one batch, before the step's update; val: eval_batches held-out batches, after it" in narrow

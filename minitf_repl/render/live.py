@@ -42,6 +42,10 @@ LOSS_COLUMNS = (
 # A narrow table's columns dropped in turn while its rows do not fit: a mixture's load balance, bits per character
 # (the val loss in other units), the time (the summary line has it).
 NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed")
+# What a column's number is read on, said under the table: at step 100 of the first run the train loss stands
+# above the val loss, which reads as a leak until one knows that the two are not measured alike.
+LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
+               "val_loss": "eval_batches held-out batches, after it"}
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
@@ -67,6 +71,9 @@ class LossTable:
         with_bpc = any(r.get("val_bpc") is not None for r in rows)
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
                         and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)]
+        # in the long names whatever the layout: "train" over a narrow column reads as "train loss" below it
+        self.legend = "; ".join(f"{header}: {LOSS_LEGEND[key]}" for key, header, *_ in self.columns
+                                if key in LOSS_LEGEND)
         for r in rows:
             self.add(r)
 
@@ -116,6 +123,7 @@ class LossTable:
             parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {baseline:.2f}: "
                                     "the loss of a uniform guess (a model that knows nothing)", style="dim")))
         parts.append(self.table_for(width))
+        parts.append(Words(Text(self.legend, style="dim")))
         if self.overfitting:
             parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
                                     "row while training continued (more data, dropout, or stop earlier)",
