@@ -115,7 +115,8 @@ def test_summary_wraps_at_spaces_when_narrow():
     # it at spaces, every line within the width.
     c = console(40)
     render(train_result(), c)
-    lines = ("trained 20 steps:" + c.file.getvalue().split("trained 20 steps:")[1]).splitlines()
+    summary = c.file.getvalue().split("trained 20 steps:")[1].split("now type")[0]  # the next-step hint follows
+    lines = ("trained 20 steps:" + summary).splitlines()
     assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
     assert " ".join(line.strip() for line in lines) == (
         "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, 2.5 s")

@@ -10,7 +10,7 @@ pointed to `:help config` for options it does not have. `:train -steps=5` (one d
 :train takes no text, `:set -lr=0.1` named an option '_lr=0.1' no one typed, and `:gen hi -temperature=0.5`
 continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps and psql write commands,
 were prompts: random text from a new model. The first `:train`'s table never said what its losses are read on, so
-step 100's train loss above its val loss read as a leak.
+step 100's train loss above its val loss read as a leak; and it ended without a word of what to do next.
 """
 
 import pytest
@@ -130,3 +130,10 @@ def test_the_loss_table_says_what_its_losses_are_read_on():
     assert max(map(len, text_of(train_result()).splitlines())) <= 100  # the legend on one line at 100 columns
     narrow = plain(train_result(), width=50)  # the narrow table's headers: train, val
     assert "train: one batch, before the step's update; val: eval_batches held-out batches, after it" in narrow
+
+
+def test_a_models_first_run_ends_saying_what_to_try_next():
+    out = text_of(train_result())
+    assert "now type some text for the model to continue, or :gen TEXT n=80; :help lists the views inside it" in out
+    assert "now type some text" not in plain(train_result(total_steps=40))  # a second run: said once a model
+    assert "now type some text" not in plain(train_result(stopped=True, run_remaining=5))

@@ -452,6 +452,9 @@ def render_train(result: TrainResult, console: Console) -> None:
         note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
+    if first_run_done(result) and syntax() == REPL:  # what the banner said comes next, said when it does
+        note(console, f"now type some text for the model to continue, or {cmd('gen', 'TEXT', n=80)}; "
+                      f"{cmd('help')} lists the views inside it")
     if result.stopped and not result.steps and not result.saved and not result.save_error:
         # "this time": the earlier steps of a continued run are in its autosave already
         note(console, "no step finished this time, so nothing was saved")
@@ -478,6 +481,12 @@ STALLED_STEPS = 50  # ... if it ran this many steps: a shorter one may just not 
 
 
 BLOWN_UP = 1.5  # a val loss above this many times ln V: training made the model worse than a uniform guess
+
+
+def first_run_done(result: TrainResult) -> bool:
+    """The model's first run ended as it should: it has something to show now (the runs after need no hint)."""
+    return (not result.stopped and result.steps == result.total_steps and result.steps > 0 and not blown_up(result)
+            and not stalled(result))
 
 
 def blown_up(result: TrainResult) -> bool:
