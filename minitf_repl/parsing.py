@@ -348,7 +348,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 raise UserError(f"{bare.name} needs a value: {phrase_command(cmd.name, **{bare.name: bare.metavar})} "
                                 f"({phrase_command('help', cmd.name)} shows its options)")
             fix = (f" ({phrase_command('help', cmd.name)} shows its options)" if cmd.options else
-                   f"; it takes nothing: type {phrase_command(cmd.name)} alone")  # its help would show none
+                   f"; type {phrase_command(cmd.name)} alone")  # it has no options for its help to show
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}{fix}")
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
     return args
