@@ -10,7 +10,8 @@ pointed to `:help config` for options it does not have. `:train -steps=5` (one d
 :train takes no text, `:set -lr=0.1` named an option '_lr=0.1' no one typed, and `:gen hi -temperature=0.5`
 continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps and psql write commands,
 were prompts: random text from a new model. The first `:train`'s table never said what its losses are read on, so
-step 100's train loss above its val loss read as a leak; and it ended without a word of what to do next.
+step 100's train loss above its val loss read as a leak; and it ended without a word of what to do next. `:help learning rate` (batch size, top k) said there is no setting
+'learning'.
 """
 
 import pytest
@@ -136,3 +137,10 @@ def test_a_models_first_run_ends_saying_what_to_try_next():
     assert "now type some text for the model to continue, or :gen TEXT n=80; :help lists the views inside it" in out
     assert "now type some text" not in plain(train_result(total_steps=40))  # a second run: said once a model
     assert "now type some text" not in plain(train_result(stopped=True, run_remaining=5))
+
+
+# --- a setting's name written as words -----------------------------------------------------------------------
+@pytest.mark.parametrize("words, key", [("learning rate", "lr"), ("batch size", "batch_size"),
+                                        ("weight decay", "weight_decay"), ("top k", "top_k")])
+def test_help_of_a_settings_name_written_as_words_shows_that_setting(words, key):
+    assert run(Session(), f":help {words}").setting.name == key

@@ -66,6 +66,8 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
         from .settings import setting_help
 
         setting = setting_help(session, word)  # `:help lr`: a setting, not a command
+        if setting is None and len(name.split()) > 1:  # `:help learning rate`: learning_rate, its words joined
+            setting = setting_help(session, "_".join(name.split()))
         if setting is None:
             raise _neither(word) from None
         return HelpResult(entries, setting=setting)
