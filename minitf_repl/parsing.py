@@ -349,7 +349,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                                 f"({phrase_command('help', cmd.name)} shows its options)")
             fix = (f" ({phrase_command('help', cmd.name)} shows its options)" if cmd.options else
                    f"; type {phrase_command(cmd.name)} alone")  # it has no options for its help to show
-            raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}{fix}")
+            raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}"
+                            f"{_fits_first_option(cmd, text)}{fix}")
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
     return args
 
@@ -368,6 +369,19 @@ def _refuse_one_dash(cmd: Command, token: _Token, nxt: _Token | None) -> None:
         value = nxt.text  # `-steps 5`
     raise UserError(f"{clip(text)} has one dash: an option takes two or none, "
                     f"{phrase_command(cmd.name, **{param.name: value or param.metavar})}")
+
+
+def _fits_first_option(cmd: Command, text: list[str]) -> str:
+    """`:train 100`, `:plot lr`: one value that the command's first option (its main one, first in its usage) takes,
+    as "; did you mean :train steps=100?"; else ''. A free-text option would take any word: no guess then."""
+    first = cmd.options[0] if cmd.options and len(text) == 1 else None
+    if first is None or (first.type is str and not first.choices):
+        return ""
+    try:
+        value = convert(first, text[0])  # as it is read: `LR` is lr, `1e3` is 1000
+    except UserError:
+        return ""
+    return f"; did you mean {phrase_command(cmd.name, **{first.name: value})}?"
 
 
 def _example(param: Param) -> str:

@@ -11,7 +11,7 @@ pointed to `:help config` for options it does not have. `:train -steps=5` (one d
 continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps and psql write commands,
 were prompts: random text from a new model. The first `:train`'s table never said what its losses are read on, so
 step 100's train loss above its val loss read as a leak; and it ended without a word of what to do next. `:help learning rate` (batch size, top k) said there is no setting
-'learning'.
+'learning'. `:train 100` said :train takes no text, not that steps=100 is what takes a number.
 """
 
 import pytest
@@ -144,3 +144,17 @@ def test_a_models_first_run_ends_saying_what_to_try_next():
                                         ("weight decay", "weight_decay"), ("top k", "top_k")])
 def test_help_of_a_settings_name_written_as_words_shows_that_setting(words, key):
     assert run(Session(), f":help {words}").setting.name == key
+
+
+# --- a value without its option's name -----------------------------------------------------------------------
+@pytest.mark.parametrize("line, fix", [(":train 100", ":train steps=100"), (":plot lr", ":plot what=lr"),
+                                       (":ngram 5", ":ngram n=5")])
+def test_a_value_alone_after_a_command_without_text_names_the_option_it_fits(line, fix):
+    with pytest.raises(UserError, match=f"; did you mean {fix}\\? "):
+        run(Session(), line)
+
+
+def test_a_word_that_fits_no_option_gets_no_guess():
+    with pytest.raises(UserError) as caught:
+        run(Session(), ":train hello")
+    assert "did you mean" not in str(caught.value)
