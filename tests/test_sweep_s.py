@@ -9,9 +9,10 @@ ipython and ollama users type for help, was a prompt: 200 random characters from
 pointed to `:help config` for options it does not have. `:train -steps=5` (one dash, as Go's flags) said
 :train takes no text, `:set -lr=0.1` named an option '_lr=0.1' no one typed, and `:gen hi -temperature=0.5`
 continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps and psql write commands,
-were prompts: random text from a new model. The first `:train`'s table never said what its losses are read on, so
-step 100's train loss above its val loss read as a leak; and it ended without a word of what to do next. `:help learning rate` (batch size, top k) said there is no setting
-'learning'. `:train 100` said :train takes no text, not that steps=100 is what takes a number.
+were prompts: random text from a new model. The first `:train`'s table never said what its losses are read
+on, so step 100's train loss above its val loss read as a leak; and it ended without a word of what to do
+next. `:help learning rate` (batch size, top k) said there is no setting 'learning'. `:train 100` said
+:train takes no text, not that steps=100 is what takes a number.
 """
 
 import pytest
