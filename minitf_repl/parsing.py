@@ -283,6 +283,7 @@ def _option_key(token: _Token) -> tuple[str, str | None] | None:
 def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = None) -> CheckedArgs:
     args = CheckedArgs()
     text: list[str] = []
+    loose: list[str] = []  # the words of the text that were neither quoted nor after `--`
     positional = cmd.positional
     i = 0
     only_text = False
@@ -303,6 +304,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         option = _option_key(token)
         if option is None:
             text.append(token.text)
+            if token.quoted_from is None:
+                loose.append(token.text)
             continue
         key, value = option
         is_long = token.text.startswith("--") and (token.quoted_from is None or token.quoted_from >= 2)
@@ -351,6 +354,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                    f"; type {phrase_command(cmd.name)} alone")  # it has no options for its help to show
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}"
                             f"{_fits_first_option(cmd, text)}{fix}")
+        if not cmd.pairs and loose == text:
+            _refuse_options_apart(cmd, text)
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
     return args
 
@@ -369,6 +374,25 @@ def _refuse_one_dash(cmd: Command, token: _Token, nxt: _Token | None) -> None:
         value = nxt.text  # `-steps 5`
     raise UserError(f"{clip(text)} has one dash: an option takes two or none, "
                     f"{phrase_command(cmd.name, **{param.name: value or param.metavar})}")
+
+
+def _refuse_options_apart(cmd: Command, words: list[str]) -> None:
+    """`:gen temperature 0.5`: a text that is nothing but options' names, each followed by a value it takes, was
+    meant as those options (as `:set lr 0.1` is refused). A text with one word more is a prompt (`:gen the n 50`)."""
+    if len(words) % 2:
+        return
+    pairs = {}
+    for name, value in zip(words[::2], words[1::2]):
+        param = cmd.param_named(name)
+        if param is None or param.refusal is not None or param.name in pairs:
+            return
+        try:
+            pairs[param.name] = convert(param, value)
+        except UserError:
+            return
+    text = " ".join(words)
+    raise UserError(f"an option and its value go as one word: {phrase_command(cmd.name, **pairs)} (to continue "
+                    f"{show_value(text)} as text, quote it: {phrase_command(cmd.name)} \"{clip(text)}\")")
 
 
 def _fits_first_option(cmd: Command, text: list[str]) -> str:

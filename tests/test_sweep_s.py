@@ -12,7 +12,8 @@ continued the option as text. `/help`, `/train` and `\\q`, as ollama, chat apps 
 were prompts: random text from a new model. The first `:train`'s table never said what its losses are read
 on, so step 100's train loss above its val loss read as a leak; and it ended without a word of what to do
 next. `:help learning rate` (batch size, top k) said there is no setting 'learning'. `:train 100` said
-:train takes no text, not that steps=100 is what takes a number.
+:train takes no text, not that steps=100 is what takes a number. `:gen temperature 0.5` continued the text
+"temperature 0.5", where `:set lr 0.1` says a setting and its value go as one word.
 """
 
 import pytest
@@ -159,3 +160,20 @@ def test_a_word_that_fits_no_option_gets_no_guess():
     with pytest.raises(UserError) as caught:
         run(Session(), ":train hello")
     assert "did you mean" not in str(caught.value)
+
+
+# --- an option and its value typed apart, as the whole text ---------------------------------------------------
+@pytest.mark.parametrize("line, fix", [(":gen temperature 0.5", ":gen temperature=0.5"),
+                                       (":gen n 50 temperature 0", ":gen n=50 temperature=0")])
+def test_options_typed_apart_as_the_whole_prompt_say_they_go_as_one_word(line, fix):
+    with pytest.raises(UserError) as caught:
+        run(Session(), line)
+    text = line.split(None, 1)[1]
+    assert str(caught.value) == (f"an option and its value go as one word: {fix} (to continue '{text}' as text, quote "
+                                 f"it: :gen \"{text}\")")
+
+
+@pytest.mark.parametrize("line", [':gen "temperature 0.5" n=2', ":gen the n 50 n=2", ":gen temperature hot n=2",
+                                  ":gen n=2 -- temperature 0.5"])
+def test_a_prompt_that_only_holds_an_options_name_stays_a_prompt(line):
+    assert run(Session(), line).n_tokens == 2
