@@ -130,8 +130,8 @@ def test_the_loss_table_says_what_its_losses_are_read_on():
     out = plain(train_result())
     assert "train loss: one batch, before the step's update; val loss: eval_batches held-out batches, after it" in out
     assert max(map(len, text_of(train_result()).splitlines())) <= 100  # the legend on one line at 100 columns
-    narrow = plain(train_result(), width=50)  # the narrow table's headers: train, val
-    assert "train: one batch, before the step's update; val: eval_batches held-out batches, after it" in narrow
+    narrow = plain(train_result(), width=50)  # the narrow table's headers are train, val: the legend keeps the names
+    assert "train loss: one batch, before the step's update; val loss: eval_batches held-out batches, after" in narrow
 
 
 def test_a_models_first_run_ends_saying_what_to_try_next():
