@@ -158,6 +158,8 @@ def test_a_mistyped_shell_command_reads_as_the_repl_says_it():
 def test_patch_with_vs_at_an_end_asks_for_the_missing_prompt(text):
     with pytest.raises(UserError, match="give two prompts, the clean one and the corrupted one"):
         split_prompts(text)
+    with pytest.raises(UserError, match="give two prompts, the clean one and the corrupted one"):
+        run(task_session(), f":patch {text}")  # as typed: the parser joins two words with ' vs ' first
     assert split_prompts("the cat sat vs the dog sat") == ("the cat sat", "the dog sat")
     assert split_prompts("12= 92=") == ("12=", "92=") and split_prompts("versus vsx") == ("versus", "vsx")
 

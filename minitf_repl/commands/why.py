@@ -78,7 +78,7 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
     is two questions of `data` where it is a task (sort:6 asks six digits), else two texts."""
     text = (text or "").strip()
     # "vs" as a word of its own parts them, at an end too: `abc vs` is a prompt and a missing one, not "abc" and "vs"
-    joined = re.split(r"(?:^|\s)vs(?:\s|$)", text)
+    joined = re.split(r"(?<!\S)vs(?!\S)", text)  # the REPL joins the two words `abc vs` as "abc vs vs"
     parts = [p.strip() for p in joined] if len(joined) > 1 else text.split()
     if len(parts) != 2 or not all(parts):
         example = getattr(data, "example", None)
