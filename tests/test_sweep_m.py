@@ -9,6 +9,7 @@ has the window's size there: a learner could not train short and then read or tr
 `minitf trian` said "Did you mean 'train'?; minitf --help lists the commands": two fixes run together.
 `:patch abc vs` took "vs" for the corrupted prompt and said the two differ in length.
 `minitf --data /nope --set tokenizer=bpe:300` blamed --set for the missing file.
+`:context` without a causal mask said position 0 reads 1 character: with no mask it reads the whole window.
 `:ls` encoded each manifest again in pure Python to compare it byte for byte: 0.1 s a checkpoint of 3,000 steps.
 """
 
@@ -186,3 +187,12 @@ def test_a_bad_data_path_given_with_set_is_named_as_the_data_options_mistake(tmp
     missing = str(tmp_path / "nope.txt")
     line = assert_one_error_line(invoke("--data", missing, "--set", "tokenizer=bpe:300", "config"))
     assert line.startswith(f"error: --data: no such file: {missing}")
+
+
+def test_context_without_a_mask_says_every_position_reads_the_whole_window():
+    session = task_session(causal=False)
+    shown = text_of(run(session, ":context"))
+    rows = [line.split() for line in shown.splitlines() if line.strip()[:1].isdigit() and "character" in line]
+    assert rows and all(row[1:3] == ["16", "characters"] for row in rows), rows  # position 0 read "1 character"
+    masked = text_of(run(task_session(), ":context"))
+    assert any(line.split()[:3] == ["0", "1", "character"] for line in masked.splitlines() if line.strip())

@@ -193,7 +193,8 @@ def render_context(result: ContextResult, console: Console) -> None:
         counter = row.counter_loss is not None and not math.isnan(row.counter_loss)
         known = not math.isnan(row.loss)
         rows.append([Text(f"{row.position:,}", style="yellow" if row.position >= curve.trained else ""),
-                     count(row.position + 1, unit), f"{row.loss:.3f}" if known else "-",
+                     # with no mask every position reads the whole window, the one it predicts included
+                     count(row.position + 1 if result.causal else T, unit), f"{row.loss:.3f}" if known else "-",
                      f"{row.error:.3f}" if known and not math.isnan(row.error) else "-",
                      gram(row.counter_order) if row.counter_order is not None else "-",
                      f"{row.counter_loss:.3f}" if counter else "-",
