@@ -10,6 +10,7 @@ has the window's size there: a learner could not train short and then read or tr
 `:patch abc vs` took "vs" for the corrupted prompt and said the two differ in length.
 `minitf --data /nope --set tokenizer=bpe:300` blamed --set for the missing file.
 `:context` without a causal mask said position 0 reads 1 character: with no mask it reads the whole window.
+`:grad` with residual=off explained a cos column "with the skip's" that it leaves empty: there is no skip.
 `:ls` encoded each manifest again in pure Python to compare it byte for byte: 0.1 s a checkpoint of 3,000 steps.
 """
 
@@ -33,6 +34,7 @@ from minitf_repl.session import Session
 from test_cli import assert_one_error_line, invoke
 from test_commands import Recorder, run
 from test_sweep_h import bpe  # noqa: F401 (a fixture: a session on a text read by a byte-level BPE)
+from test_render import plain
 from test_views import text_of
 
 
@@ -196,3 +198,8 @@ def test_context_without_a_mask_says_every_position_reads_the_whole_window():
     assert rows and all(row[1:3] == ["16", "characters"] for row in rows), rows  # position 0 read "1 character"
     masked = text_of(run(task_session(), ":context"))
     assert any(line.split()[:3] == ["0", "1", "character"] for line in masked.splitlines() if line.strip())
+
+
+def test_grad_without_the_residual_explains_no_cos_column_it_leaves_empty():
+    assert "cos: of the sublayer's part with the skip's" not in plain(run(task_session(residual=False), ":grad the"))
+    assert "cos: of the sublayer's part with the skip's" in plain(run(task_session(), ":grad the"))

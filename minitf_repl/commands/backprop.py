@@ -162,7 +162,7 @@ def render_grad(result: GradResult, console: Console) -> None:
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     h_0 = "x" if result.position_table is None else "x + p"
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
-                  f"input {h_0} (cos: of the sublayer's part with the skip's)")
+                  f"input {h_0}" + (" (cos: of the sublayer's part with the skip's)" if result.residual else ""))
     gain = result.embed / result.top if result.top > 0 else math.nan
     if not result.residual:
         say(console, f"without the skip path the gradient reaching h_0 is what survives every sublayer's Jacobian: "
