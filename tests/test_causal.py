@@ -237,6 +237,7 @@ def test_checkpoints_keep_it_and_old_ones_are_causal():
 
 def test_set_and_compare_say_what_the_loss_without_the_mask_means():
     s = session()
+    s.build()  # weights for "the weights kept" to speak of (before the first model there are none)
     off = plain(run(s, ":set causal=off"))
     assert "causal: on -> off" in off and "the weights kept" in off and "the loss falls toward 0" in off
     assert "the mask is back" in plain(run(s, ":set causal=on"))

@@ -11,6 +11,7 @@ has the window's size there: a learner could not train short and then read or tr
 `minitf --data /nope --set tokenizer=bpe:300` blamed --set for the missing file.
 `:context` without a causal mask said position 0 reads 1 character: with no mask it reads the whole window.
 `:grad` with residual=off explained a cos column "with the skip's" that it leaves empty: there is no skip.
+`:set causal=off` before any model was built said "the weights kept" of weights that did not exist.
 `:ls` encoded each manifest again in pure Python to compare it byte for byte: 0.1 s a checkpoint of 3,000 steps.
 """
 
@@ -203,3 +204,12 @@ def test_context_without_a_mask_says_every_position_reads_the_whole_window():
 def test_grad_without_the_residual_explains_no_cos_column_it_leaves_empty():
     assert "cos: of the sublayer's part with the skip's" not in plain(run(task_session(residual=False), ":grad the"))
     assert "cos: of the sublayer's part with the skip's" in plain(run(task_session(), ":grad the"))
+
+
+def test_set_causal_speaks_of_weights_kept_only_where_a_model_has_weights():
+    fresh = task_session()
+    assert not fresh.has_model
+    assert "weights kept" not in plain(run(fresh, ":set causal=off n_layers=1"))  # no model built yet: no weights
+    trained = task_session()
+    run(trained, ":train steps=1")
+    assert "no causal mask, the weights kept" in plain(run(trained, ":set causal=off"))

@@ -203,6 +203,8 @@ class SetResult:
     shown: list[SettingHelp] = field(default_factory=list)  # `:set KEY ...`: the settings asked about (nothing changed)
     # what was typed, in order ({"preset": "llama"}): the shell's line that keeps a change names it
     given: dict = field(default_factory=dict, metadata={"view_only": True})
+    # a model was built before this :set: only then are there weights for "the weights kept" to speak of
+    had_model: bool = field(default=True, metadata={"view_only": True})
 
 
 def _set_params() -> list[Param]:
@@ -269,6 +271,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             old_value, new_value = getattr(current[cls], spec.name), getattr(new[cls], spec.name)
             if old_value != new_value and (spec.name in given or "preset" in given):  # a preset sets several
                 changed[spec.name] = (old_value, new_value)
+    had_model = session.has_model
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     kept = keep_trained_model(session, new[ShellConfig].autosave, reporter) if rebuild else None
     rebuilt = session.use_tokenizer(*reading) if reading else False
@@ -294,12 +297,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
-        return SetResult(changed, rebuilt, kept, preset, given=given, **recipe)
+        return SetResult(changed, rebuilt, kept, preset, given=given, had_model=had_model, **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
-    return SetResult(changed, rebuilt, kept, preset, tokenizer=words, vocab_size=data.tokenizer.vocab_size,
-                     given=given, **recipe)
+    return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
+                     vocab_size=data.tokenizer.vocab_size, given=given, **recipe)
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
@@ -405,7 +408,8 @@ def render_set(result: SetResult, console: Console) -> None:
     if result.preset:
         note(console, f"the model settings now match the preset {result.preset}")
     if "causal" in result.changed:
-        kept = "" if result.rebuilt else ", the weights kept"  # another setting of the same :set may have rebuilt it
+        # another setting of the same :set may have rebuilt it; before the first model there are no weights to keep
+        kept = ", the weights kept" if result.had_model and not result.rebuilt else ""
         note(console, f"the mask is back{kept}: position i reads positions j <= i only"
              if result.changed["causal"][1] else
              f"no causal mask{kept}: every position reads the whole window, the token it is to predict "
