@@ -21,6 +21,20 @@ from minitf_repl.session import Session
 TINY = ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 eval_every=5"
 
 
+def ctrl_c_at_step(monkeypatch, step: int, times: int = 1) -> None:
+    """The shell's reporter sends this process SIGINT `times` times (a fast double Ctrl-C) after training step `step`
+    of a run: Ctrl-C as a user presses it, mid-command."""
+
+    class CtrlC(RichReporter):
+        def on_step(self, info):
+            super().on_step(info)
+            if info.run_step == step:
+                for _ in range(times):
+                    os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(dispatch, "RichReporter", CtrlC)
+
+
 def consoles():
     out = Console(file=io.StringIO(), width=100, color_system=None)
     err = Console(file=io.StringIO(), width=100, color_system=None)
@@ -90,15 +104,7 @@ def test_internal_error_is_one_line_unless_debug(monkeypatch):
 
 def test_ctrl_c_stops_training_and_keeps_the_model(monkeypatch):
     """Two fast SIGINTs during :train: it stops after the current step, no traceback, model kept."""
-
-    class InterruptingHooks(RichReporter):
-        def on_step(self, info):
-            super().on_step(info)
-            if info.run_step == 3:
-                os.kill(os.getpid(), signal.SIGINT)
-                os.kill(os.getpid(), signal.SIGINT)  # a second, fast Ctrl-C
-
-    monkeypatch.setattr(dispatch, "RichReporter", InterruptingHooks)
+    ctrl_c_at_step(monkeypatch, 3, times=2)  # a second, fast Ctrl-C
     before = signal.getsignal(signal.SIGINT)
     session = Session()
     out, err = consoles()

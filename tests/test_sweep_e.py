@@ -7,20 +7,16 @@ same setting for one command" options that only share its name (`:ngram n=` is t
 at 40-odd columns the toolbar lost the data it keeps in view, and `:help` cut words ("int|no…").
 """
 
-import os
-import signal
-
 import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from minitf_repl import dispatch, repl
-from minitf_repl.render import RichReporter
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
 from test_commands import run
 from test_render import plain, text_of
-from test_repl import TINY, drive
+from test_repl import TINY, ctrl_c_at_step, drive
 
 PASTE, END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed paste: the text arrives as one piece
 
@@ -33,13 +29,7 @@ def test_lines_pasted_at_once_run_one_by_one_as_typed():
 
 
 def test_a_ctrl_c_that_stops_one_pasted_line_drops_the_rest_and_says_so(monkeypatch):
-    class CtrlC(RichReporter):
-        def on_step(self, info):
-            super().on_step(info)
-            if info.run_step == 2:
-                os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(dispatch, "RichReporter", CtrlC)
+    ctrl_c_at_step(monkeypatch, 2)
     code, out, err, session = drive(f"{PASTE}{TINY}\n:train steps=50\n:set n=7\n\n:data sort\n{END}\r")
     assert code == 0
     assert "stopped at step" in out and "n: 200 -> 7" not in out and session.data_spec != "sort"

@@ -30,13 +30,12 @@ from minitf_repl import dispatch, repl
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.checkpoint import store
 from minitf_repl.core.errors import UserError
-from minitf_repl.render import RichReporter
 from minitf_repl.session import Session
 from minitf_repl.syntax import SHELL, speaking
 from test_cli import invoke
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
-from test_repl import TINY as TINY_REPL, consoles, drive
+from test_repl import TINY as TINY_REPL, consoles, ctrl_c_at_step, drive
 
 
 def steps_saved(folder) -> dict:
@@ -187,13 +186,7 @@ def test_a_model_that_cannot_be_kept_on_a_full_disk_is_not_told_to_make_the_fold
 
 # --- Ctrl-C in piped input -----------------------------------------------------------------------------------
 def test_ctrl_c_that_stops_a_piped_command_ends_the_input_with_130(monkeypatch):
-    class CtrlC(RichReporter):
-        def on_step(self, info):
-            super().on_step(info)
-            if info.run_step == 2:
-                os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(dispatch, "RichReporter", CtrlC)
+    ctrl_c_at_step(monkeypatch, 2)
     session = Session()
     out, err = consoles()
     code = repl.run_lines([TINY_REPL, ":data sort", ":train steps=100000", ":train steps=100000", ":config"],
