@@ -535,11 +535,12 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
         if param is None or param.refusal is not None:
             text.append(word)
             continue
-        if param.name in args:
+        if param.name in args or param.name in typed:
             both = f"{typed[param.name]} and {word}" if param.name in typed \
                 else f"{word} and --{param.name.replace('_', '-')}"
             raise UserError(f"{param.name} is given twice ({both}); give it once")
-        args[param.name], typed[param.name] = value, word
+        # Kept under the key as typed, so that a bad value is refused in the user's words (`seed`, not gen_seed).
+        args[key.replace("-", "_").lower()], typed[param.name] = value, word
     return text
 
 

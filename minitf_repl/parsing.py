@@ -96,6 +96,17 @@ def convert(param: Param, raw: str):
     return check_value(param, value)
 
 
+def _convert_as_typed(param: Param, raw: str, typed: str):
+    """convert, with a refusal naming the option as the user typed it and the setting it stands for: `:step
+    seed=-3` says "seed (gen_seed) must be ...", where the bare name gen_seed was a word the user never typed."""
+    try:
+        return convert(param, raw)
+    except UserError as e:
+        if typed == param.name or typed not in param.aliases or not str(e).startswith(param.name):
+            raise
+        raise type(e)(f"{typed} ({param.name}){str(e)[len(param.name):]}") from None
+
+
 def check_value(param: Param, value):
     """Check an already typed value against the param's declaration (core.config.SettingSpec.check):
     its type, finiteness, choices, range and typing limit. One implementation for every option."""
@@ -136,7 +147,7 @@ def prepare_args(command: Command, args: dict) -> dict:
         if value is None:
             continue
         if isinstance(value, str) and param.type is not str:
-            value = convert(param, value)
+            value = _convert_as_typed(param, value, key)
         else:
             value = check_value(param, value)
         values[param.name] = value
@@ -342,7 +353,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 value, i = nxt.text, i + 1
         if param.name in args:
             raise UserError(f"{param.name} is given twice; give it once")
-        args[param.name] = convert(param, value)
+        args[param.name] = _convert_as_typed(param, value, norm)
     if text:
         if positional is None:
             words = " ".join(text)
