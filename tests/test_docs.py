@@ -54,3 +54,29 @@ def test_every_relative_link_resolves():
             elif anchor and goal.suffix == ".md" and anchor not in _anchors(goal):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
+
+
+# A code span that shows a command's form rather than a line to type: a placeholder in capitals (`layer=N`), a
+# choice or an optional part (`a|b`, `[seed=N]`), a key left open (`watch=`, `key=value`), or a made-up name.
+_FORM = re.compile(r"\b[A-Z]+\b|[\[|]|=$|=[a-z]+ \.\.\.|key=value|:foo\b|norm=name\b")
+
+
+def test_every_repl_line_the_docs_show_is_one_the_repl_takes():
+    """A renamed option or command leaves no page teaching a line that the REPL refuses."""
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.parsing import parse_line
+
+    refused, seen = [], 0
+    for page in _pages():
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for span in re.findall(r"`([^`\n]+)`", line):
+                if not re.match(r":[a-z]+\b", span) or _FORM.search(span):
+                    continue
+                seen += 1
+                try:
+                    parse_line(span, REGISTRY)
+                except UserError as e:
+                    refused.append(f"{page.name}:{number}: {span} -> {e}")
+    assert seen > 400, seen  # the docs teach by example: hundreds of lines are checked, not a handful
+    assert not refused, refused
