@@ -451,9 +451,11 @@ def _option_names(p) -> list[str]:
 
 
 def _help(p) -> str:
+    """An option's line in --help: its help (a phrase without a final period), then its choices and default, each
+    joined on as a clause of the same sentence ("... (default: a trained model continues); one of: new, continue")."""
     text = p.help or ""
     if p.choices:
-        text += f" One of: {', '.join(map(str, p.choices))}."
+        text += f"{'; o' if text else 'O'}ne of: {', '.join(map(str, p.choices))}"
     if p.default is not None and not p.positional:
         text += f" (default {p.default})"
     return escape(text)
