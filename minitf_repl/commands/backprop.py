@@ -84,7 +84,8 @@ class GradResult:
     unit: str = "character"
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
-
+    causal: bool = True  # the causal mask is on; off (causal=off, :ablate mask), every position reads the whole text
+    dropout: float = 0.0  # the model's dropout, which the gradient here is taken without (eval mode)
 
 
 @command("grad", "Backpropagation on one text: the loss's gradient down the residual stream, what each part's "
@@ -92,7 +93,7 @@ class GradResult:
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",), json_version=2)  # fmt: skip
+], aliases=("backprop",), json_version=3)  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
@@ -114,7 +115,8 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
         check_skipped=done.check_skipped, optimizer=done.optimizer, step_lr=done.step_lr, clip_scale=done.clip_scale,
         show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
-        untrained=session.untrained, ablations=switched_off(session))
+        untrained=session.untrained, ablations=switched_off(session), causal=session.model.causal,
+        dropout=session.model_config.dropout)
 
 
 def _cos(value: float) -> Text:
@@ -182,8 +184,10 @@ def render_grad(result: GradResult, console: Console) -> None:
                      "stacks need a warm-up to train")
     if len(result.positions) > 1:
         width = max(8, min(len(result.positions), console.width - 34))
+        read = ("read by every prediction from t on" if result.causal else
+                "read by every prediction: without the causal mask every prediction reads it")
         note(console, f"|dL/dh_0[t]| for t = 0..{T - 1}: {spark(result.positions, width)} (position t's vector is "
-                      "read by every prediction from t on)")
+                      f"{read})")
     _parameters(result, console)
     check = result.check
     if check is not None:
@@ -194,6 +198,9 @@ def render_grad(result: GradResult, console: Console) -> None:
         note(console, f"not checked against a measured slope: {result.check_skipped}")
     note(console, f"a step of :train moves each weight against its gradient (the optimizer decides how far); "
                   f"{cmd('score')} shows the loss this gradient came from, position by position")
+    if result.dropout > 0:  # core.backprop runs in eval mode: a :train step's gradient has dropout's noise in it
+        note(console, f"the gradient here is taken without dropout (eval mode): a {cmd('train')} step, with "
+                      f"dropout={result.dropout:g}, zeroes a random share of the activations and differs from it")
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the text (beyond max_seq_len + 1) went "
                       "unread")

@@ -1,0 +1,39 @@
+"""What a user's-eye sweep of the teaching commands (:help, :qkv, :rope, :resid, :ln, :ffn, :kv, :grad, :checks,
+:attn, :lens, :heads, :shapes) found, checked for truth against the model as configured: each test failed before its
+fix.
+
+`:grad` without the causal mask said each position's vector "is read by every prediction from t on", and with dropout
+on it said nothing of computing the gradient without it. `:qkv at=0` without the mask said position 0 reads only
+itself, beside a row of seven weights. `:shapes` of a model with no positions and no mask said the causal mask orders
+its tokens, and named every norm "LN" in the sublayer lines of an RMSNorm model. `:attn head=1` pointed at `:qkv`
+without the head, which then worked out head 0. `:help vocab_size` said one token per character under a BPE. The
+worked views' tables cut their numbers ("0.0…") and ran past a 40-column terminal. Examples in errors (`:grad hello`,
+`:heads the cat sat on the mat`) did not run on a task's vocabulary.
+"""
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+from test_commands import TINY, run, tiny_session
+from test_render import plain, text_of
+
+
+def session_with(data: str = "sort:4", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
+                   data_spec=data, device_name="cpu")
+
+
+# --- :grad -----------------------------------------------------------------------------------------------------
+def test_grad_without_the_mask_does_not_say_a_position_is_read_only_by_the_predictions_after_it():
+    words = plain(run(session_with(causal=False), ":grad"))
+    assert "read by every prediction from t on" not in words
+    assert "every prediction reads it" in words  # no mask: every position reads the whole text
+    assert "read by every prediction from t on" in plain(run(session_with(), ":grad"))
+
+
+def test_grad_with_dropout_says_the_gradient_is_taken_without_it():
+    s = session_with(dropout=0.3)
+    words = plain(run(s, ":grad"))
+    assert "dropout=0.3" in words and "without dropout" in words
+    assert "without dropout" not in plain(run(session_with(), ":grad"))
