@@ -37,3 +37,14 @@ def test_grad_with_dropout_says_the_gradient_is_taken_without_it():
     words = plain(run(s, ":grad"))
     assert "dropout=0.3" in words and "without dropout" in words
     assert "without dropout" not in plain(run(session_with(), ":grad"))
+
+
+# --- :qkv ------------------------------------------------------------------------------------------------------
+def test_qkv_at_position_0_without_the_mask_does_not_say_it_reads_only_itself():
+    s = session_with(causal=False)
+    result = run(s, ":qkv at=0")
+    assert sum(w > 0 for w in result.weights) == len(result.tokens) > 1  # it reads every key
+    words = plain(result)
+    assert "reads only itself" not in words
+    assert "without the 1/sqrt(d_k) scale the largest weight would be" in words
+    assert "position 0 reads only itself" in plain(run(session_with(), ":qkv at=0"))  # under the mask it does

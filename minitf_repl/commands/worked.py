@@ -214,8 +214,8 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                      f"and at generation there is no next token to copy{back}")
     unscaled_top = max(result.unscaled_weights)
     note(console, f"without the 1/sqrt(d_k) scale the largest weight would be {unscaled_top:.3f}: scores "
-                  f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if i else
-                  "position 0 reads only itself: its weight is 1 whatever the scores")
+                  f"{math.sqrt(d_k):.2f} times as far apart, a sharper softmax" if read > 1 else
+                  f"position {i} reads only itself: its weight is 1 whatever the scores")
     say(console, f"o_i = sum_j a_ij v_j: {d_k} numbers, |o_i| = {_norm(result.out):.3f}; this head's {d_k} of the "
                  f"{result.d_model} that Concat(heads) W^O reads at position {i}")
     note(console, f"checked: the model's own A row {_agrees(result.model_weights_diff)}, its AV row "
