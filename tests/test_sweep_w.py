@@ -48,3 +48,22 @@ def test_qkv_at_position_0_without_the_mask_does_not_say_it_reads_only_itself():
     assert "reads only itself" not in words
     assert "without the 1/sqrt(d_k) scale the largest weight would be" in words
     assert "position 0 reads only itself" in plain(run(session_with(), ":qkv at=0"))  # under the mask it does
+
+
+# --- :shapes ---------------------------------------------------------------------------------------------------
+def formulas(session) -> dict[str, str]:
+    return {r.path: r.formula for r in run(session, ":shapes").records}
+
+
+def test_shapes_of_a_model_with_no_positions_and_no_mask_does_not_say_the_mask_orders_its_tokens():
+    unmasked = formulas(session_with(pos_encoding="none", causal=False))["hook_embed"]
+    assert "causal mask orders" not in unmasked and "no causal mask" in unmasked
+    assert "only the causal mask orders tokens" in formulas(session_with(pos_encoding="none"))["hook_embed"]
+
+
+@pytest.mark.parametrize("placement", ["pre", "post"])
+def test_shapes_names_the_norm_a_sublayer_reads_by_its_kind(placement):
+    steps = formulas(session_with(norm="rmsnorm", norm_placement=placement))
+    for name in ("blocks.0.hook_resid_mid", "blocks.0.hook_resid_post"):
+        assert "RMSNorm(" in steps[name] and "LN(" not in steps[name], steps[name]
+    assert "LN(" in formulas(session_with(norm_placement=placement))["blocks.0.hook_resid_mid"]

@@ -362,18 +362,19 @@ class TransformerBlock(nn.Module):
     def steps(self) -> dict[str, Step]:
         model = ("B", "T", "d")
         skip = "x + " if self.residual else ""  # residual=off: no "x +", the output replaces the stream
+        norm_1, norm_2 = self.ln_1.label, self.ln_2.label  # LN, RMSNorm: the norm the model has, by its own name
         if self.post_norm:  # the norm comes after the residual add
             return {
                 "ln_1": Step(self.ln_1.formula(f"{skip}Attention(x)", " (post-norm)"), model),
                 "ln_2": Step(self.ln_2.formula(f"{skip}FFN(x)", " (post-norm)"), model),
-                "hook_resid_mid": Step(f"LN({skip}Attention(x))", model),
-                "hook_resid_post": Step(f"LN({skip}FFN(x))", model),
+                "hook_resid_mid": Step(f"{norm_1}({skip}Attention(x))", model),
+                "hook_resid_post": Step(f"{norm_2}({skip}FFN(x))", model),
             }
         return {
             "ln_1": Step(self.ln_1.formula("x"), model),
             "ln_2": Step(self.ln_2.formula("x"), model),
-            "hook_resid_mid": Step(f"{skip}Attention(LN(x))", model),
-            "hook_resid_post": Step(f"{skip}FFN(LN(x))", model),
+            "hook_resid_mid": Step(f"{skip}Attention({norm_1}(x))", model),
+            "hook_resid_post": Step(f"{skip}FFN({norm_2}(x))", model),
         }
 
     def activation_floats(self, seq_len: int, dropout: bool) -> int:
@@ -600,7 +601,7 @@ class MiniTransformerLM(nn.Module):
         final = "h" if self.post_norm else f"{self.ln_f.label}(h)"  # what the head reads: post-norm has no ln_f
         steps = {
             "token_embedding": Step("x = W_E[idx]" + (" (W_E shared with lm_head)" if tied else ""), model, ("B", "T")),
-            "hook_embed": Step(self.positions.embedding, model),
+            "hook_embed": Step(self.embedding_formula(), model),
             "embed_dropout": Step("dropout(h)", model, idle=True),
             "ln_f": Step("h (post-norm: the last block's output is normalised already)" if self.post_norm
                          else self.ln_f.formula("h"), model),
@@ -610,6 +611,14 @@ class MiniTransformerLM(nn.Module):
         if self.positions.table is not None:
             steps["position_embedding"] = Step(self.positions.table, ("T", "d"), ("T",))
         return steps
+
+    def embedding_formula(self) -> str:
+        """What the embedding step computes, as the position kind says; with no positions and no causal mask
+        (causal=off, :ablate mask) nothing at all tells the tokens' order: attention reads them as a set."""
+        kind = self.positions
+        if kind.table is None and not kind.rotary and not self.causal:
+            return "h = x (no positions and no causal mask: nothing tells the tokens' order)"
+        return kind.embedding
 
     def activation_floats(self, seq_len: int) -> int:
         """Floats the forward pass keeps for backward, per token, in training mode (measured in the tests).
