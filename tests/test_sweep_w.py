@@ -67,3 +67,11 @@ def test_shapes_names_the_norm_a_sublayer_reads_by_its_kind(placement):
     for name in ("blocks.0.hook_resid_mid", "blocks.0.hook_resid_post"):
         assert "RMSNorm(" in steps[name] and "LN(" not in steps[name], steps[name]
     assert "LN(" in formulas(session_with(norm_placement=placement))["blocks.0.hook_resid_mid"]
+
+
+# --- :attn -----------------------------------------------------------------------------------------------------
+def test_attn_of_one_head_points_at_qkv_of_that_head():
+    s = session_with(n_layers=2)
+    words = plain(run(s, ":attn head=1 layer=1"))
+    assert ":qkv TEXT at=i layer=1 head=1" in words
+    assert ":qkv TEXT at=i layer=1" in plain(run(s, ":attn layer=1"))  # all heads: no one head to name

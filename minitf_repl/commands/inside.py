@@ -122,7 +122,8 @@ def render_attn(result: AttnResult, console: Console) -> None:
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) "
                       "went unread")
-    note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer)}")
+    head = {"head": result.heads[0]} if single else {}  # one head shown: :qkv works out that one, not head 0
+    note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer, **head)}")
 
 
 def next_token_weight(weights: list[list[float]]) -> float:
