@@ -75,3 +75,17 @@ def test_attn_of_one_head_points_at_qkv_of_that_head():
     words = plain(run(s, ":attn head=1 layer=1"))
     assert ":qkv TEXT at=i layer=1 head=1" in words
     assert ":qkv TEXT at=i layer=1" in plain(run(s, ":attn layer=1"))  # all heads: no one head to name
+
+
+# --- :help -----------------------------------------------------------------------------------------------------
+def test_help_vocab_size_says_where_it_comes_from_under_a_bpe_too(tmp_path):
+    from test_commands import TEXT
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT * 4, encoding="utf-8")
+    s = session_with(data=str(path))
+    run(s, ":set tokenizer=bpe:260")
+    result = run(s, ":help vocab_size")
+    words = plain(result)
+    assert result.setting.now == s.model_config.vocab_size > 256
+    assert "one token per character" not in words and "tokenizer" in words

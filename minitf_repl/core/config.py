@@ -196,7 +196,8 @@ class ModelConfig(Settings):
     kind = "model"
 
     vocab_size: int = setting(50, "tokens in the vocabulary", low=1,
-                              derived_from="the data (one token per character); switch data to change it")
+                              derived_from="the data and its tokenizer (char: a token per character of the "
+                                           "data; bpe:N: N tokens); switch the data or the tokenizer to change it")
     # Aliases here and in TrainConfig and GenConfig are nanoGPT's names for the same settings (its train.py and
     # sample.py): a learner who read them types block_size or max_iters, and `:set block_size=32` should not
     # answer "did you mean batch_size?". Only exact equivalents: nanoGPT's min_lr is a rate, not a ratio.
