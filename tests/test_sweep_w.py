@@ -89,3 +89,14 @@ def test_help_vocab_size_says_where_it_comes_from_under_a_bpe_too(tmp_path):
     words = plain(result)
     assert result.setting.now == s.model_config.vocab_size > 256
     assert "one token per character" not in words and "tokenizer" in words
+
+
+# --- 40 columns ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":qkv", ":qkv at=-1", ":resid", ":ffn", ":grad"])
+@pytest.mark.parametrize("model", [{}, dict(norm="rmsnorm", pos_encoding="rope")])
+def test_the_worked_views_fit_40_columns_with_every_number_whole(line, model):
+    s = session_with(**model)
+    run(s, ":train steps=2")
+    text = text_of(run(s, line), width=40)
+    assert "…" not in text
+    assert max(len(row.rstrip()) for row in text.splitlines()) <= 40

@@ -193,7 +193,8 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                      f"{result.scores[j]:.3f}", f"{result.scores[j]:.3f}", f"{a:.3f}", Text(bar, style="yellow"),
                      f"{a * _norm(result.values[j]):.3f}"])
     names = ["j", "key", "q.k_j", "s_ij", "+ M_ij", "a_ij", "", "|a_ij v_j|"]
-    table = fitting_table(console, names, rows, left=("key", ""), optional=("|a_ij v_j|", "q.k_j"))
+    # 40-odd columns: the bars go last (a_ij says the same in numbers, and -inf under + M_ij marks the future)
+    table = fitting_table(console, names, rows, left=("key", ""), optional=("|a_ij v_j|", "q.k_j", ""))
     console.print(table)
     if result.causal and T - 1 > i + 1:
         note(console, f"j = {i + 2}..{T - 1}: {count(T - i - 2, 'more future key')}, masked the same way (weight 0)")
@@ -415,7 +416,11 @@ def render_resid(result: ResidResult, console: Console) -> None:
         rows.append([Text("final", style="cyan"), f"{norm}_f", f"{r.size_in:.2f}", f"{r.mean:+.3f}",
                      spread(r), f"{r.size_out:.2f}", "", "", "", ""])
     names = ["block", "f", "|h|", "mean", divisor, f"|{norm}|", "|f|", "|f|/|h|", "cos(f, h)", "|h| after"]
-    console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("|f|/|h|", "mean", "|h| after")))
+    # 40-odd columns: what the norm hands on goes (the note under the table gives its range), then the cosine
+    table = fitting_table(console, names, rows, left=("block", "f"),
+                          optional=("|f|/|h|", "mean", "|h| after", f"|{norm}|", "cos(f, h)"))
+    console.print(table)
+    cosine = any(c.header == "cos(f, h)" for c in table.columns)
     last = result.writes[-1].after
     if not result.residual:
         say(console, f"|h| went from {result.embed:.2f} to {last:.2f}, but nothing accumulates: without the residual "
@@ -437,7 +442,10 @@ def render_resid(result: ResidResult, console: Console) -> None:
                   "step, feature by feature")
     # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest)
     split = f"; {cmd('attrib')} shows which of these writes push the next token" if pre and result.residual else ""
-    note(console, f"cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction{split}")
+    if cosine:
+        note(console, f"cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction{split}")
+    elif split:
+        note(console, f"{cmd('attrib')} shows which of these writes push the next token")
     closing_notes(console, result, "its writes are random")
 
 
@@ -642,17 +650,22 @@ def render_ffn(result: FfnResult, console: Console) -> None:
                      f"{u.write / max(result.total_write, 1e-12):.1%}", Text(up, style="green"),
                      Text(down, style="red")])
     names = ["unit n", result.pre_name.replace(" ", ""), "h_n", "|h_n v_n|", "share", "raises the logit of", "lowers"]
-    optional = ("share", names[1], "lowers") if tied else ("share", names[1])
+    optional = ("share", names[1], "lowers", "raises the logit of") if tied else ("share", names[1])
     if not tied:
         names, rows = names[:5], [row[:5] for row in rows]
-    console.print(fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional))
+    table = fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional)
+    console.print(table)
+    shown = [c.header for c in table.columns]
     listed = sum(u.write for u in result.units)
     say(console, f"these {count(len(result.units), 'unit')} write {listed / max(result.total_write, 1e-12):.0%} of "
                  f"sum_n |h_n v_n| = {result.total_write:.2f}; the sum itself has length |FFN(x)| = "
                  f"{result.out_size:.2f}" + _cancelling(result.out_size / max(result.total_write, 1e-12)))
-    if tied:
-        note(console, "raises/lowers: the logits each write moves most, read through the final norm frozen at this "
-                      f"input (as {cmd('attrib')} reads a part)")
+    if tied and "raises the logit of" not in shown:  # 40-odd columns: the tokens' cells would not fit
+        note(console, "not shown at this width: the tokens whose logits each unit's write raises and lowers most "
+                      "(a wider terminal shows them)")
+    elif tied:
+        note(console, ("raises/lowers" if "lowers" in shown else "raises") + ": the logits each write moves most, "
+                      f"read through the final norm frozen at this input (as {cmd('attrib')} reads a part)")
     elif result.no_tokens:
         note(console, f"{result.no_tokens}: no tokens are shown")
     note(console, f"checked: {rebuilt} agrees with the block's FFN output to {result.out_diff:.0e}")

@@ -30,11 +30,13 @@ def fits(console: Console, renderable, width: int | None = None) -> bool:
     return words(width) == words(max(1000, 10 * width))
 
 
-def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = ()) -> Table:
+def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = (),
+                  wrap: tuple = ()) -> Table:
     """The table of `names` and `rows` with every word whole: the `optional` columns are dropped, first named
     first, until it fits the console (`fits`); the ones left are those the reader cannot do without. Where even
     they do not fit, each header takes a line per word ("|dL/dh|" over "leaves"), so that a column is as wide as
-    its widest cell rather than its header, which would otherwise cut the cells ("0.2…")."""
+    its widest cell rather than its header, which would otherwise cut the cells ("0.2…"), and the `wrap` columns
+    (words: "W_E (token embedding, tied head)") break their cells at spaces."""
     dropped: set[str] = set()
     for drop, stacked in ((None, False), *((name, False) for name in optional), (None, True)):
         if drop is not None:
@@ -43,7 +45,8 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
         table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
         for k in keep:
             header = "\n".join(names[k].split()) if stacked else names[k]
-            table.add_column(header, justify="left" if names[k] in left else "right", no_wrap=True)
+            table.add_column(header, justify="left" if names[k] in left else "right",
+                             no_wrap=not (stacked and names[k] in wrap))
         for row in rows:
             add_row(table, *(row[k] for k in keep))
         if fits(console, table):
