@@ -100,3 +100,16 @@ def test_the_worked_views_fit_40_columns_with_every_number_whole(line, model):
     text = text_of(run(s, line), width=40)
     assert "…" not in text
     assert max(len(row.rstrip()) for row in text.splitlines()) <= 40
+
+
+# --- examples in errors ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("line, view", [(":grad 1", "grad"), (":score 1", "score"), (":heads 1", "heads")])
+def test_the_example_a_too_short_text_is_given_runs_on_the_data(line, view):
+    from minitf_repl.core.errors import UserError
+
+    s = session_with()  # sort: digits, '=' and '+'; no letters
+    with pytest.raises(UserError) as refused:
+        run(s, line)
+    example = str(refused.value).split("e.g. ")[1]
+    assert example.startswith(f":{view} ")
+    run(s, example)  # the line the error suggests runs as written

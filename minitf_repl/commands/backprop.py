@@ -99,7 +99,7 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
     if len(ids) < 2:
         raise UserError(f"backprop needs a loss, so at least two {data.tokenizer.unit}s: one to read and the one "
-                        f"after it to predict; e.g. {cmd('grad', 'hello')}")
+                        f"after it to predict; e.g. {cmd('grad', known_text(data))}")
     from ..core.backprop import backprop
 
     counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does

@@ -441,7 +441,7 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
     text, ids, dropped = view_prompt(session, text or known_text(data), reporter, scored=True)
     if len(ids) < 2:
         raise UserError(f"teacher forcing needs at least two {data.tokenizer.unit}s, one to read and the one after it "
-                        f"to predict; e.g. {cmd('score', 'hello')}")
+                        f"to predict; e.g. {cmd('score', known_text(data))}")
     from ..core.inside import teacher_forcing
 
     counted = getattr(data, "counted", None)  # a task counts its answer only

@@ -31,7 +31,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import BLOCK, VIEW_DEFAULT, ablation_note, check_layer, command, switched_off, true_next, view_prompt
+from .base import (BLOCK, VIEW_DEFAULT, ablation_note, check_layer, command, sample_prompt, switched_off, true_next,
+                   view_prompt)
 
 FAMILY = "why it answers"  # the heading :help lists this module's commands under
 
@@ -418,7 +419,7 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
         text, ids, _ = view_prompt(session, args["text"], reporter)
         if len(ids) < 2:
             raise UserError(f"the text is one token: a head needs at least two positions to choose between; "
-                            f"give a longer text, e.g. {cmd('heads', 'the cat sat on the mat')}")
+                            f"give a longer text, e.g. {cmd('heads', sample_prompt(session.data))}")
         import torch
 
         tokens, repeat, seed = torch.tensor([ids]), None, None
