@@ -113,3 +113,16 @@ def test_the_example_a_too_short_text_is_given_runs_on_the_data(line, view):
     example = str(refused.value).split("e.g. ")[1]
     assert example.startswith(f":{view} ")
     run(s, example)  # the line the error suggests runs as written
+
+
+# --- :rope -----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pos, where", [("learned", "a learned table added at the input"),
+                                        ("sinusoidal", "sinusoids added at the input"), ("none", "no positions")])
+def test_rope_on_another_position_kind_names_it_and_gives_the_line_that_builds_one(pos, where):
+    from minitf_repl.core.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        run(session_with(pos_encoding=pos), ":rope")
+    text = str(refused.value)
+    assert f"pos_encoding={pos}" in text and where in text
+    assert ":set pos_encoding=rope" in text and "weights reset" in text

@@ -254,6 +254,12 @@ class RopeResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
+ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, as :rope's refusal says it
+    "learned": "a learned table added at the input", "sinusoidal": "fixed sinusoids added at the input",
+    "none": "no positions at all",
+}
+
+
 @command("rope", "Rotary positions worked out at one query: q and k turned pair by pair, every score depending on "
                  "the distance only.", params=[
     VIEW_TEXT,
@@ -262,6 +268,14 @@ class RopeResult:
     QUERY_HEAD,
 ])  # fmt: skip
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
+    from ..core.variants import position_kind
+
+    config = session.model_config
+    if not position_kind(config).rotary:  # before a model is built or read: the line that builds one
+        where = ROPE_ELSEWHERE.get(config.pos_encoding, "positions of its own")
+        raise UserError(f"this model has no rotary positions (pos_encoding={config.pos_encoding}: {where}); "
+                        f"{cmd('set', pos_encoding='rope')} builds one with them (weights reset), then train and "
+                        "look again")
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "rope", args, reporter)
     from ..core.inside import rope_worked
