@@ -126,3 +126,11 @@ def test_rope_on_another_position_kind_names_it_and_gives_the_line_that_builds_o
     text = str(refused.value)
     assert f"pos_encoding={pos}" in text and where in text
     assert ":set pos_encoding=rope" in text and "weights reset" in text
+
+
+# --- :resid ----------------------------------------------------------------------------------------------------
+def test_resid_post_norm_without_the_residual_add_says_the_norm_reads_f_of_h_alone():
+    words = plain(run(session_with(norm_placement="post", residual=False), ":resid"))
+    assert "h <- LN(f(h))" in words
+    assert "of the h + f(h) that LN reads" not in words and "of the f(h) that LN reads" in words
+    assert "of the h + f(h) that LN reads" in plain(run(session_with(norm_placement="post"), ":resid"))

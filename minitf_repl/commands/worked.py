@@ -409,7 +409,7 @@ def render_resid(result: ResidResult, console: Console) -> None:
         parts.append(f"p = {row}: |p| = {result.position:.2f}")
     parts.append(f"h_0 = {'x + p' if result.position is not None else 'x'}: |h_0| = {result.embed:.2f}")
     note(console, ";  ".join(parts))
-    what = "h" if pre else "h + f(h)"
+    what = "h" if pre else "h + f(h)" if result.residual else "f(h)"  # post-norm reads the add (no add: f alone)
     divisor = result.norm_scale
     note(console, f"mean: of the {what} that {norm} reads, over its d = {result.d_model} features; {divisor}: what "
                   f"{norm} divides it by; |{norm}|: the size of what it hands on; |f|: the size of the sublayer's write")
