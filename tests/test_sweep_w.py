@@ -134,3 +134,22 @@ def test_resid_post_norm_without_the_residual_add_says_the_norm_reads_f_of_h_alo
     assert "h <- LN(f(h))" in words
     assert "of the h + f(h) that LN reads" not in words and "of the f(h) that LN reads" in words
     assert "of the h + f(h) that LN reads" in plain(run(session_with(norm_placement="post"), ":resid"))
+
+
+def test_shapes_writes_an_untied_head_as_the_other_views_do():
+    untied = formulas(session_with(tie_embeddings=False))["lm_head"]
+    assert "W_U^T" in untied  # :resid, :ln: logits = LN_f(h) W_U^T, W_U the head's (V, d) matrix as W_E is
+    assert "W_E^T" in formulas(session_with())["lm_head"]
+
+
+# --- :checks ---------------------------------------------------------------------------------------------------
+def test_checks_blind_that_fails_names_the_input_the_blind_model_read():
+    from minitf_repl.commands.checks import failure
+    from minitf_repl.core.checks import BlindCheck
+
+    s = session_with()
+    result = run(s, ":checks blind steps=1")
+    check = result.blind
+    assert check.zero_token == "+"  # sort: id 0 is '+', not the digit 0
+    words = failure("blind", check, result)
+    assert "only zeros" not in words and "every input '+' (id 0)" in words

@@ -253,9 +253,10 @@ def failure(name: str, check, result: ChecksResult) -> str:
                 "function, a detached tensor, an in-place change). Training follows a wrong direction")
     if name == "blind":
         gap = check.blind_loss - check.real_loss
+        zero = check.zero_token.encode("unicode_escape").decode("ascii")  # token id 0, which may be the digit 0 or not
         return (f"the model trained on its inputs ended {abs(gap):.3f} nats {'under' if gap >= 0 else 'above'} one "
-                f"that read only zeros (under {result.blind_margin:g} fails): in {count(check.steps, 'step')} it "
-                f"learned little that needs its input. Train longer ({cmd('checks', 'blind', steps=check.steps * 3)}), "
+                f"that read every input '{zero}' (id 0) (under {result.blind_margin:g} fails): in "
+                f"{count(check.steps, 'step')} it learned little that needs its input. Train longer ({cmd('checks', 'blind', steps=check.steps * 3)}), "
                 f"or look at the rate ({cmd('set', 'lr')}){no_residual(result)}")
     if name == "overfit":
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "

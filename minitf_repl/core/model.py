@@ -606,7 +606,7 @@ class MiniTransformerLM(nn.Module):
             "ln_f": Step("h (post-norm: the last block's output is normalised already)" if self.post_norm
                          else self.ln_f.formula("h"), model),
             "lm_head": Step(f"logits z_t = {final} W_E^T (weight tied to token_embedding)" if tied
-                            else f"logits z_t = {final} W_U (own weight, untied)", ("B", "T", "V"), model),
+                            else f"logits z_t = {final} W_U^T (own weight, untied)", ("B", "T", "V"), model),
         }
         if self.positions.table is not None:
             steps["position_embedding"] = Step(self.positions.table, ("T", "d"), ("T",))
