@@ -153,3 +153,10 @@ def test_checks_blind_that_fails_names_the_input_the_blind_model_read():
     assert check.zero_token == "+"  # sort: id 0 is '+', not the digit 0
     words = failure("blind", check, result)
     assert "only zeros" not in words and "every input '+' (id 0)" in words
+
+
+def test_checks_causal_under_ablate_mask_starts_its_fix_as_a_sentence():
+    s = session_with()
+    run(s, ":ablate mask")
+    words = plain(run(s, ":checks causal"))
+    assert "goes wrong. The mask is switched off by :ablate mask: :ablate off puts it back" in words

@@ -245,7 +245,7 @@ def failure(name: str, check, result: ChecksResult) -> str:
                 "a time will not behave as training did")
     if name == "causal":
         fix = (f"{cmd('set', causal='on')} puts the mask back" if not result.causal_setting
-               else f"the mask is switched off by {cmd('ablate', 'mask')}: {cmd('ablate', 'off')} puts it back")
+               else f"The mask is switched off by {cmd('ablate', 'mask')}: {cmd('ablate', 'off')} puts it back")
         return (f"a position reads tokens after it: in training it sees the token it must predict, so its loss "
                 f"falls for the wrong reason, and generation, which has no future to read, goes wrong. {fix}")
     if name == "gradient":
