@@ -222,7 +222,7 @@ def test_heads_in_the_shell():
     assert [r.layer for r in seeded.heads] == [1] * 4 and seeded.seed == 5 and seeded.tokens != result.tokens
     text = run(session, ":heads the cat sat on the mat")
     assert text.repeat is None and text.first_copy is None and len(text.losses) == len("the cat sat on the mat") - 1
-    assert "without repeats there is no induction test" in text.reading
+    assert "the copying test (random tokens, then the same again" in text.reading
     with pytest.raises(UserError, match="seed= picks the random tokens, and a text was given"):
         run(session, ":heads abc seed=1")
     with pytest.raises(UserError, match="the text is one token"):

@@ -160,3 +160,11 @@ def test_checks_causal_under_ablate_mask_starts_its_fix_as_a_sentence():
     run(s, ":ablate mask")
     words = plain(run(s, ":checks causal"))
     assert "goes wrong. The mask is switched off by :ablate mask: :ablate off puts it back" in words
+
+
+# --- :heads ----------------------------------------------------------------------------------------------------
+def test_heads_on_a_text_that_repeats_does_not_say_it_has_no_repeats():
+    result = run(session_with(), ":heads 1234512345")
+    assert result.first_copy is None  # a given text: no first-copy-against-repeat loss test
+    assert "without repeats" not in result.reading
+    assert "leave the text out" in result.reading

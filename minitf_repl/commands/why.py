@@ -365,7 +365,8 @@ def heads_reading(roles, first: float | None, second: float | None) -> str:
     where = (f"head {best.layer}.{best.head} puts {best.scores['induction']:.2f} of its attention on the token "
              f"after an earlier copy of the current one")
     if first is None:
-        return f"{where}; without repeats there is no induction test: leave the text out to run it"
+        return (f"{where}; the copying test (random tokens, then the same again: the repeat's loss against the "
+                "first copy's) runs on random tokens only: leave the text out to run it")
     cost = f"the repeat costs {second:.2f} nats a token against {first:.2f} the first time"
     swept = [h for h in roles.heads if h.carries is not None]
     needed = ""
