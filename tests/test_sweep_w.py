@@ -168,3 +168,11 @@ def test_heads_on_a_text_that_repeats_does_not_say_it_has_no_repeats():
     assert result.first_copy is None  # a given text: no first-copy-against-repeat loss test
     assert "without repeats" not in result.reading
     assert "leave the text out" in result.reading
+
+
+def test_shapes_on_the_fused_kernel_says_where_the_scores_and_the_pattern_went():
+    fused = formulas(session_with(attention="sdpa"))
+    assert "blocks.0.attn.hook_weights" not in fused  # the kernel keeps S and A to itself: no step of theirs
+    weighted = fused["blocks.0.attn.hook_weighted"]
+    assert "softmax(QK^T / sqrt(d_k) + M)V" in weighted and "sdpa" in weighted  # not "O = AV" with A never shown
+    assert formulas(session_with())["blocks.0.attn.hook_weighted"] == "O = AV"

@@ -229,7 +229,10 @@ class MultiHeadSelfAttention(nn.Module):
                                        else "S + M (M = 0: causal off, nothing masked)", scores),
             "hook_weights": Step("A = softmax(S + M)", scores),
             "attn_dropout": Step("dropout(A)", scores, idle=True),
-            "hook_weighted": Step("O = AV", heads),
+            # The fused kernel computes S, M and A inside and keeps none of them: no step of theirs shows, so this
+            # one says what it computed
+            "hook_weighted": Step("O = softmax(QK^T / sqrt(d_k) + M)V, one fused kernel (attention=sdpa: S and A "
+                                  "are never stored)" if self.use_sdpa else "O = AV", heads),
             "hook_merged": Step("Concat(heads): (B, h, T, d_k) -> (B, T, d)", model),
             "out_proj": Step("Concat(heads) W^O", model),
             "resid_dropout": Step("dropout", model, idle=True),
