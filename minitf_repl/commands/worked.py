@@ -270,17 +270,21 @@ ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, 
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     from ..core.variants import position_kind
 
+    layer = check_layer(session, args["layer"])
     config = session.model_config
-    if not position_kind(config).rotary:  # before a model is built or read: the line that builds one
+    head = 0 if args["head"] is None else args["head"]
+    if not 0 <= head < config.n_heads:
+        raise UserError(f"head must be in 0..{config.n_heads - 1} (the model has {count(config.n_heads, 'head')}), "
+                        f"got {head}")
+    text, ids, dropped, at = read_at(session, "rope", args, reporter)
+    if not position_kind(config).rotary:  # a wrong option is said first, as every view says it; then the model
         where = ROPE_ELSEWHERE.get(config.pos_encoding, "positions of its own")
         raise UserError(f"this model has no rotary positions (pos_encoding={config.pos_encoding}: {where}); "
                         f"{cmd('set', pos_encoding='rope')} builds one with them (weights reset), then train and "
                         "look again")
-    layer = check_layer(session, args["layer"])
-    text, ids, dropped, at = read_at(session, "rope", args, reporter)
     from ..core.inside import rope_worked
 
-    worked = rope_worked(session.model, ids, layer=layer, head=args["head"] or 0, at=at)
+    worked = rope_worked(session.model, ids, layer=layer, head=head, at=at)
     return RopeResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], rope=worked,
                       dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
                       ablations=switched_off(session))
