@@ -176,3 +176,17 @@ def test_shapes_on_the_fused_kernel_says_where_the_scores_and_the_pattern_went()
     weighted = fused["blocks.0.attn.hook_weighted"]
     assert "softmax(QK^T / sqrt(d_k) + M)V" in weighted and "sdpa" in weighted  # not "O = AV" with A never shown
     assert formulas(session_with())["blocks.0.attn.hook_weighted"] == "O = AV"
+
+
+@pytest.mark.parametrize("line, shown", [(":help checks which", "which"), (":help heads TEXT", "text"),
+                                         (":help qkv prompt", "prompt"), (":help qkv at=", "at"),
+                                         (":help ln which=", "which")])
+def test_help_command_option_shows_what_help_command_lists(line, shown):
+    result = run(tiny_session(), line)  # :help checks lists WHICH and :help qkv at=, so both are asked about
+    assert result.detail is not None and [p.name for p in result.params] == [shown]
+    assert shown.upper() in plain(result) or f"{shown}=" in plain(result)
+
+
+def test_help_of_a_setting_typed_with_its_equals_sign_shows_the_setting():
+    result = run(tiny_session(), ":help lr=")
+    assert result.setting is not None and result.setting.name == "lr"

@@ -54,13 +54,13 @@ def _entry(cmd: Command) -> HelpEntry:
     Param("command", str, help="a command, e.g. train, or a setting, e.g. lr", positional=True,
           complete=lambda session: complete_command(session) + _setting_keys()),
 ], needs_torch=False, repl_only=True, bare_words=("help", "?"),
-   about_commands=True)  # fmt: skip  (the shell has --help)
+   about_commands=True, pairs_in_text=True)  # fmt: skip  (the shell has --help; `:help qkv at=` asks about at=)
 def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     entries = [_entry(cmd) for cmd in REGISTRY.values()]
     name = args["command"]
     if name is None or not name.strip():
         return HelpResult(entries)
-    word = name.split()[0]
+    word = name.split()[0].split("=")[0] or name.split()[0]  # `:help lr=`: the setting lr, as `:set lr=` spells it
     try:
         cmd = REGISTRY.find(word)
     except UserError:
@@ -79,8 +79,11 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
 
 def _option_help(session: Session, entries: list[HelpEntry], command_: Command, key: str) -> HelpResult:
     """`:help CMD KEY`: an option made from a setting as `:help KEY` shows the setting; any other, its line."""
-    param = command_.param_named(key.split("=")[0])
-    if param is None or param.positional or param.refusal is not None:
+    key = key.split("=")[0]
+    # the text (`:help checks which`) by the name :help CMD lists it under (WHICH), as the options are
+    param = command_.param_named(key) or next((p for p in command_.params if p.positional
+                                               and p.name == key.lower()), None)
+    if param is None or param.refusal is not None:
         raise UserError(f"{cmd(command_.name)} has no option {clip(key)!r}; {cmd('help', command_.name)} lists its "
                         "options")
     if param.setting is not None:
