@@ -190,3 +190,13 @@ def test_help_command_option_shows_what_help_command_lists(line, shown):
 def test_help_of_a_setting_typed_with_its_equals_sign_shows_the_setting():
     result = run(tiny_session(), ":help lr=")
     assert result.setting is not None and result.setting.name == "lr"
+
+
+# --- :muon -----------------------------------------------------------------------------------------------------
+def test_muon_on_a_matrix_with_few_directions_compares_fewer_than_all_of_them():
+    s = session_with(d_model=32, n_heads=4, n_kv_heads=1)  # k_proj: 8 x 32, eight singular values
+    step = run(s, ":muon matrix=attn.k_proj").step
+    assert len(step.singular) == 8
+    assert step.top < 8 and step.orthogonal_share < 1  # "its 8 largest carry 100% (an orthogonal matrix: 100%)"
+    assert step.top == 4 and step.orthogonal_share == 0.5
+    assert run(s, ":muon matrix=attn.q_proj").step.top == 10  # 32 directions: the ten largest, as before

@@ -62,7 +62,7 @@ class MuonStep:
     update: float  # ||u||_F
     coefficients: tuple[float, float, float]  # (a, b, c) of p(s) = a s + b s^3 + c s^5
     singular: list[float]  # u's singular values, largest first
-    top: int  # how many of the largest singular directions the shares below count (TOP, or fewer)
+    top: int  # how many of the largest singular directions the shares below count (TOP, or half of fewer)
     u_top_share: float  # share of ||u||^2 in its `top` largest singular directions
     adamw_top_share: float  # the same for AdamW's update m^ / (sqrt(v^) + eps) on this gradient
     adamw_first: bool  # no AdamW moments for this matrix (Muon trains it, or no step yet): AdamW's first update,
@@ -88,10 +88,16 @@ def matrix_names(model: nn.Module, layer: int) -> list[str]:
             if name.startswith(prefix) and name.endswith(".weight")]
 
 
+def _top(n: int) -> int:
+    """How many of n singular directions the shares count: TOP, or half of a matrix with no more than TOP (all of
+    them would carry 100% of any matrix, and say nothing of how concentrated it is)."""
+    return TOP if n > TOP else max(1, n // 2)
+
+
 def _top_share(values: torch.Tensor) -> float:
-    """Share of the squared singular values (largest first) in the TOP largest: of ||M||_F^2."""
+    """Share of the squared singular values (largest first) in the _top(n) largest: of ||M||_F^2."""
     squares = values.pow(2)
-    return float(squares[:TOP].sum() / squares.sum().clamp_min(1e-300))
+    return float(squares[:_top(len(values))].sum() / squares.sum().clamp_min(1e-300))
 
 
 def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj", batch_size: int = 16,
@@ -170,10 +176,10 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()),
         grad=float(G.norm()), momentum=float(mu), had_momentum=old is not None, buffer=float(buffer.norm()),
         nesterov=bool(nesterov), update=float(u.norm()), coefficients=coefficients, singular=S.tolist(),
-        top=min(TOP, len(S)), u_top_share=_top_share(S),
+        top=_top(len(S)), u_top_share=_top_share(S),
         adamw_top_share=_top_share(torch.linalg.svdvals(adamw)), adamw_first=adamw_first, steps=steps,
         o_top_share=_top_share(final), settled=float(((final > 0.5) & (final < 1.5)).double().mean()),
-        orthogonal_share=min(TOP, len(S)) / len(S),
+        orthogonal_share=_top(len(S)) / len(S),
         lr=float(lr), step_scale=scale, step_rms=scale * rms,
         relative_step=float(scale * O.norm() / weight.detach().double().norm().clamp_min(1e-300)),
         optimizer_dtype=dtype, float32_diff=float((O - theirs["float32"]).abs().max()),
