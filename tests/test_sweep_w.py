@@ -200,3 +200,13 @@ def test_muon_on_a_matrix_with_few_directions_compares_fewer_than_all_of_them():
     assert step.top < 8 and step.orthogonal_share < 1  # "its 8 largest carry 100% (an orthogonal matrix: 100%)"
     assert step.top == 4 and step.orthogonal_share == 0.5
     assert run(s, ":muon matrix=attn.q_proj").step.top == 10  # 32 directions: the ten largest, as before
+
+
+def test_qkv_on_an_untrained_model_calls_its_weights_near_uniform_only_where_they_are():
+    plain_model = run(session_with(), ":qkv")
+    assert "so the weights are near uniform" in plain(plain_model)
+    normed = run(session_with(qk_norm=True), ":qkv")  # q and k of length sqrt(d_k): random scores are not small
+    read = normed.at + 1
+    assert max(normed.weights[:read]) > 1.5 / read  # far from 1/4 each
+    words = plain(normed)
+    assert "near uniform" not in words and "this model has not trained yet" in words

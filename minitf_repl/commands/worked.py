@@ -223,7 +223,13 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                   f"{_agrees(result.model_out_diff)}, the fused F.scaled_dot_product_attention "
                   f"{_agrees(result.fused_out_diff)} (largest difference, "
                   f"{rounding(max(result.model_weights_diff, result.model_out_diff), result.ablations)})")
-    closing_notes(console, result, "q and k are random, so the weights are near uniform")
+    # Random q and k give small scores and near-even weights, unless qk_norm made them sqrt(d_k) long
+    even = max(result.weights[:read]) <= 1.5 / read
+    untrained = ("q and k are random, so the weights are near uniform" if even else
+                 "q and k are random" + (" (qk_norm makes each sqrt(d_k) long, so the scores are not small)"
+                                         if "qk_norm" in result.turned else "")
+                 + ", so whatever these weights pick out, nothing taught them to")
+    closing_notes(console, result, untrained)
 
 
 def _agrees(difference: float) -> str:
