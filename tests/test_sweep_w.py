@@ -210,3 +210,16 @@ def test_qkv_on_an_untrained_model_calls_its_weights_near_uniform_only_where_the
     assert max(normed.weights[:read]) > 1.5 / read  # far from 1/4 each
     words = plain(normed)
     assert "near uniform" not in words and "this model has not trained yet" in words
+
+
+# --- :step -----------------------------------------------------------------------------------------------------
+def test_step_without_a_seed_offers_a_gen_line_that_runs_and_picks_the_same():
+    import re
+
+    s = session_with()
+    run(s, ":train steps=2")
+    for _ in range(20):  # a seed drawn from 64 bits is past gen_seed's limit (2**63 - 1) half the time
+        result = run(s, ":step 6540= temperature=2")
+        assert 0 <= result.seed <= 2**63 - 1
+    line = re.search(r"\((:gen .*?) picks the same\)", plain(result)).group(1).replace("PROMPT", "6540=")
+    assert run(s, line).text.endswith(result.picked)

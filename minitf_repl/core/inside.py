@@ -839,11 +839,10 @@ def next_token_pipeline(
     elif isinstance(idx, (list, tuple)):
         idx = list(idx)[-model.config.max_seq_len :]
     idx = one_sequence(model, idx, "next-token view")
+    if seed is None:  # a fresh one, within what gen_seed= takes, so that the `:gen ... seed=` a view offers runs
+        seed = torch.Generator().seed() % (GenConfig.spec("gen_seed").limit + 1)
     generator = torch.Generator()
-    if seed is None:
-        generator.seed()
-    else:
-        generator.manual_seed(seed)
+    generator.manual_seed(seed)
     with listening(model, {}):
         logits, _ = model(idx, cache=model.new_cache())  # (1, T, V)
     stages = sampling_stages(logits[0, -1], temperature, top_k, top_p)
