@@ -223,3 +223,11 @@ def test_step_without_a_seed_offers_a_gen_line_that_runs_and_picks_the_same():
         assert 0 <= result.seed <= 2**63 - 1
     line = re.search(r"\((:gen .*?) picks the same\)", plain(result)).group(1).replace("PROMPT", "6540=")
     assert run(s, line).text.endswith(result.picked)
+
+
+def test_grad_on_a_task_says_the_logits_gradient_is_0_where_the_loss_counts_nothing():
+    result = run(session_with(), ":grad")  # sort: the loss counts the answer's positions only
+    assert 0 < sum(result.counted) < len(result.counted)
+    words = plain(result)
+    assert "at each counted position (0 at the other" in words
+    assert "/ N at each position (N = " in plain(run(session_with(), ":grad 1212121"))  # no question: all count

@@ -132,7 +132,8 @@ def render_grad(result: GradResult, console: Console) -> None:
                  f"{count(n, 'next ' + result.unit)}", "bold")
     note(console, "the chain rule from the loss down, one step per part, in the reverse of the forward's order; "
                   "every |.| below is over the whole text")
-    say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N at each position (N = {n}): |dL/dz| = "
+    where = "at each position" if n == T else f"at each counted position (0 at the other {T - n})"
+    say(console, f"dL/dz_t = (softmax(z_t) - onehot(y_t)) / N {where} (N = {n}): |dL/dz| = "
                  f"{result.logits:.4f}; autograd's dL/dz agrees to {result.softmax_diff:.0e} "
                  f"({rounding(result.softmax_diff, [])})")
     update = stream_update(norm, pre, result.residual)
