@@ -231,3 +231,13 @@ def test_grad_on_a_task_says_the_logits_gradient_is_0_where_the_loss_counts_noth
     words = plain(result)
     assert "at each counted position (0 at the other" in words
     assert "/ N at each position (N = " in plain(run(session_with(), ":grad 1212121"))  # no question: all count
+
+
+def test_attn_under_ablate_says_the_patterns_are_the_ablated_models():
+    s = session_with(n_layers=2)
+    run(s, ":ablate head=0.1")
+    result = run(s, ":attn layer=1")
+    assert result.ablations == ["head 0.1"]
+    words = plain(result)
+    assert "switched off now: head 0.1" in words and "ablated model" in words
+    assert "switched off" not in plain(run(session_with(n_layers=2), ":attn layer=1"))

@@ -54,13 +54,14 @@ class AttnResult:
     maps: list[list[list[float]]]  # [head][query i][key j]: A = softmax(QK^T/sqrt(d_k) + M); 0 above the diagonal
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
     unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
 @command("attn", "Show where each position looks: the attention pattern of a head, or of all heads.", params=[
     VIEW_TEXT,
     BLOCK,
     Param("head", str, help="a head number, or all (default all)", complete=complete_head, meta="N|all"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     layer = check_layer(session, args["layer"])
     n_heads = session.model_config.n_heads
@@ -82,7 +83,7 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     maps = attention_maps(session.model, ids, layer=layer).maps[0]  # (n_heads, T, T)
     tokens = [session.data.tokenizer.itos[i] for i in ids]  # a character each, or a subword piece (" the")
     return AttnResult(text, tokens, layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped,
-                      session.data.tokenizer.unit)
+                      session.data.tokenizer.unit, switched_off(session))
 
 
 @render.register(AttnResult)
@@ -124,6 +125,12 @@ def render_attn(result: AttnResult, console: Console) -> None:
                       "went unread")
     head = {"head": result.heads[0]} if single else {}  # one head shown: :qkv works out that one, not head 0
     note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer, **head)}")
+    # A switched-off head still computes its pattern (its output A_h V_h is what is zeroed); the blocks after it,
+    # and a skipped block's, read the ablated stream
+    heads_off = any(a.startswith("head") for a in result.ablations)
+    ablation_note(console, result.ablations, "these patterns are the ablated model's" + (
+        " (a switched-off head's own pattern is still computed: its output A_h V_h is what is zeroed)"
+        if heads_off else ""))
 
 
 def next_token_weight(weights: list[list[float]]) -> float:
