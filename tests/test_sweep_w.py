@@ -241,3 +241,20 @@ def test_attn_under_ablate_says_the_patterns_are_the_ablated_models():
     words = plain(result)
     assert "switched off now: head 0.1" in words and "ablated model" in words
     assert "switched off" not in plain(run(session_with(n_layers=2), ":attn layer=1"))
+
+
+def test_checks_steps_without_a_training_check_says_it_was_left_out():
+    from test_commands import Recorder
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.parsing import parse_line
+
+    s = session_with()
+    said = Recorder()
+    command, args = parse_line(":checks rows causal steps=50", REGISTRY)
+    run_command(s, command.name, args, said)
+    assert any("steps=50" in n and "blind" in n and "left out" in n for n in said.notices), said.notices
+    quiet = Recorder()
+    command, args = parse_line(":checks rows", REGISTRY)
+    run_command(s, command.name, args, quiet)
+    assert not quiet.notices

@@ -123,6 +123,9 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           position_table=position_kind(session.model_config).table is not None,
                           ablations=switched_off(session))
     training = [name for name in asked if name in ("blind", "overfit")]
+    if not training and steps != STEPS:  # as :ln says of a layer= the final norm has none: not silently dropped
+        reporter.notice(f"steps={steps} is the training checks' length (blind, overfit), and none was asked; it was "
+                        "left out")
     if training:
         session.threads.decide()  # a fresh look at the other work on the machine before the training checks
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
