@@ -258,3 +258,14 @@ def test_checks_steps_without_a_training_check_says_it_was_left_out():
     command, args = parse_line(":checks rows", REGISTRY)
     run_command(s, command.name, args, quiet)
     assert not quiet.notices
+
+
+# --- :ln -------------------------------------------------------------------------------------------------------
+def test_ln_with_an_eps_that_dominates_does_not_say_it_matters_only_near_a_zero_spread():
+    big = run(session_with(norm_eps=0.01), ":ln")  # an untrained stream's var is about 1e-3: eps outweighs it
+    n = big.norm
+    assert n.var < n.eps
+    words = plain(big)
+    assert "it matters only where the spread is near 0" not in words
+    assert "here it matters" in words
+    assert "it matters only where the spread is near 0" in plain(run(session_with(), ":ln"))

@@ -577,9 +577,13 @@ def render_ln(result: LnResult, console: Console) -> None:
                   f"{'small' if change < 0.05 else 'not small'} against the spread")
     square = n.var if n.centres else n.mean_square
     without = math.sqrt(square)
+    share = (n.scale - without) / max(n.scale, 1e-300)
+    # eps is small against a trained stream's spread; a large norm_eps, or a tiny stream, makes it count
+    where = ("it matters only where the spread is near 0" if share < 0.05 else
+             f"here it matters: the spread is not large against eps, so |x̂| comes out under sqrt(d) "
+             f"({n.size_normalised:.3f} against {math.sqrt(n.d):.3f})")
     note(console, f"eps = {n.eps:.0e} sits under the square root so that s is never 0: without it s would be "
-                  f"{without:.4g} ({(n.scale - without) / max(n.scale, 1e-300):.2g} of s); it matters only where the "
-                  "spread is near 0")
+                  f"{without:.4g} ({share:.2g} of s); {where}")
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
                   f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
     learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
