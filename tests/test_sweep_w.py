@@ -269,3 +269,12 @@ def test_ln_with_an_eps_that_dominates_does_not_say_it_matters_only_near_a_zero_
     assert "it matters only where the spread is near 0" not in words
     assert "here it matters" in words
     assert "it matters only where the spread is near 0" in plain(run(session_with(), ":ln"))
+
+
+def test_ln_with_an_eps_that_dominates_does_not_say_the_reader_never_sees_the_streams_scale():
+    result = run(session_with(norm_eps=0.01), ":ln")
+    hats = [p.size_normalised for p in result.norm.positions]
+    assert max(hats) / min(hats) > 1.05  # eps keeps part of each position's scale
+    words = plain(result)
+    assert "never sees the stream's scale" not in words and "eps keeps" in words
+    assert "never sees the stream's scale" in plain(run(session_with(), ":ln"))

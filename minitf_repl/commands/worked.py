@@ -567,7 +567,9 @@ def render_ln(result: LnResult, console: Console) -> None:
                       f"|x̂_t| varies {_spread(hats):.2f}x and |y_t| {_spread(outs):.2f}x"
                       + (f" ({'the gain and bias weigh' if n.bias_size is not None else 'the gain weighs'} each "
                          "position's features differently)" if abs(_spread(outs) / _spread(hats) - 1) > 0.01 else "")
-                      + ": what reads the norm never sees the stream's scale")
+                      + (": what reads the norm never sees the stream's scale" if _spread(hats) < 1.05 else
+                         ": eps keeps part of each position's scale in |x̂_t|, as the spread is not large against "
+                         "it"))
     other = ("RMSNorm would divide by rms(x) = sqrt(mean(x^2) + eps)" if n.centres else
              "LayerNorm would subtract the mean first, then divide by std(x) = sqrt(var(x) + eps)")
     change = abs(n.other_scale - n.scale) / max(n.scale, 1e-300)
