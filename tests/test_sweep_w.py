@@ -278,3 +278,9 @@ def test_ln_with_an_eps_that_dominates_does_not_say_the_reader_never_sees_the_st
     words = plain(result)
     assert "never sees the stream's scale" not in words and "eps keeps" in words
     assert "never sees the stream's scale" in plain(run(session_with(), ":ln"))
+
+
+def test_resid_without_learned_gains_does_not_size_the_norms_output_by_a_gain():
+    words = plain(run(session_with(norm_gain=False), ":resid"))
+    assert "times the gain" not in words and "norm_gain=off" in words
+    assert "times the gain" in plain(run(session_with(), ":resid"))

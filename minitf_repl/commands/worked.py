@@ -369,13 +369,14 @@ class ResidResult:
     unit: str = "character"
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    norm_gain: bool = True  # the norms learn a gain g (norm_gain=off: none, and |x̂| = sqrt(d) is what they hand on)
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
                   "add, what the norms read.", params=[
     VIEW_TEXT,
     LAST_POSITION,
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
@@ -387,7 +388,8 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        token=stream.token, position=stream.position, embed=stream.embed,
                        position_table=position_table(session.model_config), writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
-                       untrained=session.untrained, ablations=switched_off(session))
+                       untrained=session.untrained, ablations=switched_off(session),
+                       norm_gain=session.model_config.norm_gain)
 
 
 def position_table(config) -> str | None:
@@ -455,7 +457,9 @@ def render_resid(result: ResidResult, console: Console) -> None:
                      f"each sublayer adds its write to the stream, none replaces it")
         reads = [w.norm.size_out for w in result.writes]
         note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
-                      f"(sqrt(d) = {math.sqrt(result.d_model):.1f} times the gain): the norm takes the stream's scale "
+                      f"(sqrt(d) = {math.sqrt(result.d_model):.1f}" + (" times the gain" if result.norm_gain else
+                                                                    ": norm_gain=off, no gain scales it")
+                      + "): the norm takes the stream's scale "
                       f"away, so a block's input does not grow with depth")
     elif not pre:
         note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
