@@ -79,7 +79,7 @@ def test_rope_in_the_shell():
     assert "the 14 keys with the largest rotated q·k; 2 other keys not listed" in out
     some = run(session, ":rope hello at=2 layer=1 head=3")
     assert (some.rope.at, some.rope.layer, some.rope.head, len(some.rope.keys)) == (2, 1, 3, 3)
-    assert json_document(REGISTRY["rope"], some)["schema"] == "minitf.rope/1"
+    assert json_document(REGISTRY["rope"], some)["schema"] == "minitf.rope/2"
     narrow = text_of(some, 60)
     assert "key j" in narrow and "its term" in narrow
     twins = plain(run(session, ":rope abcabc"))  # in the first block a token's key is the token's alone

@@ -284,3 +284,12 @@ def test_resid_without_learned_gains_does_not_size_the_norms_output_by_a_gain():
     words = plain(run(session_with(norm_gain=False), ":resid"))
     assert "times the gain" not in words and "norm_gain=off" in words
     assert "times the gain" in plain(run(session_with(), ":resid"))
+
+
+def test_rope_without_the_mask_says_the_query_reads_keys_after_it_that_the_table_leaves_out():
+    s = session_with(pos_encoding="rope", causal=False)
+    result = run(s, ":rope at=2")
+    assert len(result.rope.keys) == 3 < len(result.tokens)  # keys 0..2 listed; the query reads all of them
+    words = plain(result)
+    assert f"reads the {len(result.tokens) - 3} keys after it too" in words
+    assert "keys after it too" not in plain(run(session_with(pos_encoding="rope"), ":rope at=2"))

@@ -258,6 +258,7 @@ class RopeResult:
     unit: str = "character"
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    causal: bool = True  # the causal mask is on; off, the query also reads the keys after it (not listed here)
 
 
 ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, as :rope's refusal says it
@@ -272,7 +273,7 @@ ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, 
     replace(LAST_POSITION, help="the query position (default -1: the last)"),
     BLOCK,
     QUERY_HEAD,
-])  # fmt: skip
+], json_version=2)  # fmt: skip
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     from ..core.variants import position_kind
 
@@ -293,7 +294,7 @@ def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     worked = rope_worked(session.model, ids, layer=layer, head=head, at=at)
     return RopeResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], rope=worked,
                       dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
-                      ablations=switched_off(session))
+                      ablations=switched_off(session), causal=session.model.causal)
 
 
 @render.register(RopeResult)
@@ -319,6 +320,10 @@ def render_rope(result: RopeResult, console: Console) -> None:
                       f"{count(len(r.keys) - len(listed), 'other key')} not listed")
     note(console, "q·k: the dot product before the 1/sqrt(d_k) scale; without: the same q and k with no rotation, "
                   "as if position did not exist")
+    later = len(result.tokens) - i - 1
+    if not result.causal and later:  # the keys listed are 0..i; without the mask the query reads past them
+        note(console, f"without the causal mask the query reads the {count(later, 'key')} after it too, at "
+                      "negative distances i - j, turned the same way; the table lists the keys up to it")
     twins = _same_token_apart(result.tokens, r, listed)
     if twins:
         a, b = twins
