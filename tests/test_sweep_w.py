@@ -1,14 +1,24 @@
-"""What a user's-eye sweep of the teaching commands (:help, :qkv, :rope, :resid, :ln, :ffn, :kv, :grad, :checks,
-:attn, :lens, :heads, :shapes) found, checked for truth against the model as configured: each test failed before its
+"""What a user's-eye sweep of the teaching commands (:help, :qkv, :rope, :resid, :ln, :ffn, :grad, :muon, :checks,
+:attn, :step, :heads, :shapes) found, checked for truth against the model as configured: each test failed before its
 fix.
 
-`:grad` without the causal mask said each position's vector "is read by every prediction from t on", and with dropout
-on it said nothing of computing the gradient without it. `:qkv at=0` without the mask said position 0 reads only
-itself, beside a row of seven weights. `:shapes` of a model with no positions and no mask said the causal mask orders
-its tokens, and named every norm "LN" in the sublayer lines of an RMSNorm model. `:attn head=1` pointed at `:qkv`
-without the head, which then worked out head 0. `:help vocab_size` said one token per character under a BPE. The
-worked views' tables cut their numbers ("0.0…") and ran past a 40-column terminal. Examples in errors (`:grad hello`,
-`:heads the cat sat on the mat`) did not run on a task's vocabulary.
+`:grad` without the causal mask said each position's vector "is read by every prediction from t on", said nothing of
+taking its gradient without the model's dropout, and on a task wrote dL/dz "at each position" where the loss counts
+the answer's alone. `:qkv at=0` without the mask said position 0 reads only itself, beside a row of seven weights, and
+on an untrained qk_norm model called weights of 0.51 and 0.12 near uniform. `:shapes` of a model with no positions and
+no mask said the causal mask orders its tokens, named every norm "LN" in an RMSNorm model's sublayer lines, wrote an
+untied head as h W_U against the other views' h W_U^T, and on the fused kernel wrote "O = AV" of an A it never shows.
+`:attn head=1` pointed at `:qkv` without the head, and under `:ablate` drew the ablated model without a word.
+`:help vocab_size` said one token per character under a BPE; `:help checks which` said :checks had no option which
+(`:help checks` lists WHICH), and `:help qkv at=` was refused. The worked views' tables cut their numbers ("0.0…") and
+ran past a 40-column terminal. Examples in errors (`:grad hello`) did not run on a task's vocabulary; `:rope` on
+another position kind offered "set pos_encoding=rope", no line the shell takes, and without the mask left out the keys
+after the query. `:resid` of a post-norm model without the residual add said its norm reads h + f(h), and with
+norm_gain=off spoke of a gain. `:checks` said "only zeros" of a blind model that read '+', started a fix sentence in
+lower case, and dropped steps= without a word. `:heads` on a text that repeats said it had no repeats. `:muon` on a
+matrix of eight directions compared "its 8 largest" (100% of any matrix). `:step` offered a `:gen ... seed=S` that
+gen_seed refused half the time. `:ln` with an eps that outweighs the spread said eps matters only near a zero spread
+and that the reader never sees the stream's scale.
 """
 
 import pytest
