@@ -303,3 +303,14 @@ def test_rope_without_the_mask_says_the_query_reads_keys_after_it_that_the_table
     words = plain(result)
     assert f"reads the {len(result.tokens) - 3} keys after it too" in words
     assert "keys after it too" not in plain(run(session_with(pos_encoding="rope"), ":rope at=2"))
+
+
+def test_muon_matrix_that_ends_several_names_says_which_it_could_be():
+    from minitf_repl.core.errors import UserError
+
+    s = session_with(n_experts=2)
+    with pytest.raises(UserError) as refused:
+        run(s, ":muon matrix=fc_in")
+    text = str(refused.value)
+    assert "has no matrix" not in text  # it has two: ffn.experts.0.fc_in and ffn.experts.1.fc_in
+    assert "fc_in names 2 matrices" in text and "ffn.experts.0.fc_in, ffn.experts.1.fc_in" in text

@@ -111,6 +111,9 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     ends = [n for n in names if n.endswith("." + matrix)]  # "fc_in" for "ffn.fc_in", where only one name ends so
     if matrix not in names and len(ends) == 1:
         matrix = ends[0]
+    if matrix not in names and len(ends) > 1:  # "fc_in" of a mixture of experts: one per expert
+        raise UserError(f"{matrix} names {len(ends)} matrices of block {layer} that Muon trains: {', '.join(ends)}; "
+                        "give the whole name")
     if matrix not in names:
         raise UserError(f"block {layer} has no matrix {matrix!r} that Muon trains; choose one of {', '.join(names)}")
     name = f"blocks.{layer}.{matrix}.weight"
