@@ -259,8 +259,9 @@ def failure(name: str, check, result: ChecksResult) -> str:
         zero = check.zero_token.encode("unicode_escape").decode("ascii")  # token id 0, which may be the digit 0 or not
         return (f"the model trained on its inputs ended {abs(gap):.3f} nats {'under' if gap >= 0 else 'above'} one "
                 f"that read every input '{zero}' (id 0) (under {result.blind_margin:g} fails): in "
-                f"{count(check.steps, 'step')} it learned little that needs its input. Train longer ({cmd('checks', 'blind', steps=check.steps * 3)}), "
-                f"or look at the rate ({cmd('set', 'lr')}){no_residual(result)}")
+                f"{count(check.steps, 'step')} it learned little that needs its input. Train longer "
+                f"({cmd('checks', 'blind', steps=check.steps * 3)}), or look at the rate ({cmd('set', 'lr')})"
+                f"{no_residual(result)}")
     if name == "overfit":
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
                 f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes): try more steps "
