@@ -16,7 +16,8 @@ another position kind offered "set pos_encoding=rope", no line the shell takes, 
 after the query. `:resid` of a post-norm model without the residual add said its norm reads h + f(h), and with
 norm_gain=off spoke of a gain. `:checks` said "only zeros" of a blind model that read '+', started a fix sentence in
 lower case, and dropped steps= without a word. `:heads` on a text that repeats said it had no repeats. `:muon` on a
-matrix of eight directions compared "its 8 largest" (100% of any matrix). `:step` offered a `:gen ... seed=S` that
+matrix of eight directions compared "its 8 largest" (100% of any matrix), and `:muon matrix=fc_in` of a mixture of
+experts said the block has no such matrix (it has one per expert). `:step` offered a `:gen ... seed=S` that
 gen_seed refused half the time. `:ln` with an eps that outweighs the spread said eps matters only near a zero spread
 and that the reader never sees the stream's scale.
 """
