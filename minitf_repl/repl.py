@@ -195,6 +195,12 @@ class CommandCompleter(Completer):
                 if self._starts(flag, value, word):
                     yield Completion(value, start_position=-len(word))
             return
+        other = names.get(before[0].lstrip(":").lower()) if command.about_commands and len(before) == 1 else None
+        if other is not None:  # `:help qkv <Tab>`: what `:help qkv KEY` explains, the options of :qkv
+            for value in [p.name for p in other.params if p.positional] + [f"{p.name}=" for p in other.options]:
+                if value.startswith(word.lower()) and value != word:
+                    yield Completion(value, start_position=-len(word))
+            return
         used = {tok.split("=", 1)[0].lstrip("-").replace("-", "_") for tok in before if "=" in tok}
         used |= {flag.name for tok in before if (flag := self._flag(command, tok, bools=True)) is not None}
         typed = word.lstrip("-").replace("-", "_")

@@ -315,3 +315,11 @@ def test_muon_matrix_that_ends_several_names_says_which_it_could_be():
     text = str(refused.value)
     assert "has no matrix" not in text  # it has two: ffn.experts.0.fc_in and ffn.experts.1.fc_in
     assert "fc_in names 2 matrices" in text and "ffn.experts.0.fc_in, ffn.experts.1.fc_in" in text
+
+
+def test_tab_after_help_command_offers_that_commands_options():
+    from test_repl import complete
+
+    assert complete(":help qkv a") == ["at="]  # :help qkv at= shows at=; "ablate", "attrib" are no option of :qkv
+    assert complete(":help qkv ") == ["prompt", "at=", "layer=", "head="]
+    assert complete(":help tr") == ["train"]  # the command itself, as before
