@@ -323,3 +323,11 @@ def test_tab_after_help_command_offers_that_commands_options():
     assert complete(":help qkv a") == ["at="]  # :help qkv at= shows at=; "ablate", "attrib" are no option of :qkv
     assert complete(":help qkv ") == ["prompt", "at=", "layer=", "head="]
     assert complete(":help tr") == ["train"]  # the command itself, as before
+
+
+def test_grad_all_fits_40_columns_with_every_number_whole():
+    s = session_with()
+    run(s, ":train steps=2")
+    text = text_of(run(s, ":grad all=on"), width=40)
+    assert "…" not in text and "blocks.0.attn.out_proj.weight" in text
+    assert max(len(row.rstrip()) for row in text.splitlines()) <= 40

@@ -222,8 +222,10 @@ def _parameters(result: GradResult, console: Console) -> None:
     names = ["tensor" if result.show_all else "part", "parameters", "|W|", "|dL/dW|", "|dL/dW|/|W|", "step |ΔW|/|W|"]
     if result.optimizer is None:
         names, rows = names[:-1], [row[:-1] for row in rows]
-    console.print(fitting_table(console, names, rows, left=(names[0],), optional=("parameters", "|W|", "|dL/dW|/|W|"),
-                                wrap=("part",)))  # 40-odd columns: "W_E (token embedding," over "tied head)"
+    # 40-odd columns: the parts' names wrap ("W_E (token embedding," over "tied head)"); a tensor's name has no space
+    # to wrap at, so there the step's column goes too
+    optional = ("parameters", "|W|", "|dL/dW|/|W|") + (("step |ΔW|/|W|",) if result.show_all else ())
+    console.print(fitting_table(console, names, rows, left=(names[0],), optional=optional, wrap=("part",)))
     if result.optimizer is not None:
         clipped = (f", the gradient first scaled by {result.clip_scale:.2g} to grad_clip as :train clips"
                    if result.clip_scale < 1 else "")
