@@ -331,3 +331,13 @@ def test_grad_all_fits_40_columns_with_every_number_whole():
     text = text_of(run(s, ":grad all=on"), width=40)
     assert "…" not in text and "blocks.0.attn.out_proj.weight" in text
     assert max(len(row.rstrip()) for row in text.splitlines()) <= 40
+
+
+@pytest.mark.parametrize("line", [":step 6540= temperature=1", ":step 6540= temperature=0.5 top_k=3 top_p=0.9",
+                                  ":step 6540= temperature=0", ":score", ":score counter=2"])
+def test_step_and_score_fit_40_columns_with_every_number_whole(line):
+    s = session_with()
+    run(s, ":train steps=2")
+    text = text_of(run(s, line), width=40)
+    assert "…" not in text
+    assert max(len(row.rstrip()) for row in text.splitlines()) <= 40

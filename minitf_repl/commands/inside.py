@@ -208,6 +208,47 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     )
 
 
+def _step_table(result: StepResult, console: Console, greedy: bool, as_text: bool, dropped: set[str]) -> Table:
+    """:step's rows, one a token: its logit, scaled logit, the filters' verdicts, probability and bar; `dropped` names
+    the columns left out ("bar", "filters", "scaled") and "stacked" for headers of a line per word."""
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+
+    def header(name: str) -> str:
+        return "\n".join(name.split()) if "stacked" in dropped else name
+
+    table.add_column("", no_wrap=True)
+    table.add_column("token", no_wrap=True)
+    table.add_column(header("logit z"), justify="right")
+    if "scaled" not in dropped:
+        table.add_column(header(f"/ T={result.temperature:g}") if result.temperature else "greedy", justify="right")
+    if "filters" not in dropped:
+        table.add_column(header(f"top-k {result.top_k}" if result.top_k is not None and not greedy else "top-k"),
+                         justify="center")
+        table.add_column(header(f"top-p {result.top_p:g}" if result.top_p is not None and not greedy else "top-p"),
+                         justify="center")
+    table.add_column("probability", justify="right")
+    if "bar" not in dropped:
+        table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
+    for r in result.rows:
+        kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
+        kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
+        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
+        prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
+        bar = Text()
+        if r.prob > 0:
+            bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
+        # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
+        # indented "the"), a control character as its escape
+        token = piece_cell("".join(visible(ch) if ch in VISIBLE else repr(ch)[1:-1] for ch in r.token))
+        cells = ["→" if r.picked else "", token, f"{r.logit:.3f}"]
+        cells += [] if "scaled" in dropped else [scaled]
+        cells += [] if "filters" in dropped else [Text(kept_k, style="" if r.top_k_kept else "dim"),
+                                                  Text(kept_p, style="" if r.kept else "dim")]
+        cells += [Text(prob)] + ([] if "bar" in dropped else [bar])
+        add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
+    return table
+
+
 def _stage_header(result: StepResult) -> str:
     parts = ["logits z"]
     if result.temperature == 0:
@@ -230,37 +271,23 @@ def render_step(result: StepResult, console: Console) -> None:
         note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float "
                       "model)")
     note(console, _stage_header(result))
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("", no_wrap=True)
-    table.add_column("token", no_wrap=True)
-    table.add_column("logit z", justify="right")
-    table.add_column(f"/ T={result.temperature:g}" if result.temperature else "greedy", justify="right")
     greedy = result.temperature == 0  # the argmax alone: top-k and top-p are not applied (core.generate)
-    table.add_column(f"top-k {result.top_k}" if result.top_k is not None and not greedy else "top-k", justify="center")
-    table.add_column(f"top-p {result.top_p:g}" if result.top_p is not None and not greedy else "top-p",
-                     justify="center")
-    table.add_column("probability", justify="right")
-    table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
-    for r in result.rows:
-        kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
-        kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
-        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
-        prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
-        bar = Text()
-        if r.prob > 0:
-            bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
-        # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
-        # indented "the"), a control character as its escape
-        token = piece_cell("".join(visible(ch) if ch in VISIBLE else repr(ch)[1:-1] for ch in r.token))
-        cells = ["→" if r.picked else "", token,
-                 f"{r.logit:.3f}", scaled, Text(kept_k, style="" if r.top_k_kept else "dim"),
-                 Text(kept_p, style="" if r.kept else "dim"), Text(prob), bar]
-        add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
+    # 40-odd columns: the bars go first, then the filters' kept/cut (a cut token's probability is 0), then the scaled
+    # logits (the note under the table says how they are made), then the headers take a line per word
+    dropped: set[str] = set()
+    for drop in (None, "bar", "filters", "scaled", "stacked"):
+        dropped |= {drop} if drop else set()
+        table = _step_table(result, console, greedy, as_text, dropped)
+        if fits(console, table):
+            break
+    gone = dropped - {"stacked"}
     console.print(table)
+    if "filters" in gone and not greedy and (result.top_k is not None or result.top_p is not None):
+        note(console, "not shown at this width: which tokens top-k and top-p cut (a cut token's probability is 0)")
     if not greedy:
         T = f"{result.temperature:g}"
         note(console, f"/ T={T}: (z - max z) / {T}, shifted so that the largest is 0 (softmax does not change under "
-                      "a shift)")
+                      "a shift)" + ("; not shown at this width" if "scaled" in gone else ""))
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
                  f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
@@ -496,6 +523,10 @@ def render_score(result: ScoreResult, console: Console) -> None:
     table = score_table(result, console, bars=True)
     if not fits(console, table):  # the bars go first: for the counter's column, or long tokens' pieces
         table = score_table(result, console, bars=False)
+    if not fits(console, table):  # 40-odd columns: a header a line per word ("true" over "next")
+        table = score_table(result, console, bars=False, stacked=True)
+    if not fits(console, table):  # and with counter=, p goes too: -ln p beside it says the same
+        table = score_table(result, console, bars=False, stacked=True, probability=False)
     right = sum(result.guesses[t] == result.tokens[t + 1] for t in counted)
     console.print(table)
     given = n - len(counted)
@@ -516,16 +547,19 @@ def render_score(result: ScoreResult, console: Console) -> None:
     ablation_note(console, result.ablations)
 
 
-def score_table(result: ScoreResult, console: Console, bars: bool) -> Table:
+def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool = False,
+                probability: bool = True) -> Table:
     """One row a position: what it reads, the true next token, its p and -ln p (with a bar scaled to the worst),
-    the best guess, and with counter= the counter's -ln p."""
+    the best guess, and with counter= the counter's -ln p; `stacked`: each header a line per word; `probability`:
+    the p column (-ln p says the same)."""
     table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-    columns = [("t", "right"), ("reads", "left"), ("true next", "left"), ("p", "right"), ("-ln p", "right"),
+    p_column = [("p", "right")] if probability else []
+    columns = [("t", "right"), ("reads", "left"), ("true next", "left"), *p_column, ("-ln p", "right"),
                *([("", "left")] if bars else []), ("best guess", "left")]
     if result.counter_losses is not None:
         columns.append((f"{result.counter}-gram -ln p", "right"))
     for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=True)
+        table.add_column("\n".join(name.split()) if stacked else name, justify=justify, no_wrap=True)
     worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
     for t in range(len(result.losses)):
         hit = result.guesses[t] == result.tokens[t + 1]
@@ -533,13 +567,14 @@ def score_table(result: ScoreResult, console: Console, bars: bool) -> Table:
                                                                          result.guesses[t]))
         if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
             add_row(table, str(t), reads, comes,
-                    Text(f"{result.target_probs[t]:.3f}", style="dim"), Text(f"{result.losses[t]:.3f}", style="dim"),
+                    *([Text(f"{result.target_probs[t]:.3f}", style="dim")] if probability else []),
+                    Text(f"{result.losses[t]:.3f}", style="dim"),
                     *([Text("given", style="dim")] if bars else []),
                     Text(f"{guess} {result.guess_probs[t]:.2f}", style="dim"),
                     *counter_cell(result, t, dim=True))
             continue
         bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
-        add_row(table, str(t), reads, comes, f"{result.target_probs[t]:.3f}",
+        add_row(table, str(t), reads, comes, *([f"{result.target_probs[t]:.3f}"] if probability else []),
                 f"{result.losses[t]:.3f}",
                 *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
                 Text(f"{guess} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
