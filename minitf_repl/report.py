@@ -79,8 +79,8 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     values = [v for _, v in points] + [c.val_loss for c in counters if math.isfinite(c.val_loss)]
     y0, y1 = min(values), max(values)
     baseline = uniform_loss(vocab_size)
-    if baseline is not None:
-        y1 = max(y1, baseline)
+    if baseline is not None:  # below every loss too (a run blown up past a uniform guess): inside the frame
+        y0, y1 = min(y0, baseline), max(y1, baseline)
     if x1 == x0:
         x1 = x0 + 1
     if y1 == y0:

@@ -68,22 +68,20 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     if not points:
         return Group(Text("nothing to plot", style="dim"))
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
-    values = [v for _, v in points]
-    y0, y1 = min(values), max(values)
-    reach = 0.5 * (y1 - y0 + 1e-9)
-    levels = [level for level in levels if math.isfinite(level.value) and y0 - reach <= level.value <= y1 + reach]
-    if levels:
-        y0, y1 = min(y0, *(level.value for level in levels)), max(y1, *(level.value for level in levels))
-    if baseline is not None and math.isfinite(baseline) and baseline <= y1 + reach:
-        y1 = max(y1, baseline)
-    else:
-        baseline = None
-    if y1 - y0 < 1e-12:  # a flat line: a band of a tenth of its size around it (a constant rate of 1e-3 is not on 0)
-        half = 0.05 * abs(y0) if y0 else 0.5
-        y0, y1 = y0 - half, y1 + half
-    labels = axis_labels(y0, y1)
-    lw = max(len(s) for s in labels) + 1
-    plot_w = max(10, width - lw - 2)
+    # The axis spans what is drawn: the mean of each column's points (a spike averaged away in a narrow chart is
+    # not on it), the baseline and the levels near them. The columns depend on the labels' width, and the labels on
+    # the columns' means: settled in a few rounds (a last unsettled one keeps its columns, a cell wider or narrower).
+    plot_w = max(10, width - 7)
+    for attempt in range(4):
+        columns = [_columns(curve, x0, x1, plot_w) for curve in curves]
+        y0, y1, drawn_baseline, drawn_levels = _y_range(
+            [sum(vs) / len(vs) for buckets in columns for vs in buckets.values()], baseline, levels)
+        labels = axis_labels(y0, y1)
+        lw = max(len(s) for s in labels) + 1
+        if max(10, width - lw - 2) == plot_w or attempt == 3:
+            break
+        plot_w = max(10, width - lw - 2)
+    baseline, levels = drawn_baseline, drawn_levels
     grid: list[list[tuple[str, str]]] = [[(" ", "")] * plot_w for _ in range(height)]
 
     def row_of(v: float) -> int:
@@ -96,12 +94,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
         grid[row_of(level.value)] = [(level.mark, "bold yellow")] + [("┄", "yellow")] * (plot_w - 1)
     owner: dict[tuple[int, int], int] = {}  # the cell of each point drawn: the curve whose glyph shows there
     drawn: list[list[tuple[int, int]]] = []  # each curve's cells
-    for k, curve in enumerate(curves):
-        buckets: dict[int, list[float]] = {}
-        for s, v in zip(curve.steps, curve.values):
-            if math.isfinite(v):
-                col = 0 if x1 == x0 else round((s - x0) / (x1 - x0) * (plot_w - 1))
-                buckets.setdefault(col, []).append(v)
+    for k, (curve, buckets) in enumerate(zip(curves, columns)):
         cells = sorted((col, row_of(sum(vs) / len(vs))) for col, vs in buckets.items())
         if curve.joined:  # dots between consecutive points, where nothing else is drawn yet
             for (c0, r0), (c1, r1) in zip(cells, cells[1:]):
@@ -131,6 +124,32 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     if unit:
         entries.append(Text(f"({unit})", style="dim"))
     return Group(out, legend_lines(entries, width))
+
+
+def _columns(curve: Curve, x0: int, x1: int, plot_w: int) -> dict[int, list[float]]:
+    """The curve's finite values by the column they fall in (a column's are drawn as their mean)."""
+    buckets: dict[int, list[float]] = {}
+    for s, v in zip(curve.steps, curve.values):
+        if math.isfinite(v):
+            col = 0 if x1 == x0 else round((s - x0) / (x1 - x0) * (plot_w - 1))
+            buckets.setdefault(col, []).append(v)
+    return buckets
+
+
+def _y_range(values: list[float], baseline: float | None, levels: list[Level]):
+    """(y0, y1, the baseline drawn or None, the levels drawn) for the values drawn: the baseline and each level
+    kept where near them, within half their range, above or below, and the range widened to take them in."""
+    y0, y1 = min(values), max(values)
+    reach = 0.5 * (y1 - y0 + 1e-9)
+    levels = [level for level in levels if math.isfinite(level.value) and y0 - reach <= level.value <= y1 + reach]
+    if baseline is not None and not (math.isfinite(baseline) and y0 - reach <= baseline <= y1 + reach):
+        baseline = None
+    kept = [level.value for level in levels] + ([baseline] if baseline is not None else [])
+    y0, y1 = min([y0, *kept]), max([y1, *kept])
+    if y1 - y0 < 1e-12:  # a flat line: a band of a tenth of its size around it (a constant rate of 1e-3 is not on 0)
+        half = 0.05 * abs(y0) if y0 else 0.5
+        y0, y1 = y0 - half, y1 + half
+    return y0, y1, baseline, levels
 
 
 def axis_labels(y0: float, y1: float) -> list[str]:

@@ -1,0 +1,65 @@
+"""What a user's-eye sweep of the history and comparison views (:plot, :report, :compare, :ls, :lrfind's chart,
+:train's loss table, :context, :mistakes) found wrong: each test failed before its fix.
+"""
+
+import pytest
+
+from minitf_repl.render.chart import Curve, chart
+from test_commands import run, tiny_session
+from test_render import console, plain, text_of
+
+
+def drawn(renderable, width=60) -> str:
+    c = console(width)
+    c.print(renderable)
+    return c.file.getvalue()
+
+
+def grid_rows(shown: str) -> list[str]:
+    """The chart's rows (above its x axis), each as drawn."""
+    return [line for line in shown.split("└")[0].splitlines() if "┤" in line or "│" in line]
+
+
+def labels(shown: str) -> list[float]:
+    return [float(line.split("┤")[0]) for line in grid_rows(shown) if "┤" in line]
+
+
+# --- the chart's baseline and its y axis ------------------------------------------------------------------
+def test_a_baseline_below_every_curve_is_drawn_at_its_own_value_not_on_the_bottom_row():
+    # :plot what=copying of a model worse than a uniform guess on random tokens: losses above ln V = 2.48
+    curves = [Curve("first copy", [60, 70, 80], [2.9, 2.85, 2.8]), Curve("repeat", [60, 70, 80], [2.6, 2.7, 2.75])]
+    shown = drawn(chart(curves, 60, 12, baseline=2.48, baseline_label="ln(V) = 2.48, a uniform guess"))
+    rows = grid_rows(shown)
+    line = next(k for k, row in enumerate(rows) if "╌" in row)
+    top, bottom = labels(shown)[0], labels(shown)[-1]
+    assert bottom <= 2.48 + 1e-9 < top  # the axis reaches down to the line it draws
+    value = top - (top - bottom) * line / (len(rows) - 1)  # what the row the line is on stands for
+    assert value == pytest.approx(2.48, abs=(top - bottom) / (len(rows) - 1) / 2 + 1e-9)
+    far = drawn(chart(curves, 60, 12, baseline=0.1, baseline_label="ln(V) = 0.10"))  # the bottom row read 2.6
+    assert "╌" not in far.split("└")[0] and "ln(V)" not in far  # far below the curves: left out, as one far above
+
+
+def test_the_y_axis_spans_the_points_drawn_not_the_steps_averaged_away_in_a_column():
+    # 300 steps of a gradient norm in 30 columns: ten steps a column, averaged; one spike of 18.7 among 1.0s
+    values = [1.0] * 300
+    values[150] = 18.7
+    shown = drawn(chart([Curve("grad_norm", list(range(1, 301)), values)], 40, 12))
+    rows = grid_rows(shown)
+    assert "•" in rows[0] and "•" in rows[-1]  # the top label is a value a point is drawn at, and so is the bottom
+    assert labels(shown)[0] == pytest.approx((9 * 1.0 + 18.7) / 10, abs=0.01)
+
+
+def test_the_reports_ln_v_line_below_every_loss_is_inside_the_chart_not_under_its_frame():
+    import re
+
+    from minitf_repl.commands.train import PlotSeries
+    from minitf_repl.report import loss_chart_svg
+
+    # a run blown up by a rate too high for it: every loss above ln(12) = 2.48
+    svg = loss_chart_svg([PlotSeries("train", [1, 2, 3], [3.0, 5.0, 9.0])], vocab_size=12)
+    rect = re.search(r'<rect x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"', svg)
+    top, bottom = float(rect[1]), float(rect[1]) + float(rect[2])
+    line = float(re.search(r'<line x1="[\d.]+" x2="[\d.]+" y1="([\d.]+)"', svg)[1])
+    assert top <= line <= bottom
+    ticks = [float(t) for t in re.findall(r'text-anchor="end">([\d.]+)</text>', svg)]
+    assert min(ticks) <= 2.48  # the axis reads down to it
