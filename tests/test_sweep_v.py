@@ -63,3 +63,33 @@ def test_the_reports_ln_v_line_below_every_loss_is_inside_the_chart_not_under_it
     assert top <= line <= bottom
     ticks = [float(t) for t in re.findall(r'text-anchor="end">([\d.]+)</text>', svg)]
     assert min(ticks) <= 2.48  # the axis reads down to it
+
+
+# --- :lrfind's chart ------------------------------------------------------------------------------------------
+def lrfind_result(smoothed, steps=30, steepest=None, blown_at=None):
+    from minitf_repl.commands.rates import LrfindResult
+    from minitf_repl.core.lrfind import LrRange
+
+    rates = [1e-5 * (1e5 ** (k / (steps - 1))) for k in range(len(smoothed))]
+    k_low = smoothed.index(min(smoothed))
+    test = LrRange("muon", rates, list(smoothed), list(smoothed), steepest, rates[k_low], smoothed[k_low], blown_at,
+                   1e-5, 1.0, steps)
+    return LrfindResult(test, "sort", 0.01, 1337)
+
+
+def test_a_stopped_lrfind_whose_loss_has_not_fallen_yet_draws_every_step_it_ran():
+    # Ctrl-C after 12 steps at rates too low to matter: the smoothed loss wobbles by 0.006 around 2.455
+    wobble = [2.455, 2.452, 2.457, 2.456, 2.458, 2.454, 2.456, 2.455, 2.457, 2.456, 2.455, 2.456]
+    shown = text_of(lrfind_result(wobble), 80)
+    grid = shown.split("└")[0]
+    assert grid.count("•") + grid.count("■") == 12  # the chart stopped at the second step: 2 points of 12
+    axis = shown.split("└")[1].splitlines()[1].split()
+    assert axis[1] != axis[2]  # the x axis's two ends read "lr 1e-05" and "1e-05"
+    assert "the smoothed loss is lowest at 1.5e-05 (2.452)" in plain(lrfind_result(wobble), 80)
+
+
+def test_lrfind_still_cuts_the_blow_up_off_its_chart():
+    climb = [4.6, 4.5, 4.2, 3.8, 3.6, 3.7, 4.0, 4.7, 6.0, 9.0, 14.0]
+    shown = text_of(lrfind_result(climb, steps=11, steepest=1e-3, blown_at=1.0), 80)
+    assert max(labels(shown)) < 5  # drawn up to where the loss climbs back past where it started, not to 14
+    assert "the smoothed loss falls fastest at 0.001; lowest at" in plain(lrfind_result(climb, 11, 1e-3, 1.0), 80)

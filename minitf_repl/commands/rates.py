@@ -31,6 +31,7 @@ FAMILY = "the variant lab"  # beside :compare: one curve says where the rates wo
 
 RATE_LIMIT = 1000  # a rate past this ruins any model here in one step (Muon blows up near 0.5, AdamW near 0.7)
 SEED_LIMIT = 2**63 - 1  # the seed setting's own limit (a torch generator's seed)
+WOBBLE = 0.02  # the chart goes on past the starting loss by this share of it (noise), and is cut past that
 LOW, HIGH, STEPS = 1e-5, 1.0, 100  # from far too low to past where every model here blows up (Muon: 0.5)
 # How far the points move with the seed (pydoc, the default model, seeds 1337, 1 and 2): Muon's steepest
 # 0.0013 to 0.0021 and lowest 0.022 to 0.027; AdamW's steepest the same, its lowest 0.011 to 0.034.
@@ -143,10 +144,13 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     if len(test.rates) < 2:
         say(console, "the test stopped before two steps: nothing to read")
         return
-    # drawn up to where the loss climbs back past where it started: the blow-up after it would squash the rest
+    # drawn up to where the loss climbs back past where it started: the blow-up after it would squash the rest.
+    # Past it by more than a wobble: at rates too low to matter the loss stays where it started, give or take a
+    # little, and a test stopped there was cut at its lowest wobble (2 of 12 steps drawn)
     k_low = test.smoothed.index(min(test.smoothed))
-    end = next((k - 1 for k in range(k_low + 1, len(test.smoothed)) if test.smoothed[k] > test.smoothed[0]),
-               len(test.smoothed) - 1)
+    start = test.smoothed[0]
+    end = next((k - 1 for k in range(k_low + 1, len(test.smoothed))
+                if test.smoothed[k] > start + WOBBLE * abs(start)), len(test.smoothed) - 1)
     steps = list(range(end + 1))
     curves = [Curve("smoothed loss", steps, test.smoothed[: end + 1], "•", "cyan")]
     marks = [("steepest", test.steepest, "▼", "green"), ("lowest", test.lowest, "■", "yellow"),
@@ -161,7 +165,8 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     parts = []
     if test.steepest is not None:
         parts.append(f"falls fastest at {test.steepest:.2g}")
-    parts.append(f"lowest{' so far' if still_falling(test) else ''} at {test.lowest:.2g} ({test.lowest_loss:.3f})")
+    parts.append(f"{'' if parts else 'is '}lowest{' so far' if still_falling(test) else ''} at {test.lowest:.2g} "
+                 f"({test.lowest_loss:.3f})")
     if stopped_at(test) is not None:
         parts.append(f"stopped after {len(test.rates)} of {count(test.steps, 'step')}, at {stopped_at(test):.2g}")
     if test.blown_at is not None:
