@@ -93,3 +93,17 @@ def test_lrfind_still_cuts_the_blow_up_off_its_chart():
     shown = text_of(lrfind_result(climb, steps=11, steepest=1e-3, blown_at=1.0), 80)
     assert max(labels(shown)) < 5  # drawn up to where the loss climbs back past where it started, not to 14
     assert "the smoothed loss falls fastest at 0.001; lowest at" in plain(lrfind_result(climb, 11, 1e-3, 1.0), 80)
+
+
+# --- :ls --------------------------------------------------------------------------------------------------------
+def test_ls_in_a_narrow_terminal_indents_every_line_of_a_checkpoints_details_under_its_name():
+    from minitf_repl.commands import LsResult
+    from minitf_repl.core.checkpoint import CheckpointInfo
+
+    rows = [CheckpointInfo("autosave", 60, 2.3202, "pydoc", 6_700_000, "2026-12-04T21:23:41.355Z"),
+            CheckpointInfo("kept-20261204-212301", 40, 2.3693, "pydoc", 6_700_000, "2026-12-04T21:23:01.831Z")]
+    lines = text_of(LsResult(rows, "/ck"), 40).splitlines()
+    names = [k for k, line in enumerate(lines) if line.strip() in ("autosave", "kept-20261204-212301")]
+    assert len(names) == 2
+    details = lines[names[0] + 1 : names[1]] + lines[names[1] + 1 : names[1] + 3]
+    assert len(details) == 4 and all(line.startswith("  ") for line in details), details  # '6.4 MiB, saved' at col 0

@@ -435,7 +435,7 @@ def render_ls(result: LsResult, console: Console) -> None:
             say(console, cells[0], "bold")
             detail = "unreadable" if row.error is not None else (
                 f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
-            say(console, "  " + detail, "red" if row.error is not None else "")
+            say(console, detail, "red" if row.error is not None else "", indent=2)  # each wrapped line under the name
     for row in result.rows:
         if row.error is not None:
             say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
