@@ -107,3 +107,19 @@ def test_ls_in_a_narrow_terminal_indents_every_line_of_a_checkpoints_details_und
     assert len(names) == 2
     details = lines[names[0] + 1 : names[1]] + lines[names[1] + 1 : names[1] + 3]
     assert len(details) == 4 and all(line.startswith("  ") for line in details), details  # '6.4 MiB, saved' at col 0
+
+
+# --- :plot after :ngram ---------------------------------------------------------------------------------------
+def test_plot_says_when_the_counters_lie_too_far_from_the_curves_to_be_drawn():
+    from minitf_repl.commands.train import PlotLevel, PlotResult, PlotSeries
+
+    # :train steps=1 on sort, then :ngram: the losses 2.35-2.46, the bigram counter 1.95, the best (n=5) 1.33
+    series = [PlotSeries("train", [1], [2.4577]), PlotSeries("val", [1], [2.3467])]
+    result = PlotResult("loss", series, 12, [PlotLevel(2, 1.952), PlotLevel(5, 1.333)])
+    shown = text_of(result, 80)
+    assert "┄" not in shown  # neither is drawn: far below a chart of 0.11 nats
+    said = " ".join(shown.split())
+    assert ("the 2-gram and 5-gram counters (val 1.952 and 1.333) lie far below these curves, so the chart leaves "
+            "them out") in said
+    near = PlotResult("loss", [PlotSeries("train", [1, 2, 3], [2.4, 2.0, 1.5])], 12, [PlotLevel(2, 1.952)])
+    assert "leaves" not in plain(near, 80) and "┄2 2-gram counter 1.95" in text_of(near, 80)

@@ -701,9 +701,20 @@ def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
 @render.register(PlotResult)
 def render_plot(result: PlotResult, console: Console) -> None:
     say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
-    console.print(series_chart(result.series, console.width, 12,
-                               result.vocab_size if result.what in ("loss", "copying", "context") else None,
-                               result.counters, joined=result.what in WATCHED))
+    drawn = series_chart(result.series, console.width, 12,
+                         result.vocab_size if result.what in ("loss", "copying", "context") else None,
+                         result.counters, joined=result.what in WATCHED)
+    console.print(drawn)
+    if drawn.left_out:  # :ngram's hint said the chart draws them: where it does not, say why
+        far = [c for c in result.counters if c.val_loss in {level.value for level in drawn.left_out}]
+        values = [v for s in result.series for v in s.values if math.isfinite(v)]
+        side = ("far below" if all(c.val_loss < min(values) for c in far) else
+                "far above" if all(c.val_loss > max(values) for c in far) else "far from")
+        one = len(far) == 1
+        note(console, f"the {' and '.join(f'{c.n}-gram' for c in far)} counter{'' if one else 's'} (val "
+                      f"{' and '.join(f'{c.val_loss:.3f}' for c in far)}) {'lies' if one else 'lie'} "
+                      f"{side} these curves, so the chart leaves "
+                      f"{'it' if one else 'them'} out; {cmd('ngram')} lists them all")
     if result.data_from is not None:
         note(console, f"the data in use came in after step {result.data_from:,}: the curves before it are of the data "
                       "before (the switch kept the model, whose vocabulary it shares)")

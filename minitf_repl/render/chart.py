@@ -58,15 +58,23 @@ class Level:
     label: str
 
 
+class Chart(Group):
+    """A drawn chart, which knows the levels it left out (too far from its curves): a caller says so in words."""
+
+    def __init__(self, *renderables, left_out: list[Level] = ()):
+        super().__init__(*renderables)
+        self.left_out = list(left_out)
+
+
 def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | None = None,
           baseline_label: str = "", unit: str = "", levels: list[Level] = (),
-          x_labels: tuple[str, str] | None = None) -> Group:
+          x_labels: tuple[str, str] | None = None) -> Chart:
     """`curves` on a grid `width` columns wide and `height` rows high; `unit` names the y axis in the legend.
     The baseline and each level are drawn where they are near the curves: within half the curves' range.
     `x_labels`: what the x axis's two ends say (default "step FIRST" and "LAST")."""
     points = [(s, v) for curve in curves for s, v in zip(curve.steps, curve.values) if math.isfinite(v)]
     if not points:
-        return Group(Text("nothing to plot", style="dim"))
+        return Chart(Text("nothing to plot", style="dim"))
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
     # The axis spans what is drawn: the mean of each column's points (a spike averaged away in a narrow chart is
     # not on it), the baseline and the levels near them. The columns depend on the labels' width, and the labels on
@@ -81,6 +89,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
         if max(10, width - lw - 2) == plot_w or attempt == 3:
             break
         plot_w = max(10, width - lw - 2)
+    left_out = [level for level in levels if level not in drawn_levels]
     baseline, levels = drawn_baseline, drawn_levels
     grid: list[list[tuple[str, str]]] = [[(" ", "")] * plot_w for _ in range(height)]
 
@@ -123,7 +132,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     entries += [Text(glyph, style=style) + Text(label) for glyph, style, label in lines]
     if unit:
         entries.append(Text(f"({unit})", style="dim"))
-    return Group(out, legend_lines(entries, width))
+    return Chart(out, legend_lines(entries, width), left_out=left_out)
 
 
 def _columns(curve: Curve, x0: int, x1: int, plot_w: int) -> dict[int, list[float]]:
