@@ -123,3 +123,21 @@ def test_plot_says_when_the_counters_lie_too_far_from_the_curves_to_be_drawn():
             "them out") in said
     near = PlotResult("loss", [PlotSeries("train", [1, 2, 3], [2.4, 2.0, 1.5])], 12, [PlotLevel(2, 1.952)])
     assert "leaves" not in plain(near, 80) and "┄2 2-gram counter 1.95" in text_of(near, 80)
+
+
+# --- :context ----------------------------------------------------------------------------------------------------
+def test_context_past_the_window_says_in_yellow_only_where_there_is_colour(sentence_session):
+    s = sentence_session(batch_size=4, eval_batches=2)
+    run(s, ":set pos_encoding=rope")
+    result = run(s, ":context length=48 windows=16 counter=0")
+    said = plain(result)  # a console without colour: NO_COLOR, a pipe, a log
+    assert "positions 24-47 lie past it" in said and "yellow" not in said
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+
+    coloured = Console(file=io.StringIO(), width=100, color_system="standard", force_terminal=True)
+    render(result, coloured)
+    assert "(in yellow)" in coloured.file.getvalue()

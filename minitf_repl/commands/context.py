@@ -23,6 +23,7 @@ from ..core.words import count
 from ..registry import Param
 from ..render.chart import Curve, chart
 from ..render.fmt import signed
+from ..render.heatmap import plain
 from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import note, say
@@ -178,7 +179,8 @@ def render_context(result: ContextResult, console: Console) -> None:
                  f"of {count(T, unit)} (seed {result.seed}); {reads}", "bold")
     if past(curve):
         say(console, f"the model trained on windows of {curve.trained}: positions {curve.trained}-{T - 1} lie past "
-                     f"it, read by a copy with the same weights and its positions worked out further (in yellow)",
+                     f"it, read by a copy with the same weights and its positions worked out further"
+                     + ("" if plain(console) else " (in yellow)"),  # NO_COLOR, a pipe: no yellow to point at
             "yellow")
     at = log_axis(T)
     curves = [Curve("model", at, curve.losses, "•", "cyan")]
