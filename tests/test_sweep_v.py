@@ -141,3 +141,17 @@ def test_context_past_the_window_says_in_yellow_only_where_there_is_colour(sente
     coloured = Console(file=io.StringIO(), width=100, color_system="standard", force_terminal=True)
     render(result, coloured)
     assert "(in yellow)" in coloured.file.getvalue()
+
+
+# --- :plot --json ------------------------------------------------------------------------------------------------
+def test_the_plot_schema_names_every_chart_plot_draws():
+    import json
+
+    from minitf_repl.commands.train import PLOT_WHAT
+    from minitf_repl.schema import schema_path
+    from minitf_repl.commands import REGISTRY
+
+    shipped = json.loads(schema_path(REGISTRY["plot"]).read_text())
+    what = shipped["properties"]["what"]["description"]
+    assert all(kind in what.split(" | ") for kind in PLOT_WHAT), what  # it said "loss | lr | grad_norm"
+    assert "positions" in shipped["properties"]["series"]["items"]["properties"]["name"]["description"]

@@ -518,14 +518,16 @@ LOSS_GLYPHS = {"train": ("•", "cyan"), "val": ("×", "magenta")}  # the curves
 
 @dataclass
 class PlotSeries:
-    name: str  # "train", "val", "lr", "grad_norm"
+    # "train" and "val" (loss), "lr", "grad_norm"; a layer (lens_rank: "embed", "blocks.0"), "block 0" (block_grad),
+    # "first copy" and "repeat" (copying), "head 0.1" (induction), "positions 2-3" (context)
+    name: str
     steps: list[int]
     values: list[float]
 
 
 @dataclass
 class PlotResult:
-    what: str  # loss | lr | grad_norm
+    what: str  # loss | lr | grad_norm | lens_rank | block_grad | copying | induction | context
     series: list[PlotSeries]
     vocab_size: int | None = None  # for the ln(V) line of a loss chart
     # the loss chart's counting models after :ngram on this data: the bigram and the best (the lowest val loss)
