@@ -155,3 +155,16 @@ def test_the_plot_schema_names_every_chart_plot_draws():
     what = shipped["properties"]["what"]["description"]
     assert all(kind in what.split(" | ") for kind in PLOT_WHAT), what  # it said "loss | lr | grad_norm"
     assert "positions" in shipped["properties"]["series"]["items"]["properties"]["name"]["description"]
+
+
+# --- :mistakes ---------------------------------------------------------------------------------------------------
+def test_mistakes_says_the_share_of_wrong_guesses_is_of_every_prediction_not_of_the_hardest_tenth():
+    from minitf_repl.commands.mistakes import MistakesResult
+    from minitf_repl.core.mistakes import HardToken, TextMistakes
+
+    # the pydoc model at step 304: 52% of all 4,096 guesses wrong; of the hardest tenth, every one (100%)
+    found = TextMistakes(64, 4096, 1.961, [HardToken("/local/lib", "/", 4e-5, "e", 0.214)], 0.278, 0.5217)
+    said = plain(MistakesResult("pydoc", 0, None, found, 304))
+    assert "at 52% of them" not in said  # "them" read as the hardest tenth, where the guess is wrong at 100%
+    assert ("the hardest tenth of the predictions carry 28% of the loss; of all 4,096, the model's likeliest token "
+            "is not the one that came at 52%") in said

@@ -123,9 +123,11 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
             for h in found.hardest]
     console.print(fitting_table(console, ["before it", "came", "p", "-ln p", "its guess", "its p"], rows,
                                 left=("before it", "came", "its guess"), optional=("its p", "p")))
-    note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; its likeliest "
-                  f"token is not the one that came at {found.wrong_guess:.0%} of them; {cmd('score', 'TEXT')} "
-                  f"scores a text of yours token by token")
+    # the share of wrong guesses is of every prediction: "of them" after the hardest tenth read as of those, where
+    # the likeliest token is all but always wrong
+    note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; of all "
+                  f"{found.predictions:,}, the model's likeliest token is not the one that came at "
+                  f"{found.wrong_guess:.0%}; {cmd('score', 'TEXT')} scores a text of yours token by token")
 
 
 def _marked(written: str, expected: str) -> Text:
