@@ -168,3 +168,24 @@ def test_mistakes_says_the_share_of_wrong_guesses_is_of_every_prediction_not_of_
     assert "at 52% of them" not in said  # "them" read as the hardest tenth, where the guess is wrong at 100%
     assert ("the hardest tenth of the predictions carry 28% of the loss; of all 4,096, the model's likeliest token "
             "is not the one that came at 52%") in said
+
+
+# --- :compare ----------------------------------------------------------------------------------------------------
+def compare_result(**kw):
+    from minitf_repl.commands.lab import CompareResult
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    outcomes = [Outcome(label, 10_016, [Evaluation(label, 20, loss, None)], 6_000.0, 0.7,
+                        {} if not k else {"d_ff": 32}, None, 128, ["4", "5", "6-7"], bands)
+                for k, (label, loss, bands) in enumerate([("n_layers=1", 1.7528, [1.750, 1.923, 1.809]),
+                                                          ("d_ff=32", 1.7805, [1.764, 1.938, 1.801])])]
+    return CompareResult(outcomes, 20, 1, "sort:4", False, **kw)
+
+
+def test_compare_by_position_marks_the_lowest_where_bold_cannot_show():
+    text = text_of(compare_result())  # a console with no styles: a pipe, a file, a log
+    assert "in bold the lowest" not in " ".join(text.split())
+    rows = {line.split()[1]: line.split()[2:] for line in text.splitlines() if line.strip()[:1] in "●▲"
+            and len(line.split()) == 5}
+    assert rows == {"n_layers=1": ["1.750*", "1.923*", "1.809"], "d_ff=32": ["1.764", "1.938", "1.801*"]}
+    assert "* the lowest" in " ".join(text.split())

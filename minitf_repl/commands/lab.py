@@ -379,6 +379,7 @@ def by_position(result: CompareResult, console: Console) -> None:
     best = [min((o.band_losses[b] for o in outcomes if b < len(o.band_losses) and not math.isnan(o.band_losses[b])),
                 default=math.nan) for b in range(len(bands))]
     rows, glyphs = [], []  # each contender's row under its label, and under its glyph alone
+    starred = console.color_system is None  # a pipe, a file: no bold to show the lowest, a * beside it instead
     for k, o in enumerate(result.outcomes):
         if not o.band_losses:
             continue
@@ -386,8 +387,9 @@ def by_position(result: CompareResult, console: Console) -> None:
         cells = []
         for b in range(len(bands)):
             loss = o.band_losses[b] if b < len(o.band_losses) else math.nan
-            cells.append(Text("-" if math.isnan(loss) else f"{loss:.3f}",
-                              style="bold green" if len(outcomes) > 1 and loss == best[b] else ""))
+            lowest = len(outcomes) > 1 and loss == best[b]
+            cells.append(Text("-" if math.isnan(loss) else f"{loss:.3f}" + ("*" if lowest and starred else ""),
+                              style="bold green" if lowest else ""))
         rows.append([Text(f"{glyph} {o.label}", style=style), *cells])
         glyphs.append([Text(glyph, style=style), *cells])
     table = fitting_table(console, ["positions", *bands], rows, left=("positions",))
@@ -399,8 +401,9 @@ def by_position(result: CompareResult, console: Console) -> None:
             table = fitting_table(console, ["positions", *(row[0].plain for row in glyphs)],
                                   [[band, *(row[b + 1] for row in glyphs)] for b, band in enumerate(bands)],
                                   left=("positions",))
-    say(console, f"the val loss at the end by position in the window, in bands (as {cmd('context')} reads it; "
-                 f"in bold the lowest)", "bold")
+    lowest = ("" if len(outcomes) < 2 else "; * the lowest" if starred else "; in bold the lowest")
+    say(console, f"the val loss at the end by position in the window, in bands (as {cmd('context')} reads it"
+                 f"{lowest})", "bold")
     console.print(table)
     if len({o.tokens_per_char for o in outcomes}) > 1:
         note(console, "the contenders' tokenizers differ: a position is a token of each one's own, so the bands "
