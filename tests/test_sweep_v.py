@@ -189,3 +189,20 @@ def test_compare_by_position_marks_the_lowest_where_bold_cannot_show():
             and len(line.split()) == 5}
     assert rows == {"n_layers=1": ["1.750*", "1.923*", "1.809"], "d_ff=32": ["1.764", "1.938", "1.801*"]}
     assert "* the lowest" in " ".join(text.split())
+
+
+# --- :plot with no history -----------------------------------------------------------------------------------
+def test_plot_in_a_session_with_no_model_names_the_autosave_of_the_last_run_not_train_first(checkpoint_dir):
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.session import Session
+    from test_cli import assert_one_error_line, invoke
+
+    with pytest.raises(UserError, match=r"^there is no training history yet; :train first, then :plot$"):
+        run(Session(), ":plot")  # nothing saved yet: train first
+    run(tiny_session(), ":train")  # the autosave, step 6
+    with pytest.raises(UserError) as e:
+        run(Session(), ":plot what=lr")  # a REPL just started: its session has no model yet
+    assert ":load autosave, then :plot what=lr charts the last run saved (step 6)" in str(e.value)
+    assert ":train first" not in str(e.value)
+    line = assert_one_error_line(invoke("plot"))  # `minitf train`, then `minitf plot`: a new session each
+    assert "minitf --load autosave plot charts the last run saved (step 6)" in line and "minitf train" not in line

@@ -652,11 +652,27 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     history = session.trainer.history if session.has_model else []
     series = history_series(history, what)
     if not series:
-        raise UserError(f"there is no training history yet; {train_first('plot', AUTOSAVE_NAME)}")
+        options = {"what": what} if what != "loss" else {}
+        raise UserError(f"there is no training history yet; {_history_first(session, options)}")
     counters = plot_levels(session.counters) if what == "loss" else []
     since = session.data_since_step
     data_from = since if since and any(row["step"] <= since for row in history) else None
     return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_from)
+
+
+def _history_first(session: Session, options: dict) -> str:
+    """Where a history to chart comes from: in a session with no model of its own yet (a one-shot command, a REPL
+    just started) the autosave of the last run, where one is saved; else a :train."""
+    if not session.has_model:
+        from ..core.checkpoint import checkpoint_info
+
+        path = session.checkpoint_dir / AUTOSAVE_NAME
+        info = checkpoint_info(path) if (path / "checkpoint.json").is_file() else None
+        if info is not None and info.error is None and info.step:
+            then = (f"{restore(AUTOSAVE_NAME)}, then {cmd('plot', **options)}" if syntax() == REPL
+                    else cmd("plot", load=AUTOSAVE_NAME, **options))
+            return f"{then} charts the last run saved (step {info.step:,})"
+    return train_first("plot", AUTOSAVE_NAME, **options)
 
 
 # What :plot draws of the watched frames, and what the end of a watched run says of it (:plot what=W ...).
