@@ -244,7 +244,7 @@ def test_length_reads_past_the_trained_window(session):
     assert curve.mean == pytest.approx(sum(curve.losses[:24]) / 24, abs=1e-9)  # the trained window's val loss
     text = plain(result)
     assert "positions 24-71 lie past it" in text and "past its window: positions 24-71 score" in text
-    assert "mean over positions 0-23" in text and ":context windows=128 length=72 halves it" in text
+    assert "mean over positions 0-23" in text and ":context windows=128 counter=3 length=72 halves it" in text
     assert session.model.config.max_seq_len == 24  # the session's model is left as it was
 
 

@@ -206,3 +206,11 @@ def test_plot_in_a_session_with_no_model_names_the_autosave_of_the_last_run_not_
     assert ":train first" not in str(e.value)
     line = assert_one_error_line(invoke("plot"))  # `minitf train`, then `minitf plot`: a new session each
     assert "minitf --load autosave plot charts the last run saved (step 6)" in line and "minitf train" not in line
+
+
+def test_contexts_hint_for_a_narrower_error_keeps_the_seed_and_counter_asked_for(sentence_session):
+    s = sentence_session(batch_size=4, eval_batches=2)
+    said = plain(run(s, ":context windows=16 counter=3 seed=5"))
+    assert ":context windows=64 counter=3 seed=5 halves it" in said  # it said ':context windows=64': counter 6, seed 0
+    assert ":context windows=64 counter=0 halves it" in plain(run(s, ":context windows=16 counter=0"))
+    assert ":context windows=64 halves it" in plain(run(s, ":context windows=16"))

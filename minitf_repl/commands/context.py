@@ -313,7 +313,12 @@ def notes(result: ContextResult, console: Console) -> None:
     if not result.untrained and curve.far_gain is not None and curve.far_gain > NOISE * curve.far_error:
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
                       f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
-    longer = {"length": curve.positions} if past(curve) else {}
+    # the same windows and counter as this run (a hint that dropped counter=3 seed=5 scored other windows, beside
+    # the 6-gram), only more of them
+    longer = {"counter": 0} if curve.counter is None else (
+        {"counter": curve.counter_order} if curve.counter_order != NGRAM_DEFAULT else {})
+    longer.update({"seed": result.seed} if result.seed else {})
+    longer.update({"length": curve.positions} if past(curve) else {})
     # The ± shrinks as 1/sqrt(windows); a hint past the most windows= takes would be refused when typed
     if 4 * curve.windows <= WINDOWS_MOST:
         fewer = f"{cmd('context', windows=4 * curve.windows, **longer)} halves it"
