@@ -214,3 +214,30 @@ def test_contexts_hint_for_a_narrower_error_keeps_the_seed_and_counter_asked_for
     assert ":context windows=64 counter=3 seed=5 halves it" in said  # it said ':context windows=64': counter 6, seed 0
     assert ":context windows=64 counter=0 halves it" in plain(run(s, ":context windows=16 counter=0"))
     assert ":context windows=64 halves it" in plain(run(s, ":context windows=16"))
+
+
+def task_mistakes_result(questions=500, seed=0):
+    from minitf_repl.commands.mistakes import MistakesResult
+    from minitf_repl.core.mistakes import TaskMistakes, WrongAnswer
+
+    found = TaskMistakes(questions, 46, 44, 50, [WrongAnswer("4302=", "0133", "0234", 1)], [0.33, 0.568, 0.668, 0.592],
+                         [0.33, 0.454, 0.632, 0.638], [165, 153, 118, 36])
+    return MistakesResult("sort", seed, found, None, 60)
+
+
+def test_mistakes_on_a_task_in_a_narrow_terminal_shows_every_share_by_answer_character():
+    text = text_of(task_mistakes_result(), 40)
+    assert "…" not in text  # 'wrong, the true answer befo…  …  …  …  …': every share cut
+    for share in ("33.0%", "56.8%", "66.8%", "59.2%", "45.4%", "63.2%", "63.8%"):
+        assert share in text
+    assert all(n in text.split() for n in ("165", "153", "118", "36"))
+    assert "the first column is how training sees it" in " ".join(text.split())  # the shares are columns here
+    assert "33.0%" in text_of(task_mistakes_result(), 100)
+
+
+def test_mistakes_says_as_train_measures_it_only_of_the_questions_train_asks():
+    default = plain(task_mistakes_result(500, 0))
+    assert "accuracy 90.8%, as :train measures it" in default
+    other = plain(task_mistakes_result(50, 3))
+    assert "as :train measures it" not in other  # 50 questions of seed 3: not the 500 of seed 0 :train asks
+    assert "accuracy 8.0% (:train's accuracy asks 500 questions, seed 0)" in other

@@ -17,7 +17,7 @@ from ..core.words import count
 from ..palette import visible
 from ..registry import Param
 from ..render.renderers import render
-from ..render.tables import fitting_table
+from ..render.tables import fits, fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -84,8 +84,12 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
     # Counted over all the questions asked: those answered wrongly are fewer wherever the model is mostly right
     repeats = (f" ({found.asked} distinct: drawn at random, they repeat)" if 2 * found.asked <= found.questions
                else "")
+    # :train's accuracy asks QUESTIONS questions of seed 0: other n= or seed= ask others, measured alike
+    same = found.questions == QUESTIONS and result.seed == 0
+    measured = (f", as {cmd('train')} measures it" if same else
+                f" ({cmd('train')}'s accuracy asks {QUESTIONS:,} questions, seed 0)")
     say(console, f"{count(found.wrong, 'wrong answer')} to {count(found.questions, 'held-out question')}{repeats} of "
-                 f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}, as :train measures it", "bold")
+                 f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}{measured}", "bold")
     if not found.wrong:
         note(console, f"no question answered wrongly; {cmd('mistakes', n=10 * found.questions)} asks more")
         return
@@ -103,9 +107,13 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
         table.append(["wrong, the true answer before it", *(f"{v:.1%}" for v in found.forced)])
     table.append(["wrong in its own answer", *(f"{v:.1%}" for v in found.written)])
     table.append(["its first mistake", *(f"{n:,}" for n in found.first_wrong)])
-    console.print(fitting_table(console, names, table, left=(names[0],)))
+    shares, line = fitting_table(console, names, table, left=(names[0],)), "row"
+    if not fits(console, shares):  # a narrow terminal: the long row names cut every share to '…'; a row a character
+        shares, line = fitting_table(console, [names[0], *(row[0] for row in table)],
+                                     [[names[k], *(row[k] for row in table)] for k in range(1, len(names))]), "column"
+    console.print(shares)
     if found.forced is not None:
-        note(console, "the first row is how training sees it (teacher forcing: the true answer so far is the "
+        note(console, f"the first {line} is how training sees it (teacher forcing: the true answer so far is the "
                       "input), the second how it answers (each character it writes is read back): where the second "
                       "runs above the first, a wrong character led to more, from an answer so far that training "
                       "never showed it")
