@@ -241,3 +241,16 @@ def test_mistakes_says_as_train_measures_it_only_of_the_questions_train_asks():
     other = plain(task_mistakes_result(50, 3))
     assert "as :train measures it" not in other  # 50 questions of seed 3: not the 500 of seed 0 :train asks
     assert "accuracy 8.0% (:train's accuracy asks 500 questions, seed 0)" in other
+
+
+def test_mistakes_on_a_text_in_a_narrow_terminal_cuts_what_came_before_not_the_headers_and_guesses():
+    from minitf_repl.commands.mistakes import MistakesResult
+    from minitf_repl.core.mistakes import HardToken, TextMistakes
+
+    hard = [HardToken("effects for equality with other objects =", "=", 8e-4, "_", 0.2),
+            HardToken("  (", "V", 8e-4, ")", 0.3)]
+    text = text_of(MistakesResult("pydoc", 0, None, TextMistakes(16, 1024, 2.075, hard, 0.26, 0.57), 304), 40)
+    assert "…" not in text  # 'ca…', 'gue…' and 'ects␣for␣equality␣with…'
+    assert "came" in text and "guess" in text and "␣objects␣=" in text  # the last characters before it stay
+    wide = text_of(MistakesResult("pydoc", 0, None, TextMistakes(16, 1024, 2.075, hard, 0.26, 0.57), 304), 100)
+    assert "for␣equality␣with␣other␣objects␣=" in wide

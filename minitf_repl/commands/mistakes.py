@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
 FAMILY = "training"  # listed under :train's heading, beside :context: what a val loss is made of
 
 QUESTIONS, WINDOWS = 500, 64  # the defaults of n: a task's held-out questions (as :train's accuracy), a text's windows
+BEFORE_SHOWN = (40, 32, 24, 16, 12, 8)  # the characters of context a hard token's row shows, the most that fit
 MOST = 10_000  # n at most: 10,000 of sort's questions or pydoc's windows take 10-20 s on 2 cores (100,000: 103 s)
 
 
@@ -126,11 +127,17 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
     say(console, f"the {count(len(found.hardest), 'hardest next token')} of {count(found.windows, 'val window')} "
                  f"(seed {result.seed}, {count(found.predictions, 'prediction')}; mean -ln p {found.mean:.3f})",
         "bold")
-    rows = [[Text(visible(h.before[-40:])), Text(visible(h.actual), style="bold"), _p(h.p),
-             f"{-math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess), _p(h.guess_p)]
-            for h in found.hardest]
-    console.print(fitting_table(console, ["before it", "came", "p", "-ln p", "its guess", "its p"], rows,
-                                left=("before it", "came", "its guess"), optional=("its p", "p")))
+    # what came before each token, its last characters (those nearest it) as many as the width leaves room for: at
+    # 40 columns 40 of them cut the headers ('ca…') and the guesses to fit
+    for shown in BEFORE_SHOWN:
+        rows = [[Text(visible(h.before)[-shown:]), Text(visible(h.actual), style="bold"), _p(h.p),
+                 f"{-math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess), _p(h.guess_p)]
+                for h in found.hardest]
+        table = fitting_table(console, ["before it", "came", "p", "-ln p", "its guess", "its p"], rows,
+                              left=("before it", "came", "its guess"), optional=("its p", "p"))
+        if fits(console, table):
+            break
+    console.print(table)
     # the share of wrong guesses is of every prediction: "of them" after the hardest tenth read as of those, where
     # the likeliest token is all but always wrong
     note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; of all "
