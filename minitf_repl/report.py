@@ -48,6 +48,9 @@ class ReportData:
     ablations: list[str] = field(default_factory=list)  # what `:ablate` switched off: every view below is that model's
     quantized: bool = False  # `:quantize int8` is on: :gen samples its int8 copy, the page the float model
     causal: bool = True  # the model masks the future now; False (causal=off, :ablate mask): each position reads it
+    # the step after which the data in use came in, where the loss chart has steps before it (a switch to data of
+    # the same vocabulary kept the model): the curves before it are of the data before, as :plot says
+    data_from: int | None = None
 
 
 _CSS = """
@@ -328,6 +331,10 @@ def build_report(data: ReportData) -> str:
     out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
     out.append("<h2>Loss</h2>")
     out.append(loss_chart_svg(data.series, data.vocab_size, counters=data.counters))
+    if data.data_from is not None:
+        out.append(f"<p>{_esc(data.config.get('data', 'The data in use'))} came in after step {data.data_from:,}: "
+                   "the curves before it are of the data before (the switch kept the model, whose vocabulary it "
+                   "shares).</p>")
     out.append("<h2>Attention</h2>")
     future = any(reads_future(heads) for heads in data.maps)
     unmasked = ":ablate mask" if "the causal mask" in data.ablations else "causal off"  # causal is on under :ablate

@@ -254,3 +254,16 @@ def test_mistakes_on_a_text_in_a_narrow_terminal_cuts_what_came_before_not_the_h
     assert "came" in text and "guess" in text and "␣objects␣=" in text  # the last characters before it stay
     wide = text_of(MistakesResult("pydoc", 0, None, TextMistakes(16, 1024, 2.075, hard, 0.26, 0.57), 304), 100)
     assert "for␣equality␣with␣other␣objects␣=" in wide
+
+
+# --- :report ------------------------------------------------------------------------------------------------------
+def test_the_reports_loss_chart_says_where_the_data_in_use_came_in_as_plot_does(tmp_path):
+    s = tiny_session(data="sort:4", steps=4, eval_every=2)
+    run(s, ":train")
+    run(s, ":data reverse:4")  # the same vocabulary: the model and its history stay
+    run(s, ":train steps=4")
+    assert "came in after step 4" in plain(run(s, ":plot"))
+    run(s, f":report {tmp_path}/r.html")
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    loss = html[html.index("<h2>Loss</h2>"):html.index("<h2>Attention</h2>")]
+    assert "reverse:4 came in after step 4" in loss  # the curves before it are sort:4's

@@ -38,7 +38,7 @@ from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, c
                    known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
-from .train import history_series, plot_levels
+from .train import data_since, history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
 
@@ -907,6 +907,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
+        data_from=data_since(session),
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]

@@ -655,9 +655,15 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
         options = {"what": what} if what != "loss" else {}
         raise UserError(f"there is no training history yet; {_history_first(session, options)}")
     counters = plot_levels(session.counters) if what == "loss" else []
+    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_since(session))
+
+
+def data_since(session: Session) -> int | None:
+    """The step after which the data in use came in, where the history has steps before it (a switch to data of
+    the same vocabulary kept the model); None where the whole history is of this data."""
     since = session.data_since_step
-    data_from = since if since and any(row["step"] <= since for row in history) else None
-    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_from)
+    history = session.trainer.history if session.has_model else []
+    return since if since and any(row["step"] <= since for row in history) else None
 
 
 def _history_first(session: Session, options: dict) -> str:
