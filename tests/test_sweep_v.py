@@ -267,3 +267,12 @@ def test_the_reports_loss_chart_says_where_the_data_in_use_came_in_as_plot_does(
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     loss = html[html.index("<h2>Loss</h2>"):html.index("<h2>Attention</h2>")]
     assert "reverse:4 came in after step 4" in loss  # the curves before it are sort:4's
+
+
+# --- :train's summary -------------------------------------------------------------------------------------------
+def test_a_train_stopped_before_its_first_step_states_no_speed_of_0_tokens_a_second():
+    from test_commands import Recorder
+
+    said = plain(run(tiny_session(), ":train steps=20", Recorder(stop_after=0)))
+    assert "stopped at step 0 of 20" in said and "0 tokens/s" not in said  # no step ran: no speed to state
+    assert "tokens/s" in plain(run(tiny_session(), ":train steps=20", Recorder(stop_after=2)))

@@ -390,7 +390,8 @@ def train_summary(result: TrainResult) -> str:
         parts.append(bpc_words(result.val_bpc, result.tokens_per_char))
     if result.accuracy is not None:
         parts.append(f"accuracy {fmt.pct(result.accuracy)}")
-    parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
+    if result.steps:  # no step ran (a Ctrl-C at once): no speed to state ("0 tokens/s")
+        parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
     parts.extend(speed_parts(result))
     parts.append(f"{result.seconds:.1f} s")
     if result.stopped:
