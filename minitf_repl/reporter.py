@@ -32,6 +32,11 @@ class Reporter:
     def on_train_start(self, run_steps: int, start_step: int, resumed: bool) -> None:
         """A run of run_steps steps begins (or resumes) with start_step of them already done."""
 
+    def on_train_vocab(self, vocab_size: int) -> None:
+        """The run about to start predicts among vocab_size tokens (a live loss table gives ln V, a uniform guess's
+        loss, over its rows); said after on_train_start. A hook of its own, so that a reporter overriding
+        on_train_start with its three arguments goes on working."""
+
     def on_step(self, info) -> None:
         """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
 

@@ -276,3 +276,27 @@ def test_a_train_stopped_before_its_first_step_states_no_speed_of_0_tokens_a_sec
     said = plain(run(tiny_session(), ":train steps=20", Recorder(stop_after=0)))
     assert "stopped at step 0 of 20" in said and "0 tokens/s" not in said  # no step ran: no speed to state
     assert "tokens/s" in plain(run(tiny_session(), ":train steps=20", Recorder(stop_after=2)))
+
+
+# --- :train's live loss table ----------------------------------------------------------------------------------
+def test_the_live_loss_table_gives_ln_v_while_the_run_goes_as_the_final_one_does():
+    from minitf_repl.render import RichReporter
+
+    class Watching(RichReporter):
+        seen = None
+
+        def on_step(self, info):
+            super().on_step(info)
+            if info.val_loss is not None and self.seen is None:
+                shown = console(100)
+                shown.print(self.training_view())
+                self.seen = shown.file.getvalue()
+
+    c = console(100)
+    reporter = Watching(c, live=True)
+    try:
+        run(tiny_session(), ":train", reporter)
+    finally:
+        reporter.close()
+    assert reporter.seen is not None and "step" in reporter.seen
+    assert "ln(V) = ln(12) = 2.48: the loss of a uniform guess" in " ".join(reporter.seen.split())

@@ -221,6 +221,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                             "tenth of it")
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
+    reporter.on_train_vocab(session.data.tokenizer.vocab_size)
     frames: list[WatchFrame] = []
     on_step = reporter.on_step
     if watcher is not None:

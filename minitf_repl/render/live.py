@@ -252,6 +252,7 @@ class RichReporter(Reporter):
         self._table: LossTable | None = None
         self._frame = None  # the latest frame of :train watch=, drawn under the loss table
         self._compare: CompareTable | None = None
+        self._vocab_size: int | None = None  # of the run training now (on_train_vocab)
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
 
     # Ctrl-C --------------------------------------------------------------------------------------
@@ -277,10 +278,16 @@ class RichReporter(Reporter):
         done = start_step if 0 <= start_step <= run_steps else 0
         self._task = self._progress.add_task("train", total=run_steps, completed=done, loss="-", tps="-")
         self._table = None
+        self._vocab_size = None
         self._frame = None
         self._live = Live(Group(), console=self.console, transient=True, refresh_per_second=8)
         self._live.start()
         self._refresh()
+
+    def on_train_vocab(self, vocab_size: int) -> None:
+        self._vocab_size = vocab_size  # the table's ln(V) line, from its first row on (as the final table has it)
+        if self._table is not None:
+            self._table.vocab_size = vocab_size
 
     def training_view(self) -> Group:
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
@@ -311,7 +318,7 @@ class RichReporter(Reporter):
                 "elapsed": info.elapsed, "aux_loss": info.aux_loss,
             }
             if self._table is None:
-                self._table = LossTable([row], narrow=self.console.width < NARROW)
+                self._table = LossTable([row], narrow=self.console.width < NARROW, vocab_size=self._vocab_size)
             else:
                 self._table.add(row)
             self._refresh()
