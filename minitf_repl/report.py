@@ -84,6 +84,7 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     baseline = uniform_loss(vocab_size)
     if baseline is not None:  # below every loss too (a run blown up past a uniform guess): inside the frame
         y0, y1 = min(y0, baseline), max(y1, baseline)
+    first, last = x0, x1
     if x1 == x0:
         x1 = x0 + 1
     if y1 == y0:
@@ -102,7 +103,8 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     for frac in (0, 0.5, 1):
         v = y0 + frac * (y1 - y0)
         parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>')
-    for s, said in zip((x0, x1), x_ends or (x0, x1)):
+    ends = list(zip((x0, x1), x_ends or (first, last)))
+    for s, said in ends if first != last else ends[:1]:  # one step: one label, not a step after it that never ran
         parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{_esc(said)}</text>')
     parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
                  f'text-anchor="middle">{_esc(x_label)}</text>')

@@ -300,3 +300,14 @@ def test_the_live_loss_table_gives_ln_v_while_the_run_goes_as_the_final_one_does
         reporter.close()
     assert reporter.seen is not None and "step" in reporter.seen
     assert "ln(V) = ln(12) = 2.48: the loss of a uniform guess" in " ".join(reporter.seen.split())
+
+
+def test_the_reports_chart_of_one_step_does_not_label_its_axis_with_a_step_never_run():
+    import re
+
+    from minitf_repl.commands.train import PlotSeries
+    from minitf_repl.report import loss_chart_svg
+
+    svg = loss_chart_svg([PlotSeries("train", [1], [2.45]), PlotSeries("val", [1], [2.35])], vocab_size=12)
+    steps = re.findall(r'text-anchor="middle">(\d+)</text>', svg)
+    assert steps and set(steps) == {"1"}  # ':train steps=1', then :report: the axis read 1 and 2
