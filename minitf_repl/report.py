@@ -20,7 +20,7 @@ from .core.errors import UserError
 from .palette import SCALE, scale_hex, visible
 from .registry import clip
 from .render import fmt
-from .render.chart import uniform_label, uniform_loss
+from .render.chart import axis_labels, uniform_label, uniform_loss
 from .render.heatmap import reads_future
 from .render.scatter import asked_ids
 from .render.watch import copying, frame_subject, head_cell
@@ -100,9 +100,9 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
              f'viewBox="0 0 {width} {height}" role="img" aria-label="loss chart">',
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
              'fill="#fafafa" stroke="#999"/>']
-    for frac in (0, 0.5, 1):
-        v = y0 + frac * (y1 - y0)
-        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{v:.3g}</text>')
+    # the terminal charts' labels: 3 significant digits, more where 3 would write two alike (0.171, 0.171, 0.172)
+    for v, said in zip((y1, (y0 + y1) / 2, y0), axis_labels(y0, y1)):
+        parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{said}</text>')
     ends = list(zip((x0, x1), x_ends or (first, last)))
     for s, said in ends if first != last else ends[:1]:  # one step: one label, not a step after it that never ran
         parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{_esc(said)}</text>')

@@ -311,3 +311,14 @@ def test_the_reports_chart_of_one_step_does_not_label_its_axis_with_a_step_never
     svg = loss_chart_svg([PlotSeries("train", [1], [2.45]), PlotSeries("val", [1], [2.35])], vocab_size=12)
     steps = re.findall(r'text-anchor="middle">(\d+)</text>', svg)
     assert steps and set(steps) == {"1"}  # ':train steps=1', then :report: the axis read 1 and 2
+
+
+def test_the_reports_y_axis_labels_are_distinct_on_a_narrow_range_as_the_terminal_charts_are():
+    import re
+
+    from minitf_repl.commands.train import PlotSeries
+    from minitf_repl.report import loss_chart_svg
+
+    svg = loss_chart_svg([PlotSeries("train", [1, 2, 3], [0.17055, 0.17101, 0.17203])])
+    ticks = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
+    assert len(ticks) == 3 and len(set(ticks)) == 3, ticks  # '0.171', '0.171', '0.172'
