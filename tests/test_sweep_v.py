@@ -322,3 +322,35 @@ def test_the_reports_y_axis_labels_are_distinct_on_a_narrow_range_as_the_termina
     svg = loss_chart_svg([PlotSeries("train", [1, 2, 3], [0.17055, 0.17101, 0.17203])])
     ticks = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
     assert len(ticks) == 3 and len(set(ticks)) == 3, ticks  # '0.171', '0.171', '0.172'
+
+
+# --- :plot of many curves -------------------------------------------------------------------------------------
+def legend_glyphs(shown: str) -> list[str]:
+    import re
+
+    legend = re.sub(r"\(under [^)]*\)", "", shown.split("└")[1]).splitlines()[2:]  # not the glyphs a curve is under
+    return [word for line in legend for word in line.split() if len(word) == 1 and not word.isalnum()]
+
+
+def test_plot_of_the_default_windows_seven_bands_gives_each_band_a_glyph_of_its_own():
+    from minitf_repl.commands.train import PlotResult, PlotSeries
+
+    bands = ["0", "1", "2-3", "4-7", "8-15", "16-31", "32-63"]  # :train watch=context at max_seq_len=64
+    series = [PlotSeries(f"positions {b}", [0, 100, 200], [3.0 - k * 0.1, 2.5 - k * 0.1, 2.2 - k * 0.1])
+              for k, b in enumerate(bands)]
+    glyphs = legend_glyphs(text_of(PlotResult("context", series, 103), 100))
+    assert len(glyphs) == 7 and len(set(glyphs)) == 7, glyphs  # '● positions 0' and '● positions 32-63'
+
+
+def test_plot_of_more_layers_than_glyphs_draws_a_spread_of_them_and_says_so():
+    from minitf_repl.commands.train import PlotResult, PlotSeries
+    from minitf_repl.render.chart import MARKS
+
+    layers = ["embed", *(f"blocks.{k}" for k in range(12))]  # a 12-block model's lens: 13 curves
+    series = [PlotSeries(name, [0, 50, 100], [40.0 - k, 20.0 - k, 5.0 + k / 10]) for k, name in enumerate(layers)]
+    shown = text_of(PlotResult("lens_rank", series), 100)
+    glyphs = legend_glyphs(shown)
+    assert len(glyphs) == len(set(glyphs)) <= len(MARKS)  # no two curves under one glyph
+    said = " ".join(shown.split())
+    assert "embed" in said and "blocks.11" in said  # the first and the last are among them
+    assert f"{len(glyphs)} of the 13 curves drawn" in said

@@ -23,7 +23,7 @@ from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
 from ..render import fmt
-from ..render.chart import Curve, Level, chart, mark, uniform_label, uniform_loss
+from ..render.chart import MARKS, Curve, Level, chart, mark, uniform_label, uniform_loss
 from ..render.live import LossTable
 from ..render.renderers import render
 from ..render.heatmap import plain
@@ -727,10 +727,17 @@ def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
 @render.register(PlotResult)
 def render_plot(result: PlotResult, console: Console) -> None:
     say(console, f"{PLOT_TITLES[result.what]} by step", "bold")
-    drawn = series_chart(result.series, console.width, 12,
+    series = result.series
+    if len(series) > len(MARKS):  # a glyph each: the first, the last and a spread between (--json has every one)
+        most = len(MARKS)
+        series = [series[round(k * (len(series) - 1) / (most - 1))] for k in range(most)]
+    drawn = series_chart(series, console.width, 12,
                          result.vocab_size if result.what in ("loss", "copying", "context") else None,
                          result.counters, joined=result.what in WATCHED)
     console.print(drawn)
+    if len(series) < len(result.series):
+        note(console, f"{len(series)} of the {len(result.series)} curves drawn, the first, the last and a spread "
+                      "between, so that each has a glyph of its own")
     if drawn.left_out:  # :ngram's hint said the chart draws them: where it does not, say why
         far = [c for c in result.counters if c.val_loss in {level.value for level in drawn.left_out}]
         values = [v for s in result.series for v in s.values if math.isfinite(v)]

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from rich.console import Group
 from rich.text import Text
 
-# :compare's contenders, in order: a mark and a colour each (the table's columns and the chart's curves).
-MARKS = "●▲■◆✚✖"
+# :compare's contenders, in order: a mark and a colour each (the table's columns and the chart's curves); :plot's
+# curves alike (the bands of :train watch=context, 7 of them at max_seq_len=64). Each glyph once: the colours repeat
+# after six, and with NO_COLOR the glyph alone tells two curves apart.
+MARKS = "●▲■◆✚✖★▼○□"
 STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
 
 
