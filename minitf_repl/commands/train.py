@@ -669,9 +669,10 @@ def data_since(session: Session) -> int | None:
 
 
 def _history_first(session: Session, options: dict) -> str:
-    """Where a history to chart comes from: in a session with no model of its own yet (a one-shot command, a REPL
-    just started) the autosave of the last run, where one is saved; else a :train."""
-    if not session.has_model:
+    """Where a history to chart comes from: in a session with no trained model of its own (a one-shot command, a REPL
+    just started, or one whose model has not trained) the autosave of the last run, where one is saved; else a
+    :train."""
+    if not session.has_model or session.untrained:
         from ..core.checkpoint import checkpoint_info
 
         path = session.checkpoint_dir / AUTOSAVE_NAME
