@@ -358,3 +358,43 @@ def test_plot_of_more_layers_than_glyphs_draws_a_spread_of_them_and_says_so():
     said = " ".join(shown.split())
     assert "embed" in said and "blocks.11" in said  # the first and the last are among them
     assert f"{len(glyphs)} of the 13 curves drawn" in said
+
+
+# --- a stopped :compare's time column ----------------------------------------------------------------------------
+def test_a_stopped_compare_times_each_contender_to_the_last_evaluation_all_of_them_reached(monkeypatch):
+    from minitf_repl.core import train as core_train
+    from test_commands import Recorder
+
+    class StopAfter(Recorder):
+        def __init__(self, steps):
+            super().__init__()
+            self.done, self.after = 0, steps
+
+        def on_compare_step(self, done, total):
+            self.done = done
+
+        def should_stop(self):
+            return self.done >= self.after
+
+    from types import SimpleNamespace
+
+    from minitf_repl.core import compare as core_compare
+
+    step, clock = core_train.Trainer._forward_backward, [0.0]
+
+    def timed(self, *args):  # compare's clock moves a second a training step: its times count steps
+        clock[0] += 1.0
+        return step(self, *args)
+
+    monkeypatch.setattr(core_train.Trainer, "_forward_backward", timed)
+    monkeypatch.setattr(core_compare, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    # 2 contenders, an evaluation every 4 steps: both reach step 4 (8 steps), then the first trains 4 more and the
+    # second 1 before the stop: it said 0.2s against 0.1s, as if the first were twice as slow
+    result = run(tiny_session(), ":compare lr=0.001 lr=0.01 steps=12 eval_every=4", StopAfter(13))
+    assert result.stopped and [len(o.curve) for o in result.outcomes] == [1, 1]
+    assert [o.seconds for o in result.outcomes] == [4.0, 4.0]  # 4 steps each, to step 4 (it said 9 and 4)
+    said = " ".join(plain(result).split())
+    assert "the times are to step 4, the last evaluation every contender reached" in said
+    early = run(tiny_session(), ":compare lr=0.001 lr=0.01 steps=12 eval_every=4", StopAfter(2))
+    assert all(o.seconds == 0 for o in early.outcomes)
+    assert "0.0s" not in plain(early)  # no evaluation reached: no time to state

@@ -278,9 +278,11 @@ def render_compare(result: CompareResult, console: Console) -> None:
         label = Text(f"{glyph} {o.label}", style=style)
         speed = fmt.rate(o.tokens_per_second) if o.tokens_per_second else "-"  # diverged before a step was timed
         right = [fmt.pct(o.final.accuracy if o.final is not None else None)] if accuracy else []
-        add_row(facts, label, fmt.whole(o.n_params), speed, fmt.seconds(o.seconds), *right, changes)
+        # stopped: the time to the last evaluation all reached (core.compare); before the first one, none
+        took = fmt.seconds(o.seconds) if measured or not result.stopped else "-"
+        add_row(facts, label, fmt.whole(o.n_params), speed, took, *right, changes)
         lines.append(label + Text(f": {count(o.n_params, 'parameter')}, {speed} tokens/s, "
-                                  f"{fmt.seconds(o.seconds)}" + (f", accuracy {right[0]}" if right else "")
+                                  f"{took}" + (f", accuracy {right[0]}" if right else "")
                                   + (f"; differs in {changes}" if k else "")))
     if fits(console, facts):
         console.print(facts)
@@ -305,7 +307,9 @@ def render_compare(result: CompareResult, console: Console) -> None:
                          "chart leaves it out) and the others went on; a lower learning rate (or a longer warm-up) "
                          "trains where this one did not", "yellow")
     if result.stopped:
-        say(console, "stopped early: the curves end where Ctrl-C stopped them" if measured else
+        reached = min((o.final.step for o in result.outcomes if o.final is not None and not o.diverged), default=None)
+        times = f"; the times are to step {reached:,}, the last evaluation every contender reached" if reached else ""
+        say(console, f"stopped early: the curves end where Ctrl-C stopped them{times}" if measured else
                      "stopped before the first evaluation: no losses to compare yet", "yellow")
     if result.verdict:
         say(console, result.verdict, "green")

@@ -66,7 +66,9 @@ class Outcome:
     n_params: int
     curve: list[Evaluation] = field(default_factory=list)
     tokens_per_second: float = 0.0  # mean over seeds, evaluation excluded
-    seconds: float = 0.0  # wall time of all its seeds together
+    # wall time of all its seeds together; after a stop, to the last evaluation every contender reached (each had
+    # trained on past it by a different number of steps when the stop came)
+    seconds: float = 0.0
     changes: dict = field(default_factory=dict)  # the settings that differ from the first contender
     tokens_per_char: float | None = None  # of the val text as this contender's tokenizer reads it
     tokens_per_step: int = 0  # batch_size x max_seq_len: the tokens one of its training steps reads
@@ -140,12 +142,20 @@ def compare(
             if on_step is not None:
                 on_step(trained[0], total)
 
+        # each contender's time and training at the last evaluation all of them reached: what a stop reports
+        reached = [(0.0, [0.0, 0]) for _ in contenders]
+
+        def stopped() -> list[Outcome]:
+            for outcome, (seconds, work) in zip(outcomes, reached):
+                outcome.seconds = seconds
+            return _finish(outcomes, [list(work) for _, work in reached])
+
         while done < steps:
             target = min(done + every, steps)
             results: dict[int, list[tuple[float, float | None]]] = {}
             for i, trainer in list(runs):
                 if stop():
-                    return _finish(outcomes, busy)
+                    return stopped()
                 if outcomes[i].diverged:  # another seed of it diverged this segment
                     continue
                 start = time.perf_counter()
@@ -166,7 +176,7 @@ def compare(
                     busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second
                     busy[i][1] += summary.steps * trainer.config.batch_size * trainer.max_seq_len
                 if stop():  # stopped inside the segment: no evaluation of a half-trained contender
-                    return _finish(outcomes, busy)
+                    return stopped()
                 last = trainer.history[-1]
                 val = last["val_loss"] if last["val_loss"] is not None else trainer.evaluate()[0]
                 results.setdefault(i, []).append((val, last.get("accuracy")))
@@ -186,6 +196,7 @@ def compare(
                 outcomes[i].curve.append(evaluation)
                 if on_evaluation is not None:
                     on_evaluation(evaluation)
+            reached = [(outcome.seconds, list(work)) for outcome, work in zip(outcomes, busy)]
         if runs:
             _by_position(outcomes, runs, readings, device)
     return _finish(outcomes, busy)
