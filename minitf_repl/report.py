@@ -51,6 +51,7 @@ class ReportData:
     # the step after which the data in use came in, where the loss chart has steps before it (a switch to data of
     # the same vocabulary kept the model): the curves before it are of the data before, as :plot says
     data_from: int | None = None
+    weights_from: str | None = None  # "hf:PATH": weights trained elsewhere, with no history here (not untrained)
 
 
 _CSS = """
@@ -332,7 +333,11 @@ def build_report(data: ReportData) -> str:
         out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
     out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
     out.append("<h2>Loss</h2>")
-    out.append(loss_chart_svg(data.series, data.vocab_size, counters=data.counters))
+    if not data.series and data.weights_from:  # "No training yet." read as an untrained model of GPT-2's weights
+        out.append(f"<p>No training here: the weights came from <code>{_esc(data.weights_from)}</code>, trained "
+                   "elsewhere.</p>")
+    else:
+        out.append(loss_chart_svg(data.series, data.vocab_size, counters=data.counters))
     if data.data_from is not None:
         out.append(f"<p>{_esc(data.config.get('data', 'The data in use'))} came in after step {data.data_from:,}: "
                    "the curves before it are of the data before (the switch kept the model, whose vocabulary it "

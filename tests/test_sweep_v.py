@@ -398,3 +398,17 @@ def test_a_stopped_compare_times_each_contender_to_the_last_evaluation_all_of_th
     early = run(tiny_session(), ":compare lr=0.001 lr=0.01 steps=12 eval_every=4", StopAfter(2))
     assert all(o.seconds == 0 for o in early.outcomes)
     assert "0.0s" not in plain(early)  # no evaluation reached: no time to state
+
+
+def test_a_report_of_weights_loaded_from_elsewhere_does_not_say_no_training_yet():
+    from minitf_repl.report import ReportData, build_report
+
+    def page(weights_from):
+        data = ReportData("minitf report: pydoc, step 0", {"model": {}, "train": {}, "gen": {}, "data": "pydoc"}, [],
+                          50257, "ab", [], [], weights_from=weights_from)
+        html = build_report(data)
+        return html[html.index("<h2>Loss</h2>"):html.index("<h2>Attention</h2>")]
+
+    assert "No training yet" in page(None)
+    loaded = page("hf:/models/gpt2")  # GPT-2's weights, trained elsewhere: no history here
+    assert "No training yet" not in loaded and "hf:/models/gpt2" in loaded
