@@ -412,3 +412,12 @@ def test_a_report_of_weights_loaded_from_elsewhere_does_not_say_no_training_yet(
     assert "No training yet" in page(None)
     loaded = page("hf:/models/gpt2")  # GPT-2's weights, trained elsewhere: no history here
     assert "No training yet" not in loaded and "hf:/models/gpt2" in loaded
+
+
+def test_compare_says_when_the_counters_lie_too_far_from_its_curves_to_be_drawn():
+    from minitf_repl.commands.train import PlotLevel
+
+    result = compare_result(counters=[PlotLevel(2, 1.0), PlotLevel(5, 0.2)])  # the curves end near 1.75
+    said = " ".join(text_of(result).split())
+    assert ("the 2-gram and 5-gram counters (val 1.000 and 0.200) lie far below these curves, so the chart leaves "
+            "them out") in said

@@ -37,7 +37,7 @@ from ..syntax import REPL, cmd, syntax
 from .base import ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line
-from .train import PlotLevel, counter_levels, plot_levels
+from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
@@ -295,8 +295,11 @@ def render_compare(result: CompareResult, console: Console) -> None:
                     joined=True) for k, o in enumerate(result.outcomes)
               if not o.diverged]  # its losses on the way up (1e11) would flatten every other curve
     if curves and measured:
-        console.print(chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
-                            levels=counter_levels(result.counters)))
+        drawn = chart(curves, min(console.width, 100), 12, unit="val bits per character" if bpc else "val loss",
+                      levels=counter_levels(result.counters))
+        console.print(drawn)
+        if line := counters_left_out(result.counters, drawn, [v for c in curves for v in c.values]):
+            note(console, line)
     diverged = [o for o in result.outcomes if o.diverged]
     if diverged and len(diverged) == len(result.outcomes):
         say(console, f"every contender diverged ({'; '.join(f'{o.label} at {o.diverged}' for o in diverged)}): "

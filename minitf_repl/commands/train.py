@@ -704,6 +704,20 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
                  levels=counter_levels(counters))
 
 
+def counters_left_out(counters: list[PlotLevel], drawn, values: list[float]) -> str | None:
+    """What to say of the counters a chart (render.chart.Chart) left out, too far from its curves' `values`."""
+    far = [c for c in counters if c.val_loss in {level.value for level in getattr(drawn, "left_out", [])}]
+    values = [v for v in values if math.isfinite(v)]
+    if not far or not values:
+        return None
+    side = ("far below" if all(c.val_loss < min(values) for c in far) else
+            "far above" if all(c.val_loss > max(values) for c in far) else "far from")
+    one = len(far) == 1
+    return (f"the {' and '.join(f'{c.n}-gram' for c in far)} counter{'' if one else 's'} (val "
+            f"{' and '.join(f'{c.val_loss:.3f}' for c in far)}) {'lies' if one else 'lie'} {side} these curves, so "
+            f"the chart leaves {'it' if one else 'them'} out; {cmd('ngram')} lists them all")
+
+
 def counter_levels(counters: list[PlotLevel]) -> list[Level]:
     """The counters as a chart's levels: each a dotted row marked with its n."""
     return [Level(c.val_loss, str(c.n) if c.n < 10 else "+", f"{c.n}-gram counter {c.val_loss:.2f}")
@@ -739,16 +753,8 @@ def render_plot(result: PlotResult, console: Console) -> None:
     if len(series) < len(result.series):
         note(console, f"{len(series)} of the {len(result.series)} curves drawn, the first, the last and a spread "
                       "between, so that each has a glyph of its own")
-    if drawn.left_out:  # :ngram's hint said the chart draws them: where it does not, say why
-        far = [c for c in result.counters if c.val_loss in {level.value for level in drawn.left_out}]
-        values = [v for s in result.series for v in s.values if math.isfinite(v)]
-        side = ("far below" if all(c.val_loss < min(values) for c in far) else
-                "far above" if all(c.val_loss > max(values) for c in far) else "far from")
-        one = len(far) == 1
-        note(console, f"the {' and '.join(f'{c.n}-gram' for c in far)} counter{'' if one else 's'} (val "
-                      f"{' and '.join(f'{c.val_loss:.3f}' for c in far)}) {'lies' if one else 'lie'} "
-                      f"{side} these curves, so the chart leaves "
-                      f"{'it' if one else 'them'} out; {cmd('ngram')} lists them all")
+    if line := counters_left_out(result.counters, drawn, [v for s in result.series for v in s.values]):
+        note(console, line)  # :ngram's hint said the chart draws them: where it does not, say why
     if result.data_from is not None:
         note(console, f"the data in use came in after step {result.data_from:,}: the curves before it are of the data "
                       "before (the switch kept the model, whose vocabulary it shares)")
