@@ -680,7 +680,9 @@ def _history_first(session: Session, options: dict) -> str:
         if info is not None and info.error is None and info.step:
             then = (f"{restore(AUTOSAVE_NAME)}, then {cmd('plot', **options)}" if syntax() == REPL
                     else cmd("plot", load=AUTOSAVE_NAME, **options))
-            return f"{then} charts the last run saved (step {info.step:,})"
+            saved = f"{then} charts the last run saved (step {info.step:,})"
+            # a model of its own (a :set rebuilt it, a :gen built it) may be the one to train: both ways
+            return saved if not session.has_model else f"{train_first('plot', AUTOSAVE_NAME, **options)}, or {saved}"
     return train_first("plot", AUTOSAVE_NAME, **options)
 
 
