@@ -676,7 +676,10 @@ def _history_first(session: Session, options: dict) -> str:
         from ..core.checkpoint import checkpoint_info
 
         path = session.checkpoint_dir / AUTOSAVE_NAME
-        info = checkpoint_info(path) if (path / "checkpoint.json").is_file() else None
+        try:  # a folder that cannot be read has no autosave to offer: the hint is train first
+            info = checkpoint_info(path) if (path / "checkpoint.json").is_file() else None
+        except OSError:
+            info = None
         if info is not None and info.error is None and info.step:
             then = (f"{restore(AUTOSAVE_NAME)}, then {cmd('plot', **options)}" if syntax() == REPL
                     else cmd("plot", load=AUTOSAVE_NAME, **options))
