@@ -421,3 +421,11 @@ def test_compare_says_when_the_counters_lie_too_far_from_its_curves_to_be_drawn(
     said = " ".join(text_of(result).split())
     assert ("the 2-gram and 5-gram counters (val 1.000 and 0.200) lie far below these curves, so the chart leaves "
             "them out") in said
+
+
+def test_a_chart_of_one_step_names_that_step_once_on_its_x_axis():
+    shown = drawn(chart([Curve("train", [1], [2.45]), Curve("val", [1], [2.35], "×")], 60, 8))
+    axis = shown.split("└")[1].splitlines()[1].split()
+    assert axis == ["step", "1"]  # 'step 1 ... 1': the one step at both ends
+    two = drawn(chart([Curve("train", [1, 2], [2.45, 2.4])], 60, 8)).split("└")[1].splitlines()[1].split()
+    assert two == ["step", "1", "2"]

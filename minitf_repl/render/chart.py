@@ -125,7 +125,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
             out.append(ch, style=style)
         out.append("\n")
     out.append(" " * lw + " └" + "─" * plot_w + "\n", style="dim")
-    left, right = x_labels if x_labels is not None else (f"step {x0:,}", f"{x1:,}")
+    left, right = x_labels if x_labels is not None else (f"step {x0:,}", f"{x1:,}" if x1 != x0 else "")
     out.append(" " * (lw + 2) + left + " " * max(1, plot_w - len(left) - len(right)) + right, style="dim")
     entries = [Text(f"{curve.glyph} ", style=curve.style) + Text(curve.name + hidden_under(k, curves, drawn, owner))
                for k, curve in enumerate(curves)]
