@@ -429,3 +429,16 @@ def test_a_chart_of_one_step_names_that_step_once_on_its_x_axis():
     assert axis == ["step", "1"]  # 'step 1 ... 1': the one step at both ends
     two = drawn(chart([Curve("train", [1, 2], [2.45, 2.4])], 60, 8)).split("└")[1].splitlines()[1].split()
     assert two == ["step", "1", "2"]
+
+
+def test_contexts_hint_for_other_windows_keeps_the_windows_and_counter_asked_for(sentence_session):
+    import dataclasses
+
+    s = sentence_session(batch_size=4, eval_batches=2)
+    run(s, ":train steps=3")
+    result = run(s, ":context windows=16 counter=3 seed=5")
+    worse = dataclasses.replace(result, curve=dataclasses.replace(result.curve, far_gain=-1.0, far_error=0.01))
+    said = plain(worse)
+    assert "reading more made this model worse there" in said
+    assert "(:context windows=16 counter=3 seed=6 scores other windows)" in said  # it said ':context seed=6'
+    assert ":context windows=10920 counter=3 halves it" in plain(run(s, ":context counter=3"))  # 2,730 by default

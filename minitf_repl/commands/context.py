@@ -255,7 +255,8 @@ def readings(result: ContextResult) -> list[str]:
                                    f"nothing this model uses",
                               under=f"the model still gains from reading more than {T // 2} {unit}s back",
                               above=f"reading more made this model worse there "
-                                    f"({cmd('context', seed=result.seed + 1)} scores other windows)"))
+                                    f"({cmd('context', **asked(result, seed=result.seed + 1))} scores other "
+                                    "windows)"))
     if curve.past_gain is not None:
         lines.append(compared("past its window", f"{T}-{curve.positions - 1}", f"{3 * T // 4}-{T - 1}",
                               curve.past_gain, curve.past_error,
@@ -286,6 +287,18 @@ def compared(what: str, these: str, those: str, change: float, error: float, fla
     return f"{what}: positions {these} score {abs(change):.3f} ± {error:.3f} nats {side} positions {those}: {meaning}"
 
 
+def asked(result: ContextResult, **changes) -> dict:
+    """The options of this run where not the defaults, with `changes`: a hint's :context scores what this one did
+    but for them (one that dropped counter=3 seed=5 scored other windows, beside the 6-gram)."""
+    curve = result.curve
+    options = {"windows": curve.windows if curve.windows != default_windows(curve.positions) else None,
+               "counter": 0 if curve.counter is None else
+               curve.counter_order if curve.counter_order != NGRAM_DEFAULT else None,
+               "seed": result.seed or None, "length": curve.positions if past(curve) else None}
+    options.update(changes)  # in the order :context lists its options, a changed one where it stands
+    return {key: value for key, value in options.items() if value is not None}
+
+
 def notes(result: ContextResult, console: Console) -> None:
     if not result.causal:
         # causal is on where :ablate mask took the mask away: the setting would change nothing there
@@ -313,17 +326,11 @@ def notes(result: ContextResult, console: Console) -> None:
     if not result.untrained and curve.far_gain is not None and curve.far_gain > NOISE * curve.far_error:
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
                       f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
-    # the same windows and counter as this run (a hint that dropped counter=3 seed=5 scored other windows, beside
-    # the 6-gram), only more of them
-    longer = {"counter": 0} if curve.counter is None else (
-        {"counter": curve.counter_order} if curve.counter_order != NGRAM_DEFAULT else {})
-    longer.update({"seed": result.seed} if result.seed else {})
-    longer.update({"length": curve.positions} if past(curve) else {})
     # The ± shrinks as 1/sqrt(windows); a hint past the most windows= takes would be refused when typed
     if 4 * curve.windows <= WINDOWS_MOST:
-        fewer = f"{cmd('context', windows=4 * curve.windows, **longer)} halves it"
+        fewer = f"{cmd('context', **asked(result, windows=4 * curve.windows))} halves it"
     elif curve.windows < WINDOWS_MOST:
-        fewer = (f"{cmd('context', windows=WINDOWS_MOST, **longer)} narrows it to "
+        fewer = (f"{cmd('context', **asked(result, windows=WINDOWS_MOST))} narrows it to "
                  f"{math.sqrt(curve.windows / WINDOWS_MOST):.2f} of this")
     else:
         fewer = f"{WINDOWS_MOST:,} windows are the most {cmd('context')} scores"
