@@ -98,7 +98,7 @@ def test_the_command_renders_the_curve_and_the_marks(session):
     text = plain(result, 100)
     assert "learning-rate range test on text.txt: a fresh model, muon, no warm-up" in text
     assert "▼ steepest" in text and "■ lowest" in text and "◆ your lr 0.01" in text
-    assert "read the points to a factor of about 3" in text and ":lrfind seed=1338" in text
+    assert "read the points to a factor of about 3" in text and ":lrfind low=0.0001 high=2 steps=40 seed=1338" in text
     drawn = text_of(result, 100)
     assert "lr 1e-04" in drawn  # the x axis is labelled with rates
     with pytest.raises(Exception, match="low must be below high"):

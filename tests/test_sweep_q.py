@@ -70,7 +70,7 @@ def test_lrfind_run_out_with_the_loss_still_falling_does_not_say_your_rate_is_pa
     assert "is past the lowest point" not in shown and "turned the loss back up" not in shown  # it never read one
     assert "lowest so far at 0.001" in shown
     assert "your lr 0.01 lies past the test's last rate (0.001), the loss still falling there: :lrfind high=1 " \
-           "reads on past it" in shown
+           "steps=10 reads on past it" in shown  # the same 10 steps, on to a higher rate
     assert "lr=0.00033" not in shown  # a rate lower than the test's end was offered for a curve still falling
 
 
@@ -163,7 +163,8 @@ def test_lrfind_from_above_your_rate_does_not_say_where_it_sits_on_a_curve_that_
     assert result.test.rates[0] == 0.5 > result.lr
     shown = plain(result)
     assert "sits between where the loss falls fastest and where it is lowest" not in shown  # it read no such rate
-    assert "your lr 0.01 lies below the test's first rate (0.5): :lrfind low=1e-05 reads from below it" in shown
+    assert "your lr 0.01 lies below the test's first rate (0.5): :lrfind low=1e-05 steps=10 reads from below it" \
+        in shown
 
 
 # --- :ablate of several parts at once ------------------------------------------------------------------------------

@@ -442,3 +442,16 @@ def test_contexts_hint_for_other_windows_keeps_the_windows_and_counter_asked_for
     assert "reading more made this model worse there" in said
     assert "(:context windows=16 counter=3 seed=6 scores other windows)" in said  # it said ':context seed=6'
     assert ":context windows=10920 counter=3 halves it" in plain(run(s, ":context counter=3"))  # 2,730 by default
+
+
+def test_lrfinds_hints_repeat_the_range_and_length_the_test_ran_with():
+    # ':lrfind steps=40 low=0.0001 high=2', run out with the loss still falling at its last rate
+    falling = [4.6 - 0.05 * k for k in range(40)]
+    result = lrfind_result(falling, steps=40, steepest=1e-3)
+    result.test.low, result.test.high = 1e-4, 2.0
+    result.test.rates = [1e-4 * (2e4 ** (k / 39)) for k in range(40)]
+    result.test.lowest = result.test.rates[-1]
+    result.lr = 5.0
+    said = plain(result, 100)
+    assert ":lrfind low=0.0001 high=15 steps=40 reads on past it" in said  # it said ':lrfind high=15'
+    assert ":lrfind low=0.0001 high=2 steps=40 seed=1338" in said  # it said ':lrfind seed=1338': 100 steps of 1e-5..1

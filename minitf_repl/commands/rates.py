@@ -107,11 +107,11 @@ def where(result: LrfindResult) -> str:
     stop = stopped_at(test)
     if stop is not None and (lr > stop or still_falling(test) and lr > test.lowest):  # no rate past Ctrl-C was read
         falling = ", the loss still falling there" if still_falling(test) else ""
-        return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: {cmd('lrfind')} run to its "
+        return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: {cmd('lrfind', **again(test))} run to its "
                 "end says where yours sits")
     if still_falling(test) and lr > test.lowest:  # it ran out below your rate: no rate past its last was read
         return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}), the loss still falling there: "
-                f"{cmd('lrfind', high=_round(max(HIGH, 3 * lr)))} reads on past it")
+                f"{cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on past it")
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
                 f"diverge; try {cmd('set', lr=_round(test.lowest / 3))}")
@@ -124,9 +124,18 @@ def where(result: LrfindResult) -> str:
                 f"slowly; {cmd('compare', f'lr={lr:g}', f'lr={_round(test.steepest):g}')} shows how much")
     if lr < test.rates[0]:  # the test started above your rate: the curve says nothing of it
         return (f"{yours} lies below the test's first rate ({test.rates[0]:.2g}): "
-                f"{cmd('lrfind', low=_round(min(LOW, lr / 3)))} reads from below it")
+                f"{cmd('lrfind', **again(test, low=_round(min(LOW, lr / 3))))} reads from below it")
     return (f"{yours} sits between where the loss falls fastest and where it is lowest: where a run's peak rate "
             f"belongs (it spends many steps at its peak where the test spent one)")
+
+
+def again(test: LrRange, **changes) -> dict:
+    """The test's range and length where not the defaults, with `changes`: a hint's :lrfind reads what this one did
+    but for them (':lrfind seed=1338' after ':lrfind steps=40 low=1e-4 high=2' read 100 steps from 1e-5 to 1)."""
+    options = {"low": test.low if test.low != LOW else None, "high": test.high if test.high != HIGH else None,
+               "steps": test.steps if test.steps != STEPS else None}
+    options.update(changes)
+    return {key: value for key, value in options.items() if value is not None}
 
 
 def _round(rate: float) -> float:
@@ -179,5 +188,5 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     example = "" if cmd("compare") in said else \
         f" ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})"
     note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
-                  f"them ({cmd('lrfind', seed=result.seed + 1)}); {cmd('compare')} trains whole runs side by "
+                  f"them ({cmd('lrfind', **again(test, seed=result.seed + 1))}); {cmd('compare')} trains whole runs side by "
                   f"side{example}")
