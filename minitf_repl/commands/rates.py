@@ -107,8 +107,8 @@ def where(result: LrfindResult) -> str:
     stop = stopped_at(test)
     if stop is not None and (lr > stop or still_falling(test) and lr > test.lowest):  # no rate past Ctrl-C was read
         falling = ", the loss still falling there" if still_falling(test) else ""
-        return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: {cmd('lrfind', **again(test))} run to its "
-                "end says where yours sits")
+        return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: "
+                f"{cmd('lrfind', **again(test))} run to its end says where yours sits")
     if still_falling(test) and lr > test.lowest:  # it ran out below your rate: no rate past its last was read
         return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}), the loss still falling there: "
                 f"{cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on past it")
@@ -188,5 +188,5 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     example = "" if cmd("compare") in said else \
         f" ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})"
     note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
-                  f"them ({cmd('lrfind', **again(test, seed=result.seed + 1))}); {cmd('compare')} trains whole runs side by "
-                  f"side{example}")
+                  f"them ({cmd('lrfind', **again(test, seed=result.seed + 1))}); {cmd('compare')} trains whole "
+                  f"runs side by side{example}")
