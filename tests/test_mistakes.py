@@ -66,7 +66,7 @@ def test_the_command_leaves_the_session_alone_and_renders(sorter):
     text = plain(result)
     assert f"{result.task.wrong} wrong answers to 200 held-out questions of sort" in text
     assert "wrong, the true answer before it" in text and "wrong in its own answer" in text
-    assert f":mistakes show={result.task.distinct} lists them all" in text
+    assert f":mistakes n=200 show={result.task.distinct} lists them all" in text  # the same 200 questions
     assert all(len(line) <= 80 for line in text_of(result, 80).splitlines())
     assert run(sorter, ":errors n=20").task.questions == 20  # the alias
 

@@ -455,3 +455,15 @@ def test_lrfinds_hints_repeat_the_range_and_length_the_test_ran_with():
     said = plain(result, 100)
     assert ":lrfind low=0.0001 high=15 steps=40 reads on past it" in said  # it said ':lrfind high=15'
     assert ":lrfind low=0.0001 high=2 steps=40 seed=1338" in said  # it said ':lrfind seed=1338': 100 steps of 1e-5..1
+
+
+def test_mistakes_hint_to_list_them_all_asks_the_same_questions():
+    from minitf_repl.commands.mistakes import MistakesResult
+    from minitf_repl.core.mistakes import TaskMistakes, WrongAnswer
+
+    found = TaskMistakes(2000, 60, 44, 856, [WrongAnswer("4302=", "0133", "0234", 1)] * 10, [0.1] * 4, [0.1] * 4,
+                         [20, 20, 10, 10])
+    said = plain(MistakesResult("sort", 3, found, None, 60))  # ':mistakes n=2000 seed=3'
+    assert ":mistakes n=2000 show=44 seed=3 lists them all" in said  # ':mistakes show=44': 500 other questions
+    none = TaskMistakes(50, 0, 0, 50, [], [0.0] * 4, [0.0] * 4, [0, 0, 0, 0])
+    assert ":mistakes n=500 seed=3 asks more" in plain(MistakesResult("sort", 3, none, None, 60))

@@ -92,7 +92,8 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
     say(console, f"{count(found.wrong, 'wrong answer')} to {count(found.questions, 'held-out question')}{repeats} of "
                  f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}{measured}", "bold")
     if not found.wrong:
-        note(console, f"no question answered wrongly; {cmd('mistakes', n=10 * found.questions)} asks more")
+        note(console, f"no question answered wrongly; {cmd('mistakes', **asked(result, n=10 * found.questions))} asks "
+                      "more")
         return
     rows = [[q.question, _marked(q.written, q.expected), q.expected, _nth(q.first_wrong + 1)] for q in found.answers]
     console.print(fitting_table(console, ["question", "it wrote", "answer", "first wrong"], rows,
@@ -101,7 +102,7 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
         # the list holds each question once: beside "500 wrong answers", "of 499 questions" read as a miscount
         distinct = " distinct" if found.distinct < found.wrong else ""
         note(console, f"the first {len(found.answers)} of the {found.distinct}{distinct} questions answered wrongly; "
-                      f"{cmd('mistakes', show=found.distinct)} lists them all")
+                      f"{cmd('mistakes', **asked(result, show=found.distinct))} lists them all")
     names = ["answer's character", *(str(k + 1) for k in range(len(found.written)))]
     table = []
     if found.forced is not None:
@@ -143,6 +144,16 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
     note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; of all "
                   f"{found.predictions:,}, the model's likeliest token is not the one that came at "
                   f"{found.wrong_guess:.0%}; {cmd('score', 'TEXT')} scores a text of yours token by token")
+
+
+def asked(result: MistakesResult, **changes) -> dict:
+    """This run's questions (n=, seed= where not the defaults) with `changes`: a hint's :mistakes asks the same ones
+    (':mistakes show=44' after ':mistakes n=2000 seed=3' listed the wrong answers to 500 other questions)."""
+    n = result.task.questions if result.task is not None else result.text.windows
+    default = QUESTIONS if result.task is not None else WINDOWS
+    options = {"n": n if n != default else None, "show": None, "seed": result.seed or None}
+    options.update(changes)
+    return {key: value for key, value in options.items() if value is not None}
 
 
 def _marked(written: str, expected: str) -> Text:
