@@ -109,8 +109,9 @@ def where(result: LrfindResult) -> str:
         falling = ", the loss still falling there" if still_falling(test) else ""
         return (f"{yours} lies past where the test was stopped ({stop:.2g}){falling}: "
                 f"{cmd('lrfind', **again(test))} run to its end says where yours sits")
-    if still_falling(test) and lr > test.lowest:  # it ran out below your rate: no rate past its last was read
-        return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}), the loss still falling there: "
+    if test.blown_at is None and lr > test.rates[-1]:  # it ran out below your rate: no rate past its last was read
+        falling = ", the loss still falling there" if still_falling(test) else ""
+        return (f"{yours} lies past the test's last rate ({test.rates[-1]:.2g}){falling}: "
                 f"{cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on past it")
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
