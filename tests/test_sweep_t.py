@@ -3,13 +3,16 @@
 
 `:lrfind low=1e-9 high=1e-8` never read a rate near the session's 0.01, yet told the user their rate was 'past the
 lowest point ... where one step of the test already turned the loss back up' and offered to compare it with 5.6e-10;
-a curve with no steepest point read 'the smoothed loss lowest at 0.5'.
+a curve with no steepest point read 'the smoothed loss lowest at 0.5'. `:muon` on an 8 x 8 matrix (d_model=8) compared
+the share of |u|^2, |O|^2 and AdamW's update in their 10 largest directions, which are all 8: 100% each, an orthogonal
+matrix's too.
 """
 
-import pytest
-
 from minitf_repl.commands.rates import LrfindResult, where
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.lrfind import LrRange
+from minitf_repl.session import Session
+from test_commands import run
 from test_render import plain
 
 
@@ -26,7 +29,7 @@ def test_lrfind_says_a_rate_past_the_tests_last_rate_was_never_read():
     smoothed = [4.61, 4.609, 4.608, 4.6085, 4.609, 4.6088, 4.6089, 4.609, 4.6095, 4.6091]  # noise, lowest at 3rd
     said = where(curve(0.01, rates, smoothed))
     assert "past the lowest point" not in said and "lr=5.6e-10" not in said
-    assert "lies past the test's last rate (1e-08)" in said and ":lrfind high=1" in said
+    assert "lies past the test's last rate (1e-08)" in said and ":lrfind low=1e-09 high=1" in said
 
 
 def test_lrfind_without_a_steepest_point_still_says_the_loss_is_lowest():
@@ -34,3 +37,16 @@ def test_lrfind_without_a_steepest_point_still_says_the_loss_is_lowest():
     smoothed = [4.619, 4.7, 4.9, 5.2, 5.8, 6.5, 7.0, 8.0, 9.0, 12.0]
     text = plain(curve(0.01, rates, smoothed, blown=rates[-1]))
     assert "the smoothed loss is lowest at 0.5 (4.619)" in text
+
+
+# --- :muon on a small matrix -----------------------------------------------------------------------------------
+def test_muon_on_a_small_matrix_compares_shares_that_can_differ():
+    """An 8 x 8 matrix's 10 largest directions are all of them: every share read 100%, an orthogonal matrix's
+    too, and the comparison Muon's view rests on said nothing."""
+    s = Session(ModelConfig(n_layers=1, d_model=8, n_heads=1, d_ff=16, max_seq_len=16), TrainConfig(batch_size=2),
+                data_spec="sort:4", device_name="cpu")
+    result = run(s, ":muon")
+    m = result.step
+    assert m.top == 4 and m.orthogonal_share == 0.5
+    assert m.u_top_share < 1 and m.o_top_share < 1
+    assert "its 4 largest directions carry" in plain(result) and "(an orthogonal matrix: 50%)" in plain(result)

@@ -30,6 +30,7 @@ from .optimizers import adjusted_lr, group_kind, hidden_matrices, make_optimizer
 from .precision import DTYPES, fast_dtype
 
 TOP = 10  # the share of |M|^2 in a matrix's TOP largest singular directions says how concentrated it is
+# ... or in half of them, for a matrix of fewer than 2 TOP: the TOP largest of 8 hold all of |M|^2 in every matrix
 
 
 @dataclass
@@ -62,7 +63,7 @@ class MuonStep:
     update: float  # ||u||_F
     coefficients: tuple[float, float, float]  # (a, b, c) of p(s) = a s + b s^3 + c s^5
     singular: list[float]  # u's singular values, largest first
-    top: int  # how many of the largest singular directions the shares below count (TOP, or half of fewer)
+    top: int  # how many of the largest singular directions the shares below count (TOP, or half of a small one)
     u_top_share: float  # share of ||u||^2 in its `top` largest singular directions
     adamw_top_share: float  # the same for AdamW's update m^ / (sqrt(v^) + eps) on this gradient
     adamw_first: bool  # no AdamW moments for this matrix (Muon trains it, or no step yet): AdamW's first update,
@@ -89,9 +90,9 @@ def matrix_names(model: nn.Module, layer: int) -> list[str]:
 
 
 def _top(n: int) -> int:
-    """How many of n singular directions the shares count: TOP, or half of a matrix with no more than TOP (all of
-    them would carry 100% of any matrix, and say nothing of how concentrated it is)."""
-    return TOP if n > TOP else max(1, n // 2)
+    """How many of n singular directions the shares count: TOP, or half of them where TOP would be all or most (all
+    of them would carry 100% of any matrix, and say nothing of how concentrated it is)."""
+    return min(TOP, max(1, n // 2))
 
 
 def _top_share(values: torch.Tensor) -> float:
