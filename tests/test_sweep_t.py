@@ -5,7 +5,8 @@
 lowest point ... where one step of the test already turned the loss back up' and offered to compare it with 5.6e-10;
 a curve with no steepest point read 'the smoothed loss lowest at 0.5'. `:muon` on an 8 x 8 matrix (d_model=8) compared
 the share of |u|^2, |O|^2 and AdamW's update in their 10 largest directions, which are all 8: 100% each, an orthogonal
-matrix's too.
+matrix's too. `:params` on a mixture of experts gave the 6N rule with N = every expert's parameters, where a token runs
+only experts_per_token of them.
 """
 
 from minitf_repl.commands.rates import LrfindResult, where
@@ -50,3 +51,29 @@ def test_muon_on_a_small_matrix_compares_shares_that_can_differ():
     assert m.top == 4 and m.orthogonal_share == 0.5
     assert m.u_top_share < 1 and m.o_top_share < 1
     assert "its 4 largest directions carry" in plain(result) and "(an orthogonal matrix: 50%)" in plain(result)
+
+
+# --- :params: the 6N rule of a mixture of experts ---------------------------------------------------------------
+def test_params_6n_rule_of_a_mixture_of_experts_counts_the_parameters_a_token_runs_through():
+    """With 4 experts of which a token runs 2, the 6N line counted all 4 (14.73 GFLOP against the ledger's 8.55 for
+    the default model): the rule's N is the parameters a token's forward pass multiplies by."""
+    from minitf_repl.core.ledger import cost_ledger
+    from minitf_repl.core.model import MiniTransformerLM
+
+    config = ModelConfig(vocab_size=40, n_layers=2, d_model=16, n_heads=2, d_ff=32, max_seq_len=8, n_experts=4,
+                         experts_per_token=2)
+    model = MiniTransformerLM(config)
+    expert = sum(p.numel() for p in model.blocks[0].ffn.experts[0].parameters())
+    active = sum(p.numel() for p in model.parameters()) - 2 * (4 - 2) * expert  # two layers, two idle experts each
+    ledger = cost_ledger(model, batch_size=2)
+    assert ledger.six_n_params == active < ledger.n_params
+    assert ledger.six_n_flops_per_step == 6 * active * 2 * 8
+    dense = cost_ledger(MiniTransformerLM(config.replace(n_experts=0)), batch_size=2)
+    assert dense.six_n_params == dense.n_params  # without experts every parameter is run
+    s = Session(config, TrainConfig(batch_size=2), data_spec="sort:4", device_name="cpu")
+    result = run(s, ":params")
+    n = result.ledger["n_params"]
+    assert result.ledger["six_n_params"] == n - 2 * (4 - 2) * expert
+    assert f"6N rule, N = the {n - 4 * expert:,} of {n:,} parameters a token runs through" in plain(result, 120)
+    assert "6N rule, N =" not in plain(run(Session(config.replace(n_experts=0), TrainConfig(batch_size=2),
+                                                   data_spec="sort:4", device_name="cpu"), ":params"), 120)

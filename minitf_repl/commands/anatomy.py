@@ -262,7 +262,8 @@ class ParamsResult:
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
-         params=[Param("all", bool, default=False, help="list every parameter tensor instead")])  # fmt: skip
+         params=[Param("all", bool, default=False, help="list every parameter tensor instead")],
+         json_version=2)  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
     from ..core.ledger import cost_ledger
     from ..core.sizes import kv_cache_bytes_per_token
@@ -359,8 +360,11 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None) -> Non
     add_row(costs, "forward, per token", fmt.flops(ledger["forward_flops_per_token"]),
             f"matmuls: {fmt.flops(ledger['linear_flops_per_token'])} in Linear layers + "
             f"{fmt.flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}")
+    n = ledger["six_n_params"]  # a mixture of experts: the parameters a token runs through, fewer than all
+    which = "" if n == ledger["n_params"] else \
+        f", N = the {fmt.whole(n)} of {fmt.whole(ledger['n_params'])} parameters a token runs through"
     add_row(costs, "training, per step", fmt.flops(ledger["training_flops_per_step"]),
-            f"3 x forward x {B}x{T} tokens (6N rule: {fmt.flops(ledger['six_n_flops_per_step'])})")
+            f"3 x forward x {B}x{T} tokens (6N rule{which}: {fmt.flops(ledger['six_n_flops_per_step'])})")
     add_row(costs, "weights", fmt.size(ledger["weight_bytes"]), "")
     add_row(costs, "gradients", fmt.size(ledger["grad_bytes"]), "one per trainable parameter")
     add_row(costs, f"{ledger['optimizer_label']} state", fmt.size(ledger["optimizer_bytes"]), ledger["optimizer_state"])

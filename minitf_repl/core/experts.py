@@ -89,6 +89,11 @@ class MixtureOfExperts(nn.Module):
 
         return linear(self.router) + self.k * max(linear(e) for e in self.experts)
 
+    def idle_parameters(self) -> int:
+        """Parameters a token does not run: the n_experts - k experts it is not routed to (the 6N rule's N leaves
+        them out, core.ledger)."""
+        return (self.n_experts - self.k) * max(sum(p.numel() for p in e.parameters()) for e in self.experts)
+
     def activation_floats(self, dropout: bool) -> int:
         """Floats one token keeps for the backward pass: per chosen expert its input, its hidden layers, its
         output and the gated output (and a dropout's noise), plus the router's logits and probabilities

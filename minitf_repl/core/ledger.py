@@ -13,7 +13,9 @@ score matrix, masked half included. Norms, softmax, activations and embedding lo
 (they are O(d) per token, not O(d^2)). Training is taken as 3 x forward (the backward pass computes
 two products per forward product: the input's gradient and the weight's); "6N" (6 x parameters x
 tokens) is the usual shorthand, shown for comparison: it counts the embedding table, which costs no
-FLOPs as a lookup, and leaves out attention's T-dependent products.
+FLOPs as a lookup, and leaves out attention's T-dependent products. Its N is the parameters a token
+runs through: all of them, less a mixture's experts the token is not routed to (the part says how
+many, `idle_parameters()`), as the rule is used for sparse models.
 
 A mixture of experts counts the router and, per token, experts_per_token experts' Linears: a token
 runs only the experts it is routed to, so the parameters grow with n_experts and the FLOPs do not
@@ -57,7 +59,8 @@ class Ledger:
     forward_flops_per_token: int  # the two above
     forward_flops_per_step: int  # x batch_size * seq_len tokens
     training_flops_per_step: int  # 3 x forward: forward, then backward for inputs and weights
-    six_n_flops_per_step: int  # 6 * n_params * tokens, the usual rule of thumb
+    six_n_flops_per_step: int  # 6 * six_n_params * tokens, the usual rule of thumb
+    six_n_params: int  # the rule's N: the parameters a token runs through (n_params less experts it is not sent to)
     # memory in bytes, at the parameters' dtype
     weight_bytes: int
     grad_bytes: int  # one gradient per trainable parameter
@@ -126,6 +129,13 @@ def attention_flops_per_token(config, seq_len: int) -> int:
     return config.n_layers * 2 * (2 * seq_len * config.n_heads * config.head_dim)
 
 
+def active_parameters(model: nn.Module, n_params: int) -> int:
+    """The parameters a token runs through: `n_params` less those a part says a token does not run (a mixture
+    of experts: the experts it is not routed to)."""
+    idle = [getattr(m, "idle_parameters", None) for m in model.modules()]
+    return n_params - sum(f() for f in idle if callable(f))
+
+
 def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
     """Floats the forward pass keeps for backward, per token, in training mode: the model's own count
     (MiniTransformerLM.activation_floats, which asks each part), measured in tests/test_ledger.py for the
@@ -157,6 +167,7 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
     linear = linear_flops_per_token(model)
     attention = attention_flops_per_token(config, seq_len)
     forward = linear + attention
+    active = active_parameters(model, n_params)
     weight_bytes = n_params * nbytes
     grad_bytes = trainable * nbytes
     muon_entries = sum(p.numel() for _, p in hidden_matrices(model)) if optimizer == "muon" else 0
@@ -172,7 +183,8 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
         forward_flops_per_token=forward,
         forward_flops_per_step=forward * tokens,
         training_flops_per_step=3 * forward * tokens,
-        six_n_flops_per_step=6 * n_params * tokens,
+        six_n_flops_per_step=6 * active * tokens,
+        six_n_params=active,
         weight_bytes=weight_bytes,
         grad_bytes=grad_bytes,
         optimizer_bytes=optimizer_bytes,
