@@ -6,7 +6,7 @@ lowest point ... where one step of the test already turned the loss back up' and
 a curve with no steepest point read 'the smoothed loss lowest at 0.5'. `:muon` on an 8 x 8 matrix (d_model=8) compared
 the share of |u|^2, |O|^2 and AdamW's update in their 10 largest directions, which are all 8: 100% each, an orthogonal
 matrix's too. `:params` on a mixture of experts gave the 6N rule with N = every expert's parameters, where a token runs
-only experts_per_token of them.
+only experts_per_token of them. `:config` showed the shell's autosave setting, never its threads setting.
 """
 
 from minitf_repl.commands.rates import LrfindResult, where
@@ -77,3 +77,13 @@ def test_params_6n_rule_of_a_mixture_of_experts_counts_the_parameters_a_token_ru
     assert f"6N rule, N = the {n - 4 * expert:,} of {n:,} parameters a token runs through" in plain(result, 120)
     assert "6N rule, N =" not in plain(run(Session(config.replace(n_experts=0), TrainConfig(batch_size=2),
                                                    data_spec="sort:4", device_name="cpu"), ":params"), 120)
+
+
+# --- :config: every shell setting ---------------------------------------------------------------------------------
+def test_config_shows_the_threads_setting_as_it_shows_autosave():
+    """`:set threads=3` then `:config`: the shell's other setting (autosave) was on its last line, threads nowhere."""
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), data_spec="sort:4")
+    assert "threads 0 (auto)" in plain(run(s, ":config"))
+    run(s, ":set threads=3")
+    result = run(s, ":config")
+    assert result.threads == 3 and "threads 3" in plain(result) and "threads 3 (auto)" not in plain(result)

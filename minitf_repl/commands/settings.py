@@ -55,9 +55,10 @@ class ConfigResult:
     tokenizer: str = "char"  # how text is read: char, or bpe:N (the tokenizer setting)
     from_recipe: list[str] = field(default_factory=list)  # training settings that hold the recipe's value, not the default
     recipe_for: str | None = None  # whose recipe that is (core.recipes), e.g. "muon on shakespeare"
+    threads: int = 0  # the threads setting: CPU threads torch computes with, 0 = auto (core/threads.py)
 
 
-@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=3)
+@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=4)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     from ..core.config import matching_preset
 
@@ -75,6 +76,7 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         tokenizer=session.tokenizer_setting,
         from_recipe=recipe_keys,
         recipe_for=recipe_label(session.recipe_data, session.train_config.optimizer) if recipe_keys else None,
+        threads=session.shell_config.threads,
     )
 
 
@@ -101,6 +103,7 @@ def render_config(result: ConfigResult, console: Console) -> None:
         where += Text("   checkpoints ", style="cyan") + Text(str(result.checkpoints["dir"]))
     if "autosave" in result.checkpoints:
         where += Text("   autosave ", style="cyan") + Text(fmt.value(result.checkpoints["autosave"]))
+    where += Text("   threads ", style="cyan") + Text(f"{result.threads}" + (" (auto)" if not result.threads else ""))
     console.print(where)
     if result.from_recipe:
         note(console, f"recipe: the value of the recipe for {result.recipe_for} (core/recipes.py), not the default; "
