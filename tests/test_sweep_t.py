@@ -6,7 +6,8 @@ lowest point ... where one step of the test already turned the loss back up' and
 a curve with no steepest point read 'the smoothed loss lowest at 0.5'. `:muon` on an 8 x 8 matrix (d_model=8) compared
 the share of |u|^2, |O|^2 and AdamW's update in their 10 largest directions, which are all 8: 100% each, an orthogonal
 matrix's too. `:params` on a mixture of experts gave the 6N rule with N = every expert's parameters, where a token runs
-only experts_per_token of them. `:config` showed the shell's autosave setting, never its threads setting.
+only experts_per_token of them. `:config` showed the shell's autosave setting, never its threads setting. `:quantize int8`'s "same greedy tokens" counted
+the positions where two texts that had parted long before happened to hold the same token.
 """
 
 from minitf_repl.commands.rates import LrfindResult, where
@@ -87,3 +88,24 @@ def test_config_shows_the_threads_setting_as_it_shows_autosave():
     run(s, ":set threads=3")
     result = run(s, ":config")
     assert result.threads == 3 and "threads 3" in plain(result) and "threads 3 (auto)" not in plain(result)
+
+
+# --- :quantize: how many greedy tokens the copy shares ------------------------------------------------------------
+def test_quantize_counts_the_greedy_tokens_alike_up_to_the_first_that_differs(monkeypatch):
+    """Counted position by position, two greedy texts that parted at token 3 still 'shared' every later token that
+    happened to fall on the same position, though each continued a different text by then."""
+    import copy
+
+    from minitf_repl.core import quantize
+
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), TrainConfig(batch_size=2,
+                eval_batches=1), data_spec="sort:4", device_name="cpu")
+    other = copy.deepcopy(s.model)
+    texts = {id(s.model): [5, 6, 7, 1, 2, 3, 4, 8], id(other): [5, 6, 7, 2, 2, 3, 4, 8]}  # parted at the 4th token
+    monkeypatch.setattr(quantize, "generate", lambda model, prompt, config: iter(texts[id(model)][: config.n]))
+    m = quantize.measure(s.model, other, s.trainer, [1, 2], n_tokens=8, repeats=1)
+    assert m.same_tokens == 3
+    from minitf_repl.commands.speed import QuantizeResult
+
+    text = plain(QuantizeResult("int8", True, m))
+    assert "3/8" in text and "the int8 copy's greedy text parts from the float model's at token 4 of 8" in text

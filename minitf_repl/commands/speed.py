@@ -189,7 +189,7 @@ class QuantizeResult:
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
                "(default: show which is on)"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
     mode = (args["mode"] or "").strip()
     on = session.has_model and session.sampling_copy
@@ -240,6 +240,9 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
                 fmt.change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     add_row(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     console.print(table)
+    if m.same_tokens < m.n_tokens:
+        note(console, f"the int8 copy's greedy text parts from the float model's at token {m.same_tokens + 1} of "
+                      f"{m.n_tokens}: from there on each continues a text of its own")
     made = f"{count(m.linear_layers, 'Linear layer')} int8, on the CPU"
     if syntax() == REPL:
         say(console, f"{cmd('gen')} now samples from the int8 copy ({made}); {cmd('quantize', 'off')} goes back; "

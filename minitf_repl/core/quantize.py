@@ -94,7 +94,9 @@ class QuantizeMeasure:
     n_tokens: int  # tokens generated for each timing (greedy, from the same prompt)
     tokens_per_second_before: float  # median of the repeats
     tokens_per_second_after: float
-    same_tokens: int  # of n_tokens, how many the int8 copy picked exactly as the float model did
+    # of n_tokens, how many the int8 copy picked exactly as the float model did before the first it picked otherwise
+    # (after it the two continue different texts, and a later token alike at the same place is chance)
+    same_tokens: int
     val_loss_before: float | None  # on the same validation batches (None: no validation data)
     val_loss_after: float | None
     accuracy_before: float | None = None  # exact-match accuracy (tasks only)
@@ -153,7 +155,8 @@ def measure(model: nn.Module, qmodel: nn.Module, trainer, prompt_ids: list[int],
             ids, seconds = _greedy(m, prompt_ids, n_tokens)
             times[name].append(seconds)
             tokens[name] = ids
-    same = sum(a == b for a, b in zip(tokens["float"], tokens["int8"]))
+    pairs = list(zip(tokens["float"], tokens["int8"]))
+    same = next((k for k, (a, b) in enumerate(pairs) if a != b), len(pairs))  # alike up to the first difference
     val_before, acc_before = _evaluate(trainer, reference)
     val_after, acc_after = _evaluate(trainer, qmodel)
     return QuantizeMeasure(
