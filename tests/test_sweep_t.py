@@ -6,9 +6,13 @@ lowest point ... where one step of the test already turned the loss back up' and
 a curve with no steepest point read 'the smoothed loss lowest at 0.5'. `:muon` on an 8 x 8 matrix (d_model=8) compared
 the share of |u|^2, |O|^2 and AdamW's update in their 10 largest directions, which are all 8: 100% each, an orthogonal
 matrix's too. `:params` on a mixture of experts gave the 6N rule with N = every expert's parameters, where a token runs
-only experts_per_token of them. `:config` showed the shell's autosave setting, never its threads setting. `:quantize int8`'s "same greedy tokens" counted
-the positions where two texts that had parted long before happened to hold the same token.
+only experts_per_token of them. `:config` showed the shell's autosave setting, never its threads setting. `:quantize
+int8`'s "same greedy tokens" counted the positions where two texts that had parted long before happened to hold the
+same token. `:params` at 40 columns stood its costs' explanations a word a line and cut its kinds short, and
+`:params all=on` folded every tensor's name mid-word.
 """
+
+import pytest
 
 from minitf_repl.commands.rates import LrfindResult, where
 from minitf_repl.core.config import ModelConfig, TrainConfig
@@ -109,3 +113,30 @@ def test_quantize_counts_the_greedy_tokens_alike_up_to_the_first_that_differs(mo
 
     text = plain(QuantizeResult("int8", True, m))
     assert "3/8" in text and "the int8 copy's greedy text parts from the float model's at token 4 of 8" in text
+
+
+# --- :params at 40 columns ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":params", ":params all=on"])
+@pytest.mark.parametrize("variant", [{}, {"n_experts": 2}])
+def test_params_at_40_columns_splits_no_word(line, variant):
+    """At 40 columns the ledger's 'how' column stood one word a line ('matmuls:' over '2.65' over 'MFLOP in'), its
+    kinds were cut ('Embeddi…', 'MultiHe…') and all=on folded every tensor's name ('token_embe' over
+    'dding.weig')."""
+    from minitf_repl import render as R
+    from test_wrapping import broken_tokens, rendered
+
+    s = Session(ModelConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, max_seq_len=16, **variant),
+                TrainConfig(batch_size=2), data_spec="sort:4", device_name="cpu")
+    result = run(s, line)
+    assert broken_tokens(lambda console: R.render(result, console), 40) == set()
+    text = rendered(lambda console: R.render(result, console), 40)
+    assert max(len(row) for row in text.splitlines()) <= 40
+    words = text.split()
+    if result.show_all:  # each module's name over its tensors
+        assert "blocks.0.attn.q_proj" in words and "  weight  (16, 16)         256" in text.splitlines()
+    else:
+        assert "matmuls:" in words
+    if not result.show_all:  # every line of the costs, a row each, and a few words a line
+        lines = text.splitlines()
+        how = [row for row in lines[lines.index("compute and memory") + 1:] if row.strip()]
+        assert len(how) < 30

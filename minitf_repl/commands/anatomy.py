@@ -286,14 +286,43 @@ def render_params(result: ParamsResult, console: Console) -> None:
         render_ledger(result.ledger, console, result.kv_cache)
         return
     table = Table(header_style="bold", show_footer=True)
-    table.add_column("module", footer="total", overflow="fold")
+    table.add_column("module", footer="total", no_wrap=True)
     table.add_column("shape", footer="")
     table.add_column("parameters", justify="right", footer=fmt.whole(result.total))
     for path, shape, n in result.rows:
         add_row(table, path, fmt.shape(shape), fmt.whole(n))
-    console.print(table)
+    if fits(console, table):
+        console.print(table)
+    else:  # a name is too long for the line beside its shape and count: each module's name over its tensors
+        _tensors_by_module(result, console)
     if _tied(result.ledger):  # tie_embeddings off (llama, modern): lm_head has its own matrix, listed above
         note(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
+
+
+def _tensors_by_module(result: ParamsResult, console: Console) -> None:
+    """`:params all=on` where a tensor's full name, shape and count do not fit a line (40 columns, an expert's
+    matrices): each module's name on a line of its own, its tensors (weight, bias) under it."""
+    modules: dict[str, list[tuple[str, str, str]]] = {}
+    for path, shape, n in result.rows:
+        module, _, leaf = path.rpartition(".")
+        modules.setdefault(module, []).append((leaf, fmt.shape(shape), fmt.whole(n)))
+    leaves = [row for rows in modules.values() for row in rows]
+    leaf = max(len(row[0]) for row in leaves)
+    shape = max(len("shape"), *(len(row[1]) for row in leaves))
+    count_width = max(len("parameters"), len(fmt.whole(result.total)), *(len(row[2]) for row in leaves))
+    head = max(leaf + 4, len("module") + 2)  # where the shapes start
+
+    def line(a: str, b: str, c: str) -> None:
+        console.print(Text(f"  {a:<{head - 2}}{b:<{shape}}  {c:>{count_width}}"), crop=False)
+
+    console.print(Text(f"{'module':<{head}}{'shape':<{shape}}  {'parameters':>{count_width}}", style="bold"),
+                  crop=False)
+    for module, rows in modules.items():
+        say(console, Text(module, style="cyan"))
+        for row in rows:
+            line(*row)
+    console.print(Text(f"{'total':<{head + shape + 2}}{fmt.whole(result.total):>{count_width}}", style="bold"),
+                  crop=False)
 
 
 def _tied(ledger: dict | None) -> bool:
@@ -331,54 +360,74 @@ def _ledger_rows(ledger: dict) -> list[tuple]:
     return rows
 
 
+HOW_WIDTH = 30  # the narrowest the ledger's "how" column is drawn: narrower, each row's how goes on a line of its own
+
+
 def render_ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
     """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
     rows = _ledger_rows(ledger)
 
-    def parameters(with_share: bool) -> Table:
+    def parameters(with_kind: bool, with_share: bool) -> Table:
         table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
                       title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
         table.add_column("component", footer="total", no_wrap=True)
-        table.add_column("kind", style="dim", footer="")
+        if with_kind:
+            table.add_column("kind", style="dim", footer="")
         table.add_column("parameters", justify="right", footer=fmt.whole(ledger["n_params"]), no_wrap=True)
         if with_share:
             table.add_column("share", justify="right", footer="100%", no_wrap=True)
-        for row in rows:
-            add_row(table, *(row if with_share else row[:3]))
+        for name, kind, count_, share in rows:
+            add_row(table, name, *([kind] if with_kind else []), count_, *([share] if with_share else []))
         return table
 
-    table = parameters(with_share=True)
-    if not fits(console, table):  # the share goes first: it follows from the counts
-        table = parameters(with_share=False)
+    # the share goes first (it follows from the counts), then the kind (the class name; the tied head is said below)
+    for with_kind, with_share in ((True, True), (True, False), (False, True), (False, False)):
+        table = parameters(with_kind, with_share)
+        if fits(console, table):
+            break
     console.print(table)
     B, T = ledger["batch_size"], ledger["seq_len"]
+    lines: list[tuple[str, str, str]] = []  # what, how much, how it is counted
+    add = lines.append
+    add(("forward, per token", fmt.flops(ledger["forward_flops_per_token"]),
+         f"matmuls: {fmt.flops(ledger['linear_flops_per_token'])} in Linear layers + "
+         f"{fmt.flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}"))
+    n = ledger["six_n_params"]  # a mixture of experts: the parameters a token runs through, fewer than all
+    which = "" if n == ledger["n_params"] else \
+        f", N = the {fmt.whole(n)} of {fmt.whole(ledger['n_params'])} parameters a token runs through"
+    add(("training, per step", fmt.flops(ledger["training_flops_per_step"]),
+         f"3 x forward x {B}x{T} tokens (6N rule{which}: {fmt.flops(ledger['six_n_flops_per_step'])})"))
+    add(("weights", fmt.size(ledger["weight_bytes"]), ""))
+    add(("gradients", fmt.size(ledger["grad_bytes"]), "one per trainable parameter"))
+    add((f"{ledger['optimizer_label']} state", fmt.size(ledger["optimizer_bytes"]), ledger["optimizer_state"]))
+    # The ledger counts the readable forward in float32 (tested within 10%); measured for the default
+    # model at batch 16: the fast path keeps 34.3 MiB, under bfloat16 autocast 25.8 MiB, against 37.9.
+    add(("activations", fmt.size(ledger["activation_bytes"]),
+         f"kept for backward at batch {B} x {T} by the readable forward in float32"))
+    add(("training total", fmt.size(ledger["total_bytes"]), "the four above"))
+    if kv:
+        saving = (f"; {count(kv['n_heads'], 'head')} would need {fmt.size(kv['mha_bytes_per_token'])} "
+                  f"({kv['n_heads'] // kv['kv_heads']}x)" if kv["kv_heads"] != kv["n_heads"] else "")
+        add(("KV cache, sampling", fmt.size(kv["window_bytes"]),
+             f"{fmt.size(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
+             f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}"))
     costs = Table(show_header=False, box=None, pad_edge=False, title=Text("compute and memory", style="bold"),
                   title_justify="left")
     costs.add_column("what", style="cyan", no_wrap=True)
     costs.add_column("value", justify="right", no_wrap=True)
     costs.add_column("how", style="dim")
-    add_row(costs, "forward, per token", fmt.flops(ledger["forward_flops_per_token"]),
-            f"matmuls: {fmt.flops(ledger['linear_flops_per_token'])} in Linear layers + "
-            f"{fmt.flops(ledger['attention_flops_per_token'])} in QK^T and AV at T={T}")
-    n = ledger["six_n_params"]  # a mixture of experts: the parameters a token runs through, fewer than all
-    which = "" if n == ledger["n_params"] else \
-        f", N = the {fmt.whole(n)} of {fmt.whole(ledger['n_params'])} parameters a token runs through"
-    add_row(costs, "training, per step", fmt.flops(ledger["training_flops_per_step"]),
-            f"3 x forward x {B}x{T} tokens (6N rule{which}: {fmt.flops(ledger['six_n_flops_per_step'])})")
-    add_row(costs, "weights", fmt.size(ledger["weight_bytes"]), "")
-    add_row(costs, "gradients", fmt.size(ledger["grad_bytes"]), "one per trainable parameter")
-    add_row(costs, f"{ledger['optimizer_label']} state", fmt.size(ledger["optimizer_bytes"]), ledger["optimizer_state"])
-    # The ledger counts the readable forward in float32 (tested within 10%); measured for the default
-    # model at batch 16: the fast path keeps 34.3 MiB, under bfloat16 autocast 25.8 MiB, against 37.9.
-    add_row(costs, "activations", fmt.size(ledger["activation_bytes"]),
-            f"kept for backward at batch {B} x {T} by the readable forward in float32")
-    add_row(costs, "training total", fmt.size(ledger["total_bytes"]), "the four above")
-    if kv:
-        saving = (f"; {count(kv['n_heads'], 'head')} would need {fmt.size(kv['mha_bytes_per_token'])} "
-                  f"({kv['n_heads'] // kv['kv_heads']}x)" if kv["kv_heads"] != kv["n_heads"] else "")
-        add_row(costs, "KV cache, sampling", fmt.size(kv["window_bytes"]),
-                f"{fmt.size(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
-                f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}")
-    console.print(costs)
+    for what, value, how in lines:
+        add_row(costs, what, value, how)
+    what_width = max(len(what) for what, _, _ in lines)
+    value_width = max(len(value) for _, value, _ in lines)
+    # Where "how" would stand a few words a line (40 columns: one), each line's how goes under it instead.
+    if console.width - what_width - value_width - 4 >= HOW_WIDTH:
+        console.print(costs)
+    else:
+        say(console, "compute and memory", "bold")
+        for what, value, how in lines:
+            say(console, Text(f"{what:<{what_width}}", style="cyan") + Text(f"  {value:>{value_width}}"))
+            if how:
+                say(console, how, "dim", indent=2)
     tied = "tied weights are counted once; " if _tied(ledger) else ""
     note(console, f"{tied}{cmd('params', all=True)} lists every tensor")
