@@ -140,3 +140,24 @@ def test_params_at_40_columns_splits_no_word(line, variant):
         lines = text.splitlines()
         how = [row for row in lines[lines.index("compute and memory") + 1:] if row.strip()]
         assert len(how) < 30
+
+
+# --- :step and :quantize int8 at 40 columns -----------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":step", ":step 12 top_k=3 top_p=0.9", ":step temperature=0", ":quantize int8"])
+def test_step_and_quantize_at_40_columns_cut_no_number(line, monkeypatch):
+    """At 40 columns :step cut every number to '0.1…' and '-0.…' (the logits, the scaled logits, the probabilities)
+    and :quantize int8 cut its row names to 'tokens…' and 'accura…'."""
+    from minitf_repl import render as R
+    from minitf_repl.commands import speed
+    from test_wrapping import broken_tokens, rendered
+
+    monkeypatch.setattr(speed, "QUANTIZE_TOKENS", 8)
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), TrainConfig(batch_size=2,
+                eval_batches=1), data_spec="sort:4", device_name="cpu")
+    result = run(s, line)
+    text = rendered(lambda console: R.render(result, console), 40)
+    assert "…" not in text and max(len(row) for row in text.splitlines()) <= 40
+    assert broken_tokens(lambda console: R.render(result, console), 40) == set()
+    if line.startswith(":step"):
+        picked = next(r for r in result.rows if r.picked)
+        assert f"{picked.prob:.3f}" in text.split()  # the probabilities, whole

@@ -20,7 +20,7 @@ from ..core.words import count
 from ..registry import Param, clip
 from ..render import fmt
 from ..render.renderers import render
-from ..render.tables import NARROW, add_row
+from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -215,19 +215,13 @@ def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeRe
                           ablations=[str(a) for a in active])
 
 
-@render.register(QuantizeResult)
-def render_quantize(result: QuantizeResult, console: Console) -> None:
-    m = result.measure
-    if m is None:
-        state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
-        verb = "now samples" if result.changed else "samples"
-        say(console, f"{cmd('gen')} {verb} from {state}", "green" if result.changed else "")
-        if result.mode == "off" and not result.changed:
-            note(console, f"{cmd('quantize', 'int8')} makes an int8 copy for sampling and measures it")
-        return
-    table = Table(header_style="bold", box=box.HEAVY_HEAD)
+def _quantize_table(m: QuantizeMeasure, narrow: bool) -> Table:
+    """The float model and its int8 copy side by side; `narrow` (40 columns): no box, the row names wrapped at
+    spaces and the numbers kept whole."""
+    table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow,
+                  collapse_padding=narrow)
     for header in ("", "float32", "int8", "change"):
-        table.add_column(header, justify="right" if header else "left")
+        table.add_column(header, justify="right" if header else "left", no_wrap=bool(header))
     ratio = f"{m.bytes_after / m.bytes_before:.2f}x" if m.bytes_before else "-"
     add_row(table, "weights (saved)", fmt.size(m.bytes_before), fmt.size(m.bytes_after), ratio)
     speed = f"{m.tokens_per_second_after / m.tokens_per_second_before:.2f}x" if m.tokens_per_second_before else "-"
@@ -239,6 +233,22 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
         add_row(table, "accuracy", fmt.pct(m.accuracy_before), fmt.pct(m.accuracy_after),
                 fmt.change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
     add_row(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
+    return table
+
+
+@render.register(QuantizeResult)
+def render_quantize(result: QuantizeResult, console: Console) -> None:
+    m = result.measure
+    if m is None:
+        state = "an int8 copy of the Linear layers" if result.mode == "int8" else "the float32 model"
+        verb = "now samples" if result.changed else "samples"
+        say(console, f"{cmd('gen')} {verb} from {state}", "green" if result.changed else "")
+        if result.mode == "off" and not result.changed:
+            note(console, f"{cmd('quantize', 'int8')} makes an int8 copy for sampling and measures it")
+        return
+    table = _quantize_table(m, narrow=False)
+    if not fits(console, table):
+        table = _quantize_table(m, narrow=True)
     console.print(table)
     if m.same_tokens < m.n_tokens:
         note(console, f"the int8 copy's greedy text parts from the float model's at token {m.same_tokens + 1} of "
