@@ -161,3 +161,23 @@ def test_step_and_quantize_at_40_columns_cut_no_number(line, monkeypatch):
     if line.startswith(":step"):
         picked = next(r for r in result.rows if r.picked)
         assert f"{picked.prob:.3f}" in text.split()  # the probabilities, whole
+
+
+# --- :params on a task: the rows training takes ---------------------------------------------------------------------
+def test_params_on_a_task_counts_the_rows_training_takes_not_the_window():
+    """sort:4 trains on rows of 8 tokens (the question and its answer) in a window of 32: the ledger counted every
+    step's FLOPs and activations at 4 x 32 tokens, four times what a step computes and keeps."""
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=32), TrainConfig(batch_size=4),
+                data_spec="sort:4", device_name="cpu")
+    x, _ = s.data.get_batch("train", 4, 32, s.trainer.generator)
+    T = x.shape[1]
+    assert T < 32
+    result = run(s, ":params")
+    ledger = result.ledger
+    assert ledger["seq_len"] == T and ledger["forward_flops_per_step"] == ledger["forward_flops_per_token"] * 4 * T
+    text = plain(result, 120)
+    assert f"3 x forward x 4x{T} tokens" in text and f"at batch 4 x {T}" in text
+    assert f"a training row of sort:4 is {T} tokens, the window 32" in text
+    corpus = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=32), TrainConfig(batch_size=4),
+                     data_spec="pydoc", device_name="cpu")
+    assert run(corpus, ":params").ledger["seq_len"] == 32  # a text's rows fill the window

@@ -259,6 +259,7 @@ class ParamsResult:
     ledger: dict | None = field(default=None, metadata={"json": "Ledger | None"})
     show_all: bool = False  # all=on: the per-tensor list instead of the ledger
     kv_cache: KVCacheSize | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
+    data: str = field(default="", metadata={"view_only": True})  # whose training rows the ledger counts (ledger.seq_len)
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
@@ -270,20 +271,35 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
 
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
-    ledger = cost_ledger(model, batch_size=session.train_config.batch_size,
+    ledger = cost_ledger(model, batch_size=session.train_config.batch_size, seq_len=training_length(session),
                          optimizer=session.train_config.optimizer).to_dict()
     config = model.config
     per_token = kv_cache_bytes_per_token(config)
     kv_cache = {"bytes_per_token": per_token, "kv_heads": config.kv_heads, "n_heads": config.n_heads,
                 "window_bytes": per_token * config.max_seq_len, "window": config.max_seq_len,
                 "mha_bytes_per_token": kv_cache_bytes_per_token(config.replace(n_kv_heads=None))}
-    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache)
+    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec)
+
+
+def training_length(session: Session) -> int | None:
+    """The tokens a training row of the session's data holds: the window (max_seq_len) for a text, fewer for a
+    task (sort:4 trains on its 8: the question and its answer). None where no batch can be drawn (the data is
+    gone): the ledger then counts the window."""
+    import torch
+
+    from ..core.errors import UserError
+
+    try:
+        x, _ = session.data.get_batch("train", 1, session.model_config.max_seq_len, torch.Generator().manual_seed(0))
+    except UserError:
+        return None
+    return int(x.shape[1])
 
 
 @render.register(ParamsResult)
 def render_params(result: ParamsResult, console: Console) -> None:
     if result.ledger is not None and not result.show_all:
-        render_ledger(result.ledger, console, result.kv_cache)
+        render_ledger(result.ledger, console, result.kv_cache, result.data)
         return
     table = Table(header_style="bold", show_footer=True)
     table.add_column("module", footer="total", no_wrap=True)
@@ -363,7 +379,7 @@ def _ledger_rows(ledger: dict) -> list[tuple]:
 HOW_WIDTH = 30  # the narrowest the ledger's "how" column is drawn: narrower, each row's how goes on a line of its own
 
 
-def render_ledger(ledger: dict, console: Console, kv: dict | None = None) -> None:
+def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: str = "") -> None:
     """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
     rows = _ledger_rows(ledger)
 
@@ -429,5 +445,8 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None) -> Non
             say(console, Text(f"{what:<{what_width}}", style="cyan") + Text(f"  {value:>{value_width}}"))
             if how:
                 say(console, how, "dim", indent=2)
+    if kv and T < kv["window"]:  # a task's rows: the question and its answer, not the window
+        note(console, f"a training row of {data or 'this data'} is {T} tokens, the window {kv['window']}: a step's "
+                      f"FLOPs and activations are counted at T={T}, the KV cache at the window")
     tied = "tied weights are counted once; " if _tied(ledger) else ""
     note(console, f"{tied}{cmd('params', all=True)} lists every tensor")

@@ -146,7 +146,8 @@ def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
 def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, optimizer: str = "adamw") -> Ledger:
     """The parameters, FLOPs and memory of training `model` on batches of batch_size x seq_len tokens.
 
-    seq_len defaults to the context window (max_seq_len), the length training batches have;
+    seq_len defaults to the context window (max_seq_len), the length a text's training batches have (a task's
+    rows are shorter: `:params` passes the length its data's batches have);
     `optimizer` (TrainConfig.optimizer) decides how much state the optimizer keeps per parameter.
     """
     config = model.config
