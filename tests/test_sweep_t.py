@@ -181,3 +181,19 @@ def test_params_on_a_task_counts_the_rows_training_takes_not_the_window():
     corpus = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=32), TrainConfig(batch_size=4),
                      data_spec="pydoc", device_name="cpu")
     assert run(corpus, ":params").ledger["seq_len"] == 32  # a text's rows fill the window
+
+
+# --- :train's speed of a one-step compiled run on a task -------------------------------------------------------------
+def test_a_compiled_runs_only_step_counts_the_tokens_it_trained_on(monkeypatch):
+    """A `:train steps=1` with compile=on (only the compiling step ran) gave its tokens/s as batch x max_seq_len over
+    the step's time: on sort:4 (rows of 8 tokens in a window of 32) four times the tokens it trained on."""
+    from minitf_repl.core import train as core_train
+
+    # "compiled": a wrapper of the same module, no compiler run
+    monkeypatch.setattr(core_train, "compile_module", lambda module: (lambda *a, **k: module(*a, **k), None))
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=32), TrainConfig(batch_size=4,
+                eval_batches=1, compile=True), data_spec="sort:4", device_name="cpu")
+    T = s.data.get_batch("train", 1, 32, s.trainer.generator)[0].shape[1]
+    result = run(s, ":train steps=1")
+    assert result.compile_seconds is not None
+    assert result.tokens_per_second == pytest.approx(4 * T / result.compile_seconds)

@@ -248,7 +248,7 @@ class Trainer:
         note(precision_note(cfg.dtype, self.device))
         self._join_ranks()
         ranks = distributed.world_size()  # speeds count the tokens of all ranks
-        compile_seconds, compiled = None, False
+        compile_seconds, compiled, compile_tokens = None, False, 0
         while self.run_remaining > 0:
             if self._peer_safe(self._stop_requested, should_stop):
                 stopped = True
@@ -280,7 +280,7 @@ class Trainer:
             compiling = through_compile and self._compile_pending
             if compiling:  # compilation is a one-off: timed apart from the steady-state speed
                 self._compile_pending = False
-                compile_seconds = step_seconds
+                compile_seconds, compile_tokens = step_seconds, x.numel() * ranks
             else:
                 tokens += x.numel() * ranks
                 busy += step_seconds
@@ -309,8 +309,8 @@ class Trainer:
 
         release_freed()  # what the steps freed goes back now, before a caller saves or draws (core.memory)
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
-        if not busy and compile_seconds is not None:  # only the compiling step ran
-            tokens, busy = done * cfg.batch_size * ranks * self.max_seq_len, compile_seconds
+        if not busy and compile_seconds is not None:  # only the compiling step ran: its own tokens (a task's rows
+            tokens, busy = compile_tokens, compile_seconds  # are shorter than the window)
         return RunSummary(
             steps=done, total_steps=self.step, run_remaining=self.run_remaining, stopped=stopped,
             train_loss=last.train_loss if last else None,
