@@ -264,7 +264,7 @@ class ParamsResult:
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
          params=[Param("all", bool, default=False, help="list every parameter tensor instead")],
-         json_version=2)  # fmt: skip
+         json_version=3)  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
     from ..core.ledger import cost_ledger
     from ..core.sizes import kv_cache_bytes_per_token
@@ -413,6 +413,10 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
         f", N = the {fmt.whole(n)} of {fmt.whole(ledger['n_params'])} parameters a token runs through"
     add(("training, per step", fmt.flops(ledger["training_flops_per_step"]),
          f"3 x forward x {B}x{T} tokens (6N rule{which}: {fmt.flops(ledger['six_n_flops_per_step'])})"))
+    if ledger["optimizer_flops_per_step"]:  # Muon: Newton-Schulz's products on each block matrix, every step
+        matrices = ledger["muon_matrices"]
+        add((f"{ledger['optimizer_label'].split()[0]}, per step", fmt.flops(ledger["optimizer_flops_per_step"]),
+             f"Newton-Schulz's products on each of the blocks' {matrices} matrices, whatever the batch"))
     add(("weights", fmt.size(ledger["weight_bytes"]), ""))
     add(("gradients", fmt.size(ledger["grad_bytes"]), "one per trainable parameter"))
     add((f"{ledger['optimizer_label']} state", fmt.size(ledger["optimizer_bytes"]), ledger["optimizer_state"]))

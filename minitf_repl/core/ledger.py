@@ -23,6 +23,10 @@ runs only the experts it is routed to, so the parameters grow with n_experts and
 Grouped-query attention leaves attention's FLOPs as they are (every query head still scores
 every key); only its K and V projections are smaller, as built.
 
+Muon's step adds products of its own, once a step whatever the batch: five Newton-Schulz steps on
+each block matrix (`optimizer_flops_per_step`, core.optimizers.newton_schulz_flops, checked against
+FlopCounterMode); AdamW's update is elementwise and adds none.
+
 The memory the forward pass keeps for backward is each part's own statement
 (`activation_floats`, core.model), so a new variant is counted without a change here.
 """
@@ -34,7 +38,8 @@ from dataclasses import asdict, dataclass
 import torch.nn as nn
 
 from .errors import UserError
-from .optimizers import STATE_WORDS, hidden_matrices
+from .optimizers import MUON_NS_STEPS, STATE_WORDS, hidden_matrices, newton_schulz_flops
+from .precision import DTYPES, fast_dtype
 from .trace import parameter_owners
 
 
@@ -61,6 +66,10 @@ class Ledger:
     training_flops_per_step: int  # 3 x forward: forward, then backward for inputs and weights
     six_n_flops_per_step: int  # 6 * six_n_params * tokens, the usual rule of thumb
     six_n_params: int  # the rule's N: the parameters a token runs through (n_params less experts it is not sent to)
+    # Muon's Newton-Schulz on every block matrix, each step, whatever the batch (0 for AdamW: its update is
+    # elementwise, no product); on the path the device takes (bfloat16, or float32's Gram matrices for wide ones)
+    optimizer_flops_per_step: int
+    muon_matrices: int  # the block matrices Muon orthogonalises (0 for AdamW)
     # memory in bytes, at the parameters' dtype
     weight_bytes: int
     grad_bytes: int  # one gradient per trainable parameter
@@ -171,7 +180,10 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
     active = active_parameters(model, n_params)
     weight_bytes = n_params * nbytes
     grad_bytes = trainable * nbytes
-    muon_entries = sum(p.numel() for _, p in hidden_matrices(model)) if optimizer == "muon" else 0
+    muon = hidden_matrices(model) if optimizer == "muon" else []
+    muon_entries = sum(p.numel() for _, p in muon)
+    ns_dtype = DTYPES[fast_dtype(first.device)]  # what BatchedMuon.step runs Newton-Schulz in here
+    optimizer_flops = sum(newton_schulz_flops(tuple(p.shape), MUON_NS_STEPS, ns_dtype) for _, p in muon)
     optimizer_bytes = (2 * trainable - muon_entries) * nbytes  # Muon: one buffer where AdamW keeps two
     activation_bytes = tokens * activation_floats_per_token(model, seq_len) * nbytes
     return Ledger(
@@ -186,6 +198,8 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
         training_flops_per_step=3 * forward * tokens,
         six_n_flops_per_step=6 * active * tokens,
         six_n_params=active,
+        optimizer_flops_per_step=optimizer_flops,
+        muon_matrices=len(muon),
         weight_bytes=weight_bytes,
         grad_bytes=grad_bytes,
         optimizer_bytes=optimizer_bytes,

@@ -62,6 +62,7 @@ STATE_WORDS = {
 }
 MUON_LR_ADJUSTMENT = "match_rms_adamw"  # see the module docstring
 MUON_MOMENTUM = ADAMW_BETAS[0]  # 0.9, not torch's 0.95: see the module docstring
+MUON_NS_STEPS = 5  # torch.optim.Muon's default ns_steps, which BatchedMuon keeps (the ledger counts their FLOPs)
 FUSED_ADAMW = True
 
 
@@ -232,6 +233,16 @@ def newton_schulz(X: torch.Tensor, coefficients: tuple, steps: int, eps: float,
         B = torch.baddbmm(A, A, A, beta=b, alpha=c)  # b A + c A^2
         X = torch.baddbmm(X, B, X, beta=a)  # a X + B X
     return X
+
+
+def newton_schulz_flops(shape: tuple, steps: int, dtype: torch.dtype) -> int:
+    """FLOPs (2 per multiply-add) of newton_schulz's products on one matrix of `shape`, turned wide (m x n, m <= n)
+    as BatchedMuon.step turns it: 4 m^2 n + 2 m^3 a step (X X^T, its square, the product with X), or on the
+    Gram matrix's path 4 m^2 n once and 8 m^3 a step after the first (2 m^3)."""
+    m, n = sorted(shape[-2:])
+    if n >= 2 * m and dtype != torch.bfloat16:
+        return 4 * m * m * n + 2 * m**3 + (steps - 1) * 8 * m**3
+    return steps * (4 * m * m * n + 2 * m**3)
 
 
 def _gram_newton_schulz(X: torch.Tensor, a: float, b: float, c: float, steps: int) -> torch.Tensor:
