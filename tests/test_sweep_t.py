@@ -234,3 +234,18 @@ def test_params_counts_muons_newton_schulz_products_as_flop_counter_measures_the
     text = plain(run(s, ":params"), 120)
     assert "Muon, per step" in text
     assert "Newton-Schulz's products on each of the blocks' 6 matrices, whatever the batch" in text
+
+
+# --- :ngram on data no context predicts ------------------------------------------------------------------------------
+def test_ngram_on_random_tokens_does_not_say_the_counted_texts_loss_keeps_falling():
+    """On random:5 every counter's train loss read 1.609, as the uniform guess's; :ngram still said 'past n = 0 a
+    longer context costs on val (1.610 at n = 3) while the counted text's loss keeps falling (1.609)'."""
+    from minitf_repl.commands.counting import NgramResult, NgramRow, explanation
+
+    rows = [NgramRow(0, 0, 1.0, 1.6094, 1.6094, None, None), NgramRow(1, 1, 1.0, 1.6093, 1.6095, None, None),
+            NgramRow(2, 5, 1.0, 1.6092, 1.6096, None, None), NgramRow(3, 25, 0.98, 1.6089, 1.6101, None, None)]
+    result = NgramResult("random:5", "token", 5, 262_144, 262_144, 4096, 4096, True, rows, None, 0, 1.643, None, 64,
+                         True)
+    said = " ".join(explanation(result))
+    assert "keeps falling" not in said and "past n = 0" not in said
+    assert "no counter beats the uniform guess by much" in said

@@ -201,7 +201,11 @@ def explanation(result: NgramResult) -> list[str]:
     counted = [row for row in result.rows if row.n >= 1]
     top = best(result)
     longest = counted[-1] if counted else None
-    if longest is not None and longest.n > top.n and longest.val_loss > top.val_loss:
+    # The memorising a table does: val's loss rising past the best while the counted text's falls, as the table
+    # shows them (on random tokens every train loss reads the uniform guess's: nothing falls, nothing is learned).
+    falls = longest is not None and f"{longest.train_loss:.3f}" != f"{top.train_loss:.3f}" \
+        and longest.train_loss < top.train_loss
+    if longest is not None and longest.n > top.n and longest.val_loss > top.val_loss and falls:
         unseen = 1 - longest.seen
         each = result.train_tokens / max(1, longest.contexts)  # times a context was counted, on average
         if unseen >= 0.05:
