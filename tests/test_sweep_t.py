@@ -249,3 +249,18 @@ def test_ngram_on_random_tokens_does_not_say_the_counted_texts_loss_keeps_fallin
     said = " ".join(explanation(result))
     assert "keeps falling" not in said and "past n = 0" not in said
     assert "no counter beats the uniform guess by much" in said
+
+
+# --- :muon in an AdamW session ------------------------------------------------------------------------------------
+def test_muon_in_an_adamw_session_shows_the_step_the_switch_to_muon_would_take():
+    """After :set optimizer=adamw (lr 0.006, AdamW's recipe on pydoc) :muon worked the step out at lr 0.006 and said
+    ':set optimizer=muon makes Muon take these steps', though that switch brings Muon's recipe back: lr 0.01."""
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), TrainConfig(batch_size=2),
+                data_spec="pydoc", device_name="cpu")
+    run(s, ":set optimizer=adamw")
+    assert s.train_config.lr == 0.006
+    result = run(s, ":muon")
+    assert result.step.lr == 0.01
+    assert ":set optimizer=muon makes Muon take these steps" in plain(result)
+    run(s, ":set lr=0.003")  # set by hand: the switch keeps it, and so does the step shown
+    assert run(s, ":muon").step.lr == 0.003

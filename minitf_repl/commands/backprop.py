@@ -281,6 +281,10 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     from ..core.muon_step import muon_step
 
     train = session.train_config
+    if train.optimizer != "muon":  # the rate :set optimizer=muon would train at: Muon's recipe's, unless set by hand
+        from ..core.recipes import follow_optimizer
+
+        train = follow_optimizer(train, train.replace(optimizer="muon"), session.recipe_data)[0]
     step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
                      batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
                      lr=train.lr)
