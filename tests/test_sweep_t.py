@@ -12,7 +12,9 @@ hold the same token. `:params` at 40 columns stood its costs' explanations a wor
 `:params all=on` folded every tensor's name mid-word. `:step` at 40 columns cut every number to '0.1…' and `:quantize
 int8` its row names. `:params` on a task counted each step at the whole window where a row is the question and its
 answer; a compiled one-step `:train` on a task counted its tokens at the window too; and under Muon the ledger's
-'matrix products' left out Newton-Schulz's.
+'matrix products' left out Newton-Schulz's. `:ngram` on random tokens said the counted text's loss kept falling where
+every counter's read the uniform guess's; `:muon` in an AdamW session worked Muon's step out at AdamW's rate, not the
+one `:set optimizer=muon` brings.
 """
 
 import pytest
