@@ -266,3 +266,15 @@ def test_muon_in_an_adamw_session_shows_the_step_the_switch_to_muon_would_take()
     assert ":set optimizer=muon makes Muon take these steps" in plain(result)
     run(s, ":set lr=0.003")  # set by hand: the switch keeps it, and so does the step shown
     assert run(s, ":muon").step.lr == 0.003
+
+
+# --- :lrfind's chart of a test that rose from its first step -------------------------------------------------------
+def test_lrfind_draws_a_curve_that_rose_from_its_first_step():
+    """`:lrfind low=1 high=1000` blew up at its third step: the chart, cut where the loss first passes where it
+    started, drew one point between axis labels that both read 1e+00."""
+    from test_render import text_of
+
+    rates = [1.0, 1.87, 3.51]
+    text = text_of(curve(0.006, rates, [4.619, 10.05, 15.12], blown=3.51), 100)
+    assert "lr 1e+00" in text and "4e+00" in text
+    assert text.count("•") >= 2 + 1  # the two points past the lowest (■ marks the first) and the legend's

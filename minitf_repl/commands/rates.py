@@ -161,6 +161,8 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     start = test.smoothed[0]
     end = next((k - 1 for k in range(k_low + 1, len(test.smoothed))
                 if test.smoothed[k] > start + WOBBLE * abs(start)), len(test.smoothed) - 1)
+    if end < 2:  # it rose from its first steps: a point or two would draw nothing, the whole rise is the curve
+        end = len(test.smoothed) - 1
     steps = list(range(end + 1))
     curves = [Curve("smoothed loss", steps, test.smoothed[: end + 1], "•", "cyan")]
     marks = [("steepest", test.steepest, "▼", "green"), ("lowest", test.lowest, "■", "yellow"),
