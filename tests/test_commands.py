@@ -637,7 +637,10 @@ def test_device_says_what_a_bfloat16_steps_attention_runs_in_at_the_models_shape
     run(s, ":set n_kv_heads=1")
     result = run(s, ":device")
     m = s.model_config
-    shape = [s.train_config.batch_size, m.n_heads, 1, m.max_seq_len, m.head_dim]
+    import torch
+
+    T = s.data.get_batch("train", 1, m.max_seq_len, torch.Generator())[0].shape[1]  # sort:4's rows, not the window
+    shape = [s.train_config.batch_size, m.n_heads, 1, T, m.head_dim]
     assert asked == [tuple(shape)] and result.cpu_attention_shape == shape
     assert result.cpu_attention_dtype == ("bfloat16" if speedup > 1 else "float32")
     assert result.cpu_attention_speedup == speedup

@@ -278,3 +278,20 @@ def test_lrfind_draws_a_curve_that_rose_from_its_first_step():
     text = text_of(curve(0.006, rates, [4.619, 10.05, 15.12], blown=3.51), 100)
     assert "lr 1e+00" in text and "4e+00" in text
     assert text.count("•") >= 2 + 1  # the two points past the lowest (■ marks the first) and the legend's
+
+
+# --- :device's attention kernel at the shape training runs ---------------------------------------------------------
+def test_device_measures_the_attention_kernel_at_the_rows_training_takes(monkeypatch):
+    """On sort:4 (rows of 8 tokens) :device said what a bfloat16 step's attention runs in 'at batch 16 x 4 heads x 64
+    positions', the window, where every training step's attention is 8 positions long and decided at that shape."""
+    from minitf_repl.commands import speed
+    from minitf_repl.core import fastpath
+
+    asked = []
+    monkeypatch.setattr(fastpath, "attention_dtype_at", lambda *shape: (asked.append(shape), ("float32", 0.5))[1])
+    monkeypatch.setattr(speed, "_train_dtype", speed._train_dtype)  # the real one, which asks attention_dtype_at
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=32), TrainConfig(batch_size=4,
+                dtype="bfloat16"), data_spec="sort:4", device_name="cpu")
+    T = s.data.get_batch("train", 1, 32, s.trainer.generator)[0].shape[1]
+    result = run(s, ":device")
+    assert result.cpu_attention_shape == [4, 2, 2, T, 8] and asked == [(4, 2, 2, T, 8)]

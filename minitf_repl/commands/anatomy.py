@@ -24,7 +24,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import ablation_note, check_layer, command, switched_off, view_prompt
+from .base import ablation_note, check_layer, command, switched_off, training_length, view_prompt
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.trace import TraceRecord
@@ -279,21 +279,6 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
                 "window_bytes": per_token * config.max_seq_len, "window": config.max_seq_len,
                 "mha_bytes_per_token": kv_cache_bytes_per_token(config.replace(n_kv_heads=None))}
     return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec)
-
-
-def training_length(session: Session) -> int | None:
-    """The tokens a training row of the session's data holds: the window (max_seq_len) for a text, fewer for a
-    task (sort:4 trains on its 8: the question and its answer). None where no batch can be drawn (the data is
-    gone): the ledger then counts the window."""
-    import torch
-
-    from ..core.errors import UserError
-
-    try:
-        x, _ = session.data.get_batch("train", 1, session.model_config.max_seq_len, torch.Generator().manual_seed(0))
-    except UserError:
-        return None
-    return int(x.shape[1])
 
 
 @render.register(ParamsResult)

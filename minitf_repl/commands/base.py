@@ -209,3 +209,16 @@ def ablation_note(console: Console, ablations: list[str],
     if ablations:
         note(console, f"switched off now: {', '.join(ablations)} ({cmd('ablate', 'off')} puts the model back); "
                       f"{reading}")
+
+
+def training_length(session) -> int | None:
+    """The tokens a training row of the session's data holds: the window (max_seq_len) for a text, fewer for a
+    task (sort:4 trains on its 8: the question and its answer). None where no batch can be drawn (the data is
+    gone): the ledger then counts the window."""
+    import torch
+
+    try:
+        x, _ = session.data.get_batch("train", 1, session.model_config.max_seq_len, torch.Generator().manual_seed(0))
+    except UserError:
+        return None
+    return int(x.shape[1])

@@ -25,7 +25,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import REPL, cmd, syntax
-from .base import command, complete_device, default_prompt
+from .base import command, complete_device, default_prompt, training_length
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.device import DeviceInfo
@@ -113,7 +113,9 @@ def _cpu_attention(session: Session, device, train_dtype: str | None) -> dict:
             or not session.train_config.fast_path):
         return {}
     m = session.model_config
-    shape = [session.train_config.batch_size, m.n_heads, m.kv_heads, m.max_seq_len, m.head_dim]
+    # at the length a training row of the data has (a task's: the question and its answer), as a step decides it
+    shape = [session.train_config.batch_size, m.n_heads, m.kv_heads, training_length(session) or m.max_seq_len,
+             m.head_dim]
     dtype, speedup = attention_dtype_at(*shape)
     return {"cpu_attention_dtype": dtype, "cpu_attention_shape": shape, "cpu_attention_speedup": round(speedup, 2)}
 
