@@ -157,7 +157,7 @@ def test_muon_in_the_shell():
     tall = run(s, ":muon layer=1 matrix=ffn.fc_in seed=2")
     assert tall.step.had_momentum and "(64 x 32, taken as its 32 x 64 transpose" in plain(tall)
     assert "the session's momentum" in plain(tall)
-    assert json_document(REGISTRY["muon"], tall)["schema"] == "minitf.muon/2"
+    assert json_document(REGISTRY["muon"], tall)["schema"] == "minitf.muon/3"
     with pytest.raises(UserError, match="layer must be in 0..1"):
         run(s, ":muon layer=2")
     with pytest.raises(UserError, match="no matrix 'ffn.nope'"):

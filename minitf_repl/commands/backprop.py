@@ -275,7 +275,7 @@ def _complete_matrix(session: Session) -> list[str]:
                               "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
                               "lists the model's)", complete=_complete_matrix, meta="NAME"),
     Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     layer = check_layer(session, args["layer"])
     from ..core.muon_step import muon_step

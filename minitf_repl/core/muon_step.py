@@ -72,7 +72,7 @@ class MuonStep:
     o_top_share: float  # the same for O, Newton-Schulz's result
     settled: float  # share of O's singular values between 0.5 and 1.5
     orthogonal_share: float  # top / min(A, B): what an exactly orthogonal matrix has
-    lr: float  # the session's peak rate
+    lr: float  # the peak rate Muon trains at: the session's, or under AdamW the one :set optimizer=muon brings
     step_scale: float  # lr * 0.2 sqrt(max(A, B)): what O is multiplied by
     step_rms: float  # the RMS of one entry's move, step_scale * rms(O)
     relative_step: float  # ||step_scale O|| / ||W||
