@@ -295,3 +295,15 @@ def test_device_measures_the_attention_kernel_at_the_rows_training_takes(monkeyp
     T = s.data.get_batch("train", 1, 32, s.trainer.generator)[0].shape[1]
     result = run(s, ":device")
     assert result.cpu_attention_shape == [4, 2, 2, T, 8] and asked == [(4, 2, 2, T, 8)]
+
+
+# --- :lrfind: a rate just below the steepest point -------------------------------------------------------------------
+def test_lrfind_does_not_say_a_rate_below_the_steepest_point_sits_between_it_and_the_lowest():
+    """lr 0.01 against a steepest fall at 0.015 and a lowest point at 0.12 'sits between where the loss falls
+    fastest and where it is lowest', said :lrfind on a mixture of experts, though 0.01 is below both."""
+    rates = [1e-5 * 10 ** (k / 2) for k in range(11)]  # 1e-5 .. 1
+    smoothed = [4.6, 4.6, 4.59, 4.58, 4.5, 4.4, 4.2, 4.1, 4.3, 5.0, 6.0]
+    said = where(curve(0.01, rates, smoothed, steepest=0.015))
+    assert "sits between" not in said
+    assert "just below where the loss falls fastest (0.015)" in said and "where a run's peak rate belongs" in said
+    assert "sits between" in where(curve(0.03, rates, smoothed, steepest=0.015))  # between them, as before

@@ -126,6 +126,10 @@ def where(result: LrfindResult) -> str:
     if lr < test.rates[0]:  # the test started above your rate: the curve says nothing of it
         return (f"{yours} lies below the test's first rate ({test.rates[0]:.2g}): "
                 f"{cmd('lrfind', **again(test, low=_round(min(LOW, lr / 3))))} reads from below it")
+    if test.steepest is not None and lr < test.steepest:  # within the factor of 3 the points are read to
+        return (f"{yours} sits just below where the loss falls fastest ({test.steepest:.2g}), within the factor of "
+                f"3 the points are read to, and below where it is lowest ({test.lowest:.2g}): where a run's peak "
+                f"rate belongs (it spends many steps at its peak where the test spent one)")
     return (f"{yours} sits between where the loss falls fastest and where it is lowest: where a run's peak rate "
             f"belongs (it spends many steps at its peak where the test spent one)")
 
