@@ -14,7 +14,9 @@ int8` its row names. `:params` on a task counted each step at the whole window w
 answer; a compiled one-step `:train` on a task counted its tokens at the window too; and under Muon the ledger's
 'matrix products' left out Newton-Schulz's. `:ngram` on random tokens said the counted text's loss kept falling where
 every counter's read the uniform guess's; `:muon` in an AdamW session worked Muon's step out at AdamW's rate, not the
-one `:set optimizer=muon` brings.
+one `:set optimizer=muon` brings. `:device` on a task measured the attention kernel at the window, not the rows
+training runs; `:lrfind` drew a one-point chart of a test that rose from its first steps, and said a rate below the
+steepest point sat between it and the lowest.
 """
 
 import pytest
