@@ -309,3 +309,23 @@ def test_lrfind_does_not_say_a_rate_below_the_steepest_point_sits_between_it_and
     assert "sits between" not in said
     assert "just below where the loss falls fastest (0.015)" in said and "where a run's peak rate belongs" in said
     assert "sits between" in where(curve(0.03, rates, smoothed, steepest=0.015))  # between them, as before
+
+
+# --- :quantize int8 times decoding as :gen decodes -----------------------------------------------------------------
+def test_quantize_times_decoding_with_the_cache_setting_gen_uses(monkeypatch):
+    """With :set cache=off (every token recomputes the prefix) :quantize int8 still timed both models with the KV
+    cache on, so its tokens/s was not the speed :gen samples at in this session."""
+    from minitf_repl.commands import speed
+    from minitf_repl.core import quantize
+
+    seen = []
+    real = quantize.generate
+    monkeypatch.setattr(quantize, "generate", lambda model, prompt, config: (seen.append(config.cache),
+                                                                             real(model, prompt, config))[1])
+    monkeypatch.setattr(speed, "QUANTIZE_TOKENS", 4)
+    s = Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), TrainConfig(batch_size=2,
+                eval_batches=1), data_spec="sort:4", device_name="cpu")
+    run(s, ":set cache=off")
+    result = run(s, ":quantize int8")
+    assert seen and not any(seen) and result.measure.cache is False
+    assert "tokens/s (4, greedy, cache off)" in plain(result)

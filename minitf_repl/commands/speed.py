@@ -191,7 +191,7 @@ class QuantizeResult:
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
                "(default: show which is on)"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
     mode = (args["mode"] or "").strip()
     on = session.has_model and session.sampling_copy
@@ -212,7 +212,8 @@ def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeRe
     session.set_sampling_model(qmodel)
     session.set_ablations(active)
     prompt = default_prompt(tokenizer)  # where :gen starts without a prompt
-    result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS)
+    result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS,
+                     cache=session.gen_config.cache)  # timed as :gen decodes: with the cache, or without it
     return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device),
                           ablations=[str(a) for a in active])
 
@@ -227,7 +228,8 @@ def _quantize_table(m: QuantizeMeasure, narrow: bool) -> Table:
     ratio = f"{m.bytes_after / m.bytes_before:.2f}x" if m.bytes_before else "-"
     add_row(table, "weights (saved)", fmt.size(m.bytes_before), fmt.size(m.bytes_after), ratio)
     speed = f"{m.tokens_per_second_after / m.tokens_per_second_before:.2f}x" if m.tokens_per_second_before else "-"
-    add_row(table, f"tokens/s ({m.n_tokens}, greedy)", fmt.rate(m.tokens_per_second_before),
+    add_row(table, f"tokens/s ({m.n_tokens}, greedy{'' if m.cache else ', cache off'})",
+            fmt.rate(m.tokens_per_second_before),
             fmt.rate(m.tokens_per_second_after), speed)
     add_row(table, "val loss", fmt.num(m.val_loss_before), fmt.num(m.val_loss_after),
             fmt.change(m.val_loss_before, m.val_loss_after, lambda d: f"{d:.4f}"))

@@ -103,6 +103,7 @@ class QuantizeMeasure:
     accuracy_after: float | None = None
     device: str = "cpu"
     repeats: int = 3
+    cache: bool = True  # timed with the KV cache (off: every token recomputes the prefix), as :gen samples
 
 
 @torch.no_grad()
@@ -132,27 +133,28 @@ def count_quantized(model: nn.Module) -> int:
     return sum(1 for m in model.modules() if isinstance(m, Int8Linear))
 
 
-def _greedy(model: nn.Module, prompt_ids: list[int], n_tokens: int) -> tuple[list[int], float]:
+def _greedy(model: nn.Module, prompt_ids: list[int], n_tokens: int, cache: bool = True) -> tuple[list[int], float]:
     start = time.perf_counter()
-    ids = list(generate(model, prompt_ids, GenConfig(n=n_tokens, temperature=0.0)))
+    ids = list(generate(model, prompt_ids, GenConfig(n=n_tokens, temperature=0.0, cache=cache)))
     return ids, time.perf_counter() - start
 
 
 def measure(model: nn.Module, qmodel: nn.Module, trainer, prompt_ids: list[int], n_tokens: int = 64,
-            repeats: int = 3) -> QuantizeMeasure:
+            repeats: int = 3, cache: bool = True) -> QuantizeMeasure:
     """Size, greedy-decoding speed and validation loss of `model` and its int8 copy `qmodel`.
 
     Both run on the CPU (a model elsewhere is copied there), alternately, `repeats` times after a
-    warm-up; the speeds are medians. The validation loss uses the trainer's own batches.
+    warm-up; the speeds are medians, decoding with the KV cache or without it (`cache`: as :gen
+    samples). The validation loss uses the trainer's own batches.
     """
     reference = model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
     times: dict[str, list[float]] = {"float": [], "int8": []}
     tokens: dict[str, list[int]] = {}
     for name, m in (("float", reference), ("int8", qmodel)):
-        _greedy(m, prompt_ids, min(4, n_tokens))  # warm-up: first-call allocations and kernel choice
+        _greedy(m, prompt_ids, min(4, n_tokens), cache)  # warm-up: first-call allocations and kernel choice
     for _ in range(repeats):
         for name, m in (("float", reference), ("int8", qmodel)):
-            ids, seconds = _greedy(m, prompt_ids, n_tokens)
+            ids, seconds = _greedy(m, prompt_ids, n_tokens, cache)
             times[name].append(seconds)
             tokens[name] = ids
     pairs = list(zip(tokens["float"], tokens["int8"]))
@@ -165,7 +167,7 @@ def measure(model: nn.Module, qmodel: nn.Module, trainer, prompt_ids: list[int],
         tokens_per_second_before=n_tokens / max(statistics.median(times["float"]), 1e-9),
         tokens_per_second_after=n_tokens / max(statistics.median(times["int8"]), 1e-9),
         same_tokens=same, val_loss_before=val_before, val_loss_after=val_after,
-        accuracy_before=acc_before, accuracy_after=acc_after, repeats=repeats,
+        accuracy_before=acc_before, accuracy_after=acc_after, repeats=repeats, cache=cache,
     )
 
 
