@@ -1,0 +1,22 @@
+"""What a user's-eye sweep of generation and tokens (:gen, :kv, :score, :tok, :ngram, :embed) found: each test
+failed before its fix.
+"""
+
+import math
+import re
+
+from test_commands import run, tiny_session
+from test_render import text_of
+
+
+# --- :score at a narrow terminal ---------------------------------------------------------------------------
+def test_score_at_40_columns_cuts_no_number_and_no_header():
+    s = tiny_session()
+    run(s, ":train steps=2")
+    for line in (":score 1234=1234", ":score 1234=1234 counter=3"):
+        result = run(s, line)
+        shown = text_of(result, 40)
+        assert "…" not in shown, shown  # p read "0.0…", the headers "rea…" and "best gue…"
+        for p in result.target_probs:  # p itself, or only -ln p where the p column gave way to fit
+            assert f"{p:.3f}" in shown or f"{-math.log(p):.3f}" in shown
+        assert max(len(line) for line in shown.splitlines()) <= 40
