@@ -5,6 +5,10 @@ failed before its fix.
 import math
 import re
 
+import pytest
+
+from minitf_repl.core.errors import UserError
+
 from test_commands import run, tiny_session
 from test_render import text_of
 
@@ -20,3 +24,13 @@ def test_score_at_40_columns_cuts_no_number_and_no_header():
         for p in result.target_probs:  # p itself, or only -ln p where the p column gave way to fit
             assert f"{p:.3f}" in shown or f"{-math.log(p):.3f}" in shown
         assert max(len(line) for line in shown.splitlines()) <= 40
+
+
+# --- the example an error gives is one the data can read --------------------------------------------------
+def test_the_example_an_error_suggests_runs_on_a_task():
+    s = tiny_session()  # sort: digits and '=', no letters
+    for line in (":tok", ":score 1"):
+        with pytest.raises(UserError) as caught:
+            run(s, line)
+        suggested = re.search(r"e\.g\. (:\w+ \S+)", str(caught.value)).group(1)
+        run(s, suggested)  # it said ":tok hello", which sort's vocabulary cannot read

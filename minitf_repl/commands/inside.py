@@ -35,7 +35,8 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
+                   example_text, known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt,
+                   with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import data_since, history_series, plot_levels
@@ -756,7 +757,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
-        raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
+        raise UserError(f"give some text, e.g. {cmd('tok', example_text(session.data))}")
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
     result = TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)

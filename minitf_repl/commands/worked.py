@@ -33,7 +33,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command,
-                   switched_off, view_prompt)
+                   example_text, switched_off, view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -47,7 +47,7 @@ def read_at(session: Session, name: str, args: dict, reporter: Reporter,
     at, checked: None is `default(T)`, a negative one counts from the end."""
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
-        raise UserError(f"give some text, e.g. {cmd(name, 'hello')}")
+        raise UserError(f"give some text, e.g. {cmd(name, example_text(session.data))}")
     T = len(ids)
     at = default(T) if args["at"] is None else args["at"]
     if not -T <= at < T:
@@ -774,7 +774,7 @@ class KvResult:
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
-        raise UserError(f"give some text, e.g. {cmd('kv', 'hello')}")
+        raise UserError(f"give some text, e.g. {cmd('kv', example_text(session.data))}")
     from ..core.inside import cached_decoding
 
     model = session.sampling_model  # what :gen decodes: the int8 copy while :quantize int8 is on
