@@ -34,3 +34,18 @@ def test_the_example_an_error_suggests_runs_on_a_task():
             run(s, line)
         suggested = re.search(r"e\.g\. (:\w+ \S+)", str(caught.value)).group(1)
         run(s, suggested)  # it said ":tok hello", which sort's vocabulary cannot read
+
+
+# --- :ngram explains only the columns it shows ------------------------------------------------------------
+def ngram_result():
+    from minitf_repl.commands.counting import NgramResult, NgramRow
+
+    rows = [NgramRow(n, 10 * n, 0.9, 3.0 - n / 2, 3.0 - n / 3, None, None, 100 * n if n < 3 else None)
+            for n in range(5)]
+    return NgramResult("pydoc", "character", 100, 1000, 1000, 100, 100, False, rows, None, 300, 2.2, None, 64, True)
+
+
+def test_ngram_says_what_model_below_it_means_only_where_the_column_is_shown():
+    wide, narrow = text_of(ngram_result(), 120), text_of(ngram_result(), 40)
+    assert "model below it" in wide and "model below it:" in " ".join(wide.split())
+    assert "below it" not in " ".join(narrow.split())  # the column was dropped, its note stayed

@@ -141,9 +141,12 @@ def render_ngram(result: NgramResult, console: Console) -> None:
                                   (7, result.model_step == 0)) if empty]
     names = [name for k, name in enumerate(names) if k not in dropped]
     rows = [[cell for k, cell in enumerate(r) if k not in dropped] for r in rows]
-    console.print(fitting_table(console, names, rows, left=("n", "reads"),
-                                optional=("bits/char", "contexts", "val seen", "train loss", "model below it")))
-    if result.model_step and any(row.model_below_at is not None for row in result.rows):
+    table = fitting_table(console, names, rows, left=("n", "reads"),
+                          optional=("bits/char", "contexts", "val seen", "train loss", "model below it"))
+    console.print(table)
+    shown = {" ".join(str(column.header).split()) for column in table.columns}
+    # where the column is shown (a narrow terminal drops it): the note explains it
+    if "model below it" in shown and any(row.model_below_at is not None for row in result.rows):
         note(console, "model below it: the first evaluation on this data at which the model's val loss was under the "
                       "counter's (the order it learns in: the next character's frequencies first, longer contexts "
                       "later)" if unit == "character" else "model below it: the first evaluation on this data at "
