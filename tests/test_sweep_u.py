@@ -49,3 +49,11 @@ def test_ngram_says_what_model_below_it_means_only_where_the_column_is_shown():
     wide, narrow = text_of(ngram_result(), 120), text_of(ngram_result(), 40)
     assert "model below it" in wide and "model below it:" in " ".join(wide.split())
     assert "below it" not in " ".join(narrow.split())  # the column was dropped, its note stayed
+
+
+# --- :gen show=probs at a narrow terminal -----------------------------------------------------------------
+def test_the_probability_scale_is_not_broken_at_40_columns():
+    s = tiny_session()
+    shown = text_of(run(s, ":gen 1234= show=probs seed=1"), 40)
+    scale = next(line for line in shown.splitlines() if line.startswith("0 ") or "picked: 0" in line)
+    assert scale.rstrip().endswith("1.00"), shown  # "1.00" had wrapped to a line of its own

@@ -320,4 +320,4 @@ def render_probs(result: GenResult, console: Console) -> None:
             console.print(Text("".join(shades[at:end]), style="dim"), highlight=False,
                           no_wrap=True, overflow="ignore")
             at = end
-    console.print(legend(1.0, as_text, "probability when picked"), highlight=False)
+    console.print(legend(1.0, as_text, "probability when picked", console.width), highlight=False)

@@ -28,8 +28,9 @@ def cell(frac: float, width: int, as_text: bool, text: str = "") -> Text:
     return Text(text.ljust(width) if text else " " * width, style=Style(bgcolor=Color.from_rgb(r, g, b), color=fg))
 
 
-def legend(peak: float, as_text: bool, what: str = "weight") -> Text:
-    """The scale from 0 to `peak`, as shades or colours."""
+def legend(peak: float, as_text: bool, what: str = "weight", width: int | None = None) -> Text:
+    """The scale from 0 to `peak`, as shades or colours. Where the line is wider than `width` (a narrow terminal),
+    `what` goes on a line of its own, so that the scale is not broken with its top value under it."""
     line = Text(f"{what}: 0 ", style="dim")
     if as_text:
         line.append(" ".join(SHADES))
@@ -37,6 +38,9 @@ def legend(peak: float, as_text: bool, what: str = "weight") -> Text:
         for i in range(len(SCALE) * 2):
             line.append_text(cell(i / (len(SCALE) * 2 - 1), 1, False))
     line.append(f" {peak:.2f}", style="dim")
+    if width is not None and line.cell_len > width:
+        head = Text(f"{what}:\n", style="dim")
+        return head + line[len(what) + 2:]
     return line
 
 
