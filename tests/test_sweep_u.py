@@ -10,7 +10,7 @@ import pytest
 from minitf_repl.core.errors import UserError
 
 from test_commands import run, tiny_session
-from test_render import text_of
+from test_render import plain, text_of
 
 
 # --- :score at a narrow terminal ---------------------------------------------------------------------------
@@ -57,3 +57,17 @@ def test_the_probability_scale_is_not_broken_at_40_columns():
     shown = text_of(run(s, ":gen 1234= show=probs seed=1"), 40)
     scale = next(line for line in shown.splitlines() if line.startswith("0 ") or "picked: 0" in line)
     assert scale.rstrip().endswith("1.00"), shown  # "1.00" had wrapped to a line of its own
+
+
+# --- :gen on a task where n ends the text inside the answer -----------------------------------------------
+def test_gen_says_why_an_answer_cut_short_by_n_is_not_graded():
+    s = tiny_session("sort:4")
+    asked = run(s, ":gen n=3 seed=1")  # no prompt: one of the task's questions, whose answer has 4 characters
+    shown = plain(asked)
+    assert asked.answer is None and asked.unfinished
+    assert f"asked {asked.prompt}" in shown  # it said "started from '1234='", as of any start character
+    assert "n=3 ended the text 3 characters into the answer" in shown and f":gen {asked.prompt} n=4" in shown
+    given = run(s, ":gen 1234=5 n=1")
+    assert "1 more" not in plain(given) and ":gen 1234=5 n=3" in plain(given)
+    assert run(s, ":gen 1234= n=4").unfinished is None  # whole: graded
+    assert run(s, ":gen 12 n=2").unfinished is None  # no question: nothing was asked

@@ -57,6 +57,8 @@ class GenResult:
     cache_off: str | None = None  # why cache=on decoded without the cache (causal=off: the cache is not exact)
     answer: Graded | None = None  # a task: the answer after the question the text starts with, checked
     off_task: str | None = None  # a task: the prompt is no question of it (or lacks its '='), and what one is
+    # a task: n ran out before the answer after the question was whole, so it is not graded: how far it got, the fix
+    unfinished: str | None = None
     int8: bool = False  # sampled from the int8 copy (:quantize int8), not the float model
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the text is that model's
 
@@ -75,7 +77,7 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True, json_version=5)  # fmt: skip
+], takes_plain_text=True, json_version=6)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     tokenizer = session.data.tokenizer
@@ -132,6 +134,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         write(decode_after(tokenizer, before, held), len(held))
     seconds = time.perf_counter() - start
     graded, off_task = _checked_answer(session.data, prompt, "".join(pieces), given_prompt)
+    unfinished = None if graded is not None or stopped else _unfinished(session.data, prompt, "".join(pieces),
+                                                                          settings.n)
     probs = None
     if args["show"] == "probs":
         from ..core.inside import token_probs
@@ -154,6 +158,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         answered=done is not None and not stopped and done(ids + new_ids),
         answer=graded,
         off_task=off_task,
+        unfinished=unfinished,
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
         "the window",
@@ -205,6 +210,21 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
     # under another size of the task (trained on reverse:3, then :data reverse:5)
 
 
+def _unfinished(data, prompt: str, text: str, n: int) -> str | None:
+    """On a task, where the text starts with one of its questions and n ran out before a whole answer followed it:
+    why nothing is graded, and the n that would let the model finish (None elsewhere)."""
+    question = data.question_of(prompt) if hasattr(data, "grade") else None
+    if question is None:
+        return None
+    written = len(prompt) + len(text) - len(question)  # a task reads characters: one token each
+    if written >= data.answer_len:
+        return None
+    need = n + data.answer_len - written
+    return (f"n={n} ended the text {count(written, 'character')} into the answer ({data.name}'s answers have "
+            f"{count(data.answer_len, 'character')}): nothing to grade; {cmd('gen', prompt, n=need)} lets the "
+            "model finish it")
+
+
 def answer_line(graded: Graded) -> str:
     """Right or wrong, against the true answer, and whether the model could have seen the question in training."""
     seen = ("a training question: the model may have seen it" if not graded.held_out else
@@ -226,7 +246,8 @@ def gen_stats(result: GenResult) -> str:
 
 def gen_notes(result: GenResult, console: Console) -> None:
     """What a reader needs to make sense of generated text: the default prompt, whitespace, no training."""
-    if result.default_prompt and result.answer is not None and result.answer.question == result.prompt:
+    asked = result.answer.question == result.prompt if result.answer is not None else result.unfinished is not None
+    if result.default_prompt and asked:
         note(console, f"no prompt given: asked {result.prompt}, one of the task's held-out questions (a new one each "
                       f"time unless gen_seed is set; {cmd('gen', 'QUESTION')} asks your own)")
     elif result.default_prompt:
@@ -242,6 +263,8 @@ def gen_notes(result: GenResult, console: Console) -> None:
         say(console, answer_line(result.answer), "green" if result.answer.right else "red")
     if result.off_task:
         say(console, result.off_task, "yellow")
+    if result.unfinished:
+        say(console, result.unfinished, "yellow")
     if result.untrained:
         note(console, f"this model has not trained yet, so its text is random: {train_first('gen', AUTOSAVE_NAME)}")
     if result.cache_off:
