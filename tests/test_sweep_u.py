@@ -71,3 +71,10 @@ def test_gen_says_why_an_answer_cut_short_by_n_is_not_graded():
     assert "1 more" not in plain(given) and ":gen 1234=5 n=3" in plain(given)
     assert run(s, ":gen 1234= n=4").unfinished is None  # whole: graded
     assert run(s, ":gen 12 n=2").unfinished is None  # no question: nothing was asked
+
+
+# --- :kv where the two loops agree exactly -----------------------------------------------------------------
+def test_kv_calls_an_exact_agreement_exact_not_rounding():
+    s = tiny_session()  # a window of 32: a prompt that fills it fills the cache again every step, the same pass
+    shown = plain(run(s, ":kv " + "1234=1234=" * 4 + " n=3"))
+    assert "agree to 0e+00 (float32 rounding)" not in shown and "agree exactly" in shown

@@ -821,8 +821,9 @@ def render_kv(result: KvResult, console: Console) -> None:
     largest = max(s.logit_diff for s in result.steps)
     why = ("more than rounding: without the mask the cache is not exact, below" if largest >= 1e-4 and not result.causal
            else rounding(largest, result.ablations))
+    agree = f"agree to {largest:.0e} ({why})" if largest else "agree exactly, bit for bit"
     say(console, f"positions run through the model: {cached} with the cache, {naive} without "
-                 f"({naive / max(cached, 1):.1f}x); the logits agree to {largest:.0e} ({why})")
+                 f"({naive / max(cached, 1):.1f}x); the logits {agree}")
     length = result.steps[-1].cache_length
     size = result.cache_bytes_per_token * length
     note(console, f"the cache holds {fmt.size(size)} after the last step: {fmt.size(result.cache_bytes_per_token)} "
