@@ -78,3 +78,16 @@ def test_kv_calls_an_exact_agreement_exact_not_rounding():
     s = tiny_session()  # a window of 32: a prompt that fills it fills the cache again every step, the same pass
     shown = plain(run(s, ":kv " + "1234=1234=" * 4 + " n=3"))
     assert "agree to 0e+00 (float32 rounding)" not in shown and "agree exactly" in shown
+
+
+# --- a BPE's byte tokens, one by one -----------------------------------------------------------------------
+def test_tok_and_embed_name_the_bytes_of_a_character_spread_over_tokens(sentence_session):
+    s = sentence_session()
+    run(s, ":set tokenizer=bpe:300")
+    tok = run(s, ":tok ☃ merges=on")
+    assert tok.tokens == ["\\xe2", "\\x98", "\\x83"]  # each read "�": three tokens told apart by nothing
+    shown = plain(tok)
+    assert "\\xe2 \\x98 \\x83" in shown and "\ufffd" not in shown
+    embed = run(s, ":embed ☃")
+    assert embed.tokens == ["\\xe2", "\\x98", "\\x83"] and "\ufffd" not in plain(embed).split("most alike")[1][:40]
+    assert run(s, ":tok héllo").tokens[0] == "h"  # whole characters stay as they are

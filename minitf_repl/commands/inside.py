@@ -415,7 +415,7 @@ class TokMerge:
 class TokPiece:
     """One piece the pre-tokenizer cut the text into, from its bytes to its tokens."""
 
-    start: list[str]  # its bytes, a token each
+    start: list[str]  # its bytes, a token each (one that is no whole character as its escape, \\xe2)
     merges: list[TokMerge]
     whole: bool = False  # in the vocabulary as it stands: taken as one token, no merges (Llama 3's tokenizers)
     text: str = ""  # the piece as typed: its bytes decoded together ("é"; each alone reads as U+FFFD)
@@ -424,7 +424,7 @@ class TokPiece:
 @dataclass
 class TokResult:
     text: str
-    tokens: list[str]
+    tokens: list[str]  # each token as it reads alone; bytes of a character it does not complete as escapes (\\xe2)
     ids: list[int]
     vocab_size: int
     kind: str = "character"  # what one token is
@@ -638,7 +638,7 @@ class EmbedMap:
 
 @dataclass
 class EmbedResult:
-    tokens: list[str]  # the tokens asked about (the text's distinct tokens, in order)
+    tokens: list[str]  # the tokens asked about (the text's distinct tokens, in order; a lone byte as \\xe2)
     neighbours: list[list[str]]  # for each, the tokens whose embedding rows are most alike, most alike first
     similarities: list[list[float]]  # their cosine similarities (1: the same direction, about 0: unrelated)
     tied: bool  # W_E is also the output head (tie_embeddings): alike rows are also alike predictions
@@ -658,7 +658,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -681,7 +681,12 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
 
         found_map = embedding_map(session.model)
         drawn = EmbedMap(list(itos), found_map.coords, found_map.explained, found_map.dims, shown)
-    return EmbedResult([itos[i] for i in shown], [[itos[i] for i in row] for row in found.neighbour_ids],
+    from ..core.bpe import shown_piece
+
+    def name(i: int) -> str:  # a byte of a longer character as its escape (\\xe2), not "�"
+        return shown_piece(data.tokenizer, i)
+
+    return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, by_distance, cut,
                        untrained=session.untrained, map=drawn, ablations=switched_off(session))
 
@@ -753,14 +758,16 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     Param("text", str, help="the text to split into tokens", positional=True),
     Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
                                               "they were learned"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
         raise UserError(f"give some text, e.g. {cmd('tok', example_text(session.data))}")
+    from ..core.bpe import shown_piece
+
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
-    result = TokResult(text, [tokenizer.itos[i] for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)
+    result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)
     if not args["merges"]:
         return result
     describe = getattr(tokenizer, "merges", None)
@@ -771,9 +778,11 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
                             if describe is None else "this tokenizer is not a plain byte-level BPE (byte fallback or "
                             "another model), so its merges cannot be replayed here")
         return result
-    names = tokenizer.itos
-    result.pieces = [TokPiece([names[i] for i in piece.start],
-                              [TokMerge(names[m.left], names[m.right], m.rank, [names[i] for i in m.ids])
+    def name(i: int) -> str:
+        return shown_piece(tokenizer, i)
+
+    result.pieces = [TokPiece([name(i) for i in piece.start],
+                              [TokMerge(name(m.left), name(m.right), m.rank, [name(i) for i in m.ids])
                                for m in piece.steps], piece.whole, tokenizer.decode(piece.start))
                      for piece in worked.pieces]
     result.merges_agree = worked.agrees

@@ -14,6 +14,7 @@ checkpoint's, never a pickle), from GPT-2's vocab.json and merges.txt, or traine
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Callable
@@ -176,6 +177,33 @@ def _types(part) -> set[str]:
         return set()
     inner = part.get("pretokenizers") or part.get("decoders") or []
     return {part.get("type")}.union(*(_types(p) for p in inner))
+
+
+@functools.cache
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level alphabet read backwards: the character a byte-level BPE writes for each byte -> the byte
+    (printable Latin-1 bytes stand for themselves, the others for the characters from U+0100 on, in order)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    return {**{chr(b): b for b in kept}, **{chr(256 + n): b for n, b in enumerate(moved)}}
+
+
+def shown_piece(tokenizer, i: int) -> str:
+    """What token `i` reads as for a view that lists tokens one by one (`:tok`, `:embed`): `itos[i]`, except that a
+    token holding bytes of a character it does not complete (each reads as U+FFFD, so the three tokens of ☃ were
+    "� � �") names those bytes as escapes: "\\xe2", "\\x98", "\\x83"; its whole characters stay as they are."""
+    piece = tokenizer.itos[i]
+    if "\ufffd" not in piece or not isinstance(tokenizer, SubwordTokenizer) or i >= tokenizer.own_size:
+        return piece
+    name = tokenizer.tokenizer.id_to_token(i) or ""
+    if name.startswith("<0x") and name.endswith(">") and len(name) == 6:  # byte fallback (Llama 2): <0xE2>
+        raw = bytes([int(name[3:5], 16)])
+    else:
+        alphabet = _byte_level_alphabet()
+        if not name or any(ch not in alphabet for ch in name):
+            return piece  # not a byte-level token: the library's own reading stands
+        raw = bytes(alphabet[ch] for ch in name)
+    return raw.decode("utf-8", errors="backslashreplace")
 
 
 def decode_after(tokenizer, before: list[int], ids: list[int]) -> str:
