@@ -119,7 +119,7 @@ def test_ffn_in_the_shell():
     assert "raises the logit of" in narrow and "lowers" not in narrow.split("raises the logit of")[1].split("\n")[0]
     some = run(session, ":ffn hello at=0 layer=1 k=3")
     assert (some.at, some.layer, len(some.units)) == (0, 1, 3)
-    assert json_document(REGISTRY["ffn"], some)["schema"] == "minitf.ffn/3"
+    assert json_document(REGISTRY["ffn"], some)["schema"] == "minitf.ffn/4"
     with pytest.raises(UserError, match="at must be a position of the 5 characters read"):
         run(session, ":ffn hello at=5")
     run(session, ":set n_experts=2")

@@ -91,3 +91,11 @@ def test_tok_and_embed_name_the_bytes_of_a_character_spread_over_tokens(sentence
     embed = run(s, ":embed ☃")
     assert embed.tokens == ["\\xe2", "\\x98", "\\x83"] and "\ufffd" not in plain(embed).split("most alike")[1][:40]
     assert run(s, ":tok héllo").tokens[0] == "h"  # whole characters stay as they are
+
+
+def test_ffn_names_the_byte_tokens_it_raises_and_lowers(sentence_session):
+    s = sentence_session()
+    run(s, ":set tokenizer=bpe:300")  # untrained: most of the 256 byte tokens are never whole characters
+    units = run(s, ":ffn the cat k=8").units
+    listed = [t for u in units for t in u.promotes + u.demotes]
+    assert "\ufffd" not in "".join(listed) and any(t.startswith("\\x") for t in listed)

@@ -610,7 +610,7 @@ class FfnUnit:
     pre: float  # its pre-activation (x W_1 + b_1)_n (SwiGLU: the gate's)
     h: float  # its activation h_n
     write: float  # |h_n v_n|
-    promotes: list[str] | None  # the tokens whose logit its write raises most (None: post-norm)
+    promotes: list[str] | None  # the tokens whose logit its write raises most (None: post-norm); a lone byte as \\xe2
     promote_by: list[float] | None
     demotes: list[str] | None  # the tokens whose logit it lowers most
     demote_by: list[float] | None
@@ -647,17 +647,20 @@ class FfnResult:
     LAST_POSITION,
     BLOCK,
     Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=256),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)
     from ..core.inside import feed_forward_neurons
 
     found = feed_forward_neurons(session.model, ids, layer=layer, at=at, top=args["k"] or 8)
-    itos = session.data.tokenizer.itos
+    from ..core.bpe import shown_piece
 
-    def names(ids: list[int] | None) -> list[str] | None:
-        return None if ids is None else [itos[i] for i in ids]
+    tokenizer = session.data.tokenizer
+    itos = tokenizer.itos
+
+    def names(ids: list[int] | None) -> list[str] | None:  # a BPE's lone bytes as escapes (\\xe2), not "�"
+        return None if ids is None else [shown_piece(tokenizer, i) for i in ids]
 
     units = [FfnUnit(n.index, n.pre, n.h, n.write, names(n.promotes), n.promote_by, names(n.demotes), n.demote_by)
              for n in found.neurons]
