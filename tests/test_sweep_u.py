@@ -99,3 +99,17 @@ def test_ffn_names_the_byte_tokens_it_raises_and_lowers(sentence_session):
     units = run(s, ":ffn the cat k=8").units
     listed = [t for u in units for t in u.promotes + u.demotes]
     assert "\ufffd" not in "".join(listed) and any(t.startswith("\\x") for t in listed)
+
+
+# --- :embed names the model's own kind of positions ---------------------------------------------------------
+def test_embed_says_which_kind_of_positions_the_model_has_not_both():
+    s = tiny_session()
+    for kind, says, not_says in (("rope", "RoPE turns each head's q and k", "no positions"),
+                                 ("none", "has no positions (pos_encoding=none)", "RoPE")):
+        run(s, f":set pos_encoding={kind}")
+        shown = plain(run(s, ":embed 123"))
+        assert says in shown and not_says not in shown, shown
+        assert "rope turns q and k; none: no positions" not in shown
+    run(s, ":set pos_encoding=rope")
+    run(s, ":ablate positions")
+    assert "RoPE is switched off (:ablate positions)" in plain(run(s, ":embed 123"))

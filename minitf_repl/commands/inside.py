@@ -642,7 +642,7 @@ class EmbedResult:
     neighbours: list[list[str]]  # for each, the tokens whose embedding rows are most alike, most alike first
     similarities: list[list[float]]  # their cosine similarities (1: the same direction, about 0: unrelated)
     tied: bool  # W_E is also the output head (tie_embeddings): alike rows are also alike predictions
-    positions: str | None  # "learned" or "sinusoidal": the table added at the input; None: rope or none
+    positions: str  # the model's pos_encoding: learned or sinusoidal (a table added at the input), rope or none
     by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart
     cut: int = 0  # distinct tokens of the text beyond EMBED_MAX_TOKENS, not shown
     untrained: bool = False  # the model has not trained a step: its rows are random directions
@@ -658,7 +658,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -671,7 +671,7 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
 
     found = embedding_neighbours(session.model, shown, args["k"] or 5)
     itos, config = data.tokenizer.itos, session.model_config
-    positions = config.pos_encoding if found.by_distance is not None else None
+    positions = config.pos_encoding
     by_distance = found.by_distance
     if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
         by_distance = None
@@ -726,11 +726,19 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
         say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
-    elif result.positions is not None:
+    elif result.positions == "rope" and "the positions" in result.ablations:
+        note(console, f"RoPE is switched off ({cmd('ablate', 'positions')}): q and k go unturned, so nothing tells the "
+                      f"model where a token stands but what the causal mask lets it read ({cmd('ablate', 'off')} puts it "
+                      "back)")
+    elif result.positions in ("learned", "sinusoidal"):
         note(console, f"{result.positions} positions are switched off ({cmd('ablate', 'positions')}): the table adds "
                       f"nothing now, so there is no likeness by distance to show ({cmd('ablate', 'off')} puts it back)")
+    elif result.positions == "rope":
+        note(console, f"positions are not a table added at the input here: RoPE turns each head's q and k by their "
+                      f"positions inside attention ({cmd('rope')} shows it)")
     else:
-        note(console, "positions are not a table added at the input here (rope turns q and k; none: no positions)")
+        note(console, "this model has no positions (pos_encoding=none): nothing tells it where a token stands but "
+                      "what the causal mask lets each position read")
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
                       f"near 0; {cmd('train')}, then look again")
