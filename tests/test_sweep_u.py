@@ -113,3 +113,32 @@ def test_embed_says_which_kind_of_positions_the_model_has_not_both():
     run(s, ":set pos_encoding=rope")
     run(s, ":ablate positions")
     assert "RoPE is switched off (:ablate positions)" in plain(run(s, ":embed 123"))
+
+
+# --- wide characters (日本語) keep their ids and shades under them ---------------------------------------------
+def wide_session(tmp_path):
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.session import Session
+
+    path = tmp_path / "wide.txt"
+    path.write_text("日本語のテキスト abc 123 " * 200, encoding="utf-8")
+    return Session(ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32, max_seq_len=16), data_spec=str(path),
+                   checkpoint_dir=tmp_path / "ck")
+
+
+def test_tok_puts_each_id_under_its_wide_character(tmp_path):
+    from rich.cells import cell_len
+
+    top, bottom = text_of(run(wide_session(tmp_path), ":tok 日本語 a"), 40).splitlines()[:2]
+    # each id starts in the column its token starts in
+    starts = [cell_len(top[:i]) for i, ch in enumerate(top) if ch != " " and (i == 0 or top[i - 1] == " ")]
+    assert starts == [i for i, ch in enumerate(bottom) if ch != " " and (i == 0 or bottom[i - 1] == " ")]
+
+
+def test_gen_show_probs_without_colour_keeps_each_shade_under_its_wide_character(tmp_path):
+    from rich.cells import cell_len
+
+    shown = text_of(run(wide_session(tmp_path), ":gen 日本 n=12 show=probs seed=1"), 30).splitlines()
+    text, shades = shown[0], shown[1]
+    assert shades[:cell_len("日本")].strip() == ""  # the prompt's 4 columns, not 2, have no shade
+    assert cell_len(text) >= len(shades.rstrip())

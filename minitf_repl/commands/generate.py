@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -332,10 +333,15 @@ def render_probs(result: GenResult, console: Console) -> None:
         width = max(10, console.width)
         text = result.prompt + result.text
         shown = [visible(c) for c in text]
-        shades = [" "] * len(result.prompt) + [shade(p) for p in probs]
+        # each shade as wide as its character (2 columns under 日), so that it stays under it
+        shades = [(" " if p is None else shade(p)).ljust(cell_len(c))
+                  for c, p in zip(shown, [None] * len(result.prompt) + probs)]
         at = 0
         while at < len(shown):
-            end = min(len(shown), at + width)
+            end, used = at, 0
+            while end < len(shown) and (used + cell_len(shown[end]) <= width or end == at):
+                used += cell_len(shown[end])
+                end += 1
             if end < len(shown):
                 spaces = [i + 1 for i in range(at, end) if text[i].isspace()]
                 end = spaces[-1] if spaces else end

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -803,13 +804,14 @@ def render_tok(result: TokResult, console: Console) -> None:
     top, bottom = Text(), Text()
     for tok, i in zip(result.tokens, result.ids):
         shown = visible(tok)
-        w = max(len(shown), len(str(i))) + 1
-        if top.cell_len + w > width:
+        cells = cell_len(shown)  # 2 a character for 日 or 語: its id goes under both columns
+        w = max(cells, len(str(i))) + 1
+        if top.cell_len + w > width and top.cell_len:
             console.print(top, highlight=False, no_wrap=True)
             console.print(bottom, highlight=False, no_wrap=True)
             console.print()
             top, bottom = Text(), Text()
-        top.append(shown.ljust(w), style="bold")
+        top.append(shown + " " * (w - cells), style="bold")
         bottom.append(str(i).ljust(w), style="dim")
     console.print(top, highlight=False, no_wrap=True)
     console.print(bottom, highlight=False, no_wrap=True)
