@@ -142,3 +142,18 @@ def test_gen_show_probs_without_colour_keeps_each_shade_under_its_wide_character
     text, shades = shown[0], shown[1]
     assert shades[:cell_len("日本")].strip() == ""  # the prompt's 4 columns, not 2, have no shade
     assert cell_len(text) >= len(shades.rstrip())
+
+
+# --- :score's best guess under a BPE: right by id, not by a name every byte token shares ----------------------
+def test_score_counts_a_guess_right_by_its_id_not_its_name(sentence_session):
+    from minitf_repl.commands.inside import ScoreResult
+
+    # two different byte tokens (0x98, 0x83) both read "�" on their own: the guess was counted right
+    wrong = ScoreResult("☃", ["\ufffd", "\ufffd"], [0.1], [2.3], ["\ufffd"], [0.4], [True], 2.3, 5.7, unit="token",
+                        ids=[246, 225], guess_ids=[158])
+    assert not wrong.right(0) and "at 0 of 1 position" in plain(wrong)
+    s = sentence_session()
+    run(s, ":set tokenizer=bpe:300")
+    scored = run(s, ":score ☃☃")
+    assert scored.tokens[:3] == ["\\xe2", "\\x98", "\\x83"] and scored.ids[:3] == s.data.tokenizer.encode("☃")
+    assert all(scored.right(t) == (scored.guess_ids[t] == scored.ids[t + 1]) for t in range(len(scored.losses)))

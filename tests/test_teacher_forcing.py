@@ -89,7 +89,7 @@ def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
     assert result.text == "hello there" and result.tokens == list("hello there") and len(result.losses) == 10
     assert result.loss == pytest.approx(sum(result.losses) / 10) and result.uniform == pytest.approx(math.log(103))
     doc = json_document(REGISTRY["score"], result)
-    assert doc["schema"] == "minitf.score/5" and doc["counted"] == [True] * 10
+    assert doc["schema"] == "minitf.score/6" and doc["counted"] == [True] * 10
     out = text_of(result)
     assert "teacher forcing on 'hello there'" in out and "the mean of the 10 -ln p" in out
     default = score(session, ":tf")  # the alias; no text: the views' sample and the character after it

@@ -438,7 +438,7 @@ class TokResult:
 @dataclass
 class ScoreResult:
     text: str  # the text scored (its last max_seq_len + 1 tokens)
-    tokens: list[str]  # each of its tokens as the model reads it
+    tokens: list[str]  # each of its tokens as the model reads it (a BPE's lone byte as its escape, \\xe2)
     target_probs: list[float]  # position t: p(token t+1 | tokens 0..t), the true next token's probability
     losses: list[float]  # position t: -ln target_probs[t], its share of the loss
     guesses: list[str]  # position t: the model's likeliest next token
@@ -456,6 +456,16 @@ class ScoreResult:
     counter_loss: float | None = None  # their mean over the counted positions
     counting: str | None = None  # on a task: why the counted positions are these (not a question, past the answer)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    # the ids of tokens and guesses: a guess is right where its id is the next token's (a BPE's byte tokens all read
+    # "�" on their own, so their names told a wrong byte from the right one by nothing); None: compare the names
+    ids: list[int] | None = None
+    guess_ids: list[int] | None = None
+
+    def right(self, t: int) -> bool:
+        """Whether the best guess at position t is the true next token."""
+        if self.ids is not None and self.guess_ids is not None:
+            return self.guess_ids[t] == self.ids[t + 1]
+        return self.guesses[t] == self.tokens[t + 1]
 
 
 @command("score", "Teacher forcing: score every next token of a text in one pass: each one's loss and the guess.",
@@ -465,7 +475,7 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           limit=NGRAM_LONGEST, meta="N"),
-], aliases=("tf",), json_version=5)  # fmt: skip
+], aliases=("tf",), json_version=6)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     return score_text(session, args["text"], reporter, counter=args["counter"])
 
@@ -483,12 +493,17 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
     counted = getattr(data, "counted", None)  # a task counts its answer only
     counts = counted(ids) if counted and not dropped else None
     scored = teacher_forcing(session.model, ids, counts)
-    itos = data.tokenizer.itos
-    result = ScoreResult(text, [itos[i] for i in ids], scored.target_probs, scored.losses,
-                         [itos[i] for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
+    from ..core.bpe import shown_piece
+
+    def name(i: int) -> str:
+        return shown_piece(data.tokenizer, i)
+
+    result = ScoreResult(text, [name(i) for i in ids], scored.target_probs, scored.losses,
+                         [name(i) for i in scored.guess_ids], scored.guess_probs, scored.counted, scored.loss,
                          math.log(data.tokenizer.vocab_size), dropped, data.tokenizer.unit,
                          untrained=session.untrained, causal=session.model.causal,
-                         counting=task_counting(data, counts, ids), ablations=switched_off(session))
+                         counting=task_counting(data, counts, ids), ablations=switched_off(session),
+                         ids=list(ids), guess_ids=list(scored.guess_ids))
     if counter is not None:
         from ..core.ngram import counter_losses
 
@@ -529,7 +544,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
         table = score_table(result, console, bars=False, stacked=True)
     if not fits(console, table):  # and with counter=, p goes too: -ln p beside it says the same
         table = score_table(result, console, bars=False, stacked=True, probability=False)
-    right = sum(result.guesses[t] == result.tokens[t + 1] for t in counted)
+    right = sum(result.right(t) for t in counted)
     console.print(table)
     given = n - len(counted)
     which = (f"the {len(counted)} counted -ln p (the other {given} are given, not predicted: no loss there)"
@@ -564,7 +579,7 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
         table.add_column("\n".join(name.split()) if stacked else name, justify=justify, no_wrap=True)
     worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
     for t in range(len(result.losses)):
-        hit = result.guesses[t] == result.tokens[t + 1]
+        hit = result.right(t)
         reads, comes, guess = (piece_cell(visible(token)) for token in (result.tokens[t], result.tokens[t + 1],
                                                                          result.guesses[t]))
         if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
