@@ -157,3 +157,21 @@ def test_score_counts_a_guess_right_by_its_id_not_its_name(sentence_session):
     scored = run(s, ":score ☃☃")
     assert scored.tokens[:3] == ["\\xe2", "\\x98", "\\x83"] and scored.ids[:3] == s.data.tokenizer.encode("☃")
     assert all(scored.right(t) == (scored.guess_ids[t] == scored.ids[t + 1]) for t in range(len(scored.losses)))
+
+
+def test_kv_names_byte_tokens_so_a_disagreement_between_two_bytes_shows(sentence_session, monkeypatch):
+    from minitf_repl.core import inside
+
+    s = sentence_session()
+    run(s, ":set tokenizer=bpe:300")
+    real = inside.cached_decoding
+    snow = s.data.tokenizer.encode("☃")  # three byte tokens, each "�" alone
+
+    def disagreeing(model, ids, n=8):  # the two loops pick different bytes (logits tied within rounding)
+        found = real(model, ids, n)
+        found.steps[0].token, found.steps[0].cached_token = snow[1], snow[2]
+        return found
+
+    monkeypatch.setattr(inside, "cached_decoding", disagreeing)
+    kv = run(s, ":kv the n=2")
+    assert kv.steps[0].token != kv.steps[0].cached_token and "(cached: \\x83)" in plain(kv)

@@ -740,7 +740,7 @@ def _cancelling(ratio: float) -> str:
 KV_HEAD, KV_TAIL = 6, 8  # a run longer than both lists its first and last steps, the middle in one line
 @dataclass
 class KvStep:
-    token: str  # the token picked (greedy)
+    token: str  # the token picked (greedy; a BPE's lone byte as its escape, \\xe2)
     cached_token: str  # the cached loop's own pick: the same unless two logits tie within rounding
     cached_positions: int  # positions the cached loop ran through the model this step
     naive_positions: int  # positions the naive loop ran
@@ -773,7 +773,7 @@ class KvResult:
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
@@ -782,12 +782,17 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
 
     model = session.sampling_model  # what :gen decodes: the int8 copy while :quantize int8 is on
     found = cached_decoding(model, ids, n=args["n"] or 8)
-    itos, config = session.data.tokenizer.itos, session.model_config
+    config = session.model_config
     from ..core.variants import position_kind
 
     kind = position_kind(config)
     placed = (kind.table is not None or kind.rotary) and not any(a.kind == "positions" for a in session.ablations)
-    steps = [KvStep(itos[s.token], itos[s.cached_token], s.cached_positions, s.naive_positions, s.cache_length,
+    from ..core.bpe import shown_piece
+
+    def name(i: int) -> str:  # a BPE's lone bytes as escapes: "�" for two different bytes hid a disagreement
+        return shown_piece(session.data.tokenizer, i)
+
+    steps = [KvStep(name(s.token), name(s.cached_token), s.cached_positions, s.naive_positions, s.cache_length,
                     s.refilled, s.logit_diff) for s in found.steps]
     return KvResult(prompt=text, steps=steps, max_seq_len=config.max_seq_len, n_layers=config.n_layers,
                     n_kv_heads=config.kv_heads, head_dim=config.head_dim,
