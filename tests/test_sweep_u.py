@@ -175,3 +175,13 @@ def test_kv_names_byte_tokens_so_a_disagreement_between_two_bytes_shows(sentence
     monkeypatch.setattr(inside, "cached_decoding", disagreeing)
     kv = run(s, ":kv the n=2")
     assert kv.steps[0].token != kv.steps[0].cached_token and "(cached: \\x83)" in plain(kv)
+
+
+# --- BPE on a task: the way there is one that works -----------------------------------------------------------
+def test_tok_merges_on_a_task_points_to_text_data_then_bpe():
+    s = tiny_session()  # sort: :set tokenizer=bpe:512 is refused on a task
+    shown = plain(run(s, ":tok 12 merges=on"))
+    assert ":data pydoc, then :set tokenizer=bpe:512" in shown
+    with pytest.raises(UserError) as refused:
+        run(s, ":set tokenizer=bpe:512")
+    assert ":data pydoc" in str(refused.value)  # not shakespeare, which needs a download

@@ -94,7 +94,7 @@ def test_bad_tokenizer_values_are_one_line_and_change_nothing(text_file, value, 
 def test_a_task_has_no_text_for_a_bpe(text_file):
     session = session_on("sort:4")
     model = session.model
-    with pytest.raises(UserError, match="sort is a task of characters.*:data shakespeare"):
+    with pytest.raises(UserError, match="sort is a task of characters.*:data pydoc"):
         run(session, ":set tokenizer=bpe:300")
     assert session.model is model and session.tokenizer is None and session.tokenizer_setting == "char"
 

@@ -466,7 +466,7 @@ def test_one_shot_hints_name_what_works_from_the_shell(tmp_path):
     with speaking(SHELL):
         assert cmd("data", "shakespeare") == "--data shakespeare"
     line = assert_one_error_line(invoke("--data", "sort", "--set", "tokenizer=bpe:300", "config"))
-    assert line.endswith("choose text data first, e.g. --data shakespeare")
+    assert line.endswith("choose text data first, e.g. --data pydoc")
 
 
 def test_the_report_writes_settings_as_config_does_and_a_flat_chart_sits_around_its_value(tmp_path):

@@ -797,8 +797,12 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     describe = getattr(tokenizer, "merges", None)
     worked = describe(text) if describe is not None else None
     if worked is None:
-        result.no_merges = (f"a {tokenizer.unit} tokenizer merges nothing: each {tokenizer.unit} is a token; "
-                            f"{cmd('set', tokenizer='bpe:512')} trains a BPE on the data"
+        from ..core.data import TextCorpus
+
+        bpe = cmd("set", tokenizer="bpe:512")
+        how = (f"{bpe} trains a BPE on the data" if isinstance(session.data, TextCorpus) else
+               f"a BPE reads text, not {session.data.name}'s symbols: {cmd('data', 'pydoc')}, then {bpe}")
+        result.no_merges = (f"a {tokenizer.unit} tokenizer merges nothing: each {tokenizer.unit} is a token; {how}"
                             if describe is None else "this tokenizer is not a plain byte-level BPE (byte fallback or "
                             "another model), so its merges cannot be replayed here")
         return result

@@ -167,7 +167,7 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
         key = tokenizer.strip().lower()
         if key not in readings:
             read_by, text = read_with(data, tokenizer, reporter,
-                                      fix="compare tokenizers on text, e.g. data=shakespeare")
+                                      fix="compare tokenizers on text, e.g. data=pydoc")
             readings[key] = (tokenizer_setting(read_by), text)
         built, reading = readings[key]
         model = model.replace(vocab_size=reading.tokenizer.vocab_size)

@@ -251,7 +251,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     reading = None  # (tokenizer, the data read by it) when the tokenizer changes
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
         reading = read_with(session.data, new[DataConfig].tokenizer, reporter,
-                            fix=f"choose text data first, e.g. {cmd('data', 'shakespeare')}")
+                            fix=f"choose text data first, e.g. {cmd('data', 'pydoc')}")  # on disk: no download
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
         reading[1].check_fits(model.max_seq_len)
