@@ -185,3 +185,12 @@ def test_tok_merges_on_a_task_points_to_text_data_then_bpe():
     with pytest.raises(UserError) as refused:
         run(s, ":set tokenizer=bpe:512")
     assert ":data pydoc" in str(refused.value)  # not shakespeare, which needs a download
+
+
+# --- :gen show=probs under greedy sampling ---------------------------------------------------------------------
+def test_show_probs_under_greedy_says_why_every_token_is_certain():
+    s = tiny_session()
+    greedy = run(s, ":gen 1234= show=probs temperature=0")
+    assert greedy.probs and all(p == 1.0 for p in greedy.probs)
+    assert "every token had probability 1 when picked" in plain(greedy)  # all bright, and nothing said why
+    assert "every token had probability 1" not in plain(run(s, ":gen 1234= show=probs temperature=1 seed=1"))
