@@ -658,12 +658,13 @@ class EmbedResult:
     neighbours: list[list[str]]  # for each, the tokens whose embedding rows are most alike, most alike first
     similarities: list[list[float]]  # their cosine similarities (1: the same direction, about 0: unrelated)
     tied: bool  # W_E is also the output head (tie_embeddings): alike rows are also alike predictions
-    positions: str  # the model's pos_encoding: learned or sinusoidal (a table added at the input), rope or none
+    positions: str | None  # "learned" or "sinusoidal": the table added at the input; None: rope or none
     by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart
     cut: int = 0  # distinct tokens of the text beyond EMBED_MAX_TOKENS, not shown
     untrained: bool = False  # the model has not trained a step: its rows are random directions
     map: EmbedMap | None = None  # map=on: every token placed on the two directions W_E's rows vary most
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate ("the positions": no table now)
+    rotary: bool = False  # positions come from RoPE turning q and k (with positions None: no positions at all)
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
@@ -674,7 +675,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=5)  # fmt: skip
+], json_version=6)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -687,7 +688,10 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
 
     found = embedding_neighbours(session.model, shown, args["k"] or 5)
     itos, config = data.tokenizer.itos, session.model_config
-    positions = config.pos_encoding
+    from ..core.variants import position_kind
+
+    kind = position_kind(config)
+    positions = config.pos_encoding if kind.table is not None else None
     by_distance = found.by_distance
     if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
         by_distance = None
@@ -704,7 +708,7 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
 
     return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, by_distance, cut,
-                       untrained=session.untrained, map=drawn, ablations=switched_off(session))
+                       untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary)
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -742,14 +746,14 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
         say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
-    elif result.positions == "rope" and "the positions" in result.ablations:
+    elif result.rotary and "the positions" in result.ablations:
         note(console, f"RoPE is switched off ({cmd('ablate', 'positions')}): q and k go unturned, so nothing tells the "
                       f"model where a token stands but what the causal mask lets it read ({cmd('ablate', 'off')} puts it "
                       "back)")
-    elif result.positions in ("learned", "sinusoidal"):
+    elif result.positions is not None:
         note(console, f"{result.positions} positions are switched off ({cmd('ablate', 'positions')}): the table adds "
                       f"nothing now, so there is no likeness by distance to show ({cmd('ablate', 'off')} puts it back)")
-    elif result.positions == "rope":
+    elif result.rotary:
         note(console, f"positions are not a table added at the input here: RoPE turns each head's q and k by their "
                       f"positions inside attention ({cmd('rope')} shows it)")
     else:
