@@ -194,3 +194,12 @@ def test_show_probs_under_greedy_says_why_every_token_is_certain():
     assert greedy.probs and all(p == 1.0 for p in greedy.probs)
     assert "every token had probability 1 when picked" in plain(greedy)  # all bright, and nothing said why
     assert "every token had probability 1" not in plain(run(s, ":gen 1234= show=probs temperature=1 seed=1"))
+
+
+# --- top_k=0, as other tools switch it off -------------------------------------------------------------------
+def test_a_sampling_value_out_of_range_says_none_is_off():
+    s = tiny_session()
+    for line, fix in ((":gen 1234= top_k=0", "top_k=none is off"), (":set top_p=0", "top_p=none is off")):
+        with pytest.raises(UserError) as refused:
+            run(s, line)
+        assert str(refused.value).endswith(fix)  # it said "must be a positive whole number, got 0" and no more

@@ -95,7 +95,10 @@ class SettingSpec:
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {_show(value)}")
         if not self._in_range(value):
-            raise ConfigError(f"{name} must be {self._range_words()}, got {_show(value)}")
+            # top_k=0 is "off" in other tools (Hugging Face's generate): here none is, and the error says so
+            off = self.help.partition("(none: ")[2].partition(")")[0] if self.nullable else ""
+            fix = f"; {name}=none is {off}" if off else ""
+            raise ConfigError(f"{name} must be {self._range_words()}, got {_show(value)}{fix}")
         return value
 
     def check_limit(self, value) -> None:
