@@ -203,3 +203,13 @@ def test_a_sampling_value_out_of_range_says_none_is_off():
         with pytest.raises(UserError) as refused:
             run(s, line)
         assert str(refused.value).endswith(fix)  # it said "must be a positive whole number, got 0" and no more
+
+
+# --- a sample without gen_seed can be had again ---------------------------------------------------------------
+def test_gen_without_a_seed_says_the_seed_it_drew_and_that_seed_gives_the_same_text():
+    s = tiny_session()
+    first = run(s, ":gen n=4")  # gen_seed none: a fresh seed, which nothing showed, so a good text was gone
+    assert first.seed_drawn and f"seed {first.seed}, drawn for this text" in plain(first)
+    again = run(s, f":gen n=4 seed={first.seed}")
+    assert (again.prompt, again.text) == (first.prompt, first.text) and not again.seed_drawn
+    assert "drawn for this text" not in plain(again)

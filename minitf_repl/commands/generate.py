@@ -7,6 +7,7 @@ probability it had when it was picked (core.inside.token_probs).
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.data import Graded
 
 FAMILY = "generating"  # the heading :help lists this module's commands under
+DRAWN_SEEDS = 1_000_000  # a seed drawn for a :gen without gen_seed is below this: six digits, easily typed
 UNFINISHED = "\ufffd"  # what a character's first bytes decode as before its last byte has come
 # A UTF-8 character has at most 4 bytes, so 4 tokens of one byte each complete it; text still unfinished after
 # as many is no character (a model may sample any bytes) and is written as it decodes.
@@ -60,6 +62,8 @@ class GenResult:
     off_task: str | None = None  # a task: the prompt is no question of it (or lacks its '='), and what one is
     # a task: n ran out before the answer after the question was whole, so it is not graded: how far it got, the fix
     unfinished: str | None = None
+    seed: int | None = None  # the sampling seed used: gen_seed, or one drawn for this call when gen_seed was none
+    seed_drawn: bool = False  # gen_seed was none: `seed` was drawn here, and seed=SEED gives the same text again
     int8: bool = False  # sampled from the int8 copy (:quantize int8), not the float model
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the text is that model's
 
@@ -78,9 +82,12 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True, json_version=6)  # fmt: skip
+], takes_plain_text=True, json_version=7)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
+    drawn = settings.gen_seed is None
+    if drawn:  # a fresh seed, kept, so that a text worth keeping can be had again (and a task's question with it)
+        settings = settings.replace(gen_seed=secrets.randbelow(DRAWN_SEEDS))
     tokenizer = session.data.tokenizer
     prompt = args["prompt"] or ""
     given_prompt = bool(prompt)
@@ -160,6 +167,8 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         answer=graded,
         off_task=off_task,
         unfinished=unfinished,
+        seed=settings.gen_seed,
+        seed_drawn=drawn,
         cache_off=None if exact or not settings.cache else
         "without the causal mask a position's keys and values change as later tokens come, so every step recomputes "
         "the window",
@@ -277,6 +286,9 @@ def gen_notes(result: GenResult, console: Console) -> None:
     if result.int8:  # said where :quantize int8 was typed, and easily forgotten since
         note(console, f"sampled from the int8 copy ({cmd('quantize', 'off')} goes back to the float model)")
     ablation_note(console, result.ablations)
+    if result.seed_drawn and result.n_tokens:
+        note(console, f"seed {result.seed}, drawn for this text: seed={result.seed} with the same prompt and "
+                      "settings gives it again")
     note(console, gen_stats(result))
 
 
