@@ -209,7 +209,7 @@ def test_a_sampling_value_out_of_range_says_none_is_off():
 def test_gen_without_a_seed_says_the_seed_it_drew_and_that_seed_gives_the_same_text():
     s = tiny_session()
     first = run(s, ":gen n=4")  # gen_seed none: a fresh seed, which nothing showed, so a good text was gone
-    assert first.seed_drawn and f"seed {first.seed}, drawn for this text" in plain(first)
+    assert first.seed_drawn and f"drawn seed {first.seed}: seed={first.seed} repeats it" in plain(first)
     again = run(s, f":gen n=4 seed={first.seed}")
     assert (again.prompt, again.text) == (first.prompt, first.text) and not again.seed_drawn
-    assert "drawn for this text" not in plain(again)
+    assert "drawn seed" not in plain(again)

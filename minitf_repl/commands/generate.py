@@ -246,11 +246,13 @@ def answer_line(graded: Graded) -> str:
 
 
 def gen_stats(result: GenResult) -> str:
-    """The speed line: tokens, seconds, tokens/s, the cache, the time to the first token."""
+    """The speed line: tokens, seconds, tokens/s, the cache, the time to the first token, a seed drawn for it."""
     rate = f"{result.tokens_per_second:,.0f} tokens/s" if result.tokens_per_second else "- tokens/s"
     text = f"{count(result.n_tokens, 'token')} in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
     if result.first_token_seconds is not None and result.n_tokens > 1:
         text += f", first token after {result.first_token_seconds * 1000:.0f} ms"
+    if result.seed_drawn and result.n_tokens:  # the same prompt and settings with this seed give the text again
+        text += f", drawn seed {result.seed}: seed={result.seed} repeats it"
     return text + (" (stopped)" if result.stopped else "")
 
 
@@ -286,9 +288,6 @@ def gen_notes(result: GenResult, console: Console) -> None:
     if result.int8:  # said where :quantize int8 was typed, and easily forgotten since
         note(console, f"sampled from the int8 copy ({cmd('quantize', 'off')} goes back to the float model)")
     ablation_note(console, result.ablations)
-    if result.seed_drawn and result.n_tokens:
-        note(console, f"seed {result.seed}, drawn for this text: seed={result.seed} with the same prompt and "
-                      "settings gives it again")
     note(console, gen_stats(result))
 
 
