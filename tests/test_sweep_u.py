@@ -213,3 +213,12 @@ def test_gen_without_a_seed_says_the_seed_it_drew_and_that_seed_gives_the_same_t
     again = run(s, f":gen n=4 seed={first.seed}")
     assert (again.prompt, again.text) == (first.prompt, first.text) and not again.seed_drawn
     assert "drawn seed" not in plain(again)
+
+
+# --- a task's answer begun in the prompt: the model is graded on what it wrote ----------------------------------
+def test_gen_grades_the_model_on_the_answer_characters_it_wrote_not_those_typed():
+    s = tiny_session("reverse:4")
+    result = run(s, ":gen 1234=43 seed=1")  # 43 typed (right): the line said "2 of 4 characters right" of the model
+    own = sum(a == b for a, b in zip(result.answer.written[2:], "21"))
+    assert f"the prompt gave the first 2 characters, the model wrote the other 2 and got {own} right" in plain(result)
+    assert "the prompt gave" not in plain(run(s, ":gen 1234= seed=1"))

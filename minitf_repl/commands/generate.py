@@ -235,14 +235,20 @@ def _unfinished(data, prompt: str, text: str, n: int) -> str | None:
             "model finish it")
 
 
-def answer_line(graded: Graded) -> str:
-    """Right or wrong, against the true answer, and whether the model could have seen the question in training."""
+def answer_line(graded: Graded, given: int = 0) -> str:
+    """Right or wrong, against the true answer, and whether the model could have seen the question in training.
+    `given`: the answer's first characters that the prompt held, typed, not written by the model."""
     seen = ("a training question: the model may have seen it" if not graded.held_out else
             "a held-out question: never drawn for training" + (", so this is generalisation" if graded.right else ""))
+    typed = ""
+    if 0 < given < len(graded.expected):  # a whole answer typed is said by its own note: the model wrote none of it
+        own = sum(a == b for a, b in zip(graded.written[given:], graded.expected[given:]))
+        typed = (f"; the prompt gave the first {count(given, 'character')}, the model wrote the other "
+                 f"{len(graded.expected) - given} and got {own} right")
     if graded.right:
-        return f"right: {graded.question}{graded.expected} ({seen})"
+        return f"right: {graded.question}{graded.expected} ({seen}{typed})"
     return (f"wrong: {graded.question}{visible(graded.written)}, the answer is {graded.expected} "
-            f"({graded.digits_right} of {count(len(graded.expected), 'character')} right; {seen})")
+            f"({graded.digits_right} of {count(len(graded.expected), 'character')} right{typed}; {seen})")
 
 
 def gen_stats(result: GenResult) -> str:
@@ -276,7 +282,8 @@ def gen_notes(result: GenResult, console: Console) -> None:
         note(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if result.answer is not None:
-        say(console, answer_line(result.answer), "green" if result.answer.right else "red")
+        given = len(result.prompt) - len(result.answer.question)  # answer characters typed in the prompt
+        say(console, answer_line(result.answer, given), "green" if result.answer.right else "red")
     if result.off_task:
         say(console, result.off_task, "yellow")
     if result.unfinished:
