@@ -222,3 +222,10 @@ def test_gen_grades_the_model_on_the_answer_characters_it_wrote_not_those_typed(
     own = sum(a == b for a, b in zip(result.answer.written[2:], "21"))
     assert f"the prompt gave the first 2 characters, the model wrote the other 2 and got {own} right" in plain(result)
     assert "the prompt gave" not in plain(run(s, ":gen 1234= seed=1"))
+
+
+# --- :score counter=1 ------------------------------------------------------------------------------------------
+def test_score_with_the_unigram_counter_says_it_reads_nothing():
+    s = tiny_session()
+    shown = plain(run(s, ":score 1234=1234 counter=1"))
+    assert "reads the 0 characters" not in shown and "the 1-gram counter, which reads nothing" in shown

@@ -622,8 +622,10 @@ def counter_words(result: ScoreResult) -> str:
     """The model's loss against the counter's on this text, and the position where reading further back paid most."""
     n = result.counter
     ahead = [t for t in range(len(result.losses)) if beats_counter(result, t)]
-    words = (f"the {n}-gram counter, which reads the {count(n - 1, result.unit)} before each next one, scores "
-             f"{result.counter_loss:.4f} on this text against the model's {result.loss:.4f}")
+    reads = (f"reads the {count(n - 1, result.unit)} before each next one" if n > 1 else
+             f"reads nothing, only how often each {result.unit} came in training")
+    words = (f"the {n}-gram counter, which {reads}, scores {result.counter_loss:.4f} on this text against the "
+             f"model's {result.loss:.4f}")
     if not ahead:
         return words + (f"; at no position did the model give the true next {result.unit} p >= {COUNTER_SURE} "
                         f"with a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's")
@@ -631,8 +633,9 @@ def counter_words(result: ScoreResult) -> str:
     return (words + f"; at {count(len(ahead), 'position')} (in bold) the model gave the true next {result.unit} "
             f"p >= {COUNTER_SURE} and a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's, most at t = {best}, "
             f"{visible(result.tokens[best + 1])!r} after {visible(result.tokens[best])!r} "
-            f"({result.losses[best]:.3f} against {result.counter_losses[best]:.3f}): what the "
-            f"{count(n - 1, result.unit)} before do not tell, the model read further back")
+            f"({result.losses[best]:.3f} against {result.counter_losses[best]:.3f}): "
+            + (f"what the {count(n - 1, result.unit)} before do not tell, the model read further back" if n > 1 else
+               "what counting alone does not tell, the model read from the text before"))
 
 
 # --- :embed --------------------------------------------------------------------------------------
