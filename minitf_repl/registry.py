@@ -46,6 +46,9 @@ class Param:
     # they reach the command joined by this separator, which it also accepts typed (CLEAN vs CORRUPT).
     pair: str | None = None
     blank: bool = False  # spaces alone are a value (`target=" "`: the space token); else "needs a value"
+    # A positional of several words each from its completions (`:checks batch init`): Tab offers the rest after
+    # one. Any other completes its first word only (a second checkpoint name after `:load run1` is an error).
+    several: bool = False
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,

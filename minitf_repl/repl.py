@@ -213,10 +213,24 @@ class CommandCompleter(Completer):
                 # another spelling (nanoGPT's block_size) completes to the option's own name, saying why
                 yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
         positional = command.positional
-        if positional is not None and not word.startswith("-"):
+        given = self._positional_words(command, before)
+        if positional is not None and not word.startswith("-") and (positional.several or not given):
             for value in self._values(positional):
-                if value.startswith(word) and value != word:
+                if value.startswith(word) and value != word and value not in given:
                     yield Completion(value, start_position=-len(word))
+
+    @classmethod
+    def _positional_words(cls, command, tokens: list[str]) -> list[str]:
+        """The words of `tokens` typed as the command's text: not an option (`key=value`, `--key VALUE`, a flag)."""
+        words, skip = [], False
+        for token in tokens:
+            if skip:
+                skip = False
+            elif (flag := cls._flag(command, token, bools=True)) is not None:
+                skip = flag.type is not bool  # `--name run1`: run1 is the option's value
+            elif not ("=" in token and command.param_named(token.split("=", 1)[0].lstrip("-")) is not None):
+                words.append(token)
+        return words
 
     @staticmethod
     def _starts(param, value: str, typed: str) -> bool:

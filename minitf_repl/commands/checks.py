@@ -101,7 +101,7 @@ def asked_checks(text: str | None) -> list[str]:
                    "rows that never mix, causality, backprop against a measured slope, a blind baseline, one batch "
                    "overfit.",
          params=[
-    Param("which", str, positional=True, complete=complete_checks,
+    Param("which", str, positional=True, complete=complete_checks, several=True,
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
     Param("steps", int, default=STEPS, low=1, limit=100_000,
           help="the training checks' steps: blind trains two fresh models this long, overfit one"),

@@ -506,7 +506,8 @@ class AblateResult:
 
 
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
-         params=[Param("what", str, positional=True, complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
+         params=[Param("what", str, positional=True, several=True,
+                       complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
                             "none: what is off now")],
          pairs_in_text=True, json_version=2)  # fmt: skip

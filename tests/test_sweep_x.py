@@ -1,0 +1,37 @@
+"""What a user's-eye sweep of the REPL as typed into a terminal (Tab, history, typos, narrow terminals, start-up
+options) found: each test failed before its fix.
+
+Tab after a checkpoint's name (`:load run1 <TAB>`), a data name or a command's name after `:help` offered a second
+one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name").
+"""
+
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from minitf_repl import repl
+from minitf_repl.session import Session
+
+
+def complete(text: str, session=None) -> list[str]:
+    completer = repl.CommandCompleter(session=session)
+    return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+
+# --- Tab after a one-word text ----------------------------------------------------------------------------------
+def test_tab_after_a_checkpoint_name_offers_no_second_name(tmp_path):
+    for name in ("run1", "run2"):
+        (tmp_path / name).mkdir()
+    session = Session(checkpoint_dir=tmp_path)
+    assert complete(":load ", session) == ["run1", "run2"]
+    assert complete(":load run1 ", session) == [] and complete(":load run1 r", session) == []
+    assert complete(":save run1 ", session) == []
+    assert complete(":data sort ") == [] and complete(":help set ") == [] and complete(":quantize int8 ") == []
+    assert complete(":device cpu ") == []
+
+
+def test_tab_after_one_of_several_words_offers_the_others():
+    assert complete(":checks batch i") == ["init"]
+    after = complete(":checks batch ")
+    assert "batch" not in after and "init" in after and "steps=" in after
+    assert complete(":checks steps=5 b") == ["batch", "blind"]  # an option is no word of the text
+    assert "mask" not in complete(":ablate mask ") and "positions" in complete(":ablate mask ")
