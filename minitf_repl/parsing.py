@@ -309,6 +309,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             continue
         short = next((p for p in cmd.options if p.short and token.quoted_from is None and token.text == f"-{p.short}"),
                      None)
+        typed = token.text  # as a message names the option: `-n`, not the `--n` it is read as
         if short is not None:  # `-n 50` is `--n 50`
             token = _Token(f"--{short.name}", None)
         _refuse_one_dash(cmd, token, tokens[i] if i < len(tokens) else None)
@@ -348,7 +349,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 if nxt is not None and nxt.quoted_from is None and nxt.text.lower() in BOOL_WORDS:
                     value, i = nxt.text, i + 1
             elif nxt is None:
-                raise UserError(f"--{param.name} needs a value, e.g. --{param.name} {_example(param)}")
+                spelled = typed if short is not None else f"--{param.name}"
+                raise UserError(f"{spelled} needs a value, e.g. {spelled} {_example(param)}")
             else:
                 value, i = nxt.text, i + 1
         if param.name in args:

@@ -3,6 +3,7 @@ options) found: each test failed before its fix.
 
 Tab after a checkpoint's name (`:load run1 <TAB>`), a data name or a command's name after `:help` offered a second
 one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name").
+`:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
 """
 
 from prompt_toolkit.completion import CompleteEvent
@@ -35,3 +36,18 @@ def test_tab_after_one_of_several_words_offers_the_others():
     assert "batch" not in after and "init" in after and "steps=" in after
     assert complete(":checks steps=5 b") == ["batch", "blind"]  # an option is no word of the text
     assert "mask" not in complete(":ablate mask ") and "positions" in complete(":ablate mask ")
+
+
+# --- typos and near misses ------------------------------------------------------------------------------------
+def test_a_short_option_without_its_value_is_named_as_typed():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.parsing import parse_line
+
+    for line, said in ((":gen -n", "-n needs a value, e.g. -n 10"), (":gen --n", "--n needs a value, e.g. --n 10")):
+        try:
+            parse_line(line, REGISTRY)
+        except UserError as e:
+            assert str(e) == said
+        else:
+            raise AssertionError(f"{line} parsed")
