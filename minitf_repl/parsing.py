@@ -91,6 +91,7 @@ def convert(param: Param, raw: str):
         except ValueError:
             kind = "a number or none" if param.nullable else "a number"
             raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}") from None
+        _refuse_out_of_range(param.name, text, value)
     else:
         value = raw
     return check_value(param, value)
@@ -105,6 +106,16 @@ def _convert_as_typed(param: Param, raw: str, typed: str):
         if typed == param.name or typed not in param.aliases or not str(e).startswith(param.name):
             raise
         raise type(e)(f"{typed} ({param.name}){str(e)[len(param.name):]}") from None
+
+
+def _refuse_out_of_range(name: str, text: str, value: float) -> None:
+    """`1e309` and `1e-400` as typed: a float reads them as inf and 0.0, which the checks after would name instead
+    of what was typed ("lr must be positive, got 0.0"). Typed `inf`, `nan` and zeros go on to be refused there."""
+    mantissa = re.split(r"[eE]", text, maxsplit=1)[0]
+    if not math.isfinite(value) and re.search(r"\d", mantissa):
+        raise UserError(f"{name} is far too large ({show_value(text)}); use a smaller value")
+    if value == 0 and re.search(r"[1-9]", mantissa):
+        raise UserError(f"{name} is too small to tell from 0 ({show_value(text)}); use a larger value")
 
 
 def check_value(param: Param, value):

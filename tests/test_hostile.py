@@ -208,7 +208,7 @@ LINES = [
     ("100k out-of-vocabulary line", "x" * 100_000, "1 character not in the vocabulary"),
     ("100k prompt", ":gen " + "123" * 33_333, None),
     ("100k plain prompt", "1" * 100_000, None),
-    ("100k number", ":set lr=" + "9" * 100_000, "lr must be a finite number"),
+    ("100k number", ":set lr=" + "9" * 100_000, "lr is far too large"),
     ("100k whole number", ":train steps=" + "9" * 100_000, "steps has 100,000 digits, far too many"),
     ("100k data path", ":data " + "s" * 100_000, "cannot read"),
     ("100k device", ":device " + "c" * 100_000, "unknown device"),

@@ -4,6 +4,7 @@ options) found: each test failed before its fix.
 Tab after a checkpoint's name (`:load run1 <TAB>`), a data name or a command's name after `:help` offered a second
 one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name").
 `:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
+`:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
 """
 
 from prompt_toolkit.completion import CompleteEvent
@@ -51,3 +52,21 @@ def test_a_short_option_without_its_value_is_named_as_typed():
             assert str(e) == said
         else:
             raise AssertionError(f"{line} parsed")
+
+
+def test_a_number_past_what_a_float_holds_is_refused_as_typed():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.parsing import parse_line
+
+    def said(line: str) -> str:
+        try:
+            parse_line(line, REGISTRY)
+        except UserError as e:
+            return str(e)
+        raise AssertionError(f"{line} parsed")
+
+    assert said(":set lr=1e-400") == "lr is too small to tell from 0 ('1e-400'); use a larger value"  # was "got 0.0"
+    assert said(":gen temperature=1e309") == "temperature is far too large ('1e309'); use a smaller value"  # "got inf"
+    assert said(":set lr=0") == "lr must be positive, got 0.0" and "finite" in said(":set temperature=inf")
+
