@@ -5,13 +5,19 @@ Tab after a checkpoint's name (`:load run1 <TAB>`), a data name or a command's n
 one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name").
 `:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
 `:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
+At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
+which are spaces: half the scale on one line, the rest and its "1.00" on the next.
 """
+
+import io
+import re
 
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from minitf_repl import repl
 from minitf_repl.session import Session
+from test_commands import run, tiny_session
 
 
 def complete(text: str, session=None) -> list[str]:
@@ -27,7 +33,8 @@ def test_tab_after_a_checkpoint_name_offers_no_second_name(tmp_path):
     assert complete(":load ", session) == ["run1", "run2"]
     assert complete(":load run1 ", session) == [] and complete(":load run1 r", session) == []
     assert complete(":save run1 ", session) == []
-    assert complete(":data sort ") == [] and complete(":help set ") == [] and complete(":quantize int8 ") == []
+    assert complete(":data sort ") == [] and complete(":quantize int8 ") == []
+    assert "train" not in complete(":help set ") and "lr=" in complete(":help set ")  # set's keys, which :help explains
     assert complete(":device cpu ") == []
 
 
@@ -70,3 +77,23 @@ def test_a_number_past_what_a_float_holds_is_refused_as_typed():
     assert said(":gen temperature=1e309") == "temperature is far too large ('1e309'); use a smaller value"  # "got inf"
     assert said(":set lr=0") == "lr must be positive, got 0.0" and "finite" in said(":set temperature=inf")
 
+
+# --- a narrow terminal ------------------------------------------------------------------------------------------
+def colour_console(width: int):
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=width, color_system="truecolor", force_terminal=True, record=True)
+
+
+def test_the_colour_scale_of_gen_show_probs_stays_whole_at_40_columns():
+    from minitf_repl.render import render
+
+    session = tiny_session("pydoc")
+    result = run(session, ":gen the n=20 gen_seed=1 show=probs")
+    for width, lines_of_legend in ((100, 1), (40, 2)):
+        console = colour_console(width)
+        render(result, console)
+        lines = console.export_text().splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("probability when picked:"))
+        scale = lines[at + lines_of_legend - 1]  # 0, twenty coloured cells, 1.00: on one line, nothing broken off
+        assert re.fullmatch(r"(probability when picked: )?0 {22}1\.00", scale), lines[at:at + 3]

@@ -335,7 +335,7 @@ def render_checks(result: ChecksResult, console: Console) -> None:
                      f"row checked", "bold")
         as_text = plain(console)
         console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=not causal.passed))
-        console.print(legend(1.0, as_text, "share of the row's largest"))
+        console.print(legend(1.0, as_text, "share of the row's largest", console.width))
         note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "
                       "itself and the positions before it" if causal.passed
              else "above the diagonal: position t reading a later position s")

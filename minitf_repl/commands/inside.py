@@ -113,7 +113,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text, future))
                   for h, m in zip(result.heads, maps)]
         console.print(Columns(panels, padding=(1, 2)))
-    console.print(legend(peak, as_text), highlight=False)
+    console.print(legend(peak, as_text, width=console.width), highlight=False)
     if future:
         nxt = [next_token_weight(m) for m in result.maps]
         shares = ", ".join(f"head {h} {w:.2f}" for h, w in zip(result.heads, nxt))

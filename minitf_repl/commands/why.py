@@ -208,7 +208,7 @@ def render_patch(result: PatchResult, console: Console) -> None:
     tokens = result.corrupt_tokens[start:]
     console.print(restored_grid(result.stream, tokens, [row[start:] for row in result.resid], width, as_text),
                   highlight=False, no_wrap=True, overflow="ignore")
-    console.print(legend(1.0, as_text, "restored"), highlight=False)
+    console.print(legend(1.0, as_text, "restored", console.width), highlight=False)
     differ = [i for i, (a, b) in enumerate(zip(result.clean_tokens, result.corrupt_tokens)) if a != b]
     if differ:
         note(console, "the prompts differ at position " + ", ".join(str(i) for i in differ)

@@ -97,7 +97,7 @@ def watch_view(frame, width: int, as_text: bool):
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text, future))
                   for h, m in enumerate(maps)]
         cut = [Text(window_note(n, T, width), style="dim")] if start else []
-        return Group(title, *cut, Columns(panels, padding=(0, 2)), legend(peak, as_text))
+        return Group(title, *cut, Columns(panels, padding=(0, 2)), legend(peak, as_text, width=width))
     if frame.lens:
         table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("after", style="cyan", no_wrap=True)
