@@ -6,7 +6,8 @@ one, which made a line the command then refused ("'run1 run1' is not a valid che
 `:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
 `:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
 At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
-which are spaces: half the scale on one line, the rest and its "1.00" on the next.
+which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
+words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…").
 """
 
 import io
@@ -97,3 +98,19 @@ def test_the_colour_scale_of_gen_show_probs_stays_whole_at_40_columns():
         at = next(i for i, line in enumerate(lines) if line.startswith("probability when picked:"))
         scale = lines[at + lines_of_legend - 1]  # 0, twenty coloured cells, 1.00: on one line, nothing broken off
         assert re.fullmatch(r"(probability when picked: )?0 {22}1\.00", scale), lines[at:at + 3]
+
+
+def test_params_at_40_columns_cuts_no_word():
+    from rich.console import Console
+
+    from minitf_repl.render import render
+
+    result = run(tiny_session("pydoc"), ":params")
+    console = Console(file=io.StringIO(), width=40, color_system=None)
+    render(result, console)
+    text = console.file.getvalue()
+    assert "…" not in text and max(map(len, text.splitlines())) <= 40  # was "Embeddi…", "matmul…", "traina…"
+    assert "lm_head (tied)" in text and "one per trainable parameter" in text and "6N rule" in text
+    wide = Console(file=io.StringIO(), width=120, color_system=None)
+    render(result, wide)
+    assert "Embedding" in wide.file.getvalue() and "(tied to token_embedding)" in wide.file.getvalue()

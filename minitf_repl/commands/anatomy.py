@@ -378,10 +378,12 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
         if with_share:
             table.add_column("share", justify="right", footer="100%", no_wrap=True)
         for name, kind, count_, share in rows:
+            if not with_kind and "(tied to" in str(kind):  # the kind column said it: "lm_head (tied)" says it here
+                name = f"{name} (tied)"
             add_row(table, name, *([kind] if with_kind else []), count_, *([share] if with_share else []))
         return table
 
-    # the share goes first (it follows from the counts), then the kind (the class name; the tied head is said below)
+    # the share goes first (it follows from the counts), then the kind (the class name; a tied head is marked by name)
     for with_kind, with_share in ((True, True), (True, False), (False, True), (False, False)):
         table = parameters(with_kind, with_share)
         if fits(console, table):
