@@ -7,12 +7,15 @@ one, which made a line the command then refused ("'run1 run1' is not a valid che
 `:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
 At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
 which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
-words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…").
+words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…"). The
+worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers to "0.…" where even their narrowest
+form did not fit 40 columns: each row is now a record, a line per column.
 """
 
 import io
 import re
 
+import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
@@ -114,3 +117,20 @@ def test_params_at_40_columns_cuts_no_word():
     wide = Console(file=io.StringIO(), width=120, color_system=None)
     render(result, wide)
     assert "Embedding" in wide.file.getvalue() and "(tied to token_embedding)" in wide.file.getvalue()
+
+
+@pytest.mark.parametrize("line", [":qkv 1234= at=3", ":grad 1234=1234", ":mistakes n=20", ":ffn 1234= k=3", ":step 12",
+                                  ":score 1234=1234", ":quantize int8"])
+def test_worked_tables_at_40_columns_cut_no_number(line):
+    from rich.console import Console
+
+    from minitf_repl.render import render
+
+    session = tiny_session()
+    run(session, ":train")
+    result = run(session, line)
+    narrow = Console(file=io.StringIO(), width=40, color_system=None)
+    render(result, narrow)
+    text = narrow.file.getvalue()
+    assert not re.search(r"\d\.…|\w…", text), text  # the numbers were cut to "0.…", the headers to "s_…"
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 40

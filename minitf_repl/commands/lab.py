@@ -399,11 +399,11 @@ def by_position(result: CompareResult, console: Console) -> None:
                               style="bold green" if lowest else ""))
         rows.append([Text(f"{glyph} {o.label}", style=style), *cells])
         glyphs.append([Text(glyph, style=style), *cells])
-    table = fitting_table(console, ["positions", *bands], rows, left=("positions",))
+    table = fitting_table(console, ["positions", *bands], rows, left=("positions",), records=False)
     if not fits(console, table):  # the labels leave the bands no room (they were cut at the edge): the glyphs,
         # which the lines above and the chart's legend name, and where a long window's bands still do not fit, a
         # band a row (at most MAX_CONTENDERS columns)
-        table = fitting_table(console, ["positions", *bands], glyphs, left=("positions",))
+        table = fitting_table(console, ["positions", *bands], glyphs, left=("positions",), records=False)
         if not fits(console, table):
             table = fitting_table(console, ["positions", *(row[0].plain for row in glyphs)],
                                   [[band, *(row[b + 1] for row in glyphs)] for b, band in enumerate(bands)],

@@ -109,7 +109,7 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
         table.append(["wrong, the true answer before it", *(f"{v:.1%}" for v in found.forced)])
     table.append(["wrong in its own answer", *(f"{v:.1%}" for v in found.written)])
     table.append(["its first mistake", *(f"{n:,}" for n in found.first_wrong)])
-    shares, line = fitting_table(console, names, table, left=(names[0],)), "row"
+    shares, line = fitting_table(console, names, table, left=(names[0],), records=False), "row"
     if not fits(console, shares):  # a narrow terminal: the long row names cut every share to '…'; a row a character
         shares, line = fitting_table(console, [names[0], *(row[0] for row in table)],
                                      [[names[k], *(row[k] for row in table)] for k in range(1, len(names))]), "column"
@@ -135,7 +135,8 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
                  f"{-math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess), _p(h.guess_p)]
                 for h in found.hardest]
         table = fitting_table(console, ["before it", "came", "p", "-ln p", "its guess", "its p"], rows,
-                              left=("before it", "came", "its guess"), optional=("its p", "p"))
+                              left=("before it", "came", "its guess"), optional=("its p", "p"),
+                              records=shown == BEFORE_SHOWN[-1])  # records only where no fewer characters fit
         if fits(console, table):
             break
     console.print(table)

@@ -26,7 +26,7 @@ from ..registry import Param, clip
 from ..render.heatmap import cell, legend, plain
 from ..render.renderers import render
 from ..render.chart import spark
-from ..render.tables import NARROW, add_row, fitting_table
+from ..render.tables import NARROW, add_row, fitting_table, shown_columns
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -475,7 +475,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                 + ([""] if swept else []))
     table = fitting_table(console, names, rows, left=("head", "named"), optional=("current", "first", "duplicate"))
     console.print(table)
-    gone = [name for name in ("current", "first", "duplicate") if name not in [c.header for c in table.columns]]
+    gone = [name for name in ("current", "first", "duplicate") if name not in shown_columns(table)]
     if gone:
         note(console, f"not shown at this width: {', '.join(gone)} (a wider terminal shows them)")
     note(console, f"even: the scores of attention spread evenly over keys 0..i; named: the role of a head's largest "

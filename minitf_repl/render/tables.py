@@ -31,12 +31,14 @@ def fits(console: Console, renderable, width: int | None = None) -> bool:
 
 
 def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = (),
-                  wrap: tuple = ()) -> Table:
+                  wrap: tuple = (), records: bool = True) -> Table:
     """The table of `names` and `rows` with every word whole: the `optional` columns are dropped, first named
     first, until it fits the console (`fits`); the ones left are those the reader cannot do without. Where even
     they do not fit, each header takes a line per word ("|dL/dh|" over "leaves"), so that a column is as wide as
     its widest cell rather than its header, which would otherwise cut the cells ("0.2…"), and the `wrap` columns
-    (words: "W_E (token embedding, tied head)") break their cells at spaces."""
+    (words: "W_E (token embedding, tied head)") break their cells at spaces. Where that still does not fit, and
+    `records`, each row becomes a record, a line per column, `name  value`, every column shown.
+    `shown_columns(table)` names the columns it shows."""
     dropped: set[str] = set()
     for drop, stacked in ((None, False), *((name, False) for name in optional), (None, True)):
         if drop is not None:
@@ -49,9 +51,43 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
                              no_wrap=not (stacked and names[k] in wrap))
         for row in rows:
             add_row(table, *(row[k] for k in keep))
+        table.shown_columns = [names[k] for k in keep]
         if fits(console, table):
-            break
+            return table
+    return record_table(names, rows) if records else table
+
+
+def record_table(names: list[str], rows: list[list]) -> Table:
+    """Each row as a record: its first cell in bold, then a line per other column, `name  value`, a blank line apart."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("name", style="dim", no_wrap=True)
+    table.add_column("value")
+    for at, row in enumerate(rows):
+        if at:
+            add_row(table, "", "")
+        first = row[0] if isinstance(row[0], Text) else Text(str(row[0]))
+        if names[0] or first.plain:  # an unnamed mark column (:step's →) where it marks nothing: no line
+            add_row(table, Text(names[0] or "", style="bold"), Text.assemble(first, style="bold"))
+        for name, cell in zip(names[1:], row[1:]):
+            add_row(table, name, cell)
+    table.shown_columns = list(names)
     return table
+
+
+def fitted(console: Console, *tables: Table) -> Table:
+    """The first of `tables` (widest first) that fits the console with every word whole (`fits`); where none does,
+    the last as records (`record_table`): a table Rich squeezes cuts its numbers to "0.…"."""
+    for table in tables:
+        if fits(console, table):
+            return table
+    last = tables[-1]
+    names = [str(column.header) for column in last.columns]
+    return record_table(names, [list(row) for row in zip(*(list(column.cells) for column in last.columns))])
+
+
+def shown_columns(table: Table) -> list[str]:
+    """The names of the columns a table of `fitting_table` shows (its headers, a record's names)."""
+    return getattr(table, "shown_columns", None) or [str(c.header) for c in table.columns]
 
 
 def add_row(table: Table, *cells, style=None) -> None:
