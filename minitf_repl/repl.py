@@ -303,7 +303,14 @@ def toolbar_text(session, width: int | None = None) -> str:
                   f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
                   f" {st.device} | {params} | step {st.step:,} | {short} | {data} ",
                   f" step {st.step:,} | {short} | {data} "]  # 40-60 columns: :config and :device say the rest
-    return next((c for c in candidates if width is None or len(c) <= width), candidates[-1])
+    fitting = next((c for c in candidates if width is None or len(c) <= width), None)
+    if fitting is not None:
+        return fitting
+    # Not even the shortest fits (a long file name at 40 columns): the name's end stays, marked as cut, rather than
+    # prompt-toolkit cutting the line at the screen's edge mid-name with no sign of it.
+    head = f" step {st.step:,} | {short} | "
+    room = width - len(head) - 1
+    return head + (("…" + data[len(data) - room + 1:]) if room > 1 else "") + " "
 
 
 def _toolbar_width() -> int | None:

@@ -9,7 +9,8 @@ At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :chec
 which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
 words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…"). The
 worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers to "0.…" where even their narrowest
-form did not fit 40 columns: each row is now a record, a line per column.
+form did not fit 40 columns: each row is now a record, a line per column. The toolbar at 40 columns ran a long data
+file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
 """
 
 import io
@@ -134,3 +135,10 @@ def test_worked_tables_at_40_columns_cut_no_number(line):
     text = narrow.file.getvalue()
     assert not re.search(r"\d\.…|\w…", text), text  # the numbers were cut to "0.…", the headers to "s_…"
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 40
+
+
+def test_the_toolbar_at_40_columns_shows_a_long_data_names_end_marked_as_cut():
+    session = Session(data_spec="/tmp/notes/a_rather_long_data_file_name_for_testing.txt")
+    text = repl.toolbar_text(session, 40)
+    assert len(text) <= 40 and text.endswith("…ame_for_testing.txt ")  # was cut at the edge: "…/a_rather_long_data_"
+    assert repl.toolbar_text(session, 100).endswith("| data …/a_rather_long_data_file_name_for_testing.txt ")
