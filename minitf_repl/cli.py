@@ -324,8 +324,9 @@ def root(
         raise typer.Exit(1)
     session = Session(data_spec="pydoc" if data is None else data, device_name="auto" if device is None else device,
                       checkpoint_dir=checkpoint_dir)
+    loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
     if load is not None:
-        load_checkpoint(session, load, data, debug, quiet)
+        loaded = load_checkpoint(session, load, data, debug, quiet)
     elif settings and data is not None:  # a setting may read the data (tokenizer=bpe:N): a bad --data is --data's
         with _one_line("--data", debug):
             session.data  # noqa: B018 - read now, where its error names the option that gave it
@@ -335,7 +336,7 @@ def root(
         raise typer.Exit(startup.STATUS)
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
-        raise typer.Exit(open_shell(session, debug))
+        raise typer.Exit(open_shell(session, debug, loaded))
 
 
 def join_ranks(ctx: typer.Context, device: str) -> str:
@@ -369,11 +370,11 @@ def leave_ranks(ctx: typer.Context) -> None:
     distributed.destroy()
 
 
-def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False, quiet: bool = False) -> None:
+def load_checkpoint(session: Session, name: str, data: str | None, debug: bool = False, quiet: bool = False):
     """`--load NAME`: the checkpoint brings its own data, so a different --data is a contradiction. A Hugging Face
     folder brings none: what it cannot read of the session's is said on stderr, unless `quiet` (a non-zero rank).
 
-    Like every command, it fails in one line (_one_line).
+    Like every command, it fails in one line (_one_line). Returns :load's result.
     """
     with _one_line("--load", debug):
         result = run_command(session, REGISTRY.find("load"), {"name": name})
@@ -389,6 +390,7 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
                 f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                 "(the checkpoint brings its data)"
             )
+    return result
 
 
 @contextlib.contextmanager
@@ -422,8 +424,9 @@ def _same_task(spec: str, session: Session) -> bool:
         return False
 
 
-def open_shell(session: Session, debug: bool = False) -> int:
-    """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file."""
+def open_shell(session: Session, debug: bool = False, loaded=None) -> int:
+    """The REPL on a terminal; line by line (no colour, no animation) when stdin is a pipe or a file. `loaded`: what
+    --load brought (:load's result), which the REPL shows under its greeting."""
     from . import repl
 
     if sys.stdin is None:  # `minitf <&-`: Python found no file descriptor 0 at start
@@ -431,7 +434,7 @@ def open_shell(session: Session, debug: bool = False) -> int:
                          "pipe commands into it, or give a command (minitf train)")
         return 1
     if sys.stdin.isatty():
-        return repl.run_repl(session, console_for(), console_for(stderr=True), debug)
+        return repl.run_repl(session, console_for(), console_for(stderr=True), debug, loaded=loaded)
     repl.preload()
     out = console_for(force_terminal=False, no_color=True)
     err = console_for(stderr=True, force_terminal=False, no_color=True)

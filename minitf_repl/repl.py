@@ -36,7 +36,7 @@ from .commands import REGISTRY
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
-from .render import say
+from .render import render, say
 from .syntax import cmd, speaking
 
 PROMPT = "minitf> "
@@ -321,8 +321,10 @@ def _toolbar_width() -> int | None:
 
 
 def run_repl(session, console: Console, err_console: Console | None = None, debug: bool = False,
-             input=None, output=None, history: History | None = None) -> int:
-    """The interactive prompt. Returns the exit status (0) at :quit or Ctrl-D."""
+             input=None, output=None, history: History | None = None, loaded=None) -> int:
+    """The interactive prompt. Returns the exit status (0) at :quit or Ctrl-D. `loaded`: :load's result for the
+    checkpoint `--load` brought, shown under the greeting as :load shows it (it went unsaid: nothing told the user
+    which run, step and data the prompt starts from, nor that a stopped run could go on)."""
     err_console = err_console if err_console is not None else console
     door = FrontDoor(session, console, err_console, FrontEnd(debug=debug))
     if history is None:
@@ -350,6 +352,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
 
     say(console, f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
                  "Try :train, then type some text for the model to continue; :help lists the commands.", "dim")
+    if loaded is not None:
+        with speaking(door.front.syntax):
+            render(loaded, console)
     first = True
     warned = None  # the unsaved step a :quit or Ctrl-D was told about: the next one leaves
     while True:

@@ -11,6 +11,8 @@ words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word
 worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers to "0.…" where even their narrowest
 form did not fit 40 columns: each row is now a record, a line per column. The toolbar at 40 columns ran a long data
 file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
+`minitf --load NAME` opened the REPL without a word of what it loaded (which run, step, data; a stopped run's steps
+left): the greeting alone, "Try :train", as for a fresh model.
 """
 
 import io
@@ -19,9 +21,13 @@ import re
 import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
 
 from minitf_repl import repl
 from minitf_repl.session import Session
+from test_repl import consoles
 from test_commands import run, tiny_session
 
 
@@ -142,3 +148,22 @@ def test_the_toolbar_at_40_columns_shows_a_long_data_names_end_marked_as_cut():
     text = repl.toolbar_text(session, 40)
     assert len(text) <= 40 and text.endswith("…ame_for_testing.txt ")  # was cut at the edge: "…/a_rather_long_data_"
     assert repl.toolbar_text(session, 100).endswith("| data …/a_rather_long_data_file_name_for_testing.txt ")
+
+
+# --- start-up options ---------------------------------------------------------------------------------------------
+def test_the_repl_opened_with_load_says_what_it_loaded(checkpoint_dir):
+    from minitf_repl import cli
+
+    s = tiny_session()
+    run(s, ":train steps=10")
+    run(s, ":save")  # the run stopped at step 10 of its 10: saved as "autosave" and as the last name
+    fresh = Session(data_spec="pydoc", device_name="cpu")
+    loaded = cli.load_checkpoint(fresh, "autosave", None)
+    out, err = consoles()
+    with create_pipe_input() as inp:
+        inp.send_text(":q\r")
+        code = repl.run_repl(fresh, out, err, input=inp, output=DummyOutput(), history=InMemoryHistory(),
+                             loaded=loaded)
+    text = out.file.getvalue()
+    assert code == 0 and "loaded autosave: step 10, data sort:4" in text  # nothing said which run the prompt had
+    assert text.index("loaded autosave") > text.index("minitf ")  # under the greeting
