@@ -65,8 +65,9 @@ def complete_bash(line: str, **env: str) -> list[str]:
 
 
 def test_completion_offers_commands_options_and_values(tmp_path):
-    (tmp_path / "run-a").mkdir()
-    (tmp_path / "run-b").mkdir()
+    for name in ("run-a", "run-b"):  # a checkpoint is a folder with its manifest
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "checkpoint.json").write_text("{}")
     assert complete_bash("minitf tr") == ["train"]
     assert "quit" not in complete_bash("minitf q")  # REPL-only commands are no subcommands
     options = complete_bash("minitf train --")

@@ -312,8 +312,9 @@ def test_an_options_other_spelling_completes_to_its_name():
 
 
 def test_completes_checkpoint_names_after_load(tmp_path):
-    (tmp_path / "run1").mkdir()
-    (tmp_path / "autosave").mkdir()
+    for name in ("run1", "autosave"):  # a checkpoint is a folder with its manifest
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "checkpoint.json").write_text("{}")
     (tmp_path / "notes.txt").write_text("x")
     completer = repl.CommandCompleter(session=Session(checkpoint_dir=tmp_path))
     found = [c.text for c in completer.get_completions(Document(":load "), CompleteEvent(completion_requested=True))]

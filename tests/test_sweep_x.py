@@ -3,6 +3,8 @@ options) found: each test failed before its fix.
 
 Tab after a checkpoint's name (`:load run1 <TAB>`), a data name or a command's name after `:help` offered a second
 one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name").
+Tab after `:load ` offered every folder of the checkpoint directory: one renamed by hand ("my model") completed to a
+line :load refused, and a folder that holds no checkpoint to one it cannot load.
 `:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
 `:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
 At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
@@ -40,6 +42,7 @@ def complete(text: str, session=None) -> list[str]:
 def test_tab_after_a_checkpoint_name_offers_no_second_name(tmp_path):
     for name in ("run1", "run2"):
         (tmp_path / name).mkdir()
+        (tmp_path / name / "checkpoint.json").write_text("{}")
     session = Session(checkpoint_dir=tmp_path)
     assert complete(":load ", session) == ["run1", "run2"]
     assert complete(":load run1 ", session) == [] and complete(":load run1 r", session) == []
@@ -167,3 +170,15 @@ def test_the_repl_opened_with_load_says_what_it_loaded(checkpoint_dir):
     text = out.file.getvalue()
     assert code == 0 and "loaded autosave: step 10, data sort:4" in text  # nothing said which run the prompt had
     assert text.index("loaded autosave") > text.index("minitf ")  # under the greeting
+
+
+def test_tab_after_load_offers_only_checkpoints_load_takes(tmp_path):
+    from minitf_repl.commands import base
+    from minitf_repl.core.checkpoint import layout
+
+    for name in ("run1", "my model", "exported", ".staging"):
+        (tmp_path / name).mkdir()
+    for name in ("run1", "my model", ".staging"):
+        (tmp_path / name / "checkpoint.json").write_text("{}")
+    assert complete(":load ", Session(checkpoint_dir=tmp_path)) == ["run1"]  # was also "my model" and "exported"
+    assert base.CHECKPOINT_NAME.pattern == layout.NAME.pattern and base.MANIFEST == layout.MANIFEST

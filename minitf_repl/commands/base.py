@@ -12,6 +12,7 @@ The prompts a command uses when the user gives none are decided here, once each:
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -45,10 +46,19 @@ def complete_command(session) -> list[str]:
     return sorted(REGISTRY)
 
 
+# core.checkpoint.layout.NAME, which Tab cannot import (torch comes with it); tests/test_sweep_x.py keeps them equal.
+CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
+MANIFEST = "checkpoint.json"  # core.checkpoint.layout.MANIFEST
+
+
 def complete_checkpoint(session) -> list[str]:
+    """The checkpoints Tab offers: folders with a manifest under a name :load takes. A folder renamed by hand
+    ("my model") completed to a line :load refused, and any other folder there (an export, a copy's leftovers) to
+    one that is no checkpoint."""
     try:
         folder = Path(session.checkpoint_dir)
-        return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return sorted(p.name for p in folder.iterdir()
+                      if CHECKPOINT_NAME.match(p.name) and p.is_dir() and (p / MANIFEST).exists())
     except (OSError, AttributeError, TypeError):
         return []
 
