@@ -256,7 +256,7 @@ def test_a_checkpoint_directory_that_is_a_file_is_called_one(tmp_path):
     for directory in (tmp_path / "afile", tmp_path / "afile" / "sub"):
         with pytest.raises(CheckpointError) as e:
             ckpt.load_checkpoint(directory, "c")
-        assert str(e.value) == f"{tmp_path / 'afile'} is a file, not a directory; choose another checkpoint directory"
+        assert str(e.value) == f"{tmp_path / 'afile'} is a file, not a directory; start minitf with another checkpoint directory"
 
 
 def test_check_save_target_finds_a_file_in_the_path(tmp_path, trained):
@@ -278,19 +278,19 @@ def test_check_save_target_finds_a_directory_it_cannot_write(tmp_path, trained):
             with pytest.raises(CheckpointError) as e:
                 ckpt.check_save_target(directory, name)
             assert str(e.value) == (f"cannot write in {where} (permission denied); change its permissions or "
-                                    "choose another checkpoint directory")
+                                    "start minitf with another checkpoint directory")
     finally:
         (locked / "old").chmod(0o700)
         locked.chmod(0o700)
 
 
 @pytest.mark.parametrize("code, fix", [
-    (errno.ENOSPC, "No space left on device; free space or choose another checkpoint directory"),
-    (getattr(errno, "EDQUOT", errno.ENOSPC), "; free space or choose another checkpoint directory"),
-    (errno.EACCES, "Permission denied; change the permissions of that directory or choose another checkpoint directory"),
-    (errno.EPERM, "; change the permissions of that directory or choose another checkpoint directory"),
-    (errno.EROFS, "Read-only file system (the file system is read-only); choose another checkpoint directory"),
-    (errno.EIO, "Input/output error; choose another checkpoint directory"),
+    (errno.ENOSPC, "No space left on device; free space or start minitf with another checkpoint directory"),
+    (getattr(errno, "EDQUOT", errno.ENOSPC), "; free space or start minitf with another checkpoint directory"),
+    (errno.EACCES, "Permission denied; change the permissions of that directory or start minitf with another checkpoint directory"),
+    (errno.EPERM, "; change the permissions of that directory or start minitf with another checkpoint directory"),
+    (errno.EROFS, "Read-only file system (the file system is read-only); start minitf with another checkpoint directory"),
+    (errno.EIO, "Input/output error; start minitf with another checkpoint directory"),
 ])  # fmt: skip
 def test_a_failed_save_names_its_real_cause(tmp_path, trained, monkeypatch, code, fix):
     def failing_write(path, data):

@@ -178,7 +178,7 @@ def test_a_model_that_cannot_be_kept_on_a_full_disk_is_not_told_to_make_the_fold
     with pytest.raises(UserError) as e:
         run(s, ":set n_heads=1")
     said = str(e.value)
-    assert "full; free space or choose another checkpoint directory); nothing changed" in said
+    assert "full; free space or start minitf with another checkpoint directory); nothing changed" in said
     assert "writable" not in said and said.endswith("or turn autosave off to rebuild without keeping it: "
                                                     ":set autosave=off")
     assert s.model_config.n_heads == 2 and s.trainer.step == 6
@@ -239,8 +239,8 @@ def test_a_read_only_file_system_is_called_so_before_training_not_permission_den
     s = tiny_session()
     with pytest.raises(UserError) as e:
         run(s, ":train")
-    assert str(e.value) == (f"cannot write in {checkpoint_dir}: the file system is read-only; choose another "
-                            "checkpoint directory; or train without saving: :set autosave=off")
+    assert str(e.value) == (f"cannot write in {checkpoint_dir}: the file system is read-only; start minitf "
+                            "with another checkpoint directory; or train without saving: :set autosave=off")
     assert s.trainer.step == 0
 
 

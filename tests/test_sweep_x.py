@@ -14,7 +14,8 @@ worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers 
 form did not fit 40 columns: each row is now a record, a line per column. The toolbar at 40 columns ran a long data
 file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
 `minitf --load NAME` opened the REPL without a word of what it loaded (which run, step, data; a stopped run's steps
-left): the greeting alone, "Try :train", as for a fresh model.
+left): the greeting alone, "Try :train", as for a fresh model. A checkpoint folder that could not be used said
+"choose another checkpoint directory" with no word of how: the REPL has no setting for it, only minitf's start has.
 """
 
 import io
@@ -149,7 +150,7 @@ def test_worked_tables_at_40_columns_cut_no_number(line):
 def test_the_toolbar_at_40_columns_shows_a_long_data_names_end_marked_as_cut():
     session = Session(data_spec="/tmp/notes/a_rather_long_data_file_name_for_testing.txt")
     text = repl.toolbar_text(session, 40)
-    assert len(text) <= 40 and text.endswith("…ame_for_testing.txt ")  # was cut at the edge: "…/a_rather_long_data_"
+    assert len(text) <= 40 and text.endswith("…ame_for_testing.txt ")  # was "…/a_rather_long_data_", cut at the edge
     assert repl.toolbar_text(session, 100).endswith("| data …/a_rather_long_data_file_name_for_testing.txt ")
 
 
@@ -182,3 +183,13 @@ def test_tab_after_load_offers_only_checkpoints_load_takes(tmp_path):
         (tmp_path / name / "checkpoint.json").write_text("{}")
     assert complete(":load ", Session(checkpoint_dir=tmp_path)) == ["run1"]  # was also "my model" and "exported"
     assert base.CHECKPOINT_NAME.pattern == layout.NAME.pattern and base.MANIFEST == layout.MANIFEST
+
+
+def test_an_unusable_checkpoint_folder_says_how_to_choose_another(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    out, err = consoles()
+    repl.run_lines([":ls"], Session(checkpoint_dir=blocker), out, err)
+    # the REPL has no setting for the folder: "choose another checkpoint directory" alone left the user looking
+    said = " ".join(err.file.getvalue().split())
+    assert said.endswith("is a file, not a directory; start minitf with another checkpoint directory")

@@ -24,6 +24,9 @@ FORMAT_VERSION = 1
 FORMAT_NAME = "minitf-checkpoint"
 MANIFEST = "checkpoint.json"
 NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
+# The fix where the folder cannot be used. "choose another checkpoint directory" left unsaid that only minitf's start
+# chooses it (the REPL has no setting for it, and a learner looked for one); in words, as every core message is.
+ANOTHER_DIR = "start minitf with another checkpoint directory"
 
 # Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
 # trace debris): two saves never pick the same name. Whether a file is debris is decided by the
@@ -129,15 +132,12 @@ def check_save_target(directory, name: str) -> Path:
             _check_no_dangling_link(target)
             writes_into = nearest_existing(directory)
             if not writes_into.is_dir():
-                raise CheckpointError(f"{writes_into} is a file, not a directory; choose another checkpoint directory")
+                raise CheckpointError(f"{writes_into} is a file, not a directory; {ANOTHER_DIR}")
         if not os.access(writes_into, os.W_OK | os.X_OK):
             if _read_only(writes_into):  # access() fails there whatever the permissions say: not theirs to change
-                raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; choose another "
-                                      "checkpoint directory")
-            raise CheckpointError(
-                f"cannot write in {writes_into} (permission denied); change its permissions or choose another "
-                "checkpoint directory"
-            )
+                raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; {ANOTHER_DIR}")
+            raise CheckpointError(f"cannot write in {writes_into} (permission denied); change its permissions or "
+                                  f"{ANOTHER_DIR}")
     except OSError as e:
         raise path_error(target, e) from None
     return target
@@ -156,7 +156,7 @@ def path_error(path: Path, e: OSError) -> CheckpointError:
     if e.errno == errno.ENAMETOOLONG:
         return CheckpointError(f"cannot use {clip(str(path))}: a name in that path is too long for the file system; "
                                "choose a shorter checkpoint directory")
-    return CheckpointError(f"cannot use {clip(str(path))}: {e.strerror or e}; choose another checkpoint directory")
+    return CheckpointError(f"cannot use {clip(str(path))}: {e.strerror or e}; {ANOTHER_DIR}")
 
 
 def clip(text: str, width: int = 100) -> str:
@@ -183,7 +183,7 @@ def _check_no_dangling_link(target: Path) -> None:
             if path.is_symlink() and not path.exists():
                 raise CheckpointError(
                     f"{clip(str(path))} is a symbolic link to {clip(os.readlink(path))}, which does not exist; "
-                    "create that folder or choose another checkpoint directory"
+                    f"create that folder or {ANOTHER_DIR}"
                 )
             return
         path = path.parent
@@ -211,7 +211,7 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
     if not path.exists():
         blocker = nearest_existing(directory)
         if not blocker.is_dir():
-            raise CheckpointError(f"{blocker} is a file, not a directory; choose another checkpoint directory")
+            raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
         names = _existing_names(directory)
         where = f"in {directory}"
         if names:

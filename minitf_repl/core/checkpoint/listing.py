@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import MANIFEST, NAME, CheckpointInfo, path_error
+from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, path_error
 from .loading import check_manifest_values
 from .reads import not_regular, read_manifest
 
@@ -20,7 +20,7 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
         if not directory.exists():
             return []
         if not directory.is_dir():
-            raise CheckpointError(f"{directory} is a file, not a directory; choose another checkpoint directory")
+            raise CheckpointError(f"{directory} is a file, not a directory; {ANOTHER_DIR}")
         entries = sorted(os.listdir(directory))
     except OSError as e:
         raise path_error(directory, e) from None

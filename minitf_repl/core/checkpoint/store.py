@@ -23,8 +23,8 @@ from .. import __version__
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM
 from ..words import count
-from .layout import (DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES, MAX_SHOWN,
-                     NAME, ORIGINS, TMP_DIR, check_name, check_save_target, clip)
+from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
+                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, clip)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -149,12 +149,12 @@ def _save_failure(e: OSError) -> str:
     """`reason; fix` for an OSError of a save: the fix follows the cause (errno), not a guess."""
     reason = e.strerror or str(e)
     if e.errno in _NO_SPACE:
-        return f"{reason}; free space or choose another checkpoint directory"
+        return f"{reason}; free space or {ANOTHER_DIR}"
     if e.errno in _NO_PERMISSION:
-        return f"{reason}; change the permissions of that directory or choose another checkpoint directory"
+        return f"{reason}; change the permissions of that directory or {ANOTHER_DIR}"
     if e.errno == errno.EROFS:
-        return f"{reason} (the file system is read-only); choose another checkpoint directory"
-    return f"{reason}; choose another checkpoint directory"
+        return f"{reason} (the file system is read-only); {ANOTHER_DIR}"
+    return f"{reason}; {ANOTHER_DIR}"
 
 
 def _save_new(directory: Path, name: str, files: dict[str, bytes], manifest_bytes: bytes, uid: str,
