@@ -404,6 +404,9 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console) -> str:
     lines = re.split(r"\r\n|\r|\n", text)  # not str.splitlines(): U+2028 and \f inside a prompt are text
     if not all(_a_command(line) for line in lines if line.strip()):
         lines = [text]  # a prompt of several lines (code, verse): one text to continue, its newlines kept
+    elif sum(1 for line in lines if line.strip()) > 1:
+        # a script pasted: its `#` lines are comments, as where it is piped in (run_lines); they ran as prompts
+        lines = [line for line in lines if not line.lstrip().startswith("#")]
     status = EMPTY
     for at, line in enumerate(lines):
         status = door.run_line(line)

@@ -16,6 +16,8 @@ file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part
 `minitf --load NAME` opened the REPL without a word of what it loaded (which run, step, data; a stopped run's steps
 left): the greeting alone, "Try :train", as for a fresh model. A checkpoint folder that could not be used said
 "choose another checkpoint directory" with no word of how: the REPL has no setting for it, only minitf's start has.
+A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
+the same lines piped in are comments.
 """
 
 import io
@@ -28,7 +30,7 @@ from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from minitf_repl import repl
+from minitf_repl import dispatch, repl
 from minitf_repl.session import Session
 from test_repl import consoles
 from test_commands import run, tiny_session
@@ -193,3 +195,26 @@ def test_an_unusable_checkpoint_folder_says_how_to_choose_another(tmp_path):
     # the REPL has no setting for the folder: "choose another checkpoint directory" alone left the user looking
     said = " ".join(err.file.getvalue().split())
     assert said.endswith("is a file, not a directory; start minitf with another checkpoint directory")
+
+
+# --- pasted text ------------------------------------------------------------------------------------------------
+def test_a_pasted_scripts_comment_lines_are_comments_as_when_piped():
+    session = Session(data_spec="sort")
+    out, err = consoles()
+    door = dispatch.FrontDoor(session, out, err, dispatch.FrontEnd(live=False))
+    repl.run_pasted(door, ":set temperature=0.5\n# then sample greedily\n:set top_k=3\n", err)
+    assert err.file.getvalue() == ""  # the comment ran as a prompt: "not in the vocabulary"
+    assert session.gen_config.temperature == 0.5 and session.gen_config.top_k == 3
+    with create_pipe_input() as inp:  # the same paste, as the terminal brings it (bracketed paste), then Ctrl-D
+        inp.send_text("\x1b[200~:set temperature=0.25\r# then\r:set top_k=2\x1b[201~\r\x04")
+        out, err = consoles()
+        repl.run_repl(session, out, err, input=inp, output=DummyOutput(), history=InMemoryHistory())
+    assert err.file.getvalue() == "" and session.gen_config.top_k == 2
+
+
+def test_a_single_line_starting_with_hash_is_still_a_prompt():
+    session = Session(data_spec="sort")
+    out, err = consoles()
+    door = dispatch.FrontDoor(session, out, err, dispatch.FrontEnd(live=False))
+    repl.run_pasted(door, "# x\n", err)  # typed (or pasted) alone: text to continue, as documented
+    assert "not in the vocabulary" in err.file.getvalue()
