@@ -33,6 +33,7 @@ from rich.console import Console
 
 from . import __version__
 from .commands import REGISTRY
+from .core.catalog import CORPORA, TASKS
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
@@ -352,6 +353,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
 
     say(console, f"minitf {__version__}: build, train and look inside a small Transformer (data: {session.data_spec}). "
                  "Try :train, then type some text for the model to continue; :help lists the commands.", "dim")
+    if loaded is None and (missing := missing_data_file(session.data_spec)) is not None:
+        with speaking(door.front.syntax):
+            say(err_console, f"warning: {missing}; {cmd('data', 'NAME|PATH')} picks other data", "yellow")
     if loaded is not None:
         with speaking(door.front.syntax):
             render(loaded, console)
@@ -379,6 +383,19 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)
     return 0
+
+
+def missing_data_file(spec: str) -> str | None:
+    """'no such file: PATH' where the data spec names no built-in data and no file exists there, else None. Said at
+    the prompt's start: the data loads (with torch) only when a command needs it, so a mistyped `--data` path went
+    unsaid until the first :train, after the settings had been typed. Only what a stat tells: core.data says the rest."""
+    name = spec.strip().partition(":")[0]
+    if not spec.strip() or name in CORPORA + TASKS:
+        return None
+    try:
+        return None if os.path.lexists(Path(spec.strip()).expanduser()) else f"no such file: {_clip(spec.strip())}"
+    except (OSError, ValueError):
+        return None
 
 
 def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:

@@ -14,7 +14,8 @@ worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers 
 form did not fit 40 columns: each row is now a record, a line per column. The toolbar at 40 columns ran a long data
 file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
 `minitf --load NAME` opened the REPL without a word of what it loaded (which run, step, data; a stopped run's steps
-left): the greeting alone, "Try :train", as for a fresh model. A checkpoint folder that could not be used said
+left): the greeting alone, "Try :train", as for a fresh model. `minitf --data notes.txt` with no such file opened
+the REPL without a word: the first :train, after the settings had been typed, said it. A checkpoint folder that could not be used said
 "choose another checkpoint directory" with no word of how: the REPL has no setting for it, only minitf's start has.
 A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
 the same lines piped in are comments.
@@ -218,3 +219,17 @@ def test_a_single_line_starting_with_hash_is_still_a_prompt():
     door = dispatch.FrontDoor(session, out, err, dispatch.FrontEnd(live=False))
     repl.run_pasted(door, "# x\n", err)  # typed (or pasted) alone: text to continue, as documented
     assert "not in the vocabulary" in err.file.getvalue()
+
+
+def test_the_repl_says_at_once_that_its_data_file_does_not_exist(tmp_path):
+    def start(spec: str) -> str:
+        out, err = consoles()
+        with create_pipe_input() as inp:
+            inp.send_text(":q\r")
+            repl.run_repl(Session(data_spec=spec), out, err, input=inp, output=DummyOutput(), history=InMemoryHistory())
+        return err.file.getvalue()
+
+    said = " ".join(start(str(tmp_path / "notes.txt")).split())  # a typo in --data: said only at the first :train, until now
+    assert said.startswith("warning: no such file: ") and "notes.txt; :data NAME|PATH picks other data" in said
+    (tmp_path / "notes.txt").write_text("some text")
+    assert start(str(tmp_path / "notes.txt")) == "" and start("sort:4") == "" and start("shakespeare") == ""
