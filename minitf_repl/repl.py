@@ -26,6 +26,7 @@ from prompt_toolkit.application.current import get_app
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
@@ -37,7 +38,7 @@ from .core.catalog import CORPORA, TASKS
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
-from .render import render, say
+from .render import error, render, say
 from .syntax import cmd, speaking
 
 PROMPT = "minitf> "
@@ -374,6 +375,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         except Terminated as e:  # SIGTERM or SIGHUP at the prompt: nothing runs, nothing to save
             return signal_status(e.signum)
         first = False
+        if ctrl_c_typed_ahead(prompt_session.input):  # Ctrl-C pressed with Enter, before the command could start
+            error(err_console, "interrupted")
+            continue
         try:
             if run_pasted(door, line, err_console) == QUIT:
                 if (warned := warn_unsaved(door, warned)) is None:
@@ -383,6 +387,22 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)
     return 0
+
+
+def ctrl_c_typed_ahead(inp) -> bool:
+    """Whether Ctrl-C came right after the Enter that ended the line: read in the same chunk as it, before the prompt
+    gave the terminal back, it was no signal but a key kept for the next prompt, which it cleared, while the command
+    ran on to its end (a :train of 50,000 steps started just as the user pressed Ctrl-C to stop it). Taken from the
+    keys read ahead; any others stay there for the next prompt."""
+    try:
+        pending = get_typeahead(inp)
+    except Exception:  # an input without a typeahead buffer
+        return False
+    if pending and pending[0].key == Keys.ControlC:
+        store_typeahead(inp, pending[1:])
+        return True
+    store_typeahead(inp, pending)
+    return False
 
 
 def missing_data_file(spec: str) -> str | None:

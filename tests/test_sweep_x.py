@@ -18,7 +18,8 @@ left): the greeting alone, "Try :train", as for a fresh model. `minitf --data no
 the REPL without a word: the first :train, after the settings had been typed, said it. A checkpoint folder that could not be used said
 "choose another checkpoint directory" with no word of how: the REPL has no setting for it, only minitf's start has.
 A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
-the same lines piped in are comments.
+the same lines piped in are comments. Ctrl-C pressed with the Enter of `:train steps=2000` (read in the same chunk
+while torch loaded) did not stop it: it was kept as a key for the next prompt, and cleared that instead.
 """
 
 import io
@@ -233,3 +234,16 @@ def test_the_repl_says_at_once_that_its_data_file_does_not_exist(tmp_path):
     assert said.startswith("warning: no such file: ") and "notes.txt; :data NAME|PATH picks other data" in said
     (tmp_path / "notes.txt").write_text("some text")
     assert start(str(tmp_path / "notes.txt")) == "" and start("sort:4") == "" and start("shakespeare") == ""
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------------------------------
+def test_ctrl_c_pressed_with_enter_stops_the_command_before_it_starts():
+    from test_repl import drive
+
+    # Enter and Ctrl-C read in one chunk (a busy machine, torch loading): the Ctrl-C was a key kept for the next
+    # prompt, which it cleared, and the command ran to its end
+    code, out, err, session = drive(":set lr=0.5\r\x03:set n=7\r")
+    assert code == 0 and err == "error: interrupted\n"
+    assert session.train_config.lr != 0.5 and session.gen_config.n == 7  # the next line runs as typed
+    code, out, err, session = drive(":set lr=0.5\rhel\x03:set n=7\r")  # Ctrl-C while typing the next line: clears it
+    assert err == "" and session.train_config.lr == 0.5 and session.gen_config.n == 7
