@@ -1,5 +1,19 @@
 """What a user's-eye sweep of the history and comparison views (:plot, :report, :compare, :ls, :lrfind's chart,
 :train's loss table, :context, :mistakes) found wrong: each test failed before its fix.
+
+The character chart drew ln V below every curve on its bottom row, labelled as a value it is not, and spanned its
+y axis over points it had averaged away (a top label no point was near); the report's line fell under its frame,
+its ticks read alike on a narrow range, one step was labelled 'step 1 ... 2', and the history of data switched
+away from passed for the data in use. :plot of the default window's seven bands, or of more than six layers, drew
+two curves with one glyph; after :ngram it left far counters out without a word (as :compare did); with no model
+in the session it told a user who had just trained to train first. :lrfind stopped at low rates drew 2 of its 12
+steps. :ls wrapped a checkpoint's details to column 0 at 40 columns, and :mistakes cut its shares and headers to
+'…' there. Several lines said what was not so: '(in yellow)' and 'in bold the lowest' where nothing has a style,
+'its likeliest token is not the one that came at 52% of them' (of all the predictions, not of the hardest tenth),
+'as :train measures it' of other questions, '0 tokens/s' of no step. A stopped :compare timed each contender to
+wherever it was when the stop came. :train's live table gave ln(V) only at the end. And the hints of :context,
+:lrfind and :mistakes dropped the options the run was made with, so the command they offered measured another
+thing ('show=44' of 500 other questions).
 """
 
 import pytest
