@@ -145,6 +145,7 @@ def test_an_exclusive_lock_is_broken_only_where_its_owner_is_known_dead(tmp_path
     trainer = worker.make_trainer(1)
     record = {**ckpt.locks.lock_owner(), "token": "0" * 16, "pid": os.getpid() if owner.pop("alive", False) else _dead_pid(),
               **owner}
+    tmp_path = tmp_path / ("a_long_folder_name_" * 4)  # a path past 80 characters is named whole: one to type
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / ckpt.HELD_FILE).write_text(json.dumps(record))
     save = lambda: ckpt.save_checkpoint(tmp_path, "c", trainer.model, trainer, trainer.data.tokenizer.vocab, "x")  # noqa: E731

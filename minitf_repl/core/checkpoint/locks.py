@@ -95,7 +95,8 @@ class folder_lock:
             fd = os.open(path, flags, 0o644)
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise CheckpointError(f"{clip(str(path))} is not a regular file; remove it, then save again")
+                    # the path whole, never clipped: it is one to act on
+                    raise CheckpointError(f"{path} is not a regular file; remove it, then save again")
                 while not flock(fd):
                     self._wait_or_give_up(deadline, path)
                 if _same_file(fd, path):
@@ -135,7 +136,8 @@ class folder_lock:
         if time.monotonic() >= deadline:
             owner = _read_owner(path)
             who = (f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})" if owner else "another minitf")
-            hint = f" (if no minitf is saving there, remove {clip(str(path), 80)})" if remove_hint else ""
+            # whole, never clipped: it is a path to type (remove /tmp/a...b/.minitf.lock.held removes nothing)
+            hint = f" (if no minitf is saving there, remove {path})" if remove_hint else ""
             raise CheckpointError(
                 f"the checkpoint folder {clip(str(self.directory), 80)} is busy: {who} has been saving there for "
                 f"more than {self.wait:.0f} s; try again when that save is done{hint}"
