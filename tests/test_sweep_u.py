@@ -229,3 +229,9 @@ def test_score_with_the_unigram_counter_says_it_reads_nothing():
     s = tiny_session()
     shown = plain(run(s, ":score 1234=1234 counter=1"))
     assert "reads the 0 characters" not in shown and "the 1-gram counter, which reads nothing" in shown
+
+
+def test_greedy_gen_names_no_drawn_seed_the_text_does_not_depend_on():
+    s = tiny_session()
+    assert not run(s, ":gen 1234= temperature=0").seed_drawn
+    assert run(s, ":gen temperature=0").seed_drawn  # the task's question was drawn with it

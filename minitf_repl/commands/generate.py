@@ -63,7 +63,9 @@ class GenResult:
     # a task: n ran out before the answer after the question was whole, so it is not graded: how far it got, the fix
     unfinished: str | None = None
     seed: int | None = None  # the sampling seed used: gen_seed, or one drawn for this call when gen_seed was none
-    seed_drawn: bool = False  # gen_seed was none: `seed` was drawn here, and seed=SEED gives the same text again
+    # gen_seed was none: `seed` was drawn here, and seed=SEED gives the same text again (False where the seed decided
+    # nothing: greedy text after a given prompt)
+    seed_drawn: bool = False
     int8: bool = False  # sampled from the int8 copy (:quantize int8), not the float model
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the text is that model's
 
@@ -92,7 +94,12 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     prompt = args["prompt"] or ""
     given_prompt = bool(prompt)
     if not given_prompt:
-        prompt = _task_question(session.data, settings.gen_seed) or default_prompt(tokenizer)
+        asked = _task_question(session.data, settings.gen_seed)
+        prompt = asked or default_prompt(tokenizer)
+        # greedy text does not depend on the seed; a task's question drawn for the call does
+        drawn = drawn and (settings.temperature > 0 or asked is not None)
+    else:
+        drawn = drawn and settings.temperature > 0
     ids = tokenizer.encode(prompt)
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
