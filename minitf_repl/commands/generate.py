@@ -265,7 +265,7 @@ def gen_stats(result: GenResult) -> str:
     if result.first_token_seconds is not None and result.n_tokens > 1:
         text += f", first token after {result.first_token_seconds * 1000:.0f} ms"
     if result.seed_drawn and result.n_tokens:  # the same prompt and settings with this seed give the text again
-        text += f", drawn seed {result.seed}: seed={result.seed} repeats it"
+        text += f", drawn seed {result.seed}"
     return text + (" (stopped)" if result.stopped else "")
 
 
