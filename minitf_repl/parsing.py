@@ -265,7 +265,14 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     name = body.split(None, 1)[0] if body.strip() else ""
     if not name:
         raise UserError("empty command after ':'; type :help to list the commands")
-    cmd = registry.find(name)
+    try:
+        cmd = registry.find(name)
+    except UserError as e:  # `:param x: the value`, a docstring's line: text that starts with ':' is :gen's to take
+        plain = registry.plain_text_command
+        words = body.split()[1:]  # a line of text has words after its first; `:hel`, `:trian steps=5` are commands
+        if plain is None or plain.positional is None or not words or any("=" in w or w[:2] == "--" for w in words):
+            raise
+        raise UserError(f"{e}; to continue the line as text: :{plain.name} {clip(stripped)}") from None
     rest = body.lstrip()[len(name) :]
     return cmd, _parse_args(cmd, _tokenize(rest), registry)
 

@@ -209,7 +209,7 @@ def test_a_sampling_value_out_of_range_says_none_is_off():
 def test_gen_without_a_seed_says_the_seed_it_drew_and_that_seed_gives_the_same_text():
     s = tiny_session()
     first = run(s, ":gen n=4")  # gen_seed none: a fresh seed, which nothing showed, so a good text was gone
-    assert first.seed_drawn and f"drawn seed {first.seed}: seed={first.seed} repeats it" in plain(first)
+    assert first.seed_drawn and f"drawn seed {first.seed}" in plain(first)
     again = run(s, f":gen n=4 seed={first.seed}")
     assert (again.prompt, again.text) == (first.prompt, first.text) and not again.seed_drawn
     assert "drawn seed" not in plain(again)
@@ -235,3 +235,18 @@ def test_greedy_gen_names_no_drawn_seed_the_text_does_not_depend_on():
     s = tiny_session()
     assert not run(s, ":gen 1234= temperature=0").seed_drawn
     assert run(s, ":gen temperature=0").seed_drawn  # the task's question was drawn with it
+
+
+# --- a prompt that starts with ':' ------------------------------------------------------------------------------
+def test_a_line_of_text_starting_with_a_colon_is_told_how_to_continue_it():
+    from minitf_repl.parsing import parse_line
+    from test_commands import REGISTRY
+
+    with pytest.raises(UserError) as refused:
+        parse_line(":param x: the value", REGISTRY)  # a docstring's line, in pydoc's own text
+    fix = str(refused.value).split("to continue the line as text: ")[1]
+    command, args = parse_line(fix, REGISTRY)
+    assert command.name == "gen" and args["prompt"] == ":param x: the value"
+    with pytest.raises(UserError) as typo:
+        parse_line(":hel", REGISTRY)
+    assert "as text" not in str(typo.value)  # a mistyped command is told the command, not :gen
