@@ -751,8 +751,8 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
     elif result.rotary and "the positions" in result.ablations:
         note(console, f"RoPE is switched off ({cmd('ablate', 'positions')}): q and k go unturned, so nothing tells the "
-                      f"model where a token stands but what the causal mask lets it read ({cmd('ablate', 'off')} puts it "
-                      "back)")
+                      f"model where a token stands but what the causal mask lets it read ({cmd('ablate', 'off')} puts "
+                      "it back)")
     elif result.positions is not None:
         note(console, f"{result.positions} positions are switched off ({cmd('ablate', 'positions')}): the table adds "
                       f"nothing now, so there is no likeness by distance to show ({cmd('ablate', 'off')} puts it back)")
