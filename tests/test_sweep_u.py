@@ -250,3 +250,13 @@ def test_a_line_of_text_starting_with_a_colon_is_told_how_to_continue_it():
     with pytest.raises(UserError) as typo:
         parse_line(":hel", REGISTRY)
     assert "as text" not in str(typo.value)  # a mistyped command is told the command, not :gen
+
+
+def test_ngram_on_random_tokens_says_any_context_costs_not_past_n_0():
+    from minitf_repl.commands.counting import NgramResult, NgramRow
+
+    rows = [NgramRow(n, 50 ** max(0, n - 1), 1.0 - n / 10, 3.9 - n / 2, 3.91 + n / 10, None, None, None)
+            for n in range(5)]  # random tokens: the uniform guess is best, every context read costs
+    result = NgramResult("repeat", "character", 50, 1000, 1000, 100, 100, True, rows, None, 0, 3.93, None, 16, True)
+    shown = plain(result)
+    assert "past n = 0" not in shown and "any context read costs on val (4.310 at n = 4)" in shown

@@ -219,7 +219,9 @@ def explanation(result: NgramResult) -> list[str]:
         else:  # random tokens: what follows does not depend on the context, which then adds its counts' noise only
             why = (f"each context was counted about {each:,.0f} times, yet its counts still follow the accidents of "
                    "the counted text, and a context that does not change what follows adds nothing else")
-        lines.append(f"past n = {top.n} a longer context costs on val ({longest.val_loss:.3f} at n = {longest.n}) "
+        # n = 0 and 1 read no context at all: past them, any context costs (random tokens), not a longer one
+        past = f"past n = {top.n} a longer context" if top.n >= 2 else "any context read"
+        lines.append(f"{past} costs on val ({longest.val_loss:.3f} at n = {longest.n}) "
                      f"while the counted text's loss keeps falling ({longest.train_loss:.3f}): {why}. A table "
                      f"memorises; a model that shares what it learned across contexts generalises")
     elif longest is not None and longest.n == top.n and longest.n < NGRAM_LONGEST:
