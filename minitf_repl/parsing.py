@@ -360,6 +360,8 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 if positional is not None and not is_long and not cmd.pairs:  # :set's text: names only
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise
+        if value == "" and not param.blank:  # `lr= 0.1`: the value after a space read as text ("got ''")
+            _refuse_space_after_equals(cmd, param, tokens[i] if i < len(tokens) else None)
         if value is None:  # `--key` without '='
             nxt = tokens[i] if i < len(tokens) else None
             if param.type is bool:
@@ -405,6 +407,19 @@ def _refuse_one_dash(cmd: Command, token: _Token, nxt: _Token | None) -> None:
         value = nxt.text  # `-steps 5`
     raise UserError(f"{clip(text)} has one dash: an option takes two or none, "
                     f"{phrase_command(cmd.name, **{param.name: value or param.metavar})}")
+
+
+def _refuse_space_after_equals(cmd: Command, param: Param, nxt: _Token | None) -> None:
+    """`:set lr= 0.1`: where the word after an empty `key=` is a value the option takes, a UserError with the line
+    written as one word; anything else goes on to the usual error ("lr must be a number, got ''")."""
+    if nxt is None or nxt.quoted_from is not None or _option_key(nxt) is not None or nxt.text.startswith("-"):
+        return
+    try:
+        value = convert(param, nxt.text)
+    except UserError:
+        return
+    raise UserError(f"an option and its value go as one word, with no space after '=': "
+                    f"{phrase_command(cmd.name, **{param.name: value})}")
 
 
 def _refuse_options_apart(cmd: Command, words: list[str]) -> None:

@@ -6,6 +6,7 @@ one, which made a line the command then refused ("'run1 run1' is not a valid che
 Tab after `:load ` offered every folder of the checkpoint directory: one renamed by hand ("my model") completed to a
 line :load refused, and a folder that holds no checkpoint to one it cannot load.
 `:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
+`:set lr =0.1` said to type `:set lr==0.1`, which is refused too, and `:set lr= 0.1` "lr must be a number, got ''".
 `:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
 At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
 which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
@@ -247,3 +248,22 @@ def test_ctrl_c_pressed_with_enter_stops_the_command_before_it_starts():
     assert session.train_config.lr != 0.5 and session.gen_config.n == 7  # the next line runs as typed
     code, out, err, session = drive(":set lr=0.5\rhel\x03:set n=7\r")  # Ctrl-C while typing the next line: clears it
     assert err == "" and session.train_config.lr == 0.5 and session.gen_config.n == 7
+
+
+def said_by(line: str) -> str:
+    from minitf_repl.core.errors import UserError
+
+    try:
+        run(Session(), line)
+    except UserError as e:
+        return str(e)
+    raise AssertionError(f"{line} ran")
+
+
+def test_a_space_beside_the_equals_sign_is_fixed_to_the_line_that_works():
+    assert said_by(":set lr =0.1") == "a setting and its value go as one word: :set lr=0.1"  # was ":set lr==0.1"
+    assert said_by(":set lr = 0.1") == "a setting and its value go as one word: :set lr=0.1"
+    # was "lr must be a number, got ''"
+    assert said_by(":set lr= 0.1") == "an option and its value go as one word, with no space after '=': :set lr=0.1"
+    assert said_by(":train steps= 5").endswith(":train steps=5")
+    assert said_by(":set lr= abc") == "lr must be a number, got ''"  # no value it takes after the space: as before

@@ -322,6 +322,7 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
             named_at = i
             continue
         value = words[i + 1] if word == "=" and i + 1 < len(words) else word
+        value = value[1:] if value.startswith("=") and len(value) > 1 else value  # `:set lr =0.1`: not lr==0.1
         if named_at == i - 1 and value != "=":
             raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
         param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
