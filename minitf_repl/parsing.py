@@ -71,6 +71,10 @@ def whole_number(name: str, text: str, or_none: bool = False) -> int:
             raise UserError(f"{name} must be {kind}, got {show_value(text)}{worked}")
         if value is not None:
             raise UserError(f"{name} is far too large ({show_value(text)}); use a smaller value")
+    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", t):  # `1,000` as prose writes it
+        plain = t.replace(",", "")
+        forms = f"{plain}, {t.replace(',', '_')} or {plain[:-3]}k" if plain.endswith("000") else plain
+        raise UserError(f"{name} must be {kind}, got {show_value(text)}; write it without commas: {forms}")
     raise UserError(f"{name} must be {kind}, got {show_value(text)}")
 
 
@@ -90,7 +94,12 @@ def convert(param: Param, raw: str):
             value = float(text)
         except ValueError:
             kind = "a number or none" if param.nullable else "a number"
-            raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}") from None
+            comma = re.fullmatch(r"([+-]?\d*),(\d+)", text)  # `0,5`: a decimal comma, as much of Europe writes it
+            hint = f"; with a decimal point: {comma.group(1) or '0'}.{comma.group(2)}" if comma else ""
+            if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", text):  # `1,000`: a thousands separator, or a decimal comma
+                hint = f"; without commas: {text.replace(',', '')}, or with a decimal point: {text.replace(',', '.', 1)}"
+                hint = hint if text.count(",") == 1 else f"; without commas: {text.replace(',', '')}"
+            raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}{hint}") from None
         _refuse_out_of_range(param.name, text, value)
     else:
         value = raw

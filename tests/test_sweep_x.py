@@ -7,6 +7,7 @@ Tab after `:load ` offered every folder of the checkpoint directory: one renamed
 line :load refused, and a folder that holds no checkpoint to one it cannot load.
 `:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
 `:set lr =0.1` said to type `:set lr==0.1`, which is refused too, and `:set lr= 0.1` "lr must be a number, got ''".
+`:set temperature=0,5` (a decimal comma) and `:train steps=1,000` said only "must be a number".
 `:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
 At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
 which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
@@ -267,3 +268,11 @@ def test_a_space_beside_the_equals_sign_is_fixed_to_the_line_that_works():
     assert said_by(":set lr= 0.1") == "an option and its value go as one word, with no space after '=': :set lr=0.1"
     assert said_by(":train steps= 5").endswith(":train steps=5")
     assert said_by(":set lr= abc") == "lr must be a number, got ''"  # no value it takes after the space: as before
+
+
+def test_a_comma_in_a_number_is_told_how_to_write_it():
+    assert said_by(":set temperature=0,5") == "temperature must be a number, got '0,5'; with a decimal point: 0.5"
+    assert said_by(":train steps=1,000") == "steps must be a whole number, got '1,000'; write it without commas: " \
+                                            "1000, 1_000 or 1k"
+    assert said_by(":set temperature=1,000").endswith("without commas: 1000, or with a decimal point: 1.000")
+    assert said_by(":train steps=1,5") == "steps must be a whole number, got '1,5'"
