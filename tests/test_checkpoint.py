@@ -139,7 +139,7 @@ def no_unpickling(monkeypatch):
 # --- basics ----------------------------------------------------------------------------------------
 def test_default_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)
-    assert default_checkpoint_dir() == Path("checkpoints")
+    assert default_checkpoint_dir() == Path.cwd() / "checkpoints"  # absolute: the messages name the folder
     monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "ck"))
     assert default_checkpoint_dir() == tmp_path / "ck"
 

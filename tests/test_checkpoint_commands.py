@@ -8,6 +8,7 @@ a checkpoint that cannot be used is one UserError with the session's model left 
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -137,7 +138,7 @@ def test_checkpoint_dir_env_and_argument(monkeypatch, tmp_path):
     assert Session().checkpoint_dir == tmp_path / "env" == default_checkpoint_dir()
     assert Session(checkpoint_dir=tmp_path / "arg").checkpoint_dir == tmp_path / "arg"
     monkeypatch.delenv("MINITF_CHECKPOINT_DIR")
-    assert Session().checkpoint_dir == default_checkpoint_dir() == default_checkpoint_dir().__class__("checkpoints")
+    assert Session().checkpoint_dir == default_checkpoint_dir() == Path.cwd() / "checkpoints"
 
 
 # --- autosave ----------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part
 left): the greeting alone, "Try :train", as for a fresh model. `minitf --data notes.txt` with no such file opened
 the REPL without a word: the first :train, after the settings had been typed, said it. A checkpoint folder that could not be used said
 "choose another checkpoint directory" with no word of how: the REPL has no setting for it, only minitf's start has.
-A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
+With no checkpoint folder chosen, messages said "no checkpoints in checkpoints yet": which folder (it depends on
+where minitf was started) went unsaid. A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
 the same lines piped in are comments. Ctrl-C pressed with the Enter of `:train steps=2000` (read in the same chunk
 while torch loaded) did not stop it: it was kept as a key for the next prompt, and cleared that instead.
 """
@@ -276,3 +277,10 @@ def test_a_comma_in_a_number_is_told_how_to_write_it():
                                             "1000, 1_000 or 1k"
     assert said_by(":set temperature=1,000").endswith("without commas: 1000, or with a decimal point: 1.000")
     assert said_by(":train steps=1,5") == "steps must be a whole number, got '1,5'"
+
+
+def test_the_default_checkpoint_folder_is_named_in_full(monkeypatch, tmp_path):
+    monkeypatch.delenv("MINITF_CHECKPOINT_DIR")
+    monkeypatch.chdir(tmp_path)
+    said = said_by(":load nope")  # was "no checkpoint named 'nope' in checkpoints (there are none yet)"
+    assert said.startswith(f"no checkpoint named 'nope' in {tmp_path / 'checkpoints'} ")

@@ -25,9 +25,11 @@ HISTORY_ENV = "MINITF_HISTORY"
 
 
 def default_checkpoint_dir() -> Path:
-    """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory."""
+    """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory, as an absolute path: the
+    messages name it ("no checkpoints in checkpoints yet" did not say which folder, nor that it depends on where
+    minitf was started)."""
     env = os.environ.get(CHECKPOINT_ENV)
-    return Path(env).expanduser() if env else Path("checkpoints")
+    return Path(env).expanduser() if env else Path("checkpoints").absolute()
 
 
 def cache_dir() -> Path:
