@@ -13,7 +13,8 @@ At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :chec
 which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
 words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…"). The
 worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers to "0.…" where even their narrowest
-form did not fit 40 columns: each row is now a record, a line per column. The toolbar at 40 columns ran a long data
+form did not fit 40 columns: each row is now a record, a line per column. `:help` at 40 columns laid each summary
+in a column 16 wide beside the names, two words a line. The toolbar at 40 columns ran a long data
 file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
 `minitf --load NAME` opened the REPL without a word of what it loaded (which run, step, data; a stopped run's steps
 left): the greeting alone, "Try :train", as for a fresh model. `minitf --data notes.txt` with no such file opened
@@ -284,3 +285,20 @@ def test_the_default_checkpoint_folder_is_named_in_full(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     said = said_by(":load nope")  # was "no checkpoint named 'nope' in checkpoints (there are none yet)"
     assert said.startswith(f"no checkpoint named 'nope' in {tmp_path / 'checkpoints'} ")
+
+
+def test_help_at_40_columns_puts_each_summary_under_its_names():
+    from rich.console import Console
+
+    from minitf_repl.render import render
+
+    result = run(Session(), ":help")
+    narrow = Console(file=io.StringIO(), width=40, color_system=None)
+    render(result, narrow)
+    text = narrow.file.getvalue()
+    # was a summary column 16 wide beside the names: "Train the" / "model:" / "continue a" ..., 338 lines
+    assert "  :train\n    Train the model: continue a stopped\n" in text and len(text.splitlines()) < 250
+    wide = Console(file=io.StringIO(), width=100, color_system=None)
+    render(result, wide)
+    assert re.search(r"  :train +Train the model: continue a stopped run, or start a new run of steps\.",
+                     wide.file.getvalue())

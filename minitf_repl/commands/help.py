@@ -139,10 +139,12 @@ def render_help(result: HelpResult, console: Console) -> None:
         table.add_column("summary", ratio=1)
         for entry in entries:
             add_row(table, names(entry), entry.summary)
-        if fits(console, table):
+        if fits(console, table) and console.width - width - 1 >= MIN_SUMMARY:
             console.print(table)
             continue
-        for entry in entries:  # 40-odd columns: a summary beside the names would cut its words ("mixture-of-expe…")
+        # 40-odd columns: a summary beside the names would cut its words ("mixture-of-expe…"), or, whole, take a
+        # line for every two words in a column 16 wide (:help ran to some 400 lines)
+        for entry in entries:
             say(console, Text(names(entry), style="bold"))
             say(console, entry.summary, indent=4)
     note(console, "A line without ':' is a prompt: the model continues it (like :gen PROMPT).")
@@ -190,6 +192,7 @@ def render_command_help(result: HelpResult, console: Console) -> None:
         say(console, meaning, indent=4)
 
 
+MIN_SUMMARY = 30  # the narrowest summary column :help lays beside the names; below it, a summary under its names
 CHOICE_WIDTH = 16  # the values column of :help COMMAND: lines of at most this many characters, at any width
 
 
