@@ -2,26 +2,31 @@
 options) found: each test failed before its fix.
 
 Tab after a checkpoint's name (`:load run1 <TAB>`), a data name or a command's name after `:help` offered a second
-one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name").
-Tab after `:load ` offered every folder of the checkpoint directory: one renamed by hand ("my model") completed to a
-line :load refused, and a folder that holds no checkpoint to one it cannot load.
-`:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed.
-`:set lr =0.1` said to type `:set lr==0.1`, which is refused too, and `:set lr= 0.1` "lr must be a number, got ''".
-`:set temperature=0,5` (a decimal comma) and `:train steps=1,000` said only "must be a number".
-`:set lr=1e-400` said "lr must be positive, got 0.0" and `temperature=1e309` "got inf": not what was typed.
+one, which made a line the command then refused ("'run1 run1' is not a valid checkpoint name"). Tab after `:load `
+offered every folder of the checkpoint directory: one renamed by hand ("my model") completed to a line :load refused,
+and a folder that holds no checkpoint to one it cannot load.
+
+`:gen -n` said "--n needs a value, e.g. --n 10", an option the user never typed. `:set lr =0.1` said to type
+`:set lr==0.1`, which is refused too, and `:set lr= 0.1` "lr must be a number, got ''". `:set temperature=0,5` (a
+decimal comma) and `:train steps=1,000` said only "must be a number". `:set lr=1e-400` said "lr must be positive,
+got 0.0" and `temperature=1e309` "got inf": not what was typed.
+
 At 40 columns the colour scale under `:gen show=probs` (and :attn, :patch, :checks) wrapped at one of its cells,
-which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` at 40 columns cut its
-words ("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…"). The
-worked tables (:qkv, :grad, :mistakes, :ffn, :resid and more) cut their numbers to "0.…" where even their narrowest
-form did not fit 40 columns: each row is now a record, a line per column. `:help` at 40 columns laid each summary
-in a column 16 wide beside the names, two words a line. The toolbar at 40 columns ran a long data
-file's name off the screen's edge ("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
+which are spaces: half the scale on one line, the rest and its "1.00" on the next. `:params` cut its words
+("Embeddi…", "LayerNo…") and squeezed the notes of its costs to a word a line ("matmul…", "traina…"). The worked
+tables (:qkv, :grad, :mistakes, :ffn, :resid, :score, :step and more) cut their numbers to "0.…" where even their
+narrowest form did not fit: each row is now a record, a line per column. `:help` laid each summary in a column 16
+wide beside the names, two words a line (338 lines). The toolbar ran a long data file's name off the screen's edge
+("…/a_rather_long_data_"), its end (the part that tells files apart) unseen.
+
 `minitf --load NAME` opened the REPL without a word of what it loaded (which run, step, data; a stopped run's steps
 left): the greeting alone, "Try :train", as for a fresh model. `minitf --data notes.txt` with no such file opened
-the REPL without a word: the first :train, after the settings had been typed, said it. A checkpoint folder that could not be used said
-"choose another checkpoint directory" with no word of how: the REPL has no setting for it, only minitf's start has.
-With no checkpoint folder chosen, messages said "no checkpoints in checkpoints yet": which folder (it depends on
-where minitf was started) went unsaid. A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
+the REPL without a word: the first :train, after the settings had been typed, said it. A checkpoint folder that
+could not be used said "choose another checkpoint directory" with no word of how: the REPL has no setting for it,
+only minitf's start has. With no checkpoint folder chosen, messages said "no checkpoints in checkpoints yet": which
+folder (it depends on where minitf was started) went unsaid.
+
+A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
 the same lines piped in are comments. Ctrl-C pressed with the Enter of `:train steps=2000` (read in the same chunk
 while torch loaded) did not stop it: it was kept as a key for the next prompt, and cleared that instead.
 """
@@ -158,7 +163,7 @@ def test_worked_tables_at_40_columns_cut_no_number(line):
 def test_the_toolbar_at_40_columns_shows_a_long_data_names_end_marked_as_cut():
     session = Session(data_spec="/tmp/notes/a_rather_long_data_file_name_for_testing.txt")
     text = repl.toolbar_text(session, 40)
-    assert len(text) <= 40 and text.endswith("…ame_for_testing.txt ")  # was "…/a_rather_long_data_", cut at the edge
+    assert len(text) <= 40 and text.endswith("…ame_for_testing.txt ")  # was "…/a_rather_long_data_", edge-cut
     assert repl.toolbar_text(session, 100).endswith("| data …/a_rather_long_data_file_name_for_testing.txt ")
 
 
@@ -234,7 +239,7 @@ def test_the_repl_says_at_once_that_its_data_file_does_not_exist(tmp_path):
             repl.run_repl(Session(data_spec=spec), out, err, input=inp, output=DummyOutput(), history=InMemoryHistory())
         return err.file.getvalue()
 
-    said = " ".join(start(str(tmp_path / "notes.txt")).split())  # a typo in --data: said only at the first :train, until now
+    said = " ".join(start(str(tmp_path / "notes.txt")).split())  # a typo in --data: said at the first :train
     assert said.startswith("warning: no such file: ") and "notes.txt; :data NAME|PATH picks other data" in said
     (tmp_path / "notes.txt").write_text("some text")
     assert start(str(tmp_path / "notes.txt")) == "" and start("sort:4") == "" and start("shakespeare") == ""
