@@ -175,10 +175,11 @@ class FrontDoor:
 
     def _run(self, command: Command, args: dict, reporter) -> str:
         try:
-            if command.needs_torch:
-                wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
-            with stop_on_signals(reporter, command), quiet_tty():
-                result = run_command(self.session, command, args, reporter)
+            with quiet_tty():  # from the wait for torch on: a Ctrl-C there echoed "^C" before "error: interrupted"
+                if command.needs_torch:
+                    wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
+                with stop_on_signals(reporter, command):
+                    result = run_command(self.session, command, args, reporter)
             try:
                 if self.front.quiet:
                     pass

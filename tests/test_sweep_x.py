@@ -28,7 +28,8 @@ folder (it depends on where minitf was started) went unsaid.
 
 A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
 the same lines piped in are comments. Ctrl-C pressed with the Enter of `:train steps=2000` (read in the same chunk
-while torch loaded) did not stop it: it was kept as a key for the next prompt, and cleared that instead.
+while torch loaded) did not stop it: it was kept as a key for the next prompt, and cleared that instead. Ctrl-C while
+"loading torch..." was echoed: "^Cerror: interrupted".
 """
 
 import io
@@ -307,3 +308,24 @@ def test_help_at_40_columns_puts_each_summary_under_its_names():
     render(result, wide)
     assert re.search(r"  :train +Train the model: continue a stopped run, or start a new run of steps\.",
                      wide.file.getvalue())
+
+
+def test_the_wait_for_torch_echoes_no_ctrl_c(monkeypatch):
+    import contextlib
+
+    quiet = []
+
+    @contextlib.contextmanager
+    def recording_quiet_tty(stream=None):
+        quiet.append(True)
+        try:
+            yield
+        finally:
+            quiet.pop()
+
+    waited_quietly = []
+    monkeypatch.setattr(dispatch, "quiet_tty", recording_quiet_tty)
+    monkeypatch.setattr(dispatch, "wait_for_preload", lambda console: waited_quietly.append(bool(quiet)))
+    out, err = consoles()
+    dispatch.FrontDoor(tiny_session(), out, err, dispatch.FrontEnd(live=False)).run_line(":gen 12 n=1")
+    assert waited_quietly == [True]  # the terminal echoed "^C" there: "^Cerror: interrupted"
