@@ -24,7 +24,8 @@ left): the greeting alone, "Try :train", as for a fresh model. `minitf --data no
 the REPL without a word: the first :train, after the settings had been typed, said it. A checkpoint folder that
 could not be used said "choose another checkpoint directory" with no word of how: the REPL has no setting for it,
 only minitf's start has. With no checkpoint folder chosen, messages said "no checkpoints in checkpoints yet": which
-folder (it depends on where minitf was started) went unsaid.
+folder (it depends on where minitf was started) went unsaid. `:ls` in a folder below a file said ":save NAME writes
+one", and the save then failed.
 
 A script pasted into the prompt ran its `#` comment lines as prompts ("11 characters not in the vocabulary"), where
 the same lines piped in are comments. Ctrl-C pressed with the Enter of `:train steps=2000` (read in the same chunk
@@ -329,3 +330,15 @@ def test_the_wait_for_torch_echoes_no_ctrl_c(monkeypatch):
     out, err = consoles()
     dispatch.FrontDoor(tiny_session(), out, err, dispatch.FrontEnd(live=False)).run_line(":gen 12 n=1")
     assert waited_quietly == [True]  # the terminal echoed "^C" there: "^Cerror: interrupted"
+
+
+def test_ls_in_a_folder_a_file_blocks_says_so_rather_than_that_a_save_writes_one(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    out, err = consoles()
+    repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "notes.txt" / "ck"), out, err)
+    said = " ".join(err.file.getvalue().split())  # was "no checkpoints in .../notes.txt/ck yet; :save NAME writes one"
+    blocked = f"{tmp_path / 'notes.txt'} is a file, not a directory"
+    assert said == f"error: {blocked}; start minitf with another checkpoint directory" and out.file.getvalue() == ""
+    out, err = consoles()
+    repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "new" / "ck"), out, err)
+    assert "no checkpoints in" in out.file.getvalue() and err.file.getvalue() == ""  # a save creates it: as before

@@ -18,6 +18,11 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
     directory = Path(directory).expanduser()
     try:
         if not directory.exists():
+            # none yet, and a save creates the folder; unless a file stands where a folder on the way must be
+            # (`:ls` said ":save NAME writes one", and the save then failed)
+            blocker = next((p for p in directory.parents if os.path.lexists(p)), None)
+            if blocker is not None and not blocker.is_dir():
+                raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
             return []
         if not directory.is_dir():
             raise CheckpointError(f"{directory} is a file, not a directory; {ANOTHER_DIR}")
