@@ -97,7 +97,8 @@ def convert(param: Param, raw: str):
             comma = re.fullmatch(r"([+-]?\d*),(\d+)", text)  # `0,5`: a decimal comma, as much of Europe writes it
             hint = f"; with a decimal point: {comma.group(1) or '0'}.{comma.group(2)}" if comma else ""
             if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", text):  # `1,000`: a thousands separator, or a decimal comma
-                hint = f"; without commas: {text.replace(',', '')}, or with a decimal point: {text.replace(',', '.', 1)}"
+                hint = (f"; without commas: {text.replace(',', '')}, or with a decimal point: "
+                        f"{text.replace(',', '.', 1)}")
                 hint = hint if text.count(",") == 1 else f"; without commas: {text.replace(',', '')}"
             raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}{hint}") from None
         _refuse_out_of_range(param.name, text, value)

@@ -408,7 +408,8 @@ def ctrl_c_typed_ahead(inp) -> bool:
 def missing_data_file(spec: str) -> str | None:
     """'no such file: PATH' where the data spec names no built-in data and no file exists there, else None. Said at
     the prompt's start: the data loads (with torch) only when a command needs it, so a mistyped `--data` path went
-    unsaid until the first :train, after the settings had been typed. Only what a stat tells: core.data says the rest."""
+    unsaid until the first :train, after the settings had been typed. Only what a stat tells: core.data says the
+    rest."""
     name = spec.strip().partition(":")[0]
     if not spec.strip() or name in CORPORA + TASKS:
         return None

@@ -256,7 +256,8 @@ def test_a_checkpoint_directory_that_is_a_file_is_called_one(tmp_path):
     for directory in (tmp_path / "afile", tmp_path / "afile" / "sub"):
         with pytest.raises(CheckpointError) as e:
             ckpt.load_checkpoint(directory, "c")
-        assert str(e.value) == f"{tmp_path / 'afile'} is a file, not a directory; start minitf with another checkpoint directory"
+        assert str(e.value) == (f"{tmp_path / 'afile'} is a file, not a directory; start minitf with another "
+                                "checkpoint directory")
 
 
 def test_check_save_target_finds_a_file_in_the_path(tmp_path, trained):
@@ -287,9 +288,11 @@ def test_check_save_target_finds_a_directory_it_cannot_write(tmp_path, trained):
 @pytest.mark.parametrize("code, fix", [
     (errno.ENOSPC, "No space left on device; free space or start minitf with another checkpoint directory"),
     (getattr(errno, "EDQUOT", errno.ENOSPC), "; free space or start minitf with another checkpoint directory"),
-    (errno.EACCES, "Permission denied; change the permissions of that directory or start minitf with another checkpoint directory"),
+    (errno.EACCES, "Permission denied; change the permissions of that directory or start minitf with another "
+                   "checkpoint directory"),
     (errno.EPERM, "; change the permissions of that directory or start minitf with another checkpoint directory"),
-    (errno.EROFS, "Read-only file system (the file system is read-only); start minitf with another checkpoint directory"),
+    (errno.EROFS, "Read-only file system (the file system is read-only); start minitf with another checkpoint "
+                  "directory"),
     (errno.EIO, "Input/output error; start minitf with another checkpoint directory"),
 ])  # fmt: skip
 def test_a_failed_save_names_its_real_cause(tmp_path, trained, monkeypatch, code, fix):

@@ -280,6 +280,7 @@ def test_a_dangling_symlink_as_the_checkpoint_folder_fails_before_training(tmp_p
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert lines == [f"error: {link} is a symbolic link to {tmp_path / 'gone'}, which does not exist; create that "
-                     "folder or start minitf with another checkpoint directory; or train without saving: --set autosave=off"], \
+                     "folder or start minitf with another checkpoint directory; or train without saving: "
+                     "--set autosave=off"], \
         result.output
     assert "trained" not in result.stdout and time.perf_counter() - start < 30

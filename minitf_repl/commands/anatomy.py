@@ -259,7 +259,8 @@ class ParamsResult:
     ledger: dict | None = field(default=None, metadata={"json": "Ledger | None"})
     show_all: bool = False  # all=on: the per-tensor list instead of the ledger
     kv_cache: KVCacheSize | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
-    data: str = field(default="", metadata={"view_only": True})  # whose training rows the ledger counts (ledger.seq_len)
+    # whose training rows the ledger counts (ledger.seq_len)
+    data: str = field(default="", metadata={"view_only": True})
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
