@@ -4,6 +4,9 @@
 `:step seed=-3` refused "gen_seed", a word the user never typed: an option given by an alias is now refused under
 the word typed and the setting it stands for ("seed (gen_seed) must be ..."), in the REPL and as KEY=VALUE from the
 shell.
+`:step` offered "minitf gen PROMPT ... --seed 8948642284578018322 picks the same": a placeholder for the prompt it had
+read, a 19-digit seed, and at temperature 0 a seed the greedy pick does not depend on. It writes the prompt out where a
+line can carry it, draws six digits as :gen does, and at temperature 0 names no seed.
 """
 
 import pytest
@@ -38,3 +41,33 @@ def test_an_options_choices_join_its_help_as_a_clause_not_a_run_on_sentence():
     assert "in order; one of: attn, lens" in _help(watch) and "One of" not in _help(watch)
     result = invoke("train", "--help")
     assert result.exit_code == 0 and "order One of" not in " ".join(result.output.split())
+
+
+# --- :step's line "... picks the same" ----------------------------------------------------------------------------
+def _last_note(result, width=200):
+    from test_render import text_of
+
+    return " ".join(text_of(result, width).split())
+
+
+def test_step_offers_a_gen_line_that_picks_the_same_token_with_the_prompt_written_out():
+    from test_commands import run, tiny_session
+
+    s = tiny_session("pydoc")
+    run(s, ":train steps=2")
+    step = run(s, ":step")  # the data's default prompt, a seed drawn: six digits, as :gen draws them
+    assert step.seed < 1_000_000
+    shown = _last_note(step)
+    line = f":gen {step.prompt} n=1 temperature=0.8 top_k=none top_p=none seed={step.seed}"
+    assert f"seed {step.seed} ({line} picks the same)" in shown, shown
+    assert run(s, line).text == step.picked  # the line offered does what it says
+
+
+def test_greedy_step_names_no_seed_the_pick_does_not_depend_on():
+    from test_commands import run, tiny_session
+
+    s = tiny_session("pydoc")
+    step = run(s, ":step temperature=0")
+    shown = _last_note(step)
+    assert "greedy, no seed decides it" in shown and "seed=" not in shown and f"seed {step.seed}" not in shown
+    assert f"(:gen {step.prompt} n=1 temperature=0 picks the same)" in shown, shown

@@ -444,7 +444,7 @@ def test_layer_is_refused_where_the_watched_view_reads_every_block():
 def test_step_names_every_choice_that_gen_needs_to_pick_the_same():
     session = session_on()
     out = plain(run(session, ":step ab temperature=3 seed=11"))
-    assert ":gen PROMPT n=1 temperature=3 top_k=none top_p=none seed=11 picks the same" in out
+    assert ":gen ab n=1 temperature=3 top_k=none top_p=none seed=11 picks the same" in out
 
 
 def test_a_run_that_diverges_after_a_data_switch_says_the_switch_stays(tmp_path):

@@ -11,6 +11,7 @@ it; without (NO_COLOR, a pipe, a test console) the same information as character
 from __future__ import annotations
 
 import math
+import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, c
                    with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
+from .generate import DRAWN_SEEDS
 from .train import data_since, history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
@@ -192,8 +194,8 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
 
     top = min(10, data.tokenizer.vocab_size)
     model = session.sampling_model  # what :gen samples from: the int8 copy while :quantize int8 is on
-    p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p,
-                            settings.gen_seed, top=top)
+    seed = settings.gen_seed if settings.gen_seed is not None else secrets.randbelow(DRAWN_SEEDS)  # as :gen draws
+    p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p, seed, top=top)
     itos = data.tokenizer.itos
     rows = [StepRow(r.id, itos[r.id], r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
             for r in p.rows]
@@ -251,6 +253,13 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
     return table
 
 
+def _typeable(prompt: str) -> str | None:
+    """The prompt as a command line can carry it unquoted (a line reads its words joined by single spaces), or None:
+    a default prompt of the data written out beats a PROMPT placeholder, and one with a newline or quotes does not."""
+    plain = prompt.isprintable() and prompt == " ".join(prompt.split()) and not set(prompt) & set("\"'\\=:#-")
+    return prompt if prompt and plain else None
+
+
 def _stage_header(result: StepResult) -> str:
     parts = ["logits z"]
     if result.temperature == 0:
@@ -293,10 +302,12 @@ def render_step(result: StepResult, console: Console) -> None:
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
                  f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
-    same = cmd("gen", "PROMPT", n=1, temperature=result.temperature, top_k=result.top_k, top_p=result.top_p,
-               seed=result.seed)  # every choice that decides the pick, as :step made it
-    note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; seed {result.seed} ({same} picks "
-                  "the same)")
+    # every choice that decides the pick, as :step made it; greedy, the pick is the argmax and no seed decides it
+    chosen = dict(temperature=0) if greedy else dict(temperature=result.temperature, top_k=result.top_k,
+                                                     top_p=result.top_p, seed=result.seed)
+    same = cmd("gen", _typeable(result.prompt) or "PROMPT", n=1, **chosen)
+    drawn = "greedy, no seed decides it" if greedy else f"seed {result.seed}"
+    note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; {drawn} ({same} picks the same)")
     ablation_note(console, result.ablations)
 
 
