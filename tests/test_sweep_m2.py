@@ -7,6 +7,7 @@ shell.
 `:step` offered "minitf gen PROMPT ... --seed 8948642284578018322 picks the same": a placeholder for the prompt it had
 read, a 19-digit seed, and at temperature 0 a seed the greedy pick does not depend on. It writes the prompt out where a
 line can carry it, draws six digits as :gen does, and at temperature 0 names no seed.
+:quantize int8 wrote a val loss that changed by -2e-6 as "-0.0000".
 """
 
 import pytest
@@ -71,3 +72,12 @@ def test_greedy_step_names_no_seed_the_pick_does_not_depend_on():
     shown = _last_note(step)
     assert "greedy, no seed decides it" in shown and "seed=" not in shown and f"seed {step.seed}" not in shown
     assert f"(:gen {step.prompt} n=1 temperature=0 picks the same)" in shown, shown
+
+
+def test_a_change_that_rounds_to_nothing_has_no_minus_sign():
+    from minitf_repl.render import fmt
+
+    four = lambda d: f"{d:.4f}"  # noqa: E731 (as :quantize writes a loss's change)
+    assert fmt.change(1.23456, 1.234558, four) == "+0.0000"  # was "-0.0000"
+    assert fmt.change(1.0, 1.0, four) == "+0.0000" and fmt.change(1.0, 0.9, four) == "-0.1000"
+    assert fmt.change(0.5, 0.6, lambda d: f"{100 * d:.1f} pts") == "+10.0 pts" and fmt.change(None, 1, four) == "-"

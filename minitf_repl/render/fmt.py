@@ -70,10 +70,14 @@ def value(v) -> str:
 
 
 def change(before, after, fmt) -> str:
-    """after - before with its sign, as `fmt` writes a difference ("-" when either is unknown)."""
+    """after - before with its sign, as `fmt` writes a difference ("-" when either is unknown). A difference that
+    rounds to nothing is written as no difference is ("+0.0000", not "-0.0000": a loss that fell by 2e-6)."""
     if before is None or after is None:
         return "-"
-    return f"{'+' if after >= before else ''}{fmt(after - before)}"
+    text = fmt(after - before)
+    if not any(c in "123456789" for c in text.split("e")[0]):  # every digit shown is 0
+        return f"+{fmt(0.0)}"
+    return f"{'+' if after >= before else ''}{text}"
 
 
 def gradient(size: float) -> str:
