@@ -23,7 +23,7 @@ from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
 from .render.heatmap import reads_future
 from .render.scatter import asked_ids
-from .render.watch import copying, frame_subject, head_cell
+from .render.watch import copying, frame_input, frame_subject, head_cell
 
 
 @dataclass
@@ -192,7 +192,8 @@ def embedding_svg(vocab: list[str], coords: list[list[float]], asked: list[int],
 def frames_html(frames: list) -> list[str]:
     """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation."""
     first = frames[0]
-    read = (f"on random tokens, {first.repeat} then the same {first.repeat} again" if first.heads and first.repeat
+    # what it read: the repeated random tokens or the val windows as the terminal says them, else the whole prompt
+    read = (_esc(frame_input(first)) if (first.heads and first.repeat is not None) or first.bands
             else f"of <code>{_esc(visible(first.prompt))}</code>")
     out = [f'<h2 id="watch">While it trained (watch={_esc(first.view)})</h2>',
            f"<p>{_esc(frame_subject(first))} {read}, before the first step and at every evaluation.</p>"]

@@ -1,0 +1,26 @@
+"""What a user's-eye sweep of watching training (`:train watch=`, the frames, `:report`'s page of them, `:plot` of a
+watched run) found: each test failed before its fix.
+
+The report's page of a watch=context run said the frames were "the val loss by position in the window of ''" (a
+prompt it never read) instead of the val windows it scored.
+"""
+
+import re
+
+from test_commands import run, tiny_session
+
+
+def watch_section(path) -> str:
+    """The page's watch= section, its SVG left out: the words a reader sees of it."""
+    page = path.read_text(encoding="utf-8")
+    return re.sub(r"<svg.*?</svg>", "", page[page.index('id="watch"'):], flags=re.S)
+
+
+# --- :report's page of the frames -----------------------------------------------------------------------------------
+def test_the_report_says_a_context_frame_reads_val_windows_not_an_empty_prompt(tmp_path):
+    s = tiny_session()
+    run(s, ":train watch=context")
+    run(s, f":report {tmp_path / 'r.html'}")
+    section = watch_section(tmp_path / "r.html")
+    assert "<code></code>" not in section
+    assert "on the same 128 val windows at every frame" in section
