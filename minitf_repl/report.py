@@ -23,7 +23,7 @@ from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
 from .render.heatmap import reads_future
 from .render.scatter import asked_ids
-from .render.watch import copying, frame_input, frame_subject, head_cell
+from .render.watch import NO_ROLE, copying, frame_input, frame_subject, head_cell
 
 
 @dataclass
@@ -228,6 +228,8 @@ def frames_html(frames: list) -> list[str]:
                                                              if h.layer == layer) + "</tr>"
                            for layer in sorted({h.layer for h in frame.heads}))
             out.append(f'<table class="config">{head}{rows}</table>')
+            if any(h.role is None for h in frame.heads):  # as under the terminal's frame: "· 0.14" says nothing alone
+                out.append(f"<p>{_esc(NO_ROLE)}</p>")
             if frame.repeat is not None:
                 out.append(f"<p>{_esc(copying(frame))}</p>")
         elif frame.coords:

@@ -2,7 +2,8 @@
 watched run) found: each test failed before its fix.
 
 The report's page of a watch=context run said the frames were "the val loss by position in the window of ''" (a
-prompt it never read) instead of the val windows it scored.
+prompt it never read) instead of the val windows it scored, and its heads frames showed "· 0.14" with no word of what
+a dot is (the terminal says it under the frame).
 """
 
 import re
@@ -24,3 +25,12 @@ def test_the_report_says_a_context_frame_reads_val_windows_not_an_empty_prompt(t
     section = watch_section(tmp_path / "r.html")
     assert "<code></code>" not in section
     assert "on the same 128 val windows at every frame" in section
+
+
+def test_the_report_says_what_a_dot_is_in_a_heads_frame_as_the_terminal_does(tmp_path):
+    s = tiny_session()
+    result = run(s, ":train watch=heads")
+    assert any(h.role is None for h in result.frames[-1].heads)  # a tiny model: no head has a role yet
+    run(s, f":report {tmp_path / 'r.html'}")
+    section = watch_section(tmp_path / "r.html")
+    assert "· 0." in section and "no role stands out; the score shown is the head&#x27;s largest" in section

@@ -41,6 +41,9 @@ def frame_input(frame) -> str:
     return f"of {frame.prompt[-24:]!r}"
 
 
+NO_ROLE = "·: no role stands out; the score shown is the head's largest"  # what a dot is, under a heads frame
+
+
 def head_cell(head) -> Text:
     """One head of a heads frame: the role it is named for and its score, or a dot and its largest score."""
     if head.role is None:
@@ -124,7 +127,7 @@ def watch_view(frame, width: int, as_text: bool):
     if frame.heads:
         parts = [title, *heads_tables(frame.heads, width)]
         if any(h.role is None for h in frame.heads):  # what a dot is: without this, "· 0.14" reads as nothing
-            parts.append(Words(Text("·: no role stands out; the score shown is the head's largest", style="dim")))
+            parts.append(Words(Text(NO_ROLE, style="dim")))
         if frame.repeat is not None:
             parts.append(Words(Text(copying(frame))))
         return Group(*parts)
