@@ -23,7 +23,7 @@ from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
 from .render.heatmap import reads_future
 from .render.scatter import asked_ids
-from .render.watch import NO_ROLE, copying, frame_input, frame_subject, head_cell
+from .render.watch import NO_ROLE, copying, frame_input, frame_subject, frame_when, head_cell
 
 
 @dataclass
@@ -198,9 +198,7 @@ def frames_html(frames: list) -> list[str]:
     out = [f'<h2 id="watch">While it trained (watch={_esc(first.view)})</h2>',
            f"<p>{_esc(frame_subject(first))} {read}, before the first step and at every evaluation.</p>"]
     for frame in frames:
-        when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
-                                         else " (before training)")
-        out.append(f'<h3 class="frame">{_esc(when)}</h3>')
+        out.append(f'<h3 class="frame">{_esc(frame_when(frame))}</h3>')
         if frame.maps:
             future = reads_future(frame.maps)
             svgs = [attention_svg(frame.tokens, m, label=f"step {frame.step} head {h}", future=future)

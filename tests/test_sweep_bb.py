@@ -34,3 +34,17 @@ def test_the_report_says_what_a_dot_is_in_a_heads_frame_as_the_terminal_does(tmp
     run(s, f":report {tmp_path / 'r.html'}")
     section = watch_section(tmp_path / "r.html")
     assert "· 0." in section and "no role stands out; the score shown is the head&#x27;s largest" in section
+
+
+# --- what a frame's title says -------------------------------------------------------------------------------------
+def test_the_first_frame_of_a_later_run_is_not_said_to_be_before_training(tmp_path):
+    from minitf_repl.render.watch import frame_title
+
+    s = tiny_session()
+    run(s, ":train")
+    first = run(s, ":train watch=attn").frames[0]
+    assert first.step == 6 and "before training" not in frame_title(first)
+    assert "(before this run's first step)" in frame_title(first)
+    run(s, f":report {tmp_path / 'r.html'}")
+    assert "step 6 (before this run&#x27;s first step)" in watch_section(tmp_path / "r.html")
+    assert "(before training)" in frame_title(run(tiny_session(), ":train watch=attn").frames[0])  # a new model's

@@ -27,9 +27,15 @@ from .words import Words
 
 
 def frame_title(frame) -> str:
-    when = f"step {frame.step:,}" + (f", val loss {frame.val_loss:.4f}" if frame.val_loss is not None
-                                     else " (before training)")
-    return f"{when}: {frame_subject(frame)} {frame_input(frame)}"
+    return f"{frame_when(frame)}: {frame_subject(frame)} {frame_input(frame)}"
+
+
+def frame_when(frame) -> str:
+    """"step 6, val loss 2.1164", or the frame made before a run's first step: "before training" only for a model
+    at step 0 (a later run's first frame is of a model that has trained)."""
+    if frame.val_loss is not None:
+        return f"step {frame.step:,}, val loss {frame.val_loss:.4f}"
+    return f"step {frame.step:,} " + ("(before training)" if frame.step == 0 else "(before this run's first step)")
 
 
 def frame_input(frame) -> str:
