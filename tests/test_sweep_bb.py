@@ -8,7 +8,7 @@ a dot is (the terminal says it under the frame).
 
 import re
 
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 
 
 def watch_section(path) -> str:
@@ -48,3 +48,29 @@ def test_the_first_frame_of_a_later_run_is_not_said_to_be_before_training(tmp_pa
     run(s, f":report {tmp_path / 'r.html'}")
     assert "step 6 (before this run&#x27;s first step)" in watch_section(tmp_path / "r.html")
     assert "(before training)" in frame_title(run(tiny_session(), ":train watch=attn").frames[0])  # a new model's
+
+
+# --- a watched run stopped and continued ----------------------------------------------------------------------------
+def test_a_stopped_watched_run_continued_with_watch_keeps_the_frames_before_the_stop(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=10 eval_every=3 watch=lens", Recorder(stop_after=5))  # Ctrl-C at step 5: frames 0 and 3
+    result = run(s, ":train watch=lens")  # the same run goes on to step 10
+    assert [f.step for f in result.frames] == [5, 6, 9, 10]  # this command's frames, as --json gives them
+    assert [f.step for f in s.watch_frames] == [0, 3, 5, 6, 9, 10]  # what :report and :plot show: the whole run
+    assert run(s, ":plot what=lens_rank").series[0].steps == [0, 3, 5, 6, 9, 10]
+
+
+def test_a_new_run_or_another_view_still_replaces_the_frames(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=10 eval_every=3 watch=lens", Recorder(stop_after=5))
+    run(s, ":train watch=attn")  # the same run, another view: its frames alone
+    assert [f.step for f in s.watch_frames] == [5, 6, 9, 10] and {f.view for f in s.watch_frames} == {"attn"}
+    run(s, ":train steps=3 watch=attn")  # a new run
+    assert [f.step for f in s.watch_frames] == [10, 13]
+
+
+def test_a_run_stopped_at_an_evaluation_and_continued_has_one_frame_of_that_step(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=10 eval_every=3 watch=lens", Recorder(stop_after=6))  # stopped at step 6, evaluated there
+    run(s, ":train watch=lens")
+    assert [f.step for f in s.watch_frames] == [0, 3, 6, 9, 10] and s.watch_frames[2].val_loss is not None

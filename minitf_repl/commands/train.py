@@ -258,8 +258,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                         "are back where this training began. Lower batch_size or max_seq_len, or use another "
                         "device", fix={"batch_size": max(1, train_config.batch_size // 2)}) from None
     session.note_good_lr(train_config.lr)
-    if watcher is not None:
-        session.keep_frames(frames)
+    if watcher is not None:  # a stopped run gone on with the same view keeps what was watched before the stop
+        earlier = _same_run_frames(session.watch_frames, frames[0], trainer.run_start) if resumed else []
+        # a stop at an evaluation: its frame is there already, with the val loss the new first frame has not
+        session.keep_frames(earlier + [f for f in frames if not earlier or f.step > earlier[-1].step])
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone. A run
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
@@ -328,6 +330,15 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
     prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
     target = true_next(data, prompt) if args["watch"] == "lens" else None
     return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
+
+
+def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) -> list[WatchFrame]:
+    """The frames a continued run's own frames go on from: those the session kept, where they are of this run (the
+    first made at its start, the last before `first`) and of the same view of the same input; else none."""
+    same = [(f.view, f.prompt, f.layer, f.target) for f in (*kept, first)]
+    if kept and kept[0].step == run_start and kept[-1].step <= first.step and len(set(same)) == 1:
+        return list(kept)
+    return []
 
 
 def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None) -> TrainingDiverged:
