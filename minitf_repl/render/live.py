@@ -65,6 +65,7 @@ class LossTable:
         self.narrow = narrow
         self.rows: list[dict] = []
         self.val_losses: list[float] = []
+        self.most_rows: int | None = None  # the live display's: the last rows only, where all would not fit
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         with_aux = any(r.get("aux_loss") is not None for r in rows)
@@ -105,9 +106,13 @@ class LossTable:
         table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in columns:
             table.add_column(short if narrow else header, justify="right")
-        for k in range(len(self.rows)):
+        for k in range(len(self.rows) - self.shown_rows, len(self.rows)):
             add_row(table, *(cells[key][k] for key, *_ in columns))
         return table
+
+    @property
+    def shown_rows(self) -> int:
+        return len(self.rows) if self.most_rows is None else min(len(self.rows), max(1, self.most_rows))
 
     @property
     def overfitting(self) -> bool:
@@ -122,6 +127,9 @@ class LossTable:
         if baseline is not None:
             parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {baseline:.2f}: "
                                     "the loss of a uniform guess (a model that knows nothing)", style="dim")))
+        if self.shown_rows < len(self.rows):
+            parts.append(Text(f"{len(self.rows) - self.shown_rows} earlier evaluations above (the table after the "
+                              "run has them all)", style="dim", overflow="ellipsis", no_wrap=True))
         parts.append(self.table_for(width))
         parts.append(Words(Text(self.legend, style="dim")))
         if self.overfitting:
@@ -294,7 +302,13 @@ class RichReporter(Reporter):
         parts = [self._table] if self._table is not None else []
         if self._frame is not None:
             parts.append(watch_view(self._frame, self.console.width, plain(self.console)))
-        return Group(*parts, *([self._progress] if self._progress is not None else []))
+        view = Group(*parts, *([self._progress] if self._progress is not None else []))
+        if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
+            self._table.most_rows = None
+            over = len(self.console.render_lines(view, pad=False)) - (self.console.height - 1)  # a line for the cursor
+            if over > 0:  # the table's oldest rows give way, a line more for the one that says so
+                self._table.most_rows = len(self._table.rows) - over - 1
+        return view
 
     def _refresh(self) -> None:
         if self._live is not None:
