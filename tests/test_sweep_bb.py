@@ -94,3 +94,15 @@ def test_the_live_frame_and_bar_stay_on_screen_as_the_loss_table_grows():
     assert len(lines) <= 30  # Rich's Live cut what did not fit with "...": the frame, then the bar, went first
     assert "step 60, val loss" in text and "head 1" in text and "60/60" in text  # the frame and the bar
     assert "earlier evaluations" in text  # the rows left out are said, and the final table has them all
+
+
+def test_a_watched_run_stopped_before_its_first_step_keeps_the_last_runs_frames(tmp_path):
+    s = tiny_session()
+    run(s, ":train watch=lens")  # frames at 0, 3, 6
+    result = run(s, ":train steps=5 watch=attn", Recorder(stop_after=0))  # Ctrl-C at once: no step, one frame
+    assert result.steps == 0 and len(result.frames) == 1
+    assert [f.step for f in s.watch_frames] == [0, 3, 6] and s.watch_frames[0].view == "lens"
+    assert run(s, ":plot what=lens_rank").series  # what :plot and :report show is still the run that trained
+    from test_render import plain
+
+    assert "and no step: :report and :plot show the frames they showed before" in plain(result)

@@ -258,7 +258,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                         "are back where this training began. Lower batch_size or max_seq_len, or use another "
                         "device", fix={"batch_size": max(1, train_config.batch_size // 2)}) from None
     session.note_good_lr(train_config.lr)
-    if watcher is not None:  # a stopped run gone on with the same view keeps what was watched before the stop
+    # a stopped run gone on with the same view keeps what was watched before the stop; one stopped before its first
+    # step (a quick Ctrl-C) watched no training, and leaves the frames :report and :plot show as they were
+    if watcher is not None and summary.steps:
         earlier = _same_run_frames(session.watch_frames, frames[0], trainer.run_start) if resumed else []
         # a stop at an evaluation: its frame is there already, with the val loss the new first frame has not
         session.keep_frames(earlier + [f for f in frames if not earlier or f.step > earlier[-1].step])
@@ -471,7 +473,11 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.stopped and not result.steps and not result.saved and not result.save_error:
         # "this time": the earlier steps of a continued run are in its autosave already
         note(console, "no step finished this time, so nothing was saved")
-    if result.frames:
+    if result.frames and not result.steps:  # session.watch_frames was left as it was
+        note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}) and no step: "
+                      + (f"{cmd('report')} and {cmd('plot')} show the frames they showed before" if syntax() == REPL
+                         else "nothing to show after it"))
+    elif result.frames:
         more = plot_hint(result.frames)
         # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
         then = (f"{cmd('report')} shows them in order{more}" if syntax() == REPL else
