@@ -106,3 +106,39 @@ def test_a_watched_run_stopped_before_its_first_step_keeps_the_last_runs_frames(
     from test_render import plain
 
     assert "and no step: :report and :plot show the frames they showed before" in plain(result)
+
+
+# --- a watch= that cannot be drawn is refused before anything changes -------------------------------------------
+def test_watch_embed_on_two_tokens_is_refused_before_the_data_lr_or_run_change(tmp_path):
+    import pytest
+
+    from minitf_repl.core.errors import UserError
+
+    two = tmp_path / "ab.txt"
+    two.write_text("abbaabab" * 300, encoding="utf-8")
+    s = tiny_session()
+    run(s, ":train steps=4")
+    lr, step = s.train_config.lr, s.trainer.step
+    with pytest.raises(UserError, match="two directions"):
+        run(s, f":train steps=50 lr=0.001 watch=embed data={two}")
+    # the first frame failed after the switch, the new lr and the new run: the next :train ran 50 steps at 0.001
+    assert s.data_spec == "sort:4" and s.train_config.lr == lr
+    assert s.trainer.step == step and s.trainer.run_remaining == 0
+
+
+def test_a_first_frame_that_fails_rolls_the_run_and_its_settings_back(monkeypatch):
+    import pytest
+
+    from minitf_repl.core import watch
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    run(s, ":train steps=4")
+
+    def fails(self, model, step, val_loss):
+        raise UserError("this view cannot be drawn; fix")
+
+    monkeypatch.setattr(watch.Watcher, "frame", fails)
+    with pytest.raises(UserError, match="cannot be drawn"):
+        run(s, ":train steps=50 lr=0.001 watch=attn")
+    assert s.train_config.lr != 0.001 and s.trainer.run_remaining == 0 and s.trainer.step == 4

@@ -229,13 +229,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             frames.append(frame)
             reporter.on_watch(frame)
 
-        watch(watcher.frame(session.model, trainer.step, None))
-
         def on_step(info) -> None:
             reporter.on_step(info)
             if info.val_loss is not None:  # at each evaluation, outside the step's timing
                 watch(watcher.frame(session.model, info.step, info.val_loss))
     try:
+        if watcher is not None:  # the frame before the first step: one that fails rolls the run back as a step would
+            watch(watcher.frame(session.model, trainer.step, None))
         summary = trainer.run(on_step=on_step, should_stop=reporter.should_stop, on_notice=reporter.notice)
     except PeerLost as e:
         # Under torchrun another rank died: the steps every rank completed are good (the one under way
@@ -329,6 +329,10 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
             raise UserError(f"watch=heads on a prompt needs at least two {data.tokenizer.unit}s: a head chooses "
                             "between positions; leave prompt= out for the repeated random tokens")
         return Watcher("heads", data.tokenizer, prompt)
+    if args["watch"] == "embed":  # the map of the model this run trains: the new data's vocabulary
+        from ..core.inside import check_map
+
+        check_map(data.tokenizer.vocab_size, session.model_config.d_model)
     prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
     target = true_next(data, prompt) if args["watch"] == "lens" else None
     return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))

@@ -1079,6 +1079,14 @@ class EmbeddingMap:
     dims: int  # d_model: how many directions there are in all
 
 
+def check_map(V: int, d: int) -> None:
+    """A UserError where a table of V rows of width d has no two directions to map (`:train watch=embed` asks
+    before it changes anything)."""
+    if min(V - 1, d) < 2:
+        raise UserError(f"a map needs two directions in which the rows differ, and {V} rows of width {d} have "
+                        f"{min(V - 1, d)}; use a model with d_model >= 2 and data of three or more tokens")
+
+
 def embedding_map(model: nn.Module) -> EmbeddingMap:
     """The first two principal components of the token embedding table W_E (float64 SVD of its centred rows).
 
@@ -1087,9 +1095,7 @@ def embedding_map(model: nn.Module) -> EmbeddingMap:
     with torch.no_grad():
         rows = model.token_embedding.weight.detach().double().cpu()  # (V, d)
     V, d = rows.shape
-    if min(V - 1, d) < 2:
-        raise UserError(f"a map needs two directions in which the rows differ, and {V} rows of width {d} have "
-                        f"{min(V - 1, d)}; use a model with d_model >= 2 and data of three or more tokens")
+    check_map(V, d)
     centred = rows - rows.mean(dim=0)
     _, S, Vh = torch.linalg.svd(centred, full_matrices=False)
     coords = centred @ Vh[:2].T  # (V, 2)
