@@ -52,6 +52,7 @@ class ReportData:
     # the same vocabulary kept the model): the curves before it are of the data before, as :plot says
     data_from: int | None = None
     weights_from: str | None = None  # "hf:PATH": weights trained elsewhere, with no history here (not untrained)
+    step: int | None = None  # the model's step: frames that end before it are of an earlier state, and say so
 
 
 _CSS = """
@@ -189,14 +190,18 @@ def embedding_svg(vocab: list[str], coords: list[list[float]], asked: list[int],
     return "".join(parts)
 
 
-def frames_html(frames: list) -> list[str]:
-    """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation."""
+def frames_html(frames: list, step: int | None = None) -> list[str]:
+    """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation; `step`, the
+    model's, where it has trained on since the last frame (an unwatched :train after the watched one)."""
     first = frames[0]
     # what it read: the repeated random tokens or the val windows as the terminal says them, else the whole prompt
     read = (_esc(frame_input(first)) if (first.heads and first.repeat is not None) or first.bands
             else f"of <code>{_esc(visible(first.prompt))}</code>")
     out = [f'<h2 id="watch">While it trained (watch={_esc(first.view)})</h2>',
            f"<p>{_esc(frame_subject(first))} {read}, before the first step and at every evaluation.</p>"]
+    if step is not None and frames[-1].step < step:  # the views above are of the model now, not of the last frame
+        out.append(f"<p>These frames are of the last run watched: the last frame is of step {frames[-1].step:,}; "
+                   f"the model on this page has trained to step {step:,} since.</p>")
     for frame in frames:
         out.append(f'<h3 class="frame">{_esc(frame_when(frame))}</h3>')
         if frame.maps:
@@ -382,7 +387,7 @@ def build_report(data: ReportData) -> str:
     for sample in data.samples:
         out.append(f'<pre class="sample">{_esc(sample)}</pre>')
     if data.frames:
-        out.extend(frames_html(data.frames))
+        out.extend(frames_html(data.frames, data.step))
     out.append("</body></html>")
     return "\n".join(out)
 

@@ -142,3 +142,15 @@ def test_a_first_frame_that_fails_rolls_the_run_and_its_settings_back(monkeypatc
     with pytest.raises(UserError, match="cannot be drawn"):
         run(s, ":train steps=50 lr=0.001 watch=attn")
     assert s.train_config.lr != 0.001 and s.trainer.run_remaining == 0 and s.trainer.step == 4
+
+
+def test_the_report_says_its_frames_end_before_the_model_it_shows(tmp_path):
+    s = tiny_session()
+    run(s, ":train watch=attn")  # frames at 0, 3, 6
+    run(s, ":train steps=4")  # trained on, unwatched: the page's maps are of step 10, its last frame of step 6
+    run(s, f":report {tmp_path / 'r.html'}")
+    section = watch_section(tmp_path / "r.html")
+    assert "the last frame is of step 6; the model on this page has trained to step 10 since" in section
+    run(s, ":train steps=2 watch=attn")
+    run(s, f":report {tmp_path / 'r.html'}")
+    assert "the model on this page" not in watch_section(tmp_path / "r.html")  # frames up to the model's step

@@ -964,7 +964,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
-        data_from=data_since(session), weights_from=session.weights_from,
+        data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
