@@ -3,7 +3,12 @@ watched run) found: each test failed before its fix.
 
 The report's page of a watch=context run said the frames were "the val loss by position in the window of ''" (a
 prompt it never read) instead of the val windows it scored, and its heads frames showed "· 0.14" with no word of what
-a dot is (the terminal says it under the frame).
+a dot is (the terminal says it under the frame); after an unwatched :train it showed the last frame under a model
+steps further on without saying so. A second run's first frame was titled "before training" for a trained model.
+Ctrl-C in a watched run, then the same watch= to go on, lost the frames before the stop; a Ctrl-C before the first
+step replaced the last run's frames with one frame of no training. In the REPL the live frame and then the progress
+bar were cut off ("...") once the loss table grew past the screen. watch=embed on two-token data failed at its first
+frame after the data switch, the new lr and the new run had taken effect, so the next :train ran that run.
 """
 
 import re
