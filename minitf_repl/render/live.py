@@ -128,8 +128,8 @@ class LossTable:
             parts.append(Words(Text(f"ln(V) = ln({self.vocab_size}) = {baseline:.2f}: "
                                     "the loss of a uniform guess (a model that knows nothing)", style="dim")))
         if self.shown_rows < len(self.rows):
-            parts.append(Text(f"{len(self.rows) - self.shown_rows} earlier evaluations above (the table after the "
-                              "run has them all)", style="dim", overflow="ellipsis", no_wrap=True))
+            parts.append(Words(Text(f"{len(self.rows) - self.shown_rows} earlier evaluations above (the table after "
+                                    "the run has them all)", style="dim")))
         parts.append(self.table_for(width))
         parts.append(Words(Text(self.legend, style="dim")))
         if self.overfitting:
@@ -305,9 +305,11 @@ class RichReporter(Reporter):
         view = Group(*parts, *([self._progress] if self._progress is not None else []))
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
             self._table.most_rows = None
-            over = len(self.console.render_lines(view, pad=False)) - (self.console.height - 1)  # a line for the cursor
-            if over > 0:  # the table's oldest rows give way, a line more for the one that says so
-                self._table.most_rows = len(self._table.rows) - over - 1
+            for _ in range(2):  # the oldest rows give way; then as many more as the line saying so takes
+                over = len(self.console.render_lines(view, pad=False)) - (self.console.height - 1)  # and the cursor
+                if over <= 0:
+                    break
+                self._table.most_rows = self._table.shown_rows - over
         return view
 
     def _refresh(self) -> None:
