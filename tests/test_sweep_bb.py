@@ -51,9 +51,9 @@ def test_the_first_frame_of_a_later_run_is_not_said_to_be_before_training(tmp_pa
     run(s, ":train")
     first = run(s, ":train watch=attn").frames[0]
     assert first.step == 6 and "before training" not in frame_title(first)
-    assert "(before this run's first step)" in frame_title(first)
+    assert "step 6 (before more training)" in frame_title(first)
     run(s, f":report {tmp_path / 'r.html'}")
-    assert "step 6 (before this run&#x27;s first step)" in watch_section(tmp_path / "r.html")
+    assert "step 6 (before more training)" in watch_section(tmp_path / "r.html")
     assert "(before training)" in frame_title(run(tiny_session(), ":train watch=attn").frames[0])  # a new model's
 
 

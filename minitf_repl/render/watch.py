@@ -35,7 +35,7 @@ def frame_when(frame) -> str:
     at step 0 (a later run's first frame is of a model that has trained)."""
     if frame.val_loss is not None:
         return f"step {frame.step:,}, val loss {frame.val_loss:.4f}"
-    return f"step {frame.step:,} " + ("(before training)" if frame.step == 0 else "(before this run's first step)")
+    return f"step {frame.step:,} " + ("(before training)" if frame.step == 0 else "(before more training)")
 
 
 def frame_input(frame) -> str:
