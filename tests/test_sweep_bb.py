@@ -162,3 +162,12 @@ def test_the_report_says_its_frames_end_before_the_model_it_shows(tmp_path):
     run(s, ":train steps=2 watch=attn")
     run(s, f":report {tmp_path / 'r.html'}")
     assert "the model on this page" not in watch_section(tmp_path / "r.html")  # frames up to the model's step
+
+
+def test_a_continued_watched_run_says_the_frames_before_the_stop_are_kept(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=10 eval_every=3 watch=lens", Recorder(stop_after=5))
+    hooks = Recorder()
+    run(s, ":train watch=lens", hooks)  # "watched 4 frames" alone, and :report showed 6
+    assert any("the 2 frames watched before the stop are kept: :report and :plot show all 6" in n
+               for n in hooks.notices)

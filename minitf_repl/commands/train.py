@@ -264,6 +264,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         earlier = _same_run_frames(session.watch_frames, frames[0], trainer.run_start) if resumed else []
         # a stop at an evaluation: its frame is there already, with the val loss the new first frame has not
         session.keep_frames(earlier + [f for f in frames if not earlier or f.step > earlier[-1].step])
+        if earlier:  # the result counts this command's frames only
+            reporter.notice(f"the {count(len(earlier), 'frame')} watched before the stop "
+                            f"{'is' if len(earlier) == 1 else 'are'} kept: "
+                            f"{cmd('report')} and {cmd('plot')} show all {len(session.watch_frames)}")
     done = trainer.history[-summary.steps :] if summary.steps else []
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone. A run
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
