@@ -50,7 +50,10 @@ def reference_model(path: Path, config):
     folder = read_folder(path)
     arch = architecture(folder)
     theirs = lab_config(folder)
-    differ = [f"{k} {getattr(config, k)} here, {getattr(theirs, k)} there" for k in SHAPES
+    # the positions too: a window past a GPT-2 folder's table of positions (or RoPE against that table) would give
+    # transformers positions it has no row for
+    keys = SHAPES + (("pos_encoding", "max_seq_len") if theirs.pos_encoding == "learned" else ("pos_encoding",))
+    differ = [f"{k} {getattr(config, k)} here, {getattr(theirs, k)} there" for k in keys
               if getattr(config, k) != getattr(theirs, k)]
     if differ:
         raise NotTheFoldersModel(f"the session's model is not the model in {path} ({', '.join(differ[:2])})")
