@@ -386,11 +386,29 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         # A checkpoint keeps a file's path made absolute (lasting_spec): `--data notes.txt` names that same file.
         elif data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())) \
                 and not _same_task(data, session):
-            raise UserError(
-                f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
-                "(the checkpoint brings its data)"
-            )
+            if result.data_missing is None:
+                raise UserError(
+                    f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
+                    "(the checkpoint brings its data)"
+                )
+            _data_instead(session, result, data.strip(), quiet)
     return result
+
+
+def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
+    """`--load NAME --data SPEC` where the checkpoint's own data is gone: SPEC takes its place, as `:data SPEC` after
+    the load would, when it has the model's vocabulary (a rebuild would throw the loaded weights away)."""
+    from .commands.shared import load_checked, switch_data
+
+    data = load_checked(session, spec)
+    if session.rebuild_needed(data=data):
+        raise UserError(f"checkpoint {result.name}'s data ({result.data_spec}) is not available, and {spec} has "
+                        "another vocabulary, which would need a new model; give data of the same vocabulary, or "
+                        "leave out --load to train a new model on it")
+    switch_data(session, spec, data)
+    if not quiet:
+        say(_stderr(), f"--load: {result.name}'s data {result.data_spec} is not available: it goes on with {spec}",
+            "yellow")
 
 
 @contextlib.contextmanager

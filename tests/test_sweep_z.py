@@ -3,11 +3,14 @@ test failed before its fix.
 
 `:parity hf:PATH` with a lab model of a longer window than the folder's GPT-2 position table (or a RoPE model against
 a GPT-2 folder) fed transformers positions it has no row for: an IndexError traceback instead of one line.
+`minitf --load NAME --data OTHER` of a checkpoint whose text file is gone was refused with "drop --data (the checkpoint
+brings its data)", which it could not: the data OTHER now takes its place when it has the model's vocabulary.
 """
 
 import pytest
 
 from minitf_repl.core.errors import UserError
+from test_cli import invoke
 from test_commands import TEXT, run, tiny_session
 
 
@@ -28,3 +31,21 @@ def test_parity_with_a_window_past_the_folders_positions_is_one_line(fox, tmp_pa
     run(s, f":set autosave=off {change}")  # the same shapes otherwise, a window of 64
     with pytest.raises(UserError, match="not the model in .*max_seq_len 64 here, 32 there|pos_encoding rope here"):
         run(s, f":parity hf:{tmp_path / 'hf'} prompt='{'the quick brown fox jumps over the lazy dog ' * 2}'")
+
+
+# --- --load of a checkpoint whose data is gone, with other --data --------------------------------------------------
+def test_load_with_other_data_where_the_checkpoints_data_is_gone_trains_on_it(tmp_path, checkpoint_dir):
+    gone, other = tmp_path / "gone.txt", tmp_path / "other.txt"
+    gone.write_text(TEXT * 3, encoding="utf-8")
+    other.write_text(TEXT[::-1] * 3, encoding="utf-8")  # the same characters
+    s = tiny_session(str(gone))
+    run(s, ":train steps=2")
+    run(s, ":save foxy")
+    gone.unlink()
+    result = invoke("--load", "foxy", "--data", str(other), "train", "steps=1")
+    assert result.exit_code == 0, result.output
+    assert "drop --data" not in result.stderr and "goes on with" in result.stderr
+    assert "(step 3 in total)" in result.stdout  # the loaded model went on, on the other text
+    other.write_text("completely different characters: 0123456789 XYZ" * 40, encoding="utf-8")
+    bad = invoke("--load", "foxy", "--data", str(other), "train", "steps=1")
+    assert bad.exit_code == 1 and "another vocabulary" in bad.stderr and "Traceback" not in bad.stderr
