@@ -5,6 +5,9 @@ test failed before its fix.
 a GPT-2 folder) fed transformers positions it has no row for: an IndexError traceback instead of one line.
 `minitf --load NAME --data OTHER` of a checkpoint whose text file is gone was refused with "drop --data (the checkpoint
 brings its data)", which it could not: the data OTHER now takes its place when it has the model's vocabulary.
+`:save hf:PATH` of a multi-head model spelled n_kv_heads=n_heads (a GQA lesson set back) was refused: "n_kv_heads=2 has
+no equivalent in GPT-2 (n_kv_heads=None would be)", which is the same attention; the heads built count now, and the
+value :set takes is spelled none.
 """
 
 import pytest
@@ -49,3 +52,14 @@ def test_load_with_other_data_where_the_checkpoints_data_is_gone_trains_on_it(tm
     other.write_text("completely different characters: 0123456789 XYZ" * 40, encoding="utf-8")
     bad = invoke("--load", "foxy", "--data", str(other), "train", "steps=1")
     assert bad.exit_code == 1 and "another vocabulary" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# --- :save hf: of multi-head attention spelled n_kv_heads=n_heads -------------------------------------------------
+def test_save_hf_takes_n_kv_heads_equal_to_n_heads_as_gpt2s_attention(tmp_path):
+    s = tiny_session()  # n_heads=2
+    run(s, ":set n_kv_heads=2")  # a head of keys and values per query head: multi-head attention, as none is
+    run(s, ":train steps=1")
+    assert run(s, f":save hf:{tmp_path / 'hf'}").architecture == "gpt2"
+    run(s, ":set n_kv_heads=1 autosave=off")
+    with pytest.raises(UserError, match=r"n_kv_heads=1 has no equivalent in GPT-2.*\(n_kv_heads=none would be\)"):
+        run(s, f":save hf:{tmp_path / 'hf2'}")

@@ -169,16 +169,24 @@ def read_config(path: Path) -> dict:
 
 
 # --- out ------------------------------------------------------------------------------------------
-def mismatch(config: ModelConfig, model_type: str) -> tuple[str, object, object] | None:
-    """The first setting of `config` the architecture cannot express: (name, value, a value it takes), or None."""
+def unmet(config: ModelConfig, model_type: str) -> list[tuple[str, object, object]]:
+    """Each setting of `config` the architecture cannot express: (name, value, a value it takes). The heads of keys
+    and values count as built: n_kv_heads=n_heads is the multi-head attention GPT-2 has, as none is."""
     arch = ARCHITECTURES[model_type]
+    found = []
     for name, allowed in arch.REQUIRED.items():
         allowed = allowed if isinstance(allowed, tuple) else (allowed,)
         if getattr(config, name) not in allowed:
-            return name, getattr(config, name), allowed[0]
+            found.append((name, getattr(config, name), allowed[0]))
     if model_type == gpt2.MODEL_TYPE and config.kv_heads != config.n_heads:
-        return "n_kv_heads", config.n_kv_heads, None
-    return None
+        found.append(("n_kv_heads", config.n_kv_heads, None))
+    return found
+
+
+def mismatch(config: ModelConfig, model_type: str) -> tuple[str, object, object] | None:
+    """The first setting of `config` the architecture cannot express: (name, value, a value it takes), or None."""
+    found = unmet(config, model_type)
+    return found[0] if found else None
 
 
 def export_type(config: ModelConfig) -> str:
@@ -189,14 +197,10 @@ def export_type(config: ModelConfig) -> str:
         if problem is None:
             return model_type
 
-    def unmet(model_type: str) -> int:
-        required = ARCHITECTURES[model_type].REQUIRED.items()
-        return sum(getattr(config, n) not in (a if isinstance(a, tuple) else (a,)) for n, a in required)
-
-    nearest = min(found, key=unmet)
+    nearest = min(found, key=lambda model_type: len(unmet(config, model_type)))
     name, value, wanted = found[nearest]
-    def spelled(v) -> str:  # as :set takes it: on/off for a switch
-        return ("on" if v else "off") if isinstance(v, bool) else str(v)
+    def spelled(v) -> str:  # as :set takes it: on/off for a switch, none for no value
+        return ("on" if v else "off") if isinstance(v, bool) else "none" if v is None else str(v)
 
     raise ConfigError(f"{name}={spelled(value)} has no equivalent in {NAMES[nearest]}, the nearest architecture "
                       f"transformers loads ({name}={spelled(wanted)} would be); change that setting and train, or "
