@@ -8,6 +8,10 @@ brings its data)", which it could not: the data OTHER now takes its place when i
 `:save hf:PATH` of a multi-head model spelled n_kv_heads=n_heads (a GQA lesson set back) was refused: "n_kv_heads=2 has
 no equivalent in GPT-2 (n_kv_heads=None would be)", which is the same attention; the heads built count now, and the
 value :set takes is spelled none.
+A Llama folder (a window of 2,048) loaded where the text was too short said so, and `:set max_seq_len=64`, which keeps
+RoPE's weights, did not help: `:train` still said "one window needs max_seq_len + 1 = 2049". The text read by the
+folder's tokenizer is kept; a window it fits takes it up, a window still too long is named with its own numbers, and
+the load's line says `:set max_seq_len=N` is the way.
 """
 
 import pytest
@@ -63,3 +67,26 @@ def test_save_hf_takes_n_kv_heads_equal_to_n_heads_as_gpt2s_attention(tmp_path):
     run(s, ":set n_kv_heads=1 autosave=off")
     with pytest.raises(UserError, match=r"n_kv_heads=1 has no equivalent in GPT-2.*\(n_kv_heads=none would be\)"):
         run(s, f":save hf:{tmp_path / 'hf2'}")
+
+
+# --- a Llama folder whose window the session's text is too short for ----------------------------------------------
+def test_a_shorter_window_takes_up_the_text_a_llama_folders_window_was_too_long_for(tmp_path):
+    from minitf_repl.core.data import TokenizerOnly
+    from minitf_repl.core.errors import DataError
+
+    path, long = tmp_path / "short.txt", tmp_path / "long.txt"
+    path.write_text(TEXT, encoding="utf-8")  # about 1,000 characters: 104 in the validation split
+    long.write_text(TEXT * 25, encoding="utf-8")
+    s = tiny_session(str(long))
+    run(s, ":set pos_encoding=rope norm=rmsnorm activation=swiglu bias=off max_seq_len=2048 autosave=off")
+    s.build()  # untrained: it saves all the same
+    run(s, f":save hf:{tmp_path / 'llama'}")  # a window of 2,048
+    s2 = tiny_session(str(path))
+    loaded = run(s2, f":load hf:{tmp_path / 'llama'}")
+    assert "too short" in loaded.data_missing and ":set max_seq_len=N below it reads it" in loaded.data_missing
+    run(s2, ":set max_seq_len=2000")  # still too long: said with this window's numbers, not the load's
+    with pytest.raises(DataError, match="max_seq_len \\+ 1 = 2001"):
+        run(s2, ":train steps=1")
+    run(s2, ":set max_seq_len=32")  # RoPE: the weights are kept, and the text fits now
+    assert not isinstance(s2.data, TokenizerOnly) and s2.data_spec == str(path)
+    assert run(s2, ":train steps=1").steps == 1

@@ -202,8 +202,16 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     model, tokenizer = loaded.model, loaded.tokenizer
     data, why = _text_read_by(session, tokenizer, model.config.max_seq_len)
     data_spec, data_missing = session.data_spec, None
+    if isinstance(why, tuple):  # text too short for the folder's window: kept for a shorter one, where RoPE allows it
+        from ..core.variants import position_kind
+
+        rotary = not position_kind(model.config).learned
+        why = why[0] + (f"; {cmd('set', max_seq_len='N')} below it reads it" if rotary else "")
+        short, data = ((session.data_spec, data) if rotary else None), None
+    else:
+        short = None
     if data is None:
-        data = TokenizerOnly(tokenizer, spec, why)
+        data = TokenizerOnly(tokenizer, spec, why, short)
         data_spec, data_missing = spec, data.description
     model = model.to(session.device)
     trainer = Trainer(model, data, session.train_config, session.device)
@@ -222,7 +230,8 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
 def _text_read_by(session: Session, tokenizer, max_seq_len: int):
     """(the session's text data read by `tokenizer`, None), or (None, why not): None when the data is a task; else
     in words, since the data may well be text (a character the tokenizer lacks, too short a text, a file gone).
-    A task whose characters are the tokenizer's is kept: a folder `:save hf:` wrote from that task's model."""
+    A task whose characters are the tokenizer's is kept: a folder `:save hf:` wrote from that task's model.
+    Text too short for the window: (the text read, (why not,)), for a shorter window to take up again."""
     from ..core.data import TextCorpus, load_data
 
     current = session.loaded_data
@@ -230,8 +239,14 @@ def _text_read_by(session: Session, tokenizer, max_seq_len: int):
         data = current.retokenized(tokenizer) if isinstance(current, TextCorpus) else load_data(session.data_spec, tokenizer)
         if not isinstance(data, TextCorpus) and data.tokenizer.vocab != tokenizer.vocab:
             return None, None
+    except UserError as e:
+        problem = str(e).split("; ")[0]  # what is wrong; the fix after it was written for another command
+        return None, f"{clip(session.data_spec, 40)}: {problem}"
+    try:
         data.check_fits(max_seq_len)
     except UserError as e:
+        if isinstance(data, TextCorpus):
+            return data, (f"{clip(session.data_spec, 40)}: {str(e).split('; ')[0]}",)
         problem = str(e).split("; ")[0]  # what is wrong; the fix after it was written for another command
         return None, f"{clip(session.data_spec, 40)}: {problem}"
     return data, None

@@ -288,6 +288,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         "learns no table of positions, so only the mask (and what positions need) is computed anew"
                         + (f"; {cmd('context')} shows what it makes of the positions past {old}"
                            if new_length > old else ""))
+        _take_up_short_text(session, new_length, reporter)
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)
@@ -306,6 +307,23 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
                      vocab_size=data.tokenizer.vocab_size, given=given, **recipe)
+
+
+def _take_up_short_text(session: Session, window: int, reporter) -> None:
+    """A model loaded from a folder whose window the session's text was too short for (core.data.TokenizerOnly's
+    `short`) trains on that text once the window fits it."""
+    from ..core.data import TokenizerOnly
+
+    data = session.loaded_data
+    if not isinstance(data, TokenizerOnly) or data.short is None:
+        return
+    spec, text = data.short
+    try:
+        text.check_fits(window)
+    except UserError:
+        return
+    session.use_data(spec, text)
+    reporter.notice(f"data is now {spec}: it fits a window of {window} tokens, and {cmd('train')} trains on it")
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too

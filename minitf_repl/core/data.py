@@ -650,13 +650,22 @@ class TokenizerOnly(VocabOnly):
     `why`: why not, in words; by default the data is a task of characters. A text it cannot read (a character
     the tokenizer lacks, too short a text, a file that is gone) says that instead: the data is text there."""
 
-    def __init__(self, tokenizer, spec: str, why: str | None = None):
+    def __init__(self, tokenizer, spec: str, why: str | None = None, short=None):
         super().__init__(Path(spec).name or spec, tokenizer, spec)
         self.why = why
+        # (spec, TextCorpus): the session's text read by the tokenizer, too short for the window the model came with;
+        # a window it fits (`:set max_seq_len=N`, RoPE keeps the weights) takes it up again
+        self.short = short
         self.description = (f"{spec}'s tokenizer only ({self.tokenizer.describe()}): generation works, training needs "
                             + (f"text it reads ({why})" if why else "text data"))
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        if self.short is not None:  # too short for this window: said with its own numbers, not the load's
+            try:
+                self.short[1].check_fits(max_seq_len)
+            except DataError as e:
+                raise DataError(f"this model reads {self.tokenizer.describe()}, and {self.short[0]} read by it is too "
+                                f"short ({str(e).split('; ')[0]}); choose a longer text or a smaller max_seq_len")
         if self.why:
             raise DataError(f"this model reads {self.tokenizer.describe()}, and the data was not read by it "
                             f"({self.why}); choose text it reads to train it")
