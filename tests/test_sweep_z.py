@@ -12,6 +12,8 @@ A Llama folder (a window of 2,048) loaded where the text was too short said so, 
 RoPE's weights, did not help: `:train` still said "one window needs max_seq_len + 1 = 2049". The text read by the
 folder's tokenizer is kept; a window it fits takes it up, a window still too long is named with its own numbers, and
 the load's line says `:set max_seq_len=N` is the way.
+`:load hf:DIR/NAME` of a lab checkpoint said "has no config.json; give a Hugging Face model folder": it now says the
+checkpoint loads by its name (or, in another folder, with --checkpoint-dir), as `:load DIR/NAME` already did.
 """
 
 import pytest
@@ -90,3 +92,16 @@ def test_a_shorter_window_takes_up_the_text_a_llama_folders_window_was_too_long_
     run(s2, ":set max_seq_len=32")  # RoPE: the weights are kept, and the text fits now
     assert not isinstance(s2.data, TokenizerOnly) and s2.data_spec == str(path)
     assert run(s2, ":train steps=1").steps == 1
+
+
+# --- hf: given a lab checkpoint's folder ---------------------------------------------------------------------------
+def test_load_hf_of_a_lab_checkpoint_says_it_loads_by_name(checkpoint_dir, tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":save mine")
+    with pytest.raises(UserError, match=r"is a path, and a checkpoint loads by its name: :load mine$"):
+        run(s, f":load hf:{checkpoint_dir / 'mine'}")
+    other = tmp_path / "elsewhere"
+    (checkpoint_dir / "mine").rename(other)
+    with pytest.raises(UserError, match=r"checkpoint in another folder.*--checkpoint-dir .* --load elsewhere"):
+        run(s, f":load hf:{other}")

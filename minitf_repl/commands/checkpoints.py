@@ -121,6 +121,12 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     name = (args["name"] or "").strip()
     folder = hf_path(name)
     if folder is not None:
+        try:
+            lab_checkpoint = (folder / ckpt.MANIFEST).is_file() and not (folder / "config.json").exists()
+        except (OSError, ValueError):  # a path too long or with a NUL in it: load_folder names the problem
+            lab_checkpoint = False
+        if lab_checkpoint:  # hf: given a lab checkpoint's folder: it loads by name
+            raise CheckpointError(_path_given(session, str(folder)))
         return _load_hf(session, name, folder, reporter)
     if not name:
         names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
