@@ -14,6 +14,8 @@ folder's tokenizer is kept; a window it fits takes it up, a window still too lon
 the load's line says `:set max_seq_len=N` is the way.
 `:load hf:DIR/NAME` of a lab checkpoint said "has no config.json; give a Hugging Face model folder": it now says the
 checkpoint loads by its name (or, in another folder, with --checkpoint-dir), as `:load DIR/NAME` already did.
+`:load` said when a checkpoint was saved in UTC ISO 8601 ("saved 2026-12-04T16:22:47.124Z") where `:ls` beside it
+shows the local minute ("2026-12-04 17:22" in Berlin): one clock now.
 """
 
 import pytest
@@ -105,3 +107,22 @@ def test_load_hf_of_a_lab_checkpoint_says_it_loads_by_name(checkpoint_dir, tmp_p
     (checkpoint_dir / "mine").rename(other)
     with pytest.raises(UserError, match=r"checkpoint in another folder.*--checkpoint-dir .* --load elsewhere"):
         run(s, f":load hf:{other}")
+
+
+# --- :load's time is :ls's ------------------------------------------------------------------------------------------
+def test_load_says_when_the_checkpoint_was_saved_in_local_time_as_ls_does(monkeypatch):
+    import time
+
+    from minitf_repl.commands.checkpoints import LoadResult
+    from test_render import plain
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        result = LoadResult(name="run1", path="ck/run1", step=5, data_spec="pydoc", val_loss=None, model_config={},
+                            run_remaining=0, n_params=10, saved_at="2026-12-04T16:22:47.124Z")
+        text = plain(result)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert "saved 2026-12-04 17:22, from ck/run1" in text

@@ -299,7 +299,7 @@ def render_load(result: LoadResult, console: Console) -> None:
         say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
                      f"{cmd('train', load=result.name)} continues it", "yellow")
     if result.saved_at:
-        note(console, f"saved {result.saved_at}, from {result.path}")
+        note(console, f"saved {local_minute(result.saved_at)}, from {result.path}")  # as :ls shows it: local time
     if syntax() == SHELL:  # as with :data and :set, a one-shot session and the model it loaded end here
         note(console, "loaded for this command only: a checkpoint lasts one command from the shell, so give it "
                       f"before that command, e.g. minitf {restore(result.name)} gen")
