@@ -16,6 +16,8 @@ the load's line says `:set max_seq_len=N` is the way.
 checkpoint loads by its name (or, in another folder, with --checkpoint-dir), as `:load DIR/NAME` already did.
 `:load` said when a checkpoint was saved in UTC ISO 8601 ("saved 2026-12-04T16:22:47.124Z") where `:ls` beside it
 shows the local minute ("2026-12-04 17:22" in Berlin): one clock now.
+`:load hf:B` after `:load hf:A` on a task (A's tokenizer alone, no text) looked for a file named "hf:A": "training needs
+text it reads (hf:A: no such file: hf:A)"; it now says training needs text data.
 """
 
 import pytest
@@ -126,3 +128,16 @@ def test_load_says_when_the_checkpoint_was_saved_in_local_time_as_ls_does(monkey
         monkeypatch.undo()
         time.tzset()
     assert "saved 2026-12-04 17:22, from ck/run1" in text
+
+
+# --- one folder after another ----------------------------------------------------------------------------------------
+def test_a_folder_loaded_after_another_folders_tokenizer_alone_looks_for_no_file_named_hf(tmp_path):
+    s = tiny_session()  # sort:4, a task
+    run(s, ":set pos_encoding=rope norm=rmsnorm activation=swiglu bias=off autosave=off")
+    s.build()
+    run(s, f":save hf:{tmp_path / 'a'}")
+    s2 = tiny_session("pydoc")  # text whose characters the folder's tokenizer lacks
+    first = run(s2, f":load hf:{tmp_path / 'a'}")
+    assert first.data_missing is not None and s2.data_spec == f"hf:{tmp_path / 'a'}"
+    second = run(s2, f":load hf:{tmp_path / 'a'}")
+    assert "no such file" not in second.data_missing and second.data_missing.endswith("training needs text data")

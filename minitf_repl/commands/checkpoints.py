@@ -239,8 +239,11 @@ def _text_read_by(session: Session, tokenizer, max_seq_len: int):
     A task whose characters are the tokenizer's is kept: a folder `:save hf:` wrote from that task's model.
     Text too short for the window: (the text read, (why not,)), for a shorter window to take up again."""
     from ..core.data import TextCorpus, load_data
+    from ..core.hf import PREFIX
 
     current = session.loaded_data
+    if session.data_spec.startswith(PREFIX) and not isinstance(current, TextCorpus):
+        return None, None  # another folder's tokenizer alone (no text): not a file named hf:PATH to look for
     try:
         data = current.retokenized(tokenizer) if isinstance(current, TextCorpus) else load_data(session.data_spec, tokenizer)
         if not isinstance(data, TextCorpus) and data.tokenizer.vocab != tokenizer.vocab:
