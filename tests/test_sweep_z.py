@@ -18,6 +18,9 @@ checkpoint loads by its name (or, in another folder, with --checkpoint-dir), as 
 shows the local minute ("2026-12-04 17:22" in Berlin): one clock now.
 `:load hf:B` after `:load hf:A` on a task (A's tokenizer alone, no text) looked for a file named "hf:A": "training needs
 text it reads (hf:A: no such file: hf:A)"; it now says training needs text data.
+`:set dropout=0.2` (or attention=sdpa, causal=off) before a `:load` was silently undone: the loaded model brings its own,
+and only the training settings were said. The model settings that change no weight are said too (load/4:
+model_changed).
 """
 
 import pytest
@@ -141,3 +144,19 @@ def test_a_folder_loaded_after_another_folders_tokenizer_alone_looks_for_no_file
     assert first.data_missing is not None and s2.data_spec == f"hf:{tmp_path / 'a'}"
     second = run(s2, f":load hf:{tmp_path / 'a'}")
     assert "no such file" not in second.data_missing and second.data_missing.endswith("training needs text data")
+
+
+# --- model settings a :load brings ------------------------------------------------------------------------------------
+def test_load_says_which_weightless_model_settings_the_loaded_model_brought(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":save plain")
+    run(s, ":set dropout=0.2 attention=sdpa")
+    result = run(s, ":load plain")
+    assert s.model_config.dropout == 0.0
+    assert result.model_changed == {"dropout": (0.2, 0.0), "attention": ("sdpa", "explicit")}
+    text = plain(result)
+    assert "model settings of the loaded model: dropout 0.2 -> 0" in text and "attention sdpa -> explicit" in text
+    assert run(s, ":load plain").model_changed == {}  # nothing set: nothing said

@@ -108,12 +108,15 @@ class LoadResult:
     context: int | None = None  # hf:PATH: the folder's own context window where the lab's max_seq_len is shorter
     # {setting: [before, after]}: the training settings the checkpoint's run brought in place of the session's
     train_changed: dict[str, tuple] = field(default_factory=dict)
+    # {setting: [before, after]}: the model settings that change no weight (dropout, causal, attention,
+    # moe_aux_weight) the loaded model brought in place of the session's
+    model_changed: dict[str, tuple] = field(default_factory=dict)
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.hf import hf_path
@@ -146,7 +149,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     model, trainer = ckpt.restore(checkpoint, data, device)
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
-    before = session.train_config
+    before, model_before = session.train_config, session.model_config
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
     ckpt.restore_rng(checkpoint)
@@ -158,13 +161,15 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing, train_changed=_changed(before, session.train_config),
+        model_changed=_changed(model_before, session.model_config, in_place=True),
     )
 
 
-def _changed(before, after) -> dict[str, tuple]:
-    """{setting: (before, after)} of two training configs, for each setting whose value differs."""
+def _changed(before, after, in_place: bool = False) -> dict[str, tuple]:
+    """{setting: (before, after)} of two configs, for each setting whose value differs (`in_place`: of those that
+    change no weight only, which a :set before the load meant for whatever model came: the others make the model)."""
     return {spec.name: (getattr(before, spec.name), getattr(after, spec.name)) for spec in before.specs()
-            if getattr(before, spec.name) != getattr(after, spec.name)}
+            if getattr(before, spec.name) != getattr(after, spec.name) and (spec.in_place or not in_place)}
 
 
 def _path_given(session: Session, name: str) -> str:
@@ -223,13 +228,14 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     trainer = Trainer(model, data, session.train_config, session.device)
     if reporter.should_stop():
         raise UserError(f"load of {spec} interrupted; nothing changed")
+    model_before = session.model_config
     session.adopt(data_spec, data, model, trainer, weights_from=spec)
     session.last_checkpoint = None
     return LoadResult(
         name=spec, path=str(loaded.path), step=0, data_spec=data_spec, val_loss=None,
         model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
         data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
-        context=loaded.context,
+        context=loaded.context, model_changed=_changed(model_before, session.model_config, in_place=True),
     )
 
 
@@ -298,6 +304,11 @@ def render_load(result: LoadResult, console: Console) -> None:
                           for name, (old, new) in result.train_changed.items())
         say(console, f"training settings of the checkpoint's run: {moved}; {cmd('set', 'KEY=VALUE')} changes them",
             "cyan")
+    if result.model_changed:  # dropout=0.2 set before the load is not the loaded model's: said, as training's are
+        moved = ", ".join(f"{name} {setting_text(old)} -> {setting_text(new)}"
+                          for name, (old, new) in result.model_changed.items())
+        say(console, f"model settings of the loaded model: {moved}; {cmd('set', 'KEY=VALUE')} changes them "
+                     "(the weights kept)", "cyan")
     if result.run_remaining > 0:
         say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
                      f"{cmd('train', load=result.name)} continues it", "yellow")
