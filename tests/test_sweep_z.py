@@ -18,8 +18,8 @@ checkpoint loads by its name (or, in another folder, with --checkpoint-dir), as 
 shows the local minute ("2026-12-04 17:22" in Berlin): one clock now.
 `:load hf:B` after `:load hf:A` on a task (A's tokenizer alone, no text) looked for a file named "hf:A": "training needs
 text it reads (hf:A: no such file: hf:A)"; it now says training needs text data.
-`:set dropout=0.2` (or attention=sdpa, causal=off) before a `:load` was silently undone: the loaded model brings its own,
-and only the training settings were said. The model settings that change no weight are said too (load/4:
+`:set dropout=0.2` (or attention=sdpa, causal=off) before a `:load` was silently undone: the loaded model brings its
+own, and only the training settings were said. The model settings that change no weight are said too (load/4:
 model_changed).
 """
 
