@@ -409,6 +409,7 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
     if not quiet:
         say(_stderr(), f"--load: {result.name}'s data {result.data_spec} is not available: it goes on with {spec}",
             "yellow")
+    result.data_missing, result.data_spec = None, spec  # as the REPL's greeting shows it: the data is there now
 
 
 @contextlib.contextmanager

@@ -62,6 +62,11 @@ def test_load_with_other_data_where_the_checkpoints_data_is_gone_trains_on_it(tm
     assert result.exit_code == 0, result.output
     assert "drop --data" not in result.stderr and "goes on with" in result.stderr
     assert "(step 3 in total)" in result.stdout  # the loaded model went on, on the other text
+    from minitf_repl import cli
+    from minitf_repl.session import Session
+
+    loaded = cli.load_checkpoint(Session(data_spec=str(other), checkpoint_dir=str(checkpoint_dir)), "foxy", str(other))
+    assert loaded.data_missing is None and loaded.data_spec == str(other)  # what the REPL's greeting shows
     other.write_text("completely different characters: 0123456789 XYZ" * 40, encoding="utf-8")
     bad = invoke("--load", "foxy", "--data", str(other), "train", "steps=1")
     assert bad.exit_code == 1 and "another vocabulary" in bad.stderr and "Traceback" not in bad.stderr
