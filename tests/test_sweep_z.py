@@ -21,6 +21,8 @@ text it reads (hf:A: no such file: hf:A)"; it now says training needs text data.
 `:set dropout=0.2` (or attention=sdpa, causal=off) before a `:load` was silently undone: the loaded model brings its
 own, and only the training settings were said. The model settings that change no weight are said too (load/4:
 model_changed).
+`:train save=hf:PATH` and `:train save=DIR/x` were each "not a valid checkpoint name; use up to 100 ASCII letters ...",
+where `:save DIR/x` said where checkpoints go: the one says a folder is written after the run, the other as :save does.
 """
 
 import pytest
@@ -165,3 +167,14 @@ def test_load_says_which_weightless_model_settings_the_loaded_model_brought(chec
     text = plain(result)
     assert "model settings of the loaded model: dropout 0.2 -> 0" in text and "attention sdpa -> explicit" in text
     assert run(s, ":load plain").model_changed == {}  # nothing set: nothing said
+
+
+# --- :train save= given a folder ----------------------------------------------------------------------------------------
+def test_train_save_given_hf_or_a_path_says_what_save_takes(checkpoint_dir):
+    s = tiny_session()
+    with pytest.raises(UserError, match=r"a Hugging Face folder is written after it: :train save=run1, then :save hf:x"):
+        run(s, ":train steps=1 save=hf:x")
+    with pytest.raises(UserError, match=r"'a/b' is not a valid checkpoint name but a path: checkpoints are saved by "
+                                        r"name in .*; give a name, e.g. run1$"):
+        run(s, ":train steps=1 save=a/b")
+    assert s.trainer.step == 0  # refused before any training

@@ -25,7 +25,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
 from .base import ablation_note, command, complete_checkpoint
-from .shared import SaveResult, save_session
+from .shared import SaveResult, refuse_a_path, save_session
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -51,10 +51,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     if folder is not None:
         return _save_hf(session, name, folder)
 
-    if "/" in name or "\\" in name or name.startswith("~"):  # a place, where a name is asked: say where saves go
-        raise CheckpointError(f"{clip(name)!r} is not a valid checkpoint name but a path: a checkpoint is saved by its "
-                              f"name in {session.checkpoint_dir} (start minitf with --checkpoint-dir DIR for another "
-                              f"folder); to write a Hugging Face folder at that path, give hf:{clip(name, 200)}")
+    refuse_a_path(session, name)  # a place, where a name is asked: say where saves go
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
         raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")

@@ -78,6 +78,21 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     )
 
 
+def refuse_a_path(session: Session, name: str, hf: bool = True) -> None:
+    """A place given where a checkpoint's name is asked (`:save DIR/x`, `:train save=~/x`): said where saves go, and
+    how a Hugging Face folder is written at a path (`hf`: where one can be), instead of check_name's list of the
+    characters a name takes."""
+    from ..registry import clip
+
+    if ("/" in name or "\\" in name or name.startswith("~")) and not hf:
+        raise CheckpointError(f"{clip(name)!r} is not a valid checkpoint name but a path: checkpoints are saved by "
+                              f"name in {session.checkpoint_dir}; give a name, e.g. run1")
+    if "/" in name or "\\" in name or name.startswith("~"):
+        raise CheckpointError(f"{clip(name)!r} is not a valid checkpoint name but a path: a checkpoint is saved by its "
+                              f"name in {session.checkpoint_dir} (start minitf with --checkpoint-dir DIR for another "
+                              f"folder); to write a Hugging Face folder at that path, give hf:{clip(name, 200)}")
+
+
 def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None) -> str | None:
     """Before a command rebuilds the model, save a trained one so that no command loses it.
 

@@ -35,7 +35,8 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, restore, syntax, train_first, watch_first
 from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
                    view_prompt)
-from .shared import AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, save_session, switch_data
+from .shared import (AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
+                     save_session, switch_data)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -144,7 +145,12 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     save_as = args["save"].strip() if args["save"] is not None else None
     if save_as is not None:
         from ..core.checkpoint import check_save_target
+        from ..core.hf import PREFIX
 
+        if save_as.startswith(PREFIX):  # a Hugging Face folder holds no run to continue: written after training
+            raise UserError(f"the save option names the lab checkpoint the run ends with; a Hugging Face folder is "
+                            f"written after it: {cmd('train', save='run1')}, then {cmd('save', save_as, load='run1')}")
+        refuse_a_path(session, save_as, hf=False)
         check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
     changes = {key: args[key] for key in TRAIN_OPTIONS if args[key] is not None}
     spec = args["data"].strip() if args["data"] is not None else None
