@@ -288,13 +288,14 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         "learns no table of positions, so only the mask (and what positions need) is computed anew"
                         + (f"; {cmd('context')} shows what it makes of the positions past {old}"
                            if new_length > old else ""))
-        _take_up_short_text(session, new_length, reporter)
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
+    if session.has_model and not rebuilt and "max_seq_len" in changed:  # after the settings: a recipe may follow
+        _take_up_short_text(session, changed["max_seq_len"][1], reporter)
     from ..core.config import PRESET_FIELDS, matching_preset
 
     # Said where a preset's own fields changed: n_layers=2 or n_experts=4 leave the preset it matched as it was
@@ -322,8 +323,10 @@ def _take_up_short_text(session: Session, window: int, reporter) -> None:
         text.check_fits(window)
     except UserError:
         return
-    session.use_data(spec, text)
+    _, recipe_changes = session.use_data(spec, text)
     reporter.notice(f"data is now {spec}: it fits a window of {window} tokens, and {cmd('train')} trains on it")
+    if recipe_changes:
+        reporter.notice(recipe_line(spec, recipe_changes))
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
