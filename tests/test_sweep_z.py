@@ -23,6 +23,8 @@ own, and only the training settings were said. The model settings that change no
 model_changed).
 `:train save=hf:PATH` and `:train save=DIR/x` were each "not a valid checkpoint name; use up to 100 ASCII letters ...",
 where `:save DIR/x` said where checkpoints go: the one says a folder is written after the run, the other as :save does.
+`:save` while `:ablate` had a head switched off said nothing of it, and the model loaded back had the head on again: the
+save now says the parts switched off are not saved (hooks, not weights) (save/3: ablations).
 """
 
 import pytest
@@ -178,3 +180,18 @@ def test_train_save_given_hf_or_a_path_says_what_save_takes(checkpoint_dir):
                                         r"name in .*; give a name, e.g. run1$"):
         run(s, ":train steps=1 save=a/b")
     assert s.trainer.step == 0  # refused before any training
+
+
+# --- :save while :ablate has parts switched off -----------------------------------------------------------------------
+def test_save_while_parts_are_switched_off_says_they_are_not_saved(checkpoint_dir, tmp_path):
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":ablate head=0.1")
+    for name in ("ablated", f"hf:{tmp_path / 'hf'}"):
+        result = run(s, f":save {name}")
+        assert result.ablations == ["head 0.1"]
+        assert "switched off now: head 0.1" in plain(result) and "they are not saved" in plain(result)
+    run(s, ":ablate off")
+    assert run(s, ":save whole").ablations == [] and "switched off" not in plain(run(s, ":save whole"))

@@ -7,6 +7,7 @@ atomically under the folder lock, and reads and validates a checkpoint before `:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
-from .base import ablation_note, command, complete_checkpoint
+from .base import ablation_note, command, complete_checkpoint, switched_off
 from .shared import SaveResult, refuse_a_path, save_session
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
@@ -41,7 +42,7 @@ DEFAULT_SAVE_NAME = "last"
          params=[
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint),
-], interruptible=True, json_version=2)  # fmt: skip
+], interruptible=True, json_version=3)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_save_target
@@ -55,7 +56,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
         raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
-    return save_session(session, name)
+    return dataclasses.replace(save_session(session, name), ablations=switched_off(session))
 
 
 def _save_hf(session: Session, spec: str, folder) -> SaveResult:
@@ -71,7 +72,8 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
     return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=size,
-                      seconds=time.perf_counter() - start, replaced=False, architecture=model_type)
+                      seconds=time.perf_counter() - start, replaced=False, architecture=model_type,
+                      ablations=switched_off(session))
 
 
 @render.register(SaveResult)
@@ -83,8 +85,9 @@ def render_save(result: SaveResult, console: Console) -> None:
     if result.architecture is not None:
         note(console, f"a Hugging Face {result.architecture} folder with its tokenizer: transformers' "
                       f"from_pretrained({result.path!r}) loads it; {restore(result.name)} brings it back here")
-        return
-    note(console, f"in {result.path}; {restore(result.name)} restores it")
+    else:
+        note(console, f"in {result.path}; {restore(result.name)} restores it")
+    ablation_note(console, result.ablations, "they are not saved (hooks, not weights): it holds the whole model")
 
 
 # --- :load ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ data=` load data and switch to it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import CheckpointError, ConfigError, UserError
@@ -34,6 +34,8 @@ class SaveResult:
     seconds: float
     replaced: bool  # a checkpoint of that name existed and was replaced
     architecture: str | None = None  # hf:PATH: the Hugging Face model_type written (gpt2, llama); None: a checkpoint
+    # parts switched off by :ablate now: hooks, not weights, so what was written is the whole model without them
+    ablations: list[str] = field(default_factory=list)
 
 
 def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
