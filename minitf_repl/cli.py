@@ -114,6 +114,9 @@ class _Group(_FlagsUntyped, TyperGroup):
         at = next((i for i, w in enumerate(words) if w.startswith(name) and not w.startswith("--")), None)
         if at is None:
             return ""
+        if ctx.info_name == "save":  # after --, a name starting with a dash is refused all the same (check_new_name)
+            return (f"; a new checkpoint's name cannot start with '-' (it reads as an option): choose another, "
+                    f"e.g. {words[at].lstrip('-') or 'run1'}")
         options, text, i = [], [words[at]], at + 1  # the command's options after the text stay options
         while i < len(words):
             option = next((p for p in ctx.command.params if p.param_type_name == "option"

@@ -25,6 +25,8 @@ model_changed).
 where `:save DIR/x` said where checkpoints go: the one says a folder is written after the run, the other as :save does.
 `:save` while `:ablate` had a head switched off said nothing of it, and the model loaded back had the head on again: the
 save now says the parts switched off are not saved (hooks, not weights) (save/3: ablations).
+`minitf save -x` said "a text that starts with - goes after --: minitf save -- -x", which then failed: a new
+checkpoint's name cannot start with '-'. It says so at once.
 """
 
 import pytest
@@ -195,3 +197,10 @@ def test_save_while_parts_are_switched_off_says_they_are_not_saved(checkpoint_di
         assert "switched off now: head 0.1" in plain(result) and "they are not saved" in plain(result)
     run(s, ":ablate off")
     assert run(s, ":save whole").ablations == [] and "switched off" not in plain(run(s, ":save whole"))
+
+
+# --- minitf save -x --------------------------------------------------------------------------------------------------
+def test_save_of_a_dashed_name_from_the_shell_is_not_sent_after_the_double_dash():
+    result = invoke("save", "-x")
+    assert result.exit_code != 0 and "goes after --" not in result.stderr
+    assert "a new checkpoint's name cannot start with '-'" in result.stderr and "e.g. x" in result.stderr
