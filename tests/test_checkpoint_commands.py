@@ -471,8 +471,8 @@ def test_save_results_are_json(checkpoint_dir):
     for line in (":save x", ":ls", ":load x", ":train steps=1"):
         doc = to_json(run(s, line))
         json.dumps(doc, allow_nan=False)
-    assert set(to_json(run(s, ":save x"))) == {"name", "path", "step", "size_bytes", "seconds", "replaced", "architecture",
-                                                  "ablations"}
+    assert set(to_json(run(s, ":save x"))) == {"name", "path", "step", "size_bytes", "seconds", "replaced",
+                                                  "architecture", "ablations"}
     assert to_json(run(s, ":ls"))["rows"][0]["name"] in ("x", "autosave")
     assert to_json(run(s, ":train steps=1"))["saved"] == "autosave"
 

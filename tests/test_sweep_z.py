@@ -173,10 +173,11 @@ def test_load_says_which_weightless_model_settings_the_loaded_model_brought(chec
     assert run(s, ":load plain").model_changed == {}  # nothing set: nothing said
 
 
-# --- :train save= given a folder ----------------------------------------------------------------------------------------
+# --- :train save= given a folder --------------------------------------------------------------------------------------
 def test_train_save_given_hf_or_a_path_says_what_save_takes(checkpoint_dir):
     s = tiny_session()
-    with pytest.raises(UserError, match=r"a Hugging Face folder is written after it: :train save=run1, then :save hf:x"):
+    with pytest.raises(UserError, match=r"a Hugging Face folder is written after it: "
+                                        r":train save=run1, then :save hf:x"):
         run(s, ":train steps=1 save=hf:x")
     with pytest.raises(UserError, match=r"'a/b' is not a valid checkpoint name but a path: checkpoints are saved by "
                                         r"name in .*; give a name, e.g. run1$"):
