@@ -910,10 +910,10 @@ def test_compare_says_when_contenders_read_different_amounts_of_text_a_step():
 
     s = tiny_session()
     result = run(s, ":compare batch_size=2 batch_size=8 steps=20")
-    assert [o.tokens_per_step for o in result.outcomes] == [2 * 32, 8 * 32]  # batch x window
+    assert [o.tokens_per_step for o in result.outcomes] == [2 * 8, 8 * 8]  # batch x a sort:4 row (8 tokens)
     console = Console(file=io.StringIO(), width=200, color_system=None)
     render(result, console)
     text = " ".join(console.file.getvalue().split())
-    assert ("batch_size=8 read 4x the tokens of batch_size=2 in the same 20 steps (5,120 against 1,280) and took "
+    assert ("batch_size=8 read 4x the tokens of batch_size=2 in the same 20 steps (1,280 against 320) and took "
             in text and "at equal steps a larger batch or window reads more text, so part of a lead can be that" in text)
     assert more_text(run(s, ":compare current n_layers=2 steps=20")) is None  # the same text a step: nothing to say

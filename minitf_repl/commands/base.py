@@ -237,10 +237,6 @@ def training_length(session) -> int | None:
     """The tokens a training row of the session's data holds: the window (max_seq_len) for a text, fewer for a
     task (sort:4 trains on its 8: the question and its answer). None where no batch can be drawn (the data is
     gone): the ledger then counts the window."""
-    import torch
+    from ..core.data import row_length
 
-    try:
-        x, _ = session.data.get_batch("train", 1, session.model_config.max_seq_len, torch.Generator().manual_seed(0))
-    except UserError:
-        return None
-    return int(x.shape[1])
+    return row_length(session.data, session.model_config.max_seq_len)

@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 
 from .config import ModelConfig, TrainConfig
-from .data import bits_per_char, val_tokens_per_char
+from .data import bits_per_char, row_length, val_tokens_per_char
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
 from .train import Trainer
@@ -71,7 +71,9 @@ class Outcome:
     seconds: float = 0.0
     changes: dict = field(default_factory=dict)  # the settings that differ from the first contender
     tokens_per_char: float | None = None  # of the val text as this contender's tokenizer reads it
-    tokens_per_step: int = 0  # batch_size x max_seq_len: the tokens one of its training steps reads
+    # batch_size x the tokens a row holds: the tokens one of its training steps reads (a row is the window on text,
+    # fewer on a task, whose rows are one question and its answer whatever the window)
+    tokens_per_step: int = 0
     # at the end, the val loss by position in the window (core.context) in bands of positions doubling in width,
     # the same edges for every contender (a shorter window has fewer bands), mean over seeds; empty if stopped
     bands: list[str] = field(default_factory=list)
@@ -118,7 +120,8 @@ def compare(
     readings = [c.data if c.data is not None else data for c in contenders]  # the text as each one reads it
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in settings(c).items() if base.get(k) != v},
                         tokens_per_char=val_tokens_per_char(reading),
-                        tokens_per_step=c.train_config.batch_size * c.model_config.max_seq_len)
+                        tokens_per_step=c.train_config.batch_size
+                        * (row_length(reading, c.model_config.max_seq_len) or c.model_config.max_seq_len))
                 for c, reading in zip(contenders, readings)]
     with torch.random.fork_rng(devices=[]):
         runs = []  # (contender index, trainer) for every contender and seed
@@ -173,8 +176,9 @@ def compare(
                     continue
                 outcomes[i].seconds += time.perf_counter() - start
                 if summary.tokens_per_second:
-                    busy[i][0] += summary.steps * trainer.config.batch_size * trainer.max_seq_len / summary.tokens_per_second
-                    busy[i][1] += summary.steps * trainer.config.batch_size * trainer.max_seq_len
+                    tokens = summary.steps * outcomes[i].tokens_per_step
+                    busy[i][0] += tokens / summary.tokens_per_second
+                    busy[i][1] += tokens
                 if stop():  # stopped inside the segment: no evaluation of a half-trained contender
                     return stopped()
                 last = trainer.history[-1]

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS
-from .errors import DataError
+from .errors import DataError, UserError
 from .interrupts import cut_short
 from .paths import cache_dir
 from .words import count
@@ -180,6 +180,17 @@ def val_tokens_per_char(data) -> float | None:
     """Tokens per character of a text corpus's validation text; None for data that is not text (a task)."""
     ratio = getattr(data, "tokens_per_char", None)
     return ratio("val") if ratio is not None else None
+
+
+def row_length(data, max_seq_len: int) -> int | None:
+    """The tokens a training row of `data` holds in a window of max_seq_len: the window for a text, fewer for a
+    task (sort:4 trains on its 8: the question and its answer, whatever the window). None where no batch can be
+    drawn (the data is gone, or holds no text to train on)."""
+    try:
+        x, _ = data.get_batch("train", 1, max_seq_len, torch.Generator().manual_seed(0))
+    except UserError:
+        return None
+    return int(x.shape[1])
 
 
 def bits_per_char(loss: float | None, tokens_per_char: float | None) -> float | None:
