@@ -17,3 +17,15 @@ def test_compare_on_a_task_counts_the_tokens_its_rows_hold_not_the_window():
     assert [o.tokens_per_step for o in result.outcomes] == [4 * 8, 4 * 8]
     assert more_text(result) is None  # both read the same text a step: no "read 2x the tokens"
     assert "2x the tokens" not in plain(result, 200)
+
+
+@pytest.mark.parametrize("contender, fix", [
+    ("seed=3", "seeds=3"), ("lr=0.02,steps=50", "steps=50"), ("lr=0.02,eval_every=1", "eval_every=1")])
+def test_compare_refuses_a_contender_setting_the_comparison_overrides(contender, fix):
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    with pytest.raises(UserError) as e:  # it trained as `current` did, word for word, and said nothing
+        run(s, f":compare current {contender} steps=2")
+    message = str(e.value)
+    assert "every contender" in message and fix in message and "\n" not in message

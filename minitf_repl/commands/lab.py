@@ -198,6 +198,14 @@ def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
+# Training settings the comparison itself sets for every contender, and why (a contender's own was overridden)
+COMPARISONS_OWN = {
+    "seed": lambda: f"every contender starts from the same seed, the session's ({cmd('set', 'seed=N')} changes it)",
+    "steps": lambda: "every contender trains the same steps",
+    "eval_every": lambda: "every contender is evaluated at the same steps",
+}
+
+
 def _check_pairs(label: str, pairs: list[str]) -> None:
     """Each of a contender's settings is key=value (or current), and no key comes twice in it."""
     seen: dict[str, str] = {}
@@ -212,6 +220,10 @@ def _check_pairs(label: str, pairs: list[str]) -> None:
                                 f"{cmd('compare', 'lr=0.01 lr=0.02')}")
             raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
         name = SET.find_param(key.strip()).name  # aliases count as their setting
+        if name in COMPARISONS_OWN:  # the comparison sets these for all: a contender's own would go unheard
+            way = ("seeds=3 trains every contender with 3 seeds, to see the noise" if name == "seed" else
+                   f"give {name}={pair.partition('=')[2].strip()} to the comparison, after the contenders")
+            raise UserError(f"{label!r} sets {name}, but {COMPARISONS_OWN[name]()}; {way}")
         if name in seen:
             raise UserError(f"{label!r} sets {name} twice ({seen[name]}, {pair}); a contender takes each setting "
                             "once: separate contenders with spaces or vs, e.g. "
