@@ -29,3 +29,29 @@ def test_compare_refuses_a_contender_setting_the_comparison_overrides(contender,
         run(s, f":compare current {contender} steps=2")
     message = str(e.value)
     assert "every contender" in message and fix in message and "\n" not in message
+
+
+# --- :patch --------------------------------------------------------------------------------------------------
+def test_patch_never_names_a_switched_off_head_as_the_one_that_brings_the_answer_back():
+    from minitf_repl.commands.why import patch_reading
+
+    s = tiny_session(steps=20)
+    run(s, ":train")
+    run(s, ":ablate head=0.1")  # its output is zeroed in both runs: its cell is a 0 by no merit of its own
+    result = run(s, ":patch 3141= 9141=")
+    assert result.off_heads == ["0.1"] and "head 0.1" not in result.reading
+    text = plain(result)
+    assert "off" in text.split("head 1")[1].split()[:5]  # its cell says it is off, not a fraction of 0.00
+    # every other head took the answer further away (below 0): the 0 of the head switched off was "the most"
+    stream, resid = ["embed", "blocks.0"], [[0.0, 0.0], [0.0, 1.0]]
+    assert "the most: head 0.1, -0.30" in patch_reading([[0.0, -0.3]], stream, resid, 1.0, ["0.0"])
+    assert patch_reading([[0.0, 0.0]], stream, resid, 1.0, ["0.0", "0.1"]).startswith(
+        "every head is switched off (:ablate off puts them back), so no head can bring anything back")
+
+
+def test_patch_counts_the_heads_of_a_skipped_block_as_off():
+    s = tiny_session(steps=20)
+    run(s, ":train")
+    run(s, ":ablate block=0")  # (the prompts differ at the last position: with no block, nothing else counts)
+    result = run(s, ":patch 3141= 31412")
+    assert result.off_heads == ["0.0", "0.1"] and "head 0." not in result.reading

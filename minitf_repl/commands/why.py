@@ -72,6 +72,21 @@ class PatchResult:
     reading: str  # one line: what the numbers say
     same_answer: bool = False  # the corrupted prompt's likeliest token is the answer too: the foil is the runner-up
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    # heads ("L.H") whose output :ablate zeroes now (their own, or their block skipped): zero in both runs, so their
+    # cells restore nothing, by no merit of theirs; the reading never names them
+    off_heads: list[str] = field(default_factory=list)
+
+
+def heads_off(session: Session) -> list[str]:
+    """The heads ("L.H") whose output :ablate zeroes now: those switched off, and every head of a skipped block."""
+    n_heads = session.model_config.n_heads
+    off = set()
+    for a in session.ablations:
+        if a.kind == "head":
+            off.add((a.layer, a.head))
+        elif a.kind == "block":
+            off.update((a.layer, h) for h in range(n_heads))
+    return [f"{layer}.{head}" for layer, head in sorted(off)]
 
 
 def split_prompts(text: str | None, data=None) -> tuple[str, str]:
@@ -94,11 +109,11 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
 
 
 def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
-                  gap: float | None = None) -> str:
+                  gap: float | None = None, off: list[str] = ()) -> str:
     """One line: the head that brings back the most, and where the stream holds the answer at the end; where the
     corruption hardly moves the logit difference (`gap` within core.patching.MIN_GAP of 0), that the fractions are
     noise; where it moves it the wrong way (the corrupted prompt favours the answer more), that they are upside
-    down."""
+    down. The heads `off` ("L.H", switched off by :ablate) are never named: theirs is a 0 by no merit of theirs."""
     from ..core.patching import MIN_GAP
 
     if gap is not None and gap <= -MIN_GAP:
@@ -108,19 +123,28 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
     if gap is not None and gap < MIN_GAP:
         return (f"the corruption moves z[answer] - z[foil] by only {gap:+.3f}, so these fractions are noise over a "
                 "tiny difference; choose a corrupted prompt that changes the answer (or train first)")
-    best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)), default=None)
-    if best is None:
+    best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)
+                if f"{layer}.{h}" not in off), default=None)
+    if best is None and heads:
+        line = f"every head is switched off ({cmd('ablate', 'off')} puts them back), so no head can bring anything back"
+    elif best is None:
         return "the model has no heads to patch"
-    value, layer, head = best
+    else:
+        line = _best_head(*best)
+    moved = next((name for name, row in zip(stream, resid) if row[-1] >= 0.5), None)
+    if moved is not None and moved != stream[-1]:
+        line += f"; the last position holds most of the answer from {moved} on"
+    return line
+
+
+def _best_head(value: float, layer: int, head: int) -> str:
+    """What the head that brings back the most does."""
     if value >= 0.5:
         line = f"most of it comes back when head {layer}.{head} is patched ({value:.2f})"
     elif value >= 0.2:
         line = f"head {layer}.{head} brings back the most ({value:.2f}); no single head carries most of it"
     else:
         line = f"no single head brings much back (the most: head {layer}.{head}, {value:.2f})"
-    moved = next((name for name, row in zip(stream, resid) if row[-1] >= 0.5), None)
-    if moved is not None and moved != stream[-1]:
-        line += f"; the last position holds most of the answer from {moved} on"
     return line
 
 
@@ -131,7 +155,7 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
     Param("target", str, blank=True, meta="CHAR",
           help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
                "next token)"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     data = session.data
     clean, corrupt = split_prompts(args["prompts"], data)
@@ -147,12 +171,13 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     r = activation_patching(session.model, clean_ids, corrupt_ids, answer)
     itos = data.tokenizer.itos
     resid, heads = r.resid.tolist(), r.heads.tolist()
+    off = heads_off(session)
     return PatchResult(
         clean=clean, corrupt=corrupt, clean_tokens=[itos[i] for i in clean_ids],
         corrupt_tokens=[itos[i] for i in corrupt_ids], answer=itos[r.answer], foil=itos[r.foil],
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
-        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff), same_answer=r.same_answer,
-        ablations=switched_off(session),
+        reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off), same_answer=r.same_answer,
+        ablations=switched_off(session), off_heads=off,
     )
 
 
@@ -220,11 +245,16 @@ def render_patch(result: PatchResult, console: Console) -> None:
         table.add_column("layer", style="cyan", justify="right")
         for h in range(n_heads):
             table.add_column(f"head {h}", justify="right")
-        best = max(v for row in result.heads for v in row)
+        best = max((v for layer, row in enumerate(result.heads) for h, v in enumerate(row)
+                    if f"{layer}.{h}" not in result.off_heads), default=None)
         for layer, row in enumerate(result.heads):
-            add_row(table, str(layer), *(Text(f"{v:.2f}", style="bold green" if v == best and not as_text else "")
-                                         for v in row))
+            add_row(table, str(layer), *(Text("off", style="dim") if f"{layer}.{h}" in result.off_heads else
+                                         Text(f"{v:.2f}", style="bold green" if v == best and not as_text else "")
+                                         for h, v in enumerate(row)))
         console.print(table)
+        if result.off_heads:
+            note(console, f"off: switched off by {cmd('ablate')}, its output zeroed in both runs, so patching it "
+                          "brings nothing back")
     say(console, result.reading, "green")
     ablation_note(console, result.ablations)
 
