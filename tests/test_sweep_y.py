@@ -55,3 +55,19 @@ def test_patch_counts_the_heads_of_a_skipped_block_as_off():
     run(s, ":ablate block=0")  # (the prompts differ at the last position: with no block, nothing else counts)
     result = run(s, ":patch 3141= 31412")
     assert result.off_heads == ["0.0", "0.1"] and "head 0." not in result.reading
+
+
+# --- :ablate -------------------------------------------------------------------------------------------------
+def test_a_rebuild_says_the_parts_ablate_switched_off_are_on_again():
+    from test_commands import Recorder
+
+    s = tiny_session()
+    run(s, ":train")
+    run(s, ":ablate head=0.1 mask")
+    hooks = Recorder()
+    run(s, ":set n_layers=2", hooks)  # a new model: its parts are all on, and nothing said so
+    assert s.ablations == []
+    assert any("head 0.1, the causal mask" in line and ":ablate" in line for line in hooks.notices), hooks.notices
+    hooks = Recorder()
+    run(s, ":set n_layers=1", hooks)  # nothing was off: nothing to say
+    assert not any(":ablate" in line for line in hooks.notices)

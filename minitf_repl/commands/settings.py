@@ -277,8 +277,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     had_model = session.has_model
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     kept = keep_trained_model(session, new[ShellConfig].autosave, reporter) if rebuild else None
+    off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces: the new one has every part on
     rebuilt = session.use_tokenizer(*reading) if reading else False
     rebuilt = session.set_model_config(model) or rebuilt
+    if rebuilt and off:
+        reporter.notice(f"{', '.join(off)} {'was' if len(off) == 1 else 'were'} switched off in the old model; the new "
+                        f"one has every part on ({cmd('ablate', 'WHAT')} switches them off again once it has trained)")
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")
