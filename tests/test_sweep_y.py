@@ -71,3 +71,23 @@ def test_a_rebuild_says_the_parts_ablate_switched_off_are_on_again():
     hooks = Recorder()
     run(s, ":set n_layers=1", hooks)  # nothing was off: nothing to say
     assert not any(":ablate" in line for line in hooks.notices)
+
+
+# --- :experts ------------------------------------------------------------------------------------------------
+def experts_result(layers: int = 6, n: int = 8):
+    from minitf_repl.commands.lab import ExpertsResult
+
+    load = [[(e + k) % n / sum(range(n)) for e in range(n)] for k in range(layers)]
+    tokens = [[round(v * 1000) for v in row] for row in load]
+    return ExpertsResult(list(range(layers)), load, tokens, 1.01, 2)
+
+
+def test_experts_at_40_columns_shows_every_share_not_a_grid_of_ellipses():
+    from test_render import text_of
+
+    result = experts_result()
+    text = text_of(result, 40)
+    assert "…" not in text and all(len(line) <= 40 for line in text.splitlines())
+    for layer in range(6):
+        assert f"block {layer}" in text
+    assert f"{result.load[5][7]:.1%}" in text

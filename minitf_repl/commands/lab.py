@@ -468,14 +468,16 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         return
     peak = max(max(row) for row in result.load) or 1.0
 
-    def shares(bar: int) -> Table:
+    def shares(bar: int, first: int = 0, last: int | None = None) -> Table:
+        """The shares of the blocks first..last - 1 (default: every block)."""
+        last = len(result.layers) if last is None else last
         table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("", no_wrap=True)
-        for layer in result.layers:
+        for layer in result.layers[first:last]:
             table.add_column(f"block {layer}", no_wrap=True)
         for e in range(n):
             cells = []
-            for row in result.load:
+            for row in result.load[first:last]:
                 share = Text(f"{row[e]:6.1%}")
                 if bar:
                     share.append(" " + ("█" * round(row[e] / peak * bar)).ljust(bar), style="cyan")
@@ -488,7 +490,12 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         bar -= 2
     say(console, f"share of routing choices per expert ({result.experts_per_token} per token); "
                  f"even would be {1 / n:.0%} each", "bold")
-    console.print(shares(bar))
+    if bar or fits(console, shares(0)):
+        console.print(shares(bar))
+    else:  # too many blocks for the width even without bars: as many blocks a table as fit (every cell was "…")
+        per = max(1, next((k for k in range(len(result.layers), 0, -1) if fits(console, shares(0, 0, k))), 1))
+        for first in range(0, len(result.layers), per):
+            console.print(shares(0, first, first + per))
     if bar:
         note(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:
