@@ -91,3 +91,9 @@ def test_experts_at_40_columns_shows_every_share_not_a_grid_of_ellipses():
     for layer in range(6):
         assert f"block {layer}" in text
     assert f"{result.load[5][7]:.1%}" in text
+
+
+def test_experts_says_an_even_share_to_the_shares_precision():
+    text = plain(experts_result(layers=1, n=8))
+    assert "even would be 12.5% each" in text  # it said 12%, beside shares of 12.5%
+    assert "even would be 25% each" in plain(experts_result(layers=1, n=4))

@@ -489,7 +489,7 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
     while bar and not fits(console, shares(bar)):
         bar -= 2
     say(console, f"share of routing choices per expert ({result.experts_per_token} per token); "
-                 f"even would be {1 / n:.0%} each", "bold")
+                 f"even would be {f'{1 / n:.1%}'.replace('.0%', '%')} each", "bold")
     if bar or fits(console, shares(0)):
         console.print(shares(bar))
     else:  # too many blocks for the width even without bars: as many blocks a table as fit (every cell was "…")
