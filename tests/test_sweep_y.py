@@ -97,3 +97,17 @@ def test_experts_says_an_even_share_to_the_shares_precision():
     text = plain(experts_result(layers=1, n=8))
     assert "even would be 12.5% each" in text  # it said 12%, beside shares of 12.5%
     assert "even would be 25% each" in plain(experts_result(layers=1, n=4))
+
+
+def test_compare_names_itself_not_set_when_a_contender_key_is_unknown():
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    with pytest.raises(UserError) as e:
+        run(s, ":compare current n_layers=2 by=bpc steps=2")
+    message = str(e.value)  # it said: unknown option 'by' for :set (:help set lists its 47 keys)
+    assert "for :set" not in message and "'by'" in message and ":compare" in message
+    assert "steps" in message and ":help set" in message
+    with pytest.raises(UserError) as e:
+        run(s, ":compare current n_layayers=2 steps=2")
+    assert "did you mean n_layers?" in str(e.value)

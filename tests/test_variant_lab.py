@@ -142,7 +142,7 @@ def test_compare_contender_forms_and_errors():
     for line, message in [
         (":compare current", "at least two contenders"),
         (":compare current n_layers=abc", "n_layers must be a whole number"),
-        (":compare current wibble=3", "unknown option 'wibble' for :set"),
+        (":compare current wibble=3", "'wibble' in contender 'wibble=3' is no setting"),
         (":compare current temperature=0.5", "temperature is a generation setting"),
         (":compare current vocab_size=3", "vocab_size comes from"),
         (":compare current preset=nonesuch", "preset must be one of seed, gpt2, llama, modern"),

@@ -24,7 +24,7 @@ from ..core.recipes import follow_optimizer, recipe_label
 from ..core.sizes import check_trainable
 from ..core.words import count
 from ..parsing import CLEAR, convert
-from ..registry import Param, param_from_setting
+from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.chart import Curve, chart, mark
 from ..render.live import CompareTable
@@ -34,7 +34,7 @@ from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, syntax
-from .base import ablation_note, command, complete_data, sample_prompt, switched_off
+from .base import REGISTRY, ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line
 from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
@@ -219,7 +219,7 @@ def _check_pairs(label: str, pairs: list[str]) -> None:
                                 f"contender; give each value its own contender, e.g. "
                                 f"{cmd('compare', 'lr=0.01 lr=0.02')}")
             raise UserError(f"{pair!r} is not a setting; write key=value (e.g. n_layers=2), preset=NAME or current")
-        name = SET.find_param(key.strip()).name  # aliases count as their setting
+        name = _setting(key.strip(), label)
         if name in COMPARISONS_OWN:  # the comparison sets these for all: a contender's own would go unheard
             way = ("seeds=3 trains every contender with 3 seeds, to see the noise" if name == "seed" else
                    f"give {name}={pair.partition('=')[2].strip()} to the comparison, after the contenders")
@@ -229,6 +229,21 @@ def _check_pairs(label: str, pairs: list[str]) -> None:
                             "once: separate contenders with spaces or vs, e.g. "
                             f"{cmd('compare', 'n_layers=2 n_layers=3')}")
         seen[name] = pair
+
+
+def _setting(key: str, label: str) -> str:
+    """The setting `key` names in a contender (aliases count as their setting), refused as :set refuses it; a key
+    that is no setting is said to be :compare's problem, with its own options and the closest setting."""
+    import difflib
+
+    if SET.param_named(key) is not None:
+        return SET.find_param(key).name
+    options = [p.name for p in REGISTRY["compare"].params if not p.positional]
+    spelled = {spelling: p.name for p in SET.options for spelling in (p.name, *p.aliases)}
+    close = difflib.get_close_matches(key.replace("-", "_").lower()[:40], [*spelled, *options], n=1, cutoff=0.6)
+    hint = f"; did you mean {spelled.get(close[0], close[0])}?" if close else ""
+    raise UserError(f"{clip(key)!r} in contender {clip(label)!r} is no setting{hint} ({cmd('help', 'set')} lists the "
+                    f"settings a contender can change; {cmd('compare')}'s own options are {', '.join(options)})")
 
 
 def _contender_configs(session: Session, pairs: list[str], data):
