@@ -111,3 +111,10 @@ def test_compare_names_itself_not_set_when_a_contender_key_is_unknown():
     with pytest.raises(UserError) as e:
         run(s, ":compare current n_layayers=2 steps=2")
     assert "did you mean n_layers?" in str(e.value)
+
+
+def test_ablate_reads_spaces_around_the_equals_sign():
+    s = tiny_session()
+    run(s, ":train")
+    result = run(s, ":ablate head = 0.1 block= 0")  # it said: head takes LAYER.HEAD, e.g. head=0.1; got ''
+    assert result.active == ["head 0.1", "block 0"]

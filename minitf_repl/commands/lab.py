@@ -8,6 +8,7 @@ hooks (core.ablation), never by changing a weight, and `:ablate off` puts them b
 from __future__ import annotations
 
 import math
+import re
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -551,7 +552,7 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     from ..core.ablation import parse_ablation
 
     what = (args["what"] or "").strip()  # none: what is switched off now, measured again
-    parts = what.replace(",", " ").split()
+    parts = re.sub(r"\s*=\s*", "=", what.replace(",", " ")).split()  # `head = 0.1` is head=0.1
     off = [part for part in parts if part.lower() == "off"]
     if off and len(parts) > 1:
         raise UserError(f"off puts back every part on its own: {cmd('ablate', 'off')}")
