@@ -118,3 +118,13 @@ def test_ablate_reads_spaces_around_the_equals_sign():
     run(s, ":train")
     result = run(s, ":ablate head = 0.1 block= 0")  # it said: head takes LAYER.HEAD, e.g. head=0.1; got ''
     assert result.active == ["head 0.1", "block 0"]
+
+
+def test_experts_on_an_untrained_model_says_its_router_has_learned_nothing():
+    s = tiny_session()
+    run(s, ":set n_experts=4")
+    result = run(s, ":experts")
+    assert result.untrained and "not trained yet" in plain(result)
+    run(s, ":train")
+    result = run(s, ":experts")
+    assert not result.untrained and "not trained yet" not in plain(result)

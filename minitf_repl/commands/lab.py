@@ -455,10 +455,11 @@ class ExpertsResult:
     experts_per_token: int
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the routing is that model's
     skipped: list[int] = field(default_factory=list)  # MoE blocks :ablate skips: their routing changes nothing now
+    untrained: bool = False  # the model has not trained a step: the router routes by its initial random weights
 
 
 @command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.",
-         json_version=3)
+         json_version=4)
 def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config
@@ -471,7 +472,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     train = session.trainer.config
     stats = validation_routing(session.model, session.data, train.batch_size, train.seed + 1)
     return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token,
-                         switched_off(session), sorted(skipped_blocks(session.model) & set(stats.layers)))
+                         switched_off(session), sorted(skipped_blocks(session.model) & set(stats.layers)),
+                         session.untrained)
 
 
 @render.register(ExpertsResult)
@@ -519,6 +521,9 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
     if result.experts_per_token >= n:  # f_e = 1/n for every expert: aux = n * sum_e P_e / n = 1, learned or not
         note(console, f"every token goes to all {count(n, 'expert')} (experts_per_token = n_experts): the shares are "
                       "even and the load-balancing loss 1 whatever the router learns; only the gates weigh the experts")
+    if result.untrained:  # shares near even would read as a balanced router, a lopsided one as a learned preference
+        note(console, f"this model has not trained yet: its router routes by its random initial weights, so these "
+                      f"shares say nothing learned; {cmd('train')} first")
     for layer in result.skipped:  # the block still runs, so its router does: what it chose goes nowhere
         note(console, f"block {layer} is skipped ({cmd('ablate', f'block={layer}')}): its routing is shown, but its "
                       "experts write nothing now")
