@@ -128,3 +128,10 @@ def test_experts_on_an_untrained_model_says_its_router_has_learned_nothing():
     run(s, ":train")
     result = run(s, ":experts")
     assert not result.untrained and "not trained yet" not in plain(result)
+
+
+def test_compare_names_every_contender_that_read_the_most_tokens():
+    s = tiny_session()
+    result = run(s, ":compare current batch_size=2 n_layers=2 steps=2")
+    line = more_text(result)  # it named n_layers=2 alone, as if current had read less
+    assert line.startswith("current and n_layers=2 read 2x the tokens of batch_size=2 in the same 2 steps"), line

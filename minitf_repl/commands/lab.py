@@ -398,9 +398,18 @@ def more_text(result: CompareResult) -> str | None:
     least, most = by_tokens[0], by_tokens[-1]
     if least.tokens_per_step == most.tokens_per_step or least.tokens_per_step == 0:
         return None
-    time = f" and took {most.seconds / least.seconds:.1f}x the time" if least.seconds > 0 else ""
-    return (f"{most.label} read {most.tokens_per_step / least.tokens_per_step:.3g}x the tokens of {least.label} in "
-            f"the same {count(result.steps, 'step')} ({most.tokens_per_step * result.steps:,} against "
+    # every contender at the most and at the least: one named alone reads as if the others had read less (or more)
+    mosts = [o for o in result.outcomes if o.tokens_per_step == most.tokens_per_step]
+    leasts = [o for o in result.outcomes if o.tokens_per_step == least.tokens_per_step]
+
+    def names(outcomes: list) -> str:
+        labels = [o.label for o in outcomes]
+        return " and ".join(labels) if len(labels) < 3 else ", ".join(labels[:-1]) + f" and {labels[-1]}"
+
+    times = [f"{o.seconds / least.seconds:.1f}x" for o in mosts]
+    time = f" and took {' and '.join(times)} the time" if least.seconds > 0 and len(leasts) == 1 else ""
+    return (f"{names(mosts)} read {most.tokens_per_step / least.tokens_per_step:.3g}x the tokens of {names(leasts)} "
+            f"in the same {count(result.steps, 'step')} ({most.tokens_per_step * result.steps:,} against "
             f"{least.tokens_per_step * result.steps:,}){time}: at equal steps a larger batch or window reads more "
             "text, so part of a lead can be that")
 
