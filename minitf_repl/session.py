@@ -320,7 +320,16 @@ class Session:
         return list(self._ablations.active) if self._ablations is not None else []
 
     def set_ablations(self, ablations: list) -> None:
-        """Switch exactly these parts off (core.ablation.Ablation each); [] puts the model back as it was."""
+        """Switch exactly these parts off (core.ablation.Ablation each); [] puts the model back as it was. One that
+        cannot be switched off (positions in a model without any) raises, and the parts off before stay so."""
+        before = self.ablations
+        try:
+            self._switch_off(ablations)
+        except BaseException:
+            self._switch_off(before)
+            raise
+
+    def _switch_off(self, ablations: list) -> None:
         from .core.ablation import Ablations
 
         for held in (self._ablations, self._copy_ablations):

@@ -135,3 +135,29 @@ def test_compare_names_every_contender_that_read_the_most_tokens():
     result = run(s, ":compare current batch_size=2 n_layers=2 steps=2")
     line = more_text(result)  # it named n_layers=2 alone, as if current had read less
     assert line.startswith("current and n_layers=2 read 2x the tokens of batch_size=2 in the same 2 steps"), line
+
+
+def test_a_refused_ablate_switches_nothing_off():
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    run(s, ":set pos_encoding=none")
+    run(s, ":train")
+    run(s, ":ablate head=0.0")
+    with pytest.raises(UserError, match="no position information"):
+        run(s, ":ablate head=0.1 positions")
+    assert [str(a) for a in s.ablations] == ["head 0.0"]  # head 0.1 stayed off after the error
+
+
+def test_ctrl_c_while_ablate_measures_keeps_the_parts_that_were_off(monkeypatch):
+    s = tiny_session()
+    run(s, ":train")
+    run(s, ":ablate head=0.0")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(s.trainer, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt):  # it had put every part back on to measure the model without them
+        run(s, ":ablate head=0.1")
+    assert [str(a) for a in s.ablations] == ["head 0.0"]

@@ -577,14 +577,18 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
                         "puts it back")
     trainer = session.trainer
     previous = list(session.ablations)
-    session.set_ablations([])
-    before = trainer.evaluate()[0]
     if ablations:
         now = [*previous, *ablations]
     else:
         now = [] if what else previous  # off: none; nothing asked: the same parts, measured again
-    session.set_ablations(now)
-    after = trainer.evaluate()[0] if session.ablations else before
+    try:
+        session.set_ablations([])
+        before = trainer.evaluate()[0]
+        session.set_ablations(now)
+        after = trainer.evaluate()[0] if session.ablations else before
+    except BaseException:  # a part that cannot be switched off, Ctrl-C: the parts off before this command stay off
+        session.set_ablations(previous)
+        raise
     done = getattr(session.data, "answer_complete", None)  # a task's sample ends with its answer
     # a task's question is asked whole (its answer follows its '='); a text's sample starts from its first characters
     prompt = sample_prompt(session.data) if done is not None else sample_prompt(session.data)[:ABLATE_PROMPT]
