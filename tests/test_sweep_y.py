@@ -161,3 +161,16 @@ def test_ctrl_c_while_ablate_measures_keeps_the_parts_that_were_off(monkeypatch)
     with pytest.raises(KeyboardInterrupt):  # it had put every part back on to measure the model without them
         run(s, ":ablate head=0.1")
     assert [str(a) for a in s.ablations] == ["head 0.0"]
+
+
+def test_patch_at_40_columns_shows_every_heads_number_not_ellipses():
+    from minitf_repl.commands.why import PatchResult
+    from test_render import text_of
+
+    heads = [[round(0.1 * h - 0.2, 2) for h in range(8)] for _ in range(4)]  # 8 heads: 61 columns as it was
+    stream = ["embed", "blocks.0", "blocks.1", "blocks.2", "blocks.3"]
+    result = PatchResult("3141=", "9141=", list("3141="), list("9141="), "1", "0", 1.0, 0.0, stream,
+                         [[0.5] * 5 for _ in range(5)], heads, "reading")
+    text = text_of(result, 40)
+    assert "…" not in text and all(len(line) <= 40 for line in text.splitlines())
+    assert "-0.20" in text and "0.50" in text

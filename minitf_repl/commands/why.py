@@ -26,7 +26,7 @@ from ..registry import Param, clip
 from ..render.heatmap import cell, legend, plain
 from ..render.renderers import render
 from ..render.chart import spark
-from ..render.tables import NARROW, add_row, fitting_table, shown_columns
+from ..render.tables import NARROW, add_row, fits, fitting_table, shown_columns
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -241,17 +241,32 @@ def render_patch(result: PatchResult, console: Console) -> None:
     if result.heads:
         say(console, "each head's output, at every position", "bold")
         n_heads = len(result.heads[0])
-        table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
-        table.add_column("layer", style="cyan", justify="right")
-        for h in range(n_heads):
-            table.add_column(f"head {h}", justify="right")
         best = max((v for layer, row in enumerate(result.heads) for h, v in enumerate(row)
                     if f"{layer}.{h}" not in result.off_heads), default=None)
-        for layer, row in enumerate(result.heads):
-            add_row(table, str(layer), *(Text("off", style="dim") if f"{layer}.{h}" in result.off_heads else
-                                         Text(f"{v:.2f}", style="bold green" if v == best and not as_text else "")
-                                         for h, v in enumerate(row)))
-        console.print(table)
+
+        def heads_table(first: int, last: int, short: bool) -> Table:
+            """Heads first..last - 1; `short`: headed by their numbers alone, under "layer" (a narrow terminal)."""
+            table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD,
+                          pad_edge=False)
+            table.add_column("layer" if not short else "layer\\head", style="cyan", justify="right")
+            for h in range(first, last):
+                table.add_column(str(h) if short else f"head {h}", justify="right")
+            for layer, row in enumerate(result.heads):
+                add_row(table, str(layer), *(Text("off", style="dim") if f"{layer}.{h}" in result.off_heads else
+                                             Text(f"{row[h]:.2f}", style="bold green" if row[h] == best and not
+                                                  as_text else "") for h in range(first, last)))
+            return table
+
+        # every head under its name; where that does not fit, under its number; then as many heads a table as fit
+        # (eight heads at 40 columns were cells of "…")
+        tables = [heads_table(0, n_heads, False)]
+        if not fits(console, tables[0]):
+            tables = [heads_table(0, n_heads, True)]
+        if not fits(console, tables[0]):
+            per = next((k for k in range(n_heads, 0, -1) if fits(console, heads_table(0, k, True))), 1)
+            tables = [heads_table(first, min(n_heads, first + per), True) for first in range(0, n_heads, per)]
+        for table in tables:
+            console.print(table)
         if result.off_heads:
             note(console, f"off: switched off by {cmd('ablate')}, its output zeroed in both runs, so patching it "
                           "brings nothing back")
