@@ -174,3 +174,19 @@ def test_patch_at_40_columns_shows_every_heads_number_not_ellipses():
     text = text_of(result, 40)
     assert "…" not in text and all(len(line) <= 40 for line in text.splitlines())
     assert "-0.20" in text and "0.50" in text
+
+
+def test_compare_says_when_a_contender_is_an_earlier_one_again():
+    from test_commands import Recorder
+
+    s = tiny_session(data="pydoc")
+    hooks = Recorder()
+    run(s, ":compare current tokenizer=char steps=1", hooks)  # the data is read by characters already
+    assert ("tokenizer=char is current again: the same settings, so the same model on the same batches, and one "
+            "curve") in hooks.notices, hooks.notices
+    hooks = Recorder()
+    run(s, ":compare current n_layers=2 steps=1", hooks)
+    assert not any("again" in line for line in hooks.notices)
+    hooks = Recorder()
+    run(s, ":compare current current steps=1", hooks)  # typed alike: the user knows (test_sweep_q)
+    assert not any("again" in line for line in hooks.notices)

@@ -108,10 +108,10 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
             said = str(e).removeprefix(f"{label}: ")  # a setting's error that opens with the label names it once
             raise kind(f"contender {label}: {said}", fix=e.fix) from None
     _say_warm_up(contenders, steps, reporter)
-    _say_same_runs(contenders, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
         for c in contenders:
             c.tokenizer = c.tokenizer or tokenizer_setting(data.tokenizer)
+    _say_same_runs(contenders, reporter)  # after that: tokenizer=char on text read by characters is no change
     by = "bits per character" if len({c.tokenizer for c in contenders}) > 1 else "val loss"
     base_seed = session.train_config.seed
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
@@ -381,6 +381,13 @@ def _say_same_runs(contenders: list, reporter: Reporter) -> None:
         return {**settings(c), **c.model_config.as_built(), "max_seq_len": c.model_config.max_seq_len}
 
     for k, c in enumerate(contenders):
+        # typed otherwise, the same settings (`current tokenizer=char` on text read by characters): "-" alone said so,
+        # at the end; typed alike (`current current`), the user knows
+        again = next((e for e in contenders[:k] if settings(e) == settings(c) and e.label != c.label), None)
+        if again is not None:
+            reporter.notice(f"{c.label} is {again.label} again: the same settings, so the same model on the same "
+                            "batches, and one curve")
+            continue
         same = next((e for e in contenders[:k] if reads(e) == reads(c) and settings(e) != settings(c)), None)
         if same is not None:
             keys = [key for key, value in settings(c).items() if settings(same)[key] != value]
