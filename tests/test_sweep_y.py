@@ -1,5 +1,14 @@
 """What a user's-eye sweep of the variant lab and the interventions (`:compare`, `:ablate`, `:patch`, `:attrib`,
 `:experts`) found: each test failed before its fix.
+
+`:compare` on a task said a longer window "read 2x the tokens" (it counted batch x window, though a task's rows are
+one question and its answer), named one of several contenders that read the most, let a contender's own seed, steps
+or eval_every go unheard (it trained as `current` did), blamed `:set` for a contender's unknown key, and said nothing
+of a contender that was an earlier one again (`tokenizer=char` on text read by characters). `:patch` named a head
+`:ablate` had switched off as the one that brought the most back, and its heads table, like `:experts`' shares, was
+cells of "…" at 40 columns. `:experts` said "even would be 12%" beside shares of 12.5%, and nothing of a router that
+had not trained. A refused or interrupted `:ablate` changed which parts were off, `head = 0.1` was not read, and a
+rebuild (`:set n_layers=2`) put every part back on without a word.
 """
 
 import pytest
