@@ -263,7 +263,7 @@ def test_experts_under_ablate_says_the_routing_is_the_ablated_models():
     run(session, ":ablate head=0.1")
     result = run(session, ":experts")
     assert result.ablations == ["head 0.1"] and "switched off now: head 0.1" in plain(result)
-    assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/4"
+    assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/5"
     run(session, ":ablate off")
     assert "switched off now" not in plain(run(session, ":experts"))
 

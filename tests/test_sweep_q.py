@@ -203,7 +203,7 @@ def test_experts_says_a_skipped_blocks_routing_changes_nothing():
     assert result.skipped == [1]
     assert "block 1 is skipped (:ablate block=1): its routing is shown, but its experts write nothing now" \
         in plain(result)
-    assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/4"
+    assert json_document(REGISTRY["experts"], result)["schema"] == "minitf.experts/5"
     run(session, ":ablate off")
     assert "is skipped" not in plain(run(session, ":experts"))
 

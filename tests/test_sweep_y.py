@@ -199,3 +199,12 @@ def test_compare_says_when_a_contender_is_an_earlier_one_again():
     hooks = Recorder()
     run(s, ":compare current current steps=1", hooks)  # typed alike: the user knows (test_sweep_q)
     assert not any("again" in line for line in hooks.notices)
+
+
+def test_experts_says_how_much_of_the_load_balancing_loss_training_adds():
+    s = tiny_session()
+    run(s, ":set n_experts=4 moe_aux_weight=0")
+    text = plain(run(s, ":experts"))
+    assert "training adds it" not in text and "moe_aux_weight=0" in text  # it said "training adds it, weighted"
+    run(s, ":set moe_aux_weight=0.05")
+    assert "training adds 0.05 x it to the loss" in plain(run(s, ":experts"))

@@ -472,10 +472,11 @@ class ExpertsResult:
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the routing is that model's
     skipped: list[int] = field(default_factory=list)  # MoE blocks :ablate skips: their routing changes nothing now
     untrained: bool = False  # the model has not trained a step: the router routes by its initial random weights
+    aux_weight: float | None = None  # moe_aux_weight: training adds aux_weight x aux_loss to the loss (0: none of it)
 
 
 @command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.",
-         json_version=4)
+         json_version=5)
 def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config
@@ -489,7 +490,7 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     stats = validation_routing(session.model, session.data, train.batch_size, train.seed + 1)
     return ExpertsResult(stats.layers, stats.load, stats.tokens, stats.aux_loss, config.experts_per_token,
                          switched_off(session), sorted(skipped_blocks(session.model) & set(stats.layers)),
-                         session.untrained)
+                         session.untrained, config.moe_aux_weight)
 
 
 @render.register(ExpertsResult)
@@ -533,7 +534,10 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
     if bar:
         note(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:
-        note(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; training adds it, weighted)")
+        adds = ("training adds it, weighted" if result.aux_weight is None else
+                f"training leaves it out: moe_aux_weight=0" if result.aux_weight == 0 else
+                f"training adds {result.aux_weight:g} x it to the loss")
+        note(console, f"load-balancing loss {result.aux_loss:.3f} (1.0 = perfectly even; {adds})")
     if result.experts_per_token >= n:  # f_e = 1/n for every expert: aux = n * sum_e P_e / n = 1, learned or not
         note(console, f"every token goes to all {count(n, 'expert')} (experts_per_token = n_experts): the shares are "
                       "even and the load-balancing loss 1 whatever the router learns; only the gates weigh the experts")
