@@ -37,7 +37,7 @@ from .parsing import BOOL_WORDS, parse_line
 from .registry import Registry, clip
 from .render import console_for, error, internal_error, say
 from .session import Session
-from .syntax import SHELL, speaking
+from .syntax import SHELL, invoked_with, speaking
 
 try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
     from typer import TyperException as _UsageError
@@ -312,6 +312,9 @@ def root(
     # Everything typed on this command line is shell syntax, and so is every message about it (a
     # REPL opened below speaks its own syntax for each command: dispatch.FrontDoor).
     ctx.with_resource(speaking(SHELL))
+    # ...and a command line a message suggests makes this same session: it starts with these options.
+    given = [("--device", device), ("--checkpoint-dir", checkpoint_dir), ("--data", data), ("--load", load)]
+    ctx.with_resource(invoked_with([(o, v) for o, v in given if v is not None] + [("--set", s) for s in settings]))
     quiet = False
     if distributed.launched():
         if ctx.invoked_subcommand is None:

@@ -12,7 +12,10 @@ Like the registry, which phrases its own errors with it, this module imports not
 The shell's phrasing follows from what a one-shot command is: its session ends with it. Settings
 therefore go with the global `--set` (`minitf --set n_experts=4 experts`), a checkpoint comes back
 through the global `--load` (`minitf --load K gen`), and a command that needs an earlier command's
-model names the checkpoint that model was saved as (`load=`).
+model names the checkpoint that model was saved as (`load=`). A one-shot command's session is made by the
+global options typed before it (`--data sort`, `--checkpoint-dir DIR`, `--set lr=0.02`, `--load K`), so a command
+line it suggests carries them too (`invoked_with`): `minitf --data sort gen 12=` is told `minitf --data sort train`,
+which trains on sort, not `minitf train`, which would train on the default data.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ import shlex
 
 REPL, SHELL = "repl", "shell"
 _SYNTAX: contextvars.ContextVar[str] = contextvars.ContextVar("minitf_syntax", default=REPL)
+# The global options of this one-shot invocation, as (option, value) pairs in the order a line gives them.
+_INVOKED: contextvars.ContextVar[tuple] = contextvars.ContextVar("minitf_invoked_with", default=())
+_KEPT_WITH_LOAD = ("--device", "--checkpoint-dir")  # what a line that starts from another checkpoint keeps
 
 
 @contextlib.contextmanager
@@ -37,6 +43,25 @@ def speaking(syntax: str):
 
 def syntax() -> str:
     return _SYNTAX.get()
+
+
+@contextlib.contextmanager
+def invoked_with(options):
+    """Within this block, a shell command line that `cmd` writes starts with `options`, the (option, value) pairs
+    of minitf's own options that made this one-shot session (`("--data", "sort")`, `("--set", "lr=0.02")`)."""
+    token = _INVOKED.set(tuple((o, str(v)) for o, v in options))
+    try:
+        yield
+    finally:
+        _INVOKED.reset(token)
+
+
+def _minitf(load: str | None = None) -> list[str]:
+    """`minitf` and the global options of this session; with `load`, a line that starts from that checkpoint
+    instead, which brings its own data and settings (so only where checkpoints live and the device stay)."""
+    pairs = [(o, v) for o, v in _INVOKED.get() if load is None or o in _KEPT_WITH_LOAD]
+    pairs += [("--load", load)] if load else []
+    return ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
 
 
 def setting_text(value) -> str:
@@ -64,7 +89,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
         words = [f":{name}", *map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(words)
     if name == "set" and positional and not options and not any("=" in str(p) for p in positional):
-        return " ".join(["minitf set", *map(str, positional)])  # names alone: the settings shown, nothing set
+        return " ".join([*_minitf(), "set", *map(str, positional)])  # names alone: the settings shown, nothing set
     if name == "set":
         pairs = [*map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(f"--set {pair}" for pair in pairs) or "--set"
@@ -72,7 +97,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
         return f"--{name} {shlex.quote(str(positional[0]))}"
     if name == "help":
         return f"minitf {positional[0]} --help" if positional else "minitf --help"
-    words = ["minitf"] + ([f"--load {load}"] if load else []) + [name]
+    words = _minitf(load) + [name]
     words += [shlex.quote(str(p)) if " " in str(p) else str(p) for p in positional]
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")

@@ -1,0 +1,37 @@
+"""What a user's-eye sweep of minitf used one-shot from the shell, as a script does (`minitf --data sort gen 12=`,
+`minitf --load NAME score TEXT --json`), found wrong: each test failed before its fix.
+
+A command line a message suggested left out the session's own global options: `minitf --data sort gen 12=` was told
+"minitf train first, then minitf --load autosave gen", whose train ran on pydoc and whose gen looked for the
+checkpoint in the default folder, not in --checkpoint-dir.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from test_cli import invoke
+
+TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
+        "--set", "batch_size=4", "--data", "sort"]
+
+
+def suggested(text: str, command: str) -> list[list[str]]:
+    """The `minitf ... COMMAND ...` lines in `text`, as a shell splits them (up to the end of the clause)."""
+    lines = []
+    for match in re.finditer(r"minitf (?:(?!minitf )[^,;()])*?\b" + command + r"\b[^,;()]*", text):
+        lines.append(shlex.split(match.group(0).replace(" first", "")))
+    return lines
+
+
+def test_a_suggested_line_carries_the_sessions_own_options(tmp_path):
+    ck = str(tmp_path / "my ck")
+    result = invoke("--checkpoint-dir", ck, *TINY, "gen", "--n", "2", "12=")
+    assert result.exit_code == 0, result.output
+    train, = suggested(result.stderr, "train")
+    assert train[:3] == ["minitf", "--checkpoint-dir", ck] and ["--data", "sort"] == train[3:5], train
+    assert "d_model=32 n_heads=2" in train and train[-1] == "train"
+    gen, = suggested(result.stderr, "gen")
+    # The gen starts from the checkpoint the train saves: that one brings data and settings; the folder stays.
+    assert gen[:6] == ["minitf", "--checkpoint-dir", ck, "--load", "autosave", "gen"], gen
