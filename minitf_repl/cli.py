@@ -292,9 +292,11 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar="",
                                  help="Print minitf's version and exit."),
     debug: bool = typer.Option(False, "--debug", metavar="", help="Show the traceback of internal errors."),
-    device: Optional[str] = typer.Option(None, "--device", metavar="NAME", help="auto, cpu, cuda, cuda:N or mps."),
+    device: Optional[str] = typer.Option(None, "--device", metavar="NAME", help="auto, cpu, cuda, cuda:N or mps.",
+                                         autocompletion=lambda ctx, incomplete: _like("device", ctx, incomplete)),
     data: Optional[str] = typer.Option(
-        None, "--data", metavar="NAME|PATH", help=escape(f"{', '.join(spec_forms())} or a file path.")
+        None, "--data", metavar="NAME|PATH", help=escape(f"{', '.join(spec_forms())} or a file path."),
+        autocompletion=lambda ctx, incomplete: _like("data", ctx, incomplete),
     ),
     settings: List[str] = typer.Option(
         [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable)."
@@ -307,6 +309,7 @@ def root(
         None, "--load", metavar="NAME",
         help="Start from a saved checkpoint (model, training run, data), or a Hugging Face folder with hf:PATH, "
              "as :load does; --set applies after it.",
+        autocompletion=lambda ctx, incomplete: _like("load", ctx, incomplete),
     ),
 ) -> None:
     # Everything typed on this command line is shell syntax, and so is every message about it (a
@@ -511,6 +514,13 @@ def _shell_completion(p):
         return [v for v in p.completions(_ShellSession(ctx)) if v.startswith(incomplete)]
 
     return complete
+
+
+def _like(name: str, ctx: typer.Context, incomplete: str) -> list[str]:
+    """Tab after minitf's own --load, --data or --device offers what it does after the command of that name (`minitf
+    --load <Tab>`: the checkpoints, as `minitf load <Tab>`): the option is how a one-shot session does that command."""
+    complete = _shell_completion(REGISTRY[name].positional)
+    return complete(ctx, incomplete) if complete is not None else []
 
 
 def _pair_completion(command):

@@ -35,3 +35,16 @@ def test_a_suggested_line_carries_the_sessions_own_options(tmp_path):
     gen, = suggested(result.stderr, "gen")
     # The gen starts from the checkpoint the train saves: that one brings data and settings; the folder stays.
     assert gen[:6] == ["minitf", "--checkpoint-dir", ck, "--load", "autosave", "gen"], gen
+
+
+def test_tab_after_the_global_load_data_and_device_offers_their_values(tmp_path):
+    # `minitf --load <Tab>` offered nothing, though --load is how a one-shot session loads (`minitf load X` ends
+    # with its session) and `minitf load <Tab>` offered the checkpoints.
+    from test_completion import complete_bash
+
+    for name in ("run-a", "run-b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "checkpoint.json").write_text("{}")
+    assert complete_bash(f"minitf --checkpoint-dir {tmp_path} --load ") == ["run-a", "run-b"]
+    assert complete_bash("minitf --data s") == ["shakespeare", "sort"]
+    assert "cpu" in complete_bash("minitf --device ")
