@@ -83,7 +83,7 @@ class _Group(_FlagsUntyped, TyperGroup):
             # sentence, the list after it in brackets ("?; minitf --help ..." read as two fixes)
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
-            error(_stderr(), self._misplaced(e, args) or self._early(e, args)
+            error(_stderr(), self._misplaced(e, args) or self._early(e, args) or self._repl_only(e, args)
                   or problem + (f"; did you mean{guess}" if asked else "") + hint + self._dashed_text(e, args))
             code = e.exit_code
         except typer.Abort:
@@ -92,6 +92,16 @@ class _Group(_FlagsUntyped, TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+    def _repl_only(self, e: Exception, args: list[str]) -> str | None:
+        """For a command of the interactive shell alone (`minitf quit`): what it is, not "No such command"."""
+        at = _command_at(args, self.params)
+        command = REGISTRY.get(args[at]) if at is not None and e.format_message().startswith("No such command") \
+            else None
+        if command is None or not command.repl_only:
+            return None
+        return (f"{args[at]} is a command of minitf's interactive shell (minitf with no command, then :{args[at]}); "
+                f"a one-shot command ends on its own, and minitf --help lists the commands")
 
     def _command_path(self, e: Exception, args: list[str]) -> str:
         """`minitf` or `minitf CMD`: whose option a usage error without a context names (an option given no value)."""
@@ -174,7 +184,7 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
     if at is None or args[at] != "help":
         return args
     before, word = args[:at], args[at + 1 : at + 2]
-    if not word:
+    if not word or word[0] == "help":  # `minitf help help`: what help does is the list it gives
         return before + ["--help"]
     if word[0] in commands:
         return before + [word[0], "--help"]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 import shlex
 
-from test_cli import invoke
+import pytest
+
+from test_cli import assert_one_error_line, invoke
 
 TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=64", "--set", "max_seq_len=32",
         "--set", "batch_size=4", "--data", "sort"]
@@ -48,3 +50,15 @@ def test_tab_after_the_global_load_data_and_device_offers_their_values(tmp_path)
     assert complete_bash(f"minitf --checkpoint-dir {tmp_path} --load ") == ["run-a", "run-b"]
     assert complete_bash("minitf --data s") == ["shakespeare", "sort"]
     assert "cpu" in complete_bash("minitf --device ")
+
+
+@pytest.mark.parametrize("args", [["quit"], ["help", "quit"], ["--data", "sort", "quit"]])
+def test_a_repl_only_command_says_what_it_is(args):
+    # `minitf quit` said "No such command 'quit'", though :quit is one of minitf's commands (of its REPL).
+    line = assert_one_error_line(invoke(*args), code=2)
+    assert "interactive shell" in line and ":quit" in line and "No such command" not in line
+
+
+def test_help_help_lists_the_commands():
+    result = invoke("help", "help")  # was "No such command 'help'", though `minitf help` works
+    assert result.exit_code == 0 and "Commands" in result.stdout
