@@ -56,12 +56,32 @@ def invoked_with(options):
         _INVOKED.reset(token)
 
 
-def _minitf(load: str | None = None) -> list[str]:
+def _minitf(load: str | None = None, given: tuple = ()) -> list[str]:
     """`minitf` and the global options of this session; with `load`, a line that starts from that checkpoint
-    instead, which brings its own data and settings (so only where checkpoints live and the device stay)."""
-    pairs = [(o, v) for o, v in _INVOKED.get() if load is None or o in _KEPT_WITH_LOAD]
+    instead, which brings its own data and settings (so only where checkpoints live and the device stay; a Hugging
+    Face folder brings no data, so --data stays too). `given`: an (option, value) pair to give as well, in place of
+    the session's own (--data, --device) or after them (--set)."""
+    kept = _KEPT_WITH_LOAD + (("--data",) if load and load.startswith("hf:") else ())
+    pairs = [(o, v) for o, v in _INVOKED.get() if (load is None or o in kept) and not _replaced((o, v), given)]
     pairs += [("--load", load)] if load else []
+    pairs += [given] if given else []
     return ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
+
+
+def _replaced(pair: tuple, given: tuple) -> bool:
+    """Whether `given` replaces the session's option `pair`: the same option, or for --set the same key."""
+    if not given or pair[0] != given[0]:
+        return False
+    return pair[0] != "--set" or pair[1].partition("=")[0].strip() == given[1].partition("=")[0].strip()
+
+
+def given_before(name: str, option: str, value) -> str:
+    """From the shell, the line that runs command `name` in this session with minitf's own `option` (--set, --data,
+    --load) given `value`: `minitf --checkpoint-dir DIR --set lr=0.1 train`. What a one-shot `minitf set lr=0.1`,
+    `minitf data sort` or `minitf load K` would have to be given as, for the command after it to see it."""
+    if option == "--load":
+        return cmd(name, load=str(value))
+    return " ".join([*_minitf(given=(option, str(value))), name])
 
 
 def setting_text(value) -> str:

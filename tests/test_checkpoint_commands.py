@@ -540,7 +540,8 @@ def test_shell_uses_the_environment_variable(monkeypatch, tmp_path):
     (["--load", "../x", "gen"], "error: --load: '../x' is not a valid checkpoint name"),
     (["--load", "run1", "--data", "reverse", "gen"], "error: --load: checkpoint run1 was trained on 'sort', not 'reverse'"),
     (["save"], "error: there is no model to save yet"),
-    (["load"], "error: which checkpoint? give its name, e.g. minitf load run1"),  # shell syntax from the shell
+    # shell syntax from the shell, with the options that made this session (where its checkpoints are)
+    (["load"], "error: which checkpoint? give its name, e.g. minitf --checkpoint-dir {ck} load run1"),
     (["train", "--steps", "1", "--save", "a/b"], "error: 'a/b' is not a valid checkpoint name"),
 ])  # fmt: skip
 def test_shell_checkpoint_errors_are_one_line(tmp_path, args, message):
@@ -549,7 +550,7 @@ def test_shell_checkpoint_errors_are_one_line(tmp_path, args, message):
     before = sorted(p.name for p in folder.iterdir())
     result = shell("--checkpoint-dir", folder, *args)
     assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(message.format(ck=folder)) and result.stderr.count("\n") == 1, result.stderr
     assert sorted(p.name for p in folder.iterdir()) == before
 
 

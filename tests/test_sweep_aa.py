@@ -62,3 +62,27 @@ def test_a_repl_only_command_says_what_it_is(args):
 def test_help_help_lists_the_commands():
     result = invoke("help", "help")  # was "No such command 'help'", though `minitf help` works
     assert result.exit_code == 0 and "Commands" in result.stdout
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--set", "lr=0.3", "--set", "batch_size=4", "set", "lr=0.1"],
+     ["minitf", "--checkpoint-dir", "CK", "--set", "batch_size=4", "--set", "lr=0.1", "train"]),
+    (["--data", "sort", "data", "reverse"], ["minitf", "--checkpoint-dir", "CK", "--data", "reverse", "train"]),
+])  # fmt: skip
+def test_a_one_shot_set_or_data_names_the_line_that_keeps_it(tmp_path, args, line):
+    # `minitf --checkpoint-dir DIR set lr=0.1` said "e.g. minitf --set lr=0.1 train": without DIR (and the other
+    # options this line gave), so the train it suggested saved where the user had not asked.
+    result = invoke("--checkpoint-dir", str(tmp_path), *args)
+    assert result.exit_code == 0, result.output
+    said = result.output.split("e.g. ", 1)[1].strip()
+    assert shlex.split(said) == [str(tmp_path) if w == "CK" else w for w in line], said
+
+
+def test_a_one_shot_load_names_a_line_that_finds_the_checkpoint(tmp_path):
+    assert invoke("--checkpoint-dir", str(tmp_path), *TINY, "train", "--steps", "2", "--save", "k").exit_code == 0
+    result = invoke("--checkpoint-dir", str(tmp_path), "load", "k")
+    assert result.exit_code == 0, result.output
+    said = shlex.split(result.output.split("e.g. ", 1)[1].strip())
+    # It said `minitf --load k gen`, which looks for k in ./checkpoints.
+    assert said == ["minitf", "--checkpoint-dir", str(tmp_path), "--load", "k", "gen"], said
+    assert invoke(*said[1:-1], "gen", "--n", "2").exit_code == 0  # and the line does find it

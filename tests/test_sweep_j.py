@@ -126,7 +126,7 @@ def test_a_one_shot_load_says_the_model_ends_with_the_command_and_where_load_goe
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())
     assert "loaded run1" in out and "loaded for this command only: a checkpoint lasts one command from the shell, " \
-           "so give it before that command, e.g. minitf --load run1 gen" in out
+           f"so give it before that command, e.g. minitf --checkpoint-dir {folder} --load run1 gen" in out
     piped = invoke("--checkpoint-dir", folder, input=":load run1\n")  # the REPL's session goes on with it
     assert piped.exit_code == 0 and "loaded run1" in piped.stdout and "this command only" not in piped.stdout
 

@@ -24,7 +24,7 @@ from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, SHELL, cmd, restore, setting_text, syntax, train_first, writes_one
+from ..syntax import REPL, SHELL, cmd, given_before, restore, setting_text, syntax, train_first, writes_one
 from .base import ablation_note, command, complete_checkpoint, switched_off
 from .shared import SaveResult, refuse_a_path, save_session
 
@@ -316,7 +316,7 @@ def render_load(result: LoadResult, console: Console) -> None:
         note(console, f"saved {local_minute(result.saved_at)}, from {result.path}")  # as :ls shows it: local time
     if syntax() == SHELL:  # as with :data and :set, a one-shot session and the model it loaded end here
         note(console, "loaded for this command only: a checkpoint lasts one command from the shell, so give it "
-                      f"before that command, e.g. minitf {restore(result.name)} gen")
+                      f"before that command, e.g. {given_before('gen', '--load', result.name)}")
 
 
 # --- :parity ------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session, ShellConfig
-from ..syntax import SHELL, cmd, restore, setting_text, syntax
+from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
 from .base import REGISTRY, command, complete_data
 from .shared import keep_trained_model, load_checked, read_with, recipe_line, switch_data
 
@@ -420,7 +420,7 @@ def render_set(result: SetResult, console: Console) -> None:
                    next(iter(result.changed)))
         value = result.changed[key][1] if key in result.changed else result.given[key]
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
-                      f"it before that command, e.g. minitf --set {key}={setting_text(value)} train")
+                      f"it before that command, e.g. {given_before('train', '--set', f'{key}={setting_text(value)}')}")
     if result.recipe:
         name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
         say(console, f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back",
@@ -508,4 +508,4 @@ def render_data(result: DataResult, console: Console) -> None:
         say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
-                      f"before that command, e.g. minitf {cmd('data', result.spec)} train")
+                      f"before that command, e.g. {given_before('train', '--data', result.spec)}")
