@@ -33,7 +33,7 @@ from .core.catalog import spec_forms
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
-from .parsing import BOOL_WORDS, parse_line
+from .parsing import BOOL_WORDS, fits_first_option, parse_line
 from .registry import Registry, clip
 from .render import console_for, error, internal_error, say
 from .session import Session
@@ -663,8 +663,11 @@ def _make_subcommand(command, registry: Registry):
             try:
                 words = _options_among(command, words or [], args)
                 if words and positional is None:
-                    raise UserError(f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}; its options "
-                                    f"go as KEY=VALUE or --KEY VALUE (minitf {command.name} --help lists them)")
+                    got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
+                    if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too
+                        raise UserError(f"{got}{guess} (minitf {command.name} --help lists its options)")
+                    raise UserError(f"{got}; its options go as KEY=VALUE or --KEY VALUE (minitf {command.name} "
+                                    "--help lists them)")
             except UserError as e:
                 error(_stderr(), phrase(e, "shell"))
                 raise typer.Exit(1)

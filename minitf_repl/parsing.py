@@ -396,7 +396,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             fix = (f" ({phrase_command('help', cmd.name)} shows its options)" if cmd.options else
                    f"; type {phrase_command(cmd.name)} alone")  # it has no options for its help to show
             raise UserError(f"{phrase_command(cmd.name)} takes no text; got {show_value(words)}"
-                            f"{_fits_first_option(cmd, text)}{fix}")
+                            f"{fits_first_option(cmd, text)}{fix}")
         if not cmd.pairs and loose == text:
             _refuse_options_apart(cmd, text)
         args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
@@ -451,7 +451,7 @@ def _refuse_options_apart(cmd: Command, words: list[str]) -> None:
                     f"{show_value(text)} as text, quote it: {phrase_command(cmd.name)} \"{clip(text)}\")")
 
 
-def _fits_first_option(cmd: Command, text: list[str]) -> str:
+def fits_first_option(cmd: Command, text: list[str]) -> str:
     """`:train 100`, `:plot lr`: one value that the command's first option (its main one, first in its usage) takes,
     as "; did you mean :train steps=100?"; else ''. A free-text option would take any word: no guess then."""
     first = cmd.options[0] if cmd.options and len(text) == 1 else None

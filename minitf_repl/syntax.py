@@ -156,5 +156,6 @@ def watch_first(view: str, then: str, **options) -> str:
         return f"train with {cmd('train', watch=view)} first"
     with speaking(REPL):
         steps = f"{cmd('train', watch=view)}, then {cmd(then, **options)}"
-    return (f"a checkpoint keeps no watched frames, so a one-shot {cmd(then)} has none; in minitf's interactive shell "
-            f"(minitf with no command): {steps}")
+    shell = " ".join(_minitf())  # the interactive shell of this same session: its data, settings, checkpoint
+    return (f"a checkpoint keeps no watched frames, so a one-shot minitf {then} has none; in minitf's interactive "
+            f"shell ({shell} with no command): {steps}")

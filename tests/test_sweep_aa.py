@@ -86,3 +86,17 @@ def test_a_one_shot_load_names_a_line_that_finds_the_checkpoint(tmp_path):
     # It said `minitf --load k gen`, which looks for k in ./checkpoints.
     assert said == ["minitf", "--checkpoint-dir", str(tmp_path), "--load", "k", "gen"], said
     assert invoke(*said[1:-1], "gen", "--n", "2").exit_code == 0  # and the line does find it
+
+
+def test_a_word_for_a_commands_main_option_gets_the_repls_guess():
+    # `:plot lens_rank` guesses "did you mean :plot what=lens_rank?"; `minitf plot lens_rank` only said "takes no text".
+    line = assert_one_error_line(invoke("--data", "sort", "plot", "lens_rank"))
+    assert "did you mean minitf --data sort plot --what lens_rank?" in line, line
+    assert "did you mean" not in assert_one_error_line(invoke("plot", "nonsense"))
+
+
+def test_the_interactive_shell_a_message_sends_to_is_this_sessions(tmp_path):
+    # "in minitf's interactive shell (minitf with no command): :train watch=lens": a shell on pydoc and ./checkpoints.
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", "sort", "plot", "what=lens_rank"))
+    assert f"(minitf --checkpoint-dir {tmp_path} --data sort with no command): :train watch=lens" in line, line
+    assert "a one-shot minitf plot has none" in line
