@@ -75,6 +75,12 @@ def _replaced(pair: tuple, given: tuple) -> bool:
     return pair[0] != "--set" or pair[1].partition("=")[0].strip() == given[1].partition("=")[0].strip()
 
 
+def interactive() -> str:
+    """The line that opens minitf's interactive shell on this one-shot session (`minitf --data sort`): its data,
+    settings and checkpoint folder; `minitf` alone outside the shell."""
+    return " ".join(_minitf())
+
+
 def given_before(name: str, option: str, value) -> str:
     """From the shell, the line that runs command `name` in this session with minitf's own `option` (--set, --data,
     --load) given `value`: `minitf --checkpoint-dir DIR --set lr=0.1 train`. What a one-shot `minitf set lr=0.1`,
@@ -156,6 +162,6 @@ def watch_first(view: str, then: str, **options) -> str:
         return f"train with {cmd('train', watch=view)} first"
     with speaking(REPL):
         steps = f"{cmd('train', watch=view)}, then {cmd(then, **options)}"
-    shell = " ".join(_minitf())  # the interactive shell of this same session: its data, settings, checkpoint
+    shell = interactive()  # the interactive shell of this same session: its data, settings, checkpoint
     return (f"a checkpoint keeps no watched frames, so a one-shot minitf {then} has none; in minitf's interactive "
             f"shell ({shell} with no command): {steps}")

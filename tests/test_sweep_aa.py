@@ -100,3 +100,10 @@ def test_the_interactive_shell_a_message_sends_to_is_this_sessions(tmp_path):
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", "sort", "plot", "what=lens_rank"))
     assert f"(minitf --checkpoint-dir {tmp_path} --data sort with no command): :train watch=lens" in line, line
     assert "a one-shot minitf plot has none" in line
+
+
+def test_the_repl_a_one_shot_ablate_names_is_this_sessions(tmp_path):
+    # "in the REPL (minitf), the parts stay off": `minitf` alone opens a REPL on other data and another folder.
+    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "ablate", "head=0.1")
+    said = " ".join(result.stdout.split())
+    assert result.exit_code == 0 and f"in the REPL (minitf --checkpoint-dir {tmp_path} --data sort --set" in said

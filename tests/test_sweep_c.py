@@ -178,8 +178,9 @@ def test_one_shot_quantize_and_ablate_do_not_name_a_next_command_they_do_not_rea
     assert quantized.exit_code == 0, quantized.output
     said = " ".join(quantized.stdout.split())
     assert "minitf gen now samples from the int8 copy" not in said  # the next minitf gen samples the float model
-    assert "the int8 copy (7 Linear layers int8, on the CPU) ends with this command: in the REPL (minitf), :gen " \
-           "samples from it after :quantize int8" in said
+    # the REPL of this same session: its options (test_sweep_aa), then what it does there
+    assert "the int8 copy (7 Linear layers int8, on the CPU) ends with this command: in the REPL (minitf " in said
+    assert f"--checkpoint-dir {tmp_path}" in said and ":gen samples from it after :quantize int8" in said
     ablated = invoke(*CLI_TINY, "--checkpoint-dir", str(tmp_path), "ablate", "head=0.1")
     said = " ".join(ablated.stdout.split())
     assert ablated.exit_code == 0 and "minitf ablate off" not in said

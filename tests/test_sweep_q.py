@@ -240,5 +240,6 @@ def test_ablate_of_an_untrained_model_says_its_parts_have_learned_nothing_to_swi
     assert "has not trained" not in plain(run(session, ":ablate head=0.1"))
     one_shot = invoke("--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2", "--set", "d_ff=64",
                       "--checkpoint-dir", str(tmp_path), "ablate", "head=0.1")
-    assert one_shot.exit_code == 0 and "its parts have learned nothing to switch off; minitf train first, then " \
-        "minitf --load autosave ablate WHAT" in " ".join(one_shot.stdout.split())
+    assert one_shot.exit_code == 0 and "its parts have learned nothing to switch off; minitf --checkpoint-dir " \
+        f"{tmp_path} --set n_layers=1 --set d_model=32 --set n_heads=2 --set d_ff=64 train first, then minitf " \
+        f"--checkpoint-dir {tmp_path} --load autosave ablate WHAT" in " ".join(one_shot.stdout.split())

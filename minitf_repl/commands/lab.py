@@ -34,7 +34,7 @@ from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, syntax
+from ..syntax import REPL, cmd, interactive, syntax
 from .base import REGISTRY, ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line
@@ -629,8 +629,8 @@ def render_ablate(result: AblateResult, console: Console) -> None:
                else f"{cmd('train')} first, then {cmd('ablate', 'WHAT', load=AUTOSAVE_NAME)}")
         note(console, f"this model has not trained yet: its parts have learned nothing to switch off; {fix}")
     if result.active and syntax() != REPL:  # the hooks live in the session, which a one-shot command ends
-        note(console, "switched off for this command only (the weights never changed): in the REPL (minitf), the "
-                      "parts stay off for every view until :ablate off")
+        note(console, "switched off for this command only (the weights never changed): in the REPL "
+                      f"({interactive()}), the parts stay off for every view until :ablate off")
     elif result.active:
         note(console, f"{cmd('ablate', 'off')} puts the model back (the weights never changed)")
     else:

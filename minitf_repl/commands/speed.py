@@ -24,7 +24,7 @@ from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
-from ..syntax import REPL, cmd, syntax
+from ..syntax import REPL, cmd, interactive, syntax
 from .base import command, complete_device, default_prompt, training_length
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -262,8 +262,8 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
         say(console, f"{cmd('gen')} now samples from the int8 copy ({made}); {cmd('quantize', 'off')} goes back; "
                      "training or loading drops the copy", "green")
     else:  # the copy lives in the session, which a one-shot command ends: the next `minitf gen` samples the float model
-        say(console, f"the int8 copy ({made}) ends with this command: in the REPL (minitf), :gen samples from it "
-                     "after :quantize int8", "green")
+        say(console, f"the int8 copy ({made}) ends with this command: in the REPL ({interactive()}), :gen samples "
+                     "from it after :quantize int8", "green")
     if result.ablations:
         note(console, f"both measured with {', '.join(result.ablations)} switched off ({cmd('ablate')}), as "
                       f"{cmd('gen')} samples now; {cmd('ablate', 'off')} puts them back in both")

@@ -32,7 +32,7 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, restore, syntax, train_first, watch_first
+from ..syntax import REPL, cmd, interactive, restore, syntax, train_first, watch_first
 from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
                    view_prompt)
 from .shared import (AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
@@ -495,7 +495,8 @@ def render_train(result: TrainResult, console: Console) -> None:
         more = plot_hint(result.frames)
         # the frames live in the session, which a one-shot command ends (a checkpoint does not keep them)
         then = (f"{cmd('report')} shows them in order{more}" if syntax() == REPL else
-                "the frames end with this command: in the REPL (minitf), :report and :plot show them after the run")
+                f"the frames end with this command: in the REPL ({interactive()}), :report and :plot show them after "
+                "the run")
         note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {then}")
 
 
