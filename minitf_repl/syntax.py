@@ -81,13 +81,21 @@ def interactive() -> str:
     return " ".join(_minitf())
 
 
-def given_before(name: str, option: str, value) -> str:
+def given_before(name: str, option: str, value, new_model_on: str | None = None) -> str:
     """From the shell, the line that runs command `name` in this session with minitf's own `option` (--set, --data,
     --load) given `value`: `minitf --checkpoint-dir DIR --set lr=0.1 train`. What a one-shot `minitf set lr=0.1`,
-    `minitf data sort` or `minitf load K` would have to be given as, for the command after it to see it."""
+    `minitf data sort` or `minitf load K` would have to be given as, for the command after it to see it.
+
+    `new_model_on`: the setting rebuilds the model, which --load refuses (it would reset the loaded weights), so
+    where this session was loaded the line starts a new model on that data instead (`--data sort`)."""
     if option == "--load":
         return cmd(name, load=str(value))
-    return " ".join([*_minitf(given=(option, str(value))), name])
+    words = _minitf(given=(option, str(value)))
+    if new_model_on is not None and any(o == "--load" for o, _ in _INVOKED.get()):
+        kept = [(o, v) for o, v in _INVOKED.get() if o != "--load" and not _replaced((o, v), (option, str(value)))]
+        pairs = [*(p for p in kept if p[0] != "--data"), ("--data", new_model_on), (option, str(value))]
+        words = ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
+    return " ".join([*words, name])
 
 
 def setting_text(value) -> str:

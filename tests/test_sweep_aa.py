@@ -107,3 +107,15 @@ def test_the_repl_a_one_shot_ablate_names_is_this_sessions(tmp_path):
     result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "ablate", "head=0.1")
     said = " ".join(result.stdout.split())
     assert result.exit_code == 0 and f"in the REPL (minitf --checkpoint-dir {tmp_path} --data sort --set" in said
+
+
+def test_a_one_shot_rebuild_of_a_loaded_model_names_a_line_that_runs(tmp_path):
+    # `minitf --load k set n_layers=3` said "e.g. minitf --load k --set n_layers=3 train", which --load refuses
+    # ("n_layers would rebuild the model loaded from k"): the line now starts a new model on the checkpoint's data.
+    ck = str(tmp_path)
+    assert invoke("--checkpoint-dir", ck, *TINY, "train", "--steps", "1", "--save", "k").exit_code == 0
+    result = invoke("--checkpoint-dir", ck, "--load", "k", "set", "n_layers=2")
+    said = shlex.split(result.output.split("e.g. ", 1)[1].splitlines()[0])
+    assert said == ["minitf", "--checkpoint-dir", ck, "--data", "sort", "--set", "n_layers=2", "train"], said
+    kept = invoke("--checkpoint-dir", ck, "--load", "k", "set", "lr=0.1").output.split("e.g. ", 1)[1].splitlines()[0]
+    assert shlex.split(kept) == ["minitf", "--checkpoint-dir", ck, "--load", "k", "--set", "lr=0.1", "train"]

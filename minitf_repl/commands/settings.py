@@ -208,6 +208,8 @@ class SetResult:
     given: dict = field(default_factory=dict, metadata={"view_only": True})
     # a model was built before this :set: only then are there weights for "the weights kept" to speak of
     had_model: bool = field(default=True, metadata={"view_only": True})
+    # the session's data: where a change rebuilds a model loaded by --load, the shell's line starts a new one on it
+    data: str | None = field(default=None, metadata={"view_only": True})
 
 
 def _set_params() -> list[Param]:
@@ -306,12 +308,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
-        return SetResult(changed, rebuilt, kept, preset, given=given, had_model=had_model, **recipe)
+        return SetResult(changed, rebuilt, kept, preset, given=given, had_model=had_model, data=session.data_spec,
+                         **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
-                     vocab_size=data.tokenizer.vocab_size, given=given, **recipe)
+                     vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec, **recipe)
 
 
 def _take_up_short_text(session: Session, window: int, reporter) -> None:
@@ -419,8 +422,9 @@ def render_set(result: SetResult, console: Console) -> None:
         key = next((k for k in result.given if k in result.changed or SET.param_named(k).setting is None),
                    next(iter(result.changed)))
         value = result.changed[key][1] if key in result.changed else result.given[key]
+        line = given_before("train", "--set", f"{key}={setting_text(value)}", result.data if result.rebuilt else None)
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
-                      f"it before that command, e.g. {given_before('train', '--set', f'{key}={setting_text(value)}')}")
+                      f"it before that command, e.g. {line}")
     if result.recipe:
         name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
         say(console, f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back",
