@@ -142,6 +142,12 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     return " ".join(words)
 
 
+def named(name: str) -> str:
+    """Command `name` as prose names it (":ngram's counter", "as minitf gen does"): no line to run, so none of this
+    session's options (cmd gives the line)."""
+    return f":{name}" if syntax() == REPL else f"minitf {name}"
+
+
 def restore(checkpoint: str) -> str:
     """What brings a saved checkpoint back: `:load NAME`, or from the shell the global `--load NAME`
     (given before the command that should start from it)."""
@@ -160,6 +166,12 @@ def train_first(then: str, autosave: str, **options) -> str:
     """"Train first, then run `then`": from the shell, `then` starts from the checkpoint `autosave`
     that the one-shot `minitf train` saves, since its own session has no model."""
     return f"{cmd('train')} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
+
+
+def look_again(then: str, autosave: str, **options) -> str:
+    """"Train, then look again" with command `then`: from the shell, where a one-shot train's model ends with it, the
+    look starts from the checkpoint `autosave` that train saves (a plain `minitf then` would look at a new model)."""
+    return f"{cmd('train')}, then look again" if syntax() == REPL else train_first(then, autosave, **options)
 
 
 def watch_first(view: str, then: str, **options) -> str:

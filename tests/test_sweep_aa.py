@@ -119,3 +119,21 @@ def test_a_one_shot_rebuild_of_a_loaded_model_names_a_line_that_runs(tmp_path):
     assert said == ["minitf", "--checkpoint-dir", ck, "--data", "sort", "--set", "n_layers=2", "train"], said
     kept = invoke("--checkpoint-dir", ck, "--load", "k", "set", "lr=0.1").output.split("e.g. ", 1)[1].splitlines()[0]
     assert shlex.split(kept) == ["minitf", "--checkpoint-dir", ck, "--load", "k", "--set", "lr=0.1", "train"]
+
+
+@pytest.mark.parametrize("command", ["grad", "mistakes", "ffn"])
+def test_train_then_look_again_from_the_shell_looks_at_the_trained_model(tmp_path, command):
+    # "this model has not trained yet ...; minitf train, then look again": a second one-shot `minitf grad` looks at
+    # a new untrained model again. The look now starts from the checkpoint the train saves.
+    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, command)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "then look again" not in said, said
+    assert f"train first, then minitf --checkpoint-dir {tmp_path} --load autosave {command}" in said
+
+
+def test_prose_that_names_a_command_names_it_short(tmp_path):
+    # Once suggested lines carried the session's options, prose that only names a command read "the counter is
+    # minitf --checkpoint-dir DIR --data sort ngram's"; a name in a sentence is `minitf ngram` again.
+    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "mistakes", "--n", "8")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "(minitf train's accuracy asks" in said, said

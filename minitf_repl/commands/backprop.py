@@ -30,8 +30,8 @@ from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again
 from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
 from .worked import position_table, rounding, stream_update
 
@@ -208,7 +208,7 @@ def render_grad(result: GradResult, console: Console) -> None:
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: the loss is near ln(V) and the gradient is the first step's; "
-                      f"{cmd('train')}, then look again")
+                      f"{look_again('grad', AUTOSAVE_NAME)}")
 
 
 def _parameters(result: GradResult, console: Console) -> None:

@@ -29,7 +29,7 @@ from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
-from ..syntax import cmd
+from ..syntax import cmd, named
 from .base import ablation_note, command, switched_off
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import PlotSeries
@@ -321,7 +321,7 @@ def notes(result: ContextResult, console: Console) -> None:
                       f"a task's loss counts the answer only (the question is given), so positions {spans(scored)} "
                       f"are the ones scored")
     if curve.counter is not None:
-        note(console, f"the counter is {cmd('ngram')}'s, counted on the training text; at each position it reads the "
+        note(console, f"the counter is {named('ngram')}'s, counted on the training text; at each position it reads the "
                       f"window's {result.unit}s up to it, at most {count(curve.counter_order - 1, result.unit)}")
     if not result.untrained and curve.far_gain is not None and curve.far_gain > NOISE * curve.far_error:
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "

@@ -34,8 +34,8 @@ from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
                    example_text, known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt,
                    with_given)
@@ -775,7 +775,7 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                       "what the causal mask lets each position read")
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
-                      f"near 0; {cmd('train')}, then look again")
+                      f"near 0; {look_again('embed', AUTOSAVE_NAME)}")
 
 
 def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> None:
@@ -792,7 +792,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     say(console, f"in bold: {asked}" + (f"; {count(hidden, 'token')} hidden under others" if hidden else ""))
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random, so the map is a cloud; "
-                      f"{cmd('train')}, then look again")
+                      f"{look_again('embed', AUTOSAVE_NAME, map=True)}")
 
 
 @command("tok", "Show text as the model reads it: its tokens and their ids (merges=on: BPE's merges one by one).",

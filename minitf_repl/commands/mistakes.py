@@ -20,8 +20,8 @@ from ..render.renderers import render
 from ..render.tables import fits, fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again, named
 from .base import ablation_note, command, switched_off
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -76,7 +76,8 @@ def render_mistakes(result: MistakesResult, console: Console) -> None:
         _render_text(result, result.text, console)
     ablation_note(console, result.ablations)
     if result.untrained:
-        note(console, f"this model has not trained yet: every answer is a guess; {cmd('train')}, then look again")
+        note(console, f"this model has not trained yet: every answer is a guess; "
+                      f"{look_again('mistakes', AUTOSAVE_NAME)}")
 
 
 def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) -> None:
@@ -87,8 +88,8 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
                else "")
     # :train's accuracy asks QUESTIONS questions of seed 0: other n= or seed= ask others, measured alike
     same = found.questions == QUESTIONS and result.seed == 0
-    measured = (f", as {cmd('train')} measures it" if same else
-                f" ({cmd('train')}'s accuracy asks {QUESTIONS:,} questions, seed 0)")
+    measured = (f", as {named('train')} measures it" if same else
+                f" ({named('train')}'s accuracy asks {QUESTIONS:,} questions, seed 0)")
     say(console, f"{count(found.wrong, 'wrong answer')} to {count(found.questions, 'held-out question')}{repeats} of "
                  f"{result.data} (seed {result.seed}): accuracy {1 - share:.1%}{measured}", "bold")
     if not found.wrong:

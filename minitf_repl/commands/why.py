@@ -29,8 +29,8 @@ from ..render.chart import spark
 from ..render.tables import NARROW, add_row, fits, fitting_table, shown_columns
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again
 from .base import (BLOCK, VIEW_DEFAULT, ablation_note, check_layer, command, sample_prompt, switched_off, true_next,
                    view_prompt)
 
@@ -546,4 +546,4 @@ def render_heads(result: HeadsResult, console: Console) -> None:
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: its attention is near even and no head has a role; "
-                      f"{cmd('train')}, then look again")
+                      f"{look_again('heads', AUTOSAVE_NAME)}")

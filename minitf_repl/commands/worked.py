@@ -30,8 +30,8 @@ from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again, named
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command,
                    example_text, switched_off, view_prompt)
 
@@ -72,14 +72,14 @@ def rounding(difference: float, ablations: list[str]) -> str:
     return "more than rounding: an ablation changes the model's own" if ablations else "more than rounding"
 
 
-def closing_notes(console: Console, result, untrained: str | None = None) -> None:
+def closing_notes(console: Console, result, untrained: str | None = None, name: str = "") -> None:
     """What each worked view ends with: the start of a prompt it did not read, the parts :ablate has switched off
     (the numbers are the ablated model's), and on a model that has not trained, what its numbers are (`untrained`)."""
     if result.dropped:
         note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
     ablation_note(console, result.ablations)
     if untrained is not None and result.untrained:
-        note(console, f"this model has not trained yet: {untrained}; {cmd('train')}, then look again")
+        note(console, f"this model has not trained yet: {untrained}; {look_again(name, AUTOSAVE_NAME)}")
 
 
 # --- :qkv ----------------------------------------------------------------------------------------
@@ -229,7 +229,7 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                  "q and k are random" + (" (qk_norm makes each sqrt(d_k) long, so the scores are not small)"
                                          if "qk_norm" in result.turned else "")
                  + ", so whatever these weights pick out, nothing taught them to")
-    closing_notes(console, result, untrained)
+    closing_notes(console, result, untrained, "qkv")
 
 
 def _agrees(difference: float) -> str:
@@ -349,7 +349,7 @@ def render_rope(result: RopeResult, console: Console) -> None:
                  f"{spark([v - low for v in r.by_distance], width)} from {low:+.3f} to {max(r.by_distance):+.3f}")
     note(console, "that is the score key j's content would get at each distance from the query: RoPE makes the "
                   "score a function of content and distance")
-    closing_notes(console, result, "its q and k are random")
+    closing_notes(console, result, "its q and k are random", "rope")
 
 
 # --- :resid --------------------------------------------------------------------------------------
@@ -479,7 +479,7 @@ def render_resid(result: ResidResult, console: Console) -> None:
         note(console, f"cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction{split}")
     elif split:
         note(console, f"{cmd('attrib')} shows which of these writes push the next token")
-    closing_notes(console, result, "its writes are random")
+    closing_notes(console, result, "its writes are random", "resid")
 
 
 # --- :ln -----------------------------------------------------------------------------------------
@@ -600,7 +600,7 @@ def render_ln(result: LnResult, console: Console) -> None:
     learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
                "its gains are 1 and its biases 0, so y is x̂" if n.bias_size is not None else
                "its gains are 1, so y is x̂")
-    closing_notes(console, result, learned)
+    closing_notes(console, result, learned, "ln")
 
 
 # --- :ffn ----------------------------------------------------------------------------------------
@@ -711,7 +711,7 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     elif result.no_tokens:
         note(console, f"{result.no_tokens}: no tokens are shown")
     note(console, f"checked: {rebuilt} agrees with the block's FFN output to {result.out_diff:.0e}")
-    closing_notes(console, result, "its units are random")
+    closing_notes(console, result, "its units are random", "ffn")
 
 
 def _same_token_apart(tokens: list[str], r: RopeWorked, listed: list[int]) -> tuple[int, int] | None:
@@ -851,7 +851,7 @@ def render_kv(result: KvResult, console: Console) -> None:
         else:
             why = ("with no positions and one layer each cached k and v is made from its own token alone, so only "
                    "the dropped token's would need to go; the cache is filled again all the same")
-        note(console, f"past max_seq_len = {result.max_seq_len} the window slides: {why} (as {cmd('gen')} does)")
+        note(console, f"past max_seq_len = {result.max_seq_len} the window slides: {why} (as {named('gen')} does)")
     closing_notes(console, result)
     if not result.causal and result.n_layers == 1:
         note(console, "no causal mask, and still exact: one layer's keys and values are made from the embeddings "
