@@ -168,10 +168,13 @@ def train_first(then: str, autosave: str, **options) -> str:
     return f"{cmd('train')} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
 
 
-def look_again(then: str, autosave: str, **options) -> str:
-    """"Train, then look again" with command `then`: from the shell, where a one-shot train's model ends with it, the
-    look starts from the checkpoint `autosave` that train saves (a plain `minitf then` would look at a new model)."""
-    return f"{cmd('train')}, then look again" if syntax() == REPL else train_first(then, autosave, **options)
+def look_again(then: str, autosave: str, *positional, again: str = "look again", **options) -> str:
+    """"Train, then look again" (`again`) with command `then`: from the shell, where a one-shot train's model ends
+    with it, the look starts from the checkpoint `autosave` that train saves (a plain `minitf then` would look at a
+    new model), with `positional` and `options`."""
+    if syntax() == REPL:
+        return f"{cmd('train')}, then {again}"
+    return f"{cmd('train')} first, then {cmd(then, *positional, load=autosave, **options)}"
 
 
 def watch_first(view: str, then: str, **options) -> str:

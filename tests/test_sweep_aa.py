@@ -121,7 +121,7 @@ def test_a_one_shot_rebuild_of_a_loaded_model_names_a_line_that_runs(tmp_path):
     assert shlex.split(kept) == ["minitf", "--checkpoint-dir", ck, "--load", "k", "--set", "lr=0.1", "train"]
 
 
-@pytest.mark.parametrize("command", ["grad", "mistakes", "ffn"])
+@pytest.mark.parametrize("command", ["grad", "mistakes", "ffn", "muon", "ngram", "score"])
 def test_train_then_look_again_from_the_shell_looks_at_the_trained_model(tmp_path, command):
     # "this model has not trained yet ...; minitf train, then look again": a second one-shot `minitf grad` looks at
     # a new untrained model again. The look now starts from the checkpoint the train saves.
@@ -137,3 +137,9 @@ def test_prose_that_names_a_command_names_it_short(tmp_path):
     result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "mistakes", "--n", "8")
     said = " ".join(result.output.split())
     assert result.exit_code == 0 and "(minitf train's accuracy asks" in said, said
+
+
+def test_score_again_from_the_shell_scores_the_same_text(tmp_path):
+    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "score", "123=")
+    said = " ".join(result.output.split())  # was "minitf train, then score the same text again"
+    assert result.exit_code == 0 and said.endswith("--load autosave score 123="), said

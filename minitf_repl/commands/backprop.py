@@ -346,5 +346,5 @@ def render_muon(result: MuonResult, console: Console) -> None:
                       "take these steps")
     ablation_note(console, result.ablations)
     if result.untrained:
-        note(console, f"this model has not trained yet: the gradient is the first step's; {cmd('train')}, then "
-                      "look again")
+        note(console, f"this model has not trained yet: the gradient is the first step's; "
+                      f"{look_again('muon', AUTOSAVE_NAME)}")

@@ -28,8 +28,8 @@ from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd, named
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again, named
 from .base import ablation_note, command, switched_off
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .train import PlotSeries
@@ -311,8 +311,8 @@ def notes(result: ContextResult, console: Console) -> None:
                       f"{cmd('data', 'repeat')} is random tokens each followed by itself: the loss falls where a "
                       f"copy can be read")
     elif result.untrained:
-        note(console, f"this model has not trained yet: every position scores about ln V; {cmd('train')}, then look "
-                      f"again")
+        note(console, f"this model has not trained yet: every position scores about ln V; "
+                      f"{look_again('context', AUTOSAVE_NAME)}")
     ablation_note(console, result.ablations)
     curve = result.curve
     if not all(curve.counted):

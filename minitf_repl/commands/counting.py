@@ -20,8 +20,8 @@ from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
-from ..session import Session
-from ..syntax import cmd
+from ..session import AUTOSAVE_NAME, Session
+from ..syntax import cmd, look_again
 from .base import ablation_note, command, sample_prompt, switched_off
 
 FAMILY = "training"  # listed under :train's heading: what a training loss is measured against
@@ -182,7 +182,8 @@ def verdict(result: NgramResult) -> list[str]:
                 f"and no counter is a fair match ({back} puts the mask back)"]
     if result.model_step == 0:
         return [f"the model has not trained: it scores {loss:.3f}, about the uniform guess's "
-                f"{result.rows[0].val_loss:.3f}; {cmd('train')}, then {cmd('ngram')} again"]
+                f"{result.rows[0].val_loss:.3f}; "
+                f"{look_again('ngram', AUTOSAVE_NAME, again=cmd('ngram') + ' again')}"]
     beaten = [row for row in result.rows if loss < row.val_loss]
     if len(beaten) == len(result.rows):
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "

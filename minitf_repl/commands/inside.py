@@ -571,7 +571,7 @@ def render_score(result: ScoreResult, console: Console) -> None:
         say(console, counter_words(result))
     if result.untrained:
         note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
-                      f"{cmd('train')}, then score the same text again")
+                      f"{look_again('score', AUTOSAVE_NAME, result.text, again='score the same text again')}")
     ablation_note(console, result.ablations)
 
 
