@@ -143,3 +143,9 @@ def test_score_again_from_the_shell_scores_the_same_text(tmp_path):
     result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "score", "123=")
     said = " ".join(result.output.split())  # was "minitf train, then score the same text again"
     assert result.exit_code == 0 and said.endswith("--load autosave score 123="), said
+
+
+def test_save_with_no_model_names_a_line_that_saves_under_that_name(tmp_path):
+    # It said "minitf train first, then minitf --load autosave save": a save under the default name 'last', not x.
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", "sort", "save", "x"))
+    assert line.endswith(f"minitf --checkpoint-dir {tmp_path} --data sort train --save x trains one and saves it as x")

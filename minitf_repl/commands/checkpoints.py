@@ -55,8 +55,19 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     refuse_a_path(session, name)  # a place, where a name is asked: say where saves go
     check_save_target(session.checkpoint_dir, name)
     if not session.has_model:
-        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
+        raise _no_model(name)
     return dataclasses.replace(save_session(session, name), ablations=switched_off(session))
+
+
+def _no_model(name: str) -> UserError:
+    """Nothing to save: train first. From the shell, one line that trains and saves under `name` (or, for a Hugging
+    Face folder, saves from the autosave that train writes): `minitf save NAME` after it would save a new model."""
+    if syntax() == REPL:
+        return UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
+    if name.startswith("hf:"):
+        return UserError(f"there is no model to save yet; {cmd('train')} first, then "
+                         f"{cmd('save', name, load=AUTOSAVE_NAME)}")
+    return UserError(f"there is no model to save yet; {cmd('train', save=name)} trains one and saves it as {name}")
 
 
 def _save_hf(session: Session, spec: str, folder) -> SaveResult:
@@ -66,7 +77,7 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
     from ..core.hf import save_folder
 
     if not session.has_model:
-        raise UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
+        raise _no_model(spec)
     start = time.perf_counter()
     model_type = save_folder(session.model, session.data.tokenizer, folder)
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
