@@ -71,7 +71,8 @@ class _Group(_FlagsUntyped, TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        args = _help_word(_dashes(sys.argv[1:] if args is None else list(args)), self.commands, self.params)
+        typed = _dashes(sys.argv[1:] if args is None else list(args))
+        args = _help_word(typed, self.commands, self.params)
         args = _flag_words(args, self.commands, self.params)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
@@ -84,6 +85,7 @@ class _Group(_FlagsUntyped, TyperGroup):
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
             error(_stderr(), self._misplaced(e, args) or self._early(e, args) or self._repl_only(e, args)
+                  or self._help_of_neither(e, typed)
                   or problem + (f"; did you mean{guess}" if asked else "") + hint + self._dashed_text(e, args))
             code = e.exit_code
         except typer.Abort:
@@ -102,6 +104,18 @@ class _Group(_FlagsUntyped, TyperGroup):
             return None
         return (f"{args[at]} is a command of minitf's interactive shell (minitf with no command, then :{args[at]}); "
                 f"a one-shot command ends on its own, and minitf --help lists the commands")
+
+    def _help_of_neither(self, e: Exception, typed: list[str]) -> str | None:
+        """For `minitf help WORD` of a word that names no command and no setting: what `:help WORD` says, in the
+        shell's words ("No such command" left settings out, which help also explains)."""
+        at = _command_at(typed, self.params)
+        if at is None or typed[at] != "help" or at + 1 >= len(typed) \
+                or not e.format_message().startswith("No such command"):
+            return None
+        from .commands.help import _neither
+
+        with speaking(SHELL):
+            return str(_neither(typed[at + 1]))
 
     def _command_path(self, e: Exception, args: list[str]) -> str:
         """`minitf` or `minitf CMD`: whose option a usage error without a context names (an option given no value)."""

@@ -149,3 +149,12 @@ def test_save_with_no_model_names_a_line_that_saves_under_that_name(tmp_path):
     # It said "minitf train first, then minitf --load autosave save": a save under the default name 'last', not x.
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", "sort", "save", "x"))
     assert line.endswith(f"minitf --checkpoint-dir {tmp_path} --data sort train --save x trains one and saves it as x")
+
+
+def test_help_of_a_word_that_is_neither_says_what_the_repls_help_says():
+    # `minitf help trian` said "No such command 'trian'", though help explains settings too (`minitf help lr`).
+    line = assert_one_error_line(invoke("help", "trian"), code=2)
+    assert line.startswith("error: no command or setting named 'trian'; did you mean minitf train?"), line
+    assert "minitf config the settings" in line
+    line = assert_one_error_line(invoke("help", "n_layrs"), code=2)  # a setting's guess: a line that shows it
+    assert "did you mean minitf set n_layers?" in line, line

@@ -18,7 +18,7 @@ from ..render.renderers import render
 from ..render.tables import add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..syntax import cmd
+from ..syntax import REPL, cmd, syntax
 from ..session import Session
 from .base import REGISTRY, command, complete_command
 
@@ -108,7 +108,9 @@ def _neither(word: str) -> UserError:
     key = word.strip().lstrip(":").lower()
     if SET.param_named(key) is not None:  # preset=: an action of :set, not a setting of its own
         return UserError(f"{key} is an option of {cmd('set')}, not a setting; {cmd('help', 'set')} says what it takes")
-    spelled = {name: cmd(name) for name in REGISTRY.names()} | {key: cmd("help", key) for key in setting_keys()}
+    # a setting's help: `:help lr`, from the shell `minitf set lr` (`minitf lr --help` is no command)
+    spelled = {name: cmd(name) for name in REGISTRY.names()} | \
+        {key: cmd("help", key) if syntax() == REPL else cmd("set", key) for key in setting_keys()}
     close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
     hint = f"; did you mean {spelled[close[0]]}?" if close else ""
     return UserError(f"no command or setting named {clip(key)!r}{hint} ({cmd('help')} lists the commands, "
