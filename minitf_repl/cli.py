@@ -112,10 +112,10 @@ class _Group(_FlagsUntyped, TyperGroup):
         if at is None or typed[at] != "help" or at + 1 >= len(typed) \
                 or not e.format_message().startswith("No such command"):
             return None
-        from .commands.help import _neither
+        from .commands.help import no_such_help
 
         with speaking(SHELL):
-            return str(_neither(typed[at + 1]))
+            return str(no_such_help(typed[at + 1]))
 
     def _command_path(self, e: Exception, args: list[str]) -> str:
         """`minitf` or `minitf CMD`: whose option a usage error without a context names (an option given no value)."""

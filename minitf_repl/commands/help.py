@@ -70,7 +70,7 @@ def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
         if setting is None and len(name.split()) > 1:  # `:help learning rate`: learning_rate, its words joined
             setting = setting_help(session, "_".join(name.split()))
         if setting is None:
-            raise _neither(word) from None
+            raise no_such_help(word) from None
         return HelpResult(entries, setting=setting)
     if len(name.split()) > 1:  # `:help train steps`: that option alone
         return _option_help(session, entries, cmd, name.split()[1])
@@ -101,7 +101,7 @@ def _setting_keys() -> list[str]:
     return setting_keys()
 
 
-def _neither(word: str) -> UserError:
+def no_such_help(word: str) -> UserError:
     """`:help WORD` of a word that names no command and no setting: the closest of either, if one is close."""
     from .settings import SET, setting_keys
 
