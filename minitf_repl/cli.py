@@ -323,7 +323,8 @@ def root(
         autocompletion=lambda ctx, incomplete: _like("data", ctx, incomplete),
     ),
     settings: List[str] = typer.Option(
-        [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable)."
+        [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable).",
+        autocompletion=lambda ctx, incomplete: _pair_completion(REGISTRY["set"])(ctx, incomplete),
     ),
     checkpoint_dir: Optional[str] = typer.Option(
         None, "--checkpoint-dir", metavar="DIR",

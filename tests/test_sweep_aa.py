@@ -50,6 +50,9 @@ def test_tab_after_the_global_load_data_and_device_offers_their_values(tmp_path)
     assert complete_bash(f"minitf --checkpoint-dir {tmp_path} --load ") == ["run-a", "run-b"]
     assert complete_bash("minitf --data s") == ["shakespeare", "sort"]
     assert "cpu" in complete_bash("minitf --device ")
+    # --set, like `minitf set`: the keys, then a key's values
+    assert complete_bash("minitf --set n_l") == ["n_layers="]
+    assert complete_bash("minitf --set norm=") == ["norm=layernorm", "norm=rmsnorm"]
 
 
 @pytest.mark.parametrize("args", [["quit"], ["help", "quit"], ["--data", "sort", "quit"]])
