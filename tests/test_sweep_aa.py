@@ -3,7 +3,11 @@
 
 A command line a message suggested left out the session's own global options: `minitf --data sort gen 12=` was told
 "minitf train first, then minitf --load autosave gen", whose train ran on pydoc and whose gen looked for the
-checkpoint in the default folder, not in --checkpoint-dir.
+checkpoint in the default folder, not in --checkpoint-dir; so did the lines of a one-shot set, data and load (spelt
+out by hand), and "in the REPL (minitf)". A one-shot rebuild of a loaded model named a line --load refuses; "train,
+then look again" looked at a new model again; `minitf save x` with no model named a save under another name.
+`minitf quit`, `minitf help trian` and `minitf help help` said "No such command"; `minitf plot lens_rank` missed the
+REPL's "did you mean"; Tab after the global --load, --data, --device and --set offered nothing.
 """
 
 from __future__ import annotations
