@@ -112,12 +112,12 @@ def setting_text(value) -> str:
 def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     """Command `name` with its positional text and options, as the front end now speaking writes it.
 
-    REPL: `:name TEXT key=value`. Shell: `minitf name TEXT --key value` (`--key` / `--no-key` for
-    on/off), and `:set`'s pairs as the global `--set key=value` (its names alone, which show those
-    settings, as `minitf set KEY`); `:data X` and `:device X`, a switch, as the global `--data X` and
-    `--device X` (a one-shot `minitf data X` only shows it). `load`: the checkpoint a one-shot
-    command must start from to find this session's model (`minitf --load NAME name ...`); the REPL
-    has that model already and leaves it out.
+    REPL: `:name TEXT key=value`. Shell: `minitf name TEXT --key value` (`--key` / `--no-key` for on/off), after
+    the global options of this invocation (`invoked_with`: `minitf --data sort name ...`, the same session); `:set`'s
+    pairs as the global `--set key=value` (its names alone, which show those settings, as `minitf set KEY`); `:data
+    X` and `:device X`, a switch, as the global `--data X` and `--device X` (a one-shot `minitf data X` only shows
+    it). `load`: the checkpoint a one-shot command must start from to find this session's model (`minitf --load
+    NAME name ...`, which brings its own data and settings); the REPL has that model already and leaves it out.
     """
     if syntax() == REPL:
         words = [f":{name}", *map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
