@@ -165,7 +165,19 @@ def writes_one() -> str:
 def train_first(then: str, autosave: str, **options) -> str:
     """"Train first, then run `then`": from the shell, `then` starts from the checkpoint `autosave`
     that the one-shot `minitf train` saves, since its own session has no model."""
-    return f"{cmd('train')} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
+    return f"{_saving_train()} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
+
+
+def _saving_train() -> str:
+    """`cmd('train')`, for a line whose next command loads the autosave that train writes: from the shell, without
+    this session's `--set autosave=off`, which would leave nothing to load."""
+    if syntax() == REPL:
+        return cmd("train")
+    token = _INVOKED.set(tuple(p for p in _INVOKED.get() if p[0] != "--set" or p[1].partition("=")[0] != "autosave"))
+    try:
+        return cmd("train")
+    finally:
+        _INVOKED.reset(token)
 
 
 def look_again(then: str, autosave: str, *positional, again: str = "look again", **options) -> str:
@@ -174,7 +186,7 @@ def look_again(then: str, autosave: str, *positional, again: str = "look again",
     new model), with `positional` and `options`."""
     if syntax() == REPL:
         return f"{cmd('train')}, then {again}"
-    return f"{cmd('train')} first, then {cmd(then, *positional, load=autosave, **options)}"
+    return f"{_saving_train()} first, then {cmd(then, *positional, load=autosave, **options)}"
 
 
 def watch_first(view: str, then: str, **options) -> str:

@@ -165,3 +165,11 @@ def test_help_of_a_word_that_is_neither_says_what_the_repls_help_says():
     assert "minitf config the settings" in line
     line = assert_one_error_line(invoke("help", "n_layrs"), code=2)  # a setting's guess: a line that shows it
     assert "did you mean minitf set n_layers?" in line, line
+
+
+def test_train_first_then_load_its_autosave_leaves_out_autosave_off(tmp_path):
+    # With --set autosave=off the suggested "minitf --set autosave=off train first, then minitf --load autosave gen"
+    # saved nothing for the gen to load: the train of such a line now goes without that setting.
+    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "--set", "autosave=off", "gen", "--n", "2", "12=")
+    train, = suggested(result.stderr, "train")
+    assert result.exit_code == 0 and "autosave=off" not in train and train[-1] == "train", train

@@ -24,7 +24,8 @@ from ..render.tables import add_row
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, SHELL, cmd, given_before, restore, setting_text, syntax, train_first, writes_one
+from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
+                      writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
 from .shared import SaveResult, refuse_a_path, save_session
 
@@ -65,8 +66,7 @@ def _no_model(name: str) -> UserError:
     if syntax() == REPL:
         return UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
     if name.startswith("hf:"):
-        return UserError(f"there is no model to save yet; {cmd('train')} first, then "
-                         f"{cmd('save', name, load=AUTOSAVE_NAME)}")
+        return UserError(f"there is no model to save yet; {look_again('save', AUTOSAVE_NAME, name)}")
     return UserError(f"there is no model to save yet; {cmd('train', save=name)} trains one and saves it as {name}")
 
 

@@ -34,7 +34,7 @@ from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, interactive, syntax
+from ..syntax import REPL, cmd, interactive, look_again, syntax
 from .base import REGISTRY, ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line
@@ -626,7 +626,7 @@ def render_ablate(result: AblateResult, console: Console) -> None:
     if result.untrained and result.active:  # a change near 0 would read as "this part does nothing"
         fix = (f"{cmd('ablate', 'off')}, {cmd('train')}, then switch them off again" if syntax() == REPL  # :train
                # refuses while parts are off; a one-shot's model ends with it, and its training is the autosave
-               else f"{cmd('train')} first, then {cmd('ablate', 'WHAT', load=AUTOSAVE_NAME)}")
+               else look_again("ablate", AUTOSAVE_NAME, "WHAT"))
         note(console, f"this model has not trained yet: its parts have learned nothing to switch off; {fix}")
     if result.active and syntax() != REPL:  # the hooks live in the session, which a one-shot command ends
         note(console, "switched off for this command only (the weights never changed): in the REPL "
