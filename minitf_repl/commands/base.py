@@ -140,18 +140,6 @@ def sample_prompt(data) -> str:
     return data.tokenizer.vocab[:16]
 
 
-def example_text(data) -> str:
-    """A text for an error's example command that the data's tokenizer reads: "hello" where the vocabulary has its
-    characters, else a task's own example (314159=113459 for sort), else the vocabulary's first characters."""
-    try:
-        data.tokenizer.encode("hello")
-        return "hello"
-    except UserError:
-        pass
-    example = getattr(data, "example", None)
-    return example if isinstance(example, str) else data.tokenizer.vocab[:5]
-
-
 def true_next(data, prompt: str) -> str | None:
     """The character that truly follows `prompt`, where the data knows it: a corpus's default prompt (the
     character after it in the validation text), a question of the task (its answer's first character); else None."""

@@ -37,8 +37,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   example_text, known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt,
-                   with_given)
+                   known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .generate import DRAWN_SEEDS
@@ -804,7 +803,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     text = args["text"] or ""
     if not text:
-        raise UserError(f"give some text, e.g. {cmd('tok', example_text(session.data))}")
+        raise UserError(f"give some text, e.g. {cmd('tok', sample_prompt(session.data))}")
     from ..core.bpe import shown_piece
 
     tokenizer = session.data.tokenizer

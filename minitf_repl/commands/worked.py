@@ -33,7 +33,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command,
-                   example_text, switched_off, view_prompt)
+                   sample_prompt, switched_off, view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -47,7 +47,7 @@ def read_at(session: Session, name: str, args: dict, reporter: Reporter,
     at, checked: None is `default(T)`, a negative one counts from the end."""
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
-        raise UserError(f"give some text, e.g. {cmd(name, example_text(session.data))}")
+        raise UserError(f"give some text, e.g. {cmd(name, sample_prompt(session.data))}")
     T = len(ids)
     at = default(T) if args["at"] is None else args["at"]
     if not -T <= at < T:
@@ -777,7 +777,7 @@ class KvResult:
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
-        raise UserError(f"give some text, e.g. {cmd('kv', example_text(session.data))}")
+        raise UserError(f"give some text, e.g. {cmd('kv', sample_prompt(session.data))}")
     from ..core.inside import cached_decoding
 
     model = session.sampling_model  # what :gen decodes: the int8 copy while :quantize int8 is on
