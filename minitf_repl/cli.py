@@ -138,7 +138,8 @@ class _Group(_FlagsUntyped, TyperGroup):
         at = next((i for i, w in enumerate(words) if w.startswith(name) and not w.startswith("--")), None)
         if at is None:
             return ""
-        if ctx.info_name == "save":  # after --, a name starting with a dash is refused all the same (check_new_name)
+        positional = REGISTRY[ctx.info_name].positional if ctx.info_name in REGISTRY else None
+        if positional is not None and not positional.dash:  # after --, it is refused all the same (`minitf save -x`)
             return (f"; a new checkpoint's name cannot start with '-' (it reads as an option): choose another, "
                     f"e.g. {words[at].lstrip('-') or 'run1'}")
         options, text, i = [], [words[at]], at + 1  # the command's options after the text stay options

@@ -49,6 +49,9 @@ class Param:
     # A positional of several words each from its completions (`:checks batch init`): Tab offers the rest after
     # one. Any other completes its first word only (a second checkpoint name after `:load run1` is an error).
     several: bool = False
+    # A positional text may start with '-' given after `--` (`minitf gen -- -5 apples`); False where it never may
+    # (a new checkpoint's name: core.checkpoint.check_new_name), so the shell does not offer `--` for it.
+    dash: bool = True
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,

@@ -42,7 +42,8 @@ DEFAULT_SAVE_NAME = "last"
 @command("save", "Save a checkpoint (model, optimizer, run, random state), or a Hugging Face folder with hf:PATH.",
          params=[
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
-          "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint),
+          "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
+          dash=False),
 ], interruptible=True, json_version=3)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME

@@ -45,6 +45,7 @@ SHAPES = ("vocab_size", "d_model", "n_heads", "kv_heads", "n_layers")  # what mu
 def reference_model(path: Path, config):
     """transformers' own model of the folder (float32, eval, local safetensors only), after the lab's checks
     (no pickle, no device files, shapes matching the config) and a check that `config` is the folder's model."""
+    from ..variants import position_kind
     from . import architecture, lab_config
 
     folder = read_folder(path)
@@ -52,7 +53,8 @@ def reference_model(path: Path, config):
     theirs = lab_config(folder)
     # the positions too: a window past a GPT-2 folder's table of positions (or RoPE against that table) would give
     # transformers positions it has no row for
-    keys = SHAPES + (("pos_encoding", "max_seq_len") if theirs.pos_encoding == "learned" else ("pos_encoding",))
+    learned = position_kind(theirs).learned  # a table with a row per position: its length must match
+    keys = SHAPES + (("pos_encoding", "max_seq_len") if learned else ("pos_encoding",))
     differ = [f"{k} {getattr(config, k)} here, {getattr(theirs, k)} there" for k in keys
               if getattr(config, k) != getattr(theirs, k)]
     if differ:
