@@ -27,7 +27,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import SaveResult, refuse_a_path, save_session
+from .shared import SaveResult, keep_trained_model, refuse_a_path, save_session
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -123,12 +123,14 @@ class LoadResult:
     # {setting: [before, after]}: the model settings that change no weight (dropout, causal, attention,
     # moe_aux_weight) the loaded model brought in place of the session's
     model_changed: dict[str, tuple] = field(default_factory=dict)
+    kept: str | None = None  # the checkpoint the session's model, trained past every save, was kept as first
+    kept_step: int | None = None  # that model's step
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.hf import hf_path
@@ -161,6 +163,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     model, trainer = ckpt.restore(checkpoint, data, device)
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
+    kept_step, kept = session.unsaved_step, _keep_unsaved(session, reporter)
     before, model_before = session.train_config, session.model_config
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
@@ -174,7 +177,17 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
+        kept=kept, kept_step=kept_step if kept else None,
     )
+
+
+def _keep_unsaved(session: Session, reporter: Reporter) -> str | None:
+    """Before a load replaces the model: one trained past every checkpoint (its autosave failed, e.g. on a full
+    disk) is kept first, as before a rebuild, else the load would drop those steps without a word. With autosave
+    off the user chose not to keep it, as :quit then does not warn either. A failed keep fails the load."""
+    if not session.autosave or session.unsaved_step is None:
+        return None
+    return keep_trained_model(session, reporter=reporter, action="load")
 
 
 def _changed(before, after, in_place: bool = False) -> dict[str, tuple]:
@@ -240,6 +253,7 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     trainer = Trainer(model, data, session.train_config, session.device)
     if reporter.should_stop():
         raise UserError(f"load of {spec} interrupted; nothing changed")
+    kept_step, kept = session.unsaved_step, _keep_unsaved(session, reporter)
     model_before = session.model_config
     session.adopt(data_spec, data, model, trainer, weights_from=spec)
     session.last_checkpoint = None
@@ -248,6 +262,7 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
         model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
         data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
         context=loaded.context, model_changed=_changed(model_before, session.model_config, in_place=True),
+        kept=kept, kept_step=kept_step if kept else None,
     )
 
 
@@ -299,6 +314,9 @@ def render_load(result: LoadResult, console: Console) -> None:
     if result.val_loss is not None:
         text.append(f", val loss {result.val_loss:.4f}")
     say(console, text)
+    if result.kept:
+        say(console, f"the model trained to step {result.kept_step:,} was in no checkpoint: kept as {result.kept} "
+                     f"({restore(result.kept)} brings it back)", "yellow")
     shape = ", ".join(f"{k}={fmt.value(result.model_config[k])}" for k in
                       ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
     if shape:

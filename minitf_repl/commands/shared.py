@@ -95,8 +95,10 @@ def refuse_a_path(session: Session, name: str, hf: bool = True) -> None:
                               f"folder); to write a Hugging Face folder at that path, give hf:{clip(name, 200)}")
 
 
-def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None) -> str | None:
-    """Before a command rebuilds the model, save a trained one so that no command loses it.
+def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None,
+                       action: str = "rebuild") -> str | None:
+    """Before a command rebuilds the model (or loads another: `action`), save a trained one so that no command
+    loses it.
 
     Weights loaded from a Hugging Face folder and not trained here (step 0) are not copied: the folder
     keeps them, and `reporter` hears how to load them back.
@@ -126,8 +128,8 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
         raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already; remove some of them")
     except UserError as e:
         raise UserError(
-            f"the trained model (step {session.trainer.step}) could not be kept before the rebuild ({e}); "
-            "nothing changed; do as it says, or turn autosave off to rebuild without keeping it: "
+            f"the trained model (step {session.trainer.step}) could not be kept before the {action} ({e}); "
+            f"nothing changed; do as it says, or turn autosave off to {action} without keeping it: "
             f"{cmd('set', autosave=False)}"
         ) from None
 
