@@ -32,7 +32,7 @@ from .commands import REGISTRY
 from .core.errors import UserError, is_out_of_memory
 from .core.interrupts import may_cut_short
 from .parsing import CLEAR, parse_line, prepare_args
-from .registry import Command, Registry
+from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .reporter import Reporter
 from .schema import schema_id
@@ -66,12 +66,26 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
     if not isinstance(command, Command):
         command = registry.find(command)
     values = prepare_args(command, args or {})
+    _text_like_a_choice(command, args or {}, values, reporter)
     try:
         return command.func(session, values, reporter if reporter is not None else Reporter())
     except (MemoryError, RuntimeError) as e:
         if is_out_of_memory(e):  # anything else is a bug
             raise UserError(OUT_OF_MEMORY) from None
         raise
+
+
+def _text_like_a_choice(command: Command, given: dict, values: dict, reporter: Reporter | None) -> None:
+    """`:lens mid`, `:gen probs`: a text that is one word, a choice of an option not given, is read as the text, as
+    always; a notice names the option the user may have meant (`at=mid`), so that the surprise is explained."""
+    text = command.positional
+    if reporter is None or text is None or text.choices or not isinstance(values.get(text.name), str):
+        return
+    word = values[text.name].strip()
+    chosen = [p for p in command.options_choosing(word) if p.name not in given]
+    if len(word.split()) == 1 and len(chosen) == 1:
+        reporter.notice(f"{word!r} is read as the {text.name}; for the option, type "
+                        f"{cmd(command.name, **{chosen[0].name: word})}")
 
 
 def to_json(result) -> dict:
@@ -160,20 +174,32 @@ class FrontDoor:
         except UserError as e:
             error(self.err, phrase(e, self.front.syntax))
             return FAILED
-        return self.run(command, args)
+        return self.run(command, args, self._meant_as_command(line, command))
 
-    def run(self, command: Command, args: dict) -> str:
-        """Run a parsed command; the same steps for every front end."""
+    def _meant_as_command(self, line: str, command: Command) -> str:
+        """What to add to an error of a line read as text whose first word names a command (`help train`,
+        `train steps=3`): how to run that command. The line stays text (a prompt may start with any word); only
+        where the text fails is the command it looks like named."""
+        stripped = line.strip()
+        if not command.takes_plain_text or stripped.startswith(":"):
+            return ""
+        word = stripped.split(None, 1)[0].lower()
+        if word not in self.registry.names():
+            return ""
+        return f"; a line without ':' is text for the model to continue; :{clip(stripped)} runs it as a command"
+
+    def run(self, command: Command, args: dict, meant: str = "") -> str:
+        """Run a parsed command; the same steps for every front end. `meant`: what a user error adds."""
         with speaking(self.front.syntax):  # the command's messages and its rendering name commands so
             reporter = self._reporter()
             self.interrupted = False
             try:
-                return self._run(command, args, reporter)
+                return self._run(command, args, reporter, meant)
             finally:
                 if reporter.terminate_signal is not None:
                     self.terminated = reporter.terminate_signal
 
-    def _run(self, command: Command, args: dict, reporter) -> str:
+    def _run(self, command: Command, args: dict, reporter, meant: str = "") -> str:
         try:
             with quiet_tty():  # from the wait for torch on: a Ctrl-C there echoed "^C" before "error: interrupted"
                 if command.needs_torch:
@@ -194,7 +220,7 @@ class FrontDoor:
                 raise OutputLost(e.strerror or str(e)) from None
         except UserError as e:
             self._close(reporter)
-            error(self.err, phrase(e, self.front.syntax))
+            error(self.err, phrase(e, self.front.syntax) + meant)
             return FAILED
         except KeyboardInterrupt:
             self._close(reporter)

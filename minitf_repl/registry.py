@@ -159,8 +159,17 @@ class Command:
         spelled = {spelling: p.name for p in self.options for spelling in (p.name, *p.aliases)}
         close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
         hint = f"; did you mean {spelled[close[0]]}?" if close else ""
+        chosen = self.options_choosing(key)  # `:set gpt2`, `:set rope`: a value typed without its key
+        if len(chosen) == 1:
+            hint = f"; did you mean {chosen[0].name}={key}?"
         valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f"{cmd('help', self.name)} lists its {len(names)} keys"
         raise UserError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
+
+    def options_choosing(self, word: str) -> list[Param]:
+        """The options (not the text) one of whose choices `word` is, in any case: what a lone word may have meant."""
+        word = word.strip().lower()
+        return [p for p in self.options if not p.positional and p.choices
+                and word in (str(c).lower() for c in p.choices)]
 
     def usage(self) -> str:
         """One line such as ":train [steps=N] [lr=X] ..."."""

@@ -3,6 +3,8 @@
 `:load` after a `:train` whose autosave failed (a full disk) replaced the trained model without a word: the steps
 trained were in no checkpoint and were gone. The model is now kept first, as before a rebuild (kept-<time>), and
 the load says so; where that save fails too, the load refuses and nothing changes.
+`help train` or `train steps=3` typed without the ':' was read as text to continue and refused for its characters
+outside the vocabulary, with no word of the command the user plainly meant; the error now says how to run it.
 """
 
 import pytest
@@ -10,8 +12,9 @@ import pytest
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.errors import UserError
 
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 from test_render import plain
+from test_repl import TINY as TINY_REPL, drive
 from test_sweep_n import autosaves_fail
 
 
@@ -64,3 +67,49 @@ def test_load_with_autosave_off_replaces_the_model_as_the_user_chose(checkpoint_
     result = run(s, ":load first")
     assert s.trainer.step == 3 and result.kept is None
     assert not [row for row in ckpt.list_checkpoints(checkpoint_dir) if row.name.startswith("kept-")]
+
+
+# --- a command typed without its ':' --------------------------------------------------------------------------
+@pytest.mark.parametrize("line, meant", [("help train", ":help train"), ("train steps=3", ":train steps=3"),
+                                         ("  Quit now", ":Quit now")])
+def test_a_command_typed_without_its_colon_that_cannot_be_text_says_how_to_run_it(line, meant):
+    code, out, err, session = drive(f"{TINY_REPL}\r:data sort\r{line}\r")
+    said = " ".join(err.split())
+    assert "not in the vocabulary" in said, said
+    assert f"a line without ':' is text for the model to continue; {meant} runs it as a command" in said, said
+
+
+def test_text_that_starts_with_no_command_word_gets_no_such_hint():
+    code, out, err, session = drive(f"{TINY_REPL}\r:data sort\rhello there\r")
+    assert "not in the vocabulary" in err and "runs it as a command" not in err
+
+
+# --- one word that is an option's choice -----------------------------------------------------------------------
+@pytest.mark.parametrize("line, said", [(":lens mid", "'mid' is read as the prompt; for the option, type :lens at=mid"),
+                                        (":ln ln_2", "'ln_2' is read as the prompt; for the option, type :ln which=ln_2"),
+                                        (":gen probs n=2", "for the option, type :gen show=probs")])
+def test_a_lone_word_that_is_an_options_choice_is_text_and_the_option_is_named(line, said):
+    recorder = Recorder()
+    try:
+        run(tiny_session(), line, recorder)
+    except UserError:
+        pass  # sort's vocabulary has no letters: the notice comes first all the same
+    assert said in " ".join(recorder.notices), recorder.notices
+
+
+def test_a_word_given_with_its_option_or_in_a_sentence_has_no_notice():
+    recorder = Recorder()
+    for line in (":lens mid at=both", ":gen 1+2 n=2"):
+        try:
+            run(tiny_session(), line, recorder)
+        except UserError:
+            pass
+    assert not [n for n in recorder.notices if "is read as the" in n], recorder.notices
+
+
+@pytest.mark.parametrize("line, meant", [(":set gpt2", "preset=gpt2"), (":set rope", "pos_encoding=rope"),
+                                         (":set MUON", "optimizer=muon")])
+def test_a_settings_value_typed_without_its_key_names_the_key(line, meant):
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), line)
+    assert f"did you mean {meant}?" in str(e.value), e.value
