@@ -5,6 +5,10 @@ trained were in no checkpoint and were gone. The model is now kept first, as bef
 the load says so; where that save fails too, the load refuses and nothing changes.
 `help train` or `train steps=3` typed without the ':' was read as text to continue and refused for its characters
 outside the vocabulary, with no word of the command the user plainly meant; the error now says how to run it.
+`:lens mid`, `:gen probs`, `:ln ln_2` read the word as the text without a word of the option it is a choice of;
+`:set gpt2` and `:set rope` were "unknown option" with a near spelling (rope_base) but not the key they are a value of.
+A mixture of experts' train loss held moe_aux_weight x its load-balancing loss, so it read above a dense model's and
+above its own val loss (plain cross-entropy) by that share; it is now the cross-entropy, aux its own column.
 """
 
 import pytest
@@ -113,3 +117,18 @@ def test_a_settings_value_typed_without_its_key_names_the_key(line, meant):
     with pytest.raises(UserError) as e:
         run(tiny_session(), line)
     assert f"did you mean {meant}?" in str(e.value), e.value
+
+
+# --- a mixture of experts' train loss ----------------------------------------------------------------------
+def test_a_mixture_of_experts_train_loss_is_the_cross_entropy_that_val_loss_is(checkpoint_dir):
+    """The step's loss is cross-entropy + moe_aux_weight x aux; the loss table's train loss is the first part
+    alone, so that it compares with val loss and with a dense model's, and aux has its own column."""
+    first = {}
+    for weight in (0.0, 0.5):
+        s = tiny_session()
+        run(s, f":set n_experts=4 experts_per_token=2 moe_aux_weight={weight}")
+        run(s, ":train steps=1")
+        first[weight] = s.trainer.history[0]
+    assert first[0.5]["aux_loss"] > 0.5
+    # the same weights, the same batch: the same cross-entropy, whatever share of aux the step minimised
+    assert abs(first[0.0]["train_loss"] - first[0.5]["train_loss"]) < 1e-5, first

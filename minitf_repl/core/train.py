@@ -43,7 +43,7 @@ class StepInfo:
     step: int  # optimizer steps done in total (across runs)
     run_step: int  # steps done in this run
     run_steps: int  # length of this run
-    train_loss: float
+    train_loss: float  # the batch's cross-entropy (a mixture of experts' load-balancing share left out)
     lr: float
     grad_norm: float
     # training tokens per second of this step; on an evaluated row, of the steps since the last evaluation,
@@ -55,7 +55,7 @@ class StepInfo:
     # unlike the loss per token, it compares across tokenizers
     val_bpc: float | None = None
     accuracy: float | None = None
-    aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss includes its share)
+    aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss is without it)
     compile_seconds: float | None = None  # set on the step that ran torch.compile's compilation
 
 
@@ -83,6 +83,14 @@ def _moe_aux_loss(model) -> float | None:
     """The load-balancing loss of the last forward pass, for models with experts (None otherwise)."""
     aux = model.moe_aux_loss() if hasattr(model, "moe_aux_loss") else None
     return None if aux is None else aux.item()
+
+
+def _aux_share(model) -> torch.Tensor | float:
+    """What the last training forward added to the cross-entropy: moe_aux_weight x the load-balancing loss
+    (0 without experts, or at weight 0; MiniTransformerLM.loss adds it)."""
+    aux = model.moe_aux_loss() if hasattr(model, "moe_aux_loss") else None
+    weight = model.config.moe_aux_weight if aux is not None else 0
+    return weight * aux.detach().float() if weight else 0.0
 
 
 def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
@@ -335,9 +343,12 @@ class Trainer:
             with autocast(self.config.dtype, self.device):
                 _, loss = forward(x, y)
             loss = loss.float()
+            # What the step reports is the cross-entropy alone, as val_loss is: a mixture of experts' step also
+            # minimises moe_aux_weight x its load-balancing loss, which the loss table shows as a column of its own.
             # Under DDP each rank backpropagates its own slice's loss (DDP averages the gradients);
             # what it reports, and checks for divergence alike on every rank, is the global batch's.
-            shown = loss if self._ddp is None else distributed.mean(loss)
+            cross_entropy = loss.detach() - _aux_share(self.model)
+            shown = cross_entropy if self._ddp is None else distributed.mean(cross_entropy)
             self._check_finite("loss", shown)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
