@@ -95,6 +95,16 @@ class _Group(_FlagsUntyped, TyperGroup):
             sys.exit(code)
         return code
 
+    def shell_complete(self, ctx, incomplete: str):
+        """The commands and options Typer completes, and `help`: a word main() turns into --help (_help_word), which
+        is no Typer command, so `minitf he<Tab>` offered heads alone."""
+        from typer.core import CompletionItem  # the click Typer runs on (its own copy in Typer 0.2x)
+
+        items = super().shell_complete(ctx, incomplete)
+        if "help".startswith(incomplete):
+            items.append(CompletionItem("help", help="Show the commands, or a command's options: minitf help CMD."))
+        return items
+
     def _repl_only(self, e: Exception, args: list[str]) -> str | None:
         """For a command of the interactive shell alone (`minitf quit`): what it is, not "No such command"."""
         at = _command_at(args, self.params)

@@ -9,6 +9,7 @@ outside the vocabulary, with no word of the command the user plainly meant; the 
 `:set gpt2` and `:set rope` were "unknown option" with a near spelling (rope_base) but not the key they are a value of.
 A mixture of experts' train loss held moe_aux_weight x its load-balancing loss, so it read above a dense model's and
 above its own val loss (plain cross-entropy) by that share; it is now the cross-entropy, aux its own column.
+`minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
 import pytest
@@ -132,3 +133,12 @@ def test_a_mixture_of_experts_train_loss_is_the_cross_entropy_that_val_loss_is(c
     assert first[0.5]["aux_loss"] > 0.5
     # the same weights, the same batch: the same cross-entropy, whatever share of aux the step minimised
     assert abs(first[0.0]["train_loss"] - first[0.5]["train_loss"]) < 1e-5, first
+
+
+# --- `minitf he<Tab>` ---------------------------------------------------------------------------------------
+def test_shell_completion_offers_help_which_the_shell_takes_as_a_command():
+    from test_completion import complete_bash
+
+    assert complete_bash("minitf he") == ["heads", "help"]
+    assert "help" in complete_bash("minitf ") and complete_bash("minitf tr") == ["train"]
+    assert "help" not in complete_bash("minitf -")
