@@ -9,6 +9,8 @@ outside the vocabulary, with no word of the command the user plainly meant; the 
 `:set gpt2` and `:set rope` were "unknown option" with a near spelling (rope_base) but not the key they are a value of.
 A mixture of experts' train loss held moe_aux_weight x its load-balancing loss, so it read above a dense model's and
 above its own val loss (plain cross-entropy) by that share; it is now the cross-entropy, aux its own column.
+A first run stopped and continued to its end never said "now type some text for the model to continue": the hint
+asked whether this command did every step the model has, which a continued run never does.
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -142,3 +144,14 @@ def test_shell_completion_offers_help_which_the_shell_takes_as_a_command():
     assert complete_bash("minitf he") == ["heads", "help"]
     assert "help" in complete_bash("minitf ") and complete_bash("minitf tr") == ["train"]
     assert "help" not in complete_bash("minitf -")
+
+
+# --- the first run, stopped and continued -------------------------------------------------------------------
+def test_a_first_run_stopped_and_continued_to_its_end_says_what_to_try_next(checkpoint_dir):
+    s = tiny_session()
+    stopped = run(s, ":train steps=8", Recorder(stop_after=3))
+    assert stopped.stopped and "now type some text" not in plain(stopped)
+    ended = run(s, ":train")  # the same first run, to its end
+    assert ended.resumed and not ended.stopped
+    assert "now type some text for the model to continue" in plain(ended)
+    assert "now type some text" not in plain(run(s, ":train steps=3"))  # a second run: said once a model

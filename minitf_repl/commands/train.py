@@ -91,6 +91,9 @@ class TrainResult:
     # after :ngram on this data: the bigram counter's and the best counter's val loss, which the chart draws
     counters: list[PlotLevel] = field(default_factory=list)
     learnable: bool = True  # the data has something to learn (random tokens have not: their loss stays at ln V)
+    # the run that ended is the model's first (it began at step 0), though stopped and continued; None: this
+    # command's own steps say (all the model's steps are its)
+    first_run: bool | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -299,6 +302,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
+        first_run=session.trainer.run_start == 0,
     )
 
 
@@ -519,7 +523,8 @@ BLOWN_UP = 1.5  # a val loss above this many times ln V: training made the model
 
 def first_run_done(result: TrainResult) -> bool:
     """The model's first run ended as it should: it has something to show now (the runs after need no hint)."""
-    return (not result.stopped and result.steps == result.total_steps and result.steps > 0 and not blown_up(result)
+    first = result.steps == result.total_steps if result.first_run is None else result.first_run
+    return (not result.stopped and result.run_remaining == 0 and first and result.steps > 0 and not blown_up(result)
             and not stalled(result))
 
 
