@@ -11,6 +11,9 @@ A mixture of experts' train loss held moe_aux_weight x its load-balancing loss, 
 above its own val loss (plain cross-entropy) by that share; it is now the cross-entropy, aux its own column.
 A first run stopped and continued to its end never said "now type some text for the model to continue": the hint
 asked whether this command did every step the model has, which a continued run never does.
+A rebuild of a model that is a checkpoint the user named (`minitf --load run1 set n_heads=1` in a script) wrote a
+kept-<time> copy of it each time; that checkpoint keeps it (an autosave, which later runs rotate away, is copied).
+`minitf --help` said of gen "a line without ':' is a prompt too", true of the REPL alone.
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -155,3 +158,39 @@ def test_a_first_run_stopped_and_continued_to_its_end_says_what_to_try_next(chec
     assert ended.resumed and not ended.stopped
     assert "now type some text for the model to continue" in plain(ended)
     assert "now type some text" not in plain(run(s, ":train steps=3"))  # a second run: said once a model
+
+
+# --- a rebuild of a model that is a named checkpoint -----------------------------------------------------------
+def test_a_rebuild_of_a_model_that_is_a_named_checkpoint_writes_no_copy_of_it(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=3")
+    run(s, ":save mine")
+    result = run(s, ":set n_heads=1")
+    assert result.kept == "mine"
+    assert not [row.name for row in ckpt.list_checkpoints(checkpoint_dir) if row.name.startswith("kept-")]
+    assert "the trained model was kept as checkpoint mine: :load mine brings it back" in " ".join(plain(result).split())
+
+
+def test_a_rebuild_of_a_model_only_an_autosave_holds_keeps_a_copy_no_rotation_removes(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=3")  # autosave: the next four runs' autosaves rotate it away
+    assert run(s, ":set n_heads=1").kept.startswith("kept-")
+
+
+def test_a_one_shot_rebuild_of_a_loaded_checkpoint_writes_no_copy(checkpoint_dir):
+    from test_cli import invoke
+
+    s = tiny_session()
+    run(s, ":train steps=3")
+    run(s, ":save mine")
+    for _ in range(2):
+        result = invoke("--checkpoint-dir", str(checkpoint_dir), "--load", "mine", "set", "n_heads=1")
+        assert result.exit_code == 0, result.output
+    assert not [row.name for row in ckpt.list_checkpoints(checkpoint_dir) if row.name.startswith("kept-")]
+
+
+def test_the_shells_help_for_gen_says_where_a_line_is_a_prompt():
+    from test_cli import invoke
+
+    out = " ".join(invoke("--help").output.replace("│", " ").split())
+    assert "Generate text from a prompt (in the REPL, a line without ':' is one too)." in out, out

@@ -1,4 +1,4 @@
-"""`:gen`: the model continues a prompt (a line without ':' is a prompt too).
+"""`:gen`: the model continues a prompt (in the REPL, a line without ':' is one too).
 
 Tokens stream through the reporter as they are sampled (core.generate); Ctrl-C stops after the
 current token. With show=probs the text is shown once, at the end, each token coloured by the
@@ -70,7 +70,7 @@ class GenResult:
     ablations: list[str] = field(default_factory=list)  # parts :ablate switched off: the text is that model's
 
 
-@command("gen", "Generate text from a prompt (a line without ':' is a prompt too).", params=[
+@command("gen", "Generate text from a prompt (in the REPL, a line without ':' is one too).", params=[
     Param("prompt", str, help="text to continue (default: on a task, one of its held-out questions; else a "
                               "newline, or the vocabulary's first character)",
           positional=True),

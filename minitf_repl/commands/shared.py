@@ -101,7 +101,10 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     loses it.
 
     Weights loaded from a Hugging Face folder and not trained here (step 0) are not copied: the folder
-    keeps them, and `reporter` hears how to load them back.
+    keeps them, and `reporter` hears how to load them back. Nor is a model that, as it stands, is a checkpoint
+    the user named (saved or loaded since its last step): that checkpoint keeps it, and its name is returned, so
+    `minitf --load run1 --set n_layers=2 ...` in a script leaves no copy a run. An autosave is copied all the same:
+    the next runs' autosaves rotate it away.
 
     Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
     the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
@@ -109,7 +112,7 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     under the folder lock (exclusive), so two rebuilds in one second, in one session or two, never
     share a name. Its data files share the bytes of an identical autosave (save_session).
     """
-    from ..core.checkpoint import NameTaken
+    from ..core.checkpoint import MANIFEST, NameTaken
 
     enabled = session.autosave if enabled is None else enabled
     if session.has_model and session.trainer.step == 0 and session.weights_from and reporter is not None:
@@ -118,6 +121,10 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
                         f"{restore(back)} brings them back")
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
+    named = session.last_checkpoint
+    if (named is not None and session.unsaved_step is None and not named.startswith(AUTOSAVE_NAME)
+            and (session.checkpoint_dir / named / MANIFEST).is_file()):
+        return named
     stamp = time.strftime("kept-%Y%m%d-%H%M%S")
     try:
         for n in range(1, KEPT_NAMES + 1):
