@@ -216,7 +216,7 @@ def test_heads_in_the_shell():
     assert ":ablate head=" not in out  # the note on the head the copying needs: only where the model copies
     narrow = text_of(result, 50)
     assert "induction" in narrow and "duplicate" in narrow  # the optional columns go first
-    assert json_document(REGISTRY["heads"], result)["schema"] == "minitf.heads/1"
+    assert json_document(REGISTRY["heads"], result)["schema"] == "minitf.heads/2"
 
     seeded = run(session, ":heads seed=5 layer=1")
     assert [r.layer for r in seeded.heads] == [1] * 4 and seeded.seed == 5 and seeded.tokens != result.tokens

@@ -14,6 +14,8 @@ asked whether this command did every step the model has, which a continued run n
 A rebuild of a model that is a checkpoint the user named (`minitf --load run1 set n_heads=1` in a script) wrote a
 kept-<time> copy of it each time; that checkpoint keeps it (an autosave, which later runs rotate away, is copied).
 `minitf --help` said of gen "a line without ':' is a prompt too", true of the REPL alone.
+:heads called a repeat 0.1 nats under the first copy "copying from context has begun" however few tokens gave it:
+the gap is now taken token by token (the same tokens, read twice) and called copying only past two standard errors.
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -194,3 +196,39 @@ def test_the_shells_help_for_gen_says_where_a_line_is_a_prompt():
 
     out = " ".join(invoke("--help").output.replace("│", " ").split())
     assert "Generate text from a prompt (in the REPL, a line without ':' is one too)." in out, out
+
+
+# --- :heads calls a gap within the noise no copying ------------------------------------------------------------
+def test_the_copy_gain_has_a_standard_error_taken_token_by_token():
+    import math
+
+    import torch
+
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.core.heads import head_roles, repeated_tokens
+    from minitf_repl.core.model import MiniTransformerLM
+
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(vocab_size=20, max_seq_len=16, d_model=16, n_heads=2, n_layers=1,
+                                          d_ff=32)).eval()
+    tokens = repeated_tokens(20, 16, sequences=4, seed=0)
+    roles = head_roles(model, tokens, repeat=8, sweep=False)
+    with torch.no_grad():
+        logits, _ = model(tokens[:, :-1])
+    each = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+    gain = each[:, :7] - each[:, 8:]  # token t of the first copy and the same token in the repeat
+    assert roles.copy_gain_se == pytest.approx(float(gain.std()) / math.sqrt(28), rel=1e-4)
+
+
+def test_a_repeat_lower_by_less_than_its_noise_is_not_called_copying():
+    from minitf_repl.commands.why import heads_reading
+    from minitf_repl.core.heads import ROLES, HeadRoles, HeadScores
+
+    scores = {"previous": 0.1, "current": 0.1, "first": 0.1, "duplicate": 0.1, "induction": 0.03}
+    roles = HeadRoles([[0, 1, 0, 1]], 2, [HeadScores(0, 0, scores, None, carries=0.09)], dict.fromkeys(ROLES, 0.05),
+                      {}, [], 6.19, 6.07, 4.63)
+    noisy = heads_reading(roles, 6.19, 6.07, se=0.09)
+    assert noisy.startswith("no clear copying from context yet: the repeat costs 6.07 nats a token against 6.19 the "
+                            "first time, a gap within the noise of these tokens (two standard errors: 0.18)"), noisy
+    assert heads_reading(roles, 6.19, 6.07, se=0.02).startswith("copying from context has begun")
+    assert heads_reading(roles, 6.19, 6.15, se=0.01).startswith("no copying from context yet")

@@ -73,6 +73,9 @@ class HeadRoles:
     first_copy: float | None  # the mean loss on the first copy's tokens 1..h-1 (None: a given text)
     second_copy: float | None  # the mean loss on the repeat's tokens h+1..2h-1, which context gives away
     chance: float  # ln(vocab_size): the loss of a uniform guess
+    # the standard error of first_copy - second_copy: the same tokens read twice, so the difference is taken token
+    # by token (None: a given text); a gap within about two of them is what another seed's tokens could give
+    copy_gain_se: float | None = None
 
     def named(self, role: str) -> list[HeadScores]:
         """The heads named for `role`, highest score first."""
@@ -204,13 +207,15 @@ def head_roles(model: nn.Module, tokens: torch.Tensor, repeat: int | None = None
     # The loss of each next-token prediction: position t predicts token t + 1.
     logits = logits[:, :-1].float().cpu()
     losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:].cpu(), reduction="none")  # (B, T - 1)
-    first = second = None
+    first = second = se = None
     if repeat is not None:
         first = float(losses[:, : repeat - 1].mean())  # tokens 1..h-1: random, nothing to go on
         second = float(losses[:, repeat:].mean())  # tokens h+1..2h-1 (token h starts the repeat: unguessable)
+        gain = losses[:, : repeat - 1] - losses[:, repeat:]  # the same token t at t and at t + h: paired
+        se = float(gain.std() / math.sqrt(gain.numel())) if gain.numel() > 1 else None
         if sweep and len(heads) <= SWEEP_MOST:
             off = switched_off_losses(model, idx, repeat, [(h.layer, h.head) for h in heads])
             for h, loss in zip(heads, off):
                 h.carries = loss - second
     return HeadRoles(tokens.tolist(), repeat, heads, uniform, queries, losses.mean(0).tolist(), first, second,
-                     math.log(logits.shape[-1]))
+                     math.log(logits.shape[-1]), se)
