@@ -16,6 +16,8 @@ kept-<time> copy of it each time; that checkpoint keeps it (an autosave, which l
 `minitf --help` said of gen "a line without ':' is a prompt too", true of the REPL alone.
 :heads called a repeat 0.1 nats under the first copy "copying from context has begun" however few tokens gave it:
 the gap is now taken token by token (the same tokens, read twice) and called copying only past two standard errors.
+A Llama loaded with a longer window than the lab holds (4,096 positions, cut to 2,048) was written back by `:save
+hf:` as a model of 2,048 positions; the folder's own window is now written back (RoPE: the same weights).
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -232,3 +234,40 @@ def test_a_repeat_lower_by_less_than_its_noise_is_not_called_copying():
                             "first time, a gap within the noise of these tokens (two standard errors: 0.18)"), noisy
     assert heads_reading(roles, 6.19, 6.07, se=0.02).startswith("copying from context has begun")
     assert heads_reading(roles, 6.19, 6.15, se=0.01).startswith("no copying from context yet")
+
+
+# --- a Llama's own window, written back --------------------------------------------------------------------------
+def test_a_llama_loaded_with_a_longer_window_than_the_lab_holds_is_saved_with_its_own(tmp_path, monkeypatch,
+                                                                                     checkpoint_dir):
+    """RoPE serves any length with the same weights, so the lab cuts a long window to what it holds (MAX_CONTEXT);
+    a folder written back said the cut length, and transformers then took the model for a shorter one."""
+    import json
+
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from minitf_repl.core.bpe import train_bpe
+    from minitf_repl.core.hf import llama
+
+    text = "the cat sat on the mat; the dog sat on the log.\n" * 30
+    path = tmp_path / "long"
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=270, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0))
+    model.save_pretrained(path)
+    train_bpe(text, 270).tokenizer.save(str(path / "tokenizer.json"))
+    monkeypatch.setattr(llama, "MAX_CONTEXT", 32)  # a lab that holds 32 positions, a folder of 64
+
+    s = tiny_session()
+    loaded = run(s, f":load hf:{path}")
+    assert loaded.context == 64 and s.model_config.max_seq_len == 32
+    run(s, f":save hf:{tmp_path / 'out'}")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["max_position_embeddings"] == 64
+    run(s, ":save kept_here")  # through a lab checkpoint and back: it still came from the folder
+    run(s, ":load kept_here")
+    run(s, f":save hf:{tmp_path / 'again'}")
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["max_position_embeddings"] == 64
+    run(s, ":set max_seq_len=16")  # RoPE: a shorter window keeps the weights; the folder's is still 64
+    run(s, f":save hf:{tmp_path / 'short'}")
+    assert json.loads((tmp_path / "short" / "config.json").read_text())["max_position_embeddings"] == 64

@@ -80,12 +80,26 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
     if not session.has_model:
         raise _no_model(spec)
     start = time.perf_counter()
-    model_type = save_folder(session.model, session.data.tokenizer, folder)
+    model_type = save_folder(session.model, session.data.tokenizer, folder, context=_folder_context(session))
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
     return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=size,
                       seconds=time.perf_counter() - start, replaced=False, architecture=model_type,
                       ablations=switched_off(session))
+
+
+def _folder_context(session: Session) -> int | None:
+    """The window of the Hugging Face folder the model's weights came from (max_position_embeddings), read again
+    from the folder, a lab checkpoint keeping where the weights came from; None where none is known or the folder
+    is gone (the export then writes max_seq_len)."""
+    from ..core.hf import hf_path, read_config
+
+    folder = hf_path(session.weights_from) if session.weights_from else None
+    try:
+        own = read_config(folder).get("max_position_embeddings") if folder is not None else None
+    except (UserError, OSError, ValueError):
+        return None
+    return own if isinstance(own, int) and not isinstance(own, bool) and own > 0 else None
 
 
 @render.register(SaveResult)

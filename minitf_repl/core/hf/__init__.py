@@ -207,12 +207,17 @@ def export_type(config: ModelConfig) -> str:
                       "save a lab checkpoint instead", fix={name: wanted})
 
 
-def save_folder(model, tokenizer, path: Path) -> str:
+def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:
     """Write `model` (and its tokenizer) as a Hugging Face folder; returns the architecture written.
 
+    `context`: the window of the folder the weights came from, where the lab cut it (a RoPE model's weights
+    serve any length, so max_seq_len may be shorter than what they were trained for): written back as the
+    model's max_position_embeddings when longer than max_seq_len, else a round trip would shrink the model.
     The folder is written whole into a temporary sibling and renamed into place, so a failure leaves
     nothing half-written; an existing non-empty folder is refused (nothing is overwritten).
     """
+    from ..variants import position_kind
+
     from safetensors.torch import save_file
 
     path = Path(path).expanduser()
@@ -228,7 +233,10 @@ def save_folder(model, tokenizer, path: Path) -> str:
         raise CheckpointError(f"cannot write in {parent}: {e.strerror or e}; choose a writable place") from None
     try:
         save_file(arch.hf_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / CONFIG).write_text(json.dumps(arch.hf_config(model.config), indent=2) + "\n")
+        hf = arch.hf_config(model.config)
+        if context is not None and not position_kind(model.config).learned:  # no table of positions to outgrow
+            hf["max_position_embeddings"] = max(hf["max_position_embeddings"], context)
+        (tmp / CONFIG).write_text(json.dumps(hf, indent=2) + "\n")
         tk = tokenizer.tokenizer if tokenizer.kind == "bpe" else characters_as_tokenizer(tokenizer.itos)
         tk.save(str(tmp / TOKENIZER))
         # transformers' AutoTokenizer reads tokenizer.json through the class this names
