@@ -18,6 +18,8 @@ kept-<time> copy of it each time; that checkpoint keeps it (an autosave, which l
 the gap is now taken token by token (the same tokens, read twice) and called copying only past two standard errors.
 A Llama loaded with a longer window than the lab holds (4,096 positions, cut to 2,048) was written back by `:save
 hf:` as a model of 2,048 positions; the folder's own window is now written back (RoPE: the same weights).
+`:plot what=lens_rank` of a lens whose true token stayed rank 1 labelled its axis 0.95, 1 and 1.05; a flat whole
+number now gets a band of 1 each side.
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -271,3 +273,21 @@ def test_a_llama_loaded_with_a_longer_window_than_the_lab_holds_is_saved_with_it
     run(s, ":set max_seq_len=16")  # RoPE: a shorter window keeps the weights; the folder's is still 64
     run(s, f":save hf:{tmp_path / 'short'}")
     assert json.loads((tmp_path / "short" / "config.json").read_text())["max_position_embeddings"] == 64
+
+
+# --- a flat whole-number curve -------------------------------------------------------------------------------------
+def test_a_flat_chart_of_whole_numbers_labels_whole_numbers():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.chart import Curve, chart
+
+    def labels(drawn):
+        console = Console(file=io.StringIO(), width=40, color_system=None)
+        console.print(drawn)
+        return [line.split("┤")[0].strip() for line in console.file.getvalue().splitlines() if "┤" in line]
+
+    assert labels(chart([Curve("embed", [0, 10, 20], [1.0, 1.0, 1.0], "●", "")], 40, 5)) == ["2", "1", "0"]
+    # a constant rate keeps its band of a tenth
+    assert labels(chart([Curve("lr", [0, 10], [1e-3, 1e-3], "●", "")], 40, 5)) == ["0.00105", "0.001", "0.00095"]

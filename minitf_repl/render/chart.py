@@ -158,7 +158,9 @@ def _y_range(values: list[float], baseline: float | None, levels: list[Level]):
     kept = [level.value for level in levels] + ([baseline] if baseline is not None else [])
     y0, y1 = min([y0, *kept]), max([y1, *kept])
     if y1 - y0 < 1e-12:  # a flat line: a band of a tenth of its size around it (a constant rate of 1e-3 is not on 0)
-        half = 0.05 * abs(y0) if y0 else 0.5
+        # a whole number (a rank, a count) a band of 1 each side: the lens's rank 1 throughout read 0.95 to 1.05,
+        # as if a rank could lie between
+        half = 1.0 if y0 == round(y0) and y0 else 0.05 * abs(y0) if y0 else 0.5
         y0, y1 = y0 - half, y1 + half
     return y0, y1, baseline, levels
 
