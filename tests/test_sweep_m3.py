@@ -101,9 +101,11 @@ def test_text_that_starts_with_no_command_word_gets_no_such_hint():
 
 
 # --- one word that is an option's choice -----------------------------------------------------------------------
-@pytest.mark.parametrize("line, said", [(":lens mid", "'mid' is read as the prompt; for the option, type :lens at=mid"),
-                                        (":ln ln_2", "'ln_2' is read as the prompt; for the option, type :ln which=ln_2"),
-                                        (":gen probs n=2", "for the option, type :gen show=probs")])
+@pytest.mark.parametrize("line, said", [
+    (":lens mid", "'mid' is read as the prompt; for the option, type :lens at=mid"),
+    (":ln ln_2", "'ln_2' is read as the prompt; for the option, type :ln which=ln_2"),
+    (":gen probs n=2", "for the option, type :gen show=probs"),
+])  # fmt: skip
 def test_a_lone_word_that_is_an_options_choice_is_text_and_the_option_is_named(line, said):
     recorder = Recorder()
     try:
