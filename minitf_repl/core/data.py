@@ -645,6 +645,9 @@ def read_text_file(path: str | Path) -> str:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
+    # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
+    # an old Mac's lone "\r") kept would be a symbol of the vocabulary, which :gen writes as "\r" at each line's end
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         raise DataError(f"{shown} is empty; give a file that contains text")
     return text
