@@ -21,3 +21,25 @@ def test_a_file_with_crlf_or_cr_line_endings_reads_as_newlines(tmp_path, ending)
     assert "\r" not in data.tokenizer.itos  # it was a symbol the model learned to write: :gen showed "\r" on each line
     assert data.text == (line.decode() + "\n") * 20
     assert data.info().chars == 20 * (len(line) + 1) and data.info().vocab_size == len(set(line.decode() + "\n"))
+
+
+# --- what a file that cannot be read is said to be ------------------------------------------------------------------
+@pytest.mark.parametrize("encoding, bom", [("utf-16", None), ("utf-16-be", "\ufeff"), ("utf-32", None)])
+def test_a_utf16_or_utf32_file_is_said_to_be_that_not_binary(tmp_path, encoding, bom):
+    path = tmp_path / "notepad.txt"
+    path.write_bytes(((bom or "") + "hello world, in the encoding Notepad once saved " * 5).encode(encoding))
+    with pytest.raises(DataError) as e:
+        load_data(str(path))
+    message = str(e.value)
+    assert "binary" not in message and "UTF-" in message and "convert it to UTF-8" in message  # it said "looks binary"
+
+
+def test_a_file_of_whitespace_only_is_not_called_empty(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_text("  \n\n\t\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_data(str(path))
+    assert "is empty" not in str(e.value) and "whitespace" in str(e.value)  # 7 bytes of it were called "empty"
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(DataError, match="is empty"):
+        load_data(str(tmp_path / "empty.txt"))

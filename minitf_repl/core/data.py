@@ -637,6 +637,9 @@ def read_text_file(path: str | Path) -> str:
         raw = p.read_bytes()
     except OSError as e:  # unreadable, a name too long, ...
         raise DataError(f"cannot read {shown}: {e.strerror}; check the path and its permissions") from None
+    for mark, encoding in _WIDE_BOMS:  # what Notepad saved as "Unicode": text, two or four bytes a character
+        if raw.startswith(mark) and b"\x00" in raw and _decodes(raw, encoding):
+            raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8")
     if b"\x00" in raw:
         raise DataError(f"{shown} looks binary (it contains NUL bytes); give a UTF-8 text file")
     try:
@@ -649,8 +652,22 @@ def read_text_file(path: str | Path) -> str:
     # an old Mac's lone "\r") kept would be a symbol of the vocabulary, which :gen writes as "\r" at each line's end
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
-        raise DataError(f"{shown} is empty; give a file that contains text")
+        what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
+        raise DataError(f"{shown} {what}; give a file that contains text")
     return text
+
+
+def _decodes(raw: bytes, encoding: str) -> bool:
+    try:
+        raw.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# UTF-32's marks first: UTF-32-LE's starts with UTF-16-LE's
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+              (b"\xfe\xff", "UTF-16"))
 
 
 def _clip(text: str, width: int = 80) -> str:
