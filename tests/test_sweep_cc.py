@@ -43,3 +43,26 @@ def test_a_file_of_whitespace_only_is_not_called_empty(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     with pytest.raises(DataError, match="is empty"):
         load_data(str(tmp_path / "empty.txt"))
+
+
+# --- a spec that is no file: a URL, a corpus with a size -----------------------------------------------------------
+def test_a_url_as_the_data_says_urls_are_not_read_and_keeps_the_url_whole():
+    with pytest.raises(DataError) as e:
+        load_data("https://example.com/texts/poems.txt")
+    message = str(e.value)
+    assert "https://example.com/texts/poems.txt" in message  # it said "no such file: https:/example.com/..."
+    assert "no such file" not in message and "download" in message
+
+
+@pytest.mark.parametrize("spec", ["pydoc:1", "shakespeare:2"])
+def test_a_corpus_with_a_size_says_the_corpus_takes_none(spec):
+    with pytest.raises(DataError) as e:
+        load_data(spec)
+    name = spec.partition(":")[0]
+    assert "no such file" not in str(e.value) and f"{name} takes no size" in str(e.value)
+
+
+def test_a_file_named_like_a_corpus_with_a_size_is_still_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pydoc:1").write_text("a file of its own, with a name like a corpus " * 20, encoding="utf-8")
+    assert load_data("pydoc:1").name == "pydoc:1"
