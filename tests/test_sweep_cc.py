@@ -66,3 +66,39 @@ def test_a_file_named_like_a_corpus_with_a_size_is_still_read(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pydoc:1").write_text("a file of its own, with a name like a corpus " * 20, encoding="utf-8")
     assert load_data("pydoc:1").name == "pydoc:1"
+
+
+# --- the download's errors say what went wrong --------------------------------------------------------------------
+def test_a_download_answered_404_says_the_server_answered_not_connect_to_the_internet(tmp_path, monkeypatch):
+    import http.server
+    import threading
+
+    class Missing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404, "File not found")
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Missing)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/input.txt"
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", url)
+    try:
+        with pytest.raises(DataError) as e:
+            load_data("shakespeare")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    message = str(e.value)
+    assert url in message and "404" in message and "MINITF_SHAKESPEARE_URL" in message
+    assert "connect to the internet" not in message  # the server answered: the connection was there
+
+
+def test_a_shakespeare_url_that_is_no_url_says_to_check_the_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", "input.txt")
+    with pytest.raises(DataError) as e:
+        load_data("shakespeare")
+    assert "MINITF_SHAKESPEARE_URL" in str(e.value) and "connect to the internet" not in str(e.value)

@@ -567,10 +567,21 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
             payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
     except DataError:
         raise
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
+    except urllib.error.HTTPError as e:  # the server answered: the connection is there, the URL is what is wrong
         raise DataError(
-            f"could not download tiny Shakespeare from {url} ({reason}); connect to the internet, "
+            f"could not download tiny Shakespeare from {url}: the server answered {e.code} {e.reason}; check the URL "
+            "(MINITF_SHAKESPEARE_URL), or download that file yourself and give its path as the data"
+        ) from None
+    except ValueError as e:  # urllib's "unknown url type": a MINITF_SHAKESPEARE_URL that is no URL
+        raise DataError(
+            f"could not download tiny Shakespeare from {url} ({e}); set MINITF_SHAKESPEARE_URL to an http(s) URL, "
+            "or download that file yourself and give its path as the data"
+        ) from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        where = "connect to the internet" if url == SHAKESPEARE_URL else "check the URL (MINITF_SHAKESPEARE_URL)"
+        raise DataError(
+            f"could not download tiny Shakespeare from {url} ({reason}); {where}, "
             "or download that file yourself and give its path as the data"
         ) from None
     if _sha256(payload) != SHAKESPEARE_SHA256:
