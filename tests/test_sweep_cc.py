@@ -102,3 +102,40 @@ def test_a_shakespeare_url_that_is_no_url_says_to_check_the_setting(tmp_path, mo
     with pytest.raises(DataError) as e:
         load_data("shakespeare")
     assert "MINITF_SHAKESPEARE_URL" in str(e.value) and "connect to the internet" not in str(e.value)
+
+
+# --- what :data says of the model and the tokenizer ------------------------------------------------------------------
+def _texts(tmp_path, times=20):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("the cat sat on the mat. " * times, encoding="utf-8")
+    b.write_text("mat on the sat cat the. " * times, encoding="utf-8")  # the same characters: the same vocabulary
+    return str(a), str(b)
+
+
+def test_data_of_the_same_vocabulary_after_training_says_the_trained_model_stays(tmp_path):
+    a, b = _texts(tmp_path)
+    s = tiny_session(a)
+    run(s, ":train steps=3")
+    result = run(s, f":data {b}")
+    assert not result.rebuilt and s.trainer.step == 3 and result.model_step == 3
+    text = plain(result)
+    assert "step 3" in text and "stays" in text  # it said only "data is now b.txt": was the model reset?
+    assert run(s, ":data").model_step is None  # no switch: nothing to say
+
+
+def test_data_before_any_training_says_nothing_of_a_model(tmp_path):
+    a, b = _texts(tmp_path)
+    s = tiny_session(a)
+    result = run(s, f":data {b}")
+    assert result.model_step is None and "stays" not in plain(result)
+
+
+def test_data_names_the_tokenizer_that_reads_the_text(tmp_path):
+    a, _ = _texts(tmp_path, times=200)
+    s = tiny_session(a)
+    assert run(s, ":data").info.tokenizer == "characters, 11 tokens"
+    assert "tokenizer characters, 11 tokens" in plain(run(s, ":data"))
+    run(s, ":set tokenizer=bpe:260")
+    result = run(s, ":data")
+    assert result.info.tokenizer.startswith("byte-level BPE") and "tokenizer byte-level BPE" in plain(result)
+    assert run(s, ":data sort:4").info.tokenizer == "characters, 12 tokens"

@@ -459,11 +459,12 @@ class DataResult:
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
     spec: str = ""  # the data as :data and --data take it (sort:3, a file's path): the name alone drops the :3
+    model_step: int | None = None  # a switch that kept the trained model (the same vocabulary): the step it goes on from
 
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help="|".join(spec_forms()) + "|a file path", positional=True,
-                       complete=complete_data)], json_version=3)  # fmt: skip
+                       complete=complete_data)], json_version=4)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
@@ -471,7 +472,9 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     spec = name.strip()
     data = load_checked(session, spec)
     rebuilt, kept, recipe_changes = switch_data(session, spec, data, reporter)
-    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec)
+    step = session.trainer.step if session.has_model and not rebuilt else 0
+    return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec,
+                      model_step=step or None)
 
 
 def render_kept(console: Console, kept: str | None) -> None:
@@ -488,6 +491,8 @@ def render_data(result: DataResult, console: Console) -> None:
         rows.append(("characters", fmt.whole(info.chars)))
     elif info.chars:
         rows.append(("characters", f"{info.chars} per example"))
+    if info.tokenizer:
+        rows.append(("tokenizer", info.tokenizer))
     # a character tokenizer's vocabulary is the text's distinct symbols; a BPE's, its tokens (bytes and merges)
     rows.append(("vocabulary", count(info.vocab_size, "symbol" if info.unit == "character" else info.unit)))
     if info.train_tokens is not None and info.val_tokens is not None:
@@ -510,6 +515,9 @@ def render_data(result: DataResult, console: Console) -> None:
     elif result.changed:
         # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
         say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
+        if result.model_step:  # the same vocabulary: the weights go on, as :train then does (step N in total)
+            note(console, f"the model trained to step {result.model_step:,} stays (the vocabulary is the same): "
+                          f"{cmd('train')} goes on training it on {info.name}")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
                       f"before that command, e.g. {given_before('train', '--data', result.spec)}")

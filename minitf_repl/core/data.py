@@ -110,6 +110,7 @@ class DataInfo:
     train_tokens: int | None
     val_tokens: int | None
     unit: str = "character"  # what one token is: a character, or a subword token of a BPE (the tokenizer's unit)
+    tokenizer: str = ""  # the tokenizer that reads it, in words: "characters, 65 tokens", "byte-level BPE, 512 tokens"
 
 
 def _id_dtype(vocab_size: int) -> torch.dtype:
@@ -153,7 +154,7 @@ class TextCorpus:
     def info(self) -> DataInfo:
         return DataInfo(
             self.name, "corpus", self.description, len(self.text), self.tokenizer.vocab_size,
-            len(self.splits["train"]), len(self.splits["val"]), self.tokenizer.unit,
+            len(self.splits["train"]), len(self.splits["val"]), self.tokenizer.unit, self.tokenizer.describe(),
         )
 
     def retokenized(self, tokenizer) -> "TextCorpus":
@@ -335,7 +336,8 @@ class Task:
 
     # --- batches -----------------------------------------------------------------------------
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "task", self.description, self.seq_len + 1, self.tokenizer.vocab_size, None, None)
+        return DataInfo(self.name, "task", self.description, self.seq_len + 1, self.tokenizer.vocab_size, None, None,
+                        tokenizer=self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
         if max_seq_len < self.seq_len:
@@ -413,7 +415,8 @@ class RandomTokens:
         self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None)
+        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
+                        tokenizer=self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
         pass
@@ -451,7 +454,8 @@ class RepeatedTokens:
         self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None)
+        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
+                        tokenizer=self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
         if (max_seq_len + 1) // 2 < self.REPEAT_SHORTEST:
@@ -531,7 +535,7 @@ class VocabOnly:
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "vocabulary", self.description, 0, self.tokenizer.vocab_size, None, None,
-                        self.tokenizer.unit)
+                        self.tokenizer.unit, self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
         pass  # any context fits: there are no windows to cut
