@@ -120,7 +120,8 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     NAME name ...`, which brings its own data and settings); the REPL has that model already and leaves it out.
     """
     if syntax() == REPL:
-        words = [f":{name}", *map(str, positional), *(f"{k}={setting_text(v)}" for k, v in options.items())]
+        words = [f":{name}", *(_repl_text(p) if isinstance(p, Text) else str(p) for p in positional),
+                 *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(words)
     if name == "set" and positional and not options and not any("=" in str(p) for p in positional):
         return " ".join([*_minitf(), "set", *map(str, positional)])  # names alone: the settings shown, nothing set
@@ -132,7 +133,8 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     if name == "help":
         return f"minitf {positional[0]} --help" if positional else "minitf --help"
     words = _minitf(load) + [name]
-    words += [shlex.quote(str(p)) if " " in str(p) else str(p) for p in positional]
+    words += [_shell_text(p) if isinstance(p, Text) else shlex.quote(str(p)) if " " in str(p) else str(p)
+              for p in positional]
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
@@ -140,6 +142,30 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
         else:
             words += [flag, setting_text(value)]
     return " ".join(words)
+
+
+class Text(str):
+    """Text a command reads as its words (a prompt), never as options or syntax: cmd writes it so that the line gives
+    it back whole. The views' sample (commands.base.sample_prompt) is one: the data's own text, which can be code
+    (`  x=1\n`). Other positional values (`:compare lr=0.01 lr=0.02`) are a command's syntax and go as they are."""
+
+
+def _repl_text(text: str) -> str:
+    """Text as a REPL line reads it back: as it is where its words say it (`:gen the cat`), else in double quotes
+    with the parser's escapes (parsing._tokenize): text with a newline, a tab, spaces at its ends or two in a row, a
+    quote, a backslash, or a word the parser would take as an option (x=1, --x)."""
+    plain = " ".join(text.split()) == text and not any(ch in text for ch in "\"'\\")
+    if plain and not any("=" in word or word.startswith("-") for word in text.split()):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def _shell_text(text: str) -> str:
+    """Text as one shell word: quoted where it needs it; a newline or a tab as bash's $'...' escapes, so that the
+    line stays one line."""
+    if "\n" in text or "\t" in text:
+        return "$'" + "".join({"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t"}.get(ch, ch) for ch in text) + "'"
+    return shlex.quote(text)
 
 
 def named(name: str) -> str:

@@ -139,3 +139,44 @@ def test_data_names_the_tokenizer_that_reads_the_text(tmp_path):
     result = run(s, ":data")
     assert result.info.tokenizer.startswith("byte-level BPE") and "tokenizer byte-level BPE" in plain(result)
     assert run(s, ":data sort:4").info.tokenizer == "characters, 12 tokens"
+
+
+# --- an example line made of the data's text reads back as that text ------------------------------------------------
+def _code_session(tmp_path):
+    path = tmp_path / "code.txt"
+    path.write_text("  x=1\n\ty = 'a'\n" * 40, encoding="utf-8")  # no sentence in it: the views' sample is its start
+    return tiny_session(str(path))
+
+
+def test_an_example_prompt_of_code_reads_back_as_that_text_in_the_repl(tmp_path):
+    from minitf_repl.commands.base import sample_prompt
+    from minitf_repl.core.errors import UserError
+    from test_commands import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    s = _code_session(tmp_path)
+    sample = sample_prompt(s.data)
+    assert "\n" in sample and "=" in sample and sample != sample.strip()
+    with pytest.raises(UserError) as e:
+        run(s, ":tok")
+    message = str(e.value)
+    assert "\n" not in message  # the example broke the one-line error over lines
+    line = message.split("e.g. ", 1)[1]
+    command, args = parse_line(line, REGISTRY)
+    assert command.name == "tok" and args["text"] == sample  # it read as ":tok x=1 ..." (x= an option) or lost spaces
+
+
+def test_an_example_prompt_of_code_reads_back_as_that_text_in_the_shell(tmp_path):
+    import shlex
+    import subprocess
+
+    from minitf_repl.commands.base import sample_prompt
+    from minitf_repl.syntax import SHELL, cmd, speaking
+
+    s = _code_session(tmp_path)
+    sample = sample_prompt(s.data)
+    with speaking(SHELL):
+        line = cmd("tok", sample)
+    assert "\n" not in line
+    words = subprocess.run(["bash", "-c", f"printf '%s\\0' {line}"], capture_output=True, text=True).stdout
+    assert words.split("\0")[:-1][-1] == sample
