@@ -180,3 +180,42 @@ def test_an_example_prompt_of_code_reads_back_as_that_text_in_the_shell(tmp_path
     assert "\n" not in line
     words = subprocess.run(["bash", "-c", f"printf '%s\\0' {line}"], capture_output=True, text=True).stdout
     assert words.split("\0")[:-1][-1] == sample
+
+
+# --- a BPE trained on one text, kept to read another ---------------------------------------------------------------
+def test_data_read_by_a_bpe_trained_on_other_text_says_so(tmp_path):
+    import random
+
+    from test_commands import Recorder
+
+    rng = random.Random(1)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text(" ".join(rng.choice("the cat sat on a mat and ran home".split()) for _ in range(800)))
+    second.write_text(" ".join(rng.choice("zebras quickly jumped over lazy foxes".split()) for _ in range(800)))
+    s = tiny_session(str(first))
+    run(s, ":set tokenizer=bpe:280")
+    hooks = Recorder()
+    run(s, f":data {second}", hooks)
+    said = " ".join(hooks.notices)
+    assert "first.txt" in said and f"tokenizer={s.tokenizer_setting}" in said  # silent: the BPE "trained on the data's text" was not
+    back = Recorder()
+    run(s, f":data {first}", back)  # the text it was trained on: nothing to say
+    assert not any("first.txt" in n for n in back.notices)
+
+
+def test_set_tokenizer_of_the_same_size_trains_a_bpe_on_the_new_text(tmp_path):
+    import random
+
+    rng = random.Random(2)
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text(" ".join(rng.choice("the cat sat on a mat and ran home".split()) for _ in range(800)))
+    second.write_text(" ".join(rng.choice("zebras quickly jumped over lazy foxes".split()) for _ in range(800)))
+    s = tiny_session(str(first))
+    run(s, ":set tokenizer=bpe:280")
+    setting = s.tokenizer_setting
+    run(s, f":data {second}")
+    before = s.data.tokens_per_char()
+    result = run(s, f":set tokenizer={setting}")  # what the notice says to type: it did nothing (the same setting)
+    assert s.data.tokens_per_char() < before and "now read as" in plain(result)
+    assert "nothing changed" not in plain(result)
+    assert s.data.tokenizer.trained_on[0] == "second.txt"

@@ -34,7 +34,7 @@ from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
 from .base import REGISTRY, command, complete_data
-from .shared import keep_trained_model, load_checked, read_with, recipe_line, switch_data
+from .shared import bpe_trained_elsewhere, keep_trained_model, load_checked, read_with, recipe_line, switch_data
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -251,13 +251,15 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
               if followed else None}
     model, train = new[ModelConfig], new[TrainConfig]
     reading = None  # (tokenizer, the data read by it) when the tokenizer changes
-    if new[DataConfig].tokenizer != current[DataConfig].tokenizer:
+    # a BPE kept from other text by a switch of data: bpe:N of its own size trains one on this text all the same
+    elsewhere = "tokenizer" in given and bpe_trained_elsewhere(session.tokenizer, session.loaded_data) is not None
+    if new[DataConfig].tokenizer != current[DataConfig].tokenizer or elsewhere:
         reading = read_with(session.data, new[DataConfig].tokenizer, reporter,
                             fix=f"choose text data first, e.g. {cmd('data', 'pydoc')}")  # on disk: no download
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
         reading[1].check_fits(model.max_seq_len)
-        if new[DataConfig] == current[DataConfig]:  # bpe:5000 where the text gives 2,540 again: the same tokenizer
+        if new[DataConfig] == current[DataConfig] and not elsewhere:  # bpe:5000 giving 2,540 again: the same one
             reading = None
     elif model.max_seq_len != session.model_config.max_seq_len:
         unread = session.loaded_data is None
@@ -413,7 +415,7 @@ def render_set(result: SetResult, console: Console) -> None:
         render_setting_help(shown, console)
     if result.shown:
         return
-    if not result.changed:
+    if not result.changed and not result.tokenizer:  # bpe:N again on a new text: the same setting, a new tokenizer
         note(console, "nothing changed")
     for key, (old, new) in result.changed.items():
         say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))

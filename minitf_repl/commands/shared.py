@@ -160,6 +160,11 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
     if reporter is not None and session.tokenizer_setting != before:  # a task drops a subword tokenizer (use_data)
         reporter.notice(f"tokenizer: {before} -> {session.tokenizer_setting}: a task is questions and answers of "
                         "characters, and the next text is read by characters too")
+    if reporter is not None and (elsewhere := bpe_trained_elsewhere(session.tokenizer, data)) is not None:
+        reporter.notice(f"{data.name} is read by the model's tokenizer, a BPE trained on {elsewhere}'s text "
+                        f"({1 / data.tokens_per_char('train'):.2f} characters a token here); "
+                        f"{cmd('set', tokenizer=session.tokenizer_setting)} trains one on {data.name}'s and rebuilds "
+                        "the model")
     return rebuilt, kept, recipe_changes
 
 
@@ -192,6 +197,17 @@ def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
 
 
+def bpe_trained_elsewhere(tokenizer, data) -> str | None:
+    """The name of the text a BPE of :set tokenizer=bpe:N was trained on, where `data` (a text it now reads, the
+    switch of data having kept it for the model's embedding) is another; else None (characters, a Hugging Face
+    model's tokenizer, a BPE reading its own text)."""
+    trained_on = getattr(tokenizer, "trained_on", None)
+    split_text = getattr(data, "split_text", None)
+    if trained_on is None or split_text is None or trained_on == (data.name, hash(split_text("train"))):
+        return None
+    return trained_on[0]
+
+
 def read_with(data, value: str, reporter, fix: str):
     """(tokenizer, `data`'s text read by it) for the tokenizer setting `value` (the tokenizer None: characters).
 
@@ -210,6 +226,8 @@ def read_with(data, value: str, reporter, fix: str):
     if n is not None and len(data.split_text("train")) < 2:
         raise UserError(f"{data.name} has too little training text to train a tokenizer on; choose a longer text")
     tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
+    if tokenizer is not None:  # the text it was trained on: a switch of data keeps it (bpe_trained_elsewhere)
+        tokenizer.trained_on = (data.name, hash(data.split_text("train")))
     if tokenizer is not None and tokenizer.own_size < n:
         reporter.notice(f"the training text has pairs enough for {count(tokenizer.own_size, 'token')} only, "
                         f"not {n:,}: the tokenizer has {tokenizer.own_size:,}")
