@@ -219,3 +219,17 @@ def test_set_tokenizer_of_the_same_size_trains_a_bpe_on_the_new_text(tmp_path):
     assert s.data.tokens_per_char() < before and "now read as" in plain(result)
     assert "nothing changed" not in plain(result)
     assert s.data.tokenizer.trained_on[0] == "second.txt"
+
+
+# --- :mistakes on a short validation text ------------------------------------------------------------------------------
+def test_mistakes_on_a_short_val_split_lists_each_hard_prediction_once(tmp_path):
+    path = tmp_path / "tiny.txt"
+    path.write_text("hello there, general kenobi! " * 3, encoding="utf-8")  # 9 characters of val: 5 windows of 4
+    s = tiny_session(str(path))
+    run(s, ":set max_seq_len=4")
+    run(s, ":train steps=2")
+    found = run(s, ":mistakes").text
+    rows = [(h.before, h.actual, h.p) for h in found.hardest]
+    assert len(rows) == len(set(rows))  # the same " k" after the same text, 8 times over
+    val = s.data.split_text("val")
+    assert len(rows) == 10 and all(h.before in val for h in found.hardest)

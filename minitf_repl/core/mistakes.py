@@ -106,6 +106,22 @@ def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 
                         wrong_at.float().mean(dim=0).tolist(), first_wrong)
 
 
+def _distinct(x, y, order: list[int], T: int, show: int, causal: bool) -> list[int]:
+    """The first `show` of `order` (indices w * T + t, the hardest first) that are distinct predictions: windows are
+    drawn at random, so a short validation text gives the same window, or with a causal mask the same text before a
+    token, again and again; each would be listed once more (the same " k" after the same text, eight times)."""
+    seen, chosen = set(), []
+    for k in order:
+        if len(chosen) == show:
+            break
+        w, t = divmod(k, T)
+        key = (tuple(x[w, : t + 1].tolist()) if causal else (tuple(x[w].tolist()), t), int(y[w, t]))
+        if key not in seen:
+            seen.add(key)
+            chosen.append(k)
+    return chosen
+
+
 def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: int = 10) -> TextMistakes:
     """The hardest next tokens of `windows` validation windows (drawn from generator seed `seed`)."""
     x, y = data.get_batch("val", windows, model.config.max_seq_len, torch.Generator().manual_seed(seed))
@@ -128,10 +144,10 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
     counted = (y >= 0).flatten()
     flat = nll.flatten()[counted]
     where = torch.nonzero(counted).flatten()  # flat's index -> the window's (w * T + t)
-    top = where[torch.topk(flat, min(show, flat.numel())).indices].tolist()
     tokenizer, itos = data.tokenizer, data.tokenizer.itos  # a token as the views show it (core.bpe: with its space)
     hardest = []
-    for k in top:
+    for k in _distinct(x, y, where[torch.argsort(flat, descending=True, stable=True)].tolist(), T, show,
+                       causal=model.config.causal):
         w, t = divmod(k, T)
         start = max(0, t + 1 - CONTEXT_TOKENS)
         before = decode_after(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
