@@ -233,3 +233,27 @@ def test_mistakes_on_a_short_val_split_lists_each_hard_prediction_once(tmp_path)
     assert len(rows) == len(set(rows))  # the same " k" after the same text, 8 times over
     val = s.data.split_text("val")
     assert len(rows) == 10 and all(h.before in val for h in found.hardest)
+
+
+# --- a folder as the data ---------------------------------------------------------------------------------------------
+def test_a_folder_as_the_data_names_a_text_file_in_it(tmp_path):
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / ".hidden.txt").write_text("a hidden file " * 20)
+    (folder / "a.bin").write_bytes(b"\x00\x01\x02" * 50)
+    (folder / "sub" / "deep.txt").write_text("deeper " * 20)
+    (folder / "poem.txt").write_text("a poem of my own " * 20)
+    with pytest.raises(DataError) as e:
+        load_data(str(folder))
+    assert str(folder / "poem.txt") in str(e.value)  # "give the path of a text file inside it": which?
+    with pytest.raises(DataError) as e:
+        load_data(str(tmp_path / "notes" / "sub"))
+    assert str(folder / "sub" / "deep.txt") in str(e.value)
+
+
+def test_an_empty_folder_as_the_data_says_it_holds_no_text_file(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    with pytest.raises(DataError) as e:
+        load_data(str(tmp_path / "empty"))
+    assert "inside it" not in str(e.value) and "no text file" in str(e.value)

@@ -640,7 +640,10 @@ def read_text_file(path: str | Path) -> str:
         if not p.exists():
             raise DataError(f"no such file: {shown}; give the path of a UTF-8 text file, or one of {', '.join(CORPORA + TASKS)}")
         if p.is_dir():
-            raise DataError(f"{shown} is a directory; give the path of a UTF-8 text file inside it")
+            example = _text_file_in(p)
+            raise DataError(f"{shown} is a directory; the data is one text file: give its path, e.g. "
+                            f"{_clip(str(example), 200)}" if example else
+                            f"{shown} is a directory with no text file in it; give the path of a UTF-8 text file")
         if not p.is_file():
             raise DataError(f"{shown} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
         size = p.stat().st_size
@@ -670,6 +673,30 @@ def read_text_file(path: str | Path) -> str:
         what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
         raise DataError(f"{shown} {what}; give a file that contains text")
     return text
+
+
+def _text_file_in(folder: Path, most: int = 1000) -> Path | None:
+    """The first file of `folder` (by name, hidden ones and subfolders aside, `most` entries looked at) that reads as
+    UTF-8 text at its start, or None: the example a folder given as the data is answered with."""
+    import codecs
+    import itertools
+
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for e in itertools.islice(entries, most)
+                           if not e.name.startswith(".") and e.is_file())
+        for name in names:
+            with open(folder / name, "rb") as f:
+                head = f.read(4096)
+            try:  # an incremental decoder: a character cut at the 4,096th byte is no error
+                codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+            except UnicodeDecodeError:
+                continue
+            if head.strip() and b"\x00" not in head:
+                return folder / name
+    except OSError:
+        pass
+    return None
 
 
 def _decodes(raw: bytes, encoding: str) -> bool:
