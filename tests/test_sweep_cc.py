@@ -257,3 +257,25 @@ def test_an_empty_folder_as_the_data_says_it_holds_no_text_file(tmp_path):
     with pytest.raises(DataError) as e:
         load_data(str(tmp_path / "empty"))
     assert "inside it" not in str(e.value) and "no text file" in str(e.value)
+
+
+# --- a text too short for the window ----------------------------------------------------------------------------------
+def test_a_text_too_short_for_the_window_says_what_would_fit(tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog. " * 3, encoding="utf-8")  # 135: 122 / 14 (13 + 1)
+    data = load_data(str(path))
+    with pytest.raises(DataError) as e:
+        data.check_fits(64)
+    message = str(e.value)
+    assert "validation" in message and "14 characters" in message  # "its smaller split": which, of what?
+    assert "max_seq_len=13 or less" in message and "641 characters" in message
+    data.check_fits(13)
+
+
+def test_a_text_whose_validation_split_is_one_character_does_not_suggest_a_smaller_window(tmp_path):
+    path = tmp_path / "hi.txt"
+    path.write_text("hi there", encoding="utf-8")  # 7 / 1: no window of one token or more fits its val split
+    with pytest.raises(DataError) as e:
+        load_data(str(path)).check_fits(64)
+    assert "smaller max_seq_len" not in str(e.value) and "max_seq_len=" not in str(e.value)  # it could not help
+    assert "641 characters" in str(e.value)

@@ -162,11 +162,18 @@ class TextCorpus:
         return TextCorpus(self.name, self.text, self.description, tokenizer)
 
     def check_fits(self, max_seq_len: int) -> None:
-        shortest = min(len(self.splits["train"]), len(self.splits["val"]))
+        split = min(("val", "train"), key=lambda name: len(self.splits[name]))
+        shortest = len(self.splits[split])
         if shortest < max_seq_len + 1:
+            which = "validation split (the last 10%)" if split == "val" else "training split (the first 90%)"
+            # the fixes that work: a window of shortest - 1 tokens where one of 1 or more fits, and the characters a
+            # text needs for this window (a character a token; a subword tokenizer's count is the text's to say)
+            longer = (f"a text of at least {count(_chars_for(max_seq_len + 1), 'character')}"
+                      if self.tokenizer.kind == "char" else "a longer text")
             raise DataError(
-                f"{self.name} is too short: its smaller split has {count(shortest, self.tokenizer.unit)}, and one "
-                f"window needs max_seq_len + 1 = {max_seq_len + 1}; use a longer text or a smaller max_seq_len"
+                f"{self.name} is too short: its {which} has {count(shortest, self.tokenizer.unit)}, and one window "
+                f"needs max_seq_len + 1 = {max_seq_len + 1}; use {longer}"
+                + (f", or max_seq_len={shortest - 1} or less" if shortest >= 2 else "")
             )
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
@@ -175,6 +182,14 @@ class TextCorpus:
         starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
         windows = data[starts[:, None] + torch.arange(max_seq_len + 1)].long()  # (B, T + 1): one window a row
         return windows[:, :-1], windows[:, 1:]  # x, and y = x shifted by one: the next token at each position
+
+
+def _chars_for(tokens: int) -> int:
+    """The fewest characters whose 90/10 split (TextCorpus.cut) gives both splits `tokens` characters or more."""
+    length = 10 * tokens - 10
+    while min(int(0.9 * length), length - int(0.9 * length)) < tokens:
+        length += 1
+    return length
 
 
 def val_tokens_per_char(data) -> float | None:
