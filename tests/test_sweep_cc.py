@@ -279,3 +279,37 @@ def test_a_text_whose_validation_split_is_one_character_does_not_suggest_a_small
         load_data(str(path)).check_fits(64)
     assert "smaller max_seq_len" not in str(e.value) and "max_seq_len=" not in str(e.value)  # it could not help
     assert "641 characters" in str(e.value)
+
+
+# --- a cache folder that cannot be written ------------------------------------------------------------------------------
+def test_a_download_that_cannot_be_kept_in_the_cache_is_one_clear_error(tmp_path, monkeypatch):
+    import http.server
+    import threading
+
+    payload = b"tiny but checked " * 10
+
+    class Serve(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Serve)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    import hashlib
+
+    monkeypatch.setattr(core_data, "SHAKESPEARE_SHA256", hashlib.sha256(payload).hexdigest())
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path / "a-file" / "cache"))  # under a file: no folder can be made
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", f"http://127.0.0.1:{httpd.server_address[1]}/input.txt")
+    try:
+        with pytest.raises(DataError) as e:  # it was "internal error: NotADirectoryError"
+            core_data.fetch_shakespeare()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert "MINITF_CACHE_DIR" in str(e.value) and "a-file" in str(e.value)

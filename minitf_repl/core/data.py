@@ -12,6 +12,7 @@ negative control: uniformly random tokens that no model can learn, so its loss s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -608,10 +609,17 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
             f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {count(len(payload), 'byte')}); "
             "check the URL (MINITF_SHAKESPEARE_URL) or use a local file by path"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(f".tmp{os.getpid()}-{os.urandom(4).hex()}")  # two downloads at once: two names
-    tmp.write_bytes(payload)
-    os.replace(tmp, target)  # never leave a half-written file under the final name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(payload)
+        os.replace(tmp, target)  # never leave a half-written file under the final name
+    except OSError as e:  # a cache folder under a file, read-only, full
+        with contextlib.suppress(OSError):  # a half-written copy (a full disk) goes
+            tmp.unlink(missing_ok=True)
+        raise DataError(f"downloaded tiny Shakespeare, but could not keep it in {_clip(str(target.parent))} "
+                        f"({e.strerror or e}); set MINITF_CACHE_DIR to a folder you can write, or save the file "
+                        "yourself and give its path as the data") from None
     return target
 
 
