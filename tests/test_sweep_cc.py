@@ -313,3 +313,10 @@ def test_a_download_that_cannot_be_kept_in_the_cache_is_one_clear_error(tmp_path
         httpd.shutdown()
         httpd.server_close()
     assert "MINITF_CACHE_DIR" in str(e.value) and "a-file" in str(e.value)
+
+
+def test_two_files_as_the_data_say_the_data_is_one_file(tmp_path):
+    a, b = _texts(tmp_path)
+    with pytest.raises(DataError) as e:
+        load_data(f"{a} {b}")
+    assert "no such file" not in str(e.value) and "one file" in str(e.value)  # both exist: "no such file" misled

@@ -813,6 +813,10 @@ def load_data(spec: str, tokenizer=None):
                             "and give its path (tiny Shakespeare is the data shakespeare: minitf downloads it)")
         if name in CORPORA:
             raise DataError(f"{name} takes no size (:{_clip(arg, 20)}): it is one text; give {name} alone")
+        parts = spec.split()
+        if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
+            raise DataError(f"the data is one file, and {_clip(spec)} names {len(parts)}; give one, or join them into "
+                            "one text file first")
     text = read_text_file(spec)
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()})", tokenizer)
