@@ -320,3 +320,16 @@ def test_two_files_as_the_data_say_the_data_is_one_file(tmp_path):
     with pytest.raises(DataError) as e:
         load_data(f"{a} {b}")
     assert "no such file" not in str(e.value) and "one file" in str(e.value)  # both exist: "no such file" misled
+
+
+# --- :checks init on a validation text of a few characters ----------------------------------------------------------
+def test_checks_init_on_a_val_split_of_one_prediction_is_not_a_failure(tmp_path):
+    from minitf_repl.core.checks import Skipped
+
+    path = tmp_path / "t20.txt"
+    path.write_text("abcdefghijklmnopqrst", encoding="utf-8")  # 18 / 2: one next token to score, "s" -> "t"
+    s = tiny_session(str(path))
+    run(s, ":set max_seq_len=1")
+    result = run(s, ":checks init")
+    assert result.init is None or result.init.passed  # FAIL: one token's -ln p, 5.8% from ln 20, "a broken init"
+    assert any(isinstance(k, Skipped) and k.name == "init" and "1 next token" in k.why for k in result.skipped)
