@@ -333,3 +333,19 @@ def test_checks_init_on_a_val_split_of_one_prediction_is_not_a_failure(tmp_path)
     result = run(s, ":checks init")
     assert result.init is None or result.init.passed  # FAIL: one token's -ln p, 5.8% from ln 20, "a broken init"
     assert any(isinstance(k, Skipped) and k.name == "init" and "1 next token" in k.why for k in result.skipped)
+
+
+# --- a prompt typed in another Unicode form than the text's --------------------------------------------------------------
+@pytest.mark.parametrize("data_form, prompt_form", [("NFD", "NFC"), ("NFC", "NFD")])
+def test_a_prompt_of_the_same_letters_in_another_unicode_form_reads(tmp_path, data_form, prompt_form):
+    import unicodedata
+
+    path = tmp_path / "french.txt"
+    path.write_text(unicodedata.normalize(data_form, "le café est très bon, déjà vu. ") * 30, encoding="utf-8")
+    s = tiny_session(str(path))
+    prompt = unicodedata.normalize(prompt_form, "café")
+    ids = s.data.tokenizer.encode(prompt)  # "1 character not in the vocabulary: 'é'", of a text full of é
+    assert s.data.tokenizer.decode(ids) == unicodedata.normalize(data_form, "café")
+    assert run(s, f":gen {prompt} n=3 gen_seed=1").n_tokens == 3
+    with pytest.raises(DataError, match="not in the vocabulary"):  # a letter the text lacks in any form
+        s.data.tokenizer.encode("cafè!?")

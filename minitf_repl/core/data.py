@@ -83,6 +83,13 @@ class CharTokenizer:
 
     def encode(self, text: str) -> list[int]:
         unknown = sorted({ch for ch in text if ch not in self.stoi})
+        if unknown:  # "é" typed (one character, NFC) where the text writes "e" and an accent (NFD), or the reverse
+            import unicodedata
+
+            for form in ("NFC", "NFD"):
+                same = unicodedata.normalize(form, text)  # the same text, by Unicode's canonical equivalence
+                if all(ch in self.stoi for ch in same):
+                    return [self.stoi[ch] for ch in same]
         if unknown:
             shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             raise DataError(
