@@ -34,7 +34,7 @@ from rich.console import Console
 
 from . import __version__
 from .commands import REGISTRY
-from .core.catalog import CORPORA, TASKS
+from .core.catalog import CORPORA, TASKS, no_file_named
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
@@ -409,7 +409,9 @@ def missing_data_file(spec: str) -> str | None:
     """'no such file: PATH' where the data spec names no built-in data and no file exists there, else None. Said at
     the prompt's start: the data loads (with torch) only when a command needs it, so a mistyped `--data` path went
     unsaid until the first :train, after the settings had been typed. Only what a stat tells: core.data says the
-    rest."""
+    rest, and a spec that is no file of another kind (a URL, pydoc:2, two files) as core.data says it."""
+    if (problem := no_file_named(spec)) is not None:
+        return problem
     name = spec.strip().partition(":")[0]
     if not spec.strip() or name in CORPORA + TASKS:
         return None

@@ -349,3 +349,13 @@ def test_a_prompt_of_the_same_letters_in_another_unicode_form_reads(tmp_path, da
     assert run(s, f":gen {prompt} n=3 gen_seed=1").n_tokens == 3
     with pytest.raises(DataError, match="not in the vocabulary"):  # a letter the text lacks in any form
         s.data.tokenizer.encode("cafè!?")
+
+
+def test_the_shells_start_says_what_a_url_or_a_corpus_with_a_size_is_as_data_does():
+    from minitf_repl.repl import missing_data_file
+
+    for spec in ("https://example.com/poems.txt", "pydoc:2"):
+        said = missing_data_file(spec)  # "no such file: https://..." at the start, "is a URL" at the first :data
+        with pytest.raises(DataError) as e:
+            load_data(spec)
+        assert said == str(e.value) and "no such file" not in said

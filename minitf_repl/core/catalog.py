@@ -7,6 +7,7 @@ The shell completes these names, and its help and messages list them, before tor
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 CORPORA = ("pydoc", "shakespeare")  # text: a 90/10 train/validation split of one document
@@ -38,3 +39,30 @@ def known_as(spec: str) -> str:
     except (OSError, ValueError):  # unreadable, a name too long, a NUL in it: core.data says what is wrong
         pass
     return spec
+
+
+def no_file_named(spec: str) -> str | None:
+    """What a spec that is no built-in data and names no file is instead, in a message with its fix, or None (a file
+    of that name exists, or the spec is a mistyped path: "no such file" says that). Path would read https://x as
+    https:/x, and two paths or a corpus with a size were each "no such file" of the whole spec."""
+    spec = spec.strip()
+    name, _, arg = spec.partition(":")
+    try:
+        if os.path.lexists(Path(spec).expanduser()):
+            return None
+        if "://" in spec:
+            return (f"{_clip(spec)} is a URL, and minitf reads data from a file on disk; download it yourself and "
+                    "give its path (tiny Shakespeare is the data shakespeare: minitf downloads it)")
+        if name in CORPORA and arg:
+            return f"{name} takes no size (:{_clip(arg, 20)}): it is one text; give {name} alone"
+        parts = spec.split()
+        if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
+            return (f"the data is one file, and {_clip(spec)} names {len(parts)}; give one, or join them into one "
+                    "text file first")
+    except (OSError, ValueError):  # a name too long, a NUL in it: core.data says what is wrong
+        pass
+    return None
+
+
+def _clip(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

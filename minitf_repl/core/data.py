@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS
+from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .paths import cache_dir
@@ -814,16 +814,8 @@ def load_data(spec: str, tokenizer=None):
         if not 1 <= size <= 30:
             raise DataError(f"{name} takes a size from 1 to 30, got {size}")
         return Task(name, size)
-    if not os.path.lexists(Path(spec).expanduser()):  # a file of that name is read as it is: else say what it is
-        if "://" in spec:  # Path would read https://x as https:/x, and say no such file
-            raise DataError(f"{_clip(spec)} is a URL, and minitf reads data from a file on disk; download it yourself "
-                            "and give its path (tiny Shakespeare is the data shakespeare: minitf downloads it)")
-        if name in CORPORA:
-            raise DataError(f"{name} takes no size (:{_clip(arg, 20)}): it is one text; give {name} alone")
-        parts = spec.split()
-        if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
-            raise DataError(f"the data is one file, and {_clip(spec)} names {len(parts)}; give one, or join them into "
-                            "one text file first")
+    if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
+        raise DataError(problem)
     text = read_text_file(spec)
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()})", tokenizer)
