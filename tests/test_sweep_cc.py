@@ -359,3 +359,15 @@ def test_the_shells_start_says_what_a_url_or_a_corpus_with_a_size_is_as_data_doe
         with pytest.raises(DataError) as e:
             load_data(spec)
         assert said == str(e.value) and "no such file" not in said
+
+
+def test_data_from_the_shell_does_not_say_a_bare_train_goes_on_with_the_new_data(tmp_path):
+    from minitf_repl.syntax import SHELL, speaking
+
+    a, b = _texts(tmp_path)
+    s = tiny_session(a)
+    run(s, ":train steps=3")
+    result = run(s, f":data {b}")
+    with speaking(SHELL):  # `minitf --load autosave data b.txt`: the session, and the switch, end with the command
+        text = plain(result)
+    assert "train goes on training it on" not in text and "--data" in text

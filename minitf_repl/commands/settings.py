@@ -517,7 +517,9 @@ def render_data(result: DataResult, console: Console) -> None:
     elif result.changed:
         # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
         say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
-        if result.model_step:  # the same vocabulary: the weights go on, as :train then does (step N in total)
+        # the same vocabulary: the weights go on, as :train then does (step N in total); from the shell the session
+        # ends with this command, and the line below says how a train takes the data
+        if result.model_step and syntax() != SHELL:
             note(console, f"the model trained to step {result.model_step:,} stays (the vocabulary is the same): "
                           f"{cmd('train')} goes on training it on {info.name}")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
