@@ -120,7 +120,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     NAME name ...`, which brings its own data and settings); the REPL has that model already and leaves it out.
     """
     if syntax() == REPL:
-        words = [f":{name}", *(_repl_text(p) if isinstance(p, Text) else str(p) for p in positional),
+        words = [f":{name}", *(_repl_text(p) if isinstance(p, PromptText) else str(p) for p in positional),
                  *(f"{k}={setting_text(v)}" for k, v in options.items())]
         return " ".join(words)
     if name == "set" and positional and not options and not any("=" in str(p) for p in positional):
@@ -133,7 +133,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     if name == "help":
         return f"minitf {positional[0]} --help" if positional else "minitf --help"
     words = _minitf(load) + [name]
-    words += [_shell_text(p) if isinstance(p, Text) else shlex.quote(str(p)) if " " in str(p) else str(p)
+    words += [_shell_text(p) if isinstance(p, PromptText) else shlex.quote(str(p)) if " " in str(p) else str(p)
               for p in positional]
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
@@ -144,7 +144,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     return " ".join(words)
 
 
-class Text(str):
+class PromptText(str):
     """Text a command reads as its words (a prompt), never as options or syntax: cmd writes it so that the line gives
     it back whole. The views' sample (commands.base.sample_prompt) is one: the data's own text, which can be code
     (`  x=1\n`). Other positional values (`:compare lr=0.01 lr=0.02`) are a command's syntax and go as they are."""

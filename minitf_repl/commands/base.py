@@ -23,7 +23,7 @@ from ..core.words import count
 from ..parsing import CLEAR
 from ..registry import Param, Registry, clip
 from ..render.words import note
-from ..syntax import Text, cmd
+from ..syntax import PromptText, cmd
 
 REGISTRY = Registry()
 command = REGISTRY.command
@@ -132,7 +132,7 @@ def sample_window(data) -> tuple[int, str]:
 def sample_prompt(data) -> str:
     """A short, typical input: a sentence's start from the validation text, or one held-out task question."""
     if getattr(data, "splits", None) is not None:  # a corpus (tasks and random tokens have no fixed text)
-        return Text(sample_window(data)[1])  # Text: an example line quotes it where its words would not say it
+        return PromptText(sample_window(data)[1])  # an example line quotes it where its words would not say it
     if hasattr(data, "sample_questions"):  # a task
         import torch
 
