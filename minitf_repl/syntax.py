@@ -147,7 +147,8 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
 class PromptText(str):
     """Text a command reads as its words (a prompt), never as options or syntax: cmd writes it so that the line gives
     it back whole. The views' sample (commands.base.sample_prompt) is one: the data's own text, which can be code
-    (`  x=1` and a newline). Other positional values (`:compare lr=0.01 lr=0.02`) are a command's syntax and go as they are."""
+    (`  x=1` and a newline). Other positional values (`:compare lr=0.01 lr=0.02`) are a command's syntax: as they
+    are."""
 
 
 def _repl_text(text: str) -> str:
