@@ -197,7 +197,7 @@ def test_data_read_by_a_bpe_trained_on_other_text_says_so(tmp_path):
     hooks = Recorder()
     run(s, f":data {second}", hooks)
     said = " ".join(hooks.notices)
-    assert "first.txt" in said and f"tokenizer={s.tokenizer_setting}" in said  # silent: the BPE "trained on the data's text" was not
+    assert "first.txt" in said and f"tokenizer={s.tokenizer_setting}" in said  # it said nothing
     back = Recorder()
     run(s, f":data {first}", back)  # the text it was trained on: nothing to say
     assert not any("first.txt" in n for n in back.notices)
@@ -221,7 +221,7 @@ def test_set_tokenizer_of_the_same_size_trains_a_bpe_on_the_new_text(tmp_path):
     assert s.data.tokenizer.trained_on[0] == "second.txt"
 
 
-# --- :mistakes on a short validation text ------------------------------------------------------------------------------
+# --- :mistakes on a short validation text --------------------------------------------------------------------
 def test_mistakes_on_a_short_val_split_lists_each_hard_prediction_once(tmp_path):
     path = tmp_path / "tiny.txt"
     path.write_text("hello there, general kenobi! " * 3, encoding="utf-8")  # 9 characters of val: 5 windows of 4
@@ -281,7 +281,7 @@ def test_a_text_whose_validation_split_is_one_character_does_not_suggest_a_small
     assert "641 characters" in str(e.value)
 
 
-# --- a cache folder that cannot be written ------------------------------------------------------------------------------
+# --- a cache folder that cannot be written --------------------------------------------------------------------
 def test_a_download_that_cannot_be_kept_in_the_cache_is_one_clear_error(tmp_path, monkeypatch):
     import http.server
     import threading
@@ -335,7 +335,7 @@ def test_checks_init_on_a_val_split_of_one_prediction_is_not_a_failure(tmp_path)
     assert any(isinstance(k, Skipped) and k.name == "init" and "1 next token" in k.why for k in result.skipped)
 
 
-# --- a prompt typed in another Unicode form than the text's --------------------------------------------------------------
+# --- a prompt typed in another Unicode form than the text's ----------------------------------------------------
 @pytest.mark.parametrize("data_form, prompt_form", [("NFD", "NFC"), ("NFC", "NFD")])
 def test_a_prompt_of_the_same_letters_in_another_unicode_form_reads(tmp_path, data_form, prompt_form):
     import unicodedata

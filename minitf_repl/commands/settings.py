@@ -461,7 +461,7 @@ class DataResult:
     kept: str | None = None  # the checkpoint the trained model was saved as before the rebuild
     recipe: dict[str, tuple] = field(default_factory=dict)  # core.recipes: {setting: [before, after]} that followed the data
     spec: str = ""  # the data as :data and --data take it (sort:3, a file's path): the name alone drops the :3
-    model_step: int | None = None  # a switch that kept the trained model (the same vocabulary): the step it goes on from
+    model_step: int | None = None  # a switch that kept the trained model (the same vocabulary): the step it is at
 
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
