@@ -371,3 +371,18 @@ def test_data_from_the_shell_does_not_say_a_bare_train_goes_on_with_the_new_data
     with speaking(SHELL):  # `minitf --load autosave data b.txt`: the session, and the switch, end with the command
         text = plain(result)
     assert "train goes on training it on" not in text and "--data" in text
+
+
+# --- the recipe a file of one's own trains with ------------------------------------------------------------------------
+def test_a_file_takes_the_default_recipe_and_is_not_said_to_have_its_own(tmp_path):
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.session import Session
+    from test_commands import TINY
+
+    a, _ = _texts(tmp_path)
+    s = Session(ModelConfig(**TINY), data_spec="pydoc", device_name="cpu")
+    run(s, ":set optimizer=adamw")  # AdamW's rate for pydoc, 6e-3
+    result = run(s, f":data {a}")  # AdamW's rate for data without a recipe of its own, 3e-3
+    assert result.recipe == {"lr": (6e-3, 3e-3)}
+    text = plain(result)
+    assert "recipe for a.txt" not in text and "default recipe" in text  # core/recipes.py has none for a.txt

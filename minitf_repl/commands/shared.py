@@ -172,7 +172,18 @@ def recipe_line(spec: str, changes: dict) -> str:
     """The training settings that followed the data's recipe, in one line."""
     moved = ", ".join(f"{name} {before:g} -> {after:g}" if isinstance(after, float) else f"{name} {before} -> {after}"
                       for name, (before, after) in changes.items())
-    return f"training settings follow the recipe for {spec} (core/recipes.py): {moved}"
+    return f"training settings follow {_recipe_named(spec)} (core/recipes.py): {moved}"
+
+
+def _recipe_named(spec: str) -> str:
+    """The recipe a line names: the data's own (shakespeare), an optimizer's ("adamw on pydoc"), or for data that has
+    none of its own (a file, a task) the default one it trains with: "the recipe for notes.txt" named one that is
+    not there."""
+    from ..core.recipes import RECIPES, data_name
+
+    if " on " in spec or data_name(spec) in RECIPES:
+        return f"the recipe for {spec}"
+    return f"the default recipe, which {spec} trains with (it has none of its own)"
 
 
 # Below this many steps a run is a smoke test (train a little, then look inside), where the schedule's shape does
