@@ -673,7 +673,8 @@ def read_text_file(path: str | Path) -> str:
             example = _text_file_in(p)
             raise DataError(f"{shown} is a directory; the data is one text file: give its path, e.g. "
                             f"{_clip(str(example), 200)}" if example else
-                            f"{shown} is a directory with no text file in it; give the path of a UTF-8 text file")
+                            f"{shown} is a directory with no text file directly in it; give the path of a UTF-8 "
+                            "text file")
         if not p.is_file():
             raise DataError(f"{shown} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
         size = p.stat().st_size
