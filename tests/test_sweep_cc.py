@@ -386,3 +386,19 @@ def test_a_file_takes_the_default_recipe_and_is_not_said_to_have_its_own(tmp_pat
     assert result.recipe == {"lr": (6e-3, 3e-3)}
     text = plain(result)
     assert "recipe for a.txt" not in text and "default recipe" in text  # core/recipes.py has none for a.txt
+
+
+def test_a_checkpoint_trained_on_a_crlf_file_before_line_endings_were_read_as_newlines_still_finds_its_data(tmp_path):
+    from types import SimpleNamespace
+
+    from minitf_repl.core.checkpoint.loading import checkpoint_data
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.core.data import TextCorpus, VocabOnly
+
+    path = tmp_path / "windows.txt"
+    path.write_bytes(b"the quick brown fox jumps over the lazy dog\r\n" * 20)
+    vocab = "".join(sorted(set(path.read_bytes().decode())))  # "\r" in it: what such a checkpoint holds
+    saved = SimpleNamespace(data_spec=str(path), tokenizer=None, vocab=vocab, model_config=ModelConfig(max_seq_len=16))
+    data = checkpoint_data(saved)
+    assert not isinstance(data, VocabOnly) and isinstance(data, TextCorpus)  # "its vocabulary changed": it had not
+    assert data.tokenizer.vocab == vocab and "\r\n" in data.text

@@ -663,7 +663,9 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_text_file(path: str | Path) -> str:
+def read_text_file(path: str | Path, line_endings: bool = False) -> str:
+    """The text of a UTF-8 file, its line endings read as "\n" (`line_endings`: kept as they are, for a checkpoint
+    whose vocabulary holds the "\r" of a file read before they were), or a DataError that says what is wrong."""
     p = Path(path).expanduser()
     shown = _clip(str(p))
     try:
@@ -699,7 +701,8 @@ def read_text_file(path: str | Path) -> str:
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
     # an old Mac's lone "\r") kept would be a symbol of the vocabulary, which :gen writes as "\r" at each line's end
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not line_endings:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
         raise DataError(f"{shown} {what}; give a file that contains text")
@@ -791,11 +794,12 @@ def lasting_spec(spec: str) -> str:
         return spec
 
 
-def load_data(spec: str, tokenizer=None):
+def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`,
     `repeat[:V]`, or a path.
 
-    `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters."""
+    `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters. `line_endings`: a
+    file's "\r" kept (read_text_file)."""
     spec = spec.strip()
     if not spec:
         raise DataError(f"no data named; choose one of {', '.join(CORPORA + TASKS)} or a file path")
@@ -817,7 +821,7 @@ def load_data(spec: str, tokenizer=None):
         return Task(name, size)
     if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
         raise DataError(problem)
-    text = read_text_file(spec)
+    text = read_text_file(spec, line_endings)
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()})", tokenizer)
     return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}", tokenizer)

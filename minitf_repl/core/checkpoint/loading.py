@@ -488,6 +488,16 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
     except UserError as e:
         return VocabOnly(name, vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
     tokenizer = getattr(data, "tokenizer", None)
+    if (load is None and tokenizer is not None and tokenizer.vocab != checkpoint.vocab
+            and "\r" in checkpoint.vocab and "\r" not in tokenizer.vocab):
+        # trained on a file whose "\r\n" was read as two characters, before core.data read every line ending as
+        # "\n": the same file, read as it was then
+        try:
+            again = load_data(spec, checkpoint.tokenizer, line_endings=True)
+            again.check_fits(checkpoint.model_config.max_seq_len)
+            data, tokenizer = again, again.tokenizer
+        except UserError:
+            pass
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
         return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data
