@@ -402,3 +402,16 @@ def test_a_checkpoint_trained_on_a_crlf_file_before_line_endings_were_read_as_ne
     data = checkpoint_data(saved)
     assert not isinstance(data, VocabOnly) and isinstance(data, TextCorpus)  # "its vocabulary changed": it had not
     assert data.tokenizer.vocab == vocab and "\r\n" in data.text
+
+
+def test_data_that_rebuilds_the_model_says_the_parts_switched_off_are_on_again(tmp_path):
+    from test_commands import Recorder
+
+    a, _ = _texts(tmp_path)
+    s = tiny_session(a)
+    run(s, ":train steps=2")
+    run(s, ":ablate head=0.0")
+    hooks = Recorder()
+    result = run(s, ":data sort:4", hooks)  # another vocabulary: a new model, every part on (as :set says it)
+    assert result.rebuilt and not s.ablations
+    assert any("head 0.0" in n and "every part on" in n for n in hooks.notices)  # it went without a word

@@ -34,7 +34,8 @@ from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
 from .base import REGISTRY, command, complete_data
-from .shared import bpe_trained_elsewhere, keep_trained_model, load_checked, read_with, recipe_line, switch_data
+from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, read_with, recipe_line,
+                     switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -285,8 +286,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     rebuilt = session.use_tokenizer(*reading) if reading else False
     rebuilt = session.set_model_config(model) or rebuilt
     if rebuilt and off:
-        reporter.notice(f"{', '.join(off)} {'was' if len(off) == 1 else 'were'} switched off in the old model; the new "
-                        f"one has every part on ({cmd('ablate', 'WHAT')} switches them off again once it has trained)")
+        reporter.notice(ablations_gone(off))
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")

@@ -155,8 +155,11 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
     """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
     the training settings that followed the data's recipe: {setting: (before, after)})."""
     kept = keep_trained_model(session, reporter=reporter) if session.rebuild_needed(data=data) else None
+    off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces
     before = session.tokenizer_setting
     rebuilt, recipe_changes = session.use_data(spec, data)
+    if reporter is not None and rebuilt and off:  # as :set says it
+        reporter.notice(ablations_gone(off))
     if reporter is not None and session.tokenizer_setting != before:  # a task drops a subword tokenizer (use_data)
         reporter.notice(f"tokenizer: {before} -> {session.tokenizer_setting}: a task is questions and answers of "
                         "characters, and the next text is read by characters too")
@@ -166,6 +169,12 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
                         f"{cmd('set', tokenizer=session.tokenizer_setting)} trains one on {data.name}'s and rebuilds "
                         "the model")
     return rebuilt, kept, recipe_changes
+
+
+def ablations_gone(off: list[str]) -> str:
+    """What a rebuild (:set, :data) did to the parts :ablate had switched off in the old model, in one line."""
+    return (f"{', '.join(off)} {'was' if len(off) == 1 else 'were'} switched off in the old model; the new one has "
+            f"every part on ({cmd('ablate', 'WHAT')} switches them off again once it has trained)")
 
 
 def recipe_line(spec: str, changes: dict) -> str:
