@@ -415,3 +415,10 @@ def test_data_that_rebuilds_the_model_says_the_parts_switched_off_are_on_again(t
     result = run(s, ":data sort:4", hooks)  # another vocabulary: a new model, every part on (as :set says it)
     assert result.rebuilt and not s.ablations
     assert any("head 0.0" in n and "every part on" in n for n in hooks.notices)  # it went without a word
+
+
+@pytest.mark.parametrize("spec, meant", [("Shakespeare", "shakespeare"), ("SORT:3", "sort:3"), ("Pydoc", "pydoc")])
+def test_built_in_data_in_capitals_is_answered_with_its_name(spec, meant):
+    with pytest.raises(DataError) as e:
+        load_data(spec)
+    assert f"did you mean {meant}?" in str(e.value)  # "no such file: Shakespeare; ... or one of ..., shakespeare"

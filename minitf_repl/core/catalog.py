@@ -55,6 +55,8 @@ def no_file_named(spec: str) -> str | None:
                     "give its path (tiny Shakespeare is the data shakespeare: minitf downloads it)")
         if name in CORPORA and arg:
             return f"{name} takes no size (:{_clip(arg, 20)}): it is one text; give {name} alone"
+        if name not in CORPORA + TASKS and name.lower() in CORPORA + TASKS:  # the names are lower case
+            return f"no such file: {_clip(spec)}; did you mean {name.lower()}{':' + arg if arg else ''}?"
         parts = spec.split()
         if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
             return (f"the data is one file, and {_clip(spec)} names {len(parts)}; give one, or join them into one "
