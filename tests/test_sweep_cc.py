@@ -422,3 +422,15 @@ def test_built_in_data_in_capitals_is_answered_with_its_name(spec, meant):
     with pytest.raises(DataError) as e:
         load_data(spec)
     assert f"did you mean {meant}?" in str(e.value)  # "no such file: Shakespeare; ... or one of ..., shakespeare"
+
+
+def test_a_prompt_in_capitals_on_a_lower_case_text_says_the_text_has_them_in_lower_case(tmp_path):
+    a, _ = _texts(tmp_path)  # "the cat sat on the mat. ": no capitals
+    with pytest.raises(DataError) as e:
+        load_data(a).tokenizer.encode("The Cat")
+    message = str(e.value)
+    assert message.startswith("2 characters not in the vocabulary: 'C' 'T'")
+    assert "in lower case" in message and "'c' 't'" in message  # the fix a learner needs: "the cat"
+    with pytest.raises(DataError) as e:
+        load_data(a).tokenizer.encode("The Cat!")  # '!' has no case: no such hint
+    assert "lower case" not in str(e.value)

@@ -92,10 +92,16 @@ class CharTokenizer:
                     return [self.stoi[ch] for ch in same]
         if unknown:
             shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            them = "it" if len(unknown) == 1 else "them"
+            # "The Cat" on a text in lower case: the letters are there, in the other case
+            other = [ch.swapcase() for ch in unknown]
+            case = ("lower" if all(ch.isupper() for ch in unknown) else "upper" if all(ch.islower() for ch in unknown)
+                    else "the other")
+            has = (f" (the text has {them} in {case} case: {' '.join(repr(ch) for ch in other[:10])})"
+                   if all(len(ch) == 1 and ch != up and ch in self.stoi for ch, up in zip(other, unknown)) else "")
             raise DataError(
-                f"{count(len(unknown), 'character')} not in the vocabulary: {shown}; "
-                f"remove {'it' if len(unknown) == 1 else 'them'}, or train on data that contains "
-                f"{'it' if len(unknown) == 1 else 'them'}"
+                f"{count(len(unknown), 'character')} not in the vocabulary: {shown}{has}; "
+                f"remove {them}, or train on data that contains {them}"
             )
         return [self.stoi[ch] for ch in text]
 
