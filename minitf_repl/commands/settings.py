@@ -132,7 +132,7 @@ class SettingHelp:
     valid: str  # the valid range in words ("> 0", "in [0, 1)"), "" when any value of its kind is
     default: object  # its value in a new session (before a data's recipe)
     now: object  # the session's value
-    rebuilds: bool  # a model setting whose change rebuilds the model (weights reset)
+    rebuilds: bool  # a model setting whose change rebuilds the model now (weights reset): not rope_base without rope
     commands: list[str]  # other commands that take it as an option of the same name ("train")
     refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
     recipe: str | None = None  # whose recipe the value now is, where that differs from the default: "muon on shakespeare"
@@ -160,7 +160,8 @@ def setting_help(session: Session, key: str) -> SettingHelp | None:
         valid = ", ".join(filter(None, [valid, f"at most {spec.limit:,}"]))
     return SettingHelp(spec.name, spec.aliases, spec.section, spec.help, kind + ("|none" if spec.nullable else ""),
                        valid, spec.default, setting_value(session, spec),
-                       spec.section == "model" and not spec.in_place and spec.derived_from is None, others,
+                       spec.section == "model" and not spec.in_place and spec.derived_from is None
+                       and session.model_config.builds_from(spec.name), others,
                        param.refusal, source)
 
 

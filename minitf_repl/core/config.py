@@ -291,6 +291,12 @@ class ModelConfig(Settings):
             built["max_seq_len"] = None
         return built
 
+    def builds_from(self, name: str) -> bool:
+        """Whether the model built from this config reads setting `name`, so that a change of it alone may build other
+        weights: not max_seq_len without a learned table, rope_base without rope, experts_per_token without experts
+        (as_built leaves those out)."""
+        return self.as_built()[name] is not None
+
     def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
             raise ConfigError(

@@ -1,0 +1,35 @@
+"""What a user's-eye sweep of the settings (`:set`, `:config`, `--set`) found: each test failed before its fix.
+
+`:set max_seq_len` and `:help max_seq_len` said "the model is rebuilt, weights reset" for a model whose positions
+learn no table (rope), whose weights a new window keeps; so did `:set rope_base` without rope and `:set
+experts_per_token` without experts.
+"""
+
+from minitf_repl.commands.settings import setting_help
+from test_commands import run, tiny_session
+from test_render import plain
+
+
+# --- `:set KEY` says "the model is rebuilt" only where a change of KEY rebuilds this model -------------------------
+def test_set_key_says_the_weights_reset_only_where_a_change_of_it_rebuilds_this_model():
+    s = tiny_session()
+    run(s, ":train steps=1")
+    assert setting_help(s, "max_seq_len").rebuilds  # a learned table has a row per position
+    assert not setting_help(s, "rope_base").rebuilds  # nothing rotates without rope
+    assert not setting_help(s, "experts_per_token").rebuilds  # nothing is routed without experts
+    run(s, ":set pos_encoding=rope")
+    run(s, ":train steps=1")
+    shown = run(s, ":set max_seq_len")
+    assert not shown.shown[0].rebuilds and "weights reset" not in plain(shown)
+    assert setting_help(s, "rope_base").rebuilds
+    model = s.model
+    run(s, ":set max_seq_len=16")
+    assert s.model is model  # what the help says: the weights were kept
+
+
+def test_set_key_still_says_a_real_rebuild():
+    s = tiny_session()
+    for key in ("d_model", "n_heads", "n_experts", "n_kv_heads", "pos_encoding"):
+        assert setting_help(s, key).rebuilds, key
+    for key in ("dropout", "causal", "attention", "moe_aux_weight", "lr", "vocab_size"):
+        assert not setting_help(s, key).rebuilds, key
