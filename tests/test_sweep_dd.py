@@ -5,8 +5,10 @@ learn no table (rope), whose weights a new window keeps; so did `:set rope_base`
 experts_per_token` without experts.
 """
 
+import torch
+
 from minitf_repl.commands.settings import setting_help
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 from test_render import plain
 
 
@@ -33,3 +35,28 @@ def test_set_key_still_says_a_real_rebuild():
         assert setting_help(s, key).rebuilds, key
     for key in ("dropout", "causal", "attention", "moe_aux_weight", "lr", "vocab_size"):
         assert not setting_help(s, key).rebuilds, key
+
+
+# --- seed: a rebuild in the same :set draws the new seed's weights; a kept model says it is kept ------------------
+def test_a_rebuild_in_the_same_set_draws_the_weights_of_the_new_seed():
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":set seed=3 n_layers=2")
+    fresh = tiny_session(seed=3)
+    run(fresh, ":set n_layers=2")
+    fresh.build()
+    assert torch.equal(s.model.token_embedding.weight, fresh.model.token_embedding.weight)
+
+
+def test_a_new_seed_with_a_model_built_says_the_weights_are_kept():
+    s = tiny_session()
+    hooks = Recorder()
+    run(s, ":set seed=3", hooks)  # no model yet: the seed draws its weights, nothing to say
+    assert hooks.notices == []
+    s.build()
+    weights = s.model.token_embedding.weight.clone()
+    hooks = Recorder()
+    run(s, ":set seed=4", hooks)
+    assert torch.equal(s.model.token_embedding.weight, weights)
+    said = " ".join(hooks.notices)
+    assert "weights are kept" in said and "batch order" in said

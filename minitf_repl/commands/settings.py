@@ -284,6 +284,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     kept = keep_trained_model(session, new[ShellConfig].autosave, reporter) if rebuild else None
     off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces: the new one has every part on
+    if rebuild or reading:  # the new model's weights are drawn from the seed given with it (`:set seed=3 n_layers=2`)
+        session.set_train_config(train)
     rebuilt = session.use_tokenizer(*reading) if reading else False
     rebuilt = session.set_model_config(model) or rebuilt
     if rebuilt and off:
@@ -297,6 +299,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         "learns no table of positions, so only the mask (and what positions need) is computed anew"
                         + (f"; {cmd('context')} shows what it makes of the positions past {old}"
                            if new_length > old else ""))
+    if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
+        reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
+                        f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}")
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)
