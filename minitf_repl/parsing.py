@@ -100,6 +100,8 @@ def convert(param: Param, raw: str):
                 hint = (f"; without commas: {text.replace(',', '')}, or with a decimal point: "
                         f"{text.replace(',', '.', 1)}")
                 hint = hint if text.count(",") == 1 else f"; without commas: {text.replace(',', '')}"
+            if text.lower() in ("off", "none") and "(0: off)" in param.spec.help:  # grad_clip=off: its help's word
+                hint = f"; {param.name}=0 is off"
             raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}{hint}") from None
         _refuse_out_of_range(param.name, text, value)
     else:

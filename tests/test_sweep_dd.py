@@ -5,9 +5,11 @@ learn no table (rope), whose weights a new window keeps; so did `:set rope_base`
 experts_per_token` without experts.
 """
 
+import pytest
 import torch
 
 from minitf_repl.commands.settings import setting_help
+from minitf_repl.core.errors import UserError
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
 
@@ -60,3 +62,12 @@ def test_a_new_seed_with_a_model_built_says_the_weights_are_kept():
     assert torch.equal(s.model.token_embedding.weight, weights)
     said = " ".join(hooks.notices)
     assert "weights are kept" in said and "batch order" in said
+
+
+# --- grad_clip=off: the refusal names the value that is off, as top_k=off's names none ----------------------------
+@pytest.mark.parametrize("word", ["off", "none", "OFF"])
+def test_grad_clip_off_is_refused_naming_0_which_its_help_calls_off(word):
+    with pytest.raises(UserError, match=f"^grad_clip must be a number, got '{word}'; grad_clip=0 is off$"):
+        run(tiny_session(), f":set grad_clip={word}")
+    with pytest.raises(UserError, match="^lr must be a number, got 'off'$"):  # no off to name
+        run(tiny_session(), ":set lr=off")
