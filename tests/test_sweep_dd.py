@@ -71,3 +71,11 @@ def test_grad_clip_off_is_refused_naming_0_which_its_help_calls_off(word):
         run(tiny_session(), f":set grad_clip={word}")
     with pytest.raises(UserError, match="^lr must be a number, got 'off'$"):  # no off to name
         run(tiny_session(), ":set lr=off")
+
+
+# --- tokenizer=Char is the char tokenizer, in any case --------------------------------------------------------
+def test_the_tokenizer_in_use_typed_in_another_case_changes_nothing():
+    s = tiny_session()  # sort:4, a task: it cannot be read by another tokenizer, but char is the one in use
+    result = run(s, ":set tokenizer=Char")
+    assert result.changed == {} and not result.rebuilt
+    assert run(s, ":set tokenizer=CHAR lr=0.002").changed == {"lr": (0.01, 0.002)}

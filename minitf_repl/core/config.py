@@ -423,7 +423,9 @@ class DataConfig(Settings):
                              suggestions=("char", "bpe:512", "bpe:1024", "bpe:4096"))
 
     def check_together(self) -> None:
-        parse_tokenizer(self.tokenizer)
+        size = parse_tokenizer(self.tokenizer)
+        # as parse_tokenizer reads it (`Char`, ` BPE:512`): one tokenizer has one spelling, which compares equal
+        self.tokenizer = "char" if size is None else f"bpe:{size}"
 
 
 # --- presets: whole architectures by name ---------------------------------------------------------
