@@ -79,3 +79,15 @@ def test_the_tokenizer_in_use_typed_in_another_case_changes_nothing():
     result = run(s, ":set tokenizer=Char")
     assert result.changed == {} and not result.rebuilt
     assert run(s, ":set tokenizer=CHAR lr=0.002").changed == {"lr": (0.01, 0.002)}
+
+
+# --- a one-shot `minitf set KEY=V` names the command that reads KEY ------------------------------------------------
+def test_a_one_shot_set_of_a_generation_setting_shows_it_given_before_gen_not_train():
+    from test_cli import invoke
+
+    result = invoke("--data", "sort:4", "set", "temperature=0.5")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert "minitf --data sort:4 --set temperature=0.5 gen" in said and "train" not in said
+    said = " ".join(invoke("--data", "sort:4", "set", "lr=0.002").stdout.split())
+    assert "minitf --data sort:4 --set lr=0.002 train" in said

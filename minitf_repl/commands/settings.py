@@ -430,7 +430,9 @@ def render_set(result: SetResult, console: Console) -> None:
         key = next((k for k in result.given if k in result.changed or SET.param_named(k).setting is None),
                    next(iter(result.changed)))
         value = result.changed[key][1] if key in result.changed else result.given[key]
-        line = given_before("train", "--set", f"{key}={setting_text(value)}", result.data if result.rebuilt else None)
+        spec = SET.param_named(key).setting  # the command that reads it: sampling settings do nothing to a :train
+        reader = "gen" if spec is not None and spec.section == GenConfig.kind else "train"
+        line = given_before(reader, "--set", f"{key}={setting_text(value)}", result.data if result.rebuilt else None)
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
                       f"it before that command, e.g. {line}")
     if result.recipe:
