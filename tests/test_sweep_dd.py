@@ -1,5 +1,8 @@
 """What a user's-eye sweep of the settings (`:set`, `:config`, `--set`) found: each test failed before its fix.
 
+`minitf set vocab_size` said "now 50" (ModelConfig's default) of pydoc's and sort's vocabularies alike, before the
+data was read, and `:config` showed `vocab_size none` then, as if the model had no vocabulary.
+
 `:set max_seq_len` and `:help max_seq_len` said "the model is rebuilt, weights reset" for a model whose positions
 learn no table (rope), whose weights a new window keeps; so did `:set rope_base` without rope and `:set
 experts_per_token` without experts.
@@ -91,3 +94,19 @@ def test_a_one_shot_set_of_a_generation_setting_shows_it_given_before_gen_not_tr
     assert "minitf --data sort:4 --set temperature=0.5 gen" in said and "train" not in said
     said = " ".join(invoke("--data", "sort:4", "set", "lr=0.002").stdout.split())
     assert "minitf --data sort:4 --set lr=0.002 train" in said
+
+
+# --- vocab_size before the data is read: not ModelConfig's default of 50, nor "none" -------------------------------
+def test_vocab_size_before_the_data_is_read_is_not_the_default_50_nor_none():
+    from minitf_repl.session import Session
+
+    s = Session(data_spec="sort:4", device_name="cpu")  # the data is read on first use: nothing has read it yet
+    shown = run(s, ":set vocab_size")
+    assert shown.shown[0].now is None
+    text = plain(shown)
+    assert "now 50" not in text and "now unknown: the data is read on first use" in text
+    config = plain(run(s, ":config"))
+    assert "vocab_size none" not in config and "vocab_size - " in config
+    s.data  # noqa: B018 - read now
+    assert run(s, ":set vocab_size").shown[0].now == 12
+    assert "vocab_size 12 " in plain(run(s, ":config"))

@@ -92,7 +92,9 @@ def from_recipe(session: Session) -> list[str]:
 
 @render.register(ConfigResult)
 def render_config(result: ConfigResult, console: Console) -> None:
-    console.print(settings_table("model", result.model))
+    model = result.model if result.model.get("vocab_size") is not None else {**result.model, "vocab_size": "-"}
+    console.print(settings_table("model", model, {"vocab_size": "data not read yet"} if model is not result.model
+                                 else None))
     console.print()
     console.print(settings_table("training", result.train, {k: "recipe" for k in result.from_recipe}))
     console.print()
@@ -131,7 +133,7 @@ class SettingHelp:
     kind: str  # "int", "float", "on|off", "gelu|relu|..." (+ "|none" where it can be cleared)
     valid: str  # the valid range in words ("> 0", "in [0, 1)"), "" when any value of its kind is
     default: object  # its value in a new session (before a data's recipe)
-    now: object  # the session's value
+    now: object  # the session's value (vocab_size: None until the data is read)
     rebuilds: bool  # a model setting whose change rebuilds the model now (weights reset): not rope_base without rope
     commands: list[str]  # other commands that take it as an option of the same name ("train")
     refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
@@ -185,7 +187,9 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
     valid = f", {h.valid}" if h.valid else ""
     default = "" if h.refusal else f"default {fmt.value(h.default)}, "  # a derived value's default means nothing
     source = f", the recipe for {h.recipe} (core/recipes.py)" if h.recipe else ""
-    say(console, f"{h.kind}{valid}; {default}now {fmt.value(h.now)}{source}")
+    now = f"unknown: the data is read on first use ({cmd('data')} reads it)" if h.refusal and h.now is None \
+        else fmt.value(h.now)
+    say(console, f"{h.kind}{valid}; {default}now {now}{source}")
     if h.refusal:
         note(console, h.refusal)
         return
@@ -368,6 +372,8 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
 
 def setting_value(session: Session, spec) -> object:
     """The value a declared setting (a SettingSpec of one of SETTINGS) holds in this session now."""
+    if spec.derived_from is not None and session.loaded_data is None:  # vocab_size: the data's, which no one has read
+        return None
     cls = next(c for c in SETTINGS if spec in c.specs())
     return getattr(_current(session, cls), spec.name)
 
