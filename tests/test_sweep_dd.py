@@ -110,3 +110,19 @@ def test_vocab_size_before_the_data_is_read_is_not_the_default_50_nor_none():
     s.data  # noqa: B018 - read now
     assert run(s, ":set vocab_size").shown[0].now == 12
     assert "vocab_size 12 " in plain(run(s, ":config"))
+
+
+# --- steps= while a stopped run waits: :train goes on with that run, and :set says so ----------------------------
+def test_a_new_steps_setting_while_a_stopped_run_waits_says_train_goes_on_with_that_run():
+    s = tiny_session(steps=10)
+    run(s, ":train", Recorder(stop_after=3))
+    hooks = Recorder()
+    run(s, ":set steps=50", hooks)
+    said = " ".join(hooks.notices)
+    assert ":train goes on with the stopped run: its last 7 steps of 10" in said and ":train steps=50" in said
+    hooks = Recorder()
+    run(s, ":train", hooks)
+    assert hooks.starts == [(10, 3, True)]  # what it said: the stopped run's last 7
+    hooks = Recorder()
+    run(s, ":set steps=20", hooks)  # no run waits now
+    assert hooks.notices == []

@@ -303,6 +303,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         "learns no table of positions, so only the mask (and what positions need) is computed anew"
                         + (f"; {cmd('context')} shows what it makes of the positions past {old}"
                            if new_length > old else ""))
+    if session.has_model and not rebuilt and "steps" in changed and session.trainer.run_remaining > 0:
+        waiting = session.trainer  # a stopped run: `:train` goes on with it (cmd_train's rule), not a run of `steps`
+        reporter.notice(f"{cmd('train')} goes on with the stopped run: its last {count(waiting.run_remaining, 'step')} "
+                        f"of {waiting.run_steps}; {cmd('train', steps=train.steps)} starts a run of {train.steps} now")
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
                         f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}")
