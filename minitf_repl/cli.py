@@ -27,7 +27,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from . import __version__, startup
 from .commands import REGISTRY
-from .commands.settings import rebuilding_keys
+from .commands.settings import rebuilding_keys, setting_help
 from .core import distributed  # a light import: it loads torch only when asked to do something
 from .core.catalog import spec_forms
 from .core.errors import UserError
@@ -312,8 +312,11 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
         value = (rest[1] if rest[0] == "=" else rest[0][1:]) if rest and len("".join(rest[:2])) > 1 else ""
         if value and rest[0].startswith("="):  # `--set "lr = 0.02"`, `--set "lr =0.02"`
             raise UserError(f"a setting and its value go as one word: --set {name}={value}")
-        raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE "
-                        f"(minitf set {name} shows its value now)")
+        command.find_param(name)  # `--set foo`: "unknown option 'foo' ...; did you mean ...?"
+        shows = (f"minitf set {name} shows its value now" if setting_help(session, name) is not None else
+                 "minitf config names the preset the model settings match" if name == "preset" else None)
+        raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE"
+                        + (f" ({shows})" if shows else ""))
     if loaded is not None and (keys := rebuilding_keys(session, args)):
         shown = " and ".join(keys)  # the line reads "error: --set: n_layers would rebuild ..."
         raise UserError(f"{shown} would rebuild the model loaded from {loaded} and reset its weights; leave "

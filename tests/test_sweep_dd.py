@@ -126,3 +126,21 @@ def test_a_new_steps_setting_while_a_stopped_run_waits_says_train_goes_on_with_t
     hooks = Recorder()
     run(s, ":set steps=20", hooks)  # no run waits now
     assert hooks.notices == []
+
+
+# --- preset alone: it shows nothing, so nothing says it does; it says which preset the model matches ------------------
+def test_preset_alone_names_the_preset_the_model_matches_and_no_command_that_would_refuse():
+    import pytest
+
+    from test_cli import invoke
+
+    s = tiny_session()
+    run(s, ":set preset=llama")
+    with pytest.raises(UserError, match=r"^preset takes a value: :set preset=seed\|gpt2\|llama\|modern; the model "
+                                        r"settings match the preset llama now$"):
+        run(s, ":set preset")
+    result = invoke("--set", "preset", "config")
+    assert result.exit_code == 1 and "minitf set preset shows" not in result.stderr
+    assert "minitf config" in result.stderr
+    assert "minitf set lr shows its value now" in invoke("--set", "lr", "config").stderr  # a setting: it does
+    assert "unknown option 'lrr' for --set; did you mean lr?" in invoke("--set", "lrr", "config").stderr

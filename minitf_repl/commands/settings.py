@@ -370,8 +370,17 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
         if named_at == i - 1 and value != "=":
             raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
         param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
-        raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}")
+        now = matching(session) if param.name == "preset" else ""  # an action with no value: what it would show
+        raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}{now}")
     return shown
+
+
+def matching(session: Session) -> str:
+    """"; the model settings match the preset llama now": what `:set preset` (no value) can say instead of a value."""
+    from ..core.config import matching_preset
+
+    preset = matching_preset(session.model_config)
+    return f"; the model settings match the preset {preset} now" if preset else "; the model settings match no preset"
 
 
 def setting_value(session: Session, spec) -> object:
