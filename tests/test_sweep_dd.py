@@ -144,3 +144,23 @@ def test_preset_alone_names_the_preset_the_model_matches_and_no_command_that_wou
     assert "minitf config" in result.stderr
     assert "minitf set lr shows its value now" in invoke("--set", "lr", "config").stderr  # a setting: it does
     assert "unknown option 'lrr' for --set; did you mean lr?" in invoke("--set", "lrr", "config").stderr
+
+
+# --- autosave=off: a rebuild that drops an unsaved trained model says so, and the help says it does ---------------
+def test_a_rebuild_with_autosave_off_says_the_unsaved_trained_model_is_gone():
+    from minitf_repl.session import ShellConfig
+
+    assert "rebuild" in ShellConfig.spec("autosave").help  # off: no kept-... checkpoint either
+    s = tiny_session()
+    run(s, ":set autosave=off")
+    run(s, ":train steps=2")
+    hooks = Recorder()
+    result = run(s, ":set n_layers=2", hooks)
+    assert result.rebuilt and result.kept is None
+    said = " ".join(hooks.notices)
+    assert "the trained model (step 2) was not kept" in said and "autosave is off" in said
+    run(s, ":train steps=1")
+    run(s, ":save mine")
+    hooks = Recorder()
+    run(s, ":set n_layers=1", hooks)  # saved as mine: nothing is lost, nothing to say
+    assert hooks.notices == []
