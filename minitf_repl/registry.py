@@ -37,6 +37,7 @@ class Param:
     limit: int | None = None  # largest value a person may type
     setting: SettingSpec | None = None  # the declaration this option was made from, if any: it checks the value
     default_from: str | None = None  # not made from it, the setting whose value applies when it is not given
+    kept: bool = False  # the option changes its setting for good, as :set does (`:train lr=`), not for one command
     # What Tab offers for the value: a function of the session (checkpoint names, say). Choices and
     # on/off complete without it.
     complete: Callable[[Any], list[str]] | None = None

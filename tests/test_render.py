@@ -78,7 +78,7 @@ def test_help_on_a_setting():
     assert out.startswith("d_model model setting (also n_embd=) width of the residual stream")
     assert "int, >= 1; default 128, now 128" in out and ":set d_model=...; the model is rebuilt" in out
     out = " ".join(text_of(run_command(Session(), "help", {"command": "lr"})).split())
-    assert "or for one command as its option: :train lr=..." in out
+    assert ":set lr=...; :train lr=... sets it too, and it stays" in out
 
 
 def test_help_detail_names_each_options_other_spellings():

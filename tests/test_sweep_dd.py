@@ -164,3 +164,17 @@ def test_a_rebuild_with_autosave_off_says_the_unsaved_trained_model_is_gone():
     hooks = Recorder()
     run(s, ":set n_layers=1", hooks)  # saved as mine: nothing is lost, nothing to say
     assert hooks.notices == []
+
+
+# --- :set lr names :train lr= as an option that keeps its value, not as one for that command alone -----------------
+def test_set_key_does_not_call_a_train_option_that_keeps_its_value_one_for_that_command_alone():
+    s = tiny_session()
+    run(s, ":train steps=1 lr=0.002")
+    assert s.train_config.lr == 0.002  # :train lr= stays, as :set lr does
+    text = plain(run(s, ":set lr"))
+    assert "for one command as its option: :train lr" not in text
+    assert ":train lr=... sets it too, and it stays" in text
+    text = plain(run(s, ":set seed"))  # :lrfind seed= is for that command alone
+    assert "for one command as its option: :lrfind seed=..." in text and ":train seed=... sets it too" in text
+    text = plain(run(s, ":set temperature"))
+    assert "for one command as its option: :gen temperature=..., :step temperature=..." in text

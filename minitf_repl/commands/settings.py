@@ -194,8 +194,12 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
         note(console, h.refusal)
         return
     where = cmd("set", **{h.name: "..."})
-    if h.commands:
-        where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in h.commands)
+    keeps = [c for c in h.commands if REGISTRY[c].param_named(h.name).kept]  # `:train lr=` stays, as :set lr does
+    if once := [c for c in h.commands if c not in keeps]:
+        where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in once)
+    if keeps:
+        where += "; " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in keeps) + " sets it too, and it stays"
+
     note(console, f"{where}{'; the model is rebuilt, weights reset (step 0)' if h.rebuilds else ''}")
 
 

@@ -33,8 +33,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, interactive, restore, syntax, train_first, watch_first
-from .base import (check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text, true_next,
-                   view_prompt)
+from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
+                   true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
                      save_session, switch_data)
 
@@ -42,7 +42,6 @@ FAMILY = "training"  # the heading :help lists this module's commands under
 
 
 SCHEDULES = ("new", "continue")
-TRAIN_OPTIONS = ("lr", "batch_size", "eval_every", "seed")  # TrainConfig fields :train sets for good
 CURVE_ROWS = 200  # the most history rows a result carries for its chart
 
 
@@ -112,11 +111,12 @@ class TrainResult:
     Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
           low=1, limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases,
           default_from="steps"),
-    param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)"),
-    param_from_setting(TrainConfig.spec("batch_size"), help="sequences per step (kept, like :set batch_size)"),
+    param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)", kept=True),
+    param_from_setting(TrainConfig.spec("batch_size"), help="sequences per step (kept, like :set batch_size)",
+                       kept=True),
     Param("data", str, help="switch data first, as :data does", complete=complete_data),
-    param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)"),
-    param_from_setting(TrainConfig.spec("seed"), help="seed of the batch order (kept)"),
+    param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)", kept=True),
+    param_from_setting(TrainConfig.spec("seed"), help="seed of the batch order (kept)", kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
     Param("schedule", str, choices=SCHEDULES,
@@ -155,7 +155,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                             f"written after it: {cmd('train', save='run1')}, then {cmd('save', save_as, load='run1')}")
         refuse_a_path(session, save_as, hf=False)
         check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
-    changes = {key: args[key] for key in TRAIN_OPTIONS if args[key] is not None}
+    # the TrainConfig fields :train sets for good (its options marked kept), as :set does
+    changes = {p.name: args[p.name] for p in TRAIN.params if p.kept and args[p.name] is not None}
     spec = args["data"].strip() if args["data"] is not None else None
     new_data = load_checked(session, spec) if spec is not None else None
     if new_data is None:  # loads the session's data now: a file that is known data brings its recipe first
@@ -304,6 +305,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
         first_run=session.trainer.run_start == 0,
     )
+
+
+TRAIN = REGISTRY["train"]
 
 
 def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher | None:
