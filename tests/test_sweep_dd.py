@@ -1,11 +1,18 @@
 """What a user's-eye sweep of the settings (`:set`, `:config`, `--set`) found: each test failed before its fix.
 
-`minitf set vocab_size` said "now 50" (ModelConfig's default) of pydoc's and sort's vocabularies alike, before the
-data was read, and `:config` showed `vocab_size none` then, as if the model had no vocabulary.
-
 `:set max_seq_len` and `:help max_seq_len` said "the model is rebuilt, weights reset" for a model whose positions
 learn no table (rope), whose weights a new window keeps; so did `:set rope_base` without rope and `:set
-experts_per_token` without experts.
+experts_per_token` without experts. `:set seed=3 n_layers=2` rebuilt the model from the old seed's weights (the
+training settings were taken after the rebuild), and `:set seed=3` alone, with a model built, said nothing of what the
+help promises ("seed of the initial weights"): the weights stay those the old seed drew. `:set grad_clip=off` (the
+help says "0: off") was refused as "must be a number", never naming 0, where top_k=off names none. `:set
+tokenizer=Char` on a task was refused as another tokenizer. A one-shot `minitf set temperature=0.5` said to give it as
+`minitf --set temperature=0.5 train`, where sampling settings do nothing. `minitf set vocab_size` said "now 50"
+(ModelConfig's default) of pydoc's and sort's vocabularies alike, before the data was read, and `:config` showed
+`vocab_size none` then. After a stopped run, `:set steps=50` then `:train` went on with the stopped run's last steps
+without a word. `minitf --set preset config` pointed to `minitf set preset`, which refuses (so it did for any word).
+With autosave off, a rebuild dropped a trained, unsaved model saying only "weights reset". `:set lr` called `:train
+lr=` an option "for one command", though :train keeps the value.
 """
 
 import pytest
