@@ -185,3 +185,12 @@ def test_set_key_does_not_call_a_train_option_that_keeps_its_value_one_for_that_
     assert "for one command as its option: :lrfind seed=..." in text and ":train seed=... sets it too" in text
     text = plain(run(s, ":set temperature"))
     assert "for one command as its option: :gen temperature=..., :step temperature=..." in text
+
+
+# --- a model setting that rebuilds nothing says the weights are kept -----------------------------------------------
+def test_a_model_setting_that_rebuilds_nothing_says_the_weights_are_kept():
+    s = tiny_session()
+    for key in ("dropout", "causal", "attention", "moe_aux_weight", "rope_base"):  # rope_base: no rope here
+        assert plain(run(s, f":set {key}")).endswith(f":set {key}=...; the model keeps its weights"), key
+    assert plain(run(s, ":set n_layers")).endswith("the model is rebuilt, weights reset (step 0)")
+    assert plain(run(s, ":set lr")).endswith("sets it too, and it stays")  # not a model setting: nothing to say
