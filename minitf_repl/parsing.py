@@ -140,7 +140,10 @@ def check_value(param: Param, value):
     if param.type is bool and isinstance(value, str):
         return convert(param, value)  # `--cache off` from the shell arrives as text
     if param.type is str and isinstance(value, str) and not param.positional and not param.blank and not value.strip():
-        raise UserError(f"{param.name} needs a value, e.g. {param.name}={param.choices[0] if param.choices else '...'}")
+        # a value it takes: its first choice, or the first two Tab offers for it (tokenizer: char, bpe:512), else "..."
+        suggested = param.setting.suggestions[:2] if param.setting is not None else ()
+        examples = param.choices[:1] if param.choices else suggested or ("...",)
+        raise UserError(f"{param.name} needs a value, e.g. " + " or ".join(f"{param.name}={v}" for v in examples))
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
         value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
     spec = param.spec

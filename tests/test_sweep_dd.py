@@ -194,3 +194,11 @@ def test_a_model_setting_that_rebuilds_nothing_says_the_weights_are_kept():
         assert plain(run(s, f":set {key}")).endswith(f":set {key}=...; the model keeps its weights"), key
     assert plain(run(s, ":set n_layers")).endswith("the model is rebuilt, weights reset (step 0)")
     assert plain(run(s, ":set lr")).endswith("sets it too, and it stays")  # not a model setting: nothing to say
+
+
+# --- tokenizer= with no value: an example of a value, not "..." -----------------------------------------------
+def test_an_empty_tokenizer_names_a_value_it_takes():
+    with pytest.raises(UserError, match="^tokenizer needs a value, e.g. tokenizer=char or tokenizer=bpe:512$"):
+        run(tiny_session(), ":set tokenizer=")
+    with pytest.raises(UserError, match="^preset needs a value, e.g. preset=seed$"):
+        run(tiny_session(), ":set preset=")
