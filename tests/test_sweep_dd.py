@@ -202,3 +202,18 @@ def test_an_empty_tokenizer_names_a_value_it_takes():
         run(tiny_session(), ":set tokenizer=")
     with pytest.raises(UserError, match="^preset needs a value, e.g. preset=seed$"):
         run(tiny_session(), ":set preset=")
+
+
+# --- top_k/top_p at temperature 0: greedy takes the likeliest token, and :set says they do nothing there -------------
+def test_top_k_or_top_p_with_temperature_0_says_they_do_nothing_while_greedy():
+    s = tiny_session()
+    hooks = Recorder()
+    run(s, ":set temperature=0 top_k=5", hooks)
+    assert "temperature=0 is greedy" in " ".join(hooks.notices) and "top_k" in " ".join(hooks.notices)
+    hooks = Recorder()
+    run(s, ":set top_p=0.9", hooks)
+    assert "top_k and top_p" in " ".join(hooks.notices)
+    for line in (":set temperature=0.5", ":set lr=0.02", ":set top_k=none top_p=none temperature=0"):
+        hooks = Recorder()
+        run(s, line, hooks)
+        assert hooks.notices == [], line

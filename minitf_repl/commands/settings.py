@@ -316,6 +316,11 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
                         f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}")
+    sampling = new[GenConfig]  # greedy takes the likeliest token: a filter of the likeliest ones changes nothing
+    cut = [k for k in ("top_k", "top_p") if getattr(sampling, k) is not None]
+    if sampling.temperature == 0 and cut and {"temperature", "top_k", "top_p"} & set(changed):
+        reporter.notice(f"temperature=0 is greedy, the likeliest token every time: {' and '.join(cut)} "
+                        f"{'does' if len(cut) == 1 else 'do'} nothing until temperature > 0")
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)
