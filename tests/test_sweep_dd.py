@@ -217,3 +217,17 @@ def test_top_k_or_top_p_with_temperature_0_says_they_do_nothing_while_greedy():
         hooks = Recorder()
         run(s, line, hooks)
         assert hooks.notices == [], line
+
+
+# --- a setting this model does not read says so: rope_base without rope, the experts' settings without experts ------
+def test_a_setting_this_model_does_not_read_says_it_waits_for_the_setting_that_reads_it():
+    s = tiny_session()
+    hooks = Recorder()
+    run(s, ":set rope_base=500 experts_per_token=1 moe_aux_weight=0.1", hooks)
+    said = " ".join(hooks.notices)
+    assert "rope_base does nothing while pos_encoding=learned; it applies with pos_encoding=rope" in said
+    assert "experts_per_token and moe_aux_weight do nothing while n_experts=0" in said
+    for line in (":set pos_encoding=rope rope_base=400", ":set n_experts=4 experts_per_token=2", ":set lr=0.02"):
+        hooks = Recorder()
+        run(s, line, hooks)
+        assert hooks.notices == [], line

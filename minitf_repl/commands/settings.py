@@ -316,6 +316,14 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
                         f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}")
+    unread = model.unread()  # rope_base without rope: typed, taken, and nothing reads it yet
+    for because in dict.fromkeys(unread.values()):
+        keys = [k for k in given if unread.get(k) == because]
+        if keys:
+            reads_it = {"pos_encoding": "pos_encoding=rope", "n_experts": "n_experts >= 2"}.get(because, because)
+            reporter.notice(f"{' and '.join(keys)} {'does' if len(keys) == 1 else 'do'} nothing while "
+                            f"{because}={setting_text(getattr(model, because))}; "
+                            f"{'it applies' if len(keys) == 1 else 'they apply'} with {reads_it}")
     sampling = new[GenConfig]  # greedy takes the likeliest token: a filter of the likeliest ones changes nothing
     cut = [k for k in ("top_k", "top_p") if getattr(sampling, k) is not None]
     if sampling.temperature == 0 and cut and {"temperature", "top_k", "top_p"} & set(changed):

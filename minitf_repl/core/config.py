@@ -291,6 +291,14 @@ class ModelConfig(Settings):
             built["max_seq_len"] = None
         return built
 
+    def unread(self) -> dict[str, str]:
+        """{setting: the setting whose value leaves it unread} for the settings this model reads nothing of now, e.g.
+        {"rope_base": "pos_encoding"} without rope: their values wait for a model that reads them."""
+        out = {} if position_kind(self).rotary else {"rope_base": "pos_encoding"}
+        if not self.is_moe:
+            out.update(experts_per_token="n_experts", moe_aux_weight="n_experts")
+        return out
+
     def builds_from(self, name: str) -> bool:
         """Whether the model built from this config reads setting `name`, so that a change of it alone may build other
         weights: not max_seq_len without a learned table, rope_base without rope, experts_per_token without experts
