@@ -40,8 +40,9 @@ class ShellConfig(Settings):
     autosave: bool = setting(True, f"save the checkpoint {AUTOSAVE_NAME!r} at the end of every :train, and keep a "
                                    "trained model as a checkpoint kept-DATE before a setting or data rebuilds it")
     # core/threads.py: the rule auto follows, and why (an oversubscribed core is tens of times slower).
-    threads: int = setting(0, "CPU threads torch computes with: 0 = auto (the cores this process may use, less "
-                           "those other programs keep busy; looked at again while training), N = exactly N",
+    threads: int = setting(0, "CPU threads torch computes with: 0 = auto ($MINITF_THREADS if set, else the cores "
+                           "this process may use, less those other programs keep busy; looked at again while "
+                           "training), N = exactly N",
                            low=0, limit=1024)
 
 

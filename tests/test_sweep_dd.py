@@ -231,3 +231,13 @@ def test_a_setting_this_model_does_not_read_says_it_waits_for_the_setting_that_r
         hooks = Recorder()
         run(s, line, hooks)
         assert hooks.notices == [], line
+
+
+
+# --- threads=0's help names what auto reads first --------------------------------------------------------------
+def test_threads_help_says_auto_reads_minitf_threads_first():
+    from minitf_repl.core.threads import ThreadPolicy
+    from minitf_repl.session import ShellConfig
+
+    assert ThreadPolicy(0).decide().how == "MINITF_THREADS"  # conftest sets it: what auto takes first
+    assert "$MINITF_THREADS" in ShellConfig.spec("threads").help
