@@ -241,3 +241,26 @@ def test_threads_help_says_auto_reads_minitf_threads_first():
 
     assert ThreadPolicy(0).decide().how == "MINITF_THREADS"  # conftest sets it: what auto takes first
     assert "$MINITF_THREADS" in ShellConfig.spec("threads").help
+
+
+# --- lr, warm-up and min_lr_ratio after a finished run: :train goes on at the last rate, and :set says so ------------
+def test_a_new_peak_or_schedule_after_a_finished_run_says_train_goes_on_at_the_last_rate():
+    s = tiny_session(steps=4)
+    hooks = Recorder()
+    run(s, ":set lr=0.05", hooks)  # no model yet: the next :train is a new run with it
+    assert hooks.notices == []
+    run(s, ":set lr=0.01")
+    run(s, ":train")  # 4 steps, all warm-up: ends at the peak, 0.01
+    hooks = Recorder()
+    run(s, ":set lr=0.05 warmup_steps=0", hooks)
+    said = " ".join(hooks.notices)
+    assert ":train goes on at a constant 0.01, the last run's final rate" in said and ":train schedule=new" in said
+    hooks = Recorder()
+    run(s, ":train", hooks)
+    assert {round(step.lr, 6) for step in hooks.steps} == {0.01}  # what it said
+    hooks = Recorder()
+    run(s, ":set lr=0.004", hooks)  # below the last rate: the constant rate is the new lr
+    assert ":train goes on at a constant 0.004" in " ".join(hooks.notices)
+    hooks = Recorder()
+    run(s, ":set temperature=0.5 steps=5", hooks)  # nothing of the schedule
+    assert hooks.notices == []

@@ -313,6 +313,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         waiting = session.trainer  # a stopped run: `:train` goes on with it (cmd_train's rule), not a run of `steps`
         reporter.notice(f"{cmd('train')} goes on with the stopped run: its last {count(waiting.run_remaining, 'step')} "
                         f"of {waiting.run_steps}; {cmd('train', steps=train.steps)} starts a run of {train.steps} now")
+    schedule = [k for k in ("lr", "warmup_steps", "min_lr_ratio") if k in changed]
+    if schedule and session.has_model and not rebuilt and session.trainer.run_remaining == 0 \
+            and (final := session.trainer.final_lr()) is not None:  # cmd_train's rule: a trained model continues
+        rate = (f"{final:.3g}, the last run's final rate" if final <= train.lr * (1 + 1e-6) else
+                f"{train.lr:.3g}, the lr setting (the last run ended above it, at {final:.3g})")
+        reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} shape a new run's "
+                        f"warm-up and cosine, which {cmd('train', schedule='new')} starts")
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
                         f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}")
