@@ -264,3 +264,14 @@ def test_a_new_peak_or_schedule_after_a_finished_run_says_train_goes_on_at_the_l
     hooks = Recorder()
     run(s, ":set temperature=0.5 steps=5", hooks)  # nothing of the schedule
     assert hooks.notices == []
+
+
+# --- norm_gain's help: the bias that comes with it is layernorm's; RMSNorm has none whatever bias says ---------------
+def test_norm_gain_help_gives_the_bias_to_layernorm_alone():
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.core.model import MiniTransformerLM
+
+    model = MiniTransformerLM(ModelConfig(vocab_size=12, d_model=32, n_heads=2, n_layers=1, d_ff=64, norm="rmsnorm",
+                                          bias=True))
+    assert not [name for name, _ in model.named_parameters() if "ln" in name and name.endswith("bias")]
+    assert "layernorm" in ModelConfig.spec("norm_gain").help.partition("bias")[0].rpartition("(")[2]

@@ -240,7 +240,8 @@ class ModelConfig(Settings):
     # 1e-5 is GPT-2's and torch's LayerNorm default; Llama's RMSNorm uses 1e-6 or 1e-5 (a loaded model brings its own).
     norm_eps: float = setting(1e-5, "the eps every norm adds under its square root (keeps the division finite)",
                               low=0.0, low_open=True, high=1.0)
-    norm_gain: bool = setting(True, "norms learn a gain g (and a bias with bias on); off: no learned norm parameters")
+    norm_gain: bool = setting(True, "norms learn a gain g (and, in a layernorm, a bias with bias on); off: no learned "
+                                    "norm parameters")
     qk_norm: bool = setting(False, "normalise q and k of each head before their dot product (same norm kind)")
     # None (or 0) means n_heads: every query head has its own keys and values (MHA). 1: multi-query
     # attention (MQA); in between: grouped-query attention (GQA), n_heads / n_kv_heads queries share one.
