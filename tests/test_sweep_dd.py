@@ -275,3 +275,17 @@ def test_norm_gain_help_gives_the_bias_to_layernorm_alone():
                                           bias=True))
     assert not [name for name, _ in model.named_parameters() if "ln" in name and name.endswith("bias")]
     assert "layernorm" in ModelConfig.spec("norm_gain").help.partition("bias")[0].rpartition("(")[2]
+
+
+# --- a rebuild drops :quantize's int8 copy, and says so, as it says of switched-off parts ------------------------
+def test_a_rebuild_says_the_int8_copy_of_the_old_model_is_gone():
+    s = tiny_session()
+    run(s, ":train steps=2")
+    run(s, ":quantize int8")
+    hooks = Recorder()
+    run(s, ":set dropout=0.1", hooks)  # the same weights: the copy stays
+    assert s.sampling_copy and hooks.notices == []
+    hooks = Recorder()
+    run(s, ":set n_layers=2", hooks)
+    assert not s.sampling_copy
+    assert "the int8 copy (:quantize) was of the old model" in " ".join(hooks.notices)

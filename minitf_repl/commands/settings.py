@@ -294,12 +294,16 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     kept = keep_trained_model(session, new[ShellConfig].autosave, reporter) if rebuild else None
     off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces: the new one has every part on
+    quantized = session.sampling_copy  # :quantize's copy of the model a rebuild replaces
     if rebuild or reading:  # the new model's weights are drawn from the seed given with it (`:set seed=3 n_layers=2`)
         session.set_train_config(train)
     rebuilt = session.use_tokenizer(*reading) if reading else False
     rebuilt = session.set_model_config(model) or rebuilt
     if rebuilt and off:
         reporter.notice(ablations_gone(off))
+    if rebuilt and quantized:
+        reporter.notice(f"the int8 copy ({cmd('quantize')}) was of the old model and went with it: {cmd('gen')} samples "
+                        f"the new one; {cmd('quantize', 'int8')} makes a copy of it once it has trained")
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")

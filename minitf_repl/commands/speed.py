@@ -260,7 +260,7 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
     made = f"{count(m.linear_layers, 'Linear layer')} int8, on the CPU"
     if syntax() == REPL:
         say(console, f"{cmd('gen')} now samples from the int8 copy ({made}); {cmd('quantize', 'off')} goes back; "
-                     "training or loading drops the copy", "green")
+                     "training, loading or a rebuild (:set, :data) drops the copy", "green")
     else:  # the copy lives in the session, which a one-shot command ends: the next `minitf gen` samples the float model
         say(console, f"the int8 copy ({made}) ends with this command: in the REPL ({interactive()}), :gen samples "
                      "from it after :quantize int8", "green")
