@@ -12,7 +12,12 @@ tokenizer=Char` on a task was refused as another tokenizer. A one-shot `minitf s
 `vocab_size none` then. After a stopped run, `:set steps=50` then `:train` went on with the stopped run's last steps
 without a word. `minitf --set preset config` pointed to `minitf set preset`, which refuses (so it did for any word).
 With autosave off, a rebuild dropped a trained, unsaved model saying only "weights reset". `:set lr` called `:train
-lr=` an option "for one command", though :train keeps the value.
+lr=` an option "for one command", though :train keeps the value. `:set dropout` said nothing of the weights where
+`:set`'s summary says model settings reset them. `:set tokenizer=` asked for "tokenizer=...". `:set temperature=0
+top_k=5`, `:set rope_base=500` without rope and `:set experts_per_token=1` without experts took values nothing reads,
+silently. After a finished run, `:set lr=0.05` then `:train` trained at the last run's final rate without a word.
+threads=0's help left out $MINITF_THREADS, which auto reads first; norm_gain's gave RMSNorm a bias. A rebuild dropped
+`:quantize`'s int8 copy without a word.
 """
 
 import pytest
