@@ -72,11 +72,13 @@ def test_a_new_seed_with_a_model_built_says_the_weights_are_kept():
     assert hooks.notices == []
     s.build()
     weights = s.model.token_embedding.weight.clone()
+    val_before = s.trainer.evaluate()[0]
     hooks = Recorder()
     run(s, ":set seed=4", hooks)
     assert torch.equal(s.model.token_embedding.weight, weights)
+    assert s.trainer.evaluate()[0] != val_before  # the same model on other validation batches, as it says
     said = " ".join(hooks.notices)
-    assert "weights are kept" in said and "batch order" in said
+    assert "weights are kept" in said and "batch order" in said and "the validation batches are others" in said
 
 
 # --- grad_clip=off: the refusal names the value that is off, as top_k=off's names none ----------------------------
@@ -260,12 +262,14 @@ def test_a_new_peak_or_schedule_after_a_finished_run_says_train_goes_on_at_the_l
     run(s, ":set lr=0.05 warmup_steps=0", hooks)
     said = " ".join(hooks.notices)
     assert ":train goes on at a constant 0.01, the last run's final rate" in said and ":train schedule=new" in said
+    assert "lr and warmup_steps shape a new run's" in said
     hooks = Recorder()
     run(s, ":train", hooks)
     assert {round(step.lr, 6) for step in hooks.steps} == {0.01}  # what it said
     hooks = Recorder()
     run(s, ":set lr=0.004", hooks)  # below the last rate: the constant rate is the new lr
-    assert ":train goes on at a constant 0.004" in " ".join(hooks.notices)
+    assert ":train goes on at a constant 0.004, the lr setting" in " ".join(hooks.notices)
+    assert "lr shapes a new run's" in " ".join(hooks.notices)
     hooks = Recorder()
     run(s, ":set temperature=0.5 steps=5", hooks)  # nothing of the schedule
     assert hooks.notices == []

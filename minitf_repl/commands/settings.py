@@ -322,11 +322,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             and (final := session.trainer.final_lr()) is not None:  # cmd_train's rule: a trained model continues
         rate = (f"{final:.3g}, the last run's final rate" if final <= train.lr * (1 + 1e-6) else
                 f"{train.lr:.3g}, the lr setting (the last run ended above it, at {final:.3g})")
-        reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} shape a new run's "
-                        f"warm-up and cosine, which {cmd('train', schedule='new')} starts")
+        reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} "
+                        f"{'shapes' if len(schedule) == 1 else 'shape'} a new run's warm-up and cosine, which "
+                        f"{cmd('train', schedule='new')} starts")
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
-                        f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}")
+                        f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}, "
+                        "and the validation batches are others (the val loss moves with them, not with the model)")
     unread = model.unread()  # rope_base without rope: typed, taken, and nothing reads it yet
     for because in dict.fromkeys(unread.values()):
         keys = [k for k in given if unread.get(k) == because]
