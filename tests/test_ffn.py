@@ -98,7 +98,7 @@ def test_where_the_view_cannot_split_it_says_so():
     early, last = (feed_forward_neurons(replaced, IDS, layer=layer) for layer in (0, len(replaced.blocks) - 1))
     assert "residual=off" in early.no_tokens and all(n.promotes is None for n in early.neurons)
     assert last.no_tokens is None and all(n.promotes is not None for n in last.neurons)
-    with pytest.raises(UserError, match="mixture of experts .* :experts"):
+    with pytest.raises(UserError, match=r"\(MixtureOfExperts\) does not say what its hidden units are"):
         feed_forward_neurons(model_for(n_experts=2), IDS)
     with pytest.raises(UserError, match="position 10 is not in the text of 10 tokens"):
         feed_forward_neurons(model_for(), IDS, at=10)
@@ -123,5 +123,5 @@ def test_ffn_in_the_shell():
     with pytest.raises(UserError, match="at must be a position of the 5 characters read"):
         run(session, ":ffn hello at=5")
     run(session, ":set n_experts=2")
-    with pytest.raises(UserError, match=":experts shows where they go"):
+    with pytest.raises(UserError, match=":experts shows where the tokens go"):
         run(session, ":ffn")

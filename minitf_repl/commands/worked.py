@@ -651,6 +651,11 @@ class FfnResult:
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)
+    config = session.model_config
+    if config.n_experts > 1:  # the core refuses any part without neurons(); this one has a view of its own to name
+        raise UserError(f"block {layer}'s feed-forward is a mixture of {config.n_experts} experts, each token routed "
+                        f"to {config.experts_per_token} of them, with no one set of hidden units to list; "
+                        f"{cmd('experts')} shows where the tokens go")
     from ..core.inside import feed_forward_neurons
 
     found = feed_forward_neurons(session.model, ids, layer=layer, at=at, top=args["k"] or 8)

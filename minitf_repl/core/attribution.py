@@ -98,10 +98,12 @@ def check_pre_norm(model: nn.Module, view: str) -> None:
     """The stream must be the sum of what every part wrote: pre-norm, with the residual connections."""
     if getattr(model, "post_norm", False):
         raise UserError(f"{view} splits the residual stream into the parts that wrote it, but a post-norm model "
-                        "renormalises it after every sublayer; use a pre-norm model (norm_placement=pre)")
+                        "renormalises it after every sublayer; it needs a pre-norm model",
+                        fix={"norm_placement": "pre"})
     if not all(getattr(block, "residual", True) for block in getattr(model, "blocks", ())):
         raise UserError(f"{view} splits the residual stream into the parts that wrote it, but with residual=off each "
-                        "sublayer's output replaces the stream instead of adding to it; use residual=on")
+                        "sublayer's output replaces the stream instead of adding to it; it needs the residual add",
+                        fix={"residual": True})
 
 
 def direct_logit_attribution(model: nn.Module, idx, target: int | None = None) -> Attribution:

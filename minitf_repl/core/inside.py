@@ -652,7 +652,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     describe = getattr(ffn, "neurons", None)
     if describe is None:
         raise UserError(f"block {layer}'s feed-forward part ({type(ffn).__name__}) does not say what its hidden units "
-                        "are; a mixture of experts routes each token to its own FFNs: :experts shows where they go")
+                        "are (neurons()), so there are no units to list")
     parts = describe()
     seen: dict[str, torch.Tensor] = {}
 

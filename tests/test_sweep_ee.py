@@ -1,0 +1,37 @@
+"""What a sweep of the docs against the code found (README.md and docs/*.md read as a user reads them, every
+example and claim run): each test failed before its fix.
+
+docs/commands.md promises that an error's fix, like every command a message names, is phrased for where you are
+(`:set lr=0.005` in the REPL, `--set lr=0.005` from the shell). `minitf --set n_experts=2 ffn` was told that
+":experts shows where they go", and `minitf --set residual=off attrib` to "use residual=on", neither of which the
+shell takes.
+"""
+
+import pytest
+
+from minitf_repl.core.errors import UserError
+from test_cli import assert_one_error_line, invoke
+from test_commands import run, tiny_session
+
+TINY_SHELL = ("--data", "sort:4", "--set", "d_model=32", "--set", "n_heads=2", "--set", "n_layers=2",
+              "--set", "d_ff=64", "--set", "max_seq_len=16")
+
+
+# --- a fix phrased for the shell ---------------------------------------------------------------------------------
+def test_ffn_on_a_mixture_of_experts_names_the_experts_view_in_the_shells_syntax():
+    line = assert_one_error_line(invoke(*TINY_SHELL, "--set", "n_experts=2", "ffn"))
+    assert ":experts" not in line and "minitf" in line and "experts" in line.split(";")[-1], line
+
+
+def test_ffn_on_a_mixture_of_experts_names_the_experts_view_in_the_repl():
+    s = tiny_session()
+    run(s, ":set n_experts=2")
+    with pytest.raises(UserError, match=r"; :experts shows"):
+        run(s, ":ffn")
+
+
+@pytest.mark.parametrize("setting, fix", [("residual=off", "--set residual=on"),
+                                          ("norm_placement=post", "--set norm_placement=pre")])
+def test_attrib_on_a_stream_that_is_no_sum_of_writes_gives_its_fix_in_the_shells_syntax(setting, fix):
+    line = assert_one_error_line(invoke(*TINY_SHELL, "--set", setting, "attrib"))
+    assert fix in line, line
