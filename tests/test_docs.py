@@ -80,3 +80,23 @@ def test_every_repl_line_the_docs_show_is_one_the_repl_takes():
                     refused.append(f"{page.name}:{number}: {span} -> {e}")
     assert seen > 400, seen  # the docs teach by example: hundreds of lines are checked, not a handful
     assert not refused, refused
+
+
+def test_each_commands_row_names_every_option_the_command_takes():
+    """docs/commands.md's table gives each command's form (`:compare A B ... [steps=N] ...`): an option the code takes
+    and the row leaves out is one a reader of the reference never learns of (`:compare eval_every=` was missing)."""
+    from minitf_repl.commands.base import REGISTRY
+
+    text = (REPO / "docs" / "commands.md").read_text()
+    missing = []
+    for row in (line for line in text.splitlines() if line.startswith("| `:")):
+        form = row.split(" | ")[0]
+        for name, rest in re.findall(r"`:([a-z_]+)([^`]*)`", form):
+            command = REGISTRY.get(name)
+            if command is None or command.pairs:  # an alias's span, or :set's many keys
+                continue
+            given = set(re.findall(r"([a-z_]+)=", rest)) | set(re.findall(r"--([a-z_]+)", rest))
+            for param in command.params:
+                if not param.positional and not ({param.name, *param.aliases} & given):
+                    missing.append(f":{name} {param.name}=")
+    assert not missing, missing
