@@ -72,7 +72,7 @@ class _Group(_FlagsUntyped, TyperGroup):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         typed = _dashes(sys.argv[1:] if args is None else list(args))
-        args = _help_word(typed, self.commands, self.params)
+        args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
         args = _flag_words(args, self.commands, self.params)
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
@@ -211,12 +211,25 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
     before, word = args[:at], args[at + 1 : at + 2]
     if not word or word[0] == "help":  # `minitf help help`: what help does is the list it gives
         return before + ["--help"]
-    if word[0] in commands:
-        return before + [word[0], "--help"]
+    if _named(word[0], commands) in commands:
+        return before + [_named(word[0], commands), "--help"]
     setting = REGISTRY["set"].param_named(word[0])
     if setting is not None and setting.setting is not None:
         return before + ["set", *args[at + 1 :]]
     return before + word  # Typer says "No such command" of it
+
+
+def _named(word: str, commands) -> str:
+    """A subcommand's own name for `word`: one of a command's other names (`tf` for score, `errors` for mistakes,
+    as `:tf` and `:errors` are in the REPL) is that command; any other word stays as it is."""
+    command = None if word in commands else REGISTRY.names().get(word)
+    return command.name if command is not None and command.name in commands else word
+
+
+def _other_name(args: list[str], commands, options=()) -> list[str]:
+    """The arguments with the command called by its own name: `minitf tf TEXT` is `minitf score TEXT`."""
+    at = _command_at(args, options)
+    return args if at is None else [*args[:at], _named(args[at], commands), *args[at + 1 :]]
 
 
 def _command_at(args: list[str], options) -> int | None:

@@ -35,3 +35,19 @@ def test_ffn_on_a_mixture_of_experts_names_the_experts_view_in_the_repl():
 def test_attrib_on_a_stream_that_is_no_sum_of_writes_gives_its_fix_in_the_shells_syntax(setting, fix):
     line = assert_one_error_line(invoke(*TINY_SHELL, "--set", setting, "attrib"))
     assert fix in line, line
+
+
+# --- a command's other name from the shell -----------------------------------------------------------------------
+def test_a_commands_other_name_works_from_the_shell_as_in_the_repl():
+    """docs/commands.md lists `:score ...`, `:tf` and says every command works once from the shell too; `minitf tf`
+    was "No such command", and `minitf help tf` answered "did you mean minitf tf?", the very line refused."""
+    import json
+
+    for alias, name in (("tf", "score"), ("errors", "mistakes"), ("layernorm", "ln"), ("sanity", "checks")):
+        shown = invoke("help", alias)
+        assert shown.exit_code == 0 and f"minitf {name} [OPTIONS]" in shown.stdout, (alias, shown.output)
+    result = invoke(*TINY_SHELL, "tf", "1234=1234", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["schema"].startswith("minitf.score/")
+    line = assert_one_error_line(invoke("quit"), code=2)  # a command of the REPL alone is still said to be one
+    assert "interactive shell" in line
