@@ -108,8 +108,8 @@ class _Group(_FlagsUntyped, TyperGroup):
     def _repl_only(self, e: Exception, args: list[str]) -> str | None:
         """For a command of the interactive shell alone (`minitf quit`): what it is, not "No such command"."""
         at = _command_at(args, self.params)
-        command = REGISTRY.get(args[at]) if at is not None and e.format_message().startswith("No such command") \
-            else None
+        unknown = at is not None and e.format_message().startswith("No such command")
+        command = REGISTRY.names().get(args[at]) if unknown else None  # `minitf q`, `minitf exit`: quit's names too
         if command is None or not command.repl_only:
             return None
         return (f"{args[at]} is a command of minitf's interactive shell (minitf with no command, then :{args[at]}); "

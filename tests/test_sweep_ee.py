@@ -51,3 +51,13 @@ def test_a_commands_other_name_works_from_the_shell_as_in_the_repl():
     assert json.loads(result.stdout)["schema"].startswith("minitf.score/")
     line = assert_one_error_line(invoke("quit"), code=2)  # a command of the REPL alone is still said to be one
     assert "interactive shell" in line
+
+
+def test_the_repl_alone_commands_other_names_are_said_to_be_the_repls_from_the_shell():
+    """`minitf quit` was said to be a command of the interactive shell, but `minitf q` and `minitf exit` (its other
+    names) were "No such command", and `minitf help q` answered "did you mean minitf q?", the line just refused."""
+    for word in ("q", "exit"):
+        for line in (assert_one_error_line(invoke(word), code=2), assert_one_error_line(invoke("help", word), code=2)):
+            assert f"{word} is a command of minitf's interactive shell" in line and f"then :{word})" in line, line
+    line = assert_one_error_line(invoke("help", "quitt"), code=2)
+    assert "minitf quit" not in line, line  # no shell line suggested that the shell refuses

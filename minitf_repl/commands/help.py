@@ -109,7 +109,8 @@ def no_such_help(word: str) -> UserError:
     if SET.param_named(key) is not None:  # preset=: an action of :set, not a setting of its own
         return UserError(f"{key} is an option of {cmd('set')}, not a setting; {cmd('help', 'set')} says what it takes")
     # a setting's help: `:help lr`, from the shell `minitf set lr` (`minitf lr --help` is no command)
-    spelled = {name: cmd(name) for name in REGISTRY.names()} | \
+    # from the shell, no command of the REPL alone (`minitf quit` is refused)
+    spelled = {name: cmd(name) for name, c in REGISTRY.names().items() if syntax() == REPL or not c.repl_only} | \
         {key: cmd("help", key) if syntax() == REPL else cmd("set", key) for key in setting_keys()}
     close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
     hint = f"; did you mean {spelled[close[0]]}?" if close else ""
