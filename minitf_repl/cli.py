@@ -646,7 +646,8 @@ def _make_subcommand(command, registry: Registry):
     annotations = {"ctx": typer.Context}
     if command.pairs:
         # The keys listed here: an unknown key's error sends a shell user to this help (`minitf set --help`).
-        keys = ", ".join(p.name for p in command.options)
+        # each with its other spellings, as :help set lists them (`max_seq_len (block_size)`)
+        keys = ", ".join(p.name + (f" ({', '.join(p.aliases)})" if p.aliases else "") for p in command.options)
         info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
                               help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."
                                           + (f" A key alone shows that setting: minitf {command.name} lr."

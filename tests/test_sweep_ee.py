@@ -61,3 +61,16 @@ def test_the_repl_alone_commands_other_names_are_said_to_be_the_repls_from_the_s
             assert f"{word} is a command of minitf's interactive shell" in line and f"then :{word})" in line, line
     line = assert_one_error_line(invoke("help", "quitt"), code=2)
     assert "minitf quit" not in line, line  # no shell line suggested that the shell refuses
+
+
+def test_the_shells_help_of_set_names_each_keys_other_spellings():
+    """README: `:help set` lists every key with its other spellings; commands.md: `minitf help COMMAND` is the shell's
+    `:help COMMAND`. `minitf help set` listed the keys alone, so a shell user never learnt that block_size= or
+    max_iters= is taken."""
+    from minitf_repl.commands.base import REGISTRY
+
+    shown = invoke("help", "set")
+    assert shown.exit_code == 0, shown.output
+    for param in REGISTRY["set"].options:
+        for alias in param.aliases:
+            assert alias in shown.stdout, alias
