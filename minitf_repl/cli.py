@@ -35,7 +35,7 @@ from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .parsing import BOOL_WORDS, fits_first_option, parse_line
 from .registry import Registry, clip
-from .render import console_for, error, internal_error, say
+from .render import console_for, error, fmt, internal_error, say
 from .session import Session
 from .syntax import SHELL, invoked_with, speaking
 
@@ -540,7 +540,7 @@ def _help(p) -> str:
     if p.choices:
         text += f"{'; o' if text else 'O'}ne of: {', '.join(map(str, p.choices))}"
     if p.default is not None and not p.positional:
-        text += f" (default {p.default})"
+        text += f" (default {fmt.value(p.default)})"  # a switch's as on|off, as :help and :config say it
     return escape(text)
 
 

@@ -74,3 +74,21 @@ def test_the_shells_help_of_set_names_each_keys_other_spellings():
     for param in REGISTRY["set"].options:
         for alias in param.aliases:
             assert alias in shown.stdout, alias
+
+
+def test_the_shells_help_gives_a_switchs_default_as_on_or_off():
+    """Every setting and switch reads on|off (`:help gen`: raw ... off), but `minitf gen --help` said "(default
+    False)" of --raw, and `minitf params --help` of --all: Python's words, not the lab's."""
+    from minitf_repl.commands.base import REGISTRY
+
+    said = []
+    for name in REGISTRY:
+        if REGISTRY[name].repl_only:
+            continue
+        shown = invoke(name, "--help")
+        assert shown.exit_code == 0, (name, shown.output)
+        text = " ".join(shown.stdout.replace("│", " ").split())
+        said += [f"{name}: {word}" for word in ("(default False)", "(default True)") if word in text]
+    assert not said, said
+    text = " ".join(invoke("gen", "--help").stdout.replace("│", " ").split())
+    assert "(default off)" in text
