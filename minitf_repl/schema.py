@@ -238,7 +238,9 @@ def _type_text(schema: dict) -> str:
         if k == "array" and "prefixItems" in schema:
             words.append("[" + ", ".join(_type_text(s) for s in schema["prefixItems"]) + "]")
         elif k == "array" and isinstance(schema.get("items"), dict) and "properties" not in schema["items"]:
-            words.append(f"array of {_type_text(schema['items'])}")
+            items = schema["items"]  # "(number or null)": each item may be null, not (only) the array
+            several = "anyOf" in items or isinstance(items.get("type"), list) and len(items["type"]) > 1
+            words.append(f"array of ({_type_text(items)})" if several else f"array of {_type_text(items)}")
         elif k == "object" and "properties" not in schema:
             values = schema.get("additionalProperties")
             words.append(f"map of {_type_text(values)}" if values else "map")

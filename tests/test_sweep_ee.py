@@ -92,3 +92,14 @@ def test_the_shells_help_gives_a_switchs_default_as_on_or_off():
     assert not said, said
     text = " ".join(invoke("gen", "--help").stdout.replace("│", " ").split())
     assert "(default off)" in text
+
+
+def test_json_md_says_which_part_of_a_type_may_be_null():
+    """docs/json.md gave `:ffn`'s units[].promote_by, a list of numbers that is null after post-norm, as "array of
+    number or null or null": which of the two may be null (the list, or each number in it) was left to guess."""
+    from minitf_repl import schema
+
+    assert schema.describe(list[float] | None) is not None
+    assert schema._type_text(schema.describe(list[float] | None)) == "array of (number or null) or null"
+    assert schema._type_text(schema.describe(list[int])) == "array of integer"
+    assert " or null or null" not in schema.docs_page()
