@@ -276,12 +276,14 @@ def _unwrap(schema: dict) -> tuple[dict, str]:
 
 def docs_page(registry=None) -> str:
     """docs/json.md: every command's fields, generated from the schemas (a test keeps it current)."""
+    commands = json_commands(registry)
+    train = next((schema_id(c) for c in commands if c.name == "train"), "minitf.train/1")  # the example: today's
     lines = [
         "# JSON output",
         "",
         "`minitf COMMAND --json` prints exactly one JSON document on standard output (progress and",
         "errors go to standard error). Its first key, `schema`, names the command and the version of its",
-        'fields: `"minitf.train/1"`. A field is never renamed, removed or retyped under the same version;',
+        f'fields: `"{train}"`. A field is never renamed, removed or retyped under the same version;',
         "a change raises the version, so a script can check `schema` and refuse what it does not know.",
         "",
         "- A number that is not finite (a diverged loss) is `null`; so is a value that does not apply.",
@@ -294,7 +296,7 @@ def docs_page(registry=None) -> str:
         "This page is generated from the result types by `python -m minitf_repl.schema --write`.",
         "",
     ]
-    for command in sorted(json_commands(registry), key=lambda c: c.name):
+    for command in sorted(commands, key=lambda c: c.name):
         schema = command_schema(command)
         lines += [f"## `{schema['$id']}`", "", f"`minitf {command.name} --json`: {command.summary}", "",
                   "| field | type | meaning |", "|---|---|---|", *_rows(schema["properties"]), ""]

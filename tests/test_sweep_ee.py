@@ -103,3 +103,13 @@ def test_json_md_says_which_part_of_a_type_may_be_null():
     assert schema._type_text(schema.describe(list[float] | None)) == "array of (number or null) or null"
     assert schema._type_text(schema.describe(list[int])) == "array of integer"
     assert " or null or null" not in schema.docs_page()
+
+
+def test_json_md_shows_a_schema_name_that_a_script_would_read_today():
+    """docs/json.md's opening example of the `schema` field was "minitf.train/1" while train's fields were at
+    version 10: a script written from it would refuse every document train prints."""
+    from minitf_repl import schema
+    from minitf_repl.commands.base import REGISTRY
+
+    intro = schema.docs_page().split("\n## ", 1)[0]
+    assert f'`"{schema.schema_id(REGISTRY["train"])}"`' in intro
