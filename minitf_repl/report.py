@@ -400,7 +400,9 @@ def check_report_path(text: str) -> Path:
     """
     path = Path(text).expanduser()
     if path.suffix.lower() not in (".html", ".htm"):
-        raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(path.stem)}.html")
+        typed = Path(text)  # the same place, as typed (`~/runs/r.txt`: ~/runs/r.html), with the name ending in .html
+        named = typed.stem + ".html" if typed.parent == Path(".") else str(typed.parent / (typed.stem + ".html"))
+        raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(named, 200)}")
     folder = _folder(path)
     try:  # a name longer than the file system allows (ENAMETOOLONG) is refused here, in one line
         if path.is_dir():

@@ -113,3 +113,13 @@ def test_json_md_shows_a_schema_name_that_a_script_would_read_today():
 
     intro = schema.docs_page().split("\n## ", 1)[0]
     assert f'`"{schema.schema_id(REGISTRY["train"])}"`' in intro
+
+
+def test_a_report_name_without_html_is_told_the_same_place_with_html(tmp_path):
+    """`:report /tmp/runs/r.txt` was told "give a name ending in .html, e.g. r.html": the folder it asked for was
+    dropped, so the line it suggested wrote the page into the current folder instead."""
+    s = tiny_session()
+    with pytest.raises(UserError, match=f"e.g. {tmp_path / 'r.html'}$"):
+        run(s, f":report {tmp_path / 'r.txt'}")
+    with pytest.raises(UserError, match=r"e\.g\. notes\.html$"):
+        run(s, ":report notes")
