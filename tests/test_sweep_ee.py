@@ -123,3 +123,19 @@ def test_a_report_name_without_html_is_told_the_same_place_with_html(tmp_path):
         run(s, f":report {tmp_path / 'r.txt'}")
     with pytest.raises(UserError, match=r"e\.g\. notes\.html$"):
         run(s, ":report notes")
+
+
+def test_a_checkpoint_name_that_is_a_link_to_nowhere_is_told_to_take_another_name(checkpoint_dir):
+    """checkpoints-and-safety.md: a symbolic link to nowhere is refused before training. Where the link was the
+    checkpoint's own name (`save=old` over `DIR/old -> /gone`), the fix offered was "create that folder or start
+    minitf with another checkpoint directory", as if the folder itself were the link: the name is what to change."""
+    from minitf_repl.core.checkpoint import check_save_target
+
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    (checkpoint_dir / "old").symlink_to(checkpoint_dir.parent / "gone")
+    with pytest.raises(UserError, match="which does not exist; remove it or choose another name$"):
+        check_save_target(checkpoint_dir, "old")
+    linked = checkpoint_dir.parent / "elsewhere"
+    linked.symlink_to(checkpoint_dir.parent / "gone-too")  # the folder itself a link to nowhere: as before
+    with pytest.raises(UserError, match="create that folder or start minitf with another checkpoint directory"):
+        check_save_target(linked, "run1")

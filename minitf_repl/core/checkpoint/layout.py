@@ -181,9 +181,10 @@ def _check_no_dangling_link(target: Path) -> None:
     while path.parent != path:
         if os.path.lexists(path):
             if path.is_symlink() and not path.exists():
+                # the checkpoint's own name is the link: the name is what to change; a folder on the way: the folder
+                fix = "remove it or choose another name" if path == target else f"create that folder or {ANOTHER_DIR}"
                 raise CheckpointError(
-                    f"{clip(str(path))} is a symbolic link to {clip(os.readlink(path))}, which does not exist; "
-                    f"create that folder or {ANOTHER_DIR}"
+                    f"{clip(str(path))} is a symbolic link to {clip(os.readlink(path))}, which does not exist; {fix}"
                 )
             return
         path = path.parent
