@@ -44,8 +44,8 @@ class GenResult:
     prompt: str  # the prompt used (if none was given: a task's held-out question, else the default start character)
     text: str  # the generated continuation, without the prompt
     n_tokens: int  # tokens generated
-    seconds: float
-    tokens_per_second: float
+    seconds: float  # wall time of the generation, the prompt's prefill included
+    tokens_per_second: float  # n_tokens / seconds
     cache: bool  # decoded with the KV cache (cache=on, and a model whose cache is exact: see cache_off)
     stopped: bool  # Ctrl-C ended it early
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it

@@ -74,7 +74,7 @@ class TrainResult:
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
-    constant_lr: float | None = None
+    constant_lr: float | None = None  # the rate a "continue" run holds at every step; None for a "new" one
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
     # this command's history rows, thinned to at most 200, for a chart
     curve: list[dict] = field(default_factory=list, metadata={"json": "list[StepInfo]"})

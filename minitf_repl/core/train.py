@@ -43,18 +43,19 @@ class StepInfo:
     step: int  # optimizer steps done in total (across runs)
     run_step: int  # steps done in this run
     run_steps: int  # length of this run
-    train_loss: float  # the batch's cross-entropy (a mixture of experts' load-balancing share left out)
-    lr: float
-    grad_norm: float
+    train_loss: float  # the cross-entropy of this step's one batch, before its update (a mixture of experts'
+    # load-balancing share left out: aux_loss)
+    lr: float  # the learning rate this step's update used
+    grad_norm: float  # the global norm of this step's gradient, before clipping to grad_clip
     # training tokens per second of this step; on an evaluated row, of the steps since the last evaluation,
     # as the loss table shows it (the compiling step left out)
     tokens_per_second: float
     elapsed: float  # seconds spent in this run, evaluation included
-    val_loss: float | None = None
+    val_loss: float | None = None  # the mean loss of eval_batches held-out batches after this step; None: not evaluated
     # the validation loss in bits per character of the val text (core.data.bits_per_char; text data only):
     # unlike the loss per token, it compares across tokenizers
     val_bpc: float | None = None
-    accuracy: float | None = None
+    accuracy: float | None = None  # a task's exact-match accuracy on held-out questions at this evaluation (tasks only)
     aux_loss: float | None = None  # mixture of experts: the load-balancing loss (train_loss is without it)
     compile_seconds: float | None = None  # set on the step that ran torch.compile's compilation
 
