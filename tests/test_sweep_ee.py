@@ -139,3 +139,21 @@ def test_a_checkpoint_name_that_is_a_link_to_nowhere_is_told_to_take_another_nam
     linked.symlink_to(checkpoint_dir.parent / "gone-too")  # the folder itself a link to nowhere: as before
     with pytest.raises(UserError, match="create that folder or start minitf with another checkpoint directory"):
         check_save_target(linked, "run1")
+
+
+def test_compare_marks_no_lowest_band_between_tokenizers_whose_losses_do_not_compare(sentence_session):
+    """`:compare tokenizer=char tokenizer=bpe:300` ends by saying the BPE is better by bits per character and that
+    losses per token of different tokenizers do not compare, yet its table of the loss by position marked the
+    character model's per-token loss "* the lowest" in every band: the very comparison it had just ruled out."""
+    from test_render import text_of
+
+    s = sentence_session(batch_size=4, eval_batches=2)
+    result = run(s, ":compare tokenizer=char tokenizer=bpe:260 steps=4")
+    out = text_of(result, 120)
+    heading, table = out.split("by position in the window", 1)[1].split("\n", 1)
+    rows = [line for line in table.split("the contenders' tokenizers differ", 1)[0].splitlines()
+            if line.lstrip().startswith(("●", "▲"))]
+    assert "the lowest" not in heading and len(rows) == 2 and not any("*" in row for row in rows), out
+    assert "losses per token of different tokenizers do not compare" in " ".join(out.split())
+    same = run(s, ":compare n_layers=1 n_layers=2 steps=4")  # one tokenizer: the lowest of each band is marked
+    assert "* the lowest" in text_of(same, 120)

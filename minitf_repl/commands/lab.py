@@ -427,6 +427,9 @@ def by_position(result: CompareResult, console: Console) -> None:
     if not outcomes:
         return
     bands = max((o.bands for o in outcomes), key=len)  # the longest window's; a shorter one's are its first
+    # losses per token of different tokenizers do not compare (the summary judges them by bits per character):
+    # no band's lowest is marked then
+    tokenizers_differ = len({o.tokens_per_char for o in outcomes}) > 1
     best = [min((o.band_losses[b] for o in outcomes if b < len(o.band_losses) and not math.isnan(o.band_losses[b])),
                 default=math.nan) for b in range(len(bands))]
     rows, glyphs = [], []  # each contender's row under its label, and under its glyph alone
@@ -438,7 +441,7 @@ def by_position(result: CompareResult, console: Console) -> None:
         cells = []
         for b in range(len(bands)):
             loss = o.band_losses[b] if b < len(o.band_losses) else math.nan
-            lowest = len(outcomes) > 1 and loss == best[b]
+            lowest = len(outcomes) > 1 and not tokenizers_differ and loss == best[b]
             cells.append(Text("-" if math.isnan(loss) else f"{loss:.3f}" + ("*" if lowest and starred else ""),
                               style="bold green" if lowest else ""))
         rows.append([Text(f"{glyph} {o.label}", style=style), *cells])
@@ -452,13 +455,14 @@ def by_position(result: CompareResult, console: Console) -> None:
             table = fitting_table(console, ["positions", *(row[0].plain for row in glyphs)],
                                   [[band, *(row[b + 1] for row in glyphs)] for b, band in enumerate(bands)],
                                   left=("positions",))
-    lowest = ("" if len(outcomes) < 2 else "; * the lowest" if starred else "; in bold the lowest")
+    lowest = ("" if len(outcomes) < 2 or tokenizers_differ else "; * the lowest" if starred else "; in bold the lowest")
     say(console, f"the val loss at the end by position in the window, in bands (as {cmd('context')} reads it"
                  f"{lowest})", "bold")
     console.print(table)
-    if len({o.tokens_per_char for o in outcomes}) > 1:
+    if tokenizers_differ:
         note(console, "the contenders' tokenizers differ: a position is a token of each one's own, so the bands "
-                      "cover different stretches of text")
+                      "cover different stretches of text, and their losses per token do not compare (none is "
+                      "marked the lowest)")
 
 
 # --- :experts ------------------------------------------------------------------------------------
