@@ -100,3 +100,13 @@ def test_each_commands_row_names_every_option_the_command_takes():
                 if not param.positional and not ({param.name, *param.aliases} & given):
                     missing.append(f":{name} {param.name}=")
     assert not missing, missing
+
+
+def test_commands_md_names_every_other_name_of_a_command():
+    """`:help` lists `:ls, :checkpoints` and `:lrfind, :lr_find`; the reference named neither other name."""
+    from minitf_repl.commands.base import REGISTRY
+
+    text = (REPO / "docs" / "commands.md").read_text()
+    unnamed = [f":{alias} ({command.name})" for command in REGISTRY.values() for alias in command.aliases
+               if f":{alias}`" not in text and f"`{alias}`" not in text]
+    assert not unnamed, unnamed
