@@ -213,10 +213,21 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
         return before + ["--help"]
     if _named(word[0], commands) in commands:
         return before + [_named(word[0], commands), "--help"]
-    setting = REGISTRY["set"].param_named(word[0])
-    if setting is not None and setting.setting is not None:
-        return before + ["set", *args[at + 1 :]]
+    after = args[at + 1 :]
+    key = word[0].split("=")[0] or word[0]  # `help lr=`: the setting lr, as `:help lr=` and `:set lr=` spell it
+    if _setting(key):
+        return before + ["set", key, *after[1:]]
+    texts = [w for w in after if not w.startswith("-")]
+    joined = "_".join(texts)  # `help learning rate`: learning_rate, its words joined, as `:help learning rate` reads
+    if len(texts) > 1 and _setting(joined):
+        return before + ["set", joined, *(w for w in after if w.startswith("-"))]
     return before + word  # Typer says "No such command" of it
+
+
+def _setting(key: str) -> bool:
+    """Whether `key` names a setting (or another spelling of one) that `minitf set KEY` shows."""
+    param = REGISTRY["set"].param_named(key)
+    return param is not None and param.setting is not None
 
 
 def _named(word: str, commands) -> str:

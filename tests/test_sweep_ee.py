@@ -157,3 +157,14 @@ def test_compare_marks_no_lowest_band_between_tokenizers_whose_losses_do_not_com
     assert "losses per token of different tokenizers do not compare" in " ".join(out.split())
     same = run(s, ":compare n_layers=1 n_layers=2 steps=4")  # one tokenizer: the lowest of each band is marked
     assert "* the lowest" in text_of(same, 120)
+
+
+def test_the_shells_help_of_a_setting_reads_it_as_help_does_in_the_repl():
+    """commands.md: `minitf help KEY` of a setting is `minitf set KEY`, the shell's `:help KEY`. The REPL's `:help lr=`
+    and `:help learning rate` show lr, but from the shell both were "no command or setting named" (and the first
+    then asked "did you mean minitf set lr?", the setting it had been given)."""
+    for words in (["lr="], ["learning", "rate"], ["learning_rate="]):
+        shown = invoke("help", *words)
+        assert shown.exit_code == 0 and shown.stdout.startswith("lr  training setting"), (words, shown.output)
+    shown = invoke("help", "lr", "n")  # the words after a setting stay: two settings shown
+    assert shown.exit_code == 0 and "peak learning rate" in shown.stdout and "tokens to generate" in shown.stdout
