@@ -209,6 +209,8 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
     if at is None or args[at] != "help":
         return args
     before, word = args[:at], args[at + 1 : at + 2]
+    if word and word[0].startswith(":") and len(word[0]) > 1:  # `help :train`, as the REPL writes it
+        word = [word[0][1:]]
     if not word or word[0] == "help":  # `minitf help help`: what help does is the list it gives
         return before + ["--help"]
     if _named(word[0], commands) in commands:

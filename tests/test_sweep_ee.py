@@ -168,3 +168,12 @@ def test_the_shells_help_of_a_setting_reads_it_as_help_does_in_the_repl():
         assert shown.exit_code == 0 and shown.stdout.startswith("lr  training setting"), (words, shown.output)
     shown = invoke("help", "lr", "n")  # the words after a setting stay: two settings shown
     assert shown.exit_code == 0 and "peak learning rate" in shown.stdout and "tokens to generate" in shown.stdout
+
+
+def test_the_shells_help_of_a_command_written_as_the_repl_writes_it():
+    """`:help :train` shows train's options in the REPL; `minitf help :train` (a name copied from the docs) said "no
+    command or setting named 'train'; did you mean minitf train?", denying the very command it then suggested."""
+    for words in ([":train"], [":tf"], [":lr"]):
+        shown = invoke("help", *words)
+        assert shown.exit_code == 0 and "no command" not in shown.output, (words, shown.output)
+    assert "minitf train [OPTIONS]" in invoke("help", ":train").stdout
