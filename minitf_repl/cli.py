@@ -692,9 +692,12 @@ def _make_subcommand(command, registry: Registry):
         if command.positional is None and any(p.refusal is None for p in command.params):
             # A command that takes no text still takes its options as the REPL writes them: `minitf train
             # steps=200` is `minitf train --steps 200`, as `:train steps=200` is in the REPL.
-            example = next((p for p in command.params if p.refusal is None and p.type is not bool), None)
-            said = "" if example is None else (
-                f": {example.name}={_metavar(example)} is --{example.name.replace('_', '-')} {_metavar(example)}")
+            # A command whose options are all on/off (params) has its example too: all=on is --all
+            usable = [p for p in command.params if p.refusal is None]
+            example = next((p for p in usable if p.type is not bool), usable[0] if usable else None)
+            dashed = example.name.replace("_", "-") if example is not None else ""
+            said = "" if example is None else f": {example.name}=on is --{dashed}" if example.type is bool else (
+                f": {example.name}={_metavar(example)} is --{dashed} {_metavar(example)}")
             info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
                                   help=f"Options as the REPL writes them{said}.")
             params.append(inspect.Parameter(OPTION_WORDS, inspect.Parameter.KEYWORD_ONLY, default=info,
