@@ -4,11 +4,20 @@
 `minitf ngram --help` gave a flag's default as Python's "(default True)", where every other place (:help,
 :config) says on/off, and `minitf params --help` explained its KEY=VALUE words with nothing: "Options as the REPL
 writes them." (its only option is on/off, which the example skipped).
+
+A speed where nothing ran was 0 in the JSON and "-" (or left out) in the table: `minitf gen --n 0 --json` and a
+`minitf train --json` stopped before its first step said tokens_per_second 0.0, a :compare contender that diverged
+before a step was timed too; the docs say a value that does not apply is null.
 """
+
+import json
 
 import pytest
 
+from minitf_repl import dispatch
+from minitf_repl.commands import REGISTRY
 from test_cli import invoke
+from test_commands import Recorder, run, tiny_session
 
 
 def help_text(*args) -> str:
@@ -42,3 +51,26 @@ def test_a_float_default_is_written_as_settings_are():
 
 def test_the_key_value_words_of_a_command_with_only_a_flag_have_an_example():
     assert "Options as the REPL writes them: all=on is --all." in help_text("params")
+
+
+# --- a speed where nothing ran -----------------------------------------------------------------------------
+def test_gen_of_no_tokens_has_no_speed_in_its_json():
+    s = tiny_session()
+    result = run(s, ":gen 12 n=0")
+    assert result.n_tokens == 0 and result.tokens_per_second is None
+    assert dispatch.json_document(REGISTRY["gen"], result)["tokens_per_second"] is None
+    assert run(s, ":gen 12 n=2").tokens_per_second > 0
+
+
+def test_a_train_stopped_before_its_first_step_has_no_speed_in_its_json(checkpoint_dir):
+    result = run(tiny_session(), ":train steps=5", Recorder(stop_after=0))
+    assert result.steps == 0 and result.tokens_per_second is None
+    document = json.loads(json.dumps(dispatch.json_document(REGISTRY["train"], result)))
+    assert document["tokens_per_second"] is None
+
+
+def test_a_compare_contender_never_timed_has_no_speed():
+    from minitf_repl.core.compare import Outcome, _finish
+
+    timed, never = _finish([Outcome("a", 1), Outcome("b", 1)], [(2.0, 100), (0.0, 0)])
+    assert timed.tokens_per_second == 50 and never.tokens_per_second is None

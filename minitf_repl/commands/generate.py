@@ -45,7 +45,7 @@ class GenResult:
     text: str  # the generated continuation, without the prompt
     n_tokens: int  # tokens generated
     seconds: float  # wall time of the generation, the prompt's prefill included
-    tokens_per_second: float  # n_tokens / seconds
+    tokens_per_second: float | None  # n_tokens / seconds; None: no token was generated (n=0), so no speed to state
     cache: bool  # decoded with the KV cache (cache=on, and a model whose cache is exact: see cache_off)
     stopped: bool  # Ctrl-C ended it early
     default_prompt: bool = False  # no prompt was given: `prompt` is the start character chosen for it
@@ -161,7 +161,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         text="".join(pieces),
         n_tokens=len(new_ids),
         seconds=seconds,
-        tokens_per_second=len(new_ids) / seconds if seconds > 0 else 0.0,
+        tokens_per_second=len(new_ids) / seconds if new_ids and seconds > 0 else None,
         cache=settings.cache and exact,
         stopped=stopped,
         default_prompt=not given_prompt,

@@ -64,7 +64,7 @@ class TrainResult:
     train_loss: float | None  # of the last step
     val_loss: float | None  # of the last evaluation, None if none ran
     accuracy: float | None  # exact-match accuracy on held-out examples (tasks only)
-    tokens_per_second: float  # training tokens per second, evaluation excluded
+    tokens_per_second: float | None  # training tokens per second, evaluation excluded; None: no step ran
     seconds: float  # wall time of the command
     evals: list[dict] = field(metadata={"json": "list[StepInfo]"})  # history rows with a val_loss, from this command
     data: str  # what it trained on (the :data spec)

@@ -65,7 +65,7 @@ class Outcome:
     label: str
     n_params: int
     curve: list[Evaluation] = field(default_factory=list)
-    tokens_per_second: float = 0.0  # mean over seeds, evaluation excluded
+    tokens_per_second: float | None = None  # mean over seeds, evaluation excluded; None: no step was timed
     # wall time of all its seeds together; after a stop, to the last evaluation every contender reached (each had
     # trained on past it by a different number of steps when the stop came)
     seconds: float = 0.0
@@ -227,7 +227,7 @@ def _by_position(outcomes: list[Outcome], runs: list, readings: list, device) ->
 
 def _finish(outcomes: list[Outcome], busy) -> list[Outcome]:
     for outcome, (seconds, tokens) in zip(outcomes, busy):
-        outcome.tokens_per_second = tokens / seconds if seconds > 0 else 0.0
+        outcome.tokens_per_second = tokens / seconds if seconds > 0 else None  # no step timed: no speed
     return outcomes
 
 

@@ -69,7 +69,7 @@ class RunSummary:
     train_loss: float | None
     val_loss: float | None
     accuracy: float | None
-    tokens_per_second: float  # with compile on: the steady state, the compiling step left out
+    tokens_per_second: float | None  # with compile on: the steady state, the compiling step left out; None: no step
     seconds: float
     dtype: str = "float32"  # the training forward's precision (core.precision)
     compiled: bool = False  # the steps ran through torch.compile
@@ -326,7 +326,7 @@ class Trainer:
             val_loss=evals[-1]["val_loss"] if evals else None,
             val_bpc=evals[-1].get("val_bpc") if evals else None, tokens_per_char=val_tokens_per_char(self.data),
             accuracy=evals[-1]["accuracy"] if evals else None,
-            tokens_per_second=tokens / busy if busy else 0.0,
+            tokens_per_second=tokens / busy if busy else None,
             seconds=time.perf_counter() - call_start,
             dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
             notes=notes, threads=torch.get_num_threads(),
