@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from .core.config import SettingSpec
 from .core.errors import UserError
-from .syntax import cmd
+from .syntax import REPL, cmd, syntax
 
 
 @dataclass
@@ -153,6 +153,9 @@ class Command:
                 raise UserError(p.refusal)
             return p
         shown, key = key, key.replace("-", "_").lower()  # named as typed: `foo-bar`, not `foo_bar`
+        if key == "json" and syntax() == REPL:  # docs/json.md's `minitf CMD --json`, typed at the REPL's prompt
+            raise UserError(f"--json belongs to one-shot commands run from your system's shell (minitf {self.name} "
+                            f"--json prints one JSON document); here the result is shown as text: leave --json out")
         names = [p.name for p in self.options]
         if not names:
             raise UserError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")

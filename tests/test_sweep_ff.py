@@ -8,6 +8,9 @@ writes them." (its only option is on/off, which the example skipped).
 A speed where nothing ran was 0 in the JSON and "-" (or left out) in the table: `minitf gen --n 0 --json` and a
 `minitf train --json` stopped before its first step said tokens_per_second 0.0, a :compare contender that diverged
 before a step was timed too; the docs say a value that does not apply is null.
+
+`:config --json` at the REPL's prompt (docs/json.md's `minitf CMD --json`, typed there) said ":config takes no
+options; got 'json'", and `:train --json` listed train's options: neither said where --json belongs.
 """
 
 import json
@@ -16,6 +19,8 @@ import pytest
 
 from minitf_repl import dispatch
 from minitf_repl.commands import REGISTRY
+from minitf_repl.core.errors import UserError
+from minitf_repl.parsing import parse_line
 from test_cli import invoke
 from test_commands import Recorder, run, tiny_session
 
@@ -74,3 +79,17 @@ def test_a_compare_contender_never_timed_has_no_speed():
 
     timed, never = _finish([Outcome("a", 1), Outcome("b", 1)], [(2.0, 100), (0.0, 0)])
     assert timed.tokens_per_second == 50 and never.tokens_per_second is None
+
+
+# --- --json typed at the REPL ------------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":config --json", ":train --json", ":tok 12 --json", ":ls json=on"])
+def test_json_at_the_repl_says_where_it_belongs(line):
+    with pytest.raises(UserError) as e:
+        parse_line(line, REGISTRY)
+    name = line.split()[0][1:]
+    assert str(e.value).startswith("--json belongs to one-shot commands") and f"minitf {name} --json" in str(e.value)
+
+
+def test_an_unknown_option_at_the_repl_is_still_listed_with_the_valid_ones():
+    with pytest.raises(UserError, match=r"unknown option 'jsn' for :train .*valid: steps"):
+        parse_line(":train --jsn", REGISTRY)
