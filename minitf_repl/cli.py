@@ -398,6 +398,16 @@ def root(
         raise typer.Exit(1)
     session = Session(data_spec="pydoc" if data is None else data, device_name="auto" if device is None else device,
                       checkpoint_dir=checkpoint_dir)
+    # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
+    # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).
+    if load is not None and not load.strip():
+        error(_stderr(), f"--load is empty; give a checkpoint's name, e.g. --load {_a_checkpoint(session)}, or leave "
+                         "the option out to start a new model")
+        raise typer.Exit(1)
+    if any(not pair.strip() for pair in settings):
+        error(_stderr(), "--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), or "
+                         "leave the option out")
+        raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
     if load is not None:
         loaded = load_checkpoint(session, load, data, debug, quiet)
@@ -411,6 +421,18 @@ def root(
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(open_shell(session, debug, loaded))
+
+
+def _a_checkpoint(session: Session) -> str:
+    """The name of a checkpoint in the session's folder that loads (the newest first), for an example; else autosave,
+    the name a first :train saves."""
+    from .core import checkpoint as ckpt
+
+    try:
+        names = [row.name for row in ckpt.list_checkpoints(session.checkpoint_dir) if row.error is None]
+    except (OSError, UserError):
+        names = []
+    return shlex.quote(names[0]) if names else "autosave"
 
 
 def join_ranks(ctx: typer.Context, device: str) -> str:

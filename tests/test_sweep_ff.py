@@ -11,6 +11,9 @@ before a step was timed too; the docs say a value that does not apply is null.
 
 `:config --json` at the REPL's prompt (docs/json.md's `minitf CMD --json`, typed there) said ":config takes no
 options; got 'json'", and `:train --json` listed train's options: neither said where --json belongs.
+
+A script's `minitf --load "$NAME" gen` with NAME unset was told "e.g. minitf --load '' load x", and `--set ""`
+"e.g. minitf --set '' set lr": lines with the empty value in them again, which fail the same way.
 """
 
 import json
@@ -21,7 +24,7 @@ from minitf_repl import dispatch
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.errors import UserError
 from minitf_repl.parsing import parse_line
-from test_cli import invoke
+from test_cli import assert_one_error_line, invoke
 from test_commands import Recorder, run, tiny_session
 
 
@@ -93,3 +96,23 @@ def test_json_at_the_repl_says_where_it_belongs(line):
 def test_an_unknown_option_at_the_repl_is_still_listed_with_the_valid_ones():
     with pytest.raises(UserError, match=r"unknown option 'jsn' for :train .*valid: steps"):
         parse_line(":train --jsn", REGISTRY)
+
+
+# --- an empty --load or --set ------------------------------------------------------------------------------
+def test_an_empty_load_is_refused_with_an_example_that_works(checkpoint_dir):
+    invoke("--data", "sort:4", "--set", "n_layers=1", "--set", "d_model=32", "train", "--steps", "1", "--save", "run1")
+    line = assert_one_error_line(invoke("--load", "", "gen"))
+    assert line == ("error: --load is empty; give a checkpoint's name, e.g. --load run1, or leave the option out to "
+                    "start a new model")
+    assert "''" not in assert_one_error_line(invoke("--load", " ", "config", "--json"))
+
+
+def test_an_empty_load_with_no_checkpoints_names_the_one_a_first_train_saves():
+    assert "e.g. --load autosave," in assert_one_error_line(invoke("--load", "", "config"))
+
+
+@pytest.mark.parametrize("pairs", [[""], ["lr=0.1", " "]])
+def test_an_empty_set_is_refused_with_an_example_that_works(pairs):
+    args = [word for pair in pairs for word in ("--set", pair)]
+    line = assert_one_error_line(invoke(*args, "config", "--json"))
+    assert line.startswith("error: --set is empty; give KEY=VALUE, e.g. --set lr=1e-3") and "''" not in line
