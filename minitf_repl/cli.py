@@ -672,8 +672,9 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
 
 
 def _metavar(p) -> str:
-    """What an option's value is called in --help: N, X, TEXT, or the option's own name for it."""
-    return p.meta or {int: "N", float: "X"}.get(p.type, "TEXT")
+    """What an option's value is called in --help: N, X, the option's own name for it, or as the REPL's usage line
+    calls it (Param.metavar): NAME (a checkpoint, the data); TEXT for a choice, which the help lists."""
+    return p.meta or {int: "N", float: "X"}.get(p.type) or ("TEXT" if p.choices else "NAME")
 
 
 def _make_subcommand(command, registry: Registry):

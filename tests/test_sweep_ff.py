@@ -3,7 +3,9 @@
 
 `minitf ngram --help` gave a flag's default as Python's "(default True)", where every other place (:help,
 :config) says on/off, and `minitf params --help` explained its KEY=VALUE words with nothing: "Options as the REPL
-writes them." (its only option is on/off, which the example skipped).
+writes them." (its only option is on/off, which the example skipped). `minitf train --help` called the value of
+--save TEXT beside "save the checkpoint NAME", and --data TEXT, where the REPL's usage says save=NAME data=NAME; and
+:parity's usage line said prompt=NAME of a text (docs/commands.md: prompt=TEXT).
 
 A speed where nothing ran was 0 in the JSON and "-" (or left out) in the table: `minitf gen --n 0 --json` and a
 `minitf train --json` stopped before its first step said tokens_per_second 0.0, a :compare contender that diverged
@@ -55,6 +57,20 @@ def test_a_flags_default_is_on_or_off_in_shell_help(command, said):
 
 def test_a_float_default_is_written_as_settings_are():
     assert "(default 1)" in help_text("lrfind") and "(default 1.0)" not in help_text("lrfind")
+
+
+@pytest.mark.parametrize("command, option, meta", [("train", "--save", "NAME"), ("train", "--data", "NAME"),
+                                                   ("compare", "--data", "NAME"), ("parity", "--prompt", "TEXT"),
+                                                   ("train", "--prompt", "TEXT"), ("train", "--schedule", "TEXT")])
+def test_an_options_value_is_named_as_the_repl_names_it(command, option, meta):
+    import re
+
+    line = next(line for line in help_text(command).splitlines() if re.search(rf"{option}\b", line))
+    assert re.search(rf"{option}\S*\s+{meta}\s", line), line
+
+
+def test_paritys_usage_line_calls_its_prompt_a_text():
+    assert "[prompt=TEXT]" in REGISTRY["parity"].usage()
 
 
 def test_the_key_value_words_of_a_command_with_only_a_flag_have_an_example():

@@ -387,7 +387,7 @@ class ParityResult:
          params=[
     Param("path", str, help="hf:PATH, the Hugging Face folder to compare with (:load hf:PATH loads it here first)",
           positional=True),
-    Param("prompt", str, help="the text both models read (default: a short sample of the data)"),
+    Param("prompt", str, help="the text both models read (default: a short sample of the data)", meta="TEXT"),
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
 ], json_version=2)  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
