@@ -16,6 +16,9 @@ options; got 'json'", and `:train --json` listed train's options: neither said w
 
 A script's `minitf --load "$NAME" gen` with NAME unset was told "e.g. minitf --load '' load x", and `--set ""`
 "e.g. minitf --set '' set lr": lines with the empty value in them again, which fail the same way.
+
+`minitf --set n_experts=2 ffn` of a mixture-of-experts model said ":experts shows where they go", the REPL's
+command in a shell user's error (the core's message, phrased where no front end speaks).
 """
 
 import json
@@ -132,3 +135,19 @@ def test_an_empty_set_is_refused_with_an_example_that_works(pairs):
     args = [word for pair in pairs for word in ("--set", pair)]
     line = assert_one_error_line(invoke(*args, "config", "--json"))
     assert line.startswith("error: --set is empty; give KEY=VALUE, e.g. --set lr=1e-3") and "''" not in line
+
+
+# --- a shell user's error names shell commands ------------------------------------------------------------
+def test_ffn_of_an_experts_model_names_the_experts_command_in_the_shells_words():
+    tiny = [w for pair in ("n_layers=1", "d_model=32", "n_heads=2", "d_ff=64", "max_seq_len=32", "n_experts=2")
+            for w in ("--set", pair)]
+    line = assert_one_error_line(invoke("--data", "sort:4", *tiny, "ffn", "12", "--json"))
+    assert "a mixture of 2 experts" in line and " experts shows where the tokens go" in line and ":experts" not in line
+    assert line.split("; ")[-1].startswith("minitf --data sort:4 --set n_layers=1")
+
+
+def test_ffn_of_an_experts_model_in_the_repl_still_says_experts():
+    s = tiny_session()
+    run(s, ":set n_experts=2")
+    with pytest.raises(UserError, match=r"to list; :experts shows where the tokens go"):
+        run(s, ":ffn 12")
