@@ -19,6 +19,9 @@ A script's `minitf --load "$NAME" gen` with NAME unset was told "e.g. minitf --l
 
 `minitf --set n_experts=2 ffn` of a mixture-of-experts model said ":experts shows where they go", the REPL's
 command in a shell user's error (the core's message, phrased where no front end speaks).
+
+`minitf --device cuda device --json` on a machine without CUDA said "current": "cuda", documented as "the device the
+model is on now", while the table marks no device current; the schema now says what current is then.
 """
 
 import json
@@ -151,3 +154,19 @@ def test_ffn_of_an_experts_model_in_the_repl_still_says_experts():
     run(s, ":set n_experts=2")
     with pytest.raises(UserError, match=r"to list; :experts shows where the tokens go"):
         run(s, ":ffn 12")
+
+
+# --- device: what current means when the device asked for cannot be used -----------------------------------
+def test_device_json_says_what_current_is_when_the_device_asked_for_cannot_be_used():
+    import torch
+
+    from minitf_repl import schema
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: --device cuda can be used")
+    result = invoke("--device", "cuda", "device", "--json")
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["problem"] and document["current"] == "cuda"
+    meaning = schema.checked_in(REGISTRY["device"])["properties"]["current"]["description"]
+    assert "with a problem, the one asked for, which the model is not on" in meaning

@@ -38,7 +38,7 @@ FAMILY = "devices and speed"  # the heading :help lists this module's commands u
 @dataclass
 class DeviceResult:
     devices: list[DeviceInfo]  # every device minitf can see, usable or not
-    current: str  # the device the model is on now
+    current: str  # the device the model is on now; with a problem, the one asked for, which the model is not on
     switched: bool  # this command moved the model
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
     dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
