@@ -307,6 +307,29 @@ class _Command(_FlagsUntyped, TyperCommand):
             if param.param_type_name == "argument" and param.nargs == -1:
                 param.display_type_rich = lambda ctx: "<text>"  # what Typer's rich help shows in the type column
 
+    def parse_args(self, ctx, args):
+        """An option given twice (`minitf gen --n 5 --n 6`, `--cache --no-cache`) is refused, as `:gen --n 5 --n 6`
+        and `minitf gen n=5 --n 6` are: Click would keep the last one without a word. A flag said twice the same
+        way (`--json --json`) asks for one thing."""
+        names = {name: p for p in self.params if p.param_type_name == "option" for name in (*p.opts, *p.secondary_opts)}
+        seen: dict[str, tuple[str, bool]] = {}  # option -> (the words that gave it, a flag's on or off)
+        i = 0
+        while i < len(args) and args[i] != "--":  # after --, words are text
+            name, eq, _ = args[i].partition("=")
+            option = names.get(name) if args[i].startswith("-") else None
+            if option is None:
+                i += 1
+                continue
+            takes = not option.is_flag and not eq and i + 1 < len(args)
+            typed = f"{name} {args[i + 1]}" if takes else args[i]
+            on = name in option.opts
+            if option.name in seen and not (option.is_flag and seen[option.name][1] == on):
+                error(_stderr(), f"{option.name} is given twice ({seen[option.name][0]} and {typed}); give it once")
+                raise typer.Exit(1)
+            seen[option.name] = (typed, on)
+            i += 2 if takes else 1
+        return super().parse_args(ctx, args)
+
 
 def _show_version(value: bool) -> None:
     if value:

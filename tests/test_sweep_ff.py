@@ -22,6 +22,10 @@ command in a shell user's error (the core's message, phrased where no front end 
 
 `minitf --device cuda device --json` on a machine without CUDA said "current": "cuda", documented as "the device the
 model is on now", while the table marks no device current; the schema now says what current is then.
+
+`minitf gen --n 5 --n 6` generated 6 tokens without a word (Click keeps an option's last value), where
+`:gen --n 5 --n 6` and `minitf gen n=5 --n 6` say "n is given twice"; so did `--cache --no-cache` and
+`train --steps 5 --max-iters 6`.
 """
 
 import json
@@ -170,3 +174,20 @@ def test_device_json_says_what_current_is_when_the_device_asked_for_cannot_be_us
     assert document["problem"] and document["current"] == "cuda"
     meaning = schema.checked_in(REGISTRY["device"])["properties"]["current"]["description"]
     assert "with a problem, the one asked for, which the model is not on" in meaning
+
+
+# --- an option given twice ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, said", [
+    (["gen", "--n", "5", "--n", "6", "x"], "n is given twice (--n 5 and --n 6); give it once"),
+    (["gen", "-n", "5", "--n=6", "x"], "n is given twice (-n 5 and --n=6); give it once"),
+    (["gen", "--cache", "--no-cache", "x"], "cache is given twice (--cache and --no-cache); give it once"),
+    (["train", "--steps", "5", "--max-iters", "6"], "steps is given twice (--steps 5 and --max-iters 6); give it once"),
+])
+def test_an_option_given_twice_is_refused_as_the_repl_refuses_it(args, said):
+    assert assert_one_error_line(invoke(*args)) == f"error: {said}"
+
+
+def test_a_flag_said_twice_the_same_way_and_words_after_the_dashes_are_no_options():
+    assert json.loads(invoke("--data", "sort:4", "tok", "12", "--json", "--json").stdout)["tokens"] == ["1", "2"]
+    result = invoke("--data", "sort:4", "tok", "--json", "--", "1", "--n", "2", "--n")
+    assert "n is given twice" not in result.output
