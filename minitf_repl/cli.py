@@ -105,6 +105,11 @@ class _Group(_FlagsUntyped, TyperGroup):
             items.append(CompletionItem("help", help="Show the commands, or a command's options: minitf help CMD."))
         return items
 
+    def parse_args(self, ctx, args):
+        at = _command_at(args, self.params)
+        _refuse_twice(self.params, args if at is None else args[:at], own=True)  # the command checks its own
+        return super().parse_args(ctx, args)
+
     def _repl_only(self, e: Exception, args: list[str]) -> str | None:
         """For a command of the interactive shell alone (`minitf quit`): what it is, not "No such command"."""
         at = _command_at(args, self.params)
@@ -308,27 +313,35 @@ class _Command(_FlagsUntyped, TyperCommand):
                 param.display_type_rich = lambda ctx: "<text>"  # what Typer's rich help shows in the type column
 
     def parse_args(self, ctx, args):
-        """An option given twice (`minitf gen --n 5 --n 6`, `--cache --no-cache`) is refused, as `:gen --n 5 --n 6`
-        and `minitf gen n=5 --n 6` are: Click would keep the last one without a word. A flag said twice the same
-        way (`--json --json`) asks for one thing."""
-        names = {name: p for p in self.params if p.param_type_name == "option" for name in (*p.opts, *p.secondary_opts)}
-        seen: dict[str, tuple[str, bool]] = {}  # option -> (the words that gave it, a flag's on or off)
-        i = 0
-        while i < len(args) and args[i] != "--":  # after --, words are text
-            name, eq, _ = args[i].partition("=")
-            option = names.get(name) if args[i].startswith("-") else None
-            if option is None:
-                i += 1
-                continue
-            takes = not option.is_flag and not eq and i + 1 < len(args)
-            typed = f"{name} {args[i + 1]}" if takes else args[i]
-            on = name in option.opts
-            if option.name in seen and not (option.is_flag and seen[option.name][1] == on):
-                error(_stderr(), f"{option.name} is given twice ({seen[option.name][0]} and {typed}); give it once")
-                raise typer.Exit(1)
-            seen[option.name] = (typed, on)
-            i += 2 if takes else 1
+        _refuse_twice(self.params, args)
         return super().parse_args(ctx, args)
+
+
+def _refuse_twice(params, args: list[str], own: bool = False) -> None:
+    """An option given twice (`minitf gen --n 5 --n 6`, `--cache --no-cache`, `minitf --data sort --data add
+    train`) is refused, as `:gen --n 5 --n 6` and `minitf gen n=5 --n 6` are: Click would keep the last one without
+    a word. A flag said twice the same way (`--json --json`) asks for one thing; --set is given once per setting.
+    `own`: the options are minitf's own, named as typed (--data); a command's are named as the REPL names them (n)."""
+    names = {name: p for p in params if p.param_type_name == "option" and not p.multiple
+             for name in (*p.opts, *p.secondary_opts)}
+    repeatable = {name for p in params if p.param_type_name == "option" and p.multiple for name in p.opts}
+    seen: dict[str, tuple[str, bool]] = {}  # option -> (the words that gave it, a flag's on or off)
+    i = 0
+    while i < len(args) and args[i] != "--":  # after --, words are text
+        name, eq, _ = args[i].partition("=")
+        option = names.get(name) if args[i].startswith("-") else None
+        if option is None:
+            i += 2 if name in repeatable and not eq else 1  # --set's value is no option of its own
+            continue
+        takes = not option.is_flag and not eq and i + 1 < len(args)
+        typed = f"{name} {args[i + 1]}" if takes else args[i]
+        on = name in option.opts
+        if option.name in seen and not (option.is_flag and seen[option.name][1] == on):
+            error(_stderr(), f"{option.opts[0] if own else option.name} is given twice ({seen[option.name][0]} and "
+                             f"{typed}); give it once")
+            raise typer.Exit(1)
+        seen[option.name] = (typed, on)
+        i += 2 if takes else 1
 
 
 def _show_version(value: bool) -> None:

@@ -25,7 +25,8 @@ model is on now", while the table marks no device current; the schema now says w
 
 `minitf gen --n 5 --n 6` generated 6 tokens without a word (Click keeps an option's last value), where
 `:gen --n 5 --n 6` and `minitf gen n=5 --n 6` say "n is given twice"; so did `--cache --no-cache` and
-`train --steps 5 --max-iters 6`.
+`train --steps 5 --max-iters 6`; and minitf's own `--data sort --data add` (or --load, --device, --checkpoint-dir
+twice) went with the last, where `--set lr=0.1 --set lr=0.2` says "lr is given twice".
 """
 
 import json
@@ -191,3 +192,21 @@ def test_a_flag_said_twice_the_same_way_and_words_after_the_dashes_are_no_option
     assert json.loads(invoke("--data", "sort:4", "tok", "12", "--json", "--json").stdout)["tokens"] == ["1", "2"]
     result = invoke("--data", "sort:4", "tok", "--json", "--", "1", "--n", "2", "--n")
     assert "n is given twice" not in result.output
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--data", "sort", "--data", "add", "config"], "--data is given twice (--data sort and --data add)"),
+    (["--load", "a", "--load=b", "gen"], "--load is given twice (--load a and --load=b)"),
+    (["--device", "cpu", "--device", "auto"], "--device is given twice (--device cpu and --device auto)"),
+])
+def test_minitfs_own_option_given_twice_is_refused(args, said):
+    assert assert_one_error_line(invoke(*args)) == f"error: {said}; give it once"
+
+
+def test_set_repeats_and_the_commands_own_data_are_no_repeat_of_minitfs():
+    result = invoke("--set", "n_layers=1", "--set", "d_model=32", "--data", "sort:4", "tok", "12", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["tokens"] == ["1", "2"]
+    result = invoke("--data", "sort:4", "--set", "n_layers=1", "--set", "autosave=off", "train", "--data", "add:2",
+                    "--steps", "1", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["data"] == "add:2"
