@@ -399,6 +399,13 @@ def check_report_path(text: str) -> Path:
     Asked before the report's work starts: an .html name, in a folder that exists and can be written.
     """
     path = Path(text).expanduser()
+    try:
+        folder_given = path.is_dir()
+    except OSError:  # a name too long to ask about: refused below, in one line
+        folder_given = False
+    if folder_given:  # `:report out/`: the page goes in that folder, not beside it (the example was `out.html`)
+        raise UserError(f"{clip(str(path), 80)} is a folder; give the page's file in it, e.g. "
+                        f"{clip(str(path / 'report.html'), 90)}")
     if path.suffix.lower() not in (".html", ".htm"):
         typed = Path(text)  # the same place, as typed (`~/runs/r.txt`: ~/runs/r.html), with the name ending in .html
         named = typed.stem + ".html" if typed.parent == Path(".") else str(typed.parent / (typed.stem + ".html"))

@@ -27,6 +27,9 @@ model is on now", while the table marks no device current; the schema now says w
 `:gen --n 5 --n 6` and `minitf gen n=5 --n 6` say "n is given twice"; so did `--cache --no-cache` and
 `train --steps 5 --max-iters 6`; and minitf's own `--data sort --data add` (or --load, --device, --checkpoint-dir
 twice) went with the last, where `--set lr=0.1 --set lr=0.2` says "lr is given twice".
+
+`minitf report out/` (a folder) was told "give a name ending in .html, e.g. out.html": a page beside the folder, not
+in it; and a folder named `pages.html` "give a file name ending in .html", which it had.
 """
 
 import json
@@ -210,3 +213,17 @@ def test_set_repeats_and_the_commands_own_data_are_no_repeat_of_minitfs():
                     "--steps", "1", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["data"] == "add:2"
+
+
+# --- report given a folder -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["out", "pages.html"])
+def test_report_given_a_folder_suggests_a_page_in_it(tmp_path, name):
+    from minitf_repl.report import check_report_path
+
+    folder = tmp_path / name
+    folder.mkdir()
+    for given in (str(folder), str(folder) + "/"):
+        with pytest.raises(UserError) as e:
+            check_report_path(given)
+        assert str(e.value) == f"{folder} is a folder; give the page's file in it, e.g. {folder / 'report.html'}"
+    assert check_report_path(str(folder / "report.html")) == folder / "report.html"
