@@ -30,6 +30,9 @@ twice) went with the last, where `--set lr=0.1 --set lr=0.2` says "lr is given t
 
 `minitf report out/` (a folder) was told "give a name ending in .html, e.g. out.html": a page beside the folder, not
 in it; and a folder named `pages.html` "give a file name ending in .html", which it had.
+
+`minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
+it wrote nothing.
 """
 
 import json
@@ -227,3 +230,12 @@ def test_report_given_a_folder_suggests_a_page_in_it(tmp_path, name):
             check_report_path(given)
         assert str(e.value) == f"{folder} is a folder; give the page's file in it, e.g. {folder / 'report.html'}"
     assert check_report_path(str(folder / "report.html")) == folder / "report.html"
+
+
+# --- gen of no tokens on a task --------------------------------------------------------------------------------
+def test_gen_of_no_tokens_after_a_prompt_without_its_equals_sign_claims_nothing_was_written():
+    s = tiny_session()
+    none = run(s, ":gen 12 n=0")
+    assert none.text == "" and "went on" not in none.off_task
+    assert none.off_task.endswith("what the model writes after it goes on with the question; end it with '=' to ask")
+    assert run(s, ":gen 12 n=2").off_task.endswith("the model went on with the question; end it with '=' to ask")

@@ -209,8 +209,10 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
     if "=" not in prompt:
         if graded is not None or not given:
             return graded, None
+        went = "the model went on with the question" if text else "what the model writes after it goes on with " \
+            "the question"  # n=0 wrote nothing to have gone on with
         return None, (f"{visible(prompt)!r} has no '=', which ends a question of {data.name}:{data.size} "
-                      f"({data.question_form}): the model went on with the question; end it with '=' to ask")
+                      f"({data.question_form}): {went}; end it with '=' to ask")
     question = data.question_of(prompt)
     if question is not None and len(prompt) - len(question) > data.answer_len:  # more than an answer: not gradable
         return None, (f"{visible(prompt)!r} holds more than a whole answer ({data.name}'s answers have "
