@@ -73,3 +73,64 @@ def scale_hex(frac: float) -> str:
 def shade(frac: float) -> str:
     frac = min(1.0, max(0.0, frac))
     return SHADES[min(len(SHADES) - 1, int(frac * len(SHADES)))]
+
+
+# --- an output that cannot encode Unicode ------------------------------------------------------------------------
+# Where standard output is ASCII or Latin-1 (PYTHONIOENCODING=ascii, a Latin-1 locale, LC_ALL=C with PYTHONUTF8=0), a
+# glyph it cannot encode is written as a stand-in of the same width: the charts' and tables' columns were laid out
+# in cells, so a box corner stays one character and a wide (CJK) character two. Rich draws its own tables in ASCII
+# there; these are the views' glyphs. Anything else is "?", as Python's errors="replace" writes it.
+STAND_INS = {
+    "…": "~", "·": ".", "•": "*", "×": "x", "±": "~", "→": ">", "←": "<", "⊙": "*", "�": "?",
+    "●": "o", "▲": "^", "■": "#", "◆": "@", "✚": "+", "✖": "x", "★": "*", "▼": "v", "○": "o", "□": "%",
+    "╌": ".", "┄": ".", "░": ".", "▁": ".", "▂": ",", "▃": ":", "▄": "-", "▅": "=", "▆": "+", "▇": "*", "█": "#",
+    "␣": "_", "↵": "$", "⇥": ">", "␍": "<",
+    "θ": "t", "Δ": "D", "σ": "s", "ε": "e", "π": "p", "µ": "u", "\u0302": "^",  # the hat of x̂ comes after its x
+}
+
+
+def ascii_stand_in(ch: str) -> str:
+    """What an ASCII-only output writes for `ch` (see STAND_INS); as many characters as `ch` takes cells."""
+    if ch in STAND_INS:
+        return STAND_INS[ch]
+    import unicodedata
+
+    name = unicodedata.name(ch, "")
+    if name.startswith("BOX DRAWINGS"):  # a line on its own, else a corner, a tee or a cross
+        return "|" if name.endswith("VERTICAL") else "-" if name.endswith("HORIZONTAL") else "+"
+    if unicodedata.combining(ch):
+        return ""
+    return "??" if unicodedata.east_asian_width(ch) in "WF" else "?"
+
+
+def _stand_ins(error: UnicodeError):
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(ascii_stand_in(ch) for ch in error.object[error.start:error.end]), error.end
+
+
+STAND_IN_ERRORS = "minitf-stand-ins"
+
+
+def write_stand_ins(stream) -> None:
+    """Make `stream` (a text file such as sys.stdout) write stand-ins for what its encoding cannot encode, rather than
+    raise UnicodeEncodeError: a chart ended the command with "internal error" after the training it showed had run.
+    Nothing changes for a stream that encodes Unicode, or one that cannot be reconfigured."""
+    import codecs
+
+    encoding = getattr(stream, "encoding", None)
+    if not encoding or not hasattr(stream, "reconfigure"):
+        return
+    try:
+        "█…".encode(encoding)
+        return
+    except (UnicodeError, LookupError):
+        pass
+    try:
+        codecs.lookup_error(STAND_IN_ERRORS)
+    except LookupError:
+        codecs.register_error(STAND_IN_ERRORS, _stand_ins)
+    try:
+        stream.reconfigure(errors=STAND_IN_ERRORS)
+    except (ValueError, OSError):  # io.UnsupportedOperation is both
+        pass

@@ -17,7 +17,9 @@ Output to a file or a pipe has no width to wrap at: the front ends make those co
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -25,7 +27,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
-from ..palette import is_active, terminal_safe
+from ..palette import is_active, terminal_safe, write_stand_ins
 
 # A number and its unit are one word ("1.8 s", "340 MB"), as type-setters join them: a line that ends "1.8" leaves
 # the reader a bare number. A unit is a symbol of time or size alone; "60 steps" may part like any two words.
@@ -84,10 +86,35 @@ class Words:
         return Measurement(longest + self.indent, widest + self.indent)
 
 
+class _Console(Console):
+    """Rich's Console, but a TERM=dumb terminal (Emacs' shell) is as wide as the terminal says: Rich takes 80 columns
+    there, whatever the terminal's, so at 40 columns every message broke inside its words. A width given, or
+    $COLUMNS, still wins; colour and cursor movement stay off there, as Rich has it."""
+
+    @property
+    def size(self):
+        size = super().size
+        if not self.is_dumb_terminal:
+            return size
+        width = self._width  # a width given, or $COLUMNS (Rich read it, then ignored it without $LINES)
+        if width is None:
+            try:
+                width = os.get_terminal_size(self.file.fileno()).columns
+            except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is both
+                pass
+        return type(size)(width or size.width, size.height)
+
+    @size.setter
+    def size(self, new_size):
+        Console.size.fset(self, new_size)
+
+
 def console_for(**options) -> Console:
     """A front end's Console: messages wrap at spaces on a terminal, and stay one line each in a file
-    or a pipe (soft_wrap: nothing to wrap at there; Rich would otherwise assume 80 columns)."""
-    console = Console(**options)
+    or a pipe (soft_wrap: nothing to wrap at there; Rich would otherwise assume 80 columns). An output
+    that cannot encode a glyph writes an ASCII stand-in for it (palette.write_stand_ins)."""
+    write_stand_ins(options.get("file") or (sys.stderr if options.get("stderr") else sys.stdout))
+    console = _Console(**options)
     console.soft_wrap = not console.is_terminal
     return console
 

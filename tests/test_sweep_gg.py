@@ -1,0 +1,68 @@
+"""What a user's-eye sweep of terminal environments (an ASCII-only output encoding, TERM=dumb, NO_COLOR, narrow and
+wide terminals, Ctrl-C and Ctrl-D, folders that cannot be written) found: each test failed before its fix.
+
+Where standard output could not encode Unicode (PYTHONIOENCODING=ascii, a Latin-1 locale, LC_ALL=C with
+PYTHONUTF8=0), every chart, sparkline and arrow ended the command with "internal error: UnicodeEncodeError": the
+training finished, its chart did not. On a TERM=dumb terminal (Emacs' shell) Rich takes the width as 80 whatever the
+terminal's, so at 40 columns every message broke inside words ("insi / de").
+"""
+
+import fcntl
+import io
+import os
+import struct
+import sys
+import termios
+
+import pytest
+
+from minitf_repl.render import console_for, render, say
+from test_commands import run, tiny_session
+
+
+# --- an output that cannot encode Unicode ---------------------------------------------------------------------
+def ascii_stdout(monkeypatch, encoding="ascii"):
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding, write_through=True)
+    monkeypatch.setattr(sys, "stdout", stream)
+    return raw
+
+
+def test_a_chart_on_an_ascii_only_output_is_drawn_in_ascii_instead_of_failing(monkeypatch):
+    s = tiny_session()
+    run(s, ":train")
+    result = run(s, ":plot")
+    raw = ascii_stdout(monkeypatch)
+    console = console_for(force_terminal=False, width=60)
+    render(result, console)
+    say(console, "the loss fell ▁▂▃▄▅▆▇█ … ±0.01 → 2.48 · done")
+    text = raw.getvalue().decode("ascii")
+    assert "loss by step" in text and "|" in text and "+" in text
+    assert "the loss fell" in text and "done" in text
+
+
+def test_ascii_stand_ins_keep_a_charts_columns_and_a_latin1_output_keeps_what_it_can_show(monkeypatch):
+    from minitf_repl.palette import ascii_stand_in
+
+    for glyph in "┤│└─╌┄•×●▲■◆✚✖★▼○□▁▂▃▄▅▆▇█░…·→␣↵⇥␍⊙θΔσεπµ±�":
+        assert len(ascii_stand_in(glyph)) == 1 and ascii_stand_in(glyph).isascii(), glyph
+    assert ascii_stand_in("日") == "??"  # two cells wide: two stand-ins keep the columns after it
+    raw = ascii_stdout(monkeypatch, "latin-1")
+    say(console_for(force_terminal=False, width=60), "±0.01 · é █")
+    assert raw.getvalue().decode("latin-1").strip() == "±0.01 · é #"
+
+
+# --- TERM=dumb ------------------------------------------------------------------------------------------------
+def test_a_dumb_terminal_wraps_messages_at_its_own_width_not_at_80(monkeypatch):
+    main, side = os.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 40, 0, 0))
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    with os.fdopen(side, "w", encoding="utf-8") as tty:
+        console = console_for(file=tty)
+        assert console.is_terminal and console.width == 40
+        fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 60, 0, 0))
+        assert console.width == 60  # resized (Emacs resizes its shell's window): the next message follows
+        monkeypatch.setenv("COLUMNS", "50")
+        assert console_for(file=tty).width == 50  # $COLUMNS still wins, as Rich has it
+    os.close(main)
