@@ -66,3 +66,25 @@ def test_a_dumb_terminal_wraps_messages_at_its_own_width_not_at_80(monkeypatch):
         monkeypatch.setenv("COLUMNS", "50")
         assert console_for(file=tty).width == 50  # $COLUMNS still wins, as Rich has it
     os.close(main)
+
+
+# --- narrow terminals -------------------------------------------------------------------------------------------
+def narrow_console(width: int):
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=width, color_system=None)
+
+
+def test_compare_table_of_one_seed_keeps_each_loss_whole_at_24_columns():
+    from types import SimpleNamespace
+
+    from minitf_repl.render.live import CompareTable
+
+    table = CompareTable(["n_layers=1", "n_layers=2"], seeds=1)
+    for step, (a, b) in ((2, (2.2046, 2.2011)), (20, (0.4213, 0.3547))):
+        table.add(SimpleNamespace(step=step, label="n_layers=1", val_loss=a, spread=None, bpc=None, bpc_spread=None))
+        table.add(SimpleNamespace(step=step, label="n_layers=2", val_loss=b, spread=None, bpc=None, bpc_spread=None))
+    console = narrow_console(24)
+    console.print(table)
+    shown = console.file.getvalue()
+    assert "…" not in shown and "2.2046" in shown and "0.3547" in shown  # was "2.20…" with 2 columns to spare

@@ -183,8 +183,9 @@ class CompareTable:
             # the bits alone, which the contenders are judged by: a loss | bits cell with spreads over seeds folded
             # onto two lines at 60 columns, each spread under the other number
             table = self.table(with_labels=False, bits_only=True)
-        if self.seeds > 1 and not fits(console, table, options.max_width):
-            # the means alone: six contenders' "4.4837 ±0.011" were cut to "4.48… ±0.0…" at 60 columns
+        if not fits(console, table, options.max_width):
+            # the means alone: six contenders' "4.4837 ±0.011" were cut to "4.48… ±0.0…" at 60 columns; without the
+            # edges' padding, one seed's two losses stay whole at 24 columns (they were "2.20…")
             table = self.table(with_labels=False, bits_only=self.by_bpc, spreads=False)
         yield table
 
