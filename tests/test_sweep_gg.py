@@ -88,3 +88,19 @@ def test_compare_table_of_one_seed_keeps_each_loss_whole_at_24_columns():
     console.print(table)
     shown = console.file.getvalue()
     assert "…" not in shown and "2.2046" in shown and "0.3547" in shown  # was "2.20…" with 2 columns to spare
+
+
+def test_the_loss_table_at_20_columns_drops_columns_rather_than_cutting_every_number():
+    from minitf_repl.render import LossTable
+
+    rows = [{"step": 20, "run_step": 20, "run_steps": 20, "train_loss": 0.5061, "val_loss": 0.4109, "accuracy": 0.64,
+             "lr": 1.2e-3, "grad_norm": 1.0, "tokens_per_second": 2915.0, "elapsed": 1.1}]
+    table = LossTable(rows, narrow=True, vocab_size=12)
+    console = narrow_console(20)
+    console.print(table)
+    shown = console.file.getvalue()
+    assert "…" not in shown and "0.4109" in shown  # was "step  tr…  val   acc" over "20  0.…  0.…  64.…"
+    assert "0.5061" in shown  # the train loss still fits beside it; the accuracy went first
+    console = narrow_console(40)
+    console.print(table)
+    assert "64.0%" in console.file.getvalue()  # where it fits, the accuracy stays

@@ -40,8 +40,9 @@ LOSS_COLUMNS = (
     ("elapsed", "elapsed", "time", fmt.seconds, True),
 )
 # A narrow table's columns dropped in turn while its rows do not fit: a mixture's load balance, bits per character
-# (the val loss in other units), the time (the summary line has it).
-NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed")
+# (the val loss in other units), the time, the accuracy (the summary line has both), then the train loss, so that at
+# 20 columns the val loss stays whole (every number was cut to "0.…" there).
+NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed", "accuracy", "train_loss")
 # What a column's number is read on, said under the table: at step 100 of the first run the train loss stands
 # above the val loss, which reads as a leak until one knows that the two are not measured alike.
 LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
