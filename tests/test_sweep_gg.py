@@ -104,3 +104,16 @@ def test_the_loss_table_at_20_columns_drops_columns_rather_than_cutting_every_nu
     console = narrow_console(40)
     console.print(table)
     assert "64.0%" in console.file.getvalue()  # where it fits, the accuracy stays
+
+
+def test_params_at_20_columns_keeps_every_count_whole():
+    s = tiny_session()
+    result = run(s, ":params")
+    console = narrow_console(20)
+    render(result, console)
+    shown = console.file.getvalue()
+    total = f"{s.model.num_parameters():,}" if hasattr(s.model, "num_parameters") else None
+    table = shown.split("compute and memory")[0]
+    assert "," in table and not any(cell.endswith("…") and cell[0].isdigit() for cell in table.split())  # "198,…"
+    if total:
+        assert total in table

@@ -369,13 +369,16 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
     """core.ledger's numbers: parameters per component (later blocks folded), then compute and memory."""
     rows = _ledger_rows(ledger)
 
-    def parameters(with_kind: bool, with_share: bool) -> Table:
+    def parameters(with_kind: bool, with_share: bool, cut_names: bool = False) -> Table:
         table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, show_footer=True,
                       title=Text("parameters", style="bold"), title_justify="left", pad_edge=False)
-        table.add_column("component", footer="total", no_wrap=True)
+        # cut_names: the narrowest form (20 columns), where the names give way ("token_embe…") so that no count is
+        # cut: Rich squeezed both columns, and the total read "803,…"
+        table.add_column("component", footer="total", no_wrap=not cut_names, overflow="ellipsis")
         if with_kind:
             table.add_column("kind", style="dim", footer="")
-        table.add_column("parameters", justify="right", footer=fmt.whole(ledger["n_params"]), no_wrap=True)
+        table.add_column("params" if cut_names else "parameters", justify="right", footer=fmt.whole(ledger["n_params"]),
+                         no_wrap=True, min_width=len(fmt.whole(ledger["n_params"])) if cut_names else None)
         if with_share:
             table.add_column("share", justify="right", footer="100%", no_wrap=True)
         for name, kind, count_, share in rows:
@@ -389,6 +392,8 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
         table = parameters(with_kind, with_share)
         if fits(console, table):
             break
+    else:
+        table = parameters(False, False, cut_names=True)
     console.print(table)
     B, T = ledger["batch_size"], ledger["seq_len"]
     lines: list[tuple[str, str, str]] = []  # what, how much, how it is counted
