@@ -117,3 +117,12 @@ def test_params_at_20_columns_keeps_every_count_whole():
     assert "," in table and not any(cell.endswith("…") and cell[0].isdigit() for cell in table.split())  # "198,…"
     if total:
         assert total in table
+
+
+def test_help_at_20_columns_keeps_a_commands_second_name_indented_under_its_first():
+    s = tiny_session()
+    console = narrow_console(20)
+    render(run(s, ":help"), console)
+    lines = console.file.getvalue().splitlines()
+    at = next(k for k, line in enumerate(lines) if line.strip().startswith(":context"))
+    assert lines[at + 1] == "  :positions"  # was ":positions" at the margin, where the family names stand

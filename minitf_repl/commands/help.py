@@ -148,7 +148,7 @@ def render_help(result: HelpResult, console: Console) -> None:
         # 40-odd columns: a summary beside the names would cut its words ("mixture-of-expe…"), or, whole, take a
         # line for every two words in a column 16 wide (:help ran to some 400 lines)
         for entry in entries:
-            say(console, Text(names(entry), style="bold"))
+            say(console, Text(names(entry).strip(), style="bold"), indent=2)  # a second line of names stays in
             say(console, entry.summary, indent=4)
     note(console, "A line without ':' is a prompt: the model continues it (like :gen PROMPT).")
     note(console, ":help COMMAND shows its options, :help KEY a setting; Tab completes; Ctrl-C stops a running "
