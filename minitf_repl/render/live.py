@@ -188,9 +188,12 @@ class CompareTable:
             # the means alone: six contenders' "4.4837 ±0.011" were cut to "4.48… ±0.0…" at 60 columns; without the
             # edges' padding, one seed's two losses stay whole at 24 columns (they were "2.20…")
             table = self.table(with_labels=False, bits_only=self.by_bpc, spreads=False)
+        if not fits(console, table, options.max_width):  # 20 columns: no rule under the header, and no gaps for it
+            table = self.table(with_labels=False, bits_only=self.by_bpc, spreads=False, bare=True)
         yield table
 
-    def table(self, with_labels: bool = True, bits_only: bool = False, spreads: bool = True) -> Table:
+    def table(self, with_labels: bool = True, bits_only: bool = False, spreads: bool = True,
+              bare: bool = False) -> Table:
         title = "val loss" + (" per token | bits per character (the tokenizers differ: compare the bits)"
                               if self.by_bpc else "")
         if bits_only:
@@ -199,8 +202,8 @@ class CompareTable:
             title += (f" (mean ± std over {self.seeds} seeds)" if spreads else
                       f" (mean over {self.seeds} seeds; a wider terminal shows each spread)")
         # the means alone are the narrowest form: without the edges' padding, six contenders fit 60 columns
-        table = Table(title=Text(title), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
-                      pad_edge=spreads)
+        table = Table(title=Text(title), title_justify="left", header_style="bold",
+                      box=None if bare else box.SIMPLE_HEAD, pad_edge=spreads)
         table.add_column("step", justify="right")
         for k, label in enumerate(self.labels):
             glyph, style = mark(k)
