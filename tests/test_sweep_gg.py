@@ -127,3 +127,16 @@ def test_help_at_20_columns_keeps_a_commands_second_name_indented_under_its_firs
     lines = console.file.getvalue().splitlines()
     at = next(k for k, line in enumerate(lines) if line.strip().startswith(":context"))
     assert lines[at + 1] == "  :positions"  # was ":positions" at the margin, where the family names stand
+
+
+def test_checks_at_20_columns_wrap_their_text_under_a_small_hang_not_a_word_a_line():
+    from rich.cells import cell_len
+
+    s = tiny_session()
+    run(s, ":train")
+    console = narrow_console(20)
+    render(run(s, ":checks batch gradient"), console)
+    lines = console.file.getvalue().splitlines()
+    over = [line for line in lines if cell_len(line.rstrip()) > 20]
+    assert not over  # was "               targets": a column 5 wide, each word past the edge
+    assert any(line.startswith("pass batch") for line in lines)

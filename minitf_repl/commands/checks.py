@@ -293,6 +293,9 @@ def batch_rows(check, unit: str, console: Console) -> None:
                   "at once; y is x moved one to the left")
 
 
+MIN_TEXT = 20  # the fewest columns a check's text is wrapped in beside its status and name
+
+
 @render.register(ChecksResult)
 def render_checks(result: ChecksResult, console: Console) -> None:
     now = [name for name in result.asked if name in ("rows", "causal", "gradient")]
@@ -325,7 +328,10 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         line = Text(f"{status:<4} ", style=style)
         line.append(f"{name:<{width}}", style="bold")
         line.append(f"  {text}")
-        say(console, line, hang=5 + width + 2)  # wrapped lines under the text, past the status and the name
+        # wrapped lines under the text, past the status and the name, where that leaves the text room; at 20 columns
+        # it left 5, and each word went on a line of its own past the edge
+        hang = 5 + width + 2
+        say(console, line, hang=hang if console.width - hang >= MIN_TEXT else 2)
     if result.batch is not None:
         batch_rows(result.batch, result.unit, console)
     if result.causal is not None:
