@@ -140,3 +140,15 @@ def test_checks_at_20_columns_wrap_their_text_under_a_small_hang_not_a_word_a_li
     over = [line for line in lines if cell_len(line.rstrip()) > 20]
     assert not over  # was "               targets": a column 5 wide, each word past the edge
     assert any(line.startswith("pass batch") for line in lines)
+
+
+def test_a_record_too_wide_for_20_columns_puts_each_value_under_its_name():
+    import re
+
+    s = tiny_session()
+    run(s, ":train")
+    console = narrow_console(20)
+    render(run(s, ":ngram n=2"), console)
+    shown = console.file.getvalue()
+    assert not re.findall(r"\d…", shown) and "nothing (uniform)" in shown  # were "2.4…" and "not…" beside names
+    assert "train loss" in shown and "model below it" in shown

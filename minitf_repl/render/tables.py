@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import fmt
-from .words import say
+from .words import Words, say
 
 NARROW = 72  # below this many columns, wide tables switch to a stacked layout
 
@@ -54,23 +54,34 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
         table.shown_columns = [names[k] for k in keep]
         if fits(console, table):
             return table
-    return record_table(names, rows) if records else table
+    return record_table(names, rows, console) if records else table
 
 
-def record_table(names: list[str], rows: list[list]) -> Table:
-    """Each row as a record: its first cell in bold, then a line per other column, `name  value`, a blank line apart."""
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column("name", style="dim", no_wrap=True)
-    table.add_column("value")
-    for at, row in enumerate(rows):
-        if at:
-            add_row(table, "", "")
-        first = row[0] if isinstance(row[0], Text) else Text(str(row[0]))
-        if names[0] or first.plain:  # an unnamed mark column (:step's →) where it marks nothing: no line
-            add_row(table, Text(names[0] or "", style="bold"), Text.assemble(first, style="bold"))
-        for name, cell in zip(names[1:], row[1:]):
-            add_row(table, name, cell)
-    table.shown_columns = list(names)
+def record_table(names: list[str], rows: list[list], console: Console | None = None) -> Table:
+    """Each row as a record: its first cell in bold, then a line per other column, `name  value`, a blank line apart.
+    Where even that does not fit the `console` (20 columns: "model below it" left a value 4 cells, "2.4…"), each
+    value goes on the line under its name, 2 in."""
+    for stacked in (False, True):
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column("name", style="dim", no_wrap=not stacked)
+        if not stacked:
+            table.add_column("value")
+        for at, row in enumerate(rows):
+            if at:
+                add_row(table, *([""] if stacked else ["", ""]))
+            first = row[0] if isinstance(row[0], Text) else Text(str(row[0]))
+            if names[0] or first.plain:  # an unnamed mark column (:step's →) where it marks nothing: no line
+                name, value = Text(names[0] or "", style="bold"), Text.assemble(first, style="bold")
+                add_row(table, *([Text.assemble(name, " ", value)] if stacked else [name, value]))
+            for name, cell in zip(names[1:], row[1:]):
+                if stacked:
+                    add_row(table, name)
+                    table.add_row(Words(cell if isinstance(cell, Text) else Text(str(cell)), indent=2))
+                else:
+                    add_row(table, name, cell)
+        table.shown_columns = list(names)
+        if console is None or fits(console, table):
+            break
     return table
 
 
@@ -82,7 +93,7 @@ def fitted(console: Console, *tables: Table) -> Table:
             return table
     last = tables[-1]
     names = [str(column.header) for column in last.columns]
-    return record_table(names, [list(row) for row in zip(*(list(column.cells) for column in last.columns))])
+    return record_table(names, [list(row) for row in zip(*(list(column.cells) for column in last.columns))], console)
 
 
 def shown_columns(table: Table) -> list[str]:
