@@ -24,6 +24,7 @@ from .render.chart import axis_labels, uniform_label, uniform_loss
 from .render.heatmap import reads_future
 from .render.scatter import asked_ids
 from .render.watch import NO_ROLE, copying, frame_input, frame_subject, frame_when, head_cell
+from .syntax import cmd
 
 
 @dataclass
@@ -423,10 +424,20 @@ def check_report_path(text: str) -> Path:
                                 "path")
             raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise UserError(f"cannot write {clip(str(path), 80)}: permission denied")
+            # a read-only file system refuses whatever the permissions say (it was "permission denied", and no way on)
+            why = "the file system is read-only" if _read_only(folder) else "permission denied"
+            raise UserError(f"cannot write {clip(str(path), 80)}: {why}; give {cmd('report', 'PATH')} a path in a "
+                            "folder you can write")
     except OSError as e:
         raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; choose a shorter or other path") from None
     return path
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # Windows has no statvfs
+        return False
 
 
 def _folder(path: Path) -> Path:

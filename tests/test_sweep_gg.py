@@ -152,3 +152,22 @@ def test_a_record_too_wide_for_20_columns_puts_each_value_under_its_name():
     shown = console.file.getvalue()
     assert not re.findall(r"\d…", shown) and "nothing (uniform)" in shown  # were "2.4…" and "not…" beside names
     assert "train loss" in shown and "model below it" in shown
+
+
+# --- folders that cannot be written -------------------------------------------------------------------------------
+def test_report_into_a_read_only_file_system_says_so_and_what_to_do(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.report import check_report_path
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=os.ST_RDONLY))
+    with pytest.raises(UserError) as e:
+        check_report_path(str(tmp_path / "r.html"))
+    assert "the file system is read-only" in str(e.value) and "permission denied" not in str(e.value)
+    assert "; " in str(e.value)  # and the fix: another folder
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=0))
+    with pytest.raises(UserError) as e:
+        check_report_path(str(tmp_path / "r.html"))
+    assert "permission denied; " in str(e.value)  # was "permission denied" alone, no way on
