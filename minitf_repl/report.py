@@ -459,11 +459,13 @@ def write_report(path: Path, page: str) -> int:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the page private; a page is for sharing
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:  # Ctrl-C too (:report is interruptible): no temporary file is left behind
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
+        if isinstance(e, OSError):
+            raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
+        raise
     return path.stat().st_size

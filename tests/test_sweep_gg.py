@@ -171,3 +171,19 @@ def test_report_into_a_read_only_file_system_says_so_and_what_to_do(tmp_path, mo
     with pytest.raises(UserError) as e:
         check_report_path(str(tmp_path / "r.html"))
     assert "permission denied; " in str(e.value)  # was "permission denied" alone, no way on
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------------------------------
+def test_ctrl_c_stops_a_report_at_once_and_leaves_no_file_behind(tmp_path, monkeypatch):
+    from minitf_repl import report
+    from minitf_repl.commands import REGISTRY
+
+    assert REGISTRY["report"].interruptible  # it polls no stop flag: Ctrl-C went unheard and the page was written
+
+    def cut(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report.os, "replace", cut)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_report(tmp_path / "r.html", "<html></html>")
+    assert list(tmp_path.iterdir()) == []  # its temporary file is gone too
