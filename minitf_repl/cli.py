@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import inspect
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -431,6 +432,12 @@ def root(
     if checkpoint_dir is not None and not checkpoint_dir.strip():
         error(_stderr(), "--checkpoint-dir is empty; give a directory, or leave the option out for the default "
                          "(./checkpoints, or $MINITF_CHECKPOINT_DIR)")
+        raise typer.Exit(1)
+    try:  # ./checkpoints is under it, and torch's libraries fail to load without it (a fatal error, no message)
+        os.getcwd()
+    except FileNotFoundError:
+        error(_stderr(), "the folder minitf was started in no longer exists (deleted or moved); cd to a folder that "
+                         "exists and start minitf again")
         raise typer.Exit(1)
     session = Session(data_spec="pydoc" if data is None else data, device_name="auto" if device is None else device,
                       checkpoint_dir=checkpoint_dir)

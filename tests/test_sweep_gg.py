@@ -187,3 +187,17 @@ def test_ctrl_c_stops_a_report_at_once_and_leaves_no_file_behind(tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         report.write_report(tmp_path / "r.html", "<html></html>")
     assert list(tmp_path.iterdir()) == []  # its temporary file is gone too
+
+
+# --- the folder minitf runs in --------------------------------------------------------------------------------------
+def test_a_deleted_working_folder_is_one_line_not_a_traceback(monkeypatch):
+    from test_cli import assert_one_error_line, invoke
+
+    monkeypatch.delenv("MINITF_CHECKPOINT_DIR", raising=False)  # the default, ./checkpoints, needs the folder
+
+    def gone():
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(os, "getcwd", gone)
+    line = assert_one_error_line(invoke("--data", "sort:4", "config"))
+    assert "no longer exists" in line and "; " in line
