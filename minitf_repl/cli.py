@@ -34,6 +34,7 @@ from .core.catalog import spec_forms
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
+from .palette import write_stand_ins
 from .parsing import BOOL_WORDS, fits_first_option, parse_line
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
@@ -72,6 +73,8 @@ class _Group(_FlagsUntyped, TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        for stream in (sys.stdout, sys.stderr):  # Typer's help prints through consoles of its own ("…" in a help)
+            write_stand_ins(stream)
         typed = _dashes(sys.argv[1:] if args is None else list(args))
         args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
         args = _flag_words(args, self.commands, self.params)

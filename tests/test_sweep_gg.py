@@ -201,3 +201,13 @@ def test_a_deleted_working_folder_is_one_line_not_a_traceback(monkeypatch):
     monkeypatch.setattr(os, "getcwd", gone)
     line = assert_one_error_line(invoke("--data", "sort:4", "config"))
     assert "no longer exists" in line and "; " in line
+
+
+def test_a_commands_help_on_an_ascii_only_output_is_written_not_a_traceback():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    result = CliRunner(charset="ascii").invoke(cli.app, ["data", "--help"])
+    assert result.exit_code == 0, result.output  # Typer's own console wrote "…" and ended in UnicodeEncodeError
+    assert "Usage" in result.stdout
