@@ -35,6 +35,7 @@ from rich.console import Console
 from . import __version__
 from .commands import REGISTRY
 from .core.catalog import CORPORA, TASKS, no_file_named
+from .core.errors import UserError
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
@@ -333,7 +334,11 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         moved = adopt_old_history()  # earlier versions kept it in the data dir; it is state
         if moved:
             say(err_console, moved, "dim")
-        history = make_history(history_path(), lambda msg: say(err_console, msg, "yellow"))
+        try:
+            history = make_history(history_path(), lambda msg: say(err_console, msg, "yellow"))
+        except UserError as e:  # no home folder to keep it in
+            say(err_console, f"warning: {e}; history is kept in memory for this session", "yellow")
+            history = InMemoryHistory()
     prompt_session = PromptSession(
         history=history,
         auto_suggest=AutoSuggestFromHistory(),

@@ -211,3 +211,44 @@ def test_a_commands_help_on_an_ascii_only_output_is_written_not_a_traceback():
     result = CliRunner(charset="ascii").invoke(cli.app, ["data", "--help"])
     assert result.exit_code == 0, result.output  # Typer's own console wrote "…" and ended in UnicodeEncodeError
     assert "Usage" in result.stdout
+
+
+# --- no home folder ---------------------------------------------------------------------------------------------------
+def no_home(monkeypatch):
+    """$HOME unset and no passwd entry (a container's arbitrary uid): platformdirs raises RuntimeError."""
+    import platformdirs
+
+    def unknown(*args, **kwargs):
+        raise RuntimeError("could not determine the home directory for '~/.local/state', set an absolute HOME or "
+                           "XDG variable")
+
+    for name in ("user_state_dir", "user_data_dir", "user_cache_dir"):
+        monkeypatch.setattr(platformdirs, name, unknown)
+    for name in ("HOME", "MINITF_HISTORY", "MINITF_CACHE_DIR", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_shell_starts_without_a_home_folder_and_keeps_its_history_in_memory(monkeypatch):
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from minitf_repl import repl
+    from test_repl import consoles
+
+    no_home(monkeypatch)
+    out, err = consoles()
+    with create_pipe_input() as inp:
+        inp.send_text(":config\r\x04")
+        code = repl.run_repl(tiny_session(), out, err, input=inp, output=DummyOutput())  # was a RuntimeError
+    assert code == 0 and "generation" in out.file.getvalue()
+    warning = " ".join(err.file.getvalue().split())
+    assert "history is kept in memory" in warning and "MINITF_HISTORY" in warning
+
+
+def test_the_cache_folder_without_a_home_folder_is_a_user_error_naming_its_variable(monkeypatch):
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.core.paths import cache_dir
+
+    no_home(monkeypatch)
+    with pytest.raises(UserError, match=r"MINITF_CACHE_DIR"):
+        cache_dir()  # was platformdirs' RuntimeError: ":data shakespeare" an internal error

@@ -18,6 +18,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .errors import UserError
+
 APP = "minitf"
 CHECKPOINT_ENV = "MINITF_CHECKPOINT_DIR"
 CACHE_ENV = "MINITF_CACHE_DIR"
@@ -32,29 +34,36 @@ def default_checkpoint_dir() -> Path:
     return Path(env).expanduser() if env else Path("checkpoints").absolute()
 
 
+def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:
+    """platformdirs' user dir of `kind` ("cache", "state", "data"). Without a home folder ($HOME unset, and a uid
+    with no passwd entry, as a container's may be) platformdirs raises RuntimeError: a UserError naming the
+    variable that sets the place instead (it was an internal error, or a traceback as the shell started)."""
+    import platformdirs
+
+    try:
+        return Path(getattr(platformdirs, f"user_{kind}_dir")(APP, appauthor=False))
+    except (RuntimeError, KeyError, OSError):
+        raise UserError(f"there is no home folder to keep {what} in ($HOME is not set); set ${env} to {names}, "
+                        "or set $HOME") from None
+
+
 def cache_dir() -> Path:
     """`$MINITF_CACHE_DIR`, else the user cache dir (platformdirs): downloaded corpora."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP, appauthor=False))
+    return _user_dir("cache", "downloaded data", CACHE_ENV)
 
 
 def history_path() -> Path:
-    """`$MINITF_HISTORY`, else `history` in the user state dir (platformdirs)."""
+    """`$MINITF_HISTORY`, else `history` in the user state dir (platformdirs); a UserError without a home folder."""
     if os.environ.get(HISTORY_ENV):
         return Path(os.environ[HISTORY_ENV]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir(APP, appauthor=False)) / "history"
+    return _user_dir("state", "the history", HISTORY_ENV, "a file") / "history"
 
 
 def old_history_path() -> Path:
     """Where earlier builds kept the history: the user data dir."""
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir(APP, appauthor=False)) / "history"
+    return _user_dir("data", "the history", HISTORY_ENV, "a file") / "history"
 
 
 def adopt_old_history() -> str | None:
@@ -66,7 +75,10 @@ def adopt_old_history() -> str | None:
     """
     if os.environ.get(HISTORY_ENV):
         return None
-    new, old = history_path(), old_history_path()
+    try:
+        new, old = history_path(), old_history_path()
+    except UserError:  # no home folder: nothing was kept there (make_history's caller says so)
+        return None
     if new.exists() or not old.is_file() or new == old:
         return None
     try:
