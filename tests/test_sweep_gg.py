@@ -252,3 +252,15 @@ def test_the_cache_folder_without_a_home_folder_is_a_user_error_naming_its_varia
     no_home(monkeypatch)
     with pytest.raises(UserError, match=r"MINITF_CACHE_DIR"):
         cache_dir()  # was platformdirs' RuntimeError: ":data shakespeare" an internal error
+
+
+def test_quantize_at_30_columns_names_each_row_whole():
+    s = tiny_session()
+    run(s, ":train")
+    result = run(s, ":quantize int8")
+    for width in (30, 20):
+        console = narrow_console(width)
+        render(result, console)
+        shown = " ".join(console.file.getvalue().split())
+        assert "weights (saved)" in shown and "val loss" in shown, shown  # were "we…", "(s…", "lo…" at 30 columns
+        assert "…" not in shown

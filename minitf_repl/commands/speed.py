@@ -20,7 +20,7 @@ from ..core.words import count
 from ..registry import Param, clip
 from ..render import fmt
 from ..render.renderers import render
-from ..render.tables import NARROW, add_row, fits
+from ..render.tables import NARROW, add_row, fitted
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
@@ -250,10 +250,8 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
         if result.mode == "off" and not result.changed:
             note(console, f"{cmd('quantize', 'int8')} makes an int8 copy for sampling and measures it")
         return
-    table = _quantize_table(m, narrow=False)
-    if not fits(console, table):
-        table = _quantize_table(m, narrow=True)
-    console.print(table)
+    # below 40 columns a record a row: the narrow table cut its names to "we…" and "lo…" at 30
+    console.print(fitted(console, _quantize_table(m, narrow=False), _quantize_table(m, narrow=True)))
     if m.same_tokens < m.n_tokens:
         note(console, f"the int8 copy's greedy text parts from the float model's at token {m.same_tokens + 1} of "
                       f"{m.n_tokens}: from there on each continues a text of its own")
