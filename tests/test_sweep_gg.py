@@ -264,3 +264,15 @@ def test_quantize_at_30_columns_names_each_row_whole():
         shown = " ".join(console.file.getvalue().split())
         assert "weights (saved)" in shown and "val loss" in shown, shown  # were "we…", "(s…", "lo…" at 30 columns
         assert "…" not in shown
+
+
+def test_step_at_20_columns_keeps_each_logit_and_probability_whole():
+    import re
+
+    s = tiny_session()
+    run(s, ":train")
+    console = narrow_console(20)
+    render(run(s, ":step 12 seed=1"), console)
+    shown = console.file.getvalue()
+    assert not re.findall(r"\d…", shown) and "prob" in shown  # every cell was "1.1…" and "0.2…"
+    assert len(re.findall(r"-?\d\.\d{3} +0\.\d{3}", shown)) >= 10  # a token's logit and probability on its line

@@ -214,7 +214,8 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
 def _step_table(result: StepResult, console: Console, greedy: bool, as_text: bool, dropped: set[str]) -> Table:
     """:step's rows, one a token: its logit, scaled logit, the filters' verdicts, probability and bar; `dropped` names
     the columns left out ("bar", "filters", "scaled") and "stacked" for headers of a line per word."""
-    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding="tight" in dropped)
 
     def header(name: str) -> str:
         return "\n".join(name.split()) if "stacked" in dropped else name
@@ -229,7 +230,7 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
                          justify="center")
         table.add_column(header(f"top-p {result.top_p:g}" if result.top_p is not None and not greedy else "top-p"),
                          justify="center")
-    table.add_column("probability", justify="right")
+    table.add_column("prob" if "tight" in dropped else "probability", justify="right")
     if "bar" not in dropped:
         table.add_column("", no_wrap=True)  # the bar, left-aligned so that the numbers line up
     for r in result.rows:
@@ -285,12 +286,13 @@ def render_step(result: StepResult, console: Console) -> None:
     # 40-odd columns: the bars go first, then the filters' kept/cut (a cut token's probability is 0), then the scaled
     # logits (the note under the table says how they are made), then the headers take a line per word
     dropped: set[str] = set()
-    for drop in (None, "bar", "filters", "scaled", "stacked"):
+    # 20 columns: "prob" over the probabilities, and a single space between the columns ("0.…" in each cell before)
+    for drop in (None, "bar", "filters", "scaled", "stacked", "tight"):
         dropped |= {drop} if drop else set()
         table = _step_table(result, console, greedy, as_text, dropped)
         if fits(console, table):
             break
-    gone = dropped - {"stacked"}
+    gone = dropped - {"stacked", "tight"}
     console.print(table)
     if "filters" in gone and not greedy and (result.top_k is not None or result.top_p is not None):
         note(console, "not shown at this width: which tokens top-k and top-p cut (a cut token's probability is 0)")
