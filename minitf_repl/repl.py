@@ -78,6 +78,7 @@ def stdin_lines(stream=None) -> Iterable[str]:
 
 
 # --- history -----------------------------------------------------------------------------------
+ELSEWHERE = "$MINITF_HISTORY=FILE keeps it in another file"  # a warning's way on: it was said at every start, no fix
 class SafeFileHistory(FileHistory):
     """FileHistory that turns a read or write failure into one warning, then keeps going in memory."""
 
@@ -89,7 +90,8 @@ class SafeFileHistory(FileHistory):
     def _fail(self, what: str, exc: Exception) -> None:
         if not self._broken:
             self._broken = True
-            self._warn(f"warning: cannot {what} history file {self.filename} ({exc}); history is kept in memory")
+            self._warn(f"warning: cannot {what} history file {self.filename} ({exc}); history is kept in memory; "
+                       f"{ELSEWHERE}")
 
     def load_history_strings(self):
         try:
@@ -135,7 +137,8 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
             os.close(fd)
     except (OSError, ValueError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        warn(f"warning: cannot use history file {_clip(str(p))} ({reason}); history is kept in memory for this session")
+        warn(f"warning: cannot use history file {_clip(str(p))} ({reason}); history is kept in memory for this "
+             f"session; {ELSEWHERE}")
         return InMemoryHistory()
     return SafeFileHistory(str(p), warn)
 

@@ -118,7 +118,7 @@ def test_a_history_file_that_is_a_fifo_does_not_block_start_up(tmp_path):
     assert "error" not in out, out
     assert type(out["value"]).__name__ == "InMemoryHistory"
     assert warnings == [f"warning: cannot use history file {fifo} (it is a FIFO, not a regular file); "
-                        "history is kept in memory for this session"]
+                        "history is kept in memory for this session; $MINITF_HISTORY=FILE keeps it in another file"]
 
 
 @posix_only
@@ -129,7 +129,8 @@ def test_a_huge_history_file_is_not_read_at_start(tmp_path):
     warnings = []
     assert type(repl.make_history(huge, warnings.append)).__name__ == "InMemoryHistory"
     assert warnings == [f"warning: cannot use history file {huge} (it has 16,777,217 bytes, more than the 16,777,216 "
-                        "read at start; shorten it); history is kept in memory for this session"]
+                        "read at start; shorten it); history is kept in memory for this session; "
+                        "$MINITF_HISTORY=FILE keeps it in another file"]
 
 
 # --- names longer than the file system allows -------------------------------------------------------------

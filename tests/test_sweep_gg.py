@@ -276,3 +276,18 @@ def test_step_at_20_columns_keeps_each_logit_and_probability_whole():
     shown = console.file.getvalue()
     assert not re.findall(r"\d…", shown) and "prob" in shown  # every cell was "1.1…" and "0.2…"
     assert len(re.findall(r"-?\d\.\d{3} +0\.\d{3}", shown)) >= 10  # a token's logit and probability on its line
+
+
+# --- a history file that cannot be used -------------------------------------------------------------------------------
+def test_a_history_file_that_cannot_be_used_says_how_to_keep_history_elsewhere(tmp_path):
+    from minitf_repl import repl
+
+    folder = tmp_path / "history"
+    folder.mkdir()
+    warnings = []
+    repl.make_history(folder, warnings.append)
+    assert len(warnings) == 1 and warnings[0].endswith("history is kept in memory for this session; "
+                                                       "$MINITF_HISTORY=FILE keeps it in another file")
+    history = repl.SafeFileHistory(str(tmp_path / "h"), warnings.append)
+    history._fail("write", OSError("disk full"))
+    assert warnings[1].endswith("$MINITF_HISTORY=FILE keeps it in another file")  # said nothing of a way out
