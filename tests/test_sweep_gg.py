@@ -291,3 +291,18 @@ def test_a_history_file_that_cannot_be_used_says_how_to_keep_history_elsewhere(t
     history = repl.SafeFileHistory(str(tmp_path / "h"), warnings.append)
     history._fail("write", OSError("disk full"))
     assert warnings[1].endswith("$MINITF_HISTORY=FILE keeps it in another file")  # said nothing of a way out
+
+
+# --- a terminal of 16 colours ---------------------------------------------------------------------------------------
+def test_attention_maps_on_a_16_colour_terminal_are_drawn_in_shades_it_can_tell_apart():
+    import re
+
+    from rich.console import Console
+
+    s = tiny_session()
+    run(s, ":train")
+    console = Console(file=io.StringIO(), width=60, force_terminal=True, color_system="standard")  # TERM=xterm, linux
+    render(run(s, ":attn 1234="), console)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", console.file.getvalue())
+    # the scale's ten colours fell to four there: weights from 0 to 0.4 were one grey; the characters tell them apart
+    assert "weight: 0 . : - = + * # % @ 1.00" in " ".join(shown.split())

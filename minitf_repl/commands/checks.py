@@ -19,7 +19,7 @@ from ..core.variants import position_kind
 from ..core.words import count
 from ..palette import visible
 from ..registry import Param, clip
-from ..render.heatmap import heatmap, legend, plain
+from ..render.heatmap import heatmap, legend, unscaled
 from ..render.renderers import render
 from ..render.words import Words, note, say
 from ..reporter import Reporter
@@ -339,7 +339,7 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         say(console, f"which positions each position's logits read, through every block: row t, column s is "
                      f"|dz_t/dh_s| against row t's largest, the first {count(len(causal.map), result.unit)} of the "
                      f"row checked", "bold")
-        as_text = plain(console)
+        as_text = unscaled(console)
         console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=not causal.passed))
         console.print(legend(1.0, as_text, "share of the row's largest", console.width))
         note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "

@@ -20,7 +20,7 @@ from ..core.config import GenConfig
 from ..core.words import count
 from ..palette import shade, terminal_safe, visible
 from ..registry import Param, param_from_setting
-from ..render.heatmap import cell, legend, plain
+from ..render.heatmap import cell, legend, unscaled
 from ..render.renderers import after_stream, render
 from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
@@ -343,7 +343,7 @@ def char_probs(result: GenResult) -> list[float]:
 
 def render_probs(result: GenResult, console: Console) -> None:
     """The generated text, each character coloured (or shaded beneath) by its probability when picked."""
-    as_text = plain(console)
+    as_text = unscaled(console)
     probs = char_probs(result)
     chars = list(result.text)
     if len(chars) != len(probs):  # a result cut by hand (its texts lost): show the text plainly

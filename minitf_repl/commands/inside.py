@@ -28,7 +28,8 @@ from ..core.words import count
 from ..palette import VISIBLE, piece_cell, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
-from ..render.heatmap import attention_window, heatmap, label_width, legend, plain, reads_future, window_note
+from ..render.heatmap import (attention_window, heatmap, label_width, legend, plain, reads_future, unscaled,
+                              window_note)
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
@@ -91,7 +92,7 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
 
 @render.register(AttnResult)
 def render_attn(result: AttnResult, console: Console) -> None:
-    as_text = plain(console)
+    as_text = unscaled(console)
     T = len(result.tokens)
     single = len(result.heads) == 1
     width = 2 if single else 1

@@ -26,7 +26,7 @@ from ..render import fmt
 from ..render.chart import MARKS, Curve, Level, chart, mark, uniform_label, uniform_loss
 from ..render.live import LossTable
 from ..render.renderers import render
-from ..render.heatmap import plain
+from ..render.heatmap import unscaled
 from ..render.tables import NARROW
 from ..render.watch import watch_view
 from ..render.words import note, say
@@ -466,7 +466,7 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.evals:
         console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size))
     if result.frames:  # the last frame, as it was under the live table
-        console.print(watch_view(result.frames[-1], console.width, plain(console)))
+        console.print(watch_view(result.frames[-1], console.width, unscaled(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table
         console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size, result.counters))
     say(console, train_summary(result), "yellow" if result.stopped else "green")

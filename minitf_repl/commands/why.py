@@ -23,7 +23,7 @@ from ..core.errors import UserError
 from ..core.words import count
 from ..palette import VISIBLE, visible
 from ..registry import Param, clip
-from ..render.heatmap import cell, legend, plain
+from ..render.heatmap import cell, legend, plain, unscaled
 from ..render.renderers import render
 from ..render.chart import spark
 from ..render.tables import NARROW, add_row, fits, fitting_table, shown_columns
@@ -212,7 +212,7 @@ def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]],
 
 @render.register(PatchResult)
 def render_patch(result: PatchResult, console: Console) -> None:
-    as_text = plain(console)
+    as_text = unscaled(console)
     answer, foil = show_token(result.answer), show_token(result.foil)
     clean, corrupt = clip_pair(result.clean, result.corrupt)
     say(console, f"patching {clean!r} into {corrupt!r}: answer {answer!r} against {foil!r}", "bold")

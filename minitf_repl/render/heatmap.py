@@ -1,6 +1,6 @@
 """Weights as a grid of coloured cells (attention maps, per-token probabilities), or of shades without colour.
 
-Colour where the console has it; without (NO_COLOR, a pipe, a test console) the same information
+Colour where the console has its scale; without (NO_COLOR, a pipe, a test console, 16 colours) the same information
 as characters: a shade per weight (palette.SHADES), so nothing is lost in a log or a test.
 """
 
@@ -17,6 +17,13 @@ from ..palette import SCALE, SHADES, scale_rgb, shade, visible
 def plain(console: Console) -> bool:
     """No colour on this console: draw with characters instead."""
     return bool(console.no_color) or console.color_system is None
+
+
+def unscaled(console: Console) -> bool:
+    """No colour scale on this console: weights as shade characters. A terminal of 16 colours (TERM=xterm, the Linux
+    console) has colours to say yes and no, but not the scale: its ten colours fall to four there, every weight from
+    0 to 0.4 one grey, so a map of attention read as blank."""
+    return plain(console) or console.color_system in ("standard", "windows")
 
 
 def cell(frac: float, width: int, as_text: bool, text: str = "") -> Text:

@@ -22,7 +22,7 @@ from ..reporter import Reporter
 from . import fmt
 from .chart import mark, uniform_loss
 from .renderers import after_stream, render
-from .heatmap import plain
+from .heatmap import unscaled
 from .tables import NARROW, add_row, fits
 from .watch import watch_view
 from .words import Words, WordStream, say, write_raw, writes_raw
@@ -306,7 +306,7 @@ class RichReporter(Reporter):
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
         parts = [self._table] if self._table is not None else []
         if self._frame is not None:
-            parts.append(watch_view(self._frame, self.console.width, plain(self.console)))
+            parts.append(watch_view(self._frame, self.console.width, unscaled(self.console)))
         view = Group(*parts, *([self._progress] if self._progress is not None else []))
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
             self._table.most_rows = None
