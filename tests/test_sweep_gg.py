@@ -306,3 +306,24 @@ def test_attention_maps_on_a_16_colour_terminal_are_drawn_in_shades_it_can_tell_
     shown = re.sub(r"\x1b\[[0-9;]*m", "", console.file.getvalue())
     # the scale's ten colours fell to four there: weights from 0 to 0.4 were one grey; the characters tell them apart
     assert "weight: 0 . : - = + * # % @ 1.00" in " ".join(shown.split())
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
+def test_a_cache_folder_that_cannot_be_written_is_a_data_error_naming_its_variable(tmp_path, monkeypatch):
+    from minitf_repl.core import data as D
+    from minitf_repl.core.errors import DataError
+    from test_data import _Server
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    server = _Server(SHARED.read_bytes())
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(blocked / "cache"))  # a read-only home has the same effect
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", server.url)
+    try:
+        with pytest.raises(DataError, match=r"MINITF_CACHE_DIR"):  # was an internal error: NotADirectoryError
+            D.load_data("shakespeare")
+    finally:
+        server.close()
