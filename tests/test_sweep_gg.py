@@ -327,3 +327,26 @@ def test_a_cache_folder_that_cannot_be_written_is_a_data_error_naming_its_variab
             D.load_data("shakespeare")
     finally:
         server.close()
+
+
+# --- a terminal resized while :train runs ---------------------------------------------------------------------------
+def test_the_training_bar_takes_the_narrow_form_when_the_terminal_narrows_during_the_run():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from minitf_repl.render import RichReporter
+
+    console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
+    reporter = RichReporter(console)
+    reporter.on_train_start(150, 0, False)
+    try:
+        reporter.on_step(SimpleNamespace(run_step=57, run_steps=150, train_loss=0.0270, tokens_per_second=1584.0,
+                                         val_loss=None))
+        console.width = 40  # the terminal narrowed
+        shown = Console(file=io.StringIO(), width=40, color_system=None)
+        shown.print(reporter.training_view())
+        bar = shown.file.getvalue()
+        assert "57/150" in bar and "0.0270" in bar and "…" not in bar  # was "train ╸ … eta 0… loss 0.0270"
+    finally:
+        reporter._live.stop()

@@ -267,6 +267,7 @@ class RichReporter(Reporter):
         self._compare: CompareTable | None = None
         self._vocab_size: int | None = None  # of the run training now (on_train_vocab)
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
+        self._bar_narrow: bool | None = None  # the training bar's form (_fit_bar); None: no training bar
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -280,14 +281,8 @@ class RichReporter(Reporter):
         self.training = True
         if not self.live:
             return
-        if self.console.width < NARROW:  # the counter and the loss matter most
-            columns = (BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"))
-        else:
-            columns = (
-                TextColumn("[bold]train"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
-                TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-            )
-        self._progress = Progress(*columns, console=self.console, expand=True)
+        self._progress = Progress(*self._train_columns(), console=self.console, expand=True)
+        self._bar_narrow = self.console.width < NARROW
         done = start_step if 0 <= start_step <= run_steps else 0
         self._task = self._progress.add_task("train", total=run_steps, completed=done, loss="-", tps="-")
         self._table = None
@@ -297,6 +292,22 @@ class RichReporter(Reporter):
         self._live.start()
         self._refresh()
 
+    def _train_columns(self) -> tuple:
+        """The training bar's columns for the console's width now: below NARROW the counter and the loss, which matter
+        most."""
+        if self.console.width < NARROW:
+            return BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("{task.fields[loss]}")
+        return (TextColumn("[bold]train"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
+                TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
+
+    def _fit_bar(self) -> None:
+        """The training bar in the form for the width now, asked at each step: a terminal narrowed during the run
+        squeezed the wide form to "train ╸ … eta 0…", every number cut."""
+        narrow = self.console.width < NARROW
+        if self._progress is not None and self._bar_narrow is not None and self._bar_narrow != narrow:
+            self._progress.columns = self._train_columns()
+            self._bar_narrow = narrow
+
     def on_train_vocab(self, vocab_size: int) -> None:
         self._vocab_size = vocab_size  # the table's ln(V) line, from its first row on (as the final table has it)
         if self._table is not None:
@@ -304,6 +315,7 @@ class RichReporter(Reporter):
 
     def training_view(self) -> Group:
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
+        self._fit_bar()
         parts = [self._table] if self._table is not None else []
         if self._frame is not None:
             parts.append(watch_view(self._frame, self.console.width, unscaled(self.console)))
@@ -328,6 +340,7 @@ class RichReporter(Reporter):
     def on_step(self, info) -> None:
         if self._progress is None:
             return
+        self._fit_bar()
         self._progress.update(
             self._task, completed=info.run_step, total=info.run_steps,
             loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}",
