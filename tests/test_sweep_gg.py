@@ -350,3 +350,26 @@ def test_the_training_bar_takes_the_narrow_form_when_the_terminal_narrows_during
         assert "57/150" in bar and "0.0270" in bar and "…" not in bar  # was "train ╸ … eta 0… loss 0.0270"
     finally:
         reporter._live.stop()
+
+
+def test_a_terminal_too_low_for_one_row_of_the_loss_table_still_shows_the_bar():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from minitf_repl.render import RichReporter
+
+    console = Console(file=io.StringIO(), width=80, height=8, force_terminal=True, color_system=None)
+    reporter = RichReporter(console)
+    reporter.on_train_start(150, 0, False)
+    try:
+        reporter.on_train_vocab(12)
+        for step in range(1, 21):
+            reporter.on_step(SimpleNamespace(step=step, run_step=step, run_steps=150, train_loss=0.5, val_loss=0.4,
+                                             val_bpc=None, accuracy=0.9, lr=1e-3, tokens_per_second=1584.0,
+                                             elapsed=1.0, aux_loss=None))
+        lines = console.render_lines(reporter.training_view(), pad=False)
+        shown = "\n".join("".join(segment.text for segment in line) for line in lines)
+        assert len(lines) <= 7 and "20/150" in shown  # the bar was below the cut, with the table's one row above it
+    finally:
+        reporter._live.stop()

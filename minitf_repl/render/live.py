@@ -322,11 +322,15 @@ class RichReporter(Reporter):
         view = Group(*parts, *([self._progress] if self._progress is not None else []))
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
             self._table.most_rows = None
+            room = self.console.height - 1  # and the cursor
             for _ in range(2):  # the oldest rows give way; then as many more as the line saying so takes
-                over = len(self.console.render_lines(view, pad=False)) - (self.console.height - 1)  # and the cursor
+                over = len(self.console.render_lines(view, pad=False)) - room
                 if over <= 0:
                     break
                 self._table.most_rows = self._table.shown_rows - over
+            if self._progress is not None and len(self.console.render_lines(view, pad=False)) > room:
+                # too low for even one row with its headings (a pane of 8 lines): the bar alone, which the cut hid
+                view = Group(self._progress)
         return view
 
     def _refresh(self) -> None:
