@@ -1,10 +1,17 @@
-"""What a user's-eye sweep of terminal environments (an ASCII-only output encoding, TERM=dumb, NO_COLOR, narrow and
-wide terminals, Ctrl-C and Ctrl-D, folders that cannot be written) found: each test failed before its fix.
+"""What a user's-eye sweep of terminal environments (an ASCII-only output encoding, TERM=dumb, 16 colours, narrow and
+wide terminals, resizes, Ctrl-C, folders and homes that cannot be written) found: each test failed before its fix.
 
 Where standard output could not encode Unicode (PYTHONIOENCODING=ascii, a Latin-1 locale, LC_ALL=C with
-PYTHONUTF8=0), every chart, sparkline and arrow ended the command with "internal error: UnicodeEncodeError": the
-training finished, its chart did not. On a TERM=dumb terminal (Emacs' shell) Rich takes the width as 80 whatever the
-terminal's, so at 40 columns every message broke inside words ("insi / de").
+PYTHONUTF8=0), every chart, sparkline and arrow ended the command with "internal error: UnicodeEncodeError" (the
+training finished, its chart did not), and `minitf data --help` in a traceback. On a TERM=dumb terminal (Emacs' shell)
+Rich takes the width as 80 whatever the terminal's, so at 40 columns every message broke inside words. On a terminal of
+16 colours the heat maps' ten colours fell to four, every weight from 0 to 0.4 one grey. At 20 columns :compare, the
+live loss table, :params, :step and records (:ngram) cut every number to "0.…", :quantize cut its row names to two
+letters, :checks wrapped a word a line past the edge and :help put a second name at the margin. A terminal narrowed
+during :train squeezed the bar to "train ╸ … eta 0…"; one too low for a row of the table lost the bar under the cut.
+Ctrl-C went unheard by :report, which wrote its page anyway. A report into a read-only file system said "permission
+denied"; a deleted working folder was a traceback; without a home folder the shell died at start; a cache folder
+that cannot be written was an internal error; and a history file that cannot be used was warned about with no way on.
 """
 
 import fcntl
