@@ -199,7 +199,6 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
         where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in once)
     if keeps:
         where += "; " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in keeps) + " sets it too, and it stays"
-
     # the :set summary says a model setting resets the weights: say so of those that do, and that the rest do not
     kept = "; the model keeps its weights" if h.section == ModelConfig.kind else ""
     note(console, f"{where}{'; the model is rebuilt, weights reset (step 0)' if h.rebuilds else kept}")
