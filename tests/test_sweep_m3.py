@@ -80,8 +80,11 @@ def test_load_with_autosave_off_replaces_the_model_as_the_user_chose(checkpoint_
     run(s, ":save first")
     run(s, ":set autosave=off")
     run(s, ":train steps=2")
-    result = run(s, ":load first")
+    recorder = Recorder()
+    result = run(s, ":load first", recorder)
     assert s.trainer.step == 3 and result.kept is None
+    assert "the trained model (step 5) was not kept: autosave is off, and no checkpoint holds it; :save NAME before " \
+           "a load keeps one" in recorder.notices
     assert not [row for row in ckpt.list_checkpoints(checkpoint_dir) if row.name.startswith("kept-")]
 
 

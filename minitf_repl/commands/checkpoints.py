@@ -198,8 +198,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
 def _keep_unsaved(session: Session, reporter: Reporter) -> str | None:
     """Before a load replaces the model: one trained past every checkpoint (its autosave failed, e.g. on a full
     disk) is kept first, as before a rebuild, else the load would drop those steps without a word. With autosave
-    off the user chose not to keep it, as :quit then does not warn either. A failed keep fails the load."""
-    if not session.autosave or session.unsaved_step is None:
+    off the user chose not to keep it: it goes, and a notice says so. A failed keep fails the load."""
+    if session.unsaved_step is None:
         return None
     return keep_trained_model(session, reporter=reporter, action="load")
 

@@ -121,7 +121,7 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
                         f"{restore(back)} brings them back")
     if not enabled and reporter is not None and (step := session.unsaved_step) is not None:  # gone with the rebuild
         reporter.notice(f"the trained model (step {step}) was not kept: autosave is off, and no checkpoint holds it; "
-                        f"{cmd('save', 'NAME')} before a rebuild keeps one")
+                        f"{cmd('save', 'NAME')} before a {action} keeps one")
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
     named = session.last_checkpoint
