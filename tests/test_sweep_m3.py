@@ -20,6 +20,7 @@ A Llama loaded with a longer window than the lab holds (4,096 positions, cut to 
 hf:` as a model of 2,048 positions; the folder's own window is now written back (RoPE: the same weights).
 `:plot what=lens_rank` of a lens whose true token stayed rank 1 labelled its axis 0.95, 1 and 1.05; a flat whole
 number now gets a band of 1 each side.
+A :data switch that rebuilt the model dropped :quantize's int8 copy without a word (a :set rebuild says so).
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -296,3 +297,13 @@ def test_a_flat_chart_of_whole_numbers_labels_whole_numbers():
     assert labels(chart([Curve("embed", [0, 10, 20], [1.0, 1.0, 1.0], "●", "")], 40, 5)) == ["2", "1", "0"]
     # a constant rate keeps its band of a tenth
     assert labels(chart([Curve("lr", [0, 10], [1e-3, 1e-3], "●", "")], 40, 5)) == ["0.00105", "0.001", "0.00095"]
+
+
+def test_a_data_switch_that_rebuilds_says_the_int8_copy_went_with_the_old_model(checkpoint_dir):
+    s = tiny_session()
+    run(s, ":train steps=3")
+    run(s, ":quantize int8")
+    recorder = Recorder()
+    run(s, ":data pydoc", recorder)  # another vocabulary: a rebuild
+    assert not s.sampling_copy
+    assert any(n.startswith("the int8 copy (:quantize) was of the old model and went with it") for n in recorder.notices)

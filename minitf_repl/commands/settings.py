@@ -34,8 +34,8 @@ from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
 from .base import REGISTRY, command, complete_data
-from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, read_with, recipe_line,
-                     switch_data)
+from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, quantized_gone, read_with,
+                     recipe_line, switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -301,8 +301,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if rebuilt and off:
         reporter.notice(ablations_gone(off))
     if rebuilt and quantized:
-        reporter.notice(f"the int8 copy ({cmd('quantize')}) was of the old model and went with it: {cmd('gen')} samples "
-                        f"the new one; {cmd('quantize', 'int8')} makes a copy of it once it has trained")
+        reporter.notice(quantized_gone())
     if session.has_model and not rebuilt and train.optimizer != current[TrainConfig].optimizer:
         reporter.notice(f"the optimizer is now {train.optimizer}: the weights are kept, its memory "
                         "(moments, momentum) starts afresh")

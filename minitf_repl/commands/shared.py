@@ -159,10 +159,13 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
     the training settings that followed the data's recipe: {setting: (before, after)})."""
     kept = keep_trained_model(session, reporter=reporter) if session.rebuild_needed(data=data) else None
     off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces
+    quantized = session.sampling_copy  # :quantize's copy of that model
     before = session.tokenizer_setting
     rebuilt, recipe_changes = session.use_data(spec, data)
     if reporter is not None and rebuilt and off:  # as :set says it
         reporter.notice(ablations_gone(off))
+    if reporter is not None and rebuilt and quantized:
+        reporter.notice(quantized_gone())
     if reporter is not None and session.tokenizer_setting != before:  # a task drops a subword tokenizer (use_data)
         reporter.notice(f"tokenizer: {before} -> {session.tokenizer_setting}: a task is questions and answers of "
                         "characters, and the next text is read by characters too")
@@ -172,6 +175,12 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
                         f"{cmd('set', tokenizer=session.tokenizer_setting)} trains one on {data.name}'s and rebuilds "
                         "the model")
     return rebuilt, kept, recipe_changes
+
+
+def quantized_gone() -> str:
+    """What a rebuild (:set, :data) did to :quantize's int8 copy of the old model, in one line."""
+    return (f"the int8 copy ({cmd('quantize')}) was of the old model and went with it: {cmd('gen')} samples the new "
+            f"one; {cmd('quantize', 'int8')} makes a copy of it once it has trained")
 
 
 def ablations_gone(off: list[str]) -> str:
