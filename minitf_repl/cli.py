@@ -110,8 +110,9 @@ class _Group(_FlagsUntyped, TyperGroup):
         return items
 
     def parse_args(self, ctx, args):
-        at = _command_at(args, self.params)
-        _refuse_twice(self.params, args if at is None else args[:at], own=True)  # the command checks its own
+        if not ctx.resilient_parsing:  # Tab completion parses what is typed so far: it offers, it never refuses
+            at = _command_at(args, self.params)
+            _refuse_twice(self.params, args if at is None else args[:at], own=True)  # the command checks its own
         return super().parse_args(ctx, args)
 
     def _repl_only(self, e: Exception, args: list[str]) -> str | None:
@@ -317,7 +318,8 @@ class _Command(_FlagsUntyped, TyperCommand):
                 param.display_type_rich = lambda ctx: "<text>"  # what Typer's rich help shows in the type column
 
     def parse_args(self, ctx, args):
-        _refuse_twice(self.params, args)
+        if not ctx.resilient_parsing:  # as minitf's own options: Tab completion never refuses
+            _refuse_twice(self.params, args)
         return super().parse_args(ctx, args)
 
 

@@ -21,6 +21,8 @@ hf:` as a model of 2,048 positions; the folder's own window is now written back 
 `:plot what=lens_rank` of a lens whose true token stayed rank 1 labelled its axis 0.95, 1 and 1.05; a flat whole
 number now gets a band of 1 each side.
 A :data switch that rebuilt the model dropped :quantize's int8 copy without a word (a :set rebuild says so).
+Tab after an option given twice (`minitf train --steps 3 --steps 4 --ev<Tab>`) printed "given twice" and a
+traceback into the shell: completion parses what is typed so far, and the refusal now waits for the command itself.
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -307,3 +309,13 @@ def test_a_data_switch_that_rebuilds_says_the_int8_copy_went_with_the_old_model(
     run(s, ":data pydoc", recorder)  # another vocabulary: a rebuild
     assert not s.sampling_copy
     assert any(n.startswith("the int8 copy (:quantize) was of the old model and went with it") for n in recorder.notices)
+
+
+def test_tab_completion_after_an_option_given_twice_offers_and_never_refuses():
+    from test_completion import complete_bash, minitf
+
+    assert complete_bash("minitf --data sort --data add tr") == ["train"]
+    assert "--eval-every" in complete_bash("minitf train --steps 3 --steps 4 --ev")
+    words = "minitf train --steps 3 --steps 4 --ev"
+    result = minitf(_MINITF_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD="6")
+    assert "Traceback" not in result.stderr and "given twice" not in result.stderr, result.stderr
