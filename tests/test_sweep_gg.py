@@ -380,3 +380,22 @@ def test_a_terminal_too_low_for_one_row_of_the_loss_table_still_shows_the_bar():
         assert len(lines) <= 7 and "20/150" in shown  # the bar was below the cut, with the table's one row above it
     finally:
         reporter._live.stop()
+
+
+def test_the_compare_bar_keeps_its_count_whole_at_24_columns_and_after_a_narrowing():
+    from rich.console import Console
+
+    from minitf_repl.render import RichReporter
+
+    for start in (24, 100):
+        console = Console(file=io.StringIO(), width=start, force_terminal=True, color_system=None)
+        reporter = RichReporter(console)
+        reporter.on_compare_start(["n_layers=1", "n_layers=2"], 200, 1)
+        try:
+            console.width = 24
+            reporter.on_compare_step(357, 400)
+            shown = Console(file=io.StringIO(), width=24, color_system=None)
+            shown.print(reporter._progress.make_tasks_table(reporter._progress.tasks))
+            assert "357/400" in shown.file.getvalue()  # was "compare ━━╸ 35… eta -:-…"
+        finally:
+            reporter._live.stop()

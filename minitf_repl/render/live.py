@@ -267,7 +267,8 @@ class RichReporter(Reporter):
         self._compare: CompareTable | None = None
         self._vocab_size: int | None = None  # of the run training now (on_train_vocab)
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
-        self._bar_narrow: bool | None = None  # the training bar's form (_fit_bar); None: no training bar
+        self._bar_narrow: bool | None = None  # the bar's form (_fit_bar); None: no bar of :train or :compare
+        self._bar_columns = self._train_columns  # the columns of the bar shown, for the width now
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -281,6 +282,7 @@ class RichReporter(Reporter):
         self.training = True
         if not self.live:
             return
+        self._bar_columns = self._train_columns
         self._progress = Progress(*self._train_columns(), console=self.console, expand=True)
         self._bar_narrow = self.console.width < NARROW
         done = start_step if 0 <= start_step <= run_steps else 0
@@ -300,12 +302,20 @@ class RichReporter(Reporter):
         return (TextColumn("[bold]train"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
                 TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
 
+    def _compare_columns(self) -> tuple:
+        """:compare's bar for the width now: below NARROW the count and the time left (at 24 columns the wide form cut
+        the count to "35…")."""
+        if self.console.width < NARROW:
+            return BarColumn(bar_width=None), MofNCompleteColumn(), TimeRemainingColumn()
+        return (TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
+                TimeRemainingColumn())
+
     def _fit_bar(self) -> None:
-        """The training bar in the form for the width now, asked at each step: a terminal narrowed during the run
-        squeezed the wide form to "train ╸ … eta 0…", every number cut."""
+        """The bar in the form for the width now, asked at each step: a terminal narrowed during the run squeezed
+        the wide form to "train ╸ … eta 0…", every number cut."""
         narrow = self.console.width < NARROW
         if self._progress is not None and self._bar_narrow is not None and self._bar_narrow != narrow:
-            self._progress.columns = self._train_columns()
+            self._progress.columns = self._bar_columns()
             self._bar_narrow = narrow
 
     def on_train_vocab(self, vocab_size: int) -> None:
@@ -369,8 +379,9 @@ class RichReporter(Reporter):
         # The bar counts every training step of every contender and seed (on_compare_step), so it
         # moves, and Rich can estimate the time left, between evaluations too: moved only at
         # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
-        self._progress = Progress(TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                                  TextColumn("eta"), TimeRemainingColumn(), console=self.console, expand=True)
+        self._bar_columns = self._compare_columns
+        self._progress = Progress(*self._compare_columns(), console=self.console, expand=True)
+        self._bar_narrow = self.console.width < NARROW
         self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
         self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
                           refresh_per_second=4)
@@ -378,6 +389,7 @@ class RichReporter(Reporter):
 
     def on_compare_step(self, done: int, total: int) -> None:
         if self._progress is not None:
+            self._fit_bar()
             self._progress.update(self._task, completed=done, total=total)
 
     def on_compare_eval(self, evaluation) -> None:
