@@ -399,3 +399,19 @@ def test_the_compare_bar_keeps_its_count_whole_at_24_columns_and_after_a_narrowi
             assert "357/400" in shown.file.getvalue()  # was "compare ━━╸ 35… eta -:-…"
         finally:
             reporter._live.stop()
+
+
+def test_the_bar_of_checks_context_and_lrfind_keeps_its_count_whole_at_24_columns():
+    from rich.console import Console
+
+    from minitf_repl.render import RichReporter
+
+    console = Console(file=io.StringIO(), width=24, force_terminal=True, color_system=None)
+    reporter = RichReporter(console)
+    reporter.on_progress("context", 357, 400)
+    try:
+        shown = Console(file=io.StringIO(), width=24, color_system=None)
+        shown.print(reporter._progress.make_tasks_table(reporter._progress.tasks))
+        assert "357/400" in shown.file.getvalue()  # was "context ━━╸ 35… eta -:-…"
+    finally:
+        reporter._live.stop()

@@ -302,13 +302,13 @@ class RichReporter(Reporter):
         return (TextColumn("[bold]train"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
                 TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
 
-    def _compare_columns(self) -> tuple:
-        """:compare's bar for the width now: below NARROW the count and the time left (at 24 columns the wide form cut
-        the count to "35…")."""
+    def _labelled_columns(self, label: str) -> tuple:
+        """The bar of :compare, :checks, :context or :lrfind for the width now: below NARROW the count and the time
+        left (at 24 columns the wide form cut the count to "35…")."""
         if self.console.width < NARROW:
             return BarColumn(bar_width=None), MofNCompleteColumn(), TimeRemainingColumn()
-        return (TextColumn("[bold]compare"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
-                TimeRemainingColumn())
+        return (TextColumn(f"[bold]{escape(label)}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                TextColumn("eta"), TimeRemainingColumn())
 
     def _fit_bar(self) -> None:
         """The bar in the form for the width now, asked at each step: a terminal narrowed during the run squeezed
@@ -379,8 +379,8 @@ class RichReporter(Reporter):
         # The bar counts every training step of every contender and seed (on_compare_step), so it
         # moves, and Rich can estimate the time left, between evaluations too: moved only at
         # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
-        self._bar_columns = self._compare_columns
-        self._progress = Progress(*self._compare_columns(), console=self.console, expand=True)
+        self._bar_columns = lambda: self._labelled_columns("compare")
+        self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
         self._bar_narrow = self.console.width < NARROW
         self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
         self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
@@ -407,12 +407,13 @@ class RichReporter(Reporter):
         if not self.live:
             return
         if self._progress is None:  # the first call draws the bar, labelled `what`; close() takes it away
-            self._progress = Progress(TextColumn(f"[bold]{escape(what)}"), BarColumn(bar_width=None),
-                                      MofNCompleteColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                      console=self.console, expand=True)
+            self._bar_columns = lambda: self._labelled_columns(what)
+            self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
+            self._bar_narrow = self.console.width < NARROW
             self._task = self._progress.add_task(what, total=total, completed=0)
             self._live = Live(self._progress, console=self.console, transient=True, refresh_per_second=4)
             self._live.start()
+        self._fit_bar()
         self._progress.update(self._task, completed=done, total=total)
 
     # generation ----------------------------------------------------------------------------------
