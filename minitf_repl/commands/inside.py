@@ -909,13 +909,13 @@ def complete_html(session) -> list[str]:
     return ["report.html"]
 
 
+# interruptible: its parts (samples, :heads, :context's windows) poll no stop flag, so Ctrl-C went unheard and the
+# page was written; they only read the model, and the page is written whole or not at all (report.write_report)
 @command("report", "Write one self-contained HTML page: config, loss chart, attention maps, token embeddings, "
                    "loss by position, teacher forcing, what each head does, samples.",
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
 ], interruptible=True, json_version=2)  # fmt: skip
-# interruptible: its parts (samples, :heads, :context's windows) poll no stop flag, so Ctrl-C went unheard and the
-# page was written; they only read the model, and the page is written whole or not at all (report.write_report)
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, write_report
 
