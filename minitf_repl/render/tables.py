@@ -63,7 +63,7 @@ def record_table(names: list[str], rows: list[list], console: Console | None = N
     value goes on the line under its name, 2 in."""
     for stacked in (False, True):
         table = Table(show_header=False, box=None, pad_edge=False)
-        table.add_column("name", style="dim", no_wrap=not stacked)
+        table.add_column("name", style="" if stacked else "dim", no_wrap=not stacked)  # stacked: values in it too
         if not stacked:
             table.add_column("value")
         for at, row in enumerate(rows):
@@ -72,10 +72,11 @@ def record_table(names: list[str], rows: list[list], console: Console | None = N
             first = row[0] if isinstance(row[0], Text) else Text(str(row[0]))
             if names[0] or first.plain:  # an unnamed mark column (:step's →) where it marks nothing: no line
                 name, value = Text(names[0] or "", style="bold"), Text.assemble(first, style="bold")
-                add_row(table, *([Text.assemble(name, " ", value)] if stacked else [name, value]))
+                heading = Text.assemble(name, " ", value) if names[0] else value
+                add_row(table, *([heading] if stacked else [name, value]))
             for name, cell in zip(names[1:], row[1:]):
                 if stacked:
-                    add_row(table, name)
+                    add_row(table, Text(name, style="dim"))
                     table.add_row(Words(cell if isinstance(cell, Text) else Text(str(cell)), indent=2))
                 else:
                     add_row(table, name, cell)
