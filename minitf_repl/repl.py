@@ -79,6 +79,8 @@ def stdin_lines(stream=None) -> Iterable[str]:
 
 # --- history -----------------------------------------------------------------------------------
 ELSEWHERE = "$MINITF_HISTORY=FILE keeps it in another file"  # a warning's way on: it was said at every start, no fix
+
+
 class SafeFileHistory(FileHistory):
     """FileHistory that turns a read or write failure into one warning, then keeps going in memory."""
 
