@@ -415,3 +415,15 @@ def test_the_bar_of_checks_context_and_lrfind_keeps_its_count_whole_at_24_column
         assert "357/400" in shown.file.getvalue()  # was "context ━━╸ 35… eta -:-…"
     finally:
         reporter._live.stop()
+
+
+def test_the_loss_tables_legend_explains_only_the_columns_it_shows():
+    from minitf_repl.render import LossTable
+
+    rows = [{"step": 1025, "train_loss": 0.5061, "val_loss": 0.4109, "accuracy": 0.64, "lr": 1.2e-3,
+             "tokens_per_second": 2915.0, "elapsed": 1.1}]
+    console = narrow_console(20)
+    console.print(LossTable(rows, narrow=True, vocab_size=12))
+    shown = " ".join(console.file.getvalue().split())
+    assert "0.4109" in shown and "0.5061" not in shown  # the train loss gave way at this width...
+    assert "val loss: eval_batches" in shown and "train loss:" not in shown  # ...and its legend with it

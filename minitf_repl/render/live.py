@@ -67,15 +67,13 @@ class LossTable:
         self.rows: list[dict] = []
         self.val_losses: list[float] = []
         self.most_rows: int | None = None  # the live display's: the last rows only, where all would not fit
+        self.shown_keys: list[str] = []  # the columns the table was last laid out with (table_for)
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         with_aux = any(r.get("aux_loss") is not None for r in rows)
         with_bpc = any(r.get("val_bpc") is not None for r in rows)
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
                         and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)]
-        # in the long names whatever the layout: "train" over a narrow column reads as "train loss" below it
-        self.legend = "; ".join(f"{header}: {LOSS_LEGEND[key]}" for key, header, *_ in self.columns
-                                if key in LOSS_LEGEND)
         for r in rows:
             self.add(r)
 
@@ -104,6 +102,7 @@ class LossTable:
             if needed(columns, False) <= width:
                 break
             columns = [c for c in columns if c[0] != key]
+        self.shown_keys = [key for key, *_ in columns]
         table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in columns:
             table.add_column(short if narrow else header, justify="right")
@@ -132,7 +131,12 @@ class LossTable:
             parts.append(Words(Text(f"{len(self.rows) - self.shown_rows} earlier evaluations above (the table after "
                                     "the run has them all)", style="dim")))
         parts.append(self.table_for(width))
-        parts.append(Words(Text(self.legend, style="dim")))
+        # in the long names whatever the layout: "train" over a narrow column reads as "train loss" below it; for the
+        # columns shown: at 20 columns the train loss gives way, and a legend for it read as a column missing
+        legend = "; ".join(f"{header}: {LOSS_LEGEND[key]}" for key, header, *_ in self.columns
+                           if key in LOSS_LEGEND and key in self.shown_keys)
+        if legend:
+            parts.append(Words(Text(legend, style="dim")))
         if self.overfitting:
             parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
                                     "row while training continued (more data, dropout, or stop earlier)",
