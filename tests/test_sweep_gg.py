@@ -8,7 +8,9 @@ Rich takes the width as 80 whatever the terminal's, so at 40 columns every messa
 16 colours the heat maps' ten colours fell to four, every weight from 0 to 0.4 one grey. At 20 columns :compare, the
 live loss table, :params, :step and records (:ngram) cut every number to "0.…", :quantize cut its row names to two
 letters, :checks wrapped a word a line past the edge and :help put a second name at the margin. A terminal narrowed
-during :train squeezed the bar to "train ╸ … eta 0…"; one too low for a row of the table lost the bar under the cut.
+during :train squeezed the bar to "train ╸ … eta 0…" (the bars of :compare, :checks, :context and :lrfind cut their
+count at 24 columns); one too low for a row of the table lost the bar under the cut, and where the table dropped the
+train loss its legend still explained one.
 Ctrl-C went unheard by :report, which wrote its page anyway. A report into a read-only file system said "permission
 denied"; a deleted working folder was a traceback; without a home folder the shell died at start; a cache folder
 that cannot be written was an internal error; and a history file that cannot be used was warned about with no way on.
