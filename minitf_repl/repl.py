@@ -426,7 +426,9 @@ def missing_data_file(spec: str) -> str | None:
     if not spec.strip() or name in CORPORA + TASKS:
         return None
     try:
-        return None if os.path.lexists(Path(spec.strip()).expanduser()) else f"no such file: {_clip(spec.strip())}"
+        path = Path(spec.strip()).expanduser()
+        where = "" if path.is_absolute() else f" (in {_clip(os.getcwd())})"  # as core.data says it
+        return None if os.path.lexists(path) else f"no such file: {_clip(spec.strip())}{where}"
     except (OSError, ValueError):
         return None
 

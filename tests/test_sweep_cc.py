@@ -434,3 +434,16 @@ def test_a_prompt_in_capitals_on_a_lower_case_text_says_the_text_has_them_in_low
     with pytest.raises(DataError) as e:
         load_data(a).tokenizer.encode("The Cat!")  # '!' has no case: no such hint
     assert "lower case" not in str(e.value)
+
+
+def test_a_relative_path_that_is_not_there_says_which_folder_it_was_looked_for_in(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError) as e:
+        load_data("notes/poem.txt")
+    assert str(tmp_path) in str(e.value)  # "no such file: notes/poem.txt": relative to which folder?
+    with pytest.raises(DataError) as e:
+        load_data(str(tmp_path / "poem.txt"))
+    assert str(e.value).count(str(tmp_path)) == 1  # an absolute path says it once
+    from minitf_repl.repl import missing_data_file
+
+    assert str(tmp_path) in missing_data_file("notes/poem.txt")  # the shell's start says it as :data does

@@ -676,7 +676,9 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     shown = _clip(str(p))
     try:
         if not p.exists():
-            raise DataError(f"no such file: {shown}; give the path of a UTF-8 text file, or one of {', '.join(CORPORA + TASKS)}")
+            where = "" if p.is_absolute() else f" (in {_clip(os.getcwd())})"  # minitf started in another folder?
+            raise DataError(f"no such file: {shown}{where}; give the path of a UTF-8 text file, or one of "
+                            f"{', '.join(CORPORA + TASKS)}")
         if p.is_dir():
             example = _text_file_in(p)
             raise DataError(f"{shown} is a directory; the data is one text file: give its path, e.g. "
