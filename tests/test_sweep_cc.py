@@ -447,3 +447,12 @@ def test_a_relative_path_that_is_not_there_says_which_folder_it_was_looked_for_i
     from minitf_repl.repl import missing_data_file
 
     assert str(tmp_path) in missing_data_file("notes/poem.txt")  # the shell's start says it as :data does
+
+
+def test_a_latin1_file_says_what_it_looks_like_and_how_to_convert_it(tmp_path):
+    path = tmp_path / "old.txt"
+    path.write_bytes("un café, déjà vu, naïve. ".encode("cp1252") * 20)
+    with pytest.raises(DataError) as e:
+        load_data(str(path))
+    message = str(e.value)
+    assert "not UTF-8" in message and "Windows-1252" in message and "iconv" in message  # "convert it": from what?

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import math
 import os
+import shlex
 import time
 import urllib.error
 import urllib.request
@@ -706,7 +707,12 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
         # would be one more symbol in the vocabulary that the model learns to write at the start
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8") from None
+        # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined
+        converted = shlex.quote(str(p.with_name(p.stem + "-utf8" + p.suffix)))
+        guess = (f": it reads as Windows-1252 (Latin-1) text, which iconv -f cp1252 -t utf-8 {shlex.quote(str(p))} > "
+                 f"{converted} converts" if _decodes(raw, "cp1252") else "")
+        raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
+                        + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
     # an old Mac's lone "\r") kept would be a symbol of the vocabulary, which :gen writes as "\r" at each line's end
     if not line_endings:
