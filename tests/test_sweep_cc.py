@@ -456,3 +456,12 @@ def test_a_latin1_file_says_what_it_looks_like_and_how_to_convert_it(tmp_path):
         load_data(str(path))
     message = str(e.value)
     assert "not UTF-8" in message and "Windows-1252" in message and "iconv" in message  # "convert it": from what?
+
+
+def test_data_of_a_crlf_file_says_its_line_endings_were_read_as_newlines(tmp_path):
+    path = tmp_path / "windows.txt"
+    path.write_bytes(b"the quick brown fox jumps over the lazy dog\r\n" * 20)
+    info = load_data(str(path)).info()
+    assert info.chars == 44 * 20 and "\\r\\n" in info.description and "20" in info.description  # wc -m says 900
+    (tmp_path / "unix.txt").write_bytes(b"the quick brown fox jumps over the lazy dog\n" * 20)
+    assert load_data(str(tmp_path / "unix.txt")).info().description == f"local file {tmp_path / 'unix.txt'}"

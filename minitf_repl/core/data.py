@@ -673,6 +673,11 @@ def _sha256(data: bytes) -> str:
 def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     """The text of a UTF-8 file, its line endings read as "\n" (`line_endings`: kept as they are, for a checkpoint
     whose vocabulary holds the "\r" of a file read before they were), or a DataError that says what is wrong."""
+    return _read_text(path, line_endings)[0]
+
+
+def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int]:
+    """read_text_file's text, and how many Windows or old Mac line endings it read as "\n"."""
     p = Path(path).expanduser()
     shown = _clip(str(p))
     try:
@@ -715,12 +720,14 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
                         + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
     # an old Mac's lone "\r") kept would be a symbol of the vocabulary, which :gen writes as "\r" at each line's end
-    if not line_endings:
+    converted = 0
+    if not line_endings and "\r" in text:
+        converted = text.count("\r")
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
         raise DataError(f"{shown} {what}; give a file that contains text")
-    return text
+    return text, converted
 
 
 def _text_file_in(folder: Path, most: int = 1000) -> Path | None:
@@ -835,10 +842,13 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         return Task(name, size)
     if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
         raise DataError(problem)
-    text = read_text_file(spec, line_endings)
+    text, converted = _read_text(spec, line_endings)
+    # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m)
+    read_as = f", its {count(converted, 'line ending')} \\r\\n or \\r read as \\n" if converted else ""
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
-        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()})", tokenizer)
-    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}", tokenizer)
+        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
+                          tokenizer)
+    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer)
 
 
 def _parse_size(name: str, arg: str, default: int) -> int:
