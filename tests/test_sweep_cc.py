@@ -465,3 +465,11 @@ def test_data_of_a_crlf_file_says_its_line_endings_were_read_as_newlines(tmp_pat
     assert info.chars == 44 * 20 and "\\r\\n" in info.description and "20" in info.description  # wc -m says 900
     (tmp_path / "unix.txt").write_bytes(b"the quick brown fox jumps over the lazy dog\n" * 20)
     assert load_data(str(tmp_path / "unix.txt")).info().description == f"local file {tmp_path / 'unix.txt'}"
+
+
+def test_a_utf8_file_with_one_bad_byte_is_not_called_windows_1252(tmp_path):
+    path = tmp_path / "mostly.txt"
+    path.write_bytes("un café, déjà vu, naïve. ".encode() * 20 + b"\xff" + b"the end. " * 5)
+    with pytest.raises(DataError) as e:
+        load_data(str(path))
+    assert "not UTF-8" in str(e.value) and "Windows-1252" not in str(e.value)  # its é are UTF-8's: one byte is bad

@@ -712,10 +712,12 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int]:
         # would be one more symbol in the vocabulary that the model learns to write at the start
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined
+        # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined;
+        # one with UTF-8's own letters in it (é as two bytes) is UTF-8 with bad bytes, which no conversion mends
         converted = shlex.quote(str(p.with_name(p.stem + "-utf8" + p.suffix)))
+        utf8_letters = any(ord(ch) > 127 and ch != "\ufffd" for ch in raw.decode("utf-8", "replace"))
         guess = (f": it reads as Windows-1252 (Latin-1) text, which iconv -f cp1252 -t utf-8 {shlex.quote(str(p))} > "
-                 f"{converted} converts" if _decodes(raw, "cp1252") else "")
+                 f"{converted} converts" if _decodes(raw, "cp1252") and not utf8_letters else "")
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
                         + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
