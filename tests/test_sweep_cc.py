@@ -1,5 +1,14 @@
 """What a user's-eye sweep of the data (a user's own files, the corpus download, `:data` and `--data`) found: each
 test failed before its fix.
+
+A Windows file's "\r" was a symbol the model learned and :gen wrote as "\r"; a UTF-16 file was "binary", blank lines
+"empty", a Latin-1 file not named as one, a folder answered "give a file inside it" even empty, a URL "no such file:
+https:/...", two files, pydoc:1 and Shakespeare "no such file" too, and a relative path did not say where it was looked
+for. A text too short for the window named no split and suggested a smaller window where none fitted. The download
+said "connect to the internet" to a 404, and a cache folder it could not write ended in an internal error. :data said
+nothing of the model it kept, of the tokenizer, of a BPE trained on another text, of the ablations a rebuild dropped,
+and named a recipe a file does not have. A prompt in another Unicode form or case than the text was refused without a
+word of why; :mistakes listed one prediction eight times on a short text, and :checks failed init on one token.
 """
 
 import pytest
