@@ -382,7 +382,7 @@ def test_data_from_the_shell_does_not_say_a_bare_train_goes_on_with_the_new_data
     assert "train goes on training it on" not in text and "--data" in text
 
 
-# --- the recipe a file of one's own trains with ------------------------------------------------------------------------
+# --- the recipe a file of one's own trains with -----------------------------------------------------------------------
 def test_a_file_takes_the_default_recipe_and_is_not_said_to_have_its_own(tmp_path):
     from minitf_repl.core.config import ModelConfig
     from minitf_repl.session import Session
