@@ -110,3 +110,21 @@ def test_commands_md_names_every_other_name_of_a_command():
     unnamed = [f":{alias} ({command.name})" for command in REGISTRY.values() for alias in command.aliases
                if f":{alias}`" not in text and f"`{alias}`" not in text]
     assert not unnamed, unnamed
+
+
+def test_the_variant_labs_table_gives_every_value_a_setting_takes():
+    """docs/variant-lab.md's table of the settings: a value added to a setting (an activation, a norm) and left out of
+    the table is one the page never offers."""
+    from minitf_repl.commands.settings import SET
+
+    text = (REPO / "docs" / "variant-lab.md").read_text()
+    missing, seen = [], 0
+    for row in (line for line in text.splitlines() if line.startswith("| `")):
+        names, values = row.split(" | ")[0], row.split(" | ", 1)[1]
+        offered = set(re.findall(r"`([^`]+)`", values))
+        for name in re.findall(r"`([a-z_]+)`", names):
+            param = SET.param_named(name)
+            if param is not None and param.choices:
+                seen += 1
+                missing += [f"{name}={choice}" for choice in param.choices if str(choice) not in offered]
+    assert seen >= 6 and not missing, (seen, missing)
