@@ -5,6 +5,15 @@ docs/commands.md promises that an error's fix, like every command a message name
 (`:set lr=0.005` in the REPL, `--set lr=0.005` from the shell). `minitf --set n_experts=2 ffn` was told that
 ":experts shows where they go", and `minitf --set residual=off attrib` to "use residual=on", neither of which the
 shell takes.
+
+It says every command works once from the shell, and that `minitf help COMMAND` and `minitf help KEY` are the
+shell's `:help`: yet a command's other name (`minitf tf`, `minitf q`) was "No such command", `minitf help tf` and
+`minitf help :train` suggested the very line they refused, `minitf help lr=` and `minitf help learning rate` found
+no setting, `minitf help set` hid the keys' other spellings, and the shell's --help gave a switch's default as
+"False". docs/json.md called a nullable list of nullable numbers "array of number or null or null" and quoted
+`minitf.train/1` as the schema of a command at version 10. `:compare tokenizer=char tokenizer=bpe:N` marked the
+lowest per-token loss of each band after saying such losses do not compare; `:report r.txt` in a folder suggested
+a name in the current one; a save over a dangling link of the checkpoint's own name was told to fix the folder.
 """
 
 import pytest
