@@ -212,9 +212,9 @@ class _Group(_FlagsUntyped, TyperGroup):
 def _help_word(args: list[str], commands, options=()) -> list[str]:
     """`minitf help` is `minitf --help`, and `minitf help train` is `minitf train --help`, as `:help train` is in
     the REPL (where `help` alone works too); `minitf help lr` of a setting is `minitf set lr`, as `:set lr` is, and
-    the words after it stay (`minitf help lr n --json`). Of a word after help that names neither, Typer says "No
-    such command". minitf's own options may come first (`minitf --data sort help lr`); `options` are they, to
-    step over."""
+    the words after it stay (`minitf help lr n --json`; `minitf help set lr` too, `help lr=`, `help learning rate`
+    and `help :train` as `:help` reads them). Of a word after help that names neither, Typer says "No such command".
+    minitf's own options may come first (`minitf --data sort help lr`); `options` are they, to step over."""
     at = _command_at(args, options)
     if at is None or args[at] != "help":
         return args
@@ -223,9 +223,13 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
         word = [word[0][1:]]
     if not word or word[0] == "help":  # `minitf help help`: what help does is the list it gives
         return before + ["--help"]
-    if _named(word[0], commands) in commands:
-        return before + [_named(word[0], commands), "--help"]
     after = args[at + 1 :]
+    name = _named(word[0], commands)
+    if name in commands:
+        key = after[1].split("=")[0] if len(after) > 1 else ""
+        if REGISTRY[name].pairs and _setting(key):  # `help set lr`: the setting, as `:help set lr` shows it
+            return before + [name, key, *after[2:]]
+        return before + [name, "--help"]
     key = word[0].split("=")[0] or word[0]  # `help lr=`: the setting lr, as `:help lr=` and `:set lr=` spell it
     if _setting(key):
         return before + ["set", key, *after[1:]]

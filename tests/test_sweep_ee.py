@@ -186,3 +186,10 @@ def test_the_shells_help_of_a_command_written_as_the_repl_writes_it():
         shown = invoke("help", *words)
         assert shown.exit_code == 0 and "no command" not in shown.output, (words, shown.output)
     assert "minitf train [OPTIONS]" in invoke("help", ":train").stdout
+
+
+def test_the_shells_help_of_set_and_a_key_shows_that_setting():
+    """`:help set lr` shows the setting lr in the REPL; `minitf help set lr` printed set's whole --help instead."""
+    shown = invoke("help", "set", "lr")
+    assert shown.exit_code == 0 and shown.stdout.startswith("lr  training setting"), shown.output
+    assert invoke("help", "set").stdout.lstrip().startswith("Usage: minitf set")  # alone: set's own help, as before
