@@ -277,7 +277,9 @@ def _unwrap(schema: dict) -> tuple[dict, str]:
 def docs_page(registry=None) -> str:
     """docs/json.md: every command's fields, generated from the schemas (a test keeps it current)."""
     commands = json_commands(registry)
-    train = next((schema_id(c) for c in commands if c.name == "train"), "minitf.train/1")  # the example: today's
+    # the page's example id: the command a reader runs first, at its version today (a name picked for prose only)
+    by_name = {command.name: command for command in commands}
+    train = schema_id(by_name["train"]) if "train" in by_name else "minitf.train/1"
     lines = [
         "# JSON output",
         "",
