@@ -16,6 +16,7 @@ import contextlib
 import errno
 import inspect
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -414,12 +415,12 @@ def root(
     ),
     checkpoint_dir: Optional[str] = typer.Option(
         None, "--checkpoint-dir", metavar="DIR",
-        help="Where :save, :load and :ls keep checkpoints (default ./checkpoints or $MINITF_CHECKPOINT_DIR).",
+        help="Where save, --load and ls keep checkpoints (default ./checkpoints or $MINITF_CHECKPOINT_DIR).",
     ),
     load: Optional[str] = typer.Option(
         None, "--load", metavar="NAME",
         help="Start from a saved checkpoint (model, training run, data), or a Hugging Face folder with hf:PATH, "
-             "as :load does; --set applies after it.",
+             "as minitf load does; --set applies after it.",
         autocompletion=lambda ctx, incomplete: _like("load", ctx, incomplete),
     ),
 ) -> None:
@@ -620,10 +621,35 @@ def _option_names(p) -> list[str]:
     return [f"--{dashed}"] + [f"--{alias.replace('_', '-')}" for alias in p.aliases] + short
 
 
+# What the registry's help names as a REPL command (`:set lr`, `:train watch=lens`), --help says as the shell types it:
+# settings, a checkpoint and the data go with minitf's own options (a one-shot command's session ends with it).
+_AS_OPTION = {"set": "minitf --set", "load": "minitf --load", "data": "minitf --data"}
+_REPL_COMMAND = re.compile(r"(?<![\w`:/])(?::)([a-z]+)\b")
+
+
+def shell_words(text: str, registry: Registry = REGISTRY) -> str:
+    """`text` with each `:command` of `registry` written as the shell types it: `minitf train`, `minitf --set lr`; the
+    REPL's own parts (a line without ':', :help) stay as they are."""
+    def word(match: re.Match) -> str:
+        name = match.group(1)
+        command = registry.get(name)
+        if command is None or command.repl_only:
+            return match.group(0)
+        return _AS_OPTION.get(name) or f"minitf {name}"
+
+    return _REPL_COMMAND.sub(word, text)
+
+
+def _summary(command) -> str:
+    """A command's line in `minitf --help` and the head of `minitf CMD --help`, in the shell's words. (gen's summary
+    names the REPL where it speaks of the REPL's plain lines: true in both.)"""
+    return shell_words(command.summary)
+
+
 def _help(p) -> str:
     """An option's line in --help: its help (a phrase without a final period), then its choices and default, each
     joined on as a clause of the same sentence ("... (default: a trained model continues); one of: new, continue")."""
-    text = p.help or ""
+    text = shell_words(p.help or "")
     if p.choices:
         text += f"{'; o' if text else 'O'}ne of: {', '.join(map(str, p.choices))}"
     if p.default is not None and not p.positional:
@@ -810,7 +836,7 @@ def _make_subcommand(command, registry: Registry):
         _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name
-    subcommand.__doc__ = command.summary
+    subcommand.__doc__ = _summary(command)
     subcommand.__signature__ = inspect.Signature(params)
     subcommand.__annotations__ = annotations
     return subcommand
@@ -820,7 +846,7 @@ def add_subcommands(app: typer.Typer, registry: Registry) -> None:
     """One shell subcommand per command of the registry, except the REPL-only ones."""
     for command in registry.values():
         if not command.repl_only:
-            app.command(name=command.name, help=escape(command.summary), cls=_Command)(
+            app.command(name=command.name, help=escape(_summary(command)), cls=_Command)(
                 _make_subcommand(command, registry))
 
 

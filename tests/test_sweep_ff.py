@@ -31,6 +31,10 @@ twice) went with the last, where `--set lr=0.1 --set lr=0.2` says "lr is given t
 `minitf report out/` (a folder) was told "give a name ending in .html, e.g. out.html": a page beside the folder, not
 in it; and a folder named `pages.html` "give a file name ending in .html", which it had.
 
+`minitf CMD --help` spoke the REPL's syntax: "kept, like :set lr", "from :train watch=lens", "(:ls lists them)",
+"(:load hf:PATH loads it here first)", and `minitf gen --help` "(a line without ':' is a prompt too)", which is true
+of the REPL only; the shell's help now names commands as the shell types them.
+
 `minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
 it wrote nothing.
 """
@@ -239,3 +243,31 @@ def test_gen_of_no_tokens_after_a_prompt_without_its_equals_sign_claims_nothing_
     assert none.text == "" and "went on" not in none.off_task
     assert none.off_task.endswith("what the model writes after it goes on with the question; end it with '=' to ask")
     assert run(s, ":gen 12 n=2").off_task.endswith("the model went on with the question; end it with '=' to ask")
+
+
+# --- --help in the shell's words ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(c.name for c in REGISTRY.values() if not c.repl_only))
+def test_a_commands_help_names_no_repl_command(name):
+    import re
+
+    text = help_text(name)
+    named = [m.group(1) for m in re.finditer(r"(?<![\w`:/]):([a-z]+)\b", text) if m.group(1) in REGISTRY]
+    assert named == [], named
+    # the REPL's plain lines are named as the REPL's (gen's summary), never as the shell's
+    assert "a line without ':'" not in text.replace("in the REPL, a line without ':'", "")
+
+
+def test_the_shell_help_says_the_repl_commands_as_the_shell_types_them():
+    assert "(kept, like minitf --set lr)" in help_text("train")
+    assert "from minitf train watch=lens" in help_text("plot")
+    assert "(minitf ls lists them)" in help_text("load")
+    assert "(minitf --load hf:PATH loads it here first)" in help_text("parity")
+    assert "Generate text from a prompt." in help_text("gen") and "Generate text from a prompt." in help_text()
+
+
+def test_shell_words_leaves_the_repls_own_parts_and_paths_alone():
+    from minitf_repl.cli import shell_words
+
+    assert shell_words(":help lists its commands; see hf:PATH, C:/x, `:train` and :nosuch") == \
+        ":help lists its commands; see hf:PATH, C:/x, `:train` and :nosuch"
+    assert shell_words("as :train computes it, then :set n=3") == "as minitf train computes it, then minitf --set n=3"
