@@ -35,6 +35,9 @@ in it; and a folder named `pages.html` "give a file name ending in .html", which
 "(:load hf:PATH loads it here first)", and `minitf gen --help` "(a line without ':' is a prompt too)", which is true
 of the REPL only; the shell's help now names commands as the shell types them.
 
+`minitf score --counter 3 > out.txt` said "at 2 positions (in bold) the model gave ..." in a file, where nothing is
+bold; and score, grad and muon explained themselves with ":train" ("what :train minimises") to a shell user.
+
 `minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
 it wrote nothing.
 """
@@ -271,3 +274,48 @@ def test_shell_words_leaves_the_repls_own_parts_and_paths_alone():
     assert shell_words(":help lists its commands; see hf:PATH, C:/x, `:train` and :nosuch") == \
         ":help lists its commands; see hf:PATH, C:/x, `:train` and :nosuch"
     assert shell_words("as :train computes it, then :set n=3") == "as minitf train computes it, then minitf --set n=3"
+
+
+# --- score's marks in a file, and :train named in the shell's words --------------------------------------------
+def scored_ahead():
+    """A :score result with counter=2 in which the model beat the counter at position 5 (forced: a fact of the
+    result, not of this tiny model)."""
+    import dataclasses
+
+    result = run(tiny_session(), ":score 1234=1234 counter=2")
+    probs, losses, counter = list(result.target_probs), list(result.losses), list(result.counter_losses)
+    probs[5], losses[5], counter[5] = 0.9, 0.1, 3.0
+    return dataclasses.replace(result, target_probs=probs, losses=losses, counter_losses=counter)
+
+
+def test_score_marks_what_bold_shows_with_a_star_where_nothing_is_bold():
+    from test_render import plain
+
+    text = plain(scored_ahead())  # a console without colour or bold, as a file or a pipe gets
+    assert "(marked *)" in text and "(in bold)" not in text and "3.000*" in text
+
+
+def test_score_says_in_bold_where_it_is():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import render
+
+    c = Console(file=io.StringIO(), width=120, force_terminal=True, color_system="truecolor")
+    render(scored_ahead(), c)
+    text = c.file.getvalue()
+    assert "(in bold)" in text and "3.000*" not in text
+
+
+def test_score_grad_and_muon_name_train_in_the_shells_words(checkpoint_dir):
+    from minitf_repl.syntax import SHELL, speaking
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":train")
+    with speaking(SHELL):
+        texts = [plain(run(s, line)) for line in (":score 1234=1234", ":grad 1234=1234", ":muon")]
+    assert all(":train" not in text for text in texts)
+    assert "what minitf train minimises" in texts[0] and "a step of minitf train moves" in texts[1]
+    assert "on one minitf train batch" in texts[2]

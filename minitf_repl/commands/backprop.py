@@ -31,7 +31,7 @@ from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again
+from ..syntax import cmd, look_again, named
 from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
 from .worked import position_table, rounding, stream_update
 
@@ -197,7 +197,7 @@ def render_grad(result: GradResult, console: Console) -> None:
                      f"g.u = {check.backprop:+.6g}: they agree to {check.relative:.0e} (relative)")
     elif result.check_skipped:
         note(console, f"not checked against a measured slope: {result.check_skipped}")
-    note(console, f"a step of :train moves each weight against its gradient (the optimizer decides how far); "
+    note(console, f"a step of {named('train')} moves each weight against its gradient (the optimizer decides how far); "
                   f"{cmd('score')} shows the loss this gradient came from, position by position")
     if result.dropout > 0:  # core.backprop runs in eval mode: a :train step's gradient has dropout's noise in it
         note(console, f"the gradient here is taken without dropout (eval mode): a {cmd('train')} step, with "
@@ -227,7 +227,7 @@ def _parameters(result: GradResult, console: Console) -> None:
     optional = ("parameters", "|W|", "|dL/dW|/|W|") + (("step |ΔW|/|W|",) if result.show_all else ())
     console.print(fitting_table(console, names, rows, left=(names[0],), optional=optional, wrap=("part",)))
     if result.optimizer is not None:
-        clipped = (f", the gradient first scaled by {result.clip_scale:.2g} to grad_clip as :train clips"
+        clipped = (f", the gradient first scaled by {result.clip_scale:.2g} to grad_clip as {named('train')} clips"
                    if result.clip_scale < 1 else "")
         note(console, f"step: how far one {result.optimizer} step on this gradient moves each part, at the peak "
                       f"rate lr = {result.step_lr:g}{clipped}, from the optimizer's state as it is now (then "
@@ -299,8 +299,8 @@ def render_muon(result: MuonResult, console: Console) -> None:
     turned = f", taken as its {wide} transpose as the optimizer takes a tall matrix" if m.turned else ""
     where = m.name.removeprefix("blocks.").removesuffix(".weight").split(".", 1)
     say(console, f"Muon's step on block {where[0]}'s {where[1]} ({A} x {B}{turned})", "bold")
-    say(console, f"G = dL/dW on one :train batch of {result.data} ({fmt.whole(m.tokens)} tokens, seed {m.seed}; "
-                 f"loss {m.loss:.4f}): |G| = {m.grad:.4g}")
+    say(console, f"G = dL/dW on one {named('train')} batch of {result.data} ({fmt.whole(m.tokens)} tokens, seed "
+                 f"{m.seed}; loss {m.loss:.4f}): |G| = {m.grad:.4g}")
     kept = ("the session's momentum" if m.had_momentum else "no momentum yet, so b starts at 0")
     ahead = (f"u = {1 - m.momentum:g} G + {m.momentum:g} b (Nesterov: the gradient, looking one step ahead)"
              if m.nesterov else "u = b")

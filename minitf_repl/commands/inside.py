@@ -36,7 +36,7 @@ from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again
+from ..syntax import cmd, look_again, named
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
                    known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
 from .context import position_series
@@ -562,15 +562,15 @@ def render_score(result: ScoreResult, console: Console) -> None:
     given = n - len(counted)
     which = (f"the {len(counted)} counted -ln p (the other {given} are given, not predicted: no loss there)"
              if given else f"the {n} -ln p" if n > 1 else "the one -ln p")
-    say(console, f"loss {result.loss:.4f}: the mean of {which}, what :train minimises on every row of a batch "
-                 f"(a uniform guess: ln(V) = {result.uniform:.2f})")
+    say(console, f"loss {result.loss:.4f}: the mean of {which}, what {named('train')} minimises on every row of a "
+                 f"batch (a uniform guess: ln(V) = {result.uniform:.2f})")
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
     if result.counting:
         note(console, result.counting)
     if result.counter_losses is not None:
-        say(console, counter_words(result))
+        say(console, counter_words(result, starred=console.color_system is None))
     if result.untrained:
         note(console, f"this model has not trained yet: every p is near 1/V, every loss near ln(V); "
                       f"{look_again('score', AUTOSAVE_NAME, result.text, again='score the same text again')}")
@@ -608,7 +608,7 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
                 f"{result.losses[t]:.3f}",
                 *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
                 Text(f"{guess} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
-                *counter_cell(result, t))
+                *counter_cell(result, t, starred=console.color_system is None))
     return table
 
 
@@ -623,15 +623,17 @@ def beats_counter(result: ScoreResult, t: int) -> bool:
             and result.counter_losses[t] - result.losses[t] >= COUNTER_GAIN)
 
 
-def counter_cell(result: ScoreResult, t: int, dim: bool = False) -> list[Text]:
-    """The counter's -ln p at position t (no cell without counter=), bold green where the model knew better."""
+def counter_cell(result: ScoreResult, t: int, dim: bool = False, starred: bool = False) -> list[Text]:
+    """The counter's -ln p at position t (no cell without counter=), bold green where the model knew better;
+    `starred`: the console shows no bold (a pipe, a file), so a * marks those instead."""
     if result.counter_losses is None:
         return []
-    loss = result.counter_losses[t]
-    return [Text(f"{loss:.3f}", style="dim" if dim else "bold green" if beats_counter(result, t) else "")]
+    loss, beaten = result.counter_losses[t], not dim and beats_counter(result, t)
+    return [Text(f"{loss:.3f}" + ("*" if beaten and starred else ""), style="dim" if dim else
+                 "bold green" if beaten else "")]
 
 
-def counter_words(result: ScoreResult) -> str:
+def counter_words(result: ScoreResult, starred: bool = False) -> str:
     """The model's loss against the counter's on this text, and the position where reading further back paid most."""
     n = result.counter
     ahead = [t for t in range(len(result.losses)) if beats_counter(result, t)]
@@ -643,7 +645,8 @@ def counter_words(result: ScoreResult) -> str:
         return words + (f"; at no position did the model give the true next {result.unit} p >= {COUNTER_SURE} "
                         f"with a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's")
     best = max(ahead, key=lambda t: result.counter_losses[t] - result.losses[t])
-    return (words + f"; at {count(len(ahead), 'position')} (in bold) the model gave the true next {result.unit} "
+    marked = "marked *" if starred else "in bold"  # as counter_cell shows them
+    return (words + f"; at {count(len(ahead), 'position')} ({marked}) the model gave the true next {result.unit} "
             f"p >= {COUNTER_SURE} and a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's, most at t = {best}, "
             f"{visible(result.tokens[best + 1])!r} after {visible(result.tokens[best])!r} "
             f"({result.losses[best]:.3f} against {result.counter_losses[best]:.3f}): "
