@@ -36,7 +36,7 @@ in it; and a folder named `pages.html` "give a file name ending in .html", which
 of the REPL only; the shell's help now names commands as the shell types them.
 
 `minitf score --counter 3 > out.txt` said "at 2 positions (in bold) the model gave ..." in a file, where nothing is
-bold; and score, grad and muon explained themselves with ":train" ("what :train minimises") to a shell user.
+bold (and `minitf embed --map` "in bold: 1, 2" likewise); and score, grad and muon explained themselves with ":train" ("what :train minimises") to a shell user.
 
 `minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
 it wrote nothing.
@@ -319,3 +319,19 @@ def test_score_grad_and_muon_name_train_in_the_shells_words(checkpoint_dir):
     assert all(":train" not in text for text in texts)
     assert "what minitf train minimises" in texts[0] and "a step of minitf train moves" in texts[1]
     assert "on one minitf train batch" in texts[2]
+
+
+def test_embed_map_says_in_bold_only_where_bold_shows():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import render
+    from test_render import plain
+
+    result = run(tiny_session(), ":embed 12 map=on")
+    assert "in bold" not in plain(result) and "the text's tokens, drawn over any they share a cell with: 1, 2" in \
+        plain(result)
+    c = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor")
+    render(result, c)
+    assert "in bold: 1, 2" in c.file.getvalue()

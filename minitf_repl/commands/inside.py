@@ -794,7 +794,8 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     grid, hidden = scatter(drawn.labels, drawn.coords, drawn.asked, *grid_size(console.width, EMBED_MAP_HEIGHT))
     console.print(grid, highlight=False, no_wrap=True, overflow="ignore")
     asked = ", ".join(visible(t) for t in result.tokens)
-    say(console, f"in bold: {asked}" + (f"; {count(hidden, 'token')} hidden under others" if hidden else ""))
+    shown = "the text's tokens, drawn over any they share a cell with" if plain(console) else "in bold"  # no bold
+    say(console, f"{shown}: {asked}" + (f"; {count(hidden, 'token')} hidden under others" if hidden else ""))
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random, so the map is a cloud; "
                       f"{look_again('embed', AUTOSAVE_NAME, map=True)}")
