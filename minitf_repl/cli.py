@@ -70,6 +70,26 @@ class _FlagsUntyped:
         return params
 
 
+NARROW_HELP = 60  # below this many columns, --help is Click's plain text: Rich's panels cut words to "--temp…"
+
+
+def _narrow(formatter) -> bool:
+    """Whether --help goes to a terminal too narrow for Typer's panels; `formatter` then wraps at its width."""
+    import shutil
+
+    columns = shutil.get_terminal_size().columns
+    if columns >= NARROW_HELP:
+        return False
+    formatter.width = max(columns - 1, 20)
+    write_dl = formatter.write_dl  # an option's name longer than a quarter of the width goes on a line of its own,
+
+    def narrow_dl(rows, col_max: int = 30, col_spacing: int = 2) -> None:  # its help under it: a column of 10
+        write_dl(rows, col_max=min(col_max, formatter.width // 4), col_spacing=col_spacing)  # cuts words
+
+    formatter.write_dl = narrow_dl
+    return True
+
+
 class _Group(_FlagsUntyped, TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
@@ -115,6 +135,11 @@ class _Group(_FlagsUntyped, TyperGroup):
             at = _command_at(args, self.params)
             _refuse_twice(self.params, args if at is None else args[:at], own=True)  # the command checks its own
         return super().parse_args(ctx, args)
+
+    def format_help(self, ctx, formatter):
+        if _narrow(formatter):
+            return super(TyperGroup, self).format_help(ctx, formatter)  # Click's own: words wrap, none are cut
+        return super().format_help(ctx, formatter)
 
     def _repl_only(self, e: Exception, args: list[str]) -> str | None:
         """For a command of the interactive shell alone (`minitf quit`): what it is, not "No such command"."""
@@ -327,6 +352,11 @@ class _Command(_FlagsUntyped, TyperCommand):
             _refuse_twice(self.params, args)
         return super().parse_args(ctx, args)
 
+    def format_help(self, ctx, formatter):
+        if _narrow(formatter):
+            return super(TyperCommand, self).format_help(ctx, formatter)  # Click's own: words wrap, none are cut
+        return super().format_help(ctx, formatter)
+
 
 def _refuse_twice(params, args: list[str], own: bool = False) -> None:
     """An option given twice (`minitf gen --n 5 --n 6`, `--cache --no-cache`, `minitf --data sort --data add
@@ -410,7 +440,7 @@ def root(
         autocompletion=lambda ctx, incomplete: _like("data", ctx, incomplete),
     ),
     settings: List[str] = typer.Option(
-        [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, as :set does (repeatable).",
+        [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, read as minitf set reads it (repeatable).",
         autocompletion=lambda ctx, incomplete: _pair_completion(REGISTRY["set"])(ctx, incomplete),
     ),
     checkpoint_dir: Optional[str] = typer.Option(

@@ -38,6 +38,10 @@ of the REPL only; the shell's help now names commands as the shell types them.
 `minitf score --counter 3 > out.txt` said "at 2 positions (in bold) the model gave ..." in a file, where nothing is
 bold (and `minitf embed --map` "in bold: 1, 2" likewise); and score, grad and muon explained themselves with ":train" ("what :train minimises") to a shell user.
 
+At 40 columns `minitf gen --help` cut its words in Typer's panels ("--n,--…", "--temp…", "genera…", "shakespe…"):
+below 60 columns --help is now Click's plain text, each option's help under its name, every word whole; and the root
+help's --set said "as :set does".
+
 `minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
 it wrote nothing.
 """
@@ -54,12 +58,12 @@ from test_cli import assert_one_error_line, invoke
 from test_commands import Recorder, run, tiny_session
 
 
-def help_text(*args) -> str:
+def help_text(*args, columns: int = 250) -> str:
     """A command's --help on one wide line per option (Rich wraps at the terminal's width otherwise)."""
     import os
 
     before = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "250"
+    os.environ["COLUMNS"] = str(columns)
     try:
         result = invoke(*args, "--help")
     finally:
@@ -335,3 +339,20 @@ def test_embed_map_says_in_bold_only_where_bold_shows():
     c = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="truecolor")
     render(result, c)
     assert "in bold: 1, 2" in c.file.getvalue()
+
+
+# --- --help at 40 columns --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args", [[], ["gen"], ["train"], ["set"], ["compare"], ["data"]])
+def test_help_at_40_columns_cuts_no_options_words(args):
+    text = help_text(*args, columns=40)
+    lines = text.splitlines()
+    assert all(len(line) <= 40 for line in lines), [line for line in lines if len(line) > 40]
+    assert "…" not in text
+    if args == ["gen"]:
+        assert "--temperature X" in text and "sampling temperature (0:" in " ".join(text.split())
+    if not args:
+        assert "shakespeare," in text and "read as minitf set reads it" in " ".join(text.split())
+
+
+def test_help_at_a_usual_width_keeps_typers_panels():
+    assert "╭─ Options" in help_text("gen", columns=100)
