@@ -440,7 +440,8 @@ def root(
         autocompletion=lambda ctx, incomplete: _like("data", ctx, incomplete),
     ),
     settings: List[str] = typer.Option(
-        [], "--set", metavar="KEY=VALUE", help="A setting applied before the command, read as minitf set reads it (repeatable).",
+        [], "--set", metavar="KEY=VALUE",
+        help="A setting applied before the command, read as minitf set reads it (repeatable).",
         autocompletion=lambda ctx, incomplete: _pair_completion(REGISTRY["set"])(ctx, incomplete),
     ),
     checkpoint_dir: Optional[str] = typer.Option(
