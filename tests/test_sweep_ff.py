@@ -36,11 +36,12 @@ in it; and a folder named `pages.html` "give a file name ending in .html", which
 of the REPL only; the shell's help now names commands as the shell types them.
 
 `minitf score --counter 3 > out.txt` said "at 2 positions (in bold) the model gave ..." in a file, where nothing is
-bold (and `minitf embed --map` "in bold: 1, 2" likewise); and score, grad and muon explained themselves with ":train" ("what :train minimises") to a shell user.
+bold (and `minitf embed --map` "in bold: 1, 2" likewise); and score, grad and muon explained themselves with
+":train" ("what :train minimises") to a shell user.
 
 At 40 columns `minitf gen --help` cut its words in Typer's panels ("--n,--…", "--temp…", "genera…",
-"shakespe…"): below 60 columns --help is now Click's plain text, each option's help under its name, every word whole; and the root
-help's --set said "as :set does".
+"shakespe…"): below 60 columns --help is now Click's plain text, each option's help under its name, every word
+whole; and the root help's --set said "as :set does".
 
 `minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
 it wrote nothing.
