@@ -81,10 +81,12 @@ def _narrow(formatter) -> bool:
     if columns >= NARROW_HELP:
         return False
     formatter.width = max(columns - 1, 20)
-    write_dl = formatter.write_dl  # an option's name longer than a quarter of the width goes on a line of its own,
+    write_dl = formatter.write_dl
 
-    def narrow_dl(rows, col_max: int = 30, col_spacing: int = 2) -> None:  # its help under it: a column of 10
-        write_dl(rows, col_max=min(col_max, formatter.width // 4), col_spacing=col_spacing)  # cuts words
+    def narrow_dl(rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        # an option's name longer than a quarter of the width goes on a line of its own and its help under it
+        # (Click's 30 columns of names would leave the help 10, and cut its words)
+        write_dl(rows, col_max=min(col_max, formatter.width // 4), col_spacing=col_spacing)
 
     formatter.write_dl = narrow_dl
     return True
@@ -655,7 +657,7 @@ def _option_names(p) -> list[str]:
 # What the registry's help names as a REPL command (`:set lr`, `:train watch=lens`), --help says as the shell types it:
 # settings, a checkpoint and the data go with minitf's own options (a one-shot command's session ends with it).
 _AS_OPTION = {"set": "minitf --set", "load": "minitf --load", "data": "minitf --data"}
-_REPL_COMMAND = re.compile(r"(?<![\w`:/])(?::)([a-z]+)\b")
+_REPL_COMMAND = re.compile(r"(?<![\w`:/]):([a-z]+)\b")
 
 
 def shell_words(text: str, registry: Registry = REGISTRY) -> str:
