@@ -112,7 +112,7 @@ class _Group(_FlagsUntyped, TyperGroup):
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
             error(_stderr(), self._misplaced(e, args) or self._early(e, args) or self._repl_only(e, args)
-                  or self._help_of_neither(e, typed)
+                  or self._help_of_neither(e, typed) or self._nothing_taken(e)
                   or problem + (f"; did you mean{guess}" if asked else "") + hint + self._dashed_text(e, args))
             code = e.exit_code
         except typer.Abort:
@@ -152,6 +152,18 @@ class _Group(_FlagsUntyped, TyperGroup):
             return None
         return (f"{args[at]} is a command of minitf's interactive shell (minitf with no command, then :{args[at]}); "
                 f"a one-shot command ends on its own, and minitf --help lists the commands")
+
+    def _nothing_taken(self, e: Exception) -> str | None:
+        """For words after a command that takes no text and no options (`minitf ls DIR`, `minitf config x`): that,
+        not Click's "Got unexpected extra argument(s)" sent to a --help that lists no options of its own."""
+        ctx = getattr(e, "ctx", None)
+        command = REGISTRY.get(ctx.info_name) if ctx is not None and ctx.parent is not None else None
+        extra = re.match(r"Got unexpected extra arguments? ?(?:\(s\))? \((.*)\)$", e.format_message())
+        if command is None or command.positional is not None or any(p.refusal is None for p in command.params) \
+                or extra is None:
+            return None
+        return (f"minitf {command.name} takes no text and no options (but --json), got {clip(extra.group(1))!r}; "
+                "leave the words after it out")
 
     def _help_of_neither(self, e: Exception, typed: list[str]) -> str | None:
         """For `minitf help WORD` of a word that names no command and no setting: what `:help WORD` says, in the

@@ -43,6 +43,9 @@ At 40 columns `minitf gen --help` cut its words in Typer's panels ("--n,--…", 
 "shakespe…"): below 60 columns --help is now Click's plain text, each option's help under its name, every word
 whole; and the root help's --set said "as :set does".
 
+`minitf ls /tmp/x` (or `minitf config x`) said Click's "Got unexpected extra argument(s) (/tmp/x); minitf ls --help
+lists the options", of a command with no options to list.
+
 `minitf gen 12 --n 0` on a task said "the model went on with the question" (and --json's off_task too): with n=0
 it wrote nothing.
 """
@@ -357,3 +360,17 @@ def test_help_at_40_columns_cuts_no_options_words(args):
 
 def test_help_at_a_usual_width_keeps_typers_panels():
     assert "╭─ Options" in help_text("gen", columns=100)
+
+
+# --- words after a command that takes none ---------------------------------------------------------------------
+@pytest.mark.parametrize("args, got", [(["ls", "/tmp/x"], "'/tmp/x'"), (["experts", "foo"], "'foo'"),
+                                       (["config", "a (b)", "c", "--json"], "'a (b) c'")])
+def test_words_after_a_command_that_takes_none_say_so(args, got):
+    line = assert_one_error_line(invoke(*args), code=2)
+    assert line == (f"error: minitf {args[0]} takes no text and no options (but --json), got {got}; leave the words "
+                    "after it out")
+
+
+def test_a_command_with_options_still_says_where_its_options_go():
+    line = assert_one_error_line(invoke("train", "foo"))
+    assert "minitf train takes no text, got 'foo'; its options go as KEY=VALUE" in line
