@@ -374,3 +374,10 @@ def test_words_after_a_command_that_takes_none_say_so(args, got):
 def test_a_command_with_options_still_says_where_its_options_go():
     line = assert_one_error_line(invoke("train", "foo"))
     assert "minitf train takes no text, got 'foo'; its options go as KEY=VALUE" in line
+
+
+def test_tab_on_a_line_with_an_option_twice_still_completes():
+    from test_completion import complete_bash
+
+    assert complete_bash("minitf gen --n 5 --n 6 --sh") == ["--show"]
+    assert "train" in complete_bash("minitf --data sort --data add tr")
