@@ -377,6 +377,9 @@ def _refuse_twice(params, args: list[str], own: bool = False) -> None:
     train`) is refused, as `:gen --n 5 --n 6` and `minitf gen n=5 --n 6` are: Click would keep the last one without
     a word. A flag said twice the same way (`--json --json`) asks for one thing; --set is given once per setting.
     `own`: the options are minitf's own, named as typed (--data); a command's are named as the REPL names them (n)."""
+    before_text = args[: args.index("--")] if "--" in args else args
+    if any(word in ("-h", "--help") for word in before_text):  # --help shows the help, whatever else is typed
+        return
     names = {name: p for p in params if p.param_type_name == "option" and not p.multiple
              for name in (*p.opts, *p.secondary_opts)}
     repeatable = {name for p in params if p.param_type_name == "option" and p.multiple for name in p.opts}

@@ -381,3 +381,9 @@ def test_tab_on_a_line_with_an_option_twice_still_completes():
 
     assert complete_bash("minitf gen --n 5 --n 6 --sh") == ["--show"]
     assert "train" in complete_bash("minitf --data sort --data add tr")
+
+
+def test_help_on_a_line_with_an_option_twice_shows_the_help():
+    for args in (["gen", "--n", "5", "--n", "6", "--help"], ["--data", "a", "--data", "b", "-h"]):
+        result = invoke(*args)
+        assert result.exit_code == 0 and "Usage: minitf" in result.stdout, result.output
