@@ -67,7 +67,7 @@ def train_side_by_side(trainers: dict[str, Trainer], chunk: int) -> dict[str, di
                 row["compile_seconds"] = summary.compile_seconds
                 if summary.steps > 1:  # the compiling step is left out of this chunk's tokens/s
                     row["tps"].append(summary.tokens_per_second)
-            else:
+            elif summary.tokens_per_second is not None:  # None: no step ran in this chunk (nothing to time)
                 row["tps"].append(summary.tokens_per_second)
             if summary.val_loss is not None:
                 row["val_loss"] = summary.val_loss
