@@ -308,7 +308,8 @@ def test_a_data_switch_that_rebuilds_says_the_int8_copy_went_with_the_old_model(
     recorder = Recorder()
     run(s, ":data pydoc", recorder)  # another vocabulary: a rebuild
     assert not s.sampling_copy
-    assert any(n.startswith("the int8 copy (:quantize) was of the old model and went with it") for n in recorder.notices)
+    gone = "the int8 copy (:quantize) was of the old model and went with it"
+    assert any(n.startswith(gone) for n in recorder.notices), recorder.notices
 
 
 def test_tab_completion_after_an_option_given_twice_offers_and_never_refuses():
