@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..core import distributed
 from ..core.errors import CheckpointError, UserError
 from ..core.words import count
 from ..registry import Param, clip
@@ -75,11 +76,15 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
     """The model and its tokenizer as a Hugging Face folder (weights only: no optimizer, no run)."""
     import time
 
-    from ..core.hf import save_folder
+    from ..core.hf import export_type, save_folder
 
     if not session.has_model:
         raise _no_model(spec)
     start = time.perf_counter()
+    if not distributed.is_main():  # under torchrun rank 0 alone writes (commands.shared.save_session)
+        return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=0,
+                          seconds=0.0, replaced=False, architecture=export_type(session.model.config),
+                          ablations=switched_off(session))
     model_type = save_folder(session.model, session.data.tokenizer, folder, context=_folder_context(session))
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)

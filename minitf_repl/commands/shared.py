@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import distributed
 from ..core.errors import CheckpointError, ConfigError, UserError
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
@@ -55,6 +56,10 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
         raise CheckpointError(f"a checkpoint of this model would not load back ({str(e).split(';')[0]}); "
                               f"{cmd('save', 'hf:PATH')} writes its weights as a folder instead") from None
     manifest = session.checkpoint_dir / name / MANIFEST
+    if not distributed.is_main():  # under torchrun every rank holds the same weights: rank 0 alone writes them
+        session.checkpoint_written(name)  # the ranks' sessions stay alike: what rank 0 wrote, they hold
+        return SaveResult(name=name, path=str(manifest.parent), step=session.trainer.step, size_bytes=0,
+                          seconds=0.0, replaced=False)
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()

@@ -1,0 +1,55 @@
+"""What a user's-eye sweep of training past one process (torchrun, docs/distributed.md) found: each test failed
+before its fix.
+
+Only :train kept its writes to process 0: `torchrun ... -m minitf_repl --load run save copy` had every process write
+the same checkpoint at once, and a command that keeps a trained model before a rebuild (`--load run data
+shakespeare`) wrote one kept-... copy per process.
+"""
+
+import io
+
+from rich.console import Console
+
+from minitf_repl import dispatch
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core import distributed
+from test_commands import run, tiny_session
+
+
+def _as_rank_1(monkeypatch, session, name: str, args: dict):
+    """`name` run through the front door as a non-zero rank runs it (quiet); (status, stdout, stderr)."""
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    out, err = io.StringIO(), io.StringIO()
+    door = dispatch.FrontDoor(session, Console(file=out), Console(file=err),
+                              dispatch.FrontEnd(syntax="shell", json=False, quiet=True))
+    status = door.run(REGISTRY.find(name), args)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _names(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+
+
+# --- only process 0 writes checkpoints -----------------------------------------------------------------------
+def test_save_on_a_non_zero_rank_writes_nothing(checkpoint_dir, monkeypatch):
+    s = tiny_session()
+    run(s, ":train steps=2 save=run")
+    status, out, err = _as_rank_1(monkeypatch, s, "save", {"name": "copy"})
+    assert status == dispatch.OK and out == err == ""
+    assert _names(checkpoint_dir) == ["run"]
+
+
+def test_save_hf_on_a_non_zero_rank_writes_nothing(checkpoint_dir, monkeypatch, tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=2 save=run")
+    status, out, err = _as_rank_1(monkeypatch, s, "save", {"name": f"hf:{tmp_path / 'folder'}"})
+    assert status == dispatch.OK and out == err == ""
+    assert not (tmp_path / "folder").exists()
+
+
+def test_a_rebuild_on_a_non_zero_rank_keeps_no_copy(checkpoint_dir, monkeypatch):
+    s = tiny_session()
+    run(s, ":train steps=2")  # the autosave: a trained model the rebuild below keeps first (on process 0)
+    status, out, err = _as_rank_1(monkeypatch, s, "data", {"name": "random:20"})
+    assert status == dispatch.OK and err == "", err
+    assert _names(checkpoint_dir) == ["autosave"]
