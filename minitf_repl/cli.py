@@ -36,7 +36,7 @@ from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import BOOL_WORDS, fits_first_option, parse_line
+from .parsing import BOOL_WORDS, fits_first_option, parse_line, prepare_args
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -57,6 +57,13 @@ def _stdout() -> Console:
 
 def _stderr() -> Console:
     return console_for(stderr=True)
+
+
+def _command_line_error(line: str) -> None:
+    """An error of the command line itself: under torchrun, said by the first process of the machine alone (every
+    process there runs the same command line: core.distributed.says_command_line_errors)."""
+    if distributed.says_command_line_errors():
+        error(_stderr(), line)
 
 
 class _FlagsUntyped:
@@ -111,9 +118,10 @@ class _Group(_FlagsUntyped, TyperGroup):
             # sentence, the list after it in brackets ("?; minitf --help ..." read as two fixes)
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
-            error(_stderr(), self._misplaced(e, args) or self._early(e, args) or self._repl_only(e, args)
-                  or self._help_of_neither(e, typed) or self._nothing_taken(e)
-                  or problem + (f"; did you mean{guess}" if asked else "") + hint + self._dashed_text(e, args))
+            _command_line_error(self._misplaced(e, args) or self._early(e, args) or self._repl_only(e, args)
+                                or self._help_of_neither(e, typed) or self._nothing_taken(e)
+                                or problem + (f"; did you mean{guess}" if asked else "") + hint
+                                + self._dashed_text(e, args))
             code = e.exit_code
         except typer.Abort:
             code = 130
@@ -481,7 +489,7 @@ def root(
     quiet = False
     if distributed.launched():
         if ctx.invoked_subcommand is None:
-            error(_stderr(), "torchrun runs one command (e.g. train); the interactive shell runs in one process")
+            _command_line_error("torchrun runs one command (e.g. train); the interactive shell runs in one process")
             raise typer.Exit(1)
         device = join_ranks(ctx, device or "auto")
         quiet = not distributed.is_main()
@@ -759,6 +767,11 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
     129 if SIGHUP did (after a stopped train has autosaved), as shells report a signal (128 + its number).
     """
     state: _State = ctx.obj
+    if not distributed.says_command_line_errors():  # a bad value is the command line's: the first process says it
+        try:
+            prepare_args(command, args)
+        except UserError:
+            raise typer.Exit(1) from None
     front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet)
     door = FrontDoor(state.session, _stdout(), _stderr(), front,
                      progress=_stderr(), registry=registry)
@@ -862,7 +875,7 @@ def _make_subcommand(command, registry: Registry):
             try:
                 _, args = parse_line(f":{command.name} " + " ".join(kwargs.get(PAIRS) or []), registry)
             except UserError as e:
-                error(_stderr(), phrase(e, "shell"))
+                _command_line_error(phrase(e, "shell"))
                 raise typer.Exit(1)
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
@@ -877,7 +890,7 @@ def _make_subcommand(command, registry: Registry):
                     raise UserError(f"{got}; its options go as KEY=VALUE or --KEY VALUE (minitf {command.name} "
                                     "--help lists them)")
             except UserError as e:
-                error(_stderr(), phrase(e, "shell"))
+                _command_line_error(phrase(e, "shell"))
                 raise typer.Exit(1)
             if words:  # no words at all: the text is not given (the command's default), as in the REPL
                 args[positional.name] = positional.positional_text(words)

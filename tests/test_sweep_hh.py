@@ -8,11 +8,14 @@ shakespeare`) wrote one kept-... copy per process.
 
 import io
 
+import pytest
+
 from rich.console import Console
 
-from minitf_repl import dispatch
+from minitf_repl import cli, dispatch
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core import distributed
+from test_cli import assert_one_error_line, invoke
 from test_commands import run, tiny_session
 
 
@@ -53,3 +56,22 @@ def test_a_rebuild_on_a_non_zero_rank_keeps_no_copy(checkpoint_dir, monkeypatch)
     status, out, err = _as_rank_1(monkeypatch, s, "data", {"name": "random:20"})
     assert status == dispatch.OK and err == "", err
     assert _names(checkpoint_dir) == ["autosave"]
+
+
+# --- a mistake on the command line is said once, not once per process ----------------------------------------
+def _launched_as(monkeypatch, local_rank: int) -> None:
+    for key, value in {"RANK": str(local_rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(local_rank),
+                       "MASTER_ADDR": "127.0.0.1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(cli, "join_ranks", lambda ctx, device: device)  # no process group: the line is the point
+
+
+@pytest.mark.parametrize("args", [["trian"], ["train", "--steps", "x"], []])
+def test_a_command_line_mistake_is_said_by_the_first_process_of_a_machine_alone(monkeypatch, args):
+    """Every process of a launch on one machine runs the same command line: its mistake was said once per process
+    (`error: No such command ...` twice under --nproc_per_node=2, the refused shell's line too)."""
+    _launched_as(monkeypatch, 1)
+    result = invoke(*args)
+    assert result.exit_code != 0 and result.stderr == "" and result.stdout == ""
+    _launched_as(monkeypatch, 0)
+    assert_one_error_line(invoke(*args), code=result.exit_code)

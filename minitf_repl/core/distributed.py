@@ -56,6 +56,15 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", 0))
 
 
+def says_command_line_errors() -> bool:
+    """Whether this process says a mistake of the command line itself (a misspelt option, a bad value, the shell
+    asked for). Every process that torchrun starts on a machine runs the same command line and meets the same
+    mistake: the first one there (LOCAL_RANK 0) says it, the others only exit, so the line comes once and not once
+    per process. Another machine's launch is a command line of its own: its first process speaks for it.
+    """
+    return not launched() or local_rank() == 0
+
+
 def active() -> bool:
     """Whether this process is one of several in an initialized process group."""
     import torch.distributed as dist
