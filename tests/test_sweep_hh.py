@@ -16,7 +16,7 @@ from minitf_repl import cli, dispatch
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core import distributed
 from test_cli import assert_one_error_line, invoke
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 
 
 def _as_rank_1(monkeypatch, session, name: str, args: dict):
@@ -75,3 +75,25 @@ def test_a_command_line_mistake_is_said_by_the_first_process_of_a_machine_alone(
     assert result.exit_code != 0 and result.stderr == "" and result.stdout == ""
     _launched_as(monkeypatch, 0)
     assert_one_error_line(invoke(*args), code=result.exit_code)
+
+
+# --- the line that continues a stopped distributed run -------------------------------------------------------
+def test_a_stopped_distributed_run_is_continued_by_the_same_launch(checkpoint_dir, monkeypatch):
+    """`batch_size` is per process: `minitf --load cc train`, the line a stopped 2-process run gave, went on in one
+    process at half the global batch, not as the run did (docs/distributed.md). The line is the launch's now."""
+    from minitf_repl.commands.train import train_summary
+    from minitf_repl.syntax import SHELL, speaking
+
+    s = tiny_session()
+    result = run(s, ":train steps=10 save=cc", Recorder(stop_after=2))
+    assert result.stopped and result.saved == "cc"
+    with speaking(SHELL):
+        assert "minitf --load cc train continues" in train_summary(result)  # one process: the plain line
+        for key, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
+                           "MASTER_ADDR": "127.0.0.1"}.items():
+            monkeypatch.setenv(key, value)
+        assert "torchrun --nproc_per_node=2 -m minitf_repl --load cc train continues" in train_summary(result)
+        monkeypatch.setenv("WORLD_SIZE", "8")  # 2 machines of 4
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+        assert "torchrun --nnodes=2 --nproc_per_node=4 -m minitf_repl --load cc train continues" \
+            in train_summary(result)

@@ -434,7 +434,8 @@ def train_summary(result: TrainResult) -> str:
         end = result.total_steps + result.run_remaining
         head = f"stopped at step {result.total_steps:,} of {end:,}"
         if result.saved or syntax() == REPL:  # a one-shot shell's run goes on only from a checkpoint
-            head += f": {cmd('train', load=result.saved)} continues"
+            # under torchrun the same launch: batch_size is per process, one process would halve the global batch
+            head += f": {distributed.relaunch(cmd('train', load=result.saved))} continues"
         return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
     head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:

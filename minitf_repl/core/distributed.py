@@ -56,6 +56,18 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", 0))
 
 
+def relaunch(line: str) -> str:
+    """A shell line `minitf ...` as this torchrun launch runs it (`torchrun --nproc_per_node=2 -m minitf_repl ...`),
+    for a line that must train as this launch does: batch_size is per process, so the same line in one process
+    trains on a smaller global batch. Unchanged outside torchrun. Several machines: --nnodes too (their rendezvous
+    options are the user's own)."""
+    if not launched() or not line.startswith("minitf "):
+        return line
+    total, here = int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ["WORLD_SIZE"])
+    nodes = f"--nnodes={total // here} " if here and total > here else ""
+    return f"torchrun {nodes}--nproc_per_node={here or total} -m minitf_repl" + line[len("minitf"):]
+
+
 def says_command_line_errors() -> bool:
     """Whether this process says a mistake of the command line itself (a misspelt option, a bad value, the shell
     asked for). Every process that torchrun starts on a machine runs the same command line and meets the same
