@@ -97,3 +97,21 @@ def test_a_stopped_distributed_run_is_continued_by_the_same_launch(checkpoint_di
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
         assert "torchrun --nnodes=2 --nproc_per_node=4 -m minitf_repl --load cc train continues" \
             in train_summary(result)
+
+
+# --- a mixture of experts' load-balancing column under torchrun ----------------------------------------------
+def test_the_aux_loss_column_is_the_global_batchs_as_the_train_loss_is(monkeypatch):
+    """Under DDP the logged train loss is averaged across ranks (distributed.mean), and the aux loss column beside
+    it was rank 0's slice's alone. Here `mean` adds 100, so a value that went through it shows."""
+    import torch
+
+    monkeypatch.setattr(distributed, "active", lambda: True)
+    monkeypatch.setattr(distributed, "wrap", lambda model, device: model)
+    monkeypatch.setattr(distributed, "mean", lambda value: value.detach().float() + 100)
+    monkeypatch.setattr(distributed, "any_rank", lambda flag, device: flag)
+    s = tiny_session()
+    run(s, ":set n_experts=4")
+    run(s, ":train steps=2")
+    row = s.trainer.history[-1]
+    assert row["train_loss"] > 100 and row["aux_loss"] is not None and row["aux_loss"] > 100, row
+    assert torch.is_tensor(s.trainer.model.moe_aux_loss())

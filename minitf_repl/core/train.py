@@ -276,6 +276,7 @@ class Trainer:
                 x, y = self._train_batch()
                 x, y = x.to(self.device), y.to(self.device)
                 loss, grad_norm, through_compile = self._forward_backward(x, y, before, note)
+                aux_loss = self._global_aux_loss()  # a collective under DDP: before the update, as the loss's
             except BaseException as e:
                 self._undo_step_start(before)
                 self._raise_if_peer_lost(e)
@@ -299,7 +300,7 @@ class Trainer:
                 step=self.step, run_step=run_step + 1, run_steps=self.run_steps,
                 train_loss=loss.item(), lr=lr, grad_norm=grad_norm.item(),
                 tokens_per_second=x.numel() * ranks / max(step_seconds, 1e-9), elapsed=self.run_elapsed + step_seconds,
-                aux_loss=_moe_aux_loss(model),
+                aux_loss=aux_loss,
                 compile_seconds=step_seconds if compiling else None,
             )
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
@@ -401,6 +402,14 @@ class Trainer:
             if not distributed.is_peer_failure(e):
                 raise
             raise self._peer_lost(e, f"before step {self.step + 1} began") from None
+
+    def _global_aux_loss(self) -> float | None:
+        """A mixture's load-balancing loss of the step: under DDP averaged across ranks, as the train loss beside
+        it is (every rank joins: each computes it); in one process the model's own."""
+        aux = self.model.moe_aux_loss() if hasattr(self.model, "moe_aux_loss") else None
+        if aux is None or self._ddp is None:
+            return _moe_aux_loss(self.model)
+        return distributed.mean(aux.detach().float()).item()
 
     def leave_ranks(self) -> None:
         """Drop the DDP wrapper before the process group is destroyed (core.distributed.destroy).
