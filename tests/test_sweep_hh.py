@@ -115,3 +115,25 @@ def test_the_aux_loss_column_is_the_global_batchs_as_the_train_loss_is(monkeypat
     row = s.trainer.history[-1]
     assert row["train_loss"] > 100 and row["aux_loss"] is not None and row["aux_loss"] > 100, row
     assert torch.is_tensor(s.trainer.model.moe_aux_loss())
+
+
+# --- a run stopped by another process says so ----------------------------------------------------------------
+def test_a_run_stopped_because_another_process_was_says_why(monkeypatch):
+    """SIGTERM (or Ctrl-C) to one process alone stops every process at the same step (distributed.any_rank); rank 0,
+    which was sent nothing, showed 'stopped at step 498' with no word of why."""
+    checks = []
+
+    def any_rank(flag, device):
+        checks.append(flag)
+        return flag or len(checks) >= 3  # another process asks to stop before step 3
+
+    monkeypatch.setattr(distributed, "active", lambda: True)
+    monkeypatch.setattr(distributed, "wrap", lambda model, device: model)
+    monkeypatch.setattr(distributed, "mean", lambda value: value)
+    monkeypatch.setattr(distributed, "any_rank", any_rank)
+    s = tiny_session()
+    recorder = Recorder()
+    result = run(s, ":train steps=10", recorder)
+    assert result.stopped and result.steps == 2
+    assert any("another process of this torchrun launch was stopped" in line for line in recorder.notices), \
+        recorder.notices

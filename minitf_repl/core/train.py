@@ -125,6 +125,7 @@ class Trainer:
         self._compile_pending = False  # the next compiled step compiles: timed apart
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
+        self._stop_from_peer = False  # the last stop check stopped because another rank asked
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
         self._fast = None  # FastPath(model), made on the first step that takes it
         # core.threads.ThreadPolicy: asked between steps whether other work now wants a core (None: leave
@@ -261,6 +262,10 @@ class Trainer:
         while self.run_remaining > 0:
             if self._peer_safe(self._stop_requested, should_stop):
                 stopped = True
+                if self._stop_from_peer and on_notice is not None:
+                    # this process was asked nothing: without a word, the stop would look like its own whim
+                    on_notice("another process of this torchrun launch was stopped (Ctrl-C or a signal sent to it "
+                              "alone); every process stops with it, at the same step")
                 break
             # A look every few seconds, between steps. Not under torch.compile: its graph guards on the thread
             # count, so a change recompiles (seconds, counted in the steady state's speed); it keeps its count.
@@ -467,7 +472,9 @@ class Trainer:
 
     def _stop_requested(self, should_stop: Callable[[], bool] | None) -> bool:
         stop = should_stop is not None and should_stop()
-        return stop if self._ddp is None else distributed.any_rank(stop, self.device)
+        agreed = stop if self._ddp is None else distributed.any_rank(stop, self.device)
+        self._stop_from_peer = agreed and not stop  # another rank asked (run() says so)
+        return agreed
 
     def _step_start(self) -> tuple:
         """What a step changes before its update: cheap to keep (a few KB), so a failed step is undone."""
