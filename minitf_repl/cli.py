@@ -34,6 +34,7 @@ from .core import distributed  # a light import: it loads torch only when asked 
 from .core.catalog import spec_forms
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
+from .core.words import count
 from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
 from .parsing import BOOL_WORDS, fits_first_option, parse_line, prepare_args
@@ -552,10 +553,23 @@ def join_ranks(ctx: typer.Context, device: str) -> str:
     from .core.device import resolve_device
 
     name = distributed.device_name_for_rank(device)
+    here = int(os.environ.get("LOCAL_WORLD_SIZE") or 1)
+    if here > 1 and name == device and name.strip().lower().startswith("cuda:"):  # NCCL refuses two on one GPU
+        _command_line_error(f"--device {device} puts all {here} processes of this machine on one GPU; give "
+                            "--device cuda, and each process takes its own (cuda:LOCAL_RANK)")
+        raise typer.Exit(1)
     try:
         distributed.init(resolve_device(name))
     except UserError as e:
-        error(_stderr(), f"--device: {phrase(e, 'shell')}")
+        if name != device and name.startswith("cuda:"):  # the rank's own GPU, which the user did not type
+            from .core.device import available_device_names
+
+            gpus = sum(n.startswith("cuda:") for n in available_device_names())
+            error(_stderr(), f"--device {device}: process {distributed.local_rank()} of this machine takes {name} "
+                             f"(one GPU per process, cuda:LOCAL_RANK), and this machine has {count(gpus, 'GPU')}; "
+                             f"start at most {gpus} per machine: torchrun --nproc_per_node={gpus}")
+        else:
+            error(_stderr(), f"--device: {phrase(e, 'shell')}")
         raise typer.Exit(1)
     except Exception as e:
         error(_stderr(), f"torch.distributed could not start: {e}")
