@@ -172,3 +172,22 @@ def test_one_named_gpu_for_several_processes_is_refused_before_nccl_fails(monkey
     monkeypatch.setattr(distributed, "init", lambda device: pytest.fail("joined with one GPU for two processes"))
     line = assert_one_error_line(invoke("--device", "cuda:1", "train", "--steps", "1"))
     assert "--device cuda" in line and "cuda:LOCAL_RANK" in line, line
+
+
+# --- data whose examples differ in length trains under N processes as one process does -----------------------
+def test_two_ranks_train_repeat_data_as_one_process_with_the_global_batch(tmp_path, monkeypatch):
+    """repeat data's examples count different numbers of targets, so the mean of two ranks' mean losses was not the
+    global batch's: the logged train loss and the gradients were off by 4e-4 at step 1 (the doc promises 1e-5).
+    Each rank now weighs its mean by its share of the targets."""
+    from test_distributed import TINY, assert_same_training, single, torchrun
+
+    from pathlib import Path
+
+    # the ranks import this checkout's minitf_repl, not whichever the environment has installed
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    ddp_dir, ref_dir = tmp_path / "ddp", tmp_path / "ref"
+    torchrun(tmp_path, ddp_dir, "--data", "repeat:8", "--set", TINY, "--set", "batch_size=4 optimizer=adamw",
+             "train", "--steps", "3", "--json")
+    single(ref_dir, monkeypatch, "--data", "repeat:8", "--set", TINY, "--set", "batch_size=8 optimizer=adamw",
+           "train", "--steps", "3")
+    assert_same_training(ddp_dir, ref_dir, "autosave", "autosave")

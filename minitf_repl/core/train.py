@@ -86,12 +86,14 @@ def _moe_aux_loss(model) -> float | None:
     return None if aux is None else aux.item()
 
 
-def _aux_share(model) -> torch.Tensor | float:
+def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
     """What the last training forward added to the cross-entropy: moe_aux_weight x the load-balancing loss
-    (0 without experts, or at weight 0; MiniTransformerLM.loss adds it)."""
+    (0 without experts, or at weight 0; MiniTransformerLM.loss adds it). `detach=False`: with its gradient."""
     aux = model.moe_aux_loss() if hasattr(model, "moe_aux_loss") else None
     weight = model.config.moe_aux_weight if aux is not None else 0
-    return weight * aux.detach().float() if weight else 0.0
+    if not weight:
+        return 0.0
+    return weight * (aux.detach() if detach else aux).float()
 
 
 def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
@@ -126,6 +128,7 @@ class Trainer:
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
         self._stop_from_peer = False  # the last stop check stopped because another rank asked
+        self._target_share = 1.0  # under DDP: this rank's share of the global batch's targets x ranks (_train_batch)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
         self._fast = None  # FastPath(model), made on the first step that takes it
         # core.threads.ThreadPolicy: asked between steps whether other work now wants a core (None: leave
@@ -355,6 +358,12 @@ class Trainer:
             # Under DDP each rank backpropagates its own slice's loss (DDP averages the gradients);
             # what it reports, and checks for divergence alike on every rank, is the global batch's.
             cross_entropy = loss.detach() - _aux_share(self.model)
+            if self._ddp is not None and self._target_share != 1.0:
+                # a slice with more (or fewer) of the global batch's targets than its share: its mean weighs
+                # by its count, so that DDP's average of the ranks' gradients is the global batch's mean's
+                aux = _aux_share(self.model, detach=False)
+                loss = (loss - aux) * self._target_share + aux
+                cross_entropy = cross_entropy * self._target_share
             shown = cross_entropy if self._ddp is None else distributed.mean(cross_entropy)
             self._check_finite("loss", shown)
             self.optimizer.zero_grad(set_to_none=True)
@@ -449,7 +458,13 @@ class Trainer:
             return self.data.get_batch("train", cfg.batch_size, self.max_seq_len, self.generator)
         x, y = self.data.get_batch("train", cfg.batch_size * distributed.world_size(), self.max_seq_len,
                                    self.generator)
-        return distributed.rank_slice(x), distributed.rank_slice(y)
+        x_mine, y_mine = distributed.rank_slice(x), distributed.rank_slice(y)
+        # A loss is the mean over a batch's targets (-1: none). Where rows count different numbers of targets
+        # (repeat data's examples differ in length), the mean of the ranks' means is not the global batch's:
+        # each rank weighs its own by its share of the targets (core.distributed: exactness)
+        counted = int((y != -1).sum())
+        self._target_share = (int((y_mine != -1).sum()) * distributed.world_size() / counted) if counted else 1.0
+        return x_mine, y_mine
 
     def _peer_safe(self, fn, *args):
         """fn(*args), a collective among the ranks: a dead peer becomes PeerLost (see _raise_if_peer_lost)."""
