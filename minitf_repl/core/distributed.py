@@ -16,8 +16,9 @@ What this module decides, and why:
   (the test checks it to 1e-5), the batch generator advances identically on every rank (so any
   rank's checkpoint continues the same stream), and a single-process checkpoint continues under N.
   Seeding each rank apart (seed * 1000 + rank) would be as random but equal to nothing.
-  Exactness needs every rank's slice to count the same number of target tokens, which all of
-  minitf's data does (a corpus counts every position; a task has fixed-length answers).
+  Exactness needs the global batch's mean loss: a corpus and the tasks count the same number of
+  target tokens in every row, but repeat data's examples differ in length, so each rank weighs its
+  slice's mean by its share of the global batch's targets (Trainer._train_batch) before DDP averages.
 - The trainer keeps `trainer.model` the plain model: evaluation, saving, views and checkpoints
   see the names of MiniTransformerLM, so checkpoints move freely between 1 and N processes. Only
   the training forward/backward goes through the DDP wrapper (`wrap`).
