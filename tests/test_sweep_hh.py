@@ -191,3 +191,18 @@ def test_two_ranks_train_repeat_data_as_one_process_with_the_global_batch(tmp_pa
     single(ref_dir, monkeypatch, "--data", "repeat:8", "--set", TINY, "--set", "batch_size=8 optimizer=adamw",
            "train", "--steps", "3")
     assert_same_training(ddp_dir, ref_dir, "autosave", "autosave")
+
+
+# --- :checks under torchrun --------------------------------------------------------------------------------------
+def test_checks_on_a_non_zero_rank_run_as_in_one_process(checkpoint_dir, monkeypatch):
+    """`torchrun ... -m minitf_repl checks`: the checks' short training runs went through DDP, where rank 0 alone
+    evaluates, and rank 1 met a val loss of None (an internal error, TypeError), which then broke rank 0's run too
+    ("another process of this torchrun launch stopped"). The checks' own models train in each process alone."""
+    monkeypatch.setattr(distributed, "active", lambda: True)
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    monkeypatch.setattr(distributed, "wrap", lambda model, device: model)
+    monkeypatch.setattr(distributed, "mean", lambda value: value)
+    monkeypatch.setattr(distributed, "any_rank", lambda flag, device: flag)
+    s = tiny_session()
+    status, out, err = _as_rank_1(monkeypatch, s, "checks", {})
+    assert status == dispatch.OK and err == "", err

@@ -323,6 +323,7 @@ def _train(model_config, train_config, data, steps, device, on_step, should_stop
 
     config = train_config.replace(steps=steps, eval_every=steps, compile=False)
     trainer = Trainer(_fresh(model_config, config, device), data, config, device)
+    trainer.alone = True  # under torchrun every process runs the checks alike, each on its own (no DDP)
     trainer.threads = threads
     trainer.start_run(steps)
     trainer.run(on_step=on_step, should_stop=should_stop)

@@ -127,6 +127,9 @@ class Trainer:
         self._compile_pending = False  # the next compiled step compiles: timed apart
         self._compile_failed: str | None = None  # why this platform could not compile: train eagerly
         self._noted: set[str] = set()  # notes already given (each is said once per trainer)
+        # True: this trainer trains in its own process alone even under torchrun (a diagnostic's private model,
+        # :checks, which every process runs alike): no DDP, so no collective, and every process evaluates
+        self.alone = False
         self._stop_from_peer = False  # the last stop check stopped because another rank asked
         self._target_share = 1.0  # under DDP: this rank's share of the global batch's targets x ranks (_train_batch)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
@@ -208,7 +211,7 @@ class Trainer:
         try:
             g = torch.Generator().manual_seed(self.config.seed + 1)
             losses = []
-            batch_size = self.config.batch_size * distributed.world_size()
+            batch_size = self.config.batch_size * (1 if self.alone else distributed.world_size())
             for _ in range(self.config.eval_batches):
                 x, y = self.data.get_batch("val", batch_size, self.max_seq_len, g)
                 _, loss = scorer(x.to(device), y.to(device))
@@ -260,7 +263,7 @@ class Trainer:
 
         note(precision_note(cfg.dtype, self.device))
         self._join_ranks()
-        ranks = distributed.world_size()  # speeds count the tokens of all ranks
+        ranks = distributed.world_size() if self._ddp is not None else 1  # speeds count the tokens of all ranks
         compile_seconds, compiled, compile_tokens = None, False, 0
         while self.run_remaining > 0:
             if self._peer_safe(self._stop_requested, should_stop):
@@ -312,7 +315,9 @@ class Trainer:
                 compile_seconds=step_seconds if compiling else None,
             )
             self.history.append(asdict(info))  # the step is done: if evaluating fails, history still agrees with it
-            if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and distributed.is_main():
+            # under DDP rank 0 alone evaluates; a trainer of its own process alone (`alone`) evaluates in each
+            if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
+                    self._ddp is None or distributed.is_main()):
                 info.val_loss, info.accuracy = self.evaluate()
                 info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
                 if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
@@ -404,7 +409,7 @@ class Trainer:
     # --- one rank of several (core.distributed); in a single process these are the plain paths --------
     def _join_ranks(self) -> None:
         """Under torchrun, wrap the model in DDP for the training forward/backward (once per model)."""
-        if not distributed.active():
+        if self.alone or not distributed.active():
             return
         wrapped = None if self._ddp is None else getattr(self._ddp.module, "model", self._ddp.module)
         if wrapped is self.model:  # already wrapping this model, directly or through its fast path
