@@ -206,3 +206,11 @@ def test_checks_on_a_non_zero_rank_run_as_in_one_process(checkpoint_dir, monkeyp
     s = tiny_session()
     status, out, err = _as_rank_1(monkeypatch, s, "checks", {})
     assert status == dispatch.OK and err == "", err
+
+
+# --- batch_size's help ---------------------------------------------------------------------------------------------
+def test_batch_size_help_says_it_is_per_process_under_torchrun():
+    """`minitf set batch_size` and `minitf train --help` said "sequences per step": under torchrun a step takes
+    batch_size from each process (docs/distributed.md), N x batch_size in all."""
+    assert "per process under torchrun" in invoke("set", "batch_size").stdout
+    assert "per process under torchrun" in REGISTRY.find("train").find_param("batch_size").help
