@@ -214,3 +214,26 @@ def test_batch_size_help_says_it_is_per_process_under_torchrun():
     batch_size from each process (docs/distributed.md), N x batch_size in all."""
     assert "per process under torchrun" in invoke("set", "batch_size").stdout
     assert "per process under torchrun" in REGISTRY.find("train").find_param("batch_size").help
+
+
+# --- a process that never saves does not refuse to train over a place it would not write ---------------------
+def test_a_non_zero_rank_trains_where_it_could_not_save(monkeypatch, tmp_path):
+    """Process 0 alone saves, but every process checked the checkpoint folder before training: a machine of a
+    several-machine launch whose ./checkpoints could not be written refused, and its failure stopped the launch."""
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import TINY
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    s = Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1),
+                data_spec="sort:4", device_name="cpu", checkpoint_dir=blocked)
+    status, out, err = _as_rank_1(monkeypatch, s, "train", {})
+    assert status == dispatch.OK and err == "", err
+    assert s.trainer.step == 2
+    status, out, err = _as_rank_1(monkeypatch, s, "train", {"steps": "1", "save": "named"})
+    assert status == dispatch.OK and err == "", err
+    status, out, err = _as_rank_1(monkeypatch, s, "save", {"name": "copy"})
+    assert status == dispatch.OK and err == "", err
+    status, out, err = _as_rank_1(monkeypatch, s, "save", {"name": "bad name"})
+    assert status == dispatch.FAILED and "not a valid checkpoint name" in err  # the name is refused alike everywhere

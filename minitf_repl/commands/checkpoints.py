@@ -48,7 +48,7 @@ DEFAULT_SAVE_NAME = "last"
 ], interruptible=True, json_version=3)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
-    from ..core.checkpoint import check_save_target
+    from ..core.checkpoint import check_name, check_save_target
     from ..core.hf import hf_path
 
     folder = hf_path(name)
@@ -56,7 +56,8 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
         return _save_hf(session, name, folder)
 
     refuse_a_path(session, name)  # a place, where a name is asked: say where saves go
-    check_save_target(session.checkpoint_dir, name)
+    # under torchrun the others never write (save_session): their folder is no matter, the name is
+    check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
     if not session.has_model:
         raise _no_model(name)
     return dataclasses.replace(save_session(session, name), ablations=switched_off(session))

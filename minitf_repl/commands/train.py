@@ -155,7 +155,12 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             raise UserError(f"the save option names the lab checkpoint the run ends with; a Hugging Face folder is "
                             f"written after it: {cmd('train', save='run1')}, then {cmd('save', save_as, load='run1')}")
         refuse_a_path(session, save_as, hf=False)
-        check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
+        if distributed.is_main():  # the one process that writes (under torchrun, the others never do)
+            check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
+        else:
+            from ..core.checkpoint import check_name
+
+            check_name(save_as)  # the name is the command line's: refused alike everywhere
     # the TrainConfig fields :train sets for good (its options marked kept), as :set does
     changes = {p.name: args[p.name] for p in TRAIN.params if p.kept and args[p.name] is not None}
     spec = args["data"].strip() if args["data"] is not None else None
@@ -185,7 +190,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError("schedule=continue needs a model that has trained; this one has not: "
                         f"{cmd('train', schedule='new')} starts a run")
     autosave = save_as is None and session.autosave
-    if autosave:
+    if autosave and distributed.is_main():  # the others never write (under torchrun): their folder is no matter
         from ..core.checkpoint import check_save_target
 
         try:  # e.g. a read-only folder: say so before training, and how to train without the autosave
