@@ -37,7 +37,9 @@ TOL = 1e-5
 def torchrun(tmp_path: Path, checkpoints: Path, *args: str) -> dict:
     """Launch 2 CPU ranks; return {rank: (stdout, stderr)} from torchrun's per-rank log files."""
     logs = tmp_path / f"logs{len(list(tmp_path.glob('logs*')))}"
-    env = {**os.environ, "MINITF_CHECKPOINT_DIR": str(checkpoints), "CUDA_VISIBLE_DEVICES": ""}
+    # the ranks import this checkout's minitf_repl (they start in tmp_path), not whichever one is installed
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "MINITF_CHECKPOINT_DIR": str(checkpoints), "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": path}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "--log-dir", str(logs), "--redirects", "3", "-m", "minitf_repl", "--device", "cpu", *args]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)

@@ -181,10 +181,6 @@ def test_two_ranks_train_repeat_data_as_one_process_with_the_global_batch(tmp_pa
     Each rank now weighs its mean by its share of the targets."""
     from test_distributed import TINY, assert_same_training, single, torchrun
 
-    from pathlib import Path
-
-    # the ranks import this checkout's minitf_repl, not whichever the environment has installed
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     ddp_dir, ref_dir = tmp_path / "ddp", tmp_path / "ref"
     torchrun(tmp_path, ddp_dir, "--data", "repeat:8", "--set", TINY, "--set", "batch_size=4 optimizer=adamw",
              "train", "--steps", "3", "--json")
