@@ -40,7 +40,10 @@ def env_for(tmp_path: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MINITF_", "NO_COLOR"))}
     env.update(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(tmp_path / "data"), XDG_CACHE_HOME=str(tmp_path / "cache"),
                MINITF_HISTORY=str(tmp_path / "history"), MINITF_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
-               OMP_NUM_THREADS="1", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
+               OMP_NUM_THREADS="1", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
+               # started in tmp_path: this checkout's minitf_repl first, not whichever one is installed
+               PYTHONPATH=os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH")) if p))
     (tmp_path / "home").mkdir(exist_ok=True)
     return env
 
