@@ -233,3 +233,22 @@ def test_a_non_zero_rank_trains_where_it_could_not_save(monkeypatch, tmp_path):
     assert status == dispatch.OK and err == "", err
     status, out, err = _as_rank_1(monkeypatch, s, "save", {"name": "bad name"})
     assert status == dispatch.FAILED and "not a valid checkpoint name" in err  # the name is refused alike everywhere
+
+
+# --- the loss table's legend ------------------------------------------------------------------------------------------
+def test_the_loss_legend_says_the_train_loss_is_the_processes_batch_together(monkeypatch):
+    """Under torchrun the legend said "train loss: one batch", read as process 0's batch; it is the global batch's
+    (every process's slice, averaged)."""
+    from minitf_repl.render.live import LossTable
+
+    row = {"step": 2, "train_loss": 2.0, "val_loss": 2.1, "lr": 1e-2, "tokens_per_second": 1.0, "elapsed": 1.0}
+    def legend(table) -> str:
+        console = Console(file=io.StringIO(), width=120, color_system=None)
+        console.print(table)
+        return " ".join(console.file.getvalue().split())
+
+    assert "one batch, before" in legend(LossTable([row]))
+    monkeypatch.setattr(distributed, "launched", lambda: True)
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    assert "train loss: the global batch of the 2 processes together, before the step's update" \
+        in legend(LossTable([row]))

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from ..core import distributed
 from ..palette import terminal_safe
 from ..reporter import Reporter
 from . import fmt
@@ -74,6 +75,11 @@ class LossTable:
         with_bpc = any(r.get("val_bpc") is not None for r in rows)
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
                         and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)]
+        # what each column's legend says; under torchrun the train loss is the global batch's, averaged across processes
+        self.legend_words = dict(LOSS_LEGEND)
+        if distributed.launched() and (ranks := distributed.world_size()) > 1:
+            self.legend_words["train_loss"] = (f"the global batch of the {ranks} processes together, before the "
+                                               "step's update")
         for r in rows:
             self.add(r)
 
@@ -133,8 +139,8 @@ class LossTable:
         parts.append(self.table_for(width))
         # in the long names whatever the layout: "train" over a narrow column reads as "train loss" below it; for the
         # columns shown: at 20 columns the train loss gives way, and a legend for it read as a column missing
-        legend = "; ".join(f"{header}: {LOSS_LEGEND[key]}" for key, header, *_ in self.columns
-                           if key in LOSS_LEGEND and key in self.shown_keys)
+        legend = "; ".join(f"{header}: {self.legend_words[key]}" for key, header, *_ in self.columns
+                           if key in self.legend_words and key in self.shown_keys)
         if legend:
             parts.append(Words(Text(legend, style="dim")))
         if self.overfitting:
