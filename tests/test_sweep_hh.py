@@ -2,8 +2,16 @@
 before its fix.
 
 Only :train kept its writes to process 0: `torchrun ... -m minitf_repl --load run save copy` had every process write
-the same checkpoint at once, and a command that keeps a trained model before a rebuild (`--load run data
-shakespeare`) wrote one kept-... copy per process.
+the same checkpoint at once, `save hf:PATH` failed on rank 1 (the folder rank 0 had just written), and a command that
+keeps a trained model before a rebuild (`--load run data OTHER`) wrote one kept-... copy per process; and every
+process checked a checkpoint folder only process 0 writes, so a machine that could not write it stopped the launch.
+A mistake on the command line was said once per process. A run stopped by Ctrl-C said `minitf --load cc train
+continues`, which goes on in one process at half the global batch. A mixture's aux loss column was rank 0's slice's
+beside a global train loss. A run stopped because another process was sent a signal gave no reason. More processes
+than GPUs, or one `--device cuda:N` for several processes, failed with a device nobody typed or NCCL's own error.
+repeat data (rows of different target counts) did not train as one process with the global batch (4e-4 off at
+step 1). `checks` under torchrun ended in an internal error on rank 1. batch_size's help and the loss legend did not
+say that, under torchrun, a step's batch is every process's together.
 """
 
 import io
