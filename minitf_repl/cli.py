@@ -404,8 +404,8 @@ def _refuse_twice(params, args: list[str], own: bool = False) -> None:
         typed = f"{name} {args[i + 1]}" if takes else args[i]
         on = name in option.opts
         if option.name in seen and not (option.is_flag and seen[option.name][1] == on):
-            error(_stderr(), f"{option.opts[0] if own else option.name} is given twice ({seen[option.name][0]} and "
-                             f"{typed}); give it once")
+            _command_line_error(f"{option.opts[0] if own else option.name} is given twice "
+                                f"({seen[option.name][0]} and {typed}); give it once")
             raise typer.Exit(1)
         seen[option.name] = (typed, on)
         i += 2 if takes else 1
@@ -497,8 +497,8 @@ def root(
     # An option given an empty value (a script's unset variable: --data "$DATA") is given, not left out: refused
     # as any other bad value is, where it is used, never taken for the default.
     if checkpoint_dir is not None and not checkpoint_dir.strip():
-        error(_stderr(), "--checkpoint-dir is empty; give a directory, or leave the option out for the default "
-                         "(./checkpoints, or $MINITF_CHECKPOINT_DIR)")
+        _command_line_error("--checkpoint-dir is empty; give a directory, or leave the option out for the default "
+                            "(./checkpoints, or $MINITF_CHECKPOINT_DIR)")
         raise typer.Exit(1)
     try:  # ./checkpoints is under it, and torch's libraries fail to load without it (a fatal error, no message)
         os.getcwd()
@@ -511,12 +511,12 @@ def root(
     # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
     # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).
     if load is not None and not load.strip():
-        error(_stderr(), f"--load is empty; give a checkpoint's name, e.g. --load {_a_checkpoint(session)}, or leave "
-                         "the option out to start a new model")
+        _command_line_error(f"--load is empty; give a checkpoint's name, e.g. --load {_a_checkpoint(session)}, or "
+                            "leave the option out to start a new model")
         raise typer.Exit(1)
     if any(not pair.strip() for pair in settings):
-        error(_stderr(), "--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), or "
-                         "leave the option out")
+        _command_line_error("--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), "
+                            "or leave the option out")
         raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
     if load is not None:

@@ -74,7 +74,9 @@ def _launched_as(monkeypatch, local_rank: int) -> None:
     monkeypatch.setattr(cli, "join_ranks", lambda ctx, device: device)  # no process group: the line is the point
 
 
-@pytest.mark.parametrize("args", [["trian"], ["train", "--steps", "x"], []])
+@pytest.mark.parametrize("args", [["trian"], ["train", "--steps", "x"], [], ["gen", "--n", "2", "--n", "3"],
+                                  ["--data", "sort", "--data", "add", "config"], ["--load", "", "config"],
+                                  ["--set", " ", "config"]])
 def test_a_command_line_mistake_is_said_by_the_first_process_of_a_machine_alone(monkeypatch, args):
     """Every process of a launch on one machine runs the same command line: its mistake was said once per process
     (`error: No such command ...` twice under --nproc_per_node=2, the refused shell's line too)."""
