@@ -263,8 +263,10 @@ def failure(name: str, check, result: ChecksResult) -> str:
                 f"({cmd('checks', 'blind', steps=check.steps * 3)}), or look at the rate ({cmd('set', 'lr')})"
                 f"{no_residual(result)}")
     if name == "overfit":
+        first = (", and though it writes the first row's answer again, not every row's (each row's, or the loss, "
+                 "passes)" if check.recitable and check.recited == check.recitable else "")
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
-                f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes): try more steps "
+                f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes{first}): try more steps "
                 f"({cmd('checks', 'overfit', steps=check.steps * 3)}); if it still cannot, the rate or the model's "
                 f"size is off, or something between the data and the loss is wrong{no_residual(result)}")
     return ""

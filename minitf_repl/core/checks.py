@@ -142,7 +142,7 @@ class OverfitCheck:
     # task: its question), greedy decoding writes the rest of the row again
     given: int = 0  # tokens given
     recited: int = 0  # tokens then written as they stand in the row, up to the first that is not
-    recitable: int = 0  # the tokens after those given
+    recitable: int = 0  # the tokens after those given that the loss counts, up to the first it does not
 
 
 @dataclass
@@ -363,13 +363,30 @@ def overfit_check(model_config, train_config, data, steps, device, rows=OVERFIT_
         _, loss = trainer.model(x.to(device), y.to(device))
     target = OVERFIT_TARGET * math.log(model_config.vocab_size)
     curve = [row["train_loss"] for row in trainer.history]
-    given = int((y[0] >= 0).nonzero()[0]) + 1 if (y[0] >= 0).any() else 1  # what its loss never asked for
-    row = x[0].to(device)
-    written = recite(trainer.model, row, given)
-    same = (written[given:] == row[given:]).long()
-    recited = int(same.cumprod(0).sum())  # the run of tokens written as they stand, up to the first that is not
-    return OverfitCheck(steps, rows, int((y >= 0).sum()), curve[0], float(loss), target, curve, float(loss) <= target,
-                        given, recited, x.shape[1] - given)
+    # every row given its question (text: its first token) and asked to write the answer: the tokens its loss
+    # counts, up to the first it does not (a repeat row's random tail after the copy is nobody's to recite)
+    spans = [_answer(x[k], y[k]) for k in range(rows)]
+    runs = [_recited(trainer.model, x[k].to(device), given, recitable) for k, (given, recitable) in enumerate(spans)]
+    given, recitable = spans[0]
+    # learned by heart: the loss under the target, or every row's answer written again as it stands (a loss above
+    # the target that still writes every answer has learned the batch; it is only not yet sure of it)
+    every = all(run == length > 0 for run, (_, length) in zip(runs, spans))
+    return OverfitCheck(steps, rows, int((y >= 0).sum()), curve[0], float(loss), target, curve,
+                        float(loss) <= target or every, given, runs[0], recitable)
+
+
+def _answer(x_row: torch.Tensor, y_row: torch.Tensor) -> tuple[int, int]:
+    """(given, recitable): the tokens of a row given (up to its first counted target) and those then asked for."""
+    counted = y_row >= 0
+    given = int(counted.nonzero()[0]) + 1 if counted.any() else 1  # what its loss never asked for
+    asked = int(counted[given - 1:].long().cumprod(0).sum())  # the counted targets from there on, in a run
+    return given, min(asked, len(x_row) - given)
+
+
+def _recited(model, row: torch.Tensor, given: int, recitable: int) -> int:
+    """The run of the `recitable` tokens after row[:given] that greedy decoding writes as they stand."""
+    written = recite(model, row[:given + recitable], given)
+    return int((written[given:] == row[given:given + recitable]).long().cumprod(0).sum())
 
 
 @torch.no_grad()
