@@ -37,3 +37,22 @@ def test_overfit_failure_says_the_first_row_is_not_every_row():
     result = run(s, ":checks overfit steps=20")
     assert result.overfit.recited == result.overfit.recitable and not result.overfit.passed
     assert "not every row's" in plain(result, 200)
+
+
+# --- the loss table's "overfitting?" ----------------------------------------------------------------------------
+def _row(step, train, val):
+    return {"step": step, "train_loss": train, "val_loss": val, "lr": 1e-3, "tokens_per_second": 1.0, "elapsed": 1.0}
+
+
+def test_a_rise_of_both_losses_is_not_called_overfitting():
+    from minitf_repl.render.live import LossTable
+    from test_views import console
+    both = LossTable([_row(1, 2.0, 2.0), _row(2, 1.4, 1.5), _row(3, 1.6, 1.6), _row(4, 1.9, 1.7), _row(5, 2.5, 1.8)])
+    c = console(80)
+    c.print(both)
+    out = " ".join(c.file.getvalue().split())
+    assert not both.overfitting and "overfitting?" not in out
+    assert "and the training loss with it" in out
+    only_val = LossTable([_row(1, 2.0, 2.0), _row(2, 1.4, 1.5), _row(3, 1.2, 1.6), _row(4, 1.1, 1.7),
+                          _row(5, 1.0, 1.8)])
+    assert only_val.overfitting

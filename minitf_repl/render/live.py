@@ -124,7 +124,23 @@ class LossTable:
     def overfitting(self) -> bool:
         """The validation loss rose at each of the last OVERFIT_RISES evaluations."""
         last = self.val_losses[-(OVERFIT_RISES + 1):]
-        return len(last) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(last, last[1:]))
+        return (len(last) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(last, last[1:]))
+                and not self.train_rising)
+
+    @property
+    def train_rising(self) -> bool:
+        """The training loss rose over the last OVERFIT_RISES evaluations too: the validation loss's rise is then no
+        overfitting (which learns the training text better as it does worse on new text) but training going wrong."""
+        rows = [r for r in self.rows if r.get("val_loss") is not None][-(OVERFIT_RISES + 1):]
+        train = [r.get("train_loss") for r in rows]
+        return len(train) == OVERFIT_RISES + 1 and None not in train and train[-1] > train[0]
+
+    @property
+    def worsening(self) -> bool:
+        """Both losses rose, the validation loss at each of the last OVERFIT_RISES evaluations."""
+        last = self.val_losses[-(OVERFIT_RISES + 1):]
+        return (len(last) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(last, last[1:]))
+                and self.train_rising)
 
     def __rich_console__(self, console: Console, options):
         width = options.max_width
@@ -146,6 +162,11 @@ class LossTable:
         if self.overfitting:
             parts.append(Words(Text(f"overfitting? the validation loss rose {OVERFIT_RISES} evaluations in a "
                                     "row while training continued (more data, dropout, or stop earlier)",
+                                    style="yellow")))
+        elif self.worsening:
+            parts.append(Words(Text(f"the validation loss rose {OVERFIT_RISES} evaluations in a row, and the "
+                                    "training loss with it: not overfitting (which goes on learning the training "
+                                    "text) but training going wrong, as a rate too high for the model does (lr)",
                                     style="yellow")))
         yield Group(*parts)
 
