@@ -56,3 +56,11 @@ def test_a_rise_of_both_losses_is_not_called_overfitting():
     only_val = LossTable([_row(1, 2.0, 2.0), _row(2, 1.4, 1.5), _row(3, 1.2, 1.6), _row(4, 1.1, 1.7),
                           _row(5, 1.0, 1.8)])
     assert only_val.overfitting
+
+
+# --- the end of the first :train -------------------------------------------------------------------------------
+def test_a_tasks_first_run_asks_for_a_question_not_text(checkpoint_dir):
+    out = plain(run(tiny_session("sort:4"), ":train"), 200)
+    # typed text is refused on a task ("4 characters not in the vocabulary"), and :gen n=80 stops at the answer
+    assert "now type some text" not in out and ":gen TEXT n=80" not in out
+    assert "now type a question for the model to answer, as 3141=" in out

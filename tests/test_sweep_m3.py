@@ -167,11 +167,11 @@ def test_shell_completion_offers_help_which_the_shell_takes_as_a_command():
 def test_a_first_run_stopped_and_continued_to_its_end_says_what_to_try_next(checkpoint_dir):
     s = tiny_session()
     stopped = run(s, ":train steps=8", Recorder(stop_after=3))
-    assert stopped.stopped and "now type some text" not in plain(stopped)
+    assert stopped.stopped and "now type a" not in plain(stopped)
     ended = run(s, ":train")  # the same first run, to its end
     assert ended.resumed and not ended.stopped
-    assert "now type some text for the model to continue" in plain(ended)
-    assert "now type some text" not in plain(run(s, ":train steps=3"))  # a second run: said once a model
+    assert "now type a question for the model to answer" in plain(ended)  # sort:4: a task's model answers
+    assert "now type a" not in plain(run(s, ":train steps=3"))  # a second run: said once a model
 
 
 # --- a rebuild of a model that is a named checkpoint -----------------------------------------------------------

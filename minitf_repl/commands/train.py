@@ -93,6 +93,8 @@ class TrainResult:
     # the run that ended is the model's first (it began at step 0), though stopped and continued; None: this
     # command's own steps say (all the model's steps are its)
     first_run: bool | None = field(default=None, metadata={"view_only": True})
+    # a task's question, to type after the first run (a task's model answers questions, it continues no text)
+    question: str | None = field(default=None, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -309,8 +311,14 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
-        first_run=session.trainer.run_start == 0,
+        first_run=session.trainer.run_start == 0, question=_question(session.data),
     )
+
+
+def _question(data) -> str | None:
+    """A task's example question ("314159=" for sort:6), from its whole example; None for a text."""
+    example = getattr(data, "example", None)
+    return example[: example.index("=") + 1] if isinstance(example, str) and "=" in example else None
 
 
 TRAIN = REGISTRY["train"]
@@ -497,8 +505,12 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     if first_run_done(result) and syntax() == REPL:  # what the banner said comes next, said when it does
-        note(console, f"now type some text for the model to continue, or {cmd('gen', 'TEXT', n=80)}; "
-                      f"{cmd('help')} lists the views inside it")
+        if result.question:  # typed text would be refused: a task's vocabulary is its digits and signs
+            note(console, f"now type a question for the model to answer, as {result.question}, or "
+                          f"{cmd('mistakes')} to see the ones it gets wrong; {cmd('help')} lists the views inside it")
+        else:
+            note(console, f"now type some text for the model to continue, or {cmd('gen', 'TEXT', n=80)}; "
+                          f"{cmd('help')} lists the views inside it")
     if result.stopped and not result.steps and not result.saved and not result.save_error:
         # "this time": the earlier steps of a continued run are in its autosave already
         note(console, "no step finished this time, so nothing was saved")
