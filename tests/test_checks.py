@@ -203,7 +203,7 @@ def test_overfit_learns_two_rows_and_fails_without_a_rate(session):
     ok = checks.overfit_check(config, trainer.config, session.data, 120, trainer.device)
     assert ok.passed and ok.final_loss <= ok.target and ok.rows == 2 and ok.tokens == 2 * SMALL["max_seq_len"]
     assert len(ok.curve) == 120 and ok.curve[0] > ok.curve[-1]
-    assert ok.given == 1 and ok.recited == ok.recitable == SMALL["max_seq_len"] - 1  # it writes the row again
+    assert ok.given == 1 and ok.recited == ok.recitable == SMALL["max_seq_len"]  # the row again, and the next token
     stuck = checks.overfit_check(config, trainer.config.replace(lr=1e-9), session.data, 10, trainer.device)
     assert not stuck.passed and stuck.final_loss > stuck.target and stuck.recited < stuck.recitable
 
@@ -333,8 +333,8 @@ def test_checks_on_a_task(tmp_path):
     assert "y ····0" in text_of(result, 100)  # the question not counted, the answer's digits
     result = run(s, ":checks overfit steps=150")
     overfit = result.overfit
-    assert overfit.passed and overfit.given == 5 and overfit.recited == overfit.recitable == 3  # "4930=" then "034"
-    assert "given the first row's first 5 characters (what its loss does not count), it writes 3 of the 3" in plain(
+    assert overfit.passed and overfit.given == 5 and overfit.recited == overfit.recitable == 4  # "4930=" then "0349"
+    assert "given the first row's first 5 characters (what its loss does not count), it writes 4 of the 4" in plain(
         result, 200)
 
 

@@ -139,7 +139,7 @@ class OverfitCheck:
     curve: list[float]  # the training loss at each step
     passed: bool
     # learned by heart, literally: given the first row up to its first counted target (text: its first token; a
-    # task: its question), greedy decoding writes the rest of the row again
+    # task: its question), greedy decoding writes the rest of the row again, and the token after it (its last target)
     given: int = 0  # tokens given
     recited: int = 0  # tokens then written as they stand in the row, up to the first that is not
     recitable: int = 0  # the tokens after those given that the loss counts, up to the first it does not
@@ -365,8 +365,11 @@ def overfit_check(model_config, train_config, data, steps, device, rows=OVERFIT_
     curve = [row["train_loss"] for row in trainer.history]
     # every row given its question (text: its first token) and asked to write the answer: the tokens its loss
     # counts, up to the first it does not (a repeat row's random tail after the copy is nobody's to recite)
-    spans = [_answer(x[k], y[k]) for k in range(rows)]
-    runs = [_recited(trainer.model, x[k].to(device), given, recitable) for k, (given, recitable) in enumerate(spans)]
+    # The row's last target is the token after its window: a task's answer ends there (sort:4's "4930=034" then "9")
+    whole = [torch.cat([x[k], y[k, -1:]]) if y[k, -1] >= 0 else x[k] for k in range(rows)]
+    spans = [_answer(whole[k], y[k]) for k in range(rows)]
+    runs = [_recited(trainer.model, whole[k].to(device), given, recitable)
+            for k, (given, recitable) in enumerate(spans)]
     given, recitable = spans[0]
     # learned by heart: the loss under the target, or every row's answer written again as it stands (a loss above
     # the target that still writes every answer has learned the batch; it is only not yet sure of it)
@@ -376,7 +379,8 @@ def overfit_check(model_config, train_config, data, steps, device, rows=OVERFIT_
 
 
 def _answer(x_row: torch.Tensor, y_row: torch.Tensor) -> tuple[int, int]:
-    """(given, recitable): the tokens of a row given (up to its first counted target) and those then asked for."""
+    """(given, recitable): the tokens of a row given (up to its first counted target) and those then asked for;
+    `x_row` the row with its last target after it, where that is counted."""
     counted = y_row >= 0
     given = int(counted.nonzero()[0]) + 1 if counted.any() else 1  # what its loss never asked for
     asked = int(counted[given - 1:].long().cumprod(0).sum())  # the counted targets from there on, in a run
