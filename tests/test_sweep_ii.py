@@ -65,3 +65,13 @@ def test_a_tasks_first_run_asks_for_a_question_not_text(checkpoint_dir):
     # typed text is refused on a task ("4 characters not in the vocabulary"), and :gen n=80 stops at the answer
     assert "now type some text" not in out and ":gen TEXT n=80" not in out
     assert "now type a question for the model to answer, as 3141=" in out
+
+
+# --- :lrfind ---------------------------------------------------------------------------------------------------
+def test_lrfind_on_random_tokens_says_there_is_no_rate_to_read():
+    s = tiny_session("random")
+    result = run(s, ":lrfind steps=12 low=0.001 high=0.01")
+    out = " ".join(plain(result, 200).split())
+    assert result.test.lowest_loss > 0.95 * result.test.smoothed[0]  # nothing fell: ln V, give or take the noise
+    assert "these tokens are random: no rate takes the loss under ln(" in out
+    assert "where a run's peak rate belongs" not in out and "learns slowly" not in out

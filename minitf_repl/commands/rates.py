@@ -8,7 +8,7 @@ and where the session's own rate sits, and says what that means for a run at it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -43,6 +43,9 @@ class LrfindResult:
     data: str
     lr: float  # the session's peak rate
     seed: int  # the fresh model's and the batches' seed
+    # random tokens: no rate makes the loss fall under ln V, so the curve's marks are noise (the renderer says so)
+    nothing_to_learn: bool = field(default=False, metadata={"view_only": True})
+    vocab_size: int = field(default=0, metadata={"view_only": True})
 
 
 @command("lrfind", "The learning-rate range test: a fresh model trained with a rate rising every step; where the "
@@ -72,7 +75,8 @@ def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult
     config = trainer.config if args["seed"] is None else trainer.config.replace(seed=args["seed"])
     test = range_test(session.model_config, config, trainer.data, trainer.device, steps, low, high,
                       on_step=stepped, should_stop=reporter.should_stop, threads=session.threads)
-    return LrfindResult(test, trainer.data.name, config.lr, config.seed)
+    return LrfindResult(test, trainer.data.name, config.lr, config.seed,
+                        getattr(trainer.data, "nothing_to_learn", False), trainer.data.tokenizer.vocab_size)
 
 
 def position(rates: list[float], rate: float) -> float | None:
@@ -190,6 +194,12 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
                      f"{count(len(test.rates), 'step')}")
     say(console, "the smoothed loss " + "; ".join(parts))
     said = where(result)
+    if result.nothing_to_learn and not (test.blown_at is not None and result.lr >= test.blown_at):
+        # the lowest of a loss that cannot fall under ln V is where the noise of one batch a step dipped
+        said = (f"these tokens are random: no rate takes the loss under ln({result.vocab_size:,}) = "
+                f"{math.log(result.vocab_size):.3f}, a uniform guess, so where it falls fastest and is lowest is "
+                f"the noise of one batch a step, not a rate to train at; the test reads a rate on data with "
+                f"something to learn")
     say(console, said, "yellow" if test.blown_at is not None and result.lr >= test.blown_at else "")
     # an example of its own only where the line above gave none (it names the rates worth comparing when it does)
     example = "" if cmd("compare") in said else \
