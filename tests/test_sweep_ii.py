@@ -75,3 +75,10 @@ def test_lrfind_on_random_tokens_says_there_is_no_rate_to_read():
     assert result.test.lowest_loss > 0.95 * result.test.smoothed[0]  # nothing fell: ln V, give or take the noise
     assert "these tokens are random: no rate takes the loss under ln(" in out
     assert "where a run's peak rate belongs" not in out and "learns slowly" not in out
+
+
+def test_lrfind_with_no_steepest_does_not_place_the_rate_after_it():
+    from minitf_repl.commands.rates import where
+    from test_lrfind import fake
+    said = where(fake(1e-2, steepest=None, lowest=3e-2))  # the smoothed loss never fell before its lowest
+    assert "falls fastest" not in said and "is at or below where the loss is lowest (0.03)" in said

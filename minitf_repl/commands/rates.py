@@ -134,6 +134,10 @@ def where(result: LrfindResult) -> str:
         return (f"{yours} sits just below where the loss falls fastest ({test.steepest:.2g}), within the factor of "
                 f"3 the points are read to, and below where it is lowest ({test.lowest:.2g}): where a run's peak "
                 f"rate belongs (it spends many steps at its peak where the test spent one)")
+    if test.steepest is None:  # the smoothed loss never fell before its lowest: there is no steepest to sit above
+        return (f"{yours} is at or below where the loss is lowest ({test.lowest:.2g}), and the loss never fell "
+                f"before it: the test read no rate where training gets going; "
+                f"{cmd('lrfind', **again(test, steps=2 * test.steps))} reads the range in smaller steps")
     return (f"{yours} sits between where the loss falls fastest and where it is lowest: where a run's peak rate "
             f"belongs (it spends many steps at its peak where the test spent one)")
 
