@@ -82,3 +82,17 @@ def test_lrfind_with_no_steepest_does_not_place_the_rate_after_it():
     from test_lrfind import fake
     said = where(fake(1e-2, steepest=None, lowest=3e-2))  # the smoothed loss never fell before its lowest
     assert "falls fastest" not in said and "is at or below where the loss is lowest (0.03)" in said
+
+
+# --- :context's counter ----------------------------------------------------------------------------------------
+def test_contexts_counter_on_random_tokens_is_not_counted_on_its_own_windows():
+    import math
+    s = tiny_session("random")
+    run(s, ":train steps=3")
+    result = run(s, ":context windows=64")
+    counter = [c for c in result.curve.counter if c == c]
+    # no table of counts predicts random tokens: on windows it never counted, every order scores ln V or worse
+    assert min(counter) > 0.9 * math.log(s.data.tokenizer.vocab_size)
+    assert "better than a table of counts" not in plain(result, 200)
+    assert "what the model reads and a table of counts cannot use" not in plain(result, 200)  # nothing to read
+    assert "random tokens hold nothing for either to read" in plain(result, 200)

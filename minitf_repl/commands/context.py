@@ -240,7 +240,11 @@ def readings(result: ContextResult) -> list[str]:
                      f"more than the noise: reading more {unit}s gains this model nothing")
     if curve.counter is not None:
         n = curve.counter_order
-        if curve.below_counter_from is not None:
+        if result.nothing_to_learn:  # neither can read anything: a counter under the model would have memorised
+            lines.append(f"against the {gram(n)} counter, which reads {count(n - 1, unit)}: random tokens hold "
+                         f"nothing for either to read, so neither can beat ln V, and where the counter scores above "
+                         f"it, it has counted noise")
+        elif curve.below_counter_from is not None:
             end = "the end" if not past(curve) else f"the end of its window ({T - 1})"
             lines.append(f"from position {curve.below_counter_from} to {end} the model stays under the {gram(n)} "
                          f"counter, which reads {count(n - 1, unit)}: what the model reads and a table of counts "
