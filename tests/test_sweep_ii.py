@@ -96,3 +96,14 @@ def test_contexts_counter_on_random_tokens_is_not_counted_on_its_own_windows():
     assert "better than a table of counts" not in plain(result, 200)
     assert "what the model reads and a table of counts cannot use" not in plain(result, 200)  # nothing to read
     assert "random tokens hold nothing for either to read" in plain(result, 200)
+
+
+# --- :ngram ----------------------------------------------------------------------------------------------------
+def test_ngram_on_random_tokens_does_not_say_train_on_to_beat_the_uniform_guess():
+    s = tiny_session("random")
+    run(s, ":train steps=3")
+    result = run(s, ":ngram n=3")
+    out = " ".join(plain(result, 200).split())
+    assert result.model_val > result.rows[0].val_loss - 0.05  # at ln V, where random tokens keep every reader
+    assert "not yet below n = 0" not in out and "train on" not in out
+    assert "no training gets it under" in out

@@ -66,6 +66,8 @@ class NgramResult:
     model_reads: int  # max_seq_len: how far back the model can read
     model_causal: bool  # False: the model reads the token it predicts, so its loss is no language model's
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: model_val is that model's
+    # random tokens: no model and no counter gets under the uniform guess, however long it trains
+    nothing_to_learn: bool = field(default=False, metadata={"view_only": True})
 
 
 # interruptible: Ctrl-C stops a long count (a large file takes seconds) at once; nothing is kept until it is done
@@ -102,7 +104,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
                        counting.val_positions, counting.val_total, counting.generated, rows, prompt,
                        session.trainer.step, model_val, bits_per_char(model_val, per_char),
-                       session.model_config.max_seq_len, getattr(model, "causal", True), switched_off(session))
+                       session.model_config.max_seq_len, getattr(model, "causal", True), switched_off(session),
+                       getattr(data, "nothing_to_learn", False))
 
 
 def reads(n: int, unit: str) -> str:
@@ -185,6 +188,11 @@ def verdict(result: NgramResult) -> list[str]:
                 f"{result.rows[0].val_loss:.3f}; "
                 f"{look_again('ngram', AUTOSAVE_NAME, again=cmd('ngram') + ' again')}"]
     beaten = [row for row in result.rows if loss < row.val_loss]
+    if result.nothing_to_learn:
+        # not "train on": the uniform guess is the best any reader of random tokens can do
+        return [f"at step {result.model_step:,} the model ({loss:.3f}) is about the uniform guess "
+                f"({result.rows[0].val_loss:.3f}), and no training gets it under: random tokens hold nothing to "
+                f"learn, so ln V is the best any model or counter scores; a counter above it has counted noise"]
     if len(beaten) == len(result.rows):
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "
                 f"{top.val_loss - loss:.3f} nats a {result.unit} under the best, n = {top.n}: it has learned what no "
