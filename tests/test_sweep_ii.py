@@ -107,3 +107,12 @@ def test_ngram_on_random_tokens_does_not_say_train_on_to_beat_the_uniform_guess(
     assert result.model_val > result.rows[0].val_loss - 0.05  # at ln V, where random tokens keep every reader
     assert "not yet below n = 0" not in out and "train on" not in out
     assert "no training gets it under" in out
+
+
+# --- :heads ----------------------------------------------------------------------------------------------------
+def test_heads_copying_test_stays_within_a_tasks_rows():
+    s = tiny_session("sort:4")  # rows of 8: "4930=" and the answer; the window is longer
+    run(s, ":train steps=3")
+    assert s.model.config.max_seq_len > 8
+    result = run(s, ":heads")
+    assert 2 * result.repeat <= 8 and len(result.losses) <= 8

@@ -478,7 +478,10 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
         tokens, repeat, seed = torch.tensor([ids]), None, None
     else:
         text, seed = None, args["seed"] or 0
-        tokens = repeated_tokens(config.vocab_size, config.max_seq_len, SEQUENCES, seed)
+        # within the positions the model trained on: a task's rows are its question and answer (sort:4: 8 of a
+        # window of 64), and past them the position table is as it was initialised, so the copying test read the
+        # repeat at untrained positions and called their difference from the first copy's "copying"
+        tokens = repeated_tokens(config.vocab_size, _trained_length(session), SEQUENCES, seed)
         repeat = tokens.shape[1] // 2
     roles = head_roles(session.model, tokens, repeat)
     listed = [h for h in roles.heads if layer is None or h.layer == layer]
@@ -491,6 +494,14 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
                        layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
                        roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se),
                        untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se)
+
+
+def _trained_length(session: Session) -> int:
+    """The positions the model trains on: its window, or a task's shorter rows."""
+    import torch
+
+    x, _ = session.data.get_batch("train", 1, session.model.config.max_seq_len, torch.Generator().manual_seed(0))
+    return min(session.model.config.max_seq_len, x.shape[1])
 
 
 @render.register(HeadsResult)
