@@ -116,3 +116,9 @@ def test_heads_copying_test_stays_within_a_tasks_rows():
     assert s.model.config.max_seq_len > 8
     result = run(s, ":heads")
     assert 2 * result.repeat <= 8 and len(result.losses) <= 8
+
+
+def test_an_overfit_pass_above_the_loss_target_says_why_it_passed():
+    result = run(tiny_session("sort:4"), ":checks overfit steps=30")
+    assert result.overfit.passed and result.overfit.final_loss > result.overfit.target
+    assert "but it writes every row's answer again" in " ".join(plain(result, 200).split())

@@ -208,7 +208,9 @@ def measured(name: str, check, result: ChecksResult) -> str:
         by = f", under {check.target:.2f} at step {under}" if under else ""
         return (f"{count(check.rows, 'row')}, {count(check.tokens, 'prediction')}: {check.first_loss:.3f} → "
                 f"{check.final_loss:.3g} in {count(check.steps, 'step')}{by}; given {given}, it writes "
-                f"{check.recited} of the {count(check.recitable, result.unit)} after it as they stand")
+                f"{check.recited} of the {count(check.recitable, result.unit)} after it as they stand" +
+                (f"; its loss is above the {check.target:.2f} that passes alone, but it writes every row's answer "
+                 f"again" if check.passed and check.final_loss > check.target else ""))
     return ""
 
 
