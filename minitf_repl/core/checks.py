@@ -15,7 +15,8 @@ Networks" (2019) that apply to a decoder-only Transformer, each one measured, no
                                                           each token comes (about the unigram's loss);
                                                           trained on the real inputs, far more
     overfit   it can learn anything at all                one batch of two rows, seen over and over,
-                                                          is learned by heart: loss towards 0
+                                                          is learned by heart: loss towards 0 (under
+                                                          5% of ln V), or every row's answer written again
 
 The dependency checks (rows, causal) differentiate the logits with respect to h, the stream the
 blocks start from (token plus position embedding, read at the probe `hook_embed`): a product of
