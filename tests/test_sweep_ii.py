@@ -122,3 +122,12 @@ def test_an_overfit_pass_above_the_loss_target_says_why_it_passed():
     result = run(tiny_session("sort:4"), ":checks overfit steps=30")
     assert result.overfit.passed and result.overfit.final_loss > result.overfit.target
     assert "but it writes every row's answer again" in " ".join(plain(result, 200).split())
+
+
+def test_lrfind_blown_up_by_a_loss_not_finite_does_not_say_four_times_its_lowest():
+    from test_sweep_v import lrfind_result
+    nan_end = [4.6, 4.5, 4.2, 3.8, 3.6, 3.7]  # the step whose loss went inf was undone: not among the losses
+    out = plain(lrfind_result(nan_end, steps=11, steepest=1e-3, blown_at=0.1), 120)
+    assert "four times" not in out and "4 times" not in out and "(the loss no longer finite)" in out
+    climb = [4.6, 4.5, 4.2, 3.8, 3.6, 3.7, 4.0, 4.7, 6.0, 9.0, 15.0]
+    assert "(the loss four times its lowest)" in plain(lrfind_result(climb, 11, 1e-3, 1.0), 120)

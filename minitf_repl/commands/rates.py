@@ -194,8 +194,13 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     if stopped_at(test) is not None:
         parts.append(f"stopped after {len(test.rates)} of {count(test.steps, 'step')}, at {stopped_at(test):.2g}")
     if test.blown_at is not None:
-        parts.append(f"blew up at {test.blown_at:.2g} (the loss four times its lowest), after "
-                     f"{count(len(test.rates), 'step')}")
+        # the test stops at a loss BLOWN times its lowest, or at one not finite (that step undone: not in the losses)
+        from ..core.lrfind import BLOWN  # here: the shell draws without importing torch until a result needs it
+
+        finite = all(map(math.isfinite, test.losses))
+        how = ("the loss four times its lowest" if finite and test.losses
+               and test.losses[-1] > BLOWN * min(test.losses) else "the loss no longer finite")
+        parts.append(f"blew up at {test.blown_at:.2g} ({how}), after {count(len(test.rates), 'step')}")
     say(console, "the smoothed loss " + "; ".join(parts))
     said = where(result)
     if result.nothing_to_learn and not (test.blown_at is not None and result.lr >= test.blown_at):
