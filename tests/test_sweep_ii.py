@@ -131,3 +131,12 @@ def test_lrfind_blown_up_by_a_loss_not_finite_does_not_say_four_times_its_lowest
     assert "four times" not in out and "4 times" not in out and "(the loss no longer finite)" in out
     climb = [4.6, 4.5, 4.2, 3.8, 3.6, 3.7, 4.0, 4.7, 6.0, 9.0, 15.0]
     assert "(the loss four times its lowest)" in plain(lrfind_result(climb, 11, 1e-3, 1.0), 120)
+
+
+# --- :mistakes -------------------------------------------------------------------------------------------------
+def test_mistakes_on_random_tokens_says_what_any_model_would_get_wrong():
+    s = tiny_session("random")
+    run(s, ":train steps=3")
+    out = " ".join(plain(run(s, ":mistakes n=8"), 200).split())
+    assert "is not the one that came at" in out
+    assert "these tokens are random: any model's likeliest token is the one that came 1 time in 50 (98% wrong)" in out

@@ -43,6 +43,8 @@ class MistakesResult:
     model_step: int  # the model's training step
     untrained: bool = False  # no training here nor weights from elsewhere: every answer is a guess
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    # random tokens: every token is as likely as any other, so no model guesses better than 1 in V
+    vocab_size: int | None = field(default=None, metadata={"view_only": True})
 
 
 @command("mistakes", "Where the model is wrong: a task's held-out questions it answers wrongly, or a text's hardest "
@@ -65,7 +67,8 @@ def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesRe
     else:
         text = text_mistakes(model, data, device, args["n"] or WINDOWS, args["seed"], args["show"])
     return MistakesResult(data.name, args["seed"], task, text, session.trainer.step, untrained=session.untrained,
-                          ablations=switched_off(session))
+                          ablations=switched_off(session),
+                          vocab_size=data.tokenizer.vocab_size if getattr(data, "nothing_to_learn", False) else None)
 
 
 @render.register(MistakesResult)
@@ -146,6 +149,10 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
     note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; of all "
                   f"{found.predictions:,}, the model's likeliest token is not the one that came at "
                   f"{found.wrong_guess:.0%}; {cmd('score', 'TEXT')} scores a text of yours token by token")
+    if result.vocab_size:  # read as the model's failing, 98% wrong is what random tokens give any model
+        note(console, f"these tokens are random: any model's likeliest token is the one that came 1 time in "
+                      f"{result.vocab_size:,} ({1 - 1 / result.vocab_size:.0%} wrong), and the hardest are the "
+                      f"ones it happens to rate lowest; no training makes them easier")
 
 
 def asked(result: MistakesResult, **changes) -> dict:
