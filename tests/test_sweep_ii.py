@@ -6,6 +6,11 @@ loss, which also counts the end mark and is an average, was still above the targ
 the model wrote 23 of 39 characters of a row it had learned to a loss of 7e-05: the 16 it missed were the random
 tail after the copy, which the loss never counts and no model could know. A task's answer was recited short of
 its last character (sort:4's "4930=" then "034", of the answer 0349: the 9 is the row's last target, after it).
+The loss table called a rise of both losses "overfitting?" and advised more data or dropout. A task's first
+:train said to type some text, which a task refuses. On random tokens :lrfind read a best rate off noise, :ngram
+said to train on to beat the uniform guess, :mistakes left 98% wrong unexplained, and :context's counter scored
+0.22 nats, counted on the very windows it was scored on. :lrfind with no steepest placed the rate above it, and
+one stopped by an inf loss said "four times its lowest". :heads read a task's model at positions it never trained.
 """
 
 import torch
