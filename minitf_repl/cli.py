@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -107,6 +108,12 @@ class _Group(_FlagsUntyped, TyperGroup):
         for stream in (sys.stdout, sys.stderr):  # Typer's help prints through consoles of its own ("…" in a help)
             write_stand_ins(stream)
         typed = _dashes(sys.argv[1:] if args is None else list(args))
+        option = self._option_help(typed)
+        if option is not None:  # `minitf help train steps`: that option alone, as `:help train steps` shows it
+            typer.echo(option)
+            if standalone_mode:
+                sys.exit(0)
+            return 0
         args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
         args = _flag_words(args, self.commands, self.params)
         try:
@@ -173,6 +180,30 @@ class _Group(_FlagsUntyped, TyperGroup):
             return None
         return (f"minitf {command.name} takes no text and no options (but --json), got {clip(extra.group(1))!r}; "
                 "leave the words after it out")
+
+    def _option_help(self, typed: list[str]) -> str | None:
+        """For `minitf help CMD KEY` of one of the command's options (not a setting, which `minitf set KEY`
+        shows): its line of `minitf CMD --help`, as `:help CMD KEY` shows that option alone. None otherwise."""
+        at = _command_at(typed, self.params)
+        if at is None or typed[at] != "help" or len(typed) < at + 3:
+            return None
+        name = _named(typed[at + 1].removeprefix(":"), self.commands)
+        command = self.commands.get(name)
+        if command is None or (REGISTRY[name].pairs and _setting(typed[at + 2].split("=")[0])):
+            return None
+        key = typed[at + 2].split("=")[0].lstrip("-").replace("_", "-").lower()
+        ctx = click.Context(command, info_name=name)
+        for param in command.params:
+            opts = [o.lstrip("-") for o in (*param.opts, *param.secondary_opts)]
+            if param.param_type_name == "argument" and param.name not in (OPTION_WORDS, PAIRS):
+                opts = [param.name.replace("_", "-").lower()]  # the command's text, as `:help checks which`
+            if key in opts:
+                record = param.get_help_record(ctx) if param.param_type_name == "option" else None
+                flag, meaning = record or (key.upper(), getattr(param, "help", "") or "")
+                return f"minitf {name} {flag}\n  {meaning}".rstrip()
+        _command_line_error(f"minitf {name} has no option {clip(typed[at + 2])!r}; minitf help {name} lists its "
+                            "options")
+        sys.exit(2)
 
     def _help_of_neither(self, e: Exception, typed: list[str]) -> str | None:
         """For `minitf help WORD` of a word that names no command and no setting: what `:help WORD` says, in the

@@ -1,0 +1,20 @@
+"""What a sweep of things other sweeps had found and left found: each test failed before its fix.
+
+`minitf help train steps` showed the whole of `minitf train --help` where `:help train steps` shows that option.
+"""
+
+from test_cli import invoke
+
+
+# --- the shell's help of one option -----------------------------------------------------------------------------
+def test_shell_help_of_one_option_shows_that_option_alone():
+    result = invoke("help", "train", "steps")
+    assert result.exit_code == 0, result.output
+    assert "--steps" in result.stdout and "length of a new run" in result.stdout
+    assert "--lr" not in result.stdout and "Usage" not in result.stdout
+
+
+def test_shell_help_of_an_option_a_command_lacks_says_so_in_one_line():
+    result = invoke("help", "train", "bogus")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: minitf train has no option 'bogus'; minitf help train lists its options"
