@@ -4,6 +4,7 @@
 """
 
 from test_cli import invoke
+from test_commands import run, tiny_session
 
 
 # --- the shell's help of one option -----------------------------------------------------------------------------
@@ -18,3 +19,14 @@ def test_shell_help_of_an_option_a_command_lacks_says_so_in_one_line():
     result = invoke("help", "train", "bogus")
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: minitf train has no option 'bogus'; minitf help train lists its options"
+
+
+# --- report --json and save hf: --json give an absolute path, as save --json does ---------------------------
+def test_report_and_hf_save_give_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = tiny_session()
+    run(s, ":train steps=2")
+    report = run(s, ":report r.html")
+    assert report.path == str(tmp_path / "r.html")
+    saved = run(s, ":save hf:out")
+    assert saved.path == str(tmp_path / "out")

@@ -8,6 +8,7 @@ atomically under the folder lock, and reads and validates a checkpoint before `:
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -83,13 +84,13 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
         raise _no_model(spec)
     start = time.perf_counter()
     if not distributed.is_main():  # under torchrun rank 0 alone writes (commands.shared.save_session)
-        return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=0,
+        return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=0,
                           seconds=0.0, replaced=False, architecture=export_type(session.model.config),
                           ablations=switched_off(session))
     model_type = save_folder(session.model, session.data.tokenizer, folder, context=_folder_context(session))
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
-    return SaveResult(name=spec, path=str(folder.expanduser()), step=session.trainer.step, size_bytes=size,
+    return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=size,
                       seconds=time.perf_counter() - start, replaced=False, architecture=model_type,
                       ablations=switched_off(session))
 

@@ -11,6 +11,7 @@ it; without (NO_COLOR, a pipe, a test console) the same information as character
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -981,7 +982,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
         sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
-    return ReportResult(str(path), size, sections, time.perf_counter() - start, report.ablations)
+    return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations)
 
 
 @render.register(ReportResult)
