@@ -3,6 +3,9 @@
 `minitf help train steps` showed the whole of `minitf train --help` where `:help train steps` shows that option.
 """
 
+import pytest
+
+from minitf_repl.core.errors import UserError
 from test_cli import invoke
 from test_commands import run, tiny_session
 
@@ -30,3 +33,20 @@ def test_report_and_hf_save_give_absolute_paths(tmp_path, monkeypatch):
     assert report.path == str(tmp_path / "r.html")
     saved = run(s, ":save hf:out")
     assert saved.path == str(tmp_path / "out")
+
+
+def test_hf_save_in_a_folder_it_cannot_write_names_the_folder_by_its_path(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    monkeypatch.chdir(tmp_path)
+    s = tiny_session()
+    run(s, ":train steps=2")
+
+    def refused(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refused)
+    with pytest.raises(UserError) as e:
+        run(s, ":save hf:out")
+    assert f"cannot write in {tmp_path}:" in str(e.value)

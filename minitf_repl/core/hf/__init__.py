@@ -230,7 +230,9 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
     except OSError as e:
-        raise CheckpointError(f"cannot write in {parent}: {e.strerror or e}; choose a writable place") from None
+        # the folder named by its path: "cannot write in ." said nothing of where the shell stood
+        raise CheckpointError(f"cannot write in {parent.absolute()}: {e.strerror or e}; "
+                              "choose a writable place") from None
     try:
         save_file(arch.hf_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         hf = arch.hf_config(model.config)
