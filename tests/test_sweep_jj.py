@@ -50,3 +50,17 @@ def test_hf_save_in_a_folder_it_cannot_write_names_the_folder_by_its_path(tmp_pa
     with pytest.raises(UserError) as e:
         run(s, ":save hf:out")
     assert f"cannot write in {tmp_path}:" in str(e.value)
+
+
+# --- a leading byte-order mark dropped is said, as line endings read as \n are --------------------------------
+def test_data_says_a_leading_byte_order_mark_was_dropped(tmp_path):
+    from minitf_repl.core.data import load_data
+
+    path = tmp_path / "notepad.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + b"hello world, a file Notepad saved\n" * 5)
+    data = load_data(str(path))
+    assert "\ufeff" not in data.text
+    assert "byte-order mark" in data.description
+    plain_file = tmp_path / "plain.txt"
+    plain_file.write_bytes(b"hello world, a file Notepad saved\n" * 5)
+    assert "byte-order mark" not in load_data(str(plain_file)).description

@@ -12,6 +12,7 @@ negative control: uniformly random tokens that no model can learn, so its loss s
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import math
@@ -676,8 +677,9 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     return _read_text(path, line_endings)[0]
 
 
-def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int]:
-    """read_text_file's text, and how many Windows or old Mac line endings it read as "\n"."""
+def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool]:
+    """read_text_file's text, how many Windows or old Mac line endings it read as "\n", and whether a leading
+    byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file)."""
     p = Path(path).expanduser()
     shown = _clip(str(p))
     try:
@@ -711,6 +713,7 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int]:
         # utf-8-sig: a byte-order mark some editors put first (Notepad) is no character of the text, and kept it
         # would be one more symbol in the vocabulary that the model learns to write at the start
         text = raw.decode("utf-8-sig")
+        bom = raw.startswith(codecs.BOM_UTF8)
     except UnicodeDecodeError as e:
         # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined;
         # one with UTF-8's own letters in it (é as two bytes) is UTF-8 with bad bytes, which no conversion mends
@@ -729,7 +732,7 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int]:
     if not text.strip():
         what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
         raise DataError(f"{shown} {what}; give a file that contains text")
-    return text, converted
+    return text, converted, bom
 
 
 def _text_file_in(folder: Path, most: int = 1000) -> Path | None:
@@ -844,9 +847,11 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         return Task(name, size)
     if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
         raise DataError(problem)
-    text, converted = _read_text(spec, line_endings)
-    # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m)
+    text, converted, bom = _read_text(spec, line_endings)
+    # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
+    # byte-order mark once
     read_as = f", its {count(converted, 'line ending')} \\r\\n or \\r read as \\n" if converted else ""
+    read_as += ", its leading byte-order mark (U+FEFF) dropped" if bom else ""
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
                           tokenizer)
