@@ -3,6 +3,8 @@
 `minitf help train steps` showed the whole of `minitf train --help` where `:help train steps` shows that option.
 """
 
+import json
+
 import pytest
 
 from minitf_repl.core.errors import UserError
@@ -64,3 +66,13 @@ def test_data_says_a_leading_byte_order_mark_was_dropped(tmp_path):
     plain_file = tmp_path / "plain.txt"
     plain_file.write_bytes(b"hello world, a file Notepad saved\n" * 5)
     assert "byte-order mark" not in load_data(str(plain_file)).description
+
+
+# --- minitf config says a data file that is not there, or a device name that is none --------------------------
+def test_config_says_a_missing_data_file_and_an_unknown_device():
+    result = invoke("--data", "/nonexistent/poems.txt", "--device", "bogus", "config")
+    assert result.exit_code == 0, result.output
+    assert "warning: no such file: /nonexistent/poems.txt" in result.stdout
+    assert "warning: unknown device 'bogus'" in result.stdout
+    doc = json.loads(invoke("--device", "cuda:1", "--data", "sort:3", "config", "--json").stdout)
+    assert doc["schema"] == "minitf.config/5" and doc["problems"] == []

@@ -25,7 +25,7 @@ from ..core.sizes import check_trainable
 from ..core.threads import oversubscribed
 from ..core.words import count
 from ..parsing import CLEAR
-from ..registry import Param, param_from_setting
+from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.renderers import render
 from ..render.tables import fields, settings_table
@@ -57,12 +57,21 @@ class ConfigResult:
     from_recipe: list[str] = field(default_factory=list)  # training settings that hold the recipe's value, not the default
     recipe_for: str | None = None  # whose recipe that is (core.recipes), e.g. "muon on shakespeare"
     threads: int = 0  # the threads setting: CPU threads torch computes with, 0 = auto (core/threads.py)
+    # what is wrong with the data or device setting, said before either is used (each is refused where it is: a
+    # `minitf --data /nonexistent config` showed the setting without a word)
+    problems: list[str] = field(default_factory=list)
 
 
-@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=4)
+@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=5)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
+    from ..core.catalog import data_problem
     from ..core.config import matching_preset
+    from ..core.device_names import ACCEPTED_FORMS, well_formed
 
+    problems = [] if session.loaded_data is not None else [p for p in [data_problem(session.data_spec)] if p]
+    device = session.status().device
+    if not well_formed(device):
+        problems.append(f"unknown device {clip(device)!r}; use one of {ACCEPTED_FORMS}")
     model, recipe_keys = session.model_config.to_dict(), from_recipe(session)
     if session.loaded_data is None:
         model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
@@ -71,13 +80,14 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         train=session.train_config.to_dict(),
         gen=session.gen_config.to_dict(),
         data=session.data_spec,
-        device=session.status().device,
+        device=device,
         checkpoints={"dir": str(session.checkpoint_dir), "autosave": session.autosave},
         preset=matching_preset(session.model_config),
         tokenizer=session.tokenizer_setting,
         from_recipe=recipe_keys,
         recipe_for=recipe_label(session.recipe_data, session.train_config.optimizer) if recipe_keys else None,
         threads=session.shell_config.threads,
+        problems=problems,
     )
 
 
@@ -108,6 +118,8 @@ def render_config(result: ConfigResult, console: Console) -> None:
         where += Text("   autosave ", style="cyan") + Text(fmt.value(result.checkpoints["autosave"]))
     where += Text("   threads ", style="cyan") + Text(f"{result.threads}" + (" (auto)" if not result.threads else ""))
     console.print(where)
+    for problem in result.problems:  # refused where it is used: said here, before
+        say(console, f"warning: {problem}", "yellow")
     if result.from_recipe:
         note(console, f"recipe: the value of the recipe for {result.recipe_for} (core/recipes.py), not the default; "
                       f"{cmd('set', result.from_recipe[0])} says more")

@@ -66,5 +66,22 @@ def no_file_named(spec: str) -> str | None:
     return None
 
 
+def data_problem(spec: str) -> str | None:
+    """What is wrong with a data spec, said without reading it (no torch): a file that is not there, or what
+    no_file_named says of a spec that names none; None where the spec may well load (core.data says the rest)."""
+    spec = spec.strip()
+    name, _, _ = spec.partition(":")
+    if not spec or name in CORPORA + TASKS:
+        return None
+    problem = no_file_named(spec)
+    try:
+        if problem is None and not os.path.lexists(Path(spec).expanduser()):
+            return (f"no such file: {_clip(spec)}; give the path of a UTF-8 text file, or one of "
+                    f"{', '.join(CORPORA + TASKS)}")
+    except (OSError, ValueError):
+        return None
+    return problem
+
+
 def _clip(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import re
 from dataclasses import dataclass
 
 import torch
@@ -18,10 +17,7 @@ import torch
 from .errors import DeviceError
 from .words import count
 
-ACCEPTED_FORMS = "auto, cpu, cuda, cuda:N or mps"
-
-# "cuda:N" is the only form with an index: CPU and MPS are one device each.
-_DEVICE_NAME = re.compile(r"^(auto|cpu|cuda|mps)(?::(\d+))?$")
+from .device_names import ACCEPTED_FORMS, DEVICE_NAME as _DEVICE_NAME  # noqa: F401  (names read from here too)
 
 
 def _cuda_count() -> int:
