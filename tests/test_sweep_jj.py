@@ -9,7 +9,7 @@ import pytest
 
 from minitf_repl.core.errors import UserError
 from test_cli import invoke
-from test_commands import run, tiny_session
+from test_commands import run, text_file, tiny_session  # noqa: F401  (a fixture)
 
 
 # --- the shell's help of one option -----------------------------------------------------------------------------
@@ -76,3 +76,20 @@ def test_config_says_a_missing_data_file_and_an_unknown_device():
     assert "warning: unknown device 'bogus'" in result.stdout
     doc = json.loads(invoke("--device", "cuda:1", "--data", "sort:3", "config", "--json").stdout)
     assert doc["schema"] == "minitf.config/5" and doc["problems"] == []
+
+
+# --- :context after :set max_seq_len raised: the window the model trained at, not the new one -------------------
+def test_context_after_max_seq_len_raised_reads_past_the_window_the_model_trained_at(text_file, checkpoint_dir):
+    s = tiny_session(text_file)
+    run(s, ":set pos_encoding=rope max_seq_len=16")
+    run(s, ":train steps=2")
+    run(s, ":set max_seq_len=24")  # the weights kept: they never trained on windows of 24
+    result = run(s, ":context windows=16")
+    assert result.curve.positions == 24 and result.curve.trained == 16
+    longer = run(s, ":context length=32 windows=16")
+    assert longer.curve.trained == 16  # it said "the model trained on windows of 24"
+    run(s, ":save w")
+    run(s, ":load w")  # the checkpoint remembers it too
+    assert run(s, ":context windows=16").curve.trained == 16
+    run(s, ":train steps=1")  # now it has trained at 24
+    assert run(s, ":context windows=16").curve.trained == 24

@@ -109,8 +109,10 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
         from ..core.context import longer_copy
 
         model = longer_copy(model, length, session.ablations)
+    # the window the model trained at, which `:set max_seq_len` may have widened since (the weights kept)
+    trained = session.trainer.trained_window or T
     curve = position_losses(model, data, session.trainer.device, windows, seed=args["seed"],
-                            counter=args["counter"] or None, on_progress=progress, trained=T)
+                            counter=args["counter"] or None, on_progress=progress, trained=trained)
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
                        None if curve.counter is None else curve.counter[i])
@@ -179,7 +181,7 @@ def render_context(result: ContextResult, console: Console) -> None:
                  f"of {count(T, unit)} (seed {result.seed}); {reads}", "bold")
     if past(curve):
         say(console, f"the model trained on windows of {curve.trained}: positions {curve.trained}-{T - 1} lie past "
-                     f"it, read by a copy with the same weights and its positions worked out further"
+                     f"it, read with the same weights and their positions worked out further"
                      + ("" if plain(console) else " (in yellow)"),  # NO_COLOR, a pipe: no yellow to point at
             "yellow")
     at = log_axis(T)
@@ -215,7 +217,7 @@ def render_context(result: ContextResult, console: Console) -> None:
 
 
 def past(curve: PositionLosses) -> bool:
-    """The windows run past the one the model trained on (length=)."""
+    """The windows run past the one the model trained on (length=, or max_seq_len raised since it trained)."""
     return curve.positions > curve.trained
 
 

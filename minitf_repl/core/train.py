@@ -122,6 +122,9 @@ class Trainer:
         self.run_elapsed = 0.0
         self.run_constant_lr: float | None = None  # None: warm-up + cosine; else this rate throughout
         self.history: list[dict] = []
+        # the window (max_seq_len) of the latest step: `:set max_seq_len` widens a model with no table of positions
+        # and keeps its weights, which never trained on the wider windows (:context reads past this); None: no step
+        self.trained_window: int | None = None
         self._compiled = None  # torch.compile(model), made on the first step with config.compile
         self._compiled_from = None  # the module _compiled wraps (the fast path or the model)
         self._compile_pending = False  # the next compiled step compiles: timed apart
@@ -294,6 +297,7 @@ class Trainer:
                 raise
             self.optimizer.step()
             self.step += 1
+            self.trained_window = self.max_seq_len
             done += 1
 
             step_seconds = time.perf_counter() - t0
@@ -544,6 +548,7 @@ class Trainer:
             "run_elapsed": self.run_elapsed,
             "run_constant_lr": self.run_constant_lr,
             "history": self.history,
+            "trained_window": self.trained_window,
             "train_config": self.config.to_dict(),
             "generator": self.generator.get_state(),
             "optimizer": self.optimizer.state_dict(),
@@ -571,4 +576,5 @@ class Trainer:
         self.run_steps = state["run_steps"]
         self.run_elapsed = state["run_elapsed"]
         self.run_constant_lr = state.get("run_constant_lr")  # absent in checkpoints before it existed
+        self.trained_window = state.get("trained_window")  # absent before it existed: the model's own window
         self.history = history

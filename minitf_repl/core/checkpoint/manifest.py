@@ -150,6 +150,8 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     constant = t.get("run_constant_lr")
     need(constant is None or (is_number(constant) and constant > 0),
          "trainer.run_constant_lr is not a positive number")
+    window = t.get("trained_window")
+    need(window is None or (is_int(window) and window > 0), "trainer.trained_window is not a whole number > 0")
     need(isinstance(t.get("history"), list), "trainer.history is not a list of steps")
     for i, row in enumerate(t["history"]):
         problem = _history_problem(row, t["step"])

@@ -68,7 +68,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     state_bytes, param_groups, scalars = encode_state(trainer)
     tstate = trainer.state_dict()
     trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
-                                           "history", "train_config")}
+                                           "trained_window", "history", "train_config")}
 
     uid = f"{os.getpid()}-{secrets.token_hex(8)}"
     model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
