@@ -93,3 +93,24 @@ def test_context_after_max_seq_len_raised_reads_past_the_window_the_model_traine
     assert run(s, ":context windows=16").curve.trained == 16
     run(s, ":train steps=1")  # now it has trained at 24
     assert run(s, ":context windows=16").curve.trained == 24
+
+
+# --- a file name with terminal escape codes is shown escaped, never drives the terminal -------------------------
+def test_a_file_name_with_escape_codes_is_shown_escaped(tmp_path):
+    import io
+
+    from minitf_repl.render import console_for, error, render
+
+    path = tmp_path / "a\x1b[31mRED\x1b]0;title\x07.txt"
+    path.write_text("hello world, some text to read\n" * 20, encoding="utf-8")
+    s = tiny_session(str(path))
+    out = io.StringIO()
+    console = console_for(file=out, force_terminal=True, width=100)
+    render(run(s, ":data"), console)
+    run(s, ":train steps=1")
+    render(run(s, f":report {tmp_path}/r\x1b[2J.html"), console)
+    error(console, f"cannot read {path}")
+    shown = out.getvalue()
+    plain_text = "".join(part.split("m", 1)[-1] for part in shown.split("\x1b["))  # Rich's own colour codes out
+    assert "\x07" not in shown and "\x1b]" not in shown and "\x1b[2J" not in shown and "\x1b[31mRED" not in shown
+    assert "\\x1b[31mRED" in plain_text and "\\x1b[2J" in plain_text

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..palette import terminal_safe
 from . import fmt
 from .words import Words, say
 
@@ -103,8 +104,9 @@ def shown_columns(table: Table) -> list[str]:
 
 
 def add_row(table: Table, *cells, style=None) -> None:
-    """add_row with plain strings taken literally: data, prompts and help text are not Rich markup."""
-    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), style=style)
+    """add_row with plain strings taken literally: data, prompts and help text are not Rich markup, and a character
+    in them that would act on a terminal (a file name's ESC) is shown as its escape."""
+    table.add_row(*(Text(terminal_safe(c)) if isinstance(c, str) else c for c in cells), style=style)
 
 
 def settings_table(title: str, values: dict, marks: dict[str, str] | None = None) -> Table:

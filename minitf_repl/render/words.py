@@ -108,6 +108,14 @@ class _Console(Console):
     def size(self, new_size):
         Console.size.fset(self, new_size)
 
+    def _render_buffer(self, buffer) -> str:
+        """Rich's rendering, with every character of the content that would act on a terminal (ESC, other controls,
+        bidi overrides) written as its escape: a file or checkpoint name typed or renamed with ESC [31m in it drove
+        the terminal from :data, :ls, :report or an error line. Rich's own codes are styles and control segments,
+        untouched; say and add_row escape such text before it is laid out (its width is then the escape's)."""
+        return super()._render_buffer(Segment(text if control else terminal_safe(text), style, control)
+                                      for text, style, control in buffer)
+
 
 def console_for(**options) -> Console:
     """A front end's Console: messages wrap at spaces on a terminal, and stay one line each in a file
@@ -123,7 +131,7 @@ def say(console: Console, message, style: str = "", indent: int = 0, hang: int =
     """Print one message (a str, taken literally, or a Text) under the wrapping rule above, `indent`
     cells in (and `hang` more after the first line). crop=False: a word wider than the console is printed
     whole, for the terminal to wrap."""
-    text = message if isinstance(message, Text) else Text(str(message), style=style)
+    text = message if isinstance(message, Text) else Text(terminal_safe(str(message)), style=style)
     console.print(Words(text, indent, hang), highlight=False, crop=False)
 
 
