@@ -114,3 +114,17 @@ def test_a_file_name_with_escape_codes_is_shown_escaped(tmp_path):
     plain_text = "".join(part.split("m", 1)[-1] for part in shown.split("\x1b["))  # Rich's own colour codes out
     assert "\x07" not in shown and "\x1b]" not in shown and "\x1b[2J" not in shown and "\x1b[31mRED" not in shown
     assert "\\x1b[31mRED" in plain_text and "\\x1b[2J" in plain_text
+
+
+def test_load_parity_and_save_in_a_relative_checkpoint_folder_give_absolute_paths(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    s = tiny_session()
+    s.checkpoint_dir = Path("ck")  # --checkpoint-dir ck
+    run(s, ":train steps=2")
+    assert run(s, ":save x1").path == str(tmp_path / "ck" / "x1")
+    assert run(s, ":load x1").path == str(tmp_path / "ck" / "x1")
+    run(s, ":save hf:out")
+    assert run(s, ":parity hf:out").path == str(tmp_path / "out")
+    assert run(s, ":load hf:out").path == str(tmp_path / "out")

@@ -192,7 +192,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     session.checkpoint_written(name)
     evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
     return LoadResult(
-        name=name, path=str(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
+        name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
         val_loss=evaluated[-1] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
@@ -279,7 +279,7 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     session.adopt(data_spec, data, model, trainer, weights_from=spec)
     session.last_checkpoint = None
     return LoadResult(
-        name=spec, path=str(loaded.path), step=0, data_spec=data_spec, val_loss=None,
+        name=spec, path=os.path.abspath(loaded.path), step=0, data_spec=data_spec, val_loss=None,
         model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
         data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
         context=loaded.context, model_changed=_changed(model_before, session.model_config, in_place=True),
@@ -419,7 +419,7 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
                f"{cmd('parity', spec, load=spec)} compares the folder's own model")
         raise CheckpointError(f"{e.problem}; {fix}") from None
     return ParityResult(
-        path=str(folder), architecture=result.model_type, prompt=prompt, n_tokens=len(ids),
+        path=os.path.abspath(folder.expanduser()), architecture=result.model_type, prompt=prompt, n_tokens=len(ids),
         max_logit_diff=result.max_logit_diff, tolerance=tolerance,
         layers=[ParityLayer(name, diff) for name, diff in result.layers], first_diverging=result.first_diverging,
         ablations=switched_off(session),

@@ -10,6 +10,7 @@ data=` load data and switch to it.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +59,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     manifest = session.checkpoint_dir / name / MANIFEST
     if not distributed.is_main():  # under torchrun every rank holds the same weights: rank 0 alone writes them
         session.checkpoint_written(name)  # the ranks' sessions stay alike: what rank 0 wrote, they hold
-        return SaveResult(name=name, path=str(manifest.parent), step=session.trainer.step, size_bytes=0,
+        return SaveResult(name=name, path=os.path.abspath(manifest.parent), step=session.trainer.step, size_bytes=0,
                           seconds=0.0, replaced=False)
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
@@ -80,7 +81,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
     session.checkpoint_written(name)
     return SaveResult(
-        name=name, path=str(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
+        name=name, path=os.path.abspath(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
         seconds=time.perf_counter() - start, replaced=before is not None,
     )
 
