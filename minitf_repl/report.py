@@ -426,8 +426,9 @@ def check_report_path(text: str) -> Path:
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             # a read-only file system refuses whatever the permissions say (it was "permission denied", and no way on)
             why = "the file system is read-only" if _read_only(folder) else "permission denied"
-            raise UserError(f"cannot write {clip(str(path), 80)}: {why}; give {cmd('report', 'PATH')} a path in a "
-                            "folder you can write")
+            where = "" if path.is_absolute() else f" (in {clip(str(folder.absolute()), 200)})"  # the folder's path
+            raise UserError(f"cannot write {clip(str(path), 80)}{where}: {why}; give {cmd('report', 'PATH')} a path "
+                            "in a folder you can write")
     except OSError as e:
         raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; choose a shorter or other path") from None
     return path

@@ -128,3 +128,20 @@ def test_load_parity_and_save_in_a_relative_checkpoint_folder_give_absolute_path
     run(s, ":save hf:out")
     assert run(s, ":parity hf:out").path == str(tmp_path / "out")
     assert run(s, ":load hf:out").path == str(tmp_path / "out")
+
+
+def test_report_and_save_in_a_folder_they_cannot_write_name_it_by_its_path(tmp_path, monkeypatch, checkpoint_dir):
+    import os
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    s = tiny_session()
+    run(s, ":train steps=1")
+    s.checkpoint_dir = Path(".")
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)  # a folder this user may not write (tests run as root)
+    with pytest.raises(UserError) as e:
+        run(s, ":report r.html")
+    assert f"(in {tmp_path})" in str(e.value)
+    with pytest.raises(UserError) as e:
+        run(s, ":save x1")
+    assert f"cannot write in {tmp_path}" in str(e.value)

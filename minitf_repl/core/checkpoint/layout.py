@@ -134,6 +134,7 @@ def check_save_target(directory, name: str) -> Path:
             if not writes_into.is_dir():
                 raise CheckpointError(f"{writes_into} is a file, not a directory; {ANOTHER_DIR}")
         if not os.access(writes_into, os.W_OK | os.X_OK):
+            writes_into = writes_into.absolute()  # named by its path: "cannot write in ." said nothing of where
             if _read_only(writes_into):  # access() fails there whatever the permissions say: not theirs to change
                 raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; {ANOTHER_DIR}")
             raise CheckpointError(f"cannot write in {writes_into} (permission denied); change its permissions or "
