@@ -39,6 +39,7 @@ from .core.errors import UserError
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
+from .palette import terminal_safe
 from .render import error, render, say
 from .syntax import cmd, speaking
 
@@ -302,6 +303,7 @@ def toolbar_text(session, width: int | None = None) -> str:
         return ""
     params = f"{st.n_params:,} params" if st.n_params is not None else "no model yet"
     data = st.data if "/" not in st.data and os.sep not in st.data else "…/" + Path(st.data).name
+    data = terminal_safe(data)  # a file name's ESC shown as \x1b, as everywhere: its width is then what is drawn
     train = f"{st.last_loss:.4f}" if st.last_loss is not None else None
     val = f"{st.val_loss:.4f}" if st.val_loss is not None else None
     both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}"] if val else []))

@@ -145,3 +145,12 @@ def test_report_and_save_in_a_folder_they_cannot_write_name_it_by_its_path(tmp_p
     with pytest.raises(UserError) as e:
         run(s, ":save x1")
     assert f"cannot write in {tmp_path}" in str(e.value)
+
+
+def test_the_toolbar_shows_a_file_name_with_escape_codes_escaped(tmp_path):
+    from minitf_repl.repl import toolbar_text
+
+    path = tmp_path / "a\x1b[31mRED.txt"
+    path.write_text("hello world, some text to read\n" * 20, encoding="utf-8")
+    bar = toolbar_text(tiny_session(str(path)), 100)
+    assert "\x1b" not in bar and "a\\x1b[31mRED.txt" in bar
