@@ -78,7 +78,9 @@ class Session:
         self.gen_config = gen_config if gen_config is not None else GenConfig()
         self.shell_config = shell_config if shell_config is not None else ShellConfig()
         self.threads = ThreadPolicy(self.shell_config.threads)  # applied when torch is first needed (build)
-        self.checkpoint_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir else default_checkpoint_dir()
+        # absolute, as the default is: config, ls and save --json gave `--checkpoint-dir ck` as typed, relative
+        self.checkpoint_dir = Path(checkpoint_dir).expanduser().absolute() if checkpoint_dir \
+            else default_checkpoint_dir()
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         # Which session wrote an autosave (core.checkpoint's `origin`): a continued run replaces its own
         # autosave, never another session's. Random, so that it is unique across processes and hosts.

@@ -154,3 +154,11 @@ def test_the_toolbar_shows_a_file_name_with_escape_codes_escaped(tmp_path):
     path.write_text("hello world, some text to read\n" * 20, encoding="utf-8")
     bar = toolbar_text(tiny_session(str(path)), 100)
     assert "\x1b" not in bar and "a\\x1b[31mRED.txt" in bar
+
+
+def test_a_relative_checkpoint_dir_is_given_absolute_by_config_and_ls(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = json.loads(invoke("--checkpoint-dir", "ck", "config", "--json").stdout)
+    assert config["checkpoints"]["dir"] == str(tmp_path / "ck")
+    listing = json.loads(invoke("--checkpoint-dir", "ck", "ls", "--json").stdout)
+    assert listing["directory"] == str(tmp_path / "ck")
