@@ -192,6 +192,9 @@ class _Group(_FlagsUntyped, TyperGroup):
         if command is None or (REGISTRY[name].pairs and _setting(typed[at + 2].split("=")[0])):
             return None
         key = typed[at + 2].split("=")[0].lstrip("-").replace("_", "-").lower()
+        param = REGISTRY[name].param_named(key.replace("-", "_"))
+        if param is not None and param.refusal is None and param.setting is not None:
+            return None  # `help train lr`: the setting lr, as `minitf set lr` shows it (_help_word)
         ctx = click.Context(command, info_name=name)
         for param in command.params:
             opts = [o.lstrip("-") for o in (*param.opts, *param.secondary_opts)]
@@ -309,6 +312,9 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
         key = after[1].split("=")[0] if len(after) > 1 else ""
         if REGISTRY[name].pairs and _setting(key):  # `help set lr`: the setting, as `:help set lr` shows it
             return before + [name, key, *after[2:]]
+        param = REGISTRY[name].param_named(key.lstrip("-").replace("-", "_")) if key else None
+        if param is not None and param.refusal is None and param.setting is not None:
+            return before + ["set", param.setting.name, *after[2:]]  # `help train lr`: the setting, as in the REPL
         return before + [name, "--help"]
     key = word[0].split("=")[0] or word[0]  # `help lr=`: the setting lr, as `:help lr=` and `:set lr=` spell it
     if _setting(key):

@@ -162,3 +162,9 @@ def test_a_relative_checkpoint_dir_is_given_absolute_by_config_and_ls(tmp_path, 
     assert config["checkpoints"]["dir"] == str(tmp_path / "ck")
     listing = json.loads(invoke("--checkpoint-dir", "ck", "ls", "--json").stdout)
     assert listing["directory"] == str(tmp_path / "ck")
+
+
+def test_shell_help_of_an_option_made_from_a_setting_shows_the_setting_as_the_repl_does():
+    result = invoke("help", "train", "lr")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("lr  training setting") and "default 0.01" in result.stdout
