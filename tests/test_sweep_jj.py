@@ -9,7 +9,7 @@ import pytest
 
 from minitf_repl.core.errors import UserError
 from test_cli import invoke
-from test_commands import run, text_file, tiny_session  # noqa: F401  (a fixture)
+from test_commands import Recorder, run, text_file, tiny_session  # noqa: F401  (a fixture)
 
 
 # --- the shell's help of one option -----------------------------------------------------------------------------
@@ -168,3 +168,14 @@ def test_shell_help_of_an_option_made_from_a_setting_shows_the_setting_as_the_re
     result = invoke("help", "train", "lr")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("lr  training setting") and "default 0.01" in result.stdout
+
+
+def test_raising_max_seq_len_twice_names_the_window_the_model_trained_at(text_file, checkpoint_dir):
+    s = tiny_session(text_file)
+    run(s, ":set pos_encoding=rope max_seq_len=16")
+    run(s, ":train steps=1")
+    run(s, ":set max_seq_len=20")
+    recorder = Recorder()
+    run(s, ":set max_seq_len=24", recorder)
+    said = " ".join(str(n) for n in recorder.notices)
+    assert "positions past 16" in said and "past 20" not in said

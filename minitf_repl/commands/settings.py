@@ -319,10 +319,11 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                         "(moments, momentum) starts afresh")
     if session.has_model and not rebuilt and "max_seq_len" in changed:
         old, new_length = changed["max_seq_len"]
+        trained = session.trainer.trained_window or old  # the window it trained at, maybe not the one it had
         reporter.notice(f"the window is now {new_length} tokens, the weights kept: pos_encoding={model.pos_encoding} "
                         "learns no table of positions, so only the mask (and what positions need) is computed anew"
-                        + (f"; {cmd('context')} shows what it makes of the positions past {old}"
-                           if new_length > old else ""))
+                        + (f"; {cmd('context')} shows what it makes of the positions past {trained}, the window "
+                           "it trained at" if new_length > trained else ""))
     if session.has_model and not rebuilt and "steps" in changed and session.trainer.run_remaining > 0:
         waiting = session.trainer  # a stopped run: `:train` goes on with it (cmd_train's rule), not a run of `steps`
         reporter.notice(f"{cmd('train')} goes on with the stopped run: its last {count(waiting.run_remaining, 'step')} "
