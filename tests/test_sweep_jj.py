@@ -1,6 +1,13 @@
 """What a sweep of things other sweeps had found and left found: each test failed before its fix.
 
-`minitf help train steps` showed the whole of `minitf train --help` where `:help train steps` shows that option.
+`minitf help train steps` showed the whole of `minitf train --help` where `:help train steps` shows that option (and
+`help train lr` the option's line where `:help train lr` shows the setting). `report --json`, `save hf:`, `load`
+and `parity` gave paths as typed, relative, and so did `config`/`ls` of a relative --checkpoint-dir. A folder that
+could not be written was "cannot write in .". `:data` did not say a leading byte-order mark was dropped. `--data
+/nonexistent config` and `--device bogus config` showed the bad value without a word. `:context` after `:set
+max_seq_len` widened a trained model said it trained on windows of the new length, and the notice of a second
+raise named the previous setting. A file name's ESC drove the terminal from :data, :report, :ls, error lines and
+the toolbar.
 """
 
 import json
@@ -27,7 +34,7 @@ def test_shell_help_of_an_option_a_command_lacks_says_so_in_one_line():
 
 
 # --- report --json and save hf: --json give an absolute path, as save --json does ---------------------------
-def test_report_and_hf_save_give_absolute_paths(tmp_path, monkeypatch):
+def test_report_and_hf_save_give_absolute_paths(tmp_path, monkeypatch, checkpoint_dir):
     monkeypatch.chdir(tmp_path)
     s = tiny_session()
     run(s, ":train steps=2")
@@ -37,7 +44,7 @@ def test_report_and_hf_save_give_absolute_paths(tmp_path, monkeypatch):
     assert saved.path == str(tmp_path / "out")
 
 
-def test_hf_save_in_a_folder_it_cannot_write_names_the_folder_by_its_path(tmp_path, monkeypatch):
+def test_hf_save_in_a_folder_it_cannot_write_names_the_folder_by_its_path(tmp_path, monkeypatch, checkpoint_dir):
     import errno
     import tempfile
 
@@ -96,7 +103,7 @@ def test_context_after_max_seq_len_raised_reads_past_the_window_the_model_traine
 
 
 # --- a file name with terminal escape codes is shown escaped, never drives the terminal -------------------------
-def test_a_file_name_with_escape_codes_is_shown_escaped(tmp_path):
+def test_a_file_name_with_escape_codes_is_shown_escaped(tmp_path, checkpoint_dir):
     import io
 
     from minitf_repl.render import console_for, error, render
