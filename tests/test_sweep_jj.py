@@ -186,3 +186,20 @@ def test_raising_max_seq_len_twice_names_the_window_the_model_trained_at(text_fi
     run(s, ":set max_seq_len=24", recorder)
     said = " ".join(str(n) for n in recorder.notices)
     assert "positions past 16" in said and "past 20" not in said
+
+
+def test_context_after_max_seq_len_raised_hints_no_length_it_was_not_given(text_file, checkpoint_dir):
+    import io
+
+    from minitf_repl.render import console_for, render
+
+    s = tiny_session(text_file)
+    run(s, ":set pos_encoding=rope max_seq_len=16")
+    run(s, ":train steps=1")
+    run(s, ":set max_seq_len=24")
+    out = io.StringIO()
+    render(run(s, ":context windows=16"), console_for(file=out, width=100))
+    assert "length=24" not in out.getvalue()  # it hinted `:context windows=64 length=24`: the window it has
+    out = io.StringIO()
+    render(run(s, ":context windows=16 length=32"), console_for(file=out, width=100))
+    assert "length=32" in out.getvalue()

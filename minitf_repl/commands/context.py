@@ -71,6 +71,7 @@ class ContextResult:
     causal: bool = True  # False: each position reads the token it predicts, the loss is no language model's
     nothing_to_learn: bool = False  # random tokens: no position has anything to read
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    max_seq_len: int = 0  # the model's window setting: windows longer than it are length='s (0: the curve's)
 
 
 def default_windows(max_seq_len: int) -> int:
@@ -90,7 +91,7 @@ def default_windows(max_seq_len: int) -> int:
           help=f"windows this long, past the model's max_seq_len: a copy of the model with its positions worked out "
                f"further (rope, sinusoidal or none; at most {LONGER_AT_MOST}x max_seq_len) reads them (default: "
                f"max_seq_len)"),
-], interruptible=True, aliases=("positions",))  # fmt: skip
+], interruptible=True, aliases=("positions",), json_version=2)  # fmt: skip
 def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResult:
     from ..core.context import position_losses
 
@@ -120,7 +121,8 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
     return ContextResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size,
                          math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
                          untrained=session.untrained, causal=getattr(model, "causal", True),
-                         nothing_to_learn=getattr(data, "nothing_to_learn", False), ablations=switched_off(session))
+                         nothing_to_learn=getattr(data, "nothing_to_learn", False), ablations=switched_off(session),
+                         max_seq_len=T)
 
 
 def longer_than(session: Session, length: int) -> None:
@@ -300,7 +302,8 @@ def asked(result: ContextResult, **changes) -> dict:
     options = {"windows": curve.windows if curve.windows != default_windows(curve.positions) else None,
                "counter": 0 if curve.counter is None else
                curve.counter_order if curve.counter_order != NGRAM_DEFAULT else None,
-               "seed": result.seed or None, "length": curve.positions if past(curve) else None}
+               "seed": result.seed or None,  # a window past the setting's is length='s; past the trained one alone
+               "length": curve.positions if curve.positions > (result.max_seq_len or curve.positions) else None}
     options.update(changes)  # in the order :context lists its options, a changed one where it stands
     return {key: value for key, value in options.items() if value is not None}
 
