@@ -81,8 +81,9 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
     session.checkpoint_written(name)
     return SaveResult(
-        name=name, path=os.path.abspath(path), step=session.trainer.step, size_bytes=checkpoint_info(Path(path)).size_bytes,
-        seconds=time.perf_counter() - start, replaced=before is not None,
+        name=name, path=os.path.abspath(path), step=session.trainer.step,
+        size_bytes=checkpoint_info(Path(path)).size_bytes, seconds=time.perf_counter() - start,
+        replaced=before is not None,
     )
 
 
