@@ -23,6 +23,9 @@ number now gets a band of 1 each side.
 A :data switch that rebuilt the model dropped :quantize's int8 copy without a word (a :set rebuild says so).
 Tab after an option given twice (`minitf train --steps 3 --steps 4 --ev<Tab>`) printed "given twice" and a
 traceback into the shell: completion parses what is typed so far, and the refusal now waits for the command itself.
+Once :heads read its copying test within a task's rows, `:train watch=heads` still read it over the whole window,
+so its frames were no longer the view's numbers; and a task whose rows hold no two copies (sort:1) was told to raise
+max_seq_len, which changes nothing there.
 `minitf he<Tab>` offered heads alone: `help`, which the shell runs as `minitf --help`, is no Typer command.
 """
 
@@ -320,3 +323,20 @@ def test_tab_completion_after_an_option_given_twice_offers_and_never_refuses():
     words = "minitf train --steps 3 --steps 4 --ev"
     result = minitf(_MINITF_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD="6")
     assert "Traceback" not in result.stderr and "given twice" not in result.stderr, result.stderr
+
+
+# --- watch=heads reads the copying test where :heads does --------------------------------------------------------
+def test_the_heads_frames_read_the_repeat_within_a_tasks_rows_as_heads_does(checkpoint_dir):
+    s = tiny_session("sort:4")
+    frames = run(s, ":train steps=2 watch=heads").frames
+    view = run(s, ":heads")
+    assert frames[-1].repeat == view.repeat < s.model_config.max_seq_len // 2
+    assert frames[-1].first_copy == pytest.approx(view.first_copy)
+
+
+def test_a_task_whose_rows_hold_no_two_copies_says_so_not_to_raise_max_seq_len(checkpoint_dir):
+    s = tiny_session("sort:1")
+    for line in (":heads", ":train steps=2 watch=heads"):
+        with pytest.raises(UserError) as e:
+            run(s, line)
+        assert "within the rows the model trains on" in str(e.value) and "max_seq_len" not in str(e.value), e.value

@@ -352,10 +352,12 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
 
         check_causal(session, "watch=heads")
         if args["prompt"] is None:
-            from ..core.heads import repeat_length
+            from ..core.heads import repeat_length, trained_length
 
-            repeat_length(session.model_config.max_seq_len)  # two copies must fit: said before training starts
-            return Watcher("heads", data.tokenizer, None)
+            # two copies must fit, in a task's rows too: said before training starts
+            window = session.model_config.max_seq_len
+            repeat_length(window, trained_length(data, window))
+            return Watcher("heads", data.tokenizer, None, data=data)
         prompt, ids, _ = view_prompt(session, args["prompt"], reporter, data)
         if len(ids) < 2:
             raise UserError(f"watch=heads on a prompt needs at least two {data.tokenizer.unit}s: a head chooses "

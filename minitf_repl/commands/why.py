@@ -459,7 +459,7 @@ def check_causal(session: Session, what: str) -> None:
     Param("seed", int, help="the random tokens' seed (default 0)", low=0, limit=2**63 - 1),
 ], json_version=2)  # fmt: skip
 def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
-    from ..core.heads import SEQUENCES, head_roles, repeated_tokens
+    from ..core.heads import SEQUENCES, head_roles, repeat_length, repeated_tokens, trained_length
 
     check_causal(session, cmd("heads"))
     layer = None if args["layer"] is None else check_layer(session, args["layer"])
@@ -481,7 +481,9 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
         # within the positions the model trained on: a task's rows are its question and answer (sort:4: 8 of a
         # window of 64), and past them the position table is as it was initialised, so the copying test read the
         # repeat at untrained positions and called their difference from the first copy's "copying"
-        tokens = repeated_tokens(config.vocab_size, _trained_length(session), SEQUENCES, seed)
+        rows = trained_length(session.data, config.max_seq_len)
+        repeat_length(config.max_seq_len, rows)  # two copies within a task's rows, or the reason they do not fit
+        tokens = repeated_tokens(config.vocab_size, rows, SEQUENCES, seed)
         repeat = tokens.shape[1] // 2
     roles = head_roles(session.model, tokens, repeat)
     listed = [h for h in roles.heads if layer is None or h.layer == layer]
@@ -494,14 +496,6 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
                        layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
                        roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se),
                        untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se)
-
-
-def _trained_length(session: Session) -> int:
-    """The positions the model trains on: its window, or a task's shorter rows."""
-    import torch
-
-    x, _ = session.data.get_batch("train", 1, session.model.config.max_seq_len, torch.Generator().manual_seed(0))
-    return min(session.model.config.max_seq_len, x.shape[1])
 
 
 @render.register(HeadsResult)

@@ -146,9 +146,22 @@ def name_role(scores: dict[str, float], uniform: dict[str, float]) -> str | None
     return None
 
 
-def repeat_length(max_seq_len: int) -> int:
-    """h, the random block's length in a context window of max_seq_len, or a UserError where two do not fit."""
-    h = min(max_seq_len // 2, REPEAT_LONGEST)
+def trained_length(data, max_seq_len: int) -> int:
+    """The positions a model trains on: its window, or a task's shorter rows (its question and answer: 8 of a window
+    of 64 on sort:4). The copying test fits in them: past them a task's model has positions it never trained, whose
+    losses would be read as copying or its absence."""
+    x, _ = data.get_batch("train", 1, max_seq_len, torch.Generator().manual_seed(0))
+    return min(max_seq_len, x.shape[1])
+
+
+def repeat_length(max_seq_len: int, rows: int | None = None) -> int:
+    """h, the random block's length in a context window of max_seq_len, or a UserError where two do not fit.
+    `rows`: the length of a task's rows where shorter than the window (trained_length): the blocks fit in them."""
+    h = min(min(max_seq_len, rows or max_seq_len) // 2, REPEAT_LONGEST)
+    if h < 2 and rows is not None and rows < max_seq_len:
+        raise UserError(f"the repeated-tokens test needs two copies of at least 2 tokens within the rows the model "
+                        f"trains on, and it reads this task's rows at {rows} positions; give a text to score instead, or train on a "
+                        "task of longer questions (e.g. sort:4)")
     if h < 2:
         raise UserError(f"the repeated-tokens test needs room for two copies of at least 2 tokens, and "
                         f"max_seq_len={max_seq_len}; give a text to score instead, or raise max_seq_len")

@@ -94,7 +94,7 @@ class Watcher:
         self.target = target if target is not None and len(tokenizer.encode(target)) == 1 else None
         self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
         self.counted = counted  # grad: which next tokens the loss counts (a task's answer's); None: all
-        self.data = data  # context: the data whose val windows are scored
+        self.data = data  # context: the data whose val windows are scored; heads: whose rows bound the repeat
 
     def frame(self, model, step: int, val_loss: float | None) -> WatchFrame:
         itos = self.tokenizer.itos
@@ -147,13 +147,16 @@ class Watcher:
     def _heads(self, model, frame: WatchFrame) -> None:
         import torch
 
-        from .heads import head_roles, repeated_tokens
+        from .heads import head_roles, repeated_tokens, trained_length
 
         if self.prompt:
             tokens, repeat = torch.tensor([self.ids]), None
         else:
             if self.repeated is None:  # its own generator: the run's batches are the same with or without it
-                self.repeated = repeated_tokens(model.config.vocab_size, model.config.max_seq_len)
+                length = model.config.max_seq_len
+                if self.data is not None:  # as :heads reads them: within a task's rows
+                    length = trained_length(self.data, length)
+                self.repeated = repeated_tokens(model.config.vocab_size, length)
             tokens, repeat = self.repeated, self.repeated.shape[1] // 2
             frame.tokens = [self.tokenizer.itos[i] for i in tokens[0].tolist()]
         roles = head_roles(model, tokens, repeat, sweep=False)  # a frame shows patterns: no pass per head
