@@ -249,7 +249,8 @@ def test_the_heads_frames_are_the_heads_views_numbers_and_plot_charts_them(tmp_p
     assert induction.series[0].values[-1] == pytest.approx(best.induction)
     run_command(s, "report", {"path": str(tmp_path / "r.html")})
     page = (tmp_path / "r.html").read_text()
-    assert "While it trained (watch=heads)" in page and f"on random tokens, {rows // 2} then the same {rows // 2} again" in page
+    assert "While it trained (watch=heads)" in page
+    assert f"on random tokens, {rows // 2} then the same {rows // 2} again" in page
     assert page.count("loss on the repeat") == 3
 
     on_text = run_command(s, "train", {"steps": 3, "eval_every": 3, "watch": "heads", "prompt": "31415="})

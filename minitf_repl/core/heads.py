@@ -160,8 +160,8 @@ def repeat_length(max_seq_len: int, rows: int | None = None) -> int:
     h = min(min(max_seq_len, rows or max_seq_len) // 2, REPEAT_LONGEST)
     if h < 2 and rows is not None and rows < max_seq_len:
         raise UserError(f"the repeated-tokens test needs two copies of at least 2 tokens within the rows the model "
-                        f"trains on, and it reads this task's rows at {rows} positions; give a text to score instead, or train on a "
-                        "task of longer questions (e.g. sort:4)")
+                        f"trains on, and it reads this task's rows at {rows} positions; give a text to score instead, "
+                        "or train on a task of longer questions (e.g. sort:4)")
     if h < 2:
         raise UserError(f"the repeated-tokens test needs room for two copies of at least 2 tokens, and "
                         f"max_seq_len={max_seq_len}; give a text to score instead, or raise max_seq_len")
