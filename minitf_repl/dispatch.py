@@ -79,7 +79,9 @@ def _text_like_a_choice(command: Command, given: dict, values: dict, reporter: R
     """`:lens mid`, `:gen probs`: a text that is one word, a choice of an option not given, is read as the text, as
     always; a notice names the option the user may have meant (`at=mid`), so that the surprise is explained."""
     text = command.positional
-    if reporter is None or text is None or text.choices or not isinstance(values.get(text.name), str):
+    # a positional with a meta names things (`:set KEY`), not free text: a choice typed there is refused, and its
+    # error names the option already (Command.find_param)
+    if reporter is None or text is None or text.choices or text.meta or not isinstance(values.get(text.name), str):
         return
     word = values[text.name].strip()
     chosen = [p for p in command.options_choosing(word) if p.name not in given]

@@ -137,9 +137,11 @@ def test_a_word_given_with_its_option_or_in_a_sentence_has_no_notice():
 @pytest.mark.parametrize("line, meant", [(":set gpt2", "preset=gpt2"), (":set rope", "pos_encoding=rope"),
                                          (":set MUON", "optimizer=muon")])
 def test_a_settings_value_typed_without_its_key_names_the_key(line, meant):
+    recorder = Recorder()
     with pytest.raises(UserError) as e:
-        run(tiny_session(), line)
+        run(tiny_session(), line, recorder)
     assert f"did you mean {meant}?" in str(e.value), e.value
+    assert not recorder.notices, recorder.notices  # the error says it: no notice before it says it again
 
 
 # --- a mixture of experts' train loss ----------------------------------------------------------------------
