@@ -478,9 +478,10 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
         value = (rest[1] if rest[0] == "=" else rest[0][1:]) if rest and len("".join(rest[:2])) > 1 else ""
         if value and rest[0].startswith("="):  # `--set "lr = 0.02"`, `--set "lr =0.02"`
             raise UserError(f"a setting and its value go as one word: --set {name}={value}")
-        command.find_param(name)  # `--set foo`: "unknown option 'foo' ...; did you mean ...?"
+        param = command.find_param(name)  # `--set foo`: "unknown option 'foo' ...; did you mean ...?"
+        # a setting shows its value; an action of set's with choices (preset) has no value to show, only choices
         shows = (f"minitf set {name} shows its value now" if setting_help(session, name) is not None else
-                 "minitf config names the preset the model settings match" if name == "preset" else None)
+                 f"one of: {', '.join(map(str, param.choices))}" if param.choices else None)
         raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE"
                         + (f" ({shows})" if shows else ""))
     if loaded is not None and (keys := rebuilding_keys(session, args)):

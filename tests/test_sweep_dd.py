@@ -155,7 +155,7 @@ def test_preset_alone_names_the_preset_the_model_matches_and_no_command_that_wou
         run(s, ":set preset")
     result = invoke("--set", "preset", "config")
     assert result.exit_code == 1 and "minitf set preset shows" not in result.stderr
-    assert "minitf config" in result.stderr
+    assert "--set preset=VALUE (one of: seed, gpt2, llama, modern)" in result.stderr, result.stderr
     assert "minitf set lr shows its value now" in invoke("--set", "lr", "config").stderr  # a setting: it does
     assert "unknown option 'lrr' for --set; did you mean lr?" in invoke("--set", "lrr", "config").stderr
 

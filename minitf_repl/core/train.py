@@ -80,12 +80,6 @@ class RunSummary:
     tokens_per_char: float | None = None  # tokens per character of the val text, what val_bpc was computed with
 
 
-def _moe_aux_loss(model) -> float | None:
-    """The load-balancing loss of the last forward pass, for models with experts (None otherwise)."""
-    aux = model.moe_aux_loss() if hasattr(model, "moe_aux_loss") else None
-    return None if aux is None else aux.item()
-
-
 def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
     """What the last training forward added to the cross-entropy: moe_aux_weight x the load-balancing loss
     (0 without experts, or at weight 0; MiniTransformerLM.loss adds it). `detach=False`: with its gradient."""
@@ -430,9 +424,9 @@ class Trainer:
         """A mixture's load-balancing loss of the step: under DDP averaged across ranks, as the train loss beside
         it is (every rank joins: each computes it); in one process the model's own."""
         aux = self.model.moe_aux_loss() if hasattr(self.model, "moe_aux_loss") else None
-        if aux is None or self._ddp is None:
-            return _moe_aux_loss(self.model)
-        return distributed.mean(aux.detach().float()).item()
+        if aux is None:
+            return None
+        return (aux if self._ddp is None else distributed.mean(aux.detach().float())).item()
 
     def leave_ranks(self) -> None:
         """Drop the DDP wrapper before the process group is destroyed (core.distributed.destroy).
