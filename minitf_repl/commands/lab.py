@@ -430,8 +430,10 @@ def by_position(result: CompareResult, console: Console) -> None:
     # losses per token of different tokenizers do not compare (the summary judges them by bits per character):
     # no band's lowest is marked then
     tokenizers_differ = len({o.tokens_per_char for o in outcomes}) > 1
-    best = [min((o.band_losses[b] for o in outcomes if b < len(o.band_losses) and not math.isnan(o.band_losses[b])),
-                default=math.nan) for b in range(len(bands))]
+    # the lowest of what is shown: losses that read alike are all marked, and no mark sits on one that reads higher
+    shown = [[round(loss, 3) for loss in o.band_losses] for o in outcomes]
+    best = [min((losses[b] for losses in shown if b < len(losses) and not math.isnan(losses[b])), default=math.nan)
+            for b in range(len(bands))]
     rows, glyphs = [], []  # each contender's row under its label, and under its glyph alone
     starred = console.color_system is None  # a pipe, a file: no bold to show the lowest, a * beside it instead
     for k, o in enumerate(result.outcomes):
@@ -441,7 +443,7 @@ def by_position(result: CompareResult, console: Console) -> None:
         cells = []
         for b in range(len(bands)):
             loss = o.band_losses[b] if b < len(o.band_losses) else math.nan
-            lowest = len(outcomes) > 1 and not tokenizers_differ and loss == best[b]
+            lowest = len(outcomes) > 1 and not tokenizers_differ and round(loss, 3) == best[b]
             cells.append(Text("-" if math.isnan(loss) else f"{loss:.3f}" + ("*" if lowest and starred else ""),
                               style="bold green" if lowest else ""))
         rows.append([Text(f"{glyph} {o.label}", style=style), *cells])

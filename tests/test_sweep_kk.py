@@ -1,0 +1,28 @@
+"""What a sweep of the items earlier sweeps found and left found: each test failed before its fix.
+
+:compare's losses by position marked the lowest of each band by the unrounded floats, so two losses shown alike
+had one marked, or the mark sat on one that read higher than another.
+"""
+
+import pytest
+
+from test_render import text_of
+
+
+# --- :compare by position marks what it shows ------------------------------------------------------------------
+def by_position_rows(bands_of: list[tuple[str, list[float]]]) -> dict:
+    from minitf_repl.commands.lab import CompareResult
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    outcomes = [Outcome(label, 10_016, [Evaluation(label, 20, 1.75, None)], 6_000.0, 0.7, {} if not k else
+                        {"d_ff": 32}, None, 128, ["4", "5", "6-7"], bands)
+                for k, (label, bands) in enumerate(bands_of)]
+    text = text_of(CompareResult(outcomes, 20, 1, "sort:4", False))
+    return {line.split()[1]: line.split()[2:] for line in text.splitlines() if line.strip()[:1] in "●▲"
+            and len(line.split()) == 5}
+
+
+def test_compare_by_position_marks_every_loss_shown_equal_to_the_lowest():
+    rows = by_position_rows([("n_layers=1", [1.75049, 1.9231, 1.8099]), ("d_ff=32", [1.75001, 1.9380, 1.8095])])
+    # 1.75049 and 1.75001 both read 1.750: both are the lowest shown; 1.8099 and 1.8095 both read 1.810
+    assert rows == {"n_layers=1": ["1.750*", "1.923*", "1.810*"], "d_ff=32": ["1.750*", "1.938", "1.810*"]}
