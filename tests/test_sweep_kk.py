@@ -26,3 +26,26 @@ def test_compare_by_position_marks_every_loss_shown_equal_to_the_lowest():
     rows = by_position_rows([("n_layers=1", [1.75049, 1.9231, 1.8099]), ("d_ff=32", [1.75001, 1.9380, 1.8095])])
     # 1.75049 and 1.75001 both read 1.750: both are the lowest shown; 1.8099 and 1.8095 both read 1.810
     assert rows == {"n_layers=1": ["1.750*", "1.923*", "1.810*"], "d_ff=32": ["1.750*", "1.938", "1.810*"]}
+
+
+# --- minitf --device cuda config on a machine without CUDA ------------------------------------------------------
+def test_config_says_a_device_asked_for_that_this_machine_does_not_have(monkeypatch):
+    import json
+
+    from minitf_repl.core import device
+    from test_cli import invoke
+
+    monkeypatch.setattr(device, "_cuda_count", lambda: 0)
+    monkeypatch.setattr(device, "_mps_available", lambda: False)
+    for name, said in [("cuda", "no CUDA GPU found"), ("cuda:1", "no CUDA GPU found"), ("mps", "no Apple MPS")]:
+        result = invoke("--device", name, "config")
+        assert result.exit_code == 0, result.output  # config shows the settings; the device is refused where used
+        warned = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
+        assert len(warned) == 1 and f"device {name!r} is not available here ({said}" in warned[0], result.stdout
+        assert "available: cpu" in warned[0]
+        doc = json.loads(invoke("--device", name, "config", "--json").stdout)
+        assert len(doc["problems"]) == 1 and said in doc["problems"][0]
+    monkeypatch.setattr(device, "_cuda_count", lambda: 1)
+    assert json.loads(invoke("--device", "cuda:0", "config", "--json").stdout)["problems"] == []
+    assert "only 1 CUDA GPU" in json.loads(invoke("--device", "cuda:1", "config", "--json").stdout)["problems"][0]
+    assert json.loads(invoke("--device", "cpu", "config", "--json").stdout)["problems"] == []

@@ -72,6 +72,17 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
     device = session.status().device
     if not well_formed(device):
         problems.append(f"unknown device {clip(device)!r}; use one of {ACCEPTED_FORMS}")
+    elif device.strip().lower().split(":")[0] in ("cuda", "mps"):  # named, not auto: is it here? (torch is read
+        # for that alone; auto and cpu always resolve). A device that is not here is a warning, as a missing data
+        # file is, and config exits 0: it showed the settings asked for, and the device is refused, exit 1, where a
+        # command uses it (`minitf --device cuda config` said nothing of a machine without CUDA)
+        from ..core.device import resolve_device
+        from ..core.errors import DeviceError
+
+        try:
+            resolve_device(device)
+        except DeviceError as e:
+            problems.append(str(e))
     model, recipe_keys = session.model_config.to_dict(), from_recipe(session)
     if session.loaded_data is None:
         model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
