@@ -49,3 +49,37 @@ def test_config_says_a_device_asked_for_that_this_machine_does_not_have(monkeypa
     assert json.loads(invoke("--device", "cuda:0", "config", "--json").stdout)["problems"] == []
     assert "only 1 CUDA GPU" in json.loads(invoke("--device", "cuda:1", "config", "--json").stdout)["problems"][0]
     assert json.loads(invoke("--device", "cpu", "config", "--json").stdout)["problems"] == []
+
+
+# --- TERM=dumb: a line per evaluation as it happens -------------------------------------------------------------
+def dumb_console(width: int = 80):
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=True, width=width, _environ={"TERM": "dumb"})
+
+
+def test_train_in_a_dumb_terminal_prints_a_line_per_evaluation_as_it_happens():
+    from minitf_repl.render.live import RichReporter
+    from test_commands import run, tiny_session
+
+    console = dumb_console()
+    seen = []  # what the terminal held when each evaluation came
+
+    class Watching(RichReporter):
+        def on_step(self, info):
+            super().on_step(info)
+            if info.val_loss is not None:
+                seen.append(console.file.getvalue())
+
+    result = run(tiny_session(), ":train", Watching(console))
+    rows = result.evals
+    assert [r["step"] for r in rows] == [3, 6]
+    before = ""
+    for shown, row in zip(seen, rows):  # each evaluation's line is there when it happens, and no redraw codes
+        said = " ".join(shown[len(before):].split())
+        assert said.startswith(f"step {row['step']}:") and f"val loss {row['val_loss']:.4f}" in said, shown
+        assert f"train loss {row['train_loss']:.4f}" in said and "\x1b[" not in shown and "\r" not in shown
+        before = shown
+    assert "step 3:" not in seen[1][len(seen[0]):]  # a line each, not the table drawn again

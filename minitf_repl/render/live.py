@@ -283,7 +283,12 @@ class RichReporter(Reporter):
         super().__init__()
         self.console = console  # progress, notices, the stop message
         self.out = out if out is not None else console  # generated text and the final result
-        self.live = console.is_terminal if live is None else live
+        # A dumb terminal (TERM=dumb: Emacs' shell) cannot redraw, and Rich's transient Live shows nothing there, so a
+        # :train showed no progress until its end. There a run prints a line per evaluation as it comes, the loss
+        # table's row in words (its narrow columns; the table at the end has all), and :compare a line per
+        # contender's evaluation; no bar, which only redraws.
+        self.lines = live is None and console.is_terminal and console.is_dumb_terminal
+        self.live = (console.is_terminal and not self.lines) if live is None else live
         self.stream = stream
         self._announced = False
         self.training = False
@@ -383,6 +388,10 @@ class RichReporter(Reporter):
         self._refresh()
 
     def on_step(self, info) -> None:
+        if self.lines and info.val_loss is not None:
+            say(self.console, f"step {info.step:,}: " + ", ".join(
+                f"{header} {show(value)}" for key, header, _, show, narrow in LOSS_COLUMNS[1:]
+                if narrow and (value := getattr(info, key, None)) is not None))  # lr and tokens/s: the table's
         if self._progress is None:
             return
         self._fit_bar()
@@ -425,6 +434,10 @@ class RichReporter(Reporter):
 
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
+        if self.lines:
+            bpc = f", bits/char {fmt.num(evaluation.bpc)}" if getattr(evaluation, "bpc", None) is not None else ""
+            say(self.console, f"{evaluation.label} step {evaluation.step:,}: val loss {fmt.num(evaluation.val_loss)}"
+                              f"{bpc}")
         if self._live is not None:
             self._live.update(Group(self._compare, self._progress))
 
