@@ -541,6 +541,7 @@ def root(
     try:  # ./checkpoints is under it, and torch's libraries fail to load without it (a fatal error, no message)
         os.getcwd()
     except FileNotFoundError:
+        distributed.before_error()
         error(_stderr(), "the folder minitf was started in no longer exists (deleted or moved); cd to a folder that "
                          "exists and start minitf again")
         raise typer.Exit(1)
@@ -606,7 +607,8 @@ def join_ranks(ctx: typer.Context, device: str) -> str:
             error(_stderr(), f"--device {device}: process {distributed.local_rank()} of this machine takes {name} "
                              f"(one GPU per process, cuda:LOCAL_RANK), and this machine has {count(gpus, 'GPU')}; "
                              f"start at most {gpus} per machine: torchrun --nproc_per_node={gpus}")
-        else:
+        else:  # every process of the machine asked for the same device: the first says it is not here
+            distributed.before_error()
             error(_stderr(), f"--device: {phrase(e, 'shell')}")
         raise typer.Exit(1)
     except Exception as e:
@@ -676,6 +678,7 @@ def _one_line(option: str, debug: bool):
     try:
         yield
     except UserError as e:
+        distributed.before_error()  # under torchrun, every process met it: the machine's first says it
         error(_stderr(), f"{option}: {phrase(e, 'shell')}")
         raise typer.Exit(1)
     except typer.Exit:

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .commands import REGISTRY
+from .core import distributed
 from .core.errors import UserError, is_out_of_memory
 from .core.interrupts import may_cut_short
 from .parsing import CLEAR, parse_line, prepare_args
@@ -222,6 +223,8 @@ class FrontDoor:
                 raise OutputLost(e.strerror or str(e)) from None
         except UserError as e:
             self._close(reporter)
+            if self.front.quiet:  # a process other than torchrun's first: the error of a file or a device (a data
+                distributed.before_error()  # file not there, a folder not writable) is every process's alike
             error(self.err, phrase(e, self.front.syntax) + meant)
             return FAILED
         except KeyboardInterrupt:

@@ -83,3 +83,113 @@ def test_train_in_a_dumb_terminal_prints_a_line_per_evaluation_as_it_happens():
         assert f"train loss {row['train_loss']:.4f}" in said and "\x1b[" not in shown and "\r" not in shown
         before = shown
     assert "step 3:" not in seen[1][len(seen[0]):]  # a line each, not the table drawn again
+
+
+# --- torchrun: an error every process meets alike is said once ----------------------------------------------------
+@pytest.fixture
+def as_local_rank(monkeypatch):
+    """This process as torchrun's process `n` of 2 on this machine (no process group is joined)."""
+
+    def become(n: int):
+        for key, value in {"RANK": n, "WORLD_SIZE": 2, "LOCAL_RANK": n, "LOCAL_WORLD_SIZE": 2,
+                           "MASTER_ADDR": "127.0.0.1"}.items():
+            monkeypatch.setenv(key, str(value))
+
+    return become
+
+
+class Stopped(BaseException):
+    """torchrun's SIGTERM, which ends a process that waits (its default action)."""
+
+
+def front_door_error(session, name: str, args: dict, quiet: bool) -> tuple[str, str]:
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl import dispatch
+    from minitf_repl.commands import REGISTRY
+
+    out, err = io.StringIO(), io.StringIO()
+    door = dispatch.FrontDoor(session, Console(file=out), Console(file=err, width=400),
+                              dispatch.FrontEnd(syntax="shell", json=False, quiet=quiet))
+    try:
+        assert door.run(REGISTRY.find(name), args) == dispatch.FAILED
+    finally:
+        said = out.getvalue(), err.getvalue()
+    return said
+
+
+def test_under_torchrun_a_data_file_not_there_is_said_by_the_first_process_alone(as_local_rank, monkeypatch):
+    import time
+
+    from minitf_repl.session import Session
+
+    def stopped_by_torchrun(seconds):
+        raise Stopped
+
+    as_local_rank(1)
+    waits = []
+    monkeypatch.setattr(time, "sleep", lambda seconds: (waits.append(seconds), stopped_by_torchrun(seconds)))
+    err = []
+    with pytest.raises(Stopped):  # it waited, unsaid, and torchrun ended it there once the first process failed
+        err.append(front_door_error(Session(data_spec="/nonexistent/poems.txt"), "data", {}, quiet=True))
+    assert waits and err == []
+    as_local_rank(0)  # the first process says it at once
+    monkeypatch.setattr(time, "sleep", stopped_by_torchrun)
+    out, said = front_door_error(Session(data_spec="/nonexistent/poems.txt"), "data", {}, quiet=True)
+    assert said.startswith("error: no such file: /nonexistent/poems.txt") and len(said.splitlines()) == 1
+
+
+def test_under_torchrun_an_error_the_first_process_did_not_meet_is_said_after_the_wait(as_local_rank, monkeypatch):
+    from minitf_repl.core import distributed
+    from minitf_repl.session import Session
+
+    as_local_rank(1)
+    monkeypatch.setattr(distributed, "FIRST_SAYS_SECONDS", 0.2)  # not stopped: torchrun's first went on
+    out, said = front_door_error(Session(data_spec="/nonexistent/poems.txt"), "data", {}, quiet=True)
+    assert said.startswith("error: no such file: /nonexistent/poems.txt") and out == ""
+
+
+def test_under_torchrun_a_load_that_fails_is_said_by_the_first_process_alone(as_local_rank, monkeypatch, capsys):
+    import time
+
+    import typer
+
+    from minitf_repl import cli
+    from minitf_repl.core.errors import CheckpointError
+
+    def stopped_by_torchrun(seconds):
+        raise Stopped
+
+    monkeypatch.setattr(time, "sleep", stopped_by_torchrun)
+    as_local_rank(1)
+    with pytest.raises(Stopped), cli._one_line("--load", False):
+        raise CheckpointError("no checkpoint named 'nosuch'")
+    assert capsys.readouterr().err == ""
+    as_local_rank(0)
+    with pytest.raises(typer.Exit), cli._one_line("--load", False):
+        raise CheckpointError("no checkpoint named 'nosuch'")
+    assert capsys.readouterr().err.startswith("error: --load: no checkpoint named 'nosuch'")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, said", [
+    (["--load", "nosuch", "gen", "ab"], "error: --load: no checkpoint named 'nosuch'"),
+    (["--data", "/nonexistent/poems.txt", "train", "--steps", "2"], "error: no such file: /nonexistent/poems.txt"),
+])
+def test_torchrun_says_an_error_every_process_meets_once_and_fails(tmp_path, args, said):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "MINITF_CHECKPOINT_DIR": str(tmp_path / "ck"), "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": path}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "minitf_repl", "--device", "cpu", *args], env=env, capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode != 0
+    lines = (done.stdout + done.stderr).splitlines()
+    assert sum(line.startswith(said) for line in lines) == 1, done.stderr[-3000:]

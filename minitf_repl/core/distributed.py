@@ -78,6 +78,28 @@ def says_command_line_errors() -> bool:
     return not launched() or local_rank() == 0
 
 
+# How long a process other than its machine's first waits, its error unsaid, for torchrun to stop it (before_error).
+FIRST_SAYS_SECONDS = 10.0
+
+
+def before_error(wait: float | None = None) -> None:
+    """Called before this process says an error it met (and exits). An error of a file or a device (a missing --load
+    checkpoint, a data file that is not there, a device that is not here) is met alike by every process of a
+    machine, and its line came once per process. The machine's first process (LOCAL_RANK 0) returns at once and
+    says it; the others wait, saying nothing, for torchrun, which stops every process of a launch once one of them
+    has failed, to end them here. (Exiting at once, unsaid, could have torchrun stop the first before it had written
+    its line: the user saw none.) One still running after `wait` seconds met an error the first did not (its own
+    GPU, a step of its own) and returns: it says it, and its exit has torchrun stop the others.
+    """
+    if not launched() or local_rank() == 0:
+        return
+    import time
+
+    deadline = time.monotonic() + (FIRST_SAYS_SECONDS if wait is None else wait)
+    while time.monotonic() < deadline:  # torchrun's SIGTERM ends the process here (its default action)
+        time.sleep(0.05)
+
+
 def active() -> bool:
     """Whether this process is one of several in an initialized process group."""
     import torch.distributed as dist
