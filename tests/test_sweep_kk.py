@@ -193,3 +193,37 @@ def test_torchrun_says_an_error_every_process_meets_once_and_fails(tmp_path, arg
     assert done.returncode != 0
     lines = (done.stdout + done.stderr).splitlines()
     assert sum(line.startswith(said) for line in lines) == 1, done.stderr[-3000:]
+
+
+# --- a terminal narrowed during :train keeps no rows of the wide table ------------------------------------------
+def test_a_terminal_narrowed_during_train_has_the_live_display_go_back_over_every_row_it_drew(monkeypatch):
+    import functools
+    import io
+    import re
+
+    from rich import live as rich_live
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from minitf_repl.core.train import StepInfo
+    from minitf_repl.render import live
+
+    monkeypatch.setattr(live, "Live", functools.partial(rich_live.Live, auto_refresh=False))  # draws when told to
+    console = Console(file=io.StringIO(), force_terminal=True, width=110, height=40, color_system="standard")
+    reporter = live.RichReporter(console)
+    reporter.on_train_start(100, 0, False)
+    for step in range(10, 60, 10):
+        reporter.on_step(StepInfo(step, step, 100, 2.0 - step / 100, 1e-3, 1.0, 12_345.0, step / 10,
+                                  val_loss=2.1 - step / 100, accuracy=0.5))
+    start = len(console.file.getvalue())
+    reporter._live.refresh()
+    wide = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", console.file.getvalue()[start:]).split("\n")
+    assert max(map(cell_len, wide)) > 60 and len(wide) > 8  # the bordered table, all its columns
+    console.width = 60  # tmux resize-window: each of those lines now wraps onto more rows of the terminal
+    start = len(console.file.getvalue())
+    reporter._live.refresh()
+    redraw = console.file.getvalue()[start:]
+    rows = sum(max(1, -(-cell_len(line) // 60)) for line in wide)
+    ups = redraw[: redraw.index("step")].count("\x1b[1A")  # before it draws the narrow table
+    assert ups == rows - 1, (ups, rows)  # up to the first row of the wide drawing, and not past it
+    reporter.close()

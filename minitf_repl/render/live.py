@@ -260,6 +260,42 @@ class CompareTable:
         return table
 
 
+class Redrawn:
+    """What a live display shows, drawn so that a terminal narrowed under it keeps no rows of the drawing before.
+
+    Rich's Live moves up over as many rows as it last drew, and draws again. A terminal narrowed since (tmux, iTerm2,
+    GNOME's, kitty: most reflow their lines) has wrapped each of those lines onto more rows, and the rows above the
+    ones Live went back over stayed on screen: the wide loss table's top under the narrow one. So where the width
+    shrank, this goes up over the rows the last drawing takes at the new width, erasing them, before drawing. (A
+    terminal that cuts lines instead of reflowing them, as xterm does, loses that many lines of what was above.)
+    """
+
+    def __init__(self, renderable=None):
+        self.renderable = renderable if renderable is not None else Group()
+        self._drawn: tuple[int, list[int]] | None = None  # the width of the last drawing, and its lines' lengths
+
+    def showing(self, renderable) -> "Redrawn":
+        self.renderable = renderable
+        return self
+
+    def __rich_console__(self, console: Console, options):
+        from rich.control import Control
+        from rich.segment import ControlType, Segment
+
+        lines = console.render_lines(self.renderable, options, pad=False)
+        width = options.max_width
+        if self._drawn is not None and width < self._drawn[0]:
+            rows = sum(max(1, -(-length // width)) for length in self._drawn[1])  # each line's rows, reflowed
+            extra = rows - len(self._drawn[1])  # Live goes up over as many rows as it drew: these are the others
+            if extra > 0:
+                yield Control(*((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * extra)
+        self._drawn = (width, [Segment.get_line_length(line) for line in lines[: options.size.height]])
+        for k, line in enumerate(lines):
+            if k:
+                yield Segment.line()
+            yield from line
+
+
 class QuietReporter(Reporter):
     """For --json: nothing on stdout while the command runs; notices go to the error console."""
 
@@ -305,6 +341,7 @@ class RichReporter(Reporter):
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
         self._bar_narrow: bool | None = None  # the bar's form (_fit_bar); None: no bar of :train or :compare
         self._bar_columns = self._train_columns  # the columns of the bar shown, for the width now
+        self._shown = Redrawn()  # what the live display shows
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -326,7 +363,8 @@ class RichReporter(Reporter):
         self._table = None
         self._vocab_size = None
         self._frame = None
-        self._live = Live(Group(), console=self.console, transient=True, refresh_per_second=8)
+        self._shown = Redrawn()
+        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=8)
         self._live.start()
         self._refresh()
 
@@ -381,7 +419,7 @@ class RichReporter(Reporter):
 
     def _refresh(self) -> None:
         if self._live is not None:
-            self._live.update(self.training_view())
+            self._live.update(self._shown.showing(self.training_view()))
 
     def on_watch(self, frame) -> None:
         self._frame = frame
@@ -423,8 +461,8 @@ class RichReporter(Reporter):
         self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
         self._bar_narrow = self.console.width < NARROW
         self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
-        self._live = Live(Group(self._compare, self._progress), console=self.console, transient=True,
-                          refresh_per_second=4)
+        self._shown = Redrawn(Group(self._compare, self._progress))
+        self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
         self._live.start()
 
     def on_compare_step(self, done: int, total: int) -> None:
@@ -439,12 +477,12 @@ class RichReporter(Reporter):
             say(self.console, f"{evaluation.label} step {evaluation.step:,}: val loss {fmt.num(evaluation.val_loss)}"
                               f"{bpc}")
         if self._live is not None:
-            self._live.update(Group(self._compare, self._progress))
+            self._live.update(self._shown.showing(Group(self._compare, self._progress)))
 
     def on_compare_diverged(self, label: str) -> None:
         self._compare.stop(label)
         if self._live is not None:
-            self._live.update(Group(self._compare, self._progress))
+            self._live.update(self._shown.showing(Group(self._compare, self._progress)))
 
     # other long work -----------------------------------------------------------------------------
     def on_progress(self, what: str, done: int, total: int) -> None:
@@ -455,7 +493,8 @@ class RichReporter(Reporter):
             self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
             self._bar_narrow = self.console.width < NARROW
             self._task = self._progress.add_task(what, total=total, completed=0)
-            self._live = Live(self._progress, console=self.console, transient=True, refresh_per_second=4)
+            self._shown = Redrawn(self._progress)
+            self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
             self._live.start()
         self._fit_bar()
         self._progress.update(self._task, completed=done, total=total)
