@@ -71,6 +71,16 @@ def _esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _text_width(text: str, size: float) -> float:
+    """About how wide a line of text draws in a sans-serif font of `size` px: 0.6 em a character (a digit is about
+    0.55 em), what the chart's labels are laid out by, so that none passes the picture's edge or lies over another."""
+    return 0.6 * size * len(text)
+
+
+def _clear(box: tuple, taken: list[tuple]) -> bool:
+    return all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1] for b in taken)
+
+
 def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, height: int = 280,
                    counters: list = (), x_label: str = "step", x_ends: tuple[str, str] | None = None,
                    svg_id: str = "loss-chart") -> str:
@@ -80,7 +90,7 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
     if not points:
         return '<p>No training yet.</p>'
-    left, right, top, bottom = 56, 16, 12, 36
+    right, top, bottom = 16, 12, 36
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
     values = [v for _, v in points] + [c.val_loss for c in counters if math.isfinite(c.val_loss)]
     y0, y1 = min(values), max(values)
@@ -92,6 +102,10 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         x1 = x0 + 1
     if y1 == y0:
         y1 = y0 + 1
+    # the terminal charts' labels: 3 significant digits, more where 3 would write two alike (0.171, 0.171, 0.172);
+    # the frame starts right of the longest (a flat loss read to 7 digits, 0.0001235, began left of the picture)
+    y_labels = axis_labels(y0, y1)
+    left = max(56, math.ceil(max(_text_width(said, 11) for said in y_labels)) + 12)
 
     def x(s):
         return left + (s - x0) / (x1 - x0) * (width - left - right)
@@ -103,12 +117,14 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
              f'viewBox="0 0 {width} {height}" role="img" aria-label="loss chart">',
              f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" '
              'fill="#fafafa" stroke="#999"/>']
-    # the terminal charts' labels: 3 significant digits, more where 3 would write two alike (0.171, 0.171, 0.172)
-    for v, said in zip((y1, (y0 + y1) / 2, y0), axis_labels(y0, y1)):
+    for v, said in zip((y1, (y0 + y1) / 2, y0), y_labels):
         parts.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" font-size="11" text-anchor="end">{said}</text>')
     ends = list(zip((x0, x1), x_ends or (first, last)))
     for s, said in ends if first != last else ends[:1]:  # one step: one label, not a step after it that never ran
-        parts.append(f'<text x="{x(s):.1f}" y="{height - 18}" font-size="11" text-anchor="middle">{_esc(said)}</text>')
+        # centred under its end of the axis, or ending at the picture's edge where that would pass it (step 1000000)
+        at, anchor = (f"{x(s):.1f}", "middle") if x(s) + _text_width(str(said), 11) / 2 <= width - 2 \
+            else (f"{width - 2}", "end")
+        parts.append(f'<text x="{at}" y="{height - 18}" font-size="11" text-anchor="{anchor}">{_esc(said)}</text>')
     parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
                  f'text-anchor="middle">{_esc(x_label)}</text>')
     if baseline is not None:
@@ -117,20 +133,39 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
                      f'font-size="10" text-anchor="end">{_esc(uniform_label(vocab_size))}</text>')
     styles = {"train": ('#1f77b4', ''), "val": ('#d62728', ' stroke-dasharray="6 3"'), "model": ('#1f77b4', ''),
               "counter": ('#d08c00', ' stroke-dasharray="1 3"')}
-    for i, one in enumerate(series):
+    taken = []  # the boxes of the legend's and the counters' labels (x0, y0, x1, y1), which no other may cover
+    if baseline is not None:
+        said = uniform_label(vocab_size)
+        taken.append((width - right - 4 - _text_width(said, 10), y(baseline) - 12, width - right - 4, y(baseline) - 2))
+    at = left + 10
+    for one in series:
         colour, dash = styles.get(one.name.split()[-1], ('#555', ''))  # "6-gram counter": a counter's style
-        pts = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in zip(one.steps, one.values) if math.isfinite(v))
+        drawn = [(x(s), y(v)) for s, v in zip(one.steps, one.values) if math.isfinite(v)]
+        pts = " ".join(f"{px:.1f},{py:.1f}" for px, py in drawn)
         parts.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{colour}" stroke-width="1.6"'
                      f'{dash}/>')
-        parts.append(f'<text x="{left + 10 + 70 * i}" y="{top + 16}" font-size="12" fill="{colour}">'
-                     f'{_esc(one.name)}</text>')
+        if len(drawn) == 1:  # a line of one point draws nothing (a run of one step, one evaluation): a dot
+            parts.append(f'<circle cx="{drawn[0][0]:.1f}" cy="{drawn[0][1]:.1f}" r="2.5" fill="{colour}" '
+                         f'stroke="{colour}"/>')
+        parts.append(f'<text x="{at}" y="{top + 16}" font-size="12" fill="{colour}">{_esc(one.name)}</text>')
+        taken.append((at, top + 6, at + _text_width(one.name, 12), top + 19))
+        at += max(70, _text_width(one.name, 12) + 14)  # the next name after this one, however long
     for c in counters:
         if math.isfinite(c.val_loss):
-            parts.append(f'<line class="counter" x1="{left}" x2="{width - right}" y1="{y(c.val_loss):.1f}" '
-                         f'y2="{y(c.val_loss):.1f}" stroke="#d08c00" stroke-dasharray="1 3"/>'
-                         f'<text x="{left + 4}" y="{y(c.val_loss) - 4:.1f}" font-size="10" fill="#a06c00" '
-                         'stroke="#fafafa" stroke-width="3" paint-order="stroke">'  # on top of the curves, at the left
-                         f'{c.n}-gram counter {c.val_loss:.2f}</text>')  # where a loss curve is still high
+            said = f"{c.n}-gram counter {c.val_loss:.2f}"
+            wide, level = _text_width(said, 10), y(c.val_loss)
+            # at the left, where a loss curve is still high: above its line, else below it, else further right,
+            # clear of the legend and of a counter close by (a bigram and a trigram 0.05 apart)
+            spots = [(sx, sy) for sx in (left + 4, left + 16 + wide, left + 28 + 2 * wide) for sy in (level - 4,
+                                                                                                   level + 12)]
+            sx, sy = next(((sx, sy) for sx, sy in spots if top + 8 <= sy <= height - bottom - 2
+                           and _clear((sx, sy - 8, sx + wide, sy + 2), taken)), spots[0])
+            taken.append((sx, sy - 8, sx + wide, sy + 2))
+            parts.append(f'<line class="counter" x1="{left}" x2="{width - right}" y1="{level:.1f}" '
+                         f'y2="{level:.1f}" stroke="#d08c00" stroke-dasharray="1 3"/>'
+                         f'<text x="{sx:.1f}" y="{sy:.1f}" font-size="10" fill="#a06c00" '
+                         'stroke="#fafafa" stroke-width="3" paint-order="stroke">'  # on top of the curves
+                         f'{said}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -227,3 +227,64 @@ def test_a_terminal_narrowed_during_train_has_the_live_display_go_back_over_ever
     ups = redraw[: redraw.index("step")].count("\x1b[1A")  # before it draws the narrow table
     assert ups == rows - 1, (ups, rows)  # up to the first row of the wide drawing, and not past it
     reporter.close()
+
+
+# --- :report's loss chart: every label inside the picture, none over another --------------------------------------
+def svg_text_boxes(svg: str) -> tuple[float, float, list[tuple[str, float, float, float, float]]]:
+    """The picture's width and height, and each text's box (x0, y0, x1, y1), its width read as 0.6 em a character
+    (a digit of a sans-serif font is about 0.55 em)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg)
+    boxes = []
+    for t in root.iter("{http://www.w3.org/2000/svg}text"):
+        size, x, y, text = float(t.get("font-size")), float(t.get("x")), float(t.get("y")), t.text or ""
+        wide = 0.6 * size * len(text)
+        x0 = {"end": x - wide, "middle": x - wide / 2}.get(t.get("text-anchor"), x)
+        boxes.append((text, x0, y - 0.8 * size, x0 + wide, y + 0.2 * size))
+    return float(root.get("width")), float(root.get("height")), boxes
+
+
+def label_problems(svg: str) -> list[str]:
+    width, height, boxes = svg_text_boxes(svg)
+    problems = [f"{t!r} outside" for t, x0, y0, x1, y1 in boxes if x0 < 0 or y0 < 0 or x1 > width or y1 > height]
+    for i, a in enumerate(boxes):
+        problems += [f"{a[0]!r} over {b[0]!r}" for b in boxes[i + 1:]
+                     if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+    return problems
+
+
+def chart(train: tuple[list, list], val: tuple[list, list], vocab_size=None, counters=()) -> str:
+    from minitf_repl.commands.train import PlotSeries
+    from minitf_repl.report import loss_chart_svg
+
+    return loss_chart_svg([PlotSeries("train", *train), PlotSeries("val", *val)], vocab_size, counters=counters)
+
+
+@pytest.mark.parametrize("train, val, vocab_size", [
+    (([1, 2, 3], [0.0001234, 0.0001236, 0.0001235]), ([3], [0.0001235]), None),  # a flat loss read to 7 digits
+    ((list(range(1, 1_000_001, 10_000)), [2 - k / 200 for k in range(100)]), ([1_000_000], [1.5]), 65),  # long
+    (([1, 2, 3], [1.234e6, 3e6, 2.5e6]), ([3], [2e6]), 65),  # a run blown up
+    (([1, 2, 3], [2.0, 2.0, 2.0]), ([3], [2.0]), None),  # flat
+    (([1], [2.4]), ([1], [2.3]), 12),  # one step
+])
+def test_report_chart_labels_stay_inside_the_picture_and_apart(train, val, vocab_size):
+    assert label_problems(chart(train, val, vocab_size)) == []
+
+
+def test_report_chart_counter_labels_keep_off_each_other_and_the_legend():
+    from minitf_repl.commands.train import PlotLevel
+
+    curves = ([1, 50, 100], [4.2, 2.0, 1.5]), ([50, 100], [2.1, 1.6])
+    assert label_problems(chart(*curves, 65, [PlotLevel(2, 2.45), PlotLevel(3, 2.40)])) == []  # close together
+    assert label_problems(chart(*curves, 65, [PlotLevel(2, 4.05)])) == []  # up where the legend is
+
+
+def test_report_chart_draws_a_curve_of_one_point():
+    """A run of one step, or one evaluation: a line of one point draws nothing, and the legend named a curve that was
+    not there."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(chart(([1, 2, 3], [2.4, 2.3, 2.2]), ([3], [2.25]), 12))
+    dots = [c for c in root.iter("{http://www.w3.org/2000/svg}circle")]
+    assert len(dots) == 1 and dots[0].get("stroke") == "#d62728"  # the val loss's one point, in its colour
