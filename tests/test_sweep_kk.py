@@ -288,3 +288,28 @@ def test_report_chart_draws_a_curve_of_one_point():
     root = ET.fromstring(chart(([1, 2, 3], [2.4, 2.3, 2.2]), ([3], [2.25]), 12))
     dots = [c for c in root.iter("{http://www.w3.org/2000/svg}circle")]
     assert len(dots) == 1 and dots[0].get("stroke") == "#d62728"  # the val loss's one point, in its colour
+
+
+# --- control characters escaped through Rich's public API ----------------------------------------------------------
+def test_control_characters_in_any_renderable_are_escaped_without_rich_private_methods():
+    import io
+
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+
+    from minitf_repl.render import console_for
+    from minitf_repl.render.words import _Console
+
+    assert "_render_buffer" not in vars(_Console)  # Rich's private method, which may change under a new Rich
+    out = io.StringIO()
+    console = console_for(file=out, force_terminal=True, width=100)
+    table = Table()
+    table.add_column("name")
+    table.add_row(Text("a\x1b[31mRED\x1b]0;title\x07"))  # a Text made by hand, not through tables.add_row
+    console.print(table)
+    with Live(Text("live \x1b[2J"), console=console, auto_refresh=False) as live:
+        live.refresh()
+    shown = out.getvalue()
+    assert "\x07" not in shown and "\x1b]" not in shown and "\x1b[2J" not in shown and "\x1b[31mRED" not in shown
+    assert "a\\x1b[31mRED" in shown and "live \\x1b[2J" in shown

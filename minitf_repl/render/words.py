@@ -108,13 +108,17 @@ class _Console(Console):
     def size(self, new_size):
         Console.size.fset(self, new_size)
 
-    def _render_buffer(self, buffer) -> str:
-        """Rich's rendering, with every character of the content that would act on a terminal (ESC, other controls,
-        bidi overrides) written as its escape: a file or checkpoint name typed or renamed with ESC [31m in it drove
-        the terminal from :data, :ls, :report or an error line. Rich's own codes are styles and control segments,
-        untouched; say and add_row escape such text before it is laid out (its width is then the escape's)."""
-        return super()._render_buffer(Segment(text if control else terminal_safe(text), style, control)
-                                      for text, style, control in buffer)
+    def render(self, renderable, options=None):
+        """Rich's rendering (Console.render, the public method Rich documents for extending it, which every print,
+        Live and nested renderable goes through), with every character of the content that would act on a terminal
+        (ESC, other controls, bidi overrides) written as its escape: a file or checkpoint name typed or renamed with
+        ESC [31m in it drove the terminal from :data, :ls, :report or an error line. Rich's own codes are styles and
+        control segments, untouched; say and add_row escape such text before it is laid out (its width is then the
+        escape's). Escaping is idempotent, so a renderable inside another, rendered twice over, is escaped once.
+        (This overrode Rich's private Console._render_buffer before.)"""
+        for segment in super().render(renderable, options):
+            text, style, control = segment
+            yield segment if control or text.isprintable() or text == "\n" else Segment(terminal_safe(text), style)
 
 
 def console_for(**options) -> Console:
