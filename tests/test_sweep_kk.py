@@ -313,3 +313,20 @@ def test_control_characters_in_any_renderable_are_escaped_without_rich_private_m
     shown = out.getvalue()
     assert "\x07" not in shown and "\x1b]" not in shown and "\x1b[2J" not in shown and "\x1b[31mRED" not in shown
     assert "a\\x1b[31mRED" in shown and "live \\x1b[2J" in shown
+
+
+def test_compare_table_bolds_every_loss_shown_equal_to_the_best_of_its_row():
+    from minitf_repl.core.compare import Evaluation
+    from minitf_repl.render.live import CompareTable
+
+    def bold(table) -> list[list[bool]]:  # per contender column, per row: whether the cell is in bold
+        return [[cell.style == "bold" for cell in column._cells] for column in table.columns[1:]]
+
+    by_loss = CompareTable(["a", "b", "c"], 1)
+    for label, loss in [("a", 1.75281), ("b", 1.75279), ("c", 1.75301)]:  # 1.7528, 1.7528, 1.7530
+        by_loss.add(Evaluation(label, 10, loss, None))
+    assert bold(by_loss.table()) == [[True], [True], [False]]
+    by_bits = CompareTable(["a", "b"], 1, by_bpc=True)
+    for label, loss, bits in [("a", 2.1, 1.23449), ("b", 1.9, 1.23351)]:  # both bits read 1.234
+        by_bits.add(Evaluation(label, 10, loss, None, bpc=bits))
+    assert bold(by_bits.table()) == [[True], [True]]

@@ -241,8 +241,9 @@ class CompareTable:
             table.add_column(Text(f"{glyph} {label}" if with_labels else glyph, style=style), justify="right")
         for step in sorted(self.rows):
             row = self.rows[step]
-            def score(e):
-                return e.bpc if self.by_bpc else e.val_loss
+            def score(e):  # as the cell shows it: losses that read alike are all the best, or none is
+                value = e.bpc if self.by_bpc else e.val_loss
+                return None if value is None else round(value, 3 if self.by_bpc else 4)
 
             running = [label for label in self.labels if self.stopped.get(label, step) >= step]
             finals = [score(row[label]) for label in running if label in row]
