@@ -330,3 +330,22 @@ def test_compare_table_bolds_every_loss_shown_equal_to_the_best_of_its_row():
     for label, loss, bits in [("a", 2.1, 1.23449), ("b", 1.9, 1.23351)]:  # both bits read 1.234
         by_bits.add(Evaluation(label, 10, loss, None, bpc=bits))
     assert bold(by_bits.table()) == [[True], [True]]
+
+
+def test_patch_bolds_every_head_shown_equal_to_the_most_restored():
+    import io
+
+    from minitf_repl.render import console_for, render
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+    result = run(s, ":patch 1234= 1243=")
+    n_layers, n_heads = len(result.heads), len(result.heads[0])
+    result.heads = [[0.1] * n_heads for _ in range(n_layers)]
+    result.heads[0][0], result.heads[-1][-1] = 0.8712, 0.8698  # both read 0.87
+    out = io.StringIO()
+    render(result, console_for(file=out, force_terminal=True, width=120, color_system="truecolor"))
+    import re
+
+    assert len(re.findall(r"\x1b\[1;32m *0\.87", out.getvalue())) == 2, out.getvalue()

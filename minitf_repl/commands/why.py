@@ -241,7 +241,8 @@ def render_patch(result: PatchResult, console: Console) -> None:
     if result.heads:
         say(console, "each head's output, at every position", "bold")
         n_heads = len(result.heads[0])
-        best = max((v for layer, row in enumerate(result.heads) for h, v in enumerate(row)
+        # the most restored as the cells show it (2 decimals): heads that read alike are all in bold
+        best = max((round(v, 2) for layer, row in enumerate(result.heads) for h, v in enumerate(row)
                     if f"{layer}.{h}" not in result.off_heads), default=None)
 
         def heads_table(first: int, last: int, short: bool) -> Table:
@@ -253,8 +254,8 @@ def render_patch(result: PatchResult, console: Console) -> None:
                 table.add_column(str(h) if short else f"head {h}", justify="right")
             for layer, row in enumerate(result.heads):
                 add_row(table, str(layer), *(Text("off", style="dim") if f"{layer}.{h}" in result.off_heads else
-                                             Text(f"{row[h]:.2f}", style="bold green" if row[h] == best and not
-                                                  as_text else "") for h in range(first, last)))
+                                             Text(f"{row[h]:.2f}", style="bold green" if round(row[h], 2) == best
+                                                  and not as_text else "") for h in range(first, last)))
             return table
 
         # every head under its name; where that does not fit, under its number; then as many heads a table as fit
