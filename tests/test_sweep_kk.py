@@ -349,3 +349,15 @@ def test_patch_bolds_every_head_shown_equal_to_the_most_restored():
     import re
 
     assert len(re.findall(r"\x1b\[1;32m *0\.87", out.getvalue())) == 2, out.getvalue()
+
+
+def test_checks_lrfind_and_context_in_a_dumb_terminal_say_how_far_they_are():
+    from minitf_repl.render.live import RichReporter
+
+    console = dumb_console()
+    reporter = RichReporter(console)
+    for done in range(1, 13):
+        reporter.on_progress("lrfind", done, 12)
+        if done == 3:
+            assert console.file.getvalue() == "lrfind: 3/12\n"  # said as it happens, not at the end
+    assert console.file.getvalue().splitlines() == ["lrfind: 3/12", "lrfind: 6/12", "lrfind: 9/12", "lrfind: 12/12"]

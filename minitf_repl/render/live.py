@@ -322,8 +322,8 @@ class RichReporter(Reporter):
         self.out = out if out is not None else console  # generated text and the final result
         # A dumb terminal (TERM=dumb: Emacs' shell) cannot redraw, and Rich's transient Live shows nothing there, so a
         # :train showed no progress until its end. There a run prints a line per evaluation as it comes, the loss
-        # table's row in words (its narrow columns; the table at the end has all), and :compare a line per
-        # contender's evaluation; no bar, which only redraws.
+        # table's row in words (its narrow columns; the table at the end has all), :compare a line per
+        # contender's evaluation, and :checks, :lrfind and :context a line at each quarter; no bar, which only redraws.
         self.lines = live is None and console.is_terminal and console.is_dumb_terminal
         self.live = (console.is_terminal and not self.lines) if live is None else live
         self.stream = stream
@@ -343,6 +343,7 @@ class RichReporter(Reporter):
         self._bar_narrow: bool | None = None  # the bar's form (_fit_bar); None: no bar of :train or :compare
         self._bar_columns = self._train_columns  # the columns of the bar shown, for the width now
         self._shown = Redrawn()  # what the live display shows
+        self._quarters: dict[str, int] = {}  # a dumb terminal: the quarters of each long work said (on_progress)
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -487,6 +488,11 @@ class RichReporter(Reporter):
 
     # other long work -----------------------------------------------------------------------------
     def on_progress(self, what: str, done: int, total: int) -> None:
+        if self.lines and total > 0:  # a dumb terminal: a line at each quarter of the way (no bar to redraw there)
+            quarter = 4 * done // total
+            if quarter > self._quarters.get(what, 0):
+                self._quarters[what] = quarter
+                say(self.console, f"{what}: {done:,}/{total:,}")
         if not self.live:
             return
         if self._progress is None:  # the first call draws the bar, labelled `what`; close() takes it away
