@@ -369,6 +369,12 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     if loaded is None and (missing := missing_data_file(session.data_spec)) is not None:
         with speaking(door.front.syntax):
             say(err_console, f"warning: {missing}; {cmd('data', 'NAME|PATH')} picks other data", "yellow")
+    if session.device_name.strip().lower() not in ("auto", "cpu"):  # `minitf --device cuda` without CUDA: as the
+        from .commands.settings import device_problem  # data file, said now, not at the first command that uses it
+
+        if (problem := device_problem(session.device_name)) is not None:
+            with speaking(door.front.syntax):
+                say(err_console, f"warning: {problem}; {cmd('device', 'NAME')} switches to one that is", "yellow")
     if loaded is not None:
         with speaking(door.front.syntax):
             render(loaded, console)

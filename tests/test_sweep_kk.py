@@ -361,3 +361,30 @@ def test_checks_lrfind_and_context_in_a_dumb_terminal_say_how_far_they_are():
         if done == 3:
             assert console.file.getvalue() == "lrfind: 3/12\n"  # said as it happens, not at the end
     assert console.file.getvalue().splitlines() == ["lrfind: 3/12", "lrfind: 6/12", "lrfind: 9/12", "lrfind: 12/12"]
+
+
+def test_the_repl_says_at_once_that_the_device_it_was_started_on_is_not_here(monkeypatch):
+    from prompt_toolkit.history import InMemoryHistory
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from minitf_repl import repl
+    from minitf_repl.core import device
+    from minitf_repl.session import Session
+    from test_repl import consoles
+
+    monkeypatch.setattr(device, "_cuda_count", lambda: 0)
+
+    def start(name: str) -> str:
+        out, err = consoles()
+        with create_pipe_input() as inp:
+            inp.send_text(":q\r")
+            repl.run_repl(Session(data_spec="sort:4", device_name=name), out, err, input=inp, output=DummyOutput(),
+                          history=InMemoryHistory())
+        return " ".join(err.file.getvalue().split())
+
+    said = start("cuda")  # `minitf --device cuda` on a machine without CUDA: said at the first :train, not before
+    assert said.startswith("warning: device 'cuda' is not available here (no CUDA GPU found); available: cpu")
+    assert said.endswith(":device NAME switches to one that is")
+    assert start("bogus").startswith("warning: unknown device 'bogus'; use one of auto, cpu, cuda, cuda:N or mps")
+    assert start("cpu") == "" and start("auto") == ""

@@ -66,23 +66,14 @@ class ConfigResult:
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     from ..core.catalog import data_problem
     from ..core.config import matching_preset
-    from ..core.device_names import ACCEPTED_FORMS, well_formed
 
     problems = [] if session.loaded_data is not None else [p for p in [data_problem(session.data_spec)] if p]
     device = session.status().device
-    if not well_formed(device):
-        problems.append(f"unknown device {clip(device)!r}; use one of {ACCEPTED_FORMS}")
-    elif device.strip().lower().split(":")[0] in ("cuda", "mps"):  # named, not auto: is it here? (torch is read
-        # for that alone; auto and cpu always resolve). A device that is not here is a warning, as a missing data
-        # file is, and config exits 0: it showed the settings asked for, and the device is refused, exit 1, where a
-        # command uses it (`minitf --device cuda config` said nothing of a machine without CUDA)
-        from ..core.device import resolve_device
-        from ..core.errors import DeviceError
-
-        try:
-            resolve_device(device)
-        except DeviceError as e:
-            problems.append(str(e))
+    # A device that is not here is a warning, as a missing data file is, and config exits 0: it showed the settings
+    # asked for, and the device is refused, exit 1, where a command uses it (`minitf --device cuda config` said
+    # nothing of a machine without CUDA)
+    if (problem := device_problem(device)) is not None:
+        problems.append(problem)
     model, recipe_keys = session.model_config.to_dict(), from_recipe(session)
     if session.loaded_data is None:
         model["vocab_size"] = None  # set by the data, which is loaded on first use (it needs torch)
@@ -100,6 +91,26 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         threads=session.shell_config.threads,
         problems=problems,
     )
+
+
+def device_problem(name: str) -> str | None:
+    """What is wrong with a device setting, said before a command uses it (:config, the REPL's start): a name that is
+    no device, or a device named (cuda, cuda:N, mps) that this machine does not have; None where it resolves. Torch
+    is read only for a device named: auto and cpu are always here."""
+    from ..core.device_names import ACCEPTED_FORMS, well_formed
+
+    if not well_formed(name):
+        return f"unknown device {clip(name)!r}; use one of {ACCEPTED_FORMS}"
+    if name.strip().lower().split(":")[0] not in ("cuda", "mps"):
+        return None
+    from ..core.device import resolve_device
+    from ..core.errors import DeviceError
+
+    try:
+        resolve_device(name)
+    except DeviceError as e:
+        return str(e)
+    return None
 
 
 def from_recipe(session: Session) -> list[str]:
