@@ -388,3 +388,18 @@ def test_the_repl_says_at_once_that_the_device_it_was_started_on_is_not_here(mon
     assert said.endswith(":device NAME switches to one that is")
     assert start("bogus").startswith("warning: unknown device 'bogus'; use one of auto, cpu, cuda, cuda:N or mps")
     assert start("cpu") == "" and start("auto") == ""
+
+
+def test_compare_in_a_dumb_terminal_says_a_contender_that_diverged_when_it_does():
+    from minitf_repl.core.compare import Evaluation
+    from minitf_repl.render.live import RichReporter
+
+    console = dumb_console()
+    reporter = RichReporter(console)
+    reporter.on_compare_start(["lr=1", "lr=0.01"], 20, 1)
+    reporter.on_compare_eval(Evaluation("lr=0.01", 10, 1.5, None))
+    reporter.on_compare_diverged("lr=1")
+    assert console.file.getvalue().splitlines() == ["lr=0.01 step 10: val loss 1.5000",
+                                                    "lr=1 diverged: it stops here, the others go on"]
+    reporter.on_compare_diverged("lr=0.01")
+    assert console.file.getvalue().splitlines()[-1] == "lr=0.01 diverged: it stops here"

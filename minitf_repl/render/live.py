@@ -483,6 +483,9 @@ class RichReporter(Reporter):
 
     def on_compare_diverged(self, label: str) -> None:
         self._compare.stop(label)
+        if self.lines:
+            going = [other for other in self._compare.labels if other not in self._compare.stopped]
+            say(self.console, f"{label} diverged: it stops here" + (", the others go on" if going else ""))
         if self._live is not None:
             self._live.update(self._shown.showing(Group(self._compare, self._progress)))
 
