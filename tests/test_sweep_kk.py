@@ -1,7 +1,13 @@
 """What a sweep of the items earlier sweeps found and left found: each test failed before its fix.
 
-:compare's losses by position marked the lowest of each band by the unrounded floats, so two losses shown alike
-had one marked, or the mark sat on one that read higher than another.
+:compare's losses by position, its val loss table and :patch's heads marked the best by the unrounded floats, so two
+values shown alike had one marked. `minitf --device cuda config` on a machine without CUDA said nothing, and the
+REPL opened on it without a word. Under TERM=dumb, :train, :compare, :checks, :lrfind and :context showed nothing
+until they ended. Under torchrun, an error every process met alike (a --load checkpoint or a data file not there, a
+device not here) was said once per process. A terminal narrowed during :train kept the top of the wide live table
+on screen. :report's loss chart put labels outside the picture (a flat loss read to 7 digits, step 1000000), over
+each other (two n-gram counters close together, one near the legend), and drew nothing of a curve of one point.
+Control characters were escaped through Rich's private Console._render_buffer.
 """
 
 import pytest
