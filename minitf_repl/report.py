@@ -90,7 +90,7 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     points = [(s, v) for one in series for s, v in zip(one.steps, one.values) if math.isfinite(v)]
     if not points:
         return '<p>No training yet.</p>'
-    right, top, bottom = 16, 12, 36
+    right, top, bottom = 16, 28, 36  # the legend's row above the frame: inside it, it lay over where a curve starts
     x0, x1 = min(s for s, _ in points), max(s for s, _ in points)
     values = [v for _, v in points] + [c.val_loss for c in counters if math.isfinite(c.val_loss)]
     y0, y1 = min(values), max(values)
@@ -147,8 +147,8 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         if len(drawn) == 1:  # a line of one point draws nothing (a run of one step, one evaluation): a dot
             parts.append(f'<circle cx="{drawn[0][0]:.1f}" cy="{drawn[0][1]:.1f}" r="2.5" fill="{colour}" '
                          f'stroke="{colour}"/>')
-        parts.append(f'<text x="{at}" y="{top + 16}" font-size="12" fill="{colour}">{_esc(one.name)}</text>')
-        taken.append((at, top + 6, at + _text_width(one.name, 12), top + 19))
+        parts.append(f'<text x="{at}" y="{top - 10}" font-size="12" fill="{colour}">{_esc(one.name)}</text>')
+        taken.append((at, top - 20, at + _text_width(one.name, 12), top - 7))
         at += max(70, _text_width(one.name, 12) + 14)  # the next name after this one, however long
     for c in counters:
         if math.isfinite(c.val_loss):

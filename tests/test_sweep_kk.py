@@ -409,3 +409,16 @@ def test_compare_in_a_dumb_terminal_says_a_contender_that_diverged_when_it_does(
                                                     "lr=1 diverged: it stops here, the others go on"]
     reporter.on_compare_diverged("lr=0.01")
     assert console.file.getvalue().splitlines()[-1] == "lr=0.01 diverged: it stops here"
+
+
+def test_report_chart_legend_stays_off_the_curves():
+    """The legend sat inside the frame at its top left, where a loss curve starts (its highest point): "train" was
+    written over the start of the train curve."""
+    import xml.etree.ElementTree as ET
+
+    svg = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(chart(([1, 50, 100], [4.2, 2.0, 1.5]), ([50, 100], [2.1, 1.6]), 65))
+    frame_top = float(root.find(f"{svg}rect").get("y"))
+    legend = [t for t in root.iter(f"{svg}text") if t.text in ("train", "val")]
+    assert len(legend) == 2 and all(float(t.get("y")) + 0.2 * 12 <= frame_top for t in legend)
+    assert label_problems(ET.tostring(root, encoding="unicode")) == []
