@@ -422,3 +422,14 @@ def test_report_chart_legend_stays_off_the_curves():
     legend = [t for t in root.iter(f"{svg}text") if t.text in ("train", "val")]
     assert len(legend) == 2 and all(float(t.get("y")) + 0.2 * 12 <= frame_top for t in legend)
     assert label_problems(ET.tostring(root, encoding="unicode")) == []
+
+
+def test_compare_in_a_dumb_terminal_gives_the_spread_over_seeds_as_its_table_does():
+    from minitf_repl.core.compare import Evaluation
+    from minitf_repl.render.live import RichReporter
+
+    console = dumb_console()
+    reporter = RichReporter(console)
+    reporter.on_compare_start(["a", "b"], 20, 3)
+    reporter.on_compare_eval(Evaluation("a", 10, 1.5, 0.0123, bpc=2.34567, bpc_spread=0.0456))
+    assert console.file.getvalue() == "a step 10: val loss 1.5000 ±0.012, bits/char 2.346 ±0.046\n"

@@ -474,10 +474,12 @@ class RichReporter(Reporter):
 
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
-        if self.lines:
-            bpc = f", bits/char {fmt.num(evaluation.bpc)}" if getattr(evaluation, "bpc", None) is not None else ""
-            say(self.console, f"{evaluation.label} step {evaluation.step:,}: val loss {fmt.num(evaluation.val_loss)}"
-                              f"{bpc}")
+        if self.lines:  # with seeds, the mean over them and its spread, as the table has them
+            e = evaluation
+            loss = fmt.num(e.val_loss) + (f" ±{e.spread:.3f}" if e.spread is not None else "")
+            bpc = f", bits/char {e.bpc:.3f}" + (f" ±{e.bpc_spread:.3f}" if e.bpc_spread is not None else "") \
+                if e.bpc is not None else ""
+            say(self.console, f"{e.label} step {e.step:,}: val loss {loss}{bpc}")
         if self._live is not None:
             self._live.update(self._shown.showing(Group(self._compare, self._progress)))
 
