@@ -433,3 +433,26 @@ def test_compare_in_a_dumb_terminal_gives_the_spread_over_seeds_as_its_table_doe
     reporter.on_compare_start(["a", "b"], 20, 3)
     reporter.on_compare_eval(Evaluation("a", 10, 1.5, 0.0123, bpc=2.34567, bpc_spread=0.0456))
     assert console.file.getvalue() == "a step 10: val loss 1.5000 ±0.012, bits/char 2.346 ±0.046\n"
+
+
+def test_a_dumb_terminal_keeps_a_width_given_or_set_without_rich_private_attributes(monkeypatch):
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    from minitf_repl.render import console_for
+
+    main, side = os.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 40, 0, 0))
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    with os.fdopen(side, "w", encoding="utf-8") as tty:
+        assert console_for(file=tty).width == 40  # the terminal's own
+        console = console_for(file=tty, width=33)
+        assert console.width == 33
+        console.width = 44
+        assert console.width == 44
+        console.size = (55, 20)
+        assert console.width == 55
+    os.close(main)

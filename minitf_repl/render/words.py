@@ -91,12 +91,28 @@ class _Console(Console):
     there, whatever the terminal's, so at 40 columns every message broke inside its words. A width given, or
     $COLUMNS, still wins; colour and cursor movement stay off there, as Rich has it."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # a width given, or $COLUMNS, as Rich reads them (which it then ignores on a dumb terminal without $LINES):
+        # kept here, where Rich keeps its own in a private attribute
+        columns = (kwargs.get("_environ") or os.environ).get("COLUMNS", "")
+        self.asked_width = kwargs.get("width") or (int(columns) if columns.isdigit() else None)
+
+    @property
+    def width(self) -> int:
+        return Console.width.fget(self)
+
+    @width.setter
+    def width(self, width: int) -> None:
+        Console.width.fset(self, width)
+        self.asked_width = width
+
     @property
     def size(self):
         size = super().size
         if not self.is_dumb_terminal:
             return size
-        width = self._width  # a width given, or $COLUMNS (Rich read it, then ignored it without $LINES)
+        width = self.asked_width
         if width is None:
             try:
                 width = os.get_terminal_size(self.file.fileno()).columns
@@ -107,6 +123,7 @@ class _Console(Console):
     @size.setter
     def size(self, new_size):
         Console.size.fset(self, new_size)
+        self.asked_width = new_size[0]
 
     def render(self, renderable, options=None):
         """Rich's rendering (Console.render, the public method Rich documents for extending it, which every print,
