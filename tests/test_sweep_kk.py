@@ -456,3 +456,37 @@ def test_a_dumb_terminal_keeps_a_width_given_or_set_without_rich_private_attribu
         console.size = (55, 20)
         assert console.width == 55
     os.close(main)
+
+
+# --- :ngram's verdict compares the losses as it writes them -------------------------------------------------------
+def test_ngram_verdict_never_says_below_of_two_losses_it_writes_alike():
+    from types import SimpleNamespace
+
+    from minitf_repl.commands.counting import verdict
+
+    def row(n, loss):
+        return SimpleNamespace(n=n, val_loss=loss)
+
+    def said(model: float, rows: list) -> str:
+        return verdict(SimpleNamespace(rows=rows, model_val=model, model_causal=True, model_step=100,
+                                       nothing_to_learn=False, unit="character", ablations=[]))[0]
+
+    counters = [row(0, 2.485), row(1, 2.3), row(2, 1.9), row(3, 1.5231)]
+    line = said(1.5229, counters)  # the model's 1.523 and the trigram's 1.523
+    assert "not yet below n = 3 (1.523)" in line and "below the counter of n = 2 (1.900)" in line, line
+    line = said(1.5229, counters[:3] + [row(3, 1.5231 + 0.0)])
+    assert "below every counter" not in line
+    assert "below every counter" in said(1.5, counters) and "0.023 nats" in said(1.5, counters)
+
+
+def test_plot_says_a_val_loss_written_alike_a_counters_is_at_it_not_below_or_above():
+    from minitf_repl.commands.train import PlotLevel, against_counters
+    from minitf_repl.syntax import speaking
+
+    levels = [PlotLevel(2, 1.9), PlotLevel(3, 1.5231)]
+    with speaking("repl"):
+        said = against_counters(1.5229, levels)  # both written 1.523
+        assert said.startswith("val 1.523: below the 2-gram counter's 1.900, at the 3-gram counter's 1.523"), said
+        assert "below the 3-gram" not in against_counters(1.5232, levels)
+        assert against_counters(1.4, levels).startswith("val 1.400: below the 3-gram counter's 1.523")
+        assert "above the 2-gram counter's 1.900" in against_counters(2.0, levels)

@@ -187,7 +187,9 @@ def verdict(result: NgramResult) -> list[str]:
         return [f"the model has not trained: it scores {loss:.3f}, about the uniform guess's "
                 f"{result.rows[0].val_loss:.3f}; "
                 f"{look_again('ngram', AUTOSAVE_NAME, again=cmd('ngram') + ' again')}"]
-    beaten = [row for row in result.rows if loss < row.val_loss]
+    # below a counter as the losses are written (3 decimals): a model at 1.5229 was "below every counter: 0.000 nats
+    # under the best" of a counter at 1.5231, both written 1.523
+    beaten = [row for row in result.rows if round(loss, 3) < round(row.val_loss, 3)]
     if result.nothing_to_learn:
         # not "train on": the uniform guess is the best any reader of random tokens can do
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is about the uniform guess "
@@ -200,7 +202,7 @@ def verdict(result: NgramResult) -> list[str]:
     if not beaten:
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is not yet below the uniform guess"]
     passed = max(beaten, key=lambda row: row.n)
-    ahead = min((row for row in result.rows if row.val_loss <= loss), key=lambda row: row.n)
+    ahead = min((row for row in result.rows if round(row.val_loss, 3) <= round(loss, 3)), key=lambda row: row.n)
     best_too = "" if ahead is top else f"; the best is n = {top.n} ({top.val_loss:.3f})"
     return [f"at step {result.model_step:,} the model ({loss:.3f}) is below the counter of n = {passed.n} "
             f"({passed.val_loss:.3f}), not yet below n = {ahead.n} ({ahead.val_loss:.3f}){best_too}: "

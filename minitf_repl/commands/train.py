@@ -799,10 +799,13 @@ def loss_chart(history: list[dict], width: int = 80, height: int = 10, vocab_siz
 
 def against_counters(val_loss: float, counters: list[PlotLevel]) -> str:
     """Where a val loss sits against the counters :plot draws (the bigram's, the best's)."""
-    below = [c for c in counters if val_loss < c.val_loss]
-    above = [c for c in counters if val_loss >= c.val_loss]
+    # as the losses are written (3 decimals): a val 1.5229 was "below the 3-gram counter's 1.523" of a 1.5231
+    val = round(val_loss, 3)
+    below = [c for c in counters if val < round(c.val_loss, 3)]
+    above = [c for c in counters if val >= round(c.val_loss, 3)]
     said = [f"below the {c.n}-gram counter's {c.val_loss:.3f}" for c in below[-1:]]
-    said += [f"above the {c.n}-gram counter's {c.val_loss:.3f}" for c in above[:1]]
+    said += [f"{'at' if val == round(c.val_loss, 3) else 'above'} the {c.n}-gram counter's {c.val_loss:.3f}"
+             for c in above[:1]]
     return f"val {val_loss:.3f}: " + ", ".join(said) + f" ({cmd('ngram')} has them all)"
 
 
