@@ -490,3 +490,18 @@ def test_plot_says_a_val_loss_written_alike_a_counters_is_at_it_not_below_or_abo
         assert "below the 3-gram" not in against_counters(1.5232, levels)
         assert against_counters(1.4, levels).startswith("val 1.400: below the 3-gram counter's 1.523")
         assert "above the 2-gram counter's 1.900" in against_counters(2.0, levels)
+
+
+def test_compare_verdict_by_bits_per_character_calls_bits_written_alike_a_tie():
+    from minitf_repl.commands.lab import compare_verdict
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    def outcome(label, bits):
+        return Outcome(label, 1000, [Evaluation(label, 20, 2.0, None, bpc=bits)])
+
+    said = compare_verdict([outcome("char", 1.23449), outcome("bpe:300", 1.23351), outcome("bpe:600", 1.4)], 1,
+                           "bits per character")  # 1.234 and 1.234: no "better" between them
+    assert said.startswith("bpe:300 and char tie by bits per character: 1.234 on the val text, against 1.400 for "
+                           "bpe:600"), said
+    said = compare_verdict([outcome("char", 1.2), outcome("bpe:300", 1.3)], 1, "bits per character")
+    assert said.startswith("char is better by bits per character: 1.200 on the val text, against 1.300 for bpe:300")

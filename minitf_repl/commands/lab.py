@@ -138,9 +138,14 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
     bpc = by != "val loss"
     if bpc and finals:
         best, best_outcome = min(finals, key=lambda f: f[0].bpc)
-        others = ", ".join(f"{e.bpc:.3f} for {o.label}" for e, o in finals if o is not best_outcome)
-        verdict = (f"{best_outcome.label} is better by bits per character: {best.bpc:.3f} on the val text, "
-                   f"against {others} (losses per token of different tokenizers do not compare)")
+        # bits written alike (3 decimals) are a tie: "better: 1.234 ..., against 1.234 for char" said otherwise
+        tied = [o.label for e, o in finals if o is not best_outcome and round(e.bpc, 3) == round(best.bpc, 3)]
+        others = ", ".join(f"{e.bpc:.3f} for {o.label}" for e, o in finals
+                           if o is not best_outcome and o.label not in tied)
+        verdict = (f"{' and '.join([best_outcome.label, *tied])} tie" if tied else
+                   f"{best_outcome.label} is better") + f" by bits per character: {best.bpc:.3f} on the val text"
+        verdict += (f", against {others}" if others else "") + (" (losses per token of different tokenizers do not "
+                                                                 "compare)")
     elif finals and seeds > 1:
         best, best_outcome = min(finals, key=lambda f: f[0].val_loss)
         verdict = f"{best_outcome.label} has the lowest val loss"
