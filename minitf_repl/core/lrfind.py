@@ -78,10 +78,20 @@ def range_test(model_config, train_config, data, device, steps: int = 100, low: 
 
     `should_stop()` (Ctrl-C) ends the test early, like a blow-up: the curve so far is read."""
     config = train_config.replace(warmup_steps=0, steps=steps, eval_every=steps, compile=False)
-    with torch.random.fork_rng(devices=[]):  # the fresh model's seed leaves the session's random state alone
+    # The whole test in a random state of its own, from the seed: the fresh model's weights and, with dropout on,
+    # its masks. The session's state is left alone (its next :train draws the masks it would have), and the same
+    # test reads the same curve each time.
+    with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
         torch.manual_seed(config.seed)
         model = MiniTransformerLM(model_config)
-    trainer = _RisingRate(model.to(device), data, config, device)
+        return _read(_RisingRate(model.to(device), data, config, device), steps, low, high, on_step, should_stop,
+                     threads)
+
+
+def _read(trainer: _RisingRate, steps: int, low: float, high: float, on_step: Callable | None,
+          should_stop: Callable[[], bool] | None, threads) -> LrRange:
+    """Run the range test on `trainer` (a fresh model's) and read its curve."""
+    config = trainer.config
     trainer.rates = [low * (high / low) ** (k / max(steps - 1, 1)) for k in range(steps)]
     trainer.threads = threads
     trainer.start_run(steps)
