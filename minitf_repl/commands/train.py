@@ -200,6 +200,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         except UserError as e:
             raise type(e)(f"{e}; or train without saving: {cmd('set', autosave=False)}") from None
 
+    # A model this command builds (none yet, or data of another vocabulary rebuilds it) draws its weights from the
+    # seed given with it, as `:set seed=3` then `:train` would (the seed is "of the initial weights and the batch
+    # order"); a model that exists keeps its weights, and the seed restarts its batch order only. Set before the
+    # model is built (the watcher's checks below build it), and kept with the model it drew, even if the run fails.
+    if "seed" in changes and (not session.has_model
+                              or (new_data is not None and session.rebuild_needed(data=new_data))):
+        session.set_train_config(session.train_config.replace(seed=changes["seed"]))
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
     watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
