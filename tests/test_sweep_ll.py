@@ -7,7 +7,7 @@ next `:train` did, and two `:lrfind`s in a row read different curves.
 
 import torch
 
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 
 
 def weights(session) -> dict:
@@ -54,3 +54,28 @@ def test_train_seed_with_data_of_another_vocabulary_draws_the_rebuilt_models_wei
     run(set_first, f":data {text}")
     run(set_first, ":train steps=2")
     assert same_weights(weights(given), weights(set_first))
+
+
+# --- a setting of the schedule changed while a run is stopped -------------------------------------------------
+def test_set_lr_while_a_constant_rate_run_is_stopped_is_read_and_said():
+    s = tiny_session()
+    run(s, ":train steps=4")
+    run(s, ":train steps=10", Recorder(stop_after=3))  # a constant-rate run (schedule=continue), stopped
+    said = Recorder()
+    run(s, ":set lr=0.0001", said)
+    assert any("goes on with the stopped run (its last 7 steps of 10) at a constant 0.0001, the lr setting" in n
+               for n in said.notices)
+    result = run(s, ":train")
+    assert result.resumed and result.constant_lr == 0.0001
+    assert [row["lr"] for row in s.trainer.history[-7:]] == [0.0001] * 7  # it went on at 0.01 before
+
+
+def test_set_lr_while_a_cosine_run_is_stopped_says_what_the_next_step_trains_at():
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))
+    said = Recorder()
+    run(s, ":set lr=0.001", said)
+    line = next(n for n in said.notices if "stopped run" in n)
+    run(s, ":train")
+    assert f"its next step trains at {s.trainer.history[3]['lr']:.3g}" in line
+    assert "drawn anew with the new lr" in line

@@ -358,6 +358,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} "
                         f"{'shapes' if len(schedule) == 1 else 'shape'} a new run's warm-up and cosine, which "
                         f"{cmd('train', schedule='new')} starts")
+    if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
+        reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
                         f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}, "
@@ -396,6 +398,28 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
                      vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec, **recipe)
+
+
+def _stopped_run_rate(trainer, train: TrainConfig, schedule: list[str]) -> str:
+    """What lr, warmup_steps or min_lr_ratio (`schedule`, changed to `train`'s) do to a stopped run, which `:train`
+    goes on with: a warm-up + cosine run reads them every step (its rest is drawn anew); a constant-rate run holds its
+    rate, never above the lr setting (cmd_train's rule, as for a new constant run)."""
+    from ..core.train import lr_at
+
+    keys = " and ".join(schedule)
+    rest = f"its last {count(trainer.run_remaining, 'step')} of {trainer.run_steps}"
+    fresh = f"{cmd('train', schedule='new')} starts a fresh warm-up and cosine"
+    rate = trainer.run_constant_lr
+    if rate is not None:
+        if rate > train.lr * (1 + 1e-6):
+            return (f"{cmd('train')} goes on with the stopped run ({rest}) at a constant {train.lr:.3g}, the lr "
+                    f"setting (it ran at {rate:.3g}); {fresh}")
+        return (f"{cmd('train')} goes on with the stopped run ({rest}) at its constant {rate:.3g}: {keys} "
+                f"{'shapes' if len(schedule) == 1 else 'shape'} a new run's warm-up and cosine; {fresh}")
+    step = trainer.step - trainer.run_start
+    before, after = lr_at(step, trainer.run_steps, trainer.config), lr_at(step, trainer.run_steps, train)
+    return (f"{cmd('train')} goes on with the stopped run ({rest}), its warm-up and cosine drawn anew with the new "
+            f"{keys}: its next step trains at {after:.3g} (it would have at {before:.3g}); {fresh}")
 
 
 def _take_up_short_text(session: Session, window: int, reporter) -> None:

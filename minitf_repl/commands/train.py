@@ -232,6 +232,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     schedule, constant_lr = "new", None
     if resumed:
         schedule, constant_lr = ("continue", trainer.run_constant_lr) if trainer.run_constant_lr else ("new", None)
+        if constant_lr is not None and constant_lr > train_config.lr * (1 + 1e-6):
+            # a stopped constant run goes on never above the lr setting, as a new one starts (a :set lr=1e-4 while
+            # it was stopped went unread: it went on at its old rate); a warm-up + cosine run reads lr every step
+            constant_lr = trainer.run_constant_lr = train_config.lr
     else:
         wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
         if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last
