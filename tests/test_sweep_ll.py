@@ -79,3 +79,14 @@ def test_set_lr_while_a_cosine_run_is_stopped_says_what_the_next_step_trains_at(
     run(s, ":train")
     assert f"its next step trains at {s.trainer.history[3]['lr']:.3g}" in line
     assert "drawn anew with the new lr" in line
+
+
+def test_train_seed_on_a_trained_model_says_what_set_seed_says():
+    s = tiny_session()
+    run(s, ":train steps=2")
+    said = Recorder()
+    run(s, ":train steps=2 seed=4", said)  # the val loss moves with the other validation batches: said
+    assert any("the weights are kept" in n and "the validation batches are others" in n for n in said.notices)
+    said = Recorder()
+    run(s, ":train steps=2 seed=4", said)  # the same seed again: nothing new
+    assert not any("the weights are kept" in n for n in said.notices)

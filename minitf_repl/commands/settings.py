@@ -35,7 +35,7 @@ from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
 from .base import REGISTRY, command, complete_data
 from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, quantized_gone, read_with,
-                     recipe_line, switch_data)
+                     recipe_line, seed_kept_line, switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -361,9 +361,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
         reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
-        reporter.notice(f"the weights are kept: a seed draws the initial weights of a new model (a setting that "
-                        f"rebuilds it), and this one has its own; the batch order starts again from seed {train.seed}, "
-                        "and the validation batches are others (the val loss moves with them, not with the model)")
+        reporter.notice(seed_kept_line(train.seed))
     unread = model.unread()  # rope_base without rope: typed, taken, and nothing reads it yet
     for because in dict.fromkeys(unread.values()):
         keys = [k for k in given if unread.get(k) == because]

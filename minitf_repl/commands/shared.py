@@ -229,6 +229,13 @@ def all_warm_up(steps: int, config, run: str) -> str | None:
             f"to lr = {config.lr:g} at its last step and never decays")
 
 
+def seed_kept_line(seed: int) -> str:
+    """What a new seed did to a model that exists (`:set seed=`, `:train seed=`), in one line."""
+    return (f"the weights are kept: a seed draws the initial weights of a new model (a setting that rebuilds it), and "
+            f"this one has its own; the batch order starts again from seed {seed}, and the validation batches are "
+            "others (the val loss moves with them, not with the model)")
+
+
 def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     """What a switch to data with another vocabulary did to the model, in one line."""
     line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "

@@ -36,7 +36,7 @@ from ..syntax import REPL, cmd, interactive, restore, syntax, train_first, watch
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
-                     save_session, switch_data)
+                     save_session, seed_kept_line, switch_data)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -223,6 +223,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # last finite step (what the core keeps) are usually ruined already at such a learning rate, so
     # the session goes back to where this :train began, settings included.
     snapshot = session.snapshot()
+    if train_config.seed != session.train_config.seed:  # a model that exists: what :set seed= says, said here too
+        reporter.notice(seed_kept_line(train_config.seed))
     session.set_train_config(train_config)
     trainer = session.trainer
     # A stopped run goes on where nothing new is asked; lr= asks for a fresh run at that peak (the docstring's rule)
