@@ -90,3 +90,17 @@ def test_train_seed_on_a_trained_model_says_what_set_seed_says():
     said = Recorder()
     run(s, ":train steps=2 seed=4", said)  # the same seed again: nothing new
     assert not any("the weights are kept" in n for n in said.notices)
+
+
+# --- a new run over a stopped one ----------------------------------------------------------------------------
+def test_a_new_run_started_over_a_stopped_one_says_the_stopped_runs_steps_are_dropped():
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))
+    said = Recorder()
+    result = run(s, ":train steps=4", said)
+    assert not result.resumed
+    assert any("the stopped run's last 7 steps of 10 are dropped: this is a new run of 4 steps" in n
+               for n in said.notices)
+    said = Recorder()
+    run(s, ":train steps=2", said)  # the run before ended: nothing dropped, nothing said
+    assert not any("dropped" in n for n in said.notices)
