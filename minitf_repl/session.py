@@ -42,7 +42,8 @@ class ShellConfig(Settings):
     # core/threads.py: the rule auto follows, and why (an oversubscribed core is tens of times slower).
     threads: int = setting(0, "CPU threads torch computes with: 0 = auto ($MINITF_THREADS if set, else the cores "
                            "this process may use, less those other programs keep busy; looked at again while "
-                           "training), N = exactly N",
+                           "training), N = exactly N; another count sums in another order, so a run's numbers "
+                           "differ in their last digits: a fixed N repeats a run exactly",
                            low=0, limit=1024)
 
 

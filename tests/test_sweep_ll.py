@@ -104,3 +104,32 @@ def test_a_new_run_started_over_a_stopped_one_says_the_stopped_runs_steps_are_dr
     said = Recorder()
     run(s, ":train steps=2", said)  # the run before ended: nothing dropped, nothing said
     assert not any("dropped" in n for n in said.notices)
+
+
+# --- threads=auto moving the thread count during a run ---------------------------------------------------------
+def test_a_thread_count_moved_during_a_run_is_said_once_and_the_setting_says_what_it_does_to_the_numbers():
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.core.data import load_data
+    from minitf_repl.core.model import MiniTransformerLM
+    from minitf_repl.core.threads import ThreadChoice
+    from minitf_repl.session import ShellConfig
+    from minitf_repl.core.train import Trainer
+
+    class Moving:  # other work started beside the run: auto's second look takes a thread away
+        looks = 0
+
+        def revisit(self):
+            Moving.looks += 1
+            return ThreadChoice(1, "auto", 2, 1.0) if Moving.looks == 2 else None
+
+    data = load_data("sort")
+    model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, d_model=16, n_heads=2, n_layers=1,
+                                          d_ff=16, max_seq_len=16))
+    trainer = Trainer(model, data, TrainConfig(steps=3, batch_size=2, eval_every=3, eval_batches=1))
+    trainer.threads = Moving()
+    notes = []
+    summary = trainer.run(on_notice=notes.append)
+    moved = [n for n in summary.notes if "thread" in n]
+    assert notes == summary.notes and len(moved) == 1
+    assert "last digits" in moved[0] and "threads=" in moved[0]
+    assert "last digits" in ShellConfig.spec("threads").help

@@ -38,6 +38,13 @@ from .precision import (autocast, compile_failure_line, compile_module, is_compi
                         training_dtype)
 
 
+# Said once per trainer when threads=auto moves torch's thread count during a run: a product or a sum split across
+# another number of threads adds in another order, so the same run with the same seed gives other last digits.
+THREADS_MOVED = ("threads=auto moved torch's CPU thread count during this run (other work started or stopped on the "
+                 "machine): a sum split across another number of threads adds in another order, so a run's numbers "
+                 "differ in their last digits from the same run at a fixed count; threads=N holds the count")
+
+
 @dataclass
 class StepInfo:
     step: int  # optimizer steps done in total (across runs)
@@ -236,8 +243,8 @@ class Trainer:
         exception inside optimizer.step() itself can leave an update half-applied: a caller that
         must survive that restores a snapshot() taken before run().
 
-        `on_notice(line)` hears, once per trainer, what a person should know about the speed switches
-        (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly).
+        `on_notice(line)` hears, once per trainer, what a person should know about the speed switches and threads
+        (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly; a thread count auto moved).
         """
         if self.run_remaining <= 0:
             self.start_run()
@@ -273,7 +280,8 @@ class Trainer:
             # A look every few seconds, between steps. Not under torch.compile: its graph guards on the thread
             # count, so a change recompiles (seconds, counted in the steady state's speed); it keeps its count.
             if self.threads is not None and not (cfg.compile and self._compile_failed is None):
-                self.threads.revisit()
+                if self.threads.revisit() is not None:
+                    note(THREADS_MOVED)
             t0 = time.perf_counter()
             run_step = self.step - self.run_start
             lr = self.lr_for(run_step)
