@@ -405,7 +405,7 @@ def _stopped_run_rate(trainer, train: TrainConfig, schedule: list[str]) -> str:
     from ..core.train import lr_at
 
     keys = " and ".join(schedule)
-    rest = f"its last {count(trainer.run_remaining, 'step')} of {trainer.run_steps}"
+    rest = f"its last {count(trainer.run_remaining, 'step')} of {trainer.run_steps:,}"
     fresh = f"{cmd('train', schedule='new')} starts a fresh warm-up and cosine"
     rate = trainer.run_constant_lr
     if rate is not None:

@@ -249,7 +249,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         left, stopped_steps = trainer.run_remaining, trainer.run_steps
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
         if left > 0:  # steps=, lr=, schedule= or data= start a new run: the stopped one cannot go on after it
-            reporter.notice(f"the stopped run's last {count(left, 'step')} of {stopped_steps} are dropped: this is a "
+            reporter.notice(f"the stopped run's last {count(left, 'step')} of {stopped_steps:,} are dropped: this is a "
                             f"new run of {count(trainer.run_steps, 'step')} ({cmd('train')} alone goes on with a "
                             "stopped run)")
         if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
