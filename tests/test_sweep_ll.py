@@ -133,3 +133,11 @@ def test_a_thread_count_moved_during_a_run_is_said_once_and_the_setting_says_wha
     assert notes == summary.notes and len(moved) == 1
     assert "last digits" in moved[0] and "threads=" in moved[0]
     assert "last digits" in ShellConfig.spec("threads").help
+
+
+def test_set_steps_while_a_long_run_is_stopped_writes_its_length_as_every_line_does():
+    s = tiny_session()
+    run(s, ":train steps=2000", Recorder(stop_after=1))
+    said = Recorder()
+    run(s, ":set steps=5", said)
+    assert any("its last 1,999 steps of 2,000" in n for n in said.notices)
