@@ -5,6 +5,7 @@ dropout drawing from the session's random state, so with dropout on, a `:lrfind`
 next `:train` did, and two `:lrfind`s in a row read different curves.
 """
 
+import pytest
 import torch
 
 from test_commands import Recorder, run, tiny_session
@@ -141,3 +142,62 @@ def test_set_steps_while_a_long_run_is_stopped_writes_its_length_as_every_line_d
     said = Recorder()
     run(s, ":set steps=5", said)
     assert any("its last 1,999 steps of 2,000" in n for n in said.notices)
+
+
+# --- on a GPU, dropout draws from the GPU's own generator ------------------------------------------------------
+
+
+def gpu_session(**train):
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+    from test_commands import TINY
+
+    train = {"steps": 6, "batch_size": 4, "eval_every": 3, "eval_batches": 2, **train}
+    s = Session(ModelConfig(**TINY), TrainConfig(**train), data_spec="sort:4", device_name="cuda")
+    run(s, ":set dropout=0.2 autosave=off")
+    return s
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_diverged_run_on_a_gpu_rolls_its_random_state_back_too():
+    from minitf_repl.core.errors import TrainingDiverged
+
+    def three_and_three(between: str | None) -> dict:
+        s = gpu_session()
+        run(s, ":train steps=3")
+        if between is not None:
+            with pytest.raises(TrainingDiverged):
+                run(s, between)
+        run(s, ":train steps=3")
+        return weights(s)
+
+    # the failed run drew dropout masks on the GPU before its loss went non-finite: rolled back, they are undrawn
+    assert same_weights(three_and_three(None), three_and_three(":train steps=30 lr=1e9 schedule=continue"))
+
+
+@pytest.mark.parametrize("line", [":compare current n_layers=2 steps=3", ":lrfind steps=10", ":checks"])
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_views_that_train_their_own_models_on_a_gpu_leave_its_random_state(line):
+    s = gpu_session()
+    run(s, ":train steps=2")
+    before = torch.cuda.get_rng_state(s.device)
+    run(s, line)
+    assert torch.equal(torch.cuda.get_rng_state(s.device), before)
+
+
+def test_the_trainers_random_state_on_a_gpu_is_the_cpus_and_that_gpus(monkeypatch):
+    """What the GPU tests above check where a GPU is, by its plumbing here: a fake GPU generator is read and put back."""
+    from minitf_repl.core import train
+
+    gpu = {"state": torch.tensor([1, 2, 3], dtype=torch.uint8)}
+    monkeypatch.setattr(train.torch.cuda, "get_rng_state", lambda device: gpu["state"].clone())
+    monkeypatch.setattr(train.torch.cuda, "set_rng_state", lambda state, device: gpu.update(state=state.clone()))
+    saved = train.random_state("cuda")
+    cpu_before = torch.get_rng_state()
+    torch.rand(3)
+    gpu["state"] = torch.tensor([9, 9, 9], dtype=torch.uint8)
+    train.set_random_state(saved, "cuda")
+    assert torch.equal(torch.get_rng_state(), cpu_before) and gpu["state"].tolist() == [1, 2, 3]
+    assert train.random_state("cpu")[1] is None

@@ -123,7 +123,8 @@ def compare(
                         tokens_per_step=c.train_config.batch_size
                         * (row_length(reading, c.model_config.max_seq_len) or c.model_config.max_seq_len))
                 for c, reading in zip(contenders, readings)]
-    with torch.random.fork_rng(devices=[]):
+    # the GPU's generator too: torch.manual_seed below seeds it, and the runs' dropout draws from it there
+    with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
         runs = []  # (contender index, trainer) for every contender and seed
         for seed in seeds:
             for i, contender in enumerate(contenders):

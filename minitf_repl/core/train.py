@@ -97,6 +97,21 @@ def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
     return weight * (aux.detach() if detach else aux).float()
 
 
+def random_state(device) -> tuple:
+    """The random states a training step draws from: the CPU's, and on a GPU that GPU's own (dropout draws its masks
+    where the model is). A roll-back that put back the CPU's alone left a GPU run's next masks other ones."""
+    device = torch.device(device)
+    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def set_random_state(state: tuple, device) -> None:
+    """Put back what random_state(device) gave."""
+    cpu, gpu = state
+    torch.set_rng_state(cpu)
+    if gpu is not None:
+        torch.cuda.set_rng_state(gpu, torch.device(device))
+
+
 def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
     """Linear warm-up to config.lr, then cosine decay to lr * min_lr_ratio at the end of the run."""
     warmup = min(config.warmup_steps, max(run_steps - 1, 0))
@@ -388,7 +403,7 @@ class Trainer:
             self._compiled, self._compile_pending = None, False
             self._compile_failed = compile_failure_line(e)
             note(self._compile_failed)
-            torch.set_rng_state(before[1])  # the eager retry draws the same dropout masks
+            set_random_state(before[1], self.device)  # the eager retry draws the same dropout masks
             self.optimizer.zero_grad(set_to_none=True)
             return self._forward_backward(x, y, before, note)
         return shown, grad_norm, forward is not eager
@@ -504,12 +519,13 @@ class Trainer:
 
     def _step_start(self) -> tuple:
         """What a step changes before its update: cheap to keep (a few KB), so a failed step is undone."""
-        return self.generator.get_state(), torch.get_rng_state(), [g["lr"] for g in self.optimizer.param_groups]
+        return (self.generator.get_state(), random_state(self.device),
+                [g["lr"] for g in self.optimizer.param_groups])
 
     def _undo_step_start(self, before: tuple) -> None:
         generator, torch_rng, lrs = before
         self.generator.set_state(generator)
-        torch.set_rng_state(torch_rng)  # dropout drew from it
+        set_random_state(torch_rng, self.device)  # dropout drew from it
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
@@ -533,13 +549,14 @@ class Trainer:
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "trainer": copy.deepcopy(self.state_dict()),
             "torch_rng": torch.get_rng_state(),  # draws the dropout masks
+            "gpu_rng": random_state(self.device)[1],  # where the model is on a GPU: its own generator draws them
         }
 
     def rollback(self, snapshot: dict) -> None:
         """Return the model, optimizer, random state, run position and history to a `snapshot`."""
         self.model.load_state_dict(snapshot["model"])
         self.load_state_dict(copy.deepcopy(snapshot["trainer"]))
-        torch.set_rng_state(snapshot["torch_rng"])
+        set_random_state((snapshot["torch_rng"], snapshot.get("gpu_rng")), self.device)
 
     def state_dict(self) -> dict:
         """Everything but the model weights needed to continue exactly: JSON-able plus tensors."""
