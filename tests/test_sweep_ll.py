@@ -201,3 +201,14 @@ def test_the_trainers_random_state_on_a_gpu_is_the_cpus_and_that_gpus(monkeypatc
     train.set_random_state(saved, "cuda")
     assert torch.equal(torch.get_rng_state(), cpu_before) and gpu["state"].tolist() == [1, 2, 3]
     assert train.random_state("cpu")[1] is None
+
+
+def test_set_optimizer_while_a_run_is_stopped_says_what_its_recipes_rate_does_to_the_run():
+    s = tiny_session()
+    run(s, ":train steps=10", Recorder(stop_after=3))
+    said = Recorder()
+    run(s, ":set optimizer=adamw", said)  # AdamW's recipe moves lr (0.01 -> 0.003) and warmup_steps: the rest moves
+    line = next(n for n in said.notices if "stopped run" in n)
+    assert "drawn anew with the new lr and warmup_steps" in line
+    run(s, ":train")
+    assert f"its next step trains at {s.trainer.history[3]['lr']:.3g}" in line
