@@ -212,3 +212,9 @@ def test_set_optimizer_while_a_run_is_stopped_says_what_its_recipes_rate_does_to
     assert "drawn anew with the new lr and warmup_steps" in line
     run(s, ":train")
     assert f"its next step trains at {s.trainer.history[3]['lr']:.3g}" in line
+
+
+def test_train_help_says_its_seed_draws_the_weights_of_a_model_it_builds():
+    from minitf_repl.commands import REGISTRY
+
+    assert "weights of a model this command builds" in REGISTRY["train"].find_param("seed").help
