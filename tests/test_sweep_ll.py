@@ -218,3 +218,18 @@ def test_train_help_says_its_seed_draws_the_weights_of_a_model_it_builds():
     from minitf_repl.commands import REGISTRY
 
     assert "weights of a model this command builds" in REGISTRY["train"].find_param("seed").help
+
+
+# --- :compare with dropout: each contender draws its own masks ------------------------------------------------
+def test_compare_with_dropout_trains_each_contender_as_train_would_whatever_the_others_are():
+    def current_curve(line: str) -> list:
+        s = tiny_session()
+        run(s, ":set dropout=0.2")
+        return [(e.step, e.val_loss) for e in run(s, line).outcomes[0].curve]
+
+    one = current_curve(":compare current lr=0.005 steps=6")
+    assert one == current_curve(":compare current n_layers=2 steps=6")  # a rival of two blocks drew more masks
+    alone = tiny_session()
+    run(alone, ":set dropout=0.2")
+    trained = run(alone, ":train steps=6")  # a fresh model of the same settings, trained as :train trains it
+    assert one[-1] == (6, trained.evals[-1]["val_loss"])

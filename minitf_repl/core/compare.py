@@ -5,7 +5,9 @@ is drawn from the seed, so contenders with the same batch size, context and toke
 identical batches), in step with each other: all of them reach an evaluation before any goes on, so a caller
 can show one row per evaluation as it happens. With several seeds each contender is trained once
 per seed and the results are the mean and the spread (sample standard deviation) over seeds, so
-that run-to-run noise is not read as an effect.
+that run-to-run noise is not read as an effect. Each run draws its dropout masks from a random stream
+of its own, from its seed: a contender trains as `:train` trains a fresh model of its settings, whatever
+its rivals are.
 
 Contenders may read the same text with different tokenizers (`tokenizer=char` against
 `tokenizer=bpe:512`): each then has its own embedding size, and since a loss per token of one
@@ -30,7 +32,7 @@ from .config import ModelConfig, TrainConfig
 from .data import bits_per_char, row_length, val_tokens_per_char
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
-from .train import Trainer
+from .train import Trainer, random_state, set_random_state
 
 
 @dataclass
@@ -126,6 +128,9 @@ def compare(
     # the GPU's generator too: torch.manual_seed below seeds it, and the runs' dropout draws from it there
     with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
         runs = []  # (contender index, trainer) for every contender and seed
+        # each run's own random stream, as `:train` of a fresh model of its settings would draw it (dropout's masks):
+        # the runs go in step, and drawing from one shared stream in turn, a contender's numbers moved with its rivals
+        streams: dict[int, tuple] = {}
         for seed in seeds:
             for i, contender in enumerate(contenders):
                 config = contender.train_config.replace(seed=seed, steps=steps)
@@ -136,6 +141,7 @@ def compare(
                 trainer.start_run(steps)
                 outcomes[i].n_params = model.num_parameters()
                 runs.append((i, trainer))
+                streams[id(trainer)] = random_state(device)
         busy = [[0.0, 0] for _ in contenders]  # seconds and tokens of training, per contender
         every = contenders[0].train_config.eval_every
         done = 0
@@ -165,8 +171,10 @@ def compare(
                 start = time.perf_counter()
                 # The caller's stop request is asked before every step, as :train asks it: a stop
                 # (Ctrl-C, SIGTERM) waits for one training step, never for the rest of a segment.
+                set_random_state(streams[id(trainer)], device)
                 try:
                     summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop())
+                    streams[id(trainer)] = random_state(device)
                 except TrainingDiverged as e:  # this contender ends here, every seed of it; the others go on
                     outcomes[i].seconds += time.perf_counter() - start
                     outcomes[i].diverged = f"step {e.step}: {e.what} {e.value:g}"
