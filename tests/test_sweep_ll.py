@@ -2,7 +2,15 @@
 
 A learner changes one thing and compares; everything else must stay put. `:lrfind` trained its fresh model with
 dropout drawing from the session's random state, so with dropout on, a `:lrfind` between two runs changed what the
-next `:train` did, and two `:lrfind`s in a row read different curves.
+next `:train` did, and two `:lrfind`s in a row read different curves. `:compare` trained its contenders in step from
+one shared random stream: with dropout, a contender's numbers moved with its rivals, and `current` did not reproduce
+`:train`. `:train seed=3` on a fresh session (or with data of another vocabulary) drew the new model's weights from
+the old seed, though `:set seed=3` then `:train` drew them from 3; on a trained model it said nothing of the
+validation batches changing with the seed. A `:set lr` while a run was stopped went unread by a constant-rate run
+(it went on above the new lr) and unannounced for a cosine one (its rate jumped), and what `:set optimizer=adamw`'s
+recipe moved was not counted at all; a new run over a stopped one dropped its remaining steps without a word. Two runs
+of the same command gave other last digits where threads=auto moved torch's thread count mid-run, and nothing said
+why. On a GPU, a rolled-back run left the GPU's generator (dropout's) where the failed run had moved it.
 """
 
 import pytest
