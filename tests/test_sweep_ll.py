@@ -241,3 +241,15 @@ def test_compare_with_dropout_trains_each_contender_as_train_would_whatever_the_
     run(alone, ":set dropout=0.2")
     trained = run(alone, ":train steps=6")  # a fresh model of the same settings, trained as :train trains it
     assert one[-1] == (6, trained.evals[-1]["val_loss"])
+
+
+# --- :context length= builds a longer copy of the model --------------------------------------------------------
+def test_context_past_the_window_leaves_the_random_state(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat. a dog ran in the fog. " * 60)
+    s = tiny_session(str(text))
+    run(s, ":set pos_encoding=rope dropout=0.2")
+    run(s, ":train steps=2")
+    before = torch.get_rng_state()
+    run(s, ":context length=64")  # a copy reading 64 positions: its throwaway initial weights drew from the session's
+    assert torch.equal(torch.get_rng_state(), before)

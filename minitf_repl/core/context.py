@@ -249,7 +249,10 @@ def longer_copy(model, length: int, ablations=()):
         raise UserError(f"a learned position table has rows for the {model.config.max_seq_len} positions it trained "
                         f"on only, so it cannot read a longer window; computed positions can (rope, sinusoidal or "
                         f"none): set one and train first", fix={"pos_encoding": "rope"})
-    longer = MiniTransformerLM(model.config.replace(max_seq_len=length))
+    # its initial weights, overwritten at once, are drawn from a random state of its own: the session's stays where
+    # it was (with dropout on, the next :train's masks depended on whether :context length= had been asked)
+    with torch.random.fork_rng(devices=[]):
+        longer = MiniTransformerLM(model.config.replace(max_seq_len=length))
     longer.load_state_dict(model.state_dict())
     longer.to(next(model.parameters()).device).eval()
     switched = Ablations(longer)
