@@ -253,3 +253,12 @@ def test_context_past_the_window_leaves_the_random_state(tmp_path):
     before = torch.get_rng_state()
     run(s, ":context length=64")  # a copy reading 64 positions: its throwaway initial weights drew from the session's
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_a_train_seed_refused_with_its_command_leaves_the_seed_setting():
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    with pytest.raises(UserError):
+        run(s, ":train seed=3 watch=attn layer=7")  # a block the model has not: refused, and nothing changes
+    assert s.train_config.seed == 1337

@@ -206,11 +206,18 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # seed given with it, as `:set seed=3` then `:train` would (the seed is "of the initial weights and the batch
     # order"); a model that exists keeps its weights, and the seed restarts its batch order only. Set before the
     # model is built (the watcher's checks below build it), and kept with the model it drew, even if the run fails.
+    seeded = None  # the settings before the seed went in, while no model has drawn from it
     if "seed" in changes and (not session.has_model
                               or (new_data is not None and session.rebuild_needed(data=new_data))):
+        seeded = session.train_config
         session.set_train_config(session.train_config.replace(seed=changes["seed"]))
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
-    watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
+    try:
+        watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
+    except UserError:
+        if seeded is not None and not session.has_model:  # refused before any model drew from it: as it was
+            session.set_train_config(seeded)
+        raise
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
     if new_data is not None:
         rebuilt, kept, recipe_changes = switch_data(session, spec, new_data, reporter)
