@@ -262,3 +262,19 @@ def test_a_train_seed_refused_with_its_command_leaves_the_seed_setting():
     with pytest.raises(UserError):
         run(s, ":train seed=3 watch=attn layer=7")  # a block the model has not: refused, and nothing changes
     assert s.train_config.seed == 1337
+
+
+def test_a_train_seed_with_new_data_refused_leaves_the_trained_models_batch_order(tmp_path):
+    from minitf_repl.core.errors import UserError
+
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat. " * 40)
+    s, t = tiny_session(), tiny_session()
+    for session in (s, t):
+        run(session, ":train steps=2")
+    with pytest.raises(UserError):
+        run(s, f":train data={text} seed=3 watch=attn layer=7")  # refused before the switch: nothing changes
+    assert s.train_config.seed == 1337
+    for session in (s, t):
+        run(session, ":train steps=2")
+    assert same_weights(weights(s), weights(t))  # the batch order went on where it was, not from seed 1337 anew

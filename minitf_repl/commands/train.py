@@ -206,17 +206,18 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # seed given with it, as `:set seed=3` then `:train` would (the seed is "of the initial weights and the batch
     # order"); a model that exists keeps its weights, and the seed restarts its batch order only. Set before the
     # model is built (the watcher's checks below build it), and kept with the model it drew, even if the run fails.
-    seeded = None  # the settings before the seed went in, while no model has drawn from it
-    if "seed" in changes and (not session.has_model
-                              or (new_data is not None and session.rebuild_needed(data=new_data))):
+    # The session's setting alone: what builds the model reads it, and a trainer that exists (its model is to be
+    # rebuilt) keeps its own batch order untouched until then.
+    seeded, had_model = None, session.has_model  # the settings before the seed went in
+    if "seed" in changes and (not had_model or (new_data is not None and session.rebuild_needed(data=new_data))):
         seeded = session.train_config
-        session.set_train_config(session.train_config.replace(seed=changes["seed"]))
+        session.train_config = seeded.replace(seed=changes["seed"])
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
     try:
         watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
     except UserError:
-        if seeded is not None and not session.has_model:  # refused before any model drew from it: as it was
-            session.set_train_config(seeded)
+        if seeded is not None and session.has_model == had_model:  # refused before a model drew from it: as it was
+            session.train_config = seeded
         raise
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
     if new_data is not None:
