@@ -196,7 +196,7 @@ def test_views_that_train_their_own_models_on_a_gpu_leave_its_random_state(line)
 
 
 def test_the_trainers_random_state_on_a_gpu_is_the_cpus_and_that_gpus(monkeypatch):
-    """What the GPU tests above check where a GPU is, by its plumbing here: a fake GPU generator is read and put back."""
+    """What the GPU tests above check where a GPU is, by its plumbing: a fake GPU generator is read and put back."""
     from minitf_repl.core import train
 
     gpu = {"state": torch.tensor([1, 2, 3], dtype=torch.uint8)}

@@ -349,7 +349,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if session.has_model and not rebuilt and "steps" in changed and session.trainer.run_remaining > 0:
         waiting = session.trainer  # a stopped run: `:train` goes on with it (cmd_train's rule), not a run of `steps`
         reporter.notice(f"{cmd('train')} goes on with the stopped run: its last {count(waiting.run_remaining, 'step')} "
-                        f"of {waiting.run_steps:,}; {cmd('train', steps=train.steps)} starts a run of {train.steps:,} now")
+                        f"of {waiting.run_steps:,}; {cmd('train', steps=train.steps)} starts a run of "
+                        f"{train.steps:,} now")
     # what :set changed of the schedule, by hand or through the optimizer's recipe (:set optimizer=adamw moves lr)
     schedule = [k for k in ("lr", "warmup_steps", "min_lr_ratio") if k in changed or k in followed]
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining == 0 \
