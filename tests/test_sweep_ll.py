@@ -278,3 +278,20 @@ def test_a_train_seed_with_new_data_refused_leaves_the_trained_models_batch_orde
     for session in (s, t):
         run(session, ":train steps=2")
     assert same_weights(weights(s), weights(t))  # the batch order went on where it was, not from seed 1337 anew
+
+
+def test_a_train_seed_whose_data_switch_cannot_keep_the_trained_model_leaves_the_seed(tmp_path, monkeypatch):
+    from minitf_repl.commands import shared
+    from minitf_repl.core.errors import CheckpointError
+
+    def full_disk(*args, **kwargs):
+        raise CheckpointError("could not keep the trained model (no space left on the device); free some space")
+
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat. " * 40)
+    s = tiny_session()
+    run(s, ":train steps=2")
+    monkeypatch.setattr(shared, "keep_trained_model", full_disk)
+    with pytest.raises(CheckpointError):
+        run(s, f":train data={text} seed=3")  # the switch fails before the rebuild: nothing changes
+    assert s.train_config.seed == 1337 and s.trainer.config.seed == 1337

@@ -215,13 +215,15 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # checked before anything changes: the prompt's tokens (read as the data it will train on reads it), the layer
     try:
         watcher = _watcher(session, args, new_data if new_data is not None else session.data, reporter)
+        # a trained model that could not be kept before the rebuild fails the switch, and the command, here
+        switched_data = switch_data(session, spec, new_data, reporter) if new_data is not None else None
     except UserError:
         if seeded is not None and session.has_model == had_model:  # refused before a model drew from it: as it was
             session.train_config = seeded
         raise
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
-    if new_data is not None:
-        rebuilt, kept, recipe_changes = switch_data(session, spec, new_data, reporter)
+    if switched_data is not None:
+        rebuilt, kept, recipe_changes = switched_data
         switched = f"the switch to {spec} stays" + (
             f"; the model before it was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
         if rebuilt:
