@@ -295,3 +295,29 @@ def test_a_train_seed_whose_data_switch_cannot_keep_the_trained_model_leaves_the
     with pytest.raises(CheckpointError):
         run(s, f":train data={text} seed=3")  # the switch fails before the rebuild: nothing changes
     assert s.train_config.seed == 1337 and s.trainer.config.seed == 1337
+
+
+# --- a Hugging Face folder holds no random state ---------------------------------------------------------------
+def test_loading_a_folder_starts_the_random_state_from_the_seed_whatever_came_before(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from minitf_repl.core.bpe import train_bpe
+    from minitf_repl.session import Session
+
+    text = "the cat sat on the mat; a dog ran in the fog and the cat ran off. " * 20
+    tokenizer = train_bpe(text, 270)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=270, n_positions=32, n_embd=32, n_layer=1, n_head=2)
+    folder = tmp_path / "gpt2"
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.tokenizer.save(str(folder / "tokenizer.json"))
+
+    states = []
+    for before in ([], [":train steps=2"]):  # a fresh session, and one that trained something first
+        s = Session(data_spec="sort:4", device_name="cpu")
+        run(s, ":set autosave=off steps=2 batch_size=2 eval_batches=1")
+        for line in before:
+            run(s, line)
+        run(s, f":load hf:{folder}")
+        states.append(torch.get_rng_state())
+    assert torch.equal(*states)  # the next :train's dropout masks are the same in both

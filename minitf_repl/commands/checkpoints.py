@@ -278,6 +278,11 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     model_before = session.model_config
     session.adopt(data_spec, data, model, trainer, weights_from=spec)
     session.last_checkpoint = None
+    # A folder holds no random state (a lab checkpoint brings its own): its stream starts from the seed, as a model
+    # built here does, so its first :train (dropout's masks) is the same whatever the session did before the load.
+    import torch
+
+    torch.manual_seed(session.train_config.seed)
     return LoadResult(
         name=spec, path=os.path.abspath(loaded.path), step=0, data_spec=data_spec, val_loss=None,
         model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,

@@ -133,7 +133,8 @@ def load_folder(path: Path, device: torch.device | str = "cpu") -> HFModel:
     config = lab_config(folder)
     check_memory(folder)
     tokenizer = read_tokenizer(path, config.vocab_size)
-    model = MiniTransformerLM(config)
+    with torch.random.fork_rng(devices=[]):  # initial weights the folder's replace: the RNG is left as it was
+        model = MiniTransformerLM(config)
     params = dict(model.named_parameters())
     handles = {}
     filled = set()
