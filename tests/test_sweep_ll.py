@@ -11,6 +11,9 @@ validation batches changing with the seed. A `:set lr` while a run was stopped w
 recipe moved was not counted at all; a new run over a stopped one dropped its remaining steps without a word. Two runs
 of the same command gave other last digits where threads=auto moved torch's thread count mid-run, and nothing said
 why. On a GPU, a rolled-back run left the GPU's generator (dropout's) where the failed run had moved it.
+`:context length=` drew its longer copy's throwaway weights from the session's random state, and `:load hf:PATH`
+left that state wherever the session's history had put it. A `:train seed=` refused after its checks (or whose data
+switch could not keep the trained model) left the seed changed, and reseeded the trained model's batch order.
 """
 
 import pytest
