@@ -86,7 +86,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     from ..core.compare import compare
 
     spec = args["data"].strip() if args["data"] is not None else None
-    data = load_checked(session, spec) if spec is not None else session.data
+    data = load_checked(session, spec, reporter) if spec is not None else session.data
     steps = args["steps"] or 300
     seeds = args["seeds"] or 1
     every = args["eval_every"] or max(1, steps // 10)

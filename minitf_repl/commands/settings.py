@@ -588,7 +588,7 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     if name is None or not name.strip():
         return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()
-    data = load_checked(session, spec)
+    data = load_checked(session, spec, reporter)
     rebuilt, kept, recipe_changes = switch_data(session, spec, data, reporter)
     step = session.trainer.step if session.has_model and not rebuilt else 0
     return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec,

@@ -152,11 +152,16 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
 
 
 
-def load_checked(session: Session, spec: str):
-    """Load a dataset and check it fits the model's context, without touching the session."""
-    from ..core.data import load_data
+def load_checked(session: Session, spec: str, reporter=None):
+    """Load a dataset and check it fits the model's context, without touching the session.
 
-    data = load_data(spec, session.tokenizer)
+    Ctrl-C stops the reading at once (core.interrupts.cut_short): nothing has changed yet, and a large file takes
+    seconds to read, which no step of a stop flag would cut short. `reporter`: told first where the file is large."""
+    from ..core.data import load_data
+    from ..core.interrupts import cut_short
+
+    with cut_short():
+        data = load_data(spec, session.tokenizer, progress=reporter.notice if reporter is not None else None)
     data.check_fits(session.model_config.max_seq_len)
     return data
 

@@ -168,7 +168,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # the TrainConfig fields :train sets for good (its options marked kept), as :set does
     changes = {p.name: args[p.name] for p in TRAIN.params if p.kept and args[p.name] is not None}
     spec = args["data"].strip() if args["data"] is not None else None
-    new_data = load_checked(session, spec) if spec is not None else None
+    new_data = load_checked(session, spec, reporter) if spec is not None else None
     if new_data is None:  # loads the session's data now: a file that is known data brings its recipe first
         session.data.check_fits(session.model_config.max_seq_len)
     train_config = session.train_config

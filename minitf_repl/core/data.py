@@ -43,7 +43,8 @@ DOWNLOAD_SECONDS = 300.0  # the whole download; each read also has the urlopen t
 
 # The digits of pi: the example each task describes itself with (enough for add:30's 60 digits).
 PI_DIGITS = "3141592653589793238462643383279502884197169399375105820974944592307816406286"
-MAX_FILE_BYTES = 200 * 2**20  # the whole text is held as one tensor of int64 ids: 8 bytes a character
+MAX_FILE_BYTES = 200 * 2**20  # the text is held whole, as a string and as one tensor of its ids
+SLOW_FILE_BYTES = 50 * 2**20  # a file larger than this takes seconds to read: load_data's `progress` is told first
 
 
 class CharTokenizer:
@@ -107,6 +108,26 @@ class CharTokenizer:
             )
         return [self.stoi[ch] for ch in text]
 
+    def encode_tensor(self, text: str, dtype: torch.dtype) -> torch.Tensor:
+        """encode(text) as a tensor of `dtype`, read a block of characters at a time through a table from code point
+        to id: a file of 80 MB took 10 s and 1 GB as a Python list of ids, and now takes a second. A character the
+        vocabulary lacks goes through encode(), which reads it another way or says what is wrong."""
+        import numpy as np
+
+        out = np.empty(len(text), dtype=torch.empty(0, dtype=dtype).numpy().dtype)
+        if not text:
+            return torch.from_numpy(out)
+        table = np.full(max(map(ord, self.itos), default=0) + 1, -1, dtype=np.int64)
+        table[[ord(ch) for ch in self.itos]] = np.arange(len(self.itos))
+        block = 1 << 22
+        for start in range(0, len(text), block):
+            codes = np.frombuffer(text[start:start + block].encode("utf-32-le", "surrogatepass"), dtype="<u4")
+            ids = table[np.minimum(codes, len(table) - 1)]
+            if (ids < 0).any() or (codes >= len(table)).any():
+                return torch.tensor(self.encode(text), dtype=dtype)
+            out[start:start + len(codes)] = ids
+        return torch.from_numpy(out)
+
     def decode(self, ids) -> str:
         return "".join(self.itos[int(i)] for i in ids)
 
@@ -154,8 +175,7 @@ class TextCorpus:
         # Shakespeare takes 1 MB, not 9); a batch is widened to int64 when cut.
         self.cut = int(0.9 * len(text))
         dtype = _id_dtype(self.tokenizer.vocab_size)
-        self.splits = {split: torch.tensor(self.tokenizer.encode(self.split_text(split)), dtype=dtype)
-                       for split in ("train", "val")}
+        self.splits = {split: _encoded(self.tokenizer, self.split_text(split), dtype) for split in ("train", "val")}
 
     def split_text(self, split: str) -> str:
         """The characters of the train or the val split."""
@@ -198,6 +218,13 @@ class TextCorpus:
         starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
         windows = data[starts[:, None] + torch.arange(max_seq_len + 1)].long()  # (B, T + 1): one window a row
         return windows[:, :-1], windows[:, 1:]  # x, and y = x shifted by one: the next token at each position
+
+
+def _encoded(tokenizer, text: str, dtype: torch.dtype) -> torch.Tensor:
+    """`text`'s ids as a tensor of `dtype`: a character tokenizer's fast path (CharTokenizer.encode_tensor), else
+    through its list of ids."""
+    fast = getattr(tokenizer, "encode_tensor", None)
+    return fast(text, dtype) if fast is not None else torch.tensor(tokenizer.encode(text), dtype=dtype)
 
 
 def _chars_for(tokens: int) -> int:
@@ -820,12 +847,12 @@ def lasting_spec(spec: str) -> str:
         return spec
 
 
-def load_data(spec: str, tokenizer=None, line_endings: bool = False):
+def load_data(spec: str, tokenizer=None, line_endings: bool = False, progress=None):
     """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`,
     `repeat[:V]`, or a path.
 
     `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters. `line_endings`: a
-    file's "\r" kept (read_text_file)."""
+    file's "\r" kept (read_text_file). `progress`: told in one line, before, that a large file takes a while."""
     spec = spec.strip()
     if not spec:
         raise DataError(f"no data named; choose one of {', '.join(CORPORA + TASKS)} or a file path")
@@ -847,6 +874,9 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         return Task(name, size)
     if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
         raise DataError(problem)
+    if progress is not None and (size := _file_size(spec)) > SLOW_FILE_BYTES:
+        progress(f"reading {_clip(Path(spec).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; Ctrl-C stops it and "
+                 "keeps the data as it is")
     text, converted, bom = _read_text(spec, line_endings)
     # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
     # byte-order mark once
@@ -856,6 +886,14 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
                           tokenizer)
     return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer)
+
+
+def _file_size(spec: str) -> int:
+    """The size in bytes of the file `spec` names; 0 where there is none (read_text_file then says why)."""
+    try:
+        return Path(spec).expanduser().stat().st_size
+    except (OSError, RuntimeError, ValueError):
+        return 0
 
 
 def _parse_size(name: str, arg: str, default: int) -> int:

@@ -1,0 +1,73 @@
+"""What a user's-eye sweep of scale and long sessions found (large data files, many checkpoints, long runs, settings
+at their limits, long sessions): each test failed before its fix.
+
+`:data` of a large file (80 MB) read for 10 s and 1 GB, as a Python list of one int a character before the tensor,
+without a word; Ctrl-C while it read only asked for a stop that nothing polled, so the data switched anyway once the
+file was read.
+"""
+
+import os
+import signal
+
+import pytest
+import torch
+
+from minitf_repl.core import data as data_module
+from minitf_repl.core.data import CharTokenizer, TextCorpus
+from minitf_repl.core.errors import DataError
+from test_commands import Recorder, run, tiny_session
+from test_repl import drive
+
+
+# --- a large data file -----------------------------------------------------------------------------------------
+def test_ctrl_c_while_a_file_is_read_stops_the_read_and_keeps_the_data(tmp_path, monkeypatch):
+    path = tmp_path / "big.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog\n" * 200, encoding="utf-8")
+    read = data_module._read_text
+
+    def ctrl_c_while_reading(*args, **kwargs):  # the user presses Ctrl-C while the file is read
+        os.kill(os.getpid(), signal.SIGINT)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(data_module, "_read_text", ctrl_c_while_reading)
+    code, out, err, session = drive(f":data {path}\r:data\r", session=tiny_session("sort:4"))
+    assert "interrupted" in err
+    assert session.data_spec == "sort:4" and "data is now" not in out
+    assert out.count("sort") >= 1  # the session went on: the next :data showed the data it kept
+
+
+def test_a_large_file_is_announced_before_it_is_read(tmp_path, monkeypatch):
+    path = tmp_path / "big.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog\n" * 200, encoding="utf-8")
+    monkeypatch.setattr(data_module, "SLOW_FILE_BYTES", 1000)
+    recorder = Recorder()
+    run(tiny_session("sort:4"), f":data {path}", recorder)
+    assert any(n.startswith("reading big.txt") and "Ctrl-C stops it" in n for n in recorder.notices)
+    monkeypatch.setattr(data_module, "SLOW_FILE_BYTES", 10**9)
+    recorder = Recorder()
+    run(tiny_session("sort:4"), f":data {path}", recorder)
+    assert not any(n.startswith("reading") for n in recorder.notices)
+
+
+def test_a_corpus_is_encoded_without_a_list_of_ids(monkeypatch):
+    text = "ab\U0001F600 cé\n" * 50 + "zy"
+    expected = {ch: i for i, ch in enumerate(sorted(set(text)))}
+
+    def no_list(self, text):
+        raise AssertionError("a list of one Python int a character")
+
+    monkeypatch.setattr(CharTokenizer, "encode", no_list)
+    corpus = TextCorpus("t", text, "test")
+    assert corpus.splits["train"].tolist() == [expected[ch] for ch in corpus.split_text("train")]
+    assert corpus.splits["val"].tolist() == [expected[ch] for ch in corpus.split_text("val")]
+    assert corpus.splits["train"].dtype == torch.uint8
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32])
+def test_the_fast_encoding_reads_as_encode_does(dtype):
+    tokenizer = CharTokenizer.from_vocab("zé a\U0001F600b")  # a checkpoint's order, not sorted
+    for text in ("", "a", "ba z\U0001F600é", "e\u0301"):  # the last: é typed as e and an accent (NFD)
+        assert tokenizer.encode_tensor(text, dtype).tolist() == tokenizer.encode(text)
+        assert tokenizer.encode_tensor(text, dtype).dtype == dtype
+    with pytest.raises(DataError, match="not in the vocabulary: 'q'"):
+        tokenizer.encode_tensor("abq", dtype)
