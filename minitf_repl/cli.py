@@ -266,11 +266,26 @@ class _Group(_FlagsUntyped, TyperGroup):
         if option is None or ctx is None or ctx.parent is None or ctx.info_name not in args:
             return None
         command_at = args.index(ctx.info_name)
-        at = next((i for i, a in enumerate(args) if i > command_at and (a == name or a.startswith(name + "="))), None)
-        if at is None:
+        if not any(i > command_at and (a == name or a.startswith(name + "=")) for i, a in enumerate(args)):
             return None
-        end = at + 1 if option.is_flag or "=" in args[at] else min(at + 2, len(args))
-        moved = args[:command_at] + args[at:end] + args[command_at:at] + args[end:]
+        # every option of minitf's after the command moves, not the one Click stopped at alone: the line given for
+        # `minitf train --set n_layers=1 --set d_model=16` failed again on the second --set
+        own = {o for p in ctx.command.params for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
+        before, after, i = [], [], command_at + 1
+        while i < len(args):
+            word = args[i]
+            if word == "--":  # the text after it stays as it is
+                after.extend(args[i:])
+                break
+            mine = next((p for p in self.params if word.split("=", 1)[0] in p.opts), None)
+            if mine is None or word.split("=", 1)[0] in own:
+                after.append(word)
+                i += 1
+                continue
+            end = i + 1 if mine.is_flag or "=" in word else min(i + 2, len(args))
+            before.extend(args[i:end])
+            i = end
+        moved = args[:command_at] + before + [args[command_at]] + after
         return f"{name} is an option of minitf itself, so it goes before the command: {shlex.join(['minitf', *moved])}"
 
     def _early(self, e: Exception, args: list[str]) -> str | None:

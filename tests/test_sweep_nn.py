@@ -71,3 +71,15 @@ def test_the_fast_encoding_reads_as_encode_does(dtype):
         assert tokenizer.encode_tensor(text, dtype).dtype == dtype
     with pytest.raises(DataError, match="not in the vocabulary: 'q'"):
         tokenizer.encode_tensor("abq", dtype)
+
+
+# --- the shell's line for options of minitf given after the command ---------------------------------------------
+def test_every_option_of_minitf_after_the_command_moves_before_it():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("train", "--steps", "20", "--set", "n_layers=1", "--set", "d_model=16",
+                                        "--checkpoint-dir", "/tmp/x"), code=2)
+    assert line.endswith("goes before the command: minitf --set n_layers=1 --set d_model=16 --checkpoint-dir /tmp/x "
+                         "train --steps 20")
+    line = assert_one_error_line(invoke("gen", "--set", "n=5", "--", "--set"), code=2)  # text after -- stays
+    assert line.endswith(": minitf --set n=5 gen -- --set")
