@@ -83,3 +83,30 @@ def test_every_option_of_minitf_after_the_command_moves_before_it():
                          "train --steps 20")
     line = assert_one_error_line(invoke("gen", "--set", "n=5", "--", "--set"), code=2)  # text after -- stays
     assert line.endswith(": minitf --set n=5 gen -- --set")
+
+
+# --- a model too large for this machine --------------------------------------------------------------------------
+def test_a_training_larger_than_the_free_memory_is_refused_before_it_starts(monkeypatch):
+    from minitf_repl.core import sizes
+    from minitf_repl.core.errors import UserError
+
+    monkeypatch.setattr(sizes, "available_memory", lambda: 0)  # a machine with no memory free
+    s = tiny_session()
+    with pytest.raises(UserError, match=r"would need about .* GiB \(a rough upper estimate\), but this machine has "
+                                        r"0\.0 GiB free; lower batch_size or max_seq_len"):
+        run(s, ":train")
+    assert not s.has_model or s.trainer.step == 0
+    monkeypatch.setattr(sizes, "available_memory", lambda: None)  # unknown (not Linux): nothing is checked
+    assert run(s, ":train").steps == 6
+    monkeypatch.setattr(sizes, "available_memory", lambda: 0)  # what the model holds counts as free for it
+    monkeypatch.setattr(sizes, "training_bytes", lambda config, batch_size: 16 * sizes.parameter_count(config))
+    assert run(s, ":train steps=2").steps == 2
+
+
+def test_a_compare_larger_than_the_free_memory_is_refused_before_it_starts(monkeypatch):
+    from minitf_repl.core import sizes
+    from minitf_repl.core.errors import UserError
+
+    monkeypatch.setattr(sizes, "available_memory", lambda: 0)
+    with pytest.raises(UserError, match="but this machine has 0.0 GiB free"):
+        run(tiny_session(), ":compare lr=0.01 vs lr=0.02 steps=2")

@@ -22,7 +22,7 @@ from ..core.bpe import tokenizer_setting
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.recipes import follow_optimizer, recipe_label
-from ..core.sizes import check_trainable
+from ..core.sizes import check_memory_free, check_trainable
 from ..core.words import count
 from ..parsing import CLEAR, convert
 from ..registry import Param, clip, param_from_setting
@@ -180,6 +180,8 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     train = train.replace(eval_every=every)
     reading.check_fits(model.max_seq_len)
     check_trainable(model, train.batch_size)
+    if session.device.type == "cpu":  # each contender is a new model, trained while the session's stays
+        check_memory_free(model, train.batch_size)
     return Contender(label, model, train, reading if reading is not data else None, built)
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from ..core import distributed
 from ..core.config import TrainConfig
 from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
-from ..core.sizes import check_trainable
+from ..core.sizes import check_memory_free, check_trainable, parameter_count
 from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
@@ -180,7 +180,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
     check_trainable(model_config, train_config.batch_size,
                     weights_from=session.weights_from if model_config == session.model_config else None)
-    session.device  # resolve now: an unusable device fails before anything changes
+    if session.device.type == "cpu":  # resolved now: an unusable device fails before anything changes
+        # the session's model holds its weights, gradients and optimizer state: this training reuses them, or a
+        # rebuild frees them
+        held = 16 * parameter_count(session.model_config) if session.has_model else 0
+        check_memory_free(model_config, train_config.batch_size, held=held)
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
         raise UserError("prompt= and layer= say what watch= looks at; add watch=" + ", watch=".join(WATCH_VIEWS[:-1])
                         + f" or watch={WATCH_VIEWS[-1]}")

@@ -26,6 +26,18 @@ def _malloc_trim():
         return None
 
 
+def available_memory() -> int | None:
+    """Bytes of memory free for new allocations now (Linux's MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def release_freed() -> None:
     trim = _malloc_trim()
     if trim is not None:

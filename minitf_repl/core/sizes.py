@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .config import ModelConfig
 from .errors import ConfigError
+from .memory import available_memory
 from .variants import feed_forward_kind, norm_kind, position_kind
 
 
@@ -89,4 +90,23 @@ def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | No
         raise ConfigError(
             f"training with batch_size={batch_size}, max_seq_len={config.max_seq_len} and this model would need "
             f"about {need / 2**30:,.0f} GiB (the limit is {MAX_TRAIN_BYTES // 2**30} GiB); lower batch_size or max_seq_len"
+        )
+
+
+def check_memory_free(config: ModelConfig, batch_size: int, held: int = 0, free: int | None = None) -> None:
+    """Refuse a training on the CPU that would not fit in the memory this machine has free now, before anything is
+    allocated: the limits above are any machine's, and past what this one has, Linux's out-of-memory killer ends the
+    whole session (its unsaved work with it) rather than raise an error that could be reported.
+
+    `held`: bytes the session holds now that the training reuses or frees (the current model's weights, gradients
+    and optimizer state). `free`: MemAvailable by default; where unknown, nothing is checked."""
+    free = available_memory() if free is None else free
+    if free is None:
+        return
+    need = training_bytes(config, batch_size)
+    if need > free + held:
+        raise ConfigError(
+            f"training with batch_size={batch_size}, max_seq_len={config.max_seq_len} and this model would need "
+            f"about {need / 2**30:,.1f} GiB (a rough upper estimate), but this machine has {(free + held) / 2**30:,.1f} "
+            "GiB free; lower batch_size or max_seq_len, or choose a smaller model"
         )

@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import memory
 from ..errors import CheckpointError
 from ..words import count
 
@@ -235,22 +236,10 @@ def read_folder(path: Path) -> Folder:
     return Folder(path, config, tensors, files)
 
 
-def available_memory() -> int | None:
-    """Bytes of memory free for new allocations now (Linux's MemAvailable), None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def check_memory(folder: Folder, free: int | None = None) -> None:
     """Refuse a model whose float32 weights would not fit in the memory free now (before anything is built)."""
     need = sum(e.numel for e in folder.tensors.values()) * 4
-    free = available_memory() if free is None else free
+    free = memory.available_memory() if free is None else free
     if free is not None and need > MEMORY_SHARE * free:
         raise CheckpointError(f"{folder.path} needs {need / 2**30:.1f} GiB as float32 weights, but only "
                               f"{free / 2**30:.1f} GiB of memory is free; choose a smaller model or free memory")
