@@ -139,7 +139,7 @@ def test_shapes_one_layer_in_full_the_others_summarized(tiny_records):
     assert "shape trace of '3141='" in out
     assert "blocks.0 TransformerBlock" in out and "  attn.q_proj " in out and "  ffn.fc_in " in out
     assert out.count("attn.q_proj") == 1  # blocks.1 is one line
-    assert "blocks.1 TransformerBlock" in out and "same 22 steps as blocks.0" in out
+    assert "blocks.1 TransformerBlock" in out and "same 19 steps as blocks.0" in out
     # formulas are literal text, not Rich markup: "[idx]" must survive
     assert "x = W_E[idx]" in out and "S = QK^T / sqrt(d_k)" in out
     assert "(B, T) -> (B, T, d) = (1, 5, 32)" in out  # token ids in, embeddings out
@@ -151,10 +151,10 @@ def test_shapes_one_layer_in_full_the_others_summarized(tiny_records):
 def test_shapes_all_and_other_layer(tiny_records):
     out = text_of(C.ShapesResult("3141=", tiny_records, n_layers=2, layer=None, show_all=True), width=140)
     assert out.count("attn.q_proj") == 2 and "blocks.1 TransformerBlock" in out
-    assert "same 22 steps" not in out
+    assert "same 19 steps" not in out
     out = text_of(C.ShapesResult("3141=", tiny_records, n_layers=2, layer=1, show_all=False), width=140)
     assert out.count("attn.q_proj") == 1
-    assert out.index("same 22 steps as blocks.1") < out.index("blocks.1 TransformerBlock") < out.index("attn.q_proj")
+    assert out.index("same 19 steps as blocks.1") < out.index("blocks.1 TransformerBlock") < out.index("attn.q_proj")
 
 
 def test_shapes_fit_a_narrow_terminal(tiny_records):

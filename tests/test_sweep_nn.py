@@ -110,3 +110,25 @@ def test_a_compare_larger_than_the_free_memory_is_refused_before_it_starts(monke
     monkeypatch.setattr(sizes, "available_memory", lambda: 0)
     with pytest.raises(UserError, match="but this machine has 0.0 GiB free"):
         run(tiny_session(), ":compare lr=0.01 vs lr=0.02 steps=2")
+
+
+# --- :shapes of a deep model --------------------------------------------------------------------------------------
+def test_shapes_of_a_deep_model_counts_the_steps_it_shows():
+    import re
+
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.session import Session
+    from test_commands import TINY
+    from test_render import text_of
+
+    session = Session(ModelConfig(**{**TINY, "n_layers": 5}), data_spec="sort:4", device_name="cpu")
+    result = run(session, ":shapes 12")
+    text = text_of(result, 160)
+    block0 = text.split("blocks.0 TransformerBlock\n")[1].split("blocks.1 ")[0]
+    listed = sum(1 for line in block0.splitlines() if re.match(r"  \S", line))  # a step's line, not its formula
+    alike = re.findall(r"same (\d+) steps as blocks\.0", text)
+    assert alike == [str(listed)] * 4  # blocks.1 to 4 run the steps blocks.0 lists
+    idle = int(re.search(r"(\d+) dropout steps? not shown", text).group(1))
+    total = int(re.search(r"(\d+) steps, 5 layers", text).group(1))
+    shown = sum(1 for line in text.splitlines() if re.match(r"  [a-z_]", line) and "same" not in line)
+    assert shown + 4 * listed + idle == total  # every step counted once: shown, folded or not shown

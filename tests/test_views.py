@@ -268,7 +268,7 @@ def test_shapes_read_at_80_and_100_columns(trained, width):
     assert "(B, T, d) -> (B, T, d_ff) = (1, 5, 64)" in out
     assert "blocks.0 TransformerBlock" in lines
     assert any(line.startswith("  attn.q_proj ") for line in lines)
-    assert "same 22 steps as blocks.0" in out
+    assert "same 19 steps as blocks.0" in out
     assert "dropout steps not shown" in out and "Dropout" not in out
 
 

@@ -116,9 +116,9 @@ def _trace_rows(result: ShapesResult):
     """([section heading, [(name, kind, shape, formula, params) or a folded-block line]], idle steps left out)."""
     dims = trace_dims(result.records)
     shown = result.layer if result.layer is not None else 0
-    by_layer: dict[int, list] = {}
+    by_layer: dict[int, list] = {}  # each block's steps that are shown: dropout's, idle at inference, are a note
     for r in result.records:
-        if r.layer is not None:
+        if r.layer is not None and not (r.step is not None and r.step.idle):
             by_layer.setdefault(r.layer, []).append(r)
     sections: list[tuple[Text, list]] = []
     idle = 0
@@ -139,6 +139,8 @@ def _trace_rows(result: ShapesResult):
                           else sum(b.n_params for b in block))
                 folded = (alike, _io(block[0], block[-1]), fmt.whole(params))
                 sections.append((heading, [folded]))
+                # its dropout steps are not shown either: the note counts them, so that every step is counted once
+                idle += sum(1 for b in result.records if b.layer == r.layer and b.step is not None and b.step.idle)
                 continue
             else:
                 sections.append((Text(heading_name, style="bold cyan") + Text(" TransformerBlock", style="dim"), []))
