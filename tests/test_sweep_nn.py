@@ -132,3 +132,29 @@ def test_shapes_of_a_deep_model_counts_the_steps_it_shows():
     total = int(re.search(r"(\d+) steps, 5 layers", text).group(1))
     shown = sum(1 for line in text.splitlines() if re.match(r"  [a-z_]", line) and "same" not in line)
     assert shown + 4 * listed + idle == total  # every step counted once: shown, folded or not shown
+
+
+# --- a long run's live table -------------------------------------------------------------------------------------
+def test_a_long_runs_live_table_lays_out_the_rows_the_screen_shows(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import live
+
+    console = Console(file=io.StringIO(), width=100, height=30, force_terminal=True)
+    reporter = live.RichReporter(console, live=True)
+    reporter.on_train_start(200_000, 0, False)
+    try:
+        rows = [{"step": 100 * (k + 1), "train_loss": 2.0 - k / 1e4, "val_loss": 2.1 - k / 1e4, "lr": 1e-3,
+                 "tokens_per_second": 1e5, "elapsed": k / 10} for k in range(2000)]
+        reporter._table = live.LossTable(rows, vocab_size=65)
+        laid_out = []
+        monkeypatch.setattr(live, "add_row", lambda table, *cells: (laid_out.append(cells), table.add_row(*cells)))
+        view = reporter.training_view()
+        lines = console.render_lines(view, pad=False)
+        assert len(laid_out) < 4 * 30  # a few layouts of a screen's rows, not 2,000 rows three times
+        assert len(lines) <= 29 and "earlier evaluations above" in "".join(s.text for line in lines for s in line)
+        assert "200,000" in "".join(s.text for line in lines for s in line)  # the last evaluation is on screen
+    finally:
+        reporter.close()

@@ -76,6 +76,10 @@ class LossTable:
         self.columns = [c for c in LOSS_COLUMNS if (c[0] != "accuracy" or with_accuracy)
                         and (c[0] != "aux_loss" or with_aux) and (c[0] != "val_bpc" or with_bpc)]
         # what each column's legend says; under torchrun the train loss is the global batch's, averaged across processes
+        # each row's cells, formatted once as it comes (a long run's table is laid out at each evaluation: formatting
+        # every row every time grew with the run), and each column's widest cell
+        self._cells: dict[str, list[str]] = {key: [] for key, *_ in self.columns}
+        self._widest: dict[str, int] = {key: 0 for key, *_ in self.columns}
         self.legend_words = dict(LOSS_LEGEND)
         if distributed.launched() and (ranks := distributed.world_size()) > 1:
             self.legend_words["train_loss"] = (f"the global batch of the {ranks} processes together, before the "
@@ -85,6 +89,10 @@ class LossTable:
 
     def add(self, row: dict) -> None:
         self.rows.append(row)
+        for key, _, _, show, _ in self.columns:
+            cell = show(row.get(key))
+            self._cells[key].append(cell)
+            self._widest[key] = max(self._widest[key], len(cell))
         if row.get("val_loss") is not None:
             self.val_losses.append(row["val_loss"])
 
@@ -94,12 +102,12 @@ class LossTable:
 
     def table_for(self, width: int | None) -> Table:
         """The table of the rows so far, on a narrow terminal with only the columns that fit `width` (None: all)."""
-        cells = {key: [show(r.get(key)) for r in self.rows] for key, _, _, show, _ in self.columns}
+        cells, widest = self._cells, self._widest
 
         def needed(columns, boxed: bool) -> int:  # each column as wide as its header or widest cell, and the gaps
             if boxed:  # a border and a cell of padding each side of each column
-                return sum(max([len(header), *map(len, cells[key])]) + 3 for key, header, *_ in columns) + 1
-            return sum(max([len(short), *map(len, cells[key])]) + 2 for key, _, short, _, _ in columns) - 2
+                return sum(max(len(header), widest[key]) + 3 for key, header, *_ in columns) + 1
+            return sum(max(len(short), widest[key]) + 2 for key, _, short, _, _ in columns) - 2
 
         # narrow: the caller's word (a terminal below NARROW), or a boxed table with cut headers ("bits/ch…")
         narrow = self.narrow or (width is not None and needed(self.columns, True) > width)
@@ -407,8 +415,10 @@ class RichReporter(Reporter):
             parts.append(watch_view(self._frame, self.console.width, unscaled(self.console)))
         view = Group(*parts, *([self._progress] if self._progress is not None else []))
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
-            self._table.most_rows = None
             room = self.console.height - 1  # and the cursor
+            # no more rows than lines on the screen are laid out to begin with: all of a long run's (1,000
+            # evaluations) took a third of a second at each evaluation, more than the steps between them
+            self._table.most_rows = room
             for _ in range(2):  # the oldest rows give way; then as many more as the line saying so takes
                 over = len(self.console.render_lines(view, pad=False)) - room
                 if over <= 0:
