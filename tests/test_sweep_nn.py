@@ -158,3 +158,24 @@ def test_a_long_runs_live_table_lays_out_the_rows_the_screen_shows(monkeypatch):
         assert "200,000" in "".join(s.text for line in lines for s in line)  # the last evaluation is on screen
     finally:
         reporter.close()
+
+
+# --- a tokenizer trained on a large text --------------------------------------------------------------------------
+@pytest.mark.parametrize("at", ["train_bpe", "retokenized"])
+def test_ctrl_c_while_a_tokenizer_trains_or_reads_the_text_keeps_the_one_in_use(tmp_path, monkeypatch, at):
+    from minitf_repl.core import bpe
+
+    path = tmp_path / "text.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog\n" * 300, encoding="utf-8")
+    owner, name = (bpe, "train_bpe") if at == "train_bpe" else (TextCorpus, "retokenized")
+    original = getattr(owner, name)
+
+    def ctrl_c_then(*args, **kwargs):  # the user presses Ctrl-C while it runs
+        os.kill(os.getpid(), signal.SIGINT)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, ctrl_c_then)
+    code, out, err, session = drive(f":data {path}\r:set tokenizer=bpe:300\r", session=tiny_session("sort:4"))
+    assert "interrupted" in err
+    assert session.tokenizer_setting == "char" and session.tokenizer is None
+    assert "tokenizer: char -> bpe" not in out

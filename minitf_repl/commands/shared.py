@@ -268,6 +268,7 @@ def read_with(data, value: str, reporter, fix: str):
     from ..core.bpe import tokenizer_for
     from ..core.config import parse_tokenizer
     from ..core.data import TextCorpus
+    from ..core.interrupts import cut_short
 
     if not isinstance(data, TextCorpus):
         what = (f"{data.name} is a task of characters (its loss counts the answer's symbols)"
@@ -276,10 +277,14 @@ def read_with(data, value: str, reporter, fix: str):
     n = parse_tokenizer(value)
     if n is not None and len(data.split_text("train")) < 2:
         raise UserError(f"{data.name} has too little training text to train a tokenizer on; choose a longer text")
-    tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
+    # Ctrl-C stops the training and the reading at once (core.interrupts.cut_short): they change nothing of the
+    # session, and on a text of 10 MB they take seconds, which no stop flag polled (the switch went on after them)
+    with cut_short():
+        tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
     if tokenizer is not None:  # the text it was trained on: a switch of data keeps it (bpe_trained_elsewhere)
         tokenizer.trained_on = (data.name, hash(data.split_text("train")))
     if tokenizer is not None and tokenizer.own_size < n:
         reporter.notice(f"the training text has pairs enough for {count(tokenizer.own_size, 'token')} only, "
                         f"not {n:,}: the tokenizer has {tokenizer.own_size:,}")
-    return tokenizer, data.retokenized(tokenizer)
+    with cut_short():
+        return tokenizer, data.retokenized(tokenizer)
