@@ -99,7 +99,8 @@ def test_a_training_larger_than_the_free_memory_is_refused_before_it_starts(monk
     monkeypatch.setattr(sizes, "available_memory", lambda: None)  # unknown (not Linux): nothing is checked
     assert run(s, ":train").steps == 6
     monkeypatch.setattr(sizes, "available_memory", lambda: 0)  # what the model holds counts as free for it
-    monkeypatch.setattr(sizes, "training_bytes", lambda config, batch_size: 16 * sizes.parameter_count(config))
+    monkeypatch.setattr(sizes, "training_bytes",
+                        lambda config, batch_size, fused=False: 16 * sizes.parameter_count(config))
     assert run(s, ":train steps=2").steps == 2
 
 
@@ -179,3 +180,22 @@ def test_ctrl_c_while_a_tokenizer_trains_or_reads_the_text_keeps_the_one_in_use(
     assert "interrupted" in err
     assert session.tokenizer_setting == "char" and session.tokenizer is None
     assert "tokenizer: char -> bpe" not in out
+
+
+def test_the_memory_a_training_needs_counts_no_attention_maps_the_fast_path_does_not_keep(monkeypatch):
+    from minitf_repl.core import sizes
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.core.errors import UserError
+
+    config = ModelConfig(max_seq_len=4096)
+    maps = 4 * 16 * 4096 * config.n_layers * 3 * config.n_heads * 4096  # three (T, T) maps a head, float32
+    assert sizes.training_bytes(config, 16) - sizes.training_bytes(config, 16, fused=True) == maps
+    s = tiny_session("pydoc")
+    run(s, ":set batch_size=64 max_seq_len=8192")  # fast_path=on (default): about 1 GiB, not 100
+    assert s.model_config.max_seq_len == 8192
+    with pytest.raises(UserError, match=r"would need about \d+ GiB \(the limit is 64 GiB\)"):
+        run(s, ":set fast_path=off")  # the readable path keeps them: refused as before
+    monkeypatch.setattr(sizes, "available_memory", lambda: 2 * 2**30)  # a machine with 2 GiB free trains it
+    sizes.check_memory_free(s.model_config, 64, fused=True)
+    with pytest.raises(UserError, match="but this machine has 2.0 GiB free"):
+        sizes.check_memory_free(s.model_config, 64)

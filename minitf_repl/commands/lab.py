@@ -179,9 +179,9 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
         model = model.replace(vocab_size=reading.tokenizer.vocab_size)
     train = train.replace(eval_every=every)
     reading.check_fits(model.max_seq_len)
-    check_trainable(model, train.batch_size)
+    check_trainable(model, train.batch_size, fused=train.fast_path)
     if session.device.type == "cpu":  # each contender is a new model, trained while the session's stays
-        check_memory_free(model, train.batch_size)
+        check_memory_free(model, train.batch_size, fused=train.fast_path)
     return Contender(label, model, train, reading if reading is not data else None, built)
 
 

@@ -315,7 +315,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     # Hugging Face folder may be larger than the lab trains) takes settings that build nothing: temperature, lr, ...
     if (not session.has_model or reading is not None or session.rebuild_needed(config=model)
             or train.batch_size != session.train_config.batch_size):
-        check_trainable(model, train.batch_size)
+        check_trainable(model, train.batch_size, fused=train.fast_path)
 
     changed = {}
     for cls in SETTINGS:

@@ -178,13 +178,15 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     model_config = session.model_config
     if new_data is not None:
         model_config = model_config.replace(vocab_size=new_data.tokenizer.vocab_size)
+    # the steps take the fast path, which keeps no (T, T) attention map, unless it is off or :ablate's hooks listen
+    fused = train_config.fast_path and not session.ablations
     check_trainable(model_config, train_config.batch_size,
-                    weights_from=session.weights_from if model_config == session.model_config else None)
+                    weights_from=session.weights_from if model_config == session.model_config else None, fused=fused)
     if session.device.type == "cpu":  # resolved now: an unusable device fails before anything changes
         # the session's model holds its weights, gradients and optimizer state: this training reuses them, or a
         # rebuild frees them
         held = 16 * parameter_count(session.model_config) if session.has_model else 0
-        check_memory_free(model_config, train_config.batch_size, held=held)
+        check_memory_free(model_config, train_config.batch_size, held=held, fused=fused)
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
         raise UserError("prompt= and layer= say what watch= looks at; add watch=" + ", watch=".join(WATCH_VIEWS[:-1])
                         + f" or watch={WATCH_VIEWS[-1]}")

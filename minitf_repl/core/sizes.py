@@ -51,20 +51,23 @@ def kv_cache_bytes_per_token(config: ModelConfig, bytes_per_value: int = 4) -> i
     return 2 * config.n_layers * config.kv_heads * config.head_dim * bytes_per_value
 
 
-def training_bytes(config: ModelConfig, batch_size: int) -> int:
+def training_bytes(config: ModelConfig, batch_size: int, fused: bool = False) -> int:
     """A rough upper estimate of the memory one training step needs, in bytes (float32).
 
     Parameters cost 16 bytes each (weight, gradient, AdamW's two moments); the activations kept for
     the backward pass about 12 d_model floats per token and layer, plus the FFN's hidden layer
     (2 d_ff; 4 * its width for SwiGLU's gate, up, SiLU and product; times experts_per_token with
     experts), plus, on the explicit attention path, three (T, T) maps per head (scores, masked
-    scores, softmax).
+    scores, softmax). `fused`: the steps take the fast path (core.fastpath: TrainConfig.fast_path, with no hook on
+    the model), whose fused attention keeps no (T, T) map whatever `attention` says: counted, they made
+    max_seq_len=4096 need 50 GiB where the steps took 3.
     """
     d, T, L = config.d_model, config.max_seq_len, config.n_layers
     hidden = feed_forward_kind(config).kept_floats(config)
     if config.is_moe:
         hidden = config.experts_per_token * (hidden + d) + 2 * config.n_experts  # + each expert's output, router
-    per_token_layer = 12 * d + hidden + (3 * config.n_heads * T if config.attention == "explicit" else 0)
+    maps = config.attention == "explicit" and not fused
+    per_token_layer = 12 * d + hidden + (3 * config.n_heads * T if maps else 0)
     return 16 * parameter_count(config) + 4 * batch_size * T * L * per_token_layer
 
 
@@ -72,7 +75,7 @@ MAX_PARAMS = 500_000_000  # more than any machine this lab runs on trains in a s
 MAX_TRAIN_BYTES = 64 * 2**30
 
 
-def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | None = None) -> None:
+def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | None = None, fused: bool = False) -> None:
     """Refuse a model or batch whose training would need more memory than any machine here has.
 
     `weights_from`: where the model's weights came from (`hf:PATH`): no setting makes those fewer, so a model
@@ -85,7 +88,7 @@ def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | No
             raise ConfigError(f"the model from {weights_from} has about {about} parameters, {limit} for training; "
                               "it generates and every view reads it, and a smaller model trains")
         raise ConfigError(f"that model would have about {about} parameters, {limit}; lower d_model, d_ff or n_layers")
-    need = training_bytes(config, batch_size)
+    need = training_bytes(config, batch_size, fused)
     if need > MAX_TRAIN_BYTES:
         raise ConfigError(
             f"training with batch_size={batch_size}, max_seq_len={config.max_seq_len} and this model would need "
@@ -93,7 +96,8 @@ def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | No
         )
 
 
-def check_memory_free(config: ModelConfig, batch_size: int, held: int = 0, free: int | None = None) -> None:
+def check_memory_free(config: ModelConfig, batch_size: int, held: int = 0, free: int | None = None,
+                      fused: bool = False) -> None:
     """Refuse a training on the CPU that would not fit in the memory this machine has free now, before anything is
     allocated: the limits above are any machine's, and past what this one has, Linux's out-of-memory killer ends the
     whole session (its unsaved work with it) rather than raise an error that could be reported.
@@ -103,10 +107,10 @@ def check_memory_free(config: ModelConfig, batch_size: int, held: int = 0, free:
     free = available_memory() if free is None else free
     if free is None:
         return
-    need = training_bytes(config, batch_size)
+    need = training_bytes(config, batch_size, fused)
     if need > free + held:
         raise ConfigError(
             f"training with batch_size={batch_size}, max_seq_len={config.max_seq_len} and this model would need "
-            f"about {need / 2**30:,.1f} GiB (a rough upper estimate), but this machine has {(free + held) / 2**30:,.1f} "
-            "GiB free; lower batch_size or max_seq_len, or choose a smaller model"
+            f"about {need / 2**30:,.1f} GiB (a rough upper estimate), but this machine has "
+            f"{(free + held) / 2**30:,.1f} GiB free; lower batch_size or max_seq_len, or choose a smaller model"
         )

@@ -142,7 +142,7 @@ def check_loadable(config: ModelConfig, train: TrainConfig) -> None:
     not load back."""
     config.check_limits()  # a billion eval_batches would make the next evaluation one that no stop request reaches
     train.check_limits()
-    check_trainable(config, train.batch_size)
+    check_trainable(config, train.batch_size, fused=train.fast_path)
 
 
 def _reason(e: Exception) -> str:
