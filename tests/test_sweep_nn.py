@@ -199,3 +199,20 @@ def test_the_memory_a_training_needs_counts_no_attention_maps_the_fast_path_does
     sizes.check_memory_free(s.model_config, 64, fused=True)
     with pytest.raises(UserError, match="but this machine has 2.0 GiB free"):
         sizes.check_memory_free(s.model_config, 64)
+
+
+# --- :attn of a model with many heads -----------------------------------------------------------------------------
+def test_attn_of_many_heads_draws_the_first_sixteen_and_says_so():
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.session import Session
+    from test_commands import TINY
+    from test_render import plain
+
+    session = Session(ModelConfig(**{**TINY, "d_model": 64, "n_heads": 32}), data_spec="sort:4", device_name="cpu")
+    result = run(session, ":attn 1234")
+    assert len(result.maps) == 32  # --json keeps every head's map
+    text = plain(result, 40)
+    assert "head 15 " in text and "head 16 " not in text and "head 31 " not in text
+    assert "heads 16 to 31 not shown (the first 16 of 32 heads are): :attn head=N shows any one" in text
+    few = run(Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu"), ":attn 1234")
+    assert "not shown" not in plain(few, 40)

@@ -49,6 +49,7 @@ FAMILY = "inside the model"  # the heading :help lists this module's commands un
 
 
 # --- :attn ---------------------------------------------------------------------------------------
+ATTN_PANELS = 16  # head=all draws at most this many maps (a map is a screen's height of lines); the rest are named
 @dataclass
 class AttnResult:
     prompt: str  # the text read (its last max_seq_len characters)
@@ -113,10 +114,15 @@ def render_attn(result: AttnResult, console: Console) -> None:
         console.print(heatmap(tokens, maps[0], peak, width, as_text, future), highlight=False, no_wrap=True,
                       overflow="ignore")
     else:
+        shown = list(zip(result.heads, maps))[:ATTN_PANELS]
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text, future))
-                  for h, m in zip(result.heads, maps)]
+                  for h, m in shown]
         console.print(Columns(panels, padding=(1, 2)))
     console.print(legend(peak, as_text, width=console.width), highlight=False)
+    if not single and len(result.heads) > ATTN_PANELS:  # 64 heads were 64 maps, some 600 lines at 40 columns
+        note(console, f"heads {ATTN_PANELS} to {result.heads[-1]} not shown (the first {ATTN_PANELS} of "
+                      f"{count(len(result.heads), 'head')} are): {cmd('attn', head='N')} shows any one, and "
+                      f"{cmd('heads', layer=result.layer)} what each of them does")
     if future:
         nxt = [next_token_weight(m) for m in result.maps]
         shares = ", ".join(f"head {h} {w:.2f}" for h, w in zip(result.heads, nxt))
