@@ -216,3 +216,25 @@ def test_attn_of_many_heads_draws_the_first_sixteen_and_says_so():
     assert "heads 16 to 31 not shown (the first 16 of 32 heads are): :attn head=N shows any one" in text
     few = run(Session(ModelConfig(**TINY), data_spec="sort:4", device_name="cpu"), ":attn 1234")
     assert "not shown" not in plain(few, 40)
+
+
+# --- a part of a large file, cut with head -c ---------------------------------------------------------------------
+def test_a_file_cut_inside_its_last_character_is_read_without_it(tmp_path, monkeypatch):
+    from minitf_repl.core.data import load_data
+
+    whole = "héllo wörld, a text\n" * 50
+    raw = whole.encode("utf-8")
+    cut = raw[: raw.rindex("ö".encode()) + 1]  # `head -c N` ends one byte into the last "ö"
+    path = tmp_path / "part.txt"
+    path.write_bytes(cut)
+    corpus = load_data(str(path))
+    assert corpus.text == cut[:-1].decode("utf-8")
+    assert corpus.description.endswith("its last character dropped (the file ends 1 byte into it)")
+    path.write_bytes(raw[:10] + b"\xff" + raw[10:])  # a bad byte inside is still not UTF-8
+    with pytest.raises(DataError, match="is not UTF-8 text"):
+        load_data(str(path))
+    monkeypatch.setattr(data_module, "MAX_FILE_BYTES", 100)  # too large: the line says how to cut a part
+    path.write_bytes(raw)
+    with pytest.raises(DataError, match=r"up to 0 MiB \(the text is held in memory whole\): use a part of it, e\.g\. "
+                                        r"head -c 0M .*part\.txt > .*part-part\.txt$"):
+        load_data(str(path))

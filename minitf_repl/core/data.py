@@ -704,9 +704,10 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     return _read_text(path, line_endings)[0]
 
 
-def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool]:
-    """read_text_file's text, how many Windows or old Mac line endings it read as "\n", and whether a leading
-    byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file)."""
+def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool, int]:
+    """read_text_file's text, how many Windows or old Mac line endings it read as "\n", whether a leading
+    byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), and the
+    bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`)."""
     p = Path(path).expanduser()
     shown = _clip(str(p))
     try:
@@ -724,9 +725,11 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             raise DataError(f"{shown} is not a regular file (a device or a pipe?); give the path of a UTF-8 text file")
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
+            part = shlex.quote(str(p.with_name(p.stem + "-part" + p.suffix)))
             raise DataError(
-                f"{shown} is {size / 2**20:,.0f} MiB; this character-level lab reads files up to "
-                f"{MAX_FILE_BYTES // 2**20} MiB: use a part of it"
+                f"{shown} is {size / 2**20:,.0f} MiB; minitf reads files up to {MAX_FILE_BYTES // 2**20} MiB (the "
+                f"text is held in memory whole): use a part of it, e.g. head -c {MAX_FILE_BYTES // 2**20}M "
+                f"{shlex.quote(str(p))} > {part}"
             )
         raw = p.read_bytes()
     except OSError as e:  # unreadable, a name too long, ...
@@ -739,7 +742,11 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     try:
         # utf-8-sig: a byte-order mark some editors put first (Notepad) is no character of the text, and kept it
         # would be one more symbol in the vocabulary that the model learns to write at the start
-        text = raw.decode("utf-8-sig")
+        decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        # not final: a last character the file ends inside of (a part cut with `head -c`, as the message for a file
+        # too large says) stays in the decoder, and is dropped, where it read as a file that is not UTF-8 at all
+        text = decoder.decode(raw, final=False)
+        cut = len(decoder.getstate()[0])
         bom = raw.startswith(codecs.BOM_UTF8)
     except UnicodeDecodeError as e:
         # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined;
@@ -759,7 +766,7 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     if not text.strip():
         what = "is empty" if not text else f"holds only whitespace ({count(len(text), 'character')})"
         raise DataError(f"{shown} {what}; give a file that contains text")
-    return text, converted, bom
+    return text, converted, bom, cut
 
 
 def _text_file_in(folder: Path, most: int = 1000) -> Path | None:
@@ -877,11 +884,12 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False, progress=No
     if progress is not None and (size := _file_size(spec)) > SLOW_FILE_BYTES:
         progress(f"reading {_clip(Path(spec).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; Ctrl-C stops it and "
                  "keeps the data as it is")
-    text, converted, bom = _read_text(spec, line_endings)
+    text, converted, bom, cut = _read_text(spec, line_endings)
     # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
     # byte-order mark once
     read_as = f", its {count(converted, 'line ending')} \\r\\n or \\r read as \\n" if converted else ""
     read_as += ", its leading byte-order mark (U+FEFF) dropped" if bom else ""
+    read_as += f", its last character dropped (the file ends {count(cut, 'byte')} into it)" if cut else ""
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
                           tokenizer)
