@@ -238,3 +238,23 @@ def test_a_file_cut_inside_its_last_character_is_read_without_it(tmp_path, monke
     with pytest.raises(DataError, match=r"up to 0 MiB \(the text is held in memory whole\): use a part of it, e\.g\. "
                                         r"head -c 0M .*part\.txt > .*part-part\.txt$"):
         load_data(str(path))
+
+
+# --- a folder of many small texts ---------------------------------------------------------------------------------
+def test_a_folder_of_many_texts_is_answered_with_how_to_join_them(tmp_path):
+    from minitf_repl.core.data import load_data
+
+    folder = tmp_path / "poems"
+    folder.mkdir()
+    for k in range(300):
+        (folder / f"p{k:03}.txt").write_text(f"poem {k}\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_data(str(folder))
+    assert str(e.value).endswith(f"e.g. {folder}/p000.txt, or join its 300 .txt files into one: cat {folder}/*.txt "
+                                 f"> {folder}.txt")
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "a.txt").write_text("just one\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_data(str(one))
+    assert str(e.value).endswith(f"e.g. {one}/a.txt")  # one file: nothing to join

@@ -717,8 +717,12 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
                             f"{', '.join(CORPORA + TASKS)}")
         if p.is_dir():
             example = _text_file_in(p)
+            # a folder of many texts (a corpus of 5,000 poems, one a file): one of them is not what was meant
+            joined = (f", or join its {_same_kind(p, example.suffix)} {example.suffix} files into one: cat "
+                      f"{shlex.quote(str(p))}/*{example.suffix} > {shlex.quote(str(p).rstrip('/') + '.txt')}"
+                      if example and example.suffix and _same_kind(p, example.suffix) != "1" else "")
             raise DataError(f"{shown} is a directory; the data is one text file: give its path, e.g. "
-                            f"{_clip(str(example), 200)}" if example else
+                            f"{_clip(str(example), 200)}{joined}" if example else
                             f"{shown} is a directory with no text file directly in it; give the path of a UTF-8 "
                             "text file")
         if not p.is_file():
@@ -791,6 +795,19 @@ def _text_file_in(folder: Path, most: int = 1000) -> Path | None:
     except OSError:
         pass
     return None
+
+
+def _same_kind(folder: Path, suffix: str, most: int = 100_000) -> str:
+    """How many files of `folder` end in `suffix`, in words ("5,000"; "over 100,000" past `most` entries)."""
+    import itertools
+
+    try:
+        with os.scandir(folder) as entries:
+            looked = list(itertools.islice(entries, most + 1))
+    except OSError:
+        return "1"
+    n = sum(1 for e in looked[:most] if e.name.endswith(suffix) and not e.name.startswith("."))
+    return f"over {n:,}" if len(looked) > most else f"{n:,}"
 
 
 def _decodes(raw: bytes, encoding: str) -> bool:
