@@ -258,3 +258,35 @@ def test_a_folder_of_many_texts_is_answered_with_how_to_join_them(tmp_path):
     with pytest.raises(DataError) as e:
         load_data(str(one))
     assert str(e.value).endswith(f"e.g. {one}/a.txt")  # one file: nothing to join
+
+
+# --- a long run's checkpoint --------------------------------------------------------------------------------------
+def test_a_long_runs_checkpoint_keeps_a_thinned_history_and_still_saves(checkpoint_dir, monkeypatch):
+    import json
+
+    from minitf_repl.core.checkpoint import layout, store
+
+    # the real bound: HISTORY_SAVED rows (each under 1,000 bytes) fit in a manifest many times over
+    assert store.HISTORY_SAVED * 1000 < layout.MAX_MANIFEST_BYTES
+    monkeypatch.setattr(store, "HISTORY_SAVED", 20)
+    s = tiny_session(eval_every=10, steps=95)
+    result = run(s, ":train")
+    assert result.saved == "autosave" and result.save_error is None
+    manifest = json.loads((checkpoint_dir / "autosave" / "checkpoint.json").read_text())
+    rows = manifest["trainer"]["history"]
+    assert 10 <= len(rows) <= 22 and rows[0]["step"] == 1 and rows[-1]["step"] == 95
+    evaluated = [r["step"] for r in rows if r["val_loss"] is not None]
+    assert evaluated == [r["step"] for r in s.trainer.history if r["val_loss"] is not None]  # every evaluation
+    full = {r["step"]: r for r in s.trainer.history}
+    assert all(full[r["step"]] == r for r in rows)  # rows of the run, unchanged
+    run(s, ":load autosave")
+    assert s.trainer.history == rows and s.trainer.final_lr() == full[95]["lr"]
+    run(s, ":train steps=30", Recorder(stop_after=10))  # a new run, stopped, then continued: it replaces its own
+    run(s, ":train")
+    assert steps_saved(checkpoint_dir) == {"autosave": 125, "autosave-1": 95}
+
+
+def steps_saved(folder) -> dict:
+    from minitf_repl.core import checkpoint as ckpt
+
+    return {row.name: row.step for row in ckpt.list_checkpoints(folder)}

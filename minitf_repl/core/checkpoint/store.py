@@ -69,6 +69,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     tstate = trainer.state_dict()
     trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
                                            "trained_window", "history", "train_config")}
+    trainer_json["history"] = thinned_history(tstate["history"])
 
     uid = f"{os.getpid()}-{secrets.token_hex(8)}"
     model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
@@ -111,7 +112,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             sources = _shareable(directory, share_from, manifest["files"].values())
             written = None
             if rotate is not None and target.is_dir() and not (
-                    same_run and is_own_autosave(target, session, run=manifest["trainer"])):
+                    same_run and is_own_autosave(target, session, run={**manifest["trainer"],
+                                                                       "history": tstate["history"]})):
                 # Written in full first, then the rotation (which moves NAME away) and the commit: a save
                 # that fails (a full disk) has moved and deleted nothing.
                 written = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
@@ -363,8 +365,34 @@ def is_own_autosave(path: Path, session: str | None, run: dict | None = None) ->
         return True
     saved = manifest.get("trainer") or {}
     history = saved.get("history")
+    if not isinstance(history, list):
+        return False
+    # its rows are rows of `run`'s history, step for step: a long run's saved history is thinned (thinned_history)
+    by_step = {row["step"]: row for row in run["history"]}
     return (saved.get("run_start") == run["run_start"] and saved.get("run_steps") == run["run_steps"]
-            and isinstance(history, list) and history == run["history"][:len(history)])
+            and all(isinstance(row, dict) and by_step.get(row.get("step")) == row for row in history))
+
+
+# The most loss-history rows a checkpoint keeps (some 375 bytes each): a run of 200,000 steps (13 minutes of a
+# small model on a CPU) had a manifest of 72 MiB, past MAX_MANIFEST_BYTES, and could not be saved at all.
+HISTORY_SAVED = 20_000
+
+
+def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
+    """`history` with at most about `most` rows (HISTORY_SAVED): every evaluation (the val loss :ls, :load and the
+    charts read; every k-th of them if they alone are more than half), the first and the last row (the rate a run
+    continues at), and of the other steps those whose number is a multiple of k, spread evenly. A chart draws a
+    column's points as their mean, so it draws the thinned history as it drew the whole one."""
+    most = HISTORY_SAVED if most is None else most
+    if len(history) <= most:
+        return history
+    evals = [i for i, row in enumerate(history) if row.get("val_loss") is not None]
+    if len(evals) > most // 2:
+        evals = evals[::-(-2 * len(evals) // most)]
+    keep = {0, len(history) - 1, *evals}
+    every = -(-len(history) // max(1, most - len(keep)))  # ceil
+    keep.update(i for i, row in enumerate(history) if row["step"] % every == 0)
+    return [history[i] for i in sorted(keep)]
 
 
 def _rotate_locked(directory: Path, name: str, keep: int) -> None:
