@@ -47,8 +47,8 @@ def is_pickle(head: bytes) -> bool:
     return head.startswith(PICKLE_MAGIC) and head[8:9] != b"{"
 
 
-# A manifest holds two small configs, the vocabulary and the loss history (about 300 bytes a step):
-# 64 MiB is some 200,000 steps, far beyond a run in this lab, and it bounds what a hostile manifest
+# A manifest holds two small configs, the vocabulary and the loss history (about 375 bytes a step, at
+# most store.HISTORY_SAVED rows of it: a longer run's is thinned): 64 MiB bounds what a hostile manifest
 # can make a load read and parse. A save refuses to write a larger one (it could not be loaded).
 MAX_MANIFEST_BYTES = 64 * 2**20
 
