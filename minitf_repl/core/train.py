@@ -547,7 +547,7 @@ class Trainer:
         """A deep copy of the weights and of everything state_dict() holds, for `rollback`."""
         return {
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
-            "trainer": copy.deepcopy(self.state_dict()),
+            "trainer": _copied(self.state_dict()),
             "torch_rng": torch.get_rng_state(),  # draws the dropout masks
             "gpu_rng": random_state(self.device)[1],  # where the model is on a GPU: its own generator draws them
         }
@@ -555,7 +555,7 @@ class Trainer:
     def rollback(self, snapshot: dict) -> None:
         """Return the model, optimizer, random state, run position and history to a `snapshot`."""
         self.model.load_state_dict(snapshot["model"])
-        self.load_state_dict(copy.deepcopy(snapshot["trainer"]))
+        self.load_state_dict(_copied(snapshot["trainer"]))
         set_random_state((snapshot["torch_rng"], snapshot.get("gpu_rng")), self.device)
 
     def state_dict(self) -> dict:
@@ -597,3 +597,11 @@ class Trainer:
         self.run_constant_lr = state.get("run_constant_lr")  # absent in checkpoints before it existed
         self.trained_window = state.get("trained_window")  # absent before it existed: the model's own window
         self.history = history
+
+
+def _copied(state: dict) -> dict:
+    """A trainer state's deep copy, its history's rows copied as the flat dicts of numbers they are: copy.deepcopy
+    walked each value of each row, 1.7 s for the 200,000 rows of a long run at every :train (its snapshot) and
+    again at a rollback, where copying the rows takes a tenth of that."""
+    rest = copy.deepcopy({k: v for k, v in state.items() if k != "history"})
+    return {**rest, "history": [dict(row) for row in state["history"]]}
