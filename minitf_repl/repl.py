@@ -132,18 +132,50 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise ValueError(f"it is {_file_kind(st.st_mode)}, not a regular file")
+            kept = None
             if st.st_size > MAX_HISTORY_BYTES:  # prompt-toolkit reads the whole file at start
-                raise ValueError(f"it has {st.st_size:,} bytes, more than the {MAX_HISTORY_BYTES:,} read at start; "
-                                 "shorten it")
+                kept = _newest_entries(fd, st.st_size)
+                if kept is None:
+                    raise ValueError(f"it has {st.st_size:,} bytes, more than the {MAX_HISTORY_BYTES:,} read at "
+                                     "start; shorten it")
             os.read(fd, 1)
         finally:
             os.close(fd)
+        if kept is not None:  # a history that grew over the years: its newest entries go on, not all of it lost
+            _replace_with(p, kept)
+            warn(f"history file {_clip(str(p))} had {st.st_size:,} bytes, more than the {MAX_HISTORY_BYTES:,} read "
+                 f"at start: its oldest entries were dropped, its newest {len(kept):,} bytes kept")
     except (OSError, ValueError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         warn(f"warning: cannot use history file {_clip(str(p))} ({reason}); history is kept in memory for this "
              f"session; {ELSEWHERE}")
         return InMemoryHistory()
     return SafeFileHistory(str(p), warn)
+
+
+def _newest_entries(fd: int, size: int) -> bytes | None:
+    """The last half of MAX_HISTORY_BYTES of a history file, from the first entry that starts in it (prompt-toolkit
+    writes each as "\n# TIME\n+LINE\n"); None where it holds no such entry (it is no history file)."""
+    keep = MAX_HISTORY_BYTES // 2
+    tail = os.pread(fd, keep, size - keep)
+    at = tail.find(b"\n# ")
+    if at < 0 or b"\x00" in tail:
+        return None
+    return tail[at:]
+
+
+def _replace_with(path: Path, data: bytes) -> None:
+    """Write `data` as the file at `path`, whole or not at all (a file beside it, then renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _file_kind(mode: int) -> str:

@@ -316,3 +316,21 @@ def test_a_snapshot_copies_the_history_rows_without_a_deep_copy_of_each(monkeypa
     assert trainer.history == before
     snapshot["trainer"]["history"][0]["lr"] = -1.0  # the snapshot's rows are its own, and so are the trainer's
     assert trainer.history == before
+
+
+# --- a history file that grew for years ---------------------------------------------------------------------------
+def test_a_history_file_past_its_limit_keeps_its_newest_entries(tmp_path, monkeypatch):
+    from minitf_repl import repl
+
+    monkeypatch.setattr(repl, "MAX_HISTORY_BYTES", 4000)
+    path = tmp_path / "history"
+    path.write_text("".join(f"\n# 2026-01-01 00:00:{k % 60:02}.000000\n+:gen line {k}\n" for k in range(200)))
+    warnings = []
+    history = repl.make_history(path, warnings.append)
+    assert type(history).__name__ == "SafeFileHistory"  # it goes on being written, not kept in memory only
+    assert len(warnings) == 1 and warnings[0].startswith(f"history file {path} had ")
+    assert "its oldest entries were dropped" in warnings[0]
+    lines = list(history.load_history_strings())  # newest first
+    assert lines[0] == ":gen line 199" and ":gen line 0" not in lines and len(lines) > 20
+    assert path.stat().st_size <= 2000 and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history"]  # no file left beside it
