@@ -334,3 +334,26 @@ def test_a_history_file_past_its_limit_keeps_its_newest_entries(tmp_path, monkey
     assert lines[0] == ":gen line 199" and ":gen line 0" not in lines and len(lines) > 20
     assert path.stat().st_size <= 2000 and oct(path.stat().st_mode & 0o777) == "0o600"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history"]  # no file left beside it
+
+
+# --- a folder of hundreds of checkpoints ----------------------------------------------------------------------------
+def test_ls_of_hundreds_of_checkpoints_lists_the_newest_and_says_how_to_see_all(checkpoint_dir, monkeypatch):
+    import shutil
+
+    from minitf_repl.commands import checkpoints as commands
+    from test_render import plain
+
+    monkeypatch.setattr(commands, "LS_SHOWN", 5)
+    s = tiny_session()
+    run(s, ":train steps=2")
+    for k in range(12):
+        shutil.copytree(checkpoint_dir / "autosave", checkpoint_dir / f"run{k:02}")
+    result = run(s, ":ls")
+    assert len(result.rows) == 13  # --json has every one
+    for width in (40, 100):
+        text = f" {plain(result, width)} "
+        names = [row.name for row in result.rows]  # newest first
+        assert all(f" {name} " in text for name in names[:5]) and not any(f" {name} " in text for name in names[5:])
+        assert "8 older checkpoints not listed (the newest 5 of 13 are): :ls all=on lists every one" in text
+    every = run(s, ":ls all=on")
+    assert "not listed" not in plain(every) and all(f"run{k:02}" in plain(every) for k in range(12))

@@ -464,15 +464,22 @@ class LsResult:
     directory: str  # the checkpoint folder listed
     # folders there that hold a checkpoint under a name that cannot be loaded (renamed by hand), not in `rows`
     misnamed: list[str] = field(default_factory=list)
+    all: bool = False  # all=on: the view lists every checkpoint, not the newest 40 (`rows` has all of them)
+
+
+# The view lists the newest this many: a folder of 400 checkpoints was 800 lines, the newest (listed first) far
+# above the prompt, and the oldest next to it
+LS_SHOWN = 40
 
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
-         json_version=2)
+         params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
+         json_version=3)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
     return LsResult(rows=list_checkpoints(session.checkpoint_dir), directory=str(session.checkpoint_dir),
-                    misnamed=misnamed(session.checkpoint_dir))
+                    misnamed=misnamed(session.checkpoint_dir), all=bool(args["all"]))
 
 
 def local_minute(saved_at: str | None) -> str:
@@ -500,8 +507,9 @@ def render_ls(result: LsResult, console: Console) -> None:
         note(console, f"no checkpoints in {result.directory} yet; {writes_one()}")
         misnamed_note(result.misnamed, console)
         return
+    listed = result.rows if result.all else result.rows[:LS_SHOWN]  # newest first: the newest are listed
     rows = []
-    for row in result.rows:
+    for row in listed:
         saved = local_minute(row.saved_at)
         if row.error is not None:
             rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), ""))
@@ -515,21 +523,25 @@ def render_ls(result: LsResult, console: Console) -> None:
         for header in headers:
             table.add_column(header, justify="right" if header in ("step", "val loss", "size") else "left",
                              no_wrap=True)
-        for row, cells in zip(result.rows, rows):
+        for row, cells in zip(listed, rows):
             style = "dim" if row.error is not None else None
             add_row(table, Text(cells[0], style="bold"), *cells[1:3],
                     Text(cells[3], style="red") if row.error is not None else cells[3], *cells[4:], style=style)
         console.print(table)
     else:
         say(console, result.directory, "italic")
-        for row, cells in zip(result.rows, rows):
+        for row, cells in zip(listed, rows):
             say(console, cells[0], "bold")
             detail = "unreadable" if row.error is not None else (
                 f"step {cells[1]}, val loss {cells[2]}, data {cells[3]}, {cells[4]}, saved {cells[5]}")
             say(console, detail, "red" if row.error is not None else "", indent=2)  # each wrapped line under the name
-    for row in result.rows:
+    for row in listed:
         if row.error is not None:
             say(console, Text(f"{row.name}: ", style="bold red") + Text(row.error))
+    if len(listed) < len(result.rows):
+        older = len(result.rows) - len(listed)
+        note(console, f"{count(older, 'older checkpoint')} not listed (the newest {len(listed)} of "
+                      f"{len(result.rows)} are): {cmd('ls', all=True)} lists every one")
     misnamed_note(result.misnamed, console)
     note(console, f"{restore('NAME')} restores one; {writes_one()}")
 
