@@ -282,7 +282,7 @@ def test_option_names_match_the_contract():
     assert set(names["set"]) == model_keys | train_keys | gen_keys | {"autosave", "threads", "preset", "tokenizer",
                                                                       "keys"}  # keys: the names `:set lr` shows
     assert REGISTRY["set"].positional.name == "keys"
-    assert names["save"] == ["name"] and names["load"] == ["name"] and names["ls"] == []
+    assert names["save"] == ["name"] and names["load"] == ["name"] and names["ls"] == ["all"]
 
 
 def test_usage_lines():

@@ -157,11 +157,13 @@ def load_checked(session: Session, spec: str, reporter=None):
 
     Ctrl-C stops the reading at once (core.interrupts.cut_short): nothing has changed yet, and a large file takes
     seconds to read, which no step of a stop flag would cut short. `reporter`: told first where the file is large."""
-    from ..core.data import load_data
+    from ..core.data import load_data, reading_notice
     from ..core.interrupts import cut_short
 
+    if reporter is not None and (said := reading_notice(spec)) is not None:
+        reporter.notice(said)
     with cut_short():
-        data = load_data(spec, session.tokenizer, progress=reporter.notice if reporter is not None else None)
+        data = load_data(spec, session.tokenizer)
     data.check_fits(session.model_config.max_seq_len)
     return data
 

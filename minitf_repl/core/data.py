@@ -44,7 +44,7 @@ DOWNLOAD_SECONDS = 300.0  # the whole download; each read also has the urlopen t
 # The digits of pi: the example each task describes itself with (enough for add:30's 60 digits).
 PI_DIGITS = "3141592653589793238462643383279502884197169399375105820974944592307816406286"
 MAX_FILE_BYTES = 200 * 2**20  # the text is held whole, as a string and as one tensor of its ids
-SLOW_FILE_BYTES = 50 * 2**20  # a file larger than this takes seconds to read: load_data's `progress` is told first
+SLOW_FILE_BYTES = 50 * 2**20  # a file larger than this takes seconds to read: reading_notice says so first
 
 
 class CharTokenizer:
@@ -871,12 +871,12 @@ def lasting_spec(spec: str) -> str:
         return spec
 
 
-def load_data(spec: str, tokenizer=None, line_endings: bool = False, progress=None):
+def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`,
     `repeat[:V]`, or a path.
 
     `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters. `line_endings`: a
-    file's "\r" kept (read_text_file). `progress`: told in one line, before, that a large file takes a while."""
+    file's "\r" kept (read_text_file)."""
     spec = spec.strip()
     if not spec:
         raise DataError(f"no data named; choose one of {', '.join(CORPORA + TASKS)} or a file path")
@@ -898,9 +898,6 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False, progress=No
         return Task(name, size)
     if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
         raise DataError(problem)
-    if progress is not None and (size := _file_size(spec)) > SLOW_FILE_BYTES:
-        progress(f"reading {_clip(Path(spec).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; Ctrl-C stops it and "
-                 "keeps the data as it is")
     text, converted, bom, cut = _read_text(spec, line_endings)
     # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
     # byte-order mark once
@@ -913,12 +910,18 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False, progress=No
     return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer)
 
 
-def _file_size(spec: str) -> int:
-    """The size in bytes of the file `spec` names; 0 where there is none (read_text_file then says why)."""
+def reading_notice(spec: str) -> str | None:
+    """What to say before load_data reads `spec`, where it names a file large enough to take seconds; else None."""
+    if spec.strip().partition(":")[0] in CORPORA + TASKS:
+        return None
     try:
-        return Path(spec).expanduser().stat().st_size
+        size = Path(spec.strip()).expanduser().stat().st_size
     except (OSError, RuntimeError, ValueError):
-        return 0
+        return None  # read_text_file says why
+    if size <= SLOW_FILE_BYTES:
+        return None
+    return (f"reading {_clip(Path(spec.strip()).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; Ctrl-C stops it "
+            "and keeps the data as it is")
 
 
 def _parse_size(name: str, arg: str, default: int) -> int:
