@@ -357,3 +357,20 @@ def test_ls_of_hundreds_of_checkpoints_lists_the_newest_and_says_how_to_see_all(
         assert "8 older checkpoints not listed (the newest 5 of 13 are): :ls all=on lists every one" in text
     every = run(s, ":ls all=on")
     assert "not listed" not in plain(every) and all(f"run{k:02}" in plain(every) for k in range(12))
+
+
+def test_reading_a_long_text_with_a_new_tokenizer_is_announced(tmp_path, monkeypatch):
+    from minitf_repl.commands import shared
+
+    path = tmp_path / "text.txt"
+    path.write_text("the quick brown fox jumps over the lazy dog\n" * 300, encoding="utf-8")
+    s = tiny_session("sort:4")
+    run(s, f":data {path}")
+    recorder = Recorder()
+    run(s, ":set tokenizer=bpe:300", recorder)
+    assert not any(n.startswith("reading") for n in recorder.notices)
+    monkeypatch.setattr(shared, "SLOW_READ_CHARS", 1000)
+    recorder = Recorder()
+    run(s, ":set tokenizer=bpe:280", recorder)
+    said = "reading text.txt's 13,200 characters with it: a while; Ctrl-C stops it and keeps the tokenizer in use"
+    assert said in recorder.notices

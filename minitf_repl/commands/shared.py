@@ -288,5 +288,11 @@ def read_with(data, value: str, reporter, fix: str):
     if tokenizer is not None and tokenizer.own_size < n:
         reporter.notice(f"the training text has pairs enough for {count(tokenizer.own_size, 'token')} only, "
                         f"not {n:,}: the tokenizer has {tokenizer.own_size:,}")
+    if tokenizer is not None and len(data.text) > SLOW_READ_CHARS:  # 10 MB of text: some 15 s, without a word
+        reporter.notice(f"reading {data.name}'s {count(len(data.text), 'character')} with it: a while; Ctrl-C stops "
+                        f"it and keeps the tokenizer in use")
     with cut_short():
         return tokenizer, data.retokenized(tokenizer)
+
+
+SLOW_READ_CHARS = 5_000_000  # a subword tokenizer reads a text this long in seconds: read_with says so first
