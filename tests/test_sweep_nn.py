@@ -3,7 +3,14 @@ at their limits, long sessions): each test failed before its fix.
 
 `:data` of a large file (80 MB) read for 10 s and 1 GB, as a Python list of one int a character before the tensor,
 without a word; Ctrl-C while it read only asked for a stop that nothing polled, so the data switched anyway once the
-file was read.
+file was read, and so did `:set tokenizer=bpe:N` on a long text. A part of a large file cut with `head -c` was "not
+UTF-8" when the cut fell inside a character, and a folder of 5,000 small texts was answered with one of them. A
+training larger than the machine's free memory started (for the OOM killer to end the session), while the estimate
+counted attention maps the fast path never keeps (max_seq_len=8192 refused as 211 GiB). A long run's live table laid
+out every row at each evaluation, its checkpoint could not be saved past some 180,000 steps, and each later :train
+deep-copied the whole history. :shapes of a deep model miscounted its folded blocks' steps, :attn of 64 heads drew
+64 maps and :ls of 400 checkpoints 800 lines; a history file past 16 MiB was refused at every start; and the line
+that moves minitf's options before the command moved only the first --set.
 """
 
 import os
