@@ -44,9 +44,23 @@ def one_token(session: Session, text: str, what: str = "target") -> int:
         text = "".join(TYPED.get(ch, ch) for ch in text)
     ids = tokenizer.encode(text)
     if len(ids) != 1:
+        example = next((t for t in ("4", *tokenizer.itos) if len(t) == 1 and t.isalnum() and _one_id(tokenizer, t)),
+                       None)
+        space = f"{what}=␣ for a space" if _one_id(tokenizer, " ") else None
+        shown = (f"e.g. {what}={example}" + (f" ({space})" if space else "") if example is not None else
+                 f"e.g. {space}" if space else "")
         raise UserError(f"{what} must be one token, got {clip(text)!r} ({count(len(ids), 'token')}); "
-                        f"give one {tokenizer.unit}, e.g. {what}=4 ({what}=␣ for a space)")
+                        f"give one {tokenizer.unit}{', ' + shown if shown else ''}")
     return ids[0]
+
+
+def _one_id(tokenizer, text: str) -> bool:
+    """Whether `text` is one token of this vocabulary: an example a message gives must be one (a text file of letters
+    has no '4', a task's digits no space)."""
+    try:
+        return len(tokenizer.encode(text)) == 1
+    except UserError:
+        return False
 
 
 TYPED = {shown: ch for ch, shown in VISIBLE.items()}  # ␣ -> " ", ↵ -> "\n": what a symbol the views draw stands for

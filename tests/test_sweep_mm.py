@@ -1,0 +1,83 @@
+"""What a user's-eye sweep of the error messages and their fixes found: each test failed before its fix.
+
+A fix a message suggests must work when typed as written. `target=` that was not one token was told "e.g. target=4
+(target=␣ for a space)" on every data: on a text without a '4' that line failed again, and a task's digits have no
+space. `:parity PATH` typed without hf: was shown hf:~/models/gpt2, not the user's own folder written as hf:PATH.
+`:train prompt=12` without watch= was told to add any of the views, watch=context among them, which refuses prompt=;
+and `:train layer=0` all of them, though only watch=attn takes layer=. `:context length=8` on a task was told the
+length must pass max_seq_len, when no length works on a task at all.
+"""
+
+import re
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.errors import UserError
+from minitf_repl.session import Session
+from test_commands import run, tiny_session
+
+TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16)
+
+
+def session_on(data="sort:4", **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}), TrainConfig(steps=1, batch_size=2, eval_batches=1),
+                   data_spec=data, device_name="cpu")
+
+
+def refusal(session, line: str) -> str:
+    with pytest.raises(UserError) as e:
+        run(session, line)
+    return str(e.value)
+
+
+# --- target=: the example is a token of this vocabulary ------------------------------------------------------
+def test_a_target_of_two_tokens_is_shown_an_example_that_is_one_on_a_text_without_digits(tmp_path):
+    path = tmp_path / "letters.txt"
+    path.write_text("the cat sat on the mat and the dog ran. " * 40)
+    session = session_on(str(path))
+    message = refusal(session, ":attrib the target=ca")
+    examples = re.findall(r"target=(\S+)", message.split("; ", 1)[1])
+    assert examples and "target=4" not in message
+    for example in examples:  # typed as the message writes it, each works
+        assert run(session, f":attrib the target={example.rstrip(')')}").target is not None
+
+
+def test_a_target_on_a_task_is_not_told_of_a_space_it_has_none_of():
+    session = session_on("sort:4")
+    message = refusal(session, ":attrib 12 target=12")
+    assert "␣" not in message and "target=4" in message
+    assert run(session, ":attrib 12 target=4").target == "4"
+
+
+# --- :parity PATH without hf: --------------------------------------------------------------------------------
+def test_parity_given_a_path_without_hf_shows_that_path_as_hf_path(tmp_path):
+    session = tiny_session()
+    message = refusal(session, f":parity {tmp_path}/gpt2")
+    assert f":parity hf:{tmp_path}/gpt2" in message and "~/models" not in message
+
+
+# --- :train prompt= or layer= without watch= -----------------------------------------------------------------
+def test_train_with_prompt_but_no_watch_suggests_only_views_that_take_a_prompt():
+    session = tiny_session()
+    message = refusal(session, ":train steps=1 prompt=12")
+    views = re.findall(r"watch=(\w+)", message.split("; ", 1)[1])
+    assert views and "context" not in views
+    for view in ("context",):  # the one left out refuses a prompt
+        with pytest.raises(UserError, match="leave prompt= out"):
+            run(session, f":train steps=1 prompt=12 watch={view}")
+
+
+def test_train_with_layer_but_no_watch_suggests_the_view_that_takes_a_layer():
+    session = tiny_session()
+    message = refusal(session, ":train steps=1 layer=0")
+    assert message.startswith("layer= says what watch= looks at")
+    assert re.findall(r"watch=(\w+)", message.split("; ", 1)[1]) == ["attn"]
+    assert run(session, ":train steps=1 layer=0 watch=attn").steps == 1
+
+
+# --- :context length= on a task ------------------------------------------------------------------------------
+@pytest.mark.parametrize("length", [4, 40, 1000])
+def test_context_length_on_a_task_says_a_task_has_no_longer_windows_whatever_the_length(length):
+    session = session_on("sort:4")
+    assert "sort makes windows of its own length" in refusal(session, f":context length={length}")
