@@ -410,11 +410,13 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
     tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
     if not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference would mean anything
         raise UserError(f"tolerance must be a number in (0, 1], e.g. 1e-4; got {clip(str(tolerance))}")
-    folder = hf_path((args["path"] or "").strip())
-    if folder is None:
-        raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', 'hf:~/models/gpt2')}")
+    given = (args["path"] or "").strip()
+    folder = hf_path(given)
+    if folder is None:  # a path typed without hf: is that folder, written as hf:PATH
+        example = f"hf:{clip(given, 200)}" if given else "hf:~/models/gpt2"
+        raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', example)}")
     if not session.has_model:
-        raise UserError(f"there is no model to compare yet; {restore('hf:PATH')} loads the folder's")
+        raise UserError(f"there is no model to compare yet; {restore(clip(given, 200))} loads the folder's")
     prompt, ids, _ = view_prompt(session, args["prompt"], reporter)  # its last max_seq_len tokens
     try:
         result = compare(session.model, folder, ids, tolerance)
