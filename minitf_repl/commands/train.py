@@ -188,8 +188,14 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         held = 16 * parameter_count(session.model_config) if session.has_model else 0
         check_memory_free(model_config, train_config.batch_size, held=held, fused=fused)
     if (args["prompt"] is not None or args["layer"] is not None) and args["watch"] is None:
-        raise UserError("prompt= and layer= say what watch= looks at; add watch=" + ", watch=".join(WATCH_VIEWS[:-1])
-                        + f" or watch={WATCH_VIEWS[-1]}")
+        # the views that take what was given: layer= only the one-block views, prompt= all but context's val windows
+        views = [v for v in WATCH_VIEWS if (args["layer"] is None or v in ONE_BLOCK)
+                 and (args["prompt"] is None or v != "context")]
+        given = " and ".join(f"{key}=" for key in ("prompt", "layer") if args[key] is not None)
+        says = "says" if " and " not in given else "say"
+        named = [f"watch={v}" for v in views]
+        raise UserError(f"{given} {says} what watch= looks at; add "
+                        + (f"{', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else named[0]))
     # data= of the same vocabulary keeps the model and its run, which goes on as after :data (the default then is
     # continue too); another vocabulary rebuilds the model, which then has no run to go on from
     if args["schedule"] == "continue" and new_data is not None and session.rebuild_needed(data=new_data):
