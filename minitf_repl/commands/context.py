@@ -128,15 +128,15 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
 def longer_than(session: Session, length: int) -> None:
     """length= checked before anything runs: past max_seq_len, on a text long enough, within LONGER_AT_MOST."""
     T, data = session.model_config.max_seq_len, session.data
+    splits = getattr(data, "splits", None)
+    if splits is None:  # first: on a task no length is one, so a bound on it would be no fix
+        raise UserError(f"length= reads longer windows of a text; {data.name} makes windows of its own length")
     if length < T:
         raise UserError(f"length is for windows past max_seq_len={T}, got {length}; a shorter window is this one's "
                         f"first positions, which {cmd('context')} shows")
     if length > LONGER_AT_MOST * T:
         raise UserError(f"length={length} is more than {LONGER_AT_MOST}x max_seq_len={T}; use at most "
                         f"{LONGER_AT_MOST * T}")
-    splits = getattr(data, "splits", None)
-    if splits is None:
-        raise UserError(f"length= reads longer windows of a text; {data.name} makes windows of its own length")
     data.check_fits(length)
 
 
