@@ -81,3 +81,17 @@ def test_train_with_layer_but_no_watch_suggests_the_view_that_takes_a_layer():
 def test_context_length_on_a_task_says_a_task_has_no_longer_windows_whatever_the_length(length):
     session = session_on("sort:4")
     assert "sort makes windows of its own length" in refusal(session, f":context length={length}")
+
+
+# --- a checkpoint's file that grew ---------------------------------------------------------------------------
+@pytest.mark.parametrize("change, how", [(lambda b: b + b"xx", "added to or replaced"), (lambda b: b[:-2], "truncated")])
+def test_a_data_file_of_another_size_is_said_the_same_by_ls_and_load_and_grown_is_not_truncated(checkpoint_dir,
+                                                                                                change, how):
+    session = tiny_session()
+    run(session, ":train steps=1")
+    run(session, ":save mine")
+    model = next((checkpoint_dir / "mine").glob("model-*.safetensors"))
+    model.write_bytes(change(model.read_bytes()))
+    listed = next(row for row in run(session, ":ls").rows if row.name == "mine").error
+    assert f"({how}); save the checkpoint again" in listed
+    assert refusal(session, ":load mine") == listed

@@ -7,10 +7,9 @@ import stat
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..words import count
 from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, path_error
 from .loading import check_manifest_values
-from .reads import not_regular, read_manifest
+from .reads import not_regular, read_manifest, wrong_size
 
 
 def list_checkpoints(directory) -> list[CheckpointInfo]:
@@ -93,9 +92,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
                 raise not_regular(where, st.st_mode)
             actual = st.st_size
             if actual != entry["size"]:
-                raise CheckpointError(
-                    f"{where} has {count(actual, 'byte', grouped=False)} but {entry['size']} were written (truncated); save the checkpoint again"
-                )
+                raise wrong_size(where, actual, entry["size"])
             size += actual
     except CheckpointError as e:
         return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,

@@ -38,6 +38,14 @@ def not_regular(where: Path, mode: int) -> CheckpointError:
     return CheckpointError(f"{where} is not a regular file ({kind}); this checkpoint cannot be used, save it again")
 
 
+def wrong_size(where: Path, size: int, written: int) -> CheckpointError:
+    """A data file whose size is not the one written: shorter is truncated; longer was added to or replaced (the
+    same words from :ls and :load)."""
+    how = "truncated" if size < written else "added to or replaced"
+    return CheckpointError(f"{where} has {count(size, 'byte', grouped=False)} but {written} were written ({how}); "
+                           "save the checkpoint again")
+
+
 def open_regular(where: Path) -> tuple[int, int]:
     """(fd, size) of the regular file `where`, checked before a byte of it is read.
 
@@ -133,9 +141,7 @@ def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tenso
                     f"{where} is a pickle (torch.save) file, which minitf never opens because it can run code; "
                     "save the checkpoint again"
                 )
-            raise CheckpointError(
-                f"{where} has {count(size, 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
-            )
+            raise wrong_size(where, size, entry["size"])
         raw = read_open(fd, size)
     except FileNotFoundError:
         raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
@@ -147,9 +153,7 @@ def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tenso
             "save the checkpoint again"
         )
     if len(raw) != entry["size"]:  # it shrank while being read
-        raise CheckpointError(
-            f"{where} has {count(len(raw), 'byte', grouped=False)} but {entry['size']} were written (truncated or replaced); save the checkpoint again"
-        )
+        raise wrong_size(where, len(raw), entry["size"])
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
     try:
