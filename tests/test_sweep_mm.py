@@ -95,3 +95,14 @@ def test_a_data_file_of_another_size_is_said_the_same_by_ls_and_load_and_grown_i
     listed = next(row for row in run(session, ":ls").rows if row.name == "mine").error
     assert f"({how}); save the checkpoint again" in listed
     assert refusal(session, ":load mine") == listed
+
+
+# --- a window a task does not fit, asked for --------------------------------------------------------------------
+@pytest.mark.parametrize("data, line, needs", [("sort:4", ":set max_seq_len=4", "needs max_seq_len >= 8, not 4"),
+                                                ("repeat", ":set max_seq_len=4", "not 4; raise max_seq_len")])
+def test_a_window_too_short_for_the_task_is_not_said_to_be_the_models_own(data, line, needs):
+    session = session_on(data)
+    run(session, ":train steps=1")
+    message = refusal(session, line)
+    assert needs in message and "the model has" not in message
+    assert session.model_config.max_seq_len == 16  # nothing changed: the model still has its 16

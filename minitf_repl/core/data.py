@@ -400,7 +400,7 @@ class Task:
     def check_fits(self, max_seq_len: int) -> None:
         if max_seq_len < self.seq_len:
             raise DataError(
-                f"task {self.name} needs max_seq_len >= {self.seq_len}, the model has {max_seq_len}; "
+                f"task {self.name} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; "
                 f"raise max_seq_len or choose a smaller task size"
             )
 
@@ -518,7 +518,7 @@ class RepeatedTokens:
     def check_fits(self, max_seq_len: int) -> None:
         if (max_seq_len + 1) // 2 < self.REPEAT_SHORTEST:
             raise DataError(f"repeat needs max_seq_len >= {2 * self.REPEAT_SHORTEST - 1} for two copies of "
-                            f"{self.REPEAT_SHORTEST} tokens, the model has {max_seq_len}; raise max_seq_len")
+                            f"{self.REPEAT_SHORTEST} tokens, not {max_seq_len}; raise max_seq_len")
 
     def rows(self, n: int, length: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(n, length) ids, each row blocks of random tokens each followed by itself, and (n, length) bool: the
