@@ -126,7 +126,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             # sentence, the list after it in brackets ("?; minitf --help ..." read as two fixes)
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
-            _command_line_error(self._misplaced(e, args) or self._early(e, args) or self._repl_only(e, args)
+            _command_line_error(self._one_dash(e, args) or self._misplaced(e, args) or self._early(e, args)
+                                or self._repl_only(e, args)
                                 or self._help_of_neither(e, typed) or self._nothing_taken(e)
                                 or problem + (f"; did you mean{guess}" if asked else "") + hint
                                 + self._dashed_text(e, args))
@@ -254,6 +255,25 @@ class _Group(_FlagsUntyped, TyperGroup):
             i += take or 1
         line = shlex.join(["minitf", *args[: command_at + 1], *words[:at], *options, "--", *text])
         return f"; a text that starts with - goes after --: {line}"
+
+    def _one_dash(self, e: Exception, args: list[str]) -> str | None:
+        """For a long option typed with one dash (`minitf train -steps 3`, Go's and Java's way), which Click reads as
+        -s and refuses as "No such option: -s": what the REPL says of `:train -steps 3`, with the line written with
+        two dashes. A word that names no option of the command (`minitf tok -5`) is left to the others."""
+        name, ctx = getattr(e, "option_name", None), getattr(e, "ctx", None)
+        if not name or name.startswith("--") or ctx is None:
+            return None
+        longs = {o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+        start = args.index(ctx.info_name) + 1 if ctx.parent is not None and ctx.info_name in args else 0
+        for i in range(start, len(args)):
+            word = args[i]
+            if word == "--":
+                break
+            key = word.split("=", 1)[0]
+            if word.startswith(name) and not word.startswith("--") and "-" + key.replace("_", "-") in longs:
+                fixed = [*args[:i], "-" + word, *args[i + 1:]]
+                return f"{clip(key)} has one dash: an option takes two, {shlex.join(['minitf', *fixed])}"
+        return None
 
     def _misplaced(self, e: Exception, args: list[str]) -> str | None:
         """For an option of `minitf` itself typed after the command (`minitf train --set lr=0.02`): where it goes.

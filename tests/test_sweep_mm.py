@@ -15,6 +15,7 @@ import pytest
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
+from test_cli import assert_one_error_line, invoke
 from test_commands import run, tiny_session
 
 TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16)
@@ -106,3 +107,17 @@ def test_a_window_too_short_for_the_task_is_not_said_to_be_the_models_own(data, 
     message = refusal(session, line)
     assert needs in message and "the model has" not in message
     assert session.model_config.max_seq_len == 16  # nothing changed: the model still has its 16
+
+
+# --- a long option with one dash, from the shell -------------------------------------------------------------
+@pytest.mark.parametrize("args, fixed", [
+    (["--data", "sort:4", "train", "-steps=3"], "minitf --data sort:4 train --steps=3"),
+    (["--data", "sort:4", "gen", "12", "-temperature", "0.5"], "minitf --data sort:4 gen 12 --temperature 0.5"),
+    (["-data", "sort:4", "config"], "minitf --data sort:4 config"),
+])
+def test_a_long_option_with_one_dash_is_told_so_from_the_shell_as_in_the_repl(args, fixed):
+    line = assert_one_error_line(invoke(*args), code=2)
+    word = next(a for a in args if a.startswith("-") and not a.startswith("--")).split("=")[0]
+    assert line == f"error: {word} has one dash: an option takes two, {fixed}"  # was: "No such option: -s"
+    with pytest.raises(UserError, match="has one dash: an option takes two or none"):  # the REPL's own words
+        run(session_on(), ":train -steps=3")
