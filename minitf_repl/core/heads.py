@@ -150,6 +150,10 @@ def trained_length(data, max_seq_len: int) -> int:
     """The positions a model trains on: its window, or a task's shorter rows (its question and answer: 8 of a window
     of 64 on sort:4). The copying test fits in them: past them a task's model has positions it never trained, whose
     losses would be read as copying or its absence."""
+    from .data import VocabOnly
+
+    if isinstance(data, VocabOnly):  # a vocabulary alone (a file gone, a folder's tokenizer): no rows, the window
+        return max_seq_len
     x, _ = data.get_batch("train", 1, max_seq_len, torch.Generator().manual_seed(0))
     return min(max_seq_len, x.shape[1])
 
