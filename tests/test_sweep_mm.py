@@ -137,3 +137,15 @@ def test_heads_on_random_tokens_works_for_a_model_whose_text_is_gone(tmp_path, c
         run(loaded, ":train steps=1")
     result = run(loaded, ":heads")  # ...the copying test reads random tokens of the vocabulary (was: the same error)
     assert result.heads
+
+
+def test_a_tokenizer_asked_of_a_folders_tokenizer_alone_is_not_told_the_folder_is_not_available(tmp_path):
+    pytest.importorskip("transformers")
+    session = session_on("sort:4", activation="gelu_tanh")
+    run(session, ":train steps=1")
+    run(session, f":save hf:{tmp_path}/hf")
+    loaded = session_on("pydoc")
+    run(loaded, f":load hf:{tmp_path}/hf")  # pydoc's text has characters sort's vocabulary lacks
+    message = refusal(loaded, ":set tokenizer=bpe:300")
+    assert "is not available" not in message  # was: "but hf:... is not available", of a folder that was just read
+    assert f"the data is hf:{tmp_path}/hf's tokenizer alone, with no text; choose text data first" in message

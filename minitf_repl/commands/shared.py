@@ -269,12 +269,18 @@ def read_with(data, value: str, reporter, fix: str):
     :compare's contenders both read through here."""
     from ..core.bpe import tokenizer_for
     from ..core.config import parse_tokenizer
-    from ..core.data import TextCorpus
+    from ..core.data import TextCorpus, TokenizerOnly
     from ..core.interrupts import cut_short
 
     if not isinstance(data, TextCorpus):
-        what = (f"{data.name} is a task of characters (its loss counts the answer's symbols)"
-                if data.info().kind == "task" else f"{getattr(data, 'spec', data.name)} is not available")
+        spec = getattr(data, "spec", data.name)
+        if data.info().kind == "task":
+            what = f"{data.name} is a task of characters (its loss counts the answer's symbols)"
+        elif isinstance(data, TokenizerOnly):  # a loaded folder's tokenizer, with no text it reads: not "unavailable"
+            what = f"the data is {spec}'s tokenizer alone, with no text"
+        else:  # a checkpoint's vocabulary: its text gone, or there but changed
+            reason = getattr(data, "reason", None)
+            what = f"{spec} cannot be used ({reason})" if reason else f"{spec} is not available"
         raise UserError(f"tokenizer={value} reads text, but {what}; {fix}")
     n = parse_tokenizer(value)
     if n is not None and len(data.split_text("train")) < 2:
