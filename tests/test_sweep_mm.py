@@ -149,3 +149,15 @@ def test_a_tokenizer_asked_of_a_folders_tokenizer_alone_is_not_told_the_folder_i
     message = refusal(loaded, ":set tokenizer=bpe:300")
     assert "is not available" not in message  # was: "but hf:... is not available", of a folder that was just read
     assert f"the data is hf:{tmp_path}/hf's tokenizer alone, with no text; choose text data first" in message
+
+
+# --- a diverged run's rate, for the optimizer it trained with --------------------------------------------------
+def test_a_diverged_adamw_run_is_offered_adamws_rate_for_the_data_not_muons():
+    from minitf_repl.core.errors import TrainingDiverged
+
+    session = session_on("sort:4")
+    run(session, ":set optimizer=adamw")  # lr follows AdamW's recipe on sort: 0.003 (Muon's 0.01 does not settle)
+    with pytest.raises(TrainingDiverged) as e:
+        run(session, ":train steps=4 lr=1e30")
+    assert "(1e+30 diverged; 0.003 is the default of adamw on sort)" in str(e.value)  # was: "0.01 is the default"
+    assert e.value.fix == {"lr": 0.003}

@@ -304,7 +304,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed, trained)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
-        raise _diverged(session, train_config.lr, e, switched) from None
+        raise _diverged(session, train_config.lr, e, switched, train_config.optimizer) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
         raise
@@ -423,15 +423,22 @@ def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) 
     return []
 
 
-def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None) -> TrainingDiverged:
+def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None,
+              optimizer: str | None = None) -> TrainingDiverged:
     """The divergence, said with a rate known to work: the last one that trained here without diverging
-    (or the default, which trains the built-in data), unless that is not lower; then a tenth."""
-    known = session.last_good_lr if session.last_good_lr is not None else TrainConfig().lr
+    (or the default of this optimizer on this data, its recipe: AdamW's is not Muon's), unless that is not
+    lower; then a tenth."""
+    from ..core.recipes import recipe, recipe_label
+
+    optimizer = optimizer or session.train_config.optimizer
+    default = recipe(session.data_spec, optimizer)["lr"]
+    known = session.last_good_lr if session.last_good_lr is not None else default
     suggestion = known if known < lr else lr / 10
     if suggestion != known:
         why = "is a tenth of it"
     else:
-        why = "trained here without diverging" if session.last_good_lr is not None else "is the default"
+        why = ("trained here without diverging" if session.last_good_lr is not None else
+               f"is the default of {recipe_label(session.data_spec, optimizer)}")
     return TrainingDiverged(
         f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
         f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. "
