@@ -161,3 +161,19 @@ def test_a_diverged_adamw_run_is_offered_adamws_rate_for_the_data_not_muons():
         run(session, ":train steps=4 lr=1e30")
     assert "(1e+30 diverged; 0.003 is the default of adamw on sort)" in str(e.value)  # was: "0.01 is the default"
     assert e.value.fix == {"lr": 0.003}
+
+
+# --- fixes that are lines to type ------------------------------------------------------------------------------
+def test_a_setting_and_a_value_it_cannot_take_apart_are_not_offered_as_one_word_that_fails_again():
+    session = session_on()
+    message = refusal(session, ":set lr bogus")
+    assert ":set lr=bogus" not in message  # was: "...go as one word: :set lr=bogus", refused again when typed
+    assert message == "a setting and its value go as one word (:set lr=X), and lr must be a number, got 'bogus'"
+    assert refusal(session, ":set lr 0.1") == "a setting and its value go as one word: :set lr=0.1"  # a value it takes
+
+
+def test_the_largest_bpe_is_written_as_it_is_typed():
+    session = session_on("pydoc")
+    message = refusal(session, ":set tokenizer=bpe:1000000")
+    bound = re.search(r"at most (bpe:\S+);", message).group(1)
+    assert bound == "bpe:65536"  # was bpe:65,536, which tokenizer= refuses ("N must be a whole number")

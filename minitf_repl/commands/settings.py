@@ -24,7 +24,7 @@ from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_trainable
 from ..core.threads import oversubscribed
 from ..core.words import count
-from ..parsing import CLEAR
+from ..parsing import CLEAR, convert
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
 from ..render.renderers import render
@@ -457,6 +457,12 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
         value = words[i + 1] if word == "=" and i + 1 < len(words) else word
         value = value[1:] if value.startswith("=") and len(value) > 1 else value  # `:set lr =0.1`: not lr==0.1
         if named_at == i - 1 and value != "=":
+            named = SET.param_named(shown[-1].name)
+            try:  # the line suggested must work as typed: a value the setting cannot take is said with it
+                convert(named, value)
+            except UserError as e:
+                raise UserError(f"a setting and its value go as one word "
+                                f"({cmd('set', **{named.name: named.metavar})}), and {e}") from None
             raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
         param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
         now = matching(session) if param.name == "preset" else ""  # an action with no value: what it would show
