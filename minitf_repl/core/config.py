@@ -416,7 +416,7 @@ def parse_tokenizer(value: str) -> int | None:
         raise ConfigError(f"tokenizer={value}: a byte-level BPE has at least {MIN_BPE_TOKENS} tokens (the 256 bytes "
                           f"and one merge); choose bpe:{MIN_BPE_TOKENS} or more, e.g. bpe:512")
     if n > MAX_BPE_TOKENS:
-        raise ConfigError(f"tokenizer={value} is too large: at most bpe:{MAX_BPE_TOKENS:,}; use a smaller N")
+        raise ConfigError(f"tokenizer={value} is too large: at most bpe:{MAX_BPE_TOKENS}; use a smaller N")
     return n
 
 
