@@ -177,3 +177,16 @@ def test_the_largest_bpe_is_written_as_it_is_typed():
     message = refusal(session, ":set tokenizer=bpe:1000000")
     bound = re.search(r"at most (bpe:\S+);", message).group(1)
     assert bound == "bpe:65536"  # was bpe:65,536, which tokenizer= refuses ("N must be a whole number")
+
+
+@pytest.mark.parametrize("data", ["random:5", "letters"])
+def test_patch_without_two_prompts_gives_an_example_the_data_reads(data, tmp_path):
+    if data == "letters":
+        path = tmp_path / "letters.txt"
+        path.write_text("abcabd gfe " * 40)  # no 't', 'h' or 's': "the cat sat vs the dog sat" cannot be read
+        data = str(path)
+    session = session_on(data)
+    message = refusal(session, ":patch")
+    example = re.search(r"e\.g\. (:patch .*?) \(a prompt", message).group(1)
+    assert "the cat sat" not in example
+    assert run(session, example).clean  # the example, typed as written, runs

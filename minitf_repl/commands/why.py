@@ -116,10 +116,26 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
             clean = example.partition("=")[0] + "="
             pair = f"{clean} {'1' if clean[0] == '9' else '9'}{clean[1:]}"
         else:
-            pair = "the cat sat vs the dog sat"
+            pair = _text_pair(data)
         raise UserError(f"give two prompts, the clean one and the corrupted one, e.g. {cmd('patch', pair)} (a "
                         "prompt with spaces in quotes, or CLEAN vs CORRUPT)")
     return parts[0], parts[1]
+
+
+def _text_pair(data) -> str:
+    """Two prompts of the same length in `data`'s tokens for an example: "the cat sat vs the dog sat", or where the
+    vocabulary lacks those letters (random symbols, a file of its own), four of its symbols and the same with the
+    first one changed."""
+    pair = "the cat sat vs the dog sat"
+    tokenizer = getattr(data, "tokenizer", None)
+    if tokenizer is None or all(_one_id(tokenizer, ch) for ch in set(pair)):
+        return pair
+    symbols = [t for t in tokenizer.itos if len(t) == 1 and t.isprintable() and not t.isspace() and t not in "\"'\\"
+               and _one_id(tokenizer, t)]
+    if len(symbols) < 2:
+        return pair
+    clean = "".join(symbols[:4])
+    return f"{clean} {symbols[1]}{clean[1:]}"
 
 
 def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
