@@ -190,3 +190,20 @@ def test_patch_without_two_prompts_gives_an_example_the_data_reads(data, tmp_pat
     example = re.search(r"e\.g\. (:patch .*?) \(a prompt", message).group(1)
     assert "the cat sat" not in example
     assert run(session, example).clean  # the example, typed as written, runs
+
+
+# --- out of memory with a batch of one ----------------------------------------------------------------------------
+@pytest.mark.parametrize("batch, fix", [(4, {"batch_size": 2}), (1, {})])
+def test_out_of_memory_offers_a_smaller_batch_only_where_there_is_one(monkeypatch, batch, fix):
+    from minitf_repl.core.train import Trainer
+
+    def no_memory(self, *args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    session = session_on()
+    run(session, f":set batch_size={batch}")
+    monkeypatch.setattr(Trainer, "run", no_memory)
+    with pytest.raises(UserError) as e:
+        run(session, ":train steps=2")
+    assert e.value.fix == fix  # was {"batch_size": 1} at a batch of 1: ":set batch_size=1", "nothing changed"
+    assert ("Lower batch_size" in str(e.value)) == bool(fix)
