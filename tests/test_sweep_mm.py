@@ -207,3 +207,11 @@ def test_out_of_memory_offers_a_smaller_batch_only_where_there_is_one(monkeypatc
         run(session, ":train steps=2")
     assert e.value.fix == fix  # was {"batch_size": 1} at a batch of 1: ":set batch_size=1", "nothing changed"
     assert ("Lower batch_size" in str(e.value)) == bool(fix)
+
+
+def test_ablating_positions_a_model_has_none_of_names_the_parts_that_can_be_and_changes_nothing():
+    session = session_on(pos_encoding="none")
+    message = refusal(session, ":ablate positions")
+    assert message.startswith("this model has no position information to drop") and "; switch off another part" \
+        in message  # was the problem alone, no fix
+    assert run(session, ":ablate head=0.1").active == ["head 0.1"]  # the refusal switched nothing off

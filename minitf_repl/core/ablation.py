@@ -163,7 +163,8 @@ def _hooks(model: nn.Module, ablation: Ablation) -> list:
         return [model.position_embedding.register_forward_hook(lambda module, inputs, output: torch.zeros_like(output))]
     if encoding == "rope":  # the rotation hands q and k back as they came in
         return [block.attn.rope.register_forward_hook(_unturned) for block in blocks]
-    raise UserError("this model has no position information to drop (pos_encoding=none)")
+    raise UserError("this model has no position information to drop (pos_encoding=none: it reads none already); "
+                    "switch off another part: a head (head=L.H), the mask or a block (block=L)")
 
 
 def _unturned(module, inputs, output):
