@@ -457,7 +457,8 @@ def check_report_path(text: str) -> Path:
                 tail = str(blocking) if len(str(blocking)) <= 60 else "…" + str(blocking)[-59:]  # its name shows
                 raise UserError(f"cannot write {clip(str(path), 80)}: {tail} is a file, not a folder; choose another "
                                 "path")
-            raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist")
+            raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist; "
+                            f"create it first, or give {cmd('report', 'PATH')} a path in a folder that exists")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             # a read-only file system refuses whatever the permissions say (it was "permission denied", and no way on)
             why = "the file system is read-only" if _read_only(folder) else "permission denied"
@@ -502,6 +503,7 @@ def write_report(path: Path, page: str) -> int:
             except OSError:
                 pass
         if isinstance(e, OSError):
-            raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}") from None
+            raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; give {cmd('report', 'PATH')} "
+                            "a path in a folder you can write") from None
         raise
     return path.stat().st_size

@@ -215,3 +215,12 @@ def test_ablating_positions_a_model_has_none_of_names_the_parts_that_can_be_and_
     assert message.startswith("this model has no position information to drop") and "; switch off another part" \
         in message  # was the problem alone, no fix
     assert run(session, ":ablate head=0.1").active == ["head 0.1"]  # the refusal switched nothing off
+
+
+def test_report_into_a_folder_that_does_not_exist_says_how_to_go_on(tmp_path):
+    session = tiny_session()
+    run(session, ":train steps=1")
+    message = refusal(session, f":report {tmp_path}/nowhere/r.html")
+    assert message.endswith("does not exist; create it first, or give :report PATH a path in a folder that exists")
+    (tmp_path / "nowhere").mkdir()  # the first fix, done: the same line now writes the page
+    assert run(session, f":report {tmp_path}/nowhere/r.html")
