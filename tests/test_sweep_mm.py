@@ -224,3 +224,16 @@ def test_report_into_a_folder_that_does_not_exist_says_how_to_go_on(tmp_path):
     assert message.endswith("does not exist; create it first, or give :report PATH a path in a folder that exists")
     (tmp_path / "nowhere").mkdir()  # the first fix, done: the same line now writes the page
     assert run(session, f":report {tmp_path}/nowhere/r.html")
+
+
+@pytest.mark.parametrize("line, example", [
+    (":compare", ":compare current n_layers=3"),  # was "current n_layers=2", the model itself twice
+    (":compare n_layers=4", ":compare current n_layers=4"),  # the one contender given, against the current model
+    (":compare n_layers=4 lr=0.02 vs", ":compare current vs n_layers=4 lr=0.02"),
+])
+def test_compare_with_one_contender_gives_an_example_of_two_that_differ(line, example):
+    session = session_on(n_layers=2)
+    message = refusal(session, line)
+    assert f"e.g. {example} (or" in message
+    result = run(session, example + " steps=1 eval_every=1")
+    assert len(result.outcomes) == 2

@@ -94,7 +94,11 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     for label, pairs in groups:  # what is wrong in a contender first: `lr=0.01,0.02` is one contender, not two
         _check_pairs(label, pairs)
     if len(groups) < 2:
-        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', 'current n_layers=2')} "
+        # the one given against the current model; else one layer more than it has (not n_layers=2 where it has 2)
+        given = groups[0][0] if groups and groups[0][0] != "current" else None
+        one_more = f"n_layers={session.model_config.n_layers + 1}"
+        example = (f"current vs {given}" if " " in given else f"current {given}") if given else f"current {one_more}"
+        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', example)} "
                         f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
     if len(groups) > MAX_CONTENDERS:
         raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
