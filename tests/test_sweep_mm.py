@@ -237,3 +237,19 @@ def test_compare_with_one_contender_gives_an_example_of_two_that_differ(line, ex
     assert f"e.g. {example} (or" in message
     result = run(session, example + " steps=1 eval_every=1")
     assert len(result.outcomes) == 2
+
+
+# --- a filter greedy sampling leaves unread -------------------------------------------------------------------
+def test_gen_says_top_k_does_nothing_when_greedy_as_set_does():
+    from test_commands import Recorder
+
+    session = session_on()
+    recorder = Recorder()
+    run(session, ":gen 1234= n=2 temperature=0 top_k=3", recorder)
+    assert any("top_k does nothing until temperature > 0" in n for n in recorder.notices)  # was: not a word
+    recorder = Recorder()
+    run(session, ":gen 1234= n=2 top_k=3", recorder)  # sampled: top_k is read
+    assert not any("greedy" in n for n in recorder.notices)
+    recorder = Recorder()
+    run(session, ":set temperature=0 top_p=0.5", recorder)
+    assert any("top_p does nothing until temperature > 0" in n for n in recorder.notices)

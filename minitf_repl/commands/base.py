@@ -89,6 +89,16 @@ def with_given(config, args: dict):
     return config.replace(**given) if given else config
 
 
+def greedy_ignores(sampling, given) -> str | None:
+    """The notice for top_k or top_p that greedy sampling leaves unread (temperature=0 takes the likeliest token, which
+    a filter of the likeliest ones keeps), where `given` (the names a command set) touches one of the three."""
+    cut = [k for k in ("top_k", "top_p") if getattr(sampling, k) is not None]
+    if sampling.temperature != 0 or not cut or not {"temperature", "top_k", "top_p"} & set(given):
+        return None
+    return (f"temperature=0 is greedy, the likeliest token every time: {' and '.join(cut)} "
+            f"{'does' if len(cut) == 1 else 'do'} nothing until temperature > 0")
+
+
 # --- default prompts ---------------------------------------------------------------------------------
 def default_prompt(tokenizer, otherwise: str | None = None) -> str:
     """Where text starts when no prompt is given: a newline where the vocabulary has one (a fresh line

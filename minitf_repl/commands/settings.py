@@ -33,7 +33,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
-from .base import REGISTRY, command, complete_data
+from .base import REGISTRY, command, complete_data, greedy_ignores
 from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, quantized_gone, read_with,
                      recipe_line, seed_kept_line, switch_data)
 
@@ -372,11 +372,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             reporter.notice(f"{' and '.join(keys)} {'does' if len(keys) == 1 else 'do'} nothing while "
                             f"{because}={setting_text(getattr(model, because))}; "
                             f"{'it applies' if len(keys) == 1 else 'they apply'} with {reads_it}")
-    sampling = new[GenConfig]  # greedy takes the likeliest token: a filter of the likeliest ones changes nothing
-    cut = [k for k in ("top_k", "top_p") if getattr(sampling, k) is not None]
-    if sampling.temperature == 0 and cut and {"temperature", "top_k", "top_p"} & set(changed):
-        reporter.notice(f"temperature=0 is greedy, the likeliest token every time: {' and '.join(cut)} "
-                        f"{'does' if len(cut) == 1 else 'do'} nothing until temperature > 0")
+    if (greedy := greedy_ignores(new[GenConfig], changed)) is not None:
+        reporter.notice(greedy)
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)
