@@ -126,7 +126,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             # sentence, the list after it in brackets ("?; minitf --help ..." read as two fixes)
             problem, asked, guess = e.format_message().rstrip(".").partition(". Did you mean")
             hint = f" ({path} --help lists the {what})" if asked else f"; {path} --help lists the {what}"
-            _command_line_error(self._one_dash(e, args) or self._misplaced(e, args) or self._early(e, args)
+            _command_line_error(self._one_dash(e, args) or self._set_apart(e, args) or self._misplaced(e, args)
+                                or self._early(e, args)
                                 or self._repl_only(e, args)
                                 or self._help_of_neither(e, typed) or self._nothing_taken(e)
                                 or problem + (f"; did you mean{guess}" if asked else "") + hint
@@ -255,6 +256,24 @@ class _Group(_FlagsUntyped, TyperGroup):
             i += take or 1
         line = shlex.join(["minitf", *args[: command_at + 1], *words[:at], *options, "--", *text])
         return f"; a text that starts with - goes after --: {line}"
+
+    def _set_apart(self, e: Exception, args: list[str]) -> str | None:
+        """For `minitf --set lr 0.1 train`, where Click takes the value for the command ("No such command '0.1'"):
+        what `:set lr 0.1` says in the REPL, with the line written with the pair as one word."""
+        asked = re.match(r"No such command '(.*)'", e.format_message())
+        at = next((i for i in range(2, len(args)) if asked and args[i] == asked.group(1) and args[i - 2] == "--set"
+                   and "=" not in args[i - 1]), None)
+        param = REGISTRY["set"].param_named(args[at - 1]) if at is not None else None
+        if param is None:
+            return None
+        from .parsing import convert
+
+        try:  # the line suggested must work as typed: a value the setting cannot take is said with it
+            convert(param, args[at])
+        except UserError as bad:
+            return f"a setting and its value go as one word (--set {param.name}={param.metavar}), and {bad}"
+        fixed = [*args[: at - 1], f"{args[at - 1]}={args[at]}", *args[at + 1:]]
+        return f"a setting and its value go as one word: {shlex.join(['minitf', *fixed])}"
 
     def _one_dash(self, e: Exception, args: list[str]) -> str | None:
         """For a long option typed with one dash (`minitf train -steps 3`, Go's and Java's way), which Click reads as

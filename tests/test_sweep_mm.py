@@ -253,3 +253,12 @@ def test_gen_says_top_k_does_nothing_when_greedy_as_set_does():
     recorder = Recorder()
     run(session, ":set temperature=0 top_p=0.5", recorder)
     assert any("top_p does nothing until temperature > 0" in n for n in recorder.notices)
+
+
+def test_a_global_set_and_its_value_apart_are_told_so_not_no_such_command():
+    line = assert_one_error_line(invoke("--data", "sort:4", "--set", "lr", "0.1", "config"), code=2)
+    assert line == "error: a setting and its value go as one word: minitf --data sort:4 --set lr=0.1 config"  # was:
+    # "No such command '0.1'"
+    line = assert_one_error_line(invoke("--set", "lr", "bogus", "config"), code=2)
+    assert line == "error: a setting and its value go as one word (--set lr=X), and lr must be a number, got 'bogus'"
+    assert invoke("--data", "sort:4", "--set", "lr=0.1", "config").exit_code == 0  # the line given, as typed
