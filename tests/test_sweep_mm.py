@@ -96,7 +96,8 @@ def test_context_length_on_a_task_says_a_task_has_no_longer_windows_whatever_the
 
 
 # --- a checkpoint's file that grew ---------------------------------------------------------------------------
-@pytest.mark.parametrize("change, how", [(lambda b: b + b"xx", "added to or replaced"), (lambda b: b[:-2], "truncated")])
+@pytest.mark.parametrize("change, how", [(lambda b: b + b"xx", "added to or replaced"),
+                                          (lambda b: b[:-2], "truncated")])
 def test_a_data_file_of_another_size_is_said_the_same_by_ls_and_load_and_grown_is_not_truncated(checkpoint_dir,
                                                                                                 change, how):
     session = tiny_session()
