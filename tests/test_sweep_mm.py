@@ -274,3 +274,13 @@ def test_a_global_set_and_its_value_apart_are_told_so_not_no_such_command():
     line = assert_one_error_line(invoke("--set", "lr", "bogus", "config"), code=2)
     assert line == "error: a setting and its value go as one word (--set lr=X), and lr must be a number, got 'bogus'"
     assert invoke("--data", "sort:4", "--set", "lr=0.1", "config").exit_code == 0  # the line given, as typed
+
+
+# --- a value too large, shown as typed ---------------------------------------------------------------------------
+@pytest.mark.parametrize("line, shown", [
+    (":lrfind high=1e9", "high=1e+09 is too large"),  # was high=1,000,000,000.0
+    (":gen 12 n=1 seed=1e30", "=1e+30 is too large"),  # was =10000000000000000198..., digits never typed
+    (":train steps=99999999999999999999999", "steps=99,999,999,999,999,999,999,999 is too large"),
+])
+def test_a_value_over_its_limit_is_shown_as_the_user_wrote_it(line, shown):
+    assert shown in refusal(session_on(), line)

@@ -103,7 +103,9 @@ class SettingSpec:
 
     def check_limit(self, value) -> None:
         if self.limit is not None and value is not None and not isinstance(value, bool) and value > self.limit:
-            shown = f"{value:,}" if len(str(value)) <= 30 else f"{str(value)[:20]}..."
+            # a whole number in full (grouped); a float, or a whole number too long to read, as 1e+09 is written:
+            # `seed=1e30` read as an int is 1000000000000000019884624838656, digits the user never typed
+            shown = f"{value:,}" if isinstance(value, int) and len(str(value)) <= 30 else f"{value:.4g}"
             raise ConfigError(f"{self.name}={shown} is too large: at most {self.limit:,}; use a smaller value")
 
     def _in_range(self, value) -> bool:
