@@ -284,3 +284,16 @@ def test_a_global_set_and_its_value_apart_are_told_so_not_no_such_command():
 ])
 def test_a_value_over_its_limit_is_shown_as_the_user_wrote_it(line, shown):
     assert shown in refusal(session_on(), line)
+
+
+# --- the head counts offered pass every check ---------------------------------------------------------------------
+def test_the_head_counts_offered_fit_the_key_value_heads_and_rope():
+    session = session_on(n_heads=2, n_kv_heads=2, pos_encoding="rope")
+    message = refusal(session, ":set n_heads=3")
+    offered = re.search(r"n_heads could be one of ([\d, ]+)$", message).group(1).split(", ")
+    assert offered == ["2", "4", "8", "16"]  # was 1, 2, 4, 8, 16, 32: 1 is no multiple of n_kv_heads=2, 32 odd for rope
+    for n in offered:  # each, typed as offered, is taken
+        run(session, f":set n_heads={n}")
+    session = session_on(d_model=32, n_heads=16, n_kv_heads=2, pos_encoding="rope")
+    assert refusal(session, ":set d_model=30").endswith(
+        "no n_heads fits it with n_kv_heads=2 and pos_encoding=rope: choose another d_model")

@@ -310,9 +310,16 @@ class ModelConfig(Settings):
 
     def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
+            # the head counts offered must pass the checks below too: a multiple of n_kv_heads, an even width for rope
+            fits = [k for k in range(1, min(self.d_model, 64) + 1) if self.d_model % k == 0
+                    and (not self.n_kv_heads or k % self.n_kv_heads == 0)
+                    and not (self.pos_encoding == "rope" and (self.d_model // k) % 2)]
+            kept = " and ".join(filter(None, [f"n_kv_heads={self.n_kv_heads}" if self.n_kv_heads else None,
+                                              "pos_encoding=rope" if self.pos_encoding == "rope" else None]))
             raise ConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
-                f"n_heads could be one of {_divisors(self.d_model)}"
+                + (f"n_heads could be one of {', '.join(map(str, fits))}" if fits else
+                   f"no n_heads fits it with {kept}: choose another d_model")
             )
         if self.n_heads % self.kv_heads != 0:
             raise ConfigError(
