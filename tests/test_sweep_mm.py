@@ -297,3 +297,12 @@ def test_the_head_counts_offered_fit_the_key_value_heads_and_rope():
     session = session_on(d_model=32, n_heads=16, n_kv_heads=2, pos_encoding="rope")
     assert refusal(session, ":set d_model=30").endswith(
         "no n_heads fits it with n_kv_heads=2 and pos_encoding=rope: choose another d_model")
+
+
+def test_a_bpe_asked_on_a_task_is_told_the_task_has_no_text_before_the_range_of_n():
+    session = session_on("sort:4")
+    message = refusal(session, ":set tokenizer=bpe:50")
+    assert "reads text, but sort is a task" in message  # was "at least 257 tokens ... e.g. bpe:512", then refused
+    assert "reads text, but sort is a task" in refusal(session, ":set tokenizer=bpe:512")  # ...with this
+    assert "is not a tokenizer" in refusal(session, ":set tokenizer=bogus")
+    assert "at least 257 tokens" in refusal(session_on("pydoc"), ":set tokenizer=bpe:50")  # on text, N's range

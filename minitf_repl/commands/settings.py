@@ -270,6 +270,11 @@ def _set_params() -> list[Param]:
                        for spec in cls.specs()] + [keys]
 
 
+def _text_first() -> str:
+    """How to give text, said in the syntax of the front end speaking now."""
+    return f"choose text data first, e.g. {cmd('data', 'pydoc')}"  # on disk: no download
+
+
 @command("set", "Change settings: model architecture (resets weights), training, generation or the shell; a name "
          "alone shows that setting.",
          params=_set_params(), needs_torch=False, pairs=True, json_version=4)  # fmt: skip
@@ -287,6 +292,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)}, or a "
                         f"setting's name to show it, e.g. {cmd('set', 'lr')} (keys: {keys})")
     current = {cls: _current(session, cls) for cls in SETTINGS}
+    asked = str(given.get("tokenizer", "char")).strip().lower()
+    if asked.partition(":")[0] == "bpe" and asked != current[DataConfig].tokenizer:
+        from ..core.data import TextCorpus
+
+        if not isinstance(session.data, TextCorpus):  # no text to read with any N: said before N's range (bpe:50),
+            read_with(session.data, str(given["tokenizer"]).strip(), reporter, fix=_text_first())  # (its fix, bpe:257,
+            # would be refused for this then)
     new = _proposed(current, given)
     # Another optimizer brings its own rate and warm-up for this data where they still held the old one's
     # (core.recipes): AdamW at Muon's lr 1e-2 and 10 warm-up steps ends pydoc's 600 steps at val 2.44.
@@ -299,8 +311,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     # a BPE kept from other text by a switch of data: bpe:N of its own size trains one on this text all the same
     elsewhere = "tokenizer" in given and bpe_trained_elsewhere(session.tokenizer, session.loaded_data) is not None
     if new[DataConfig].tokenizer != current[DataConfig].tokenizer or elsewhere:
-        reading = read_with(session.data, new[DataConfig].tokenizer, reporter,
-                            fix=f"choose text data first, e.g. {cmd('data', 'pydoc')}")  # on disk: no download
+        reading = read_with(session.data, new[DataConfig].tokenizer, reporter, fix=_text_first())
         model = model.replace(vocab_size=reading[1].tokenizer.vocab_size)
         new[DataConfig] = DataConfig(tokenizer=tokenizer_setting(reading[0]))  # bpe:N as built (N may be fewer)
         reading[1].check_fits(model.max_seq_len)
