@@ -306,3 +306,5 @@ def test_a_bpe_asked_on_a_task_is_told_the_task_has_no_text_before_the_range_of_
     assert "reads text, but sort is a task" in refusal(session, ":set tokenizer=bpe:512")  # ...with this
     assert "is not a tokenizer" in refusal(session, ":set tokenizer=bogus")
     assert "at least 257 tokens" in refusal(session_on("pydoc"), ":set tokenizer=bpe:50")  # on text, N's range
+    # a :compare contender the same way
+    assert "reads text, but sort is a task" in refusal(session, ":compare tokenizer=bpe:50 vs current steps=1")

@@ -168,7 +168,12 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
                reporter: Reporter) -> Contender:
     """One contender, its settings checked as :set checks them; a BPE tokenizer setting is built once (`readings`)."""
     from ..core.compare import Contender
+    from ..core.data import TextCorpus
 
+    fix = "compare tokenizers on text, e.g. data=pydoc"
+    asked = next((p.partition("=")[2].strip() for p in pairs if p.partition("=")[0].strip() == "tokenizer"), "")
+    if asked.lower().partition(":")[0] == "bpe" and not isinstance(data, TextCorpus):  # no text for any N: said
+        read_with(data, asked, reporter, fix=fix)  # before N's range (bpe:50), whose fix bpe:512 would fail for this
     model, train, tokenizer, followed = _contender_configs(session, pairs, data)
     if followed:  # another optimizer: its rate and warm-up, as :set gives them
         reporter.notice(f"{label}: " + recipe_line(recipe_label(session.recipe_data, train.optimizer), followed))
@@ -176,8 +181,7 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     if tokenizer is not None:
         key = tokenizer.strip().lower()
         if key not in readings:
-            read_by, text = read_with(data, tokenizer, reporter,
-                                      fix="compare tokenizers on text, e.g. data=pydoc")
+            read_by, text = read_with(data, tokenizer, reporter, fix=fix)
             readings[key] = (tokenizer_setting(read_by), text)
         built, reading = readings[key]
         model = model.replace(vocab_size=reading.tokenizer.vocab_size)
