@@ -308,3 +308,17 @@ def test_a_bpe_asked_on_a_task_is_told_the_task_has_no_text_before_the_range_of_
     assert "at least 257 tokens" in refusal(session_on("pydoc"), ":set tokenizer=bpe:50")  # on text, N's range
     # a :compare contender the same way
     assert "reads text, but sort is a task" in refusal(session, ":compare tokenizer=bpe:50 vs current steps=1")
+
+
+# --- a checkpoint name one letter off, in a folder of many -----------------------------------------------------
+def test_a_missing_checkpoint_name_guesses_the_one_meant_and_lists_a_few(checkpoint_dir):
+    session = tiny_session()
+    run(session, ":train steps=1")
+    for i in range(14):
+        run(session, f":save run{i:02d}")
+    run(session, ":save foxy")
+    message = refusal(session, ":load Foxy")
+    assert "; did you mean foxy? (saved ones: " in message  # was the whole list alone
+    assert message.endswith(" more)") and message.count(", ") < 14  # a folder of many stays one short line
+    assert run(session, ":load foxy").name == "foxy"
+    assert "did you mean" not in refusal(session, ":load zzz")

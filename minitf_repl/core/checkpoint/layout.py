@@ -209,6 +209,9 @@ def checkpoint_path(directory, name: str) -> Path:
         raise path_error(path, e) from None
 
 
+LISTED = 12  # the saved names a "no checkpoint named" error lists; a folder of hundreds stays one line
+
+
 def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
     if not path.exists():
         blocker = nearest_existing(directory)
@@ -217,7 +220,14 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
         names = _existing_names(directory)
         where = f"in {directory}"
         if names:
-            raise CheckpointError(f"no checkpoint named {name!r} {where}; saved ones: {', '.join(names)}")
+            # a name typed in another case, or one letter off (`Foxy`, `autosav`): that one first; the list kept short
+            import difflib
+
+            guess = next((n for n in names if n.lower() == name.lower()), None) or next(
+                iter(difflib.get_close_matches(name, names, n=1, cutoff=0.75)), None)
+            shown = ", ".join(names[:LISTED]) + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+            fix = f"did you mean {guess}? (saved ones: {shown})" if guess else f"saved ones: {shown}"
+            raise CheckpointError(f"no checkpoint named {name!r} {where}; {fix}")
         raise CheckpointError(f"no checkpoint named {name!r} {where} (there are none yet); save one under that name first")
     if not path.is_dir():
         raise CheckpointError(f"{path} is a file, not a checkpoint directory; remove it or choose another name")
