@@ -8,7 +8,9 @@ and `:train layer=0` all of them, though only watch=attn takes layer=. `:context
 length must pass max_seq_len, when no length works on a task at all. `:set lr bogus` was offered `:set lr=bogus`, and
 `tokenizer=bpe:1000000` "at most bpe:65,536", both refused again when typed; `:patch` alone offered "the cat sat vs
 the dog sat" on data without those letters; `:compare` with one contender offered `current n_layers=2` on a model of
-2 layers; out of memory at batch_size=1 offered batch_size=1; a diverged AdamW run was offered Muon's rate.
+2 layers; out of memory at batch_size=1 offered batch_size=1; a diverged AdamW run was offered Muon's rate;
+`:set n_heads=3` offered head counts n_kv_heads or rope then refuse; `tokenizer=bpe:50` on a task was told N's range,
+and the bpe:512 offered is refused there (no text); `:load Foxy` listed every name and guessed none.
 
 A message must name the real problem, the same from the REPL and the shell. A checkpoint file that grew was called
 truncated by :ls (and worded otherwise by :load); `:set max_seq_len=4` on a task said "the model has 4" of a model
@@ -16,7 +18,8 @@ that kept its window; `:heads` on a model whose text is gone refused for want of
 `:set tokenizer=` on a Hugging Face folder's tokenizer said the folder "is not available". From the shell, `-steps 3`
 was Click's "No such option: -s" and `--set lr 0.1 train` "No such command '0.1'", where the REPL says what is wrong.
 `:ablate positions` without positions and `:report` into a missing folder said the problem and no fix; and
-`:gen temperature=0 top_k=3` said nothing of the top_k greedy sampling leaves unread, where `:set` does.
+`:gen temperature=0 top_k=3` said nothing of the top_k greedy sampling leaves unread, where `:set` does. A value over
+its limit was shown as read (high=1,000,000,000.0; seed=1e30 as digits never typed), not as written.
 """
 
 import re
