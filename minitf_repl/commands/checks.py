@@ -105,7 +105,7 @@ def asked_checks(text: str | None) -> list[str]:
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
     Param("steps", int, default=STEPS, low=1, limit=100_000,
           help="the training checks' steps: blind trains two fresh models this long, overfit one"),
-], aliases=("sanity",), json_version=3)  # fmt: skip
+], aliases=("sanity",), json_version=4)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -188,7 +188,7 @@ def measured(name: str, check, result: ChecksResult) -> str:
         if check.passed:
             read += " (each exactly 0)"
         else:
-            read += f" (largest {check.later_largest:.3g})"
+            read += f" (largest {check.later_largest:.3g}; at most {check.later_share:.2g} of its row's largest, the map's scale)"
         earlier = ("every earlier one has" if not check.earlier_unread
                    else f"{check.earlier_unread:,} earlier pairs have none")
         over = (f"over {count(check.positions, unit)}" if check.positions == check.window

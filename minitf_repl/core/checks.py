@@ -98,6 +98,9 @@ class CausalCheck:
     later_pairs: int  # pairs (t, s > t): T (T - 1) / 2
     later_read: int  # of them, pairs with a nonzero gradient: position t reading a later one
     later_largest: float  # the largest |dz_t / dh_s| over s > t (0.0 exactly when causal)
+    # the largest |dz_t / dh_s| / max_s' |dz_t / dh_s'| over s > t: how much a later position weighs in its row, on
+    # the map's scale (later_largest alone has no scale: a map of dots can sit beside "largest 0.4")
+    later_share: float
     earlier_unread: int  # pairs (t, s <= t) with an exactly zero gradient (0 in a model that reads its past)
     weakest_earlier: float  # the smallest |dz_t / dh_s| over s <= t
     map: list[list[float]]  # |dz_t / dh_s| for t, s < MAP, each row divided by its largest
@@ -232,9 +235,11 @@ def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK) ->
     half, most = reach(depends)
     shown = depends[:MAP, :MAP]
     scale = shown.max(dim=1, keepdim=True).values.clamp(min=1e-30)
+    shares = depends / depends.max(dim=1, keepdim=True).values.clamp(min=1e-30)
     return CausalCheck(
         positions=T, window=model.config.max_seq_len, later_pairs=int(later.sum()),
         later_read=int((depends[later] > 0).sum()), later_largest=float(depends[later].max()) if T > 1 else 0.0,
+        later_share=float(shares[later].max()) if T > 1 else 0.0,
         earlier_unread=int((depends[~later] == 0).sum()), weakest_earlier=float(depends[~later].min()),
         map=(shown / scale).tolist(), passed=bool((depends[later] == 0).all()), reach_half=half, reach_most=most,
     )
