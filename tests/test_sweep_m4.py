@@ -3,7 +3,11 @@
 `:checks causal` on a model that reads later positions said "(largest 0.412)" beside a map of dots above the
 diagonal: the number was |dz_t/dh_s| with no scale, the map each row's share of its largest. The line now also
 gives the largest share, on the map's scale.
+An overfit check that passed on its recitals with a loss just over its target said "its loss is above the 0.05 that
+passes alone" beside "-> 0.05": both numbers are now written with the digits that tell them apart.
 """
+
+import dataclasses
 
 from minitf_repl.core import checks
 
@@ -20,3 +24,19 @@ def test_a_failed_causal_check_gives_the_later_reads_on_the_maps_scale(session):
     run(session, ":ablate mask")
     text = " ".join(plain(run(session, ":checks causal"), 200).split())
     assert "of its row's largest, the map's scale" in text
+
+
+def test_an_overfit_loss_just_over_its_target_reads_above_it():
+    from test_commands import tiny_session
+
+    from minitf_repl.render import fmt
+
+    assert fmt.apart(0.05004, 0.05) == ("0.05004", "0.05") and fmt.apart(1.2345, 2.5) == ("1.23", "2.5")
+    result = run(tiny_session("sort:4"), ":checks overfit steps=30")
+    check = result.overfit
+    assert check.passed
+    result.overfit = dataclasses.replace(check, final_loss=check.target * 1.0008)  # reads as the target at 3 digits
+    text = " ".join(plain(result, 200).split())
+    shown, target = fmt.apart(check.target * 1.0008, check.target)
+    assert f"its loss, {shown}, is above the {target} that passes alone" in text and shown != target
+    assert f"→ {shown} in" in text

@@ -19,6 +19,7 @@ from ..core.variants import position_kind
 from ..core.words import count
 from ..palette import visible
 from ..registry import Param, clip
+from ..render import fmt
 from ..render.heatmap import heatmap, legend, unscaled
 from ..render.renderers import render
 from ..render.words import Words, note, say
@@ -205,11 +206,12 @@ def measured(name: str, check, result: ChecksResult) -> str:
         under = next((k + 1 for k, loss in enumerate(check.curve) if loss <= check.target), None)
         given = (f"the first row's first {result.unit}" if check.given == 1
                  else f"the first row's first {count(check.given, result.unit)} (what its loss does not count)")
-        by = f", under {check.target:.2f} at step {under}" if under else ""
+        final, target = fmt.apart(check.final_loss, check.target)  # never "0.05 is above the 0.05"
+        by = f", under {target} at step {under}" if under else ""
         return (f"{count(check.rows, 'row')}, {count(check.tokens, 'prediction')}: {check.first_loss:.3f} → "
-                f"{check.final_loss:.3g} in {count(check.steps, 'step')}{by}; given {given}, it writes "
+                f"{final} in {count(check.steps, 'step')}{by}; given {given}, it writes "
                 f"{check.recited} of the {count(check.recitable, result.unit)} after it as they stand" +
-                (f"; its loss is above the {check.target:.2f} that passes alone, but it writes every row's answer "
+                (f"; its loss, {final}, is above the {target} that passes alone, but it writes every row's answer "
                  f"again" if check.passed and check.final_loss > check.target else ""))
     return ""
 

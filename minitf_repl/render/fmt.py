@@ -13,6 +13,14 @@ def signed(value: float, digits: int = 3) -> str:
     return "+" + text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
+def apart(a: float, b: float, digits: int = 3) -> tuple[str, str]:
+    """a and b to `digits` significant digits, or as many more as it takes (up to 9) for two different numbers to
+    read differently: "0.0501 is above the 0.05", never "0.05 is above the 0.05"."""
+    while digits < 9 and a != b and f"{a:.{digits}g}" == f"{b:.{digits}g}":
+        digits += 1
+    return f"{a:.{digits}g}", f"{b:.{digits}g}"
+
+
 def whole(value) -> str:
     return "-" if value is None else f"{value:,}"
 
