@@ -5,6 +5,7 @@ diagonal: the number was |dz_t/dh_s| with no scale, the map each row's share of 
 gives the largest share, on the map's scale.
 An overfit check that passed on its recitals with a loss just over its target said "its loss is above the 0.05 that
 passes alone" beside "-> 0.05": both numbers are now written with the digits that tell them apart.
+`:patch`'s reading named one head as bringing back the most where two or more read the same in its table (0.87).
 """
 
 import dataclasses
@@ -40,3 +41,15 @@ def test_an_overfit_loss_just_over_its_target_reads_above_it():
     shown, target = fmt.apart(check.target * 1.0008, check.target)
     assert f"its loss, {shown}, is above the {target} that passes alone" in text and shown != target
     assert f"→ {shown} in" in text
+
+
+def test_patch_reading_names_every_head_that_reads_as_the_most():
+    from minitf_repl.commands.why import patch_reading
+
+    stream, resid = ["embed", "blocks.0"], [[0.0, 0.0], [0.0, 1.0]]
+    two = patch_reading([[0.871, 0.868], [0.1, 0.2]], stream, resid, 1.0)
+    assert two.startswith("most of it comes back when heads 0.0 and 0.1 are each patched (0.87)"), two
+    assert patch_reading([[0.3, 0.1], [0.3, 0.3]], stream, resid, 1.0).startswith(
+        "heads 0.0, 1.0 and 1.1 bring back the most (0.30 each)")
+    assert patch_reading([[0.9, 0.1]], stream, resid, 1.0).startswith("most of it comes back when head 0.0 is patched")
+    assert "the most: heads 0.0 and 0.1, 0.10 each" in patch_reading([[0.1, 0.1]], stream, resid, 1.0)

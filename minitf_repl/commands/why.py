@@ -159,23 +159,27 @@ def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[
         line = f"every head is switched off ({cmd('ablate', 'off')} puts them back), so no head can bring anything back"
     elif best is None:
         return "the model has no heads to patch"
-    else:
-        line = _best_head(*best)
+    else:  # every head that reads as the most, at the table's two decimals: not one of two equals
+        tied = [f"{layer}.{h}" for layer, row in enumerate(heads) for h, v in enumerate(row)
+                if f"{layer}.{h}" not in off and f"{v:.2f}" == f"{best[0]:.2f}"]
+        line = _best_head(best[0], tied)
     moved = next((name for name, row in zip(stream, resid) if row[-1] >= 0.5), None)
     if moved is not None and moved != stream[-1]:
         line += f"; the last position holds most of the answer from {moved} on"
     return line
 
 
-def _best_head(value: float, layer: int, head: int) -> str:
-    """What the head that brings back the most does."""
+def _best_head(value: float, names: list[str]) -> str:
+    """What the head (or the heads, alike at two decimals) that brings back the most does."""
+    one = len(names) == 1
+    heads = f"head {names[0]}" if one else "heads " + ", ".join(names[:-1]) + f" and {names[-1]}"
+    each = "" if one else " each"
     if value >= 0.5:
-        line = f"most of it comes back when head {layer}.{head} is patched ({value:.2f})"
-    elif value >= 0.2:
-        line = f"head {layer}.{head} brings back the most ({value:.2f}); no single head carries most of it"
-    else:
-        line = f"no single head brings much back (the most: head {layer}.{head}, {value:.2f})"
-    return line
+        return f"most of it comes back when {heads} {'is' if one else 'are each'} patched ({value:.2f})"
+    if value >= 0.2:
+        return (f"{heads} {'brings' if one else 'bring'} back the most ({value:.2f}{each}); no single head carries "
+                "most of it")
+    return f"no single head brings much back (the most: {heads}, {value:.2f}{each})"
 
 
 @command("patch", "Activation patching: which layers, positions and heads carry the answer from one prompt "
