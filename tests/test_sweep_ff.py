@@ -364,8 +364,7 @@ def test_help_at_a_usual_width_keeps_typers_panels():
 
 
 # --- words after a command that takes none ---------------------------------------------------------------------
-@pytest.mark.parametrize("args, got", [(["ls", "/tmp/x"], "'/tmp/x'"), (["experts", "foo"], "'foo'"),
-                                       (["config", "a (b)", "c", "--json"], "'a (b) c'")])
+@pytest.mark.parametrize("args, got", [(["experts", "foo"], "'foo'"), (["config", "a (b)", "c", "--json"], "'a (b) c'")])
 def test_words_after_a_command_that_takes_none_say_so(args, got):
     line = assert_one_error_line(invoke(*args), code=2)
     assert line == (f"error: minitf {args[0]} takes no text and no options (but --json), got {got}; leave the words "
@@ -375,6 +374,8 @@ def test_words_after_a_command_that_takes_none_say_so(args, got):
 def test_a_command_with_options_still_says_where_its_options_go():
     line = assert_one_error_line(invoke("train", "foo"))
     assert "minitf train takes no text, got 'foo'; its options go as KEY=VALUE" in line
+    line = assert_one_error_line(invoke("ls", "/tmp/x"))  # ls takes all=on since it lists the newest 40 alone
+    assert "minitf ls takes no text, got '/tmp/x'; its options go as KEY=VALUE" in line
 
 
 def test_tab_on_a_line_with_an_option_twice_still_completes():
