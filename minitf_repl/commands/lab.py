@@ -21,7 +21,7 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
-from ..core.recipes import follow_optimizer, recipe_label
+from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_memory_free, check_trainable
 from ..core.words import count
 from ..parsing import CLEAR, convert
@@ -66,9 +66,21 @@ class CompareResult:
     # after :ngram on the data compared on, all contenders reading it as counted: the bigram counter's and the best
     # counter's val loss, which the chart draws
     counters: list[PlotLevel] = field(default_factory=list)
+    # where every contender diverged: two rates to try next, below every one tried (lower_rates)
+    lower_rates: list[float] = field(default_factory=list)
 
 
 MAX_CONTENDERS = 6
+
+
+def lower_rates(outcomes: list[Outcome], recipe_lr: float) -> list[float]:
+    """Where every contender diverged, two learning rates to compare next: the data's recipe rate (`recipe_lr`,
+    the first contender's optimizer's) and a third of it where that is below every rate tried, else a third and a
+    tenth of the lowest tried. A fixed "lr=0.01 lr=0.003" was no fix where 0.003 had diverged already."""
+    if not outcomes or not all(o.diverged for o in outcomes):
+        return []
+    lowest = min(o.lr for o in outcomes)
+    return [recipe_lr, recipe_lr / 3] if recipe_lr < lowest else [lowest / 3, lowest / 10]
 
 
 @command("compare", "Train settings side by side from the same seed on the same batches: A vs B vs ...", params=[
@@ -80,7 +92,7 @@ MAX_CONTENDERS = 6
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=7)  # fmt: skip
+], pairs_in_text=True, json_version=8)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     from ..core.compare import compare
@@ -128,8 +140,9 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]
     counted = data is session.data and not any(c.tokenizer for c in contenders)  # the text :ngram counted, as it was
+    rates = lower_rates(outcomes, recipe(spec or session.data_spec, contenders[0].train_config.optimizer)["lr"])
     return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked,
-                         plot_levels(session.counters) if counted else [])
+                         plot_levels(session.counters) if counted else [], rates)
 
 
 def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
@@ -345,8 +358,9 @@ def render_compare(result: CompareResult, console: Console) -> None:
             note(console, line)
     diverged = [o for o in result.outcomes if o.diverged]
     if diverged and len(diverged) == len(result.outcomes):
+        rates = " ".join(f"lr={rate:.2g}" for rate in result.lower_rates)
         say(console, f"every contender diverged ({'; '.join(f'{o.label} at {o.diverged}' for o in diverged)}): "
-                     f"lower the learning rates, e.g. {cmd('compare', 'lr=0.01 lr=0.003')}", "yellow")
+                     f"lower the learning rates, e.g. {cmd('compare', rates)}", "yellow")
     else:
         for o in diverged:
             say(console, f"{o.label} diverged at {o.diverged}: it stopped there (the table has its losses, the "

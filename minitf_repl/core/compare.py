@@ -83,6 +83,7 @@ class Outcome:
     # where one of its runs diverged (a loss or gradient not finite, e.g. "step 3: loss inf"): it stopped there, and
     # the others went on; a learning-rate sweep is where one is expected to
     diverged: str | None = None
+    lr: float = 0.0  # its learning rate (its schedule's peak): what a lower one for the next try starts from
 
     @property
     def final(self) -> Evaluation | None:
@@ -121,7 +122,7 @@ def compare(
     base = settings(contenders[0])
     readings = [c.data if c.data is not None else data for c in contenders]  # the text as each one reads it
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in settings(c).items() if base.get(k) != v},
-                        tokens_per_char=val_tokens_per_char(reading),
+                        lr=c.train_config.lr, tokens_per_char=val_tokens_per_char(reading),
                         tokens_per_step=c.train_config.batch_size
                         * (row_length(reading, c.model_config.max_seq_len) or c.model_config.max_seq_len))
                 for c, reading in zip(contenders, readings)]
