@@ -11,6 +11,7 @@ daemon thread imports torch and the core modules, so the first `:train` rarely w
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -72,9 +73,15 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
 
 
 def stdin_lines(stream=None) -> Iterable[str]:
-    """Lines of standard input as text; bytes that are not UTF-8 become U+FFFD, never an exception."""
+    """Lines of standard input as text; bytes that are not UTF-8 become U+FFFD, never an exception. A UTF-8 byte
+    order mark at the start (a script saved by Notepad or PowerShell) is no text: it was read as the first line's
+    first character, so that `:train` there became a prompt the vocabulary could not read."""
     stream = stream if stream is not None else sys.stdin.buffer
+    first = True
     for raw in stream:
+        if first and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        first = False
         yield raw.decode("utf-8", errors="replace")
 
 
