@@ -2,7 +2,9 @@
 output sent elsewhere (a file, a pipe, stderr) found: each test failed before its fix.
 
 A script saved with a UTF-8 byte order mark (Notepad, PowerShell) failed on its first line: the mark was read as a
-character of the prompt.
+character of the prompt. Piped input whose output is a terminal (`printf ':gen raw=on\n' | minitf`) took that
+terminal for a file: every message ran on as one line that the terminal cut inside words, and `:gen raw=on` wrote
+the vocabulary's control characters to it as they are, which only a file or a pipe may get.
 """
 
 import io
@@ -19,3 +21,53 @@ def test_a_scripts_utf8_byte_order_mark_is_not_part_of_its_first_line():
     out, err = consoles()
     assert repl.run_lines(repl.stdin_lines(io.BytesIO(b"\xef\xbb\xbf:config\n")), Session(), out, err) == 0
     assert err.file.getvalue() == "" and "d_model" in out.file.getvalue()
+
+
+# --- piped input whose output is a terminal ------------------------------------------------------------------
+def _pty_console(width: int = 40):
+    """The console piped input writes its results to (cli.open_shell), on a terminal of `width` columns; and what
+    was written there, as a function."""
+    import os
+
+    from minitf_repl.render import console_for
+
+    master, slave = os.openpty()
+    file = os.fdopen(slave, "w", encoding="utf-8")
+    console = console_for(file=file, force_terminal=False, no_color=True, width=width)
+
+    def written() -> str:
+        file.flush()
+        os.set_blocking(master, False)
+        chunks = []
+        while True:
+            try:
+                chunks.append(os.read(master, 65536))
+            except BlockingIOError:
+                break
+        return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+
+    return console, written
+
+
+def test_piped_input_on_a_terminal_wraps_messages_at_spaces():
+    from minitf_repl.render import say
+
+    console, written = _pty_console(40)
+    message = "trained 5 steps: train loss 3.1944, val loss 2.9750, 4.292 bits per character, 24,619 tokens/s"
+    say(console, message)
+    lines = written().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 40 for line in lines), lines  # a terminal cut it inside words
+    assert " ".join(lines) == message
+
+
+def test_gen_raw_in_piped_input_on_a_terminal_stays_escaped():
+    from minitf_repl.render import RichReporter
+
+    console, written = _pty_console(100)
+    reporter = RichReporter(console, live=False, out=console)
+    reporter.on_gen_start("", raw=True)
+    reporter.on_token("a\x1b[31mred")
+    reporter.close()
+    text = written()
+    assert "\x1b" not in text and "\\x1b[31mred" in text  # the escape drove the terminal
+    assert "in a terminal they stay escaped" in " ".join(text.split())  # and said so

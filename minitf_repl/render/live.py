@@ -26,7 +26,7 @@ from .renderers import after_stream, render
 from .heatmap import unscaled
 from .tables import NARROW, add_row, fits
 from .watch import watch_view
-from .words import Words, WordStream, say, write_raw, writes_raw
+from .words import Words, WordStream, on_a_terminal, say, write_raw, writes_raw
 
 # (history key, header, narrow header, format, shown on a narrow terminal)
 LOSS_COLUMNS = (
@@ -525,7 +525,7 @@ class RichReporter(Reporter):
     def on_gen_start(self, prompt: str, raw: bool = False) -> None:
         self.gen_prompt = prompt  # shown in bold before the first token
         self.gen_raw = raw
-        if raw and self.out.is_terminal:
+        if raw and on_a_terminal(self.out):
             self.notice("raw=on writes control characters as they are only to a file or a pipe; "
                         "in a terminal they stay escaped")
 

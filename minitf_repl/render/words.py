@@ -144,8 +144,20 @@ def console_for(**options) -> Console:
     that cannot encode a glyph writes an ASCII stand-in for it (palette.write_stand_ins)."""
     write_stand_ins(options.get("file") or (sys.stderr if options.get("stderr") else sys.stdout))
     console = _Console(**options)
-    console.soft_wrap = not console.is_terminal
+    console.soft_wrap = not on_a_terminal(console)
     return console
+
+
+def on_a_terminal(console: Console) -> bool:
+    """Whether what `console` writes lands on a terminal, in front of a person. Not `is_terminal` alone: piped input's
+    consoles are told they are no terminal (force_terminal=False: no colour, no animation) and may still write to
+    one (`printf ':gen raw=on\n' | minitf`), where a message must wrap at spaces and generated text stay escaped."""
+    if console.is_terminal:
+        return True
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError, OSError):  # no file, or a closed one
+        return False
 
 
 def say(console: Console, message, style: str = "", indent: int = 0, hang: int = 0) -> None:
@@ -237,7 +249,7 @@ def model_text(text: str, console: Console, style: str = "") -> Text:
 
 def writes_raw(console: Console, raw: bool) -> bool:
     """:gen raw=on, on a console that is not a terminal (a file, a pipe): the exact characters."""
-    return raw and not console.is_terminal
+    return raw and not on_a_terminal(console)
 
 
 def write_raw(console: Console, text: str) -> None:
