@@ -391,7 +391,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         completer=CommandCompleter(session=session),
         bottom_toolbar=lambda: toolbar_text(session, _toolbar_width()),
         input=input,
-        output=output,
+        output=output if output is not None else prompt_output(),
         key_bindings=tolerant_mouse_bindings(),
     )
 
@@ -444,6 +444,15 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)
     return 0
+
+
+def prompt_output():
+    """Where the prompt and its toolbar are drawn: standard output, or standard error where only that one is a
+    terminal (`minitf > out.txt`, as Python's own prompt does). The prompt drawn into the file left the person at
+    the keyboard typing blind, and the file full of its redraws (carriage returns, the toolbar at every key)."""
+    from prompt_toolkit.output import create_output
+
+    return create_output(always_prefer_tty=True)
 
 
 def ctrl_c_typed_ahead(inp) -> bool:

@@ -4,7 +4,8 @@ output sent elsewhere (a file, a pipe, stderr) found: each test failed before it
 A script saved with a UTF-8 byte order mark (Notepad, PowerShell) failed on its first line: the mark was read as a
 character of the prompt. Piped input whose output is a terminal (`printf ':gen raw=on\n' | minitf`) took that
 terminal for a file: every message ran on as one line that the terminal cut inside words, and `:gen raw=on` wrote
-the vocabulary's control characters to it as they are, which only a file or a pipe may get.
+the vocabulary's control characters to it as they are, which only a file or a pipe may get. The REPL with its output sent to a file (`minitf > out.txt`) drew its prompt and
+toolbar into the file: the person at the keyboard typed blind, and the file filled with the prompt's redraws.
 """
 
 import io
@@ -71,3 +72,30 @@ def test_gen_raw_in_piped_input_on_a_terminal_stays_escaped():
     text = written()
     assert "\x1b" not in text and "\\x1b[31mred" in text  # the escape drove the terminal
     assert "in a terminal they stay escaped" in " ".join(text.split())  # and said so
+
+
+# --- the REPL with its output sent to a file ------------------------------------------------------------------
+def test_the_prompt_is_drawn_on_stderr_when_only_stderr_is_a_terminal(monkeypatch):
+    import os
+    import sys
+
+    from prompt_toolkit.history import InMemoryHistory
+
+    drawn_on = []
+
+    class Prompt:  # records where the REPL draws its prompt; Ctrl-D at once
+        def __init__(self, **options):
+            drawn_on.append(options["output"])
+
+        def prompt(self, *args, **kwargs):
+            raise EOFError
+
+    monkeypatch.setattr(repl, "PromptSession", Prompt)
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w") as terminal:
+        monkeypatch.setattr(sys, "stdout", io.StringIO())  # `minitf > out.txt`
+        monkeypatch.setattr(sys, "stderr", terminal)
+        out, err = consoles()
+        assert repl.run_repl(Session(), out, err, history=InMemoryHistory()) == 0
+        assert getattr(drawn_on[0], "stdout", None) is terminal  # the prompt and its toolbar went into out.txt
+    os.close(master)
