@@ -5,10 +5,14 @@ A script saved with a UTF-8 byte order mark (Notepad, PowerShell) failed on its 
 character of the prompt. Piped input whose output is a terminal (`printf ':gen raw=on\n' | minitf`) took that
 terminal for a file: every message ran on as one line that the terminal cut inside words, and `:gen raw=on` wrote
 the vocabulary's control characters to it as they are, which only a file or a pipe may get. The REPL with its output sent to a file (`minitf > out.txt`) drew its prompt and
-toolbar into the file: the person at the keyboard typed blind, and the file filled with the prompt's redraws.
+toolbar into the file: the person at the keyboard typed blind, and the file filled with the prompt's redraws. $MINITF_THREADS=0 or -3 fixed one thread, shown as "$MINITF_THREADS=1" (a
+value the user never set); a word or 5000 was used or dropped without a word; and 99 threads past 2 CPUs went
+unsaid where `threads=99` says it.
 """
 
 import io
+
+import pytest
 
 from minitf_repl import repl
 from minitf_repl.session import Session
@@ -99,3 +103,28 @@ def test_the_prompt_is_drawn_on_stderr_when_only_stderr_is_a_terminal(monkeypatc
         assert repl.run_repl(Session(), out, err, history=InMemoryHistory()) == 0
         assert getattr(drawn_on[0], "stdout", None) is terminal  # the prompt and its toolbar went into out.txt
     os.close(master)
+
+
+# --- $MINITF_THREADS -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["0", "-3", "abc", "5000"])
+def test_minitf_threads_that_is_no_count_is_auto_and_said_so(monkeypatch, value):
+    from minitf_repl.core.threads import ThreadPolicy
+
+    monkeypatch.setenv("MINITF_THREADS", value)
+    choice = ThreadPolicy(0).decide(sample=0)
+    assert choice.how == "auto"  # 0 and -3 fixed one thread, shown as "$MINITF_THREADS=1"
+    if value == "0":  # auto, as the setting's 0 is
+        assert "MINITF_THREADS" not in choice.why()
+    else:  # a word, a negative or a count past the setting's limit was used or dropped without a word
+        assert f"$MINITF_THREADS={value}" in choice.why().replace("'", "") and "ignored" in choice.why()
+
+
+def test_minitf_threads_past_the_cpus_is_said_as_threads_n_is(monkeypatch):
+    from minitf_repl.core.threads import ThreadPolicy, available_cpus
+
+    many = available_cpus() + 1
+    monkeypatch.setenv("MINITF_THREADS", str(many))
+    policy = ThreadPolicy(0)
+    assert policy.decide(sample=0).why() == f"$MINITF_THREADS={many}, more than the {available_cpus()} " + (
+        "CPU" if available_cpus() == 1 else "CPUs") + " this process may use"
+    policy.set(1)  # put torch back at one thread before the next test

@@ -9,7 +9,8 @@ machine the second thread is worth having (the matrix products split across both
 So the `threads` setting (ShellConfig; 0 means auto) decides:
     N > 0                    exactly N threads; where N is more than the CPUs this process may use,
                              `:set` and `:device` say so (`oversubscribed`): the same kind of stall
-    0 (auto)                 $MINITF_THREADS if set; else
+    0 (auto)                 $MINITF_THREADS if set to a count (1 to 1024; 0 is auto, as the setting's 0 is,
+                             and anything else is named as ignored where the choice is shown); else
                              cores  = the CPUs this process may run on (os.sched_getaffinity), capped by
                                       a cgroup CPU quota (docker --cpus) and by torch's own default
                                       (physical cores, or OMP_NUM_THREADS where a launcher such as
@@ -48,6 +49,7 @@ class ThreadChoice:
     how: str  # "auto", "setting" (threads=N) or "MINITF_THREADS"
     cores: int | None = None  # auto: the cores this process may use
     busy: float | None = None  # auto: cores' worth of CPU other processes used (None: not measurable here)
+    ignored: str | None = None  # auto: a $MINITF_THREADS that is no count of threads, and why (env_threads)
 
     def describe(self) -> str:
         """e.g. "2 (auto: 2 cores, 0.0 busy with other work)", "1 (threads=1)"."""
@@ -55,15 +57,34 @@ class ThreadChoice:
 
     def why(self) -> str:
         """e.g. "auto: 2 cores, 0.0 busy with other work", "threads=1", "$MINITF_THREADS=1"."""
-        if self.how == "setting":
+        if self.how in ("setting", ENV):
             cpus = available_cpus()
-            return f"threads={self.threads}" + (f", more than the {_cpus(cpus)} this process may use"
-                                                if self.threads > cpus else "")
-        if self.how == ENV:
-            return f"${ENV}={self.threads}"
+            named = f"threads={self.threads}" if self.how == "setting" else f"${ENV}={self.threads}"
+            return named + (f", more than the {_cpus(cpus)} this process may use" if self.threads > cpus else "")
         cores = f"{self.cores} core" + ("" if self.cores == 1 else "s")
         busy = "load not measurable here" if self.busy is None else f"{self.busy:.1f} busy with other work"
-        return f"auto: {cores}, {busy}"
+        return f"auto: {cores}, {busy}" + (f"; {self.ignored}" if self.ignored else "")
+
+
+MAX_THREADS = 1024  # the `threads` setting's limit (session.ShellConfig), for $MINITF_THREADS too
+
+
+def env_threads() -> tuple[int | None, str | None]:
+    """$MINITF_THREADS read: (the count it fixes, None), or (None, why it is ignored) where it is set to no count of
+    threads, or (None, None) where it is unset, blank or 0 (auto, as the setting's 0). It was read as max(1, int):
+    0 and -3 fixed one thread, shown as "$MINITF_THREADS=1", and a word was ignored without a word."""
+    text = os.environ.get(ENV, "").strip()
+    if not text:
+        return None, None
+    try:
+        value = int(text)
+    except ValueError:
+        return None, f"${ENV}={text!r} ignored: not a whole number of threads"
+    if value == 0:
+        return None, None
+    if not 1 <= value <= MAX_THREADS:
+        return None, f"${ENV}={text} ignored: a count of threads is 1 to {MAX_THREADS:,}, or 0 for auto"
+    return value, None
 
 
 # --- what this process may use ------------------------------------------------------------------------
@@ -211,7 +232,7 @@ class ThreadPolicy:
 
     def revisit(self) -> ThreadChoice | None:
         """While training: look again if REVISIT_SECONDS have passed (no waiting); the new choice or None."""
-        if self.setting or os.environ.get(ENV) or self._last is None:
+        if self._fixed() is not None or self._last is None:
             return None
         if time.monotonic() - self._last.at < REVISIT_SECONDS:
             return None
@@ -222,20 +243,15 @@ class ThreadPolicy:
     def _fixed(self) -> ThreadChoice | None:
         if self.setting:
             return ThreadChoice(self.setting, "setting")
-        env = os.environ.get(ENV, "").strip()
-        if env:
-            try:
-                return ThreadChoice(max(1, int(env)), ENV)
-            except ValueError:
-                pass  # not a number: auto, as if it were unset
-        return None
+        value, _ = env_threads()
+        return ThreadChoice(value, ENV) if value is not None else None
 
     def _auto(self, before: CpuReading | None) -> ThreadChoice:
         after = read_cpu()
         busy = busy_elsewhere(before, after) if before is not None and after is not None else None
         self._last = after
         cores = usable_cores()
-        return self._apply(ThreadChoice(threads_for(cores, busy), "auto", cores, busy))
+        return self._apply(ThreadChoice(threads_for(cores, busy), "auto", cores, busy, env_threads()[1]))
 
     def _apply(self, choice: ThreadChoice) -> ThreadChoice:
         import torch
