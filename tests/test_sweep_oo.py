@@ -7,7 +7,9 @@ terminal for a file: every message ran on as one line that the terminal cut insi
 the vocabulary's control characters to it as they are, which only a file or a pipe may get. The REPL with its output sent to a file (`minitf > out.txt`) drew its prompt and
 toolbar into the file: the person at the keyboard typed blind, and the file filled with the prompt's redraws. $MINITF_THREADS=0 or -3 fixed one thread, shown as "$MINITF_THREADS=1" (a
 value the user never set); a word or 5000 was used or dropped without a word; and 99 threads past 2 CPUs went
-unsaid where `threads=99` says it.
+unsaid where `threads=99` says it. The docs' table of "every variable it reads" left out six that minitf reads: the
+instruction-set caps it reports and acts on, the inductor cache it sets, torchrun's LOCAL_WORLD_SIZE and the old
+history's XDG_DATA_HOME.
 """
 
 import io
@@ -128,3 +130,23 @@ def test_minitf_threads_past_the_cpus_is_said_as_threads_n_is(monkeypatch):
     assert policy.decide(sample=0).why() == f"$MINITF_THREADS={many}, more than the {available_cpus()} " + (
         "CPU" if available_cpus() == 1 else "CPUs") + " this process may use"
     policy.set(1)  # put torch back at one thread before the next test
+
+
+# --- every environment variable read is documented ---------------------------------------------------------------
+def test_every_environment_variable_minitf_reads_is_in_the_docs_table():
+    import re
+    from pathlib import Path
+
+    from minitf_repl.core import device, distributed, paths, threads
+
+    root = Path(__file__).resolve().parent.parent
+    read = set()
+    for source in (root / "minitf_repl").rglob("*.py"):
+        read |= set(re.findall(r'environ(?:\.get)?[\[(]"([A-Z_]+)"', source.read_text()))
+    read |= {*device.ISA_CAPS, *distributed.TORCHRUN_ENV, paths.CHECKPOINT_ENV, paths.CACHE_ENV, paths.HISTORY_ENV,
+             threads.ENV, "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"}  # the last three: platformdirs
+    docs = (root / "docs" / "commands.md").read_text()
+    table = docs[docs.index("## Files and environment variables"):]
+    table = table[: table.index("\n\n", table.index("| variable |"))]
+    missing = sorted(name for name in read if f"`{name}`" not in table)
+    assert not missing, missing  # "Every variable it reads" left out the instruction-set caps, the inductor cache...
