@@ -267,9 +267,10 @@ class FrontDoor:
     def _reporter(self):
         if self.front.quiet:
             return Reporter()  # shows nothing
+        lines = self.progress is not self.out  # progress of its own (the shell's stderr): a line per evaluation there
         if self.front.json:  # stdout is the document's alone: progress (where stderr is a terminal) and notices
-            return RichReporter(self.progress, live=self.front.live, stream=False)  # go to stderr; no text streams
-        return RichReporter(self.progress, live=self.front.live, out=self.out)
+            return RichReporter(self.progress, live=self.front.live, stream=False, lines=lines)  # go to stderr
+        return RichReporter(self.progress, live=self.front.live, out=self.out, lines=lines)
 
     def _close(self, reporter) -> None:
         """Stop a live display, and end a line of streamed text, before an error line."""

@@ -85,10 +85,10 @@ def test_train_in_a_dumb_terminal_prints_a_line_per_evaluation_as_it_happens():
     before = ""
     for shown, row in zip(seen, rows):  # each evaluation's line is there when it happens, and no redraw codes
         said = " ".join(shown[len(before):].split())
-        assert said.startswith(f"step {row['step']}:") and f"val loss {row['val_loss']:.4f}" in said, shown
+        assert said.startswith(f"step {row['step']} (run ") and f"val loss {row['val_loss']:.4f}" in said, shown
         assert f"train loss {row['train_loss']:.4f}" in said and "\x1b[" not in shown and "\r" not in shown
         before = shown
-    assert "step 3:" not in seen[1][len(seen[0]):]  # a line each, not the table drawn again
+    assert "step 3 (run" not in seen[1][len(seen[0]):]  # a line each, not the table drawn again
 
 
 # --- torchrun: an error every process meets alike is said once ----------------------------------------------------

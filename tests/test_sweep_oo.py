@@ -9,7 +9,8 @@ toolbar into the file: the person at the keyboard typed blind, and the file fill
 value the user never set); a word or 5000 was used or dropped without a word; and 99 threads past 2 CPUs went
 unsaid where `threads=99` says it. The docs' table of "every variable it reads" left out six that minitf reads: the
 instruction-set caps it reports and acts on, the inductor cache it sets, torchrun's LOCAL_WORLD_SIZE and the old
-history's XDG_DATA_HOME.
+history's XDG_DATA_HOME. A one-shot `minitf train` whose progress went to a file (`> run.log 2>&1`, nohup) wrote
+nothing there until the run's end, however long.
 """
 
 import io
@@ -150,3 +151,30 @@ def test_every_environment_variable_minitf_reads_is_in_the_docs_table():
     table = table[: table.index("\n\n", table.index("| variable |"))]
     missing = sorted(name for name in read if f"`{name}`" not in table)
     assert not missing, missing  # "Every variable it reads" left out the instruction-set caps, the inductor cache...
+
+
+# --- the one-shot shell's progress sent to a file ------------------------------------------------------------
+def test_a_shell_train_whose_progress_goes_to_a_file_logs_a_line_per_evaluation():
+    from rich.console import Console
+
+    from minitf_repl import dispatch
+    from minitf_repl.commands import REGISTRY
+    from test_commands import tiny_session
+
+    out, err, progress = (Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True) for _ in "oep")
+    door = dispatch.FrontDoor(tiny_session(), out, err, dispatch.FrontEnd(syntax="shell"), progress=progress)
+    assert door.run(REGISTRY.find("train"), {"steps": "6"}) == dispatch.OK
+    lines = progress.file.getvalue().splitlines()  # `minitf train > run.log 2>&1`: nothing until the run's end
+    history = [row for row in door.session.trainer.history if row["val_loss"] is not None]
+    assert [line.split(":")[0] for line in lines] == ["step 3 (run 3/6)", "step 6 (run 6/6)"]
+    for line, row in zip(lines, history):
+        assert f"train loss {row['train_loss']:.4f}, val loss {row['val_loss']:.4f}" in line
+    assert "trained 6 steps" in out.file.getvalue() and "step 3 (run" not in out.file.getvalue()
+
+
+def test_piped_input_prints_no_progress_lines_beside_its_final_table():
+    from test_commands import tiny_session
+
+    out, err = consoles()
+    assert repl.run_lines([":train steps=6"], tiny_session(), out, err) == 0
+    assert "(run 3/6)" not in out.file.getvalue() + err.file.getvalue()  # one stream: the final table says it once

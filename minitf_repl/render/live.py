@@ -51,6 +51,17 @@ LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
+def progress_line(info) -> str:
+    """One evaluation as a line of a log: "step 20 (run 20/40): train loss 3.1114, val loss 3.0005, ...", each number
+    named and shown as the loss table's column of it shows it."""
+    values = {"train_loss": info.train_loss, "val_loss": info.val_loss, "val_bpc": info.val_bpc,
+              "accuracy": info.accuracy, "aux_loss": info.aux_loss, "lr": info.lr,
+              "tokens_per_second": info.tokens_per_second, "elapsed": info.elapsed}
+    parts = [f"{header} {show(values[key])}" for key, header, _, show, _ in LOSS_COLUMNS
+             if values.get(key) is not None]
+    return f"step {info.step:,} (run {info.run_step:,}/{info.run_steps:,}): " + ", ".join(parts)
+
+
 class LossTable:
     """The evaluations of a training run, one row each; rows can be added while it is on screen.
 
@@ -324,16 +335,20 @@ class RichReporter(Reporter):
     `request_stop()`; the command asks `should_stop()` between steps and tokens.
     """
 
-    def __init__(self, console: Console, live: bool | None = None, stream: bool = True, out: Console | None = None):
+    def __init__(self, console: Console, live: bool | None = None, stream: bool = True, out: Console | None = None,
+                 lines: bool = False):
         super().__init__()
         self.console = console  # progress, notices, the stop message
         self.out = out if out is not None else console  # generated text and the final result
         # A dumb terminal (TERM=dumb: Emacs' shell) cannot redraw, and Rich's transient Live shows nothing there, so a
-        # :train showed no progress until its end. There a run prints a line per evaluation as it comes, the loss
-        # table's row in words (its narrow columns; the table at the end has all), :compare a line per
-        # contender's evaluation, and :checks, :lrfind and :context a line at each quarter; no bar, which only redraws.
-        self.lines = live is None and console.is_terminal and console.is_dumb_terminal
-        self.live = (console.is_terminal and not self.lines) if live is None else live
+        # :train showed no progress until its end. There, as where the one-shot shell's progress goes to a file
+        # (`lines`: `minitf train > run.log 2>&1` said nothing until the run's end, however long the run), a run
+        # prints a line per evaluation as it comes (progress_line), :compare a line per contender's evaluation, and
+        # :checks, :lrfind and :context a line at each quarter; no bar, which only redraws. Not where progress and
+        # the result share one console (piped input): the final table there says it all, once.
+        dumb = live is None and console.is_terminal and console.is_dumb_terminal
+        self.live = (console.is_terminal and not dumb) if live is None else live
+        self.lines = (lines or dumb) and not self.live
         self.stream = stream
         self._announced = False
         self.training = False
@@ -439,9 +454,7 @@ class RichReporter(Reporter):
 
     def on_step(self, info) -> None:
         if self.lines and info.val_loss is not None:
-            say(self.console, f"step {info.step:,}: " + ", ".join(
-                f"{header} {show(value)}" for key, header, _, show, narrow in LOSS_COLUMNS[1:]
-                if narrow and (value := getattr(info, key, None)) is not None))  # lr and tokens/s: the table's
+            say(self.console, progress_line(info))
         if self._progress is None:
             return
         self._fit_bar()
