@@ -10,7 +10,8 @@ value the user never set); a word or 5000 was used or dropped without a word; an
 unsaid where `threads=99` says it. The docs' table of "every variable it reads" left out six that minitf reads: the
 instruction-set caps it reports and acts on, the inductor cache it sets, torchrun's LOCAL_WORLD_SIZE and the old
 history's XDG_DATA_HOME. A one-shot `minitf train` whose progress went to a file (`> run.log 2>&1`, nohup) wrote
-nothing there until the run's end, however long.
+nothing there until the run's end, however long. A relative $MINITF_CHECKPOINT_DIR was named as typed ("no
+checkpoints in ck yet") where --checkpoint-dir ck and the default name the folder in full.
 """
 
 import io
@@ -178,3 +179,10 @@ def test_piped_input_prints_no_progress_lines_beside_its_final_table():
     out, err = consoles()
     assert repl.run_lines([":train steps=6"], tiny_session(), out, err) == 0
     assert "(run 3/6)" not in out.file.getvalue() + err.file.getvalue()  # one stream: the final table says it once
+
+
+# --- $MINITF_CHECKPOINT_DIR ----------------------------------------------------------------------------------
+def test_a_relative_minitf_checkpoint_dir_is_named_in_full_as_the_option_is(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", "ck")
+    assert Session().checkpoint_dir == Session(checkpoint_dir="ck").checkpoint_dir == tmp_path / "ck"

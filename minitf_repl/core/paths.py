@@ -29,9 +29,10 @@ HISTORY_ENV = "MINITF_HISTORY"
 def default_checkpoint_dir() -> Path:
     """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory, as an absolute path: the
     messages name it ("no checkpoints in checkpoints yet" did not say which folder, nor that it depends on where
-    minitf was started)."""
+    minitf was started). $MINITF_CHECKPOINT_DIR too, as --checkpoint-dir is: a relative one was named as typed
+    ("no checkpoints in ck yet"), where the option named the same folder in full."""
     env = os.environ.get(CHECKPOINT_ENV)
-    return Path(env).expanduser() if env else Path("checkpoints").absolute()
+    return Path(env).expanduser().absolute() if env else Path("checkpoints").absolute()
 
 
 def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:
