@@ -369,8 +369,13 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
 
 @contextlib.contextmanager
 def handling(signals, handler):
-    """`handler` for each of `signals` within the block; the previous handlers afterwards (main thread only)."""
-    previous = {signum: signal.signal(signum, handler) for signum in signals}
+    """`handler` for each of `signals` within the block; the previous handlers afterwards (main thread only).
+
+    A signal ignored when the block starts stays ignored, as the Unix convention has it: `nohup minitf train &` is
+    started with SIGHUP ignored so that closing the terminal leaves the run going, and it stopped the run (and exited
+    129) all the same; a shell's background job ignores SIGINT likewise."""
+    previous = {signum: signal.signal(signum, handler) for signum in signals
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -390,7 +395,7 @@ def quiet_tty(stream=None):
         import termios
 
         fd = stream.fileno()
-        old = termios.tcgetattr(fd) if os.isatty(fd) else None
+        old = termios.tcgetattr(fd) if os.isatty(fd) and _in_the_foreground(fd) else None
     except Exception:  # no termios (Windows), no real stdin (tests): nothing to do
         old = None
     if old is None:
@@ -410,6 +415,16 @@ def quiet_tty(stream=None):
             termios.tcsetattr(fd, termios.TCSANOW, old)
         except Exception:
             pass
+
+
+def _in_the_foreground(fd: int) -> bool:
+    """Whether this process may set the terminal's modes: not a background job of it (`minitf train &`), whose
+    tcsetattr the kernel answers with SIGTTOU, which stops the job ("Stopped (tty output)") before its first step. A
+    terminal that is not this process's own (no foreground group to ask) has no jobs to stop."""
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except (OSError, AttributeError):
+        return True
 
 
 # --- the background torch import ------------------------------------------------------------------

@@ -2,7 +2,17 @@
 lands in the repository's checkpoints/ or in the user's home. Torch uses one thread in tests: the
 models are tiny, and on a 2-core machine shared with other work two threads mostly wait on each other."""
 
+import signal
+
 import pytest
+
+# Tests press Ctrl-C by sending this process (or a minitf they start) SIGINT, and close its terminal with SIGHUP. A
+# signal ignored when minitf starts stays ignored (dispatch.handling: `nohup`, a script's `minitf train &`), and a
+# suite started the same way (`pytest ... &` from a script, under nohup) passes that on: those tests then waited
+# forever for a stop that never came. The suite hears both as a terminal's foreground job would.
+for _signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
+    if _signum is not None and signal.getsignal(_signum) is signal.SIG_IGN:
+        signal.signal(_signum, signal.default_int_handler if _signum == signal.SIGINT else signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,10 @@ unsaid where `threads=99` says it. The docs' table of "every variable it reads" 
 instruction-set caps it reports and acts on, the inductor cache it sets, torchrun's LOCAL_WORLD_SIZE and the old
 history's XDG_DATA_HOME. A one-shot `minitf train` whose progress went to a file (`> run.log 2>&1`, nohup) wrote
 nothing there until the run's end, however long. A relative $MINITF_CHECKPOINT_DIR was named as typed ("no
-checkpoints in ck yet") where --checkpoint-dir ck and the default name the folder in full.
+checkpoints in ck yet") where --checkpoint-dir ck and the default name the folder in full. `nohup minitf train &`
+stopped its run and exited 129 when the terminal closed: the SIGHUP that nohup ignores was handled again while the
+command ran. A background job (`minitf train &` in an interactive shell) was stopped by the kernel before its first
+step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do.
 """
 
 import io
@@ -186,3 +189,48 @@ def test_a_relative_minitf_checkpoint_dir_is_named_in_full_as_the_option_is(monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MINITF_CHECKPOINT_DIR", "ck")
     assert Session().checkpoint_dir == Session(checkpoint_dir="ck").checkpoint_dir == tmp_path / "ck"
+
+
+# --- nohup ------------------------------------------------------------------------------------------------------
+def test_a_signal_ignored_at_start_stays_ignored_while_a_command_runs():
+    import os
+    import signal
+
+    from minitf_repl import dispatch
+    from minitf_repl.reporter import Reporter
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what `nohup minitf train &` starts with
+    try:
+        reporter = Reporter()
+        with dispatch.stop_on_signals(reporter):
+            os.kill(os.getpid(), signal.SIGHUP)  # the terminal closed: the nohup'd run stopped and exited 129
+        assert not reporter.stop_requested and reporter.terminate_signal is None
+        with repl.leave_on_signals():  # at the REPL's prompt too
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        reporter = Reporter()
+        with dispatch.stop_on_signals(reporter):  # a signal not ignored still stops the command
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert reporter.stop_requested and reporter.terminate_signal == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+# --- a background job ------------------------------------------------------------------------------------------
+def test_a_background_job_leaves_the_terminals_modes_alone(monkeypatch):
+    import os
+    import termios
+
+    from minitf_repl import dispatch
+
+    master, slave = os.openpty()
+    try:
+        with os.fdopen(slave, "r") as terminal:
+            monkeypatch.setattr(os, "tcgetpgrp", lambda fd: os.getpgrp() + 1)  # `minitf train &`: not the foreground
+            with dispatch.quiet_tty(terminal):  # its tcsetattr stopped the job: "Stopped (tty output)"
+                assert termios.tcgetattr(terminal.fileno())[3] & termios.ECHO
+            monkeypatch.setattr(os, "tcgetpgrp", lambda fd: os.getpgrp())  # in the foreground: no echo, as before
+            with dispatch.quiet_tty(terminal):
+                assert not termios.tcgetattr(terminal.fileno())[3] & termios.ECHO
+    finally:
+        os.close(master)
