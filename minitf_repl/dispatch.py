@@ -267,7 +267,10 @@ class FrontDoor:
     def _reporter(self):
         if self.front.quiet:
             return Reporter()  # shows nothing
-        lines = self.progress is not self.out  # progress of its own (the shell's stderr): a line per evaluation there
+        # Where no live display is drawn, a line per evaluation: on progress of its own (the shell's stderr), and on
+        # piped input's terminal, which showed nothing for the whole of a long :train (into a file, the final table
+        # says it once)
+        lines = self.progress is not self.out or _seen(self.progress)
         if self.front.json:  # stdout is the document's alone: progress (where stderr is a terminal) and notices
             return RichReporter(self.progress, live=self.front.live, stream=False, lines=lines)  # go to stderr
         return RichReporter(self.progress, live=self.front.live, out=self.out, lines=lines)

@@ -14,7 +14,8 @@ nothing there until the run's end, however long. A relative $MINITF_CHECKPOINT_D
 checkpoints in ck yet") where --checkpoint-dir ck and the default name the folder in full. `nohup minitf train &`
 stopped its run and exited 129 when the terminal closed: the SIGHUP that nohup ignores was handled again while the
 command ran. A background job (`minitf train &` in an interactive shell) was stopped by the kernel before its first
-step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do.
+step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do. Piped
+input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended.
 """
 
 import io
@@ -234,3 +235,13 @@ def test_a_background_job_leaves_the_terminals_modes_alone(monkeypatch):
                 assert not termios.tcgetattr(terminal.fileno())[3] & termios.ECHO
     finally:
         os.close(master)
+
+
+def test_piped_input_on_a_terminal_shows_a_long_trains_progress():
+    from test_commands import tiny_session
+
+    console, written = _pty_console(200)
+    err = consoles()[1]
+    assert repl.run_lines([":train steps=6"], tiny_session(), console, err) == 0
+    text = written()  # `printf ':train\n' | minitf`: nothing on the screen until the run ended
+    assert text.index("step 3 (run 3/6): train loss") < text.index("step 6 (run 6/6)") < text.index("trained 6 steps")

@@ -342,10 +342,11 @@ class RichReporter(Reporter):
         self.out = out if out is not None else console  # generated text and the final result
         # A dumb terminal (TERM=dumb: Emacs' shell) cannot redraw, and Rich's transient Live shows nothing there, so a
         # :train showed no progress until its end. There, as where the one-shot shell's progress goes to a file
-        # (`lines`: `minitf train > run.log 2>&1` said nothing until the run's end, however long the run), a run
-        # prints a line per evaluation as it comes (progress_line), :compare a line per contender's evaluation, and
-        # :checks, :lrfind and :context a line at each quarter; no bar, which only redraws. Not where progress and
-        # the result share one console (piped input): the final table there says it all, once.
+        # (`lines`: `minitf train > run.log 2>&1` said nothing until the run's end, however long the run) and on
+        # piped input's terminal (a person waits there), a run prints a line per evaluation as it comes
+        # (progress_line), :compare a line per contender's evaluation, and :checks, :lrfind and :context a line at
+        # each quarter; no bar, which only redraws. Not where piped input's output is a file, which the final table
+        # goes to as well: it says it all, once.
         dumb = live is None and console.is_terminal and console.is_dumb_terminal
         self.live = (console.is_terminal and not dumb) if live is None else live
         self.lines = (lines or dumb) and not self.live
