@@ -449,10 +449,26 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
 def prompt_output():
     """Where the prompt and its toolbar are drawn: standard output, or standard error where only that one is a
     terminal (`minitf > out.txt`, as Python's own prompt does). The prompt drawn into the file left the person at
-    the keyboard typing blind, and the file full of its redraws (carriage returns, the toolbar at every key)."""
+    the keyboard typing blind, and the file full of its redraws (carriage returns, the toolbar at every key). Where
+    neither is a terminal (`minitf > session.log 2>&1`), the terminal the keys come from (TERMINAL), if it opens."""
     from prompt_toolkit.output import create_output
 
+    if not any(_a_tty(stream) for stream in (sys.stdout, sys.stderr)):
+        try:
+            return create_output(stdout=open(TERMINAL, "w", encoding="utf-8"))  # open while the prompt is
+        except OSError:
+            pass
     return create_output(always_prefer_tty=True)
+
+
+TERMINAL = "/dev/tty"  # the process's controlling terminal
+
+
+def _a_tty(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def ctrl_c_typed_ahead(inp) -> bool:

@@ -15,7 +15,8 @@ checkpoints in ck yet") where --checkpoint-dir ck and the default name the folde
 stopped its run and exited 129 when the terminal closed: the SIGHUP that nohup ignores was handled again while the
 command ran. A background job (`minitf train &` in an interactive shell) was stopped by the kernel before its first
 step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do. Piped
-input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended.
+input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended. With both outputs
+sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log.
 """
 
 import io
@@ -245,3 +246,20 @@ def test_piped_input_on_a_terminal_shows_a_long_trains_progress():
     assert repl.run_lines([":train steps=6"], tiny_session(), console, err) == 0
     text = written()  # `printf ':train\n' | minitf`: nothing on the screen until the run ended
     assert text.index("step 3 (run 3/6): train loss") < text.index("step 6 (run 6/6)") < text.index("trained 6 steps")
+
+
+def test_the_prompt_is_drawn_on_the_terminal_when_stdout_and_stderr_both_go_to_files(monkeypatch):
+    import os
+    import sys
+
+    master, slave = os.openpty()
+    try:
+        monkeypatch.setattr(repl, "TERMINAL", os.ttyname(slave))  # the keyboard's terminal (/dev/tty)
+        monkeypatch.setattr(sys, "stdout", io.StringIO())  # `minitf > session.log 2>&1`: the prompt went into the log
+        monkeypatch.setattr(sys, "stderr", io.StringIO())
+        output = repl.prompt_output()
+        assert output.stdout.isatty() and os.path.samefile(output.stdout.name, os.ttyname(slave))
+        output.stdout.close()
+    finally:
+        os.close(master)
+        os.close(slave)
