@@ -263,3 +263,12 @@ def test_the_prompt_is_drawn_on_the_terminal_when_stdout_and_stderr_both_go_to_f
     finally:
         os.close(master)
         os.close(slave)
+
+
+# --- what the docs now say piped input does (a guard for the decision written there) -------------------------
+def test_piped_input_runs_every_line_skips_comments_goes_on_after_a_failure_and_exits_1():
+    out, err = consoles()
+    code = repl.run_lines(["# a script\n", "\n", ":nope\n", "  # indented comment\n", ":config\n"], Session(), out, err)
+    assert code == 1  # a line failed
+    assert err.file.getvalue().count("error:") == 1 and "d_model" in out.file.getvalue()  # the next line ran
+    assert ":config" not in out.file.getvalue() and "script" not in out.file.getvalue()  # no echo, no comment
