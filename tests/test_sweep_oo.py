@@ -16,7 +16,8 @@ stopped its run and exited 129 when the terminal closed: the SIGHUP that nohup i
 command ran. A background job (`minitf train &` in an interactive shell) was stopped by the kernel before its first
 step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do. Piped
 input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended. With both outputs
-sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log.
+sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A one-shot `minitf compare` logged
+nothing either until its end.
 """
 
 import io
@@ -272,3 +273,18 @@ def test_piped_input_runs_every_line_skips_comments_goes_on_after_a_failure_and_
     assert code == 1  # a line failed
     assert err.file.getvalue().count("error:") == 1 and "d_model" in out.file.getvalue()  # the next line ran
     assert ":config" not in out.file.getvalue() and "script" not in out.file.getvalue()  # no echo, no comment
+
+
+def test_a_shell_compare_whose_progress_goes_to_a_file_logs_each_evaluation():
+    from rich.console import Console
+
+    from minitf_repl import dispatch
+    from test_commands import tiny_session
+
+    out, err, progress = (Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True) for _ in "oep")
+    door = dispatch.FrontDoor(tiny_session(), out, err, dispatch.FrontEnd(syntax="shell"), progress=progress)
+    assert door.run_line(":compare lr=0.01 lr=0.003 steps=6") == dispatch.OK, err.file.getvalue()
+    lines = progress.file.getvalue().splitlines()  # `minitf compare ... > log 2>&1`: nothing until the end
+    assert [line.split(":")[0] for line in lines[-2:]] == ["lr=0.01 step 6", "lr=0.003 step 6"], lines
+    assert [line.split(" ")[0] for line in lines] == ["lr=0.01", "lr=0.003"] * (len(lines) // 2)
+    assert all("val loss " in line for line in lines)

@@ -498,12 +498,13 @@ class RichReporter(Reporter):
 
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
-        if self.lines:  # with seeds, the mean over them and its spread, as the table has them
+        if self.lines:  # with seeds, the mean over them and its spread, as the table has them; a task's accuracy
             e = evaluation
             loss = fmt.num(e.val_loss) + (f" ±{e.spread:.3f}" if e.spread is not None else "")
             bpc = f", bits/char {e.bpc:.3f}" + (f" ±{e.bpc_spread:.3f}" if e.bpc_spread is not None else "") \
                 if e.bpc is not None else ""
-            say(self.console, f"{e.label} step {e.step:,}: val loss {loss}{bpc}")
+            accuracy = f", accuracy {fmt.pct(e.accuracy)}" if e.accuracy is not None else ""
+            say(self.console, f"{e.label} step {e.step:,}: val loss {loss}{bpc}{accuracy}")
         if self._live is not None:
             self._live.update(self._shown.showing(Group(self._compare, self._progress)))
 
