@@ -612,8 +612,10 @@ def root(
                             "or leave the option out")
         raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
-    if load is not None:
-        loaded = load_checkpoint(session, load, data, debug, quiet)
+    if load is not None:  # a line its error suggests leaves out the --load that failed (it would fail the same way)
+        with invoked_with([(o, v) for o, v in given if v is not None and o != "--load"]
+                          + [("--set", s) for s in settings]):
+            loaded = load_checkpoint(session, load, data, debug, quiet)
     elif settings and data is not None:  # a setting may read the data (tokenizer=bpe:N): a bad --data is --data's
         with _one_line("--data", debug):
             session.data  # noqa: B018 - read now, where its error names the option that gave it

@@ -17,7 +17,8 @@ command ran. A background job (`minitf train &` in an interactive shell) was sto
 step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do. Piped
 input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended. With both outputs
 sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A one-shot `minitf compare` logged
-nothing either until its end.
+nothing either until its end. A --load that failed suggested a line with the same --load in it ("minitf --load ../x
+ls lists them"), which failed the same way.
 """
 
 import io
@@ -288,3 +289,14 @@ def test_a_shell_compare_whose_progress_goes_to_a_file_logs_each_evaluation():
     assert [line.split(":")[0] for line in lines[-2:]] == ["lr=0.01 step 6", "lr=0.003 step 6"], lines
     assert [line.split(" ")[0] for line in lines] == ["lr=0.01", "lr=0.003"] * (len(lines) // 2)
     assert all("val loss " in line for line in lines)
+
+
+# --- a failed --load suggests no line with it again ------------------------------------------------------------
+def test_a_failed_load_suggests_a_line_without_the_load_that_failed(tmp_path):
+    from test_cli import invoke
+
+    result = invoke("--checkpoint-dir", str(tmp_path), "--load", "../x", "config")
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert "not a valid checkpoint name" in line and "--load ../x ls" not in line, line  # it failed the same way
+    assert f"minitf --checkpoint-dir {tmp_path} ls" in line
