@@ -18,7 +18,8 @@ step ("Stopped (tty output)"): it switched the terminal's echo off, which only t
 input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended. With both outputs
 sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A one-shot `minitf compare` logged
 nothing either until its end. A --load that failed suggested a line with the same --load in it ("minitf --load ../x
-ls lists them"), which failed the same way.
+ls lists them"), which failed the same way. $MINITF_CHECKPOINT_DIR (or _CACHE_DIR, _HISTORY) set to blanks made a folder named by
+spaces where an empty value meant the default.
 """
 
 import io
@@ -300,3 +301,16 @@ def test_a_failed_load_suggests_a_line_without_the_load_that_failed(tmp_path):
     line = result.stderr.strip()
     assert "not a valid checkpoint name" in line and "--load ../x ls" not in line, line  # it failed the same way
     assert f"minitf --checkpoint-dir {tmp_path} ls" in line
+
+
+@pytest.mark.parametrize("name", ["MINITF_CHECKPOINT_DIR", "MINITF_CACHE_DIR", "MINITF_HISTORY"])
+def test_a_blank_path_variable_is_unset_as_an_empty_one_is(monkeypatch, tmp_path, name):
+    from minitf_repl.core import paths
+
+    monkeypatch.chdir(tmp_path)
+    where = {"MINITF_CHECKPOINT_DIR": paths.default_checkpoint_dir, "MINITF_CACHE_DIR": paths.cache_dir,
+             "MINITF_HISTORY": paths.history_path}[name]
+    monkeypatch.setenv(name, "")
+    default = where()
+    monkeypatch.setenv(name, "  ")  # a folder named by two spaces, in the current one
+    assert where() == default

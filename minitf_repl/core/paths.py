@@ -26,12 +26,19 @@ CACHE_ENV = "MINITF_CACHE_DIR"
 HISTORY_ENV = "MINITF_HISTORY"
 
 
+def _env(name: str) -> str | None:
+    """The variable's value, or None where it is unset or blank: a blank one (`MINITF_CHECKPOINT_DIR=" "`, a script's
+    unset variable with a space) made a folder named by spaces in the current one, where "" meant the default."""
+    value = os.environ.get(name)
+    return value if value and value.strip() else None
+
+
 def default_checkpoint_dir() -> Path:
     """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory, as an absolute path: the
     messages name it ("no checkpoints in checkpoints yet" did not say which folder, nor that it depends on where
     minitf was started). $MINITF_CHECKPOINT_DIR too, as --checkpoint-dir is: a relative one was named as typed
     ("no checkpoints in ck yet"), where the option named the same folder in full."""
-    env = os.environ.get(CHECKPOINT_ENV)
+    env = _env(CHECKPOINT_ENV)
     return Path(env).expanduser().absolute() if env else Path("checkpoints").absolute()
 
 
@@ -50,15 +57,15 @@ def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:
 
 def cache_dir() -> Path:
     """`$MINITF_CACHE_DIR`, else the user cache dir (platformdirs): downloaded corpora."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
+    if _env(CACHE_ENV):
+        return Path(_env(CACHE_ENV)).expanduser()
     return _user_dir("cache", "downloaded data", CACHE_ENV)
 
 
 def history_path() -> Path:
     """`$MINITF_HISTORY`, else `history` in the user state dir (platformdirs); a UserError without a home folder."""
-    if os.environ.get(HISTORY_ENV):
-        return Path(os.environ[HISTORY_ENV]).expanduser()
+    if _env(HISTORY_ENV):
+        return Path(_env(HISTORY_ENV)).expanduser()
     return _user_dir("state", "the history", HISTORY_ENV, "a file") / "history"
 
 
@@ -74,7 +81,7 @@ def adopt_old_history() -> str | None:
     state dir has none yet, so nothing is overwritten. A move that fails leaves the old file where it
     was, and the history starts afresh in the new place (make_history warns if that fails too).
     """
-    if os.environ.get(HISTORY_ENV):
+    if _env(HISTORY_ENV):
         return None
     try:
         new, old = history_path(), old_history_path()
