@@ -314,3 +314,22 @@ def test_a_blank_path_variable_is_unset_as_an_empty_one_is(monkeypatch, tmp_path
     default = where()
     monkeypatch.setenv(name, "  ")  # a folder named by two spaces, in the current one
     assert where() == default
+
+
+def test_a_blank_minitf_shakespeare_url_downloads_from_the_default(monkeypatch, tmp_path):
+    import urllib.error
+    import urllib.request
+
+    from minitf_repl.core import data
+
+    asked = []
+
+    def offline(url, timeout=None):
+        asked.append(url)
+        raise urllib.error.URLError("offline")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", " ")  # was "could not download ... from   (unknown url type: '')"
+    with pytest.raises(data.DataError, match="connect to the internet"):
+        data.fetch_shakespeare(directory=tmp_path)
+    assert asked == [data.SHAKESPEARE_URL]

@@ -620,7 +620,7 @@ def pydoc_text() -> str:
 
 def fetch_shakespeare(url: str | None = None, directory: Path | None = None, timeout: float = 20.0) -> Path:
     """Download tiny Shakespeare once into the cache directory, checked against its SHA-256."""
-    url = url or os.environ.get("MINITF_SHAKESPEARE_URL") or SHAKESPEARE_URL
+    url = url or os.environ.get("MINITF_SHAKESPEARE_URL", "").strip() or SHAKESPEARE_URL  # blank: unset, as paths'
     target = (directory or cache_dir()) / "tinyshakespeare.txt"
     if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
         return target
