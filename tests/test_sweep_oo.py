@@ -19,7 +19,7 @@ input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a
 sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A one-shot `minitf compare` logged
 nothing either until its end. A --load that failed suggested a line with the same --load in it ("minitf --load ../x
 ls lists them"), which failed the same way. $MINITF_CHECKPOINT_DIR (or _CACHE_DIR, _HISTORY) set to blanks made a folder named by
-spaces where an empty value meant the default.
+spaces where an empty value meant the default, and a blank $MINITF_SHAKESPEARE_URL was "unknown url type ''".
 """
 
 import io
