@@ -334,8 +334,8 @@ class _Group(_FlagsUntyped, TyperGroup):
         if at is None:
             return None
         command_at = next((i for i in range(at + 1, len(args)) if args[i] in self.commands), None)
-        if command_at is None:
-            return None
+        if command_at is None:  # `minitf --json`, `printf ':config\n' | minitf --json`: no command after it at all
+            return self._no_command_after(name, args[at:])
         command = self.commands[args[command_at]]
         option = next((p for p in command.params if name in getattr(p, "opts", ())), None)
         if option is None:
@@ -344,6 +344,22 @@ class _Group(_FlagsUntyped, TyperGroup):
         moved = args[:at] + args[end:command_at + 1] + args[at:end] + args[command_at + 1:]
         return (f"{name} is an option of {args[command_at]}, so it goes after the command: "
                 f"{shlex.join(['minitf', *moved])}")
+
+
+    def _no_command_after(self, name: str, typed: list[str]) -> str | None:
+        """For an option of commands typed with no command after it: which commands take it, where it goes. Click said
+        "No such option: --json (Possible options: --version)", as if --version were what was meant."""
+        having = [c for c, command in self.commands.items()
+                  if any(name in getattr(p, "opts", ()) for p in command.params) and not command.hidden]
+        if not having:
+            return None
+        if len(having) == 1:
+            return (f"{name} is an option of {having[0]}, so it goes after the command: "
+                    f"{shlex.join(['minitf', having[0], *typed])}")
+        every = len(having) == sum(not command.hidden for command in self.commands.values())
+        shown = "every command" if every else "commands (" + ", ".join(having[:4]) + (", ...)" if len(having) > 4
+                                                                                    else ")")
+        return f"{name} is an option of {shown}, so it goes after one: minitf COMMAND {shlex.join(typed)}"
 
 
 def _help_word(args: list[str], commands, options=()) -> list[str]:

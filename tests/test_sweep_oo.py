@@ -19,7 +19,9 @@ input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a
 sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A one-shot `minitf compare` logged
 nothing either until its end. A --load that failed suggested a line with the same --load in it ("minitf --load ../x
 ls lists them"), which failed the same way. $MINITF_CHECKPOINT_DIR (or _CACHE_DIR, _HISTORY) set to blanks made a folder named by
-spaces where an empty value meant the default, and a blank $MINITF_SHAKESPEARE_URL was "unknown url type ''".
+spaces where an empty value meant the default, and a blank $MINITF_SHAKESPEARE_URL was "unknown url type ''". `minitf
+--json` with no command (`printf ':config\n' | minitf --json`) was "No such option: --json (Possible options:
+--version)".
 """
 
 import io
@@ -333,3 +335,14 @@ def test_a_blank_minitf_shakespeare_url_downloads_from_the_default(monkeypatch, 
     with pytest.raises(data.DataError, match="connect to the internet"):
         data.fetch_shakespeare(directory=tmp_path)
     assert asked == [data.SHAKESPEARE_URL]
+
+
+# --- a command's option with no command after it ---------------------------------------------------------------
+def test_a_commands_option_given_without_a_command_says_where_it_goes():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--json"), code=2)  # `printf ':config\n' | minitf --json`
+    assert "Possible options: --version" not in line, line  # Click offered --version for it
+    assert line == "error: --json is an option of every command, so it goes after one: minitf COMMAND --json"
+    line = assert_one_error_line(invoke("--raw"), code=2)
+    assert line == "error: --raw is an option of gen, so it goes after the command: minitf gen --raw"
