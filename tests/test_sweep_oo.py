@@ -4,24 +4,25 @@ output sent elsewhere (a file, a pipe, stderr) found: each test failed before it
 A script saved with a UTF-8 byte order mark (Notepad, PowerShell) failed on its first line: the mark was read as a
 character of the prompt. Piped input whose output is a terminal (`printf ':gen raw=on\n' | minitf`) took that
 terminal for a file: every message ran on as one line that the terminal cut inside words, and `:gen raw=on` wrote
-the vocabulary's control characters to it as they are, which only a file or a pipe may get. The REPL with its output sent to a file (`minitf > out.txt`) drew its prompt and
-toolbar into the file: the person at the keyboard typed blind, and the file filled with the prompt's redraws. $MINITF_THREADS=0 or -3 fixed one thread, shown as "$MINITF_THREADS=1" (a
-value the user never set); a word or 5000 was used or dropped without a word; and 99 threads past 2 CPUs went
-unsaid where `threads=99` says it. The docs' table of "every variable it reads" left out six that minitf reads: the
-instruction-set caps it reports and acts on, the inductor cache it sets, torchrun's LOCAL_WORLD_SIZE and the old
-history's XDG_DATA_HOME. A one-shot `minitf train` whose progress went to a file (`> run.log 2>&1`, nohup) wrote
-nothing there until the run's end, however long. A relative $MINITF_CHECKPOINT_DIR was named as typed ("no
-checkpoints in ck yet") where --checkpoint-dir ck and the default name the folder in full. `nohup minitf train &`
-stopped its run and exited 129 when the terminal closed: the SIGHUP that nohup ignores was handled again while the
-command ran. A background job (`minitf train &` in an interactive shell) was stopped by the kernel before its first
-step ("Stopped (tty output)"): it switched the terminal's echo off, which only the foreground job may do. Piped
-input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long run ended. With both outputs
-sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A one-shot `minitf compare` logged
-nothing either until its end. A --load that failed suggested a line with the same --load in it ("minitf --load ../x
-ls lists them"), which failed the same way. $MINITF_CHECKPOINT_DIR (or _CACHE_DIR, _HISTORY) set to blanks made a folder named by
-spaces where an empty value meant the default, and a blank $MINITF_SHAKESPEARE_URL was "unknown url type ''". `minitf
---json` with no command (`printf ':config\n' | minitf --json`) was "No such option: --json (Possible options:
---version)".
+the vocabulary's control characters to it as they are, which only a file or a pipe may get. The REPL with its output
+sent to a file (`minitf > out.txt`) drew its prompt and toolbar into the file: the person at the keyboard typed
+blind, and the file filled with the prompt's redraws. $MINITF_THREADS=0 or -3 fixed one thread, shown as
+"$MINITF_THREADS=1" (a value the user never set); a word or 5000 was used or dropped without a word; and 99 threads
+past 2 CPUs went unsaid where `threads=99` says it. The docs' table of "every variable it reads" left out six that
+minitf reads: the instruction-set caps it reports and acts on, the inductor cache it sets, torchrun's
+LOCAL_WORLD_SIZE and the old history's XDG_DATA_HOME. A one-shot `minitf train` whose progress went to a file (`>
+run.log 2>&1`, nohup) wrote nothing there until the run's end, however long. A relative $MINITF_CHECKPOINT_DIR was
+named as typed ("no checkpoints in ck yet") where --checkpoint-dir ck and the default name the folder in full.
+`nohup minitf train &` stopped its run and exited 129 when the terminal closed: the SIGHUP that nohup ignores was
+handled again while the command ran. A background job (`minitf train &` in an interactive shell) was stopped by the
+kernel before its first step ("Stopped (tty output)"): it switched the terminal's echo off, which only the
+foreground job may do. Piped input on a terminal (`printf ':train\n' | minitf`) showed nothing at all until a long
+run ended. With both outputs sent to a log (`minitf > session.log 2>&1`) the prompt was drawn into the log. A
+one-shot `minitf compare` logged nothing either until its end. A --load that failed suggested a line with the same
+--load in it ("minitf --load ../x ls lists them"), which failed the same way. $MINITF_CHECKPOINT_DIR (or _CACHE_DIR,
+_HISTORY) set to blanks made a folder named by spaces where an empty value meant the default, and a blank
+$MINITF_SHAKESPEARE_URL was "unknown url type ''". `minitf --json` with no command (`printf ':config\n' | minitf
+--json`) was "No such option: --json (Possible options: --version)".
 """
 
 import io
