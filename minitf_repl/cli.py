@@ -335,6 +335,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             return None
         command_at = next((i for i in range(at + 1, len(args)) if args[i] in self.commands), None)
         if command_at is None:  # `minitf --json`, `printf ':config\n' | minitf --json`: no command after it at all
+            if any(a in self.commands for a in args[:at]):  # `minitf gen --n`: after its command, where it belongs
+                return None
             return self._no_command_after(name, args[at:])
         command = self.commands[args[command_at]]
         option = next((p for p in command.params if name in getattr(p, "opts", ())), None)

@@ -364,7 +364,8 @@ def test_help_at_a_usual_width_keeps_typers_panels():
 
 
 # --- words after a command that takes none ---------------------------------------------------------------------
-@pytest.mark.parametrize("args, got", [(["experts", "foo"], "'foo'"), (["config", "a (b)", "c", "--json"], "'a (b) c'")])
+@pytest.mark.parametrize("args, got", [(["experts", "foo"], "'foo'"),
+                                       (["config", "a (b)", "c", "--json"], "'a (b) c'")])
 def test_words_after_a_command_that_takes_none_say_so(args, got):
     line = assert_one_error_line(invoke(*args), code=2)
     assert line == (f"error: minitf {args[0]} takes no text and no options (but --json), got {got}; leave the words "

@@ -75,7 +75,8 @@ def test_a_question_mark_alone_lists_the_commands_as_help_alone_does():
 
 
 # --- text after a command that takes nothing -----------------------------------------------------------------
-@pytest.mark.parametrize("line, alone", [(":config lr", ":config"), (":quit now", ":quit"), (":ls all", ":ls")])
+@pytest.mark.parametrize("line, alone", [(":config lr", ":config"), (":quit now", ":quit"),
+                                         (":experts all", ":experts")])
 def test_text_after_a_command_without_options_says_to_type_it_alone(line, alone):
     with pytest.raises(UserError) as caught:
         run(Session(), line)

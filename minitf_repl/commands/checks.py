@@ -189,7 +189,8 @@ def measured(name: str, check, result: ChecksResult) -> str:
         if check.passed:
             read += " (each exactly 0)"
         else:
-            read += f" (largest {check.later_largest:.3g}; at most {check.later_share:.2g} of its row's largest, the map's scale)"
+            read += (f" (largest {check.later_largest:.3g}; at most {check.later_share:.2g} of its row's largest, the "
+                     "map's scale)")
         earlier = ("every earlier one has" if not check.earlier_unread
                    else f"{check.earlier_unread:,} earlier pairs have none")
         over = (f"over {count(check.positions, unit)}" if check.positions == check.window

@@ -315,10 +315,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         failed_step = session.trainer.step + 1
         session.rollback(snapshot)
         smaller = train_config.batch_size // 2  # a batch of one has no smaller batch to offer: the window is left
+        lower = "batch_size or max_seq_len" if smaller else "max_seq_len or the model size (batch_size is 1)"
         raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
-                        "are back where this training began. Lower "
-                        + ("batch_size or max_seq_len" if smaller else "max_seq_len or the model size (batch_size is 1)")
-                        + ", or use another device", fix={"batch_size": smaller} if smaller else None) from None
+                        f"are back where this training began. Lower {lower}, or use another device",
+                        fix={"batch_size": smaller} if smaller else None) from None
     session.note_good_lr(train_config.lr)
     # a stopped run gone on with the same view keeps what was watched before the stop; one stopped before its first
     # step (a quick Ctrl-C) watched no training, and leaves the frames :report and :plot show as they were
