@@ -62,19 +62,30 @@ The package, by concern (each module's docstring says more):
     store.py      saving atomically under the lock, sharing identical data files, rotating autosaves
     loading.py    validating a checkpoint against the model it describes, and restoring it
     listing.py    one row per checkpoint for :ls, a broken one with its reason
+    values.py     a manifest's configs and vocabulary checked, arithmetic only (listing and loading share it)
 
 The names below are the package's public interface: `from minitf_repl.core.checkpoint import ...`
-and `from minitf_repl.core import checkpoint as ckpt` reach them here.
+and `from minitf_repl.core import checkpoint as ckpt` reach them here. They load on first use (PEP 562's
+module `__getattr__`): loading and saving need torch and the model, but listing (:ls, `minitf ls`), checking
+a name and the folder lock need neither, and a one-shot `minitf ls` that imported every module here waited
+about a second for torch only to read a few JSON manifests. layout, reads, manifest, values, listing and
+locks import no torch at module level (tests/test_sweep_ss.py); loading and store do.
 """
 
-from .layout import (FORMAT_NAME, FORMAT_VERSION, MANIFEST, MAX_MANIFEST_BYTES, ORIGINS, Checkpoint, CheckpointInfo,
-                     check_name, check_save_target)
-from .listing import checkpoint_info, list_checkpoints, misnamed
-from .loading import (build_model, check_loadable, checkpoint_data, load_checkpoint, restore, restore_rng,
-                      restore_trainer)
-from .locks import HELD_FILE, LOCK_FILE, LOCK_WAIT, folder_lock
-from .reads import manifest_bytes
-from .store import NameTaken, rotate, save_checkpoint
+import importlib
+
+_HOMES = {
+    "layout": ("FORMAT_NAME", "FORMAT_VERSION", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS", "Checkpoint",
+               "CheckpointInfo", "check_name", "check_save_target"),
+    "listing": ("checkpoint_info", "list_checkpoints", "misnamed"),
+    "loading": ("build_model", "check_loadable", "checkpoint_data", "load_checkpoint", "restore", "restore_rng",
+                "restore_trainer"),
+    "locks": ("HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "folder_lock"),
+    "reads": ("manifest_bytes",),
+    "store": ("NameTaken", "rotate", "save_checkpoint"),
+}
+_MODULES = ("layout", "listing", "loading", "locks", "manifest", "reads", "store", "values")
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS",
@@ -82,3 +93,20 @@ __all__ = [
     "checkpoint_data", "checkpoint_info", "folder_lock", "list_checkpoints", "load_checkpoint", "manifest_bytes",
     "misnamed", "restore", "restore_rng", "restore_trainer", "rotate", "save_checkpoint",
 ]
+
+
+def __getattr__(name: str):
+    """A public name, imported from its module the first time it is asked for, and kept here after that; a module
+    of the package by its name too (`ckpt.store`), as when this file imported them all."""
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)  # the import sets it here
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,11 +14,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..config import ModelConfig
 from ..errors import CheckpointError
+
+if TYPE_CHECKING:  # torch only names the tensors' type: :ls and the checks of a name need no torch
+    import torch
 
 FORMAT_VERSION = 1
 FORMAT_NAME = "minitf-checkpoint"

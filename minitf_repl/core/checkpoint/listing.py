@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, path_error
-from .loading import check_manifest_values
+from .values import check_manifest_values
 from .reads import not_regular, read_manifest, wrong_size
 
 

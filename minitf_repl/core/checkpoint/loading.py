@@ -17,15 +17,15 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig, TrainConfig
-from ..errors import CheckpointError, ConfigError, UserError
+from ..errors import CheckpointError, UserError
 from ..model import MiniTransformerLM
 from ..optimizers import group_kind
-from ..sizes import check_trainable, parameter_count
+from ..sizes import parameter_count
 from ..train import Trainer
-from ..words import count
 from .layout import Checkpoint, MANIFEST, checkpoint_path
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
+from .values import _reason, check_loadable, check_manifest_values  # noqa: F401 (names of this module before)
 
 
 _OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
@@ -103,52 +103,6 @@ def stored_tokenizer(path: Path, manifest: dict, config: ModelConfig):
         raise CheckpointError(f"{path}: its tokenizer has {tokenizer.own_size:,} tokens but the model has "
                               f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again")
     return tokenizer
-
-
-def check_manifest_values(path: Path, manifest: dict) -> ModelConfig:
-    """The model config, once it, the vocabulary and the training config are known to be valid.
-
-    Also that the model is one this lab would build from typed settings (their limits, and
-    core.sizes.check_trainable's bound on parameters and memory): a checkpoint can ask for no more
-    than a person could type. All of it is arithmetic on the config: nothing is built yet.
-    """
-    try:
-        config = ModelConfig.from_dict(manifest["model_config"])
-    except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
-        raise CheckpointError(f"{path}: its model config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
-    vocab = manifest["vocab"]
-    if "tokenizer" not in manifest and (len(vocab) != config.vocab_size or len(set(vocab)) != len(vocab)):
-        raise CheckpointError(
-            f"{path}: its vocabulary has {count(len(vocab), 'character')} ({len(set(vocab))} distinct) but the model has "
-            f"vocab_size={config.vocab_size}; this checkpoint is inconsistent, save it again"
-        )
-    try:
-        train = TrainConfig.from_dict(manifest["trainer"]["train_config"])
-    except (ConfigError, TypeError, ValueError, AttributeError, OverflowError) as e:
-        raise CheckpointError(f"{path}: its training config is invalid ({_reason(e)}); this checkpoint cannot be used") from None
-    try:
-        check_loadable(config, train)
-    except ConfigError as e:
-        raise CheckpointError(
-            f"{path}: it asks for more than this lab builds ({_reason(e)}); this checkpoint cannot be used"
-        ) from None
-    return config
-
-
-def check_loadable(config: ModelConfig, train: TrainConfig) -> None:
-    """ConfigError unless a checkpoint of these settings is one `load_checkpoint` takes: their limits and
-    core.sizes.check_trainable's bounds, as if a person had typed them. A save checks it first (a model loaded
-    from a Hugging Face folder may be larger than the lab trains), so that no checkpoint is written that would
-    not load back."""
-    config.check_limits()  # a billion eval_batches would make the next evaluation one that no stop request reaches
-    train.check_limits()
-    check_trainable(config, train.batch_size, fused=train.fast_path)
-
-
-def _reason(e: Exception) -> str:
-    """The cause part of an error's message (before its fix), short enough for one line."""
-    text = str(e).split(";")[0]
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _check_claims(path: Path, config: ModelConfig, entry: dict, limits: dict) -> None:

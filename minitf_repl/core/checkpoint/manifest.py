@@ -12,13 +12,15 @@ import hashlib
 import json
 import math
 from pathlib import Path
-
-import safetensors.torch
-import torch
+from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
-from ..model import MiniTransformerLM
 from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC
+
+if TYPE_CHECKING:  # torch is imported by the encoders that need it: reading a manifest (:ls) needs none
+    import torch
+
+    from ..model import MiniTransformerLM
 
 
 def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
@@ -34,6 +36,8 @@ def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
 
 
 def encode_model(model: MiniTransformerLM) -> bytes:
+    import safetensors.torch
+
     aliases = tied_aliases(model)
     tensors = {
         k: v.detach().to("cpu").contiguous()
@@ -44,6 +48,9 @@ def encode_model(model: MiniTransformerLM) -> bytes:
 
 
 def encode_state(trainer) -> tuple[bytes, list, dict]:
+    import safetensors.torch
+    import torch
+
     opt = trainer.optimizer.state_dict()
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict] = {}  # non-tensor per-parameter state (none for torch's AdamW, kept for safety)

@@ -13,14 +13,15 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-
-import safetensors.torch
-import torch
+from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ..words import count
 from .layout import MANIFEST, MAX_MANIFEST_BYTES, is_pickle
 from .manifest import parse_manifest
+
+if TYPE_CHECKING:  # torch is imported where a data file is read, not for a manifest (:ls reads only those)
+    import torch
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) \
@@ -156,6 +157,8 @@ def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tenso
         raise wrong_size(where, len(raw), entry["size"])
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
+    import safetensors.torch
+
     try:
         return safetensors.torch.load(raw)
     except Exception as e:  # SafetensorError and friends: a file that passed its checksum but is not safetensors
