@@ -60,3 +60,19 @@ def test_the_checkpoint_package_keeps_its_names_and_modules_and_lists_without_to
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, PYTHONPATH=root))
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (("load",), "which checkpoint? give its name"),
+    (("load", "nosuch"), "no checkpoint named 'nosuch'"),
+    (("load", "firts"), "did you mean first?"),
+    (("load", "hf:"), "hf: needs a folder after it"),
+    (("save",), "there is no model to save yet"),
+    (("save", "x"), "there is no model to save yet"),
+])
+def test_load_and_save_errors_of_the_command_line_do_not_import_torch(tmp_path, saved, args, says):
+    """`minitf load` with no name or a name not saved, `minitf save` with no model: one line in 0.3 s, not 1.7 s
+    (each imported the Hugging Face package, and load the loader, with torch, before saying what was wrong)."""
+    rc, out, err, torch = _one_shot(tmp_path, "--checkpoint-dir", str(saved), *args)
+    assert rc == 1 and says in err, err
+    assert not torch, "minitf " + " ".join(args) + " imported torch"

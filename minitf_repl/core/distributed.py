@@ -100,20 +100,34 @@ def before_error(wait: float | None = None) -> None:
         time.sleep(0.05)
 
 
+def _group_possible() -> bool:
+    """False when torch.distributed was never imported: no process group can exist then, and asking (is_main, before
+    a save's name is checked) need not import torch, which a one-shot `minitf save` with no model waited 1.3 s for."""
+    import sys
+
+    return "torch.distributed" in sys.modules
+
+
 def active() -> bool:
     """Whether this process is one of several in an initialized process group."""
+    if not _group_possible():
+        return False
     import torch.distributed as dist
 
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def rank() -> int:
+    if not _group_possible():
+        return 0
     import torch.distributed as dist
 
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def world_size() -> int:
+    if not _group_possible():
+        return 1
     import torch.distributed as dist
 
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1

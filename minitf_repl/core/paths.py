@@ -18,7 +18,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import UserError
+from .errors import CheckpointError, UserError
 
 APP = "minitf"
 CHECKPOINT_ENV = "MINITF_CHECKPOINT_DIR"
@@ -95,3 +95,18 @@ def adopt_old_history() -> str | None:
     except OSError:
         return None
     return f"moved the history from {old} to {new}"
+
+
+HF_PREFIX = "hf:"  # `:load hf:PATH`, `:save hf:PATH`, `:parity hf:PATH` (core.hf.PREFIX)
+
+
+def hf_path(spec: str) -> Path | None:
+    """The folder of an `hf:PATH` spec, None for any other spec. Here, torch-free, and not in core.hf (which imports
+    torch): `minitf load NAME` and `minitf save NAME` ask it first, and their errors need no torch."""
+    if not spec.startswith(HF_PREFIX):
+        return None
+    rest = spec[len(HF_PREFIX):].strip()
+    if not rest:
+        raise CheckpointError("hf: needs a folder after it, e.g. hf:~/models/gpt2; give the path of a "
+                              "Hugging Face model folder")
+    return Path(rest).expanduser()

@@ -30,25 +30,15 @@ from ..bpe import SubwordTokenizer, characters_as_tokenizer, characters_of
 from ..config import ModelConfig
 from ..data import CharTokenizer
 from ..errors import CheckpointError, ConfigError, UserError
+from ..paths import HF_PREFIX, hf_path  # noqa: F401 (a name of this package)
 from . import gpt2, llama
 from .common import get
 from .folder import (CONFIG, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, TOKENIZER, Folder, check_memory, read_bounded,
                      read_folder, read_json)
 
-PREFIX = "hf:"  # `:load hf:PATH`, `:save hf:PATH`, `:parity hf:PATH`
+PREFIX = HF_PREFIX  # `:load hf:PATH`, `:save hf:PATH`, `:parity hf:PATH`; hf_path reads it (core.paths)
 ARCHITECTURES = {gpt2.MODEL_TYPE: gpt2, llama.MODEL_TYPE: llama}
 NAMES = {gpt2.MODEL_TYPE: "GPT-2", llama.MODEL_TYPE: "Llama"}
-
-
-def hf_path(spec: str) -> Path | None:
-    """The folder of an `hf:PATH` spec, None for any other spec."""
-    if not spec.startswith(PREFIX):
-        return None
-    rest = spec[len(PREFIX):].strip()
-    if not rest:
-        raise CheckpointError("hf: needs a folder after it, e.g. hf:~/models/gpt2; give the path of a "
-                              "Hugging Face model folder")
-    return Path(rest).expanduser()
 
 
 @dataclass
