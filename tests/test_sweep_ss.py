@@ -76,3 +76,15 @@ def test_load_and_save_errors_of_the_command_line_do_not_import_torch(tmp_path, 
     rc, out, err, torch = _one_shot(tmp_path, "--checkpoint-dir", str(saved), *args)
     assert rc == 1 and says in err, err
     assert not torch, "minitf " + " ".join(args) + " imported torch"
+
+
+@pytest.mark.parametrize("args, says", [
+    (("compare",), "compare needs at least two contenders"),
+    (("compare", "n_layers=3"), "compare needs at least two contenders"),
+])
+def test_compare_with_too_few_contenders_does_not_import_torch(tmp_path, args, says):
+    """`minitf compare` with fewer than two contenders: its one-line error took 1.6 s, importing the comparison's
+    engine and loading the data (torch) before counting the contenders."""
+    rc, out, err, torch = _one_shot(tmp_path, "--data", "sort:4", *args)
+    assert rc == 1 and says in err, err
+    assert not torch, "minitf " + " ".join(args) + " imported torch"

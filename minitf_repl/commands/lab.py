@@ -95,10 +95,7 @@ def lower_rates(outcomes: list[Outcome], recipe_lr: float) -> list[float]:
 ], pairs_in_text=True, json_version=8)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
-    from ..core.compare import compare
-
     spec = args["data"].strip() if args["data"] is not None else None
-    data = load_checked(session, spec, reporter) if spec is not None else session.data
     steps = args["steps"] or 300
     seeds = args["seeds"] or 1
     every = args["eval_every"] or max(1, steps // 10)
@@ -114,6 +111,10 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
                         f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
     if len(groups) > MAX_CONTENDERS:
         raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
+    # the contenders counted first: too few is one line without the data (and torch) loaded for nothing
+    from ..core.compare import compare
+
+    data = load_checked(session, spec, reporter) if spec is not None else session.data
     contenders = []
     readings = {}  # tokenizer setting -> (the setting as built, the text read by it): one BPE per setting
     for label, pairs in groups:
