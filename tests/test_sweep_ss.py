@@ -88,3 +88,17 @@ def test_compare_with_too_few_contenders_does_not_import_torch(tmp_path, args, s
     rc, out, err, torch = _one_shot(tmp_path, "--data", "sort:4", *args)
     assert rc == 1 and says in err, err
     assert not torch, "minitf " + " ".join(args) + " imported torch"
+
+
+@pytest.mark.parametrize("args, says", [
+    (("parity",), "give the folder to compare with as hf:PATH"),
+    (("parity", "hf:"), "hf: needs a folder after it"),
+    (("parity", "hf:/nowhere"), "there is no model to compare yet"),
+    (("parity", "hf:/nowhere", "--tolerance", "2"), "tolerance must be a number in (0, 1]"),
+])
+def test_parity_errors_of_the_command_line_do_not_import_torch(tmp_path, args, says):
+    """`minitf parity` with no folder, `hf:` alone, no model or a tolerance out of range: 1.7 s for one line, importing
+    the Hugging Face package and its parity check (torch) first."""
+    rc, out, err, torch = _one_shot(tmp_path, *args)
+    assert rc == 1 and says in err, err
+    assert not torch, "minitf " + " ".join(args) + " imported torch"

@@ -405,12 +405,11 @@ class ParityResult:
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
 ], json_version=2)  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
-    from ..core.hf import hf_path
-    from ..core.hf.parity import DEFAULT_TOLERANCE, NotTheFoldersModel, compare
+    from ..core.paths import hf_path  # torch-free: the errors up to "no model" are one line without torch
     from .base import switched_off, view_prompt
 
-    tolerance = DEFAULT_TOLERANCE if args["tolerance"] is None else args["tolerance"]
-    if not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference would mean anything
+    tolerance = args["tolerance"]
+    if tolerance is not None and not 0 < tolerance <= 1:  # NaN fails too; above 1 no float32 difference means nothing
         raise UserError(f"tolerance must be a number in (0, 1], e.g. 1e-4; got {clip(str(tolerance))}")
     given = (args["path"] or "").strip()
     folder = hf_path(given)
@@ -419,6 +418,9 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', example)}")
     if not session.has_model:
         raise UserError(f"there is no model to compare yet; {restore(clip(given, 200))} loads the folder's")
+    from ..core.hf.parity import DEFAULT_TOLERANCE, NotTheFoldersModel, compare
+
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
     prompt, ids, _ = view_prompt(session, args["prompt"], reporter)  # its last max_seq_len tokens
     try:
         result = compare(session.model, folder, ids, tolerance)
