@@ -62,7 +62,9 @@ def _namespace(owner) -> dict:
     """The names an annotation of `owner` may use: its module's, and the core's dataclasses and TypedDicts."""
     names = {}
     for module in CORE_MODULES:
-        for name, obj in vars(import_module(f"minitf_repl.core.{module}")).items():
+        mod = import_module(f"minitf_repl.core.{module}")
+        # a package's public names too: core.checkpoint loads them on first use (its __getattr__), not into vars
+        for name, obj in {**vars(mod), **{n: getattr(mod, n) for n in getattr(mod, "__all__", ())}}.items():
             if inspect.isclass(obj) and (dataclasses.is_dataclass(obj) or typing.is_typeddict(obj)):
                 names[name] = obj
     return {**names, **vars(sys.modules[owner.__module__])}
