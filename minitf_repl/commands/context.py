@@ -31,7 +31,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import ablation_note, command, switched_off
-from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
+from .counting import NGRAM_DEFAULT, NGRAM_LONGEST, check_counter, default_counter
 from .train import PlotSeries
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
@@ -84,8 +84,9 @@ def default_windows(max_seq_len: int) -> int:
     Param("windows", int, low=WINDOWS_FEWEST, limit=WINDOWS_MOST,
           help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth: "
                f"{default_windows(64):,} windows of 64)"),
-    Param("counter", int, default=NGRAM_DEFAULT, low=0, limit=NGRAM_LONGEST,
-          help="the counting model scored beside it: the next token from the counter - 1 before it (0: none)"),
+    Param("counter", int, low=0, limit=NGRAM_LONGEST,
+          help=f"the counting model scored beside it: the next token from the counter - 1 before it (0: none; "
+               f"default {NGRAM_DEFAULT}, or the longest the vocabulary allows, as :ngram's n)"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the windows' seed"),
     Param("length", int, low=1, limit=LENGTH_LIMIT,
           help=f"windows this long, past the model's max_seq_len: a copy of the model with its positions worked out "
@@ -102,6 +103,8 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
     if length != T:
         longer_than(session, length)
     windows = default_windows(length) if args["windows"] is None else args["windows"]
+    counter = default_counter(data.tokenizer.vocab_size) if args["counter"] is None else args["counter"]
+    check_counter(counter, data.tokenizer.vocab_size)
 
     def progress(done: int, total: int) -> None:
         reporter.on_progress("context", done, total)
@@ -113,7 +116,7 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
     # the window the model trained at, which `:set max_seq_len` may have widened since (the weights kept)
     trained = session.trainer.trained_window or T
     curve = position_losses(model, data, session.trainer.device, windows, seed=args["seed"],
-                            counter=args["counter"] or None, on_progress=progress, trained=trained)
+                            counter=counter or None, on_progress=progress, trained=trained)
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
                        None if curve.counter is None else curve.counter[i])

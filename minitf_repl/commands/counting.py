@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.text import Text
 
+from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
 from ..render.renderers import render
@@ -32,6 +33,25 @@ NGRAM_DEFAULT = 6
 NGRAM_LONGEST = 12  # past this a counter has seen almost no context it meets (and each order costs a pass);
 # :score's counter= takes the same limit
 SAMPLE_TOKENS = 72  # what each counter writes after the prompt
+
+
+def default_counter(vocab_size: int) -> int:
+    """The counter :ngram and :context use when none is given: NGRAM_DEFAULT, or the longest whose windows' keys fit
+    an int64 (a vocabulary of 5,000 tokens: 5; GPT-2's 50,257: 4)."""
+    from ..core.ngram import longest_order
+
+    return min(NGRAM_DEFAULT, longest_order(vocab_size))
+
+
+def check_counter(n: int, vocab_size: int) -> None:
+    """A counter given longer than the vocabulary's keys allow is refused, as core.ngram refuses it; :context's
+    scoring would else shorten it without a word."""
+    from ..core.ngram import longest_order
+
+    longest = longest_order(vocab_size)
+    if n > longest:
+        raise UserError(f"a counter of order {n} is too long for a vocabulary of {vocab_size:,}: a window's key "
+                        f"would not fit an int64; the longest is {longest}")
 
 
 @dataclass
@@ -74,7 +94,8 @@ class NgramResult:
 @command("ngram", "Counting models: the next token from the n - 1 before it, by counts in the training text; "
                   "their loss and text beside the model's.",
          params=[
-    Param("n", int, help=f"the longest counter: the next token from the n - 1 before it (default {NGRAM_DEFAULT})",
+    Param("n", int, help=f"the longest counter: the next token from the n - 1 before it (default {NGRAM_DEFAULT}, or "
+                         "the longest the vocabulary allows: GPT-2's 50,257 tokens, 4)",
           low=1, limit=NGRAM_LONGEST),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
@@ -82,12 +103,12 @@ class NgramResult:
 def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     from ..core.bpe import decode_after
     from ..core.data import bits_per_char, val_tokens_per_char
-    from ..core.ngram import count_and_score, longest_order
+    from ..core.ngram import count_and_score
 
     data = session.data
     tokenizer = data.tokenizer
     # by default as long as the vocabulary's keys allow (GPT-2's 50,257 tokens: 4); a longer n given is refused
-    n = min(NGRAM_DEFAULT, longest_order(tokenizer.vocab_size)) if args["n"] is None else args["n"]
+    n = default_counter(tokenizer.vocab_size) if args["n"] is None else args["n"]
     corpus = getattr(data, "splits", None) is not None
     prompt = sample_prompt(data) if corpus and args["sample"] else None
     model = session.model

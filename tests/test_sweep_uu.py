@@ -1,0 +1,53 @@
+"""What a sweep of the defaults the tool states against the ones it uses found: each test failed before its fix.
+
+`:context counter=8` on a vocabulary whose int64 keys hold no counter that long (5,000 characters: 5 at most) silently
+scored a 5-gram counter, where `:ngram n=8` refuses and says the longest; and `:ngram`'s and `:context`'s help said
+"default 6" where such a vocabulary uses 5.
+"""
+
+import re
+
+import pytest
+
+from minitf_repl.commands.base import REGISTRY
+from minitf_repl.core.errors import UserError
+from minitf_repl.core.ngram import longest_order
+from test_commands import run, tiny_session
+
+
+def stated_default(command: str, option: str) -> str:
+    """The default an option's help states: "(default 6...", "default: the n setting"."""
+    param = next(p for p in REGISTRY[command].params if p.name == option)
+    found = re.search(r"default:? ([^);]+)", param.help)
+    assert found, f"{command} {option}: no default stated in {param.help!r}"
+    return found.group(1)
+
+
+@pytest.fixture
+def wide_session(tmp_path):
+    """A text of 5,000 distinct characters (a character tokenizer's vocabulary of 5,000 and more): int64 keys hold a
+    window of 5 of them at most."""
+    path = tmp_path / "wide.txt"
+    path.write_text("".join(chr(0x4E00 + (i * 7) % 5000) for i in range(30_000)), encoding="utf-8")
+    session = tiny_session(str(path))
+    assert longest_order(session.data.tokenizer.vocab_size) == 5
+    return session
+
+
+def test_context_refuses_a_counter_longer_than_the_vocabulary_allows_as_ngram_does(wide_session):
+    session = wide_session
+    with pytest.raises(UserError, match="longest is 5"):
+        run(session, ":ngram n=8 sample=off")
+    with pytest.raises(UserError, match="longest is 5"):
+        run(session, ":context windows=16 counter=8")
+
+
+@pytest.mark.parametrize("command, option", [("ngram", "n"), ("context", "counter")])
+def test_the_counters_default_said_is_the_one_used_on_a_large_vocabulary(command, option, wide_session):
+    said = stated_default(command, option)
+    assert said.startswith("6") and "vocabulary" in said  # 6, or fewer where the keys would not fit
+    session = wide_session
+    if command == "ngram":
+        assert run(session, ":ngram sample=off").rows[-1].n == 5
+    else:
+        assert run(session, ":context windows=16").curve.counter_order == 5
