@@ -12,7 +12,7 @@ import pytest
 from minitf_repl.commands.base import REGISTRY
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.ngram import longest_order
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 
 
 def stated_default(command: str, option: str) -> str:
@@ -51,3 +51,13 @@ def test_the_counters_default_said_is_the_one_used_on_a_large_vocabulary(command
         assert run(session, ":ngram sample=off").rows[-1].n == 5
     else:
         assert run(session, ":context windows=16").curve.counter_order == 5
+
+
+def test_checks_says_steps_was_left_out_when_it_is_typed_at_its_default_value_too():
+    said = int(stated_default("checks", "steps"))
+    for steps in (said, 99):  # the default typed out was taken for not given: no word of it being dropped
+        hooks = Recorder()
+        run(tiny_session(), f":checks init steps={steps}", hooks)
+        assert any(f"steps={steps}" in n and "left out" in n for n in hooks.notices), (steps, hooks.notices)
+    assert run(tiny_session(), ":checks blind steps=3").blind.steps == 3
+    assert run(tiny_session(), ":checks blind").blind.steps == said

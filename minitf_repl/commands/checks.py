@@ -104,15 +104,16 @@ def asked_checks(text: str | None) -> list[str]:
          params=[
     Param("which", str, positional=True, complete=complete_checks, several=True,
           help=f"the checks to run, by name (default all): {' '.join(CHECK_NAMES)}"),
-    Param("steps", int, default=STEPS, low=1, limit=100_000,
-          help="the training checks' steps: blind trains two fresh models this long, overfit one"),
+    # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
+    Param("steps", int, low=1, limit=100_000,
+          help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
 ], aliases=("sanity",), json_version=4)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
 
     asked = asked_checks(args["which"])
-    steps = args["steps"]
+    steps = STEPS if args["steps"] is None else args["steps"]
     trainer = session.trainer
     data = trainer.data
     data.check_fits(session.model_config.max_seq_len)  # data too short for the window: refused before anything runs
@@ -124,7 +125,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           position_table=position_kind(session.model_config).table is not None,
                           ablations=switched_off(session))
     training = [name for name in asked if name in ("blind", "overfit")]
-    if not training and steps != STEPS:  # as :ln says of a layer= the final norm has none: not silently dropped
+    if not training and args["steps"] is not None:  # as :ln says of a layer= the final norm has none: not silently dropped
         reporter.notice(f"steps={steps} is the training checks' length (blind, overfit), and none was asked; it was "
                         "left out")
     if training:
