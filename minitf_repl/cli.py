@@ -582,7 +582,7 @@ def root(
     ),
     checkpoint_dir: Optional[str] = typer.Option(
         None, "--checkpoint-dir", metavar="DIR",
-        help="Where save, --load and ls keep checkpoints (default ./checkpoints or $MINITF_CHECKPOINT_DIR).",
+        help="Where save, --load and ls keep checkpoints (default $MINITF_CHECKPOINT_DIR if set, else ./checkpoints).",
     ),
     load: Optional[str] = typer.Option(
         None, "--load", metavar="NAME",
@@ -608,7 +608,7 @@ def root(
     # as any other bad value is, where it is used, never taken for the default.
     if checkpoint_dir is not None and not checkpoint_dir.strip():
         _command_line_error("--checkpoint-dir is empty; give a directory, or leave the option out for the default "
-                            "(./checkpoints, or $MINITF_CHECKPOINT_DIR)")
+                            "($MINITF_CHECKPOINT_DIR if set, else ./checkpoints)")
         raise typer.Exit(1)
     try:  # ./checkpoints is under it, and torch's libraries fail to load without it (a fatal error, no message)
         os.getcwd()

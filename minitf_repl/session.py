@@ -11,7 +11,7 @@ The session changes state only through its own methods (`use_data`, `set_model_c
 everything, so a failed command leaves the state as it was. The model and the trainer offer what those
 methods need (`take_config`, `Trainer.set_config`); nothing here reaches into their parts.
 
-Checkpoints live in `checkpoint_dir` (default `./checkpoints`, or `$MINITF_CHECKPOINT_DIR`); with
+Checkpoints live in `checkpoint_dir` (default `$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints`); with
 `autosave` on, every `:train` ends by saving a checkpoint.
 """
 

@@ -61,3 +61,22 @@ def test_checks_says_steps_was_left_out_when_it_is_typed_at_its_default_value_to
         assert any(f"steps={steps}" in n and "left out" in n for n in hooks.notices), (steps, hooks.notices)
     assert run(tiny_session(), ":checks blind steps=3").blind.steps == 3
     assert run(tiny_session(), ":checks blind").blind.steps == said
+
+
+def test_the_checkpoint_folder_default_is_said_in_the_order_it_is_used(tmp_path, monkeypatch):
+    """$MINITF_CHECKPOINT_DIR, where set, wins over ./checkpoints: "default ./checkpoints or $MINITF_CHECKPOINT_DIR"
+    read as ./checkpoints first."""
+    import inspect
+    import json
+
+    from minitf_repl import cli
+    from test_cli import assert_one_error_line, invoke
+
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "mine"))
+    monkeypatch.chdir(tmp_path)
+    assert json.loads(invoke("ls", "--json").stdout)["directory"] == str(tmp_path / "mine")
+    helps = [inspect.signature(cli.root).parameters["checkpoint_dir"].default.help,
+             assert_one_error_line(invoke("--checkpoint-dir", " ", "ls"))]
+    for text in helps:
+        assert text.index("$MINITF_CHECKPOINT_DIR") < text.index("./checkpoints"), text
+        assert "if set" in text, text

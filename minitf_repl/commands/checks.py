@@ -125,7 +125,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           position_table=position_kind(session.model_config).table is not None,
                           ablations=switched_off(session))
     training = [name for name in asked if name in ("blind", "overfit")]
-    if not training and args["steps"] is not None:  # as :ln says of a layer= the final norm has none: not silently dropped
+    if not training and args["steps"] is not None:  # as :ln says of layer= with ln_f: said, not dropped
         reporter.notice(f"steps={steps} is the training checks' length (blind, overfit), and none was asked; it was "
                         "left out")
     if training:
