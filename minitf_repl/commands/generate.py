@@ -32,7 +32,13 @@ if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.data import Graded
 
 FAMILY = "generating"  # the heading :help lists this module's commands under
-DRAWN_SEEDS = 1_000_000  # a seed drawn for a :gen without gen_seed is below this: six digits, easily typed
+DRAWN_SEEDS = (100_000, 1_000_000)  # a seed drawn for a :gen without gen_seed: six digits, easily typed
+
+
+def drawn_seed() -> int:
+    """A fresh sampling seed of six digits, as the docs say it is (below 100,000 it had fewer one time in ten)."""
+    low, high = DRAWN_SEEDS
+    return low + secrets.randbelow(high - low)
 UNFINISHED = "\ufffd"  # what a character's first bytes decode as before its last byte has come
 # A UTF-8 character has at most 4 bytes, so 4 tokens of one byte each complete it; text still unfinished after
 # as many is no character (a model may sample any bytes) and is written as it decodes.
@@ -91,7 +97,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         reporter.notice(greedy)  # `:gen temperature=0 top_k=5`: said as :set says it
     drawn = settings.gen_seed is None
     if drawn:  # a fresh seed, kept, so that a text worth keeping can be had again (and a task's question with it)
-        settings = settings.replace(gen_seed=secrets.randbelow(DRAWN_SEEDS))
+        settings = settings.replace(gen_seed=drawn_seed())
     tokenizer = session.data.tokenizer
     prompt = args["prompt"] or ""
     given_prompt = bool(prompt)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -42,7 +41,7 @@ from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, c
                    known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
-from .generate import DRAWN_SEEDS
+from .generate import drawn_seed
 from .train import data_since, history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
@@ -201,7 +200,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
 
     top = min(10, data.tokenizer.vocab_size)
     model = session.sampling_model  # what :gen samples from: the int8 copy while :quantize int8 is on
-    seed = settings.gen_seed if settings.gen_seed is not None else secrets.randbelow(DRAWN_SEEDS)  # as :gen draws
+    seed = settings.gen_seed if settings.gen_seed is not None else drawn_seed()  # as :gen draws
     p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p, seed, top=top)
     itos = data.tokenizer.itos
     rows = [StepRow(r.id, itos[r.id], r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
