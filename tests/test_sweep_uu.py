@@ -92,3 +92,53 @@ def test_a_drawn_seed_has_the_six_digits_the_docs_promise(monkeypatch, line, see
     assert len(str(seed_of(run(tiny_session(), line)))) == 6
     monkeypatch.setattr(secrets, "randbelow", lambda n: n - 1)  # the highest
     assert len(str(seed_of(run(tiny_session(), line)))) == 6
+
+
+def _numeric_defaults() -> list[tuple[str, str, str]]:
+    """(command, option, N) for every option whose help states a number as its default ("(default 8)", "(default
+    -1: the last"), but those that train (compare, checks), read a Hugging Face folder (parity) or need a rotary
+    model (rope)."""
+    found = []
+    for name, command in REGISTRY.commands.items():
+        if name in ("compare", "checks", "parity", "rope"):
+            continue
+        for p in command.params:
+            for number in re.findall(r"default:? (-?\d[\d.e-]*)(?=[,;:) ]|$)", p.help or ""):
+                found.append((name, p.name, number))
+    return found
+
+
+def _without_timings(value):
+    import dataclasses
+
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if "second" not in k and "time" not in k}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return "nan" if isinstance(value, float) and value != value else value  # nan == nan, as the JSON writes both
+
+
+@pytest.mark.parametrize("command, option, number", _numeric_defaults())
+def test_an_option_given_its_stated_default_does_what_leaving_it_out_does(command, option, number):
+    """The help's "(default N)" read mechanically: `:CMD` and `:CMD option=N` give the same result, so a default
+    changed in the code and not in the help (or back) fails here."""
+    session = tiny_session("sort:4")
+    if command == "mistakes" and number != "500":  # the text's default: on a text
+        session = tiny_session("random:8")
+    left_out = _without_timings(run(session, f":{command}"))
+    given = _without_timings(run(session, f":{command} {option}={number}"))
+    assert given == left_out, (command, option, number)
+
+
+def test_the_defaults_of_commands_that_train_are_stated_from_the_constants_they_use():
+    """:compare and :checks train for their defaults (too long to run twice here): their helps are written from the
+    constants the code uses, and say them."""
+    from minitf_repl.commands.checks import STEPS
+    from minitf_repl.commands.lab import COMPARE_STEPS
+    from minitf_repl.core.hf.parity import DEFAULT_TOLERANCE
+
+    assert stated_default("compare", "steps") == str(COMPARE_STEPS)
+    assert stated_default("checks", "steps") == str(STEPS)
+    assert float(stated_default("parity", "tolerance")) == DEFAULT_TOLERANCE

@@ -83,12 +83,15 @@ def lower_rates(outcomes: list[Outcome], recipe_lr: float) -> list[float]:
     return [recipe_lr, recipe_lr / 3] if recipe_lr < lowest else [lowest / 3, lowest / 10]
 
 
+COMPARE_STEPS = 300  # :compare's steps= when none is given (the help states it from here)
+
+
 @command("compare", "Train settings side by side from the same seed on the same batches: A vs B vs ...", params=[
     Param("contenders", str, positional=True,
           help="contenders: `current`, a preset (`preset=modern`) or settings (`norm=rmsnorm,bias=off`); "
                "separate them with spaces, or with `vs` when one has several settings"),
-    Param("steps", int, help="training steps per contender (default 300)", low=1, limit=TrainConfig.spec("steps").limit,
-          aliases=TrainConfig.spec("steps").aliases),
+    Param("steps", int, help=f"training steps per contender (default {COMPARE_STEPS})", low=1,
+          limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases),
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
@@ -96,7 +99,7 @@ def lower_rates(outcomes: list[Outcome], recipe_lr: float) -> list[float]:
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     spec = args["data"].strip() if args["data"] is not None else None
-    steps = args["steps"] or 300
+    steps = args["steps"] or COMPARE_STEPS
     seeds = args["seeds"] or 1
     every = args["eval_every"] or max(1, steps // 10)
     groups = _contender_groups(args["contenders"] or "")
