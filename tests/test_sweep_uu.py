@@ -142,3 +142,16 @@ def test_the_defaults_of_commands_that_train_are_stated_from_the_constants_they_
     assert stated_default("compare", "steps") == str(COMPARE_STEPS)
     assert stated_default("checks", "steps") == str(STEPS)
     assert float(stated_default("parity", "tolerance")) == DEFAULT_TOLERANCE
+
+
+def test_n_kv_heads_help_names_every_value_set_takes():
+    """`:set n_kv_heads=0` is taken (its range: >= 0) and builds multi-head attention, as none does; the help named
+    none, 1 and a divisor only, so 0 read as an error that was not refused."""
+    from minitf_repl.core.config import ModelConfig
+
+    spec = ModelConfig.spec("n_kv_heads")
+    assert spec.low == 0 and "0" in spec.help.split("(MHA)")[0], spec.help
+    session = tiny_session()
+    run(session, ":set n_kv_heads=0")
+    attention = session.model.blocks[0].attn
+    assert attention.k_proj.out_features == attention.q_proj.out_features  # every query head its own keys

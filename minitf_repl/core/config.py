@@ -247,7 +247,7 @@ class ModelConfig(Settings):
     qk_norm: bool = setting(False, "normalise q and k of each head before their dot product (same norm kind)")
     # None (or 0) means n_heads: every query head has its own keys and values (MHA). 1: multi-query
     # attention (MQA); in between: grouped-query attention (GQA), n_heads / n_kv_heads queries share one.
-    n_kv_heads: int | None = setting(None, "key/value heads: none = n_heads (MHA), 1 (MQA), or a divisor of "
+    n_kv_heads: int | None = setting(None, "key/value heads: none or 0 = n_heads (MHA), 1 (MQA), or a divisor of "
                                      "n_heads (GQA); the KV cache shrinks with them", type=int, low=0, nullable=True)
     tie_embeddings: bool = setting(True, "the output head reuses the token embedding matrix (off: its own matrix)")
     bias: bool = setting(True, "biases in every linear layer and in the layernorms")
