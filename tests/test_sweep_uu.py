@@ -5,6 +5,7 @@ scored a 5-gram counter, where `:ngram n=8` refuses and says the longest; and `:
 "default 6" where such a vocabulary uses 5.
 """
 
+import math
 import re
 
 import pytest
@@ -155,3 +156,18 @@ def test_n_kv_heads_help_names_every_value_set_takes():
     run(session, ":set n_kv_heads=0")
     attention = session.model.blocks[0].attn
     assert attention.k_proj.out_features == attention.q_proj.out_features  # every query head its own keys
+
+
+@pytest.mark.parametrize("warmup", [20, 150])
+def test_the_never_decays_note_is_said_exactly_where_the_last_step_runs_at_the_peak_rate(warmup):
+    """core.train.lr_at caps the warm-up at the run's last step, so warmup_steps = steps - 1 gives the very schedule
+    warmup_steps = steps does (the rate at its peak on the last step, never decayed); the note said only the second
+    (`:set optimizer=adamw`, 150 steps of warm-up, then `:train steps=151` trained without a word)."""
+    from minitf_repl.commands.shared import WARM_UP_NOTE_FROM, all_warm_up
+    from minitf_repl.core.config import TrainConfig
+    from minitf_repl.core.train import lr_at
+
+    config = TrainConfig(warmup_steps=warmup, lr=3e-3)
+    for steps in range(max(WARM_UP_NOTE_FROM, warmup - 3), warmup + 4):
+        at_peak = math.isclose(lr_at(steps - 1, steps, config), config.lr)
+        assert (all_warm_up(steps, config, "this whole run") is not None) == at_peak, steps

@@ -230,7 +230,8 @@ def all_warm_up(steps: int, config, run: str) -> str | None:
     """What to say when the warm-up takes the whole run (core.train.lr_at caps it at the run's last step): the rate
     rises to its peak at the last step and never decays, as after `:set optimizer=adamw` (AdamW's recipe warms up
     over 150 steps) and `:train steps=100`. `run` names the run ("this whole run"); None when there is nothing to say."""
-    if steps < WARM_UP_NOTE_FROM or config.warmup_steps < steps:
+    # lr_at's warm-up ends at the run's last step for any warmup_steps >= steps - 1: the same schedule, said alike
+    if steps < WARM_UP_NOTE_FROM or config.warmup_steps < steps - 1:
         return None
     return (f"warm-up ({count(config.warmup_steps, 'step')}) covers {run} ({count(steps, 'step')}): the rate rises "
             f"to lr = {config.lr:g} at its last step and never decays")
