@@ -171,3 +171,13 @@ def test_the_never_decays_note_is_said_exactly_where_the_last_step_runs_at_the_p
     for steps in range(max(WARM_UP_NOTE_FROM, warmup - 3), warmup + 4):
         at_peak = math.isclose(lr_at(steps - 1, steps, config), config.lr)
         assert (all_warm_up(steps, config, "this whole run") is not None) == at_peak, steps
+
+
+def test_quantize_help_names_every_command_that_reads_the_int8_copy():
+    """`:quantize int8`'s help said the copy is "for :gen"; :step and :kv read it too (each says so in its result)."""
+    param = next(p for p in REGISTRY["quantize"].params if p.name == "mode")
+    session = tiny_session()
+    run(session, ":quantize int8")
+    for line in (":gen n=2", ":step", ":kv n=2"):
+        assert run(session, line).int8, line
+        assert line.split()[0] in param.help, (line, param.help)

@@ -189,8 +189,8 @@ class QuantizeResult:
 
 @command("quantize", "Sample with an int8 copy of the Linear layers (per-channel weights), or off again.", params=[
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
-          help="int8: quantize a copy for :gen and measure size, speed and val loss; off: the float model "
-               "(default: show which is on)"),
+          help="int8: quantize a copy that :gen, :step and :kv decode with, and measure size, speed and val loss; "
+               "off: the float model (default: show which is on)"),
 ], json_version=4)  # fmt: skip
 def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
     mode = (args["mode"] or "").strip()
