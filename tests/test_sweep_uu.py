@@ -181,3 +181,24 @@ def test_quantize_help_names_every_command_that_reads_the_int8_copy():
     for line in (":gen n=2", ":step", ":kv n=2"):
         assert run(session, line).int8, line
         assert line.split()[0] in param.help, (line, param.help)
+
+
+def _setting_defaults() -> list[tuple[str, str, str]]:
+    """(command, option, setting) for every option whose help says "(default: the SETTING setting)"."""
+    return [(name, p.name, found) for name, command in REGISTRY.commands.items() for p in command.params
+            for found in re.findall(r"default: the (\w+) setting", p.help or "")]
+
+
+@pytest.mark.parametrize("command, option, setting", _setting_defaults())
+def test_an_option_said_to_default_to_a_setting_does_what_that_setting_does(command, option, setting):
+    from minitf_repl.commands.settings import setting_value
+
+    session = tiny_session()
+    run(session, ":set gen_seed=5 top_k=3 top_p=0.9")  # a sampled text repeats; every sampling setting a value
+    spec = next(p.spec for p in REGISTRY["set"].params if p.name == setting)
+    value = setting_value(session, spec)
+    shown = {True: "on", False: "off"}.get(value, value)
+    extra = {"gen": "" if option == "n" else " n=4", "lrfind": " steps=10"}.get(command, "")
+    left_out = _without_timings(run(session, f":{command}{extra}"))
+    given = _without_timings(run(session, f":{command}{extra} {option}={shown}"))
+    assert given == left_out, (command, option, setting, value)
