@@ -2,7 +2,12 @@
 
 `:context counter=8` on a vocabulary whose int64 keys hold no counter that long (5,000 characters: 5 at most) silently
 scored a 5-gram counter, where `:ngram n=8` refuses and says the longest; and `:ngram`'s and `:context`'s help said
-"default 6" where such a vocabulary uses 5.
+"default 6" where such a vocabulary uses 5. `:checks init steps=100` said nothing of the steps= it dropped (99 was
+said): a typed default passed for none given. --checkpoint-dir's help named ./checkpoints before the variable that
+wins over it. A "six-digit" drawn seed had fewer digits one time in ten. `:set n_kv_heads=0` was taken but not named
+in the help, and `:quantize int8`'s help named :gen alone of the three commands that decode with the copy. The warm-up
+note missed warmup_steps = steps - 1, the same never-decaying schedule as warmup_steps = steps. The helps' "(default
+N)" and "(default: the SETTING setting)" are read mechanically and run both ways, so a later drift fails here.
 """
 
 import math
