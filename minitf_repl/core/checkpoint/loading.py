@@ -25,7 +25,7 @@ from ..train import Trainer
 from .layout import Checkpoint, MANIFEST, checkpoint_path
 from .manifest import HISTORY_LATER, tied_aliases
 from .reads import read_data_file, read_manifest, read_manifest_bytes
-from .values import _reason, check_loadable, check_manifest_values  # noqa: F401 (names of this module before)
+from .values import check_loadable, check_manifest_values  # noqa: F401 (names of this module before)
 
 
 _OPTIM_KEY = re.compile(r"^optim\.(\d+)\.([A-Za-z_][A-Za-z0-9_]*)$")
