@@ -16,6 +16,7 @@ denied"; a deleted working folder was a traceback; without a home folder the she
 that cannot be written was an internal error; and a history file that cannot be used was warned about with no way on.
 """
 
+import contextlib
 import fcntl
 import io
 import os
@@ -62,19 +63,32 @@ def test_ascii_stand_ins_keep_a_charts_columns_and_a_latin1_output_keeps_what_it
 
 
 # --- TERM=dumb ------------------------------------------------------------------------------------------------
-def test_a_dumb_terminal_wraps_messages_at_its_own_width_not_at_80(monkeypatch):
+def resize(tty, columns: int, rows: int = 30) -> None:
+    fcntl.ioctl(tty.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+@contextlib.contextmanager
+def dumb_terminal(monkeypatch, columns: int = 40):
+    """A pseudo-terminal of `columns` under TERM=dumb (Emacs' shell) without $COLUMNS: its writable side, open."""
     main, side = os.openpty()
-    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 40, 0, 0))
     monkeypatch.setenv("TERM", "dumb")
     monkeypatch.delenv("COLUMNS", raising=False)
-    with os.fdopen(side, "w", encoding="utf-8") as tty:
+    try:
+        with os.fdopen(side, "w", encoding="utf-8") as tty:
+            resize(tty, columns)
+            yield tty
+    finally:
+        os.close(main)
+
+
+def test_a_dumb_terminal_wraps_messages_at_its_own_width_not_at_80(monkeypatch):
+    with dumb_terminal(monkeypatch, 40) as tty:
         console = console_for(file=tty)
         assert console.is_terminal and console.width == 40
-        fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 60, 0, 0))
+        resize(tty, 60)
         assert console.width == 60  # resized (Emacs resizes its shell's window): the next message follows
         monkeypatch.setenv("COLUMNS", "50")
         assert console_for(file=tty).width == 50  # $COLUMNS still wins, as Rich has it
-    os.close(main)
 
 
 # --- narrow terminals -------------------------------------------------------------------------------------------

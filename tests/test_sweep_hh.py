@@ -150,18 +150,23 @@ def test_a_run_stopped_because_another_process_was_says_why(monkeypatch):
 
 
 # --- more processes than GPUs ----------------------------------------------------------------------------------
-def test_a_process_beyond_the_gpus_is_told_to_start_fewer(monkeypatch):
-    """`--nproc_per_node=4 --device cuda` on 2 GPUs: process 3 takes cuda:3 and said "--device: device 'cuda:3' is
-    not available here", a device nobody typed; it now says which process, why cuda:3, and the fix."""
+def launched_on_two_gpus(monkeypatch, rank: int, processes: int) -> None:
+    """This process as torchrun starts process `rank` of `processes` on one machine, which has two GPUs."""
     import torch
 
     from minitf_repl.core import device as device_module
 
-    for key, value in {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4",
+    for key, value in {"RANK": rank, "WORLD_SIZE": processes, "LOCAL_RANK": rank, "LOCAL_WORLD_SIZE": processes,
                        "MASTER_ADDR": "127.0.0.1"}.items():
-        monkeypatch.setenv(key, value)
+        monkeypatch.setenv(key, str(value))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(device_module, "_cuda_count", lambda: 2)
+
+
+def test_a_process_beyond_the_gpus_is_told_to_start_fewer(monkeypatch):
+    """`--nproc_per_node=4 --device cuda` on 2 GPUs: process 3 takes cuda:3 and said "--device: device 'cuda:3' is
+    not available here", a device nobody typed; it now says which process, why cuda:3, and the fix."""
+    launched_on_two_gpus(monkeypatch, rank=3, processes=4)
     monkeypatch.setattr(distributed, "init", lambda device: pytest.fail("joined with a device that is not there"))
     line = assert_one_error_line(invoke("--device", "cuda", "train", "--steps", "1"))
     assert "cuda:3" in line and "--nproc_per_node=2" in line and "process 3" in line, line
@@ -170,15 +175,7 @@ def test_a_process_beyond_the_gpus_is_told_to_start_fewer(monkeypatch):
 def test_one_named_gpu_for_several_processes_is_refused_before_nccl_fails(monkeypatch):
     """`--device cuda:1` under --nproc_per_node=2 put both processes on one GPU, which NCCL refuses with an error of
     its own ("Duplicate GPU detected"); said first, in one line, with the option that gives each process its GPU."""
-    import torch
-
-    from minitf_repl.core import device as device_module
-
-    for key, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
-                       "MASTER_ADDR": "127.0.0.1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(device_module, "_cuda_count", lambda: 2)
+    launched_on_two_gpus(monkeypatch, rank=0, processes=2)
     monkeypatch.setattr(distributed, "init", lambda device: pytest.fail("joined with one GPU for two processes"))
     line = assert_one_error_line(invoke("--device", "cuda:1", "train", "--steps", "1"))
     assert "--device cuda" in line and "cuda:LOCAL_RANK" in line, line

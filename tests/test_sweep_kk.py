@@ -436,18 +436,10 @@ def test_compare_in_a_dumb_terminal_gives_the_spread_over_seeds_as_its_table_doe
 
 
 def test_a_dumb_terminal_keeps_a_width_given_or_set_without_rich_private_attributes(monkeypatch):
-    import fcntl
-    import os
-    import struct
-    import termios
-
     from minitf_repl.render import console_for
+    from test_sweep_gg import dumb_terminal
 
-    main, side = os.openpty()
-    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 40, 0, 0))
-    monkeypatch.setenv("TERM", "dumb")
-    monkeypatch.delenv("COLUMNS", raising=False)
-    with os.fdopen(side, "w", encoding="utf-8") as tty:
+    with dumb_terminal(monkeypatch, 40) as tty:
         assert console_for(file=tty).width == 40  # the terminal's own
         console = console_for(file=tty, width=33)
         assert console.width == 33
@@ -455,7 +447,6 @@ def test_a_dumb_terminal_keeps_a_width_given_or_set_without_rich_private_attribu
         assert console.width == 44
         console.size = (55, 20)
         assert console.width == 55
-    os.close(main)
 
 
 # --- :ngram's verdict compares the losses as it writes them -------------------------------------------------------
