@@ -939,6 +939,23 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
     return text
 
 
+def _switches_among(command, words: list[str], args: dict) -> list[str]:
+    """The words left, less those that name one of the command's on/off options alone, which go into `args` as on:
+    `minitf ls all` is `minitf ls --all`, as `:ls all` is in the REPL. Only for a command that takes no text."""
+    text, typed = [], {}
+    for word in words:
+        param = command.param_named(word)
+        if param is None or param.type is not bool or param.refusal is not None \
+                or word.replace("-", "_").lower() not in (param.name, *param.aliases):
+            text.append(word)
+            continue
+        if param.name in typed or args.get(param.name) not in (None, False, param.default):
+            both = typed.get(param.name) or f"--{param.name.replace('_', '-')}"
+            raise UserError(f"{param.name} is given twice ({both} and {word}); give it once")
+        args[param.name], typed[param.name] = "on", word
+    return text
+
+
 def _metavar(p) -> str:
     """What an option's value is called in --help: N, X, the option's own name for it, or as the REPL's usage line
     calls it (Param.metavar): NAME (a checkpoint, the data); TEXT for a choice, which the help lists."""
@@ -1012,6 +1029,8 @@ def _make_subcommand(command, registry: Registry):
             words = args.pop(positional.name if positional is not None else OPTION_WORDS, None)
             try:
                 words = _options_among(command, words or [], args)
+                if positional is None:
+                    words = _switches_among(command, words, args)
                 if words and positional is None:
                     got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
                     if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too

@@ -106,7 +106,13 @@ def convert(param: Param, raw: str):
         _refuse_out_of_range(param.name, text, value)
     else:
         value = raw
-    return check_value(param, value)
+    try:
+        return check_value(param, value)
+    except UserError as e:  # `lr=0` refused as typed ("got 0"), not as the float it became ("got 0.0")
+        read = f"got {value!r}"
+        if param.type is not float or not isinstance(value, float) or text == repr(value) or read not in str(e):
+            raise
+        raise type(e)(str(e).replace(read, f"got {text}", 1)) from None
 
 
 def _convert_as_typed(param: Param, raw: str, typed: str):
@@ -391,6 +397,16 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         if param.name in args:
             raise UserError(f"{param.name} is given twice; give it once")
         args[param.name] = _convert_as_typed(param, value, norm)
+    if text and positional is None:  # `:ls all`: a switch named alone is on, as `--all` is
+        def switch(word: str) -> Param | None:
+            param = cmd.param_named(word)
+            named = param is not None and word.replace("-", "_").lower() in (param.name, *param.aliases)
+            return param if named and param.type is bool and param.refusal is None else None
+        for param in filter(None, map(switch, text)):
+            if param.name in args:
+                raise UserError(f"{param.name} is given twice; give it once")
+            args[param.name] = True
+        text = [w for w in text if switch(w) is None]
     if text:
         if positional is None:
             words = " ".join(text)
