@@ -166,6 +166,7 @@ class FrontDoor:
             guard_stdout(console)
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
         self.terminated: int | None = None  # SIGTERM or SIGHUP arrived: the front end exits after this command
+        self.where = ""  # what an error line names first: the line of a script read from a pipe or file ("line 7: ")
 
     def run_line(self, line: str) -> str:
         """Run one typed line. Returns OK, FAILED, QUIT or EMPTY; never raises (except SystemExit)."""
@@ -175,9 +176,12 @@ class FrontDoor:
             with speaking(self.front.syntax):
                 command, args = parse_line(line, self.registry)
         except UserError as e:
-            error(self.err, phrase(e, self.front.syntax))
+            self._error(phrase(e, self.front.syntax))
             return FAILED
         return self.run(command, args, self._meant_as_command(line, command))
+
+    def _error(self, message: str) -> None:
+        error(self.err, self.where + message)
 
     def _meant_as_command(self, line: str, command: Command) -> str:
         """What to add to an error of a line read as text whose first word names a command (`help train`,
@@ -225,12 +229,12 @@ class FrontDoor:
             self._close(reporter)
             if self.front.quiet:  # a process other than torchrun's first: the error of a file or a device (a data
                 distributed.before_error()  # file not there, a folder not writable) is every process's alike
-            error(self.err, phrase(e, self.front.syntax) + meant)
+            self._error(phrase(e, self.front.syntax) + meant)
             return FAILED
         except KeyboardInterrupt:
             self._close(reporter)
             self.interrupted = True
-            error(self.err, "interrupted")
+            self._error("interrupted")
             return FAILED
         except BrokenPipeError:
             # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must
@@ -243,14 +247,14 @@ class FrontDoor:
             # not be shown). Said once; the rest of the output is dropped.
             silence_stdout()  # first: closing the display writes too
             self._close(reporter)
-            error(self.err, f"cannot write the output ({e}); the rest of it is lost")
+            self._error(f"cannot write the output ({e}); the rest of it is lost")
             return FAILED
         except Exception as e:  # a bug: say so in one line, keep the session going
             self._close(reporter)
             if self.front.debug:
                 self.err.print(traceback.format_exc(), markup=False, highlight=False, end="", soft_wrap=True)
             else:
-                internal_error(self.err, e)
+                internal_error(self.err, e, self.where)
             return FAILED
         self.interrupted = reporter.stop_requested
         if command.ends_session:
@@ -260,7 +264,7 @@ class FrontDoor:
             # The rendered result shows it to a person at the terminal; JSON readers, and whoever reads the errors
             # of output sent elsewhere (`minitf train > run.log`, a pipe), get it on stderr too.
             if self.front.json or not _seen(self.out):
-                error(self.err, failure)
+                self._error(failure)
             return FAILED
         return OK
 

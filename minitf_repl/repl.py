@@ -58,9 +58,10 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     """
     door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug))
     failed = False
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         if line.lstrip().startswith("#"):  # a script's comment, as in a shell script (`:gen #...` generates from '#')
             continue
+        door.where = f"line {number}: "  # a script's error names its line, as a shell's does (`bash: line 7: ...`)
         status = door.run_line(line.rstrip("\r\n"))
         failed = failed or status == FAILED
         if door.terminated is not None:

@@ -248,7 +248,7 @@ def test_no_subcommand_with_piped_stdin_runs_the_lines():
     assert "trained 3 steps" in result.stdout and "5 tokens in" in result.stdout
     assert "\x1b[" not in result.output
     result = invoke(input=":config\n:oops\n")
-    assert result.exit_code == 1 and "error: unknown command :oops" in result.stderr
+    assert result.exit_code == 1 and "error: line 2: unknown command :oops" in result.stderr
 
 
 def test_the_ui_layer_does_not_import_torch_at_startup():

@@ -108,7 +108,7 @@ def test_piped_bad_command_exit_1_and_the_rest_still_runs(env):
     result = run_piped(env, b":bogus\n\xff\xfe\n:gen n=5\n")
     assert result.returncode == 1
     errors = result.stderr.decode().splitlines()
-    assert errors[0] == "error: unknown command :bogus (:help lists commands)"
+    assert errors[0] == "error: line 1: unknown command :bogus (:help lists commands)"
     assert "not in the vocabulary" in errors[1] and len(errors) == 2
     assert b"5 tokens in" in result.stdout
     assert b"Traceback" not in result.stderr

@@ -167,7 +167,7 @@ def test_a_bad_field_refuses_that_checkpoint_in_one_line_and_ls_lists_the_rest(t
         ckpt.load_checkpoint(tmp_path, "bad")
 
     code, out, err = drive(tmp_path, ":ls", ":load bad", ":load good", ":gen abc n=4")
-    assert one_error_line(err).startswith(f"error: {tmp_path / 'bad'}")  # :load bad, and nothing else failed
+    assert one_error_line(err).startswith(f"error: line 2: {tmp_path / 'bad'}")  # :load bad, and nothing else failed
     assert message in err
     listing = out.split("loaded good")[0]
     assert "good" in listing and "bad:" in listing and "\x1b" not in out

@@ -247,7 +247,7 @@ def test_lr_so_high_that_the_loss_becomes_nan():
     generator_state = s.trainer.generator.get_state().clone()
     code, out, err = drive(s, ":train steps=50 lr=1e9")
     line = one_error_line(err)
-    assert line.startswith("error: the loss became nan at step") or line.startswith("error: the loss became inf")
+    assert line.startswith(("error: line 1: the loss became nan at step", "error: line 1: the loss became inf"))
     assert "back at step 3, where this training began" in line
     # The fix is a rate known to work (the one :train steps=3 used), phrased in the REPL's syntax.
     lr = s.train_config.lr
@@ -302,7 +302,7 @@ def test_ctrl_c_during_save_keeps_the_previous_checkpoint(monkeypatch, checkpoin
     monkeypatch.setattr(ckpt.store, "unlink", ctrl_c_then_unlink)
     handler = signal.getsignal(signal.SIGINT)
     code, out, err = drive(s, ":save keep")
-    assert one_error_line(err) == "error: save interrupted; the previous checkpoint keep is unchanged"
+    assert one_error_line(err) == "error: line 1: save interrupted; the previous checkpoint keep is unchanged"
     assert (checkpoint_dir / "keep" / ckpt.MANIFEST).read_bytes() == first
     assert sorted(p.name for p in (checkpoint_dir / "keep").iterdir()) == sorted(
         [ckpt.MANIFEST] + [entry["file"] for entry in json.loads(first)["files"].values()])  # no debris

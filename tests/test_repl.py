@@ -197,7 +197,7 @@ def test_run_lines_exit_status_1_after_any_failure_and_goes_on():
     out, err = consoles()
     code = repl.run_lines([":nope", ":config", ":quit", ":config"], Session(), out, err)
     assert code == 1
-    assert err.file.getvalue().startswith("error: unknown command :nope")
+    assert err.file.getvalue().startswith("error: line 1: unknown command :nope")
     assert out.file.getvalue().count("d_model") == 1  # ran after the error, not after :quit
 
 

@@ -211,7 +211,7 @@ def test_piped_input_on_a_terminal_says_a_failure_once():
     err = Console(file=io.StringIO(), width=100, force_terminal=False, no_color=True)
     out = Console(file=io.StringIO(), width=100, force_terminal=False, no_color=True)  # `... | minitf > f`
     assert repl.run_lines([":device"], Session(device_name="tpu"), out, err) == 1
-    assert err.file.getvalue().startswith("error: unknown device 'tpu'")
+    assert err.file.getvalue().startswith("error: line 1: unknown device 'tpu'")
 
 
 # --- a flag followed by on or off --------------------------------------------------------------------------

@@ -4,6 +4,8 @@
 in the REPL (`:ls all`, `:params all`, `:ngram sample`) and in the shell (`minitf ls all`), for the commands that
 take no text (a text command still reads the word as its text: `:shapes all` traces "all").
 `:set lr=0` said "lr must be positive, got 0.0": the refusal now quotes the number as it was typed.
+A script piped in (`minitf < lesson.txt`) that failed said "error: unknown command :bogus" without saying where:
+each error now names the script's line, counted as an editor counts them (comments and blank lines too).
 """
 
 import pytest
@@ -45,3 +47,19 @@ def test_a_refused_number_is_quoted_as_typed(typed):
     with pytest.raises(UserError) as e:
         parse_line(f":set lr={typed}", REGISTRY)
     assert str(e.value).endswith(f"lr must be positive, got {typed}"), str(e.value)
+
+
+def test_a_piped_scripts_error_names_its_line():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl import repl
+    from minitf_repl.session import Session
+
+    out, err = (Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True) for _ in range(2))
+    lines = ["# a lesson", "", ":set lr=0", ":config", ":bogus"]
+    assert repl.run_lines(lines, Session(), out, err) == 1
+    assert err.file.getvalue().splitlines() == ["error: line 3: lr must be positive, got 0",
+                                                "error: line 5: unknown command :bogus (:help lists commands)"]
+    assert "lr" in out.file.getvalue()  # :config ran between them

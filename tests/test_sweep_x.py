@@ -105,7 +105,7 @@ def test_a_number_past_what_a_float_holds_is_refused_as_typed():
 
     assert said(":set lr=1e-400") == "lr is too small to tell from 0 ('1e-400'); use a larger value"  # was "got 0.0"
     assert said(":gen temperature=1e309") == "temperature is far too large ('1e309'); use a smaller value"  # "got inf"
-    assert said(":set lr=0") == "lr must be positive, got 0.0" and "finite" in said(":set temperature=inf")
+    assert said(":set lr=0") == "lr must be positive, got 0" and "finite" in said(":set temperature=inf")
 
 
 # --- a narrow terminal ------------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_ls_in_a_folder_a_file_blocks_says_so_rather_than_that_a_save_writes_one
     repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "notes.txt" / "ck"), out, err)
     said = " ".join(err.file.getvalue().split())  # was "no checkpoints in .../notes.txt/ck yet; :save NAME writes one"
     blocked = f"{tmp_path / 'notes.txt'} is a file, not a directory"
-    assert said == f"error: {blocked}; start minitf with another checkpoint directory" and out.file.getvalue() == ""
+    assert said == f"error: line 1: {blocked}; start minitf with another checkpoint directory" and out.file.getvalue() == ""
     out, err = consoles()
     repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "new" / "ck"), out, err)
     assert "no checkpoints in" in out.file.getvalue() and err.file.getvalue() == ""  # a save creates it: as before

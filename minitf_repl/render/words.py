@@ -179,9 +179,10 @@ def error(console: Console, message: str) -> None:
     say(console, f"error: {line}", "bold red")
 
 
-def internal_error(console: Console, exc: BaseException) -> None:
+def internal_error(console: Console, exc: BaseException, where: str = "") -> None:
     line = " ".join(str(exc).split("\n"))
-    say(console, f"internal error: {type(exc).__name__}: {line} (run with --debug for the traceback)", "bold red")
+    say(console, f"internal error: {where}{type(exc).__name__}: {line} (run with --debug for the traceback)",
+        "bold red")
 
 
 class WordStream:
