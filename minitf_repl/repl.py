@@ -346,8 +346,11 @@ def toolbar_text(session, width: int | None = None) -> str:
     data = terminal_safe(data)  # a file name's ESC shown as \x1b, as everywhere: its width is then what is drawn
     train = f"{st.last_loss:.4f}" if st.last_loss is not None else None
     val = f"{st.val_loss:.4f}" if st.val_loss is not None else None
-    both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}"] if val else []))
-    one = f"val loss {val}" if val else (f"train loss {train}" if train else "loss -")
+    # a run stopped between two evaluations: its val loss was measured before the step shown, as :train's end line,
+    # :ls and :load say (the shorter lines leave it out)
+    at = f" (step {st.val_step:,})" if val and st.val_step is not None and st.val_step != st.step else ""
+    both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}{at}"] if val else []))
+    one = f"val loss {val}{at}" if val else (f"train loss {train}" if train else "loss -")
     short = f"val {val}" if val else (f"train {train}" if train else "loss -")
     candidates = [f" device {st.device} | {params} | step {st.step:,} | {both or 'loss -'} | data {data} ",
                   f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",

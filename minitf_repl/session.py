@@ -57,6 +57,7 @@ class Status:
     last_loss: float | None  # the training loss of the last step
     data: str
     val_loss: float | None = None  # the last evaluated validation loss (what :load, :ls and :train report)
+    val_step: int | None = None  # the step it was measured at (before `step` in a run stopped between evaluations)
 
 
 class Session:
@@ -428,14 +429,15 @@ class Session:
         if self._model is None:
             return Status(device=device, n_params=None, step=0, last_loss=None, data=self.data_spec)
         history = self._trainer.history
-        val_loss = next((row["val_loss"] for row in reversed(history) if row.get("val_loss") is not None), None)
+        evaluated = next((row for row in reversed(history) if row.get("val_loss") is not None), None)
         return Status(
             device=device,
             n_params=self._model.num_parameters(),
             step=self._trainer.step,
             last_loss=history[-1]["train_loss"] if history else None,
             data=self.data_spec,
-            val_loss=val_loss,
+            val_loss=evaluated["val_loss"] if evaluated else None,
+            val_step=evaluated.get("step") if evaluated else None,
         )
 
     # --- sampling through a copy (:quantize; added by the speed work) ----------------------------------

@@ -146,12 +146,14 @@ class LoadResult:
     model_changed: dict[str, tuple] = field(default_factory=dict)
     kept: str | None = None  # the checkpoint the session's model, trained past every save, was kept as first
     kept_step: int | None = None  # that model's step
+    # the step val_loss was measured at: before `step` where the run stopped between two evaluations
+    val_step: int | None = None
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint),
-], json_version=5)  # fmt: skip
+], json_version=6)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint.layout import checkpoint_path
@@ -192,10 +194,11 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
     ckpt.restore_rng(checkpoint)
     session.checkpoint_written(name)
-    evaluated = [h["val_loss"] for h in trainer.history if h.get("val_loss") is not None]
+    evaluated = [h for h in trainer.history if h.get("val_loss") is not None]
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
-        val_loss=evaluated[-1] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
+        val_loss=evaluated[-1]["val_loss"] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
+        val_step=evaluated[-1].get("step") if evaluated else None,
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing, train_changed=_changed(before, session.train_config),
@@ -335,12 +338,18 @@ def _checkpoint_data(session: Session, checkpoint):
     return checkpoint_data(checkpoint)
 
 
+def at_step(val_step: int | None, step: int) -> str:
+    """" at step 3" after a val loss measured before the step it is shown beside (a run stopped between two
+    evaluations, as :train's end line says it), else nothing."""
+    return f" at step {val_step:,}" if val_step is not None and val_step != step else ""
+
+
 @render.register(LoadResult)
 def render_load(result: LoadResult, console: Console) -> None:
     text = Text(f"loaded {result.name}", style="green")
     text.append(f": step {result.step:,}, data {result.data_spec}, {count(result.n_params, 'parameter')}")
     if result.val_loss is not None:
-        text.append(f", val loss {result.val_loss:.4f}")
+        text.append(f", val loss {result.val_loss:.4f}" + at_step(result.val_step, result.step))
     say(console, text)
     if result.kept:
         say(console, f"the model trained to step {result.kept_step:,} was in no checkpoint: kept as {result.kept} "
@@ -480,7 +489,7 @@ LS_SHOWN = 40
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
-         json_version=3)  # fmt: skip
+         json_version=4)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
@@ -520,7 +529,10 @@ def render_ls(result: LsResult, console: Console) -> None:
         if row.error is not None:
             rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), ""))
         else:
-            rows.append((row.name, fmt.whole(row.step), fmt.num(row.val_loss), row.data_spec or "-",
+            # a run stopped between two evaluations: its last val loss was measured before the step saved
+            measured = f" (step {row.val_step:,})" if row.val_loss is not None and row.val_step not in (None,
+                                                                                                     row.step) else ""
+            rows.append((row.name, fmt.whole(row.step), fmt.num(row.val_loss) + measured, row.data_spec or "-",
                          fmt.size(row.size_bytes), saved))
     headers = ("name", "step", "val loss", "data", "size", "saved")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]

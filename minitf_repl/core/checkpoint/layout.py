@@ -92,6 +92,8 @@ class CheckpointInfo:
     saved_at: str | None  # ISO 8601, UTC
     model_config: dict | None = None
     error: str | None = None
+    # the step val_loss was measured at: before `step` where a run stopped between two evaluations
+    val_step: int | None = None
 
 
 def check_name(name: str) -> str:

@@ -98,10 +98,11 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
         return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
                               size_bytes=_dir_size(path), saved_at=None, error=str(e))
     t = manifest["trainer"]
-    evaluated = [h["val_loss"] for h in t["history"] if h.get("val_loss") is not None]
+    evaluated = [h for h in t["history"] if h.get("val_loss") is not None]
     saved_at = manifest.get("saved_at")
     return CheckpointInfo(
-        name=path.name, step=t["step"], val_loss=evaluated[-1] if evaluated else None,
+        name=path.name, step=t["step"], val_loss=evaluated[-1]["val_loss"] if evaluated else None,
+        val_step=evaluated[-1].get("step") if evaluated else None,
         data_spec=manifest["data_spec"], size_bytes=size,
         saved_at=saved_at if isinstance(saved_at, str) else None, model_config=dict(manifest["model_config"]),
     )

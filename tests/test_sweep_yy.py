@@ -1,0 +1,53 @@
+"""What a user's-eye sweep of one number shown in many places (the val loss, the step, the parameter count, the
+learning rate, the speed) found: each test failed before its fix.
+
+A run stopped between two evaluations was saved at its last step with the val loss of an earlier one: `:train`'s
+end line said "val loss 2.3842 at step 3", while `:ls` (and its --json), `:load` and the status bar put the same
+2.3842 beside step 5, as if measured there.
+"""
+
+import json
+
+from minitf_repl import repl
+from minitf_repl.core import checkpoint as ckpt
+from test_cli import invoke
+from test_commands import Recorder, run, tiny_session
+from test_render import plain
+
+
+def stopped_between_evaluations(steps=10, every=3, stop_after=5):
+    """A session whose run stopped at step 5, last evaluated at step 3 (and autosaved there)."""
+    s = tiny_session(steps=steps, eval_every=every)
+    result = run(s, ":train", Recorder(stop_after=stop_after))
+    assert result.stopped and result.total_steps == 5 and result.evals[-1]["step"] == 3
+    return s, result
+
+
+# --- the val loss of a stopped run says the step it was measured at ----------------------------------------------
+def test_ls_and_load_say_the_step_of_a_stopped_runs_last_val_loss(checkpoint_dir):
+    s, result = stopped_between_evaluations()
+    loss = f"{result.val_loss:.4f}"
+    assert f"val loss {loss} at step 3" in plain(result)  # :train's end line, as it was
+    listed = plain(run(s, ":ls"))
+    assert f"{loss} (step 3)" in listed
+    loaded = run(s, ":load autosave")
+    assert loaded.val_step == 3
+    assert f"step 5, data sort:4, 10,016 parameters, val loss {loss} at step 3" in plain(loaded)
+    assert s.status().val_step == 3
+    assert f"step 5 | train loss {result.train_loss:.4f} | val loss {loss} (step 3)" in repl.toolbar_text(s, 100)
+
+
+def test_ls_json_gives_the_step_of_the_val_loss(checkpoint_dir):
+    stopped_between_evaluations()
+    doc = json.loads(invoke("ls", "--json").stdout)
+    row = doc["rows"][0]
+    assert (row["step"], row["val_step"]) == (5, 3)
+    assert ckpt.list_checkpoints(checkpoint_dir)[0].val_step == 3
+
+
+def test_a_run_evaluated_at_its_last_step_shows_no_step_beside_its_val_loss(checkpoint_dir):
+    s = tiny_session()
+    result = run(s, ":train")
+    listed = plain(run(s, ":ls"))
+    assert f"{result.val_loss:.4f} " in listed and "(step" not in listed
+    assert "at step" not in plain(run(s, ":load autosave")).split("\n")[0].split("model:")[0]
