@@ -10,6 +10,7 @@ import json
 
 from minitf_repl import repl
 from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.render import fmt
 from test_cli import invoke
 from test_commands import Recorder, run, tiny_session
 from test_render import plain
@@ -51,3 +52,19 @@ def test_a_run_evaluated_at_its_last_step_shows_no_step_beside_its_val_loss(chec
     listed = plain(run(s, ":ls"))
     assert f"{result.val_loss:.4f} " in listed and "(step" not in listed
     assert "at step" not in plain(run(s, ":load autosave")).split("\n")[0].split("model:")[0]
+
+
+# --- a continued run's time: the table's elapsed counts from the run's start --------------------------------------
+def test_a_continued_runs_end_line_gives_the_whole_runs_elapsed_time_the_table_shows(checkpoint_dir):
+    s, _ = stopped_between_evaluations()
+    result = run(s, ":train")
+    assert result.resumed and result.evals[-1]["elapsed"] > result.seconds
+    text = plain(result)
+    table_elapsed = text.split("│")[-2].strip()  # the last row's last cell
+    assert table_elapsed == fmt.seconds(result.evals[-1]["elapsed"])
+    assert f"{result.seconds:.1f} s (the whole run: {table_elapsed} elapsed, as the table counts it)" in text
+
+
+def test_a_runs_end_line_in_one_command_adds_no_second_time(checkpoint_dir):
+    result = run(tiny_session(), ":train")
+    assert "whole run" not in plain(result)

@@ -497,6 +497,11 @@ def train_summary(result: TrainResult) -> str:
         parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
     parts.extend(speed_parts(result))
     parts.append(f"{result.seconds:.1f} s")
+    # A continued run's table counts its elapsed time from the run's first step, the earlier commands' (or a saved
+    # run's) time included: beside it, this command's seconds alone read as a contradiction
+    run_elapsed = result.curve[-1].get("elapsed") if result.resumed and result.curve else None
+    if run_elapsed is not None and fmt.seconds(run_elapsed) != fmt.seconds(result.seconds):
+        parts[-1] += f" (the whole run: {fmt.seconds(run_elapsed)} elapsed, as the table counts it)"
     if result.stopped:
         end = result.total_steps + result.run_remaining
         head = f"stopped at step {result.total_steps:,} of {end:,}"
