@@ -68,3 +68,11 @@ def test_a_continued_runs_end_line_gives_the_whole_runs_elapsed_time_the_table_s
 def test_a_runs_end_line_in_one_command_adds_no_second_time(checkpoint_dir):
     result = run(tiny_session(), ":train")
     assert "whole run" not in plain(result)
+
+
+# --- the speed: a row's tokens/s and the end line's are over different steps --------------------------------------
+def test_the_loss_tables_legend_says_which_steps_its_tokens_per_second_is_of():
+    result = run(tiny_session(steps=9, eval_every=3), ":train")
+    rows = [e["tokens_per_second"] for e in result.evals]
+    assert f"{result.tokens_per_second:,.0f}" != f"{rows[-1]:,.0f}"  # the two numbers a reader compares
+    assert "tokens/s: the steps since the row above (the line below: all of them)" in plain(result)

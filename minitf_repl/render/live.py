@@ -46,8 +46,11 @@ LOSS_COLUMNS = (
 NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed", "accuracy", "train_loss")
 # What a column's number is read on, said under the table: at step 100 of the first run the train loss stands
 # above the val loss, which reads as a leak until one knows that the two are not measured alike.
+# The speed likewise: a row's tokens/s is of the steps since the row before (one step's time is noise), the summary
+# line's of every step of the command, so the last row's and the summary's differ, the first slow steps in one only.
 LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
-               "val_loss": "eval_batches held-out batches, after it"}
+               "val_loss": "eval_batches held-out batches, after it",
+               "tokens_per_second": "the steps since the row above (the line below: all of them)"}
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
