@@ -13,7 +13,7 @@ from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.render import fmt
 from test_cli import invoke
 from test_commands import Recorder, run, tiny_session
-from test_render import plain
+from test_render import plain, text_of
 
 
 def stopped_between_evaluations(steps=10, every=3, stop_after=5):
@@ -76,3 +76,12 @@ def test_the_loss_tables_legend_says_which_steps_its_tokens_per_second_is_of():
     rows = [e["tokens_per_second"] for e in result.evals]
     assert f"{result.tokens_per_second:,.0f}" != f"{rows[-1]:,.0f}"  # the two numbers a reader compares
     assert "tokens/s: the steps since the row above (the line below: all of them)" in plain(result)
+
+
+# --- the same number written alike where two places show it together ----------------------------------------------
+def test_trains_end_line_writes_bits_per_character_as_the_table_above_it_does():
+    result = run(tiny_session("pydoc", steps=3, eval_every=3), ":train")
+    text = plain(result)
+    cell = fmt.num(result.evals[-1]["val_bpc"])  # the table's last bits/char cell
+    assert f" {cell} │" in text_of(result)
+    assert f"val loss {result.val_loss:.4f}, {cell} bits per character" in text

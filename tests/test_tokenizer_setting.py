@@ -142,7 +142,7 @@ def test_bits_per_character_against_a_hand_computation(text_file):
     doc = to_json(result)
     assert doc["val_bpc"] == result.val_bpc and doc["tokens_per_char"] == result.tokens_per_char
     text = " ".join(text_of(result).split())
-    assert "bits/char" in text and f"{result.val_bpc:.3f} bits per character ({ratio:.3f} tokens a character" in text
+    assert "bits/char" in text and f"{result.val_bpc:.4f} bits per character ({ratio:.3f} tokens a character" in text
 
 
 def test_a_task_has_no_bits_per_character():
