@@ -304,7 +304,7 @@ def heads_html(heads) -> list[str]:
     for row in heads.heads:
         cells = "".join(f"<td><b>{getattr(row, r):.2f}</b></td>" if r == row.role
                         else f"<td>{getattr(row, r):.2f}</td>" for r in roles)
-        off = f"<td>{row.carries:+.2f}</td>" if swept else ""
+        off = f"<td>{fmt.signed(row.carries, 2)}</td>" if swept else ""  # as :heads writes it, never -0.00
         rows.append(f"<tr><td>{row.layer}.{row.head}</td>{cells}<td>{_esc(row.role or '')}</td>{off}</tr>")
     even = "".join(f"<td>{heads.uniform[r]:.2f}</td>" for r in roles)
     rows.append(f"<tr><td>even</td>{even}<td></td>{'<td></td>' if swept else ''}</tr>")

@@ -11,6 +11,7 @@ import pytest
 
 from minitf_repl.core.errors import UserError
 from minitf_repl.dispatch import run_command
+from minitf_repl.render import fmt
 from minitf_repl.session import Session
 
 TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4, "n": 40}
@@ -51,7 +52,7 @@ def test_report_shows_what_each_head_does_as_heads_does(report, tmp_path):
     table = html[html.index("<h2>What each head does</h2>"):]
     assert table.count("<tr>") == 1 + len(heads.heads) + 1  # the header, a row a head, the even row
     for row in heads.heads:
-        assert f"<td>{row.carries:+.2f}</td>" in table
+        assert f"<td>{fmt.signed(row.carries, 2)}</td>" in table  # as :heads writes it: never -0.00
     assert f"on the repeat {heads.second_copy:.2f}" in table and heads.reading in table
     s = Session(data_spec="pydoc")
     run_command(s, "set", {**TINY, "max_seq_len": 3})  # too short for two copies: the page goes without

@@ -18,6 +18,7 @@ stream, :heads) cut its headers and numbers ('0.7…') where stacking the header
 import pytest
 
 from minitf_repl.core.errors import UserError
+from minitf_repl.render import fmt
 from minitf_repl.render.chart import Curve, chart
 from test_cli import assert_one_error_line, invoke
 from test_render import console
@@ -86,7 +87,7 @@ def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(c
     top = max(carries)
     assert ("costs the repeat the most" in reading) == costs, reading  # switching it off lowered the loss: no cost
     if not costs:
-        assert f"no head costs the repeat anything (the most: head 0.{carries.index(top)}, {top:+.2f} nats)" in reading
+        assert f"no head costs the repeat anything (the most: head 0.{carries.index(top)}, {fmt.signed(top, 2)} nats)" in reading
 
 
 # --- :train watch=attn in a narrow terminal -------------------------------------------------------------

@@ -85,3 +85,18 @@ def test_trains_end_line_writes_bits_per_character_as_the_table_above_it_does():
     cell = fmt.num(result.evals[-1]["val_bpc"])  # the table's last bits/char cell
     assert f" {cell} │" in text_of(result)
     assert f"val loss {result.val_loss:.4f}, {cell} bits per character" in text
+
+
+def test_heads_never_writes_minus_zero_for_a_head_whose_absence_changes_the_repeat_by_nothing():
+    from types import SimpleNamespace
+
+    from minitf_repl.commands.why import heads_reading
+
+    s = tiny_session("pydoc")
+    result = run(s, ":heads")
+    for row in result.heads:
+        row.carries = -0.001  # switched off, the repeat's loss falls by a thousandth: 0.00 at two decimals
+    assert "-0.00" not in text_of(result) and "+0.00" in text_of(result)
+    heads = [SimpleNamespace(layer=0, head=0, role=None, carries=-0.001, scores={"induction": 0.1})]
+    reading = heads_reading(SimpleNamespace(heads=heads, best=lambda role: heads[0]), first=2.5, second=2.5)
+    assert "(the most: head 0.0, +0.00 nats)" in reading

@@ -23,6 +23,7 @@ from ..core.errors import UserError
 from ..core.words import count
 from ..palette import VISIBLE, visible
 from ..registry import Param, clip
+from ..render import fmt
 from ..render.heatmap import cell, legend, plain, unscaled
 from ..render.renderers import render
 from ..render.chart import spark
@@ -455,7 +456,7 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
     needed = ""
     if swept:
         most = max(swept, key=lambda h: h.carries)
-        change = f"{most.carries:+.2f} nats"
+        change = f"{fmt.signed(most.carries, 2)} nats"  # -0.001 is +0.00, never "-0.00"
         needed = (f"; switched off, head {most.layer}.{most.head} costs the repeat the most ({change})"
                   if round(most.carries, 2) > 0 else  # no head's absence raises the loss: none "costs" it
                   f"; switched off alone, no head costs the repeat anything (the most: head {most.layer}.{most.head}, "
@@ -559,7 +560,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
             cells.append(Text(text, style="bold green" if role == row.role else ""))
         cells.append(row.role or "")
         if swept:
-            cells.append(Text(f"{row.carries:+.2f}", style="bold" if row.carries == most and most > 0 else ""))
+            cells.append(Text(fmt.signed(row.carries, 2), style="bold" if row.carries == most and most > 0 else ""))
         rows.append(cells)
     rows.append([Text("even", style="dim"), *(Text("-" if math.isnan(result.uniform[r]) else
                                                    f"{result.uniform[r]:.2f}", style="dim")
