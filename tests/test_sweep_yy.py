@@ -100,3 +100,20 @@ def test_heads_never_writes_minus_zero_for_a_head_whose_absence_changes_the_repe
     heads = [SimpleNamespace(layer=0, head=0, role=None, carries=-0.001, scores={"induction": 0.1})]
     reading = heads_reading(SimpleNamespace(heads=heads, best=lambda role: heads[0]), first=2.5, second=2.5)
     assert "(the most: head 0.0, +0.00 nats)" in reading
+
+
+def test_ablate_and_quantize_give_the_change_of_the_val_losses_as_they_write_them():
+    from minitf_repl.commands.lab import AblateResult
+
+    shown = plain(AblateResult(["head 0.0"], 2.58284, 2.58276, "x", "p"))
+    assert "val loss 2.5828 -> 2.5828 (+0.0000)" in shown  # was (-0.0001): two equal numbers and a change
+    shown = plain(AblateResult(["head 0.0"], 2.58274, 2.58286, "x", "p"))
+    assert "val loss 2.5827 -> 2.5829 (+0.0002)" in shown  # was (+0.0001), where 2.5829 - 2.5827 reads 0.0002
+    s = tiny_session()
+    run(s, ":train steps=3")
+    result = run(s, ":quantize int8")
+    result.measure.val_loss_before, result.measure.val_loss_after = 2.58274, 2.58286
+    result.measure.accuracy_before, result.measure.accuracy_after = 0.18449, 0.18451
+    text = plain(result)
+    assert "val loss 2.5827 2.5829 +0.0002" in " ".join(text.replace("│", " ").split())
+    assert "18.4% 18.5% +0.1 pts" in " ".join(text.replace("│", " ").split())

@@ -656,10 +656,11 @@ def render_ablate(result: AblateResult, console: Console) -> None:
     if not result.active:
         say(console, f"nothing switched off: val loss {fmt.num(result.val_loss_before)}", "green")
     else:
-        delta = result.val_loss_after - result.val_loss_before
+        # the change of the two numbers as written beside it: 2.5828 -> 2.5828 is +0.0000, whatever their 5th decimals
+        delta = fmt.change(result.val_loss_before, result.val_loss_after, lambda d: f"{d:.4f}", digits=4)
         say(console, Text("switched off: ", style="yellow") + Text(", ".join(result.active)))
         say(console, f"val loss {fmt.num(result.val_loss_before)} -> {fmt.num(result.val_loss_after)} "
-                     f"({delta:+.4f})", "bold")
+                     f"({delta})", "bold")
     sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
     say(console, sample)
     if result.untrained and result.active:  # a change near 0 would read as "this part does nothing"

@@ -232,10 +232,10 @@ def _quantize_table(m: QuantizeMeasure, narrow: bool) -> Table:
             fmt.rate(m.tokens_per_second_before),
             fmt.rate(m.tokens_per_second_after), speed)
     add_row(table, "val loss", fmt.num(m.val_loss_before), fmt.num(m.val_loss_after),
-            fmt.change(m.val_loss_before, m.val_loss_after, lambda d: f"{d:.4f}"))
+            fmt.change(m.val_loss_before, m.val_loss_after, lambda d: f"{d:.4f}", digits=4))
     if m.accuracy_before is not None:
         add_row(table, "accuracy", fmt.pct(m.accuracy_before), fmt.pct(m.accuracy_after),
-                fmt.change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts"))
+                fmt.change(m.accuracy_before, m.accuracy_after, lambda d: f"{100 * d:.1f} pts", digits=3))
     add_row(table, "same greedy tokens", "", f"{m.same_tokens}/{m.n_tokens}", "")
     return table
 

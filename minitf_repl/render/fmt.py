@@ -77,11 +77,16 @@ def value(v) -> str:
     return str(v)
 
 
-def change(before, after, fmt) -> str:
+def change(before, after, fmt, digits: int | None = None) -> str:
     """after - before with its sign, as `fmt` writes a difference ("-" when either is unknown). A difference that
-    rounds to nothing is written as no difference is ("+0.0000", not "-0.0000": a loss that fell by 2e-6)."""
+    rounds to nothing is written as no difference is ("+0.0000", not "-0.0000": a loss that fell by 2e-6).
+
+    `digits`: the two numbers are shown beside it to that many decimals, and the difference is of the numbers as
+    shown: 2.58284 and 2.58276, both written 2.5828, changed by +0.0000, not -0.0001."""
     if before is None or after is None:
         return "-"
+    if digits is not None:
+        before, after = (float(f"{v:.{digits}f}") for v in (before, after))
     text = fmt(after - before)
     if not any(c in "123456789" for c in text.split("e")[0]):  # every digit shown is 0
         return f"+{fmt(0.0)}"
