@@ -117,3 +117,26 @@ def test_ablate_and_quantize_give_the_change_of_the_val_losses_as_they_write_the
     text = plain(result)
     assert "val loss 2.5827 2.5829 +0.0002" in " ".join(text.replace("│", " ").split())
     assert "18.4% 18.5% +0.1 pts" in " ".join(text.replace("│", " ").split())
+
+
+def test_context_gives_model_minus_counter_of_the_two_numbers_its_row_writes():
+    s = tiny_session("pydoc", steps=3, eval_every=3)
+    run(s, ":train")
+    result = run(s, ":context windows=64")
+    row = result.rows[0]
+    row.loss, row.counter_loss = 2.6614, 2.4086  # written 2.661 and 2.409: 0.252 apart, though 0.2528 unrounded
+    line = next(line for line in text_of(result).splitlines() if line.split()[:1] == ["0"])
+    assert "2.661" in line.split() and line.split()[-2:] == ["2.409", "+0.252"]
+
+
+def test_ngram_says_how_far_under_the_best_counter_the_model_is_from_the_numbers_it_writes():
+    from minitf_repl.commands.counting import verdict
+
+    s = tiny_session("pydoc", steps=3, eval_every=3)
+    run(s, ":train")
+    result = run(s, ":ngram n=2 sample=off")
+    for row, loss in zip(result.rows, (4.6354, 3.2384, 2.4086)):
+        row.val_loss = loss
+    result.model_val = 1.5744  # written 1.574, the best counter 2.409: 0.835 under it, though 0.8342 unrounded
+    (line,) = verdict(result)
+    assert "the model (1.574) is below every counter: 0.835 nats a character under the best" in line

@@ -22,6 +22,7 @@ from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
 from ..render.chart import Curve, chart
+from ..render import fmt
 from ..render.fmt import signed
 from ..render.heatmap import plain
 from ..render.renderers import render
@@ -207,7 +208,8 @@ def render_context(result: ContextResult, console: Console) -> None:
                      f"{row.error:.3f}" if known and not math.isnan(row.error) else "-",
                      gram(row.counter_order) if row.counter_order is not None else "-",
                      f"{row.counter_loss:.3f}" if counter else "-",
-                     Text(signed(row.loss - row.counter_loss),
+                     # the difference of the two numbers as the row writes them (3 decimals), not of their 4th ones
+                     Text(fmt.change(row.counter_loss, row.loss, lambda d: f"{d:.3f}", digits=3),
                           style="green" if row.loss < row.counter_loss else "")
                      if counter and known else "-"])
     if curve.counter is None:
