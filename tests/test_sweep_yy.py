@@ -9,6 +9,7 @@ end line said "val loss 2.3842 at step 3", while `:ls` (and its --json), `:load`
 import json
 
 from minitf_repl import repl
+from minitf_repl.commands.train import spaced_seconds
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.render import fmt
 from test_cli import invoke
@@ -62,12 +63,19 @@ def test_a_continued_runs_end_line_gives_the_whole_runs_elapsed_time_the_table_s
     text = plain(result)
     table_elapsed = text.split("│")[-2].strip()  # the last row's last cell
     assert table_elapsed == fmt.seconds(result.evals[-1]["elapsed"])
-    assert f"{result.seconds:.1f} s (the whole run: {table_elapsed} elapsed, as the table counts it)" in text
+    assert f"{spaced_seconds(result.seconds)} (the whole run: {table_elapsed} elapsed, as the table counts it)" in text
 
 
 def test_a_runs_end_line_in_one_command_adds_no_second_time(checkpoint_dir):
     result = run(tiny_session(), ":train")
     assert "whole run" not in plain(result)
+
+
+def test_trains_end_line_gives_its_time_as_the_tables_last_elapsed_writes_it(checkpoint_dir):
+    result = run(tiny_session(), ":train")
+    text = plain(result)
+    table_elapsed = text.split("│")[-2].strip()  # 0.42s under the table; the line said 0.4 s
+    assert table_elapsed.endswith("s") and f", {table_elapsed[:-1]} s" in text.split("trained 6 steps")[1]
 
 
 # --- the speed: a row's tokens/s and the end line's are over different steps --------------------------------------

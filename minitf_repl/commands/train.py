@@ -496,12 +496,17 @@ def train_summary(result: TrainResult) -> str:
     if result.steps:  # no step ran (a Ctrl-C at once): no speed to state ("0 tokens/s")
         parts.append(f"{fmt.rate(result.tokens_per_second)} tokens/s")
     parts.extend(speed_parts(result))
-    parts.append(f"{result.seconds:.1f} s")
-    # A continued run's table counts its elapsed time from the run's first step, the earlier commands' (or a saved
-    # run's) time included: beside it, this command's seconds alone read as a contradiction
-    run_elapsed = result.curve[-1].get("elapsed") if result.resumed and result.curve else None
-    if run_elapsed is not None and fmt.seconds(run_elapsed) != fmt.seconds(result.seconds):
-        parts[-1] += f" (the whole run: {fmt.seconds(run_elapsed)} elapsed, as the table counts it)"
+    # The time as the table's elapsed column writes it (0.61s, not 0.6 s under it). A new run's table counts from
+    # this command's first step: its last row's elapsed is this command's time, and the line gives that very
+    # number. A continued run's counts from the run's first step, the earlier commands' (or a saved run's) time
+    # included: beside it, this command's seconds alone read as a contradiction, so the line gives both.
+    run_elapsed = result.curve[-1].get("elapsed") if result.curve else None
+    if run_elapsed is None or result.resumed:
+        parts.append(spaced_seconds(result.seconds))
+        if run_elapsed is not None and fmt.seconds(run_elapsed) != fmt.seconds(result.seconds):
+            parts[-1] += f" (the whole run: {fmt.seconds(run_elapsed)} elapsed, as the table counts it)"
+    else:
+        parts.append(spaced_seconds(run_elapsed))
     if result.stopped:
         end = result.total_steps + result.run_remaining
         head = f"stopped at step {result.total_steps:,} of {end:,}"
@@ -513,6 +518,11 @@ def train_summary(result: TrainResult) -> str:
     if result.total_steps != result.steps:
         head += f" (step {result.total_steps:,} in total)"
     return head + ": " + ", ".join(parts)
+
+
+def spaced_seconds(value: float) -> str:
+    """Seconds as fmt.seconds writes them (the loss table's elapsed), with a space before the unit: "0.61 s"."""
+    return fmt.seconds(value)[:-1] + " s"
 
 
 def bpc_words(bpc: float, tokens_per_char: float | None) -> str:
