@@ -392,7 +392,8 @@ class Session:
         self._trainer.rollback(snapshot["trainer"])
         self.set_train_config(snapshot["train_config"])
 
-    def adopt(self, data_spec: str, data, model, trainer, weights_from: str | None = None) -> None:
+    def adopt(self, data_spec: str, data, model, trainer, weights_from: str | None = None,
+              data_since_step: int = 0) -> None:
         """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device.
 
         `weights_from`: where weights trained elsewhere came from (`hf:PATH`), so that step 0 is not
@@ -403,7 +404,9 @@ class Session:
         self._data, self.data_spec = data, data_spec
         self.tokenizer = data.tokenizer if data.tokenizer.kind != "char" else None
         self._model, self._trainer = model, trainer
-        self._data_since_step = 0  # a checkpoint's history is of the data it brings
+        # a checkpoint's history is of the data it brings, after the step a switch to it kept the model at (its
+        # manifest's data_since_step, 0: all of it)
+        self._data_since_step = data_since_step
         self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
         trainer.threads = self.threads
@@ -428,13 +431,14 @@ class Session:
         device = str(self._device) if self._device is not None else self.device_name
         if self._model is None:
             return Status(device=device, n_params=None, step=0, last_loss=None, data=self.data_spec)
-        history = self._trainer.history
-        evaluated = next((row for row in reversed(history) if row.get("val_loss") is not None), None)
+        # a val loss of the data before a switch that kept the model is not this data's: the toolbar names the data
+        on_data = self.history_on_data
+        evaluated = next((row for row in reversed(on_data) if row.get("val_loss") is not None), None)
         return Status(
             device=device,
             n_params=self._model.num_parameters(),
             step=self._trainer.step,
-            last_loss=history[-1]["train_loss"] if history else None,
+            last_loss=on_data[-1]["train_loss"] if on_data else None,
             data=self.data_spec,
             val_loss=evaluated["val_loss"] if evaluated else None,
             val_step=evaluated.get("step") if evaluated else None,

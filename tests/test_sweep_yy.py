@@ -148,3 +148,35 @@ def test_ngram_says_how_far_under_the_best_counter_the_model_is_from_the_numbers
     result.model_val = 1.5744  # written 1.574, the best counter 2.409: 0.835 under it, though 0.8342 unrounded
     (line,) = verdict(result)
     assert "the model (1.574) is below every counter: 0.835 nats a character under the best" in line
+
+
+# --- a val loss measured on the data before a switch that kept the model ------------------------------------------
+def two_texts(tmp_path):
+    """Two texts of the same characters: a switch from one to the other keeps the trained model."""
+    import random
+
+    rng = random.Random(0)
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("".join(rng.choice("abcdefgh \n") for _ in range(6000)), encoding="utf-8")
+    b.write_text("abcdefgh \n" * 600, encoding="utf-8")
+    return str(a), str(b)
+
+
+def test_a_val_loss_of_the_data_before_a_switch_is_not_shown_as_the_new_datas(checkpoint_dir, tmp_path):
+    a, b = two_texts(tmp_path)
+    s = tiny_session(a)
+    trained = run(s, ":train")
+    assert "stays" in plain(run(s, f":data {b}"))  # the same vocabulary: the model is kept
+    status = s.status()
+    assert status.val_loss is None and status.last_loss is None and status.step == 6  # a.txt's losses, not b.txt's
+    run(s, ":save onb")
+    row = next(r for r in ckpt.list_checkpoints(checkpoint_dir) if r.name == "onb")
+    assert row.data_spec.endswith("b.txt") and row.val_loss is None and row.val_step is None
+    loaded = run(s, ":load onb")
+    assert loaded.val_loss is None and "val loss" not in plain(loaded).split("model:")[0]
+    assert s.data_since_step == 6 and s.status().val_loss is None
+    again = run(s, ":train steps=3")  # trained on b.txt: its own val loss is b.txt's
+    assert again.val_loss != trained.val_loss and s.status().val_loss == again.val_loss
+    run(s, ":save onb")
+    row = next(r for r in ckpt.list_checkpoints(checkpoint_dir) if r.name == "onb")
+    assert (row.val_loss, row.val_step) == (again.val_loss, 9)

@@ -191,10 +191,12 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     kept_step, kept = session.unsaved_step, _keep_unsaved(session, reporter)
     before, model_before = session.train_config, session.model_config
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
-    session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"))
+    since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
+    session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"),
+                  data_since_step=since)
     ckpt.restore_rng(checkpoint)
     session.checkpoint_written(name)
-    evaluated = [h for h in trainer.history if h.get("val_loss") is not None]
+    evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > since]
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
         val_loss=evaluated[-1]["val_loss"] if evaluated else None, model_config=checkpoint.model_config.to_dict(),

@@ -70,7 +70,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
             lasting_spec(session.data_spec), origin=origin, session=session.token,
             share_from=(AUTOSAVE_NAME, session.last_checkpoint),
             tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
-            **options,
+            data_since_step=session.data_since_step, **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)

@@ -141,6 +141,8 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     weights_from = m.get("weights_from")
     need(weights_from is None or (isinstance(weights_from, str) and 0 < len(weights_from) <= MAX_SHOWN
                                   and weights_from.isprintable()), "weights_from is not printable text")
+    since = m.get("data_since_step")
+    need(since is None or (is_int(since) and since >= 0), "data_since_step is not a whole number >= 0")
     for key in ("saved_at", "minitf_version", "torch_version"):
         need(key not in m or (isinstance(m[key], str) and len(m[key]) <= 64 and m[key].isprintable()),
              f"{key} is not short printable text")

@@ -37,7 +37,8 @@ class NameTaken(CheckpointError):
 def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, vocab: str, data_spec: str, *,
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
                     rotate: int | None = None, same_run: bool = False, share_from=(),
-                    tokenizer_json: str | None = None, weights_from: str | None = None) -> Path:
+                    tokenizer_json: str | None = None, weights_from: str | None = None,
+                    data_since_step: int = 0) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -50,7 +51,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     check of NAME to the commit happens under the folder's lock. `tokenizer_json`: a subword
     tokenizer (core.bpe) as its JSON, stored in place of the character vocabulary (`vocab` is then "").
     `weights_from`: where weights not trained here came from (`hf:PATH`), so that a load at step 0 does not
-    take them for an untrained model's.
+    take them for an untrained model's. `data_since_step`: the step after which `data_spec` came in, where a switch
+    to data of the same vocabulary kept the model (0: the whole history is of it), so that a listing or a load
+    does not give a val loss measured on the data before as this data's.
     """
     if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
         raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
@@ -85,6 +88,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         **({"tokenizer": {"kind": "bpe", "json": tokenizer_json}} if tokenizer_json is not None else {}),
         "data_spec": data_spec,
         **({"weights_from": _shown(weights_from)} if weights_from else {}),
+        **({"data_since_step": data_since_step} if data_since_step else {}),
         "trainer": trainer_json,
         "optimizer": {"param_groups": param_groups, "scalars": scalars},
         "files": {
