@@ -83,7 +83,7 @@ def test_the_loss_tables_legend_says_which_steps_its_tokens_per_second_is_of():
     result = run(tiny_session(steps=9, eval_every=3), ":train")
     rows = [e["tokens_per_second"] for e in result.evals]
     assert f"{result.tokens_per_second:,.0f}" != f"{rows[-1]:,.0f}"  # the two numbers a reader compares
-    assert "tokens/s: the steps since the row above (the line below: all of them)" in plain(result)
+    assert "tokens/s: the steps since the row above (the summary at the end: all of them)" in plain(result)
 
 
 # --- the same number written alike where two places show it together ----------------------------------------------

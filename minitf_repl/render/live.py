@@ -50,7 +50,7 @@ NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed", "accuracy", "train_loss")
 # line's of every step of the command, so the last row's and the summary's differ, the first slow steps in one only.
 LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
                "val_loss": "eval_batches held-out batches, after it",
-               "tokens_per_second": "the steps since the row above (the line below: all of them)"}
+               "tokens_per_second": "the steps since the row above (the summary at the end: all of them)"}
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
