@@ -180,3 +180,13 @@ def test_a_val_loss_of_the_data_before_a_switch_is_not_shown_as_the_new_datas(ch
     run(s, ":save onb")
     row = next(r for r in ckpt.list_checkpoints(checkpoint_dir) if r.name == "onb")
     assert (row.val_loss, row.val_step) == (again.val_loss, 9)
+
+
+def test_a_thinned_history_keeps_the_last_val_loss_ls_and_load_report():
+    from minitf_repl.core.checkpoint.store import thinned_history
+
+    # every step evaluated but the last two (a run stopped between evaluations): more evaluations than the
+    # thinning keeps, and its stride passed over the last one, so :ls gave an earlier val loss than :train did
+    history = [{"step": k + 1, "val_loss": 3.0 - k / 100 if k < 28 else None} for k in range(30)]
+    kept = thinned_history(history, most=10)
+    assert [row["val_loss"] for row in kept if row["val_loss"] is not None][-1] == history[27]["val_loss"]

@@ -391,9 +391,10 @@ def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
     if len(history) <= most:
         return history
     evals = [i for i, row in enumerate(history) if row.get("val_loss") is not None]
+    last_eval = evals[-1:]  # the last val loss, which :ls and :load give as the run's, stays whatever the stride
     if len(evals) > most // 2:
         evals = evals[::-(-2 * len(evals) // most)]
-    keep = {0, len(history) - 1, *evals}
+    keep = {0, len(history) - 1, *evals, *last_eval}
     every = -(-len(history) // max(1, most - len(keep)))  # ceil
     keep.update(i for i, row in enumerate(history) if row["step"] % every == 0)
     return [history[i] for i in sorted(keep)]
