@@ -54,6 +54,12 @@ class ReportData:
     data_from: int | None = None
     weights_from: str | None = None  # "hf:PATH": weights trained elsewhere, with no history here (not untrained)
     step: int | None = None  # the model's step: frames that end before it are of an earlier state, and say so
+    # the numbers the status bar, :ls and :load give, which the chart alone did not: the last val loss on this data
+    # (and the step it was measured at), the last step's train loss, and the parameters (a tied matrix once)
+    val_loss: float | None = None
+    val_step: int | None = None
+    train_loss: float | None = None
+    n_params: int | None = None
 
 
 _CSS = """
@@ -360,6 +366,22 @@ def teacher_forcing_html(scored) -> list[str]:
     return out
 
 
+def _loss_numbers(data: ReportData) -> str | None:
+    """"At step 230: val loss 1.9267, ...": the chart's last numbers as :train, :ls and the status bar write them."""
+    parts = []
+    if data.val_loss is not None:
+        at = f" (measured at step {data.val_step:,})" if data.val_step not in (None, data.step) else ""
+        parts.append(f"val loss {data.val_loss:.4f}{at}")
+    if data.train_loss is not None:
+        parts.append(f"train loss {data.train_loss:.4f} (the last step's one batch)")
+    if data.n_params is not None:
+        tied = " (a tied embedding and head counted once)" if data.config.get("model", {}).get("tie_embeddings") else ""
+        parts.append(f"{data.n_params:,} parameters{tied}")
+    if not parts:
+        return None
+    return f"<p>At step {data.step or 0:,}: {', '.join(parts)}.</p>"
+
+
 def build_report(data: ReportData) -> str:
     """The whole page as one string."""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_esc(data.title)}</title>",
@@ -380,6 +402,8 @@ def build_report(data: ReportData) -> str:
                    "elsewhere.</p>")
     else:
         out.append(loss_chart_svg(data.series, data.vocab_size, counters=data.counters))
+    if numbers := _loss_numbers(data):
+        out.append(numbers)
     if data.data_from is not None:
         out.append(f"<p>{_esc(data.config.get('data', 'The data in use'))} came in after step {data.data_from:,}: "
                    "the curves before it are of the data before (the switch kept the model, whose vocabulary it "

@@ -190,3 +190,14 @@ def test_a_thinned_history_keeps_the_last_val_loss_ls_and_load_report():
     history = [{"step": k + 1, "val_loss": 3.0 - k / 100 if k < 28 else None} for k in range(30)]
     kept = thinned_history(history, most=10)
     assert [row["val_loss"] for row in kept if row["val_loss"] is not None][-1] == history[27]["val_loss"]
+
+
+# --- the report gives the numbers the other views give ---------------------------------------------------------------
+def test_the_report_gives_the_val_loss_train_loss_and_parameters_the_status_bar_shows(checkpoint_dir, tmp_path):
+    s, result = stopped_between_evaluations()
+    run(s, f":report {tmp_path / 'r.html'}")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    status = s.status()
+    assert (f"At step 5: val loss {result.val_loss:.4f} (measured at step 3), train loss {status.last_loss:.4f} (the "
+            f"last step's one batch), {status.n_params:,} parameters (a tied embedding and head counted once).") in page
+    assert status.n_params == sum(p.numel() for p in s.model.parameters()) == 10_016

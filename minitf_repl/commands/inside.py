@@ -968,6 +968,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT)
     except UserError:
         context = None
+    status = session.status()  # the numbers the status bar shows, for the line under the loss chart
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
@@ -979,6 +980,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
         data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
+        val_loss=status.val_loss, val_step=status.val_step, train_loss=status.last_loss, n_params=status.n_params,
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
