@@ -201,3 +201,14 @@ def test_the_report_gives_the_val_loss_train_loss_and_parameters_the_status_bar_
     assert (f"At step 5: val loss {result.val_loss:.4f} (measured at step 3), train loss {status.last_loss:.4f} (the "
             f"last step's one batch), {status.n_params:,} parameters (a tied embedding and head counted once).") in page
     assert status.n_params == sum(p.numel() for p in s.model.parameters()) == 10_016
+
+
+def test_ngrams_model_below_it_column_and_verdict_agree_on_a_loss_that_reads_alike():
+    s = tiny_session("pydoc", steps=3, eval_every=3)
+    run(s, ":train")
+    bigram = next(row for row in run(s, ":ngram n=2 sample=off").rows if row.n == 2)
+    s.trainer.history[-1]["val_loss"] = round(bigram.val_loss, 3) - 0.0004  # written alike: the same to 3 decimals
+    result = run(s, ":ngram n=2 sample=off")
+    assert f"{s.trainer.history[-1]['val_loss']:.3f}" == f"{bigram.val_loss:.3f}"
+    row = next(row for row in result.rows if row.n == 2)
+    assert row.model_below_at is None  # was "step 3": below it there, "not yet below" it in the verdict's reading

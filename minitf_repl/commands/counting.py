@@ -120,7 +120,10 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     evals = [(row["step"], row["val_loss"]) for row in session.history_on_data if row.get("val_loss") is not None]
     rows = [NgramRow(c.n, c.contexts, c.seen, c.train_loss, c.val_loss, bits_per_char(c.val_loss, per_char),
                      decode_after(tokenizer, start, c.sample) if c.sample is not None else None,
-                     next((step for step, loss in evals if loss < c.val_loss), None)) for c in counting.counters]
+                     # below as both are written (3 decimals), as the verdict reads it: an evaluation 0.00004 under
+                     # a counter is not "below" it in one place and "not yet below" in the other
+                     next((step for step, loss in evals if round(loss, 3) < round(c.val_loss, 3)), None))
+            for c in counting.counters]
     session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for the loss charts
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
                        counting.val_positions, counting.val_total, counting.generated, rows, prompt,
