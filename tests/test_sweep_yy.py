@@ -212,3 +212,13 @@ def test_ngrams_model_below_it_column_and_verdict_agree_on_a_loss_that_reads_ali
     assert f"{s.trainer.history[-1]['val_loss']:.3f}" == f"{bigram.val_loss:.3f}"
     row = next(row for row in result.rows if row.n == 2)
     assert row.model_below_at is None  # was "step 3": below it there, "not yet below" it in the verdict's reading
+
+
+def test_context_writes_position_0s_loss_alike_in_its_two_sentences():
+    s = tiny_session("pydoc", steps=3, eval_every=3)
+    run(s, ":train")
+    result = run(s, ":context windows=64")
+    first = f"{result.curve.losses[0]:.3f}"
+    text = plain(result)
+    assert f"the model scores {first} ±" in text  # the sentence before said 2.661, this one (2.66)
+    assert f"from position 0 ({first}) to the last quarter ({result.curve.late:.3f})" in text

@@ -241,11 +241,11 @@ def readings(result: ContextResult) -> list[str]:
                      f"follows which gets from the same one)")
     late = curve.late
     if curve.half_at is not None:
-        lines.append(f"half of the fall from position 0 ({first:.2f}) to the last quarter ({late:.2f}) is done by "
+        lines.append(f"half of the fall from position 0 ({first:.3f}) to the last quarter ({late:.3f}) is done by "
                      f"position {curve.half_at}: half of what the window gives comes from the nearest "
                      f"{count(curve.half_at + 1, unit)}")
     elif not math.isnan(first) and not math.isnan(late):
-        lines.append(f"the loss does not fall from position 0 ({first:.2f}) to the last quarter ({late:.2f}) by "
+        lines.append(f"the loss does not fall from position 0 ({first:.3f}) to the last quarter ({late:.3f}) by "
                      f"more than the noise: reading more {unit}s gains this model nothing")
     if curve.counter is not None:
         n = curve.counter_order
