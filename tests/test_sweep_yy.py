@@ -1,9 +1,22 @@
 """What a user's-eye sweep of one number shown in many places (the val loss, the step, the parameter count, the
-learning rate, the speed) found: each test failed before its fix.
+learning rate, the time and speed) found: each test failed before its fix.
 
 A run stopped between two evaluations was saved at its last step with the val loss of an earlier one: `:train`'s
 end line said "val loss 2.3842 at step 3", while `:ls` (and its --json), `:load` and the status bar put the same
-2.3842 beside step 5, as if measured there.
+2.3842 beside step 5, as if measured there. After `:data` switched to a text of the same characters (the model
+kept), the status bar, `:ls` and `:load` gave the val loss measured on the text before as the new data's. A long
+run's saved history, thinned, could drop its last evaluation, so `:ls` gave an earlier val loss than `:train`. The
+report gave no val loss, train loss or parameter count at all.
+
+Time and speed: a continued run's end line gave this command's 0.1 s under a table whose elapsed column counts from
+the run's start (0.41s); a new run's said "0.4 s" under the table's "0.42s"; the last row's tokens/s and the end
+line's differed with nothing to say they time different steps.
+
+Rounding: the end line wrote "3.726 bits per character" under the table's 3.7263; `:context` wrote position 0's
+loss as 2.661 and, a sentence later, 2.66; differences were taken of unrounded numbers and disagreed with the two
+numbers written beside them (`:ablate` "2.5828 -> 2.5828 (-0.0001)", `:quantize`'s change column, `:context`'s
+"model - it", `:ngram`'s "under the best"); `:ngram`'s "model below it" column said below where its verdict said
+"not yet below"; `:heads` and the report wrote "-0.00".
 """
 
 import json
