@@ -87,7 +87,8 @@ def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(c
     top = max(carries)
     assert ("costs the repeat the most" in reading) == costs, reading  # switching it off lowered the loss: no cost
     if not costs:
-        assert f"no head costs the repeat anything (the most: head 0.{carries.index(top)}, {fmt.signed(top, 2)} nats)" in reading
+        most = f"(the most: head 0.{carries.index(top)}, {fmt.signed(top, 2)} nats)"
+        assert f"no head costs the repeat anything {most}" in reading
 
 
 # --- :train watch=attn in a narrow terminal -------------------------------------------------------------
