@@ -379,7 +379,10 @@ def _loss_numbers(data: ReportData) -> str | None:
         parts.append(f"{data.n_params:,} parameters{tied}")
     if not parts:
         return None
-    return f"<p>At step {data.step or 0:,}: {', '.join(parts)}.</p>"
+    # the page's other losses are the ablated model's (the banner says so); these two are training's, every part on
+    whose = (" (the losses as training measured them, before :ablate switched parts off)"
+             if data.ablations and (data.val_loss is not None or data.train_loss is not None) else "")
+    return f"<p>At step {data.step or 0:,}: {', '.join(parts)}{_esc(whose)}.</p>"
 
 
 def build_report(data: ReportData) -> str:

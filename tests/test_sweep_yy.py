@@ -235,3 +235,13 @@ def test_context_writes_position_0s_loss_alike_in_its_two_sentences():
     text = plain(result)
     assert f"the model scores {first} ±" in text  # the sentence before said 2.661, this one (2.66)
     assert f"from position 0 ({first}) to the last quarter ({result.curve.late:.3f})" in text
+
+
+def test_the_reports_numbers_under_an_ablation_say_they_are_trainings(checkpoint_dir, tmp_path):
+    s, result = stopped_between_evaluations()
+    run(s, ":ablate head=0.0")
+    run(s, f":report {tmp_path / 'r.html'}")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "are the ablated model's" in page  # the banner: what follows is the ablated model's ...
+    assert (f"val loss {result.val_loss:.4f} (measured at step 3)" in page  # ... but not these two
+            and "(the losses as training measured them, before :ablate switched parts off)." in page)
