@@ -532,8 +532,8 @@ def render_ls(result: LsResult, console: Console) -> None:
             rows.append((row.name, "", "", "unreadable", fmt.size(row.size_bytes), ""))
         else:
             # a run stopped between two evaluations: its last val loss was measured before the step saved
-            measured = f" (step {row.val_step:,})" if row.val_loss is not None and row.val_step not in (None,
-                                                                                                     row.step) else ""
+            earlier = row.val_loss is not None and row.val_step is not None and row.val_step != row.step
+            measured = f" (step {row.val_step:,})" if earlier else ""
             rows.append((row.name, fmt.whole(row.step), fmt.num(row.val_loss) + measured, row.data_spec or "-",
                          fmt.size(row.size_bytes), saved))
     headers = ("name", "step", "val loss", "data", "size", "saved")
