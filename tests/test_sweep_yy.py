@@ -245,3 +245,27 @@ def test_the_reports_numbers_under_an_ablation_say_they_are_trainings(checkpoint
     assert "are the ablated model's" in page  # the banner: what follows is the ablated model's ...
     assert (f"val loss {result.val_loss:.4f} (measured at step 3)" in page  # ... but not these two
             and "(the losses as training measured them, before :ablate switched parts off)." in page)
+
+
+# --- :compare's speed: a fresh process's one-off costs fell on the first contender alone --------------------------
+def test_compares_first_contender_does_not_pay_the_processes_one_off_costs(monkeypatch):
+    from minitf_repl.core.train import Trainer
+
+    step, first = Trainer._forward_backward, [True]
+
+    def once_slow(self, *args, **kwargs):  # what a fresh process's first training step costs, made plain
+        if first[0]:
+            first[0] = False
+            import time
+
+            time.sleep(0.5)
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_forward_backward", once_slow)
+    s = tiny_session()
+    result = run(s, ":compare current lr=0.003 steps=6")
+    a, b = result.outcomes  # the same model, lr apart: the same speed give or take noise
+    assert not first[0] and a.seconds < b.seconds + 0.4 and a.tokens_per_second > 0.5 * b.tokens_per_second
+    monkeypatch.setattr(Trainer, "_forward_backward", step)
+    again = run(s, ":compare current lr=0.003 steps=6").outcomes[0]
+    assert [e.val_loss for e in a.curve] == [e.val_loss for e in again.curve]  # the warm-up changes no number

@@ -128,6 +128,7 @@ def compare(
                 for c, reading in zip(contenders, readings)]
     # the GPU's generator too: torch.manual_seed below seeds it, and the runs' dropout draws from it there
     with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
+        _warm_up(contenders[0], readings[0], device)
         runs = []  # (contender index, trainer) for every contender and seed
         # each run's own random stream, as `:train` of a fresh model of its settings would draw it (dropout's masks):
         # the runs go in step, and drawing from one shared stream in turn, a contender's numbers moved with its rivals
@@ -214,6 +215,23 @@ def compare(
         if runs:
             _by_position(outcomes, runs, readings, device)
     return _finish(outcomes, busy)
+
+
+def _warm_up(contender: Contender, data, device) -> None:
+    """One untimed training step of a throwaway model of `contender`, before any run is timed. A fresh process pays
+    one-off costs on its first steps (the first forward and backward, the allocator's first blocks, the kernels'
+    set-up): timed, they fell on the first contender alone, whose tokens/s then read 20-30% under a rival's of the
+    very same model (`minitf compare current lr=0.003`). Nothing here touches a run: its own model, batches and
+    random draws (the caller's fork_rng puts the random state back)."""
+    torch.manual_seed(0)
+    try:  # a step that fails here (a rate that diverges at once, memory) is the timed run's to report, not this one's
+        trainer = Trainer(MiniTransformerLM(contender.model_config).to(device), data,
+                          contender.train_config.replace(steps=2, eval_every=2), device)
+        trainer.alone = True  # under torchrun each process warms up by itself: no collective for a throwaway
+        trainer.start_run(2)
+        trainer.run(should_stop=lambda: trainer.step >= 1)  # one step, and no evaluation (a task's scores them all)
+    except Exception:  # noqa: BLE001 - nothing of the comparison depends on it
+        pass
 
 
 BAND_WINDOWS = 256  # val windows each contender's loss by position is read on, per seed
