@@ -10,7 +10,9 @@ report gave no val loss, train loss or parameter count at all.
 
 Time and speed: a continued run's end line gave this command's 0.1 s under a table whose elapsed column counts from
 the run's start (0.41s); a new run's said "0.4 s" under the table's "0.42s"; the last row's tokens/s and the end
-line's differed with nothing to say they time different steps.
+line's differed with nothing to say they time different steps; `:compare`'s first contender paid a fresh process's
+one-off costs alone (20-30% fewer tokens/s than a rival of the very same model). Under an ablation, the report's
+new line of numbers said nothing of being training's while the banner above called every loss the ablated model's.
 
 Rounding: the end line wrote "3.726 bits per character" under the table's 3.7263; `:context` wrote position 0's
 loss as 2.661 and, a sentence later, 2.66; differences were taken of unrounded numbers and disagreed with the two
