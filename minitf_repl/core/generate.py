@@ -55,6 +55,10 @@ def sampling_stages(
     This is the one implementation of the sampling rules; `sample_next` is `pick(sampling_stages(...))`.
     """
     logits = logits.detach().double().cpu()  # float64: temperatures down to 1e-300 stay finite
+    if not bool(torch.isfinite(logits).all()):  # nothing to rank or draw from (greedy's argmax of nan is a guess too)
+        raise DataError(f"the model's logits for the next token are not finite ({non_finite(logits)}): its weights or "
+                        "activations overflowed, which training at a learning rate far too high does; :load a "
+                        "checkpoint saved before, or train again at a lower lr")
     V = logits.numel()
     if temperature == 0:
         best = torch.zeros(V, dtype=torch.bool)
@@ -82,6 +86,13 @@ def sampling_stages(
         weights = torch.zeros_like(weights).scatter(0, order, sorted_probs)
         top_p_kept &= torch.zeros_like(top_p_kept).scatter(0, order, ~dropped)
     return SamplingStages(logits, scaled, top_k_kept, top_p_kept, weights, weights / weights.sum(), greedy=False)
+
+
+def non_finite(values: torch.Tensor) -> str:
+    """How many of `values` are nan or inf, in words: "nan at 12 of 103"."""
+    bad = ~torch.isfinite(values)
+    kinds = "/".join(k for k, m in (("nan", torch.isnan(values)), ("inf", torch.isinf(values))) if bool(m.any()))
+    return f"{kinds} at {int(bad.sum())} of {values.numel()}"
 
 
 def pick(stages: SamplingStages, generator: torch.Generator | None = None) -> int:

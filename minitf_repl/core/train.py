@@ -256,7 +256,9 @@ class Trainer:
         after the previous step, batch generator, random state and learning rate included. A step
         whose evaluation raises is done and in the history (without a validation loss). Only an
         exception inside optimizer.step() itself can leave an update half-applied: a caller that
-        must survive that restores a snapshot() taken before run().
+        must survive that restores a snapshot() taken before run(). So does one that holds on to the
+        weights: an update whose loss and gradient were finite can still leave them non-finite (or
+        the val loss after it), and TrainingDiverged is raised then, at an evaluation or at the end.
 
         `on_notice(line)` hears, once per trainer, what a person should know about the speed switches and threads
         (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly; a thread count auto moved).
@@ -340,6 +342,8 @@ class Trainer:
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
                     self._ddp is None or distributed.is_main()):
                 info.val_loss, info.accuracy = self.evaluate()
+                if not math.isfinite(info.val_loss):  # a finite loss and gradient can still make an update
+                    self._diverged_after("val loss", info.val_loss)  # that ruins the weights (lr=1e39)
                 info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
                 if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
                     info.tokens_per_second = stretch_tokens / stretch_busy
@@ -351,6 +355,8 @@ class Trainer:
             if on_step is not None:
                 on_step(info)
 
+        if done and (bad := self._non_finite_weight()) is not None:  # the last update, unseen by a next step's loss
+            self._diverged_after("weights", bad)
         release_freed()  # what the steps freed goes back now, before a caller saves or draws (core.memory)
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
         if not busy and compile_seconds is not None:  # only the compiling step ran: its own tokens (a task's rows
@@ -540,6 +546,26 @@ class Trainer:
             f"(the weights are those of step {self.step}). Lower the learning rate "
             f"(now {self.config.lr:g}, e.g. to {lower:g}) and train again",
             step=self.step + 1, what=what, value=value.item(), fix={"lr": lower},
+        )
+
+    def _non_finite_weight(self) -> float | None:
+        """A weight that is nan or inf (the first found), or None when every weight is finite."""
+        for p in self.model.parameters():
+            finite = torch.isfinite(p)
+            if not bool(finite.all()):
+                return p.detach()[~finite].flatten()[0].item()
+        return None
+
+    def _diverged_after(self, what: str, value: float) -> None:
+        """The update of step self.step was applied, its loss and gradient finite, and left the weights or the val
+        loss non-finite (lr=1e39 turns every weight to inf in one step): the run cannot go on from here. Unlike a
+        loss that `_check_finite` catches before the update, this one is in the weights; a caller that keeps the
+        session whole rolls back to a snapshot, as :train does."""
+        lower = self.config.lr / 10
+        raise TrainingDiverged(
+            f"the {what} became {value} after the update of step {self.step}, whose loss and gradient were finite; "
+            f"the weights are no longer usable. Lower the learning rate (now {self.config.lr:g}, e.g. to "
+            f"{lower:g}) and train again", step=self.step, what=what, value=value, fix={"lr": lower},
         )
 
     # --- state for checkpoints and roll-back --------------------------------------------------------

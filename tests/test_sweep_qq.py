@@ -1,0 +1,48 @@
+"""What a user's-eye sweep of numbers at the extremes (learning rates that blow training up, sampling settings at their
+edges, the smallest models) found: each test failed before its fix.
+
+An update whose loss and gradient were finite could still turn the weights to inf or nan (lr=1e39, or 1e37 where the
+activations overflow): `:train steps=1` then reported "val loss nan", autosaved a checkpoint that `:load` refuses,
+and `:gen` on it ended in an internal error; now the run fails as a divergence and is rolled back. Weights that stay
+finite but overflow in the forward (a run at lr=1e30 stopped after a step) still made `:gen` an internal error, and
+`:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line.
+"""
+
+import math
+
+import pytest
+import torch
+
+from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.errors import TrainingDiverged, UserError
+from test_commands import Recorder, run, tiny_session
+
+
+def blowing_up(**train) -> "Session":  # noqa: F821
+    return tiny_session(optimizer="adamw", warmup_steps=0, lr=1e39, **train)
+
+
+def weights_finite(session) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in session.model.parameters())
+
+
+# --- an update that ruins the weights with a finite loss and gradient ------------------------------------------
+@pytest.mark.parametrize("line, stop_after", [(":train steps=1", None), (":train steps=5", 1)])
+def test_a_step_that_leaves_the_weights_non_finite_is_a_divergence_and_is_rolled_back(checkpoint_dir, line,
+                                                                                      stop_after):
+    s = blowing_up(eval_every=100)
+    with pytest.raises(TrainingDiverged) as e:
+        run(s, line, Recorder(stop_after=stop_after))
+    assert "became" in str(e.value) and "\n" not in str(e.value)
+    assert weights_finite(s) and s.trainer.step == 0
+    assert ckpt.list_checkpoints(checkpoint_dir) == []  # no autosave of a model :load would refuse
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_gen_from_weights_that_overflow_says_so_in_one_line(checkpoint_dir, temperature):
+    s = tiny_session(optimizer="adamw", warmup_steps=0, lr=1e30, eval_every=100)
+    run(s, ":train steps=5", Recorder(stop_after=1))  # stopped after one step: weights of 1e30, finite, but the
+    assert weights_finite(s)  # forward overflows to nan
+    with pytest.raises(UserError, match=r"logits for the next token are not finite \(nan") as e:
+        run(s, f":gen n=3 temperature={temperature}")  # was: an internal error (torch.multinomial); greedy: '+++'
+    assert "\n" not in str(e.value)
