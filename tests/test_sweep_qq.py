@@ -5,7 +5,8 @@ An update whose loss and gradient were finite could still turn the weights to in
 activations overflow): `:train steps=1` then reported "val loss nan", autosaved a checkpoint that `:load` refuses,
 and `:gen` on it ended in an internal error; now the run fails as a divergence and is rolled back. Weights that stay
 finite but overflow in the forward (a run at lr=1e30 stopped after a step) still made `:gen` an internal error, and
-`:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line.
+`:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line. A run whose result said its rate was too high ("the val loss 130
+is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging".
 """
 
 import math
@@ -46,3 +47,15 @@ def test_gen_from_weights_that_overflow_says_so_in_one_line(checkpoint_dir, temp
     with pytest.raises(UserError, match=r"logits for the next token are not finite \(nan") as e:
         run(s, f":gen n=3 temperature={temperature}")  # was: an internal error (torch.multinomial); greedy: '+++'
     assert "\n" not in str(e.value)
+
+
+# --- the rate suggested after a divergence -----------------------------------------------------------------------
+def test_a_divergence_does_not_suggest_a_rate_whose_run_blew_the_loss_up(checkpoint_dir):
+    from minitf_repl.commands.train import blown_up
+
+    s = tiny_session(optimizer="adamw", warmup_steps=0, lr=30, steps=10, grad_clip=0)
+    result = run(s, ":train")
+    assert blown_up(result)  # its result says the rate is too high for the model
+    with pytest.raises(TrainingDiverged) as e:
+        run(s, ":train lr=1e39")
+    assert e.value.fix["lr"] != 30 and "30 trained here" not in str(e.value)

@@ -319,7 +319,6 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"out of memory at step {failed_step}; the model, optimizer, run and settings "
                         f"are back where this training began. Lower {lower}, or use another device",
                         fix={"batch_size": smaller} if smaller else None) from None
-    session.note_good_lr(train_config.lr)
     # a stopped run gone on with the same view keeps what was watched before the stop; one stopped before its first
     # step (a quick Ctrl-C) watched no training, and leaves the frames :report and :plot show as they were
     if watcher is not None and summary.steps:
@@ -349,7 +348,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             replaced = written.replaced and save_as is not None
         except UserError as e:
             save_error = str(e)
-    return TrainResult.from_run(
+    result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, schedule=schedule,
         constant_lr=constant_lr,
@@ -357,6 +356,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
         first_run=session.trainer.run_start == 0, question=_question(session.data),
     )
+    # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
+    # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
+    if not blown_up(result):
+        session.note_good_lr(train_config.lr)
+    return result
 
 
 def _question(data) -> str | None:
