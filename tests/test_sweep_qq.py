@@ -6,7 +6,9 @@ activations overflow): `:train steps=1` then reported "val loss nan", autosaved 
 and `:gen` on it ended in an internal error; now the run fails as a divergence and is rolled back. Weights that stay
 finite but overflow in the forward (a run at lr=1e30 stopped after a step) still made `:gen` an internal error, and
 `:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line. A run whose result said its rate was too high ("the val loss 130
-is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging".
+is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging". `:checks causal` on a model
+whose logits read no position (d_model=1) said half of what position t reads "lies on the 3.0 positions nearest it" in
+a window of 2: a row with no dependence is left out, and a model that reads nothing is told so.
 """
 
 import math
@@ -15,11 +17,14 @@ import pytest
 import torch
 
 from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import TrainingDiverged, UserError
+from minitf_repl.session import Session
 from test_commands import Recorder, run, tiny_session
+from test_render import plain
 
 
-def blowing_up(**train) -> "Session":  # noqa: F821
+def blowing_up(**train) -> Session:
     return tiny_session(optimizer="adamw", warmup_steps=0, lr=1e39, **train)
 
 
@@ -59,3 +64,22 @@ def test_a_divergence_does_not_suggest_a_rate_whose_run_blew_the_loss_up(checkpo
     with pytest.raises(TrainingDiverged) as e:
         run(s, ":train lr=1e39")
     assert e.value.fix["lr"] != 30 and "30 trained here" not in str(e.value)
+
+
+# --- the smallest models ---------------------------------------------------------------------------------------
+def smallest(data="random:2", **model) -> Session:
+    model = {"n_layers": 1, "d_model": 1, "n_heads": 1, "d_ff": 1, "max_seq_len": 2, **model}
+    return Session(ModelConfig(**model), TrainConfig(steps=4, batch_size=1, eval_every=2, eval_batches=1),
+                   data_spec=data, device_name="cpu")
+
+
+def test_checks_causal_never_counts_more_positions_back_than_the_window_holds():
+    from minitf_repl.core.checks import reach
+
+    # d_model=1: LayerNorm of one feature is its bias alone, so no logit depends on any position's stream
+    result = run(smallest(), ":checks causal")
+    assert math.isnan(result.causal.reach_half) and math.isnan(result.causal.reach_most)  # was 3.0 in a window of 2
+    text = plain(result)
+    assert "how far back it reads: nowhere" in text and "3.0 positions" not in text
+    assert reach(torch.tensor([[1.0, 0.0], [0.0, 0.0]])) != reach(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+    assert reach(torch.tensor([[1.0, 0.0], [1.0, 1.0]])) == (1.0, 2.0)  # a row that reads both: within the window

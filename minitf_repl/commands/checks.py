@@ -7,6 +7,7 @@ check that failed, what usually causes it and what to try.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -353,7 +354,10 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "
                       "itself and the positions before it" if causal.passed
              else "above the diagonal: position t reading a later position s")
-        if causal.passed:  # a model reading the future has no "back" to measure
+        if causal.passed and math.isnan(causal.reach_half):  # no gradient reaches any position's stream
+            note(console, "how far back it reads: nowhere; no position's logits depend on the stream at any position "
+                          "(every |dz_t/dh_s| is exactly 0), so its output is the same whatever it reads")
+        elif causal.passed:  # a model reading the future has no "back" to measure
             note(console, f"how far back it reads: half of what position t's logits depend on lies on the "
                           f"{causal.reach_half:.1f} positions nearest it (itself included), nine tenths on the nearest "
                           f"{causal.reach_most:.1f}, averaged over the window's second half")

@@ -247,15 +247,19 @@ def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK) ->
 
 def reach(depends: torch.Tensor) -> tuple[float, float]:
     """How many of the nearest positions (t, t-1, ...) hold half and nine tenths of row t's dependence, averaged
-    over t in the second half of the window (a row with a long past to spread over)."""
+    over t in the second half of the window (a row with a long past to spread over). A row that depends on no
+    position (every gradient exactly 0: d_model=1, where LayerNorm of one feature is its bias alone) has no share to
+    hold and is left out; none left gives nan (a window of 2 once read "half lies on the 3.0 nearest positions")."""
     T = depends.shape[0]
     found = {0.5: [], 0.9: []}
     for t in range(T // 2, T):
         back = depends[t, : t + 1].flip(0)  # distance 0 (itself), 1, 2, ...
-        share = back.cumsum(0) / back.sum().clamp(min=1e-30)
+        if not bool(back.sum() > 0):
+            continue
+        share = back.cumsum(0) / back.sum()
         for level, kept in found.items():
-            kept.append(int((share < level).sum()) + 1)
-    return tuple(sum(kept) / len(kept) for kept in found.values())
+            kept.append(min(int((share < level).sum()) + 1, t + 1))
+    return tuple(sum(kept) / len(kept) if kept else math.nan for kept in found.values())
 
 
 def gradient_agreement(model, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -> GradientCheck:
