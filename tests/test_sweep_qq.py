@@ -8,7 +8,8 @@ finite but overflow in the forward (a run at lr=1e30 stopped after a step) still
 `:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line. A run whose result said its rate was too high ("the val loss 130
 is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging". `:checks causal` on a model
 whose logits read no position (d_model=1) said half of what position t reads "lies on the 3.0 positions nearest it" in
-a window of 2: a row with no dependence is left out, and a model that reads nothing is told so.
+a window of 2: a row with no dependence is left out, and a model that reads nothing is told so. `:gen top_k=100` on a
+vocabulary of 12 cut nothing without a word: a notice says so.
 """
 
 import math
@@ -83,3 +84,15 @@ def test_checks_causal_never_counts_more_positions_back_than_the_window_holds():
     assert "how far back it reads: nowhere" in text and "3.0 positions" not in text
     assert reach(torch.tensor([[1.0, 0.0], [0.0, 0.0]])) != reach(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
     assert reach(torch.tensor([[1.0, 0.0], [1.0, 1.0]])) == (1.0, 2.0)  # a row that reads both: within the window
+
+
+# --- sampling settings at their edges ---------------------------------------------------------------------------
+def test_gen_says_a_top_k_the_vocabulary_is_not_larger_than_cuts_nothing():
+    s = tiny_session()  # sort:4: 12 characters
+    rec = Recorder()
+    result = run(s, ":gen 12 n=5 top_k=100 gen_seed=3", rec)
+    assert any("top_k=100 keeps every token" in n and "12" in n for n in rec.notices)
+    assert result.text == run(s, ":gen 12 n=5 top_k=none gen_seed=3").text  # what the notice claims
+    rec = Recorder()
+    run(s, ":gen 12 n=5 top_k=11 gen_seed=3", rec)
+    assert not any("keeps every token" in n for n in rec.notices)

@@ -99,6 +99,15 @@ def greedy_ignores(sampling, given) -> str | None:
             f"{'does' if len(cut) == 1 else 'do'} nothing until temperature > 0")
 
 
+def top_k_keeps_all(sampling, given, vocab_size: int) -> str | None:
+    """The notice for a top_k the vocabulary is not larger than (it keeps every token: no filter at all), where
+    `given` (the names a command set) holds top_k."""
+    if "top_k" not in given or sampling.top_k is None or sampling.top_k < vocab_size:
+        return None
+    return (f"top_k={sampling.top_k:,} keeps every token: the vocabulary has {vocab_size:,}, so nothing is cut "
+            f"(as top_k=none); top_k below {vocab_size:,} filters")
+
+
 # --- default prompts ---------------------------------------------------------------------------------
 def default_prompt(tokenizer, otherwise: str | None = None) -> str:
     """Where text starts when no prompt is given: a newline where the vocabulary has one (a fresh line
