@@ -9,7 +9,8 @@ finite but overflow in the forward (a run at lr=1e30 stopped after a step) still
 is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging". `:checks causal` on a model
 whose logits read no position (d_model=1) said half of what position t reads "lies on the 3.0 positions nearest it" in
 a window of 2: a row with no dependence is left out, and a model that reads nothing is told so. `:gen top_k=100` on a
-vocabulary of 12 cut nothing without a word: a notice says so.
+vocabulary of 12 cut nothing without a word: a notice says so. `:checks causal` at max_seq_len=1 passed with "0 of the 0
+pairs" and "the causal mask at work", a claim nothing had tested: it says there was nothing to check.
 """
 
 import math
@@ -96,3 +97,10 @@ def test_gen_says_a_top_k_the_vocabulary_is_not_larger_than_cuts_nothing():
     rec = Recorder()
     run(s, ":gen 12 n=5 top_k=11 gen_seed=3", rec)
     assert not any("keeps every token" in n for n in rec.notices)
+
+
+def test_checks_causal_in_a_window_of_one_says_it_had_nothing_to_check():
+    result = run(smallest(d_model=2, n_heads=2, d_ff=2, max_seq_len=1), ":checks causal")
+    text = plain(result)
+    assert "0 of the 0 pairs" not in text and "the causal mask at work" not in text  # a claim nothing tested
+    assert "nothing to check here: a window of 1 character has no later position" in text

@@ -186,6 +186,9 @@ def measured(name: str, check, result: ChecksResult) -> str:
     if name == "rows":
         size = "exactly 0" if check.passed else f"up to {check.other_largest:.3g}"
         return f"row 0's logits have a gradient of {size} on the other {count(check.rows - 1, 'row')}"
+    if name == "causal" and not check.later_pairs:  # max_seq_len=1: "0 of the 0 pairs", a pass that checked nothing
+        return (f"nothing to check here: a window of {count(check.positions, unit)} has no later position to read, so "
+                "no leak could show; max_seq_len=2 or more puts the mask to the test")
     if name == "causal":
         read = f"{check.later_read:,} of the {check.later_pairs:,} pairs (t, s > t) have a gradient"
         if check.passed:
@@ -351,9 +354,10 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         as_text = unscaled(console)
         console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=not causal.passed))
         console.print(legend(1.0, as_text, "share of the row's largest", console.width))
-        note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "
-                      "itself and the positions before it" if causal.passed
-             else "above the diagonal: position t reading a later position s")
+        if causal.later_pairs:  # a window of 1 has no diagonal to be blank above
+            note(console, "blank above the diagonal: the causal mask at work through every block, position t reads "
+                          "itself and the positions before it" if causal.passed
+                 else "above the diagonal: position t reading a later position s")
         if causal.passed and math.isnan(causal.reach_half):  # no gradient reaches any position's stream
             note(console, "how far back it reads: nowhere; no position's logits depend on the stream at any position "
                           "(every |dz_t/dh_s| is exactly 0), so its output is the same whatever it reads")
