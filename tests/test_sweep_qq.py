@@ -10,7 +10,9 @@ is far above ln(V)": lr=10) was then offered after a divergence as the rate that
 whose logits read no position (d_model=1) said half of what position t reads "lies on the 3.0 positions nearest it" in
 a window of 2: a row with no dependence is left out, and a model that reads nothing is told so. `:gen top_k=100` on a
 vocabulary of 12 cut nothing without a word: a notice says so. `:checks causal` at max_seq_len=1 passed with "0 of the 0
-pairs" and "the causal mask at work", a claim nothing had tested: it says there was nothing to check.
+pairs" and "the causal mask at work", a claim nothing had tested: it says there was nothing to check. On d_model=1,
+where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0) and
+`:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly".
 """
 
 import math
@@ -104,3 +106,13 @@ def test_checks_causal_in_a_window_of_one_says_it_had_nothing_to_check():
     text = plain(result)
     assert "0 of the 0 pairs" not in text and "the causal mask at work" not in text  # a claim nothing tested
     assert "nothing to check here: a window of 1 character has no later position" in text
+
+
+def test_ln_and_grad_on_a_d_model_of_one_say_the_norm_outputs_its_bias_and_no_gradient_gets_through():
+    s = smallest()
+    run(s, ":train")
+    text = plain(run(s, ":ln"))  # was: an internal error (ZeroDivisionError: |x̂_t| is 0 at every position)
+    assert "x - mean(x) is 0 at every position, so y = b whatever x is" in text
+    text = plain(run(s, ":grad"))
+    assert "xnan" not in text and "so even the first block learns" not in text  # was: "0.0000 at h_0 (xnan), so ..."
+    assert "no gradient reaches the stream" in text

@@ -167,7 +167,11 @@ def render_grad(result: GradResult, console: Console) -> None:
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
                   f"input {h_0}" + (" (cos: of the sublayer's part with the skip's)" if result.residual else ""))
     gain = result.embed / result.top if result.top > 0 else math.nan
-    if not result.residual:
+    if result.top == 0:  # d_model=1: LN_f of one feature is its bias alone, so the loss reads nothing of the stream
+        say(console, f"no gradient reaches the stream: |dL/dh_L| is 0 at the top, so every block gets 0 and "
+                     "learns nothing from this loss: what the output head reads does not depend on the stream (as "
+                     "at d_model=1, where LayerNorm's x - mean(x) is 0 and it outputs its bias alone)")
+    elif not result.residual:
         say(console, f"without the skip path the gradient reaching h_0 is what survives every sublayer's Jacobian: "
                      f"{top} at the top, {embed} at h_0 (x{gain:.2g})")
         note(console, "the lower blocks learn only from what gets through to them; residual=on hands every block the "

@@ -558,8 +558,13 @@ def render_ln(result: LnResult, console: Console) -> None:
     console.print(fitting_table(console, [names[k] for k in keep], [[row[k] for k in keep] for row in rows],
                                 optional=("x_j - mean", "b_j")))
     what = "sum_j (x_j - mean)^2" if n.centres else "sum_j x_j^2"
-    say(console, f"these {count(len(n.features), 'feature')} of {n.d} (the largest |x_j|) carry {n.features_share:.0%} "
-                 f"of {what}: the largest features set the scale s that every feature is divided by")
+    if n.centres and n.d == 1:  # the share below would be 0 of 0
+        say(console, "with d = 1 the mean is x itself: x - mean(x) is 0 at every position, so y = b whatever x is, and "
+                     "nothing after this norm can tell one input from another", "yellow")
+    else:
+        say(console, f"these {count(len(n.features), 'feature')} of {n.d} (the largest |x_j|) carry "
+                     f"{n.features_share:.0%} of {what}: the largest features set the scale s that every feature is "
+                     "divided by")
 
     sizes = [p.size_in for p in n.positions]
     outs = [p.size_out for p in n.positions]
@@ -732,8 +737,9 @@ def _same_token_apart(tokens: list[str], r: RopeWorked, listed: list[int]) -> tu
 
 
 def _spread(sizes: list[float]) -> float:
-    """How many times the largest of `sizes` is the smallest."""
-    return max(sizes) / max(min(sizes), 1e-300)
+    """How many times the largest of `sizes` is the smallest (1 where all are 0: d_model=1's x̂, which is 0 at every
+    position, once divided 0 by 0 in :ln)."""
+    return max(sizes) / max(min(sizes), 1e-300) if max(sizes) > 0 else 1.0
 
 
 def _cancelling(ratio: float) -> str:
