@@ -12,7 +12,8 @@ a window of 2: a row with no dependence is left out, and a model that reads noth
 vocabulary of 12 cut nothing without a word: a notice says so. `:checks causal` at max_seq_len=1 passed with "0 of the 0
 pairs" and "the causal mask at work", a claim nothing had tested: it says there was nothing to check. On d_model=1,
 where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0) and
-`:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly".
+`:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly"; `:set d_model=1` built
+such a model without a word.
 """
 
 import math
@@ -116,3 +117,13 @@ def test_ln_and_grad_on_a_d_model_of_one_say_the_norm_outputs_its_bias_and_no_gr
     text = plain(run(s, ":grad"))
     assert "xnan" not in text and "so even the first block learns" not in text  # was: "0.0000 at h_0 (xnan), so ..."
     assert "no gradient reaches the stream" in text
+
+
+def test_set_d_model_1_under_layernorm_warns_that_the_model_cannot_read_its_input():
+    s = tiny_session()
+    rec = Recorder()
+    run(s, ":set d_model=1 n_heads=1", rec)
+    assert any("d_model=1 with norm=layernorm" in n and "\n" not in n for n in rec.notices)
+    rec = Recorder()
+    run(s, ":set norm=rmsnorm", rec)  # x / rms(x) keeps the sign: it reads something
+    assert not any("d_model=1" in n for n in rec.notices)

@@ -375,6 +375,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
         reporter.notice(seed_kept_line(train.seed))
+    if model.d_model == 1 and model.norm == "layernorm" and {"d_model", "norm"} & set(changed):
+        reporter.notice("d_model=1 with norm=layernorm: the mean of one feature is the feature, so every norm outputs "
+                        "its bias alone whatever it reads, and the model cannot tell one input from another; "
+                        f"{cmd('set', d_model=2)} or more lets it read")
     unread = model.unread()  # rope_base without rope: typed, taken, and nothing reads it yet
     for because in dict.fromkeys(unread.values()):
         keys = [k for k in given if unread.get(k) == because]
