@@ -13,7 +13,8 @@ vocabulary of 12 cut nothing without a word: a notice says so. `:checks causal` 
 pairs" and "the causal mask at work", a claim nothing had tested: it says there was nothing to check. On d_model=1,
 where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0) and
 `:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly"; `:set d_model=1` built
-such a model without a word.
+such a model without a word. `:step temperature=1e-300` said "103 of 103 tokens could be picked" where one had a
+probability above 0.
 """
 
 import math
@@ -127,3 +128,17 @@ def test_set_d_model_1_under_layernorm_warns_that_the_model_cannot_read_its_inpu
     rec = Recorder()
     run(s, ":set norm=rmsnorm", rec)  # x / rms(x) keeps the sign: it reads something
     assert not any("d_model=1" in n for n in rec.notices)
+
+
+def test_step_at_a_tiny_temperature_counts_only_the_tokens_that_can_still_be_picked():
+    s = tiny_session()
+    run(s, ":train")
+    result = run(s, ":step 12 temperature=1e-300")
+    assert result.n_kept == 12 and result.n_possible == 1  # the filters keep all; e^(-gap / 1e-300) is 0 for 11
+    text = plain(result)
+    assert "1 of 12 tokens could be picked (12 pass the filters, but the others' probability is 0 at T=1e-300" in text
+    assert "12 of 12 tokens could be picked" not in text
+    result = run(s, ":step 12 temperature=1")  # an independent softmax: every token has some probability
+    z = torch.tensor([r.logit for r in result.rows], dtype=torch.float64)  # the 10 highest of 12: their shares
+    probs = torch.tensor([r.prob for r in result.rows], dtype=torch.float64)
+    assert result.n_possible == 12 and torch.allclose(probs / probs.sum(), torch.softmax(z, 0), atol=1e-9)

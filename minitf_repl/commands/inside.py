@@ -179,6 +179,9 @@ class StepResult:
     picked_rank: int  # 1 = the highest logit
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     int8: bool = False  # read from the int8 copy that :gen samples from (:quantize int8)
+    # of the n_kept, those whose probability is above 0: fewer where a tiny temperature leaves the others at exactly 0
+    # (T=1e-300 kept all 103 of pydoc through the filters, and one could be picked)
+    n_possible: int = 0
 
 
 SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation settings :step takes
@@ -188,7 +191,7 @@ SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation setti
          params=[Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
                  *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",
                                       aliases=("seed",) if spec.name == "gen_seed" else spec.aliases)
-                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=2)  # fmt: skip
+                   for spec in GenConfig.specs() if spec.name in SAMPLING)], json_version=3)  # fmt: skip
 def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     settings = with_given(session.gen_config, args)
     data = session.data
@@ -214,7 +217,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
         prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
         picked=itos[p.picked], picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
-        ablations=switched_off(session), int8=model is not session.model,
+        ablations=switched_off(session), int8=model is not session.model, n_possible=int((p.stages.probs > 0).sum()),
     )
 
 
@@ -315,7 +318,10 @@ def render_step(result: StepResult, console: Console) -> None:
                                                      top_p=result.top_p, seed=result.seed)
     same = cmd("gen", _typeable(result.prompt) or "PROMPT", n=1, **chosen)
     drawn = "greedy, no seed decides it" if greedy else f"seed {result.seed}"
-    note(console, f"{result.n_kept} of {result.vocab_size} tokens could be picked; {drawn} ({same} picks the same)")
+    underflow = (f" ({result.n_kept:,} pass the filters, but the others' probability is 0 at T={result.temperature:g}: "
+                 "e^((z - max z) / T) is too small for a float)" if result.n_possible < result.n_kept else "")
+    note(console, f"{result.n_possible:,} of {result.vocab_size:,} tokens could be picked{underflow}; {drawn} ({same} "
+                  "picks the same)")
     ablation_note(console, result.ablations)
 
 
