@@ -14,7 +14,8 @@ pairs" and "the causal mask at work", a claim nothing had tested: it says there 
 where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0) and
 `:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly"; `:set d_model=1` built
 such a model without a word. `:step temperature=1e-300` said "103 of 103 tokens could be picked" where one had a
-probability above 0.
+probability above 0. `:checks overfit` under dropout=0.99 failed with advice to try more steps or another rate, never
+naming the dropout the fresh model trained with.
 """
 
 import math
@@ -142,3 +143,14 @@ def test_step_at_a_tiny_temperature_counts_only_the_tokens_that_can_still_be_pic
     z = torch.tensor([r.logit for r in result.rows], dtype=torch.float64)  # the 10 highest of 12: their shares
     probs = torch.tensor([r.prob for r in result.rows], dtype=torch.float64)
     assert result.n_possible == 12 and torch.allclose(probs / probs.sum(), torch.softmax(z, 0), atol=1e-9)
+
+
+def test_checks_overfit_failing_under_a_high_dropout_names_the_dropout():
+    s = tiny_session()
+    run(s, ":set dropout=0.99")
+    result = run(s, ":checks overfit steps=20")
+    assert "overfit" in result.failed
+    text = plain(result)
+    assert "dropout=0.99" in text and ":set dropout=0" in text  # was: only "try more steps; ... the rate or size"
+    s = tiny_session()
+    assert "dropout" not in plain(run(s, ":checks overfit steps=5"))

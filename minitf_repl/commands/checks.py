@@ -65,6 +65,7 @@ class ChecksResult:
     causal_setting: bool = True  # the causal setting (on, with the mask off: an :ablate of the mask)
     post_norm: bool = False  # norm_placement=post: each block ends with a norm
     residual: bool = True  # the residual add is there (residual=off: each sublayer's output replaces the stream)
+    dropout: float = 0.0  # the dropout setting the fresh models train with (0.99 keeps overfit from learning a batch)
     position_table: bool = True  # positions are added to the input (learned or sinusoidal; not rope or none)
     ablations: list[str] = field(default_factory=list)  # what :ablate switched off: rows, causal, gradient read it so
 
@@ -108,7 +109,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=4)  # fmt: skip
+], aliases=("sanity",), json_version=5)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -122,7 +123,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                           gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
                           causal_setting=session.model_config.causal,
                           post_norm=session.model.post_norm,
-                          residual=session.model_config.residual,
+                          residual=session.model_config.residual, dropout=session.model_config.dropout,
                           position_table=position_kind(session.model_config).table is not None,
                           ablations=switched_off(session))
     training = [name for name in asked if name in ("blind", "overfit")]
@@ -230,6 +231,15 @@ def no_residual(result: ChecksResult) -> str:
             f"and {cmd('set', residual='on')} puts the add back")
 
 
+def with_dropout(result: ChecksResult) -> str:
+    """What dropout has to do with a fresh model that could not learn a batch by heart: it trains with it."""
+    if not result.dropout:
+        return ""
+    return (f". Here the fresh model trains with dropout={result.dropout:g}: each step zeroes {result.dropout:.0%} of "
+            f"its activations at random, which works against learning rows by heart; {cmd('set', dropout=0)} checks "
+            "without it")
+
+
 def failure(name: str, check, result: ChecksResult) -> str:
     """What a failed check usually means, and what to try."""
     if name == "batch":
@@ -278,7 +288,8 @@ def failure(name: str, check, result: ChecksResult) -> str:
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
                 f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes{first}): try more steps "
                 f"({cmd('checks', 'overfit', steps=check.steps * 3)}); if it still cannot, the rate or the model's "
-                f"size is off, or something between the data and the loss is wrong{no_residual(result)}")
+                f"size is off, or something between the data and the loss is wrong{no_residual(result)}"
+                f"{with_dropout(result)}")
     return ""
 
 
