@@ -15,7 +15,8 @@ where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in
 `:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly"; `:set d_model=1` built
 such a model without a word. `:step temperature=1e-300` said "103 of 103 tokens could be picked" where one had a
 probability above 0. `:checks overfit` under dropout=0.99 failed with advice to try more steps or another rate, never
-naming the dropout the fresh model trained with.
+naming the dropout the fresh model trained with. `:lrfind low=100 high=1000`, blown up after 2 steps, labelled its
+chart's ends "lr 1e+02" and "1e+02".
 """
 
 import math
@@ -154,3 +155,13 @@ def test_checks_overfit_failing_under_a_high_dropout_names_the_dropout():
     assert "dropout=0.99" in text and ":set dropout=0" in text  # was: only "try more steps; ... the rate or size"
     s = tiny_session()
     assert "dropout" not in plain(run(s, ":checks overfit steps=5"))
+
+
+def test_lrfind_chart_ends_are_told_apart_when_the_test_stops_after_a_few_steps():
+    from minitf_repl.commands.rates import distinct
+
+    assert distinct(100, 129.2) == ("1.0e+02", "1.3e+02")  # was "1e+02" at both ends
+    assert distinct(1e-5, 1.0) == ("1e-05", "1e+00")  # as before where they differ
+    s = tiny_session()
+    result = run(s, ":lrfind steps=10 low=100 high=1000")
+    assert result.test.blown_at is not None and "lr 1e+02 1e+02" not in plain(result)

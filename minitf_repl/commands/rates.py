@@ -156,6 +156,16 @@ def _round(rate: float) -> float:
     return float(f"{rate:.2g}")
 
 
+def distinct(low: float, high: float) -> tuple[str, str]:
+    """Two rates of the chart's axis, with the fewest digits that tell them apart (a test that blew up after 2
+    steps from 100 drew 100 and 129 both as "1e+02")."""
+    for digits in range(4):
+        a, b = f"{low:.{digits}e}", f"{high:.{digits}e}"
+        if a != b:
+            break
+    return a, b
+
+
 @render.register(LrfindResult)
 def render_lrfind(result: LrfindResult, console: Console) -> None:
     test = result.test
@@ -185,7 +195,8 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
             curves.append(Curve(f"{name} {rate:.2g}", [round(k)], [test.smoothed[min(len(steps) - 1, round(k))]],
                                 glyph, style))
     width = min(console.width, 80)
-    console.print(chart(curves, width, 10, x_labels=(f"lr {test.rates[0]:.0e}", f"{test.rates[end]:.0e}")))
+    first, last = distinct(test.rates[0], test.rates[end])
+    console.print(chart(curves, width, 10, x_labels=(f"lr {first}", last)))
     parts = []
     if test.steepest is not None:
         parts.append(f"falls fastest at {test.steepest:.2g}")
