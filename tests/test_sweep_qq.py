@@ -16,7 +16,8 @@ where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in
 such a model without a word. `:step temperature=1e-300` said "103 of 103 tokens could be picked" where one had a
 probability above 0. `:checks overfit` under dropout=0.99 failed with advice to try more steps or another rate, never
 naming the dropout the fresh model trained with. `:lrfind low=100 high=1000`, blown up after 2 steps, labelled its
-chart's ends "lr 1e+02" and "1e+02".
+chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 showed -ln p "inf" on every row under
+"mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0.
 """
 
 import math
@@ -165,3 +166,17 @@ def test_lrfind_chart_ends_are_told_apart_when_the_test_stops_after_a_few_steps(
     s = tiny_session()
     result = run(s, ":lrfind steps=10 low=100 high=1000")
     assert result.test.blown_at is not None and "lr 1e+02 1e+02" not in plain(result)
+
+
+# --- views of a model trained at a rate far too high (finite, but huge logits) -----------------------------------
+def test_mistakes_of_a_blown_up_model_show_its_finite_loss_not_inf():
+    s = tiny_session(data="pydoc", lr=30, grad_clip=0, steps=30, eval_every=30)
+    run(s, ":set n_layers=2 d_model=16 n_heads=2 d_ff=32 max_seq_len=16")
+    run(s, ":train")  # the val loss ends in the thousands, every value finite
+    result = run(s, ":mistakes")
+    hardest = result.text.hardest
+    assert any(h.p == 0.0 for h in hardest)  # e^(-thousands) underflows
+    assert all(math.isfinite(h.nll) and h.nll > 0 for h in hardest)
+    assert max(h.nll for h in hardest) >= result.text.mean  # the hardest are above the mean, which was finite
+    text = plain(result)
+    assert " inf " not in text  # was: -ln p "inf" on every row beside "mean -ln p 2229.856"

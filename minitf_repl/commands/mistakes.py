@@ -55,7 +55,7 @@ class MistakesResult:
                f"scored (a text, default {WINDOWS})"),
     Param("show", int, default=10, low=1, limit=1000, help="wrong answers or hard tokens listed"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the questions' or windows' seed"),
-], aliases=("errors",), json_version=2)  # fmt: skip
+], aliases=("errors",), json_version=3)  # fmt: skip
 def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesResult:
     from ..core.mistakes import task_mistakes, text_mistakes
 
@@ -136,7 +136,8 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
     # 40 columns 40 of them cut the headers ('ca…') and the guesses to fit
     for shown in BEFORE_SHOWN:
         rows = [[Text(visible(h.before)[-shown:]), Text(visible(h.actual), style="bold"), _p(h.p),
-                 f"{-math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess), _p(h.guess_p)]
+                 f"{h.nll if math.isfinite(h.nll) else -math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess),
+                 _p(h.guess_p)]
                 for h in found.hardest]
         table = fitting_table(console, ["before it", "came", "p", "-ln p", "its guess", "its p"], rows,
                               left=("before it", "came", "its guess"), optional=("its p", "p"),

@@ -56,6 +56,8 @@ class HardToken:
     p: float  # the model's probability of it
     guess: str  # the model's likeliest token there
     guess_p: float  # its probability
+    # -ln p, from the log-softmax: finite where p itself underflows to 0 (a blown-up model's -ln p of 40,000 was "inf")
+    nll: float = math.nan
 
 
 @dataclass
@@ -152,7 +154,7 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
         start = max(0, t + 1 - CONTEXT_TOKENS)
         before = decode_after(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
         hardest.append(HardToken(before, itos[int(y[w, t])], math.exp(-float(nll[w, t])),
-                                 itos[int(best[w, t])], math.exp(float(best_logp[w, t]))))
+                                 itos[int(best[w, t])], math.exp(float(best_logp[w, t])), float(nll[w, t])))
     tenth = min(flat.numel(), max(1, flat.numel() // 10))
     total = float(flat.sum())
     return TextMistakes(windows, flat.numel(), float(flat.mean()) if flat.numel() else math.nan, hardest,
