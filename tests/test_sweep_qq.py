@@ -17,7 +17,8 @@ such a model without a word. `:step temperature=1e-300` said "103 of 103 tokens 
 probability above 0. `:checks overfit` under dropout=0.99 failed with advice to try more steps or another rate, never
 naming the dropout the fresh model trained with. `:lrfind low=100 high=1000`, blown up after 2 steps, labelled its
 chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 showed -ln p "inf" on every row under
-"mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0.
+"mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` of that model said
+"these sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings.
 """
 
 import math
@@ -180,3 +181,13 @@ def test_mistakes_of_a_blown_up_model_show_its_finite_loss_not_inf():
     assert max(h.nll for h in hardest) >= result.text.mean  # the hardest are above the mean, which was finite
     text = plain(result)
     assert " inf " not in text  # was: -ln p "inf" on every row beside "mean -ln p 2229.856"
+
+
+def test_gen_show_probs_of_a_blown_up_model_does_not_blame_the_default_sampling_settings():
+    s = tiny_session(data="pydoc", lr=30, grad_clip=0, steps=30, eval_every=30)
+    run(s, ":set n_layers=2 d_model=16 n_heads=2 d_ff=32 max_seq_len=16")
+    run(s, ":train")
+    result = run(s, ":gen n=5 show=probs gen_seed=1")  # temperature 0.8, no top_k, no top_p: nothing cut
+    assert all(p == 1.0 for p in result.probs)  # the model's own certainty
+    text = plain(result)
+    assert "these sampling settings" not in text and "or by a model whose logits are thousands apart" in text

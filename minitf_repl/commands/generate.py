@@ -292,9 +292,11 @@ def gen_notes(result: GenResult, console: Console) -> None:
     elif result.default_prompt:
         note(console, f"no prompt given: started from {visible(result.prompt)!r}")
     if result.probs and all(p == 1.0 for p in result.probs):  # the colours say nothing of the model here
-        note(console, "every token had probability 1 when picked: these sampling settings (temperature 0, top_k=1 or "
-                      "a tiny top_p) leave one token to pick at each step; with temperature=1 top_k=none top_p=none "
-                      "the colours are the model's own probabilities")
+        # the settings leave one token, or the model does: one trained at lr=30 puts all but e^-1000 on its guess
+        note(console, "every token had probability 1 when picked: one token was left to pick at each step, by the "
+                      "sampling settings (temperature 0, top_k=1 or a tiny top_p) or by a model whose logits are "
+                      "thousands apart; with temperature=1 top_k=none top_p=none the colours are the model's own "
+                      "probabilities")
     if result.text and not result.text.strip():
         counts = ", ".join(count(result.text.count(ch), name) for ch, name in
                            ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
