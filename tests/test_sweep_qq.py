@@ -5,7 +5,8 @@ An update whose loss and gradient were finite could still turn the weights to in
 activations overflow): `:train steps=1` then reported "val loss nan", autosaved a checkpoint that `:load` refuses,
 and `:gen` on it ended in an internal error; now the run fails as a divergence and is rolled back. Weights that stay
 finite but overflow in the forward (a run at lr=1e30 stopped after a step) still made `:gen` an internal error, and
-`:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line. A run whose result said its rate was too high ("the val loss 130
+`:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line,
+and a run stopped between evaluations checks that its last batch's loss is still finite after the update. A run whose result said its rate was too high ("the val loss 130
 is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging". `:checks causal` on a model
 whose logits read no position (d_model=1) said half of what position t reads "lies on the 3.0 positions nearest it" in
 a window of 2: a row with no dependence is left out, and a model that reads nothing is told so. `:gen top_k=100` on a
@@ -54,11 +55,26 @@ def test_a_step_that_leaves_the_weights_non_finite_is_a_divergence_and_is_rolled
     assert ckpt.list_checkpoints(checkpoint_dir) == []  # no autosave of a model :load would refuse
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.0])
-def test_gen_from_weights_that_overflow_says_so_in_one_line(checkpoint_dir, temperature):
+def test_a_run_stopped_after_a_step_whose_finite_weights_overflow_is_a_divergence(checkpoint_dir):
     s = tiny_session(optimizer="adamw", warmup_steps=0, lr=1e30, eval_every=100)
-    run(s, ":train steps=5", Recorder(stop_after=1))  # stopped after one step: weights of 1e30, finite, but the
-    assert weights_finite(s)  # forward overflows to nan
+    with pytest.raises(TrainingDiverged, match="the loss of its batch became nan"):
+        run(s, ":train steps=5", Recorder(stop_after=1))  # weights of 1e30, finite, whose forward gives nan
+    assert s.trainer.step == 0 and ckpt.list_checkpoints(checkpoint_dir) == []
+
+
+def overflowing(session) -> None:
+    """Weights as a run at lr=1e30 leaves them: finite, each about 1e30, so the forward overflows to nan."""
+    with torch.no_grad():
+        for p in session.model.parameters():
+            p.copy_(torch.sign(p) * 1e30)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_gen_from_weights_that_overflow_says_so_in_one_line(temperature):
+    s = tiny_session()
+    run(s, ":train")
+    overflowing(s)
+    assert weights_finite(s)
     with pytest.raises(UserError, match=r"logits for the next token are not finite \(nan") as e:
         run(s, f":gen n=3 temperature={temperature}")  # was: an internal error (torch.multinomial); greedy: '+++'
     assert "\n" not in str(e.value)
@@ -191,3 +207,4 @@ def test_gen_show_probs_of_a_blown_up_model_does_not_blame_the_default_sampling_
     assert all(p == 1.0 for p in result.probs)  # the model's own certainty
     text = plain(result)
     assert "these sampling settings" not in text and "or by a model whose logits are thousands apart" in text
+

@@ -357,6 +357,8 @@ class Trainer:
 
         if done and (bad := self._non_finite_weight()) is not None:  # the last update, unseen by a next step's loss
             self._diverged_after("weights", bad)
+        if done and last is not None and last.val_loss is None and self._ddp is None:
+            self._check_forward(x, y)  # stopped between evaluations: finite weights of 1e30 still overflow
         release_freed()  # what the steps freed goes back now, before a caller saves or draws (core.memory)
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
         if not busy and compile_seconds is not None:  # only the compiling step ran: its own tokens (a task's rows
@@ -555,6 +557,19 @@ class Trainer:
             if not bool(finite.all()):
                 return p.detach()[~finite].flatten()[0].item()
         return None
+
+    def _check_forward(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """The last step's batch read again by the weights after its update (eval mode, one forward): its loss must
+        be finite, as a next step's would have to be. A run stopped between evaluations is checked this way."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                _, loss = self._plain_forward()(x, y)
+        finally:
+            self.model.train(was_training)
+        if not bool(torch.isfinite(loss)):
+            self._diverged_after("loss of its batch", loss.item())
 
     def _diverged_after(self, what: str, value: float) -> None:
         """The update of step self.step was applied, its loss and gradient finite, and left the weights or the val
