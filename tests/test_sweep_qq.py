@@ -19,7 +19,9 @@ probability above 0. `:checks overfit` under dropout=0.99 failed with advice to 
 naming the dropout the fresh model trained with. `:lrfind low=100 high=1000`, blown up after 2 steps, labelled its
 chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 showed -ln p "inf" on every row under
 "mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` of that model said
-"these sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings.
+"these sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings. top_k
+kept every token tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0
+(and the help's "the k likeliest tokens only") takes one.
 """
 
 import math
@@ -208,3 +210,14 @@ def test_gen_show_probs_of_a_blown_up_model_does_not_blame_the_default_sampling_
     text = plain(result)
     assert "these sampling settings" not in text and "or by a model whose logits are thousands apart" in text
 
+
+def test_top_k_keeps_exactly_k_tokens_on_tied_logits_so_top_k_1_is_greedy():
+    from minitf_repl.core.generate import sample_next, sampling_stages
+
+    z = torch.tensor([1.0, 3.0, 3.0, 0.5])  # two best logits, equal
+    assert sampling_stages(z, 1.0, top_k=1).top_k_kept.tolist() == [False, True, False, False]  # was: both kept
+    assert sampling_stages(z, 1.0, top_k=2).top_k_kept.tolist() == [False, True, True, False]
+    assert int(sampling_stages(torch.tensor([3.0, 3.0, 3.0, 0.5]), 1.0, top_k=2).top_k_kept.sum()) == 2
+    greedy = sample_next(z, 0.0)
+    assert greedy == int(torch.argmax(z)) == 1
+    assert {sample_next(z, 1.0, top_k=1, generator=torch.Generator().manual_seed(k)) for k in range(40)} == {greedy}

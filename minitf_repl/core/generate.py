@@ -71,10 +71,13 @@ def sampling_stages(
     masked = scaled
     top_k_kept = torch.ones(V, dtype=torch.bool)
     if top_k is not None and top_k < V:
-        kth = torch.topk(scaled, top_k).values[-1]
-        cut = scaled < kth
+        # exactly k, ties going to the lower id as argmax's do: a cut at the k-th value kept every token tied with it
+        # (top_k=1 on two equal best logits drew between them, where temperature 0 takes the first)
+        order = torch.sort(scaled, descending=True, stable=True).indices
+        top_k_kept = torch.zeros(V, dtype=torch.bool)
+        top_k_kept[order[:top_k]] = True
+        cut = ~top_k_kept
         masked = scaled.masked_fill(cut, float("-inf"))
-        top_k_kept = ~cut
     weights = torch.softmax(masked, dim=-1)
     top_p_kept = top_k_kept.clone()
     if top_p is not None and top_p < 1.0:
