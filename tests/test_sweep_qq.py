@@ -21,7 +21,8 @@ chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 sho
 "mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` of that model said
 "these sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings. top_k
 kept every token tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0
-(and the help's "the k likeliest tokens only") takes one.
+(and the help's "the k likeliest tokens only") takes one; a tiny top_p on tied logits kept whichever tied token an
+unstable sort put first (id 138 of 400), not the one greedy takes.
 """
 
 import math
@@ -221,3 +222,13 @@ def test_top_k_keeps_exactly_k_tokens_on_tied_logits_so_top_k_1_is_greedy():
     greedy = sample_next(z, 0.0)
     assert greedy == int(torch.argmax(z)) == 1
     assert {sample_next(z, 1.0, top_k=1, generator=torch.Generator().manual_seed(k)) for k in range(40)} == {greedy}
+
+
+@pytest.mark.parametrize("V", [4, 40, 400])
+def test_a_tiny_top_p_on_tied_logits_keeps_the_token_argmax_takes(V):
+    from minitf_repl.core.generate import sampling_stages
+
+    z = torch.zeros(V)
+    z[V // 2 :] = -1.0  # the first half tied at the top
+    kept = torch.nonzero(sampling_stages(z, 1.0, None, 1e-9).top_p_kept).flatten().tolist()
+    assert kept == [int(torch.argmax(z))] == [0]  # was [138] of 400: whichever the unstable sort put first

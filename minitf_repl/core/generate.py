@@ -82,7 +82,7 @@ def sampling_stages(
     top_p_kept = top_k_kept.clone()
     if top_p is not None and top_p < 1.0:
         # Nucleus: keep the most likely tokens until their mass reaches top_p (at least one).
-        sorted_probs, order = torch.sort(weights, descending=True)
+        sorted_probs, order = torch.sort(weights, descending=True, stable=True)  # ties: the lower id first, as argmax
         mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
         dropped = mass_before >= top_p
         sorted_probs[dropped] = 0.0
