@@ -22,7 +22,8 @@ chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 sho
 "these sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings. top_k
 kept every token tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0
 (and the help's "the k likeliest tokens only") takes one; a tiny top_p on tied logits kept whichever tied token an
-unstable sort put first (id 138 of 400), not the one greedy takes.
+unstable sort put first (id 138 of 400), not the one greedy takes. `:ffn` on a vocabulary of 4 listed a token the unit
+lowers ("d -0.00") under "raises the logit of", and raised ones under "lowers".
 """
 
 import math
@@ -232,3 +233,14 @@ def test_a_tiny_top_p_on_tied_logits_keeps_the_token_argmax_takes(V):
     z[V // 2 :] = -1.0  # the first half tied at the top
     kept = torch.nonzero(sampling_stages(z, 1.0, None, 1e-9).top_p_kept).flatten().tolist()
     assert kept == [int(torch.argmax(z))] == [0]  # was [138] of 400: whichever the unstable sort put first
+
+
+def test_ffn_lists_a_token_as_raised_only_when_the_unit_raises_it():
+    s = Session(ModelConfig(n_layers=1, d_model=4, n_heads=2, d_ff=4, max_seq_len=4),
+                TrainConfig(steps=4, batch_size=2, eval_every=2, eval_batches=1), data_spec="random:4", device_name="cpu")
+    run(s, ":train")
+    result = run(s, ":ffn abc")  # 4 tokens: 3 raised and 3 lowered overlapped
+    assert result.units and result.units[0].promote_by is not None
+    for u in result.units:
+        assert all(v > 0 for v in u.promote_by) and all(v < 0 for v in u.demote_by)
+        assert not set(u.promotes) & set(u.demotes)

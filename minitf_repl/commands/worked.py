@@ -672,8 +672,16 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     def names(ids: list[int] | None) -> list[str] | None:  # a BPE's lone bytes as escapes (\\xe2), not "�"
         return None if ids is None else [shown_piece(tokenizer, i) for i in ids]
 
-    units = [FfnUnit(n.index, n.pre, n.h, n.write, names(n.promotes), n.promote_by, names(n.demotes), n.demote_by)
-             for n in found.neurons]
+    def signed(ids: list[int] | None, by: list[float] | None, sign: int) -> tuple:
+        """The tokens a unit moves that way only: of 4 tokens the top 3 raised and the top 3 lowered overlap, and
+        "raises" listed "d -0.00" (a token it lowers), "lowers" "b +0.00"."""
+        if ids is None or by is None:
+            return names(ids), by
+        kept = [(i, v) for i, v in zip(ids, by) if v * sign > 0]
+        return names([i for i, _ in kept]), [v for _, v in kept]
+
+    units = [FfnUnit(n.index, n.pre, n.h, n.write, *signed(n.promotes, n.promote_by, 1),
+                     *signed(n.demotes, n.demote_by, -1)) for n in found.neurons]
     return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
                      pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive,
                      negative=found.negative, lowest=found.lowest, total_write=found.total_write,
