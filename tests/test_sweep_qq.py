@@ -23,7 +23,8 @@ chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 sho
 kept every token tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0
 (and the help's "the k likeliest tokens only") takes one; a tiny top_p on tied logits kept whichever tied token an
 unstable sort put first (id 138 of 400), not the one greedy takes. `:ffn` on a vocabulary of 4 listed a token the unit
-lowers ("d -0.00") under "raises the logit of", and raised ones under "lowers".
+lowers ("d -0.00") under "raises the logit of", and raised ones under "lowers". A run at lr=1e-9 that learned nothing
+sent the learner to `:checks overfit`, which trains at the same rate, never naming the rate.
 """
 
 import math
@@ -244,3 +245,11 @@ def test_ffn_lists_a_token_as_raised_only_when_the_unit_raises_it():
     for u in result.units:
         assert all(v > 0 for v in u.promote_by) and all(v < 0 for v in u.demote_by)
         assert not set(u.promotes) & set(u.demotes)
+
+
+# --- a learning rate at the low extreme -------------------------------------------------------------------------
+def test_a_run_that_learned_nothing_at_a_tiny_rate_blames_the_rate():
+    s = tiny_session(lr=1e-9, steps=60, eval_every=60)
+    text = plain(run(s, ":train"))
+    assert "near ln(V)" in text and "at a peak rate of 1e-09" in text and ":lrfind" in text
+    assert ":checks overfit says whether it can learn" not in text  # which trains at 1e-9 too, and fails alike

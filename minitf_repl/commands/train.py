@@ -564,6 +564,12 @@ def render_train(result: TrainResult, console: Console) -> None:
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      "a uniform guess: training made the model worse, which a learning rate too high for it does; "
                      f"{cmd('lrfind')} finds one that trains, {cmd('set', lr=0.001)} is a safe start", "yellow")
+    elif stalled(result) and (peak := too_low_rate(result)) is not None:
+        # lr=1e-9: a step moves each weight by about lr, and :checks overfit would train at it too and fail alike
+        say(console, f"the val loss is still near ln(V) = {uniform_loss(result.vocab_size):.2f}, a uniform guess, "
+                     f"after {count(result.steps, 'step')}: at a peak rate of {peak:.2g} a step moves a weight by "
+                     f"about that much ({result.steps * peak:.1g} in all), far too little to learn; "
+                     f"{cmd('lrfind')} finds a rate that trains, {cmd('set', lr=0.001)} is a safe start", "yellow")
     elif stalled(result):
         say(console, f"the val loss is still near ln(V) = {uniform_loss(result.vocab_size):.2f}, a uniform guess, "
                      f"after {count(result.steps, 'step')}: the model has learned almost nothing. "
@@ -629,6 +635,18 @@ def blown_up(result: TrainResult) -> bool:
     (lr=50 ends pydoc's 50 steps at 672, 5 steps at 45,482, with every loss still finite)."""
     baseline = uniform_loss(result.vocab_size)
     return baseline is not None and result.val_loss is not None and result.val_loss > BLOWN_UP * baseline
+
+
+TOO_LITTLE = 1e-3  # all a run's steps together at its peak rate move a weight (init std 0.02) by less than this
+
+
+def too_low_rate(result: TrainResult) -> float | None:
+    """The run's peak rate where its steps, all at that rate, would move a weight by less than TOO_LITTLE."""
+    rates = [row["lr"] for row in result.curve if row.get("lr") is not None]
+    if not rates:
+        return None
+    peak = max(rates)
+    return peak if peak * max(result.steps, 1) < TOO_LITTLE else None
 
 
 def stalled(result: TrainResult) -> bool:
