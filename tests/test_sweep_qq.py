@@ -1,30 +1,36 @@
 """What a user's-eye sweep of numbers at the extremes (learning rates that blow training up, sampling settings at their
 edges, the smallest models) found: each test failed before its fix.
 
-An update whose loss and gradient were finite could still turn the weights to inf or nan (lr=1e39, or 1e37 where the
-activations overflow): `:train steps=1` then reported "val loss nan", autosaved a checkpoint that `:load` refuses,
-and `:gen` on it ended in an internal error; now the run fails as a divergence and is rolled back. Weights that stay
-finite but overflow in the forward (a run at lr=1e30 stopped after a step) still made `:gen` an internal error, and
-`:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite logits in one line,
-and a run stopped between evaluations checks that its last batch's loss is still finite after the update. A run whose result said its rate was too high ("the val loss 130
-is far above ln(V)": lr=10) was then offered after a divergence as the rate that "trained here without diverging". `:checks causal` on a model
-whose logits read no position (d_model=1) said half of what position t reads "lies on the 3.0 positions nearest it" in
-a window of 2: a row with no dependence is left out, and a model that reads nothing is told so. `:gen top_k=100` on a
-vocabulary of 12 cut nothing without a word: a notice says so. `:checks causal` at max_seq_len=1 passed with "0 of the 0
-pairs" and "the causal mask at work", a claim nothing had tested: it says there was nothing to check. On d_model=1,
-where LayerNorm's x - mean(x) is 0 and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0) and
-`:grad` said "0.0000 at h_0 (xnan), so even the first block learns from the loss directly"; `:set d_model=1` built
-such a model without a word. `:step temperature=1e-300` said "103 of 103 tokens could be picked" where one had a
-probability above 0. `:checks overfit` under dropout=0.99 failed with advice to try more steps or another rate, never
-naming the dropout the fresh model trained with. `:lrfind low=100 high=1000`, blown up after 2 steps, labelled its
-chart's ends "lr 1e+02" and "1e+02". `:mistakes` of a model trained at lr=30 showed -ln p "inf" on every row under
-"mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` of that model said
-"these sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings. top_k
-kept every token tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0
-(and the help's "the k likeliest tokens only") takes one; a tiny top_p on tied logits kept whichever tied token an
-unstable sort put first (id 138 of 400), not the one greedy takes. `:ffn` on a vocabulary of 4 listed a token the unit
-lowers ("d -0.00") under "raises the logit of", and raised ones under "lowers". A run at lr=1e-9 that learned nothing
-sent the learner to `:checks overfit`, which trains at the same rate, never naming the rate.
+Training at the edges. An update whose loss and gradient were finite could still turn the weights to inf or nan
+(lr=1e39, or 1e37 where the activations overflow): `:train steps=1` then reported "val loss nan", autosaved a checkpoint
+that `:load` refuses, and `:gen` on it ended in an internal error; now the run fails as a divergence and is rolled back.
+Weights that stay finite but overflow in the forward (a run at lr=1e30 stopped after a step) still made `:gen` an
+internal error, and `:gen temperature=0` printed the argmax of nan logits as text: the sampler now refuses non-finite
+logits in one line, and a run stopped between evaluations checks that its last batch's loss is still finite after the
+update. A run whose result said its rate was too high ("the val loss 130 is far above ln(V)": lr=10) was then offered
+after a divergence as the rate that "trained here without diverging". A run at lr=1e-9 that learned nothing sent the
+learner to `:checks overfit`, which trains at the same rate, never naming the rate. `:lrfind low=100 high=1000`, blown
+up after 2 steps, labelled its chart's ends "lr 1e+02" and "1e+02".
+
+Sampling at the edges. `:gen top_k=100` on a vocabulary of 12 cut nothing without a word: a notice says so. `:step
+temperature=1e-300` said "103 of 103 tokens could be picked" where one had a probability above 0. top_k kept every token
+tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0 (and the help's "the
+k likeliest tokens only") takes one; a tiny top_p on tied logits kept whichever tied token an unstable sort put first
+(id 138 of 400), not the one greedy takes.
+
+The smallest models. `:checks causal` on a model whose logits read no position (d_model=1) said half of what position t
+reads "lies on the 3.0 positions nearest it" in a window of 2: a row with no dependence is left out, and a model that
+reads nothing is told so. `:checks causal` at max_seq_len=1 passed with "0 of the 0 pairs" and "the causal mask at
+work", a claim nothing had tested: it says there was nothing to check. On d_model=1, where LayerNorm's x - mean(x) is 0
+and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0) and `:grad` said "0.0000 at h_0 (xnan),
+so even the first block learns from the loss directly"; `:set d_model=1` built such a model without a word. `:checks
+overfit` under dropout=0.99 failed with advice to try more steps or another rate, never naming the dropout the fresh
+model trained with. `:ffn` on a vocabulary of 4 listed a token the unit lowers ("d -0.00") under "raises the logit of",
+and raised ones under "lowers".
+
+Views of a model trained at lr=30 (finite, but logits thousands apart). `:mistakes` showed -ln p "inf" on every row
+under "mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` said "these
+sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings.
 """
 
 import math
@@ -238,7 +244,8 @@ def test_a_tiny_top_p_on_tied_logits_keeps_the_token_argmax_takes(V):
 
 def test_ffn_lists_a_token_as_raised_only_when_the_unit_raises_it():
     s = Session(ModelConfig(n_layers=1, d_model=4, n_heads=2, d_ff=4, max_seq_len=4),
-                TrainConfig(steps=4, batch_size=2, eval_every=2, eval_batches=1), data_spec="random:4", device_name="cpu")
+                TrainConfig(steps=4, batch_size=2, eval_every=2, eval_batches=1), data_spec="random:4",
+                device_name="cpu")
     run(s, ":train")
     result = run(s, ":ffn abc")  # 4 tokens: 3 raised and 3 lowered overlapped
     assert result.units and result.units[0].promote_by is not None
