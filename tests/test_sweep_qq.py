@@ -26,7 +26,8 @@ and it outputs its bias alone, `:ln` ended in an internal error (0 divided by 0)
 so even the first block learns from the loss directly"; `:set d_model=1` built such a model without a word. `:checks
 overfit` under dropout=0.99 failed with advice to try more steps or another rate, never naming the dropout the fresh
 model trained with. `:ffn` on a vocabulary of 4 listed a token the unit lowers ("d -0.00") under "raises the logit of",
-and raised ones under "lowers".
+and raised ones under "lowers". `:context` at max_seq_len=1 said "reading more characters gains this model nothing",
+where it cannot read more.
 
 Views of a model trained at lr=30 (finite, but logits thousands apart). `:mistakes` showed -ln p "inf" on every row
 under "mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` said "these
@@ -260,3 +261,11 @@ def test_a_run_that_learned_nothing_at_a_tiny_rate_blames_the_rate():
     text = plain(run(s, ":train"))
     assert "near ln(V)" in text and "at a peak rate of 1e-09" in text and ":lrfind" in text
     assert ":checks overfit says whether it can learn" not in text  # which trains at 1e-9 too, and fails alike
+
+
+def test_context_in_a_window_of_one_does_not_say_reading_more_gains_nothing():
+    s = smallest(data="random:4", d_model=4, n_heads=2, d_ff=4, max_seq_len=1)
+    run(s, ":train")
+    text = plain(run(s, ":context windows=64"))
+    assert "reading more characters gains this model nothing" not in text  # it cannot read more
+    assert "a window of one position" in text

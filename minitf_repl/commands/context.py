@@ -240,7 +240,10 @@ def readings(result: ContextResult) -> list[str]:
                      f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which {unit} "
                      f"follows which gets from the same one)")
     late = curve.late
-    if curve.half_at is not None:
+    if curve.positions == 1:  # max_seq_len=1: position 0 is the last quarter too, and there is no "more" to read
+        lines.append(f"a window of one position: each prediction reads a single {unit}, so nothing here can show "
+                     f"what reading more would give; max_seq_len=2 or more lets it read further")
+    elif curve.half_at is not None:
         lines.append(f"half of the fall from position 0 ({first:.3f}) to the last quarter ({late:.3f}) is done by "
                      f"position {curve.half_at}: half of what the window gives comes from the nearest "
                      f"{count(curve.half_at + 1, unit)}")
