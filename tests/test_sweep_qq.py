@@ -269,3 +269,15 @@ def test_context_in_a_window_of_one_does_not_say_reading_more_gains_nothing():
     text = plain(run(s, ":context windows=64"))
     assert "reading more characters gains this model nothing" not in text  # it cannot read more
     assert "a window of one position" in text
+
+
+def test_gen_n_0_says_a_seed_was_drawn_only_where_it_decided_something():
+    from minitf_repl.commands.generate import gen_stats
+
+    s = tiny_session(data="pydoc")
+    run(s, ":set n_layers=1 d_model=16 n_heads=2 d_ff=32 max_seq_len=16")
+    result = run(s, ":gen hello n=0")
+    assert not result.seed_drawn and "seed" not in gen_stats(result)  # --json said seed_drawn: true
+    asked = run(tiny_session(), ":gen n=0")  # a task's question, drawn by the seed: the seed gives it again
+    assert asked.seed_drawn and f"drawn seed {asked.seed}" in gen_stats(asked)
+    assert run(tiny_session(), f":gen n=0 gen_seed={asked.seed}").prompt == asked.prompt

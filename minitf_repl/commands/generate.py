@@ -109,9 +109,9 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         asked = _task_question(session.data, settings.gen_seed)
         prompt = asked or default_prompt(tokenizer)
         # greedy text does not depend on the seed; a task's question drawn for the call does
-        drawn = drawn and (settings.temperature > 0 or asked is not None)
+        drawn = drawn and ((settings.temperature > 0 and settings.n > 0) or asked is not None)
     else:
-        drawn = drawn and settings.temperature > 0
+        drawn = drawn and settings.temperature > 0 and settings.n > 0  # n=0 draws nothing: --json said seed_drawn
     ids = tokenizer.encode(prompt)
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
@@ -278,7 +278,8 @@ def gen_stats(result: GenResult) -> str:
     text = f"{count(result.n_tokens, 'token')} in {result.seconds:.2f} s, {rate}, cache {'on' if result.cache else 'off'}"
     if result.first_token_seconds is not None and result.n_tokens > 1:
         text += f", first token after {result.first_token_seconds * 1000:.0f} ms"
-    if result.seed_drawn and result.n_tokens:  # the same prompt and settings with this seed give the text again
+    # the same prompt and settings with this seed give the text again (n=0 on a task: the question it drew)
+    if result.seed_drawn and (result.n_tokens or result.default_prompt):
         text += f", drawn seed {result.seed}"
     return text + (" (stopped)" if result.stopped else "")
 
