@@ -281,3 +281,13 @@ def test_gen_n_0_says_a_seed_was_drawn_only_where_it_decided_something():
     asked = run(tiny_session(), ":gen n=0")  # a task's question, drawn by the seed: the seed gives it again
     assert asked.seed_drawn and f"drawn seed {asked.seed}" in gen_stats(asked)
     assert run(tiny_session(), f":gen n=0 gen_seed={asked.seed}").prompt == asked.prompt
+
+
+def test_gen_top_k_1_names_no_drawn_seed_as_greedy_does():
+    from minitf_repl.commands.generate import gen_stats
+
+    s = tiny_session()
+    run(s, ":train")
+    picked = run(s, ":gen 12 n=4 top_k=1")
+    assert not picked.seed_drawn and "seed" not in gen_stats(picked)  # was: "drawn seed 671390", deciding nothing
+    assert picked.text == run(s, ":gen 12 n=4 temperature=0").text

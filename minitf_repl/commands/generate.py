@@ -36,6 +36,12 @@ FAMILY = "generating"  # the heading :help lists this module's commands under
 DRAWN_SEEDS = (100_000, 1_000_000)  # a seed drawn for a :gen without gen_seed: six digits, easily typed
 
 
+def _draws(settings) -> bool:
+    """Whether the sampling seed decides a token: not at n=0 (--json said seed_drawn for a seed that drew nothing),
+    temperature 0 or top_k=1 (exactly one token left: the likeliest, as greedy takes it)."""
+    return settings.n > 0 and settings.temperature > 0 and settings.top_k != 1
+
+
 def drawn_seed() -> int:
     """A fresh sampling seed of six digits, as the docs say it is (below 100,000 it had fewer one time in ten)."""
     low, high = DRAWN_SEEDS
@@ -109,9 +115,9 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
         asked = _task_question(session.data, settings.gen_seed)
         prompt = asked or default_prompt(tokenizer)
         # greedy text does not depend on the seed; a task's question drawn for the call does
-        drawn = drawn and ((settings.temperature > 0 and settings.n > 0) or asked is not None)
+        drawn = drawn and (_draws(settings) or asked is not None)
     else:
-        drawn = drawn and settings.temperature > 0 and settings.n > 0  # n=0 draws nothing: --json said seed_drawn
+        drawn = drawn and _draws(settings)
     ids = tokenizer.encode(prompt)
     model = session.sampling_model  # the int8 copy while :quantize int8 is on, else the model
     window = model.config.max_seq_len
