@@ -16,7 +16,9 @@ Sampling at the edges. `:gen top_k=100` on a vocabulary of 12 cut nothing withou
 temperature=1e-300` said "103 of 103 tokens could be picked" where one had a probability above 0. top_k kept every token
 tied with the k-th logit, so top_k=1 on two equal best logits drew between them where temperature 0 (and the help's "the
 k likeliest tokens only") takes one; a tiny top_p on tied logits kept whichever tied token an unstable sort put first
-(id 138 of 400), not the one greedy takes.
+(id 138 of 400), not the one greedy takes. `:gen n=0 --json` said seed_drawn: true, a seed that drew nothing, where the
+text showed none (and a task's question drawn at n=0 was shown without the seed that asks it again); `:gen top_k=1`
+named a "drawn seed" that decides nothing, as greedy's is not named.
 
 The smallest models. `:checks causal` on a model whose logits read no position (d_model=1) said half of what position t
 reads "lies on the 3.0 positions nearest it" in a window of 2: a row with no dependence is left out, and a model that
