@@ -104,6 +104,7 @@ def convert(param: Param, raw: str):
                 hint = f"; {param.name}=0 is off"
             raise UserError(f"{param.name} must be {kind}, got {show_value(raw)}{hint}") from None
         _refuse_out_of_range(param.name, text, value)
+        value += 0.0  # -0 is 0: `temperature=-0` was taken as -0.0 and shown as "0.8 -> -0"
     else:
         value = raw
     try:

@@ -34,6 +34,8 @@ where it cannot read more.
 Views of a model trained at lr=30 (finite, but logits thousands apart). `:mistakes` showed -ln p "inf" on every row
 under "mean -ln p 2229.856": it took -ln of a probability that had underflowed to 0. `:gen show=probs` said "these
 sampling settings (temperature 0, top_k=1 or a tiny top_p) leave one token" under the default settings.
+
+Values in other spellings. `:set temperature=-0` (and weight_decay, grad_clip) stored -0.0 and said "0.8 -> -0".
 """
 
 import math
@@ -293,3 +295,14 @@ def test_gen_top_k_1_names_no_drawn_seed_as_greedy_does():
     picked = run(s, ":gen 12 n=4 top_k=1")
     assert not picked.seed_drawn and "seed" not in gen_stats(picked)  # was: "drawn seed 671390", deciding nothing
     assert picked.text == run(s, ":gen 12 n=4 temperature=0").text
+
+
+# --- values in other spellings ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("key", ["temperature", "weight_decay", "grad_clip"])
+def test_minus_zero_is_taken_as_zero(key):
+    s = tiny_session()
+    rec = Recorder()
+    run(s, f":set {key}=-0", rec)
+    config = s.gen_config if key == "temperature" else s.train_config
+    value = getattr(config, key)
+    assert value == 0 and math.copysign(1.0, value) == 1.0  # was -0.0, shown as "-> -0"
