@@ -342,8 +342,10 @@ class Trainer:
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
                     self._ddp is None or distributed.is_main()):
                 info.val_loss, info.accuracy = self.evaluate()
-                if not math.isfinite(info.val_loss):  # a finite loss and gradient can still make an update
-                    self._diverged_after("val loss", info.val_loss)  # that ruins the weights (lr=1e39)
+                # a finite loss and gradient can still make an update that ruins the weights (lr=1e39); under DDP
+                # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
+                if not math.isfinite(info.val_loss) and self._ddp is None:
+                    self._diverged_after("val loss", info.val_loss)
                 info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
                 if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
                     info.tokens_per_second = stretch_tokens / stretch_busy
@@ -552,7 +554,10 @@ class Trainer:
 
     def _non_finite_weight(self) -> float | None:
         """A weight that is nan or inf (the first found), or None when every weight is finite."""
-        for p in self.model.parameters():
+        params = list(self.model.parameters())
+        if bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):  # one device sync, at a run's end
+            return None
+        for p in params:
             finite = torch.isfinite(p)
             if not bool(finite.all()):
                 return p.detach()[~finite].flatten()[0].item()
