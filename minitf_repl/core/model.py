@@ -42,7 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
-from .errors import DataError
+from .errors import DataError, DeviceError
 from .experts import MixtureOfExperts, MoEStats
 from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, make_activation
 from .norms import make_norm
@@ -436,7 +436,14 @@ class MiniTransformerLM(nn.Module):
         targets: torch.Tensor | None = None,
         cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """idx: (B, T) token ids. targets: (B, T) next-token ids, -1 where no loss is counted."""
+        """idx: (B, T) token ids. targets: (B, T) next-token ids, -1 where no loss is counted.
+
+        Returns (logits, loss): logits (B, T, vocab_size) for every position, loss the mean cross-entropy over the
+        counted targets (None without targets; NaN where every target is -1: nothing is counted). An input the
+        model cannot read (one sequence without its batch dimension, float ids, ids outside the vocabulary,
+        targets of another shape, a tensor on another device) raises one DataError or DeviceError naming the fix.
+        """
+        idx, targets = self.check_input(idx, targets)
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         self.check_fits(start + T)
@@ -458,6 +465,44 @@ class MiniTransformerLM(nn.Module):
     def causal(self) -> bool:
         """Whether every attention layer masks the future now: causal=on, and no `:ablate mask` (core.ablation)."""
         return all(block.attn.causal for block in self.blocks)
+
+    def check_input(self, idx, targets=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx and targets as forward reads them ((B, T) int64 ids on the model's device), or one error saying what to
+        change: torch's own errors for these (an unpacking error, "index out of range in self", a device-side
+        assert on a GPU) name neither the argument nor the fix."""
+        device = self.token_embedding.weight.device
+        idx = self._ids("idx", idx, device, low=0)
+        if targets is not None:
+            targets = self._ids("targets", targets, device, low=-1)
+            if targets.shape != idx.shape:
+                raise DataError(f"targets have shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; give "
+                                "one next-token id per input position (targets[b, t] = the id after idx[b, t])")
+        return idx, targets
+
+    def _ids(self, name: str, ids, device: torch.device, low: int) -> torch.Tensor:
+        if not isinstance(ids, torch.Tensor):
+            raise DataError(f"{name} must be a tensor of token ids, got {type(ids).__name__}; "
+                            f"wrap it: torch.tensor([[...]]) for a batch of one")
+        if ids.dim() != 2:
+            fix = (f"add the batch dimension: {name}.unsqueeze(0) (a batch of one)" if ids.dim() == 1
+                   else "give a batch of sequences, (B, T)")
+            raise DataError(f"{name} must have shape (B, T), got {tuple(ids.shape)}; {fix}")
+        if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+            raise DataError(f"{name} must hold whole token ids, got dtype {str(ids.dtype).removeprefix('torch.')}; "
+                            f"convert it: {name}.long()")
+        if ids.device != device:
+            raise DeviceError(f"{name} is on {ids.device} but the model is on {device}; move it: {name}.to('{device}')")
+        ids = ids.long()  # int32 and the narrower integer types hold the same ids (embedding, cross-entropy want int64)
+        vocab = self.config.vocab_size
+        if ids.numel() and not torch.compiler.is_compiling():
+            outside = (ids < low) | (ids >= vocab)
+            if outside.any():
+                bad = int(ids[outside][0])
+                allowed = f"ids 0..{vocab - 1}" + (", or -1 where no loss is counted" if low < 0 else "")
+                raise DataError(f"{name} holds {bad}, not a token id of this model (vocab_size={vocab}: {allowed}); "
+                                "encode with the tokenizer the model was built for, or build it with a larger "
+                                "vocab_size")
+        return ids
 
     def check_fits(self, length: int) -> None:
         """Positions are absolute: an input (cache included) may not be longer than the context window."""

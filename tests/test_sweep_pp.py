@@ -1,0 +1,80 @@
+"""What a user's-eye sweep of the package used as a library (a script or a notebook, no REPL) found: each test failed
+before its fix.
+
+`model(idx, targets)` given what a learner first tries answered with torch's own errors deep inside: one sequence
+without its batch dimension was "not enough values to unpack (expected 2, got 1)", float ids "Expected tensor for
+argument #1 'indices' to have one of the following scalar types", an id outside the vocabulary "index out of range in
+self" (a device-side assert on a GPU), int32 targets "expected target dtype to be Long or Byte", targets of another
+shape a reshape error, and idx on another device than the model a device mismatch from the embedding. Worse, targets
+of the wrong shape but the same size ((T,) for (1, T), or (3, 2) for (2, 3)) gave a loss without a word, computed
+against the wrong positions. Each is now one DataError or DeviceError naming the argument and the fix.
+"""
+
+import pytest
+import torch
+
+from minitf_repl import MiniTransformerLM, ModelConfig
+from minitf_repl.core.errors import DataError, DeviceError
+
+SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+
+
+def tiny(**changes) -> MiniTransformerLM:
+    torch.manual_seed(0)
+    return MiniTransformerLM(ModelConfig(**{**SIZES, **changes})).eval()
+
+
+# --- forward(idx, targets) at its edges ------------------------------------------------------------------------
+@pytest.mark.parametrize("idx, words", [
+    (torch.tensor([1, 2, 3]), "idx must have shape (B, T), got (3,); add the batch dimension: idx.unsqueeze(0)"),
+    (torch.tensor(3), "idx must have shape (B, T), got ()"),
+    (torch.zeros(1, 2, 3, dtype=torch.long), "idx must have shape (B, T), got (1, 2, 3)"),
+    (torch.zeros(1, 3), "idx must hold whole token ids, got dtype float32; convert it: idx.long()"),
+    (torch.zeros(1, 3, dtype=torch.bool), "got dtype bool"),
+    (torch.tensor([[1, 11]]), "idx holds 11, not a token id of this model (vocab_size=11: ids 0..10)"),
+    (torch.tensor([[-1, 2]]), "idx holds -1, not a token id of this model"),
+    ([[1, 2]], "idx must be a tensor of token ids, got list"),
+])
+def test_forward_names_what_is_wrong_with_idx_and_the_fix(idx, words):
+    with pytest.raises(DataError) as error:
+        tiny()(idx)
+    assert words in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+def test_forward_reads_ids_of_any_integer_dtype_as_int64_would(dtype):
+    model, idx = tiny(), torch.tensor([[1, 2, 3]])
+    expected, loss = model(idx, idx)
+    logits, same = model(idx.to(dtype), idx.to(dtype))
+    assert torch.equal(logits, expected) and torch.equal(loss, same)
+
+
+@pytest.mark.parametrize("targets, words", [
+    (torch.tensor([[1, 2]]), "targets have shape (1, 2) but idx has (1, 3)"),
+    (torch.tensor([1, 2, 3]), "targets must have shape (B, T), got (3,)"),  # same size: used to give a loss
+    (torch.tensor([[1., 2., 3.]]), "targets must hold whole token ids, got dtype float32"),
+    (torch.tensor([[1, 2, 11]]), "targets holds 11, not a token id of this model (vocab_size=11: ids 0..10, or -1"),
+    (torch.tensor([[1, 2, -2]]), "targets holds -2"),
+])
+def test_forward_names_what_is_wrong_with_targets(targets, words):
+    with pytest.raises(DataError) as error:
+        tiny()(torch.tensor([[1, 2, 3]]), targets)
+    assert words in str(error.value)
+
+
+def test_targets_transposed_to_the_same_size_are_refused_not_scored_against_the_wrong_positions():
+    with pytest.raises(DataError, match=r"targets have shape \(3, 2\) but idx has \(2, 3\)"):
+        tiny()(torch.zeros(2, 3, dtype=torch.long), torch.zeros(3, 2, dtype=torch.long))
+
+
+def test_targets_of_minus_one_are_not_counted_as_the_docs_say():
+    model, idx = tiny(), torch.tensor([[1, 2, 3]])
+    targets = torch.tensor([[-1, 4, -1]])
+    logits, loss = model(idx, targets)
+    assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits[0, 1:2], torch.tensor([4])))
+
+
+def test_forward_on_another_device_than_the_model_says_where_to_move_idx():
+    model = tiny().to("meta")  # a second device every machine has
+    with pytest.raises(DeviceError, match=r"idx is on cpu but the model is on meta; move it: idx.to\('meta'\)"):
+        model(torch.tensor([[1, 2]]))
