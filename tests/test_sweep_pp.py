@@ -13,7 +13,7 @@ against the wrong positions. Each is now one DataError or DeviceError naming the
 import pytest
 import torch
 
-from minitf_repl import MiniTransformerLM, ModelConfig
+from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, generate
 from minitf_repl.core.errors import DataError, DeviceError
 
 SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
@@ -78,3 +78,40 @@ def test_forward_on_another_device_than_the_model_says_where_to_move_idx():
     model = tiny().to("meta")  # a second device every machine has
     with pytest.raises(DeviceError, match=r"idx is on cpu but the model is on meta; move it: idx.to\('meta'\)"):
         model(torch.tensor([[1, 2]]))
+
+
+# --- generate from a script ------------------------------------------------------------------------------------
+class Plain(torch.nn.Module):
+    """What a learner builds first: an embedding and a head, no config, no blocks."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.head = torch.nn.Embedding(11, 8), torch.nn.Linear(8, 11)
+
+    def forward(self, idx, targets=None):
+        return self.head(self.embed(idx)), None
+
+
+def test_generate_given_a_plain_module_says_it_needs_a_minitransformerlm_at_the_call():
+    with pytest.raises(TypeError, match="generate needs a MiniTransformerLM .* got Plain; build one"):
+        generate(Plain(), [1, 2], GenConfig(n=3))  # no list(): the call itself refuses
+
+
+@pytest.mark.parametrize("prompt, error, words", [
+    ("hello", TypeError, "generate continues token ids, not text; encode it first: tokenizer.encode(text)"),
+    (torch.tensor([[1, 2]]), DataError, "shape (1, 2); pass one sequence's ids"),
+    ([1, 11], DataError, "the prompt holds 11, not a token id of this model (vocab_size=11: ids 0..10)"),
+    ([-1], DataError, "the prompt holds -1"),
+    ([1.5], DataError, "the prompt must be a list of token ids (whole numbers)"),
+    ([], DataError, "the prompt is empty"),
+])
+def test_generate_names_what_is_wrong_with_the_prompt_at_the_call(prompt, error, words):
+    with pytest.raises(error) as raised:
+        generate(tiny(), prompt, GenConfig(n=3))
+    assert words in str(raised.value)
+
+
+def test_generate_takes_a_one_dimensional_tensor_prompt_as_its_list():
+    model = tiny()
+    assert (list(generate(model, torch.tensor([1, 2]), GenConfig(n=4, temperature=0)))
+            == list(generate(model, [1, 2], GenConfig(n=4, temperature=0))))

@@ -13,6 +13,7 @@ gives the same text whatever device the model runs on.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -21,6 +22,7 @@ import torch
 from .config import GenConfig
 from .errors import DataError
 from .fastpath import FastPath, listened
+from .model import require_model
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
@@ -123,7 +125,29 @@ def cache_exact(model) -> bool:
     return model.causal or len(model.blocks) == 1
 
 
-@torch.inference_mode()
+def _token_ids(prompt_ids, vocab_size: int) -> list[int]:
+    """The prompt as a list of ids the model has, or one error saying what to pass instead."""
+    if isinstance(prompt_ids, str):
+        raise TypeError("generate continues token ids, not text; encode it first: tokenizer.encode(text)")
+    if isinstance(prompt_ids, torch.Tensor):
+        if prompt_ids.dim() != 1 or prompt_ids.is_floating_point() or prompt_ids.dtype == torch.bool:
+            raise DataError(f"the prompt must be a list or 1-D tensor of token ids, got a {prompt_ids.dtype} tensor of "
+                            f"shape {tuple(prompt_ids.shape)}; pass one sequence's ids (idx[0].tolist())")
+        prompt_ids = prompt_ids.tolist()
+    try:
+        ids = [operator.index(i) for i in prompt_ids]
+    except TypeError:
+        raise DataError("the prompt must be a list of token ids (whole numbers); encode text first: "
+                        "tokenizer.encode(text)") from None
+    if not ids:
+        raise DataError("the prompt is empty; give at least one character to continue")
+    bad = next((i for i in ids if not 0 <= i < vocab_size), None)
+    if bad is not None:
+        raise DataError(f"the prompt holds {bad}, not a token id of this model (vocab_size={vocab_size}: ids "
+                        f"0..{vocab_size - 1}); encode with the tokenizer the model was built for")
+    return ids
+
+
 def generate(
     model,
     prompt_ids: list[int],
@@ -137,12 +161,21 @@ def generate(
     asked before each new token, with the prompt and every token so far: True ends the text there.
     A task declares where its answers end this way (core.data's Task.answer_complete), so a
     complete answer is not followed by tokens that mean nothing.
+
+    The model, the prompt (a list or 1-D tensor of ids the model has) and the settings are checked
+    at the call, before anything is sampled: `generate(model, "text", ...)` raises there, not at the
+    first token drawn.
     """
     if not isinstance(settings, GenConfig):
         raise TypeError(f"generate samples under a GenConfig, got {type(settings).__name__}; "
                         "e.g. generate(model, ids, GenConfig(n=50, temperature=0.8))")
-    if len(prompt_ids) == 0:
-        raise DataError("the prompt is empty; give at least one character to continue")
+    require_model(model, "generate")
+    return _sampled(model, _token_ids(prompt_ids, model.config.vocab_size), settings, done)
+
+
+@torch.inference_mode()
+def _sampled(model, prompt_ids: list[int], settings: GenConfig,
+             done: Callable[[list[int]], bool] | None) -> Iterator[int]:
     max_new_tokens, temperature, top_k, top_p, cache = (settings.n, settings.temperature, settings.top_k,
                                                        settings.top_p, settings.cache)
     # The cache keeps each position's keys and values as they were computed, before later tokens came. Under

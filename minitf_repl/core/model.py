@@ -53,8 +53,16 @@ from .words import count
 
 __all__ = [
     "FeedForward", "KVCache", "LayerKV", "MiniTransformerLM", "ModelConfig", "MultiHeadSelfAttention", "Probe",
-    "SinusoidalPositions", "TransformerBlock", "feed_forward",
+    "SinusoidalPositions", "TransformerBlock", "feed_forward", "require_model",
 ]
+
+
+def require_model(model, user: str) -> None:
+    """Refuse, in one line, a model that is not a MiniTransformerLM (nor one compiled by torch.compile): `user` (the
+    function's name) reads the parts only it has (its config, blocks and KV cache), which a plain nn.Module lacks."""
+    if not isinstance(getattr(model, "_orig_mod", model), MiniTransformerLM):
+        raise TypeError(f"{user} needs a MiniTransformerLM (it reads the model's config, blocks and KV cache), got "
+                        f"{type(model).__name__}; build one: MiniTransformerLM(ModelConfig(...))")
 
 
 class LayerKV:
