@@ -13,7 +13,7 @@ against the wrong positions. Each is now one DataError or DeviceError naming the
 import pytest
 import torch
 
-from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, generate
+from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
 from minitf_repl.core.errors import DataError, DeviceError
 
 SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
@@ -115,3 +115,24 @@ def test_generate_takes_a_one_dimensional_tensor_prompt_as_its_list():
     model = tiny()
     assert (list(generate(model, torch.tensor([1, 2]), GenConfig(n=4, temperature=0)))
             == list(generate(model, [1, 2], GenConfig(n=4, temperature=0))))
+
+
+# --- Trainer from a script -------------------------------------------------------------------------------------
+def test_trainer_given_a_plain_module_a_name_or_a_dict_says_what_it_needs():
+    data, config = load_data("sort"), TrainConfig(steps=1)
+    with pytest.raises(TypeError, match="Trainer needs a MiniTransformerLM .* got Plain"):
+        Trainer(Plain(), data, config)
+    with pytest.raises(TypeError, match=r"Trainer draws its batches from a dataset, got str; load one: "
+                                        r"Trainer\(model, load_data\('sort'\), config\)"):
+        Trainer(tiny(), "sort", config)
+    with pytest.raises(TypeError, match=r"Trainer trains under a TrainConfig, got dict"):
+        Trainer(tiny(), data, {"steps": 1})
+
+
+def test_training_data_with_more_tokens_than_the_model_has_is_refused_before_a_step():
+    data = load_data("sort")  # 12 tokens
+    trainer = Trainer(tiny(vocab_size=5, max_seq_len=16), data, TrainConfig(steps=1, batch_size=2, eval_batches=1))
+    with pytest.raises(DataError, match=r"the data has 12 tokens but the model's vocab_size is 5; build the model "
+                                        r"with ModelConfig\(vocab_size=data.tokenizer.vocab_size"):
+        trainer.run()
+    assert trainer.step == 0 and trainer.history == []

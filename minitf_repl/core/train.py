@@ -30,12 +30,14 @@ import torch
 from . import distributed
 from .config import TrainConfig
 from .data import bits_per_char, val_tokens_per_char
-from .errors import ConfigError, PeerLost, TrainingDiverged
+from .errors import ConfigError, DataError, PeerLost, TrainingDiverged
 from .fastpath import FastPath, listened
 from .memory import release_freed
+from .model import require_model
 from .optimizers import make_optimizer, set_weight_decay
 from .precision import (autocast, compile_failure_line, compile_module, is_compile_failure, precision_note,
                         training_dtype)
+from .words import count
 
 
 # Said once per trainer when threads=auto moves torch's thread count during a run: a product or a sum split across
@@ -126,6 +128,13 @@ class Trainer:
     """Owns the optimizer, the data RNG, the run position and the loss history of one model."""
 
     def __init__(self, model, data, config: TrainConfig, device: torch.device | str = "cpu"):
+        require_model(model, "Trainer")
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"Trainer trains under a TrainConfig, got {type(config).__name__}; "
+                            "e.g. Trainer(model, data, TrainConfig(steps=200))")
+        if not callable(getattr(data, "get_batch", None)):
+            raise TypeError(f"Trainer draws its batches from a dataset, got {type(data).__name__}; "
+                            "load one: Trainer(model, load_data('sort'), config)")
         self.model = model
         self.data = data
         self.config = config
@@ -193,6 +202,10 @@ class Trainer:
         if constant_lr is not None and not (isinstance(constant_lr, (int, float)) and 0 < constant_lr < float("inf")):
             raise ConfigError(f"a constant learning rate must be a positive number, got {constant_lr!r}")
         self.data.check_fits(self.max_seq_len)
+        tokens, vocab = getattr(getattr(self.data, "tokenizer", None), "vocab_size", None), self.model.config.vocab_size
+        if tokens is not None and tokens > vocab:
+            raise DataError(f"the data has {count(tokens, 'token')} but the model's vocab_size is {vocab}; build "
+                            "the model with ModelConfig(vocab_size=data.tokenizer.vocab_size, ...)")
         self.run_start, self.run_steps, self.run_elapsed = self.step, steps, 0.0
         self.run_constant_lr = None if constant_lr is None else float(constant_lr)
 
