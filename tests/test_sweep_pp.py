@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
-from minitf_repl.core.errors import DataError, DeviceError
+from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core.errors import CheckpointError, DataError, DeviceError
 
 SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
 
@@ -136,3 +137,23 @@ def test_training_data_with_more_tokens_than_the_model_has_is_refused_before_a_s
                                         r"with ModelConfig\(vocab_size=data.tokenizer.vocab_size"):
         trainer.run()
     assert trainer.step == 0 and trainer.history == []
+
+
+# --- checkpoints from a script ---------------------------------------------------------------------------------
+def test_save_checkpoint_without_its_trainer_or_with_another_models_says_what_to_pass(tmp_path):
+    data = load_data("sort")
+    model = tiny(vocab_size=data.tokenizer.vocab_size, max_seq_len=16)
+    vocab = data.tokenizer.vocab
+    with pytest.raises(TypeError, match=r"save_checkpoint saves a model with its Trainer .* got NoneType; pass the "
+                                        r"one that trains it, or make one: Trainer\(model, data, TrainConfig\(\)\)"):
+        ckpt.save_checkpoint(tmp_path, "mine", model, None, vocab, "sort")
+    with pytest.raises(TypeError, match="save_checkpoint needs a MiniTransformerLM .* got Plain"):
+        ckpt.save_checkpoint(tmp_path, "mine", Plain(), None, vocab, "sort")
+    other = Trainer(tiny(vocab_size=data.tokenizer.vocab_size, max_seq_len=16), data, TrainConfig(steps=1))
+    with pytest.raises(CheckpointError, match="the trainer trains another model"):
+        ckpt.save_checkpoint(tmp_path, "mine", model, other, vocab, "sort")
+    assert not (tmp_path / "mine").exists()
+    ckpt.save_checkpoint(tmp_path, "mine", model, Trainer(model, data, TrainConfig(steps=1)), vocab, "sort")
+    again = ckpt.build_model(ckpt.load_checkpoint(tmp_path, "mine")).eval()
+    idx = torch.tensor([[1, 2, 3]])
+    assert torch.equal(again(idx)[0], model(idx)[0])

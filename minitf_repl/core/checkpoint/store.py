@@ -21,7 +21,8 @@ import torch
 
 from .. import __version__
 from ..errors import CheckpointError
-from ..model import MiniTransformerLM
+from ..model import MiniTransformerLM, require_model
+from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
                      MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, clip)
@@ -55,6 +56,14 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     to data of the same vocabulary kept the model (0: the whole history is of it), so that a listing or a load
     does not give a val loss measured on the data before as this data's.
     """
+    require_model(model, "save_checkpoint")
+    if not isinstance(trainer, Trainer):
+        raise TypeError(f"save_checkpoint saves a model with its Trainer (optimizer, run position, history), got "
+                        f"{type(trainer).__name__}; pass the one that trains it, or make one: Trainer(model, data, "
+                        "TrainConfig())")
+    if trainer.model is not model:
+        raise CheckpointError("the trainer trains another model, whose optimizer state would be saved beside these "
+                              "weights; pass trainer.model as the model, or that model's own trainer")
     if exclusive and os.path.lexists(Path(directory).expanduser() / check_name(name)):
         raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")  # even a file
     target = check_save_target(directory, name)
