@@ -10,6 +10,9 @@ of the wrong shape but the same size ((T,) for (1, T), or (3, 2) for (2, 3)) gav
 against the wrong positions. Each is now one DataError or DeviceError naming the argument and the fix.
 """
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -157,3 +160,23 @@ def test_save_checkpoint_without_its_trainer_or_with_another_models_says_what_to
     again = ckpt.build_model(ckpt.load_checkpoint(tmp_path, "mine")).eval()
     idx = torch.tensor([[1, 2, 3]])
     assert torch.equal(again(idx)[0], model(idx)[0])
+
+
+# --- the docs' Python, run as written --------------------------------------------------------------------------
+def python_snippets() -> list[tuple[str, str]]:
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for i, block in enumerate(re.findall(r"^```python\n(.*?)^```", doc.read_text("utf-8"), re.M | re.S)):
+            found.append((f"{doc.name}#{i}", block))
+    return found
+
+
+@pytest.mark.parametrize("where, code", python_snippets(), ids=[where for where, _ in python_snippets()])
+def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys):
+    exec(compile(code, where, "exec"), {"__name__": "__docs__"})  # docs/code.md's used idx and targets undefined
+    assert capsys.readouterr().out  # it shows what it says it shows
+
+
+def test_the_docs_show_python_at_all():
+    assert python_snippets()
