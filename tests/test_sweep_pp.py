@@ -10,12 +10,14 @@ of the wrong shape but the same size ((T,) for (1, T), or (3, 2) for (2, 3)) gav
 against the wrong positions. Each is now one DataError or DeviceError naming the argument and the fix.
 """
 
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 import torch
 
+import minitf_repl
 from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.errors import CheckpointError, DataError, DeviceError
@@ -180,3 +182,27 @@ def test_every_python_example_in_the_docs_runs_as_written(where, code, capsys):
 
 def test_the_docs_show_python_at_all():
     assert python_snippets()
+
+
+# --- help() on what the package exports ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", minitf_repl.__all__)
+def test_help_on_every_exported_name_shows_its_own_words_as_printed(name):
+    obj = getattr(minitf_repl, name)
+    doc = inspect.getdoc(obj)
+    assert doc and "Your models should also subclass this class" not in doc  # not nn.Module's own docstring
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", doc)  # load_data's "\r" printed a carriage return
+
+
+def test_a_model_built_from_a_dict_says_it_wants_a_modelconfig():
+    with pytest.raises(TypeError, match=r"MiniTransformerLM is built from a ModelConfig, got dict"):
+        MiniTransformerLM({"vocab_size": 11})
+
+
+def test_what_minitransformerlms_docstring_says_of_its_initial_weights_holds():
+    torch.manual_seed(5)
+    a = MiniTransformerLM(ModelConfig(vocab_size=65, max_seq_len=64))
+    torch.manual_seed(5)
+    b = MiniTransformerLM(ModelConfig(vocab_size=65, max_seq_len=64))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert abs(a.token_embedding.weight.std().item() - 0.02) < 0.002 and a.lm_head.weight is a.token_embedding.weight
+    assert not a.blocks[0].attn.q_proj.bias.any()

@@ -699,13 +699,13 @@ def _sha256(data: bytes) -> str:
 
 
 def read_text_file(path: str | Path, line_endings: bool = False) -> str:
-    """The text of a UTF-8 file, its line endings read as "\n" (`line_endings`: kept as they are, for a checkpoint
+    r"""The text of a UTF-8 file, its line endings read as "\n" (`line_endings`: kept as they are, for a checkpoint
     whose vocabulary holds the "\r" of a file read before they were), or a DataError that says what is wrong."""
     return _read_text(path, line_endings)[0]
 
 
 def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool, int]:
-    """read_text_file's text, how many Windows or old Mac line endings it read as "\n", whether a leading
+    r"""read_text_file's text, how many Windows or old Mac line endings it read as "\n", whether a leading
     byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), and the
     bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`)."""
     p = Path(path).expanduser()
@@ -872,7 +872,7 @@ def lasting_spec(spec: str) -> str:
 
 
 def load_data(spec: str, tokenizer=None, line_endings: bool = False):
-    """A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`,
+    r"""A dataset from its spec: `pydoc`, `shakespeare`, `sort[:N]`, `reverse[:N]`, `add[:N]`, `random[:V]`,
     `repeat[:V]`, or a path.
 
     `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters. `line_endings`: a

@@ -407,8 +407,23 @@ class TransformerBlock(nn.Module):
 
 
 class MiniTransformerLM(nn.Module):
+    """The decoder-only Transformer language model of a ModelConfig: token and position embeddings,
+    config.n_layers TransformerBlocks, a final norm and the head back to the vocabulary.
+
+        model = MiniTransformerLM(ModelConfig(vocab_size=65, max_seq_len=64))
+        logits, loss = model(idx, targets)   # idx, targets: (B, T) token ids; logits (B, T, vocab_size)
+
+    Its linear and embedding matrices start at N(0, 0.02), their biases at 0, drawn from torch's global
+    generator (torch.manual_seed first for the same model twice); the head shares the embedding's matrix unless tie_embeddings=False. Dropout
+    follows model.train() / model.eval() as in any nn.Module. The settings that change no weight
+    (attention, causal, dropout) switch in place: set_attention, set_causal, set_dropout.
+    """
+
     def __init__(self, config: ModelConfig):
         super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"MiniTransformerLM is built from a ModelConfig, got {type(config).__name__}; "
+                            "e.g. MiniTransformerLM(ModelConfig(vocab_size=65, max_seq_len=64))")
         config.validate()
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
