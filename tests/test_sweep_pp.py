@@ -19,7 +19,7 @@ import torch
 
 import minitf_repl
 from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
-from minitf_repl.core import checkpoint as ckpt
+from minitf_repl.core import checkpoint as ckpt, inside
 from minitf_repl.core.errors import CheckpointError, DataError, DeviceError
 
 SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
@@ -206,3 +206,19 @@ def test_what_minitransformerlms_docstring_says_of_its_initial_weights_holds():
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
     assert abs(a.token_embedding.weight.std().item() - 0.02) < 0.002 and a.lm_head.weight is a.token_embedding.weight
     assert not a.blocks[0].attn.q_proj.bias.any()
+
+
+# --- the views' engine from a script ---------------------------------------------------------------------------
+@pytest.mark.parametrize("view, call", [
+    ("cached_decoding", lambda m: inside.cached_decoding(m, [1, 2])),
+    ("next_token_pipeline", lambda m: inside.next_token_pipeline(m, [1, 2])),
+    ("logit_lens", lambda m: inside.logit_lens(m, torch.tensor([1, 2]))),
+    ("teacher_forcing", lambda m: inside.teacher_forcing(m, torch.tensor([1, 2]))),
+    ("embedding_neighbours", lambda m: inside.embedding_neighbours(m, [1, 2])),
+    ("embedding_map", lambda m: inside.embedding_map(m)),
+    ("token_probs", lambda m: inside.token_probs(m, [1, 2], [3], GenConfig(n=1))),
+])
+def test_every_view_given_a_plain_module_says_it_needs_a_minitransformerlm(view, call):
+    with pytest.raises(TypeError, match=f"{view} needs a MiniTransformerLM .* got Plain"):
+        call(Plain())  # these failed with "'Plain' object has no attribute 'config'" (or 'hook_embed', ...)
+    call(tiny())  # and work with the model

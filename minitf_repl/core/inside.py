@@ -31,6 +31,7 @@ from .ablation import rotation_dropped
 from .config import GenConfig
 from .errors import DataError, UserError
 from .generate import SamplingStages, check_sampling, pick, sampling_stages
+from .model import require_model
 from .probe import listening as listening_pass
 from .trace import check_token_ids
 
@@ -738,6 +739,7 @@ class CachedDecoding:
 @torch.inference_mode()
 def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8) -> CachedDecoding:
     """Decode `n` tokens after `prompt_ids` greedily with the KV cache and with the naive loop, and compare."""
+    require_model(model, "cached_decoding")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UserError(f"the number of tokens to decode must be a whole number >= 1, got {n!r}")
     ids = one_sequence(model, list(prompt_ids), "decoding view")[0].tolist()
@@ -829,6 +831,7 @@ def next_token_pipeline(
     last max_seq_len ids, one prefill into a fresh KV cache), so with the same seed the pick is
     the first token `generate(model, prompt, n, temperature, top_k, top_p, seed)` yields.
     """
+    require_model(model, "next_token_pipeline")
     check_sampling(temperature, top_k, top_p, 1)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"top (rows to show) must be a whole number >= 1, got {top!r}")
@@ -935,6 +938,7 @@ def logit_lens(model: nn.Module, idx, top: int = 5, targets=None, at: str = "end
     the target; for "the true next token" pass idx[1:] followed by -1. With `last_only` every
     per-position list (and `logits`, `targets`) has one entry, the last position's.
     """
+    require_model(model, "logit_lens")
     idx = one_sequence(model, idx, "logit lens")
     T = idx.shape[1]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -1019,6 +1023,7 @@ def teacher_forcing(model: nn.Module, idx, counted: list[bool] | None = None) ->
 
     `counted` (T - 1 flags, default all): which predictions the loss counts, as a task's batches count
     only the answer's (core.data: targets -1 elsewhere)."""
+    require_model(model, "teacher_forcing")
     inputs, targets, counted = scored_text(model, idx, counted, "teacher-forcing view")
     with listening_pass(model):
         logits, _ = model(inputs)
@@ -1046,6 +1051,7 @@ class EmbeddingNeighbours:
 def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5) -> EmbeddingNeighbours:
     """The k nearest tokens (cosine similarity of W_E rows) to each of `token_ids`, and the position table's
     mean similarity by distance where the model adds positions at its input (learned or sinusoidal)."""
+    require_model(model, "embedding_neighbours")
     V = model.config.vocab_size
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise UserError(f"k (neighbours per token) must be a whole number >= 1, got {k!r}")
@@ -1092,6 +1098,7 @@ def embedding_map(model: nn.Module) -> EmbeddingMap:
 
     A direction's sign is arbitrary (v and -v are the same axis), so each is turned to give its farthest
     token a positive coordinate: the same table draws the same map every time."""
+    require_model(model, "embedding_map")
     with torch.no_grad():
         rows = model.token_embedding.weight.detach().double().cpu()  # (V, d)
     V, d = rows.shape
@@ -1117,6 +1124,7 @@ def token_probs(model: nn.Module, prompt_ids: list[int], new_ids: list[int], set
     causal mask a position also reads the tokens after it, which did not exist when it was the newest,
     so such a model takes one pass per token throughout.
     """
+    require_model(model, "token_probs")
     if not new_ids:
         return []
     window = model.config.max_seq_len

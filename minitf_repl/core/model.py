@@ -61,8 +61,8 @@ def require_model(model, user: str) -> None:
     """Refuse, in one line, a model that is not a MiniTransformerLM (nor one compiled by torch.compile): `user` (the
     function's name) reads the parts only it has (its config, blocks and KV cache), which a plain nn.Module lacks."""
     if not isinstance(getattr(model, "_orig_mod", model), MiniTransformerLM):
-        raise TypeError(f"{user} needs a MiniTransformerLM (it reads the model's config, blocks and KV cache), got "
-                        f"{type(model).__name__}; build one: MiniTransformerLM(ModelConfig(...))")
+        raise TypeError(f"{user} needs a MiniTransformerLM (it reads parts only that model has: its config, "
+                        f"embedding and blocks), got {type(model).__name__}; build one: MiniTransformerLM(ModelConfig(...))")
 
 
 class LayerKV:
