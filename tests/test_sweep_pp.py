@@ -222,3 +222,14 @@ def test_every_view_given_a_plain_module_says_it_needs_a_minitransformerlm(view,
     with pytest.raises(TypeError, match=f"{view} needs a MiniTransformerLM .* got Plain"):
         call(Plain())  # these failed with "'Plain' object has no attribute 'config'" (or 'hook_embed', ...)
     call(tiny())  # and work with the model
+
+
+def test_a_trainer_asked_for_another_device_than_the_models_says_to_move_the_model_first():
+    data, config = load_data("sort"), TrainConfig(steps=1, batch_size=2, eval_batches=1)
+    model = tiny(vocab_size=12, max_seq_len=16)
+    with pytest.raises(DeviceError, match=r"the model is on cpu but the Trainer was asked to train on meta; move it "
+                                          r"first: model.to\('meta'\)"):
+        Trainer(model, data, config, device=torch.device("meta"))  # was torch's "Tensor on device cpu is not on ..."
+    with pytest.raises(DeviceError, match="unknown device 'gpu'; use one of auto, cpu, cuda"):
+        Trainer(model, data, config, device="gpu")  # was torch's list of twenty device types
+    assert Trainer(model, data, config, device=" CPU").device == torch.device("cpu")

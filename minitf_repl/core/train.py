@@ -30,7 +30,8 @@ import torch
 from . import distributed
 from .config import TrainConfig
 from .data import bits_per_char, val_tokens_per_char
-from .errors import ConfigError, DataError, PeerLost, TrainingDiverged
+from .device import resolve_device
+from .errors import ConfigError, DataError, DeviceError, PeerLost, TrainingDiverged
 from .fastpath import FastPath, listened
 from .memory import release_freed
 from .model import require_model
@@ -125,7 +126,11 @@ def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
 
 
 class Trainer:
-    """Owns the optimizer, the data RNG, the run position and the loss history of one model."""
+    """Owns the optimizer, the data RNG, the run position and the loss history of one model.
+
+    `device` is where the model is already (torch.device, or a name: auto, cpu, cuda, cuda:N, mps): the
+    batches go there; the model is not moved (model.to(device) first).
+    """
 
     def __init__(self, model, data, config: TrainConfig, device: torch.device | str = "cpu"):
         require_model(model, "Trainer")
@@ -135,10 +140,16 @@ class Trainer:
         if not callable(getattr(data, "get_batch", None)):
             raise TypeError(f"Trainer draws its batches from a dataset, got {type(data).__name__}; "
                             "load one: Trainer(model, load_data('sort'), config)")
+        # a name as the shell takes it ("auto", "cuda", "cuda:1", "mps"): one line for one that does not exist here
+        device = resolve_device(device) if isinstance(device, str) else torch.device(device)
+        weights = next(model.parameters()).device
+        if weights.type != device.type or (device.index is not None and weights.index != device.index):
+            raise DeviceError(f"the model is on {weights} but the Trainer was asked to train on {device}; move it "
+                              f"first: model.to('{device}')")
         self.model = model
         self.data = data
         self.config = config
-        self.device = torch.device(device)
+        self.device = device
         self.optimizer = make_optimizer(model, config)
         self.generator = torch.Generator().manual_seed(config.seed)  # draws the training batches
         self.step = 0
