@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import minitf_repl
-from minitf_repl import GenConfig, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
+from minitf_repl import GenConfig, KVCache, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
 from minitf_repl.core import checkpoint as ckpt, inside
 from minitf_repl.core.errors import CheckpointError, DataError, DeviceError
 
@@ -233,3 +233,22 @@ def test_a_trainer_asked_for_another_device_than_the_models_says_to_move_the_mod
     with pytest.raises(DeviceError, match="unknown device 'gpu'; use one of auto, cpu, cuda"):
         Trainer(model, data, config, device="gpu")  # was torch's list of twenty device types
     assert Trainer(model, data, config, device=" CPU").device == torch.device("cpu")
+
+
+# --- forward with a KV cache -----------------------------------------------------------------------------------
+def test_a_cache_that_does_not_fit_the_model_or_the_input_says_to_start_a_fresh_one():
+    model, idx = tiny(n_layers=2), torch.tensor([[1, 2, 3]])
+    cases = [
+        ({}, "cache must be a KVCache, got dict; start one: model.new_cache()"),  # was "'dict' object has no ..."
+        (KVCache(1, 8), "the cache has 1 layer but the model has 2; start a fresh one"),  # was an IndexError
+        (KVCache(2, 2), "the cache holds 2 positions and this input would make it 3"),  # was a size mismatch
+    ]
+    for cache, words in cases:
+        with pytest.raises(DataError) as error:
+            model(idx, cache=cache)
+        assert words in str(error.value)
+    cache = model.new_cache()
+    model(idx, cache=cache)
+    with pytest.raises(DataError, match="the cache holds a batch of 1 but idx has 2; start a fresh one"):
+        model(torch.tensor([[4], [5]]), cache=cache)
+    assert torch.allclose(model(idx, cache=model.new_cache())[0], model(idx)[0], atol=1e-6)

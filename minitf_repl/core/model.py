@@ -468,6 +468,8 @@ class MiniTransformerLM(nn.Module):
         """
         idx, targets = self.check_input(idx, targets)
         B, T = idx.shape
+        if cache is not None:
+            self.check_cache(cache, B, T)
         start = cache.length if cache is not None else 0
         self.check_fits(start + T)
         x = self.token_embedding(idx)  # (B, T, d_model)
@@ -501,6 +503,23 @@ class MiniTransformerLM(nn.Module):
                 raise DataError(f"targets have shape {tuple(targets.shape)} but idx has {tuple(idx.shape)}; give "
                                 "one next-token id per input position (targets[b, t] = the id after idx[b, t])")
         return idx, targets
+
+    def check_cache(self, cache, batch: int, length: int) -> None:
+        """A KV cache this forward can extend by `length` positions of `batch` sequences, or one error saying to
+        start a fresh one (model.new_cache()): torch's own errors for these are an IndexError or a size mismatch."""
+        if not isinstance(cache, KVCache):
+            raise DataError(f"cache must be a KVCache, got {type(cache).__name__}; start one: model.new_cache()")
+        fresh = "start a fresh one for this input: model.new_cache()"
+        if len(cache.layers) != len(self.blocks):
+            raise DataError(f"the cache has {count(len(cache.layers), 'layer')} but the model has "
+                            f"{len(self.blocks)}; {fresh}")
+        room = min(layer.capacity for layer in cache.layers)
+        if room < self.config.max_seq_len and cache.length + length > room:
+            raise DataError(f"the cache holds {count(room, 'position')} and this input would make it "
+                            f"{cache.length + length}; {fresh}")
+        held = cache.layers[0].k
+        if held is not None and held.shape[0] != batch:
+            raise DataError(f"the cache holds a batch of {held.shape[0]} but idx has {batch}; {fresh}")
 
     def _ids(self, name: str, ids, device: torch.device, low: int) -> torch.Tensor:
         if not isinstance(ids, torch.Tensor):
