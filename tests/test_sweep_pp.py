@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import minitf_repl
-from minitf_repl import GenConfig, KVCache, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
+from minitf_repl import CharTokenizer, GenConfig, KVCache, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
 from minitf_repl.core import checkpoint as ckpt, inside
 from minitf_repl.core.errors import CheckpointError, DataError, DeviceError
 
@@ -252,3 +252,19 @@ def test_a_cache_that_does_not_fit_the_model_or_the_input_says_to_start_a_fresh_
     with pytest.raises(DataError, match="the cache holds a batch of 1 but idx has 2; start a fresh one"):
         model(torch.tensor([[4], [5]]), cache=cache)
     assert torch.allclose(model(idx, cache=model.new_cache())[0], model(idx)[0], atol=1e-6)
+
+
+# --- the tokenizer from a script -------------------------------------------------------------------------------
+def test_decode_refuses_ids_outside_the_vocabulary_instead_of_reading_minus_one_as_the_last_character():
+    tok = CharTokenizer("abc")
+    with pytest.raises(DataError, match=r"decode reads token ids 0..2, got -1; drop the -1 of targets"):
+        tok.decode([0, -1])  # was "a" + "c": Python's negative indexing, without a word
+    with pytest.raises(DataError, match="decode reads token ids 0..2, got 7"):
+        tok.decode([7])  # was "list index out of range"
+    with pytest.raises(DataError, match=r"decode reads one sequence of ids, got a tensor of shape \(1, 2\)"):
+        tok.decode(torch.tensor([[0, 1]]))
+    with pytest.raises(DataError, match="decode reads whole token ids, got 1.0"):
+        tok.decode(torch.tensor([1.0]))
+    with pytest.raises(DataError, match="decode reads token ids, got text"):
+        tok.decode("ab")
+    assert tok.decode(torch.tensor([2, 0])) == tok.decode([2, 0]) == "ca" and tok.decode(torch.tensor(1)) == "b"

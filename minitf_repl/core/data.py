@@ -16,6 +16,7 @@ import codecs
 import contextlib
 import hashlib
 import math
+import operator
 import os
 import shlex
 import time
@@ -129,7 +130,30 @@ class CharTokenizer:
         return torch.from_numpy(out)
 
     def decode(self, ids) -> str:
-        return "".join(self.itos[int(i)] for i in ids)
+        """The text of `ids`: a list or 1-D tensor of ids, or one id. An id outside 0..vocab_size-1 is a DataError:
+        Python's negative indexing read -1 (the targets' "not counted") as the last character, without a word."""
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() > 1:
+                raise DataError(f"decode reads one sequence of ids, got a tensor of shape {tuple(ids.shape)}; "
+                                "decode each row: [tokenizer.decode(row) for row in ids]")
+            ids = ids.tolist()
+        if isinstance(ids, int):
+            ids = [ids]
+        if isinstance(ids, (str, bytes)):
+            raise DataError("decode reads token ids, got text; encode(text) gives the ids of a text")
+        size, whole = len(self.itos), []
+        for i in ids:
+            try:
+                whole.append(operator.index(i))
+            except TypeError:
+                raise DataError(f"decode reads whole token ids, got {i!r}; convert them (ids.long(), or "
+                                "logits.argmax(-1) for the likeliest tokens)") from None
+        ids = whole
+        bad = next((i for i in ids if not 0 <= i < size), None)
+        if bad is not None:
+            raise DataError(f"decode reads token ids 0..{size - 1}, got {bad}; drop the -1 of targets (positions not "
+                            "counted), and decode only ids of this tokenizer's vocabulary")
+        return "".join(self.itos[i] for i in ids)
 
     def describe(self) -> str:
         return f"characters, {count(self.vocab_size, 'token')}"
