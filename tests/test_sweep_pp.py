@@ -268,3 +268,11 @@ def test_decode_refuses_ids_outside_the_vocabulary_instead_of_reading_minus_one_
     with pytest.raises(DataError, match="decode reads token ids, got text"):
         tok.decode("ab")
     assert tok.decode(torch.tensor([2, 0])) == tok.decode([2, 0]) == "ca" and tok.decode(torch.tensor(1)) == "b"
+
+
+def test_load_data_takes_a_pathlib_path_and_names_what_it_takes_otherwise(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("the cat sat on the mat\n" * 20, "utf-8")
+    assert load_data(text).info().name == "notes.txt"  # was "'PosixPath' object has no attribute 'strip'"
+    with pytest.raises(TypeError, match="load_data takes a name or a path, got NoneType; e.g. load_data"):
+        load_data(None)

@@ -900,7 +900,12 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     `repeat[:V]`, or a path.
 
     `tokenizer` (core.bpe, or None for characters) reads a corpus; tasks are always characters. `line_endings`: a
-    file's "\r" kept (read_text_file)."""
+    file's "\r" kept (read_text_file). A path may be a pathlib.Path."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise TypeError(f"load_data takes a name or a path, got {type(spec).__name__}; e.g. load_data('sort') or "
+                        "load_data('notes.txt')")
     spec = spec.strip()
     if not spec:
         raise DataError(f"no data named; choose one of {', '.join(CORPORA + TASKS)} or a file path")
