@@ -276,3 +276,19 @@ def test_load_data_takes_a_pathlib_path_and_names_what_it_takes_otherwise(tmp_pa
     assert load_data(text).info().name == "notes.txt"  # was "'PosixPath' object has no attribute 'strip'"
     with pytest.raises(TypeError, match="load_data takes a name or a path, got NoneType; e.g. load_data"):
         load_data(None)
+
+
+def test_a_run_leaves_the_model_in_the_mode_it_found_it_as_every_view_does():
+    data = load_data("sort")
+    model = tiny(vocab_size=12, max_seq_len=16, dropout=0.5)  # tiny() is in eval mode
+    trainer = Trainer(model, data, TrainConfig(steps=2, batch_size=2, eval_batches=1))
+    trained = []
+    trainer.run(on_step=lambda info: trained.append(model.training))
+    assert trained == [True, True]  # the steps ran with dropout on
+    assert not any(m.training for m in model.modules())  # and the script's model.eval() holds after: it was undone
+    idx = torch.tensor([[1, 2, 3]])
+    assert torch.equal(model(idx)[0], model(idx)[0])
+    model.train()
+    trainer.start_run(1)
+    trainer.run()
+    assert model.training

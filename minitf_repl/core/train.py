@@ -287,6 +287,16 @@ class Trainer:
         `on_notice(line)` hears, once per trainer, what a person should know about the speed switches and threads
         (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly; a thread count auto moved).
         """
+        # Steps train in train mode (dropout on); the model is left in the mode it came in, as every view leaves it:
+        # a script's model.eval() before a run still holds after it (it was left in train mode, dropout on)
+        modes = {module: module.training for module in self.model.modules()}
+        try:
+            return self._run(on_step, should_stop, on_notice)
+        finally:
+            for module, training in modes.items():
+                module.training = training
+
+    def _run(self, on_step, should_stop, on_notice) -> RunSummary:
         if self.run_remaining <= 0:
             self.start_run()
         self.data.check_fits(self.max_seq_len)
