@@ -292,3 +292,15 @@ def test_a_run_leaves_the_model_in_the_mode_it_found_it_as_every_view_does():
     trainer.start_run(1)
     trainer.run()
     assert model.training
+
+
+def test_restore_takes_a_device_by_the_names_the_shell_takes(tmp_path):
+    data = load_data("sort")
+    model = tiny(vocab_size=12, max_seq_len=16)
+    ckpt.save_checkpoint(tmp_path, "mine", model, Trainer(model, data, TrainConfig(steps=1)), data.tokenizer.vocab,
+                         "sort")
+    saved = ckpt.load_checkpoint(tmp_path, "mine")
+    _, trainer = ckpt.restore(saved, data, "auto")  # was torch's "Expected one of cpu, cuda, ipu, ... : auto"
+    assert trainer.device.type in ("cpu", "cuda", "mps")
+    with pytest.raises(DeviceError, match="unknown device 'gpu'"):
+        ckpt.restore(saved, data, "gpu")

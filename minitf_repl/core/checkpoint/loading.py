@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig, TrainConfig
+from ..device import resolve_device
 from ..errors import CheckpointError, UserError
 from ..model import MiniTransformerLM
 from ..optimizers import group_kind
@@ -473,8 +474,9 @@ def restore(checkpoint: Checkpoint, data, device="cpu"):
 
     `data`: the checkpoint's dataset, or `VocabOnly(name, checkpoint.vocab, checkpoint.data_spec)`
     when that is gone (see checkpoint_data). The caller's state is untouched: swap the pair in, then
-    call `restore_rng(checkpoint)`.
+    call `restore_rng(checkpoint)`. `device`: a torch.device or a name (auto, cpu, cuda, cuda:N, mps).
     """
+    device = resolve_device(device) if isinstance(device, str) else torch.device(device)
     tokenizer = getattr(data, "tokenizer", None)
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
         raise CheckpointError(
