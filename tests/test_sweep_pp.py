@@ -11,6 +11,7 @@ against the wrong positions. Each is now one DataError or DeviceError naming the
 """
 
 import inspect
+import pickle
 import re
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import torch
 import minitf_repl
 from minitf_repl import CharTokenizer, GenConfig, KVCache, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
 from minitf_repl.core import checkpoint as ckpt, inside
-from minitf_repl.core.errors import CheckpointError, DataError, DeviceError
+from minitf_repl.core.errors import CheckpointError, ConfigError, DataError, DeviceError
 
 SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
 
@@ -304,3 +305,17 @@ def test_restore_takes_a_device_by_the_names_the_shell_takes(tmp_path):
     assert trainer.device.type in ("cpu", "cuda", "mps")
     with pytest.raises(DeviceError, match="unknown device 'gpu'"):
         ckpt.restore(saved, data, "gpu")
+
+
+# --- the configs from a script ---------------------------------------------------------------------------------
+def test_the_configs_take_nanogpts_names_from_python_as_set_does():
+    assert ModelConfig(block_size=32, n_embd=64, n_head=4, n_layer=2) == ModelConfig(
+        max_seq_len=32, d_model=64, n_heads=4, n_layers=2)  # was "unexpected keyword argument 'block_size'"
+    assert TrainConfig(max_iters=5, eval_interval=2).eval_every == 2
+    assert TrainConfig().replace(max_iters=3).steps == 3  # was "unknown training setting(s): max_iters"
+    assert GenConfig(max_new_tokens=7).n == 7
+    with pytest.raises(ConfigError, match="block_size and max_seq_len are one model setting; give it once"):
+        ModelConfig(block_size=32, max_seq_len=16)
+    with pytest.raises(ConfigError, match="unknown training setting"):
+        TrainConfig().replace(foo=1)
+    assert pickle.loads(pickle.dumps(ModelConfig(block_size=32))) == ModelConfig(max_seq_len=32)

@@ -20,6 +20,7 @@ Keeping this module free of torch lets the shell parse and validate `:set key=va
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -189,11 +190,39 @@ class Settings:
         return cls(**d)
 
     def replace(self, **changes):
-        """A new, validated config with some fields changed (the original is untouched)."""
-        return type(self).from_dict({**self.to_dict(), **changes})
+        """A new, validated config with some fields changed (the original is untouched); a setting's other spellings
+        (nanoGPT's block_size, max_iters, ...) name it here as they do in `:set`."""
+        return type(self).from_dict({**self.to_dict(), **type(self).spelled(changes)})
+
+    @classmethod
+    def spelled(cls, values: dict) -> dict:
+        """`values` with each alias of a setting (block_size for max_seq_len, ...) turned into the setting's name."""
+        names = {alias: spec.name for spec in cls.specs() for alias in spec.aliases}
+        out = {}
+        for key, value in values.items():
+            name = names.get(key, key)
+            if name in out or (name != key and name in values):
+                raise ConfigError(f"{key} and {name} are one {cls.kind} setting; give it once, as {name}")
+            out[name] = value
+        return out
+
+
+def taking_aliases(cls):
+    """A config class whose constructor takes its settings' other spellings too: ModelConfig(block_size=64) is
+    ModelConfig(max_seq_len=64), as `:set block_size=64` is (a script written after nanoGPT failed with
+    "unexpected keyword argument 'block_size'")."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **cls.spelled(kwargs))
+
+    cls.__init__ = __init__
+    return cls
 
 
 # --- the three configs ---------------------------------------------------------------------------
+@taking_aliases
 @dataclass
 class ModelConfig(Settings):
     """The architecture. Defaults: the model the first `:train` on pydoc trains in about a minute."""
@@ -354,6 +383,7 @@ def _divisors(n: int) -> str:
     return ", ".join(str(k) for k in range(1, min(n, 64) + 1) if n % k == 0)
 
 
+@taking_aliases
 @dataclass
 class TrainConfig(Settings):
     """Optimisation settings for one `:train` run."""
@@ -388,6 +418,7 @@ class TrainConfig(Settings):
                               "(same parameters, same function); off: through the readable forward")
 
 
+@taking_aliases
 @dataclass
 class GenConfig(Settings):
     """Defaults for sampling; options given to one `:gen` override them for that call only."""
