@@ -19,9 +19,11 @@ import pytest
 import torch
 
 import minitf_repl
-from minitf_repl import CharTokenizer, GenConfig, KVCache, MiniTransformerLM, ModelConfig, TrainConfig, Trainer, generate, load_data
+from minitf_repl import (CharTokenizer, FeedForward, GenConfig, KVCache, MiniTransformerLM, ModelConfig, TrainConfig,
+                         Trainer, generate, load_data)
 from minitf_repl.core import checkpoint as ckpt, inside
 from minitf_repl.core.errors import CheckpointError, ConfigError, DataError, DeviceError
+from minitf_repl.core.model import feed_forward
 
 SIZES = dict(vocab_size=11, max_seq_len=8, d_model=16, n_heads=2, n_layers=1, d_ff=32)
 
@@ -319,3 +321,12 @@ def test_the_configs_take_nanogpts_names_from_python_as_set_does():
     with pytest.raises(ConfigError, match="unknown training setting"):
         TrainConfig().replace(foo=1)
     assert pickle.loads(pickle.dumps(ModelConfig(block_size=32))) == ModelConfig(max_seq_len=32)
+
+
+def test_feedforward_built_from_a_swiglu_config_says_which_part_to_build():
+    config = ModelConfig(**{**SIZES, "activation": "swiglu"})
+    with pytest.raises(ConfigError, match=r"FeedForward is the two-matrix FFN, and activation=swiglu is a gated FFN .* "
+                                          r"build it with feed_forward\(config\)"):
+        FeedForward(config)  # was KeyError: 'swiglu'
+    assert type(feed_forward(config)).__name__ == "SwiGLU"
+    assert FeedForward(config.replace(activation="relu"))(torch.zeros(1, 2, 16)).shape == (1, 2, 16)

@@ -42,7 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import ModelConfig
-from .errors import DataError, DeviceError
+from .errors import ConfigError, DataError, DeviceError
 from .experts import MixtureOfExperts, MoEStats
 from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, make_activation
 from .norms import make_norm
@@ -59,10 +59,12 @@ __all__ = [
 
 def require_model(model, user: str) -> None:
     """Refuse, in one line, a model that is not a MiniTransformerLM (nor one compiled by torch.compile): `user` (the
-    function's name) reads the parts only it has (its config, blocks and KV cache), which a plain nn.Module lacks."""
+    function's name) reads parts only that model has (its config, embedding and blocks), which a plain nn.Module
+    lacks."""
     if not isinstance(getattr(model, "_orig_mod", model), MiniTransformerLM):
         raise TypeError(f"{user} needs a MiniTransformerLM (it reads parts only that model has: its config, "
-                        f"embedding and blocks), got {type(model).__name__}; build one: MiniTransformerLM(ModelConfig(...))")
+                        f"embedding and blocks), got {type(model).__name__}; build one: "
+                        "MiniTransformerLM(ModelConfig(...))")
 
 
 class LayerKV:
@@ -287,10 +289,17 @@ class MultiHeadSelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to each position on its own."""
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to each position on its own.
+
+    The two-matrix FFN of every activation but swiglu, a gated FFN of three matrices (core.feedforward's SwiGLU);
+    feed_forward(config) builds whichever the config's activation (and n_experts) asks for.
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        if feed_forward_kind(config).gated:  # make_activation has no swiglu: torch said KeyError: 'swiglu'
+            raise ConfigError(f"FeedForward is the two-matrix FFN, and activation={config.activation} is a gated FFN "
+                              "of three matrices; build it with feed_forward(config) (or SwiGLU(config))")
         self.activation = config.activation
         self.fc_in = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.act = make_activation(config.activation)
@@ -414,9 +423,10 @@ class MiniTransformerLM(nn.Module):
         logits, loss = model(idx, targets)   # idx, targets: (B, T) token ids; logits (B, T, vocab_size)
 
     Its linear and embedding matrices start at N(0, 0.02), their biases at 0, drawn from torch's global
-    generator (torch.manual_seed first for the same model twice); the head shares the embedding's matrix unless tie_embeddings=False. Dropout
-    follows model.train() / model.eval() as in any nn.Module. The settings that change no weight
-    (attention, causal, dropout) switch in place: set_attention, set_causal, set_dropout.
+    generator (torch.manual_seed first for the same model twice); the head shares the embedding's
+    matrix unless tie_embeddings=False. Dropout follows model.train() / model.eval() as in any
+    nn.Module. The settings that change no weight (attention, causal, dropout) switch in place:
+    set_attention, set_causal, set_dropout.
     """
 
     def __init__(self, config: ModelConfig):
