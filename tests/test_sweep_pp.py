@@ -330,3 +330,12 @@ def test_feedforward_built_from_a_swiglu_config_says_which_part_to_build():
         FeedForward(config)  # was KeyError: 'swiglu'
     assert type(feed_forward(config)).__name__ == "SwiGLU"
     assert FeedForward(config.replace(activation="relu"))(torch.zeros(1, 2, 16)).shape == (1, 2, 16)
+
+
+def test_evaluate_given_a_plain_module_says_it_needs_a_minitransformerlm():
+    data = load_data("sort")
+    trainer = Trainer(tiny(vocab_size=12, max_seq_len=16), data, TrainConfig(steps=1, batch_size=2, eval_batches=1))
+    with pytest.raises(TypeError, match="evaluate needs a MiniTransformerLM .* got Plain"):
+        trainer.evaluate(Plain())  # was "'NoneType' object has no attribute 'item'"
+    other = tiny(vocab_size=12, max_seq_len=16)
+    assert trainer.evaluate(other)[0] == pytest.approx(trainer.evaluate()[0], rel=0.2)  # another model of that shape

@@ -246,6 +246,8 @@ class Trainer:
         The trainer's own model is scored through the fast path when training takes it (the same
         function: tests/test_fastpath.py), unless a hook listens to the model.
         """
+        if model is not None:
+            require_model(model, "evaluate")  # a plain module's loss of None failed as "'NoneType' has no 'item'"
         model = self.model if model is None else model
         device = self.device if model is self.model else next(model.parameters()).device
         scorer = self._plain_forward() if model is self.model else model  # the same function, maybe faster
