@@ -339,3 +339,14 @@ def test_evaluate_given_a_plain_module_says_it_needs_a_minitransformerlm():
         trainer.evaluate(Plain())  # was "'NoneType' object has no attribute 'item'"
     other = tiny(vocab_size=12, max_seq_len=16)
     assert trainer.evaluate(other)[0] == pytest.approx(trainer.evaluate()[0], rel=0.2)  # another model of that shape
+
+
+def test_save_checkpoint_given_the_tokenizer_or_the_dataset_says_to_pass_their_text(tmp_path):
+    data = load_data("sort")
+    model = tiny(vocab_size=12, max_seq_len=16)
+    trainer = Trainer(model, data, TrainConfig(steps=1))
+    with pytest.raises(TypeError, match=r"got CharTokenizer and str; pass data.tokenizer.vocab and the name load_data"):
+        ckpt.save_checkpoint(tmp_path, "a", model, trainer, data.tokenizer, "sort")  # was "has no len()"
+    with pytest.raises(TypeError, match="got str and Task"):
+        ckpt.save_checkpoint(tmp_path, "a", model, trainer, data.tokenizer.vocab, data)  # was "not JSON serializable"
+    assert not (tmp_path / "a").exists()

@@ -61,6 +61,10 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         raise TypeError(f"save_checkpoint saves a model with its Trainer (optimizer, run position, history), got "
                         f"{type(trainer).__name__}; pass the one that trains it, or make one: Trainer(model, data, "
                         "TrainConfig())")
+    if not isinstance(vocab, str) or not isinstance(data_spec, str):
+        raise TypeError(f"save_checkpoint takes the vocabulary and the data's name as text, got "
+                        f"{type(vocab).__name__} and {type(data_spec).__name__}; pass data.tokenizer.vocab and the "
+                        "name load_data read (e.g. 'sort')")
     if trainer.model is not model:
         raise CheckpointError("the trainer trains another model, whose optimizer state would be saved beside these "
                               "weights; pass trainer.model as the model, or that model's own trainer")
