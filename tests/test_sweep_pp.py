@@ -7,7 +7,20 @@ argument #1 'indices' to have one of the following scalar types", an id outside 
 self" (a device-side assert on a GPU), int32 targets "expected target dtype to be Long or Byte", targets of another
 shape a reshape error, and idx on another device than the model a device mismatch from the embedding. Worse, targets
 of the wrong shape but the same size ((T,) for (1, T), or (3, 2) for (2, 3)) gave a loss without a word, computed
-against the wrong positions. Each is now one DataError or DeviceError naming the argument and the fix.
+against the wrong positions. A KV cache of another layer count, too short or of another batch size gave an IndexError
+or a size mismatch. Each is now one DataError or DeviceError naming the argument and the fix.
+
+The engine's functions given something else than they need failed on an attribute: generate, Trainer, evaluate,
+save_checkpoint and seven of the views' functions given a plain nn.Module ("'Plain' object has no attribute
+'causal'"), generate given text or a (1, T) tensor, and every generate error waited for the first next(); a Trainer
+given a data name, a dict config, data with more tokens than the model's vocabulary, or a device other than the
+model's; restore and Trainer given a device name the shell takes ('auto'); save_checkpoint without a trainer, with
+another model's trainer (saved silently), or given the tokenizer and the dataset for the vocabulary and the data's
+name; load_data given a pathlib.Path; MiniTransformerLM given a dict; FeedForward given a swiglu config (KeyError);
+ModelConfig(block_size=64) and TrainConfig().replace(max_iters=3), the nanoGPT spellings `:set` takes.
+CharTokenizer.decode read the targets' -1 as the last character without a word. Trainer.run() left a model in train
+mode that a script had put in eval mode. docs/code.md's Python example failed as written (idx and targets undefined),
+help(MiniTransformerLM) showed nn.Module's generic docstring and help(load_data) printed a carriage return.
 """
 
 import inspect
