@@ -363,3 +363,15 @@ def test_save_checkpoint_given_the_tokenizer_or_the_dataset_says_to_pass_their_t
     with pytest.raises(TypeError, match="got str and Task"):
         ckpt.save_checkpoint(tmp_path, "a", model, trainer, data.tokenizer.vocab, data)  # was "not JSON serializable"
     assert not (tmp_path / "a").exists()
+
+
+def test_a_compiled_model_saves_a_checkpoint_that_loads_back(tmp_path):
+    data = load_data("sort")
+    model = tiny(vocab_size=12, max_seq_len=16)
+    compiled = torch.compile(model)  # a wrapper: nothing compiles before its first call
+    trainer = Trainer(compiled, data, TrainConfig(steps=1))
+    assert trainer.model is model
+    ckpt.save_checkpoint(tmp_path, "c", compiled, trainer, data.tokenizer.vocab, "sort")
+    again = ckpt.build_model(ckpt.load_checkpoint(tmp_path, "c")).eval()  # was "the weights do not fit its model
+    idx = torch.tensor([[1, 2, 3]])  # config (missing blocks.0.attn.k_proj.bias, ...; unexpected _orig_mod.blocks..."
+    assert torch.equal(again(idx)[0], model(idx)[0])

@@ -57,14 +57,16 @@ __all__ = [
 ]
 
 
-def require_model(model, user: str) -> None:
-    """Refuse, in one line, a model that is not a MiniTransformerLM (nor one compiled by torch.compile): `user` (the
-    function's name) reads parts only that model has (its config, embedding and blocks), which a plain nn.Module
-    lacks."""
-    if not isinstance(getattr(model, "_orig_mod", model), MiniTransformerLM):
+def require_model(model, user: str) -> "MiniTransformerLM":
+    """The MiniTransformerLM `model` is, or wraps (torch.compile's module holds it as _orig_mod), or one line refusing
+    it: `user` (the function's name) reads parts only that model has (its config, embedding and blocks), which a plain
+    nn.Module lacks. The model unwrapped is what a checkpoint saves: the wrapper's names all start '_orig_mod.'."""
+    plain = getattr(model, "_orig_mod", model)
+    if not isinstance(plain, MiniTransformerLM):
         raise TypeError(f"{user} needs a MiniTransformerLM (it reads parts only that model has: its config, "
                         f"embedding and blocks), got {type(model).__name__}; build one: "
                         "MiniTransformerLM(ModelConfig(...))")
+    return plain
 
 
 class LayerKV:

@@ -133,7 +133,7 @@ class Trainer:
     """
 
     def __init__(self, model, data, config: TrainConfig, device: torch.device | str = "cpu"):
-        require_model(model, "Trainer")
+        model = require_model(model, "Trainer")  # torch.compile(model) trains as model (compile=True compiles steps)
         if not isinstance(config, TrainConfig):
             raise TypeError(f"Trainer trains under a TrainConfig, got {type(config).__name__}; "
                             "e.g. Trainer(model, data, TrainConfig(steps=200))")

@@ -56,7 +56,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     to data of the same vocabulary kept the model (0: the whole history is of it), so that a listing or a load
     does not give a val loss measured on the data before as this data's.
     """
-    require_model(model, "save_checkpoint")
+    model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
     if not isinstance(trainer, Trainer):
         raise TypeError(f"save_checkpoint saves a model with its Trainer (optimizer, run position, history), got "
                         f"{type(trainer).__name__}; pass the one that trains it, or make one: Trainer(model, data, "
