@@ -375,3 +375,13 @@ def test_a_compiled_model_saves_a_checkpoint_that_loads_back(tmp_path):
     again = ckpt.build_model(ckpt.load_checkpoint(tmp_path, "c")).eval()  # was "the weights do not fit its model
     idx = torch.tensor([[1, 2, 3]])  # config (missing blocks.0.attn.k_proj.bias, ...; unexpected _orig_mod.blocks..."
     assert torch.equal(again(idx)[0], model(idx)[0])
+
+
+def test_next_token_pipeline_picks_what_generate_under_its_settings_yields_first_as_its_docstring_says():
+    model, prompt = tiny(), [1, 2, 3, 4]
+    for temperature, top_k, top_p, seed in [(1.0, None, None, 3), (0.7, 4, None, 5), (1.3, None, 0.9, 11)]:
+        piped = inside.next_token_pipeline(model, prompt, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        settings = GenConfig(n=1, temperature=temperature, top_k=top_k, top_p=top_p, gen_seed=seed)
+        assert piped.picked == next(generate(model, prompt, settings))
+    doc = inspect.getdoc(inside.next_token_pipeline)
+    assert "GenConfig(n=1, temperature=temperature" in doc  # it named generate(model, prompt, n, temperature, ...)

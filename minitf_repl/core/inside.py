@@ -829,7 +829,8 @@ def next_token_pipeline(
     The stages come from `core.generate.sampling_stages` and the pick from `core.generate.pick`,
     the same code `generate` runs, and the model reads the prompt the way `generate` does (its
     last max_seq_len ids, one prefill into a fresh KV cache), so with the same seed the pick is
-    the first token `generate(model, prompt, n, temperature, top_k, top_p, seed)` yields.
+    the first token `generate(model, prompt, GenConfig(n=1, temperature=temperature, top_k=top_k, top_p=top_p,
+    gen_seed=seed))` yields.
     """
     require_model(model, "next_token_pipeline")
     check_sampling(temperature, top_k, top_p, 1)
