@@ -385,3 +385,12 @@ def test_next_token_pipeline_picks_what_generate_under_its_settings_yields_first
         assert piped.picked == next(generate(model, prompt, settings))
     doc = inspect.getdoc(inside.next_token_pipeline)
     assert "GenConfig(n=1, temperature=temperature" in doc  # it named generate(model, prompt, n, temperature, ...)
+
+
+@pytest.mark.parametrize("spec", ["sort", "pydoc", "random", "repeat"])
+def test_a_batch_of_a_split_the_data_does_not_have_is_refused_by_every_dataset(spec):
+    data = load_data(spec)
+    with pytest.raises(DataError, match="split must be 'train' or 'val', got 'test'"):
+        data.get_batch("test", 2, 16, torch.Generator().manual_seed(0))  # sort gave training questions, pydoc KeyError
+    x, y = data.get_batch("val", 2, 16, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape

@@ -174,6 +174,12 @@ class DataInfo:
     tokenizer: str = ""  # the tokenizer that reads it, in words: "characters, 65 tokens", "byte-level BPE, 512 tokens"
 
 
+def check_split(split: str) -> None:
+    """A batch's split is "train" or "val": a task read any other name as its training questions, without a word."""
+    if split not in ("train", "val"):
+        raise DataError(f"split must be 'train' or 'val', got {split!r}; the data has those two only")
+
+
 def _id_dtype(vocab_size: int) -> torch.dtype:
     return torch.uint8 if vocab_size <= 256 else torch.int16 if vocab_size <= 32768 else torch.int32
 
@@ -237,6 +243,7 @@ class TextCorpus:
             )
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        check_split(split)
         self.check_fits(max_seq_len)
         data = self.splits[split]
         starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
@@ -444,6 +451,7 @@ class Task:
         return x, y
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        check_split(split)
         self.check_fits(max_seq_len)
         return self.encode_examples(self.sample_questions(split, batch_size, generator))
 
@@ -504,6 +512,7 @@ class RandomTokens:
         pass
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        check_split(split)
         seqs = torch.randint(self.tokenizer.vocab_size, (batch_size, max_seq_len + 1), generator=generator)
         return seqs[:, :-1], seqs[:, 1:]
 
@@ -561,6 +570,7 @@ class RepeatedTokens:
         return seqs, known
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        check_split(split)
         self.check_fits(max_seq_len)
         seqs, known = self.rows(batch_size, max_seq_len + 1, generator)
         x, y = seqs[:, :-1], seqs[:, 1:].clone()
