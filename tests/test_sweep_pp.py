@@ -394,3 +394,8 @@ def test_a_batch_of_a_split_the_data_does_not_have_is_refused_by_every_dataset(s
         data.get_batch("test", 2, 16, torch.Generator().manual_seed(0))  # sort gave training questions, pydoc KeyError
     x, y = data.get_batch("val", 2, 16, torch.Generator().manual_seed(0))
     assert x.shape == y.shape
+
+
+def test_a_tasks_questions_of_a_split_it_does_not_have_are_refused():
+    with pytest.raises(DataError, match="split must be 'train' or 'val', got 'valid'"):
+        load_data("sort").sample_questions("valid", 3, torch.Generator().manual_seed(0))  # were training questions

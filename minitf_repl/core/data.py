@@ -416,6 +416,7 @@ class Task:
         return zlib.crc32(question.encode()) % 10 == 0
 
     def sample_questions(self, split: str, n: int, generator: torch.Generator) -> list[str]:
+        check_split(split)
         want_val = split == "val"
         out = []
         while len(out) < n:
