@@ -18,9 +18,12 @@ model's; restore and Trainer given a device name the shell takes ('auto'); save_
 another model's trainer (saved silently), or given the tokenizer and the dataset for the vocabulary and the data's
 name; load_data given a pathlib.Path; MiniTransformerLM given a dict; FeedForward given a swiglu config (KeyError);
 ModelConfig(block_size=64) and TrainConfig().replace(max_iters=3), the nanoGPT spellings `:set` takes.
-CharTokenizer.decode read the targets' -1 as the last character without a word. Trainer.run() left a model in train
-mode that a script had put in eval mode. docs/code.md's Python example failed as written (idx and targets undefined),
-help(MiniTransformerLM) showed nn.Module's generic docstring and help(load_data) printed a carriage return.
+CharTokenizer.decode read the targets' -1 as the last character without a word, and a task's batches and questions
+of a split named 'test' were its training ones. Trainer.run() left a model in train mode that a script had put in eval
+mode. A model compiled with torch.compile was saved under the wrapper's names and never loaded back. docs/code.md's
+Python example failed as written (idx and targets undefined), help(MiniTransformerLM) showed nn.Module's generic
+docstring, help(load_data) printed a carriage return, and help(inside.next_token_pipeline) named a generate call
+that raises.
 """
 
 import inspect

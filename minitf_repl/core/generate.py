@@ -150,7 +150,7 @@ def _token_ids(prompt_ids, vocab_size: int) -> list[int]:
 
 def generate(
     model,
-    prompt_ids: list[int],
+    prompt_ids: list[int] | torch.Tensor,
     settings: GenConfig,
     done: Callable[[list[int]], bool] | None = None,
 ) -> Iterator[int]:
