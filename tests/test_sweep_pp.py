@@ -402,3 +402,15 @@ def test_a_batch_of_a_split_the_data_does_not_have_is_refused_by_every_dataset(s
 def test_a_tasks_questions_of_a_split_it_does_not_have_are_refused():
     with pytest.raises(DataError, match="split must be 'train' or 'val', got 'valid'"):
         load_data("sort").sample_questions("valid", 3, torch.Generator().manual_seed(0))  # were training questions
+
+
+def test_set_length_refuses_a_bad_window_before_it_changes_the_model():
+    model = tiny(pos_encoding="rope")
+    idx = torch.tensor([[1, 2, 3]])
+    before = model(idx)[0]
+    with pytest.raises(ConfigError, match="max_seq_len must be a positive whole number, got 0"):
+        model.set_length(0)  # the masks were cut to 0 x 0 first: every later forward failed on a size mismatch
+    assert torch.equal(model(idx)[0], before)
+    with pytest.raises(ConfigError, match=r"pos_encoding=learned has a table of max_seq_len rows: another window is a "
+                                          r"new model; build one with ModelConfig\(max_seq_len=...\)"):
+        tiny().set_length(16)  # was an AssertionError (and nothing at all under python -O)

@@ -660,12 +660,15 @@ class MiniTransformerLM(nn.Module):
     def set_length(self, max_seq_len: int) -> None:
         """A new window for positions with no learned table (rope, sinusoidal, none): what depends on its length,
         the causal mask and any computed table, is computed again; the weights stay as they are."""
-        assert not self.positions.learned, "a learned position table has max_seq_len rows: that is a new model"
+        if self.positions.learned:  # an assert (gone under python -O) let the config outgrow the table
+            raise ConfigError(f"pos_encoding={self.config.pos_encoding} has a table of max_seq_len rows: another "
+                              "window is a new model; build one with ModelConfig(max_seq_len=...)")
+        config = self.config.replace(max_seq_len=max_seq_len)  # checked before anything changes
         if self.position_embedding is not None:
             self.position_embedding.set_length(max_seq_len)
         for block in self.blocks:
             block.attn.set_length(max_seq_len)
-        self.config = self.config.replace(max_seq_len=max_seq_len)
+        self.config = config
 
     def set_dropout(self, p: float) -> None:
         """Change the dropout probability everywhere (the fused kernel reads it as dropout_p)."""
