@@ -414,3 +414,10 @@ def test_set_length_refuses_a_bad_window_before_it_changes_the_model():
     with pytest.raises(ConfigError, match=r"pos_encoding=learned has a table of max_seq_len rows: another window is a "
                                           r"new model; build one with ModelConfig\(max_seq_len=...\)"):
         tiny().set_length(16)  # was an AssertionError (and nothing at all under python -O)
+
+
+def test_a_switch_given_the_word_off_from_python_is_told_to_be_true_or_false():
+    with pytest.raises(ConfigError, match=r"causal must be on or off \(True or False\), got 'off'"):
+        ModelConfig(causal="off")  # was "causal must be on or off, got 'off'"
+    with pytest.raises(ConfigError, match=r"cache must be on or off \(True or False\), got 'no'"):
+        GenConfig(cache="no")

@@ -81,7 +81,8 @@ class SettingSpec:
             raise ConfigError(f"{name} cannot be none; give a value")
         if self.type is bool:
             if not isinstance(value, bool):
-                raise ConfigError(f"{name} must be on or off, got {_show(value)}")
+                # the shell reads on/off itself: a value here comes from Python (or a file), where 'off' is a string
+                raise ConfigError(f"{name} must be on or off (True or False), got {_show(value)}")
             return value
         if self.type is int:
             if isinstance(value, bool) or not isinstance(value, int):
