@@ -421,3 +421,8 @@ def test_a_switch_given_the_word_off_from_python_is_told_to_be_true_or_false():
         ModelConfig(causal="off")  # was "causal must be on or off, got 'off'"
     with pytest.raises(ConfigError, match=r"cache must be on or off \(True or False\), got 'no'"):
         GenConfig(cache="no")
+
+
+def test_modelconfigs_docstring_says_the_data_sets_vocab_size_which_its_default_is_not():
+    assert ModelConfig().vocab_size != load_data("pydoc").tokenizer.vocab_size  # "the model :train on pydoc trains"
+    assert "vocab_size=data.tokenizer.vocab_size" in inspect.getdoc(ModelConfig)

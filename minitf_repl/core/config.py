@@ -226,7 +226,8 @@ def taking_aliases(cls):
 @taking_aliases
 @dataclass
 class ModelConfig(Settings):
-    """The architecture. Defaults: the model the first `:train` on pydoc trains in about a minute."""
+    """The architecture. Defaults: the model the first `:train` on pydoc trains in about a minute, but for
+    vocab_size, which the data sets (the shell sets it; from Python: vocab_size=data.tokenizer.vocab_size)."""
 
     kind = "model"
 
