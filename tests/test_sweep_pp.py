@@ -22,8 +22,10 @@ CharTokenizer.decode read the targets' -1 as the last character without a word, 
 of a split named 'test' were its training ones. Trainer.run() left a model in train mode that a script had put in eval
 mode. A model compiled with torch.compile was saved under the wrapper's names and never loaded back. docs/code.md's
 Python example failed as written (idx and targets undefined), help(MiniTransformerLM) showed nn.Module's generic
-docstring, help(load_data) printed a carriage return, and help(inside.next_token_pipeline) named a generate call
-that raises.
+docstring, help(load_data) printed a carriage return, help(inside.next_token_pipeline) named a generate call
+that raises, and help(ModelConfig) called its defaults the model trained on pydoc, whose vocabulary its vocab_size
+cannot hold. model.set_length(0) broke the model before refusing the window (and a learned table's refusal was an
+assert), and ModelConfig(causal='off') was told that causal "must be on or off".
 """
 
 import inspect
