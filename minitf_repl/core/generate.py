@@ -59,7 +59,7 @@ def sampling_stages(
     logits = logits.detach().double().cpu()  # float64: temperatures down to 1e-300 stay finite
     if not bool(torch.isfinite(logits).all()):  # nothing to rank or draw from (greedy's argmax of nan is a guess too)
         raise DataError(f"the model's logits for the next token are not finite ({non_finite(logits)}): its weights or "
-                        "activations overflowed, which training at a learning rate far too high does; :load a "
+                        "activations overflowed, which training at a learning rate far too high does; load a "
                         "checkpoint saved before, or train again at a lower lr")
     V = logits.numel()
     if temperature == 0:
