@@ -6,6 +6,9 @@ take no text (a text command still reads the word as its text: `:shapes all` tra
 `:set lr=0` said "lr must be positive, got 0.0": the refusal now quotes the number as it was typed.
 A script piped in (`minitf < lesson.txt`) that failed said "error: unknown command :bogus" without saying where:
 each error now names the script's line, counted as an editor counts them (comments and blank lines too).
+A run stopped between evaluations read its last batch once more inside Trainer.run (a check for weights that overflow,
+from the sweep of extremes), so bench/nanogpt.py, which runs steps in chunks, timed one forward more in every chunk:
+the check is now Trainer.check_last_update(), which :train asks before it keeps the model.
 """
 
 import pytest
@@ -63,3 +66,23 @@ def test_a_piped_scripts_error_names_its_line():
     assert err.file.getvalue().splitlines() == ["error: line 3: lr must be positive, got 0",
                                                 "error: line 5: unknown command :bogus (:help lists commands)"]
     assert "lr" in out.file.getvalue()  # :config ran between them
+
+
+def test_a_run_in_chunks_reads_no_batch_again_and_the_check_is_asked_for():
+    import torch
+
+    from minitf_repl.core.errors import TrainingDiverged
+    from test_commands import tiny_session
+
+    s = tiny_session(optimizer="adamw", warmup_steps=0, lr=1e30, eval_every=100)
+    trainer = s.trainer
+    calls = []
+    hook = s.model.register_forward_hook(lambda *_: calls.append(torch.is_grad_enabled()))
+    try:
+        trainer.run(should_stop=lambda: trainer.step >= 1)  # one step of a chunk: weights of 1e30, still finite
+    finally:
+        hook.remove()
+    assert trainer.step == 1 and calls and all(calls)  # the training step's forward alone, none without grad
+    with pytest.raises(TrainingDiverged, match="the loss of its batch became nan"):
+        trainer.check_last_update()
+    trainer.check_last_update()  # asked once: a second ask has nothing left to read

@@ -170,6 +170,7 @@ class Trainer:
         # :checks, which every process runs alike): no DDP, so no collective, and every process evaluates
         self.alone = False
         self._stop_from_peer = False  # the last stop check stopped because another rank asked
+        self._unread_batch: tuple | None = None  # a run's last batch where it stopped between evaluations
         self._target_share = 1.0  # under DDP: this rank's share of the global batch's targets x ranks (_train_batch)
         self._ddp = None  # DistributedDataParallel(model) under torchrun (core.distributed); self.model stays plain
         self._fast = None  # FastPath(model), made on the first step that takes it
@@ -395,8 +396,10 @@ class Trainer:
 
         if done and (bad := self._non_finite_weight()) is not None:  # the last update, unseen by a next step's loss
             self._diverged_after("weights", bad)
-        if done and last is not None and last.val_loss is None and self._ddp is None:
-            self._check_forward(x, y)  # stopped between evaluations: finite weights of 1e30 still overflow
+        # stopped between evaluations: finite weights of 1e30 still overflow, which check_last_update reads. Not read
+        # here: a caller that runs steps in chunks (bench/nanogpt.py) would time one forward more in every chunk
+        self._unread_batch = (x, y) if done and last is not None and last.val_loss is None and self._ddp is None \
+            else None
         release_freed()  # what the steps freed goes back now, before a caller saves or draws (core.memory)
         evals = [h for h in self.history[-done:] if h["val_loss"] is not None] if done else []
         if not busy and compile_seconds is not None:  # only the compiling step ran: its own tokens (a task's rows
@@ -598,6 +601,15 @@ class Trainer:
             if not bool(finite.all()):
                 return p.detach()[~finite].flatten()[0].item()
         return None
+
+    def check_last_update(self) -> None:
+        """After a run() that stopped between evaluations, whether its last update left weights that still read its
+        batch (a run at lr=1e30 leaves finite weights whose forward overflows): TrainingDiverged if not. What keeps
+        the model afterwards (:train, before it autosaves) asks; an evaluation or the next step's loss says the same
+        where there is one."""
+        batch, self._unread_batch = self._unread_batch, None
+        if batch is not None:
+            self._check_forward(*batch)
 
     def _check_forward(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """The last step's batch read again by the weights after its update (eval mode, one forward): its loss must
