@@ -272,6 +272,8 @@ def _complete_matrix(session: Session) -> list[str]:
     return matrix_names(session.model, 0)
 
 
+# interruptible: the gradient of a whole training batch polls no stop flag (a 12 x 768 model at block_size=512 took
+# over a minute with Ctrl-C unheard); it writes nothing (core.muon_step puts the model's mode back on the way out)
 @command("muon", "Muon's step on one matrix worked out: the gradient, the momentum, Newton-Schulz step by step "
                  "(every singular value pushed towards 1), the update.", params=[
     BLOCK,
@@ -279,7 +281,7 @@ def _complete_matrix(session: Session) -> list[str]:
                               "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
                               "lists the model's)", complete=_complete_matrix, meta="NAME"),
     Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
-], json_version=3)  # fmt: skip
+], interruptible=True, json_version=3)  # fmt: skip
 def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     layer = check_layer(session, args["layer"])
     from ..core.muon_step import muon_step

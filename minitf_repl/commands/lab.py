@@ -514,8 +514,10 @@ class ExpertsResult:
     aux_weight: float | None = None  # moe_aux_weight: training adds aux_weight x aux_loss to the loss (0: none of it)
 
 
+# interruptible: one forward pass over a validation batch, which polls no stop flag (a dozen blocks of 32 experts
+# took half a minute with Ctrl-C unheard); it only reads the model (core.probe.listening puts its mode back)
 @command("experts", "Show how a mixture-of-experts model routes tokens: each expert's share, per layer.",
-         json_version=5)
+         interruptible=True, json_version=5)
 def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResult:
     """Routes one validation batch (no training) and reads the model's routing counts (core.experts)."""
     config = session.model_config

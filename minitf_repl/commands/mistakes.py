@@ -47,6 +47,8 @@ class MistakesResult:
     vocab_size: int | None = field(default=None, metadata={"view_only": True})
 
 
+# interruptible: it polls no stop flag, and a model near GPT-2 small's size scores the 64 windows for a minute with
+# Ctrl-C unheard; it only reads the model (its mode is put back on the way out)
 @command("mistakes", "Where the model is wrong: a task's held-out questions it answers wrongly, or a text's hardest "
                      "next tokens.",
          params=[
@@ -55,17 +57,21 @@ class MistakesResult:
                f"scored (a text, default {WINDOWS})"),
     Param("show", int, default=10, low=1, limit=1000, help="wrong answers or hard tokens listed"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the questions' or windows' seed"),
-], aliases=("errors",), json_version=3)  # fmt: skip
+], aliases=("errors",), interruptible=True, json_version=3)  # fmt: skip
 def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesResult:
     from ..core.mistakes import task_mistakes, text_mistakes
 
     data, model, device = session.data, session.model, session.trainer.device
     data.check_fits(session.model_config.max_seq_len)
     task = text = None
+
+    def progress(done: int, total: int) -> None:
+        reporter.on_progress("mistakes", done, total)
+
     if hasattr(data, "grade"):  # a task: questions with answers (repeat's copies are scored as a text)
-        task = task_mistakes(model, data, device, args["n"] or QUESTIONS, args["seed"], args["show"])
+        task = task_mistakes(model, data, device, args["n"] or QUESTIONS, args["seed"], args["show"], progress)
     else:
-        text = text_mistakes(model, data, device, args["n"] or WINDOWS, args["seed"], args["show"])
+        text = text_mistakes(model, data, device, args["n"] or WINDOWS, args["seed"], args["show"], progress)
     return MistakesResult(data.name, args["seed"], task, text, session.trainer.step, untrained=session.untrained,
                           ablations=switched_off(session),
                           vocab_size=data.tokenizer.vocab_size if getattr(data, "nothing_to_learn", False) else None)

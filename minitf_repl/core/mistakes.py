@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -70,8 +71,10 @@ class TextMistakes:
     wrong_guess: float  # share of predictions whose likeliest token is not the one that came
 
 
-def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 10) -> TaskMistakes:
-    """n held-out questions (drawn from generator seed `seed`, as Task.accuracy draws them), each answered greedily."""
+def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 10,
+                  on_progress: Callable[[int, int], None] | None = None) -> TaskMistakes:
+    """n held-out questions (drawn from generator seed `seed`, as Task.accuracy draws them), each answered greedily.
+    `on_progress(done, n)` after each pass of questions."""
     questions = task.sample_questions("val", n, torch.Generator().manual_seed(seed))
     x, y = task.encode_examples(questions)  # (n, L - 1): question and answer, targets on the answer only
     start = task.question_len - 1  # the position that predicts the answer's first character
@@ -91,6 +94,8 @@ def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 
                     logits, _ = model(text)
                     text = torch.cat([text, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
                 written.append(text[:, task.question_len :].cpu())
+                if on_progress is not None:
+                    on_progress(min(k + QUESTIONS_PER_PASS, n), n)
     finally:
         model.train(was_training)
     forced = (torch.cat(guesses) != y[:, start:]).float().mean(dim=0).tolist() if causal else None
@@ -124,8 +129,10 @@ def _distinct(x, y, order: list[int], T: int, show: int, causal: bool) -> list[i
     return chosen
 
 
-def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: int = 10) -> TextMistakes:
-    """The hardest next tokens of `windows` validation windows (drawn from generator seed `seed`)."""
+def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: int = 10,
+                  on_progress: Callable[[int, int], None] | None = None) -> TextMistakes:
+    """The hardest next tokens of `windows` validation windows (drawn from generator seed `seed`).
+    `on_progress(done, windows)` after each forward pass (a large model takes a minute over the default 64)."""
     x, y = data.get_batch("val", windows, model.config.max_seq_len, torch.Generator().manual_seed(seed))
     W, T = x.shape
     chunk = max(1, min(LOGITS_PER_PASS // (T * model.config.vocab_size), TOKENS_PER_PASS // T))
@@ -141,6 +148,8 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
                 nll[k : k + chunk] = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).cpu()
                 top_logp, top = logp.max(dim=-1)
                 best[k : k + chunk], best_logp[k : k + chunk] = top.cpu(), top_logp.cpu()
+                if on_progress is not None:
+                    on_progress(min(k + chunk, W), W)
     finally:
         model.train(was_training)
     counted = (y >= 0).flatten()

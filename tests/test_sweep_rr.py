@@ -1,0 +1,67 @@
+"""What a user's-eye sweep of the views on a bigger model (12 layers x 768 wide at block_size=512, a BPE vocabulary,
+many experts) found: each test failed before its fix.
+
+On a model near GPT-2 small's size, `:mistakes` (64 windows of 512), `:muon` (a whole training batch's gradient) and
+`:experts` (a validation batch through 12 blocks of 32 experts) took from half a minute to over a minute, showed
+nothing while they worked, and Ctrl-C went unheard: they polled no stop flag and were not interruptible.
+"""
+
+import pytest
+import torch
+
+from minitf_repl.commands import REGISTRY
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+from test_commands import Recorder, TEXT, run, tiny_session
+
+
+class Progress(Recorder):
+    def __init__(self):
+        super().__init__()
+        self.progress = []
+
+    def on_progress(self, what, done, total):
+        self.progress.append((what, done, total))
+
+
+@pytest.fixture
+def text_session(tmp_path):
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
+    return Session(config, TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1), data_spec=str(path),
+                   device_name="cpu")
+
+
+# --- long views: Ctrl-C and a word while they work ------------------------------------------------------------
+@pytest.mark.parametrize("name", ["mistakes", "muon", "experts"])
+def test_a_long_view_on_a_big_model_stops_at_ctrl_c(name):
+    assert REGISTRY[name].interruptible  # they poll no stop flag: Ctrl-C must raise inside them
+
+
+def test_muon_cut_short_by_ctrl_c_leaves_the_model_as_it_was(monkeypatch):
+    s = tiny_session()
+    model = s.model
+    model.train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch.autograd, "grad", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run(s, ":muon")
+    assert model.training and all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_mistakes_on_a_text_says_how_far_it_is(text_session):
+    hooks = Progress()
+    run(text_session, ":mistakes n=40", hooks)
+    assert hooks.progress and hooks.progress[-1] == ("mistakes", 40, 40)
+
+
+def test_mistakes_on_a_task_says_how_far_it_is():
+    hooks = Progress()
+    run(tiny_session(), ":mistakes n=300", hooks)
+    assert hooks.progress and hooks.progress[-1] == ("mistakes", 300, 300)
