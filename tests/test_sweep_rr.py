@@ -65,3 +65,46 @@ def test_mistakes_on_a_task_says_how_far_it_is():
     hooks = Progress()
     run(tiny_session(), ":mistakes n=300", hooks)
     assert hooks.progress and hooks.progress[-1] == ("mistakes", 300, 300)
+
+
+# --- :checks: the causal check's passes -----------------------------------------------------------------------
+class StopAfterProgress(Progress):
+    """Asks to stop once `after` progress calls came (Ctrl-C while the causal check works)."""
+
+    def __init__(self, after: int):
+        super().__init__()
+        self.after = after
+
+    def should_stop(self):
+        return len(self.progress) >= self.after
+
+
+def test_checks_says_how_far_the_causal_check_is_and_stops_there_at_ctrl_c():
+    hooks = Progress()
+    run(tiny_session(), ":checks causal", hooks)
+    assert hooks.progress and hooks.progress[-1][0] == "causal check"  # 44 s on a 12 x 768 model, nothing shown
+    assert hooks.progress[-1][1] == hooks.progress[-1][2]
+    stopped = run(tiny_session(), ":checks rows causal overfit", StopAfterProgress(1))
+    assert stopped.stopped == "causal" and stopped.causal is None  # it went on to its end, Ctrl-C unheard
+    assert "overfit" not in stopped.passed + stopped.failed
+
+
+def test_checks_asked_to_stop_before_a_check_runs_none_after_it():
+    hooks = StopAfterProgress(0)  # a stop already asked: the next check does not start
+    result = run(tiny_session(), ":checks rows causal", hooks)
+    assert result.stopped == "rows" and not result.passed
+
+
+def test_a_second_kind_of_progress_relabels_the_bar(monkeypatch):
+    from minitf_repl.render.live import RichReporter
+    from test_repl import consoles
+
+    reporter = RichReporter(consoles()[0], live=True)
+    try:
+        reporter.on_progress("causal check", 128, 128)
+        reporter.on_progress("checks", 1, 300)  # the training checks after it: the bar said "causal check" 1/300
+        task = reporter._progress.tasks[0]
+        assert (task.description, task.completed, task.total) == ("checks", 1, 300)
+        assert "checks" in str(reporter._progress.columns[0].text_format)
+    finally:
+        reporter.close()

@@ -142,8 +142,11 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     def unigram() -> float:
         return count_and_score(data, 1, session.model_config.max_seq_len).counters[1].val_loss
 
-    done = checks.run_checks(session.model, trainer, asked, steps=steps, unigram=unigram,
-                             on_step=stepped, should_stop=reporter.should_stop, row=causal_row(data))
+    def causal_pass(done_positions: int, positions: int) -> None:
+        reporter.on_progress("causal check", done_positions, positions)
+
+    done = checks.run_checks(session.model, trainer, asked, steps=steps, unigram=unigram, on_step=stepped,
+                             should_stop=reporter.should_stop, row=causal_row(data), on_pass=causal_pass)
     result.stopped = done.stopped
     for name, check in done.results.items():
         if isinstance(check, checks.Skipped):

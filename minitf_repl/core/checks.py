@@ -217,12 +217,14 @@ def rows_check(model, x: torch.Tensor, seed: int = 0) -> RowsCheck:
     return RowsCheck(x.shape[0], other, float(grad[0].norm()), other == 0.0)
 
 
-def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK) -> CausalCheck:
+def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK,
+                 on_pass: Callable[[int, int], None] | None = None) -> CausalCheck:
     """The dependency matrix of one row: D[t, s] = |dz_t / dh_s|, the gradient of position t's logits (along a
     random direction) with respect to the stream at position s. Causal: D[t, s] = 0 for every s > t.
 
     Each backward pass asks `chunk` positions at once, one per copy of the row (rows do not mix: rows_check;
-    chunk=1 where they might)."""
+    chunk=1 where they might). `on_pass(positions done, T)` after each (a 12 x 768 model takes most of a minute
+    over the 128 positions; it may raise Stopped)."""
     T = row.shape[-1]
     r = _direction(model, seed)
     depends = torch.zeros(T, T)
@@ -231,6 +233,8 @@ def causal_check(model, row: torch.Tensor, seed: int = 0, chunk: int = CHUNK) ->
         copies = row.reshape(1, T).expand(len(ts), T).contiguous()  # (n, T): copy i asks position ts[i]
         grad = _stream_gradient(model, copies, lambda z, ts=ts: (z[torch.arange(len(ts)), ts] @ r).sum())
         depends[ts] = grad.norm(dim=-1).cpu()  # (n, T): row t, every s
+        if on_pass is not None:
+            on_pass(int(ts[-1]) + 1, T)
     later = torch.ones(T, T, dtype=torch.bool).triu(1)
     half, most = reach(depends)
     shown = depends[:MAP, :MAP]
@@ -416,13 +420,14 @@ def recite(model, row: torch.Tensor, given: int) -> torch.Tensor:
 
 def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
                on_check: Callable[[str], None] | None = None, on_step=None, should_stop=None,
-               row: torch.Tensor | None = None) -> Checks:
+               row: torch.Tensor | None = None, on_pass: Callable[[int, int], None] | None = None) -> Checks:
     """Run the checks named in `which` (in CHECKS's order) for the session's `model` and its `trainer`.
 
     `steps`: the blind check's runs and the overfit run. `unigram()`: the unigram counter's val loss, asked
     only for the blind check. `on_check(name)` hears each
-    check start; `on_step(info)` every step of the training checks; `should_stop()` is asked between steps
-    (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val text to read in
+    check start; `on_step(info)` every step of the training checks, `on_pass(done, positions)` every backward
+    pass of the causal check; `should_stop()` is asked before each check, between training steps and between the
+    causal check's passes (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val text to read in
     the causal check (default: the first row of a val batch from seed 0). Nothing of the session changes: fresh
     models train on their own trainers, and the torch random state is put back afterwards."""
     done = Checks()
@@ -437,7 +442,10 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
                 on_check(name)
             start = time.perf_counter()
             try:
-                done.results[name] = _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_stop)
+                if should_stop is not None and should_stop():  # Ctrl-C during a check that polls nothing itself
+                    raise Stopped
+                done.results[name] = _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_stop,
+                                              on_pass)
             except Stopped:
                 done.stopped = name
                 break
@@ -448,7 +456,7 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
     return done
 
 
-def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_stop):
+def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_stop, on_pass=None):
     """One check of run_checks, or Skipped with the reason."""
     data, device = trainer.data, trainer.device
     model_config, train_config = model.config, trainer.config
@@ -472,8 +480,14 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
         return rows_check(model, x)
     if name == "causal":  # where rows were seen to mix, one position per pass (the copies would mix too)
         rows = done.results.get("rows")
+        def passed_one(done_positions: int, positions: int) -> None:
+            if on_pass is not None:
+                on_pass(done_positions, positions)
+            if should_stop is not None and should_stop():
+                raise Stopped
+
         check = causal_check(model, x[0, :CAUSAL_WINDOW],
-                             chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK)
+                             chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK, on_pass=passed_one)
         check.tokens = [data.tokenizer.itos[int(t)] for t in x[0, : len(check.map)]]
         return check
     if name == "gradient":

@@ -371,6 +371,7 @@ class RichReporter(Reporter):
         self._bar_columns = self._train_columns  # the columns of the bar shown, for the width now
         self._shown = Redrawn()  # what the live display shows
         self._quarters: dict[str, int] = {}  # a dumb terminal: the quarters of each long work said (on_progress)
+        self._bar_label: str | None = None  # what on_progress's bar is labelled now
 
     # Ctrl-C --------------------------------------------------------------------------------------
     def should_stop(self) -> bool:
@@ -533,9 +534,15 @@ class RichReporter(Reporter):
             self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
             self._bar_narrow = self.console.width < NARROW
             self._task = self._progress.add_task(what, total=total, completed=0)
+            self._bar_label = what
             self._shown = Redrawn(self._progress)
             self._live = Live(self._shown, console=self.console, transient=True, refresh_per_second=4)
             self._live.start()
+        elif self._bar_label not in (None, what):  # another part of the work (:checks: causal, then training)
+            self._bar_label = what
+            self._bar_columns = lambda: self._labelled_columns(what)
+            self._progress.columns = self._bar_columns()
+            self._progress.reset(self._task, total=total, completed=0, description=what)
         self._fit_bar()
         self._progress.update(self._task, completed=done, total=total)
 
