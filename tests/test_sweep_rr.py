@@ -108,3 +108,28 @@ def test_a_second_kind_of_progress_relabels_the_bar(monkeypatch):
         assert "checks" in str(reporter._progress.columns[0].text_format)
     finally:
         reporter.close()
+
+
+# --- :ngram and :ablate: the model's evaluation -----------------------------------------------------------------
+def test_ngram_says_how_far_the_models_evaluation_is(text_session):
+    hooks = Progress()
+    run(text_session, ":ngram n=2 sample=off", hooks)  # a minute on a 12 x 768 model, nothing shown
+    assert ("ngram", 1, 1) in hooks.progress
+
+
+def test_ablate_says_how_far_its_two_evaluations_are_and_ctrl_c_keeps_the_parts_off_before_it(monkeypatch):
+    s = tiny_session(eval_batches=2)
+    hooks = Progress()
+    run(s, ":ablate head=0.0", hooks)
+    assert [p[1:] for p in hooks.progress] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert REGISTRY["ablate"].interruptible  # it polls no stop flag: two minutes of Ctrl-C unheard on a big model
+    from minitf_repl.core import generate
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+        yield
+
+    monkeypatch.setattr(generate, "generate", cut)  # Ctrl-C after both evaluations, during the sample
+    with pytest.raises(KeyboardInterrupt):
+        run(s, ":ablate head=0.1")
+    assert [str(a) for a in s.ablations] == ["head 0.0"]  # head=0.1 was left switched off

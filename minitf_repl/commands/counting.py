@@ -112,7 +112,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     corpus = getattr(data, "splits", None) is not None
     prompt = sample_prompt(data) if corpus and args["sample"] else None
     model = session.model
-    model_val, _ = session.trainer.evaluate()  # first: data too short to evaluate is refused before anything is kept
+    # first: data too short to evaluate is refused before anything is kept; a bar, as a large model takes a minute
+    model_val, _ = session.trainer.evaluate(on_batch=lambda done, total: reporter.on_progress("ngram", done, total))
     start = tokenizer.encode(prompt) if prompt else None
     counting = count_and_score(data, n, session.model_config.max_seq_len, prompt=start,
                                sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
