@@ -133,3 +133,18 @@ def test_ablate_says_how_far_its_two_evaluations_are_and_ctrl_c_keeps_the_parts_
     with pytest.raises(KeyboardInterrupt):
         run(s, ":ablate head=0.1")
     assert [str(a) for a in s.ablations] == ["head 0.0"]  # head=0.1 was left switched off
+
+
+# --- what a big model skips, in words ---------------------------------------------------------------------------
+def test_a_check_a_big_model_skips_says_the_limit_in_plain_words(monkeypatch):
+    from minitf_repl.core import backprop, checks
+    from test_render import plain
+
+    monkeypatch.setattr(checks, "TRAINING_LIMIT", 10)
+    monkeypatch.setattr(checks, "CHECK_LIMIT", 10)
+    monkeypatch.setattr(backprop, "CHECK_LIMIT", 10)
+    s = tiny_session()
+    shown = plain(run(s, ":checks init gradient"), 100) + plain(run(s, ":grad"), 100)
+    # was "they are built up to 10" and "it is made up to 10": up to 10 what?
+    assert "built up to" not in shown and "made up to" not in shown
+    assert shown.count("only for a model of up to 10") == 3

@@ -244,8 +244,8 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
     check_done, skipped_why = None, None
     if check:
         if n > CHECK_LIMIT:
-            skipped_why = (f"the check needs a float64 copy of the {n:,} parameters; it is made up to "
-                           f"{CHECK_LIMIT:,}")
+            skipped_why = (f"the check needs a float64 copy of the {n:,} parameters, and it makes one only for a "
+                           f"model of up to {CHECK_LIMIT:,}")
         else:
             check_done = gradient_check(model, inputs, targets, params, param_grads, seed)
     return Backprop(

@@ -462,11 +462,11 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
     model_config, train_config = model.config, trainer.config
     n_params = model.num_parameters()
     if name in ("init", "blind", "overfit") and n_params > TRAINING_LIMIT:
-        return Skipped(name, f"it builds fresh models of the {n_params:,} parameters; they are built up to "
-                             f"{TRAINING_LIMIT:,}")
+        return Skipped(name, f"it builds fresh models of the {n_params:,} parameters, and does so only for a "
+                             f"model of up to {TRAINING_LIMIT:,}")
     if name == "gradient" and n_params > CHECK_LIMIT:
-        return Skipped(name, f"it needs a float64 copy of the {n_params:,} parameters; it is made up to "
-                             f"{CHECK_LIMIT:,}")
+        return Skipped(name, f"it needs a float64 copy of the {n_params:,} parameters, and makes one only for a "
+                             f"model of up to {CHECK_LIMIT:,}")
     if name == "batch":
         return batch_check(data, ROWS, model_config.max_seq_len)
     if name == "init":
