@@ -148,3 +148,24 @@ def test_a_check_a_big_model_skips_says_the_limit_in_plain_words(monkeypatch):
     # was "they are built up to 10" and "it is made up to 10": up to 10 what?
     assert "built up to" not in shown and "made up to" not in shown
     assert shown.count("only for a model of up to 10") == 3
+
+
+# --- :kv: the memory the cache takes ------------------------------------------------------------------------------
+def test_kv_says_what_the_caches_buffers_take_as_measured_and_as_params_counts():
+    from dataclasses import replace
+
+    from minitf_repl.render import fmt
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":set n_kv_heads=1")
+    cache = s.model.new_cache()
+    with torch.no_grad():
+        s.model(torch.zeros(1, 3, dtype=torch.long), cache=cache)
+    measured = sum(layer.k.nbytes + layer.v.nbytes for layer in cache.layers)  # allocated for the whole window
+    result = run(s, ":kv 12 n=2")
+    assert result.cache_bytes_per_token * result.max_seq_len == measured
+    shown = plain(replace(result, cached_seconds=1.0, naive_seconds=1.0), 200)  # no faster: the note says why
+    # it said the cache holds 4 positions' worth, where its buffers took the whole window's 32
+    assert f"its buffers take {fmt.size(measured)}" in shown and "whole window of 32 positions" in shown
+    assert "small model" not in shown and "costs mostly what does not grow with them" in shown

@@ -853,12 +853,17 @@ def render_kv(result: KvResult, console: Console) -> None:
                  f"({naive / max(cached, 1):.1f}x); the logits {agree}")
     length = result.steps[-1].cache_length
     size = result.cache_bytes_per_token * length
+    # core.model.LayerKV allocates its buffers once for the whole window: that, not what is filled, is the memory
+    allocated = result.cache_bytes_per_token * result.max_seq_len
+    window = (f"; its buffers take {fmt.size(allocated)}, allocated at the first step for the whole window of "
+              f"{result.max_seq_len:,} positions (what {cmd('params')} counts)" if allocated > size else "")
     note(console, f"the cache holds {fmt.size(size)} after the last step: {fmt.size(result.cache_bytes_per_token)} "
                   f"a position ({count(result.n_layers, 'layer')} x K and V x "
-                  f"{count(result.n_kv_heads, 'key/value head')} x {result.head_dim} numbers) x {length}")
+                  f"{count(result.n_kv_heads, 'key/value head')} x {result.head_dim} numbers) x {length}{window}")
     faster = result.naive_seconds / max(result.cached_seconds, 1e-9)
-    why = (": a small model's step is mostly fixed costs, not arithmetic per position"
-           if faster < 0.7 * naive / max(cached, 1) else "")
+    # not "a small model's": a 12 x 768 model decoding a few dozen positions is no arithmetic-bound step either
+    why = (": a step over so few positions costs mostly what does not grow with them (every weight read once, "
+           "fixed overheads), not arithmetic per position" if faster < 0.7 * naive / max(cached, 1) else "")
     note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
                   f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
     if any(s.refilled for s in result.steps[1:]):
