@@ -169,3 +169,24 @@ def test_kv_says_what_the_caches_buffers_take_as_measured_and_as_params_counts()
     # it said the cache holds 4 positions' worth, where its buffers took the whole window's 32
     assert f"its buffers take {fmt.size(measured)}" in shown and "whole window of 32 positions" in shown
     assert "small model" not in shown and "costs mostly what does not grow with them" in shown
+
+
+# --- :attn: all heads of a long text ----------------------------------------------------------------------------
+def test_attn_of_twelve_heads_on_a_long_text_stays_a_few_screens_and_names_the_heads_left_out(tmp_path):
+    from test_render import plain
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    config = ModelConfig(n_layers=1, d_model=48, n_heads=12, d_ff=64, max_seq_len=128)
+    s = Session(config, TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu")
+    text = TEXT[:112].replace("\n", " ")
+    result = run(s, f":attn '{text}'")
+    assert len(result.maps) == 12  # --json keeps every head's pattern
+    shown = plain(result, 100)
+    lines = shown.splitlines()
+    assert len(lines) < 300, len(lines)  # 12 maps of 96 rows, one a row: 1,180 lines
+    assert "heads 2 to 11 not shown (the first 2 of 12 heads are, as many maps of 96 positions as fit 200 lines)" \
+        in " ".join(lines)
+    assert ":attn head=N shows any one" in " ".join(lines)
+    short = plain(run(s, ":attn 'the quick brown'"), 100)  # a short text: every head, side by side
+    assert "not shown" not in short and "head 11" in short

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
@@ -49,6 +50,8 @@ FAMILY = "inside the model"  # the heading :help lists this module's commands un
 
 # --- :attn ---------------------------------------------------------------------------------------
 ATTN_PANELS = 16  # head=all draws at most this many maps (a map is a screen's height of lines); the rest are named
+# ... and no more than fill this many lines: 12 heads' maps of a 96-token text, one a row at 100 columns, were 1,180
+ATTN_LINES = 200
 @dataclass
 class AttnResult:
     prompt: str  # the text read (its last max_seq_len characters)
@@ -116,12 +119,17 @@ def render_attn(result: AttnResult, console: Console) -> None:
         shown = list(zip(result.heads, maps))[:ATTN_PANELS]
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(tokens, m, peak, width, as_text, future))
                   for h, m in shown]
+        widest = max(Measurement.get(console, console.options, panel).maximum for panel in panels)
+        side_by_side = max(1, (console.width + 2) // (widest + 2))  # Columns' padding: 2 between panels
+        rows = max(1, ATTN_LINES // (n + 3))  # a panel: its label, the keys' line, n rows, a blank line
+        panels = panels[: side_by_side * rows]
         console.print(Columns(panels, padding=(1, 2)))
     console.print(legend(peak, as_text, width=console.width), highlight=False)
-    if not single and len(result.heads) > ATTN_PANELS:  # 64 heads were 64 maps, some 600 lines at 40 columns
-        note(console, f"heads {ATTN_PANELS} to {result.heads[-1]} not shown (the first {ATTN_PANELS} of "
-                      f"{count(len(result.heads), 'head')} are): {cmd('attn', head='N')} shows any one, and "
-                      f"{cmd('heads', layer=result.layer)} what each of them does")
+    if not single and len(result.heads) > len(panels):  # 64 heads were 64 maps, some 600 lines at 40 columns
+        why = "" if len(panels) == ATTN_PANELS else f", as many maps of {n} positions as fit {ATTN_LINES} lines"
+        note(console, f"heads {result.heads[len(panels)]} to {result.heads[-1]} not shown (the first "
+                      f"{len(panels)} of {count(len(result.heads), 'head')} are{why}): {cmd('attn', head='N')} shows "
+                      f"any one, and {cmd('heads', layer=result.layer)} what each of them does")
     if future:
         nxt = [next_token_weight(m) for m in result.maps]
         shares = ", ".join(f"head {h} {w:.2f}" for h, w in zip(result.heads, nxt))
