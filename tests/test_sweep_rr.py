@@ -190,3 +190,12 @@ def test_attn_of_twelve_heads_on_a_long_text_stays_a_few_screens_and_names_the_h
     assert ":attn head=N shows any one" in " ".join(lines)
     short = plain(run(s, ":attn 'the quick brown'"), 100)  # a short text: every head, side by side
     assert "not shown" not in short and "head 11" in short
+
+
+# --- :report: a bar over its parts ------------------------------------------------------------------------------
+def test_report_says_how_far_it_is(tmp_path):
+    hooks = Progress()
+    run(tiny_session(), f":report {tmp_path / 'r.html'}", hooks)  # minutes on a 12 x 768 model, nothing shown
+    done = [p[1] for p in hooks.progress]
+    assert done and done == sorted(done) and {p[0] for p in hooks.progress} == {"report"}
+    assert hooks.progress[-1][1] == hooks.progress[-1][2]

@@ -952,9 +952,18 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     from ..core.generate import generate
     from ..core.inside import attention_maps
 
+    # a bar over the parts (the loss by position a step per window): a 12 x 768 model took minutes, nothing shown
+    parts = 5 + REPORT_SAMPLES + REPORT_WINDOWS
+    done = [0]
+
+    def advance(by: int = 1) -> None:
+        done[0] += by
+        reporter.on_progress("report", done[0], parts)
+
     prompt = sample_prompt(data)
     ids = data.tokenizer.encode(prompt)[-session.model_config.max_seq_len :]
     maps = attention_maps(model, ids)
+    advance()
     g = session.gen_config
     start_text = default_prompt(data.tokenizer, otherwise=prompt)  # a task starts from one of its questions
     samples = []
@@ -963,26 +972,39 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         start_ids = data.tokenizer.encode(start_text)
         new = list(generate(model, start_ids, settings, done=getattr(data, "answer_complete", None)))
         samples.append(start_text + decode_after(data.tokenizer, start_ids, new))
+        advance()
     scored = score_text(session, None, reporter)
+    advance()
     from .why import cmd_heads
 
     try:  # :heads's induction test; a window too short for two copies, or causal=off, has none (the page goes without)
         heads = cmd_heads(session, {"text": None, "layer": None, "seed": None}, reporter)
     except UserError:
         heads = None
+    advance()
     from ..core.inside import embedding_map
 
     try:  # a table of fewer than three rows, or one column, has no two directions (the page goes without)
         embedding = embedding_map(model)
     except UserError:
         embedding = None
+    advance()
     from ..core.context import position_losses
 
+    before = done[0]
+
+    def windows(scored_windows: int, total: int) -> None:
+        done[0] = before + scored_windows * REPORT_WINDOWS // max(total, 1)
+        reporter.on_progress("report", done[0], parts)
+
     try:  # :context's curve, on fewer windows; a task's question-only positions are nan, left out of the chart
-        context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT)
+        context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT,
+                                  on_progress=windows)
     except UserError:
         context = None
     status = session.status()  # the numbers the status bar shows, for the line under the loss chart
+    done[0] = before + REPORT_WINDOWS
+    advance()  # the page itself
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
