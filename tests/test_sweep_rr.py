@@ -199,3 +199,17 @@ def test_report_says_how_far_it_is(tmp_path):
     done = [p[1] for p in hooks.progress]
     assert done and done == sorted(done) and {p[0] for p in hooks.progress} == {"report"}
     assert hooks.progress[-1][1] == hooks.progress[-1][2]
+
+
+# --- :shapes of many experts: what did not run ----------------------------------------------------------------
+def test_shapes_counts_the_idle_experts_of_every_block_not_only_the_one_shown():
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":set n_experts=32 experts_per_token=1 n_layers=3")
+    expert = sum(p.numel() for p in s.model.blocks[0].ffn.experts[0].parameters())
+    shown = " ".join(plain(run(s, ":shapes 1"), 200).split())  # one token, one expert of 32 a block: 31 idle
+    idle = 3 * 31 * expert
+    # was "{31 x expert} parameters did not run ({31 x expert} in blocks.0)": blocks 1 and 2 left out
+    assert f"{idle:,} parameters did not run ({31 * expert:,} in blocks.0, {2 * 31 * expert:,} in the 2 other " \
+           f"blocks)" in shown

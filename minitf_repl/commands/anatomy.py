@@ -217,9 +217,16 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
     summary = f"{count(len(result.records), 'step')}, {count(result.n_layers, 'layer')}, {count(total, 'parameter')}"
     unrun = _unrun_params(result)
     if unrun:  # an expert no token was routed to runs on nothing: without this its parameters vanish unsaid
-        where = ", ".join(f"{fmt.whole(n)} in blocks.{i}" for i, n in unrun.items())
-        note(console, f"{count(sum(unrun.values()), 'parameter')} did not run ({where}): experts no token was routed "
-                      "to, so the trace has no step of theirs (the total counts them)")
+        # every block's, the folded ones' too: "100,608 did not run (100,608 in blocks.0)" left out eleven blocks'
+        full = {i: n for i, n in unrun.items() if result.show_all or i == (result.layer or 0)}
+        where = [f"{fmt.whole(n)} in blocks.{i}" for i, n in full.items()]
+        folded = {i: n for i, n in unrun.items() if i not in full}
+        if len(folded) == 1:
+            where += [f"{fmt.whole(n)} in blocks.{i}" for i, n in folded.items()]
+        elif folded:
+            where.append(f"{fmt.whole(sum(folded.values()))} in the {len(folded)} other blocks")
+        note(console, f"{count(sum(unrun.values()), 'parameter')} did not run ({', '.join(where)}): experts no token "
+                      "was routed to, so the trace has no step of theirs (the total counts them)")
     if any(len(r) == 3 for _, rows in sections for r in rows):
         shown = result.layer if result.layer is not None else 0
         summary += f"; blocks.{shown} in full, the others one line each (all=on shows every block, layer=N picks one)"
@@ -231,14 +238,12 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
 
 
 def _unrun_params(result: ShapesResult) -> dict[int, int]:
-    """Per block shown in full: its parameters that no step of the trace ran (an expert no token went to)."""
+    """Per block: its parameters that no step of the trace ran (an expert no token went to)."""
     ran: dict[int, int] = {}
     for r in result.records:
         if r.layer is not None:
             ran[r.layer] = ran.get(r.layer, 0) + r.n_params
-    shown = range(len(result.block_params)) if result.layer is None else [result.layer]
-    return {i: result.block_params[i] - ran.get(i, 0) for i in shown
-            if i < len(result.block_params) and result.block_params[i] > ran.get(i, 0)}
+    return {i: n - ran.get(i, 0) for i, n in enumerate(result.block_params) if n > ran.get(i, 0)}
 
 
 # --- :params -------------------------------------------------------------------------------------
