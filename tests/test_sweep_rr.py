@@ -213,3 +213,20 @@ def test_shapes_counts_the_idle_experts_of_every_block_not_only_the_one_shown():
     # was "{31 x expert} parameters did not run ({31 x expert} in blocks.0)": blocks 1 and 2 left out
     assert f"{idle:,} parameters did not run ({31 * expert:,} in blocks.0, {2 * 31 * expert:,} in the 2 other " \
            f"blocks)" in shown
+
+
+# --- :muon on many experts: the error stays a line ----------------------------------------------------------------
+def test_muon_naming_one_of_32_experts_matrices_is_a_short_error_with_an_example():
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    run(s, ":set n_experts=32 experts_per_token=2")
+    with pytest.raises(UserError) as e:
+        run(s, ":muon matrix=fc_in")
+    said = str(e.value)
+    assert len(said) < 400, len(said)  # all 32 names: 800 characters
+    assert "32 matrices" in said and "ffn.experts.31.fc_in" in said and "matrix=ffn.experts.0.fc_in" in said
+    with pytest.raises(UserError) as e:
+        run(s, ":muon matrix=nothing")
+    assert len(str(e.value)) < 400 and "attn.q_proj" in str(e.value)
+    run(s, ":muon matrix=ffn.experts.31.fc_in")  # the whole name works

@@ -89,6 +89,14 @@ def matrix_names(model: nn.Module, layer: int) -> list[str]:
             if name.startswith(prefix) and name.endswith(".weight")]
 
 
+def _listed(names: list[str], most: int = 8) -> str:
+    """`names` joined, or, past `most` (32 experts' fc_in made an 800-character error line), the first few, "...",
+    and the last (Tab lists them all)."""
+    if len(names) <= most:
+        return ", ".join(names)
+    return ", ".join([*names[: most - 2], "...", names[-1]]) + f" ({len(names)} in all; Tab lists them)"
+
+
 def _top(n: int) -> int:
     """How many of n singular directions the shares count: TOP, or half of them where TOP would be all or most (all
     of them would carry 100% of any matrix, and say nothing of how concentrated it is)."""
@@ -113,10 +121,10 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     if matrix not in names and len(ends) == 1:
         matrix = ends[0]
     if matrix not in names and len(ends) > 1:  # "fc_in" of a mixture of experts: one per expert
-        raise UserError(f"{matrix} names {len(ends)} matrices of block {layer} that Muon trains: {', '.join(ends)}; "
-                        "give the whole name")
+        raise UserError(f"{matrix} names {len(ends)} matrices of block {layer} that Muon trains: {_listed(ends)}; "
+                        f"give the whole name, e.g. matrix={ends[0]}")
     if matrix not in names:
-        raise UserError(f"block {layer} has no matrix {matrix!r} that Muon trains; choose one of {', '.join(names)}")
+        raise UserError(f"block {layer} has no matrix {matrix!r} that Muon trains; choose one of {_listed(names)}")
     name = f"blocks.{layer}.{matrix}.weight"
     weight = dict(model.named_parameters())[name]
 
