@@ -230,3 +230,20 @@ def test_muon_naming_one_of_32_experts_matrices_is_a_short_error_with_an_example
         run(s, ":muon matrix=nothing")
     assert len(str(e.value)) < 400 and "attn.q_proj" in str(e.value)
     run(s, ":muon matrix=ffn.experts.31.fc_in")  # the whole name works
+
+
+# --- :muon: a whole training batch's graph, checked against the memory free ----------------------------------------
+def test_muon_refuses_a_batch_that_would_not_fit_in_the_memory_free_before_running_it(monkeypatch):
+    from minitf_repl.core import memory, muon_step
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session()
+    monkeypatch.setattr(memory, "available_memory", lambda: 1000)  # 7 GiB asked on a 12 x 768 model, unchecked
+    ran = []
+    monkeypatch.setattr(muon_step, "muon_step", lambda *a, **k: ran.append(1))
+    with pytest.raises(UserError) as e:
+        run(s, ":muon")
+    assert "GiB" in str(e.value) and ":set batch_size=1" in str(e.value) and not ran
+    monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: nothing is checked
+    monkeypatch.undo()
+    run(s, ":muon")

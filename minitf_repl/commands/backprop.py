@@ -291,10 +291,31 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
         from ..core.recipes import follow_optimizer
 
         train = follow_optimizer(train, train.replace(optimizer="muon"), session.recipe_data)[0]
+    if session.device.type == "cpu":  # a whole training batch's graph: 7 GiB for 12 x 768 at block_size=512
+        check_batch_fits(session, train.batch_size)
     step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
                      batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
                      lr=train.lr)
     return MuonResult(data=session.data_spec, step=step, untrained=session.untrained, ablations=switched_off(session))
+
+
+def check_batch_fits(session: Session, batch_size: int) -> None:
+    """Refuse a gradient of one training batch that would not fit in the memory free now, before anything is
+    allocated: past it, Linux's out-of-memory killer ends the whole session (core.sizes.check_memory_free says why).
+    The readable forward keeps what training keeps (core.sizes.training_bytes); the session's model is held already."""
+    from ..core import memory
+    from ..core.sizes import parameter_count, training_bytes
+
+    free = memory.available_memory()
+    if free is None:
+        return
+    config = session.model_config
+    need = training_bytes(config, batch_size)
+    held = 16 * parameter_count(config)  # its weights; the estimate's gradients and moments are mostly not made here
+    if need > free + held:
+        raise UserError(f"the gradient of one training batch ({batch_size} x {config.max_seq_len} tokens) would need "
+                        f"about {(need - held) / 2**30:,.1f} GiB more (a rough upper estimate), but this machine has "
+                        f"{free / 2**30:,.1f} GiB free; a smaller batch fits: {cmd('set', batch_size=1)} (the batch is :train's)")
 
 
 @render.register(MuonResult)
