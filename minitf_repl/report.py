@@ -279,7 +279,7 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
                 out.append(f"<p>{_esc(copying(frame))}</p>")
         elif frame.coords:
             asked = asked_ids(frame.vocab, frame.tokens)
-            one, two = (f"{share:.0%}" for share in frame.explained)
+            one, two = (fmt.share(share) for share in frame.explained)
             out.append(f"<figure>{embedding_svg(frame.vocab, frame.coords, asked, f'step {frame.step} embeddings')}"
                        f"<figcaption>x: direction 1, {one} of the variance; y: direction 2, {two}</figcaption>"
                        "</figure>")
@@ -431,7 +431,7 @@ def build_report(data: ReportData) -> str:
     out.append(f"<p>0 {scale} max weight of each map</p>")
     if data.embedding is not None:
         asked = asked_ids(data.vocab, tokens)
-        one, two = (f"{share:.0%}" for share in data.embedding.explained)
+        one, two = (fmt.share(share) for share in data.embedding.explained)
         out.append("<h2>Token embeddings</h2>")
         out.append("<p>Every token at its row of W_E, seen along the two directions in which the rows differ most "
                    f"(their first two principal components: {one} and {two} of the rows' variance); the prompt's "

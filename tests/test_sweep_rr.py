@@ -247,3 +247,19 @@ def test_muon_refuses_a_batch_that_would_not_fit_in_the_memory_free_before_runni
     monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: nothing is checked
     monkeypatch.undo()
     run(s, ":muon")
+
+
+# --- :embed map=on of a wide, large-vocabulary W_E ----------------------------------------------------------------
+def test_embed_map_of_a_wide_embedding_gives_its_directions_small_shares_not_zero():
+    from dataclasses import replace
+
+    from minitf_repl.render import fmt
+    from test_render import plain
+
+    result = run(tiny_session(), ":embed map=on")
+    # 12 x 768 over 8,000 BPE tokens: each of a random W_E's two main directions holds about 0.2% of its variance
+    small = replace(result, map=replace(result.map, explained=[0.0022, 0.0021]))
+    shown = " ".join(plain(small, 100).split())
+    assert "x: direction 1, 0.2% of the rows' variance; y: direction 2, 0.2%" in shown  # was "0%" and "0%"
+    assert [fmt.share(v) for v in (0.5, 0.1, 0.0996, 0.012, 0.0022, 0.0004, 0.0)] == \
+        ["50%", "10%", "10%", "1.2%", "0.2%", "<0.1%", "0%"]

@@ -805,7 +805,7 @@ def render_embed(result: EmbedResult, console: Console) -> None:
 
 def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> None:
     """W_E's rows on their two main directions: the map, what each axis holds of the variance, what hides."""
-    one, two = (f"{share:.0%}" for share in drawn.explained)
+    one, two = (fmt.share(share) for share in drawn.explained)
     say(console, "token embeddings on a map: each token at its W_E row's place along the two directions in which "
                  "the rows differ most", "bold")
     note(console, f"x: direction 1, {one} of the rows' variance; y: direction 2, {two}; the other {drawn.dims - 2} "

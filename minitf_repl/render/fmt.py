@@ -29,6 +29,16 @@ def pct(value) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def share(value: float) -> str:
+    """A share as a percentage, whole from 10% up and with a decimal below, so that a small share is not '0%' (a wide
+    embedding's main direction holds 0.2% of a random W_E's variance): '<0.1%' below that."""
+    if value >= 0.0995:
+        return f"{value:.0%}"
+    if value >= 0.00095 or value <= 0:
+        return f"{value:.1%}" if value > 0 else "0%"
+    return "<0.1%"
+
+
 def rate(value) -> str:
     return "-" if value is None else f"{value:,.0f}"
 

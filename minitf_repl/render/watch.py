@@ -177,7 +177,7 @@ def embedding_view(frame, width: int) -> list:
     """An embed frame: the map (the prompt's tokens on top) and what each direction holds of the variance."""
     grid, hidden = scatter(frame.vocab, frame.coords, asked_ids(frame.vocab, frame.tokens),
                            *grid_size(width, WATCH_MAP_HEIGHT))
-    one, two = (f"{share:.0%}" for share in frame.explained)
+    one, two = (fmt.share(share) for share in frame.explained)
     line = f"x: direction 1, {one} of the variance; y: direction 2, {two}" + (
         f"; {hidden} hidden under others" if hidden else "")
     return [grid, Words(Text(line, style="dim"))]
