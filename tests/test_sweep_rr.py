@@ -263,3 +263,17 @@ def test_embed_map_of_a_wide_embedding_gives_its_directions_small_shares_not_zer
     assert "x: direction 1, 0.2% of the rows' variance; y: direction 2, 0.2%" in shown  # was "0%" and "0%"
     assert [fmt.share(v) for v in (0.5, 0.1, 0.0996, 0.012, 0.0022, 0.0004, 0.0)] == \
         ["50%", "10%", "10%", "1.2%", "0.2%", "<0.1%", "0%"]
+
+
+# --- :step over a large vocabulary ----------------------------------------------------------------------------
+def test_step_over_a_large_vocabulary_shows_a_small_probability_as_a_number_not_zero():
+    from dataclasses import replace
+
+    from test_render import plain
+
+    result = run(tiny_session(), ":step")
+    rows = [replace(r, prob=1.3e-4) for r in result.rows]  # 8,000 tokens near even: each about 1/8,000
+    big = replace(result, rows=rows, picked_prob=1.3e-4, picked_rank=1120, vocab_size=8000, n_kept=8000)
+    shown = " ".join(plain(big, 100).split())
+    assert "probability 1.3e-04, rank 1,120 of 8,000" in shown  # was "probability 0.000, rank 1120 of 8000"
+    assert "0.000 █" not in shown and "1.3e-04 █" in shown and "8,000 of 8,000 tokens could be picked" in shown

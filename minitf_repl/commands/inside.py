@@ -229,6 +229,14 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     )
 
 
+def probability(p: float) -> str:
+    """A probability to 3 decimals, or, below what they show, to 2 significant digits: over an 8,000-token vocabulary
+    the token picked had "probability 0.000"."""
+    if p <= 0:
+        return "0"
+    return f"{p:.3f}" if p >= 0.0005 else f"{p:.1e}"
+
+
 def _step_table(result: StepResult, console: Console, greedy: bool, as_text: bool, dropped: set[str]) -> Table:
     """:step's rows, one a token: its logit, scaled logit, the filters' verdicts, probability and bar; `dropped` names
     the columns left out ("bar", "filters", "scaled") and "stacked" for headers of a line per word."""
@@ -255,7 +263,7 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
         kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
         kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
         scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
-        prob = f"{r.prob:.3f}" if r.prob > 0 else "0"
+        prob = probability(r.prob)
         bar = Text()
         if r.prob > 0:
             bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
@@ -320,7 +328,8 @@ def render_step(result: StepResult, console: Console) -> None:
                       "a shift)" + ("; not shown at this width" if "scaled" in gone else ""))
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
-                 f"{result.picked_prob:.3f}, rank {result.picked_rank} of {result.vocab_size}{shown}", "green")
+                 f"{probability(result.picked_prob)}, rank {result.picked_rank:,} of {result.vocab_size:,}{shown}",
+        "green")
     # every choice that decides the pick, as :step made it; greedy, the pick is the argmax and no seed decides it
     chosen = dict(temperature=0) if greedy else dict(temperature=result.temperature, top_k=result.top_k,
                                                      top_p=result.top_p, seed=result.seed)
