@@ -277,3 +277,15 @@ def test_step_over_a_large_vocabulary_shows_a_small_probability_as_a_number_not_
     shown = " ".join(plain(big, 100).split())
     assert "probability 1.3e-04, rank 1,120 of 8,000" in shown  # was "probability 0.000, rank 1120 of 8000"
     assert "0.000 █" not in shown and "1.3e-04 █" in shown and "8,000 of 8,000 tokens could be picked" in shown
+
+
+# --- :set n_embd=768: the FFN's width stays where it was ------------------------------------------------------
+def test_set_d_model_says_d_ff_stays_and_how_to_widen_it():
+    s = tiny_session()  # d_model 32, d_ff 64
+    hooks = Recorder()
+    run(s, ":set n_embd=768 n_head=12", hooks)  # the way to GPT-2 small: 38M parameters, not 85M, and nothing said
+    said = " ".join(hooks.notices)
+    assert "d_ff stays 64, 0.083 x d_model" in said and ":set d_ff=3072" in said
+    quiet = Recorder()
+    run(s, ":set d_model=256 d_ff=1024 n_heads=4", quiet)  # given both: nothing to say
+    assert not any("d_ff stays" in n for n in quiet.notices)
