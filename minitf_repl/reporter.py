@@ -40,6 +40,10 @@ class Reporter:
     def on_step(self, info) -> None:
         """After every optimizer step (a core.train.StepInfo; val_loss is set on eval steps)."""
 
+    def on_evaluate(self, done: int, total: int) -> None:
+        """A training run's evaluation scored `done` of its `total` validation batches (a 12 x 768 model takes a
+        minute over them, after the step's bar has moved)."""
+
     def on_watch(self, frame) -> None:
         """`:train watch=` made a frame (a core.watch.WatchFrame): before the first step and at each evaluation."""
 

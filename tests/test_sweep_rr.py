@@ -289,3 +289,38 @@ def test_set_d_model_says_d_ff_stays_and_how_to_widen_it():
     quiet = Recorder()
     run(s, ":set d_model=256 d_ff=1024 n_heads=4", quiet)  # given both: nothing to say
     assert not any("d_ff stays" in n for n in quiet.notices)
+
+
+# --- :train: the evaluation after a step ------------------------------------------------------------------------
+class Evaluating(Recorder):
+    def __init__(self):
+        super().__init__()
+        self.evaluating = []
+
+    def on_evaluate(self, done, total):
+        self.evaluating.append((done, total, len(self.steps)))
+
+
+def test_train_says_how_far_its_evaluation_is():
+    hooks = Evaluating()
+    run(tiny_session(eval_batches=3), ":train steps=2 eval_every=2", hooks)
+    # a 12 x 768 model's evaluation took a minute with the bar standing at the step before, nothing said
+    assert hooks.evaluating == [(1, 3, 1), (2, 3, 1), (3, 3, 1)]  # during step 2's evaluation, before its on_step
+
+
+def test_the_training_bar_is_labelled_with_the_evaluation_while_it_runs():
+    from types import SimpleNamespace
+
+    from minitf_repl.render.live import RichReporter
+    from test_repl import consoles
+
+    reporter = RichReporter(consoles()[0], live=True)
+    try:
+        reporter.on_train_start(2, 0, False)
+        reporter.on_evaluate(3, 20)
+        assert reporter._progress.tasks[0].description == "val 3/20"
+        info = SimpleNamespace(run_step=2, run_steps=2, train_loss=1.0, tokens_per_second=10.0, val_loss=None)
+        reporter.on_step(info)
+        assert reporter._progress.tasks[0].description == "train"
+    finally:
+        reporter.close()

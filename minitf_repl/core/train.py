@@ -278,6 +278,7 @@ class Trainer:
         on_step: Callable[[StepInfo], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        on_evaluate: Callable[[int, int], None] | None = None,
     ) -> RunSummary:
         """Train until the current run ends or should_stop() says so. Starts a run if none is open.
 
@@ -292,17 +293,18 @@ class Trainer:
 
         `on_notice(line)` hears, once per trainer, what a person should know about the speed switches and threads
         (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly; a thread count auto moved).
+        `on_evaluate(done, eval_batches)` after each validation batch of an evaluation (Trainer.evaluate's on_batch).
         """
         # Steps train in train mode (dropout on); the model is left in the mode it came in, as every view leaves it:
         # a script's model.eval() before a run still holds after it (it was left in train mode, dropout on)
         modes = {module: module.training for module in self.model.modules()}
         try:
-            return self._run(on_step, should_stop, on_notice)
+            return self._run(on_step, should_stop, on_notice, on_evaluate)
         finally:
             for module, training in modes.items():
                 module.training = training
 
-    def _run(self, on_step, should_stop, on_notice) -> RunSummary:
+    def _run(self, on_step, should_stop, on_notice, on_evaluate) -> RunSummary:
         if self.run_remaining <= 0:
             self.start_run()
         self.data.check_fits(self.max_seq_len)
@@ -381,7 +383,7 @@ class Trainer:
             # under DDP rank 0 alone evaluates; a trainer of its own process alone (`alone`) evaluates in each
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
                     self._ddp is None or distributed.is_main()):
-                info.val_loss, info.accuracy = self.evaluate()
+                info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate)
                 # a finite loss and gradient can still make an update that ruins the weights (lr=1e39); under DDP
                 # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
                 if not math.isfinite(info.val_loss) and self._ddp is None:

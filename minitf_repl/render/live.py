@@ -403,8 +403,9 @@ class RichReporter(Reporter):
         most."""
         if self.console.width < NARROW:
             return BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("{task.fields[loss]}")
-        return (TextColumn("[bold]train"), BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"),
-                TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"))
+        return (TextColumn("[bold]{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                TextColumn("eta"), TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"),
+                TextColumn("{task.fields[tps]} tok/s"))
 
     def _labelled_columns(self, label: str) -> tuple:
         """The bar of :compare, :checks, :context or :lrfind for the width now: below NARROW the count and the time
@@ -457,6 +458,11 @@ class RichReporter(Reporter):
         self._frame = frame
         self._refresh()
 
+    def on_evaluate(self, done: int, total: int) -> None:
+        """The bar's label says the evaluation's progress: the step's bar stood still for a minute on a big model."""
+        if self._progress is not None and self.training:
+            self._progress.update(self._task, description=f"val {done}/{total}" if done < total else "train")
+
     def on_step(self, info) -> None:
         if self.lines and info.val_loss is not None:
             say(self.console, progress_line(info))
@@ -464,7 +470,7 @@ class RichReporter(Reporter):
             return
         self._fit_bar()
         self._progress.update(
-            self._task, completed=info.run_step, total=info.run_steps,
+            self._task, completed=info.run_step, total=info.run_steps, description="train",
             loss=f"{info.train_loss:.4f}", tps=f"{info.tokens_per_second:,.0f}",
         )
         if info.val_loss is not None:
