@@ -324,3 +324,35 @@ def test_the_training_bar_is_labelled_with_the_evaluation_while_it_runs():
         assert reporter._progress.tasks[0].description == "train"
     finally:
         reporter.close()
+
+
+# --- :score of a long text ---------------------------------------------------------------------------------------
+def test_score_of_a_long_text_shows_its_first_and_last_positions_and_says_what_is_between(tmp_path):
+    from test_render import plain
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=256)
+    s = Session(config, TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu")
+    text = TEXT[:201].replace("\n", " ")
+    result = run(s, f":score '{text}'")
+    assert len(result.losses) == 200  # --json keeps every position
+    lines = plain(result, 100).splitlines()
+    assert len(lines) < 100, len(lines)  # a row a position: 215 lines, 520 at block_size=512
+    shown = " ".join(" ".join(lines).split())
+    assert "… 136 positions" in shown
+    assert "positions 16 to 151 not shown (136 of 200: the first 16 and the last 48 are; the loss above counts them " \
+           "all)" in shown
+    short = plain(run(s, ":score 'the quick brown fox'"), 100)
+    assert "not shown" not in short
+
+
+def test_score_shows_a_tiny_p_as_a_number_not_zero():
+    from dataclasses import replace
+
+    from test_render import plain
+
+    result = run(tiny_session(), ":score 12+34=46")
+    tiny = replace(result, target_probs=[2.3e-6] * len(result.target_probs))  # -ln p 13 showed "p 0.000"
+    shown = plain(tiny, 100)
+    assert "2.3e-06" in shown and " 0.000 " not in shown

@@ -229,7 +229,7 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     )
 
 
-def probability(p: float) -> str:
+def prob_text(p: float) -> str:
     """A probability to 3 decimals, or, below what they show, to 2 significant digits: over an 8,000-token vocabulary
     the token picked had "probability 0.000"."""
     if p <= 0:
@@ -263,7 +263,7 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
         kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
         kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
         scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
-        prob = probability(r.prob)
+        prob = prob_text(r.prob)
         bar = Text()
         if r.prob > 0:
             bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
@@ -328,7 +328,7 @@ def render_step(result: StepResult, console: Console) -> None:
                       "a shift)" + ("; not shown at this width" if "scaled" in gone else ""))
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
     say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
-                 f"{probability(result.picked_prob)}, rank {result.picked_rank:,} of {result.vocab_size:,}{shown}",
+                 f"{prob_text(result.picked_prob)}, rank {result.picked_rank:,} of {result.vocab_size:,}{shown}",
         "green")
     # every choice that decides the pick, as :step made it; greedy, the pick is the argmax and no seed decides it
     chosen = dict(temperature=0) if greedy else dict(temperature=result.temperature, top_k=result.top_k,
@@ -570,6 +570,18 @@ def task_counting(data, counts: list[bool] | None, ids: list[int]) -> str | None
     return None
 
 
+# A text of more positions than SCORE_FIRST + SCORE_LAST shows those, with a row saying what is between: a window of
+# 512 positions was a 520-line table
+SCORE_FIRST, SCORE_LAST = 16, 48
+
+
+def score_rows(n: int) -> list[int]:
+    """The positions :score's table shows: every one, or the first SCORE_FIRST and the last SCORE_LAST."""
+    if n <= SCORE_FIRST + SCORE_LAST:
+        return list(range(n))
+    return [*range(SCORE_FIRST), *range(n - SCORE_LAST, n)]
+
+
 @render.register(ScoreResult)
 def render_score(result: ScoreResult, console: Console) -> None:
     n = len(result.losses)
@@ -596,6 +608,10 @@ def render_score(result: ScoreResult, console: Console) -> None:
     positions = count(len(counted), "counted position" if given else "position")
     note(console, f"the best guess was the true next {result.unit} at {right} of {positions}; "
                   f"{cmd('lens')} and {cmd('step')} look at one position in depth")
+    if len(score_rows(n)) < n:
+        note(console, f"positions {SCORE_FIRST} to {n - SCORE_LAST - 1} not shown ({n - SCORE_FIRST - SCORE_LAST} of "
+                      f"{n}: the first {SCORE_FIRST} and the last {SCORE_LAST} are; the loss above counts them all); a "
+                      f"shorter text shows every one, and the shell's minitf score --json lists them all")
     if result.counting:
         note(console, result.counting)
     if result.counter_losses is not None:
@@ -620,20 +636,24 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
     for name, justify in columns:
         table.add_column("\n".join(name.split()) if stacked else name, justify=justify, no_wrap=True)
     worst = max(loss for loss, counted in zip(result.losses, result.counted) if counted)
-    for t in range(len(result.losses)):
+    previous = -1
+    for t in score_rows(len(result.losses)):
+        if t > previous + 1:  # the positions left out, in one row
+            add_row(table, "…", Text(f"{t - previous - 1} positions", style="dim"), *[""] * (len(columns) - 2))
+        previous = t
         hit = result.right(t)
         reads, comes, guess = (piece_cell(visible(token)) for token in (result.tokens[t], result.tokens[t + 1],
                                                                          result.guesses[t]))
         if not result.counted[t]:  # a task's question, repeat's first copy: given, so no loss is counted there
             add_row(table, str(t), reads, comes,
-                    *([Text(f"{result.target_probs[t]:.3f}", style="dim")] if probability else []),
+                    *([Text(prob_text(result.target_probs[t]), style="dim")] if probability else []),
                     Text(f"{result.losses[t]:.3f}", style="dim"),
                     *([Text("given", style="dim")] if bars else []),
                     Text(f"{guess} {result.guess_probs[t]:.2f}", style="dim"),
                     *counter_cell(result, t, dim=True))
             continue
         bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
-        add_row(table, str(t), reads, comes, *([f"{result.target_probs[t]:.3f}"] if probability else []),
+        add_row(table, str(t), reads, comes, *([prob_text(result.target_probs[t])] if probability else []),
                 f"{result.losses[t]:.3f}",
                 *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
                 Text(f"{guess} {result.guess_probs[t]:.2f}", style="green" if hit else ""),
