@@ -315,7 +315,8 @@ def check_batch_fits(session: Session, batch_size: int) -> None:
     if need > free + held:
         raise UserError(f"the gradient of one training batch ({batch_size} x {config.max_seq_len} tokens) would need "
                         f"about {(need - held) / 2**30:,.1f} GiB more (a rough upper estimate), but this machine has "
-                        f"{free / 2**30:,.1f} GiB free; a smaller batch fits: {cmd('set', batch_size=1)} (the batch is :train's)")
+                        f"{free / 2**30:,.1f} GiB free; a smaller batch fits: {cmd('set', batch_size=1)} (the batch is "
+                        ":train's)")
 
 
 @render.register(MuonResult)

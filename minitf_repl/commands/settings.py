@@ -389,8 +389,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                             f"{'it applies' if len(keys) == 1 else 'they apply'} with {reads_it}")
     if ("d_model" in changed and "d_ff" not in given and "preset" not in given
             and model.d_ff != 4 * model.d_model):  # d_ff is a setting of its own: scaling d_model leaves it
-        reporter.notice(f"d_ff stays {model.d_ff:,}, {model.d_ff / model.d_model:.2g} x d_model, where it is usually 4 x "
-                        f"(GPT-2's {4 * model.d_model:,} at d_model={model.d_model:,}); "
+        reporter.notice(f"d_ff stays {model.d_ff:,}, {model.d_ff / model.d_model:.2g} x d_model, where it is usually "
+                        f"4 x (GPT-2's {4 * model.d_model:,} at d_model={model.d_model:,}); "
                         f"{cmd('set', d_ff=4 * model.d_model)} widens the FFN")
     if (greedy := greedy_ignores(new[GenConfig], changed)) is not None:
         reporter.notice(greedy)

@@ -427,8 +427,8 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
     only for the blind check. `on_check(name)` hears each
     check start; `on_step(info)` every step of the training checks, `on_pass(done, positions)` every backward
     pass of the causal check; `should_stop()` is asked before each check, between training steps and between the
-    causal check's passes (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val text to read in
-    the causal check (default: the first row of a val batch from seed 0). Nothing of the session changes: fresh
+    causal check's passes (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val
+    text to read in the causal check (default: the first row of a val batch from seed 0). Nothing of the session changes: fresh
     models train on their own trainers, and the torch random state is put back afterwards."""
     done = Checks()
     device = trainer.device
