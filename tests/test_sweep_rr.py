@@ -356,3 +356,14 @@ def test_score_shows_a_tiny_p_as_a_number_not_zero():
     tiny = replace(result, target_probs=[2.3e-6] * len(result.target_probs))  # -ln p 13 showed "p 0.000"
     shown = plain(tiny, 100)
     assert "2.3e-06" in shown and " 0.000 " not in shown
+
+
+# --- :patch of 12 heads at 100 columns ----------------------------------------------------------------------------
+def test_patch_keeps_twelve_heads_in_one_table_at_100_columns():
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":set n_heads=12 d_model=48 n_layers=2")
+    shown = plain(run(s, ":patch 12+34=46 vs 12+35=47"), 100)
+    # was two tables, heads 0 to 10 and then head 11 alone under its own header
+    assert shown.count("layer\\head") == 1 and "layer\\head 0 1 2 3 4 5 6 7 8 9 10 11" in " ".join(shown.split())

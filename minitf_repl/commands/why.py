@@ -280,10 +280,11 @@ def render_patch(result: PatchResult, console: Console) -> None:
         best = max((round(v, 2) for layer, row in enumerate(result.heads) for h, v in enumerate(row)
                     if f"{layer}.{h}" not in result.off_heads), default=None)
 
-        def heads_table(first: int, last: int, short: bool) -> Table:
-            """Heads first..last - 1; `short`: headed by their numbers alone, under "layer" (a narrow terminal)."""
+        def heads_table(first: int, last: int, short: bool, tight: bool = False) -> Table:
+            """Heads first..last - 1; `short`: headed by their numbers alone, under "layer" (a narrow terminal);
+            `tight`: a single space between the columns."""
             table = Table(header_style="bold", box=None if console.width < NARROW else box.SIMPLE_HEAD,
-                          pad_edge=False)
+                          pad_edge=False, collapse_padding=tight)
             table.add_column("layer" if not short else "layer\\head", style="cyan", justify="right")
             for h in range(first, last):
                 table.add_column(str(h) if short else f"head {h}", justify="right")
@@ -298,9 +299,11 @@ def render_patch(result: PatchResult, console: Console) -> None:
         tables = [heads_table(0, n_heads, False)]
         if not fits(console, tables[0]):
             tables = [heads_table(0, n_heads, True)]
+        if not fits(console, tables[0]):  # 12 heads at 100 columns: one space between them keeps them in one table
+            tables = [heads_table(0, n_heads, True, tight=True)]
         if not fits(console, tables[0]):
-            per = next((k for k in range(n_heads, 0, -1) if fits(console, heads_table(0, k, True))), 1)
-            tables = [heads_table(first, min(n_heads, first + per), True) for first in range(0, n_heads, per)]
+            per = next((k for k in range(n_heads, 0, -1) if fits(console, heads_table(0, k, True, True))), 1)
+            tables = [heads_table(first, min(n_heads, first + per), True, True) for first in range(0, n_heads, per)]
         for table in tables:
             console.print(table)
         if result.off_heads:
