@@ -367,3 +367,19 @@ def test_patch_keeps_twelve_heads_in_one_table_at_100_columns():
     shown = plain(run(s, ":patch 12+34=46 vs 12+35=47"), 100)
     # was two tables, heads 0 to 10 and then head 11 alone under its own header
     assert shown.count("layer\\head") == 1 and "layer\\head 0 1 2 3 4 5 6 7 8 9 10 11" in " ".join(shown.split())
+
+
+# --- :qkv at= in a long text --------------------------------------------------------------------------------------
+def test_qkv_header_shows_the_text_around_the_query_not_the_prompts_tail(tmp_path):
+    from test_render import plain
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=128)
+    s = Session(config, TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu")
+    text = "the quick brown fox jumps over the lazy dog and then the lazy dog jumps over the quick fox again"
+    header = plain(run(s, f":qkv '{text}' at=12"), 200).splitlines()[0]
+    # was "query 12 'o' of 'lazy dog jumps over the quick fox again'": no 'o' of "brown" in it
+    assert "of 'the quick brown fox jumps over the lazy dog and …'" in header, header
+    short = plain(run(s, ":qkv 'the quick brown' at=4"), 200).splitlines()[0]
+    assert "of 'the quick brown'" in short

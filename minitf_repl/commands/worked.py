@@ -161,7 +161,13 @@ def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]
 @render.register(QkvResult)
 def render_qkv(result: QkvResult, console: Console) -> None:
     i, T, d_k = result.at, len(result.tokens), len(result.q)
-    say(console, f"query {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}: layer {result.layer}, "
+    # the text around the query, not the prompt's last 48 characters: `at=` early in a long text showed a tail
+    # without the query in it
+    end = len("".join(result.tokens[: i + 1]))
+    text = "".join(result.tokens)
+    first, last = max(0, end - 40), min(len(text), max(end + 8, 48))
+    around = ("…" if first else "") + text[first:last] + ("…" if last < len(text) else "")
+    say(console, f"query {i} {visible(result.tokens[i])!r} of {around!r}: layer {result.layer}, "
                  f"head {result.head}, d_k = {d_k}", "bold")
     mask = ("-inf for j > i: the causal mask" if result.causal
             else "0 for every j: no causal mask now, so position i reads the future too")
