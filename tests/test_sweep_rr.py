@@ -383,3 +383,21 @@ def test_qkv_header_shows_the_text_around_the_query_not_the_prompts_tail(tmp_pat
     assert "of 'the quick brown fox jumps over the lazy dog and …'" in header, header
     short = plain(run(s, ":qkv 'the quick brown' at=4"), 200).splitlines()[0]
     assert "of 'the quick brown'" in short
+
+
+# --- :experts of many experts ---------------------------------------------------------------------------------
+def test_experts_of_many_experts_lists_the_busiest_and_says_what_the_others_take():
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":set n_experts=40 experts_per_token=2 n_layers=3")
+    result = run(s, ":experts")
+    assert len(result.load[0]) == 40  # --json keeps every expert's share
+    shown = plain(result, 100)
+    listed = [e for e in range(40) if f"expert {e} " in shown + " "]
+    assert len(listed) == 16, listed  # 40 rows a table before
+    largest = sorted(range(40), key=lambda e: max(row[e] for row in result.load), reverse=True)
+    assert set(listed) == set(largest[:16])
+    rest = max(max(row[e] for row in result.load) for e in largest[16:])
+    assert (f"the 16 experts with the largest share in some block, of 40: the other 24 take at most {rest:.1%} in any "
+            "block") in " ".join(shown.split())

@@ -501,6 +501,7 @@ def by_position(result: CompareResult, console: Console) -> None:
 
 
 # --- :experts ------------------------------------------------------------------------------------
+EXPERT_ROWS = 16  # experts listed at most: the busiest (the rest are summed up in a note)
 @dataclass
 class ExpertsResult:
     layers: list[int]  # block index of each MoE layer
@@ -543,6 +544,10 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         note(console, "no routing was recorded")
         return
     peak = max(max(row) for row in result.load) or 1.0
+    # many experts: the busiest EXPERT_ROWS (by their largest share in any block), in their order; 64 experts over 12
+    # blocks were two tables of 64 rows
+    busiest = sorted(range(n), key=lambda e: max(row[e] for row in result.load), reverse=True)
+    listed = sorted(busiest[:EXPERT_ROWS])
 
     def shares(bar: int, first: int = 0, last: int | None = None) -> Table:
         """The shares of the blocks first..last - 1 (default: every block)."""
@@ -551,7 +556,7 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         table.add_column("", no_wrap=True)
         for layer in result.layers[first:last]:
             table.add_column(f"block {layer}", no_wrap=True)
-        for e in range(n):
+        for e in listed:
             cells = []
             for row in result.load[first:last]:
                 share = Text(f"{row[e]:6.1%}")
@@ -572,6 +577,11 @@ def render_experts(result: ExpertsResult, console: Console) -> None:
         per = max(1, next((k for k in range(len(result.layers), 0, -1) if fits(console, shares(0, 0, k))), 1))
         for first in range(0, len(result.layers), per):
             console.print(shares(0, first, first + per))
+    if len(listed) < n:
+        most = max(max(row[e] for row in result.load) for e in busiest[EXPERT_ROWS:])
+        note(console, f"the {len(listed)} experts with the largest share in some block, of {n}: the other "
+                      f"{n - len(listed)} take at most {most:.1%} in any block; the shell's minitf experts --json "
+                      "lists every one")
     if bar:
         note(console, f"a full bar is the busiest expert's share ({peak:.1%})")
     if result.aux_loss is not None:

@@ -428,8 +428,8 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
     check start; `on_step(info)` every step of the training checks, `on_pass(done, positions)` every backward
     pass of the causal check; `should_stop()` is asked before each check, between training steps and between the
     causal check's passes (a stop ends the checks there: `stopped` names the one it ended). `row`: a window of val
-    text to read in the causal check (default: the first row of a val batch from seed 0). Nothing of the session changes: fresh
-    models train on their own trainers, and the torch random state is put back afterwards."""
+    text to read in the causal check (default: the first row of a val batch from seed 0). Nothing of the session
+    changes: fresh models train on their own trainers, and the torch random state is put back afterwards."""
     done = Checks()
     device = trainer.device
     batch = trainer.data.get_batch("val", ROWS, model.config.max_seq_len, torch.Generator().manual_seed(0))
