@@ -3,7 +3,16 @@ many experts) found: each test failed before its fix.
 
 On a model near GPT-2 small's size, `:mistakes` (64 windows of 512), `:muon` (a whole training batch's gradient) and
 `:experts` (a validation batch through 12 blocks of 32 experts) took from half a minute to over a minute, showed
-nothing while they worked, and Ctrl-C went unheard: they polled no stop flag and were not interruptible.
+nothing while they worked, and Ctrl-C went unheard: they polled no stop flag and were not interruptible. `:checks`
+spent 44 s on its causal check with nothing shown and Ctrl-C unheard; `:ngram` and `:ablate` evaluated for minutes
+silently (`:ablate` deaf to Ctrl-C); `:report` and `:train`'s last evaluation stood still on the screen for minutes.
+`:muon` took a 7 GiB graph without asking whether it fit. Skipped checks said "it is made up to 30,000,000".
+`:kv` gave the cache's filled part as its memory (its buffers hold the whole window) and blamed "a small model".
+`:attn` of a long text on 12 heads drew 1,180 lines, `:score` one row a position (520 at block_size=512),
+`:experts` a row per expert; `:patch` split 12 heads into 11 and 1 at 100 columns. `:shapes` counted only the
+block shown's idle experts as the parameters that did not run; `:muon matrix=fc_in` over 32 experts was an
+800-character error. Small shares and probabilities of a large vocabulary showed as "0%" and "0.000". `:set
+n_embd=768` left d_ff at 512 unsaid, and `:qkv at=` quoted a tail of the text without the query in it.
 """
 
 import pytest
