@@ -9,7 +9,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, path_error
 from .values import check_manifest_values
-from .reads import not_regular, read_manifest, wrong_size
+from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
 
 def list_checkpoints(directory) -> list[CheckpointInfo]:
@@ -78,25 +78,33 @@ def checkpoint_info(path: Path) -> CheckpointInfo:
 
 
 def _checkpoint_info(path: Path) -> CheckpointInfo:
-    try:
-        manifest, raw = read_manifest(path, exact=False)  # every value checked; a load checks every byte too
-        check_manifest_values(path, manifest)
-        size = len(raw)
-        for entry in manifest["files"].values():
-            where = path / entry["file"]
-            try:
-                st = os.lstat(where)  # never opened here: a FIFO or a device costs nothing
-            except OSError:
-                raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
-            if not stat.S_ISREG(st.st_mode):
-                raise not_regular(where, st.st_mode)
-            actual = st.st_size
-            if actual != entry["size"]:
-                raise wrong_size(where, actual, entry["size"])
-            size += actual
-    except CheckpointError as e:
-        return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
-                              size_bytes=_dir_size(path), saved_at=None, error=str(e))
+    for attempt in range(3):
+        raw = None
+        try:
+            manifest, raw = read_manifest(path, exact=False)  # every value checked; a load checks every byte too
+            check_manifest_values(path, manifest)
+            size = len(raw)
+            for entry in manifest["files"].values():
+                where = path / entry["file"]
+                try:
+                    st = os.lstat(where)  # never opened here: a FIFO or a device costs nothing
+                except OSError:
+                    raise CheckpointError(f"{where} is missing; this checkpoint is incomplete, save it again") from None
+                if not stat.S_ISREG(st.st_mode):
+                    raise not_regular(where, st.st_mode)
+                actual = st.st_size
+                if actual != entry["size"]:
+                    raise wrong_size(where, actual, entry["size"])
+                size += actual
+            break
+        except CheckpointError as e:
+            # Another session may have saved over this name between the read of its manifest and of its files
+            # (the old files go after the commit): :ls said "missing; save it again" of a complete checkpoint.
+            # A manifest that changed meanwhile is read again, as load_checkpoint does.
+            if raw is not None and attempt < 2 and manifest_bytes(path) not in (None, raw):
+                continue
+            return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
+                                  size_bytes=_dir_size(path), saved_at=None, error=str(e))
     t = manifest["trainer"]
     since = manifest.get("data_since_step") or 0  # a val loss of the data before a switch is not this data's
     evaluated = [h for h in t["history"] if h.get("val_loss") is not None and h["step"] > since]
