@@ -10,6 +10,7 @@ import pytest
 
 from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.checkpoint import listing
+from minitf_repl.core.errors import UserError
 from test_commands import run, tiny_session
 
 
@@ -33,3 +34,44 @@ def test_ls_while_another_session_saves_over_a_checkpoint_lists_the_new_one_not_
     assert saved and rows["run1"].error is None, rows["run1"].error  # was "... is missing; ... save it again"
     monkeypatch.undo()
     assert rows["run1"] == ckpt.checkpoint_info(checkpoint_dir / "run1")  # B's checkpoint, as a listing now shows it
+
+
+# --- :save hf:PATH when another session writes the same folder, or the disk fills ----------------------------
+def test_save_hf_to_a_folder_another_session_writes_meanwhile_is_one_line_and_leaves_no_temporary(
+        tmp_path, monkeypatch):
+    from minitf_repl.core import hf
+
+    s = tiny_session()
+    run(s, ":train")
+    replace = os.replace
+
+    def other_session_first(src, dst):  # the other `:save hf:out` renamed its folder into place a moment before
+        if os.fspath(dst).endswith("out"):
+            os.makedirs(os.path.join(dst, "sub"), exist_ok=True)
+        return replace(src, dst)
+
+    monkeypatch.setattr(hf.os, "replace", other_session_first)
+    with pytest.raises(UserError) as e:  # was "internal error: OSError: [Errno 39] Directory not empty"
+        run(s, f":save hf:{tmp_path}/out")
+    message = str(e.value)
+    assert "\n" not in message and "exists" in message and "; " in message, message
+    assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(tmp_path / "out") == ["sub"]  # theirs, untouched
+
+
+def test_save_hf_on_a_full_disk_is_one_line_with_its_fix_and_leaves_no_temporary(tmp_path, monkeypatch):
+    import errno
+
+    import safetensors.torch
+
+    s = tiny_session()
+    run(s, ":train")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    with pytest.raises(UserError) as e:  # was "internal error: OSError: [Errno 28] No space left on device"
+        run(s, f":save hf:{tmp_path}/out")
+    message = str(e.value)
+    assert "\n" not in message and "No space left on device; free space" in message, message
+    assert os.listdir(tmp_path) == []

@@ -18,6 +18,7 @@ embedding. A failure is one CheckpointError line; nothing is half-loaded.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -237,10 +238,23 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         if path.exists():
             path.rmdir()  # empty: checked above
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         for child in tmp.iterdir() if tmp.exists() else ():
             child.unlink()
         if tmp.exists():
             tmp.rmdir()
+        if isinstance(e, OSError):  # it was "internal error: OSError" (a full disk, or a second save of the folder)
+            raise _folder_not_written(path, e) from None
         raise
     return model_type
+
+
+def _folder_not_written(path: Path, e: OSError) -> CheckpointError:
+    """One line for a Hugging Face folder a save could not write: the fix follows the cause (errno)."""
+    if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another save (a second session) wrote it since the check above
+        return CheckpointError(f"{path} exists now (written meanwhile, by another minitf?) and is not an empty "
+                               "folder; choose a new path (nothing is overwritten)")
+    reason = e.strerror or str(e)
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return CheckpointError(f"could not write {path}: {reason}; free space or choose another place")
+    return CheckpointError(f"could not write {path}: {reason}; choose a writable place")
