@@ -516,8 +516,10 @@ def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
     step = door.session.unsaved_step if door.session.autosave else None
     if step is None or step == warned:
         return None
+    gone = door.session.saved_over  # its checkpoint was there, and another session wrote over it (or removed it)
+    why = f"{gone} holds another model now, or is gone" if gone else "its save failed"
     with speaking(door.front.syntax):
-        say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint (its save failed); "
+        say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint ({why}); "
                       f"{cmd('save', 'NAME')} keeps it, and {cmd('quit')} or Ctrl-D again leaves without it", "yellow")
     return step
 

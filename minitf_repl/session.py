@@ -17,6 +17,8 @@ Checkpoints live in `checkpoint_dir` (default `$MINITF_CHECKPOINT_DIR` if set, e
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import weakref
 from dataclasses import dataclass
@@ -88,7 +90,8 @@ class Session:
         # autosave, never another session's. Random, so that it is unique across processes and hosts.
         self.token = secrets.token_hex(8)
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
-        self._on_disk: tuple | None = None  # (a weak reference to the trainer, its step) at that save or load
+        # (a weak reference to the trainer, its step, the manifest's meta_sha256 or None) at that save or load
+        self._on_disk: tuple | None = None
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
         # The last :ngram's counters, [(n, val loss)], and a weak reference to the data they counted: a switch of
@@ -158,21 +161,54 @@ class Session:
         """The model has not trained a step here nor brought weights from elsewhere: its outputs are random."""
         return self.trainer.step == 0 and self.weights_from is None
 
-    def checkpoint_written(self, name: str | None) -> None:
-        """The model as it is now was saved as, or loaded from, checkpoint `name`."""
+    def checkpoint_written(self, name: str | None, meta_sha256: str | None = None) -> None:
+        """The model as it is now was saved as, or loaded from, checkpoint `name`; `meta_sha256` is that
+        checkpoint's own (its manifest's), None where it is no checkpoint of checkpoint_dir (an hf: folder) or
+        nothing was written here (a rank under torchrun that is not the one writing)."""
         self.last_checkpoint = name
-        self._on_disk = (weakref.ref(self._trainer), self._trainer.step) if self._trainer is not None else None
+        self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256) if self._trainer is not None
+                         else None)
 
     @property
     def unsaved_step(self) -> int | None:
         """The step of a model trained here past every checkpoint this session saved or loaded (its autosave
-        failed, or autosave is off); None when there is nothing a checkpoint lacks. Never builds a model."""
+        failed, or autosave is off), or whose checkpoint is not in the folder any more (another session saved over
+        it or removed it, and no other checkpoint there holds it); None when there is nothing a checkpoint lacks.
+        Never builds a model."""
         trainer = self._trainer
         if trainer is None or trainer.step == 0:
             return None
         if self._on_disk is not None and self._on_disk[0]() is trainer and self._on_disk[1] == trainer.step:
-            return None
+            if self.saved_over is None:
+                return None
         return trainer.step
+
+    @property
+    def saved_over(self) -> str | None:
+        """The checkpoint the model as it is now was saved as or loaded from, when neither it nor any other
+        checkpoint of the folder holds that save any more (another session wrote over it, or it was removed);
+        None when one does, or when that cannot be asked (the model changed since, an hf: folder). A rotation that
+        moved it (`autosave` to `autosave-1`) keeps it: it is found under its new name."""
+        if self._on_disk is None or self._on_disk[2] is None or self._on_disk[0]() is not self._trainer \
+                or self._trainer is None or self._on_disk[1] != self._trainer.step:
+            return None
+        sha = self._on_disk[2]
+        if self.holds_model(self.last_checkpoint):
+            return None
+        from .core.checkpoint.layout import NAME
+
+        try:
+            names = [n for n in os.listdir(self.checkpoint_dir) if NAME.match(n) and n != self.last_checkpoint]
+        except OSError:
+            names = []
+        return None if any(_meta_sha256(self.checkpoint_dir / n) == sha for n in names) else self.last_checkpoint
+
+    def holds_model(self, name: str | None) -> bool:
+        """Whether checkpoint `name` of the folder is still the save or load that holds the model as it is now."""
+        on_disk = self._on_disk
+        return bool(name and on_disk is not None and on_disk[2] is not None and on_disk[0]() is self._trainer
+                    and self._trainer is not None and on_disk[1] == self._trainer.step
+                    and _meta_sha256(self.checkpoint_dir / name) == on_disk[2])
 
     def leave_ranks(self) -> None:
         """Under torchrun, before the process group is destroyed: the trainer lets go of its DDP wrapper."""
@@ -478,3 +514,16 @@ class Session:
         if self._model is None:
             return None
         return self._trainer.step, tuple(p._version for p in self._model.parameters())
+
+
+def _meta_sha256(path: Path) -> str | None:
+    """The meta_sha256 of the checkpoint at `path` as its manifest is now (unique to each save), None where there is
+    none readable. core.checkpoint.reads is torch-free: asking costs a read of one small file."""
+    from .core.checkpoint.reads import manifest_bytes
+
+    raw = manifest_bytes(path)
+    try:
+        meta = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return meta.get("meta_sha256") if isinstance(meta, dict) else None

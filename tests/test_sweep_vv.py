@@ -75,3 +75,53 @@ def test_save_hf_on_a_full_disk_is_one_line_with_its_fix_and_leaves_no_temporary
     message = str(e.value)
     assert "\n" not in message and "No space left on device; free space" in message, message
     assert os.listdir(tmp_path) == []
+
+
+# --- a checkpoint another session saved over no longer counts as holding this session's model ----------------
+def another_session_saves_over(name: str) -> None:
+    """Another session trains four new runs (its autosaves rotate this session's out of the folder) and saves its
+    own model as `name`."""
+    b = tiny_session(seed=3)
+    for steps in (1, 1, 1, 1):
+        run(b, f":train steps={steps} schedule=new")
+    run(b, f":save {name}")
+
+
+def test_a_rebuild_keeps_the_model_when_another_session_saved_over_the_checkpoint_that_held_it(checkpoint_dir):
+    a = tiny_session()
+    run(a, ":train")
+    run(a, ":save run1")
+    another_session_saves_over("run1")
+    assert a.unsaved_step == 6  # was None: "run1" was taken to hold this model, and the rebuild kept no copy
+    kept = run(a, ":set n_heads=1").kept
+    assert kept is not None and kept.startswith("kept-")  # was "run1", which holds the other session's model
+    assert ckpt.checkpoint_info(checkpoint_dir / kept).step == 6 and ckpt.checkpoint_info(
+        checkpoint_dir / "run1").step == 4
+
+
+def test_quit_warns_when_another_session_saved_over_the_only_checkpoint_of_the_model(checkpoint_dir):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from minitf_repl import repl
+    from minitf_repl.syntax import REPL
+
+    a = tiny_session()
+    run(a, ":train")
+    run(a, ":save run1")
+    err = Console(record=True, width=200)
+    door = SimpleNamespace(session=a, err=err, front=SimpleNamespace(syntax=REPL))
+    assert repl.warn_unsaved(door, None) is None  # on disk: :quit leaves
+    another_session_saves_over("run1")
+    assert repl.warn_unsaved(door, None) == 6  # was None: :quit left, and the model trained here was lost
+    said = " ".join(err.export_text().split())
+    assert "the model trained to step 6 is in no checkpoint (run1 holds another model now, or is gone)" in said
+
+
+def test_a_model_whose_autosave_another_session_rotated_is_still_on_disk(checkpoint_dir):
+    a, b = tiny_session(), tiny_session(seed=3)
+    run(a, ":train")
+    run(b, ":train")  # a's autosave is autosave-1 now: still on disk, nothing to keep or warn of
+    assert a.unsaved_step is None and a.saved_over is None
+    assert run(a, ":set n_heads=1").kept.startswith("kept-")  # an autosave is copied all the same (as before)

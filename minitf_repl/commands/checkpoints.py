@@ -195,7 +195,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"),
                   data_since_step=since)
     ckpt.restore_rng(checkpoint)
-    session.checkpoint_written(name)
+    session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
     evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > since]
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,

@@ -10,6 +10,7 @@ data=` load data and switch to it.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -79,7 +80,15 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
-    session.checkpoint_written(name)
+    # which save this is (its manifest's checksum): another session may save over the name later, and then the
+    # checkpoint no longer holds this model (Session.unsaved_step); read back under no lock, so at worst it is
+    # the other session's save, and this model is then taken for one in no checkpoint: kept, not lost
+    written = manifest_bytes(manifest.parent)
+    try:
+        meta_sha = json.loads(written).get("meta_sha256") if written is not None else None
+    except (ValueError, AttributeError):
+        meta_sha = None
+    session.checkpoint_written(name, meta_sha)
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,
         size_bytes=checkpoint_info(Path(path)).size_bytes, seconds=time.perf_counter() - start,
@@ -119,7 +128,7 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     under the folder lock (exclusive), so two rebuilds in one second, in one session or two, never
     share a name. Its data files share the bytes of an identical autosave (save_session).
     """
-    from ..core.checkpoint import MANIFEST, NameTaken
+    from ..core.checkpoint import NameTaken
 
     enabled = session.autosave if enabled is None else enabled
     if session.has_model and session.trainer.step == 0 and session.weights_from and reporter is not None:
@@ -132,8 +141,9 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
     named = session.last_checkpoint
+    # the checkpoint must still be this model's: another session may have saved its own model over that name
     if (named is not None and session.unsaved_step is None and not named.startswith(AUTOSAVE_NAME)
-            and (session.checkpoint_dir / named / MANIFEST).is_file()):
+            and session.holds_model(named)):
         return named
     stamp = time.strftime("kept-%Y%m%d-%H%M%S")
     try:
