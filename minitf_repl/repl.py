@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import datetime
 import os
 import re
 import signal
@@ -117,9 +118,22 @@ class SafeFileHistory(FileHistory):
         try:
             if os.path.exists(self.filename) and not os.path.isfile(self.filename):  # swapped for a FIFO meanwhile
                 raise OSError(f"{self.filename} is not a regular file any more")
-            super().store_string(string)
+            self._append(string)
         except Exception as e:
             self._fail("write", e)
+
+    def _append(self, string: str) -> None:
+        """The entry as FileHistory spells it, in one write to the end of the file. FileHistory wrote it through an
+        8 KiB buffer, so a long entry (a pasted text) went out in several writes, and two REPLs sharing the file
+        interleaved them: both entries came back broken. One O_APPEND write lands whole after whatever is there."""
+        lines = "".join(f"+{line}\n" for line in string.split("\n"))
+        data = f"\n# {datetime.datetime.now()}\n{lines}".encode("utf-8", errors="replace")
+        fd = os.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
 
 
 MAX_HISTORY_BYTES = 16 * 2**20  # some 300,000 typed lines: start-up never reads an unbounded file

@@ -125,3 +125,32 @@ def test_a_model_whose_autosave_another_session_rotated_is_still_on_disk(checkpo
     run(b, ":train")  # a's autosave is autosave-1 now: still on disk, nothing to keep or warn of
     assert a.unsaved_step is None and a.saved_over is None
     assert run(a, ":set n_heads=1").kept.startswith("kept-")  # an autosave is copied all the same (as before)
+
+
+# --- the history file, written by two REPLs at once -----------------------------------------------------------
+def _append_history(path: str, letter: str, n: int, go) -> None:
+    from minitf_repl.repl import SafeFileHistory
+
+    history = SafeFileHistory(path, lambda msg: None)
+    go.wait()
+    for i in range(n):
+        history.store_string(f"{letter}{i}:" + letter * 20_000)  # a long pasted prompt: past one write's buffer
+
+
+def test_two_repls_appending_long_entries_to_one_history_file_keep_every_entry_whole(tmp_path):
+    import multiprocessing
+
+    from minitf_repl.repl import SafeFileHistory
+
+    path = str(tmp_path / "history")
+    context = multiprocessing.get_context("fork")
+    go = context.Event()
+    writers = [context.Process(target=_append_history, args=(path, letter, 40, go)) for letter in "ab"]
+    for p in writers:
+        p.start()
+    go.set()
+    for p in writers:
+        p.join(20)
+    entries = list(SafeFileHistory(path, lambda msg: None).load_history_strings())
+    broken = [e[:12] for e in entries if e != f"{e.split(':')[0]}:" + e[0] * 20_000]
+    assert len(entries) == 80 and not broken, (len(entries), broken[:5])  # were interleaved into each other
