@@ -154,3 +154,28 @@ def test_two_repls_appending_long_entries_to_one_history_file_keep_every_entry_w
     entries = list(SafeFileHistory(path, lambda msg: None).load_history_strings())
     broken = [e[:12] for e in entries if e != f"{e.split(':')[0]}:" + e[0] * 20_000]
     assert len(entries) == 80 and not broken, (len(entries), broken[:5])  # were interleaved into each other
+
+
+# --- two sessions saving one new name at once -----------------------------------------------------------------
+def test_a_save_that_replaced_a_checkpoint_saved_a_moment_before_by_another_session_says_replaced(
+        checkpoint_dir, monkeypatch):
+    from minitf_repl.core.checkpoint import store
+    from test_render import plain
+
+    a, b = tiny_session(), tiny_session(seed=3)
+    run(a, ":train")
+    run(b, ":train")
+    lock, first = store.folder_lock, []
+
+    class other_session_first(lock):  # B's `:save run1` takes the folder lock a moment before A's
+        def __enter__(self):
+            if not first:
+                first.append(None)
+                first[0] = run(b, ":save run1")
+            return super().__enter__()
+
+    monkeypatch.setattr(store, "folder_lock", other_session_first)
+    result = run(a, ":save run1")
+    assert first[0].replaced is False  # B's came first: new
+    assert result.replaced is True  # was False: "saved checkpoint run1", though B's run1 was gone without a word
+    assert "replaced checkpoint run1" in plain(result)

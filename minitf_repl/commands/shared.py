@@ -65,13 +65,14 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
+    outcome = {"replaced": before is not None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
             lasting_spec(session.data_spec), origin=origin, session=session.token,
             share_from=(AUTOSAVE_NAME, session.last_checkpoint),
             tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
-            data_since_step=session.data_since_step, **options,
+            data_since_step=session.data_since_step, outcome=outcome, **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)
@@ -92,7 +93,7 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,
         size_bytes=checkpoint_info(Path(path)).size_bytes, seconds=time.perf_counter() - start,
-        replaced=before is not None,
+        replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
     )
 
 

@@ -39,7 +39,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
-                    data_since_step: int = 0) -> Path:
+                    data_since_step: int = 0, outcome: dict | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -55,6 +55,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     take them for an untrained model's. `data_since_step`: the step after which `data_spec` came in, where a switch
     to data of the same vocabulary kept the model (0: the whole history is of it), so that a listing or a load
     does not give a val loss measured on the data before as this data's.
+    `outcome`: a dict the save sets "replaced" in (whether a checkpoint NAME
+    was there when the save took the lock, and was saved over or rotated away): only the lock knows, since
+    another session may save NAME between a caller's look and this save.
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
     if not isinstance(trainer, Trainer):
@@ -127,6 +130,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
             sources = _shareable(directory, share_from, manifest["files"].values())
+            if outcome is not None:
+                outcome["replaced"] = target.is_dir()
             written = None
             if rotate is not None and target.is_dir() and not (
                     same_run and is_own_autosave(target, session, run={**manifest["trainer"],
