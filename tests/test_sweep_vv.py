@@ -179,3 +179,27 @@ def test_a_save_that_replaced_a_checkpoint_saved_a_moment_before_by_another_sess
     assert first[0].replaced is False  # B's came first: new
     assert result.replaced is True  # was False: "saved checkpoint run1", though B's run1 was gone without a word
     assert "replaced checkpoint run1" in plain(result)
+
+
+# --- a checkpoint folder made read-only while a session runs ----------------------------------------------------
+def read_only(monkeypatch, folder) -> None:
+    """The folder (not the checkpoints in it) made read-only by another terminal's `chmod 555`: os.access says so
+    (the suite may run as root, whom modes do not stop)."""
+    from minitf_repl.core.checkpoint import layout
+
+    access = os.access
+    monkeypatch.setattr(layout.os, "access", lambda path, mode, **kw: False if os.fspath(path) == os.fspath(
+        folder) else access(path, mode, **kw))
+
+
+def test_train_refuses_before_training_when_the_folder_is_read_only_though_its_autosave_is_writable(
+        checkpoint_dir, monkeypatch):
+    s = tiny_session()
+    run(s, ":train")
+    read_only(monkeypatch, checkpoint_dir)
+    with pytest.raises(UserError) as e:  # was: 6 steps trained, then "could not save checkpoint 'autosave'"
+        run(s, ":train steps=6 schedule=new")
+    assert f"cannot write in {checkpoint_dir} (permission denied)" in str(e.value) and s.trainer.step == 6
+    with pytest.raises(UserError) as e:  # :save over an existing name writes the folder's lock file there too
+        run(s, ":save autosave")
+    assert f"cannot write in {checkpoint_dir} (permission denied)" in str(e.value)

@@ -120,9 +120,12 @@ def check_save_target(directory, name: str) -> Path:
     """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training.
 
     What can be known without writing is checked: no path component is a file (`afile/sub`), and
-    the place a save writes into (DIR/NAME if it exists, else the nearest existing folder on the
-    way to DIR, which the save creates the rest under) is a writable directory (a read-only file
-    system is said as such). A full disk still shows only when the save writes; save_checkpoint says so.
+    the places a save writes into (DIR/NAME and DIR itself if NAME exists, else the nearest existing
+    folder on the way to DIR, which the save creates the rest under) are writable directories (a
+    read-only file system is said as such). DIR itself because every save writes its lock file there, and
+    a new run's autosave its temporary folder: a folder made read-only around a writable autosave was
+    passed, and the autosave then failed after the training. A full disk still shows only when the save
+    writes; save_checkpoint says so.
     """
     check_new_name(name)
     directory = Path(directory).expanduser()
@@ -131,13 +134,14 @@ def check_save_target(directory, name: str) -> Path:
         if target.exists():
             if not target.is_dir():
                 raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
-            writes_into = target
+            places = (target, directory)
         else:
             _check_no_dangling_link(target)
-            writes_into = nearest_existing(directory)
-            if not writes_into.is_dir():
-                raise CheckpointError(f"{writes_into} is a file, not a directory; {ANOTHER_DIR}")
-        if not os.access(writes_into, os.W_OK | os.X_OK):
+            places = (nearest_existing(directory),)
+            if not places[0].is_dir():
+                raise CheckpointError(f"{places[0]} is a file, not a directory; {ANOTHER_DIR}")
+        writes_into = next((p for p in places if not os.access(p, os.W_OK | os.X_OK)), None)
+        if writes_into is not None:
             writes_into = writes_into.absolute()  # named by its path: "cannot write in ." said nothing of where
             if _read_only(writes_into):  # access() fails there whatever the permissions say: not theirs to change
                 raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; {ANOTHER_DIR}")
