@@ -203,3 +203,19 @@ def test_train_refuses_before_training_when_the_folder_is_read_only_though_its_a
     with pytest.raises(UserError) as e:  # :save over an existing name writes the folder's lock file there too
         run(s, ":save autosave")
     assert f"cannot write in {checkpoint_dir} (permission denied)" in str(e.value)
+
+
+# --- a checkpoint folder that is a symbolic link to a folder that is gone ---------------------------------------
+def test_ls_and_load_in_a_folder_that_is_a_dangling_link_say_so_instead_of_promising_a_save(tmp_path):
+    from minitf_repl.core.errors import CheckpointError
+
+    folder = tmp_path / "ck"
+    folder.symlink_to(tmp_path / "gone" / "ck")  # the folder it pointed to was removed in another terminal
+    for attempt in (lambda: ckpt.list_checkpoints(folder), lambda: ckpt.load_checkpoint(folder, "run1")):
+        with pytest.raises(CheckpointError) as e:  # was: "no checkpoints in ... yet; :save NAME writes one"
+            attempt()
+        assert str(e.value) == (f"{folder} is a symbolic link to {tmp_path / 'gone' / 'ck'}, which does not exist; "
+                                "create that folder or start minitf with another checkpoint directory")
+    with pytest.raises(CheckpointError) as e:  # what the save said already, and says still
+        ckpt.check_save_target(folder, "run1")
+    assert str(e.value).startswith(f"{folder} is a symbolic link to ")

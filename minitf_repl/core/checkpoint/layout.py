@@ -180,8 +180,18 @@ def nearest_existing(path: Path) -> Path:
     return path
 
 
-def _check_no_dangling_link(target: Path) -> None:
-    """Refuse a symbolic link to nowhere on the way to `target`: a save could not create the folder.
+def check_folder_reachable(directory: Path) -> None:
+    """Refuse a checkpoint folder that does not exist and that no save could create: a file or a symbolic link to
+    nowhere stands on the way. `:ls` and `:load` said "none yet; :save NAME writes one" there, and the save failed."""
+    blocker = next((p for p in (directory, *directory.parents) if os.path.lexists(p)), None)
+    if blocker is not None and blocker.exists() and not blocker.is_dir():
+        raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
+    _check_no_dangling_link(directory, folder=True)
+
+
+def _check_no_dangling_link(target: Path, folder: bool = False) -> None:
+    """Refuse a symbolic link to nowhere on the way to `target` (`folder`: the checkpoint folder itself): a save
+    could not create the folder.
 
     `exists()` follows links, so a dangling link looks like a folder still to be created; the save
     would then fail in mkdir ("File exists") after the training it was checked for.
@@ -191,7 +201,8 @@ def _check_no_dangling_link(target: Path) -> None:
         if os.path.lexists(path):
             if path.is_symlink() and not path.exists():
                 # the checkpoint's own name is the link: the name is what to change; a folder on the way: the folder
-                fix = "remove it or choose another name" if path == target else f"create that folder or {ANOTHER_DIR}"
+                fix = ("remove it or choose another name" if path == target and not folder
+                       else f"create that folder or {ANOTHER_DIR}")
                 raise CheckpointError(
                     f"{clip(str(path))} is a symbolic link to {clip(os.readlink(path))}, which does not exist; {fix}"
                 )
@@ -225,6 +236,8 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
         blocker = nearest_existing(directory)
         if not blocker.is_dir():
             raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
+        if not directory.exists():
+            check_folder_reachable(directory)  # a link to a folder that is gone: no save could write one either
         names = _existing_names(directory)
         where = f"in {directory}"
         if names:

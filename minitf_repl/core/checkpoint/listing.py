@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from ..errors import CheckpointError
-from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, path_error
+from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, path_error
 from .values import check_manifest_values
 from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
@@ -19,9 +19,7 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
         if not directory.exists():
             # none yet, and a save creates the folder; unless a file stands where a folder on the way must be
             # (`:ls` said ":save NAME writes one", and the save then failed)
-            blocker = next((p for p in directory.parents if os.path.lexists(p)), None)
-            if blocker is not None and not blocker.is_dir():
-                raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
+            check_folder_reachable(directory)  # a file, or a symbolic link to nowhere, in the way
             return []
         if not directory.is_dir():
             raise CheckpointError(f"{directory} is a file, not a directory; {ANOTHER_DIR}")
