@@ -219,3 +219,30 @@ def test_ls_and_load_in_a_folder_that_is_a_dangling_link_say_so_instead_of_promi
     with pytest.raises(CheckpointError) as e:  # what the save said already, and says still
         ckpt.check_save_target(folder, "run1")
     assert str(e.value).startswith(f"{folder} is a symbolic link to ")
+
+
+# --- a save that waits for another session's ---------------------------------------------------------------------
+def test_a_save_waiting_for_another_sessions_save_says_so_instead_of_hanging_silently(checkpoint_dir, monkeypatch):
+    import threading
+    import time
+
+    from minitf_repl.core.checkpoint import locks
+    from test_commands import Recorder
+
+    monkeypatch.setattr(locks, "WAIT_NOTICE", 0.1, raising=False)
+    s = tiny_session()
+    run(s, ":train")
+    recorder, results = Recorder(), []
+    with ckpt.folder_lock(checkpoint_dir):  # the other session's save of a large model, still writing
+        saver = threading.Thread(target=lambda: results.append(run(s, ":save run1", recorder)))
+        saver.start()
+        deadline = time.monotonic() + 3
+        while not recorder.notices and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not results  # still waiting, as it should
+    saver.join(10)
+    assert results and results[0].name == "run1"
+    assert len(recorder.notices) == 1, recorder.notices  # was: nothing at all, for up to 120 s
+    said = recorder.notices[0]
+    assert said.startswith("waiting for minitf on ") and f"(pid {os.getpid()}) to finish saving into " in said
+    assert "(up to 120 s; Ctrl-C stops this save)" in said

@@ -61,7 +61,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
     if not session.has_model:
         raise _no_model(name)
-    return dataclasses.replace(save_session(session, name), ablations=switched_off(session))
+    return dataclasses.replace(save_session(session, name, reporter=reporter), ablations=switched_off(session))
 
 
 def _no_model(name: str) -> UserError:

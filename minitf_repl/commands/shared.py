@@ -41,13 +41,14 @@ class SaveResult:
     ablations: list[str] = field(default_factory=list)
 
 
-def save_session(session: Session, name: str, origin: str = "save", **options) -> SaveResult:
+def save_session(session: Session, name: str, origin: str = "save", reporter=None, **options) -> SaveResult:
     """Write the session's model, trainer and data as checkpoint `name` (atomic: see core.checkpoint).
 
     Ctrl-C reaches a save as KeyboardInterrupt (the command is interruptible); the engine removes what
     it wrote and re-raises, and this turns it into one line that says what is on disk now. `origin`
     and `options` (exclusive, rotate, same_run) go to save_checkpoint; data files identical to those
-    of the autosave or of the checkpoint this session last saved or loaded share their bytes.
+    of the autosave or of the checkpoint this session last saved or loaded share their bytes. `reporter` hears
+    that the save waits for another session's (the folder lock), when it does for long.
     """
     from ..core.checkpoint import MANIFEST, check_loadable, checkpoint_info, manifest_bytes, save_checkpoint
     from ..core.data import lasting_spec
@@ -72,7 +73,8 @@ def save_session(session: Session, name: str, origin: str = "save", **options) -
             lasting_spec(session.data_spec), origin=origin, session=session.token,
             share_from=(AUTOSAVE_NAME, session.last_checkpoint),
             tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
-            data_since_step=session.data_since_step, outcome=outcome, **options,
+            data_since_step=session.data_since_step, outcome=outcome,
+            on_wait=reporter.notice if reporter is not None else None, **options,
         )
     except KeyboardInterrupt:
         now = manifest_bytes(manifest.parent)
@@ -150,7 +152,8 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     try:
         for n in range(1, KEPT_NAMES + 1):
             try:
-                return save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept", exclusive=True).name
+                return save_session(session, stamp if n == 1 else f"{stamp}-{n}", origin="kept", exclusive=True,
+                                    reporter=reporter).name
             except NameTaken:
                 continue
         raise UserError(f"{KEPT_NAMES} checkpoints named {stamp}* exist already; remove some of them")

@@ -344,7 +344,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
             # two sessions autosaving at once keep both); a continued run replaces its own autosave only.
             written = save_session(session, name, origin="autosave" if autosave else "save",
-                                   rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed)
+                                   rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed, reporter=reporter)
             saved = written.name
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None

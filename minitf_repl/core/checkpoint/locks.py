@@ -30,6 +30,7 @@ from .reads import open_regular, read_open
 LOCK_FILE = ".minitf.lock"  # flock()ed by every save into the folder (see the module docstring)
 HELD_FILE = ".minitf.lock.held"  # the exclusive-create lock, where the file system has no flock
 LOCK_WAIT = 120.0  # seconds a save waits for another save into the same folder before it gives up
+WAIT_NOTICE = 1.0  # seconds of waiting after which `on_wait` hears who it waits for (a large save takes a while)
 PROCESS_TOKEN = secrets.token_hex(8)  # this process, wherever its pid came from
 
 
@@ -62,14 +63,19 @@ class folder_lock:
     process would, so code that already holds it calls the `_locked` helpers.
     """
 
-    def __init__(self, directory, wait: float | None = None):
+    def __init__(self, directory, wait: float | None = None, on_wait=None):
         self.directory = Path(directory)
         self.wait = LOCK_WAIT if wait is None else wait
+        # called once, with one line, when the lock is still held by another after WAIT_NOTICE seconds: a save
+        # that waited silently (up to LOCK_WAIT) for another session's looked as if minitf had hung
+        self.on_wait = on_wait
         self._fd: int | None = None
         self._held: Path | None = None
+        self._told = False
 
     def __enter__(self):
         deadline = time.monotonic() + self.wait
+        self._since = time.monotonic()
         if fcntl is not None and self._enter_flock(deadline):
             return self
         self._enter_exclusive(deadline)
@@ -133,9 +139,12 @@ class folder_lock:
             return
 
     def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False) -> None:
+        if self.on_wait is not None and not self._told and time.monotonic() - self._since >= WAIT_NOTICE:
+            self._told = True
+            self.on_wait(f"waiting for {_who(path)} to finish saving into {clip(str(self.directory), 80)} (up to "
+                         f"{self.wait:.0f} s; Ctrl-C stops this save)")
         if time.monotonic() >= deadline:
-            owner = _read_owner(path)
-            who = (f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})" if owner else "another minitf")
+            who = _who(path)
             # whole, never clipped: it is a path to type (remove /tmp/a...b/.minitf.lock.held removes nothing)
             hint = f" (if no minitf is saving there, remove {path})" if remove_hint else ""
             raise CheckpointError(
@@ -143,6 +152,12 @@ class folder_lock:
                 f"more than {self.wait:.0f} s; try again when that save is done{hint}"
             )
         time.sleep(0.02)
+
+
+def _who(path: Path) -> str:
+    """Who holds the lock at `path`, in words."""
+    owner = _read_owner(path)
+    return f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})" if owner else "another minitf"
 
 
 def _same_file(fd: int, path: Path) -> bool:

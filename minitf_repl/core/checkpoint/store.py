@@ -39,7 +39,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
-                    data_since_step: int = 0, outcome: dict | None = None) -> Path:
+                    data_since_step: int = 0, outcome: dict | None = None, on_wait=None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -57,7 +57,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     does not give a val loss measured on the data before as this data's.
     `outcome`: a dict the save sets "replaced" in (whether a checkpoint NAME
     was there when the save took the lock, and was saved over or rotated away): only the lock knows, since
-    another session may save NAME between a caller's look and this save.
+    another session may save NAME between a caller's look and this save. `on_wait`: hears one line when the save
+    has waited a while for another one's lock (locks.folder_lock).
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
     if not isinstance(trainer, Trainer):
@@ -125,7 +126,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     files = {model_file: model_bytes, state_file: state_bytes}
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with folder_lock(directory):
+        with folder_lock(directory, on_wait=on_wait):
             _remove_dead_temp_dirs(directory)
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
