@@ -246,3 +246,45 @@ def test_a_save_waiting_for_another_sessions_save_says_so_instead_of_hanging_sil
     said = recorder.notices[0]
     assert said.startswith("waiting for minitf on ") and f"(pid {os.getpid()}) to finish saving into " in said
     assert "(up to 120 s; Ctrl-C stops this save)" in said
+
+
+# --- a checkpoint another session's rotation removes while this one reads it -------------------------------------
+def test_load_of_a_checkpoint_removed_while_it_is_read_says_it_was_removed_not_save_it_again(
+        checkpoint_dir, monkeypatch):
+    import shutil
+
+    from minitf_repl.core.checkpoint import loading
+    from minitf_repl.core.errors import CheckpointError
+
+    s = tiny_session()
+    run(s, ":train")
+    run(s, ":save old")
+    read = loading.read_data_file
+
+    def removed_meanwhile(path, entry, limit):  # another session's rotation deletes it (shutil.rmtree) mid-read
+        shutil.rmtree(path, ignore_errors=True)
+        return read(path, entry, limit)
+
+    monkeypatch.setattr(loading, "read_data_file", removed_meanwhile)
+    with pytest.raises(CheckpointError) as e:
+        ckpt.load_checkpoint(checkpoint_dir, "old")
+    said = str(e.value)  # was "... is missing; this checkpoint is incomplete, save it again": there is nothing to save
+    assert "\n" not in said and said.startswith("checkpoint 'old' was removed while it was read"), said
+
+
+def test_ls_leaves_out_a_checkpoint_removed_while_it_is_listed(checkpoint_dir, monkeypatch):
+    import shutil
+
+    s = tiny_session()
+    run(s, ":train")
+    run(s, ":save old")
+    info = listing.checkpoint_info
+
+    def removed_meanwhile(path):
+        if path.name == "old":
+            shutil.rmtree(path)  # after :ls read the folder's names
+        return info(path)
+
+    monkeypatch.setattr(listing, "checkpoint_info", removed_meanwhile)
+    rows = ckpt.list_checkpoints(checkpoint_dir)
+    assert [row.name for row in rows] == ["autosave"]  # was also "old", unreadable: "has no checkpoint.json ..."

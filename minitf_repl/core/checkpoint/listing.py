@@ -34,7 +34,10 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
                 continue  # temporary directories start with '.'; plain files are not checkpoints
         except OSError:
             continue
-        rows.append(checkpoint_info(path))
+        row = checkpoint_info(path)
+        if row.error is not None and not os.path.lexists(path):
+            continue  # removed (or rotated away) by another session's save since the folder was read: gone, not broken
+        rows.append(row)
     rows.sort(key=lambda r: r.name)
     rows.sort(key=lambda r: r.saved_at or "", reverse=True)
     return rows
