@@ -288,3 +288,23 @@ def test_ls_leaves_out_a_checkpoint_removed_while_it_is_listed(checkpoint_dir, m
     monkeypatch.setattr(listing, "checkpoint_info", removed_meanwhile)
     rows = ckpt.list_checkpoints(checkpoint_dir)
     assert [row.name for row in rows] == ["autosave"]  # was also "old", unreadable: "has no checkpoint.json ..."
+
+
+# --- what a save killed with kill -9 leaves ------------------------------------------------------------------------
+def test_the_data_files_of_saves_killed_while_saving_over_a_name_go_with_the_next_save_of_any_name(checkpoint_dir):
+    import shutil
+
+    s = tiny_session()
+    run(s, ":train")
+    run(s, ":save big")
+    big = checkpoint_dir / "big"
+    kept = sorted(os.listdir(big))
+    for pid in (111, 222, 333):  # three `:save big` killed (kill -9) after their data files, before the commit
+        for f in kept:
+            if f.endswith(".safetensors"):
+                shutil.copy(big / f, big / f.replace(f.split("-")[1], str(pid)).replace(f.split("-")[2][:16], "ab" * 8))
+        (big / f".checkpoint.json.tmp-{pid}-{'cd' * 8}").write_bytes(b"{")
+    assert len(os.listdir(big)) == len(kept) + 9
+    run(s, ":save other")  # the next save into the folder, of another name (the learner moved on from big)
+    assert sorted(os.listdir(big)) == kept  # were left until a save of big itself: 3 copies of the model, unseen
+    assert ckpt.load_checkpoint(checkpoint_dir, "big").step == 6

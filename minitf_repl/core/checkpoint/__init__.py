@@ -19,7 +19,7 @@ place; an existing NAME gets new data files under fresh ids, then a new checkpoi
 old one in one `os.replace`, and only then are the old data files deleted. Whatever stops a save
 (a full disk, Ctrl-C, a killed process), the previous checkpoint of that name still loads, and a
 half-written one is never visible: temporary names start with '.', and files that no manifest
-names are ignored (the next save of that name removes them).
+names are ignored (the next save into the folder removes them).
 
 Saves are safe under concurrency. Every save (and every rotation of autosaves) holds the folder's
 lock, `DIR/.minitf.lock`, from before it touches anything until it is done, so two sessions, two

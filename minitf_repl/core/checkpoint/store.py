@@ -128,6 +128,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         directory.mkdir(parents=True, exist_ok=True)
         with folder_lock(directory, on_wait=on_wait):
             _remove_dead_temp_dirs(directory)
+            _remove_dead_strays(directory)
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
             sources = _shareable(directory, share_from, manifest["files"].values())
@@ -291,6 +292,31 @@ def _remove_dead_temp_dirs(directory: Path) -> None:
     for entry in os.listdir(directory):
         if TMP_DIR.match(entry):
             shutil.rmtree(directory / entry, ignore_errors=True)
+
+
+def _remove_dead_strays(directory: Path) -> None:
+    """Remove, in every checkpoint of DIR, the data files and temporary manifests of saves over it that died (kill -9
+    before their commit). Called under the folder lock, as _remove_dead_temp_dirs: they went only with the next
+    save of that same name, so a name given up on kept a copy of the model per killed save, which :ls never showed.
+    A checkpoint holds two data files; only one with more, or with a temporary manifest, has its manifest read, and
+    only one whose manifest names its files (a readable one) loses any."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        target = directory / entry
+        try:
+            if not NAME.match(entry) or target.is_symlink() or not target.is_dir():
+                continue
+            inside = os.listdir(target)
+        except OSError:
+            continue
+        if sum(1 for f in inside if DATA_FILE.match(f)) <= 2 and not any(MANIFEST_TMP.match(f) for f in inside):
+            continue
+        keep = _referenced_files(target)
+        if keep:
+            _remove_strays(target, keep)
 
 
 def _remove_strays(target: Path, keep: set[str]) -> None:
