@@ -92,6 +92,7 @@ class Session:
         self.last_checkpoint: str | None = None  # the checkpoint this session last saved or loaded
         # (a weak reference to the trainer, its step, the manifest's meta_sha256 or None) at that save or load
         self._on_disk: tuple | None = None
+        self.known_saves: set[str] = set()  # the meta_sha256 of every checkpoint this session saved or loaded
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
         # The last :ngram's counters, [(n, val loss)], and a weak reference to the data they counted: a switch of
@@ -166,6 +167,8 @@ class Session:
         checkpoint's own (its manifest's), None where it is no checkpoint of checkpoint_dir (an hf: folder) or
         nothing was written here (a rank under torchrun that is not the one writing)."""
         self.last_checkpoint = name
+        if meta_sha256 is not None:
+            self.known_saves.add(meta_sha256)
         self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256) if self._trainer is not None
                          else None)
 

@@ -308,3 +308,22 @@ def test_the_data_files_of_saves_killed_while_saving_over_a_name_go_with_the_nex
     run(s, ":save other")  # the next save into the folder, of another name (the learner moved on from big)
     assert sorted(os.listdir(big)) == kept  # were left until a save of big itself: 3 copies of the model, unseen
     assert ckpt.load_checkpoint(checkpoint_dir, "big").step == 6
+
+
+# --- :save over another session's checkpoint says whose it was ------------------------------------------------
+def test_save_over_a_checkpoint_another_session_saved_says_so_and_over_ones_own_does_not(checkpoint_dir):
+    from test_render import plain
+
+    a, b = tiny_session(), tiny_session(seed=3)
+    run(a, ":train")
+    run(b, ":train steps=4")
+    assert run(a, ":save run1").replaced_unseen is None  # new
+    assert run(a, ":save run1").replaced_unseen is None  # its own, replaced
+    result = run(b, ":save run1")
+    assert result.replaced and result.replaced_unseen == 6  # was only "replaced checkpoint run1", as if it were B's
+    said = " ".join(plain(result).split())
+    assert "run1 held a model at step 6 that this session had neither saved nor loaded (another session's?): it " \
+           "is replaced" in said
+    run(a, ":load run1")  # B's, now; A loads it, trains on, and saves over it: A knows that one
+    run(a, ":train steps=2")
+    assert run(a, ":save run1").replaced_unseen is None

@@ -46,7 +46,7 @@ DEFAULT_SAVE_NAME = "last"
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
           dash=False),
-], interruptible=True, json_version=3)  # fmt: skip
+], interruptible=True, json_version=4)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_name, check_save_target
@@ -115,6 +115,9 @@ def render_save(result: SaveResult, console: Console) -> None:
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
     say(console, text)
+    if result.replaced_unseen is not None:  # two sessions, one folder: the other's work went without a word
+        say(console, f"{result.name} held a model at step {result.replaced_unseen:,} that this session had neither "
+                     "saved nor loaded (another session's?): it is replaced", "yellow")
     if result.architecture is not None:
         note(console, f"a Hugging Face {result.architecture} folder with its tokenizer: transformers' "
                       f"from_pretrained({result.path!r}) loads it; {restore(result.name)} brings it back here")

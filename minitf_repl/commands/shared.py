@@ -39,6 +39,9 @@ class SaveResult:
     architecture: str | None = None  # hf:PATH: the Hugging Face model_type written (gpt2, llama); None: a checkpoint
     # parts switched off by :ablate now: hooks, not weights, so what was written is the whole model without them
     ablations: list[str] = field(default_factory=list)
+    # the step of the checkpoint replaced when this session had neither saved nor loaded it (another session's
+    # work, most likely: two REPLs or a one-shot command sharing the folder); None when it was this session's or new
+    replaced_unseen: int | None = None
 
 
 def save_session(session: Session, name: str, origin: str = "save", reporter=None, **options) -> SaveResult:
@@ -66,7 +69,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
-    outcome = {"replaced": before is not None}
+    outcome = {"replaced": before is not None, "replaced_meta": None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -96,7 +99,13 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         name=name, path=os.path.abspath(path), step=session.trainer.step,
         size_bytes=checkpoint_info(Path(path)).size_bytes, seconds=time.perf_counter() - start,
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
+        replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
     )
+
+
+def _unseen_step(session: Session, replaced: tuple[str, int] | None) -> int | None:
+    """The step of a checkpoint a save replaced, if this session never saved nor loaded that checkpoint."""
+    return None if replaced is None or replaced[0] in session.known_saves else replaced[1]
 
 
 def refuse_a_path(session: Session, name: str, hf: bool = True) -> None:

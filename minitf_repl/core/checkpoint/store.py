@@ -57,7 +57,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     does not give a val loss measured on the data before as this data's.
     `outcome`: a dict the save sets "replaced" in (whether a checkpoint NAME
     was there when the save took the lock, and was saved over or rotated away): only the lock knows, since
-    another session may save NAME between a caller's look and this save. `on_wait`: hears one line when the save
+    another session may save NAME between a caller's look and this save; and "replaced_meta", that checkpoint's
+    (meta_sha256, step) (None if none, or unreadable). `on_wait`: hears one line when the save
     has waited a while for another one's lock (locks.folder_lock).
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
@@ -134,6 +135,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             sources = _shareable(directory, share_from, manifest["files"].values())
             if outcome is not None:
                 outcome["replaced"] = target.is_dir()
+                outcome["replaced_meta"] = _meta_and_step(target) if outcome["replaced"] else None
             written = None
             if rotate is not None and target.is_dir() and not (
                     same_run and is_own_autosave(target, session, run={**manifest["trainer"],
@@ -160,6 +162,15 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     except OSError as e:
         raise CheckpointError(f"could not save checkpoint {name!r} in {clip(str(directory))}: {_save_failure(e)}") from e
     return target
+
+
+def _meta_and_step(path: Path) -> tuple[str, int] | None:
+    """(meta_sha256, step) of the checkpoint at `path` as it is now, None where its manifest cannot be read."""
+    try:
+        manifest = json.loads(read_manifest_bytes(path / MANIFEST))
+        return str(manifest["meta_sha256"]), int(manifest["trainer"]["step"])
+    except Exception:  # noqa: BLE001 - a broken checkpoint replaced: nothing to tell of it
+        return None
 
 
 def _shown(text: str) -> str:
