@@ -327,3 +327,18 @@ def test_save_over_a_checkpoint_another_session_saved_says_so_and_over_ones_own_
     run(a, ":load run1")  # B's, now; A loads it, trains on, and saves over it: A knows that one
     run(a, ":train steps=2")
     assert run(a, ":save run1").replaced_unseen is None
+
+
+def test_train_save_over_a_checkpoint_another_session_saved_says_so_as_save_does(checkpoint_dir):
+    from minitf_repl.dispatch import to_json
+    from test_render import plain
+
+    a, b = tiny_session(), tiny_session(seed=3)
+    run(a, ":train")
+    run(a, ":save run1")
+    result = run(b, ":train steps=2 save=run1")  # as `minitf train --steps 2 --save run1` in another terminal
+    assert result.replaced and result.replaced_unseen == 6  # was only "replaced checkpoint run1"
+    assert "run1 held a model at step 6 that this session had neither saved nor loaded" in " ".join(
+        plain(result).split())
+    assert to_json(result)["replaced_unseen"] == 6
+    assert run(b, ":train steps=1 save=run1").replaced_unseen is None  # its own now

@@ -71,6 +71,9 @@ class TrainResult:
     saved: str | None = None  # the checkpoint written at the end (save=NAME, or autosave), if any
     save_error: str | None = None  # why that save failed; the training itself is kept
     replaced: bool = False  # save=NAME wrote over a checkpoint NAME that was there before
+    # the step of the checkpoint save=NAME replaced when this session had neither saved nor loaded it (another
+    # session's work, most likely); None when it was this session's, or new
+    replaced_unseen: int | None = None
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
@@ -137,7 +140,7 @@ class TrainResult:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=10)  # fmt: skip
+], json_version=11)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -335,7 +338,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone. A run
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
     # older run out of the rotation, so it writes none (save=NAME was asked for by name, and is written).
-    saved, save_error, replaced = None, None, False
+    saved, save_error, replaced, unseen = None, None, False, None
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
@@ -348,12 +351,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             saved = written.name
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None
+            unseen = written.replaced_unseen if save_as is not None else None
         except UserError as e:
             save_error = str(e)
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
-        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, schedule=schedule,
-        constant_lr=constant_lr,
+        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
+        schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
         first_run=session.trainer.run_start == 0, question=_question(session.data),
@@ -583,6 +587,9 @@ def render_train(result: TrainResult, console: Console) -> None:
     if result.saved:
         what = "replaced checkpoint" if result.replaced else "saved checkpoint"
         note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
+        if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
+            say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} that this session had "
+                         "neither saved nor loaded (another session's?): it is replaced", "yellow")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     if first_run_done(result) and syntax() == REPL:  # what the banner said comes next, said when it does
