@@ -342,3 +342,24 @@ def test_train_save_over_a_checkpoint_another_session_saved_says_so_as_save_does
         plain(result).split())
     assert to_json(result)["replaced_unseen"] == 6
     assert run(b, ":train steps=1 save=run1").replaced_unseen is None  # its own now
+
+
+# --- a checkpoint directory that is a checkpoint itself -----------------------------------------------------------
+def test_a_checkpoint_directory_that_is_itself_a_checkpoint_is_refused_instead_of_nesting_saves_in_it(
+        checkpoint_dir):
+    from minitf_repl.core.checkpoint.layout import checkpoint_path
+    from minitf_repl.core.errors import CheckpointError
+
+    s = tiny_session()
+    run(s, ":train")
+    run(s, ":save run1")
+    inside = checkpoint_dir / "run1"  # `--checkpoint-dir checkpoints/run1`, or $MINITF_CHECKPOINT_DIR set so
+    expected = (f"{inside} is itself a checkpoint (it holds checkpoint.json), not a folder of checkpoints; start "
+                f"minitf with its folder {checkpoint_dir} as the checkpoint directory, and load run1 from there")
+    for attempt in (lambda: ckpt.list_checkpoints(inside),  # was "no checkpoints in .../run1 yet; ... writes one"
+                    lambda: checkpoint_path(inside, "run1"),  # was "no checkpoint named 'run1' ... (none yet)"
+                    lambda: ckpt.check_save_target(inside, "autosave")):  # was: an autosave saved inside run1
+        with pytest.raises(CheckpointError) as e:
+            attempt()
+        assert str(e.value) == expected
+    assert not (inside / "autosave").exists()

@@ -130,6 +130,7 @@ def check_save_target(directory, name: str) -> Path:
     check_new_name(name)
     directory = Path(directory).expanduser()
     target = directory / name
+    check_not_a_checkpoint(directory)
     try:
         if target.exists():
             if not target.is_dir():
@@ -178,6 +179,19 @@ def nearest_existing(path: Path) -> Path:
     while not path.exists() and path.parent != path:  # exists() is False below a file (ENOTDIR)
         path = path.parent
     return path
+
+
+def check_not_a_checkpoint(directory: Path) -> None:
+    """Refuse a checkpoint folder that is one checkpoint itself (`--checkpoint-dir checkpoints/run1`): :ls said
+    "no checkpoints yet", :load "save one first", and the next autosave was written inside run1."""
+    try:
+        held = (directory / MANIFEST).is_file()
+    except (OSError, ValueError):
+        return
+    if held:
+        raise CheckpointError(f"{clip(str(directory))} is itself a checkpoint (it holds {MANIFEST}), not a folder of "
+                              f"checkpoints; start minitf with its folder {clip(str(directory.parent))} as the "
+                              f"checkpoint directory, and load {directory.name} from there")
 
 
 def check_folder_reachable(directory: Path) -> None:
@@ -238,6 +252,7 @@ def _existing_checkpoint(directory: Path, name: str, path: Path) -> Path:
             raise CheckpointError(f"{blocker} is a file, not a directory; {ANOTHER_DIR}")
         if not directory.exists():
             check_folder_reachable(directory)  # a link to a folder that is gone: no save could write one either
+        check_not_a_checkpoint(directory)
         names = _existing_names(directory)
         where = f"in {directory}"
         if names:

@@ -7,7 +7,8 @@ import stat
 from pathlib import Path
 
 from ..errors import CheckpointError
-from .layout import ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, path_error
+from .layout import (ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, check_not_a_checkpoint,
+                     path_error)
 from .values import check_manifest_values
 from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
@@ -23,6 +24,7 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
             return []
         if not directory.is_dir():
             raise CheckpointError(f"{directory} is a file, not a directory; {ANOTHER_DIR}")
+        check_not_a_checkpoint(directory)
         entries = sorted(os.listdir(directory))
     except OSError as e:
         raise path_error(directory, e) from None
