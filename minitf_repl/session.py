@@ -199,12 +199,16 @@ class Session:
         if self.holds_model(self.last_checkpoint):
             return None
         from .core.checkpoint.layout import NAME
+        from .core.checkpoint.reads import manifest_bytes
 
         try:
             names = [n for n in os.listdir(self.checkpoint_dir) if NAME.match(n) and n != self.last_checkpoint]
         except OSError:
             names = []
-        return None if any(_meta_sha256(self.checkpoint_dir / n) == sha for n in names) else self.last_checkpoint
+        # the checksum looked for in each manifest's bytes, unparsed: a folder of long runs' manifests (megabytes of
+        # loss history each) is read at :quit in a blink; a manifest holds another's checksum only as a copy of it
+        return None if any(sha.encode() in (manifest_bytes(self.checkpoint_dir / n) or b"") for n in names) \
+            else self.last_checkpoint
 
     def holds_model(self, name: str | None) -> bool:
         """Whether checkpoint `name` of the folder is still the save or load that holds the model as it is now."""
