@@ -211,11 +211,16 @@ class Session:
             else self.last_checkpoint
 
     def holds_model(self, name: str | None) -> bool:
-        """Whether checkpoint `name` of the folder is still the save or load that holds the model as it is now."""
+        """Whether checkpoint `name` of the folder is still the save or load that holds the model as it is now.
+        Where this session wrote nothing to compare with (a rank under torchrun that is not the one writing), a
+        checkpoint of that name counts, as rank 0's own answer does."""
         on_disk = self._on_disk
-        return bool(name and on_disk is not None and on_disk[2] is not None and on_disk[0]() is self._trainer
-                    and self._trainer is not None and on_disk[1] == self._trainer.step
-                    and _meta_sha256(self.checkpoint_dir / name) == on_disk[2])
+        if not (name and on_disk is not None and on_disk[0]() is self._trainer and self._trainer is not None
+                and on_disk[1] == self._trainer.step):
+            return False
+        if on_disk[2] is None:
+            return (self.checkpoint_dir / name / "checkpoint.json").is_file()
+        return _meta_sha256(self.checkpoint_dir / name) == on_disk[2]
 
     def leave_ranks(self) -> None:
         """Under torchrun, before the process group is destroyed: the trainer lets go of its DDP wrapper."""
