@@ -1,7 +1,19 @@
 """What a user's-eye sweep of two sessions sharing one checkpoint folder (two REPLs, one-shot commands beside them)
 found: each test failed before its fix.
 
-(The docstring is completed as bugs are added.)
+`:ls` while another session saved over a checkpoint listed it as unreadable ("model-... is missing; this checkpoint
+is incomplete, save it again"), and a checkpoint another session's rotation deleted meanwhile as "has no
+checkpoint.json"; `:load` of one deleted while read said "save it again" too. `:save hf:PATH` said "internal error:
+OSError" when a second session wrote the same folder first, and on a full disk. A session took a checkpoint it had
+saved or loaded to hold its model after another session saved its own over that name: a rebuild kept no copy and
+`:quit` left without a word, and the model was gone. Two saves of one new name at once: the second said "saved", not
+"replaced", and a save over a checkpoint another session had saved (`:save`, `:train save=`) never said whose it was.
+Two REPLs appending long entries to one history file broke both. A checkpoint folder made read-only around a
+writable autosave/ passed :train's check, and the autosave failed after the training. A folder that is a symbolic
+link to nowhere, or a checkpoint itself (`--checkpoint-dir checkpoints/run1`), was "no checkpoints yet; :save NAME
+writes one" (the save then failed, or nested an autosave inside run1). A save waiting for another session's lock sat
+silent for up to 120 s. Saves killed (kill -9) while saving over a name left a copy of the model each in that
+checkpoint, removed only by a later save of that same name.
 """
 
 import os
