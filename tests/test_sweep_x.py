@@ -338,7 +338,8 @@ def test_ls_in_a_folder_a_file_blocks_says_so_rather_than_that_a_save_writes_one
     repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "notes.txt" / "ck"), out, err)
     said = " ".join(err.file.getvalue().split())  # was "no checkpoints in .../notes.txt/ck yet; :save NAME writes one"
     blocked = f"{tmp_path / 'notes.txt'} is a file, not a directory"
-    assert said == f"error: line 1: {blocked}; start minitf with another checkpoint directory" and out.file.getvalue() == ""
+    assert said == f"error: line 1: {blocked}; start minitf with another checkpoint directory"
+    assert out.file.getvalue() == ""
     out, err = consoles()
     repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "new" / "ck"), out, err)
     assert "no checkpoints in" in out.file.getvalue() and err.file.getvalue() == ""  # a save creates it: as before
