@@ -457,7 +457,7 @@ def test_out_of_memory_in_a_step_leaves_the_trainer_as_it_was(monkeypatch):
 def test_out_of_memory_while_evaluating_keeps_history_and_step_together(monkeypatch):
     trainer = worker.make_trainer(4)  # evaluates every 3 steps
 
-    def out_of_memory():
+    def out_of_memory(**_):  # (on_batch: the progress of the evaluation's batches)
         raise MemoryError("simulated: out of memory while evaluating")
 
     monkeypatch.setattr(trainer, "evaluate", out_of_memory)

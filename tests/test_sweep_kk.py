@@ -357,9 +357,11 @@ def test_patch_bolds_every_head_shown_equal_to_the_most_restored():
     assert len(re.findall(r"\x1b\[1;32m *0\.87", out.getvalue())) == 2, out.getvalue()
 
 
-def test_checks_lrfind_and_context_in_a_dumb_terminal_say_how_far_they_are():
+def test_checks_lrfind_and_context_in_a_dumb_terminal_say_how_far_they_are(monkeypatch):
+    from minitf_repl.render import live
     from minitf_repl.render.live import RichReporter
 
+    monkeypatch.setattr(live, "PROGRESS_LINES_AFTER", 0.0)  # a long work's (a blink's says nothing: test_sweep_m5)
     console = dumb_console()
     reporter = RichReporter(console)
     for done in range(1, 13):

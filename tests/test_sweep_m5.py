@@ -9,6 +9,9 @@ each error now names the script's line, counted as an editor counts them (commen
 A run stopped between evaluations read its last batch once more inside Trainer.run (a check for weights that overflow,
 from the sweep of extremes), so bench/nanogpt.py, which runs steps in chunks, timed one forward more in every chunk:
 the check is now Trainer.check_last_update(), which :train asks before it keeps the model.
+Where no bar is drawn (a dumb terminal, standard error sent to a file), `minitf checks causal --json` on a tiny model
+wrote "causal check: 12/12" before its error, for a check done in a blink: a work's quarters are said once it has
+gone on for a second.
 """
 
 import pytest
@@ -86,3 +89,24 @@ def test_a_run_in_chunks_reads_no_batch_again_and_the_check_is_asked_for():
     with pytest.raises(TrainingDiverged, match="the loss of its batch became nan"):
         trainer.check_last_update()
     trainer.check_last_update()  # asked once: a second ask has nothing left to read
+
+
+def test_progress_lines_where_no_bar_is_drawn_wait_for_a_work_that_takes_a_while(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import live
+
+    clock = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    reporter = live.RichReporter(console, live=False, lines=True)
+    for done in range(1, 13):  # done in a blink: nothing said
+        reporter.on_progress("causal check", done, 12)
+    assert console.file.getvalue() == ""
+    for done in range(1, 13):  # a second a unit: said from the first quarter past the first second on
+        clock[0] += 1.0
+        reporter.on_progress("training", done, 12)
+    assert console.file.getvalue().splitlines() == ["training: 3/12", "training: 6/12", "training: 9/12",
+                                                    "training: 12/12"]

@@ -282,7 +282,8 @@ def test_step_over_a_large_vocabulary_shows_a_small_probability_as_a_number_not_
 
     result = run(tiny_session(), ":step")
     rows = [replace(r, prob=1.3e-4) for r in result.rows]  # 8,000 tokens near even: each about 1/8,000
-    big = replace(result, rows=rows, picked_prob=1.3e-4, picked_rank=1120, vocab_size=8000, n_kept=8000)
+    big = replace(result, rows=rows, picked_prob=1.3e-4, picked_rank=1120, vocab_size=8000, n_kept=8000,
+                  n_possible=8000)
     shown = " ".join(plain(big, 100).split())
     assert "probability 1.3e-04, rank 1,120 of 8,000" in shown  # was "probability 0.000, rank 1120 of 8000"
     assert "0.000 █" not in shown and "1.3e-04 █" in shown and "8,000 of 8,000 tokens could be picked" in shown

@@ -9,6 +9,8 @@ renderer at the end. `QuietReporter` shows notices alone, on stderr (the shell's
 
 from __future__ import annotations
 
+import time
+
 from rich import box
 from rich.console import Console, Group
 from rich.live import Live
@@ -27,6 +29,8 @@ from .heatmap import unscaled
 from .tables import NARROW, add_row, fits
 from .watch import watch_view
 from .words import Words, WordStream, on_a_terminal, say, write_raw, writes_raw
+
+PROGRESS_LINES_AFTER = 1.0  # seconds a work goes on before its quarters are said as lines (where no bar is drawn)
 
 # (history key, header, narrow header, format, shown on a narrow terminal)
 LOSS_COLUMNS = (
@@ -371,6 +375,7 @@ class RichReporter(Reporter):
         self._bar_columns = self._train_columns  # the columns of the bar shown, for the width now
         self._shown = Redrawn()  # what the live display shows
         self._quarters: dict[str, int] = {}  # a dumb terminal: the quarters of each long work said (on_progress)
+        self._progress_began: dict[str, float] = {}  # when each work's first on_progress came
         self._bar_label: str | None = None  # what on_progress's bar is labelled now
 
     # Ctrl-C --------------------------------------------------------------------------------------
@@ -529,8 +534,11 @@ class RichReporter(Reporter):
     # other long work -----------------------------------------------------------------------------
     def on_progress(self, what: str, done: int, total: int) -> None:
         if self.lines and total > 0:  # a dumb terminal: a line at each quarter of the way (no bar to redraw there)
+            # once the work has gone on for a while: a check done in a blink said "causal check: 12/12" in a script's
+            # log, where a bar on a terminal would have flashed and gone
+            began = self._progress_began.setdefault(what, time.monotonic())
             quarter = 4 * done // total
-            if quarter > self._quarters.get(what, 0):
+            if quarter > self._quarters.get(what, 0) and time.monotonic() - began >= PROGRESS_LINES_AFTER:
                 self._quarters[what] = quarter
                 say(self.console, f"{what}: {done:,}/{total:,}")
         if not self.live:
