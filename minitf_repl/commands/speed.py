@@ -191,7 +191,7 @@ class QuantizeResult:
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy that :gen, :step and :kv decode with, and measure size, speed and val loss; "
                "off: the float model (default: show which is on)"),
-], json_version=4)  # fmt: skip
+], interruptible=True, json_version=4)  # fmt: skip
 def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
     mode = (args["mode"] or "").strip()
     on = session.has_model and session.sampling_copy
@@ -207,13 +207,19 @@ def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeRe
     # The copy is made of the model as it is, without :ablate's hooks; the session then switches the
     # same parts off in both, and keeps them in step as :ablate changes (Session.set_ablations).
     active = session.ablations
-    session.set_ablations([])
-    qmodel = quantize_for_sampling(model)
-    session.set_sampling_model(qmodel)
-    session.set_ablations(active)
-    prompt = default_prompt(tokenizer)  # where :gen starts without a prompt
-    result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS,
-                     cache=session.gen_config.cache)  # timed as :gen decodes: with the cache, or without it
+    previous = session.sampling_model if on else None
+    try:  # interruptible: Ctrl-C switches nothing (the copy that was on stays on), as no measure was shown
+        session.set_ablations([])
+        qmodel = quantize_for_sampling(model)
+        session.set_sampling_model(qmodel)
+        session.set_ablations(active)
+        prompt = default_prompt(tokenizer)  # where :gen starts without a prompt
+        result = measure(model, qmodel, trainer, tokenizer.encode(prompt), n_tokens=QUANTIZE_TOKENS,
+                         cache=session.gen_config.cache)  # timed as :gen decodes: with the cache, or without it
+    except KeyboardInterrupt:
+        session.set_sampling_model(previous)
+        session.set_ablations(active)  # in the copy that was on as well
+        raise
     return QuantizeResult("int8", changed=not on, measure=result, device=str(session.device),
                           ablations=[str(a) for a in active])
 

@@ -496,7 +496,7 @@ def check_causal(session: Session, what: str) -> None:
           positional=True),
     replace(BLOCK, help="list the heads of this block only (default: every block)"),
     Param("seed", int, help="the random tokens' seed (default 0)", low=0, limit=2**63 - 1),
-], json_version=2)  # fmt: skip
+], interruptible=True, json_version=2)  # fmt: skip
 def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
     from ..core.heads import SEQUENCES, head_roles, repeat_length, repeated_tokens, trained_length
 

@@ -1,0 +1,81 @@
+"""What a user's-eye sweep of Ctrl-C in every command found: each test failed before its fix.
+
+`:heads` on a 6 x 256 model (two seconds of switching each head off in turn) and `:quantize int8` (three seconds of
+timing and evaluating both models) polled no stop flag and were not interruptible: Ctrl-C went unheard, the whole
+result came after it as if nothing had been pressed, and a Ctrl-C that did land inside `:quantize` left `:gen`
+sampling from an int8 copy that had never been measured.
+"""
+
+import pytest
+import torch
+
+from minitf_repl.commands import REGISTRY
+from test_commands import run, tiny_session
+
+
+def cut(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def logits_of(session) -> torch.Tensor:
+    model = session.model
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return model(torch.arange(8).view(1, 8) % session.model_config.vocab_size)[0].clone()
+    finally:
+        model.train(was)
+
+
+# --- :heads --------------------------------------------------------------------------------------------------
+def test_heads_stops_at_ctrl_c_and_leaves_the_model_and_its_ablations_as_they_were(monkeypatch):
+    assert REGISTRY["heads"].interruptible  # it polls no stop flag: Ctrl-C went unheard for the whole head sweep
+    from minitf_repl.core import heads
+
+    s = tiny_session()
+    run(s, ":ablate head=0.1")
+    before = logits_of(s)
+    calls = []
+
+    def cut_on_second(*args, **kwargs):  # Ctrl-C while the second head is switched off
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return 0.0
+
+    monkeypatch.setattr(heads, "repeat_loss", cut_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        run(s, ":heads")
+    assert [str(a) for a in s.ablations] == ["head 0.1"]
+    assert torch.equal(logits_of(s), before)  # the head switched off for the sweep is back on
+
+
+# --- :quantize -----------------------------------------------------------------------------------------------
+def test_quantize_stops_at_ctrl_c_and_switches_nothing(monkeypatch):
+    assert REGISTRY["quantize"].interruptible  # it polls no stop flag: three seconds of Ctrl-C unheard
+    from minitf_repl.core import quantize
+
+    s = tiny_session()
+    run(s, ":ablate head=0.1")
+    before = logits_of(s)
+    monkeypatch.setattr(quantize, "measure", cut)  # Ctrl-C while both models are timed and evaluated
+    with pytest.raises(KeyboardInterrupt):
+        run(s, ":quantize int8")
+    assert not s.sampling_copy  # was: :gen sampled from the int8 copy the interrupted command never reported
+    assert s.sampling_model is s.model
+    assert [str(a) for a in s.ablations] == ["head 0.1"]
+    assert torch.equal(logits_of(s), before)
+
+
+def test_quantize_cut_short_keeps_the_int8_copy_that_was_on_before(monkeypatch):
+    from minitf_repl.core import quantize
+
+    s = tiny_session()
+    run(s, ":quantize int8")
+    copy = s.sampling_model
+    assert copy is not s.model
+    monkeypatch.setattr(quantize, "measure", cut)
+    with pytest.raises(KeyboardInterrupt):
+        run(s, ":quantize int8")
+    assert s.sampling_model is copy
