@@ -31,7 +31,7 @@ from rich.text import Text
 from .commands import REGISTRY
 from .core import distributed
 from .core.errors import UserError, is_out_of_memory
-from .core.interrupts import may_cut_short
+from .core.interrupts import hold_back, holding, may_cut_short
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
@@ -366,6 +366,9 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
             reporter.terminate_signal = signum
         if (interruptible or may_cut_short()) and not raised:  # a wait with no next step: core.interrupts
             raised.append(signum)
+            if holding():  # a part that must be done whole (a trial step undone): it raises at its end
+                hold_back()
+                return
             raise KeyboardInterrupt
         if not interruptible:
             reporter.request_stop()

@@ -6,11 +6,15 @@ result came after it as if nothing had been pressed, and a Ctrl-C that did land 
 sampling from an int8 copy that had never been measured.
 """
 
+import os
+import signal
+
 import pytest
 import torch
 
+from minitf_repl import dispatch
 from minitf_repl.commands import REGISTRY
-from test_commands import run, tiny_session
+from test_commands import Recorder, run, tiny_session
 
 
 def cut(*args, **kwargs):
@@ -79,3 +83,42 @@ def test_quantize_cut_short_keeps_the_int8_copy_that_was_on_before(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run(s, ":quantize int8")
     assert s.sampling_model is copy
+
+
+# --- :grad ---------------------------------------------------------------------------------------------------
+@pytest.fixture
+def sigint_default():
+    """Python's own SIGINT handler for the test (a test process started in the background inherits it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_grad_stops_at_ctrl_c_and_a_ctrl_c_as_its_trial_step_is_undone_waits_for_the_end(sigint_default, monkeypatch):
+    assert REGISTRY["grad"].interruptible  # it polled no stop flag: two seconds unheard, the whole page after it
+    s = tiny_session()
+    run(s, ":train steps=2")
+    trainer = s.trainer
+    weights = {k: v.clone() for k, v in s.model.state_dict().items()}
+    moments = [{k: v.clone() for k, v in st.items() if torch.is_tensor(v)}
+               for st in trainer.optimizer.state.values()]
+    grads = [p.grad for p in s.model.parameters()]
+    rollback = trainer.rollback
+
+    def ctrl_c_in_the_undoing(*args, **kwargs):  # Ctrl-C lands as the optimizer's trial step is being undone
+        os.kill(os.getpid(), signal.SIGINT)
+        return rollback(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "rollback", ctrl_c_in_the_undoing)
+    hooks = Recorder()
+    with pytest.raises(KeyboardInterrupt):
+        with dispatch.stop_on_signals(hooks, REGISTRY["grad"]):
+            run(s, ":grad", hooks)
+    state = s.model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in weights.items())  # the trial step was undone
+    assert len(trainer.optimizer.state) == len(moments)
+    for st, before in zip(trainer.optimizer.state.values(), moments):
+        assert all(torch.equal(st[k], v) for k, v in before.items())
+    assert all(p.grad is g for p, g in zip(s.model.parameters(), grads))
+    monkeypatch.undo()
+    assert run(s, ":train steps=1").steps == 1  # the session goes on

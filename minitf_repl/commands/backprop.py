@@ -93,7 +93,7 @@ class GradResult:
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",), json_version=3)  # fmt: skip
+], aliases=("backprop",), interruptible=True, json_version=3)  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)

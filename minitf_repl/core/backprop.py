@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from .inside import block_at, scored_text
+from .interrupts import held
 from .probe import listening
 
 # The check runs the model on a float64 copy of its parameters (8 bytes each); above this many it is
@@ -270,24 +271,26 @@ def optimizer_step(trainer, params, grads) -> tuple[list[float], float]:
     The step is :train's: the gradient clipped to grad_clip, every group at the peak rate, the optimizer's
     own state (AdamW's moments, Muon's momentum) as it is now. Afterwards the weights, the optimizer's
     state and the random state go back to the trainer's snapshot (Trainer.rollback, what undoes a step
-    that diverged) and every .grad to what it was, so nothing of it stays.
+    that diverged) and every .grad to what it was, so nothing of it stays: a Ctrl-C (:grad is interruptible)
+    waits for that end (core.interrupts.held), as one inside the undoing would leave the step half undone.
     """
-    saved = trainer.snapshot()
-    old_grads = [p.grad for _, p in params]
-    before = [p.detach().clone() for _, p in params]
-    try:
-        for (_, p), g in zip(params, grads):
-            p.grad = None if g is None else g.detach().clone()
-        max_norm = trainer.config.grad_clip if trainer.config.grad_clip > 0 else float("inf")
-        norm = float(torch.nn.utils.clip_grad_norm_([p for _, p in params], max_norm))
-        for group in trainer.optimizer.param_groups:
-            group["lr"] = trainer.config.lr
-        trainer.optimizer.step()
-        sizes = [_size(p.detach() - b) for (_, p), b in zip(params, before)]
-    finally:
-        trainer.rollback(saved)
-        for (_, p), g in zip(params, old_grads):
-            p.grad = g
+    with held():
+        saved = trainer.snapshot()
+        old_grads = [p.grad for _, p in params]
+        before = [p.detach().clone() for _, p in params]
+        try:
+            for (_, p), g in zip(params, grads):
+                p.grad = None if g is None else g.detach().clone()
+            max_norm = trainer.config.grad_clip if trainer.config.grad_clip > 0 else float("inf")
+            norm = float(torch.nn.utils.clip_grad_norm_([p for _, p in params], max_norm))
+            for group in trainer.optimizer.param_groups:
+                group["lr"] = trainer.config.lr
+            trainer.optimizer.step()
+            sizes = [_size(p.detach() - b) for (_, p), b in zip(params, before)]
+        finally:
+            trainer.rollback(saved)
+            for (_, p), g in zip(params, old_grads):
+                p.grad = g
     return sizes, min(1.0, max_norm / (norm + 1e-6))
 
 
