@@ -351,7 +351,8 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
     An `interruptible` command (e.g. :save) polls no stop flag: the first signal raises
     KeyboardInterrupt inside it, and it cleans up and reports; so does any command while it waits
     inside core.interrupts.cut_short() (a download). Later ones are ignored, so a second,
-    fast Ctrl-C (or the SIGTERM a supervisor repeats) cannot cut that clean-up short. SIGTERM and
+    fast Ctrl-C (or the SIGTERM a supervisor repeats) cannot cut that clean-up short. One that finds an
+    import going on is raised once the import has ended (a few tenths of a second). SIGTERM and
     SIGHUP are also recorded on the reporter (`terminate_signal`): the front end exits after the
     command, with signal_status().
     """
@@ -360,21 +361,58 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
         return
     interruptible = command is not None and command.interruptible
     raised = []
+    alarm = []  # the SIGALRM handler before a KeyboardInterrupt was put off until an import ends
+
+    def interrupt(frame) -> None:
+        if holding():  # a part that must be done whole (a trial step undone): it raises at its end
+            hold_back()
+        elif _importing(frame) and _ALARM is not None:
+            # Cut in two, an import leaves a package without its submodule for good (torch's lazy import of
+            # sympy, in :grad's first gradient: every later :grad failed with "module 'sympy' has no attribute
+            # 'core'"): ask again in a moment, once it has ended
+            if not alarm:
+                alarm.append(signal.signal(_ALARM, later))
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+        else:
+            raise KeyboardInterrupt
 
     def handler(signum, frame):
         if signum in TERMINATING and reporter.terminate_signal is None:
             reporter.terminate_signal = signum
         if (interruptible or may_cut_short()) and not raised:  # a wait with no next step: core.interrupts
             raised.append(signum)
-            if holding():  # a part that must be done whole (a trial step undone): it raises at its end
-                hold_back()
-                return
-            raise KeyboardInterrupt
+            interrupt(frame)
+            return
         if not interruptible:
             reporter.request_stop()
 
-    with handling(STOP_SIGNALS, handler):
-        yield
+    def later(signum, frame):
+        if interruptible or may_cut_short():
+            interrupt(frame)
+        else:  # the wait that was to be cut short has ended: stop at the next step instead
+            reporter.request_stop()
+
+    try:
+        with handling(STOP_SIGNALS, handler):
+            yield
+    finally:
+        if alarm:
+            pending = signal.setitimer(signal.ITIMER_REAL, 0)[0] > 0
+            signal.signal(_ALARM, alarm[0])
+            if pending:  # the command ended before the import did: the front end still hears of the Ctrl-C
+                reporter.request_stop()
+
+
+_ALARM = getattr(signal, "SIGALRM", None) if hasattr(signal, "setitimer") else None  # None on Windows
+
+
+def _importing(frame) -> bool:
+    """Whether `frame` (where a signal found the main thread) runs inside an import."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager

@@ -1,13 +1,17 @@
 """What a user's-eye sweep of Ctrl-C in every command found: each test failed before its fix.
 
-`:heads` on a 6 x 256 model (two seconds of switching each head off in turn) and `:quantize int8` (three seconds of
-timing and evaluating both models) polled no stop flag and were not interruptible: Ctrl-C went unheard, the whole
-result came after it as if nothing had been pressed, and a Ctrl-C that did land inside `:quantize` left `:gen`
-sampling from an int8 copy that had never been measured.
+`:heads` on a 6 x 256 model (two seconds of switching each head off in turn), `:quantize int8` (three seconds of
+timing and evaluating both models) and `:grad` (two seconds) polled no stop flag and were not interruptible: Ctrl-C
+went unheard, the whole result came after it as if nothing had been pressed, and a Ctrl-C that did land inside
+`:quantize` left `:gen` sampling from an int8 copy that had never been measured. A Ctrl-C that cut a lazy import in
+two (torch imports sympy in the first :grad) broke that command for the rest of the session ("internal error:
+AttributeError: module 'sympy' has no attribute 'core'").
 """
 
 import os
 import signal
+import sys
+import time
 
 import pytest
 import torch
@@ -122,3 +126,35 @@ def test_grad_stops_at_ctrl_c_and_a_ctrl_c_as_its_trial_step_is_undone_waits_for
     assert all(p.grad is g for p, g in zip(s.model.parameters(), grads))
     monkeypatch.undo()
     assert run(s, ":train steps=1").steps == 1  # the session goes on
+
+
+# --- Ctrl-C during an import ---------------------------------------------------------------------------------
+def test_ctrl_c_during_a_lazy_import_waits_for_the_import_so_the_next_command_still_works(sigint_default, tmp_path,
+                                                                                           monkeypatch):
+    # torch imports sympy (500 modules, half a second) the first time :grad asks autograd for a gradient with
+    # grad_outputs: a Ctrl-C then cut the import in two, and every later :grad said "internal error: AttributeError:
+    # module 'sympy' has no attribute 'core'" until the shell was restarted
+    package = tmp_path / "halfpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import halfpkg.done\nimport halfpkg.slow\nVALUE = halfpkg.done.VALUE\n")
+    (package / "done.py").write_text("VALUE = 7\n")
+    sent = tmp_path / "sent"  # one Ctrl-C, in the first try of the import
+    (package / "slow.py").write_text(f"import os, pathlib, signal, time\nsent = pathlib.Path({str(sent)!r})\n"
+                                     "if not sent.exists():\n    sent.touch()\n"
+                                     "    os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(0.2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        hooks = Recorder()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            with dispatch.stop_on_signals(hooks, REGISTRY["grad"]):
+                import halfpkg  # noqa: F401
+                while time.monotonic() - started < 5:  # the command's work after the import: Ctrl-C stops it
+                    time.sleep(0.01)
+        assert time.monotonic() - started < 2
+        import halfpkg
+
+        assert halfpkg.VALUE == 7  # the import was whole
+    finally:
+        for name in [n for n in sys.modules if n == "halfpkg" or n.startswith("halfpkg.")]:
+            del sys.modules[name]
