@@ -1,7 +1,8 @@
 """What a user's-eye sweep of Ctrl-C in every command found: each test failed before its fix.
 
 `:heads` on a 6 x 256 model (two seconds of switching each head off in turn), `:quantize int8` (three seconds of
-timing and evaluating both models) and `:grad` (two seconds) polled no stop flag and were not interruptible: Ctrl-C
+timing and evaluating both models), `:grad` (two seconds) and `:patch` (0.8 s on 8 x 512, more on a longer
+prompt) polled no stop flag and were not interruptible: Ctrl-C
 went unheard, the whole result came after it as if nothing had been pressed, and a Ctrl-C that did land inside
 `:quantize` left `:gen` sampling from an int8 copy that had never been measured. A Ctrl-C that cut a lazy import in
 two (torch imports sympy in the first :grad) broke that command for the rest of the session ("internal error:
@@ -158,3 +159,31 @@ def test_ctrl_c_during_a_lazy_import_waits_for_the_import_so_the_next_command_st
     finally:
         for name in [n for n in sys.modules if n == "halfpkg" or n.startswith("halfpkg.")]:
             del sys.modules[name]
+
+
+# --- :patch --------------------------------------------------------------------------------------------------
+def test_patch_stops_at_ctrl_c_and_leaves_the_model_as_it_was():
+    # on an 8 x 512 model a short pair of prompts took 0.8 s, a longer one seconds, and Ctrl-C went unheard
+    assert REGISTRY["patch"].interruptible
+    s = tiny_session()
+    model = s.model
+    before = logits_of(s)
+    modes = [m.training for m in model.modules()]
+    kernels = [getattr(m, "use_sdpa", None) for m in model.modules()]
+    calls = []
+
+    def ctrl_c_in_the_sweep(module, inputs):  # Ctrl-C while one of the head patches runs
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    handle = model.blocks[-1].register_forward_pre_hook(ctrl_c_in_the_sweep)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(s, ":patch 3141= 9141=")
+    finally:
+        handle.remove()
+    assert [m.training for m in model.modules()] == modes
+    assert [getattr(m, "use_sdpa", None) for m in model.modules()] == kernels
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+    assert torch.equal(logits_of(s), before)

@@ -190,7 +190,7 @@ def _best_head(value: float, names: list[str]) -> str:
     Param("target", str, blank=True, meta="CHAR",
           help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
                "next token)"),
-], json_version=4)  # fmt: skip
+], interruptible=True, json_version=4)  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     data = session.data
     clean, corrupt = split_prompts(args["prompts"], data)
