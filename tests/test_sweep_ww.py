@@ -1,12 +1,11 @@
 """What a user's-eye sweep of Ctrl-C in every command found: each test failed before its fix.
 
 `:heads` on a 6 x 256 model (two seconds of switching each head off in turn), `:quantize int8` (three seconds of
-timing and evaluating both models), `:grad` (two seconds) and `:patch` (0.8 s on 8 x 512, more on a longer
-prompt) polled no stop flag and were not interruptible: Ctrl-C
-went unheard, the whole result came after it as if nothing had been pressed, and a Ctrl-C that did land inside
-`:quantize` left `:gen` sampling from an int8 copy that had never been measured. A Ctrl-C that cut a lazy import in
-two (torch imports sympy in the first :grad) broke that command for the rest of the session ("internal error:
-AttributeError: module 'sympy' has no attribute 'core'").
+timing and evaluating both models), `:grad` (two seconds) and `:patch` (0.8 s on 8 x 512, more on a longer prompt)
+polled no stop flag and were not interruptible: Ctrl-C went unheard, the whole result came after it as if nothing
+had been pressed, and a Ctrl-C that did land inside `:quantize` left `:gen` sampling from an int8 copy that had
+never been measured. A Ctrl-C that cut a lazy import in two (torch imports sympy in the first :grad) broke that
+command for the rest of the session ("internal error: AttributeError: module 'sympy' has no attribute 'core'").
 """
 
 import os
