@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -86,6 +87,8 @@ class TrainResult:
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
     # watch=: the view made before the first step and at every evaluation, in order (kept in the session too)
     frames: list[WatchFrame] = field(default_factory=list)
+    # watch=: the seconds its frames took to make, all together: in no elapsed, tokens/s or seconds above
+    watch_seconds: float | None = None
     # val_loss in bits per character of the val text: loss x tokens / characters / ln 2 (text data only).
     # Losses per token of different tokenizers do not compare; bits per character of the same text do.
     val_bpc: float | None = None
@@ -140,7 +143,7 @@ class TrainResult:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=11)  # fmt: skip
+], json_version=12)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -286,19 +289,23 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     reporter.on_train_start(trainer.run_steps, trainer.step - trainer.run_start, resumed)
     reporter.on_train_vocab(session.data.tokenizer.vocab_size)
     frames: list[WatchFrame] = []
+    watched = [0.0]  # the seconds the frames took: outside every step's and evaluation's timing, so said apart
     on_step = reporter.on_step
     if watcher is not None:
-        def watch(frame: WatchFrame) -> None:
+        def watch(step: int, val_loss: float | None) -> None:
+            t0 = time.perf_counter()
+            frame = watcher.frame(session.model, step, val_loss)
+            watched[0] += time.perf_counter() - t0
             frames.append(frame)
             reporter.on_watch(frame)
 
         def on_step(info) -> None:
             reporter.on_step(info)
             if info.val_loss is not None:  # at each evaluation, outside the step's timing
-                watch(watcher.frame(session.model, info.step, info.val_loss))
+                watch(info.step, info.val_loss)
     try:
         if watcher is not None:  # the frame before the first step: one that fails rolls the run back as a step would
-            watch(watcher.frame(session.model, trainer.step, None))
+            watch(trainer.step, None)
         summary = trainer.run(on_step=on_step, should_stop=reporter.should_stop, on_notice=reporter.notice,
                               on_evaluate=reporter.on_evaluate)
         trainer.check_last_update()  # a stop between evaluations: weights of 1e30 must not be autosaved as a model
@@ -359,6 +366,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
         schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
+        watch_seconds=watched[0] if frames else None,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
         first_run=session.trainer.run_start == 0, question=_question(session.data),
     )
@@ -612,7 +620,20 @@ def render_train(result: TrainResult, console: Console) -> None:
         then = (f"{cmd('report')} shows them in order{more}" if syntax() == REPL else
                 f"the frames end with this command: in the REPL ({interactive()}), :report and :plot show them after "
                 "the run")
-        note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}); {then}")
+        note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}{watch_time(result)}); "
+                      f"{then}")
+
+
+def watch_time(result: TrainResult) -> str:
+    """": 0.05 s a frame, 0.15 s in all, not counted in the table's time": what watching added to the run, which the
+    table's elapsed, its tokens/s and the summary leave out (a context frame can take longer than the evaluation)."""
+    if result.watch_seconds is None or not result.frames:
+        return ""
+    def said(seconds: float) -> str:  # a lens frame takes milliseconds: "0.00 s" would say it took nothing
+        return spaced_seconds(seconds) if seconds >= 0.005 else f"{seconds * 1000:.1f} ms"
+
+    each = result.watch_seconds / len(result.frames)
+    return f": {said(each)} a frame, {said(result.watch_seconds)} in all, not counted in the table's time"
 
 
 def plot_hint(frames: list[WatchFrame]) -> str:

@@ -1,0 +1,52 @@
+"""What a user's-eye sweep of watching a model learn (`:train watch=`, then :plot and :report) found: each test
+failed before its fix.
+
+The time the frames took was said nowhere: the loss table's elapsed column, tokens/s and the summary's seconds all
+leave it out, and a watch=context frame (128 val windows) took longer than the evaluation it was drawn at, so a run
+with eval_every=1 took twice the time its table and summary said, without a word. `:report` after a run watched at
+every step wrote every frame into the page: 201 frames of watch=attn on a 64-token prompt made a 155 MB page.
+"""
+
+import io
+import re
+import time
+
+from rich.console import Console
+
+from minitf_repl.core import watch as core_watch
+from minitf_repl.dispatch import run_command, to_json
+from minitf_repl.render import render
+from minitf_repl.session import Session
+
+TINY = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4,
+        "autosave": False, "eval_batches": 1}
+
+
+def session(data: str = "sort") -> Session:
+    s = Session(data_spec=data)
+    run_command(s, "set", dict(TINY))
+    return s
+
+
+def text_of(result, width: int = 100) -> str:
+    c = Console(file=io.StringIO(), width=width, color_system=None)
+    render(result, c)
+    return c.file.getvalue()
+
+
+# --- the time the frames take is said ----------------------------------------------------------------------------
+def test_the_time_the_frames_took_is_said_and_in_the_json(monkeypatch):
+    made = core_watch.Watcher.frame
+
+    def slow(self, model, step, val_loss):
+        time.sleep(0.05)
+        return made(self, model, step, val_loss)
+
+    monkeypatch.setattr(core_watch.Watcher, "frame", slow)
+    s = session()
+    r = run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "lens"})
+    assert len(r.frames) == 3 and r.watch_seconds >= 0.15
+    assert to_json(r)["watch_seconds"] == r.watch_seconds
+    text = " ".join(text_of(r).split())
+    assert re.search(r"watched 3 frames \(lens: 0\.\d\d s a frame, 0\.\d\d s in all, not counted in the table.s time\)",
+                     text), text
