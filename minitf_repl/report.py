@@ -232,9 +232,23 @@ def embedding_svg(vocab: list[str], coords: list[list[float]], asked: list[int],
     return "".join(parts)
 
 
+# The most frames a page shows: a run watched at every step (eval_every=1) made a frame a step, and 201 frames of
+# watch=attn on a 64-token prompt wrote a page of 155 MB that a browser chokes on. :plot charts every frame.
+REPORT_FRAMES = 40
+
+
+def shown_frames(frames: list) -> list:
+    """At most REPORT_FRAMES of `frames`, evenly spread, the first and the last among them."""
+    if len(frames) <= REPORT_FRAMES:
+        return list(frames)
+    picks = sorted({round(k * (len(frames) - 1) / (REPORT_FRAMES - 1)) for k in range(REPORT_FRAMES)})
+    return [frames[i] for i in picks]
+
+
 def frames_html(frames: list, step: int | None = None) -> list[str]:
-    """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation; `step`, the
-    model's, where it has trained on since the last frame (an unwatched :train after the watched one)."""
+    """The frames of a `:train watch=` run as a sequence: one figure, table or sample per evaluation (at most
+    REPORT_FRAMES of them, evenly spread); `step`, the model's, where it has trained on since the last frame (an
+    unwatched :train after the watched one)."""
     first = frames[0]
     # what it read: the repeated random tokens or the val windows as the terminal says them, else the whole prompt
     read = (_esc(frame_input(first)) if (first.heads and first.repeat is not None) or first.bands
@@ -244,7 +258,11 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
     if step is not None and frames[-1].step < step:  # the views above are of the model now, not of the last frame
         out.append(f"<p>These frames are of the last run watched: the last frame is of step {frames[-1].step:,}; "
                    f"the model on this page has trained to step {step:,} since.</p>")
-    for frame in frames:
+    shown = shown_frames(frames)
+    if len(shown) < len(frames):
+        out.append(f"<p>This page shows {len(shown)} of the {len(frames):,} frames, evenly spread, the first and the "
+                   "last among them: <code>:plot</code> charts every frame of the views it draws.</p>")
+    for frame in shown:
         out.append(f'<h3 class="frame">{_esc(frame_when(frame))}</h3>')
         if frame.maps:
             future = reads_future(frame.maps)

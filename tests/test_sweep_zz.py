@@ -50,3 +50,18 @@ def test_the_time_the_frames_took_is_said_and_in_the_json(monkeypatch):
     text = " ".join(text_of(r).split())
     assert re.search(r"watched 3 frames \(lens: 0\.\d\d s a frame, 0\.\d\d s in all, not counted in the table.s time\)",
                      text), text
+
+
+# --- :report after a run watched at every step --------------------------------------------------------------------
+def test_report_after_a_run_watched_at_every_step_shows_a_bounded_sample_of_its_frames(tmp_path):
+    from minitf_repl.report import REPORT_FRAMES
+
+    s = session()
+    run_command(s, "train", {"steps": 60, "eval_every": 1, "watch": "attn", "prompt": "1234="})
+    assert len(s.watch_frames) == 61
+    r = run_command(s, "report", {"path": str(tmp_path / "r.html")})
+    page = (tmp_path / "r.html").read_text()
+    assert page.count('<h3 class="frame">') == REPORT_FRAMES < 61
+    assert "step 0 (before training)" in page and "step 60, val loss" in page  # the first and the last are there
+    assert f"{REPORT_FRAMES} of 61 frames of watch=attn" in r.sections
+    assert f"shows {REPORT_FRAMES} of the 61 frames, evenly spread" in page

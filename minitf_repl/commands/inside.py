@@ -970,7 +970,7 @@ def complete_html(session) -> list[str]:
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
 ], interruptible=True, json_version=2)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
-    from ..report import ReportData, build_report, check_report_path, write_report
+    from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
 
     path = check_report_path((args["path"] or "").strip() or "report.html")  # before any work
     start = time.perf_counter()
@@ -1053,7 +1053,9 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 + (["loss by position"] if context is not None else []) + ["teacher forcing"]
                 + (["what each head does"] if heads is not None else []) + ["samples"])
     if report.frames:
-        sections.append(f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
+        shown = len(shown_frames(report.frames))
+        sections.append((f"{shown} of " if shown < len(report.frames) else "")
+                        + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations)
 
 
