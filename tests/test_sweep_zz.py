@@ -65,3 +65,16 @@ def test_report_after_a_run_watched_at_every_step_shows_a_bounded_sample_of_its_
     assert "step 0 (before training)" in page and "step 60, val loss" in page  # the first and the last are there
     assert f"{REPORT_FRAMES} of 61 frames of watch=attn" in r.sections
     assert f"shows {REPORT_FRAMES} of the 61 frames, evenly spread" in page
+
+
+# --- a terminal that cannot redraw (TERM=dumb) or a log: the frames are printed as they come -----------------------
+def test_where_progress_comes_as_lines_each_frame_is_printed_under_its_evaluations_line():
+    from minitf_repl.render.live import RichReporter
+
+    s = session()
+    c = Console(file=io.StringIO(), width=60, color_system=None)
+    run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "lens"}, RichReporter(c, live=False, lines=True))
+    out = c.file.getvalue()
+    assert "step 0 (before training): the logit lens" in out
+    assert out.index("step 2 (run 2/4)") < out.index("step 2, val loss") < out.index("step 4 (run 4/4)")
+    assert "blocks.1" in out  # the frame itself, not its title alone

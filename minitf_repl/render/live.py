@@ -461,6 +461,9 @@ class RichReporter(Reporter):
 
     def on_watch(self, frame) -> None:
         self._frame = frame
+        if self.lines:  # no live display to draw it under: printed as it comes, under its evaluation's line (a dumb
+            # terminal showed no frame until the run's end, and a log of `minitf train --watch` none but the last)
+            self.console.print(watch_view(frame, self.console.width, unscaled(self.console)))
         self._refresh()
 
     def on_evaluate(self, done: int, total: int) -> None:
