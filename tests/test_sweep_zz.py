@@ -78,3 +78,17 @@ def test_where_progress_comes_as_lines_each_frame_is_printed_under_its_evaluatio
     assert "step 0 (before training): the logit lens" in out
     assert out.index("step 2 (run 2/4)") < out.index("step 2, val loss") < out.index("step 4 (run 4/4)")
     assert "blocks.1" in out  # the frame itself, not its title alone
+
+
+# --- a heads frame's copying line says what the two losses say --------------------------------------------------
+def test_a_heads_frame_whose_repeat_costs_more_than_the_first_copy_does_not_say_the_repeat_is_read_off_it():
+    from minitf_repl.core.watch import WatchFrame
+    from minitf_repl.render.watch import copying
+
+    def frame(first, second):
+        return WatchFrame(20, 2.5, "heads", "", [], repeat=32, first_copy=first, second_copy=second)
+
+    untrained = copying(frame(4.16, 4.32))  # add:2 after 30 steps, which :heads called "no copying from context yet"
+    assert "no copying from context yet" in untrained
+    assert "copying from context may have begun" in copying(frame(5.91, 5.80))
+    assert "the model copies from context" in copying(frame(5.0, 1.0))

@@ -28,6 +28,7 @@ from ..render.heatmap import cell, legend, plain, unscaled
 from ..render.renderers import render
 from ..render.chart import spark
 from ..render.tables import NARROW, add_row, fits, fitting_table, shown_columns
+from ..render.watch import BEGUN_BY, COPIES_AT
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
@@ -402,8 +403,6 @@ def render_attrib(result: AttribResult, console: Console) -> None:
 # (tests/test_heads.py checks the two agree); HeadRow's fields are these names.
 HEAD_ROLES = ("previous", "current", "first", "duplicate", "induction")
 HEAD_ROWS = 48  # with more heads than this (and no layer=), only the named ones are listed
-COPIES_AT = 0.5  # the repeat's loss at most this share of the first copy's: the model copies from context
-BEGUN_BY = 0.1  # nats the repeat's loss lies under the first copy's where copying has begun (not yet to COPIES_AT)
 
 
 @dataclass

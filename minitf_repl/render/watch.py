@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..core.watch import CONTEXT_WINDOWS
 from ..palette import terminal_safe, visible
+from ..syntax import cmd
 from . import fmt
 from .heatmap import attention_window, heatmap, legend, reads_future, window_note
 from .scatter import asked_ids, grid_size, scatter
@@ -67,10 +68,22 @@ def bands_line(frame) -> Text:
     return line
 
 
+COPIES_AT = 0.5  # the repeat's loss at most this share of the first copy's: the model copies from context
+BEGUN_BY = 0.1  # nats the repeat's loss lies under the first copy's where copying has begun (not yet to COPIES_AT)
+
+
 def copying(frame) -> str:
-    """The loss on the repeat against the first copy, in one line (watch=heads on random tokens)."""
-    return (f"loss on the repeat {frame.second_copy:.2f} nats a token, on the first copy {frame.first_copy:.2f}: "
-            "the repeat can be read off the first copy by a head that looks back")
+    """The loss on the repeat against the first copy, in one line (watch=heads on random tokens), read as :heads
+    reads them (commands.why.heads_reading): "the repeat can be read off the first copy" said of a repeat that cost
+    more than the first copy read as copying where :heads said "no copying from context yet"."""
+    losses = f"loss on the repeat {frame.second_copy:.2f} nats a token, on the first copy {frame.first_copy:.2f}"
+    if frame.second_copy <= COPIES_AT * frame.first_copy:
+        return f"{losses}: the model copies from context, reading the repeat off the first copy"
+    if frame.first_copy - frame.second_copy > BEGUN_BY:
+        return (f"{losses}: copying from context may have begun, not yet to half the loss ({cmd('heads')} weighs the "
+                "gap against the noise of these tokens)")
+    return (f"{losses}: no copying from context yet (the repeat can be read off the first copy by a head that looks "
+            "back, once one does)")
 
 
 def frame_subject(frame) -> str:
