@@ -136,7 +136,7 @@ def test_watched_run_names_a_plot_only_where_the_frames_have_it():
     session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_seq_len=16),
                       TrainConfig(steps=2, batch_size=2, eval_every=2), data_spec="add", device_name="cpu")
     unknown = plain(run(session, ":train steps=2 watch=lens prompt=12+34="))  # not the task's form: no known answer
-    assert "watched 2 frames (lens); :report shows them in order" in unknown
+    assert "watched 2 frames (lens: " in unknown and "time); :report shows them in order" in unknown
     assert ":plot what=lens_rank" not in unknown
     with pytest.raises(UserError, match="no lens frames with a known next token"):
         run(session, ":plot what=lens_rank")
