@@ -92,3 +92,21 @@ def test_a_heads_frame_whose_repeat_costs_more_than_the_first_copy_does_not_say_
     assert "no copying from context yet" in untrained
     assert "copying from context may have begun" in copying(frame(5.91, 5.80))
     assert "the model copies from context" in copying(frame(5.0, 1.0))
+
+
+# --- the live display on a wide but short terminal ----------------------------------------------------------------
+def test_a_wide_short_terminal_shows_the_loss_table_and_the_attention_frame_while_training():
+    from minitf_repl.render.live import LossTable, RichReporter
+
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", {**TINY, "n_heads": 4, "max_seq_len": 64})
+    prompt = "def main(argv):\n    parser = argparse.ArgumentParser(description=1)"
+    r = run_command(s, "train", {"steps": 2, "eval_every": 2, "watch": "attn", "prompt": prompt})
+    c = Console(file=io.StringIO(), width=200, height=40, color_system=None)
+    reporter = RichReporter(c, live=False)
+    reporter._table = LossTable(r.evals, vocab_size=r.vocab_size)
+    reporter._frame = r.frames[-1]
+    text = "\n".join("".join(seg.text for seg in line) for line in c.render_lines(reporter.training_view(), pad=False))
+    assert len(text.splitlines()) <= 39, text
+    assert "val loss" in text and "head 3" in text, text  # the table and the frame
+    assert "the terminal is 40 lines tall" in text, text  # and why the map is cut

@@ -93,7 +93,9 @@ def attention_window(n_tokens: int, width: int, cell_width: int, label: int = 2)
     return max(1, min(n_tokens, (width - label) // cell_width))
 
 
-def window_note(shown: int, total: int, width: int) -> str:
+def window_note(shown: int, total: int, width: int, height: int | None = None) -> str:
     """What a map cut to the last `shown` of `total` positions says, so a reader does not take it for the whole
-    text (the rows' weights still spread over the keys cut off)."""
-    return f"showing the last {shown} of {total} positions (the terminal is {width} columns wide)"
+    text (the rows' weights still spread over the keys cut off); `height`: the terminal's lines cut it, not its
+    columns."""
+    size = f"{height} lines tall" if height is not None else f"{width} columns wide"
+    return f"showing the last {shown} of {total} positions (the terminal is {size})"

@@ -31,6 +31,8 @@ from .watch import watch_view
 from .words import Words, WordStream, on_a_terminal, say, write_raw, writes_raw
 
 PROGRESS_LINES_AFTER = 1.0  # seconds a work goes on before its quarters are said as lines (where no bar is drawn)
+FRAME_LEAVES = 12  # lines a watched frame leaves the live display: the loss table's ln(V) line, headings, a few rows,
+# its legend, the bar and the cursor
 
 # (history key, header, narrow header, format, shown on a narrow terminal)
 LOSS_COLUMNS = (
@@ -437,8 +439,9 @@ class RichReporter(Reporter):
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
         self._fit_bar()
         parts = [self._table] if self._table is not None else []
-        if self._frame is not None:
-            parts.append(watch_view(self._frame, self.console.width, unscaled(self.console)))
+        if self._frame is not None:  # room left for the table's headings, a few rows and the bar
+            parts.append(watch_view(self._frame, self.console.width, unscaled(self.console),
+                                    height=self.console.height - FRAME_LEAVES, screen=self.console.height))
         view = Group(*parts, *([self._progress] if self._progress is not None else []))
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
             room = self.console.height - 1  # and the cursor

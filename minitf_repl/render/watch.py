@@ -103,8 +103,13 @@ def frame_subject(frame) -> str:
     return "a greedy sample"
 
 
-def watch_view(frame, width: int, as_text: bool):
-    """The renderable of one frame, `width` columns wide at most."""
+MAP_LINES = 4  # an attention frame's lines besides its title and its map's rows: the note, "head h", the keys, the legend
+
+
+def watch_view(frame, width: int, as_text: bool, height: int | None = None, screen: int | None = None):
+    """The renderable of one frame, `width` columns wide at most; an attention frame `height` lines tall at most
+    where given (under the live loss table of a terminal `screen` lines tall: a wide terminal fitted a map of 46
+    positions, taller than the screen, and the live display then showed the bar alone, neither table nor frame)."""
     title = Words(Text(frame_title(frame), style="bold"))
     if frame.maps:
         T = len(frame.tokens)
@@ -112,13 +117,18 @@ def watch_view(frame, width: int, as_text: bool):
         # heads side by side, each 2 columns of labels + one per position, 2 columns apart
         per_head = max(1, (width - 2 * (n_heads - 1)) // max(1, n_heads))
         n = attention_window(T, per_head, 1)
+        tall = None
+        if height is not None:
+            rows = height - MAP_LINES - -(-cell_len(frame_title(frame)) // max(1, width))
+            if rows < n:
+                n, tall = max(1, rows), screen if screen is not None else height
         start = T - n
         maps = [[row[start:] for row in m[start:]] for m in frame.maps]
         peak = max((w for m in maps for row in m for w in row), default=1.0) or 1.0
         future = reads_future(frame.maps)  # causal off: the future is drawn, not left blank
         panels = [Group(Text(f"head {h}", style="cyan"), heatmap(frame.tokens[start:], m, peak, 1, as_text, future))
                   for h, m in enumerate(maps)]
-        cut = [Text(window_note(n, T, width), style="dim")] if start else []
+        cut = [Text(window_note(n, T, width, tall), style="dim")] if start else []
         return Group(title, *cut, Columns(panels, padding=(0, 2)), legend(peak, as_text, width=width))
     if frame.lens:
         table = Table(header_style="bold", box=None if width < NARROW else box.SIMPLE_HEAD, pad_edge=False)
