@@ -110,3 +110,17 @@ def test_a_wide_short_terminal_shows_the_loss_table_and_the_attention_frame_whil
     assert len(text.splitlines()) <= 39, text
     assert "val loss" in text and "head 3" in text, text  # the table and the frame
     assert "the terminal is 40 lines tall" in text, text  # and why the map is cut
+
+
+# --- a stopped watched run gone on with another view -------------------------------------------------------------
+def test_a_stopped_run_continued_with_another_view_says_the_frames_before_the_stop_are_replaced():
+    from test_commands import Recorder, run
+
+    s = session()
+    run(s, ":train steps=10 eval_every=2 watch=attn", Recorder(stop_after=5))
+    assert [f.view for f in s.watch_frames] == ["attn"] * 3
+    hooks = Recorder()
+    run(s, ":train watch=lens", hooks)
+    assert {f.view for f in s.watch_frames} == {"lens"}  # one view at a time, as before
+    said = " ".join(hooks.notices)
+    assert "the 3 frames of watch=attn watched before the stop are replaced" in said, hooks.notices

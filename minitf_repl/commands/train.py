@@ -335,6 +335,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # step (a quick Ctrl-C) watched no training, and leaves the frames :report and :plot show as they were
     if watcher is not None and summary.steps:
         earlier = _same_run_frames(session.watch_frames, frames[0], trainer.run_start) if resumed else []
+        kept = session.watch_frames
+        if resumed and not earlier and kept and kept[0].step == trainer.run_start:  # this run's, of another view:
+            # replaced, as a new run's would be, but said (they went without a word, as if the stop had lost them)
+            other = f"watch={kept[0].view}" + (" of another input" if kept[0].view == frames[0].view else "")
+            reporter.notice(f"the {count(len(kept), 'frame')} of {other} watched before the stop "
+                            f"{'is' if len(kept) == 1 else 'are'} replaced: {cmd('report')} and {cmd('plot')} show "
+                            "one view of one input at a time, this command's")
         # a stop at an evaluation: its frame is there already, with the val loss the new first frame has not
         session.keep_frames(earlier + [f for f in frames if not earlier or f.step > earlier[-1].step])
         if earlier:  # the result counts this command's frames only
