@@ -169,6 +169,15 @@ def _shell_text(text: str) -> str:
     return shlex.quote(text)
 
 
+def option(key: str, value=None) -> str:
+    """One option of a command, as the front end now speaking writes it in a sentence: `watch=attn` (`watch=` without
+    a value) in the REPL, `--watch attn` (`--watch`) in the shell, whose command line takes no key=value."""
+    if syntax() == REPL:
+        return f"{key}=" + ("" if value is None else setting_text(value))
+    flag = "--" + key.replace("_", "-")
+    return flag if value is None else f"{flag} {setting_text(value)}"
+
+
 def named(name: str) -> str:
     """Command `name` as prose names it (":ngram's counter", "as minitf gen does"): no line to run, so none of this
     session's options (cmd gives the line)."""

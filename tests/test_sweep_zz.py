@@ -124,3 +124,21 @@ def test_a_stopped_run_continued_with_another_view_says_the_frames_before_the_st
     assert {f.view for f in s.watch_frames} == {"lens"}  # one view at a time, as before
     said = " ".join(hooks.notices)
     assert "the 3 frames of watch=attn watched before the stop are replaced" in said, hooks.notices
+
+
+# --- the one-shot shell's watch errors name its own options ---------------------------------------------------------
+def test_the_shells_watch_errors_name_the_options_as_the_shell_takes_them(checkpoint_dir):
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("train", "--steps", "1", "--layer", "1"))
+    assert "--layer says what --watch looks at; add --watch attn" in line, line
+    line = assert_one_error_line(invoke("train", "--steps", "1", "--watch", "lens", "--layer", "1"))
+    assert "--layer picks the block --watch attn shows; --watch lens reads every block, so leave --layer out" in line
+    line = assert_one_error_line(invoke("train", "--steps", "1", "--watch", "context", "--prompt", "abc"))
+    assert "--watch context scores the same val windows" in line and "leave --prompt out" in line, line
+    s = session()  # the REPL's words stay its own
+    import pytest
+
+    from minitf_repl.core.errors import UserError
+    with pytest.raises(UserError, match="layer= picks the block watch=attn shows; watch=lens reads every block"):
+        run_command(s, "train", {"steps": 1, "watch": "lens", "layer": 1})

@@ -33,7 +33,7 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, interactive, restore, syntax, train_first, watch_first
+from ..syntax import REPL, cmd, interactive, option, restore, syntax, train_first, watch_first
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
@@ -197,10 +197,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         # the views that take what was given: layer= only the one-block views, prompt= all but context's val windows
         views = [v for v in WATCH_VIEWS if (args["layer"] is None or v in ONE_BLOCK)
                  and (args["prompt"] is None or v != "context")]
-        given = " and ".join(f"{key}=" for key in ("prompt", "layer") if args[key] is not None)
+        given = " and ".join(option(key) for key in ("prompt", "layer") if args[key] is not None)
         says = "says" if " and " not in given else "say"
-        named = [f"watch={v}" for v in views]
-        raise UserError(f"{given} {says} what watch= looks at; add "
+        named = [option("watch", v) for v in views]
+        raise UserError(f"{given} {says} what {option('watch')} looks at; add "
                         + (f"{', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else named[0]))
     # data= of the same vocabulary keeps the model and its run, which goes on as after :data (the default then is
     # continue too); another vocabulary rebuilds the model, which then has no run to go on from
@@ -399,27 +399,27 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
     if args["watch"] is None:
         return None
     if args["layer"] is not None and args["watch"] not in ONE_BLOCK:  # the others read every block
-        raise UserError(f"layer= picks the block watch=attn shows; watch={args['watch']} reads every block, so leave "
-                        "layer= out")
+        raise UserError(f"{option('layer')} picks the block {option('watch', 'attn')} shows; "
+                        f"{option('watch', args['watch'])} reads every block, so leave {option('layer')} out")
     layer = check_layer(session, args["layer"], default=-1)
     if args["watch"] == "grad":  # a loss to backpropagate: a text with its next tokens, as :grad reads one
         prompt, ids, dropped = view_prompt(session, args["prompt"] or known_text(data), reporter, data, scored=True)
         if len(ids) < 2:
-            raise UserError(f"watch=grad needs a loss, so a prompt of at least two {data.tokenizer.unit}s: one to "
+            raise UserError(f"{option('watch', 'grad')} needs a loss, so a prompt of at least two {data.tokenizer.unit}s: one to "
                             "read and the one after it to predict")
         counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
         return Watcher("grad", data.tokenizer, prompt, layer,
                        counted=counted(ids) if counted and not dropped else None)
     if args["watch"] == "context":  # what :context reads: val windows, the same at every frame
         if args["prompt"] is not None:
-            raise UserError("watch=context scores the same val windows at every evaluation, not a prompt; leave "
-                            "prompt= out")
+            raise UserError(f"{option('watch', 'context')} scores the same val windows at every evaluation, not a "
+                            f"prompt; leave {option('prompt')} out")
         data.check_fits(session.model_config.max_seq_len)
         return Watcher("context", data.tokenizer, None, data=data)
     if args["watch"] == "heads":  # what :heads reads: the repeated random tokens, or the prompt given
         from .why import check_causal
 
-        check_causal(session, "watch=heads")
+        check_causal(session, option("watch", "heads"))
         if args["prompt"] is None:
             from ..core.heads import repeat_length, trained_length
 
@@ -429,8 +429,9 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
             return Watcher("heads", data.tokenizer, None, data=data)
         prompt, ids, _ = view_prompt(session, args["prompt"], reporter, data)
         if len(ids) < 2:
-            raise UserError(f"watch=heads on a prompt needs at least two {data.tokenizer.unit}s: a head chooses "
-                            "between positions; leave prompt= out for the repeated random tokens")
+            raise UserError(f"{option('watch', 'heads')} on a prompt needs at least two {data.tokenizer.unit}s: a "
+                            f"head chooses between positions; leave {option('prompt')} out for the repeated random "
+                            "tokens")
         return Watcher("heads", data.tokenizer, prompt)
     if args["watch"] == "embed":  # the map of the model this run trains: the new data's vocabulary
         from ..core.inside import check_map
