@@ -142,3 +142,15 @@ def test_the_shells_watch_errors_name_the_options_as_the_shell_takes_them(checkp
     from minitf_repl.core.errors import UserError
     with pytest.raises(UserError, match="layer= picks the block watch=attn shows; watch=lens reads every block"):
         run_command(s, "train", {"steps": 1, "watch": "lens", "layer": 1})
+
+
+# --- :plot of the frames after an unwatched :train --------------------------------------------------------------------
+def test_plot_of_the_frames_says_where_the_model_has_trained_on_since_its_last_frame():
+    s = session()
+    run_command(s, "train", {"steps": 4, "eval_every": 2, "watch": "lens"})
+    assert "trained to step" not in " ".join(text_of(run_command(s, "plot", {"what": "lens_rank"})).split())
+    run_command(s, "train", {"steps": 6})  # unwatched: the frames stay those of steps 0 to 4
+    plot = run_command(s, "plot", {"what": "lens_rank"})
+    assert plot.model_step == 10 and to_json(plot)["model_step"] == 10
+    out = " ".join(text_of(plot).split())
+    assert "the frames end at step 4; the model has trained to step 10 since, unwatched" in out, out

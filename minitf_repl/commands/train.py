@@ -697,6 +697,7 @@ def stalled(result: TrainResult) -> bool:
 # --- :plot ---------------------------------------------------------------------------------------
 PLOT_WHAT = ("loss", "lr", "grad_norm", "lens_rank", "block_grad", "copying", "induction", "context")
 WATCHED = ("lens_rank", "block_grad", "copying", "induction", "context")  # charted from watch= frames
+WATCH_OF = {"lens_rank": "lens", "block_grad": "grad", "copying": "heads", "induction": "heads", "context": "context"}
 INDUCTION_CURVES = 4  # :plot what=induction: the heads with the highest induction score at the last frame
 PLOT_TITLES = {"loss": "loss", "lr": "learning rate", "grad_norm": "gradient norm (before clipping)",
                "lens_rank": "the logit lens: the rank of the true next token after each layer (1: the best guess)",
@@ -726,6 +727,9 @@ class PlotResult:
     # the step after which the data in use came in, where the chart has steps before it (a switch to data of the
     # same vocabulary kept the model): the curves before it are of the data before
     data_from: int | None = None
+    # a chart of watched frames: the model's step where it has trained on since the last frame (an unwatched :train
+    # after the watched one), so that the chart's end is not read as the model's; None: the frames reach it
+    model_step: int | None = None
 
 
 def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
@@ -809,9 +813,26 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
          params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
                                          "block_grad: from :train watch=grad; copying, induction: from :train "
                                          "watch=heads; context: from :train watch=context)", choices=PLOT_WHAT)],
-         json_version=3)  # fmt: skip
+         json_version=4)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"
+    if what in WATCHED:
+        result = _watched_plot(session, what)
+        frames, step = session.watch_frames, session.trainer.step if session.has_model else None
+        if frames and step is not None and frames[-1].step < step:
+            result.model_step = step
+        return result
+    history = session.trainer.history if session.has_model else []
+    series = history_series(history, what)
+    if not series:
+        options = {"what": what} if what != "loss" else {}
+        raise UserError(f"there is no training history yet; {_history_first(session, options)}")
+    counters = plot_levels(session.counters) if what == "loss" else []
+    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_since(session))
+
+
+def _watched_plot(session: Session, what: str) -> PlotResult:
+    """:plot what=W of the frames of :train watch=."""
     if what in ("copying", "induction"):
         series = (copying_series if what == "copying" else induction_series)(session.watch_frames)
         if not series:
@@ -839,14 +860,7 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
             why = ("the watched prompt's next token is unknown; watch a task's question or the default prompt"
                    if lens else watch_first("lens", "plot", what=what))
             raise UserError(f"there are no lens frames with a known next token; {why}")
-        return PlotResult(what, series)
-    history = session.trainer.history if session.has_model else []
-    series = history_series(history, what)
-    if not series:
-        options = {"what": what} if what != "loss" else {}
-        raise UserError(f"there is no training history yet; {_history_first(session, options)}")
-    counters = plot_levels(session.counters) if what == "loss" else []
-    return PlotResult(what, series, session.data.tokenizer.vocab_size, counters, data_since(session))
+    return PlotResult(what, series)
 
 
 def data_since(session: Session) -> int | None:
@@ -952,6 +966,10 @@ def render_plot(result: PlotResult, console: Console) -> None:
                       "between, so that each has a glyph of its own")
     if line := counters_left_out(result.counters, drawn, [v for s in result.series for v in s.values]):
         note(console, line)  # :ngram's hint said the chart draws them: where it does not, say why
+    if result.model_step is not None:
+        last = max(s.steps[-1] for s in result.series if s.steps)
+        note(console, f"the frames end at step {last:,}; the model has trained to step {result.model_step:,} since, "
+                      f"unwatched ({cmd('train', watch=WATCH_OF[result.what])} watches it from there)")
     if result.data_from is not None:
         note(console, f"the data in use came in after step {result.data_from:,}: the curves before it are of the data "
                       "before (the switch kept the model, whose vocabulary it shares)")
