@@ -154,3 +154,14 @@ def test_plot_of_the_frames_says_where_the_model_has_trained_on_since_its_last_f
     assert plot.model_step == 10 and to_json(plot)["model_step"] == 10
     out = " ".join(text_of(plot).split())
     assert "the frames end at step 4; the model has trained to step 10 since, unwatched" in out, out
+
+
+# --- a frame's title on a long prompt -----------------------------------------------------------------------------
+def test_a_frames_title_on_a_long_prompt_says_it_shows_the_prompts_end():
+    from minitf_repl.core.watch import WatchFrame
+    from minitf_repl.render.watch import frame_title
+
+    prompt = "def main(argv):\n    parser = argparse.ArgumentParser(description=1)"
+    title = frame_title(WatchFrame(20, 2.5, "lens", prompt, []))
+    assert title.endswith("of the prompt ending 'entParser(description=1)'"), title  # not "of 'entParser(...)'"
+    assert frame_title(WatchFrame(20, 2.5, "lens", "The example abov", [])).endswith("of 'The example abov'")

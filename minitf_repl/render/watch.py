@@ -39,13 +39,18 @@ def frame_when(frame) -> str:
     return f"step {frame.step:,} " + ("(before training)" if frame.step == 0 else "(before more training)")
 
 
+TITLE_PROMPT = 24  # the characters of the prompt a frame's title quotes: its end
+
+
 def frame_input(frame) -> str:
     """What the frame read: `of 'the prompt'`, or the repeated random tokens of watch=heads."""
     if frame.heads and frame.repeat is not None:
         return f"on random tokens, {frame.repeat} then the same {frame.repeat} again"
     if frame.bands:
         return f"on the same {CONTEXT_WINDOWS} val windows at every frame (a band: the mean of its positions)"
-    return f"of {frame.prompt[-24:]!r}"
+    if len(frame.prompt) > TITLE_PROMPT:  # its end alone, said so: "of 'entParser(description=1)'" read as the prompt
+        return f"of the prompt ending {frame.prompt[-TITLE_PROMPT:]!r}"
+    return f"of {frame.prompt!r}"
 
 
 NO_ROLE = "·: no role stands out; the score shown is the head's largest"  # what a dot is, under a heads frame
