@@ -165,3 +165,20 @@ def test_a_frames_title_on_a_long_prompt_says_it_shows_the_prompts_end():
     title = frame_title(WatchFrame(20, 2.5, "lens", prompt, []))
     assert title.endswith("of the prompt ending 'entParser(description=1)'"), title  # not "of 'entParser(...)'"
     assert frame_title(WatchFrame(20, 2.5, "lens", "The example abov", [])).endswith("of 'The example abov'")
+
+
+# --- an embed frame without colour ---------------------------------------------------------------------------------
+def test_an_embed_frame_without_colour_does_not_say_its_tokens_are_in_bold():
+    from minitf_repl.render.watch import watch_view
+
+    s = session()
+    r = run_command(s, "train", {"steps": 2, "eval_every": 2, "watch": "embed", "prompt": "123"})
+    c = Console(file=io.StringIO(), width=80, color_system=None)  # a log, TERM=dumb: no bold to see
+    c.print(watch_view(r.frames[-1], 80, True))
+    out = " ".join(c.file.getvalue().split())
+    assert "in bold" not in out and "the tokens of '123' drawn over any they share a cell with" in out, out
+    colour = Console(file=io.StringIO(), width=80, color_system="truecolor", force_terminal=True)
+    colour.print(watch_view(r.frames[-1], 80, False))
+    from rich.text import Text
+
+    assert "in bold the tokens of '123'" in " ".join(Text.from_ansi(colour.file.getvalue()).plain.split())

@@ -283,7 +283,8 @@ def test_the_embed_frames_are_the_maps_numbers_and_the_report_draws_them(tmp_pat
     out = c.file.getvalue()
     grid = out[out.index("\n│"):out.index("└")]
     assert all(ch in grid for ch in "345=")  # the prompt's tokens, on top
-    assert "the token embeddings on W_E's two main directions, in bold the tokens of '31415='" in " ".join(out.split())
+    assert ("the token embeddings on W_E's two main directions, the tokens of '31415=' drawn over any they share a "
+            "cell with") in " ".join(out.split())  # no colour: no bold to see
     run_command(s, "report", {"path": str(tmp_path / "r.html")})
     page = (tmp_path / "r.html").read_text()
     watched = page[page.index('id="watch"'):]  # the page's own map comes before, with the attention maps

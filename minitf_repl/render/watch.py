@@ -27,8 +27,13 @@ from .tables import NARROW, add_row
 from .words import Words
 
 
-def frame_title(frame) -> str:
-    return f"{frame_when(frame)}: {frame_subject(frame)} {frame_input(frame)}"
+def frame_title(frame, plain: bool = False) -> str:
+    """`plain`: drawn without colour, where an embed frame's tokens are not in bold (see frame_subject)."""
+    subject = frame_subject(frame)
+    if plain and frame.coords:
+        return f"{frame_when(frame)}: {subject.removesuffix(', in bold the tokens')}, the tokens " \
+               f"{frame_input(frame)} drawn over any they share a cell with"
+    return f"{frame_when(frame)}: {subject} {frame_input(frame)}"
 
 
 def frame_when(frame) -> str:
@@ -115,7 +120,7 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
     """The renderable of one frame, `width` columns wide at most; an attention frame `height` lines tall at most
     where given (under the live loss table of a terminal `screen` lines tall: a wide terminal fitted a map of 46
     positions, taller than the screen, and the live display then showed the bar alone, neither table nor frame)."""
-    title = Words(Text(frame_title(frame), style="bold"))
+    title = Words(Text(frame_title(frame, as_text), style="bold"))
     if frame.maps:
         T = len(frame.tokens)
         n_heads = len(frame.maps)
