@@ -87,7 +87,8 @@ class TrainResult:
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
     # watch=: the view made before the first step and at every evaluation, in order (kept in the session too)
     frames: list[WatchFrame] = field(default_factory=list)
-    # watch=: the seconds its frames took to make, all together: in no elapsed, tokens/s or seconds above
+    # watch=: the seconds its frames took to make, all together: in no row's elapsed nor tokens/s (seconds, the
+    # command's wall time, holds all but the first frame's, made before the run's first step)
     watch_seconds: float | None = None
     # val_loss in bits per character of the val text: loss x tokens / characters / ln 2 (text data only).
     # Losses per token of different tokenizers do not compare; bits per character of the same text do.
