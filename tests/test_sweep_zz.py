@@ -182,3 +182,22 @@ def test_an_embed_frame_without_colour_does_not_say_its_tokens_are_in_bold():
     from rich.text import Text
 
     assert "in bold the tokens of '123'" in " ".join(Text.from_ansi(colour.file.getvalue()).plain.split())
+
+
+# --- the live display on an 80x24 terminal --------------------------------------------------------------------------
+def test_an_80_by_24_terminal_shows_the_heads_frame_while_training():
+    from rich.progress import Progress
+
+    from minitf_repl.render.live import LossTable, RichReporter
+
+    s = Session(data_spec="pydoc")
+    run_command(s, "set", {**TINY, "n_layers": 4, "n_heads": 4, "max_seq_len": 64})  # the default model's heads
+    r = run_command(s, "train", {"steps": 2, "eval_every": 2, "watch": "heads"})
+    c = Console(file=io.StringIO(), width=80, height=24, color_system="truecolor", force_terminal=True)
+    reporter = RichReporter(c, live=False)
+    reporter._table = LossTable(r.evals * 3, vocab_size=r.vocab_size)
+    reporter._frame = r.frames[-1]
+    reporter._progress = Progress(console=c)
+    text = "\n".join("".join(seg.text for seg in line) for line in c.render_lines(reporter.training_view(), pad=False))
+    assert "step 2, val loss" in text and "head 3" in text, text  # it showed the bar alone, the whole run
+    assert len(text.splitlines()) <= 23

@@ -439,10 +439,13 @@ class RichReporter(Reporter):
         """What the live display shows while training: the loss table, the watched view under it, the bar."""
         self._fit_bar()
         parts = [self._table] if self._table is not None else []
+        frame = None
         if self._frame is not None:  # room left for the table's headings, a few rows and the bar
-            parts.append(watch_view(self._frame, self.console.width, unscaled(self.console),
-                                    height=self.console.height - FRAME_LEAVES, screen=self.console.height))
-        view = Group(*parts, *([self._progress] if self._progress is not None else []))
+            frame = watch_view(self._frame, self.console.width, unscaled(self.console),
+                               height=self.console.height - FRAME_LEAVES, screen=self.console.height)
+            parts.append(frame)
+        bar = [self._progress] if self._progress is not None else []
+        view = Group(*parts, *bar)
         if self._table is not None:  # the live display cuts what is below the screen: the frame, then the bar
             room = self.console.height - 1  # and the cursor
             # no more rows than lines on the screen are laid out to begin with: all of a long run's (1,000
@@ -454,8 +457,12 @@ class RichReporter(Reporter):
                     break
                 self._table.most_rows = self._table.shown_rows - over
             if self._progress is not None and len(self.console.render_lines(view, pad=False)) > room:
-                # too low for even one row with its headings (a pane of 8 lines): the bar alone, which the cut hid
-                view = Group(self._progress)
+                # the table and the frame do not fit together (watch=heads or embed on 80x24 showed the bar alone,
+                # the whole run): the frame, which says its step and val loss, with the bar; too low for even that
+                # or for one row with its headings (a pane of 8 lines): the bar alone, which the cut hid
+                alone = Group(frame, self._progress) if frame is not None else None
+                fits = alone is not None and len(self.console.render_lines(alone, pad=False)) <= room
+                view = alone if fits else Group(self._progress)
         return view
 
     def _refresh(self) -> None:
