@@ -4,7 +4,15 @@ failed before its fix.
 The time the frames took was said nowhere: the loss table's elapsed column, tokens/s and the summary's seconds all
 leave it out, and a watch=context frame (128 val windows) took longer than the evaluation it was drawn at, so a run
 with eval_every=1 took twice the time its table and summary said, without a word. `:report` after a run watched at
-every step wrote every frame into the page: 201 frames of watch=attn on a 64-token prompt made a 155 MB page.
+every step wrote every frame into the page: 201 frames of watch=attn on a 64-token prompt made a 155 MB page. A
+terminal that cannot redraw (TERM=dumb) and a one-shot `minitf train --watch` logging its progress showed no frame
+until the run's end. A heads frame said "the repeat can be read off the first copy" of a repeat that cost more than
+the first copy. A wide, short terminal (200x40) fitted an attention map taller than the screen, and an 80x24 one
+could not hold the loss table and a heads or embed frame together: the live display then showed the bar alone, the
+whole run. A stopped run gone on with another view dropped the frames before the stop without a word. The one-shot
+shell's watch errors named the REPL's options (`add watch=attn`). `:plot` of the frames after an unwatched :train
+did not say the model had trained on since. A frame quoted the end of a long prompt as the prompt, and an embed
+frame without colour said its tokens were in bold.
 """
 
 import io

@@ -406,8 +406,8 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
     if args["watch"] == "grad":  # a loss to backpropagate: a text with its next tokens, as :grad reads one
         prompt, ids, dropped = view_prompt(session, args["prompt"] or known_text(data), reporter, data, scored=True)
         if len(ids) < 2:
-            raise UserError(f"{option('watch', 'grad')} needs a loss, so a prompt of at least two {data.tokenizer.unit}s: one to "
-                            "read and the one after it to predict")
+            raise UserError(f"{option('watch', 'grad')} needs a loss, so a prompt of at least two "
+                            f"{data.tokenizer.unit}s: one to read and the one after it to predict")
         counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
         return Watcher("grad", data.tokenizer, prompt, layer,
                        counted=counted(ids) if counted and not dropped else None)

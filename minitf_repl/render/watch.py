@@ -113,7 +113,8 @@ def frame_subject(frame) -> str:
     return "a greedy sample"
 
 
-MAP_LINES = 4  # an attention frame's lines besides its title and its map's rows: the note, "head h", the keys, the legend
+MAP_LINES = 4  # an attention frame's lines besides its title and its map's rows: the note, "head h", the keys, the
+# legend
 
 
 def watch_view(frame, width: int, as_text: bool, height: int | None = None, screen: int | None = None):
