@@ -63,8 +63,10 @@ def test_every_feed_forward_kind_says_where_its_units_are(changes):
     found = feed_forward_neurons(model, IDS, layer=0, at=-1, top=3)
     assert found.out_diff < 1e-4 and len(found.neurons) == 3
     swiglu = changes.get("activation") == "swiglu"
-    assert found.hidden == ("SiLU(xW_g) ⊙ xW_u" if swiglu else "GELU(xW_1)")
-    assert found.pre_name == ("xW_g" if swiglu else "xW_1")  # the gate's pre-activation; no b_1 without biases
+    biased = changes.get("bias", True)
+    gate = "xW_g + b_g" if biased else "xW_g"  # the gate's pre-activation: a b only with biases
+    assert found.hidden == (f"SiLU({gate}) ⊙ " + ("(xW_u + b_u)" if biased else "xW_u") if swiglu else "GELU(xW_1)")
+    assert found.pre_name == (gate if swiglu else "xW_1")  # no b_1 without biases
     assert ("either sign" if swiglu else "down to -0.17") in found.below_zero
     assert found.neurons[0].write >= found.neurons[1].write >= found.neurons[2].write
 

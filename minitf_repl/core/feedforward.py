@@ -88,21 +88,30 @@ class SwiGLU(nn.Module):
         return self.dropout(self.down_proj(gate * self.up_proj(x)))  # (..., d_model)
 
     # --- what the views need to know ------------------------------------------------------------------
+    def _terms(self) -> tuple[str, str, str]:
+        """How a formula writes the gate's and the up's pre-activations and the output's bias: with bias=on
+        each of the three matrices adds one (a bias=on SwiGLU showed "SiLU(xW_g) ⊙ xW_u", no b at all)."""
+        if self.gate_proj.bias is None:
+            return "xW_g", "xW_u", ""
+        return "xW_g + b_g", "(xW_u + b_u)", " + b_d"
+
     def neurons(self) -> Neurons:
-        return Neurons(pre=self.gate_proj, out=self.down_proj, hidden="SiLU(xW_g) ⊙ xW_u", pre_name="xW_g",
-                       below_zero="the gate's SiLU times xW_u: either sign, as xW_u has")
+        gate, up, _ = self._terms()
+        return Neurons(pre=self.gate_proj, out=self.down_proj, hidden=f"SiLU({gate}) ⊙ {up}", pre_name=gate,
+                       below_zero=f"the gate's SiLU times {up}: either sign, as {up.strip('()')} has")
 
     def symbols(self) -> dict[str, tuple[int, str | None]]:
         return {"d_h": (self.gate_proj.out_features, "SwiGLU hidden, int(2 * d_ff / 3)")}
 
     def steps(self) -> dict[str, Step]:
         hidden, model = ("B", "T", "d_h"), ("B", "T", "d")
+        gate, up, out = self._terms()
+        width = f"(hidden {self.down_proj.in_features} = int(2 * d_ff / 3))"
         return {
-            "gate_proj": Step("xW_g", hidden, model),
-            "up_proj": Step("xW_u", hidden, model),
+            "gate_proj": Step(gate, hidden, model),
+            "up_proj": Step(up.strip("()"), hidden, model),
             "act": Step("SiLU(.) = . * sigmoid(.)", hidden),
-            "down_proj": Step(f"SwiGLU: (SiLU(xW_g) ⊙ xW_u) W_d (hidden {self.down_proj.in_features} = int(2 * d_ff / 3))",
-                              model, hidden),
+            "down_proj": Step(f"SwiGLU: (SiLU({gate}) ⊙ {up}) W_d{out} {width}", model, hidden),
             "dropout": Step("dropout", model, idle=True),
         }
 

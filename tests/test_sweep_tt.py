@@ -1,0 +1,45 @@
+"""What a sweep of every model variant through every view that reads a model found: each test failed before its fix.
+
+A SwiGLU feed-forward with bias=on (the default) learns a bias in each of its three matrices, yet `:shapes` wrote
+its steps as "xW_g", "xW_u" and "(SiLU(xW_g) ⊙ xW_u) W_d" and `:ffn` its hidden layer as "SiLU(xW_g) ⊙ xW_u", where
+the two-matrix FFN says "xW_1 + b_1".
+"""
+
+import pytest
+import torch
+
+from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.inside import feed_forward_neurons
+from test_commands import run, tiny_session
+from test_qkv import model_for
+from test_render import plain
+
+
+# --- a SwiGLU with biases says so ----------------------------------------------------------------
+@pytest.mark.parametrize("bias", [True, False])
+def test_swiglu_formulas_name_the_biases_it_has(bias):
+    model = model_for(activation="swiglu", bias=bias)
+    ffn = model.blocks[0].ffn
+    assert (ffn.gate_proj.bias is not None) == bias
+    found = feed_forward_neurons(model, [3, 1, 4, 1, 5], layer=0, at=-1, top=3)
+    steps = ffn.steps()
+    if bias:
+        assert found.pre_name == "xW_g + b_g" and found.hidden == "SiLU(xW_g + b_g) ⊙ (xW_u + b_u)"
+        assert steps["gate_proj"].formula == "xW_g + b_g" and steps["up_proj"].formula == "xW_u + b_u"
+        assert "W_d + b_d" in steps["down_proj"].formula
+    else:
+        assert found.pre_name == "xW_g" and found.hidden == "SiLU(xW_g) ⊙ xW_u"
+        assert "b_" not in steps["down_proj"].formula + steps["gate_proj"].formula
+    # the pre-activation the view lists is the gate's own output, bias included
+    x = torch.randn(2, ffn.gate_proj.in_features)
+    with torch.no_grad():
+        want = ffn.down_proj(torch.nn.functional.silu(x @ ffn.gate_proj.weight.T + (ffn.gate_proj.bias if bias else 0))
+                             * (x @ ffn.up_proj.weight.T + (ffn.up_proj.bias if bias else 0)))
+        assert torch.allclose(ffn(x), want, atol=1e-6)
+
+
+def test_swiglu_shapes_view_shows_the_biases():
+    session = tiny_session()
+    run(session, ":set activation=swiglu")
+    text = plain(run(session, ":shapes"), width=160)
+    assert "xW_g + b_g" in text and "W_d + b_d" in text
