@@ -2,7 +2,8 @@
 
 A SwiGLU feed-forward with bias=on (the default) learns a bias in each of its three matrices, yet `:shapes` wrote
 its steps as "xW_g", "xW_u" and "(SiLU(xW_g) ⊙ xW_u) W_d" and `:ffn` its hidden layer as "SiLU(xW_g) ⊙ xW_u", where
-the two-matrix FFN says "xW_1 + b_1".
+the two-matrix FFN says "xW_1 + b_1". Attention's projections, which learn a bias each too, were traced as
+"Q = HW^Q" and "Concat(heads) W^O" on every model, bias=on or off.
 """
 
 import pytest
@@ -43,3 +44,20 @@ def test_swiglu_shapes_view_shows_the_biases():
     run(session, ":set activation=swiglu")
     text = plain(run(session, ":shapes"), width=160)
     assert "xW_g + b_g" in text and "W_d + b_d" in text
+
+
+# --- attention's projections name their biases -----------------------------------------------------
+@pytest.mark.parametrize("changes", [{}, {"bias": False}, {"n_kv_heads": 1}, {"n_kv_heads": 1, "bias": False}])
+def test_attention_steps_name_the_biases_it_has(changes):
+    session = tiny_session()
+    for key, value in changes.items():
+        run(session, f":set {key}={'off' if value is False else value}")
+    attn = session.model.blocks[0].attn
+    biased = changes.get("bias", True)
+    assert (attn.q_proj.bias is not None) == biased
+    steps = attn.steps()
+    for name in "QKV":
+        formula = steps[f"{name.lower()}_proj"].formula
+        assert formula.startswith(f"{name} = HW^{name}" + (f" + b^{name}" if biased else ""))
+    assert steps["out_proj"].formula == "Concat(heads) W^O" + (" + b^O" if biased else "")
+    assert ("HW^Q + b^Q" in plain(run(session, ":shapes"), width=160)) == biased

@@ -229,10 +229,13 @@ class MultiHeadSelfAttention(nn.Module):
     def steps(self) -> dict[str, Step]:
         model, heads, scores = ("B", "T", "d"), ("B", "h", "T", "d_k"), ("B", "h", "T", "T")
         kv_heads = ("B", "h_kv", "T", "d_k") if self.grouped else heads
+        # With bias=on each projection adds its b (the trace wrote Q = HW^Q for a q_proj that learns one)
+        b = {name: "" if getattr(self, f"{name}_proj").bias is None else f" + b^{name.upper()}" for name in "qkv"}
+        b_out = "" if self.out_proj.bias is None else " + b^O"
         steps = {
-            "q_proj": Step("Q = HW^Q", model),
-            "k_proj": Step("K = HW^K", model),
-            "v_proj": Step("V = HW^V", model),
+            "q_proj": Step(f"Q = HW^Q{b['q']}", model),
+            "k_proj": Step(f"K = HW^K{b['k']}", model),
+            "v_proj": Step(f"V = HW^V{b['v']}", model),
             "hook_q": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
             "hook_k": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
             "hook_v": Step("split heads: (B, T, d) -> (B, h, T, d_k)", heads),
@@ -246,14 +249,15 @@ class MultiHeadSelfAttention(nn.Module):
             "hook_weighted": Step("O = softmax(QK^T / sqrt(d_k) + M)V, one fused kernel (attention=sdpa: S and A "
                                   "are never stored)" if self.use_sdpa else "O = AV", heads),
             "hook_merged": Step("Concat(heads): (B, h, T, d_k) -> (B, T, d)", model),
-            "out_proj": Step("Concat(heads) W^O", model),
+            "out_proj": Step(f"Concat(heads) W^O{b_out}", model),
             "resid_dropout": Step("dropout", model, idle=True),
         }
         if self.grouped:  # K and V have h_kv heads of their own, repeated to h for the scores
             h, kv, group = self.n_heads, self.n_kv_heads, self.n_heads // self.n_kv_heads
             for name in ("k", "v"):
                 big = name.upper()
-                steps[f"{name}_proj"] = Step(f"{big} = HW^{big} (h_kv = {kv} of h = {h} heads: d -> h_kv·d_k)",
+                steps[f"{name}_proj"] = Step(f"{big} = HW^{big}{b[name]} (h_kv = {kv} of h = {h} heads: "
+                                             "d -> h_kv·d_k)",
                                              ("B", "T", "h_kv·d_k"), model)
                 steps[f"hook_{name}"] = Step("split heads: (B, T, h_kv·d_k) -> (B, h_kv, T, d_k)", kv_heads)
                 steps[f"hook_{name}_rep"] = Step(f"{big}: each of the h_kv heads serves {group} query heads: "
