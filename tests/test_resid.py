@@ -129,7 +129,7 @@ def test_resid_in_the_shell():
     assert "|h| after" in narrow and "|f|/|h|" not in narrow and "…" not in narrow  # a column dropped, none cut
     first = run(session, ":resid hello at=0")
     assert first.at == 0 and first.tokens == list("hello")
-    assert json_document(REGISTRY["resid"], first)["schema"] == "minitf.resid/4"
+    assert json_document(REGISTRY["resid"], first)["schema"] == "minitf.resid/5"
     with pytest.raises(UserError, match="at must be a position of the 5 characters read: 0..4"):
         run(session, ":resid hello at=5")
     run(session, ":train steps=1")

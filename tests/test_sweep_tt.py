@@ -3,7 +3,8 @@
 A SwiGLU feed-forward with bias=on (the default) learns a bias in each of its three matrices, yet `:shapes` wrote
 its steps as "xW_g", "xW_u" and "(SiLU(xW_g) ⊙ xW_u) W_d" and `:ffn` its hidden layer as "SiLU(xW_g) ⊙ xW_u", where
 the two-matrix FFN says "xW_1 + b_1". Attention's projections, which learn a bias each too, were traced as
-"Q = HW^Q" and "Concat(heads) W^O" on every model, bias=on or off.
+"Q = HW^Q" and "Concat(heads) W^O" on every model, bias=on or off. `:resid` ended on "(W_U is W_E when the head is
+tied)" whether or not it was.
 """
 
 import pytest
@@ -61,3 +62,17 @@ def test_attention_steps_name_the_biases_it_has(changes):
         assert formula.startswith(f"{name} = HW^{name}" + (f" + b^{name}" if biased else ""))
     assert steps["out_proj"].formula == "Concat(heads) W^O" + (" + b^O" if biased else "")
     assert ("HW^Q + b^Q" in plain(run(session, ":shapes"), width=160)) == biased
+
+
+# --- :resid says whether the head is tied --------------------------------------------------------
+@pytest.mark.parametrize("tied", [True, False])
+def test_resid_names_the_output_head_the_model_has(tied):
+    session = tiny_session()
+    if not tied:
+        run(session, ":set tie_embeddings=off")
+    result = run(session, ":resid")
+    assert result.tied == tied
+    text = plain(result, width=200)
+    assert ("W_U = W_E: the head is tied" in text) == tied
+    assert ("the head's own matrix, tie_embeddings=off" in text) == (not tied)
+    assert "when the head is tied" not in text  # a remark on a tie the model may not have

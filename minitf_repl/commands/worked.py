@@ -381,13 +381,14 @@ class ResidResult:
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     norm_gain: bool = True  # the norms learn a gain g (norm_gain=off: none, and |x̂| = sqrt(d) is what they hand on)
+    tied: bool = True  # the output head is W_E (tie_embeddings; off: W_U is a matrix of its own)
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
                   "add, what the norms read.", params=[
     VIEW_TEXT,
     LAST_POSITION,
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
@@ -400,7 +401,7 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        position_table=position_table(session.model_config), writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
                        untrained=session.untrained, ablations=switched_off(session),
-                       norm_gain=session.model_config.norm_gain)
+                       norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings)
 
 
 def position_table(config) -> str | None:
@@ -475,8 +476,8 @@ def render_resid(result: ResidResult, console: Console) -> None:
     elif not pre:
         note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
     if result.final is not None:
-        note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T (W_U is W_E "
-                      "when the head is tied)")
+        head = "W_U = W_E: the head is tied" if result.tied else "W_U: the head's own matrix, tie_embeddings=off"
+        note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T ({head})")
     note(console, f"{cmd('ln', layer=result.writes[-1].block, which='ln_2')} works one of these norms out step by "
                   "step, feature by feature")
     # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest)
