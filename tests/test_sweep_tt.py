@@ -4,7 +4,8 @@ A SwiGLU feed-forward with bias=on (the default) learns a bias in each of its th
 its steps as "xW_g", "xW_u" and "(SiLU(xW_g) ⊙ xW_u) W_d" and `:ffn` its hidden layer as "SiLU(xW_g) ⊙ xW_u", where
 the two-matrix FFN says "xW_1 + b_1". Attention's projections, which learn a bias each too, were traced as
 "Q = HW^Q" and "Concat(heads) W^O" on every model, bias=on or off. `:resid` ended on "(W_U is W_E when the head is
-tied)" whether or not it was.
+tied)" whether or not it was. `:context` on a causal=off model said its loss was "near 0 wherever it is" beside
+a curve at ln V (a model barely trained).
 """
 
 import pytest
@@ -76,3 +77,14 @@ def test_resid_names_the_output_head_the_model_has(tied):
     assert ("W_U = W_E: the head is tied" in text) == tied
     assert ("the head's own matrix, tie_embeddings=off" in text) == (not tied)
     assert "when the head is tied" not in text  # a remark on a tie the model may not have
+
+
+# --- :context on causal=off says near 0 only where it is --------------------------------------------
+def test_context_without_the_mask_claims_near_zero_only_where_it_is():
+    session = tiny_session()
+    run(session, ":set causal=off")
+    result = run(session, ":context windows=16 counter=0")
+    assert result.curve.mean > 1.0  # untrained: about ln V
+    text = plain(result, width=200)
+    assert "no causal mask" in text and "near 0 wherever it is" not in text
+    assert f"falls toward 0 as the model learns to copy ({result.curve.mean:.3f} nats here)" in text
