@@ -5,7 +5,8 @@ its steps as "xW_g", "xW_u" and "(SiLU(xW_g) ⊙ xW_u) W_d" and `:ffn` its hidde
 the two-matrix FFN says "xW_1 + b_1". Attention's projections, which learn a bias each too, were traced as
 "Q = HW^Q" and "Concat(heads) W^O" on every model, bias=on or off. `:resid` ended on "(W_U is W_E when the head is
 tied)" whether or not it was. `:context` on a causal=off model said its loss was "near 0 wherever it is" beside
-a curve at ln V (a model barely trained).
+a curve at ln V (a model barely trained). `:embed` on pos_encoding=none with causal=off said the causal mask was
+what told the model where a token stands: there was none, and nothing did.
 """
 
 import pytest
@@ -88,3 +89,17 @@ def test_context_without_the_mask_claims_near_zero_only_where_it_is():
     text = plain(result, width=200)
     assert "no causal mask" in text and "near 0 wherever it is" not in text
     assert f"falls toward 0 as the model learns to copy ({result.curve.mean:.3f} nats here)" in text
+
+
+# --- :embed on a model with neither positions nor a mask -----------------------------------------
+@pytest.mark.parametrize("causal", [True, False])
+def test_embed_without_positions_names_the_mask_only_where_there_is_one(causal):
+    session = tiny_session("pydoc")
+    run(session, ":set pos_encoding=none")
+    if not causal:
+        run(session, ":set causal=off")
+    result = run(session, ":embed")
+    text = plain(result, width=200)
+    assert result.causal == causal and "this model has no positions" in text
+    assert ("but what the causal mask lets each position read" in text) == causal
+    assert ("no causal mask: nothing tells it where a token stands" in text) == (not causal)

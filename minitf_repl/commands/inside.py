@@ -733,6 +733,7 @@ class EmbedResult:
     map: EmbedMap | None = None  # map=on: every token placed on the two directions W_E's rows vary most
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate ("the positions": no table now)
     rotary: bool = False  # positions come from RoPE turning q and k (with positions None: no positions at all)
+    causal: bool = True  # the causal mask orders the tokens (off: with no positions nothing does)
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
@@ -743,7 +744,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=6)  # fmt: skip
+], json_version=7)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -776,7 +777,8 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
 
     return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, by_distance, cut,
-                       untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary)
+                       untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary,
+                       causal=config.causal)
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -825,8 +827,12 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         note(console, f"positions are not a table added at the input here: RoPE turns each head's q and k by their "
                       f"positions inside attention ({cmd('rope')} shows it)")
     else:
+        # causal=off (or :ablate mask) takes the one thing left away: the model reads its text as a bag of tokens
+        masked = result.causal and "the causal mask" not in result.ablations
         note(console, "this model has no positions (pos_encoding=none): nothing tells it where a token stands but "
-                      "what the causal mask lets each position read")
+                      "what the causal mask lets each position read" if masked else
+                      "this model has no positions (pos_encoding=none) and no causal mask: nothing tells it where a "
+                      "token stands: each position reads the whole text as an unordered bag of tokens")
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random directions, so every similarity is "
                       f"near 0; {look_again('embed', AUTOSAVE_NAME)}")
