@@ -103,3 +103,13 @@ def test_embed_without_positions_names_the_mask_only_where_there_is_one(causal):
     assert result.causal == causal and "this model has no positions" in text
     assert ("but what the causal mask lets each position read" in text) == causal
     assert ("no causal mask: nothing tells it where a token stands" in text) == (not causal)
+
+
+def test_embed_with_rope_switched_off_and_no_mask():
+    session = tiny_session("pydoc")
+    run(session, ":set pos_encoding=rope")
+    run(session, ":set causal=off")
+    run(session, ":ablate positions")
+    text = plain(run(session, ":embed"), width=200)
+    assert "RoPE is switched off" in text and "but what the causal mask lets it read" not in text
+    assert "(and there is no causal mask)" in text

@@ -812,14 +812,16 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         note(console, f"a wider terminal shows {count(most - k, 'more neighbour')}")
     if result.cut:
         note(console, f"{count(result.cut, 'more distinct token')} of the text not shown")
+    # causal=off (or :ablate mask) takes away what is left without positions: the text is a bag of tokens
+    masked = result.causal and "the causal mask" not in result.ablations
     if result.by_distance is not None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
         say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
     elif result.rotary and "the positions" in result.ablations:
+        left = "but what the causal mask lets it read" if masked else "(and there is no causal mask)"
         note(console, f"RoPE is switched off ({cmd('ablate', 'positions')}): q and k go unturned, so nothing tells the "
-                      f"model where a token stands but what the causal mask lets it read ({cmd('ablate', 'off')} puts "
-                      "it back)")
+                      f"model where a token stands {left} ({cmd('ablate', 'off')} puts it back)")
     elif result.positions is not None:
         note(console, f"{result.positions} positions are switched off ({cmd('ablate', 'positions')}): the table adds "
                       f"nothing now, so there is no likeness by distance to show ({cmd('ablate', 'off')} puts it back)")
@@ -827,8 +829,6 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         note(console, f"positions are not a table added at the input here: RoPE turns each head's q and k by their "
                       f"positions inside attention ({cmd('rope')} shows it)")
     else:
-        # causal=off (or :ablate mask) takes the one thing left away: the model reads its text as a bag of tokens
-        masked = result.causal and "the causal mask" not in result.ablations
         note(console, "this model has no positions (pos_encoding=none): nothing tells it where a token stands but "
                       "what the causal mask lets each position read" if masked else
                       "this model has no positions (pos_encoding=none) and no causal mask: nothing tells it where a "
