@@ -6,7 +6,9 @@ the two-matrix FFN says "xW_1 + b_1". Attention's projections, which learn a bia
 "Q = HW^Q" and "Concat(heads) W^O" on every model, bias=on or off. `:resid` ended on "(W_U is W_E when the head is
 tied)" whether or not it was. `:context` on a causal=off model said its loss was "near 0 wherever it is" beside
 a curve at ln V (a model barely trained). `:embed` on pos_encoding=none with causal=off said the causal mask was
-what told the model where a token stands: there was none, and nothing did.
+what told the model where a token stands: there was none, and nothing did. `:load` summed a loaded model up as
+"model: n_layers=2, d_model=32, n_heads=4, ..." whatever its variant: a rope/rmsnorm/GQA/causal=off checkpoint read
+as a default model.
 """
 
 import pytest
@@ -113,3 +115,17 @@ def test_embed_with_rope_switched_off_and_no_mask():
     text = plain(run(session, ":embed"), width=200)
     assert "RoPE is switched off" in text and "but what the causal mask lets it read" not in text
     assert "(and there is no causal mask)" in text
+
+
+# --- :load names the variant it loaded ----------------------------------------------------------
+def test_load_names_the_architecture_settings_that_are_not_the_defaults(checkpoint_dir):
+    session = tiny_session()
+    for line in (":set pos_encoding=rope", ":set norm=rmsnorm", ":set n_kv_heads=1", ":set causal=off"):
+        run(session, line)
+    run(session, ":train steps=1")
+    run(session, ":save variant")
+    text = plain(run(tiny_session(), ":load variant"), width=300)
+    model = text[text.index("model: "):]
+    for shown in ("pos_encoding=rope", "norm=rmsnorm", "n_kv_heads=1", "causal=off"):
+        assert shown in model
+    assert "activation=" not in model and "bias=" not in model  # the defaults stay unsaid

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core import distributed
+from ..core.config import ModelConfig
 from ..core.errors import CheckpointError, UserError
 from ..core.words import count
 from ..registry import Param, clip
@@ -359,8 +360,13 @@ def render_load(result: LoadResult, console: Console) -> None:
     if result.kept:
         say(console, f"the model trained to step {result.kept_step:,} was in no checkpoint: kept as {result.kept} "
                      f"({restore(result.kept)} brings it back)", "yellow")
-    shape = ", ".join(f"{k}={fmt.value(result.model_config[k])}" for k in
-                      ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len") if k in result.model_config)
+    sizes = ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len")
+    shape = ", ".join(f"{k}={fmt.value(result.model_config[k])}" for k in sizes if k in result.model_config)
+    # The architecture's other settings where not the defaults: a loaded rope/rmsnorm/swiglu/GQA model read as
+    # "model: n_layers=2, d_model=32, ..." alone, a default model as far as the line said
+    shape += "".join(f", {spec.name}={fmt.value(result.model_config[spec.name])}" for spec in ModelConfig.specs()
+                     if spec.name not in sizes + ("vocab_size",) and spec.derived_from is None
+                     and spec.name in result.model_config and result.model_config[spec.name] != spec.default)
     if shape:
         note(console, f"model: {shape}")
     if result.architecture is not None:
