@@ -344,8 +344,9 @@ def context_html(curve, series: list, vocab_size: int | None, causal: bool = Tru
     """`:context` as a chart: the val loss at each position of the window (log scale), the counter beside it.
     `causal` False: the model has no causal mask now, and every position reads the whole window."""
     reads = ("position i reads the i + 1 tokens up to it, so where the curve falls, reading further back helps"
-             if causal else "with no causal mask every position reads the whole window, the token it predicts "
-                            "included, so its loss is no language model's")
+             if causal else "with no causal mask every position reads the whole window, and every one but the "
+                            "last the token it predicts too (the last one's lies past the window), so its loss is no "
+                            "language model's")
     return ["<h2>Loss by position</h2>",
             f"<p>The val loss at each position of the window, over {curve.windows} val windows of {curve.positions}: "
             f"{reads}."

@@ -52,7 +52,8 @@ def test_the_report_of_a_model_without_a_mask_does_not_say_a_position_reads_only
     assert "(the causal mask)" not in page and "each from the tokens before it" not in page
     assert "position i reads the i + 1 tokens up to it" not in page and "reading the same one token" not in page
     assert "each from the whole text, the true next token included (no causal mask now)" in page
-    assert "with no causal mask every position reads the whole window, the token it predicts included" in page
+    assert "with no causal mask every position reads the whole window, and every one but the last the token it " \
+           "predicts too" in page
     masked = session_on()
     run(masked, f":report {tmp_path / 'masked.html'}")
     page = page_text(tmp_path / "masked.html")  # with the mask, the page says what it did

@@ -182,7 +182,8 @@ def render_context(result: ContextResult, console: Console) -> None:
     curve, unit = result.curve, result.unit
     T = curve.positions
     reads = (f"position i reads the i + 1 {unit}s up to it and nothing before the window" if result.causal
-             else f"with no causal mask every position reads the whole window, the {unit} it predicts included")
+             else f"with no causal mask every position reads the whole window, and every one but the last the "
+                  f"{unit} it predicts too (the last one's lies past the window)")
     say(console, f"the val loss at each position of the window on {result.data}: {count(curve.windows, 'window')} "
                  f"of {count(T, unit)} (seed {result.seed}); {reads}", "bold")
     if past(curve):
@@ -321,12 +322,16 @@ def notes(result: ContextResult, console: Console) -> None:
         # causal is on where :ablate mask took the mask away: the setting would change nothing there
         back = (f"the mask is switched off by {cmd('ablate', 'mask')}: {cmd('ablate', 'off')} puts it back"
                 if "the causal mask" in result.ablations else cmd("set", causal="on"))
-        # "near 0" only where it is: a model barely trained without the mask still scored about ln V here
-        mean = result.curve.mean
-        low = (f"near 0 wherever it is ({mean:.3f} nats)" if mean < 0.25 * result.chance else
+        # "near 0" only where it is: a model barely trained without the mask still scored about ln V here. The last
+        # position's next token lies past the window, so it cannot copy it: its loss stays a language model's
+        seen = [x for x in result.curve.losses[:-1] if math.isfinite(x)]
+        mean = sum(seen) / len(seen) if seen else result.curve.mean
+        last = result.curve.losses[-1] if result.curve.losses else math.nan
+        low = (f"near 0 ({mean:.3f} nats)" if mean < 0.25 * result.chance else
                f"no language model's: it falls toward 0 as the model learns to copy ({mean:.3f} nats here)")
-        note(console, f"this model has no causal mask: each position reads the token it predicts, so its loss is "
-                      f"{low}; {back}")
+        end = f" ({last:.3f} nats)" if math.isfinite(last) else ""
+        note(console, f"this model has no causal mask: each position but the last reads the token it predicts, so "
+                      f"its loss is {low}; the last one's next token lies past the window{end}; {back}")
     if result.nothing_to_learn:
         note(console, "random tokens: no position has anything to read, so every position scores about ln V; "
                       f"{cmd('data', 'repeat')} is random tokens each followed by itself: the loss falls where a "
