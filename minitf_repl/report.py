@@ -361,7 +361,8 @@ def context_html(curve, series: list, vocab_size: int | None, causal: bool = Tru
 def teacher_forcing_html(scored) -> list[str]:
     """The scored text, each predicted token shaded by its loss -ln p against ln(V) (`:score`'s numbers)."""
     sees = ("each from the tokens before it (the causal mask)" if scored.causal else
-            "each from the whole text, the true next token included (no causal mask now)")
+            "each from the whole text, the true next token included (no causal mask now) but for the last, whose "
+            "next token lies past the text read")
     out = ["<h2>Teacher forcing</h2>",
            f"<p>One forward pass predicts every next token of the text at once, {sees}. Each token is shaded by "
            "how surprised the model was by it, -ln p of the true token "

@@ -6,7 +6,8 @@ the two-matrix FFN says "xW_1 + b_1". Attention's projections, which learn a bia
 HW^Q" and "Concat(heads) W^O" on every model, bias=on or off. `:resid` ended on "(W_U is W_E when the head is tied)"
 whether or not it was. `:context` (and :report) on a causal=off model said its loss was "near 0 wherever it is"
 beside a curve at ln V (a model barely trained), and that every position read the token it predicts: the last one's
-lies past the window, and a trained model's loss there stayed at 2.5 nats beside 0.02 at the others. `:embed` on
+lies past the window, and a trained model's loss there stayed at 2.5 nats beside 0.02 at the others (`:score`
+said the same of the last position of its text). `:embed` on
 pos_encoding=none with causal=off said the causal mask was what told the model where a token stands: there was none,
 and nothing did. `:load` summed a loaded model up as "model: n_layers=2, d_model=32, n_heads=4, ..." whatever its
 variant: a rope/rmsnorm/GQA/causal=off checkpoint read as a default model.
@@ -146,3 +147,12 @@ def test_context_without_the_mask_names_the_last_position_apart():
     assert "each position but the last reads the token it predicts, so its loss is near 0" in text
     assert f"the last one's next token lies past the window ({losses[-1]:.3f} nats)" in text
     assert "near 0 wherever it is" not in text
+
+
+def test_score_without_the_mask_sets_the_last_position_apart():
+    session = tiny_session("pydoc")
+    run(session, ":set causal=off")
+    result = run(session, ":score the cat sat")
+    text = plain(result, width=300)
+    assert "the true next token included (no causal mask now) but at the last position" in text
+    assert len(result.losses) == len("the cat sat") - 1  # the last character read predicts nothing scored here

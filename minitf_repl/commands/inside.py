@@ -587,7 +587,8 @@ def render_score(result: ScoreResult, console: Console) -> None:
     n = len(result.losses)
     say(console, f"teacher forcing on {result.text[-60:]!r}", "bold")
     sees = ("sees tokens 0..t only (the causal mask)" if result.causal else
-            "sees the whole text, the true next token included (no causal mask now)")
+            "sees the whole text, the true next token included (no causal mask now) but at the last position, whose "
+            "next token lies past the text the pass reads")
     note(console, f"one forward pass reads {count(n, result.unit)} and predicts each next one at once: position t "
                   f"{sees}, and its loss is -ln p(the true next token)")
     counted = [t for t in range(n) if result.counted[t]]
