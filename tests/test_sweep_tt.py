@@ -7,7 +7,7 @@ HW^Q" and "Concat(heads) W^O" on every model, bias=on or off. `:resid` ended on 
 whether or not it was. `:context` (and :report) on a causal=off model said its loss was "near 0 wherever it is"
 beside a curve at ln V (a model barely trained), and that every position read the token it predicts: the last one's
 lies past the window, and a trained model's loss there stayed at 2.5 nats beside 0.02 at the others (`:score`
-said the same of the last position of its text). `:embed` on
+said the same of the last position of its text, `:set causal=off` of every position and a loss toward 0). `:embed` on
 pos_encoding=none with causal=off said the causal mask was what told the model where a token stands: there was none,
 and nothing did. `:load` summed a loaded model up as "model: n_layers=2, d_model=32, n_heads=4, ..." whatever its
 variant: a rope/rmsnorm/GQA/causal=off checkpoint read as a default model.
@@ -156,3 +156,10 @@ def test_score_without_the_mask_sets_the_last_position_apart():
     text = plain(result, width=300)
     assert "the true next token included (no causal mask now) but at the last position" in text
     assert len(result.losses) == len("the cat sat") - 1  # the last character read predicts nothing scored here
+
+
+def test_set_causal_off_sets_the_last_position_apart():
+    session = tiny_session("pydoc")
+    text = plain(run(session, ":set causal=off"), width=300)
+    assert "the token it is to predict included but at the last position" in text
+    assert "the loss falls toward 0 everywhere else" in text

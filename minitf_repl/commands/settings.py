@@ -587,8 +587,9 @@ def render_set(result: SetResult, console: Console) -> None:
         note(console, f"the mask is back{kept}: position i reads positions j <= i only"
              if result.changed["causal"][1] else
              f"no causal mask{kept}: every position reads the whole window, the token it is to predict "
-             f"included. {cmd('train')} it so and the loss falls toward 0; then {cmd('attn')} shows the heads reading "
-             f"the next token and {cmd('gen')} what is left when there is none")
+             f"included but at the last position (its next token lies past the window). {cmd('train')} it so and the "
+             f"loss falls toward 0 everywhere else; then {cmd('attn')} shows the heads reading the next token and "
+             f"{cmd('gen')} what is left when there is none")
 
 
 # --- :data ---------------------------------------------------------------------------------------
