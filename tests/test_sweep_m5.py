@@ -12,6 +12,10 @@ the check is now Trainer.check_last_update(), which :train asks before it keeps 
 Where no bar is drawn (a dumb terminal, standard error sent to a file), `minitf checks causal --json` on a tiny model
 wrote "causal check: 12/12" before its error, for a check done in a blink: a work's quarters are said once it has
 gone on for a second.
+A fresh clone's session: `:set lr=1e39` then `:train schedule=new` ended in "internal error: RuntimeError: value cannot
+be converted to type float without overflow" (Muon's step scale), and the model was left with half that update in it
+(`:checks causal` then failed on nan gradients). The overflow is a divergence now, rolled back as one; and any
+internal error during a :train step rolls the session back before it is reported.
 """
 
 import pytest
@@ -110,3 +114,43 @@ def test_progress_lines_where_no_bar_is_drawn_wait_for_a_work_that_takes_a_while
         reporter.on_progress("training", done, 12)
     assert console.file.getvalue().splitlines() == ["training: 3/12", "training: 6/12", "training: 9/12",
                                                     "training: 12/12"]
+
+
+def _weights(session):
+    return {k: v.clone() for k, v in session.model.state_dict().items()}
+
+
+def test_a_rate_whose_update_overflows_a_float_is_a_divergence_and_changes_nothing(checkpoint_dir):
+    import torch
+
+    from minitf_repl.core.errors import TrainingDiverged
+    from test_commands import run, tiny_session
+
+    s = tiny_session(steps=6, warmup_steps=0)
+    run(s, ":train")
+    before, step = _weights(s), s.trainer.step
+    run(s, ":set lr=1e39")
+    with pytest.raises(TrainingDiverged, match=r"the update's scale became inf at step 7; .* back at step 6"):
+        run(s, ":train steps=3 schedule=new")  # was: internal error (RuntimeError ... without overflow)
+    assert s.trainer.step == step and all(torch.equal(before[k], v) for k, v in s.model.state_dict().items())
+
+
+def test_an_internal_error_part_way_through_a_step_leaves_the_model_as_it_was(monkeypatch, checkpoint_dir):
+    import torch
+
+    from test_commands import run, tiny_session
+
+    s = tiny_session(steps=4, warmup_steps=0)
+    run(s, ":train")
+    before, step = _weights(s), s.trainer.step
+    optimizer = s.trainer.optimizer
+    real_step = optimizer.step
+
+    def half_a_step():  # a bug inside the update: some weights moved, then it fails
+        real_step()
+        raise RuntimeError("a bug in the middle of the update")
+
+    monkeypatch.setattr(optimizer, "step", half_a_step)
+    with pytest.raises(RuntimeError, match="a bug in the middle"):
+        run(s, ":train steps=2")
+    assert s.trainer.step == step and all(torch.equal(before[k], v) for k, v in s.model.state_dict().items())

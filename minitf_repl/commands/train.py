@@ -323,7 +323,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise
     except Exception as e:
         if not is_out_of_memory(e):
-            raise
+            session.rollback(snapshot)  # a bug part-way through a step (an internal error): the model is not left
+            raise  # with half an update in it, nor the run counted a step ahead of its weights
         # Out of memory part-way: like a divergence, the command failed, so it changes nothing.
         failed_step = session.trainer.step + 1
         session.rollback(snapshot)

@@ -356,7 +356,17 @@ class Trainer:
                 self._undo_step_start(before)
                 self._raise_if_peer_lost(e)
                 raise
-            self.optimizer.step()
+            try:
+                self.optimizer.step()
+            except RuntimeError as e:  # lr=1e39: torch cannot hold the step's scale (-lr) as a float32
+                if "without overflow" not in str(e):
+                    raise
+                lower = self.config.lr / 10
+                raise TrainingDiverged(
+                    f"the update's scale became inf at step {self.step + 1}: -lr times the optimizer's factor does not "
+                    f"fit a float, and part of the update may be in the weights already. Lower the learning rate "
+                    f"(now {self.config.lr:g}, e.g. to {lower:g}) and train again",
+                    step=self.step + 1, what="update's scale", value=float("inf"), fix={"lr": lower}) from None
             self.step += 1
             self.trained_window = self.max_seq_len
             done += 1
