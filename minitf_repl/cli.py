@@ -944,9 +944,8 @@ def _switches_among(command, words: list[str], args: dict) -> list[str]:
     `minitf ls all` is `minitf ls --all`, as `:ls all` is in the REPL. Only for a command that takes no text."""
     text, typed = [], {}
     for word in words:
-        param = command.param_named(word)
-        if param is None or param.type is not bool or param.refusal is not None \
-                or word.replace("-", "_").lower() not in (param.name, *param.aliases):
+        param = command.switch_named(word)
+        if param is None:
             text.append(word)
             continue
         if param.name in typed or args.get(param.name) not in (None, False, param.default):

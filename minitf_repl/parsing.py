@@ -399,15 +399,11 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             raise UserError(f"{param.name} is given twice; give it once")
         args[param.name] = _convert_as_typed(param, value, norm)
     if text and positional is None:  # `:ls all`: a switch named alone is on, as `--all` is
-        def switch(word: str) -> Param | None:
-            param = cmd.param_named(word)
-            named = param is not None and word.replace("-", "_").lower() in (param.name, *param.aliases)
-            return param if named and param.type is bool and param.refusal is None else None
-        for param in filter(None, map(switch, text)):
+        for param in filter(None, map(cmd.switch_named, text)):
             if param.name in args:
                 raise UserError(f"{param.name} is given twice; give it once")
             args[param.name] = True
-        text = [w for w in text if switch(w) is None]
+        text = [w for w in text if cmd.switch_named(w) is None]
     if text:
         if positional is None:
             words = " ".join(text)

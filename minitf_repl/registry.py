@@ -145,6 +145,13 @@ class Command:
         return next((p for p in self.params if not p.positional
                      and (p.name == key or key in p.aliases or (p.short is not None and key == p.short))), None)
 
+    def switch_named(self, word: str) -> Param | None:
+        """The on/off option `word` names alone (its name or an alias, not its short form), or None: `:ls all` and
+        `minitf ls all` set all=on, as `--all` does."""
+        param = self.param_named(word)
+        named = param is not None and word.replace("-", "_").lower() in (param.name, *param.aliases)
+        return param if named and param.type is bool and param.refusal is None else None
+
     def find_param(self, key: str) -> Param:
         """The option `key` (dashes and underscores alike, aliases included), or a UserError naming valid keys."""
         p = self.param_named(key)

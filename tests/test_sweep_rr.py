@@ -33,13 +33,17 @@ class Progress(Recorder):
         self.progress.append((what, done, total))
 
 
-@pytest.fixture
-def text_session(tmp_path):
+def on_text(tmp_path, window: int, d_model: int = 32, n_heads: int = 2, **train) -> Session:
+    """A one-layer model on a small text file (TEXT), untrained."""
     path = tmp_path / "fox.txt"
     path.write_text(TEXT, encoding="utf-8")
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
-    return Session(config, TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1), data_spec=str(path),
-                   device_name="cpu")
+    config = ModelConfig(n_layers=1, d_model=d_model, n_heads=n_heads, d_ff=64, max_seq_len=window)
+    return Session(config, TrainConfig(steps=2, **{"batch_size": 2, **train}), data_spec=str(path), device_name="cpu")
+
+
+@pytest.fixture
+def text_session(tmp_path):
+    return on_text(tmp_path, 32, batch_size=4, eval_every=2, eval_batches=1)
 
 
 # --- long views: Ctrl-C and a word while they work ------------------------------------------------------------
@@ -184,10 +188,7 @@ def test_kv_says_what_the_caches_buffers_take_as_measured_and_as_params_counts()
 def test_attn_of_twelve_heads_on_a_long_text_stays_a_few_screens_and_names_the_heads_left_out(tmp_path):
     from test_render import plain
 
-    path = tmp_path / "fox.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    config = ModelConfig(n_layers=1, d_model=48, n_heads=12, d_ff=64, max_seq_len=128)
-    s = Session(config, TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu")
+    s = on_text(tmp_path, 128, d_model=48, n_heads=12)
     text = TEXT[:112].replace("\n", " ")
     result = run(s, f":attn '{text}'")
     assert len(result.maps) == 12  # --json keeps every head's pattern
@@ -340,10 +341,7 @@ def test_the_training_bar_is_labelled_with_the_evaluation_while_it_runs():
 def test_score_of_a_long_text_shows_its_first_and_last_positions_and_says_what_is_between(tmp_path):
     from test_render import plain
 
-    path = tmp_path / "fox.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=256)
-    s = Session(config, TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu")
+    s = on_text(tmp_path, 256)
     text = TEXT[:201].replace("\n", " ")
     result = run(s, f":score '{text}'")
     assert len(result.losses) == 200  # --json keeps every position
@@ -383,10 +381,7 @@ def test_patch_keeps_twelve_heads_in_one_table_at_100_columns():
 def test_qkv_header_shows_the_text_around_the_query_not_the_prompts_tail(tmp_path):
     from test_render import plain
 
-    path = tmp_path / "fox.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    config = ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=128)
-    s = Session(config, TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu")
+    s = on_text(tmp_path, 128)
     text = "the quick brown fox jumps over the lazy dog and then the lazy dog jumps over the quick fox again"
     header = plain(run(s, f":qkv '{text}' at=12"), 200).splitlines()[0]
     # was "query 12 'o' of 'lazy dog jumps over the quick fox again'": no 'o' of "brown" in it
