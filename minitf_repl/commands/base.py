@@ -226,6 +226,16 @@ def check_layer(session, layer: int | None, default: int = 0) -> int:
     return layer
 
 
+def check_head(session, head: int | None) -> int:
+    """A head index of the session's model's attention, checked (None: head 0)."""
+    n_heads = session.model_config.n_heads
+    head = 0 if head is None else head
+    if not 0 <= head < n_heads:
+        raise UserError(f"head must be in 0..{n_heads - 1} (the model has {count(n_heads, 'head')}), "
+                        f"got {clip(str(head))}")
+    return head
+
+
 def switched_off(session) -> list[str]:
     """The parts `:ablate` has switched off now, as a view's result records them."""
     return [str(a) for a in session.ablations]

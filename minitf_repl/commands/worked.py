@@ -32,8 +32,8 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
-from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command,
-                   sample_prompt, switched_off, view_prompt)
+from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_head, check_layer,
+                   command, sample_prompt, switched_off, view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -127,10 +127,7 @@ class QkvResult:
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
     config = session.model_config
-    head = 0 if args["head"] is None else args["head"]
-    if not 0 <= head < config.n_heads:
-        raise UserError(f"head must be in 0..{config.n_heads - 1} (the model has {count(config.n_heads, 'head')}), "
-                        f"got {head}")
+    head = check_head(session, args["head"])
     # The middle by default: the row then has keys it reads and a future the mask hides, the two
     # halves of causal attention (the last position, what predicts the next token, has no future).
     text, ids, dropped, at = read_at(session, "qkv", args, reporter, default=lambda T: (T - 1) // 2)
@@ -285,10 +282,7 @@ def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
 
     layer = check_layer(session, args["layer"])
     config = session.model_config
-    head = 0 if args["head"] is None else args["head"]
-    if not 0 <= head < config.n_heads:
-        raise UserError(f"head must be in 0..{config.n_heads - 1} (the model has {count(config.n_heads, 'head')}), "
-                        f"got {head}")
+    head = check_head(session, args["head"])
     text, ids, dropped, at = read_at(session, "rope", args, reporter)
     if not position_kind(config).rotary:  # a wrong option is said first, as every view says it; then the model
         where = ROPE_ELSEWHERE.get(config.pos_encoding, "positions of its own")
