@@ -100,6 +100,14 @@ def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
     return weight * (aux.detach() if detach else aux).float()
 
 
+class EvaluationStopped(Exception):
+    """A stop request abandoned an evaluation after `done` of its `total` batches (Trainer.evaluate)."""
+
+    def __init__(self, done: int, total: int):
+        super().__init__(f"evaluation stopped after {done} of {total} batches")
+        self.done, self.total = done, total
+
+
 def random_state(device) -> tuple:
     """The random states a training step draws from: the CPU's, and on a GPU that GPU's own (dropout draws its masks
     where the model is). A roll-back that put back the CPU's alone left a GPU run's next masks other ones."""
@@ -233,7 +241,8 @@ class Trainer:
 
     # --- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, model=None, on_batch: Callable[[int, int], None] | None = None) -> tuple[float, float | None]:
+    def evaluate(self, model=None, on_batch: Callable[[int, int], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> tuple[float, float | None]:
         """Mean validation loss over config.eval_batches batches, and the task accuracy if any.
 
         The validation batches come from their own generator, seeded the same each time: every
@@ -247,6 +256,8 @@ class Trainer:
         The trainer's own model is scored through the fast path when training takes it (the same
         function: tests/test_fastpath.py), unless a hook listens to the model. `on_batch(done, eval_batches)`
         after each batch: a view that evaluates shows how far it is (a 12 x 768 model takes a minute).
+        `should_stop()` is asked between batches: True abandons the evaluation (EvaluationStopped), so that a
+        Ctrl-C during a long one stops at once rather than after all of its batches.
         """
         if model is not None:
             require_model(model, "evaluate")  # a plain module's loss of None failed as "'NoneType' has no 'item'"
@@ -260,12 +271,16 @@ class Trainer:
             losses = []
             batch_size = self.config.batch_size * (1 if self.alone else distributed.world_size())
             for _ in range(self.config.eval_batches):
+                if should_stop is not None and should_stop():
+                    raise EvaluationStopped(len(losses), self.config.eval_batches)
                 x, y = self.data.get_batch("val", batch_size, self.max_seq_len, g)
                 _, loss = scorer(x.to(device), y.to(device))
                 losses.append(loss.item())
                 if on_batch is not None:
                     on_batch(len(losses), self.config.eval_batches)
             accuracy = None
+            if should_stop is not None and should_stop():  # a task's accuracy answers many questions: not begun
+                raise EvaluationStopped(len(losses), self.config.eval_batches)
             if getattr(self.data, "accuracy", None) is not None:
                 accuracy = self.data.accuracy(scorer, device=device)
             return sum(losses) / len(losses), accuracy
@@ -393,15 +408,22 @@ class Trainer:
             # under DDP rank 0 alone evaluates; a trainer of its own process alone (`alone`) evaluates in each
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
                     self._ddp is None or distributed.is_main()):
-                info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate)
+                try:
+                    info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=should_stop)
+                except EvaluationStopped as e:  # the step stands, unevaluated; the loop's next look stops the run
+                    if on_notice is not None:
+                        on_notice(f"the evaluation after step {self.step:,} was stopped after {e.done} of "
+                                  f"{count(e.total, 'batch', 'batches')}: its val loss was not measured")
+                    info.val_loss = None
                 # a finite loss and gradient can still make an update that ruins the weights (lr=1e39); under DDP
                 # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
-                if not math.isfinite(info.val_loss) and self._ddp is None:
+                if info.val_loss is not None and not math.isfinite(info.val_loss) and self._ddp is None:
                     self._diverged_after("val loss", info.val_loss)
-                info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
-                if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
-                    info.tokens_per_second = stretch_tokens / stretch_busy
-                stretch_tokens, stretch_busy = 0, 0.0
+                if info.val_loss is not None:
+                    info.val_bpc = bits_per_char(info.val_loss, val_tokens_per_char(self.data))
+                    if stretch_busy > 0:  # one step's time is noise at a small batch; the stretch's is not
+                        info.tokens_per_second = stretch_tokens / stretch_busy
+                    stretch_tokens, stretch_busy = 0, 0.0
             self.run_elapsed += time.perf_counter() - t0
             info.elapsed = self.run_elapsed
             self.history[-1] = asdict(info)
