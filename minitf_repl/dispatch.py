@@ -32,6 +32,7 @@ from .commands import REGISTRY
 from .core import distributed
 from .core.errors import UserError, is_out_of_memory
 from .core.interrupts import hold_back, holding, may_cut_short
+from .core.watch import Grid
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
@@ -115,6 +116,8 @@ def _jsonable(value):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if isinstance(value, Grid):  # a watched frame's numbers, held compactly: the nested lists they stand for
+        return _jsonable(value.tolist())
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
     if isinstance(value, float):

@@ -3,9 +3,18 @@
 A Ctrl-C during one of :train's evaluations waited for all of its batches (on a bigger model with many eval batches,
 many seconds) before the run stopped: the evaluation now stops at its next batch, the step stays trained, and a line
 says that its val loss was not measured.
+Watched frames (`:train watch=attn`, `watch=embed`) held their numbers as Python lists of floats, a list per row:
+32 bytes a number, so `eval_every=1` on a long run held many times what the maps are (8 MB a frame for a 256-token
+window's four heads). They are held as one array of float32s a frame now (a Grid), read as the same nested lists by
+the view, :report and :plot, and written as the same numbers in the JSON; the embed frames share one vocabulary.
 """
 
+import json
+import sys
+
 from minitf_repl.commands import TrainResult
+from minitf_repl.core.inside import attention_maps
+from minitf_repl.dispatch import to_json
 
 from test_commands import Recorder, run, tiny_session
 
@@ -37,3 +46,47 @@ def test_a_stop_during_an_evaluation_stops_it_at_its_next_batch():
     assert s.trainer.history[-1]["val_loss"] is None
     again = run(s, ":train", Recorder())  # the stopped run goes on, and evaluates in full
     assert again.resumed and again.steps == 3 and again.val_loss is not None
+
+
+def held_bytes(obj, seen=None) -> int:
+    """The memory an object holds, through lists, tuples, dicts and attributes (each object counted once)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, (list, tuple)):
+        size += sum(held_bytes(v, seen) for v in obj)
+    elif isinstance(obj, dict):
+        size += sum(held_bytes(k, seen) + held_bytes(v, seen) for k, v in obj.items())
+    elif hasattr(obj, "__dict__"):
+        size += held_bytes(vars(obj), seen)
+    return size
+
+
+def test_watched_attention_frames_are_held_compactly_and_read_as_before():
+    s = tiny_session(steps=3, eval_every=1, eval_batches=1)
+    result = run(s, ":train watch=attn prompt=" + "3141592653" * 3)
+    assert len(result.frames) == 4
+    last = result.frames[-1]
+    heads, t = len(last.maps), len(last.tokens)
+    numbers = heads * t * t
+    assert held_bytes(last.maps) < 6 * numbers + 1000, held_bytes(last.maps)  # float32s; was 32 bytes a number
+    ref = attention_maps(s.model, s.data.tokenizer.encode("3141592653" * 3), layer=last.layer).maps[0]
+    assert last.maps == ref.tolist() and last.maps[1] == ref[1].tolist() and last.maps[-1][2] == ref[-1][2].tolist()
+    assert [row[5:] for row in last.maps[0][5:]] == [row[5:] for row in ref[0].tolist()[5:]]
+    doc = to_json(result)
+    assert doc["frames"][-1]["maps"] == ref.tolist()
+    json.dumps(doc, allow_nan=False)
+
+
+def test_watched_embed_frames_share_one_vocabulary_and_hold_their_coordinates_compactly():
+    from minitf_repl.core.inside import embedding_map
+
+    s = tiny_session(steps=2, eval_every=1, eval_batches=1)
+    result = run(s, ":train watch=embed")
+    first, last = result.frames[0], result.frames[-1]
+    assert first.vocab is last.vocab
+    assert last.coords == embedding_map(s.model).coords and first.coords != last.coords
+    assert held_bytes(last.coords) < 8 * 2 * len(last.vocab) + 1000
+    assert to_json(result)["frames"][-1]["coords"] == embedding_map(s.model).coords

@@ -20,12 +20,79 @@ Torch is imported inside the methods: the command that declares watch= loads bef
 from __future__ import annotations
 
 import math
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 WATCH_VIEWS = ("attn", "lens", "samples", "grad", "heads", "embed", "context")
 ONE_BLOCK = ("attn",)  # the views that show one block, which layer= picks; the others read every block
 SAMPLE_TOKENS = 40  # the length of a samples frame (a task's answer ends it sooner)
 CONTEXT_WINDOWS = 128  # a context frame's val windows: an eighth of :context's default, under a tenth of a second
+
+
+class Grid(Sequence):
+    """A block of numbers ([head][query i][key j], [token][x, y]) held as one flat array of machine floats, read as
+    the nested lists it stands for: `grid[h]` is head h's map as lists, `grid.tolist()` the whole.
+
+    A frame is kept for every evaluation of a run: as Python lists of floats (32 bytes a number, a list per row) the
+    attention maps of a 256-token window took 8 MB a frame, so `eval_every=1` on a long run held gigabytes for
+    what a float32 tensor holds in a megabyte. The numbers are the same (float32 values kept as float32, exactly).
+    """
+
+    def __init__(self, values: array, shape: tuple[int, ...]):
+        self.values, self.shape = values, tuple(shape)
+        self.stride = math.prod(self.shape[1:])
+
+    @classmethod
+    def of(cls, tensor) -> Grid:
+        """The tensor's numbers, at its own precision where that is float64, else as float32 (exact for float32,
+        bfloat16 and float16)."""
+        import torch
+
+        wide = tensor.dtype == torch.float64
+        flat = tensor.detach().to("cpu", torch.float64 if wide else torch.float32).contiguous().reshape(-1)
+        values = array("d" if wide else "f")
+        values.frombytes(flat.numpy().tobytes())
+        return cls(values, tuple(tensor.shape))
+
+    @classmethod
+    def of_rows(cls, rows: list[list[float]]) -> Grid:
+        """Rows of equal length, kept as float64 (Python's own floats: exact)."""
+        return cls(array("d", [v for row in rows for v in row]), (len(rows), len(rows[0]) if rows else 0))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("Grid index out of range")
+        if len(self.shape) == 1:
+            return self.values[index]
+        return _nested(self.values[index * self.stride:(index + 1) * self.stride].tolist(), self.shape[1:])
+
+    def tolist(self) -> list:
+        return _nested(self.values.tolist(), self.shape)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Grid):
+            return self.shape == other.shape and self.values.tolist() == other.values.tolist()
+        return isinstance(other, list) and self.tolist() == other
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Grid(shape={self.shape})"
+
+
+def _nested(flat: list, shape: tuple[int, ...]) -> list:
+    """`flat`, row-major, as nested lists of `shape`."""
+    for size in reversed(shape[1:]):
+        flat = [flat[i:i + size] for i in range(0, len(flat), size)]
+    return flat
 
 
 @dataclass
@@ -61,7 +128,8 @@ class WatchFrame:
     prompt: str
     tokens: list[str]  # the prompt's tokens
     layer: int | None = None  # attn: the block shown
-    maps: list[list[list[float]]] = field(default_factory=list)  # attn: [head][query i][key j]
+    # attn: [head][query i][key j]; a Grid, read as those lists (a list of lists before: the memory of a long run)
+    maps: Grid | list = field(default_factory=list, metadata={"json": "list[list[list[float]]]"})
     lens: list[LensGuess] = field(default_factory=list)  # lens: one row per layer, at the last position
     target: str | None = None  # lens: the true next token, when known
     sample: str | None = None  # samples: the greedy continuation of the prompt
@@ -72,7 +140,8 @@ class WatchFrame:
     first_copy: float | None = None  # heads: the loss on the first copy's tokens (nats)
     second_copy: float | None = None  # heads: the loss on the repeat's tokens, which context gives away
     vocab: list[str] = field(default_factory=list)  # embed: every token, by id (the prompt's are drawn on top)
-    coords: list[list[float]] = field(default_factory=list)  # embed: each token's [x, y] on W_E's two main directions
+    # embed: each token's [x, y] on W_E's two main directions (a Grid, as maps)
+    coords: Grid | list = field(default_factory=list, metadata={"json": "list[list[float]]"})
     explained: list[float] = field(default_factory=list)  # embed: the share of the rows' variance along each
     bands: list[str] = field(default_factory=list)  # context: each band of positions, "0", "1", "2-3", ...
     band_losses: list[float] = field(default_factory=list)  # context: each band's mean val loss (nats)
@@ -95,6 +164,7 @@ class Watcher:
         self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
         self.counted = counted  # grad: which next tokens the loss counts (a task's answer's); None: all
         self.data = data  # context: the data whose val windows are scored; heads: whose rows bound the repeat
+        self.vocab = None  # embed: every token, by id, once for all frames
 
     def frame(self, model, step: int, val_loss: float | None) -> WatchFrame:
         itos = self.tokenizer.itos
@@ -103,7 +173,7 @@ class Watcher:
             from .inside import attention_maps
 
             maps = attention_maps(model, self.ids, layer=self.layer)
-            frame.layer, frame.maps = maps.layers[0], maps.maps[0].tolist()
+            frame.layer, frame.maps = maps.layers[0], Grid.of(maps.maps[0])
         elif self.view == "lens":
             from .inside import logit_lens
 
@@ -121,7 +191,9 @@ class Watcher:
             from .inside import embedding_map
 
             found = embedding_map(model)
-            frame.vocab, frame.coords, frame.explained = list(itos), found.coords, found.explained
+            if self.vocab is None:  # one list for every frame of the run: the same tokens each time
+                self.vocab = list(itos)
+            frame.vocab, frame.coords, frame.explained = self.vocab, Grid.of_rows(found.coords), found.explained
         elif self.view == "context":
             from .context import position_bands, position_losses
 
