@@ -122,14 +122,16 @@ class HeadWatch:
 
 @dataclass
 class WatchFrame:
+    """One view of the model at one evaluation; its maps and coordinates are Grids (read as the nested lists)."""
+
     step: int  # optimizer steps done when the frame was made (the first frame: before the run's first step)
     val_loss: float | None  # the evaluation it was made at (None: the frame before training)
     view: str  # attn | lens | samples | grad | heads | embed | context
     prompt: str
     tokens: list[str]  # the prompt's tokens
     layer: int | None = None  # attn: the block shown
-    # attn: [head][query i][key j]; a Grid, read as those lists (a list of lists before: the memory of a long run)
-    maps: Grid | list = field(default_factory=list, metadata={"json": "list[list[list[float]]]"})
+    maps: Grid | list = field(default_factory=list,  # attn: [head][query i][key j]
+                              metadata={"json": "list[list[list[float]]]"})
     lens: list[LensGuess] = field(default_factory=list)  # lens: one row per layer, at the last position
     target: str | None = None  # lens: the true next token, when known
     sample: str | None = None  # samples: the greedy continuation of the prompt
@@ -140,8 +142,8 @@ class WatchFrame:
     first_copy: float | None = None  # heads: the loss on the first copy's tokens (nats)
     second_copy: float | None = None  # heads: the loss on the repeat's tokens, which context gives away
     vocab: list[str] = field(default_factory=list)  # embed: every token, by id (the prompt's are drawn on top)
-    # embed: each token's [x, y] on W_E's two main directions (a Grid, as maps)
-    coords: Grid | list = field(default_factory=list, metadata={"json": "list[list[float]]"})
+    coords: Grid | list = field(default_factory=list,  # embed: each token's [x, y] on W_E's two main directions
+                                metadata={"json": "list[list[float]]"})
     explained: list[float] = field(default_factory=list)  # embed: the share of the rows' variance along each
     bands: list[str] = field(default_factory=list)  # context: each band of positions, "0", "1", "2-3", ...
     band_losses: list[float] = field(default_factory=list)  # context: each band's mean val loss (nats)
