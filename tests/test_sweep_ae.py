@@ -7,16 +7,22 @@ Watched frames (`:train watch=attn`, `watch=embed`) held their numbers as Python
 32 bytes a number, so `eval_every=1` on a long run held many times what the maps are (8 MB a frame for a 256-token
 window's four heads). They are held as one array of float32s a frame now (a Grid), read as the same nested lists by
 the view, :report and :plot, and written as the same numbers in the JSON; the embed frames share one vocabulary.
+`:grad` on a mixture of experts: its step column was one optimizer step on the cross-entropy's gradient alone, while
+:train's step adds the gradient of the experts' load-balancing term (moe_aux_weight x aux loss), so the router's step
+was not the one training takes. The step now adds it, and a line says so (with the term's size); the other columns
+stay the cross-entropy's.
 """
 
 import json
 import sys
 
+import pytest
+
 from minitf_repl.commands import TrainResult
 from minitf_repl.core.inside import attention_maps
 from minitf_repl.dispatch import to_json
 
-from test_commands import Recorder, run, tiny_session
+from test_commands import TINY, Recorder, run, tiny_session
 
 
 class StopInEvaluation(Recorder):
@@ -90,3 +96,42 @@ def test_watched_embed_frames_share_one_vocabulary_and_hold_their_coordinates_co
     assert last.coords == embedding_map(s.model).coords and first.coords != last.coords
     assert held_bytes(last.coords) < 8 * 2 * len(last.vocab) + 1000
     assert to_json(result)["frames"][-1]["coords"] == embedding_map(s.model).coords
+
+
+def test_grads_step_on_a_mixture_of_experts_is_the_one_train_takes():
+    import torch
+
+    from minitf_repl.core.backprop import backprop, optimizer_step
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.core.inside import scored_text
+    from minitf_repl.session import Session
+    from test_render import plain
+
+    s = Session(ModelConfig(**{**TINY, "n_experts": 4, "moe_aux_weight": 1.0}),
+                TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1, optimizer="adamw"),
+                data_spec="sort:4", device_name="cpu")
+    run(s, ":train")
+    ids = s.data.tokenizer.encode("314159=113459")
+    model, trainer = s.model, s.trainer
+    params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    inputs, targets, _ = scored_text(model, ids, None, "test")
+    model.train()  # what :train's loss is (dropout is 0: the same forward as the view's)
+    loss = model.loss(model(inputs)[0], targets)
+    model.eval()
+    assert model.moe_aux_loss() is not None
+    grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    expected, _ = optimizer_step(trainer, params, grads)
+    done = backprop(model, ids, trainer=trainer)
+    assert [t.step for t in done.tensors] == pytest.approx(expected, rel=1e-3)
+    assert done.step_aux == pytest.approx(model.config.moe_aux_weight * model.moe_aux_loss().item(), rel=1e-5)
+    words = plain(run(s, ":grad 314159=113459"))
+    assert "adds the experts' load-balancing term" in words and "cross-entropy alone" in words
+    assert "load-balancing" not in plain(run(tiny_session(), ":grad 314159=113459"))
+
+
+def test_a_caller_running_steps_in_chunks_keeps_its_evaluations():
+    s = tiny_session(steps=6, eval_every=3, eval_batches=2)
+    trainer = s.trainer
+    trainer.start_run(6)
+    summary = trainer.run(should_stop=lambda: trainer.step >= 3)  # true at the step it evaluates after
+    assert summary.steps == 3 and summary.val_loss is not None and trainer.history[-1]["val_loss"] is not None

@@ -79,6 +79,9 @@ class GradResult:
     optimizer: str | None = None  # whose one step on this gradient the parts' step is ("adamw", "muon"); None: none
     step_lr: float | None = None  # the rate of that step (the peak lr)
     clip_scale: float = 1.0  # what clipping to grad_clip scaled the gradient by before the step, as :train clips
+    # mixture of experts: moe_aux_weight x the load-balancing loss :train adds, whose gradient the step adds to the
+    # cross-entropy's (the other columns are the cross-entropy's alone); None: no experts, a weight of 0, no step
+    step_aux: float | None = None
     show_all: bool = False  # all=on: every parameter tensor instead of the parts
     dropped: int = 0  # tokens cut from the front of a text longer than max_seq_len + 1
     unit: str = "character"
@@ -93,7 +96,7 @@ class GradResult:
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",), interruptible=True, json_version=3)  # fmt: skip
+], aliases=("backprop",), interruptible=True, json_version=4)  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
@@ -114,7 +117,7 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         positions=done.positions, parts=done.parts,
         tensors=done.tensors, tied=done.tied, head=done.head, embedding=done.embedding, check=done.check,
         check_skipped=done.check_skipped, optimizer=done.optimizer, step_lr=done.step_lr, clip_scale=done.clip_scale,
-        show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
+        step_aux=done.step_aux, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
         untrained=session.untrained, ablations=switched_off(session), causal=session.model.causal,
         dropout=session.model_config.dropout)
 
@@ -236,6 +239,10 @@ def _parameters(result: GradResult, console: Console) -> None:
         note(console, f"step: how far one {result.optimizer} step on this gradient moves each part, at the peak "
                       f"rate lr = {result.step_lr:g}{clipped}, from the optimizer's state as it is now (then "
                       "undone). " + OPTIMIZER_STEPS.get(result.optimizer, ""))
+        if result.step_aux is not None:  # the other columns are the cross-entropy's: said, or the step reads as its
+            note(console, f"the step's gradient adds the experts' load-balancing term to the loss's, as "
+                          f"{named('train')}'s does (moe_aux_weight x aux loss = {result.step_aux:.4g}); |dL/dW| and "
+                          "the rest are of the cross-entropy alone")
         if result.optimizer == "muon":
             note(console, f"{cmd('muon')} works one matrix's Muon step out: the momentum, "
                           "Newton-Schulz step by step, the update")

@@ -308,7 +308,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if watcher is not None:  # the frame before the first step: one that fails rolls the run back as a step would
             watch(trainer.step, None)
         summary = trainer.run(on_step=on_step, should_stop=reporter.should_stop, on_notice=reporter.notice,
-                              on_evaluate=reporter.on_evaluate)
+                              on_evaluate=reporter.on_evaluate, stop_evaluation=reporter.should_stop)
         trainer.check_last_update()  # a stop between evaluations: weights of 1e30 must not be autosaved as a model
     except PeerLost as e:
         # Under torchrun another rank died: the steps every rank completed are good (the one under way

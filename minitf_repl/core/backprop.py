@@ -104,6 +104,9 @@ class Backprop:
     optimizer: str | None = None  # the optimizer whose step the parts' `step` is ("adamw", "muon"); None: no step
     step_lr: float | None = None  # the rate that step was taken at (the peak lr)
     clip_scale: float = 1.0  # what clipping (grad_clip, as :train clips) scaled the gradient by before the step
+    # mixture of experts: moe_aux_weight x the load-balancing loss, whose gradient the step adds to the
+    # cross-entropy's as :train's does (None: no experts, a weight of 0, or no step)
+    step_aux: float | None = None
 
 
 def part_of(name: str, tied: bool) -> str:
@@ -193,6 +196,13 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         loss = model.loss(logits, targets)  # eval mode: the plain cross-entropy (no experts' balancing term)
         tensors = list({id(t): t for t in kept.values()}.values())  # a skipped block's output is its input
         grads = torch.autograd.grad(loss, tensors + [p for _, p in params], allow_unused=True, retain_graph=True)
+        # :train's loss adds the experts' load-balancing term (moe_aux_weight x aux): the step taken below adds its
+        # gradient too, so the step column is the one :train takes on this text (the rest is the cross-entropy's)
+        aux = model.moe_aux_loss() if getattr(model.config, "is_moe", False) and model.config.moe_aux_weight else None
+        step_aux = None if aux is None else model.config.moe_aux_weight * aux
+        aux_grads = [None] * len(params)
+        if step_aux is not None and trainer is not None:
+            aux_grads = torch.autograd.grad(step_aux, [p for _, p in params], allow_unused=True, retain_graph=True)
         of = {id(t): g for t, g in zip(tensors, grads)}
         param_grads = list(grads[len(tensors):])
 
@@ -235,7 +245,8 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
     steps, clip_scale = [None] * len(params), 1.0
     stepping = trainer is not None and n <= CHECK_LIMIT  # the step's snapshot copies the weights and their state
     if stepping:
-        steps, clip_scale = optimizer_step(trainer, params, param_grads)
+        step_grads = [g if a is None else a if g is None else g + a for g, a in zip(param_grads, aux_grads)]
+        steps, clip_scale = optimizer_step(trainer, params, step_grads)
     tensors_out, parts = [], {}
     for (name, p), g, step in zip(params, param_grads, steps):
         tensors_out.append(ParamGradient(name, p.numel(), _size(p), _size(g), step))
@@ -262,6 +273,7 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
         check=check_done, check_skipped=skipped_why,
         optimizer=trainer.config.optimizer if stepping else None,
         step_lr=trainer.config.lr if stepping else None, clip_scale=clip_scale,
+        step_aux=step_aux.item() if stepping and step_aux is not None else None,
     )
 
 

@@ -294,6 +294,7 @@ class Trainer:
         should_stop: Callable[[], bool] | None = None,
         on_notice: Callable[[str], None] | None = None,
         on_evaluate: Callable[[int, int], None] | None = None,
+        stop_evaluation: Callable[[], bool] | None = None,
     ) -> RunSummary:
         """Train until the current run ends or should_stop() says so. Starts a run if none is open.
 
@@ -309,17 +310,20 @@ class Trainer:
         `on_notice(line)` hears, once per trainer, what a person should know about the speed switches and threads
         (bfloat16 on a CPU; a compile that failed, after which the steps run eagerly; a thread count auto moved).
         `on_evaluate(done, eval_batches)` after each validation batch of an evaluation (Trainer.evaluate's on_batch).
+        `stop_evaluation()`, asked between an evaluation's batches (a person's stop request; not should_stop, which a
+        caller running steps in chunks makes true at the step it evaluates after): True abandons the evaluation, the
+        step stays unevaluated, on_notice says so, and the run stops before its next step.
         """
         # Steps train in train mode (dropout on); the model is left in the mode it came in, as every view leaves it:
         # a script's model.eval() before a run still holds after it (it was left in train mode, dropout on)
         modes = {module: module.training for module in self.model.modules()}
         try:
-            return self._run(on_step, should_stop, on_notice, on_evaluate)
+            return self._run(on_step, should_stop, on_notice, on_evaluate, stop_evaluation)
         finally:
             for module, training in modes.items():
                 module.training = training
 
-    def _run(self, on_step, should_stop, on_notice, on_evaluate) -> RunSummary:
+    def _run(self, on_step, should_stop, on_notice, on_evaluate, stop_evaluation) -> RunSummary:
         if self.run_remaining <= 0:
             self.start_run()
         self.data.check_fits(self.max_seq_len)
@@ -329,7 +333,7 @@ class Trainer:
         done, tokens, busy = 0, 0, 0.0
         stretch_tokens, stretch_busy = 0, 0.0  # since the last evaluation: an evaluated row's speed
         last: StepInfo | None = None
-        stopped = False
+        stopped = cut = False  # cut: stop_evaluation abandoned an evaluation
         notes: list[str] = []
 
         def note(line: str | None) -> None:
@@ -344,7 +348,7 @@ class Trainer:
         ranks = distributed.world_size() if self._ddp is not None else 1  # speeds count the tokens of all ranks
         compile_seconds, compiled, compile_tokens = None, False, 0
         while self.run_remaining > 0:
-            if self._peer_safe(self._stop_requested, should_stop):
+            if self._peer_safe(self._stop_requested, lambda: cut or (should_stop is not None and should_stop())):
                 stopped = True
                 if self._stop_from_peer and on_notice is not None:
                     # this process was asked nothing: without a word, the stop would look like its own whim
@@ -409,8 +413,9 @@ class Trainer:
             if (info.run_step % cfg.eval_every == 0 or info.run_step == self.run_steps) and (
                     self._ddp is None or distributed.is_main()):
                 try:
-                    info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=should_stop)
-                except EvaluationStopped as e:  # the step stands, unevaluated; the loop's next look stops the run
+                    info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
+                except EvaluationStopped as e:  # the step stands, unevaluated, and the run stops before the next
+                    cut = True
                     if on_notice is not None:
                         on_notice(f"the evaluation after step {self.step:,} was stopped after {e.done} of "
                                   f"{count(e.total, 'batch', 'batches')}: its val loss was not measured")
