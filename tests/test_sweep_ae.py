@@ -11,6 +11,9 @@ the view, :report and :plot, and written as the same numbers in the JSON; the em
 :train's step adds the gradient of the experts' load-balancing term (moe_aux_weight x aux loss), so the router's step
 was not the one training takes. The step now adds it, and a line says so (with the term's size); the other columns
 stay the cross-entropy's.
+`:compare`: a contender's evaluation inside a segment moved nothing on screen (the bar counts training steps), a long
+silent wait on a bigger model, and a Ctrl-C then waited for all of its batches. The bar's label now says
+"A val 3/20" through it, and a stop ends it at its next batch.
 """
 
 import json
@@ -135,3 +138,45 @@ def test_a_caller_running_steps_in_chunks_keeps_its_evaluations():
     trainer.start_run(6)
     summary = trainer.run(should_stop=lambda: trainer.step >= 3)  # true at the step it evaluates after
     assert summary.steps == 3 and summary.val_loss is not None and trainer.history[-1]["val_loss"] is not None
+
+
+class CompareRecorder(Recorder):
+    """Records each contender's evaluation progress; asks for a stop once `stop_after` batches were scored."""
+
+    def __init__(self, stop_after: int | None = None):
+        super().__init__()
+        self.scored, self.stop_after = [], stop_after
+
+    def on_compare_evaluate(self, label, done, total):
+        self.scored.append((label, done, total))
+
+    def should_stop(self):
+        return self.stop_after is not None and len(self.scored) >= self.stop_after
+
+
+def test_compare_says_how_far_each_evaluation_is_and_a_stop_ends_one_at_once():
+    s = tiny_session(eval_batches=3)
+    hooks = CompareRecorder()
+    result = run(s, ":compare lr=0.01 lr=0.02 steps=2 eval_every=2", hooks)
+    assert not result.stopped
+    assert hooks.scored == [(label, done, 3) for label in ("lr=0.01", "lr=0.02") for done in (1, 2, 3)], hooks.scored
+    stopping = CompareRecorder(stop_after=2)
+    result = run(tiny_session(eval_batches=30), ":compare lr=0.01 lr=0.02 steps=2 eval_every=2", stopping)
+    assert result.stopped and len(stopping.scored) == 2  # not 30, nor B's too
+
+
+def test_compares_bar_says_the_evaluation_under_way():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import RichReporter
+
+    c = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=True)
+    hooks = RichReporter(c, live=True)
+    hooks.on_compare_start(["A", "B"], 4, 1)
+    hooks.on_compare_evaluate("A", 3, 20)
+    assert "A val 3/20" in hooks._progress.tasks[0].description
+    hooks.on_compare_evaluate("A", 20, 20)
+    assert hooks._progress.tasks[0].description == "compare"
+    hooks.close()

@@ -139,7 +139,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     outcomes = compare(contenders, data, steps, [base_seed + i for i in range(seeds)], session.device,
                        on_evaluation=reporter.on_compare_eval, should_stop=reporter.should_stop,
                        threads=session.threads, on_step=reporter.on_compare_step,
-                       on_diverged=reporter.on_compare_diverged)
+                       on_diverged=reporter.on_compare_diverged, on_evaluate=reporter.on_compare_evaluate)
     stopped = any((o.final is None or o.final.step < steps) and not o.diverged for o in outcomes)
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]

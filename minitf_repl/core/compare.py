@@ -32,7 +32,7 @@ from .config import ModelConfig, TrainConfig
 from .data import bits_per_char, row_length, val_tokens_per_char
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
-from .train import Trainer, random_state, set_random_state
+from .train import EvaluationStopped, Trainer, random_state, set_random_state
 
 
 @dataclass
@@ -101,6 +101,7 @@ def compare(
     threads=None,
     on_step: Callable[[int, int], None] | None = None,
     on_diverged: Callable[[str], None] | None = None,
+    on_evaluate: Callable[[str, int, int], None] | None = None,
 ) -> list[Outcome]:
     """Train each contender for `steps` steps once per seed, in step; return one Outcome each.
 
@@ -108,6 +109,8 @@ def compare(
     `on_step(done, total)` follows every training step of every contender and seed (`total` of them
     in all), so a progress bar can move, and estimate the time left, between evaluations.
     `on_diverged(label)`: that contender diverged and stopped; it has no more evaluations.
+    `on_evaluate(label, done, eval_batches)` after each validation batch of a contender's evaluation: the steps'
+    count stands still through it (on a bigger model, many seconds), and a stop asked then ends it at once.
     """
     def stop() -> bool:
         return should_stop is not None and should_stop()
@@ -175,7 +178,10 @@ def compare(
                 # (Ctrl-C, SIGTERM) waits for one training step, never for the rest of a segment.
                 set_random_state(streams[id(trainer)], device)
                 try:
-                    summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop())
+                    scored = None if on_evaluate is None else \
+                        (lambda done_, total_, label=outcomes[i].label: on_evaluate(label, done_, total_))
+                    summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop(),
+                                          on_evaluate=scored, stop_evaluation=stop)
                     streams[id(trainer)] = random_state(device)
                 except TrainingDiverged as e:  # this contender ends here, every seed of it; the others go on
                     outcomes[i].seconds += time.perf_counter() - start
@@ -193,7 +199,11 @@ def compare(
                 if stop():  # stopped inside the segment: no evaluation of a half-trained contender
                     return stopped()
                 last = trainer.history[-1]
-                val = last["val_loss"] if last["val_loss"] is not None else trainer.evaluate()[0]
+                try:
+                    val = last["val_loss"] if last["val_loss"] is not None else \
+                        trainer.evaluate(on_batch=scored, should_stop=stop)[0]
+                except EvaluationStopped:
+                    return stopped()
                 results.setdefault(i, []).append((val, last.get("accuracy")))
             done = target
             for i, values in results.items():

@@ -414,13 +414,14 @@ class RichReporter(Reporter):
                 TextColumn("eta"), TimeRemainingColumn(), TextColumn("loss {task.fields[loss]}"),
                 TextColumn("{task.fields[tps]} tok/s"))
 
-    def _labelled_columns(self, label: str) -> tuple:
+    def _labelled_columns(self, label: str | None) -> tuple:
         """The bar of :compare, :checks, :context or :lrfind for the width now: below NARROW the count and the time
-        left (at 24 columns the wide form cut the count to "35…")."""
+        left (at 24 columns the wide form cut the count to "35…"). `label` None: the task's description, which the
+        work changes as it goes (:compare's "A val 3/20" during a contender's evaluation)."""
         if self.console.width < NARROW:
             return BarColumn(bar_width=None), MofNCompleteColumn(), TimeRemainingColumn()
-        return (TextColumn(f"[bold]{escape(label)}"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                TextColumn("eta"), TimeRemainingColumn())
+        named = TextColumn("[bold]{task.description}") if label is None else TextColumn(f"[bold]{escape(label)}")
+        return named, BarColumn(bar_width=None), MofNCompleteColumn(), TextColumn("eta"), TimeRemainingColumn()
 
     def _fit_bar(self) -> None:
         """The bar in the form for the width now, asked at each step: a terminal narrowed during the run squeezed
@@ -511,7 +512,7 @@ class RichReporter(Reporter):
         # The bar counts every training step of every contender and seed (on_compare_step), so it
         # moves, and Rich can estimate the time left, between evaluations too: moved only at
         # evaluations it showed no ETA (fewer than two samples in Rich's speed window).
-        self._bar_columns = lambda: self._labelled_columns("compare")
+        self._bar_columns = lambda: self._labelled_columns(None)  # "compare", or the evaluation under way
         self._progress = Progress(*self._bar_columns(), console=self.console, expand=True)
         self._bar_narrow = self.console.width < NARROW
         self._task = self._progress.add_task("compare", total=len(labels) * seeds * steps, completed=0)
@@ -523,6 +524,12 @@ class RichReporter(Reporter):
         if self._progress is not None:
             self._fit_bar()
             self._progress.update(self._task, completed=done, total=total)
+
+    def on_compare_evaluate(self, label: str, done: int, total: int) -> None:
+        """The bar's label says the evaluation's progress: the steps' count stood still through it."""
+        if self._progress is not None:
+            self._progress.update(self._task, description=escape(f"{label} val {done}/{total}") if done < total
+                                  else "compare")
 
     def on_compare_eval(self, evaluation) -> None:
         self._compare.add(evaluation)
