@@ -69,12 +69,17 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
         command = registry.find(command)
     values = prepare_args(command, args or {})
     _text_like_a_choice(command, args or {}, values, reporter)
+    reporter = reporter if reporter is not None else Reporter()
+    before = getattr(session, "on_build", None)
+    session.on_build = reporter.notice  # a build of many seconds is said before it starts (Session._new_model)
     try:
-        return command.func(session, values, reporter if reporter is not None else Reporter())
+        return command.func(session, values, reporter)
     except (MemoryError, RuntimeError) as e:
         if is_out_of_memory(e):  # anything else is a bug
             raise UserError(OUT_OF_MEMORY) from None
         raise
+    finally:
+        session.on_build = before
 
 
 def _text_like_a_choice(command: Command, given: dict, values: dict, reporter: Reporter | None) -> None:

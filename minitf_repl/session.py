@@ -62,6 +62,9 @@ class Status:
     val_step: int | None = None  # the step it was measured at (before `step` in a run stopped between evaluations)
 
 
+BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes seconds to build on a CPU: said first
+
+
 class Session:
     def __init__(
         self,
@@ -109,6 +112,9 @@ class Session:
         self._device = None
         self._model = None
         self._trainer = None
+        # Hears a line before a build that takes seconds (a 300M-parameter model): the running command's notice,
+        # set by the front door for the command's length (dispatch.run_command); None: said to no one
+        self.on_build = None
 
     # --- lazily built state ------------------------------------------------------------------------
     @property
@@ -237,27 +243,39 @@ class Session:
         self._model, self._trainer = self._new_model(data, device)
         self._data_since_step = 0
 
-    def _new_model(self, data, device):
+    def _new_model(self, data, device, config: ModelConfig | None = None):
+        """A model of `config` (default: the settings) and its trainer; the settings take `config` once both are
+        built. A Ctrl-C cuts the build short (a 300M-parameter model takes many seconds on a CPU) and changes
+        nothing: the model and the settings stay as they were."""
         import torch
 
+        from .core.interrupts import cut_short
         from .core.model import MiniTransformerLM
+        from .core.sizes import parameter_count
         from .core.train import Trainer
 
-        config = self.model_config.replace(vocab_size=data.tokenizer.vocab_size)
-        torch.manual_seed(self.train_config.seed)
-        model = MiniTransformerLM(config).to(device)
-        trainer = Trainer(model, data, self.train_config, device)
+        config = (config or self.model_config).replace(vocab_size=data.tokenizer.vocab_size)
+        n = parameter_count(config)
+        if n >= BUILD_NOTICE_PARAMETERS and self.on_build is not None:
+            self.on_build(f"building a model of {n / 1e6:,.0f}M parameters ({config.n_layers} blocks of "
+                          f"d_model={config.d_model}): this takes a while; Ctrl-C stops it and keeps the model and "
+                          "settings as they were")
+        with cut_short():
+            torch.manual_seed(self.train_config.seed)
+            model = MiniTransformerLM(config).to(device)
+            trainer = Trainer(model, data, self.train_config, device)
         trainer.threads = self.threads
         self.model_config = config
         return model, trainer
 
-    def rebuild(self) -> None:
-        """Fresh weights, optimizer and history for the current settings (only if a model exists)."""
+    def rebuild(self, config: ModelConfig | None = None) -> None:
+        """Fresh weights, optimizer and history for `config` (default: the current settings), only if a model
+        exists; the settings take `config` once it is built."""
         if self._model is None:
             return
+        model, trainer = self._new_model(self.data, self.device, config)
         self._ablations = None  # they were hooks on the old model, which goes
         self.watch_frames = []  # and what :train watch= saw of it (:report and :plot would show it as this one's)
-        model, trainer = self._new_model(self.data, self.device)
         self.weights_from = None
         self._model, self._trainer = model, trainer
         self._data_since_step = 0
@@ -275,8 +293,13 @@ class Session:
         rebuilt = False
         if self._model is not None:
             if data.tokenizer.itos != self._data.tokenizer.itos:
+                was = self._data, self.data_spec
                 self._data, self.data_spec = data, spec
-                self.rebuild()
+                try:
+                    self.rebuild()
+                except KeyboardInterrupt:  # a build cut short: the model stays, and the data it reads with it
+                    self._data, self.data_spec = was
+                    raise
                 rebuilt = True
             elif self._same_data(data):  # `:data sort` again: the history and :ngram's counters are still of it
                 data = self._data
@@ -339,12 +362,12 @@ class Session:
         any other change alters a weight's shape or meaning, so the model is rebuilt.
         """
         rebuild = self.rebuild_needed(config=config)
+        if self._model is not None and rebuild:
+            self.rebuild(config)  # the settings change once the model is built: a Ctrl-C during it leaves both
+            return True
         self.model_config = config
         if self._model is None:
             return False
-        if rebuild:
-            self.rebuild()
-            return True
         # off while the model changes (the mask's ablation is a flag causal= also sets); causal=off takes the mask
         # itself, so its ablation goes (as :ablate mask is refused there) and a later causal=on puts a mask back
         active = [a for a in self.ablations if a.kind != "mask" or config.causal]

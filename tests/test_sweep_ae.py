@@ -14,6 +14,10 @@ stay the cross-entropy's.
 `:compare`: a contender's evaluation inside a segment moved nothing on screen (the bar counts training steps), a long
 silent wait on a bigger model, and a Ctrl-C then waited for all of its batches. The bar's label now says
 "A val 3/20" through it, and a stop ends it at its next batch.
+Building a very large model (`:set n_layers=24 d_model=1024`, 300M parameters: many seconds on a CPU) said nothing
+until it was done, and a Ctrl-C waited for all of it; where it did stop (an error), the settings already said 24 blocks
+while the model was the old one. A build of 50M parameters or more is said first, Ctrl-C cuts any build short
+("interrupted"), and the model, its data and the settings stay as they were.
 """
 
 import json
@@ -180,3 +184,37 @@ def test_compares_bar_says_the_evaluation_under_way():
     hooks.on_compare_evaluate("A", 20, 20)
     assert hooks._progress.tasks[0].description == "compare"
     hooks.close()
+
+
+def test_a_large_build_is_said_first_and_a_ctrl_c_leaves_the_model_and_settings_as_they_were(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl import session as session_module
+    from minitf_repl.core import train as train_module
+    from minitf_repl.core.interrupts import may_cut_short
+    from minitf_repl.dispatch import FrontDoor
+
+    s = tiny_session()
+    old_model, old_config, old_train = s.model, s.model_config, s.train_config
+    monkeypatch.setattr(session_module, "BUILD_NOTICE_PARAMETERS", 1)  # a tiny model stands in for a 300M one
+    hooks = Recorder()
+    run(s, ":set n_layers=2", hooks)
+    assert any(n.startswith("building a model of") and "Ctrl-C stops it" in n for n in hooks.notices), hooks.notices
+    assert s.model_config.n_layers == 2 and s.model is not old_model
+    old_model, old_config = s.model, s.model_config
+
+    cut = []
+
+    def interrupted(*args, **kwargs):  # a Ctrl-C arriving part-way through the build, where the handler raises
+        cut.append(may_cut_short())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "Trainer", interrupted)
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    assert FrontDoor(s, out).run_line(":set n_layers=3 seed=7") != "ok"
+    assert cut == [True]  # the build runs where a Ctrl-C raises at once
+    assert "interrupted" in out.file.getvalue()
+    assert s.model is old_model and s.model_config == old_config and s.train_config == old_train
+    assert run(s, ":train steps=1").steps == 1  # the session goes on with the old model

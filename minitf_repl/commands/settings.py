@@ -341,8 +341,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     quantized = session.sampling_copy  # :quantize's copy of the model a rebuild replaces
     if rebuild or reading:  # the new model's weights are drawn from the seed given with it (`:set seed=3 n_layers=2`)
         session.set_train_config(train)
-    rebuilt = session.use_tokenizer(*reading) if reading else False
-    rebuilt = session.set_model_config(model) or rebuilt
+    try:
+        rebuilt = session.use_tokenizer(*reading) if reading else False
+        rebuilt = session.set_model_config(model) or rebuilt
+    except KeyboardInterrupt:  # a Ctrl-C cut the build short (Session._new_model): the settings stay as they were
+        session.set_train_config(current[TrainConfig])
+        raise
     if rebuilt and off:
         reporter.notice(ablations_gone(off))
     if rebuilt and quantized:
