@@ -18,6 +18,9 @@ Building a very large model (`:set n_layers=24 d_model=1024`, 300M parameters: m
 until it was done, and a Ctrl-C waited for all of it; where it did stop (an error), the settings already said 24 blocks
 while the model was the old one. A build of 50M parameters or more is said first, Ctrl-C cuts any build short
 ("interrupted"), and the model, its data and the settings stay as they were.
+`:plot what=grad_norm` after a blow-up (one norm of 5e4 among norms near 1.5) drew a linear axis on which every other
+step lay on the bottom row. Where the values of a size chart (grad_norm, lr, block_grad) span 3 orders of magnitude
+or more, the axis is on a log scale, said in the legend and in a line under the chart.
 """
 
 import json
@@ -30,6 +33,7 @@ from minitf_repl.core.inside import attention_maps
 from minitf_repl.dispatch import to_json
 
 from test_commands import TINY, Recorder, run, tiny_session
+from test_render import plain, text_of
 
 
 class StopInEvaluation(Recorder):
@@ -112,7 +116,6 @@ def test_grads_step_on_a_mixture_of_experts_is_the_one_train_takes():
     from minitf_repl.core.config import ModelConfig, TrainConfig
     from minitf_repl.core.inside import scored_text
     from minitf_repl.session import Session
-    from test_render import plain
 
     s = Session(ModelConfig(**{**TINY, "n_experts": 4, "moe_aux_weight": 1.0}),
                 TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1, optimizer="adamw"),
@@ -218,3 +221,24 @@ def test_a_large_build_is_said_first_and_a_ctrl_c_leaves_the_model_and_settings_
     assert "interrupted" in out.file.getvalue()
     assert s.model is old_model and s.model_config == old_config and s.train_config == old_train
     assert run(s, ":train steps=1").steps == 1  # the session goes on with the old model
+
+
+def chart_rows(text: str) -> list[str]:
+    """The rows of a chart's grid (between the axis and the bottom line)."""
+    lines = text.splitlines()
+    return [line.split("┤" if "┤" in line else "│", 1)[1] for line in lines if "┤" in line or "│" in line]
+
+
+def test_a_gradient_norm_chart_after_a_blow_up_is_on_a_log_axis():
+    s = tiny_session(steps=30, eval_every=30, eval_batches=1)
+    run(s, ":train")
+    s.trainer.history[20]["grad_norm"] = 5e4  # one blow-up, which clipping caught
+    drawn = text_of(run(s, ":plot what=grad_norm"), width=80)
+    words = " ".join(drawn.split())
+    rows = chart_rows(drawn)
+    spread = [r for r in rows if "•" in r]
+    assert len(spread) > 2, words  # on a linear axis: the spike's row and one row for all the rest
+    assert "(log scale)" in words and "orders of magnitude" in words and "y axis is on a log scale" in words
+    s.trainer.history[20]["grad_norm"] = 2.0  # no blow-up: a linear axis, nothing said
+    words = plain(run(s, ":plot what=grad_norm"), width=80)
+    assert "log scale" not in words

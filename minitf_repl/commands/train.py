@@ -24,7 +24,7 @@ from ..core.watch import ONE_BLOCK, WATCH_VIEWS, WatchFrame, Watcher
 from ..core.words import count
 from ..registry import Param, param_from_setting
 from ..render import fmt
-from ..render.chart import MARKS, Curve, Level, chart, mark, uniform_label, uniform_loss
+from ..render.chart import MARKS, Curve, Level, chart, mark, spans_orders, uniform_label, uniform_loss
 from ..render.live import LossTable
 from ..render.renderers import render
 from ..render.heatmap import unscaled
@@ -903,15 +903,18 @@ PLOT_HINTS = {"lens_rank": "charts the true token's rank", "block_grad": "charts
 
 
 def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: int | None = None,
-                 counters: list[PlotLevel] = (), joined: bool = False):
+                 counters: list[PlotLevel] = (), joined: bool = False, log_y: bool = False):
     """The curves of a history on the one chart (render.chart), the loss ones against ln(V) when V is given and
     against the counters' val losses (:ngram) when there are any; `joined`: dots between each curve's points (a
-    watch= view's, made at the evaluations only)."""
+    watch= view's, made at the evaluations only); `log_y`: on a log axis."""
     curves = [Curve(s.name, s.steps, s.values,
                     *LOSS_GLYPHS.get(s.name, mark(k) if len(series) > 1 else ("•", "cyan")), joined=joined)
               for k, s in enumerate(series)]
     return chart(curves, width, height, uniform_loss(vocab_size), uniform_label(vocab_size),
-                 levels=counter_levels(counters))
+                 levels=counter_levels(counters), log_y=log_y)
+
+
+LOG_CHARTS = ("lr", "grad_norm", "block_grad")  # sizes, all positive: a log axis where they span orders of magnitude
 
 
 def counters_left_out(counters: list[PlotLevel], drawn, values: list[float]) -> str | None:
@@ -959,10 +962,17 @@ def render_plot(result: PlotResult, console: Console) -> None:
     if len(series) > len(MARKS):  # a glyph each: the first, the last and a spread between (--json has every one)
         most = len(MARKS)
         series = [series[round(k * (len(series) - 1) / (most - 1))] for k in range(most)]
+    values = [v for s in series for v in s.values]
+    log_y = result.what in LOG_CHARTS and spans_orders(values)
     drawn = series_chart(series, console.width, 12,
                          result.vocab_size if result.what in ("loss", "copying", "context") else None,
-                         result.counters, joined=result.what in WATCHED)
+                         result.counters, joined=result.what in WATCHED, log_y=log_y)
     console.print(drawn)
+    if log_y:  # a blow-up (one gradient norm of 5e4 among 1s) flattened every other point onto one row
+        finite = [v for v in values if math.isfinite(v)]
+        note(console, f"the values span {math.log10(max(finite) / min(finite)):.0f} orders of magnitude "
+                      f"({min(finite):.3g} to {max(finite):.3g}): the y axis is on a log scale, so the rest is not "
+                      "flattened under the largest")
     if len(series) < len(result.series):
         note(console, f"{len(series)} of the {len(result.series)} curves drawn, the first, the last and a spread "
                       "between, so that each has a glyph of its own")

@@ -12,6 +12,7 @@ curves. `uniform_loss` is the one place ln V is computed for a view.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from rich.text import Text
 # after six, and with NO_COLOR the glyph alone tells two curves apart.
 MARKS = "●▲■◆✚✖★▼○□"
 STYLES = ("cyan", "magenta", "green", "yellow", "blue", "red")
+LOG_ORDERS = 3  # values spanning this many orders of magnitude are charted on a log axis where the chart allows it
 
 
 def mark(k: int) -> tuple[str, str]:
@@ -70,10 +72,17 @@ class Chart(Group):
 
 def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | None = None,
           baseline_label: str = "", unit: str = "", levels: list[Level] = (),
-          x_labels: tuple[str, str] | None = None) -> Chart:
+          x_labels: tuple[str, str] | None = None, log_y: bool = False) -> Chart:
     """`curves` on a grid `width` columns wide and `height` rows high; `unit` names the y axis in the legend.
     The baseline and each level are drawn where they are near the curves: within half the curves' range.
-    `x_labels`: what the x axis's two ends say (default "step FIRST" and "LAST")."""
+    `x_labels`: what the x axis's two ends say (default "step FIRST" and "LAST"). `log_y`: the y axis on a log
+    scale (a value that is not positive is left out, and a column's points are drawn at their geometric mean),
+    said in the legend."""
+    if log_y:
+        curves = [dataclasses.replace(c, values=[math.log10(v) if v > 0 else math.nan for v in c.values])
+                  for c in curves]
+        baseline = math.log10(baseline) if baseline is not None and baseline > 0 else None
+        levels = [dataclasses.replace(level, value=math.log10(level.value)) for level in levels if level.value > 0]
     points = [(s, v) for curve in curves for s, v in zip(curve.steps, curve.values) if math.isfinite(v)]
     if not points:
         return Chart(Text("nothing to plot", style="dim"))
@@ -86,7 +95,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
         columns = [_columns(curve, x0, x1, plot_w) for curve in curves]
         y0, y1, drawn_baseline, drawn_levels = _y_range(
             [sum(vs) / len(vs) for buckets in columns for vs in buckets.values()], baseline, levels)
-        labels = axis_labels(y0, y1)
+        labels = axis_labels(y0, y1, log_y)
         lw = max(len(s) for s in labels) + 1
         if max(10, width - lw - 2) == plot_w or attempt == 3:
             break
@@ -132,9 +141,16 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     lines = [("╌ ", "dim", baseline_label)] if baseline is not None else []
     lines += [(f"┄{level.mark} ", "yellow", level.label) for level in levels]
     entries += [Text(glyph, style=style) + Text(label) for glyph, style, label in lines]
-    if unit:
-        entries.append(Text(f"({unit})", style="dim"))
+    if unit or log_y:
+        entries.append(Text(f"({unit}{', ' if unit and log_y else ''}{'log scale' if log_y else ''})", style="dim"))
     return Chart(out, legend_lines(entries, width), left_out=left_out)
+
+
+def spans_orders(values: list[float], orders: int = LOG_ORDERS) -> bool:
+    """Whether `values` (the finite ones) are all positive and span at least `orders` orders of magnitude: on a
+    linear axis one blow-up (a gradient norm of 5e4 among 1s) then flattens every other point onto one row."""
+    finite = [v for v in values if math.isfinite(v)]
+    return bool(finite) and min(finite) > 0 and max(finite) >= 10 ** orders * min(finite)
 
 
 def _columns(curve: Curve, x0: int, x1: int, plot_w: int) -> dict[int, list[float]]:
@@ -165,10 +181,12 @@ def _y_range(values: list[float], baseline: float | None, levels: list[Level]):
     return y0, y1, baseline, levels
 
 
-def axis_labels(y0: float, y1: float) -> list[str]:
+def axis_labels(y0: float, y1: float, log_y: bool = False) -> list[str]:
     """The y axis's top, middle and bottom labels: 3 significant digits, more where 3 would write two alike (a
-    range of 0.1706 to 0.1720 would read 0.172, 0.171, 0.171)."""
+    range of 0.1706 to 0.1720 would read 0.172, 0.171, 0.171). `log_y`: y0 and y1 are log10 of the values."""
     values = (y1, (y0 + y1) / 2, y0)
+    if log_y:
+        values = tuple(10 ** v for v in values)
     for digits in range(3, 8):
         labels = [f"{v:.{digits}g}" for v in values]
         if len(set(labels)) == len(labels):
