@@ -21,6 +21,9 @@ while the model was the old one. A build of 50M parameters or more is said first
 `:plot what=grad_norm` after a blow-up (one norm of 5e4 among norms near 1.5) drew a linear axis on which every other
 step lay on the bottom row. Where the values of a size chart (grad_norm, lr, block_grad) span 3 orders of magnitude
 or more, the axis is on a log scale, said in the legend and in a line under the chart.
+`:load` of a checkpoint of a large model built it (many seconds) without a word, and a Ctrl-C waited for the whole
+reading and build before it said "interrupted; nothing changed". A build of 50M parameters or more is said first, and
+a Ctrl-C cuts the reading and the build short at once, the session as it was.
 """
 
 import json
@@ -242,3 +245,34 @@ def test_a_gradient_norm_chart_after_a_blow_up_is_on_a_log_axis():
     s.trainer.history[20]["grad_norm"] = 2.0  # no blow-up: a linear axis, nothing said
     words = plain(run(s, ":plot what=grad_norm"), width=80)
     assert "log scale" not in words
+
+
+def test_loading_a_large_checkpoint_is_said_first_and_a_ctrl_c_stops_it_at_once(monkeypatch, tmp_path):
+    from minitf_repl import session as session_module
+    from minitf_repl.core import checkpoint as ckpt
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.core.interrupts import may_cut_short
+
+    s = tiny_session(steps=2, eval_every=2, eval_batches=1)
+    s.checkpoint_dir = tmp_path
+    run(s, ":train")
+    run(s, ":save kept")
+    run(s, ":train steps=1")
+    monkeypatch.setattr(session_module, "BUILD_NOTICE_PARAMETERS", 1)  # a tiny model stands in for a 300M one
+    hooks = Recorder()
+    assert run(s, ":load kept", hooks).step == 2
+    assert any(n.startswith("building kept's model of") and "Ctrl-C stops it" in n for n in hooks.notices)
+    run(s, ":train steps=1")
+    model, step = s.model, s.trainer.step
+    cut = []
+    real = ckpt.restore
+
+    def interrupted(*args, **kwargs):  # a Ctrl-C arriving part-way through the build
+        real(*args, **kwargs)
+        cut.append(may_cut_short())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "restore", interrupted)
+    with pytest.raises(UserError, match="load of kept interrupted; nothing changed"):
+        run(s, ":load kept")
+    assert cut == [True] and s.model is model and s.trainer.step == step

@@ -182,14 +182,26 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     if "/" in name or "\\" in name or name.startswith("~"):
         raise CheckpointError(_path_given(session, name))
     checkpoint_path(session.checkpoint_dir, name)  # a name not saved (and a bad one), before torch is imported
-    # Everything is read, checked and rebuilt into new objects first; the session changes only at the end.
-    checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
-    data = _checkpoint_data(session, checkpoint)
+    # Everything is read, checked and rebuilt into new objects first; the session changes only at the end. So a
+    # Ctrl-C cuts the reading and the build short at once (a 300M-parameter model takes many seconds to build on a
+    # CPU, which it waited for): nothing has changed yet.
     from ..core.data import VocabOnly
+    from ..core.interrupts import cut_short
+    from ..core.sizes import parameter_count
+    from ..session import BUILD_NOTICE_PARAMETERS
 
-    data_missing = data.description if isinstance(data, VocabOnly) else None
-    device = session.device
-    model, trainer = ckpt.restore(checkpoint, data, device)
+    try:
+        with cut_short():
+            checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
+            data = _checkpoint_data(session, checkpoint)
+            data_missing = data.description if isinstance(data, VocabOnly) else None
+            device = session.device
+            if (n := parameter_count(checkpoint.model_config)) >= BUILD_NOTICE_PARAMETERS:
+                reporter.notice(f"building {name}'s model of {n / 1e6:,.0f}M parameters and putting its weights in: "
+                                "this takes a while; Ctrl-C stops it and changes nothing")
+            model, trainer = ckpt.restore(checkpoint, data, device)
+    except KeyboardInterrupt:
+        raise UserError(f"load of {name} interrupted; nothing changed") from None
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
     kept_step, kept = session.unsaved_step, _keep_unsaved(session, reporter)
