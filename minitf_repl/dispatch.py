@@ -71,7 +71,8 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
     _text_like_a_choice(command, args or {}, values, reporter)
     reporter = reporter if reporter is not None else Reporter()
     before = getattr(session, "on_build", None)
-    session.on_build = reporter.notice  # a build of many seconds is said before it starts (Session._new_model)
+    if session is not None:  # a build of many seconds is said before it starts (Session._new_model)
+        session.on_build = reporter.notice
     try:
         return command.func(session, values, reporter)
     except (MemoryError, RuntimeError) as e:
@@ -79,7 +80,8 @@ def run_command(session, command: Command | str, args: dict | None = None, repor
             raise UserError(OUT_OF_MEMORY) from None
         raise
     finally:
-        session.on_build = before
+        if session is not None:
+            session.on_build = before
 
 
 def _text_like_a_choice(command: Command, given: dict, values: dict, reporter: Reporter | None) -> None:
