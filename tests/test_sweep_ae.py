@@ -24,6 +24,9 @@ or more, the axis is on a log scale, said in the legend and in a line under the 
 `:load` of a checkpoint of a large model built it (many seconds) without a word, and a Ctrl-C waited for the whole
 reading and build before it said "interrupted; nothing changed". A build of 50M parameters or more is said first, and
 a Ctrl-C cuts the reading and the build short at once, the session as it was.
+Where no bar is drawn (a dumb terminal, `minitf train > run.log 2>&1`), a long evaluation (a minute on a 12 x 768
+model) printed nothing between a step's line and its own: its quarters are said as lines now ("val batches: 4/8"),
+as other long work's are, each evaluation timed from its own first batch.
 """
 
 import json
@@ -276,3 +279,27 @@ def test_loading_a_large_checkpoint_is_said_first_and_a_ctrl_c_stops_it_at_once(
     with pytest.raises(UserError, match="load of kept interrupted; nothing changed"):
         run(s, ":load kept")
     assert cut == [True] and s.model is model and s.trainer.step == step
+
+
+def test_a_long_evaluation_says_its_quarters_where_no_bar_is_drawn(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render import live
+
+    clock = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
+    console = Console(file=io.StringIO(), width=100, color_system=None)
+    reporter = live.RichReporter(console, live=False, lines=True)
+    for done in range(1, 9):  # a quick evaluation: nothing said
+        reporter.on_evaluate(done, 8)
+    assert console.file.getvalue() == ""
+    for done in range(1, 9):  # a second a batch
+        clock[0] += 1.0
+        reporter.on_evaluate(done, 8)
+    assert console.file.getvalue().splitlines() == ["val batches: 2/8", "val batches: 4/8", "val batches: 6/8",
+                                                    "val batches: 8/8"]
+    for done in range(1, 9):  # the next evaluation, quick again: its own time, nothing said
+        reporter.on_evaluate(done, 8)
+    assert len(console.file.getvalue().splitlines()) == 4

@@ -30,6 +30,7 @@ from .tables import NARROW, add_row, fits
 from .watch import watch_view
 from .words import Words, WordStream, on_a_terminal, say, write_raw, writes_raw
 
+EVALUATION = "val batches"  # how a training run's evaluation is named in its progress lines ("val batches: 4/8")
 PROGRESS_LINES_AFTER = 1.0  # seconds a work goes on before its quarters are said as lines (where no bar is drawn)
 FRAME_LEAVES = 12  # lines a watched frame leaves the live display: the loss table's ln(V) line, headings, a few rows,
 # its legend, the bar and the cursor
@@ -478,7 +479,13 @@ class RichReporter(Reporter):
         self._refresh()
 
     def on_evaluate(self, done: int, total: int) -> None:
-        """The bar's label says the evaluation's progress: the step's bar stood still for a minute on a big model."""
+        """The bar's label says the evaluation's progress: the step's bar stood still for a minute on a big model.
+        Where no bar is drawn (a dumb terminal, a log), a long evaluation's quarters are said as lines, as other long
+        work's are: a log of a big model's run was silent for that minute after a step's line."""
+        if self.lines and total > 0:
+            if done == 1:  # each evaluation is a work of its own: its time and quarters counted from its first batch
+                self._progress_began[EVALUATION], self._quarters[EVALUATION] = time.monotonic(), 0
+            self._say_quarter(EVALUATION, done, total)
         if self._progress is not None and self.training:
             self._progress.update(self._task, description=f"val {done}/{total}" if done < total else "train")
 
@@ -552,15 +559,19 @@ class RichReporter(Reporter):
             self._live.update(self._shown.showing(Group(self._compare, self._progress)))
 
     # other long work -----------------------------------------------------------------------------
+    def _say_quarter(self, what: str, done: int, total: int) -> None:
+        """A line "what: done/total" at each quarter of the way, once the work has gone on for a while: a check done
+        in a blink said "causal check: 12/12" in a script's log, where a bar on a terminal would have flashed and
+        gone."""
+        began = self._progress_began.setdefault(what, time.monotonic())
+        quarter = 4 * done // total
+        if quarter > self._quarters.get(what, 0) and time.monotonic() - began >= PROGRESS_LINES_AFTER:
+            self._quarters[what] = quarter
+            say(self.console, f"{what}: {done:,}/{total:,}")
+
     def on_progress(self, what: str, done: int, total: int) -> None:
         if self.lines and total > 0:  # a dumb terminal: a line at each quarter of the way (no bar to redraw there)
-            # once the work has gone on for a while: a check done in a blink said "causal check: 12/12" in a script's
-            # log, where a bar on a terminal would have flashed and gone
-            began = self._progress_began.setdefault(what, time.monotonic())
-            quarter = 4 * done // total
-            if quarter > self._quarters.get(what, 0) and time.monotonic() - began >= PROGRESS_LINES_AFTER:
-                self._quarters[what] = quarter
-                say(self.console, f"{what}: {done:,}/{total:,}")
+            self._say_quarter(what, done, total)
         if not self.live:
             return
         if self._progress is None:  # the first call draws the bar, labelled `what`; close() takes it away
