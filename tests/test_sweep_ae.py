@@ -19,8 +19,9 @@ until it was done, and a Ctrl-C waited for all of it; where it did stop (an erro
 while the model was the old one. A build of 50M parameters or more is said first, Ctrl-C cuts any build short
 ("interrupted"), and the model, its data and the settings stay as they were.
 `:plot what=grad_norm` after a blow-up (one norm of 5e4 among norms near 1.5) drew a linear axis on which every other
-step lay on the bottom row. Where the values of a size chart (grad_norm, lr, block_grad) span 3 orders of magnitude
-or more, the axis is on a log scale, said in the legend and in a line under the chart.
+step lay on the bottom row; so did the lens's ranks 40, 5, 2 and 1 under a rank of 30,000 on a large vocabulary. Where
+the values of such a chart (grad_norm, lr, block_grad, lens_rank) span 3 orders of magnitude or more, the axis is on a
+log scale, said in the legend and in a line under the chart.
 `:load` of a checkpoint of a large model built it (many seconds) without a word, and a Ctrl-C waited for the whole
 reading and build before it said "interrupted; nothing changed". A build of 50M parameters or more is said first, and
 a Ctrl-C cuts the reading and the build short at once, the session as it was.
@@ -303,3 +304,15 @@ def test_a_long_evaluation_says_its_quarters_where_no_bar_is_drawn(monkeypatch):
     for done in range(1, 9):  # the next evaluation, quick again: its own time, nothing said
         reporter.on_evaluate(done, 8)
     assert len(console.file.getvalue().splitlines()) == 4
+
+
+def test_the_lens_ranks_on_a_large_vocabulary_are_on_a_log_axis():
+    from minitf_repl.commands.train import PlotResult, PlotSeries
+
+    steps = [0, 10, 20, 30, 40]
+    result = PlotResult("lens_rank", [PlotSeries("embed", steps, [31000, 25000, 20000, 18000, 17000]),
+                                      PlotSeries("blocks.0", steps, [30000, 40, 5, 2, 1])])
+    drawn = text_of(result, width=80)
+    rows_of_blocks = [r for r in chart_rows(drawn) if "▲" in r]
+    assert len(rows_of_blocks) == 5, drawn  # each rank on a row of its own: 40, 5, 2 and 1 were all on the bottom
+    assert "(log scale)" in drawn

@@ -914,7 +914,7 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
                  levels=counter_levels(counters), log_y=log_y)
 
 
-LOG_CHARTS = ("lr", "grad_norm", "block_grad")  # sizes, all positive: a log axis where they span orders of magnitude
+LOG_CHARTS = ("lr", "grad_norm", "block_grad", "lens_rank")  # all positive: a log axis where they span orders
 
 
 def counters_left_out(counters: list[PlotLevel], drawn, values: list[float]) -> str | None:
