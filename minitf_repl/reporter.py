@@ -60,9 +60,10 @@ class Reporter:
     def on_compare_step(self, done: int, total: int) -> None:
         """A comparison made one more training step: `done` of `total` (all contenders and seeds)."""
 
-    def on_compare_evaluate(self, label: str, done: int, total: int) -> None:
-        """Contender `label`'s evaluation scored `done` of its `total` validation batches (the steps' count stands
-        still through it: on a bigger model, many seconds)."""
+    def on_compare_evaluate(self, label: str, done: int, total: int, what: str = "val") -> None:
+        """Contender `label`'s evaluation scored `done` of its `total` validation batches (`what` "val"), or its loss
+        by position at the end `done` of its `total` windows ("by position"): the steps' count stands still through
+        them (on a bigger model, many seconds)."""
 
     def on_compare_eval(self, evaluation) -> None:
         """One contender reached an evaluation (a core.compare.Evaluation: mean and spread over seeds)."""

@@ -12,8 +12,9 @@ the view, :report and :plot, and written as the same numbers in the JSON; the em
 was not the one training takes. The step now adds it, and a line says so (with the term's size); the other columns
 stay the cross-entropy's.
 `:compare`: a contender's evaluation inside a segment moved nothing on screen (the bar counts training steps), a long
-silent wait on a bigger model, and a Ctrl-C then waited for all of its batches. The bar's label now says
-"A val 3/20" through it, and a stop ends it at its next batch.
+silent wait on a bigger model, and a Ctrl-C then waited for all of its batches; so did the loss by position read at
+the end (256 windows a contender and seed), at 100% of the bar. The bar's label now says "A val 3/20" or
+"A by position 64/256" through them, and a stop ends them at their next pass (the loss by position is then left out).
 Building a very large model (`:set n_layers=24 d_model=1024`, 300M parameters: many seconds on a CPU) said nothing
 until it was done, and a Ctrl-C waited for all of it; where it did stop (an error), the settings already said 24 blocks
 while the model was the old one. A build of 50M parameters or more is said first, Ctrl-C cuts any build short
@@ -155,14 +156,14 @@ def test_a_caller_running_steps_in_chunks_keeps_its_evaluations():
 
 
 class CompareRecorder(Recorder):
-    """Records each contender's evaluation progress; asks for a stop once `stop_after` batches were scored."""
+    """Records each contender's evaluation progress; asks for a stop once `stop_after` passes were reported."""
 
     def __init__(self, stop_after: int | None = None):
         super().__init__()
         self.scored, self.stop_after = [], stop_after
 
-    def on_compare_evaluate(self, label, done, total):
-        self.scored.append((label, done, total))
+    def on_compare_evaluate(self, label, done, total, what="val"):
+        self.scored.append((label, done, total, what))
 
     def should_stop(self):
         return self.stop_after is not None and len(self.scored) >= self.stop_after
@@ -172,11 +173,21 @@ def test_compare_says_how_far_each_evaluation_is_and_a_stop_ends_one_at_once():
     s = tiny_session(eval_batches=3)
     hooks = CompareRecorder()
     result = run(s, ":compare lr=0.01 lr=0.02 steps=2 eval_every=2", hooks)
-    assert not result.stopped
-    assert hooks.scored == [(label, done, 3) for label in ("lr=0.01", "lr=0.02") for done in (1, 2, 3)], hooks.scored
+    assert not result.stopped and all(o.band_losses for o in result.outcomes)
+    labels = ("lr=0.01", "lr=0.02")
+    assert [e for e in hooks.scored if e[3] == "val"] == [(label, done, 3, "val") for label in labels
+                                                          for done in (1, 2, 3)], hooks.scored
+    by_position = [e for e in hooks.scored if e[3] == "by position"]
+    assert {e[0] for e in by_position} == set(labels) and all(e[1] <= e[2] for e in by_position)
+    assert [e for e in by_position if e[1] == e[2]] == [(label, 256, 256, "by position") for label in labels]
     stopping = CompareRecorder(stop_after=2)
     result = run(tiny_session(eval_batches=30), ":compare lr=0.01 lr=0.02 steps=2 eval_every=2", stopping)
     assert result.stopped and len(stopping.scored) == 2  # not 30, nor B's too
+    late = CompareRecorder(stop_after=7)  # the six val batches, then the first pass of the loss by position
+    result = run(tiny_session(eval_batches=3), ":compare lr=0.01 lr=0.02 steps=2 eval_every=2", late)
+    assert late.scored[6][3] == "by position" and len(late.scored) == 7
+    assert not any(o.band_losses for o in result.outcomes) and result.outcomes[0].final.step == 2
+    assert any("loss by position is left out" in n for n in late.notices)
 
 
 def test_compares_bar_says_the_evaluation_under_way():

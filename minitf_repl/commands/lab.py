@@ -141,6 +141,9 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
                        threads=session.threads, on_step=reporter.on_compare_step,
                        on_diverged=reporter.on_compare_diverged, on_evaluate=reporter.on_compare_evaluate)
     stopped = any((o.final is None or o.final.step < steps) and not o.diverged for o in outcomes)
+    if not stopped and reporter.should_stop() and not any(o.band_losses for o in outcomes):
+        reporter.notice("stopped while the loss by position was read at the end: the comparison is whole, and the "
+                        "loss by position is left out")
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]
     counted = data is session.data and not any(c.tokenizer for c in contenders)  # the text :ngram counted, as it was

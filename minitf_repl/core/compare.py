@@ -109,8 +109,10 @@ def compare(
     `on_step(done, total)` follows every training step of every contender and seed (`total` of them
     in all), so a progress bar can move, and estimate the time left, between evaluations.
     `on_diverged(label)`: that contender diverged and stopped; it has no more evaluations.
-    `on_evaluate(label, done, eval_batches)` after each validation batch of a contender's evaluation: the steps'
-    count stands still through it (on a bigger model, many seconds), and a stop asked then ends it at once.
+    `on_evaluate(label, done, eval_batches, what)` after each validation batch of a contender's evaluation (what:
+    "val"), and each pass of its loss by position at the end ("by position", done of the windows): the steps' count
+    stands still through them (on a bigger model, many seconds), and a stop asked then ends them at once (a stop
+    during the loss by position leaves it out: the comparison itself is whole).
     """
     def stop() -> bool:
         return should_stop is not None and should_stop()
@@ -179,7 +181,7 @@ def compare(
                 set_random_state(streams[id(trainer)], device)
                 try:
                     scored = None if on_evaluate is None else \
-                        (lambda done_, total_, label=outcomes[i].label: on_evaluate(label, done_, total_))
+                        (lambda done_, total_, label=outcomes[i].label: on_evaluate(label, done_, total_, "val"))
                     summary = trainer.run(on_step=stepped, should_stop=lambda t=trainer: t.step >= target or stop(),
                                           on_evaluate=scored, stop_evaluation=stop)
                     streams[id(trainer)] = random_state(device)
@@ -222,8 +224,8 @@ def compare(
                 if on_evaluation is not None:
                     on_evaluation(evaluation)
             reached = [(outcome.seconds, list(work)) for outcome, work in zip(outcomes, busy)]
-        if runs:
-            _by_position(outcomes, runs, readings, device)
+        if runs and not stop():
+            _by_position(outcomes, runs, readings, device, on_evaluate, stop)
     return _finish(outcomes, busy)
 
 
@@ -247,15 +249,31 @@ def _warm_up(contender: Contender, data, device) -> None:
 BAND_WINDOWS = 256  # val windows each contender's loss by position is read on, per seed
 
 
-def _by_position(outcomes: list[Outcome], runs: list, readings: list, device) -> None:
+class _BandsStopped(Exception):
+    """A stop request came while the loss by position was read: it is left out."""
+
+
+def _by_position(outcomes: list[Outcome], runs: list, readings: list, device, on_evaluate=None, stop=None) -> None:
     """Each outcome's val loss by position, in the same bands for all (those of the longest window), mean over
-    seeds: where in the window one contender wins (positions, a longer window, a different mask)."""
+    seeds: where in the window one contender wins (positions, a longer window, a different mask). `on_evaluate`
+    hears each pass (compare's); `stop()` true between passes leaves every outcome without bands."""
     from .context import position_bands, position_losses
 
     most = max(trainer.max_seq_len for _, trainer in runs).bit_length()  # 64: 0 | 1 | 2-3 | ... | 32-63
     per_contender: dict[int, list[list[float]]] = {}
     for i, trainer in runs:
-        curve = position_losses(trainer.model, readings[i], device, BAND_WINDOWS)
+        def passed(done: int, total: int, label=outcomes[i].label) -> None:
+            if on_evaluate is not None:
+                on_evaluate(label, done, total, "by position")
+            if stop is not None and stop():
+                raise _BandsStopped
+
+        try:
+            curve = position_losses(trainer.model, readings[i], device, BAND_WINDOWS, on_progress=passed)
+        except _BandsStopped:
+            for outcome in outcomes:
+                outcome.bands, outcome.band_losses = [], []
+            return
         labels, means = position_bands(curve.losses, most)
         outcomes[i].bands = labels
         per_contender.setdefault(i, []).append(means)

@@ -532,10 +532,10 @@ class RichReporter(Reporter):
             self._fit_bar()
             self._progress.update(self._task, completed=done, total=total)
 
-    def on_compare_evaluate(self, label: str, done: int, total: int) -> None:
+    def on_compare_evaluate(self, label: str, done: int, total: int, what: str = "val") -> None:
         """The bar's label says the evaluation's progress: the steps' count stood still through it."""
         if self._progress is not None:
-            self._progress.update(self._task, description=escape(f"{label} val {done}/{total}") if done < total
+            self._progress.update(self._task, description=escape(f"{label} {what} {done}/{total}") if done < total
                                   else "compare")
 
     def on_compare_eval(self, evaluation) -> None:
