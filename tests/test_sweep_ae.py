@@ -29,6 +29,9 @@ a Ctrl-C cuts the reading and the build short at once, the session as it was.
 Where no bar is drawn (a dumb terminal, `minitf train > run.log 2>&1`), a long evaluation (a minute on a 12 x 768
 model) printed nothing between a step's line and its own: its quarters are said as lines now ("val batches: 4/8"),
 as other long work's are, each evaluation timed from its own first batch.
+`:checks init` and `:checks blind` evaluate fresh models (up to 30M parameters: seconds) and asked for no stop while
+they did: a Ctrl-C then waited for every batch. They stop at the next batch now, the checks ending there as a stop
+in their training does.
 """
 
 import json
@@ -327,3 +330,38 @@ def test_the_lens_ranks_on_a_large_vocabulary_are_on_a_log_axis():
     rows_of_blocks = [r for r in chart_rows(drawn) if "▲" in r]
     assert len(rows_of_blocks) == 5, drawn  # each rank on a row of its own: 40, 5, 2 and 1 were all on the bottom
     assert "(log scale)" in drawn
+
+
+class StopOnCall(Recorder):
+    """should_stop() turns True from its `at`-th call on."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at, self.calls = at, 0
+
+    def should_stop(self):
+        self.calls += 1
+        return self.calls >= self.at
+
+
+def test_a_stop_during_the_init_checks_evaluation_ends_it_at_its_next_batch():
+    s = tiny_session(eval_batches=50)
+    hooks = StopOnCall(at=3)  # before the check, before its first batch, then during it
+    result = run(s, ":checks init", hooks)
+    assert result.stopped == "init" and hooks.calls == 3, (result.stopped, hooks.calls)
+
+
+def test_a_stop_during_the_blind_checks_evaluation_ends_the_checks():
+    s = tiny_session(eval_batches=50)
+    data = s.data
+    real, read = data.get_batch, []
+
+    def get_batch(split, *args, **kwargs):
+        read.append(split)
+        return real(split, *args, **kwargs)
+
+    data.get_batch = get_batch
+    hooks = StopOnCall(at=6)  # before the check, before each of its 3 steps, before the 1st batch, then during it
+    result = run(s, ":checks blind steps=3", hooks)
+    assert result.stopped == "blind" and hooks.calls == 6, (result.stopped, hooks.calls)
+    assert read.count("val") < 10  # the checks' own few and one of the evaluation's, not its 50

@@ -315,10 +315,16 @@ def _fresh(model_config, train_config, device) -> MiniTransformerLM:
     return MiniTransformerLM(model_config).to(device)
 
 
-def init_check(model_config, trainer) -> InitCheck:
-    """A fresh model's val loss, on the batches `:train` evaluates, against ln V."""
+def init_check(model_config, trainer, should_stop: Callable[[], bool] | None = None) -> InitCheck:
+    """A fresh model's val loss, on the batches `:train` evaluates, against ln V. `should_stop()` is asked between
+    the batches (Stopped): on a model near TRAINING_LIMIT they take seconds."""
+    from .train import EvaluationStopped
+
     fresh = _fresh(model_config, trainer.config, trainer.device)
-    loss, _ = trainer.evaluate(model=fresh)
+    try:
+        loss, _ = trainer.evaluate(model=fresh, should_stop=should_stop)
+    except EvaluationStopped:
+        raise Stopped from None
     x, _ = trainer.data.get_batch("val", trainer.config.batch_size, model_config.max_seq_len,
                                   torch.Generator().manual_seed(trainer.config.seed + 1))
     x = x.to(trainer.device)
@@ -340,7 +346,8 @@ def _train(model_config, train_config, data, steps, device, on_step, should_stop
     trainer.alone = True  # under torchrun every process runs the checks alike, each on its own (no DDP)
     trainer.threads = threads
     trainer.start_run(steps)
-    trainer.run(on_step=on_step, should_stop=should_stop)
+    # a stop during the run's evaluation at its end ends it too (evaluated, its val loss stays None: Stopped)
+    trainer.run(on_step=on_step, should_stop=should_stop, stop_evaluation=should_stop)
     return trainer
 
 
@@ -354,7 +361,7 @@ def blind_check(model_config, train_config, data, steps, device, unigram, on_ste
     runs = []
     for reading in (data, _ZeroInputs(data)):
         trainer = _train(model_config, train_config, reading, steps, device, on_step, should_stop, threads)
-        if trainer.step < steps:
+        if trainer.step < steps or trainer.history[-1]["val_loss"] is None:  # stopped, in a step or its evaluation
             raise Stopped
         runs.append(trainer)
     real, blind = runs
@@ -475,7 +482,7 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
             return Skipped(name, f"the validation text holds {count(len(splits['val']) - 1, 'next token')} to score, "
                                  f"too few for their mean to say how near ln V a fresh model starts (it takes "
                                  f"{INIT_FEWEST}); a longer text checks it")
-        return init_check(model_config, trainer)
+        return init_check(model_config, trainer, should_stop)
     if name == "rows":
         return rows_check(model, x)
     if name == "causal":  # where rows were seen to mix, one position per pass (the copies would mix too)
