@@ -31,7 +31,7 @@ model) printed nothing between a step's line and its own: its quarters are said 
 as other long work's are, each evaluation timed from its own first batch.
 `:checks init` and `:checks blind` evaluate fresh models (up to 30M parameters: seconds) and asked for no stop while
 they did: a Ctrl-C then waited for every batch. They stop at the next batch now, the checks ending there as a stop
-in their training does.
+in their training does. So did the evaluation at the end of a whole `:lrfind` run.
 """
 
 import json
@@ -365,3 +365,22 @@ def test_a_stop_during_the_blind_checks_evaluation_ends_the_checks():
     result = run(s, ":checks blind steps=3", hooks)
     assert result.stopped == "blind" and hooks.calls == 6, (result.stopped, hooks.calls)
     assert read.count("val") < 10  # the checks' own few and one of the evaluation's, not its 50
+
+
+def test_a_stop_during_lrfinds_last_evaluation_ends_it_at_its_next_batch():
+    s = tiny_session(eval_batches=50)
+    data = s.data
+    real, read = data.get_batch, []
+
+    def get_batch(split, *args, **kwargs):
+        read.append(split)
+        return real(split, *args, **kwargs)
+
+    data.get_batch = get_batch
+
+    class StopInEvaluation(Recorder):
+        def should_stop(self):
+            return read.count("val") >= 1  # once the evaluation has read its first batch
+
+    result = run(s, ":lrfind steps=10", StopInEvaluation())
+    assert len(result.test.rates) == 10 and read.count("val") == 1  # the curve whole, the evaluation cut at once

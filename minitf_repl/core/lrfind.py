@@ -108,7 +108,9 @@ def _read(trainer: _RisingRate, steps: int, low: float, high: float, on_step: Ca
         return should_stop is not None and should_stop()
 
     try:
-        trainer.run(on_step=on_step, should_stop=stop)
+        # the run's last step evaluates (its weights blown up or not): a Ctrl-C then cuts that short too, as it
+        # would the steps (the curve is of the training losses, which the evaluation adds nothing to)
+        trainer.run(on_step=on_step, should_stop=stop, stop_evaluation=should_stop)
     except TrainingDiverged:  # a non-finite loss: the step was undone, and the test ends at its rate
         blown.append(trainer.lr_for(trainer.step - trainer.run_start))
     losses = [row["train_loss"] for row in trainer.history]
