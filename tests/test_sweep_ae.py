@@ -2,7 +2,7 @@
 
 A Ctrl-C during one of :train's evaluations waited for all of its batches (on a bigger model with many eval batches,
 many seconds) before the run stopped: the evaluation now stops at its next batch, the step stays trained, and a line
-says that its val loss was not measured.
+says that its val loss was not measured (a stop asked during the step itself skips its evaluation, said so).
 Watched frames (`:train watch=attn`, `watch=embed`) held their numbers as Python lists of floats, a list per row:
 32 bytes a number, so `eval_every=1` on a long run held many times what the maps are (8 MB a frame for a 256-token
 window's four heads). They are held as one array of float32s a frame now (a Grid), read as the same nested lists by
@@ -74,6 +74,17 @@ def test_a_stop_during_an_evaluation_stops_it_at_its_next_batch():
     assert s.trainer.history[-1]["val_loss"] is None
     again = run(s, ":train", Recorder())  # the stopped run goes on, and evaluates in full
     assert again.resumed and again.steps == 3 and again.val_loss is not None
+    fresh = tiny_session(steps=6, eval_every=3, eval_batches=20)
+
+    class DuringTheStep(Recorder):  # asked during step 3, which evaluates: stopped at once, said so
+        def should_stop(self):
+            return fresh.trainer.step >= 3
+
+    during_the_step = DuringTheStep()
+    result = run(fresh, ":train", during_the_step)
+    assert result.stopped and result.steps == 3 and result.val_loss is None
+    assert any("evaluation after step 3 was skipped (the stop came during the step)" in n
+               for n in during_the_step.notices), during_the_step.notices
 
 
 def held_bytes(obj, seen=None) -> int:

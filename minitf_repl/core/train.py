@@ -416,9 +416,10 @@ class Trainer:
                     info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
                 except EvaluationStopped as e:  # the step stands, unevaluated, and the run stops before the next
                     cut = True
-                    if on_notice is not None:
-                        on_notice(f"the evaluation after step {self.step:,} was stopped after {e.done} of "
-                                  f"{count(e.total, 'batch', 'batches')}: its val loss was not measured")
+                    if on_notice is not None:  # a stop asked during the step itself skips its evaluation whole
+                        how = (f"stopped after {e.done} of {count(e.total, 'batch', 'batches')}" if e.done else
+                               "skipped (the stop came during the step)")
+                        on_notice(f"the evaluation after step {self.step:,} was {how}: its val loss was not measured")
                     info.val_loss = None
                 # a finite loss and gradient can still make an update that ruins the weights (lr=1e39); under DDP
                 # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
