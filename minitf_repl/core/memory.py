@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from pathlib import Path
+
+CGROUP = Path("/sys/fs/cgroup")  # a container's own cgroup is mounted here (as core.threads reads its CPU quota)
+UNLIMITED = 2**60  # cgroup v1 writes "no limit" as a number near 2**63
 
 
 @functools.lru_cache(maxsize=None)
@@ -26,16 +30,55 @@ def _malloc_trim():
         return None
 
 
-def available_memory() -> int | None:
-    """Bytes of memory free for new allocations now (Linux's MemAvailable), None where unknown."""
+def available_memory(meminfo: Path = Path("/proc/meminfo"), cgroup: Path | None = None) -> int | None:
+    """Bytes of memory free for new allocations now, None where unknown: Linux's MemAvailable, or less where a
+    container's memory limit (cgroup_memory_left) leaves less. /proc/meminfo inside a container is the host's: a
+    `docker run -m 2g` on a 64 GiB host said 60 GiB free, a training that needed 5 was let start, and the kernel
+    ended the whole session at the limit (its unsaved work with it) instead of the one-line refusal."""
+    free = None
     try:
-        with open("/proc/meminfo") as f:
+        with open(meminfo) as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    free = int(line.split()[1]) * 1024
+                    break
     except (OSError, ValueError, IndexError):
         pass
+    left = cgroup_memory_left(CGROUP if cgroup is None else cgroup)
+    return left if free is None else free if left is None else min(free, left)
+
+
+def cgroup_memory_left(root: Path) -> int | None:
+    """Bytes the memory limit of the cgroup at `root` leaves: the limit less what is used, the inactive file cache
+    (which the kernel reclaims before it kills) counted as free; None where there is no limit or none to read.
+    cgroup v2 (memory.max, memory.current) or v1 (memory/memory.limit_in_bytes, memory.usage_in_bytes)."""
+    for limit_file, usage_file, stat_file, inactive in (
+            (root / "memory.max", root / "memory.current", root / "memory.stat", "inactive_file"),
+            (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes",
+             root / "memory" / "memory.stat", "total_inactive_file")):
+        try:
+            limit_text = limit_file.read_text().strip()
+            if limit_text == "max":
+                return None
+            limit, used = int(limit_text), int(usage_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if limit >= UNLIMITED:
+            return None
+        return max(0, limit - used + _stat_value(stat_file, inactive))
     return None
+
+
+def _stat_value(path: Path, key: str) -> int:
+    """A memory.stat line's value (0 where the file or the line is not there)."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def release_freed() -> None:

@@ -1,0 +1,58 @@
+"""A machine that says no: what a user saw where the environment refused, and what happens now.
+
+In a container with a memory limit (`docker run -m 2g` on a bigger host), /proc/meminfo is the host's: the check that
+refuses a training that cannot fit before anything is allocated read 60 GiB free where the container had 2, let a
+training that needed 5 start, and the kernel then ended the whole session (its unsaved work with it) at the limit.
+The memory free is now the least of MemAvailable and what the cgroup's limit leaves (v2 and v1), so :train refuses
+it in one line that says how much is free and what to lower.
+"""
+
+import pytest
+
+from minitf_repl.core import memory
+from minitf_repl.core.errors import UserError
+
+from test_commands import run, tiny_session
+
+GiB = 2**30
+
+
+def cgroup_v2(root, limit, current, inactive=0):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "memory.max").write_text(f"{limit}\n")
+    (root / "memory.current").write_text(f"{current}\n")
+    (root / "memory.stat").write_text(f"anon {current}\nfile 0\ninactive_file {inactive}\nactive_file 0\n")
+    return root
+
+
+def meminfo(tmp_path, available):
+    path = tmp_path / "meminfo"
+    path.write_text(f"MemTotal:       99999999 kB\nMemFree:        1 kB\nMemAvailable:   {available // 1024} kB\n")
+    return path
+
+
+# --- a container's memory limit --------------------------------------------------------------------------------
+def test_the_memory_free_is_what_a_containers_limit_leaves(tmp_path):
+    host = meminfo(tmp_path, 60 * GiB)
+    v2 = cgroup_v2(tmp_path / "v2", 2 * GiB, GiB + GiB // 2, inactive=GiB // 4)  # the file cache it reclaims: free
+    assert memory.available_memory(host, v2) == GiB // 2 + GiB // 4
+    assert memory.available_memory(host, cgroup_v2(tmp_path / "free", "max", GiB)) == 60 * GiB  # no limit
+    v1 = tmp_path / "v1" / "memory"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(f"{4 * GiB}\n")
+    (v1 / "memory.usage_in_bytes").write_text(f"{GiB}\n")
+    assert memory.available_memory(host, v1.parent) == 3 * GiB
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
+    assert memory.available_memory(host, v1.parent) == 60 * GiB
+    assert memory.available_memory(host, tmp_path / "none") == 60 * GiB  # no cgroup files: the host's word
+    assert memory.available_memory(tmp_path / "no-meminfo", v2) == GiB // 2 + GiB // 4  # no /proc: the limit's
+    assert memory.available_memory(host, cgroup_v2(tmp_path / "small", GiB, 2 * GiB)) == 0  # over it already
+
+
+def test_train_in_a_full_container_is_refused_in_one_line_before_anything_is_built(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "CGROUP", cgroup_v2(tmp_path / "cg", 512 * 2**20, 512 * 2**20))  # all of it used
+    session = tiny_session()
+    with pytest.raises(UserError, match=r"this machine has 0\.0 GiB free; lower batch_size or max_seq_len") as e:
+        run(session, ":train")
+    assert "\n" not in str(e.value)
+    assert not session.has_model and session.trainer.step == 0
