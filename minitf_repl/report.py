@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core.errors import UserError
+from .core.paths import gone_folder
 from .palette import SCALE, scale_hex, visible
 from .registry import clip
 from .render import fmt
@@ -482,6 +483,8 @@ def check_report_path(text: str) -> Path:
     Asked before the report's work starts: an .html name, in a folder that exists and can be written.
     """
     path = Path(text).expanduser()
+    if (gone := gone_folder(path)) is not None:  # "." still reads as a writable folder; a file cannot be made in it
+        raise UserError(f"cannot write {clip(str(path), 80)}: {gone}")
     try:
         folder_given = path.is_dir()
     except OSError:  # a name too long to ask about: refused below, in one line

@@ -5,6 +5,11 @@ refuses a training that cannot fit before anything is allocated read 60 GiB free
 training that needed 5 start, and the kernel then ended the whole session (its unsaved work with it) at the limit.
 The memory free is now the least of MemAvailable and what the cgroup's limit leaves (v2 and v1), so :train refuses
 it in one line that says how much is free and what to lower.
+The project folder deleted under a running shell (`rm -rf` in another terminal): `:save hf:exported` ended in
+"internal error: FileNotFoundError" (its own message asked for the current folder's path), and `:data notes.txt`,
+`:report r.html` and `:load hf:x` said "No such file or directory; check the path" (the report after its work) of a
+path that no check could mend. A relative path there is now refused first, in one line: the folder minitf runs in no
+longer exists, give an absolute path; an absolute one still works.
 """
 
 import pytest
@@ -56,3 +61,42 @@ def test_train_in_a_full_container_is_refused_in_one_line_before_anything_is_bui
         run(session, ":train")
     assert "\n" not in str(e.value)
     assert not session.has_model and session.trainer.step == 0
+
+
+# --- the folder minitf runs in, deleted under it ---------------------------------------------------------------
+@pytest.fixture
+def deleted_cwd(tmp_path, monkeypatch):
+    """The shell's folder removed under it (`rm -rf` of the project in another terminal), as it runs."""
+    here = tmp_path / "project"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    here.rmdir()
+    return tmp_path
+
+
+GONE = "the folder minitf runs in no longer exists (deleted or moved), and a relative path is read from it; give an " \
+       "absolute path"
+
+
+@pytest.mark.parametrize("line, says", [(":save hf:exported", "cannot write exported: "),
+                                        (":load hf:exported", "cannot read exported: "),
+                                        (":data notes.txt", "cannot read notes.txt: "),
+                                        (":report r.html", "cannot write r.html: ")])
+def test_a_relative_path_in_a_deleted_folder_is_said_so_in_one_line(deleted_cwd, line, says):
+    session = tiny_session()
+    run(session, ":train steps=1")
+    with pytest.raises(UserError) as e:
+        run(session, line)
+    assert str(e.value).endswith(says + GONE), str(e.value)
+    assert session.trainer.step == 1 and session.data_spec == "sort:4"  # the session goes on as it was
+
+
+def test_an_absolute_path_still_works_where_the_folder_was_deleted(deleted_cwd):
+    session = tiny_session()
+    run(session, ":train steps=1")
+    run(session, f":save hf:{deleted_cwd / 'exported'}")
+    assert (deleted_cwd / "exported" / "config.json").is_file()
+    notes = deleted_cwd / "notes.txt"
+    notes.write_text("some text to read, and more of it. " * 20)
+    run(session, f":data {notes}")
+    assert session.data_spec == str(notes)

@@ -31,7 +31,7 @@ import torch
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named
 from .errors import DataError, UserError
 from .interrupts import cut_short
-from .paths import cache_dir
+from .paths import cache_dir, gone_folder
 from .words import count
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -745,6 +745,8 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`)."""
     p = Path(path).expanduser()
     shown = _clip(str(p))
+    if (gone := gone_folder(p)) is not None:
+        raise DataError(f"cannot read {shown}: {gone}")
     try:
         if not p.exists():
             where = "" if p.is_absolute() else f" (in {_clip(os.getcwd())})"  # minitf started in another folder?

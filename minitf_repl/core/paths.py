@@ -97,6 +97,21 @@ def adopt_old_history() -> str | None:
     return f"moved the history from {old} to {new}"
 
 
+def gone_folder(path: str | Path) -> str | None:
+    """`problem; fix` for a relative `path` where the folder minitf runs in was deleted (or moved) under a running
+    shell, else None. A relative path then names nothing, and what was said did not say so: `:data notes.txt` "No
+    such file or directory; check the path and its permissions", `:report r.html` the same after the report's work,
+    `:save hf:x` an internal error (FileNotFoundError from the message's own os.getcwd)."""
+    if Path(path).expanduser().is_absolute():
+        return None
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return ("the folder minitf runs in no longer exists (deleted or moved), and a relative path is read from it; "
+                "give an absolute path")
+    return None
+
+
 HF_PREFIX = "hf:"  # `:load hf:PATH`, `:save hf:PATH`, `:parity hf:PATH` (core.hf.PREFIX)
 
 

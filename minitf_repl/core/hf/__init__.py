@@ -31,7 +31,7 @@ from ..bpe import SubwordTokenizer, characters_as_tokenizer, characters_of
 from ..config import ModelConfig
 from ..data import CharTokenizer
 from ..errors import CheckpointError, ConfigError, UserError
-from ..paths import HF_PREFIX, hf_path  # noqa: F401 (a name of this package)
+from ..paths import HF_PREFIX, gone_folder, hf_path  # noqa: F401 (a name of this package)
 from . import gpt2, llama
 from .common import get
 from .folder import (CONFIG, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, TOKENIZER, Folder, check_memory, read_bounded,
@@ -217,6 +217,8 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     arch = ARCHITECTURES[model_type]
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise CheckpointError(f"{path} exists and is not an empty folder; choose a new path (nothing is overwritten)")
+    if (gone := gone_folder(path)) is not None:
+        raise CheckpointError(f"cannot write {path}: {gone}")
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

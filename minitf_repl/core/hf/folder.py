@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import memory
 from ..errors import CheckpointError
+from ..paths import gone_folder
 from ..words import count
 
 CONFIG = "config.json"
@@ -211,6 +212,8 @@ def folders_inside(path: Path, most: int = 1000) -> list[Path]:
 
 def read_folder(path: Path) -> Folder:
     """config.json and every tensor header of a model folder, checked; no tensor data is read."""
+    if (gone := gone_folder(path)) is not None:
+        raise CheckpointError(f"cannot read {path}: {gone}")
     if not path.is_dir():
         what = "does not exist" if not path.exists() else "is not a folder"
         raise CheckpointError(f"{path} {what}; give the folder that holds config.json and model.safetensors")
