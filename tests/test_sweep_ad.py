@@ -10,6 +10,10 @@ The project folder deleted under a running shell (`rm -rf` in another terminal):
 `:report r.html` and `:load hf:x` said "No such file or directory; check the path" (the report after its work) of a
 path that no check could mend. A relative path there is now refused first, in one line: the folder minitf runs in no
 longer exists, give an absolute path; an absolute one still works.
+Where torch refuses a thread count (a build without OpenMP, a host program that fixed its pool), every command that
+needed torch (:train, :device, :gen) ended in "internal error: RuntimeError", the session unusable; one that kept its
+count without a word was shown as taking the one asked. torch computes with the count it has now, and :device says
+the count asked was not taken and why.
 """
 
 import pytest
@@ -100,3 +104,37 @@ def test_an_absolute_path_still_works_where_the_folder_was_deleted(deleted_cwd):
     notes.write_text("some text to read, and more of it. " * 20)
     run(session, f":data {notes}")
     assert session.data_spec == str(notes)
+
+
+# --- torch.set_num_threads refused ----------------------------------------------------------------------------
+# (each patch is undone inside the test: conftest's one_thread sets torch's count back after it)
+def test_a_thread_count_torch_refuses_leaves_the_session_working_and_says_so(monkeypatch):
+    import torch
+
+    def refuse(n):
+        raise RuntimeError("set_num_threads: the thread pool is fixed by the host program")
+
+    have = torch.get_num_threads()
+    with monkeypatch.context() as m:
+        m.setattr(torch, "set_num_threads", refuse)
+        session = tiny_session()
+        run(session, f":set threads={have + 1}")
+        run(session, ":train steps=2")  # it was an internal error, in every command that needed torch
+        device = run(session, ":device")
+    assert session.trainer.step == 2
+    assert device.threads == have
+    assert device.threads_why == (f"threads={have + 1} not taken by torch: set_num_threads: the thread pool is fixed "
+                                  f"by the host program; it computes with the {have} it has")
+
+
+def test_a_thread_count_torch_keeps_without_a_word_is_not_shown_as_taken(monkeypatch):
+    import torch
+
+    have = torch.get_num_threads()
+    with monkeypatch.context() as m:
+        m.setattr(torch, "set_num_threads", lambda n: None)  # a build without OpenMP: the call does nothing
+        session = tiny_session()
+        run(session, f":set threads={have + 1}")
+        device = run(session, ":device")
+    assert device.threads == have
+    assert device.threads_why == f"threads={have + 1} not taken by torch; it computes with the {have} it has"

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,7 @@ class ThreadChoice:
     cores: int | None = None  # auto: the cores this process may use
     busy: float | None = None  # auto: cores' worth of CPU other processes used (None: not measurable here)
     ignored: str | None = None  # auto: a $MINITF_THREADS that is no count of threads, and why (env_threads)
+    refused: str | None = None  # the count chosen, which torch would not take, and why (ThreadPolicy._apply)
 
     def describe(self) -> str:
         """e.g. "2 (auto: 2 cores, 0.0 busy with other work)", "1 (threads=1)"."""
@@ -57,6 +59,8 @@ class ThreadChoice:
 
     def why(self) -> str:
         """e.g. "auto: 2 cores, 0.0 busy with other work", "threads=1", "$MINITF_THREADS=1"."""
+        if self.refused:
+            return self.refused
         if self.how in ("setting", ENV):
             cpus = available_cpus()
             named = f"threads={self.threads}" if self.how == "setting" else f"${ENV}={self.threads}"
@@ -257,7 +261,21 @@ class ThreadPolicy:
         import torch
 
         torch_default_threads()  # read before the first change
+        why = None
         if torch.get_num_threads() != choice.threads:
-            torch.set_num_threads(choice.threads)
+            # A torch built without OpenMP, or a runtime that a host program fixed, refuses a change (RuntimeError)
+            # or keeps its count without a word: that was an internal error in every command that needed torch
+            # (:train, :device, :gen), the session unusable, where torch computes as well with the count it has.
+            try:
+                torch.set_num_threads(choice.threads)
+            except (RuntimeError, ValueError) as e:
+                why = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        have = torch.get_num_threads()
+        if have != choice.threads:
+            asked = {"setting": f"threads={choice.threads}", ENV: f"${ENV}={choice.threads}"}.get(
+                choice.how, f"auto's {choice.threads}")
+            refused = f": {why}" if why else ""
+            choice = dataclasses.replace(
+                choice, threads=have, refused=f"{asked} not taken by torch{refused}; it computes with the {have} it has")
         self.choice = choice
         return choice
