@@ -14,6 +14,9 @@ Where torch refuses a thread count (a build without OpenMP, a host program that 
 needed torch (:train, :device, :gen) ended in "internal error: RuntimeError", the session unusable; one that kept its
 count without a word was shown as taking the one asked. torch computes with the count it has now, and :device says
 the count asked was not taken and why.
+`:save hf:PATH` on a full disk (or under a file-size limit) ended in "internal error: SafetensorError: Error while
+serializing: I/O error": safetensors' and tokenizers' own writers raise their own exceptions, not OSError. The folder's
+files are now written by Python: one line says the folder could not be written, and nothing is left behind.
 """
 
 import pytest
@@ -138,3 +141,36 @@ def test_a_thread_count_torch_keeps_without_a_word_is_not_shown_as_taken(monkeyp
         device = run(session, ":device")
     assert device.threads == have
     assert device.threads_why == f"threads={have + 1} not taken by torch; it computes with the {have} it has"
+
+
+# --- a full disk --------------------------------------------------------------------------------------------------
+FULL_DISK_SAVE = r"""
+import resource, sys
+from pathlib import Path
+from minitf_repl.core.config import ModelConfig
+from minitf_repl.core.data import CharTokenizer
+from minitf_repl.core.errors import UserError
+from minitf_repl.core.hf import save_folder
+from minitf_repl.core.model import MiniTransformerLM
+
+tokenizer = CharTokenizer("0123456789=")
+model = MiniTransformerLM(ModelConfig(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32, vocab_size=11))
+resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, resource.RLIM_INFINITY))  # the weights are more: a full disk
+try:
+    save_folder(model, tokenizer, Path(sys.argv[1]))
+except UserError as e:
+    print("refused:", e)
+"""
+
+
+def test_a_hugging_face_folder_on_a_full_disk_is_refused_in_one_line_and_leaves_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    target = tmp_path / "exported"
+    done = subprocess.run([sys.executable, "-c", FULL_DISK_SAVE, str(target)], capture_output=True, text=True,
+                          timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr[-2000:]  # it was SafetensorError, an internal error
+    assert done.stdout == f"refused: could not write {target}: File too large; choose a writable place\n"
+    assert list(tmp_path.iterdir()) == []  # no folder, no temporary one beside it

@@ -210,7 +210,7 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     """
     from ..variants import position_kind
 
-    from safetensors.torch import save_file
+    from safetensors.torch import save as safetensors_bytes
 
     path = Path(path).expanduser()
     model_type = export_type(model.config)
@@ -228,13 +228,15 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         raise CheckpointError(f"cannot write in {parent.absolute()}: {e.strerror or e}; "
                               "choose a writable place") from None
     try:
-        save_file(arch.hf_weights(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        # The files are written by Python, not by safetensors' or tokenizers' own writers: those report a full disk (or
+        # a file-size limit) as their own exception, SafetensorError or a bare Exception, which was an internal error
+        (tmp / "model.safetensors").write_bytes(safetensors_bytes(arch.hf_weights(model), metadata={"format": "pt"}))
         hf = arch.hf_config(model.config)
         if context is not None and not position_kind(model.config).learned:  # no table of positions to outgrow
             hf["max_position_embeddings"] = max(hf["max_position_embeddings"], context)
         (tmp / CONFIG).write_text(json.dumps(hf, indent=2) + "\n")
         tk = tokenizer.tokenizer if tokenizer.kind == "bpe" else characters_as_tokenizer(tokenizer.itos)
-        tk.save(str(tmp / TOKENIZER))
+        (tmp / TOKENIZER).write_text(tk.to_str(pretty=True), encoding="utf-8")
         # transformers' AutoTokenizer reads tokenizer.json through the class this names
         (tmp / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
         if path.exists():
