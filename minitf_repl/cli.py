@@ -617,8 +617,13 @@ def root(
         error(_stderr(), "the folder minitf was started in no longer exists (deleted or moved); cd to a folder that "
                          "exists and start minitf again")
         raise typer.Exit(1)
-    session = Session(data_spec="pydoc" if data is None else data, device_name="auto" if device is None else device,
-                      checkpoint_dir=checkpoint_dir)
+    try:  # a checkpoint folder under ~ with no home folder to name (core.paths.expand): one line, not a traceback
+        session = Session(data_spec="pydoc" if data is None else data,
+                          device_name="auto" if device is None else device, checkpoint_dir=checkpoint_dir)
+    except UserError as e:
+        distributed.before_error()
+        error(_stderr(), phrase(e, "shell"))
+        raise typer.Exit(1)
     # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
     # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).
     if load is not None and not load.strip():

@@ -519,7 +519,7 @@ def missing_data_file(spec: str) -> str | None:
         path = Path(spec.strip()).expanduser()
         where = "" if path.is_absolute() else f" (in {_clip(os.getcwd())})"  # as core.data says it
         return None if os.path.lexists(path) else f"no such file: {_clip(spec.strip())}{where}"
-    except (OSError, ValueError):
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
         return None
 
 

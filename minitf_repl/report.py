@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core.errors import UserError
-from .core.paths import gone_folder
+from .core.paths import expand, gone_folder
 from .palette import SCALE, scale_hex, visible
 from .registry import clip
 from .render import fmt
@@ -482,7 +482,7 @@ def check_report_path(text: str) -> Path:
 
     Asked before the report's work starts: an .html name, in a folder that exists and can be written.
     """
-    path = Path(text).expanduser()
+    path = expand(text)
     if (gone := gone_folder(path)) is not None:  # "." still reads as a writable folder; a file cannot be made in it
         raise UserError(f"cannot write {clip(str(path), 80)}: {gone}")
     try:

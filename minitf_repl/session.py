@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .core.catalog import known_as
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, rebuilding_changes, setting
-from .core.paths import default_checkpoint_dir
+from .core.paths import default_checkpoint_dir, expand
 from .core.recipes import switch_recipe
 from .core.threads import ThreadPolicy
 
@@ -86,7 +86,7 @@ class Session:
         self.shell_config = shell_config if shell_config is not None else ShellConfig()
         self.threads = ThreadPolicy(self.shell_config.threads)  # applied when torch is first needed (build)
         # absolute, as the default is: config, ls and save --json gave `--checkpoint-dir ck` as typed, relative
-        self.checkpoint_dir = Path(checkpoint_dir).expanduser().absolute() if checkpoint_dir \
+        self.checkpoint_dir = expand(checkpoint_dir).absolute() if checkpoint_dir \
             else default_checkpoint_dir()
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         # Which session wrote an autosave (core.checkpoint's `origin`): a continued run replaces its own

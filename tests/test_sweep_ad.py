@@ -17,6 +17,12 @@ the count asked was not taken and why.
 `:save hf:PATH` on a full disk (or under a file-size limit) ended in "internal error: SafetensorError: Error while
 serializing: I/O error": safetensors' and tokenizers' own writers raise their own exceptions, not OSError. The folder's
 files are now written by Python: one line says the folder could not be written, and nothing is left behind.
+With $HOME unset and a uid with no passwd entry (`docker run -u 1234`), a path starting with ~ names nothing and
+pathlib raises RuntimeError: $MINITF_CHECKPOINT_DIR=~/runs (an image's ENV line) or `--checkpoint-dir ~/ck` was a
+traceback as the shell started, and `:data ~/notes.txt`, `:report ~/r.html`, `:save hf:~/x` internal errors. Each is
+now one line naming the path (or the variable that gave it): there is no home folder; give the path in full or set
+$HOME. $MINITF_CACHE_DIR and $MINITF_HISTORY so too (the history then stays in memory, as it does for any other
+history file it cannot use).
 """
 
 import pytest
@@ -24,6 +30,7 @@ import pytest
 from minitf_repl.core import memory
 from minitf_repl.core.errors import UserError
 
+from test_cli import assert_one_error_line, invoke
 from test_commands import run, tiny_session
 
 GiB = 2**30
@@ -174,3 +181,54 @@ def test_a_hugging_face_folder_on_a_full_disk_is_refused_in_one_line_and_leaves_
     assert done.returncode == 0, done.stderr[-2000:]  # it was SafetensorError, an internal error
     assert done.stdout == f"refused: could not write {target}: File too large; choose a writable place\n"
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary one beside it
+
+
+# --- no home folder for ~ ---------------------------------------------------------------------------------------
+@pytest.fixture
+def no_home(monkeypatch):
+    """$HOME unset and a uid with no passwd entry (`docker run -u 1234`): ~ names nothing (pathlib: RuntimeError)."""
+    import pwd
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
+NO_HOME = ("starts with ~, the home folder, and there is none here ($HOME is not set); give the path in full, or set "
+           "$HOME")
+
+
+def test_a_checkpoint_folder_under_a_missing_home_is_one_line_as_the_shell_starts(no_home, monkeypatch):
+    line = assert_one_error_line(invoke("--checkpoint-dir", "~/ck", "ls"))  # it was a traceback
+    assert line == f"error: ~/ck {NO_HOME}"
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", "~/runs")  # an image's ENV line, quoted
+    line = assert_one_error_line(invoke("ls"))
+    assert line == f"error: $MINITF_CHECKPOINT_DIR=~/runs {NO_HOME}"
+    line = assert_one_error_line(invoke("--checkpoint-dir", "/tmp", "--data", "~/notes.txt", "--set", "lr=0.02",
+                                        "config"))
+    assert line == f"error: --data: ~/notes.txt {NO_HOME}"
+
+
+@pytest.mark.parametrize("line, named", [(":data ~/notes.txt", "~/notes.txt"), (":report ~/r.html", "~/r.html"),
+                                         (":save hf:~/exported", "hf:~/exported"),
+                                         (":load hf:~/exported", "hf:~/exported")])
+def test_a_path_under_a_missing_home_is_refused_in_one_line_and_the_session_goes_on(no_home, line, named):
+    session = tiny_session()
+    run(session, ":train steps=1")
+    with pytest.raises(UserError) as e:  # it was an internal error: RuntimeError
+        run(session, line)
+    assert str(e.value) == f"{named} {NO_HOME}"
+    assert session.trainer.step == 1 and session.data_spec == "sort:4"
+
+
+def test_a_cache_or_history_under_a_missing_home_is_named_by_its_variable(no_home, monkeypatch):
+    from minitf_repl.core import paths
+
+    monkeypatch.setenv("MINITF_CACHE_DIR", "~/cache")
+    monkeypatch.setenv("MINITF_HISTORY", "~/history")
+    with pytest.raises(UserError, match=r"^\$MINITF_CACHE_DIR=~/cache starts with ~"):
+        paths.cache_dir()
+    with pytest.raises(UserError, match=r"^\$MINITF_HISTORY=~/history starts with ~"):
+        paths.history_path()

@@ -36,7 +36,8 @@ def known_as(spec: str) -> str:
         if path.is_file() and path.stat().st_size == SHAKESPEARE_BYTES:
             if hashlib.sha256(path.read_bytes()).hexdigest() == SHAKESPEARE_SHA256:
                 return "shakespeare"
-    except (OSError, ValueError):  # unreadable, a name too long, a NUL in it: core.data says what is wrong
+    except (OSError, RuntimeError, ValueError):  # unreadable, a name too long, a NUL in it, ~ with no home folder:
+        # core.data says what is wrong
         pass
     return spec
 
@@ -61,7 +62,7 @@ def no_file_named(spec: str) -> str | None:
         if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
             return (f"the data is one file, and {_clip(spec)} names {len(parts)}; give one, or join them into one "
                     "text file first")
-    except (OSError, ValueError):  # a name too long, a NUL in it: core.data says what is wrong
+    except (OSError, RuntimeError, ValueError):  # a name too long, a NUL in it, ~ with no home: core.data says so
         pass
     return None
 
@@ -78,7 +79,7 @@ def data_problem(spec: str) -> str | None:
         if problem is None and not os.path.lexists(Path(spec).expanduser()):
             return (f"no such file: {_clip(spec)}; give the path of a UTF-8 text file, or one of "
                     f"{', '.join(CORPORA + TASKS)}")
-    except (OSError, ValueError):
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
         return None
     return problem
 

@@ -31,7 +31,7 @@ import torch
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named
 from .errors import DataError, UserError
 from .interrupts import cut_short
-from .paths import cache_dir, gone_folder
+from .paths import cache_dir, expand, gone_folder
 from .words import count
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -743,7 +743,7 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     r"""read_text_file's text, how many Windows or old Mac line endings it read as "\n", whether a leading
     byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), and the
     bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`)."""
-    p = Path(path).expanduser()
+    p = expand(path)
     shown = _clip(str(p))
     if (gone := gone_folder(p)) is not None:
         raise DataError(f"cannot read {shown}: {gone}")

@@ -33,13 +33,25 @@ def _env(name: str) -> str | None:
     return value if value and value.strip() else None
 
 
+def expand(path: str | Path, named: str | None = None) -> Path:
+    """`Path(path).expanduser()`, or a UserError where the path starts with ~ and there is no home folder for it to
+    name: $HOME unset, and a uid with no passwd entry (`docker run -u 1234`), where pathlib raises RuntimeError. That
+    was a traceback as the shell started ($MINITF_CHECKPOINT_DIR=~/ck set in an image, `--data ~/notes.txt`), or an
+    internal error (`:data ~/notes.txt`, `:report ~/r.html`). `named`: how the path was given, e.g. the variable."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise UserError(f"{named or path} starts with ~, the home folder, and there is none here ($HOME is not set); "
+                        "give the path in full, or set $HOME") from None
+
+
 def default_checkpoint_dir() -> Path:
     """`$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints` under the current directory, as an absolute path: the
     messages name it ("no checkpoints in checkpoints yet" did not say which folder, nor that it depends on where
     minitf was started). $MINITF_CHECKPOINT_DIR too, as --checkpoint-dir is: a relative one was named as typed
     ("no checkpoints in ck yet"), where the option named the same folder in full."""
     env = _env(CHECKPOINT_ENV)
-    return Path(env).expanduser().absolute() if env else Path("checkpoints").absolute()
+    return expand(env, f"${CHECKPOINT_ENV}={env}").absolute() if env else Path("checkpoints").absolute()
 
 
 def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:
@@ -58,14 +70,14 @@ def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:
 def cache_dir() -> Path:
     """`$MINITF_CACHE_DIR`, else the user cache dir (platformdirs): downloaded corpora."""
     if _env(CACHE_ENV):
-        return Path(_env(CACHE_ENV)).expanduser()
+        return expand(_env(CACHE_ENV), f"${CACHE_ENV}={_env(CACHE_ENV)}")
     return _user_dir("cache", "downloaded data", CACHE_ENV)
 
 
 def history_path() -> Path:
     """`$MINITF_HISTORY`, else `history` in the user state dir (platformdirs); a UserError without a home folder."""
     if _env(HISTORY_ENV):
-        return Path(_env(HISTORY_ENV)).expanduser()
+        return expand(_env(HISTORY_ENV), f"${HISTORY_ENV}={_env(HISTORY_ENV)}")
     return _user_dir("state", "the history", HISTORY_ENV, "a file") / "history"
 
 
@@ -102,7 +114,7 @@ def gone_folder(path: str | Path) -> str | None:
     shell, else None. A relative path then names nothing, and what was said did not say so: `:data notes.txt` "No
     such file or directory; check the path and its permissions", `:report r.html` the same after the report's work,
     `:save hf:x` an internal error (FileNotFoundError from the message's own os.getcwd)."""
-    if Path(path).expanduser().is_absolute():
+    if expand(path).is_absolute():
         return None
     try:
         os.getcwd()
@@ -124,4 +136,4 @@ def hf_path(spec: str) -> Path | None:
     if not rest:
         raise CheckpointError("hf: needs a folder after it, e.g. hf:~/models/gpt2; give the path of a "
                               "Hugging Face model folder")
-    return Path(rest).expanduser()
+    return expand(rest, spec)

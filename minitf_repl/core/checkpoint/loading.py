@@ -469,7 +469,7 @@ def _is_gone(spec: str, builtin: tuple) -> bool:
         return False
     try:
         return not os.path.lexists(Path(spec).expanduser())
-    except (OSError, ValueError):
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
         return False
 
 
