@@ -23,6 +23,9 @@ traceback as the shell started, and `:data ~/notes.txt`, `:report ~/r.html`, `:s
 now one line naming the path (or the variable that gave it): there is no home folder; give the path in full or set
 $HOME. $MINITF_CACHE_DIR and $MINITF_HISTORY so too (the history then stays in memory, as it does for any other
 history file it cannot use).
+`:lrfind` trains a fresh model beside the session's on :train's batch, and asked nothing of the memory free: where
+:train was refused in one line (the batch cannot fit), :lrfind went ahead and the out-of-memory killer ended the whole
+session. It is now refused first, as :train and :compare's contenders are.
 """
 
 import pytest
@@ -232,3 +235,17 @@ def test_a_cache_or_history_under_a_missing_home_is_named_by_its_variable(no_hom
         paths.cache_dir()
     with pytest.raises(UserError, match=r"^\$MINITF_HISTORY=~/history starts with ~"):
         paths.history_path()
+
+
+def test_lrfind_with_a_batch_that_cannot_fit_is_refused_before_its_fresh_model_is_built(tmp_path, monkeypatch):
+    from minitf_repl.core import sizes
+
+    session = tiny_session()
+    run(session, ":train steps=1")
+    monkeypatch.setattr(sizes, "available_memory", lambda: 0)  # :train is refused so; the test trained regardless
+    with pytest.raises(UserError, match=r"^training with batch_size=4, max_seq_len=32 and this model would need about "
+                                        r".* GiB free; lower batch_size or max_seq_len, or choose a smaller model$"):
+        run(session, ":lrfind steps=10")
+    with pytest.raises(UserError, match="GiB free; lower batch_size"):
+        run(session, ":train steps=1")
+    assert session.trainer.step == 1

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ..core.errors import UserError
+from ..core.sizes import check_memory_free
 from ..core.words import count
 from ..registry import Param
 from ..render.chart import Curve, chart
@@ -65,6 +66,11 @@ def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult
         raise UserError(f"low must be below high, got low={low:g} high={high:g}; e.g. low=1e-5 high=1")
     trainer = session.trainer
     trainer.data.check_fits(session.model_config.max_seq_len)  # data too short for the window: refused first
+    if session.device.type == "cpu":
+        # a fresh model trains beside the session's, on :train's batch: as :compare's contenders are, refused before
+        # it is built where it cannot fit (it was let start, and the out-of-memory killer ended the whole session)
+        check_memory_free(session.model_config, session.train_config.batch_size,
+                          fused=session.train_config.fast_path)
     session.threads.decide()  # a fresh look at the other work on the machine before a run
     done = [0]
 
