@@ -26,6 +26,9 @@ history file it cannot use).
 `:lrfind` trains a fresh model beside the session's on :train's batch, and asked nothing of the memory free: where
 :train was refused in one line (the batch cannot fit), :lrfind went ahead and the out-of-memory killer ended the whole
 session. It is now refused first, as :train and :compare's contenders are.
+With COLUMNS=0 (a CI runner or a container with no terminal size exports it), Rich took a width of 0 and printed
+every line as nothing: `minitf ls`, `minitf config`, the REPL and the errors too (`minitf bogus` said nothing and
+exited 2). A size of 0 is now taken as no size given: the terminal's, or 80 columns off one.
 """
 
 import pytest
@@ -249,3 +252,13 @@ def test_lrfind_with_a_batch_that_cannot_fit_is_refused_before_its_fresh_model_i
     with pytest.raises(UserError, match="GiB free; lower batch_size"):
         run(session, ":train steps=1")
     assert session.trainer.step == 1
+
+
+# --- COLUMNS=0 ---------------------------------------------------------------------------------------------------
+def test_a_terminal_size_of_0_still_shows_the_output_and_the_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "0")  # a CI runner or a container with no terminal size
+    monkeypatch.setenv("LINES", "0")
+    result = invoke("--checkpoint-dir", str(tmp_path), "ls")
+    assert result.exit_code == 0 and "no checkpoints in" in result.output  # it printed nothing at all
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "bogus"), code=2)
+    assert "No such command 'bogus'" in line
