@@ -29,6 +29,9 @@ session. It is now refused first, as :train and :compare's contenders are.
 With COLUMNS=0 (a CI runner or a container with no terminal size exports it), Rich took a width of 0 and printed
 every line as nothing: `minitf ls`, `minitf config`, the REPL and the errors too (`minitf bogus` said nothing and
 exited 2). A size of 0 is now taken as no size given: the terminal's, or 80 columns off one.
+A checkpoint loaded while its data file was gone trains on nothing, and :train said "the data this model was trained
+on is not available; put the file back to train". Put back, the file was still "not available" until the checkpoint
+was loaded a second time. :train now reads it again where it has the model's vocabulary, says so, and trains.
 """
 
 import pytest
@@ -262,3 +265,29 @@ def test_a_terminal_size_of_0_still_shows_the_output_and_the_errors(tmp_path, mo
     assert result.exit_code == 0 and "no checkpoints in" in result.output  # it printed nothing at all
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "bogus"), code=2)
     assert "No such command 'bogus'" in line
+
+
+# --- a data file that vanishes, and comes back -------------------------------------------------------------------
+def test_a_data_file_put_back_as_the_refusal_says_is_trained_on(tmp_path, monkeypatch):
+    from test_commands import Recorder, TEXT
+
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "ck"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text(TEXT)
+    first = tiny_session(data=str(notes))
+    run(first, ":train steps=2")
+    run(first, ":save run1")
+    notes.unlink()
+    session = tiny_session()
+    run(session, ":load run1")
+    with pytest.raises(UserError, match="is not available; put the file back to train"):
+        run(session, ":train steps=2")
+    notes.write_text(TEXT + "Zebra\n")  # another vocabulary (Z): not the original, which :load too would refuse
+    with pytest.raises(UserError, match="is not available; put the file back to train"):
+        run(session, ":train steps=2")
+    assert session.trainer.step == 2
+    notes.write_text(TEXT)  # the original, back
+    hooks = Recorder()
+    run(session, ":train steps=2", hooks)  # it went on saying "not available" until a second :load
+    assert session.trainer.step == 4
+    assert f"read {notes} again: the file the model was trained on is back" in hooks.notices

@@ -116,6 +116,28 @@ class TrainResult:
         return f"not saved: {self.save_error}" if self.save_error else None
 
 
+def read_again(session: Session, reporter: Reporter) -> None:
+    """The data file of a loaded checkpoint, gone (or changed) at the :load and put back since, as the refusal said to
+    ("put the file back to train"): read again and trained on, where it has the model's vocabulary, as
+    :data PATH would take it. :train went on saying the file was not available until the checkpoint was loaded again.
+    Still gone, unreadable or of another vocabulary, the stand-in stays and its refusal says what is wrong."""
+    from ..core.data import VocabOnly, load_data
+
+    stand_in = session.loaded_data
+    if type(stand_in) is not VocabOnly:  # not a TokenizerOnly either: a folder's tokenizer, whose data is not gone
+        return
+    tokenizer = stand_in.tokenizer if stand_in.tokenizer.kind != "char" else None
+    try:
+        data = load_data(stand_in.spec, tokenizer)
+        data.check_fits(session.model_config.max_seq_len)
+    except UserError:
+        return
+    if data.tokenizer.vocab != stand_in.tokenizer.vocab:
+        return
+    session.use_data(stand_in.spec, data)
+    reporter.notice(f"read {stand_in.spec} again: the file the model was trained on is back")
+
+
 @command("train", "Train the model: continue a stopped run, or start a new run of steps.", params=[
     Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
           low=1, limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases,
@@ -176,6 +198,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     changes = {p.name: args[p.name] for p in TRAIN.params if p.kept and args[p.name] is not None}
     spec = args["data"].strip() if args["data"] is not None else None
     new_data = load_checked(session, spec, reporter) if spec is not None else None
+    if spec is None:
+        read_again(session, reporter)
     if new_data is None:  # loads the session's data now: a file that is known data brings its recipe first
         session.data.check_fits(session.model_config.max_seq_len)
     train_config = session.train_config
