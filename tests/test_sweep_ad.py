@@ -32,6 +32,11 @@ exited 2). A size of 0 is now taken as no size given: the terminal's, or 80 colu
 A checkpoint loaded while its data file was gone trains on nothing, and :train said "the data this model was trained
 on is not available; put the file back to train". Put back, the file was still "not available" until the checkpoint
 was loaded a second time. :train now reads it again where it has the model's vocabulary, says so, and trains.
+Where the machine could not give a model or batch its memory (a container's limit, `ulimit -v`), torch's CPU
+allocator says "DefaultCPUAllocator: can't allocate memory ... (Cannot allocate memory)", with no "out of memory" in
+it: :gen of a model too large was "internal error: RuntimeError: [enforce fail at alloc_cpu.cpp:127]", and a :train
+step the same after its rollback. Both are now the out-of-memory line with its fix (the train's says the model, run
+and settings are back where it began).
 """
 
 import pytest
@@ -291,3 +296,35 @@ def test_a_data_file_put_back_as_the_refusal_says_is_trained_on(tmp_path, monkey
     run(session, ":train steps=2", hooks)  # it went on saying "not available" until a second :load
     assert session.trainer.step == 4
     assert f"read {notes} again: the file the model was trained on is back" in hooks.notices
+
+
+# --- memory the machine cannot give ------------------------------------------------------------------------------
+def a_real_cpu_allocation_failure():
+    """What torch's CPU allocator raises where malloc says no (a container's limit, `ulimit -v`): asked here for more
+    bytes than any machine has, so that the error is torch's own, not a message written for the test."""
+    import torch
+
+    torch.empty(2**60, dtype=torch.uint8)
+
+
+def test_the_cpu_allocators_refusal_is_out_of_memory_in_a_train_and_in_any_command(monkeypatch):
+    session = tiny_session()
+    run(session, ":train steps=2")
+    step, history = session.trainer.step, list(session.trainer.history)
+    embedding = session.model.token_embedding
+    real_forward = embedding.forward
+    calls = {"n": 0}
+
+    def forward(idx):
+        calls["n"] += 1
+        if calls["n"] == 2:  # one step applies, the next cannot have its memory
+            a_real_cpu_allocation_failure()
+        return real_forward(idx)
+
+    monkeypatch.setattr(embedding, "forward", forward)
+    with pytest.raises(UserError, match=r"^out of memory at step 4; the model, optimizer, run and settings are back"):
+        run(session, ":train steps=5")  # it was "internal error: RuntimeError: [enforce fail at alloc_cpu.cpp...]"
+    assert session.trainer.step == step and session.trainer.history == history
+    monkeypatch.setattr(embedding, "forward", lambda idx: a_real_cpu_allocation_failure())
+    with pytest.raises(UserError, match=r"^out of memory; lower batch_size, max_seq_len or the model size"):
+        run(session, ":gen n=3")

@@ -58,9 +58,14 @@ class PeerLost(UserError):
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """True for Python's MemoryError and torch's out-of-memory errors (CUDA, MPS, CPU allocator)."""
+    """True for Python's MemoryError and torch's out-of-memory errors (CUDA, MPS, CPU allocator).
+
+    The CPU allocator's says no "out of memory": "DefaultCPUAllocator: can't allocate memory: you tried to allocate
+    N bytes. Error code 12 (Cannot allocate memory)", and a model or batch the machine could not hold (under a
+    container's limit, `ulimit -v`) was an internal error, a :train's too."""
     if isinstance(exc, MemoryError):
         return True
+    text = str(exc).lower()
     return isinstance(exc, RuntimeError) and (
-        type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+        type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
     )
