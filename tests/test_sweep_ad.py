@@ -37,6 +37,9 @@ allocator says "DefaultCPUAllocator: can't allocate memory ... (Cannot allocate 
 it: :gen of a model too large was "internal error: RuntimeError: [enforce fail at alloc_cpu.cpp:127]", and a :train
 step the same after its rollback. Both are now the out-of-memory line with its fix (the train's says the model, run
 and settings are back where it began).
+A kept copy of tiny Shakespeare that this user may not read (a $MINITF_CACHE_DIR shared with another user, whose
+file is mode 600) made `:data shakespeare` "internal error: PermissionError". It is now one line naming the file,
+with the fix: remove it, or set MINITF_CACHE_DIR to a folder of one's own.
 """
 
 import pytest
@@ -328,3 +331,30 @@ def test_the_cpu_allocators_refusal_is_out_of_memory_in_a_train_and_in_any_comma
     monkeypatch.setattr(embedding, "forward", lambda idx: a_real_cpu_allocation_failure())
     with pytest.raises(UserError, match=r"^out of memory; lower batch_size, max_seq_len or the model size"):
         run(session, ":gen n=3")
+
+
+# --- a download cache another user keeps -------------------------------------------------------------------------
+def test_a_kept_copy_of_tiny_shakespeare_this_user_cannot_read_is_one_line(tmp_path, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    from minitf_repl.core import data as core_data
+
+    kept = tmp_path / "tinyshakespeare.txt"
+    kept.write_text("another user's copy")
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
+    real_read = Path.read_bytes
+
+    def read_bytes(path):
+        if path == kept:  # mode 600, another user's (chmod does not stop root, which runs these tests too)
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_read(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    session = tiny_session()
+    with pytest.raises(UserError) as e:  # it was "internal error: PermissionError"
+        run(session, ":data shakespeare")
+    said = str(e.value)  # the path is clipped to 80 characters, as core.data's paths are
+    assert said.startswith("cannot read the kept copy of tiny Shakespeare, /") and "\n" not in said
+    assert said.endswith("(Permission denied); remove it, or set MINITF_CACHE_DIR to a folder of your own")
+    assert session.data_spec == "sort:4"

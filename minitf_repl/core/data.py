@@ -657,8 +657,12 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
     """Download tiny Shakespeare once into the cache directory, checked against its SHA-256."""
     url = url or os.environ.get("MINITF_SHAKESPEARE_URL", "").strip() or SHAKESPEARE_URL  # blank: unset, as paths'
     target = (directory or cache_dir()) / "tinyshakespeare.txt"
-    if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
-        return target
+    try:
+        if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
+            return target
+    except OSError as e:  # a cache shared with another user, whose copy this one may not read: an internal error
+        raise DataError(f"cannot read the kept copy of tiny Shakespeare, {_clip(str(target))} ({e.strerror or e}); "
+                        "remove it, or set MINITF_CACHE_DIR to a folder of your own") from None
     try:  # Ctrl-C stops a stalled download at once (nothing is written before the whole file is here)
         with cut_short(), urllib.request.urlopen(url, timeout=timeout) as response:
             payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
