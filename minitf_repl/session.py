@@ -28,6 +28,7 @@ from .core.catalog import known_as
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, rebuilding_changes, setting
 from .core.paths import default_checkpoint_dir, expand
 from .core.recipes import switch_recipe
+from .core.sizes import check_weights_free
 from .core.threads import ThreadPolicy
 
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
@@ -238,6 +239,8 @@ class Session:
         if self._model is not None:
             return
         data, device = self.data, self.device  # either may raise; nothing is set before both succeed
+        if device.type == "cpu":  # weights past the memory free are refused here, not met by the out-of-memory killer
+            check_weights_free(self.model_config.replace(vocab_size=data.tokenizer.vocab_size))
         if self.threads.choice is None:
             self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)

@@ -40,6 +40,10 @@ and settings are back where it began).
 A kept copy of tiny Shakespeare that this user may not read (a $MINITF_CACHE_DIR shared with another user, whose
 file is mode 600) made `:data shakespeare` "internal error: PermissionError". It is now one line naming the file,
 with the fix: remove it, or set MINITF_CACHE_DIR to a folder of one's own.
+A model within the lab's bounds (up to 500M parameters, 2 GiB of weights) but past what a small machine or container
+has free was built without a question by the first command that needed it (`:set d_model=2048 n_layers=8`, then
+:gen), and the out-of-memory killer ended the session; only :train asked. Its weights are now checked against the
+memory free before they are allocated: the first build, and a :set that rebuilds (refused before anything changes).
 """
 
 import pytest
@@ -358,3 +362,20 @@ def test_a_kept_copy_of_tiny_shakespeare_this_user_cannot_read_is_one_line(tmp_p
     assert said.startswith("cannot read the kept copy of tiny Shakespeare, /") and "\n" not in said
     assert said.endswith("(Permission denied); remove it, or set MINITF_CACHE_DIR to a folder of your own")
     assert session.data_spec == "sort:4"
+
+
+def test_a_model_whose_weights_cannot_fit_is_refused_before_it_is_built(monkeypatch):
+    from minitf_repl.core import sizes
+
+    monkeypatch.setattr(sizes, "available_memory", lambda: 2**20)  # 1 MiB free: the tiny model's 44 KB fit
+    session = tiny_session()
+    run(session, ":set d_model=256 n_heads=4 d_ff=1024 n_layers=4")  # about 3M parameters: 12 MiB of weights
+    weights = r"that model's weights would take about 0\.0 GiB, but this machine has 0\.0 GiB free; lower d_model"
+    with pytest.raises(UserError, match=weights):  # it was built: past the memory free, the out-of-memory killer
+        run(session, ":gen n=3")
+    assert not session.has_model
+    run(session, ":set d_model=32 n_heads=2 d_ff=64 n_layers=1")
+    run(session, ":train steps=1")
+    with pytest.raises(UserError, match=weights):  # a rebuild: refused before anything changes
+        run(session, ":set d_model=256 n_heads=4 d_ff=1024 n_layers=4")
+    assert session.model_config.d_model == 32 and session.trainer.step == 1

@@ -21,7 +21,7 @@ from ..core.catalog import spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.recipes import follow_optimizer, recipe, recipe_label
-from ..core.sizes import check_trainable
+from ..core.sizes import check_trainable, check_weights_free
 from ..core.threads import oversubscribed
 from ..core.words import count
 from ..parsing import CLEAR, convert
@@ -327,6 +327,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if (not session.has_model or reading is not None or session.rebuild_needed(config=model)
             or train.batch_size != session.train_config.batch_size):
         check_trainable(model, train.batch_size, fused=train.fast_path)
+    if session.has_model and session.rebuild_needed(config=model) and session.device.type == "cpu":
+        check_weights_free(model)  # before anything changes: the rebuild allocates the new weights beside the old
 
     changed = {}
     for cls in SETTINGS:

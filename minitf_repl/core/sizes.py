@@ -96,6 +96,21 @@ def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | No
         )
 
 
+def check_weights_free(config: ModelConfig, free: int | None = None) -> None:
+    """Refuse building a model whose float32 weights alone would not fit in the memory free now, before they are
+    allocated. A model within the lab's bounds (500M parameters: 2 GiB of weights) may be past a small machine's or a
+    container's: `:set d_model=2048 n_layers=8`, then :gen, built it, and the out-of-memory killer ended the session
+    (:train's check_memory_free asks first; a model built to generate or to look inside was asked nothing).
+    `free`: MemAvailable (or what a container's limit leaves) by default; where unknown, nothing is checked."""
+    free = available_memory() if free is None else free
+    if free is None:
+        return
+    need = 4 * parameter_count(config)
+    if need > free:
+        raise ConfigError(f"that model's weights would take about {need / 2**30:,.1f} GiB, but this machine has "
+                          f"{free / 2**30:,.1f} GiB free; lower d_model, d_ff or n_layers")
+
+
 def check_memory_free(config: ModelConfig, batch_size: int, held: int = 0, free: int | None = None,
                       fused: bool = False) -> None:
     """Refuse a training on the CPU that would not fit in the memory this machine has free now, before anything is
