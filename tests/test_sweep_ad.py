@@ -89,6 +89,24 @@ def test_the_memory_free_is_what_a_containers_limit_leaves(tmp_path):
     assert memory.available_memory(host, cgroup_v2(tmp_path / "small", GiB, 2 * GiB)) == 0  # over it already
 
 
+def test_the_limit_of_this_process_own_cgroup_below_the_root_counts(tmp_path):
+    own = tmp_path / "self-cgroup"  # /proc/self/cgroup: a systemd slice, a container without a cgroup namespace
+    own.write_text("0::/user.slice/session-3.scope\n")
+    root = tmp_path / "cgroup"
+    cgroup_v2(root / "user.slice", 4 * GiB, GiB)  # the slice's MemoryMax: 3 GiB left
+    cgroup_v2(root / "user.slice" / "session-3.scope", "max", GiB)
+    assert memory.cgroup_memory_left(root, own) == 3 * GiB
+    (root / "user.slice" / "session-3.scope" / "memory.max").write_text(f"{GiB + GiB // 2}\n")  # less below it
+    assert memory.cgroup_memory_left(root, own) == GiB // 2
+    own.write_text("12:cpu,cpuacct:/x\n4:memory:/docker/abc\n")  # v1: the memory controller's line
+    v1 = root / "memory" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(f"{2 * GiB}\n")
+    (v1 / "memory.usage_in_bytes").write_text(f"{GiB // 2}\n")
+    (v1 / "memory.stat").write_text(f"cache 5\ntotal_inactive_file {GiB // 4}\n")
+    assert memory.cgroup_memory_left(root, own) == GiB + GiB // 2 + GiB // 4
+
+
 def test_train_in_a_full_container_is_refused_in_one_line_before_anything_is_built(tmp_path, monkeypatch):
     monkeypatch.setattr(memory, "CGROUP", cgroup_v2(tmp_path / "cg", 512 * 2**20, 512 * 2**20))  # all of it used
     session = tiny_session()

@@ -48,24 +48,54 @@ def available_memory(meminfo: Path = Path("/proc/meminfo"), cgroup: Path | None 
     return left if free is None else free if left is None else min(free, left)
 
 
-def cgroup_memory_left(root: Path) -> int | None:
-    """Bytes the memory limit of the cgroup at `root` leaves: the limit less what is used, the inactive file cache
-    (which the kernel reclaims before it kills) counted as free; None where there is no limit or none to read.
-    cgroup v2 (memory.max, memory.current) or v1 (memory/memory.limit_in_bytes, memory.usage_in_bytes)."""
-    for limit_file, usage_file, stat_file, inactive in (
-            (root / "memory.max", root / "memory.current", root / "memory.stat", "inactive_file"),
-            (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes",
-             root / "memory" / "memory.stat", "total_inactive_file")):
+def cgroup_memory_left(root: Path, own: Path = Path("/proc/self/cgroup")) -> int | None:
+    """Bytes the memory limits of this process's cgroup leave it: the least over its cgroup and those above it (a
+    limit holds for everything under it), each its limit less what is used, with the inactive file cache (which the
+    kernel reclaims before it kills) counted as free; None where no limit is set or none can be read.
+
+    cgroup v2 (memory.max, memory.current) or v1 (memory/memory.limit_in_bytes, memory.usage_in_bytes), under
+    `root`. A container usually sees its own cgroup at the root; elsewhere (a systemd slice with MemoryMax, a
+    container without a cgroup namespace) /proc/self/cgroup (`own`) names the folder below it."""
+    lefts = [left for folder in _cgroup_folders(root, own) if (left := _left_in(folder)) is not None]
+    return min(lefts) if lefts else None
+
+
+def _cgroup_folders(root: Path, own: Path) -> list[Path]:
+    """The folders of this process's memory cgroup and every one above it, v2's and v1's, that exist under `root`."""
+    named = {"": root, "memory": root / "memory"}  # v2's hierarchy (controllers ""), v1's memory controller
+    paths = {"": "/", "memory": "/"}
+    try:
+        for line in own.read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for kind in named:
+                if (controllers == kind if kind == "" else kind in controllers.split(",")):
+                    paths[kind] = path
+    except (OSError, ValueError):
+        pass
+    folders = []
+    for kind, base in named.items():
+        folder = base
+        folders.append(folder)
+        for part in (p for p in paths[kind].split("/") if p and p not in (".", "..")):
+            folder = folder / part
+            folders.append(folder)
+    return [f for f in dict.fromkeys(folders) if f.is_dir()]
+
+
+def _left_in(folder: Path) -> int | None:
+    """What the limit of one cgroup folder leaves (None: no limit there, or no files of one)."""
+    for limit_file, usage_file, inactive in (("memory.max", "memory.current", "inactive_file"),
+                                             ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")):
         try:
-            limit_text = limit_file.read_text().strip()
+            limit_text = (folder / limit_file).read_text().strip()
             if limit_text == "max":
                 return None
-            limit, used = int(limit_text), int(usage_file.read_text())
+            limit, used = int(limit_text), int((folder / usage_file).read_text())
         except (OSError, ValueError):
             continue
         if limit >= UNLIMITED:
             return None
-        return max(0, limit - used + _stat_value(stat_file, inactive))
+        return max(0, limit - used + _stat_value(folder / "memory.stat", inactive))
     return None
 
 

@@ -275,7 +275,7 @@ class ThreadPolicy:
             asked = {"setting": f"threads={choice.threads}", ENV: f"${ENV}={choice.threads}"}.get(
                 choice.how, f"auto's {choice.threads}")
             refused = f": {why}" if why else ""
-            choice = dataclasses.replace(
-                choice, threads=have, refused=f"{asked} not taken by torch{refused}; it computes with the {have} it has")
+            refused = f"{asked} not taken by torch{refused}; it computes with the {have} it has"
+            choice = dataclasses.replace(choice, threads=have, refused=refused)
         self.choice = choice
         return choice
