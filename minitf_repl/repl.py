@@ -145,6 +145,10 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
     try:
         if p.is_dir():
             raise IsADirectoryError(f"{p} is a directory")
+        # a file where a folder of the path should be: mkdir said "File exists" ($XDG_STATE_HOME or $HOME a file)
+        blocking = next((f for f in p.parents if f.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise NotADirectoryError(f"{_clip(str(blocking))} is a file, not a folder")
         p.parent.mkdir(parents=True, exist_ok=True)
         # Opened without blocking and checked before use: a FIFO there would block start-up forever
         # (opening one waits for its other end), and a device is no place for a history.

@@ -44,6 +44,8 @@ A model within the lab's bounds (up to 500M parameters, 2 GiB of weights) but pa
 has free was built without a question by the first command that needed it (`:set d_model=2048 n_layers=8`, then
 :gen), and the out-of-memory killer ended the session; only :train asked. Its weights are now checked against the
 memory free before they are allocated: the first build, and a :set that rebuilds (refused before anything changes).
+A history path under a file ($XDG_STATE_HOME or $MINITF_HISTORY's folder a file) warned "cannot use history file
+.../state/minitf/history (Not a directory)" (or "(File exists)"), naming no file in the way: it names that file now.
 """
 
 import pytest
@@ -397,3 +399,19 @@ def test_a_model_whose_weights_cannot_fit_is_refused_before_it_is_built(monkeypa
     with pytest.raises(UserError, match=weights):  # a rebuild: refused before anything changes
         run(session, ":set d_model=256 n_heads=4 d_ff=1024 n_layers=4")
     assert session.model_config.d_model == 32 and session.trainer.step == 1
+
+
+# --- a history file under a file ---------------------------------------------------------------------------------
+def test_a_history_path_under_a_file_says_which_file_is_in_the_way(tmp_path, monkeypatch):
+    from prompt_toolkit.history import InMemoryHistory
+
+    from minitf_repl.repl import make_history
+
+    monkeypatch.chdir(tmp_path)  # relative paths: the message clips long ones
+    (tmp_path / "state").write_text("")  # $XDG_STATE_HOME=state, a file: the history would go in state/minitf
+    said = []
+    history = make_history("state/minitf/history", said.append)
+    assert isinstance(history, InMemoryHistory)
+    assert said == ["warning: cannot use history file state/minitf/history (state is a file, not a folder); history "
+                    "is kept in memory for this session; $MINITF_HISTORY=FILE keeps it in another file"]
+    # it said "(Not a directory)", or "(File exists)" one level down, and named no file
