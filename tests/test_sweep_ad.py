@@ -46,6 +46,10 @@ has free was built without a question by the first command that needed it (`:set
 memory free before they are allocated: the first build, and a :set that rebuilds (refused before anything changes).
 A history path under a file ($XDG_STATE_HOME or $MINITF_HISTORY's folder a file) warned "cannot use history file
 .../state/minitf/history (Not a directory)" (or "(File exists)"), naming no file in the way: it names that file now.
+On a file system that cannot sync a directory (POSIX allows EINVAL: a VirtualBox shared folder, some FUSE and network
+mounts), every save failed, "could not save checkpoint 'run1': Invalid argument", and so did every :train's autosave:
+no checkpoint could ever be written there. A directory that cannot be synced is now taken as such (its files still
+are); any other failure to sync still fails the save, leaving nothing.
 """
 
 import pytest
@@ -415,3 +419,35 @@ def test_a_history_path_under_a_file_says_which_file_is_in_the_way(tmp_path, mon
     assert said == ["warning: cannot use history file state/minitf/history (state is a file, not a folder); history "
                     "is kept in memory for this session; $MINITF_HISTORY=FILE keeps it in another file"]
     # it said "(Not a directory)", or "(File exists)" one level down, and named no file
+
+
+# --- a file system that cannot sync a directory ----------------------------------------------------------------
+def test_saves_work_on_a_file_system_that_cannot_sync_a_directory(tmp_path, monkeypatch):
+    import errno
+    import os
+    import stat
+
+    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(tmp_path / "ck"))
+    real_fsync = os.fsync
+
+    def fsync(fd):  # a VirtualBox shared folder, some FUSE mounts: EINVAL for a directory, files sync
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    session = tiny_session()
+    run(session, ":train steps=2")  # its autosave failed: "could not save checkpoint 'autosave': Invalid argument"
+    run(session, ":save run1")
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["autosave", "run1"]
+    again = tiny_session()
+    run(again, ":load run1")
+    assert again.trainer.step == 2
+
+    def broken(fd):  # a real failure to sync is still one: the save fails and leaves nothing
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(UserError, match="could not save checkpoint 'run2' in .*: Input/output error"):
+        run(session, ":save run2")
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["autosave", "run1"]

@@ -283,6 +283,12 @@ def write_or_link(path: Path, data: bytes, source: Path | None) -> None:
     write_file(path, data)
 
 
+# What a file system answers that cannot sync a directory at all (POSIX allows it: a VirtualBox shared folder, some
+# FUSE and network mounts): every save failed there ("could not save checkpoint: Invalid argument"), the autosave
+# of every :train too. The files themselves are synced (write_file); the directory's entry is then the system's.
+_NO_DIRECTORY_SYNC = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, getattr(errno, "ENOSYS", errno.EINVAL)}
+
+
 def _fsync_dir(path: Path, best_effort: bool = False) -> None:
     if os.name == "nt":  # Windows cannot open a directory to fsync it
         return
@@ -292,8 +298,8 @@ def _fsync_dir(path: Path, best_effort: bool = False) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    except OSError:
-        if not best_effort:
+    except OSError as e:
+        if not best_effort and e.errno not in _NO_DIRECTORY_SYNC:
             raise
 
 
