@@ -39,7 +39,8 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, long_prompt_notice, sample_prompt, switched_off, true_next, view_prompt, with_given)
+                   known_text, long_prompt_notice, sample_prompt, switched_off, training_length, true_next, view_prompt,
+                   with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .generate import drawn_seed
@@ -735,6 +736,8 @@ class EmbedResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate ("the positions": no table now)
     rotary: bool = False  # positions come from RoPE turning q and k (with positions None: no positions at all)
     causal: bool = True  # the causal mask orders the tokens (off: with no positions nothing does)
+    # the learned table's rows compared, where a training row is shorter than the window (a task's); None: all
+    trained_rows: int | None = None
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
@@ -745,7 +748,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=7)  # fmt: skip
+], json_version=8)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -755,12 +758,14 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     shown = distinct[:EMBED_MAX_TOKENS if args["text"] else EMBED_DEFAULT_TOKENS]
     cut = len(distinct) - len(shown) if args["text"] else 0  # the sample's other tokens are no one's request
     from ..core.inside import embedding_neighbours
-
-    found = embedding_neighbours(session.model, shown, args["k"] or 5)
-    itos, config = data.tokenizer.itos, session.model_config
     from ..core.variants import position_kind
 
+    itos, config = data.tokenizer.itos, session.model_config
     kind = position_kind(config)
+    # A learned table trains only the rows a training row reaches (a task's 8 of a window of 32): the rest stay random
+    length = training_length(session) if kind.learned else None
+    trained_rows = length if length is not None and length < config.max_seq_len else None
+    found = embedding_neighbours(session.model, shown, args["k"] or 5, trained=trained_rows)
     positions = config.pos_encoding if kind.table is not None else None
     by_distance = found.by_distance
     if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
@@ -779,7 +784,7 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, by_distance, cut,
                        untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary,
-                       causal=config.causal)
+                       causal=config.causal, trained_rows=trained_rows)
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -817,8 +822,13 @@ def render_embed(result: EmbedResult, console: Console) -> None:
     masked = result.causal and "the causal mask" not in result.ablations
     if result.by_distance is not None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
-        say(console, f"{result.positions} positions: how alike the rows of the position table are, by distance: "
+        rows = ("" if result.trained_rows is None
+                else f" (its first {result.trained_rows}, the positions a training row reaches)")
+        say(console, f"{result.positions} positions: how alike the rows of the position table{rows} are, by distance: "
                      + "  ".join(f"{d}: {result.by_distance[d - 1]:.2f}" for d in shown))
+        if result.trained_rows is not None:
+            note(console, "the table's other rows never trained (no training row reaches them): they are the random "
+                          "rows it started with, left out")
     elif result.rotary and "the positions" in result.ablations:
         left = "but what the causal mask lets it read" if masked else "(and there is no causal mask)"
         note(console, f"RoPE is switched off ({cmd('ablate', 'positions')}): q and k go unturned, so nothing tells the "

@@ -1049,9 +1049,14 @@ class EmbeddingNeighbours:
     by_distance: list[float] | None  # d = 1, 2, ...: the mean cosine between position rows d apart (None: no table)
 
 
-def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5) -> EmbeddingNeighbours:
+def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5,
+                         trained: int | None = None) -> EmbeddingNeighbours:
     """The k nearest tokens (cosine similarity of W_E rows) to each of `token_ids`, and the position table's
-    mean similarity by distance where the model adds positions at its input (learned or sinusoidal)."""
+    mean similarity by distance where the model adds positions at its input (learned or sinusoidal).
+
+    `trained`: the position table's first rows only, where a model trains on rows shorter than its window (a task's
+    8 of 32): a learned table's rows past them never get a gradient and stay the random rows they started as,
+    whose cosines near 0 would be averaged in with the trained ones (0.12 at distance 1 where the 8 read 0.53)."""
     require_model(model, "embedding_neighbours")
     V = model.config.vocab_size
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -1065,7 +1070,7 @@ def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5) -> 
         top, ids = similar.topk(min(k, V - 1), dim=-1)
         by_distance = None
         if model.position_embedding is not None:
-            T = model.config.max_seq_len
+            T = model.config.max_seq_len if trained is None else max(1, min(trained, model.config.max_seq_len))
             table = F.normalize(model.position_embedding(torch.arange(T, device=model.token_embedding.weight.device))
                                 .detach().float().cpu(), dim=-1)  # (T, d)
             cos = table @ table.T
