@@ -46,6 +46,17 @@ def batch_gradient(s, name, seed):
     return g.double()
 
 
+def clipped_gradient(s, name, seed):
+    """What the optimizer reads of dL/dW: :train clips the whole model's gradient to grad_clip first."""
+    x, y = s.data.get_batch("train", 4, 32, torch.Generator().manual_seed(seed))
+    s.model.eval()
+    names, params = zip(*s.model.named_parameters())
+    grads = torch.autograd.grad(s.model.loss(s.model(x)[0], y), params)
+    total = torch.stack([g.norm() for g in grads]).norm()
+    scale = min(1.0, s.train_config.grad_clip / (float(total) + 1e-6))  # torch.nn.utils.clip_grad_norm_'s
+    return grads[names.index(name)].double() * scale
+
+
 def test_the_gradient_momentum_and_update_are_the_optimizers():
     s = session(steps=3)  # a momentum to read
     weight = dict(s.model.named_parameters())["blocks.1.ffn.fc_out.weight"]
@@ -53,8 +64,9 @@ def test_the_gradient_momentum_and_update_are_the_optimizers():
     old = s.trainer.optimizer.state[weight]["momentum_buffer"].clone()
     found = muon_step(s.model, s.data, layer=1, matrix="ffn.fc_out", batch_size=4, seed=5,
                       optimizer=s.trainer.optimizer, lr=1e-2)
-    G = batch_gradient(s, "blocks.1.ffn.fc_out.weight", 5)
-    assert found.grad == pytest.approx(G.norm().item(), rel=1e-6) and found.had_momentum and found.nesterov
+    assert found.grad == pytest.approx(batch_gradient(s, "blocks.1.ffn.fc_out.weight", 5).norm().item(), rel=1e-6)
+    assert found.had_momentum and found.nesterov
+    G = clipped_gradient(s, "blocks.1.ffn.fc_out.weight", 5)  # the momentum reads the gradient :train clipped
     b = 0.9 * old.double() + 0.1 * G
     u = 0.1 * G + 0.9 * b
     assert found.buffer == pytest.approx(b.norm().item(), rel=1e-6)
@@ -117,7 +129,7 @@ def test_an_adamw_sessions_own_update_is_torchs():
     reference = torch.optim.AdamW([copy], lr=1.0, betas=group["betas"], eps=group["eps"], weight_decay=0.0)
     reference.state[copy] = {k: v.double().clone() if v.dim() else v.clone()
                              for k, v in s.trainer.optimizer.state[weight].items()}
-    copy.grad = batch_gradient(s, "blocks.0.attn.v_proj.weight", 4)
+    copy.grad = clipped_gradient(s, "blocks.0.attn.v_proj.weight", 4)
     before = copy.detach().clone()
     reference.step()
     update = before - copy.detach()  # lr 1, no decay: the update itself
@@ -157,7 +169,7 @@ def test_muon_in_the_shell():
     tall = run(s, ":muon layer=1 matrix=ffn.fc_in seed=2")
     assert tall.step.had_momentum and "(64 x 32, taken as its 32 x 64 transpose" in plain(tall)
     assert "the session's momentum" in plain(tall)
-    assert json_document(REGISTRY["muon"], tall)["schema"] == "minitf.muon/3"
+    assert json_document(REGISTRY["muon"], tall)["schema"] == "minitf.muon/4"
     with pytest.raises(UserError, match="layer must be in 0..1"):
         run(s, ":muon layer=2")
     with pytest.raises(UserError, match="no matrix 'ffn.nope'"):

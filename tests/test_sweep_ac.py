@@ -5,6 +5,12 @@ failed before its fix.
 table's rows are by distance averaged over all 32 rows, 24 of which no training row reaches: they stay the random
 rows they started as, so a trained table whose 8 rows read 0.53 at distance 1 was shown as 0.12 (and distance 16
 compared untrained rows only). The view now compares the rows a training row reaches, and says the rest are left out.
+
+`:muon` said it worked out the step :train takes on a matrix, from the session's momentum, but fed that momentum the
+batch's raw gradient: :train clips the whole gradient to grad_clip first (`:grad` says so and scales by it), so
+where the whole gradient's norm was 1.86 the view's b mixed in a G 1.86 times too large and its update direction
+(u's orthogonal factor) was 25% off the optimizer's. The momentum (and AdamW's comparison) now read the clipped
+gradient, and the view says by how much it was scaled.
 """
 
 import pytest
@@ -46,3 +52,33 @@ def test_embed_on_a_text_compares_every_row_of_the_window(text_file):
     assert len(result.by_distance) == 15 and result.trained_rows is None
     assert result.by_distance == pytest.approx(mean_cosine_by_distance(table), abs=1e-6)
     assert "never trained" not in plain(result)
+
+
+# --- :muon -----------------------------------------------------------------------------------------------------
+def test_muon_feeds_the_momentum_the_gradient_train_clips():
+    s = session_with(n_layers=2)
+    run(s, ":train steps=12")
+    model = s.model
+    weight = model.blocks[0].attn.q_proj.weight
+    old = s.trainer.optimizer.state[weight]["momentum_buffer"].double().clone()
+    result = run(s, ":muon")
+    x, y = s.data.get_batch("train", s.train_config.batch_size, model.config.max_seq_len,
+                            torch.Generator().manual_seed(0))
+    model.eval()
+    params = list(model.parameters())
+    grads = torch.autograd.grad(torch.nn.functional.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(),
+                                                                  ignore_index=-1), params)
+    total = float(torch.stack([g.double().norm() for g in grads]).norm())
+    scale = min(1.0, s.train_config.grad_clip / (total + 1e-6))
+    assert scale < 0.9  # the case at hand: this batch's gradient is clipped
+    G = grads[next(i for i, p in enumerate(params) if p is weight)].double() * scale
+    b = 0.9 * old + 0.1 * G  # torch's Muon: momentum 0.9, Nesterov
+    u = 0.1 * G + 0.9 * b
+    step = result.step
+    assert step.grad == pytest.approx(float(G.norm() / scale), rel=1e-5)  # |dL/dW| itself
+    assert step.buffer == pytest.approx(float(b.norm()), rel=1e-5)
+    assert step.update == pytest.approx(float(u.norm()), rel=1e-5)
+    assert step.clip_scale == pytest.approx(scale, rel=1e-5) and step.total_grad == pytest.approx(total, rel=1e-5)
+    assert step.singular == pytest.approx(torch.linalg.svdvals(u).tolist(), rel=1e-4, abs=1e-9)
+    words = " ".join(plain(result).split())
+    assert f"every gradient is scaled by {scale:.3g}" in words

@@ -288,7 +288,7 @@ def _complete_matrix(session: Session) -> list[str]:
                               "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
                               "lists the model's)", complete=_complete_matrix, meta="NAME"),
     Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
-], interruptible=True, json_version=3)  # fmt: skip
+], interruptible=True, json_version=4)  # fmt: skip
 def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     layer = check_layer(session, args["layer"])
     from ..core.muon_step import muon_step
@@ -302,7 +302,7 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
         check_batch_fits(session, train.batch_size)
     step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
                      batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
-                     lr=train.lr)
+                     lr=train.lr, grad_clip=train.grad_clip)
     return MuonResult(data=session.data_spec, step=step, untrained=session.untrained, ablations=switched_off(session))
 
 
@@ -336,6 +336,10 @@ def render_muon(result: MuonResult, console: Console) -> None:
     say(console, f"Muon's step on block {where[0]}'s {where[1]} ({A} x {B}{turned})", "bold")
     say(console, f"G = dL/dW on one {named('train')} batch of {result.data} ({fmt.whole(m.tokens)} tokens, seed "
                  f"{m.seed}; loss {m.loss:.4f}): |G| = {m.grad:.4g}")
+    if m.clip_scale < 1:  # the optimizer reads the gradient after :train's clipping, whatever this matrix's own size
+        note(console, f"as {named('train')} clips: the whole model's gradient has norm {m.total_grad:.4g}, over "
+                      f"grad_clip, so every gradient is scaled by {m.clip_scale:.3g} before the optimizer reads it; G "
+                      f"below is the clipped one, |G| = {m.grad * m.clip_scale:.4g}")
     kept = ("the session's momentum" if m.had_momentum else "no momentum yet, so b starts at 0")
     ahead = (f"u = {1 - m.momentum:g} G + {m.momentum:g} b (Nesterov: the gradient, looking one step ahead)"
              if m.nesterov else "u = b")

@@ -11,7 +11,8 @@ So the step moves the weights by the same amount along every direction the updat
 the few directions where the gradient is large taking nearly all of it.
 
 `muon_step` takes the gradient one :train step would see (a training batch, drawn here with its own
-seed), the session's momentum for that matrix where the optimizer has one, and redoes the five steps
+seed, the whole gradient clipped to grad_clip as :train clips it before the optimizer reads it), the
+session's momentum for that matrix where the optimizer has one, and redoes the five steps
 in float64, with the singular values after each; then checks the last against the optimizer's own
 `newton_schulz`, in float32 and in the dtype the optimizer runs it in on this device. Nothing is
 written: no .grad, no optimizer state, no weight.
@@ -55,7 +56,11 @@ class MuonStep:
     tokens: int  # tokens in the batch whose gradient this is
     seed: int  # the batch's seed
     loss: float  # the batch's loss
-    grad: float  # ||G||_F, G = dL/dW on the batch
+    grad: float  # ||G||_F, G = dL/dW on the batch, before clipping
+    # what :train's clipping scales every gradient by on this batch: grad_clip / the whole gradient's norm, at most 1;
+    # the momentum reads G times it
+    clip_scale: float
+    total_grad: float  # the norm of the whole model's gradient on the batch, what clipping compares with grad_clip
     momentum: float  # mu
     had_momentum: bool  # the session's optimizer kept a momentum for this matrix (else it starts at 0)
     buffer: float  # ||b|| after this step's b <- mu b + (1 - mu) G
@@ -110,11 +115,12 @@ def _top_share(values: torch.Tensor) -> float:
 
 
 def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj", batch_size: int = 16,
-              seed: int = 0, optimizer=None, lr: float = 1e-2) -> MuonStep:
+              seed: int = 0, optimizer=None, lr: float = 1e-2, grad_clip: float = 1.0) -> MuonStep:
     """Muon's step on block `layer`'s `matrix`, for the gradient of one training batch (module docstring).
 
     `optimizer`: the session's (its momentum for this matrix and its Muon settings are read, never
-    written); `lr`: the peak rate the step is scaled by.
+    written); `lr`: the peak rate the step is scaled by; `grad_clip`: the largest norm of the whole
+    gradient (0: no clipping), as :train clips it before the optimizer takes its step.
     """
     names = matrix_names(model, layer)
     ends = [n for n in names if n.endswith("." + matrix)]  # "fc_in" for "ffn.fc_in", where only one name ends so
@@ -141,13 +147,20 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     device = weight.device
     was_training = model.training
     model.eval()  # dropout off: the gradient of the model as it is
+    # Every weight's gradient: :train clips the whole gradient's norm to grad_clip before the optimizer reads it, so
+    # the momentum takes this matrix's gradient scaled as the others' norms make it (by 0.54 where they add to 1.86)
+    params = [p for p in model.parameters() if p.requires_grad]
     try:
         with torch.enable_grad():
             logits, _ = model(x.to(device))
             loss = model.loss(logits, y.to(device))
-            (grad,) = torch.autograd.grad(loss, [weight], allow_unused=True)
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
     finally:
         model.train(was_training)
+    grad = next(g for p, g in zip(params, grads) if p is weight)
+    total = float(torch.linalg.vector_norm(torch.stack([g.detach().double().norm() for g in grads if g is not None])))
+    max_norm = grad_clip if grad_clip > 0 else float("inf")
+    clip_scale = min(1.0, max_norm / (total + 1e-6))  # torch.nn.utils.clip_grad_norm_'s own factor
     if grad is None:  # the matrix took no part in the forward pass: `:ablate block=L` skips its block
         from .ablation import skipped_blocks
 
@@ -157,7 +170,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         raise UserError(f"block {layer}'s {matrix} takes no part in this batch's forward pass, so it gets no gradient; "
                         "choose another matrix= or seed=")
 
-    G = grad.detach().double().cpu()
+    G = grad.detach().double().cpu() * clip_scale  # what the optimizer reads
     adamw, adamw_first = _adamw_update(optimizer, weight, G)
     buffer = torch.zeros_like(G) if old is None else old.detach().double().cpu()
     buffer = torch.lerp(buffer, G, 1 - mu)  # b <- mu b + (1 - mu) G
@@ -186,7 +199,8 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     rms = float(O.pow(2).mean().sqrt())
     return MuonStep(
         name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()),
-        grad=float(G.norm()), momentum=float(mu), had_momentum=old is not None, buffer=float(buffer.norm()),
+        grad=float(grad.detach().double().norm()), clip_scale=clip_scale, total_grad=total, momentum=float(mu),
+        had_momentum=old is not None, buffer=float(buffer.norm()),
         nesterov=bool(nesterov), update=float(u.norm()), coefficients=coefficients, singular=S.tolist(),
         top=_top(len(S)), u_top_share=_top_share(S),
         adamw_top_share=_top_share(torch.linalg.svdvals(adamw)), adamw_first=adamw_first, steps=steps,
