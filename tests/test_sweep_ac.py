@@ -11,6 +11,12 @@ batch's raw gradient: :train clips the whole gradient to grad_clip first (`:grad
 where the whole gradient's norm was 1.86 the view's b mixed in a G 1.86 times too large and its update direction
 (u's orthogonal factor) was 25% off the optimizer's. The momentum (and AdamW's comparison) now read the clipped
 gradient, and the view says by how much it was scaled.
+
+Under a BPE tokenizer, the views that know the default prompt's true next token (`:lens`, `:attrib`, `:patch`,
+`:train watch=lens`) took the next character instead: after "Pack my box with" the space, a token the text never
+has there (its next token is " five"), so `:lens` ranked the "true next character" 139th while the model's best
+guess was the true next token. They now take the token the text's own encoding has next (the next character only
+where a token straddles the window's end), and :lens says "token".
 """
 
 import pytest
@@ -82,3 +88,28 @@ def test_muon_feeds_the_momentum_the_gradient_train_clips():
     assert step.singular == pytest.approx(torch.linalg.svdvals(u).tolist(), rel=1e-4, abs=1e-9)
     words = " ".join(plain(result).split())
     assert f"every gradient is scaled by {scale:.3g}" in words
+
+
+# --- the true next token under BPE ------------------------------------------------------------------------------
+def test_the_true_next_token_of_the_sample_is_the_texts_own_token_under_bpe(tmp_path):
+    from test_commands import TEXT
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT * 3, encoding="utf-8")
+    s = session_with(str(path))
+    run(s, ":set tokenizer=bpe:300")
+    tokenizer = s.data.tokenizer
+    lens = run(s, ":lens")
+    window = lens.prompt
+    assert window == "Pack my box with"  # the sample ends where " five" begins, a token of its own
+    whole = tokenizer.encode(window + " five dozen")
+    assert whole[: len(tokenizer.encode(window))] == tokenizer.encode(window)
+    truth = whole[len(tokenizer.encode(window))]
+    assert tokenizer.itos[truth] == " five" and lens.target == " five"
+    logits = s.model(torch.tensor([tokenizer.encode(window)]))[0][0, -1].detach()
+    probs = torch.softmax(logits, dim=-1)
+    assert lens.rows[-1].target_prob == pytest.approx(float(probs[truth]), rel=1e-5)
+    assert lens.rows[-1].target_rank == int((probs > probs[truth]).sum()) + 1
+    assert "the true next token is '␣five'" in plain(lens)
+    attrib = run(s, ":attrib")
+    assert attrib.target == " five" and attrib.logit == pytest.approx(float(logits[truth]), rel=1e-5, abs=1e-6)

@@ -104,7 +104,7 @@ def test_the_true_next_character_of_the_sample_is_the_texts_under_bpe_too():
     assert window == "The example abov" and after == "e"
     assert true_next(data, window) == after and known_text(data) == window + after
     lens = run(session, ":lens")
-    assert lens.target == "e" and "the true next character is 'e'" in plain(lens)
+    assert lens.target == "e" and "the true next token is 'e'" in plain(lens)
 
 
 # --- :context's hint for a smaller ± --------------------------------------------------------------------

@@ -128,6 +128,7 @@ QUERY_HEAD = Param("head", int, help="the query head (default 0)", complete=comp
 
 SAMPLE_CHARS = 16  # the length of a corpus's default prompt for the views
 SAMPLE_SCAN = 20_000  # characters of validation text searched for it
+NEXT_SCAN = 256  # characters after it encoded with it, to find the token that follows it (a piece is shorter)
 
 
 def sample_window(data) -> tuple[int, str]:
@@ -160,23 +161,39 @@ def sample_prompt(data) -> str:
 
 
 def true_next(data, prompt: str) -> str | None:
-    """The character that truly follows `prompt`, where the data knows it: a corpus's default prompt (the
-    character after it in the validation text), a question of the task (its answer's first character); else None."""
+    """The token that truly follows `prompt`, where the data knows it: a corpus's default prompt (the token after it
+    in the validation text), a question of the task (its answer's first character); else None."""
     splits = getattr(data, "splits", None)  # a corpus: the default prompt was cut from its validation text
     if splits is not None:
         start, window = sample_window(data)
         if prompt != window:
             return None
         # start is a character offset in the decoded text: under a subword tokenizer it is no token's index, so
-        # the character is read from the text (a character tokenizer's next token is that same character)
+        # the text after the window is read from the decoded text (a character tokenizer's next token is its next
+        # character)
         text = data.tokenizer.decode(splits["val"][:SAMPLE_SCAN].tolist())
-        return text[start + len(window) : start + len(window) + 1] or None
+        follows = text[start + len(window) : start + len(window) + NEXT_SCAN]
+        return next_token(data.tokenizer, window, follows) if follows else None
     question_of = getattr(data, "question_of", None)
     if question_of is not None and question_of(prompt) == prompt:
         # a question of this task and size alone: answer() works on whatever ends in '=' (sort's "answer" to 31+4=
         # began with '+'), and a question of another size is one the model was never asked (:gen grades neither)
         return data.answer(prompt)[:1] or None
     return None
+
+
+def next_token(tokenizer, window: str, follows: str) -> str:
+    """The token the text `window + follows` has right after `window`'s own tokens: under a subword tokenizer a
+    piece (" five" after "Pack my box with", where the space alone is a token the text never has there), where
+    the window's tokens begin the longer text's; else, where a token of the text straddles the window's end
+    ("abov|e"), the next character."""
+    ids = tokenizer.encode(window)
+    longer = tokenizer.encode(window + follows)
+    if len(longer) > len(ids) and longer[: len(ids)] == ids:
+        piece = tokenizer.itos[longer[len(ids)]]
+        if tokenizer.encode(piece) == [longer[len(ids)]]:  # the piece reads back as that token (the views look it up)
+            return piece
+    return follows[:1]
 
 
 def known_text(data) -> str:

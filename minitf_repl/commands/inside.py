@@ -349,7 +349,7 @@ class LensRow:
     layer: str  # "embed", "blocks.0", ...
     guesses: list[str]  # the most likely next characters, best first
     probs: list[float]
-    target_rank: int | None = None  # of the true next character (1 = best); None when unknown
+    target_rank: int | None = None  # of the true next token (1 = best); None when unknown
     target_prob: float | None = None
     skipped: bool = False  # `:ablate block=L` skips this block: it adds nothing, so its row repeats the one above
 
@@ -357,11 +357,12 @@ class LensRow:
 @dataclass
 class LensResult:
     prompt: str
-    target: str | None  # the true next character, when the prompt was taken from the data
+    target: str | None  # the true next token, when the prompt was taken from the data
     rows: list[LensRow]  # "embed" first, then each block's middle and/or end, in the order they are computed
     at: str = "end"  # where in each block the lens reads: end (after the MLP), mid (after attention), both
     post_norm: bool = False  # norm_placement=post: each block's output is normalised already, and no ln_f reads it
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    unit: str = "character"  # what a token is: a character, or under a subword tokenizer a token (a piece)
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -371,7 +372,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     data = session.data
     from_data = not args["prompt"]
@@ -400,12 +401,12 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
         for layer in lens.layers
     ]
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
-                      ablations=switched_off(session))
+                      ablations=switched_off(session), unit=data.tokenizer.unit)
 
 
 @render.register(LensResult)
 def render_lens(result: LensResult, console: Console) -> None:
-    target = f"; the true next character is {visible(result.target)!r}" if result.target is not None else ""
+    target = f"; the true next {result.unit} is {visible(result.target)!r}" if result.target is not None else ""
     say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
              "both": " (.mid: after its attention; then after its MLP)"}[result.at]

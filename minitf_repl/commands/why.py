@@ -342,7 +342,7 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
                    "token's logit.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("target", str, blank=True, meta="CHAR",
-          help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next character "
+          help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
 ], json_version=2)  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
