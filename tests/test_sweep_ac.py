@@ -17,6 +17,10 @@ Under a BPE tokenizer, the views that know the default prompt's true next token 
 has there (its next token is " five"), so `:lens` ranked the "true next character" 139th while the model's best
 guess was the true next token. They now take the token the text's own encoding has next (the next character only
 where a token straddles the window's end), and :lens says "token".
+
+`:params` listed "KV cache, sampling 16.0 KiB" for a session that samples with no cache at all: with cache=off, or
+a model of two blocks without the causal mask, :gen recomputes the window every step and allocates none. The line
+now says none is kept, and why, with what it would take.
 """
 
 import pytest
@@ -113,3 +117,38 @@ def test_the_true_next_token_of_the_sample_is_the_texts_own_token_under_bpe(tmp_
     assert "the true next token is '␣five'" in plain(lens)
     attrib = run(s, ":attrib")
     assert attrib.target == " five" and attrib.logit == pytest.approx(float(logits[truth]), rel=1e-5, abs=1e-6)
+
+
+# --- :params's KV cache ----------------------------------------------------------------------------------------
+def caches_made_by_gen(s) -> list:
+    """The KV caches :gen allocates for one short sample, as the model makes them."""
+    made, new_cache = [], s.model.new_cache
+
+    def recording():
+        made.append(new_cache())
+        return made[-1]
+
+    s.model.new_cache = recording
+    try:
+        run(s, ":gen 3055= n=4 seed=1")
+    finally:
+        del s.model.new_cache
+    return made
+
+
+@pytest.mark.parametrize("model, setting", [({"n_layers": 2}, None), ({"n_layers": 2, "causal": False}, None),
+                                            ({"n_layers": 2}, ":set cache=off")])
+def test_params_says_the_kv_cache_sampling_keeps(model, setting):
+    s = session_with(**model)
+    if setting:
+        run(s, setting)
+    result = run(s, ":params")
+    made = caches_made_by_gen(s)
+    kept = sum(t.numel() * t.element_size() for c in made for layer in c.layers for t in (layer.k, layer.v))
+    words = " ".join(plain(result).split())
+    if made:
+        assert result.kv_cache["unused"] is None and kept == result.kv_cache["window_bytes"]
+        assert "KV cache, sampling 16.0 KiB" in words
+    else:
+        assert result.kv_cache["unused"] is not None
+        assert "KV cache, sampling none" in words and "it would take 16.0 KiB" in words

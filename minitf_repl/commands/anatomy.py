@@ -256,6 +256,9 @@ class KVCacheSize(TypedDict):
     window_bytes: int  # the cache for a full window of max_seq_len tokens
     window: int  # max_seq_len
     mha_bytes_per_token: int  # what the cache would take with one key/value head per query head
+    # why sampling keeps no cache, so that the sizes above are what it would take: "cache=off", or "causal=off" (no
+    # mask in a model of two or more blocks: :gen recomputes the window every step); None: it keeps one
+    unused: str | None
 
 
 @dataclass
@@ -272,8 +275,9 @@ class ParamsResult:
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
          params=[Param("all", bool, default=False, help="list every parameter tensor instead")],
-         json_version=3)  # fmt: skip
+         json_version=4)  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
+    from ..core.generate import cache_exact
     from ..core.ledger import cost_ledger
     from ..core.sizes import kv_cache_bytes_per_token
 
@@ -285,7 +289,9 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
     per_token = kv_cache_bytes_per_token(config)
     kv_cache = {"bytes_per_token": per_token, "kv_heads": config.kv_heads, "n_heads": config.n_heads,
                 "window_bytes": per_token * config.max_seq_len, "window": config.max_seq_len,
-                "mha_bytes_per_token": kv_cache_bytes_per_token(config.replace(n_kv_heads=None))}
+                "mha_bytes_per_token": kv_cache_bytes_per_token(config.replace(n_kv_heads=None)),
+                "unused": ("cache=off" if not session.gen_config.cache else
+                           None if cache_exact(model) else "causal=off")}
     return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec)
 
 
@@ -428,9 +434,15 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
     if kv:
         saving = (f"; {count(kv['n_heads'], 'head')} would need {fmt.size(kv['mha_bytes_per_token'])} "
                   f"({kv['n_heads'] // kv['kv_heads']}x)" if kv["kv_heads"] != kv["n_heads"] else "")
-        add(("KV cache, sampling", fmt.size(kv["window_bytes"]),
-             f"{fmt.size(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
-             f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}"))
+        size = (f"{fmt.size(kv['bytes_per_token'])} a token x {kv['window']}: K and V of "
+                f"{count(kv['kv_heads'], 'key/value head')} per layer{saving}")
+        # sampling without the cache (cache=off; no mask in two or more blocks, where :gen recomputes the window
+        # every step) keeps none: the size is what it would take
+        why = {"cache=off": f"cache=off: :gen recomputes the window every step ({cmd('set', cache=True)} keeps one)",
+               "causal=off": "causal=off: a position's k and v change as later tokens come, so :gen recomputes the "
+                             "window every step"}.get(kv.get("unused"))
+        add(("KV cache, sampling", "none" if why else fmt.size(kv["window_bytes"]),
+             f"{why}; it would take {fmt.size(kv['window_bytes'])}, {size}" if why else size))
     costs = Table(show_header=False, box=None, pad_edge=False, title=Text("compute and memory", style="bold"),
                   title_justify="left")
     costs.add_column("what", style="cyan", no_wrap=True)
