@@ -21,6 +21,11 @@ where a token straddles the window's end), and :lens says "token".
 `:params` listed "KV cache, sampling 16.0 KiB" for a session that samples with no cache at all: with cache=off, or
 a model of two blocks without the causal mask, :gen recomputes the window every step and allocates none. The line
 now says none is kept, and why, with what it would take.
+
+`:embed` of an untied model under a byte-level BPE listed, as every token's most alike, tokens the text never holds
+('Pa' most alike '\\xe4' 0.50): an untied input row learns only where its token is read, so the 275 unused rows of
+bpe:300 on a short text stay random, and their chance cosines of 0.4 to 0.5 beat the trained rows'. The neighbours
+are now the tokens the training text holds, and the view says how many were left out.
 """
 
 import pytest
@@ -152,3 +157,29 @@ def test_params_says_the_kv_cache_sampling_keeps(model, setting):
     else:
         assert result.kv_cache["unused"] is not None
         assert "KV cache, sampling none" in words and "it would take 16.0 KiB" in words
+
+
+# --- :embed of an untied model ---------------------------------------------------------------------------------
+def test_embed_of_an_untied_model_lists_only_tokens_the_text_trains(tmp_path):
+    from test_commands import TEXT
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT * 3, encoding="utf-8")
+    s = session_with(str(path), tie_embeddings=False)
+    run(s, ":set tokenizer=bpe:300")
+    run(s, ":train steps=3")
+    tokenizer = s.data.tokenizer
+    held = sorted(set(s.data.splits["train"].tolist()))
+    assert len(held) < tokenizer.vocab_size // 4  # most of the vocabulary never occurs: the case at hand
+    result = run(s, ":embed")
+    rows = s.model.token_embedding.weight.detach().double()
+    rows = rows / rows.norm(dim=1, keepdim=True)
+    for token, neighbours, sims in zip(result.tokens, result.neighbours, result.similarities):
+        i = tokenizer.encode(token)[0]
+        others = [j for j in held if j != i]
+        cos = rows[others] @ rows[i]
+        top = cos.topk(5)
+        assert neighbours == [tokenizer.itos[others[j]] for j in top.indices.tolist()]
+        assert sims == pytest.approx(top.values.tolist(), abs=1e-5)
+    assert result.untrained_tokens == tokenizer.vocab_size - len(held)
+    assert f"the {result.untrained_tokens} tokens the training text never holds" in " ".join(plain(result).split())

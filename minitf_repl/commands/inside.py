@@ -739,6 +739,8 @@ class EmbedResult:
     causal: bool = True  # the causal mask orders the tokens (off: with no positions nothing does)
     # the learned table's rows compared, where a training row is shorter than the window (a task's); None: all
     trained_rows: int | None = None
+    # untied: tokens the training text never holds, whose input rows never trained, left out of the neighbours
+    untrained_tokens: int = 0
 
 
 @command("embed", "Which tokens the model treats alike: each token's nearest embeddings, and positions by distance "
@@ -749,7 +751,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=8)  # fmt: skip
+], json_version=9)  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -766,7 +768,14 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     # A learned table trains only the rows a training row reaches (a task's 8 of a window of 32): the rest stay random
     length = training_length(session) if kind.learned else None
     trained_rows = length if length is not None and length < config.max_seq_len else None
-    found = embedding_neighbours(session.model, shown, args["k"] or 5, trained=trained_rows)
+    # An untied input row gets a gradient only where its token is read: those the training text never holds stay the
+    # random rows they started as (a byte-level BPE's hundreds of unused bytes), whose chance cosines of 0.4 to 0.5
+    # filled every token's list. A tied row also learns as the output head, from every prediction.
+    among = None
+    splits = getattr(data, "splits", None)
+    if not config.tie_embeddings and splits is not None:
+        among = sorted(set(splits["train"].tolist()))
+    found = embedding_neighbours(session.model, shown, args["k"] or 5, trained=trained_rows, among=among)
     positions = config.pos_encoding if kind.table is not None else None
     by_distance = found.by_distance
     if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
@@ -785,7 +794,8 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, by_distance, cut,
                        untrained=session.untrained, map=drawn, ablations=switched_off(session), rotary=kind.rotary,
-                       causal=config.causal, trained_rows=trained_rows)
+                       causal=config.causal, trained_rows=trained_rows,
+                       untrained_tokens=0 if among is None else data.tokenizer.vocab_size - len(among))
 
 
 EMBED_DISTANCES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the distances the positions line names
@@ -819,6 +829,10 @@ def render_embed(result: EmbedResult, console: Console) -> None:
         note(console, f"a wider terminal shows {count(most - k, 'more neighbour')}")
     if result.cut:
         note(console, f"{count(result.cut, 'more distinct token')} of the text not shown")
+    if result.untrained_tokens:
+        note(console, f"left out: the {count(result.untrained_tokens, 'token')} the training text never holds; with "
+                      "the head untied, an input row learns only where its token is read, so theirs are the random "
+                      "rows they started as")
     # causal=off (or :ablate mask) takes away what is left without positions: the text is a bag of tokens
     masked = result.causal and "the causal mask" not in result.ablations
     if result.by_distance is not None:

@@ -1050,13 +1050,15 @@ class EmbeddingNeighbours:
 
 
 def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5,
-                         trained: int | None = None) -> EmbeddingNeighbours:
+                         trained: int | None = None, among: list[int] | None = None) -> EmbeddingNeighbours:
     """The k nearest tokens (cosine similarity of W_E rows) to each of `token_ids`, and the position table's
     mean similarity by distance where the model adds positions at its input (learned or sinusoidal).
 
     `trained`: the position table's first rows only, where a model trains on rows shorter than its window (a task's
     8 of 32): a learned table's rows past them never get a gradient and stay the random rows they started as,
-    whose cosines near 0 would be averaged in with the trained ones (0.12 at distance 1 where the 8 read 0.53)."""
+    whose cosines near 0 would be averaged in with the trained ones (0.12 at distance 1 where the 8 read 0.53).
+    `among`: the only ids a neighbour may be (default: any), such as the tokens a text holds where the rows of the
+    others never trained."""
     require_model(model, "embedding_neighbours")
     V = model.config.vocab_size
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -1067,7 +1069,13 @@ def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5,
         rows = F.normalize(model.token_embedding.weight.detach().float().cpu(), dim=-1)  # (V, d), unit length
         similar = rows[token_ids] @ rows.T  # (n, V): cosines
         similar[torch.arange(len(token_ids)), token_ids] = -math.inf  # a token is not its own neighbour
-        top, ids = similar.topk(min(k, V - 1), dim=-1)
+        candidates = V - 1
+        if among is not None:
+            allowed = torch.zeros(V, dtype=torch.bool)
+            allowed[list(among)] = True
+            similar[:, ~allowed] = -math.inf
+            candidates = max(1, int(allowed.sum()) - 1)  # the asked token among them is not its own neighbour
+        top, ids = similar.topk(min(k, candidates), dim=-1)
         by_distance = None
         if model.position_embedding is not None:
             T = model.config.max_seq_len if trained is None else max(1, min(trained, model.config.max_seq_len))
@@ -1075,7 +1083,9 @@ def embedding_neighbours(model: nn.Module, token_ids: list[int], k: int = 5,
                                 .detach().float().cpu(), dim=-1)  # (T, d)
             cos = table @ table.T
             by_distance = [float(cos.diagonal(d).mean()) for d in range(1, T)]
-    return EmbeddingNeighbours(list(token_ids), ids.tolist(), top.tolist(), by_distance)
+    finite = top.isfinite()  # fewer candidates than k (a short `among`): the rest are none
+    return EmbeddingNeighbours(list(token_ids), [row[keep].tolist() for row, keep in zip(ids, finite)],
+                               [row[keep].tolist() for row, keep in zip(top, finite)], by_distance)
 
 
 @dataclass
