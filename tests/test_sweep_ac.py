@@ -25,7 +25,8 @@ now says none is kept, and why, with what it would take.
 `:embed` of an untied model under a byte-level BPE listed, as every token's most alike, tokens the text never holds
 ('Pa' most alike '\\xe4' 0.50): an untied input row learns only where its token is read, so the 275 unused rows of
 bpe:300 on a short text stay random, and their chance cosines of 0.4 to 0.5 beat the trained rows'. The neighbours
-are now the tokens the training text holds, and the view says how many were left out.
+are now the tokens the training text holds, and the view says how many were left out. `:embed map=on` drew those
+275 random rows too and took them into its two main directions; it now maps the rows that trained.
 """
 
 import pytest
@@ -183,3 +184,28 @@ def test_embed_of_an_untied_model_lists_only_tokens_the_text_trains(tmp_path):
         assert sims == pytest.approx(top.values.tolist(), abs=1e-5)
     assert result.untrained_tokens == tokenizer.vocab_size - len(held)
     assert f"the {result.untrained_tokens} tokens the training text never holds" in " ".join(plain(result).split())
+
+
+def test_embed_map_of_an_untied_model_maps_only_the_rows_that_trained(tmp_path):
+    from test_commands import TEXT
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT * 3, encoding="utf-8")
+    s = session_with(str(path), tie_embeddings=False)
+    run(s, ":set tokenizer=bpe:300")
+    run(s, ":train steps=3")
+    held = sorted(set(s.data.splits["train"].tolist()))
+    result = run(s, ":embed map=on")
+    drawn = result.map
+    assert drawn.labels == [s.data.tokenizer.itos[i] for i in held]
+    rows = s.model.token_embedding.weight.detach().double()[held]
+    centred = rows - rows.mean(dim=0)
+    variance = torch.linalg.svdvals(centred).pow(2)
+    assert drawn.explained == pytest.approx((variance[:2] / variance.sum()).tolist(), rel=1e-6)
+    _, _, Vh = torch.linalg.svd(centred, full_matrices=False)
+    ours = centred @ Vh[:2].T
+    coords = torch.tensor(drawn.coords, dtype=torch.float64)
+    assert torch.allclose(coords.abs(), ours.abs(), atol=1e-6)  # a direction's sign is the view's choice
+    asked = [held.index(s.data.tokenizer.encode(t)[0]) for t in result.tokens]
+    assert drawn.asked == asked
+    assert "not drawn: the" in " ".join(plain(result).split())

@@ -716,11 +716,11 @@ EMBED_MAP_HEIGHT = 16  # rows of the map (fewer where the terminal is narrow)
 
 @dataclass
 class EmbedMap:
-    labels: list[str]  # every token of the vocabulary, by id
+    labels: list[str]  # the tokens drawn: every token of the vocabulary, by id (untied: those the text trains)
     coords: list[list[float]]  # each token's W_E row (minus the mean row) along the two directions it varies most
     explained: list[float]  # the share of the rows' variance along each of the two
     dims: int  # d_model: the directions there are in all
-    asked: list[int]  # the ids of the tokens asked about, drawn on top
+    asked: list[int]  # where in `labels` the tokens asked about are (their ids, with every token drawn), on top
 
 
 @dataclass
@@ -784,8 +784,11 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     if args["map"]:
         from ..core.inside import embedding_map
 
-        found_map = embedding_map(session.model)
-        drawn = EmbedMap(list(itos), found_map.coords, found_map.explained, found_map.dims, shown)
+        found_map = embedding_map(session.model, among)  # untied: the rows that trained, as the neighbours
+        drawn_ids = list(range(len(itos))) if among is None else among
+        where = {token: k for k, token in enumerate(drawn_ids)}
+        drawn = EmbedMap([itos[i] for i in drawn_ids], found_map.coords, found_map.explained, found_map.dims,
+                         [where[i] for i in shown if i in where])
     from ..core.bpe import shown_piece
 
     def name(i: int) -> str:  # a byte of a longer character as its escape (\\xe2), not "�"
@@ -877,6 +880,10 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     asked = ", ".join(visible(t) for t in result.tokens)
     shown = "the text's tokens, drawn over any they share a cell with" if plain(console) else "in bold"  # no bold
     say(console, f"{shown}: {asked}" + (f"; {count(hidden, 'token')} hidden under others" if hidden else ""))
+    if result.untrained_tokens:
+        note(console, f"not drawn: the {count(result.untrained_tokens, 'token')} the training text never holds; with "
+                      "the head untied, an input row learns only where its token is read, so theirs are the random "
+                      "rows they started as")
     if result.untrained:
         note(console, f"this model has not trained yet: its rows are random, so the map is a cloud; "
                       f"{look_again('embed', AUTOSAVE_NAME, map=True)}")

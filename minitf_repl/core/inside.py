@@ -1096,7 +1096,7 @@ class EmbeddingMap:
     is s_k^2 / sum s^2. Tokens near each other on the map have rows alike in those two directions (the
     rest of the d dimensions are left out, so close here is not close everywhere: `:embed`'s cosines are)."""
 
-    coords: list[list[float]]  # token id -> [x . v_1, x . v_2]
+    coords: list[list[float]]  # token id (or the k-th of `among`) -> [x . v_1, x . v_2]
     explained: list[float]  # the share of the variance along v_1 and along v_2
     dims: int  # d_model: how many directions there are in all
 
@@ -1109,14 +1109,17 @@ def check_map(V: int, d: int) -> None:
                         f"{min(V - 1, d)}; use a model with d_model >= 2 and data of three or more tokens")
 
 
-def embedding_map(model: nn.Module) -> EmbeddingMap:
+def embedding_map(model: nn.Module, among: list[int] | None = None) -> EmbeddingMap:
     """The first two principal components of the token embedding table W_E (float64 SVD of its centred rows).
 
     A direction's sign is arbitrary (v and -v are the same axis), so each is turned to give its farthest
-    token a positive coordinate: the same table draws the same map every time."""
+    token a positive coordinate: the same table draws the same map every time. `among`: those rows only, in that
+    order (coords[k] is row among[k]'s), such as the tokens a text holds where the others' rows never trained."""
     require_model(model, "embedding_map")
     with torch.no_grad():
         rows = model.token_embedding.weight.detach().double().cpu()  # (V, d)
+    if among is not None:
+        rows = rows[list(among)]
     V, d = rows.shape
     check_map(V, d)
     centred = rows - rows.mean(dim=0)
