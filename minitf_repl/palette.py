@@ -16,9 +16,37 @@ SCALE = ((68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 14
 
 
 def visible(token: str) -> str:
-    """A token as it can be seen in a grid: whitespace as a symbol, other controls as '?', character by
-    character, so that a subword piece keeps its own (" the" shows as "␣the", not as an indented "the")."""
-    return "".join(VISIBLE.get(ch, ch if ch.isprintable() else "?") for ch in token)
+    """A token as it can be seen in a grid: whitespace as a symbol, character by character, so that a subword piece
+    keeps its own (" the" shows as "␣the", not as an indented "the"); any other character that shows no glyph of its
+    own as its escape (`visible_char`), and a token that starts with a combining mark with that mark on a dotted
+    circle (◌́): alone, an accent sat on the space before it in a row of tokens, and in a cell of a table it was blank."""
+    shown = "".join(VISIBLE.get(ch) or visible_char(ch) for ch in token)
+    return "\u25cc" + shown if shown[:1] == token[:1] and combining(token[:1]) else shown
+
+
+def quoted(token: str) -> str:
+    """A token in quotes inside a sentence, as `visible` shows it: '\\x1b', not repr's '\\\\x1b' (repr would
+    escape the backslash of the escape); in double quotes where it holds a single one, as repr does."""
+    shown = visible(token)
+    return f'"{shown}"' if "'" in shown and '"' not in shown else f"'{shown}'"
+
+
+def visible_char(ch: str) -> str:
+    """`ch` as it can be seen: a control, format or unprintable space (ESC, the zero-width joiner of an emoji, a
+    no-break space) or a variation selector as its escape (\\x1b, \\u200d, \\xa0, \\ufe0f), as :step shows them.
+    They were "?", the joiner, ESC and "?" itself alike, or blank (a variation selector shows nothing alone)."""
+    import unicodedata
+
+    if not ch.isprintable() or unicodedata.name(ch, "").startswith("VARIATION SELECTOR"):
+        return ascii(ch)[1:-1]
+    return ch
+
+
+def combining(ch: str) -> bool:
+    """Whether `ch` is a mark drawn on the character before it (an accent, U+0301)."""
+    import unicodedata
+
+    return len(ch) == 1 and unicodedata.category(ch) in ("Mn", "Me")
 
 
 PIECE_CELL = 16  # the most characters of a token a table's cell shows (GPT-2 has tokens of 64 dashes)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .core.errors import UserError
 from .core.paths import expand, gone_folder
-from .palette import SCALE, scale_hex, visible
+from .palette import SCALE, quoted, scale_hex, visible
 from .registry import clip
 from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
@@ -371,7 +371,7 @@ def teacher_forcing_html(scored) -> list[str]:
            "hover for the numbers. Grey: given, not predicted (a task's question).</p>"]
     spans = [f'<span class="tf">{_esc(visible(scored.tokens[0]))}</span>']
     for t, token in enumerate(scored.tokens[1:]):
-        guess = f"best guess {visible(scored.guesses[t])!r} {scored.guess_probs[t]:.2f}"
+        guess = f"best guess {quoted(scored.guesses[t])} {scored.guess_probs[t]:.2f}"
         if not scored.counted[t]:
             spans.append(f'<span class="tf" style="background:#ddd" title="given; {_esc(guess)}">{_esc(visible(token))}'
                          "</span>")

@@ -410,7 +410,7 @@ def test_a_subword_piece_shows_its_own_whitespace():
     # A BPE piece " the" showed as an indented "the" in the views' tables, "\n\n" as "?" (not printable).
     from minitf_repl.palette import visible
 
-    assert (visible(" the"), visible("\n\n"), visible(" "), visible("a\x1bb")) == ("␣the", "↵↵", "␣", "a?b")
+    assert (visible(" the"), visible("\n\n"), visible(" "), visible("a\x1bb")) == ("␣the", "↵↵", "␣", "a\\x1bb")
 
 
 def test_words_hang_wrapped_lines_under_the_text():

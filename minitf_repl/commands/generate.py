@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ..core.config import GenConfig
 from ..core.words import count
-from ..palette import shade, terminal_safe, visible
+from ..palette import quoted, shade, terminal_safe, visible
 from ..registry import Param, param_from_setting
 from ..render.heatmap import cell, legend, unscaled
 from ..render.renderers import after_stream, render
@@ -229,11 +229,11 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
             return graded, None
         went = "the model went on with the question" if text else "what the model writes after it goes on with " \
             "the question"  # n=0 wrote nothing to have gone on with
-        return None, (f"{visible(prompt)!r} has no '=', which ends a question of {data.name}:{data.size} "
+        return None, (f"{quoted(prompt)} has no '=', which ends a question of {data.name}:{data.size} "
                       f"({data.question_form}): {went}; end it with '=' to ask")
     question = data.question_of(prompt)
     if question is not None and len(prompt) - len(question) > data.answer_len:  # more than an answer: not gradable
-        return None, (f"{visible(prompt)!r} holds more than a whole answer ({data.name}'s answers have "
+        return None, (f"{quoted(prompt)} holds more than a whole answer ({data.name}'s answers have "
                       f"{count(data.answer_len, 'character')}): nothing is left to grade; give the question alone, "
                       f"e.g. {cmd('gen', question)}")
     if question is not None:
@@ -242,7 +242,7 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
     size = data.size_of(asked)
     fix = (f"; {cmd('data', f'{data.name}:{size}')} trains on questions like it" if size not in (None, data.size)
            else "")
-    return None, (f"{visible(asked)!r} is no question of {data.name}:{data.size}, whose questions are "
+    return None, (f"{quoted(asked)} is no question of {data.name}:{data.size}, whose questions are "
                   f"{data.question_form}: what the model wrote is not graded{fix}")  # not "never saw": it may have,
     # under another size of the task (trained on reverse:3, then :data reverse:5)
 
@@ -297,7 +297,7 @@ def gen_notes(result: GenResult, console: Console) -> None:
         note(console, f"no prompt given: asked {result.prompt}, one of the task's held-out questions (a new one each "
                       f"time unless gen_seed is set; {cmd('gen', 'QUESTION')} asks your own)")
     elif result.default_prompt:
-        note(console, f"no prompt given: started from {visible(result.prompt)!r}")
+        note(console, f"no prompt given: started from {quoted(result.prompt)}")
     if result.probs and all(p == 1.0 for p in result.probs):  # the colours say nothing of the model here
         # the settings leave one token, or the model does: one trained at lr=30 puts all but e^-1000 on its guess
         note(console, "every token had probability 1 when picked: one token was left to pick at each step, by the "

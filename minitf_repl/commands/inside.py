@@ -26,10 +26,10 @@ from rich.text import Text
 from ..core.config import GenConfig
 from ..core.errors import UserError
 from ..core.words import count
-from ..palette import VISIBLE, piece_cell, visible
+from ..palette import piece_cell, quoted, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
-from ..render.heatmap import (attention_window, heatmap, label_width, legend, plain, reads_future, unscaled,
+from ..render.heatmap import (attention_window, column_width, heatmap, label_width, legend, plain, reads_future, unscaled,
                               window_note)
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
@@ -90,7 +90,10 @@ def cmd_attn(session: Session, args: dict, reporter: Reporter) -> AttnResult:
     from ..core.inside import attention_maps
 
     maps = attention_maps(session.model, ids, layer=layer).maps[0]  # (n_heads, T, T)
-    tokens = [session.data.tokenizer.itos[i] for i in ids]  # a character each, or a subword piece (" the")
+    from ..core.bpe import shown_piece
+
+    # a character each, or a subword piece (" the"); a byte of a longer character as its escape (\xe4)
+    tokens = [shown_piece(session.data.tokenizer, i) for i in ids]
     return AttnResult(text, tokens, layer, heads, n_heads, [maps[h].tolist() for h in heads], dropped,
                       session.data.tokenizer.unit, switched_off(session))
 
@@ -100,7 +103,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
     as_text = unscaled(console)
     T = len(result.tokens)
     single = len(result.heads) == 1
-    width = 2 if single else 1
+    width = column_width(result.tokens, 2 if single else 1)
     n = attention_window(T, console.width - (0 if single else 2), width, label_width(result.tokens))
     start = T - n
     tokens = result.tokens[start:]
@@ -214,18 +217,22 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     model = session.sampling_model  # what :gen samples from: the int8 copy while :quantize int8 is on
     seed = settings.gen_seed if settings.gen_seed is not None else drawn_seed()  # as :gen draws
     p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p, seed, top=top)
-    itos = data.tokenizer.itos
-    rows = [StepRow(r.id, itos[r.id], r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
+    from ..core.bpe import shown_piece
+
+    def itos(i: int) -> str:  # a byte of a longer character as its escape (\xe4), as :tok shows it, not "�"
+        return shown_piece(data.tokenizer, i)
+
+    rows = [StepRow(r.id, itos(r.id), r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
             for r in p.rows]
     if not any(r.picked for r in rows):  # a low-ranked pick still gets its row
         s = p.stages
         i = p.picked
-        rows.append(StepRow(i, itos[i], float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
+        rows.append(StepRow(i, itos(i), float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
                             bool(s.top_k_kept[i]), bool(s.top_p_kept[i]), float(s.probs[i]), True))
     return StepResult(
         prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
-        picked=itos[p.picked], picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
+        picked=itos(p.picked), picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
         ablations=switched_off(session), int8=model is not session.model, n_possible=int((p.stages.probs > 0).sum()),
     )
 
@@ -269,8 +276,8 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
         if r.prob > 0:
             bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
         # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
-        # indented "the"), a control character as its escape
-        token = piece_cell("".join(visible(ch) if ch in VISIBLE else repr(ch)[1:-1] for ch in r.token))
+        # indented "the"), a control character as its escape (visible; repr doubled a byte's "\xe4" to "\\xe4")
+        token = piece_cell(visible(r.token))
         cells = ["→" if r.picked else "", token, f"{r.logit:.3f}"]
         cells += [] if "scaled" in dropped else [scaled]
         cells += [] if "filters" in dropped else [Text(kept_k, style="" if r.top_k_kept else "dim"),
@@ -328,7 +335,7 @@ def render_step(result: StepResult, console: Console) -> None:
         note(console, f"/ T={T}: (z - max z) / {T}, shifted so that the largest is 0 (softmax does not change under "
                       "a shift)" + ("; not shown at this width" if "scaled" in gone else ""))
     shown = "" if result.picked_rank <= len(result.rows) else " (listed last)"
-    say(console, f"picked {visible(result.picked)!r} (id {result.picked_id}): probability "
+    say(console, f"picked {quoted(result.picked)} (id {result.picked_id}): probability "
                  f"{prob_text(result.picked_prob)}, rank {result.picked_rank:,} of {result.vocab_size:,}{shown}",
         "green")
     # every choice that decides the pick, as :step made it; greedy, the pick is the argmax and no seed decides it
@@ -391,10 +398,11 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     lens = logit_lens(session.model, ids, top=top, targets=targets, at=at, last_only=True)  # the view shows the last position
     from ..core.ablation import skipped_blocks
 
-    itos = data.tokenizer.itos
+    from ..core.bpe import shown_piece
+
     skipped = {f"blocks.{i}" for i in skipped_blocks(session.model)}
     rows = [
-        LensRow(layer.name, [itos[i] for i in layer.top_ids[-1]], layer.top_probs[-1],
+        LensRow(layer.name, [shown_piece(data.tokenizer, i) for i in layer.top_ids[-1]], layer.top_probs[-1],
                 layer.target_ranks[-1] if layer.target_ranks else None,
                 layer.target_probs[-1] if layer.target_probs else None,
                 skipped=layer.name.removesuffix(".mid") in skipped)
@@ -406,7 +414,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
 
 @render.register(LensResult)
 def render_lens(result: LensResult, console: Console) -> None:
-    target = f"; the true next {result.unit} is {visible(result.target)!r}" if result.target is not None else ""
+    target = f"; the true next {result.unit} is {quoted(result.target)}" if result.target is not None else ""
     say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
              "both": " (.mid: after its attention; then after its MLP)"}[result.at]
@@ -700,7 +708,7 @@ def counter_words(result: ScoreResult, starred: bool = False) -> str:
     marked = "marked *" if starred else "in bold"  # as counter_cell shows them
     return (words + f"; at {count(len(ahead), 'position')} ({marked}) the model gave the true next {result.unit} "
             f"p >= {COUNTER_SURE} and a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's, most at t = {best}, "
-            f"{visible(result.tokens[best + 1])!r} after {visible(result.tokens[best])!r} "
+            f"{quoted(result.tokens[best + 1])} after {quoted(result.tokens[best])} "
             f"({result.losses[best]:.3f} against {result.counter_losses[best]:.3f}): "
             + (f"what the {count(n - 1, result.unit)} before do not tell, the model read further back" if n > 1 else
                "what counting alone does not tell, the model read from the text before"))
@@ -968,7 +976,7 @@ def _render_merges(result: TokResult, console: Console) -> None:
 
     for piece in result.pieces[:TOK_PIECES]:
         whole = " (in the vocabulary whole: taken as one token, no merges)" if piece.whole else ""
-        say(console, f"{visible(piece.text)!r}: {spaced(piece.start)}{whole}")
+        say(console, f"{quoted(piece.text)}: {spaced(piece.start)}{whole}")
         for m in piece.merges:
             say(console, f"{visible(m.left)} + {visible(m.right)} (rank {m.rank}) -> {spaced(m.tokens)}", indent=2)
     if len(result.pieces) > TOK_PIECES:

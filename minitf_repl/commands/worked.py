@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..core.errors import UserError
 from ..core.words import count
-from ..palette import visible
+from ..palette import quoted, visible
 from ..registry import Param
 from ..render import fmt
 from ..render.chart import spark
@@ -164,7 +164,7 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     text = "".join(result.tokens)
     first, last = max(0, end - 40), min(len(text), max(end + 8, 48))
     around = ("…" if first else "") + text[first:last] + ("…" if last < len(text) else "")
-    say(console, f"query {i} {visible(result.tokens[i])!r} of {around!r}: layer {result.layer}, "
+    say(console, f"query {i} {quoted(result.tokens[i])} of {around!r}: layer {result.layer}, "
                  f"head {result.head}, d_k = {d_k}", "bold")
     mask = ("-inf for j > i: the causal mask" if result.causal
             else "0 for every j: no causal mask now, so position i reads the future too")
@@ -208,12 +208,12 @@ def render_qkv(result: QkvResult, console: Console) -> None:
     read = i + 1 if result.causal else T
     best = max(range(read), key=lambda j: result.weights[j])
     say(console, f"the weights sum to 1 over j = 0..{read - 1}; the largest, {result.weights[best]:.3f}, on j = {best} "
-                 f"{visible(result.tokens[best])!r}")
+                 f"{quoted(result.tokens[best])}")
     if not result.causal and i + 1 < T:
         # Under :ablate the note below names what is switched off and the way back; else causal=off took the mask.
         back = "" if result.ablations else f" ({cmd('set', causal=True)} puts the mask back)"
         say(console, f"without the mask position {i} reads the very token it is to predict, "
-                     f"{visible(result.tokens[i + 1])!r} "
+                     f"{quoted(result.tokens[i + 1])} "
                      f"at j = {i + 1}, with weight {result.weights[i + 1]:.3f}; a model trained so learns to copy it, "
                      f"and at generation there is no next token to copy{back}")
     unscaled_top = max(result.unscaled_weights)
@@ -302,7 +302,7 @@ def render_rope(result: RopeResult, console: Console) -> None:
     r, i = result.rope, result.rope.at
     shared = f" (reading key head {r.kv_head})" if r.kv_head != r.head else ""
     say(console, f"RoPE in block {r.layer}, head {r.head}{shared}, query at position {i} "
-                 f"{visible(result.tokens[i])!r} of {result.prompt[-48:]!r}", "bold")
+                 f"{quoted(result.tokens[i])} of {result.prompt[-48:]!r}", "bold")
     say(console, f"each pair (x_2m, x_2m+1) of q and k is turned by its position times θ_m = {r.base:g}^(-2m/"
                  f"{r.head_dim}); a turn keeps lengths and R(a)^T R(b) = R(b - a), so R(i)q · R(j)k = q · R((j - i)θ)k: "
                  "a score depends on the distance i - j, not on where the two tokens stand")
@@ -327,13 +327,13 @@ def render_rope(result: RopeResult, console: Console) -> None:
     twins = _same_token_apart(result.tokens, r, listed)
     if twins:
         a, b = twins
-        say(console, f"{visible(result.tokens[a])!r} stands at j = {a} and j = {b}: the same key, the same q·k "
+        say(console, f"{quoted(result.tokens[a])} stands at j = {a} and j = {b}: the same key, the same q·k "
                      f"without rotation ({r.keys[a].unrotated:+.3f}), yet {r.keys[a].dot:+.3f} at distance {i - a} "
                      f"and {r.keys[b].dot:+.3f} at distance {i - b}: the distance alone tells them apart")
 
     j = r.shown
     which = "the largest before the query" if j < i else "the query's own key"
-    say(console, f"{which}, key {j} {visible(result.tokens[j])!r} at distance {i - j}, pair by pair:")
+    say(console, f"{which}, key {j} {quoted(result.tokens[j])} at distance {i - j}, pair by pair:")
     window = len(r.by_distance)
     rows = [[str(p.m), f"{p.theta:.3g}", f"{p.wavelength:,.1f}", f"{p.angle:+.3f}", f"{p.share:+.4f}",
              f"{p.unrotated:+.4f}"] for p in r.pairs]
@@ -410,7 +410,7 @@ def position_table(config) -> str | None:
 @render.register(ResidResult)
 def render_resid(result: ResidResult, console: Console) -> None:
     i, norm, pre = result.at, result.norm_label, result.placement == "pre"
-    say(console, f"the residual stream at position {i} {visible(result.tokens[i])!r} of {result.prompt[-48:]!r}",
+    say(console, f"the residual stream at position {i} {quoted(result.tokens[i])} of {result.prompt[-48:]!r}",
         "bold")
     update = stream_update(norm, pre, result.residual)
     if not result.residual:
@@ -522,7 +522,7 @@ def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
 def render_ln(result: LnResult, console: Console) -> None:
     n, i = result.norm, result.norm.at
     where = "(the final norm)" if n.layer is None else f"of block {n.layer}"
-    say(console, f"{n.label} {n.which} {where} at position {i} {visible(result.tokens[i])!r} of "
+    say(console, f"{n.label} {n.which} {where} at position {i} {quoted(result.tokens[i])} of "
                  f"{result.prompt[-48:]!r}", "bold")
     note(console, f"it reads {n.reads}; its output goes to {n.feeds}")
     g = " * g" if n.gain is not None else ""
@@ -577,7 +577,7 @@ def render_ln(result: LnResult, console: Console) -> None:
         largest = max(range(len(sizes)), key=sizes.__getitem__)
         hats = [p.size_normalised for p in n.positions]
         note(console, f"|x_t| varies {_spread(sizes):.2f}x across the positions (the largest at t = {largest} "
-                      f"{visible(result.tokens[largest])!r}); each is divided by its own s "
+                      f"{quoted(result.tokens[largest])}); each is divided by its own s "
                       f"({min(p.scale for p in n.positions):.3g} to {max(p.scale for p in n.positions):.3g}), so "
                       f"|x̂_t| varies {_spread(hats):.2f}x and |y_t| {_spread(outs):.2f}x"
                       + (f" ({'the gain and bias weigh' if n.bias_size is not None else 'the gain weighs'} each "
@@ -694,7 +694,7 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
 @render.register(FfnResult)
 def render_ffn(result: FfnResult, console: Console) -> None:
     i = result.at
-    say(console, f"feed-forward of block {result.layer} at position {i} {visible(result.tokens[i])!r} of "
+    say(console, f"feed-forward of block {result.layer} at position {i} {quoted(result.tokens[i])} of "
                  f"{result.prompt[-48:]!r}", "bold")
     rebuilt = "sum_n h_n v_n" + (" + b" if result.out_bias else "")  # no b where the output matrix has no bias
     note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "

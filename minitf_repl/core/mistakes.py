@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from .bpe import decode_after
+from .bpe import decode_after, shown_piece
 
 CONTEXT_TOKENS = 24  # tokens of text shown before each hard prediction
 QUESTIONS_PER_PASS = 1024  # a task's questions a pass (10,000 of sort's: 4,096 a pass peaked at 1.0 GB, 1,024 at 0.56)
@@ -155,15 +155,19 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
     counted = (y >= 0).flatten()
     flat = nll.flatten()[counted]
     where = torch.nonzero(counted).flatten()  # flat's index -> the window's (w * T + t)
-    tokenizer, itos = data.tokenizer, data.tokenizer.itos  # a token as the views show it (core.bpe: with its space)
+    tokenizer = data.tokenizer
+
+    def itos(i: int) -> str:  # a token as the views show it (core.bpe: with its space, a byte as its escape)
+        return shown_piece(tokenizer, i)
+
     hardest = []
     for k in _distinct(x, y, where[torch.argsort(flat, descending=True, stable=True)].tolist(), T, show,
                        causal=model.config.causal):
         w, t = divmod(k, T)
         start = max(0, t + 1 - CONTEXT_TOKENS)
         before = decode_after(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
-        hardest.append(HardToken(before, itos[int(y[w, t])], math.exp(-float(nll[w, t])),
-                                 itos[int(best[w, t])], math.exp(float(best_logp[w, t])), float(nll[w, t])))
+        hardest.append(HardToken(before, itos(int(y[w, t])), math.exp(-float(nll[w, t])),
+                                 itos(int(best[w, t])), math.exp(float(best_logp[w, t])), float(nll[w, t])))
     tenth = min(flat.numel(), max(1, flat.numel() // 10))
     total = float(flat.sum())
     return TextMistakes(windows, flat.numel(), float(flat.mean()) if flat.numel() else math.nan, hardest,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.color import Color
 from rich.console import Console
+from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 
@@ -55,9 +56,16 @@ MAX_LABEL = 8  # the widest row label: a longer subword piece is cut to it
 
 
 def label_width(tokens: list[str]) -> int:
-    """Columns of the row labels: 2 for characters (as always), a subword piece's length and a space, at most MAX_LABEL + 1."""
-    longest = max((len(visible(t)) for t in tokens), default=1)
+    """Columns of the row labels: 2 for characters (as always), a subword piece's cells and a space, at most
+    MAX_LABEL + 1. Cells, not characters: a Chinese character or an emoji takes two."""
+    longest = max((cell_len(visible(t)) for t in tokens), default=1)
     return 2 if longest <= 1 else min(longest, MAX_LABEL) + 1
+
+
+def column_width(tokens: list[str], width: int) -> int:
+    """The columns of a position's cell: `width`, or 2 where a token starts with a character two columns wide (你,
+    an emoji), which a cell of one column cannot head: the keys' line ran twice as wide as the rows below it."""
+    return max([width, *(cell_len(visible(t)[:1]) for t in tokens)])
 
 
 def reads_future(maps: list[list[list[float]]]) -> bool:
@@ -70,16 +78,19 @@ def reads_future(maps: list[list[list[float]]]) -> bool:
 def heatmap(tokens: list[str], weights: list[list[float]], peak: float, width: int, as_text: bool,
             future: bool = False) -> Text:
     """Rows are queries (where position i looks), columns keys; j > i (the future) stays blank unless
-    `future` (nothing masks it: causal off, or the mask ablated). `width` columns per cell; a column is
-    headed by the first `width` characters of its token, a row by the whole token (up to MAX_LABEL characters)."""
+    `future` (nothing masks it: causal off, or the mask ablated). `width` columns per cell (column_width: 2 for a wide
+    character); a column is headed by the first `width` columns of its token, a row by the whole token (up to
+    MAX_LABEL columns)."""
     T = len(tokens)
     label = label_width(tokens)
+    width = column_width(tokens, width)
     out = Text(" " * label)
-    for tok in tokens:
-        out.append(visible(tok)[:width].ljust(width), style="bold")
+    for tok in tokens:  # cut and padded by cells, not characters, so that the columns stay under their keys
+        out.append(set_cell_size(visible(tok), width), style="bold")
     for i in range(T):
         out.append("\n")
-        out.append(visible(tokens[i])[: label - 1 if label > 2 else label].ljust(label), style="bold")
+        shown = label - 1 if label > 2 else label  # a space after a subword piece
+        out.append(set_cell_size(visible(tokens[i]), shown) + " " * (label - shown), style="bold")
         for j in range(T):
             if j > i and not future:
                 out.append(" " * width)

@@ -18,10 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.watch import CONTEXT_WINDOWS
-from ..palette import terminal_safe, visible
+from ..palette import quoted, terminal_safe, visible
 from ..syntax import cmd
 from . import fmt
-from .heatmap import attention_window, heatmap, legend, reads_future, window_note
+from .heatmap import attention_window, column_width, heatmap, label_width, legend, reads_future, window_note
 from .scatter import asked_ids, grid_size, scatter
 from .tables import NARROW, add_row
 from .words import Words
@@ -127,7 +127,7 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
         n_heads = len(frame.maps)
         # heads side by side, each 2 columns of labels + one per position, 2 columns apart
         per_head = max(1, (width - 2 * (n_heads - 1)) // max(1, n_heads))
-        n = attention_window(T, per_head, 1)
+        n = attention_window(T, per_head, column_width(frame.tokens, 1), label_width(frame.tokens))
         tall = None
         if height is not None:
             rows = height - MAP_LINES - -(-cell_len(frame_title(frame)) // max(1, width))
@@ -146,7 +146,7 @@ def watch_view(frame, width: int, as_text: bool, height: int | None = None, scre
         table.add_column("after", style="cyan", no_wrap=True)
         table.add_column("best guess", no_wrap=True)
         if frame.target is not None:
-            table.add_column(f"rank of {visible(frame.target)!r}", justify="right")
+            table.add_column(f"rank of {quoted(frame.target)}", justify="right")
         for row in frame.lens:
             hit = frame.target is not None and row.guess == frame.target
             cells = [row.layer, Text(f"{visible(row.guess)} {row.prob:.2f}", style="bold green" if hit else "")]

@@ -1,0 +1,135 @@
+"""Text beyond ASCII, as learners bring it: each test failed before its fix.
+
+`:attn` on a Chinese or emoji text (and `:checks causal`, and the attention frames of `:train watch=attn`) drew its
+map under a line of keys twice as wide as the rows: each key was one character padded to one column, but 你 takes
+two, so by the fourth column the shades sat under the wrong key, and the row labels were a column off the keys' line.
+Keys and labels are now cut and padded by terminal columns, and a map whose tokens start with a wide character gets
+cells two columns wide.
+Every token that prints no glyph of its own showed as "?" in the views' tables and rows (`:tok`, `:embed`,
+`:mistakes`, `:attn`'s labels, `:score`): the zero-width joiner inside a family emoji, ESC, a no-break space and the
+question mark itself all read "?", and `:embed` listed two rows "?" that were different tokens. A variation selector
+(the ️ of ❤️) showed as a blank cell, and an accent alone (the text written in NFD, é as e + U+0301) sat on the space
+before it. They now show as their escapes (\\u200d, \\x1b, \\xa0, \\ufe0f), as `:step` already showed them, and a token
+that starts with a combining mark shows it on a dotted circle (◌́).
+"""
+
+import io
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from minitf_repl.commands.base import REGISTRY
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.dispatch import run_command
+from minitf_repl.palette import visible
+from minitf_repl.parsing import parse_line
+from minitf_repl.render import render
+from minitf_repl.render.heatmap import heatmap
+from minitf_repl.session import Session
+
+TINY = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=32)
+# Chinese and Japanese (two columns a character), an emoji family joined by U+200D, a heart with its variation
+# selector, an accent written as its own combining character (NFD), a no-break space, Arabic and Hebrew
+WORLD = ("你好世界，今天天气很好。こんにちは！ 👨\u200d👩\u200d👧 ❤\ufe0f cafe\u0301 caf\u00e9 a\u00a0b "
+         "مرحبا بالعالم שלום עולם? ") * 40
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ab") / "world.txt"
+    path.write_text(WORLD, encoding="utf-8")
+    return Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
+                   data_spec=str(path), device_name="cpu")
+
+
+def run(session, line: str):
+    cmd, args = parse_line(line, REGISTRY)
+    return run_command(session, cmd.name, args, None)
+
+
+def shown(result, width: int = 100) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    render(result, console)
+    return console.file.getvalue()
+
+
+def column_of(line: str, index: int) -> int:
+    """The terminal column at which `line`'s character `index` starts."""
+    return cell_len(line[:index])
+
+
+# --- wide characters in the attention maps ---------------------------------------------------------------------
+def grid_lines(text: str, first_key: str) -> tuple[str, list[str]]:
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith(first_key))
+    return lines[at], lines[at + 1:]
+
+
+@pytest.mark.parametrize("head", ["0", "all"])
+def test_attn_keeps_each_weight_under_its_key_when_the_keys_are_two_columns_wide(world, head):
+    text = shown(run(world, f":attn 你好世界，今天 head={head}"))
+    keys, rows = grid_lines(text, "你好" if head == "all" else "你")
+    rows = [r for r in rows if r.strip()[:1] in "你好世界，今天"][:7]
+    assert len(rows) == 7, text
+    starts = [column_of(keys, i) for i, ch in enumerate(keys) if ch in "你好世界，今天"][:7]
+    for i, row in enumerate(rows):  # row i's last weight (the diagonal, key i) starts where key i does
+        marks = [column_of(row, j) for j, ch in enumerate(row) if j > 0 and ch != " "]
+        marks = [m for m in marks if m <= starts[-1] + 1]  # the first map's (all: others stand beside it)
+        assert marks and marks[-1] == starts[i], (i, keys, row)
+
+
+def test_a_heatmap_of_wide_tokens_has_rows_as_wide_as_its_keys():
+    tokens = ["你", "👍", "a", "界"]
+    weights = [[1.0 if j <= i else 0.0 for j in range(4)] for i in range(4)]
+    lines = heatmap(tokens, weights, 1.0, 1, True).plain.splitlines()
+    assert len({cell_len(line) for line in lines}) == 1, lines  # the keys' line and every row: the same width
+    assert [cell_len(line[:line.rindex("@")]) for line in lines[1:]] == [cell_len(lines[0][:lines[0].index(t)])
+                                                                        for t in tokens]
+
+
+# --- tokens that print no glyph --------------------------------------------------------------------------------
+@pytest.mark.parametrize("token, seen", [("\u200d", "\\u200d"), ("\x1b", "\\x1b"), ("\u00a0", "\\xa0"),
+                                         ("\ufe0f", "\\ufe0f"), ("\u0301", "\u25cc\u0301"), ("?", "?"),
+                                         ("e\u0301", "e\u0301"), (" \x07", "␣\\x07")])
+def test_a_token_without_a_glyph_of_its_own_shows_as_its_escape(token, seen):
+    assert visible(token) == seen
+
+
+def test_tok_tells_the_joiner_of_an_emoji_from_a_question_mark(world):
+    text = shown(run(world, ":tok 👨\u200d👩? ❤\ufe0f e\u0301"))
+    first = text.splitlines()[0]
+    assert "\\u200d" in first and "?" in first.replace("\\u200d", "") and "\\ufe0f" in first, first
+    assert "\u25cc\u0301" in first  # the accent alone, not on the space before it
+
+
+
+# --- a byte-level BPE's tokens that hold part of a character ---------------------------------------------------
+@pytest.fixture(scope="module")
+def bytes_bpe(tmp_path_factory):
+    """A byte-level BPE too small to hold every Chinese character whole: some of its tokens are bytes of one."""
+    path = tmp_path_factory.mktemp("ab") / "world.txt"
+    path.write_text(WORLD, encoding="utf-8")
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
+                      data_spec=str(path), device_name="cpu")
+    run(session, ":set tokenizer=bpe:280")
+    return session
+
+
+def test_step_names_each_byte_token_as_tok_does_not_as_a_replacement_character(bytes_bpe):
+    result = run(bytes_bpe, ":step 你好世界 temperature=100 seed=1")
+    tokens = [r.token for r in result.rows]
+    assert not any("\ufffd" in t for t in tokens), tokens
+    assert len(set(tokens)) == len(tokens)  # ten rows, ten different names
+    assert any(t.startswith("\\x") for t in tokens)  # a byte of a character, as :tok writes it
+    text = shown(result)
+    assert "\ufffd" not in text and "\\\\x" not in text, text  # its escape, not repr's doubled backslash
+
+
+def test_mistakes_lens_and_attn_name_byte_tokens_by_their_bytes(bytes_bpe):
+    hard = run(bytes_bpe, ":mistakes").text.hardest
+    assert not any("\ufffd" in h.actual or "\ufffd" in h.guess for h in hard), hard
+    lens = run(bytes_bpe, ":lens 你好世界")
+    assert not any("\ufffd" in g for row in lens.rows for g in row.guesses)
+    attn = run(bytes_bpe, ":attn 你好世界")
+    assert attn.tokens == run(bytes_bpe, ":tok 你好世界").tokens and "\\xe4" in attn.tokens
