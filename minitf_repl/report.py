@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .core.errors import UserError
 from .core.paths import expand, gone_folder
-from .palette import SCALE, quoted, scale_hex, visible
+from .palette import SCALE, quoted, scale_hex, terminal_safe, visible
 from .registry import clip
 from .render import fmt
 from .render.chart import axis_labels, uniform_label, uniform_loss
@@ -76,6 +76,14 @@ p.tf { font-family: monospace; font-size: 1.2em; } span.tf { padding: 0 1px; }
 
 def _esc(text) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _text(text: str) -> str:
+    """Sampled text for the page: escaped, and its control and format characters written as their escapes
+    (palette.terminal_safe), as the terminal shows them. Raw, a sampled ESC, BEL or form feed is a character HTML
+    does not allow (the browser drew nothing, so the sample lost it) and a bidirectional override reordered the
+    rest of the sample."""
+    return _esc(terminal_safe(text))
 
 
 def _text_width(text: str, size: float) -> float:
@@ -307,7 +315,7 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
             cells = "".join(f"<td>{'-' if math.isnan(loss) else f'{loss:.3f}'}</td>" for loss in frame.band_losses)
             out.append(f"<table>{head}<tr><td>val loss</td>{cells}</tr></table>")
         else:
-            out.append(f'<pre class="sample"><b>{_esc(frame.prompt)}</b>{_esc(frame.sample or "")}</pre>')
+            out.append(f'<pre class="sample"><b>{_text(frame.prompt)}</b>{_text(frame.sample or "")}</pre>')
     return out
 
 
@@ -469,7 +477,7 @@ def build_report(data: ReportData) -> str:
         out.append("<p>From the float32 model, as everything on this page; <code>:quantize int8</code> is on, so "
                    "<code>:gen</code> samples its int8 copy.</p>")
     for sample in data.samples:
-        out.append(f'<pre class="sample">{_esc(sample)}</pre>')
+        out.append(f'<pre class="sample">{_text(sample)}</pre>')
     if data.frames:
         out.extend(frames_html(data.frames, data.step))
     out.append("</body></html>")

@@ -133,3 +133,18 @@ def test_mistakes_lens_and_attn_name_byte_tokens_by_their_bytes(bytes_bpe):
     assert not any("\ufffd" in g for row in lens.rows for g in row.guesses)
     attn = run(bytes_bpe, ":attn 你好世界")
     assert attn.tokens == run(bytes_bpe, ":tok 你好世界").tokens and "\\xe4" in attn.tokens
+
+
+# --- the HTML report's samples -----------------------------------------------------------------------------------
+def test_the_reports_samples_show_control_characters_as_escapes_not_raw():
+    from minitf_repl.report import ReportData, build_report
+
+    sample = "a\x1b[2Jb\x07c\x0cd\u202eef\u200dg 你好\n"
+    data = ReportData("minitf report: world.txt, step 0", {"model": {}, "train": {}, "gen": {}, "data": "w"}, [],
+                      80, "ab", [], [], samples=[sample])
+    page = build_report(data)
+    shown = page[page.index('<pre class="sample">'):]
+    shown = shown[:shown.index("</pre>")]
+    for raw in ("\x1b", "\x07", "\x0c", "\u202e"):
+        assert raw not in page, repr(raw)  # a character HTML does not allow, or one that reorders the sample
+    assert "a\\x1b[2Jb\\x07c\\x0cd\\u202eef\\u200dg 你好\n" in shown, shown
