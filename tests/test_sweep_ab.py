@@ -148,3 +148,44 @@ def test_the_reports_samples_show_control_characters_as_escapes_not_raw():
     for raw in ("\x1b", "\x07", "\x0c", "\u202e"):
         assert raw not in page, repr(raw)  # a character HTML does not allow, or one that reorders the sample
     assert "a\\x1b[2Jb\\x07c\\x0cd\\u202eef\\u200dg 你好\n" in shown, shown
+
+
+# --- the views' default text on a text without capitals ---------------------------------------------------------
+class Decoded:
+    """A corpus whose validation text decodes to `text` (what sample_window reads)."""
+
+    def __init__(self, text: str):
+        import torch
+
+        self.tokenizer = self
+        self.text = text
+        self.splits = {"val": torch.zeros(len(text), dtype=torch.long)}
+
+    def decode(self, ids) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("text, starts", [
+    ("\u200d👩\u200d👧 ❤\ufe0f 你好世界，今天天气很好。我们去公园散步吧！", "你好世界，"),  # a word after a space
+    ("\u0301 12 34 56 مرحبا بالعالم الجميل جدا اليوم", "مرحبا"),  # an Arabic word after a space
+    ("\ufe0f👍\U0001f3fd 1234567890123456789", "👍\U0001f3fd 1"),  # no sentence: from the first whole character
+])
+def test_the_default_prompt_of_a_text_without_capitals_starts_a_sentence_not_mid_emoji(text, starts):
+    from minitf_repl.commands.base import sample_window
+
+    start, window = sample_window(Decoded(text))
+    assert window.startswith(starts) and text[start:].startswith(window), (start, window)
+
+
+def test_the_default_prompt_of_an_english_text_is_still_its_first_sentence():
+    from minitf_repl.commands.base import sample_window
+
+    text = "  x = 1\n  The quick brown fox jumps over the lazy dog."
+    assert sample_window(Decoded(text))[1] == "The quick brown "
+
+
+def test_the_default_prompt_of_a_chinese_text_starts_after_a_sentences_end():
+    from minitf_repl.commands.base import sample_window
+
+    text = "\u200d👧很好。我们去公园散步吧！今天天气很好。我们回家吧。"
+    assert sample_window(Decoded(text))[1].startswith("我们去公园散步吧")

@@ -136,17 +136,39 @@ def sample_window(data) -> tuple[int, str]:
 
     The first SAMPLE_CHARS characters of the split were often mostly whitespace (pydoc's start
     with ` Counter()` and an indent), which shows a view nothing. The prompt is the first window
-    that reads like a sentence: a capital letter after whitespace, then words: no line break, no
-    run of spaces, at least three quarters letters. Text with no such window (code, numbers) gives
-    its first characters, as before.
+    that reads like a sentence: a capital letter after whitespace, or a letter of a script without
+    capitals (Chinese, Japanese, Arabic, Hebrew) after whitespace or a sentence's end, then words:
+    no line break, no run of spaces, at least three quarters letters. Text with no such window
+    (code, numbers) gives its first characters from the first that starts one (`starts_a_character`).
     """
     text = data.tokenizer.decode(data.splits["val"][:SAMPLE_SCAN].tolist())
     for start in range(1, max(1, len(text) - SAMPLE_CHARS)):
         window = text[start : start + SAMPLE_CHARS]
-        if (window[0].isupper() and text[start - 1].isspace() and "\n" not in window and "  " not in window
+        if (starts_a_sentence(text, start) and "\n" not in window and "  " not in window
                 and sum(ch.isalpha() for ch in window) >= 0.75 * SAMPLE_CHARS):
             return start, window
-    return 0, text[:SAMPLE_CHARS]
+    first = next((i for i, ch in enumerate(text[:SAMPLE_CHARS]) if starts_a_character(ch)), 0)
+    return first, text[first : first + SAMPLE_CHARS]
+
+
+SENTENCE_ENDS = ".!?。！？"
+
+
+def starts_a_sentence(text: str, start: int) -> bool:
+    """Whether a sentence can start at `start`: a capital after whitespace, or a letter without case (你, ش, ש) after
+    whitespace or a sentence's end. Capitals alone found none in a text in Chinese, whose views then quoted its first
+    characters, cut anywhere: from the middle of an emoji (a lone joiner, U+200D) or of a character's bytes."""
+    ch, before = text[start], text[start - 1]
+    caseless = ch.isalpha() and ch.lower() == ch.upper()
+    return (ch.isupper() and before.isspace()) or (caseless and (before.isspace() or before in SENTENCE_ENDS))
+
+
+def starts_a_character(ch: str) -> bool:
+    """Whether a text cut before `ch` starts with a whole character: not with a mark or joiner that belongs to the
+    one before it (an accent, U+200D, a variation selector, a skin tone), nor with a byte of a split one (U+FFFD)."""
+    import unicodedata
+
+    return ch != "\ufffd" and unicodedata.category(ch) not in ("Mn", "Me", "Mc", "Cf", "Sk")
 
 
 def sample_prompt(data) -> str:
