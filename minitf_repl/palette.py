@@ -64,13 +64,19 @@ def piece_cell(shown: str, width: int = PIECE_CELL) -> str:
 # widths) and the line and paragraph separators. Newline and tab are text. Spaces of other kinds,
 # private-use and unassigned characters print as a glyph or a box and stay as they are.
 _ACTIVE = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+# Format characters that are part of how a script is written, and stay: the zero-width joiner that makes 👨‍👩‍👧 one
+# family and the non-joiner of Persian's می‌خواهم (Hindi uses both), and the marks that say which way a neutral
+# character runs in Arabic and Hebrew (LRM, RLM, ALM). Escaped, a generated Persian text read "می\u200cخواهم" and an
+# emoji family as its three people and two escapes. None of them moves or recolours anything, or reorders a line as
+# the overrides and isolates do.
+IN_WRITING = "\u200c\u200d\u200e\u200f\u061c"
 
 
 def is_active(ch: str) -> bool:
-    """Whether `ch` would act on a terminal rather than show (see _ACTIVE)."""
+    """Whether `ch` would act on a terminal rather than show (see _ACTIVE, IN_WRITING)."""
     import unicodedata
 
-    return ch not in "\n\t" and unicodedata.category(ch) in _ACTIVE
+    return ch not in "\n\t" and ch not in IN_WRITING and unicodedata.category(ch) in _ACTIVE
 
 
 def terminal_safe(text: str) -> str:

@@ -189,3 +189,19 @@ def test_the_default_prompt_of_a_chinese_text_starts_after_a_sentences_end():
 
     text = "\u200d👧很好。我们去公园散步吧！今天天气很好。我们回家吧。"
     assert sample_window(Decoded(text))[1].startswith("我们去公园散步吧")
+
+
+# --- joiners in generated text ------------------------------------------------------------------------------------
+def test_gen_writes_an_emoji_family_and_persians_non_joiner_as_they_are(tmp_path):
+    from test_repl import drive
+
+    path = tmp_path / "fa.txt"
+    path.write_text("من می\u200cخواهم بروم. 👨\u200d👩\u200d👧 خانه \u200fשלום\n" * 60, encoding="utf-8")
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
+                      data_spec=str(path), device_name="cpu")
+    prompt = "می\u200cخواهم 👨\u200d👩\u200d👧"
+    code, out, err, _ = drive(f":gen {prompt} n=3 seed=1\r", session)
+    assert err == "" and prompt in out, out
+    assert "\\u200c" not in out and "\\u200d" not in out
+    _, out, err, _ = drive(":gen ab\x1b[2J n=1\r", session)  # ESC stays escaped
+    assert "\x1b[2J" not in out + err
