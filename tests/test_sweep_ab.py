@@ -205,3 +205,16 @@ def test_gen_writes_an_emoji_family_and_persians_non_joiner_as_they_are(tmp_path
     assert "\\u200c" not in out and "\\u200d" not in out
     _, out, err, _ = drive(":gen ab\x1b[2J n=1\r", session)  # ESC stays escaped
     assert "\x1b[2J" not in out + err
+
+
+# --- :embed map=on on a Chinese text -----------------------------------------------------------------------------
+def test_the_embedding_map_draws_chinese_characters_not_dots():
+    from minitf_repl.render.scatter import DOT, scatter
+
+    labels = ["你", "好", "世", "a", "界"]
+    coords = [[0, 0], [1, 1], [0.5, 0.5], [1, 0], [0.55, 0.5]]
+    grid, hidden = scatter(labels, coords, asked=[1], width=10, height=3)
+    rows = grid.plain.split("\n")
+    assert rows[0] == "│        好" and rows[2] == "│你       a", rows  # the asked one too, moved left to fit
+    assert rows[1] == "│     界   ", rows  # 界 covers the right half of 世, which goes, and is counted hidden
+    assert {cell_len(r) for r in rows[:3]} == {11} and hidden == 1 and DOT not in grid.plain

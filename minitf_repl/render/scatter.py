@@ -1,8 +1,9 @@
 """Labelled points on a grid of characters: `:embed map=on` draws every token at its place on W_E's
 two main directions.
 
-Each point is one character, its label where the label is one cell wide, else a dot (a byte-level
-BPE's lone bytes, shown as U+FFFD, are dots too: a row of them would say nothing). The points a
+Each point is one character, its label where the label is one character (one cell wide, or two: a
+Chinese character or an emoji), else a dot (a byte-level BPE's lone bytes, shown as U+FFFD, are dots
+too: a row of them would say nothing). The points a
 person asked about are drawn last, whole (a subword piece as its text, up to MAX_LABEL cells) and in
 bold, so that where two points share a cell the asked one shows. What hides under another is
 counted, not lost silently.
@@ -45,18 +46,39 @@ def scatter(labels: list[str], coords: list[list[float]], asked: list[int], widt
         return row, col
 
     grid: list[list[tuple[str, str, int] | None]] = [[None] * width for _ in range(height)]
+
+    def put(row: int, col: int, ch: str, style: str, i: int) -> None:
+        """`ch` at (row, col); a character two cells wide (你, an emoji) also takes the cell after it, kept as ""
+        so that the row stays `width` cells. A half of a wide one that it covers is blanked with the other half."""
+        wide = cell_len(ch) == 2
+        if wide and col + 1 >= width:
+            col = width - 2
+        for c in (col, col + 1) if wide else (col,):
+            old = grid[row][c]
+            if old is not None and old[0] == "":  # the right half of a wide character: its left half goes too
+                grid[row][c - 1] = None
+            elif old is not None and cell_len(old[0]) == 2 and c + 1 < width:
+                grid[row][c + 1] = None
+            grid[row][c] = (ch, style, i) if c == col else ("", style, i)
+
     wanted = set(asked)
-    for i, label in enumerate(labels):  # everyone else first, one cell each
+    for i, label in enumerate(labels):  # everyone else first, one character each
         if i not in wanted:
             row, col = cell_of(i)
             shown = visible(label)
-            grid[row][col] = (shown, "", i) if cell_len(shown) == 1 and shown != "\ufffd" else (DOT, "dim", i)
+            whole = len(shown) == 1 and 1 <= cell_len(shown) <= min(2, width) and shown != "\ufffd"
+            put(row, col, shown if whole else DOT, "" if whole else "dim", i)
     for i in asked:  # then the asked points, whole, on top
         row, col = cell_of(i)
-        shown = "".join(ch for ch in visible(labels[i]) if cell_len(ch) == 1)[:MAX_LABEL] or DOT
-        col = min(col, width - len(shown))
-        for k, ch in enumerate(shown):
-            grid[row][col + k] = (ch, "bold cyan", i)
+        shown, cells = "", 0  # its characters of one or two cells, up to MAX_LABEL cells
+        for ch in visible(labels[i]):
+            if 1 <= cell_len(ch) <= 2 and cells + cell_len(ch) <= min(MAX_LABEL, width):
+                shown, cells = shown + ch, cells + cell_len(ch)
+        shown, cells = (shown, cells) if shown else (DOT, 1)
+        col = min(col, width - cells)
+        for ch in shown:
+            put(row, col, ch, "bold cyan", i)
+            col += cell_len(ch)
     out = Text()
     for cells in grid:
         out.append("│")
