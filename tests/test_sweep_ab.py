@@ -218,3 +218,13 @@ def test_the_embedding_map_draws_chinese_characters_not_dots():
     assert rows[0] == "│        好" and rows[2] == "│你       a", rows  # the asked one too, moved left to fit
     assert rows[1] == "│     界   ", rows  # 界 covers the right half of 世, which goes, and is counted hidden
     assert {cell_len(r) for r in rows[:3]} == {11} and hidden == 1 and DOT not in grid.plain
+
+
+def test_patch_keeps_each_cell_under_its_key_when_the_keys_are_two_columns_wide(world):
+    text = shown(run(world, ":patch 你好世界 今天天气"), width=100)
+    keys, rows = grid_lines(text, "今")
+    starts = [column_of(keys, i) for i, ch in enumerate(keys) if ch in "今天气"]
+    for row in rows[:2]:  # embed, blocks.0: a cell under each key, each as wide as its key
+        name = row.split()[0]
+        marks = [column_of(row, j) for j, ch in enumerate(row) if j >= len(name) and ch != " "]
+        assert marks == starts, (keys, row)

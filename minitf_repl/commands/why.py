@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from rich import box
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -70,6 +71,11 @@ TYPED = {shown: ch for ch, shown in VISIBLE.items()}  # ␣ -> " ", ↵ -> "\n":
 
 def show_token(token: str) -> str:
     return visible(token) if token in VISIBLE else repr(token)[1:-1]
+
+
+def wide_start(tokens: list[str]) -> bool:
+    """Whether a token starts with a character two columns wide, which a grid's cell of one column cannot head."""
+    return any(cell_len(show_token(t)[:1]) > 1 for t in tokens)
 
 
 @dataclass
@@ -236,8 +242,8 @@ def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]],
     """Rows of cells, one per position, shaded by the fraction restored (0 or less: the lowest, 1 or more: the top)."""
     label = max(len(r) for r in rows) + 1
     out = Text(" " * label)
-    for ch in tokens:
-        out.append(show_token(ch)[:width].ljust(width), style="bold")
+    for ch in tokens:  # cut and padded by cells: 今 takes two, and its column must be as wide as the cells under it
+        out.append(set_cell_size(show_token(ch), width), style="bold")
     for name, row in zip(rows, values):
         out.append("\n")
         out.append(name.ljust(label), style="cyan")
@@ -260,7 +266,8 @@ def render_patch(result: PatchResult, console: Console) -> None:
                   "difference that comes back when that activation is taken from the clean run (1: all of it)")
     T = len(result.corrupt_tokens)
     label = max(len(r) for r in result.stream) + 1
-    width = 2 if label + 2 * T <= console.width else 1
+    # 2 columns a cell where they fit, and always where a token starts with a character two columns wide (今, an emoji)
+    width = 2 if label + 2 * T <= console.width or wide_start(result.corrupt_tokens) else 1
     shown = max(1, min(T, (console.width - label) // width))
     start = T - shown
     say(console, "the residual stream, after each layer, at each position", "bold")
