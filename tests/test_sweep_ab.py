@@ -228,3 +228,17 @@ def test_patch_keeps_each_cell_under_its_key_when_the_keys_are_two_columns_wide(
         name = row.split()[0]
         marks = [column_of(row, j) for j, ch in enumerate(row) if j >= len(name) and ch != " "]
         assert marks == starts, (keys, row)
+
+
+def test_checks_batch_sets_chinese_characters_side_by_side_each_over_the_one_after_it(tmp_path):
+    path = tmp_path / "zh.txt"
+    path.write_text("你好世界今天天气很好我们去公园散步吧" * 80, encoding="utf-8")
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
+                      data_spec=str(path), device_name="cpu")
+    text = shown(run(session, ":checks batch"))
+    lines = text.splitlines()
+    x = next(line for line in lines if line.startswith("x "))
+    y = lines[lines.index(x) + 1]
+    assert " " not in x[2:].rstrip() and " " not in y[2:].rstrip(), (x, y)  # no space in the text, none shown
+    assert y[2:].rstrip()[:-1] == x[3:].rstrip(), (x, y)  # y is x moved one to the left
+    assert cell_len(x.rstrip()) == cell_len(y.rstrip())
