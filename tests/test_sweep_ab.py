@@ -242,3 +242,10 @@ def test_checks_batch_sets_chinese_characters_side_by_side_each_over_the_one_aft
     assert " " not in x[2:].rstrip() and " " not in y[2:].rstrip(), (x, y)  # no space in the text, none shown
     assert y[2:].rstrip()[:-1] == x[3:].rstrip(), (x, y)  # y is x moved one to the left
     assert cell_len(x.rstrip()) == cell_len(y.rstrip())
+
+
+def test_the_reports_maps_name_byte_tokens_by_their_bytes(bytes_bpe, tmp_path):
+    run(bytes_bpe, f":report {tmp_path / 'r.html'}")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    maps = page[page.index("<h2>Attention</h2>"):page.index("<h2>Loss by position</h2>")]  # and the embeddings
+    assert "\ufffd" not in maps and "\\x" in maps

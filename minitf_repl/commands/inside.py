@@ -1024,7 +1024,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     data = session.data
     model = session.model
 
-    from ..core.bpe import decode_after
+    from ..core.bpe import decode_after, shown_piece
     from ..core.generate import generate
     from ..core.inside import attention_maps
 
@@ -1087,8 +1087,9 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "gen": session.gen_config.to_dict(), "data": session.data_spec},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
-        frames=session.watch_frames, scored=scored, heads=heads, tokens=[data.tokenizer.itos[i] for i in ids],
-        vocab=list(data.tokenizer.itos), embedding=embedding, counters=plot_levels(session.counters),
+        # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
+        frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
+        vocab=[shown_piece(data.tokenizer, i) for i in range(data.tokenizer.vocab_size)], embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
         data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
