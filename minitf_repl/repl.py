@@ -32,6 +32,7 @@ from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
+from rich.cells import cell_len
 from rich.console import Console
 
 from . import __version__
@@ -374,14 +375,21 @@ def toolbar_text(session, width: int | None = None) -> str:
                   f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
                   f" {st.device} | {params} | step {st.step:,} | {short} | {data} ",
                   f" step {st.step:,} | {short} | {data} "]  # 40-60 columns: :config and :device say the rest
-    fitting = next((c for c in candidates if width is None or len(c) <= width), None)
+    # measured in columns, not characters: a file named in Chinese takes two a character, and a line that fitted by
+    # its length ran off the screen's edge, the name cut there with no sign of it
+    fitting = next((c for c in candidates if width is None or cell_len(c) <= width), None)
     if fitting is not None:
         return fitting
     # Not even the shortest fits (a long file name at 40 columns): the name's end stays, marked as cut, rather than
     # prompt-toolkit cutting the line at the screen's edge mid-name with no sign of it.
     head = f" step {st.step:,} | {short} | "
-    room = width - len(head) - 1
-    return head + (("…" + data[len(data) - room + 1:]) if room > 1 else "") + " "
+    room = width - cell_len(head) - 1
+    if room <= 1:
+        return head + " "
+    end = len(data)
+    while end > 0 and cell_len(data[end - 1:]) <= room - 1:  # the most of the name's end that fits after "…"
+        end -= 1
+    return head + "…" + data[end:] + " "
 
 
 def _toolbar_width() -> int | None:

@@ -249,3 +249,16 @@ def test_the_reports_maps_name_byte_tokens_by_their_bytes(bytes_bpe, tmp_path):
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     maps = page[page.index("<h2>Attention</h2>"):page.index("<h2>Loss by position</h2>")]  # and the embeddings
     assert "\ufffd" not in maps and "\\x" in maps
+
+
+# --- the REPL's toolbar -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("width", [100, 60, 48, 40, 30])
+def test_the_toolbar_fits_the_screen_when_the_data_file_is_named_in_chinese(tmp_path, width):
+    from minitf_repl import repl
+
+    path = tmp_path / "红楼梦第一回至第八十回全文（程甲本）.txt"
+    path.write_text("你好世界。" * 200, encoding="utf-8")
+    session = Session(data_spec=str(path))
+    text = repl.toolbar_text(session, width=width)
+    assert cell_len(text) <= width, (cell_len(text), text)
+    assert text.rstrip().endswith("）.txt")  # the name's end stays in view
