@@ -262,3 +262,29 @@ def test_the_toolbar_fits_the_screen_when_the_data_file_is_named_in_chinese(tmp_
     text = repl.toolbar_text(session, width=width)
     assert cell_len(text) <= width, (cell_len(text), text)
     assert text.rstrip().endswith("）.txt")  # the name's end stays in view
+
+
+# --- a user's own file with NUL bytes ----------------------------------------------------------------------------
+def test_a_utf16_file_without_a_byte_order_mark_is_named_as_utf16_not_binary(tmp_path):
+    from minitf_repl.core.data import read_text_file
+    from minitf_repl.core.errors import DataError
+
+    path = tmp_path / "notes.txt"
+    path.write_bytes("the quick brown fox, café\n".encode("utf-16-le") * 50)
+    with pytest.raises(DataError, match=r"is UTF-16-LE text \(without a byte-order mark\); convert it to UTF-8: "
+                                        r"iconv -f utf-16-le -t utf-8 \S+notes.txt > \S+notes-utf8.txt"):
+        read_text_file(str(path))
+
+
+def test_utf8_text_with_a_stray_nul_says_so_and_how_to_remove_it(tmp_path):
+    from minitf_repl.core.data import read_text_file
+    from minitf_repl.core.errors import DataError
+
+    path = tmp_path / "export.txt"
+    path.write_bytes("你好世界，今天天气很好。\n".encode() * 100 + b"\x00" + "more text\n".encode() * 100)
+    with pytest.raises(DataError, match=r"is UTF-8 text with 1 NUL byte in it \(the first at offset 3,700\), which no "
+                                        r"text holds; remove it: tr -d '\\000' < \S+export.txt > \S+export-clean.txt"):
+        read_text_file(str(path))
+    path.write_bytes(bytes(range(256)) * 20)  # a binary file is still one
+    with pytest.raises(DataError, match="looks binary"):
+        read_text_file(str(path))

@@ -783,6 +783,19 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
         if raw.startswith(mark) and b"\x00" in raw and _decodes(raw, encoding):
             raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8")
     if b"\x00" in raw:
+        nuls = raw.count(b"\x00")
+        for half, encoding in ((raw[1::2], "UTF-16-LE"), (raw[0::2], "UTF-16-BE")):
+            # UTF-16 saved without a byte-order mark: for text in a Latin script, every other byte is NUL
+            if half.count(0) > 0.4 * len(half) and len(raw) % 2 == 0 and _decodes(raw, encoding.lower()):
+                raise DataError(f"{shown} is {encoding} text (without a byte-order mark); convert it to UTF-8: iconv "
+                                f"-f {encoding.lower()} -t utf-8 {shlex.quote(str(p))} > "
+                                f"{shlex.quote(str(p.with_name(p.stem + '-utf8' + p.suffix)))}")
+        if nuls <= max(1, len(raw) // 1000) and _decodes(raw.replace(b"\x00", b""), "utf-8-sig"):
+            # text with a stray NUL or two (a database's export, a pasted binary): the text is UTF-8, the NULs are not
+            # text, and "give a UTF-8 text file" sent the user to convert a file that already is one
+            raise DataError(f"{shown} is UTF-8 text with {count(nuls, 'NUL byte')} in it (the first at offset "
+                            f"{raw.index(0):,}), which no text holds; remove {'it' if nuls == 1 else 'them'}: tr -d '\\000' < "
+                            f"{shlex.quote(str(p))} > {shlex.quote(str(p.with_name(p.stem + '-clean' + p.suffix)))}")
         raise DataError(f"{shown} looks binary (it contains NUL bytes); give a UTF-8 text file")
     try:
         # utf-8-sig: a byte-order mark some editors put first (Notepad) is no character of the text, and kept it
