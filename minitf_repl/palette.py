@@ -19,7 +19,7 @@ def visible(token: str) -> str:
     """A token as it can be seen in a grid: whitespace as a symbol, character by character, so that a subword piece
     keeps its own (" the" shows as "␣the", not as an indented "the"); any other character that shows no glyph of its
     own as its escape (`visible_char`), and a token that starts with a combining mark with that mark on a dotted
-    circle (◌́): alone, an accent sat on the space before it in a row of tokens, and in a cell of a table it was blank."""
+    circle (◌́): alone, an accent sat on the space before it in a row of tokens, and a cell of a table was blank."""
     shown = "".join(VISIBLE.get(ch) or visible_char(ch) for ch in token)
     return "\u25cc" + shown if shown[:1] == token[:1] and combining(token[:1]) else shown
 

@@ -4,13 +4,34 @@
 map under a line of keys twice as wide as the rows: each key was one character padded to one column, but 你 takes
 two, so by the fourth column the shades sat under the wrong key, and the row labels were a column off the keys' line.
 Keys and labels are now cut and padded by terminal columns, and a map whose tokens start with a wide character gets
-cells two columns wide.
+cells two columns wide. `:patch`'s grid had the same fault the other way (keys "今 " of 3 columns over cells of 2).
 Every token that prints no glyph of its own showed as "?" in the views' tables and rows (`:tok`, `:embed`,
 `:mistakes`, `:attn`'s labels, `:score`): the zero-width joiner inside a family emoji, ESC, a no-break space and the
-question mark itself all read "?", and `:embed` listed two rows "?" that were different tokens. A variation selector
-(the ️ of ❤️) showed as a blank cell, and an accent alone (the text written in NFD, é as e + U+0301) sat on the space
-before it. They now show as their escapes (\\u200d, \\x1b, \\xa0, \\ufe0f), as `:step` already showed them, and a token
-that starts with a combining mark shows it on a dotted circle (◌́).
+question mark itself all read "?", so a row "?" of `:embed` could be any of them. A variation selector (the ️ of ❤️)
+showed as a blank cell, and an accent alone (the text written in NFD, é as e + U+0301) sat on the space before it.
+They now show as their escapes (\\u200d, \\x1b, \\xa0, \\ufe0f), as `:step` already showed them, and a token that
+starts with a combining mark shows it on a dotted circle (◌́); in a sentence, quoted without repr's doubled backslash.
+Under a byte-level BPE, `:step`, `:mistakes`, `:lens`, `:attn` and `:report`'s maps named every token that holds part
+of a character "�" (ten rows of `:step` alike), where `:tok`, `:score` and `:embed` name its bytes (\\xe4): they all
+name the bytes now.
+`:report` wrote the model's samples with their ESC, BEL, form feeds and bidi overrides raw into the page: characters
+HTML does not allow, which the browser dropped, or which reordered the rest of the line. They show as escapes.
+On a text in Chinese, Japanese, Arabic or Hebrew, the views' default text (`:step`, `:ngram`'s samples, `:tok`'s
+example) was the validation text's first characters cut anywhere, e.g. from a lone emoji joiner: a sentence's start
+needed a capital letter. A letter of a script without case after whitespace or a sentence's end (。！？) now starts one,
+and a text with none is quoted from its first whole character.
+`:gen` on a Persian text wrote its words with the non-joiner escaped (می\\u200cخواهم), and an emoji family as three
+people and two \\u200d: the joiners and the direction marks (LRM, RLM, ALM) are how those scripts are written and now
+print as they are; ESC, the bidi overrides and other controls stay escaped.
+`:embed map=on` on a Chinese text drew every token as a dot, the ones asked for too (a label had to be one cell
+wide): a character two cells wide is now drawn as itself over two cells.
+`:checks batch` on a Chinese text set its characters apart ("从 家 说"), and where a wide character stood over a
+narrow one the y row slid off its x row: the pairs are padded by cells.
+The REPL's toolbar, with a data file named in Chinese, was fitted to the screen by its length in characters, so it ran
+past the edge and prompt-toolkit cut the name there: it is measured in columns, a name too long cut from its start.
+`:data` on a UTF-16 file saved without a byte-order mark, or on a UTF-8 text with a stray NUL byte, said "looks binary;
+give a UTF-8 text file": the first is named as UTF-16 with the iconv line that converts it, the second as UTF-8 text
+with N NUL bytes (the first at its offset) and the tr line that removes them.
 """
 
 import io
@@ -147,7 +168,7 @@ def test_the_reports_samples_show_control_characters_as_escapes_not_raw():
     shown = shown[:shown.index("</pre>")]
     for raw in ("\x1b", "\x07", "\x0c", "\u202e"):
         assert raw not in page, repr(raw)  # a character HTML does not allow, or one that reorders the sample
-    assert "a\\x1b[2Jb\\x07c\\x0cd\\u202eef\\u200dg 你好\n" in shown, shown
+    assert "a\\x1b[2Jb\\x07c\\x0cd\\u202eef\u200dg 你好\n" in shown, shown  # the joiner is text (see below)
 
 
 # --- the views' default text on a text without capitals ---------------------------------------------------------

@@ -312,8 +312,8 @@ def batch_rows(check, unit: str, console: Console) -> None:
         shifted = k + 1 < len(check.x) and check.y[k] is not None and check.y[k] == check.x[k + 1]
         # padded by cells, not characters: "你".ljust(2) is 3 columns, and the "a" under it 2
         xs.append(a + " " * (width - cell_len(a)) + gap)
-        ys.append(b + " " * (width - cell_len(b)) + gap, style="" if shifted or check.y[k] is None or k + 1 == len(check.x)
-                  else "bold red")
+        ys.append(b + " " * (width - cell_len(b)) + gap,
+                  style="" if shifted or check.y[k] is None or k + 1 == len(check.x) else "bold red")
     console.print(xs, crop=False, no_wrap=True, overflow="ignore")
     console.print(ys, crop=False, no_wrap=True, overflow="ignore")
     note(console, "teacher forcing: each position is asked for the token that comes next, all positions of the row "

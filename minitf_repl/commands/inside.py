@@ -29,8 +29,8 @@ from ..core.words import count
 from ..palette import piece_cell, quoted, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
-from ..render.heatmap import (attention_window, column_width, heatmap, label_width, legend, plain, reads_future, unscaled,
-                              window_note)
+from ..render.heatmap import (attention_window, column_width, heatmap, label_width, legend, plain, reads_future,
+                              unscaled, window_note)
 from ..render.scatter import grid_size, scatter
 from ..render.renderers import render
 from ..render.tables import NARROW, add_row, fits
@@ -1089,7 +1089,8 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
-        vocab=[shown_piece(data.tokenizer, i) for i in range(data.tokenizer.vocab_size)], embedding=embedding, counters=plot_levels(session.counters),
+        vocab=[shown_piece(data.tokenizer, i) for i in range(data.tokenizer.vocab_size)],
+        embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
         data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,

@@ -793,8 +793,9 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
         if nuls <= max(1, len(raw) // 1000) and _decodes(raw.replace(b"\x00", b""), "utf-8-sig"):
             # text with a stray NUL or two (a database's export, a pasted binary): the text is UTF-8, the NULs are not
             # text, and "give a UTF-8 text file" sent the user to convert a file that already is one
+            them = "it" if nuls == 1 else "them"
             raise DataError(f"{shown} is UTF-8 text with {count(nuls, 'NUL byte')} in it (the first at offset "
-                            f"{raw.index(0):,}), which no text holds; remove {'it' if nuls == 1 else 'them'}: tr -d '\\000' < "
+                            f"{raw.index(0):,}), which no text holds; remove {them}: tr -d '\\000' < "
                             f"{shlex.quote(str(p))} > {shlex.quote(str(p.with_name(p.stem + '-clean' + p.suffix)))}")
         raise DataError(f"{shown} looks binary (it contains NUL bytes); give a UTF-8 text file")
     try:
