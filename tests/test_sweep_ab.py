@@ -309,3 +309,27 @@ def test_utf8_text_with_a_stray_nul_says_so_and_how_to_remove_it(tmp_path):
     path.write_bytes(bytes(range(256)) * 20)  # a binary file is still one
     with pytest.raises(DataError, match="looks binary"):
         read_text_file(str(path))
+
+
+# --- checkpoints of a file named with a no-break space or an emoji ------------------------------------------------
+@pytest.mark.parametrize("name", ["my\u00a0notes.txt", "Screen text 10.00.00\u202fAM.txt", "👨\u200d👩\u200d👧 stories.txt"])
+def test_a_checkpoint_of_a_file_named_with_a_no_break_space_or_an_emoji_family_loads(tmp_path, name):
+    path = tmp_path / name
+    path.write_text("hello world, some text here. " * 60, encoding="utf-8")
+    store = tmp_path / "checkpoints"
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1),
+                      data_spec=str(path), device_name="cpu", checkpoint_dir=store)
+    run(session, ":train")
+    run(session, ":save run1")
+    listing = run(session, ":ls")
+    assert sorted(r.name for r in listing.rows) == ["autosave", "run1"], listing
+    assert not any(r.error for r in listing.rows), listing  # autosave too: each one readable
+    loaded = run(Session(device_name="cpu", checkpoint_dir=store), ":load run1")
+    assert loaded.data_spec == str(path) and loaded.step == 2
+
+
+def test_a_manifest_naming_its_data_with_an_escape_or_a_bidi_override_is_still_refused():
+    from minitf_repl.core.checkpoint.manifest import shows_as_text
+
+    assert shows_as_text("/data/my\u00a0notes \u200d\u202f.txt")
+    assert not any(shows_as_text(f"/data/a{ch}b.txt") for ch in ("\x1b", "\n", "\u202e", "\u2066", "\u2028", "\ud800"))

@@ -117,6 +117,22 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     return manifest
 
 
+# Characters no path a manifest names may hold: controls (ESC drives a terminal), lone surrogates (no text encodes
+# them), line and paragraph separators, and the bidirectional embeddings, overrides and isolates that reorder a line.
+_NOT_TEXT = {"Cc", "Cs", "Zl", "Zp"}
+_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def shows_as_text(text: str) -> bool:
+    """Whether `text` (a data file's path, a folder's) holds only characters that show as text. Not str.isprintable:
+    a path with a no-break space (U+00A0, or macOS's U+202F in "10.00.00\u202fAM"), an emoji family's joiner
+    (U+200D) or a private-use icon is a path a user trains on; its checkpoint, autosave too, was written and then
+    refused at every load as "not written by minitf"."""
+    import unicodedata
+
+    return all(unicodedata.category(ch) not in _NOT_TEXT and ch not in _BIDI_CONTROLS for ch in text)
+
+
 def _check_manifest_fields(m: dict, where: Path) -> None:
     def need(ok: bool, what: str) -> None:
         if not ok:
@@ -136,11 +152,11 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
          "tokenizer is malformed")
     # The strings a listing or a message shows are text a terminal prints: no control characters
     # (an ESC in a foreign manifest would otherwise drive the terminal), and of a sane length.
-    need(isinstance(m.get("data_spec"), str) and 0 < len(m["data_spec"]) <= MAX_SHOWN and m["data_spec"].isprintable(),
+    need(isinstance(m.get("data_spec"), str) and 0 < len(m["data_spec"]) <= MAX_SHOWN and shows_as_text(m["data_spec"]),
          "data_spec is missing or not printable text")
     weights_from = m.get("weights_from")
     need(weights_from is None or (isinstance(weights_from, str) and 0 < len(weights_from) <= MAX_SHOWN
-                                  and weights_from.isprintable()), "weights_from is not printable text")
+                                  and shows_as_text(weights_from)), "weights_from is not printable text")
     since = m.get("data_since_step")
     need(since is None or (is_int(since) and since >= 0), "data_since_step is not a whole number >= 0")
     for key in ("saved_at", "minitf_version", "torch_version"):
