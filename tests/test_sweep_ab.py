@@ -32,6 +32,10 @@ past the edge and prompt-toolkit cut the name there: it is measured in columns, 
 `:data` on a UTF-16 file saved without a byte-order mark, or on a UTF-8 text with a stray NUL byte, said "looks binary;
 give a UTF-8 text file": the first is named as UTF-16 with the iconv line that converts it, the second as UTF-8 text
 with N NUL bytes (the first at its offset) and the tr line that removes them.
+Training on a file whose name holds a no-break space (macOS writes U+202F in "10.00.00 AM"), an emoji family's joiner
+or a private-use icon wrote a checkpoint, autosave too, that every `:load` and `:ls` refused as "data_spec is not
+printable text; this file was not written by minitf": a manifest's paths may hold any character that shows as text;
+controls, lone surrogates, line separators and bidi overrides are still refused.
 """
 
 import io
