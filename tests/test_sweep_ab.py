@@ -337,3 +337,11 @@ def test_a_manifest_naming_its_data_with_an_escape_or_a_bidi_override_is_still_r
 
     assert shows_as_text("/data/my\u00a0notes \u200d\u202f.txt")
     assert not any(shows_as_text(f"/data/a{ch}b.txt") for ch in ("\x1b", "\n", "\u202e", "\u2066", "\u2028", "\ud800"))
+
+
+def test_train_watch_names_byte_tokens_by_their_bytes_as_attn_does(bytes_bpe):
+    run(bytes_bpe, ":train steps=2 eval_every=1 watch=attn prompt=你好世界")
+    frame = bytes_bpe.watch_frames[-1]
+    assert frame.tokens == run(bytes_bpe, ":attn 你好世界").tokens and "\\xe4" in frame.tokens
+    run(bytes_bpe, ":train steps=2 eval_every=1 watch=lens prompt=你好世界")
+    assert not any("\ufffd" in g.guess for g in bytes_bpe.watch_frames[-1].lens)

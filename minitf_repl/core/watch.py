@@ -167,9 +167,19 @@ class Watcher:
         self.counted = counted  # grad: which next tokens the loss counts (a task's answer's); None: all
         self.data = data  # context: the data whose val windows are scored; heads: whose rows bound the repeat
         self.vocab = None  # embed: every token, by id, once for all frames
+        self._names: list[str] | None = None  # names(): every token as the views name it
+
+    def names(self) -> list[str]:
+        """Every token as the views name it (core.bpe.shown_piece: a byte of a longer character as its escape, \\xe4,
+        as :attn and :embed show it, not "�"), worked out once for the run."""
+        if self._names is None:
+            from .bpe import shown_piece
+
+            self._names = [shown_piece(self.tokenizer, i) for i in range(self.tokenizer.vocab_size)]
+        return self._names
 
     def frame(self, model, step: int, val_loss: float | None) -> WatchFrame:
-        itos = self.tokenizer.itos
+        itos = self.names()
         frame = WatchFrame(step, val_loss, self.view, self.prompt, [itos[i] for i in self.ids])
         if self.view == "attn":
             from .inside import attention_maps
@@ -232,7 +242,7 @@ class Watcher:
                     length = trained_length(self.data, length)
                 self.repeated = repeated_tokens(model.config.vocab_size, length)
             tokens, repeat = self.repeated, self.repeated.shape[1] // 2
-            frame.tokens = [self.tokenizer.itos[i] for i in tokens[0].tolist()]
+            frame.tokens = [self.names()[i] for i in tokens[0].tolist()]
         roles = head_roles(model, tokens, repeat, sweep=False)  # a frame shows patterns: no pass per head
         frame.repeat, frame.first_copy, frame.second_copy = repeat, roles.first_copy, roles.second_copy
         for h in roles.heads:
