@@ -65,7 +65,7 @@ def world(tmp_path_factory):
     path = tmp_path_factory.mktemp("ab") / "world.txt"
     path.write_text(WORLD, encoding="utf-8")
     return Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
-                   data_spec=str(path), device_name="cpu")
+                   data_spec=str(path), device_name="cpu", checkpoint_dir=path.parent / "checkpoints")
 
 
 def run(session, line: str):
@@ -135,8 +135,9 @@ def bytes_bpe(tmp_path_factory):
     """A byte-level BPE too small to hold every Chinese character whole: some of its tokens are bytes of one."""
     path = tmp_path_factory.mktemp("ab") / "world.txt"
     path.write_text(WORLD, encoding="utf-8")
+    # its own checkpoint folder: a module's session is made before a test's own folder is set (conftest)
     session = Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
-                      data_spec=str(path), device_name="cpu")
+                      data_spec=str(path), device_name="cpu", checkpoint_dir=path.parent / "checkpoints")
     run(session, ":set tokenizer=bpe:280")
     return session
 
