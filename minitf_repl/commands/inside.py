@@ -219,20 +219,20 @@ def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     p = next_token_pipeline(model, ids, settings.temperature, settings.top_k, settings.top_p, seed, top=top)
     from ..core.bpe import shown_piece
 
-    def itos(i: int) -> str:  # a byte of a longer character as its escape (\xe4), as :tok shows it, not "�"
+    def name(i: int) -> str:  # a byte of a longer character as its escape (\xe4), as :tok shows it, not "�"
         return shown_piece(data.tokenizer, i)
 
-    rows = [StepRow(r.id, itos(r.id), r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
+    rows = [StepRow(r.id, name(r.id), r.logit, r.scaled, r.top_k_kept, r.top_p_kept, r.prob, r.id == p.picked)
             for r in p.rows]
     if not any(r.picked for r in rows):  # a low-ranked pick still gets its row
         s = p.stages
         i = p.picked
-        rows.append(StepRow(i, itos(i), float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
+        rows.append(StepRow(i, name(i), float(s.logits[i]), None if s.scaled is None else float(s.scaled[i]),
                             bool(s.top_k_kept[i]), bool(s.top_p_kept[i]), float(s.probs[i]), True))
     return StepResult(
         prompt=prompt, temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p, seed=p.seed,
         rows=rows, vocab_size=data.tokenizer.vocab_size, n_top_k_kept=p.n_top_k_kept, n_kept=p.n_top_p_kept,
-        picked=itos(p.picked), picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
+        picked=name(p.picked), picked_id=p.picked, picked_prob=p.picked_prob, picked_rank=p.picked_rank,
         ablations=switched_off(session), int8=model is not session.model, n_possible=int((p.stages.probs > 0).sum()),
     )
 

@@ -157,7 +157,7 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
     where = torch.nonzero(counted).flatten()  # flat's index -> the window's (w * T + t)
     tokenizer = data.tokenizer
 
-    def itos(i: int) -> str:  # a token as the views show it (core.bpe: with its space, a byte as its escape)
+    def name(i: int) -> str:  # a token as the views show it (core.bpe: with its space, a byte as its escape)
         return shown_piece(tokenizer, i)
 
     hardest = []
@@ -166,8 +166,8 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
         w, t = divmod(k, T)
         start = max(0, t + 1 - CONTEXT_TOKENS)
         before = decode_after(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
-        hardest.append(HardToken(before, itos(int(y[w, t])), math.exp(-float(nll[w, t])),
-                                 itos(int(best[w, t])), math.exp(float(best_logp[w, t])), float(nll[w, t])))
+        hardest.append(HardToken(before, name(int(y[w, t])), math.exp(-float(nll[w, t])),
+                                 name(int(best[w, t])), math.exp(float(best_logp[w, t])), float(nll[w, t])))
     tenth = min(flat.numel(), max(1, flat.numel() // 10))
     total = float(flat.sum())
     return TextMistakes(windows, flat.numel(), float(flat.mean()) if flat.numel() else math.nan, hardest,
