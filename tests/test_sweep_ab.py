@@ -244,6 +244,8 @@ def test_the_embedding_map_draws_chinese_characters_not_dots():
     assert rows[0] == "│        好" and rows[2] == "│你       a", rows  # the asked one too, moved left to fit
     assert rows[1] == "│     界   ", rows  # 界 covers the right half of 世, which goes, and is counted hidden
     assert {cell_len(r) for r in rows[:3]} == {11} and hidden == 1 and DOT not in grid.plain
+    grid, _ = scatter(["e\u0301", "ab", "\ufffd"], [[0, 0], [1, 1], [0.5, 0]], asked=[], width=6, height=2)
+    assert grid.plain.split("\n")[:2] == ["│     " + DOT, "│e\u0301 " + DOT + "   "]  # one cell: itself; pieces: dots
 
 
 def test_patch_keeps_each_cell_under_its_key_when_the_keys_are_two_columns_wide(world):

@@ -66,7 +66,8 @@ def scatter(labels: list[str], coords: list[list[float]], asked: list[int], widt
         if i not in wanted:
             row, col = cell_of(i)
             shown = visible(label)
-            whole = len(shown) == 1 and 1 <= cell_len(shown) <= min(2, width) and shown != "\ufffd"
+            # one cell (an "e" with its accent too), or one character of two (你)
+            whole = shown != "\ufffd" and (cell_len(shown) == 1 or (len(shown) == 1 and cell_len(shown) == 2 <= width))
             put(row, col, shown if whole else DOT, "" if whole else "dim", i)
     for i in asked:  # then the asked points, whole, on top
         row, col = cell_of(i)
