@@ -36,6 +36,9 @@ Training on a file whose name holds a no-break space (macOS writes U+202F in "10
 or a private-use icon wrote a checkpoint, autosave too, that every `:load` and `:ls` refused as "data_spec is not
 printable text; this file was not written by minitf": a manifest's paths may hold any character that shows as text;
 controls, lone surrogates, line separators and bidi overrides are still refused.
+`:patch 你好世界 您好世界` under a byte-level BPE compared the prompts' tokens as "�" against "�" and listed no position
+where they differ (你 and 您 are three different bytes each), and quoted a control token as '\\\\x14': the tokens
+are named by their bytes, so the differing positions are listed, and `:patch` and `:attrib` quote a token's escape once.
 """
 
 import io
@@ -348,3 +351,11 @@ def test_train_watch_names_byte_tokens_by_their_bytes_as_attn_does(bytes_bpe):
     assert frame.tokens == run(bytes_bpe, ":attn 你好世界").tokens and "\\xe4" in frame.tokens
     run(bytes_bpe, ":train steps=2 eval_every=1 watch=lens prompt=你好世界")
     assert not any("\ufffd" in g.guess for g in bytes_bpe.watch_frames[-1].lens)
+
+
+def test_patch_lists_the_positions_where_two_prompts_differ_in_byte_tokens(bytes_bpe):
+    result = run(bytes_bpe, ":patch 你好世界 您好世界")
+    assert result.clean_tokens[:3] != result.corrupt_tokens[:3] and "\ufffd" not in "".join(result.corrupt_tokens)
+    text = shown(result)
+    assert "the prompts differ at position 0, 1, 2 " in text, text  # 你 and 您: three bytes each, all different
+    assert "\\\\x" not in text  # a token quoted with its escape once, not repr's doubled backslash

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..core.errors import UserError
 from ..core.words import count
-from ..palette import VISIBLE, visible
+from ..palette import VISIBLE, quoted, visible
 from ..registry import Param, clip
 from ..render import fmt
 from ..render.heatmap import cell, legend, plain, unscaled
@@ -69,13 +69,9 @@ def _one_id(tokenizer, text: str) -> bool:
 TYPED = {shown: ch for ch, shown in VISIBLE.items()}  # ␣ -> " ", ↵ -> "\n": what a symbol the views draw stands for
 
 
-def show_token(token: str) -> str:
-    return visible(token) if token in VISIBLE else repr(token)[1:-1]
-
-
 def wide_start(tokens: list[str]) -> bool:
     """Whether a token starts with a character two columns wide, which a grid's cell of one column cannot head."""
-    return any(cell_len(show_token(t)[:1]) > 1 for t in tokens)
+    return any(cell_len(visible(t)[:1]) > 1 for t in tokens)
 
 
 @dataclass
@@ -211,12 +207,15 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     from ..core.patching import activation_patching
 
     r = activation_patching(session.model, clean_ids, corrupt_ids, answer)
-    itos = data.tokenizer.itos
+    from ..core.bpe import shown_piece
+
+    def itos(i: int) -> str:  # named as :tok names it: two byte tokens both "�" read as the same, so the prompts'
+        return shown_piece(data.tokenizer, i)  # differing positions went unlisted, and a byte by its escape (\xe4)
     resid, heads = r.resid.tolist(), r.heads.tolist()
     off = heads_off(session)
     return PatchResult(
-        clean=clean, corrupt=corrupt, clean_tokens=[itos[i] for i in clean_ids],
-        corrupt_tokens=[itos[i] for i in corrupt_ids], answer=itos[r.answer], foil=itos[r.foil],
+        clean=clean, corrupt=corrupt, clean_tokens=[itos(i) for i in clean_ids],
+        corrupt_tokens=[itos(i) for i in corrupt_ids], answer=itos(r.answer), foil=itos(r.foil),
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
         reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off), same_answer=r.same_answer,
         ablations=switched_off(session), off_heads=off,
@@ -243,7 +242,7 @@ def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]],
     label = max(len(r) for r in rows) + 1
     out = Text(" " * label)
     for ch in tokens:  # cut and padded by cells: 今 takes two, and its column must be as wide as the cells under it
-        out.append(set_cell_size(show_token(ch), width), style="bold")
+        out.append(set_cell_size(visible(ch), width), style="bold")  # as :attn's keys: escapes once, " " as ␣
     for name, row in zip(rows, values):
         out.append("\n")
         out.append(name.ljust(label), style="cyan")
@@ -255,13 +254,13 @@ def restored_grid(rows: list[str], tokens: list[str], values: list[list[float]],
 @render.register(PatchResult)
 def render_patch(result: PatchResult, console: Console) -> None:
     as_text = unscaled(console)
-    answer, foil = show_token(result.answer), show_token(result.foil)
+    answer, foil = quoted(result.answer), quoted(result.foil)  # '\x14' once, not repr's '\\x14'
     clean, corrupt = clip_pair(result.clean, result.corrupt)
-    say(console, f"patching {clean!r} into {corrupt!r}: answer {answer!r} against {foil!r}", "bold")
+    say(console, f"patching {clean!r} into {corrupt!r}: answer {answer} against {foil}", "bold")
     if result.same_answer:
-        note(console, f"the corrupted prompt's likeliest next token is {answer!r} too, so the foil is the clean "
-                      f"run's second choice {foil!r}: the cells measure how far it moves the two apart")
-    note(console, f"logit difference z[{answer!r}] - z[{foil!r}] at the last position: clean "
+        note(console, f"the corrupted prompt's likeliest next token is {answer} too, so the foil is the clean "
+                      f"run's second choice {foil}: the cells measure how far it moves the two apart")
+    note(console, f"logit difference z[{answer}] - z[{foil}] at the last position: clean "
                   f"{result.clean_diff:.2f}, corrupted {result.corrupt_diff:.2f}; each cell: the fraction of the "
                   "difference that comes back when that activation is taken from the clean run (1: all of it)")
     T = len(result.corrupt_tokens)
@@ -364,7 +363,9 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
 
     a = direct_logit_attribution(session.model, ids, target_id)
     parts = sorted((AttribPart(p.name, p.kind, p.logit) for p in a.parts), key=lambda p: -abs(p.logit))
-    return AttribResult(prompt=text, target=data.tokenizer.itos[a.target], logit=a.logit, offset=a.offset,
+    from ..core.bpe import shown_piece
+
+    return AttribResult(prompt=text, target=shown_piece(data.tokenizer, a.target), logit=a.logit, offset=a.offset,
                         scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
                         ablations=switched_off(session))
 
@@ -372,9 +373,9 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
 @render.register(AttribResult)
 def render_attrib(result: AttribResult, console: Console) -> None:
     as_text = plain(console)
-    target = show_token(result.target)
-    say(console, f"what writes the logit of {target!r} after {result.prompt[-40:]!r}", "bold")
-    note(console, f"{target!r}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
+    target = quoted(result.target)  # '\x14' once, not repr's '\\x14'
+    say(console, f"what writes the logit of {target} after {result.prompt[-40:]!r}", "bold")
+    note(console, f"{target}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
                   "each part's share, read through the final norm frozen at this input's scale")
     shown = result.parts[:ATTRIB_ROWS]
     peak = max((abs(p.logit) for p in shown), default=0.0) or 1.0
