@@ -11,9 +11,9 @@ question mark itself all read "?", so a row "?" of `:embed` could be any of them
 showed as a blank cell, and an accent alone (the text written in NFD, é as e + U+0301) sat on the space before it.
 They now show as their escapes (\\u200d, \\x1b, \\xa0, \\ufe0f), as `:step` already showed them, and a token that
 starts with a combining mark shows it on a dotted circle (◌́); in a sentence, quoted without repr's doubled backslash.
-Under a byte-level BPE, `:step`, `:mistakes`, `:lens`, `:attn`, `:report`'s maps and `:train watch=`'s frames named
-every token that holds part of a character "�" (ten rows of `:step` alike), where `:tok`, `:score` and `:embed` name
-its bytes (\\xe4): they all name the bytes now.
+Under a byte-level BPE, `:step`, `:mistakes`, `:lens`, `:attn`, `:report`'s maps, `:train watch=`'s frames and the
+worked views `:resid`, `:ln`, `:ffn`, `:rope` named every token that holds part of a character "�" (ten rows of
+`:step` alike), where `:tok`, `:score` and `:embed` name its bytes (\\xe4): they all name the bytes now.
 `:report` wrote the model's samples with their ESC, BEL, form feeds and bidi overrides raw into the page: characters
 HTML does not allow, which the browser dropped, or which reordered the rest of the line. They show as escapes.
 On a text in Chinese, Japanese, Arabic or Hebrew, the views' default text (`:step`, `:ngram`'s samples, `:tok`'s
@@ -359,3 +359,10 @@ def test_patch_lists_the_positions_where_two_prompts_differ_in_byte_tokens(bytes
     text = shown(result)
     assert "the prompts differ at position 0, 1, 2 " in text, text  # 你 and 您: three bytes each, all different
     assert "\\\\x" not in text  # a token quoted with its escape once, not repr's doubled backslash
+
+
+@pytest.mark.parametrize("line", [":resid 你好 at=1", ":ln 你好 at=1", ":ffn 你好 at=1"])
+def test_the_worked_views_name_byte_tokens_by_their_bytes(bytes_bpe, line):
+    result = run(bytes_bpe, line)
+    assert result.tokens[:3] == ["\\xe4", "\\xbd", "\\xa0"], result.tokens  # 你, a byte at a time
+    assert "'\\xbd'" in shown(result)  # the query, quoted with its escape once

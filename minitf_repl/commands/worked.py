@@ -292,7 +292,9 @@ def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     from ..core.inside import rope_worked
 
     worked = rope_worked(session.model, ids, layer=layer, head=head, at=at)
-    return RopeResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], rope=worked,
+    from ..core.bpe import shown_pieces  # a byte of a longer character as its escape (\xe4), as :tok names it
+
+    return RopeResult(prompt=text, tokens=shown_pieces(session.data.tokenizer, ids), rope=worked,
                       dropped=dropped, unit=session.data.tokenizer.unit, untrained=session.untrained,
                       ablations=switched_off(session), causal=session.model.causal)
 
@@ -388,7 +390,9 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     from ..core.inside import residual_stream
 
     stream = residual_stream(session.model, ids, at=at)
-    return ResidResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], at=stream.at,
+    from ..core.bpe import shown_pieces  # a byte of a longer character as its escape (\xe4), as :tok names it
+
+    return ResidResult(prompt=text, tokens=shown_pieces(session.data.tokenizer, ids), at=stream.at,
                        placement=stream.placement, norm_label=stream.norm_label,
                        norm_scale=stream.norm_scale, residual=stream.residual, d_model=session.model_config.d_model,
                        token=stream.token, position=stream.position, embed=stream.embed,
@@ -514,7 +518,9 @@ def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     if worked.layer is None and args["layer"] is not None:  # the final norm sits in no block
         reporter.notice(f"layer={layer} does not apply to {worked.which}, the one norm after the last block; it "
                         "was left out")
-    return LnResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], norm=worked, dropped=dropped,
+    from ..core.bpe import shown_pieces  # a byte of a longer character as its escape (\xe4), as :tok names it
+
+    return LnResult(prompt=text, tokens=shown_pieces(session.data.tokenizer, ids), norm=worked, dropped=dropped,
                     unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session))
 
 
@@ -668,7 +674,6 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     from ..core.bpe import shown_piece
 
     tokenizer = session.data.tokenizer
-    itos = tokenizer.itos
 
     def names(ids: list[int] | None) -> list[str] | None:  # a BPE's lone bytes as escapes (\\xe2), not "�"
         return None if ids is None else [shown_piece(tokenizer, i) for i in ids]
@@ -683,7 +688,7 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
 
     units = [FfnUnit(n.index, n.pre, n.h, n.write, *signed(n.promotes, n.promote_by, 1),
                      *signed(n.demotes, n.demote_by, -1)) for n in found.neurons]
-    return FfnResult(prompt=text, tokens=[itos[i] for i in ids], layer=layer, at=found.at, hidden=found.hidden,
+    return FfnResult(prompt=text, tokens=names(ids), layer=layer, at=found.at, hidden=found.hidden,
                      pre_name=found.pre_name, below_zero=found.below_zero, width=found.width, positive=found.positive,
                      negative=found.negative, lowest=found.lowest, total_write=found.total_write,
                      out_size=found.out_size, units=units, out_diff=found.out_diff, out_bias=found.out_bias,

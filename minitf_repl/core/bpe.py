@@ -206,6 +206,11 @@ def shown_piece(tokenizer, i: int) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
+def shown_pieces(tokenizer, ids) -> list[str]:
+    """`shown_piece` of each of `ids`: a text's tokens as the views list them."""
+    return [shown_piece(tokenizer, int(i)) for i in ids]
+
+
 def decode_after(tokenizer, before: list[int], ids: list[int]) -> str:
     """The text the tokens `ids` add after the tokens `before` (any tokenizer): the whole decoded, less `before`'s.
 
