@@ -15,15 +15,28 @@ for _signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
         signal.signal(_signum, signal.default_int_handler if _signum == signal.SIGINT else signal.SIG_DFL)
 
 
+def _point_user_dirs_at(home, setenv, delenv) -> None:
+    setenv("MINITF_CHECKPOINT_DIR", str(home / "checkpoints"))
+    setenv("MINITF_HISTORY", str(home / "history"))
+    setenv("XDG_DATA_HOME", str(home / "data"))
+    setenv("XDG_CACHE_HOME", str(home / "cache"))
+    setenv("XDG_STATE_HOME", str(home / "state"))
+    delenv("MINITF_CACHE_DIR", raising=False)  # the cache follows XDG_CACHE_HOME unless a test sets it
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_user_dirs_for_shared_fixtures(tmp_path_factory):
+    """The same dirs, once for the whole run, set before any module- or session-scoped fixture: such a fixture is
+    made before the per-test fixture below, and a session it trained autosaved into the repository's checkpoints/
+    (tests/test_report.py's, at ./checkpoints/autosave)."""
+    with pytest.MonkeyPatch.context() as mp:
+        _point_user_dirs_at(tmp_path_factory.mktemp("shared-home"), mp.setenv, mp.delenv)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(tmp_path_factory, monkeypatch):
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("MINITF_CHECKPOINT_DIR", str(home / "checkpoints"))
-    monkeypatch.setenv("MINITF_HISTORY", str(home / "history"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
-    monkeypatch.delenv("MINITF_CACHE_DIR", raising=False)  # the cache follows XDG_CACHE_HOME unless a test sets it
+    _point_user_dirs_at(tmp_path_factory.mktemp("home"), monkeypatch.setenv, monkeypatch.delenv)
 
 
 @pytest.fixture
