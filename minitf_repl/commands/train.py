@@ -26,7 +26,7 @@ from ..registry import Param, param_from_setting
 from ..render import fmt
 from ..render.chart import MARKS, Curve, Level, chart, mark, spans_orders, uniform_label, uniform_loss
 from ..render.live import LossTable
-from ..render.renderers import render
+from ..render.renderers import after_lines, render
 from ..render.heatmap import unscaled
 from ..render.tables import NARROW
 from ..render.watch import watch_view
@@ -598,10 +598,11 @@ def speed_parts(result: TrainResult) -> list[str]:
 
 
 @render.register(TrainResult)
-def render_train(result: TrainResult, console: Console) -> None:
+def render_train(result: TrainResult, console: Console, frame_shown: bool = False) -> None:
+    """The run's table, last frame, chart and summary; `frame_shown`: the last frame was printed already."""
     if result.evals:
         console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size))
-    if result.frames:  # the last frame, as it was under the live table
+    if result.frames and not frame_shown:  # the last frame, as it was under the live table
         console.print(watch_view(result.frames[-1], console.width, unscaled(console)))
     if len(result.curve) >= 10:  # a small chart of this run under its table
         console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size, result.counters))
@@ -656,6 +657,12 @@ def render_train(result: TrainResult, console: Console) -> None:
                 "the run")
         note(console, f"watched {count(len(result.frames), 'frame')} ({result.frames[0].view}{watch_time(result)}); "
                       f"{then}")
+
+
+@after_lines.register(TrainResult)
+def train_after_lines(result: TrainResult, console: Console) -> None:
+    """A run whose frames were printed as they came, each under its evaluation's line: all but the last frame."""
+    render_train(result, console, frame_shown=True)
 
 
 def watch_time(result: TrainResult) -> str:

@@ -4,7 +4,7 @@ Commands return plain dataclasses; `render(result, console)` prints one, dispatc
 to the renderer its command family registered (commands/*.py). What several families draw with
 lives here, below them:
 
-    renderers.py   render() and after_stream(): the dispatch, and the fallback for a result without a renderer
+    renderers.py   render(), after_stream() and after_lines(): the dispatch, and the fallback for a result without a renderer
     words.py       the one wrapping rule (say, Words, WordStream), error lines, text from the vocabulary
     tables.py      tables that fit the width with every word whole, settings tables, named fields
     fmt.py         numbers, sizes, durations and setting values as results show them
@@ -18,9 +18,10 @@ terminal width, and turns colour and animation off when the output is not a term
 """
 
 from .live import CompareTable, LossTable, QuietReporter, RichReporter
-from .renderers import after_stream, render
+from .renderers import after_lines, after_stream, render
 from .tables import NARROW
 from .words import Words, WordStream, console_for, error, internal_error, note, say, word_lines
 
 __all__ = ["NARROW", "CompareTable", "LossTable", "QuietReporter", "RichReporter", "WordStream", "Words",
-           "after_stream", "console_for", "error", "internal_error", "note", "render", "say", "word_lines"]
+           "after_lines", "after_stream", "console_for", "error", "internal_error", "note", "render", "say",
+           "word_lines"]

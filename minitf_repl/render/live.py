@@ -9,6 +9,8 @@ renderer at the end. `QuietReporter` shows notices alone, on stderr (the shell's
 
 from __future__ import annotations
 
+import io
+import os
 import time
 
 from rich import box
@@ -24,7 +26,7 @@ from ..palette import terminal_safe
 from ..reporter import Reporter
 from . import fmt
 from .chart import mark, uniform_loss
-from .renderers import after_stream, render
+from .renderers import after_lines, after_stream, render
 from .heatmap import unscaled
 from .tables import NARROW, add_row, fits
 from .watch import watch_view
@@ -326,6 +328,18 @@ class Redrawn:
             yield from line
 
 
+def same_output(one: Console, other: Console) -> bool:
+    """Whether two consoles write to the same place: one console, or two files open on the same file or terminal
+    (stderr and stdout both a terminal, or `> run.log 2>&1`)."""
+    if one is other:
+        return True
+    try:
+        a, b = os.fstat(one.file.fileno()), os.fstat(other.file.fileno())
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):  # no file, or no descriptor (a StringIO)
+        return one.file is other.file
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 class QuietReporter(Reporter):
     """For --json: nothing on stdout while the command runs; notices go to the error console."""
 
@@ -371,6 +385,7 @@ class RichReporter(Reporter):
         self._task = None
         self._table: LossTable | None = None
         self._frame = None  # the latest frame of :train watch=, drawn under the loss table
+        self._frames_printed = False  # a frame printed as it came (self.lines), the last one of them the result's last
         self._compare: CompareTable | None = None
         self._vocab_size: int | None = None  # of the run training now (on_train_vocab)
         self._words: WordStream | None = None  # streamed text, wrapped at spaces
@@ -476,6 +491,7 @@ class RichReporter(Reporter):
         if self.lines:  # no live display to draw it under: printed as it comes, under its evaluation's line (a dumb
             # terminal showed no frame until the run's end, and a log of `minitf train --watch` none but the last)
             self.console.print(watch_view(frame, self.console.width, unscaled(self.console)))
+            self._frames_printed = True
         self._refresh()
 
     def on_evaluate(self, done: int, total: int) -> None:
@@ -631,5 +647,10 @@ class RichReporter(Reporter):
         if self.streamed:
             self.out.print()
             after_stream(result, self.console)
+            return
+        if self._frames_printed and same_output(self.console, self.out):
+            # the last frame stands under its evaluation's line just above the table: a dumb terminal (and a log of
+            # `minitf train --watch > run.log 2>&1`) showed it twice in a row
+            after_lines(result, self.out)
             return
         render(result, self.out)

@@ -4,7 +4,8 @@ Each command family registers its renderers here, as named functions beside its 
 (`@render.register(TrainResult)` in commands/train.py), so a traceback names the renderer that
 failed. A result type without a renderer of its own still shows: its fields, one a line.
 `after_stream` is what remains to show of a result whose text was streamed while it ran (the live
-reporter wrote `:gen`'s tokens already): by default all of it.
+reporter wrote `:gen`'s tokens already): by default all of it. `after_lines` likewise for a result whose progress
+was printed as lines where the result goes too (a dumb terminal: :train's watched frames, each under its line).
 """
 
 from __future__ import annotations
@@ -39,4 +40,11 @@ def render_nothing(result, console: Console) -> None:
 @functools.singledispatch
 def after_stream(result, console: Console) -> None:
     """What is left to show of `result` once its text was streamed while the command ran: by default, all of it."""
+    render(result, console)
+
+
+@functools.singledispatch
+def after_lines(result, console: Console) -> None:
+    """What is left to show of `result` once its progress was printed as lines on `console` while it ran (a terminal
+    that cannot redraw): by default all of it."""
     render(result, console)

@@ -1,0 +1,54 @@
+"""DOCSTRING
+"""
+
+import io
+
+import pytest
+from rich.console import Console
+
+from minitf_repl.dispatch import run_command
+from minitf_repl.session import Session
+
+TINY = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4,
+        "autosave": False, "eval_batches": 1}
+
+
+def session(data: str = "sort") -> Session:
+    s = Session(data_spec=data)
+    run_command(s, "set", dict(TINY))
+    return s
+
+
+def plain(width: int = 80) -> Console:
+    return Console(file=io.StringIO(), width=width, color_system=None)
+
+
+# --- a dumb terminal: the last watched frame once ------------------------------------------------------------------
+def test_where_frames_come_as_lines_the_last_one_is_not_printed_again_under_the_table():
+    from minitf_repl.render.live import RichReporter
+
+    c = plain()
+    reporter = RichReporter(c, live=False, lines=True)
+    reporter.finish(run_command(session(), "train", {"steps": 4, "eval_every": 2, "watch": "lens"}, reporter))
+    out = c.file.getvalue()
+    assert out.count("step 4, val loss") == 1, out
+    assert out.index("step 4 (run 4/4)") < out.index("step 4, val loss") < out.index("trained 4 steps")
+
+
+def test_where_the_frames_went_elsewhere_the_result_keeps_its_last_frame():
+    from minitf_repl.render.live import RichReporter
+
+    progress, out = plain(), plain()  # `minitf train --watch lens > run.log`: the frames on stderr, the result in a file
+    reporter = RichReporter(progress, live=False, lines=True, out=out)
+    reporter.finish(run_command(session(), "train", {"steps": 4, "eval_every": 2, "watch": "lens"}, reporter))
+    assert progress.file.getvalue().count("step 4, val loss") == 1
+    assert out.file.getvalue().count("step 4, val loss") == 1
+
+
+def test_two_consoles_on_one_log_write_to_the_same_output(tmp_path):
+    from minitf_repl.render.live import same_output
+
+    log = tmp_path / "run.log"  # `minitf train --watch lens > run.log 2>&1`: stdout and stderr on one file
+    with open(log, "w") as out, open(log, "a") as err, open(tmp_path / "other.log", "w") as other:
+        assert same_output(Console(file=out), Console(file=err))
+        assert not same_output(Console(file=out), Console(file=other))
