@@ -107,13 +107,8 @@ def convert(param: Param, raw: str):
         value += 0.0  # -0 is 0: `temperature=-0` was taken as -0.0 and shown as "0.8 -> -0"
     else:
         value = raw
-    try:
-        return check_value(param, value)
-    except UserError as e:  # `lr=0` refused as typed ("got 0"), not as the float it became ("got 0.0")
-        read = f"got {value!r}"
-        if param.type is not float or not isinstance(value, float) or text == repr(value) or read not in str(e):
-            raise
-        raise type(e)(str(e).replace(read, f"got {text}", 1)) from None
+    # a number refused as typed (`lr=0`: "got 0", not the float it became, "got 0.0")
+    return check_value(param, value, typed=text if param.type is float and isinstance(value, float) else None)
 
 
 def _convert_as_typed(param: Param, raw: str, typed: str):
@@ -137,9 +132,10 @@ def _refuse_out_of_range(name: str, text: str, value: float) -> None:
         raise UserError(f"{name} is too small to tell from 0 ({show_value(text)}); use a larger value")
 
 
-def check_value(param: Param, value):
+def check_value(param: Param, value, typed: str | None = None):
     """Check an already typed value against the param's declaration (core.config.SettingSpec.check):
-    its type, finiteness, choices, range and typing limit. One implementation for every option."""
+    its type, finiteness, choices, range and typing limit. One implementation for every option. `typed`: the
+    value as typed, which a refusal quotes."""
     if value is CLEAR:
         if not param.nullable:
             raise UserError(f"{param.name} cannot be none; give a value")
@@ -154,7 +150,7 @@ def check_value(param: Param, value):
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
         value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
     spec = param.spec
-    value = spec.check(value)
+    value = spec.check(value, typed)
     spec.check_limit(value)
     return float(value) if param.type is float and value is not None else value
 

@@ -52,3 +52,22 @@ def test_two_consoles_on_one_log_write_to_the_same_output(tmp_path):
     with open(log, "w") as out, open(log, "a") as err, open(tmp_path / "other.log", "w") as other:
         assert same_output(Console(file=out), Console(file=err))
         assert not same_output(Console(file=out), Console(file=other))
+
+
+# --- a refused number quoted as typed, by the check itself --------------------------------------------------------
+def test_the_check_quotes_the_value_as_typed_and_nothing_rewrites_its_message(monkeypatch):
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.core.config import TrainConfig
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.parsing import check_value, parse_line
+
+    lr = next(spec for spec in TrainConfig.specs() if spec.name == "lr")
+    with pytest.raises(UserError, match=r"lr must be positive, got 0$"):
+        lr.check(0.0, typed="0")
+    with pytest.raises(UserError, match=r"got -0\.5e0$"):
+        check_value(REGISTRY["set"].param_named("lr"), -0.5, typed="-0.5e0")
+    # a message that happens to hold the float's own spelling elsewhere is left as the check wrote it
+    monkeypatch.setattr(type(lr), "_range_words", lambda self: "above 0.0 (got 0.0 means zero)")
+    with pytest.raises(UserError) as e:
+        parse_line(":set lr=0", REGISTRY)
+    assert str(e.value).endswith("lr must be above 0.0 (got 0.0 means zero), got 0"), str(e.value)

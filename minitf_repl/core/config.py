@@ -72,9 +72,11 @@ class SettingSpec:
             return f"{'<' if self.high_open else '<='} {_g(hi)}"
         return ""
 
-    def check(self, value):
-        """The value if valid for this setting, else ConfigError naming the field and what would work."""
+    def check(self, value, typed: str | None = None):
+        """The value if valid for this setting, else ConfigError naming the field and what would work; `typed`: the
+        value as the user typed it, which a refusal quotes (`lr=0` refused as "got 0", not as the float "got 0.0")."""
         name = self.name
+        shown = typed if typed is not None else _show(value)
         if value is None:
             if self.nullable:
                 return None
@@ -82,25 +84,25 @@ class SettingSpec:
         if self.type is bool:
             if not isinstance(value, bool):
                 # the shell reads on/off itself: a value here comes from Python (or a file), where 'off' is a string
-                raise ConfigError(f"{name} must be on or off (True or False), got {_show(value)}")
+                raise ConfigError(f"{name} must be on or off (True or False), got {shown}")
             return value
         if self.type is int:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{name} must be a whole number, got {_show(value)}")
+                raise ConfigError(f"{name} must be a whole number, got {shown}")
         elif self.type is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{name} must be a number, got {_show(value)}")
+                raise ConfigError(f"{name} must be a number, got {shown}")
             if not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value}")
+                raise ConfigError(f"{name} must be a finite number, got {typed if typed is not None else value}")
         elif not isinstance(value, str):
-            raise ConfigError(f"{name} must be text, got {_show(value)}")
+            raise ConfigError(f"{name} must be text, got {shown}")
         if self.choices is not None and value not in self.choices:
-            raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {_show(value)}")
+            raise ConfigError(f"{name} must be one of {', '.join(map(str, self.choices))}; got {shown}")
         if not self._in_range(value):
             # top_k=0 is "off" in other tools (Hugging Face's generate): here none is, and the error says so
             off = self.help.partition("(none: ")[2].partition(")")[0] if self.nullable else ""
             fix = f"; {name}=none is {off}" if off else ""
-            raise ConfigError(f"{name} must be {self._range_words()}, got {_show(value)}{fix}")
+            raise ConfigError(f"{name} must be {self._range_words()}, got {shown}{fix}")
         return value
 
     def check_limit(self, value) -> None:
