@@ -38,7 +38,7 @@ from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .reporter import Reporter
 from .schema import schema_id
-from .syntax import cmd, speaking
+from .syntax import cmd, speaking, typed_at_keyboard
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -146,6 +146,7 @@ class FrontEnd:
     live: bool | None = None  # animate progress (None: when the console is a terminal)
     debug: bool = False  # show the traceback of internal errors
     quiet: bool = False  # errors only: no progress, notices or result (a non-zero rank under torchrun)
+    keyboard: bool = True  # lines typed at a prompt; False: a script read from a pipe or a file (syntax.at_keyboard)
 
 
 def phrase(exc: UserError, syntax: str) -> str:
@@ -207,7 +208,8 @@ class FrontDoor:
 
     def run(self, command: Command, args: dict, meant: str = "") -> str:
         """Run a parsed command; the same steps for every front end. `meant`: what a user error adds."""
-        with speaking(self.front.syntax):  # the command's messages and its rendering name commands so
+        # the command's messages and its rendering name commands so, and hint at what to type only to a keyboard's user
+        with speaking(self.front.syntax), typed_at_keyboard(self.front.keyboard):
             reporter = self._reporter()
             self.interrupted = False
             try:

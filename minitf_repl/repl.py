@@ -58,7 +58,7 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     Ctrl-C likewise, with 130: a script's next :train must not start when Ctrl-C stopped this one
     (as a shell script ends at Ctrl-C, and the REPL drops pasted lines after it).
     """
-    door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug))
+    door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug, keyboard=False))
     failed = False
     for number, line in enumerate(lines, 1):
         if line.lstrip().startswith("#"):  # a script's comment, as in a shell script (`:gen #...` generates from '#')

@@ -45,6 +45,25 @@ def syntax() -> str:
     return _SYNTAX.get()
 
 
+# Whether the lines come from a person at a keyboard (the REPL's prompt), not from a script piped in: a hint of what to
+# type next ("now type some text for the model to continue") is for that person only. True outside any front end.
+_KEYBOARD: contextvars.ContextVar[bool] = contextvars.ContextVar("minitf_at_keyboard", default=True)
+
+
+@contextlib.contextmanager
+def typed_at_keyboard(keyboard: bool):
+    """Within this block, the lines being run were typed at a keyboard (`keyboard`) or read from a script."""
+    token = _KEYBOARD.set(keyboard)
+    try:
+        yield
+    finally:
+        _KEYBOARD.reset(token)
+
+
+def at_keyboard() -> bool:
+    return _KEYBOARD.get()
+
+
 @contextlib.contextmanager
 def invoked_with(options):
     """Within this block, a shell command line that `cmd` writes starts with `options`, the (option, value) pairs

@@ -71,3 +71,23 @@ def test_the_check_quotes_the_value_as_typed_and_nothing_rewrites_its_message(mo
     with pytest.raises(UserError) as e:
         parse_line(":set lr=0", REGISTRY)
     assert str(e.value).endswith("lr must be above 0.0 (got 0.0 means zero), got 0"), str(e.value)
+
+
+# --- a hint for the person at the keyboard, not for a script's output ----------------------------------------------
+SET_TINY = ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 autosave=off eval_batches=1"
+
+
+def test_a_piped_script_is_not_told_to_type_a_question_after_its_first_run():
+    from minitf_repl import repl
+
+    out, err = plain(100), plain(100)
+    assert repl.run_lines([SET_TINY, ":train steps=60 eval_every=30"], Session(data_spec="sort"), out, err) == 0
+    text = out.file.getvalue()
+    assert "trained 60 steps" in text and "now type" not in text, text
+
+
+def test_at_the_prompt_the_first_run_still_says_what_to_type_next():
+    from test_repl import drive
+
+    code, out, err, _ = drive(f":data sort\n{SET_TINY}\n:train steps=60 eval_every=30\n")
+    assert "trained 60 steps" in out and "now type a question for the model to answer" in out, out + err
