@@ -449,6 +449,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             render(loaded, console)
     first = True
     warned = None  # the unsaved step a :quit or Ctrl-D was told about: the next one leaves
+    said: set[str] = set()  # the notes run_pasted said once this session
     while True:
         try:
             with leave_on_signals():
@@ -466,7 +467,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             error(err_console, "interrupted")
             continue
         try:
-            if run_pasted(door, line, err_console) == QUIT:
+            if run_pasted(door, line, err_console, said) == QUIT:
                 if (warned := warn_unsaved(door, warned)) is None:
                     break
         except KeyboardInterrupt:  # a Ctrl-C between two commands: back to the prompt
@@ -550,19 +551,28 @@ def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
     return step
 
 
-def run_pasted(door: FrontDoor, text: str, err_console: Console) -> str:
+def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] | None = None) -> str:
     """Run what the prompt returned: one line, or several pasted at once, each as if typed.
 
     A terminal's paste puts its newlines into the line, and the parser takes a newline for a space: the
     first command read the others as its text (`:set` refused `:data`). A Ctrl-C that stops one of them
-    stops the rest too, as a shell drops typed-ahead lines.
+    stops the rest too, as a shell drops typed-ahead lines. A line of commands that starts with `#` is a comment, as
+    in a script piped in (run_lines): a terminal without bracketed paste brings a pasted script a line at a time,
+    and each comment line ran as a prompt ("11 characters not in the vocabulary", or 200 characters generated).
+    Text that starts with `#` (a Python comment, a Markdown title) is continued by `:gen #...`, which the first
+    comment typed alone says (`said`: the notes this session said already).
     """
     lines = re.split(r"\r\n|\r|\n", text)  # not str.splitlines(): U+2028 and \f inside a prompt are text
     if not all(_a_command(line) for line in lines if line.strip()):
         lines = [text]  # a prompt of several lines (code, verse): one text to continue, its newlines kept
-    elif sum(1 for line in lines if line.strip()) > 1:
-        # a script pasted: its `#` lines are comments, as where it is piped in (run_lines); they ran as prompts
+    else:
+        alone = sum(1 for line in lines if line.strip()) == 1
+        comments = [line for line in lines if line.lstrip().startswith("#")]
         lines = [line for line in lines if not line.lstrip().startswith("#")]
+        if comments and alone and said is not None and "comment" not in said:
+            said.add("comment")  # once: a script pasted a line at a time would say it at each of its comments
+            say(err_console, f"a line starting with # is a comment, as in a script: nothing ran "
+                             f"({cmd('gen', '#TEXT')} continues a text that starts with #)", "dim")
     status = EMPTY
     for at, line in enumerate(lines):
         status = door.run_line(line)

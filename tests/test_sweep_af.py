@@ -91,3 +91,14 @@ def test_at_the_prompt_the_first_run_still_says_what_to_type_next():
 
     code, out, err, _ = drive(f":data sort\n{SET_TINY}\n:train steps=60 eval_every=30\n")
     assert "trained 60 steps" in out and "now type a question for the model to answer" in out, out + err
+
+
+# --- a script pasted a line at a time (no bracketed paste): its comments are comments ------------------------------
+def test_comment_lines_typed_or_pasted_one_at_a_time_are_comments_said_once():
+    from test_repl import drive
+
+    code, out, err, s = drive(":data sort\n# a lesson: sampling\n:set temperature=0.5\n# then greedily\n:set top_k=3\n")
+    assert "not in the vocabulary" not in err and "tokens in" not in out, err  # nothing ran as a prompt to :gen
+    assert s.gen_config.temperature == 0.5 and s.gen_config.top_k == 3
+    said = " ".join(err.split())
+    assert said.count("is a comment") == 1 and ":gen #TEXT continues a text that starts with #" in said, said
