@@ -38,7 +38,7 @@ def test_where_frames_come_as_lines_the_last_one_is_not_printed_again_under_the_
 def test_where_the_frames_went_elsewhere_the_result_keeps_its_last_frame():
     from minitf_repl.render.live import RichReporter
 
-    progress, out = plain(), plain()  # `minitf train --watch lens > run.log`: the frames on stderr, the result in a file
+    progress, out = plain(), plain()  # `minitf train --watch lens > run.log`: frames on stderr, the result in a file
     reporter = RichReporter(progress, live=False, lines=True, out=out)
     reporter.finish(run_command(session(), "train", {"steps": 4, "eval_every": 2, "watch": "lens"}, reporter))
     assert progress.file.getvalue().count("step 4, val loss") == 1
@@ -102,3 +102,73 @@ def test_comment_lines_typed_or_pasted_one_at_a_time_are_comments_said_once():
     assert s.gen_config.temperature == 0.5 and s.gen_config.top_k == 3
     said = " ".join(err.split())
     assert said.count("is a comment") == 1 and ":gen #TEXT continues a text that starts with #" in said, said
+
+
+# --- :save hf:PATH killed part-way: its hidden temporary folder goes at the next save there ------------------------
+GPT2_LIKE = {"activation": "gelu_tanh", "n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 48, "max_seq_len": 24,
+             "batch_size": 4, "autosave": False}
+
+
+def test_a_killed_hf_saves_temporary_folder_goes_at_the_next_save_and_a_live_ones_stays(tmp_path):
+    import fcntl
+    import os
+
+    def left(name: str, files=("model.safetensors",), age: float = 600.0):
+        folder = tmp_path / name
+        folder.mkdir()
+        for f in files:
+            (folder / f).write_bytes(b"\0" * 64)
+        os.utime(folder, (folder.stat().st_atime - age, folder.stat().st_mtime - age))
+        return folder
+
+    dead = left(".m1.tmp-tdgw294w")  # as kill -9 in the middle of `:save hf:m1` leaves it
+    live = left(".m3.tmp-ab12cd34")  # another session's save, still writing
+    fresh = left(".m4.tmp-zz99yy88", age=0)  # made a moment ago: its writer may not hold its lock yet
+    foreign = left(".notes.tmp-abcdefgh", files=("notes.txt",))  # not what a save writes
+    held = os.open(live, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a save holds the folder it writes
+    try:
+        s = Session(data_spec="sort")
+        run_command(s, "set", dict(GPT2_LIKE))
+        run_command(s, "train", {"steps": 1})
+        run_command(s, "save", {"name": f"hf:{tmp_path / 'm2'}"})
+        assert (tmp_path / "m2" / "model.safetensors").is_file()
+        assert not dead.exists()
+        assert live.exists() and fresh.exists() and foreign.exists()
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".m3.tmp-ab12cd34", ".m4.tmp-zz99yy88",
+                                                          ".notes.tmp-abcdefgh", "m2"]
+
+
+def test_an_hf_save_holds_its_temporary_folder_while_it_writes_so_no_other_save_removes_it(tmp_path, monkeypatch):
+    import fcntl
+    import os
+
+    import safetensors.torch
+
+    from minitf_repl.core import hf
+
+    seen = []
+    write = safetensors.torch.save_file
+
+    def writing(tensors, filename, metadata=None):
+        write(tensors, filename, metadata=metadata)
+        folder = os.path.dirname(filename)
+        os.utime(folder, (0, 0))  # old enough to be taken for a dead save's, were it not held
+        hf.remove_dead_saves(tmp_path)  # another session's save into the same folder, now
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen.append("free")
+        except BlockingIOError:
+            seen.append("held")
+        finally:
+            os.close(fd)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", writing)
+    s = Session(data_spec="sort")
+    run_command(s, "set", dict(GPT2_LIKE))
+    run_command(s, "train", {"steps": 1})
+    run_command(s, "save", {"name": f"hf:{tmp_path / 'm'}"})
+    assert seen == ["held"] and (tmp_path / "m" / "model.safetensors").is_file()

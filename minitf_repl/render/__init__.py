@@ -4,7 +4,7 @@ Commands return plain dataclasses; `render(result, console)` prints one, dispatc
 to the renderer its command family registered (commands/*.py). What several families draw with
 lives here, below them:
 
-    renderers.py   render(), after_stream() and after_lines(): the dispatch, and the fallback for a result without a renderer
+    renderers.py   render(), after_stream(), after_lines(): the dispatch, the fallback for a result without a renderer
     words.py       the one wrapping rule (say, Words, WordStream), error lines, text from the vocabulary
     tables.py      tables that fit the width with every word whole, settings tables, named fields
     fmt.py         numbers, sizes, durations and setting values as results show them

@@ -21,11 +21,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, and no clean-up of dead saves' folders
+    fcntl = None
 
 from ..bpe import SubwordTokenizer, characters_as_tokenizer, characters_of
 from ..config import ModelConfig
@@ -222,11 +229,13 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     parent = path.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
+        remove_dead_saves(parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TMP_MARK}", dir=parent))
     except OSError as e:
         # the folder named by its path: "cannot write in ." said nothing of where the shell stood
         raise CheckpointError(f"cannot write in {parent.absolute()}: {e.strerror or e}; "
                               "choose a writable place") from None
+    held = hold(tmp)  # until it is renamed into place or removed: another save's clean-up leaves it alone
     try:
         # The files are written by Python, not by safetensors' or tokenizers' own writers: those report a full disk (or
         # a file-size limit) as their own exception, SafetensorError or a bare Exception, which was an internal error
@@ -250,7 +259,70 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         if isinstance(e, OSError):  # it was "internal error: OSError" (a full disk, or a second save of the folder)
             raise _folder_not_written(path, e) from None
         raise
+    finally:
+        if held is not None:
+            os.close(held)  # the flock goes with it
     return model_type
+
+
+# A save writes its folder into a temporary sibling, ".NAME.tmp-" and mkdtemp's 8 characters, holding a flock on it
+# while it writes. One killed part-way (kill -9, a power cut) left it there for good, hidden, with a model's weights
+# in it: the next save into the same folder removes those that hold nothing but what a save writes and whose writer
+# is gone (no flock on them, and older than DEAD_AFTER seconds: the moment between a save's mkdtemp and its flock).
+TMP_MARK = ".tmp-"
+TMP_FOLDER = re.compile(r"^\..+\.tmp-[a-z0-9_]{8}$")
+WRITTEN = frozenset({"model.safetensors", CONFIG, TOKENIZER, "tokenizer_config.json"})
+DEAD_AFTER = 10.0
+
+
+def hold(folder: Path) -> int | None:
+    """A descriptor of `folder` holding its flock (None where the system cannot lock a folder: nothing is then
+    ever taken for a dead save's, see remove_dead_saves)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def remove_dead_saves(parent: Path) -> None:
+    """Remove the temporary folders of saves into `parent` that died part-way; best effort, and only what is
+    surely one: a folder named as save_folder names them, holding only files it writes, older than DEAD_AFTER
+    seconds, whose flock this process can take (a live save holds it, on any host that shares the lock)."""
+    if fcntl is None:  # no way to tell a live save from a dead one
+        return
+    try:
+        entries = [entry for entry in os.listdir(parent) if TMP_FOLDER.match(entry)]
+    except OSError:
+        return
+    for entry in entries:
+        folder = parent / entry
+        try:
+            if folder.is_symlink() or not folder.is_dir() or time.time() - folder.stat().st_mtime < DEAD_AFTER:
+                continue
+            inside = os.listdir(folder)
+            if not set(inside) <= WRITTEN or not all((folder / name).is_file() for name in inside):
+                continue
+        except OSError:
+            continue
+        fd = hold(folder)
+        if fd is None:  # a live save holds it (or the folder cannot be locked): left alone
+            continue
+        try:
+            for name in inside:
+                (folder / name).unlink(missing_ok=True)
+            folder.rmdir()
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _folder_not_written(path: Path, e: OSError) -> CheckpointError:
