@@ -172,3 +172,16 @@ def test_an_hf_save_holds_its_temporary_folder_while_it_writes_so_no_other_save_
     run_command(s, "train", {"steps": 1})
     run_command(s, "save", {"name": f"hf:{tmp_path / 'm'}"})
     assert seen == ["held"] and (tmp_path / "m" / "model.safetensors").is_file()
+
+
+# --- a data file that is not there: said without importing torch ------------------------------------------------
+@pytest.mark.parametrize("args", [("data", "missing.txt"), ("--data", "missing.txt", "tok", "hi"),
+                                  ("--data", "missing.txt", "patch", "ab", "cd"), ("data", "https://x.org/a.txt")],
+                         ids=["data", "tok", "patch", "url"])
+def test_data_tok_and_patch_say_a_missing_data_file_without_importing_torch(tmp_path, args):
+    from test_sweep_ss import _one_shot
+
+    rc, out, err, torch = _one_shot(tmp_path, *args)
+    said = " ".join(err.split())
+    assert rc == 1 and ("no such file: missing.txt (in " in said or "is a URL" in said), said
+    assert not torch, "minitf " + " ".join(args) + " imported torch"

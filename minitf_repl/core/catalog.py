@@ -76,12 +76,26 @@ def data_problem(spec: str) -> str | None:
         return None
     problem = no_file_named(spec)
     try:
-        if problem is None and not os.path.lexists(Path(spec).expanduser()):
-            return (f"no such file: {_clip(spec)}; give the path of a UTF-8 text file, or one of "
+        path = Path(spec).expanduser()
+        if problem is None and not _there(path):
+            where = "" if path.is_absolute() else f" (in {_clip(os.getcwd())})"  # as core.data says it
+            return (f"no such file: {_clip(str(path))}{where}; give the path of a UTF-8 text file, or one of "
                     f"{', '.join(CORPORA + TASKS)}")
     except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
         return None
     return problem
+
+
+def _there(path: Path) -> bool:
+    """Whether anything is at `path`: False only where nothing is (a name too long, or a folder on the way that
+    cannot be read, is there as far as this can tell: core.data says what is wrong with it)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    return True
 
 
 def _clip(text: str, width: int = 80) -> str:
