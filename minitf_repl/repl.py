@@ -44,6 +44,7 @@ from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
 from .palette import terminal_safe
 from .render import error, render, say
+from .render.words import on_a_terminal
 from .syntax import cmd, speaking
 
 PROMPT = "minitf> "
@@ -405,7 +406,11 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     checkpoint `--load` brought, shown under the greeting as :load shows it (it went unsaid: nothing told the user
     which run, step and data the prompt starts from, nor that a stopped run could go on)."""
     err_console = err_console if err_console is not None else console
-    door = FrontDoor(session, console, err_console, FrontEnd(debug=debug))
+    # Results go to standard output; with it sent to a file (`minitf > session.log`) and the prompt drawn on the
+    # terminal of standard error (prompt_output), the progress bar, the stop message and the notices go there too: a
+    # :train showed the person at the keyboard nothing for the whole run, and its Ctrl-C message went to the file
+    progress = err_console if on_a_terminal(err_console) and not on_a_terminal(console) else console
+    door = FrontDoor(session, console, err_console, FrontEnd(debug=debug), progress=progress)
     if history is None:
         moved = adopt_old_history()  # earlier versions kept it in the data dir; it is state
         if moved:

@@ -185,3 +185,22 @@ def test_data_tok_and_patch_say_a_missing_data_file_without_importing_torch(tmp_
     said = " ".join(err.split())
     assert rc == 1 and ("no such file: missing.txt (in " in said or "is a URL" in said), said
     assert not torch, "minitf " + " ".join(args) + " imported torch"
+
+
+# --- the REPL with its results sent to a file: progress and notices on the terminal ------------------------------
+def test_the_repl_with_its_output_in_a_file_shows_progress_and_notices_where_the_prompt_is():
+    from prompt_toolkit.history import InMemoryHistory
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from minitf_repl import repl
+
+    out = plain(100)  # `minitf > session.log`: a file
+    err = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=True)  # the terminal
+    with create_pipe_input() as inp:
+        inp.send_text(f":data sort\n{SET_TINY}\n:train steps=4 eval_every=2\n:gen 314159= n=3\n\x04")
+        assert repl.run_repl(Session(), out, err, input=inp, output=DummyOutput(), history=InMemoryHistory()) == 0
+    log, screen = out.file.getvalue(), " ".join(err.file.getvalue().split())
+    assert "trained 4 steps" in log and "314159=" in log  # the results: the table, the text generated
+    assert "train" in screen and "4/4" in screen, screen  # the bar, drawn on the terminal
+    assert "3 tokens in" in screen and "3 tokens in" not in log  # what a person reads after the text
