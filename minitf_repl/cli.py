@@ -1096,6 +1096,7 @@ def main() -> None:
     in one line, never in Python's "Exception ignored ... flush" at exit: anything still buffered
     is flushed here, where an error can be said.
     """
+    forget_zero_size()
     if sys.stdout is None:  # `minitf >&-`
         error(_stderr(), "standard output is closed; run minitf with its output going to a terminal, a file or a pipe")
         sys.exit(1)
@@ -1116,6 +1117,17 @@ def main() -> None:
     except OSError as e:
         code = _output_lost(e) if e.errno in _OUTPUT_ERRORS else 1
     sys.exit(code)
+
+
+def forget_zero_size() -> None:
+    """Drop a $COLUMNS or $LINES of 0 (a terminal that reports no size, passed on by a script or a container's
+    environment), which means no size known. Rich took COLUMNS=0 for a width of 0 and printed nothing at all: every
+    result, and every error too, so that `minitf --data missing.txt tok hi` ended with status 1 and not a word.
+    Without it, the terminal's own size, or 80 columns, as where neither is set."""
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) == 0:
+            del os.environ[name]
 
 
 _OUTPUT_ERRORS = {errno.EPIPE, errno.ENOSPC, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EBADF}

@@ -204,3 +204,25 @@ def test_the_repl_with_its_output_in_a_file_shows_progress_and_notices_where_the
     assert "trained 4 steps" in log and "314159=" in log  # the results: the table, the text generated
     assert "train" in screen and "4/4" in screen, screen  # the bar, drawn on the terminal
     assert "3 tokens in" in screen and "3 tokens in" not in log  # what a person reads after the text
+
+
+# --- $COLUMNS=0: no size known, not a width of 0 ------------------------------------------------------------------
+def test_columns_of_zero_is_no_width_known_and_results_and_errors_are_still_written(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])  # this tree's package
+
+    def minitf(*args, stdin=None):
+        env = dict(os.environ, COLUMNS="0", LINES="0", PYTHONPATH=root)
+        return subprocess.run([sys.executable, "-m", "minitf_repl", *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, input=stdin, timeout=120)
+
+    done = minitf("--data", "missing.txt", "tok", "hi")  # nothing at all was written, with status 1
+    assert done.returncode == 1 and "no such file: missing.txt" in done.stderr, done
+    done = minitf("--data", "sort", "config")
+    assert "max_seq_len" in done.stdout, done
+    done = minitf("--data", "sort", stdin=":config\n:bogus\n")  # piped input too
+    assert "max_seq_len" in done.stdout and "unknown command :bogus" in done.stderr, done
