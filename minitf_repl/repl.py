@@ -50,6 +50,15 @@ from .syntax import cmd, speaking
 PROMPT = "minitf> "
 
 
+def progress_console(out: Console, err: Console | None) -> Console:
+    """Where progress, notices and the stop message go: with the results (a transcript, a terminal), except where the
+    results go to a file and standard error is a terminal, where the person who ran minitf is (`minitf > session.log`
+    at the prompt, `minitf < lesson.txt > out.txt`): a :train showed them nothing for the whole run, and its Ctrl-C
+    message went to the file. There, as from the one-shot shell (`minitf train > run.log`), a run's evaluations come
+    as lines or a bar on the terminal, and the file gets the final table."""
+    return err if err is not None and on_a_terminal(err) and not on_a_terminal(out) else out
+
+
 def run_lines(lines: Iterable[str], session, console: Console, err_console: Console | None = None,
               debug: bool = False) -> int:
     """Non-interactive mode: every line through the front door. Exit status 1 if any command failed.
@@ -59,7 +68,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     Ctrl-C likewise, with 130: a script's next :train must not start when Ctrl-C stopped this one
     (as a shell script ends at Ctrl-C, and the REPL drops pasted lines after it).
     """
-    door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug, keyboard=False))
+    door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug, keyboard=False),
+                     progress=progress_console(console, err_console))
     failed = False
     for number, line in enumerate(lines, 1):
         if line.lstrip().startswith("#"):  # a script's comment, as in a shell script (`:gen #...` generates from '#')
@@ -406,11 +416,8 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     checkpoint `--load` brought, shown under the greeting as :load shows it (it went unsaid: nothing told the user
     which run, step and data the prompt starts from, nor that a stopped run could go on)."""
     err_console = err_console if err_console is not None else console
-    # Results go to standard output; with it sent to a file (`minitf > session.log`) and the prompt drawn on the
-    # terminal of standard error (prompt_output), the progress bar, the stop message and the notices go there too: a
-    # :train showed the person at the keyboard nothing for the whole run, and its Ctrl-C message went to the file
-    progress = err_console if on_a_terminal(err_console) and not on_a_terminal(console) else console
-    door = FrontDoor(session, console, err_console, FrontEnd(debug=debug), progress=progress)
+    door = FrontDoor(session, console, err_console, FrontEnd(debug=debug),
+                     progress=progress_console(console, err_console))
     if history is None:
         moved = adopt_old_history()  # earlier versions kept it in the data dir; it is state
         if moved:

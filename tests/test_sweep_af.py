@@ -226,3 +226,23 @@ def test_columns_of_zero_is_no_width_known_and_results_and_errors_are_still_writ
     assert "max_seq_len" in done.stdout, done
     done = minitf("--data", "sort", stdin=":config\n:bogus\n")  # piped input too
     assert "max_seq_len" in done.stdout and "unknown command :bogus" in done.stderr, done
+
+
+def test_a_script_piped_in_with_its_output_in_a_file_shows_its_progress_on_the_terminal_of_stderr():
+    from minitf_repl import repl
+
+    out = plain(100)  # `minitf < lesson.txt > out.txt`
+    err = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=True)
+    lines = [":data sort", SET_TINY, ":train steps=4 eval_every=2", ":gen 314159= n=3"]
+    assert repl.run_lines(lines, Session(), out, err) == 0
+    log, screen = out.file.getvalue(), " ".join(err.file.getvalue().split())
+    assert "trained 4 steps" in log and "step 2 (run 2/4)" in screen and "(run 2/4)" not in log, screen
+    assert "3 tokens in" in screen and "3 tokens in" not in log
+
+
+def test_a_script_piped_in_whose_output_and_errors_go_alike_stays_one_transcript():
+    from minitf_repl import repl
+
+    out, err = plain(100), plain(100)  # both to files (or both to a terminal): as before, one stream of results
+    assert repl.run_lines([":data sort", SET_TINY, ":train steps=4 eval_every=2"], Session(), out, err) == 0
+    assert "trained 4 steps" in out.file.getvalue() and err.file.getvalue() == ""
