@@ -150,11 +150,10 @@ def test_an_hf_save_holds_its_temporary_folder_while_it_writes_so_no_other_save_
     from minitf_repl.core import hf
 
     seen = []
-    write = safetensors.torch.save_file
+    serialise = safetensors.torch.save
 
-    def writing(tensors, filename, metadata=None):
-        write(tensors, filename, metadata=metadata)
-        folder = os.path.dirname(filename)
+    def writing(tensors, metadata=None):  # while the save writes its weights
+        folder = next(tmp_path.glob(".m.tmp-*"))
         os.utime(folder, (0, 0))  # old enough to be taken for a dead save's, were it not held
         hf.remove_dead_saves(tmp_path)  # another session's save into the same folder, now
         fd = os.open(folder, os.O_RDONLY)
@@ -165,8 +164,9 @@ def test_an_hf_save_holds_its_temporary_folder_while_it_writes_so_no_other_save_
             seen.append("held")
         finally:
             os.close(fd)
+        return serialise(tensors, metadata=metadata)
 
-    monkeypatch.setattr(safetensors.torch, "save_file", writing)
+    monkeypatch.setattr(safetensors.torch, "save", writing)
     s = Session(data_spec="sort")
     run_command(s, "set", dict(GPT2_LIKE))
     run_command(s, "train", {"steps": 1})
@@ -246,3 +246,21 @@ def test_a_script_piped_in_whose_output_and_errors_go_alike_stays_one_transcript
     out, err = plain(100), plain(100)  # both to files (or both to a terminal): as before, one stream of results
     assert repl.run_lines([":data sort", SET_TINY, ":train steps=4 eval_every=2"], Session(), out, err) == 0
     assert "trained 4 steps" in out.file.getvalue() and err.file.getvalue() == ""
+
+
+
+def test_a_folder_saved_for_transformers_is_readable_as_the_umask_lets_files_be(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)  # the usual one; the test's own, whatever the runner's
+    try:
+        s = Session(data_spec="sort")
+        run_command(s, "set", dict(GPT2_LIKE))
+        run_command(s, "train", {"steps": 1})
+        run_command(s, "save", {"name": f"hf:{tmp_path / 'shared'}"})
+    finally:
+        os.umask(mask)
+    folder = tmp_path / "shared"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # it was 0700 (tempfile.mkdtemp's), the owner's alone
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()}["model.safetensors"] == 0o644  # 0600

@@ -81,7 +81,7 @@ def test_save_hf_on_a_full_disk_is_one_line_with_its_fix_and_leaves_no_temporary
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    monkeypatch.setattr(safetensors.torch, "save", full)  # the weights' bytes, which the save then writes
     with pytest.raises(UserError) as e:  # was "internal error: OSError: [Errno 28] No space left on device"
         run(s, f":save hf:{tmp_path}/out")
     message = str(e.value)

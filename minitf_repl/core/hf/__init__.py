@@ -22,7 +22,7 @@ import errno
 import json
 import os
 import re
-import tempfile
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,7 +230,7 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     try:
         parent.mkdir(parents=True, exist_ok=True)
         remove_dead_saves(parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TMP_MARK}", dir=parent))
+        tmp = new_folder(parent, path.name)
     except OSError as e:
         # the folder named by its path: "cannot write in ." said nothing of where the shell stood
         raise CheckpointError(f"cannot write in {parent.absolute()}: {e.strerror or e}; "
@@ -238,7 +238,8 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     held = hold(tmp)  # until it is renamed into place or removed: another save's clean-up leaves it alone
     try:
         # The files are written by Python, not by safetensors' or tokenizers' own writers: those report a full disk (or
-        # a file-size limit) as their own exception, SafetensorError or a bare Exception, which was an internal error
+        # a file-size limit) as their own exception, SafetensorError or a bare Exception, which was an internal error;
+        # and the weights are as readable as the umask lets files be (safetensors' save_file made them 0600)
         (tmp / "model.safetensors").write_bytes(safetensors_bytes(arch.hf_weights(model), metadata={"format": "pt"}))
         hf = arch.hf_config(model.config)
         if context is not None and not position_kind(model.config).learned:  # no table of positions to outgrow
@@ -265,14 +266,27 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     return model_type
 
 
-# A save writes its folder into a temporary sibling, ".NAME.tmp-" and mkdtemp's 8 characters, holding a flock on it
+# A save writes its folder into a temporary sibling, ".NAME.tmp-" and 8 random characters, holding a flock on it
 # while it writes. One killed part-way (kill -9, a power cut) left it there for good, hidden, with a model's weights
 # in it: the next save into the same folder removes those that hold nothing but what a save writes and whose writer
-# is gone (no flock on them, and older than DEAD_AFTER seconds: the moment between a save's mkdtemp and its flock).
+# is gone (no flock on them, and older than DEAD_AFTER seconds: the moment between a save's mkdir and its flock).
 TMP_MARK = ".tmp-"
 TMP_FOLDER = re.compile(r"^\..+\.tmp-[a-z0-9_]{8}$")
 WRITTEN = frozenset({"model.safetensors", CONFIG, TOKENIZER, "tokenizer_config.json"})
 DEAD_AFTER = 10.0
+
+
+def new_folder(parent: Path, name: str) -> Path:
+    """A new empty folder ".NAME.tmp-XXXXXXXX" in `parent`, made as mkdir makes folders (the umask's permissions):
+    tempfile.mkdtemp's 0700 went with the folder into place, and a folder saved for others to load was its
+    owner's alone."""
+    while True:
+        folder = parent / f".{name}{TMP_MARK}{secrets.token_hex(4)}"
+        try:
+            folder.mkdir()
+        except FileExistsError:  # another save's name, drawn again: draw another
+            continue
+        return folder
 
 
 def hold(folder: Path) -> int | None:
