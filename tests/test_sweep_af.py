@@ -1,4 +1,32 @@
-"""DOCSTRING
+"""What a sweep of the items earlier sweeps left on the terminal and the shell found: each test failed before its fix.
+
+On a terminal that cannot redraw (TERM=dumb, Emacs' shell), and in a log of `minitf train --watch lens > run.log
+2>&1`, `:train watch=` printed its last frame under its evaluation's line and again under the final table; where the
+frames came as lines on the result's own output (one console, or two on the same file or terminal), the final
+rendering now leaves the last one out (render.after_lines), and a result sent elsewhere keeps it.
+A refused number was quoted as typed by rewriting the check's message with a string replace of its first
+"got <float>", wherever that stood; the typed text now goes into the check (SettingSpec.check, check_value), which
+quotes it itself.
+A script piped in (`minitf < lesson.txt | tee log`) was told "now type a question for the model to answer" after its
+first :train, where no one types; the hint is said at the prompt only (FrontEnd.keyboard, syntax.at_keyboard).
+A script pasted on a terminal without bracketed paste comes a line at a time, and each `# comment` line ran as a prompt
+to :gen (an error, or 200 characters generated); a line starting with # at the prompt is a comment now, as in a piped
+script, and the first one typed alone says so and names `:gen #TEXT` for text that starts with #. (Nothing a user
+relies on goes: text that starts with # is continued by :gen, as the docs said.)
+`:save hf:PATH` killed part-way (kill -9) left a hidden `.NAME.tmp-*` folder with a model's weights beside PATH for
+good; a save now holds a flock on the folder it writes, and the next save into that folder removes those of dead
+saves (a save's own files only, unlocked, older than 10 s), never one another save is writing. The folder it saved
+was its owner's alone (mkdtemp's 0700, the weights 0600), where a checkpoint's is the umask's 0755 and 0644: it is
+now made and written as the others are.
+`minitf data missing.txt` and `minitf --data missing.txt tok hi` (or patch) imported torch (1.3 s) before saying the
+file is not there; a stat says it now, without torch.
+The REPL with its output sent to a file (`minitf > session.log`, the prompt on stderr's terminal) showed the person at
+the keyboard nothing while a :train ran, and a script piped in with its output in a file (`minitf < lesson.txt >
+out.txt`) likewise: where the results go to a file and stderr is a terminal, progress and notices go there, as the
+one-shot shell's do; a transcript to one place stays as it was.
+COLUMNS=0 (a terminal that reports no size, passed on in an environment) gave Rich a width of 0: minitf wrote nothing
+at all, errors included (`minitf --data missing.txt tok hi` ended with status 1 and not a word); a $COLUMNS or $LINES
+of 0 is now no size known.
 """
 
 import io
