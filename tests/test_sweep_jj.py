@@ -46,7 +46,8 @@ def test_report_and_hf_save_give_absolute_paths(tmp_path, monkeypatch, checkpoin
 
 def test_hf_save_in_a_folder_it_cannot_write_names_the_folder_by_its_path(tmp_path, monkeypatch, checkpoint_dir):
     import errno
-    import tempfile
+
+    from minitf_repl.core import hf
 
     monkeypatch.chdir(tmp_path)
     s = tiny_session()
@@ -55,7 +56,7 @@ def test_hf_save_in_a_folder_it_cannot_write_names_the_folder_by_its_path(tmp_pa
     def refused(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkdtemp", refused)
+    monkeypatch.setattr(hf, "new_folder", refused)  # its temporary folder (root would be let write anywhere)
     with pytest.raises(UserError) as e:
         run(s, ":save hf:out")
     assert f"cannot write in {tmp_path}:" in str(e.value)
