@@ -27,6 +27,8 @@ one-shot shell's do; a transcript to one place stays as it was.
 COLUMNS=0 (a terminal that reports no size, passed on in an environment) gave Rich a width of 0: minitf wrote nothing
 at all, errors included (`minitf --data missing.txt tok hi` ended with status 1 and not a word); a $COLUMNS or $LINES
 of 0 is now no size known.
+A script with old Mac line endings (a lone \r) piped in was read as one line: its first command took all the others
+as its words (":set ... not both: :set :set shows"); a lone \r ends a line there now, as in a paste and a data file.
 """
 
 import io
@@ -292,3 +294,15 @@ def test_a_folder_saved_for_transformers_is_readable_as_the_umask_lets_files_be(
     folder = tmp_path / "shared"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # it was 0700 (tempfile.mkdtemp's), the owner's alone
     assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()}["model.safetensors"] == 0o644  # 0600
+
+
+# --- a script with old Mac line endings ---------------------------------------------------------------------------
+def test_a_piped_script_with_lone_carriage_returns_runs_line_by_line():
+    from minitf_repl import repl
+
+    out, err = plain(100), plain(100)
+    s = Session(data_spec="sort")
+    script = io.BytesIO(b":set steps=7\r:set top_k=3\r:bogus\r\n:set seed=5\r\n")  # \r alone, then \r\n
+    assert repl.run_lines(repl.stdin_lines(script), s, out, err) == 1
+    assert s.train_config.steps == 7 and s.gen_config.top_k == 3 and s.train_config.seed == 5
+    assert err.file.getvalue().splitlines() == ["error: line 3: unknown command :bogus (:help lists commands)"]
