@@ -259,6 +259,13 @@ _DQ_SPECIAL = re.compile(r'["\\]')
 MAX_LINE = 200_000  # characters: far above any context window here, far below what floods a terminal
 
 
+PROMPT = "minitf> "  # the REPL's prompt
+# The prompt before a command, as the README's and the docs' sessions show it: a line copied from them with it trained
+# nothing, and was text for :gen instead (on pydoc, 200 characters generated from "minitf> :train"). Dropped, as
+# IPython drops a pasted ">>> ", before a command only: text that starts with "minitf>" stays text.
+COPIED_PROMPT = re.compile(r"\s*" + re.escape(PROMPT.strip()) + r"\s+(?=:)")
+
+
 def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     """Parse a REPL line into (command, args). Raises UserError.
 
@@ -266,6 +273,8 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     unquoted key=value must name an option of the command. A line that does not start with ':'
     is the text of the registry's plain-text command (`:gen`), verbatim.
     """
+    if (copied := COPIED_PROMPT.match(line)) is not None:  # `minitf> :train`, copied from the README with its prompt
+        line = line[copied.end():]
     stripped = line.lstrip()
     if len(line) > MAX_LINE:
         raise UserError(f"the line is {len(line):,} characters, more than the {MAX_LINE:,} a line may have; "

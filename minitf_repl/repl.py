@@ -43,11 +43,10 @@ from .core.paths import adopt_old_history, history_path
 from .core.words import count
 from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
 from .palette import terminal_safe
+from .parsing import COPIED_PROMPT, PROMPT
 from .render import error, render, say
 from .render.words import on_a_terminal
 from .syntax import cmd, speaking
-
-PROMPT = "minitf> "
 
 
 def progress_console(out: Console, err: Console | None) -> Console:
@@ -600,8 +599,10 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
 
 
 def _a_command(line: str) -> bool:
-    """A line that runs as a command, not as text to continue: `:name ...`, a `#` comment or a bare word (exit)."""
-    stripped = line.strip()
+    """A line that runs as a command, not as text to continue: `:name ...` (after a copied prompt too), a `#` comment
+    or a bare word (exit)."""
+    copied = COPIED_PROMPT.match(line)
+    stripped = line[copied.end():].strip() if copied else line.strip()
     return stripped.startswith((":", "#")) or REGISTRY.bare_word(stripped) is not None
 
 

@@ -27,6 +27,9 @@ one-shot shell's do; a transcript to one place stays as it was.
 COLUMNS=0 (a terminal that reports no size, passed on in an environment) gave Rich a width of 0: minitf wrote nothing
 at all, errors included (`minitf --data missing.txt tok hi` ended with status 1 and not a word); a $COLUMNS or $LINES
 of 0 is now no size known.
+A command copied from the README with its prompt (`minitf> :train`) trained nothing: on pydoc it was text for :gen
+(200 characters generated from "minitf> :train"), on a task an error about the vocabulary; the prompt before a
+command is now dropped, as IPython drops a pasted ">>> " (text that starts with "minitf>" stays text).
 A script with old Mac line endings (a lone \r) piped in was read as one line: its first command took all the others
 as its words (":set ... not both: :set :set shows"); a lone \r ends a line there now, as in a paste and a data file.
 """
@@ -306,3 +309,21 @@ def test_a_piped_script_with_lone_carriage_returns_runs_line_by_line():
     assert repl.run_lines(repl.stdin_lines(script), s, out, err) == 1
     assert s.train_config.steps == 7 and s.gen_config.top_k == 3 and s.train_config.seed == 5
     assert err.file.getvalue().splitlines() == ["error: line 3: unknown command :bogus (:help lists commands)"]
+
+
+# --- a command copied from the README with its prompt -------------------------------------------------------------
+def test_a_command_copied_with_the_prompt_before_it_runs_as_the_command():
+    from test_repl import drive
+
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    command, args = parse_line("minitf> :set steps=7", REGISTRY)  # as the README shows it
+    assert command.name == "set"
+    code, out, err, s = drive(":data sort\nminitf> :set steps=7\n")  # typed (or pasted a line at a time)
+    assert s.train_config.steps == 7 and err == "", err
+    # pasted in one go (bracketed paste): each line runs as its command
+    code, out, err, s = drive("\x1b[200~minitf> :set steps=9\rminitf> :set top_k=2\x1b[201~\r")
+    assert s.train_config.steps == 9 and s.gen_config.top_k == 2 and err == "", err
+    command, args = parse_line("minitf> hello", REGISTRY)  # text that starts with the prompt's word stays text
+    assert command is REGISTRY.plain_text_command and "minitf> hello" in args.values()
