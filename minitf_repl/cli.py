@@ -107,12 +107,7 @@ class _Group(_FlagsUntyped, TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         for stream in (sys.stdout, sys.stderr):  # Typer's help prints through consoles of its own ("…" in a help)
             write_stand_ins(stream)
-        for name in ("COLUMNS", "LINES"):
-            # A size of 0 (a CI runner or a container with no terminal size exports COLUMNS=0) is Rich's width or
-            # height as given: every line, errors too, printed as nothing, and the exit status alone said anything.
-            # Unset, the size is the terminal's, or 80 columns off one, as for a value that is no number.
-            if os.environ.get(name, "").strip().isdigit() and int(os.environ[name]) == 0:
-                del os.environ[name]
+        forget_zero_size()  # here too, not in main() alone: a caller of the app itself (a test's CliRunner)
         typed = _dashes(sys.argv[1:] if args is None else list(args))
         option = self._option_help(typed)
         if option is not None:  # `minitf help train steps`: that option alone, as `:help train steps` shows it
