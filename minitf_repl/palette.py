@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from .core.words import visible_char  # the core quotes characters in its messages as the views do
+
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 SHADES = ".:-=+*#%@"  # low to high weight; the masked future is left blank
 # A sequential, perceptually even scale (viridis), dark for little weight, bright for much.
@@ -31,17 +33,6 @@ def quoted(token: str) -> str:
     return f'"{shown}"' if "'" in shown and '"' not in shown else f"'{shown}'"
 
 
-def visible_char(ch: str) -> str:
-    """`ch` as it can be seen: a control, format or unprintable space (ESC, the zero-width joiner of an emoji, a
-    no-break space) or a variation selector as its escape (\\x1b, \\u200d, \\xa0, \\ufe0f), as :step shows them.
-    They were "?", the joiner, ESC and "?" itself alike, or blank (a variation selector shows nothing alone)."""
-    import unicodedata
-
-    if not ch.isprintable() or unicodedata.name(ch, "").startswith("VARIATION SELECTOR"):
-        return ascii(ch)[1:-1]
-    return ch
-
-
 def combining(ch: str) -> bool:
     """Whether `ch` is a mark drawn on the character before it (an accent, U+0301)."""
     import unicodedata
@@ -49,13 +40,32 @@ def combining(ch: str) -> bool:
     return len(ch) == 1 and unicodedata.category(ch) in ("Mn", "Me")
 
 
-PIECE_CELL = 16  # the most characters of a token a table's cell shows (GPT-2 has tokens of 64 dashes)
+PIECE_CELL = 16  # the most columns of a token a table's cell shows (GPT-2 has tokens of 64 dashes)
 
 
 def piece_cell(shown: str, width: int = PIECE_CELL) -> str:
-    """A token's visible text (`visible`) for a table's cell: cut to `width` characters, its end as "…", so that a
-    long piece from the vocabulary leaves the other columns readable (it squeezed them to "blocks…" and "0…")."""
-    return shown if len(shown) <= width else shown[: width - 1] + "…"
+    """A token's visible text (`visible`) for a table's cell: cut to `width` terminal columns, its end as "…", so
+    that a long piece from the vocabulary leaves the other columns readable (it squeezed them to "blocks…" and "0…").
+    Columns, not characters: a piece of 16 Chinese characters takes 32, and cut at 16 characters it still did."""
+    if columns(shown) <= width:
+        return shown
+    kept, used = [], 0
+    for ch in shown:
+        used += columns(ch)
+        if used > width - 1:  # a column left for the "…"
+            break
+        kept.append(ch)
+    return "".join(kept) + "…"
+
+
+def columns(text: str) -> int:
+    """The terminal columns `text` takes: two for a wide character (你, an emoji), none for a mark drawn on the one
+    before it (an accent, a variation selector) or a format character, one for any other; without Rich (a cell's
+    text has passed through `visible`, which writes the joiner and the selectors as escapes)."""
+    import unicodedata
+
+    return sum(0 if unicodedata.category(ch) in ("Mn", "Me", "Cf") else 2 if unicodedata.east_asian_width(ch) in "WF"
+               else 1 for ch in text)
 
 
 # Characters that would act on a terminal instead of showing: C0 and C1 controls (ESC starts the

@@ -32,7 +32,7 @@ from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_f
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .paths import cache_dir, expand, gone_folder
-from .words import count
+from .words import count, quoted_chars
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHAKESPEARE_CHARS = 1_115_394  # its SHA-256 and size in bytes are in core.catalog (no torch there)
@@ -95,13 +95,13 @@ class CharTokenizer:
                 if all(ch in self.stoi for ch in same):
                     return [self.stoi[ch] for ch in same]
         if unknown:
-            shown = " ".join(repr(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            shown = " ".join(quoted_chars(ch) for ch in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             them = "it" if len(unknown) == 1 else "them"
             # "The Cat" on a text in lower case: the letters are there, in the other case
             other = [ch.swapcase() for ch in unknown]
             case = ("lower" if all(ch.isupper() for ch in unknown) else "upper" if all(ch.islower() for ch in unknown)
                     else "the other")
-            has = (f" (the text has {them} in {case} case: {' '.join(repr(ch) for ch in other[:10])})"
+            has = (f" (the text has {them} in {case} case: {' '.join(quoted_chars(ch) for ch in other[:10])})"
                    if all(len(ch) == 1 and ch != up and ch in self.stoi for ch, up in zip(other, unknown)) else "")
             raise DataError(
                 f"{count(len(unknown), 'character')} not in the vocabulary: {shown}{has}; "
@@ -197,8 +197,8 @@ class TextCorpus:
         # The characters of the text, or a subword tokenizer (core.bpe: a loaded model's, or :set tokenizer=bpe:N)
         self.tokenizer = tokenizer if tokenizer is not None else CharTokenizer.from_text(text)
         if self.tokenizer.vocab_size < 2:  # nothing to predict: every loss is 0 and ln V is 0
-            raise DataError(f"{name} holds one distinct character ({text[0]!r}), so there is nothing to predict; "
-                            "give a text with at least two different characters")
+            raise DataError(f"{name} holds one distinct character ({quoted_chars(text[0])}), so there is nothing "
+                            "to predict; give a text with at least two different characters")
         # The split is made on the characters, so that every tokenizer trains and validates on the
         # same text (and a BPE is trained on the training text alone). Each split is held in the
         # narrowest integer type the vocabulary fits (1 or 2 bytes a token instead of int64's 8: tiny
