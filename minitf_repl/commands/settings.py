@@ -338,7 +338,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                 changed[spec.name] = (old_value, new_value)
     had_model = session.has_model
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
-    kept = keep_trained_model(session, new[ShellConfig].autosave, reporter) if rebuild else None
+    lost: list[str] = []  # told once the new model stands: a Ctrl-C during the build keeps the old one
+    kept = keep_trained_model(session, new[ShellConfig].autosave, reporter, lost=lost) if rebuild else None
     off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces: the new one has every part on
     quantized = session.sampling_copy  # :quantize's copy of the model a rebuild replaces
     if rebuild or reading:  # the new model's weights are drawn from the seed given with it (`:set seed=3 n_layers=2`)
@@ -349,6 +350,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     except KeyboardInterrupt:  # a Ctrl-C cut the build short (Session._new_model): the settings stay as they were
         session.set_train_config(current[TrainConfig])
         raise
+    for line in lost if rebuilt else []:
+        reporter.notice(line)
     if rebuilt and off:
         reporter.notice(ablations_gone(off))
     if rebuilt and quantized:

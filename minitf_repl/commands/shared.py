@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..core import distributed
 from ..core.errors import CheckpointError, ConfigError, DataError, UserError
+from ..core.sizes import check_weights_free
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore
@@ -124,7 +125,7 @@ def refuse_a_path(session: Session, name: str, hf: bool = True) -> None:
 
 
 def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None,
-                       action: str = "rebuild") -> str | None:
+                       action: str = "rebuild", lost: list[str] | None = None) -> str | None:
     """Before a command rebuilds the model (or loads another: `action`), save a trained one so that no command
     loses it.
 
@@ -133,6 +134,10 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     the user named (saved or loaded since its last step): that checkpoint keeps it, and its name is returned, so
     `minitf --load run1 --set n_layers=2 ...` in a script leaves no copy a run. An autosave is copied all the same:
     the next runs' autosaves rotate it away.
+
+    `lost`: where given, the lines that say what goes with the model (weights not copied, a model not kept) are
+    put there instead of told, for the caller to tell once the new model stands: a Ctrl-C during the build keeps
+    the old one, and "the trained model was not kept" would be said of a model still there.
 
     Returns the checkpoint's name, or None when there is nothing to keep (no model, or step 0) or
     the user turned saving off (`autosave=off`). If the save fails, the command fails: nothing changes.
@@ -143,13 +148,13 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     from ..core.checkpoint import NameTaken
 
     enabled = session.autosave if enabled is None else enabled
-    if session.has_model and session.trainer.step == 0 and session.weights_from and reporter is not None:
+    tell = lost.append if lost is not None else reporter.notice if reporter is not None else None
+    if session.has_model and session.trainer.step == 0 and session.weights_from and tell is not None:
         back = session.last_checkpoint or session.weights_from  # a checkpoint saved or loaded since holds them too
-        reporter.notice(f"the weights loaded from {session.weights_from} go with the rebuild; "
-                        f"{restore(back)} brings them back")
-    if not enabled and reporter is not None and (step := session.unsaved_step) is not None:  # gone with the rebuild
-        reporter.notice(f"the trained model (step {step}) was not kept: autosave is off, and no checkpoint holds it; "
-                        f"{cmd('save', 'NAME')} before a {action} keeps one")
+        tell(f"the weights loaded from {session.weights_from} go with the rebuild; {restore(back)} brings them back")
+    if not enabled and tell is not None and (step := session.unsaved_step) is not None:  # gone with the rebuild
+        tell(f"the trained model (step {step}) was not kept: autosave is off, and no checkpoint holds it; "
+             f"{cmd('save', 'NAME')} before a {action} keeps one")
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
     named = session.last_checkpoint
@@ -198,11 +203,18 @@ def load_checked(session: Session, spec: str, reporter=None):
 def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool, str | None, dict]:
     """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
     the training settings that followed the data's recipe: {setting: (before, after)})."""
-    kept = keep_trained_model(session, reporter=reporter) if session.rebuild_needed(data=data) else None
+    rebuild = session.rebuild_needed(data=data)
+    if rebuild and session.device.type == "cpu":  # before anything changes, as :set checks: the new weights are
+        # allocated beside the old, and past the memory free the out-of-memory killer ends the session
+        check_weights_free(session.model_config.replace(vocab_size=data.tokenizer.vocab_size))
+    lost: list[str] = []  # told once the new model stands (keep_trained_model)
+    kept = keep_trained_model(session, reporter=reporter, lost=lost) if rebuild else None
     off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces
     quantized = session.sampling_copy  # :quantize's copy of that model
     before = session.tokenizer_setting
     rebuilt, recipe_changes = session.use_data(spec, data)
+    for line in lost if reporter is not None and rebuilt else []:
+        reporter.notice(line)
     if reporter is not None and rebuilt and off:  # as :set says it
         reporter.notice(ablations_gone(off))
     if reporter is not None and rebuilt and quantized:
