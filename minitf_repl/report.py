@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .core.errors import UserError
 from .core.paths import expand, gone_folder
+from .core.words import count
 from .palette import SCALE, quoted, scale_hex, terminal_safe, visible
 from .registry import clip
 from .render import fmt
@@ -308,7 +309,9 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
             asked = asked_ids(frame.vocab, frame.tokens)
             one, two = (fmt.share(share) for share in frame.explained)
             out.append(f"<figure>{embedding_svg(frame.vocab, frame.coords, asked, f'step {frame.step} embeddings')}"
-                       f"<figcaption>x: direction 1, {one} of the variance; y: direction 2, {two}</figcaption>"
+                       f"<figcaption>x: direction 1, {one} of the variance; y: direction 2, {two}"
+                       + (f"; not drawn: the {count(frame.left_out, 'token')} the training text never holds"
+                          if frame.left_out else "") + "</figcaption>"
                        "</figure>")
         elif frame.bands:
             head = "<tr><th>positions</th>" + "".join(f"<th>{_esc(band)}</th>" for band in frame.bands) + "</tr>"
@@ -466,6 +469,10 @@ def build_report(data: ReportData) -> str:
                    f"(their first two principal components: {one} and {two} of the rows' variance); the prompt's "
                    "tokens in bold. Near each other: alike in these two directions.</p>")
         out.append(embedding_svg(data.vocab, data.embedding.coords, asked, "token embeddings"))
+        if (left_out := data.vocab_size - len(data.vocab)) > 0:  # an untied model: the rows that trained, as :embed
+            out.append(f"<p>Not drawn: the {count(left_out, 'token')} the training text never holds; with the head "
+                       "untied, an input row learns only where its token is read, so theirs are the random rows they "
+                       "started as.</p>")
     if data.context is not None:
         out.extend(context_html(data.context, data.context_series, data.vocab_size, data.causal))
     if data.scored is not None:

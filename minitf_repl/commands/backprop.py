@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
+from ..core.bpe import shown_pieces
 from ..core.errors import UserError
 from ..core.words import count
 from ..registry import Param
@@ -109,7 +110,7 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     done = backprop(session.model, ids, counted(ids) if counted and not dropped else None,
                     trainer=session.trainer)
     return GradResult(
-        text=text, tokens=[data.tokenizer.itos[i] for i in ids], counted=done.counted, loss=done.loss,
+        text=text, tokens=shown_pieces(data.tokenizer, ids), counted=done.counted, loss=done.loss,
         placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, residual=done.residual,
         logits=done.logits,
         softmax_diff=done.softmax_diff,

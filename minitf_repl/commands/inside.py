@@ -779,15 +779,19 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     # An untied input row gets a gradient only where its token is read: those the training text never holds stay the
     # random rows they started as (a byte-level BPE's hundreds of unused bytes), whose chance cosines of 0.4 to 0.5
     # filled every token's list. A tied row also learns as the output head, from every prediction.
-    among = None
-    splits = getattr(data, "splits", None)
-    if not config.tie_embeddings and splits is not None:
-        among = sorted(set(splits["train"].tolist()))
+    from ..core.inside import trained_tokens
+
+    among = trained_tokens(config.tie_embeddings, data)
     found = embedding_neighbours(session.model, shown, args["k"] or 5, trained=trained_rows, among=among)
     positions = config.pos_encoding if kind.table is not None else None
     by_distance = found.by_distance
     if any(a.kind == "positions" for a in session.ablations):  # the table reads as zeros: no cosine to speak of
         by_distance = None
+    from ..core.bpe import shown_piece
+
+    def name(i: int) -> str:  # a byte of a longer character as its escape (\\xe2), not "�"
+        return shown_piece(data.tokenizer, i)
+
     drawn = None
     if args["map"]:
         from ..core.inside import embedding_map
@@ -795,12 +799,9 @@ def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
         found_map = embedding_map(session.model, among)  # untied: the rows that trained, as the neighbours
         drawn_ids = list(range(len(itos))) if among is None else among
         where = {token: k for k, token in enumerate(drawn_ids)}
-        drawn = EmbedMap([itos[i] for i in drawn_ids], found_map.coords, found_map.explained, found_map.dims,
+        # labelled as the list under it names them: the text's byte tokens were drawn on the map as "�"
+        drawn = EmbedMap([name(i) for i in drawn_ids], found_map.coords, found_map.explained, found_map.dims,
                          [where[i] for i in shown if i in where])
-    from ..core.bpe import shown_piece
-
-    def name(i: int) -> str:  # a byte of a longer character as its escape (\\xe2), not "�"
-        return shown_piece(data.tokenizer, i)
 
     return EmbedResult([name(i) for i in shown], [[name(i) for i in row] for row in found.neighbour_ids],
                        found.similarities, config.tie_embeddings, positions, by_distance, cut,
@@ -1058,10 +1059,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     except UserError:
         heads = None
     advance()
-    from ..core.inside import embedding_map
+    from ..core.inside import embedding_map, trained_tokens
 
+    # untied: the rows that trained only, as :embed maps them (the page says how many it leaves out)
+    among = trained_tokens(model.config.tie_embeddings, data)
     try:  # a table of fewer than three rows, or one column, has no two directions (the page goes without)
-        embedding = embedding_map(model)
+        embedding = embedding_map(model, among)
     except UserError:
         embedding = None
     advance()
@@ -1089,7 +1092,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
-        vocab=[shown_piece(data.tokenizer, i) for i in range(data.tokenizer.vocab_size)],
+        vocab=[shown_piece(data.tokenizer, i) for i in (range(data.tokenizer.vocab_size) if among is None else among)],
         embedding=embedding, counters=plot_levels(session.counters),
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,

@@ -166,7 +166,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=12)  # fmt: skip
+], json_version=13)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -465,7 +465,8 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
         check_map(data.tokenizer.vocab_size, session.model_config.d_model)
     prompt, _, _ = view_prompt(session, args["prompt"], reporter, data)
     target = true_next(data, prompt) if args["watch"] == "lens" else None
-    return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None))
+    return Watcher(args["watch"], data.tokenizer, prompt, layer, target, getattr(data, "answer_complete", None),
+                   data=data if args["watch"] == "embed" else None)  # embed: whose text says which rows train
 
 
 def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) -> list[WatchFrame]:

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..core.bpe import shown_pieces
 from ..core.errors import UserError
 from ..core.words import count
 from ..palette import VISIBLE, quoted, visible
@@ -505,7 +506,7 @@ def check_causal(session: Session, what: str) -> None:
     Param("seed", int, help="the random tokens' seed (default 0)", low=0, limit=2**63 - 1),
 ], interruptible=True, json_version=2)  # fmt: skip
 def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
-    from ..core.heads import SEQUENCES, head_roles, repeat_length, repeated_tokens, trained_length
+    from ..core.heads import SEQUENCES, head_roles, repeat_length, repeated_tokens, text_tokens, trained_length
 
     check_causal(session, cmd("heads"))
     layer = None if args["layer"] is None else check_layer(session, args["layer"])
@@ -529,7 +530,7 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
         # repeat at untrained positions and called their difference from the first copy's "copying"
         rows = trained_length(session.data, config.max_seq_len)
         repeat_length(config.max_seq_len, rows)  # two copies within a task's rows, or the reason they do not fit
-        tokens = repeated_tokens(config.vocab_size, rows, SEQUENCES, seed)
+        tokens = repeated_tokens(config.vocab_size, rows, SEQUENCES, seed, among=text_tokens(session.data))
         repeat = tokens.shape[1] // 2
     roles = head_roles(session.model, tokens, repeat)
     listed = [h for h in roles.heads if layer is None or h.layer == layer]
@@ -538,7 +539,7 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
         named = [h for h in listed if h.role is not None]
         more, listed = len(listed) - len(named), named
     rows = [HeadRow(h.layer, h.head, *(h.scores[r] for r in HEAD_ROLES), h.role, h.carries) for h in listed]
-    return HeadsResult(text, [tokenizer.itos[i] for i in roles.token_ids[0]], repeat, len(roles.token_ids), seed,
+    return HeadsResult(text, shown_pieces(tokenizer, roles.token_ids[0]), repeat, len(roles.token_ids), seed,
                        layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
                        roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se),
                        untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se)

@@ -114,6 +114,7 @@ class QkvResult:
     untrained: bool = False  # the model has not trained a step: its patterns are near uniform
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     causal: bool = True  # the model's causal mask is on; off (causal=off), M = 0 and the future is read too
+    around: str = ""  # the text around the query, decoded (the tokens joined would read a byte as its escape)
 
 
 @command("qkv", "One query's attention worked out: q.k for every key, the scale, the causal mask, softmax, the "
@@ -123,7 +124,7 @@ class QkvResult:
                           "hide; -1: the last)", meta="N"),
     BLOCK,
     QUERY_HEAD,
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
     config = session.model_config
@@ -135,10 +136,23 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
 
     worked = query_attention(session.model, ids, layer=layer, head=head, at=at)
     fields = {k: v for k, v in worked.to_dict().items() if k not in ("token_ids",)}
-    return QkvResult(prompt=text, tokens=[session.data.tokenizer.itos[i] for i in ids], n_heads=config.n_heads,
+    from ..core.bpe import shown_pieces  # a byte of a longer character as its escape (\xe4), as :tok names it
+
+    return QkvResult(prompt=text, tokens=shown_pieces(session.data.tokenizer, ids), n_heads=config.n_heads,
                      n_kv_heads=config.kv_heads, d_model=config.d_model, dropped=dropped,
                      unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session),
-                     **fields)
+                     around=_around(session.data.tokenizer, ids, worked.at), **fields)
+
+
+def _around(tokenizer, ids: list[int], at: int) -> str:
+    """The text around the query at `at`, decoded from the tokens: not the tokens' names joined, which under a
+    byte-level BPE name a byte of a character as its escape (\\xe4), and read "\\xe4\\xbd\\xa0" for 你."""
+    text = tokenizer.decode(ids)
+    # where the query's token ends: its bytes of a character that a later token completes decode as one "\ufffd",
+    # as long as that character is in the whole text
+    end = min(len(text), len(tokenizer.decode(ids[: at + 1])))
+    first, last = max(0, end - 40), min(len(text), max(end + 8, 48))
+    return ("…" if first else "") + text[first:last] + ("…" if last < len(text) else "")
 
 
 def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]:
@@ -158,13 +172,9 @@ def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]
 @render.register(QkvResult)
 def render_qkv(result: QkvResult, console: Console) -> None:
     i, T, d_k = result.at, len(result.tokens), len(result.q)
-    # the text around the query, not the prompt's last 48 characters: `at=` early in a long text showed a tail
-    # without the query in it
-    end = len("".join(result.tokens[: i + 1]))
-    text = "".join(result.tokens)
-    first, last = max(0, end - 40), min(len(text), max(end + 8, 48))
-    around = ("…" if first else "") + text[first:last] + ("…" if last < len(text) else "")
-    say(console, f"query {i} {quoted(result.tokens[i])} of {around!r}: layer {result.layer}, "
+    # the text around the query (_around), not the prompt's last 48 characters: `at=` early in a long text showed a
+    # tail without the query in it
+    say(console, f"query {i} {quoted(result.tokens[i])} of {result.around!r}: layer {result.layer}, "
                  f"head {result.head}, d_k = {d_k}", "bold")
     mask = ("-inf for j > i: the causal mask" if result.causal
             else "0 for every j: no causal mask now, so position i reads the future too")

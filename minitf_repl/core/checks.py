@@ -178,10 +178,14 @@ def batch_check(data, rows: int, max_seq_len: int) -> BatchCheck:
     counted = y >= 0
     inner = counted[:, :-1]  # the last target is the token after the window: no input to compare it with
     mismatched = int((y[:, :-1][inner] != x[:, 1:][inner]).sum())
-    itos = data.tokenizer.itos  # each token as the views show it (a piece with its space: core.bpe)
+    from .bpe import shown_piece
+
+    def name(t) -> str:  # each token as the views name it: a piece with its space, a byte of a character as \xe4
+        return shown_piece(data.tokenizer, int(t))
+
     return BatchCheck(rows, x.shape[1], int(counted.sum()), mismatched,
-                      [itos[int(t)] for t in x[0, :SHOWN]],
-                      [itos[int(t)] if t >= 0 else None for t in y[0, :SHOWN]],
+                      [name(t) for t in x[0, :SHOWN]],
+                      [name(t) if t >= 0 else None for t in y[0, :SHOWN]],
                       mismatched == 0 and bool(counted.any()))
 
 
@@ -495,7 +499,9 @@ def _run_one(name, done, model, trainer, x, y, steps, unigram, on_step, should_s
 
         check = causal_check(model, x[0, :CAUSAL_WINDOW],
                              chunk=1 if isinstance(rows, RowsCheck) and not rows.passed else CHUNK, on_pass=passed_one)
-        check.tokens = [data.tokenizer.itos[int(t)] for t in x[0, : len(check.map)]]
+        from .bpe import shown_pieces
+
+        check.tokens = shown_pieces(data.tokenizer, x[0, : len(check.map)])  # a byte of a character as \xe4
         return check
     if name == "gradient":
         return gradient_agreement(model, x[:1], y[:1])

@@ -172,12 +172,33 @@ def repeat_length(max_seq_len: int, rows: int | None = None) -> int:
     return h
 
 
-def repeated_tokens(vocab_size: int, max_seq_len: int, sequences: int = SEQUENCES, seed: int = 0) -> torch.Tensor:
-    """(sequences, 2h) ids: h uniformly random tokens, then the same h again (h = repeat_length(max_seq_len))."""
+def repeated_tokens(vocab_size: int, max_seq_len: int, sequences: int = SEQUENCES, seed: int = 0,
+                    among: torch.Tensor | None = None) -> torch.Tensor:
+    """(sequences, 2h) ids: h uniformly random tokens, then the same h again (h = repeat_length(max_seq_len)); drawn
+    from the ids `among` where given (`text_tokens`), else from the whole vocabulary."""
     h = repeat_length(max_seq_len)
     generator = torch.Generator().manual_seed(seed)
-    block = torch.randint(vocab_size, (sequences, h), generator=generator)
+    if among is None:
+        block = torch.randint(vocab_size, (sequences, h), generator=generator)
+    else:
+        block = among[torch.randint(len(among), (sequences, h), generator=generator)]
     return torch.cat([block, block], dim=1)
+
+
+def text_tokens(data) -> torch.Tensor | None:
+    """The ids the training text holds, the pool the repeated random tokens are drawn from; None where the data has
+    no text (random tokens), or holds every token of the vocabulary anyway.
+
+    Under a byte-level BPE most of the vocabulary never occurs in a small text (bpe:280 on a page of Chinese: the
+    256 bytes, most of them unused). Such a token's input row never trained (its embedding is the random one it
+    started with, or for a tied model only pushed down as an output), so a repeat of it asks whether the model can
+    copy tokens it has never read: the test is of induction on the text's own tokens, as a head learns it."""
+    splits = getattr(data, "splits", None)
+    if splits is None:
+        return None
+    held = torch.unique(splits["train"]).long()  # stored in the smallest dtype that holds the ids
+    held = held[held >= 0]
+    return None if len(held) < 2 or len(held) == data.tokenizer.vocab_size else held
 
 
 def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, repeat: int) -> float:

@@ -1109,6 +1109,17 @@ def check_map(V: int, d: int) -> None:
                         f"{min(V - 1, d)}; use a model with d_model >= 2 and data of three or more tokens")
 
 
+def trained_tokens(tied: bool, data) -> list[int] | None:
+    """The rows of W_E that train, in order, for a map or a list of neighbours: the tokens the training text holds,
+    where the table is untied (an input row gets a gradient only where its token is read: a byte-level BPE's hundreds
+    of bytes a text never holds stay the random rows they started as); None, every row, where it is tied (a row also
+    learns as the output head, from every prediction) or the data has no text."""
+    splits = getattr(data, "splits", None)
+    if tied or splits is None:
+        return None
+    return sorted(set(splits["train"].tolist()))
+
+
 def embedding_map(model: nn.Module, among: list[int] | None = None) -> EmbeddingMap:
     """The first two principal components of the token embedding table W_E (float64 SVD of its centred rows).
 

@@ -141,7 +141,8 @@ class WatchFrame:
     repeat: int | None = None  # heads: h, each random sequence's block (None: scored on the prompt)
     first_copy: float | None = None  # heads: the loss on the first copy's tokens (nats)
     second_copy: float | None = None  # heads: the loss on the repeat's tokens, which context gives away
-    vocab: list[str] = field(default_factory=list)  # embed: every token, by id (the prompt's are drawn on top)
+    vocab: list[str] = field(default_factory=list)  # embed: every token drawn, by id (the prompt's on top)
+    left_out: int = 0  # embed: the tokens not drawn: an untied model's that the training text never holds
     coords: Grid | list = field(default_factory=list,  # embed: each token's [x, y] on W_E's two main directions
                                 metadata={"json": "list[list[float]]"})
     explained: list[float] = field(default_factory=list)  # embed: the share of the rows' variance along each
@@ -166,7 +167,8 @@ class Watcher:
         self.done = done  # a task's "the answer is complete" (Task.answer_complete), for samples
         self.counted = counted  # grad: which next tokens the loss counts (a task's answer's); None: all
         self.data = data  # context: the data whose val windows are scored; heads: whose rows bound the repeat
-        self.vocab = None  # embed: every token, by id, once for all frames
+        self.vocab = None  # embed: every token drawn, by id, once for all frames
+        self.among = None  # embed: the ids of those tokens (None: every one)
         self._names: list[str] | None = None  # names(): every token as the views name it
 
     def names(self) -> list[str]:
@@ -200,12 +202,15 @@ class Watcher:
         elif self.view == "heads":
             self._heads(model, frame)
         elif self.view == "embed":
-            from .inside import embedding_map
+            from .inside import embedding_map, trained_tokens
 
-            found = embedding_map(model)
             if self.vocab is None:  # one list for every frame of the run: the same tokens each time
-                self.vocab = list(itos)
+                # untied: the rows that train only, as :embed maps them; the others stay where they started
+                self.among = trained_tokens(model.config.tie_embeddings, self.data)
+                self.vocab = list(itos) if self.among is None else [itos[i] for i in self.among]
+            found = embedding_map(model, self.among)
             frame.vocab, frame.coords, frame.explained = self.vocab, Grid.of_rows(found.coords), found.explained
+            frame.left_out = len(itos) - len(self.vocab)
         elif self.view == "context":
             from .context import position_bands, position_losses
 
@@ -231,16 +236,16 @@ class Watcher:
     def _heads(self, model, frame: WatchFrame) -> None:
         import torch
 
-        from .heads import head_roles, repeated_tokens, trained_length
+        from .heads import head_roles, repeated_tokens, text_tokens, trained_length
 
         if self.prompt:
             tokens, repeat = torch.tensor([self.ids]), None
         else:
             if self.repeated is None:  # its own generator: the run's batches are the same with or without it
-                length = model.config.max_seq_len
-                if self.data is not None:  # as :heads reads them: within a task's rows
-                    length = trained_length(self.data, length)
-                self.repeated = repeated_tokens(model.config.vocab_size, length)
+                length, among = model.config.max_seq_len, None
+                if self.data is not None:  # as :heads reads them: within a task's rows, of the text's own tokens
+                    length, among = trained_length(self.data, length), text_tokens(self.data)
+                self.repeated = repeated_tokens(model.config.vocab_size, length, among=among)
             tokens, repeat = self.repeated, self.repeated.shape[1] // 2
             frame.tokens = [self.names()[i] for i in tokens[0].tolist()]
         roles = head_roles(model, tokens, repeat, sweep=False)  # a frame shows patterns: no pass per head

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.watch import CONTEXT_WINDOWS
+from ..core.words import count
 from ..palette import quoted, terminal_safe, visible
 from ..syntax import cmd
 from . import fmt
@@ -213,5 +214,7 @@ def embedding_view(frame, width: int) -> list:
                            *grid_size(width, WATCH_MAP_HEIGHT))
     one, two = (fmt.share(share) for share in frame.explained)
     line = f"x: direction 1, {one} of the variance; y: direction 2, {two}" + (
-        f"; {hidden} hidden under others" if hidden else "")
+        f"; {hidden} hidden under others" if hidden else "") + (
+        f"; not drawn: the {count(frame.left_out, 'token')} the training text never holds (untrained rows)"
+        if frame.left_out else "")
     return [grid, Words(Text(line, style="dim"))]
