@@ -224,3 +224,24 @@ def test_watch_embed_and_the_report_map_an_untied_model_only_where_its_rows_trai
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert f"Not drawn: the {left_out} tokens the training text never holds" in page
     assert f"not drawn: the {left_out} tokens the training text never holds</figcaption>" in page  # a frame
+
+
+# --- the views' titles quote the text read as their tokens are quoted -----------------------------------------------
+@pytest.fixture(scope="module")
+def code(tmp_path_factory):
+    """A text with backslashes, as code has them (pydoc, a data file of Python or of Windows paths)."""
+    path = tmp_path_factory.mktemp("ag") / "code.txt"
+    path.write_text('print("a\\tb\\n")  # C:\\path\\to\n' * 40, encoding="utf-8")
+    return Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=2), data_spec=str(path), device_name="cpu",
+                   checkpoint_dir=path.parent / "checkpoints")
+
+
+@pytest.mark.parametrize("line, title", [
+    (":step C:\\path", "next token after 'C:\\path'"), (":qkv C:\\path", "of 'C:\\path': layer 0"),
+    (":heads C:\\path", "on 'C:\\path'"), (":shapes C:\\path", "shape trace of 'C:\\path'"),
+    (":resid C:\\path", "of 'C:\\path'"), (":kv C:\\path", "after 'C:\\path', greedily"),
+    (":grad C:\\path", "backprop on 'C:\\path'"), (":score C:\\path", "teacher forcing on 'C:\\path'"),
+])
+def test_a_views_title_quotes_a_typed_backslash_once_as_its_tokens_are_quoted(code, line, title):
+    first = shown(run(code, line), 120).splitlines()[0]
+    assert title in first, first  # repr wrote 'C:\\\\path', a backslash the text does not hold

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..core.words import count
+from ..core.words import count, quoted_chars
 from ..registry import Param
 from ..render import fmt
 from ..render.renderers import render
@@ -182,7 +182,7 @@ def render_shapes(result: ShapesResult, console: Console) -> None:
     fw = max([len(s[3]) for s in steps] + [7])
     one_line = nw + 2 + sw + 2 + pw + 2 + fw <= width
     two_lines = not one_line and nw + 2 + sw + 2 + pw <= width
-    say(console, f"shape trace of {result.prompt!r}", "bold")
+    say(console, f"shape trace of {quoted_chars(result.prompt)}", "bold")
     legend = ", ".join(f"{symbol}={size} {meaning}" for symbol, (size, meaning) in result.symbols.items() if meaning)
     if legend:
         note(console, legend)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..core.errors import UserError
-from ..core.words import count
+from ..core.words import count, quoted_chars
 from ..registry import Param
 from ..render.renderers import render
 from ..render.tables import fitting_table
@@ -186,7 +186,7 @@ def render_ngram(result: NgramResult, console: Console) -> None:
     ablation_note(console, result.ablations)
     samples = [row for row in result.rows if row.sample is not None]
     if samples:
-        say(console, f"what each counter writes after {result.prompt!r} (sampled from its counts):", "bold")
+        say(console, f"what each counter writes after {quoted_chars(result.prompt)} (sampled from its counts):", "bold")
         for row in samples:
             line = Text(f"n={row.n}  ", style="dim")
             line.append_text(model_text(row.sample.replace("\n", " "), console))

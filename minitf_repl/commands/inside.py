@@ -25,7 +25,7 @@ from rich.text import Text
 
 from ..core.config import GenConfig
 from ..core.errors import UserError
-from ..core.words import count
+from ..core.words import count, quoted_chars
 from ..palette import piece_cell, quoted, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import fmt
@@ -311,7 +311,7 @@ def _stage_header(result: StepResult) -> str:
 @render.register(StepResult)
 def render_step(result: StepResult, console: Console) -> None:
     as_text = plain(console)
-    say(console, f"next token after {result.prompt[-40:]!r}", "bold")
+    say(console, f"next token after {quoted_chars(result.prompt[-40:])}", "bold")
     if result.int8:
         note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float "
                       "model)")
@@ -415,7 +415,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
 @render.register(LensResult)
 def render_lens(result: LensResult, console: Console) -> None:
     target = f"; the true next {result.unit} is {quoted(result.target)}" if result.target is not None else ""
-    say(console, f"logit lens at the last position of {result.prompt[-40:]!r}{target}", "bold")
+    say(console, f"logit lens at the last position of {quoted_chars(result.prompt[-40:])}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
              "both": " (.mid: after its attention; then after its MLP)"}[result.at]
     read = ("softmax(lm_head(h)) (post-norm: every block's output is normalised already, there is no ln_f)"
@@ -595,7 +595,7 @@ def score_rows(n: int) -> list[int]:
 @render.register(ScoreResult)
 def render_score(result: ScoreResult, console: Console) -> None:
     n = len(result.losses)
-    say(console, f"teacher forcing on {result.text[-60:]!r}", "bold")
+    say(console, f"teacher forcing on {quoted_chars(result.text[-60:])}", "bold")
     sees = ("sees tokens 0..t only (the causal mask)" if result.causal else
             "sees the whole text, the true next token included (no causal mask now) but at the last position, whose "
             "next token lies past the text the pass reads")

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.watch import CONTEXT_WINDOWS
-from ..core.words import count
+from ..core.words import count, quoted_chars
 from ..palette import quoted, terminal_safe, visible
 from ..syntax import cmd
 from . import fmt
@@ -55,8 +55,8 @@ def frame_input(frame) -> str:
     if frame.bands:
         return f"on the same {CONTEXT_WINDOWS} val windows at every frame (a band: the mean of its positions)"
     if len(frame.prompt) > TITLE_PROMPT:  # its end alone, said so: "of 'entParser(description=1)'" read as the prompt
-        return f"of the prompt ending {frame.prompt[-TITLE_PROMPT:]!r}"
-    return f"of {frame.prompt!r}"
+        return f"of the prompt ending {quoted_chars(frame.prompt[-TITLE_PROMPT:])}"
+    return f"of {quoted_chars(frame.prompt)}"
 
 
 NO_ROLE = "·: no role stands out; the score shown is the head's largest"  # what a dot is, under a heads frame
