@@ -24,6 +24,10 @@ squeezed the other columns as the cut was there to prevent. It is cut at 16 colu
 a BPE, 275 of 300 rows were the random ones they started as. They draw the same rows now, and say so.
 `:embed TEXT map=on` under a byte-level BPE drew the text's own tokens on the map as "�", where the line under the map
 names them \\xe4, \\xbd, \\xa0: the map's labels are named by their bytes too.
+The views' titles quoted the text they read with repr: on a text with backslashes (code, a Windows path), `:step
+C:\\path` read "next token after 'C:\\\\path'", a backslash the text does not hold, where the tokens below are
+quoted with it once. `:step`, `:lens`, `:score`, `:qkv`, `:resid`, `:ln`, `:ffn`, `:rope`, `:kv`, `:heads`, `:grad`,
+`:shapes`, `:ngram`, `:attrib`, `:patch` and the watch frames quote it as the core's messages now do.
 """
 
 import io
