@@ -336,7 +336,29 @@ def _option_key(token: _Token) -> tuple[str, str | None] | None:
     return None
 
 
+# A `#` word after a command begins a comment to the end of the line (`:set lr=0.01  # faster`, in a script or
+# typed), as a line starting with `#` is one, except where the command reads prose (`:gen # a heading`, `:tok #x`:
+# a `#` there is text to read) and as the first word of a name or a path (`:report #3.html`), which may start with it.
+PROSE = ("prompt", "text", "prompts")
+NAMES = ("name", "path")
+
+
+def _without_comment(cmd: Command, tokens: list[_Token]) -> list[_Token]:
+    """`tokens` up to a comment's first word, if the line has one (PROSE, NAMES)."""
+    positional = cmd.positional
+    if positional is not None and positional.name in PROSE:
+        return tokens
+    for at, token in enumerate(tokens):
+        if token.quoted_from is None and token.text.startswith("#"):
+            first_name = positional is not None and positional.name in NAMES and not any(
+                _option_key(t) is None for t in tokens[:at])
+            if not first_name:
+                return tokens[:at]
+    return tokens
+
+
 def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = None) -> CheckedArgs:
+    tokens = _without_comment(cmd, tokens)
     args = CheckedArgs()
     text: list[str] = []
     loose: list[str] = []  # the words of the text that were neither quoted nor after `--`

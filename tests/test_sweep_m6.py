@@ -4,6 +4,10 @@ A module-scoped fixture is made before the per-test fixture that points a test's
 temporary home, so a session such a fixture trained autosaved into the repository's own checkpoints/
 (tests/test_report.py's left ./checkpoints/autosave after every run of the suite): the same dirs are now set once for
 the whole run too, before any shared fixture.
+A script line with a comment after its command (`:set lr=0.01  # faster`, `:train steps=2 # short`) was an error, for
+`:set` a misleading one ("give settings ... or their names alone, not both"), while a line that starts with `#` is a
+comment: a `#` word after a command now begins a comment, except where the command reads text (`:gen # a heading`)
+and as the first word of a name or a path, which may start with it.
 """
 
 from pathlib import Path
@@ -24,3 +28,37 @@ def test_a_session_made_by_a_shared_fixture_saves_outside_the_repository(shared_
     where = shared_session.checkpoint_dir.resolve()
     assert not where.is_relative_to(REPOSITORY), where
     assert not where.is_relative_to(Path.cwd().resolve()), where
+
+
+@pytest.mark.parametrize("line, name, args", [
+    (":set lr=0.01  # faster", "set", {"lr": 0.01}),
+    (":train steps=2 # short", "train", {"steps": 2}),
+    (":ls # every checkpoint", "ls", {}),
+    (":help train # its options", "help", {"command": "train"}),
+    (":save best # before the lr change", "save", {"name": "best"}),
+    (":gen # a heading", "gen", {"prompt": "# a heading"}),  # prose: the # is text to continue
+    (":tok #x y", "tok", {"text": "#x y"}),
+    (":report #3.html", "report", {"path": "#3.html"}),  # a path may start with #
+    (":set lr=0.01 '#x'", "set", {"lr": 0.01, "keys": "#x"}),  # quoted: a word to read, not a comment
+])
+def test_a_comment_after_a_command(line, name, args):
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    cmd, got = parse_line(line, REGISTRY)
+    assert (cmd.name, dict(got)) == (name, args)
+
+
+def test_a_script_with_comments_after_its_commands_runs():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl import repl
+    from minitf_repl.session import Session
+
+    out, err = (Console(file=io.StringIO(), width=100, color_system=None, soft_wrap=True) for _ in range(2))
+    session = Session(data_spec="sort:4")
+    lines = [":set lr=0.02 batch_size=4  # a faster rate", ":config # what is set"]
+    assert repl.run_lines(lines, session, out, err) == 0, err.file.getvalue()
+    assert session.train_config.lr == 0.02 and session.train_config.batch_size == 4
