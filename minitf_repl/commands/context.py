@@ -241,6 +241,13 @@ def readings(result: ContextResult) -> list[str]:
                      f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which {unit} "
                      f"follows which gets from the same one)")
     late = curve.late
+    if not result.causal:
+        # Every position reads the whole window: a position's loss says nothing of reading further back, and a model
+        # that reads the token it predicts beats any counter for that reason alone. notes() says what the loss is.
+        lines.append(f"with no causal mask every position reads the same {count(curve.positions, unit)}: the curve "
+                     f"does not show what reading further back gives, and a counter, which reads only the past, is no "
+                     f"yardstick for it")
+        return lines
     if curve.positions == 1:  # max_seq_len=1: position 0 is the last quarter too, and there is no "more" to read
         lines.append(f"a window of one position: each prediction reads a single {unit}, so nothing here can show "
                      f"what reading more would give; max_seq_len=2 or more lets it read further")
@@ -349,7 +356,8 @@ def notes(result: ContextResult, console: Console) -> None:
     if curve.counter is not None:
         note(console, f"the counter is {named('ngram')}'s, counted on the training text; at each position it reads the "
                       f"window's {result.unit}s up to it, at most {count(curve.counter_order - 1, result.unit)}")
-    if not result.untrained and curve.far_gain is not None and curve.far_gain > NOISE * curve.far_error:
+    if (not result.untrained and result.causal and curve.far_gain is not None
+            and curve.far_gain > NOISE * curve.far_error):
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
                       f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
     # The ± shrinks as 1/sqrt(windows); a hint past the most windows= takes would be refused when typed

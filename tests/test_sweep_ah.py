@@ -1,0 +1,44 @@
+"""What a user's-eye sweep of the teaching words (the notes under the views, :help, the docs) found, checked against
+the model as configured: each test failed before its fix.
+
+`:context` of a model trained with causal=off said "the loss does not fall from position 0 to the last quarter by
+more than the noise: reading more characters gains this model nothing", "the far context: positions 24-31 score 0.022
+nats under positions 8-15: the model still gains from reading more than 16 characters back" and offered a longer
+window, where every position reads the whole window (its own header says so): the curve says nothing of reading
+further back. It now says that, and draws no conclusion about reading more from it.
+"""
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+from test_commands import TINY, run
+from test_render import plain
+
+FOX = "the quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs!\n" * 40
+
+
+def session_with(data: str = "sort:4", steps: int = 20, **model) -> Session:
+    return Session(ModelConfig(**{**TINY, **model}),
+                   TrainConfig(steps=steps, batch_size=4, eval_every=steps, eval_batches=1),
+                   data_spec=data, device_name="cpu")
+
+
+@pytest.fixture
+def fox(tmp_path):
+    path = tmp_path / "fox.txt"
+    path.write_text(FOX, encoding="utf-8")
+    return str(path)
+
+
+# --- :context ----------------------------------------------------------------------------------------------------
+def test_context_without_the_mask_draws_nothing_about_reading_further_back(fox):
+    s = session_with(fox, causal=False)
+    run(s, ":train")
+    words = plain(run(s, ":context windows=64"))
+    assert "every position reads the whole window" in words
+    for said in ("the far context", "reading more", "half of the fall", "far end still gains", "longer window"):
+        assert said not in words, said
+    assert "does not show what reading further back gives" in words
+    run(s, ":set causal=on")
+    assert "the far context" in plain(run(s, ":context windows=64"))
