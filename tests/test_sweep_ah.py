@@ -6,6 +6,10 @@ more than the noise: reading more characters gains this model nothing", "the far
 nats under positions 8-15: the model still gains from reading more than 16 characters back" and offered a longer
 window, where every position reads the whole window (its own header says so): the curve says nothing of reading
 further back. It now says that, and draws no conclusion about reading more from it.
+
+`:help` and `:help rope` said RoPE makes "every score depending on the distance only", where `:rope` itself says the
+score is "a function of content and distance" (q.k of the two tokens, turned by their distance): the summary now says
+each score depends on the two tokens and their distance, not on where they stand.
 """
 
 import pytest
@@ -42,3 +46,14 @@ def test_context_without_the_mask_draws_nothing_about_reading_further_back(fox):
     assert "does not show what reading further back gives" in words
     run(s, ":set causal=on")
     assert "the far context" in plain(run(s, ":context windows=64"))
+
+
+# --- :help rope --------------------------------------------------------------------------------------------------
+def test_help_rope_does_not_say_a_score_depends_on_the_distance_alone():
+    s = session_with()
+    for line in (":help rope", ":help"):
+        words = plain(run(s, line))
+        assert "distance only" not in words
+    assert "the two tokens and their distance" in plain(run(s, ":help rope"))
+    rope = session_with(pos_encoding="rope")
+    assert "a function of content and distance" in plain(run(rope, ":rope 3055="))  # what the view itself says

@@ -280,8 +280,8 @@ ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, 
 }
 
 
-@command("rope", "Rotary positions worked out at one query: q and k turned pair by pair, every score depending on "
-                 "the distance only.", params=[
+@command("rope", "Rotary positions worked out at one query: q and k turned pair by pair, each score depending on "
+                 "the two tokens and their distance, not on where they stand.", params=[
     VIEW_TEXT,
     replace(LAST_POSITION, help="the query position (default -1: the last)"),
     BLOCK,
