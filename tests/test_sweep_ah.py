@@ -10,6 +10,9 @@ further back. It now says that, and draws no conclusion about reading more from 
 `:help` and `:help rope` said RoPE makes "every score depending on the distance only", where `:rope` itself says the
 score is "a function of content and distance" (q.k of the two tokens, turned by their distance): the summary now says
 each score depends on the two tokens and their distance, not on where they stand.
+
+`:help bias` said "biases in every linear layer", and a learner who then looked for the output head's bias in
+`:params all=on` found none: the head (and a mixture's router) has no bias with bias=on either. The help now says so.
 """
 
 import pytest
@@ -57,3 +60,13 @@ def test_help_rope_does_not_say_a_score_depends_on_the_distance_alone():
     assert "the two tokens and their distance" in plain(run(s, ":help rope"))
     rope = session_with(pos_encoding="rope")
     assert "a function of content and distance" in plain(run(rope, ":rope 3055="))  # what the view itself says
+
+
+# --- :help bias --------------------------------------------------------------------------------------------------
+def test_help_bias_says_which_linear_layers_have_one():
+    s = session_with(n_experts=2, experts_per_token=1)
+    words = plain(run(s, ":help bias"))
+    assert "every linear layer" not in words
+    assert "the output head has none" in words
+    assert s.model.lm_head.bias is None and s.model.blocks[0].ffn.router.bias is None  # what the words say
+    assert s.model.blocks[0].attn.q_proj.bias is not None

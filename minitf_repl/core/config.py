@@ -283,7 +283,9 @@ class ModelConfig(Settings):
     n_kv_heads: int | None = setting(None, "key/value heads: none or 0 = n_heads (MHA), 1 (MQA), or a divisor of "
                                      "n_heads (GQA); the KV cache shrinks with them", type=int, low=0, nullable=True)
     tie_embeddings: bool = setting(True, "the output head reuses the token embedding matrix (off: its own matrix)")
-    bias: bool = setting(True, "biases in every linear layer and in the layernorms")
+    # The output head and the experts' router have no bias either way (as GPT-2's and nanoGPT's head has none).
+    bias: bool = setting(True, "biases in the blocks' linear layers (attention and FFN, not a router) and in the "
+                               "layernorms; the output head has none either way")
     n_experts: int = setting(0, "mixture of experts: feed-forward experts per block (0 or 1: one dense FFN)", low=0,
                              limit=1024)
     experts_per_token: int = setting(2, "mixture of experts: experts each token is routed to (top-k)", low=1,
