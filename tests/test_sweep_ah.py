@@ -8,12 +8,14 @@ window, where every position reads the whole window (its own header says so): th
 further back. It now says that, and draws no conclusion about reading more from it.
 
 `:help` and `:help rope` said RoPE makes "every score depending on the distance only", where `:rope` itself says the
-score is "a function of content and distance" (q.k of the two tokens, turned by their distance): the summary now says
-each score depends on the two tokens and their distance, not on where they stand.
+score is "a function of content and distance" (q.k of the two tokens, turned by their distance); README's table said it
+too. Both now say each score depends on the two tokens and their distance, not on where they stand.
 
 `:help bias` said "biases in every linear layer", and a learner who then looked for the output head's bias in
 `:params all=on` found none: the head (and a mixture's router) has no bias with bias=on either. The help now says so.
 """
+
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +60,8 @@ def test_help_rope_does_not_say_a_score_depends_on_the_distance_alone():
         words = plain(run(s, line))
         assert "distance only" not in words
     assert "the two tokens and their distance" in plain(run(s, ":help rope"))
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "a score depends on the distance only" not in readme  # README's table of ideas said it too
     rope = session_with(pos_encoding="rope")
     assert "a function of content and distance" in plain(run(rope, ":rope 3055="))  # what the view itself says
 
