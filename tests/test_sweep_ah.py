@@ -74,3 +74,14 @@ def test_help_bias_says_which_linear_layers_have_one():
     assert "the output head has none" in words
     assert s.model.lm_head.bias is None and s.model.blocks[0].ffn.router.bias is None  # what the words say
     assert s.model.blocks[0].attn.q_proj.bias is not None
+
+
+# --- :resid with an eps that outweighs the spread ----------------------------------------------------------------
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_resid_does_not_say_the_norm_takes_the_scale_away_where_eps_outweighs_the_spread(norm):
+    s = session_with(norm=norm, norm_eps=0.5)
+    words = plain(run(s, ":resid 3055="))
+    assert "takes the stream's scale away" not in words
+    assert "divides by about sqrt(eps) and leaves the stream's scale in" in words
+    assert "here it matters" in plain(run(s, ":ln 3055="))  # what :ln says of the same norm
+    assert "takes the stream's scale away" in plain(run(session_with(norm=norm), ":resid 3055="))

@@ -476,11 +476,18 @@ def render_resid(result: ResidResult, console: Console) -> None:
         say(console, f"|h| went from {result.embed:.2f} to {last:.2f} over {count(len(result.writes) // 2, 'block')}: "
                      f"each sublayer adds its write to the stream, none replaces it")
         reads = [w.norm.size_out for w in result.writes]
-        note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
-                      f"(sqrt(d) = {math.sqrt(result.d_model):.1f}" + (" times the gain" if result.norm_gain else
-                                                                    ": norm_gain=off, no gain scales it")
-                      + "): the norm takes the stream's scale "
-                      f"away, so a block's input does not grow with depth")
+        shrunk = eps_bound(result)
+        if shrunk is None:
+            note(console, f"yet every sublayer read a vector of size {min(reads):.1f}..{max(reads):.1f} "
+                          f"(sqrt(d) = {math.sqrt(result.d_model):.1f}" + (" times the gain" if result.norm_gain else
+                                                                        ": norm_gain=off, no gain scales it")
+                          + "): the norm takes the stream's scale "
+                          f"away, so a block's input does not grow with depth")
+        else:  # a large norm_eps (or a tiny stream): s is about sqrt(eps), and the norm hands the stream on scaled
+            note(console, f"every sublayer read a vector of size {min(reads):.2g}..{max(reads):.2g}, not sqrt(d) = "
+                          f"{math.sqrt(result.d_model):.1f}: the eps under the norm's square root outweighs the "
+                          f"stream's spread (x̂ comes out {shrunk:.2g} of sqrt(d) long at the least), so the norm "
+                          f"divides by about sqrt(eps) and leaves the stream's scale in")
     elif not pre:
         note(console, "each add is normalised at once, so |h| after every sublayer is the norm's output size")
     if result.final is not None:
@@ -495,6 +502,22 @@ def render_resid(result: ResidResult, console: Console) -> None:
     elif split:
         note(console, f"{cmd('attrib')} shows which of these writes push the next token")
     closing_notes(console, result, "its writes are random", "resid")
+
+
+def eps_bound(result: ResidResult) -> float | None:
+    """The shortest |x̂| / sqrt(d) among the norms :resid shows, where one falls short of 1 by more than 5%: the
+    eps under the square root outweighs the spread (:ln says so at one norm); None where every norm scales its
+    input to sqrt(d), or a norm does not say what it divided by."""
+    reads = [w.norm for w in result.writes] + ([result.final] if result.final is not None else [])
+    shares = []
+    for r in reads:
+        if r.scale is None or r.scale <= 0:
+            return None
+        square = r.size_in ** 2 / result.d_model  # mean(x^2); LayerNorm's variance subtracts mean^2
+        spread = math.sqrt(max(square - r.mean ** 2, 0.0) if result.norm_scale == "std" else square)
+        shares.append(spread / r.scale)
+    least = min(shares, default=1.0)
+    return least if least < 0.95 else None
 
 
 # --- :ln -----------------------------------------------------------------------------------------
