@@ -85,3 +85,14 @@ def test_resid_does_not_say_the_norm_takes_the_scale_away_where_eps_outweighs_th
     assert "divides by about sqrt(eps) and leaves the stream's scale in" in words
     assert "here it matters" in plain(run(s, ":ln 3055="))  # what :ln says of the same norm
     assert "takes the stream's scale away" in plain(run(session_with(norm=norm), ":resid 3055="))
+
+
+# --- :ngram on a task --------------------------------------------------------------------------------------------
+def test_ngram_on_a_task_says_the_model_reads_the_tasks_row_not_the_window(fox):
+    s = session_with("sort:4")
+    result = run(s, ":ngram")
+    assert result.model_reads == 8  # '3055=0355' read as 8 inputs, as :context's windows of 8 characters
+    words = plain(result)
+    assert "up to 8 characters" in words and "up to 32 characters" not in words
+    assert "windows of 8 characters" in plain(run(s, ":context windows=16"))
+    assert run(session_with(fox), ":ngram").model_reads == 32  # a text: the window

@@ -23,7 +23,7 @@ from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again
-from .base import ablation_note, command, sample_prompt, switched_off
+from .base import ablation_note, command, sample_prompt, switched_off, training_length
 
 FAMILY = "training"  # listed under :train's heading: what a training loss is measured against
 
@@ -83,7 +83,7 @@ class NgramResult:
     model_step: int  # the model's training step
     model_val: float  # the model's val loss now, on the batches :train evaluates
     model_bits_per_char: float | None
-    model_reads: int  # max_seq_len: how far back the model can read
+    model_reads: int  # how far back the model can read: max_seq_len, or a task's shorter row
     model_causal: bool  # False: the model reads the token it predicts, so its loss is no language model's
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: model_val is that model's
     # random tokens: no model and no counter gets under the uniform guess, however long it trains
@@ -129,7 +129,9 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
                        counting.val_positions, counting.val_total, counting.generated, rows, prompt,
                        session.trainer.step, model_val, bits_per_char(model_val, per_char),
-                       session.model_config.max_seq_len, getattr(model, "causal", True), switched_off(session),
+                       # a task's row is shorter than the window (sort:4: 8 tokens), and no prediction reads past it
+                       training_length(session) or session.model_config.max_seq_len, getattr(model, "causal", True),
+                       switched_off(session),
                        getattr(data, "nothing_to_learn", False))
 
 
