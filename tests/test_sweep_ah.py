@@ -96,3 +96,12 @@ def test_ngram_on_a_task_says_the_model_reads_the_tasks_row_not_the_window(fox):
     assert "up to 8 characters" in words and "up to 32 characters" not in words
     assert "windows of 8 characters" in plain(run(s, ":context windows=16"))
     assert run(session_with(fox), ":ngram").model_reads == 32  # a text: the window
+
+
+# --- :checks blind without a position table ----------------------------------------------------------------------
+def test_checks_blind_without_a_position_table_does_not_credit_the_answers_fixed_places():
+    words = plain(run(session_with(pos_encoding="rope"), ":checks blind"))
+    assert "nothing tells one position from another" in words
+    assert "answers sit at fixed places" not in words
+    assert "whose loss counts only the answers' tokens" in words
+    assert "answers sit at fixed places" in plain(run(session_with(), ":checks blind"))  # a table: it knows them

@@ -417,9 +417,12 @@ def explanations(result: ChecksResult) -> list[str]:
                  "token comes at each position" if result.position_table else
                  "nothing tells one position from another (every value attention averages is the same), so all it "
                  "can learn is how often each token comes")
+        # without positions it cannot find the answers' places: a task's blind loss is lower only because the loss
+        # counts the answers alone, whose tokens are fewer kinds than the whole text's (sort's digits, not '=')
+        task = ("less on a task whose answers sit at fixed places" if result.position_table else
+                "less on a task, whose loss counts only the answers' tokens")
         lines.append(f"blind: with every input the same, {where}: about the unigram counter's loss "
-                     f"({cmd('ngram')}) on text, less on a task whose answers sit at fixed places. The gap to the "
-                     f"real run is what it reads from its input")
+                     f"({cmd('ngram')}) on text, {task}. The gap to the real run is what it reads from its input")
     if result.gradient is not None and result.gradient.relative <= result.gradient_tolerance:
         lines.append(f"gradient: backprop in float32 against a measurement in float64; the same check on one text, "
                      f"part by part: {cmd('grad')}")
