@@ -105,3 +105,13 @@ def test_checks_blind_without_a_position_table_does_not_credit_the_answers_fixed
     assert "answers sit at fixed places" not in words
     assert "whose loss counts only the answers' tokens" in words
     assert "answers sit at fixed places" in plain(run(session_with(), ":checks blind"))  # a table: it knows them
+
+
+# --- :score counter= without the mask ----------------------------------------------------------------------------
+def test_score_with_a_counter_does_not_say_a_model_without_the_mask_read_further_back():
+    s = session_with("sort:4", steps=100, causal=False)
+    run(s, ":train")
+    words = plain(run(s, ":score 3055=0355 counter=3"))
+    assert "the model gave the true next character" in words  # it beat the counter somewhere: the sentence is said
+    assert "read further back" not in words
+    assert "the model read it where it stands, at t + 1" in words

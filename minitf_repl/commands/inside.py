@@ -710,7 +710,9 @@ def counter_words(result: ScoreResult, starred: bool = False) -> str:
             f"p >= {COUNTER_SURE} and a -ln p {COUNTER_GAIN:.0f} nat or more under the counter's, most at t = {best}, "
             f"{quoted(result.tokens[best + 1])} after {quoted(result.tokens[best])} "
             f"({result.losses[best]:.3f} against {result.counter_losses[best]:.3f}): "
-            + (f"what the {count(n - 1, result.unit)} before do not tell, the model read further back" if n > 1 else
+            + (f"with no causal mask the model read it where it stands, at t + 1, which no counter reads"
+               if not result.causal else  # not "further back": the answer was in its view
+               f"what the {count(n - 1, result.unit)} before do not tell, the model read further back" if n > 1 else
                "what counting alone does not tell, the model read from the text before"))
 
 
