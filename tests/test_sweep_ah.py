@@ -115,3 +115,16 @@ def test_score_with_a_counter_does_not_say_a_model_without_the_mask_read_further
     assert "the model gave the true next character" in words  # it beat the counter somewhere: the sentence is said
     assert "read further back" not in words
     assert "the model read it where it stands, at t + 1" in words
+
+
+# --- :train's counter line without the mask ----------------------------------------------------------------------
+def test_train_without_the_mask_does_not_rank_its_loss_against_the_counters():
+    s = session_with("sort:4", steps=100, causal=False)
+    run(s, ":ngram")  # the counters :train's last line reads
+    words = plain(run(s, ":train"))
+    assert "counter's" not in words  # "below the 5-gram counter's 1.333"
+    assert "no counter is a fair match" in words
+    assert "no counter is a fair match" in plain(run(s, ":ngram"))  # what :ngram says of the same model
+    masked = session_with("sort:4", steps=20)
+    run(masked, ":ngram")
+    assert "counter's" in plain(run(masked, ":train"))

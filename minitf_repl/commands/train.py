@@ -102,6 +102,8 @@ class TrainResult:
     first_run: bool | None = field(default=None, metadata={"view_only": True})
     # a task's question, to type after the first run (a task's model answers questions, it continues no text)
     question: str | None = field(default=None, metadata={"view_only": True})
+    # causal=off: each position but the last read the token it predicts, so no counter's loss compares with its
+    causal: bool = field(default=True, metadata={"view_only": True})
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -402,6 +404,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         watch_seconds=watched[0] if frames else None,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
         first_run=session.trainer.run_start == 0, question=_question(session.data),
+        causal=session.model_config.causal,
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -608,7 +611,11 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
     if len(result.curve) >= 10:  # a small chart of this run under its table
         console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size, result.counters))
     say(console, train_summary(result), "yellow" if result.stopped else "green")
-    if result.counters and result.val_loss is not None:
+    if result.counters and result.val_loss is not None and not result.causal:  # as :ngram says of such a model
+        note(console, f"val {result.val_loss:.3f}: no causal mask, so every position but the last read the token it "
+                      f"predicts; such a loss is no language model's, and no counter is a fair match "
+                      f"({cmd('set', causal=True)} puts the mask back)")
+    elif result.counters and result.val_loss is not None:
         note(console, against_counters(result.val_loss, result.counters))
     if blown_up(result):
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
