@@ -128,3 +128,11 @@ def test_train_without_the_mask_does_not_rank_its_loss_against_the_counters():
     masked = session_with("sort:4", steps=20)
     run(masked, ":ngram")
     assert "counter's" in plain(run(masked, ":train"))
+
+
+# --- :grad with an eps that outweighs the spread -----------------------------------------------------------------
+def test_grad_does_not_say_a_short_stream_makes_a_large_part_where_eps_sets_the_divisor():
+    words = plain(run(session_with(norm_eps=0.5), ":grad 3055=0355"))
+    assert "where the stream is short, the part is large" not in words
+    assert "divides by about sqrt(eps) whatever the stream's length" in words
+    assert "where the stream is short, the part is large" in plain(run(session_with(), ":grad 3055=0355"))

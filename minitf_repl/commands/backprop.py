@@ -34,7 +34,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import BLOCK, ablation_note, check_layer, command, known_text, switched_off, view_prompt
-from .worked import position_table, rounding, stream_update
+from .worked import eps_share, position_table, rounding, stream_update
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck, ParamGradient, StreamGradient
@@ -88,6 +88,8 @@ class GradResult:
     unit: str = "character"
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    # the norms' eps outweighs the stream's spread (as :resid measures it): s is about sqrt(eps) at every position
+    eps_rules: bool = field(default=False, metadata={"view_only": True})
     causal: bool = True  # the causal mask is on; off (causal=off, :ablate mask), every position reads the whole text
     dropout: float = 0.0  # the model's dropout, which the gradient here is taken without (eval mode)
 
@@ -109,6 +111,13 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
     done = backprop(session.model, ids, counted(ids) if counted and not dropped else None,
                     trainer=session.trainer)
+    eps_rules = False
+    if done.residual and done.placement == "pre":  # what :resid reads at the last position: does eps set s there?
+        from ..core.inside import residual_stream
+
+        stream = residual_stream(session.model, ids[:-1], at=len(ids) - 2)
+        reads = [w.norm for w in stream.writes] + ([stream.final] if stream.final is not None else [])
+        eps_rules = eps_share(reads, session.model_config.d_model, stream.norm_scale == "std") is not None
     return GradResult(
         text=text, tokens=shown_pieces(data.tokenizer, ids), counted=done.counted, loss=done.loss,
         placement=done.placement, norm_label=done.norm_label, norm_scale=done.norm_scale, residual=done.residual,
@@ -120,7 +129,7 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
         check_skipped=done.check_skipped, optimizer=done.optimizer, step_lr=done.step_lr, clip_scale=done.clip_scale,
         step_aux=done.step_aux, show_all=bool(args["all"]), dropped=dropped, unit=data.tokenizer.unit,
         untrained=session.untrained, ablations=switched_off(session), causal=session.model.causal,
-        dropout=session.model_config.dropout)
+        dropout=session.model_config.dropout, eps_rules=eps_rules)
 
 
 def _cos(value: float) -> Text:
@@ -184,9 +193,14 @@ def render_grad(result: GradResult, console: Console) -> None:
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
                      f"{top} at the top, {embed} at h_0 (x{gain:.2f}), so even the first block learns from the "
                      "loss directly")
-        note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the "
-                      f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is "
-                      "short, the part is large")
+        if result.eps_rules:  # s = sqrt(spread^2 + eps) is about sqrt(eps) whatever the stream's length
+            note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by "
+                          f"sqrt({result.norm_scale}^2 + eps): here eps outweighs the stream's spread "
+                          f"({cmd('resid')} shows it), so it divides by about sqrt(eps) whatever the stream's length")
+        else:
+            note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by the "
+                          f"{result.norm_scale} of the stream it read ({cmd('resid')} shows it): where the stream is "
+                          "short, the part is large")
     else:
         say(console, f"every add's gradient passes a norm's Jacobian on the way down ({top} at the top, {embed} at "
                      "h_0): each norm rescales the whole gradient, skip path included, which is why deep post-norm "

@@ -509,12 +509,17 @@ def eps_bound(result: ResidResult) -> float | None:
     eps under the square root outweighs the spread (:ln says so at one norm); None where every norm scales its
     input to sqrt(d), or a norm does not say what it divided by."""
     reads = [w.norm for w in result.writes] + ([result.final] if result.final is not None else [])
+    return eps_share(reads, result.d_model, result.norm_scale == "std")
+
+
+def eps_share(reads: list, d_model: int, centres: bool) -> float | None:
+    """eps_bound of norms' readings (core.inside.NormRead): the shortest spread / s where under 0.95, else None."""
     shares = []
     for r in reads:
         if r.scale is None or r.scale <= 0:
             return None
-        square = r.size_in ** 2 / result.d_model  # mean(x^2); LayerNorm's variance subtracts mean^2
-        spread = math.sqrt(max(square - r.mean ** 2, 0.0) if result.norm_scale == "std" else square)
+        square = r.size_in ** 2 / d_model  # mean(x^2); LayerNorm's variance subtracts mean^2
+        spread = math.sqrt(max(square - r.mean ** 2, 0.0) if centres else square)
         shares.append(spread / r.scale)
     least = min(shares, default=1.0)
     return least if least < 0.95 else None
