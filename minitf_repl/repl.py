@@ -584,8 +584,9 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
         lines = [line for line in lines if not line.lstrip().startswith("#")]
         if comments and alone and said is not None and "comment" not in said:
             said.add("comment")  # once: a script pasted a line at a time would say it at each of its comments
-            say(err_console, f"a line starting with # is a comment, as in a script: nothing ran "
-                             f"({cmd('gen', '#TEXT')} continues a text that starts with #)", "dim")
+            with speaking(door.front.syntax):  # the REPL opened from the shell speaks the REPL's syntax here too
+                say(err_console, f"a line starting with # is a comment, as in a script: nothing ran "
+                                 f"({cmd('gen', '#TEXT')} continues a text that starts with #)", "dim")
     status = EMPTY
     for at, line in enumerate(lines):
         status = door.run_line(line)

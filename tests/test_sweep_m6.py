@@ -8,6 +8,8 @@ A script line with a comment after its command (`:set lr=0.01  # faster`, `:trai
 `:set` a misleading one ("give settings ... or their names alone, not both"), while a line that starts with `#` is a
 comment: a `#` word after a command now begins a comment, except where the command reads text (`:gen # a heading`)
 and as the first word of a name or a path, which may start with it.
+The REPL opened by `minitf` (the shell's entry, which speaks the shell's syntax around it) answered a `# comment` typed
+at its prompt with "minitf gen #TEXT continues a text that starts with #": the note now names `:gen #TEXT`.
 """
 
 from pathlib import Path
@@ -62,3 +64,12 @@ def test_a_script_with_comments_after_its_commands_runs():
     lines = [":set lr=0.02 batch_size=4  # a faster rate", ":config # what is set"]
     assert repl.run_lines(lines, session, out, err) == 0, err.file.getvalue()
     assert session.train_config.lr == 0.02 and session.train_config.batch_size == 4
+
+
+def test_the_note_on_a_comment_at_the_prompt_names_the_repls_command_when_the_shell_opened_it():
+    from minitf_repl.syntax import SHELL, speaking
+    from test_repl import drive
+
+    with speaking(SHELL):  # as cli.py's callback holds it around the REPL it opens
+        _, _, err, _ = drive("# my first lesson\n")
+    assert ":gen #TEXT continues" in err and "minitf gen" not in err, err
