@@ -10,6 +10,9 @@ comment: a `#` word after a command now begins a comment, except where the comma
 and as the first word of a name or a path, which may start with it.
 The REPL opened by `minitf` (the shell's entry, which speaks the shell's syntax around it) answered a `# comment` typed
 at its prompt with "minitf gen #TEXT continues a text that starts with #": the note now names `:gen #TEXT`.
+`:help ln` summed the view up as "centre, divide by the spread, gain and bias; every position comes out the same size",
+untrue of an rmsnorm (no centring, no bias) and of a large eps (the view itself says both): the summary names both
+norms and the condition.
 """
 
 from pathlib import Path
@@ -73,3 +76,10 @@ def test_the_note_on_a_comment_at_the_prompt_names_the_repls_command_when_the_sh
     with speaking(SHELL):  # as cli.py's callback holds it around the REPL it opens
         _, _, err, _ = drive("# my first lesson\n")
     assert ":gen #TEXT continues" in err and "minitf gen" not in err, err
+
+
+def test_the_summary_of_ln_holds_for_both_norms():
+    from minitf_repl.commands.base import REGISTRY
+
+    summary = REGISTRY.find("ln").summary
+    assert "rmsnorm" in summary and "root mean square" in summary and "eps is small" in summary, summary

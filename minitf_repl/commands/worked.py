@@ -537,8 +537,9 @@ class LnResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
-@command("ln", "One norm worked out at one position: centre, divide by the spread, gain and bias, feature by "
-               "feature; every position comes out the same size.", aliases=("layernorm",), params=[
+@command("ln", "One norm worked out at one position, feature by feature: a layernorm centres, divides by the spread, "
+               "adds gain and bias; an rmsnorm divides by the root mean square and adds a gain; where eps is small, "
+               "every position comes out about the same size.", aliases=("layernorm",), params=[
     VIEW_TEXT,
     LAST_POSITION,
     BLOCK,
