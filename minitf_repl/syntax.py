@@ -32,13 +32,18 @@ _KEPT_WITH_LOAD = ("--device", "--checkpoint-dir")  # what a line that starts fr
 
 
 @contextlib.contextmanager
-def speaking(syntax: str):
-    """Within this block, messages name commands in `syntax` ("repl" or "shell")."""
-    token = _SYNTAX.set(syntax)
+def _holding(var: contextvars.ContextVar, value):
+    """Within this block, `var` holds `value`."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _SYNTAX.reset(token)
+        var.reset(token)
+
+
+def speaking(syntax: str):
+    """Within this block, messages name commands in `syntax` ("repl" or "shell")."""
+    return _holding(_SYNTAX, syntax)
 
 
 def syntax() -> str:
@@ -50,14 +55,9 @@ def syntax() -> str:
 _KEYBOARD: contextvars.ContextVar[bool] = contextvars.ContextVar("minitf_at_keyboard", default=True)
 
 
-@contextlib.contextmanager
 def typed_at_keyboard(keyboard: bool):
     """Within this block, the lines being run were typed at a keyboard (`keyboard`) or read from a script."""
-    token = _KEYBOARD.set(keyboard)
-    try:
-        yield
-    finally:
-        _KEYBOARD.reset(token)
+    return _holding(_KEYBOARD, keyboard)
 
 
 def at_keyboard() -> bool:

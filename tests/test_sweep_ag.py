@@ -30,45 +30,18 @@ quoted with it once. `:step`, `:lens`, `:score`, `:qkv`, `:resid`, `:ln`, `:ffn`
 `:shapes`, `:ngram`, `:attrib`, `:patch` and the watch frames quote it as the core's messages now do.
 """
 
-import io
 import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from minitf_repl.commands.base import REGISTRY
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import DataError, UserError
-from minitf_repl.dispatch import run_command
-from minitf_repl.parsing import parse_line
-from minitf_repl.render import render
 from minitf_repl.session import Session
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_sweep_ab import TINY, WORLD  # noqa: E402  the text beyond ASCII that sweep ab tried
-
-
-def run(session, line: str):
-    cmd, args = parse_line(line, REGISTRY)
-    return run_command(session, cmd.name, args, None)
-
-
-def shown(result, width: int = 100) -> str:
-    console = Console(file=io.StringIO(), width=width, color_system=None)
-    render(result, console)
-    return console.file.getvalue()
-
-
-@pytest.fixture(scope="module")
-def bytes_bpe(tmp_path_factory):
-    """A byte-level BPE too small to hold every Chinese character whole: some of its tokens are bytes of one."""
-    path = tmp_path_factory.mktemp("ag") / "world.txt"
-    path.write_text(WORLD, encoding="utf-8")
-    session = Session(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=4, eval_every=2, eval_batches=1),
-                      data_spec=str(path), device_name="cpu", checkpoint_dir=path.parent / "checkpoints")
-    run(session, ":set tokenizer=bpe:280")
-    return session
+# the text beyond ASCII that sweep ab tried, its byte-level BPE session on it, and its two helpers
+from test_sweep_ab import TINY, WORLD, bytes_bpe, run, shown  # noqa: E402,F401  bytes_bpe: a fixture
 
 
 # --- 1. byte tokens named by their bytes ---------------------------------------------------------------------------
