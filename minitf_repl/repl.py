@@ -141,7 +141,10 @@ class SafeFileHistory(FileHistory):
         interleaved them: both entries came back broken. One O_APPEND write lands whole after whatever is there."""
         lines = "".join(f"+{line}\n" for line in string.split("\n"))
         data = f"\n# {datetime.datetime.now()}\n{lines}".encode("utf-8", errors="replace")
-        fd = os.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        # O_BINARY: Windows opens a descriptor from os.open in text mode unless told, and each "\n" went out as "\r\n";
+        # prompt-toolkit, which reads the file as bytes, gave every entry back with a "\r" at its end
+        fd = os.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             while data:
                 data = data[os.write(fd, data):]
@@ -165,7 +168,7 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
         p.parent.mkdir(parents=True, exist_ok=True)
         # Opened without blocking and checked before use: a FIFO there would block start-up forever
         # (opening one waits for its other end), and a device is no place for a history.
-        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
                      | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             st = os.fstat(fd)
@@ -196,7 +199,10 @@ def _newest_entries(fd: int, size: int) -> bytes | None:
     """The last half of MAX_HISTORY_BYTES of a history file, from the first entry that starts in it (prompt-toolkit
     writes each as "\n# TIME\n+LINE\n"); None where it holds no such entry (it is no history file)."""
     keep = MAX_HISTORY_BYTES // 2
-    tail = os.pread(fd, keep, size - keep)
+    os.lseek(fd, size - keep, os.SEEK_SET)  # not os.pread, which Windows lacks: a long history ended the start there
+    tail = b""
+    while len(tail) < keep and (chunk := os.read(fd, keep - len(tail))):
+        tail += chunk
     at = tail.find(b"\n# ")
     if at < 0 or b"\x00" in tail:
         return None
@@ -206,7 +212,8 @@ def _newest_entries(fd: int, size: int) -> bytes | None:
 def _replace_with(path: Path, data: bytes) -> None:
     """Write `data` as the file at `path`, whole or not at all (a file beside it, then renamed over it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0),
+                 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
