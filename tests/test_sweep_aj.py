@@ -56,3 +56,32 @@ def test_a_history_past_its_limit_is_cut_where_there_is_no_pread(tmp_path, monke
     assert type(history).__name__ == "SafeFileHistory" and "its oldest entries were dropped" in warnings[0]
     lines = list(history.load_history_strings())
     assert lines[0] == ":gen line 199" and ":gen line 0" not in lines and len(lines) > 20
+
+
+# --- :device on an Apple silicon Mac ------------------------------------------------------------------------------
+def apple_gpu(monkeypatch):
+    """MPS available, on macOS 14, where a bfloat16 tensor can be made on it (this torch has no MPS: emulated)."""
+    import torch
+
+    from minitf_repl.core import device
+
+    monkeypatch.setattr(device, "_mps_available", lambda: True)
+    real_ones = torch.ones
+
+    def ones(*size, **kwargs):
+        if str(kwargs.get("device")) == "mps":
+            kwargs["device"] = "cpu"
+        return real_ones(*size, **kwargs)
+
+    monkeypatch.setattr(torch, "ones", ones)
+
+
+def test_the_bf16_column_of_an_apple_gpu_is_what_dtype_auto_goes_by(monkeypatch):
+    from minitf_repl.core.device import describe_devices
+    from minitf_repl.core.precision import training_dtype
+
+    apple_gpu(monkeypatch)
+    mps = next(d for d in describe_devices() if d.name == "mps")
+    auto = training_dtype("auto", "mps")
+    assert auto == "float32"  # Apple's GPUs: autocast to bfloat16 lacks kernels there (core.device.native_bf16)
+    assert mps.bf16 is (auto == "bfloat16"), "the table said bf16 yes, and auto trained in float32 beside it"
