@@ -85,3 +85,50 @@ def test_the_bf16_column_of_an_apple_gpu_is_what_dtype_auto_goes_by(monkeypatch)
     auto = training_dtype("auto", "mps")
     assert auto == "float32"  # Apple's GPUs: autocast to bfloat16 lacks kernels there (core.device.native_bf16)
     assert mps.bf16 is (auto == "bfloat16"), "the table said bf16 yes, and auto trained in float32 beside it"
+
+
+# --- the processor's name without /proc -------------------------------------------------------------------------
+def without_proc(monkeypatch):
+    """No /proc/cpuinfo (macOS, Windows): opening it fails as it does there."""
+    import builtins
+
+    real_open = builtins.open
+
+    def open_(path, *args, **kwargs):
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+
+
+@pytest.mark.parametrize("processor, machine, torch_says", [
+    ("arm", "arm64", "Apple M2"),  # an Apple silicon Mac
+    ("Intel64 Family 6 Model 154 Stepping 3, GenuineIntel", "AMD64", "12th Gen Intel(R) Core(TM) i7-1260P"),  # Windows
+])
+def test_the_cpu_is_named_by_torch_where_there_is_no_proc(monkeypatch, processor, machine, torch_says):
+    import platform
+
+    import torch
+
+    from minitf_repl.core import device
+
+    without_proc(monkeypatch)
+    monkeypatch.setattr(platform, "processor", lambda: processor)
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"architecture": machine, "cpu_name": torch_says})
+    assert device.cpu_name() == torch_says
+    assert device.describe_devices()[0].description.startswith(f"{torch_says}, ")  # :device's CPU row
+
+
+def test_without_proc_nor_torch_s_reading_the_cpu_is_the_machine_type(monkeypatch):
+    import platform
+
+    import torch
+
+    from minitf_repl.core import device
+
+    without_proc(monkeypatch)
+    monkeypatch.setattr(platform, "processor", lambda: "arm")
+    monkeypatch.delattr(torch.cpu, "get_capabilities")  # an older torch
+    assert device.cpu_name() == "arm"

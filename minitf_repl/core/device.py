@@ -151,7 +151,8 @@ def cpu_name() -> str:
 
     Cloud machines often report a bare "AMD EPYC" or "Intel(R) Xeon(R) Processor", and generations of
     one name differ in what decides this lab's speed (a Zen 4 runs AVX-512 at half width, a Zen 5 at
-    full width), so a benchmark line must say which. Falls back to the machine type off Linux.
+    full width), so a benchmark line must say which. Off Linux (no /proc) the name comes from torch's own reading of
+    the processor (cpuinfo's, on every system), then from the machine type.
     """
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -159,11 +160,25 @@ def cpu_name() -> str:
     except OSError:
         name, generation = "", None
     if not name:
+        # platform.processor() says "arm" on an Apple silicon Mac and "Intel64 Family 6 Model 154 Stepping 3,
+        # GenuineIntel" on Windows: :device named the first "arm, 8 cores"; torch's reading says "Apple M2"
+        name = torch_cpu_name()
+    if not name:
         try:
             name = platform.processor() or platform.machine() or "CPU"
         except Exception:
             name = "CPU"
     return f"{name} ({generation})" if generation and generation not in name else name
+
+
+def torch_cpu_name() -> str:
+    """The processor's name as torch reads it (its cpuinfo library: the brand string on Windows and macOS), "" where
+    this torch cannot say (get_capabilities is newer than the oldest torch minitf runs on)."""
+    try:
+        name = torch.cpu.get_capabilities().get("cpu_name", "")
+    except Exception:
+        return ""
+    return " ".join(name.split()) if isinstance(name, str) else ""
 
 
 # x86 generations by vendor, family and model ranges, as Linux's arch/x86/kernel/cpu tables sort them.
