@@ -132,3 +132,29 @@ def test_without_proc_nor_torch_s_reading_the_cpu_is_the_machine_type(monkeypatc
     monkeypatch.setattr(platform, "processor", lambda: "arm")
     monkeypatch.delattr(torch.cpu, "get_capabilities")  # an older torch
     assert device.cpu_name() == "arm"
+
+
+# --- checkpoint names Windows refuses -----------------------------------------------------------------------------
+@pytest.mark.parametrize("name, why, instead", [
+    ("CON", "Windows keeps CON for a device", "CON_1"), ("aux.txt", "Windows keeps AUX for a device", "aux_1.txt"),
+    ("com1", "Windows keeps COM1 for a device", "com1_1"), ("nul.v2.run", "Windows keeps NUL", "nul_1.v2.run"),
+    ("run1.", "Windows drops a final '.'", "run1"),
+])
+def test_a_checkpoint_is_not_saved_under_a_name_windows_refuses(checkpoint_dir, name, why, instead):
+    from minitf_repl.core.errors import CheckpointError
+    from test_commands import run, tiny_session
+
+    s = tiny_session(steps=2)
+    run(s, ":train")
+    with pytest.raises(CheckpointError, match=f"not a valid name for a new checkpoint: {why}.*e.g. {instead}$"):
+        run(s, f":save {name}")
+    with pytest.raises(CheckpointError, match=why):
+        run(s, f":train steps=1 save={name}")  # refused before the run, as any bad name is
+    assert not (checkpoint_dir / name).exists() and s.trainer.step == 2
+
+
+def test_names_that_only_look_like_windows_devices_are_saved(checkpoint_dir):
+    from minitf_repl.core.checkpoint.layout import check_new_name
+
+    for name in ("console", "com10", "aux_1.txt", "run.1", "lpt", "CONFIG", "nul-run"):
+        assert check_new_name(name) == name

@@ -106,13 +106,33 @@ def check_name(name: str) -> str:
     return name
 
 
+# Names Windows keeps for its devices, whatever follows a first '.' (aux.txt is AUX) and in any case: a folder of such
+# a name cannot be made there, nor copied there from a Linux or a Mac checkpoints folder (COM1 and LPT1 included).
+WINDOWS_DEVICES = frozenset(["CON", "PRN", "AUX", "NUL"] + [f"{kind}{n}" for kind in ("COM", "LPT") for n in range(10)])
+
+
 def check_new_name(name: str) -> str:
     """A name a new checkpoint may take: check_name's, and not starting with '-', which on a command line
-    reads as an option (`minitf --load -x` cannot name it); one saved so earlier still loads."""
+    reads as an option (`minitf --load -x` cannot name it); one saved so earlier still loads.
+
+    Nor a name that Windows refuses for a folder, though Linux and macOS take it: a device's name (CON, aux.txt) or one
+    ending in '.' (which Windows drops: `run.` is `run` there). Learners move their checkpoints folder between
+    machines (a lab's Linux box, their Windows laptop); there such a checkpoint failed to copy or came out under another
+    name, its manifest's own name no longer its folder's. Refused when saved, since only then is the name chosen; one
+    saved so before still loads where it was saved (check_name takes it)."""
     check_name(name)
     if name.startswith("-"):
         raise CheckpointError(f"{name!r} is not a valid name for a new checkpoint: a name starting with '-' reads as "
                               f"an option on the command line; choose another, e.g. {name.lstrip('-') or 'run1'}")
+    base, dot, rest = name.partition(".")
+    if base.upper() in WINDOWS_DEVICES:
+        raise CheckpointError(f"{name!r} is not a valid name for a new checkpoint: Windows keeps {base.upper()} for a "
+                              f"device, and the checkpoint could not be copied there; choose another, e.g. "
+                              f"{base}_1{dot}{rest}")
+    if name.endswith("."):
+        raise CheckpointError(f"{name!r} is not a valid name for a new checkpoint: Windows drops a final '.', and "
+                              f"the checkpoint would not keep its name there; choose another, e.g. "
+                              f"{name.rstrip('.') or 'run1'}")
     return name
 
 
