@@ -158,3 +158,26 @@ def test_names_that_only_look_like_windows_devices_are_saved(checkpoint_dir):
 
     for name in ("console", "com10", "aux_1.txt", "run.1", "lpt", "CONFIG", "nul-run"):
         assert check_new_name(name) == name
+
+
+# --- compile=on on Windows ----------------------------------------------------------------------------------------
+def test_compile_on_windows_looks_for_the_compiler_inductor_uses_there(monkeypatch):
+    import types
+
+    import torch
+
+    from minitf_repl.core import precision
+
+    model = torch.nn.Linear(2, 2)
+    # Windows as precision.py sees it (sys.platform for all of torch would send torch.compile down Windows' paths)
+    monkeypatch.setattr(precision, "sys", types.SimpleNamespace(platform="win32"), raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(precision.shutil, "which", lambda name: r"C:\VS\bin\cl.exe" if name == "cl" else None)
+    compiled, why = precision.compile_module(model)
+    assert why is None and compiled is not None  # was: "needs a C++ compiler (c++, g++ or clang++)", with cl there
+    monkeypatch.setattr(precision.shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
+    compiled, why = precision.compile_module(model)  # MinGW's g++ alone: inductor asks for cl on Windows
+    assert compiled is None and why.startswith("torch.compile needs a C++ compiler (cl: Visual Studio's cl")
+    monkeypatch.setenv("CXX", "clang-cl")
+    monkeypatch.setattr(precision.shutil, "which", lambda name: "C:/llvm/clang-cl.exe" if name == "clang-cl" else None)
+    assert precision.compile_module(model)[1] is None

@@ -47,6 +47,7 @@ import contextlib
 import getpass
 import os
 import shutil
+import sys
 import tempfile
 
 import torch
@@ -57,6 +58,14 @@ from .errors import TrainingDiverged, UserError, is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # config.TRAIN_DTYPES less "auto"
 COMPILERS = ("c++", "g++", "clang++")  # inductor writes C++ for the CPU (and builds launchers for GPUs)
+
+
+def cpp_compilers() -> tuple[str, ...]:
+    """The compilers inductor would build with here: on Windows MSVC's cl (or $CXX), the one it asks for there, so
+    that a Windows laptop with Visual Studio's tools and no g++ was told "needs a C++ compiler ... none was found"."""
+    if sys.platform == "win32":
+        return (os.environ.get("CXX", "").strip() or "cl",)
+    return COMPILERS
 
 
 def fast_dtype(device) -> str:
@@ -109,9 +118,13 @@ def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str 
     torch.compile is lazy: most failures come at the first call, which the trainer catches
     (`is_compile_failure`). What can be known before, is checked here.
     """
-    if not any(shutil.which(c) for c in COMPILERS):
-        return None, ("torch.compile needs a C++ compiler (c++, g++ or clang++) and none was found; "
-                      "training eagerly")
+    compilers = cpp_compilers()
+    if not any(shutil.which(c) for c in compilers):
+        if sys.platform == "win32":  # cl is on the PATH only in the prompt Visual Studio's Build Tools open
+            return None, (f"torch.compile needs a C++ compiler ({compilers[0]}: Visual Studio's cl, in its Developer "
+                          "Command Prompt) and none was found; training eagerly")
+        return None, (f"torch.compile needs a C++ compiler ({', '.join(compilers[:-1])} or {compilers[-1]}) and none "
+                      "was found; training eagerly")
     keep_capped_kernels_apart()
     try:
         return torch.compile(model), None
