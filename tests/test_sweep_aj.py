@@ -181,3 +181,21 @@ def test_compile_on_windows_looks_for_the_compiler_inductor_uses_there(monkeypat
     monkeypatch.setenv("CXX", "clang-cl")
     monkeypatch.setattr(precision.shutil, "which", lambda name: "C:/llvm/clang-cl.exe" if name == "clang-cl" else None)
     assert precision.compile_module(model)[1] is None
+
+
+def test_a_name_that_differs_from_a_saved_one_only_in_case_is_refused(checkpoint_dir):
+    from minitf_repl.core.errors import CheckpointError
+    from test_commands import run, tiny_session
+
+    s = tiny_session(steps=2)
+    run(s, ":train")
+    run(s, ":save run1")
+    run(s, ":set d_model=48")  # another model: on a Mac, :save Run1 wrote it over run1
+    run(s, ":train")
+    with pytest.raises(CheckpointError, match=r"^'run1' is in .* already, and on macOS and Windows 'Run1' is the same "
+                                              r"folder; save under run1 to replace it, or choose another name$"):
+        run(s, ":save Run1")
+    with pytest.raises(CheckpointError, match="'run1' is in"):
+        run(s, ":train steps=1 save=RUN1")
+    assert sorted(p.name for p in checkpoint_dir.iterdir() if not p.name.startswith(("autosave", "."))) == ["run1"]
+    run(s, ":save run1")  # the same name replaces it, as ever

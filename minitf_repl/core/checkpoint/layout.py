@@ -151,6 +151,7 @@ def check_save_target(directory, name: str) -> Path:
     directory = Path(directory).expanduser()
     target = directory / name
     check_not_a_checkpoint(directory)
+    check_no_case_twin(directory, name)
     try:
         if target.exists():
             if not target.is_dir():
@@ -171,6 +172,20 @@ def check_save_target(directory, name: str) -> Path:
     except OSError as e:
         raise path_error(target, e) from None
     return target
+
+
+def check_no_case_twin(directory: Path, name: str) -> None:
+    """Refuse NAME where DIR holds the same name in another case (run1 for Run1). macOS and Windows take the two for one
+    folder: there `:save Run1` replaced run1 (another model's checkpoint, saved under its name), and a Linux folder
+    holding both could not be copied to them whole."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:  # no folder yet (the save makes it), or one that cannot be listed: the checks after say so
+        return
+    twin = next((e for e in sorted(entries) if e != name and e.lower() == name.lower()), None)
+    if twin is not None:
+        raise CheckpointError(f"{twin!r} is in {directory} already, and on macOS and Windows {name!r} is the same "
+                              f"folder; save under {twin} to replace it, or choose another name")
 
 
 def _read_only(path: Path) -> bool:
