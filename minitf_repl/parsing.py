@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .core.errors import UserError
 from .registry import Command, Param, Registry, clip
+from .syntax import WINDOWS_PATH
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
 
 # --- values ------------------------------------------------------------------------------------
@@ -198,7 +199,8 @@ _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 
 def _tokenize(text: str) -> list[_Token]:
     """Split on whitespace; '...' and "..." group text and mark it quoted. In double quotes
-    \\n, \\t, \\" and \\\\ are escapes; single quotes take everything literally."""
+    \\n, \\t, \\" and \\\\ are escapes, except in a Windows path (WINDOWS_PATH); single quotes take everything
+    literally."""
     tokens: list[_Token] = []
     buf: list[str] = []
     length = 0
@@ -217,8 +219,9 @@ def _tokenize(text: str) -> list[_Token]:
             if quoted_from is None:
                 quoted_from = length
             j = i + 1
+            literal = c == "'" or WINDOWS_PATH.match(text, j) is not None
             while True:
-                stop = text.find(c, j) if c == "'" else _next_special(text, j)
+                stop = text.find(c, j) if literal else _next_special(text, j)
                 if stop < 0:
                     raise UserError(f"unclosed quote {c} in the line; add the closing {c}")
                 if stop > j:

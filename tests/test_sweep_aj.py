@@ -199,3 +199,35 @@ def test_a_name_that_differs_from_a_saved_one_only_in_case_is_refused(checkpoint
         run(s, ":train steps=1 save=RUN1")
     assert sorted(p.name for p in checkpoint_dir.iterdir() if not p.name.startswith(("autosave", "."))) == ["run1"]
     run(s, ":save run1")  # the same name replaces it, as ever
+
+
+# --- a Windows path in double quotes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("line, key, path", [
+    (r':data "C:\Users\me\new notes.txt"', "name", r"C:\Users\me\new notes.txt"),  # Explorer's "Copy as path"
+    (r':train steps=3 data="D:\temp\x.txt"', "data", r"D:\temp\x.txt"),
+    (r':save "hf:C:\models\new gpt2"', "name", r"hf:C:\models\new gpt2"),
+    (r':report "\\nas\lab\new\report.html"', "path", r"\\nas\lab\new\report.html"),
+])
+def test_a_quoted_windows_path_keeps_its_backslashes(line, key, path):
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    assert parse_line(line, REGISTRY)[1][key] == path  # was read with a newline for \n and a tab for \t
+
+
+def test_a_quoted_text_still_takes_its_escapes():
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    assert parse_line(r':gen "a\nb\t\"q\"\\"', REGISTRY)[1]["prompt"] == 'a\nb\t"q"\\'
+    assert parse_line(r':gen "x C:\new"', REGISTRY)[1]["prompt"] == "x C:\new"  # a text that only holds a path
+
+
+def test_a_prompt_a_message_quotes_reads_back_as_it_is():
+    from minitf_repl.commands.base import REGISTRY
+    from minitf_repl.parsing import parse_line
+    from minitf_repl.syntax import PromptText, cmd
+
+    for text in (r"C:\Users\me\new notes.txt", "C:\\a\nb", '\\\\srv\\x "q"', "hf:C:\\t\tx", 'say "hi"\n', r"back\slash"):
+        line = cmd("gen", PromptText(text))  # as a message writes the line to type
+        assert parse_line(line, REGISTRY)[1]["prompt"] == text, line
