@@ -231,3 +231,36 @@ def test_a_prompt_a_message_quotes_reads_back_as_it_is():
     for text in (r"C:\Users\me\new notes.txt", "C:\\a\nb", '\\\\srv\\x "q"', "hf:C:\\t\tx", 'say "hi"\n', r"back\slash"):
         line = cmd("gen", PromptText(text))  # as a message writes the line to type
         assert parse_line(line, REGISTRY)[1]["prompt"] == text, line
+
+
+# --- out of memory on Windows -------------------------------------------------------------------------------------
+def windows_cpu_allocation_failure():
+    """What torch's CPU allocator raises on Windows (c10/core/impl/alloc_cpu.cpp's _aligned_malloc branch)."""
+    raise RuntimeError(r"[enforce fail at C:\actions-runner\_work\pytorch\pytorch\c10\core\impl\alloc_cpu.cpp:81] data. "
+                       "DefaultCPUAllocator: not enough memory: you tried to allocate 1073741824 bytes.")
+
+
+def test_the_windows_cpu_allocators_refusal_is_out_of_memory(monkeypatch, checkpoint_dir):
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    run(session, ":train steps=2")
+    step = session.trainer.step
+    embedding = session.model.token_embedding
+    real_forward = embedding.forward
+    calls = {"n": 0}
+
+    def forward(idx):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            windows_cpu_allocation_failure()
+        return real_forward(idx)
+
+    monkeypatch.setattr(embedding, "forward", forward)
+    with pytest.raises(UserError, match=r"^out of memory at step 4; the model, optimizer, run and settings are back"):
+        run(session, ":train steps=5")  # was: internal error: RuntimeError: [enforce fail at ...alloc_cpu.cpp:81]
+    assert session.trainer.step == step
+    monkeypatch.setattr(embedding, "forward", lambda idx: windows_cpu_allocation_failure())
+    with pytest.raises(UserError, match=r"^out of memory; lower batch_size, max_seq_len or the model size"):
+        run(session, ":gen n=3")

@@ -62,10 +62,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
     The CPU allocator's says no "out of memory": "DefaultCPUAllocator: can't allocate memory: you tried to allocate
     N bytes. Error code 12 (Cannot allocate memory)", and a model or batch the machine could not hold (under a
-    container's limit, `ulimit -v`) was an internal error, a :train's too."""
+    container's limit, `ulimit -v`) was an internal error, a :train's too. On Windows it says "DefaultCPUAllocator: not
+    enough memory: you tried to allocate N bytes." (its _aligned_malloc branch), where nothing refuses a model before
+    it is built (core.memory reads what is free from /proc), so a laptop's first :train too big for it met that one."""
     if isinstance(exc, MemoryError):
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and (
         type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
+        or "defaultcpuallocator: not enough memory" in text
     )
