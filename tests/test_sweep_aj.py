@@ -321,3 +321,22 @@ def test_native_bf16_on_a_laptop_without_proc_is_torchs_answer(monkeypatch, amx,
         assert training_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
     finally:
         device._native_bf16.cache_clear()
+
+
+# --- a text file Notepad saved, on Windows ------------------------------------------------------------------------
+@pytest.mark.parametrize("encoding, said", [("cp1252", "it reads as Windows-1252 (Latin-1) text; "),
+                                            ("utf-16-le", "is UTF-16-LE text (without a byte-order mark); convert it "
+                                                          "to UTF-8: ")])
+def test_a_text_notepad_saved_is_converted_with_notepad_on_windows(tmp_path, monkeypatch, encoding, said):
+    from minitf_repl.core import data
+    from minitf_repl.core.errors import DataError
+
+    path = tmp_path / "notes.txt"
+    path.write_bytes("un café, déjà vu, naïve.\n".encode(encoding) * 20)
+    monkeypatch.setattr(data, "on_windows", lambda: True, raising=False)  # core.paths.on_windows, as data.py has it
+    with pytest.raises(DataError) as e:
+        data.read_text_file(str(path))
+    message = str(e.value)
+    assert said in message and message.endswith("open it in Notepad and save it again as UTF-8 (File, Save as, "
+                                                "Encoding: UTF-8)")
+    assert "iconv" not in message  # Windows has none, and its prompt reads no '...' quoting

@@ -31,7 +31,7 @@ import torch
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named
 from .errors import DataError, UserError
 from .interrupts import cut_short
-from .paths import cache_dir, expand, gone_folder
+from .paths import cache_dir, expand, gone_folder, on_windows
 from .words import count, quoted_chars
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -737,6 +737,19 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def to_utf8(p: Path, encoding: str) -> str:
+    """What converts the file `p` from `encoding` to UTF-8, in words this system runs: iconv's line, or on Windows,
+    which has no iconv (and whose prompt reads no '...' quoting), Notepad's Save as. The iconv line was said there too,
+    where a file that Notepad saved as ANSI or "Unicode" is the common case of a text that is not UTF-8."""
+    if on_windows():
+        return NOTEPAD_TO_UTF8
+    converted = shlex.quote(str(p.with_name(p.stem + "-utf8" + p.suffix)))
+    return f"iconv -f {encoding} -t utf-8 {shlex.quote(str(p))} > {converted}"
+
+
+NOTEPAD_TO_UTF8 = "open it in Notepad and save it again as UTF-8 (File, Save as, Encoding: UTF-8)"
+
+
 def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     r"""The text of a UTF-8 file, its line endings read as "\n" (`line_endings`: kept as they are, for a checkpoint
     whose vocabulary holds the "\r" of a file read before they were), or a DataError that says what is wrong."""
@@ -787,9 +800,8 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
         for half, encoding in ((raw[1::2], "UTF-16-LE"), (raw[0::2], "UTF-16-BE")):
             # UTF-16 saved without a byte-order mark: for text in a Latin script, every other byte is NUL
             if half.count(0) > 0.4 * len(half) and len(raw) % 2 == 0 and _decodes(raw, encoding.lower()):
-                raise DataError(f"{shown} is {encoding} text (without a byte-order mark); convert it to UTF-8: iconv "
-                                f"-f {encoding.lower()} -t utf-8 {shlex.quote(str(p))} > "
-                                f"{shlex.quote(str(p.with_name(p.stem + '-utf8' + p.suffix)))}")
+                raise DataError(f"{shown} is {encoding} text (without a byte-order mark); convert it to UTF-8: "
+                                f"{to_utf8(p, encoding.lower())}")
         if nuls <= max(1, len(raw) // 1000) and _decodes(raw.replace(b"\x00", b""), "utf-8-sig"):
             # text with a stray NUL or two (a database's export, a pasted binary): the text is UTF-8, the NULs are not
             # text, and "give a UTF-8 text file" sent the user to convert a file that already is one
@@ -810,10 +822,11 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     except UnicodeDecodeError as e:
         # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined;
         # one with UTF-8's own letters in it (é as two bytes) is UTF-8 with bad bytes, which no conversion mends
-        converted = shlex.quote(str(p.with_name(p.stem + "-utf8" + p.suffix)))
         utf8_letters = any(ord(ch) > 127 and ch != "\ufffd" for ch in raw.decode("utf-8", "replace"))
-        guess = (f": it reads as Windows-1252 (Latin-1) text, which iconv -f cp1252 -t utf-8 {shlex.quote(str(p))} > "
-                 f"{converted} converts" if _decodes(raw, "cp1252") and not utf8_letters else "")
+        how = to_utf8(p, "cp1252")
+        how = f"; {how}" if how == NOTEPAD_TO_UTF8 else f", which {how} converts"
+        latin = _decodes(raw, "cp1252") and not utf8_letters
+        guess = f": it reads as Windows-1252 (Latin-1) text{how}" if latin else ""
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
                         + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and

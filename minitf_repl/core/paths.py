@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from .errors import CheckpointError, UserError
@@ -24,6 +25,11 @@ APP = "minitf"
 CHECKPOINT_ENV = "MINITF_CHECKPOINT_DIR"
 CACHE_ENV = "MINITF_CACHE_DIR"
 HISTORY_ENV = "MINITF_HISTORY"
+
+
+def on_windows() -> bool:
+    """Whether this is Windows, where a message's fix names no POSIX tool (iconv) and no '...' quoting."""
+    return sys.platform == "win32"
 
 
 def _env(name: str) -> str | None:
