@@ -340,3 +340,26 @@ def test_a_text_notepad_saved_is_converted_with_notepad_on_windows(tmp_path, mon
     assert said in message and message.endswith("open it in Notepad and save it again as UTF-8 (File, Save as, "
                                                 "Encoding: UTF-8)")
     assert "iconv" not in message  # Windows has none, and its prompt reads no '...' quoting
+
+
+# --- :save hf: into a folder a desktop's file browser made --------------------------------------------------------
+@pytest.mark.parametrize("litter", [".DS_Store", "Thumbs.db", "desktop.ini"])
+def test_save_hf_writes_into_a_folder_that_holds_only_a_file_browsers_settings(tmp_path, checkpoint_dir, litter):
+    from minitf_repl.core.errors import CheckpointError
+    from test_commands import run, tiny_session
+
+    s = tiny_session(data="sort:4", steps=2)
+    run(s, ":set activation=gelu_tanh")
+    run(s, ":train")
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    (folder / litter).write_bytes(b"\x00\x00\x00\x01Bud1")  # made in Finder or Explorer, then shown there
+    run(s, f":save 'hf:{folder}'")  # was: "exists and is not an empty folder; choose a new path"
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json",
+                                                        "tokenizer_config.json"]
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / litter).write_bytes(b"x")
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match="exists and is not an empty folder"):
+        run(s, f":save 'hf:{other}'")  # anything else in it is someone's: nothing is overwritten

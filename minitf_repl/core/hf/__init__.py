@@ -49,6 +49,12 @@ ARCHITECTURES = {gpt2.MODEL_TYPE: gpt2, llama.MODEL_TYPE: llama}
 NAMES = {gpt2.MODEL_TYPE: "GPT-2", llama.MODEL_TYPE: "Llama"}
 
 
+# What a desktop's file browser leaves in a folder it has shown: macOS' Finder its view settings (.DS_Store), Windows'
+# Explorer its thumbnails and icon (Thumbs.db, desktop.ini). A folder made in Finder to save into held one, and
+# `:save hf:` into it was refused as "not an empty folder"; they hold nothing of anyone's and are removed with it.
+DESKTOP_FILES = (".DS_Store", "Thumbs.db", "desktop.ini")
+
+
 @dataclass
 class HFModel:
     """A loaded folder: the lab's model with the folder's weights, its tokenizer, and where it came from."""
@@ -222,7 +228,7 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     path = Path(path).expanduser()
     model_type = export_type(model.config)
     arch = ARCHITECTURES[model_type]
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    if path.exists() and (not path.is_dir() or any(f.name not in DESKTOP_FILES for f in path.iterdir())):
         raise CheckpointError(f"{path} exists and is not an empty folder; choose a new path (nothing is overwritten)")
     if (gone := gone_folder(path)) is not None:
         raise CheckpointError(f"cannot write {path}: {gone}")
@@ -250,6 +256,8 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         # transformers' AutoTokenizer reads tokenizer.json through the class this names
         (tmp / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
         if path.exists():
+            for litter in DESKTOP_FILES:
+                (path / litter).unlink(missing_ok=True)
             path.rmdir()  # empty: checked above
         os.replace(tmp, path)
     except BaseException as e:
