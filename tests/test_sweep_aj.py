@@ -1,11 +1,37 @@
-"""A learner's laptop, emulated on Linux: macOS (Apple silicon, no /proc) and Windows (no fork, no fcntl, no pread,
-descriptors in text mode, names it forbids). Each test failed before its fix.
+"""A learner's laptop, emulated on Linux: macOS (Apple silicon, no /proc, a case-insensitive disk, Finder) and Windows
+(no fcntl, no pread, descriptors in text mode, names and paths of its own, Notepad, MSVC). Each test failed before its
+fix, except those that pin what a fix must leave alone and the guards at the end (what was checked and found fine).
 
 On Windows the REPL's history came back with a "\\r" at the end of every entry: os.open gives a descriptor in text
-mode there unless told O_BINARY, so each "\\n" written went out as "\\r\\n", and prompt-toolkit reads the file as bytes.
-The history is opened, appended to and rewritten with O_BINARY now (0 elsewhere, where nothing changes).
+mode there unless told O_BINARY, so each "\\n" written went out as "\\r\\n", and prompt-toolkit reads the file as
+bytes. The history is opened, appended to and rewritten with O_BINARY now (0 elsewhere, where nothing changes).
 A history file past its 16 MiB limit ended the REPL's start on Windows with a traceback (AttributeError: os.pread, which
 Windows lacks): its newest entries are read with lseek and read now, as everywhere.
+`:device` on a Mac (macOS 14) said "bf16 yes" for mps, beside "training on mps runs in float32 (dtype=auto: bfloat16
+where the bf16 column says yes)": the column came from whether a bfloat16 tensor could be made there, dtype=auto from
+native_bf16, which says no for Apple's GPUs. The column is native_bf16's answer now, as for the CPU and CUDA.
+`:device` named an Apple silicon Mac's CPU "arm" (platform.processor(), there being no /proc/cpuinfo) and a Windows
+laptop's "Intel64 Family 6 Model 154 Stepping 3, GenuineIntel": without /proc the name is torch's own reading of the
+processor (cpuinfo's brand string, "Apple M2"), then the machine type as before.
+`:save CON`, `:save aux.txt` and `:save run1.` (and `:train save=`) made checkpoint folders that Windows cannot hold:
+a checkpoints folder copied from a lab's Linux box to a Windows laptop failed to copy, or came out under other names.
+A new checkpoint's name may not be a Windows device name (whatever follows its first '.') nor end in '.'; one saved so
+before still loads where it was saved.
+`:save Run1` beside a checkpoint run1 wrote the new model over run1 on a Mac (one folder there: "replaced checkpoint
+Run1"), and on Linux made a pair of folders that could not be copied to a Mac or a Windows laptop whole. A name that
+differs from an entry of the folder only in case is refused now, naming the entry.
+`:set compile=on` on a Windows laptop with Visual Studio's cl and no g++ said "torch.compile needs a C++ compiler (c++,
+g++ or clang++) and none was found": on Windows the compiler looked for is the one inductor uses there ($CXX, else cl).
+A Windows path in double quotes, as Explorer's "Copy as path" puts it (`:data "C:\\Users\\me\\new notes.txt"`), was
+read with a newline for its \\n and a tab for \\t: "no such file". A quoted text that starts as a Windows path (a drive,
+\\\\server\\, hf:) keeps its backslashes now; a prompt a message quotes still reads back as it is.
+On Windows a model or a batch too big for the laptop ended `:train` and `:gen` in "internal error: RuntimeError:
+[enforce fail at alloc_cpu.cpp:81] data. DefaultCPUAllocator: not enough memory": Windows' wording of the CPU
+allocator's refusal is out of memory now, rolled back and said in one line as Linux's is.
+On Windows a text file Notepad saved as ANSI or "Unicode" was answered with an iconv line in POSIX quoting, which
+Windows cannot run: there the fix said is Notepad's Save as with Encoding UTF-8 (elsewhere the iconv line, as before).
+`:save hf:FOLDER` into a folder made in Finder was refused as "not an empty folder" for the .DS_Store Finder left
+there (Explorer's Thumbs.db and desktop.ini likewise): those alone count as empty now, and go with the folder.
 """
 
 import os
@@ -228,7 +254,8 @@ def test_a_prompt_a_message_quotes_reads_back_as_it_is():
     from minitf_repl.parsing import parse_line
     from minitf_repl.syntax import PromptText, cmd
 
-    for text in (r"C:\Users\me\new notes.txt", "C:\\a\nb", '\\\\srv\\x "q"', "hf:C:\\t\tx", 'say "hi"\n', r"back\slash"):
+    texts = (r"C:\Users\me\new notes.txt", "C:\\a\nb", '\\\\srv\\x "q"', "hf:C:\\t\tx", 'say "hi"\n', r"back\slash")
+    for text in texts:
         line = cmd("gen", PromptText(text))  # as a message writes the line to type
         assert parse_line(line, REGISTRY)[1]["prompt"] == text, line
 
@@ -236,7 +263,7 @@ def test_a_prompt_a_message_quotes_reads_back_as_it_is():
 # --- out of memory on Windows -------------------------------------------------------------------------------------
 def windows_cpu_allocation_failure():
     """What torch's CPU allocator raises on Windows (c10/core/impl/alloc_cpu.cpp's _aligned_malloc branch)."""
-    raise RuntimeError(r"[enforce fail at C:\actions-runner\_work\pytorch\pytorch\c10\core\impl\alloc_cpu.cpp:81] data. "
+    raise RuntimeError(r"[enforce fail at C:\actions-runner\_work\pytorch\c10\core\impl\alloc_cpu.cpp:81] data. "
                        "DefaultCPUAllocator: not enough memory: you tried to allocate 1073741824 bytes.")
 
 
