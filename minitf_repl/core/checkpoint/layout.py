@@ -118,8 +118,8 @@ def check_new_name(name: str) -> str:
     Nor a name that Windows refuses for a folder, though Linux and macOS take it: a device's name (CON, aux.txt) or one
     ending in '.' (which Windows drops: `run.` is `run` there). Learners move their checkpoints folder between
     machines (a lab's Linux box, their Windows laptop); there such a checkpoint failed to copy or came out under another
-    name, its manifest's own name no longer its folder's. Refused when saved, since only then is the name chosen; one
-    saved so before still loads where it was saved (check_name takes it)."""
+    name. Refused when saved, since only then is the name chosen; one saved so before still loads where it was saved
+    (check_name takes it)."""
     check_name(name)
     if name.startswith("-"):
         raise CheckpointError(f"{name!r} is not a valid name for a new checkpoint: a name starting with '-' reads as "
