@@ -390,3 +390,16 @@ def test_save_hf_writes_into_a_folder_that_holds_only_a_file_browsers_settings(t
     (other / "notes.txt").write_text("mine")
     with pytest.raises(CheckpointError, match="exists and is not an empty folder"):
         run(s, f":save 'hf:{other}'")  # anything else in it is someone's: nothing is overwritten
+
+
+def test_a_pair_of_names_saved_before_the_check_still_saves_under_each(checkpoint_dir):
+    from test_commands import run, tiny_session
+
+    s = tiny_session(steps=2)
+    run(s, ":train")
+    run(s, ":save run1")
+    (checkpoint_dir / "run1").rename(checkpoint_dir / "Run1")
+    run(s, ":save run1")  # a pair as Linux let it be made
+    run(s, ":save Run1")
+    run(s, ":save run1")  # each replaces itself, as before
+    assert {"run1", "Run1"} <= {p.name for p in checkpoint_dir.iterdir()}

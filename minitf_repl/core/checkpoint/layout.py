@@ -182,7 +182,9 @@ def check_no_case_twin(directory: Path, name: str) -> None:
         entries = os.listdir(directory)
     except OSError:  # no folder yet (the save makes it), or one that cannot be listed: the checks after say so
         return
-    twin = next((e for e in sorted(entries) if e != name and e.lower() == name.lower()), None)
+    if name in entries:  # saved over as it is (a pair made before this check: each name still saves)
+        return
+    twin = next((e for e in sorted(entries) if e.lower() == name.lower()), None)
     if twin is not None:
         raise CheckpointError(f"{twin!r} is in {directory} already, and on macOS and Windows {name!r} is the same "
                               f"folder; save under {twin} to replace it, or choose another name")
