@@ -404,3 +404,34 @@ def test_a_pair_of_names_saved_before_the_check_still_saves_under_each(checkpoin
     run(s, ":save Run1")
     run(s, ":save run1")  # each replaces itself, as before
     assert {"run1", "Run1"} <= {p.name for p in checkpoint_dir.iterdir()}
+
+
+# --- a save lock left by a minitf killed on Windows ---------------------------------------------------------------
+@pytest.mark.parametrize("pid_gone, breaks", [(True, True), (False, False)])
+def test_a_lock_left_by_a_dead_minitf_on_windows_is_broken(tmp_path, monkeypatch, pid_gone, breaks):
+    import json
+
+    from minitf_repl.core.checkpoint import locks
+    from minitf_repl.core.errors import CheckpointError
+
+    monkeypatch.setattr(locks, "fcntl", None)  # Windows: the exclusive-create lock only
+    monkeypatch.setattr(locks, "on_windows", lambda: True, raising=False)
+    monkeypatch.setattr(locks, "_boot_id", lambda: "")  # no /proc: no boot id, no PID namespace
+    monkeypatch.setattr(locks, "_pid_namespace", lambda: "")
+    monkeypatch.setattr(locks, "windows_process_gone", lambda pid: pid == 4242 and pid_gone, raising=False)
+    record = {**locks.lock_owner(), "token": "0" * 16, "pid": 4242}  # this host, another process
+    (tmp_path / locks.HELD_FILE).write_text(json.dumps(record))
+    if breaks:
+        with locks.folder_lock(tmp_path, wait=0.5):  # was: "is busy: minitf on HOST (pid 4242) ..." after the wait
+            assert json.loads((tmp_path / locks.HELD_FILE).read_text())["token"] == locks.PROCESS_TOKEN
+        assert not (tmp_path / locks.HELD_FILE).exists()
+    else:  # still running (or its pid taken by another program): waited for, never broken
+        with pytest.raises(CheckpointError, match=r"is busy: minitf on .* \(pid 4242\)"):
+            with locks.folder_lock(tmp_path, wait=0.3):
+                pass
+
+
+def test_where_the_system_is_not_windows_no_pid_is_judged_gone():
+    from minitf_repl.core.checkpoint.locks import windows_process_gone
+
+    assert windows_process_gone(os.getpid()) is False and windows_process_gone(2**22 - 1) is False

@@ -3,7 +3,8 @@
 `flock` on DIR/.minitf.lock where the file system has it (the kernel releases it when its holder
 dies, however it dies), else an exclusive-create file DIR/.minitf.lock.held whose owner (a random
 token, the host, the pid, the PID namespace and the boot) is written into it, so that a lock left
-by a dead process is recognised on the host and in the PID namespace it came from and nowhere else.
+by a dead process is recognised on the host and in the PID namespace it came from and nowhere else
+(on Windows, which has neither a boot id nor PID namespaces, on the host whose pid it names is gone).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ except ImportError:  # Windows: the exclusive-create lock only
     fcntl = None
 
 from ..errors import CheckpointError
+from ..paths import on_windows
 from .layout import clip
 from .reads import open_regular, read_open
 
@@ -194,6 +196,30 @@ def _boot_id() -> str:
         return ""
 
 
+def windows_process_gone(pid: int) -> bool:
+    """Whether no process `pid` runs on this Windows machine; False wherever that cannot be told. A pid taken since
+    by another program reads as running: the lock is then waited for, as before, never broken wrongly."""
+    try:
+        import ctypes
+        from ctypes import wintypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        kernel32.OpenProcess.argtypes = (wintypes.DWORD, wintypes.BOOL, wintypes.DWORD)
+        kernel32.OpenProcess.restype = wintypes.HANDLE
+        kernel32.GetExitCodeProcess.argtypes = (wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD))
+        kernel32.CloseHandle.argtypes = (wintypes.HANDLE,)
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return ctypes.get_last_error() == 87  # ERROR_INVALID_PARAMETER: no process has that id
+        try:
+            code = wintypes.DWORD()
+            return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value != 259  # STILL_ACTIVE
+        finally:
+            kernel32.CloseHandle(handle)
+    except Exception:  # not Windows, or a kernel32 that answers otherwise: nothing is judged
+        return False
+
+
 def _read_owner(path: Path) -> dict | None:
     try:
         fd, size = open_regular(path)
@@ -210,8 +236,9 @@ def _is_stale(path: Path) -> bool:
     """Whether an exclusive-create lock was left by a process that is gone.
 
     Only judged where it can be: a lock of this host, this boot and this PID namespace whose pid no
-    longer exists (or of an earlier boot of this host). A lock of another machine or another PID
-    namespace is waited for, never broken: its pid means nothing here.
+    longer exists (or of an earlier boot of this host; on Windows, of this host, whose pid no longer
+    runs). A lock of another machine or another PID namespace is waited for, never broken: its pid
+    means nothing here.
     """
     owner = _read_owner(path)
     if owner is None:
@@ -220,6 +247,13 @@ def _is_stale(path: Path) -> bool:
         except OSError:
             return False
     me = lock_owner()
+    if owner.get("host") == me["host"] and on_windows():
+        # Windows has no boot id nor PID namespace to read (nor flock: every save there takes this lock), and no
+        # lock was ever judged stale there: one left by a minitf killed part-way through a save (its console window
+        # closed during the autosave that ends :train) made every later save wait 120 s and fail. Its pid is asked.
+        pid = owner.get("pid")
+        return (isinstance(pid, int) and pid > 0 and owner.get("token") != PROCESS_TOKEN
+                and windows_process_gone(pid))
     if owner.get("host") != me["host"] or not me["boot"]:
         return False
     if owner.get("boot") != me["boot"]:
