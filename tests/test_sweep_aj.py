@@ -32,6 +32,9 @@ On Windows a text file Notepad saved as ANSI or "Unicode" was answered with an i
 Windows cannot run: there the fix said is Notepad's Save as with Encoding UTF-8 (elsewhere the iconv line, as before).
 `:save hf:FOLDER` into a folder made in Finder was refused as "not an empty folder" for the .DS_Store Finder left
 there (Explorer's Thumbs.db and desktop.ini likewise): those alone count as empty now, and go with the folder.
+On Windows a save lock left by a minitf killed part-way through a save (its window closed during the autosave that
+ends `:train`) was never judged stale, there being no boot id to read: every later save waited 120 s and failed. There
+a lock of this host whose pid no longer runs is broken now; a live pid (or one another program took) is waited for.
 """
 
 import os
