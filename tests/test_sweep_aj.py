@@ -296,63 +296,6 @@ def test_the_windows_cpu_allocators_refusal_is_out_of_memory(monkeypatch, checkp
         run(session, ":gen n=3")
 
 
-# --- guards: what was checked and found fine ----------------------------------------------------------------------
-WITHOUT_POSIX = r'''
-import os, signal, sys
-for name in ("fcntl", "resource", "termios", "pwd", "grp", "tty", "readline"):
-    sys.modules[name] = None  # an import of it raises ImportError, as on Windows
-for name in ("SIGWINCH", "SIGHUP", "SIGALRM", "SIGQUIT", "SIGTSTP", "SIGPIPE", "setitimer"):
-    if hasattr(signal, name):
-        delattr(signal, name)
-for name in ("sched_getaffinity", "getuid", "fork", "pread", "pwrite", "getpgrp", "tcgetpgrp", "statvfs"):
-    if hasattr(os, name):
-        delattr(os, name)
-import importlib, pkgutil
-import minitf_repl
-failed = []
-for module in pkgutil.walk_packages(minitf_repl.__path__, "minitf_repl."):
-    try:
-        importlib.import_module(module.name)
-    except Exception as e:
-        failed.append(f"{module.name}: {e!r}")
-print(failed)
-'''
-
-
-def test_every_module_imports_without_the_posix_modules_windows_lacks():
-    """A guard (it passed before this sweep): fcntl, resource, termios, pwd and grp are imported where needed, inside
-    a try, and the signals and os functions Windows lacks are asked for by name."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", WITHOUT_POSIX], capture_output=True, text=True, timeout=300,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
-
-
-@pytest.mark.parametrize("amx, avx512_bf16, native", [(False, False, False), (True, False, True), (False, True, True)])
-def test_native_bf16_on_a_laptop_without_proc_is_torchs_answer(monkeypatch, amx, avx512_bf16, native):
-    """A guard: dtype=auto's question asks torch's own probes (cpuinfo's, on every system), not /proc/cpuinfo, so a
-    Windows laptop's Zen 4 answers yes and an Apple silicon Mac (whose CPU has no AMX tiles nor AVX512-BF16, and
-    whose float32 products go to Accelerate) answers no."""
-    import torch
-
-    from minitf_repl.core import device
-    from minitf_repl.core.precision import training_dtype
-
-    without_proc(monkeypatch)
-    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
-    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-    device._native_bf16.cache_clear()
-    try:
-        assert device.native_bf16("cpu") is native
-        assert training_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
-    finally:
-        device._native_bf16.cache_clear()
-
-
 # --- a text file Notepad saved, on Windows ------------------------------------------------------------------------
 @pytest.mark.parametrize("encoding, said", [("cp1252", "it reads as Windows-1252 (Latin-1) text; "),
                                             ("utf-16-le", "is UTF-16-LE text (without a byte-order mark); convert it "
@@ -438,3 +381,60 @@ def test_where_the_system_is_not_windows_no_pid_is_judged_gone():
     from minitf_repl.core.checkpoint.locks import windows_process_gone
 
     assert windows_process_gone(os.getpid()) is False and windows_process_gone(2**22 - 1) is False
+
+
+# --- guards: what was checked and found fine ----------------------------------------------------------------------
+WITHOUT_POSIX = r'''
+import os, signal, sys
+for name in ("fcntl", "resource", "termios", "pwd", "grp", "tty", "readline"):
+    sys.modules[name] = None  # an import of it raises ImportError, as on Windows
+for name in ("SIGWINCH", "SIGHUP", "SIGALRM", "SIGQUIT", "SIGTSTP", "SIGPIPE", "setitimer"):
+    if hasattr(signal, name):
+        delattr(signal, name)
+for name in ("sched_getaffinity", "getuid", "fork", "pread", "pwrite", "getpgrp", "tcgetpgrp", "statvfs"):
+    if hasattr(os, name):
+        delattr(os, name)
+import importlib, pkgutil
+import minitf_repl
+failed = []
+for module in pkgutil.walk_packages(minitf_repl.__path__, "minitf_repl."):
+    try:
+        importlib.import_module(module.name)
+    except Exception as e:
+        failed.append(f"{module.name}: {e!r}")
+print(failed)
+'''
+
+
+def test_every_module_imports_without_the_posix_modules_windows_lacks():
+    """A guard (it passed before this sweep): fcntl, resource, termios, pwd and grp are imported where needed, inside
+    a try, and the signals and os functions Windows lacks are asked for by name."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WITHOUT_POSIX], capture_output=True, text=True, timeout=300,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("amx, avx512_bf16, native", [(False, False, False), (True, False, True), (False, True, True)])
+def test_native_bf16_on_a_laptop_without_proc_is_torchs_answer(monkeypatch, amx, avx512_bf16, native):
+    """A guard: dtype=auto's question asks torch's own probes (cpuinfo's, on every system), not /proc/cpuinfo, so a
+    Windows laptop's Zen 4 answers yes and an Apple silicon Mac (whose CPU has no AMX tiles nor AVX512-BF16, and
+    whose float32 products go to Accelerate) answers no."""
+    import torch
+
+    from minitf_repl.core import device
+    from minitf_repl.core.precision import training_dtype
+
+    without_proc(monkeypatch)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    device._native_bf16.cache_clear()
+    try:
+        assert device.native_bf16("cpu") is native
+        assert training_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
+    finally:
+        device._native_bf16.cache_clear()
