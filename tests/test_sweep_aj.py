@@ -35,6 +35,8 @@ there (Explorer's Thumbs.db and desktop.ini likewise): those alone count as empt
 On Windows a save lock left by a minitf killed part-way through a save (its window closed during the autosave that
 ends `:train`) was never judged stale, there being no boot id to read: every later save waited 120 s and failed. There
 a lock of this host whose pid no longer runs is broken now; a live pid (or one another program took) is waited for.
+On a Mac, `:compare dropout=...` kept each contender's CPU random stream but not the Apple GPU's, from which dropout
+draws its masks there: the contenders drew from one stream in turn. random_state keeps and puts back mps's too.
 """
 
 import os
@@ -381,6 +383,24 @@ def test_where_the_system_is_not_windows_no_pid_is_judged_gone():
     from minitf_repl.core.checkpoint.locks import windows_process_gone
 
     assert windows_process_gone(os.getpid()) is False and windows_process_gone(2**22 - 1) is False
+
+
+# --- an Apple GPU's random stream ---------------------------------------------------------------------------------
+def test_the_random_state_a_run_draws_from_on_an_apple_gpu_is_kept_and_put_back(monkeypatch):
+    """:compare keeps each contender's stream with it (core.train.random_state): on mps, dropout's masks come from the
+    Apple GPU's generator, which was left out. torch's mps generator is stood in for (this torch has no MPS)."""
+    import torch
+
+    from minitf_repl.core.train import random_state, set_random_state
+
+    stream = {"state": torch.tensor([1, 2, 3], dtype=torch.uint8)}
+    monkeypatch.setattr(torch.mps, "get_rng_state", lambda *a, **k: stream["state"].clone())
+    monkeypatch.setattr(torch.mps, "set_rng_state", lambda state, *a, **k: stream.update(state=state.clone()))
+    kept = random_state(torch.device("mps"))
+    stream["state"] = torch.tensor([9, 9, 9], dtype=torch.uint8)  # a rival drew from it meanwhile
+    set_random_state(kept, "mps")
+    assert stream["state"].tolist() == [1, 2, 3]  # was: left as the rival had it
+    assert random_state("cpu")[1] is None  # the CPU's alone, as before
 
 
 # --- guards: what was checked and found fine ----------------------------------------------------------------------

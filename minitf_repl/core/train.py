@@ -110,17 +110,28 @@ class EvaluationStopped(Exception):
 
 def random_state(device) -> tuple:
     """The random states a training step draws from: the CPU's, and on a GPU that GPU's own (dropout draws its masks
-    where the model is). A roll-back that put back the CPU's alone left a GPU run's next masks other ones."""
+    where the model is). A roll-back that put back the CPU's alone left a GPU run's next masks other ones. An Apple
+    GPU's (mps) too: it was left out, and on a Mac the contenders of `:compare dropout=...` drew their masks from one
+    stream in turn, each one's numbers moving with its rivals'."""
     device = torch.device(device)
-    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    if device.type == "cuda":
+        return torch.get_rng_state(), torch.cuda.get_rng_state(device)
+    if device.type == "mps":
+        return torch.get_rng_state(), torch.mps.get_rng_state()
+    return torch.get_rng_state(), None
 
 
 def set_random_state(state: tuple, device) -> None:
     """Put back what random_state(device) gave."""
     cpu, gpu = state
     torch.set_rng_state(cpu)
-    if gpu is not None:
-        torch.cuda.set_rng_state(gpu, torch.device(device))
+    if gpu is None:
+        return
+    device = torch.device(device)
+    if device.type == "mps":
+        torch.mps.set_rng_state(gpu)
+    else:
+        torch.cuda.set_rng_state(gpu, device)
 
 
 def lr_at(run_step: int, run_steps: int, config: TrainConfig) -> float:
