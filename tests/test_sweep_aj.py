@@ -37,6 +37,8 @@ ends `:train`) was never judged stale, there being no boot id to read: every lat
 a lock of this host whose pid no longer runs is broken now; a live pid (or one another program took) is waited for.
 On a Mac, `:compare dropout=...` kept each contender's CPU random stream but not the Apple GPU's, from which dropout
 draws its masks there: the contenders drew from one stream in turn. random_state keeps and puts back mps's too.
+Likewise `:lr-find`, `:checks` and `:compare` draw in a random state of their own and leave the session's as it was:
+on a Mac the Apple GPU's was left out of that fork, so that the session's next `:train` drew other dropout masks.
 """
 
 import os
@@ -401,6 +403,21 @@ def test_the_random_state_a_run_draws_from_on_an_apple_gpu_is_kept_and_put_back(
     set_random_state(kept, "mps")
     assert stream["state"].tolist() == [1, 2, 3]  # was: left as the rival had it
     assert random_state("cpu")[1] is None  # the CPU's alone, as before
+
+
+def test_lr_find_leaves_an_apple_gpus_random_stream_as_it_was(monkeypatch):
+    """:lr-find (and :checks, :compare) draw in a random state of their own: on mps the Apple GPU's generator, which
+    dropout's masks come from there, was left out of the fork, and the session's next :train drew other masks."""
+    import torch
+
+    from minitf_repl.core.train import fork_random
+
+    stream = {"state": torch.tensor([1, 2, 3], dtype=torch.uint8)}
+    monkeypatch.setattr(torch.mps, "get_rng_state", lambda *a, **k: stream["state"].clone())
+    monkeypatch.setattr(torch.mps, "set_rng_state", lambda state, *a, **k: stream.update(state=state.clone()))
+    with fork_random(torch.device("mps")):
+        stream["state"] = torch.tensor([7, 7, 7], dtype=torch.uint8)  # the test's own draws
+    assert stream["state"].tolist() == [1, 2, 3]
 
 
 # --- guards: what was checked and found fine ----------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .backprop import CHECK_LIMIT, GradientCheck, gradient_check
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
 from .probe import listening
+from .train import fork_random
 from .words import count
 
 CHECKS = ("batch", "init", "rows", "causal", "gradient", "blind", "overfit")
@@ -447,7 +448,7 @@ def run_checks(model, trainer, which=CHECKS, steps: int = 100, unigram=None,
     x, y = batch[0].to(device), batch[1].to(device)
     if row is not None:  # the text the causal check reads (its map's labels): the caller's, as the batch's first row
         x = torch.cat([row.to(device).reshape(1, -1)[:, : x.shape[1]], x[1:]]) if row.numel() >= x.shape[1] else x
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with fork_random(device):
         for name in (c for c in CHECKS if c in which):
             if on_check is not None:
                 on_check(name)

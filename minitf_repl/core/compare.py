@@ -32,7 +32,7 @@ from .config import ModelConfig, TrainConfig
 from .data import bits_per_char, row_length, val_tokens_per_char
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
-from .train import EvaluationStopped, Trainer, random_state, set_random_state
+from .train import EvaluationStopped, Trainer, fork_random, random_state, set_random_state
 
 
 @dataclass
@@ -132,7 +132,7 @@ def compare(
                         * (row_length(reading, c.model_config.max_seq_len) or c.model_config.max_seq_len))
                 for c, reading in zip(contenders, readings)]
     # the GPU's generator too: torch.manual_seed below seeds it, and the runs' dropout draws from it there
-    with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
+    with fork_random(device):
         _warm_up(contenders[0], readings[0], device)
         runs = []  # (contender index, trainer) for every contender and seed
         # each run's own random stream, as `:train` of a fresh model of its settings would draw it (dropout's masks):

@@ -31,7 +31,7 @@ import torch
 
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
-from .train import Trainer
+from .train import Trainer, fork_random
 
 BETA = 0.9  # the moving average's weight on the past
 BLOWN = 4.0  # the test stops once the loss is this many times its lowest so far
@@ -81,7 +81,7 @@ def range_test(model_config, train_config, data, device, steps: int = 100, low: 
     # The whole test in a random state of its own, from the seed: the fresh model's weights and, with dropout on,
     # its masks. The session's state is left alone (its next :train draws the masks it would have), and the same
     # test reads the same curve each time.
-    with torch.random.fork_rng(devices=[device] if torch.device(device).type == "cuda" else []):
+    with fork_random(device):
         torch.manual_seed(config.seed)
         model = MiniTransformerLM(model_config)
         return _read(_RisingRate(model.to(device), data, config, device), steps, low, high, on_step, should_stop,

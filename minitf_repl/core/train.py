@@ -121,6 +121,16 @@ def random_state(device) -> tuple:
     return torch.get_rng_state(), None
 
 
+def fork_random(device):
+    """torch.random.fork_rng for the CPU's generator and `device`'s own (a CUDA or an Apple GPU's): within the block,
+    draws change nothing the session draws from afterwards. The Apple GPU's was left out (only a CUDA device was
+    named), so on a Mac `:lr-find` and `:checks` moved the masks of the session's next :train with dropout on."""
+    device = torch.device(device)
+    if device.type in ("cuda", "mps"):
+        return torch.random.fork_rng(devices=[device], device_type=device.type)
+    return torch.random.fork_rng(devices=[])
+
+
 def set_random_state(state: tuple, device) -> None:
     """Put back what random_state(device) gave."""
     cpu, gpu = state
