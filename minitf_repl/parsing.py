@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from .core.errors import UserError
 from .registry import Command, Param, Registry, clip
-from .syntax import WINDOWS_PATH
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
 
 # --- values ------------------------------------------------------------------------------------
@@ -195,12 +194,17 @@ class _Token:
 
 _PLAIN = re.compile(r"[^\s\"']+")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+# A Windows path in double quotes, as Explorer's "Copy as path" puts it (C:\Users\me\new notes.txt, \\server\share\x,
+# hf:C:\models\gpt2), given to a command that takes a path (Param.path): its backslashes are the path's, not escapes.
+# `:data "C:\Users\me\new notes.txt"` was read with a newline for its \n ("no such file"), "C:\temp\x.txt" with a
+# tab. A path cannot hold a '"', so the next one ends it. A prompt's escapes stay: `:gen "Q:\nA:"` has its newline.
+WINDOWS_PATH = re.compile(r'(?:hf:)?(?:[A-Za-z]:\\|\\\\[^\\"\s]+\\)')
 
 
-def _tokenize(text: str) -> list[_Token]:
+def _tokenize(text: str, windows_paths: bool = False) -> list[_Token]:
     """Split on whitespace; '...' and "..." group text and mark it quoted. In double quotes
-    \\n, \\t, \\" and \\\\ are escapes, except in a Windows path (WINDOWS_PATH); single quotes take everything
-    literally."""
+    \\n, \\t, \\" and \\\\ are escapes, except in a Windows path where the command takes one (`windows_paths`:
+    WINDOWS_PATH); single quotes take everything literally."""
     tokens: list[_Token] = []
     buf: list[str] = []
     length = 0
@@ -219,7 +223,7 @@ def _tokenize(text: str) -> list[_Token]:
             if quoted_from is None:
                 quoted_from = length
             j = i + 1
-            literal = c == "'" or WINDOWS_PATH.match(text, j) is not None
+            literal = c == "'" or (windows_paths and WINDOWS_PATH.match(text, j) is not None)
             while True:
                 stop = text.find(c, j) if literal else _next_special(text, j)
                 if stop < 0:
@@ -304,7 +308,7 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
             raise
         raise UserError(f"{e}; to continue the line as text: :{plain.name} {clip(stripped)}") from None
     rest = body.lstrip()[len(name) :]
-    return cmd, _parse_args(cmd, _tokenize(rest), registry)
+    return cmd, _parse_args(cmd, _tokenize(rest, windows_paths=cmd.takes_a_path), registry)
 
 
 def _refuse_slash(line: str, registry: Registry, plain: Command) -> None:

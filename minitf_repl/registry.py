@@ -53,6 +53,9 @@ class Param:
     # A positional text may start with '-' given after `--` (`minitf gen -- -5 apples`); False where it never may
     # (a new checkpoint's name: core.checkpoint.check_new_name), so the shell does not offer `--` for it.
     dash: bool = True
+    # A file or a folder (`:data PATH`, `:save hf:PATH`): a double-quoted Windows path given to its command keeps its
+    # backslashes (parsing.WINDOWS_PATH), where a prompt's "\n" is a newline.
+    path: bool = False
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,
@@ -133,6 +136,11 @@ class Command:
     @property
     def positional(self) -> Param | None:
         return next((p for p in self.params if p.positional), None)
+
+    @property
+    def takes_a_path(self) -> bool:
+        """Whether a value of this command names a file or a folder (a Param marked `path`)."""
+        return any(p.path for p in self.params)
 
     @property
     def options(self) -> list[Param]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import re
 import shlex
 
 REPL, SHELL = "repl", "shell"
@@ -164,13 +163,6 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     return " ".join(words)
 
 
-# A Windows path in double quotes, as Explorer's "Copy as path" puts it (C:\Users\me\new notes.txt, \\server\share\x,
-# hf:C:\models\gpt2): its backslashes are the path's, not escapes. "C:\Users\me\new notes.txt" was read with a
-# newline for its \n ("no such file"), "C:\temp\x.txt" with a tab. A path cannot hold a '"', so the next one ends it.
-# Here, not in parsing.py: the writer of a line (_repl_text) quotes one so too, and the parser imports this module.
-WINDOWS_PATH = re.compile(r'(?:hf:)?(?:[A-Za-z]:\\|\\\\[^\\"\s]+\\)')
-
-
 class PromptText(str):
     """Text a command reads as its words (a prompt), never as options or syntax: cmd writes it so that the line gives
     it back whole. The views' sample (commands.base.sample_prompt) is one: the data's own text, which can be code
@@ -185,17 +177,7 @@ def _repl_text(text: str) -> str:
     plain = " ".join(text.split()) == text and not any(ch in text for ch in "\"'\\")
     if plain and not any("=" in word or word.startswith("-") for word in text.split()):
         return text
-
-    def escaped(part: str) -> str:
-        return part.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-
-    if WINDOWS_PATH.match(text):  # the parser reads the backslashes of a quoted Windows path as they are
-        if not any(ch in text for ch in '"\n\t'):
-            return f'"{text}"'
-        # one word of two quoted parts, the second no path's start (the leading \\ of \\server whole in the first)
-        cut = 2 if text.startswith("\\\\") else 1
-        return f'"{escaped(text[:cut])}""{escaped(text[cut:])}"'
-    return f'"{escaped(text)}"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
 def _shell_text(text: str) -> str:

@@ -23,8 +23,9 @@ differs from an entry of the folder only in case is refused now, naming the entr
 `:set compile=on` on a Windows laptop with Visual Studio's cl and no g++ said "torch.compile needs a C++ compiler (c++,
 g++ or clang++) and none was found": on Windows the compiler looked for is the one inductor uses there ($CXX, else cl).
 A Windows path in double quotes, as Explorer's "Copy as path" puts it (`:data "C:\\Users\\me\\new notes.txt"`), was
-read with a newline for its \\n and a tab for \\t: "no such file". A quoted text that starts as a Windows path (a drive,
-\\\\server\\, hf:) keeps its backslashes now; a prompt a message quotes still reads back as it is.
+read with a newline for its \\n and a tab for \\t: "no such file". Given to a command that takes a path (:data, :save,
+:load, :report, :parity, data= of :train and :compare), a quoted text that starts as a Windows path (a drive,
+\\\\server\\, hf:) keeps its backslashes now; a prompt's escapes stay (`:gen "Q:\\nA:"` has its newline).
 On Windows a model or a batch too big for the laptop ended `:train` and `:gen` in "internal error: RuntimeError:
 [enforce fail at alloc_cpu.cpp:81] data. DefaultCPUAllocator: not enough memory": Windows' wording of the CPU
 allocator's refusal is out of memory now, rolled back and said in one line as Linux's is.
@@ -253,7 +254,8 @@ def test_a_quoted_text_still_takes_its_escapes():
     from minitf_repl.parsing import parse_line
 
     assert parse_line(r':gen "a\nb\t\"q\"\\"', REGISTRY)[1]["prompt"] == 'a\nb\t"q"\\'
-    assert parse_line(r':gen "x C:\new"', REGISTRY)[1]["prompt"] == "x C:\new"  # a text that only holds a path
+    assert parse_line(r':gen "Q:\nA:"', REGISTRY)[1]["prompt"] == "Q:\nA:"  # a prompt, not a path: its newline
+    assert parse_line(r':gen "C:\new"', REGISTRY)[1]["prompt"] == "C:\new"  # :gen takes no path: escapes as ever
 
 
 def test_a_prompt_a_message_quotes_reads_back_as_it_is():

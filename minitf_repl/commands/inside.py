@@ -1017,7 +1017,8 @@ def complete_html(session) -> list[str]:
 @command("report", "Write one self-contained HTML page: config, loss chart, attention maps, token embeddings, "
                    "loss by position, teacher forcing, what each head does, samples.",
          params=[
-    Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html),
+    Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html,
+          path=True),
 ], interruptible=True, json_version=2)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
