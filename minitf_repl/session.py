@@ -17,6 +17,7 @@ Checkpoints live in `checkpoint_dir` (default `$MINITF_CHECKPOINT_DIR` if set, e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -545,6 +546,18 @@ class Session:
                 return copy
             self._sampling = None  # the weights changed: a stale copy would sample an older model
         return self.model
+
+    @contextlib.contextmanager
+    def weights_put_back(self):
+        """A block that writes the weights in place and puts them back exactly (`:grad`'s trial step of the optimizer,
+        rolled back even on Ctrl-C): :quantize's copy, made from those weights, stays the one :gen samples. Every
+        in-place write bumps a tensor's version counter, which `sampling_model` reads as a change of the weights."""
+        kept = self._sampling if self.sampling_copy else None
+        try:
+            yield
+        finally:
+            if kept is not None and kept[1] is self._model:
+                self._sampling = (kept[0], kept[1], self._weights_version())
 
     @property
     def sampling_copy(self) -> bool:

@@ -109,8 +109,9 @@ def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     from ..core.backprop import backprop
 
     counted = getattr(data, "counted", None)  # a task counts its answer only, as :train does
-    done = backprop(session.model, ids, counted(ids) if counted and not dropped else None,
-                    trainer=session.trainer)
+    with session.weights_put_back():  # its trial step of the optimizer is undone: a :quantize copy stays current
+        done = backprop(session.model, ids, counted(ids) if counted and not dropped else None,
+                        trainer=session.trainer)
     eps_rules = False
     if done.residual and done.placement == "pre":  # what :resid reads at the last position: does eps set s there?
         from ..core.inside import residual_stream
