@@ -23,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from .errors import UserError
+from .interrupts import held
 from .words import count
 
 _HEAD = re.compile(r"^(\d+)\.(\d+)$")
@@ -82,13 +83,17 @@ class Ablations:
     def add(self, ablation: Ablation) -> None:
         if ablation in self.active:
             return
-        self._handles.extend(_hooks(self.model, ablation))
-        self.active.append(ablation)
+        # Whole or not at all for a Ctrl-C (core.interrupts.held): one that came while a block's hooks went on left
+        # hooks that no clear() knew of, and the part stayed switched off for every later :train and view
+        with held():
+            self._handles.extend(_hooks(self.model, ablation))
+            self.active.append(ablation)
 
     def clear(self) -> None:
-        for handle in reversed(self._handles):
-            handle.remove()
-        self._handles, self.active = [], []
+        with held():
+            for handle in reversed(self._handles):
+                handle.remove()
+            self._handles, self.active = [], []
 
 
 def _skip(block: nn.Module) -> list:

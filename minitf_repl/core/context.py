@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from .errors import UserError
 from .ngram import NgramModel, longest_order, split_tokens
+from .probe import evaluating
 
 NOISE = 2.0  # a difference under this many standard errors is read as none
 LOGITS_PER_PASS = 2**25  # windows x T x V logits a forward pass holds at most (128 MiB of float32)
@@ -121,9 +122,7 @@ def _score(model, x: torch.Tensor, y: torch.Tensor, device, on_progress=None) ->
     W, T = x.shape
     config = model.config
     chunk = max(1, min(LOGITS_PER_PASS // (T * config.vocab_size), SCORES_PER_PASS // (T * T * config.n_heads)))
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         parts = []
         with torch.no_grad():
             for k in range(0, W, chunk):
@@ -131,8 +130,6 @@ def _score(model, x: torch.Tensor, y: torch.Tensor, device, on_progress=None) ->
                 if on_progress is not None:
                     on_progress(min(k + chunk, W), W)
         return torch.cat(parts)
-    finally:
-        model.train(was_training)
 
 
 def _counter_nll(data, x: torch.Tensor, y: torch.Tensor, order: int, seed: int = 0) -> torch.Tensor:

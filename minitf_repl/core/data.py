@@ -32,6 +32,7 @@ from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_f
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .paths import cache_dir, expand, gone_folder, on_windows
+from .probe import evaluating
 from .words import count, quoted_chars
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -465,9 +466,7 @@ class Task:
         mask: without it (causal=off, `:ablate mask`) the pass reads the answer itself, so such a model
         is decoded greedily instead, one answer token a pass, as `:gen` would.
         """
-        was_training = model.training
-        model.eval()
-        try:
+        with evaluating(model):
             questions = self.sample_questions("val", n, torch.Generator().manual_seed(seed))
             x, y = self.encode_examples(questions)
             if not getattr(model, "causal", True):  # a model that does not say is a causal one
@@ -477,8 +476,6 @@ class Task:
             answer = y != -1
             correct = ((pred == y) | ~answer).all(dim=1)
             return correct.float().mean().item()
-        finally:
-            model.train(was_training)
 
     def _decoded_accuracy(self, model, x: torch.Tensor, y: torch.Tensor) -> float:
         """Exact match by greedy decoding: each answer token from the question and the answer written so far."""
@@ -581,15 +578,11 @@ class RepeatedTokens:
     @torch.no_grad()
     def accuracy(self, model, n: int = 500, device="cpu", seed: int = 0) -> float:
         """The share of a repeat's predictable tokens the model's argmax gets right, on n fresh rows."""
-        was_training = model.training
-        model.eval()
-        try:
+        with evaluating(model):
             seqs, known = self.rows(n, model.config.max_seq_len + 1, torch.Generator().manual_seed(seed))
             logits, _ = model(seqs[:, :-1].to(device))
             right = logits.argmax(dim=-1).cpu() == seqs[:, 1:]
             return right[known[:, 1:]].float().mean().item()
-        finally:
-            model.train(was_training)
 
     SAMPLE_BLOCK, SAMPLE_AGAIN = 8, 5  # the views' text: 8 random tokens, then the first 5 of them again
 

@@ -23,6 +23,7 @@ from .config import GenConfig
 from .errors import DataError
 from .fastpath import FastPath, listened
 from .model import require_model
+from .probe import evaluating
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None, max_new_tokens: int) -> None:
@@ -191,14 +192,12 @@ def _sampled(model, prompt_ids: list[int], settings: GenConfig,
     window = model.config.max_seq_len
     tokens = list(prompt_ids)
     kv = None
-    was_training = model.training
-    model.eval()
     # The cached loop runs the training fast path's function (core.fastpath: one q/k/v product, the
     # fused kernel, no probes) unless something listens to the readable model: an ablation's hooks,
     # a trace. The naive loop stays the readable model's, the reference the cache is tested against.
     fast = cache and FastPath.supports(model, cached=True) and not listened(model)
     decode = FastPath(model) if fast else model
-    try:
+    with evaluating(model):
         for _ in range(max_new_tokens):
             if done is not None and done(tokens):
                 return
@@ -219,5 +218,3 @@ def _sampled(model, prompt_ids: list[int], settings: GenConfig,
             next_id = sample_next(logits[0, -1], temperature, top_k, top_p, generator)
             tokens.append(next_id)
             yield next_id
-    finally:
-        model.train(was_training)

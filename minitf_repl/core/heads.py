@@ -213,8 +213,8 @@ def switched_off_losses(model: nn.Module, idx: torch.Tensor, repeat: int, heads:
     with probe.listening(model):  # eval, no_grad, training flags restored
         for layer, head in heads:
             off = Ablations(model)
-            off.add(Ablation("head", layer, head))
             try:
+                off.add(Ablation("head", layer, head))
                 logits, _ = model(idx)
             finally:
                 off.clear()

@@ -32,6 +32,7 @@ from .config import GenConfig
 from .errors import DataError, UserError
 from .generate import SamplingStages, check_sampling, pick, sampling_stages
 from .model import require_model
+from .probe import evaluating
 from .probe import listening as listening_pass
 from .trace import check_token_ids
 
@@ -745,9 +746,7 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8) -> Cach
     ids = one_sequence(model, list(prompt_ids), "decoding view")[0].tolist()
     device = next(model.parameters()).device
     window = model.config.max_seq_len
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         model(torch.tensor([ids[-window:]], device=device))  # untimed: the first pass pays for the kernels' set-up
         start = time.perf_counter()
         naive, text = [], list(ids)
@@ -768,8 +767,6 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8) -> Cach
             cached.append((len(fed), kv.length, refill, logits[0, -1].double().cpu()))
             text.append(int(naive_logits.argmax()))  # the naive loop's pick: both loops read the same text
         cached_seconds = time.perf_counter() - start
-    finally:
-        model.train(was_training)
     steps = [DecodeStep(token=int(n_logits.argmax()), cached_token=int(c_logits.argmax()), cached_positions=fed,
                         naive_positions=n_fed, cache_length=length, refilled=refill,
                         logit_diff=float((c_logits - n_logits).abs().max()))

@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from .bpe import decode_after, shown_piece
+from .probe import evaluating
 
 CONTEXT_TOKENS = 24  # tokens of text shown before each hard prediction
 QUESTIONS_PER_PASS = 1024  # a task's questions a pass (10,000 of sort's: 4,096 a pass peaked at 1.0 GB, 1,024 at 0.56)
@@ -80,9 +81,7 @@ def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 
     start = task.question_len - 1  # the position that predicts the answer's first character
     causal = getattr(model, "causal", True)  # without the mask a teacher-forced pass reads the answer itself
     guesses, written = [], []
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         with torch.no_grad():
             for k in range(0, n, QUESTIONS_PER_PASS):
                 part = x[k : k + QUESTIONS_PER_PASS].to(device)
@@ -96,8 +95,6 @@ def task_mistakes(model, task, device, n: int = 500, seed: int = 0, show: int = 
                 written.append(text[:, task.question_len :].cpu())
                 if on_progress is not None:
                     on_progress(min(k + QUESTIONS_PER_PASS, n), n)
-    finally:
-        model.train(was_training)
     forced = (torch.cat(guesses) != y[:, start:]).float().mean(dim=0).tolist() if causal else None
     written_ids = torch.cat(written)
     wrong_at = written_ids != y[:, start:]  # (n, answer_len)
@@ -137,9 +134,7 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
     W, T = x.shape
     chunk = max(1, min(LOGITS_PER_PASS // (T * model.config.vocab_size), TOKENS_PER_PASS // T))
     nll, best, best_logp = torch.empty(W, T), torch.empty(W, T, dtype=torch.long), torch.empty(W, T)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         with torch.no_grad():
             for k in range(0, W, chunk):
                 logits, _ = model(x[k : k + chunk].to(device))
@@ -150,8 +145,6 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
                 best[k : k + chunk], best_logp[k : k + chunk] = top.cpu(), top_logp.cpu()
                 if on_progress is not None:
                     on_progress(min(k + chunk, W), W)
-    finally:
-        model.train(was_training)
     counted = (y >= 0).flatten()
     flat = nll.flatten()[counted]
     where = torch.nonzero(counted).flatten()  # flat's index -> the window's (w * T + t)

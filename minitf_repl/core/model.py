@@ -45,6 +45,7 @@ from .config import ModelConfig
 from .errors import ConfigError, DataError, DeviceError
 from .experts import MixtureOfExperts, MoEStats
 from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, make_activation
+from .interrupts import held
 from .norms import make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
 from .probe import Probe, Step
@@ -619,13 +620,15 @@ class MiniTransformerLM(nn.Module):
         `config.attention` is not touched: a checkpoint saved meanwhile still says what the user chose.
         """
         fused = [m for m in self.modules() if isinstance(m, MultiHeadSelfAttention) and m.use_sdpa]
-        for module in fused:
-            module.use_sdpa = False
         try:
+            with held():  # a Ctrl-C inside an interruptible view waits until every layer has switched, and back
+                for module in fused:
+                    module.use_sdpa = False
             yield
         finally:
-            for module in fused:
-                module.use_sdpa = True
+            with held():
+                for module in fused:
+                    module.use_sdpa = True
 
     @contextlib.contextmanager
     def fused_attention(self) -> Iterator[None]:
@@ -635,13 +638,15 @@ class MiniTransformerLM(nn.Module):
         patching): the kernel never materialises the (B, h, T, T) scores. Restored afterwards.
         """
         explicit = [m for m in self.modules() if isinstance(m, MultiHeadSelfAttention) and not m.use_sdpa]
-        for module in explicit:
-            module.use_sdpa = True
         try:
+            with held():  # a Ctrl-C inside an interruptible view waits until every layer has switched, and back
+                for module in explicit:
+                    module.use_sdpa = True
             yield
         finally:
-            for module in explicit:
-                module.use_sdpa = False
+            with held():
+                for module in explicit:
+                    module.use_sdpa = False
 
     def set_causal(self, causal: bool) -> None:
         """Put the causal mask on or take it off in every attention layer (no weight depends on it)."""

@@ -29,6 +29,7 @@ from .config import TrainConfig
 from .errors import UserError
 from .optimizers import adjusted_lr, group_kind, hidden_matrices, make_optimizer, newton_schulz
 from .precision import DTYPES, fast_dtype
+from .probe import evaluating
 
 TOP = 10  # the share of |M|^2 in a matrix's TOP largest singular directions says how concentrated it is
 # ... or in half of them, for a matrix of fewer than 2 TOP: the TOP largest of 8 hold all of |M|^2 in every matrix
@@ -145,18 +146,14 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     generator = torch.Generator().manual_seed(seed)
     x, y = data.get_batch("train", batch_size, model.config.max_seq_len, generator)
     device = weight.device
-    was_training = model.training
-    model.eval()  # dropout off: the gradient of the model as it is
     # Every weight's gradient: :train clips the whole gradient's norm to grad_clip before the optimizer reads it, so
     # the momentum takes this matrix's gradient scaled as the others' norms make it (by 0.54 where they add to 1.86)
     params = [p for p in model.parameters() if p.requires_grad]
-    try:
+    with evaluating(model):  # dropout off: the gradient of the model as it is
         with torch.enable_grad():
             logits, _ = model(x.to(device))
             loss = model.loss(logits, y.to(device))
             grads = torch.autograd.grad(loss, params, allow_unused=True)
-    finally:
-        model.train(was_training)
     grad = next(g for p, g in zip(params, grads) if p is weight)
     total = float(torch.linalg.vector_norm(torch.stack([g.detach().double().norm() for g in grads if g is not None])))
     max_norm = grad_clip if grad_clip > 0 else float("inf")

@@ -16,6 +16,8 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.nn as nn
 
+from .interrupts import held
+
 
 class Probe(nn.Identity):
     """Returns its input unchanged. It exists so that a hook can see the tensor at this point."""
@@ -47,17 +49,37 @@ def listening(model: nn.Module, hooks: Iterable[tuple[nn.Module, Callable]] = ()
     view that asks autograd about the loss (`core.backprop`). The hooks are removed and every
     module's training flag is restored on the way out.
     """
-    modes = {module: module.training for module in model.modules()}
     handles = []
     path = model.explicit_attention() if explicit_attention else contextlib.nullcontext()
+    with evaluating(model):
+        try:
+            with held():  # a Ctrl-C (an interruptible view) while the hooks go on waits for all of them: see below
+                for module, hook in hooks:
+                    handles.append(module.register_forward_hook(hook))
+            with path, torch.enable_grad() if gradients else torch.no_grad():
+                yield
+        finally:
+            # Cut short here, the clean-up left the rest of the hooks on the model for good, and every later
+            # :train step ran through them (the readable path, not the fast one)
+            with held():
+                for handle in handles:
+                    handle.remove()
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """`model` in eval mode (dropout off) for the block, and every module's training flag put back afterwards.
+
+    A Ctrl-C inside an interruptible view raises KeyboardInterrupt wherever the view is: one that came while the
+    flags were being put back left half the model in eval mode (`:heads` stopped at once did). Setting and
+    putting back are each done whole (core.interrupts.held); the Ctrl-C is raised once they are.
+    """
+    modes = {module: module.training for module in model.modules()}
     try:
-        for module, hook in hooks:
-            handles.append(module.register_forward_hook(hook))
-        model.eval()
-        with path, torch.enable_grad() if gradients else torch.no_grad():
-            yield
+        with held():
+            model.eval()
+        yield
     finally:
-        for handle in handles:
-            handle.remove()
-        for module, was_training in modes.items():
-            module.training = was_training
+        with held():
+            for module, was_training in modes.items():
+                module.training = was_training

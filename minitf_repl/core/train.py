@@ -38,6 +38,7 @@ from .model import require_model
 from .optimizers import make_optimizer, set_weight_decay
 from .precision import (autocast, compile_failure_line, compile_module, is_compile_failure, precision_note,
                         training_dtype)
+from .probe import evaluating
 from .words import count
 
 
@@ -285,9 +286,7 @@ class Trainer:
         model = self.model if model is None else model
         device = self.device if model is self.model else next(model.parameters()).device
         scorer = self._plain_forward() if model is self.model else model  # the same function, maybe faster
-        was_training = model.training
-        model.eval()
-        try:
+        with evaluating(model):
             g = torch.Generator().manual_seed(self.config.seed + 1)
             losses = []
             batch_size = self.config.batch_size * (1 if self.alone else distributed.world_size())
@@ -305,8 +304,6 @@ class Trainer:
             if getattr(self.data, "accuracy", None) is not None:
                 accuracy = self.data.accuracy(scorer, device=device)
             return sum(losses) / len(losses), accuracy
-        finally:
-            model.train(was_training)
 
     # --- the loop --------------------------------------------------------------------------------
     def run(
@@ -678,13 +675,9 @@ class Trainer:
     def _check_forward(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """The last step's batch read again by the weights after its update (eval mode, one forward): its loss must
         be finite, as a next step's would have to be. A run stopped between evaluations is checked this way."""
-        was_training = self.model.training
-        self.model.eval()
-        try:
+        with evaluating(self.model):
             with torch.no_grad():
                 _, loss = self._plain_forward()(x, y)
-        finally:
-            self.model.train(was_training)
         if not bool(torch.isfinite(loss)):
             self._diverged_after("loss of its batch", loss.item())
 
