@@ -464,12 +464,16 @@ class Session:
 
     # --- roll-back of a failed command ----------------------------------------------------------------
     def snapshot(self) -> dict:
-        """Everything a failed `:train` must give back: weights, optimizer, RNG, run, settings."""
-        return {"trainer": self.trainer.snapshot(), "train_config": self.train_config}
+        """Everything a failed `:train` must give back: weights, optimizer, RNG, run, settings, and :quantize's copy
+        where :gen samples from one."""
+        return {"trainer": self.trainer.snapshot(), "train_config": self.train_config,
+                "sampling": self._sampling if self.sampling_copy else None}
 
     def rollback(self, snapshot: dict) -> None:
         self._trainer.rollback(snapshot["trainer"])
         self.set_train_config(snapshot["train_config"])
+        # a diverged :train said "the model ... back where this training began", and :gen sampled the float model
+        self._keep_sampling(snapshot.get("sampling"))
 
     def adopt(self, data_spec: str, data, model, trainer, weights_from: str | None = None,
               data_since_step: int = 0) -> None:
@@ -556,8 +560,13 @@ class Session:
         try:
             yield
         finally:
-            if kept is not None and kept[1] is self._model:
-                self._sampling = (kept[0], kept[1], self._weights_version())
+            self._keep_sampling(kept)
+
+    def _keep_sampling(self, kept: tuple | None) -> None:
+        """Keep `kept`, :quantize's copy as `_sampling` held it before, as the one :gen samples: the weights are those
+        it was made from again, bitwise, though written in place meanwhile (their versions moved). None: nothing."""
+        if kept is not None and kept[1] is self._model:
+            self._sampling = (kept[0], kept[1], self._weights_version())
 
     @property
     def sampling_copy(self) -> bool:

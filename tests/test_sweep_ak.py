@@ -11,6 +11,8 @@ rmsnorm, qk_norm, post-norm, sdpa, no mask, dropout) and with a part ablated; wh
 trial step of the optimizer (its "step |dW|/|W|" column) is rolled back, the weights bitwise as they were, but every
 write in place bumps a tensor's version, which is how the session tells that the weights moved under the int8 copy:
 the copy was dropped. The session now keeps the copy across a block that puts the weights back (weights_put_back).
+A `:train lr=1e9` that diverged said "the model, optimizer, run and settings are back at step 6", and they were, but
+:gen sampled from the float model after it, the int8 copy dropped for the same reason: the roll-back keeps it too.
 
 A Ctrl-C inside an interruptible view (:heads, :patch, :ablate, :grad, :context, :mistakes, :muon, :report...)
 raises KeyboardInterrupt wherever the view is. One that came while a listening pass took its hooks off or put the
@@ -250,3 +252,19 @@ def test_ctrl_c_while_the_attention_switches_to_the_explicit_formula_leaves_ever
         assert interrupted(s, ":heads") == "interrupted"
     assert [m.use_sdpa for m in (b.attn for b in s.model.blocks)] == [True, True]  # was [False, True]
     assert differences(before, state_of(s)) == []
+
+
+# --- a diverged :train kept :quantize's copy as well ---------------------------------------------------------------
+def test_a_diverged_train_rolled_back_leaves_gen_sampling_from_the_int8_copy(text):
+    from minitf_repl.core.errors import TrainingDiverged
+
+    s = trained(text)
+    run(s, ":train")
+    run(s, ":quantize int8")
+    copy, before = s.sampling_model, state_of(s)
+    with pytest.raises(TrainingDiverged, match="back at step 6"):
+        run(s, ":train steps=30 lr=1e9 schedule=continue")
+    after = state_of(s)
+    assert all(after["weights"][name][0] == weight[0] for name, weight in before["weights"].items())  # bitwise
+    assert after["session"] == before["session"]  # was: "back at step 6", yet :gen sampled the float model
+    assert s.sampling_model is copy
