@@ -404,10 +404,13 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
         else:  # the wait that was to be cut short has ended: stop at the next step instead
             reporter.request_stop()
 
+    grad_mode = _grad_mode()
     try:
         with handling(STOP_SIGNALS, handler):
             yield
     finally:
+        if raised:
+            _put_back_grad_mode(grad_mode)
         if alarm:
             pending = signal.setitimer(signal.ITIMER_REAL, 0)[0] > 0
             signal.signal(_ALARM, alarm[0])
@@ -416,6 +419,21 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
 
 
 _ALARM = getattr(signal, "SIGALRM", None) if hasattr(signal, "setitimer") else None  # None on Windows
+
+
+# A KeyboardInterrupt raised inside a command may land inside torch's own `with torch.no_grad():` as it leaves: its
+# __exit__ puts the mode back in Python, so cut there the mode stayed off, and every later :train ended in "internal
+# error: element 0 of tensors does not require grad" (a Ctrl-C during :patch did it). What the command found is put
+# back once a Ctrl-C was raised in it. Torch not imported yet: its default, on.
+def _grad_mode() -> bool:
+    torch = sys.modules.get("torch")
+    return torch.is_grad_enabled() if torch is not None else True
+
+
+def _put_back_grad_mode(enabled: bool) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_grad_enabled(enabled)
 
 
 def _importing(frame) -> bool:

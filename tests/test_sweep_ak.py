@@ -22,6 +22,11 @@ switched off for every later :train; one that came while an attention layer swit
 the explicit formula left some layers on the other path. Setting up and putting back are now each done whole
 (core.interrupts.held), and the Ctrl-C is raised once they are: the model is as it was, and the command says
 "interrupted" as before.
+
+A Ctrl-C during :patch (or :context, :heads: any interruptible view) that landed as one of torch's own
+`with torch.no_grad():` blocks ended, in the Python of its __exit__, left gradients off for the rest of the session:
+every later :train ended in "internal error: element 0 of tensors does not require grad". The front door's Ctrl-C
+handler now puts back the gradient mode the command found, once it raised a Ctrl-C inside it.
 """
 
 import signal
@@ -268,3 +273,27 @@ def test_a_diverged_train_rolled_back_leaves_gen_sampling_from_the_int8_copy(tex
     assert all(after["weights"][name][0] == weight[0] for name, weight in before["weights"].items())  # bitwise
     assert after["session"] == before["session"]  # was: "back at step 6", yet :gen sampled the float model
     assert s.sampling_model is copy
+
+
+# --- Ctrl-C as torch's own no_grad block ends -------------------------------------------------------------------
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to oneself")
+@pytest.mark.parametrize("line", [":patch the cat vs the dog", ":context", ":heads"])
+def test_ctrl_c_as_a_views_no_grad_block_ends_leaves_gradients_on_for_the_next_train(text, monkeypatch, line):
+    untouched = losses_next(trained(text))
+    s = trained(text)
+    original, pressed = torch.set_grad_enabled, []
+
+    def set_grad_enabled(mode):  # what `with torch.no_grad():` calls on its way out, to turn gradients back on
+        if mode and not torch.is_grad_enabled() and not pressed:
+            pressed.append(mode)
+            signal.raise_signal(signal.SIGINT)  # the key lands just before the mode is put back
+        return original(mode)
+
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(torch, "set_grad_enabled", set_grad_enabled)
+            assert interrupted(s, line) == "interrupted"
+        assert pressed and torch.is_grad_enabled()  # was off for good
+        assert losses_next(s) == untouched  # was "element 0 of tensors does not require grad" at the first step
+    finally:
+        torch.set_grad_enabled(True)  # for the tests after this one, had it failed
