@@ -31,7 +31,7 @@ from rich.text import Text
 from .commands import REGISTRY
 from .core import distributed
 from .core.errors import UserError, is_out_of_memory
-from .core.interrupts import hold_back, holding, may_cut_short
+from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.watch import Grid
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry, clip
@@ -404,13 +404,17 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
         else:  # the wait that was to be cut short has ended: stop at the next step instead
             reporter.request_stop()
 
-    grad_mode = _grad_mode()
+    modes = None
     try:
         with handling(STOP_SIGNALS, handler):
+            with held():  # read whole: autocast's level is read by going one level in and out again
+                modes = _torch_modes()
             yield
     finally:
-        if raised:
-            _put_back_grad_mode(grad_mode)
+        if raised and modes is not None:
+            from .core.precision import put_back_modes
+
+            put_back_modes(modes)
         if alarm:
             pending = signal.setitimer(signal.ITIMER_REAL, 0)[0] > 0
             signal.signal(_ALARM, alarm[0])
@@ -421,19 +425,18 @@ def stop_on_signals(reporter: Reporter, command: Command | None = None):
 _ALARM = getattr(signal, "SIGALRM", None) if hasattr(signal, "setitimer") else None  # None on Windows
 
 
-# A KeyboardInterrupt raised inside a command may land inside torch's own `with torch.no_grad():` as it leaves: its
-# __exit__ puts the mode back in Python, so cut there the mode stayed off, and every later :train ended in "internal
-# error: element 0 of tensors does not require grad" (a Ctrl-C during :patch did it). What the command found is put
-# back once a Ctrl-C was raised in it. Torch not imported yet: its default, on.
-def _grad_mode() -> bool:
-    torch = sys.modules.get("torch")
-    return torch.is_grad_enabled() if torch is not None else True
+# A KeyboardInterrupt raised inside a command may land inside torch's own `with torch.no_grad():` or autocast block as
+# it leaves: their __exit__ puts torch's global modes back in Python, so cut there gradients stayed off (every later
+# :train ended in "internal error: element 0 of tensors does not require grad"; a Ctrl-C during :patch did it), or
+# autocast a level deep (bfloat16 training then computed every step with the first step's weights). What the command
+# found is put back once a Ctrl-C was raised in it (core.precision.put_back_modes).
+def _torch_modes() -> tuple | None:
+    """torch's global modes now; None before torch is imported (a command that needs it waits for it first)."""
+    if "torch" not in sys.modules:
+        return None
+    from .core.precision import global_modes
 
-
-def _put_back_grad_mode(enabled: bool) -> None:
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_grad_enabled(enabled)
+    return global_modes()
 
 
 def _importing(frame) -> bool:

@@ -27,6 +27,10 @@ A Ctrl-C during :patch (or :context, :heads: any interruptible view) that landed
 `with torch.no_grad():` blocks ended, in the Python of its __exit__, left gradients off for the rest of the session:
 every later :train ended in "internal error: element 0 of tensors does not require grad". The front door's Ctrl-C
 handler now puts back the gradient mode the command found, once it raised a Ctrl-C inside it.
+The same Ctrl-C landing as an autocast block ended (the fast path's attention has one in every block, so :ngram's and
+:ablate's evaluations pass through thousands) left torch one autocast level deep for good: its cache of bfloat16
+copies of the weights was never emptied again, and a `dtype=bfloat16` :train after it computed every step with the
+weights of its first step, silently. The handler puts autocast's level, switches and dtypes back as well.
 """
 
 import signal
@@ -297,3 +301,43 @@ def test_ctrl_c_as_a_views_no_grad_block_ends_leaves_gradients_on_for_the_next_t
         assert losses_next(s) == untouched  # was "element 0 of tensors does not require grad" at the first step
     finally:
         torch.set_grad_enabled(True)  # for the tests after this one, had it failed
+
+
+# --- Ctrl-C as torch's own autocast block ends ------------------------------------------------------------------
+def autocast_level() -> int:
+    """How many autocast blocks torch believes it is inside (it has no getter: one in and out again tells)."""
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return level
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to oneself")
+@pytest.mark.parametrize("line", [":ngram", ":ablate head=0.0"])
+def test_ctrl_c_as_an_autocast_block_ends_leaves_bfloat16_training_on_fresh_weights(text, monkeypatch, line):
+    def bf16() -> Session:
+        s = trained(text)
+        run(s, ":set dtype=bfloat16")
+        return s
+
+    untouched = losses_next(bf16())
+    s = bf16()
+    original, pressed = torch.autocast_decrement_nesting, []
+
+    def decrement():  # the first thing an autocast block does on its way out (the fast path's attention has one)
+        if not pressed and sys._getframe(1).f_code.co_name == "__exit__":
+            pressed.append(1)
+            signal.raise_signal(signal.SIGINT)
+        return original()
+
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(torch, "autocast_decrement_nesting", decrement)
+            assert interrupted(s, line) == "interrupted"
+        assert pressed and autocast_level() == 0  # was 1 for good
+        # was: the cache of bfloat16 copies of the weights was never emptied again, and every step after the first
+        # computed with the weights of that first one
+        assert losses_next(s) == untouched
+    finally:
+        while autocast_level() > 0:  # for the tests after this one, had it failed
+            torch.autocast_decrement_nesting()
+        torch.clear_autocast_cache()

@@ -98,6 +98,33 @@ def autocast(dtype: str, device) -> contextlib.AbstractContextManager:
     return torch.autocast(device_type=torch.device(device).type, dtype=DTYPES[dtype])
 
 
+def global_modes() -> tuple:
+    """What torch keeps globally that its own context managers set and put back in Python: the gradient mode, and
+    autocast's nesting level (torch has no getter: one level in and out again tells), switches and dtypes. A
+    KeyboardInterrupt that lands inside one of their __exit__ leaves them as the block had them (put_back_modes)."""
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    casts = tuple((device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+                  for device in ("cpu", "cuda"))
+    return torch.is_grad_enabled(), level, casts, torch.is_autocast_cache_enabled()
+
+
+def put_back_modes(modes: tuple) -> None:
+    """Put back what global_modes() gave. An autocast nesting left a level too deep kept its cache of bfloat16 copies
+    of the weights past every later block's end, so each later training step computed with the weights of the first."""
+    grad, level, casts, cache = modes
+    torch.set_grad_enabled(grad)
+    now = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    for _ in range(now - level):
+        if torch.autocast_decrement_nesting() == 0:  # what autocast's own __exit__ does at the outermost block
+            torch.clear_autocast_cache()
+    for device, enabled, dtype in casts:
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(cache)
+
+
 def precision_note(dtype: str, device) -> str | None:
     """One line for a person who asked for bfloat16 where the device has no bfloat16 units; else None.
 
