@@ -5,7 +5,8 @@ The harness below takes everything a view could leave behind for the next `:trai
 param_groups, the trainer's step, run, history and batch generator, torch's global switches and random state, the
 settings, the ablations and :quantize's copy. Each view is run between two snapshots, and `:train` after it must
 give the losses it gives after no view. Every view passed it on the variants (rope, gqa, swiglu, moe, untied,
-rmsnorm, qk_norm, post-norm, sdpa, no mask, dropout) and with a part ablated; what failed is below.
+rmsnorm, qk_norm, post-norm, sdpa, no mask, dropout) and with a part ablated, and `minitf --load NAME VIEW` leaves
+the checkpoint's files byte for byte; those tests guard it. What failed is below.
 
 `:quantize int8`, then `:grad`, then `:gen`: :gen sampled from the float model again, with nothing said. :grad's
 trial step of the optimizer (its "step |dW|/|W|" column) is rolled back, the weights bitwise as they were, but every
@@ -341,3 +342,24 @@ def test_ctrl_c_as_an_autocast_block_ends_leaves_bfloat16_training_on_fresh_weig
         while autocast_level() > 0:  # for the tests after this one, had it failed
             torch.autocast_decrement_nesting()
         torch.clear_autocast_cache()
+
+
+# --- the one-shot shell: a view of a checkpoint leaves it as it was ------------------------------------------------
+def test_a_one_shot_view_of_a_checkpoint_leaves_its_files_as_they_were(text, checkpoint_dir):
+    import os
+
+    from test_cli import invoke
+
+    s = trained(text)
+    run(s, ":save mine")
+
+    def files() -> dict:
+        return {path: (path.read_bytes(), os.stat(path).st_mtime_ns) for path in sorted(checkpoint_dir.rglob("*"))
+                if path.is_file()}
+
+    before = files()
+    for view in (["grad"], ["heads"], ["quantize", "int8"], ["ablate", "head=0.0"],
+                 ["compare", "current lr=0.005", "--steps", "2"]):
+        result = invoke("--load", "mine", *view)
+        assert result.exit_code == 0, result.output
+    assert files() == before
