@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from .config import ModelConfig
 from .errors import ConfigError, DataError, DeviceError
 from .experts import MixtureOfExperts, MoEStats
-from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, make_activation
+from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, kept_hidden_layers, make_activation
 from .interrupts import held
 from .norms import make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
@@ -282,10 +282,18 @@ class MultiHeadSelfAttention(nn.Module):
         repeated to n_heads in place of the shared ones; with dropout, the dropped pattern and its
         noise (torch's CPU dropout keeps a float noise tensor). RoPE's rotated q and k replace the
         unrotated ones (a rotation's gradient needs only cos and sin).
+
+        The fused kernel (without dropout) keeps its output O for its backward, laid out as its q is. A q
+        straight from the projection is a (B, T, h, d_k) tensor seen as (B, h, T, d_k), so O's merge is a
+        view of O itself; a q that RoPE or qk_norm wrote anew is (B, h, T, d_k) in memory, and so is O,
+        which the merge then copies: O and Concat(heads) are kept apart (measured: 8% more than counted
+        at d=32, T=40 for rope or qk_norm with attention=sdpa).
         """
         H, T, d = self.n_heads, seq_len, self.out_proj.in_features
         qkv = self.q_proj.out_features + self.k_proj.out_features + self.v_proj.out_features
         floats = qkv + (H * T if not self.use_sdpa or dropout else H) + d
+        if self.use_sdpa and not dropout and (self.rope is not None or self.q_norm is not None):
+            floats += d  # the kernel's own O beside the merged copy the out projection reads
         if self.q_norm is not None:  # each head's q and k, normalised over head_dim
             floats += H * self.q_norm.kept_floats() + self.n_kv_heads * self.k_norm.kept_floats()
         if self.grouped and not self.use_sdpa:  # fused: enable_gqa, no copies
@@ -337,8 +345,8 @@ class FeedForward(nn.Module):
 
     def activation_floats(self, dropout: bool = False) -> int:
         """Floats one position keeps for the backward pass: the hidden layer before and after the
-        activation (relu2: relu's output and its square)."""
-        return 2 * self.fc_in.out_features
+        activation (relu2: relu's output and its square), or once where the two are one tensor (relu)."""
+        return kept_hidden_layers(self.activation) * self.fc_in.out_features
 
 
 def feed_forward(config: ModelConfig) -> nn.Module:
