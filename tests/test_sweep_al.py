@@ -8,6 +8,10 @@ it and both stay alive. Each switch alone measured right; only the pair was off.
 `:params` said a model with `activation=relu` kept the FFN's hidden layer twice for the backward pass, 8% more than
 its forward keeps: ReLU's backward reads its own output, the very tensor W_2 reads, so it is kept once (GELU and
 ReLU^2 keep two tensors, their input and output). The FFN's statement now counts one for relu, an expert's too.
+`:params` said a grouped-query model (n_kv_heads below n_heads) on `attention=sdpa` with dropout kept 5% less than its
+forward does (MQA at d_model 32): with dropout torch's CPU kernel falls back to its math path, which repeats K and V to
+every query head as the explicit path does; the count took the fused kernel's sharing for granted. It counts the
+copies there now.
 
 The rest is the harness: for every pair of the switches below (289 models of 2 blocks, d_model 16), the training fast
 path's loss and every gradient equal the readable path's; the explicit attention equals the fused kernel; changing a
@@ -220,6 +224,8 @@ MEASURED = dict(vocab_size=11, max_seq_len=48, d_model=32, n_heads=4, n_layers=2
     dict(pos_encoding="rope", n_kv_heads=2, qk_norm=True, attention="sdpa"),
     dict(activation="relu"), dict(activation="relu", n_experts=3), dict(activation="relu", attention="sdpa"),
     dict(activation="relu", pos_encoding="rope", attention="sdpa"),
+    dict(dropout=0.2, n_kv_heads=1, attention="sdpa"), dict(dropout=0.2, n_kv_heads=2, attention="sdpa"),
+    dict(dropout=0.2, n_kv_heads=2), dict(n_kv_heads=1, attention="sdpa"),
 ], ids=label)
 def test_the_ledger_counts_what_the_forward_keeps_for_these_pairs(changes):
     torch.manual_seed(0)

@@ -278,10 +278,10 @@ class MultiHeadSelfAttention(nn.Module):
         q, k and v (their widths as built) for QK^T and AV; the pattern A, H * T, kept by softmax and
         AV on the explicit path (the fused kernel keeps only its H log-sum-exps, unless dropout is on,
         where torch's CPU kernel falls back to the math path and keeps A as well); the merged heads,
-        read by out_proj; with qk_norm the normalised q and k; on the explicit path under GQA, K and V
-        repeated to n_heads in place of the shared ones; with dropout, the dropped pattern and its
-        noise (torch's CPU dropout keeps a float noise tensor). RoPE's rotated q and k replace the
-        unrotated ones (a rotation's gradient needs only cos and sin).
+        read by out_proj; with qk_norm the normalised q and k; on the explicit path under GQA (and on
+        the fused one with dropout), K and V repeated to n_heads in place of the shared ones; with
+        dropout, the dropped pattern and its noise (torch's CPU dropout keeps a float noise tensor).
+        RoPE's rotated q and k replace the unrotated ones (a rotation's gradient needs only cos and sin).
 
         The fused kernel (without dropout) keeps its output O for its backward, laid out as its q is. A q
         straight from the projection is a (B, T, h, d_k) tensor seen as (B, h, T, d_k), so O's merge is a
@@ -296,7 +296,10 @@ class MultiHeadSelfAttention(nn.Module):
             floats += d  # the kernel's own O beside the merged copy the out projection reads
         if self.q_norm is not None:  # each head's q and k, normalised over head_dim
             floats += H * self.q_norm.kept_floats() + self.n_kv_heads * self.k_norm.kept_floats()
-        if self.grouped and not self.use_sdpa:  # fused: enable_gqa, no copies
+        # The fused kernel shares each K and V head with enable_gqa, no copies; with dropout it falls back to the
+        # math path, which repeats them to n_heads as the explicit path does (measured: 5% more than counted for
+        # n_kv_heads=1, dropout=0.2, attention=sdpa at d=32, T=40)
+        if self.grouped and (not self.use_sdpa or dropout):
             floats += 2 * d - self.k_proj.out_features - self.v_proj.out_features
         if dropout:
             floats += 2 * H * T
