@@ -18,7 +18,8 @@ the training fast path's loss and every gradient equal the readable path's (unde
 the explicit attention equals the fused kernel; changing a later token leaves earlier logits alone on the readable
 path, the fused kernel and the fast path; cached decoding, readable and fast, in chunks and one token at a time, equals
 the full forward, and generate's cached loop gives the naive loop's greedy tokens for a short prompt and for a prompt
-that fills the window exactly, on past max_seq_len; the untrained model's loss is near ln(vocab); parameter_count (the
+that fills the window exactly, on past max_seq_len, and for positions without a table, past the old window
+once it is widened in place; the untrained model's loss is near ln(vocab); parameter_count (the
 formula :set checks before building) equals the built model's and the ledger's; every step of `:shapes` whose stated
 symbols fit its rank has the sizes the model's symbols give; and the refused combinations (sizes against a switch) say
 the problem and the fix. Through the shell's own commands, for the triples: a checkpoint's round trip rebuilds the
@@ -182,6 +183,31 @@ def test_cached_decoding_equals_the_full_forward_and_the_naive_loop(changes):
         cached = list(generate(model, prompt, GenConfig(n=n, temperature=0, cache=True)))
         naive = list(generate(model, prompt, GenConfig(n=n, temperature=0, cache=False)))
         assert cached == naive, prompt
+
+
+UNLEARNED = [c for c in COMBOS if c.get("pos_encoding") in ("sinusoidal", "rope", "none")]
+
+
+@pytest.mark.parametrize("changes", UNLEARNED, ids=label)
+def test_a_wider_window_keeps_the_logits_and_the_cache_reads_past_the_old_one(changes):
+    """Positions without a table take a new max_seq_len in place (`:set max_seq_len`): the same weights read the old
+    window's positions as before, and the cache decodes past the old window as the full forward computes it."""
+    model = awake(changes).eval()
+    idx = ids(2, 2 * T, 6)
+    with torch.no_grad():
+        before, _ = model(idx[:, :T])
+        model.set_length(2 * T)
+        after, _ = model(idx)
+        if model.causal:
+            torch.testing.assert_close(after[:, :T], before, atol=1e-5, rtol=1e-5)
+            for decode in (model, FastPath(model)):
+                cache = model.new_cache()
+                pieces = [decode(idx[:, :T], cache=cache)[0]] + [decode(idx[:, t:t + 1], cache=cache)[0]
+                                                                  for t in range(T, 2 * T)]
+                torch.testing.assert_close(torch.cat(pieces, dim=1), after, atol=1e-4, rtol=1e-4)
+    long_prompt = [(5 * i) % V for i in range(T + 3)]  # longer than the old window, inside the new one
+    cached = list(generate(model, long_prompt, GenConfig(n=T, temperature=0, cache=True)))
+    assert cached == list(generate(model, long_prompt, GenConfig(n=T, temperature=0, cache=False)))
 
 
 # --- sizes, the untrained loss, the shape trace ------------------------------------------------------------------
