@@ -34,6 +34,11 @@ _CUDA_KEY = re.compile(r"^rng\.cuda\.(\d+)$")
 
 # safetensors files: an 8-byte length, a JSON header (about 100 bytes a tensor, plus metadata), the data.
 _HEADER_SLACK = 2**20
+
+# Settings a checkpoint predates keep the value it trained with, not today's default: before `optimizer` existed
+# every run was AdamW (the default is Muon now), and before `dtype` every run was float32 (the default is auto, which
+# is bfloat16 on a CPU with AMX or AVX512-BF16: a run continued from such a checkpoint changed its arithmetic).
+PREDATED_TRAINING = {"optimizer": "adamw", "dtype": "float32"}
 _TENSOR_SLACK = 512  # header bytes allowed per tensor, on top of _HEADER_SLACK
 _RNG_SLACK = 2**20  # the random states: 5 KB for each CPU generator, a few bytes per CUDA device
 
@@ -43,9 +48,8 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     path = checkpoint_path(directory, name)
     for attempt in range(3):
         manifest, raw = read_manifest(path)
-        # Settings a checkpoint predates keep the value it trained with, not today's default: before
-        # `optimizer` existed every run was AdamW (the default is Muon now).
-        manifest["trainer"]["train_config"].setdefault("optimizer", "adamw")
+        for key, value in PREDATED_TRAINING.items():
+            manifest["trainer"]["train_config"].setdefault(key, value)
         config = check_manifest_values(path, manifest)  # before the data files: they are read within its bounds
         limits = size_limits(config)
         _check_claims(path, config, manifest["files"]["model"], limits)

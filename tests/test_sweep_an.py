@@ -1,0 +1,66 @@
+"""Upgrading: work saved by older versions of minitf, opened with this one. Each test failed before its fix.
+
+Checkpoints were written by seven commits spread over the history (7bf9770, the first :save; 914d31e, the
+variants; a50d779, Muon the default; 2c909c9, BPE and hf: exports; f1be03c, residual= and causal=; d0380ab and
+e2d7b7c, later) and loaded here: the weights of every one gave the same logits as the version that wrote it. The tests
+build those checkpoints the way the old code wrote them (a save of today's, with the manifest rewritten to the old
+fields), so that CI needs no old version.
+
+A checkpoint written before the `dtype` setting existed (every run was float32 then) continued its run under today's
+default, dtype=auto: bfloat16 autocast on a CPU with AMX or AVX512-BF16 ("trained 2 steps ... bfloat16"), another
+arithmetic than the one it was saved from, with no word of it. It now loads as float32, as it trained, and :load names
+the change of setting as it names the optimizer's.
+"""
+
+import pytest
+
+from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.session import Session
+
+from checkpoint_worker import rewrite_manifest
+from test_commands import TINY, run
+
+# The training settings the first checkpoints (7bf9770) wrote: the rest (optimizer, dtype, compile, fast_path) came
+# later, and a manifest of then has none of them.
+FIRST_TRAIN_FIELDS = ("steps", "batch_size", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip",
+                      "eval_every", "eval_batches", "seed")
+
+
+def saved_session(tmp_path, data: str = "sort:4", **train) -> Session:
+    """A tiny session trained a few steps (AdamW, float32: what every run was before those settings existed)."""
+    train = {"steps": 4, "batch_size": 4, "eval_every": 2, "eval_batches": 1, "optimizer": "adamw",
+             "dtype": "float32", **train}
+    s = Session(ModelConfig(**TINY), TrainConfig(**train), data_spec=data, device_name="cpu",
+                checkpoint_dir=tmp_path)
+    run(s, ":train")
+    return s
+
+
+def as_first_written(manifest: dict) -> None:
+    """Rewrite a manifest to the fields 7bf9770's save wrote (core/checkpoint.py of then)."""
+    manifest.pop("origin", None)
+    t = manifest["trainer"]
+    for key in ("run_constant_lr", "trained_window"):
+        t.pop(key, None)
+    t["train_config"] = {k: v for k, v in t["train_config"].items() if k in FIRST_TRAIN_FIELDS}
+    for row in t["history"]:
+        for key in ("aux_loss", "compile_seconds", "val_bpc"):
+            row.pop(key, None)
+
+
+def fresh_session(tmp_path, **train) -> Session:
+    return Session(ModelConfig(**TINY), TrainConfig(**train), data_spec="sort:4", device_name="cpu",
+                   checkpoint_dir=tmp_path)
+
+
+# --- dtype: a checkpoint from before the setting trained in float32 ------------------------------------------------
+def test_a_checkpoint_from_before_dtype_continues_in_float32_not_todays_auto(tmp_path):
+    s = saved_session(tmp_path)
+    run(s, ":save old")
+    rewrite_manifest(tmp_path / "old", as_first_written)
+
+    later = fresh_session(tmp_path, dtype="auto")
+    result = run(later, ":load old")
+    assert later.train_config.dtype == "float32" and later.trainer.config.dtype == "float32"
+    assert later.train_config.optimizer == "adamw"
+    assert result.train_changed["dtype"] == ("auto", "float32")  # said as the other settings the checkpoint brings are
