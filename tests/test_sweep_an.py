@@ -10,10 +10,16 @@ A checkpoint written before the `dtype` setting existed (every run was float32 t
 default, dtype=auto: bfloat16 autocast on a CPU with AMX or AVX512-BF16 ("trained 2 steps ... bfloat16"), another
 arithmetic than the one it was saved from, with no word of it. It now loads as float32, as it trained, and :load names
 the change of setting as it names the optimizer's.
+
+`minitf ls --json` gave each row's `model_config` as the manifest held it: a checkpoint of before norm_eps, residual
+and causal (914d31e's) had none of them, so a script reading `row["model_config"]["causal"]` across a folder failed
+with a KeyError on the old ones, where `load --json` gave every setting. A row now holds every setting, as a load
+builds the model.
 """
 
 import pytest
 
+from minitf_repl.core import checkpoint as ckpt
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.session import Session
 
@@ -64,3 +70,21 @@ def test_a_checkpoint_from_before_dtype_continues_in_float32_not_todays_auto(tmp
     assert later.train_config.dtype == "float32" and later.trainer.config.dtype == "float32"
     assert later.train_config.optimizer == "adamw"
     assert result.train_changed["dtype"] == ("auto", "float32")  # said as the other settings the checkpoint brings are
+
+
+# --- ls --json: every model setting, also of a checkpoint from before some of them ----------------------------------
+# The model settings 914d31e's checkpoints wrote: residual, causal and norm_eps came after.
+VARIANTS_MODEL_FIELDS = ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers", "d_ff", "dropout", "activation",
+                         "pos_encoding", "rope_base", "norm", "norm_placement", "norm_gain", "qk_norm", "n_kv_heads",
+                         "tie_embeddings", "bias", "n_experts", "experts_per_token", "moe_aux_weight", "attention")
+
+
+def test_ls_gives_every_model_setting_of_a_checkpoint_that_predates_some(tmp_path):
+    s = saved_session(tmp_path)
+    run(s, ":save old")
+    rewrite_manifest(tmp_path / "old", lambda m: m.update(
+        model_config={k: v for k, v in m["model_config"].items() if k in VARIANTS_MODEL_FIELDS}))
+    [row] = [r for r in ckpt.list_checkpoints(tmp_path) if r.name == "old"]
+    assert row.error is None
+    assert row.model_config == ModelConfig(**TINY, vocab_size=s.model_config.vocab_size).to_dict()
+    assert row.model_config["causal"] is True and row.model_config["norm_eps"] == 1e-5

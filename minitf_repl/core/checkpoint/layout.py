@@ -90,6 +90,7 @@ class CheckpointInfo:
     data_spec: str | None
     size_bytes: int
     saved_at: str | None  # ISO 8601, UTC
+    # every model setting by name, as a load builds the model (one a checkpoint predates: the value it was built with)
     model_config: dict | None = None
     error: str | None = None
     # the step val_loss was measured at: before `step` where a run stopped between two evaluations

@@ -85,7 +85,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
         raw = None
         try:
             manifest, raw = read_manifest(path, exact=False)  # every value checked; a load checks every byte too
-            check_manifest_values(path, manifest)
+            config = check_manifest_values(path, manifest)
             size = len(raw)
             for entry in manifest["files"].values():
                 where = path / entry["file"]
@@ -116,7 +116,9 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
         name=path.name, step=t["step"], val_loss=evaluated[-1]["val_loss"] if evaluated else None,
         val_step=evaluated[-1].get("step") if evaluated else None,
         data_spec=manifest["data_spec"], size_bytes=size,
-        saved_at=saved_at if isinstance(saved_at, str) else None, model_config=dict(manifest["model_config"]),
+        # the settings a load builds, not the manifest's own: a checkpoint of an older minitf has none of the settings
+        # that came later (norm_eps, residual, causal, ...), and `ls --json` gave a script a map without them
+        saved_at=saved_at if isinstance(saved_at, str) else None, model_config=config.to_dict(),
     )
 
 
