@@ -15,7 +15,15 @@ the change of setting as it names the optimizer's.
 and causal (914d31e's) had none of them, so a script reading `row["model_config"]["causal"]` across a folder failed
 with a KeyError on the old ones, where `load --json` gave every setting. A row now holds every setting, as a load
 builds the model.
+
+Before 0926e7f a checkpoint kept its data file's path as typed (`:data notes.txt`: "notes.txt"), relative to the
+folder minitf ran in. Loaded from another folder (a $MINITF_CHECKPOINT_DIR set once for all), the file was looked for
+there, and the learner was told "the data ... (notes.txt) is not available; put the file back to train" of a file
+that never moved. :load and :train now say that an older minitf saved a relative path, which folder was searched, and
+to start minitf in the folder it trained in or to switch the data to the file by its full path (the model is kept).
 """
+
+import os
 
 import pytest
 
@@ -24,7 +32,9 @@ from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.session import Session
 
 from checkpoint_worker import rewrite_manifest
-from test_commands import TINY, run
+from minitf_repl.core.errors import DataError
+
+from test_commands import TEXT, TINY, run
 
 # The training settings the first checkpoints (7bf9770) wrote: the rest (optimizer, dtype, compile, fast_path) came
 # later, and a manifest of then has none of them.
@@ -88,3 +98,34 @@ def test_ls_gives_every_model_setting_of_a_checkpoint_that_predates_some(tmp_pat
     assert row.error is None
     assert row.model_config == ModelConfig(**TINY, vocab_size=s.model_config.vocab_size).to_dict()
     assert row.model_config["causal"] is True and row.model_config["norm_eps"] == 1e-5
+
+
+# --- a data file's path kept relative by an older minitf ----------------------------------------------------------
+def test_a_relative_data_path_of_an_older_checkpoint_read_from_another_folder_says_so_and_what_to_do(
+        tmp_path, monkeypatch):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    (project / "notes.txt").write_text(TEXT, encoding="utf-8")
+    monkeypatch.chdir(project)
+    s = saved_session(tmp_path / "ck", data="notes.txt")
+    run(s, ":save old")
+    rewrite_manifest(tmp_path / "ck" / "old", lambda m: m.update(data_spec="notes.txt"))  # as 7bf9770 kept it
+
+    monkeypatch.chdir(elsewhere)
+    later = fresh_session(tmp_path / "ck")
+    result = run(later, ":load old")
+    assert "older minitf saved it as a path relative to the folder it ran in" in result.data_missing
+    assert f"there is no notes.txt in {os.getcwd()}" in result.data_missing
+    with pytest.raises(DataError) as e:
+        run(later, ":train steps=1")
+    assert "put the file back" not in str(e.value)  # it was never moved
+    assert "start minitf in the folder it trained in, or switch the data to that file by its full path" in str(e.value)
+
+    run(later, f":data {project / 'notes.txt'}")  # what it says to do: the model stays, and trains
+    assert later.trainer.step == 4
+    run(later, ":train steps=1")
+    assert later.trainer.step == 5
+
+    monkeypatch.chdir(project)  # from the folder it trained in, the old path reads as it did
+    again = fresh_session(tmp_path / "ck")
+    assert run(again, ":load old").data_missing is None

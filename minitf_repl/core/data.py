@@ -611,10 +611,11 @@ class VocabOnly:
     """
 
 
-    def __init__(self, name: str, vocab, spec: str, reason: str | None = None):
+    def __init__(self, name: str, vocab, spec: str, reason: str | None = None, fix: str | None = None):
         self.name = name
         self.spec = spec
         self.reason = reason
+        self.fix = fix  # what to do, where putting the file back is not it
         # a character vocabulary, or a subword tokenizer as it is (core.bpe)
         self.tokenizer = CharTokenizer.from_vocab(vocab) if isinstance(vocab, str) else vocab
         self.description = f"the vocabulary of {spec} only ({reason or 'the data is not available'}): generation works, training does not"
@@ -633,8 +634,8 @@ class VocabOnly:
                 "or choose other data"
             )
         raise DataError(
-            f"the data this model was trained on ({self.spec}) cannot be used ({self.reason}); put the original "
-            "file back to train, or choose other data"
+            f"the data this model was trained on ({self.spec}) cannot be used ({self.reason}); "
+            + (self.fix or "put the original file back to train, or choose other data")
         )
 
 

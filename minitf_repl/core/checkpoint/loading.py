@@ -450,7 +450,17 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
         data = load(spec) if load is not None else load_data(spec, checkpoint.tokenizer)
         data.check_fits(checkpoint.model_config.max_seq_len)
     except UserError as e:
-        return VocabOnly(name, vocab, spec, None if _is_gone(spec, CORPORA + TASKS) else str(e).split(";")[0])
+        if not _is_gone(spec, CORPORA + TASKS):
+            return VocabOnly(name, vocab, spec, str(e).split(";")[0])
+        if not _is_absolute(spec):
+            # Before core.data.lasting_spec a checkpoint kept a file's path as typed: relative to the folder that
+            # minitf ran in then, and read from this one now. "Put the file back" sent a person to restore a file
+            # that was never moved.
+            return VocabOnly(name, vocab, spec, f"an older minitf saved it as a path relative to the folder it ran "
+                             f"in, and there is no {spec} in {os.getcwd()}",
+                             "start minitf in the folder it trained in, or switch the data to that file by its full "
+                             "path (the model is kept where its characters are the same)")
+        return VocabOnly(name, vocab, spec)
     tokenizer = getattr(data, "tokenizer", None)
     if (load is None and tokenizer is not None and tokenizer.vocab != checkpoint.vocab
             and "\r" in checkpoint.vocab and "\r" not in tokenizer.vocab):
@@ -465,6 +475,14 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
         return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data
+
+
+def _is_absolute(spec: str) -> bool:
+    """Whether the file path `spec` names the same file from any folder (~ included)."""
+    try:
+        return Path(spec).expanduser().is_absolute()
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
+        return True
 
 
 def _is_gone(spec: str, builtin: tuple) -> bool:
