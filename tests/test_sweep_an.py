@@ -21,6 +21,12 @@ folder minitf ran in. Loaded from another folder (a $MINITF_CHECKPOINT_DIR set o
 there, and the learner was told "the data ... (notes.txt) is not available; put the file back to train" of a file
 that never moved. :load and :train now say that an older minitf saved a relative path, which folder was searched, and
 to start minitf in the folder it trained in or to switch the data to the file by its full path (the model is kept).
+
+A Hugging Face model kept with :save NAME before 7421795 (`:load hf:gpt2`, `:save gpt2`, to skip reading the folder
+again) has trained weights at step 0 and a manifest that does not say where they came from: loaded now, :gen said
+"this model has not trained yet, so its text is random: :train first". A step-0 checkpoint without `weights_from`
+whose weights are not those its seed builds now loads as weights trained elsewhere; an untrained model saved at
+step 0 still reads as untrained.
 """
 
 import os
@@ -129,3 +135,26 @@ def test_a_relative_data_path_of_an_older_checkpoint_read_from_another_folder_sa
     monkeypatch.chdir(project)  # from the folder it trained in, the old path reads as it did
     again = fresh_session(tmp_path / "ck")
     assert run(again, ":load old").data_missing is None
+
+
+# --- a Hugging Face model kept as a checkpoint by an older minitf ---------------------------------------------------
+def test_an_older_checkpoint_of_a_hugging_face_model_is_not_called_untrained(tmp_path):
+    first = saved_session(tmp_path)
+    run(first, f":save hf:{tmp_path / 'hf'}")
+    second = fresh_session(tmp_path)
+    run(second, f":load hf:{tmp_path / 'hf'}")
+    run(second, ":save gpt")
+    rewrite_manifest(tmp_path / "gpt", lambda m: m.pop("weights_from"))  # as a save before 7421795 wrote it
+
+    third = fresh_session(tmp_path)
+    run(third, ":load gpt")
+    assert third.trainer.step == 0 and not third.untrained  # was: "not trained yet, so its text is random"
+    assert third.weights_from == "checkpoint gpt"
+
+    untrained = fresh_session(tmp_path)
+    run(untrained, ":params")  # builds the model, at step 0
+    run(untrained, ":save blank")
+    rewrite_manifest(tmp_path / "blank", lambda m: m.pop("weights_from", None))
+    again = fresh_session(tmp_path)
+    run(again, ":load blank")
+    assert again.untrained  # a model saved before it trained holds what its seed builds: still called untrained

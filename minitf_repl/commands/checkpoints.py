@@ -208,7 +208,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     before, model_before = session.train_config, session.model_config
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
-    session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=checkpoint.meta.get("weights_from"),
+    session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=ckpt.weights_from(checkpoint),
                   data_since_step=since)
     ckpt.restore_rng(checkpoint)
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))

@@ -79,7 +79,7 @@ _HOMES = {
                "CheckpointInfo", "check_name", "check_save_target"),
     "listing": ("checkpoint_info", "list_checkpoints", "misnamed"),
     "loading": ("build_model", "check_loadable", "checkpoint_data", "load_checkpoint", "restore", "restore_rng",
-                "restore_trainer"),
+                "restore_trainer", "weights_from"),
     "locks": ("HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "folder_lock"),
     "reads": ("manifest_bytes",),
     "store": ("NameTaken", "rotate", "save_checkpoint"),
@@ -91,7 +91,7 @@ __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "HELD_FILE", "LOCK_FILE", "LOCK_WAIT", "MANIFEST", "MAX_MANIFEST_BYTES", "ORIGINS",
     "Checkpoint", "CheckpointInfo", "NameTaken", "build_model", "check_loadable", "check_name", "check_save_target",
     "checkpoint_data", "checkpoint_info", "folder_lock", "list_checkpoints", "load_checkpoint", "manifest_bytes",
-    "misnamed", "restore", "restore_rng", "restore_trainer", "rotate", "save_checkpoint",
+    "misnamed", "restore", "restore_rng", "restore_trainer", "rotate", "save_checkpoint", "weights_from",
 ]
 
 

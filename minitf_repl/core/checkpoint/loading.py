@@ -428,6 +428,29 @@ def restore_rng(checkpoint: Checkpoint) -> None:
     torch.set_rng_state(checkpoint.torch_rng)  # checked above: cannot fail
 
 
+def weights_from(checkpoint: Checkpoint) -> str | None:
+    """Where the checkpoint's weights were trained, if not by its own run: its manifest's `weights_from` (`hf:PATH`),
+    else, for a checkpoint at step 0 whose weights are not those its seed builds, `checkpoint NAME`.
+
+    A Hugging Face model kept with a save sits at step 0 with trained weights. Since 7421795 the manifest says where
+    they came from; a checkpoint of an older minitf does not, and loaded as "not trained yet, so its text is random".
+    Its weights tell: an untrained model saved at step 0 holds exactly what its seed builds (the session builds a
+    model so). A model too large to build a second time for the comparison is taken as trained elsewhere: a lab
+    model that large is not saved before its first step, a Hugging Face one is.
+    """
+    saved = checkpoint.meta.get("weights_from")
+    if saved is not None or checkpoint.trainer_state["step"] > 0:
+        return saved
+    config = checkpoint.model_config
+    if parameter_count(config) <= REFERENCE_ON_CPU_PARAMETERS:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(checkpoint.trainer_state["train_config"]["seed"])
+            initial = MiniTransformerLM(config).state_dict()
+        if all(torch.equal(value, checkpoint.model_state[key].cpu()) for key, value in initial.items()):
+            return None
+    return f"checkpoint {checkpoint.name}"
+
+
 def checkpoint_data(checkpoint: Checkpoint, load=None):
     """The dataset `checkpoint` was trained on, or a `VocabOnly` stand-in if it cannot be had.
 
