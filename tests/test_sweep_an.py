@@ -27,6 +27,12 @@ again) has trained weights at step 0 and a manifest that does not say where they
 "this model has not trained yet, so its text is random: :train first". A step-0 checkpoint without `weights_from`
 whose weights are not those its seed builds now loads as weights trained elsewhere; an untrained model saved at
 step 0 still reads as untrained.
+
+A character model's Hugging Face folder holds its characters as a word-level tokenizer.json; before 61d564d
+:load hf: read it as a subword tokenizer, and a :save of that model (2c909c9's) stored it in the checkpoint as one.
+Loaded now, that tokenizer read every character it lacks as its unknown token, "\n", without a word (pydoc's 465,048
+characters became 418,543 tokens, the rest newlines), and a task of its very characters was refused as "not read by
+it". The checkpoint now loads as the character model it is, as the folder itself does.
 """
 
 import os
@@ -158,3 +164,23 @@ def test_an_older_checkpoint_of_a_hugging_face_model_is_not_called_untrained(tmp
     again = fresh_session(tmp_path)
     run(again, ":load blank")
     assert again.untrained  # a model saved before it trained holds what its seed builds: still called untrained
+
+
+# --- a character model's tokenizer that an older minitf stored as a subword one ----------------------------------
+def test_a_character_tokenizer_stored_as_a_subword_one_by_an_older_minitf_loads_as_characters(tmp_path):
+    first = saved_session(tmp_path)
+    run(first, f":save hf:{tmp_path / 'hf'}")
+    second = fresh_session(tmp_path)
+    run(second, f":load hf:{tmp_path / 'hf'}")
+    run(second, ":save kept")
+    folder_tokenizer = (tmp_path / "hf" / "tokenizer.json").read_text(encoding="utf-8")
+    # as 2c909c9 wrote it: the folder's tokenizer.json as a subword tokenizer, and no characters of its own
+    rewrite_manifest(tmp_path / "kept", lambda m: m.update(tokenizer={"kind": "bpe", "json": folder_tokenizer},
+                                                            vocab="", data_spec="sort:4"))
+
+    later = fresh_session(tmp_path)
+    result = run(later, ":load kept")
+    assert later.data.tokenizer.kind == "char" and result.data_missing is None  # the task of its characters trains
+    assert later.data.tokenizer.vocab == first.data.tokenizer.vocab
+    run(later, ":train steps=1")
+    assert later.trainer.step == 1

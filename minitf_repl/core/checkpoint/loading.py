@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ..bpe import characters_of
 from ..config import ModelConfig, TrainConfig
 from ..device import resolve_device
 from ..errors import CheckpointError, UserError
@@ -72,7 +73,14 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
                 raise
 
     vocab, tokenizer = manifest["vocab"], stored_tokenizer(path, manifest, config)
-    if tokenizer is not None:
+    chars = characters_of(tokenizer) if tokenizer is not None else None
+    if chars is not None and len(chars) == config.vocab_size:
+        # A character model's Hugging Face folder holds its characters as a word-level tokenizer.json, which minitf
+        # read as a subword tokenizer before 61d564d, and a :save of that model stored it so. Kept as such, it read
+        # any other character of a text as its unknown token ("\n") without a word: the model's characters, as a
+        # load of the folder gives them now.
+        vocab, tokenizer = chars, None
+    elif tokenizer is not None:
         vocab = tokenizer.vocab  # the one spelling every comparison of tokenizers uses
     t = manifest["trainer"]
     model_state = _check_model_tensors(path, config, model_tensors, map_location)
