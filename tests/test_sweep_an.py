@@ -33,6 +33,12 @@ A character model's Hugging Face folder holds its characters as a word-level tok
 Loaded now, that tokenizer read every character it lacks as its unknown token, "\n", without a word (pydoc's 465,048
 characters became 418,543 tokens, the rest newlines), and a task of its very characters was refused as "not read by
 it". The checkpoint now loads as the character model it is, as the folder itself does.
+
+A checkpoint of a byte-level BPE trained (2c909c9, before line endings were read as "\n") on a file with Windows line
+endings: its tokenizer learned "\r\n" as a merge, and the model trained on the text with its "\r". Today's reading
+of the file drops them; a character vocabulary said so by its "\r" and was read as then (b1bba63), but a BPE reads
+any text, so :train went on with another text than the run's (84 fewer characters in 4,084) without a word. A BPE
+whose merges hold a carriage return now reads its file as it did then, and continues exactly where it stopped.
 """
 
 import os
@@ -44,6 +50,7 @@ from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.session import Session
 
 from checkpoint_worker import rewrite_manifest
+from minitf_repl.core.bpe import train_bpe
 from minitf_repl.core.errors import DataError
 
 from test_commands import TEXT, TINY, run
@@ -184,3 +191,24 @@ def test_a_character_tokenizer_stored_as_a_subword_one_by_an_older_minitf_loads_
     assert later.data.tokenizer.vocab == first.data.tokenizer.vocab
     run(later, ":train steps=1")
     assert later.trainer.step == 1
+
+
+# --- a BPE trained on a file with Windows line endings, as they were read then --------------------------------------
+def test_a_bpe_checkpoint_trained_on_windows_line_endings_reads_its_file_as_it_did_then(tmp_path):
+    raw = TEXT.replace("\n", "\r\n\r\n") * 3  # paragraphs: "\r\n\r\n" is one piece, and its pairs merge
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(raw.encode("utf-8"))
+    s = saved_session(tmp_path, data=str(path))
+    run(s, ":set tokenizer=bpe:300")  # trained on the text as read today, "\n" alone
+    run(s, ":train steps=2")
+    run(s, ":save old")
+    old_bpe = train_bpe(raw, 300)  # as 2c909c9 trained it: on the text with its "\r\n"
+    assert old_bpe.own_size == s.data.tokenizer.own_size  # the model's vocab_size fits it
+    rewrite_manifest(tmp_path / "old", lambda m: m.update(tokenizer={"kind": "bpe", "json": old_bpe.vocab}))
+
+    later = fresh_session(tmp_path)
+    run(later, ":load old")
+    assert later.data.text == raw  # its "\r" kept, as the run read them (was: without them)
+    assert later.data.tokenizer.vocab == old_bpe.vocab
+    run(s, ":load old")
+    assert s.data.text == raw

@@ -322,6 +322,19 @@ def characters_of(tokenizer: SubwordTokenizer) -> str | None:
     return chars
 
 
+def learned_carriage_returns(tokenizer: SubwordTokenizer) -> bool:
+    """Whether the BPE learned a merge holding a carriage return ("\r", or the byte-level character for it): its
+    training text had one. A file read since line endings became "\n" (core.data) has none, so such a tokenizer was
+    trained on a file whose "\r\n" was read as two characters."""
+    model = json.loads(tokenizer.vocab).get("model", {})
+    returns = {"\r"} | {ch for ch, byte in _byte_level_alphabet().items() if byte == ord("\r")}
+    for merge in model.get("merges") or []:
+        pieces = merge.split(" ", 1) if isinstance(merge, str) else merge
+        if any(ch in piece for piece in pieces if isinstance(piece, str) for ch in returns):
+            return True
+    return False
+
+
 def characters_as_tokenizer(itos: list[str]):
     """A character tokenizer's vocabulary as a `tokenizers` one (a token per character, ids unchanged),
     so that a folder written for transformers carries it (core.hf.save_folder)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..bpe import characters_of
+from ..bpe import characters_of, learned_carriage_returns
 from ..config import ModelConfig, TrainConfig
 from ..device import resolve_device
 from ..errors import CheckpointError, UserError
@@ -493,10 +493,12 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
                              "path (the model is kept where its characters are the same)")
         return VocabOnly(name, vocab, spec)
     tokenizer = getattr(data, "tokenizer", None)
-    if (load is None and tokenizer is not None and tokenizer.vocab != checkpoint.vocab
-            and "\r" in checkpoint.vocab and "\r" not in tokenizer.vocab):
+    if load is None and tokenizer is not None and (
+            tokenizer.vocab != checkpoint.vocab and "\r" in checkpoint.vocab and "\r" not in tokenizer.vocab
+            or checkpoint.tokenizer is not None and learned_carriage_returns(checkpoint.tokenizer)):
         # trained on a file whose "\r\n" was read as two characters, before core.data read every line ending as
-        # "\n": the same file, read as it was then
+        # "\n": the same file, read as it was then. A character vocabulary says so by its "\r"; a BPE reads any
+        # text, so it trained on the "\n" text without a word, unless its merges tell of the "\r" it learned from
         try:
             again = load_data(spec, checkpoint.tokenizer, line_endings=True)
             again.check_fits(checkpoint.model_config.max_seq_len)
