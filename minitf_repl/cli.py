@@ -722,9 +722,10 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         if result.architecture is not None:  # a Hugging Face folder brings no data: the session's is read by its
             if result.data_missing is not None and not quiet:  # tokenizer, or cannot be, which no output would say
                 say(_stderr(), f"--load: data: {result.data_missing}", "yellow")
-        # A checkpoint keeps a file's path made absolute (lasting_spec): `--data notes.txt` names that same file.
-        elif data is not None and result.data_spec not in (data.strip(), lasting_spec(data.strip())) \
-                and not _same_task(data, session):
+        # A checkpoint keeps a file's path made absolute (lasting_spec): `--data notes.txt` names that same file. One
+        # of an older minitf kept it as typed, relative: `--data $PWD/notes.txt` names that file too.
+        elif data is not None and not {result.data_spec, lasting_spec(result.data_spec)} \
+                & {data.strip(), lasting_spec(data.strip())} and not _same_task(data, session):
             if result.data_missing is None:
                 raise UserError(
                     f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "

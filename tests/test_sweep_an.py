@@ -39,6 +39,10 @@ endings: its tokenizer learned "\r\n" as a merge, and the model trained on the t
 of the file drops them; a character vocabulary said so by its "\r" and was read as then (b1bba63), but a BPE reads
 any text, so :train went on with another text than the run's (84 fewer characters in 4,084) without a word. A BPE
 whose merges hold a carriage return now reads its file as it did then, and continues exactly where it stopped.
+
+`minitf --load old --data "$PWD/notes.txt" train`, from the folder the old checkpoint trained in (its data kept as
+"notes.txt"), was refused: "checkpoint old was trained on 'notes.txt', not '/.../notes.txt'; drop --data", of the
+very file. The two names of one file now agree, as `--data notes.txt` does with a checkpoint of today.
 """
 
 import os
@@ -53,6 +57,7 @@ from checkpoint_worker import rewrite_manifest
 from minitf_repl.core.bpe import train_bpe
 from minitf_repl.core.errors import DataError
 
+from test_cli import invoke
 from test_commands import TEXT, TINY, run
 
 # The training settings the first checkpoints (7bf9770) wrote: the rest (optimizer, dtype, compile, fast_path) came
@@ -212,3 +217,18 @@ def test_a_bpe_checkpoint_trained_on_windows_line_endings_reads_its_file_as_it_d
     assert later.data.tokenizer.vocab == old_bpe.vocab
     run(s, ":load old")
     assert s.data.text == raw
+
+
+# --- --load with --data naming the old relative file by its full path ---------------------------------------------
+def test_load_with_data_by_full_path_agrees_with_an_older_checkpoints_relative_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text(TEXT, encoding="utf-8")
+    s = saved_session(tmp_path / "ck", data="notes.txt")
+    run(s, ":save old")
+    rewrite_manifest(tmp_path / "ck" / "old", lambda m: m.update(data_spec="notes.txt"))  # as 7bf9770 kept it
+
+    result = invoke("--checkpoint-dir", str(tmp_path / "ck"), "--load", "old", "--data", str(tmp_path / "notes.txt"),
+                    "config")
+    assert result.exit_code == 0, result.output  # was: "trained on 'notes.txt', not '/.../notes.txt'; drop --data"
+    other = invoke("--checkpoint-dir", str(tmp_path / "ck"), "--load", "old", "--data", "sort:4", "config")
+    assert other.exit_code == 1 and "drop --data" in other.stderr  # another data is still a contradiction
