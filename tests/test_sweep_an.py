@@ -26,7 +26,7 @@ A Hugging Face model kept with :save NAME before 7421795 (`:load hf:gpt2`, `:sav
 again) has trained weights at step 0 and a manifest that does not say where they came from: loaded now, :gen said
 "this model has not trained yet, so its text is random: :train first". A step-0 checkpoint without `weights_from`
 whose weights are not those its seed builds now loads as weights trained elsewhere; an untrained model saved at
-step 0 still reads as untrained.
+step 0 still reads as untrained, and a manifest of today (it has trained_window) is taken at its word.
 
 A character model's Hugging Face folder holds its characters as a word-level tokenizer.json; before 61d564d
 :load hf: read it as a subword tokenizer, and a :save of that model (2c909c9's) stored it in the checkpoint as one.
@@ -78,7 +78,8 @@ def saved_session(tmp_path, data: str = "sort:4", **train) -> Session:
 
 def as_first_written(manifest: dict) -> None:
     """Rewrite a manifest to the fields 7bf9770's save wrote (core/checkpoint.py of then)."""
-    manifest.pop("origin", None)
+    for key in ("origin", "weights_from"):
+        manifest.pop(key, None)
     t = manifest["trainer"]
     for key in ("run_constant_lr", "trained_window"):
         t.pop(key, None)
@@ -156,13 +157,19 @@ def test_a_relative_data_path_of_an_older_checkpoint_read_from_another_folder_sa
 
 
 # --- a Hugging Face model kept as a checkpoint by an older minitf ---------------------------------------------------
+def before_weights_from(manifest: dict) -> None:
+    """Rewrite a manifest to what a save of before 7421795 wrote: no weights_from, and no trained_window (2a8bcea)."""
+    manifest.pop("weights_from", None)
+    manifest["trainer"].pop("trained_window", None)
+
+
 def test_an_older_checkpoint_of_a_hugging_face_model_is_not_called_untrained(tmp_path):
     first = saved_session(tmp_path)
     run(first, f":save hf:{tmp_path / 'hf'}")
     second = fresh_session(tmp_path)
     run(second, f":load hf:{tmp_path / 'hf'}")
     run(second, ":save gpt")
-    rewrite_manifest(tmp_path / "gpt", lambda m: m.pop("weights_from"))  # as a save before 7421795 wrote it
+    rewrite_manifest(tmp_path / "gpt", before_weights_from)  # as a save before 7421795 wrote it
 
     third = fresh_session(tmp_path)
     run(third, ":load gpt")
@@ -172,10 +179,16 @@ def test_an_older_checkpoint_of_a_hugging_face_model_is_not_called_untrained(tmp
     untrained = fresh_session(tmp_path)
     run(untrained, ":params")  # builds the model, at step 0
     run(untrained, ":save blank")
-    rewrite_manifest(tmp_path / "blank", lambda m: m.pop("weights_from", None))
+    rewrite_manifest(tmp_path / "blank", before_weights_from)
     again = fresh_session(tmp_path)
     run(again, ":load blank")
     assert again.untrained  # a model saved before it trained holds what its seed builds: still called untrained
+
+    run(second, ":save today")  # a manifest of today says where its weights came from, and that is all
+    rewrite_manifest(tmp_path / "today", lambda m: m.pop("weights_from"))
+    fourth = fresh_session(tmp_path)
+    run(fourth, ":load today")
+    assert fourth.untrained  # not second-guessed by its weights
 
 
 # --- a character model's tokenizer that an older minitf stored as a subword one ----------------------------------
