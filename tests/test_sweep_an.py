@@ -43,6 +43,11 @@ whose merges hold a carriage return now reads its file as it did then, and conti
 `minitf --load old --data "$PWD/notes.txt" train`, from the folder the old checkpoint trained in (its data kept as
 "notes.txt"), was refused: "checkpoint old was trained on 'notes.txt', not '/.../notes.txt'; drop --data", of the
 very file. The two names of one file now agree, as `--data notes.txt` does with a checkpoint of today.
+
+A checkpoint of pydoc whose characters the pydoc here no longer has (pydoc is this Python's documentation; and what
+2c909c9 saved as a Hugging Face model's data was the session's corpus) said "cannot be used (its vocabulary changed
+since the checkpoint was saved); put the original file back to train": there is no file to put back. It now says the
+data is built in and its text here has other characters, and to train a new model on it or choose other data.
 """
 
 import os
@@ -245,3 +250,20 @@ def test_load_with_data_by_full_path_agrees_with_an_older_checkpoints_relative_p
     assert result.exit_code == 0, result.output  # was: "trained on 'notes.txt', not '/.../notes.txt'; drop --data"
     other = invoke("--checkpoint-dir", str(tmp_path / "ck"), "--load", "old", "--data", "sort:4", "config")
     assert other.exit_code == 1 and "drop --data" in other.stderr  # another data is still a contradiction
+
+
+# --- a built-in corpus whose characters differ now ---------------------------------------------------------------
+def test_a_builtin_corpus_with_other_characters_now_is_not_a_file_to_put_back(tmp_path):
+    s = saved_session(tmp_path, data="pydoc")
+    run(s, ":save old")
+    vocab = s.data.tokenizer.vocab
+    other = vocab.replace(vocab[-1], "\u2603")  # one character pydoc has not: as another Python's pydoc would
+    rewrite_manifest(tmp_path / "old", lambda m: m.update(vocab=other))
+
+    later = fresh_session(tmp_path)
+    result = run(later, ":load old")
+    assert "pydoc is built in, and its text here has other characters than the model's" in result.data_missing
+    with pytest.raises(DataError) as e:
+        run(later, ":train steps=1")
+    assert "put the original file back" not in str(e.value)
+    assert str(e.value).endswith("train a new model on it, or choose data with the model's characters")

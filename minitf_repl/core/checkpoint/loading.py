@@ -508,6 +508,11 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
         except UserError:
             pass
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
+        if spec.partition(":")[0] in CORPORA:
+            # no file to put back: pydoc is this Python's documentation (another Python's differs), and what an
+            # older minitf saved as a Hugging Face model's data was the session's corpus, never its own
+            return VocabOnly(name, vocab, spec, f"{spec} is built in, and its text here has other characters than "
+                             "the model's", "train a new model on it, or choose data with the model's characters")
         return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data
 
