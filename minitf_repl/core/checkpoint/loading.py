@@ -497,10 +497,13 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
     tokenizer = getattr(data, "tokenizer", None)
     if load is None and tokenizer is not None and (
             tokenizer.vocab != checkpoint.vocab and "\r" in checkpoint.vocab and "\r" not in tokenizer.vocab
-            or checkpoint.tokenizer is not None and learned_carriage_returns(checkpoint.tokenizer)):
+            or checkpoint.tokenizer is not None and "trained_window" not in checkpoint.meta["trainer"]
+            and learned_carriage_returns(checkpoint.tokenizer)):
         # trained on a file whose "\r\n" was read as two characters, before core.data read every line ending as
         # "\n": the same file, read as it was then. A character vocabulary says so by its "\r"; a BPE reads any
-        # text, so it trained on the "\n" text without a word, unless its merges tell of the "\r" it learned from
+        # text, so it trained on the "\n" text without a word, unless its merges tell of the "\r" it learned from.
+        # Only a manifest of before trained_window (2a8bcea, after b1bba63) is asked: a tokenizer of today may hold
+        # such merges from elsewhere (GPT-2's has "\r\n") and was trained here on the "\n" text all the same.
         try:
             again = load_data(spec, checkpoint.tokenizer, line_endings=True)
             again.check_fits(checkpoint.model_config.max_seq_len)
