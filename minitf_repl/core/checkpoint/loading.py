@@ -443,8 +443,9 @@ def weights_from(checkpoint: Checkpoint) -> str | None:
     A Hugging Face model kept with a save sits at step 0 with trained weights. Since 7421795 the manifest says where
     they came from; a checkpoint of an older minitf does not, and loaded as "not trained yet, so its text is random".
     Its weights tell: an untrained model saved at step 0 holds exactly what its seed builds (the session builds a
-    model so). Only a manifest of before `trained_window` is asked so. A model too large to build a second time for the comparison is taken as trained elsewhere: a lab
-    model that large is not saved before its first step, a Hugging Face one is.
+    model so). Only a manifest of before `trained_window` is asked so. A model too large to build a second time for
+    the comparison is taken as trained elsewhere: a lab model that large is not saved before its first step, a
+    Hugging Face one is.
     """
     saved = checkpoint.meta.get("weights_from")
     # A manifest with trained_window (2a8bcea, after 7421795) was written by a minitf that records weights_from: its
