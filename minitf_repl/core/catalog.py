@@ -67,6 +67,36 @@ def no_file_named(spec: str) -> str | None:
     return None
 
 
+# Characters no path a manifest names may hold: controls (ESC drives a terminal), lone surrogates (no text encodes
+# them), line and paragraph separators, and the bidirectional embeddings, overrides and isolates that reorder a line.
+_NOT_TEXT = {"Cc", "Cs", "Zl", "Zp"}
+_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def shows_as_text(text: str) -> bool:
+    """Whether `text` (a data file's path, a folder's) holds only characters that show as text. Not str.isprintable:
+    a path with a no-break space (U+00A0, or macOS's U+202F in "10.00.00\u202fAM"), an emoji family's joiner
+    (U+200D) or a private-use icon is a path a user trains on; its checkpoint, autosave too, was written and then
+    refused at every load as "not written by minitf"."""
+    import unicodedata
+
+    return all(unicodedata.category(ch) not in _NOT_TEXT and ch not in _BIDI_CONTROLS for ch in text)
+
+
+def unkept_path(spec: str) -> str | None:
+    """What is wrong with a data path that a checkpoint could not keep, in a message with its fix, or None. A
+    checkpoint's manifest holds only paths that show as text (a listing prints them), so a file whose name holds a
+    tab or a newline was trained on and saved, and its checkpoint was then refused at every load: it is refused
+    here, before any training, as :data, --data and load_data read it."""
+    if shows_as_text(spec):
+        return None
+    odd = next(ch for ch in spec if not shows_as_text(ch))
+    what = {"\t": "a tab", "\n": "a newline", "\r": "a carriage return"}.get(odd, f"the character U+{ord(odd):04X}")
+    shown = "".join(ch if shows_as_text(ch) else ascii(ch)[1:-1] for ch in spec)  # the tab as \t, as typed
+    return (f"the path {_clip(shown)} holds {what}, which a checkpoint cannot keep; rename the file (or link it "
+            "under a name without one) and give that path")
+
+
 def data_problem(spec: str) -> str | None:
     """What is wrong with a data spec, said without reading it (no torch): a file that is not there, or what
     no_file_named says of a spec that names none; None where the spec may well load (core.data says the rest)."""
@@ -74,6 +104,8 @@ def data_problem(spec: str) -> str | None:
     name, _, _ = spec.partition(":")
     if not spec or name in CORPORA + TASKS:
         return None
+    if (unkept := unkept_path(spec)) is not None:
+        return unkept
     problem = no_file_named(spec)
     try:
         path = Path(spec).expanduser()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named
+from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named, unkept_path
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .paths import cache_dir, expand, gone_folder, on_windows
@@ -963,8 +963,8 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         if not 1 <= size <= 30:
             raise DataError(f"{name} takes a size from 1 to 30, got {size}")
         return Task(name, size)
-    if (problem := no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such file"
-        raise DataError(problem)
+    if (problem := unkept_path(spec) or no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such
+        raise DataError(problem)  # file"; a tab in the path, which a checkpoint cannot keep
     text, converted, bom, cut = _read_text(spec, line_endings)
     # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
     # byte-order mark once

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..catalog import shows_as_text  # noqa: F401 - a manifest's paths are held to it, as :data's are
 from ..errors import CheckpointError
 from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC
 
@@ -115,22 +116,6 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
         )
     _check_manifest_fields(manifest, where)
     return manifest
-
-
-# Characters no path a manifest names may hold: controls (ESC drives a terminal), lone surrogates (no text encodes
-# them), line and paragraph separators, and the bidirectional embeddings, overrides and isolates that reorder a line.
-_NOT_TEXT = {"Cc", "Cs", "Zl", "Zp"}
-_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def shows_as_text(text: str) -> bool:
-    """Whether `text` (a data file's path, a folder's) holds only characters that show as text. Not str.isprintable:
-    a path with a no-break space (U+00A0, or macOS's U+202F in "10.00.00\u202fAM"), an emoji family's joiner
-    (U+200D) or a private-use icon is a path a user trains on; its checkpoint, autosave too, was written and then
-    refused at every load as "not written by minitf"."""
-    import unicodedata
-
-    return all(unicodedata.category(ch) not in _NOT_TEXT and ch not in _BIDI_CONTROLS for ch in text)
 
 
 def _check_manifest_fields(m: dict, where: Path) -> None:

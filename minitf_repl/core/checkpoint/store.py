@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from .. import __version__
+from ..catalog import unkept_path
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM, require_model
 from ..train import Trainer
@@ -70,6 +71,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         raise TypeError(f"save_checkpoint takes the vocabulary and the data's name as text, got "
                         f"{type(vocab).__name__} and {type(data_spec).__name__}; pass data.tokenizer.vocab and the "
                         "name load_data read (e.g. 'sort')")
+    if (unkept := unkept_path(data_spec)) is not None:  # a load would refuse its manifest: do not write it
+        raise CheckpointError(unkept)
     if trainer.model is not model:
         raise CheckpointError("the trainer trains another model, whose optimizer state would be saved beside these "
                               "weights; pass trainer.model as the model, or that model's own trainer")
