@@ -36,7 +36,7 @@ from .core.catalog import spec_forms
 from .core.errors import UserError
 from .core.paths import default_checkpoint_dir
 from .core.words import count
-from .dispatch import FAILED, FrontDoor, FrontEnd, phrase, run_command, signal_status
+from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
 from .parsing import BOOL_WORDS, fits_first_option, parse_line, prepare_args
 from .registry import Registry, clip
@@ -914,6 +914,8 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
     status = door.run(command, args)
     if door.terminated is not None:
         raise typer.Exit(signal_status(door.terminated))
+    if door.reader_left:
+        raise typer.Exit(READER_LEFT)
     if door.interrupted:
         raise typer.Exit(130)
     if status == FAILED:
@@ -1093,6 +1095,7 @@ def main() -> None:
     is flushed here, where an error can be said.
     """
     forget_zero_size()
+    Console.on_broken_pipe = _reader_left  # every console's, Typer's --help ones too: this process is the shell's
     if sys.stdout is None:  # `minitf >&-`
         error(_stderr(), "standard output is closed; run minitf with its output going to a terminal, a file or a pipe")
         sys.exit(1)
@@ -1115,6 +1118,17 @@ def main() -> None:
     sys.exit(code)
 
 
+def _reader_left(console: Console) -> None:
+    """What a Rich console does when the reader of its output has left (`minitf help | head -2`): stop writing, and
+    end with the status of a pipe SIGPIPE ended, READER_LEFT (141), as `cat` and `git log` do. Rich's own ends with
+    status 1, a failure a script could not tell from a command's, when the output outgrew the pipe."""
+    from .dispatch import silence_stdout
+
+    console.quiet = True
+    silence_stdout()
+    raise SystemExit(READER_LEFT)
+
+
 def forget_zero_size() -> None:
     """Drop a $COLUMNS or $LINES of 0 (a terminal that reports no size, passed on by a script or a container's
     environment), which means no size known. Rich took COLUMNS=0 for a width of 0 and printed nothing at all: every
@@ -1130,10 +1144,12 @@ _OUTPUT_ERRORS = {errno.EPIPE, errno.ENOSPC, errno.EIO, getattr(errno, "EDQUOT",
 
 
 def _output_lost(e: OSError) -> int:
-    """Stop writing to standard output after `e`; one line unless the reader simply left (EPIPE). Returns 1."""
+    """Stop writing to standard output after `e`; one line unless the reader simply left (EPIPE). Returns the exit
+    status: READER_LEFT where the reader left (`minitf help | head -2`), as a shell's pipe ends, else 1."""
     from .dispatch import silence_stdout
 
     silence_stdout()
-    if e.errno != errno.EPIPE:
-        error(_stderr(), f"cannot write the output ({e.strerror or e}); it is lost")
+    if e.errno == errno.EPIPE:
+        return READER_LEFT
+    error(_stderr(), f"cannot write the output ({e.strerror or e}); it is lost")
     return 1

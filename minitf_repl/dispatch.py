@@ -56,6 +56,12 @@ def signal_status(signum: int) -> int:
     return 128 + int(signum)
 
 
+# The status after the reader of standard output left (`minitf help | head -2`): 141, a shell's for a command SIGPIPE
+# ended, as `cat`, `seq` or `git log` end into `| head`. It was 1, a command's failure, so a script (pipefail) could
+# not tell a normal pipe from an error; and a script piped in went on running every line after (a :train included).
+READER_LEFT = signal_status(getattr(signal, "SIGPIPE", 13))  # 13 where the platform names none (Windows)
+
+
 # --- running a command -----------------------------------------------------------------------------
 def run_command(session, command: Command | str, args: dict | None = None, reporter: Reporter | None = None,
                 registry: Registry = REGISTRY):
@@ -177,6 +183,7 @@ class FrontDoor:
             guard_stdout(console)
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
         self.terminated: int | None = None  # SIGTERM or SIGHUP arrived: the front end exits after this command
+        self.reader_left = False  # standard output's reader closed the pipe: the front end ends (READER_LEFT)
         self.where = ""  # what an error line names first: the line of a script read from a pipe or file ("line 7: ")
 
     def run_line(self, line: str) -> str:
@@ -252,6 +259,7 @@ class FrontDoor:
             # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must
             # not complain about the unflushed stdout at exit either.
             silence_stdout()
+            self.reader_left = True
             return FAILED
         except OutputLost as e:
             # Standard output cannot be written (a full disk, /dev/full, an I/O error): what the

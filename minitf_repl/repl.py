@@ -41,7 +41,7 @@ from .core.catalog import CORPORA, TASKS, no_file_named
 from .core.errors import UserError
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
-from .dispatch import EMPTY, FAILED, QUIT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
+from .dispatch import EMPTY, FAILED, QUIT, READER_LEFT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
 from .palette import terminal_safe
 from .parsing import COPIED_PROMPT, PROMPT
 from .render import error, render, say
@@ -65,7 +65,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     SIGTERM or SIGHUP during a command stops it (a :train autosaves) and ends the input there:
     the status is then 143 or 129 (dispatch.signal_status), and the lines after it are not run.
     Ctrl-C likewise, with 130: a script's next :train must not start when Ctrl-C stopped this one
-    (as a shell script ends at Ctrl-C, and the REPL drops pasted lines after it).
+    (as a shell script ends at Ctrl-C, and the REPL drops pasted lines after it). A reader of the output that left
+    (`minitf < lesson.txt | head`) ends it too, with READER_LEFT (141).
     """
     door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug, keyboard=False),
                      progress=progress_console(console, err_console))
@@ -78,6 +79,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
         failed = failed or status == FAILED
         if door.terminated is not None:
             return signal_status(door.terminated)
+        if door.reader_left:  # no one reads what the lines after would show: a shell script ends at SIGPIPE too
+            return READER_LEFT
         if door.interrupted:
             return signal_status(signal.SIGINT)
         if status == QUIT:

@@ -5,7 +5,15 @@ checkpoint was then refused at every `:load` as "data_spec is missing or not pri
 by minitf": the work could not be loaded. Such a path is now refused where the data is named (`:data`, `--data`,
 core's load_data), in one line that names the character and the fix (rename the file), before any training; and
 save_checkpoint refuses to write a manifest that a load would refuse.
+`minitf help | head -2` ended with status 1, a command's failure, for a normal pipe (Rich's console exits 1 when its
+reader has left; the door's own check said 1 too): the shell now ends quietly with 141, the status a shell gives
+`cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the --json documents; and a
+script piped in (`minitf < lesson.txt | head`) stops there with 141 instead of running every line after, a :train
+included, into the void.
 """
+
+import subprocess
+import sys
 
 import pytest
 
@@ -48,3 +56,27 @@ def test_the_shell_refuses_a_data_path_with_a_tab_in_one_line(tmp_path):
     path.write_text(TEXT, encoding="utf-8")
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", str(path), "train", "--steps", "1"))
     assert "a\\tb.txt holds a tab" in line
+
+
+# --- a reader that leaves the pipe -----------------------------------------------------------------------------
+@pytest.mark.parametrize("words", ["help", "help train", "train --help", "config", "config --json", "tok hello"])
+def test_a_one_shot_command_into_a_closed_pipe_ends_quietly_with_the_pipes_status(tmp_path, words):
+    from test_hostile import _env
+
+    proc = subprocess.Popen([sys.executable, "-m", "minitf_repl", *words.split()], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=_env(tmp_path))
+    proc.stdout.close()  # `| head -0`: the reader is gone before a word is written
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (141, b"")
+
+
+def test_a_script_piped_in_stops_when_the_reader_leaves(tmp_path):
+    from test_hostile import _env
+
+    script = b":config\n:set steps=3\n:train\n:save after\n"
+    proc = subprocess.Popen([sys.executable, "-m", "minitf_repl", "--data", "sort"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path))
+    proc.stdout.close()
+    _, err = proc.communicate(script, timeout=120)
+    assert (proc.returncode, err) == (141, b"")
+    assert not (tmp_path / "checkpoints" / "after").exists()  # the lines after the one that met the closed pipe
