@@ -10,6 +10,10 @@ reader has left; the door's own check said 1 too): the shell now ends quietly wi
 `cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the --json documents; and a
 script piped in (`minitf < lesson.txt | head`) stops there with 141 instead of running every line after, a :train
 included, into the void.
+`:params` on a mixture of experts trained by Muon said Muon's state was "one momentum per entry of the blocks'
+matrices", and the routers are matrices in the blocks, which AdamW trains (core.optimizers.hidden_matrices keeps them
+out: a router is a small classifier, as the head is): the line now says the routers are AdamW's. The figures were
+right; the split stays as it is.
 """
 
 import subprocess
@@ -80,3 +84,19 @@ def test_a_script_piped_in_stops_when_the_reader_leaves(tmp_path):
     _, err = proc.communicate(script, timeout=120)
     assert (proc.returncode, err) == (141, b"")
     assert not (tmp_path / "checkpoints" / "after").exists()  # the lines after the one that met the closed pipe
+
+
+# --- :params on a mixture of experts under Muon -----------------------------------------------------------------
+def test_params_does_not_count_the_routers_among_muons_matrices():
+    from minitf_repl.core.optimizers import hidden_matrices
+
+    session = tiny_session()
+    run(session, ":set n_experts=4 optimizer=muon")
+    ledger = run(session, ":params").ledger
+    routers = [n for n, _ in session.model.named_parameters() if "router" in n]
+    assert routers and not {n for n, _ in hidden_matrices(session.model)} & set(routers)
+    assert "but the experts' routers" in ledger["optimizer_state"] and "(the routers too)" in ledger["optimizer_state"]
+    dense = tiny_session()
+    run(dense, ":set optimizer=muon")  # no router: the words as they were
+    assert run(dense, ":params").ledger["optimizer_state"] == \
+        "one momentum per entry of the blocks' matrices, AdamW's two moments for the rest"

@@ -205,7 +205,19 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
         optimizer_bytes=optimizer_bytes,
         optimizer=optimizer,
         optimizer_label=STATE_WORDS[optimizer][0],
-        optimizer_state=STATE_WORDS[optimizer][1],
+        optimizer_state=_state_words(model, optimizer, muon),
         activation_bytes=activation_bytes,
         total_bytes=weight_bytes + grad_bytes + optimizer_bytes + activation_bytes,
     )
+
+
+def _state_words(model: nn.Module, optimizer: str, muon: list) -> str:
+    """What the optimizer's state is, in words. Muon's "the blocks' matrices" named a mixture of experts' routers
+    too, which are matrices in the blocks that AdamW trains (core.optimizers.hidden_matrices says why): said so."""
+    words = STATE_WORDS[optimizer][1]
+    trained = {id(p) for _, p in muon}
+    routers = [p for p in model.blocks.parameters() if p.requires_grad and p.dim() == 2 and id(p) not in trained]
+    if not muon or not routers:
+        return words
+    return words.replace("of the blocks' matrices", "of the blocks' matrices but the experts' routers") + \
+        " (the routers too)"
