@@ -14,6 +14,9 @@ included, into the void.
 matrices", and the routers are matrices in the blocks, which AdamW trains (core.optimizers.hidden_matrices keeps them
 out: a router is a small classifier, as the head is): the line now says the routers are AdamW's. The figures were
 right; the split stays as it is.
+`:data` a text of 30,000 distinct characters on a 453M-parameter model switched to it, and the model's settings were
+then 515M parameters, past the lab's 500M that `:set` holds every model to (`:set tokenizer=` included): the switch is
+now held to the same bound before anything changes, and the data stays as it was.
 """
 
 import subprocess
@@ -21,7 +24,7 @@ import sys
 
 import pytest
 
-from minitf_repl.core.errors import CheckpointError, DataError
+from minitf_repl.core.errors import CheckpointError, ConfigError, DataError
 
 from test_commands import TEXT, run, tiny_session
 
@@ -100,3 +103,19 @@ def test_params_does_not_count_the_routers_among_muons_matrices():
     run(dense, ":set optimizer=muon")  # no router: the words as they were
     assert run(dense, ":params").ledger["optimizer_state"] == \
         "one momentum per entry of the blocks' matrices, AdamW's two moments for the rest"
+
+
+# --- :data to a larger vocabulary -------------------------------------------------------------------------------
+def test_data_with_a_larger_vocabulary_is_held_to_the_labs_parameter_bound(tmp_path):
+    from minitf_repl.core.sizes import MAX_PARAMS, parameter_count
+
+    session = tiny_session("pydoc")
+    run(session, ":set d_model=2048 n_layers=9 d_ff=8192 n_heads=16")  # within the bound: nothing is built
+    assert parameter_count(session.model_config) < MAX_PARAMS
+    wide = tmp_path / "wide.txt"
+    wide.write_text("".join(chr(0x4E00 + i) for i in range(30_000)) * 2, encoding="utf-8")
+    with pytest.raises(ConfigError, match="about 515M parameters, more than this lab's limit of 500M"):
+        run(session, f":data {wide}")
+    assert session.data_spec == "pydoc" and parameter_count(session.model_config) < MAX_PARAMS
+    run(session, ":set d_model=512 n_layers=2 d_ff=1024 n_heads=8")
+    assert run(session, f":data {wide}").changed  # a model that stays within it switches

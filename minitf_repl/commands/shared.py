@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..core import distributed
 from ..core.errors import CheckpointError, ConfigError, DataError, UserError
-from ..core.sizes import check_weights_free
+from ..core.sizes import check_trainable, check_weights_free
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, restore
@@ -204,6 +204,11 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
     """Switch to checked data: (whether the model was rebuilt, the checkpoint a trained model was kept as,
     the training settings that followed the data's recipe: {setting: (before, after)})."""
     rebuild = session.rebuild_needed(data=data)
+    vocab_size = data.tokenizer.vocab_size
+    if vocab_size != session.model_config.vocab_size:  # a larger table: held to the lab's bounds as :set's
+        # tokenizer= is, before anything changes (a 450M-parameter model took 30,000 characters' rows past 500M)
+        train, _ = session.recipe_switch(data)
+        check_trainable(session.model_config.replace(vocab_size=vocab_size), train.batch_size, fused=train.fast_path)
     if rebuild and session.device.type == "cpu":  # before anything changes, as :set checks: the new weights are
         # allocated beside the old, and past the memory free the out-of-memory killer ends the session
         check_weights_free(session.model_config.replace(vocab_size=data.tokenizer.vocab_size))
