@@ -223,8 +223,6 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     """
     from ..variants import position_kind
 
-    from safetensors.torch import save as safetensors_bytes
-
     path = Path(path).expanduser()
     model_type = export_type(model.config)
     arch = ARCHITECTURES[model_type]
@@ -246,7 +244,7 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         # The files are written by Python, not by safetensors' or tokenizers' own writers: those report a full disk (or
         # a file-size limit) as their own exception, SafetensorError or a bare Exception, which was an internal error;
         # and the weights are as readable as the umask lets files be (safetensors' save_file made them 0600)
-        (tmp / "model.safetensors").write_bytes(safetensors_bytes(arch.hf_weights(model), metadata={"format": "pt"}))
+        write_safetensors(tmp / "model.safetensors", arch.hf_weights(model), {"format": "pt"})
         hf = arch.hf_config(model.config)
         if context is not None and not position_kind(model.config).learned:  # no table of positions to outgrow
             hf["max_position_embeddings"] = max(hf["max_position_embeddings"], context)
@@ -272,6 +270,34 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         if held is not None:
             os.close(held)  # the flock goes with it
     return model_type
+
+
+# safetensors' element type names, for the dtypes a folder is written in (the lab computes in float32)
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+
+def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """Write `tensors` as one safetensors file, a tensor at a time: the format's 8-byte header length, its JSON
+    header (padded with spaces to 8 bytes, as safetensors pads it), then each tensor's bytes in the header's order.
+
+    safetensors.torch.save built the whole file in memory, after a bytes copy of every tensor: writing a 6 x 384
+    model's folder took 126 MiB over the 41 MiB of its weights, and a model at the lab's 500M parameters would have
+    taken 6 GiB more. This writes from each tensor's own memory, so a save costs no more than the tensors given."""
+    header: dict = {"__metadata__": metadata}
+    offset = 0
+    for name, t in tensors.items():
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset,
+                                                                                                      offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for t in tensors.values():
+            # the bytes as they lie (little-endian, as safetensors stores them, on every machine torch runs on here)
+            f.write(memoryview(t.detach().cpu().contiguous().view(torch.uint8).numpy()))
 
 
 # A save writes its folder into a temporary sibling, ".NAME.tmp-" and 8 random characters, holding a flock on it
