@@ -30,7 +30,7 @@ from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, rebuildi
 from .core.errors import DataError
 from .core.paths import default_checkpoint_dir, expand
 from .core.recipes import switch_recipe
-from .core.sizes import check_weights_free
+from .core.sizes import check_parameter_bound, check_weights_free
 from .core.threads import ThreadPolicy
 
 AUTOSAVE_NAME = "autosave"  # never a name a user picked: an autosave cannot overwrite their checkpoint
@@ -244,6 +244,9 @@ class Session:
         if self._model is not None:
             return
         data, device = self.data, self.device  # either may raise; nothing is set before both succeed
+        # :set held the settings to the lab's bound before the data was read (it reads none), with the vocabulary
+        # as it stood: the data's own may be far larger (30,000 characters took a 453M-parameter model to 515M)
+        check_parameter_bound(self.model_config.replace(vocab_size=data.tokenizer.vocab_size))
         if device.type == "cpu":  # weights past the memory free are refused here, not met by the out-of-memory killer
             check_weights_free(self.model_config.replace(vocab_size=data.tokenizer.vocab_size))
         if self.threads.choice is None:

@@ -16,7 +16,9 @@ out: a router is a small classifier, as the head is): the line now says the rout
 right; the split stays as it is.
 `:data` a text of 30,000 distinct characters on a 453M-parameter model switched to it, and the model's settings were
 then 515M parameters, past the lab's 500M that `:set` holds every model to (`:set tokenizer=` included): the switch is
-now held to the same bound before anything changes, and the data stays as it was.
+now held to the same bound before anything changes, and the data stays as it was. And where the data was not read yet
+(`minitf --data wide.txt`, then `:set` of a large model: :set reads no data, so it held the settings to the bound with
+the vocabulary's placeholder of 50), the first `:gen` built the model past the bound: the build is held to it too.
 `:save hf:PATH` built the whole safetensors file in memory after a bytes copy of every tensor (safetensors.torch.save):
 a 6 x 384 model's save grew the process by 126 MiB over its 41 MiB of weights, and one at the lab's 500M parameters
 would have asked 6 GiB more. The file is now written a tensor at a time from the tensors' own memory (42 MiB: the
@@ -153,3 +155,16 @@ def test_save_hf_writes_the_weights_without_a_copy_of_them_in_memory(tmp_path):
     assert torch.equal(written["transformer.wte.weight"], model.token_embedding.weight.detach())
     assert torch.equal(written["transformer.h.0.mlp.c_fc.weight"], model.blocks[0].ffn.fc_in.weight.detach().t())
     run(session, f":load hf:{tmp_path / 'out'}")  # and the lab reads it back
+
+
+def test_a_build_for_data_read_after_set_is_held_to_the_parameter_bound(tmp_path, monkeypatch):
+    from minitf_repl.core import sizes
+
+    wide = tmp_path / "wide.txt"
+    wide.write_text("".join(chr(0x4E00 + i) for i in range(3_000)) * 2, encoding="utf-8")
+    session = tiny_session(str(wide))
+    run(session, ":set n_layers=2")  # held to the bound with the vocabulary not read yet
+    monkeypatch.setattr(sizes, "MAX_PARAMS", sizes.parameter_count(session.model_config) + 1_000)  # a small bound
+    with pytest.raises(ConfigError, match="more than this lab's limit"):
+        run(session, ":gen n=3")
+    assert not session.has_model

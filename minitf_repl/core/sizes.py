@@ -75,11 +75,9 @@ MAX_PARAMS = 500_000_000  # more than any machine this lab runs on trains in a s
 MAX_TRAIN_BYTES = 64 * 2**30
 
 
-def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | None = None, fused: bool = False) -> None:
-    """Refuse a model or batch whose training would need more memory than any machine here has.
-
-    `weights_from`: where the model's weights came from (`hf:PATH`): no setting makes those fewer, so a model
-    too large is said to be the folder's, which still generates, and a smaller one is what trains."""
+def check_parameter_bound(config: ModelConfig, weights_from: str | None = None) -> None:
+    """Refuse a model of more parameters than MAX_PARAMS (check_trainable's first bound, and the one a build for
+    sampling or a view is held to: the session's data may be read only then, and bring a larger vocabulary)."""
     params = parameter_count(config)
     if params > MAX_PARAMS:
         about = f"{params / 1e6:,.0f}M" if params < 1e15 else f"{params:.1e}"  # no 60-digit numbers
@@ -88,6 +86,14 @@ def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | No
             raise ConfigError(f"the model from {weights_from} has about {about} parameters, {limit} for training; "
                               "it generates and every view reads it, and a smaller model trains")
         raise ConfigError(f"that model would have about {about} parameters, {limit}; lower d_model, d_ff or n_layers")
+
+
+def check_trainable(config: ModelConfig, batch_size: int, weights_from: str | None = None, fused: bool = False) -> None:
+    """Refuse a model or batch whose training would need more memory than any machine here has.
+
+    `weights_from`: where the model's weights came from (`hf:PATH`): no setting makes those fewer, so a model
+    too large is said to be the folder's, which still generates, and a smaller one is what trains."""
+    check_parameter_bound(config, weights_from)
     need = training_bytes(config, batch_size, fused)
     if need > MAX_TRAIN_BYTES:
         raise ConfigError(
