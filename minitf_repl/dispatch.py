@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -181,6 +182,9 @@ class FrontDoor:
         self.registry = registry
         for console in (self.out, self.progress):
             guard_stdout(console)
+        for console in {id(c): c for c in (self.out, self.err, self.progress)}.values():
+            console.on_broken_pipe = functools.partial(self._reader_left, console)  # Rich's own raised SystemExit(1)
+        self.running: Reporter | None = None  # the reporter of the command running now
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
         self.terminated: int | None = None  # SIGTERM or SIGHUP arrived: the front end exits after this command
         self.reader_left = False  # standard output's reader closed the pipe: the front end ends (READER_LEFT)
@@ -219,9 +223,11 @@ class FrontDoor:
         with speaking(self.front.syntax), typed_at_keyboard(self.front.keyboard):
             reporter = self._reporter()
             self.interrupted = False
+            self.running = reporter
             try:
                 return self._run(command, args, reporter, meant)
             finally:
+                self.running = None
                 if reporter.terminate_signal is not None:
                     self.terminated = reporter.terminate_signal
 
@@ -287,6 +293,20 @@ class FrontDoor:
                 self._error(failure)
             return FAILED
         return OK
+
+    def _reader_left(self, console: Console) -> None:
+        """What a console of this door does when the reader of its output has left the pipe (`minitf train 2>&1 |
+        head -3`): it writes no more, and the command running stops as SIGHUP stops it, after its current step, so
+        that a :train autosaves; the front end then ends with READER_LEFT. Rich's own raised SystemExit(1) from inside
+        the step, and the run was lost, no autosave written."""
+        console.quiet = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), console.file.fileno())  # Python's flush at exit succeeds too
+        except (OSError, ValueError, AttributeError):
+            pass
+        self.reader_left = True
+        if self.running is not None:
+            self.running.request_stop()
 
     def _reporter(self):
         if self.front.quiet:

@@ -9,7 +9,9 @@ save_checkpoint refuses to write a manifest that a load would refuse.
 reader has left; the door's own check said 1 too): the shell now ends quietly with 141, the status a shell gives
 `cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the --json documents; and a
 script piped in (`minitf < lesson.txt | head`) stops there with 141 instead of running every line after, a :train
-included, into the void.
+included, into the void. A :train whose progress went into that pipe (`minitf train 2>&1 | head -3`) was ended by the
+same SystemExit inside its step, no autosave written: the run was lost. The reader's leaving now stops the command as
+SIGHUP does, after its current step, so the run autosaves, then the shell ends with 141.
 `:params` on a mixture of experts trained by Muon said Muon's state was "one momentum per entry of the blocks'
 matrices", and the routers are matrices in the blocks, which AdamW trains (core.optimizers.hidden_matrices keeps them
 out: a router is a small classifier, as the head is): the line now says the routers are AdamW's. The figures were
@@ -93,6 +95,22 @@ def test_a_script_piped_in_stops_when_the_reader_leaves(tmp_path):
     _, err = proc.communicate(script, timeout=120)
     assert (proc.returncode, err) == (141, b"")
     assert not (tmp_path / "checkpoints" / "after").exists()  # the lines after the one that met the closed pipe
+
+
+def test_a_train_whose_reader_leaves_stops_and_autosaves(tmp_path):
+    from test_hostile import _env
+
+    settings = "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 eval_every=20"
+    proc = subprocess.Popen([sys.executable, "-m", "minitf_repl", "--data", "sort", "--set", settings, "train",
+                             "--steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=_env(tmp_path))
+    assert proc.stdout.readline()  # `| head -1`
+    proc.stdout.close()
+    assert proc.wait(timeout=300) == 141
+    from minitf_repl.core.checkpoint import list_checkpoints
+
+    [saved] = list_checkpoints(tmp_path / "checkpoints")
+    assert saved.name == "autosave" and 0 < saved.step < 100_000
 
 
 # --- :params on a mixture of experts under Muon -----------------------------------------------------------------
