@@ -523,7 +523,13 @@ def _refuse_twice(params, args: list[str], own: bool = False) -> None:
 
 def _show_version(value: bool) -> None:
     if value:
-        print(f"minitf {__version__}")
+        try:
+            print(f"minitf {__version__}", flush=True)
+        except BrokenPipeError:  # `minitf --version | head -0`: Click, which runs this, exits 1 for a closed pipe
+            from .dispatch import silence_stdout
+
+            silence_stdout()
+            raise SystemExit(READER_LEFT) from None
         raise typer.Exit(0)
 
 

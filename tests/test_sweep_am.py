@@ -5,13 +5,13 @@ checkpoint was then refused at every `:load` as "data_spec is missing or not pri
 by minitf": the work could not be loaded. Such a path is now refused where the data is named (`:data`, `--data`,
 core's load_data), in one line that names the character and the fix (rename the file), before any training; and
 save_checkpoint refuses to write a manifest that a load would refuse.
-`minitf help | head -2` ended with status 1, a command's failure, for a normal pipe (Rich's console exits 1 when its
-reader has left; the door's own check said 1 too): the shell now ends quietly with 141, the status a shell gives
-`cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the --json documents; and a
-script piped in (`minitf < lesson.txt | head`) stops there with 141 instead of running every line after, a :train
-included, into the void. A :train whose progress went into that pipe (`minitf train 2>&1 | head -3`) was ended by the
-same SystemExit inside its step, no autosave written: the run was lost. The reader's leaving now stops the command as
-SIGHUP does, after its current step, so the run autosaves, then the shell ends with 141.
+`minitf help | head -2` (and `minitf --version | head -0`) ended with status 1, a command's failure, for a normal pipe
+(Rich's console exits 1 when its reader has left; the door's own check said 1 too): the shell now ends quietly with 141,
+the status a shell gives `cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the
+--json documents; and a script piped in (`minitf < lesson.txt | head`) stops there with 141 instead of running every
+line after, a :train included, into the void. A :train whose progress went into that pipe (`minitf train 2>&1 | head
+-3`) was ended by the same SystemExit inside its step, no autosave written: the run was lost. The reader's leaving now
+stops the command as SIGHUP does, after its current step, so the run autosaves, then the shell ends with 141.
 `:params` on a mixture of experts trained by Muon said Muon's state was "one momentum per entry of the blocks'
 matrices", and the routers are matrices in the blocks, which AdamW trains (core.optimizers.hidden_matrices keeps them
 out: a router is a small classifier, as the head is): the line now says the routers are AdamW's. The figures were
@@ -69,12 +69,14 @@ def test_the_shell_refuses_a_data_path_with_a_tab_in_one_line(tmp_path):
 
     path = tmp_path / "a\tb.txt"
     path.write_text(TEXT, encoding="utf-8")
-    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", str(path), "train", "--steps", "1"))
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--data", str(path), "train", "--steps",
+                                        "1"))
     assert "a\\tb.txt holds a tab" in line
 
 
 # --- a reader that leaves the pipe -----------------------------------------------------------------------------
-@pytest.mark.parametrize("words", ["help", "help train", "train --help", "config", "config --json", "tok hello"])
+@pytest.mark.parametrize("words", ["help", "help train", "train --help", "--version", "help train steps", "config",
+                                   "config --json", "tok hello"])
 def test_a_one_shot_command_into_a_closed_pipe_ends_quietly_with_the_pipes_status(tmp_path, words):
     from test_hostile import _env
 
