@@ -4,7 +4,9 @@ A data file whose path held a tab or a newline was read by `:data` (and `--data`
 checkpoint was then refused at every `:load` as "data_spec is missing or not printable text; this file was not written
 by minitf": the work could not be loaded. Such a path is now refused where the data is named (`:data`, `--data`,
 core's load_data), in one line that names the character and the fix (rename the file), before any training; and
-save_checkpoint refuses to write a manifest that a load would refuse.
+save_checkpoint refuses to write a manifest that a load would refuse. The fix that refusal names, a link under a plain
+name, was then refused at :save all the same: a checkpoint keeps the data's path with its links resolved, and so the
+target's name with its tab; a target whose name a checkpoint cannot keep is now named by the link, made absolute.
 `minitf help | head -2` (and `minitf --version | head -0`) ended with status 1, a command's failure, for a normal pipe
 (Rich's console exits 1 when its reader has left; the door's own check said 1 too): the shell now ends quietly with 141,
 the status a shell gives `cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the
@@ -53,6 +55,21 @@ def test_a_data_path_holding_a_tab_or_newline_is_refused_where_it_is_named_not_a
     run(session, ":train steps=2")
     run(session, ":save mine")
     assert run(session, ":load mine").step == 2
+
+
+def test_a_plain_link_to_a_file_named_with_a_tab_trains_saves_and_loads(tmp_path):
+    import os
+
+    target = tmp_path / "odd\tname.txt"
+    target.write_text(TEXT, encoding="utf-8")
+    os.symlink(target, tmp_path / "plain.txt")
+    session = tiny_session()
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, f":data {tmp_path / 'plain.txt'}")
+    run(session, ":train steps=2")
+    run(session, ":save mine")
+    loaded = run(session, ":load mine")
+    assert loaded.step == 2 and loaded.data_spec == str(tmp_path / "plain.txt")
 
 
 def test_save_checkpoint_refuses_a_data_spec_its_load_would_refuse(tmp_path):

@@ -928,7 +928,12 @@ def lasting_spec(spec: str) -> str:
         return spec
     try:
         path = Path(spec).expanduser()
-        return str(path.resolve()) if path.is_file() else spec
+        if not path.is_file():
+            return spec
+        # a link's target whose name a checkpoint cannot keep (a tab: unkept_path) is named by the link, made absolute
+        # as given: the link is the fix :data's refusal of that name gives
+        resolved = str(path.resolve())
+        return resolved if unkept_path(resolved) is None else str(path.absolute())
     except (OSError, RuntimeError, ValueError):  # a path too long or looping: keep it as given
         return spec
 
