@@ -6,7 +6,9 @@ by minitf": the work could not be loaded. Such a path is now refused where the d
 core's load_data), in one line that names the character and the fix (rename the file), before any training; and
 save_checkpoint refuses to write a manifest that a load would refuse. The fix that refusal names, a link under a plain
 name, was then refused at :save all the same: a checkpoint keeps the data's path with its links resolved, and so the
-target's name with its tab; a target whose name a checkpoint cannot keep is now named by the link, made absolute.
+target's name with its tab; a target whose name a checkpoint cannot keep is now named by the link, made absolute. And
+a checkpoint saved so by an earlier release, refused at every load, now loads (a tab or a newline drives no terminal),
+its data said to be unavailable with the reason; `:ls` lists it.
 `minitf help | head -2` (and `minitf --version | head -0`) ended with status 1, a command's failure, for a normal pipe
 (Rich's console exits 1 when its reader has left; the door's own check said 1 too): the shell now ends quietly with 141,
 the status a shell gives `cat` or `git log` into `| head` (128 + SIGPIPE), for help, --help, config, gen, tok and the
@@ -70,6 +72,29 @@ def test_a_plain_link_to_a_file_named_with_a_tab_trains_saves_and_loads(tmp_path
     run(session, ":save mine")
     loaded = run(session, ":load mine")
     assert loaded.step == 2 and loaded.data_spec == str(tmp_path / "plain.txt")
+
+
+def test_a_checkpoint_saved_earlier_on_a_path_with_a_tab_loads_its_data_said_unavailable(tmp_path):
+    import json
+
+    from minitf_repl.core.checkpoint.manifest import encode_manifest, meta_sha256
+
+    session = tiny_session()
+    session.checkpoint_dir = tmp_path / "ck"
+    run(session, ":train steps=2")
+    run(session, ":save old")
+    manifest_path = tmp_path / "ck" / "old" / "checkpoint.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["data_spec"] = str(tmp_path / "my\tnotes.txt")  # as a release before the refusal at :data saved it
+    manifest["meta_sha256"] = meta_sha256(manifest)
+    manifest_path.write_bytes(encode_manifest(manifest))
+    [row] = [r for r in run(session, ":ls").rows if r.name == "old"]
+    assert row.error is None and row.data_spec.endswith("my\tnotes.txt")
+    fresh = tiny_session()
+    fresh.checkpoint_dir = tmp_path / "ck"
+    loaded = run(fresh, ":load old")
+    assert loaded.step == 2 and loaded.data_missing is not None
+    assert fresh.trainer.step == 2
 
 
 def test_save_checkpoint_refuses_a_data_spec_its_load_would_refuse(tmp_path):
