@@ -178,14 +178,12 @@ def test_an_hf_save_holds_its_temporary_folder_while_it_writes_so_no_other_save_
     import fcntl
     import os
 
-    import safetensors.torch
-
     from minitf_repl.core import hf
 
     seen = []
-    serialise = safetensors.torch.save
+    serialise = hf.write_safetensors  # the weights are written a tensor at a time (test_sweep_am)
 
-    def writing(tensors, metadata=None):  # while the save writes its weights
+    def writing(path, tensors, metadata):  # while the save writes its weights
         folder = next(tmp_path.glob(".m.tmp-*"))
         os.utime(folder, (0, 0))  # old enough to be taken for a dead save's, were it not held
         hf.remove_dead_saves(tmp_path)  # another session's save into the same folder, now
@@ -197,9 +195,9 @@ def test_an_hf_save_holds_its_temporary_folder_while_it_writes_so_no_other_save_
             seen.append("held")
         finally:
             os.close(fd)
-        return serialise(tensors, metadata=metadata)
+        return serialise(path, tensors, metadata)
 
-    monkeypatch.setattr(safetensors.torch, "save", writing)
+    monkeypatch.setattr(hf, "write_safetensors", writing)
     s = Session(data_spec="sort")
     run_command(s, "set", dict(GPT2_LIKE))
     run_command(s, "train", {"steps": 1})

@@ -73,7 +73,7 @@ def test_save_hf_to_a_folder_another_session_writes_meanwhile_is_one_line_and_le
 def test_save_hf_on_a_full_disk_is_one_line_with_its_fix_and_leaves_no_temporary(tmp_path, monkeypatch):
     import errno
 
-    import safetensors.torch
+    from minitf_repl.core import hf
 
     s = tiny_session()
     run(s, ":train")
@@ -81,7 +81,7 @@ def test_save_hf_on_a_full_disk_is_one_line_with_its_fix_and_leaves_no_temporary
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(safetensors.torch, "save", full)  # the weights' bytes, which the save then writes
+    monkeypatch.setattr(hf, "write_safetensors", full)  # the weights' file, written a tensor at a time (test_sweep_am)
     with pytest.raises(UserError) as e:  # was "internal error: OSError: [Errno 28] No space left on device"
         run(s, f":save hf:{tmp_path}/out")
     message = str(e.value)
