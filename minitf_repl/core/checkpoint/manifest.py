@@ -36,20 +36,52 @@ def tied_aliases(model: torch.nn.Module) -> dict[str, str]:
     return aliases
 
 
-def encode_model(model: MiniTransformerLM) -> bytes:
-    import safetensors.torch
+# safetensors' names of the element types a checkpoint holds (weights, moments, random generators' states)
+SAFETENSORS_DTYPES = {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
+                      "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
+
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytearray:
+    """`tensors` as the bytes of one safetensors file: its 8-byte header length, its JSON header (padded with spaces to
+    8 bytes, as safetensors pads it), then each tensor's bytes in the header's order, copied once into the result.
+
+    safetensors.torch.save made a bytes copy of every tensor first and then joined them: a save held twice what it
+    saved, and a 6 x 384 model's :save under AdamW took 210 MiB above the process for its 123 MiB of weights and
+    moments (a model at the lab's 500M parameters, some 10 GiB, at the end of a long run: its autosave)."""
+    import torch
+
+    header: dict = {"__metadata__": metadata}
+    offset = 0
+    for name, t in tensors.items():
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": SAFETENSORS_DTYPES[str(t.dtype).removeprefix("torch.")], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    out = bytearray(8 + len(text) + offset)
+    out[:8] = len(text).to_bytes(8, "little")
+    at = 8 + len(text)
+    out[8:at] = text
+    for t in tensors.values():
+        size = t.numel() * t.element_size()
+        if size:  # little-endian as they lie, as safetensors stores them, on every machine torch runs on here
+            out[at:at + size] = memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+        at += size
+    return out
+
+
+def encode_model(model: MiniTransformerLM) -> bytearray:
     aliases = tied_aliases(model)
     tensors = {
         k: v.detach().to("cpu").contiguous()
         for k, v in model.state_dict().items()
         if k not in aliases
     }
-    return safetensors.torch.save(tensors, metadata={"format": "pt"})
+    return safetensors_bytes(tensors, {"format": "pt"})
 
 
-def encode_state(trainer) -> tuple[bytes, list, dict]:
-    import safetensors.torch
+def encode_state(trainer) -> tuple[bytearray, list, dict]:
     import torch
 
     opt = trainer.optimizer.state_dict()
@@ -66,7 +98,7 @@ def encode_state(trainer) -> tuple[bytes, list, dict]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         for i, state in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng.cuda.{i}"] = state.cpu()
-    return safetensors.torch.save(tensors, metadata={"format": "pt"}), opt["param_groups"], scalars
+    return safetensors_bytes(tensors, {"format": "pt"}), opt["param_groups"], scalars
 
 
 def file_entry(fname: str, data: bytes) -> dict:
