@@ -272,10 +272,6 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
     return model_type
 
 
-# safetensors' element type names, for the dtypes a folder is written in (the lab computes in float32)
-SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
-
-
 def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
     """Write `tensors` as one safetensors file, a tensor at a time: the format's 8-byte header length, its JSON
     header (padded with spaces to 8 bytes, as safetensors pads it), then each tensor's bytes in the header's order.
@@ -283,12 +279,14 @@ def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: di
     safetensors.torch.save built the whole file in memory, after a bytes copy of every tensor: writing a 6 x 384
     model's folder took 126 MiB over the 41 MiB of its weights, and a model at the lab's 500M parameters would have
     taken 6 GiB more. This writes from each tensor's own memory, so a save costs no more than the tensors given."""
+    from ..checkpoint.manifest import SAFETENSORS_DTYPES  # a checkpoint's files are built so, in memory
+
     header: dict = {"__metadata__": metadata}
     offset = 0
     for name, t in tensors.items():
         size = t.numel() * t.element_size()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset,
-                                                                                                      offset + size]}
+        header[name] = {"dtype": SAFETENSORS_DTYPES[str(t.dtype).removeprefix("torch.")], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + size]}
         offset += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
