@@ -607,7 +607,7 @@ class VocabOnly:
     A checkpoint trained on a local file stores the vocabulary, not the file. With this a caller
     can still restore it to generate, inspect or evaluate nothing else; asking for a batch (to
     train or evaluate) says what is missing. `reason` replaces "is not available" when the data
-    exists but cannot be used (e.g. its vocabulary changed).
+    exists but cannot be used (e.g. its vocabulary changed), and `fix` is then the way on.
     """
 
 

@@ -11,6 +11,7 @@ device. `build_model`, `restore_trainer` and `restore_rng` then apply it; `resto
 from __future__ import annotations
 
 import os
+import platform
 import re
 from pathlib import Path
 
@@ -513,10 +514,16 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
             pass
     if tokenizer is not None and tokenizer.vocab != checkpoint.vocab:
         if spec.partition(":")[0] in CORPORA:
-            # no file to put back: pydoc is this Python's documentation (another Python's differs), and what an
-            # older minitf saved as a Hugging Face model's data was the session's corpus, never its own
-            return VocabOnly(name, vocab, spec, f"{spec} is built in, and its text here has other characters than "
-                             "the model's", "train a new model on it, or choose data with the model's characters")
+            # no file to put back: pydoc is this Python's documentation, and what an older minitf saved as a Hugging
+            # Face model's data was the session's corpus, never its own. Each Python release ships another text:
+            # 3.10's, 3.11's, 3.12's and 3.13's have different characters (one more or one fewer)
+            reason = f"{spec} is built in, and its text here has other characters than the model's"
+            fix = "train a new model on it, or choose data with the model's characters"
+            if spec == "pydoc":
+                reason += (f": the documentation of this Python, {platform.python_version()}, differs from that of "
+                           "the Python the model was trained under")
+                fix = "train it under that Python, or " + fix
+            return VocabOnly(name, vocab, spec, reason, fix)
         return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data
 
