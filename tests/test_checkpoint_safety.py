@@ -120,6 +120,7 @@ def test_a_save_over_a_fifo_manifest_does_not_hang(tmp_path, trained):
 # the error's type and message, and how far the process's peak memory rose over all the loads.
 _MEMORY_PROBE = r"""
 import json, resource, sys
+import torch  # before the cap: a CUDA build maps gigabytes of libraries (libcusparseLt...) as torch is imported
 from minitf_repl.core import checkpoint as ckpt
 
 def peak_mb():
