@@ -39,7 +39,9 @@ The core never prints; the shell (cli.py) calls `init` before a command and `des
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 
 # torch is imported inside the functions: the shell asks `launched()` on every start, before it
 # knows whether the command needs torch at all.
@@ -165,7 +167,33 @@ def init(device: torch.device) -> None:
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend=backend_for(device))
+    with standard_output_silenced():
+        dist.init_process_group(backend=backend_for(device))
+
+
+@contextlib.contextmanager
+def standard_output_silenced():
+    """File descriptor 1 on os.devnull for the block: what C++ code writes to standard output goes nowhere.
+
+    torch 2.9's gloo writes "[Gloo] Rank 0 is connected to 1 peer ranks..." there as each rank joins its group,
+    so `torchrun ... minitf train --json` wrote that line before the JSON document (and rank 1, which says
+    nothing, said it too). Python's own buffered output is flushed first, so nothing of it is lost. Where
+    descriptor 1 cannot be copied (closed), the block runs as it is.
+    """
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def destroy() -> None:
