@@ -67,9 +67,12 @@ def one_error_line(err: str) -> str:
 # positions allocated its causal masks (10 GB a layer) when the model was built.
 _PROBE = r"""
 import json, resource, sys, time
+import torch  # before the cap: a CUDA build maps gigabytes of libraries (libcurand...) as torch is imported
 from minitf_repl.core import checkpoint as ckpt
 
-resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+with open("/proc/self/statm") as f:  # 2 GiB over what is mapped now (a CUDA torch maps several GiB, a CPU one 1)
+    size_now = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size_now + 2 * 2**30, resource.RLIM_INFINITY))
 results = {}
 for label, directory in json.loads(sys.argv[1]).items():
     start = time.perf_counter()
