@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from minitf_repl.commands import REGISTRY
+from minitf_repl.commands.base import sample_prompt
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.inside import attention_maps, query_attention
@@ -131,7 +132,8 @@ def test_qkv_in_the_shell():
     default = run(session, ":qkv")  # the views' sample 'The example abov': 16 characters, query 7 by default
     assert default.at == 7 and default.head == 0 and default.layer == 0 and default.untrained
     out = plain(default)
-    assert "query 7 'm' of 'The example abov'" in out and "m = i" in out
+    sample = sample_prompt(session.data)  # pydoc's is each Python's own documentation: 'The example abov' in 3.11's
+    assert f"query 7 '{sample[7]}' of '{sample}'" in out and f"{sample[7]} = i" in out
     assert "-inf 0 masked: the future" in out and "j = 9..15: 7 more future keys" in out
     assert "checked: the model's own A row agrees" in out and "this model has not trained yet" in out
     last = run(session, ":qkv hello at=-1 layer=1 head=3")

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from minitf_repl.commands import REGISTRY
+from minitf_repl.commands.base import sample_prompt
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.inside import residual_stream
@@ -123,7 +124,8 @@ def test_resid_in_the_shell():
     default = run(session, ":resid")  # the views' sample 'The example abov', at its last position
     assert default.at == 15 and len(default.writes) == 4 and default.untrained and default.placement == "pre"
     out = plain(default)
-    assert "the residual stream at position 15 'v' of 'The example abov'" in out
+    sample = sample_prompt(session.data)  # pydoc's is each Python's own documentation: 'The example abov' in 3.11's
+    assert f"the residual stream at position 15 '{sample[15]}' of '{sample}'" in out
     assert "|f|/|h| cos(f, h) |h| after" in out and "final LN_f" in out and "|h| went from" in out
     narrow = text_of(default, 60)
     assert "|h| after" in narrow and "|f|/|h|" not in narrow and "…" not in narrow  # a column dropped, none cut

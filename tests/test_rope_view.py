@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from minitf_repl.commands import REGISTRY
+from minitf_repl.commands.base import sample_prompt
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.core.inside import listening, rope_worked
@@ -73,7 +74,8 @@ def test_rope_in_the_shell():
     default = run(session, ":rope")
     out = plain(default)
     assert default.rope.at == 15 and default.rope.layer == 0 and default.untrained
-    assert "RoPE in block 0, head 0, query at position 15 'v' of 'The example abov'" in out
+    sample = sample_prompt(session.data)  # pydoc's is each Python's own documentation: 'The example abov' in 3.11's
+    assert f"RoPE in block 0, head 0, query at position 15 '{sample[15]}' of '{sample}'" in out
     assert "R(i)q · R(j)k = q · R((j - i)θ)k" in out and "checked: redone in float64" in out
     assert "key j" in out and "pair m" in out and "a turn every" in out
     assert "the 14 keys with the largest rotated q·k; 2 other keys not listed" in out
