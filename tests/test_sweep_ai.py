@@ -10,9 +10,18 @@ Under torch 2.9, `torchrun --nproc_per_node=2 -m minitf_repl train --json` wrote
 ranks. Expected number of connected peer ranks is : 1" on standard output before its one JSON document (gloo's C++
 says it as a rank joins the group; rank 1, which says nothing, said it too), so a script reading the JSON failed.
 Standard output is silenced while the group forms: rank 0 writes its JSON alone, rank 1 nothing.
+
+A torch older than the 2.9 that pyproject.toml asks for (one pip was told to leave: --no-deps, a conda or system build)
+made `minitf train`, `:train`, `minitf gen`, `--load NAME` and every other command that builds a model end in
+"internal error: AttributeError: module 'torch.optim' has no attribute 'Muon'". They now say, in one line, "torch 2.8.0
+is older than the 2.9 minitf needs (it has no torch.optim.Muon); install a newer one: pip install --upgrade
+'torch>=2.9'".
 """
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -55,3 +64,25 @@ def test_joining_the_process_group_writes_nothing_on_standard_output(monkeypatch
     os.write(1, b" and after")
     assert joined == ["gloo"]
     assert capfd.readouterr().out == "said before and after"
+
+
+# A new process whose torch is an older one: torch.optim.Muon taken away before minitf is imported
+OLDER_TORCH = """
+import sys, torch, torch.optim
+del torch.optim.Muon
+torch.__version__ = "2.8.0"
+sys.argv = ["minitf", *sys.argv[1:]]
+from minitf_repl.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("args", [("train", "--steps", "1"), ("gen", "hi"), ("params",)])
+def test_a_torch_older_than_the_floor_is_one_line_naming_what_to_install(args, tmp_path):
+    root = Path(__file__).resolve().parents[1]  # this checkout's minitf_repl, not whichever one is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", OLDER_TORCH, "--data", "sort:4", *args], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == ("error: torch 2.8.0 is older than the 2.9 minitf needs (it has no torch.optim.Muon); "
+                                   "install a newer one: pip install --upgrade 'torch>=2.9'")

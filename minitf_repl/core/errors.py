@@ -34,6 +34,10 @@ class CheckpointError(UserError):
     """A checkpoint that is missing, unsafe, corrupted or does not match."""
 
 
+class TorchTooOld(UserError):
+    """The installed torch lacks what minitf needs (pyproject.toml's floor): installing a newer one fixes it."""
+
+
 class TrainingDiverged(UserError):
     """The loss or gradient became non-finite; the update that would apply it was not made."""
 

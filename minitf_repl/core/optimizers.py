@@ -51,8 +51,26 @@ import math
 import torch
 
 from .config import TrainConfig
+from .errors import TorchTooOld
 from .experts import MixtureOfExperts
 from .precision import DTYPES, fast_dtype
+
+TORCH_FLOOR = "2.9"  # pyproject.toml's: torch.optim.Muon, which BatchedMuon below builds on, came with it
+
+
+def check_torch() -> None:
+    """Refuse a torch older than TORCH_FLOOR, in one line that says what to install.
+
+    pip keeps to pyproject.toml's range, but a torch it was told to leave (--no-deps, a conda or system
+    build) can be older: without this, every command that trains or loads a checkpoint ended in
+    "internal error: AttributeError: module 'torch.optim' has no attribute 'Muon'".
+    """
+    if not hasattr(torch.optim, "Muon"):
+        raise TorchTooOld(f"torch {torch.__version__} is older than the {TORCH_FLOOR} minitf needs (it has no "
+                          f"torch.optim.Muon); install a newer one: pip install --upgrade 'torch>={TORCH_FLOOR}'")
+
+
+check_torch()  # at import, before the classes below name torch.optim.Muon
 
 ADAMW_BETAS = (0.9, 0.99)
 # What each optimizer keeps per parameter, in words (core.ledger counts it; :params shows it).
