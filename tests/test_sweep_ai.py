@@ -86,3 +86,17 @@ def test_a_torch_older_than_the_floor_is_one_line_naming_what_to_install(args, t
     assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip() == ("error: torch 2.8.0 is older than the 2.9 minitf needs (it has no torch.optim.Muon); "
                                    "install a newer one: pip install --upgrade 'torch>=2.9'")
+
+
+def test_every_module_is_python_3_10_syntax():
+    """pyproject.toml admits Python 3.10: no `except*`, no 3.11+ syntax anywhere in the package (the suite itself runs
+    under 3.11, where such a line would pass unnoticed)."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "minitf_repl"
+    modules = sorted(package.rglob("*.py"))
+    assert len(modules) > 50
+    for path in modules:
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=(3, 10))
+    with pytest.raises(SyntaxError):  # the check sees what 3.10 cannot read
+        ast.parse("try:\n    pass\nexcept* ValueError:\n    pass\n", feature_version=(3, 10))
