@@ -101,10 +101,11 @@ def test_the_true_next_character_of_the_sample_is_the_texts_under_bpe_too():
     start, window = sample_window(data)
     text = data.tokenizer.decode(data.splits["val"][:SAMPLE_SCAN].tolist())
     after = text[start + len(window)]  # what truly follows the window in the validation text
-    assert window == "The example abov" and after == "e"
+    # 'The example abov' and 'e' in Python 3.11's documentation (pydoc's text is each Python's own)
+    assert len(window) == 16 and after.strip()
     assert true_next(data, window) == after and known_text(data) == window + after
     lens = run(session, ":lens")
-    assert lens.target == "e" and "the true next token is 'e'" in plain(lens)
+    assert lens.target == after and f"the true next token is '{after}'" in plain(lens)
 
 
 # --- :context's hint for a smaller ± --------------------------------------------------------------------

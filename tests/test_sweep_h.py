@@ -91,10 +91,12 @@ def test_asking_again_for_more_tokens_than_the_text_gives_says_nothing_changed_a
 
 def test_data_under_a_subword_tokenizer_counts_its_vocabulary_in_tokens_not_symbols(bpe):
     from minitf_repl.commands import REGISTRY
+    from minitf_repl.core.data import pydoc_text
     from minitf_repl.dispatch import json_document
 
     shown = run(bpe, ":data")
     assert shown.info.unit == "token" and "vocabulary 270 tokens" in " ".join(plain(shown).split())
     assert json_document(REGISTRY["data"], shown)["info"]["unit"] == "token"
     chars = run(Session(ModelConfig(**TINY), data_spec="pydoc", device_name="cpu"), ":data")
-    assert chars.info.unit == "character" and "vocabulary 103 symbols" in " ".join(plain(chars).split())
+    symbols = len(set(pydoc_text()))  # 103 in Python 3.11's documentation, 104 in 3.10's and 3.12's
+    assert chars.info.unit == "character" and f"vocabulary {symbols} symbols" in " ".join(plain(chars).split())
