@@ -111,7 +111,8 @@ def test_step_greedy_shows_top_k_and_top_p_as_not_applied_rather_than_cutting():
     greedy = text_of(run(session, ":step abc temperature=0 top_k=3 top_p=0.5"))
     assert "greedy (temperature 0)" in greedy
     assert " cut " not in greedy and "top-k 3" not in greedy and "top-p 0.5" not in greedy  # neither stage runs
-    assert "1 of 103 tokens could be picked" in " ".join(greedy.split())
+    vocab = session.data.tokenizer.vocab_size  # pydoc's characters: 103 in Python 3.11, 104 in 3.10 and 3.12
+    assert f"1 of {vocab} tokens could be picked" in " ".join(greedy.split())
     sampled = text_of(run(session, ":step abc temperature=0.8 top_k=3"))
     assert " cut " in sampled and "top-k 3" in sampled  # a stage that runs still shows what it cut
 

@@ -51,10 +51,19 @@ def _last_note(result, width=200):
     return " ".join(text_of(result, width).split())
 
 
-def test_step_offers_a_gen_line_that_picks_the_same_token_with_the_prompt_written_out():
+def plain_text(tmp_path) -> str:
+    """A text file whose default prompt has no quote (pydoc's is each Python's own: 3.10's has one, written PROMPT)."""
+    from test_commands import TEXT
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return str(path)
+
+
+def test_step_offers_a_gen_line_that_picks_the_same_token_with_the_prompt_written_out(tmp_path):
     from test_commands import run, tiny_session
 
-    s = tiny_session("pydoc")
+    s = tiny_session(plain_text(tmp_path))
     run(s, ":train steps=2")
     step = run(s, ":step")  # the data's default prompt, a seed drawn: six digits, as :gen draws them
     assert step.seed < 1_000_000
@@ -64,10 +73,10 @@ def test_step_offers_a_gen_line_that_picks_the_same_token_with_the_prompt_writte
     assert run(s, line).text == step.picked  # the line offered does what it says
 
 
-def test_greedy_step_names_no_seed_the_pick_does_not_depend_on():
+def test_greedy_step_names_no_seed_the_pick_does_not_depend_on(tmp_path):
     from test_commands import run, tiny_session
 
-    s = tiny_session("pydoc")
+    s = tiny_session(plain_text(tmp_path))
     step = run(s, ":step temperature=0")
     shown = _last_note(step)
     assert "greedy, no seed decides it" in shown and "seed=" not in shown and f"seed {step.seed}" not in shown
