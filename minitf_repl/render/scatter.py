@@ -69,6 +69,18 @@ def scatter(labels: list[str], coords: list[list[float]], asked: list[int], widt
             # one cell (an "e" with its accent too), or one character of two (你)
             whole = shown != "\ufffd" and (cell_len(shown) == 1 or (len(shown) == 1 and cell_len(shown) == 2 <= width))
             put(row, col, shown if whole else DOT, "" if whole else "dim", i)
+    taken: set[tuple[int, int]] = set()  # the cells of the asked points drawn so far
+
+    def free_of_asked(row: int, col: int, cells: int) -> tuple[int, int]:
+        """Where a label `cells` wide goes: at (row, col), else the nearest place in its row, then in the rows
+        nearest it, that no asked point drawn before it holds. Two asked points in one cell ("0" and "1" of
+        `:embed aeiou0123 map=on` on an untrained model) hid the first, said on top; they now lie side by side."""
+        for r in sorted(range(height), key=lambda r: abs(r - row)):
+            for c in sorted(range(width - cells + 1), key=lambda c: abs(c - col)):
+                if not any((r, c + k) in taken for k in range(cells)):
+                    return r, c
+        return row, col  # more asked cells than the grid has: the later one on top
+
     for i in asked:  # then the asked points, whole, on top
         row, col = cell_of(i)
         shown, cells = "", 0  # its characters of one or two cells, up to MAX_LABEL cells
@@ -76,9 +88,10 @@ def scatter(labels: list[str], coords: list[list[float]], asked: list[int], widt
             if 1 <= cell_len(ch) <= 2 and cells + cell_len(ch) <= min(MAX_LABEL, width):
                 shown, cells = shown + ch, cells + cell_len(ch)
         shown, cells = (shown, cells) if shown else (DOT, 1)
-        col = min(col, width - cells)
+        row, col = free_of_asked(row, min(col, width - cells), cells)
         for ch in shown:
             put(row, col, ch, "bold cyan", i)
+            taken.update((row, col + k) for k in range(cell_len(ch)))
             col += cell_len(ch)
     out = Text()
     for cells in grid:
