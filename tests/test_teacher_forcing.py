@@ -87,7 +87,8 @@ def test_score_on_a_text_and_on_the_datas_own_sample(tmp_path):
     session = Session(ModelConfig(**SMALL), TrainConfig(steps=2, batch_size=2), data_spec="pydoc", device_name="cpu")
     result = score(session, ":score hello there")
     assert result.text == "hello there" and result.tokens == list("hello there") and len(result.losses) == 10
-    assert result.loss == pytest.approx(sum(result.losses) / 10) and result.uniform == pytest.approx(math.log(103))
+    vocab = session.data.tokenizer.vocab_size  # pydoc's characters: 103 in Python 3.11, 104 in 3.10 and 3.12
+    assert result.loss == pytest.approx(sum(result.losses) / 10) and result.uniform == pytest.approx(math.log(vocab))
     doc = json_document(REGISTRY["score"], result)
     assert doc["schema"] == "minitf.score/6" and doc["counted"] == [True] * 10
     out = text_of(result)
