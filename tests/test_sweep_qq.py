@@ -203,7 +203,8 @@ def test_lrfind_chart_ends_are_told_apart_when_the_test_stops_after_a_few_steps(
 
 # --- views of a model trained at a rate far too high (finite, but huge logits) -----------------------------------
 def test_mistakes_of_a_blown_up_model_show_its_finite_loss_not_inf():
-    s = tiny_session(data="pydoc", lr=30, grad_clip=0, steps=30, eval_every=30)
+    # 15 steps: 30 reached an infinite gradient at step 22 on Python 3.10's pydoc with torch 2.9 (a divergence, undone)
+    s = tiny_session(data="pydoc", lr=30, grad_clip=0, steps=15, eval_every=15)
     run(s, ":set n_layers=2 d_model=16 n_heads=2 d_ff=32 max_seq_len=16")
     run(s, ":train")  # the val loss ends in the thousands, every value finite
     result = run(s, ":mistakes")
@@ -216,7 +217,7 @@ def test_mistakes_of_a_blown_up_model_show_its_finite_loss_not_inf():
 
 
 def test_gen_show_probs_of_a_blown_up_model_does_not_blame_the_default_sampling_settings():
-    s = tiny_session(data="pydoc", lr=30, grad_clip=0, steps=30, eval_every=30)
+    s = tiny_session(data="pydoc", lr=30, grad_clip=0, steps=15, eval_every=15)
     run(s, ":set n_layers=2 d_model=16 n_heads=2 d_ff=32 max_seq_len=16")
     run(s, ":train")
     result = run(s, ":gen n=5 show=probs gen_seed=1")  # temperature 0.8, no top_k, no top_p: nothing cut
