@@ -109,12 +109,19 @@ def test_a_file_name_with_escape_codes_is_shown_escaped(tmp_path, checkpoint_dir
 
     from minitf_repl.render import console_for, error, render
 
+    from minitf_repl.core.errors import DataError
+
     path = tmp_path / "a\x1b[31mRED\x1b]0;title\x07.txt"
     path.write_text("hello world, some text to read\n" * 20, encoding="utf-8")
-    s = tiny_session(str(path))
     out = io.StringIO()
     console = console_for(file=out, force_terminal=True, width=100)
-    render(run(s, ":data"), console)
+    # Such a name is refused where it is named (a checkpoint's manifest cannot keep it: test_sweep_am), and the
+    # refusal quotes it escaped as well
+    with pytest.raises(DataError) as refused:
+        run(tiny_session(str(path)), ":data")
+    error(console, str(refused.value))
+    (tmp_path / "plain.txt").write_text("hello world, some text to read\n" * 20, encoding="utf-8")
+    s = tiny_session(str(tmp_path / "plain.txt"))
     run(s, ":train steps=1")
     render(run(s, f":report {tmp_path}/r\x1b[2J.html"), console)
     error(console, f"cannot read {path}")
