@@ -265,7 +265,9 @@ def test_a_task_counts_only_its_answer():
 
 
 def test_without_the_skip_path_the_gradient_fades_and_the_model_learns_less():
-    """The lab's "why residuals" experiment, small: 6 blocks, 80 steps, the same seed and batches."""
+    """The lab's "why residuals" experiment, small: 6 blocks, 120 steps, the same seed and batches. (At 80 steps the
+    gap was 0.19 under Python 3.11 and 0.08 under 3.10 with torch 2.9, whose pydoc has another character; at 120 it
+    is 0.24 to 0.30 under 3.10, 3.11 and 3.13.)"""
     from minitf_repl.core.data import load_data
     from minitf_repl.core.train import Trainer
 
@@ -276,14 +278,14 @@ def test_without_the_skip_path_the_gradient_fades_and_the_model_learns_less():
         torch.manual_seed(0)
         model = MiniTransformerLM(ModelConfig(vocab_size=data.tokenizer.vocab_size, d_model=32, n_heads=4,
                                               n_layers=6, d_ff=64, max_seq_len=32, residual=residual))
-        summary = Trainer(model, data, TrainConfig(steps=80, batch_size=8, eval_every=80, eval_batches=2,
+        summary = Trainer(model, data, TrainConfig(steps=120, batch_size=8, eval_every=120, eval_batches=2,
                                                    optimizer="adamw", lr=3e-3, warmup_steps=5)).run()
         runs[residual] = summary.val_loss, backprop(model, ids, check=False)
     (with_loss, with_), (without_loss, without) = runs[True], runs[False]
     assert without.embed < 1e-3 * with_.embed  # what reaches h_0 (measured: 6e-7 against 0.27)
     first = [p.grad for p in without.parts if p.name == "block 0 attention"][0]
     assert first < 1e-2 * [p.grad for p in with_.parts if p.name == "block 0 attention"][0]
-    assert without_loss > with_loss + 0.1  # measured: 3.36 against 3.15
+    assert without_loss > with_loss + 0.1  # measured: 3.35 against 3.07 (3.11, torch 2.13)
     session = Session(ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32, max_seq_len=16, residual=False),
                       TrainConfig(), data_spec="pydoc", device_name="cpu")
     out = plain(run(session, ":grad hello"))
