@@ -318,7 +318,7 @@ def test_big_models_skip_what_they_cannot_afford(session, monkeypatch):
 def test_the_json_document(session):
     result = run(session, ":checks init rows")
     doc = json.loads(json.dumps(json_document(REGISTRY["checks"], result)))
-    assert doc["schema"] == "minitf.checks/5" and doc["passed"] == ["init", "rows"]
+    assert doc["schema"] == "minitf.checks/6" and doc["passed"] == ["init", "rows"]
     assert doc["rows"]["other_largest"] == 0.0 and doc["causal"] is None and doc["init"]["passed"] is True
 
 
@@ -404,11 +404,11 @@ def test_a_tied_post_norm_model_starts_under_ln_v_by_reading_its_own_token(tmp_p
     run(s, ":set norm_placement=post")
     result = run(s, ":checks init")
     init = result.init
-    assert result.failed == ["init"] and init.loss < init.uniform - 0.2 and init.reads_own > 0.9
+    # a correct model: the check expects the start under ln V (test_sweep_ao), so it passes
+    assert result.passed == ["init"] and init.loss < init.uniform - 0.2 and init.reads_own > 0.9
     assert init.own_p > 3 / s.data.tokenizer.vocab_size
     text = plain(result, 120)
-    assert "nats under a uniform guess, before it has learned anything: the token it reads is its likeliest" in text
-    assert "post-norm puts the stream back to full size" in text
+    assert "less the tied head's favour for the token read" in text
     run(s, ":set tie_embeddings=off")
     assert run(s, ":checks init").passed == ["init"]
 

@@ -109,7 +109,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=5)  # fmt: skip
+], aliases=("sanity",), json_version=6)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -184,9 +184,12 @@ def measured(name: str, check, result: ChecksResult) -> str:
         of = "" if check.counted == check.rows * check.positions else f" of {check.rows * check.positions:,}"
         return f"{check.counted:,}{of} targets counted in a batch of {count(check.rows, 'row')}: {shifted}"
     if name == "init":
-        off = abs(check.loss - check.uniform) / check.uniform
-        return (f"{check.loss:.3f} against ln({result.vocab_size:,}) = {check.uniform:.3f} ({off:.1%} off); its "
-                f"logits' std {check.logit_std:.2f}")
+        off = abs(check.loss - check.expected) / check.uniform
+        # a tied head starts under ln V where the text repeats the token read: the reference says by how much
+        favoured = (f"{check.expected:.3f} (ln({result.vocab_size:,}) = {check.uniform:.3f}, less the tied head's "
+                    f"favour for the token read)" if check.expected < check.uniform - 0.01 * check.uniform else
+                    f"ln({result.vocab_size:,}) = {check.uniform:.3f}")
+        return f"{check.loss:.3f} against {favoured} ({off:.1%} off); its logits' std {check.logit_std:.2f}"
     if name == "rows":
         size = "exactly 0" if check.passed else f"up to {check.other_largest:.3g}"
         return f"row 0's logits have a gradient of {size} on the other {count(check.rows - 1, 'row')}"
@@ -251,7 +254,7 @@ def failure(name: str, check, result: ChecksResult) -> str:
         return ("the targets are not the inputs shifted by one: the model is trained to predict something other than "
                 "the next token, and a loss that falls means nothing for generating text")
     if name == "init":
-        if check.loss < check.uniform:
+        if check.loss < check.expected:
             own = (f"the token it reads is its likeliest next one at {check.reads_own:.0%} of positions (p "
                    f"{check.own_p:.3f} against 1/{result.vocab_size:,} = {1 / result.vocab_size:.3f}), and text "
                    f"repeats a character often enough to pay for that. The head is the embedding (tied), and what "
@@ -411,7 +414,10 @@ def explanations(result: ChecksResult) -> list[str]:
     if init is not None and init.passed:
         lines.append(f"init: the initial weights are small (std 0.02), so the logits start near 0 (std "
                      f"{init.logit_std:.2f}) and every token gets about 1/{result.vocab_size:,}: the loss of a "
-                     f"uniform guess, ln V. A loss that starts far above it is a model sure of wrong answers")
+                     f"uniform guess, ln V. A loss that starts far above it is a model sure of wrong answers" +
+                     ("; the tied head still favours the token read (the norm's output points along its "
+                      "embedding), which starts it under ln V where the text repeats that token"
+                      if init.expected < 0.99 * init.uniform else ""))
     if blind is not None and blind.passed:
         where = ("the model still knows each position (its position table), so all it can learn is how often each "
                  "token comes at each position" if result.position_table else

@@ -90,6 +90,9 @@ class InitCheck:
     # read there, and that token's mean probability (1/V when nothing is favoured)
     reads_own: float = 0.0
     own_p: float = 0.0
+    # the loss a fresh model of this kind should start at: ln V, less what a tied head's favour for the token read
+    # earns where the text repeats it (the check's reference; equal to uniform for an untied head)
+    expected: float = 0.0
 
 
 @dataclass
@@ -330,7 +333,7 @@ def init_check(model_config, trainer, should_stop: Callable[[], bool] | None = N
         loss, _ = trainer.evaluate(model=fresh, should_stop=should_stop)
     except EvaluationStopped:
         raise Stopped from None
-    x, _ = trainer.data.get_batch("val", trainer.config.batch_size, model_config.max_seq_len,
+    x, y = trainer.data.get_batch("val", trainer.config.batch_size, model_config.max_seq_len,
                                   torch.Generator().manual_seed(trainer.config.seed + 1))
     x = x.to(trainer.device)
     with listening(fresh):
@@ -338,8 +341,39 @@ def init_check(model_config, trainer, should_stop: Callable[[], bool] | None = N
     logits = logits.float()
     own = torch.softmax(logits, dim=-1).gather(-1, x[..., None])  # p(next = the token read)
     uniform = math.log(model_config.vocab_size)
-    return InitCheck(loss, uniform, float(logits.std()), abs(loss - uniform) <= INIT_TOLERANCE * uniform,
-                     float((logits.argmax(dim=-1) == x).float().mean()), float(own.mean()))
+    expected = expected_initial_loss(model_config, logits, x, y.to(trainer.device))
+    return InitCheck(loss, uniform, float(logits.std()), abs(loss - expected) <= INIT_TOLERANCE * uniform,
+                     float((logits.argmax(dim=-1) == x).float().mean()), float(own.mean()), expected)
+
+
+def expected_initial_loss(model_config, logits: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> float:
+    """The loss a correct fresh model of this kind starts at, on the batch (x, y) whose logits these are.
+
+    Small weights make every logit about 0 (ln V), but for two things. Each logit is h . w for the head's row w of
+    std INIT_STD, and h, the final norm's output, has length sqrt(d): the logits spread with std s = INIT_STD
+    sqrt(d), which lifts the mean of ln sum exp by s^2 / 2. And a tied head's row for the token read is that token's
+    embedding e, which h still points along (post-norm most: every block ends with a norm that puts it back to full
+    size, where pre-norm adds the blocks' outputs on top): that token gets a logit b above the rest, at most
+    |h| |e| = INIT_STD d. Each position's loss is then ln((V - 1) e^(s^2 / 2) + e^b), less b where the next token
+    is the one read (a repeat). s and b are read from the logits, but never above those bounds: a model started
+    with larger weights is held to what the initial std allows, and fails."""
+    from .model import INIT_STD
+
+    vocab, width = model_config.vocab_size, model_config.d_model
+    counted = (y >= 0).cpu()
+    if vocab < 2 or not counted.any():
+        return math.log(vocab)
+    logits = logits.detach().double().cpu()  # float64 on the CPU: a GPU may lack it (MPS)
+    x, y = x.cpu(), y.cpu()
+    read = torch.nn.functional.one_hot(x, vocab).bool()
+    own = logits.gather(-1, x[..., None])[..., 0]
+    others = logits.masked_fill(read, 0.0)
+    mean = others.sum(-1) / (vocab - 1)
+    spread = ((others - mean[..., None]).masked_fill(read, 0.0).square().sum(-1) / (vocab - 1)).sqrt()
+    spread = spread.clamp(max=INIT_STD * math.sqrt(width))
+    favour = (own - mean).clamp(0.0, INIT_STD * width) if model_config.tie_embeddings else torch.zeros_like(own)
+    per_position = torch.log((vocab - 1) * (spread.square() / 2).exp() + favour.exp()) - favour * (y == x)
+    return float(per_position[counted].mean())
 
 
 def _train(model_config, train_config, data, steps, device, on_step, should_stop, threads=None):

@@ -433,6 +433,10 @@ class TransformerBlock(nn.Module):
                 + self.ln_2.kept_floats() + ffn + (2 * d if dropout else 0))
 
 
+# The std of every linear and embedding matrix at the start (core.checks' init check reasons from it).
+INIT_STD = 0.02
+
+
 class MiniTransformerLM(nn.Module):
     """The decoder-only Transformer language model of a ModelConfig: token and position embeddings,
     config.n_layers TransformerBlocks, a final norm and the head back to the vocabulary.
@@ -477,7 +481,7 @@ class MiniTransformerLM(nn.Module):
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
