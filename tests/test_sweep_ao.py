@@ -48,3 +48,37 @@ def test_checks_init_still_fails_a_tied_post_norm_model_started_too_large(tmp_pa
     result = run(s, ":checks init")
     init = result.init
     assert result.failed == ["init"] and init.expected == pytest.approx(math.log(s.data.tokenizer.vocab_size), abs=0.5)
+
+
+# --- float64 on a device without it -------------------------------------------------------------------------------
+def _as_if_on_apples_gpu(monkeypatch):
+    """Every tensor as one on a GPU without float64 (MPS): `.double()` raises as it does there, and the device check
+    says no, so float64 must be made on the CPU."""
+    from minitf_repl.core import device
+
+    def no_float64(self, *args, **kwargs):
+        raise TypeError("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+                        "Please use float32 instead.")
+
+    monkeypatch.setattr(device, "has_float64", lambda where: False, raising=False)  # (before the check was there)
+    monkeypatch.setattr(torch.Tensor, "double", no_float64)
+
+
+@pytest.mark.parametrize("line", [":muon", ":qkv", ":rope", ":gen 12 n=5"])
+def test_views_that_work_in_float64_run_where_the_device_has_none(monkeypatch, line):
+    from test_commands import tiny_session
+
+    s = tiny_session(data="sort:4")
+    run(s, ":set pos_encoding=rope")
+    _as_if_on_apples_gpu(monkeypatch)
+    run(s, line)  # a view's error would raise here: MPS's "Cannot convert a MPS Tensor to float64"
+
+
+def test_in_float64_keeps_a_tensor_on_a_device_that_has_float64_and_moves_it_where_not(monkeypatch):
+    from minitf_repl.core import device
+
+    t = torch.arange(3.0)
+    assert device.has_float64("cpu") and device.has_float64("cuda:0") and not device.has_float64("mps")
+    assert device.in_float64(t).dtype == torch.float64 and device.in_float64(t).device.type == "cpu"
+    monkeypatch.setattr(device, "has_float64", lambda where: False)
+    assert torch.equal(device.in_float64(t), t.double())

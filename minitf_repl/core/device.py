@@ -20,6 +20,17 @@ from .words import count
 from .device_names import ACCEPTED_FORMS, DEVICE_NAME as _DEVICE_NAME  # noqa: F401  (names read from here too)
 
 
+def has_float64(device: torch.device | str) -> bool:
+    """Whether tensors on `device` can be float64: Apple's GPU (MPS) has no float64, and `.double()` there raises."""
+    return torch.device(device).type != "mps"
+
+
+def in_float64(t: torch.Tensor) -> torch.Tensor:
+    """`t`, detached, in float64: on its own device where that has float64, else on the CPU. The views that work a
+    sum out in float64 read it through this, so that they run on a Mac's GPU too."""
+    return t.detach().to(t.device if has_float64(t.device) else "cpu", torch.float64)
+
+
 def _cuda_count() -> int:
     try:
         return torch.cuda.device_count() if torch.cuda.is_available() else 0

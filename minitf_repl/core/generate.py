@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import torch
 
 from .config import GenConfig
+from .device import in_float64
 from .errors import DataError
 from .fastpath import FastPath, listened
 from .model import require_model
@@ -57,7 +58,7 @@ def sampling_stages(
 
     This is the one implementation of the sampling rules; `sample_next` is `pick(sampling_stages(...))`.
     """
-    logits = logits.detach().double().cpu()  # float64: temperatures down to 1e-300 stay finite
+    logits = in_float64(logits).cpu()  # float64: temperatures down to 1e-300 stay finite
     if not bool(torch.isfinite(logits).all()):  # nothing to rank or draw from (greedy's argmax of nan is a guess too)
         raise DataError(f"the model's logits for the next token are not finite ({non_finite(logits)}): its weights or "
                         "activations overflowed, which training at a learning rate far too high does; load a "

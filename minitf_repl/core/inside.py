@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from .ablation import rotation_dropped
 from .config import GenConfig
+from .device import in_float64
 from .errors import DataError, UserError
 from .generate import SamplingStages, check_sampling, pick, sampling_stages
 from .model import require_model
@@ -209,7 +210,7 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
     group = attn.n_heads // attn.n_kv_heads
     kv_head = head // group
     q_all, k_all, v_all = (seen[name][0].float().cpu() for name in ("q", "k", "v"))  # (heads, T, d_k)
-    q, k, v = q_all[head, i].double(), k_all[kv_head].double(), v_all[kv_head].double()
+    q, k, v = in_float64(q_all[head, i]), in_float64(k_all[kv_head]), in_float64(v_all[kv_head])
 
     dots = k @ q  # (T,): q_i . k_j for every j
     scores = dots / math.sqrt(q.shape[0])
@@ -218,8 +219,8 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
     unscaled = torch.softmax(dots.masked_fill(future, -math.inf), dim=0)
     out = weights @ v  # (d_k,): sum_j a_ij v_j
 
-    model_A = seen["A"][0, head, i].double().cpu()
-    model_O = seen["O"][0, head, i].double().cpu()
+    model_A = in_float64(seen["A"][0, head, i]).cpu()
+    model_O = in_float64(seen["O"][0, head, i]).cpu()
     fused = F.scaled_dot_product_attention(q_all[None], k_all.repeat_interleave(group, dim=0)[None],
                                            v_all.repeat_interleave(group, dim=0)[None],
                                            is_causal=attn.causal)[0, head, i]
@@ -230,7 +231,7 @@ def query_attention(model: nn.Module, idx, layer: int = 0, head: int = 0, at: in
         out=out.tolist(),
         model_weights_diff=float((weights - model_A).abs().max()),
         model_out_diff=float((out - model_O).abs().max()),
-        fused_out_diff=float((out - fused.double()).abs().max()),
+        fused_out_diff=float((out - in_float64(fused)).abs().max()),
         turned=[name for name, on in (("qk_norm", attn.q_norm is not None),
                                       ("rope", attn.rope is not None and not rotation_dropped(attn))) if on],
         causal=attn.causal,
@@ -289,7 +290,7 @@ class RopeWorked:
 
 def _rotate(x: torch.Tensor, positions: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """x (..., D) at `positions` (...,): each pair (x_2m, x_2m+1) turned by position * theta_m (the paper's pairs)."""
-    angle = positions[..., None].double() * theta  # (..., D/2)
+    angle = in_float64(positions[..., None]) * theta  # (..., D/2)
     even, odd = x[..., 0::2], x[..., 1::2]
     out = torch.empty_like(x)
     out[..., 0::2] = even * angle.cos() - odd * angle.sin()
@@ -314,8 +315,8 @@ def rope_worked(model: nn.Module, idx, layer: int = 0, head: int = 0, at: int = 
     seen: dict[str, torch.Tensor] = {}
 
     def keep(module, inputs, output):  # the rotation's input (q, k) and output (rotated q, k)
-        seen["q"], seen["k"] = inputs[0][0].detach().double().cpu(), inputs[1][0].detach().double().cpu()
-        seen["q_rot"], seen["k_rot"] = output[0][0].detach().double().cpu(), output[1][0].detach().double().cpu()
+        seen["q"], seen["k"] = in_float64(inputs[0][0]).cpu(), in_float64(inputs[1][0]).cpu()
+        seen["q_rot"], seen["k_rot"] = in_float64(output[0][0]).cpu(), in_float64(output[1][0]).cpu()
 
     with listening_pass(model, [(attn.rope, keep)]):
         model(idx)

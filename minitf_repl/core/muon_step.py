@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 
 from .config import TrainConfig
+from .device import in_float64
 from .errors import UserError
 from .optimizers import adjusted_lr, group_kind, hidden_matrices, make_optimizer, newton_schulz
 from .precision import DTYPES, fast_dtype
@@ -155,7 +156,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
             loss = model.loss(logits, y.to(device))
             grads = torch.autograd.grad(loss, params, allow_unused=True)
     grad = next(g for p, g in zip(params, grads) if p is weight)
-    total = float(torch.linalg.vector_norm(torch.stack([g.detach().double().norm() for g in grads if g is not None])))
+    total = float(torch.linalg.vector_norm(torch.stack([in_float64(g).norm().cpu() for g in grads if g is not None])))
     max_norm = grad_clip if grad_clip > 0 else float("inf")
     clip_scale = min(1.0, max_norm / (total + 1e-6))  # torch.nn.utils.clip_grad_norm_'s own factor
     if grad is None:  # the matrix took no part in the forward pass: `:ablate block=L` skips its block
@@ -167,9 +168,9 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         raise UserError(f"block {layer}'s {matrix} takes no part in this batch's forward pass, so it gets no gradient; "
                         "choose another matrix= or seed=")
 
-    G = grad.detach().double().cpu() * clip_scale  # what the optimizer reads
+    G = in_float64(grad).cpu() * clip_scale  # what the optimizer reads
     adamw, adamw_first = _adamw_update(optimizer, weight, G)
-    buffer = torch.zeros_like(G) if old is None else old.detach().double().cpu()
+    buffer = torch.zeros_like(G) if old is None else in_float64(old).cpu()
     buffer = torch.lerp(buffer, G, 1 - mu)  # b <- mu b + (1 - mu) G
     u = torch.lerp(G, buffer, mu) if nesterov else buffer  # u = (1 - mu) G + mu b
     turned = u.shape[0] > u.shape[1]
@@ -189,22 +190,22 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
     O, final = X, values  # Newton-Schulz's result and its singular values
 
     dtype = fast_dtype(device)
-    theirs = {d: newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, eps, DTYPES[d])[0]
-              .double().cpu() for d in {"float32", dtype}}
+    theirs = {d: in_float64(newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, eps, DTYPES[d])[0])
+              .cpu() for d in {"float32", dtype}}
     shape = tuple(weight.shape)
     scale = adjusted_lr(lr, group["adjust_lr_fn"], tuple(wide.shape))
     rms = float(O.pow(2).mean().sqrt())
     return MuonStep(
         name=name, shape=shape, turned=turned, tokens=x.numel(), seed=seed, loss=float(loss.detach()),
-        grad=float(grad.detach().double().norm()), clip_scale=clip_scale, total_grad=total, momentum=float(mu),
+        grad=float(in_float64(grad).norm()), clip_scale=clip_scale, total_grad=total, momentum=float(mu),
         had_momentum=old is not None, buffer=float(buffer.norm()),
         nesterov=bool(nesterov), update=float(u.norm()), coefficients=coefficients, singular=S.tolist(),
         top=_top(len(S)), u_top_share=_top_share(S),
         adamw_top_share=_top_share(torch.linalg.svdvals(adamw)), adamw_first=adamw_first, steps=steps,
-        o_top_share=_top_share(final), settled=float(((final > 0.5) & (final < 1.5)).double().mean()),
+        o_top_share=_top_share(final), settled=float(((final > 0.5) & (final < 1.5)).float().mean()),
         orthogonal_share=_top(len(S)) / len(S),
         lr=float(lr), step_scale=scale, step_rms=scale * rms,
-        relative_step=float(scale * O.norm() / weight.detach().double().norm().clamp_min(1e-300)),
+        relative_step=float(scale * O.norm() / in_float64(weight).norm().cpu().clamp_min(1e-300)),
         optimizer_dtype=dtype, float32_diff=float((O - theirs["float32"]).abs().max()),
         optimizer_diff=float((O - theirs[dtype]).abs().max()),
         session_optimizer="muon" if trains else "adamw",
@@ -227,8 +228,8 @@ def _adamw_update(optimizer, weight: torch.Tensor, G: torch.Tensor) -> tuple[tor
     if group is None or "exp_avg" not in state:
         return torch.sign(G), True
     (beta1, beta2), eps, t = group["betas"], group["eps"], float(state["step"]) + 1
-    m = torch.lerp(state["exp_avg"].detach().double().cpu(), G, 1 - beta1)
-    v = beta2 * state["exp_avg_sq"].detach().double().cpu() + (1 - beta2) * G * G
+    m = torch.lerp(in_float64(state["exp_avg"]).cpu(), G, 1 - beta1)
+    v = beta2 * in_float64(state["exp_avg_sq"]).cpu() + (1 - beta2) * G * G
     return (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + eps), False
 
 
