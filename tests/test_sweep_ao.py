@@ -82,3 +82,18 @@ def test_in_float64_keeps_a_tensor_on_a_device_that_has_float64_and_moves_it_whe
     assert device.in_float64(t).dtype == torch.float64 and device.in_float64(t).device.type == "cpu"
     monkeypatch.setattr(device, "has_float64", lambda where: False)
     assert torch.equal(device.in_float64(t), t.double())
+
+
+# --- a mixture's last-forward stats after a view -------------------------------------------------------------------
+@pytest.mark.parametrize("line", [":muon", ":experts", ":qkv", ":grad"])
+def test_a_view_of_a_mixture_of_experts_leaves_no_routing_stats_or_graph_behind(line):
+    from test_commands import tiny_session
+
+    s = tiny_session(data="sort:4")
+    run(s, ":set n_experts=3")
+    run(s, ":train steps=2")
+    result = run(s, line)
+    layers = s.model.moe_layers()
+    assert layers and all(moe.aux_loss is None and moe.tokens_per_expert is None for _, moe in layers)
+    if line == ":experts":  # the view still read them, inside its pass
+        assert sum(sum(row) for row in result.tokens) > 0 and result.aux_loss is not None

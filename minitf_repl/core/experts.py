@@ -120,4 +120,4 @@ def validation_routing(model: nn.Module, data, batch_size: int, seed: int) -> Mo
     x, _ = data.get_batch("val", batch_size, model.config.max_seq_len, torch.Generator().manual_seed(seed))
     with listening(model):
         model(x.to(next(model.parameters()).device))
-    return model.moe_stats()
+        return model.moe_stats()  # read inside: the pass's stats are dropped as it ends (core.probe.evaluating)

@@ -602,6 +602,13 @@ class MiniTransformerLM(nn.Module):
         losses = [moe.aux_loss for _, moe in self.moe_layers() if moe.aux_loss is not None]
         return torch.stack(losses).mean() if losses else None
 
+    def forget_last_forward(self) -> None:
+        """Drop what the last forward left for the loss and the views (a mixture's aux loss, which holds that
+        forward's graph, and its routing counts); the next forward writes them again. core.probe.evaluating calls
+        it as an eval-mode pass ends: a view's numbers are read inside it."""
+        for _, moe in self.moe_layers():
+            moe.aux_loss = moe.tokens_per_expert = None
+
     def moe_stats(self) -> MoEStats | None:
         """Per layer and expert, the share of routing choices in the last forward, and the aux loss. None: no experts."""
         layers = self.moe_layers()

@@ -67,7 +67,7 @@ def listening(model: nn.Module, hooks: Iterable[tuple[nn.Module, Callable]] = ()
 
 
 @contextlib.contextmanager
-def evaluating(model: nn.Module) -> Iterator[None]:
+def evaluating(model: nn.Module, keep_last_forward: bool = False) -> Iterator[None]:
     """`model` in eval mode (dropout off) for the block, and every module's training flag put back afterwards.
 
     A Ctrl-C inside an interruptible view raises KeyboardInterrupt wherever the view is: one that came while the
@@ -83,3 +83,9 @@ def evaluating(model: nn.Module) -> Iterator[None]:
         with held():
             for module, was_training in modes.items():
                 module.training = was_training
+            # what the pass left on the model for its loss (a mixture's routing stats, whose aux loss keeps the
+            # pass's graph: after :muon one batch's activations) is the view's, read by now: freed here. The
+            # trainer's own passes (no graph) keep theirs: moe_stats() after trainer.run() reads its evaluation.
+            forget = None if keep_last_forward else getattr(model, "forget_last_forward", None)
+            if forget is not None:
+                forget()

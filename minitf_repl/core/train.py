@@ -286,7 +286,7 @@ class Trainer:
         model = self.model if model is None else model
         device = self.device if model is self.model else next(model.parameters()).device
         scorer = self._plain_forward() if model is self.model else model  # the same function, maybe faster
-        with evaluating(model):
+        with evaluating(model, keep_last_forward=True):
             g = torch.Generator().manual_seed(self.config.seed + 1)
             losses = []
             batch_size = self.config.batch_size * (1 if self.alone else distributed.world_size())
@@ -675,7 +675,7 @@ class Trainer:
     def _check_forward(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """The last step's batch read again by the weights after its update (eval mode, one forward): its loss must
         be finite, as a next step's would have to be. A run stopped between evaluations is checked this way."""
-        with evaluating(self.model):
+        with evaluating(self.model, keep_last_forward=True):
             with torch.no_grad():
                 _, loss = self._plain_forward()(x, y)
         if not bool(torch.isfinite(loss)):
