@@ -97,3 +97,34 @@ def test_a_view_of_a_mixture_of_experts_leaves_no_routing_stats_or_graph_behind(
     assert layers and all(moe.aux_loss is None and moe.tokens_per_expert is None for _, moe in layers)
     if line == ":experts":  # the view still read them, inside its pass
         assert sum(sum(row) for row in result.tokens) > 0 and result.aux_loss is not None
+
+
+# --- Tab after :device / --device ----------------------------------------------------------------------------------
+def test_tab_offers_only_the_devices_this_machine_has(monkeypatch):
+    from minitf_repl.commands import base
+    from minitf_repl.core import device
+
+    monkeypatch.setattr(device, "_cuda_count", lambda: 0)
+    monkeypatch.setattr(device, "_mps_available", lambda: False)
+    assert base.complete_device(None) == ["auto", "cpu"]
+    monkeypatch.setattr(device, "_cuda_count", lambda: 2)
+    assert base.complete_device(None) == ["auto", "cpu", "cuda", "cuda:0", "cuda:1"]
+    monkeypatch.setattr(device, "_cuda_count", lambda: 0)
+    monkeypatch.setattr(device, "_mps_available", lambda: True)
+    assert base.complete_device(None) == ["auto", "cpu", "mps"]
+
+
+def test_the_shells_tab_without_torch_offers_a_gpu_only_where_its_driver_shows(monkeypatch):
+    from minitf_repl.commands import base
+
+    monkeypatch.delitem(__import__("sys").modules, "torch")  # the shell's Tab: torch not loaded
+    monkeypatch.setattr(base.os.path, "isdir", lambda path: False)
+    monkeypatch.setattr(base.shutil, "which", lambda name: None)
+    monkeypatch.setattr(base.sys, "platform", "linux")
+    assert base.complete_device(None) == ["auto", "cpu"]
+    monkeypatch.setattr(base.shutil, "which", lambda name: "C:\\\\Windows\\\\System32\\\\nvidia-smi.exe")
+    assert base.complete_device(None) == ["auto", "cpu", "cuda"]
+    monkeypatch.setattr(base.shutil, "which", lambda name: None)
+    monkeypatch.setattr(base.sys, "platform", "darwin")
+    monkeypatch.setattr(base.platform, "machine", lambda: "arm64")
+    assert base.complete_device(None) == ["auto", "cpu", "mps"]

@@ -12,7 +12,11 @@ The prompts a command uses when the user gives none are decided here, once each:
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import re
+import shutil
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -31,7 +35,6 @@ command = REGISTRY.command
 
 # --- what completes an option's value (declared on the Param, called by the REPL's completer) -------
 DATA_NAMES = CORPORA + TASKS  # core.catalog: known without importing core.data (torch)
-DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
 
 
 def complete_data(session) -> list[str]:
@@ -39,7 +42,28 @@ def complete_data(session) -> list[str]:
 
 
 def complete_device(session) -> list[str]:
-    return list(DEVICE_NAMES)
+    """What Tab offers for a device: auto, cpu and the GPUs this machine has (cuda and mps everywhere sent a user to
+    a device that then said it is not here). Where torch is loaded (the REPL) it is asked; the shell's Tab runs
+    without torch, which takes seconds to load, and offers a GPU whose driver it sees."""
+    if "torch" in sys.modules:
+        from ..core.device import available_device_names
+
+        here = available_device_names()
+        cuda = [name for name in here if name.startswith("cuda")]
+        return ["auto", "cpu", *(["cuda"] if cuda else []), *(cuda if len(cuda) > 1 else []),
+                *(["mps"] if "mps" in here else [])]
+    return ["auto", "cpu", *gpus_seen_without_torch()]
+
+
+def gpus_seen_without_torch() -> list[str]:
+    """The GPU kinds this machine shows without asking torch: NVIDIA's driver (its /proc folder, or nvidia-smi, which
+    it installs on Windows too), and Apple silicon, whose GPU every arm64 Mac has."""
+    kinds = []
+    if os.path.isdir("/proc/driver/nvidia") or shutil.which("nvidia-smi"):
+        kinds.append("cuda")
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        kinds.append("mps")
+    return kinds
 
 
 def complete_command(session) -> list[str]:
