@@ -128,3 +128,31 @@ def test_the_shells_tab_without_torch_offers_a_gpu_only_where_its_driver_shows(m
     monkeypatch.setattr(base.sys, "platform", "darwin")
     monkeypatch.setattr(base.platform, "machine", lambda: "arm64")
     assert base.complete_device(None) == ["auto", "cpu", "mps"]
+
+
+# --- no home folder, on Windows ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("system, home, cache", [("win32", "%USERPROFILE%", "%MINITF_CACHE_DIR%"),
+                                                 ("linux", "$HOME", "$MINITF_CACHE_DIR")])
+def test_without_a_home_folder_the_fix_names_the_variable_this_system_reads(monkeypatch, system, home, cache):
+    import pathlib
+    import sys
+
+    import platformdirs
+
+    from minitf_repl.core import paths
+    from minitf_repl.core.errors import UserError
+
+    def no_home(*args, **kwargs):
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(sys, "platform", system)
+    monkeypatch.setattr(pathlib.Path, "expanduser", no_home)
+    monkeypatch.setattr(platformdirs, "user_cache_dir", no_home)
+    monkeypatch.delenv(paths.CACHE_ENV, raising=False)
+    with pytest.raises(UserError) as tilde:
+        paths.expand("~/notes.txt")
+    with pytest.raises(UserError) as cached:
+        paths.cache_dir()
+    for said in (str(tilde.value), str(cached.value)):
+        assert f"set {home}" in said and ("$HOME" in said) == (system != "win32")
+    assert f"set {cache} to" in str(cached.value)

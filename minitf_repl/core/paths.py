@@ -39,6 +39,16 @@ def _env(name: str) -> str | None:
     return value if value and value.strip() else None
 
 
+def variable(name: str) -> str:
+    """An environment variable as this system's shell writes it: $NAME, and %NAME% on Windows (cmd's form)."""
+    return f"%{name}%" if sys.platform == "win32" else f"${name}"
+
+
+def home_variable() -> str:
+    """The variable a home folder is read from: $HOME, and on Windows %USERPROFILE% (Python reads no HOME there)."""
+    return variable("USERPROFILE" if sys.platform == "win32" else "HOME")
+
+
 def expand(path: str | Path, named: str | None = None) -> Path:
     """`Path(path).expanduser()`, or a UserError where the path starts with ~ and there is no home folder for it to
     name: $HOME unset, and a uid with no passwd entry (`docker run -u 1234`), where pathlib raises RuntimeError. That
@@ -47,8 +57,9 @@ def expand(path: str | Path, named: str | None = None) -> Path:
     try:
         return Path(path).expanduser()
     except RuntimeError:
-        raise UserError(f"{named or path} starts with ~, the home folder, and there is none here ($HOME is not set); "
-                        "give the path in full, or set $HOME") from None
+        home = home_variable()
+        raise UserError(f"{named or path} starts with ~, the home folder, and there is none here ({home} is not set); "
+                        f"give the path in full, or set {home}") from None
 
 
 def default_checkpoint_dir() -> Path:
@@ -69,8 +80,9 @@ def _user_dir(kind: str, what: str, env: str, names: str = "a folder") -> Path:
     try:
         return Path(getattr(platformdirs, f"user_{kind}_dir")(APP, appauthor=False))
     except (RuntimeError, KeyError, OSError):
-        raise UserError(f"there is no home folder to keep {what} in ($HOME is not set); set ${env} to {names}, "
-                        "or set $HOME") from None
+        home = home_variable()
+        raise UserError(f"there is no home folder to keep {what} in ({home} is not set); set {variable(env)} to "
+                        f"{names}, or set {home}") from None
 
 
 def cache_dir() -> Path:
