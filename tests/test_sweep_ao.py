@@ -156,3 +156,17 @@ def test_without_a_home_folder_the_fix_names_the_variable_this_system_reads(monk
     for said in (str(tilde.value), str(cached.value)):
         assert f"set {home}" in said and ("$HOME" in said) == (system != "win32")
     assert f"set {cache} to" in str(cached.value)
+
+
+# --- the training memory bound for relu ----------------------------------------------------------------------------
+@pytest.mark.parametrize("experts", [0, 3])
+def test_training_bytes_counts_relus_hidden_layer_once_as_the_ledger_does(experts):
+    from minitf_repl.core.config import ModelConfig
+    from minitf_repl.core.feedforward import kept_hidden_layers
+    from minitf_repl.core.sizes import training_bytes
+
+    sizes = dict(vocab_size=50, max_seq_len=32, d_model=32, n_heads=2, n_layers=2, d_ff=48, n_experts=experts)
+    gelu, relu = (training_bytes(ModelConfig(**sizes, activation=a), batch_size=4) for a in ("gelu", "relu"))
+    per_expert = ModelConfig(**sizes).experts_per_token if experts else 1
+    hidden_layers = kept_hidden_layers("gelu") - kept_hidden_layers("relu")
+    assert gelu - relu == 4 * 4 * 32 * 2 * per_expert * 48 * hidden_layers  # bytes x B x T x L x k x d_ff

@@ -110,8 +110,11 @@ class FeedForwardKind:
 
     def kept_floats(self, config) -> int:
         """A rough count of the floats one position keeps inside the network for the backward pass:
-        the hidden layer before and after the activation (gated: gate, SiLU(gate), up, their product)."""
-        return 4 * self.hidden(config) if self.gated else 2 * config.d_ff
+        the hidden layer before and after the activation (gated: gate, SiLU(gate), up, their product), one of
+        them for relu, whose backward reads its own output (core.feedforward.kept_hidden_layers, as the ledger)."""
+        from .feedforward import kept_hidden_layers  # feedforward imports config, which this module serves
+
+        return 4 * self.hidden(config) if self.gated else kept_hidden_layers(self.name) * config.d_ff
 
 
 FEED_FORWARDS = Kinds("activation")
