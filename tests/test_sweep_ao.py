@@ -170,3 +170,36 @@ def test_training_bytes_counts_relus_hidden_layer_once_as_the_ledger_does(expert
     per_expert = ModelConfig(**sizes).experts_per_token if experts else 1
     hidden_layers = kept_hidden_layers("gelu") - kept_hidden_layers("relu")
     assert gelu - relu == 4 * 4 * 32 * 2 * per_expert * 48 * hidden_layers  # bytes x B x T x L x k x d_ff
+
+
+# --- an older checkpoint of a Hugging Face model, with the session's corpus recorded as its data -------------------
+def test_an_older_hf_models_checkpoint_does_not_say_it_trained_on_the_corpus_recorded_with_it(tmp_path):
+    from checkpoint_worker import rewrite_manifest
+    from test_commands import TINY
+    from test_sweep_an import before_weights_from, saved_session
+
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.core.errors import UserError
+
+    first = saved_session(tmp_path)  # a model of sort:4's characters
+    run(first, f":save hf:{tmp_path / 'hf'}")
+    second = Session(ModelConfig(**TINY), TrainConfig(), data_spec="pydoc", device_name="cpu", checkpoint_dir=tmp_path)
+    run(second, f":load hf:{tmp_path / 'hf'}")
+    run(second, ":save gpt")
+    # as an older minitf saved it: no weights_from, and the session's corpus as its data
+    rewrite_manifest(tmp_path / "gpt", lambda m: (before_weights_from(m), m.update(data_spec="pydoc")))
+    third = Session(ModelConfig(**TINY), TrainConfig(), data_spec="pydoc", device_name="cpu", checkpoint_dir=tmp_path)
+    run(third, ":load gpt")
+    with pytest.raises(UserError) as refused:
+        run(third, ":train steps=1")
+    said = str(refused.value)
+    assert "trained on" not in said.replace("never trained on", "") and "never trained on pydoc" in said
+    assert "train a new model on it" not in said  # its fix: data with the model's characters
+
+    trained = saved_session(tmp_path, data="sort:4")  # a model that did train on what it names still says so
+    run(trained, ":save own")
+    rewrite_manifest(tmp_path / "own", lambda m: m.update(data_spec="pydoc"))
+    fourth = Session(ModelConfig(**TINY), TrainConfig(), data_spec="pydoc", device_name="cpu", checkpoint_dir=tmp_path)
+    run(fourth, ":load own")
+    with pytest.raises(UserError, match="the data this model was trained on"):
+        run(fourth, ":train steps=1")

@@ -611,9 +611,13 @@ class VocabOnly:
     """
 
 
-    def __init__(self, name: str, vocab, spec: str, reason: str | None = None, fix: str | None = None):
+    def __init__(self, name: str, vocab, spec: str, reason: str | None = None, fix: str | None = None,
+                 trained_on: bool = True):
         self.name = name
         self.spec = spec
+        # False: the checkpoint names this data, but its model never trained on it (an older minitf saved a Hugging
+        # Face model with the session's corpus as its data): the messages then do not say "trained on"
+        self.trained_on = trained_on
         self.reason = reason
         self.fix = fix  # what to do, where putting the file back is not it
         # a character vocabulary, or a subword tokenizer as it is (core.bpe)
@@ -628,13 +632,14 @@ class VocabOnly:
         pass  # any context fits: there are no windows to cut
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
+        whose = "the data this model was trained on" if self.trained_on else "the data its checkpoint names"
         if self.reason is None:
             raise DataError(
-                f"the data this model was trained on ({self.spec}) is not available; put the file back to train, "
+                f"{whose} ({self.spec}) is not available; put the file back to train, "
                 "or choose other data"
             )
         raise DataError(
-            f"the data this model was trained on ({self.spec}) cannot be used ({self.reason}); "
+            f"{whose} ({self.spec}) cannot be used ({self.reason}); "
             + (self.fix or "put the original file back to train, or choose other data")
         )
 

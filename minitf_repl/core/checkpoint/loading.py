@@ -517,6 +517,12 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
             # no file to put back: pydoc is this Python's documentation, and what an older minitf saved as a Hugging
             # Face model's data was the session's corpus, never its own. Each Python release ships another text:
             # 3.10's, 3.11's, 3.12's and 3.13's have different characters (one more or one fewer)
+            elsewhere = weights_from(checkpoint)
+            if elsewhere is not None:  # it never trained on the corpus named: say so, not "trained on pydoc"
+                return VocabOnly(name, vocab, spec, f"an older minitf recorded the session's {spec} with this model, "
+                                 f"whose weights came from elsewhere and never trained on {spec}, and its text has "
+                                 "other characters than the model's", "choose data with the model's characters",
+                                 trained_on=False)
             reason = f"{spec} is built in, and its text here has other characters than the model's"
             fix = "train a new model on it, or choose data with the model's characters"
             if spec == "pydoc":
