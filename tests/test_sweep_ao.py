@@ -203,3 +203,36 @@ def test_an_older_hf_models_checkpoint_does_not_say_it_trained_on_the_corpus_rec
     run(fourth, ":load own")
     with pytest.raises(UserError, match="the data this model was trained on"):
         run(fourth, ":train steps=1")
+
+
+# --- an Apple GPU's random state in a checkpoint --------------------------------------------------------------------
+def test_a_checkpoint_keeps_the_apple_gpus_random_state_and_a_load_puts_it_back(tmp_path, monkeypatch):
+    """A Mac's dropout masks are drawn from the mps stream: faked here (torch.mps's get/set), as no Mac runs this."""
+    from checkpoint_worker import manifest_of
+    from test_commands import TINY
+
+    from minitf_repl.core import device
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+
+    def tiny_session(checkpoint_dir):
+        return Session(ModelConfig(**TINY), TrainConfig(steps=2, batch_size=4, eval_every=2, eval_batches=1),
+                       data_spec="sort:4", device_name="cpu", checkpoint_dir=checkpoint_dir)
+
+    stream = {"state": torch.arange(16, dtype=torch.uint8)}
+    monkeypatch.setattr(device, "_mps_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "get_rng_state", lambda *a, **k: stream["state"].clone())
+    monkeypatch.setattr(torch.mps, "set_rng_state", lambda state, *a, **k: stream.update(state=state.clone()))
+
+    s = tiny_session(checkpoint_dir=tmp_path)
+    run(s, ":train steps=2")
+    run(s, ":save mac")
+    assert manifest_of(tmp_path / "mac")["trainer"]["mps_rng"] == list(range(16))
+    stream["state"] = torch.full((16,), 7, dtype=torch.uint8)  # the stream moves on (more dropout drawn)
+    again = tiny_session(checkpoint_dir=tmp_path)
+    run(again, ":load mac")
+    assert stream["state"].tolist() == list(range(16))  # the saved state, put back
+
+    monkeypatch.setattr(device, "_mps_available", lambda: False)  # read where there is no Apple GPU: loads all the same
+    stream["state"] = torch.full((16,), 7, dtype=torch.uint8)
+    run(tiny_session(checkpoint_dir=tmp_path), ":load mac")
+    assert stream["state"].tolist() == [7] * 16

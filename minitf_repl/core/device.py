@@ -46,6 +46,11 @@ def _mps_available() -> bool:
         return False
 
 
+def mps_here() -> bool:
+    """Whether this machine has an Apple GPU (MPS), whose random stream draws a Mac run's dropout masks."""
+    return _mps_available()
+
+
 def available_device_names() -> list[str]:
     """Names `resolve_device` accepts on this machine, besides "auto": e.g. ["cpu", "cuda:0"]."""
     names = ["cpu"] + [f"cuda:{i}" for i in range(_cuda_count())]

@@ -74,6 +74,7 @@ class Checkpoint:
     data_spec: str  # what `load_data` was given, e.g. "pydoc" or "reverse:6"
     meta: dict  # the parsed checkpoint.json
     tokenizer: object | None = None  # a subword tokenizer (core.bpe) the data was read with; None: characters
+    mps_rng: torch.Tensor | None = None  # an Apple GPU's random state at save time (dropout's masks on a Mac)
 
     @property
     def step(self) -> int:

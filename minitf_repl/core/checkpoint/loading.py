@@ -19,7 +19,7 @@ import torch
 
 from ..bpe import characters_of, learned_carriage_returns
 from ..config import ModelConfig, TrainConfig
-from ..device import resolve_device
+from ..device import mps_here, resolve_device
 from ..errors import CheckpointError, UserError
 from ..model import MiniTransformerLM
 from ..optimizers import group_kind
@@ -102,7 +102,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
     return Checkpoint(
         name=name, path=path, model_config=config, model_state=model_state, trainer_state=trainer_state,
         torch_rng=torch_rng, cuda_rng=cuda_rng, vocab=vocab, data_spec=manifest["data_spec"], meta=manifest,
-        tokenizer=tokenizer,
+        tokenizer=tokenizer, mps_rng=torch.tensor(t["mps_rng"], dtype=torch.uint8) if "mps_rng" in t else None,
     )
 
 
@@ -434,6 +434,12 @@ def restore_rng(checkpoint: Checkpoint) -> None:
                 f"{checkpoint.path}: a CUDA random number state does not fit this machine ({e}); "
                 "this checkpoint cannot be used"
             ) from None
+    if checkpoint.mps_rng is not None and mps_here():
+        try:
+            torch.mps.set_rng_state(checkpoint.mps_rng)
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise CheckpointError(f"{checkpoint.path}: the Apple GPU's random number state does not fit this machine "
+                                  f"({e}); this checkpoint cannot be used") from None
     torch.set_rng_state(checkpoint.torch_rng)  # checked above: cannot fail
 
 

@@ -198,6 +198,10 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
          "trainer.run_constant_lr is not a positive number")
     window = t.get("trained_window")
     need(window is None or (is_int(window) and window > 0), "trainer.trained_window is not a whole number > 0")
+    mps = t.get("mps_rng")
+    need(mps is None or (isinstance(mps, list) and 0 < len(mps) <= 4096 and all(is_int(b) and 0 <= b < 256
+                                                                             for b in mps)),
+         "trainer.mps_rng is not a list of bytes")
     need(isinstance(t.get("history"), list), "trainer.history is not a list of steps")
     for i, row in enumerate(t["history"]):
         problem = _history_problem(row, t["step"])

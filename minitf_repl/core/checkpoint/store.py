@@ -21,6 +21,7 @@ import torch
 
 from .. import __version__
 from ..catalog import unkept_path
+from ..device import mps_here
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM, require_model
 from ..train import Trainer
@@ -94,6 +95,11 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     trainer_json = {k: tstate[k] for k in ("step", "run_start", "run_steps", "run_elapsed", "run_constant_lr",
                                            "trained_window", "history", "train_config")}
     trainer_json["history"] = thinned_history(tstate["history"])
+    if mps_here():
+        # An Apple GPU's random stream draws a Mac run's dropout masks: without it a resumed run drew other ones. Kept
+        # in the manifest, whose unknown keys an older minitf reads past; a tensor rng.mps in the state file it would
+        # refuse as unexpected.
+        trainer_json["mps_rng"] = torch.mps.get_rng_state().tolist()
 
     uid = f"{os.getpid()}-{secrets.token_hex(8)}"
     model_file, state_file = f"model-{uid}.safetensors", f"state-{uid}.safetensors"
