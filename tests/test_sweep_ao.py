@@ -64,7 +64,7 @@ def _as_if_on_apples_gpu(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "double", no_float64)
 
 
-@pytest.mark.parametrize("line", [":muon", ":qkv", ":rope", ":gen 12 n=5"])
+@pytest.mark.parametrize("line", [":muon", ":qkv", ":rope", ":gen 12 n=5", ":kv", ":ln", ":ffn", ":checks init"])
 def test_views_that_work_in_float64_run_where_the_device_has_none(monkeypatch, line):
     from test_commands import tiny_session
 
@@ -72,6 +72,19 @@ def test_views_that_work_in_float64_run_where_the_device_has_none(monkeypatch, l
     run(s, ":set pos_encoding=rope")
     _as_if_on_apples_gpu(monkeypatch)
     run(s, line)  # a view's error would raise here: MPS's "Cannot convert a MPS Tensor to float64"
+
+
+def test_no_view_turns_a_tensor_to_float64_before_it_leaves_the_device():
+    """`.double().cpu()` makes the float64 copy where the tensor is, on MPS an error: the CPU copy first
+    (core.device.in_float64). A guard over the source, for the views no test above runs."""
+    import pathlib
+    import re
+
+    core = pathlib.Path(__file__).resolve().parent.parent / "minitf_repl" / "core"
+    before_the_move = re.compile(r"\.double\(\)\s*\.cpu\(\)|\.detach\(\)\.double\(\)")
+    found = [f"{path.name}:{n}" for path in sorted(core.rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if before_the_move.search(line)]
+    assert found == []
 
 
 def test_in_float64_keeps_a_tensor_on_a_device_that_has_float64_and_moves_it_where_not(monkeypatch):

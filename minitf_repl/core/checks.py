@@ -36,6 +36,7 @@ from typing import Callable
 import torch
 
 from .backprop import CHECK_LIMIT, GradientCheck, gradient_check
+from .device import in_float64
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
 from .probe import listening
@@ -363,7 +364,7 @@ def expected_initial_loss(model_config, logits: torch.Tensor, x: torch.Tensor, y
     counted = (y >= 0).cpu()
     if vocab < 2 or not counted.any():
         return math.log(vocab)
-    logits = logits.detach().double().cpu()  # float64 on the CPU: a GPU may lack it (MPS)
+    logits = in_float64(logits).cpu()  # float64 where the sums are made: a GPU may lack it (MPS)
     x, y = x.cpu(), y.cpu()
     read = torch.nn.functional.one_hot(x, vocab).bool()
     own = logits.gather(-1, x[..., None])[..., 0]

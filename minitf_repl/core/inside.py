@@ -564,7 +564,7 @@ def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: 
     seen: dict[str, torch.Tensor] = {}
 
     def keep(module, inputs, output):
-        seen["x"], seen["y"] = inputs[0][0].detach().double().cpu(), output[0].detach().double().cpu()
+        seen["x"], seen["y"] = in_float64(inputs[0][0]).cpu(), in_float64(output[0]).cpu()
 
     with listening_pass(model, [(norm, keep)]):
         model(idx)
@@ -575,8 +575,8 @@ def norm_worked(model: nn.Module, idx, layer: int = 0, which: str = "ln_1", at: 
     scales = torch.sqrt(squares + norm.eps)
     normalised = centred / scales
     weight, bias = norm.weight, getattr(norm, "bias", None)
-    gain = None if weight is None else weight.detach().double().cpu()
-    shift = None if bias is None else bias.detach().double().cpu()
+    gain = None if weight is None else in_float64(weight).cpu()
+    shift = None if bias is None else in_float64(bias).cpu()
     ys = normalised * (1.0 if gain is None else gain) + (0.0 if shift is None else shift)
 
     x, c, n, y = xs[i], centred[i], normalised[i], ys[i]
@@ -661,7 +661,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
 
     def keep(key: str, read_input: bool):
         def hook(module, inputs, output):
-            seen[key] = (inputs[0] if read_input else output)[0, i].detach().double().cpu()
+            seen[key] = in_float64((inputs[0] if read_input else output)[0, i]).cpu()
 
         return hook
 
@@ -670,8 +670,8 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     with listening_pass(model, hooks):
         model(idx)
     pre, h, out = seen["pre"], seen["h"], seen["out"]
-    values = parts.out.weight.detach().double().cpu()  # (d, hidden): column n is v_n
-    bias = parts.out.bias.detach().double().cpu() if parts.out.bias is not None else torch.zeros(values.shape[0])
+    values = in_float64(parts.out.weight).cpu()  # (d, hidden): column n is v_n
+    bias = in_float64(parts.out.bias).cpu() if parts.out.bias is not None else torch.zeros(values.shape[0])
     writes = h[None, :] * values  # (d, hidden): column n is h_n v_n
     sizes = writes.norm(dim=0)
     rebuilt = writes.sum(dim=1) + bias
@@ -691,7 +691,7 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     if no_tokens is None:
         end = seen["end"].float().to(model.lm_head.weight.device)
         read = frozen(end).linear(writes[:, chosen].T.float().to(end.device))  # (k, d): each write through the norm
-        logits = (read @ model.lm_head.weight.detach().T).double().cpu()  # (k, V)
+        logits = in_float64(read @ model.lm_head.weight.detach().T).cpu()  # (k, V)
     neurons = []
     for row, n in enumerate(chosen.tolist()):
         up = down = None
@@ -753,7 +753,7 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8) -> Cach
         naive, text = [], list(ids)
         for _ in range(n):  # the seed's loop: the whole text (its last max_seq_len tokens) every step
             logits, _ = model(torch.tensor([text[-window:]], device=device))
-            naive.append((min(len(text), window), logits[0, -1].double().cpu()))
+            naive.append((min(len(text), window), in_float64(logits[0, -1]).cpu()))
             text.append(int(naive[-1][1].argmax()))
         naive_seconds = time.perf_counter() - start
 
@@ -765,7 +765,7 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8) -> Cach
                 kv = model.new_cache()
             fed = text[-window:] if refill else text[-1:]  # the whole window once, then the newest token only
             logits, _ = model(torch.tensor([fed], device=device), cache=kv)
-            cached.append((len(fed), kv.length, refill, logits[0, -1].double().cpu()))
+            cached.append((len(fed), kv.length, refill, in_float64(logits[0, -1]).cpu()))
             text.append(int(naive_logits.argmax()))  # the naive loop's pick: both loops read the same text
         cached_seconds = time.perf_counter() - start
     steps = [DecodeStep(token=int(n_logits.argmax()), cached_token=int(c_logits.argmax()), cached_positions=fed,
@@ -1126,7 +1126,7 @@ def embedding_map(model: nn.Module, among: list[int] | None = None) -> Embedding
     order (coords[k] is row among[k]'s), such as the tokens a text holds where the others' rows never trained."""
     require_model(model, "embedding_map")
     with torch.no_grad():
-        rows = model.token_embedding.weight.detach().double().cpu()  # (V, d)
+        rows = in_float64(model.token_embedding.weight).cpu()  # (V, d)
     if among is not None:
         rows = rows[list(among)]
     V, d = rows.shape
