@@ -1,11 +1,40 @@
-"""What this morning's sweeps found and left, each test failing before its fix.
+"""What this morning's sweeps found and left (h_aj, h_ak, h_al, h_an), each test failing before its fix.
 
-`:checks init` failed on a correct, untrained model with a tied head and post-norm (rope or no positions: 11-13% under
+`:checks init` failed on a correct, untrained model with a tied head and post-norm (rope or no positions: 11% under
 ln V on pydoc; learned positions 8.5%): the check compared the start with ln V, but a tied head scores the token read
 with its own embedding, which the final norm's output still points along, and text that repeats a character pays for
 that. The check now works out what each variant should start at (ln((V - 1) e^(s^2/2) + e^b), less b on a repeat, with
-the logits' spread s and the favour b held to what the initial std allows) and every variant passes within the same 5%;
-a model started with std 1 still fails.
+the logits' spread s and the favour b read from the logits but held to what the initial std allows), and every variant
+passes within the same 5%; a model started with std 1 still fails.
+
+On a Mac's GPU (MPS has no float64) `:gen` (every sampled token), `:muon`, `:qkv`, `:rope`, `:ln`, `:ffn`, `:kv`,
+`:embed`'s map and `:checks init` turned tensors on the device to float64 (`.double()`, `.double().cpu()`), which
+raises there. `core.device.in_float64` makes the float64 copy on the tensor's own device where it has float64, else
+on the CPU; the views read through it, and a source guard keeps `.double().cpu()` out of core.
+
+A mixture-of-experts model kept a view's routing stats, and after `:muon` or `:grad` its aux loss kept that pass's
+graph (one batch's router activations) alive until the next forward. A view's eval-mode pass now drops them as it
+ends (`MiniTransformerLM.forget_last_forward`, from `core.probe.evaluating`); `:experts` reads them inside its pass,
+and the trainer's own passes keep theirs, as before.
+
+Tab after `:device` and `--device` offered cuda and mps on machines with neither. It offers auto, cpu and the GPUs
+this machine has: torch is asked where it is loaded, and the shell's Tab, which runs without torch, looks for NVIDIA's
+driver and for Apple silicon.
+
+Without a home folder on Windows the fix said "set $HOME", which Python does not read there: it names %USERPROFILE%
+(and the lab's own variables as %NAME%) on Windows, and $HOME elsewhere.
+
+`sizes.training_bytes`, the bound `:set` and `:train` hold a model to, counted relu's hidden layer twice, where the
+ledger counts it once (core.feedforward.kept_hidden_layers). It counts it once now, an expert's too.
+
+An older checkpoint of a Hugging Face model, saved with the session's pydoc recorded as its data, refused `:train`
+with "the data this model was trained on (pydoc)", a corpus it never trained on, and told the user to train a new
+model on it. It now says the checkpoint names pydoc, that an older minitf recorded it with weights from elsewhere,
+and to choose data with the model's characters.
+
+A checkpoint saved on a Mac left out the Apple GPU's random stream, so a resumed run with dropout drew other masks.
+The manifest's trainer keeps it (`mps_rng`, a key an older minitf reads past: no format version change), and a load
+puts it back where an Apple GPU is.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import torch.nn as nn
 
 from .config import ModelConfig, ffn_hidden
 from .probe import Step
+from .variants import kept_hidden_layers  # noqa: F401 (read from here: the FFN's own count)
 
 __all__ = ["Neurons", "ReLUSquared", "SwiGLU", "activation_formula", "below_zero", "ffn_hidden", "kept_hidden_layers",
            "make_activation"]
@@ -65,15 +66,6 @@ def make_activation(name: str) -> nn.Module:
 
 def activation_formula(name: str) -> str:
     return _ACTIVATIONS[name][1]
-
-
-def kept_hidden_layers(name: str) -> int:
-    """How many tensors of the hidden layer's size the two-matrix FFN with activation `name` keeps for backward.
-
-    Two for most: the activation's input (its derivative reads it) and its output (W_2's gradient reads it).
-    ReLU's backward reads its own output, the very tensor W_2 reads, so it keeps one (the cost ledger counted
-    two, 8% more than a relu model's forward keeps at d=32, d_ff=48)."""
-    return 1 if name == "relu" else 2
 
 
 def below_zero(name: str) -> str:
