@@ -212,6 +212,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
                   data_since_step=since)
     ckpt.restore_rng(checkpoint)
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
+    if (line := dtype_moved(name, trainer)) is not None:
+        reporter.notice(line)
     evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > since]
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
@@ -223,6 +225,25 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None,
     )
+
+
+def dtype_moved(name: str, trainer) -> str | None:
+    """One line where a loaded run's steps go on in another dtype than they ran in: dtype=auto is bfloat16 on a
+    CPU with bfloat16 units and float32 on one without, so a lesson saved on one kind and continued on the other
+    changed precision without a word, and its losses no longer matched the saved numbers to the digit. None where
+    nothing changes, or the checkpoint did not record it."""
+    from ..core.precision import training_dtype
+
+    was, now = trainer.trained_dtype, training_dtype(trainer.config.dtype, trainer.device)
+    if was is None or was == now:
+        return None
+    how = "dtype=auto: " if trainer.config.dtype == "auto" else ""
+    here = (f"{how}this machine multiplies bfloat16 natively" if now == "bfloat16"
+            else f"{how}this machine has no bfloat16 units")
+    back = (f"; {cmd('set', dtype='float32')} goes on as it trained" if was == "float32"
+            else "; bfloat16 here would be emulated, and slower" if trainer.config.dtype == "auto" else "")
+    return (f"{name}'s steps ran in {was} and go on here in {now} ({here}): the losses continue, but differ from "
+            f"the saved run's numbers by rounding (about 0.01){back}")
 
 
 def _keep_unsaved(session: Session, reporter: Reporter) -> str | None:

@@ -191,6 +191,9 @@ class Trainer:
         # the window (max_seq_len) of the latest step: `:set max_seq_len` widens a model with no table of positions
         # and keeps its weights, which never trained on the wider windows (:context reads past this); None: no step
         self.trained_window: int | None = None
+        # what the latest step's products ran in (float32 or bfloat16): dtype=auto means either, by the machine, so a
+        # checkpoint taken to another kind of CPU says what its numbers were made in; None: no step, or not recorded
+        self.trained_dtype: str | None = None
         self._compiled = None  # torch.compile(model), made on the first step with config.compile
         self._compiled_from = None  # the module _compiled wraps (the fast path or the model)
         self._compile_pending = False  # the next compiled step compiles: timed apart
@@ -406,6 +409,7 @@ class Trainer:
                     step=self.step + 1, what="update's scale", value=float("inf"), fix={"lr": lower}) from None
             self.step += 1
             self.trained_window = self.max_seq_len
+            self.trained_dtype = training_dtype(cfg.dtype, self.device)
             done += 1
 
             step_seconds = time.perf_counter() - t0
@@ -719,6 +723,7 @@ class Trainer:
             "run_constant_lr": self.run_constant_lr,
             "history": self.history,
             "trained_window": self.trained_window,
+            "trained_dtype": self.trained_dtype,
             "train_config": self.config.to_dict(),
             "generator": self.generator.get_state(),
             "optimizer": self.optimizer.state_dict(),
@@ -747,6 +752,7 @@ class Trainer:
         self.run_elapsed = state["run_elapsed"]
         self.run_constant_lr = state.get("run_constant_lr")  # absent in checkpoints before it existed
         self.trained_window = state.get("trained_window")  # absent before it existed: the model's own window
+        self.trained_dtype = state.get("trained_dtype")  # absent before it existed: not known
         self.history = history
 
 

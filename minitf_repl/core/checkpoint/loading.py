@@ -94,6 +94,7 @@ def load_checkpoint(directory, name: str, map_location="cpu") -> Checkpoint:
         "run_elapsed": float(t["run_elapsed"]),
         "run_constant_lr": t.get("run_constant_lr"),
         "trained_window": t.get("trained_window"),  # absent before it existed: the model's own window
+        "trained_dtype": t.get("trained_dtype"),  # absent before it existed: not known
         "history": [{**dict.fromkeys(HISTORY_LATER), **h} for h in t["history"]],
         "train_config": dict(t["train_config"]),
         "generator": generator,

@@ -202,6 +202,7 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     need(mps is None or (isinstance(mps, list) and 0 < len(mps) <= 4096 and all(is_int(b) and 0 <= b < 256
                                                                              for b in mps)),
          "trainer.mps_rng is not a list of bytes")
+    need(t.get("trained_dtype") in (None, "float32", "bfloat16"), "trainer.trained_dtype is not float32 or bfloat16")
     need(isinstance(t.get("history"), list), "trainer.history is not a list of steps")
     for i, row in enumerate(t["history"]):
         problem = _history_problem(row, t["step"])
