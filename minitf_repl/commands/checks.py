@@ -28,6 +28,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import ablation_note, command, sample_window, switched_off
+from .shared import say_emulated
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.backprop import GradientCheck
@@ -132,6 +133,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
                         "left out")
     if training:
         session.threads.decide()  # a fresh look at the other work on the machine before the training checks
+        say_emulated([trainer.config.dtype], trainer.device, reporter)
     total = steps * (2 * ("blind" in training) + ("overfit" in training))
     trained = [0]
 

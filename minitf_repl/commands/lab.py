@@ -37,7 +37,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, interactive, look_again, syntax
 from .base import REGISTRY, ablation_note, command, complete_data, sample_prompt, switched_off
 from .settings import SET
-from .shared import all_warm_up, load_checked, read_with, recipe_line
+from .shared import all_warm_up, load_checked, read_with, recipe_line, say_emulated
 from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
@@ -128,6 +128,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
             said = str(e).removeprefix(f"{label}: ")  # a setting's error that opens with the label names it once
             raise kind(f"contender {label}: {said}", fix=e.fix) from None
     _say_warm_up(contenders, steps, reporter)
+    say_emulated([c.train_config.dtype for c in contenders], session.device, reporter)
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
         for c in contenders:
             c.tokenizer = c.tokenizer or tokenizer_setting(data.tokenizer)

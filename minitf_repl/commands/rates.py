@@ -24,6 +24,7 @@ from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
 from .base import command
+from .shared import say_emulated
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.lrfind import LrRange
@@ -79,6 +80,7 @@ def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult
         reporter.on_progress("lrfind", done[0], steps)
 
     config = trainer.config if args["seed"] is None else trainer.config.replace(seed=args["seed"])
+    say_emulated([config.dtype], trainer.device, reporter)
     test = range_test(session.model_config, config, trainer.data, trainer.device, steps, low, high,
                       on_step=stepped, should_stop=reporter.should_stop, threads=session.threads)
     return LrfindResult(test, trainer.data.name, config.lr, config.seed,

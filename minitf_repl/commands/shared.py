@@ -45,6 +45,17 @@ class SaveResult:
     replaced_unseen: int | None = None
 
 
+def say_emulated(dtypes, device, reporter) -> None:
+    """Before a command trains models of its own (:compare's contenders, :lrfind's, :checks'): where one of `dtypes`
+    is bfloat16 on a device without bfloat16 units, the line :train says, once. Those runs went through emulated
+    bfloat16 several times slower than float32 with no word, the slowness read as the model's or the setting's."""
+    from ..core.precision import precision_note
+
+    for line in dict.fromkeys(precision_note(dtype, device) for dtype in dtypes):
+        if line is not None:
+            reporter.notice(line)
+
+
 def save_session(session: Session, name: str, origin: str = "save", reporter=None, **options) -> SaveResult:
     """Write the session's model, trainer and data as checkpoint `name` (atomic: see core.checkpoint).
 
