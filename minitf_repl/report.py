@@ -62,6 +62,9 @@ class ReportData:
     val_step: int | None = None
     train_loss: float | None = None
     n_params: int | None = None
+    # where its numbers were made: the dtype the latest training step ran in (dtype=auto is bfloat16 on a machine with
+    # bfloat16 units, float32 elsewhere) and the machine, so that a page compared with another's says why they differ
+    machine: str = ""
 
 
 _CSS = """
@@ -431,6 +434,8 @@ def build_report(data: ReportData) -> str:
         rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(fmt.value(v))}</td></tr>" for k, v in values.items())
         out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
     out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
+    if data.machine:
+        out.append(f"<p>{_esc(data.machine)}</p>")
     out.append("<h2>Loss</h2>")
     if not data.series and data.weights_from:  # "No training yet." read as an untrained model of GPT-2's weights
         out.append(f"<p>No training here: the weights came from <code>{_esc(data.weights_from)}</code>, trained "

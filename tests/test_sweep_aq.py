@@ -10,6 +10,9 @@ the numbers may be (and, from float32, the setting that goes on as it trained).
 A lesson that pinned dtype=bfloat16, on a CPU without bfloat16 units: `:train` said once that bfloat16 is emulated
 there and slower, but `:compare`, `:lrfind` and `:checks` (blind, overfit) trained their own models in emulated
 bfloat16 without a word, their slowness read as the settings'. Each now says the same line once before it trains.
+`:report`'s page said "dtype auto" alone: a teacher's page and a student's, of one lesson, differed in their losses
+with nothing to say why. The page now says the dtype the latest step ran in, and the machine (the CPU's kind and
+bfloat16 units, torch's threads, torch's version).
 """
 
 import pytest
@@ -75,3 +78,17 @@ def test_the_commands_that_train_models_of_their_own_say_once_that_bfloat16_is_e
     assert len(said) == 1 and "dtype=auto picks float32 here" in said[0]  # once, however many models train
     machine(True)  # where the units are there, bfloat16 is what was asked for: nothing to say
     assert not any("emulated" in n for n in notices(session, line))
+
+
+# --- the numbers say where they were made --------------------------------------------------------------------------------
+@pytest.mark.parametrize("bf16_units", [True, False])
+def test_a_report_says_the_dtype_its_steps_ran_in_and_the_machine(machine, bf16_units, tmp_path):
+    from minitf_repl.core.device import cpu_kind
+
+    machine(bf16_units)
+    session = tiny_session()
+    run(session, ":train steps=2")
+    run(session, f":report {tmp_path / 'page.html'}")
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    dtype = "bfloat16" if bf16_units else "float32"
+    assert f"The latest training step ran in {dtype} (dtype=auto), on cpu: {cpu_kind()}" in page

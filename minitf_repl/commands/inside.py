@@ -1101,6 +1101,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
         data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
         val_loss=status.val_loss, val_step=status.val_step, train_loss=status.last_loss, n_params=status.n_params,
+        machine=made_on(session),
     )
     size = write_report(path, build_report(report))
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
@@ -1112,6 +1113,27 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         sections.append((f"{shown} of " if shown < len(report.frames) else "")
                         + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
     return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations)
+
+
+def made_on(session: Session) -> str:
+    """Where a page's numbers were made: the dtype of the latest training step and the machine. The page showed
+    "dtype auto" alone, which is bfloat16 on a CPU with bfloat16 units and float32 on one without: two pages of one
+    lesson, made on a teacher's and a student's machines, differed in their losses with nothing to say why."""
+    import torch
+
+    from ..core.device import cpu_kind, describe_devices
+    from ..core.precision import training_dtype
+
+    trainer, setting = session.trainer, session.train_config.dtype
+    device = trainer.device
+    if device.type == "cpu":
+        where = cpu_kind()
+    else:
+        where = next((d.description for d in describe_devices() if d.name == str(device)), str(device))
+    ran = (f"The latest training step ran in {trainer.trained_dtype}" if trainer.trained_dtype is not None
+           else f"No training step ran here yet; one would run in {training_dtype(setting, device)}")
+    threads = count(torch.get_num_threads(), "torch thread")
+    return f"{ran} (dtype={setting}), on {device.type}: {where}; {threads}, torch {torch.__version__}."
 
 
 @render.register(ReportResult)
