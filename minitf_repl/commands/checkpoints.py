@@ -152,12 +152,15 @@ class LoadResult:
     kept_step: int | None = None  # that model's step
     # the step val_loss was measured at: before `step` where the run stopped between two evaluations
     val_step: int | None = None
+    # what the checkpoint's latest step ran in (float32, bfloat16), which dtype=auto picks by the machine; None: not
+    # recorded (saved before it was), or no step
+    trained_dtype: str | None = None
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True),
-], json_version=6)  # fmt: skip
+], json_version=7)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint.layout import checkpoint_path
@@ -223,7 +226,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
-        kept=kept, kept_step=kept_step if kept else None,
+        kept=kept, kept_step=kept_step if kept else None, trained_dtype=trainer.trained_dtype,
     )
 
 

@@ -56,7 +56,7 @@ class PlotLevel:
 class TrainResult:
     # :train's --json fields. The first ten are core.train.RunSummary's (copied by name, `from_run`),
     # declared again because this is the command's versioned contract (schema.py): their order and
-    # words are what scripts read, and RunSummary's other fields (notes, threads) are not in it.
+    # words are what scripts read, and RunSummary's other field (notes) is not in it.
     steps: int  # steps done by this command
     total_steps: int  # optimizer steps done in total
     run_remaining: int  # > 0 after a stop: `:train` continues the run
@@ -82,7 +82,9 @@ class TrainResult:
     vocab_size: int | None = None  # V, for the loss table's ln(V) line (the loss of a uniform guess)
     # this command's history rows, thinned to at most 200, for a chart
     curve: list[dict] = field(default_factory=list, metadata={"json": "list[StepInfo]"})
-    dtype: str = "float32"  # the training forward's precision (the dtype setting)
+    # what the steps' products ran in: float32 or bfloat16 (dtype=auto is bfloat16 where the device multiplies it
+    # natively, float32 elsewhere: one setting, two kinds of numbers)
+    dtype: str = "float32"
     compiled: bool = False  # the steps ran through torch.compile (compile=on, and it worked here)
     compile_seconds: float | None = None  # the first compiled step, compilation included; not in tokens/s
     # watch=: the view made before the first step and at every evaluation, in order (kept in the session too)
@@ -104,6 +106,12 @@ class TrainResult:
     question: str | None = field(default=None, metadata={"view_only": True})
     # causal=off: each position but the last read the token it predicts, so no counter's loss compares with its
     causal: bool = field(default=True, metadata={"view_only": True})
+    # torch's threads at the end of the run: a float32 sum splits by the thread count, so the last digits of a run's
+    # numbers move with it (compare runs at one count)
+    threads: int | None = None
+    # the CPU the steps ran on, to compare the numbers with another machine's (core.device.cpu_kind: its model,
+    # cores and bfloat16 units, which dtype=auto goes by); None: not run on the CPU
+    cpu: str | None = None
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -168,7 +176,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=13)  # fmt: skip
+], json_version=14)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -396,6 +404,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             unseen = written.replaced_unseen if save_as is not None else None
         except UserError as e:
             save_error = str(e)
+    from ..core.device import cpu_kind
+
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
@@ -404,7 +414,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         watch_seconds=watched[0] if frames else None,
         counters=plot_levels(session.counters), learnable=not getattr(session.data, "nothing_to_learn", False),
         first_run=session.trainer.run_start == 0, question=_question(session.data),
-        causal=session.model_config.causal,
+        causal=session.model_config.causal, cpu=cpu_kind() if session.trainer.device.type == "cpu" else None,
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
