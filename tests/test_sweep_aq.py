@@ -13,6 +13,13 @@ bfloat16 without a word, their slowness read as the settings'. Each now says the
 `:report`'s page said "dtype auto" alone: a teacher's page and a student's, of one lesson, differed in their losses
 with nothing to say why. The page now says the dtype the latest step ran in, and the machine (the CPU's kind and
 bfloat16 units, torch's threads, torch's version).
+`minitf train --json` said "dtype" (documented as the setting, in fact what the steps ran in) but not the CPU nor
+torch's threads, and `minitf load --json` nothing of the dtype: saved numbers could not say why another machine's
+differ. train/14 adds `threads` and `cpu` (core.device.cpu_kind) and documents `dtype` as what the steps ran in;
+load/7 adds `trained_dtype` (tests/test_watch.py's schema name follows).
+With dtype=bfloat16 pinned (a lesson's checkpoint brings it) on a CPU without bfloat16 units, `:device` said
+"training on cpu runs in bfloat16" and nothing more, the place a student looks when a step is slow. It now says
+that bfloat16 is emulated there, several times slower, and that `:set dtype=auto` trains in float32.
 """
 
 import pytest
@@ -22,12 +29,18 @@ from test_commands import Recorder, run, tiny_session
 
 @pytest.fixture
 def machine(monkeypatch):
-    """Switch the kind of CPU this process stands for: machine(True) has bfloat16 units, machine(False) has none."""
-    from minitf_repl.core import precision
+    """Switch the kind of CPU this process stands for: machine(True) has bfloat16 units (AMX), machine(False) has
+    none. The probe itself answers, so every reader agrees: dtype=auto and Newton-Schulz (core.precision), :device's
+    bf16 column, cpu_kind's words."""
+    from minitf_repl.core import device
 
     def become(bf16_units: bool) -> None:
-        monkeypatch.setattr(precision, "native_bf16", lambda device: bf16_units)
-    return become
+        monkeypatch.setattr(device, "cpu_bf16_units", lambda: "AMX" if bf16_units else None)
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+        monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+        device._native_bf16.cache_clear()  # asked once per process otherwise: the hardware stays put
+    yield become
+    device._native_bf16.cache_clear()
 
 
 def notices(session, line: str) -> list[str]:
@@ -92,3 +105,39 @@ def test_a_report_says_the_dtype_its_steps_ran_in_and_the_machine(machine, bf16_
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     dtype = "bfloat16" if bf16_units else "float32"
     assert f"The latest training step ran in {dtype} (dtype=auto), on cpu: {cpu_kind()}" in page
+
+
+@pytest.mark.parametrize("bf16_units", [True, False])
+def test_train_and_load_json_record_the_dtype_the_steps_ran_in_the_threads_and_the_cpu(machine, bf16_units):
+    import json
+
+    from minitf_repl.core.device import cpu_kind
+    from test_cli import invoke
+
+    machine(bf16_units)
+    dtype = "bfloat16" if bf16_units else "float32"
+    tiny = ["--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 eval_batches=1",
+            "--data", "sort:4"]
+    doc = json.loads(invoke(*tiny, "train", "--steps", "2", "--save", "lesson", "--json").stdout)
+    assert doc["dtype"] == dtype and doc["threads"] == 1 and doc["cpu"] == cpu_kind()
+    loaded = json.loads(invoke(*tiny, "load", "lesson", "--json").stdout)
+    assert loaded["trained_dtype"] == dtype
+
+
+# --- :device says what training will do -------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["auto", "bfloat16", "float32"])
+@pytest.mark.parametrize("bf16_units", [True, False])
+def test_device_says_the_dtype_training_runs_in_and_that_bfloat16_without_units_is_emulated(machine, dtype,
+                                                                                            bf16_units):
+    from test_render import plain
+
+    machine(bf16_units)
+    session = tiny_session()
+    run(session, f":set dtype={dtype}")
+    words = plain(run(session, ":device"))
+    runs = dtype if dtype != "auto" else ("bfloat16" if bf16_units else "float32")
+    assert f"training on cpu runs in {runs}" in words
+    assert ("bfloat16 is emulated on cpu" in words) == (runs == "bfloat16" and not bf16_units)
+    if runs == "bfloat16" and not bf16_units:
+        assert ":set dtype=auto trains in float32 here" in words
+    assert runs == run(session, ":train steps=1").dtype  # what :device said is what a step runs in

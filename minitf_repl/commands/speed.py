@@ -154,6 +154,10 @@ def render_device(result: DeviceResult, console: Console) -> None:
         why = (" (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto"
                else f" (dtype={result.dtype})")
         note(console, f"training on {result.current} runs in {result.train_dtype}{why}")
+        units = next((d.bf16 for d in result.devices if d.name == result.current), True)
+        if result.train_dtype == "bfloat16" and not units:  # dtype=bfloat16 pinned (a lesson's checkpoint brought it)
+            say(console, f"bfloat16 is emulated on {result.current}, which has no bfloat16 units: several times slower "
+                         f"than float32; {cmd('set', dtype='auto')} trains in float32 here", "yellow")
     if result.threads is not None:
         note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
                       f"count, {cmd('set', threads=0)} is auto")
