@@ -20,6 +20,10 @@ load/7 adds `trained_dtype` (tests/test_watch.py's schema name follows).
 With dtype=bfloat16 pinned (a lesson's checkpoint brings it) on a CPU without bfloat16 units, `:device` said
 "training on cpu runs in bfloat16" and nothing more, the place a student looks when a step is slow. It now says
 that bfloat16 is emulated there, several times slower, and that `:set dtype=auto` trains in float32.
+A lesson's `:compare dtype=auto dtype=float32` (what bfloat16 costs in loss), run on a CPU without bfloat16 units,
+drew two identical curves as if a finding: dtype=auto is float32 there. :compare now says before the run that the
+two train the very same model, and why (what dtype=auto is on this device), as it says of other settings that build
+nothing; dtype=bfloat16 beside it, another run, is not said to be.
 """
 
 import pytest
@@ -141,3 +145,18 @@ def test_device_says_the_dtype_training_runs_in_and_that_bfloat16_without_units_
     if runs == "bfloat16" and not bf16_units:
         assert ":set dtype=auto trains in float32 here" in words
     assert runs == run(session, ":train steps=1").dtype  # what :device said is what a step runs in
+
+
+# --- :compare of dtype=auto against the dtype it means here -----------------------------------------------------------
+@pytest.mark.parametrize("bf16_units", [True, False])
+def test_compare_says_dtype_auto_against_the_dtype_it_means_here_is_one_run(machine, bf16_units):
+    machine(bf16_units)
+    same, other = ("bfloat16", "float32") if bf16_units else ("float32", "bfloat16")
+    recorder = Recorder()
+    result = run(tiny_session(), f":compare dtype=auto dtype={same} dtype={other} steps=2", recorder)
+    said = " ".join(recorder.notices)
+    assert f"dtype={same} builds and trains the very model dtype=auto does: dtype changes nothing in it " \
+           f"(dtype=auto is {same} on cpu" in said
+    assert f"dtype={other} builds" not in said  # the other dtype is another run
+    auto, pinned, _ = result.outcomes
+    assert auto.curve[-1].val_loss == pinned.curve[-1].val_loss  # one run indeed

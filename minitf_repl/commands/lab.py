@@ -132,7 +132,8 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     if any(c.tokenizer is not None for c in contenders):  # the others read as the data does: say how
         for c in contenders:
             c.tokenizer = c.tokenizer or tokenizer_setting(data.tokenizer)
-    _say_same_runs(contenders, reporter)  # after that: tokenizer=char on text read by characters is no change
+    # after that: tokenizer=char on text read by characters is no change
+    _say_same_runs(contenders, reporter, session.device)
     by = "bits per character" if len({c.tokenizer for c in contenders}) > 1 else "val loss"
     base_seed = session.train_config.seed
     session.threads.decide()  # a fresh look at the other work on the machine before a long run
@@ -407,15 +408,19 @@ def _say_warm_up(contenders: list, steps: int, reporter: Reporter) -> None:
                         f"give it warmup_steps={tenth} among its settings, or compare over more steps")
 
 
-def _say_same_runs(contenders: list, reporter: Reporter) -> None:
+def _say_same_runs(contenders: list, reporter: Reporter, device) -> None:
     """A contender whose settings differ from an earlier one's only where they build nothing (rope_base without
-    rope, n_kv_heads equal to n_heads: ModelConfig.as_built) trains the very same model on the same batches: said
-    before the run, where its curve would pass for a finding."""
+    rope, n_kv_heads equal to n_heads: ModelConfig.as_built) or run nothing otherwise (dtype=auto beside the dtype
+    it means on this device: a lesson's `dtype=auto dtype=float32`, on a CPU without bfloat16 units) trains the very
+    same model on the same batches: said before the run, where its curve would pass for a finding."""
+    from ..core.precision import training_dtype
+
     def settings(c) -> dict:
         return {**c.model_config.to_dict(), **c.train_config.to_dict(), "tokenizer": c.tokenizer}
 
     def reads(c) -> dict:  # what the training reads: the weights as built, the window of its batches, its settings
-        return {**settings(c), **c.model_config.as_built(), "max_seq_len": c.model_config.max_seq_len}
+        return {**settings(c), **c.model_config.as_built(), "max_seq_len": c.model_config.max_seq_len,
+                "dtype": training_dtype(c.train_config.dtype, device)}
 
     for k, c in enumerate(contenders):
         # typed otherwise, the same settings (`current tokenizer=char` on text read by characters): "-" alone said so,
@@ -428,8 +433,11 @@ def _say_same_runs(contenders: list, reporter: Reporter) -> None:
         same = next((e for e in contenders[:k] if reads(e) == reads(c) and settings(e) != settings(c)), None)
         if same is not None:
             keys = [key for key, value in settings(c).items() if settings(same)[key] != value]
+            auto = (f" (dtype=auto is {reads(c)['dtype']} on {device}, which "
+                    f"{'multiplies bfloat16 natively' if reads(c)['dtype'] == 'bfloat16' else 'has no bfloat16 units'})"
+                    if "dtype" in keys else "")
             reporter.notice(f"{c.label} builds and trains the very model {same.label} does: {', '.join(keys)} "
-                            f"change{'s' if len(keys) == 1 else ''} nothing in it, so their curves are one")
+                            f"change{'s' if len(keys) == 1 else ''} nothing in it{auto}, so their curves are one")
 
 
 def more_text(result: CompareResult) -> str | None:
