@@ -24,6 +24,11 @@ A lesson's `:compare dtype=auto dtype=float32` (what bfloat16 costs in loss), ru
 drew two identical curves as if a finding: dtype=auto is float32 there. :compare now says before the run that the
 two train the very same model, and why (what dtype=auto is on this device), as it says of other settings that build
 nothing; dtype=bfloat16 beside it, another run, is not said to be.
+`dtype=float32`, the setting the docs give for comparing runs to the last digit, left Muon's Newton-Schulz in bfloat16
+on a CPU with bfloat16 units (in float32 on one without): two float32 runs of one lesson differed by the machine
+alone, and `:muon` said bfloat16 of a float32 run. A run of dtype=float32 now orthogonalises in float32 on every CPU
+(core.precision.newton_schulz_dtype), a `:set dtype=float32` after a run reaches the optimizer it already has, and
+`:muon` and `:params`' ledger say and count the dtype it runs in.
 """
 
 import pytest
@@ -160,3 +165,46 @@ def test_compare_says_dtype_auto_against_the_dtype_it_means_here_is_one_run(mach
     assert f"dtype={other} builds" not in said  # the other dtype is another run
     auto, pinned, _ = result.outcomes
     assert auto.curve[-1].val_loss == pinned.curve[-1].val_loss  # one run indeed
+
+
+# --- dtype=float32 is float32 throughout, on either kind of CPU -------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "auto"])
+@pytest.mark.parametrize("bf16_units", [True, False])
+def test_newton_schulz_runs_in_float32_in_a_float32_run_on_either_kind_of_cpu(machine, monkeypatch, dtype,
+                                                                              bf16_units):
+    import torch
+
+    from minitf_repl.core import optimizers
+
+    machine(bf16_units)
+    seen = []
+    real_baddbmm = torch.baddbmm
+
+    def spy(*args, **kwargs):  # every product of Newton-Schulz's steps
+        seen.append(args[1].dtype)
+        return real_baddbmm(*args, **kwargs)
+
+    session = tiny_session()
+    run(session, f":set dtype={dtype}")
+    monkeypatch.setattr(optimizers.torch, "baddbmm", spy)
+    run(session, ":train steps=1")
+    expected = torch.bfloat16 if dtype == "auto" and bf16_units else torch.float32
+    assert seen and set(seen) == {expected}
+    monkeypatch.setattr(optimizers.torch, "baddbmm", real_baddbmm)
+    assert run(session, ":muon").step.optimizer_dtype == str(expected).removeprefix("torch.")  # as :muon says
+
+
+def test_a_set_dtype_float32_after_a_run_reaches_the_optimizer_it_already_has(machine, monkeypatch):
+    import torch
+
+    from minitf_repl.core import optimizers
+
+    machine(True)
+    session = tiny_session()
+    run(session, ":train steps=1")  # the optimizer is made, under dtype=auto: bfloat16 here
+    run(session, ":set dtype=float32")
+    seen = []
+    real = optimizers.newton_schulz
+    monkeypatch.setattr(optimizers, "newton_schulz", lambda *a: seen.append(a[-1]) or real(*a))
+    run(session, ":train steps=1")
+    assert seen and set(seen) == {torch.float32}

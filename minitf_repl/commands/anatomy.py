@@ -284,7 +284,7 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
     model = session.model
     rows = [(name, tuple(p.shape), p.numel()) for name, p in model.named_parameters()]
     ledger = cost_ledger(model, batch_size=session.train_config.batch_size, seq_len=training_length(session),
-                         optimizer=session.train_config.optimizer).to_dict()
+                         optimizer=session.train_config.optimizer, dtype=session.train_config.dtype).to_dict()
     config = model.config
     per_token = kv_cache_bytes_per_token(config)
     kv_cache = {"bytes_per_token": per_token, "kv_heads": config.kv_heads, "n_heads": config.n_heads,

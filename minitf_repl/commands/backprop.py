@@ -318,7 +318,7 @@ def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
         check_batch_fits(session, train.batch_size)
     step = muon_step(session.model, session.data, layer=layer, matrix=args["matrix"] or "attn.q_proj",
                      batch_size=train.batch_size, seed=args["seed"] or 0, optimizer=session.trainer.optimizer,
-                     lr=train.lr, grad_clip=train.grad_clip)
+                     lr=train.lr, grad_clip=train.grad_clip, dtype=train.dtype)
     return MuonResult(data=session.data_spec, step=step, untrained=session.untrained, ablations=switched_off(session))
 
 

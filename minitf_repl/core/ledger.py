@@ -39,7 +39,7 @@ import torch.nn as nn
 
 from .errors import UserError
 from .optimizers import MUON_NS_STEPS, STATE_WORDS, hidden_matrices, newton_schulz_flops
-from .precision import DTYPES, fast_dtype
+from .precision import DTYPES, newton_schulz_dtype
 from .trace import parameter_owners
 
 
@@ -152,12 +152,14 @@ def activation_floats_per_token(model: nn.Module, seq_len: int) -> int:
     return model.activation_floats(seq_len)
 
 
-def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, optimizer: str = "adamw") -> Ledger:
+def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, optimizer: str = "adamw",
+                dtype: str = "auto") -> Ledger:
     """The parameters, FLOPs and memory of training `model` on batches of batch_size x seq_len tokens.
 
     seq_len defaults to the context window (max_seq_len), the length a text's training batches have (a task's
     rows are shorter: `:params` passes the length its data's batches have);
-    `optimizer` (TrainConfig.optimizer) decides how much state the optimizer keeps per parameter.
+    `optimizer` (TrainConfig.optimizer) decides how much state the optimizer keeps per parameter; `dtype`
+    (TrainConfig.dtype) which dtype Muon's Newton-Schulz runs in (core.precision.newton_schulz_dtype).
     """
     config = model.config
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -182,7 +184,7 @@ def cost_ledger(model: nn.Module, batch_size: int, seq_len: int | None = None, o
     grad_bytes = trainable * nbytes
     muon = hidden_matrices(model) if optimizer == "muon" else []
     muon_entries = sum(p.numel() for _, p in muon)
-    ns_dtype = DTYPES[fast_dtype(first.device)]  # what BatchedMuon.step runs Newton-Schulz in here
+    ns_dtype = DTYPES[newton_schulz_dtype(dtype, first.device)]  # what BatchedMuon.step runs Newton-Schulz in here
     optimizer_flops = sum(newton_schulz_flops(tuple(p.shape), MUON_NS_STEPS, ns_dtype) for _, p in muon)
     optimizer_bytes = (2 * trainable - muon_entries) * nbytes  # Muon: one buffer where AdamW keeps two
     activation_bytes = tokens * activation_floats_per_token(model, seq_len) * nbytes

@@ -29,7 +29,7 @@ from .config import TrainConfig
 from .device import in_float64
 from .errors import UserError
 from .optimizers import adjusted_lr, group_kind, hidden_matrices, make_optimizer, newton_schulz
-from .precision import DTYPES, fast_dtype
+from .precision import DTYPES, newton_schulz_dtype
 from .probe import evaluating
 
 TOP = 10  # the share of |M|^2 in a matrix's TOP largest singular directions says how concentrated it is
@@ -117,12 +117,14 @@ def _top_share(values: torch.Tensor) -> float:
 
 
 def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj", batch_size: int = 16,
-              seed: int = 0, optimizer=None, lr: float = 1e-2, grad_clip: float = 1.0) -> MuonStep:
+              seed: int = 0, optimizer=None, lr: float = 1e-2, grad_clip: float = 1.0,
+              dtype: str = "auto") -> MuonStep:
     """Muon's step on block `layer`'s `matrix`, for the gradient of one training batch (module docstring).
 
     `optimizer`: the session's (its momentum for this matrix and its Muon settings are read, never
     written); `lr`: the peak rate the step is scaled by; `grad_clip`: the largest norm of the whole
-    gradient (0: no clipping), as :train clips it before the optimizer takes its step.
+    gradient (0: no clipping), as :train clips it before the optimizer takes its step; `dtype`: the run's dtype
+    setting, which Newton-Schulz's own dtype follows (core.precision.newton_schulz_dtype).
     """
     names = matrix_names(model, layer)
     ends = [n for n in names if n.endswith("." + matrix)]  # "fc_in" for "ffn.fc_in", where only one name ends so
@@ -189,7 +191,7 @@ def muon_step(model: nn.Module, data, layer: int = 0, matrix: str = "attn.q_proj
         steps.append(_ns_step(k, X, values, polar, expected))
     O, final = X, values  # Newton-Schulz's result and its singular values
 
-    dtype = fast_dtype(device)
+    dtype = newton_schulz_dtype(dtype, device)
     theirs = {d: in_float64(newton_schulz(wide.to(device)[None].float(), coefficients, n_steps, eps, DTYPES[d])[0])
               .cpu() for d in {"float32", dtype}}
     shape = tuple(weight.shape)

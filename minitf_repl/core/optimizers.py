@@ -53,7 +53,7 @@ import torch
 from .config import TrainConfig
 from .errors import TorchTooOld
 from .experts import MixtureOfExperts
-from .precision import DTYPES, fast_dtype
+from .precision import DTYPES, newton_schulz_dtype
 
 TORCH_FLOOR = "2.9"  # pyproject.toml's: torch.optim.Muon, which BatchedMuon below builds on, came with it
 
@@ -122,6 +122,13 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig):
     return _adamw([p for p in model.parameters() if p.requires_grad], config)
 
 
+def follow_dtype(optimizer, dtype: str) -> None:
+    """Keep `optimizer`'s Newton-Schulz (Muon's, where it has one) in the precision the run's `dtype` setting asks."""
+    muon = getattr(optimizer, "muon", None)
+    if isinstance(muon, BatchedMuon):
+        muon.precision = dtype
+
+
 def _adamw(params: list, config: TrainConfig) -> torch.optim.AdamW:
     # Decay matrices only: biases, LayerNorm gains and 1-D tensors keep their scale.
     groups = [
@@ -180,9 +187,14 @@ class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
     and d_ff x d for the FFN), so here the momenta of one shape, each turned to be wide (d_ff x d is
     d x d_ff transposed, so the FFN's two matrices are one stack), are stacked and orthogonalised with
     batched products: the same arithmetic (torch's coefficients; bfloat16 where the device has
-    bfloat16 units, else float32: `fast_dtype`), 3.5x faster on that machine. Everything else is
+    bfloat16 units, else float32: `fast_dtype`; float32 for a run of dtype=float32), 3.5x faster on that
+    machine. Everything else is
     torch's own: the groups, the state ("momentum_buffer"), state_dict and load_state_dict.
     """
+
+    # the run's dtype setting (core.precision.newton_schulz_dtype): "float32" keeps Newton-Schulz in float32 on a
+    # device with bfloat16 units too; the trainer sets it from its config (follow_dtype)
+    precision = "auto"
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -217,7 +229,7 @@ class BatchedMuon(_WithoutDynamo, torch.optim.Muon):
                     else:
                         place.copy_(bufs[i])
                 ortho = newton_schulz(stack, group["ns_coefficients"], group["ns_steps"], group["eps"],
-                                      DTYPES[fast_dtype(device)]).to(dtype)
+                                      DTYPES[newton_schulz_dtype(self.precision, device)]).to(dtype)
                 # One rate per stack: 0.2 sqrt(max(A, B)) is the same for A x B and B x A.
                 torch._foreach_add_([params[i] for i in members],
                                     [o.mT if tall[i] else o for i, o in zip(members, ortho.unbind(0))],
@@ -321,6 +333,7 @@ class MuonWithAdamW:
         self.muon = BatchedMuon(hidden, lr=config.lr, momentum=MUON_MOMENTUM, weight_decay=config.weight_decay,
                                 adjust_lr_fn=MUON_LR_ADJUSTMENT)
         self.adamw = _adamw(rest, config)
+        follow_dtype(self, config.dtype)
 
     @property
     def param_groups(self) -> list[dict]:

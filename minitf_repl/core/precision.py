@@ -81,6 +81,14 @@ def fast_dtype(device) -> str:
     return "bfloat16" if native_bf16(device) else "float32"
 
 
+def newton_schulz_dtype(dtype: str, device) -> str:
+    """What Muon's Newton-Schulz runs in for a run whose dtype setting is `dtype`: float32 where the run asked for
+    float32, else the cheapest dtype here (fast_dtype). `dtype=float32` is the setting for comparing runs to the last
+    digit, across machines too: its orthogonalisation ran in bfloat16 on a CPU with bfloat16 units and in float32 on
+    one without, so two float32 runs of one lesson differed by the machine alone."""
+    return "float32" if dtype == "float32" else fast_dtype(device)
+
+
 def training_dtype(dtype: str, device) -> str:
     """The dtype a training step runs in: `dtype` itself, or for "auto" what this device does natively."""
     if dtype == "auto":

@@ -35,7 +35,7 @@ from .errors import ConfigError, DataError, DeviceError, PeerLost, TrainingDiver
 from .fastpath import FastPath, listened
 from .memory import release_freed
 from .model import require_model
-from .optimizers import make_optimizer, set_weight_decay
+from .optimizers import follow_dtype, make_optimizer, set_weight_decay
 from .precision import (autocast, compile_failure_line, compile_module, is_compile_failure, precision_note,
                         training_dtype)
 from .probe import evaluating
@@ -365,6 +365,7 @@ class Trainer:
                     on_notice(line)
 
         note(precision_note(cfg.dtype, self.device))
+        follow_dtype(self.optimizer, cfg.dtype)  # a :set dtype= since the optimizer was made
         self._join_ranks()
         ranks = distributed.world_size() if self._ddp is not None else 1  # speeds count the tokens of all ranks
         compile_seconds, compiled, compile_tokens = None, False, 0
