@@ -28,7 +28,9 @@ nothing; dtype=bfloat16 beside it, another run, is not said to be.
 on a CPU with bfloat16 units (in float32 on one without): two float32 runs of one lesson differed by the machine
 alone, and `:muon` said bfloat16 of a float32 run. A run of dtype=float32 now orthogonalises in float32 on every CPU
 (core.precision.newton_schulz_dtype), a `:set dtype=float32` after a run reaches the optimizer it already has, and
-`:muon` and `:params`' ledger say and count the dtype it runs in.
+`:muon` and `:params`' ledger say and count the dtype it runs in. `:device` said what dtype=auto trains in but
+nothing of Newton-Schulz's dtype, which follows the machine too: it now says it (and device/5's `newton_schulz_dtype`),
+the dtype the optimizer's products are then seen to run in.
 """
 
 import pytest
@@ -150,6 +152,10 @@ def test_device_says_the_dtype_training_runs_in_and_that_bfloat16_without_units_
     if runs == "bfloat16" and not bf16_units:
         assert ":set dtype=auto trains in float32 here" in words
     assert runs == run(session, ":train steps=1").dtype  # what :device said is what a step runs in
+    muon = "float32" if dtype == "float32" or not bf16_units else "bfloat16"
+    assert f"Muon's Newton-Schulz runs in {muon} there" in words
+    run(session, ":set optimizer=adamw")
+    assert "Newton-Schulz" not in plain(run(session, ":device"))  # AdamW has none
 
 
 # --- :compare of dtype=auto against the dtype it means here -----------------------------------------------------------

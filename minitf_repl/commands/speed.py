@@ -52,6 +52,9 @@ class DeviceResult:
     cpu_attention_dtype: str | None = None  # a bfloat16 CPU training step's attention kernel: "bfloat16" or "float32"
     cpu_attention_shape: list[int] | None = None  # the shape it was measured at: batch, heads, kv heads, block, head width
     cpu_attention_speedup: float | None = None  # bfloat16's measured speed there against float32's (taken from 1.05)
+    # what Muon's Newton-Schulz runs in on the current device under the dtype setting (float32 for dtype=float32,
+    # else bfloat16 where the device has bfloat16 units); null with optimizer=adamw, which has none
+    newton_schulz_dtype: str | None = None
 
     @property
     def failure(self) -> str | None:
@@ -60,7 +63,7 @@ class DeviceResult:
 
 @command("device", "Show the devices, or move the model to one (cpu, cuda, cuda:N, mps).", params=[
     Param("name", str, help="auto, cpu, cuda, cuda:N or mps", positional=True, complete=complete_device),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_device(session: Session, args: dict, reporter: Reporter) -> DeviceResult:
     from ..core.device import ACCEPTED_FORMS, describe_devices, resolve_device
 
@@ -90,12 +93,14 @@ def _train_dtype(session: Session, device) -> dict:
     and torch's CPU threads (chosen now if nothing has chosen them yet)."""
     from ..core.device import bf16_isa_cap, cpu_bf16_units, isa_caps
     from ..core.fastpath import onednn_faster
-    from ..core.precision import training_dtype
+    from ..core.precision import newton_schulz_dtype, training_dtype
 
     setting = session.train_config.dtype
     choice = session.threads.choice or session.threads.decide()
     train_dtype = None if device is None else training_dtype(setting, device)
+    muon = device is not None and session.train_config.optimizer == "muon"
     return {"dtype": setting, "train_dtype": train_dtype,
+            "newton_schulz_dtype": newton_schulz_dtype(setting, device) if muon else None,
             "threads": choice.threads, "threads_why": choice.why(),
             "cpu_float32_products": "oneDNN" if onednn_faster() else "MKL",
             "cpu_isa_caps": isa_caps(), "cpu_bf16_units_unused": cpu_bf16_units() if bf16_isa_cap() else None,
@@ -154,6 +159,9 @@ def render_device(result: DeviceResult, console: Console) -> None:
         why = (" (dtype=auto: bfloat16 where the bf16 column says yes)" if result.dtype == "auto"
                else f" (dtype={result.dtype})")
         note(console, f"training on {result.current} runs in {result.train_dtype}{why}")
+        if result.newton_schulz_dtype is not None:
+            note(console, f"Muon's Newton-Schulz runs in {result.newton_schulz_dtype} there (float32 in a run of "
+                          "dtype=float32, else bfloat16 where the bf16 column says yes)")
         units = next((d.bf16 for d in result.devices if d.name == result.current), True)
         if result.train_dtype == "bfloat16" and not units:  # dtype=bfloat16 pinned (a lesson's checkpoint brought it)
             say(console, f"bfloat16 is emulated on {result.current}, which has no bfloat16 units: several times slower "
