@@ -1,5 +1,5 @@
 """One lesson, many machines: a teacher's run on a CPU with bfloat16 units, the students' on CPUs without (and the
-other way round), emulated by patching the hardware answer every precision choice asks (core.precision.native_bf16).
+other way round), emulated by patching the hardware probe every precision choice asks (core.device.cpu_bf16_units).
 Each test failed before its fix.
 
 A checkpoint trained with dtype=auto on a CPU with bfloat16 units recorded only "dtype": "auto": loaded on a CPU
@@ -8,7 +8,9 @@ and the continued losses no longer matched the teacher's numbers to the digit. T
 steps ran in (checkpoints keep it), and `:load` says where the continuation runs in another, why, and how far apart
 the numbers may be (and, from float32, the setting that goes on as it trained).
 A lesson that pinned dtype=bfloat16, on a CPU without bfloat16 units: `:train` said once that bfloat16 is emulated
-there and slower, but `:compare`, `:lrfind` and `:checks` (blind, overfit) trained their own models in emulated
+there and slower, but only then: `:load` showed "dtype auto -> bfloat16" among the settings the run brought, with no
+word of what it costs here. The load now says it, with the fix (`:set dtype=auto`), and the first `:train` does not say
+it again. And `:compare`, `:lrfind` and `:checks` (blind, overfit) trained their own models in emulated
 bfloat16 without a word, their slowness read as the settings'. Each now says the same line once before it trains.
 `:report`'s page said "dtype auto" alone: a teacher's page and a student's, of one lesson, differed in their losses
 with nothing to say why. The page now says the dtype the latest step ran in, and the machine (the CPU's kind and
@@ -214,3 +216,19 @@ def test_a_set_dtype_float32_after_a_run_reaches_the_optimizer_it_already_has(ma
     monkeypatch.setattr(optimizers, "newton_schulz", lambda *a: seen.append(a[-1]) or real(*a))
     run(session, ":train steps=1")
     assert seen and set(seen) == {torch.float32}
+
+
+def test_a_checkpoint_that_pinned_bfloat16_says_at_load_once_that_it_is_emulated_here_with_the_fix(machine):
+    machine(True)
+    lesson = tiny_session()
+    run(lesson, ":set dtype=bfloat16")
+    run(lesson, ":train steps=2")
+    run(lesson, ":save lesson")
+    machine(False)
+    student = tiny_session()
+    said = [n for n in notices(student, ":load lesson") if "emulated" in n]
+    assert len(said) == 1 and "lesson brings dtype=bfloat16" in said[0] and said[0].endswith(
+        ":set dtype=auto trains in float32")
+    assert not any("emulated" in n for n in notices(student, ":train steps=1"))  # said once: not again here
+    machine(True)  # on a CPU with the units, bfloat16 is what it asks for: nothing to say
+    assert not any("emulated" in n for n in notices(tiny_session(), ":load lesson"))

@@ -217,6 +217,15 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
     if (line := dtype_moved(name, trainer)) is not None:
         reporter.notice(line)
+    if "dtype" in _changed(before, session.train_config):
+        from ..core.precision import precision_note
+
+        # a lesson's dtype=bfloat16, on a CPU that emulates it: said where the setting arrives, once (not again at
+        # the first :train), with the fix
+        if (slow := precision_note(trainer.config.dtype, trainer.device)) is not None:
+            reporter.notice(f"{name} brings dtype={trainer.config.dtype}: {slow}; {cmd('set', dtype='auto')} "
+                            "trains in float32")
+            trainer.already_noted(slow)
     evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > since]
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,

@@ -708,6 +708,11 @@ class Trainer:
             "gpu_rng": random_state(self.device)[1],  # where the model is on a GPU: its own generator draws them
         }
 
+    def already_noted(self, line: str) -> None:
+        """Count `line` as said: a caller that said it before the run (a :load that brought dtype=bfloat16 to a CPU
+        without bfloat16 units) keeps the run from saying it a second time."""
+        self._noted.add(line)
+
     def rollback(self, snapshot: dict) -> None:
         """Return the model, optimizer, random state, run position and history to a `snapshot`."""
         self.model.load_state_dict(snapshot["model"])
