@@ -33,6 +33,9 @@ alone, and `:muon` said bfloat16 of a float32 run. A run of dtype=float32 now or
 `:muon` and `:params`' ledger say and count the dtype it runs in. `:device` said what dtype=auto trains in but
 nothing of Newton-Schulz's dtype, which follows the machine too: it now says it (and device/5's `newton_schulz_dtype`),
 the dtype the optimizer's products are then seen to run in.
+On a CPU with AMX whose environment caps oneDNN below bfloat16 (ONEDNN_MAX_CPU_ISA=AVX2, a student's copied shell
+profile), dtype=bfloat16's note said "this CPU has neither AMX nor AVX512-BF16", sending them to another machine: it
+now names the variable that keeps the units unused, and says to unset it.
 """
 
 import pytest
@@ -62,7 +65,7 @@ def notices(session, line: str) -> list[str]:
     return recorder.notices
 
 
-# --- a checkpoint taken to the other kind of CPU -----------------------------------------------------------------------
+# --- a checkpoint taken to the other kind of CPU ----------------------------------------------------------------------
 @pytest.mark.parametrize("teacher, student", [(True, False), (False, True)])
 def test_a_checkpoint_continued_on_the_other_kind_of_cpu_says_its_steps_change_dtype(machine, teacher, student):
     machine(teacher)
@@ -94,7 +97,7 @@ def test_the_continued_run_trains_in_the_dtype_the_load_said(machine):
     assert "again's steps ran in float32 and go on here in bfloat16" in said
 
 
-# --- bfloat16 pinned on a CPU without bfloat16 units -------------------------------------------------------------------
+# --- bfloat16 pinned on a CPU without bfloat16 units ------------------------------------------------------------------
 @pytest.mark.parametrize("line", [":compare lr=0.01 lr=0.02 steps=2", ":lrfind steps=10", ":checks blind steps=2"])
 def test_the_commands_that_train_models_of_their_own_say_once_that_bfloat16_is_emulated_here(machine, line):
     session = tiny_session()
@@ -106,7 +109,7 @@ def test_the_commands_that_train_models_of_their_own_say_once_that_bfloat16_is_e
     assert not any("emulated" in n for n in notices(session, line))
 
 
-# --- the numbers say where they were made --------------------------------------------------------------------------------
+# --- the numbers say where they were made -----------------------------------------------------------------------------
 @pytest.mark.parametrize("bf16_units", [True, False])
 def test_a_report_says_the_dtype_its_steps_ran_in_and_the_machine(machine, bf16_units, tmp_path):
     from minitf_repl.core.device import cpu_kind
@@ -232,3 +235,18 @@ def test_a_checkpoint_that_pinned_bfloat16_says_at_load_once_that_it_is_emulated
     assert not any("emulated" in n for n in notices(student, ":train steps=1"))  # said once: not again here
     machine(True)  # on a CPU with the units, bfloat16 is what it asks for: nothing to say
     assert not any("emulated" in n for n in notices(tiny_session(), ":load lesson"))
+
+
+def test_bfloat16_capped_off_by_the_environment_is_said_as_such_not_as_a_cpu_without_units(machine, monkeypatch):
+    from minitf_repl.core.precision import precision_note
+
+    from minitf_repl.core import device
+
+    machine(True)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    device._native_bf16.cache_clear()  # the cap, read with the units: this process has none of them now
+    line = precision_note("bfloat16", "cpu")
+    assert "ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN off this CPU's AMX units (unset it to use them)" in line
+    assert "neither AMX nor AVX512-BF16" not in line
+    machine(False)  # no units at all: the plain words
+    assert "this CPU has neither AMX nor AVX512-BF16" in precision_note("bfloat16", "cpu")

@@ -164,7 +164,7 @@ def render_device(result: DeviceResult, console: Console) -> None:
                           "dtype=float32, else bfloat16 where the bf16 column says yes)")
         units = next((d.bf16 for d in result.devices if d.name == result.current), True)
         if result.train_dtype == "bfloat16" and not units:  # dtype=bfloat16 pinned (a lesson's checkpoint brought it)
-            say(console, f"bfloat16 is emulated on {result.current}, which has no bfloat16 units: several times slower "
+            say(console, f"bfloat16 is emulated on {result.current} (the bf16 column says no): several times slower "
                          f"than float32; {cmd('set', dtype='auto')} trains in float32 here", "yellow")
     if result.threads is not None:
         note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "

@@ -138,6 +138,11 @@ def bf16_isa_cap() -> str | None:
     return None
 
 
+def capped_bf16_units() -> str | None:
+    """The bfloat16 units ("AMX", "AVX512-BF16") this CPU has and an ISA cap keeps oneDNN off, else None."""
+    return cpu_bf16_units() if bf16_isa_cap() else None
+
+
 def isa_caps() -> list[str]:
     """The ISA_CAPS set in this environment, as NAME=value: a benchmark line says what its kernels could use."""
     return [f"{name}={os.environ[name].strip()}" for name in ISA_CAPS if os.environ.get(name, "").strip()]

@@ -53,7 +53,7 @@ import tempfile
 import torch
 
 from .config import TRAIN_DTYPES
-from .device import native_bf16
+from .device import bf16_isa_cap, capped_bf16_units, native_bf16
 from .errors import TrainingDiverged, UserError, is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # config.TRAIN_DTYPES less "auto"
@@ -142,6 +142,11 @@ def precision_note(dtype: str, device) -> str | None:
         kind = torch.device(device).type
         where = ("this CPU has neither AMX nor AVX512-BF16" if kind == "cpu"
                  else f"{kind} has no native bfloat16 matrix units")
+        if kind == "cpu" and (units := capped_bf16_units()):
+            cap = bf16_isa_cap()
+            # the units are there, and the environment keeps oneDNN off them: "has neither" sent a student with
+            # an AMX CPU to look for another machine, where unsetting one variable was the fix
+            where = f"{cap} keeps oneDNN off this CPU's {units} units (unset it to use them)"
         return (f"bfloat16 autocast, but {where}: it is emulated and likely slower than float32 "
                 "(compare the tokens/s; dtype=auto picks float32 here)")
     return None
