@@ -120,7 +120,7 @@ def test_a_report_says_the_dtype_its_steps_ran_in_and_the_machine(machine, bf16_
     run(session, f":report {tmp_path / 'page.html'}")
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     dtype = "bfloat16" if bf16_units else "float32"
-    assert f"The latest training step ran in {dtype} (dtype=auto), on cpu: {cpu_kind()}" in page
+    assert f"The latest training step ran in {dtype} (dtype=auto). This page was made on cpu: {cpu_kind()}" in page
 
 
 @pytest.mark.parametrize("bf16_units", [True, False])

@@ -1133,7 +1133,9 @@ def made_on(session: Session) -> str:
     ran = (f"The latest training step ran in {trainer.trained_dtype}" if trainer.trained_dtype is not None
            else f"No training step ran here yet; one would run in {training_dtype(setting, device)}")
     threads = count(torch.get_num_threads(), "torch thread")
-    return f"{ran} (dtype={setting}), on {device.type}: {where}; {threads}, torch {torch.__version__}."
+    # the page is made here; a loaded checkpoint's steps may have run on another machine, which its dtype tells of
+    return (f"{ran} (dtype={setting}). This page was made on {device.type}: {where}; {threads}, "
+            f"torch {torch.__version__}.")
 
 
 @render.register(ReportResult)
