@@ -18,7 +18,9 @@ bfloat16 units, torch's threads, torch's version).
 `minitf train --json` said "dtype" (documented as the setting, in fact what the steps ran in) but not the CPU nor
 torch's threads, and `minitf load --json` nothing of the dtype: saved numbers could not say why another machine's
 differ. train/14 adds `threads` and `cpu` (core.device.cpu_kind) and documents `dtype` as what the steps ran in;
-load/7 adds `trained_dtype` (tests/test_watch.py's schema name follows).
+load/7 adds `trained_dtype` (tests/test_watch.py's schema name follows). `minitf compare --json` said nothing of the
+dtype its contenders ran in (dtype=auto's change shows in no `changes`): compare/9 adds `outcomes[].dtype`
+(tests/test_ngram.py's schema name follows).
 With dtype=bfloat16 pinned (a lesson's checkpoint brings it) on a CPU without bfloat16 units, `:device` said
 "training on cpu runs in bfloat16" and nothing more, the place a student looks when a step is slow. It now says
 that bfloat16 is emulated there, several times slower, and that `:set dtype=auto` trains in float32.
@@ -250,3 +252,16 @@ def test_bfloat16_capped_off_by_the_environment_is_said_as_such_not_as_a_cpu_wit
     assert "neither AMX nor AVX512-BF16" not in line
     machine(False)  # no units at all: the plain words
     assert "this CPU has neither AMX nor AVX512-BF16" in precision_note("bfloat16", "cpu")
+
+
+@pytest.mark.parametrize("bf16_units", [True, False])
+def test_compare_json_records_the_dtype_each_contender_ran_in(machine, bf16_units):
+    import json
+
+    from test_cli import invoke
+
+    machine(bf16_units)
+    tiny = ["--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32 batch_size=4 eval_batches=1",
+            "--data", "sort:4"]
+    doc = json.loads(invoke(*tiny, "compare", "dtype=auto", "dtype=float32", "--steps", "2", "--json").stdout)
+    assert [o["dtype"] for o in doc["outcomes"]] == ["bfloat16" if bf16_units else "float32", "float32"]

@@ -95,7 +95,7 @@ COMPARE_STEPS = 300  # :compare's steps= when none is given (the help states it 
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data, path=True),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
-], pairs_in_text=True, json_version=8)  # fmt: skip
+], pairs_in_text=True, json_version=9)  # fmt: skip
 def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResult:
     """Never touches the session's model: every contender is a new model, and the RNG is restored."""
     spec = args["data"].strip() if args["data"] is not None else None

@@ -32,6 +32,7 @@ from .config import ModelConfig, TrainConfig
 from .data import bits_per_char, row_length, val_tokens_per_char
 from .errors import TrainingDiverged
 from .model import MiniTransformerLM
+from .precision import training_dtype
 from .train import EvaluationStopped, Trainer, fork_random, random_state, set_random_state
 
 
@@ -84,6 +85,9 @@ class Outcome:
     # the others went on; a learning-rate sweep is where one is expected to
     diverged: str | None = None
     lr: float = 0.0  # its learning rate (its schedule's peak): what a lower one for the next try starts from
+    # what its steps' products ran in, float32 or bfloat16 (dtype=auto is either, by the machine): a comparison saved
+    # on another kind of CPU says so where its numbers differ
+    dtype: str = "float32"
 
     @property
     def final(self) -> Evaluation | None:
@@ -128,6 +132,7 @@ def compare(
     readings = [c.data if c.data is not None else data for c in contenders]  # the text as each one reads it
     outcomes = [Outcome(c.label, 0, changes={k: v for k, v in settings(c).items() if base.get(k) != v},
                         lr=c.train_config.lr, tokens_per_char=val_tokens_per_char(reading),
+                        dtype=training_dtype(c.train_config.dtype, device),
                         tokens_per_step=c.train_config.batch_size
                         * (row_length(reading, c.model_config.max_seq_len) or c.model_config.max_seq_len))
                 for c, reading in zip(contenders, readings)]
