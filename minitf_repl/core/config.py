@@ -415,8 +415,9 @@ class TrainConfig(Settings):
     seed: int = setting(1337, "seed of the initial weights and the batch order", low=0, limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
-                         "optimizer stay float32); auto: bfloat16 where the device multiplies it natively (a "
-                         "recent GPU, a CPU with AMX or AVX512-BF16), else float32",
+                         "optimizer state stay float32); auto: bfloat16 where the device multiplies it natively (a "
+                         "recent GPU, a CPU with AMX or AVX512-BF16), else float32. Muon's Newton-Schulz follows: "
+                         "float32 keeps it in float32 too, so a run's numbers compare across machines",
                          choices=TRAIN_DTYPES)
     compile: bool = setting(False, "train through torch.compile(model); the first step compiles (falls back to eager)")
     # core/fastpath.py: the readable model's function from fewer kernels; views and :shapes keep the readable path.
