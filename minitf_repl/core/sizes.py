@@ -9,6 +9,8 @@ parts that come in kinds (the norm, the feed-forward network, the positions) are
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from .config import ModelConfig
 from .errors import ConfigError
 from .memory import available_memory
@@ -80,7 +82,8 @@ def check_parameter_bound(config: ModelConfig, weights_from: str | None = None) 
     sampling or a view is held to: the session's data may be read only then, and bring a larger vocabulary)."""
     params = parameter_count(config)
     if params > MAX_PARAMS:
-        about = f"{params / 1e6:,.0f}M" if params < 1e15 else f"{params:.1e}"  # no 60-digit numbers
+        # no 60-digit numbers; Decimal, as `:set d_model=1e308` makes a count no float holds (it was an internal error)
+        about = f"{params / 1e6:,.0f}M" if params < 1e15 else f"{Decimal(params):.1e}"
         limit = f"more than this lab's limit of {MAX_PARAMS // 1_000_000}M"
         if weights_from is not None:
             raise ConfigError(f"the model from {weights_from} has about {about} parameters, {limit} for training; "
