@@ -6,6 +6,10 @@ it pins one thing it found, and failed before its fix.
 OverflowError: int too large to convert to float": the refusal of a model past the parameter limit formatted its count
 through a float. It is now the refusal it was meant to be, "that model would have about 4.0e+616 parameters, more than
 this lab's limit of 500M; lower d_model, d_ff or n_layers", and nothing changed.
+`:set weight_decay=1e19` then `:train` diverged, and the message said "Lower the learning rate (0.01 diverged; 0.001 is
+a tenth of it)": at lr 0.001 it diverged again, as at any rate a learner could try, since each step multiplies the
+matrices by 1 - lr * weight_decay. Where that product is 1 or more the message now names weight_decay, what it does
+to the matrices, and its default as the fix.
 """
 
 import io
@@ -16,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from minitf_repl.commands import REGISTRY
-from minitf_repl.core.errors import ConfigError
+from minitf_repl.core.errors import ConfigError, TrainingDiverged
 from minitf_repl.dispatch import FAILED, OK, FrontDoor, FrontEnd
 
 from test_cli import TINY as TINY_SHELL, invoke
@@ -180,3 +184,22 @@ def test_shell_set_a_size_of_1e308_is_one_error_line():
     result = invoke(*TINY_SHELL, "set", "d_model=1e308")
     assert result.exit_code == 1 and "internal error" not in result.stderr
     assert "parameters, more than this lab's limit of 500M" in result.stderr
+
+
+def test_a_divergence_from_a_huge_weight_decay_names_weight_decay_not_the_rate():
+    session = tiny_session()
+    run(session, ":set weight_decay=1e19")
+    with pytest.raises(TrainingDiverged) as caught:
+        run(session, ":train steps=1")
+    assert "Lower weight_decay" in str(caught.value) and "lr * weight_decay" in str(caught.value)
+    assert "Lower the learning rate" not in str(caught.value)
+    assert caught.value.fix == {"weight_decay": 0.01}
+    run(session, ":set weight_decay=0.01")
+    run(session, ":train steps=1")  # the fix it gave trains
+
+
+def test_a_divergence_from_the_rate_alone_still_names_the_rate():
+    session = tiny_session()
+    run(session, ":set lr=1e30")
+    with pytest.raises(TrainingDiverged, match="Lower the learning rate"):
+        run(session, ":train steps=1")

@@ -351,7 +351,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         raise UserError(f"{e}; {_save_after_peer_lost(session, save_as, autosave, resumed, trained)}") from None
     except TrainingDiverged as e:
         session.rollback(snapshot)
-        raise _diverged(session, train_config.lr, e, switched, train_config.optimizer) from None
+        raise _diverged(session, train_config.lr, e, switched, train_config.optimizer,
+                        train_config.weight_decay) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
         raise
@@ -492,10 +493,12 @@ def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) 
 
 
 def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None,
-              optimizer: str | None = None) -> TrainingDiverged:
+              optimizer: str | None = None, weight_decay: float = 0.0) -> TrainingDiverged:
     """The divergence, said with a rate known to work: the last one that trained here without diverging
     (or the default of this optimizer on this data, its recipe: AdamW's is not Muon's), unless that is not
-    lower; then a tenth."""
+    lower; then a tenth. Where that rate times weight_decay is still 1 or more, the decay is named instead: each
+    step multiplies the matrices by 1 - lr * weight_decay, so past 1 they flip sign and grow (`weight_decay=1e19`
+    was told to lower the rate to 0.001, which diverged as well)."""
     from ..core.recipes import recipe, recipe_label
 
     optimizer = optimizer or session.train_config.optimizer
@@ -507,10 +510,17 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
     else:
         why = ("trained here without diverging" if session.last_good_lr is not None else
                f"is the default of {recipe_label(session.data_spec, optimizer)}")
+    back = (f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
+            f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. ")
+    if suggestion * weight_decay >= 1:  # the rate it would suggest diverges too: the decay is what to lower
+        decay = TrainConfig.spec("weight_decay").default
+        return TrainingDiverged(
+            back + f"Lower weight_decay (lr * weight_decay = {lr * weight_decay:g}: each step multiplies the matrices "
+            f"by 1 - {lr * weight_decay:g}, which must stay above 0; {decay:g} is the default)",
+            step=e.step, what=e.what, value=e.value, fix={"weight_decay": decay},
+        )
     return TrainingDiverged(
-        f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
-        f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. "
-        "Lower the learning rate "
+        back + "Lower the learning rate "
         f"({lr:g} diverged; {suggestion:g} {why})",
         step=e.step, what=e.what, value=e.value, fix={"lr": suggestion},
     )
