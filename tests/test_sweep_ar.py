@@ -10,6 +10,10 @@ this lab's limit of 500M; lower d_model, d_ff or n_layers", and nothing changed.
 a tenth of it)": at lr 0.001 it diverged again, as at any rate a learner could try, since each step multiplies the
 matrices by 1 - lr * weight_decay. Where that product is 1 or more the message now names weight_decay, what it does
 to the matrices, and its default as the fix.
+`:set lr=1e308` then `:grad` ended in "internal error: RuntimeError: value cannot be converted to type float without
+overflow": the optimizer step whose size :grad shows could not hold -lr as a float32 (:train already said so as a
+divergence). It is one error line now, "the step at lr=1e+308 cannot be taken: ...; lower the learning rate", with the
+weights and the optimizer's state as they were.
 """
 
 import io
@@ -17,10 +21,11 @@ import random
 import time
 
 import pytest
+import torch
 from rich.console import Console
 
 from minitf_repl.commands import REGISTRY
-from minitf_repl.core.errors import ConfigError, TrainingDiverged
+from minitf_repl.core.errors import ConfigError, TrainingDiverged, UserError
 from minitf_repl.dispatch import FAILED, OK, FrontDoor, FrontEnd
 
 from test_cli import TINY as TINY_SHELL, invoke
@@ -29,8 +34,9 @@ from test_commands import run, tiny_session
 # --- the harness ------------------------------------------------------------------------------------------------
 NUMBERS = ["0", "1", "-1", "2", "1" + "0" * 30, "1e-45", "5e-324", "1e308", "nan", "inf", "-inf", "-0.0", "0x10",
            "1_000", "3.5", "1e400", "+5", "\u0663"]
-WORDS = ["abc", "", "none", "on", "off", "\u00e9", "\u202eabc", "a\u0301", "\U0001f600", "\u200b", "\x00", "\x1b[31mred",
-         "a\rb", '"abc', "a'b", "a\\b", "\\", "#x", "x # c", "-", "--", "=", "==", "a=b=c", "ALL", "1,2", " "]
+WORDS = ["abc", "", "none", "on", "off", "\u00e9", "\u202eabc", "a\u0301", "\U0001f600", "\u200b", "\x00",
+         "\x1b[31mred", "a\rb", '"abc', "a'b", "a\\b", "\\", "#x", "x # c", "-", "--", "=", "==", "a=b=c", "ALL", "1,2",
+         " "]
 LONG = "a" * 100_000
 # Commands whose valid values run for long (a whole training, every check, a report) or write files: the harness
 # gives them a few lines of its own in test_fuzz_the_slow_commands_with_tiny_values.
@@ -203,3 +209,17 @@ def test_a_divergence_from_the_rate_alone_still_names_the_rate():
     run(session, ":set lr=1e30")
     with pytest.raises(TrainingDiverged, match="Lower the learning rate"):
         run(session, ":train steps=1")
+
+
+def test_grad_at_a_rate_whose_step_overflows_is_one_error_line_and_changes_nothing():
+    session = built_session()
+    run(session, ":set lr=1e308")
+    weights = {k: v.clone() for k, v in session.model.state_dict().items()}
+    before = settings(session)
+    with pytest.raises(UserError, match=r"lr=1e\+308 cannot be taken.*lower the learning rate"):
+        run(session, ":grad 1234")
+    assert settings(session) == before
+    assert all(torch.equal(v, weights[k]) for k, v in session.model.state_dict().items())  # the step was undone
+    check_line(session, ":grad 1234")
+    run(session, ":set lr=0.01")
+    run(session, ":grad 1234")  # the lower rate steps

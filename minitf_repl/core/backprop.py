@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from .errors import UserError
 from .inside import block_at, scored_text
 from .interrupts import held
 from .probe import listening
@@ -297,7 +298,14 @@ def optimizer_step(trainer, params, grads) -> tuple[list[float], float]:
             norm = float(torch.nn.utils.clip_grad_norm_([p for _, p in params], max_norm))
             for group in trainer.optimizer.param_groups:
                 group["lr"] = trainer.config.lr
-            trainer.optimizer.step()
+            try:
+                trainer.optimizer.step()
+            except RuntimeError as e:  # lr=1e39: the step's scale (-lr) is no float32, as :train's step says
+                if "without overflow" not in str(e):
+                    raise
+                raise UserError(f"the step at lr={trainer.config.lr:g} cannot be taken: -lr times the optimizer's "
+                                "factor does not fit a float32 (at most about 3.4e+38); lower the learning "
+                                "rate") from None
             sizes = [_size(p.detach() - b) for (_, p), b in zip(params, before)]
         finally:
             trainer.rollback(saved)
