@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from .core.errors import UserError
 from .registry import Command, Param, Registry, clip
@@ -64,9 +65,11 @@ def whole_number(name: str, text: str, or_none: bool = False) -> int:
         except ValueError:
             value = None
         if value is not None and math.isfinite(value):
+            # exact, in decimal: through the float, `at=1e30` was 1000000000000000019884624838656 in every message
+            exact = Decimal(number) * _SCALE.get(suffix, 1)
+            if exact == exact.to_integral_value():
+                return int(exact)
             value *= _SCALE.get(suffix, 1)
-            if value == int(value):
-                return int(value)
             worked = f" (= {value:g})" if suffix or "e" in number.lower() else ""
             raise UserError(f"{name} must be {kind}, got {show_value(text)}{worked}")
         if value is not None:

@@ -14,6 +14,9 @@ to the matrices, and its default as the fix.
 overflow": the optimizer step whose size :grad shows could not hold -lr as a float32 (:train already said so as a
 divergence). It is one error line now, "the step at lr=1e+308 cannot be taken: ...; lower the learning rate", with the
 weights and the optimizer's state as they were.
+A whole number typed in e-notation went through a float: `:qkv 12 at=1e30` said "got 1000000000000000019884624838656"
+and `:gen top_k=1e30` said "top_k=1,000,000,000,000,000,019,884,624,838,656 keeps every token", numbers the user never
+typed. parsing.whole_number reads the digits exactly now (Decimal): 1e30 is 10**30, 1e308 is 10**308.
 """
 
 import io
@@ -27,6 +30,7 @@ from rich.console import Console
 from minitf_repl.commands import REGISTRY
 from minitf_repl.core.errors import ConfigError, TrainingDiverged, UserError
 from minitf_repl.dispatch import FAILED, OK, FrontDoor, FrontEnd
+from minitf_repl.parsing import whole_number
 
 from test_cli import TINY as TINY_SHELL, invoke
 from test_commands import run, tiny_session
@@ -223,3 +227,20 @@ def test_grad_at_a_rate_whose_step_overflows_is_one_error_line_and_changes_nothi
     check_line(session, ":grad 1234")
     run(session, ":set lr=0.01")
     run(session, ":grad 1234")  # the lower rate steps
+
+
+@pytest.mark.parametrize("typed, value", [("1e30", 10**30), ("1e22", 10**22), ("2.5e20", 25 * 10**19), ("1e3k", 10**6),
+                                          ("1e308", 10**308)])
+def test_a_whole_number_in_e_notation_is_the_number_typed_not_its_float(typed, value):
+    assert whole_number("at", typed) == value
+
+
+def test_an_out_of_range_position_typed_1e30_is_named_as_typed():
+    said = " ".join(check_error(built_session(), ":qkv 12 at=1e30").split())
+    assert "19884624838656" not in said and "got 1000000000000000000000000000000" in said
+
+
+def check_error(session, line: str) -> str:
+    front, _, err = door(session)
+    assert front.run_line(line) == FAILED
+    return err.file.getvalue()
