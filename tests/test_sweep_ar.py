@@ -17,6 +17,10 @@ weights and the optimizer's state as they were.
 A whole number typed in e-notation went through a float: `:qkv 12 at=1e30` said "got 1000000000000000019884624838656"
 and `:gen top_k=1e30` said "top_k=1,000,000,000,000,000,019,884,624,838,656 keeps every token", numbers the user never
 typed. parsing.whole_number reads the digits exactly now (Decimal): 1e30 is 10**30, 1e308 is 10**308.
+`:train steps=2 lr=5e-324` trained, but its cosine ended at a rate of 0.0 (the floor underflows), and from then on every
+`:train` was refused with "a constant learning rate must be a positive number, got 0.0" (it went on at the last run's
+final rate), `:set lr=1e-3` said ":train goes on at a constant 0". A final rate of 0 is no rate to go on at now: `:train`
+starts a new run, and `schedule=continue` alone says why it cannot and that `schedule=new` starts one.
 """
 
 import io
@@ -244,3 +248,15 @@ def check_error(session, line: str) -> str:
     front, _, err = door(session)
     assert front.run_line(line) == FAILED
     return err.file.getvalue()
+
+
+def test_a_run_whose_rate_decayed_to_0_does_not_leave_every_train_refused():
+    session = built_session()
+    run(session, ":train steps=2 lr=5e-324")  # the cosine's floor, lr * min_lr_ratio, is 0.0 in floats
+    assert session.trainer.final_lr() == 0.0
+    result = run(session, ":train steps=2")  # was: "a constant learning rate must be a positive number, got 0.0"
+    assert result.schedule == "new" and session.trainer.step == 4
+    run(session, ":train steps=2 lr=5e-324")
+    with pytest.raises(UserError, match=r"final rate, and that was 0.*schedule=new starts a run"):
+        run(session, ":train schedule=continue")
+    assert run(session, ":train schedule=continue lr=0.001 steps=2").constant_lr == 0.001

@@ -374,7 +374,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     # what :set changed of the schedule, by hand or through the optimizer's recipe (:set optimizer=adamw moves lr)
     schedule = [k for k in ("lr", "warmup_steps", "min_lr_ratio") if k in changed or k in followed]
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining == 0 \
-            and (final := session.trainer.final_lr()) is not None:  # cmd_train's rule: a trained model continues
+            and (final := session.trainer.rate_to_continue()) is not None:  # cmd_train's rule: a trained model goes on
         rate = (f"{final:.3g}, the last run's final rate" if final <= train.lr * (1 + 1e-6) else
                 f"{train.lr:.3g}, the lr setting (the last run ended above it, at {final:.3g})")
         reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} "

@@ -246,6 +246,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if args["schedule"] == "continue" and session.trainer.final_lr() is None:
         raise UserError("schedule=continue needs a model that has trained; this one has not: "
                         f"{cmd('train', schedule='new')} starts a run")
+    if args["schedule"] == "continue" and args["lr"] is None and session.trainer.rate_to_continue() is None:
+        raise UserError("schedule=continue goes on at the last run's final rate, and that was 0 (its lr decayed "
+                        f"below the smallest float): {cmd('train', schedule='new')} starts a run")
     autosave = save_as is None and session.autosave
     if autosave and distributed.is_main():  # the others never write (under torchrun): their folder is no matter
         from ..core.checkpoint import check_save_target
@@ -304,11 +307,12 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # it was stopped went unread: it went on at its old rate); a warm-up + cosine run reads lr every step
             constant_lr = trainer.run_constant_lr = train_config.lr
     else:
-        wanted = args["schedule"] or ("continue" if trainer.final_lr() is not None and args["lr"] is None else "new")
+        wanted = args["schedule"] or ("continue" if trainer.rate_to_continue() is not None and args["lr"] is None
+                                      else "new")
         if wanted == "continue":  # a constant rate: lr= where given with it (the user's word wins), else the last
             # run's final one, never above the lr setting (a :set lr=0.01 after a run at 50 must not go on at 50;
             # the tolerance: the schedule's rounding may leave the final rate 1 ulp above a peak it reached)
-            final = trainer.final_lr()
+            final = trainer.rate_to_continue() or train_config.lr  # lr= given with schedule=continue: that rate
             capped = final if final <= train_config.lr * (1 + 1e-6) else train_config.lr
             schedule, constant_lr = "continue", args["lr"] if args["lr"] is not None else capped
         left, stopped_steps = trainer.run_remaining, trainer.run_steps

@@ -264,6 +264,13 @@ class Trainer:
         """The rate the last step trained with (None before the first step)."""
         return self.history[-1]["lr"] if self.history else None
 
+    def rate_to_continue(self) -> float | None:
+        """The final rate, where a constant run may go on at it: None before the first step, and None where the last
+        rate was 0 (a run at lr=5e-324 decays to 0.0 in floats), which no run trains at (start_run refuses it): every
+        :train after such a run was refused with "a constant learning rate must be a positive number, got 0.0"."""
+        final = self.final_lr()
+        return final if final is not None and final > 0 else None
+
     # --- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
     def evaluate(self, model=None, on_batch: Callable[[int, int], None] | None = None,
