@@ -19,8 +19,8 @@ and `:gen top_k=1e30` said "top_k=1,000,000,000,000,000,019,884,624,838,656 keep
 typed. parsing.whole_number reads the digits exactly now (Decimal): 1e30 is 10**30, 1e308 is 10**308.
 `:train steps=2 lr=5e-324` trained, but its cosine ended at a rate of 0.0 (the floor underflows), and from then on every
 `:train` was refused with "a constant learning rate must be a positive number, got 0.0" (it went on at the last run's
-final rate), `:set lr=1e-3` said ":train goes on at a constant 0". A final rate of 0 is no rate to go on at now: `:train`
-starts a new run, and `schedule=continue` alone says why it cannot and that `schedule=new` starts one.
+final rate), `:set lr=1e-3` said ":train goes on at a constant 0". A final rate of 0 is no rate to go on at now:
+`:train` starts a new run, and `schedule=continue` alone says why it cannot and that `schedule=new` starts one.
 """
 
 import io
