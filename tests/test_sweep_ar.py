@@ -84,10 +84,18 @@ def settings(session) -> tuple:
     return session.model_config, session.train_config, session.gen_config, session.data_spec
 
 
+def weights(session) -> dict:
+    return {k: v.detach().clone() for k, v in session.model.state_dict().items()} if session.has_model else {}
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def check_line(session, line: str) -> None:
     """The harness's assertions for one line: no internal error or traceback, one error line for a refusal, nothing
     changed by it, bounded time, and the session still answers."""
-    before = settings(session)
+    before, held = settings(session), weights(session)
     front, out, err = door(session)
     started = time.perf_counter()
     status = front.run_line(line)
@@ -98,6 +106,7 @@ def check_line(session, line: str) -> None:
     if status == FAILED:
         assert len(said.strip().splitlines()) == 1 and said.startswith("error: "), (line[:200], said)
         assert settings(session) == before, line[:200]
+        assert same_weights(weights(session), held), line[:200]
     else:
         assert status == OK, (line[:200], status, said)
     after, _, err_after = door(session)
