@@ -21,6 +21,9 @@ typed. parsing.whole_number reads the digits exactly now (Decimal): 1e30 is 10**
 `:train` was refused with "a constant learning rate must be a positive number, got 0.0" (it went on at the last run's
 final rate), `:set lr=1e-3` said ":train goes on at a constant 0". A final rate of 0 is no rate to go on at now:
 `:train` starts a new run, and `schedule=continue` alone says why it cannot and that `schedule=new` starts one.
+`:set norm_eps=5e-324` was taken (its range was (0, 1]), but float32 weights hold it as 0: with dropout near 1 a
+stream of zeros made every norm 0 / sqrt(0 + 0), the loss nan at step 1, and the message said "Lower the learning
+rate". norm_eps is at least 1e-38 now (about float32's smallest normal number); below it is refused as out of range.
 """
 
 import io
@@ -269,3 +272,18 @@ def test_a_run_whose_rate_decayed_to_0_does_not_leave_every_train_refused():
     with pytest.raises(UserError, match=r"final rate, and that was 0.*schedule=new starts a run"):
         run(session, ":train schedule=continue")
     assert run(session, ":train schedule=continue lr=0.001 steps=2").constant_lr == 0.001
+
+
+@pytest.mark.parametrize("eps", ["5e-324", "1e-46", "1e-40"])
+def test_a_norm_eps_that_float32_holds_as_0_is_refused(eps):
+    session = built_session()
+    before = settings(session)
+    with pytest.raises(ConfigError, match=r"norm_eps must be in \[1e-38, 1\]"):
+        run(session, f":set norm_eps={eps}")
+    assert settings(session) == before
+
+
+def test_a_stream_of_zeros_under_the_smallest_norm_eps_trains():
+    session = built_session()
+    run(session, ":set norm_eps=1e-38 dropout=0.999999")  # dropout near 1: a stream of zeros, whose var is 0
+    run(session, ":train steps=2")  # was nan at step 1 with norm_eps=5e-324, and "Lower the learning rate"

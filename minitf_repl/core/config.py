@@ -273,8 +273,10 @@ class ModelConfig(Settings):
     causal: bool = setting(True, "the causal mask: position i attends to positions j <= i only; off: every position "
                                  "sees the whole window, the next token included", in_place=True)
     # 1e-5 is GPT-2's and torch's LayerNorm default; Llama's RMSNorm uses 1e-6 or 1e-5 (a loaded model brings its own).
+    # At least float32's smallest normal number: an eps below it is 0 or all but 0 in the weights' float32, and a
+    # stream of zeros (dropout near 1) made 0 / sqrt(0 + 0) = nan, a divergence blamed on the learning rate.
     norm_eps: float = setting(1e-5, "the eps every norm adds under its square root (keeps the division finite)",
-                              low=0.0, low_open=True, high=1.0)
+                              low=1e-38, high=1.0)
     norm_gain: bool = setting(True, "norms learn a gain g (and, in a layernorm, a bias with bias on); off: no learned "
                                     "norm parameters")
     qk_norm: bool = setting(False, "normalise q and k of each head before their dot product (same norm kind)")
