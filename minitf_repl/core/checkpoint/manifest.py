@@ -41,15 +41,10 @@ SAFETENSORS_DTYPES = {"float32": "F32", "float64": "F64", "float16": "F16", "bfl
                       "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 
 
-def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytearray:
-    """`tensors` as the bytes of one safetensors file: its 8-byte header length, its JSON header (padded with spaces to
-    8 bytes, as safetensors pads it), then each tensor's bytes in the header's order, copied once into the result.
-
-    safetensors.torch.save made a bytes copy of every tensor first and then joined them: a save held twice what it
-    saved, and a 6 x 384 model's :save under AdamW took 210 MiB above the process for its 123 MiB of weights and
-    moments (a model at the lab's 500M parameters, some 10 GiB, at the end of a long run: its autosave)."""
-    import torch
-
+def safetensors_header(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> tuple[bytes, int]:
+    """The start of a safetensors file of `tensors`: its 8-byte header length and its JSON header (padded with spaces
+    to 8 bytes, as safetensors pads it), and the number of bytes of the tensors that follow it in the header's order.
+    A checkpoint's files (safetensors_bytes) and a Hugging Face folder's (core.hf.write_safetensors) begin so."""
     header: dict = {"__metadata__": metadata}
     offset = 0
     for name, t in tensors.items():
@@ -59,15 +54,32 @@ def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]
         offset += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    out = bytearray(8 + len(text) + offset)
-    out[:8] = len(text).to_bytes(8, "little")
-    at = 8 + len(text)
-    out[8:at] = text
+    return len(text).to_bytes(8, "little") + text, offset
+
+
+def tensor_bytes(t: torch.Tensor) -> memoryview:
+    """A tensor's bytes as they lie: little-endian, as safetensors stores them, on every machine torch runs on here."""
+    import torch
+
+    return memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytearray:
+    """`tensors` as the bytes of one safetensors file: its 8-byte header length, its JSON header (padded with spaces to
+    8 bytes, as safetensors pads it), then each tensor's bytes in the header's order, copied once into the result.
+
+    safetensors.torch.save made a bytes copy of every tensor first and then joined them: a save held twice what it
+    saved, and a 6 x 384 model's :save under AdamW took 210 MiB above the process for its 123 MiB of weights and
+    moments (a model at the lab's 500M parameters, some 10 GiB, at the end of a long run: its autosave)."""
+    start, size = safetensors_header(tensors, metadata)
+    out = bytearray(len(start) + size)
+    out[:len(start)] = start
+    at = len(start)
     for t in tensors.values():
-        size = t.numel() * t.element_size()
-        if size:  # little-endian as they lie, as safetensors stores them, on every machine torch runs on here
-            out[at:at + size] = memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
-        at += size
+        if t.numel():
+            n = t.numel() * t.element_size()
+            out[at:at + n] = tensor_bytes(t)
+            at += n
     return out
 
 

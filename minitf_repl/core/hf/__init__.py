@@ -279,23 +279,14 @@ def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: di
     safetensors.torch.save built the whole file in memory, after a bytes copy of every tensor: writing a 6 x 384
     model's folder took 126 MiB over the 41 MiB of its weights, and a model at the lab's 500M parameters would have
     taken 6 GiB more. This writes from each tensor's own memory, so a save costs no more than the tensors given."""
-    from ..checkpoint.manifest import SAFETENSORS_DTYPES  # a checkpoint's files are built so, in memory
+    from ..checkpoint.manifest import safetensors_header, tensor_bytes  # a checkpoint's files begin so too
 
-    header: dict = {"__metadata__": metadata}
-    offset = 0
-    for name, t in tensors.items():
-        size = t.numel() * t.element_size()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[str(t.dtype).removeprefix("torch.")], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + size]}
-        offset += size
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
+    start, _ = safetensors_header(tensors, metadata)
     with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
+        f.write(start)
         for t in tensors.values():
-            # the bytes as they lie (little-endian, as safetensors stores them, on every machine torch runs on here)
-            f.write(memoryview(t.detach().cpu().contiguous().view(torch.uint8).numpy()))
+            if t.numel():
+                f.write(tensor_bytes(t))
 
 
 # A save writes its folder into a temporary sibling, ".NAME.tmp-" and 8 random characters, holding a flock on it
