@@ -41,7 +41,8 @@ from .core.catalog import CORPORA, TASKS, no_file_named
 from .core.errors import UserError
 from .core.paths import adopt_old_history, history_path
 from .core.words import count
-from .dispatch import EMPTY, FAILED, QUIT, READER_LEFT, TERMINATING, FrontDoor, FrontEnd, handling, preload, signal_status
+from .dispatch import (EMPTY, FAILED, QUIT, READER_LEFT, TERMINATING, FrontDoor, FrontEnd, handling, preload,
+                       signal_status)
 from .palette import terminal_safe
 from .parsing import COPIED_PROMPT, PROMPT
 from .render import error, render, say

@@ -90,7 +90,8 @@ def test_a_torch_older_than_the_floor_is_one_line_naming_what_to_install(args, t
     done = subprocess.run([sys.executable, "-c", OLDER_TORCH, "--data", "sort:4", *args], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip() == ("error: torch 2.8.0 is older than the 2.9 minitf needs (it has no torch.optim.Muon); "
+    assert done.stderr.strip() == ("error: torch 2.8.0 is older than the 2.9 minitf needs "
+                                   "(it has no torch.optim.Muon); "
                                    "install a newer one: pip install --upgrade 'torch>=2.9'")
 
 
