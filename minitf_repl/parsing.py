@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 
 from .core.errors import UserError
+from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
 
@@ -38,47 +38,9 @@ CLEAR = _Clear()
 
 BOOL_WORDS = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_SCALE = {"k": 10**3, "m": 10**6, "b": 10**9}
-_WHOLE = re.compile(r"([+-]?(?:\d[\d_]*)?(?:\.\d*)?(?:[eE][+-]?\d+)?)([kKmMbB]?)")
-
-
 def show_value(value) -> str:
     """A value as a message shows it: text quoted and clipped, the rest as Python writes it."""
     return repr(clip(value)) if isinstance(value, str) else repr(value)
-
-
-def whole_number(name: str, text: str, or_none: bool = False) -> int:
-    """`1000`, `1e3`, `10_000`, `10k`, `2.5M` -> an int; anything else, or a fraction, is a UserError
-    (which names `none` too where the setting takes it: `or_none`)."""
-    t = text.strip()
-    kind = "a whole number or none" if or_none else "a whole number"
-    if re.fullmatch(r"[+-]?\d+", t):
-        try:
-            return int(t)
-        except ValueError:  # Python refuses to parse more than 4,300 digits
-            raise UserError(f"{name} has {len(t):,} digits, far too many; use a smaller value") from None
-    m = _WHOLE.fullmatch(t)
-    if m and re.search(r"\d", m.group(1)) and "__" not in t and not t.endswith("_"):
-        number, suffix = m.group(1).replace("_", ""), m.group(2).lower()
-        try:
-            value = float(number)
-        except ValueError:
-            value = None
-        if value is not None and math.isfinite(value):
-            # exact, in decimal: through the float, `at=1e30` was 1000000000000000019884624838656 in every message
-            exact = Decimal(number) * _SCALE.get(suffix, 1)
-            if exact == exact.to_integral_value():
-                return int(exact)
-            value *= _SCALE.get(suffix, 1)
-            worked = f" (= {value:g})" if suffix or "e" in number.lower() else ""
-            raise UserError(f"{name} must be {kind}, got {show_value(text)}{worked}")
-        if value is not None:
-            raise UserError(f"{name} is far too large ({show_value(text)}); use a smaller value")
-    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", t):  # `1,000` as prose writes it
-        plain = t.replace(",", "")
-        forms = f"{plain}, {t.replace(',', '_')} or {plain[:-3]}k" if plain.endswith("000") else plain
-        raise UserError(f"{name} must be {kind}, got {show_value(text)}; write it without commas: {forms}")
-    raise UserError(f"{name} must be {kind}, got {show_value(text)}")
 
 
 def convert(param: Param, raw: str):

@@ -25,7 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, UserError
+from .numbers import whole_number
 from .variants import FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind, position_kind
 
 # The seed's choices come first (messages list them in this order). The three that pick a part of the
@@ -457,9 +458,9 @@ def parse_tokenizer(value: str) -> int | None:
         return None
     if kind != "bpe" or not colon:
         raise ConfigError(f"tokenizer={value} is not a tokenizer; choose char or bpe:N (e.g. bpe:512)")
-    try:
-        n = int(size)
-    except ValueError:
+    try:  # as every whole number reads (core.numbers): bpe:1e3 is bpe:1000, bpe:4k is bpe:4000
+        n = whole_number("tokenizer", size)
+    except UserError:
         raise ConfigError(f"tokenizer={value}: N must be a whole number of tokens; e.g. bpe:512") from None
     if n < MIN_BPE_TOKENS:
         raise ConfigError(f"tokenizer={value}: a byte-level BPE has at least {MIN_BPE_TOKENS} tokens (the 256 bytes "

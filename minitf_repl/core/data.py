@@ -31,6 +31,7 @@ import torch
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named, unkept_path
 from .errors import DataError, UserError
 from .interrupts import cut_short
+from .numbers import whole_number
 from .paths import cache_dir, expand, gone_folder, on_windows
 from .probe import evaluating
 from .words import count, quoted_chars
@@ -966,12 +967,13 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     if name in TASKS:
         default = 50 if name in ("random", "repeat") else (3 if name == "add" else 6)
         size = _parse_size(name, arg, default)
+        got = size if abs(size) < 10**12 else arg.strip()  # sort:1e5000 as typed, not its 5,001 digits
         if name in ("random", "repeat"):
             if not 2 <= size <= len(RANDOM_SYMBOLS):
-                raise DataError(f"{name} takes a vocabulary size from 2 to {len(RANDOM_SYMBOLS)}, got {size}")
+                raise DataError(f"{name} takes a vocabulary size from 2 to {len(RANDOM_SYMBOLS)}, got {got}")
             return RandomTokens(size) if name == "random" else RepeatedTokens(size)
         if not 1 <= size <= 30:
-            raise DataError(f"{name} takes a size from 1 to 30, got {size}")
+            raise DataError(f"{name} takes a size from 1 to 30, got {got}")
         return Task(name, size)
     if (problem := unkept_path(spec) or no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such
         raise DataError(problem)  # file"; a tab in the path, which a checkpoint cannot keep
@@ -1004,7 +1006,7 @@ def reading_notice(spec: str) -> str | None:
 def _parse_size(name: str, arg: str, default: int) -> int:
     if not arg:
         return default
-    try:
-        return int(arg)
-    except ValueError:
+    try:  # as every whole number reads (core.numbers): sort:1e1 is sort:10, random:1k is random:1000
+        return whole_number(name, arg)
+    except UserError:
         raise DataError(f"{name}:{arg}: the size after ':' must be a whole number, e.g. {name}:{default}") from None
