@@ -196,9 +196,10 @@ def test_compare_says_when_a_contender_is_an_earlier_one_again():
     hooks = Recorder()
     run(s, ":compare current n_layers=2 steps=1", hooks)
     assert not any("again" in line for line in hooks.notices)
-    hooks = Recorder()
-    run(s, ":compare current current steps=1", hooks)  # typed alike: the user knows (test_sweep_q)
-    assert not any("again" in line for line in hooks.notices)
+    from minitf_repl.core.errors import UserError
+
+    with pytest.raises(UserError, match="given twice"):  # typed alike: refused before it trains (test_sweep_as)
+        run(s, ":compare current current steps=1")
 
 
 def test_experts_says_how_much_of_the_load_balancing_loss_training_adds():

@@ -114,6 +114,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
                         f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
     if len(groups) > MAX_CONTENDERS:
         raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
+    _refuse_twice_given(groups, session)
     # the contenders counted first: too few is one line without the data (and torch) loaded for nothing
     from ..core.compare import compare
 
@@ -213,6 +214,24 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     if session.device.type == "cpu":  # each contender is a new model, trained while the session's stays
         check_memory_free(model, train.batch_size, fused=train.fast_path)
     return Contender(label, model, train, reading if reading is not data else None, built)
+
+
+def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session) -> None:
+    """A contender typed twice (`current vs current`) is one run trained twice: the same seed, settings and batches
+    give one curve, at twice the wait. Refused before anything trains; a contender typed otherwise that comes to
+    the same settings (`current lr=...` at the current rate) is said before its run (_say_same_runs)."""
+    seen: dict[tuple, str] = {}
+    for label, pairs in groups:
+        key = tuple(sorted("current" if p.lower() in ("current", "base") else p for p in pairs))
+        if key in seen:
+            others = [g for g, _ in groups if g != label and g != seen[key]]
+            example = " ".join([seen[key], *others]) if others else f"{seen[key]} " \
+                f"n_layers={session.model_config.n_layers + 1}"
+            twice = f"{label!r} is given twice" if label == seen[key] else f"{label!r} is {seen[key]!r} again"
+            raise UserError(f"{twice}: one contender trains the same model on the same batches "
+                            f"each time, one curve at twice the wait; give each contender once, e.g. "
+                            f"{cmd('compare', example)}")
+        seen[key] = label
 
 
 def _contender_groups(text: str) -> list[tuple[str, list[str]]]:
