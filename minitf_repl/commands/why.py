@@ -122,7 +122,10 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
             pair = f"{clean} {'1' if clean[0] == '9' else '9'}{clean[1:]}"
         else:
             pair = _text_pair(data)
-        raise UserError(f"give two prompts, the clean one and the corrupted one, e.g. {cmd('patch', pair)} (a "
+        given = [p for p in parts if p]  # what was typed, said: "give two prompts" alone left `a vs b vs c` a riddle
+        shown = ", ".join(repr(clip(p, 20)) for p in given[:4]) + (", ..." if len(given) > 4 else "")
+        got = f"got {count(len(given), 'prompt')} ({shown}); " if given else ""
+        raise UserError(f"{got}give two prompts, the clean one and the corrupted one, e.g. {cmd('patch', pair)} (a "
                         "prompt with spaces in quotes, or CLEAN vs CORRUPT)")
     return parts[0], parts[1]
 
