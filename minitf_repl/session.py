@@ -115,6 +115,9 @@ class Session:
         self._device = None
         self._model = None
         self._trainer = None
+        # Lines a command said before any run (:set dtype=bfloat16 on a CPU that emulates it): every trainer built
+        # in this session counts them as said, so the first :train does not say them again (already_said)
+        self._said: set[str] = set()
         # Hears a line before a build that takes seconds (a 300M-parameter model): the running command's notice,
         # set by the front door for the command's length (dispatch.run_command); None: said to no one
         self.on_build = None
@@ -276,8 +279,17 @@ class Session:
             model = MiniTransformerLM(config).to(device)
             trainer = Trainer(model, data, self.train_config, device)
         trainer.threads = self.threads
+        for line in self._said:
+            trainer.already_noted(line)
         self.model_config = config
         return model, trainer
+
+    def already_said(self, line: str) -> None:
+        """Count `line` as said to this session's user: the trainer that exists, and each one built later, keeps
+        its runs from saying it again (Trainer.already_noted)."""
+        self._said.add(line)
+        if self._trainer is not None:
+            self._trainer.already_noted(line)
 
     def rebuild(self, config: ModelConfig | None = None) -> None:
         """Fresh weights, optimizer and history for `config` (default: the current settings), only if a model

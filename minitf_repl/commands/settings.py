@@ -401,6 +401,14 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         reporter.notice(f"d_ff stays {model.d_ff:,}, {model.d_ff / model.d_model:.2g} x d_model, where it is usually "
                         f"4 x (GPT-2's {4 * model.d_model:,} at d_model={model.d_model:,}); "
                         f"{cmd('set', d_ff=4 * model.d_model)} widens the FFN")
+    if "dtype" in changed:
+        from ..core.precision import precision_note
+
+        # dtype=bfloat16 on a CPU that emulates it: said where it is set, once, with the fix (as :load and :device
+        # say it); it was quiet until the first :train, the choice made and forgotten by then
+        if (slow := precision_note(train.dtype, session.device)) is not None:
+            reporter.notice(f"dtype={train.dtype}: {slow}; {cmd('set', dtype='auto')} trains in float32")
+            session.already_said(slow)
     if (greedy := greedy_ignores(new[GenConfig], changed)) is not None:
         reporter.notice(greedy)
     threads = new[ShellConfig].threads
