@@ -533,9 +533,11 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
             reason = f"{spec} is built in, and its text here has other characters than the model's"
             fix = "train a new model on it, or choose data with the model's characters"
             if spec == "pydoc":
+                trained_under = checkpoint.meta.get("python_version")  # None: saved before the manifest kept it
+                under = f"Python {trained_under}" if trained_under else "the Python the model was trained under"
                 reason += (f": the documentation of this Python, {platform.python_version()}, differs from that of "
-                           "the Python the model was trained under")
-                fix = "train it under that Python, or " + fix
+                           f"{under}")
+                fix = f"train it under {f'Python {trained_under}' if trained_under else 'that Python'}, or " + fix
             return VocabOnly(name, vocab, spec, reason, fix)
         return VocabOnly(name, vocab, spec, "its vocabulary changed since the checkpoint was saved")
     return data

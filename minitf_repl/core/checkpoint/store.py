@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import platform
 import secrets
 import shutil
 from datetime import datetime, timezone
@@ -108,6 +109,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "format_version": FORMAT_VERSION,
         "minitf_version": __version__,
         "torch_version": torch.__version__,
+        # pydoc is the documentation of the Python that runs: a pydoc model met under another Python names this one
+        # (an older minitf reads past the key; a manifest without it is of before it was kept)
+        "python_version": platform.python_version(),
         "saved_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "origin": {"kind": origin, **({"session": session} if session else {})},
         "model_config": model.config.to_dict(),
