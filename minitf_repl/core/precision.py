@@ -49,6 +49,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import torch
 
@@ -57,6 +58,7 @@ from .device import bf16_isa_cap, capped_bf16_units, native_bf16
 from .errors import TrainingDiverged, UserError, is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # config.TRAIN_DTYPES less "auto"
+PYTHON = tuple(sys.version_info[:3])  # the Python that runs (a name of its own: the tests stand for another)
 COMPILERS = ("c++", "g++", "clang++")  # inductor writes C++ for the CPU (and builds launchers for GPUs)
 
 
@@ -170,6 +172,18 @@ def compile_module(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str 
         return torch.compile(model), None
     except Exception as e:  # e.g. "not supported on Python 3.x", a missing backend
         return None, compile_failure_line(e)
+
+
+def compile_advice() -> str | None:
+    """Before a compile under Python 3.13.0: the one line that says its compiled steps run slower there, and why;
+    else None. torch says it as a RuntimeWarning on standard error ("Guards may run slower on Python 3.13.0"),
+    with its file and line, through the progress bar: true advice, said here once, in the lab's words, and
+    torch's own warning filtered out (by its words: the switch for it is in a private module of torch's)."""
+    if PYTHON != (3, 13, 0):
+        return None
+    warnings.filterwarnings("ignore", message="Guards may run slower on Python 3.13.0", category=RuntimeWarning)
+    return ("compile=on under Python 3.13.0: the compiled steps check their guards the slow way there (a bug of "
+            "3.13.0, fixed in 3.13.1), so they gain less; Python 3.13.1 or newer compiles them faster")
 
 
 def keep_capped_kernels_apart() -> str | None:

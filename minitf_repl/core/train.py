@@ -36,8 +36,8 @@ from .fastpath import FastPath, listened
 from .memory import release_freed
 from .model import require_model
 from .optimizers import follow_dtype, make_optimizer, set_weight_decay
-from .precision import (autocast, compile_failure_line, compile_module, is_compile_failure, precision_note,
-                        training_dtype)
+from .precision import (autocast, compile_advice, compile_failure_line, compile_module, is_compile_failure,
+                        precision_note, training_dtype)
 from .probe import evaluating
 from .words import count
 
@@ -541,6 +541,7 @@ class Trainer:
             self._compiled = None
         if self._compiled is None:
             self._compiled_from = eager
+            note(compile_advice())
             self._compiled, why = compile_module(eager)  # under DDP: compile the wrapper (torch's advice)
             if self._compiled is None:
                 self._compile_failed = why
