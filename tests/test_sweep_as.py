@@ -3,7 +3,8 @@
 `:data sort:1e1` said "sort:1e1: the size after ':' must be a whole number" and `:set tokenizer=bpe:1e3` said "N must
 be a whole number of tokens", where every option's whole number reads `1e3`, `10k` and `1_000`. The sizes inside a
 data spec and a tokenizer setting now read numbers as the options do: one reader, core.numbers.whole_number (which
-parsing.whole_number is), so `sort:1e1` is sort:10 and `bpe:1k` is bpe:1000; a fraction is refused as before.
+parsing.whole_number is), so `sort:1e1` is sort:10 and `bpe:1k` is bpe:1000; a fraction is refused as before. The
+spec :data shows and a checkpoint keeps is in digits, sort:10, which an older minitf reads too.
 `:compare current vs current` trained the one contender twice, as long as two, and drew one curve twice with no word
 (a colleague's note: "typed alike, the user knows"). A contender typed twice, `base` for `current` too, is refused
 before anything trains: it names the contender given twice and a comparison to run instead.
@@ -31,7 +32,7 @@ import pytest
 from minitf_repl.core import data as core_data
 from minitf_repl.core.checkpoint import MANIFEST
 from minitf_repl.core.config import parse_tokenizer
-from minitf_repl.core.data import load_data
+from minitf_repl.core.data import lasting_spec, load_data
 from minitf_repl.core.errors import UserError
 
 from minitf_repl.session import Session
@@ -62,6 +63,8 @@ def test_data_and_set_take_the_written_forms_in_the_repl(tmp_path):
     session = tiny_session()
     result = run(session, ":data sort:1e1")
     assert result.info == load_data("sort:10").info()
+    assert result.spec == session.data_spec == "sort:10"  # in digits, as a checkpoint keeps it (any minitf reads it)
+    assert lasting_spec("reverse:1_0") == "reverse:10" and lasting_spec("sort:x") == "sort:x"  # refused where read
     text = tmp_path / "fox.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40, encoding="utf-8")
     session = tiny_session(data=str(text))

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..core.bpe import tokenizer_setting
-from ..core.catalog import spec_forms
+from ..core.catalog import TASKS, spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
 from ..core.recipes import follow_optimizer, recipe, recipe_label
@@ -630,6 +630,10 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()
     data = load_checked(session, spec, reporter)
+    if spec.partition(":")[0] in TASKS:  # its size in digits, as a checkpoint keeps it: sort:1e1 is now sort:10
+        from ..core.data import lasting_spec
+
+        spec = lasting_spec(spec)
     rebuilt, kept, recipe_changes = switch_data(session, spec, data, reporter)
     step = session.trainer.step if session.has_model and not rebuilt else 0
     return DataResult(data.info(), changed=True, rebuilt=rebuilt, kept=kept, recipe=recipe_changes, spec=spec,

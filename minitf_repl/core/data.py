@@ -928,9 +928,16 @@ class TokenizerOnly(VocabOnly):
 def lasting_spec(spec: str) -> str:
     """`spec` as it reads from any folder: a file's path made absolute, built-in data as it is.
 
-    A checkpoint keeps this, so that `:load` from another folder finds the file a relative path named.
+    A checkpoint keeps this, so that `:load` from another folder finds the file a relative path named. A task's
+    size is kept in digits: `sort:1e1` is kept as sort:10, which any minitf reads.
     """
-    if spec.strip().partition(":")[0] in CORPORA + TASKS:
+    name, colon, arg = spec.strip().partition(":")
+    if name in TASKS and arg:
+        try:
+            return f"{name}:{whole_number(name, arg)}"
+        except UserError:
+            return spec
+    if name in CORPORA + TASKS:
         return spec
     try:
         path = Path(spec).expanduser()
