@@ -285,8 +285,11 @@ def test_completes_command_names_with_the_colon():
     assert complete("hello") == []  # plain text is a prompt: nothing to complete
 
 
-def test_completes_option_keys_and_values():
+def test_completes_option_keys_and_values(monkeypatch):
     from minitf_repl.commands import REGISTRY
+    from minitf_repl.core import device
+
+    monkeypatch.setattr(device, "_cuda_count", lambda: 1)  # a machine with one GPU: Tab offers what it has (sweep ao)
 
     assert complete(":train ") == [f"{p.name}=" for p in REGISTRY["train"].params]
     assert complete(":train ")[:3] == ["steps=", "lr=", "batch_size="]
