@@ -23,7 +23,7 @@ dtype its contenders ran in (dtype=auto's change shows in no `changes`): compare
 (tests/test_ngram.py's schema name follows).
 With dtype=bfloat16 pinned (a lesson's checkpoint brings it) on a CPU without bfloat16 units, `:device` said
 "training on cpu runs in bfloat16" and nothing more, the place a student looks when a step is slow. It now says
-that bfloat16 is emulated there, several times slower, and that `:set dtype=auto` trains in float32.
+that bfloat16 is emulated there, in :train's own words, and that `:set dtype=auto` trains in float32.
 A lesson's `:compare dtype=auto dtype=float32` (what bfloat16 costs in loss), run on a CPU without bfloat16 units,
 drew two identical curves as if a finding: dtype=auto is float32 there. :compare now says before the run that the
 two train the very same model, and why (what dtype=auto is on this device), as it says of other settings that build
@@ -155,9 +155,10 @@ def test_device_says_the_dtype_training_runs_in_and_that_bfloat16_without_units_
     words = plain(run(session, ":device"))
     runs = dtype if dtype != "auto" else ("bfloat16" if bf16_units else "float32")
     assert f"training on cpu runs in {runs}" in words
-    assert ("bfloat16 is emulated on cpu" in words) == (runs == "bfloat16" and not bf16_units)
+    emulated = "dtype=bfloat16: bfloat16 autocast, but this CPU has neither AMX nor AVX512-BF16: it is emulated"
+    assert (emulated in words) == (runs == "bfloat16" and not bf16_units)  # :train's own line (precision_note)
     if runs == "bfloat16" and not bf16_units:
-        assert ":set dtype=auto trains in float32 here" in words
+        assert ":set dtype=auto trains in float32" in words
     assert runs == run(session, ":train steps=1").dtype  # what :device said is what a step runs in
     muon = "float32" if dtype == "float32" or not bf16_units else "bfloat16"
     assert f"Muon's Newton-Schulz runs in {muon} there" in words

@@ -162,10 +162,11 @@ def render_device(result: DeviceResult, console: Console) -> None:
         if result.newton_schulz_dtype is not None:
             note(console, f"Muon's Newton-Schulz runs in {result.newton_schulz_dtype} there (float32 in a run of "
                           "dtype=float32, else bfloat16 where the bf16 column says yes)")
-        units = next((d.bf16 for d in result.devices if d.name == result.current), True)
-        if result.train_dtype == "bfloat16" and not units:  # dtype=bfloat16 pinned (a lesson's checkpoint brought it)
-            say(console, f"bfloat16 is emulated on {result.current} (the bf16 column says no): several times slower "
-                         f"than float32; {cmd('set', dtype='auto')} trains in float32 here", "yellow")
+        if result.train_dtype == "bfloat16":  # dtype=bfloat16 pinned (a lesson's checkpoint brought it)
+            from ..core.precision import precision_note
+
+            if (slow := precision_note("bfloat16", result.current)) is not None:  # where it is emulated: :train's line
+                say(console, f"dtype=bfloat16: {slow}; {cmd('set', dtype='auto')} trains in float32", "yellow")
     if result.threads is not None:
         note(console, f"CPU threads: {result.threads} ({result.threads_why}); {cmd('set', threads='N')} fixes the "
                       f"count, {cmd('set', threads=0)} is auto")
