@@ -257,6 +257,8 @@ def _connected(a: int, b: int) -> bool:
     return any((remote, local) in theirs for local, remote in mine)
 
 
+# slow (ten seconds of torchrun); test_distributed.py keeps two real ranks in the default run
+@pytest.mark.slow
 @posix_only
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
                     reason="needs torch.distributed with gloo")

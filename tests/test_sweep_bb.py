@@ -84,7 +84,7 @@ def test_a_run_stopped_at_an_evaluation_and_continued_has_one_frame_of_that_step
 
 
 # --- the live display while a watched run trains ------------------------------------------------------------------
-@pytest.mark.parametrize("width", [100, 40])
+@pytest.mark.parametrize("width", [pytest.param(100, marks=pytest.mark.slow), 40])  # the narrow one by default
 def test_the_live_frame_and_bar_stay_on_screen_as_the_loss_table_grows(width):
     import io
 

@@ -182,6 +182,8 @@ def test_one_named_gpu_for_several_processes_is_refused_before_nccl_fails(monkey
 
 
 # --- data whose examples differ in length trains under N processes as one process does -----------------------
+# slow (ten seconds of two gloo processes); test_distributed.py keeps two ranks against one process by default
+@pytest.mark.slow
 def test_two_ranks_train_repeat_data_as_one_process_with_the_global_batch(tmp_path, monkeypatch):
     """repeat data's examples count different numbers of targets, so the mean of two ranks' mean losses was not the
     global batch's: the logged train loss and the gradients were off by 4e-4 at step 1 (the doc promises 1e-5).

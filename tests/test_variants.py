@@ -416,6 +416,8 @@ def test_presets():
 
 
 # --- learning ---------------------------------------------------------------------------------------------
+# slow (six seconds of training); the default run keeps each variant against its reference (test_sweep_al.py)
+@pytest.mark.slow
 def test_a_tiny_modern_model_learns_to_sort():
     """The fast learning check: a tiny model combining RoPE, RMSNorm, SwiGLU, GQA and experts."""
     data = load_data("sort")
