@@ -56,6 +56,9 @@ class Param:
     # A file or a folder (`:data PATH`, `:save hf:PATH`): a double-quoted Windows path given to its command keeps its
     # backslashes (parsing.WINDOWS_PATH), where a prompt's "\n" is a newline.
     path: bool = False
+    # What Tab finds on the disk for the value: "files" (a file, and the folders on the way to it), "folders", or
+    # "hf" (folders, after `hf:`). A data file's path completed to nothing: `:data ./my<Tab>` left it all to type.
+    browse: str | None = None
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,

@@ -269,22 +269,17 @@ class CommandCompleter(Completer):
         command = names.get(stripped.split()[0][1:].lower())
         if command is None:
             return
-        word = document.get_word_before_cursor(WORD=True)
-        if word and text[-1:].isspace():
-            word = ""
+        word = self._last_word(stripped)
+        before = stripped[: len(stripped) - len(word)].split()[1:]
         if "=" in word:
             key, _, partial = word.partition("=")
             param = self._param(command, key)
-            for value in self._values(param) if param is not None else []:
-                if self._starts(param, value, partial):
-                    yield Completion(value, start_position=-len(partial))
+            if param is not None:
+                yield from self._value_completions(param, partial)
             return
-        before = stripped.split()[1:] if not word else stripped.split()[1:-1]
         flag = self._flag(command, before[-1]) if before else None
         if flag is not None:  # `--steps ` or `-n `: the option's value goes here, not another option
-            for value in self._values(flag):
-                if self._starts(flag, value, word):
-                    yield Completion(value, start_position=-len(word))
+            yield from self._value_completions(flag, word)
             return
         other = names.get(before[0].lstrip(":").lower()) if command.about_commands and len(before) == 1 else None
         if other is not None:  # `:help qkv <Tab>`: what `:help qkv KEY` explains, the options of :qkv
@@ -306,9 +301,41 @@ class CommandCompleter(Completer):
         positional = command.positional
         given = self._positional_words(command, before)
         if positional is not None and not word.startswith("-") and (positional.several or not given):
-            for value in self._values(positional):
-                if value.startswith(word) and value != word and value not in given:
-                    yield Completion(value, start_position=-len(word))
+            named = [value for value in self._values(positional)
+                     if value.startswith(word) and value != word and value not in given]
+            for value in named:
+                yield Completion(value, start_position=-len(word))
+            yield from self._browsed(positional, word, named)
+
+    def _value_completions(self, param, partial: str):
+        """What completes `partial` as `param`'s value: its named values, then what is on the disk (Param.browse)."""
+        named = [value for value in self._values(param) if self._starts(param, value, partial)]
+        for value in named:
+            yield Completion(value, start_position=-len(partial))
+        yield from self._browsed(param, partial, named)
+
+    @staticmethod
+    def _browsed(param, typed: str, named: list[str]):
+        """The files and folders that complete `typed` where `param` takes a path: once it reads as one (`./`, `~/`,
+        `/`, `hf:`), or where no name of the value's own begins it (`:data my<Tab>` for my_corpus.txt here)."""
+        if param.browse is None or not typed or (named and not looks_like_path(typed)):
+            return
+        for text, shown in path_completions(typed, param.browse):
+            yield Completion(text, start_position=-len(typed), display=shown)
+
+    @staticmethod
+    def _last_word(text: str) -> str:
+        """The word the cursor ends: from the last space outside quotes (a quoted path's spaces are its own), "" after
+        a space."""
+        start, quote = 0, None
+        for at, ch in enumerate(text):
+            if quote is not None:
+                quote = None if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch.isspace():
+                start = at + 1
+        return text[start:]
 
     @classmethod
     def _positional_words(cls, command, tokens: list[str]) -> list[str]:
@@ -345,6 +372,50 @@ class CommandCompleter(Completer):
     def _param(command, key: str):
         param = command.param_named(key)
         return param if param is not None and param.refusal is None else None
+
+
+MAX_BROWSED = 200  # entries Tab lists from one folder: a folder of thousands would fill the screen and wait
+
+
+def looks_like_path(typed: str) -> bool:
+    """Whether a typed value reads as a file's path rather than a name: a folder in it, `~`, `.`, `hf:`, a quote."""
+    body = typed.lstrip("\"'")
+    return body.startswith(("~", ".", "/", "hf:")) or "/" in body or os.sep in body
+
+
+def path_completions(typed: str, browse: str) -> list[tuple[str, str]]:
+    """(completion, what the menu shows) for the entries of the folder `typed` names whose names begin its last part:
+    folders end in "/" (Tab goes on into them); files only where `browse` is "files". "hf" completes folders after
+    `hf:`. A path with a space, or one typed after a quote, comes back in double quotes, closed after a file, as the
+    line's parser reads it; a hidden entry only when its "." is typed."""
+    quote = typed[:1] if typed[:1] in "\"'" else ""
+    body = typed[len(quote):]
+    prefix = ""
+    if browse == "hf":
+        if not body.lower().startswith("hf:"):
+            return []
+        prefix, body = body[:3], body[3:]
+    cut = max(body.rfind("/"), body.rfind(os.sep))
+    folder, start = body[: cut + 1], body[cut + 1:]
+    try:
+        where = os.path.expanduser(folder) if folder else "."
+        with os.scandir(where) as entries:
+            found = sorted((entry.name, entry.is_dir()) for entry in entries
+                           if entry.name.startswith(start) and (start.startswith(".") or not entry.name.startswith(".")))
+    except (OSError, RuntimeError, ValueError):  # no such folder, no permission; ~ with no home folder
+        return []
+    completions = []
+    for name, is_dir in found:
+        if not is_dir and browse != "files":
+            continue
+        path = f"{prefix}{folder}{name}{'/' if is_dir else ''}"
+        mark = quote or ('"' if any(ch.isspace() or ch in "\"'" for ch in path) else "")
+        if mark and mark in path:
+            mark = "'" if mark == '"' else '"'
+        completions.append((f"{mark}{path}{'' if is_dir or not mark else mark}", name + ("/" if is_dir else "")))
+        if len(completions) == MAX_BROWSED:
+            break
+    return completions
 
 
 # --- typed escape sequences ---------------------------------------------------------------------

@@ -46,7 +46,7 @@ DEFAULT_SAVE_NAME = "last"
          params=[
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
-          dash=False, path=True),
+          dash=False, path=True, browse="hf"),
 ], interruptible=True, json_version=4)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
@@ -159,7 +159,7 @@ class LoadResult:
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
-          "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True),
+          "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf"),
 ], json_version=7)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
@@ -465,7 +465,7 @@ class ParityResult:
 @command("parity", "Compare the model with transformers reading a folder: logits and each layer's residual stream.",
          params=[
     Param("path", str, help="hf:PATH, the Hugging Face folder to compare with (:load hf:PATH loads it here first)",
-          positional=True, path=True),
+          positional=True, path=True, browse="hf"),
     Param("prompt", str, help="the text both models read (default: a short sample of the data)", meta="TEXT"),
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
 ], json_version=2)  # fmt: skip

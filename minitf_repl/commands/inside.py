@@ -1018,7 +1018,7 @@ def complete_html(session) -> list[str]:
                    "loss by position, teacher forcing, what each head does, samples.",
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html,
-          path=True),
+          path=True, browse="folders"),
 ], interruptible=True, json_version=2)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report

@@ -92,7 +92,8 @@ COMPARE_STEPS = 300  # :compare's steps= when none is given (the help states it 
                "separate them with spaces, or with `vs` when one has several settings"),
     Param("steps", int, help=f"training steps per contender (default {COMPARE_STEPS})", low=1,
           limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases),
-    Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data, path=True),
+    Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data, path=True,
+          browse="files"),
     Param("seeds", int, help="train each contender with this many seeds: mean and spread (default 1)", low=1, limit=10),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between evaluations (default: steps / 10)"),
 ], pairs_in_text=True, json_version=9)  # fmt: skip

@@ -623,7 +623,7 @@ class DataResult:
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help="|".join(spec_forms()) + "|a file path", positional=True,
-                       complete=complete_data, path=True)], json_version=4)  # fmt: skip
+                       complete=complete_data, path=True, browse="files")], json_version=4)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():

@@ -1,0 +1,62 @@
+"""What a learner's fingers met at the prompt (Tab, history, pasting): each test failed before its fix.
+
+A file's path completed to nothing: `:data ./my<Tab>`, `:data ~/<Tab>`, `:train data=./<Tab>` and `:load hf:<Tab>`
+offered no file and no folder, so a corpus's path was typed out letter by letter. An option or text that takes a path
+(Param.browse) now completes from the disk: files and the folders on the way to them for data, folders for :report,
+folders after `hf:` for :load, :save and :parity; a name with a space comes in double quotes, as the line reads it.
+"""
+
+import os
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from minitf_repl.commands.base import REGISTRY
+from minitf_repl.parsing import parse_line
+from minitf_repl.repl import CommandCompleter
+from minitf_repl.session import Session
+
+
+def completions(text: str, session=None) -> list[str]:
+    completer = CommandCompleter(session=session if session is not None else Session())
+    return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+
+def completed(text: str, session=None) -> list[str]:
+    """The lines Tab makes of `text`, one per completion offered."""
+    completer = CommandCompleter(session=session if session is not None else Session())
+    return [text[: len(text) + c.start_position] + c.text
+            for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+
+@pytest.fixture
+def corpus_here(tmp_path, monkeypatch):
+    (tmp_path / "my_corpus.txt").write_text("some text\n" * 50, encoding="utf-8")
+    (tmp_path / "my dir").mkdir()
+    (tmp_path / "my dir" / "notes ü.txt").write_text("other text\n" * 50, encoding="utf-8")
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / ".hidden.txt").write_text("x", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# --- a path completes from the disk --------------------------------------------------------------------------------
+def test_tab_completes_a_data_files_path_from_the_disk(corpus_here):
+    assert completed(":data ./my") == [':data "./my dir/', ":data ./my_corpus.txt"]
+    assert completed(":data my") == [':data "my dir/', ":data my_corpus.txt"]  # no data's name begins `my`
+    assert completed(':data "my dir/') == [':data "my dir/notes ü.txt"']
+    assert completed(":train data=./my_") == [":train data=./my_corpus.txt"]
+    assert completed(":load hf:g") == [":load hf:gpt2/"] and completed(":parity hf:./g") == [":parity hf:./gpt2/"]
+    assert completed(":report ./") == [":report ./gpt2/", ':report "./my dir/']  # folders: the page is a new file
+    assert ".hidden.txt" not in " ".join(completions(":data ./")) and completions(":data ./.h") == ["./.hidden.txt"]
+    assert completions(":data s") == ["shakespeare", "sort"]  # a data's name first: no file is listed beside it
+    for line in completed(":data ./my") + completed(':data "my dir/') + completed(":load hf:g"):
+        parse_line(line if line.count('"') != 1 else line + '"', REGISTRY)  # each reads as the line's path
+
+
+def test_tab_completes_a_path_under_the_home_folder(tmp_path, monkeypatch):
+    (tmp_path / "texts").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert completions(":data ~/te") == ["~/texts/"]
+    assert completions(":data ~/nowhere/") == []  # no such folder: nothing, never an error
