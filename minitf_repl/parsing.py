@@ -329,6 +329,13 @@ def _without_comment(cmd: Command, tokens: list[_Token]) -> list[_Token]:
     return tokens
 
 
+def in_comment(cmd: Command, words: list[str]) -> bool:
+    """Whether the last of `words` (typed after `cmd`'s name, as split on spaces) sits in the line's comment, which
+    the parser drops: Tab there has nothing to complete (`:train  # st<Tab>` offered steps=)."""
+    tokens = [_Token(word, 0 if word[:1] in "\"'" else None) for word in words]
+    return len(_without_comment(cmd, tokens)) < len(tokens)
+
+
 def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = None) -> CheckedArgs:
     tokens = _without_comment(cmd, tokens)
     args = CheckedArgs()

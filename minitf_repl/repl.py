@@ -44,7 +44,7 @@ from .core.words import count
 from .dispatch import (EMPTY, FAILED, QUIT, READER_LEFT, TERMINATING, FrontDoor, FrontEnd, handling, preload,
                        signal_status)
 from .palette import terminal_safe
-from .parsing import COPIED_PROMPT, PROMPT
+from .parsing import COPIED_PROMPT, PROMPT, in_comment
 from .render import error, render, say
 from .render.words import on_a_terminal
 from .syntax import cmd, speaking
@@ -271,6 +271,8 @@ class CommandCompleter(Completer):
             return
         word = self._last_word(stripped)
         before = stripped[: len(stripped) - len(word)].split()[1:]
+        if in_comment(command, before + [word]):  # the parser drops it: an option there would do nothing
+            return
         if "=" in word:
             key, _, partial = word.partition("=")
             param = self._param(command, key)
@@ -301,8 +303,10 @@ class CommandCompleter(Completer):
         positional = command.positional
         given = self._positional_words(command, before)
         if positional is not None and not word.startswith("-") and (positional.several or not given):
+            # `:help :tr<Tab>`: a command named with its colon, as :help reads it (it completed to nothing)
+            typed = word[1:] if command.about_commands and word.startswith(":") else word
             named = [value for value in self._values(positional)
-                     if value.startswith(word) and value != word and value not in given]
+                     if value.startswith(typed) and value != typed and value not in given]
             for value in named:
                 yield Completion(value, start_position=-len(word))
             yield from self._browsed(positional, word, named)

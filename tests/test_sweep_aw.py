@@ -60,3 +60,18 @@ def test_tab_completes_a_path_under_the_home_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert completions(":data ~/te") == ["~/texts/"]
     assert completions(":data ~/nowhere/") == []  # no such folder: nothing, never an error
+
+
+# --- :help :name -------------------------------------------------------------------------------------------------
+def test_tab_after_help_completes_a_command_typed_with_its_colon():
+    assert completed(":help :tr") == [":help train"]
+    assert completions(":help :lo") == completions(":help lo") == ["load"]
+    assert parse_line(":help train", REGISTRY)[1]["command"] == "train"
+
+
+# --- a comment --------------------------------------------------------------------------------------------------------
+def test_tab_inside_a_comment_offers_nothing_the_parser_would_drop():
+    assert completions(":train # st") == [] and completions(":set n_layers=2 # n_") == []
+    assert completions(":train steps=5 # ") == []
+    assert completions(":train st") == ["steps="]  # before the comment, as ever
+    assert completions(":gen # te") == ["temperature="]  # :gen reads `#` as text: its options still complete
