@@ -59,6 +59,9 @@ class Param:
     # What Tab finds on the disk for the value: "files" (a file, and the folders on the way to it), "folders", or
     # "hf" (folders, after `hf:`). A data file's path completed to nothing: `:data ./my<Tab>` left it all to type.
     browse: str | None = None
+    # The options whose `key=value` pairs a text holds (:compare's contenders are :set's settings): Tab completes their
+    # keys and values there, as a command's own (`:compare n_la<Tab>` offered nothing).
+    pairs: Callable[[], list[Param]] | None = None
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,

@@ -273,9 +273,12 @@ class CommandCompleter(Completer):
         before = stripped[: len(stripped) - len(word)].split()[1:]
         if in_comment(command, before + [word]):  # the parser drops it: an option there would do nothing
             return
+        pairs = self._pairs(command)
+        if pairs and "," in word:  # `norm=rmsnorm,bi<Tab>`: a contender's next setting, after the comma
+            word = word.rpartition(",")[2]
         if "=" in word:
             key, _, partial = word.partition("=")
-            param = self._param(command, key)
+            param = self._param(command, key) or self._pair(pairs, key)
             if param is not None:
                 yield from self._value_completions(param, partial)
             return
@@ -299,6 +302,14 @@ class CommandCompleter(Completer):
                 yield Completion(f"{param.name}=", start_position=-len(word))
             elif typed and (alias := next((a for a in param.aliases if a.startswith(typed)), None)):
                 # another spelling (nanoGPT's block_size) completes to the option's own name, saying why
+                yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
+        own = {param.name for param in command.options}
+        for param in pairs:  # a contender's settings: each may come again in the next contender
+            if param.name in own:
+                continue
+            if param.name.startswith(typed):
+                yield Completion(f"{param.name}=", start_position=-len(word))
+            elif typed and (alias := next((a for a in param.aliases if a.startswith(typed)), None)):
                 yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
         positional = command.positional
         given = self._positional_words(command, before)
@@ -353,6 +364,18 @@ class CommandCompleter(Completer):
             elif not ("=" in token and command.param_named(token.split("=", 1)[0].lstrip("-")) is not None):
                 words.append(token)
         return words
+
+    @staticmethod
+    def _pairs(command) -> list:
+        """The options whose key=value pairs the command's text holds (Param.pairs), refused ones left out."""
+        positional = command.positional
+        found = positional.pairs() if positional is not None and positional.pairs is not None else []
+        return [param for param in found if param.refusal is None]
+
+    @staticmethod
+    def _pair(pairs: list, key: str):
+        key = key.replace("-", "_").lower()
+        return next((param for param in pairs if key == param.name or key in param.aliases), None)
 
     @staticmethod
     def _starts(param, value: str, typed: str) -> bool:

@@ -75,3 +75,24 @@ def test_tab_inside_a_comment_offers_nothing_the_parser_would_drop():
     assert completions(":train steps=5 # ") == []
     assert completions(":train st") == ["steps="]  # before the comment, as ever
     assert completions(":gen # te") == ["temperature="]  # :gen reads `#` as text: its options still complete
+
+
+# --- :compare's contenders --------------------------------------------------------------------------------------------
+def test_tab_completes_a_contenders_settings_and_each_is_one_compare_reads():
+    from minitf_repl.commands.lab import _check_pairs, _contender_groups
+
+    assert completions(":compare n_la") == ["n_layers="] and completions(":compare block") == ["max_seq_len="]
+    assert completions(":compare current norm=") == ["layernorm", "rmsnorm"]
+    assert completions(":compare preset=") == completions(":set preset=")
+    assert completed(":compare norm=rmsnorm,bi") == [":compare norm=rmsnorm,bias="]
+    assert completions(":compare n_layers=1 n_la") == ["n_layers="]  # the next contender sets it again
+    assert completions(":compare se") == ["seeds="] and completions(":compare temp") == []  # not seed, temperature
+    keys = [key for key in completions(":compare current ") if key.endswith("=")]
+    own = {p.name + "=" for p in REGISTRY["compare"].options}
+    for key in keys:
+        if key in own:
+            continue
+        value = (completions(f":compare current {key}") or ["1"])[0]
+        _, args = parse_line(f":compare current {key}{value}", REGISTRY)
+        for label, pairs in _contender_groups(args["contenders"]):
+            _check_pairs(label, pairs)  # no key Tab offers is refused as no setting or as the comparison's own

@@ -86,10 +86,18 @@ def lower_rates(outcomes: list[Outcome], recipe_lr: float) -> list[float]:
 COMPARE_STEPS = 300  # :compare's steps= when none is given (the help states it from here)
 
 
+def contender_settings() -> list[Param]:
+    """:set's options a contender may change (what Tab offers in the contenders): the model's and training's, the
+    tokenizer and the preset, less those the comparison sets for every contender (COMPARISONS_OWN)."""
+    sections = (ModelConfig.kind, TrainConfig.kind, DataConfig.kind)
+    return [p for p in SET.options if (p.setting is None or p.setting.section in sections)
+            and p.name not in COMPARISONS_OWN]
+
+
 @command("compare", "Train settings side by side from the same seed on the same batches: A vs B vs ...", params=[
     Param("contenders", str, positional=True,
           help="contenders: `current`, a preset (`preset=modern`) or settings (`norm=rmsnorm,bias=off`); "
-               "separate them with spaces, or with `vs` when one has several settings"),
+               "separate them with spaces, or with `vs` when one has several settings", pairs=contender_settings),
     Param("steps", int, help=f"training steps per contender (default {COMPARE_STEPS})", low=1,
           limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases),
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data, path=True,
