@@ -256,7 +256,9 @@ class CommandCompleter(Completer):
         return param.completions(self.session)
 
     def get_completions(self, document, complete_event):
-        text = document.text_before_cursor
+        # the line the cursor is on: a paste of several commands is in the buffer at once, and the menu offered
+        # :set's options under `:set n_layers=1\n:config\n`, and nothing for `:tr` on its second line
+        text = document.current_line_before_cursor
         stripped = text.lstrip()
         if not stripped.startswith(":"):
             return
@@ -280,11 +282,11 @@ class CommandCompleter(Completer):
             key, _, partial = word.partition("=")
             param = self._param(command, key) or self._pair(pairs, key)
             if param is not None:
-                yield from self._value_completions(param, partial)
+                yield from self._value_completions(param, partial, complete_event)
             return
         flag = self._flag(command, before[-1]) if before else None
         if flag is not None:  # `--steps ` or `-n `: the option's value goes here, not another option
-            yield from self._value_completions(flag, word)
+            yield from self._value_completions(flag, word, complete_event)
             return
         other = names.get(before[0].lstrip(":").lower()) if command.about_commands and len(before) == 1 else None
         if other is not None:  # `:help qkv <Tab>`: what `:help qkv KEY` explains, the options of :qkv
@@ -320,20 +322,23 @@ class CommandCompleter(Completer):
                      if value.startswith(typed) and value != typed and value not in given]
             for value in named:
                 yield Completion(value, start_position=-len(word))
-            yield from self._browsed(positional, word, named)
+            yield from self._browsed(positional, word, named, complete_event)
 
-    def _value_completions(self, param, partial: str):
+    def _value_completions(self, param, partial: str, complete_event):
         """What completes `partial` as `param`'s value: its named values, then what is on the disk (Param.browse)."""
         named = [value for value in self._values(param) if self._starts(param, value, partial)]
         for value in named:
             yield Completion(value, start_position=-len(partial))
-        yield from self._browsed(param, partial, named)
+        yield from self._browsed(param, partial, named, complete_event)
 
     @staticmethod
-    def _browsed(param, typed: str, named: list[str]):
+    def _browsed(param, typed: str, named: list[str], complete_event):
         """The files and folders that complete `typed` where `param` takes a path: once it reads as one (`./`, `~/`,
-        `/`, `hf:`), or where no name of the value's own begins it (`:data my<Tab>` for my_corpus.txt here)."""
+        `/`, `hf:`), or where no name of the value's own begins it (`:data my<Tab>` for my_corpus.txt here). At Tab
+        only, not at each key typed: a folder of thousands of files (a home folder, a network drive) is read then."""
         if param.browse is None or not typed or (named and not looks_like_path(typed)):
+            return
+        if not complete_event.completion_requested:
             return
         for text, shown in path_completions(typed, param.browse):
             yield Completion(text, start_position=-len(typed), display=shown)

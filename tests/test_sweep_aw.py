@@ -51,6 +51,8 @@ def test_tab_completes_a_data_files_path_from_the_disk(corpus_here):
     assert completed(":report ./") == [":report ./gpt2/", ':report "./my dir/']  # folders: the page is a new file
     assert ".hidden.txt" not in " ".join(completions(":data ./")) and completions(":data ./.h") == ["./.hidden.txt"]
     assert completions(":data s") == ["shakespeare", "sort"]  # a data's name first: no file is listed beside it
+    typing = CompleteEvent(text_inserted=True)  # the menu while typing: the disk is read at Tab only
+    assert list(CommandCompleter(session=Session()).get_completions(Document(":data ./my"), typing)) == []
     for line in completed(":data ./my") + completed(':data "my dir/') + completed(":load hf:g"):
         parse_line(line if line.count('"') != 1 else line + '"', REGISTRY)  # each reads as the line's path
 
@@ -96,3 +98,10 @@ def test_tab_completes_a_contenders_settings_and_each_is_one_compare_reads():
         _, args = parse_line(f":compare current {key}{value}", REGISTRY)
         for label, pairs in _contender_groups(args["contenders"]):
             _check_pairs(label, pairs)  # no key Tab offers is refused as no setting or as the comparison's own
+
+
+# --- a paste of several commands ------------------------------------------------------------------------------------
+def test_tab_in_a_paste_of_several_commands_completes_the_line_the_cursor_is_on():
+    assert completions(":set n_layers=1\n:config\n") == []
+    assert completed(":set n_layers=1\n:tr") == [":set n_layers=1\n:train"]
+    assert completions(":set n_layers=1\n:train st") == ["steps="]
