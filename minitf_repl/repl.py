@@ -280,6 +280,7 @@ class CommandCompleter(Completer):
             word = word.rpartition(",")[2]
         if "=" in word:
             key, _, partial = word.partition("=")
+            key = key[2:] if key.startswith("--") else key  # `--dtype=`, as the parser reads it (`--steps=200`)
             param = self._param(command, key) or self._pair(pairs, key)
             if param is not None:
                 yield from self._value_completions(param, partial, complete_event)

@@ -105,3 +105,11 @@ def test_tab_in_a_paste_of_several_commands_completes_the_line_the_cursor_is_on(
     assert completions(":set n_layers=1\n:config\n") == []
     assert completed(":set n_layers=1\n:tr") == [":set n_layers=1\n:train"]
     assert completions(":set n_layers=1\n:train st") == ["steps="]
+
+
+# --- --key=value ----------------------------------------------------------------------------------------------------
+def test_tab_completes_the_value_of_a_long_option_written_with_its_equals_sign():
+    assert completions(":set --optimizer=") == completions(":set optimizer=") == ["adamw", "muon"]
+    assert completed(":set --activation=relu") == [":set --activation=relu", ":set --activation=relu2"]
+    assert completions(":train --data=so") == ["sort"]
+    assert parse_line(":set --optimizer=muon", REGISTRY)[1]["optimizer"] == "muon"
