@@ -260,6 +260,10 @@ class CommandCompleter(Completer):
         # :set's options under `:set n_layers=1\n:config\n`, and nothing for `:tr` on its second line
         text = document.current_line_before_cursor
         stripped = text.lstrip()
+        if not stripped and complete_event.completion_requested:  # Tab on an empty line: what there is to type
+            for name, command in self.registry.names().items():
+                yield Completion(":" + name, display_meta=command.summary)
+            return
         if not stripped.startswith(":"):
             return
         names = self.registry.names()
@@ -319,10 +323,16 @@ class CommandCompleter(Completer):
         if positional is not None and not word.startswith("-") and (positional.several or not given):
             # `:help :tr<Tab>`: a command named with its colon, as :help reads it (it completed to nothing)
             typed = word[1:] if command.about_commands and word.startswith(":") else word
-            named = [value for value in self._values(positional)
-                     if value.startswith(typed) and value != typed and value not in given]
+            start = -len(word)
+            if positional.several:  # `:checks blind,<Tab>`: the words may be joined by commas
+                given = [part for words in given for part in words.split(",")]
+                if "," in typed:
+                    joined, _, typed = typed.rpartition(",")
+                    given, start = given + joined.split(","), -len(typed)
+            named = [value for value in self._values(positional) if value.startswith(typed) and value != typed
+                     and value not in given and not (given and value in positional.alone)]
             for value in named:
-                yield Completion(value, start_position=-len(word))
+                yield Completion(value, start_position=start)
             yield from self._browsed(positional, word, named, complete_event)
 
     def _value_completions(self, param, partial: str, complete_event):

@@ -102,7 +102,8 @@ def test_tab_completes_a_contenders_settings_and_each_is_one_compare_reads():
 
 # --- a paste of several commands ------------------------------------------------------------------------------------
 def test_tab_in_a_paste_of_several_commands_completes_the_line_the_cursor_is_on():
-    assert completions(":set n_layers=1\n:config\n") == []
+    pasted = Document(":set n_layers=1\n:config\n")  # the menu as the paste arrives: nothing under it
+    assert list(CommandCompleter(session=Session()).get_completions(pasted, CompleteEvent(text_inserted=True))) == []
     assert completed(":set n_layers=1\n:tr") == [":set n_layers=1\n:train"]
     assert completions(":set n_layers=1\n:train st") == ["steps="]
 
@@ -113,3 +114,25 @@ def test_tab_completes_the_value_of_a_long_option_written_with_its_equals_sign()
     assert completed(":set --activation=relu") == [":set --activation=relu", ":set --activation=relu2"]
     assert completions(":train --data=so") == ["sort"]
     assert parse_line(":set --optimizer=muon", REGISTRY)[1]["optimizer"] == "muon"
+
+
+# --- the empty prompt ------------------------------------------------------------------------------------------------
+def test_tab_on_the_empty_prompt_lists_the_commands():
+    offered = completions("")
+    assert ":train" in offered and ":help" in offered and offered == completions(":")
+    typing = CompleteEvent(text_inserted=True)
+    assert list(CommandCompleter(session=Session()).get_completions(Document(""), typing)) == []
+    assert completions("Once upon") == []  # a prompt's text: nothing to complete
+
+
+# --- words joined by commas --------------------------------------------------------------------------------------------
+def test_tab_after_a_comma_completes_the_next_word_of_several():
+    assert completed(":checks blind,in") == [":checks blind,init"]
+    assert "blind" not in completions(":checks blind,") and "init" in completions(":checks blind,")
+    assert not {"blind", "init"} & set(completions(":checks blind,init "))
+    assert parse_line(":checks blind,init", REGISTRY)[1]["which"] == "blind,init"
+
+
+def test_tab_offers_a_word_that_stands_alone_only_as_the_first():
+    assert "off" in completions(":ablate ") and "off" not in completions(":ablate mask ")
+    assert "off" not in completions(":ablate mask,") and "positions" in completions(":ablate mask,")

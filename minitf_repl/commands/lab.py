@@ -659,7 +659,7 @@ class AblateResult:
 # interruptible: its two evaluations poll no stop flag (two minutes on a 12 x 768 model at block_size=512, Ctrl-C
 # unheard); a Ctrl-C there puts back the parts that were off before it (the except below)
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
-         params=[Param("what", str, positional=True, several=True,
+         params=[Param("what", str, positional=True, several=True, alone=("off",),
                        complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
                             "none: what is off now")],
