@@ -299,8 +299,12 @@ class CommandCompleter(Completer):
                 if value.startswith(word.lower()) and value != word:
                     yield Completion(value, start_position=-len(word))
             return
-        used = {tok.split("=", 1)[0].lstrip("-").replace("-", "_") for tok in before if "=" in tok}
-        used |= {flag.name for tok in before if (flag := self._flag(command, tok, bools=True)) is not None}
+        # the options given on the line, after the cursor too (`:train | steps=5`: steps= again was refused as given
+        # twice), in any case as the parser reads them (`STEPS=5`)
+        after = document.current_line_after_cursor
+        rest = after.split()[0 if after[:1].isspace() else 1:]  # not the rest of the word the cursor is in
+        used = {tok.split("=", 1)[0].lstrip("-").replace("-", "_").lower() for tok in before + rest if "=" in tok}
+        used |= {flag.name for tok in before + rest if (flag := self._flag(command, tok, bools=True)) is not None}
         typed = word.lstrip("-").replace("-", "_")
         for param in command.options:
             if param.name in used or any(alias in used for alias in param.aliases):

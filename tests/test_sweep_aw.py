@@ -136,3 +136,18 @@ def test_tab_after_a_comma_completes_the_next_word_of_several():
 def test_tab_offers_a_word_that_stands_alone_only_as_the_first():
     assert "off" in completions(":ablate ") and "off" not in completions(":ablate mask ")
     assert "off" not in completions(":ablate mask,") and "positions" in completions(":ablate mask,")
+
+
+# --- an option given after the cursor ---------------------------------------------------------------------------------
+def test_tab_does_not_offer_an_option_given_after_the_cursor_or_in_capitals():
+    completer = CommandCompleter(session=Session())
+
+    def at(text: str, cursor: int) -> list[str]:
+        document = Document(text, cursor_position=cursor)
+        return [c.text for c in completer.get_completions(document, CompleteEvent(completion_requested=True))]
+
+    assert at(":train st steps=5", 9) == [] and "steps=" not in at(":train  steps=5", 7)
+    assert completions(":train STEPS=5 st") == []
+    assert at(":train stxx", 9) == ["steps="]  # the word the cursor is in is no option given
+    with pytest.raises(Exception, match="twice"):
+        parse_line(":train steps=5 STEPS=6", REGISTRY)
