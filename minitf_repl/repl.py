@@ -160,8 +160,12 @@ MAX_HISTORY_BYTES = 16 * 2**20  # some 300,000 typed lines: start-up never reads
 
 
 def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
-    """A file history at `path`, or (after one warning) an in-memory one if the file cannot be used."""
+    """A file history at `path`, or (after one warning) an in-memory one if the file cannot be used; in memory
+    without a word where `path` is the null device (`MINITF_HISTORY=/dev/null`, as HISTFILE=/dev/null keeps a shell's
+    history off the disk): it was a warning at every start that named no way to keep no history."""
     p = Path(path)
+    if is_null_device(p):
+        return InMemoryHistory()
     try:
         if p.is_dir():
             raise IsADirectoryError(f"{p} is a directory")
@@ -197,6 +201,14 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
              f"session; {ELSEWHERE}")
         return InMemoryHistory()
     return SafeFileHistory(str(p), warn)
+
+
+def is_null_device(path: Path) -> bool:
+    """Whether `path` is the null device (os.devnull, a link to it, or another name of its device)."""
+    try:
+        return os.path.samefile(path, os.devnull)
+    except (OSError, ValueError):  # no such file, or no null device to compare with
+        return str(path) == os.devnull
 
 
 def _newest_entries(fd: int, size: int) -> bytes | None:

@@ -9,11 +9,13 @@ folders after `hf:` for :load, :save and :parity; a name with a space comes in d
 import os
 
 import pytest
+from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from minitf_repl.commands.base import REGISTRY
 from minitf_repl.parsing import parse_line
+from minitf_repl import repl
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
 
@@ -151,3 +153,15 @@ def test_tab_does_not_offer_an_option_given_after_the_cursor_or_in_capitals():
     assert at(":train stxx", 9) == ["steps="]  # the word the cursor is in is no option given
     with pytest.raises(Exception, match="twice"):
         parse_line(":train steps=5 STEPS=6", REGISTRY)
+
+
+# --- no history on the disk ---------------------------------------------------------------------------------------------
+@pytest.mark.skipif(not os.path.exists(os.devnull), reason="needs the null device")
+def test_a_history_on_the_null_device_is_kept_in_memory_without_a_warning(tmp_path):
+    said = []
+    assert isinstance(repl.make_history(os.devnull, said.append), InMemoryHistory) and said == []
+    link = tmp_path / "history"
+    link.symlink_to(os.devnull)
+    assert isinstance(repl.make_history(link, said.append), InMemoryHistory) and said == []
+    (tmp_path / "folder").mkdir()  # a history that cannot be used is still said
+    assert isinstance(repl.make_history(tmp_path / "folder", said.append), InMemoryHistory) and len(said) == 1
