@@ -454,6 +454,8 @@ def path_completions(typed: str, browse: str) -> list[tuple[str, str]]:
         if not body.lower().startswith("hf:"):
             return []
         prefix, body = body[:3], body[3:]
+    if body in ("~", ".."):  # the home folder, the folder above: Tab goes into them, as a shell's does
+        return [(f"{quote}{prefix}{body}/", f"{body}/")]
     cut = max(body.rfind("/"), body.rfind(os.sep))
     folder, start = body[: cut + 1], body[cut + 1:]
     try:

@@ -62,7 +62,7 @@ def test_tab_completes_a_data_files_path_from_the_disk(corpus_here):
 def test_tab_completes_a_path_under_the_home_folder(tmp_path, monkeypatch):
     (tmp_path / "texts").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert completions(":data ~/te") == ["~/texts/"]
+    assert completions(":data ~/te") == ["~/texts/"] and completions(":data ~") == ["~/"]
     assert completions(":data ~/nowhere/") == []  # no such folder: nothing, never an error
 
 
