@@ -44,7 +44,7 @@ from .core.words import count
 from .dispatch import (EMPTY, FAILED, QUIT, READER_LEFT, TERMINATING, FrontDoor, FrontEnd, handling, preload,
                        signal_status)
 from .palette import terminal_safe
-from .parsing import COPIED_PROMPT, PROMPT, in_comment
+from .parsing import COPIED_PROMPT, PROMPT, PROSE, in_comment
 from .render import error, render, say
 from .render.words import on_a_terminal
 from .syntax import cmd, speaking
@@ -720,7 +720,19 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
     """
     lines = re.split(r"\r\n|\r|\n", text)  # not str.splitlines(): U+2028 and \f inside a prompt are text
     if not all(_a_command(line) for line in lines if line.strip()):
-        lines = [text]  # a prompt of several lines (code, verse): one text to continue, its newlines kept
+        # a prompt of several lines (code, verse): one text to continue, its newlines kept; after the commands that
+        # come first, where none of them reads text (`:set temperature=0.5` then a story's first lines): the story
+        # was given to :set, which refused it ("not both: :set Once upon a time shows")
+        at = 0  # after the last of the commands that come first (with blank and comment lines between them)
+        for number, line in enumerate(lines):
+            if _a_colon_command(line, reading_text=False):
+                at = number + 1
+            elif line.strip() and not line.lstrip().startswith("#"):
+                break
+        head = [line for line in lines[:at] if line.strip() and not line.lstrip().startswith("#")]
+        while at < len(lines) and not lines[at].strip():  # the blank lines between: no part of the prompt
+            at += 1
+        lines = [*head, "\n".join(lines[at:])] if head else [text]
     else:
         alone = sum(1 for line in lines if line.strip()) == 1
         comments = [line for line in lines if line.lstrip().startswith("#")]
@@ -748,6 +760,18 @@ def _a_command(line: str) -> bool:
     copied = COPIED_PROMPT.match(line)
     stripped = line[copied.end():].strip() if copied else line.strip()
     return stripped.startswith((":", "#")) or REGISTRY.bare_word(stripped) is not None
+
+
+def _a_colon_command(line: str, reading_text: bool) -> bool:
+    """A `:name ...` line (after a copied prompt too) whose command reads text (PROSE: :gen's prompt) or not, as
+    `reading_text` asks. A bare word is left out: a pasted verse may start with "help"."""
+    copied = COPIED_PROMPT.match(line)
+    stripped = line[copied.end():].strip() if copied else line.strip()
+    if not stripped.startswith(":"):
+        return False
+    command = REGISTRY.names().get(stripped[1:].split(maxsplit=1)[0].lower() if stripped[1:].strip() else "")
+    reads = command is not None and command.positional is not None and command.positional.name in PROSE
+    return reads == reading_text
 
 
 class Terminated(Exception):

@@ -15,7 +15,7 @@ from prompt_toolkit.document import Document
 
 from minitf_repl.commands.base import REGISTRY
 from minitf_repl.parsing import parse_line
-from minitf_repl import repl
+from minitf_repl import dispatch, repl
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
 
@@ -165,3 +165,26 @@ def test_a_history_on_the_null_device_is_kept_in_memory_without_a_warning(tmp_pa
     assert isinstance(repl.make_history(link, said.append), InMemoryHistory) and said == []
     (tmp_path / "folder").mkdir()  # a history that cannot be used is still said
     assert isinstance(repl.make_history(tmp_path / "folder", said.append), InMemoryHistory) and len(said) == 1
+
+
+# --- commands, then a text, pasted at once ------------------------------------------------------------------------
+PASTE, END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed paste: the text arrives as one piece
+
+
+def test_a_paste_of_commands_then_a_text_runs_the_commands_then_continues_the_text(monkeypatch):
+    from test_repl import drive
+
+    seen = []
+    real = dispatch.FrontDoor.run_line
+
+    def recording(door, line):
+        seen.append(line)
+        return real(door, line)
+
+    monkeypatch.setattr(dispatch.FrontDoor, "run_line", recording)
+    code, out, err, session = drive(f"{PASTE}:set temperature=0.5\n# then a story\n:set n=3\n\nOnce upon\na time{END}\r")
+    assert seen == [":set temperature=0.5", ":set n=3", "Once upon\na time"]
+    assert session.gen_config.temperature == 0.5 and "not both" not in err
+    seen.clear()
+    drive(f"{PASTE}:gen def f(x):\n    return x{END}\r")
+    assert seen == [":gen def f(x):\n    return x"]  # :gen reads text: the lines after it are its prompt
