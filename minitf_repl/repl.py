@@ -301,6 +301,19 @@ class CommandCompleter(Completer):
             if param is not None:
                 yield from self._value_completions(param, partial, complete_event)
             return
+        if before and before[-1].endswith("=") and before[-1].count("=") == 1:
+            # `:set optimizer= <Tab>`: the line refuses a space after '=', and offered the other options, each refused
+            # there; the value comes in its place, the space taken out
+            key = before[-1][:-1]
+            key = key[2:] if key.startswith("--") else key
+            param = self._param(command, key) or self._pair(pairs, key)
+            if param is not None:
+                head = stripped[: len(stripped) - len(word)]
+                gap = len(head) - len(head.rstrip())
+                for completion in self._value_completions(param, word, complete_event):
+                    yield Completion(completion.text, start_position=completion.start_position - gap,
+                                     display=completion.display)
+                return
         flag = self._flag(command, before[-1]) if before else None
         if flag is not None:  # `--steps ` or `-n `: the option's value goes here, not another option
             yield from self._value_completions(flag, word, complete_event)

@@ -188,3 +188,13 @@ def test_a_paste_of_commands_then_a_text_runs_the_commands_then_continues_the_te
     seen.clear()
     drive(f"{PASTE}:gen def f(x):\n    return x{END}\r")
     assert seen == [":gen def f(x):\n    return x"]  # :gen reads text: the lines after it are its prompt
+
+
+# --- a space after '=' ---------------------------------------------------------------------------------------------
+def test_tab_after_a_space_typed_after_the_equals_sign_offers_the_value_in_its_place():
+    assert completed(":set optimizer= ") == [":set optimizer=adamw", ":set optimizer=muon"]
+    assert completed(":set --optimizer=  mu") == [":set --optimizer=muon"]
+    assert completed(":compare norm= rms") == [":compare norm=rmsnorm"]
+    assert completions(":set lr= ") == []  # nothing Tab could offer there is read
+    for line in completed(":set optimizer= "):
+        assert parse_line(line, REGISTRY)[1]["optimizer"] in ("adamw", "muon")
