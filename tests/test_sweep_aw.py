@@ -198,3 +198,23 @@ def test_tab_after_a_space_typed_after_the_equals_sign_offers_the_value_in_its_p
     assert completions(":set lr= ") == []  # nothing Tab could offer there is read
     for line in completed(":set optimizer= "):
         assert parse_line(line, REGISTRY)[1]["optimizer"] in ("adamw", "muon")
+
+
+# --- every line Tab makes, every command ------------------------------------------------------------------------------
+def lines_tab_makes(name: str, session) -> list[str]:
+    """Each line Tab makes from `:NAME `: an option with each value it offers, a text it offers, and one more word."""
+    lines = []
+    for first in completed(f":{name} ", session):
+        if first.endswith("="):
+            lines += completed(first, session) or []
+        else:
+            lines.append(first)
+            lines += [line for line in completed(first + " ", session) if not line.endswith("=")]
+    return lines
+
+
+def test_every_line_tab_makes_for_every_command_is_read_by_the_line_parser(corpus_here):
+    session = Session(checkpoint_dir=corpus_here)
+    for name in sorted({command.name for command in REGISTRY.values()}):
+        for line in lines_tab_makes(name, session):
+            parse_line(line + '"' * (line.count('"') % 2), REGISTRY)  # a folder's quote is left open for its file
