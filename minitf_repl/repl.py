@@ -376,9 +376,9 @@ class CommandCompleter(Completer):
         """The files and folders that complete `typed` where `param` takes a path: once it reads as one (`./`, `~/`,
         `/`, `hf:`), or where no name of the value's own begins it (`:data my<Tab>` for my_corpus.txt here). At Tab
         only, not at each key typed: a folder of thousands of files (a home folder, a network drive) is read then."""
-        if param.browse is None or not typed or (named and not looks_like_path(typed)):
+        if param.browse is None or not typed or not complete_event.completion_requested:
             return
-        if not complete_event.completion_requested:
+        if named and not looks_like_path(typed):
             return
         for text, shown in path_completions(typed, param.browse):
             yield Completion(text, start_position=-len(typed), display=shown)
@@ -473,9 +473,10 @@ def path_completions(typed: str, browse: str) -> list[tuple[str, str]]:
     folder, start = body[: cut + 1], body[cut + 1:]
     try:
         where = os.path.expanduser(folder) if folder else "."
+        hidden = start.startswith(".")
         with os.scandir(where) as entries:
             found = sorted((entry.name, entry.is_dir()) for entry in entries
-                           if entry.name.startswith(start) and (start.startswith(".") or not entry.name.startswith(".")))
+                           if entry.name.startswith(start) and (hidden or not entry.name.startswith(".")))
     except (OSError, RuntimeError, ValueError):  # no such folder, no permission; ~ with no home folder
         return []
     completions = []
@@ -738,7 +739,7 @@ def run_pasted(door: FrontDoor, text: str, err_console: Console, said: set[str] 
         # was given to :set, which refused it ("not both: :set Once upon a time shows")
         at = 0  # after the last of the commands that come first (with blank and comment lines between them)
         for number, line in enumerate(lines):
-            if _a_colon_command(line, reading_text=False):
+            if _a_command_reading_no_text(line):
                 at = number + 1
             elif line.strip() and not line.lstrip().startswith("#"):
                 break
@@ -775,16 +776,15 @@ def _a_command(line: str) -> bool:
     return stripped.startswith((":", "#")) or REGISTRY.bare_word(stripped) is not None
 
 
-def _a_colon_command(line: str, reading_text: bool) -> bool:
-    """A `:name ...` line (after a copied prompt too) whose command reads text (PROSE: :gen's prompt) or not, as
-    `reading_text` asks. A bare word is left out: a pasted verse may start with "help"."""
+def _a_command_reading_no_text(line: str) -> bool:
+    """A `:name ...` line (after a copied prompt too) whose command reads no text to continue (PROSE: :gen's prompt),
+    so that the lines after it cannot be its text. A bare word is left out: a pasted verse may start with "help"."""
     copied = COPIED_PROMPT.match(line)
     stripped = line[copied.end():].strip() if copied else line.strip()
     if not stripped.startswith(":"):
         return False
-    command = REGISTRY.names().get(stripped[1:].split(maxsplit=1)[0].lower() if stripped[1:].strip() else "")
-    reads = command is not None and command.positional is not None and command.positional.name in PROSE
-    return reads == reading_text
+    command = REGISTRY.names().get(re.match(r"\S*", stripped[1:]).group(0).lower())
+    return command is None or command.positional is None or command.positional.name not in PROSE
 
 
 class Terminated(Exception):
