@@ -593,6 +593,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         input=input,
         output=output if output is not None else prompt_output(),
         key_bindings=tolerant_mouse_bindings(),
+        # Ctrl-Z puts minitf in the background, as it does a shell's program (and minitf while a command runs, when
+        # the terminal is the shell's): at the prompt it typed a ^Z into the line, which then ran as text
+        enable_suspend=True,
     )
 
     def start_preload_after_first_render():

@@ -218,3 +218,15 @@ def test_every_line_tab_makes_for_every_command_is_read_by_the_line_parser(corpu
     for name in sorted({command.name for command in REGISTRY.values()}):
         for line in lines_tab_makes(name, session):
             parse_line(line + '"' * (line.count('"') % 2), REGISTRY)  # a folder's quote is left open for its file
+
+
+# --- Ctrl-Z ------------------------------------------------------------------------------------------------------------
+def test_ctrl_z_at_the_prompt_suspends_instead_of_typing_a_control_character(monkeypatch):
+    from prompt_toolkit.application import Application
+    from test_repl import drive
+
+    suspended = []
+    monkeypatch.setattr(Application, "suspend_to_background", lambda app, *a, **k: suspended.append(True))
+    code, out, err, session = drive(":set n=3\x1a\r")
+    assert session.gen_config.n == 3 and "\x1a" not in err + out
+    assert suspended == [True] or not hasattr(__import__("signal"), "SIGTSTP")  # Windows has no suspending
