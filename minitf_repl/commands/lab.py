@@ -97,7 +97,8 @@ def contender_settings() -> list[Param]:
 @command("compare", "Train settings side by side from the same seed on the same batches: A vs B vs ...", params=[
     Param("contenders", str, positional=True,
           help="contenders: `current`, a preset (`preset=modern`) or settings (`norm=rmsnorm,bias=off`); "
-               "separate them with spaces, or with `vs` when one has several settings", pairs=contender_settings),
+               "separate them with spaces, or with `vs` when one has several settings", pairs=contender_settings,
+          complete=lambda session: ["current"], several=True),
     Param("steps", int, help=f"training steps per contender (default {COMPARE_STEPS})", low=1,
           limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases),
     Param("data", str, help="the data to compare on (default: the session's)", complete=complete_data, path=True,
