@@ -1,21 +1,71 @@
-"""What a learner's fingers met at the prompt (Tab, history, pasting): each test failed before its fix.
+"""What a learner's fingers met at the prompt (Tab, history, pasting, keys): each test failed before its fix.
 
 A file's path completed to nothing: `:data ./my<Tab>`, `:data ~/<Tab>`, `:train data=./<Tab>` and `:load hf:<Tab>`
 offered no file and no folder, so a corpus's path was typed out letter by letter. An option or text that takes a path
-(Param.browse) now completes from the disk: files and the folders on the way to them for data, folders for :report,
-folders after `hf:` for :load, :save and :parity; a name with a space comes in double quotes, as the line reads it.
+(Param.browse) now completes from the disk, at Tab (not at each key typed): files and the folders on the way to them
+for data, folders for :report, folders after `hf:` for :load, :save and :parity; `~` and `..` go on to `~/` and `../`;
+a name with a space comes in double quotes, as the line reads it.
+
+`:help :tr<Tab>` completed to nothing, though `:help :train` shows the help of :train: a command named after :help
+with its colon completes as without it.
+
+Tab inside a comment offered options: `:train steps=5  # st<Tab>` gave `steps=`, which the parser then dropped with the
+comment (the run took none of it). Where the parser reads a comment (parsing.in_comment), Tab offers nothing; where a
+`#` is text (`:gen #`, a name's first word) it completes as before.
+
+`:compare n_la<Tab>`, `:compare current norm=<Tab>` and `:compare preset=<Tab>` offered nothing: a contender's
+settings, which :compare reads as :set does, complete as :set's (keys, aliases, values; after a comma too), less
+those the comparison sets for every contender (seed, steps, eval_every) and those no contender may change (sampling);
+`:compare cur<Tab>` completes to `current`, the session's own settings as a contender.
+
+Pasting several commands at once (`:set n_layers=1` and `:config`, with bracketed paste) put them in the line together,
+and the menu popped up with :set's options under the paste; Tab on a second line (`:tr`) completed nothing. Tab reads
+the line the cursor is on.
+
+`:set --optimizer=<Tab>` and `:train --data=<Tab>` offered nothing, though the line takes `--key=value` as it takes
+`key=value`: the value completes after either spelling.
+
+Tab on the empty prompt did nothing: a learner who presses it to see what there is to type now gets the commands.
+
+`:checks blind,<Tab>` offered nothing, and `:checks blind,init <Tab>` offered blind and init again, though :checks (and
+:ablate) read words joined by commas: the next word completes after a comma, and the words given so are not offered.
+
+`:ablate mask <Tab>` offered `off`, which :ablate then refused ("off puts back every part on its own"): a word that
+takes no other (Param.alone) is offered as the first word only.
+
+Tab offered an option given already where it was given after the cursor (`:train | steps=5`) or in capitals
+(`:train STEPS=5 st<Tab>`), and the line was then refused with the option given twice: the whole line counts.
+
+`MINITF_HISTORY=/dev/null`, the way a shell's history is kept off the disk (HISTFILE=/dev/null), said "warning: cannot
+use history file /dev/null (it is a character device, ...)" at every start, and there was no other way to keep what is
+typed (paths, prompts) out of a file: the null device, or a link to it, is history kept in memory without a word.
+
+Pasting a command and then a text to continue (`:set temperature=0.5`, then a story's first lines) gave the story to
+:set, which refused it ("not both: :set Once upon a time shows"); typed line by line, the two ran. The commands that
+come first, where none reads text, now run one by one, and the lines after them are one prompt, newlines kept; a
+paste that starts with a command reading text (`:gen def f(x):` and the function's body) stays one prompt, as before.
+
+`:set optimizer= <Tab>` (a space typed after '=') offered the other options, and each line it made was refused ("an
+option and its value go as one word, with no space after '='"): Tab now offers the option's values in the space's
+place (`:set optimizer=muon`), and nothing where the option has no values to offer.
+
+Ctrl-Z at the prompt typed a ^Z into the line (`:set n=3^Z` then ran with it), where a shell's program, and minitf
+itself while a command runs, goes to the background: the prompt suspends too (`fg` brings it back).
+
+A guard, with no bug of its own: every line Tab makes from `:NAME ` for every command (an option with each value it
+offers, a text, a second word) is read by the line parser.
 """
 
 import os
 
 import pytest
-from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
+from prompt_toolkit.history import InMemoryHistory
 
+from minitf_repl import dispatch, repl
 from minitf_repl.commands.base import REGISTRY
 from minitf_repl.parsing import parse_line
-from minitf_repl import dispatch, repl
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
 
@@ -91,6 +141,8 @@ def test_tab_completes_a_contenders_settings_and_each_is_one_compare_reads():
     assert completed(":compare norm=rmsnorm,bi") == [":compare norm=rmsnorm,bias="]
     assert completions(":compare n_layers=1 n_la") == ["n_layers="]  # the next contender sets it again
     assert completions(":compare se") == ["seeds="] and completions(":compare temp") == []  # not seed, temperature
+    assert completed(":compare n_layers=1 cur") == [":compare n_layers=1 current"]
+    assert completions(":compare current cur") == []  # once
     keys = [key for key in completions(":compare current ") if key.endswith("=")]
     own = {p.name + "=" for p in REGISTRY["compare"].options}
     for key in keys:
