@@ -323,6 +323,11 @@ class CommandCompleter(Completer):
             for value in [p.name for p in other.params if p.positional] + [f"{p.name}=" for p in other.options]:
                 if value.startswith(word.lower()) and value != word:
                     yield Completion(value, start_position=-len(word))
+            typed = word.lower().replace("-", "_")
+            for param in other.options:  # `:help set block<Tab>`: another spelling, as `:set block<Tab>` completes it
+                if typed and not param.name.startswith(typed) and (
+                        alias := next((a for a in param.aliases if a.startswith(typed)), None)):
+                    yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
             return
         # the options given on the line, after the cursor too (`:train | steps=5`: steps= again was refused as given
         # twice), in any case as the parser reads them (`STEPS=5`)

@@ -7,7 +7,8 @@ for data, folders for :report, folders after `hf:` for :load, :save and :parity;
 a name with a space comes in double quotes, as the line reads it.
 
 `:help :tr<Tab>` completed to nothing, though `:help :train` shows the help of :train: a command named after :help
-with its colon completes as without it.
+with its colon completes as without it. `:help set block<Tab>` completed to nothing, though `:set block<Tab>` completes
+nanoGPT's spelling to max_seq_len=: after `:help CMD` too.
 
 Tab inside a comment offered options: `:train steps=5  # st<Tab>` gave `steps=`, which the parser then dropped with the
 comment (the run took none of it). Where the parser reads a comment (parsing.in_comment), Tab offers nothing; where a
@@ -121,6 +122,9 @@ def test_tab_after_help_completes_a_command_typed_with_its_colon():
     assert completed(":help :tr") == [":help train"]
     assert completions(":help :lo") == completions(":help lo") == ["load"]
     assert parse_line(":help train", REGISTRY)[1]["command"] == "train"
+    assert completed(":help set block") == [":help set max_seq_len="] == [
+        line.replace(":set", ":help set") for line in completed(":set block")]
+    assert completions(":help train max_i") == ["steps="]
 
 
 # --- a comment --------------------------------------------------------------------------------------------------------
