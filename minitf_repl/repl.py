@@ -392,9 +392,13 @@ class CommandCompleter(Completer):
     def _last_word(text: str) -> str:
         """The word the cursor ends: from the last space outside quotes (a quoted path's spaces are its own), "" after
         a space."""
-        start, quote = 0, None
+        start, quote, escaped = 0, None, False
         for at, ch in enumerate(text):
-            if quote is not None:
+            if escaped:  # `\"` inside double quotes is a quote of the text (parsing's escapes)
+                escaped = False
+            elif quote == '"' and ch == "\\":
+                escaped = True
+            elif quote is not None:
                 quote = None if ch == quote else quote
             elif ch in "\"'":
                 quote = ch

@@ -104,6 +104,7 @@ def test_tab_completes_a_data_files_path_from_the_disk(corpus_here):
     assert completed(":report ./") == [":report ./gpt2/", ':report "./my dir/']  # folders: the page is a new file
     assert ".hidden.txt" not in " ".join(completions(":data ./")) and completions(":data ./.h") == ["./.hidden.txt"]
     assert completions(":data s") == ["shakespeare", "sort"]  # a data's name first: no file is listed beside it
+    assert completions(':gen "a \\" b" temp') == ["temperature="]  # a quote escaped in a quoted text ends no word
     typing = CompleteEvent(text_inserted=True)  # the menu while typing: the disk is read at Tab only
     assert list(CommandCompleter(session=Session()).get_completions(Document(":data ./my"), typing)) == []
     for line in completed(":data ./my") + completed(':data "my dir/') + completed(":load hf:g"):
