@@ -31,7 +31,7 @@ import torch
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named, unkept_path
 from .errors import DataError, UserError
 from .interrupts import cut_short
-from .numbers import whole_number
+from .numbers import NumberTooLarge, whole_number
 from .paths import cache_dir, expand, gone_folder, on_windows
 from .probe import evaluating
 from .words import count, quoted_chars
@@ -973,14 +973,19 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
                           tokenizer)
     if name in TASKS:
         default = 50 if name in ("random", "repeat") else (3 if name == "add" else 6)
-        size = _parse_size(name, arg, default)
+        vocabulary = name in ("random", "repeat")
+        low, high = (2, len(RANDOM_SYMBOLS)) if vocabulary else (1, 30)
+        sizes = f"{name} takes a {'vocabulary ' if vocabulary else ''}size from {low} to {high}"
+        try:
+            size = _parse_size(name, arg, default)
+        except NumberTooLarge:  # random:1e400, past a float: out of the range as random:1e40 is, not "no number"
+            side = "small" if arg.strip().startswith("-") else "large"
+            raise DataError(f"{name}:{_clip(arg.strip(), 40)} is far too {side}; {sizes}, e.g. {name}:{default}") from None
         got = size if abs(size) < 10**12 else arg.strip()  # sort:1e5000 as typed, not its 5,001 digits
-        if name in ("random", "repeat"):
-            if not 2 <= size <= len(RANDOM_SYMBOLS):
-                raise DataError(f"{name} takes a vocabulary size from 2 to {len(RANDOM_SYMBOLS)}, got {got}")
+        if not low <= size <= high:
+            raise DataError(f"{sizes}, got {got}")
+        if vocabulary:
             return RandomTokens(size) if name == "random" else RepeatedTokens(size)
-        if not 1 <= size <= 30:
-            raise DataError(f"{name} takes a size from 1 to 30, got {got}")
         return Task(name, size)
     if (problem := unkept_path(spec) or no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such
         raise DataError(problem)  # file"; a tab in the path, which a checkpoint cannot keep
@@ -1015,5 +1020,7 @@ def _parse_size(name: str, arg: str, default: int) -> int:
         return default
     try:  # as every whole number reads (core.numbers): sort:1e1 is sort:10, random:1k is random:1000
         return whole_number(name, arg)
+    except NumberTooLarge:
+        raise
     except UserError:
         raise DataError(f"{name}:{arg}: the size after ':' must be a whole number, e.g. {name}:{default}") from None

@@ -14,6 +14,11 @@ from decimal import Decimal
 
 from .errors import UserError
 
+class NumberTooLarge(UserError):
+    """A whole number past what a float or Python's int parser reads (`1e400`, 5,000 digits): a reader with a
+    range of its own (`:data random:1e400`) says the range, not that the text is no number."""
+
+
 SCALE = {"k": 10**3, "m": 10**6, "b": 10**9}
 WRITTEN_WHOLE = re.compile(r"([+-]?(?:\d[\d_]*)?(?:\.\d*)?(?:[eE][+-]?\d+)?)([kKmMbB]?)")
 
@@ -32,7 +37,7 @@ def whole_number(name: str, text: str, or_none: bool = False) -> int:
         try:
             return int(t)
         except ValueError:  # Python refuses to parse more than 4,300 digits
-            raise UserError(f"{name} has {len(t):,} digits, far too many; use a smaller value") from None
+            raise NumberTooLarge(f"{name} has {len(t):,} digits, far too many; use a smaller value") from None
     m = WRITTEN_WHOLE.fullmatch(t)
     if m and re.search(r"\d", m.group(1)) and "__" not in t and not t.endswith("_"):
         number, suffix = m.group(1).replace("_", ""), m.group(2).lower()
@@ -49,7 +54,7 @@ def whole_number(name: str, text: str, or_none: bool = False) -> int:
             worked = f" (= {value:g})" if suffix or "e" in number.lower() else ""
             raise UserError(f"{name} must be {kind}, got {shown(text)}{worked}")
         if value is not None:
-            raise UserError(f"{name} is far too large ({shown(text)}); use a smaller value")
+            raise NumberTooLarge(f"{name} is far too large ({shown(text)}); use a smaller value")
     if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+", t):  # `1,000` as prose writes it
         plain = t.replace(",", "")
         forms = f"{plain}, {t.replace(',', '_')} or {plain[:-3]}k" if plain.endswith("000") else plain
