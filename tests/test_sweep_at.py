@@ -3,14 +3,24 @@
 `:data random:1e400` (and `minitf --data random:1e400 ...`) said "the size after ':' must be a whole number", as if
 1e400 were no number: a size past a float is refused as far too large, with the range the task takes and an example,
 as `:data random:1e40` says its range.
+`:mistakes` on a text under a byte-level BPE (`:set tokenizer=bpe:300`) quoted the text before a hard token as
+"� über ☃☃ straße" where the quote began inside a character: the bytes of a character cut at either end of the quote
+are named as `:tok` names them ("\\x94 über ☃☃ straße"; core.bpe.shown_text).
 """
 
 import pytest
 
+from minitf_repl.core.bpe import shown_text, train_bpe
+from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.data import load_data
 from minitf_repl.core.errors import DataError
 
+from minitf_repl.session import Session
+
 from test_cli import assert_one_error_line, invoke
+from test_commands import TINY, run
+
+SNOW = "the snow ☃ falls, café é naïve — über ☃☃ straße 東京 déjà vu\n" * 40
 
 
 # --- a task's size past a float: too large, with the range ---------------------------------------------------------
@@ -26,3 +36,24 @@ def test_a_task_size_past_a_float_is_far_too_large_with_the_range():
         load_data("random:abc")  # no number at all still says so
     line = assert_one_error_line(invoke("--data", "random:1e400", "data"))
     assert line == "error: random:1e400 is far too large; random takes a vocabulary size from 2 to 62, e.g. random:50"
+
+
+# --- :mistakes under a byte-level BPE: the quote's cut characters as :tok names their bytes ---------------------------
+def test_mistakes_quotes_a_character_cut_at_either_end_as_its_bytes(tmp_path):
+    path = tmp_path / "snow.txt"
+    path.write_text(SNOW, encoding="utf-8")
+    session = Session(ModelConfig(**TINY), TrainConfig(steps=6, batch_size=4, eval_every=3, eval_batches=2),
+                      data_spec=str(path), device_name="cpu")
+    run(session, ":set tokenizer=bpe:300")
+    hardest = run(session, ":mistakes").text.hardest
+    assert hardest and all("\ufffd" not in h.before + h.actual + h.guess for h in hardest), hardest
+
+    tokenizer = train_bpe(SNOW, 300)
+    ids = tokenizer.encode("— über ☃")  # the dash's three bytes, cut after the first token
+    cut = next(k for k in range(1, len(ids)) if tokenizer.decode(ids[k:]).startswith("\ufffd"))
+    head = shown_text(tokenizer, ids[:cut], ids[cut:])
+    assert head.startswith("\\x") and head.endswith(" über ☃") and "\ufffd" not in head
+    end = next(k for k in range(1, len(ids)) if tokenizer.decode(ids[:k]).endswith("\ufffd"))
+    tail = shown_text(tokenizer, [], ids[:end])  # the dash's first bytes, its last not yet come
+    assert tail.startswith("\\xe2") and "\ufffd" not in tail
+    assert shown_text(tokenizer, [], ids) == "— über ☃"  # a whole text reads as decoded

@@ -221,6 +221,27 @@ def decode_after(tokenizer, before: list[int], ids: list[int]) -> str:
     return _added(tokenizer.decode(before), tokenizer.decode([*before, *ids]), alone) if before else alone
 
 
+def shown_text(tokenizer, before: list[int], ids: list[int]) -> str:
+    """The text of the tokens `ids` after `before` (decode_after), as a view that quotes a stretch of text cut out of
+    a longer one shows it (`:mistakes`' context): where the stretch starts after the first bytes of a character, or
+    ends before its last, those tokens read as U+FFFD; they are named as shown_piece names them ("\\x98\\x83 über"),
+    as `:tok` lists them. Whole characters inside are the decoded text's."""
+    def decode(part: list[int]) -> str:
+        return tokenizer.decode(part) if part else ""
+
+    first = 0  # the leading tokens of a character begun before the stretch
+    while first < len(ids) and decode(ids[first:]).startswith("\ufffd"):
+        first += 1
+    last = len(ids)  # the trailing tokens of a character the stretch does not finish
+    while last > first and decode(ids[first:last]).endswith("\ufffd"):
+        last -= 1
+    if first == 0 and last == len(ids):
+        return decode_after(tokenizer, before, ids)
+    return ("".join(shown_pieces(tokenizer, ids[:first])) + decode_after(tokenizer, before + ids[:first],
+                                                                         ids[first:last])
+            + "".join(shown_pieces(tokenizer, ids[last:])))
+
+
 def _added(head: str, whole: str, alone: str) -> str:
     """What `whole` adds after `head`; `alone` (the tokens decoded on their own) where it does not start with it:
     the bytes of one character were split between the two, and decoded together make another."""

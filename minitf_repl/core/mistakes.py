@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from .bpe import decode_after, shown_piece
+from .bpe import shown_piece, shown_text
 from .probe import evaluating
 
 CONTEXT_TOKENS = 24  # tokens of text shown before each hard prediction
@@ -158,7 +158,7 @@ def text_mistakes(model, data, device, windows: int = 64, seed: int = 0, show: i
                        causal=model.config.causal):
         w, t = divmod(k, T)
         start = max(0, t + 1 - CONTEXT_TOKENS)
-        before = decode_after(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
+        before = shown_text(tokenizer, x[w, max(0, start - 1) : start].tolist(), x[w, start : t + 1].tolist())
         hardest.append(HardToken(before, name(int(y[w, t])), math.exp(-float(nll[w, t])),
                                  name(int(best[w, t])), math.exp(float(best_logp[w, t])), float(nll[w, t])))
     tenth = min(flat.numel(), max(1, flat.numel() // 10))
