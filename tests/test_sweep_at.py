@@ -10,9 +10,14 @@ are named as `:tok` names them ("\\x94 über ☃☃ straße"; core.bpe.shown_tex
 out the int64 indices routing keeps per choice (topk's choice, the token's row and slot, two floats each) and the
 gate gathered per choice, and counted the router's logits, which topk does not keep; with dropout it counted the
 FFN's noise twice (the block's and the experts'). It now matches what a dense model's count matches, to a float.
+`:train watch=attn` in a terminal narrowed after the last evaluation: Live's stop drew the view laid out for the old
+width (a map of 32 positions, its heads now stacked) whole, taller than the screen, and its top scrolled out of reach
+of the erase, left above the result. The view is laid out for the size at the end before the display stops.
 """
 
 import gc
+import io
+import types
 
 import pytest
 import torch
@@ -23,6 +28,8 @@ from minitf_repl.core.data import load_data
 from minitf_repl.core.errors import DataError
 from minitf_repl.core.ledger import cost_ledger
 from minitf_repl.core.model import MiniTransformerLM
+from minitf_repl.core.watch import WatchFrame
+from minitf_repl.render.live import RichReporter
 
 from minitf_repl.session import Session
 
@@ -91,3 +98,28 @@ def test_params_memory_of_a_mixture_counts_what_routing_keeps(dropout):
     for n_experts, k in [(4, 2), (8, 4)]:
         moe = unkept_floats(dict(dropout=dropout, n_experts=n_experts, experts_per_token=k))
         assert abs(moe - dense) < 0.5, (n_experts, k, moe, dense)  # it was 8.1 floats more at 4 experts, 2 chosen
+
+
+# --- the live training display's last drawing, on a terminal narrowed since the last evaluation ----------------------
+def test_the_live_display_ends_laid_out_for_a_terminal_narrowed_during_the_run():
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=140, height=60, color_system=None)
+    reporter = RichReporter(console, live=True)
+    reporter.on_train_start(1000, 0, False)
+    T = 32
+    maps = [[[1.0 / (i + 1) if j <= i else 0.0 for j in range(T)] for i in range(T)] for _ in range(2)]
+    frame = WatchFrame(step=0, val_loss=None, view="attn", prompt="x" * T,
+                       tokens=list("abcdefghijklmnopqrstuvwxyz012345"), layer=0, maps=maps)
+    for step in (100, 200, 300):
+        reporter.on_step(types.SimpleNamespace(step=step, run_step=step, run_steps=1000, train_loss=1.0, val_loss=1.0,
+                                               val_bpc=None, accuracy=None, lr=1e-3, tokens_per_second=1000.0,
+                                               elapsed=step / 100, aux_loss=None))
+        reporter.on_watch(frame)  # at 140 columns both heads' 32 positions fit side by side
+    console.width = 50  # narrowed after the last evaluation
+    before = len(out.getvalue())
+    reporter.close()
+    last = out.getvalue()[before:]
+    assert last.count("\n") <= console.height, last  # it was 78 lines: the heads stacked, the top scrolled away
+    assert "showing the last" in last  # the map cut to the positions 50 columns hold

@@ -980,7 +980,8 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
             size = _parse_size(name, arg, default)
         except NumberTooLarge:  # random:1e400, past a float: out of the range as random:1e40 is, not "no number"
             side = "small" if arg.strip().startswith("-") else "large"
-            raise DataError(f"{name}:{_clip(arg.strip(), 40)} is far too {side}; {sizes}, e.g. {name}:{default}") from None
+            raise DataError(f"{name}:{_clip(arg.strip(), 40)} is far too {side}; {sizes}, e.g. {name}:{default}"
+                            ) from None
         got = size if abs(size) < 10**12 else arg.strip()  # sort:1e5000 as typed, not its 5,001 digits
         if not low <= size <= high:
             raise DataError(f"{sizes}, got {got}")

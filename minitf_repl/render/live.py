@@ -636,6 +636,12 @@ class RichReporter(Reporter):
     def close(self) -> None:
         """Stop the live display and write out a held-back word (also after an error); safe to call twice."""
         if self._live is not None:
+            # Live's stop draws its view once more, whole, and erases only the rows still on the screen. :train's view
+            # is laid out for the terminal's size when it was made (the frame's positions, the rows that fit): a
+            # terminal narrowed since the last evaluation wrapped it taller than the screen, and the top of it scrolled
+            # out of reach of the erase, left above the result. So it is laid out for the size now first.
+            if self.training and self._progress is not None:
+                self._refresh()
             self._live.stop()
             self._live = None
         if self._words is not None:
