@@ -83,7 +83,7 @@ def make_trainer(steps: int, seed: int = 0, data=None, optimizer: str = "adamw")
 def dump(out: Path, tag: str, trainer: Trainer) -> None:
     params = {k: v.detach().clone().contiguous() for k, v in trainer.model.named_parameters()}
     safetensors.torch.save_file(params, str(out / f"{tag}.safetensors"))
-    (out / f"{tag}.json").write_text(json.dumps(trainer.history))
+    (out / f"{tag}.json").write_text(json.dumps(list(trainer.history)))
 
 
 def first(ckdir: Path, out: Path, n: int, optimizer: str = "adamw") -> None:

@@ -464,7 +464,7 @@ def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
     column's points as their mean, so it draws the thinned history as it drew the whole one."""
     most = HISTORY_SAVED if most is None else most
     if len(history) <= most:
-        return history
+        return list(history)  # the rows as dicts, for the manifest's JSON (Trainer.history is a History)
     evals = [i for i, row in enumerate(history) if row.get("val_loss") is not None]
     last_eval = evals[-1:]  # the last val loss, which :ls and :load give as the run's, stays whatever the stride
     if len(evals) > most // 2:
