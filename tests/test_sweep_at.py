@@ -2,7 +2,8 @@
 
 `:data random:1e400` (and `minitf --data random:1e400 ...`) said "the size after ':' must be a whole number", as if
 1e400 were no number: a size past a float is refused as far too large, with the range the task takes and an example,
-as `:data random:1e40` says its range.
+as `:data random:1e40` says its range. `:set tokenizer=bpe:1e400` said "N must be a whole number of tokens" (and
+bpe: with 5,000 digits wrote them all): it is too large, at most bpe:65536, as bpe:1e40 is.
 `:mistakes` on a text under a byte-level BPE (`:set tokenizer=bpe:300`) quoted the text before a hard token as
 "� über ☃☃ straße" where the quote began inside a character: the bytes of a character cut at either end of the quote
 are named as `:tok` names them ("\\x94 über ☃☃ straße"; core.bpe.shown_text).
@@ -13,8 +14,12 @@ FFN's noise twice (the block's and the experts'). It now matches what a dense mo
 `:train watch=attn` in a terminal narrowed after the last evaluation: Live's stop drew the view laid out for the old
 width (a map of 32 positions, its heads now stacked) whole, taller than the screen, and its top scrolled out of reach
 of the erase, left above the result. The view is laid out for the size at the end before the display stops.
+Trainer.history held a dict per step, about 660 bytes: a `minitf train --steps 200000` run kept some 130 MB of
+history, and every :train's snapshot a copy as large. It is now a History, one array per field (about 117 bytes a
+step), read as the same dicts by :report, :plot, the JSON and the checkpoints, which still save a list of dicts.
 """
 
+import copy
 import gc
 import io
 import types
@@ -23,9 +28,9 @@ import pytest
 import torch
 
 from minitf_repl.core.bpe import shown_text, train_bpe
-from minitf_repl.core.config import ModelConfig, TrainConfig
+from minitf_repl.core.config import ModelConfig, TrainConfig, parse_tokenizer
 from minitf_repl.core.data import load_data
-from minitf_repl.core.errors import DataError
+from minitf_repl.core.errors import ConfigError, DataError
 from minitf_repl.core.ledger import cost_ledger
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.watch import WatchFrame
@@ -52,6 +57,17 @@ def test_a_task_size_past_a_float_is_far_too_large_with_the_range():
         load_data("random:abc")  # no number at all still says so
     line = assert_one_error_line(invoke("--data", "random:1e400", "data"))
     assert line == "error: random:1e400 is far too large; random takes a vocabulary size from 2 to 62, e.g. random:50"
+
+
+def test_a_bpe_size_past_a_float_is_too_large_with_the_limit():
+    with pytest.raises(ConfigError, match=r"^tokenizer=bpe:1e400 is too large: at most bpe:65536; use a smaller N$"):
+        parse_tokenizer("bpe:1e400")
+    with pytest.raises(ConfigError, match=r"^tokenizer=bpe:9{33}\.\.\. is too large: at most bpe:65536"):
+        parse_tokenizer("bpe:" + "9" * 5000)
+    with pytest.raises(ConfigError, match="bpe:-1e400: a byte-level BPE has at least 257 tokens"):
+        parse_tokenizer("bpe:-1e400")
+    with pytest.raises(ConfigError, match="N must be a whole number of tokens"):
+        parse_tokenizer("bpe:abc")
 
 
 # --- :mistakes under a byte-level BPE: the quote's cut characters as :tok names their bytes ---------------------------
@@ -123,3 +139,38 @@ def test_the_live_display_ends_laid_out_for_a_terminal_narrowed_during_the_run()
     last = out.getvalue()[before:]
     assert last.count("\n") <= console.height, last  # it was 78 lines: the heads stacked, the top scrolled away
     assert "showing the last" in last  # the map cut to the positions 50 columns hold
+
+
+# --- Trainer.history: compact, read as the dicts it always was ---------------------------------------------------------
+def test_the_training_history_is_kept_compactly_and_read_as_dicts(checkpoint_dir):
+    import tracemalloc
+
+    session = tiny_session_for_history()
+    run(session, ":train")
+    history = session.trainer.history
+    assert len(history) == 60 and history[-1]["step"] == 60 and history[-1]["val_loss"] is not None
+    assert history[0]["val_loss"] is None and history[-1]["compile_seconds"] is None
+    assert history[-2:] == [dict(row) for row in list(history)[-2:]] and history == list(history)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = copy.deepcopy(history)  # what the rows hold: a dict per step held some 660 bytes
+        per_step = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per_step < 200, per_step
+    odd = {**history[-1], "from_a_newer_minitf": 1.5}  # a row not of StepInfo's fields reads back as it was given
+    history.append(odd)
+    assert history[-1] == odd
+    history[-1] = history[-2]
+    assert history[-1] == history[-2]
+    del history[-1]
+    run(session, ":save h")
+    loaded = tiny_session_for_history()
+    run(loaded, ":load h")
+    assert loaded.trainer.history == history and type(loaded.trainer.history) is type(history)
+
+
+def tiny_session_for_history() -> Session:
+    return Session(ModelConfig(**TINY), TrainConfig(steps=60, batch_size=4, eval_every=30, eval_batches=2),
+                   data_spec="sort:4", device_name="cpu")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError, UserError
-from .numbers import whole_number
+from .numbers import NumberTooLarge, whole_number
 from .variants import FEED_FORWARDS, NORMS as NORM_KINDS, POSITIONS, Choices, feed_forward_kind, position_kind
 
 # The seed's choices come first (messages list them in this order). The three that pick a part of the
@@ -460,6 +460,9 @@ def parse_tokenizer(value: str) -> int | None:
         raise ConfigError(f"tokenizer={value} is not a tokenizer; choose char or bpe:N (e.g. bpe:512)")
     try:  # as every whole number reads (core.numbers): bpe:1e3 is bpe:1000, bpe:4k is bpe:4000
         n = whole_number("tokenizer", size)
+    except NumberTooLarge:  # bpe:1e400, past a float: past the limit as bpe:1e40 is, not "no whole number"
+        n = -math.inf if size.strip().startswith("-") else math.inf
+        value = value.strip() if len(value.strip()) <= 40 else value.strip()[:37] + "..."  # not its 5,000 digits
     except UserError:
         raise ConfigError(f"tokenizer={value}: N must be a whole number of tokens; e.g. bpe:512") from None
     if n < MIN_BPE_TOKENS:
