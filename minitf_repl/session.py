@@ -530,13 +530,16 @@ class Session:
         if self._model is None:
             return Status(device=device, n_params=None, step=0, last_loss=None, data=self.data_spec)
         # a val loss of the data before a switch that kept the model is not this data's: the toolbar names the data
-        on_data = self.history_on_data
-        evaluated = next((row for row in reversed(on_data) if row.get("val_loss") is not None), None)
+        # read from the history's last rows, not by walking it: this is asked at every redraw of the toolbar
+        history, since = self._trainer.history, self._data_since_step
+        last = history[-1] if history and history[-1]["step"] > since else None
+        at = history.last_index("val_loss") if last is not None else None
+        evaluated = history[at] if at is not None and history[at]["step"] > since else None
         return Status(
             device=device,
             n_params=self._model.num_parameters(),
             step=self._trainer.step,
-            last_loss=on_data[-1]["train_loss"] if on_data else None,
+            last_loss=last["train_loss"] if last else None,
             data=self.data_spec,
             val_loss=evaluated["val_loss"] if evaluated else None,
             val_step=evaluated.get("step") if evaluated else None,

@@ -141,8 +141,8 @@ def test_the_live_display_ends_laid_out_for_a_terminal_narrowed_during_the_run()
     assert "showing the last" in last  # the map cut to the positions 50 columns hold
 
 
-# --- Trainer.history: compact, read as the dicts it always was ---------------------------------------------------------
-def test_the_training_history_is_kept_compactly_and_read_as_dicts(checkpoint_dir):
+# --- Trainer.history: compact, read as the dicts it always was ---------------------------------------------------
+def test_the_training_history_is_kept_compactly_and_read_as_dicts(checkpoint_dir, monkeypatch):
     import tracemalloc
 
     session = tiny_session_for_history()
@@ -159,12 +159,20 @@ def test_the_training_history_is_kept_compactly_and_read_as_dicts(checkpoint_dir
     finally:
         tracemalloc.stop()
     assert per_step < 200, per_step
+    made = []  # the toolbar, asked at every redraw, reads the last rows, not all of them (each is made as it is read)
+    real_row = type(history)._row
+    monkeypatch.setattr(type(history), "_row", lambda self, i: made.append(i) or real_row(self, i))
+    status = session.status()
+    assert status.step == 60 and status.val_step == 60 and status.last_loss == history[-1]["train_loss"]
+    assert len(made) <= 6, made  # of 60
     odd = {**history[-1], "from_a_newer_minitf": 1.5}  # a row not of StepInfo's fields reads back as it was given
     history.append(odd)
     assert history[-1] == odd
     history[-1] = history[-2]
     assert history[-1] == history[-2]
     del history[-1]
+    history[-1]["grad_norm"] = 5e4  # a row read by its index, changed in place, changes the history, as a list's did
+    assert history[-1]["grad_norm"] == 5e4 and list(history)[-1]["grad_norm"] == 5e4
     run(session, ":save h")
     loaded = tiny_session_for_history()
     run(loaded, ":load h")

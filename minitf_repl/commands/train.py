@@ -812,8 +812,12 @@ def plot_levels(counters: list[tuple[int, float]]) -> list[PlotLevel]:
 def history_series(history: list[dict], what: str = "loss") -> list[PlotSeries]:
     """The curves of a training history: train and validation loss, or one per-step value."""
     if what == "loss":
-        train = [(h["step"], h["train_loss"]) for h in history if h.get("train_loss") is not None]
-        val = [(h["step"], h["val_loss"]) for h in history if h.get("val_loss") is not None]
+        train, val = [], []  # one walk: a long run's History makes each row as it is read
+        for h in history:
+            if h.get("train_loss") is not None:
+                train.append((h["step"], h["train_loss"]))
+            if h.get("val_loss") is not None:
+                val.append((h["step"], h["val_loss"]))
         pairs = {"train": train, "val": val}
     else:
         pairs = {what: [(h["step"], h[what]) for h in history if h.get(what) is not None]}

@@ -73,6 +73,25 @@ class StepInfo:
     compile_seconds: float | None = None  # set on the step that ran torch.compile's compilation
 
 
+class HistoryRow(dict):
+    """A row of a History read by its index, as the dict it was: a value set in it (`trainer.history[-1]["val_loss"]
+    = x`) is set in the history too, as in a row of the list of dicts Trainer.history was. A copy of it (copy,
+    pickle) is a plain dict."""
+
+    __slots__ = ("_history", "_index")
+
+    def __init__(self, values, history: "History", index: int):
+        super().__init__(values)
+        self._history, self._index = history, index
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self._history._put(self._index, self)
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
 class History(MutableSequence):
     """Trainer.history: a row per optimizer step, each read as the dict of StepInfo's fields it is appended as
     (`history[-1]["lr"]`, slices, iteration, `==` with a list of dicts), kept as one array per field.
@@ -80,7 +99,9 @@ class History(MutableSequence):
     A dict per step held about 660 bytes: a `minitf train --steps 200000` run kept some 130 MB of history in the
     process, for numbers the arrays keep in 117 bytes a step (8 a value, a byte saying whether it is there). A row
     that is not StepInfo's fields of their types (one a newer minitf saved with a field this one has not, or a
-    hand-edited checkpoint's) is kept as given, and reads back as it was.
+    hand-edited checkpoint's) is kept as given, and reads back as it was. A row is made as it is read: one read by
+    its index (`history[-1]`) sets a value set in it in the history too (HistoryRow); the rows of an iteration or a
+    slice are dicts of their own, made faster, for the readers that walk a long run's rows (:plot, a save).
     """
 
     _INTS = ("step", "run_step", "run_steps")
@@ -133,6 +154,14 @@ class History(MutableSequence):
     def __len__(self) -> int:
         return len(self._columns["step"])
 
+    def __iter__(self):
+        # the columns zipped, not a row looked up by index: a save walks the 200,000 rows of a long run twice
+        names, odd = self._names, self._odd
+        values = zip(*(self._columns[name] for name in names))
+        flags = zip(*(self._there[name] for name in names))
+        for i, (row, there) in enumerate(zip(values, flags)):
+            yield dict(odd[i]) if i in odd else {n: v if t else None for n, v, t in zip(names, row, there)}
+
     def _index(self, i: int) -> int:
         n = len(self)
         if not -n <= i < n:
@@ -142,7 +171,8 @@ class History(MutableSequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._row(k) for k in range(*i.indices(len(self)))]
-        return self._row(self._index(i))
+        i = self._index(i)
+        return HistoryRow(self._row(i), self, i)
 
     def __setitem__(self, i, row) -> None:
         if isinstance(i, slice):  # rare: through a list, as a list would take it
@@ -171,6 +201,14 @@ class History(MutableSequence):
             self._there[name] = bytearray()
         self._odd = {}
         self.extend(rows)
+
+    def last_index(self, name: str) -> int | None:
+        """The index of the last row whose `name` is not None (None: none has one), read from the column's flags
+        without making a row: the toolbar asks it at every redraw, of a run of 200,000 steps evaluated once."""
+        found = self._there[name].rfind(1)
+        odd = [i for i, row in self._odd.items() if row.get(name) is not None]
+        best = max(found, *odd) if odd else found
+        return None if best < 0 else best
 
     def copy(self) -> "History":
         """A copy sharing nothing with this one (a snapshot's, for rollback), made column by column."""

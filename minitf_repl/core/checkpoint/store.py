@@ -465,13 +465,17 @@ def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
     most = HISTORY_SAVED if most is None else most
     if len(history) <= most:
         return list(history)  # the rows as dicts, for the manifest's JSON (Trainer.history is a History)
-    evals = [i for i, row in enumerate(history) if row.get("val_loss") is not None]
+    steps, evals = [], []  # one walk of the rows: a long run's History makes each row as it is read
+    for i, row in enumerate(history):
+        steps.append(row["step"])
+        if row.get("val_loss") is not None:
+            evals.append(i)
     last_eval = evals[-1:]  # the last val loss, which :ls and :load give as the run's, stays whatever the stride
     if len(evals) > most // 2:
         evals = evals[::-(-2 * len(evals) // most)]
     keep = {0, len(history) - 1, *evals, *last_eval}
     every = -(-len(history) // max(1, most - len(keep)))  # ceil
-    keep.update(i for i, row in enumerate(history) if row["step"] % every == 0)
+    keep.update(i for i, step in enumerate(steps) if step % every == 0)
     return [history[i] for i in sorted(keep)]
 
 
