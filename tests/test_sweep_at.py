@@ -16,7 +16,8 @@ width (a map of 32 positions, its heads now stacked) whole, taller than the scre
 of the erase, left above the result. The view is laid out for the size at the end before the display stops.
 Trainer.history held a dict per step, about 660 bytes: a `minitf train --steps 200000` run kept some 130 MB of
 history, and every :train's snapshot a copy as large. It is now a History, one array per field (about 117 bytes a
-step), read as the same dicts by :report, :plot, the JSON and the checkpoints, which still save a list of dicts.
+step), read as the same dicts by :report, :plot, the JSON and the checkpoints, which still save a list of dicts;
+the toolbar reads its last rows, not every row, at each redraw.
 """
 
 import copy
@@ -35,7 +36,6 @@ from minitf_repl.core.ledger import cost_ledger
 from minitf_repl.core.model import MiniTransformerLM
 from minitf_repl.core.watch import WatchFrame
 from minitf_repl.render.live import RichReporter
-
 from minitf_repl.session import Session
 
 from test_cli import assert_one_error_line, invoke
