@@ -81,7 +81,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
-    outcome = {"replaced": before is not None, "replaced_meta": None}
+    outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -92,20 +92,22 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
             on_wait=reporter.notice if reporter is not None else None, **options,
         )
     except KeyboardInterrupt:
+        # Committed only if NAME holds this save's own checkpoint now. A manifest that changed was taken for this
+        # save's: a Ctrl-C while it waited for another session's save of NAME said "saved", and the session took
+        # the other's checkpoint for its model's (no word at :quit, the model gone with it).
         now = manifest_bytes(manifest.parent)
-        if now is None or now == before:  # the commit did not happen
+        if outcome["meta_sha256"] is None or _meta_of(now) != outcome["meta_sha256"]:
+            if now is not None and now != before:
+                raise UserError(f"save interrupted; this model was not saved, and {name} holds a checkpoint another "
+                                "session saved meanwhile") from None
             if before is None:
                 raise UserError(f"save interrupted; no checkpoint {name} was written") from None
             raise UserError(f"save interrupted; the previous checkpoint {name} is unchanged") from None
         path = manifest.parent  # the interrupt came after the commit: the new checkpoint is complete
-    # which save this is (its manifest's checksum): another session may save over the name later, and then the
-    # checkpoint no longer holds this model (Session.unsaved_step); read back under no lock, so at worst it is
-    # the other session's save, and this model is then taken for one in no checkpoint: kept, not lost
-    written = manifest_bytes(manifest.parent)
-    try:
-        meta_sha = json.loads(written).get("meta_sha256") if written is not None else None
-    except (ValueError, AttributeError):
-        meta_sha = None
+    # which save this is (its manifest's checksum, as written): another session may save over the name later, and
+    # then the checkpoint no longer holds this model (Session.unsaved_step). It was read back from NAME, under no
+    # lock: a save of NAME by another session in between was taken for this one's, and this model for saved.
+    meta_sha = outcome["meta_sha256"]
     session.checkpoint_written(name, meta_sha)
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,
@@ -113,6 +115,14 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
         replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
     )
+
+
+def _meta_of(manifest: bytes | None) -> str | None:
+    """The meta_sha256 of a manifest's bytes, None where there are none or they are no manifest."""
+    try:
+        return json.loads(manifest).get("meta_sha256") if manifest is not None else None
+    except (ValueError, AttributeError):
+        return None
 
 
 def _unseen_step(session: Session, replaced: tuple[str, int] | None) -> int | None:

@@ -61,7 +61,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     `outcome`: a dict the save sets "replaced" in (whether a checkpoint NAME
     was there when the save took the lock, and was saved over or rotated away): only the lock knows, since
     another session may save NAME between a caller's look and this save; and "replaced_meta", that checkpoint's
-    (meta_sha256, step) (None if none, or unreadable). `on_wait`: hears one line when the save
+    (meta_sha256, step) (None if none, or unreadable); and "meta_sha256", the checksum of the checkpoint this save
+    writes, set before it takes the lock: which save NAME holds is told by it, never by reading NAME back, which
+    another session may have saved over meanwhile. `on_wait`: hears one line when the save
     has waited a while for another one's lock (locks.folder_lock).
     """
     model = require_model(model, "save_checkpoint")  # torch.compile(model): its own weights, under their own names
@@ -138,6 +140,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         )
 
     files = {model_file: model_bytes, state_file: state_bytes}
+    if outcome is not None:
+        outcome["meta_sha256"] = manifest["meta_sha256"]
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with folder_lock(directory, on_wait=on_wait):

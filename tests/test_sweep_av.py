@@ -1,0 +1,78 @@
+"""Two at once: a REPL in one terminal, another REPL or a one-shot command in the other, on one checkpoint folder.
+Each test failed before its fix.
+
+Two sessions saving one name at once (`:save m` in both, or a one-shot `train save=m` beside a REPL's `:save m`): the
+session whose save went first read the name back after its save to learn which checkpoint held its model, and read
+the other session's, written in between. It then took the other's checkpoint for its own model: `:quit` said nothing
+and left, and the model trained there was in no checkpoint. A save now knows its own checkpoint by the checksum it
+wrote (core.checkpoint's `outcome["meta_sha256"]`), so the session finds its model in no checkpoint and `:quit` warns.
+
+A `:save m` that waited for another session's save of m ("waiting for minitf on HOST (pid N) to finish saving") and
+was stopped with Ctrl-C said "saved checkpoint m" when the other session's save landed meanwhile: any change of the
+manifest was taken for this save's commit, and the model was taken for saved in the other session's checkpoint. Now
+the save says "save interrupted; this model was not saved, and m holds a checkpoint another session saved meanwhile",
+and the model counts as in no checkpoint.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from minitf_repl.core.checkpoint import locks
+from minitf_repl.core.checkpoint.locks import folder_lock
+from minitf_repl.core.errors import UserError
+
+from test_commands import Recorder, run, tiny_session
+
+
+def trained(steps: int = 3, **train):
+    session = tiny_session(**train)
+    run(session, ":set autosave=off")  # each test's checkpoints are the ones it names
+    run(session, f":train steps={steps}")
+    run(session, ":set autosave=on")
+    return session
+
+
+# --- one name saved by two sessions at once ----------------------------------------------------------------------
+def test_a_save_overtaken_by_another_sessions_save_of_that_name_is_not_taken_for_this_models(checkpoint_dir,
+                                                                                              monkeypatch):
+    from minitf_repl.core import checkpoint as ckpt
+
+    mine, theirs = trained(3), trained(5)
+    real = ckpt.save_checkpoint
+    overtaken = []
+
+    def then_the_other_saves(*args, **kwargs):  # the other session's save lands right after this one's
+        path = real(*args, **kwargs)
+        if kwargs["session"] == mine.token:
+            overtaken.append(run(theirs, ":save m"))
+        return path
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", then_the_other_saves)
+    run(mine, ":save m")
+    assert overtaken and overtaken[0].replaced_unseen == 3  # the other session was told
+    assert mine.unsaved_step == 3 and mine.saved_over == "m"  # and this one knows m holds its model no more
+    assert theirs.unsaved_step is None
+
+
+def test_ctrl_c_while_waiting_for_another_sessions_save_of_that_name_does_not_say_saved(checkpoint_dir,
+                                                                                        monkeypatch):
+    mine, theirs = trained(3), trained(5)
+    monkeypatch.setattr(locks, "WAIT_NOTICE", 0.0)
+    held = folder_lock(checkpoint_dir.parent / checkpoint_dir.name)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    held.__enter__()  # the other session's save holds the folder
+
+    class CtrlCWhileWaiting(Recorder):
+        def notice(self, text):
+            super().notice(text)
+            held.__exit__(None, None, None)
+            run(theirs, ":save m")  # the other session's save of m lands
+            raise KeyboardInterrupt
+
+    hooks = CtrlCWhileWaiting()
+    with pytest.raises(UserError, match="save interrupted; this model was not saved, and m holds a checkpoint "
+                                        "another session saved meanwhile"):
+        run(mine, ":save m", hooks)
+    assert hooks.notices and "waiting for" in hooks.notices[0]
+    assert mine.unsaved_step == 3 and theirs.unsaved_step is None
