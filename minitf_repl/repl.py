@@ -721,11 +721,13 @@ def missing_data_file(spec: str) -> str | None:
 def warn_unsaved(door: FrontDoor, warned: int | None) -> int | None:
     """Before the prompt leaves: a model trained past every checkpoint (its autosave failed, e.g. on a full
     disk) is said once, and the REPL stays. Returns the step said (stay), or None (leave): nothing to lose,
-    autosave off (the user chose not to keep), or the same step said already (a second :quit or Ctrl-D)."""
-    step = door.session.unsaved_step if door.session.autosave else None
+    autosave off (the user chose not to keep), or the same step said already (a second :quit or Ctrl-D).
+    With autosave off, a model the user saved by name and another session then saved over (or removed) is said
+    too: it was kept, by choice, and it went without a word."""
+    gone = door.session.saved_over  # its checkpoint was there, and another session wrote over it (or removed it)
+    step = door.session.unsaved_step if door.session.autosave or gone is not None else None
     if step is None or step == warned:
         return None
-    gone = door.session.saved_over  # its checkpoint was there, and another session wrote over it (or removed it)
     why = f"{gone} holds another model now, or is gone" if gone else "its save failed"
     with speaking(door.front.syntax):
         say(door.err, f"warning: the model trained to step {step:,} is in no checkpoint ({why}); "

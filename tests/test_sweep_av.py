@@ -76,3 +76,18 @@ def test_ctrl_c_while_waiting_for_another_sessions_save_of_that_name_does_not_sa
         run(mine, ":save m", hooks)
     assert hooks.notices and "waiting for" in hooks.notices[0]
     assert mine.unsaved_step == 3 and theirs.unsaved_step is None
+
+
+# --- :quit with autosave off, after another session saved over this one's checkpoint -----------------------------
+def test_quit_with_autosave_off_warns_when_another_session_saved_over_this_models_checkpoint(checkpoint_dir):
+    from test_repl import drive
+
+    mine, theirs = trained(3), trained(5)
+    run(mine, ":set autosave=off")
+    run(mine, ":save m")
+    run(theirs, ":save m")  # the other terminal saves its own model as m
+    code, _, err, _ = drive(":quit\r", mine)
+    assert code == 0
+    assert "warning: the model trained to step 3 is in no checkpoint (m holds another model now, or is gone)" in err
+    run(theirs, ":set autosave=off")  # nothing of this one's was lost: it leaves without a word
+    assert "warning" not in drive(":quit\r", theirs)[2]
