@@ -99,6 +99,7 @@ class Session:
         # (a weak reference to the trainer, its step, the manifest's meta_sha256 or None) at that save or load
         self._on_disk: tuple | None = None
         self.known_saves: set[str] = set()  # the meta_sha256 of every checkpoint this session saved or loaded
+        self.pages_written: dict[str, tuple] = {}  # {path: its file's identity} of every :report this session wrote
         self.last_good_lr: float | None = None  # the last peak rate a :train finished with, without diverging
         self.watch_frames: list = []  # core.watch.WatchFrame: what the last `:train watch=` saw, in order
         # The last :ngram's counters, [(n, val loss)], and a weak reference to the data they counted: a switch of

@@ -12,6 +12,16 @@ was stopped with Ctrl-C said "saved checkpoint m" when the other session's save 
 manifest was taken for this save's commit, and the model was taken for saved in the other session's checkpoint. Now
 the save says "save interrupted; this model was not saved, and m holds a checkpoint another session saved meanwhile",
 and the model counts as in no checkpoint.
+
+With autosave off, a model saved by name (`:save m`) that the other terminal then saved over: `:quit` left without a
+word, and the model went. The warning said with autosave on ("the model trained to step N is in no checkpoint (m
+holds another model now, or is gone)") is said with autosave off too when the model's own checkpoint was saved over:
+the user had kept it.
+
+Two terminals in one folder each ran `:report`: the second replaced the first's report.html with "wrote report.html"
+alone. A page this session had not written is now said to be replaced ("PATH held a page this session had not
+written (another session's, or an earlier one's?): it is replaced"), as `:save` says it of a checkpoint; `--json`
+gives it as `replaced_unseen` (minitf.report/3).
 """
 
 from __future__ import annotations
@@ -91,3 +101,19 @@ def test_quit_with_autosave_off_warns_when_another_session_saved_over_this_model
     assert "warning: the model trained to step 3 is in no checkpoint (m holds another model now, or is gone)" in err
     run(theirs, ":set autosave=off")  # nothing of this one's was lost: it leaves without a word
     assert "warning" not in drive(":quit\r", theirs)[2]
+
+
+# --- :report in two terminals, one folder --------------------------------------------------------------------------
+def test_a_report_over_a_page_this_session_did_not_write_says_it_is_replaced(tmp_path):
+    from test_render import plain
+
+    mine, theirs = trained(3), trained(3)
+    page = str(tmp_path / "report.html")
+    first = run(mine, f":report {page}")
+    assert not first.replaced_unseen  # nothing was there
+    again = run(mine, f":report {page}")
+    assert not again.replaced_unseen  # its own page, written again
+    other = run(theirs, f":report {page}")
+    assert other.replaced_unseen
+    assert f"{page} held a page this session had not written (another session's, or an earlier one's?): it is " \
+           "replaced" in " ".join(plain(other, width=200).split())

@@ -1006,6 +1006,8 @@ class ReportResult:
     sections: list[str]
     seconds: float
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: the page is that model's
+    # a page was at the path that this session had not written (another session's, or one of before): it is replaced
+    replaced_unseen: bool = False
 
 
 def complete_html(session) -> list[str]:
@@ -1019,7 +1021,7 @@ def complete_html(session) -> list[str]:
          params=[
     Param("path", str, help="the .html file to write (default report.html)", positional=True, complete=complete_html,
           path=True, browse="folders"),
-], interruptible=True, json_version=2)  # fmt: skip
+], interruptible=True, json_version=3)  # fmt: skip
 def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult:
     from ..report import ReportData, build_report, check_report_path, shown_frames, write_report
 
@@ -1103,7 +1105,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         val_loss=status.val_loss, val_step=status.val_step, train_loss=status.last_loss, n_params=status.n_params,
         machine=made_on(session),
     )
+    # Two terminals in one folder each wrote report.html: the second replaced the first's page without a word.
+    there = _page_identity(path)
     size = write_report(path, build_report(report))
+    unseen = there is not None and session.pages_written.get(os.path.abspath(path)) != there
+    if (written := _page_identity(path)) is not None:
+        session.pages_written[os.path.abspath(path)] = written
     sections = (["config"] + (["loss chart"] if report.series else []) + ["attention maps"]
                 + (["token embeddings"] if embedding is not None else [])
                 + (["loss by position"] if context is not None else []) + ["teacher forcing"]
@@ -1112,7 +1119,18 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         shown = len(shown_frames(report.frames))
         sections.append((f"{shown} of " if shown < len(report.frames) else "")
                         + f"{count(len(report.frames), 'frame')} of watch={report.frames[0].view}")
-    return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations)
+    return ReportResult(os.path.abspath(path), size, sections, time.perf_counter() - start, report.ablations,
+                        replaced_unseen=unseen)
+
+
+def _page_identity(path) -> tuple[int, int, int] | None:
+    """Which file is at `path` now (inode, size, modification time), None where there is none: a page is written
+    as a new file renamed into place (report.write_report), so each page written has an identity of its own."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def made_on(session: Session) -> str:
@@ -1142,6 +1160,9 @@ def made_on(session: Session) -> str:
 def render_report(result: ReportResult, console: Console) -> None:
     say(console, Text(f"wrote {result.path}", style="green") +
         Text(f" ({fmt.size(result.size_bytes)}: {', '.join(result.sections)}; {result.seconds:.2f} s)"))
+    if result.replaced_unseen:  # as :save says it of a checkpoint: the other's page went without a word
+        say(console, f"{result.path} held a page this session had not written (another session's, or an earlier "
+                     "one's?): it is replaced", "yellow")
     note(console, "one self-contained file: open it in any browser, no network needed")
     if result.ablations:
         note(console, f"made with {', '.join(result.ablations)} switched off, as the page says: its attention, "
