@@ -22,6 +22,11 @@ Two terminals in one folder each ran `:report`: the second replaced the first's 
 alone. A page this session had not written is now said to be replaced ("PATH held a page this session had not
 written (another session's, or an earlier one's?): it is replaced"), as `:save` says it of a checkpoint; `--json`
 gives it as `replaced_unseen` (minitf.report/3).
+
+The checkpoint folder removed in the other terminal (`rm -rf checkpoints`) while a save was writing into it: "could
+not save checkpoint 'm' in DIR: No such file or directory; start minitf with another checkpoint directory", which
+sent the user away from a folder the next save makes again. It now says the folder was removed while it was saved
+into, and to save again.
 """
 
 from __future__ import annotations
@@ -117,3 +122,25 @@ def test_a_report_over_a_page_this_session_did_not_write_says_it_is_replaced(tmp
     assert other.replaced_unseen
     assert f"{page} held a page this session had not written (another session's, or an earlier one's?): it is " \
            "replaced" in " ".join(plain(other, width=200).split())
+
+
+# --- the folder removed under a save ---------------------------------------------------------------------------------
+def test_a_folder_removed_under_a_save_says_so_and_the_next_save_makes_it_anew(checkpoint_dir, monkeypatch):
+    import shutil
+
+    from minitf_repl.core.checkpoint import store
+
+    mine = trained(3)
+    real = store.write_or_link
+
+    def removed_meanwhile(path, data, source):  # `rm -rf checkpoints` in the other terminal, mid-save
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        return real(path, data, source)
+
+    monkeypatch.setattr(store, "write_or_link", removed_meanwhile)
+    with pytest.raises(UserError) as e:
+        run(mine, ":save m")
+    assert str(e.value) == (f"could not save checkpoint 'm': the folder {checkpoint_dir} was removed while it was "
+                            "saved into (by another terminal?); save again, which makes the folder anew")
+    monkeypatch.setattr(store, "write_or_link", real)
+    assert run(mine, ":save m").step == 3  # as it says

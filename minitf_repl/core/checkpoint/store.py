@@ -177,6 +177,12 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                         raise
                     _save_over(target, files, manifest_bytes, uid, sources)
     except OSError as e:
+        if e.errno == errno.ENOENT and not os.path.lexists(directory):
+            # removed under the save (`rm -rf checkpoints` in another terminal): "No such file or directory; start
+            # minitf with another checkpoint directory" sent the user away from a folder that the next save makes
+            raise CheckpointError(f"could not save checkpoint {name!r}: the folder {clip(str(directory))} was removed "
+                                  "while it was saved into (by another terminal?); save again, which makes the "
+                                  "folder anew") from e
         raise CheckpointError(f"could not save checkpoint {name!r} in {clip(str(directory))}: {_save_failure(e)}") from e
     return target
 
