@@ -27,6 +27,12 @@ The checkpoint folder removed in the other terminal (`rm -rf checkpoints`) while
 not save checkpoint 'm' in DIR: No such file or directory; start minitf with another checkpoint directory", which
 sent the user away from a folder the next save makes again. It now says the folder was removed while it was saved
 into, and to save again.
+
+`:train`'s autosave waiting for another session's save said "waiting for minitf on HOST (pid N) to finish saving into
+DIR (up to 120 s; Ctrl-C stops this save)", and a Ctrl-C then did nothing (a :train is stopped at its next step, and
+its autosave is made whatever comes): the user waited, pressing Ctrl-C, for up to two minutes. The promise is now made
+only where a Ctrl-C does stop the wait (`:save`); the autosave, and the model kept before a rebuild, say "(up to 120
+s)".
 """
 
 from __future__ import annotations
@@ -89,7 +95,7 @@ def test_ctrl_c_while_waiting_for_another_sessions_save_of_that_name_does_not_sa
     with pytest.raises(UserError, match="save interrupted; this model was not saved, and m holds a checkpoint "
                                         "another session saved meanwhile"):
         run(mine, ":save m", hooks)
-    assert hooks.notices and "waiting for" in hooks.notices[0]
+    assert hooks.notices and "waiting for" in hooks.notices[0] and "Ctrl-C stops this save" in hooks.notices[0]
     assert mine.unsaved_step == 3 and theirs.unsaved_step is None
 
 
@@ -144,3 +150,25 @@ def test_a_folder_removed_under_a_save_says_so_and_the_next_save_makes_it_anew(c
                             "saved into (by another terminal?); save again, which makes the folder anew")
     monkeypatch.setattr(store, "write_or_link", real)
     assert run(mine, ":save m").step == 3  # as it says
+
+
+# --- a wait for the folder's lock in :train's autosave ------------------------------------------------------------
+def test_the_autosave_waiting_for_another_sessions_save_does_not_promise_that_ctrl_c_stops_it(checkpoint_dir,
+                                                                                               monkeypatch):
+    mine = trained(3)
+    monkeypatch.setattr(locks, "WAIT_NOTICE", 0.0)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    held = folder_lock(checkpoint_dir)
+    held.__enter__()
+
+    class TheOtherSaveEnds(Recorder):
+        def notice(self, text):
+            super().notice(text)
+            if "waiting for" in text:
+                held.__exit__(None, None, None)
+
+    hooks = TheOtherSaveEnds()
+    result = run(mine, ":train steps=1", hooks)
+    waits = [n for n in hooks.notices if "waiting for" in n]
+    # a Ctrl-C there asks the run to stop, which it has: the autosave goes on, as it should
+    assert len(waits) == 1 and waits[0].endswith("(up to 120 s)") and result.saved == "autosave"

@@ -62,7 +62,11 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
     if not session.has_model:
         raise _no_model(name)
-    return dataclasses.replace(save_session(session, name, reporter=reporter), ablations=switched_off(session))
+    from ..core.interrupts import cut_short
+
+    with cut_short():  # as an interruptible command, Ctrl-C raises at once: a wait for the folder's lock says so
+        saved = save_session(session, name, reporter=reporter)
+    return dataclasses.replace(saved, ablations=switched_off(session))
 
 
 def _no_model(name: str) -> UserError:

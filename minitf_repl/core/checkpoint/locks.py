@@ -24,6 +24,7 @@ except ImportError:  # Windows: the exclusive-create lock only
     fcntl = None
 
 from ..errors import CheckpointError
+from ..interrupts import may_cut_short
 from ..paths import on_windows
 from .layout import clip
 from .reads import open_regular, read_open
@@ -143,8 +144,12 @@ class folder_lock:
     def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False) -> None:
         if self.on_wait is not None and not self._told and time.monotonic() - self._since >= WAIT_NOTICE:
             self._told = True
+            # Ctrl-C stops the wait only where it raises at once (core.interrupts.cut_short): :train's autosave and
+            # the model kept before a rebuild are saved whatever comes (a Ctrl-C there asks a stop that has come
+            # already), and "Ctrl-C stops this save" was said there too, over a Ctrl-C that then did nothing
+            stop = "; Ctrl-C stops this save" if may_cut_short() else ""
             self.on_wait(f"waiting for {_who(path)} to finish saving into {clip(str(self.directory), 80)} (up to "
-                         f"{self.wait:.0f} s; Ctrl-C stops this save)")
+                         f"{self.wait:.0f} s{stop})")
         if time.monotonic() >= deadline:
             who = _who(path)
             # whole, never clipped: it is a path to type (remove /tmp/a...b/.minitf.lock.held removes nothing)
