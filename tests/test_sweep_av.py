@@ -33,6 +33,10 @@ DIR (up to 120 s; Ctrl-C stops this save)", and a Ctrl-C then did nothing (a :tr
 its autosave is made whatever comes): the user waited, pressing Ctrl-C, for up to two minutes. The promise is now made
 only where a Ctrl-C does stop the wait (`:save`); the autosave, and the model kept before a rebuild, say "(up to 120
 s)".
+
+`:ls` while the other session's `:train` ended: its autosave moved the previous run to autosave-1 between `:ls`'s
+read of the folder and of its rows, and `:ls` listed the previous run as autosave and the new run not at all (or one
+run twice, as autosave and autosave-1). A folder whose checkpoints moved while it was read is read again.
 """
 
 from __future__ import annotations
@@ -172,3 +176,23 @@ def test_the_autosave_waiting_for_another_sessions_save_does_not_promise_that_ct
     waits = [n for n in hooks.notices if "waiting for" in n]
     # a Ctrl-C there asks the run to stop, which it has: the autosave goes on, as it should
     assert len(waits) == 1 and waits[0].endswith("(up to 120 s)") and result.saved == "autosave"
+
+
+# --- :ls while another session's autosave rotates ------------------------------------------------------------------
+def test_ls_while_another_sessions_autosave_rotates_lists_each_run_once(checkpoint_dir, monkeypatch):
+    from minitf_repl.core.checkpoint import listing
+
+    mine, theirs = trained(3), trained(5)
+    run(mine, ":train steps=1")  # autosave: this one's run
+    real = listing.checkpoint_info
+    rotated = []
+
+    def then_the_other_autosaves(path):  # the other session's run ends right after :ls read the autosave
+        row = real(path)
+        if path.name == "autosave" and not rotated:
+            rotated.append(run(theirs, ":train steps=1"))  # autosave -> autosave-1, its own as autosave
+        return row
+
+    monkeypatch.setattr(listing, "checkpoint_info", then_the_other_autosaves)
+    rows = {row.name: row.step for row in run(mine, ":ls").rows}
+    assert rotated and rows == {"autosave": 6, "autosave-1": 4}  # was {"autosave": 4}: the new run left out

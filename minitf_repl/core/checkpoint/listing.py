@@ -25,9 +25,36 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
         if not directory.is_dir():
             raise CheckpointError(f"{directory} is a file, not a directory; {ANOTHER_DIR}")
         check_not_a_checkpoint(directory)
-        entries = sorted(os.listdir(directory))
+        # Read as one moment of the folder: another session's rotation (autosave to autosave-1, ...) between the
+        # reads of two rows listed one run twice (as autosave and as autosave-1) and the new run not at all. A
+        # folder whose checkpoints moved meanwhile is read again (three times at most).
+        for attempt in range(3):
+            seen = _names_and_inodes(directory)
+            rows = _rows(directory, sorted(seen))
+            if attempt == 2 or _names_and_inodes(directory) == seen:
+                break
     except OSError as e:
         raise path_error(directory, e) from None
+    rows.sort(key=lambda r: r.name)
+    rows.sort(key=lambda r: r.saved_at or "", reverse=True)
+    return rows
+
+
+def _names_and_inodes(directory: Path) -> dict[str, int | None]:
+    """{name: its inode} of the folder's entries that may be checkpoints (None: gone before it was looked at); a
+    rename changes it. The lock file and a save's temporary folder, which come and go with every save, are not."""
+    found = {}
+    for entry in os.listdir(directory):
+        if not NAME.match(entry):
+            continue
+        try:
+            found[entry] = os.lstat(directory / entry).st_ino
+        except OSError:
+            found[entry] = None
+    return found
+
+
+def _rows(directory: Path, entries: list[str]) -> list[CheckpointInfo]:
     rows = []
     for entry in entries:
         path = directory / entry
@@ -40,8 +67,6 @@ def list_checkpoints(directory) -> list[CheckpointInfo]:
         if row.error is not None and not os.path.lexists(path):
             continue  # removed (or rotated away) by another session's save since the folder was read: gone, not broken
         rows.append(row)
-    rows.sort(key=lambda r: r.name)
-    rows.sort(key=lambda r: r.saved_at or "", reverse=True)
     return rows
 
 
