@@ -41,6 +41,12 @@ run twice, as autosave and autosave-1). A folder whose checkpoints moved while i
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from minitf_repl.core.checkpoint import locks
@@ -78,6 +84,57 @@ def test_a_save_overtaken_by_another_sessions_save_of_that_name_is_not_taken_for
     assert overtaken and overtaken[0].replaced_unseen == 3  # the other session was told
     assert mine.unsaved_step == 3 and mine.saved_over == "m"  # and this one knows m holds its model no more
     assert theirs.unsaved_step is None
+
+
+# Two real processes: the first one's save returns, the second saves m, and only then does the first go on (its
+# save_session reads what it needs); each prints what its session knows of its model.
+SAVER = r"""
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, "tests")
+from minitf_repl.core import checkpoint as ckpt
+from test_commands import run, tiny_session
+
+me, sync, steps = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+def wait_for(name):
+    deadline = time.monotonic() + 60
+    while not (sync / name).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+session = tiny_session()
+run(session, ":set autosave=off")
+run(session, f":train steps={steps}")
+real = ckpt.save_checkpoint
+def save_checkpoint(*args, **kwargs):
+    path = real(*args, **kwargs)
+    if me == "first":
+        (sync / "first-saved").touch()
+        wait_for("second-saved")
+    return path
+ckpt.save_checkpoint = save_checkpoint
+if me == "second":
+    wait_for("first-saved")
+result = run(session, ":save m")
+(sync / f"{me}-saved").touch()
+print(json.dumps({"unsaved": session.unsaved_step, "gone": session.saved_over, "unseen": result.replaced_unseen}))
+"""
+
+
+@pytest.mark.slow  # two processes that import torch: some 13 s on two busy cores (the in-process test above is quick)
+def test_two_processes_saving_one_name_each_know_whose_model_it_holds(checkpoint_dir, tmp_path):
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    procs = {me: subprocess.Popen([sys.executable, "-c", SAVER, me, str(sync), str(steps)], cwd=root,
+                                  env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+             for me, steps in (("first", 3), ("second", 5))}
+    said = {}
+    for me, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+        said[me] = json.loads(out.strip().splitlines()[-1])
+    assert said["second"] == {"unsaved": None, "gone": None, "unseen": 3}  # it holds m, and heard it replaced one
+    assert said["first"] == {"unsaved": 3, "gone": "m", "unseen": None}  # was: unsaved None, its model taken for m's
 
 
 def test_ctrl_c_while_waiting_for_another_sessions_save_of_that_name_does_not_say_saved(checkpoint_dir,
