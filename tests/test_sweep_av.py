@@ -37,6 +37,10 @@ s)".
 `:ls` while the other session's `:train` ended: its autosave moved the previous run to autosave-1 between `:ls`'s
 read of the folder and of its rows, and `:ls` listed the previous run as autosave and the new run not at all (or one
 run twice, as autosave and autosave-1). A folder whose checkpoints moved while it was read is read again.
+
+Weights loaded from a Hugging Face folder and saved as g, then g saved over by the other terminal: a rebuild said "the
+weights loaded from hf:PATH go with the rebuild; :load g brings them back", and `:load g` brought the other session's
+model. The way back is g only while g still holds them; else the folder, `:load hf:PATH`.
 """
 
 from __future__ import annotations
@@ -253,3 +257,20 @@ def test_ls_while_another_sessions_autosave_rotates_lists_each_run_once(checkpoi
     monkeypatch.setattr(listing, "checkpoint_info", then_the_other_autosaves)
     rows = {row.name: row.step for row in run(mine, ":ls").rows}
     assert rotated and rows == {"autosave": 6, "autosave-1": 4}  # was {"autosave": 4}: the new run left out
+
+
+# --- Hugging Face weights gone with a rebuild: where they come back from ---------------------------------------------
+def test_the_way_back_to_loaded_weights_is_not_a_checkpoint_another_session_saved_over(checkpoint_dir, tmp_path):
+    folder = f"hf:{tmp_path / 'gpt2-like'}"
+    exported = tiny_session()
+    run(exported, ":set activation=gelu_tanh n_layers=1 n_heads=4 autosave=off")
+    run(exported, ":train steps=1")
+    run(exported, f":save {folder}")
+    mine, theirs = tiny_session(), trained(3)
+    run(mine, f":load {folder}")
+    run(mine, ":save g")  # the weights, step 0, kept as g too
+    run(theirs, ":save g")  # the other terminal saves its own model as g
+    hooks = Recorder()
+    run(mine, ":set n_layers=2", hooks)
+    said = [n for n in hooks.notices if n.startswith(f"the weights loaded from {folder} go with the rebuild")]
+    assert said and said[0].endswith(f":load {folder} brings them back")  # was: ":load g", the other's model now

@@ -171,7 +171,9 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     enabled = session.autosave if enabled is None else enabled
     tell = lost.append if lost is not None else reporter.notice if reporter is not None else None
     if session.has_model and session.trainer.step == 0 and session.weights_from and tell is not None:
-        back = session.last_checkpoint or session.weights_from  # a checkpoint saved or loaded since holds them too
+        # a checkpoint saved or loaded since holds them too, while it is still that save: another session may have
+        # saved its own model under that name since, and its load then brings that model back, not these weights
+        back = session.last_checkpoint if session.holds_model(session.last_checkpoint) else session.weights_from
         tell(f"the weights loaded from {session.weights_from} go with the rebuild; {restore(back)} brings them back")
     if not enabled and tell is not None and (step := session.unsaved_step) is not None:  # gone with the rebuild
         tell(f"the trained model (step {step}) was not kept: autosave is off, and no checkpoint holds it; "
