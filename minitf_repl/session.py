@@ -185,8 +185,20 @@ class Session:
         self.last_checkpoint = name
         if meta_sha256 is not None:
             self.known_saves.add(meta_sha256)
-        self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256) if self._trainer is not None
-                         else None)
+        # every save or load of the model as it is now, not the last one only: `:train` (its autosave) then `:save m`
+        # is one model in two checkpoints, and with m saved over by another session the model was said to be "in no
+        # checkpoint" at :quit (and copied again at a rebuild) while the autosave held it
+        same = self._trainer is not None and self.holds_state()
+        earlier = self._on_disk[3] if same else frozenset()
+        self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256,
+                          earlier | {meta_sha256} if meta_sha256 is not None else earlier)
+                         if self._trainer is not None else None)
+
+    def holds_state(self) -> bool:
+        """Whether the model is as it was at the last save or load (the same trainer, at the same step)."""
+        on_disk = self._on_disk
+        return (on_disk is not None and self._trainer is not None and on_disk[0]() is self._trainer
+                and on_disk[1] == self._trainer.step)
 
     @property
     def unsaved_step(self) -> int | None:
@@ -208,23 +220,25 @@ class Session:
         checkpoint of the folder holds that save any more (another session wrote over it, or it was removed);
         None when one does, or when that cannot be asked (the model changed since, an hf: folder). A rotation that
         moved it (`autosave` to `autosave-1`) keeps it: it is found under its new name."""
-        if self._on_disk is None or self._on_disk[2] is None or self._on_disk[0]() is not self._trainer \
-                or self._trainer is None or self._on_disk[1] != self._trainer.step:
+        if not self.holds_state() or self._on_disk[2] is None:
             return None
-        sha = self._on_disk[2]
         if self.holds_model(self.last_checkpoint):
             return None
         from .core.checkpoint.layout import NAME
         from .core.checkpoint.reads import manifest_bytes
 
         try:
-            names = [n for n in os.listdir(self.checkpoint_dir) if NAME.match(n) and n != self.last_checkpoint]
+            names = [n for n in os.listdir(self.checkpoint_dir) if NAME.match(n)]
         except OSError:
             names = []
-        # the checksum looked for in each manifest's bytes, unparsed: a folder of long runs' manifests (megabytes of
+        # the checksums looked for in each manifest's bytes, unparsed: a folder of long runs' manifests (megabytes of
         # loss history each) is read at :quit in a blink; a manifest holds another's checksum only as a copy of it
-        return None if any(sha.encode() in (manifest_bytes(self.checkpoint_dir / n) or b"") for n in names) \
-            else self.last_checkpoint
+        saves = [sha.encode() for sha in self._on_disk[3]]
+        for n in names:
+            manifest = manifest_bytes(self.checkpoint_dir / n) or b""
+            if any(sha in manifest for sha in saves):
+                return None
+        return self.last_checkpoint
 
     def holds_model(self, name: str | None) -> bool:
         """Whether checkpoint `name` of the folder is still the save or load that holds the model as it is now.

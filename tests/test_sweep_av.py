@@ -41,6 +41,10 @@ run twice, as autosave and autosave-1). A folder whose checkpoints moved while i
 Weights loaded from a Hugging Face folder and saved as g, then g saved over by the other terminal: a rebuild said "the
 weights loaded from hf:PATH go with the rebuild; :load g brings them back", and `:load g` brought the other session's
 model. The way back is g only while g still holds them; else the folder, `:load hf:PATH`.
+
+`:train` (its autosave) then `:save m`, and the other terminal saved over m: `:quit` warned "the model trained to step
+3 is in no checkpoint (m holds another model now, or is gone)", while the autosave held that very model. The session
+now remembers every save of the model as it is, and looks for each.
 """
 
 from __future__ import annotations
@@ -274,3 +278,15 @@ def test_the_way_back_to_loaded_weights_is_not_a_checkpoint_another_session_save
     run(mine, ":set n_layers=2", hooks)
     said = [n for n in hooks.notices if n.startswith(f"the weights loaded from {folder} go with the rebuild")]
     assert said and said[0].endswith(f":load {folder} brings them back")  # was: ":load g", the other's model now
+
+
+# --- one model in two checkpoints, one of them saved over ---------------------------------------------------------
+def test_a_model_whose_named_checkpoint_was_saved_over_is_still_found_in_its_autosave(checkpoint_dir):
+    mine, theirs = tiny_session(), trained(5)
+    run(mine, ":train steps=3")  # autosave
+    run(mine, ":save m")  # the same model, as m
+    run(theirs, ":save m")  # the other terminal saves its own model as m
+    assert mine.saved_over is None and mine.unsaved_step is None
+    from test_repl import drive
+
+    assert "warning" not in drive(":quit\r", mine)[2]  # was: "the model trained to step 3 is in no checkpoint"
