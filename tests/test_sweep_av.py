@@ -45,6 +45,11 @@ model. The way back is g only while g still holds them; else the folder, `:load 
 `:train` (its autosave) then `:save m`, and the other terminal saved over m: `:quit` warned "the model trained to step
 3 is in no checkpoint (m holds another model now, or is gone)", while the autosave held that very model. The session
 now remembers every save of the model as it is, and looks for each.
+
+On a file system without flock (the exclusive-create lock), a save killed part-way left its lock; two saves that found
+it at once both judged it stale, and the second removed the lock the first had just taken in its place: both saved
+into the folder together. A stale lock is now moved aside and removed only if it is still the one judged; a live
+one is put back, and waited for.
 """
 
 from __future__ import annotations
@@ -290,3 +295,30 @@ def test_a_model_whose_named_checkpoint_was_saved_over_is_still_found_in_its_aut
     from test_repl import drive
 
     assert "warning" not in drive(":quit\r", mine)[2]  # was: "the model trained to step 3 is in no checkpoint"
+
+
+# --- a dead save's lock broken by two saves at once (a file system without flock) ---------------------------------
+def test_a_stale_lock_broken_by_another_save_first_is_not_broken_again(tmp_path, monkeypatch):
+    from minitf_repl.core.errors import CheckpointError
+
+    def no_flock(fd):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(locks, "flock", no_flock)
+    held = tmp_path / locks.HELD_FILE
+    held.write_text(json.dumps({**locks.lock_owner(), "token": "0" * 16, "pid": 2**22 + 1}))  # a save that died
+    live = {**locks.lock_owner(), "token": "1" * 16}  # the other save, alive (this process's pid)
+    real = locks._is_stale
+
+    def the_other_breaks_it_first(path):
+        judged = real(path)  # stale, as it is now...
+        if judged and "0" * 16 in held.read_text():
+            held.unlink()  # ... and the other save, which judged so too, breaks it and takes the lock
+            held.write_text(json.dumps(live))
+        return judged
+
+    monkeypatch.setattr(locks, "_is_stale", the_other_breaks_it_first)
+    with pytest.raises(CheckpointError, match="is busy"):
+        with folder_lock(tmp_path, wait=0.3):  # was: it removed the other's lock, and both saved at once
+            pass
+    assert json.loads(held.read_text())["token"] == "1" * 16

@@ -129,8 +129,9 @@ class folder_lock:
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
             except FileExistsError:
-                if _is_stale(path):
-                    unlink(path)  # its owner died on this host, in this PID namespace, in this boot
+                judged = _identity(path)
+                if judged is not None and _is_stale(path):
+                    _break(path, judged)  # its owner died on this host, in this PID namespace, in this boot
                     continue
                 self._wait_or_give_up(deadline, path, remove_hint=True)
                 continue
@@ -159,6 +160,36 @@ class folder_lock:
                 f"more than {self.wait:.0f} s; try again when that save is done{hint}"
             )
         time.sleep(0.02)
+
+
+def _identity(path: Path) -> tuple[int, dict | None] | None:
+    """Which lock file is at `path` now (its inode and its owner), None where there is none."""
+    try:
+        ino = os.lstat(path).st_ino
+    except OSError:
+        return None
+    return ino, _read_owner(path)
+
+
+def _break(path: Path, judged: tuple[int, dict | None]) -> None:
+    """Remove the stale lock at `path`, the one `judged` (_identity) and no other.
+
+    Two saves that found the dead one's lock at once both judged it stale and both removed "it": the second removed
+    the lock the first had just taken in its place, and the two saved into the folder together. The file is moved
+    aside first (one rename: one of them moves it), removed if it is the one judged, and else put back: the lock of
+    a live save, taken a moment ago.
+    """
+    aside = path.with_name(f"{path.name}.stale-{secrets.token_hex(6)}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return  # gone: another save broke it, and holds the lock now or will
+    if _identity(aside) != judged:
+        try:
+            os.link(aside, path)
+        except OSError:
+            pass
+    unlink(aside)
 
 
 def _who(path: Path) -> str:
