@@ -154,8 +154,8 @@ def test_ctrl_c_while_waiting_for_another_sessions_save_of_that_name_does_not_sa
                                                                                         monkeypatch):
     mine, theirs = trained(3), trained(5)
     monkeypatch.setattr(locks, "WAIT_NOTICE", 0.0)
-    held = folder_lock(checkpoint_dir.parent / checkpoint_dir.name)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    held = folder_lock(checkpoint_dir)
     held.__enter__()  # the other session's save holds the folder
 
     class CtrlCWhileWaiting(Recorder):
