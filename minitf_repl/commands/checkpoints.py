@@ -30,7 +30,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import SaveResult, keep_trained_model, refuse_a_path, save_session
+from .shared import SaveResult, keep_meanwhile, keep_trained_model, refuse_a_path, save_session
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -59,7 +59,10 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
     refuse_a_path(session, name)  # a place, where a name is asked: say where saves go
     # under torchrun the others never write (save_session): their folder is no matter, the name is
-    check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
+    try:
+        check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
+    except CheckpointError as e:
+        raise keep_meanwhile(session, e) from None
     if not session.has_model:
         raise _no_model(name)
     from ..core.interrupts import cut_short

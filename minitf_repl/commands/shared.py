@@ -91,6 +91,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
             data_since_step=session.data_since_step, outcome=outcome,
             on_wait=reporter.notice if reporter is not None else None, **options,
         )
+    except CheckpointError as e:
+        raise keep_meanwhile(session, e) from None
     except KeyboardInterrupt:
         # Committed only if NAME holds this save's own checkpoint now. A manifest that changed was taken for this
         # save's: a Ctrl-C while it waited for another session's save of NAME said "saved", and the session took
@@ -115,6 +117,27 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
         replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
     )
+
+
+def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
+    """A save refused because the checkpoint folder cannot be used (full, read-only, not this user's), with the way to
+    keep the model until minitf starts on another folder: the REPL cannot change its folder, and leaving it as the
+    core's fix says to lost the model it trained. Where the model's settings have a Hugging Face equivalent, `:save
+    hf:DIR` writes its weights anywhere (the optimizer and the run stay behind: a new run starts from them). The
+    one-shot shell's process ends with the command, so it says what the core said."""
+    from ..core.checkpoint.layout import ANOTHER_DIR
+    from ..syntax import REPL, syntax
+
+    if syntax() != REPL or not str(e).endswith(ANOTHER_DIR) or not session.has_model:
+        return e
+    from ..core.hf import export_type
+
+    try:
+        export_type(session.model_config)
+    except ConfigError:
+        return e
+    return CheckpointError(f"{e}; until then, {cmd('save', 'hf:DIR')} keeps this model's weights in a folder DIR of "
+                           f"your choosing, and {cmd('load', 'hf:DIR')} brings them back after the restart")
 
 
 def _meta_of(manifest: bytes | None) -> str | None:
