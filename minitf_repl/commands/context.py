@@ -117,7 +117,8 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
     # the window the model trained at, which `:set max_seq_len` may have widened since (the weights kept)
     trained = session.trainer.trained_window or T
     curve = position_losses(model, data, session.trainer.device, windows, seed=args["seed"],
-                            counter=counter or None, on_progress=progress, trained=trained)
+                            counter=counter or None, on_progress=progress, trained=trained,
+                            fast=session.train_config.fast_path)
     rows = [ContextRow(i, curve.losses[i], curve.errors[i],
                        None if curve.counter is None else min(i + 2, curve.counter_order),
                        None if curve.counter is None else curve.counter[i])

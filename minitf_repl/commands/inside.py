@@ -1083,7 +1083,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
 
     try:  # :context's curve, on fewer windows; a task's question-only positions are nan, left out of the chart
         context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT,
-                                  on_progress=windows)
+                                  on_progress=windows, fast=session.train_config.fast_path)
     except UserError:
         context = None
     status = session.status()  # the numbers the status bar shows, for the line under the loss chart

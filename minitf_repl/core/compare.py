@@ -274,7 +274,8 @@ def _by_position(outcomes: list[Outcome], runs: list, readings: list, device, on
                 raise _BandsStopped
 
         try:
-            curve = position_losses(trainer.model, readings[i], device, BAND_WINDOWS, on_progress=passed)
+            curve = position_losses(trainer.model, readings[i], device, BAND_WINDOWS, on_progress=passed,
+                                    fast=trainer.config.fast_path)
         except _BandsStopped:
             for outcome in outcomes:
                 outcome.bands, outcome.band_losses = [], []

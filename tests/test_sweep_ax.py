@@ -1,0 +1,61 @@
+"""How long each command makes a learner wait (sweep ax): each test failed before its fix, and pins the cause (a
+count of forward passes, calls or reads), not the wall time.
+
+`:context` on the default model took 7 to 9 s and `:report` 3 to 6 s: the loss at each position (core.context) scored
+its 1,024 windows through the readable forward, which spells out every head's T x T scores, in one pass of 65,536
+positions that no CPU cache holds. It now scores through the fast path, as evaluation does (the same function; the
+readable forward where an ablation's hooks listen or `fast_path=off`), in passes of 4,096 positions on a CPU.
+"""
+
+import collections
+
+import pytest
+
+from minitf_repl.core import context
+from minitf_repl.core.fastpath import FastPath
+from minitf_repl.core.model import MiniTransformerLM
+
+from test_commands import TEXT, run, tiny_session
+
+
+@pytest.fixture
+def text_session(tmp_path):
+    """A tiny model on a text: its windows are max_seq_len long (a task's are its question and answer)."""
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return tiny_session(str(path))
+
+
+@pytest.fixture
+def forwards(monkeypatch):
+    """Counts the forward passes of each path, and the positions each scored: {"readable": [...], "fast": [...]}."""
+    seen = collections.defaultdict(list)
+    for cls, key in ((MiniTransformerLM, "readable"), (FastPath, "fast")):
+        def counted(self, idx, *args, original=cls.forward, key=key, **kwargs):
+            seen[key].append(idx.numel())
+            return original(self, idx, *args, **kwargs)
+        monkeypatch.setattr(cls, "forward", counted)
+    return seen
+
+
+def test_context_scores_through_the_fast_path_in_passes_a_cpu_cache_holds(forwards, text_session):
+    s = text_session
+    s.model  # built before counting
+    T = s.model_config.max_seq_len
+    windows = 3 * context.CPU_POSITIONS_PER_PASS // T
+    before = run(s, f":context windows={windows} counter=0").curve
+    assert forwards["readable"] == []
+    assert forwards["fast"] == [context.CPU_POSITIONS_PER_PASS] * 3
+    forwards.clear()
+    run(s, ":set fast_path=off")  # the setting's readable forward is still what it asks for
+    after = run(s, f":context windows={windows} counter=0").curve
+    assert forwards["fast"] == [] and len(forwards["readable"]) == 3
+    assert after.losses == pytest.approx(before.losses, abs=1e-5)
+
+
+def test_context_with_a_head_switched_off_scores_through_the_readable_forward(forwards, text_session):
+    s = text_session
+    run(s, ":ablate head=0.0")  # its hooks sit on modules the fast path does not call
+    forwards.clear()
+    run(s, ":context windows=16 counter=0")
+    assert forwards["fast"] == [] and forwards["readable"] == [16 * s.model_config.max_seq_len]
