@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from .errors import UserError
 from .fastpath import FastPath, listened
-from .ngram import NgramModel, longest_order, split_tokens
+from .ngram import longest_order, train_counter
 from .probe import evaluating
 
 NOISE = 2.0  # a difference under this many standard errors is read as none
@@ -151,8 +151,7 @@ def _counter_nll(data, x: torch.Tensor, y: torch.Tensor, order: int, seed: int =
     Data made on the fly (random tokens, a repeat) draws the same tokens for "val" as for "train" from the same
     seed: the counter is counted on batches of seed `seed` + 1, never those of the windows (seed `seed`), which a
     counter counted on them would know by heart (a 6-gram's 0.22 nats on random tokens, under ln 50 = 3.91)."""
-    train, _ = split_tokens(data, "train", x.shape[1], seed=seed + 1)
-    table = NgramModel(train, data.tokenizer.vocab_size, order)
+    table = train_counter(data, order, x.shape[1], seed=seed + 1)
     text = torch.cat([x, y[:, -1:]], dim=1)  # the window and the token after it (-1: not known, not counted)
     return -table.by_order(text, order)[-1][:, 1:].log()  # column j + 1: the token after position j
 
