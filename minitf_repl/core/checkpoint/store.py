@@ -30,7 +30,7 @@ from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
                      MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, clip)
 from .locks import folder_lock, unlink
-from .manifest import encode_manifest, encode_model, encode_state, file_entry, meta_sha256
+from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
 
 
@@ -132,6 +132,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     manifest = json.loads(json.dumps(manifest))  # tuples become lists, exactly as a reader sees them
     manifest["meta_sha256"] = meta_sha256(manifest)
     manifest_bytes = encode_manifest(manifest)
+    encoded_here(manifest_bytes)  # made from what JSON read back: a reader after this save need not encode it again
     if len(manifest_bytes) > MAX_MANIFEST_BYTES:  # a load would refuse it: do not write it
         raise CheckpointError(
             f"checkpoint {name!r} would have a {len(manifest_bytes) / 2**20:,.0f} MiB manifest ({len(tstate['history'])} "
@@ -374,13 +375,15 @@ def _shareable(directory: Path, names, entries) -> dict[str, Path]:
     """{new file name: path} of data files in checkpoints `names` (in DIR) with the same bytes as the new `entries`.
 
     Only what a valid manifest vouches for (size and SHA-256) is offered; `write_or_link` still
-    compares the bytes before a link counts.
+    compares the bytes before a link counts. So its values are checked, not its text byte for byte (parse_manifest's
+    exact=False): re-encoding a manifest with indentation runs in pure Python, and a :save read two (the autosave and
+    the last checkpoint), each with up to HISTORY_SAVED rows of history: a third of a second each at 20,000.
     """
     wanted = {(e["sha256"], e["size"]): e["file"] for e in entries}
     found: dict[str, Path] = {}
     for name in dict.fromkeys(n for n in names if isinstance(n, str) and NAME.match(n)):
         try:
-            manifest, _ = read_manifest(directory / name)
+            manifest, _ = read_manifest(directory / name, exact=False)
         except (CheckpointError, OSError):
             continue
         for entry in manifest["files"].values():
