@@ -221,9 +221,11 @@ def backprop(model: nn.Module, idx, counted: list[bool] | None = None, check: bo
                     continue
                 # The add's own gradient is the skip path's; with residual=off there is no add and no skip path.
                 g_skip = grad(f"{b}.sum_{part}") if blocks[b].residual else torch.zeros_like(kept[below])
-                # J^T g_s: the vector-Jacobian product of the sublayer's branch alone, from its output to h
-                through, = torch.autograd.grad(kept[f"{b}.{part}"], kept[below], grad_outputs=grad(f"{b}.{part}"),
-                                               retain_graph=True, allow_unused=True)
+                # J^T g_s: the vector-Jacobian product of the sublayer's branch alone, from its output to h, as the
+                # gradient of sum(output * g_s), the same numbers: given grad_outputs, torch imports sympy (0.7 s of
+                # a session's first :grad, and of every `minitf grad`) to compare their shapes
+                branch = (kept[f"{b}.{part}"] * grad(f"{b}.{part}")).sum()
+                through, = torch.autograd.grad(branch, kept[below], retain_graph=True, allow_unused=True)
                 through = torch.zeros_like(g_skip) if through is None else through
                 stream.append(StreamGradient(b, part, _size(grad(above)), _size(g_skip), _size(through),
                                              _cos(through, g_skip), _size(grad(below))))
