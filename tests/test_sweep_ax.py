@@ -24,6 +24,7 @@ is now the gradient of sum(branch output * g), the same numbers, with no import:
 """
 
 import collections
+import gc
 
 import pytest
 import torch
@@ -103,6 +104,8 @@ def test_a_corpus_is_counted_once_for_every_command_that_sets_a_counter_beside_t
     run(s, ":data sort:4")  # other data: its own counters
     run(s, ":ngram n=2 sample=off")
     assert counted == [4, 5, 2]
+    gc.collect()  # the text's data is gone with the switch: so is its counter
+    assert ngram._kept == (None, None)
 
 
 def test_a_save_encodes_its_manifest_once_and_a_load_of_it_not_again(tmp_path, monkeypatch):

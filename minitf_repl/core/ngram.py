@@ -213,9 +213,16 @@ def split_tokens(data, split: str, max_seq_len: int, seed: int = 0) -> tuple[tor
 # The last counter of a corpus's training text, kept for the next command that asks for it: its text does not
 # change, and counting a text file of 20 MiB to order 5 took 5 s of every `:context` (which scores a counter beside
 # the model), `:ngram` and `:score`, each time. (a weak reference to the data, its counter): a switch of data or
-# tokenizer (a new data object) leaves it behind. Only one, and only one of at most KEPT_BYTES.
+# tokenizer (a new data object) leaves it behind, and it goes with that data. Only one, of at most KEPT_BYTES.
 _kept: tuple = (None, None)
 KEPT_BYTES = 2**29
+
+
+def _forget(ref) -> None:
+    """The data a kept counter was counted on is gone: its memory goes too."""
+    global _kept
+    if _kept[0] is ref:
+        _kept = (None, None)
 
 
 def train_counter(data, n: int, max_seq_len: int, seed: int = 0) -> NgramModel:
@@ -231,7 +238,7 @@ def train_counter(data, n: int, max_seq_len: int, seed: int = 0) -> NgramModel:
     train, _ = split_tokens(data, "train", max_seq_len, seed=seed)
     model = NgramModel(train, data.tokenizer.vocab_size, n)
     if corpus and model.nbytes() <= KEPT_BYTES:
-        _kept = (weakref.ref(data), model)
+        _kept = (weakref.ref(data, _forget), model)
     return model
 
 
