@@ -24,7 +24,8 @@ from test_commands import TEXT, TINY
 # STEPS, WATCH and TEXTFILE are filled in at random (3 to 10 steps, a watched view, the text file of the test)
 LINES = [
     ":train steps=STEPS", ":train steps=STEPS seed=2", ":train steps=STEPS watch=WATCH",
-    ":train steps=STEPS data=reverse:3", ":train schedule=continue steps=3", ":train steps=STEPS data=TEXTFILE", ":train steps=3 lr=0.003 batch_size=8",
+    ":train steps=STEPS data=reverse:3", ":train schedule=continue steps=3", ":train steps=STEPS data=TEXTFILE",
+    ":train steps=3 lr=0.003 batch_size=8",
     ":set lr=0.003", ":set d_model=48 n_heads=4", ":set n_layers=2", ":set n_layers=1", ":set max_seq_len=24",
     ":set pos_encoding=rope", ":set norm=rmsnorm", ":set dropout=0.1", ":set activation=relu", ":set seed=3",
     ":set tokenizer=bpe:300", ":set tokenizer=char", ":set n_experts=2", ":set n_experts=0", ":set n_kv_heads=1",
