@@ -119,8 +119,9 @@ def described_as_loaded(session) -> list[str]:
     return problems
 
 
-def play(seed: int, count: int, folder, lines=LINES) -> list[str]:
-    """Play `count` random lines of `lines` into one session; what broke an invariant, with the lines before it."""
+def play(seed: int, count: int, folder, lines=LINES) -> tuple[list[str], torch.Tensor | None]:
+    """Play `count` random lines of `lines` into one session: (what broke an invariant, with the lines before it;
+    the logits of the model it ended with)."""
     rng = random.Random(f"au:{seed}")
     textfile = folder / "fox.txt"
     textfile.write_text(TEXT, encoding="utf-8")
@@ -166,17 +167,31 @@ def play(seed: int, count: int, folder, lines=LINES) -> list[str]:
                 broke(f"{line} gives other logits than the model it saved")
     if door.run_line(":config") != OK:
         problems.append(f"seed {seed}: :config failed at the end: {err.file.getvalue()[-300:]}")
-    return problems
+    return problems, logits(session) if session.has_model else None
 
 
 # --- the runs ----------------------------------------------------------------------------------------------------
 def test_a_short_seeded_session_in_any_order_keeps_every_invariant(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # :report and friends write into the current folder
-    assert play(0, 40, tmp_path) == []
+    assert play(0, 120, tmp_path)[0] == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, 25))
 def test_seeded_sessions_in_any_order_keep_every_invariant(seed, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert play(seed, 60, tmp_path, LINES + SLOW_LINES) == []
+    assert play(seed, 60, tmp_path, LINES + SLOW_LINES)[0] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_the_same_session_played_twice_ends_with_the_same_model(seed, tmp_path, monkeypatch):
+    """Every seed, batch order and random state a command uses is the session's own: played again, the same lines
+    end with the same weights (nothing carried over from the process, the clock or the first session's files)."""
+    ends = []
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+        monkeypatch.chdir(tmp_path / run)
+        ends.append(play(seed, 40, tmp_path / run)[1])
+    assert (ends[0] is None) == (ends[1] is None)
+    assert ends[0] is None or torch.equal(ends[0], ends[1])
