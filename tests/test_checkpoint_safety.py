@@ -385,8 +385,8 @@ def test_a_checkpoint_whose_file_is_gone_restores_with_its_vocabulary(tmp_path):
     generated = list(generate(model, stand_in.tokenizer.encode("abc"), GenConfig(n=8, temperature=1.0, gen_seed=0)))
     assert len(generated) == 8 and len(stand_in.tokenizer.decode(generated)) == 8
 
-    message = (f"the data this model was trained on ({text_file}) is not available; put the file back to train, "
-               "or choose other data")
+    message = (f"the data this model was trained on ({text_file}) is not available; put the file back to train or "
+               "evaluate, or choose other data")
     with pytest.raises(DataError) as e:
         stand_in.get_batch("train", 4, 16, torch.Generator())
     assert str(e.value) == message

@@ -636,12 +636,12 @@ class VocabOnly:
         whose = "the data this model was trained on" if self.trained_on else "the data its checkpoint names"
         if self.reason is None:
             raise DataError(
-                f"{whose} ({self.spec}) is not available; put the file back to train, "
+                f"{whose} ({self.spec}) is not available; put the file back to train or evaluate, "
                 "or choose other data"
             )
         raise DataError(
             f"{whose} ({self.spec}) cannot be used ({self.reason}); "
-            + (self.fix or "put the original file back to train, or choose other data")
+            + (self.fix or "put the original file back to train or evaluate, or choose other data")
         )
 
 
@@ -920,9 +920,9 @@ class TokenizerOnly(VocabOnly):
                                 f"short ({str(e).split('; ')[0]}); choose a longer text or a smaller max_seq_len")
         if self.why:
             raise DataError(f"this model reads {self.tokenizer.describe()}, and the data was not read by it "
-                            f"({self.why}); choose text it reads to train it")
+                            f"({self.why}); choose text it reads to train or evaluate it")
         raise DataError(f"this model reads {self.tokenizer.describe()} and the data is a task of characters; "
-                        "choose text data (a corpus or a file) to train it")
+                        "choose text data (a corpus or a file) to train or evaluate it")
 
 
 def lasting_spec(spec: str) -> str:
