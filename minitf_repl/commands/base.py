@@ -203,7 +203,31 @@ def sample_prompt(data) -> str:
         import torch
 
         return data.sample_questions("val", 1, torch.Generator().manual_seed(0))[0]
-    return data.tokenizer.vocab[:16]
+    return words_it_reads(data.tokenizer)
+
+
+# English words with every letter between them: a text for a tokenizer whose data is gone (a checkpoint's vocabulary,
+# a loaded tokenizer on a task). Its vocabulary in order ("\n !.Pabcdefghijk") read as no text, and a subword
+# tokenizer's `vocab` is its JSON ('{"version":"1.0"')
+PANGRAM = "The quick brown fox jumps over the lazy dog"
+
+
+def words_it_reads(tokenizer) -> str:
+    """The words of PANGRAM that `tokenizer` reads back as written, up to SAMPLE_CHARS characters; where it reads
+    none of them, the first characters of its vocabulary that are neither space nor control."""
+    from ..core.errors import UserError
+
+    kept: list[str] = []
+    for word in PANGRAM.split():
+        try:
+            reads = tokenizer.decode(tokenizer.encode(word)) == word
+        except UserError:  # a character the vocabulary lacks
+            reads = False
+        if reads and len(" ".join([*kept, word])) <= SAMPLE_CHARS:
+            kept.append(word)
+    if kept:
+        return " ".join(kept)
+    return "".join(ch for ch in tokenizer.itos if ch.isprintable() and not ch.isspace())[:SAMPLE_CHARS]
 
 
 def true_next(data, prompt: str) -> str | None:

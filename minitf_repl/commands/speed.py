@@ -204,7 +204,7 @@ class QuantizeResult:
     Param("mode", str, positional=True, choices=QUANTIZE_MODES,
           help="int8: quantize a copy that :gen, :step and :kv decode with, and measure size, speed and val loss; "
                "off: the float model (default: show which is on)"),
-], interruptible=True, json_version=4)  # fmt: skip
+], interruptible=True, json_version=5)  # fmt: skip
 def cmd_quantize(session: Session, args: dict, reporter: Reporter) -> QuantizeResult:
     mode = (args["mode"] or "").strip()
     on = session.has_model and session.sampling_copy
@@ -271,6 +271,8 @@ def render_quantize(result: QuantizeResult, console: Console) -> None:
         return
     # below 40 columns a record a row: the narrow table cut its names to "we…" and "lo…" at 30
     console.print(fitted(console, _quantize_table(m, narrow=False), _quantize_table(m, narrow=True)))
+    if m.val_missing:
+        note(console, f"val loss not measured: {m.val_missing}")
     if m.same_tokens < m.n_tokens:
         note(console, f"the int8 copy's greedy text parts from the float model's at token {m.same_tokens + 1} of "
                       f"{m.n_tokens}: from there on each continues a text of its own")

@@ -104,6 +104,8 @@ class QuantizeMeasure:
     device: str = "cpu"
     repeats: int = 3
     cache: bool = True  # timed with the KV cache (off: every token recomputes the prefix), as :gen samples
+    # why the val loss is None (the data gives no batch), and what to do: a table's "-" alone did not say it
+    val_missing: str | None = None
 
 
 @torch.no_grad()
@@ -159,20 +161,21 @@ def measure(model: nn.Module, qmodel: nn.Module, trainer, prompt_ids: list[int],
             tokens[name] = ids
     pairs = list(zip(tokens["float"], tokens["int8"]))
     same = next((k for k, (a, b) in enumerate(pairs) if a != b), len(pairs))  # alike up to the first difference
-    val_before, acc_before = _evaluate(trainer, reference)
-    val_after, acc_after = _evaluate(trainer, qmodel)
+    val_before, acc_before, missing = _evaluate(trainer, reference)
+    val_after, acc_after, _ = _evaluate(trainer, qmodel)
     return QuantizeMeasure(
         bytes_before=state_dict_bytes(reference), bytes_after=state_dict_bytes(qmodel),
         linear_layers=count_quantized(qmodel), n_tokens=n_tokens,
         tokens_per_second_before=n_tokens / max(statistics.median(times["float"]), 1e-9),
         tokens_per_second_after=n_tokens / max(statistics.median(times["int8"]), 1e-9),
         same_tokens=same, val_loss_before=val_before, val_loss_after=val_after,
-        accuracy_before=acc_before, accuracy_after=acc_after, repeats=repeats, cache=cache,
+        accuracy_before=acc_before, accuracy_after=acc_after, repeats=repeats, cache=cache, val_missing=missing,
     )
 
 
-def _evaluate(trainer, model) -> tuple[float | None, float | None]:
+def _evaluate(trainer, model) -> tuple[float | None, float | None, str | None]:
+    """Validation loss and accuracy, and why there are none where the data gives no batch."""
     try:
-        return trainer.evaluate(model)
-    except UserError:  # e.g. a checkpoint whose data is gone: its vocabulary generates, nothing evaluates
-        return None, None
+        return *trainer.evaluate(model), None
+    except UserError as e:  # e.g. a checkpoint whose data is gone: its vocabulary generates, nothing evaluates
+        return None, None, str(e)
