@@ -300,6 +300,8 @@ class CommandCompleter(Completer):
             param = self._param(command, key) or self._pair(pairs, key)
             if param is not None:
                 yield from self._value_completions(param, partial, complete_event)
+            else:  # `:ablate head=<Tab>`: no option of that name; a word of the text's own has it (head=0.1)
+                yield from self._positional_completions(command, before, word, complete_event)
             return
         if before and before[-1].endswith("=") and before[-1].count("=") == 1:
             # `:set optimizer= <Tab>`: the line refuses a space after '=', and offered the other options, each refused
@@ -352,6 +354,11 @@ class CommandCompleter(Completer):
                 yield Completion(f"{param.name}=", start_position=-len(word))
             elif typed and (alias := next((a for a in param.aliases if a.startswith(typed)), None)):
                 yield Completion(f"{param.name}=", start_position=-len(word), display=f"{alias}= -> {param.name}=")
+        yield from self._positional_completions(command, before, word, complete_event)
+
+    def _positional_completions(self, command, before: list[str], word: str, complete_event):
+        """The words of the command's text that complete `word`. Words that share a `key=` (:ablate's head=0.0 ...
+        head=3.3) are offered as that `key=` until it is typed: the menu then lists the heads the model has."""
         positional = command.positional
         given = self._positional_words(command, before)
         if positional is not None and not word.startswith("-") and (positional.several or not given):
@@ -365,8 +372,14 @@ class CommandCompleter(Completer):
                     given, start = given + joined.split(","), -len(typed)
             named = [value for value in self._values(positional) if value.startswith(typed) and value != typed
                      and value not in given and not (given and value in positional.alone)]
+            keys = [value.partition("=")[0] + "=" for value in named if "=" in value and "=" not in typed]
+            offered = []
             for value in named:
-                yield Completion(value, start_position=start)
+                key = value.partition("=")[0] + "="
+                shown = key if keys.count(key) > 1 else value
+                if shown not in offered:
+                    offered.append(shown)
+                    yield Completion(shown, start_position=start)
             yield from self._browsed(positional, word, named, complete_event)
 
     def _value_completions(self, param, partial: str, complete_event):

@@ -35,7 +35,8 @@ from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, interactive, look_again, syntax
-from .base import REGISTRY, ablation_note, command, complete_data, sample_prompt, switched_off
+from .base import (REGISTRY, ablation_note, command, complete_data, complete_head_number, complete_layer, sample_prompt,
+                   switched_off)
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line, say_emulated
 from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
@@ -659,9 +660,16 @@ class AblateResult:
 
 # interruptible: its two evaluations poll no stop flag (two minutes on a 12 x 768 model at block_size=512, Ctrl-C
 # unheard); a Ctrl-C there puts back the parts that were off before it (the except below)
+def complete_ablations(session) -> list[str]:
+    """What :ablate switches off in the model the session has: each head and block by its number."""
+    layers = complete_layer(session)
+    heads = [f"head={layer}.{head}" for layer in layers for head in complete_head_number(session)]
+    return heads + ["mask", "positions"] + [f"block={layer}" for layer in layers] + ["off"]
+
+
 @command("ablate", "Switch part of the trained model off (a head, the mask, positions, a block) and re-evaluate.",
          params=[Param("what", str, positional=True, several=True, alone=("off",),
-                       complete=lambda s: ["head=0.0", "mask", "positions", "block=0", "off"],
+                       complete=complete_ablations,
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
                             "none: what is off now")],
          pairs_in_text=True, interruptible=True, json_version=2)  # fmt: skip
