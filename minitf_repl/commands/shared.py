@@ -14,7 +14,6 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..core import distributed
 from ..core.errors import CheckpointError, ConfigError, DataError, UserError
@@ -65,7 +64,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     of the autosave or of the checkpoint this session last saved or loaded share their bytes. `reporter` hears
     that the save waits for another session's (the folder lock), when it does for long.
     """
-    from ..core.checkpoint import MANIFEST, check_loadable, checkpoint_info, manifest_bytes, save_checkpoint
+    from ..core.checkpoint import MANIFEST, check_loadable, manifest_bytes, save_checkpoint
     from ..core.data import lasting_spec
 
     try:  # a model loaded from a Hugging Face folder may be larger than the lab trains: :load would refuse it
@@ -113,7 +112,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     session.checkpoint_written(name, meta_sha)
     return SaveResult(
         name=name, path=os.path.abspath(path), step=session.trainer.step,
-        size_bytes=checkpoint_info(Path(path)).size_bytes, seconds=time.perf_counter() - start,
+        size_bytes=outcome["size_bytes"], seconds=time.perf_counter() - start,
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
         replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
     )

@@ -143,6 +143,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     files = {model_file: model_bytes, state_file: state_bytes}
     if outcome is not None:
         outcome["meta_sha256"] = manifest["meta_sha256"]
+        # the bytes this save writes (manifest and files, as :ls counts them): read back from NAME after the save,
+        # it was a full check of the manifest (0.1 s at 20k history rows), and another session's if one saved since
+        outcome["size_bytes"] = len(manifest_bytes) + sum(len(data) for data in files.values())
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with folder_lock(directory, on_wait=on_wait):
