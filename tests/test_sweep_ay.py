@@ -22,6 +22,11 @@ settings build again, so the checkpoint would hold nothing that the settings do 
 Now the menu offers `head=` and then the heads the model has (head=0.0 ... head=L.H), the way `layer=<Tab>` offers
 the layers, and offers each block the same way.
 
+A save killed while it held the folder's lock leaves its lock file. In a folder two users share, that file is the
+first user's (mode 0644), and every save of the other user was refused: "Permission denied; change the permissions of
+that directory", though the directory was not the problem. The lock is now taken on the file opened for reading
+(flock needs no more). A file the user cannot even read is named, with what its owner can do.
+
 Every `:save` read its own checkpoint back in full only to report its size. That took 0.1 s at 20k history rows,
 and when another session had saved over the name in the meantime, the size shown was that other session's
 checkpoint. The size is now the count of the bytes this save wrote.
@@ -122,3 +127,34 @@ def test_save_reports_the_size_it_wrote_without_reading_its_checkpoint_back(chec
     saved = run(s, ":save m")
     monkeypatch.setattr(checkpoint, "checkpoint_info", info)
     assert saved.size_bytes == checkpoint.checkpoint_info(checkpoint_dir / "m").size_bytes > 0
+
+
+def test_a_lock_file_left_by_another_user_does_not_refuse_every_save_into_a_shared_folder(checkpoint_dir, monkeypatch):
+    import os
+
+    from minitf_repl.core.checkpoint.locks import LOCK_FILE
+
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":save m")
+    lock = checkpoint_dir / LOCK_FILE
+    real_open = os.open
+    refused = {"flags": os.O_RDWR}
+
+    def as_another_user(path, flags, *mode, **kw):  # the file is another user's, mode 0644: tests run as root
+        if str(path) == str(lock) and lock.exists() and flags & refused["flags"] == refused["flags"]:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *mode, **kw)
+
+    monkeypatch.setattr(os, "open", as_another_user)
+    lock.write_text('{"host": "other", "pid": 1}')  # the other user's save was killed while it held the lock
+    run(s, ":train steps=1")  # its autosave takes the lock as well
+    lock.write_text('{"host": "other", "pid": 1}')
+    assert run(s, ":save m").step == 2
+    refused["flags"] = 0  # mode 0600: not readable either
+    lock.write_text('{"host": "other", "pid": 1}')
+    run(s, ":set autosave=off")
+    run(s, ":train steps=1")
+    with pytest.raises(UserError, match=rf"{LOCK_FILE} belongs to another user and this user cannot read it; ask them "
+                                        r"to remove it or make it readable \(chmod a\+r\), then save again"):
+        run(s, ":save m")

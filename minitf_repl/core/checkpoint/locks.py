@@ -101,7 +101,7 @@ class folder_lock:
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
             | getattr(os, "O_CLOEXEC", 0)
         while True:
-            fd = os.open(path, flags, 0o644)
+            fd, writable = _open_lock_file(path, flags)
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     # the path whole, never clipped: it is one to act on
@@ -109,8 +109,9 @@ class folder_lock:
                 while not flock(fd):
                     self._wait_or_give_up(deadline, path)
                 if _same_file(fd, path):
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, _owner_bytes(), 0)  # for the message of whoever waits
+                    if writable:
+                        os.ftruncate(fd, 0)
+                        os.pwrite(fd, _owner_bytes(), 0)  # for the message of whoever waits
                     self._fd = fd
                     return True
             except OSError as e:
@@ -160,6 +161,27 @@ class folder_lock:
                 f"more than {self.wait:.0f} s; try again when that save is done{hint}"
             )
         time.sleep(0.02)
+
+
+def _open_lock_file(path: Path, flags: int) -> tuple[int, bool]:
+    """The flock file opened, and whether it could be opened for writing.
+
+    The file stays after every save. In a folder that two users share, it belongs to the first user who saved
+    there (mode 0644), and the other user's saves were refused ("Permission denied; change the permissions of that
+    directory"): the directory was not the problem, and no save of theirs ever worked there. flock takes a file
+    opened for reading as well; the owner is then not written (a save that waits meanwhile names the file's last
+    writer)."""
+    try:
+        return os.open(path, flags, 0o644), True
+    except PermissionError:
+        read_only = flags & ~(os.O_RDWR | os.O_CREAT) | os.O_RDONLY
+        try:
+            return os.open(path, read_only), False
+        except FileNotFoundError:  # no file: the directory itself refused its creation
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path)) from None
+        except PermissionError:
+            raise CheckpointError(f"{path} belongs to another user and this user cannot read it; ask them to "
+                                  "remove it or make it readable (chmod a+r), then save again") from None
 
 
 def _identity(path: Path) -> tuple[int, dict | None] | None:
