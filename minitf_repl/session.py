@@ -227,17 +227,28 @@ class Session:
         from .core.checkpoint.layout import NAME
         from .core.checkpoint.reads import manifest_bytes
 
-        try:
-            names = [n for n in os.listdir(self.checkpoint_dir) if NAME.match(n)]
-        except OSError:
-            names = []
+        def folder() -> dict[str, int]:  # each checkpoint's name and its folder's inode, which a rename keeps
+            try:
+                with os.scandir(self.checkpoint_dir) as entries:
+                    return {e.name: e.inode() for e in entries if NAME.match(e.name)}
+            except OSError:
+                return {}
+
         # the checksums looked for in each manifest's bytes, unparsed: a folder of long runs' manifests (megabytes of
         # loss history each) is read at :quit in a blink; a manifest holds another's checksum only as a copy of it
         saves = [sha.encode() for sha in self._on_disk[3]]
-        for n in names:
-            manifest = manifest_bytes(self.checkpoint_dir / n) or b""
-            if any(sha in manifest for sha in saves):
-                return None
+        names = folder()
+        for _ in range(3):
+            for n in names:
+                manifest = manifest_bytes(self.checkpoint_dir / n) or b""
+                if any(sha in manifest for sha in saves):
+                    return None
+            # another session's autosave rotated while the folder was read (autosave to autosave-1, read under
+            # neither name): the model was said to be in no checkpoint at :quit. Read again while the folder moves.
+            again = folder()
+            if again == names:
+                break
+            names = again
         return self.last_checkpoint
 
     def holds_model(self, name: str | None) -> bool:

@@ -27,6 +27,10 @@ first user's (mode 0644), and every save of the other user was refused: "Permiss
 that directory", though the directory was not the problem. The lock is now taken on the file opened for reading
 (flock needs no more). A file the user cannot even read is named, with what its owner can do.
 
+`:quit` warned "the model trained to step N is in no checkpoint" when another session's autosave rotated while it
+looked: the autosave that held the model moved to autosave-1 between the folder's listing and the read of its
+manifest, and was read under neither name. The folder is read again while it moves (up to 3 times).
+
 Every `:save` read its own checkpoint back in full only to report its size. That took 0.1 s at 20k history rows,
 and when another session had saved over the name in the meantime, the size shown was that other session's
 checkpoint. The size is now the count of the bytes this save wrote.
@@ -158,3 +162,29 @@ def test_a_lock_file_left_by_another_user_does_not_refuse_every_save_into_a_shar
     with pytest.raises(UserError, match=rf"{LOCK_FILE} belongs to another user and this user cannot read it; ask them "
                                         r"to remove it or make it readable \(chmod a\+r\), then save again"):
         run(s, ":save m")
+
+
+def test_quit_does_not_warn_when_another_sessions_autosave_rotates_while_it_looks_for_the_model(checkpoint_dir,
+                                                                                                monkeypatch):
+    import shutil
+
+    from minitf_repl.core.checkpoint import reads
+
+    s = tiny_session()
+    run(s, ":train steps=1")  # its autosave holds the model
+    run(s, ":save m")
+    other = tiny_session()
+    run(other, ":set autosave=off")
+    run(other, ":train steps=2")
+    run(other, ":save m")  # m no longer holds this session's model; its autosave still does
+    assert s.unsaved_step is None
+    real = reads.manifest_bytes
+
+    def rotated_meanwhile(path):  # another session's autosave: autosave moves to autosave-1, a new autosave comes
+        if path.name == "autosave" and not (checkpoint_dir / "autosave-1").exists():
+            (checkpoint_dir / "autosave").rename(checkpoint_dir / "autosave-1")
+            shutil.copytree(checkpoint_dir / "m", checkpoint_dir / "autosave")
+        return real(path)
+
+    monkeypatch.setattr(reads, "manifest_bytes", rotated_meanwhile)
+    assert s.unsaved_step is None and s.saved_over is None
