@@ -31,6 +31,11 @@ that directory", though the directory was not the problem. The lock is now taken
 looked: the autosave that held the model moved to autosave-1 between the folder's listing and the read of its
 manifest, and was read under neither name. The folder is read again while it moves (up to 3 times).
 
+`:load` kept the session's model first with "the model trained to step N was in no checkpoint: kept as ...".
+For a model the user had saved (its :train autosaved it, or a `:save m`) that read as false: another session
+had saved over that checkpoint, or removed it. It now says why, as `:quit` does ("was in no checkpoint (m holds
+another model now, or is gone)"). In `--json` this is `kept_why` (schema minitf.load/8).
+
 Every `:save` read its own checkpoint back in full only to report its size. That took 0.1 s at 20k history rows,
 and when another session had saved over the name in the meantime, the size shown was that other session's
 checkpoint. The size is now the count of the bytes this save wrote.
@@ -188,3 +193,19 @@ def test_quit_does_not_warn_when_another_sessions_autosave_rotates_while_it_look
 
     monkeypatch.setattr(reads, "manifest_bytes", rotated_meanwhile)
     assert s.unsaved_step is None and s.saved_over is None
+
+
+def test_load_says_why_a_model_that_was_saved_is_in_no_checkpoint_when_it_keeps_it(checkpoint_dir):
+    import shutil
+
+    s = tiny_session()
+    run(s, ":train steps=1")  # autosaved
+    run(s, ":save m")
+    other = tiny_session()
+    run(other, ":set autosave=off")
+    run(other, ":train steps=2")
+    run(other, ":save m")
+    shutil.rmtree(checkpoint_dir / "autosave")  # as other sessions' rotations drop it
+    loaded = run(s, ":load m")
+    assert loaded.kept and loaded.kept_why == "m holds another model now, or is gone"
+    assert "step 1 was in no checkpoint (m holds another model now, or is gone): kept as" in plain(loaded)

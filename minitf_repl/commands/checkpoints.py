@@ -162,6 +162,9 @@ class LoadResult:
     model_changed: dict[str, tuple] = field(default_factory=dict)
     kept: str | None = None  # the checkpoint the session's model, trained past every save, was kept as first
     kept_step: int | None = None  # that model's step
+    # why no checkpoint held it where one had: "autosave holds another model now, or is gone" (another session's
+    # saves); "was in no checkpoint" alone read as false to a user whose :train had autosaved it
+    kept_why: str | None = None
     # the step val_loss was measured at: before `step` where the run stopped between two evaluations
     val_step: int | None = None
     # what the checkpoint's latest step ran in (float32, bfloat16), which dtype=auto picks by the machine; None: not
@@ -172,7 +175,7 @@ class LoadResult:
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf"),
-], json_version=7)  # fmt: skip
+], json_version=8)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint.layout import checkpoint_path
@@ -219,7 +222,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         raise UserError(f"load of {name} interrupted; nothing changed") from None
     if reporter.should_stop():  # Ctrl-C while reading: the session is still as it was
         raise UserError(f"load of {name} interrupted; nothing changed")
-    kept_step, kept = session.unsaved_step, _keep_unsaved(session, reporter)
+    kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     before, model_before = session.train_config, session.model_config
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
@@ -247,7 +250,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
-        kept=kept, kept_step=kept_step if kept else None, trained_dtype=trainer.trained_dtype,
+        kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
+        trained_dtype=trainer.trained_dtype,
     )
 
 
@@ -277,6 +281,13 @@ def _keep_unsaved(session: Session, reporter: Reporter) -> str | None:
     if session.unsaved_step is None:
         return None
     return keep_trained_model(session, reporter=reporter, action="load")
+
+
+def _no_longer_in(session: Session) -> str | None:
+    """Why the model is in no checkpoint where it was in one (as :quit says it), else None. Asked before a keep, which
+    saves it anew."""
+    gone = session.saved_over
+    return f"{gone} holds another model now, or is gone" if gone else None
 
 
 def _changed(before, after, in_place: bool = False) -> dict[str, tuple]:
@@ -342,7 +353,7 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
     trainer = Trainer(model, data, session.train_config, session.device)
     if reporter.should_stop():
         raise UserError(f"load of {spec} interrupted; nothing changed")
-    kept_step, kept = session.unsaved_step, _keep_unsaved(session, reporter)
+    kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     model_before = session.model_config
     session.adopt(data_spec, data, model, trainer, weights_from=spec)
     session.last_checkpoint = None
@@ -356,7 +367,7 @@ def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadRes
         model_config=model.config.to_dict(), run_remaining=0, n_params=model.num_parameters(), saved_at=None,
         data_missing=data_missing, architecture=loaded.model_type, tokenizer=tokenizer.describe(),
         context=loaded.context, model_changed=_changed(model_before, session.model_config, in_place=True),
-        kept=kept, kept_step=kept_step if kept else None,
+        kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
     )
 
 
@@ -415,8 +426,9 @@ def render_load(result: LoadResult, console: Console) -> None:
         text.append(f", val loss {result.val_loss:.4f}" + at_step(result.val_step, result.step))
     say(console, text)
     if result.kept:
-        say(console, f"the model trained to step {result.kept_step:,} was in no checkpoint: kept as {result.kept} "
-                     f"({restore(result.kept)} brings it back)", "yellow")
+        why = f" ({result.kept_why})" if result.kept_why else ""
+        say(console, f"the model trained to step {result.kept_step:,} was in no checkpoint{why}: kept as "
+                     f"{result.kept} ({restore(result.kept)} brings it back)", "yellow")
     sizes = ("n_layers", "d_model", "n_heads", "d_ff", "max_seq_len")
     shape = ", ".join(f"{k}={fmt.value(result.model_config[k])}" for k in sizes if k in result.model_config)
     # The architecture's other settings where not the defaults: a loaded rope/rmsnorm/swiglu/GQA model read as
