@@ -63,8 +63,8 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
         check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
     except CheckpointError as e:
         raise keep_meanwhile(session, e) from None
-    if not session.has_model or session.untrained:
-        raise _no_model(name, built=session.has_model)
+    if not session.has_model:
+        raise _no_model(name)
     from ..core.interrupts import cut_short
 
     with cut_short():  # as an interruptible command, Ctrl-C raises at once: a wait for the folder's lock says so
@@ -72,19 +72,14 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     return dataclasses.replace(saved, ablations=switched_off(session))
 
 
-def _no_model(name: str, built: bool = False) -> UserError:
+def _no_model(name: str) -> UserError:
     """Nothing to save: train first. From the shell, one line that trains and saves under `name` (or, for a Hugging
-    Face folder, saves from the autosave that train writes): `minitf save NAME` after it would save a new model.
-
-    `built`: a model that has not trained (:gen builds one) is refused as no model is. Its weights are the seed's,
-    which the same settings build again: :save before :gen was refused and after it saved them, two rules for one
-    model."""
-    what = "the model has not trained yet" if built else "there is no model to save yet"
+    Face folder, saves from the autosave that train writes): `minitf save NAME` after it would save a new model."""
     if syntax() == REPL:
-        return UserError(f"{what}; {train_first('save', AUTOSAVE_NAME)}")
+        return UserError(f"there is no model to save yet; {train_first('save', AUTOSAVE_NAME)}")
     if name.startswith("hf:"):
-        return UserError(f"{what}; {look_again('save', AUTOSAVE_NAME, name)}")
-    return UserError(f"{what}; {cmd('train', save=name)} trains one and saves it as {name}")
+        return UserError(f"there is no model to save yet; {look_again('save', AUTOSAVE_NAME, name)}")
+    return UserError(f"there is no model to save yet; {cmd('train', save=name)} trains one and saves it as {name}")
 
 
 def _save_hf(session: Session, spec: str, folder) -> SaveResult:
@@ -93,8 +88,8 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
 
     from ..core.hf import export_type, save_folder
 
-    if not session.has_model or session.untrained:
-        raise _no_model(spec, built=session.has_model)
+    if not session.has_model:
+        raise _no_model(spec)
     start = time.perf_counter()
     if not distributed.is_main():  # under torchrun rank 0 alone writes (commands.shared.save_session)
         return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=0,
