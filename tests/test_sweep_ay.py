@@ -12,12 +12,6 @@ that the tokenizer reads back ("quick brown fox"). `:quantize int8` showed the v
 it now notes the data's refusal ("val loss not measured: ... is not available; put the file back ..."). In `--json`
 this is `measure.val_missing` (schema minitf.quantize/5).
 
-`:save` before any model was built said "there is no model to save yet; :train first, then :save". After a `:gen`,
-which builds an untrained model, it saved that model's random weights. It is now one rule: a model that has not
-trained (and brought no weights from elsewhere) is refused in both cases ("the model has not trained yet; :train
-first, then :save"), for a lab checkpoint and for an hf: folder alike. Its weights are the seed's, which the same
-settings build again, so the checkpoint would hold nothing that the settings do not.
-
 `:ablate head=<Tab>` offered nothing, and `:ablate <Tab>` offered `head=0.0` and `block=0` whatever the model's shape.
 Now the menu offers `head=` and then the heads the model has (head=0.0 ... head=L.H), the way `layer=<Tab>` offers
 the layers, and offers each block the same way.
@@ -94,20 +88,6 @@ def test_quantize_without_the_models_text_says_why_there_is_no_val_loss(vocab_on
     assert result.measure.val_loss_before is None and "is not available" in result.measure.val_missing
     assert "val loss not measured: the data this model was trained on" in plain(result)
     assert run(tiny_session(), ":quantize int8").measure.val_missing is None
-
-
-def test_save_refuses_an_untrained_model_after_gen_as_it_does_before_it_is_built(checkpoint_dir):
-    s = tiny_session()
-    with pytest.raises(UserError, match="there is no model to save yet; :train first, then :save"):
-        run(s, ":save m")
-    run(s, ":gen n=2")
-    assert s.has_model
-    for name in ("m", f"hf:{checkpoint_dir / 'out'}"):
-        with pytest.raises(UserError, match="the model has not trained yet; :train first, then :save"):
-            run(s, f":save {name}")
-    assert not (checkpoint_dir / "m").exists() and not (checkpoint_dir / "out").exists()
-    run(s, ":train steps=1")
-    assert run(s, ":save m").step == 1
 
 
 def test_tab_after_ablate_head_offers_the_heads_the_model_has():

@@ -63,6 +63,9 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
         check_save_target(session.checkpoint_dir, name) if distributed.is_main() else check_name(name)
     except CheckpointError as e:
         raise keep_meanwhile(session, e) from None
+    # A model that exists is saved, trained or not (:gen built it; a step-0 checkpoint of a Hugging Face model is
+    # trained weights; an untrained export checks an architecture): refusing "untrained" refused those too. What
+    # no command built yet, :save does not build: random weights the user did not make, under a name of theirs.
     if not session.has_model:
         raise _no_model(name)
     from ..core.interrupts import cut_short
