@@ -378,7 +378,7 @@ def read_with(data, value: str, reporter, fix: str):
     # Ctrl-C stops the training and the reading at once (core.interrupts.cut_short): they change nothing of the
     # session, and on a text of 10 MB they take seconds, which no stop flag polled (the switch went on after them)
     with cut_short():
-        tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice)
+        tokenizer = tokenizer_for(value, data.split_text("train"), reporter.notice, data.readings.trained)
     if tokenizer is not None:  # the text it was trained on: a switch of data keeps it (bpe_trained_elsewhere)
         tokenizer.trained_on = (data.name, hash(data.split_text("train")))
     if tokenizer is not None and tokenizer.own_size < n:

@@ -25,6 +25,7 @@ import urllib.request
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -190,7 +191,7 @@ class TextCorpus:
     """A text split 90/10 into train and validation; batches are random windows."""
 
 
-    def __init__(self, name: str, text: str, description: str, tokenizer=None):
+    def __init__(self, name: str, text: str, description: str, tokenizer=None, readings: Readings | None = None):
         if not text:
             raise DataError(f"{name} is empty; choose a file that contains text")
         self.name = name
@@ -207,7 +208,9 @@ class TextCorpus:
         # Shakespeare takes 1 MB, not 9); a batch is widened to int64 when cut.
         self.cut = int(0.9 * len(text))
         dtype = _id_dtype(self.tokenizer.vocab_size)
-        self.splits = {split: _encoded(self.tokenizer, self.split_text(split), dtype) for split in ("train", "val")}
+        self.readings = readings if readings is not None else Readings()
+        self.splits = self.readings.splits_of(self.tokenizer, dtype, lambda: {
+            split: _encoded(self.tokenizer, self.split_text(split), dtype) for split in ("train", "val")})
 
     def split_text(self, split: str) -> str:
         """The characters of the train or the val split."""
@@ -227,7 +230,7 @@ class TextCorpus:
 
     def retokenized(self, tokenizer) -> "TextCorpus":
         """The same text read by another tokenizer (None: its characters)."""
-        return TextCorpus(self.name, self.text, self.description, tokenizer)
+        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings)
 
     def check_fits(self, max_seq_len: int) -> None:
         split = min(("val", "train"), key=lambda name: len(self.splits[name]))
@@ -251,6 +254,35 @@ class TextCorpus:
         starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
         windows = data[starts[:, None] + torch.arange(max_seq_len + 1)].long()  # (B, T + 1): one window a row
         return windows[:, :-1], windows[:, 1:]  # x, and y = x shifted by one: the next token at each position
+
+
+class Readings:
+    """A text's splits as each subword tokenizer read them this session, and the BPEs trained on it (by setting):
+    shared by every TextCorpus of the same text (retokenized passes it on), so it goes with the last of them.
+
+    Switching back to bpe:512 on a text of 20 MB trained the BPE again and read the whole text again (some 25 s);
+    the tokenizer trained and the ids read are the same each time, so they are kept. A tokenizer is known by its
+    JSON (two tokenizers are the same exactly when their JSON is); the readings of the last KEPT_READINGS are kept.
+    A character tokenizer reads a text in a blink and keeps nothing."""
+
+    def __init__(self):
+        self.splits: dict[tuple[str, torch.dtype], dict[str, torch.Tensor]] = {}
+        self.trained: dict[int, object] = {}  # N of a setting bpe:N -> the BPE it trained (core.bpe)
+
+    def splits_of(self, tokenizer, dtype: torch.dtype, read: Callable[[], dict]) -> dict[str, torch.Tensor]:
+        if tokenizer.kind == "char":
+            return read()
+        key = (tokenizer.vocab, dtype)
+        splits = self.splits.pop(key, None)
+        if splits is None:
+            splits = read()
+        self.splits[key] = splits  # the latest last
+        while len(self.splits) > KEPT_READINGS:
+            del self.splits[next(iter(self.splits))]
+        return splits
+
+
+KEPT_READINGS = 3  # a text's readings kept (Readings): 20 MB of text is some 20 MB of ids a reading, at 2 bytes each
 
 
 def _encoded(tokenizer, text: str, dtype: torch.dtype) -> torch.Tensor:
