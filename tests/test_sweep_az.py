@@ -9,9 +9,13 @@ tokenizer loaded from a folder (a prefix space, a Metaspace, added tokens) still
 Switching back to a BPE already trained on the same text (`:set tokenizer=bpe:512`, `:set tokenizer=char`, then
 bpe:512 again) trained it again and read the whole text again: the BPEs trained on a text and the last readings of it
 are now kept with the text (core.data.Readings, shared by its corpora and freed with the last of them).
+Training a BPE fed the library the text in pieces of 65,536 characters cut anywhere, inside words too, each counted as
+two words: a BPE of 512 tokens on tiny Shakespeare learned 2 of its 256 merges otherwise than on the whole text. It is
+fed text_pieces of about as many characters now, and learns the merges of the whole text.
 """
 
 import gc
+import json
 import random
 import weakref
 
@@ -155,3 +159,25 @@ def test_many_random_texts_read_in_pieces_have_the_ids_of_the_whole_text(tokeniz
         text = random_text(rng, rng.randrange(1, 2000))
         for size in (1, rng.randrange(2, 50), rng.randrange(50, 500)):
             assert in_pieces(tokenizer, text, size) == whole(tokenizer, text), repr(text)
+
+
+def straddling_text() -> str:
+    """Lines "zq" and "ab" ("x" lines pad), "ab" one more time than "zq" in all, three of them across the
+    65,536th characters (a cut of every 65,536 characters would count each as "a" and "b")."""
+    text, zq = "", 0
+    for boundary in (1 << 16, 2 << 16, 3 << 16):
+        need = boundary - 1 - len(text) - (1 if text else 0)  # characters of whole lines before the "a"
+        lines = 20_000 if need % 2 == 0 else 20_001  # 3 lines + 2 pads: an even rest for "x\n" pads
+        text += ("\n" if text else "") + "zq\n" * lines + "x\n" * ((need - 3 * lines) // 2) + "ab"
+        zq += lines
+        assert text[boundary - 1 : boundary + 1] == "ab"
+    return text + "\n" + "ab\n" * (zq + 1 - 3)
+
+
+def test_a_bpe_learns_its_merges_from_the_words_of_the_whole_text():
+    """Training fed the library pieces of 65,536 characters, cutting words in two: on this text the first merge
+    was "z"+"q" (60,003 times in the text) rather than "a"+"b" (60,004 times in the text, 60,001 in the pieces)."""
+    text = straddling_text()
+    assert text.count("ab") == text.count("zq") + 1
+    merges = json.loads(train_bpe(text, 258).vocab)["model"]["merges"]
+    assert [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges][0] == ("a", "b")
