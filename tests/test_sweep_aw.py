@@ -8,7 +8,8 @@ a name with a space comes in double quotes, as the line reads it.
 
 `:help :tr<Tab>` completed to nothing, though `:help :train` shows the help of :train: a command named after :help
 with its colon completes as without it. `:help set block<Tab>` completed to nothing, though `:set block<Tab>` completes
-nanoGPT's spelling to max_seq_len=: after `:help CMD` too.
+nanoGPT's spelling to max_seq_len=: after `:help CMD` too, and `:help block<Tab>` (a setting, which :help reads by
+either spelling) to `:help max_seq_len`.
 
 Tab inside a comment offered options: `:train steps=5  # st<Tab>` gave `steps=`, which the parser then dropped with the
 comment (the run took none of it). Where the parser reads a comment (parsing.in_comment), Tab offers nothing; where a
@@ -126,6 +127,10 @@ def test_tab_after_help_completes_a_command_typed_with_its_colon():
     assert completed(":help set block") == [":help set max_seq_len="] == [
         line.replace(":set", ":help set") for line in completed(":set block")]
     assert completions(":help train max_i") == ["steps="]
+    # a setting by nanoGPT's spelling, which :help reads (`:help block_size`), completes to its own name
+    assert completed(":help block") == [":help max_seq_len"]
+    assert completions(":help block_size") == []  # typed out whole: :help reads it as it is
+    assert completions(":help max_s").count("max_seq_len") == 1  # by its own name, once
 
 
 # --- a comment --------------------------------------------------------------------------------------------------------
