@@ -102,6 +102,22 @@ def sentence_session(tmp_path):
     return make
 
 
+@pytest.fixture
+def run_lines(monkeypatch):
+    """The lines the shell hands the front door, in order, as each prompt reads them (a paste may make several)."""
+    from minitf_repl import dispatch
+
+    seen = []
+    real = dispatch.FrontDoor.run_line
+
+    def recording(door, line):
+        seen.append(line)
+        return real(door, line)
+
+    monkeypatch.setattr(dispatch.FrontDoor, "run_line", recording)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def every_command_lines():
     """Every shell command once, in an order that works in one session of a tiny model on `sort:4` (train

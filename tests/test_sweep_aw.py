@@ -65,7 +65,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
 
-from minitf_repl import dispatch, repl
+from minitf_repl import repl
 from minitf_repl.commands.base import REGISTRY
 from minitf_repl.parsing import parse_line
 from minitf_repl.repl import CommandCompleter
@@ -233,17 +233,10 @@ def test_a_history_on_the_null_device_is_kept_in_memory_without_a_warning(tmp_pa
 PASTE, END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed paste: the text arrives as one piece
 
 
-def test_a_paste_of_commands_then_a_text_runs_the_commands_then_continues_the_text(monkeypatch):
+def test_a_paste_of_commands_then_a_text_runs_the_commands_then_continues_the_text(run_lines):
     from test_repl import drive
 
-    seen = []
-    real = dispatch.FrontDoor.run_line
-
-    def recording(door, line):
-        seen.append(line)
-        return real(door, line)
-
-    monkeypatch.setattr(dispatch.FrontDoor, "run_line", recording)
+    seen = run_lines
     code, out, err, session = drive(f"{PASTE}:set temperature=0.5\n# then a story\n:set n=3\n\nOnce upon\na time{END}\r")
     assert seen == [":set temperature=0.5", ":set n=3", "Once upon\na time"]
     assert session.gen_config.temperature == 0.5 and "not both" not in err

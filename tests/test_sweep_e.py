@@ -11,7 +11,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from minitf_repl import dispatch, repl
+from minitf_repl import repl
 from minitf_repl.repl import CommandCompleter
 from minitf_repl.session import Session
 from test_commands import run
@@ -97,15 +97,8 @@ def test_the_list_of_commands_at_40_columns_cuts_no_word():
     assert "  :train                Train the model" in text_of(result, 100)  # a table where it fits
 
 
-def test_a_prompt_of_several_lines_pasted_at_once_stays_one_prompt_with_its_newlines(monkeypatch):
-    seen = []
-    real = dispatch.FrontDoor.run_line
-
-    def recording(door, line):
-        seen.append(line)
-        return real(door, line)
-
-    monkeypatch.setattr(dispatch.FrontDoor, "run_line", recording)
+def test_a_prompt_of_several_lines_pasted_at_once_stays_one_prompt_with_its_newlines(run_lines):
+    seen = run_lines
     code, out, err, session = drive(f"{TINY}\r{PASTE}def f(x):\n    return x\n{END}\r")
     assert code == 0 and seen[-1] == "def f(x):\n    return x\n"  # not two prompts, 'def f(x):' and 'return x'
 
