@@ -5,7 +5,8 @@ reads one long text about 2.5 times slower than the same text in pieces of a few
 as :set trains one now reads a long text in pieces (core.bpe.text_pieces), cut only just before a newline that follows
 a character other than whitespace, where GPT-2's pre-tokenizer splits whatever the text around, so the ids are exactly
 the whole text's (a cut after each newline, line by line, gave other ids where a line starts with whitespace). A
-tokenizer loaded from a folder (a prefix space, a Metaspace, added tokens) still reads the whole text in one call.
+tokenizer loaded from a folder (a prefix space, a Metaspace) still reads the whole text in one call; GPT-2's, whose
+one added token (<|endoftext|>) holds no newline, did as well, and reads it in pieces now (sweep ba).
 Switching back to a BPE already trained on the same text (`:set tokenizer=bpe:512`, `:set tokenizer=char`, then
 bpe:512 again) trained it again and read the whole text again: the BPEs trained on a text and the last readings of it
 are now kept with the text (core.data.Readings, shared by its corpora and freed with the last of them).
@@ -181,3 +182,32 @@ def test_a_bpe_learns_its_merges_from_the_words_of_the_whole_text():
     assert text.count("ab") == text.count("zq") + 1
     merges = json.loads(train_bpe(text, 258).vocab)["model"]["merges"]
     assert [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges][0] == ("a", "b")
+
+
+def with_added(tokenizer, *added):
+    """`tokenizer` (a SubwordTokenizer) again, with `added` (tokenizers.AddedToken) as special tokens."""
+    copy = SubwordTokenizer.from_json(tokenizer.vocab)
+    copy.tokenizer.add_special_tokens(list(added))
+    return SubwordTokenizer.from_json(copy.tokenizer.to_str())
+
+
+def test_a_tokenizer_with_gpt2s_end_of_text_token_reads_a_long_text_in_pieces(tokenizer):
+    """GPT-2's tokenizer has one added token, <|endoftext|>, and read every long text whole for it (19 MiB: 16.1 s,
+    in pieces 11.3 s): an added token without a newline lies wholly on one side of every cut, so the text is read in
+    pieces, with the whole's ids, the token's beside newlines and whitespace included. One that takes the whitespace
+    after it (rstrip) or holds a newline could meet a cut: the text is read whole, as before."""
+    tokenizers = pytest.importorskip("tokenizers")
+    gpt2 = with_added(tokenizer, tokenizers.AddedToken("<|endoftext|>", special=True))
+    assert json.loads(gpt2.vocab)["added_tokens"] and gpt2.cuts_at_lines()
+    marked = [f"<|endoftext|>{text}<|endoftext|>\n<|endoftext|>  \n x<|endoftext|>" for text in TRICKY]
+    for text in marked:
+        assert whole(gpt2, text).count(gpt2.own_size - 1) == 4  # the token is read as itself
+        for size in (1, 2, 5):
+            assert in_pieces(gpt2, text, size) == whole(gpt2, text)
+    long = "".join(marked) * (3 * PIECE_CHARS // len("".join(marked)) + 1)
+    assert gpt2.encode(long) == whole(gpt2, long)
+    stripping = with_added(tokenizer, tokenizers.AddedToken("<sep>", rstrip=True, special=True))
+    text = "words<sep>\n  more words " * (PIECE_CHARS // 10)  # every cut would come just after a <sep>
+    assert not stripping.cuts_at_lines() and in_pieces(stripping, text, PIECE_CHARS) != whole(stripping, text)
+    assert stripping.encode(text) == whole(stripping, text)
+    assert not with_added(tokenizer, tokenizers.AddedToken("<a\nb>", special=True)).cuts_at_lines()

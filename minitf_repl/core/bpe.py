@@ -128,12 +128,21 @@ class SubwordTokenizer:
 
     def cuts_at_lines(self) -> bool:
         """Whether a text read in text_pieces' pieces gives the ids of the whole: a byte-level BPE as train_bpe makes
-        one (GPT-2's pre-tokenizer regex, no prefix space, no normalizer, no added tokens, no unknown token). Others
-        may not: a Metaspace or a prefix space adds a space to each piece, an added token may hold a newline."""
+        one or GPT-2's (its pre-tokenizer regex, no prefix space, no normalizer, no unknown token, added tokens that
+        cannot meet a cut). Others may not: a Metaspace or a prefix space adds a space to each piece.
+
+        An added token (GPT-2's <|endoftext|>) is found before the pre-tokenizer splits the rest, and a cut comes just
+        before a newline after a non-space: one without a newline of its own lies wholly on one side of every cut,
+        and the text beside it splits as in the whole. One that takes the whitespace after it (rstrip) would take
+        the newline a cut leaves to the next piece, and one holding a newline may cross a cut: with either the text
+        is read whole. (A byte-level BPE of 2,048 tokens with GPT-2's <|endoftext|> read tiny Shakespeare 18 times, 19
+        MiB, in 16.1 s whole and 11.3 s in pieces, medians of 2 on a Xeon with AMX: whole before, for that token.)"""
         if self._cuts is None:
             spec = json.loads(self.vocab)
             pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
-            self._cuts = (spec.get("normalizer") is None and not spec.get("added_tokens")
+            added = spec.get("added_tokens") or []
+            self._cuts = (spec.get("normalizer") is None
+                          and all("\n" not in token.get("content", "\n") and not token.get("rstrip") for token in added)
                           and pre.get("type") == "ByteLevel" and not pre.get("add_prefix_space")
                           and pre.get("use_regex", True) and model.get("type") == "BPE"
                           and model.get("unk_token") is None and not model.get("dropout"))
