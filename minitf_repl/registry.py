@@ -63,6 +63,9 @@ class Param:
     # The options whose `key=value` pairs a text holds (:compare's contenders are :set's settings): Tab completes their
     # keys and values there, as a command's own (`:compare n_la<Tab>` offered nothing).
     pairs: Callable[[], list[Param]] | None = None
+    # Other spellings of the text's words, each -> the word Tab completes it to (:help's settings by nanoGPT's names:
+    # block_size -> max_seq_len), as an option's aliases complete to its name.
+    spellings: Callable[[], dict[str, str]] | None = None
 
     def positional_text(self, words: list[str]) -> str:
         """The positional's value from the words typed for it: two texts of a pair joined by its separator,

@@ -380,23 +380,14 @@ class CommandCompleter(Completer):
                 if shown not in offered:
                     offered.append(shown)
                     yield Completion(shown, start_position=start)
-            if command.about_commands and not given:
-                yield from self._setting_spellings(typed, offered, start)
+            if positional.spellings is not None and typed and not given:
+                # `:help block<Tab>`: a word by another spelling (Param.spellings), to its own, saying why
+                key = typed.lower().replace("-", "_")
+                for alias, own in positional.spellings().items():
+                    if alias.startswith(key) and alias != key and own not in offered:
+                        offered.append(own)
+                        yield Completion(own, start_position=start, display=f"{alias} -> {own}")
             yield from self._browsed(positional, word, named, complete_event)
-
-    def _setting_spellings(self, typed: str, offered: list[str], start: int):
-        """`:help block<Tab>`: a setting by another spelling (nanoGPT's block_size), which :help reads, completes to
-        the setting's own name, saying why, as `:set block<Tab>` does (it completed to nothing)."""
-        settings = self.registry.names().get("set")
-        key = typed.lower().replace("-", "_")
-        if settings is None or not key:
-            return
-        for param in settings.options:
-            if param.setting is None or param.refusal is not None or param.name in offered:
-                continue
-            if alias := next((a for a in param.aliases if a.startswith(key) and a != key), None):
-                offered.append(param.name)
-                yield Completion(param.name, start_position=start, display=f"{alias} -> {param.name}")
 
     def _value_completions(self, param, partial: str, complete_event):
         """What completes `partial` as `param`'s value: its named values, then what is on the disk (Param.browse)."""

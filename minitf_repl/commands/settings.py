@@ -179,6 +179,12 @@ def setting_keys() -> list[str]:
     return sorted(p.name for p in SET.params if not p.positional and p.setting is not None)
 
 
+def setting_spellings() -> dict[str, str]:
+    """The settings' other spellings, each -> the key `:help KEY` explains (nanoGPT's block_size -> max_seq_len)."""
+    return {alias: p.name for p in SET.params if not p.positional and p.setting is not None and p.refusal is None
+            for alias in p.aliases}
+
+
 def setting_help(session: Session, key: str) -> SettingHelp | None:
     """What `:help KEY` and `:set KEY` say of the :set key `key` (its name or another spelling), or None if it is
     none."""
