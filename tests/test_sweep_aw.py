@@ -131,6 +131,10 @@ def test_tab_after_help_completes_a_command_typed_with_its_colon():
     assert completed(":help block") == [":help max_seq_len"]
     assert completions(":help block_size") == []  # typed out whole: :help reads it as it is
     assert completions(":help max_s").count("max_seq_len") == 1  # by its own name, once
+    from test_commands import run  # a typo of that spelling is pointed to it (was: did you mean :help vocab_size?)
+
+    with pytest.raises(Exception, match=r"did you mean :help block_size\?"):
+        run(Session(), ":help blok_size")
 
 
 # --- a comment --------------------------------------------------------------------------------------------------------

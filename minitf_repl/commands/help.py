@@ -109,7 +109,7 @@ def _spellings() -> dict[str, str]:
 
 def no_such_help(word: str) -> UserError:
     """`:help WORD` of a word that names no command and no setting: the closest of either, if one is close."""
-    from .settings import SET, setting_keys
+    from .settings import SET, setting_keys, setting_spellings
 
     key = word.strip().lstrip(":").lower()
     if SET.param_named(key) is not None:  # preset=: an action of :set, not a setting of its own
@@ -117,7 +117,8 @@ def no_such_help(word: str) -> UserError:
     # a setting's help: `:help lr`, from the shell `minitf set lr` (`minitf lr --help` is no command)
     # from the shell, no command of the REPL alone (`minitf quit` is refused)
     spelled = {name: cmd(name) for name, c in REGISTRY.names().items() if syntax() == REPL or not c.repl_only} | \
-        {key: cmd("help", key) if syntax() == REPL else cmd("set", key) for key in setting_keys()}
+        {key: cmd("help", key) if syntax() == REPL else cmd("set", key)
+         for key in [*setting_keys(), *setting_spellings()]}  # `:help blok_size`: did you mean :help block_size?
     close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
     hint = f"; did you mean {spelled[close[0]]}?" if close else ""
     return UserError(f"no command or setting named {clip(key)!r}{hint} ({cmd('help')} lists the commands, "
