@@ -103,6 +103,22 @@ def sentence_session(tmp_path):
 
 
 @pytest.fixture
+def vocab_only(tmp_path, checkpoint_dir):
+    """A session that loaded a checkpoint whose text file is gone: the model and its vocabulary, no text to train on."""
+    from test_commands import TEXT, run, tiny_session
+
+    path = tmp_path / "fox.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    s = tiny_session(str(path))
+    run(s, ":train steps=1")
+    run(s, ":save m")
+    path.unlink()
+    again = tiny_session("sort:4")
+    run(again, ":load m")
+    return again
+
+
+@pytest.fixture
 def run_lines(monkeypatch):
     """The lines the shell hands the front door, in order, as each prompt reads them (a paste may make several)."""
     from minitf_repl import dispatch

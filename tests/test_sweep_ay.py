@@ -45,20 +45,6 @@ from test_render import plain
 from test_sweep_aw import completed
 
 
-@pytest.fixture
-def vocab_only(tmp_path, checkpoint_dir):
-    """A session that loaded a checkpoint whose text file is gone: its vocabulary, no text."""
-    path = tmp_path / "fox.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    s = tiny_session(str(path))
-    run(s, ":train steps=1")
-    run(s, ":save m")
-    path.unlink()
-    again = tiny_session("sort:4")
-    run(again, ":load m")
-    return again
-
-
 def test_ablate_without_the_models_text_says_what_evaluating_needs_not_only_training(vocab_only):
     with pytest.raises(UserError, match=r"put the file back to train or evaluate, or choose other data"):
         run(vocab_only, ":ablate head=0.0")
