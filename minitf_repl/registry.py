@@ -108,6 +108,7 @@ def param_from_setting(spec: SettingSpec, **changes) -> Param:
         aliases=spec.aliases, limit=spec.limit, setting=spec,
         refusal=None if spec.derived_from is None else f"{spec.name} comes from {spec.derived_from}",
         complete=(lambda session, values=spec.suggestions: list(values)) if spec.suggestions else None,
+        path=spec.folder, browse="folders" if spec.folder else None,
     )
     return replace(param, **changes)
 

@@ -11,7 +11,8 @@ The session changes state only through its own methods (`use_data`, `set_model_c
 everything, so a failed command leaves the state as it was. The model and the trainer offer what those
 methods need (`take_config`, `Trainer.set_config`); nothing here reaches into their parts.
 
-Checkpoints live in `checkpoint_dir` (default `$MINITF_CHECKPOINT_DIR` if set, else `./checkpoints`); with
+Checkpoints live in `checkpoint_dir`, a shell setting: it starts as `--checkpoint-dir`, else `$MINITF_CHECKPOINT_DIR`,
+else `./checkpoints`, and `:set checkpoint_dir=DIR` moves the session to another folder, the model kept. With
 `autosave` on, every `:train` ends by saving a checkpoint.
 """
 
@@ -50,6 +51,19 @@ class ShellConfig(Settings):
                            "training), N = exactly N; another count sums in another order, so a run's numbers "
                            "differ in their last digits: a fixed N repeats a run exactly",
                            low=0, limit=1024)
+    # A folder that fills up or turns read-only mid-session left the REPL's user one way to keep a trained model:
+    # restart minitf on another folder (after `:save hf:DIR`, which keeps the weights and loses the run). Now the
+    # folder is a setting like the others. The session stores it absolute (Session.checkpoint_dir), as messages name it.
+    checkpoint_dir: str = setting("checkpoints", "the folder :save, :load, :ls and autosave use, made at the first "
+                                  "save; changing it keeps the model. It starts as --checkpoint-dir, else "
+                                  "$MINITF_CHECKPOINT_DIR, else ./checkpoints in the folder minitf started in",
+                                  folder=True, suggestions=("checkpoints",))
+
+    def check_together(self) -> None:
+        if not self.checkpoint_dir.strip():
+            from .core.errors import ConfigError
+
+            raise ConfigError("checkpoint_dir is empty; give a folder, e.g. checkpoint_dir=runs")
 
 
 @dataclass
@@ -88,9 +102,10 @@ class Session:
         self.gen_config = gen_config if gen_config is not None else GenConfig()
         self.shell_config = shell_config if shell_config is not None else ShellConfig()
         self.threads = ThreadPolicy(self.shell_config.threads)  # applied when torch is first needed (build)
-        # absolute, as the default is: config, ls and save --json gave `--checkpoint-dir ck` as typed, relative
-        self.checkpoint_dir = expand(checkpoint_dir).absolute() if checkpoint_dir \
-            else default_checkpoint_dir()
+        # the argument (--checkpoint-dir) wins over a shell_config's folder; absolute, as the default is: config, ls and
+        # save --json gave `--checkpoint-dir ck` as typed, relative
+        self.checkpoint_dir = checkpoint_dir if checkpoint_dir else default_checkpoint_dir()
+        self._saved_in = self.checkpoint_dir  # the folder of last_checkpoint (the folder may have changed since)
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         # Which session wrote an autosave (core.checkpoint's `origin`): a continued run replaces its own
         # autosave, never another session's. Random, so that it is unique across processes and hosts.
@@ -151,6 +166,15 @@ class Session:
         return self.shell_config.autosave
 
     @property
+    def checkpoint_dir(self) -> Path:
+        """The folder of checkpoints now, absolute (the checkpoint_dir setting)."""
+        return Path(self.shell_config.checkpoint_dir)
+
+    @checkpoint_dir.setter
+    def checkpoint_dir(self, folder: str | Path) -> None:
+        self.shell_config = self.shell_config.replace(checkpoint_dir=str(expand(folder).absolute()))
+
+    @property
     def device(self):
         """The torch.device of device_name, resolved on first use (raises DeviceError)."""
         if self._device is None:
@@ -182,7 +206,7 @@ class Session:
         """The model as it is now was saved as, or loaded from, checkpoint `name`; `meta_sha256` is that
         checkpoint's own (its manifest's), None where it is no checkpoint of checkpoint_dir (an hf: folder) or
         nothing was written here (a rank under torchrun that is not the one writing)."""
-        self.last_checkpoint = name
+        self.last_checkpoint, self._saved_in = name, self.checkpoint_dir
         if meta_sha256 is not None:
             self.known_saves.add(meta_sha256)
         # every save or load of the model as it is now, not the last one only: `:train` (its autosave) then `:save m`
@@ -217,7 +241,7 @@ class Session:
     @property
     def saved_over(self) -> str | None:
         """The checkpoint the model as it is now was saved as or loaded from, when neither it nor any other
-        checkpoint of the folder holds that save any more (another session wrote over it, or it was removed);
+        checkpoint of its folder holds that save any more (another session wrote over it, or it was removed);
         None when one does, or when that cannot be asked (the model changed since, an hf: folder). A rotation that
         moved it (`autosave` to `autosave-1`) keeps it: it is found under its new name."""
         if not self.holds_state() or self._on_disk[2] is None:
@@ -229,7 +253,7 @@ class Session:
 
         def folder() -> dict[str, int]:  # each checkpoint's name and its folder's inode, which a rename keeps
             try:
-                with os.scandir(self.checkpoint_dir) as entries:
+                with os.scandir(self._saved_in) as entries:
                     return {e.name: e.inode() for e in entries if NAME.match(e.name)}
             except OSError:
                 return {}
@@ -240,7 +264,7 @@ class Session:
         names = folder()
         for _ in range(3):
             for n in names:
-                manifest = manifest_bytes(self.checkpoint_dir / n) or b""
+                manifest = manifest_bytes(self._saved_in / n) or b""
                 if any(sha in manifest for sha in saves):
                     return None
             # another session's autosave rotated while the folder was read (autosave to autosave-1, read under
@@ -260,8 +284,8 @@ class Session:
                 and on_disk[1] == self._trainer.step):
             return False
         if on_disk[2] is None:
-            return (self.checkpoint_dir / name / "checkpoint.json").is_file()
-        return _meta_sha256(self.checkpoint_dir / name) == on_disk[2]
+            return (self._saved_in / name / "checkpoint.json").is_file()
+        return _meta_sha256(self._saved_in / name) == on_disk[2]
 
     def leave_ranks(self) -> None:
         """Under torchrun, before the process group is destroyed: the trainer lets go of its DDP wrapper."""

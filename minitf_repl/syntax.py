@@ -223,6 +223,25 @@ def train_first(then: str, autosave: str, **options) -> str:
     return f"{_saving_train()} first, then {cmd(then, load=autosave if syntax() == SHELL else None, **options)}"
 
 
+@contextlib.contextmanager
+def without_setting(key: str):
+    """Within this block, a shell line `cmd` writes leaves out this invocation's `--set KEY=...` (one pair of a --set
+    that gives several), as a fix that gives the value another way must."""
+    def kept(value: str) -> str:
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            return value
+        return " ".join(shlex.quote(w) for w in words if w.partition("=")[0].strip() != key)
+
+    pairs = tuple((o, kept(v) if o == "--set" else v) for o, v in _INVOKED.get())
+    token = _INVOKED.set(tuple((o, v) for o, v in pairs if o != "--set" or v.strip()))
+    try:
+        yield
+    finally:
+        _INVOKED.reset(token)
+
+
 def _saving_train() -> str:
     """`cmd('train')`, for a line whose next command loads the autosave that train writes: from the shell, without
     this session's `--set autosave=off`, which would leave nothing to load."""

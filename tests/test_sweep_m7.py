@@ -1,10 +1,11 @@
 """What this session's own look found: each test failed before its fix.
 
 A checkpoint folder that fills up, turns read-only or refuses this user mid-session told the REPL's user to "start
-minitf with another checkpoint directory", and nothing else: the REPL cannot change its folder, so following the fix
-as written lost the model the session had trained. Where the model's settings have a Hugging Face equivalent, the line
-now says how to keep it first: `:save hf:DIR` writes its weights to a folder of the user's choosing and `:load hf:DIR`
-brings them back after the restart (the one-shot shell, whose process ends anyway, says what it said).
+minitf with another checkpoint directory", and nothing else: the REPL could not change its folder, so following the fix
+as written lost the model the session had trained. A later fix sent the weights out through `:save hf:DIR` first (the
+run and the optimizer stayed behind). Now the folder is a setting: the line says `:set checkpoint_dir=DIR`, which moves
+the session to another folder with everything it holds, and the next save goes there (the one-shot shell, whose
+process ends anyway, says what it said).
 """
 
 import errno
@@ -27,41 +28,35 @@ def _full_disk(monkeypatch):
     monkeypatch.setattr(checkpoint.store, "write_file", no_space)
 
 
-def test_a_save_into_a_full_folder_says_how_to_keep_the_model_before_restarting(tmp_path, monkeypatch):
+def test_a_save_into_a_full_folder_says_how_to_go_on_in_another_folder_and_that_works(tmp_path, monkeypatch):
     s = tiny_session()
     run(s, ":train steps=2")
     _full_disk(monkeypatch)
     with pytest.raises(UserError) as e:
         run(s, ":save mine")
     line = str(e.value)
-    assert "start minitf with another checkpoint directory" in line and ":save hf:DIR" in line, line
-    assert ":load hf:DIR" in line, line
-    # the way out works: the weights leave through the Hugging Face folder and come back
+    assert line.endswith("free space or choose another folder: :set checkpoint_dir=DIR keeps this model and saves "
+                         "there from now on"), line
+    # the way out works: the session moves, the model and its run stay, and the save lands in the new folder
     monkeypatch.undo()
-    folder = tmp_path / "kept"
-    run(s, f":save hf:{folder}")
     idx = torch.tensor([[1, 2, 3, 4]])
-    before = s.model.eval()(idx)[0]
+    before, step = s.model.eval()(idx)[0], s.trainer.step
+    run(s, f":set checkpoint_dir={tmp_path / 'other'}")
+    run(s, ":save mine")
+    assert (tmp_path / "other" / "mine").is_dir() and s.trainer.step == step
+    assert torch.equal(s.model.eval()(idx)[0], before)
     back = tiny_session()
-    run(back, f":load hf:{folder}")
-    assert torch.allclose(back.model.eval()(idx)[0], before, atol=1e-5)
+    run(back, f":set checkpoint_dir={tmp_path / 'other'}")
+    run(back, ":load mine")
+    assert torch.allclose(back.model.eval()(idx)[0], before, atol=1e-6) and back.trainer.step == step
+    assert s.unsaved_step is None  # the model is in a checkpoint: of the folder it was saved in
 
 
 def test_a_train_whose_autosave_meets_a_full_folder_says_it_too(monkeypatch):
     s = tiny_session()
     _full_disk(monkeypatch)
     result = run(s, ":train steps=2")
-    assert result.save_error is not None and ":save hf:DIR" in result.save_error, result.save_error
-
-
-def test_a_model_without_a_hugging_face_equivalent_is_not_sent_there(monkeypatch):
-    s = tiny_session()
-    run(s, ":set n_experts=2")
-    run(s, ":train steps=1")
-    _full_disk(monkeypatch)
-    with pytest.raises(UserError) as e:
-        run(s, ":save mine")
-    assert "another checkpoint directory" in str(e.value) and "hf:" not in str(e.value), str(e.value)
+    assert result.save_error is not None and ":set checkpoint_dir=DIR" in result.save_error, result.save_error
 
 
 def test_the_shell_says_what_it_said(monkeypatch):
@@ -89,4 +84,4 @@ def test_a_read_only_folder_found_before_the_save_says_it_too(monkeypatch):
     monkeypatch.setattr(checkpoint, "check_save_target", read_only)
     with pytest.raises(UserError) as e:
         run(s, ":save mine")
-    assert "read-only" in str(e.value) and ":save hf:DIR" in str(e.value), str(e.value)
+    assert "read-only" in str(e.value) and ":set checkpoint_dir=DIR keeps this model" in str(e.value), str(e.value)

@@ -178,8 +178,8 @@ def test_a_model_that_cannot_be_kept_on_a_full_disk_is_not_told_to_make_the_fold
     with pytest.raises(UserError) as e:
         run(s, ":set n_heads=1")
     said = str(e.value)
-    assert "full; free space or start minitf with another checkpoint directory; until then, :save hf:DIR" in said
-    assert "after the restart); nothing changed" in said  # the way to keep it meanwhile (test_sweep_m7)
+    assert "full; free space or choose another folder: :set checkpoint_dir=DIR keeps this model and saves there " \
+           "from now on); nothing changed" in said  # the way on (test_sweep_m7)
     assert "writable" not in said and said.endswith("or turn autosave off to rebuild without keeping it: "
                                                     ":set autosave=off")
     assert s.model_config.n_heads == 2 and s.trainer.step == 6

@@ -312,6 +312,10 @@ def _path_given(session: Session, name: str) -> str:
         if (path / MANIFEST).is_file() and NAME.match(path.name):
             if path.parent.resolve() == Path(session.checkpoint_dir).expanduser().resolve():
                 return f"{clip(name)} is a path, and a checkpoint loads by its name: {restore(path.name)}"
+            if syntax() == REPL:  # the session moves to that folder, the model it holds kept until the load
+                return (f"{clip(name)} is a checkpoint in another folder, and checkpoints load by name from "
+                        f"{session.checkpoint_dir}; {cmd('set', checkpoint_dir=str(path.parent))} then "
+                        f"{cmd('load', path.name)}")
             return (f"{clip(name)} is a checkpoint in another folder, and checkpoints load by name from "
                     f"{session.checkpoint_dir}; start minitf with its folder: minitf --checkpoint-dir "
                     f"{shlex.quote(str(path.parent))} --load {path.name}")

@@ -11,6 +11,7 @@ another vocabulary rebuilds it too; the training settings follow the new data's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -32,7 +33,7 @@ from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session, ShellConfig
-from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax
+from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax, without_setting
 from .base import REGISTRY, command, complete_data, greedy_ignores
 from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, quantized_gone, read_with,
                      recipe_line, seed_kept_line, switch_data)
@@ -272,8 +273,26 @@ def _set_params() -> list[Param]:
     # setting's name without a value wants to know what it holds.
     # Tab offers each key once, as `lr=` (the option), not again as a name to show.
     keys = Param("keys", str, positional=True, meta="KEY", help="settings to show (value, meaning, range), e.g. lr")
-    return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}") for cls in SETTINGS
-                       for spec in cls.specs()] + [keys]
+    made = {"tokenizer": {"complete": _tokenizer_values}}  # what Tab offers depends on the data
+    return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}", **made.get(spec.name, {}))
+                       for cls in SETTINGS for spec in cls.specs()] + [keys]
+
+
+def _tokenizer_values(session: Session | None) -> list[str]:
+    """What Tab offers for `tokenizer=`: char, and bpe:N where the data is text (a task's or random tokens' data, or a
+    Hugging Face folder's tokenizer alone, refuse any bpe:N: Tab offered three values that :set then refused). Never
+    loads the data: a task is known by its name."""
+    offered = list(DataConfig.spec("tokenizer").suggestions)
+    if session is None:
+        return offered
+    data = session.loaded_data
+    if data is not None:
+        from ..core.data import TextCorpus
+
+        text = isinstance(data, TextCorpus)
+    else:
+        text = session.data_spec.strip().lower().partition(":")[0] not in TASKS
+    return offered if text else [value for value in offered if not value.startswith("bpe:")]
 
 
 def _text_first() -> str:
@@ -306,6 +325,15 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             read_with(session.data, str(given["tokenizer"]).strip(), reporter, fix=_text_first())  # (its fix, bpe:257,
             # would be refused for this then)
     new = _proposed(current, given)
+    if "checkpoint_dir" in given and syntax() == SHELL:
+        # --set applies after --load, which reads the folder: a line `minitf --set checkpoint_dir=D --load K` would
+        # look for K in the folder before D. The shell's own option is read first.
+        with without_setting("checkpoint_dir"):
+            line = given_before("ls", "--checkpoint-dir", str(given["checkpoint_dir"]).strip())
+        raise UserError(f"from the shell the checkpoint folder is minitf's own option, read before --load: {line}")
+    if "checkpoint_dir" in given:  # absolute, as the session names its folder; checked before anything changes
+        folder = checkpoint_folder(new[ShellConfig].checkpoint_dir)
+        new[ShellConfig] = new[ShellConfig].replace(checkpoint_dir=str(folder))
     # Another optimizer brings its own rate and warm-up for this data where they still held the old one's
     # (core.recipes): AdamW at Muon's lr 1e-2 and 10 warm-up steps ends pydoc's 600 steps at val 2.44.
     new[TrainConfig], followed = follow_optimizer(current[TrainConfig], new[TrainConfig], session.recipe_data,
@@ -423,6 +451,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     session.set_train_config(train)
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
+    if "checkpoint_dir" in changed:  # (the REPL's: the shell's own option sets it there, above)
+        reporter.notice(_folder_now(session))
     if session.has_model and not rebuilt and "max_seq_len" in changed:  # after the settings: a recipe may follow
         _take_up_short_text(session, changed["max_seq_len"][1], reporter)
     from ..core.config import PRESET_FIELDS, matching_preset
@@ -524,6 +554,43 @@ def setting_value(session: Session, spec) -> object:
         return None
     cls = next(c for c in SETTINGS if spec in c.specs())
     return getattr(_current(session, cls), spec.name)
+
+
+def checkpoint_folder(typed: str) -> Path:
+    """The checkpoint_dir setting's value as the folder it names, absolute, or a UserError where no save could use it:
+    a file (or a link to nowhere) on its way, or a checkpoint itself (`checkpoints/run1`: its folder is meant)."""
+    from ..core.checkpoint.layout import check_folder_reachable, check_not_a_checkpoint
+    from ..core.errors import CheckpointError
+    from ..core.paths import expand
+
+    folder = expand(typed.strip(), f"checkpoint_dir={typed}").absolute()
+    try:
+        check_folder_reachable(folder)
+    except CheckpointError as e:  # the core's fix is to start minitf on another folder: here, another value
+        raise UserError(f"{str(e).rpartition('; ')[0] or e}; give checkpoint_dir another folder") from None
+    try:
+        check_not_a_checkpoint(folder)
+    except CheckpointError:
+        raise UserError(f"{clip(str(folder), 200)} is itself a checkpoint, not a folder of checkpoints; "
+                        f"{cmd('set', checkpoint_dir=str(folder.parent))} then {cmd('load', folder.name)} loads it"
+                        ) from None
+    return folder
+
+
+def _folder_now(session: Session) -> str:
+    """What the session's new checkpoint folder holds, said after `:set checkpoint_dir=`."""
+    from ..core.checkpoint import list_checkpoints
+
+    folder = session.checkpoint_dir
+    if not folder.exists():
+        return (f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes; the model "
+                "is kept")
+    try:
+        held = sum(row.error is None for row in list_checkpoints(folder))
+    except UserError:
+        held = 0
+    there = f"it holds {count(held, 'checkpoint')} ({cmd('ls')} lists them)" if held else "it holds no checkpoint yet"
+    return f"checkpoints now go to {folder}: {there}; the model is kept"
 
 
 def _proposed(current: dict, given: dict) -> dict:

@@ -14,6 +14,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..core import distributed
 from ..core.errors import CheckpointError, ConfigError, DataError, UserError
@@ -119,24 +120,19 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
 
 
 def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
-    """A save refused because the checkpoint folder cannot be used (full, read-only, not this user's), with the way to
-    keep the model until minitf starts on another folder: the REPL cannot change its folder, and leaving it as the
-    core's fix says to lost the model it trained. Where the model's settings have a Hugging Face equivalent, `:save
-    hf:DIR` writes its weights anywhere (the optimizer and the run stay behind: a new run starts from them). The
-    one-shot shell's process ends with the command, so it says what the core said."""
+    """A save refused because the checkpoint folder cannot be used (full, read-only, not this user's), with the REPL's
+    way on: the core's fix is to start minitf on another folder, which in the REPL would lose the model it trained
+    (before the checkpoint_dir setting, the line sent the weights out through `:save hf:DIR` first). The session
+    changes folder instead and keeps the model, its optimizer and its run. The one-shot shell's process ends with the
+    command, so it says what the core said (--checkpoint-dir, or --set checkpoint_dir=DIR, next time)."""
     from ..core.checkpoint.layout import ANOTHER_DIR
     from ..syntax import REPL, syntax
 
-    if syntax() != REPL or not str(e).endswith(ANOTHER_DIR) or not session.has_model:
+    if syntax() != REPL or not str(e).endswith(ANOTHER_DIR):
         return e
-    from ..core.hf import export_type
-
-    try:
-        export_type(session.model_config)
-    except ConfigError:
-        return e
-    return CheckpointError(f"{e}; until then, {cmd('save', 'hf:DIR')} keeps this model's weights in a folder DIR of "
-                           f"your choosing, and {cmd('load', 'hf:DIR')} brings them back after the restart")
+    kept = " keeps this model and" if session.has_model else ""
+    return CheckpointError(f"{str(e)[: -len(ANOTHER_DIR)]}choose another folder: {cmd('set', checkpoint_dir='DIR')}"
+                           f"{kept} saves there from now on")
 
 
 def _meta_of(manifest: bytes | None) -> str | None:
@@ -163,8 +159,26 @@ def refuse_a_path(session: Session, name: str, hf: bool = True) -> None:
                               f"name in {session.checkpoint_dir}; give a name, e.g. run1")
     if "/" in name or "\\" in name or name.startswith("~"):
         raise CheckpointError(f"{clip(name)!r} is not a valid checkpoint name but a path: a checkpoint is saved by its "
-                              f"name in {session.checkpoint_dir} (start minitf with --checkpoint-dir DIR for another "
-                              f"folder); to write a Hugging Face folder at that path, give hf:{clip(name, 200)}")
+                              f"name in {session.checkpoint_dir} ({_into_folder(name)}); to write a Hugging Face "
+                              f"folder at that path, give hf:{clip(name, 200)}")
+
+
+def _into_folder(path: str) -> str:
+    """How a save goes into the folder of `path` (`:save runs/m1`): the REPL changes its folder; the one-shot shell
+    names the option for the next start."""
+    from pathlib import PureWindowsPath
+
+    from ..core.checkpoint.layout import NAME
+    from ..registry import clip
+    from ..syntax import REPL, syntax
+
+    if syntax() != REPL:
+        return "start minitf with --checkpoint-dir DIR for another folder"
+    parts = PureWindowsPath(path) if "\\" in path else Path(path)
+    if not NAME.match(parts.name) or not str(parts.parent).strip(". "):
+        return f"{cmd('set', checkpoint_dir='DIR')} for another folder"
+    return f"to save into {clip(str(parts.parent), 200)}: {cmd('set', checkpoint_dir=str(parts.parent))}, then " \
+           f"{cmd('save', parts.name)}"
 
 
 def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None,

@@ -61,6 +61,7 @@ class SettingSpec:
     aliases: tuple = ()  # other accepted spellings of the key, e.g. batch for batch_size
     in_place: bool = False  # changes no weight: a built model takes the new value and keeps its weights
     suggestions: tuple = ()  # what Tab offers for a value that is not one of fixed choices (tokenizer=bpe:N)
+    folder: bool = False  # the value is a folder's path: Tab completes folders, a quoted Windows path is read whole
 
     def range_text(self) -> str:
         """The valid range in words: "> 0", ">= 1", "in [0, 1)", "" when unbounded."""
