@@ -1,0 +1,35 @@
+"""The 44th session's own look: each test failed before its fix.
+
+Tab offered values that the command then refused in the same state: `:set tokenizer=<Tab>` on a task offered
+bpe:512, bpe:1024 and bpe:4096, each refused ("choose text data first"). What Tab offers for a setting now depends on
+the data where the data decides (commands/settings._tokenizer_values), and every value it offers for any setting is
+taken by :set, on a task and on text.
+"""
+
+import pytest
+
+from test_commands import TEXT, run, tiny_session
+from test_sweep_aw import completions
+
+from minitf_repl.commands.base import REGISTRY
+from minitf_repl.core.errors import UserError
+
+
+@pytest.mark.parametrize("data", ["sort:4", "text"])
+def test_every_value_tab_offers_for_a_setting_is_one_set_takes(data, tmp_path, checkpoint_dir):
+    if data == "text":
+        path = tmp_path / "fox.txt"
+        path.write_text(TEXT * 4, encoding="utf-8")
+        data = str(path)
+    offered = {param.name: completions(f":set {param.name}=", tiny_session(data)) for param in REGISTRY["set"].options}
+    assert offered["tokenizer"] == (["char"] if data.startswith("sort") else ["char", "bpe:512", "bpe:1024", "bpe:4096"])
+    refused = []
+    for key, values in offered.items():
+        for value in values:
+            if key == "tokenizer" and value.startswith("bpe:") and value != "bpe:512":
+                continue  # the same path as bpe:512, a BPE trained each time: one is enough
+            try:
+                run(tiny_session(data), f":set {key}={value}")
+            except UserError as e:
+                refused.append(f"{key}={value}: {e}")
+    assert refused == []
