@@ -859,13 +859,17 @@ class _ShellSession:
     """What a `complete` function may ask of a session while a shell (bash, zsh, fish) completes a line.
 
     No session exists then (completion must answer at once, without torch or a model): only the
-    checkpoint folder is known, from --checkpoint-dir on the line or the default. Functions that need
-    a model (a layer's number, say) find no attribute and offer nothing.
+    checkpoint folder and the data's spec are known, from --checkpoint-dir and --data on the line or
+    their defaults, and no data is loaded. Functions that need a model (a layer's number, say) find no
+    attribute and offer nothing.
     """
 
     def __init__(self, ctx: typer.Context):
-        given = ctx.find_root().params.get("checkpoint_dir") if ctx is not None else None
+        root = ctx.find_root().params if ctx is not None else {}
+        given = root.get("checkpoint_dir")
         self.checkpoint_dir = Path(given).expanduser() if given else default_checkpoint_dir()
+        self.data_spec = root.get("data") or "pydoc"
+        self.loaded_data = None
 
 
 def _shell_completion(p):

@@ -102,9 +102,10 @@ class Session:
         self.gen_config = gen_config if gen_config is not None else GenConfig()
         self.shell_config = shell_config if shell_config is not None else ShellConfig()
         self.threads = ThreadPolicy(self.shell_config.threads)  # applied when torch is first needed (build)
-        # the argument (--checkpoint-dir) wins over a shell_config's folder; absolute, as the default is: config, ls and
-        # save --json gave `--checkpoint-dir ck` as typed, relative
-        self.checkpoint_dir = checkpoint_dir if checkpoint_dir else default_checkpoint_dir()
+        # the argument (--checkpoint-dir), else a shell_config's own folder, else the default; absolute, as the default
+        # is: config, ls and save --json gave `--checkpoint-dir ck` as typed, relative
+        own = self.shell_config.checkpoint_dir if shell_config is not None else ShellConfig.checkpoint_dir
+        self.checkpoint_dir = checkpoint_dir or (own if own != ShellConfig.checkpoint_dir else default_checkpoint_dir())
         self._saved_in = self.checkpoint_dir  # the folder of last_checkpoint (the folder may have changed since)
         self._ablations = None  # core.ablation.Ablations on the model, while any part is switched off
         # Which session wrote an autosave (core.checkpoint's `origin`): a continued run replaces its own

@@ -105,3 +105,15 @@ def test_tab_offers_the_usual_folder_then_the_folders_on_disk(tmp_path, monkeypa
     assert completed(":set checkpoint_d") == [":set checkpoint_dir="]
     assert completed(":set checkpoint_dir=") == [":set checkpoint_dir=checkpoints"]
     assert completed(":set checkpoint_dir=ru") == [":set checkpoint_dir=runs_a/"]  # folders, not files
+
+
+def test_a_session_made_with_a_shell_config_takes_its_folder_unless_given_one(tmp_path, monkeypatch, checkpoint_dir):
+    from minitf_repl.session import Session, ShellConfig
+
+    monkeypatch.chdir(tmp_path)
+    assert Session().checkpoint_dir == checkpoint_dir  # $MINITF_CHECKPOINT_DIR (conftest), as minitf starts
+    assert Session(shell_config=ShellConfig(checkpoint_dir="mine")).checkpoint_dir == tmp_path / "mine"
+    assert Session(checkpoint_dir="given", shell_config=ShellConfig(checkpoint_dir="mine")).checkpoint_dir == \
+        tmp_path / "given"
+    with pytest.raises(UserError, match="checkpoint_dir is empty"):
+        ShellConfig(checkpoint_dir="  ")

@@ -15,6 +15,7 @@ import pytest
 from minitf_repl.core.config import ModelConfig, TrainConfig
 from minitf_repl.core.errors import UserError
 from minitf_repl.session import Session
+from minitf_repl.syntax import SHELL, speaking
 from test_cli import assert_one_error_line, invoke
 from test_commands import run
 from test_render import plain
@@ -130,9 +131,14 @@ def test_load_given_a_path_says_how_to_load_what_is_there_not_to_rename_it(tmp_p
     session = session_on()
     session.checkpoint_dir = tmp_path / "ck"
     with pytest.raises(UserError, match=f"is a checkpoint in another folder, and checkpoints load by name from "
-                                        f"{tmp_path / 'ck'}; start minitf with its folder: minitf --checkpoint-dir "
-                                        f"{tmp_path / 'elsewhere'} --load mine$"):
+                                        f"{tmp_path / 'ck'}; :set checkpoint_dir={tmp_path / 'elsewhere'} then "
+                                        f":load mine$"):
         run(session, f":load {tmp_path / 'elsewhere' / 'mine'}")  # was: "not a valid checkpoint name; use ... run1"
+    with speaking(SHELL), pytest.raises(UserError, match=f"is a checkpoint in another folder, and checkpoints load "
+                                                         f"by name from {tmp_path / 'ck'}; start minitf with its "
+                                                         f"folder: minitf --checkpoint-dir {tmp_path / 'elsewhere'} "
+                                                         f"--load mine$"):
+        run(session, f":load {tmp_path / 'elsewhere' / 'mine'}")  # a one-shot session's folder is its option
     with pytest.raises(UserError, match=f"is a Hugging Face folder; :load hf:{tmp_path / 'hf'} loads it$"):
         run(session, f":load {tmp_path / 'hf'}")
     with pytest.raises(UserError, match="is not a valid checkpoint name but a path; give a name from .* "
@@ -249,10 +255,13 @@ def test_save_given_a_path_says_where_checkpoints_go_and_how_to_write_a_folder_t
     session.checkpoint_dir = tmp_path / "ck"
     run(session, ":train steps=1")
     with pytest.raises(UserError, match=f"is not a valid checkpoint name but a path: a checkpoint is saved by its name "
-                                        f"in {tmp_path / 'ck'} \\(start minitf with --checkpoint-dir DIR for another "
-                                        f"folder\\); to write a Hugging Face folder at that path, give "
-                                        f"hf:{tmp_path / 'mine'}$"):
+                                        f"in {tmp_path / 'ck'} \\(to save into {tmp_path}: :set checkpoint_dir="
+                                        f"{tmp_path}, then :save mine\\); to write a Hugging Face folder at that path, "
+                                        f"give hf:{tmp_path / 'mine'}$"):
         run(session, f":save {tmp_path / 'mine'}")  # was: "use up to 100 ASCII letters ... (for example run1)"
+    with speaking(SHELL), pytest.raises(UserError, match="\\(start minitf with --checkpoint-dir DIR for another "
+                                                         "folder\\); to write a Hugging Face folder"):
+        run(session, f":save {tmp_path / 'mine'}")
     assert not (tmp_path / "mine").exists() and sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["autosave"]
     run(session, f":save hf:{tmp_path / 'mine'}")  # as it says
     assert (tmp_path / "mine" / "config.json").is_file()

@@ -33,3 +33,11 @@ def test_every_value_tab_offers_for_a_setting_is_one_set_takes(data, tmp_path, c
             except UserError as e:
                 refused.append(f"{key}={value}: {e}")
     assert refused == []
+
+
+def test_bash_completion_reads_the_data_on_the_line_for_the_tokenizer():
+    from test_completion import complete_bash
+
+    # the shell's stand-in session had no data at all, and the REPL's question of it was an AttributeError
+    assert complete_bash("minitf --data sort:4 set tokenizer=") == ["tokenizer=char"]
+    assert "tokenizer=bpe:512" in complete_bash("minitf set tokenizer=")

@@ -121,7 +121,7 @@ def test_load_hf_of_a_lab_checkpoint_says_it_loads_by_name(checkpoint_dir, tmp_p
         run(s, f":load hf:{checkpoint_dir / 'mine'}")
     other = tmp_path / "elsewhere"
     (checkpoint_dir / "mine").rename(other)
-    with pytest.raises(UserError, match=r"checkpoint in another folder.*--checkpoint-dir .* --load elsewhere"):
+    with pytest.raises(UserError, match=r"checkpoint in another folder.*; :set checkpoint_dir=.* then :load elsewhere$"):
         run(s, f":load hf:{other}")
 
 

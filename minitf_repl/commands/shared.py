@@ -124,7 +124,7 @@ def keep_meanwhile(session: Session, e: CheckpointError) -> CheckpointError:
     way on: the core's fix is to start minitf on another folder, which in the REPL would lose the model it trained
     (before the checkpoint_dir setting, the line sent the weights out through `:save hf:DIR` first). The session
     changes folder instead and keeps the model, its optimizer and its run. The one-shot shell's process ends with the
-    command, so it says what the core said (--checkpoint-dir, or --set checkpoint_dir=DIR, next time)."""
+    command, so it says what the core said (--checkpoint-dir next time)."""
     from ..core.checkpoint.layout import ANOTHER_DIR
     from ..syntax import REPL, syntax
 
