@@ -3,7 +3,8 @@
 Tab offered values that the command then refused in the same state: `:set tokenizer=<Tab>` on a task offered
 bpe:512, bpe:1024 and bpe:4096, each refused ("choose text data first"). What Tab offers for a setting now depends on
 the data where the data decides (commands/settings._tokenizer_values), and every value it offers for any setting is
-taken by :set, on a task and on text.
+taken by :set, on a task and on text. The BPEs trained on a text were kept for the session without a bound (every
+bpe:N tried stayed in memory); the KEPT_BPES used last are kept now.
 """
 
 import pytest
@@ -41,3 +42,16 @@ def test_bash_completion_reads_the_data_on_the_line_for_the_tokenizer():
     # the shell's stand-in session had no data at all, and the REPL's question of it was an AttributeError
     assert complete_bash("minitf --data sort:4 set tokenizer=") == ["tokenizer=char"]
     assert "tokenizer=bpe:512" in complete_bash("minitf set tokenizer=")
+
+
+def test_the_bpes_kept_for_a_text_are_the_ones_used_last(monkeypatch):
+    from minitf_repl.core import bpe
+
+    trained = []
+    monkeypatch.setattr(bpe, "train_bpe", lambda text, n, progress=None: trained.append(n) or f"bpe {n}")
+    kept = {}
+    for n in range(300, 300 + bpe.KEPT_BPES):
+        bpe.tokenizer_for(f"bpe:{n}", "text", kept=kept)
+    assert bpe.tokenizer_for("bpe:300", "text", kept=kept) == "bpe 300" and trained.count(300) == 1  # kept, used again
+    bpe.tokenizer_for("bpe:999", "text", kept=kept)  # one more: the one used longest ago goes (was: every one kept)
+    assert len(kept) == bpe.KEPT_BPES and 301 not in kept and 300 in kept and 999 in kept

@@ -368,16 +368,24 @@ def train_bpe(text: str, vocab_size: int, progress: Callable[[str], None] | None
 def tokenizer_for(value: str, text: str, progress: Callable[[str], None] | None = None,
                   kept: dict | None = None) -> SubwordTokenizer | None:
     """The tokenizer the setting `value` names, for `text`: None for `char`, a BPE trained on `text` for `bpe:N`.
-    `kept`: the BPEs trained on this same text so far, by N (core.data.Readings); one there is not trained again."""
+    `kept`: the BPEs trained on this same text so far, by N (core.data.Readings); one there is not trained again.
+    It holds the KEPT_BPES used last (a BPE is some 3 to 6 MB on tiny Shakespeare, 4,096 to 32,000 tokens; a session
+    that tried every size kept them all)."""
     n = parse_tokenizer(value)
     if n is None:
         return None
     if kept is not None and n in kept:
+        kept[n] = kept.pop(n)  # used last: the last to go
         return kept[n]
     tokenizer = train_bpe(text, n, progress)
     if kept is not None:
         kept[n] = tokenizer
+        while len(kept) > KEPT_BPES:
+            del kept[next(iter(kept))]
     return tokenizer
+
+
+KEPT_BPES = 8
 
 
 def tokenizer_setting(tokenizer) -> str:

@@ -267,7 +267,7 @@ class Readings:
 
     def __init__(self):
         self.splits: dict[tuple[str, torch.dtype], dict[str, torch.Tensor]] = {}
-        self.trained: dict[int, object] = {}  # N of a setting bpe:N -> the BPE it trained (core.bpe)
+        self.trained: dict[int, object] = {}  # N of a setting bpe:N -> the BPE it trained, the last few (core.bpe)
 
     def splits_of(self, tokenizer, dtype: torch.dtype, read: Callable[[], dict]) -> dict[str, torch.Tensor]:
         if tokenizer.kind == "char":
