@@ -175,6 +175,35 @@ def test_the_flock_owner_is_named_and_released_with_the_holder(tmp_path, monkeyp
         pass
 
 
+@posix_only
+def test_a_flock_held_without_writing_its_owner_does_not_name_the_ended_writer_before_it(tmp_path, monkeypatch):
+    import fcntl
+
+    # the lock file's owner is the last holder that could write it; this holder (another user's file, opened
+    # read-only) could not, and the one named has ended: it was named as the one saving
+    monkeypatch.setattr(ckpt.locks, "LOCK_WAIT", 0.2)
+    dead = {**ckpt.locks.lock_owner(), "token": "0" * 16, "pid": _dead_pid()}
+    (tmp_path / ckpt.LOCK_FILE).write_text(json.dumps(dead))
+    fd = os.open(tmp_path / ckpt.LOCK_FILE, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(CheckpointError) as e:
+            with ckpt.folder_lock(tmp_path):
+                pass
+    finally:
+        os.close(fd)
+    assert "is busy: another minitf has been saving there" in str(e.value) and str(dead["pid"]) not in str(e.value)
+    (tmp_path / ckpt.LOCK_FILE).write_text(json.dumps({**dead, "pid": os.getpid(), "token": "1" * 16}))
+    fd = os.open(tmp_path / ckpt.LOCK_FILE, os.O_RDONLY)  # a writer that is alive is named, as before
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(CheckpointError, match=f"is busy: minitf on {socket.gethostname()} \\(pid {os.getpid()}\\)"):
+            with ckpt.folder_lock(tmp_path):
+                pass
+    finally:
+        os.close(fd)
+
+
 # --- rotation deletes only what rotation made ---------------------------------------------------------
 def test_rotation_never_deletes_a_checkpoint_the_user_named(checkpoint_dir):
     s = tiny_session()

@@ -144,16 +144,17 @@ class folder_lock:
             return
 
     def _wait_or_give_up(self, deadline: float, path: Path, remove_hint: bool = False) -> None:
+        flocked = not remove_hint  # the flock's file (HELD_FILE's waits say how to remove it)
         if self.on_wait is not None and not self._told and time.monotonic() - self._since >= WAIT_NOTICE:
             self._told = True
             # Ctrl-C stops the wait only where it raises at once (core.interrupts.cut_short): :train's autosave and
             # the model kept before a rebuild are saved whatever comes (a Ctrl-C there asks a stop that has come
             # already), and "Ctrl-C stops this save" was said there too, over a Ctrl-C that then did nothing
             stop = "; Ctrl-C stops this save" if may_cut_short() else ""
-            self.on_wait(f"waiting for {_who(path)} to finish saving into {clip(str(self.directory), 80)} (up to "
-                         f"{self.wait:.0f} s{stop})")
+            self.on_wait(f"waiting for {_who(path, flocked)} to finish saving into {clip(str(self.directory), 80)} "
+                         f"(up to {self.wait:.0f} s{stop})")
         if time.monotonic() >= deadline:
-            who = _who(path)
+            who = _who(path, flocked)
             # whole, never clipped: it is a path to type (remove /tmp/a...b/.minitf.lock.held removes nothing)
             hint = f" (if no minitf is saving there, remove {path})" if remove_hint else ""
             raise CheckpointError(
@@ -214,10 +215,15 @@ def _break(path: Path, judged: tuple[int, dict | None]) -> None:
     unlink(aside)
 
 
-def _who(path: Path) -> str:
-    """Who holds the lock at `path`, in words."""
+def _who(path: Path, flocked: bool = False) -> str:
+    """Who holds the lock at `path`, in words. The flock's file names the last holder that could write it: one whose
+    file belongs to another user opens it read-only and leaves the owner before it there (_open_lock_file). A holder
+    named that is gone (_is_stale: a process of this host that has ended) is not the one holding a flock, which the
+    kernel releases with its holder: it was named all the same ("waiting for minitf on host (pid N)", N long ended)."""
     owner = _read_owner(path)
-    return f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})" if owner else "another minitf"
+    if not owner or (flocked and _is_stale(path)):
+        return "another minitf"
+    return f"minitf on {owner.get('host', '?')} (pid {owner.get('pid', '?')})"
 
 
 def _same_file(fd: int, path: Path) -> bool:
