@@ -13,6 +13,7 @@ notices and errors go to standard error, so `minitf train --json > run.json` sta
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import inspect
 import os
@@ -101,6 +102,42 @@ def _narrow(formatter) -> bool:
     return True
 
 
+# The words of this command line, as the group reads them: a fix that rewrites the line (--set checkpoint_dir) keeps
+# the rest of it as typed.
+_TYPED: contextvars.ContextVar[list] = contextvars.ContextVar("minitf_typed", default=[])
+
+
+def _folder_as_option(settings: list[str]) -> str | None:
+    """Where a --set names checkpoint_dir: the refusal, with the line as typed, the pair given as --checkpoint-dir.
+    From the shell the folder is minitf's own option, read before --load: --set applies after --load, and a line
+    `minitf --set checkpoint_dir=D --load K` looked for K in the folder before D."""
+    def split(value: str) -> list[str]:
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return value.split()
+
+    def key(pair: str) -> str:
+        return pair.partition("=")[0].strip().lower().replace("-", "_")
+
+    folder = next((p.partition("=")[2] for value in settings for p in split(value) if key(p) == "checkpoint_dir"), None)
+    if folder is None:
+        return None
+    words, line, i = _TYPED.get(), [], 0
+    while i < len(words):
+        name, eq, inline = words[i].partition("=")
+        if name in ("--set", "--checkpoint-dir"):
+            value = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
+            i += 1 if eq else 2
+            kept = " ".join(p for p in split(value) if key(p) != "checkpoint_dir") if name == "--set" else ""
+            line += ["--set", shlex.quote(kept)] if kept else []
+            continue
+        line.append(shlex.quote(words[i]))
+        i += 1
+    return ("from the shell the checkpoint folder is minitf's own option, read before --load: "
+            + " ".join(["minitf", "--checkpoint-dir", shlex.quote(folder.strip()), *line]))
+
+
 class _Group(_FlagsUntyped, TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
@@ -117,6 +154,7 @@ class _Group(_FlagsUntyped, TyperGroup):
             return 0
         args = _other_name(_help_word(typed, self.commands, self.params), self.commands, self.params)
         args = _flag_words(args, self.commands, self.params)
+        _TYPED.set(list(args))
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
@@ -641,6 +679,9 @@ def root(
         _command_line_error("--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), "
                             "or leave the option out")
         raise typer.Exit(1)
+    if (refusal := _folder_as_option(settings)) is not None:  # before --load, which reads the folder
+        _command_line_error(f"--set: {refusal}")
+        raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)
     if load is not None:  # a line its error suggests leaves out the --load that failed (it would fail the same way)
         with invoked_with([(o, v) for o, v in given if v is not None and o != "--load"]
@@ -895,8 +936,9 @@ def _pair_completion(command):
 
     def complete(ctx: typer.Context, incomplete: str) -> list[str]:
         key, eq, value = incomplete.partition("=")
-        if not eq:
-            return [f"{p.name}=" for p in command.options if p.name.startswith(key)]
+        if not eq:  # not a setting the shell gives as an option of its own (checkpoint_dir: --checkpoint-dir)
+            return [f"{p.name}=" for p in command.options if p.name.startswith(key)
+                    and (p.setting is None or p.setting.shell_option is None)]
         try:
             param = command.find_param(key)
         except UserError:

@@ -39,7 +39,7 @@ from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
 from .reporter import Reporter
 from .schema import schema_id
-from .syntax import cmd, speaking, typed_at_keyboard
+from .syntax import REPL, cmd, speaking, typed_at_keyboard
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -161,7 +161,14 @@ def phrase(exc: UserError, syntax: str) -> str:
 
     (The message itself was phrased when it was raised, under the same front end: syntax.py.)
     """
+    from .core.checkpoint.layout import ANOTHER_DIR
+
     message = str(exc)
+    if syntax == REPL and ANOTHER_DIR in message:
+        # the core's way on from a checkpoint folder it cannot use; the REPL changes its folder, model kept (a restart,
+        # as the core's words say, loses what the session trained): `:ls`, `:load`, `:train`'s check before it runs
+        with speaking(syntax):
+            message = message.replace(ANOTHER_DIR, f"choose another folder: {cmd('set', checkpoint_dir='DIR')}")
     fix = getattr(exc, "fix", None)
     if not fix:
         return message

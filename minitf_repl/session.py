@@ -57,7 +57,7 @@ class ShellConfig(Settings):
     checkpoint_dir: str = setting("checkpoints", "the folder :save, :load, :ls and autosave use, made at the first "
                                   "save; changing it keeps the model. It starts as --checkpoint-dir, else "
                                   "$MINITF_CHECKPOINT_DIR, else ./checkpoints in the folder minitf started in",
-                                  folder=True, suggestions=("checkpoints",))
+                                  folder=True, suggestions=("checkpoints",), shell_option="--checkpoint-dir")
 
     def check_together(self) -> None:
         if not self.checkpoint_dir.strip():
@@ -218,6 +218,12 @@ class Session:
         self._on_disk = ((weakref.ref(self._trainer), self._trainer.step, meta_sha256,
                           earlier | {meta_sha256} if meta_sha256 is not None else earlier)
                          if self._trainer is not None else None)
+
+    @property
+    def last_checkpoint_here(self) -> str | None:
+        """last_checkpoint where it is a checkpoint of the folder in use now (`:load NAME` finds it there), else None:
+        `:set checkpoint_dir=` moved the session since it was saved or loaded."""
+        return self.last_checkpoint if self._saved_in == self.checkpoint_dir else None
 
     def holds_state(self) -> bool:
         """Whether the model is as it was at the last save or load (the same trainer, at the same step)."""

@@ -140,7 +140,7 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     """
     if syntax() == REPL:
         words = [f":{name}", *(_repl_text(p) if isinstance(p, PromptText) else str(p) for p in positional),
-                 *(f"{k}={setting_text(v)}" for k, v in options.items())]
+                 *(f"{k}={_repl_value(setting_text(v))}" for k, v in options.items())]
         return " ".join(words)
     if name == "set" and positional and not options and not any("=" in str(p) for p in positional):
         return " ".join([*_minitf(), "set", *map(str, positional)])  # names alone: the settings shown, nothing set
@@ -178,6 +178,20 @@ def _repl_text(text: str) -> str:
     if plain and not any("=" in word or word.startswith("-") for word in text.split()):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def _repl_value(value: str) -> str:
+    """An option's value as a REPL line reads it back: in quotes where it holds a space (`checkpoint_dir="my runs"`:
+    unquoted, the line read `runs` as a second word). Double quotes keep a Windows path's backslashes (a path
+    option's rule, parsing), so they are the first choice; single quotes where the value holds a double quote."""
+    if not any(ch.isspace() for ch in value):
+        return value
+    return f'"{value}"' if '"' not in value else f"'{value}'"
+
+
+def word(value: str) -> str:
+    """`value` as one word of a line in the syntax speaking now: quoted where a space would split it."""
+    return _repl_value(value) if syntax() == REPL else shlex.quote(value)
 
 
 def _shell_text(text: str) -> str:

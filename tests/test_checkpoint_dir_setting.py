@@ -5,6 +5,8 @@ who wanted a checkpoint elsewhere, or whose folder filled up mid-session, had to
 (tests/test_sweep_m7.py has the full folder). From the shell the folder stays minitf's own option, which --load reads.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -50,15 +52,17 @@ def test_the_notice_says_what_the_new_folder_holds_and_a_new_one_is_made_by_the_
     s = tiny_session()
     heard = Recorder()
     run(s, f":set checkpoint_dir={tmp_path / 'new'}", heard)
-    assert heard.notices == [f"checkpoints now go to {tmp_path / 'new'}, which the first :save NAME or autosave makes; "
-                             "the model is kept"]
+    assert heard.notices == [f"checkpoints now go to {tmp_path / 'new'}, which the first :save NAME or autosave makes"]
     assert not (tmp_path / "new").exists()
     run(s, ":train steps=1")  # its autosave makes it
     assert (tmp_path / "new" / "autosave").is_dir()
     heard = Recorder()
     run(tiny_session(), f":set checkpoint_dir={tmp_path / 'new'}", heard)
-    assert heard.notices == [f"checkpoints now go to {tmp_path / 'new'}: it holds 1 checkpoint (:ls lists them); "
-                             "the model is kept"]
+    assert heard.notices == [f"checkpoints now go to {tmp_path / 'new'}: it holds 1 checkpoint (:ls lists them)"]
+    heard = Recorder()
+    run(s, f":set checkpoint_dir={tmp_path}", heard)  # one level too high: the folder of checkpoints in it is named
+    assert heard.notices == [f"checkpoints now go to {tmp_path}: it holds no checkpoint yet, but new in it holds "
+                             f"some: :set checkpoint_dir={tmp_path / 'new'} reads them; the model is kept"]
 
 
 def test_a_folder_no_save_could_use_is_refused_and_nothing_changes(tmp_path, checkpoint_dir):
@@ -91,11 +95,17 @@ def test_a_path_given_as_a_name_is_told_how_to_save_or_load_there(tmp_path, monk
 
 
 def test_the_shell_gives_the_folder_as_its_own_option_which_load_reads(tmp_path):
-    line = assert_one_error_line(invoke("--data", "sort", "--set", "lr=0.02 checkpoint_dir=runs", "ls"))
-    # the line names --checkpoint-dir in place of the pair, and keeps the rest of that --set
-    assert line.endswith("read before --load: minitf --data sort --set lr=0.02 --checkpoint-dir runs ls"), line
+    # --set applies after --load, which reads the folder: refused first, the line as typed with the option in its place
+    line = assert_one_error_line(invoke("--data", "sort", "--set", "lr=0.02 checkpoint_dir=runs", "--load", "m", "gen"))
+    assert line == ("error: --set: from the shell the checkpoint folder is minitf's own option, read before --load: "
+                    "minitf --checkpoint-dir runs --data sort --set lr=0.02 --load m gen"), line
+    line = assert_one_error_line(invoke('--set=checkpoint_dir="my runs"', "train", "--steps", "5"))
+    assert line.endswith("read before --load: minitf --checkpoint-dir 'my runs' train --steps 5"), line
     line = assert_one_error_line(invoke("--data", "sort", "set", "checkpoint_dir=runs"))
-    assert line.endswith("minitf --data sort --checkpoint-dir runs ls"), line
+    assert line.endswith("read before --load, e.g. minitf --data sort --checkpoint-dir runs ls"), line
+    shown = invoke("set", "checkpoint_dir")  # its usage from the shell is the option, not --set
+    assert shown.exit_code == 0 and "--checkpoint-dir DIR, before the command" in shown.output
+    assert "--set checkpoint_dir" not in shown.output
 
 
 def test_tab_offers_the_usual_folder_then_the_folders_on_disk(tmp_path, monkeypatch):
@@ -117,3 +127,97 @@ def test_a_session_made_with_a_shell_config_takes_its_folder_unless_given_one(tm
         tmp_path / "given"
     with pytest.raises(UserError, match="checkpoint_dir is empty"):
         ShellConfig(checkpoint_dir="  ")
+
+
+# --- found by a look at the feature, each failing before its fix ------------------------------------------------------
+def test_a_folder_the_system_refuses_or_a_value_that_is_no_folder_is_refused_and_nothing_changes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = tiny_session()
+    before = s.checkpoint_dir
+    said = refusal(s, f":set checkpoint_dir={'x' * 300}")  # was an internal error, the folder changed all the same
+    assert "a name in that path is too long for the file system; give checkpoint_dir another folder" in said
+    assert refusal(s, ":set checkpoint_dir=none").startswith("checkpoint_dir=none would be a folder named none; "
+                                                              "give a folder (:set checkpoint_dir=./none")
+    assert refusal(s, ":set checkpoint_dir=~nosuchuser7/x") == (  # was: "$HOME is not set", with $HOME set
+        "checkpoint_dir=~nosuchuser7/x starts with ~nosuchuser7, the home folder of a user nosuchuser7, and there is "
+        "no such user here; give the path in full")
+    assert s.checkpoint_dir == before
+    run(s, ":set checkpoint_dir=./a/../b")
+    assert s.checkpoint_dir == tmp_path / "b"
+    assert run(s, ":set checkpoint_dir=b/../b").changed == {}  # the same folder by another spelling
+
+
+def test_a_rebuild_after_a_move_keeps_the_model_in_the_new_folder_where_load_finds_it(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=2")
+    run(s, ":save m")  # this model, in the first folder
+    heard = Recorder()
+    name = run(s, f":set checkpoint_dir={tmp_path / 'B'} n_layers=2", heard).kept  # moved and rebuilt in one line
+    assert name.startswith("kept-") and (tmp_path / "B" / name).is_dir()  # was: the old folder, `:load` finding none
+    assert heard.notices == [f"checkpoints now go to {tmp_path / 'B'}: it holds 1 checkpoint (:ls lists them)"]
+    run(s, f":load {name}")
+    assert s.trainer.step == 2 and s.model_config.n_layers == 1
+
+
+def test_a_rebuild_in_the_new_folder_copies_a_model_saved_in_the_old_one(tmp_path):
+    s = tiny_session()
+    run(s, f":set checkpoint_dir={tmp_path / 'A'}")
+    run(s, ":train steps=2 save=m")
+    run(s, f":set checkpoint_dir={tmp_path / 'B'}")
+    run(s, ":train steps=1 save=m")  # another model named m, in B
+    run(s, ":load m")
+    run(s, f":set checkpoint_dir={tmp_path / 'A'}")
+    run(s, ":load m")  # A's m, at step 2: kept by its checkpoint in A
+    run(s, f":set checkpoint_dir={tmp_path / 'B'}")
+    kept = run(s, ":set n_layers=2").kept
+    assert kept.startswith("kept-"), kept  # was "m": `:load m` then loaded B's m, another model
+    run(s, f":load {kept}")
+    assert s.trainer.step == 2
+
+
+def test_a_suggested_line_quotes_a_folder_with_a_space(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = tiny_session()
+    run(s, ":train steps=1")
+    said = refusal(s, ':save "my runs/m4"')
+    assert '(to save into my runs: :set checkpoint_dir="my runs", then :save m4)' in said
+    assert said.endswith('give "hf:my runs/m4"'), said
+    run(s, ':set checkpoint_dir="my runs"')  # as suggested
+    run(s, ":save m4")
+    assert (tmp_path / "my runs" / "m4").is_dir()
+
+
+def test_a_save_suggests_no_folder_the_setting_would_refuse(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    s = tiny_session()
+    run(s, ":train steps=1")
+    assert "(:set checkpoint_dir=DIR for another folder)" in refusal(s, ":save afile/m")  # a file: not offered
+    run(s, f":set checkpoint_dir={tmp_path / 'b'}")
+    run(s, ":save m3")
+    run(s, f":set checkpoint_dir={tmp_path}")
+    assert "(:set checkpoint_dir=DIR for another folder)" in refusal(s, ":save b/m3/x")  # a checkpoint: not offered
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="a folder no one can make: one under /proc")
+def test_a_folder_that_cannot_be_made_is_not_said_to_have_been_removed(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":set checkpoint_dir=/proc/no-such-folder")
+    said = refusal(s, ":save y")
+    assert "the folder /proc/no-such-folder cannot be made here" in said and "removed" not in said, said
+    assert said.endswith("choose another folder: :set checkpoint_dir=DIR keeps this model and saves there from now on")
+
+
+def test_ls_of_a_folder_set_one_level_too_high_names_the_folder_of_checkpoints_and_removes_nothing(tmp_path):
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, f":set checkpoint_dir={tmp_path / 'top' / 'checkpoints'}")
+    run(s, ":save m")
+    (tmp_path / "top" / "notes").mkdir()
+    (tmp_path / "top" / "notes" / "sub").mkdir()
+    run(s, f":set checkpoint_dir={tmp_path / 'top'}")
+    errors = {row.name: row.error for row in run(s, ":ls").rows}
+    assert errors["checkpoints"] == (f"{tmp_path / 'top' / 'checkpoints'} is a folder of checkpoints, not a "
+                                     "checkpoint; use it as the checkpoint folder to load them")
+    assert "remove" not in errors["notes"] and "it holds folders" in errors["notes"]  # was: "...remove that directory"

@@ -205,9 +205,9 @@ def test_an_unusable_checkpoint_folder_says_how_to_choose_another(tmp_path):
     blocker.write_text("x")
     out, err = consoles()
     repl.run_lines([":ls"], Session(checkpoint_dir=blocker), out, err)
-    # the REPL has no setting for the folder: "choose another checkpoint directory" alone left the user looking
+    # "choose another checkpoint directory" alone left the user looking; the REPL now names its setting for it
     said = " ".join(err.file.getvalue().split())
-    assert said.endswith("is a file, not a directory; start minitf with another checkpoint directory")
+    assert said.endswith("is a file, not a directory; choose another folder: :set checkpoint_dir=DIR")
 
 
 # --- pasted text ------------------------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def test_ls_in_a_folder_a_file_blocks_says_so_rather_than_that_a_save_writes_one
     repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "notes.txt" / "ck"), out, err)
     said = " ".join(err.file.getvalue().split())  # was "no checkpoints in .../notes.txt/ck yet; :save NAME writes one"
     blocked = f"{tmp_path / 'notes.txt'} is a file, not a directory"
-    assert said == f"error: line 1: {blocked}; start minitf with another checkpoint directory"
+    assert said == f"error: line 1: {blocked}; choose another folder: :set checkpoint_dir=DIR"
     assert out.file.getvalue() == ""
     out, err = consoles()
     repl.run_lines([":ls"], Session(checkpoint_dir=tmp_path / "new" / "ck"), out, err)

@@ -11,7 +11,6 @@ another vocabulary rebuilds it too; the training settings follow the new data's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -35,8 +34,8 @@ from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax, without_setting
 from .base import REGISTRY, command, complete_data, greedy_ignores
-from .shared import (ablations_gone, bpe_trained_elsewhere, keep_trained_model, load_checked, quantized_gone, read_with,
-                     recipe_line, seed_kept_line, switch_data)
+from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, keep_trained_model, load_checked,
+                     quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -234,7 +233,8 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
     if h.refusal:
         note(console, h.refusal)
         return
-    where = cmd("set", **{h.name: "..."})
+    option = next((spec.shell_option for cls in SETTINGS for spec in cls.specs() if spec.name == h.name), None)
+    where = f"{option} DIR, before the command" if option and syntax() == SHELL else cmd("set", **{h.name: "..."})
     keeps = [c for c in h.commands if REGISTRY[c].param_named(h.name).kept]  # `:train lr=` stays, as :set lr does
     if once := [c for c in h.commands if c not in keeps]:
         where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in once)
@@ -330,7 +330,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         # look for K in the folder before D. The shell's own option is read first.
         with without_setting("checkpoint_dir"):
             line = given_before("ls", "--checkpoint-dir", str(given["checkpoint_dir"]).strip())
-        raise UserError(f"from the shell the checkpoint folder is minitf's own option, read before --load: {line}")
+        raise UserError(f"from the shell the checkpoint folder is minitf's own option, read before --load, e.g. {line}")
     if "checkpoint_dir" in given:  # absolute, as the session names its folder; checked before anything changes
         folder = checkpoint_folder(new[ShellConfig].checkpoint_dir)
         new[ShellConfig] = new[ShellConfig].replace(checkpoint_dir=str(folder))
@@ -373,7 +373,14 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     had_model = session.has_model
     rebuild = session.rebuild_needed(config=model, data=reading[1] if reading else None)
     lost: list[str] = []  # told once the new model stands: a Ctrl-C during the build keeps the old one
-    kept = keep_trained_model(session, new[ShellConfig].autosave, reporter, lost=lost) if rebuild else None
+    shell_before = session.shell_config
+    if "checkpoint_dir" in changed:  # a trained model kept before the rebuild goes where checkpoints go from now on
+        session.set_shell_config(shell_before.replace(checkpoint_dir=new[ShellConfig].checkpoint_dir))
+    try:
+        kept = keep_trained_model(session, new[ShellConfig].autosave, reporter, lost=lost) if rebuild else None
+    except BaseException:  # nothing changed, the folder neither
+        session.set_shell_config(shell_before)
+        raise
     off = [str(a) for a in session.ablations]  # hooks on the model a rebuild replaces: the new one has every part on
     quantized = session.sampling_copy  # :quantize's copy of the model a rebuild replaces
     if rebuild or reading:  # the new model's weights are drawn from the seed given with it (`:set seed=3 n_layers=2`)
@@ -383,6 +390,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         rebuilt = session.set_model_config(model) or rebuilt
     except KeyboardInterrupt:  # a Ctrl-C cut the build short (Session._new_model): the settings stay as they were
         session.set_train_config(current[TrainConfig])
+        session.set_shell_config(shell_before)
         raise
     for line in lost if rebuilt else []:
         reporter.notice(line)
@@ -452,7 +460,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     session.set_gen_config(new[GenConfig])
     session.set_shell_config(new[ShellConfig])
     if "checkpoint_dir" in changed:  # (the REPL's: the shell's own option sets it there, above)
-        reporter.notice(_folder_now(session))
+        reporter.notice(_folder_now(session, kept_model=session.has_model and not rebuilt))
     if session.has_model and not rebuilt and "max_seq_len" in changed:  # after the settings: a recipe may follow
         _take_up_short_text(session, changed["max_seq_len"][1], reporter)
     from ..core.config import PRESET_FIELDS, matching_preset
@@ -556,41 +564,27 @@ def setting_value(session: Session, spec) -> object:
     return getattr(_current(session, cls), spec.name)
 
 
-def checkpoint_folder(typed: str) -> Path:
-    """The checkpoint_dir setting's value as the folder it names, absolute, or a UserError where no save could use it:
-    a file (or a link to nowhere) on its way, or a checkpoint itself (`checkpoints/run1`: its folder is meant)."""
-    from ..core.checkpoint.layout import check_folder_reachable, check_not_a_checkpoint
-    from ..core.errors import CheckpointError
-    from ..core.paths import expand
-
-    folder = expand(typed.strip(), f"checkpoint_dir={typed}").absolute()
-    try:
-        check_folder_reachable(folder)
-    except CheckpointError as e:  # the core's fix is to start minitf on another folder: here, another value
-        raise UserError(f"{str(e).rpartition('; ')[0] or e}; give checkpoint_dir another folder") from None
-    try:
-        check_not_a_checkpoint(folder)
-    except CheckpointError:
-        raise UserError(f"{clip(str(folder), 200)} is itself a checkpoint, not a folder of checkpoints; "
-                        f"{cmd('set', checkpoint_dir=str(folder.parent))} then {cmd('load', folder.name)} loads it"
-                        ) from None
-    return folder
-
-
-def _folder_now(session: Session) -> str:
-    """What the session's new checkpoint folder holds, said after `:set checkpoint_dir=`."""
+def _folder_now(session: Session, kept_model: bool) -> str:
+    """What the session's new checkpoint folder holds, said after `:set checkpoint_dir=`; `kept_model`: the session
+    has a model and this :set did not rebuild it."""
     from ..core.checkpoint import list_checkpoints
+    from ..core.checkpoint.layout import MANIFEST
 
     folder = session.checkpoint_dir
-    if not folder.exists():
-        return (f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes; the model "
-                "is kept")
+    kept = "; the model is kept" if kept_model else ""
     try:
+        if not folder.exists():
+            return f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes{kept}"
         held = sum(row.error is None for row in list_checkpoints(folder))
-    except UserError:
-        held = 0
+        # one level too high (the folder that holds ./checkpoints): the folder of checkpoints below it is named
+        below = [] if held else [sub for sub in sorted(folder.iterdir())[:1000] if sub.is_dir()
+                                 and any((entry / MANIFEST).is_file() for entry in list(sub.iterdir())[:1000])]
+    except (OSError, UserError):
+        held, below = 0, []
     there = f"it holds {count(held, 'checkpoint')} ({cmd('ls')} lists them)" if held else "it holds no checkpoint yet"
-    return f"checkpoints now go to {folder}: {there}; the model is kept"
+    if below:
+        there += f", but {below[0].name} in it holds some: {cmd('set', checkpoint_dir=str(below[0]))} reads them"
+    return f"checkpoints now go to {folder}: {there}{kept}"
 
 
 def _proposed(current: dict, given: dict) -> dict:

@@ -21,7 +21,7 @@ from ..core.errors import CheckpointError, ConfigError, DataError, UserError
 from ..core.sizes import check_trainable, check_weights_free
 from ..core.words import count
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, restore
+from ..syntax import cmd, restore, word
 
 AUTOSAVES_KEPT = 3  # autosave is the newest run; autosave-1 .. autosave-3 the runs before it
 KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one second each get their own
@@ -160,7 +160,7 @@ def refuse_a_path(session: Session, name: str, hf: bool = True) -> None:
     if "/" in name or "\\" in name or name.startswith("~"):
         raise CheckpointError(f"{clip(name)!r} is not a valid checkpoint name but a path: a checkpoint is saved by its "
                               f"name in {session.checkpoint_dir} ({_into_folder(name)}); to write a Hugging Face "
-                              f"folder at that path, give hf:{clip(name, 200)}")
+                              f"folder at that path, give {word('hf:' + clip(name, 200))}")
 
 
 def _into_folder(path: str) -> str:
@@ -175,10 +175,45 @@ def _into_folder(path: str) -> str:
     if syntax() != REPL:
         return "start minitf with --checkpoint-dir DIR for another folder"
     parts = PureWindowsPath(path) if "\\" in path else Path(path)
-    if not NAME.match(parts.name) or not str(parts.parent).strip(". "):
+    try:  # a folder the setting would refuse (a file, a checkpoint itself) is not offered
+        usable = NAME.match(parts.name) and str(parts.parent).strip(". ") and checkpoint_folder(str(parts.parent))
+    except UserError:
+        usable = False
+    if not usable:
         return f"{cmd('set', checkpoint_dir='DIR')} for another folder"
     return f"to save into {clip(str(parts.parent), 200)}: {cmd('set', checkpoint_dir=str(parts.parent))}, then " \
            f"{cmd('save', parts.name)}"
+
+
+def checkpoint_folder(typed: str) -> Path:
+    """The checkpoint_dir setting's value as the folder it names, absolute, or a UserError where no save could use it:
+    a file (or a link to nowhere) on its way, or a checkpoint itself (`checkpoints/run1`: its folder is meant)."""
+    from ..core.checkpoint.layout import check_folder_reachable, check_not_a_checkpoint, path_error
+    from ..core.paths import expand
+    from ..registry import clip
+
+    if typed.strip().lower() == "none":  # none is "off" for other settings: here it would be a folder of that name
+        raise UserError(f"checkpoint_dir=none would be a folder named none; give a folder "
+                        f"({cmd('set', checkpoint_dir='./none')} for one of that name), or "
+                        f"{cmd('set', autosave=False)} to train without saving")
+    if "\0" in typed:  # piped input can hold one; every use of the path raised ValueError (an internal error)
+        raise UserError("checkpoint_dir holds a NUL character; give a folder's path")
+    folder = Path(os.path.normpath(expand(typed.strip(), f"checkpoint_dir={typed}").absolute()))  # `a/../b` is b
+    try:
+        folder.exists()  # a name too long for the file system, a NUL, a loop of links: refused before it is used
+        check_folder_reachable(folder)
+    except CheckpointError as e:  # the core's fix is to start minitf on another folder: here, another value
+        raise UserError(f"{str(e).rpartition('; ')[0] or e}; give checkpoint_dir another folder") from None
+    except OSError as e:
+        raise UserError(f"{str(path_error(folder, e)).rpartition('; ')[0]}; give checkpoint_dir another folder"
+                        ) from None
+    try:
+        check_not_a_checkpoint(folder)
+    except CheckpointError:
+        raise UserError(f"{clip(str(folder), 200)} is itself a checkpoint, not a folder of checkpoints; "
+                        f"{cmd('set', checkpoint_dir=str(folder.parent))} then {cmd('load', folder.name)} loads it"
+                        ) from None
+    return folder
 
 
 def keep_trained_model(session: Session, enabled: bool | None = None, reporter=None,
@@ -209,14 +244,15 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
     if session.has_model and session.trainer.step == 0 and session.weights_from and tell is not None:
         # a checkpoint saved or loaded since holds them too, while it is still that save: another session may have
         # saved its own model under that name since, and its load then brings that model back, not these weights
-        back = session.last_checkpoint if session.holds_model(session.last_checkpoint) else session.weights_from
+        here = session.last_checkpoint_here  # in this folder: `:load NAME` reads this folder
+        back = here if here is not None and session.holds_model(here) else session.weights_from
         tell(f"the weights loaded from {session.weights_from} go with the rebuild; {restore(back)} brings them back")
     if not enabled and tell is not None and (step := session.unsaved_step) is not None:  # gone with the rebuild
         tell(f"the trained model (step {step}) was not kept: autosave is off, and no checkpoint holds it; "
              f"{cmd('save', 'NAME')} before a {action} keeps one")
     if not session.has_model or session.trainer.step == 0 or not enabled:
         return None
-    named = session.last_checkpoint
+    named = session.last_checkpoint_here  # kept in another folder (before :set checkpoint_dir=): copied here
     # the checkpoint must still be this model's: another session may have saved its own model over that name
     if (named is not None and session.unsaved_step is None and not named.startswith(AUTOSAVE_NAME)
             and session.holds_model(named)):

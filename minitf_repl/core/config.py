@@ -62,6 +62,7 @@ class SettingSpec:
     in_place: bool = False  # changes no weight: a built model takes the new value and keeps its weights
     suggestions: tuple = ()  # what Tab offers for a value that is not one of fixed choices (tokenizer=bpe:N)
     folder: bool = False  # the value is a folder's path: Tab completes folders, a quoted Windows path is read whole
+    shell_option: str | None = None  # set: the one-shot shell gives it as this option of minitf's, never as --set
 
     def range_text(self) -> str:
         """The valid range in words: "> 0", ">= 1", "in [0, 1)", "" when unbounded."""

@@ -57,6 +57,11 @@ def expand(path: str | Path, named: str | None = None) -> Path:
     try:
         return Path(path).expanduser()
     except RuntimeError:
+        text = str(path)
+        user = text[1:].replace("\\", "/").split("/")[0] if text.startswith("~") else ""
+        if user:  # ~name: the home folder of a user of that name, and there is none ($HOME is not the matter)
+            raise UserError(f"{named or path} starts with ~{user}, the home folder of a user {user}, and there is no "
+                            f"such user here; give the path in full") from None
         home = home_variable()
         raise UserError(f"{named or path} starts with ~, the home folder, and there is none here ({home} is not set); "
                         f"give the path in full, or set {home}") from None

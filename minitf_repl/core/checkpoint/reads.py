@@ -109,12 +109,40 @@ def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
         if _is_file(path / "config.json"):  # `:save hf:checkpoints/gpt2` puts one here: never "remove that directory"
             raise CheckpointError(f"{path} is a Hugging Face folder, not a lab checkpoint; load it as "
                                   f"hf:{path}") from None
+        if _holds_checkpoints(path):  # the folder of checkpoints one level down (a checkpoint folder set too high)
+            raise CheckpointError(f"{path} is a folder of checkpoints, not a checkpoint; use it as the checkpoint "
+                                  "folder to load them") from None
+        if _holds_folders(path):  # a checkpoint holds files alone: this is some other folder, never one to remove
+            raise CheckpointError(f"{path} is not a checkpoint (no {MANIFEST}, and it holds folders)") from None
         raise CheckpointError(
             f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
         ) from None
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check its permissions") from None
     return parse_manifest(raw, where, exact), raw
+
+
+def _holds_checkpoints(path: Path, most: int = 1000) -> bool:
+    """Whether one of the first `most` entries of the folder `path` is a checkpoint (holds a manifest)."""
+    try:
+        with os.scandir(path) as entries:
+            for n, entry in enumerate(entries):
+                if n >= most:
+                    return False
+                if entry.is_dir(follow_symlinks=False) and _is_file(Path(entry.path) / MANIFEST):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def _holds_folders(path: Path, most: int = 1000) -> bool:
+    """Whether one of the first `most` entries of the folder `path` is a folder."""
+    try:
+        with os.scandir(path) as entries:
+            return any(entry.is_dir(follow_symlinks=False) for _, entry in zip(range(most), entries))
+    except OSError:
+        return False
 
 
 def _is_file(path: Path) -> bool:

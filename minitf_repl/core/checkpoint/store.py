@@ -146,8 +146,10 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         # the bytes this save writes (manifest and files, as :ls counts them): read back from NAME after the save,
         # it was a full check of the manifest (0.1 s at 20k history rows), and another session's if one saved since
         outcome["size_bytes"] = len(manifest_bytes) + sum(len(data) for data in files.values())
+    made = False  # whether the folder was there or made: an ENOENT before it is a folder that cannot be made
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        made = True
         with folder_lock(directory, on_wait=on_wait):
             _remove_dead_temp_dirs(directory)
             _remove_dead_strays(directory)
@@ -181,6 +183,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                         raise
                     _save_over(target, files, manifest_bytes, uid, sources)
     except OSError as e:
+        if e.errno == errno.ENOENT and not made:  # /proc/x: mkdir says ENOENT of a folder no one removed
+            raise CheckpointError(f"could not save checkpoint {name!r}: the folder {clip(str(directory))} cannot be "
+                                  f"made here ({e.strerror or e}); {ANOTHER_DIR}") from e
         if e.errno == errno.ENOENT and not os.path.lexists(directory):
             # removed under the save (`rm -rf checkpoints` in another terminal): "No such file or directory; start
             # minitf with another checkpoint directory" sent the user away from a folder that the next save makes
