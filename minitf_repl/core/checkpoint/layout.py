@@ -26,8 +26,8 @@ FORMAT_VERSION = 1
 FORMAT_NAME = "minitf-checkpoint"
 MANIFEST = "checkpoint.json"
 NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
-# The fix where the folder cannot be used. "choose another checkpoint directory" left unsaid that only minitf's start
-# chooses it (the REPL has no setting for it, and a learner looked for one); in words, as every core message is.
+# The fix where the folder cannot be used, in words, as every core message is: the one-shot shell's. The REPL, whose
+# session changes folder with `:set checkpoint_dir=DIR` (the model kept), says that in its place (dispatch.phrase).
 ANOTHER_DIR = "start minitf with another checkpoint directory"
 
 # Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
