@@ -385,7 +385,10 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     text_of_other = [value] if value else [cmd.name] if other.about_commands else []
                     raise UserError(f"{norm} is not an option of {phrase_command(cmd.name)} but a command: "
                                     f"{phrase_command(other.name, *text_of_other)}") from None
-                if positional is not None and not is_long and not cmd.pairs:  # :set's text: names only
+                # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no
+                # `key=value` however quoted: the hint was a line that the command then refused
+                if (positional is not None and not is_long and not cmd.pairs and not positional.choices
+                        and not positional.several):
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
                 raise
         if value == "" and not param.blank:  # `lr= 0.1`: the value after a space read as text ("got ''")

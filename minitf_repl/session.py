@@ -66,6 +66,12 @@ class ShellConfig(Settings):
             raise ConfigError("checkpoint_dir is empty; give a folder, e.g. checkpoint_dir=runs")
 
 
+def _identity(data) -> tuple:
+    """What tells a dataset from another, as Session._same_data compares them, kept without the text itself (a text of
+    200 MiB is not held for it): its description and sizes, and a hash of its text."""
+    return data.info(), hash(getattr(data, "text", None))
+
+
 @dataclass
 class Status:
     """What the bottom toolbar shows."""
@@ -124,6 +130,9 @@ class Session:
         # The training step at which the current data came in while the model stayed (a switch to data of the same
         # vocabulary); 0 when the model and its history began on it. History rows after it are this data's.
         self._data_since_step = 0
+        # (what identifies it, _data_since_step) of the data in use before the last switch that kept the model: back to
+        # it with no step trained between (`:data reverse:4`, then `:data sort` again), its history is the data's again
+        self._data_before: tuple | None = None
         # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
         self.tokenizer = None
@@ -312,7 +321,7 @@ class Session:
         if self.threads.choice is None:
             self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)
-        self._data_since_step = 0
+        self._data_since_step, self._data_before = 0, None
 
     def _new_model(self, data, device, config: ModelConfig | None = None):
         """A model of `config` (default: the settings) and its trainer; the settings take `config` once both are
@@ -358,7 +367,7 @@ class Session:
         self.watch_frames = []  # and what :train watch= saw of it (:report and :plot would show it as this one's)
         self.weights_from = None
         self._model, self._trainer = model, trainer
-        self._data_since_step = 0
+        self._data_since_step, self._data_before = 0, None
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
     def use_data(self, spec: str, data) -> tuple[bool, dict]:
@@ -383,7 +392,12 @@ class Session:
                 rebuilt = True
             elif self._same_data(data):  # `:data sort` again: the history and :ngram's counters are still of it
                 data = self._data
+            elif (self._data_before is not None and self._data_before[0] == _identity(data)
+                  and self._trainer.step == self._data_since_step):  # back, nothing trained on the data between
+                self._trainer.data = data
+                self._data_since_step, self._data_before = self._data_before[1], None
             else:
+                self._data_before = (_identity(self._data), self._data_since_step)
                 self._trainer.data = data
                 self._data_since_step = self._trainer.step
         self._data, self.data_spec = data, spec
@@ -394,7 +408,7 @@ class Session:
         self.set_train_config(config)
         return rebuilt, recipe_changes
 
-    def _same_data(self, data) -> bool:
+    def _same_data(self, data) -> bool:  # (_identity compares the same way, by a hash of the text)
         """Whether `data` is the data in use again: the same description, sizes and text (not a file edited since)."""
         return (self._data is not None and data.info() == self._data.info()
                 and getattr(data, "text", None) == getattr(self._data, "text", None))
@@ -561,7 +575,7 @@ class Session:
         self._model, self._trainer = model, trainer
         # a checkpoint's history is of the data it brings, after the step a switch to it kept the model at (its
         # manifest's data_since_step, 0: all of it)
-        self._data_since_step = data_since_step
+        self._data_since_step, self._data_before = data_since_step, None
         self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
         trainer.threads = self.threads

@@ -55,3 +55,46 @@ def test_the_bpes_kept_for_a_text_are_the_ones_used_last(monkeypatch):
     assert bpe.tokenizer_for("bpe:300", "text", kept=kept) == "bpe 300" and trained.count(300) == 1  # kept, used again
     bpe.tokenizer_for("bpe:999", "text", kept=kept)  # one more: the one used longest ago goes (was: every one kept)
     assert len(kept) == bpe.KEPT_BPES and 301 not in kept and 300 in kept and 999 in kept
+
+
+# --- a second look, at the views (a helper's report) ---------------------------------------------------------------
+def test_a_command_whose_text_is_fixed_values_is_not_told_to_quote_an_option_as_text():
+    s = tiny_session()
+    for line in (":quantize int8 steps=3", ":checks windows=16"):
+        with pytest.raises(UserError) as refused:
+            run(s, line)
+        assert "quote it" not in str(refused.value), str(refused.value)  # `:quantize "steps=3"` was then refused
+    with pytest.raises(UserError, match='to use it as text, quote it: :gen "n2=3"'):
+        run(s, ":gen n2=3")  # free text: the hint stays
+
+
+def test_the_seed_lrfind_suggests_next_is_one_the_option_takes():
+    from minitf_repl.commands.rates import SEED_LIMIT, _next_seed
+
+    assert _next_seed(7) == 8 and _next_seed(SEED_LIMIT) == 0  # was SEED_LIMIT + 1: "too large"
+
+
+@pytest.mark.parametrize("task", ["sort:6", "reverse:6", "add:3", "sort:2"])
+def test_patchs_example_pair_changes_the_first_answer_token(task):
+    from minitf_repl.commands.why import split_prompts
+    from minitf_repl.core.data import load_data
+
+    data = load_data(task)
+    with pytest.raises(UserError) as refused:
+        split_prompts("", data)
+    clean, corrupt = str(refused.value).split("e.g. :patch ")[1].split(" (")[0].split()
+    assert data.answer(clean)[0] != data.answer(corrupt)[0]  # sort's 314159= 914159= both answered 1...
+    assert len(clean) == len(corrupt) and sum(a != b for a, b in zip(clean, corrupt)) == 1
+
+
+def test_back_to_the_data_before_with_nothing_trained_between_its_history_is_the_datas_again():
+    s = tiny_session("sort:4", steps=6)
+    run(s, ":train")
+    run(s, ":data reverse:4")  # the same vocabulary: the model stays; its history was not of reverse
+    assert s.data_since_step == 6 and s.history_on_data == []
+    run(s, ":data sort:4")  # back, no step trained on reverse: was "the data in use came in after step 6"
+    assert s.data_since_step == 0 and len(s.history_on_data) == 6
+    run(s, ":data reverse:4")
+    run(s, ":train steps=2")
+    run(s, ":data sort:4")  # steps trained on reverse between: its history is not all sort's
+    assert s.data_since_step == 8 and s.history_on_data == []

@@ -108,6 +108,19 @@ def heads_off(session: Session) -> list[str]:
     return [f"{layer}.{head}" for layer, head in sorted(off)]
 
 
+def _task_pair(data, clean: str) -> str:
+    """`clean` and the same question with one digit changed so that the first answer token changes: a patch that
+    moves nothing measures nothing (sort's 314159= against 914159= both answer 1..., and the example was refused as
+    "the corruption moves z[answer] - z[foil] by only ..."). The first such change, from the left."""
+    answer = getattr(data, "answer", None)
+    for at, ch in enumerate(clean):
+        for digit in "0123456789" if ch.isdigit() else "":
+            corrupt = clean[:at] + digit + clean[at + 1:]
+            if answer is not None and answer(corrupt)[:1] != answer(clean)[:1]:
+                return f"{clean} {corrupt}"
+    return f"{clean} {'1' if clean[0] == '9' else '9'}{clean[1:]}"
+
+
 def split_prompts(text: str | None, data=None) -> tuple[str, str]:
     """`CLEAN CORRUPT`, or `CLEAN vs CORRUPT` when a prompt has spaces, -> the two prompts. The example of the error
     is two questions of `data` where it is a task (sort:6 asks six digits), else two texts."""
@@ -117,9 +130,8 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
     parts = [p.strip() for p in joined] if len(joined) > 1 else text.split()
     if len(parts) != 2 or not all(parts):
         example = getattr(data, "example", None)
-        if isinstance(example, str) and "=" in example:  # its question, and the same with its first digit changed
-            clean = example.partition("=")[0] + "="
-            pair = f"{clean} {'1' if clean[0] == '9' else '9'}{clean[1:]}"
+        if isinstance(example, str) and "=" in example:  # its question, and the same with one digit changed
+            pair = _task_pair(data, example.partition("=")[0] + "=")
         else:
             pair = _text_pair(data)
         given = [p for p in parts if p]  # what was typed, said: "give two prompts" alone left `a vs b vs c` a riddle
