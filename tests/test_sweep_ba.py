@@ -98,3 +98,14 @@ def test_back_to_the_data_before_with_nothing_trained_between_its_history_is_the
     run(s, ":train steps=2")
     run(s, ":data sort:4")  # steps trained on reverse between: its history is not all sort's
     assert s.data_since_step == 8 and s.history_on_data == []
+
+
+def test_grad_with_every_block_switched_off_does_not_say_the_first_block_learns():
+    from test_render import plain
+
+    s = tiny_session()  # one block
+    run(s, ":train steps=1")
+    run(s, ":ablate block=0")
+    words = plain(run(s, ":grad"))
+    assert "every block is switched off, so none learns from it" in words
+    assert "even the first block learns" not in words  # its own table said 'skipped'

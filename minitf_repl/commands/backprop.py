@@ -191,9 +191,13 @@ def render_grad(result: GradResult, console: Console) -> None:
         note(console, "the lower blocks learn only from what gets through to them; residual=on hands every block the "
                       "gradient from the top untouched")
     elif pre:
+        # of the blocks left on (:ablate block=L skips one): one skipped learns nothing, and all skipped, no block does
+        live = sorted({s.block for s in result.stream if not s.skipped})
+        learns = ("so even the first block learns from the loss directly" if live and live[0] == 0 else
+                  f"so even block {live[0]}, the first left on, learns from the loss directly" if live else
+                  "and every block is switched off, so none learns from it")
         say(console, f"the skip path carries every gradient down unchanged and each sublayer adds its part: "
-                     f"{top} at the top, {embed} at h_0 (x{gain:.2f}), so even the first block learns from the "
-                     "loss directly")
+                     f"{top} at the top, {embed} at h_0 (x{gain:.2f}), {learns}")
         if result.eps_rules:  # s = sqrt(spread^2 + eps) is about sqrt(eps) whatever the stream's length
             note(console, f"a sublayer's part comes back through its norm, whose Jacobian divides by "
                           f"sqrt({result.norm_scale}^2 + eps): here eps outweighs the stream's spread "
