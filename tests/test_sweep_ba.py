@@ -109,3 +109,16 @@ def test_grad_with_every_block_switched_off_does_not_say_the_first_block_learns(
     words = plain(run(s, ":grad"))
     assert "every block is switched off, so none learns from it" in words
     assert "even the first block learns" not in words  # its own table said 'skipped'
+
+
+def test_a_load_says_the_parts_switched_off_in_the_old_model_are_on_in_the_loaded_one(checkpoint_dir):
+    from test_commands import Recorder
+
+    s = tiny_session()
+    run(s, ":train steps=1")
+    run(s, ":save m")
+    run(s, ":ablate head=0.1")
+    heard = Recorder()
+    run(s, ":load m", heard)  # was silent, where :set and :data say it
+    assert s.ablations == []
+    assert "head 0.1 was switched off in the old model; the loaded one has every part on" in " ".join(heard.notices)

@@ -30,7 +30,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import (REPL, SHELL, cmd, given_before, look_again, restore, setting_text, syntax, train_first,
                       writes_one)
 from .base import ablation_note, command, complete_checkpoint, switched_off
-from .shared import SaveResult, keep_meanwhile, keep_trained_model, refuse_a_path, save_session
+from .shared import SaveResult, ablations_gone, keep_meanwhile, keep_trained_model, refuse_a_path, save_session
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.checkpoint import CheckpointInfo
@@ -222,12 +222,15 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         raise UserError(f"load of {name} interrupted; nothing changed")
     kept_step, kept_why, kept = session.unsaved_step, _no_longer_in(session), _keep_unsaved(session, reporter)
     before, model_before = session.train_config, session.model_config
+    off = [str(a) for a in session.ablations]  # hooks on the model the load replaces, said as :set and :data say it
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=ckpt.weights_from(checkpoint),
                   data_since_step=since)
     ckpt.restore_rng(checkpoint)
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
+    if off:
+        reporter.notice(ablations_gone(off, "the loaded one"))
     if (line := dtype_moved(name, trainer)) is not None:
         reporter.notice(line)
     if "dtype" in _changed(before, session.train_config):

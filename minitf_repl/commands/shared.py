@@ -336,9 +336,10 @@ def quantized_gone() -> str:
             f"one; {cmd('quantize', 'int8')} makes a copy of it once it has trained")
 
 
-def ablations_gone(off: list[str]) -> str:
-    """What a rebuild (:set, :data) did to the parts :ablate had switched off in the old model, in one line."""
-    return (f"{', '.join(off)} {'was' if len(off) == 1 else 'were'} switched off in the old model; the new one has "
+def ablations_gone(off: list[str], new: str = "the new one") -> str:
+    """What a rebuild (:set, :data) or a load (`new`: "the loaded one") did to the parts :ablate had switched off in
+    the old model, in one line."""
+    return (f"{', '.join(off)} {'was' if len(off) == 1 else 'were'} switched off in the old model; {new} has "
             f"every part on ({cmd('ablate', 'WHAT')} switches them off again once it has trained)")
 
 
