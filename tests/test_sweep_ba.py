@@ -122,3 +122,13 @@ def test_a_load_says_the_parts_switched_off_in_the_old_model_are_on_in_the_loade
     run(s, ":load m", heard)  # was silent, where :set and :data say it
     assert s.ablations == []
     assert "head 0.1 was switched off in the old model; the loaded one has every part on" in " ".join(heard.notices)
+
+
+def test_plot_of_frames_a_later_watched_run_replaced_says_so():
+    s = tiny_session()
+    run(s, ":train steps=4 watch=lens eval_every=2")
+    run(s, ":train steps=2 watch=grad")
+    with pytest.raises(UserError) as refused:
+        run(s, ":plot what=lens_rank")  # was only "train with :train watch=lens first", which the user had done
+    assert "the frames kept are the last watched run's (watch=grad), which replaced any before; train with " \
+           ":train watch=lens first" in str(refused.value)

@@ -904,11 +904,18 @@ def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
 
 def _watched_plot(session: Session, what: str) -> PlotResult:
     """:plot what=W of the frames of :train watch=."""
+    def watch_it(view: str, then: str, **options) -> str:
+        # a later `:train watch=grad` keeps its own frames only: "train with :train watch=lens first" was said to
+        # whoever had, a run before (the frames of the last watched run are the ones kept, core.watch)
+        shown = sorted({frame.view for frame in session.watch_frames} - {view})
+        replaced = (f"the frames kept are the last watched run's (watch={', '.join(shown)}), which replaced any "
+                    "before; " if shown else "")
+        return replaced + watch_first(view, then, **options)
     if what in ("copying", "induction"):
         series = (copying_series if what == "copying" else induction_series)(session.watch_frames)
         if not series:
             if not any(frame.heads for frame in session.watch_frames):
-                raise UserError(f"there are no heads frames; {watch_first('heads', 'plot', what=what)}")
+                raise UserError(f"there are no heads frames; {watch_it('heads', 'plot', what=what)}")
             raise UserError("the heads were watched on a prompt "
                             + ("with no repeated token, so no head has an induction score" if what == "induction"
                                else "which has no first copy and repeat")
@@ -917,19 +924,19 @@ def _watched_plot(session: Session, what: str) -> PlotResult:
     if what == "context":
         series = context_series(session.watch_frames)
         if not series:
-            raise UserError(f"there are no context frames; {watch_first('context', 'plot', what=what)}")
+            raise UserError(f"there are no context frames; {watch_it('context', 'plot', what=what)}")
         return PlotResult(what, series, session.data.tokenizer.vocab_size)
     if what == "block_grad":
         series = block_grad_series(session.watch_frames)
         if not series:
-            raise UserError(f"there are no gradient frames; {watch_first('grad', 'plot', what=what)}")
+            raise UserError(f"there are no gradient frames; {watch_it('grad', 'plot', what=what)}")
         return PlotResult(what, series)
     if what == "lens_rank":
         series = lens_rank_series(session.watch_frames)
         if not series:
             lens = any(frame.view == "lens" for frame in session.watch_frames)
             why = ("the watched prompt's next token is unknown; watch a task's question or the default prompt"
-                   if lens else watch_first("lens", "plot", what=what))
+                   if lens else watch_it("lens", "plot", what=what))
             raise UserError(f"there are no lens frames with a known next token; {why}")
     return PlotResult(what, series)
 
