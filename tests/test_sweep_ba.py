@@ -132,3 +132,13 @@ def test_plot_of_frames_a_later_watched_run_replaced_says_so():
         run(s, ":plot what=lens_rank")  # was only "train with :train watch=lens first", which the user had done
     assert "the frames kept are the last watched run's (watch=grad), which replaced any before; train with " \
            ":train watch=lens first" in str(refused.value)
+
+
+def test_embed_at_a_window_of_one_says_there_is_no_distance_to_show():
+    from test_render import plain
+
+    s = tiny_session("pydoc", steps=1)
+    run(s, ":set max_seq_len=1")
+    run(s, ":train")
+    words = plain(run(s, ":embed"))  # was "... by distance: " and nothing after it
+    assert "the table has one row (a window of 1 token), so there is no likeness by distance to show" in words

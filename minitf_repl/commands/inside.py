@@ -849,7 +849,10 @@ def render_embed(result: EmbedResult, console: Console) -> None:
                       "rows they started as")
     # causal=off (or :ablate mask) takes away what is left without positions: the text is a bag of tokens
     masked = result.causal and "the causal mask" not in result.ablations
-    if result.by_distance is not None:
+    if result.by_distance is not None and not result.by_distance:  # a window of 1: no two positions to compare
+        say(console, f"{result.positions} positions: the table has one row (a window of 1 token), so there is no "
+                     "likeness by distance to show")
+    elif result.by_distance is not None:
         shown = [d for d in EMBED_DISTANCES if d <= len(result.by_distance)]
         rows = ("" if result.trained_rows is None
                 else f" (its first {result.trained_rows}, the positions a training row reaches)")
