@@ -142,3 +142,14 @@ def test_embed_at_a_window_of_one_says_there_is_no_distance_to_show():
     run(s, ":train")
     words = plain(run(s, ":embed"))  # was "... by distance: " and nothing after it
     assert "the table has one row (a window of 1 token), so there is no likeness by distance to show" in words
+
+
+def test_context_at_a_window_of_one_names_the_counter_its_table_reads():
+    from test_render import plain
+
+    s = tiny_session("pydoc", steps=1)
+    run(s, ":set max_seq_len=1")
+    run(s, ":train")
+    words = plain(run(s, ":context windows=16"))
+    assert "gram counter" in words and "6-gram" not in words and "5-gram" not in words  # the table's rows: bigram
+    assert "at most 1 character" in words

@@ -75,6 +75,12 @@ class ContextResult:
     max_seq_len: int = 0  # the model's window setting: windows longer than it are length='s (0: the curve's)
 
 
+def read_order(curve) -> int:
+    """The order the counter reads at the window's last position, as the table's rows do (min(i + 2, n)): a window
+    of one reads a bigram however high the counter's order (a 6-gram was named beside a table of bigrams)."""
+    return min(curve.counter_order, curve.positions + 1)
+
+
 def default_windows(max_seq_len: int) -> int:
     return max(WINDOWS_FEWEST, min(WINDOWS_MOST, WINDOW_TOKENS // max_seq_len))
 
@@ -170,7 +176,7 @@ def position_series(curve: PositionLosses) -> list[PlotSeries]:
     at = log_axis(curve.positions)
     series = [PlotSeries("model", at, curve.losses)]
     if curve.counter is not None:
-        series.append(PlotSeries(f"{gram(curve.counter_order)} counter", at, curve.counter))
+        series.append(PlotSeries(f"{gram(read_order(curve))} counter", at, curve.counter))
     return series
 
 
@@ -195,7 +201,7 @@ def render_context(result: ContextResult, console: Console) -> None:
     at = log_axis(T)
     curves = [Curve("model", at, curve.losses, "•", "cyan")]
     if curve.counter is not None:  # drawn first, so that the model's points lie on top where the two meet
-        curves.insert(0, Curve(f"{gram(curve.counter_order)} counter", at, curve.counter, "·", "yellow"))
+        curves.insert(0, Curve(f"{gram(read_order(curve))} counter", at, curve.counter, "·", "yellow"))
     console.print(chart(curves, min(console.width, 80), 10, baseline=result.chance,
                         baseline_label=f"ln V = {result.chance:.2f}", unit="nats",
                         x_labels=(f"position {curve.first_counted} (log scale)", f"{T - 1:,}")))
@@ -260,7 +266,7 @@ def readings(result: ContextResult) -> list[str]:
         lines.append(f"the loss does not fall from position 0 ({first:.3f}) to the last quarter ({late:.3f}) by "
                      f"more than the noise: reading more {unit}s gains this model nothing")
     if curve.counter is not None:
-        n = curve.counter_order
+        n = read_order(curve)
         if result.nothing_to_learn:  # neither can read anything: a counter under the model would have memorised
             lines.append(f"against the {gram(n)} counter, which reads {count(n - 1, unit)}: random tokens hold "
                          f"nothing for either to read, so neither can beat ln V, and where the counter scores above "
@@ -356,7 +362,7 @@ def notes(result: ContextResult, console: Console) -> None:
                       f"are the ones scored")
     if curve.counter is not None:
         note(console, f"the counter is {named('ngram')}'s, counted on the training text; at each position it reads the "
-                      f"window's {result.unit}s up to it, at most {count(curve.counter_order - 1, result.unit)}")
+                      f"window's {result.unit}s up to it, at most {count(read_order(curve) - 1, result.unit)}")
     if (not result.untrained and result.causal and curve.far_gain is not None
             and curve.far_gain > NOISE * curve.far_error):
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
