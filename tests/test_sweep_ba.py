@@ -153,3 +153,11 @@ def test_context_at_a_window_of_one_names_the_counter_its_table_reads():
     words = plain(run(s, ":context windows=16"))
     assert "gram counter" in words and "6-gram" not in words and "5-gram" not in words  # the table's rows: bigram
     assert "at most 1 character" in words
+
+
+def test_a_position_out_of_range_names_every_position_the_view_takes():
+    s = tiny_session()
+    run(s, ":qkv 12345= at=-6")  # six tokens: -6 is the first, taken
+    with pytest.raises(UserError) as refused:
+        run(s, ":qkv 12345= at=-7")
+    assert "0..5, or -1..-6 from the end (-1 the last); got -7" in str(refused.value)  # was "or -1 for the last"

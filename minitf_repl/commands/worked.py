@@ -52,7 +52,7 @@ def read_at(session: Session, name: str, args: dict, reporter: Reporter,
     at = default(T) if args["at"] is None else args["at"]
     if not -T <= at < T:
         raise UserError(f"at must be a position of the {count(T, session.data.tokenizer.unit)} read: 0..{T - 1}, "
-                        f"or -1 for the last; got {at}")
+                        f"or -1..-{T} from the end (-1 the last); got {at}")
     return text, ids, dropped, at
 
 

@@ -141,7 +141,7 @@ def position(at, T: int) -> int:
     """Position `at` of a sequence of T tokens (negative: from the end) as 0..T-1, or a UserError."""
     if isinstance(at, bool) or not isinstance(at, int) or not -T <= at < T:
         raise UserError(f"position {at!r} is not in the text of {T} tokens; choose one of 0..{T - 1} "
-                        f"(or -1 for the last)")
+                        f"(or -1..-{T} from the end: -1 the last)")
     return at % T
 
 
