@@ -161,3 +161,10 @@ def test_a_position_out_of_range_names_every_position_the_view_takes():
     with pytest.raises(UserError) as refused:
         run(s, ":qkv 12345= at=-7")
     assert "0..5, or -1..-6 from the end (-1 the last); got -7" in str(refused.value)  # was "or -1 for the last"
+
+
+def test_compare_on_data_too_long_for_one_contender_names_that_contender():
+    s = tiny_session()  # a window of 32 (TINY)
+    with pytest.raises(UserError) as refused:
+        run(s, ":compare current max_seq_len=64 steps=2 data=sort:30")
+    assert str(refused.value).startswith("contender current: task sort needs max_seq_len >= 60, not 32")

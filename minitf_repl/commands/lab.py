@@ -129,7 +129,9 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     # the contenders counted first: too few is one line without the data (and torch) loaded for nothing
     from ..core.compare import compare
 
-    data = load_checked(session, spec, reporter) if spec is not None else session.data
+    # each contender's own window is checked against the data (_contender): `current max_seq_len=64 data=sort:30`
+    # was refused as the session's window alone, naming no contender
+    data = load_checked(session, spec, reporter, fits=False) if spec is not None else session.data
     contenders = []
     readings = {}  # tokenizer setting -> (the setting as built, the text read by it): one BPE per setting
     for label, pairs in groups:

@@ -275,8 +275,9 @@ def keep_trained_model(session: Session, enabled: bool | None = None, reporter=N
 
 
 
-def load_checked(session: Session, spec: str, reporter=None):
-    """Load a dataset and check it fits the model's context, without touching the session.
+def load_checked(session: Session, spec: str, reporter=None, fits: bool = True):
+    """Load a dataset and check it fits the model's context (`fits`; :compare checks each contender's window
+    instead), without touching the session.
 
     Ctrl-C stops the reading at once (core.interrupts.cut_short): nothing has changed yet, and a large file takes
     seconds to read, which no step of a stop flag would cut short. `reporter`: told first where the file is large."""
@@ -291,7 +292,8 @@ def load_checked(session: Session, spec: str, reporter=None):
         reporter.notice(said)
     with cut_short():
         data = load_data(spec, session.tokenizer)
-    data.check_fits(session.model_config.max_seq_len)
+    if fits:
+        data.check_fits(session.model_config.max_seq_len)
     return data
 
 
