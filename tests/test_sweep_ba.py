@@ -168,3 +168,17 @@ def test_compare_on_data_too_long_for_one_contender_names_that_contender():
     with pytest.raises(UserError) as refused:
         run(s, ":compare current max_seq_len=64 steps=2 data=sort:30")
     assert str(refused.value).startswith("contender current: task sort needs max_seq_len >= 60, not 32")
+
+
+def test_heads_marks_a_head_switched_off():
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+    run(s, ":ablate head=0.1")
+    result = run(s, ":heads layer=0")
+    words = plain(result)
+    assert "off: switched off by :ablate: it still attends, so its scores are read, but it writes nothing" in words
+    flat = " ".join(words.split())
+    assert flat.count(" off off ") == 1  # head 0.1's named and off: repeat (was "+0.00"); head 0.0 keeps its number
+    assert flat.split(" off off ")[0].rsplit(" 0.1 ", 1)[1].count(" ") == 4  # in head 0.1's row, after its 5 scores

@@ -579,14 +579,18 @@ def render_heads(result: HeadsResult, console: Console) -> None:
     most = max((row.carries for row in result.heads if row.carries is not None), default=None)
     rows = []
     for row in result.heads:
+        # a head :ablate switched off still attends (its pattern is scored), but writes nothing: marked, as :patch
+        # marks it, where its +0.00 read as a head the copying does not need
+        off = f"head {row.layer}.{row.head}" in result.ablations or f"block {row.layer}" in result.ablations
         cells = [f"{row.layer}.{row.head}"]
         for role in HEAD_ROLES:
             value = getattr(row, role)
             text = "-" if math.isnan(value) else f"{value:.2f}"
-            cells.append(Text(text, style="bold green" if role == row.role else ""))
-        cells.append(row.role or "")
+            cells.append(Text(text, style="bold green" if role == row.role and not off else ""))
+        cells.append(Text("off", style="dim") if off else row.role or "")
         if swept:
-            cells.append(Text(fmt.signed(row.carries, 2), style="bold" if row.carries == most and most > 0 else ""))
+            cells.append(Text("off", style="dim") if off else
+                         Text(fmt.signed(row.carries, 2), style="bold" if row.carries == most and most > 0 else ""))
         rows.append(cells)
     rows.append([Text("even", style="dim"), *(Text("-" if math.isnan(result.uniform[r]) else
                                                    f"{result.uniform[r]:.2f}", style="dim")
@@ -602,6 +606,9 @@ def render_heads(result: HeadsResult, console: Console) -> None:
     if swept:
         note(console, "off: repeat: the change in the repeat's loss (nats a token) with that head switched off alone, "
                       "its output A_h V_h zeroed as :ablate does: how much of the copying goes through it")
+    if any(isinstance(cell, Text) and cell.plain == "off" for cells in rows for cell in cells):
+        note(console, f"off: switched off by {cmd('ablate')}: it still attends, so its scores are read, but it writes "
+                      "nothing")
     if result.more:
         note(console, f"{count(result.more, 'head')} with no role not listed; "
                       f"{cmd('heads', layer=0)} lists every head of one block")
