@@ -502,6 +502,14 @@ def check_report_path(text: str) -> Path:
 
     Asked before the report's work starts: an .html name, in a folder that exists and can be written.
     """
+    # `:report a.html b.html` wrote one page named "a.html b.html"; `minitf report x.html y=3` was told to give a
+    # name ending in .html, e.g. the x.html it had given: a page's name followed by other words is refused as such
+    words = text.split()
+    pages = [w for w in words if w.lower().endswith((".html", ".htm"))]
+    if len(words) > 1 and (len(pages) > 1 or (pages and not words[-1].lower().endswith((".html", ".htm")))):
+        what = f"{len(pages)} pages' names" if len(pages) > 1 else "words after the page's name"
+        raise UserError(f"give one page's name, got {clip(text, 80)!r}: {what} (a name with spaces goes in quotes, "
+                        f"e.g. {clip(pages[0], 80)})")
     path = expand(text)
     if (gone := gone_folder(path)) is not None:  # "." still reads as a writable folder; a file cannot be made in it
         raise UserError(f"cannot write {clip(str(path), 80)}: {gone}")

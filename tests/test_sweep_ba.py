@@ -182,3 +182,17 @@ def test_heads_marks_a_head_switched_off():
     flat = " ".join(words.split())
     assert flat.count(" off off ") == 1  # head 0.1's named and off: repeat (was "+0.00"); head 0.0 keeps its number
     assert flat.split(" off off ")[0].rsplit(" 0.1 ", 1)[1].count(" ") == 4  # in head 0.1's row, after its 5 scores
+
+
+@pytest.mark.parametrize("typed, said", [
+    ("a.html b.html", "2 pages' names"),  # was one page named "a.html b.html"
+    ("x.html y=3", "words after the page's name"),  # was "give a name ending in .html, e.g. x.html"
+])
+def test_report_given_more_than_a_pages_name_says_so(typed, said, tmp_path, monkeypatch):
+    from minitf_repl.report import check_report_path
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as refused:
+        check_report_path(typed)
+    assert str(refused.value).startswith(f"give one page's name, got {typed!r}: {said}")
+    assert check_report_path("my report.html").name == "my report.html"  # one name with a space: taken
