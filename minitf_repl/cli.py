@@ -1028,7 +1028,9 @@ def _make_subcommand(command, registry: Registry):
     if command.pairs:
         # The keys listed here: an unknown key's error sends a shell user to this help (`minitf set --help`).
         # each with its other spellings, as :help set lists them (`max_seq_len (block_size)`)
-        keys = ", ".join(p.name + (f" ({', '.join(p.aliases)})" if p.aliases else "") for p in command.options)
+        # (not a setting the shell gives as an option of its own: checkpoint_dir is --checkpoint-dir here)
+        keys = ", ".join(p.name + (f" ({', '.join(p.aliases)})" if p.aliases else "") for p in command.options
+                         if p.setting is None or p.setting.shell_option is None)
         info = typer.Argument(None, metavar="KEY=VALUE", show_default=False,
                               help=escape(f"Settings to change, e.g. n_layers=2 lr=1e-3. Keys: {keys}."
                                           + (f" A key alone shows that setting: minitf {command.name} lr."

@@ -106,6 +106,7 @@ def test_the_shell_gives_the_folder_as_its_own_option_which_load_reads(tmp_path)
     shown = invoke("set", "checkpoint_dir")  # its usage from the shell is the option, not --set
     assert shown.exit_code == 0 and "--checkpoint-dir DIR, before the command" in shown.output
     assert "--set checkpoint_dir" not in shown.output
+    assert "checkpoint_dir" not in invoke("set", "--help").output  # its keys: those --set takes
 
 
 def test_tab_offers_the_usual_folder_then_the_folders_on_disk(tmp_path, monkeypatch):
