@@ -196,3 +196,18 @@ def test_report_given_more_than_a_pages_name_says_so(typed, said, tmp_path, monk
         check_report_path(typed)
     assert str(refused.value).startswith(f"give one page's name, got {typed!r}: {said}")
     assert check_report_path("my report.html").name == "my report.html"  # one name with a space: taken
+
+
+def test_lrfinds_chart_says_when_it_leaves_out_the_points_past_the_rise():
+    from test_render import plain
+
+    s = tiny_session()
+    result = run(s, ":lrfind steps=10")
+    test = result.test
+    words = plain(result)
+    start = test.smoothed[0]
+    rose = [k for k in range(len(test.smoothed)) if k > test.smoothed.index(min(test.smoothed))
+            and test.smoothed[k] > start * 1.02]
+    assert rose  # this tiny model's test (seed 1337) rises at its last step, past lr 0.28
+    # the chart stops before that point: said (the axis ended short of the rates the first line names)
+    assert "past it the loss climbs back above where it started (1 more step, to 1," in words

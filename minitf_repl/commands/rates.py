@@ -211,6 +211,12 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     width = min(console.width, 80)
     first, last = distinct(test.rates[0], test.rates[end])
     console.print(chart(curves, width, 10, x_labels=(f"lr {first}", last)))
+    if end < len(test.smoothed) - 1:  # the points cut off were left out without a word: the axis stopped short of
+        # the rates the first line names
+        cut = len(test.smoothed) - 1 - end
+        note(console, f"drawn to {test.rates[end]:.2g}: past it the loss climbs back above where it started "
+                      f"({count(cut, 'more step')}, to {test.rates[-1]:.2g}, left out so that the rise does not squash "
+                      "the rest)")
     parts = []
     if test.steepest is not None:
         parts.append(f"falls fastest at {test.steepest:.2g}")
