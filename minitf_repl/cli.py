@@ -108,9 +108,9 @@ _TYPED: contextvars.ContextVar[list] = contextvars.ContextVar("minitf_typed", de
 
 
 def _folder_as_option(settings: list[str]) -> str | None:
-    """Where a --set names checkpoint_dir: the refusal, with the line as typed, the pair given as --checkpoint-dir.
-    From the shell the folder is minitf's own option, read before --load: --set applies after --load, and a line
-    `minitf --set checkpoint_dir=D --load K` looked for K in the folder before D."""
+    """Where a --set names a setting the shell gives as an option of its own (SettingSpec.shell_option: checkpoint_dir
+    is --checkpoint-dir): the refusal, with the line as typed and that option in the pair's place. The folder is read
+    before --load: --set applies after it, and `minitf --set checkpoint_dir=D --load K` looked for K before D."""
     def split(value: str) -> list[str]:
         try:
             return shlex.split(value)
@@ -120,22 +120,25 @@ def _folder_as_option(settings: list[str]) -> str | None:
     def key(pair: str) -> str:
         return pair.partition("=")[0].strip().lower().replace("-", "_")
 
-    folder = next((p.partition("=")[2] for value in settings for p in split(value) if key(p) == "checkpoint_dir"), None)
-    if folder is None:
+    options = {p.name: p.setting.shell_option for p in REGISTRY["set"].options
+               if p.setting is not None and p.setting.shell_option is not None}
+    given = next(((key(p), p.partition("=")[2]) for value in settings for p in split(value) if key(p) in options), None)
+    if given is None:
         return None
+    name, folder = given
     words, line, i = _TYPED.get(), [], 0
     while i < len(words):
-        name, eq, inline = words[i].partition("=")
-        if name in ("--set", "--checkpoint-dir"):
+        word, eq, inline = words[i].partition("=")
+        if word in ("--set", options[name]):
             value = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
             i += 1 if eq else 2
-            kept = " ".join(p for p in split(value) if key(p) != "checkpoint_dir") if name == "--set" else ""
+            kept = " ".join(p for p in split(value) if key(p) != name) if word == "--set" else ""
             line += ["--set", shlex.quote(kept)] if kept else []
             continue
         line.append(shlex.quote(words[i]))
         i += 1
-    return ("from the shell the checkpoint folder is minitf's own option, read before --load: "
-            + " ".join(["minitf", "--checkpoint-dir", shlex.quote(folder.strip()), *line]))
+    return (f"from the shell {name} is minitf's own option, read before --load: "
+            + " ".join(["minitf", options[name], shlex.quote(folder.strip()), *line]))
 
 
 class _Group(_FlagsUntyped, TyperGroup):

@@ -97,7 +97,7 @@ def test_a_path_given_as_a_name_is_told_how_to_save_or_load_there(tmp_path, monk
 def test_the_shell_gives_the_folder_as_its_own_option_which_load_reads(tmp_path):
     # --set applies after --load, which reads the folder: refused first, the line as typed with the option in its place
     line = assert_one_error_line(invoke("--data", "sort", "--set", "lr=0.02 checkpoint_dir=runs", "--load", "m", "gen"))
-    assert line == ("error: --set: from the shell the checkpoint folder is minitf's own option, read before --load: "
+    assert line == ("error: --set: from the shell checkpoint_dir is minitf's own option, read before --load: "
                     "minitf --checkpoint-dir runs --data sort --set lr=0.02 --load m gen"), line
     line = assert_one_error_line(invoke('--set=checkpoint_dir="my runs"', "train", "--steps", "5"))
     assert line.endswith("read before --load: minitf --checkpoint-dir 'my runs' train --steps 5"), line

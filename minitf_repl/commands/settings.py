@@ -325,12 +325,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             read_with(session.data, str(given["tokenizer"]).strip(), reporter, fix=_text_first())  # (its fix, bpe:257,
             # would be refused for this then)
     new = _proposed(current, given)
-    if "checkpoint_dir" in given and syntax() == SHELL:
-        # --set applies after --load, which reads the folder: a line `minitf --set checkpoint_dir=D --load K` would
-        # look for K in the folder before D. The shell's own option is read first.
-        with without_setting("checkpoint_dir"):
-            line = given_before("ls", "--checkpoint-dir", str(given["checkpoint_dir"]).strip())
-        raise UserError(f"from the shell the checkpoint folder is minitf's own option, read before --load, e.g. {line}")
+    # a setting the shell gives as an option of its own (checkpoint_dir: --checkpoint-dir, read before --load, after
+    # which --set applies): a one-shot `minitf set` is told that option
+    own = next((spec for spec in ShellConfig.specs() if spec.shell_option and spec.name in given), None)
+    if own is not None and syntax() == SHELL:
+        with without_setting(own.name):
+            line = given_before("ls", own.shell_option, str(given[own.name]).strip())
+        raise UserError(f"from the shell {own.name} is minitf's own option, read before --load, e.g. {line}")
     if "checkpoint_dir" in given:  # absolute, as the session names its folder; checked before anything changes
         folder = checkpoint_folder(new[ShellConfig].checkpoint_dir)
         new[ShellConfig] = new[ShellConfig].replace(checkpoint_dir=str(folder))
@@ -568,7 +569,7 @@ def _folder_now(session: Session, kept_model: bool) -> str:
     """What the session's new checkpoint folder holds, said after `:set checkpoint_dir=`; `kept_model`: the session
     has a model and this :set did not rebuild it."""
     from ..core.checkpoint import list_checkpoints
-    from ..core.checkpoint.layout import MANIFEST
+    from ..core.checkpoint.reads import holds_checkpoints
 
     folder = session.checkpoint_dir
     kept = "; the model is kept" if kept_model else ""
@@ -577,8 +578,8 @@ def _folder_now(session: Session, kept_model: bool) -> str:
             return f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes{kept}"
         held = sum(row.error is None for row in list_checkpoints(folder))
         # one level too high (the folder that holds ./checkpoints): the folder of checkpoints below it is named
-        below = [] if held else [sub for sub in sorted(folder.iterdir())[:1000] if sub.is_dir()
-                                 and any((entry / MANIFEST).is_file() for entry in list(sub.iterdir())[:1000])]
+        below = [] if held else [sub for sub in sorted(folder.iterdir())[:1000]
+                                 if sub.is_dir() and holds_checkpoints(sub)]
     except (OSError, UserError):
         held, below = 0, []
     there = f"it holds {count(held, 'checkpoint')} ({cmd('ls')} lists them)" if held else "it holds no checkpoint yet"

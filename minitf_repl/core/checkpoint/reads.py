@@ -109,7 +109,7 @@ def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
         if _is_file(path / "config.json"):  # `:save hf:checkpoints/gpt2` puts one here: never "remove that directory"
             raise CheckpointError(f"{path} is a Hugging Face folder, not a lab checkpoint; load it as "
                                   f"hf:{path}") from None
-        if _holds_checkpoints(path):  # the folder of checkpoints one level down (a checkpoint folder set too high)
+        if holds_checkpoints(path):  # the folder of checkpoints one level down (a checkpoint folder set too high)
             raise CheckpointError(f"{path} is a folder of checkpoints, not a checkpoint; use it as the checkpoint "
                                   "folder to load them") from None
         if _holds_folders(path):  # a checkpoint holds files alone: this is some other folder, never one to remove
@@ -122,7 +122,7 @@ def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
     return parse_manifest(raw, where, exact), raw
 
 
-def _holds_checkpoints(path: Path, most: int = 1000) -> bool:
+def holds_checkpoints(path: Path, most: int = 1000) -> bool:
     """Whether one of the first `most` entries of the folder `path` is a checkpoint (holds a manifest)."""
     try:
         with os.scandir(path) as entries:
