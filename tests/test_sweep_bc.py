@@ -1,0 +1,38 @@
+"""The 45th session's own look: each test failed before its fix.
+
+A quick quit died: `printf ':quit\\n' | minitf` exited 134 ("terminate called without an active exception") about one
+time in five, when the interpreter ended while the background torch import (dispatch.preload) was still inside torch's
+C++ start-up. The exit now waits for that import to end.
+"""
+
+import subprocess
+import sys
+import threading
+import time
+
+from minitf_repl import dispatch
+
+
+def test_the_exit_waits_for_the_background_torch_import_to_end():
+    # atexit runs its handlers last-registered first: the probe, registered before preload() registers its own, runs
+    # after it and reports whether the import thread was still running when the interpreter went on to end.
+    probe = (
+        "import atexit, sys\n"
+        "from minitf_repl import dispatch\n"
+        "atexit.register(lambda: print('alive' if dispatch._preload_thread.is_alive() else 'ended',"
+        " 'torch.nn' in sys.modules))\n"
+        "dispatch.preload()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ended", "True"]  # was "alive False": the process left mid-import
+
+
+def test_finishing_the_preload_joins_a_running_import_and_passes_over_none(monkeypatch):
+    monkeypatch.setattr(dispatch, "_preload_thread", None)
+    dispatch._finish_preload()  # no import started: nothing to wait for
+    slow = threading.Thread(target=time.sleep, args=(0.3,), daemon=True)
+    slow.start()
+    monkeypatch.setattr(dispatch, "_preload_thread", slow)
+    dispatch._finish_preload()
+    assert not slow.is_alive()
