@@ -89,7 +89,7 @@ def test_shapes_device_config_params_data_set():
     assert result.exit_code == 0 and "n_layers: 4 -> 2" in result.stdout and "lr: 0.01 -> 0.02" in result.stdout
     # a one-shot session ends with the command: said, with where a setting goes to last (before it said nothing)
     assert ("checked, and gone when this command ends: a setting lasts one command from the shell, so give it before "
-            "that command, e.g. minitf --set n_layers=2 train") in " ".join(result.stdout.split())
+            "that command, e.g. minitf --set 'n_layers=2 lr=0.02' train") in " ".join(result.stdout.split())
     assert "gone when" not in invoke("set", "lr=0.02", "--json").stdout  # the document alone
 
 

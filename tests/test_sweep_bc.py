@@ -36,3 +36,23 @@ def test_finishing_the_preload_joins_a_running_import_and_passes_over_none(monke
     monkeypatch.setattr(dispatch, "_preload_thread", slow)
     dispatch._finish_preload()
     assert not slow.is_alive()
+
+
+# --- `minitf set` of several keys: the line it suggests gives them all ------------------------------------------------
+def test_the_line_set_suggests_from_the_shell_keeps_every_key_and_runs_as_given():
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    runner = CliRunner()
+    said = runner.invoke(cli.app, ["set", "d_model=30", "n_heads=5"])
+    assert said.exit_code == 0, said.output
+    line = " ".join(said.stdout.split()).split("e.g. ")[1]
+    assert line == "minitf --set 'd_model=30 n_heads=5' train"  # was --set d_model=30 alone, which train refused
+    ran = runner.invoke(cli.app, [*shlex.split(line)[1:-1], "--set", "d_ff=8 n_layers=1 max_seq_len=8",
+                                  "--data", "random:12", "config", "--json"])
+    assert ran.exit_code == 0, ran.output
+    sampling = runner.invoke(cli.app, ["set", "temperature=0.5", "top_k=3"])
+    assert "e.g. minitf --set 'temperature=0.5 top_k=3' gen" in " ".join(sampling.stdout.split())

@@ -642,13 +642,15 @@ def render_set(result: SetResult, console: Console) -> None:
     for key, (old, new) in result.changed.items():
         say(console, Text(f"{key}: ", style="cyan") + Text(f"{fmt.value(old)} -> {fmt.value(new)}"))
     if result.changed and syntax() == SHELL:  # a one-shot session ends here: the change goes with it
-        # the first key typed that changed something: a setting that changed, or one that sets others (preset)
-        key = next((k for k in result.given if k in result.changed or SET.param_named(k).setting is None),
-                   next(iter(result.changed)))
-        value = result.changed[key][1] if key in result.changed else result.given[key]
-        spec = SET.param_named(key).setting  # the command that reads it: sampling settings do nothing to a :train
-        reader = "gen" if spec is not None and spec.section == GenConfig.kind else "train"
-        line = given_before(reader, "--set", f"{key}={setting_text(value)}", result.data if result.rebuilt else None)
+        # every key typed that changed something: a setting that changed, or one that sets others (preset). The line
+        # gave the first alone, which `minitf set d_model=30 n_heads=5` then refused (30 heads of 4 do not divide).
+        keys = [k for k in result.given if k in result.changed or SET.param_named(k).setting is None] \
+            or list(result.changed)
+        pairs = " ".join(f"{k}={setting_text(result.changed[k][1] if k in result.changed else result.given[k])}"
+                         for k in keys)
+        specs = [SET.param_named(k).setting for k in keys]  # the command that reads them: sampling settings alone
+        reader = "gen" if all(s is not None and s.section == GenConfig.kind for s in specs) else "train"  # do nothing
+        line = given_before(reader, "--set", pairs, result.data if result.rebuilt else None)  # to a :train
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
                       f"it before that command, e.g. {line}")
     if result.recipe:
