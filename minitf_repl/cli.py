@@ -672,6 +672,17 @@ def root(
         distributed.before_error()
         error(_stderr(), phrase(e, "shell"))
         raise typer.Exit(1)
+    # A --device that names no device is a mistake on the command line, refused before any command runs, as an unknown
+    # --set key is: `minitf --device tpu ls` (or tok, set, data) exited 0 without a word. `device` and `config` run
+    # and say it themselves (the list of devices, the settings with a warning), and the REPL warns and opens, where
+    # :device NAME mends it. A device well named but not here (cuda without a GPU) is refused where it is used.
+    if device is not None and ctx.invoked_subcommand not in (None, "device", "config"):
+        from .commands.settings import device_problem
+        from .core.device_names import well_formed
+
+        if not well_formed(device):
+            _command_line_error(device_problem(device))
+            raise typer.Exit(1)
     # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
     # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).
     if load is not None and not load.strip():

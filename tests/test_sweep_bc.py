@@ -56,3 +56,19 @@ def test_the_line_set_suggests_from_the_shell_keeps_every_key_and_runs_as_given(
     assert ran.exit_code == 0, ran.output
     sampling = runner.invoke(cli.app, ["set", "temperature=0.5", "top_k=3"])
     assert "e.g. minitf --set 'temperature=0.5 top_k=3' gen" in " ".join(sampling.stdout.split())
+
+
+# --- a --device that names no device: refused by every one-shot command -------------------------------------------
+def test_a_device_that_names_none_is_refused_by_commands_that_never_use_one():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    runner = CliRunner()
+    refused = "error: unknown device 'tpu'; use one of auto, cpu, cuda, cuda:N or mps"
+    for args in (["tok", "hi"], ["ls"], ["set", "lr=0.1"], ["data"]):  # each exited 0 without a word
+        result = runner.invoke(cli.app, ["--device", "tpu", *args])
+        assert (result.exit_code, result.stderr.splitlines(), result.stdout) == (1, [refused], ""), args
+    config = runner.invoke(cli.app, ["--device", "tpu", "config"])  # config shows the settings and warns, as before
+    assert config.exit_code == 0 and "warning: unknown device 'tpu'" in config.stdout
+    assert runner.invoke(cli.app, ["--device", "cpu", "tok", "hi"]).exit_code == 0
