@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core.errors import UserError
-from .core.paths import expand, gone_folder
+from .core.paths import cut_middle, expand, gone_folder
 from .core.words import count
 from .palette import SCALE, quoted, scale_hex, terminal_safe, visible
 from .registry import clip
@@ -511,40 +511,42 @@ def check_report_path(text: str) -> Path:
         raise UserError(f"give one page's name, got {clip(text, 80)!r}: {what} (a name with spaces goes in quotes, "
                         f"e.g. {clip(pages[0], 80)})")
     path = expand(text)
+    shown = cut_middle(str(path), 80)  # its start and its end, the page's name
     if (gone := gone_folder(path)) is not None:  # "." still reads as a writable folder; a file cannot be made in it
-        raise UserError(f"cannot write {clip(str(path), 80)}: {gone}")
+        raise UserError(f"cannot write {shown}: {gone}")
     try:
         folder_given = path.is_dir()
     except OSError:  # a name too long to ask about: refused below, in one line
         folder_given = False
     if folder_given:  # `:report out/`: the page goes in that folder, not beside it (the example was `out.html`)
-        raise UserError(f"{clip(str(path), 80)} is a folder; give the page's file in it, e.g. "
-                        f"{clip(str(path / 'report.html'), 90)}")
+        raise UserError(f"{shown} is a folder; give the page's file in it, e.g. "
+                        f"{cut_middle(str(path / 'report.html'), 90)}")
     if path.suffix.lower() not in (".html", ".htm"):
         typed = Path(text)  # the same place, as typed (`~/runs/r.txt`: ~/runs/r.html), with the name ending in .html
         named = typed.stem + ".html" if typed.parent == Path(".") else str(typed.parent / (typed.stem + ".html"))
-        raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {clip(named, 200)}")
+        raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {cut_middle(named, 200)}")
     folder = _folder(path)
     try:  # a name longer than the file system allows (ENAMETOOLONG) is refused here, in one line
         if path.is_dir():
-            raise UserError(f"{clip(str(path), 80)} is a folder; give a file name ending in .html")
+            raise UserError(f"{shown} is a folder; give a file name ending in .html")
         if not folder.is_dir():
             # the nearest part of the path that exists says which: a folder missing, or a file where one should be
             blocking = next((p for p in (folder, *folder.parents) if p.exists()), None)
             if blocking is not None and not blocking.is_dir():
                 tail = str(blocking) if len(str(blocking)) <= 60 else "…" + str(blocking)[-59:]  # its name shows
-                raise UserError(f"cannot write {clip(str(path), 80)}: {tail} is a file, not a folder; choose another "
+                raise UserError(f"cannot write {shown}: {tail} is a file, not a folder; choose another "
                                 "path")
-            raise UserError(f"cannot write {clip(str(path), 80)}: the folder {clip(str(folder), 60)} does not exist; "
+            raise UserError(f"cannot write {shown}: the folder {cut_middle(str(folder), 60)} does not exist; "
                             f"create it first, or give {cmd('report', 'PATH')} a path in a folder that exists")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             # a read-only file system refuses whatever the permissions say (it was "permission denied", and no way on)
             why = "the file system is read-only" if _read_only(folder) else "permission denied"
-            where = "" if path.is_absolute() else f" (in {clip(str(folder.absolute()), 200)})"  # the folder's path
-            raise UserError(f"cannot write {clip(str(path), 80)}{where}: {why}; give {cmd('report', 'PATH')} a path "
+            where = "" if path.is_absolute() else f" (in {cut_middle(str(folder.absolute()), 200)})"  # its folder
+            raise UserError(f"cannot write {shown}{where}: {why}; give {cmd('report', 'PATH')} a path "
                             "in a folder you can write")
     except OSError as e:
-        raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; choose a shorter or other path") from None
+        raise UserError(f"cannot write {shown}: {e.strerror or e}; choose a shorter or other "
+                        "path") from None
     return path
 
 
@@ -581,7 +583,7 @@ def write_report(path: Path, page: str) -> int:
             except OSError:
                 pass
         if isinstance(e, OSError):
-            raise UserError(f"cannot write {clip(str(path), 80)}: {e.strerror or e}; give {cmd('report', 'PATH')} "
-                            "a path in a folder you can write") from None
+            raise UserError(f"cannot write {cut_middle(str(path), 80)}: {e.strerror or e}; give "
+                            f"{cmd('report', 'PATH')} a path in a folder you can write") from None
         raise
     return path.stat().st_size

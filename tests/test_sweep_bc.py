@@ -72,3 +72,17 @@ def test_a_device_that_names_none_is_refused_by_commands_that_never_use_one():
     config = runner.invoke(cli.app, ["--device", "tpu", "config"])  # config shows the settings and warns, as before
     assert config.exit_code == 0 and "warning: unknown device 'tpu'" in config.stdout
     assert runner.invoke(cli.app, ["--device", "cpu", "tok", "hi"]).exit_code == 0
+
+
+# --- a long path in a message keeps its end, the part that names the file ---------------------------------------------
+def test_a_long_data_path_in_a_message_keeps_the_files_name(tmp_path):
+    from minitf_repl.core.catalog import data_problem
+    from minitf_repl.core.paths import cut_middle
+
+    deep = tmp_path / ("a" * 60) / ("b" * 60) / "my\tnotes.txt"
+    said = data_problem(str(deep))  # was ".../aaaa..." cut at its end: which file, and the tab, gone
+    assert said is not None and "my\\tnotes.txt holds a tab" in said
+    missing = tmp_path / ("c" * 90) / "poems.txt"
+    assert "poems.txt" in data_problem(str(missing))
+    assert cut_middle("x" * 10) == "x" * 10 and len(cut_middle("y" * 200)) == 80
+    assert cut_middle("/start/" + "m" * 100 + "/end.txt").endswith("/end.txt")

@@ -10,6 +10,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from .paths import cut_middle
+
 CORPORA = ("pydoc", "shakespeare")  # text: a 90/10 train/validation split of one document
 # Synthetic tasks, each with the letter its spec's size argument goes by: `sort:8`, `random:20`.
 TASK_ARGUMENTS = {"sort": "N", "reverse": "N", "add": "N", "random": "V", "repeat": "V"}
@@ -52,15 +54,15 @@ def no_file_named(spec: str) -> str | None:
         if os.path.lexists(Path(spec).expanduser()):
             return None
         if "://" in spec:
-            return (f"{_clip(spec)} is a URL, and minitf reads data from a file on disk; download it yourself and "
+            return (f"{cut_middle(spec)} is a URL, and minitf reads data from a file on disk; download it yourself and "
                     "give its path (tiny Shakespeare is the data shakespeare: minitf downloads it)")
         if name in CORPORA and arg:
-            return f"{name} takes no size (:{_clip(arg, 20)}): it is one text; give {name} alone"
+            return f"{name} takes no size (:{cut_middle(arg, 20)}): it is one text; give {name} alone"
         if name not in CORPORA + TASKS and name.lower() in CORPORA + TASKS:  # the names are lower case
-            return f"no such file: {_clip(spec)}; did you mean {name.lower()}{':' + arg if arg else ''}?"
+            return f"no such file: {cut_middle(spec)}; did you mean {name.lower()}{':' + arg if arg else ''}?"
         parts = spec.split()
         if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
-            return (f"the data is one file, and {_clip(spec)} names {len(parts)}; give one, or join them into one "
+            return (f"the data is one file, and {cut_middle(spec)} names {len(parts)}; give one, or join them into one "
                     "text file first")
     except (OSError, RuntimeError, ValueError):  # a name too long, a NUL in it, ~ with no home: core.data says so
         pass
@@ -92,8 +94,8 @@ def unkept_path(spec: str) -> str | None:
         return None
     odd = next(ch for ch in spec if not shows_as_text(ch))
     what = {"\t": "a tab", "\n": "a newline", "\r": "a carriage return"}.get(odd, f"the character U+{ord(odd):04X}")
-    shown = "".join(ch if shows_as_text(ch) else ascii(ch)[1:-1] for ch in spec)  # the tab as \t, as typed
-    return (f"the path {_clip(shown)} holds {what}, which a checkpoint cannot keep; rename the file (or link it "
+    escaped = "".join(ch if shows_as_text(ch) else ascii(ch)[1:-1] for ch in spec)  # the tab as \t, as typed
+    return (f"the path {cut_middle(escaped)} holds {what}, which a checkpoint cannot keep; rename the file (or link it "
             "under a name without one) and give that path")
 
 
@@ -110,8 +112,8 @@ def data_problem(spec: str) -> str | None:
     try:
         path = Path(spec).expanduser()
         if problem is None and not _there(path):
-            where = "" if path.is_absolute() else f" (in {_clip(os.getcwd())})"  # as core.data says it
-            return (f"no such file: {_clip(str(path))}{where}; give the path of a UTF-8 text file, or one of "
+            where = "" if path.is_absolute() else f" (in {cut_middle(os.getcwd())})"  # as core.data says it
+            return (f"no such file: {cut_middle(str(path))}{where}; give the path of a UTF-8 text file, or one of "
                     f"{', '.join(CORPORA + TASKS)}")
     except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
         return None
@@ -128,7 +130,3 @@ def _there(path: Path) -> bool:
     except (OSError, ValueError):
         return True
     return True
-
-
-def _clip(text: str, width: int = 80) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."

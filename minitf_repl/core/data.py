@@ -33,7 +33,7 @@ from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_f
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .numbers import NumberTooLarge, whole_number
-from .paths import cache_dir, expand, gone_folder, on_windows
+from .paths import cache_dir, cut_middle, expand, gone_folder, on_windows
 from .probe import evaluating
 from .words import count, quoted_chars
 
@@ -756,8 +756,8 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
         if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
             return target
     except OSError as e:  # a cache shared with another user, whose copy this one may not read: an internal error
-        raise DataError(f"cannot read the kept copy of tiny Shakespeare, {_clip(str(target))} ({e.strerror or e}); "
-                        "remove it, or set MINITF_CACHE_DIR to a folder of your own") from None
+        raise DataError(f"cannot read the kept copy of tiny Shakespeare, {cut_middle(str(target))} "
+                        f"({e.strerror or e}); remove it, or set MINITF_CACHE_DIR to a folder of your own") from None
     try:  # Ctrl-C stops a stalled download at once (nothing is written before the whole file is here)
         with cut_short(), urllib.request.urlopen(url, timeout=timeout) as response:
             payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
@@ -793,7 +793,7 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
     except OSError as e:  # a cache folder under a file, read-only, full
         with contextlib.suppress(OSError):  # a half-written copy (a full disk) goes
             tmp.unlink(missing_ok=True)
-        raise DataError(f"downloaded tiny Shakespeare, but could not keep it in {_clip(str(target.parent))} "
+        raise DataError(f"downloaded tiny Shakespeare, but could not keep it in {cut_middle(str(target.parent))} "
                         f"({e.strerror or e}); set MINITF_CACHE_DIR to a folder you can write, or save the file "
                         "yourself and give its path as the data") from None
     return target
@@ -856,12 +856,12 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), and the
     bytes of a last character the file ends inside of, dropped (a part of a file cut with `head -c`)."""
     p = expand(path)
-    shown = _clip(str(p))
+    shown = cut_middle(str(p))
     if (gone := gone_folder(p)) is not None:
         raise DataError(f"cannot read {shown}: {gone}")
     try:
         if not p.exists():
-            where = "" if p.is_absolute() else f" (in {_clip(os.getcwd())})"  # minitf started in another folder?
+            where = "" if p.is_absolute() else f" (in {cut_middle(os.getcwd())})"  # minitf started in another folder?
             raise DataError(f"no such file: {shown}{where}; give the path of a UTF-8 text file, or one of "
                             f"{', '.join(CORPORA + TASKS)}")
         if p.is_dir():
@@ -871,7 +871,7 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
                       f"{shlex.quote(str(p))}/*{example.suffix} > {shlex.quote(str(p).rstrip('/') + '.txt')}"
                       if example and example.suffix and _same_kind(p, example.suffix) != "1" else "")
             raise DataError(f"{shown} is a directory; the data is one text file: give its path, e.g. "
-                            f"{_clip(str(example), 200)}{joined}" if example else
+                            f"{cut_middle(str(example), 200)}{joined}" if example else
                             f"{shown} is a directory with no text file directly in it; give the path of a UTF-8 "
                             "text file")
         if not p.is_file():
@@ -986,10 +986,6 @@ _WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), 
               (b"\xfe\xff", "UTF-16"))
 
 
-def _clip(text: str, width: int = 80) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 class TokenizerOnly(VocabOnly):
     """A loaded model's tokenizer where the session's data cannot be read by it: generation works, training does not.
     `tokenizer`: a tokenizer, or a checkpoint's vocabulary (as VocabOnly takes it).
@@ -1075,7 +1071,7 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
             size = _parse_size(name, arg, default)
         except NumberTooLarge:  # random:1e400, past a float: out of the range as random:1e40 is, not "no number"
             side = "small" if arg.strip().startswith("-") else "large"
-            raise DataError(f"{name}:{_clip(arg.strip(), 40)} is far too {side}; {sizes}, e.g. {name}:{default}"
+            raise DataError(f"{name}:{cut_middle(arg.strip(), 40)} is far too {side}; {sizes}, e.g. {name}:{default}"
                             ) from None
         got = size if abs(size) < 10**12 else arg.strip()  # sort:1e5000 as typed, not its 5,001 digits
         if not low <= size <= high:
@@ -1107,8 +1103,8 @@ def reading_notice(spec: str) -> str | None:
         return None  # read_text_file says why
     if size <= SLOW_FILE_BYTES:
         return None
-    return (f"reading {_clip(Path(spec.strip()).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; Ctrl-C stops it "
-            "and keeps the data as it is")
+    return (f"reading {cut_middle(Path(spec.strip()).name, 60)} ({size / 2**20:,.0f} MiB): a few seconds; "
+            "Ctrl-C stops it and keeps the data as it is")
 
 
 def _parse_size(name: str, arg: str, default: int) -> int:

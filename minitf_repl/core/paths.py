@@ -27,6 +27,13 @@ CACHE_ENV = "MINITF_CACHE_DIR"
 HISTORY_ENV = "MINITF_HISTORY"
 
 
+def cut_middle(text: str, width: int = 80) -> str:
+    """A path (or a user's text) in a one-line message: whole, or its start and its end around "..." where it is
+    longer than `width`. The end is the part that names the file: cut at the end, a data file's message read
+    ".../test_a_data_path_holding_a_tab0/my\\t... holds a tab", the file's name gone."""
+    return text if len(text) <= width else f"{text[: width // 2 - 2]}...{text[-(width // 2 - 1):]}"
+
+
 def on_windows() -> bool:
     """Whether this is Windows, where a message's fix names no POSIX tool (iconv) and no '...' quoting."""
     return sys.platform == "win32"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..config import ModelConfig
 from ..errors import CheckpointError
+from ..paths import cut_middle
 
 if TYPE_CHECKING:  # torch only names the tensors' type: :ls and the checks of a name need no torch
     import torch
@@ -210,7 +211,7 @@ def path_error(path: Path, e: OSError) -> CheckpointError:
 
 def clip(text: str, width: int = 100) -> str:
     """A path in a message: its start and its end, when it is too long to read in one line."""
-    return text if len(text) <= width else f"{text[: width // 2 - 2]}...{text[-(width // 2 - 1):]}"
+    return cut_middle(text, width)
 
 
 def nearest_existing(path: Path) -> Path:
