@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -188,14 +189,16 @@ class FrontDoor:
         self.progress = progress if progress is not None else out
         self.front = front if front is not None else FrontEnd()
         self.registry = registry
-        for console in (self.out, self.progress):
-            guard_stdout(console)
+        for console in {id(c): c for c in (self.out, self.err, self.progress)}.values():
+            guard_stdout(console, functools.partial(self._output_lost, console))
         for console in {id(c): c for c in (self.out, self.err, self.progress)}.values():
             console.on_broken_pipe = functools.partial(self._reader_left, console)  # Rich's own raised SystemExit(1)
         self.running: Reporter | None = None  # the reporter of the command running now
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
         self.terminated: int | None = None  # SIGTERM or SIGHUP arrived: the front end exits after this command
         self.reader_left = False  # standard output's reader closed the pipe: the front end ends (READER_LEFT)
+        self.lost: str | None = None  # why the output of the command running could not be written (EIO, ENOSPC)
+        self._hushed: list[Console] = []  # the consoles quieted for the rest of that command
         self.where = ""  # what an error line names first: the line of a script read from a pipe or file ("line 7: ")
 
     def run_line(self, line: str) -> str:
@@ -231,6 +234,7 @@ class FrontDoor:
         with speaking(self.front.syntax), typed_at_keyboard(self.front.keyboard):
             reporter = self._reporter()
             self.interrupted = False
+            self.lost = None
             self.running = reporter
             try:
                 return self._run(command, args, reporter, meant)
@@ -290,6 +294,12 @@ class FrontDoor:
             else:
                 internal_error(self.err, e, self.where)
             return FAILED
+        if self.lost is not None:  # the command ran to its stop, its output dropped from the failed write on
+            silence_stdout()
+            for other in self._hushed:  # the other consoles speak again: this error, and the lines after it
+                other.quiet = False
+            self._error(f"cannot write the output ({self.lost}); the rest of it is lost")
+            return FAILED
         self.interrupted = reporter.stop_requested
         if command.ends_session:
             return QUIT
@@ -301,6 +311,24 @@ class FrontDoor:
                 self._error(failure)
             return FAILED
         return OK
+
+    def _output_lost(self, console: Console, why: str) -> bool:
+        """A write of `console` failed (the terminal closed under a running :train: EIO; a full disk): while a command
+        runs, its output is dropped from then on and it stops as at SIGHUP, after its current step, so that a :train
+        autosaves; the door says it after the command (_run). Before, the error rose out of the step that printed:
+        the :train was rolled back as if it had failed, no autosave written, and closing the display raised the
+        error again, out of the REPL as a traceback. False outside a command: the caller raises OutputLost."""
+        if self.running is None:
+            return False
+        if self.lost is None:  # the rest of the command says nothing, on any console: its output is lost
+            self.lost = why
+            self._hushed = [c for c in {id(c): c for c in (self.out, self.err, self.progress)}.values()
+                            if c is not console and not c.quiet]
+            for other in self._hushed:
+                other.quiet = True
+            self.running.request_stop()
+        console.quiet = True
+        return True
 
     def _reader_left(self, console: Console) -> None:
         """What a console of this door does when the reader of its output has left the pipe (`minitf train 2>&1 |
@@ -357,13 +385,18 @@ class OutputLost(Exception):
     """Writing to standard output failed with an error other than a closed pipe (ENOSPC, EIO, ...)."""
 
 
-class _GuardedStdout:
-    """sys.stdout (whichever it is at each call) for a Console: a failed write raises OutputLost.
+class _GuardedStream:
+    """sys.stdout or sys.stderr (whichever it is at each call) for a Console: a failed write raises OutputLost, or,
+    where the front door takes it (`on_lost` returns True), is dropped.
 
     A write error of standard output can happen anywhere output happens (streamed text while :gen
     runs, the result at the end); this names it at the one place all of them pass through, so it
     is never taken for a bug ("internal error: OSError") nor for a failure of the command's own files.
     """
+
+    def __init__(self, name: str = "stdout", on_lost: Callable[[str], bool] | None = None):
+        self._name = name
+        self._on_lost = on_lost
 
     def write(self, text: str) -> int:
         return self._do("write", text)
@@ -371,23 +404,36 @@ class _GuardedStdout:
     def flush(self) -> None:
         self._do("flush")
 
-    @staticmethod
-    def _do(what: str, *args):
+    def _stream(self):
+        """The stream itself: under a live display (:train's) sys.stdout is Rich's proxy of it, which a write to would
+        send back into the console."""
+        stream = getattr(sys, self._name)
+        return getattr(stream, "rich_proxied_file", stream)
+
+    def _do(self, what: str, *args):
         try:
-            return getattr(sys.stdout, what)(*args)
+            return getattr(self._stream(), what)(*args)
         except BrokenPipeError:
             raise
         except OSError as e:
-            raise OutputLost(e.strerror or str(e)) from None
+            said = e.strerror or str(e)
+            if self._on_lost is not None and self._on_lost(said):
+                return len(args[0]) if args else None
+            if self._name == "stderr":
+                raise  # as it always was: the front end's own handling of an unwritable stderr (cli._output_lost)
+            raise OutputLost(said) from None
 
-    def __getattr__(self, name):  # isatty, fileno, encoding, ...: those of sys.stdout
-        return getattr(sys.stdout, name)
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...: those of the stream
+        if name == "rich_proxied_file":  # Console.file reads it: forwarded, the console wrote past this guard to the
+            raise AttributeError(name)  # stream during a live display (a terminal closed under :train: a raw EIO)
+        return getattr(self._stream(), name)
 
 
-def guard_stdout(console: Console) -> None:
-    """Let `console`'s writes to standard output fail as OutputLost (a console with its own file is left as it is)."""
-    if getattr(console, "_file", None) is None and not console.stderr:
-        console.file = _GuardedStdout()
+def guard_stdout(console: Console, on_lost: Callable[[str], bool] | None = None) -> None:
+    """Let `console`'s writes to standard output or error fail as OutputLost, or go to `on_lost` (a console with a
+    file of its own is left as it is)."""
+    if getattr(console, "_file", None) is None:
+        console.file = _GuardedStream("stderr" if console.stderr else "stdout", on_lost)
 
 
 # --- Ctrl-C, SIGTERM, SIGHUP and the terminal while a command runs ---------------------------------

@@ -5,10 +5,15 @@ time in five, when the interpreter ended while the background torch import (disp
 C++ start-up. The exit now waits for that import to end.
 """
 
+import errno
+import io
+import signal
 import subprocess
 import sys
 import threading
 import time
+
+import pytest
 
 from minitf_repl import dispatch
 
@@ -86,3 +91,64 @@ def test_a_long_data_path_in_a_message_keeps_the_files_name(tmp_path):
     assert "poems.txt" in data_problem(str(missing))
     assert cut_middle("x" * 10) == "x" * 10 and len(cut_middle("y" * 200)) == 80
     assert cut_middle("/start/" + "m" * 100 + "/end.txt").endswith("/end.txt")
+
+
+# --- the terminal closed under a REPL :train: the run stops after its step and autosaves ------------------------------
+class _Terminal(io.TextIOBase):
+    """A terminal that goes away (its writes then fail with EIO, as a closed window's or a dropped ssh session's do)."""
+
+    def __init__(self):
+        self.gone = False
+
+    def write(self, text):
+        if self.gone:
+            raise OSError(errno.EIO, "Input/output error")
+        return len(text)
+
+    def flush(self):
+        if self.gone:
+            raise OSError(errno.EIO, "Input/output error")
+
+    def isatty(self):
+        return True
+
+    def fileno(self):  # never the test process's own descriptor: silence_stdout() must not point pytest's at null
+        raise io.UnsupportedOperation("fileno")
+
+
+@pytest.mark.parametrize("hangup", [True, False])
+def test_a_terminal_that_closes_under_a_live_train_leaves_an_autosave_and_one_line(hangup, checkpoint_dir, monkeypatch):
+    from rich.console import Console
+
+    from minitf_repl.core import checkpoint as ckpt
+    from minitf_repl.render import live
+
+    from test_commands import tiny_session
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    steps = live.RichReporter.on_step
+
+    def closing_after_the_first_evaluation(self, info):
+        steps(self, info)
+        if info.val_loss is not None and not terminal.gone:
+            terminal.gone = True  # the window closes while the live display is up (Rich's proxy is sys.stdout)
+            if hangup:  # and SIGHUP comes, as stop_on_signals' handler takes it
+                self.terminate_signal = signal.SIGHUP
+                self.request_stop()
+
+    monkeypatch.setattr(live.RichReporter, "on_step", closing_after_the_first_evaluation)
+    errors = io.StringIO()
+    door = dispatch.FrontDoor(tiny_session(steps=400, eval_every=5), Console(force_terminal=True, width=100),
+                              Console(file=errors, width=200), dispatch.FrontEnd(live=True))
+    status = door.run_line(":train")
+    # was: the EIO rose out of the step that printed "stopping after this step...", the :train was rolled back as a
+    # failed one (step 0, no autosave), and closing the display raised it again, out of the REPL as a traceback
+    assert status == dispatch.FAILED
+    assert errors.getvalue().splitlines() == ["error: cannot write the output (Input/output error); the rest of it is "
+                                              "lost"]
+    trained = door.session.trainer.step
+    assert 5 <= trained < 400  # stopped soon after the terminal went, its steps kept
+    assert ckpt.load_checkpoint(checkpoint_dir, "autosave").step == trained
+    assert door.terminated == (signal.SIGHUP if hangup else None)  # the REPL then ends with 129
+    assert door.run_line(":config") == dispatch.OK  # the next command runs, its output dropped
