@@ -172,7 +172,7 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
         # a file where a folder of the path should be: mkdir said "File exists" ($XDG_STATE_HOME or $HOME a file)
         blocking = next((f for f in p.parents if f.exists()), None)
         if blocking is not None and not blocking.is_dir():
-            raise NotADirectoryError(f"{cut_middle(str(blocking), 100)} is a file, not a folder")
+            raise NotADirectoryError(f"{cut_middle(str(blocking))} is a file, not a folder")
         p.parent.mkdir(parents=True, exist_ok=True)
         # Opened without blocking and checked before use: a FIFO there would block start-up forever
         # (opening one waits for its other end), and a device is no place for a history.
@@ -193,12 +193,12 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
             os.close(fd)
         if kept is not None:  # a history that grew over the years: its newest entries go on, not all of it lost
             _replace_with(p, kept)
-            warn(f"history file {cut_middle(str(p), 100)} had {st.st_size:,} bytes, more than the "
+            warn(f"history file {cut_middle(str(p))} had {st.st_size:,} bytes, more than the "
                  f"{MAX_HISTORY_BYTES:,} read at start: its oldest entries were dropped, its newest {len(kept):,} bytes "
                  "kept")
     except (OSError, ValueError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        warn(f"warning: cannot use history file {cut_middle(str(p), 100)} ({reason}); history is kept in memory "
+        warn(f"warning: cannot use history file {cut_middle(str(p))} ({reason}); history is kept in memory "
              f"for this session; {ELSEWHERE}")
         return InMemoryHistory()
     return SafeFileHistory(str(p), warn)
@@ -729,8 +729,8 @@ def missing_data_file(spec: str) -> str | None:
         return None
     try:
         path = Path(spec.strip()).expanduser()
-        where = "" if path.is_absolute() else f" (in {cut_middle(os.getcwd(), 100)})"  # as core.data says it
-        return None if os.path.lexists(path) else f"no such file: {cut_middle(spec.strip(), 100)}{where}"
+        where = "" if path.is_absolute() else f" (in {cut_middle(os.getcwd())})"  # as core.data says it
+        return None if os.path.lexists(path) else f"no such file: {cut_middle(spec.strip())}{where}"
     except (OSError, RuntimeError, ValueError):  # RuntimeError: ~ with no home folder (core.paths.expand)
         return None
 

@@ -511,7 +511,7 @@ def check_report_path(text: str) -> Path:
         raise UserError(f"give one page's name, got {clip(text, 80)!r}: {what} (a name with spaces goes in quotes, "
                         f"e.g. {clip(pages[0], 80)})")
     path = expand(text)
-    shown = cut_middle(str(path), 80)  # its start and its end, the page's name
+    shown = cut_middle(str(path))  # its start and its end, the page's name
     if (gone := gone_folder(path)) is not None:  # "." still reads as a writable folder; a file cannot be made in it
         raise UserError(f"cannot write {shown}: {gone}")
     try:
@@ -520,7 +520,7 @@ def check_report_path(text: str) -> Path:
         folder_given = False
     if folder_given:  # `:report out/`: the page goes in that folder, not beside it (the example was `out.html`)
         raise UserError(f"{shown} is a folder; give the page's file in it, e.g. "
-                        f"{cut_middle(str(path / 'report.html'), 90)}")
+                        f"{cut_middle(str(path / 'report.html'))}")
     if path.suffix.lower() not in (".html", ".htm"):
         typed = Path(text)  # the same place, as typed (`~/runs/r.txt`: ~/runs/r.html), with the name ending in .html
         named = typed.stem + ".html" if typed.parent == Path(".") else str(typed.parent / (typed.stem + ".html"))
@@ -536,7 +536,7 @@ def check_report_path(text: str) -> Path:
                 tail = str(blocking) if len(str(blocking)) <= 60 else "…" + str(blocking)[-59:]  # its name shows
                 raise UserError(f"cannot write {shown}: {tail} is a file, not a folder; choose another "
                                 "path")
-            raise UserError(f"cannot write {shown}: the folder {cut_middle(str(folder), 60)} does not exist; "
+            raise UserError(f"cannot write {shown}: the folder {cut_middle(str(folder))} does not exist; "
                             f"create it first, or give {cmd('report', 'PATH')} a path in a folder that exists")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             # a read-only file system refuses whatever the permissions say (it was "permission denied", and no way on)
@@ -583,7 +583,7 @@ def write_report(path: Path, page: str) -> int:
             except OSError:
                 pass
         if isinstance(e, OSError):
-            raise UserError(f"cannot write {cut_middle(str(path), 80)}: {e.strerror or e}; give "
+            raise UserError(f"cannot write {cut_middle(str(path))}: {e.strerror or e}; give "
                             f"{cmd('report', 'PATH')} a path in a folder you can write") from None
         raise
     return path.stat().st_size

@@ -27,7 +27,7 @@ CACHE_ENV = "MINITF_CACHE_DIR"
 HISTORY_ENV = "MINITF_HISTORY"
 
 
-def cut_middle(text: str, width: int = 80) -> str:
+def cut_middle(text: str, width: int = 160) -> str:
     """A path (or a user's text) in a one-line message: whole, or its start and its end around "..." where it is
     longer than `width`. The end is the part that names the file: cut at the end, a data file's message read
     ".../test_a_data_path_holding_a_tab0/my\\t... holds a tab", the file's name gone."""
