@@ -2,6 +2,7 @@
 lands in the repository's checkpoints/ or in the user's home. Torch uses one thread in tests: the
 models are tiny, and on a 2-core machine shared with other work two threads mostly wait on each other."""
 
+import os
 import signal
 
 import pytest
@@ -13,6 +14,18 @@ import pytest
 for _signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
     if _signum is not None and signal.getsignal(_signum) is signal.SIG_IGN:
         signal.signal(_signum, signal.default_int_handler if _signum == signal.SIGINT else signal.SIG_DFL)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without the plugin (-p no:xdist) it is left unused
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (./dev test): a worker per CPU this process may use, at most 4. Each test holds torch to one thread
+    (one_thread, below), so one process used one core; past 4 workers the suite's subprocess tests (each a minitf with
+    torch loaded, some 400 MB) cost more memory than the few seconds they save. One CPU: no workers, one process."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS and Windows have no affinity to ask
+        cpus = os.cpu_count() or 1
+    return 0 if cpus < 2 else min(cpus, 4)
 
 
 def _point_user_dirs_at(home, setenv, delenv) -> None:

@@ -26,7 +26,7 @@ state="$FAKE_STATE"
 case "$1 $2" in
   "-c import sys; print(sys.prefix)") echo "$FAKE_PREFIX"; exit 0 ;;
   "-c import torch; torch.optim.Muon") [ -f "$state/torch" ]; exit ;;
-  "-c import minitf_repl, typer, pexpect")
+  "-c import minitf_repl, typer, pexpect, xdist")
     [ -f "$state/minitf" ] && exit 0
     echo "ModuleNotFoundError: No module named 'minitf_repl'" >&2; exit 1 ;;
   "-m pip")
@@ -84,7 +84,7 @@ def dev(project, *args, **env):
 def test_a_first_install_says_each_step_shows_pip_and_the_time_of_a_quiet_step(project):
     run = dev(project, "test", "-q", FAKE_PIP_SECONDS="2.5")
     assert run.returncode == 0, run.stderr
-    assert run.stdout == "pytest -q\n"  # then the tests run, as before
+    assert run.stdout == "pytest -n auto -q\n"  # then the tests run, in a worker per core
     err = run.stderr
     for line in ("dev: no torch >= 2.9 in", "dev: installing torch==2.13.0...", "  Collecting torch==2.13.0",
                  "  Downloading torch==2.13.0.whl (190.0 MB)", "dev:   ... still installing torch==2.13.0 (",
@@ -131,3 +131,25 @@ def test_a_failed_project_install_says_so(project):
 def test_minitf_torch_chooses_the_torch_to_install(project):
     run = dev(project, "test", MINITF_TORCH="torch==2.9.1")
     assert run.returncode == 0 and "  Collecting torch==2.9.1" in run.stderr and "2.13.0" not in run.stderr
+
+
+@pytest.mark.parametrize("given, ran", [
+    (["-q"], "pytest -n auto -q"),  # a worker per core (tests/conftest.py)
+    (["-n", "0", "-q"], "pytest -n 0 -q"),  # one process, as asked
+    (["-n3"], "pytest -n3"),
+    (["--numprocesses=2"], "pytest --numprocesses=2"),
+    (["-p", "no:xdist", "-x"], "pytest -p no:xdist -x"),  # without the plugin -n would be refused
+])  # fmt: skip
+def test_the_tests_run_in_workers_unless_the_command_line_says_otherwise(project, given, ran):
+    dev(project, "test")  # installed once
+    run = dev(project, "test", *given)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ran + "\n"
+
+
+def test_auto_workers_are_the_cpus_this_process_may_use_at_most_four(monkeypatch):
+    import conftest
+
+    for cpus, workers in [(1, 0), (2, 2), (3, 3), (16, 4)]:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)), raising=False)
+        assert conftest.pytest_xdist_auto_num_workers(None) == workers
