@@ -70,7 +70,7 @@ def test_patch_renders_a_heatmap_a_head_table_and_a_reading_at_80_columns(traine
     grid = lines[lines.index(header) + 1: lines.index(header) + 4]
     assert [line.split()[0] for line in grid] == ["embed", "blocks.0", "blocks.1"]
     assert grid[-1].rstrip().endswith("@")  # the last position after the last block: all of it
-    assert "restored: 0" in out and "head 1" in out and "differ at position 1, 3" in out
+    assert "restored: 0" in out and "head 1" in out and "differ at positions 1 and 3" in out
     assert " ".join(out.split()).endswith(r.reading)  # the reading closes the view (wrapped at 80 columns if long)
 
 

@@ -167,7 +167,7 @@ def test_muon_in_the_shell():
     assert "smallest σ" in narrow and "largest σ" in narrow
     run(s, ":train steps=2")
     tall = run(s, ":muon layer=1 matrix=ffn.fc_in seed=2")
-    assert tall.step.had_momentum and "(64 x 32, taken as its 32 x 64 transpose" in plain(tall)
+    assert tall.step.had_momentum and "(64 x 32, tall, so taken as its 32 x 64 transpose: the optimizer works on the wide form" in plain(tall)
     assert "the session's momentum" in plain(tall)
     assert json_document(REGISTRY["muon"], tall)["schema"] == "minitf.muon/4"
     with pytest.raises(UserError, match="layer must be in 0..1"):

@@ -357,7 +357,7 @@ def test_patch_lists_the_positions_where_two_prompts_differ_in_byte_tokens(bytes
     result = run(bytes_bpe, ":patch 你好世界 您好世界")
     assert result.clean_tokens[:3] != result.corrupt_tokens[:3] and "\ufffd" not in "".join(result.corrupt_tokens)
     text = shown(result)
-    assert "the prompts differ at position 0, 1, 2 " in text, text  # 你 and 您: three bytes each, all different
+    assert "the prompts differ at positions 0, 1 and 2 " in text, text  # 你 and 您: three bytes each, all different
     assert "\\\\x" not in text  # a token quoted with its escape once, not repr's doubled backslash
 
 

@@ -152,3 +152,25 @@ def test_a_terminal_that_closes_under_a_live_train_leaves_an_autosave_and_one_li
     assert ckpt.load_checkpoint(checkpoint_dir, "autosave").step == trained
     assert door.terminated == (signal.SIGHUP if hangup else None)  # the REPL then ends with 129
     assert door.run_line(":config") == dispatch.OK  # the next command runs, its output dropped
+
+
+# --- a learner's first hour: words that said the opposite of the numbers -----------------------------------------------
+def test_the_d_ff_notice_says_narrows_where_four_times_d_model_is_fewer():
+    from test_commands import Recorder, run, tiny_session
+
+    for d_model, verb in [(8, "narrows"), (64, "widens")]:  # TINY's d_ff is 64
+        hooks = Recorder()
+        run(tiny_session(), f":set d_model={d_model}", hooks)
+        said = " ".join(hooks.notices)
+        assert f"--set d_ff={4 * d_model} {verb} the FFN to that" in said or f":set d_ff={4 * d_model} {verb}" in said, said
+
+
+def test_a_number_and_its_label_stay_on_one_line():
+    from rich.text import Text
+
+    from minitf_repl.render.words import word_lines
+
+    text = Text("how alike the rows are, by distance: 1: 0.71  2: 0.55  4: 0.28  8: 0.07  16: 0.07  32: -0.13")
+    for width in range(30, 100):
+        for line in word_lines(text, width):  # "16:" ended a line and "0.07" began the next
+            assert not line.plain.rstrip().endswith(("1:", "2:", "4:", "8:", "16:", "32:")), (width, line.plain)

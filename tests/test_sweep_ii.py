@@ -143,5 +143,5 @@ def test_mistakes_on_random_tokens_says_what_any_model_would_get_wrong():
     s = tiny_session("random")
     run(s, ":train steps=3")
     out = " ".join(plain(run(s, ":mistakes n=8"), 200).split())
-    assert "is not the one that came at" in out
+    assert "are wrong guesses (the model's likeliest token is not the one that came)" in out
     assert "these tokens are random: any model's likeliest token is the one that came 1 time in 50 (98% wrong)" in out

@@ -180,8 +180,8 @@ def test_mistakes_says_the_share_of_wrong_guesses_is_of_every_prediction_not_of_
     found = TextMistakes(64, 4096, 1.961, [HardToken("/local/lib", "/", 4e-5, "e", 0.214)], 0.278, 0.5217)
     said = plain(MistakesResult("pydoc", 0, None, found, 304))
     assert "at 52% of them" not in said  # "them" read as the hardest tenth, where the guess is wrong at 100%
-    assert ("the hardest tenth of the predictions carry 28% of the loss; of all 4,096, the model's likeliest token "
-            "is not the one that came at 52%") in said
+    assert ("the hardest tenth of the predictions carry 28% of the loss; of all 4,096, 52% are wrong guesses (the "
+            "model's likeliest token is not the one that came)") in said  # "came at 52%" read as a place
 
 
 # --- :compare ----------------------------------------------------------------------------------------------------

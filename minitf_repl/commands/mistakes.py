@@ -154,8 +154,8 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
     # the share of wrong guesses is of every prediction: "of them" after the hardest tenth read as of those, where
     # the likeliest token is all but always wrong
     note(console, f"the hardest tenth of the predictions carry {found.top_share:.0%} of the loss; of all "
-                  f"{found.predictions:,}, the model's likeliest token is not the one that came at "
-                  f"{found.wrong_guess:.0%}; {cmd('score', 'TEXT')} scores a text of yours token by token")
+                  f"{found.predictions:,}, {found.wrong_guess:.0%} are wrong guesses (the model's likeliest token is "
+                  f"not the one that came); {cmd('score', 'TEXT')} scores a text of yours token by token")
     if result.vocab_size:  # read as the model's failing, 98% wrong is what random tokens give any model
         note(console, f"these tokens are random: any model's likeliest token is the one that came 1 time in "
                       f"{result.vocab_size:,} ({1 - 1 / result.vocab_size:.0%} wrong), and the hardest are the "

@@ -443,7 +443,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             and model.d_ff != 4 * model.d_model):  # d_ff is a setting of its own: scaling d_model leaves it
         reporter.notice(f"d_ff stays {model.d_ff:,}, {model.d_ff / model.d_model:.2g} x d_model, where it is usually "
                         f"4 x (GPT-2's {4 * model.d_model:,} at d_model={model.d_model:,}); "
-                        f"{cmd('set', d_ff=4 * model.d_model)} widens the FFN")
+                        f"{cmd('set', d_ff=4 * model.d_model)} "  # it said "widens" of 512 -> 256 too
+                        f"{'widens' if model.d_ff < 4 * model.d_model else 'narrows'} the FFN to that")
     if "dtype" in changed:
         from ..core.precision import precision_note
 

@@ -294,8 +294,9 @@ def render_patch(result: PatchResult, console: Console) -> None:
     console.print(legend(1.0, as_text, "restored", console.width), highlight=False)
     differ = [i for i, (a, b) in enumerate(zip(result.clean_tokens, result.corrupt_tokens)) if a != b]
     if differ:
-        note(console, "the prompts differ at position " + ", ".join(str(i) for i in differ)
-             + " (the columns are the corrupted prompt's tokens)")
+        where = (f"position {differ[0]}" if len(differ) == 1 else  # "at position 9, 10" read as one place
+                 "positions " + ", ".join(str(i) for i in differ[:-1]) + f" and {differ[-1]}")
+        note(console, f"the prompts differ at {where} (the columns are the corrupted prompt's tokens)")
     if result.heads:
         say(console, "each head's output, at every position", "bold")
         n_heads = len(result.heads[0])

@@ -32,7 +32,9 @@ from ..palette import is_active, terminal_safe, write_stand_ins
 # A number and its unit are one word ("1.8 s", "340 MB"), as type-setters join them: a line that ends "1.8" leaves
 # the reader a bare number. A unit is a symbol of time or size alone; "60 steps" may part like any two words.
 _UNIT = r"(?:s|ms|µs|min|kB|KB|KiB|MB|MiB|GB|GiB|TB)"
-_WORD = re.compile(rf"\s*(?:\S*\d {_UNIT}[,.;:)!?]*(?=\s|$)|\S+)\s*")  # a word with the spaces before and after it
+# So are a number's label and the number ("16: 0.07", :embed's likeness by distance): "16:" ended a line, "0.07" began
+# the next.
+_WORD = re.compile(rf"\s*(?:\S*\d {_UNIT}[,.;:)!?]*(?=\s|$)|\d+: -?\d[\d.,e+-]*[,.;:)!?]*(?=\s|$)|\S+)\s*")
 
 
 def word_lines(text: Text, width: int, rest: int | None = None) -> list[Text]:
