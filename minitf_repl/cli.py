@@ -1007,7 +1007,7 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
             continue
         if param.name in args or param.name in typed:
             both = f"{typed[param.name]} and {word}" if param.name in typed \
-                else f"{word} and --{param.name.replace('_', '-')}"
+                else f"{word} and --{param.name.replace('_', '-')} {shlex.quote(str(args[param.name]))}"  # its value
             raise UserError(f"{param.name} is given twice ({both}); give it once")
         # Kept under the key as typed, so that a bad value is refused in the user's words (`seed`, not gen_seed).
         args[key.replace("-", "_").lower()], typed[param.name] = value, word
@@ -1108,6 +1108,9 @@ def _make_subcommand(command, registry: Registry):
                 if positional is None:
                     words = _switches_among(command, words, args)
                 if words and positional is None:
+                    key, eq, _ = words[0].partition("=")
+                    if eq and key.replace("-", "_").isidentifier():  # `minitf train bogus=1`: an option misnamed,
+                        command.find_param(key)  # said as the REPL says it (it read "takes no text, got 'bogus=1'")
                     got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
                     if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too
                         raise UserError(f"{got}{guess} (minitf {command.name} --help lists its options)")

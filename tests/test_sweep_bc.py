@@ -174,3 +174,32 @@ def test_a_number_and_its_label_stay_on_one_line():
     for width in range(30, 100):
         for line in word_lines(text, width):  # "16:" ended a line and "0.07" began the next
             assert not line.plain.rstrip().endswith(("1:", "2:", "4:", "8:", "16:", "32:")), (width, line.plain)
+
+
+# --- the shell: --help into a pipe cuts no word; a misnamed option is named; a value given twice is shown ------------
+def test_no_commands_help_into_a_pipe_cuts_a_word_short():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+    from minitf_repl.commands import REGISTRY
+
+    runner = CliRunner()
+    for name in sorted(REGISTRY.commands):
+        shown = runner.invoke(cli.app, [name, "--help"], env={"COLUMNS": "80"})
+        if shown.exit_code == 2 and "interactive shell" in shown.output:  # the REPL's own (:quit)
+            continue
+        assert shown.exit_code == 0 and "…" not in shown.stdout, (name, shown.stdout)  # data's NAME lost repeat[:V]
+
+
+def test_the_shell_names_a_misnamed_option_and_both_values_given():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    runner = CliRunner()
+    said = runner.invoke(cli.app, ["train", "step=3"])  # was: "minitf train takes no text, got 'step=3'"
+    assert said.exit_code == 1 and said.stderr.startswith("error: unknown option 'step' for minitf train; did you "
+                                                          "mean steps?")
+    twice = runner.invoke(cli.app, ["train", "steps=2", "--steps", "3"])
+    assert twice.stderr.strip() == "error: steps is given twice (steps=2 and --steps 3); give it once"
+    assert "takes no text, got 'foo'" in runner.invoke(cli.app, ["ls", "foo"]).stderr  # a word, not an option

@@ -163,7 +163,7 @@ def test_an_option_given_twice_as_key_value_names_the_two_words_typed():
     line = assert_one_error_line(invoke("gen", "n=3", "n=4", "hi"))
     assert line == "error: n is given twice (n=3 and n=4); give it once"
     line = assert_one_error_line(invoke("train", "--steps", "2", "max_iters=3"))
-    assert line == "error: steps is given twice (max_iters=3 and --steps); give it once"
+    assert line == "error: steps is given twice (max_iters=3 and --steps 2); give it once"
 
 
 # --- an option given an empty value (a script's unset variable) -----------------------------------------------
