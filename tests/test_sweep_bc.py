@@ -203,3 +203,14 @@ def test_the_shell_names_a_misnamed_option_and_both_values_given():
     twice = runner.invoke(cli.app, ["train", "steps=2", "--steps", "3"])
     assert twice.stderr.strip() == "error: steps is given twice (steps=2 and --steps 3); give it once"
     assert "takes no text, got 'foo'" in runner.invoke(cli.app, ["ls", "foo"]).stderr  # a word, not an option
+
+
+def test_tab_offers_the_head_counts_the_model_takes_and_set_takes_each():
+    from test_commands import run, tiny_session
+    from test_sweep_aw import completions
+
+    offered = completions(":set n_heads=", tiny_session())  # TINY: d_model 32
+    assert offered == ["1", "2", "4", "8", "16", "32"]  # was nothing, where :set n_heads=3 listed them
+    for value in offered:
+        run(tiny_session(), f":set n_heads={value}")
+    assert completions(":set n_kv_heads=", tiny_session()) == ["1", "2", "none"]  # TINY: 2 heads

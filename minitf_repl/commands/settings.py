@@ -273,9 +273,26 @@ def _set_params() -> list[Param]:
     # setting's name without a value wants to know what it holds.
     # Tab offers each key once, as `lr=` (the option), not again as a name to show.
     keys = Param("keys", str, positional=True, meta="KEY", help="settings to show (value, meaning, range), e.g. lr")
-    made = {"tokenizer": {"complete": _tokenizer_values}}  # what Tab offers depends on the data
+    made = {"tokenizer": {"complete": _tokenizer_values},  # what Tab offers depends on the data
+            # ...and on the model: the head counts its d_model takes (Tab offered nothing, where :set n_heads=3 then
+            # listed them)
+            "n_heads": {"complete": _head_values},
+            "n_kv_heads": {"complete": _kv_head_values}}
     return [preset] + [param_from_setting(spec, help=f"{spec.section}: {spec.help}", **made.get(spec.name, {}))
                        for cls in SETTINGS for spec in cls.specs()] + [keys]
+
+
+def _head_values(session: Session | None) -> list[str]:
+    """What Tab offers for `n_heads=`: the counts the model's d_model (and n_kv_heads, and rope) take."""
+    config = getattr(session, "model_config", None) or ModelConfig()  # the shell's Tab: no session, the defaults
+    return [str(k) for k in config.fitting_heads()]
+
+
+def _kv_head_values(session: Session | None) -> list[str]:
+    """What Tab offers for `n_kv_heads=`: the divisors of n_heads (and none, every head its own keys and values, which
+    Tab offers for any setting that takes none)."""
+    config = getattr(session, "model_config", None) or ModelConfig()  # the shell's Tab: no session, the defaults
+    return [str(k) for k in config.fitting_kv_heads()]
 
 
 def _tokenizer_values(session: Session | None) -> list[str]:

@@ -348,12 +348,21 @@ class ModelConfig(Settings):
         (as_built leaves those out)."""
         return self.as_built()[name] is not None
 
+    def fitting_heads(self) -> list[int]:
+        """The head counts (up to 64) that this model's other settings take: dividing d_model, a multiple of
+        n_kv_heads, an even head width under rope. What a refusal of n_heads offers, and what Tab offers for it."""
+        return [k for k in range(1, min(self.d_model, 64) + 1) if self.d_model % k == 0
+                and (not self.n_kv_heads or k % self.n_kv_heads == 0)
+                and not (self.pos_encoding == "rope" and (self.d_model // k) % 2)]
+
+    def fitting_kv_heads(self) -> list[int]:
+        """The key/value head counts (up to 64) that divide n_heads."""
+        return [k for k in range(1, min(self.n_heads, 64) + 1) if self.n_heads % k == 0]
+
     def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
             # the head counts offered must pass the checks below too: a multiple of n_kv_heads, an even width for rope
-            fits = [k for k in range(1, min(self.d_model, 64) + 1) if self.d_model % k == 0
-                    and (not self.n_kv_heads or k % self.n_kv_heads == 0)
-                    and not (self.pos_encoding == "rope" and (self.d_model // k) % 2)]
+            fits = self.fitting_heads()
             kept = " and ".join(filter(None, [f"n_kv_heads={self.n_kv_heads}" if self.n_kv_heads else None,
                                               "pos_encoding=rope" if self.pos_encoding == "rope" else None]))
             raise ConfigError(
@@ -364,7 +373,7 @@ class ModelConfig(Settings):
         if self.n_heads % self.kv_heads != 0:
             raise ConfigError(
                 f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads}); "
-                f"n_kv_heads could be one of {_divisors(self.n_heads)}"
+                f"n_kv_heads could be one of {', '.join(map(str, self.fitting_kv_heads()))}"
             )
         if self.pos_encoding == "rope" and self.head_dim % 2 != 0:
             raise ConfigError(
@@ -388,10 +397,6 @@ def rebuilding_changes(old: ModelConfig, new: ModelConfig) -> list[str]:
 def ffn_hidden(config: ModelConfig) -> int:
     """The hidden width of one feed-forward network (one expert, with experts): its kind says (core.variants)."""
     return feed_forward_kind(config).hidden(config)
-
-
-def _divisors(n: int) -> str:
-    return ", ".join(str(k) for k in range(1, min(n, 64) + 1) if n % k == 0)
 
 
 @taking_aliases
