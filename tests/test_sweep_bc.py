@@ -214,3 +214,15 @@ def test_tab_offers_the_head_counts_the_model_takes_and_set_takes_each():
     for value in offered:
         run(tiny_session(), f":set n_heads={value}")
     assert completions(":set n_kv_heads=", tiny_session()) == ["1", "2", "none"]  # TINY: 2 heads
+
+
+# --- a column the width leaves out is named under its table ------------------------------------------------------------
+def test_a_table_names_the_columns_a_narrow_window_leaves_out():
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    result = run(tiny_session(), ":grad 12+34")
+    wide, narrow = plain(result, 160), plain(result, 56)
+    assert "left out at" not in wide and "|g'| arrives" in wide
+    assert "left out at 56 columns: cos" in narrow  # :grad dropped cos and |g'| arrives without a word
+    assert "(a wider window shows" in narrow

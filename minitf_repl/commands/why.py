@@ -29,7 +29,7 @@ from ..render import fmt
 from ..render.heatmap import cell, legend, plain, unscaled
 from ..render.renderers import render
 from ..render.chart import spark
-from ..render.tables import NARROW, add_row, fits, fitting_table, shown_columns
+from ..render.tables import NARROW, add_row, fits, fitting_table
 from ..render.watch import BEGUN_BY, COPIES_AT
 from ..render.words import note, say
 from ..reporter import Reporter
@@ -598,10 +598,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                                               for r in HEAD_ROLES), ""]
                 + ([""] if swept else []))
     table = fitting_table(console, names, rows, left=("head", "named"), optional=("current", "first", "duplicate"))
-    console.print(table)
-    gone = [name for name in ("current", "first", "duplicate") if name not in shown_columns(table)]
-    if gone:
-        note(console, f"not shown at this width: {', '.join(gone)} (a wider terminal shows them)")
+    console.print(table)  # its caption names the columns the width left out
     note(console, f"even: the scores of attention spread evenly over keys 0..i; named: the role of a head's largest "
                   f"score, when that is at least {ROLE_AT} and {ROLE_OVER_UNIFORM:g}x the even score")
     if swept:

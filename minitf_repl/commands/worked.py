@@ -758,7 +758,8 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     optional = ("share", names[1], "lowers", "raises the logit of") if tied else ("share", names[1])
     if not tied:
         names, rows = names[:5], [row[:5] for row in rows]
-    table = fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional)
+    table = fitting_table(console, names, rows, left=("raises the logit of", "lowers"), optional=optional,
+                          say_left_out=False)  # said below, with what the columns would show
     console.print(table)
     shown = [c.header for c in table.columns]
     listed = sum(u.write for u in result.units)

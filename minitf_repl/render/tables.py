@@ -32,14 +32,15 @@ def fits(console: Console, renderable, width: int | None = None) -> bool:
 
 
 def fitting_table(console: Console, names: list[str], rows: list[list], left: tuple = (), optional: tuple = (),
-                  wrap: tuple = (), records: bool = True) -> Table:
+                  wrap: tuple = (), records: bool = True, say_left_out: bool = True) -> Table:
     """The table of `names` and `rows` with every word whole: the `optional` columns are dropped, first named
     first, until it fits the console (`fits`); the ones left are those the reader cannot do without. Where even
     they do not fit, each header takes a line per word ("|dL/dh|" over "leaves"), so that a column is as wide as
     its widest cell rather than its header, which would otherwise cut the cells ("0.2…"), and the `wrap` columns
     (words: "W_E (token embedding, tied head)") break their cells at spaces. Where that still does not fit, and
     `records`, each row becomes a record, a line per column, `name  value`, every column shown.
-    `shown_columns(table)` names the columns it shows."""
+    `shown_columns(table)` names the columns it shows; a caption under the table names those the width left out
+    (`say_left_out=False`: the view says it in its own words)."""
     dropped: set[str] = set()
     for drop, stacked in ((None, False), *((name, False) for name in optional), (None, True)):
         if drop is not None:
@@ -54,6 +55,12 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
             add_row(table, *(row[k] for k in keep))
         table.shown_columns = [names[k] for k in keep]
         if fits(console, table):
+            if dropped and say_left_out:  # said under the table: a legend may still explain a column the width took away (:heads'
+                # "current" at 70 columns), and nothing said it was gone
+                left_out = [name for name in optional if name in dropped]
+                table.caption = Text(f"left out at {console.width} columns: {', '.join(left_out)} (a wider window "
+                                     f"shows {'it' if len(left_out) == 1 else 'them'})", style="dim")
+                table.caption_justify = "left"
             return table
     return record_table(names, rows, console) if records else table
 
