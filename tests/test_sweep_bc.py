@@ -226,3 +226,13 @@ def test_a_table_names_the_columns_a_narrow_window_leaves_out():
     assert "left out at" not in wide and "|g'| arrives" in wide
     assert "left out at 56 columns: cos" in narrow  # :grad dropped cos and |g'| arrives without a word
     assert "(a wider window shows" in narrow
+
+
+def test_a_bar_of_a_tiny_value_is_a_sliver_not_a_block():
+    from minitf_repl.palette import ascii_stand_in
+    from minitf_repl.render.chart import bar
+
+    assert bar(0.002 / 8, 8) == "▏" and bar(0.986 / 8, 8) == "█"  # :score drew both as one block
+    assert bar(0.0, 8) == "" and bar(1.0, 8) == "█" * 8 and bar(0.5 + 1 / 16, 8) == "████▌"
+    assert bar(3e-4, 10) == "▏" and bar(0.25, 10) == "██▌"
+    assert all(len(ascii_stand_in(ch)) == 1 for ch in "▏▎▍▌▋▊▉")  # an ASCII output keeps the columns

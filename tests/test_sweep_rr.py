@@ -287,7 +287,7 @@ def test_step_over_a_large_vocabulary_shows_a_small_probability_as_a_number_not_
                   n_possible=8000)
     shown = " ".join(plain(big, 100).split())
     assert "probability 1.3e-04, rank 1,120 of 8,000" in shown  # was "probability 0.000, rank 1120 of 8000"
-    assert "0.000 █" not in shown and "1.3e-04 █" in shown and "8,000 of 8,000 tokens could be picked" in shown
+    assert "0.000 █" not in shown and "1.3e-04 ▏" in shown and "8,000 of 8,000 tokens could be picked" in shown
 
 
 # --- :set n_embd=768: the FFN's width stays where it was ------------------------------------------------------

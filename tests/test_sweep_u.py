@@ -48,7 +48,9 @@ def ngram_result():
 def test_ngram_says_what_model_below_it_means_only_where_the_column_is_shown():
     wide, narrow = text_of(ngram_result(), 120), text_of(ngram_result(), 40)
     assert "model below it" in wide and "model below it:" in " ".join(wide.split())
-    assert "below it" not in " ".join(narrow.split())  # the column was dropped, its note stayed
+    said = " ".join(narrow.split())
+    assert "model below it:" not in said  # the column was dropped, its note stayed
+    assert "left out at 40 columns:" in said and "model below it (a wider window shows" in said  # named as gone
 
 
 # --- :gen show=probs at a narrow terminal -----------------------------------------------------------------

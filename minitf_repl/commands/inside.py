@@ -28,7 +28,7 @@ from ..core.errors import UserError
 from ..core.words import count, quoted_chars
 from ..palette import piece_cell, quoted, visible
 from ..registry import Param, clip, param_from_setting
-from ..render import fmt
+from ..render import chart, fmt
 from ..render.heatmap import (attention_window, column_width, heatmap, label_width, legend, plain, reads_future,
                               unscaled, window_note)
 from ..render.scatter import grid_size, scatter
@@ -274,7 +274,7 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
         prob = prob_text(r.prob)
         bar = Text()
         if r.prob > 0:
-            bar.append("█" * max(1, round(r.prob * 10)), style="green" if not as_text else "")
+            bar.append(chart.bar(r.prob, 10), style="green" if not as_text else "")
         # Character by character: a subword piece's whitespace shows as a symbol (" the" as "␣the", not an
         # indented "the"), a control character as its escape (visible; repr doubled a byte's "\xe4" to "\\xe4")
         token = piece_cell(visible(r.token))
@@ -663,7 +663,7 @@ def score_table(result: ScoreResult, console: Console, bars: bool, stacked: bool
                     Text(f"{guess} {result.guess_probs[t]:.2f}", style="dim"),
                     *counter_cell(result, t, dim=True))
             continue
-        bar = "█" * max(1, round(8 * result.losses[t] / worst)) if worst > 0 else ""
+        bar = chart.bar(result.losses[t] / worst, 8) if worst > 0 else ""
         add_row(table, str(t), reads, comes, *([prob_text(result.target_probs[t])] if probability else []),
                 f"{result.losses[t]:.3f}",
                 *([Text(bar, style="red" if result.losses[t] > result.uniform else "yellow")] if bars else []),
