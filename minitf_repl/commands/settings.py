@@ -239,7 +239,8 @@ def render_setting_help(h: SettingHelp, console: Console) -> None:
     if once := [c for c in h.commands if c not in keeps]:
         where += ", or for one command as its option: " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in once)
     if keeps:
-        where += "; " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in keeps) + " sets it too, and it stays"
+        stays = ", and it stays" if syntax() != SHELL else " for that command"  # a one-shot process keeps nothing
+        where += "; " + ", ".join(f"{cmd(c, **{h.name: '...'})}" for c in keeps) + f" sets it too{stays}"
     # the :set summary says a model setting resets the weights: say so of those that do, and that the rest do not
     kept = "; the model keeps its weights" if h.section == ModelConfig.kind else ""
     note(console, f"{where}{'; the model is rebuilt, weights reset (step 0)' if h.rebuilds else kept}")
@@ -317,8 +318,8 @@ def _text_first() -> str:
     return f"choose text data first, e.g. {cmd('data', 'pydoc')}"  # on disk: no download
 
 
-@command("set", "Change settings: model architecture (resets weights), training, generation or the shell; a name "
-         "alone shows that setting.",
+@command("set", "Change settings: model architecture (most reset the weights), training, generation or the shell; "
+         "a name alone shows that setting.",
          params=_set_params(), needs_torch=False, pairs=True, json_version=4)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     keys = (args.pop("keys", None) or "").split()
