@@ -320,6 +320,9 @@ class FrontDoor:
         error again, out of the REPL as a traceback. False outside a command: the caller raises OutputLost."""
         if self.running is None:
             return False
+        if console.stderr:  # progress and notices alone are lost (`2>/dev/full`): dropped, and the command goes on;
+            console.quiet = True  # its result still reaches standard output
+            return True
         if self.lost is None:  # the rest of the command says nothing, on any console: its output is lost
             self.lost = why
             self._hushed = [c for c in {id(c): c for c in (self.out, self.err, self.progress)}.values()

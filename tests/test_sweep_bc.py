@@ -236,3 +236,30 @@ def test_a_bar_of_a_tiny_value_is_a_sliver_not_a_block():
     assert bar(0.0, 8) == "" and bar(1.0, 8) == "█" * 8 and bar(0.5 + 1 / 16, 8) == "████▌"
     assert bar(3e-4, 10) == "▏" and bar(0.25, 10) == "██▌"
     assert all(len(ascii_stand_in(ch)) == 1 for ch in "▏▎▍▌▋▊▉")  # an ASCII output keeps the columns
+
+
+def test_a_standard_error_that_cannot_be_written_drops_the_progress_and_the_command_goes_on(checkpoint_dir,
+                                                                                             monkeypatch):
+    from rich.console import Console
+
+    from test_commands import tiny_session
+
+    dead = _Terminal()
+    dead.gone = True
+    monkeypatch.setattr(sys, "stderr", dead)  # `minitf train 2>/dev/full > run.log`
+    results = io.StringIO()
+    progress = Console(stderr=True, width=100)
+    door = dispatch.FrontDoor(tiny_session(steps=6), Console(file=results, width=100), progress, dispatch.FrontEnd(),
+                              progress=progress)
+    assert door.run_line(":train") == dispatch.OK  # not stopped after its first step: its result still has a reader
+    assert door.session.trainer.step == 6 and "trained 6 steps" in results.getvalue()
+
+
+def test_parity_with_a_folder_that_is_not_there_says_so_first(tmp_path):
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    said = CliRunner().invoke(cli.app, ["parity", f"hf:{tmp_path / 'nope'}"])
+    assert said.exit_code == 1  # it said "no model to compare yet; --load hf:... loads the folder's", which failed
+    assert said.stderr.startswith(f"error: there is no folder {tmp_path / 'nope'}; give a Hugging Face model's folder")

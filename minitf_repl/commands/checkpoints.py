@@ -510,6 +510,9 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
     if folder is None:  # a path typed without hf: is that folder, written as hf:PATH
         example = f"hf:{clip(given, 200)}" if given else "hf:~/models/gpt2"
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', example)}")
+    if not folder.expanduser().is_dir():  # before "no model yet", whose fix (load it) would fail the same way
+        raise UserError(f"there is no folder {clip(str(folder), 200)}; give a Hugging Face model's folder (its "
+                        f"config.json and weights), e.g. {cmd('parity', 'hf:~/models/gpt2')}")
     if not session.has_model:
         raise UserError(f"there is no model to compare yet; {restore(clip(given, 200))} loads the folder's")
     from ..core.hf.parity import DEFAULT_TOLERANCE, NotTheFoldersModel, compare
