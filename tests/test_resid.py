@@ -128,7 +128,9 @@ def test_resid_in_the_shell():
     assert f"the residual stream at position 15 '{sample[15]}' of '{sample}'" in out
     assert "|f|/|h| cos(f, h) |h| after" in out and "final LN_f" in out and "|h| went from" in out
     narrow = text_of(default, 60)
-    assert "|h| after" in narrow and "|f|/|h|" not in narrow and "…" not in narrow  # a column dropped, none cut
+    table, _, left_out = narrow.partition("left out at 60 columns:")
+    assert "|h| after" in table and "|f|/|h|" not in table and "…" not in narrow  # a column dropped, none cut
+    assert "|f|/|h|" in left_out  # and named as left out
     first = run(session, ":resid hello at=0")
     assert first.at == 0 and first.tokens == list("hello")
     assert json_document(REGISTRY["resid"], first)["schema"] == "minitf.resid/5"

@@ -97,7 +97,7 @@ def test_compare_with_too_few_contenders_does_not_import_torch(tmp_path, args, s
 @pytest.mark.parametrize("args, says", [
     (("parity",), "give the folder to compare with as hf:PATH"),
     (("parity", "hf:"), "hf: needs a folder after it"),
-    (("parity", "hf:/nowhere"), "there is no model to compare yet"),
+    (("parity", "hf:/nowhere"), "there is no folder /nowhere"),
     (("parity", "hf:/nowhere", "--tolerance", "2"), "tolerance must be a number in (0, 1]"),
 ])
 def test_parity_errors_of_the_command_line_do_not_import_torch(tmp_path, args, says):
