@@ -263,3 +263,16 @@ def test_parity_with_a_folder_that_is_not_there_says_so_first(tmp_path):
     said = CliRunner().invoke(cli.app, ["parity", f"hf:{tmp_path / 'nope'}"])
     assert said.exit_code == 1  # it said "no model to compare yet; --load hf:... loads the folder's", which failed
     assert said.stderr.startswith(f"error: there is no folder {tmp_path / 'nope'}; give a Hugging Face model's folder")
+
+
+def test_context_names_its_counter_curve_by_the_orders_its_positions_read(tmp_path):
+    from test_commands import TEXT, run, tiny_session
+    from test_render import text_of
+
+    text_file = tmp_path / "fox.txt"
+    text_file.write_text(TEXT * 4, encoding="utf-8")
+    session = tiny_session(str(text_file))
+    run(session, ":train steps=2")
+    shown = text_of(run(session, ":context windows=16"), 100)
+    legend = next(line for line in shown.splitlines() if "• model" in line)
+    assert "· counter (bigram to 6-gram)" in legend, legend  # it read "6-gram counter" over bigrams to 5-grams

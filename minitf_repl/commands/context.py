@@ -81,6 +81,13 @@ def read_order(curve) -> int:
     return min(curve.counter_order, curve.positions + 1)
 
 
+def counter_label(curve) -> str:
+    """The counter's curve as its legend names it: the order grows with the position, from a bigram at position 0 to
+    the counter's own at the window's end (the legend said "6-gram counter" over a table of bigrams to 5-grams)."""
+    n = read_order(curve)
+    return f"{gram(n)} counter" if n <= 2 else f"counter (bigram to {gram(n)})"
+
+
 def default_windows(max_seq_len: int) -> int:
     return max(WINDOWS_FEWEST, min(WINDOWS_MOST, WINDOW_TOKENS // max_seq_len))
 
@@ -176,7 +183,7 @@ def position_series(curve: PositionLosses) -> list[PlotSeries]:
     at = log_axis(curve.positions)
     series = [PlotSeries("model", at, curve.losses)]
     if curve.counter is not None:
-        series.append(PlotSeries(f"{gram(read_order(curve))} counter", at, curve.counter))
+        series.append(PlotSeries(counter_label(curve), at, curve.counter))
     return series
 
 
@@ -201,7 +208,7 @@ def render_context(result: ContextResult, console: Console) -> None:
     at = log_axis(T)
     curves = [Curve("model", at, curve.losses, "•", "cyan")]
     if curve.counter is not None:  # drawn first, so that the model's points lie on top where the two meet
-        curves.insert(0, Curve(f"{gram(read_order(curve))} counter", at, curve.counter, "·", "yellow"))
+        curves.insert(0, Curve(counter_label(curve), at, curve.counter, "·", "yellow"))
     console.print(chart(curves, min(console.width, 80), 10, baseline=result.chance,
                         baseline_label=f"ln V = {result.chance:.2f}", unit="nats",
                         x_labels=(f"position {curve.first_counted} (log scale)", f"{T - 1:,}")))
