@@ -276,3 +276,22 @@ def test_context_names_its_counter_curve_by_the_orders_its_positions_read(tmp_pa
     shown = text_of(run(session, ":context windows=16"), 100)
     legend = next(line for line in shown.splitlines() if "• model" in line)
     assert "· counter (bigram to 6-gram)" in legend, legend  # it read "6-gram counter" over bigrams to 5-grams
+
+
+def test_ngrams_counters_stand_after_a_load_on_the_same_data(tmp_path, checkpoint_dir):
+    from test_commands import TEXT, run, tiny_session
+
+    text_file = tmp_path / "fox.txt"
+    text_file.write_text(TEXT * 4, encoding="utf-8")
+    session = tiny_session(str(text_file))
+    run(session, ":train steps=2")
+    run(session, ":ngram")
+    counted = session.counters
+    assert counted
+    other = tiny_session(str(text_file))  # a checkpoint of another session on the same text (the kept- of a rebuild)
+    run(other, ":train steps=3")
+    run(other, ":save there")
+    run(session, ":load there")
+    assert session.counters == counted  # :plot's reference lines stay (a helper saw them go once; not repeated)
+    run(session, ":data sort:4")  # other data: they go, as before
+    assert session.counters == []
