@@ -158,7 +158,9 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         taken.append((width - right - 4 - _text_width(said, 10), y(baseline) - 12, width - right - 4, y(baseline) - 2))
     at = left + 10
     for one in series:
-        colour, dash = styles.get(one.name.split()[-1], ('#555', ''))  # "6-gram counter": a counter's style
+        # "bigram counter", "counter (bigram to 6-gram)": a counter's style
+        words = one.name.split()
+        colour, dash = styles.get("counter" if "counter" in words else words[-1] if words else "", ('#555', ''))
         drawn = [(x(s), y(v)) for s, v in zip(one.steps, one.values) if math.isfinite(v)]
         pts = " ".join(f"{px:.1f},{py:.1f}" for px, py in drawn)
         parts.append(f'<polyline class="series" points="{pts}" fill="none" stroke="{colour}" stroke-width="1.6"'

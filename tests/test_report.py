@@ -152,5 +152,7 @@ def test_report_draws_the_loss_by_position_as_context_measures_it(report):
     curve = position_losses(s.model, s.data, "cpu", REPORT_WINDOWS, counter=6)
     model, counter = chart.split('class="series"')[1:3]
     counted = [v for v in curve.losses if v == v]  # the answer's positions: a task's question is not counted
-    assert model.split('points="')[1].split('"')[0].count(",") == len(counted) and "6-gram counter" in counter
+    assert model.split('points="')[1].split('"')[0].count(",") == len(counted)
+    assert "counter (bigram to 6-gram)" in counter
+    assert 'stroke="#d08c00"' in counter  # drawn in the counters' own colour
     assert f"Mean: {curve.mean:.3f} nats" in html and "position in the window (log scale)" in chart
