@@ -673,10 +673,11 @@ def root(
         error(_stderr(), phrase(e, "shell"))
         raise typer.Exit(1)
     # A --device that names no device is a mistake on the command line, refused before any command runs, as an unknown
-    # --set key is: `minitf --device tpu ls` (or tok, set, data) exited 0 without a word. `device` and `config` run
-    # and say it themselves (the list of devices, the settings with a warning), and the REPL warns and opens, where
+    # --set key is: `minitf --device tpu ls` (or tok, set, data) exited 0 without a word. A command that reports the
+    # device itself (Command.reports_device: device, config) runs and says it, and the REPL warns and opens, where
     # :device NAME mends it. A device well named but not here (cuda without a GPU) is refused where it is used.
-    if device is not None and ctx.invoked_subcommand not in (None, "device", "config"):
+    named = REGISTRY.names().get(ctx.invoked_subcommand or "")
+    if device is not None and named is not None and not named.reports_device:
         from .commands.settings import device_problem
         from .core.device_names import well_formed
 

@@ -189,9 +189,8 @@ class FrontDoor:
         self.progress = progress if progress is not None else out
         self.front = front if front is not None else FrontEnd()
         self.registry = registry
-        for console in {id(c): c for c in (self.out, self.err, self.progress)}.values():
+        for console in self._consoles():
             guard_stdout(console, functools.partial(self._output_lost, console))
-        for console in {id(c): c for c in (self.out, self.err, self.progress)}.values():
             console.on_broken_pipe = functools.partial(self._reader_left, console)  # Rich's own raised SystemExit(1)
         self.running: Reporter | None = None  # the reporter of the command running now
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
@@ -312,6 +311,10 @@ class FrontDoor:
             return FAILED
         return OK
 
+    def _consoles(self) -> list[Console]:
+        """Its consoles, each once (out, err and progress may be one console)."""
+        return list({id(c): c for c in (self.out, self.err, self.progress)}.values())
+
     def _output_lost(self, console: Console, why: str) -> bool:
         """A write of `console` failed (the terminal closed under a running :train: EIO; a full disk): while a command
         runs, its output is dropped from then on and it stops as at SIGHUP, after its current step, so that a :train
@@ -325,8 +328,7 @@ class FrontDoor:
             return True
         if self.lost is None:  # the rest of the command says nothing, on any console: its output is lost
             self.lost = why
-            self._hushed = [c for c in {id(c): c for c in (self.out, self.err, self.progress)}.values()
-                            if c is not console and not c.quiet]
+            self._hushed = [c for c in self._consoles() if c is not console and not c.quiet]
             for other in self._hushed:
                 other.quiet = True
             self.running.request_stop()

@@ -33,16 +33,16 @@ FAMILY = "the variant lab"  # beside :compare: one curve says where the rates wo
 
 RATE_LIMIT = 1000  # a rate past this ruins any model here in one step (Muon blows up near 0.5, AdamW near 0.7)
 SEED_LIMIT = 2**63 - 1  # the seed setting's own limit (a torch generator's seed)
+WOBBLE = 0.02  # the chart goes on past the starting loss by this share of it (noise), and is cut past that
+LOW, HIGH, STEPS = 1e-5, 1.0, 100  # from far too low to past where every model here blows up (Muon: 0.5)
+# How far the points move with the seed (pydoc, the default model, seeds 1337, 1 and 2): Muon's steepest
+# 0.0013 to 0.0021 and lowest 0.022 to 0.027; AdamW's steepest the same, its lowest 0.011 to 0.034.
 
 
 def _next_seed(seed: int) -> int:
     """Another seed than `seed` that the seed option takes: the next one, or 0 after the last (SEED_LIMIT + 1 was
     suggested, and refused as too large)."""
     return seed + 1 if seed < SEED_LIMIT else 0
-WOBBLE = 0.02  # the chart goes on past the starting loss by this share of it (noise), and is cut past that
-LOW, HIGH, STEPS = 1e-5, 1.0, 100  # from far too low to past where every model here blows up (Muon: 0.5)
-# How far the points move with the seed (pydoc, the default model, seeds 1337, 1 and 2): Muon's steepest
-# 0.0013 to 0.0021 and lowest 0.022 to 0.027; AdamW's steepest the same, its lowest 0.011 to 0.034.
 
 
 @dataclass

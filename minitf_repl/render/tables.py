@@ -55,8 +55,9 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
             add_row(table, *(row[k] for k in keep))
         table.shown_columns = [names[k] for k in keep]
         if fits(console, table):
-            if dropped and say_left_out:  # said under the table: a legend may still explain a column the width took away (:heads'
-                # "current" at 70 columns), and nothing said it was gone
+            # said under the table: a legend may still explain a column the width took away (:heads' "current" at
+            # 70 columns), and nothing said it was gone
+            if dropped and say_left_out:
                 left_out = [name for name in optional if name in dropped]
                 table.caption = Text(f"left out at {console.width} columns: {', '.join(left_out)} (a wider window "
                                      f"shows {'it' if len(left_out) == 1 else 'them'})", style="dim")

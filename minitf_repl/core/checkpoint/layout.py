@@ -204,14 +204,9 @@ def _read_only(path: Path) -> bool:
 def path_error(path: Path, e: OSError) -> CheckpointError:
     """One line for a path the system refuses (a name over 255 bytes, a loop of links, ...)."""
     if e.errno == errno.ENAMETOOLONG:
-        return CheckpointError(f"cannot use {clip(str(path))}: a name in that path is too long for the file system; "
-                               "choose a shorter checkpoint directory")
-    return CheckpointError(f"cannot use {clip(str(path))}: {e.strerror or e}; {ANOTHER_DIR}")
-
-
-def clip(text: str, width: int = 100) -> str:
-    """A path in a message: its start and its end, when it is too long to read in one line."""
-    return cut_middle(text, width)
+        return CheckpointError(f"cannot use {cut_middle(str(path))}: a name in that path is too long for the file "
+                               "system; choose a shorter checkpoint directory")
+    return CheckpointError(f"cannot use {cut_middle(str(path))}: {e.strerror or e}; {ANOTHER_DIR}")
 
 
 def nearest_existing(path: Path) -> Path:
@@ -229,9 +224,10 @@ def check_not_a_checkpoint(directory: Path) -> None:
     except (OSError, ValueError):
         return
     if held:
-        raise CheckpointError(f"{clip(str(directory))} is itself a checkpoint (it holds {MANIFEST}), not a folder of "
-                              f"checkpoints; start minitf with its folder {clip(str(directory.parent))} as the "
-                              f"checkpoint directory, and load {directory.name} from there")
+        parent = cut_middle(str(directory.parent))
+        raise CheckpointError(f"{cut_middle(str(directory))} is itself a checkpoint (it holds {MANIFEST}), not a "
+                              f"folder of checkpoints; start minitf with its folder {parent} as the checkpoint "
+                              f"directory, and load {directory.name} from there")
 
 
 def check_folder_reachable(directory: Path) -> None:
@@ -258,7 +254,8 @@ def _check_no_dangling_link(target: Path, folder: bool = False) -> None:
                 fix = ("remove it or choose another name" if path == target and not folder
                        else f"create that folder or {ANOTHER_DIR}")
                 raise CheckpointError(
-                    f"{clip(str(path))} is a symbolic link to {clip(os.readlink(path))}, which does not exist; {fix}"
+                    f"{cut_middle(str(path))} is a symbolic link to {cut_middle(os.readlink(path))}, which does not "
+                    f"exist; {fix}"
                 )
             return
         path = path.parent

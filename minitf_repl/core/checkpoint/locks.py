@@ -25,8 +25,7 @@ except ImportError:  # Windows: the exclusive-create lock only
 
 from ..errors import CheckpointError
 from ..interrupts import may_cut_short
-from ..paths import on_windows
-from .layout import clip
+from ..paths import cut_middle, on_windows
 from .reads import open_regular, read_open
 
 
@@ -151,14 +150,14 @@ class folder_lock:
             # the model kept before a rebuild are saved whatever comes (a Ctrl-C there asks a stop that has come
             # already), and "Ctrl-C stops this save" was said there too, over a Ctrl-C that then did nothing
             stop = "; Ctrl-C stops this save" if may_cut_short() else ""
-            self.on_wait(f"waiting for {_who(path, flocked)} to finish saving into {clip(str(self.directory), 80)} "
+            self.on_wait(f"waiting for {_who(path, flocked)} to finish saving into {cut_middle(str(self.directory))} "
                          f"(up to {self.wait:.0f} s{stop})")
         if time.monotonic() >= deadline:
             who = _who(path, flocked)
             # whole, never clipped: it is a path to type (remove /tmp/a...b/.minitf.lock.held removes nothing)
             hint = f" (if no minitf is saving there, remove {path})" if remove_hint else ""
             raise CheckpointError(
-                f"the checkpoint folder {clip(str(self.directory), 80)} is busy: {who} has been saving there for "
+                f"the checkpoint folder {cut_middle(str(self.directory))} is busy: {who} has been saving there for "
                 f"more than {self.wait:.0f} s; try again when that save is done{hint}"
             )
         time.sleep(0.02)

@@ -25,10 +25,11 @@ from ..catalog import unkept_path
 from ..device import mps_here
 from ..errors import CheckpointError
 from ..model import MiniTransformerLM, require_model
+from ..paths import cut_middle
 from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
-                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, clip)
+                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -184,15 +185,16 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     _save_over(target, files, manifest_bytes, uid, sources)
     except OSError as e:
         if e.errno == errno.ENOENT and not made:  # /proc/x: mkdir says ENOENT of a folder no one removed
-            raise CheckpointError(f"could not save checkpoint {name!r}: the folder {clip(str(directory))} cannot be "
-                                  f"made here ({e.strerror or e}); {ANOTHER_DIR}") from e
+            raise CheckpointError(f"could not save checkpoint {name!r}: the folder {cut_middle(str(directory))} "
+                                  f"cannot be made here ({e.strerror or e}); {ANOTHER_DIR}") from e
         if e.errno == errno.ENOENT and not os.path.lexists(directory):
             # removed under the save (`rm -rf checkpoints` in another terminal): "No such file or directory; start
             # minitf with another checkpoint directory" sent the user away from a folder that the next save makes
-            raise CheckpointError(f"could not save checkpoint {name!r}: the folder {clip(str(directory))} was removed "
-                                  "while it was saved into (by another terminal?); save again, which makes the "
-                                  "folder anew") from e
-        raise CheckpointError(f"could not save checkpoint {name!r} in {clip(str(directory))}: {_save_failure(e)}") from e
+            raise CheckpointError(f"could not save checkpoint {name!r}: the folder {cut_middle(str(directory))} "
+                                  "was removed while it was saved into (by another terminal?); save again, which "
+                                  "makes the folder anew") from e
+        raise CheckpointError(f"could not save checkpoint {name!r} in {cut_middle(str(directory))}: "
+                              f"{_save_failure(e)}") from e
     return target
 
 
@@ -427,7 +429,7 @@ def rotate(directory, name: str, keep: int) -> None:
         with folder_lock(directory):
             _rotate_locked(directory, name, keep)
     except OSError as e:
-        raise CheckpointError(f"could not keep the previous {name} in {clip(str(directory))} ({e.strerror}); "
+        raise CheckpointError(f"could not keep the previous {name} in {cut_middle(str(directory))} ({e.strerror}); "
                               "check that folder's permissions") from None
 
 
