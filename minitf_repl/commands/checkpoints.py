@@ -406,13 +406,21 @@ def _text_read_by(session: Session, tokenizer, max_seq_len: int):
 
 def _checkpoint_data(session: Session, checkpoint):
     """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
-    (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates."""
+    (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates.
+
+    The session's copy of a file is taken only while the file is as it was read (core.data.file_stamp): a file grown,
+    rewritten or deleted since is read as it is now, as `minitf load` reads it, and its changed vocabulary or its
+    absence said. The REPL trained on the old copy without a word, and a stand-in of a file gone at one :load kept
+    saying "not available" after another file was put there."""
     from ..core.checkpoint import checkpoint_data
-    from ..core.data import lasting_spec
+    from ..core.data import CORPORA, TASKS, file_stamp, lasting_spec
+    from ..core.hf import PREFIX
 
     loaded = session.loaded_data
     same = checkpoint.data_spec in (session.data_spec, lasting_spec(session.data_spec))  # saved as lasting_spec
-    if loaded is not None and same and loaded.tokenizer.vocab == checkpoint.vocab:
+    built_in = checkpoint.data_spec.partition(":")[0] in CORPORA + TASKS or checkpoint.data_spec.startswith(PREFIX)
+    as_read = built_in or getattr(loaded, "stamp", None) is not None and loaded.stamp == file_stamp(session.data_spec)
+    if loaded is not None and same and as_read and loaded.tokenizer.vocab == checkpoint.vocab:
         return loaded
     return checkpoint_data(checkpoint)
 

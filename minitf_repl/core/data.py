@@ -207,6 +207,9 @@ class TextCorpus:
         # narrowest integer type the vocabulary fits (1 or 2 bytes a token instead of int64's 8: tiny
         # Shakespeare takes 1 MB, not 9); a batch is widened to int64 when cut.
         self.cut = int(0.9 * len(text))
+        # the file's state when its text was read (file_stamp; None: not read from a file): a checkpoint loaded later
+        # takes the file as it is then, not this copy, when they differ (commands.checkpoints._checkpoint_data)
+        self.stamp: tuple[int, int, int] | None = None
         dtype = _id_dtype(self.tokenizer.vocab_size)
         self.readings = readings if readings is not None else Readings()
         self.splits = self.readings.splits_of(self.tokenizer, dtype, lambda: {
@@ -230,7 +233,9 @@ class TextCorpus:
 
     def retokenized(self, tokenizer) -> "TextCorpus":
         """The same text read by another tokenizer (None: its characters)."""
-        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings)
+        again = TextCorpus(self.name, self.text, self.description, tokenizer, self.readings)
+        again.stamp = self.stamp
+        return again
 
     def check_fits(self, max_seq_len: int) -> None:
         split = min(("val", "train"), key=lambda name: len(self.splits[name]))
@@ -1081,6 +1086,7 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         return Task(name, size)
     if (problem := unkept_path(spec) or no_file_named(spec)) is not None:  # a URL, pydoc:2, two files: no "no such
         raise DataError(problem)  # file"; a tab in the path, which a checkpoint cannot keep
+    stamp = file_stamp(spec)  # before the read: a change during it makes the next stamp differ, never the same
     text, converted, bom, cut = _read_text(spec, line_endings)
     # the characters :data counts are the text's, which a file's "\r\n" counted twice in (wc -m), and its leading
     # byte-order mark once
@@ -1088,9 +1094,24 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     read_as += ", its leading byte-order mark (U+FEFF) dropped" if bom else ""
     read_as += f", its last character dropped (the file ends {count(cut, 'byte')} into it)" if cut else ""
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
-        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
-                          tokenizer)
-    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer)
+        corpus = TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
+                            tokenizer)
+    else:
+        corpus = TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer)
+    corpus.stamp = stamp
+    return corpus
+
+
+def file_stamp(spec: str) -> tuple[int, int, int] | None:
+    """What changes when a data file is written or replaced: its size, modification time and inode. None for built-in
+    data, and for a path that is not there (or cannot be asked)."""
+    if spec.strip().partition(":")[0] in CORPORA + TASKS:
+        return None
+    try:
+        st = Path(spec.strip()).expanduser().stat()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def reading_notice(spec: str) -> str | None:

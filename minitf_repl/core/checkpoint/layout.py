@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,6 +160,7 @@ def check_save_target(directory, name: str) -> Path:
         if target.exists():
             if not target.is_dir():
                 raise CheckpointError(f"{target} is a file, not a checkpoint directory; remove it or choose another name")
+            _check_not_an_alias(directory, name, target)
             places = (target, directory)
         else:
             _check_no_dangling_link(target)
@@ -175,6 +177,19 @@ def check_save_target(directory, name: str) -> Path:
     except OSError as e:
         raise path_error(target, e) from None
     return target
+
+
+def _check_not_an_alias(directory: Path, name: str, target: Path) -> None:
+    """Refuse to save under NAME where NAME is a symbolic link to another checkpoint of the same folder: the save wrote
+    through the link and replaced that checkpoint, while it said "replaced checkpoint NAME", and both names then listed
+    the new model. A link to a folder elsewhere (checkpoints kept on another disk) is saved through, as asked."""
+    if not target.is_symlink():
+        return
+    real = target.resolve()
+    if real.parent == directory.resolve() and real.name != name:
+        raise CheckpointError(f"{name} is a symbolic link to {real.name}, another checkpoint in this folder, which a "
+                              f"save under {name} would replace; save as {real.name}, or remove the link: rm "
+                              f"{shlex.quote(str(target))}")
 
 
 def check_no_case_twin(directory: Path, name: str) -> None:

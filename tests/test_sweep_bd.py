@@ -1,0 +1,95 @@
+"""The 46th session's own look: each test failed before its fix.
+
+A session's :load of a checkpoint trained on a file took the session's copy of that file's text whenever the path and
+the characters matched, even after the file had been rewritten: the REPL trained on text the disk no longer held, while
+`minitf load` of the same checkpoint read the file as it is.
+"""
+
+import os
+
+import pytest
+
+from minitf_repl.core.data import file_stamp, load_data
+from minitf_repl.core.errors import UserError
+
+from test_checkpoint_commands import TEXT, run, tiny_session
+
+
+@pytest.fixture
+def fox(tmp_path, checkpoint_dir):
+    """A session that trained on fox.txt and saved the model as `fox`; the file's path."""
+    corpus = tmp_path / "fox.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    s = tiny_session(data=str(corpus))
+    run(s, ":train steps=2 save=fox")
+    return s, corpus
+
+
+def test_a_file_grown_since_it_was_read_is_read_again_at_the_load(fox):
+    s, corpus = fox
+    longer = TEXT * 3  # the same characters: the saved vocabulary still fits
+    corpus.write_text(longer, encoding="utf-8")
+    loaded = run(s, ":load fox")
+    assert loaded.data_missing is None
+    assert s.loaded_data.text == longer  # was TEXT: the session's old copy
+    run(s, ":train steps=1")
+
+
+def test_a_file_of_other_characters_since_is_said_at_the_load_and_not_trained_on(fox):
+    s, corpus = fox
+    corpus.write_text("XYZ QRS TUV 0123456789 " * 40, encoding="utf-8")
+    loaded = run(s, ":load fox")
+    assert "vocabulary changed" in loaded.data_missing  # was None: the old text, silently
+    with pytest.raises(UserError, match=r"the data this model was trained on"):
+        run(s, ":train steps=1")
+
+
+def test_a_file_gone_at_one_load_and_another_put_there_is_told_as_it_is_at_the_next(fox):
+    s, corpus = fox
+    corpus.unlink()
+    assert "not available" in run(s, ":load fox").data_missing
+    corpus.write_text("XYZ QRS TUV 0123456789 " * 40, encoding="utf-8")
+    assert "vocabulary changed" in run(s, ":load fox").data_missing  # was "not available": the stand-in, kept
+
+
+def test_an_unchanged_file_keeps_the_sessions_copy(fox):
+    s, corpus = fox
+    before = s.loaded_data
+    run(s, ":load fox")
+    assert s.loaded_data is before  # nothing read again
+
+
+def test_a_file_stamp_moves_with_a_rewrite_and_is_none_for_built_in_data_and_gone_files(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("ab" * 50, encoding="utf-8")
+    data = load_data(str(path))
+    assert data.stamp == file_stamp(str(path)) is not None
+    assert data.retokenized(None).stamp == data.stamp
+    os.utime(path, ns=(0, 12345))
+    assert file_stamp(str(path)) != data.stamp
+    assert file_stamp("pydoc") is None and file_stamp("sort:4") is None
+    assert file_stamp(str(tmp_path / "nowhere.txt")) is None
+    assert load_data("sort:4").__dict__.get("stamp") is None
+
+
+def test_a_save_under_a_link_to_another_checkpoint_of_the_folder_is_refused(checkpoint_dir):
+    s = tiny_session(checkpoint_dir=checkpoint_dir)
+    run(s, ":train steps=2 save=good")
+    good = checkpoint_dir / "good" / "checkpoint.json"
+    before = good.read_bytes()
+    (checkpoint_dir / "alias").symlink_to(checkpoint_dir / "good")
+    with pytest.raises(UserError, match=r"alias is a symbolic link to good, another checkpoint in this folder.*"
+                                        r"save as good, or remove the link: rm "):
+        run(s, ":save alias")
+    assert good.read_bytes() == before  # was replaced through the link
+
+
+def test_a_link_to_a_folder_elsewhere_is_saved_through(checkpoint_dir, tmp_path):
+    elsewhere = tmp_path / "other-disk" / "run"
+    s = tiny_session(checkpoint_dir=checkpoint_dir)
+    run(s, ":train steps=2 save=run")
+    (checkpoint_dir / "run").rename(elsewhere.parent.mkdir(parents=True) or elsewhere)
+    (checkpoint_dir / "run").symlink_to(elsewhere)
+    run(s, ":train steps=1")
+    run(s, ":save run")
+    assert (checkpoint_dir / "run").is_symlink() and '"step": 3' in (elsewhere / "checkpoint.json").read_text()
