@@ -647,7 +647,11 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         with speaking(door.front.syntax):
             render(loaded, console)
     first = True
-    warned = None  # the unsaved step a :quit or Ctrl-D was told about: the next one leaves
+    # The unsaved step a :quit or Ctrl-D was told about: the next one leaves, if it comes next. A command between
+    # them arms the warning again, as bash's "There are stopped jobs." is: a :set checkpoint_dir=DIR, which the failed
+    # save's line offers, moves the folder but saves nothing, and the :quit after it left with the model in no
+    # checkpoint.
+    warned = None
     said: set[str] = set()  # the notes run_pasted said once this session
     while True:
         try:
@@ -669,7 +673,10 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             if run_pasted(door, line, err_console, said) == QUIT:
                 if (warned := warn_unsaved(door, warned)) is None:
                     break
+            elif line.strip():
+                warned = None
         except KeyboardInterrupt:  # a Ctrl-C between two commands: back to the prompt
+            warned = None
             continue
         if door.terminated is not None:  # SIGTERM or SIGHUP stopped the command (a :train autosaved)
             return signal_status(door.terminated)

@@ -93,3 +93,27 @@ def test_a_link_to_a_folder_elsewhere_is_saved_through(checkpoint_dir, tmp_path)
     run(s, ":train steps=1")
     run(s, ":save run")
     assert (checkpoint_dir / "run").is_symlink() and '"step": 3' in (elsewhere / "checkpoint.json").read_text()
+
+
+def test_a_command_between_two_quits_arms_the_unsaved_warning_again(monkeypatch, tmp_path):
+    """The failed save's line offers `:set checkpoint_dir=DIR`, which moves the folder and saves nothing: the :quit
+    after it left at once, the model in no checkpoint, since the :quit before it had been warned."""
+    from test_repl import TINY as TINY_REPL, drive
+    from test_sweep_n import autosaves_fail
+
+    autosaves_fail(monkeypatch)
+    code, out, err, session = drive(f"{TINY_REPL}\r:data sort\r:train steps=5\r:quit\r"
+                                    f":set checkpoint_dir={tmp_path / 'elsewhere'}\r:quit\r:quit\r:config\r")
+    assert code == 0 and "checkpoints now go to" in out
+    assert " ".join(err.split()).count("the model trained to step 5 is in no checkpoint") == 2, err  # was 1
+    assert "d_model" not in out.split("checkpoints now go to")[1]  # the second :quit in a row left
+
+
+def test_a_quit_right_after_its_warning_still_leaves(monkeypatch):
+    from test_repl import TINY as TINY_REPL, drive
+    from test_sweep_n import autosaves_fail
+
+    autosaves_fail(monkeypatch)
+    code, out, err, _ = drive(f"{TINY_REPL}\r:data sort\r:train steps=5\r:quit\r\r:quit\r:config\r")
+    assert code == 0 and err.count("in no checkpoint") == 1  # an empty line is no command: it arms nothing
+    assert "d_model" not in out.split("trained 5 steps")[1]
