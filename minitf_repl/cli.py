@@ -639,6 +639,8 @@ def root(
         autocompletion=lambda ctx, incomplete: _like("load", ctx, incomplete),
     ),
 ) -> None:
+    if _asks_help(ctx):  # `minitf --device foo train --help`: the help, whatever is wrong with the options before it
+        return
     # Everything typed on this command line is shell syntax, and so is every message about it (a
     # REPL opened below speaks its own syntax for each command: dispatch.FrontDoor).
     ctx.with_resource(speaking(SHELL))
@@ -673,9 +675,11 @@ def root(
         error(_stderr(), phrase(e, "shell"))
         raise typer.Exit(1)
     # A --device that names no device is a mistake on the command line, refused before any command runs, as an unknown
-    # --set key is: `minitf --device tpu ls` (or tok, set, data) exited 0 without a word. A command that reports the
-    # device itself (Command.reports_device: device, config) runs and says it, and the REPL warns and opens, where
-    # :device NAME mends it. A device well named but not here (cuda without a GPU) is refused where it is used.
+    # --set key is: `minitf --device tpu ls` (or tok, set, data, config) exited 0. The command that reports the device
+    # itself (Command.reports_device: device) runs and says it beside the devices there are, and the REPL warns and
+    # opens, where :device NAME mends it. A device well named but not here (cuda without a GPU) is refused where it is
+    # used. So is a --data file that is not there, refused here for every command: `minitf --data nosuch ls` exited 0
+    # without a word, `config` with a warning amid its table.
     named = REGISTRY.names().get(ctx.invoked_subcommand or "")
     if device is not None and named is not None and not named.reports_device:
         from .commands.settings import device_problem
@@ -683,6 +687,12 @@ def root(
 
         if not well_formed(device):
             _command_line_error(device_problem(device))
+            raise typer.Exit(1)
+    if data is not None and named is not None:
+        from .core.catalog import data_problem
+
+        if (problem := data_problem(data)) is not None:
+            _command_line_error(f"--data: {problem}")
             raise typer.Exit(1)
     # --load "" and --set "" are refused before their commands run: a command's message would suggest a line with
     # the empty value in it again (`minitf --load '' load x`, `minitf --set '' set lr`).
@@ -712,6 +722,21 @@ def root(
     ctx.obj = _State(session, debug, quiet)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(open_shell(session, debug, loaded))
+
+
+def _asks_help(ctx: typer.Context) -> bool:
+    """Whether the command's own words ask for its help (`--help`, `-h`, before any `--`): Click shows it only once
+    minitf's options are through, and a bad one of them (--device foo, --load nope, --set lr=x) failed the command
+    line before the help it asked for."""
+    if ctx.invoked_subcommand is None or ctx.resilient_parsing:
+        return False
+    typed = _TYPED.get()
+    at = _command_at(typed, ctx.command.params)
+    if at is None:
+        return False
+    words = typed[at + 1:]
+    words = words[: words.index("--")] if "--" in words else words
+    return "--help" in words or "-h" in words
 
 
 def _a_checkpoint(session: Session) -> str:
@@ -1015,6 +1040,16 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
     return text
 
 
+def _words_after_dashes(options) -> int:
+    """How many words the command line has after the `--` that follows its command (0: no `--`); `options`: minitf's
+    own, to step over to the command."""
+    typed = _TYPED.get()
+    at = _command_at(typed, options)
+    if at is None or "--" not in typed[at + 1:]:
+        return 0
+    return len(typed) - typed.index("--", at + 1) - 1
+
+
 def _switches_among(command, words: list[str], args: dict) -> list[str]:
     """The words left, less those that name one of the command's on/off options alone, which go into `args` as on:
     `minitf ls all` is `minitf ls --all`, as `:ls all` is in the REPL. Only for a command that takes no text."""
@@ -1105,7 +1140,11 @@ def _make_subcommand(command, registry: Registry):
             positional = command.positional
             words = args.pop(positional.name if positional is not None else OPTION_WORDS, None)
             try:
-                words = _options_among(command, words or [], args)
+                # the words typed after `--` are text whatever they read as: `minitf gen -- n=5` continues "n=5"
+                # (it read as the option n and said "n is given twice" beside -n 3); Click hands them over last
+                words = words or []
+                after = min(_words_after_dashes(ctx.parent.command.params if ctx.parent else ()), len(words))
+                words = _options_among(command, words[: len(words) - after], args) + words[len(words) - after:]
                 if positional is None:
                     words = _switches_among(command, words, args)
                 if words and positional is None:

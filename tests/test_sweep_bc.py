@@ -71,11 +71,10 @@ def test_a_device_that_names_none_is_refused_by_commands_that_never_use_one():
 
     runner = CliRunner()
     refused = "error: unknown device 'tpu'; use one of auto, cpu, cuda, cuda:N or mps"
-    for args in (["tok", "hi"], ["ls"], ["set", "lr=0.1"], ["data"]):  # each exited 0 without a word
+    # each exited 0 without a word; config (46th session) with a warning amid its table
+    for args in (["tok", "hi"], ["ls"], ["set", "lr=0.1"], ["data"], ["config"]):
         result = runner.invoke(cli.app, ["--device", "tpu", *args])
         assert (result.exit_code, result.stderr.splitlines(), result.stdout) == (1, [refused], ""), args
-    config = runner.invoke(cli.app, ["--device", "tpu", "config"])  # config shows the settings and warns, as before
-    assert config.exit_code == 0 and "warning: unknown device 'tpu'" in config.stdout
     assert runner.invoke(cli.app, ["--device", "cpu", "tok", "hi"]).exit_code == 0
 
 

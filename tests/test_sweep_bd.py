@@ -117,3 +117,36 @@ def test_a_quit_right_after_its_warning_still_leaves(monkeypatch):
     code, out, err, _ = drive(f"{TINY_REPL}\r:data sort\r:train steps=5\r:quit\r\r:quit\r:config\r")
     assert code == 0 and err.count("in no checkpoint") == 1  # an empty line is no command: it arms nothing
     assert "d_model" not in out.split("trained 5 steps")[1]
+
+
+# --- the one-shot shell: its own options, and a command's help and text -----------------------------------------------
+def test_a_commands_help_shows_whatever_is_wrong_with_the_options_before_it():
+    from test_cli import invoke
+
+    for before in (["--device", "foo"], ["--set", "lr=x"], ["--load", "nope"], ["--data", "nosuch.txt"],
+                   ["--checkpoint-dir", ""]):
+        for asked in (["--help"], ["-h"], ["hello", "--help"]):
+            result = invoke(*before, "gen", *asked)
+            assert result.exit_code == 0 and "Usage: minitf gen" in result.stdout, (before, asked, result.output)
+    said = invoke("--device", "foo", "gen", "--", "--help")  # text after --: no help asked, the bad device said
+    assert said.exit_code == 1 and "unknown device 'foo'" in said.stderr
+
+
+def test_a_data_file_that_is_not_there_is_refused_by_every_command(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    for args in (["ls"], ["config"], ["config", "--json"], ["data"]):  # ls and config exited 0
+        line = assert_one_error_line(invoke("--data", str(tmp_path / "nosuch.txt"), *args))
+        assert line.startswith("error: --data: no such file: ") and "nosuch.txt" in line, args
+    assert invoke("--data", "sort:3", "config").exit_code == 0
+
+
+def test_a_prompt_after_dashes_is_text_even_where_it_reads_as_an_option(checkpoint_dir):
+    from test_cli import invoke
+
+    assert invoke("--data", "sort:3", "train", "--steps", "2", "--save", "s3").exit_code == 0
+    result = invoke("--load", "s3", "gen", "--seed", "1", "-n", "3", "--", "n=5")
+    # was "n is given twice (n=5 and --n 3)": the text read as the option n
+    assert result.exit_code == 1 and "1 character not in the vocabulary: 'n'" in result.stderr, result.output
+    taken = invoke("--load", "s3", "gen", "--seed", "1", "n=3", "12=")  # before any --, KEY=VALUE is an option
+    assert taken.exit_code == 0 and "3 tokens" in taken.output, taken.output

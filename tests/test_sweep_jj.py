@@ -76,12 +76,18 @@ def test_data_says_a_leading_byte_order_mark_was_dropped(tmp_path):
     assert "byte-order mark" not in load_data(str(plain_file)).description
 
 
-# --- minitf config says a data file that is not there, or a device name that is none --------------------------
+# --- :config says a data file that is not there, or a device name that is none --------------------------
 def test_config_says_a_missing_data_file_and_an_unknown_device():
-    result = invoke("--data", "/nonexistent/poems.txt", "--device", "bogus", "config")
-    assert result.exit_code == 0, result.output
-    assert "warning: no such file: /nonexistent/poems.txt" in result.stdout
-    assert "warning: unknown device 'bogus'" in result.stdout
+    from minitf_repl.dispatch import run_command
+    from minitf_repl.session import Session
+
+    # the REPL's :config (a REPL opened on them warns and opens); the one-shot `minitf --data ... config` refuses them
+    # before the command runs (46th session: tests/test_sweep_bd.py)
+    problems = run_command(Session(data_spec="/nonexistent/poems.txt", device_name="bogus"), "config", {}).problems
+    assert any(p.startswith("no such file: /nonexistent/poems.txt") for p in problems)
+    assert any(p.startswith("unknown device 'bogus'") for p in problems)
+    refused = invoke("--data", "/nonexistent/poems.txt", "--device", "bogus", "config")
+    assert refused.exit_code == 1 and "unknown device 'bogus'" in refused.stderr
     doc = json.loads(invoke("--device", "cpu", "--data", "sort:3", "config", "--json").stdout)
     assert doc["schema"] == "minitf.config/5" and doc["problems"] == []
 

@@ -85,7 +85,8 @@ class GenResult:
 
 @command("gen", "Generate text from a prompt (in the REPL, a line without ':' is one too).", params=[
     Param("prompt", str, help="text to continue (default: on a task, one of its held-out questions; else a "
-                              "newline, or the vocabulary's first character)",
+                              "newline, or the vocabulary's first character); a text that reads as an option "
+                              "(n=5) goes after --",
           positional=True),
     # The sampling seed is `gen_seed` everywhere; in :gen, where no other seed exists, `seed` works too.
     *(param_from_setting(spec, help=f"{spec.help} (default: the {spec.name} setting)",

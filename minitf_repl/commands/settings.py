@@ -62,8 +62,7 @@ class ConfigResult:
     problems: list[str] = field(default_factory=list)
 
 
-@command("config", "Show the model, training and generation settings.", needs_torch=False, reports_device=True,
-         json_version=5)
+@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=5)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     from ..core.catalog import data_problem
     from ..core.config import matching_preset
