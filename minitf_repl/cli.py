@@ -1159,6 +1159,14 @@ def _make_subcommand(command, registry: Registry):
             except UserError as e:
                 _command_line_error(phrase(e, "shell"))
                 raise typer.Exit(1)
+            if len(words) > 1 and positional.path:
+                # a name or a path is one word of the shell's, which has read its quotes: `minitf data sort:3 pydoc`
+                # was the one path "sort:3 pydoc" ("the size after ':' must be a whole number"), `minitf load a b`
+                # "'a b' is not a valid checkpoint name"
+                _command_line_error(f"minitf {command.name} takes one {_metavar(positional)}, got {len(words)} words: "
+                                    f"{clip(' '.join(map(shlex.quote, words)))}; give one (a path that has spaces "
+                                    "goes in quotes)")
+                raise typer.Exit(1)
             if words:  # no words at all: the text is not given (the command's default), as in the REPL
                 args[positional.name] = positional.positional_text(words)
         _run_one(ctx, command, args, as_json, registry)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from .core.config import SettingSpec
 from .core.errors import UserError
-from .syntax import REPL, cmd, syntax
+from .syntax import REPL, SHELL, cmd, syntax
 
 
 @dataclass
@@ -185,7 +185,10 @@ class Command:
         if key == "json" and syntax() == REPL:  # docs/json.md's `minitf CMD --json`, typed at the REPL's prompt
             raise UserError(f"--json belongs to one-shot commands run from your system's shell (minitf {self.name} "
                             f"--json prints one JSON document); here the result is shown as text: leave --json out")
-        names = [p.name for p in self.options]
+        # the keys its help lists: from the shell, not those given as minitf's own options (checkpoint_dir is
+        # --checkpoint-dir there; "lists its 48 keys" sent a user to a help of 47)
+        names = [p.name for p in self.options
+                 if syntax() != SHELL or p.setting is None or p.setting.shell_option is None]
         if not names:
             raise UserError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")
         # An alias is matched too and named by its option (`n_embed` -> d_model, through nanoGPT's n_embd).

@@ -219,8 +219,13 @@ def named(name: str) -> str:
 
 def restore(checkpoint: str) -> str:
     """What brings a saved checkpoint back: `:load NAME`, or from the shell the global `--load NAME`
-    (given before the command that should start from it)."""
-    return cmd("load", checkpoint) if syntax() == REPL else f"--load {shlex.quote(checkpoint)}"  # hf:PATH: spaces
+    (given before the command that should start from it), after the `--checkpoint-dir DIR` this session was given:
+    "--load x restores it" sent a session saved elsewhere to look for x in the default folder."""
+    if syntax() == REPL:
+        return cmd("load", checkpoint)
+    folder = [] if checkpoint.startswith("hf:") else [v for o, v in _INVOKED.get() if o == "--checkpoint-dir"][-1:]
+    return " ".join([*(f"--checkpoint-dir {shlex.quote(v)}" for v in folder),
+                     f"--load {shlex.quote(checkpoint)}"])  # hf:PATH: spaces
 
 
 def writes_one() -> str:

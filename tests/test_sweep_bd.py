@@ -150,3 +150,61 @@ def test_a_prompt_after_dashes_is_text_even_where_it_reads_as_an_option(checkpoi
     assert result.exit_code == 1 and "1 character not in the vocabulary: 'n'" in result.stderr, result.output
     taken = invoke("--load", "s3", "gen", "--seed", "1", "n=3", "12=")  # before any --, KEY=VALUE is an option
     assert taken.exit_code == 0 and "3 tokens" in taken.output, taken.output
+
+
+def test_the_line_that_restores_a_checkpoint_names_the_folder_it_was_saved_in(tmp_path):
+    from test_cli import invoke
+
+    folder = str(tmp_path / "runs here")
+    saved = invoke("--checkpoint-dir", folder, "--data", "sort:3", "train", "--steps", "2", "--save", "x")
+    # was "(--load x restores it)": that looks in the default folder, where there is no x
+    assert f"saved checkpoint x (--checkpoint-dir '{folder}' --load x restores it)" in saved.stdout, saved.output
+    assert invoke("--checkpoint-dir", folder, "--load", "x", "gen", "12=", "-n", "2").exit_code == 0
+    plain = invoke("--data", "sort:3", "train", "--steps", "2", "--save", "y")
+    assert "saved checkpoint y (--load y restores it)" in plain.stdout
+
+
+def test_an_unknown_set_key_from_the_shell_counts_the_keys_its_help_lists():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("set", "foo=1"), code=1)
+    listed = invoke("set", "--help").stdout
+    count = int(line.split("lists its ")[1].split()[0])
+    assert "checkpoint_dir" not in listed and count == 47, line  # was 48: checkpoint_dir, which the help leaves out
+
+
+@pytest.mark.parametrize("args", [["data", "sort:3", "pydoc"], ["load", "s3", "ci1"], ["report", "a.html", "b.html"],
+                                  ["save", "a", "b"]])
+def test_a_name_or_path_given_as_several_words_from_the_shell_is_refused_as_such(args):
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke(*args))
+    # was "the size after ':' must be a whole number", "'s3 ci1' is not a valid checkpoint name", ...
+    assert line.startswith(f"error: minitf {args[0]} takes one NAME, got 2 words: {args[1]} {args[2]}; give one"), line
+
+
+def test_a_plot_of_watched_frames_says_in_its_help_that_they_are_the_interactive_sessions():
+    from test_cli import invoke
+
+    said = " ".join(invoke("plot", "--help").stdout.replace("│", " ").split())
+    assert "minitf train watch=lens" not in said  # a one-shot train's frames end with its process
+    assert "keeps in the interactive shell's session, not in a checkpoint: lens_rank from watch=lens" in said
+    train = " ".join(invoke("train", "--help").stdout.replace("│", " ").split())
+    assert "minitf report shows the frames" not in train and "(a checkpoint does not keep them)" in train
+
+
+def test_a_task_with_nothing_after_its_colon_is_that_task_at_its_default_size():
+    from minitf_repl.core.data import lasting_spec
+    from test_cli import invoke
+
+    assert lasting_spec("sort:") == "sort" and lasting_spec("add: ") == "add" and lasting_spec("sort:4") == "sort:4"
+    said = invoke("data", "sort:").stdout
+    assert "data is now sort\n" in said and "--data sort train" in said  # was "data is now sort:"
+
+
+def test_a_scaled_logit_far_from_one_is_written_in_powers_of_ten():
+    from minitf_repl.commands.inside import _number
+
+    assert _number(-795437335968017508590638071808.0) == "-7.95e+29"  # was 31 digits and 3 decimals
+    assert _number(-3.3e-32) == "-3.30e-32"  # was "-0.000"
+    assert [_number(v) for v in (0.0, -1.5, 12345.678, -0.0006)] == ["0.000", "-1.500", "12345.678", "-0.001"]

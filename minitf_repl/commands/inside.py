@@ -270,7 +270,7 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
     for r in result.rows:
         kept_k = "-" if greedy else "kept" if r.top_k_kept else "cut"
         kept_p = "-" if greedy or not r.top_k_kept else ("kept" if r.kept else "cut")
-        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else f"{r.scaled:.3f}")
+        scaled = "-" if r.scaled is None else ("-inf" if not math.isfinite(r.scaled) else _number(r.scaled))
         prob = prob_text(r.prob)
         bar = Text()
         if r.prob > 0:
@@ -285,6 +285,13 @@ def _step_table(result: StepResult, console: Console, greedy: bool, as_text: boo
         cells += [Text(prob)] + ([] if "bar" in dropped else [bar])
         add_row(table, *cells, style="bold reverse" if r.picked and not as_text else ("dim" if not r.kept else None))
     return table
+
+
+def _number(value: float) -> str:
+    """A logit divided by T, in three decimals where they say it: past 1e5 (T=1e-30 gave 31-digit cells that pushed
+    the top-k and top-p columns off the table) or under 5e-4 (T=1e30 showed every token at "-0.000") in powers of 10,
+    as the probabilities beside it are."""
+    return f"{value:.3f}" if value == 0 or 5e-4 <= abs(value) < 1e5 else f"{value:.2e}"
 
 
 def _typeable(prompt: str) -> str | None:

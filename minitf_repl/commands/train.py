@@ -171,8 +171,8 @@ def read_again(session: Session, reporter: Reporter) -> None:
                "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "
                "computes it), heads (each head's role and the loss on repeated random tokens, as :heads computes "
                "them), embed (every token on W_E's two main directions, as :embed map=on draws them) or context (the "
-               "val loss by position in the window, in bands, as :context measures it); :report shows the frames in "
-               "order"),
+               "val loss by position in the window, in bands, as :context measures it); a report written later in "
+               "the same interactive session shows the frames in order (a checkpoint does not keep them)"),
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
@@ -881,9 +881,12 @@ def induction_series(frames: list[WatchFrame]) -> list[PlotSeries]:
 @command("plot", "Chart the training history: train and validation loss, the learning rate, the gradient norm, "
                  "the lens's rank of the true token, each block's gradient, the heads' copying, or the loss by "
                  "position.",
-         params=[Param("what", str, help="what to chart (default loss; lens_rank: from :train watch=lens; "
-                                         "block_grad: from :train watch=grad; copying, induction: from :train "
-                                         "watch=heads; context: from :train watch=context)", choices=PLOT_WHAT)],
+         # The watched views' frames are the REPL session's (a checkpoint keeps none), said so in both help views:
+         # `minitf plot --help` sent a shell user to "minitf train watch=lens", whose frames end with its process.
+         params=[Param("what", str, help="what to chart (default loss; from the frames a train with watch= keeps in "
+                                         "the interactive shell's session, not in a checkpoint: lens_rank from "
+                                         "watch=lens, block_grad from watch=grad, copying and induction from "
+                                         "watch=heads, context from watch=context)", choices=PLOT_WHAT)],
          json_version=4)  # fmt: skip
 def cmd_plot(session: Session, args: dict, reporter: Reporter) -> PlotResult:
     what = args["what"] or "loss"

@@ -1028,6 +1028,8 @@ def lasting_spec(spec: str) -> str:
     size is kept in digits: `sort:1e1` is kept as sort:10, which any minitf reads.
     """
     name, colon, arg = spec.strip().partition(":")
+    if name in TASKS and colon and not arg.strip():  # `sort:` is sort at its default size: said and kept as `sort`
+        return name
     if name in TASKS and arg:
         try:
             return f"{name}:{whole_number(name, arg)}"
