@@ -208,3 +208,101 @@ def test_a_scaled_logit_far_from_one_is_written_in_powers_of_ten():
     assert _number(-795437335968017508590638071808.0) == "-7.95e+29"  # was 31 digits and 3 decimals
     assert _number(-3.3e-32) == "-3.30e-32"  # was "-0.000"
     assert [_number(v) for v in (0.0, -1.5, 12345.678, -0.0006)] == ["0.000", "-1.500", "12345.678", "-0.001"]
+
+
+# --- the views' words, against their own numbers ------------------------------------------------------------------
+def test_context_with_a_unigram_counter_calls_it_so_and_says_it_reads_nothing(sentence_session):
+    from test_render import plain
+
+    s = sentence_session(batch_size=8, eval_batches=2, lr=1e-2, warmup_steps=5)
+    run(s, ":train steps=20")
+    text = " ".join(plain(run(s, ":context windows=16 counter=1")).split())
+    assert "as the bigram counter does" not in text  # was said beside a table and a legend of unigrams
+    assert "position 0 reads one character, the unigram counter none" in text
+    assert "0 characters" not in text and "at most 0" not in text
+    assert "it reads none of the window's characters: it scores how often each comes" in text
+
+
+def test_context_past_the_window_says_which_end_the_model_is_above_the_counter_at():
+    from minitf_repl.commands.context import ContextResult, readings
+    from minitf_repl.core.context import PositionLosses
+
+    flat = [2.0] * 16
+    curve = PositionLosses(windows=8, positions=16, losses=flat, errors=[0.01] * 16, counted=[8] * 16, smoothed=flat,
+                           late=2.0, mean=2.0, counter_order=3, counter=[1.9] * 8 + [2.5] * 8,
+                           counter_smoothed=[1.9] * 8 + [2.5] * 8, half_at=None, trained=8, below_counter_from=None,
+                           far_gain=None, far_error=None, past_gain=None, past_error=None)
+    result = ContextResult(data="x.txt", unit="character", vocab_size=20, chance=3.0, seed=0, curve=curve, rows=[],
+                           model_step=100)
+    said = " ".join(readings(result))
+    # was "the model ends above ...", over a table whose last rows (past the window) show it under the counter
+    assert "the model ends the window it trained on (position 7) above the trigram counter" in said
+
+
+def test_patch_with_a_target_the_corrupted_run_favours_names_the_foil_without_calling_it_a_second_choice():
+    from minitf_repl.commands.why import PatchResult
+    from test_render import plain
+
+    result = PatchResult(clean="abc", corrupt="abd", clean_tokens=list("abc"), corrupt_tokens=list("abd"), answer=" ",
+                         foil="e", clean_diff=-1.2, corrupt_diff=0.4, stream=["embed", "blocks.0"],
+                         resid=[[0.1, 0.2, 0.3], [0.0, 0.5, 1.0]], heads=[[0.2, 0.8]], reading="", same_answer=True)
+    text = " ".join(plain(result).split())
+    # was "... is ' ' too, so the foil is the clean run's second choice 'e'", where 'e' was the clean run's first
+    assert "too, so" not in text and "second choice" not in text
+    assert "the corrupted prompt's likeliest next token is the answer '␣', so the foil is the clean run's likeliest " \
+           "other token 'e'" in text
+
+
+def test_checks_init_gives_the_share_off_of_the_numbers_it_shows():
+    from minitf_repl.commands.checks import ChecksResult, measured
+    from minitf_repl.core.checks import InitCheck
+
+    result = ChecksResult(data="pydoc", unit="character", vocab_size=103, model_step=0, asked=["init"])
+    near = InitCheck(loss=4.620, uniform=4.635, logit_std=0.1, passed=True, expected=4.606)
+    # was "(0.7% off)": measured from 4.606, a reference within 1% of ln V, which the line does not give
+    assert measured("init", near, result).startswith("4.620 against ln(103) = 4.635 (0.3% off)")
+    far = InitCheck(loss=4.300, uniform=4.635, logit_std=0.1, passed=True, expected=4.310)
+    assert measured("init", far, result).startswith("4.300 against 4.310 (ln(103) = 4.635, less the tied head's "
+                                                    "favour for the token read) (0.2% off)")
+
+
+def test_heads_reading_names_no_head_for_induction_attention_no_higher_than_even():
+    from minitf_repl.commands.why import heads_reading
+    from minitf_repl.core.heads import ROLES, HeadRoles, HeadScores
+
+    def roles(induction: float) -> HeadRoles:
+        scores = {"previous": 0.1, "current": 0.1, "first": 0.1, "duplicate": 0.1, "induction": induction}
+        return HeadRoles([[0, 1, 0, 1]], 2, [HeadScores(2, 3, scores, None)], dict.fromkeys(ROLES, 0.03), {}, [],
+                         6.36, 6.19, 4.63)
+
+    flat = heads_reading(roles(0.03), 6.36, 6.19, se=0.02)
+    # was "head 2.3 puts 0.03 of its attention on the token after an earlier copy", read as an induction head
+    assert "head 2.3 puts" not in flat
+    assert ("no head looks at the token after an earlier copy of the current one much more than attention spread "
+            "evenly would (the most: head 2.3, 0.03; even 0.03)") in flat
+    assert "head 2.3 puts 0.30 of its attention" in heads_reading(roles(0.30), 6.36, 6.19, se=0.02)
+
+
+def test_ablate_says_a_sample_of_whitespace_alone():
+    from minitf_repl.commands.lab import AblateResult
+    from test_render import plain
+
+    text = plain(AblateResult(["block 0"], 2.1, 2.9, " " * 24, "The exam", False))
+    # was "sample: The exam" and nothing after it: the model seemed to have stopped
+    assert "only whitespace was generated (24 spaces)" in text
+    assert "only whitespace" not in plain(AblateResult(["block 0"], 2.1, 2.9, " the end", "The exam", False))
+
+
+def test_a_table_narrowed_past_its_bars_names_them_in_what_it_left_out():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.tables import fitting_table
+
+    console = Console(file=io.StringIO(), width=30, color_system=None)
+    rows = [["1", "a rather long key text", "0.123", "████████", "0.456"]]
+    table = fitting_table(console, ["j", "key", "q.k_j", "", "|a_ij v_j|"], rows, left=("key", ""),
+                          optional=("|a_ij v_j|", "q.k_j", ""))
+    # was "left out at 30 columns: |a_ij v_j|, q.k_j,  (a wider window shows them)"
+    assert str(table.caption) == "left out at 30 columns: |a_ij v_j|, q.k_j, the bars (a wider window shows them)"

@@ -187,6 +187,11 @@ def position_series(curve: PositionLosses) -> list[PlotSeries]:
     return series
 
 
+def reads(n: int, unit: str) -> str:
+    """What an n-gram counter reads before the token it predicts: "5 characters", or "no character" (a unigram)."""
+    return count(n - 1, unit) if n > 1 else f"no {unit}"
+
+
 def gram(n: int) -> str:
     return {1: "unigram", 2: "bigram", 3: "trigram"}.get(n, f"{n}-gram")
 
@@ -251,9 +256,14 @@ def readings(result: ContextResult) -> list[str]:
         return lines
     first = curve.losses[0]
     if curve.counter is not None and not math.isnan(first) and result.causal:  # unmasked, position 0 reads them all
-        lines.append(f"position 0 reads one {unit}, as the bigram counter does: the model scores {first:.3f} ± "
-                     f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which {unit} "
-                     f"follows which gets from the same one)")
+        if read_order(curve) >= 2:
+            lines.append(f"position 0 reads one {unit}, as the bigram counter does: the model scores {first:.3f} ± "
+                         f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which "
+                         f"{unit} follows which gets from the same one)")
+        else:  # counter=1: it was called "the bigram counter" beside a table and a legend of unigrams
+            lines.append(f"position 0 reads one {unit}, the unigram counter none: the model scores {first:.3f} ± "
+                         f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (how often each {unit} "
+                         f"comes, whatever comes before it)")
     late = curve.late
     if not result.causal:
         # Every position reads the whole window: a position's loss says nothing of reading further back, and a model
@@ -275,16 +285,17 @@ def readings(result: ContextResult) -> list[str]:
     if curve.counter is not None:
         n = read_order(curve)
         if result.nothing_to_learn:  # neither can read anything: a counter under the model would have memorised
-            lines.append(f"against the {gram(n)} counter, which reads {count(n - 1, unit)}: random tokens hold "
+            lines.append(f"against the {gram(n)} counter, which reads {reads(n, unit)}: random tokens hold "
                          f"nothing for either to read, so neither can beat ln V, and where the counter scores above "
                          f"it, it has counted noise")
         elif curve.below_counter_from is not None:
             end = "the end" if not past(curve) else f"the end of its window ({T - 1})"
             lines.append(f"from position {curve.below_counter_from} to {end} the model stays under the {gram(n)} "
-                         f"counter, which reads {count(n - 1, unit)}: what the model reads and a table of counts "
+                         f"counter, which reads {reads(n, unit)}: what the model reads and a table of counts "
                          f"cannot use")
-        else:
-            lines.append(f"the model ends above the {gram(n)} counter, which reads {count(n - 1, unit)}: it does "
+        else:  # past its window, of the positions it trained on: the rows after them may well be under the counter
+            ends = "ends" if not past(curve) else f"ends the window it trained on (position {T - 1})"
+            lines.append(f"the model {ends} above the {gram(n)} counter, which reads {reads(n, unit)}: it does "
                          f"not yet use its window better than a table of counts")
     if curve.far_gain is not None:
         lines.append(compared("the far context", f"{3 * T // 4}-{T - 1}", f"{T // 4}-{T // 2 - 1}", -curve.far_gain,
@@ -368,8 +379,11 @@ def notes(result: ContextResult, console: Console) -> None:
                       f"a task's loss counts the answer only (the question is given), so positions {spans(scored)} "
                       f"are the ones scored")
     if curve.counter is not None:
-        note(console, f"the counter is {named('ngram')}'s, counted on the training text; at each position it reads the "
-                      f"window's {result.unit}s up to it, at most {count(read_order(curve) - 1, result.unit)}")
+        reads_up_to = (f"reads the window's {result.unit}s up to it, at most "
+                       f"{count(read_order(curve) - 1, result.unit)}" if read_order(curve) >= 2 else
+                       f"reads none of the window's {result.unit}s: it scores how often each comes")
+        note(console, f"the counter is {named('ngram')}'s, counted on the training text; at each position it "
+                      f"{reads_up_to}")
     if (not result.untrained and result.causal and curve.far_gain is not None
             and curve.far_gain > NOISE * curve.far_error):
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "

@@ -305,10 +305,8 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       "sampling settings (temperature 0, top_k=1 or a tiny top_p) or by a model whose logits are "
                       "thousands apart; with temperature=1 top_k=none top_p=none the colours are the model's own "
                       "probabilities")
-    if result.text and not result.text.strip():
-        counts = ", ".join(count(result.text.count(ch), name) for ch, name in
-                           ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in result.text)
-        say(console, f"only whitespace was generated ({counts}): {visible(result.text[:80])}", "yellow")
+    if (blank := only_whitespace(result.text)) is not None:
+        say(console, blank, "yellow")
     if result.answered:
         note(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
@@ -327,6 +325,16 @@ def gen_notes(result: GenResult, console: Console) -> None:
         note(console, f"sampled from the int8 copy ({cmd('quantize', 'off')} goes back to the float model)")
     ablation_note(console, result.ablations)
     note(console, gen_stats(result))
+
+
+def only_whitespace(text: str) -> str | None:
+    """The line that says a generated text is whitespace alone, which a terminal shows as nothing (the model seemed
+    to have written nothing); None for any other text."""
+    if not text or text.strip():
+        return None
+    counts = ", ".join(count(text.count(ch), name) for ch, name in
+                       ((" ", "space"), ("\n", "newline"), ("\t", "tab")) if ch in text)
+    return f"only whitespace was generated ({counts}): {visible(text[:80])}"
 
 
 @render.register(GenResult)

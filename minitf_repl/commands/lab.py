@@ -37,6 +37,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, interactive, look_again, syntax
 from .base import (REGISTRY, ablation_note, command, complete_data, complete_head_number, complete_layer, sample_prompt,
                    switched_off)
+from .generate import only_whitespace
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line, say_emulated
 from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
@@ -732,6 +733,8 @@ def render_ablate(result: AblateResult, console: Console) -> None:
                      f"({delta})", "bold")
     sample = Text("sample: ", style="dim") + model_text(result.prompt, console, "bold") + model_text(result.sample, console)
     say(console, sample)
+    if (blank := only_whitespace(result.sample)) is not None:  # "sample: The exam" and nothing: it seemed to stop
+        say(console, blank, "yellow")
     if result.untrained and result.active:  # a change near 0 would read as "this part does nothing"
         fix = (f"{cmd('ablate', 'off')}, {cmd('train')}, then switch them off again" if syntax() == REPL  # :train
                # refuses while parts are off; a one-shot's model ends with it, and its training is the autosave

@@ -274,8 +274,10 @@ def render_patch(result: PatchResult, console: Console) -> None:
     clean, corrupt = clip_pair(result.clean, result.corrupt)
     say(console, f"patching {quoted_chars(clean)} into {quoted_chars(corrupt)}: answer {answer} against {foil}", "bold")
     if result.same_answer:
-        note(console, f"the corrupted prompt's likeliest next token is {answer} too, so the foil is the clean "
-                      f"run's second choice {foil}: the cells measure how far it moves the two apart")
+        # "too" and "second choice" held only for the clean run's own answer: with target= the answer may be a token
+        # the clean run does not favour, and its likeliest other token its first choice
+        note(console, f"the corrupted prompt's likeliest next token is the answer {answer}, so the foil is the clean "
+                      f"run's likeliest other token {foil}: the cells measure how far it moves the two apart")
     note(console, f"logit difference z[{answer}] - z[{foil}] at the last position: clean "
                   f"{result.clean_diff:.2f}, corrupted {result.corrupt_diff:.2f}; each cell: the fraction of the "
                   "difference that comes back when that activation is taken from the clean run (1: all of it)")
@@ -475,6 +477,14 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
                 "as an induction head; leave the text out for the induction test on a repeated random text")
     where = (f"head {best.layer}.{best.head} puts {best.scores['induction']:.2f} of its attention on the token "
              f"after an earlier copy of the current one")
+    from ..core.heads import ROLE_OVER_UNIFORM
+
+    even = (getattr(roles, "uniform", None) or {}).get("induction", math.nan)
+    if best.role != "induction" and best.scores["induction"] < ROLE_OVER_UNIFORM * even:
+        # "head 2.3 puts 0.03 ..." named one head as if it stood out, where every head and even attention scored 0.03
+        where = (f"no head looks at the token after an earlier copy of the current one much more than attention "
+                 f"spread evenly would (the most: head {best.layer}.{best.head}, {best.scores['induction']:.2f}; "
+                 f"even {even:.2f})")
     if first is None:
         return (f"{where}; the copying test (random tokens, then the same again: the repeat's loss against the "
                 "first copy's) runs on random tokens only: leave the text out to run it")

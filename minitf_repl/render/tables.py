@@ -58,7 +58,8 @@ def fitting_table(console: Console, names: list[str], rows: list[list], left: tu
             # said under the table: a legend may still explain a column the width took away (:heads' "current" at
             # 70 columns), and nothing said it was gone
             if dropped and say_left_out:
-                left_out = [name for name in optional if name in dropped]
+                # a column without a header is a column of bars (:qkv's a_ij drawn): named so, not as an empty item
+                left_out = [name or "the bars" for name in optional if name in dropped]
                 table.caption = Text(f"left out at {console.width} columns: {', '.join(left_out)} (a wider window "
                                      f"shows {'it' if len(left_out) == 1 else 'them'})", style="dim")
                 table.caption_justify = "left"
