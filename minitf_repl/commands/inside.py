@@ -491,6 +491,7 @@ class TokResult:
     pieces: list[TokPiece] | None = None  # merges=on: BPE worked out, piece by piece (None: not asked, or no BPE)
     merges_agree: bool | None = None  # the merges end on the tokenizer's own tokens (None: not worked out)
     no_merges: str | None = None  # merges=on where there is nothing to work out: why
+    sampled: bool = False  # no text was given: the data's sample, as the other views read
 
 
 # --- :score --------------------------------------------------------------------------------------
@@ -912,19 +913,21 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
 
 @command("tok", "Show text as the model reads it: its tokens and their ids (merges=on: BPE's merges one by one).",
          params=[
-    Param("text", str, help="the text to split into tokens", positional=True),
+    Param("text", str, help="the text to split into tokens (default: a sample of the data)", positional=True),
     Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
                                               "they were learned"),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
-    text = args["text"] or ""
+    # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
+    text = args["text"] or sample_prompt(session.data)
     if not text:
-        raise UserError(f"give some text, e.g. {cmd('tok', sample_prompt(session.data))}")
+        raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
     from ..core.bpe import shown_piece
 
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
-    result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit)
+    result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
+                       sampled=not args["text"])
     if not args["merges"]:
         return result
     describe = getattr(tokenizer, "merges", None)
@@ -970,6 +973,8 @@ def render_tok(result: TokResult, console: Console) -> None:
     per = (f"one per {result.kind}" if result.kind == "character"
            else f"subword pieces of {count(len(result.text), 'character')}")
     note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
+    if result.sampled:
+        note(console, f"no text given: a sample of the data; {cmd('tok', 'TEXT')} splits your own")
     if result.no_merges:
         note(console, result.no_merges)
     if result.pieces is not None:
