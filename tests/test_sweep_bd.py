@@ -306,3 +306,10 @@ def test_a_table_narrowed_past_its_bars_names_them_in_what_it_left_out():
                           optional=("|a_ij v_j|", "q.k_j", ""))
     # was "left out at 30 columns: |a_ij v_j|, q.k_j,  (a wider window shows them)"
     assert str(table.caption) == "left out at 30 columns: |a_ij v_j|, q.k_j, the bars (a wider window shows them)"
+
+
+def test_ffn_lists_every_hidden_unit_where_k_asks_for_more_than_256():
+    s = tiny_session(data="sort:4")
+    run(s, ":set d_ff=300")
+    result = run(s, ":ffn k=1000")  # was "k=1,000 is too large: at most 256", of a layer of 512 units
+    assert result.width == 300 and len(result.units) == 300

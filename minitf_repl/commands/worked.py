@@ -697,7 +697,7 @@ class FfnResult:
     VIEW_TEXT,
     LAST_POSITION,
     BLOCK,
-    Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=256),
+    Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=4096),
 ], json_version=4)  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
