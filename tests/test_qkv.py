@@ -162,8 +162,12 @@ def test_a_long_text_lists_the_heaviest_keys_and_sums_the_rest():
     assert result.dropped and len(result.tokens) == 64 and result.at == 63
     out = text_of(result, 120)
     listed = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
-    assert len(listed) == 15 and "= i" in listed[-1]  # the 14 heaviest keys, then the query itself
     together = [float(m.group(1)) for m in re.finditer(r"(\d\.\d{3})\s+\d+ keys? together", out)]
-    heaviest = sorted(result.weights[:63], reverse=True)[:14]
-    assert together and sum(together) == pytest.approx(1 - sum(heaviest) - result.weights[63],
+    # the 14 heaviest keys, then the query itself; a single key between two of them is listed in its own row, in the
+    # place of a line that would sum it alone (46th session), so the rows are as many as before
+    assert len(listed) + len(together) <= 15 + 14 and "= i" in listed[-1] and "1 key together" not in out
+    js = [int(line.split()[0]) for line in listed]
+    heaviest = sorted(range(63), key=lambda j: result.weights[j], reverse=True)[:14]
+    assert set(heaviest) <= set(js) and len(js) >= 15
+    assert together and sum(together) == pytest.approx(1 - sum(result.weights[j] for j in js),
                                                        abs=0.0006 * len(together))

@@ -313,3 +313,15 @@ def test_ffn_lists_every_hidden_unit_where_k_asks_for_more_than_256():
     run(s, ":set d_ff=300")
     result = run(s, ":ffn k=1000")  # was "k=1,000 is too large: at most 256", of a layer of 512 units
     assert result.width == 300 and len(result.units) == 300
+
+
+def test_qkv_lists_a_single_key_left_between_two_listed_ones_as_its_own_row():
+    from minitf_repl.commands.worked import QKV_ROWS, _shown_keys
+
+    T = QKV_ROWS + 4
+    weights = [0.0] * T
+    for j in [j for j in range(T - 1) if j != 5][: QKV_ROWS - 2]:  # every key heavier than key 5, but one at 5
+        weights[j] = 1.0
+    shown = _shown_keys(weights, T - 1)
+    gaps = [b - a - 1 for a, b in zip([-1, *shown], shown)]
+    assert 5 in shown and 1 not in gaps  # was a row "… j = 5, 1 key together" in the place of key 5's own

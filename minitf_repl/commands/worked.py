@@ -166,7 +166,9 @@ def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]
         others = [j for j in read if j != at and (causal or j != at + 1)]
         heaviest = sorted(others, key=lambda j: weights[j], reverse=True)[:QKV_ROWS - 2]
         read = sorted(heaviest + [at] + ([] if causal else nxt))
-    return read + (nxt if causal else [])
+    read = read + (nxt if causal else [])
+    # a gap of one key is listed as that key's own row: "… j = 5  0.037  1 key together" took the place of the row
+    return sorted({*read, *(j - 1 for before, j in zip([-1, *read], read) if j - before == 2)})
 
 
 @render.register(QkvResult)
