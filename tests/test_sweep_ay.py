@@ -56,9 +56,7 @@ def test_ablate_without_the_models_text_says_what_evaluating_needs_not_only_trai
 def test_the_default_prompt_without_text_is_words_the_tokenizer_reads_not_its_vocabulary(vocab_only):
     assert sample_prompt(vocab_only.data) == "quick brown fox"  # its text had no capital T
     assert run(vocab_only, ":attn").prompt == "quick brown fox"
-    with pytest.raises(UserError) as refused:
-        run(vocab_only, ":tok")
-    assert "\n" not in str(refused.value) and str(refused.value).endswith(":tok quick brown fox")
+    assert run(vocab_only, ":tok").text == "quick brown fox"  # :tok without text reads it too (46th session)
     # no word of the pangram in the vocabulary: its printable characters, no newline nor space
     assert sample_prompt(TokenizerOnly(CharTokenizer.from_vocab("\n 0123456789+="), "sort:4")) == "0123456789+="
 

@@ -39,7 +39,7 @@ def test_an_options_choices_join_its_help_as_a_clause_not_a_run_on_sentence():
 
     schedule, watch = REGISTRY["train"].param_named("schedule"), REGISTRY["train"].param_named("watch")
     assert _help(schedule).endswith("new otherwise); one of: new, continue"), _help(schedule)
-    assert "in order; one of: attn, lens" in _help(watch) and "One of" not in _help(watch)
+    assert "(a checkpoint does not keep them); one of: attn, lens" in _help(watch) and "One of" not in _help(watch)
     result = invoke("train", "--help")
     assert result.exit_code == 0 and "order One of" not in " ".join(result.output.split())
 
