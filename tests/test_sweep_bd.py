@@ -249,8 +249,8 @@ def test_patch_with_a_target_the_corrupted_run_favours_names_the_foil_without_ca
     text = " ".join(plain(result).split())
     # was "... is ' ' too, so the foil is the clean run's second choice 'e'", where 'e' was the clean run's first
     assert "too, so" not in text and "second choice" not in text
-    assert "the corrupted prompt's likeliest next token is the answer '␣', so the foil is the clean run's likeliest " \
-           "other token 'e'" in text
+    assert ("the corrupted prompt's likeliest next token is the answer '␣', so the foil is the clean run's "
+            "likeliest other token 'e'") in text
 
 
 def test_checks_init_gives_the_share_off_of_the_numbers_it_shows():

@@ -167,7 +167,8 @@ def test_an_example_prompt_of_code_reads_back_as_that_text_in_the_repl(tmp_path)
     assert "\n" in sample and "=" in sample and sample != sample.strip()
     from minitf_repl.syntax import cmd
 
-    assert run(s, ":tok").text == sample  # :tok without text reads the sample (46th session); its line, as errors give it:
+    assert run(s, ":tok").text == sample  # :tok without text reads the sample (46th session)
+    # its line, as the errors of the other views give it:
     line = cmd("tok", sample)
     assert "\n" not in line  # the example broke the one-line error over lines
     command, args = parse_line(line, REGISTRY)
