@@ -352,7 +352,6 @@ def test_set_with_a_name_alone_shows_that_setting():
         (":set learning_rate = 0.03", "a setting and its value go as one word: :set lr=0.03"),
         (":set lr lr=0.03", "not both: :set lr shows, :set lr=0.03 changes"),
         (":set lrr", r"unknown option 'lrr' for :set; did you mean lr\?"),
-        (":set preset", "preset takes a value: :set preset=seed|gpt2"),
     ]:
         with pytest.raises(UserError, match=message):
             run(s, line)

@@ -563,17 +563,20 @@ def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
                                 f"({cmd('set', **{named.name: named.metavar})}), and {e}") from None
             raise UserError(f"a setting and its value go as one word: {cmd('set', **{shown[-1].name: value})}")
         param = SET.find_param(word)  # a name of no setting: "unknown option ...; did you mean lr?"
-        now = matching(session) if param.name == "preset" else ""  # an action with no value: what it would show
-        raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}{now}")
+        if param.name == "preset":  # an action, not a setting: shown as one, its value the preset the model matches
+            shown.append(_preset_shown(session, param))  # (`minitf set preset` failed, exit 1, where `set lr` showed)
+            named_at = i
+            continue
+        raise UserError(f"{param.name} takes a value: {cmd('set', **{param.name: param.metavar})}")
     return shown
 
 
-def matching(session: Session) -> str:
-    """"; the model settings match the preset llama now": what `:set preset` (no value) can say instead of a value."""
+def _preset_shown(session: Session, param: Param) -> SettingHelp:
+    """What `:set preset` shows: the presets, and the one the model settings match now (none: they match none)."""
     from ..core.config import matching_preset
 
-    preset = matching_preset(session.model_config)
-    return f"; the model settings match the preset {preset} now" if preset else "; the model settings match no preset"
+    return SettingHelp("preset", (), ModelConfig.kind, param.help, "|".join(map(str, param.choices)), "",
+                       "seed", matching_preset(session.model_config), True, [])
 
 
 def setting_value(session: Session, spec) -> object:
