@@ -325,3 +325,16 @@ def test_qkv_lists_a_single_key_left_between_two_listed_ones_as_its_own_row():
     shown = _shown_keys(weights, T - 1)
     gaps = [b - a - 1 for a, b in zip([-1, *shown], shown)]
     assert 5 in shown and 1 not in gaps  # was a row "… j = 5, 1 key together" in the place of key 5's own
+
+
+def test_a_continued_run_capped_by_the_lr_setting_says_the_rule_it_followed(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(lr=1e-2, warmup_steps=1)
+    run(s, ":train steps=4")
+    final = s.trainer.rate_to_continue()
+    run(s, f":set lr={final / 2}")
+    result = run(s, ":train steps=2")
+    assert result.schedule == "continue" and result.constant_lr == pytest.approx(final / 2)
+    # it said "lr= if given, else the last run's final rate" of a rate that was neither
+    assert "else the last run's final rate, or the lr setting where that is lower" in plain(result)

@@ -165,7 +165,8 @@ def read_again(session: Session, reporter: Reporter) -> None:
           complete=complete_checkpoint),
     Param("schedule", str, choices=SCHEDULES,
           help="new: warm-up, then cosine from the peak lr; continue: a constant rate, lr= if given, else the last "
-               "run's final rate (default: continue for a trained model, unless lr= is given; new otherwise)"),
+               "run's final rate, or the lr setting where that is lower (default: continue for a trained model, "
+               "unless lr= is given; new otherwise)"),
     Param("watch", str, choices=WATCH_VIEWS,
           help="at every evaluation, draw this view under the loss table: attn (one block's heads), lens (the "
                "logit lens), samples (a greedy continuation), grad (the gradient each block receives, as :grad "
@@ -657,8 +658,11 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
                      f"{cmd('checks', 'overfit')} says whether it can learn at all (one batch by heart), "
                      f"{cmd('checks')} what else may be wrong", "yellow")
     if result.schedule == "continue" and result.constant_lr:
+        # the rule as the run applied it: `:set lr=` under the last run's final rate caps it, and the line said "the
+        # last run's final rate" of a rate that was the setting's
         note(console, f"a constant rate of {result.constant_lr:.2e} (schedule=continue: lr= if given, else the last "
-                      "run's final rate; schedule=new starts a fresh warm-up + cosine)")
+                      "run's final rate, or the lr setting where that is lower; schedule=new starts a fresh warm-up + "
+                      "cosine)")
     if result.saved:
         what = "replaced checkpoint" if result.replaced else "saved checkpoint"
         note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
