@@ -338,3 +338,19 @@ def test_a_continued_run_capped_by_the_lr_setting_says_the_rule_it_followed(chec
     assert result.schedule == "continue" and result.constant_lr == pytest.approx(final / 2)
     # it said "lr= if given, else the last run's final rate" of a rate that was neither
     assert "else the last run's final rate, or the lr setting where that is lower" in plain(result)
+
+
+@pytest.mark.parametrize("lr, other", [(3e-3, "lr=0.009"), (2e-2, "lr=0.0067")])
+def test_lrfinds_compare_example_goes_the_way_the_test_points(lr, other):
+    from minitf_repl.commands.rates import LrfindResult
+    from minitf_repl.core.lrfind import LrRange
+    from test_render import plain
+
+    rates = [1e-5 * 10 ** (k / 10) for k in range(51)]
+    smoothed = [4.0 - 0.02 * k for k in range(51)]
+    # steepest at 3.5e-3, lowest at 3.6e-2, blown at 0.5: 3e-3 sits just below the steepest fall
+    result = LrfindResult(LrRange("adamw", rates, smoothed, smoothed, 3.5e-3, 3.6e-2, 3.0, 0.5, 1e-5, 1.0, 51),
+                          "pydoc", lr, 1337)
+    text = plain(result)
+    # was ":compare lr=0.003 lr=0.001" where the test said the rate could go higher
+    assert f":compare lr={lr:g} {other})" in text, text[-400:]

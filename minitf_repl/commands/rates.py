@@ -242,8 +242,13 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
                 f"something to learn")
     say(console, said, "yellow" if test.blown_at is not None and result.lr >= test.blown_at else "")
     # an example of its own only where the line above gave none (it names the rates worth comparing when it does)
+    # toward where the test points: a rate under the steepest fall is compared with 3x it (the example tried only a
+    # third of it, the other way), unless 3x reaches where the loss blew up
+    up = (test.steepest is not None and result.lr < test.steepest
+          and (test.blown_at is None or 3 * result.lr < test.blown_at))
+    other = result.lr * 3 if up else result.lr / 3
     example = "" if cmd("compare") in said else \
-        f" ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(result.lr / 3):g}')})"
+        f" ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(other):g}')})"
     note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
                   f"them ({cmd('lrfind', **again(test, seed=_next_seed(result.seed)))}); {cmd('compare')} trains whole "
                   f"runs side by side{example}")
