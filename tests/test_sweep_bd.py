@@ -354,3 +354,13 @@ def test_lrfinds_compare_example_goes_the_way_the_test_points(lr, other):
     text = plain(result)
     # was ":compare lr=0.003 lr=0.001" where the test said the rate could go higher
     assert f":compare lr={lr:g} {other})" in text, text[-400:]
+
+
+def test_compare_says_a_bad_value_before_counting_the_contenders():
+    s = tiny_session()
+    with pytest.raises(UserError) as refused:
+        run(s, ":compare lr=abc")
+    # was "compare needs at least two contenders, e.g. :compare current lr=abc", an example that fails in turn
+    assert str(refused.value).startswith("contender lr=abc: lr must be a number, got 'abc'"), str(refused.value)
+    with pytest.raises(UserError, match=r"^compare needs at least two contenders, e.g. :compare current lr=0.02"):
+        run(s, ":compare lr=0.02")

@@ -300,6 +300,10 @@ def _check_pairs(label: str, pairs: list[str]) -> None:
                             "once: separate contenders with spaces or vs, e.g. "
                             f"{cmd('compare', 'n_layers=2 n_layers=3')}")
         seen[name] = pair
+        try:  # a bad value before the count of contenders: `:compare lr=abc` offered `:compare current lr=abc`
+            convert(SET.find_param(key.strip()), pair.partition("=")[2])
+        except UserError as e:
+            raise UserError(f"contender {label}: {e}") from None
 
 
 def _setting(key: str, label: str) -> str:
