@@ -78,7 +78,10 @@ def test_rope_in_the_shell():
     assert f"RoPE in block 0, head 0, query at position 15 '{sample[15]}' of '{sample}'" in out
     assert "R(i)q · R(j)k = q · R((j - i)θ)k" in out and "checked: redone in float64" in out
     assert "key j" in out and "pair m" in out and "a turn every" in out
-    assert "the 14 keys with the largest rotated q·k; 2 other keys not listed" in out
+    # all 16 keys listed where they fit, as :qkv's (46th session: "the 14 keys ...; 2 other keys not listed")
+    assert "not listed" not in out and all(f" {j} " in out for j in range(16))
+    long = plain(run(session, ":rope " + "the quick brown fox " * 2))  # 32 keys: the 14 with the largest q·k
+    assert "the 14 keys with the largest rotated q·k; 18 other keys not listed" in long
     some = run(session, ":rope hello at=2 layer=1 head=3")
     assert (some.rope.at, some.rope.layer, some.rope.head, len(some.rope.keys)) == (2, 1, 3, 3)
     assert json_document(REGISTRY["rope"], some)["schema"] == "minitf.rope/2"

@@ -324,7 +324,9 @@ def render_rope(result: RopeResult, console: Console) -> None:
     say(console, f"checked: redone in float64, the scores agree with the model's rotated q and k to {r.model_diff:.0e}; "
                  f"moving both positions by {shifts} changes no score by more than {r.shift_diff:.0e}")
 
-    listed = sorted(sorted(range(len(r.keys)), key=lambda j: r.keys[j].dot, reverse=True)[:QKV_ROWS - 2])
+    # every key where they fit in QKV_ROWS, as :qkv lists them (16 keys listed 14 and "2 other keys not listed")
+    shown = len(r.keys) if len(r.keys) <= QKV_ROWS else QKV_ROWS - 2
+    listed = sorted(sorted(range(len(r.keys)), key=lambda j: r.keys[j].dot, reverse=True)[:shown])
     rows = [[str(j), visible(result.tokens[j]), str(i - j), f"{r.keys[j].dot:+.4f}", f"{r.keys[j].unrotated:+.4f}"]
             for j in listed]
     names = ["key j", "token", "i - j", "q·k rotated", "q·k without"]
