@@ -730,13 +730,16 @@ def _asks_help(ctx: typer.Context) -> bool:
     line before the help it asked for."""
     if ctx.invoked_subcommand is None or ctx.resilient_parsing:
         return False
-    typed = _TYPED.get()
-    at = _command_at(typed, ctx.command.params)
-    if at is None:
-        return False
-    words = typed[at + 1:]
+    words = _command_words(ctx.command.params)
     words = words[: words.index("--")] if "--" in words else words
     return "--help" in words or "-h" in words
+
+
+def _command_words(options) -> list[str]:
+    """The words typed after the command, as typed (`--` included); `options`: minitf's own, to step over to it."""
+    typed = _TYPED.get()
+    at = _command_at(typed, options)
+    return [] if at is None else typed[at + 1:]
 
 
 def _a_checkpoint(session: Session) -> str:
@@ -1043,11 +1046,8 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
 def _words_after_dashes(options) -> int:
     """How many words the command line has after the `--` that follows its command (0: no `--`); `options`: minitf's
     own, to step over to the command."""
-    typed = _TYPED.get()
-    at = _command_at(typed, options)
-    if at is None or "--" not in typed[at + 1:]:
-        return 0
-    return len(typed) - typed.index("--", at + 1) - 1
+    words = _command_words(options)
+    return len(words) - words.index("--") - 1 if "--" in words else 0
 
 
 def _switches_among(command, words: list[str], args: dict) -> list[str]:

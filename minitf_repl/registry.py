@@ -140,8 +140,8 @@ class Command:
     # this command about that one (`:train --help` is `:help train`, as `minitf train --help` is).
     about_commands: bool = False
     ends_session: bool = False  # the REPL ends after it (`:quit`)
-    # True: it says itself what is wrong with the device setting (:device lists the devices, :config warns), so the
-    # shell runs it with a --device that names no device, which it refuses before any other command
+    # True: it says itself what is wrong with the device setting (:device lists the devices beside it), so the shell
+    # runs it with a --device that names no device, which it refuses before any other command
     reports_device: bool = False
     # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
     # result changes (name, type, removal or addition); schema.py and its test say when.

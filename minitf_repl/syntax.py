@@ -223,9 +223,9 @@ def restore(checkpoint: str) -> str:
     "--load x restores it" sent a session saved elsewhere to look for x in the default folder."""
     if syntax() == REPL:
         return cmd("load", checkpoint)
-    folder = [] if checkpoint.startswith("hf:") else [v for o, v in _INVOKED.get() if o == "--checkpoint-dir"][-1:]
-    return " ".join([*(f"--checkpoint-dir {shlex.quote(v)}" for v in folder),
-                     f"--load {shlex.quote(checkpoint)}"])  # hf:PATH: spaces
+    load = f"--load {shlex.quote(checkpoint)}"  # hf:PATH: spaces
+    folder = next((v for o, v in reversed(_INVOKED.get()) if o == "--checkpoint-dir"), None)
+    return f"--checkpoint-dir {shlex.quote(folder)} {load}" if folder and not checkpoint.startswith("hf:") else load
 
 
 def writes_one() -> str:

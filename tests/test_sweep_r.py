@@ -82,7 +82,7 @@ def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(c
 
     heads = [SimpleNamespace(layer=0, head=h, role=None, carries=c, scores={"induction": 0.13})
              for h, c in enumerate(carries)]
-    roles = SimpleNamespace(heads=heads, best=lambda role: heads[0])
+    roles = SimpleNamespace(heads=heads, best=lambda role: heads[0], uniform={"induction": 0.05})
     reading = heads_reading(roles, first=2.52, second=2.52)
     top = max(carries)
     assert ("costs the repeat the most" in reading) == costs, reading  # switching it off lowered the loss: no cost

@@ -413,13 +413,12 @@ def _checkpoint_data(session: Session, checkpoint):
     absence said. The REPL trained on the old copy without a word, and a stand-in of a file gone at one :load kept
     saying "not available" after another file was put there."""
     from ..core.checkpoint import checkpoint_data
-    from ..core.data import CORPORA, TASKS, file_stamp, lasting_spec
-    from ..core.hf import PREFIX
+    from ..core.data import file_stamp, lasting_spec
 
     loaded = session.loaded_data
     same = checkpoint.data_spec in (session.data_spec, lasting_spec(session.data_spec))  # saved as lasting_spec
-    built_in = checkpoint.data_spec.partition(":")[0] in CORPORA + TASKS or checkpoint.data_spec.startswith(PREFIX)
-    as_read = built_in or getattr(loaded, "stamp", None) is not None and loaded.stamp == file_stamp(session.data_spec)
+    # built-in data, a Hugging Face folder's tokenizer and a stand-in have no stamp, nor a file that is not there
+    as_read = getattr(loaded, "stamp", None) == file_stamp(session.data_spec)
     if loaded is not None and same and as_read and loaded.tokenizer.vocab == checkpoint.vocab:
         return loaded
     return checkpoint_data(checkpoint)

@@ -256,14 +256,12 @@ def readings(result: ContextResult) -> list[str]:
         return lines
     first = curve.losses[0]
     if curve.counter is not None and not math.isnan(first) and result.causal:  # unmasked, position 0 reads them all
-        if read_order(curve) >= 2:
-            lines.append(f"position 0 reads one {unit}, as the bigram counter does: the model scores {first:.3f} ± "
-                         f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (what counting which "
-                         f"{unit} follows which gets from the same one)")
-        else:  # counter=1: it was called "the bigram counter" beside a table and a legend of unigrams
-            lines.append(f"position 0 reads one {unit}, the unigram counter none: the model scores {first:.3f} ± "
-                         f"{curve.errors[0]:.3f} there, the counter {curve.counter[0]:.3f} (how often each {unit} "
-                         f"comes, whatever comes before it)")
+        # counter=1 reads nothing: it was called "the bigram counter" beside a table and a legend of unigrams
+        counter, counts = (("as the bigram counter does", f"what counting which {unit} follows which gets from the "
+                            "same one") if read_order(curve) >= 2 else
+                           ("the unigram counter none", f"how often each {unit} comes, whatever comes before it"))
+        lines.append(f"position 0 reads one {unit}, {counter}: the model scores {first:.3f} ± {curve.errors[0]:.3f} "
+                     f"there, the counter {curve.counter[0]:.3f} ({counts})")
     late = curve.late
     if not result.causal:
         # Every position reads the whole window: a position's loss says nothing of reading further back, and a model

@@ -920,8 +920,6 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
     text = args["text"] or sample_prompt(session.data)
-    if not text:
-        raise UserError(f"give some text, e.g. {cmd('tok', 'hello')}")
     from ..core.bpe import shown_piece
 
     tokenizer = session.data.tokenizer

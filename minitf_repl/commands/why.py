@@ -475,16 +475,16 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
     if math.isnan(best.scores["induction"]):  # a given text in which no token comes back: nothing to score
         return ("no token of the text comes twice (an earlier copy with a token after it), so no head can be scored "
                 "as an induction head; leave the text out for the induction test on a repeated random text")
-    where = (f"head {best.layer}.{best.head} puts {best.scores['induction']:.2f} of its attention on the token "
-             f"after an earlier copy of the current one")
     from ..core.heads import ROLE_OVER_UNIFORM
 
-    even = (getattr(roles, "uniform", None) or {}).get("induction", math.nan)
-    if best.role != "induction" and best.scores["induction"] < ROLE_OVER_UNIFORM * even:
+    score, even = best.scores["induction"], roles.uniform["induction"]
+    if best.role != "induction" and score < ROLE_OVER_UNIFORM * even:
         # "head 2.3 puts 0.03 ..." named one head as if it stood out, where every head and even attention scored 0.03
         where = (f"no head looks at the token after an earlier copy of the current one much more than attention "
-                 f"spread evenly would (the most: head {best.layer}.{best.head}, {best.scores['induction']:.2f}; "
-                 f"even {even:.2f})")
+                 f"spread evenly would (the most: head {best.layer}.{best.head}, {score:.2f}; even {even:.2f})")
+    else:
+        where = (f"head {best.layer}.{best.head} puts {score:.2f} of its attention on the token after an earlier "
+                 f"copy of the current one")
     if first is None:
         return (f"{where}; the copying test (random tokens, then the same again: the repeat's loss against the "
                 "first copy's) runs on random tokens only: leave the text out to run it")

@@ -191,7 +191,8 @@ class TextCorpus:
     """A text split 90/10 into train and validation; batches are random windows."""
 
 
-    def __init__(self, name: str, text: str, description: str, tokenizer=None, readings: Readings | None = None):
+    def __init__(self, name: str, text: str, description: str, tokenizer=None, readings: Readings | None = None,
+                 stamp: tuple[int, int, int] | None = None):
         if not text:
             raise DataError(f"{name} is empty; choose a file that contains text")
         self.name = name
@@ -209,7 +210,7 @@ class TextCorpus:
         self.cut = int(0.9 * len(text))
         # the file's state when its text was read (file_stamp; None: not read from a file): a checkpoint loaded later
         # takes the file as it is then, not this copy, when they differ (commands.checkpoints._checkpoint_data)
-        self.stamp: tuple[int, int, int] | None = None
+        self.stamp = stamp
         dtype = _id_dtype(self.tokenizer.vocab_size)
         self.readings = readings if readings is not None else Readings()
         self.splits = self.readings.splits_of(self.tokenizer, dtype, lambda: {
@@ -233,9 +234,7 @@ class TextCorpus:
 
     def retokenized(self, tokenizer) -> "TextCorpus":
         """The same text read by another tokenizer (None: its characters)."""
-        again = TextCorpus(self.name, self.text, self.description, tokenizer, self.readings)
-        again.stamp = self.stamp
-        return again
+        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings, self.stamp)
 
     def check_fits(self, max_seq_len: int) -> None:
         split = min(("val", "train"), key=lambda name: len(self.splits[name]))
@@ -1096,12 +1095,9 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     read_as += ", its leading byte-order mark (U+FEFF) dropped" if bom else ""
     read_as += f", its last character dropped (the file ends {count(cut, 'byte')} into it)" if cut else ""
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
-        corpus = TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
-                            tokenizer)
-    else:
-        corpus = TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer)
-    corpus.stamp = stamp
-    return corpus
+        return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
+                          tokenizer, stamp=stamp)
+    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer, stamp=stamp)
 
 
 def file_stamp(spec: str) -> tuple[int, int, int] | None:
