@@ -541,6 +541,12 @@ class LnResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
 
 
+def said_all(k: int | None, n: int, what: str, reporter: Reporter) -> None:
+    """A k past the n there are lists them all: said, so that `k=500` of 128 features is not read as 500 rows."""
+    if k is not None and k > n:
+        reporter.notice(f"k={k:,} is more than the {count(n, what)} there are: all {n:,} are listed")
+
+
 @command("ln", "One norm worked out at one position, feature by feature: a layernorm centres, divides by the spread, "
                "adds gain and bias; an rmsnorm divides by the root mean square and adds a gain; where eps is small, "
                "every position comes out about the same size.", aliases=("layernorm",), params=[
@@ -558,6 +564,7 @@ def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     from ..core.inside import norm_worked
 
     worked = norm_worked(session.model, ids, layer=layer, which=args["which"] or "ln_1", at=at, top=args["k"] or 8)
+    said_all(args["k"], worked.d, "feature", reporter)
     if worked.layer is None and args["layer"] is not None:  # the final norm sits in no block
         reporter.notice(f"layer={layer} does not apply to {worked.which}, the one norm after the last block; it "
                         "was left out")
@@ -714,6 +721,7 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     from ..core.inside import feed_forward_neurons
 
     found = feed_forward_neurons(session.model, ids, layer=layer, at=at, top=args["k"] or 8)
+    said_all(args["k"], found.width, "hidden unit", reporter)
     from ..core.bpe import shown_piece
 
     tokenizer = session.data.tokenizer
