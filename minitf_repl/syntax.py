@@ -152,15 +152,19 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     if name == "help":
         return f"minitf {positional[0]} --help" if positional else "minitf --help"
     words = _minitf(load) + [name]
-    words += [_shell_text(p) if isinstance(p, PromptText) else shlex.quote(str(p)) if " " in str(p) else str(p)
-              for p in positional]
+    texts = [_shell_text(p) if isinstance(p, PromptText) else shlex.quote(str(p)) if " " in str(p) else str(p)
+             for p in positional]
+    # text that starts with a dash goes after `--`, the options before it: quoted or not, `minitf gen '-x'` reads
+    # an option -x
+    dashed = any(isinstance(p, PromptText) and p.startswith("-") for p in positional)
+    words += [] if dashed else texts
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             words.append(flag if value else f"--no-{key.replace('_', '-')}")
         else:
             words += [flag, setting_text(value)]
-    return " ".join(words)
+    return " ".join(words + (["--", *texts] if dashed else []))
 
 
 class PromptText(str):

@@ -16,3 +16,43 @@ def test_a_k_past_the_features_there_are_says_it_lists_them_all(line, listed, sa
     quiet = Recorder()
     run(tiny_session(), line.replace("500", "3"), quiet)
     assert not any("is more than" in n for n in quiet.notices)
+
+
+@pytest.mark.parametrize("prompt", ["a|b>c", "def foo(x):", "-x y", "it's #1", "x = y"])
+def test_the_gen_line_that_step_says_picks_the_same_runs_as_pasted_into_a_shell(prompt):
+    import json
+    import re
+    import shlex
+
+    from test_cli import invoke
+
+    shown = invoke("--set", "n_layers=1", "step", "--seed", "3", "--", prompt)
+    assert shown.exit_code == 0, shown.output
+    line = re.search(r"\((minitf .*) picks the same\)", " ".join(shown.stdout.split())).group(1)
+    # (joined at spaces: the output wraps lines) was `minitf gen a|b>c ...` (a pipe into a file c), `gen PROMPT` for `def foo(x):`, `gen -x y` (an option)
+    reader = shlex.shlex(line, posix=True, punctuation_chars=True)  # as a shell splits: | > ; ( ) are words
+    reader.whitespace_split = True
+    words = list(reader)
+    assert words[:4] == ["minitf", "--set", "n_layers=1", "gen"]
+    again = invoke(*words[1:4], "--json", *words[4:])
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert doc["prompt"] == prompt, doc
+    picked = json.loads(invoke("--set", "n_layers=1", "step", "--seed", "3", "--json", "--", prompt).stdout)["picked"]
+    assert doc["text"] == picked
+
+
+@pytest.mark.parametrize("view, headline", [(":score", "teacher forcing on "), (":grad", "backprop on "),
+                                            (":step", "next token after "), (":lens", "at the last position of "),
+                                            (":qkv", "of "), (":resid", "of "), (":ln", "of "), (":ffn", "of ")])
+def test_a_headline_that_quotes_the_end_of_a_long_text_marks_the_cut(view, headline):
+    from test_sweep_ab import shown
+
+    s = tiny_session()
+    run(s, ":set max_seq_len=128")
+    text = "0123456789=" * 9  # 99 characters, all read: more than any headline quotes
+    first = shown(run(s, f"{view} {text}"), width=200).splitlines()[0]
+    quoted = first[first.rindex(headline) + len(headline):]
+    assert quoted.startswith("'…"), first  # was '3456789=…': the text's last characters, as if it began there
+    short = shown(run(tiny_session(), f"{view} 0123="), width=200).splitlines()[0]
+    assert "…" not in short

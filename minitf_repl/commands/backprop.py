@@ -23,7 +23,7 @@ from rich.text import Text
 
 from ..core.bpe import shown_pieces
 from ..core.errors import UserError
-from ..core.words import count, quoted_chars
+from ..core.words import count, quoted_end
 from ..registry import Param
 from ..render import fmt
 from ..render.chart import spark
@@ -142,7 +142,7 @@ def render_grad(result: GradResult, console: Console) -> None:
     n = sum(result.counted)
     T = len(result.tokens) - 1
     norm, pre = result.norm_label, result.placement == "pre"
-    say(console, f"backprop on {quoted_chars(result.text[-60:])}: loss {result.loss:.4f}, the mean -ln p of "
+    say(console, f"backprop on {quoted_end(result.text, 60)}: loss {result.loss:.4f}, the mean -ln p of "
                  f"{count(n, 'next ' + result.unit)}", "bold")
     note(console, "the chain rule from the loss down, one step per part, in the reverse of the forward's order; "
                   "every |.| below is over the whole text")

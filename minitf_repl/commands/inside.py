@@ -25,7 +25,7 @@ from rich.text import Text
 
 from ..core.config import GenConfig
 from ..core.errors import UserError
-from ..core.words import count, quoted_chars
+from ..core.words import count, quoted_end
 from ..palette import piece_cell, quoted, visible
 from ..registry import Param, clip, param_from_setting
 from ..render import chart, fmt
@@ -37,7 +37,7 @@ from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again, named
+from ..syntax import PromptText, cmd, look_again, named
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
                    known_text, long_prompt_notice, sample_prompt, switched_off, training_length, true_next, view_prompt,
                    with_given)
@@ -294,11 +294,12 @@ def _number(value: float) -> str:
     return f"{value:.3f}" if value == 0 or 5e-4 <= abs(value) < 1e5 else f"{value:.2e}"
 
 
-def _typeable(prompt: str) -> str | None:
-    """The prompt as a command line can carry it unquoted (a line reads its words joined by single spaces), or None:
-    a default prompt of the data written out beats a PROMPT placeholder, and one with a newline or quotes does not."""
-    plain = prompt.isprintable() and prompt == " ".join(prompt.split()) and not set(prompt) & set("\"'\\=:#-")
-    return prompt if prompt and plain else None
+def _typeable(prompt: str) -> PromptText | None:
+    """The prompt as a line of one line carries it, or None: a default prompt of the data written out beats a PROMPT
+    placeholder, and one with a newline or a tab, written as escapes, does not. As PromptText, so that cmd quotes it
+    for the front end speaking (the shell's `a|b>c` piped :step's own pick into a command `c`, and `def f(x):` was
+    a PROMPT placeholder)."""
+    return PromptText(prompt) if prompt and prompt.isprintable() else None
 
 
 def _stage_header(result: StepResult) -> str:
@@ -318,7 +319,7 @@ def _stage_header(result: StepResult) -> str:
 @render.register(StepResult)
 def render_step(result: StepResult, console: Console) -> None:
     as_text = plain(console)
-    say(console, f"next token after {quoted_chars(result.prompt[-40:])}", "bold")
+    say(console, f"next token after {quoted_end(result.prompt, 40)}", "bold")
     if result.int8:
         note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float "
                       "model)")
@@ -422,7 +423,7 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
 @render.register(LensResult)
 def render_lens(result: LensResult, console: Console) -> None:
     target = f"; the true next {result.unit} is {quoted(result.target)}" if result.target is not None else ""
-    say(console, f"logit lens at the last position of {quoted_chars(result.prompt[-40:])}{target}", "bold")
+    say(console, f"logit lens at the last position of {quoted_end(result.prompt, 40)}{target}", "bold")
     where = {"end": "", "mid": " (.mid: after its attention, before its MLP)",
              "both": " (.mid: after its attention; then after its MLP)"}[result.at]
     read = ("softmax(lm_head(h)) (post-norm: every block's output is normalised already, there is no ln_f)"
@@ -603,7 +604,7 @@ def score_rows(n: int) -> list[int]:
 @render.register(ScoreResult)
 def render_score(result: ScoreResult, console: Console) -> None:
     n = len(result.losses)
-    say(console, f"teacher forcing on {quoted_chars(result.text[-60:])}", "bold")
+    say(console, f"teacher forcing on {quoted_end(result.text, 60)}", "bold")
     sees = ("sees tokens 0..t only (the causal mask)" if result.causal else
             "sees the whole text, the true next token included (no causal mask now) but at the last position, whose "
             "next token lies past the text the pass reads")

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ..core.bpe import shown_pieces
 from ..core.errors import UserError
-from ..core.words import count, quoted_chars
+from ..core.words import count, quoted_chars, quoted_end
 from ..palette import VISIBLE, quoted, visible
 from ..registry import Param, clip
 from ..render import fmt
@@ -393,7 +393,7 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
 def render_attrib(result: AttribResult, console: Console) -> None:
     as_text = plain(console)
     target = quoted(result.target)  # '\x14' once, not repr's '\\x14'
-    say(console, f"what writes the logit of {target} after {quoted_chars(result.prompt[-40:])}", "bold")
+    say(console, f"what writes the logit of {target} after {quoted_end(result.prompt, 40)}", "bold")
     note(console, f"{target}: logit {result.logit:.2f}, probability {result.prob:.3f}, rank {result.rank}; "
                   "each part's share, read through the final norm frozen at this input's scale")
     shown = result.parts[:ATTRIB_ROWS]
@@ -581,7 +581,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
         shown = "".join(visible(t) for t in result.tokens[: min(result.repeat, 12)])
         note(console, f"the first begins {shown}...")
     else:
-        say(console, f"what each head does, on {quoted_chars(result.text[-60:])}", "bold")
+        say(console, f"what each head does, on {quoted_end(result.text, 60)}", "bold")
     note(console, "each score: the attention query i puts on these keys j, averaged over the queries: previous "
                   "j = i-1, current j = i, first j = 0, duplicate: earlier copies of token i, induction: the token "
                   "after an earlier copy of token i")

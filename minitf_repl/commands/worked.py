@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..core.errors import UserError
-from ..core.words import count, quoted_chars
+from ..core.words import count, quoted_chars, quoted_end
 from ..palette import quoted, visible
 from ..registry import Param
 from ..render import fmt
@@ -316,7 +316,7 @@ def render_rope(result: RopeResult, console: Console) -> None:
     r, i = result.rope, result.rope.at
     shared = f" (reading key head {r.kv_head})" if r.kv_head != r.head else ""
     say(console, f"RoPE in block {r.layer}, head {r.head}{shared}, query at position {i} "
-                 f"{quoted(result.tokens[i])} of {quoted_chars(result.prompt[-48:])}", "bold")
+                 f"{quoted(result.tokens[i])} of {quoted_end(result.prompt, 48)}", "bold")
     say(console, f"each pair (x_2m, x_2m+1) of q and k is turned by its position times θ_m = {r.base:g}^(-2m/"
                  f"{r.head_dim}); a turn keeps lengths and R(a)^T R(b) = R(b - a), so R(i)q · R(j)k = q · R((j - i)θ)k: "
                  "a score depends on the distance i - j, not on where the two tokens stand")
@@ -428,7 +428,7 @@ def position_table(config) -> str | None:
 @render.register(ResidResult)
 def render_resid(result: ResidResult, console: Console) -> None:
     i, norm, pre = result.at, result.norm_label, result.placement == "pre"
-    say(console, f"the residual stream at position {i} {quoted(result.tokens[i])} of {quoted_chars(result.prompt[-48:])}",
+    say(console, f"the residual stream at position {i} {quoted(result.tokens[i])} of {quoted_end(result.prompt, 48)}",
         "bold")
     update = stream_update(norm, pre, result.residual)
     if not result.residual:
@@ -579,7 +579,7 @@ def render_ln(result: LnResult, console: Console) -> None:
     n, i = result.norm, result.norm.at
     where = "(the final norm)" if n.layer is None else f"of block {n.layer}"
     say(console, f"{n.label} {n.which} {where} at position {i} {quoted(result.tokens[i])} of "
-                 f"{quoted_chars(result.prompt[-48:])}", "bold")
+                 f"{quoted_end(result.prompt, 48)}", "bold")
     note(console, f"it reads {n.reads}; its output goes to {n.feeds}")
     g = " * g" if n.gain is not None else ""
     b = " + b" if n.bias_size is not None else ""
@@ -751,7 +751,7 @@ def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
 def render_ffn(result: FfnResult, console: Console) -> None:
     i = result.at
     say(console, f"feed-forward of block {result.layer} at position {i} {quoted(result.tokens[i])} of "
-                 f"{quoted_chars(result.prompt[-48:])}", "bold")
+                 f"{quoted_end(result.prompt, 48)}", "bold")
     rebuilt = "sum_n h_n v_n" + (" + b" if result.out_bias else "")  # no b where the output matrix has no bias
     note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "
                   f"the output matrix: each unit adds its own vector, scaled by how much it fires")
@@ -882,7 +882,7 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
 @render.register(KvResult)
 def render_kv(result: KvResult, console: Console) -> None:
     n = len(result.steps)
-    say(console, f"decoding {count(n, 'token')} after {quoted_chars(result.prompt[-48:])}, greedily, with the KV cache and "
+    say(console, f"decoding {count(n, 'token')} after {quoted_end(result.prompt, 48)}, greedily, with the KV cache and "
                  "without", "bold")
     note(console, "with the cache a step feeds only the newest token: its k and v are appended to the cache and its "
                   "q reads every cached key; without, every step runs the whole text again")

@@ -30,6 +30,12 @@ def visible_char(ch: str) -> str:
     return ch
 
 
+def quoted_end(text: str, most: int) -> str:
+    """The last `most` characters of `text` as quoted_chars quotes them, after a "…" where the front was cut: a
+    headline's '…opqr' beside a table whose row 0 reads 'j' says that the text goes on before it."""
+    return quoted_chars(("…" + text[-most:]) if len(text) > most else text)
+
+
 def quoted_chars(text: str) -> str:
     """`text` in quotes inside a message, each character as `visible_char` shows it, as the views quote a token
     (palette.quoted): a typed backslash reads '\\', where repr doubled it ('\\\\'), and ESC '\\x1b', not
