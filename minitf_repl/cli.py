@@ -819,7 +819,8 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
             if result.data_missing is None:
                 raise UserError(
                     f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
-                    "(the checkpoint brings its data)"
+                    f"(the checkpoint brings its data), or switch after the load with train's own: minitf --load "
+                    f"{shlex.quote(result.name)} train --data {shlex.quote(data.strip())}"
                 )
             _data_instead(session, result, data.strip(), quiet)
     return result

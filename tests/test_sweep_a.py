@@ -54,8 +54,8 @@ def test_a_one_shot_data_switch_says_it_ends_with_the_command_and_where_data_goe
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())
     assert "data is now sort" in out
-    assert "gone when this command ends: data lasts one command from the shell, so give it before that command, " \
-           "e.g. minitf --data sort:3 train" in out
+    assert "gone when this command ends: data lasts one command from the shell, so give it with the command that " \
+           "reads it, e.g. minitf --data sort:3 train" in out
     doc = invoke("data", "sort:3", "--json")
     assert doc.exit_code == 0 and json.loads(doc.stdout)["spec"] == "sort:3"  # the name alone says "sort"
     shown = invoke("data", "--json")

@@ -56,3 +56,19 @@ def test_a_headline_that_quotes_the_end_of_a_long_text_marks_the_cut(view, headl
     assert quoted.startswith("'…"), first  # was '3456789=…': the text's last characters, as if it began there
     short = shown(run(tiny_session(), f"{view} 0123="), width=200).splitlines()[0]
     assert "…" not in short
+
+
+def test_the_line_a_one_shot_data_switch_after_a_load_gives_runs(checkpoint_dir):
+    from test_cli import invoke
+
+    assert invoke("--data", "sort:3", "train", "--steps", "2", "--save", "s3").exit_code == 0
+    shown = invoke("--load", "s3", "data", "reverse:3")
+    line = " ".join(shown.stdout.split()).split("e.g. ")[-1]
+    # was `minitf --load s3 --data reverse:3 train`, which --load refuses (the checkpoint brings its data)
+    assert line == "minitf --load s3 train --data reverse:3", line
+    ran = invoke(*line.split()[1:], "--steps", "1")
+    assert ran.exit_code == 0, ran.output
+    refused = invoke("--load", "s3", "--data", "reverse:3", "train")
+    assert "or switch after the load with train's own: minitf --load s3 train --data reverse:3" in refused.stderr
+    help_text = " ".join(invoke("train", "--help").stdout.replace("│", " ").split())
+    assert "as minitf --data does" not in help_text and "after a load, the model goes on" in help_text

@@ -777,4 +777,4 @@ def render_data(result: DataResult, console: Console) -> None:
                           f"{cmd('train')} goes on training it on {info.name}")
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
-                      f"before that command, e.g. {given_before('train', '--data', result.spec)}")
+                      f"with the command that reads it, e.g. {given_before('train', '--data', result.spec)}")

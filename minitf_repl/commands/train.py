@@ -156,7 +156,9 @@ def read_again(session: Session, reporter: Reporter) -> None:
     param_from_setting(TrainConfig.spec("batch_size"),
                        help="sequences per step, per process under torchrun (kept, like :set batch_size)",
                        kept=True),
-    Param("data", str, help="switch data first, as :data does", complete=complete_data, path=True, browse="files"),
+    Param("data", str, help="switch data first; after a load, the model goes on where the vocabulary is the same, "
+                            "else it is rebuilt (the loaded one kept as a checkpoint)", complete=complete_data,
+          path=True, browse="files"),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)", kept=True),
     param_from_setting(TrainConfig.spec("seed"),
                        help="seed of the batch order, and of the weights of a model this command builds (kept)",
