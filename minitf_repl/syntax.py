@@ -290,6 +290,18 @@ def look_again(then: str, autosave: str, *positional, again: str = "look again",
     return f"{_saving_train()} first, then {cmd(then, *positional, load=autosave, **options)}"
 
 
+def rebuilt_with(then: str, autosave: str, data: str, **settings) -> str:
+    """"Build a model with these settings, train it, look again with `then`". From the shell one line trains a new
+    model with them, on this session's `data` (given_before: --load refuses a setting that rebuilds the model it
+    loaded, so `minitf --load b3 --set pos_encoding=rope rope` was refused), and the look starts from its
+    autosave."""
+    if syntax() == REPL:
+        return f"{cmd('set', **settings)} builds one (weights reset), then {cmd('train')} and look again"
+    pairs = " ".join(f"{k}={setting_text(v)}" for k, v in settings.items())
+    return (f"{given_before('train', '--set', pairs, new_model_on=data)} trains one, then "
+            f"{cmd(then, load=autosave)} looks again")
+
+
 def watch_first(view: str, then: str, **options) -> str:
     """"Train watching `view` first", said by `then` (with `options`), which charts what that run saw. The frames
     of a `:train watch=` run stay in its session (a checkpoint keeps the model, not them), so from the shell, where

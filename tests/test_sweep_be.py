@@ -72,3 +72,30 @@ def test_the_line_a_one_shot_data_switch_after_a_load_gives_runs(checkpoint_dir)
     assert "or switch after the load with train's own: minitf --load s3 train --data reverse:3" in refused.stderr
     help_text = " ".join(invoke("train", "--help").stdout.replace("│", " ").split())
     assert "as minitf --data does" not in help_text and "after a load, the model goes on" in help_text
+
+
+def test_a_one_shot_plot_sends_the_counting_models_to_the_interactive_shell(checkpoint_dir):
+    from test_cli import invoke
+
+    assert invoke("--data", "sort:3", "train", "--steps", "2", "--save", "s3").exit_code == 0
+    said = " ".join(invoke("--load", "s3", "plot").stdout.split())
+    # was "minitf --load s3 ngram measures ...; the chart then draws it": a one-shot ngram's counters end with it
+    assert "minitf --load s3 ngram" not in said
+    assert "minitf --load s3 opens the interactive shell, then :ngram and :plot" in said
+
+
+@pytest.mark.parametrize("view, settings", [("rope", "pos_encoding=rope"), ("experts", "n_experts=4 experts_per_token=2")])
+def test_the_lines_a_view_of_a_part_the_loaded_model_lacks_gives_run(view, settings, checkpoint_dir):
+    import shlex
+
+    from test_cli import invoke
+
+    tiny = ["--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=16", "--set", "steps=2 batch_size=4"]
+    assert invoke(*tiny, "--data", "sort:3", "train", "--save", "s3").exit_code == 0
+    said = " ".join(invoke("--load", "s3", view).stderr.split())
+    # was "--set pos_encoding=rope builds one with them", which --load refuses ("would rebuild the model loaded")
+    train, look = said.split("; ", 1)[1].split(" trains one, then ")
+    assert f"--set {shlex.quote(settings)} train" in train and "--data sort:3" in train and "--load" not in train
+    assert look == f"minitf --load autosave {view} looks again", look
+    assert invoke(*shlex.split(train)[1:]).exit_code == 0
+    assert invoke(*shlex.split(look.removesuffix(" looks again"))[1:]).exit_code == 0

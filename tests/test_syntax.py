@@ -57,12 +57,14 @@ def test_a_fix_is_phrased_in_the_front_ends_syntax():
 def test_minitf_experts_from_the_shell_says_the_fix_in_shell_syntax():
     result = CliRunner().invoke(cli.app, [*TINY, "experts"])
     assert result.exit_code == 1
-    assert "--set n_experts=4 --set experts_per_token=2 adds them" in result.stderr
+    assert "--set 'n_experts=4 experts_per_token=2' train trains one, then minitf --load autosave experts looks " \
+           "again" in result.stderr
     assert not REPL_COMMAND.search(result.stderr), result.stderr
     out = io.StringIO()
     door = FrontDoor(Session(data_spec="sort"), Console(file=out, width=200, color_system=None))
     door.run_line(":experts")
-    assert ":set n_experts=4 experts_per_token=2 adds them" in out.getvalue()  # the REPL keeps its own
+    assert ":set n_experts=4 experts_per_token=2 builds one (weights reset), then :train and look again" \
+        in out.getvalue()  # the REPL keeps its own
 
 
 @pytest.mark.parametrize("args", [

@@ -34,7 +34,7 @@ from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, interactive, look_again, syntax
+from ..syntax import REPL, cmd, interactive, look_again, rebuilt_with, syntax
 from .base import (REGISTRY, ablation_note, command, complete_data, complete_head_number, complete_layer, sample_prompt,
                    switched_off)
 from .generate import only_whitespace
@@ -573,7 +573,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     config = session.model_config
     if config.n_experts <= 1:
         raise UserError(f"this model has no experts (n_experts is {config.n_experts}: one dense feed-forward per "
-                        f"block); {cmd('set', n_experts=4, experts_per_token=2)} adds them")
+                        f"block); "
+                        + rebuilt_with("experts", AUTOSAVE_NAME, session.data_spec, n_experts=4, experts_per_token=2))
     from ..core.ablation import skipped_blocks
     from ..core.experts import validation_routing
 

@@ -1070,5 +1070,8 @@ def render_plot(result: PlotResult, console: Console) -> None:
     if result.data_from is not None:
         note(console, f"the data in use came in after step {result.data_from:,}: the curves before it are of the data "
                       "before (the switch kept the model, whose vocabulary it shares)")
-    if result.what == "loss" and not result.counters:
+    if result.what == "loss" and not result.counters and syntax() == REPL:
         note(console, f"{cmd('ngram')} measures what counting alone reaches on this data; the chart then draws it")
+    elif result.what == "loss" and not result.counters:  # a one-shot `minitf ngram`'s counters end with its process
+        note(console, f"what counting alone reaches on this data is drawn where a session keeps :ngram's counters: "
+                      f"{interactive()} opens the interactive shell, then :ngram and :plot")

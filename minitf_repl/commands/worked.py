@@ -31,7 +31,7 @@ from ..render.tables import fitting_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, look_again, named
+from ..syntax import cmd, look_again, named, rebuilt_with
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_head, check_layer,
                    command, sample_prompt, switched_off, view_prompt)
 
@@ -299,8 +299,7 @@ def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     if not position_kind(config).rotary:  # a wrong option is said first, as every view says it; then the model
         where = ROPE_ELSEWHERE.get(config.pos_encoding, "positions of its own")
         raise UserError(f"this model has no rotary positions (pos_encoding={config.pos_encoding}: {where}); "
-                        f"{cmd('set', pos_encoding='rope')} builds one with them (weights reset), then train and "
-                        "look again")
+                        f"{rebuilt_with('rope', AUTOSAVE_NAME, session.data_spec, pos_encoding='rope')}")
     from ..core.inside import rope_worked
 
     worked = rope_worked(session.model, ids, layer=layer, head=head, at=at)
