@@ -427,9 +427,13 @@ def learned_carriage_returns(tokenizer: SubwordTokenizer) -> bool:
 
 def characters_as_tokenizer(itos: list[str]):
     """A character tokenizer's vocabulary as a `tokenizers` one (a token per character, ids unchanged),
-    so that a folder written for transformers carries it (core.hf.save_folder)."""
+    so that a folder written for transformers carries it (core.hf.save_folder).
+
+    Its unknown token is "<unk>", which no vocabulary of single characters holds: the library then refuses a text with
+    a character the vocabulary lacks ("Missing [UNK] token"), as the lab does. The first character was the unknown
+    token before, and transformers read a tab or an "é" as "\\n" without a word."""
     tk = _tokenizers()
-    tokenizer = tk.Tokenizer(tk.models.WordLevel({ch: i for i, ch in enumerate(itos)}, unk_token=itos[0]))
+    tokenizer = tk.Tokenizer(tk.models.WordLevel({ch: i for i, ch in enumerate(itos)}, unk_token="<unk>"))
     tokenizer.pre_tokenizer = tk.pre_tokenizers.Split(tk.Regex(r"[\s\S]"), behavior="isolated")  # every character
     tokenizer.decoder = tk.decoders.Fuse()  # join the characters back without spaces
     return tokenizer

@@ -39,8 +39,12 @@ def lab_config(hf: dict) -> ModelConfig:
     act = get(hf, "activation_function", str, "gelu_new")
     if act not in ACTIVATIONS:
         raise HFUnsupported(f"activation_function={act}", "gelu_new, gelu or relu")
-    if not get(hf, "scale_attn_weights", bool, True) or get(hf, "scale_attn_by_inverse_layer_idx", bool, False):
-        raise HFUnsupported("a scaling of attention other than 1/sqrt(d_k)", "scale_attn_weights=true only")
+    # the lab divides q.k by sqrt(d_k), as GPT-2 does with scale_attn_weights and without dividing by the layer's
+    # number too; a refusal names the field set ("scale_attn_weights=true only" was said of either)
+    for field, lab in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False)):
+        if get(hf, field, bool, lab) != lab:
+            raise HFUnsupported(f"{field}={str(not lab).lower()} (a scaling of attention other than 1/sqrt(d_k))",
+                                f"{field}={str(lab).lower()} only")
     if get(hf, "add_cross_attention", bool, False):
         raise HFUnsupported("add_cross_attention=true", "a decoder-only GPT-2")
     inner = hf.get("n_inner")
@@ -68,8 +72,10 @@ def hf_config(config: ModelConfig) -> dict:
 
 # The settings a lab model needs for GPT-2 to compute the same function (core.hf.export names the first that differs);
 # and a head of keys and values per query head (n_kv_heads none, 0 or n_heads: core.hf.unmet checks the heads built).
+# norm_gain=off is none of them: a LayerNorm without gain or bias is GPT-2's with gains of one and biases of zero
+# (hf_weights writes those).
 REQUIRED = {"pos_encoding": "learned", "norm": "layernorm", "norm_placement": "pre",
-            "residual": True, "causal": True, "norm_gain": True,
+            "residual": True, "causal": True,
             "bias": True, "qk_norm": False, "n_experts": (0, 1),
             "activation": ("gelu_tanh", "gelu", "relu")}
 
@@ -132,9 +138,14 @@ def lab_weights(config: ModelConfig, names, read: Callable[[str], torch.Tensor])
 def hf_weights(model) -> dict[str, torch.Tensor]:
     """GPT-2's tensors (as save_pretrained names them) from a lab model with GPT-2's settings."""
     s = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    L, d = model.config.n_layers, model.config.d_model
+    # norm_gain=off: the lab's norms learn no gain and no bias, which is GPT-2's LayerNorm with g = 1 and b = 0
+    for norm in ["ln_f", *(f"blocks.{i}.{n}" for i in range(L) for n in ("ln_1", "ln_2"))]:
+        s.setdefault(f"{norm}.weight", torch.ones(d))
+        s.setdefault(f"{norm}.bias", torch.zeros(d))
     out = {"transformer.wte.weight": s["token_embedding.weight"], "transformer.wpe.weight": s["position_embedding.weight"],
            "transformer.ln_f.weight": s["ln_f.weight"], "transformer.ln_f.bias": s["ln_f.bias"]}
-    for i in range(model.config.n_layers):
+    for i in range(L):
         h, b = f"transformer.h.{i}.", f"blocks.{i}."
         for norm in ("ln_1", "ln_2"):
             out[h + f"{norm}.weight"], out[h + f"{norm}.bias"] = s[b + f"{norm}.weight"], s[b + f"{norm}.bias"]

@@ -91,8 +91,9 @@ def hf_config(config: ModelConfig) -> dict:
 
 
 # The settings a lab model needs for Llama to compute the same function (core.hf.export names the first that differs).
+# norm_gain=off is none of them: an RMSNorm without a gain is Llama's with gains of one (hf_weights writes those).
 REQUIRED = {"pos_encoding": "rope", "norm": "rmsnorm", "norm_placement": "pre",
-            "residual": True, "causal": True, "norm_gain": True, "bias": False,
+            "residual": True, "causal": True, "bias": False,
             "qk_norm": False, "n_experts": (0, 1), "activation": "swiglu"}
 
 
@@ -158,9 +159,12 @@ def lab_weights(config: ModelConfig, names, read: Callable[[str], torch.Tensor])
 def hf_weights(model) -> dict[str, torch.Tensor]:
     """Llama's tensors (as save_pretrained names them) from a lab model with Llama's settings."""
     s = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
-    D = model.config.head_dim
+    D, L = model.config.head_dim, model.config.n_layers
+    # norm_gain=off: the lab's RMSNorms learn no gain, which is Llama's with g = 1
+    for norm in ["ln_f", *(f"blocks.{i}.{n}" for i in range(L) for n in ("ln_1", "ln_2"))]:
+        s.setdefault(f"{norm}.weight", torch.ones(model.config.d_model))
     out = {"model.embed_tokens.weight": s["token_embedding.weight"], "model.norm.weight": s["ln_f.weight"]}
-    for i in range(model.config.n_layers):
+    for i in range(L):
         h, b = f"model.layers.{i}.", f"blocks.{i}."
         out[h + "input_layernorm.weight"] = s[b + "ln_1.weight"]
         out[h + "post_attention_layernorm.weight"] = s[b + "ln_2.weight"]
