@@ -214,7 +214,7 @@ def test_save_hf_writes_norm_gain_off_as_gains_of_one(preset, cls, tmp_path):
     r = run_command(s, "save", {"name": f"hf:{tmp_path / 'out'}"})
     assert r.architecture == {"LlamaForCausalLM": "llama", "GPT2LMHeadModel": "gpt2"}[cls]
     theirs = getattr(transformers, cls).from_pretrained(tmp_path / "out").eval()
-    ids = torch.tensor([s.data.tokenizer.encode("class Foo:\n  def b(self):\n")])
+    ids = torch.tensor([s.data.tokenizer.encode("class Foo:\n  def b(s)")])
     s.model.eval()
     with torch.no_grad():
         ours, want = s.model(ids)[0], theirs(ids).logits

@@ -99,3 +99,20 @@ def test_the_lines_a_view_of_a_part_the_loaded_model_lacks_gives_run(view, setti
     assert look == f"minitf --load autosave {view} looks again", look
     assert invoke(*shlex.split(train)[1:], "--steps", "1").exit_code == 0  # the default model: 600 steps
     assert invoke(*shlex.split(look.removesuffix(" looks again"))[1:]).exit_code == 0
+
+
+@pytest.mark.parametrize("spec", ["random", "random:26", "random:62"])
+def test_views_given_no_text_on_random_symbols_read_a_row_of_them(spec):
+    s = tiny_session(data=spec)
+    for line in (":tok", ":score", ":attn", ":qkv", ":report"):  # each said "1 character not in the vocabulary: ' '"
+        run(s, line)
+    sample = run(s, ":tok").text
+    assert len(sample) == 16 and set(sample) <= set(s.data.tokenizer.itos)
+
+
+def test_the_pangrams_words_are_not_joined_by_a_space_the_vocabulary_lacks():
+    from minitf_repl.commands.base import words_it_reads
+    from minitf_repl.core.data import CharTokenizer
+
+    assert words_it_reads(CharTokenizer("Thequickbrownfx")) == "The"  # was "The quick brown", unreadable
+    assert words_it_reads(CharTokenizer(" Thequickbrownfx")) == "The quick brown"

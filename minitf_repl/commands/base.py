@@ -203,6 +203,11 @@ def sample_prompt(data) -> str:
         import torch
 
         return data.sample_questions("val", 1, torch.Generator().manual_seed(0))[0]
+    if getattr(data, "nothing_to_learn", False):  # random: any row of its symbols is as typical as another (the
+        import torch  # pangram's words, joined by a space its symbols lack, failed every view given no text)
+
+        row, _ = data.get_batch("val", 1, SAMPLE_CHARS, torch.Generator().manual_seed(0))
+        return data.tokenizer.decode(row[0].tolist())
     return words_it_reads(data.tokenizer)
 
 
@@ -217,13 +222,16 @@ def words_it_reads(tokenizer) -> str:
     none of them, the first characters of its vocabulary that are neither space nor control."""
     from ..core.errors import UserError
 
+    def reads(text: str) -> bool:
+        try:
+            return tokenizer.decode(tokenizer.encode(text)) == text
+        except UserError:  # a character the vocabulary lacks
+            return False
+
+    spaced = reads(" ")  # words after the first only where the space between them reads too (random's symbols)
     kept: list[str] = []
     for word in PANGRAM.split():
-        try:
-            reads = tokenizer.decode(tokenizer.encode(word)) == word
-        except UserError:  # a character the vocabulary lacks
-            reads = False
-        if reads and len(" ".join([*kept, word])) <= SAMPLE_CHARS:
+        if reads(word) and len(" ".join([*kept, word])) <= SAMPLE_CHARS and (spaced or not kept):
             kept.append(word)
     if kept:
         return " ".join(kept)

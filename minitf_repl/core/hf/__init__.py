@@ -104,19 +104,73 @@ def lab_config(folder: Folder) -> ModelConfig:
     return config
 
 
-def read_tokenizer(path: Path, vocab_size: int) -> SubwordTokenizer | CharTokenizer:
+# The special tokens as a folder names them, which tokenizer.json does not (it holds the tokens, not which is which):
+# tokenizer_config.json's names, and config.json's ids (transformers' generate stops at eos_token_id).
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token")
+SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+SPECIAL_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # the second an older folder's, read after
+
+
+class FolderTokenizer(SubwordTokenizer):
+    """A folder's subword tokenizer, with what the folder says of its special tokens: which token begins a text, ends
+    one, stands for an unknown one and pads, and their ids in config.json. `:save hf:` writes them back: a folder
+    saved without them had a tokenizer with no eos_token and a config with no eos_token_id, so transformers'
+    generate never stopped at the end of a text. The lab itself reads and writes text without them (core.bpe)."""
+
+    def __init__(self, tokenizer, vocab_size: int | None = None):
+        super().__init__(tokenizer, vocab_size)
+        self.special_tokens: dict[str, str] = {}  # "eos_token": "</s>", as tokenizer_config.json names them
+        self.special_ids: dict[str, int | list[int]] = {}  # "eos_token_id": 2, as config.json gives them
+
+
+def special_tokens(path: Path, tokenizer: SubwordTokenizer) -> dict[str, str]:
+    """bos_token, eos_token, unk_token and pad_token as the folder names them: tokenizer_config.json's, and an older
+    folder's special_tokens_map.json's where the first names none; each a string or an AddedToken written out
+    ({"content": "<s>", ...}). A token the tokenizer lacks is left out (transformers would add it as a new token, an id
+    past the embedding's rows), and so is a file that cannot be read: the model loads without them, only
+    `:save hf:` writes them back."""
+    found: dict[str, str] = {}
+    for name in SPECIAL_FILES:
+        if not (path / name).exists():
+            continue
+        try:
+            spec = read_json(path / name, MAX_TOKENIZER_BYTES, name)
+        except CheckpointError:
+            continue
+        for key in SPECIAL_TOKENS:
+            value = spec.get(key)
+            content = value.get("content") if isinstance(value, dict) else value
+            if key not in found and isinstance(content, str) and tokenizer.tokenizer.token_to_id(content) is not None:
+                found[key] = content
+    return found
+
+
+def special_ids(config: dict, vocab_size: int) -> dict[str, int | list[int]]:
+    """config.json's bos_token_id, eos_token_id and pad_token_id: an id, or a list of them (Llama 3.1 ends a text at
+    any of three), each a row of the embedding; another value is left out, as transformers would never produce it."""
+    found: dict[str, int | list[int]] = {}
+    for key in SPECIAL_IDS:
+        value = config.get(key)
+        ids = value if isinstance(value, list) else [value]
+        if ids and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab_size for i in ids):
+            found[key] = value
+    return found
+
+
+def read_tokenizer(path: Path, vocab_size: int, config: dict | None = None) -> SubwordTokenizer | CharTokenizer:
     """tokenizer.json, or GPT-2's vocab.json and merges.txt; its ids must fit the model's embedding. One that reads a
-    character a token, as `:save hf:` writes a character model's, comes back as the character tokenizer it was."""
+    character a token, as `:save hf:` writes a character model's, comes back as the character tokenizer it was.
+    A subword one comes with the folder's special tokens, their ids from `config` (config.json), for `:save hf:`."""
     if (path / TOKENIZER).exists() or (path / TOKENIZER).is_symlink():
         text = read_bounded(path / TOKENIZER, MAX_TOKENIZER_BYTES, TOKENIZER).decode("utf-8", errors="replace")
-        tokenizer = SubwordTokenizer.from_json(text, vocab_size, where=str(path / TOKENIZER))
+        tokenizer = FolderTokenizer.from_json(text, vocab_size, where=str(path / TOKENIZER))
     elif (path / "vocab.json").exists() and (path / "merges.txt").exists():
         vocab = read_json(path / "vocab.json", MAX_TOKENIZER_BYTES, "vocab.json")
         lines = read_bounded(path / "merges.txt", MAX_TOKENIZER_BYTES, "merges.txt").decode("utf-8", "replace")
         merges = [tuple(line.split(" ")) for line in lines.splitlines() if line and not line.startswith("#version")]
         if any(len(m) != 2 for m in merges) or not all(isinstance(i, int) for i in vocab.values()):
             raise CheckpointError(f"{path}'s vocab.json or merges.txt is damaged; download them again")
-        tokenizer = SubwordTokenizer.from_vocab_merges(vocab, merges, vocab_size)
+        tokenizer = FolderTokenizer.from_vocab_merges(vocab, merges, vocab_size)
     else:
         raise CheckpointError(f"{path} has no {TOKENIZER} (nor vocab.json and merges.txt); copy the model's "
                               "tokenizer files into the folder")
@@ -126,6 +180,8 @@ def read_tokenizer(path: Path, vocab_size: int) -> SubwordTokenizer | CharTokeni
     chars = characters_of(tokenizer)  # a character model's folder (`:save hf:`): its tokenizer is characters
     if chars is not None and len(chars) == vocab_size:
         return CharTokenizer.from_vocab(chars)
+    tokenizer.special_tokens = special_tokens(path, tokenizer)
+    tokenizer.special_ids = special_ids(config or {}, vocab_size)
     return tokenizer
 
 
@@ -140,7 +196,7 @@ def load_folder(path: Path, device: torch.device | str = "cpu") -> HFModel:
     arch = architecture(folder)
     config = lab_config(folder)
     check_memory(folder)
-    tokenizer = read_tokenizer(path, config.vocab_size)
+    tokenizer = read_tokenizer(path, config.vocab_size, folder.config)
     with torch.random.fork_rng(devices=[]):  # initial weights the folder's replace: the RNG is left as it was
         model = MiniTransformerLM(config)
     params = dict(model.named_parameters())
@@ -252,11 +308,17 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         hf = arch.hf_config(model.config)
         if context is not None and not position_kind(model.config).learned:  # no table of positions to outgrow
             hf["max_position_embeddings"] = max(hf["max_position_embeddings"], context)
+        # a folder's tokenizer brings its special tokens back (FolderTokenizer); the lab's own tokenizers have none
+        folder_tokenizer = isinstance(tokenizer, FolderTokenizer)
+        hf.update(special_ids(tokenizer.special_ids, model.config.vocab_size) if folder_tokenizer else {})
         (tmp / CONFIG).write_text(json.dumps(hf, indent=2) + "\n")
         tk = tokenizer.tokenizer if tokenizer.kind == "bpe" else characters_as_tokenizer(tokenizer.itos)
         (tmp / TOKENIZER).write_text(tk.to_str(pretty=True), encoding="utf-8")
-        # transformers' AutoTokenizer reads tokenizer.json through the class this names
-        (tmp / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}) + "\n")
+        # transformers' AutoTokenizer reads tokenizer.json through the class this names, and takes which token is
+        # which from the names after it
+        tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast",
+                            **(tokenizer.special_tokens if folder_tokenizer else {})}
+        (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
         if path.exists():
             for litter in DESKTOP_FILES:
                 (path / litter).unlink(missing_ok=True)

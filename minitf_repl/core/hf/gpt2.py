@@ -66,7 +66,7 @@ def hf_config(config: ModelConfig) -> dict:
         if config.activation == "gelu_tanh" else config.activation, "layer_norm_epsilon": config.norm_eps,
         "tie_word_embeddings": config.tie_embeddings, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
         "scale_attn_weights": True, "torch_dtype": "float32",
-        "bos_token_id": None, "eos_token_id": None,  # the lab has no special tokens
+        "bos_token_id": None, "eos_token_id": None,  # a folder's tokenizer's: core.hf.save_folder
     }
 
 

@@ -86,7 +86,7 @@ def hf_config(config: ModelConfig) -> dict:
         "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_base},
         "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
         "tie_word_embeddings": config.tie_embeddings, "torch_dtype": "float32",
-        "bos_token_id": None, "eos_token_id": None,  # the lab has no special tokens
+        "bos_token_id": None, "eos_token_id": None,  # a folder's tokenizer's: core.hf.save_folder
     }
 
 
