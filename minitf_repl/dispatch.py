@@ -35,6 +35,7 @@ from .commands import REGISTRY
 from .core import distributed
 from .core.errors import UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
+from .core.notices import telling
 from .core.watch import Grid
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry, clip
@@ -247,7 +248,7 @@ class FrontDoor:
             with quiet_tty():  # from the wait for torch on: a Ctrl-C there echoed "^C" before "error: interrupted"
                 if command.needs_torch:
                     wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
-                with stop_on_signals(reporter, command):
+                with stop_on_signals(reporter, command), telling(reporter.notice):
                     result = run_command(self.session, command, args, reporter)
             try:
                 if self.front.quiet:

@@ -116,3 +116,66 @@ def test_the_pangrams_words_are_not_joined_by_a_space_the_vocabulary_lacks():
 
     assert words_it_reads(CharTokenizer("Thequickbrownfx")) == "The"  # was "The quick brown", unreadable
     assert words_it_reads(CharTokenizer(" Thequickbrownfx")) == "The quick brown"
+
+
+@pytest.fixture
+def trickle(tmp_path, monkeypatch):
+    """A server on 127.0.0.1 that sends a byte every 50 ms, forever; MINITF_SHAKESPEARE_URL points at it."""
+    import http.server
+    import threading
+    import time
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(2000):
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:  # the client left
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/input.txt"
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", url)
+    yield url
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_download_that_trickles_is_stopped_at_its_deadline(trickle, monkeypatch):
+    import time
+
+    from minitf_repl.core import data
+    from minitf_repl.core.errors import DataError
+
+    monkeypatch.setattr(data, "DOWNLOAD_SECONDS", 1.0)
+    began = time.monotonic()
+    with pytest.raises(DataError, match="took more than 1 s and was stopped"):
+        data.load_data("shakespeare")
+    assert time.monotonic() - began < 5  # was never: read(64 KiB) waited for 64 KiB, the deadline checked after
+
+
+def test_the_front_door_says_a_download_as_it_starts(trickle, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.core import data
+    from minitf_repl.dispatch import FrontDoor
+
+    monkeypatch.setattr(data, "DOWNLOAD_SECONDS", 1.0)
+    out = io.StringIO()
+    door = FrontDoor(tiny_session(), Console(file=out, width=300, color_system=None))
+    door.run_line(":data shakespeare")
+    said = out.getvalue()
+    assert f"downloading tiny Shakespeare (1.1 MB) from {trickle}, once" in said, said  # was silent until it ended
+    assert "took more than 1 s and was stopped" in said

@@ -32,6 +32,7 @@ import torch
 from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named, unkept_path
 from .errors import DataError, UserError
 from .interrupts import cut_short
+from .notices import told
 from .numbers import NumberTooLarge, whole_number
 from .paths import cache_dir, cut_middle, expand, gone_folder, on_windows
 from .probe import evaluating
@@ -762,6 +763,10 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
     except OSError as e:  # a cache shared with another user, whose copy this one may not read: an internal error
         raise DataError(f"cannot read the kept copy of tiny Shakespeare, {cut_middle(str(target))} "
                         f"({e.strerror or e}); remove it, or set MINITF_CACHE_DIR to a folder of your own") from None
+    tell = told()
+    if tell is not None:  # the front end says so: a download of a minute said nothing until it ended or failed
+        tell(f"downloading tiny Shakespeare ({SHAKESPEARE_BYTES / 1e6:.1f} MB) from {url}, once: it is kept in "
+             f"{cut_middle(str(target.parent))}")
     try:  # Ctrl-C stops a stalled download at once (nothing is written before the whole file is here)
         with cut_short(), urllib.request.urlopen(url, timeout=timeout) as response:
             payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
@@ -815,7 +820,10 @@ def _read_capped(response, url: str, cap: int) -> bytes:
     chunks, size = [], 0
     deadline = time.monotonic() + DOWNLOAD_SECONDS
     while True:
-        chunk = response.read(min(2**16, cap + 1 - size))
+        # read1: what has come, up to 64 KiB. read() waited for all 64 KiB, so a server that sent a byte a second
+        # was never stopped at the deadline, which is checked between reads
+        read = getattr(response, "read1", response.read)
+        chunk = read(min(2**16, cap + 1 - size))
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)

@@ -87,7 +87,7 @@ def lab_config(folder: Folder) -> ModelConfig:
     expected = arch.hf_shapes(config, names)
     for name, shape in expected.items():
         entry = folder.tensors.get(name)
-        if entry is None and name == "lm_head.weight":  # no size implies a head of its own: the tie does
+        if entry is None and name == "lm_head.weight":  # the one tensor that the tie implies, not a size
             raise CheckpointError(f"{folder.path} has no tensor lm_head.weight, which its config.json implies with "
                                   "tie_word_embeddings=false (a head of its own); the config does not match the "
                                   "weights (check tie_word_embeddings: true where the head is the embedding)")
