@@ -32,6 +32,7 @@ from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.utils import is_dumb_terminal
 from rich.cells import cell_len
 from rich.console import Console
 
@@ -617,7 +618,9 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         completer=CommandCompleter(session=session),
         bottom_toolbar=lambda: toolbar_text(session, _toolbar_width()),
         input=input,
-        output=output if output is not None else prompt_output(),
+        # TERM=dumb (Emacs' shell): None, for prompt_toolkit's own plain prompt, which it gives only where no output
+        # is passed in; the prompt drawn with cursor moves and a completion menu filled the screen with escapes
+        output=output if output is not None else None if is_dumb_terminal() else prompt_output(),
         key_bindings=tolerant_mouse_bindings(),
         # Ctrl-Z puts minitf in the background, as it does a shell's program (and minitf while a command runs, when
         # the terminal is the shell's): at the prompt it typed a ^Z into the line, which then ran as text

@@ -112,3 +112,22 @@ def test_piped_bad_command_exit_1_and_the_rest_still_runs(env):
     assert "not in the vocabulary" in errors[1] and len(errors) == 2
     assert b"5 tokens in" in result.stdout
     assert b"Traceback" not in result.stderr
+
+
+def test_a_dumb_terminal_gets_a_plain_prompt_without_cursor_moves(env):
+    env["TERM"] = "dumb"  # Emacs' shell: it shows escapes as they are
+    child = spawn(env, *TINY)
+    try:
+        child.expect_exact("minitf> ")
+        child.send(":he")  # typing a command name opened a completion menu, drawn with cursor moves
+        child.send("\t")
+        child.sendline("lp")
+        child.expect_exact("minitf> ")
+        typed = child.before
+        child.sendline(":config")
+        child.expect_exact("minitf> ")
+        child.sendline(":quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert "\x1b[" not in typed, repr(typed)  # was the menu: "\x1b[?7l\x1b[0m\x1b[J ... \x1b[0;7m :help"
