@@ -34,7 +34,7 @@ from .commands import REGISTRY
 from .commands.settings import rebuilding_keys, setting_help
 from .core import distributed  # a light import: it loads torch only when asked to do something
 from .core.catalog import spec_forms
-from .core.errors import UserError
+from .core.errors import UsageError, UserError
 from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
@@ -852,7 +852,7 @@ def _one_line(option: str, debug: bool):
     except UserError as e:
         distributed.before_error()  # under torchrun, every process met it: the machine's first says it
         error(_stderr(), f"{option}: {phrase(e, 'shell')}")
-        raise typer.Exit(1)
+        raise typer.Exit(2 if isinstance(e, UsageError) else 1)
     except typer.Exit:
         raise
     except Exception as e:
@@ -1015,7 +1015,7 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
     if door.interrupted:
         raise typer.Exit(130)
     if status == FAILED:
-        raise typer.Exit(1)
+        raise typer.Exit(2 if door.usage_error else 1)
 
 
 def _options_among(command, words: list[str], args: dict) -> list[str]:
@@ -1038,7 +1038,7 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
         if param.name in args or param.name in typed:
             both = f"{typed[param.name]} and {word}" if param.name in typed \
                 else f"{word} and --{param.name.replace('_', '-')} {shlex.quote(str(args[param.name]))}"  # its value
-            raise UserError(f"{param.name} is given twice ({both}); give it once")
+            raise UsageError(f"{param.name} is given twice ({both}); give it once")
         # Kept under the key as typed, so that a bad value is refused in the user's words (`seed`, not gen_seed).
         args[key.replace("-", "_").lower()], typed[param.name] = value, word
     return text
@@ -1062,7 +1062,7 @@ def _switches_among(command, words: list[str], args: dict) -> list[str]:
             continue
         if param.name in typed or args.get(param.name) not in (None, False, param.default):
             both = typed.get(param.name) or f"--{param.name.replace('_', '-')}"
-            raise UserError(f"{param.name} is given twice ({both} and {word}); give it once")
+            raise UsageError(f"{param.name} is given twice ({both} and {word}); give it once")
         args[param.name], typed[param.name] = "on", word
     return text
 
@@ -1135,7 +1135,7 @@ def _make_subcommand(command, registry: Registry):
                 _, args = parse_line(f":{command.name} " + " ".join(kwargs.get(PAIRS) or []), registry)
             except UserError as e:
                 _command_line_error(phrase(e, "shell"))
-                raise typer.Exit(1)
+                raise typer.Exit(2 if isinstance(e, UsageError) else 1)
         else:
             args = {k: v for k, v in kwargs.items() if v is not None}
             positional = command.positional
@@ -1154,20 +1154,20 @@ def _make_subcommand(command, registry: Registry):
                         command.find_param(key)  # said as the REPL says it (it read "takes no text, got 'bogus=1'")
                     got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
                     if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too
-                        raise UserError(f"{got}{guess} (minitf {command.name} --help lists its options)")
-                    raise UserError(f"{got}; its options go as KEY=VALUE or --KEY VALUE (minitf {command.name} "
+                        raise UsageError(f"{got}{guess} (minitf {command.name} --help lists its options)")
+                    raise UsageError(f"{got}; its options go as KEY=VALUE or --KEY VALUE (minitf {command.name} "
                                     "--help lists them)")
             except UserError as e:
                 _command_line_error(phrase(e, "shell"))
-                raise typer.Exit(1)
+                raise typer.Exit(2 if isinstance(e, UsageError) else 1)
             if len(words) > 1 and positional.path:
                 # a name or a path is one word of the shell's, which has read its quotes: `minitf data sort:3 pydoc`
                 # was the one path "sort:3 pydoc" ("the size after ':' must be a whole number"), `minitf load a b`
                 # "'a b' is not a valid checkpoint name"
-                _command_line_error(f"minitf {command.name} takes one {_metavar(positional)}, got {len(words)} words: "
-                                    f"{clip(' '.join(map(shlex.quote, words)))}; give one (a path that has spaces "
-                                    "goes in quotes)")
-                raise typer.Exit(1)
+                _command_line_error(f"minitf {command.name} takes one {positional.name.upper()}, got {len(words)} "
+                                    f"words: {clip(' '.join(map(shlex.quote, words)))}; give one (a path that has "
+                                    "spaces goes in quotes)")
+                raise typer.Exit(2)  # the command line itself is wrong
             if words:  # no words at all: the text is not given (the command's default), as in the REPL
                 args[positional.name] = positional.positional_text(words)
         _run_one(ctx, command, args, as_json, registry)

@@ -33,7 +33,7 @@ from rich.text import Text
 
 from .commands import REGISTRY
 from .core import distributed
-from .core.errors import UserError, is_out_of_memory
+from .core.errors import UsageError, UserError, is_out_of_memory
 from .core.interrupts import held, hold_back, holding, may_cut_short
 from .core.notices import telling
 from .core.watch import Grid
@@ -197,6 +197,7 @@ class FrontDoor:
         self.interrupted = False  # Ctrl-C stopped or interrupted the last command
         self.terminated: int | None = None  # SIGTERM or SIGHUP arrived: the front end exits after this command
         self.reader_left = False  # standard output's reader closed the pipe: the front end ends (READER_LEFT)
+        self.usage_error = False  # the last command failed on an option or key that does not exist (UsageError)
         self.lost: str | None = None  # why the output of the command running could not be written (EIO, ENOSPC)
         self._hushed: list[Console] = []  # the consoles quieted for the rest of that command
         self.where = ""  # what an error line names first: the line of a script read from a pipe or file ("line 7: ")
@@ -264,6 +265,7 @@ class FrontDoor:
                 raise OutputLost(e.strerror or str(e)) from None
         except UserError as e:
             self._close(reporter)
+            self.usage_error = isinstance(e, UsageError)  # an unknown option: the one-shot shell ends with 2
             if self.front.quiet:  # a process other than torchrun's first: the error of a file or a device (a data
                 distributed.before_error()  # file not there, a folder not writable) is every process's alike
             self._error(phrase(e, self.front.syntax) + meant)

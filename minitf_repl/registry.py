@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .core.config import SettingSpec
-from .core.errors import UserError
+from .core.errors import UsageError, UserError
 from .syntax import REPL, SHELL, cmd, syntax
 
 
@@ -190,7 +190,7 @@ class Command:
         names = [p.name for p in self.options
                  if syntax() != SHELL or p.setting is None or p.setting.shell_option is None]
         if not names:
-            raise UserError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")
+            raise UsageError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")
         # An alias is matched too and named by its option (`n_embed` -> d_model, through nanoGPT's n_embd).
         spelled = {spelling: p.name for p in self.options for spelling in (p.name, *p.aliases)}
         close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
@@ -199,7 +199,7 @@ class Command:
         if len(chosen) == 1:
             hint = f"; did you mean {chosen[0].name}={key}?"
         valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f"{cmd('help', self.name)} lists its {len(names)} keys"
-        raise UserError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
+        raise UsageError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
 
     def options_choosing(self, word: str) -> list[Param]:
         """The options (not the text) one of whose choices `word` is, in any case: what a lone word may have meant."""

@@ -422,6 +422,18 @@ def _loss_numbers(data: ReportData) -> str | None:
     return f"<p>At step {data.step or 0:,}: {', '.join(parts)}{_esc(whose)}.</p>"
 
 
+def _last_run(run) -> str | None:
+    """The last run's steps, beside the train table: its `steps` is the setting, the length a new run gets, and read
+    alone it said 600 of a run of 200 (`minitf train steps=200` sets no setting)."""
+    if not run or not run[1]:
+        return None
+    start, steps, step = run
+    end = start + steps
+    stopped = f", stopped at step {step:,}" if step < end else ""
+    return (f"The last training run: steps {start:,} to {end:,} ({steps:,} steps{stopped}). The table's "
+            "<code>steps</code> is the setting, the length of a new run.")
+
+
 def build_report(data: ReportData) -> str:
     """The whole page as one string."""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_esc(data.title)}</title>",
@@ -435,6 +447,8 @@ def build_report(data: ReportData) -> str:
         values = data.config.get(section, {})
         rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(fmt.value(v))}</td></tr>" for k, v in values.items())
         out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
+        if section == "train" and (run := _last_run(data.config.get("last_run"))):
+            out.append(f"<p>{run}</p>")
     out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
     if data.machine:
         out.append(f"<p>{_esc(data.machine)}</p>")
@@ -540,6 +554,10 @@ def check_report_path(text: str) -> Path:
                                 "path")
             raise UserError(f"cannot write {shown}: the folder {cut_middle(str(folder))} does not exist; "
                             f"create it first, or give {cmd('report', 'PATH')} a path in a folder that exists")
+        if path.is_file() and not _a_report(path):
+            # `minitf report mine.html` replaced a page of the user's own, said only after it was gone
+            raise UserError(f"{shown} is a file that minitf did not write (no report's heading in it); give "
+                            f"{cmd('report', 'PATH')} another name, or move that file away first")
         if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             # a read-only file system refuses whatever the permissions say (it was "permission denied", and no way on)
             why = "the file system is read-only" if _read_only(folder) else "permission denied"
@@ -550,6 +568,20 @@ def check_report_path(text: str) -> Path:
         raise UserError(f"cannot write {shown}: {e.strerror or e}; choose a shorter or other "
                         "path") from None
     return path
+
+
+REPORT_HEAD = "<title>minitf report: "  # in every page's head (cmd_report's title)
+
+
+def _a_report(path: Path) -> bool:
+    """Whether the file at `path` is a page minitf wrote (its head, as build_report writes it), or empty: one that is
+    neither is the user's own, which a report must not replace. Unreadable: left to the write to say."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return True
+    return not head.strip() or REPORT_HEAD.encode() in head
 
 
 def _read_only(folder: Path) -> bool:

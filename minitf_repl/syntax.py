@@ -94,6 +94,11 @@ def _replaced(pair: tuple, given: tuple) -> bool:
     return pair[0] != "--set" or pair[1].partition("=")[0].strip() == given[1].partition("=")[0].strip()
 
 
+def loaded() -> bool:
+    """Whether this one-shot session started from a checkpoint (`minitf --load NAME ...`)."""
+    return any(o == "--load" for o, _ in _INVOKED.get())
+
+
 def interactive() -> str:
     """The line that opens minitf's interactive shell on this one-shot session (`minitf --data sort`): its data,
     settings and checkpoint folder; `minitf` alone outside the shell."""

@@ -121,10 +121,10 @@ def test_user_errors_are_one_line_exit_1():
     assert line == "error: steps must be a whole number, got 'abc'"
     line = assert_one_error_line(invoke(*TINY, "gen", "--n", "3", "hello"))
     assert "not in the vocabulary" in line
-    line = assert_one_error_line(invoke("--set", "nope=1", "config"))
+    line = assert_one_error_line(invoke("--set", "nope=1", "config"), code=2)  # an unknown key: 2
     assert line.startswith("error: --set: unknown option 'nope' for --set")  # shell syntax from the shell
     assert_one_error_line(invoke("--data", "/no/such/file.txt", "data"))
-    assert_one_error_line(invoke("set", "bogus=1"))
+    assert_one_error_line(invoke("set", "bogus=1"), code=2)
     assert_one_error_line(invoke("--device", "tpu", "device", "tpu"))
 
 
@@ -158,7 +158,7 @@ def test_a_word_that_names_an_option_sets_it_as_in_the_repl():
     assert kept.exit_code == 0 and kept.stdout.startswith("x=1"), kept.output
     spaced = json.loads(invoke("qkv", "at=1 head=0", "--json").stdout)  # a quoted text with a space: text
     assert spaced["tokens"][:4] == list("at=1") and spaced["head"] == 0
-    assert "at is given twice" in assert_one_error_line(invoke("qkv", "at=3", "--at", "4"))
+    assert "at is given twice" in assert_one_error_line(invoke("qkv", "at=3", "--at", "4"), code=2)
     assert "n must be a whole number, got 'abc'" in assert_one_error_line(invoke("gen", "n=abc"))
 
 
@@ -168,10 +168,10 @@ def test_a_command_without_text_takes_its_options_as_the_repl_writes_them():
     assert doc["steps"] == 2 and max(row["lr"] for row in doc["curve"]) == pytest.approx(0.01)
     doc = json.loads(invoke(*TINY, "ngram", "n=2", "sample=off", "--json").stdout)
     assert [row["n"] for row in doc["rows"]] == [0, 1, 2]
-    line = assert_one_error_line(invoke(*TINY, "train", "steps=2", "hello"))
+    line = assert_one_error_line(invoke(*TINY, "train", "steps=2", "hello"), code=2)
     assert line == ("error: minitf train takes no text, got 'hello'; its options go as KEY=VALUE or --KEY VALUE "
                     "(minitf train --help lists them)")
-    assert "steps is given twice" in assert_one_error_line(invoke(*TINY, "train", "steps=2", "--steps", "3"))
+    assert "steps is given twice" in assert_one_error_line(invoke(*TINY, "train", "steps=2", "--steps", "3"), code=2)
     assert "steps must be a whole number, got 'x'" in assert_one_error_line(invoke(*TINY, "train", "steps=x"))
     assert "KEY=VALUE" in invoke("train", "--help").stdout
 

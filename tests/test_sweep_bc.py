@@ -197,7 +197,7 @@ def test_the_shell_names_a_misnamed_option_and_both_values_given():
 
     runner = CliRunner()
     said = runner.invoke(cli.app, ["train", "step=3"])  # was: "minitf train takes no text, got 'step=3'"
-    assert said.exit_code == 1 and said.stderr.startswith("error: unknown option 'step' for minitf train; did you "
+    assert said.exit_code == 2 and said.stderr.startswith("error: unknown option 'step' for minitf train; did you "
                                                           "mean steps?")
     twice = runner.invoke(cli.app, ["train", "steps=2", "--steps", "3"])
     assert twice.stderr.strip() == "error: steps is given twice (steps=2 and --steps 3); give it once"

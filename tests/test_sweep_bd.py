@@ -167,7 +167,7 @@ def test_the_line_that_restores_a_checkpoint_names_the_folder_it_was_saved_in(tm
 def test_an_unknown_set_key_from_the_shell_counts_the_keys_its_help_lists():
     from test_cli import assert_one_error_line, invoke
 
-    line = assert_one_error_line(invoke("set", "foo=1"), code=1)
+    line = assert_one_error_line(invoke("set", "foo=1"), code=2)
     listed = invoke("set", "--help").stdout
     count = int(line.split("lists its ")[1].split()[0])
     assert "checkpoint_dir" not in listed and count == 47, line  # was 48: checkpoint_dir, which the help leaves out
@@ -178,9 +178,10 @@ def test_an_unknown_set_key_from_the_shell_counts_the_keys_its_help_lists():
 def test_a_name_or_path_given_as_several_words_from_the_shell_is_refused_as_such(args):
     from test_cli import assert_one_error_line, invoke
 
-    line = assert_one_error_line(invoke(*args))
+    line = assert_one_error_line(invoke(*args), code=2)  # the command line itself is wrong (47th session: was 1)
     # was "the size after ':' must be a whole number", "'s3 ci1' is not a valid checkpoint name", ...
-    assert line.startswith(f"error: minitf {args[0]} takes one NAME, got 2 words: {args[1]} {args[2]}; give one"), line
+    named = "PATH" if args[0] == "report" else "NAME"  # as its usage line names it (47th session: report's was NAME)
+    assert line.startswith(f"error: minitf {args[0]} takes one {named}, got 2 words: {args[1]} {args[2]}; give"), line
 
 
 def test_a_plot_of_watched_frames_says_in_its_help_that_they_are_the_interactive_sessions():

@@ -179,3 +179,67 @@ def test_the_front_door_says_a_download_as_it_starts(trickle, monkeypatch):
     said = out.getvalue()
     assert f"downloading tiny Shakespeare (1.1 MB) from {trickle}, once" in said, said  # was silent until it ended
     assert "took more than 1 s and was stopped" in said
+
+
+@pytest.mark.parametrize("args, code", [(["train", "stepz=5"], 2), (["train", "--stepz", "5"], 2),
+                                        (["--set", "nokey=1", "ls"], 2), (["set", "nosuch"], 2), (["ls", "extra"], 2),
+                                        (["gen", "n=3", "--n", "4"], 2), (["train", "steps=abc"], 1),
+                                        (["set", "lr=abc"], 1), (["--set", "lr=abc", "ls"], 1)])
+def test_an_unknown_option_ends_with_status_2_however_it_is_spelled(args, code):
+    from test_cli import assert_one_error_line, invoke
+
+    # was 1 for `stepz=5` and 2 for `--stepz 5`: docs/checkpoints-and-safety.md's 2 is "the command line is wrong"
+    assert_one_error_line(invoke(*args), code=code)
+
+
+def test_a_report_does_not_replace_a_file_minitf_did_not_write(tmp_path, monkeypatch):
+    from test_cli import assert_one_error_line, invoke
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=16", "--data", "sort:3"]
+    (tmp_path / "mine.html").write_text("<html>my notes</html>")
+    line = assert_one_error_line(invoke(*tiny, "report", "mine.html"))
+    assert "mine.html is a file that minitf did not write" in line  # was replaced, said only after
+    assert (tmp_path / "mine.html").read_text() == "<html>my notes</html>"
+    (tmp_path / "empty.html").write_text("")
+    for page in ("ours.html", "ours.html", "empty.html"):  # a page of its own is replaced, as is an empty file
+        assert invoke(*tiny, "report", page).exit_code == 0
+    assert "<title>minitf report: sort:3" in (tmp_path / "empty.html").read_text()
+
+
+def test_a_reports_train_table_says_the_length_of_the_last_run(checkpoint_dir, tmp_path):
+    from test_cli import invoke
+
+    tiny = ["--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=16", "--data", "sort:3"]
+    assert invoke(*tiny, "train", "steps=4", "--save", "s3").exit_code == 0
+    page = tmp_path / "r.html"
+    assert invoke("--load", "s3", "report", str(page)).exit_code == 0
+    # the table said steps 600 of a run of 4, and nothing else did
+    assert "The last training run: steps 0 to 4 (4 steps)." in page.read_text()
+
+
+def test_a_one_shot_run_that_is_not_saved_says_so(checkpoint_dir):
+    from test_cli import invoke
+
+    result = invoke("--set", "autosave=off", "--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=16",
+                    "--data", "sort:3", "train", "steps=2")
+    assert result.exit_code == 0  # was silent: the model went with the process
+    assert "not saved (autosave is off): the trained model ends with this command" in " ".join(result.stdout.split())
+
+
+def test_the_line_a_one_shot_set_lr_after_a_load_gives_trains_at_that_rate(checkpoint_dir):
+    import json
+    import shlex
+
+    from test_cli import invoke
+
+    tiny = ["--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=16", "--data", "sort:3"]
+    assert invoke(*tiny, "train", "steps=4", "--save", "s3").exit_code == 0
+    said = " ".join(invoke("--load", "s3", "set", "lr=0.05").stdout.split())
+    line = said.split("e.g. ")[-1]
+    # was `minitf --load s3 --set lr=0.05 train`, which went on at the last run's final rate, under 0.05
+    assert line == "minitf --load s3 train --lr 0.05", said
+    before = json.loads(invoke("--load", "s3", "--set", "lr=0.05", "train", "--steps", "1", "--json").stdout)
+    assert before["schedule"] == "continue" and before["constant_lr"] < 0.05  # what the old line gave
+    doc = json.loads(invoke(*shlex.split(line)[1:], "--steps", "1", "--json").stdout)
+    assert doc["schedule"] == "new" and doc["evals"][0]["lr"] == pytest.approx(0.05)

@@ -373,9 +373,9 @@ def test_words_after_a_command_that_takes_none_say_so(args, got):
 
 
 def test_a_command_with_options_still_says_where_its_options_go():
-    line = assert_one_error_line(invoke("train", "foo"))
+    line = assert_one_error_line(invoke("train", "foo"), code=2)
     assert "minitf train takes no text, got 'foo'; its options go as KEY=VALUE" in line
-    line = assert_one_error_line(invoke("ls", "/tmp/x"))  # ls takes all=on since it lists the newest 40 alone
+    line = assert_one_error_line(invoke("ls", "/tmp/x"), code=2)  # ls takes all=on since it lists the newest 40 alone
     assert "minitf ls takes no text, got '/tmp/x'; its options go as KEY=VALUE" in line
 
 

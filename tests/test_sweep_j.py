@@ -160,9 +160,9 @@ def test_the_shell_line_that_restores_a_folder_with_a_space_quotes_it():
 # --- an option given twice as KEY=VALUE --------------------------------------------------------------------
 def test_an_option_given_twice_as_key_value_names_the_two_words_typed():
     """`minitf gen n=3 n=4 hi` said "n is given twice (n=4 and --n)": no --n was typed."""
-    line = assert_one_error_line(invoke("gen", "n=3", "n=4", "hi"))
+    line = assert_one_error_line(invoke("gen", "n=3", "n=4", "hi"), code=2)
     assert line == "error: n is given twice (n=3 and n=4); give it once"
-    line = assert_one_error_line(invoke("train", "--steps", "2", "max_iters=3"))
+    line = assert_one_error_line(invoke("train", "--steps", "2", "max_iters=3"), code=2)
     assert line == "error: steps is given twice (max_iters=3 and --steps 2); give it once"
 
 

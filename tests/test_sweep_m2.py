@@ -30,7 +30,7 @@ def test_a_bad_value_is_refused_under_the_name_the_user_typed(line, word):
 def test_the_shell_refuses_an_alias_in_the_users_words(tmp_path):
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "step", "seed=-3"))
     assert line.startswith("error: seed (gen_seed) must be a whole number >= 0"), line
-    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "step", "seed=1", "gen_seed=2"))
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "step", "seed=1", "gen_seed=2"), code=2)
     assert "given twice" in line
 
 

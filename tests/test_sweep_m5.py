@@ -48,7 +48,7 @@ def test_the_shell_reads_an_on_off_option_named_alone_as_on(tmp_path):
     result = invoke("--checkpoint-dir", str(tmp_path), "ls", "all")
     assert result.exit_code == 0, result.output
     assert "no checkpoints" in result.output
-    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "ls", "all", "--all"))
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "ls", "all", "--all"), code=2)
     assert "all is given twice (--all and all); give it once" in line
 
 

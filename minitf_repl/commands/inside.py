@@ -1106,7 +1106,8 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
-                "gen": session.gen_config.to_dict(), "data": session.data_spec},
+                "gen": session.gen_config.to_dict(), "data": session.data_spec,
+                "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"

@@ -32,7 +32,7 @@ from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session, ShellConfig
-from ..syntax import SHELL, cmd, given_before, restore, setting_text, syntax, without_setting
+from ..syntax import SHELL, cmd, given_before, loaded, restore, setting_text, syntax, without_setting
 from .base import REGISTRY, command, complete_data, greedy_ignores
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, keep_trained_model, load_checked,
                      quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
@@ -673,8 +673,12 @@ def render_set(result: SetResult, console: Console) -> None:
         specs = [SET.param_named(k).setting for k in keys]  # the command that reads them: sampling settings alone
         reader = "gen" if all(s is not None and s.section == GenConfig.kind for s in specs) else "train"  # do nothing
         line = given_before(reader, "--set", pairs, result.data if result.rebuilt else None)  # to a :train
-        note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, so give "
-                      f"it before that command, e.g. {line}")
+        how = f"so give it before that command, e.g. {line}"
+        if keys == ["lr"] and loaded():  # `--load b3 --set lr=0.003 train` went on at the last run's 0.001: a loaded
+            # model's train goes on at a constant rate (schedule=continue), which the lr setting only caps
+            how = (f"and a loaded model's train goes on at the last run's final rate, which the lr setting only caps; "
+                   f"train's own lr starts a new run at that peak, e.g. {cmd('train', lr=result.changed['lr'][1])}")
+        note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, {how}")
     if result.recipe:
         name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
         say(console, f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back",

@@ -33,7 +33,7 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, at_keyboard, cmd, interactive, option, restore, syntax, train_first, watch_first
+from ..syntax import REPL, SHELL, at_keyboard, cmd, interactive, option, restore, syntax, train_first, watch_first
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
@@ -673,6 +673,9 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
                          "neither saved nor loaded (another session's?): it is replaced", "yellow")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
+    elif not result.saved and result.steps and syntax() == SHELL:  # autosave=off, no --save: ended without a word
+        note(console, f"not saved (autosave is off): the trained model ends with this command; "
+                      f"{cmd('train', save='NAME')} keeps the next one")
     # what the banner said comes next, said when it does: to a person at the prompt (a script's output, piped on to
     # another program or kept as a log, read "now type some text" where no one types)
     if first_run_done(result) and syntax() == REPL and at_keyboard():

@@ -18,6 +18,11 @@ class UserError(ValueError):
         self.fix = dict(fix or {})  # {setting: value that would work}
 
 
+class UsageError(UserError):
+    """A command line that names what does not exist (an unknown option or key): from the shell it ends with status 2,
+    as a command line Click itself refuses does (`--stepz 5` gave 2 and `stepz=5` gave 1, for the same mistake)."""
+
+
 class ConfigError(UserError):
     """An invalid model or training setting."""
 
