@@ -146,7 +146,7 @@ def test_the_command_leaves_the_session_alone_and_renders(session):
     assert "position 0 reads one character, as the bigram counter does" in text
     assert "trigram counter" in text and "mean over every position" in text
     doc = json.loads(json.dumps(json_document(REGISTRY["context"], result)))
-    assert doc["schema"] == "minitf.context/2" and len(doc["curve"]["losses"]) == 24
+    assert doc["schema"] == "minitf.context/3" and len(doc["curve"]["losses"]) == 24
 
 
 def test_counter_zero_scores_no_counter_and_the_notes_say_why(session):

@@ -57,10 +57,12 @@ def forwards(monkeypatch):
     return seen
 
 
-def test_context_scores_through_the_fast_path_in_passes_a_cpu_cache_holds(forwards, text_session):
+def test_context_scores_through_the_fast_path_in_passes_a_cpu_cache_holds(forwards, text_session, monkeypatch):
     s = text_session
     s.model  # built before counting
     T = s.model_config.max_seq_len
+    # three passes of fewer windows than the text's validation split holds, which :context would score each once
+    monkeypatch.setattr(context, "CPU_POSITIONS_PER_PASS", 16 * T)
     windows = 3 * context.CPU_POSITIONS_PER_PASS // T
     before = run(s, f":context windows={windows} counter=0").curve
     assert forwards["readable"] == []

@@ -243,3 +243,22 @@ def test_the_line_a_one_shot_set_lr_after_a_load_gives_trains_at_that_rate(check
     assert before["schedule"] == "continue" and before["constant_lr"] < 0.05  # what the old line gave
     doc = json.loads(invoke(*shlex.split(line)[1:], "--steps", "1", "--json").stdout)
     assert doc["schedule"] == "new" and doc["evals"][0]["lr"] == pytest.approx(0.05)
+
+
+def test_context_on_a_short_validation_text_scores_each_window_once(tmp_path):
+    from test_sweep_ab import shown
+
+    corpus = tmp_path / "short.txt"
+    corpus.write_text(("the cat sat on a mat and then it ran far away " * 8)[:360], encoding="utf-8")
+    s = tiny_session(data=str(corpus))
+    result = run(s, ":context")
+    curve = result.curve
+    assert curve.every and curve.windows == 36 - 32  # the split's 36 characters hold 4 windows of 32 + 1
+    assert not any(e == 0 for e in curve.errors if e == e)  # 2,048 copies of 4 windows read a ± of 0.000
+    said = " ".join(shown(result, width=200).split())
+    assert "4 windows of 32 characters (all the validation text has)" in said
+    assert "halves it" not in said and "each scored once: more windows= cannot narrow it" in said
+    longer = tmp_path / "longer.txt"
+    longer.write_text(("the cat sat on a mat and then it ran far away " * 30)[:1000], encoding="utf-8")
+    fewer = run(tiny_session(data=str(longer)), ":context windows=16")  # 68 windows there: 16 drawn, as before
+    assert not fewer.curve.every and fewer.curve.windows == 16

@@ -106,7 +106,7 @@ def default_windows(max_seq_len: int) -> int:
           help=f"windows this long, past the model's max_seq_len: a copy of the model with its positions worked out "
                f"further (rope, sinusoidal or none; at most {LONGER_AT_MOST}x max_seq_len) reads them (default: "
                f"max_seq_len)"),
-], interruptible=True, aliases=("positions",), json_version=2)  # fmt: skip
+], interruptible=True, aliases=("positions",), json_version=3)  # fmt: skip
 def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResult:
     from ..core.context import position_losses
 
@@ -204,7 +204,8 @@ def render_context(result: ContextResult, console: Console) -> None:
              else f"with no causal mask every position reads the whole window, and every one but the last the "
                   f"{unit} it predicts too (the last one's lies past the window)")
     say(console, f"the val loss at each position of the window on {result.data}: {count(curve.windows, 'window')} "
-                 f"of {count(T, unit)} (seed {result.seed}); {reads}", "bold")
+                 f"of {count(T, unit)} ({'all the validation text has' if curve.every else f'seed {result.seed}'}); "
+                 f"{reads}", "bold")
     if past(curve):
         say(console, f"the model trained on windows of {curve.trained}: positions {curve.trained}-{T - 1} lie past "
                      f"it, read with the same weights and their positions worked out further"
@@ -387,7 +388,10 @@ def notes(result: ContextResult, console: Console) -> None:
         note(console, f"the window's far end still gains: {cmd('set', max_seq_len=2 * curve.trained)}, "
                       f"{cmd('train')} and {cmd('context')} again show whether a longer window pays")
     # The ± shrinks as 1/sqrt(windows); a hint past the most windows= takes would be refused when typed
-    if 4 * curve.windows <= WINDOWS_MOST:
+    if curve.every:  # more windows= would score the same ones again: "halves it" of a ± that could not move
+        fewer = (f"these are every window of the validation text, each scored once: more windows= cannot narrow it"
+                 + ("; with one window there is no ± at all" if curve.windows < 2 else ""))
+    elif 4 * curve.windows <= WINDOWS_MOST:
         fewer = f"{cmd('context', **asked(result, windows=4 * curve.windows))} halves it"
     elif curve.windows < WINDOWS_MOST:
         fewer = (f"{cmd('context', **asked(result, windows=WINDOWS_MOST))} narrows it to "

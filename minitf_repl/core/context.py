@@ -81,6 +81,7 @@ class PositionLosses:
     # trained window minus that over its last quarter, averaged (> 0: worse past it), and its standard error
     past_gain: float | None = None
     past_error: float | None = None
+    every: bool = False  # the windows are every one of the validation text, each once (there are no more to score)
 
     @property
     def first_counted(self) -> int:
@@ -98,7 +99,13 @@ def position_losses(model, data, device, windows: int, seed: int = 0, counter: i
     the positions past them are read against its last quarter. `fast`: score through the fast path where it can
     run the model (the `fast_path` setting; off: the readable forward)."""
     generator = torch.Generator().manual_seed(seed)
-    x, y = data.get_batch("val", windows, model.config.max_seq_len, generator)  # y = -1 where nothing is counted
+    window_count = getattr(data, "window_count", None)  # a text's: a task's and random's windows are drawn anew
+    every = window_count is not None and window_count("val", model.config.max_seq_len) <= windows
+    if every:  # each once: drawn at random, a short split's few windows came again and again, and a ± over 2,048
+        x, y = data.every_window("val", model.config.max_seq_len)  # copies of its one window read 0.000
+        windows = len(x)
+    else:
+        x, y = data.get_batch("val", windows, model.config.max_seq_len, generator)  # y = -1 where nothing counts
     T = x.shape[1]  # a task's window is its question and answer, maybe shorter than max_seq_len
     counted = y >= 0
     nll = torch.where(counted, _score(model, x, y, device, on_progress, fast).double(), torch.nan)
@@ -114,7 +121,7 @@ def position_losses(model, data, device, windows: int, seed: int = 0, counter: i
     gain, error = far_gain(nll[:, :W])
     past, past_error = past_gain(nll, W) if W < T else (None, None)
     return PositionLosses(
-        windows=windows, positions=T, losses=losses, errors=errors, counted=numbers, smoothed=smoothed,
+        windows=windows, every=every, positions=T, losses=losses, errors=errors, counted=numbers, smoothed=smoothed,
         late=late_level(smoothed[:W]), mean=float(nll[:, :W].nanmean()),
         counter_order=counter, counter=counter_losses, counter_smoothed=counter_smoothed,
         half_at=half_way(losses[:W], smoothed[:W], errors), trained=W,

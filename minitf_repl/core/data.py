@@ -257,6 +257,20 @@ class TextCorpus:
         self.check_fits(max_seq_len)
         data = self.splits[split]
         starts = torch.randint(len(data) - max_seq_len, (batch_size,), generator=generator)
+        return self._windows(data, starts, max_seq_len)
+
+    def window_count(self, split: str, max_seq_len: int) -> int:
+        """How many different windows get_batch draws from: one per start, len(split) - max_seq_len."""
+        check_split(split)
+        self.check_fits(max_seq_len)
+        return len(self.splits[split]) - max_seq_len
+
+    def every_window(self, split: str, max_seq_len: int):
+        """get_batch's windows, each once, in order: (x, y) of window_count rows."""
+        return self._windows(self.splits[split], torch.arange(self.window_count(split, max_seq_len)), max_seq_len)
+
+    @staticmethod
+    def _windows(data: torch.Tensor, starts: torch.Tensor, max_seq_len: int):
         windows = data[starts[:, None] + torch.arange(max_seq_len + 1)].long()  # (B, T + 1): one window a row
         return windows[:, :-1], windows[:, 1:]  # x, and y = x shifted by one: the next token at each position
 
