@@ -262,3 +262,24 @@ def test_context_on_a_short_validation_text_scores_each_window_once(tmp_path):
     longer.write_text(("the cat sat on a mat and then it ran far away " * 30)[:1000], encoding="utf-8")
     fewer = run(tiny_session(data=str(longer)), ":context windows=16")  # 68 windows there: 16 drawn, as before
     assert not fewer.curve.every and fewer.curve.windows == 16
+
+
+def test_a_task_whose_held_out_questions_hold_a_digit_training_never_shows_says_so():
+    from minitf_repl.core.data import load_data
+
+    assert load_data("sort:1").held_out_only() == "1" and load_data("reverse:1").held_out_only() == "1"
+    assert all(load_data(spec).held_out_only() == "" for spec in ("add:1", "sort:2", "reverse:3", "sort:6"))
+    hooks = Recorder()
+    run(tiny_session(), ":data sort:1", hooks)  # its accuracy read 0.0% with no word why
+    assert any("sort:1's held-out questions hold the digit 1, which no training question holds" in n
+               for n in hooks.notices), hooks.notices
+    quiet = Recorder()
+    run(tiny_session(), ":data sort:2", quiet)
+    assert not any("held-out questions hold" in n for n in quiet.notices)
+
+
+def test_ngram_counts_as_seen_only_positions_that_have_a_whole_context():
+    result = run(tiny_session(data="random:2"), ":ngram")
+    rows = {row.n: row for row in result.rows}
+    assert all(rows[n].contexts == 2 ** (n - 1) for n in (2, 3, 4))  # every context there is was counted
+    assert all(rows[n].seen == 1.0 for n in (2, 3, 4))  # was 98%, 97%, 95%: window starts taken for unseen

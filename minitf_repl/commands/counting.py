@@ -58,7 +58,7 @@ def check_counter(n: int, vocab_size: int) -> None:
 class NgramRow:
     n: int  # 0: the uniform guess; else the next token from the n - 1 before it
     contexts: int  # distinct contexts of n - 1 tokens counted in training (0 for the uniform guess)
-    seen: float  # the share of scored validation positions whose context was counted in training
+    seen: float  # the share of scored validation positions with a whole context whose context was counted (nan: none)
     train_loss: float  # nats per token on the text it counted
     val_loss: float  # nats per token on the validation text
     bits_per_char: float | None  # val_loss in bits per character of the validation text (a corpus only)
@@ -161,7 +161,7 @@ def render_ngram(result: NgramResult, console: Console) -> None:
     rows = []
     for row in result.rows:
         rows.append([str(row.n), reads(row.n, unit), f"{row.contexts:,}" if row.n else "-",
-                     f"{row.seen:.0%}" if row.n else "-", f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
+                     f"{row.seen:.0%}" if row.n and not math.isnan(row.seen) else "-", f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
                      f"{row.bits_per_char:.2f}" if row.bits_per_char is not None else "-",
                      f"step {row.model_below_at:,}" if row.model_below_at is not None else "not yet"])
     model_bits = f"{result.model_bits_per_char:.2f}" if result.model_bits_per_char is not None else "-"

@@ -717,15 +717,29 @@ class DataResult:
     model_step: int | None = None  # a switch that kept the trained model (the same vocabulary): the step it is at
 
 
+def _held_out_only(data, reporter: Reporter) -> None:
+    """Said of a task too small to hold out questions fairly (sort:1, reverse:1): a digit only held-out questions hold
+    is one no training shows, so its questions cannot be answered, and :mistakes and :ngram read as a model's failing."""
+    only = data.held_out_only() if hasattr(data, "held_out_only") else ""
+    if only:
+        digits = ", ".join(only)
+        reporter.notice(f"{data.name}:{data.size}'s held-out questions hold the digit{'s' if len(only) > 1 else ''} "
+                        f"{digits}, which no training question holds: no model can answer them, so its validation "
+                        f"accuracy stays 0; "
+                        f"{cmd('data', f'{data.name}:{data.size + 1}')} holds every digit in training")
+
+
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help=", ".join(spec_forms()) + " or a file path", positional=True,
                        complete=complete_data, path=True, browse="files")], json_version=4)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
+        _held_out_only(session.data, reporter)
         return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()
     data = load_checked(session, spec, reporter)
+    _held_out_only(data, reporter)
     if spec.partition(":")[0] in TASKS:  # its size in digits, as a checkpoint keeps it: sort:1e1 is now sort:10
         from ..core.data import lasting_spec
 

@@ -403,6 +403,18 @@ class Task:
             return f"{''.join(map(str, digits[: self.size]))}+{''.join(map(str, digits[self.size :]))}="
         return "".join(map(str, digits)) + "="
 
+    def held_out_only(self) -> str:
+        """The digits that only held-out questions hold, in order; "" where every digit is in some training question,
+        or the task is too large to list (10,000 questions or more). sort:1's one held-out question, 1=, is the only
+        one with a 1: no training shows the model a 1, and its validation accuracy is 0 whatever it learns."""
+        if 10**self.n_digits >= 10_000:
+            return ""
+        train, val = set(), set()
+        for number in range(10**self.n_digits):
+            question = self.question([int(d) for d in f"{number:0{self.n_digits}d}"])
+            (val if self.is_val(question) else train).update(ch for ch in question if ch.isdigit())
+        return "".join(sorted(val - train))
+
     def answer(self, question: str) -> str:
         body = question.rstrip("=")
         if self.name == "sort":
