@@ -283,3 +283,47 @@ def test_ngram_counts_as_seen_only_positions_that_have_a_whole_context():
     rows = {row.n: row for row in result.rows}
     assert all(rows[n].contexts == 2 ** (n - 1) for n in (2, 3, 4))  # every context there is was counted
     assert all(rows[n].seen == 1.0 for n in (2, 3, 4))  # was 98%, 97%, 95%: window starts taken for unseen
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_token_probs_in_batches_equal_one_pass_per_token(causal):
+    import torch
+
+    from minitf_repl import MiniTransformerLM, ModelConfig
+    from minitf_repl.core import inside
+    from minitf_repl.core.config import GenConfig
+    from minitf_repl.core.generate import sampling_stages
+
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(vocab_size=20, n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16,
+                                          causal=causal)).eval()
+    settings = GenConfig(temperature=0.8, top_k=5)
+
+    def one_pass_each(prompt, new):  # the rule: each token's probability on the last max_seq_len tokens before it
+        tokens, out = prompt + new, []
+        with torch.no_grad():
+            for i, token in enumerate(new):
+                z = model(torch.tensor([tokens[: len(prompt) + i][-16:]]))[0][0, -1]
+                out.append(float(sampling_stages(z, 0.8, 5, None).probs[token]))
+        return out
+
+    for size in (1, 5, 16, 20):
+        for n in (1, 12, 40):
+            prompt, new = torch.randint(20, (size,)).tolist(), torch.randint(20, (n,)).tolist()
+            assert inside.token_probs(model, prompt, new, settings) == pytest.approx(one_pass_each(prompt, new),
+                                                                                     abs=1e-5)
+
+
+def test_token_probs_past_the_window_reads_many_windows_a_pass():
+    import torch
+
+    from minitf_repl import MiniTransformerLM, ModelConfig
+    from minitf_repl.core import inside
+    from minitf_repl.core.config import GenConfig
+
+    model = MiniTransformerLM(ModelConfig(vocab_size=20, n_layers=1, d_model=32, n_heads=2, d_ff=64, max_seq_len=16))
+    passes = []
+    model.register_forward_pre_hook(lambda module, args: passes.append(args[0].shape))
+    inside.token_probs(model, [1] * 4, torch.randint(20, (300,)).tolist(), GenConfig())
+    assert len(passes) == 2, passes  # was 287: the window's start in one pass, then one pass a token
+    assert passes[0] == (1, 16) and passes[1] == (287, 16)

@@ -1143,14 +1143,19 @@ def embedding_map(model: nn.Module, among: list[int] | None = None) -> Embedding
 # --- the probability of each generated token --------------------------------------------------------
 
 
+PROB_LOGITS = 2**22  # logits a batch of token_probs' windows holds at most (16 MiB of float32)
+
+
 def token_probs(model: nn.Module, prompt_ids: list[int], new_ids: list[int], settings: GenConfig) -> list[float]:
     """The probability each generated token had when it was picked (`:gen show=probs`).
 
     Recomputed from the model with `core.generate.sampling_stages`, the sampler's own rules under
     `settings` (temperature, top_k, top_p), on the context generate read: the last max_seq_len tokens
-    before each new one (one pass while the text fits the window, one per token after). Without the
-    causal mask a position also reads the tokens after it, which did not exist when it was the newest,
-    so such a model takes one pass per token throughout.
+    before each new one. While the text fits the window one pass reads them all; past it each token's
+    context is a window of its own, and those windows go through the model as batches
+    (PROB_LOGITS a pass): a pass each took as long as the generating had, and 3,000 tokens
+    showed nothing for 20 s. Without the causal mask a position also reads the tokens after it,
+    which did not exist when it was the newest, so there every token reads a window of its own.
     """
     require_model(model, "token_probs")
     if not new_ids:
@@ -1158,17 +1163,24 @@ def token_probs(model: nn.Module, prompt_ids: list[int], new_ids: list[int], set
     window = model.config.max_seq_len
     device = next(model.parameters()).device
     tokens = list(prompt_ids) + list(new_ids)
-    out = []
+    contexts = [tokens[max(0, len(prompt_ids) + i - window) : len(prompt_ids) + i] for i in range(len(new_ids))]
+    rows: list[torch.Tensor] = []
+    per_pass = max(1, PROB_LOGITS // (window * model.config.vocab_size))
     with listening(model, {}):
-        if len(tokens) - 1 <= window and model.causal:
-            logits, _ = model(torch.tensor([tokens[:-1]], device=device))  # (1, T, V)
-            rows = [logits[0, len(prompt_ids) - 1 + i] for i in range(len(new_ids))]
-        else:
-            rows = []
-            for i in range(len(new_ids)):
-                context = tokens[: len(prompt_ids) + i][-window:]
-                logits, _ = model(torch.tensor([context], device=device))
-                rows.append(logits[0, -1])
+        done = 0
+        if model.causal:  # the tokens whose context starts the text, within the window: one pass over them all
+            done = max(0, min(len(new_ids), window - len(prompt_ids) + 1))
+            if done:
+                logits, _ = model(torch.tensor([tokens[: len(prompt_ids) + done - 1]], device=device))
+                rows += [logits[0, len(prompt_ids) - 1 + i] for i in range(done)]
+        while done < len(contexts):  # the others: contexts of one length (a full window), per_pass at a time
+            end = done + 1
+            while end < len(contexts) and end - done < per_pass and len(contexts[end]) == len(contexts[done]):
+                end += 1
+            logits, _ = model(torch.tensor(contexts[done:end], device=device))
+            rows += list(logits[:, -1])
+            done = end
+        out = []
         for z, token in zip(rows, new_ids):
             stages = sampling_stages(z, settings.temperature, settings.top_k, settings.top_p)
             out.append(float(stages.probs[token]))
