@@ -809,6 +809,8 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         result = run_command(session, REGISTRY.find("load"), {"name": name})
         from .core.data import lasting_spec
 
+        if result.data_changed is not None and not quiet:  # the file rewritten since: said, as :load says it
+            say(_stderr(), f"--load: data: {result.data_changed}", "yellow")
         if result.architecture is not None:  # a Hugging Face folder brings no data: the session's is read by its
             if result.data_missing is not None and not quiet:  # tokenizer, or cannot be, which no output would say
                 say(_stderr(), f"--load: data: {result.data_missing}", "yellow")

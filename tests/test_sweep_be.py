@@ -327,3 +327,22 @@ def test_token_probs_past_the_window_reads_many_windows_a_pass():
     inside.token_probs(model, [1] * 4, torch.randint(20, (300,)).tolist(), GenConfig())
     assert len(passes) == 2, passes  # was 287: the window's start in one pass, then one pass a token
     assert passes[0] == (1, 16) and passes[1] == (287, 16)
+
+
+def test_a_load_says_when_the_text_trained_on_was_rewritten_with_the_same_characters(tmp_path, checkpoint_dir):
+    from minitf_repl.core.checkpoint import load_checkpoint
+    from test_checkpoint_commands import TEXT
+
+    corpus = tmp_path / "fox.txt"
+    corpus.write_text(TEXT * 2, encoding="utf-8")
+    s = tiny_session(data=str(corpus))
+    run(s, ":train steps=2 save=fox")
+    assert load_checkpoint(checkpoint_dir, "fox").meta["data_sha256"] == s.data.digest
+    assert run(s, ":load fox").data_changed is None  # the same text: nothing to say
+    corpus.write_text(TEXT[: len(TEXT) // 2] + TEXT, encoding="utf-8")  # other text, the same characters
+    changed = run(tiny_session(data=str(corpus)), ":load fox")
+    # was loaded without a word: its val split, the last tenth, now held text the model had trained on
+    assert changed.data_missing is None and "holds another text than when fox was saved" in changed.data_changed
+    task = tiny_session(data="sort:3")
+    run(task, ":train steps=1 save=task")
+    assert "data_sha256" not in load_checkpoint(checkpoint_dir, "task").meta  # generated data has no one text

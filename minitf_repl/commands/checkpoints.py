@@ -150,6 +150,8 @@ class LoadResult:
     n_params: int  # parameters of the loaded model
     saved_at: str | None  # ISO 8601, UTC
     data_missing: str | None = None  # the training data could not be had: only its vocabulary was restored
+    # the text read now is not the one the checkpoint was saved with (the same characters): what that means
+    data_changed: str | None = None
     architecture: str | None = None  # hf:PATH: the folder's model_type (gpt2, llama); None for a checkpoint
     tokenizer: str | None = None  # hf:PATH: the folder's tokenizer, in words
     context: int | None = None  # hf:PATH: the folder's own context window where the lab's max_seq_len is shorter
@@ -173,7 +175,7 @@ class LoadResult:
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
           "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf"),
-], json_version=8)  # fmt: skip
+], json_version=9)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint.layout import checkpoint_path
@@ -211,6 +213,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             checkpoint = ckpt.load_checkpoint(session.checkpoint_dir, name)
             data = _checkpoint_data(session, checkpoint)
             data_missing = data.description if isinstance(data, VocabOnly) else None
+            data_changed = _text_changed(checkpoint, data)
             device = session.device
             if (n := parameter_count(checkpoint.model_config)) >= BUILD_NOTICE_PARAMETERS:
                 reporter.notice(f"building {name}'s model of {n / 1e6:,.0f}M parameters and putting its weights in: "
@@ -249,7 +252,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         val_step=evaluated[-1].get("step") if evaluated else None,
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
-        data_missing=data_missing, train_changed=_changed(before, session.train_config),
+        data_missing=data_missing, data_changed=data_changed, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
         trained_dtype=trainer.trained_dtype,
@@ -404,6 +407,17 @@ def _text_read_by(session: Session, tokenizer, max_seq_len: int):
     return data, None
 
 
+def _text_changed(checkpoint, data) -> str | None:
+    """Said where the text read now differs from the one the checkpoint was saved with (its data_sha256): a file
+    rewritten since with the same characters loaded without a word, and its validation split, the last tenth, could
+    then hold text the model had trained on."""
+    saved, now = checkpoint.meta.get("data_sha256"), getattr(data, "digest", None)
+    if saved is None or now is None or saved == now:
+        return None
+    return (f"{checkpoint.data_spec} holds another text than when {checkpoint.name} was saved (the same characters): "
+            "its validation split may hold text the model trained on, so its val loss can read too low")
+
+
 def _checkpoint_data(session: Session, checkpoint):
     """The data the checkpoint was trained on: the session's own if it is the same, else loaded, else
     (a file that is gone, say) a stand-in with the saved vocabulary, so the model still generates.
@@ -457,6 +471,8 @@ def render_load(result: LoadResult, console: Console) -> None:
                      f"{result.context:,} positions (RoPE: the weights are the same at any length)", "yellow")
     if result.data_missing:
         say(console, f"data: {result.data_missing}", "yellow")
+    if result.data_changed:
+        say(console, f"data: {result.data_changed}", "yellow")
     if result.train_changed:
         # :load restores the checkpoint's run, its settings with it: a :set before it did not last, and says so
         moved = ", ".join(f"{name} {setting_text(old)} -> {setting_text(new)}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import hashlib
 import math
 import operator
@@ -216,6 +217,13 @@ class TextCorpus:
         self.readings = readings if readings is not None else Readings()
         self.splits = self.readings.splits_of(self.tokenizer, dtype, lambda: {
             split: _encoded(self.tokenizer, self.split_text(split), dtype) for split in ("train", "val")})
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The SHA-256 of the text: a checkpoint keeps it, and a load tells a file rewritten since it was trained on
+        (the same characters, so the vocabulary alone says nothing), whose validation split may then hold text the
+        model trained on."""
+        return hashlib.sha256(self.text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
     def split_text(self, split: str) -> str:
         """The characters of the train or the val split."""

@@ -223,6 +223,9 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
                                   and shows_as_text(weights_from)), "weights_from is not printable text")
     since = m.get("data_since_step")
     need(since is None or (is_int(since) and since >= 0), "data_since_step is not a whole number >= 0")
+    digest = m.get("data_sha256")
+    need(digest is None or (isinstance(digest, str) and len(digest) == 64
+                            and all(c in "0123456789abcdef" for c in digest)), "data_sha256 is not a SHA-256")
     for key in ("saved_at", "minitf_version", "torch_version", "python_version"):
         need(key not in m or (isinstance(m[key], str) and len(m[key]) <= 64 and m[key].isprintable()),
              f"{key} is not short printable text")

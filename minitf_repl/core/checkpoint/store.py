@@ -43,7 +43,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
-                    data_since_step: int = 0, outcome: dict | None = None, on_wait=None) -> Path:
+                    data_since_step: int = 0, outcome: dict | None = None, on_wait=None,
+                    data_sha256: str | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -58,7 +59,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     `weights_from`: where weights not trained here came from (`hf:PATH`), so that a load at step 0 does not
     take them for an untrained model's. `data_since_step`: the step after which `data_spec` came in, where a switch
     to data of the same vocabulary kept the model (0: the whole history is of it), so that a listing or a load
-    does not give a val loss measured on the data before as this data's.
+    does not give a val loss measured on the data before as this data's. `data_sha256`: the text's digest
+    (TextCorpus.digest), which a load compares with the text it reads then.
     `outcome`: a dict the save sets "replaced" in (whether a checkpoint NAME
     was there when the save took the lock, and was saved over or rotated away): only the lock knows, since
     another session may save NAME between a caller's look and this save; and "replaced_meta", that checkpoint's
@@ -123,6 +125,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "data_spec": data_spec,
         **({"weights_from": _shown(weights_from)} if weights_from else {}),
         **({"data_since_step": data_since_step} if data_since_step else {}),
+        # an older minitf reads past the key; a manifest without it is of before it was kept, or of generated data
+        **({"data_sha256": data_sha256} if data_sha256 else {}),
         "trainer": trainer_json,
         "optimizer": {"param_groups": param_groups, "scalars": scalars},
         "files": {
