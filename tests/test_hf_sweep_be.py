@@ -241,3 +241,16 @@ def test_a_missing_lm_head_names_tie_word_embeddings(llama, tmp_path):
 def test_the_docs_say_that_minitf_reads_text_without_a_bos_token():
     page = (Path(__file__).parent.parent / "docs" / "real-models.md").read_text()
     assert "add_special_tokens=False" in page and "BOS" in page
+
+
+def test_save_hf_through_a_lab_checkpoint_keeps_the_folders_special_tokens(gpt2, tmp_path):
+    """`:load hf:` -> `:save mine` -> `:load mine` -> `:save hf:`: a lab checkpoint keeps the tokenizer, not which
+    token is which; the folder the weights came from is read again for them (the 47th session)."""
+    ck = tmp_path / "ck"
+    first = Session(data_spec="pydoc", checkpoint_dir=ck)
+    run_command(first, "load", {"name": f"hf:{gpt2}"})
+    run_command(first, "save", {"name": "mine"})
+    again = Session(data_spec="pydoc", checkpoint_dir=ck)
+    run_command(again, "load", {"name": "mine"})
+    run_command(again, "save", {"name": f"hf:{tmp_path / 'out'}"})
+    assert _specials_of(tmp_path / "out") == _specials_of(gpt2)  # were (None, None, None, None), (None, None, None)

@@ -98,12 +98,31 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
         return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=0,
                           seconds=0.0, replaced=False, architecture=export_type(session.model.config),
                           ablations=switched_off(session))
-    model_type = save_folder(session.model, session.data.tokenizer, folder, context=_folder_context(session))
+    model_type = save_folder(session.model, _folder_tokenizer(session), folder, context=_folder_context(session))
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
     return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=size,
                       seconds=time.perf_counter() - start, replaced=False, architecture=model_type,
                       ablations=switched_off(session))
+
+
+def _folder_tokenizer(session: Session):
+    """The tokenizer a folder is written with: the session's, or, where the weights came from a folder whose tokenizer
+    is the same one, that folder's, read again for which token is which (bos, eos, unk, pad). A lab checkpoint keeps
+    the tokenizer but not those, so `:load hf:` -> `:save mine` -> `:load mine` -> `:save hf:` wrote a folder with no
+    eos_token, whose generate in transformers never stopped."""
+    from ..core.hf import FolderTokenizer, hf_path, read_config, read_tokenizer
+
+    tokenizer = session.data.tokenizer
+    if tokenizer.kind != "bpe" or isinstance(tokenizer, FolderTokenizer) or not session.weights_from:
+        return tokenizer
+    folder = hf_path(session.weights_from)
+    try:
+        theirs = read_tokenizer(folder, session.model_config.vocab_size, read_config(folder))
+    except (UserError, OSError, ValueError):  # the folder gone or changed: the session's, without them
+        return tokenizer
+    same = isinstance(theirs, FolderTokenizer) and theirs.tokenizer.to_str() == tokenizer.tokenizer.to_str()
+    return theirs if same else tokenizer
 
 
 def _folder_context(session: Session) -> int | None:
