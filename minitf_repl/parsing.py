@@ -23,6 +23,7 @@ from .core.errors import UserError
 from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
+from .syntax import option
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -111,7 +112,8 @@ def check_value(param: Param, value, typed: str | None = None):
         # a value it takes: its first choice, or the first two Tab offers for it (tokenizer: char, bpe:512), else "..."
         suggested = param.setting.suggestions[:2] if param.setting is not None else ()
         examples = param.choices[:1] if param.choices else suggested or ("...",)
-        raise UserError(f"{param.name} needs a value, e.g. " + " or ".join(f"{param.name}={v}" for v in examples))
+        # in the front end's own spelling: `--prompt ""` from the shell was told "e.g. prompt=..."
+        raise UserError(f"{param.name} needs a value, e.g. " + " or ".join(option(param.name, v) for v in examples))
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them
         value = next((c for c in param.choices if isinstance(c, str) and c.lower() == value.strip().lower()), value)
     spec = param.spec

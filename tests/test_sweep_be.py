@@ -346,3 +346,20 @@ def test_a_load_says_when_the_text_trained_on_was_rewritten_with_the_same_charac
     task = tiny_session(data="sort:3")
     run(task, ":train steps=1 save=task")
     assert "data_sha256" not in load_checkpoint(checkpoint_dir, "task").meta  # generated data has no one text
+
+
+def test_an_empty_value_from_the_shell_is_told_in_the_shells_spelling(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    (tmp_path / "config.json").write_text("{}")
+    line = assert_one_error_line(invoke("--set", "n_layers=1", "parity", f"hf:{tmp_path}", "--prompt", ""))
+    assert line.endswith("prompt needs a value, e.g. --prompt ..."), line  # was "e.g. prompt=...", the REPL's
+
+
+def test_parity_without_a_model_gives_a_line_that_loads_and_compares(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    (tmp_path / "config.json").write_text("{}")
+    line = assert_one_error_line(invoke("parity", f"hf:{tmp_path}"))
+    # was "--load hf:PATH loads the folder's", a fragment of a line
+    assert line.endswith(f"minitf --load hf:{tmp_path} parity hf:{tmp_path} loads the folder's model and compares it")

@@ -556,7 +556,11 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise UserError(f"there is no folder {clip(str(folder), 200)}; give a Hugging Face model's folder (its "
                         f"config.json and weights), e.g. {cmd('parity', 'hf:~/models/gpt2')}")
     if not session.has_model:
-        raise UserError(f"there is no model to compare yet; {restore(clip(given, 200))} loads the folder's")
+        # from the shell one line that runs: "--load hf:X loads the folder's" was a fragment of one
+        raise UserError("there is no model to compare yet; " + (
+            f"{cmd('load', clip(given, 200))} loads the folder's, then {cmd('parity', clip(given, 200))} compares"
+            if syntax() == REPL else f"{cmd('parity', clip(given, 200), load=clip(given, 200))} loads the folder's "
+                                     "model and compares it"))
     from ..core.hf.parity import DEFAULT_TOLERANCE, NotTheFoldersModel, compare
 
     tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
