@@ -124,8 +124,6 @@ def test_a_dumb_terminal_gets_a_plain_prompt_without_cursor_moves(env):
         child.sendline("lp")
         child.expect_exact("minitf> ")
         typed = child.before
-        child.sendline(":config")
-        child.expect_exact("minitf> ")
         child.sendline(":quit")
         child.expect(pexpect.EOF)
     finally:
