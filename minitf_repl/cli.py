@@ -557,7 +557,7 @@ def _refuse_twice(params, args: list[str], own: bool = False) -> None:
         if option.name in seen and not (option.is_flag and seen[option.name][1] == on):
             _command_line_error(f"{option.opts[0] if own else option.name} is given twice "
                                 f"({seen[option.name][0]} and {typed}); give it once")
-            raise typer.Exit(1)
+            raise typer.Exit(2)  # the command line itself is wrong (docs: exit status)
         seen[option.name] = (typed, on)
         i += 2 if takes else 1
 

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .core.errors import UserError
+from .core.errors import UsageError, UserError
 from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
@@ -407,12 +407,12 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
             else:
                 value, i = nxt.text, i + 1
         if param.name in args:
-            raise UserError(f"{param.name} is given twice; give it once")
+            raise UsageError(f"{param.name} is given twice; give it once")
         args[param.name] = _convert_as_typed(param, value, norm)
     if text and positional is None:  # `:ls all`: a switch named alone is on, as `--all` is
         for param in filter(None, map(cmd.switch_named, text)):
             if param.name in args:
-                raise UserError(f"{param.name} is given twice; give it once")
+                raise UsageError(f"{param.name} is given twice; give it once")
             args[param.name] = True
         text = [w for w in text if cmd.switch_named(w) is None]
     if text:

@@ -2,6 +2,7 @@
 
 import pytest
 
+from minitf_repl.core.errors import UserError
 from test_commands import Recorder, run, tiny_session
 
 
@@ -183,7 +184,10 @@ def test_the_front_door_says_a_download_as_it_starts(trickle, monkeypatch):
 
 @pytest.mark.parametrize("args, code", [(["train", "stepz=5"], 2), (["train", "--stepz", "5"], 2),
                                         (["--set", "nokey=1", "ls"], 2), (["set", "nosuch"], 2), (["ls", "extra"], 2),
-                                        (["gen", "n=3", "--n", "4"], 2), (["train", "steps=abc"], 1),
+                                        (["gen", "n=3", "--n", "4"], 2), (["gen", "--n", "3", "--n", "4"], 2),
+                                        (["--data", "sort", "--data", "add", "config"], 2),
+                                        (["--set", "lr=0.1", "--set", "lr=0.2", "config"], 2),
+                                        (["train", "steps=abc"], 1),
                                         (["set", "lr=abc"], 1), (["--set", "lr=abc", "ls"], 1)])
 def test_an_unknown_option_ends_with_status_2_however_it_is_spelled(args, code):
     from test_cli import assert_one_error_line, invoke
@@ -363,3 +367,14 @@ def test_parity_without_a_model_gives_a_line_that_loads_and_compares(tmp_path):
     line = assert_one_error_line(invoke("parity", f"hf:{tmp_path}"))
     # was "--load hf:PATH loads the folder's", a fragment of a line
     assert line.endswith(f"minitf --load hf:{tmp_path} parity hf:{tmp_path} loads the folder's model and compares it")
+
+
+def test_a_lens_watched_on_repeat_charts_the_rank_of_the_repeats_next_token():
+    s = tiny_session(data="repeat")
+    run(s, ":train steps=4 eval_every=2 watch=lens")
+    plot = run(s, ":plot what=lens_rank")  # was "no lens frames with a known next token; watch ... default prompt"
+    assert plot.series and all(series.steps == [0, 2, 4] for series in plot.series)
+    noise = tiny_session(data="random")
+    run(noise, ":train steps=2 eval_every=2 watch=lens")
+    with pytest.raises(UserError, match="on random no token follows from those before it"):
+        run(noise, ":plot what=lens_rank")  # was told to watch the default prompt, the one it had watched

@@ -206,7 +206,7 @@ def test_device_json_says_what_current_is_when_the_device_asked_for_cannot_be_us
     (["train", "--steps", "5", "--max-iters", "6"], "steps is given twice (--steps 5 and --max-iters 6); give it once"),
 ])
 def test_an_option_given_twice_is_refused_as_the_repl_refuses_it(args, said):
-    assert assert_one_error_line(invoke(*args)) == f"error: {said}"
+    assert assert_one_error_line(invoke(*args), code=2) == f"error: {said}"
 
 
 def test_a_flag_said_twice_the_same_way_and_words_after_the_dashes_are_no_options():
@@ -221,7 +221,7 @@ def test_a_flag_said_twice_the_same_way_and_words_after_the_dashes_are_no_option
     (["--device", "cpu", "--device", "auto"], "--device is given twice (--device cpu and --device auto)"),
 ])
 def test_minitfs_own_option_given_twice_is_refused(args, said):
-    assert assert_one_error_line(invoke(*args)) == f"error: {said}; give it once"
+    assert assert_one_error_line(invoke(*args), code=2) == f"error: {said}; give it once"
 
 
 def test_set_repeats_and_the_commands_own_data_are_no_repeat_of_minitfs():

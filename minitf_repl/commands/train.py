@@ -947,7 +947,11 @@ def _watched_plot(session: Session, what: str) -> PlotResult:
         series = lens_rank_series(session.watch_frames)
         if not series:
             lens = any(frame.view == "lens" for frame in session.watch_frames)
-            why = ("the watched prompt's next token is unknown; watch a task's question or the default prompt"
+            # random tokens: no text has a next token to know (its default prompt included, which was suggested)
+            unknowable = getattr(session.data, "nothing_to_learn", False)
+            why = (f"on {session.data.name} no token follows from those before it, so no prompt has a known next "
+                   "token: the rank is charted on text, a task or repeat" if lens and unknowable else
+                   "the watched prompt's next token is unknown; watch a task's question or the default prompt"
                    if lens else watch_it("lens", "plot", what=what))
             raise UserError(f"there are no lens frames with a known next token; {why}")
     return PlotResult(what, series)

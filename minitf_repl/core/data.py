@@ -727,6 +727,17 @@ class RepeatedTokens:
         blocks = torch.randint(self.tokenizer.vocab_size, (n, self.SAMPLE_BLOCK), generator=generator).tolist()
         return [self.tokenizer.decode(b + b[: self.SAMPLE_AGAIN]) for b in blocks]
 
+    def known_next(self, text: str) -> str | None:
+        """The token after a text shaped like the views' sample (a block, then its first SAMPLE_AGAIN tokens again):
+        the block's next, which copying finds; None for other text."""
+        try:
+            ids = self.tokenizer.encode(text)
+        except UserError:
+            return None
+        if len(ids) != self.SAMPLE_BLOCK + self.SAMPLE_AGAIN or ids[self.SAMPLE_BLOCK:] != ids[: self.SAMPLE_AGAIN]:
+            return None
+        return self.tokenizer.itos[ids[self.SAMPLE_AGAIN]]
+
     def counted(self, ids: list[int]) -> list[bool] | None:
         """Which of the len(ids) - 1 next-token predictions of a text shaped like the views' sample the loss
         counts (the repeat's after its first, as training counts them: :score, :grad), or None for text of
