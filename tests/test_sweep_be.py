@@ -378,3 +378,11 @@ def test_a_lens_watched_on_repeat_charts_the_rank_of_the_repeats_next_token():
     run(noise, ":train steps=2 eval_every=2 watch=lens")
     with pytest.raises(UserError, match="on random no token follows from those before it"):
         run(noise, ":plot what=lens_rank")  # was told to watch the default prompt, the one it had watched
+
+
+def test_compare_with_vs_says_that_spaces_join_one_contenders_settings():
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), ":compare lr=0.1 lr=0.2 vs n_layers=2")
+    # was "separate contenders with spaces or vs", which the line had done
+    assert "with vs in the line, the words between two vs are one contender's settings" in str(e.value)
+    assert str(e.value).endswith(":compare lr=0.1 vs lr=0.2")

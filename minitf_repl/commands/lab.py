@@ -296,9 +296,13 @@ def _check_pairs(label: str, pairs: list[str]) -> None:
                    f"give {name}={pair.partition('=')[2].strip()} to the comparison, after the contenders")
             raise UserError(f"{label!r} sets {name}, but {COMPARISONS_OWN[name]()}; {way}")
         if name in seen:
+            # with a vs anywhere, spaces join the settings between two vs into one contender: `a=1 a=2 vs b=3` was
+            # told to separate contenders with spaces, which it had done
+            how = ("with vs in the line, the words between two vs are one contender's settings: put vs between "
+                   "these too, e.g. " + cmd('compare', f"{seen[name]} vs {pair}") if " " in label else
+                   "separate contenders with spaces or vs, e.g. " + cmd('compare', 'n_layers=2 n_layers=3'))
             raise UserError(f"{label!r} sets {name} twice ({seen[name]}, {pair}); a contender takes each setting "
-                            "once: separate contenders with spaces or vs, e.g. "
-                            f"{cmd('compare', 'n_layers=2 n_layers=3')}")
+                            f"once: {how}")
         seen[name] = pair
         try:  # a bad value before the count of contenders: `:compare lr=abc` offered `:compare current lr=abc`
             convert(SET.find_param(key.strip()), pair.partition("=")[2])
