@@ -386,3 +386,29 @@ def test_compare_with_vs_says_that_spaces_join_one_contenders_settings():
     # was "separate contenders with spaces or vs", which the line had done
     assert "with vs in the line, the words between two vs are one contender's settings" in str(e.value)
     assert str(e.value).endswith(":compare lr=0.1 vs lr=0.2")
+
+
+def test_a_continued_run_stopped_again_gives_its_own_part_of_the_tables_elapsed():
+    import time
+
+    from test_checkpoint_commands import StopAfter
+    from test_sweep_ab import shown
+
+    class Slow(StopAfter):  # drawing that takes its time between steps, as a live table does
+        def on_step(self, info):
+            super().on_step(info)
+            time.sleep(0.05)
+
+    s = tiny_session(steps=40, eval_every=1)
+    first = run(s, ":train", Slow(4))
+    second = run(s, ":train", Slow(4))
+    assert second.resumed and second.stopped
+    before, after = first.curve[-1]["elapsed"], second.curve[-1]["elapsed"]
+    assert second.run_seconds == pytest.approx(after - before, abs=1e-6)  # the table's own increment
+    assert second.seconds > second.run_seconds + 0.15  # the call's wall time holds the drawing
+    from minitf_repl.commands.train import spaced_seconds
+    from minitf_repl.render import fmt
+
+    said = " ".join(shown(second, width=300).split())
+    # was the call's wall time, sleeps included, beside a whole run that was hardly longer
+    assert f", {spaced_seconds(after - before)} (the whole run: {fmt.seconds(after)} elapsed" in said, said

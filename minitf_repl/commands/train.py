@@ -112,6 +112,9 @@ class TrainResult:
     # the CPU the steps ran on, to compare the numbers with another machine's (core.device.cpu_kind: its model,
     # cores and bfloat16 units, which dtype=auto goes by); None: not run on the CPU
     cpu: str | None = None
+    # the seconds this command's steps and evaluations added to the table's elapsed (a continued run's table counts
+    # from the run's first step): `seconds` holds the drawing between steps as well
+    run_seconds: float = 0.0
 
     @classmethod
     def from_run(cls, summary, **more) -> TrainResult:
@@ -179,7 +182,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=14)  # fmt: skip
+], json_version=15)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -583,10 +586,14 @@ def train_summary(result: TrainResult) -> str:
     # this command's first step: its last row's elapsed is this command's time, and the line gives that very
     # number. A continued run's counts from the run's first step, the earlier commands' (or a saved run's) time
     # included: beside it, this command's seconds alone read as a contradiction, so the line gives both.
+    # This command's part of a continued run is what it added to the table's elapsed: its wall time (seconds) holds
+    # the drawing between steps too, and 26 steps "took 1.0 s" beside a table whose whole run read 1.1 s after a
+    # first part of 0.57 s.
     run_elapsed = result.curve[-1].get("elapsed") if result.curve else None
     if run_elapsed is None or result.resumed:
-        parts.append(spaced_seconds(result.seconds))
-        if run_elapsed is not None and fmt.seconds(run_elapsed) != fmt.seconds(result.seconds):
+        this_time = result.run_seconds if run_elapsed is not None and result.run_seconds else result.seconds
+        parts.append(spaced_seconds(this_time))
+        if run_elapsed is not None and fmt.seconds(run_elapsed) != fmt.seconds(this_time):
             parts[-1] += f" (the whole run: {fmt.seconds(run_elapsed)} elapsed, as the table counts it)"
     else:
         parts.append(spaced_seconds(run_elapsed))

@@ -68,6 +68,9 @@ class RunSummary:
     threads: int = 1  # torch's CPU threads when the call ended (core.threads)
     val_bpc: float | None = None  # val_loss in bits per character (text data only)
     tokens_per_char: float | None = None  # tokens per character of the val text, what val_bpc was computed with
+    # the seconds this call's steps and evaluations added to the run's elapsed, as the loss table counts them:
+    # `seconds` (the call's wall time) holds what a caller does between steps too (drawing a live table)
+    run_seconds: float = 0.0
 
 
 def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
@@ -337,6 +340,7 @@ class Trainer:
         model, cfg = self.model, self.config
         model.train()
         call_start = time.perf_counter()
+        elapsed_before = self.run_elapsed
         done, tokens, busy = 0, 0, 0.0
         stretch_tokens, stretch_busy = 0, 0.0  # since the last evaluation: an evaluated row's speed
         last: StepInfo | None = None
@@ -463,7 +467,7 @@ class Trainer:
             val_bpc=evals[-1].get("val_bpc") if evals else None, tokens_per_char=val_tokens_per_char(self.data),
             accuracy=evals[-1]["accuracy"] if evals else None,
             tokens_per_second=tokens / busy if busy else None,
-            seconds=time.perf_counter() - call_start,
+            seconds=time.perf_counter() - call_start, run_seconds=self.run_elapsed - elapsed_before,
             dtype=training_dtype(cfg.dtype, self.device), compiled=compiled, compile_seconds=compile_seconds,
             notes=notes, threads=torch.get_num_threads(),
         )
