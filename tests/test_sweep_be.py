@@ -412,3 +412,23 @@ def test_a_continued_run_stopped_again_gives_its_own_part_of_the_tables_elapsed(
     said = " ".join(shown(second, width=300).split())
     # was the call's wall time, sleeps included, beside a whole run that was hardly longer
     assert f", {spaced_seconds(after - before)} (the whole run: {fmt.seconds(after)} elapsed" in said, said
+
+
+def test_ablate_off_names_the_parts_it_switched_back_on():
+    from test_sweep_ab import shown
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+    run(s, ":ablate head=0.1 block=0")
+    back = run(s, ":ablate off")
+    assert back.active == [] and len(back.put_back) == 2
+    said = shown(back)
+    assert "switched back on: " in said and "nothing switched off" not in said  # was "nothing switched off"
+    assert "nothing switched off" in shown(run(s, ":ablate off"))  # nothing was: said so
+
+
+def test_trains_lr_help_says_it_starts_a_new_run():
+    from minitf_repl.commands import REGISTRY
+
+    help_text = REGISTRY["train"].param_named("lr").help
+    assert "peak learning rate of a new run (a stopped run's steps left are dropped" in help_text

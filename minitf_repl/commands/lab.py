@@ -668,6 +668,7 @@ class AblateResult:
     sample: str  # a short greedy continuation of `prompt` with the ablations on
     prompt: str
     untrained: bool = False  # the model has not trained a step: its parts have learned nothing to switch off
+    put_back: list[str] = field(default_factory=list)  # `:ablate off`: the parts it switched back on
 
 
 # interruptible: its two evaluations poll no stop flag (two minutes on a 12 x 768 model at block_size=512, Ctrl-C
@@ -684,7 +685,7 @@ def complete_ablations(session) -> list[str]:
                        complete=complete_ablations,
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
                             "none: what is off now")],
-         pairs_in_text=True, interruptible=True, json_version=2)  # fmt: skip
+         pairs_in_text=True, interruptible=True, json_version=3)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
     without them; `off` removes them all."""
@@ -727,12 +728,16 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     except BaseException:  # a part that cannot be switched off, Ctrl-C: the parts off before this command stay off
         session.set_ablations(previous)
         raise
-    return AblateResult([str(a) for a in session.ablations], before, after, text, prompt, session.untrained)
+    return AblateResult([str(a) for a in session.ablations], before, after, text, prompt, session.untrained,
+                        put_back=[str(a) for a in previous] if off else [])
 
 
 @render.register(AblateResult)
 def render_ablate(result: AblateResult, console: Console) -> None:
-    if not result.active:
+    if result.put_back:  # `:ablate off` after parts were off: it said "nothing switched off", as if none had been
+        say(console, Text("switched back on: ", style="green") + Text(", ".join(result.put_back)))
+        say(console, f"val loss {fmt.num(result.val_loss_before)}, the whole model's", "bold")
+    elif not result.active:
         say(console, f"nothing switched off: val loss {fmt.num(result.val_loss_before)}", "green")
     else:
         # the change of the two numbers as written beside it: 2.5828 -> 2.5828 is +0.0000, whatever their 5th decimals

@@ -155,7 +155,11 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("steps", int, help="length of a new run (default: continue a stopped run, else the steps setting)",
           low=1, limit=TrainConfig.spec("steps").limit, aliases=TrainConfig.spec("steps").aliases,
           default_from="steps"),
-    param_from_setting(TrainConfig.spec("lr"), help="peak learning rate (kept, like :set lr)", kept=True),
+    # unlike :set lr, which a stopped run then goes on under, lr= here asks for a run at that peak: a new one (a
+    # stopped run's steps left are dropped, as its notice says), said in the help, where "like :set lr" alone hid it
+    param_from_setting(TrainConfig.spec("lr"), help="peak learning rate of a new run (a stopped run's steps left "
+                                                    "are dropped; :set lr changes it for the run going on); kept, "
+                                                    "like :set lr", kept=True),
     param_from_setting(TrainConfig.spec("batch_size"),
                        help="sequences per step, per process under torchrun (kept, like :set batch_size)",
                        kept=True),
