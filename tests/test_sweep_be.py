@@ -432,3 +432,19 @@ def test_trains_lr_help_says_it_starts_a_new_run():
 
     help_text = REGISTRY["train"].param_named("lr").help
     assert "peak learning rate of a new run (a stopped run's steps left are dropped" in help_text
+
+
+def test_a_compare_example_keeps_the_comparisons_own_options():
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), ":compare lr=0.01 vs lr=0.01 steps=20")
+    assert str(e.value).endswith(":compare lr=0.01 n_layers=2 steps=20")  # was without steps=20: 600 steps
+
+
+def test_lrfinds_rate_to_try_from_the_shell_is_a_line_that_trains_at_it():
+    from test_cli import invoke
+
+    said = " ".join(invoke("--data", "sort:3", "--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=32",
+                           "--set", "lr=5", "lrfind", "--steps", "30").stdout.split())
+    line = said.split("; try ")[1].split(" train")[0] + " train"
+    # was "try --set lr=0.037", a fragment of a line
+    assert line.startswith("minitf --data sort:3 --set 'n_layers=1") and "--set lr=" in line and "lr=5" not in line

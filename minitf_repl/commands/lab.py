@@ -117,16 +117,19 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     groups = _contender_groups(args["contenders"] or "")
     for label, pairs in groups:  # what is wrong in a contender first: `lr=0.01,0.02` is one contender, not two
         _check_pairs(label, pairs)
+    # an example line keeps the comparison's own options: `... compare lr=0.01 vs lr=0.01 steps=20` was offered one
+    # without steps=20, a comparison of 600 steps
+    own = {key: args[key] for key in ("steps", "seeds", "eval_every", "data") if args.get(key) is not None}
     if len(groups) < 2:
         # the one given against the current model; else one layer more than it has (not n_layers=2 where it has 2)
         given = groups[0][0] if groups and groups[0][0] != "current" else None
         one_more = f"n_layers={session.model_config.n_layers + 1}"
         example = (f"current vs {given}" if " " in given else f"current {given}") if given else f"current {one_more}"
-        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', example)} "
-                        f"(or {cmd('compare', 'preset=seed vs preset=modern')})")
+        raise UserError(f"compare needs at least two contenders, e.g. {cmd('compare', example, **own)} "
+                        f"(or {cmd('compare', 'preset=seed vs preset=modern', **own)})")
     if len(groups) > MAX_CONTENDERS:
         raise UserError(f"compare takes at most {count(MAX_CONTENDERS, 'contender')} at once, got {len(groups)}")
-    _refuse_twice_given(groups, session)
+    _refuse_twice_given(groups, session, own)
     # the contenders counted first: too few is one line without the data (and torch) loaded for nothing
     from ..core.compare import compare
 
@@ -230,7 +233,7 @@ def _contender(session: Session, label: str, pairs: list[str], data, every: int,
     return Contender(label, model, train, reading if reading is not data else None, built)
 
 
-def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session) -> None:
+def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session, own: dict) -> None:
     """A contender typed twice (`current vs current`) is one run trained twice: the same seed, settings and batches
     give one curve, at twice the wait. Refused before anything trains; a contender typed otherwise that comes to
     the same settings (`current lr=...` at the current rate) is said before its run (_say_same_runs)."""
@@ -244,7 +247,7 @@ def _refuse_twice_given(groups: list[tuple[str, list[str]]], session: Session) -
             twice = f"{label!r} is given twice" if label == seen[key] else f"{label!r} is {seen[key]!r} again"
             raise UserError(f"{twice}: one contender trains the same model on the same batches "
                             f"each time, one curve at twice the wait; give each contender once, e.g. "
-                            f"{cmd('compare', example)}")
+                            f"{cmd('compare', example, **own)}")
         seen[key] = label
 
 

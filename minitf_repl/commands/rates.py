@@ -22,7 +22,7 @@ from ..render.renderers import render
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session
-from ..syntax import cmd
+from ..syntax import REPL, cmd, given_before, syntax
 from .base import command
 from .shared import say_emulated
 
@@ -37,6 +37,12 @@ WOBBLE = 0.02  # the chart goes on past the starting loss by this share of it (n
 LOW, HIGH, STEPS = 1e-5, 1.0, 100  # from far too low to past where every model here blows up (Muon: 0.5)
 # How far the points move with the seed (pydoc, the default model, seeds 1337, 1 and 2): Muon's steepest
 # 0.0013 to 0.0021 and lowest 0.022 to 0.027; AdamW's steepest the same, its lowest 0.011 to 0.034.
+
+
+def _set_lr(lr: float) -> str:
+    """A rate to try: `:set lr=X` in the REPL; from the shell the train that runs at it (a bare `--set lr=X` read as
+    a fragment of a line beside the whole lines around it)."""
+    return cmd("set", lr=lr) if syntax() == REPL else given_before("train", "--set", f"lr={lr:g}")
 
 
 def _next_seed(seed: int) -> int:
@@ -133,7 +139,7 @@ def where(result: LrfindResult) -> str:
                 f"{cmd('lrfind', **again(test, high=_round(max(HIGH, 3 * lr))))} reads on past it")
     if test.blown_at is not None and lr >= test.blown_at:
         return (f"{yours} is at or past where the test blew up ({test.blown_at:.2g}): a run at it will likely "
-                f"diverge; try {cmd('set', lr=_round(test.lowest / 3))}")
+                f"diverge; try {_set_lr(_round(test.lowest / 3))}")
     if lr > test.lowest:
         return (f"{yours} is past the lowest point ({test.lowest:.2g}): a run at it spends its peak where one "
                 f"step of the test already turned the loss back up; the schedule's warm-up and decay may carry "
