@@ -269,7 +269,7 @@ def test_a_commands_help_names_no_repl_command(name):
 
 
 def test_the_shell_help_says_the_repl_commands_as_the_shell_types_them():
-    assert "(kept, like minitf --set lr)" in help_text("train")
+    assert "(kept, like minitf --set batch_size)" in help_text("train")  # lr's, since s47: "kept, like minitf --set lr"
     assert "(minitf ls lists them)" in help_text("load") and "minitf train watch=" not in help_text("plot")  # s46
     assert "(minitf ls lists them)" in help_text("load")
     assert "(minitf --load hf:PATH loads it here first)" in help_text("parity")
