@@ -114,12 +114,12 @@ def given_before(name: str, option: str, value, new_model_on: str | None = None)
     where this session was loaded the line starts a new model on that data instead (`--data sort`)."""
     if option == "--load":
         return cmd(name, load=str(value))
-    if option == "--data" and name == "train" and any(o == "--load" for o, _ in _INVOKED.get()):
+    if option == "--data" and name == "train" and loaded():
         # a loaded checkpoint brings its data, and --load refuses a --data of another: train's own --data switches
         # after the load, as :data after :load does (`minitf --load a1 --data sort train` was refused)
         return " ".join([*_minitf(), name, "--data", shlex.quote(str(value))])
     words = _minitf(given=(option, str(value)))
-    if new_model_on is not None and any(o == "--load" for o, _ in _INVOKED.get()):
+    if new_model_on is not None and loaded():
         kept = [(o, v) for o, v in _INVOKED.get() if o != "--load" and not _replaced((o, v), (option, str(value)))]
         pairs = [*(p for p in kept if p[0] != "--data"), ("--data", new_model_on), (option, str(value))]
         words = ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
