@@ -448,3 +448,18 @@ def test_lrfinds_rate_to_try_from_the_shell_is_a_line_that_trains_at_it():
     line = said.split("; try ")[1].split(" train")[0] + " train"
     # was "try --set lr=0.037", a fragment of a line
     assert line.startswith("minitf --data sort:3 --set 'n_layers=1") and "--set lr=" in line and "lr=5" not in line
+
+
+def test_patchs_example_pair_is_one_the_tokenizer_reads_as_the_same_length():
+    from minitf_repl.commands.why import _alike, _text_pair
+
+    s = tiny_session(data="pydoc")
+    run(s, ":set tokenizer=bpe:512")
+    pair = _text_pair(s.data)
+    tokenizer = s.data.tokenizer
+    assert not _alike(tokenizer, "the cat sat", "the dog sat")  # the example it gave: 5 tokens and 6 under this BPE
+    assert _alike(tokenizer, *pair.split(" vs "))
+    with pytest.raises(UserError, match="give two prompts") as e:
+        run(s, ":patch")
+    assert f":patch {pair}" in str(e.value)
+    run(s, f":patch {pair}")  # the example runs as given

@@ -142,20 +142,37 @@ def split_prompts(text: str | None, data=None) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+# Text pairs for :patch's example, tried in order: the first whose two prompts the data's tokenizer reads as the same
+# number of tokens (a BPE of 512 on pydoc read "the dog sat" as 6 tokens, "the cat sat" as 5, and the example failed)
+TEXT_PAIRS = ("the cat sat vs the dog sat", "the cat sat vs the hat sat", "the cat sat vs the bat sat",
+              "the cat sat vs the mat sat", "a cat sat vs a dog sat")
+
+
 def _text_pair(data) -> str:
-    """Two prompts of the same length in `data`'s tokens for an example: "the cat sat vs the dog sat", or where the
-    vocabulary lacks those letters (random symbols, a file of its own), four of its symbols and the same with the
-    first one changed."""
-    pair = "the cat sat vs the dog sat"
+    """Two prompts of the same length in `data`'s tokens for an example: the first of TEXT_PAIRS the tokenizer reads
+    so, or where none (random symbols, a file of its own), four of its symbols and the same with the first one
+    changed."""
     tokenizer = getattr(data, "tokenizer", None)
-    if tokenizer is None or all(_one_id(tokenizer, ch) for ch in set(pair)):
-        return pair
+    if tokenizer is None:
+        return TEXT_PAIRS[0]
+    for pair in TEXT_PAIRS:
+        if _alike(tokenizer, *pair.split(" vs ")):
+            return pair
     symbols = [t for t in tokenizer.itos if len(t) == 1 and t.isprintable() and not t.isspace() and t not in "\"'\\"
                and _one_id(tokenizer, t)]
     if len(symbols) < 2:
-        return pair
+        return TEXT_PAIRS[0]
     clean = "".join(symbols[:4])
     return f"{clean} {symbols[1]}{clean[1:]}"
+
+
+def _alike(tokenizer, clean: str, corrupt: str) -> bool:
+    """Whether the tokenizer reads both prompts back as written, in the same number of tokens."""
+    try:
+        a, b = tokenizer.encode(clean), tokenizer.encode(corrupt)
+        return len(a) == len(b) and tokenizer.decode(a) == clean and tokenizer.decode(b) == corrupt
+    except UserError:
+        return False
 
 
 def patch_reading(heads: list[list[float]], stream: list[str], resid: list[list[float]],
