@@ -295,13 +295,20 @@ def look_again(then: str, autosave: str, *positional, again: str = "look again",
     return f"{_saving_train()} first, then {cmd(then, *positional, load=autosave, **options)}"
 
 
-def rebuilt_with(then: str, autosave: str, data: str, **settings) -> str:
+def rebuilt_with(then: str, autosave: str, data: str, config, **settings) -> str:
     """"Build a model with these settings, train it, look again with `then`". From the shell one line trains a new
     model with them, on this session's `data` (given_before: --load refuses a setting that rebuilds the model it
     loaded, so `minitf --load b3 --set pos_encoding=rope rope` was refused), and the look starts from its
-    autosave."""
+    autosave. Where the model was loaded, the line carries its other settings that are not the defaults (`config`,
+    its ModelConfig), as :set in the REPL keeps them: it built a default model, four times as wide as the one
+    loaded."""
     if syntax() == REPL:
         return f"{cmd('set', **settings)} builds one (weights reset), then {cmd('train')} and look again"
+    if loaded():
+        kept = {spec.name: getattr(config, spec.name) for spec in type(config).specs()
+                if spec.derived_from is None and spec.name not in settings
+                and getattr(config, spec.name) != spec.default}
+        settings = {**kept, **settings}
     pairs = " ".join(f"{k}={setting_text(v)}" for k, v in settings.items())
     return (f"{given_before('train', '--set', pairs, new_model_on=data)} trains one, then "
             f"{cmd(then, load=autosave)} looks again")

@@ -96,9 +96,12 @@ def test_the_lines_a_view_of_a_part_the_loaded_model_lacks_gives_run(view, setti
     said = " ".join(invoke("--load", "s3", view).stderr.split())
     # was "--set pos_encoding=rope builds one with them", which --load refuses ("would rebuild the model loaded")
     train, look = said.split("; ", 1)[1].split(" trains one, then ")
-    assert f"--set {shlex.quote(settings)} train" in train and "--data sort:3" in train and "--load" not in train
+    # the loaded model's own settings carried (it built a default model, four times as wide), the new ones after
+    carried = "max_seq_len=16 d_model=32 n_heads=2 n_layers=1 d_ff=64"  # in ModelConfig's order
+    assert f"--set {shlex.quote(carried + ' ' + settings)} train" in train, train
+    assert "--data sort:3" in train and "--load" not in train
     assert look == f"minitf --load autosave {view} looks again", look
-    assert invoke(*shlex.split(train)[1:], "--steps", "1").exit_code == 0  # the default model: 600 steps
+    assert invoke(*shlex.split(train)[1:], "--steps", "1").exit_code == 0
     assert invoke(*shlex.split(look.removesuffix(" looks again"))[1:]).exit_code == 0
 
 

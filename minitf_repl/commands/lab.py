@@ -581,7 +581,8 @@ def cmd_experts(session: Session, args: dict, reporter: Reporter) -> ExpertsResu
     if config.n_experts <= 1:
         raise UserError(f"this model has no experts (n_experts is {config.n_experts}: one dense feed-forward per "
                         f"block); "
-                        + rebuilt_with("experts", AUTOSAVE_NAME, session.data_spec, n_experts=4, experts_per_token=2))
+                        + rebuilt_with("experts", AUTOSAVE_NAME, session.data_spec, config, n_experts=4,
+                                       experts_per_token=2))
     from ..core.ablation import skipped_blocks
     from ..core.experts import validation_routing
 

@@ -299,7 +299,7 @@ def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     if not position_kind(config).rotary:  # a wrong option is said first, as every view says it; then the model
         where = ROPE_ELSEWHERE.get(config.pos_encoding, "positions of its own")
         raise UserError(f"this model has no rotary positions (pos_encoding={config.pos_encoding}: {where}); "
-                        f"{rebuilt_with('rope', AUTOSAVE_NAME, session.data_spec, pos_encoding='rope')}")
+                        f"{rebuilt_with('rope', AUTOSAVE_NAME, session.data_spec, config, pos_encoding='rope')}")
     from ..core.inside import rope_worked
 
     worked = rope_worked(session.model, ids, layer=layer, head=head, at=at)
