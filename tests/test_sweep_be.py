@@ -466,3 +466,19 @@ def test_patchs_example_pair_is_one_the_tokenizer_reads_as_the_same_length():
         run(s, ":patch")
     assert f":patch {pair}" in str(e.value)
     run(s, f":patch {pair}")  # the example runs as given
+
+
+def test_a_subword_models_default_prompt_ends_where_one_of_the_texts_tokens_ends():
+    from minitf_repl.commands.base import NEXT_SCAN, sample_window, true_next
+
+    s = tiny_session(data="pydoc")
+    run(s, ":set tokenizer=bpe:512")
+    tokenizer = s.data.tokenizer
+    start, window = sample_window(s.data)
+    text = tokenizer.decode(s.data.splits["val"][:20_000].tolist())
+    ids = tokenizer.encode(window)
+    longer = tokenizer.encode(text[start : start + len(window) + NEXT_SCAN])
+    assert longer[: len(ids)] == ids  # was 'The example abov': the text's token ' ab' 'o' 've' cut inside 've'
+    assert true_next(s.data, window) == tokenizer.decode([longer[len(ids)]])
+    chars = tiny_session(data="pydoc")
+    assert len(sample_window(chars.data)[1]) == 16  # characters: the window as before

@@ -170,9 +170,20 @@ def sample_window(data) -> tuple[int, str]:
         window = text[start : start + SAMPLE_CHARS]
         if (starts_a_sentence(text, start) and "\n" not in window and "  " not in window
                 and sum(ch.isalpha() for ch in window) >= 0.75 * SAMPLE_CHARS):
-            return start, window
+            return start, _at_a_token_end(data.tokenizer, text, start, window)
     first = next((i for i, ch in enumerate(text[:SAMPLE_CHARS]) if starts_a_character(ch)), 0)
-    return first, text[first : first + SAMPLE_CHARS]
+    return first, _at_a_token_end(data.tokenizer, text, first, text[first : first + SAMPLE_CHARS])
+
+
+def _at_a_token_end(tokenizer, text: str, start: int, window: str) -> str:
+    """`window` (text from `start`), shortened where a subword token of the text straddles its end: a BPE read
+    "The example above" as ...' ab' 'o' 've', and a window ending "abov" gave the views a next token 'e' that the
+    text never has there. Kept as it is where its tokens begin the text's after it (always, for characters)."""
+    for end in range(len(window), len(window) // 2, -1):
+        ids = tokenizer.encode(window[:end])
+        if tokenizer.encode(text[start : start + end + NEXT_SCAN])[: len(ids)] == ids:
+            return window[:end]
+    return window
 
 
 SENTENCE_ENDS = ".!?。！？"
