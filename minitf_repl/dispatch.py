@@ -40,6 +40,7 @@ from .core.watch import Grid
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
+from .render.words import note
 from .reporter import Reporter
 from .schema import schema_id
 from .syntax import REPL, cmd, speaking, typed_at_keyboard
@@ -212,15 +213,20 @@ class FrontDoor:
         except UserError as e:
             self._error(phrase(e, self.front.syntax))
             return FAILED
-        return self.run(command, args, self._meant_as_command(line, command))
+        meant = self._meant_as_command(line, command)
+        status = self.run(command, args, meant)
+        if status == OK and meant:  # `train` typed on a text the model reads: its text came, with no word of the
+            # command (an error said it, on a task's digits alone); said after it, the line still the model's text
+            note(self.progress, meant.removeprefix("; "))
+        return status
 
     def _error(self, message: str) -> None:
         error(self.err, self.where + message)
 
     def _meant_as_command(self, line: str, command: Command) -> str:
-        """What to add to an error of a line read as text whose first word names a command (`help train`,
-        `train steps=3`): how to run that command. The line stays text (a prompt may start with any word); only
-        where the text fails is the command it looks like named."""
+        """What to say of a line read as text whose first word names a command (`help train`, `train steps=3`): how
+        to run that command. The line stays text (a prompt may start with any word): said after its text, or added
+        to its error."""
         stripped = line.strip()
         if not command.takes_plain_text or stripped.startswith(":"):
             return ""

@@ -23,7 +23,7 @@ from .core.errors import UsageError, UserError
 from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
-from .syntax import option
+from .syntax import option, without_setting
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -171,7 +171,8 @@ WINDOWS_PATH = re.compile(r'(?:hf:)?(?:[A-Za-z]:\\|\\\\[^\\"\s]+\\)')
 def _tokenize(text: str, windows_paths: bool = False) -> list[_Token]:
     """Split on whitespace; '...' and "..." group text and mark it quoted. In double quotes
     \\n, \\t, \\" and \\\\ are escapes, except in a Windows path where the command takes one (`windows_paths`:
-    WINDOWS_PATH); single quotes take everything literally."""
+    WINDOWS_PATH); single quotes take everything literally. An apostrophe between two letters or digits (don't) opens
+    no quote."""
     tokens: list[_Token] = []
     buf: list[str] = []
     length = 0
@@ -184,6 +185,13 @@ def _tokenize(text: str, windows_paths: bool = False) -> list[_Token]:
             if in_token:
                 tokens.append(_Token("".join(buf), quoted_from))
                 buf, length, quoted_from, in_token = [], 0, None, False
+            i += 1
+        elif c == "'" and 0 < i < n - 1 and text[i - 1].isalnum() and text[i + 1].isalnum():
+            # an apostrophe inside a word (`:gen don't stop`, `It's`) is a character of the text: as a quote it left
+            # the line "unclosed", and closing it as told dropped the apostrophe from the prompt without a word
+            buf.append(c)
+            length += 1
+            in_token = True
             i += 1
         elif c in "\"'":
             in_token = True
@@ -385,6 +393,11 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 other = registry.names().get(norm) if registry is not None else None
                 if other is not None and other is not cmd:  # `:set device=cpu`: what the user wants is a command
                     text_of_other = [value] if value else [cmd.name] if other.about_commands else []
+                    if (close := cmd.close_option(norm)) is not None:  # `:set heads=2` meant n_heads, not :heads 2
+                        with without_setting(norm):  # the shell's line without the --set heads=2 refused here
+                            other_line = phrase_command(other.name, *text_of_other)
+                        raise UsageError(f"{norm} is not an option of {phrase_command(cmd.name)}; did you mean "
+                                         f"{close}? (the command {norm}: {other_line})") from None
                     raise UserError(f"{norm} is not an option of {phrase_command(cmd.name)} but a command: "
                                     f"{phrase_command(other.name, *text_of_other)}") from None
                 # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no

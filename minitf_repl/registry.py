@@ -22,6 +22,12 @@ from .core.errors import UsageError, UserError
 from .syntax import REPL, SHELL, cmd, syntax
 
 
+# Words a beginner types for a setting whose name they do not share, said as "did you mean": not aliases, which
+# would set it (`context` is also a command, :context)
+MEANT = {"context": "max_seq_len", "context_length": "max_seq_len", "window": "max_seq_len", "heads": "n_heads",
+         "layers": "n_layers", "width": "d_model"}
+
+
 @dataclass
 class Param:
     name: str
@@ -191,15 +197,29 @@ class Command:
                  if syntax() != SHELL or p.setting is None or p.setting.shell_option is None]
         if not names:
             raise UsageError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")
-        # An alias is matched too and named by its option (`n_embed` -> d_model, through nanoGPT's n_embd).
-        spelled = {spelling: p.name for p in self.options for spelling in (p.name, *p.aliases)}
-        close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
-        hint = f"; did you mean {spelled[close[0]]}?" if close else ""
+        close = self.close_option(key)
+        hint = f"; did you mean {close}?" if close else ""
         chosen = self.options_choosing(key)  # `:set gpt2`, `:set rope`: a value typed without its key
         if len(chosen) == 1:
             hint = f"; did you mean {chosen[0].name}={key}?"
         valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f"{cmd('help', self.name)} lists its {len(names)} keys"
         raise UsageError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
+
+    def close_option(self, key: str) -> str | None:
+        """The option a key that names none may have meant: a word a beginner types for one (MEANT: `context` for
+        max_seq_len), the one option it begins (`temp`: temperature; difflib offered steps), else the closest
+        spelling, an alias named by its option (`n_embed` -> d_model, through nanoGPT's n_embd); None: none is
+        close."""
+        key = key.replace("-", "_").lower()
+        names = {p.name for p in self.options}
+        if MEANT.get(key) in names:
+            return MEANT[key]
+        spelled = {spelling: p.name for p in self.options for spelling in (p.name, *p.aliases)}
+        begun = {name for spelling, name in spelled.items() if len(key) >= 3 and spelling.startswith(key)}
+        if len(begun) == 1:
+            return begun.pop()
+        close = difflib.get_close_matches(key[:40], list(spelled), n=1, cutoff=0.6)
+        return spelled[close[0]] if close else None
 
     def options_choosing(self, word: str) -> list[Param]:
         """The options (not the text) one of whose choices `word` is, in any case: what a lone word may have meant."""

@@ -482,3 +482,54 @@ def test_a_subword_models_default_prompt_ends_where_one_of_the_texts_tokens_ends
     assert true_next(s.data, window) == tokenizer.decode([longer[len(ids)]])
     chars = tiny_session(data="pydoc")
     assert len(sample_window(chars.data)[1]) == 16  # characters: the window as before
+
+
+@pytest.mark.parametrize("line, meant", [(":set heads=2", "did you mean n_heads? (the command heads: :heads 2)"),
+                                         (":set context=32", "did you mean max_seq_len? (the command context:"),
+                                         (":set temp=0.5", "did you mean temperature?"),
+                                         (":gen hi temp=0.5", "did you mean temperature?")])
+def test_a_beginners_word_for_a_setting_is_answered_with_the_setting(line, meant):
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), line)
+    # were ":heads 2" (a command), ":context 32" and "did you mean steps?"
+    assert meant in str(e.value), str(e.value)
+
+
+def test_the_shells_answer_to_a_setting_named_as_a_command_is_no_loop():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--set", "heads=2", "gen", "n=5"), code=2)
+    # was "... but a command: minitf --set heads=2 heads 2", the same refused --set again
+    assert line.endswith("did you mean n_heads? (the command heads: minitf heads 2)"), line
+
+
+def test_an_apostrophe_inside_a_word_is_text():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    _, args = parse_line(":gen don't stop n=3", REGISTRY)  # was "unclosed quote '"
+    assert args["prompt"] == "don't stop" and args["n"] == 3
+    assert parse_line(":gen 'a b' n=2", REGISTRY)[1]["prompt"] == "a b"  # a quote at a word's start still quotes
+
+
+def test_a_task_answer_of_an_untrained_model_says_it_trained_on_no_question():
+    from test_sweep_ab import shown
+
+    s = tiny_session(data="sort:3")
+    question = next(q for q in ("314=", "271=", "161=", "828=") if not s.data.is_val(q))  # one drawn for training
+    said = " ".join(shown(run(s, f":gen {question} n=3"), width=300).split())
+    assert "the model may have seen it" not in said  # beside "this model has not trained yet"
+    assert "a training question, though the model has trained on none yet" in said
+
+
+def test_a_line_of_text_that_names_a_command_is_followed_by_how_to_run_it():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.dispatch import FrontDoor
+
+    out = io.StringIO()
+    door = FrontDoor(tiny_session(data="pydoc"), Console(file=out, width=200, color_system=None))
+    door.run_line("train")  # was the model's text alone, where a task's digits said it in an error
+    assert "a line without ':' is text for the model to continue; :train runs it as a command" in out.getvalue()

@@ -263,10 +263,12 @@ def _unfinished(data, prompt: str, text: str, n: int) -> str | None:
             "model finish it")
 
 
-def answer_line(graded: Graded, given: int = 0) -> str:
+def answer_line(graded: Graded, given: int = 0, untrained: bool = False) -> str:
     """Right or wrong, against the true answer, and whether the model could have seen the question in training.
-    `given`: the answer's first characters that the prompt held, typed, not written by the model."""
-    seen = ("a training question: the model may have seen it" if not graded.held_out else
+    `given`: the answer's first characters that the prompt held, typed, not written by the model. `untrained`: no
+    step yet, so it saw no question (a training question "the model may have seen", beside "not trained yet")."""
+    seen = ("a training question, though the model has trained on none yet" if not graded.held_out and untrained
+            else "a training question: the model may have seen it" if not graded.held_out else
             "a held-out question: never drawn for training" + (", so this is generalisation" if graded.right else ""))
     typed = ""
     if 0 < given < len(graded.expected):  # a whole answer typed is said by its own note: the model wrote none of it
@@ -312,7 +314,7 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if result.answer is not None:
         given = len(result.prompt) - len(result.answer.question)  # answer characters typed in the prompt
-        say(console, answer_line(result.answer, given), "green" if result.answer.right else "red")
+        say(console, answer_line(result.answer, given, result.untrained), "green" if result.answer.right else "red")
     if result.off_task:
         say(console, result.off_task, "yellow")
     if result.unfinished:
