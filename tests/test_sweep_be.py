@@ -533,3 +533,11 @@ def test_a_line_of_text_that_names_a_command_is_followed_by_how_to_run_it():
     door = FrontDoor(tiny_session(data="pydoc"), Console(file=out, width=200, color_system=None))
     door.run_line("train")  # was the model's text alone, where a task's digits said it in an error
     assert "a line without ':' is text for the model to continue; :train runs it as a command" in out.getvalue()
+
+
+def test_a_misspelled_data_name_is_offered_the_name():
+    from minitf_repl.core.catalog import no_file_named
+
+    assert no_file_named("shakespear").endswith("did you mean shakespeare?")  # was "no such file" with the list
+    assert no_file_named("sot:3").endswith("did you mean sort:3?")
+    assert no_file_named("notes") is None and no_file_named("shakespear.txt") is None  # a file's name: no guess

@@ -6,6 +6,7 @@ The shell completes these names, and its help and messages list them, before tor
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 from pathlib import Path
@@ -60,6 +61,10 @@ def no_file_named(spec: str) -> str | None:
             return f"{name} takes no size (:{cut_middle(arg, 20)}): it is one text; give {name} alone"
         if name not in CORPORA + TASKS and name.lower() in CORPORA + TASKS:  # the names are lower case
             return f"no such file: {cut_middle(spec)}; did you mean {name.lower()}{':' + arg if arg else ''}?"
+        # a name misspelled (shakespear): said as a name, where it has no part of a path (a file's name is anything)
+        close = difflib.get_close_matches(name.lower(), CORPORA + TASKS, n=1, cutoff=0.8)
+        if close and name not in CORPORA + TASKS and "/" not in spec and "\\" not in spec and "." not in name:
+            return f"no such file: {cut_middle(spec)}; did you mean {close[0]}{':' + arg if arg else ''}?"
         parts = spec.split()
         if len(parts) > 1 and all(os.path.isfile(Path(part).expanduser()) for part in parts):
             return (f"the data is one file, and {cut_middle(spec)} names {len(parts)}; give one, or join them into one "
