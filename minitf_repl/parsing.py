@@ -47,6 +47,13 @@ def show_value(value) -> str:
 def convert(param: Param, raw: str):
     """Parse the text of an option value to the param's type, then check it (raises UserError)."""
     text = raw.strip()
+    if param.type is not str and (more := re.fullmatch(r"([^,\s]*),\s*([A-Za-z_][\w-]*=.*)", text)):
+        # `:set lr=1e-3,steps=50`: "lr must be a number, got '1e-3,steps=50'" said nothing of the comma
+        raise UserError(f"{param.name}={more.group(1)} and {more.group(2)} go apart, each key=value its own word: "
+                        f"{param.name}={more.group(1)} {more.group(2).replace(',', ' ')}")
+    if param.type is not str and len(text) > 1 and text.endswith(","):  # `:set lr=0.001, steps=50`
+        raise UserError(f"{param.name}={text} ends with a comma: settings go apart by spaces alone, "
+                        f"{param.name}={text.rstrip(',')}")
     if param.nullable and text.lower() == "none":
         return CLEAR
     if param.type is bool:

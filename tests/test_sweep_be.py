@@ -541,3 +541,14 @@ def test_a_misspelled_data_name_is_offered_the_name():
     assert no_file_named("shakespear").endswith("did you mean shakespeare?")  # was "no such file" with the list
     assert no_file_named("sot:3").endswith("did you mean sort:3?")
     assert no_file_named("notes") is None and no_file_named("shakespear.txt") is None  # a file's name: no guess
+
+
+@pytest.mark.parametrize("line, said", [(":set lr=1e-3,steps=50", "lr=1e-3 and steps=50 go apart, each key=value its own "
+                                                                  "word: lr=1e-3 steps=50"),
+                                        (":set lr=0.001, steps=50", "lr=0.001, ends with a comma: settings go apart "
+                                                                    "by spaces alone, lr=0.001"),
+                                        (":set lr=0,5", "with a decimal point: 0.5")])
+def test_settings_joined_by_commas_are_told_to_go_apart(line, said):
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), line)
+    assert said in str(e.value)  # was "lr must be a number, got '1e-3,steps=50'"
