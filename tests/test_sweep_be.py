@@ -30,7 +30,8 @@ def test_the_gen_line_that_step_says_picks_the_same_runs_as_pasted_into_a_shell(
     shown = invoke("--set", "n_layers=1", "step", "--seed", "3", "--", prompt)
     assert shown.exit_code == 0, shown.output
     line = re.search(r"\((minitf .*) picks the same\)", " ".join(shown.stdout.split())).group(1)
-    # (joined at spaces: the output wraps lines) was `minitf gen a|b>c ...` (a pipe into a file c), `gen PROMPT` for `def foo(x):`, `gen -x y` (an option)
+    # (joined at spaces: the output wraps lines) was `minitf gen a|b>c ...` (a pipe into a file c), `gen PROMPT` for
+    # `def foo(x):`, `gen -x y` (an option)
     reader = shlex.shlex(line, posix=True, punctuation_chars=True)  # as a shell splits: | > ; ( ) are words
     reader.whitespace_split = True
     words = list(reader)
@@ -85,7 +86,8 @@ def test_a_one_shot_plot_sends_the_counting_models_to_the_interactive_shell(chec
     assert "minitf --load s3 opens the interactive shell, then :ngram and :plot" in said
 
 
-@pytest.mark.parametrize("view, settings", [("rope", "pos_encoding=rope"), ("experts", "n_experts=4 experts_per_token=2")])
+@pytest.mark.parametrize("view, settings", [("rope", "pos_encoding=rope"),
+                                            ("experts", "n_experts=4 experts_per_token=2")])
 def test_the_lines_a_view_of_a_part_the_loaded_model_lacks_gives_run(view, settings, checkpoint_dir):
     import shlex
 
@@ -543,11 +545,10 @@ def test_a_misspelled_data_name_is_offered_the_name():
     assert no_file_named("notes") is None and no_file_named("shakespear.txt") is None  # a file's name: no guess
 
 
-@pytest.mark.parametrize("line, said", [(":set lr=1e-3,steps=50", "lr=1e-3 and steps=50 go apart, each key=value its own "
-                                                                  "word: lr=1e-3 steps=50"),
-                                        (":set lr=0.001, steps=50", "lr=0.001, ends with a comma: settings go apart "
-                                                                    "by spaces alone, lr=0.001"),
-                                        (":set lr=0,5", "with a decimal point: 0.5")])
+@pytest.mark.parametrize("line, said", [
+    (":set lr=1e-3,steps=50", "lr=1e-3 and steps=50 go apart, each key=value its own word: lr=1e-3 steps=50"),
+    (":set lr=0.001, steps=50", "lr=0.001, ends with a comma: settings go apart by spaces alone, lr=0.001"),
+    (":set lr=0,5", "with a decimal point: 0.5")])
 def test_settings_joined_by_commas_are_told_to_go_apart(line, said):
     with pytest.raises(UserError) as e:
         run(tiny_session(), line)

@@ -161,7 +161,8 @@ def render_ngram(result: NgramResult, console: Console) -> None:
     rows = []
     for row in result.rows:
         rows.append([str(row.n), reads(row.n, unit), f"{row.contexts:,}" if row.n else "-",
-                     f"{row.seen:.0%}" if row.n and not math.isnan(row.seen) else "-", f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
+                     f"{row.seen:.0%}" if row.n and not math.isnan(row.seen) else "-",
+                     f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
                      f"{row.bits_per_char:.2f}" if row.bits_per_char is not None else "-",
                      f"step {row.model_below_at:,}" if row.model_below_at is not None else "not yet"])
     model_bits = f"{result.model_bits_per_char:.2f}" if result.model_bits_per_char is not None else "-"

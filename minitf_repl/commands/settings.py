@@ -718,8 +718,9 @@ class DataResult:
 
 
 def _held_out_only(data, reporter: Reporter) -> None:
-    """Said of a task too small to hold out questions fairly (sort:1, reverse:1): a digit only held-out questions hold
-    is one no training shows, so its questions cannot be answered, and :mistakes and :ngram read as a model's failing."""
+    """Said of a task too small to hold out questions fairly (sort:1, reverse:1): a digit only held-out questions
+    hold is one no training shows, so its questions cannot be answered, and :mistakes and :ngram read as a model's
+    failing."""
     only = data.held_out_only() if hasattr(data, "held_out_only") else ""
     if only:
         digits = ", ".join(only)
