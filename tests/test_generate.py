@@ -225,7 +225,8 @@ def test_gen_on_a_task_says_right_or_wrong_and_what_a_question_looks_like(tmp_pa
 
     r = run_command(s, "gen", {"prompt": "314159=113459", "n": 5})  # the prompt holds the right answer
     assert r.answer.right and r.off_task is None
-    assert "right: 314159=113459 (a training question: the model may have seen it)" in shown(r)
+    # an untrained model (47th session: it "may have seen" the question beside "has not trained yet")
+    assert "right: 314159=113459 (a training question, though the model has trained on none yet)" in shown(r)
     r = run_command(s, "gen", {"prompt": "314159=", "n": 50, "temperature": 1.0, "gen_seed": 1})  # untrained: random
     assert r.answer.written == r.text and r.answer.expected == "113459"
     if not r.answer.right:

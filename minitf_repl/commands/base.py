@@ -178,7 +178,9 @@ def sample_window(data) -> tuple[int, str]:
 def _at_a_token_end(tokenizer, text: str, start: int, window: str) -> str:
     """`window` (text from `start`), shortened where a subword token of the text straddles its end: a BPE read
     "The example above" as ...' ab' 'o' 've', and a window ending "abov" gave the views a next token 'e' that the
-    text never has there. Kept as it is where its tokens begin the text's after it (always, for characters)."""
+    text never has there. Kept as it is where its tokens begin the text's after it, as a character's always do."""
+    if getattr(tokenizer, "kind", "char") == "char":
+        return window
     for end in range(len(window), len(window) // 2, -1):
         ids = tokenizer.encode(window[:end])
         if tokenizer.encode(text[start : start + end + NEXT_SCAN])[: len(ids)] == ids:
