@@ -553,3 +553,11 @@ def test_settings_joined_by_commas_are_told_to_go_apart(line, said):
     with pytest.raises(UserError) as e:
         run(tiny_session(), line)
     assert said in str(e.value)  # was "lr must be a number, got '1e-3,steps=50'"
+
+
+def test_the_embedding_maps_note_counts_the_directions_its_rows_span():
+    from test_sweep_ab import shown
+
+    said = " ".join(shown(run(tiny_session(), ":embed map=on"), width=300).split())  # sort:4: 12 rows, d = 32
+    assert "the 12 rows span 11 of the d = 32 directions, and the other 9 of those hold the rest" in said
+    assert "the other 30 of d = 32" not in said  # was: 21 of those 30 hold nothing

@@ -895,9 +895,14 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     one, two = (fmt.share(share) for share in drawn.explained)
     say(console, "token embeddings on a map: each token at its W_E row's place along the two directions in which "
                  "the rows differ most", "bold")
-    note(console, f"x: direction 1, {one} of the rows' variance; y: direction 2, {two}; the other {drawn.dims - 2} "
-                  f"of d = {drawn.dims} directions hold the rest. Near on the map: alike in these two directions "
-                  f"({cmd('embed', 'TEXT')} gives the cosine over all of them)")
+    # n rows less their mean span at most n - 1 of the d directions: 12 tokens in d = 32 left 9 more, not "the other
+    # 30 of d = 32", most of which hold nothing
+    spanned = min(drawn.dims, len(drawn.labels) - 1)
+    rest = (f"the other {spanned - 2} of d = {drawn.dims} directions hold the rest" if spanned == drawn.dims else
+            f"the {count(len(drawn.labels), 'row')} span {spanned} of the d = {drawn.dims} directions, and the other "
+            f"{spanned - 2} of those hold the rest")
+    note(console, f"x: direction 1, {one} of the rows' variance; y: direction 2, {two}; {rest}. Near on the map: "
+                  f"alike in these two directions ({cmd('embed', 'TEXT')} gives the cosine over all of them)")
     grid, hidden = scatter(drawn.labels, drawn.coords, drawn.asked, *grid_size(console.width, EMBED_MAP_HEIGHT))
     console.print(grid, highlight=False, no_wrap=True, overflow="ignore")
     asked = ", ".join(visible(t) for t in result.tokens)
