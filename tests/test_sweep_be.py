@@ -561,3 +561,15 @@ def test_the_embedding_maps_note_counts_the_directions_its_rows_span():
     said = " ".join(shown(run(tiny_session(), ":embed map=on"), width=300).split())  # sort:4: 12 rows, d = 32
     assert "the 12 rows span 11 of the d = 32 directions, and the other 9 of those hold the rest" in said
     assert "the other 30 of d = 32" not in said  # was: 21 of those 30 hold nothing
+
+
+def test_a_compare_contender_whose_bpe_is_built_smaller_is_named_as_built(tmp_path):
+    from test_checkpoint_commands import TEXT
+
+    corpus = tmp_path / "small.txt"
+    corpus.write_text(TEXT * 4, encoding="utf-8")  # pairs enough for far fewer than 512 tokens
+    s = tiny_session(data=str(corpus))
+    result = run(s, ":compare tokenizer=char tokenizer=bpe:512 steps=2 eval_every=1")
+    labels = [o.label for o in result.outcomes]
+    # was "tokenizer=bpe:512", down to the verdict, of a BPE built with fewer tokens
+    assert labels[0] == "tokenizer=char" and labels[1].startswith("tokenizer=bpe:") and labels[1] != "tokenizer=bpe:512"
