@@ -43,7 +43,7 @@ from .parsing import BOOL_WORDS, fits_first_option, parse_line, prepare_args
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
-from .syntax import SHELL, invoked_with, speaking
+from .syntax import SHELL, invoked_with, restore, speaking
 
 try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
     from typer import TyperException as _UsageError
@@ -821,8 +821,8 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
             if result.data_missing is None:
                 raise UserError(
                     f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
-                    f"(the checkpoint brings its data), or switch after the load with train's own: minitf --load "
-                    f"{shlex.quote(result.name)} train --data {shlex.quote(data.strip())}"
+                    f"(the checkpoint brings its data), or switch after the load with train's own: minitf "
+                    f"{restore(result.name)} train --data {shlex.quote(data.strip())}"
                 )
             _data_instead(session, result, data.strip(), quiet)
     return result

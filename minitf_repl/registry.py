@@ -22,12 +22,6 @@ from .core.errors import UsageError, UserError
 from .syntax import REPL, SHELL, cmd, syntax
 
 
-# Words a beginner types for a setting whose name they do not share, said as "did you mean": not aliases, which
-# would set it (`context` is also a command, :context)
-MEANT = {"context": "max_seq_len", "context_length": "max_seq_len", "window": "max_seq_len", "heads": "n_heads",
-         "layers": "n_layers", "width": "d_model"}
-
-
 @dataclass
 class Param:
     name: str
@@ -206,14 +200,14 @@ class Command:
         raise UsageError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
 
     def close_option(self, key: str) -> str | None:
-        """The option a key that names none may have meant: a word a beginner types for one (MEANT: `context` for
-        max_seq_len), the one option it begins (`temp`: temperature; difflib offered steps), else the closest
-        spelling, an alias named by its option (`n_embed` -> d_model, through nanoGPT's n_embd); None: none is
-        close."""
+        """The option a key that names none may have meant: one whose setting declares it a beginner's word for it
+        (SettingSpec.meant_by: `context` for max_seq_len), the one option it begins (`temp`: temperature; difflib
+        offered steps), else the closest spelling, an alias named by its option (`n_embed` -> d_model, through
+        nanoGPT's n_embd); None: none is close."""
         key = key.replace("-", "_").lower()
-        names = {p.name for p in self.options}
-        if MEANT.get(key) in names:
-            return MEANT[key]
+        meant = [p.name for p in self.options if p.setting is not None and key in p.setting.meant_by]
+        if meant:
+            return meant[0]
         spelled = {spelling: p.name for p in self.options for spelling in (p.name, *p.aliases)}
         begun = {name for spelling, name in spelled.items() if len(key) >= 3 and spelling.startswith(key)}
         if len(begun) == 1:

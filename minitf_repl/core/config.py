@@ -59,6 +59,8 @@ class SettingSpec:
     nullable: bool = False  # None is a valid value ("off", "random"); typed as `none`
     derived_from: str | None = None  # set: not a setting of its own; says where its value comes from
     aliases: tuple = ()  # other accepted spellings of the key, e.g. batch for batch_size
+    # words a beginner types for it that set nothing, answered "did you mean" it (`context` is also a command)
+    meant_by: tuple = ()
     in_place: bool = False  # changes no weight: a built model takes the new value and keeps its weights
     suggestions: tuple = ()  # what Tab offers for a value that is not one of fixed choices (tokenizer=bpe:N)
     folder: bool = False  # the value is a folder's path: Tab completes folders, a quoted Windows path is read whole
@@ -243,11 +245,12 @@ class ModelConfig(Settings):
     # sample.py): a learner who read them types block_size or max_iters, and `:set block_size=32` should not
     # answer "did you mean batch_size?". Only exact equivalents: nanoGPT's min_lr is a rate, not a ratio.
     max_seq_len: int = setting(64, "context window T: the longest input", low=1, limit=16_384,
-                               aliases=("block_size",))
+                               aliases=("block_size",), meant_by=("context", "context_length", "window"))
     # No limits on the sizes themselves: core.sizes.check_trainable bounds the parameters and memory they imply.
-    d_model: int = setting(128, "width of the residual stream", low=1, aliases=("n_embd",))
-    n_heads: int = setting(4, "attention heads (must divide d_model)", low=1, aliases=("n_head",))
-    n_layers: int = setting(4, "Transformer blocks", low=1, aliases=("n_layer",))
+    d_model: int = setting(128, "width of the residual stream", low=1, aliases=("n_embd",), meant_by=("width",))
+    n_heads: int = setting(4, "attention heads (must divide d_model)", low=1, aliases=("n_head",),
+                           meant_by=("heads",))
+    n_layers: int = setting(4, "Transformer blocks", low=1, aliases=("n_layer",), meant_by=("layers",))
     # With swiglu the hidden width is ffn_hidden(config) = int(2 * d_ff / 3): three matrices instead
     # of two, so the parameter count stays about the same as the two-matrix FFN of width d_ff.
     d_ff: int = setting(512, "hidden width of the feed-forward network, usually 4 * d_model "
