@@ -198,11 +198,14 @@ class LoadResult:
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt
     from ..core.checkpoint.layout import checkpoint_path
-    from ..core.paths import hf_path  # torch-free, as the checks below: a name not saved is told in 0.3 s, not 1.7
+    from ..core.paths import HF_PREFIX, cache_revision, hf_path  # torch-free, as the checks below: a name not saved
+    # is told in 0.3 s, not 1.7
 
     name = (args["name"] or "").strip()
     folder = hf_path(name)
     if folder is not None:
+        if (revision := cache_revision(folder)) != folder:  # a cache's models--NAME: the snapshot refs/main names
+            folder, name = revision, HF_PREFIX + str(revision)  # the session's hf:PATH reads again (tokenizer, parity)
         try:
             lab_checkpoint = (folder / ckpt.MANIFEST).is_file() and not (folder / "config.json").exists()
         except (OSError, ValueError):  # a path too long or with a NUL in it: load_folder names the problem
@@ -541,7 +544,7 @@ class ParityResult:
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
 ], json_version=2)  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
-    from ..core.paths import hf_path  # torch-free: the errors up to "no model" are one line without torch
+    from ..core.paths import cache_revision, hf_path  # torch-free: the errors up to "no model" are one line without torch
     from .base import switched_off, view_prompt
 
     tolerance = args["tolerance"]
@@ -549,6 +552,8 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise UserError(f"tolerance must be a number in (0, 1], e.g. 1e-4; got {clip(str(tolerance))}")
     given = (args["path"] or "").strip()
     folder = hf_path(given)
+    if folder is not None:
+        folder = cache_revision(folder)  # a cache's models--NAME: the snapshot its refs/main names
     if folder is None:  # a path typed without hf: is that folder, written as hf:PATH
         example = f"hf:{clip(given, 200)}" if given else "hf:~/models/gpt2"
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', example)}")

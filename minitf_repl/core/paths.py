@@ -167,3 +167,26 @@ def hf_path(spec: str) -> Path | None:
         raise CheckpointError("hf: needs a folder after it, e.g. hf:~/models/gpt2; give the path of a "
                               "Hugging Face model folder")
     return expand(rest, spec)
+
+
+def cache_revision(folder: Path) -> Path:
+    """The folder to read for `hf:PATH`: a Hugging Face cache's model folder (models--ORG--NAME, where transformers
+    downloads to) holds no config.json itself but snapshots/REVISION/ folders, and refs/main names the revision the
+    cache calls main, as transformers reads it. Any other folder is itself (its errors are read_folder's)."""
+    import re
+    import stat
+
+    path = folder.expanduser()
+    main = path / "refs" / "main"
+    try:
+        if (path / "config.json").exists() or not stat.S_ISREG(main.stat().st_mode):  # not a device or a pipe
+            return folder
+        with open(main, "rb") as f:
+            revision = f.read(256).decode("ascii", "replace").strip()
+        snapshot = path / "snapshots" / revision
+        if re.fullmatch(r"[0-9A-Za-z._-]{1,200}", revision) and revision not in (".", "..") and \
+                (snapshot / "config.json").is_file():
+            return snapshot
+    except (OSError, ValueError):  # no refs/main, a path too long: the folder as given
+        pass
+    return folder

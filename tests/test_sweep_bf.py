@@ -1,0 +1,61 @@
+"""The 48th session's own look: each test failed before its fix."""
+
+import os
+import time
+
+import pytest
+
+from test_commands import run, tiny_session
+
+
+@pytest.fixture(scope="module")
+def cache_entry(tmp_path_factory):
+    """A Hugging Face cache's models--NAME folder as transformers leaves it: two revisions under snapshots/, refs/main
+    naming the older one, and the newer (by time) one of another model's size."""
+    entry = tmp_path_factory.mktemp("hub") / "models--me--tiny"
+    for revision, width in (("1111aaaa", 32), ("2222bbbb", 48)):
+        s = tiny_session()
+        run(s, f":set d_model={width} steps=1")
+        run(s, ":train")
+        run(s, f":save hf:{entry / 'snapshots' / revision}")
+        time.sleep(0.01)
+    os.utime(entry / "snapshots" / "2222bbbb")  # the newest: the revision a guess by time would take
+    (entry / "refs").mkdir()
+    (entry / "refs" / "main").write_text("1111aaaa")  # as the hub writes it: the hash, no newline
+    return entry
+
+
+def test_load_of_a_cache_entry_reads_the_revision_refs_main_names(cache_entry):
+    from test_cli import invoke
+
+    s = tiny_session()
+    result = run(s, f":load hf:{cache_entry}")  # was: "has no config.json, but 2 folders in it have one (the newest:
+    # snapshots/2222bbbb); give the model's own folder"
+    assert result.path == str(cache_entry / "snapshots" / "1111aaaa")
+    assert result.model_config["d_model"] == 32
+    assert s.weights_from == f"hf:{cache_entry / 'snapshots' / '1111aaaa'}"  # read again by :save hf: and :parity
+    shell = invoke("--load", f"hf:{cache_entry}", "config", "--json")
+    assert shell.exit_code == 0, shell.output
+    assert '"d_model": 32' in shell.stdout
+
+
+@pytest.mark.parametrize("main", ["", "../../elsewhere", "3333cccc", "1111aaaa/../2222bbbb"])
+def test_a_refs_main_that_names_no_snapshot_here_is_not_followed(cache_entry, tmp_path, main):
+    import shutil
+
+    from minitf_repl.core.errors import UserError
+
+    entry = tmp_path / "models--me--tiny"
+    shutil.copytree(cache_entry, entry)
+    (entry / "refs" / "main").write_text(main)
+    with pytest.raises(UserError, match="has no config.json, but 2 folders in it have one"):
+        run(tiny_session(), f":load hf:{entry}")
+
+
+def test_parity_of_a_cache_entry_compares_with_the_revision_refs_main_names(cache_entry):
+    pytest.importorskip("transformers")
+    s = tiny_session()
+    run(s, f":load hf:{cache_entry}")
+    result = run(s, f":parity hf:{cache_entry}")  # was: "the session's model is not the model in ..." or no config
+    assert result.path == str(cache_entry / "snapshots" / "1111aaaa")
+    assert result.max_logit_diff <= result.tolerance
