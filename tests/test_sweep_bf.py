@@ -59,3 +59,21 @@ def test_parity_of_a_cache_entry_compares_with_the_revision_refs_main_names(cach
     result = run(s, f":parity hf:{cache_entry}")  # was: "the session's model is not the model in ..." or no config
     assert result.path == str(cache_entry / "snapshots" / "1111aaaa")
     assert result.max_logit_diff <= result.tolerance
+
+
+def test_a_narrow_gradient_norm_chart_says_the_spike_its_columns_average_away():
+    from minitf_repl.commands.train import PlotResult, PlotSeries
+    from test_render import plain
+
+    steps = list(range(1, 301))
+    norms = [1.0 + 0.01 * (step % 5) for step in steps]
+    norms[11] = 4.34  # one spike: 12 steps of 300 share a column at 40 columns
+    result = PlotResult("grad_norm", [PlotSeries("grad_norm", steps, norms)])
+    narrow = " ".join(plain(result, width=40).split())
+    top = float(narrow.split("┤")[0].split()[-1])
+    assert top < 4.34  # the column's mean: the top label read as the largest norm, and nothing said otherwise
+    assert "the largest, 4.34 at step 12, lies above the top label" in narrow, narrow
+    wide = " ".join(plain(result, width=400).split())
+    assert wide.split("┤")[0].split()[-1] == "4.34" and "lies above" not in wide  # a column a step: drawn, not said
+    losses = PlotResult("loss", [PlotSeries("train", steps, [5.0 - step / 100 for step in steps])], vocab_size=65)
+    assert "lies above" not in " ".join(plain(losses, width=40).split())  # a loss's first steps: not said

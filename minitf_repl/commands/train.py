@@ -1017,6 +1017,7 @@ def series_chart(series: list[PlotSeries], width: int, height: int, vocab_size: 
                  levels=counter_levels(counters), log_y=log_y)
 
 
+SPIKES = ("grad_norm", "block_grad")  # where one step's value matters: a spike a narrow chart averages away is said
 LOG_CHARTS = ("lr", "grad_norm", "block_grad", "lens_rank")  # all positive: a log axis where they span orders
 
 
@@ -1076,6 +1077,10 @@ def render_plot(result: PlotResult, console: Console) -> None:
         note(console, f"the values span {math.log10(max(finite) / min(finite)):.0f} orders of magnitude "
                       f"({min(finite):.3g} to {max(finite):.3g}): the y axis is on a log scale, so the rest is not "
                       "flattened under the largest")
+    if (above := getattr(drawn, "above", None)) is not None and result.what in SPIKES:
+        of = f" ({above.curve})" if len(series) > 1 else ""
+        note(console, f"each column is the mean of up to {above.most} steps, so the largest{of}, {above.value:.4g} at "
+                      f"step {above.step:,}, lies above the top label")
     if len(series) < len(result.series):
         note(console, f"{len(series)} of the {len(result.series)} curves drawn, the first, the last and a spread "
                       "between, so that each has a glyph of its own")

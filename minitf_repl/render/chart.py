@@ -62,12 +62,24 @@ class Level:
     label: str
 
 
-class Chart(Group):
-    """A drawn chart, which knows the levels it left out (too far from its curves): a caller says so in words."""
+@dataclass
+class AboveTop:
+    """The largest point of a chart's curves where its column's mean is drawn below it, under the axis's top."""
 
-    def __init__(self, *renderables, left_out: list[Level] = ()):
+    value: float
+    step: int
+    curve: str
+    most: int  # the most points one column averages
+
+
+class Chart(Group):
+    """A drawn chart, which knows the levels it left out (too far from its curves) and a point its columns' means
+    hide above the top (`above`): a caller says so in words."""
+
+    def __init__(self, *renderables, left_out: list[Level] = (), above: AboveTop | None = None):
         super().__init__(*renderables)
         self.left_out = list(left_out)
+        self.above = above
 
 
 def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | None = None,
@@ -143,7 +155,17 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     entries += [Text(glyph, style=style) + Text(label) for glyph, style, label in lines]
     if unit or log_y:
         entries.append(Text(f"({unit}{', ' if unit and log_y else ''}{'log scale' if log_y else ''})", style="dim"))
-    return Chart(out, legend_lines(entries, width), left_out=left_out)
+    return Chart(out, legend_lines(entries, width), left_out=left_out, above=_above_top(curves, columns, y1, log_y))
+
+
+def _above_top(curves: list[Curve], columns: list[dict[int, list[float]]], top: float, log_y: bool):
+    """A column is drawn at the mean of its points, so a narrow chart can average a spike (a gradient norm's) below
+    its axis's top label, which then reads as the largest value: the largest point where it lies above the top."""
+    peak = max(((v, s, c.name) for c in curves for s, v in zip(c.steps, c.values) if math.isfinite(v)), default=None)
+    if peak is None or peak[0] <= top + 1e-9 * abs(top):
+        return None
+    value, step, name = peak
+    return AboveTop(10 ** value if log_y else value, step, name, max(len(vs) for b in columns for vs in b.values()))
 
 
 def spans_orders(values: list[float], orders: int = LOG_ORDERS) -> bool:
