@@ -77,3 +77,21 @@ def test_a_narrow_gradient_norm_chart_says_the_spike_its_columns_average_away():
     assert wide.split("┤")[0].split()[-1] == "4.34" and "lies above" not in wide  # a column a step: drawn, not said
     losses = PlotResult("loss", [PlotSeries("train", steps, [5.0 - step / 100 for step in steps])], vocab_size=65)
     assert "lies above" not in " ".join(plain(losses, width=40).split())  # a loss's first steps: not said
+
+
+@pytest.mark.parametrize("value, shown", [(0.99785, "99.8%"), (0.9996, ">99.9%"), (1.0, "100%"), (0.994, "99%"),
+                                          (0.5, "50%"), (0.0004, "<0.1%")])
+def test_a_share_short_of_the_whole_is_never_written_as_100_percent(value, shown):
+    from minitf_repl.render import fmt
+
+    assert fmt.share(value) == shown  # 0.99785 was "100%": :ngram's val seen where 100 positions were never counted
+
+
+def test_ngram_val_seen_of_a_counter_that_backed_off_is_not_100_percent():
+    from test_render import text_of
+
+    result = run(tiny_session(), ":ngram sample=off")
+    row = next(r for r in result.rows if r.n == 3)
+    row.seen = 1 - 100 / 46503  # the tester's: 100 of 46,503 val positions with a context never counted
+    line = next(line for line in text_of(result, width=120).splitlines() if line.lstrip().startswith("3 "))
+    assert "99.8%" in line and "100%" not in line, line

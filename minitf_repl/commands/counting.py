@@ -17,6 +17,7 @@ from rich.text import Text
 from ..core.errors import UserError
 from ..core.words import count, quoted_chars
 from ..registry import Param
+from ..render import fmt
 from ..render.renderers import render
 from ..render.tables import fitting_table
 from ..render.words import model_text, note, say
@@ -161,7 +162,7 @@ def render_ngram(result: NgramResult, console: Console) -> None:
     rows = []
     for row in result.rows:
         rows.append([str(row.n), reads(row.n, unit), f"{row.contexts:,}" if row.n else "-",
-                     f"{row.seen:.0%}" if row.n and not math.isnan(row.seen) else "-",
+                     fmt.share(row.seen) if row.n and not math.isnan(row.seen) else "-",
                      f"{row.train_loss:.3f}", f"{row.val_loss:.3f}",
                      f"{row.bits_per_char:.2f}" if row.bits_per_char is not None else "-",
                      f"step {row.model_below_at:,}" if row.model_below_at is not None else "not yet"])

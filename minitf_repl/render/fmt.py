@@ -31,7 +31,10 @@ def pct(value) -> str:
 
 def share(value: float) -> str:
     """A share as a percentage, whole from 10% up and with a decimal below, so that a small share is not '0%' (a wide
-    embedding's main direction holds 0.2% of a random W_E's variance): '<0.1%' below that."""
+    embedding's main direction holds 0.2% of a random W_E's variance): '<0.1%' below that. Likewise at the top, a
+    share short of the whole is never '100%' (:ngram's val seen of 99.8%, where a counter backed off 100 times)."""
+    if 0.995 <= value < 1:
+        return f"{value:.1%}" if value < 0.9995 else ">99.9%"
     if value >= 0.0995:
         return f"{value:.0%}"
     if value >= 0.00095 or value <= 0:
