@@ -95,3 +95,31 @@ def test_ngram_val_seen_of_a_counter_that_backed_off_is_not_100_percent():
     row.seen = 1 - 100 / 46503  # the tester's: 100 of 46,503 val positions with a context never counted
     line = next(line for line in text_of(result, width=120).splitlines() if line.lstrip().startswith("3 "))
     assert "99.8%" in line and "100%" not in line, line
+
+
+def test_the_package_tree_in_docs_code_md_lists_every_module():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    tree = (root / "docs" / "code.md").read_text().split("```", 2)[1]  # the first block: the package's tree
+    listed = {word.rstrip(",") for line in tree.splitlines() for word in line.split() if word.rstrip(",").endswith(".py")}
+    modules = {p.name for p in (root / "minitf_repl").rglob("*.py") if p.name != "__init__.py"}
+    assert not modules - listed  # was: device_names.py, notices.py, numbers.py, values.py, startup.py, __main__.py
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_ffn_counts_every_unit_firing_below_or_at_zero(activation):
+    import re
+
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, f":set activation={activation}")
+    result = run(s, ":ffn")
+    words = plain(result, width=200)
+    zero = result.width - result.positive - result.negative
+    assert zero == 0 or f"{zero} at exactly 0" in words, words  # ReLU's zeros went unsaid: 511 of 512 accounted
+    said = re.search(r"firing \(h_n > 0\): (\d+) of (\d+)", words)
+    assert said and int(said.group(1)) == result.positive
+    if activation == "relu":
+        assert zero > 0 and "none below 0" in words

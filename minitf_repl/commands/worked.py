@@ -755,6 +755,10 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     note(console, f"h = {result.hidden}: {result.width} hidden units; FFN(x) = {rebuilt}, v_n the column n of "
                   f"the output matrix: each unit adds its own vector, scaled by how much it fires")
     negative = (f"{result.negative} below 0, the lowest {result.lowest:.3f}" if result.negative else "none below 0")
+    # the rest are exactly 0: ReLU's for every negative input, and GELU's far left, which float32 rounds to 0 (the
+    # counts summed to 511 of 512 with nothing said of the one)
+    zero = result.width - result.positive - result.negative
+    negative += f", {zero} at exactly 0" if zero else ""
     say(console, f"firing (h_n > 0): {result.positive} of {result.width} ({result.positive / result.width:.0%}); "
                  f"{negative} ({result.below_zero})")
     tied = result.units and result.units[0].promotes is not None

@@ -554,8 +554,8 @@ class MiniTransformerLM(nn.Module):
             raise DataError(f"the cache holds a batch of {held.shape[0]} but idx has {batch}; {fresh}")
 
     def _ids(self, name: str, ids, device: torch.device, low: int) -> torch.Tensor:
-        if not isinstance(ids, torch.Tensor):
-            raise DataError(f"{name} must be a tensor of token ids, got {type(ids).__name__}; "
+        if not isinstance(ids, torch.Tensor):  # an object of another kind: a TypeError, as docs/code.md says
+            raise TypeError(f"{name} must be a tensor of token ids, got {type(ids).__name__}; "
                             f"wrap it: torch.tensor([[...]]) for a batch of one")
         if ids.dim() != 2:
             fix = (f"add the batch dimension: {name}.unsqueeze(0) (a batch of one)" if ids.dim() == 1
