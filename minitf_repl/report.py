@@ -328,8 +328,8 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
 
 
 def heads_html(heads) -> list[str]:
-    """`:heads` as a table: each head's scores (the one it is named for in bold), what switching it off costs the
-    repeat, the even row; then the losses on the two copies and the reading."""
+    """`:heads` as a table: each head's scores (the one it is named for in bold), the copying gain switching it off
+    loses, the even row; then the losses on the two copies and the reading."""
     roles = list(heads.uniform)  # the roles, in the order core.heads scores them
     swept = any(row.carries is not None for row in heads.heads)
     out = ["<h2>What each head does</h2>",
@@ -337,10 +337,11 @@ def heads_html(heads) -> list[str]:
            f"{heads.repeat} again: the attention query i puts on the keys j each role names, averaged over the "
            "queries (previous: j = i-1; current: j = i; first: j = 0; duplicate: earlier copies of token i; "
            "induction: the token after an earlier copy of token i)"
-           + ("; off: the change in the repeat's loss (nats a token) with that head switched off alone" if swept
+           + ("; off: copying: the copying gain (the first copy's loss minus the repeat's, nats a token) lost with "
+              "that head switched off alone; a head that hurts every prediction alike loses none of it" if swept
               else "") + ".</p>"]
     head = ("<tr><th>head</th>" + "".join(f"<th>{r}</th>" for r in roles) + "<th>named</th>"
-            + ("<th>off</th>" if swept else "") + "</tr>")
+            + ("<th>off: copying</th>" if swept else "") + "</tr>")
     rows = []
     for row in heads.heads:
         cells = "".join(f"<td><b>{getattr(row, r):.2f}</b></td>" if r == row.role

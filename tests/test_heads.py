@@ -20,6 +20,7 @@ from minitf_repl.core.heads import (ROLES, head_roles, name_role, repeated_token
                                     uniform_scores)
 from minitf_repl.core.inside import attention_maps
 from minitf_repl.dispatch import json_document
+from minitf_repl.render import fmt
 from minitf_repl.session import Session
 from test_commands import Recorder, run
 from test_qkv import model_for
@@ -209,14 +210,14 @@ def test_heads_in_the_shell():
     assert "no copying from context yet" in result.reading  # an untrained model has nothing to copy with
     most = max(result.heads, key=lambda r: r.carries)
     if round(most.carries, 2) > 0:
-        assert f"switched off, head {most.layer}.{most.head} costs the repeat the most ({most.carries:+.2f} nats)" \
+        assert f"switched off, head {most.layer}.{most.head} takes the most of the copying ({most.carries:+.2f} nats" \
             in out
-    else:  # untrained: no head's absence raises the repeat's loss (test_sweep_r)
-        assert f"no head costs the repeat anything (the most: head {most.layer}.{most.head}, {most.carries:+.2f}" in out
+    else:  # untrained: no head's absence takes any of the copying gain (test_sweep_r)
+        assert f"none takes any of it (the most: head {most.layer}.{most.head}, {fmt.signed(most.carries, 2)}" in out
     assert ":ablate head=" not in out  # the note on the head the copying needs: only where the model copies
     narrow = text_of(result, 50)
     assert "induction" in narrow and "duplicate" in narrow  # the optional columns go first
-    assert json_document(REGISTRY["heads"], result)["schema"] == "minitf.heads/2"
+    assert json_document(REGISTRY["heads"], result)["schema"] == "minitf.heads/3"
 
     seeded = run(session, ":heads seed=5 layer=1")
     assert [r.layer for r in seeded.heads] == [1] * 4 and seeded.seed == 5 and seeded.tokens != result.tokens
@@ -230,13 +231,14 @@ def test_heads_in_the_shell():
     with pytest.raises(UserError, match="layer must be in 0..1"):
         run(session, ":heads layer=2")
 
-    # each head switched off alone: the repeat's loss is what :ablate's model reads
-    assert all(row.carries is not None for row in result.heads) and "off: repeat" in out
+    # each head switched off alone: the copying gain it takes is what :ablate's model loses of it
+    assert all(row.carries is not None for row in result.heads) and "off: copying" in out
     one = next(row for row in result.heads if (row.layer, row.head) == (1, 2))
     run(session, ":ablate head=1.2")
     ablated = run(session, ":heads")
     assert ablated.ablations == ["head 1.2"] and "switched off now: head 1.2" in plain(ablated)
-    assert ablated.second_copy == pytest.approx(result.second_copy + one.carries, abs=1e-5)
+    gain, gain_off = result.first_copy - result.second_copy, ablated.first_copy - ablated.second_copy
+    assert one.carries == pytest.approx(gain - gain_off, abs=1e-5)
     assert next(r for r in ablated.heads if (r.layer, r.head) == (1, 2)).carries == pytest.approx(0.0, abs=1e-5)
     run(session, ":ablate off")
     heard = Recorder()
@@ -264,6 +266,70 @@ def test_a_model_with_more_heads_than_the_sweep_is_not_swept():
     assert all(h.carries is None for h in head_roles(model_for(), tokens, repeat=8, sweep=False).heads)
 
 
+def test_each_heads_column_is_the_copying_gain_that_ablate_then_loses():
+    """carries: (first copy - repeat) with the head on, minus the same with it switched off by :ablate, for every head.
+    The column once read the repeat's rise alone, which counts a head's damage to the first copy as copying."""
+    session = Session(ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, max_seq_len=32),
+                      TrainConfig(steps=30, batch_size=8, eval_every=30), data_spec="pydoc", device_name="cpu")
+    run(session, ":train")
+    result = run(session, ":heads")
+    gain = result.first_copy - result.second_copy
+    firsts = []
+    for row in result.heads:
+        run(session, f":ablate head={row.layer}.{row.head}")
+        off = run(session, ":heads")
+        run(session, ":ablate off")
+        assert row.carries == pytest.approx(gain - (off.first_copy - off.second_copy), abs=1e-5), row
+        firsts.append(abs(off.first_copy - result.first_copy))
+    assert max(firsts) > 0.01  # some head moves the first copy's loss: the repeat's rise alone would read otherwise
+
+
+def worse_by(logits: torch.Tensor, idx: torch.Tensor, d: float) -> torch.Tensor:
+    """Logits under which the loss of every next-token prediction (position t predicts idx[t + 1]) is d nats more:
+    the target's probability times e^-d, the rest scaled up to fill the difference."""
+    logp = torch.log_softmax(logits.double(), -1)
+    target = torch.zeros_like(logp, dtype=torch.bool)
+    target[:, :-1].scatter_(-1, idx[:, 1:].unsqueeze(-1), True)
+    p_y = logp.exp().masked_fill(~target, 0.0).sum(-1, keepdim=True)
+    others = torch.log1p(-p_y * math.exp(-d)) - torch.log1p(-p_y)  # log((1 - p_y e^-d) / (1 - p_y))
+    return torch.where(target, logp - d, logp + others).to(logits.dtype)
+
+
+def test_a_head_that_hurts_every_prediction_alike_carries_none_of_the_copying():
+    """A model whose head 1.2, switched off, raises the loss of every prediction by 0.5 nats on top of what its
+    absence does: the first copy's loss rises by 0.5 as the repeat's does, and the copying is as it was. Its column
+    reads what it read without the extra harm; the repeat's rise alone (the old column) read 0.5 more, and named it
+    the head the copying needs."""
+    model = model_for()
+    tokens = repeated_tokens(model.config.vocab_size, model.config.max_seq_len, sequences=4)
+    repeat = tokens.shape[1] // 2
+    honest = {(h.layer, h.head): h.carries for h in head_roles(model, tokens, repeat=repeat).heads}
+    width = model.config.d_model // model.config.n_heads
+    seen = {}
+
+    def head_off(module, inputs, merged):  # (B, T, d_model): head 1.2's slice is zero only while it is switched off
+        seen["off"] = bool((merged[..., 2 * width:3 * width] == 0).all())
+
+    model.blocks[1].attn.hook_merged.register_forward_hook(head_off)
+    forward = model.forward
+
+    def hurt(idx, *args, **kwargs):
+        logits, loss = forward(idx, *args, **kwargs)
+        return (worse_by(logits, idx, 0.5) if seen["off"] else logits), loss
+
+    model.forward = hurt
+    with torch.no_grad():  # the construction does what it says: every prediction's loss 0.5 more
+        base, _ = forward(tokens)
+        each = torch.nn.functional.cross_entropy
+        rise = (each(worse_by(base, tokens, 0.5)[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+                - each(base[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none"))
+        assert float((rise - 0.5).abs().max()) < 1e-4
+    roles = head_roles(model, tokens, repeat=repeat)
+    for h in roles.heads:
+        assert h.carries == pytest.approx(honest[(h.layer, h.head)], abs=1e-4), (h.layer, h.head)
+    assert abs(next(h for h in roles.heads if (h.layer, h.head) == (1, 2)).carries) < 0.5 - 0.1
+
+
 def test_the_reading_says_whether_the_model_copies_and_how():
     from minitf_repl.commands.why import HeadRow, HeadsResult, heads_reading
     from minitf_repl.core.heads import HeadRoles, HeadScores
@@ -278,7 +344,8 @@ def test_the_reading_says_whether_the_model_copies_and_how():
     assert copying.startswith("the model copies from context: the repeat costs 0.50 nats a token against 4.00")
     assert "head 1.1 puts 0.80 of its attention on the token after an earlier copy of the current one: an induction " \
            "head" in copying
-    assert copying.endswith("switched off, head 1.1 costs the repeat the most (+2.50 nats)")
+    assert copying.endswith("switched off, head 1.1 takes the most of the copying (+2.50 nats a token off the 3.50 "
+                            "the repeat gains)")
     other = heads_reading(roles(None), 4.0, 0.5)
     assert "yet no head does it the textbook way, by looking at the token after an earlier copy (the most: head 1.1, " \
            "0.80)" in other
@@ -288,7 +355,7 @@ def test_the_reading_says_whether_the_model_copies_and_how():
     result = HeadsResult(None, list("abab"), 2, 1, 0, None, rows, 0, dict.fromkeys(ROLES, 0.05), [4.0, 0.1, 0.5],
                          4.0, 0.5, 3.0, copying)
     out = plain(result)
-    assert "to keep the head the repeat needs most switched off for the views that follow: :ablate head=1.1" in out
+    assert "to keep the head the copying needs most switched off for the views that follow: :ablate head=1.1" in out
     assert "+2.50" in out and "the first begins ab..." in out
 
 

@@ -180,7 +180,7 @@ def test_heads_marks_a_head_switched_off():
     words = plain(result)
     assert "off: switched off by :ablate: it still attends, so its scores are read, but it writes nothing" in words
     flat = " ".join(words.split())
-    assert flat.count(" off off ") == 1  # head 0.1's named and off: repeat (was "+0.00"); head 0.0 keeps its number
+    assert flat.count(" off off ") == 1  # head 0.1's named and off: copying (was "+0.00"); head 0.0 keeps its number
     assert flat.split(" off off ")[0].rsplit(" 0.1 ", 1)[1].count(" ") == 4  # in head 0.1's row, after its 5 scores
 
 

@@ -73,9 +73,9 @@ def test_plot_of_a_watched_view_in_the_repl_still_says_train_watching_first():
         run(session, ":plot what=induction")
 
 
-# --- :heads's reading when no head's absence costs the repeat anything ----------------------------------
+# --- :heads's reading when no head's absence takes any of the copying --------------------------------
 @pytest.mark.parametrize("carries, costs", [((-0.04, -0.001), False), ((0.002, -0.01), False), ((0.31, 0.05), True)])
-def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(carries, costs):
+def test_heads_reading_says_no_head_carries_the_copying_when_none_takes_any(carries, costs):
     from types import SimpleNamespace
 
     from minitf_repl.commands.why import heads_reading
@@ -85,10 +85,12 @@ def test_heads_reading_says_no_head_costs_the_repeat_when_none_raises_its_loss(c
     roles = SimpleNamespace(heads=heads, best=lambda role: heads[0], uniform={"induction": 0.05})
     reading = heads_reading(roles, first=2.52, second=2.52)
     top = max(carries)
-    assert ("costs the repeat the most" in reading) == costs, reading  # switching it off lowered the loss: no cost
+    assert ("takes the most of the copying" in reading) == costs, reading  # its absence raised the gain: it takes none
     if not costs:
         most = f"(the most: head 0.{carries.index(top)}, {fmt.signed(top, 2)} nats)"
-        assert f"no head costs the repeat anything {most}" in reading
+        assert f"no single head carries the copying alone: switched off, none takes any of it {most}" in reading
+    else:  # the gain is 0.00 here: no "of the 0.00 the repeat gains"
+        assert reading.endswith("switched off, head 0.0 takes the most of the copying (+0.31 nats)"), reading
 
 
 # --- :train watch=attn in a narrow terminal -------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_heads_never_writes_minus_zero_for_a_head_whose_absence_changes_the_repe
     s = tiny_session("pydoc")
     result = run(s, ":heads")
     for row in result.heads:
-        row.carries = -0.001  # switched off, the repeat's loss falls by a thousandth: 0.00 at two decimals
+        row.carries = -0.001  # switched off, the copying gain rises by a thousandth: 0.00 at two decimals
     assert "-0.00" not in text_of(result) and "+0.00" in text_of(result)
     heads = [SimpleNamespace(layer=0, head=0, role=None, carries=-0.001, scores={"induction": 0.1})]
     roles = SimpleNamespace(heads=heads, best=lambda role: heads[0], uniform={"induction": 0.05})

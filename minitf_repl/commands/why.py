@@ -459,7 +459,9 @@ class HeadRow:
     duplicate: float  # attention on earlier copies of the query's own token
     induction: float  # attention on the tokens that followed earlier copies of the query's token
     role: str | None  # the role the head is named for, or None (no pattern stands out)
-    carries: float | None  # the rise in the repeat's loss (nats) with this head switched off; None: not measured
+    # the copying gain (the first copy's loss minus the repeat's, nats a token) lost with this head switched off
+    # alone; None: not measured
+    carries: float | None
 
 
 @dataclass
@@ -508,13 +510,15 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
     cost = f"the repeat costs {second:.2f} nats a token against {first:.2f} the first time"
     swept = [h for h in roles.heads if h.carries is not None]
     needed = ""
-    if swept:
+    if swept:  # carries: the copying gain (first - second) a head takes away when switched off alone
         most = max(swept, key=lambda h: h.carries)
         change = f"{fmt.signed(most.carries, 2)} nats"  # -0.001 is +0.00, never "-0.00"
-        needed = (f"; switched off, head {most.layer}.{most.head} costs the repeat the most ({change})"
-                  if round(most.carries, 2) > 0 else  # no head's absence raises the loss: none "costs" it
-                  f"; switched off alone, no head costs the repeat anything (the most: head {most.layer}.{most.head}, "
-                  f"{change})")
+        # "of the -0.03 the repeat gains" says nothing: where there is no gain, the change alone
+        of = f" a token off the {first - second:.2f} the repeat gains" if round(first - second, 2) > 0 else ""
+        needed = (f"; switched off, head {most.layer}.{most.head} takes the most of the copying ({change}{of})"
+                  if round(most.carries, 2) > 0 else  # no head's absence lowers the gain: none "takes" it
+                  f"; no single head carries the copying alone: switched off, none takes any of it (the most: head "
+                  f"{most.layer}.{most.head}, {change})")
     if second > COPIES_AT * first:
         noise = 2 * se if se is not None else 0.0
         if first - second > max(BEGUN_BY, noise):
@@ -547,7 +551,7 @@ def check_causal(session: Session, what: str) -> None:
           positional=True),
     replace(BLOCK, help="list the heads of this block only (default: every block)"),
     Param("seed", int, help="the random tokens' seed (default 0)", low=0, limit=2**63 - 1),
-], interruptible=True, json_version=2)  # fmt: skip
+], interruptible=True, json_version=3)  # fmt: skip
 def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
     from ..core.heads import SEQUENCES, head_roles, repeat_length, repeated_tokens, text_tokens, trained_length
 
@@ -603,7 +607,7 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                   "j = i-1, current j = i, first j = 0, duplicate: earlier copies of token i, induction: the token "
                   "after an earlier copy of token i")
     swept = any(row.carries is not None for row in result.heads)
-    names = ["head", *HEAD_ROLES, "named"] + (["off: repeat"] if swept else [])
+    names = ["head", *HEAD_ROLES, "named"] + (["off: copying"] if swept else [])
     most = max((row.carries for row in result.heads if row.carries is not None), default=None)
     rows = []
     for row in result.heads:
@@ -629,8 +633,9 @@ def render_heads(result: HeadsResult, console: Console) -> None:
     note(console, f"even: the scores of attention spread evenly over keys 0..i; named: the role of a head's largest "
                   f"score, when that is at least {ROLE_AT} and {ROLE_OVER_UNIFORM:g}x the even score")
     if swept:
-        note(console, "off: repeat: the change in the repeat's loss (nats a token) with that head switched off alone, "
-                      "its output A_h V_h zeroed as :ablate does: how much of the copying goes through it")
+        note(console, "off: copying: the copying gain (the first copy's loss minus the repeat's, nats a token) lost "
+                      "with that head switched off alone, its output A_h V_h zeroed as :ablate does; a head that hurts "
+                      "every prediction alike loses none of it")
     if any(isinstance(cell, Text) and cell.plain == "off" for cells in rows for cell in cells):
         note(console, f"off: switched off by {cmd('ablate')}: it still attends, so its scores are read, but it writes "
                       "nothing")
@@ -646,8 +651,9 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                       f"{result.second_copy:.2f} (each token there can be read off the first copy)")
     say(console, result.reading, "green")
     carrier = max((row for row in result.heads if row.carries is not None), key=lambda r: r.carries, default=None)
-    if carrier is not None and result.second_copy <= COPIES_AT * result.first_copy:
-        note(console, f"to keep the head the repeat needs most switched off for the views that follow: "
+    if (carrier is not None and round(carrier.carries, 2) > 0  # no head takes any: none is "needed most"
+            and result.second_copy <= COPIES_AT * result.first_copy):
+        note(console, f"to keep the head the copying needs most switched off for the views that follow: "
                       f"{cmd('ablate', f'head={carrier.layer}.{carrier.head}')} ({cmd('ablate', 'off')} puts it back)")
     ablation_note(console, result.ablations)
     if result.untrained:

@@ -23,12 +23,15 @@ only if some heads do that. An induction head at query i (second copy) looks at 
 token after the earlier copy of t_i, which is what `induction` measures on any text.
 
 Where a head looks is not what it carries. On the repeated tokens each head is also switched off in
-turn (its output A_h V_h zeroed, as `:ablate head=L.H` does) and the repeat's loss read again: the
-rise is how much of the copying goes through that head, whatever its pattern.
+turn (its output A_h V_h zeroed, as `:ablate head=L.H` does) and both copies' losses read again, from
+the same pass: the copying gain (the first copy's loss minus the repeat's) it takes away is how much
+of the copying goes through that head, whatever its pattern. The repeat's loss alone would not say:
+a head that damages every prediction raises the first copy's loss as much as the repeat's, and
+leaves the copying as it was.
 
 Like the other views, it only listens: eval, no-grad passes with the attention probes' hooks
 (core.probe), on the explicit attention path so that the weights exist as a tensor. Parts switched
-off by :ablate stay off, so the loss on the repeat shows what an ablated head carried.
+off by :ablate stay off, so the losses on the two copies show what an ablated head carried.
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ class HeadScores:
     head: int
     scores: dict[str, float]  # role -> the attention on that role's keys, averaged over queries
     role: str | None  # the role the head is named for (ROLE_AT, ROLE_OVER_UNIFORM), or None
-    carries: float | None = None  # the repeat's loss with this head switched off, minus the loss with it on
+    # the copying gain it carries: (first copy's loss - the repeat's) with this head on, minus the same with it switched
+    # off alone (nats a token); a head that hurts every prediction alike carries about 0. None: not swept
+    carries: float | None = None
 
 
 @dataclass
@@ -201,14 +206,20 @@ def text_tokens(data) -> torch.Tensor | None:
     return None if len(held) < 2 or len(held) == data.tokenizer.vocab_size else held
 
 
+def first_copy_loss(logits: torch.Tensor, tokens: torch.Tensor, repeat: int) -> float:
+    """The mean loss on the first copy's tokens 1..h-1 (random: nothing to go on), as head_roles's `first_copy`."""
+    return float(F.cross_entropy(logits[:, : repeat - 1].float().transpose(1, 2), tokens[:, 1:repeat]))
+
+
 def repeat_loss(logits: torch.Tensor, tokens: torch.Tensor, repeat: int) -> float:
     """The mean loss on the repeat's tokens h+1..2h-1 (token h starts the repeat: nothing gives it away)."""
-    losses = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), tokens[:, 1:], reduction="none")
-    return float(losses[:, repeat:].mean())
+    return float(F.cross_entropy(logits[:, repeat:-1].float().transpose(1, 2), tokens[:, repeat + 1:]))
 
 
-def switched_off_losses(model: nn.Module, idx: torch.Tensor, repeat: int, heads: list[tuple[int, int]]) -> list[float]:
-    """The repeat's loss with each of `heads` (layer, head) switched off alone (core.ablation), in order."""
+def switched_off_losses(model: nn.Module, idx: torch.Tensor, repeat: int,
+                        heads: list[tuple[int, int]]) -> list[tuple[float, float]]:
+    """(the first copy's loss, the repeat's) with each of `heads` (layer, head) switched off alone (core.ablation), in
+    order; both from the one pass a head."""
     out = []
     with probe.listening(model):  # eval, no_grad, training flags restored
         for layer, head in heads:
@@ -218,13 +229,14 @@ def switched_off_losses(model: nn.Module, idx: torch.Tensor, repeat: int, heads:
                 logits, _ = model(idx)
             finally:
                 off.clear()
-            out.append(repeat_loss(logits.cpu(), idx.cpu(), repeat))
+            logits, tokens = logits.cpu(), idx.cpu()
+            out.append((first_copy_loss(logits, tokens, repeat), repeat_loss(logits, tokens, repeat)))
     return out
 
 
 def head_roles(model: nn.Module, tokens: torch.Tensor, repeat: int | None = None, sweep: bool = True) -> HeadRoles:
     """Score every head of `model` on `tokens` (B, T); `repeat`: h, when each row is h tokens twice. `sweep`:
-    with a repeat, also switch each head off in turn (at most SWEEP_MOST heads) and read the repeat's loss."""
+    with a repeat, also switch each head off in turn (at most SWEEP_MOST heads) and read the copying gain it takes."""
     probes = block_probes(model, "hook_weights")
     if not probes:
         raise UserError("this model has no attention weight probes (hook_weights); use a model built by minitf")
@@ -253,7 +265,7 @@ def head_roles(model: nn.Module, tokens: torch.Tensor, repeat: int | None = None
         se = float(gain.std() / math.sqrt(gain.numel())) if gain.numel() > 1 else None
         if sweep and len(heads) <= SWEEP_MOST:
             off = switched_off_losses(model, idx, repeat, [(h.layer, h.head) for h in heads])
-            for h, loss in zip(heads, off):
-                h.carries = loss - second
+            for h, (first_off, second_off) in zip(heads, off):
+                h.carries = (first - second) - (first_off - second_off)  # the copying gain lost with it off
     return HeadRoles(tokens.tolist(), repeat, heads, uniform, queries, losses.mean(0).tolist(), first, second,
                      math.log(logits.shape[-1]), se)
