@@ -123,3 +123,26 @@ def test_ffn_counts_every_unit_firing_below_or_at_zero(activation):
     assert said and int(said.group(1)) == result.positive
     if activation == "relu":
         assert zero > 0 and "none below 0" in words
+
+
+@pytest.mark.parametrize("line", [":patch 654081= vs 654781=", ":attrib 654081="])
+def test_patch_and_attrib_on_an_untrained_model_say_so(line):
+    from test_render import plain
+
+    s = tiny_session()
+    result = run(s, line)
+    assert result.untrained
+    assert "this model has not trained yet" in plain(result, width=200)  # was: a heat map of noise, read as a result
+    run(s, ":train steps=1")
+    trained = run(s, line)
+    assert not trained.untrained and "has not trained" not in plain(trained, width=200)
+
+
+def test_the_shell_patch_of_an_untrained_model_names_the_line_that_looks_again():
+    from test_cli import invoke
+
+    shown = invoke("patch", "654081=", "654781=")
+    assert shown.exit_code == 0, shown.output
+    words = " ".join(shown.stdout.split())
+    assert "this model has not trained yet" in words
+    assert "then minitf --load autosave patch 654081= 654781=" in words

@@ -94,6 +94,7 @@ class PatchResult:
     # heads ("L.H") whose output :ablate zeroes now (their own, or their block skipped): zero in both runs, so their
     # cells restore nothing, by no merit of theirs; the reading never names them
     off_heads: list[str] = field(default_factory=list)
+    untrained: bool = False  # the model has not trained: its answer and every cell are random weights' (said)
 
 
 def heads_off(session: Session) -> list[str]:
@@ -226,7 +227,7 @@ def _best_head(value: float, names: list[str]) -> str:
     Param("target", str, blank=True, meta="CHAR",
           help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
                "next token)"),
-], interruptible=True, json_version=4)  # fmt: skip
+], interruptible=True, json_version=5)  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     data = session.data
     clean, corrupt = split_prompts(args["prompts"], data)
@@ -251,7 +252,7 @@ def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
         corrupt_tokens=[itos(i) for i in corrupt_ids], answer=itos(r.answer), foil=itos(r.foil),
         clean_diff=r.clean_diff, corrupt_diff=r.corrupt_diff, stream=r.stream, resid=resid, heads=heads,
         reading=patch_reading(heads, r.stream, resid, r.clean_diff - r.corrupt_diff, off), same_answer=r.same_answer,
-        ablations=switched_off(session), off_heads=off,
+        ablations=switched_off(session), off_heads=off, untrained=session.untrained,
     )
 
 
@@ -354,6 +355,9 @@ def render_patch(result: PatchResult, console: Console) -> None:
                           "brings nothing back")
     say(console, result.reading, "green")
     ablation_note(console, result.ablations)
+    if result.untrained:  # from the shell `minitf patch A B` ran on a new model with no word, its grid read as a result
+        note(console, f"this model has not trained yet: its answer is a guess and the cells show what random weights "
+                      f"carry; {look_again('patch', AUTOSAVE_NAME, result.clean, result.corrupt)}")
 
 
 @dataclass
@@ -375,6 +379,7 @@ class AttribResult:
     rank: int  # its rank among the next tokens (1: the likeliest)
     norm_bias: bool = True  # the final norm has a bias (False: RMSNorm or bias=off, and the offset is 0)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
+    untrained: bool = False  # the model has not trained: the logit split is random weights' (said)
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -386,7 +391,7 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
-], json_version=2)  # fmt: skip
+], json_version=3)  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
     text, ids, _ = view_prompt(session, args["prompt"], reporter)
@@ -403,7 +408,7 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
 
     return AttribResult(prompt=text, target=shown_piece(data.tokenizer, a.target), logit=a.logit, offset=a.offset,
                         scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
-                        ablations=switched_off(session))
+                        ablations=switched_off(session), untrained=session.untrained)
 
 
 @render.register(AttribResult)
@@ -439,6 +444,9 @@ def render_attrib(result: AttribResult, console: Console) -> None:
         note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: the final norm has no "
                       f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
     ablation_note(console, result.ablations)
+    if result.untrained:
+        note(console, f"this model has not trained yet: the parts split a logit of random weights; "
+                      f"{look_again('attrib', AUTOSAVE_NAME, result.prompt)}")
 
 
 
