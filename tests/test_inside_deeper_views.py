@@ -192,7 +192,7 @@ SHELL = ["--set", "n_layers=2", "--set", "d_model=32 n_heads=2", "--set", "d_ff=
 def test_the_one_shot_shell():
     runner = CliRunner()
     doc = doc_patch = json.loads(runner.invoke(cli.app, [*SHELL, "patch", "31415= 38495=", "--json"]).stdout)
-    assert doc["schema"] == "minitf.patch/4" and len(doc["resid"]) == 3 and len(doc["heads"][0]) == 2
+    assert doc["schema"] == "minitf.patch/5" and len(doc["resid"]) == 3 and len(doc["heads"][0]) == 2
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "attrib", "31415=", "--target", "3", "--json"]).stdout)
     assert doc["target"] == "3" and abs(sum(p["logit"] for p in doc["parts"]) + doc["offset"] - doc["logit"]) < 1e-4
     doc = json.loads(runner.invoke(cli.app, [*SHELL, "lens", "31415=", "--at", "mid", "--json"]).stdout)
