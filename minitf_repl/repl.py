@@ -120,7 +120,8 @@ class SafeFileHistory(FileHistory):
     def _fail(self, what: str, exc: Exception) -> None:
         if not self._broken:
             self._broken = True
-            self._warn(f"warning: cannot {what} history file {self.filename} ({exc}); history is kept in memory; "
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc  # not "[Errno 28] No space ..."
+            self._warn(f"warning: cannot {what} history file {self.filename} ({why}); history is kept in memory; "
                        f"{ELSEWHERE}")
 
     def load_history_strings(self):
@@ -603,15 +604,24 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
     err_console = err_console if err_console is not None else console
     door = FrontDoor(session, console, err_console, FrontEnd(debug=debug),
                      progress=progress_console(console, err_console))
+    pending: list[str] = []  # the history file's warnings, said when no prompt is drawn
+
+    def say_pending() -> None:
+        while pending:
+            say(err_console, pending.pop(0), "yellow")
+
     if history is None:
         moved = adopt_old_history()  # earlier versions kept it in the data dir; it is state
         if moved:
             say(err_console, moved, "dim")
         try:
-            history = make_history(history_path(), lambda msg: say(err_console, msg, "yellow"))
+            # said between prompts: a line's history is written (and read, the first time) while the prompt is drawn,
+            # and a warning printed then landed on the prompt's line, broken inside a word
+            history = make_history(history_path(), pending.append)
         except UserError as e:  # no home folder to keep it in
             say(err_console, f"warning: {e}; history is kept in memory for this session", "yellow")
             history = InMemoryHistory()
+    say_pending()
     prompt_session = PromptSession(
         history=history,
         auto_suggest=AutoSuggestFromHistory(),
@@ -661,13 +671,16 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
             with leave_on_signals():
                 line = prompt_session.prompt(PROMPT, pre_run=start_preload_after_first_render if first else None)
         except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
+            say_pending()
             continue
         except EOFError:  # Ctrl-D
+            say_pending()
             if (warned := warn_unsaved(door, warned)) is None:
                 break
             continue
         except Terminated as e:  # SIGTERM or SIGHUP at the prompt: nothing runs, nothing to save
             return signal_status(e.signum)
+        say_pending()
         first = False
         if ctrl_c_typed_ahead(prompt_session.input):  # Ctrl-C pressed with Enter, before the command could start
             error(err_console, "interrupted")

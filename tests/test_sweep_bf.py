@@ -146,3 +146,38 @@ def test_the_shell_patch_of_an_untrained_model_names_the_line_that_looks_again()
     words = " ".join(shown.stdout.split())
     assert "this model has not trained yet" in words
     assert "then minitf --load autosave patch 654081= 654781=" in words
+
+
+def test_a_history_write_failure_is_said_between_prompts_in_the_words_of_the_error(monkeypatch, tmp_path):
+    import errno
+    import io
+
+    from prompt_toolkit.application.current import get_app_or_none
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+    from rich.console import Console
+
+    from minitf_repl import repl
+    from minitf_repl.session import Session
+
+    class Written(io.StringIO):
+        during_prompt = []
+
+        def write(self, text):
+            self.during_prompt.append(get_app_or_none() is not None)
+            return super().write(text)
+
+    def full(self, string):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setenv("MINITF_HISTORY", str(tmp_path / "history"))
+    monkeypatch.setattr(repl.SafeFileHistory, "_append", full)
+    out, err = (Console(file=io.StringIO(), width=100, color_system=None),
+                Console(file=Written(), width=100, color_system=None))
+    with create_pipe_input() as inp:
+        inp.send_text(":config\r:q\r")
+        assert repl.run_repl(Session(), out, err, input=inp, output=DummyOutput()) == 0
+    said = " ".join(err.file.getvalue().split())
+    assert said.count("warning: cannot write history file") == 1
+    assert "(No space left on device)" in said and "Errno" not in said  # was: ([Errno 28] No space left on device)
+    assert not any(Written.during_prompt)  # was: written while the prompt was drawn, onto its line
