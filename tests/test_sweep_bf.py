@@ -181,3 +181,20 @@ def test_a_history_write_failure_is_said_between_prompts_in_the_words_of_the_err
     assert said.count("warning: cannot write history file") == 1
     assert "(No space left on device)" in said and "Errno" not in said  # was: ([Errno 28] No space left on device)
     assert not any(Written.during_prompt)  # was: written while the prompt was drawn, onto its line
+
+
+def test_compare_by_bits_per_character_says_better_only_past_the_noise():
+    from minitf_repl.commands.lab import compare_verdict
+    from minitf_repl.core.compare import Evaluation, Outcome
+
+    def outcome(label, loss, bits, spread):
+        return Outcome(label, 1000, [Evaluation(label, 60, loss, 0.1, bpc=bits, bpc_spread=spread)])
+
+    # the tester's: 3.575 ±0.052 against 3.738 ±0.158 over 2 seeds, a gap of 0.163 under twice the spread (0.333)
+    noisy = compare_verdict([outcome("tokenizer=char", 2.5912, 3.738, 0.158),
+                             outcome("tokenizer=bpe:300", 3.7786, 3.575, 0.052)], 2, "bits per character")
+    assert noisy.startswith("tokenizer=bpe:300 has the fewest bits per character: 3.575 on the val text"), noisy
+    assert "better" not in noisy and "the gap is within the noise of 2 seeds" in noisy  # was: "is better ...; within"
+    clear = compare_verdict([outcome("tokenizer=char", 2.5912, 3.738, 0.01),
+                             outcome("tokenizer=bpe:300", 3.7786, 3.575, 0.01)], 2, "bits per character")
+    assert clear.startswith("tokenizer=bpe:300 is better by bits per character: 3.575") and "beats" in clear

@@ -186,8 +186,12 @@ def compare_verdict(outcomes: list[Outcome], seeds: int, by: str) -> str | None:
         tied = [o.label for e, o in finals if o is not best_outcome and round(e.bpc, 3) == round(best.bpc, 3)]
         others = ", ".join(f"{e.bpc:.3f} for {o.label}" for e, o in finals
                            if o is not best_outcome and o.label not in tied)
-        verdict = (f"{' and '.join([best_outcome.label, *tied])} tie" if tied else
-                   f"{best_outcome.label} is better") + f" by bits per character: {best.bpc:.3f} on the val text"
+        # over seeds, "better" only where it beats every other by more than the noise: "is better ...; against char
+        # the gap is within the noise of 2 seeds" took back in one clause what the first said
+        noisy = seeds > 1 and any(not differs(best, e, True) for e, o in finals if o is not best_outcome)
+        verdict = (f"{' and '.join([best_outcome.label, *tied])} tie by bits per character" if tied else
+                   f"{best_outcome.label} has the fewest bits per character" if noisy else
+                   f"{best_outcome.label} is better by bits per character") + f": {best.bpc:.3f} on the val text"
         verdict += (f", against {others}" if others else "") + (" (losses per token of different tokenizers do not "
                                                                  "compare)")
     elif finals and seeds > 1:

@@ -2,7 +2,7 @@
 
 What rate to train at? Before comparing whole runs (`:compare lr=a lr=b`), one run can say where the
 answer lies (Smith, "Cyclical Learning Rates for Training Neural Networks", 2015; fastai's lr_find).
-A fresh model with the session's settings trains `steps` steps, each at a rate e^(1/steps) times more
+A fresh model with the session's settings trains `steps` steps, each at a rate (high / low)^(1/(steps - 1)) times
 than the last, from `low` to `high`, with no warm-up and no decay:
 
     lr_k = low * (high / low) ** (k / (steps - 1))            k = 0 .. steps - 1
