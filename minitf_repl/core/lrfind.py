@@ -2,8 +2,8 @@
 
 What rate to train at? Before comparing whole runs (`:compare lr=a lr=b`), one run can say where the
 answer lies (Smith, "Cyclical Learning Rates for Training Neural Networks", 2015; fastai's lr_find).
-A fresh model with the session's settings trains `steps` steps, each at a rate (high / low)^(1/(steps - 1)) times
-than the last, from `low` to `high`, with no warm-up and no decay:
+A fresh model with the session's settings trains `steps` steps, each at (high / low)^(1/(steps - 1)) times
+the rate before, from `low` to `high`, with no warm-up and no decay:
 
     lr_k = low * (high / low) ** (k / (steps - 1))            k = 0 .. steps - 1
 
