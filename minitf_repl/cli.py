@@ -888,6 +888,19 @@ def open_shell(session: Session, debug: bool = False, loaded=None) -> int:
         return 1
     if sys.stdin.isatty():
         return repl.run_repl(session, console_for(), console_for(stderr=True), debug, loaded=loaded)
+    # Piped commands are a script: a --data or --device the command line got wrong is refused before its first line,
+    # as for a command (`minitf --data nosuch < script` exited 0 without a word, a line that read the data then
+    # blamed as "line 1"). At a terminal the REPL opens with a warning, where :data or :device mends it.
+    from .commands.settings import device_problem
+    from .core.catalog import data_problem
+    from .core.device_names import well_formed
+
+    if not well_formed(session.device_name):
+        _command_line_error(device_problem(session.device_name))
+        return 1
+    if loaded is None and (problem := data_problem(session.data_spec)) is not None:
+        _command_line_error(f"--data: {problem}")
+        return 1
     repl.preload()
     out = console_for(force_terminal=False, no_color=True)
     err = console_for(stderr=True, force_terminal=False, no_color=True)

@@ -198,3 +198,13 @@ def test_compare_by_bits_per_character_says_better_only_past_the_noise():
     clear = compare_verdict([outcome("tokenizer=char", 2.5912, 3.738, 0.01),
                              outcome("tokenizer=bpe:300", 3.7786, 3.575, 0.01)], 2, "bits per character")
     assert clear.startswith("tokenizer=bpe:300 is better by bits per character: 3.575") and "beats" in clear
+
+
+@pytest.mark.parametrize("option, said", [(("--data", "nosuch"), "error: --data: no such file: nosuch"),
+                                          (("--device", "foo"), "error: unknown device 'foo'")])
+def test_piped_commands_with_a_wrong_data_or_device_option_fail_before_their_first_line(option, said):
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke(*option, input=":config\n"))  # was: exit 0, a warning amid :config's table
+    assert line.startswith(said), line
+    assert invoke(*option, input="").exit_code == 1  # was: exit 0 without a word
