@@ -208,3 +208,14 @@ def test_piped_commands_with_a_wrong_data_or_device_option_fail_before_their_fir
     line = assert_one_error_line(invoke(*option, input=":config\n"))  # was: exit 0, a warning amid :config's table
     assert line.startswith(said), line
     assert invoke(*option, input="").exit_code == 1  # was: exit 0 without a word
+
+
+@pytest.mark.parametrize("show", [(), ("--show", "probs")])
+def test_one_shot_gen_keeps_its_notes_off_standard_output_with_or_without_probs(show):
+    from test_cli import invoke
+
+    result = invoke("gen", "hello", "-n", "5", "--seed", "1", *show)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("hello")
+    assert "tokens in" not in result.stdout and "tokens in" in result.stderr  # was: on stdout with --show probs
+    assert "has not trained" in result.stderr and "has not trained" not in result.stdout

@@ -21,7 +21,7 @@ from ..core.words import count
 from ..palette import quoted, shade, terminal_safe, visible
 from ..registry import Param, param_from_setting
 from ..render.heatmap import cell, legend, unscaled
-from ..render.renderers import after_stream, render
+from ..render.renderers import after_stream, render, text_apart
 from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
@@ -341,13 +341,20 @@ def only_whitespace(text: str) -> str | None:
 
 @render.register(GenResult)
 def render_gen(result: GenResult, console: Console) -> None:
+    gen_text(result, console)
+    gen_notes(result, console)
+
+
+@text_apart.register(GenResult)
+def gen_text(result: GenResult, console: Console) -> bool:
+    """The text alone (each character shaded by its probability with show=probs); gen_notes says the rest."""
     if result.probs:
         render_probs(result, console)
     elif writes_raw(console, result.raw):
         write_raw(console, result.prompt + result.text + "\n")
     else:
         say(console, model_text(result.prompt, console, "bold") + model_text(result.text, console))
-    gen_notes(result, console)
+    return True
 
 
 @after_stream.register(GenResult)

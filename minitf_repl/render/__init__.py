@@ -18,10 +18,10 @@ terminal width, and turns colour and animation off when the output is not a term
 """
 
 from .live import CompareTable, LossTable, QuietReporter, RichReporter
-from .renderers import after_lines, after_stream, render
+from .renderers import after_lines, after_stream, render, text_apart
 from .tables import NARROW
 from .words import Words, WordStream, console_for, error, internal_error, note, say, word_lines
 
 __all__ = ["NARROW", "CompareTable", "LossTable", "QuietReporter", "RichReporter", "WordStream", "Words",
-           "after_lines", "after_stream", "console_for", "error", "internal_error", "note", "render", "say",
+           "after_lines", "after_stream", "console_for", "error", "internal_error", "note", "render", "say", "text_apart",
            "word_lines"]

@@ -26,7 +26,7 @@ from ..palette import terminal_safe
 from ..reporter import Reporter
 from . import fmt
 from .chart import mark, uniform_loss
-from .renderers import after_lines, after_stream, render
+from .renderers import after_lines, after_stream, render, text_apart
 from .heatmap import unscaled
 from .tables import NARROW, add_row, fits
 from .watch import watch_view
@@ -659,4 +659,7 @@ class RichReporter(Reporter):
             # `minitf train --watch > run.log 2>&1`) showed it twice in a row
             after_lines(result, self.out)
             return
+        if not same_output(self.console, self.out) and text_apart(result, self.out):
+            after_stream(result, self.console)  # the notes where a streamed text's go (`gen --show probs > out.txt`
+            return  # wrote its timing and drawn seed into the file)
         render(result, self.out)
