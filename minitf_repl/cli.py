@@ -126,6 +126,8 @@ def _folder_as_option(settings: list[str]) -> str | None:
     if given is None:
         return None
     name, folder = given
+    if not folder.strip():  # the line with '' in it would be refused in turn ("--checkpoint-dir is empty")
+        return f"{name}= names no folder; give one as minitf's own option, e.g. minitf {options[name]} DIR ls"
     words, line, i = _TYPED.get(), [], 0
     while i < len(words):
         word, eq, inline = words[i].partition("=")

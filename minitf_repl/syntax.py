@@ -105,13 +105,14 @@ def interactive() -> str:
     return " ".join(_minitf())
 
 
-def given_before(name: str, option: str, value, new_model_on: str | None = None) -> str:
+def given_before(name: str, option: str, value, new_model_on: str | None = None, keep_load: bool = True) -> str:
     """From the shell, the line that runs command `name` in this session with minitf's own `option` (--set, --data,
     --load) given `value`: `minitf --checkpoint-dir DIR --set lr=0.1 train`. What a one-shot `minitf set lr=0.1`,
     `minitf data sort` or `minitf load K` would have to be given as, for the command after it to see it.
 
     `new_model_on`: the setting rebuilds the model, which --load refuses (it would reset the loaded weights), so
-    where this session was loaded the line starts a new model on that data instead (`--data sort`)."""
+    where this session was loaded the line starts a new model on that data instead (`--data sort`). `keep_load`
+    False: the line leaves this session's --load out (--checkpoint-dir DIR moves where --load reads from)."""
     if option == "--load":
         return cmd(name, load=str(value))
     if option == "--data" and name == "train" and loaded():
@@ -119,6 +120,9 @@ def given_before(name: str, option: str, value, new_model_on: str | None = None)
         # after the load, as :data after :load does (`minitf --load a1 --data sort train` was refused)
         return " ".join([*_minitf(), name, "--data", shlex.quote(str(value))])
     words = _minitf(given=(option, str(value)))
+    if not keep_load and loaded():
+        words = ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in _INVOKED.get() if o != "--load"
+                             and not _replaced((o, v), (option, str(value)))), f"{option} {shlex.quote(str(value))}"]
     if new_model_on is not None and loaded():
         kept = [(o, v) for o, v in _INVOKED.get() if o != "--load" and not _replaced((o, v), (option, str(value)))]
         pairs = [*(p for p in kept if p[0] != "--data"), ("--data", new_model_on), (option, str(value))]

@@ -219,3 +219,21 @@ def test_one_shot_gen_keeps_its_notes_off_standard_output_with_or_without_probs(
     assert result.stdout.startswith("hello")
     assert "tokens in" not in result.stdout and "tokens in" in result.stderr  # was: on stdout with --show probs
     assert "has not trained" in result.stderr and "has not trained" not in result.stdout
+
+
+def test_the_checkpoint_dir_line_a_loaded_one_shot_set_suggests_runs(tmp_path):
+    import re
+    import shlex
+
+    from test_cli import invoke
+
+    folder = tmp_path / "ck"
+    assert invoke("--checkpoint-dir", str(folder), "--set", "n_layers=1", "--set", "autosave=off", "train", "--steps",
+                  "1", "--save", "small").exit_code == 0
+    told = invoke("--checkpoint-dir", str(folder), "--load", "small", "set", f"checkpoint_dir={tmp_path / 'new'}")
+    line = re.search(r"e\.g\. (minitf .*)$", " ".join(told.stderr.split())).group(1)
+    assert "--load" not in line  # was: minitf --load small --checkpoint-dir NEW ls: "no checkpoint named 'small'"
+    again = invoke(*shlex.split(line)[1:])
+    assert again.exit_code == 0, again.output
+    empty = " ".join(invoke("--set", "checkpoint_dir=", "config").stderr.split())
+    assert "checkpoint_dir= names no folder" in empty and "''" not in empty  # was: minitf --checkpoint-dir '' config

@@ -347,9 +347,10 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     # which --set applies): a one-shot `minitf set` is told that option
     own = next((spec for spec in ShellConfig.specs() if spec.shell_option and spec.name in given), None)
     if own is not None and syntax() == SHELL:
-        with without_setting(own.name):
-            line = given_before("ls", own.shell_option, str(given[own.name]).strip())
-        raise UserError(f"from the shell {own.name} is minitf's own option, read before --load, e.g. {line}")
+        with without_setting(own.name):  # --load would read from the new folder, where the checkpoint is not:
+            line = given_before("ls", own.shell_option, str(given[own.name]).strip(), keep_load=False)  # left out
+        raise UserError(f"from the shell {own.name} is minitf's own option, read before --load (which then loads from "
+                        f"that folder), e.g. {line}")
     if "checkpoint_dir" in given:  # absolute, as the session names its folder; checked before anything changes
         folder = checkpoint_folder(new[ShellConfig].checkpoint_dir)
         new[ShellConfig] = new[ShellConfig].replace(checkpoint_dir=str(folder))
