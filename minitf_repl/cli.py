@@ -39,7 +39,7 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import BOOL_WORDS, fits_first_option, parse_line, prepare_args
+from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, prepare_args
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -151,6 +151,11 @@ class _Group(_FlagsUntyped, TyperGroup):
             write_stand_ins(stream)
         forget_zero_size()  # here too, not in main() alone: a caller of the app itself (a test's CliRunner)
         typed = _dashes(sys.argv[1:] if args is None else list(args))
+        if (bad := _undecodable(typed)) is not None:  # Python's stand-ins for bytes that are no UTF-8: said as bytes
+            _command_line_error(bad)
+            if standalone_mode:
+                sys.exit(2)
+            return 2
         option = self._option_help(typed)
         if option is not None:  # `minitf help train steps`: that option alone, as `:help train steps` shows it
             typer.echo(option)
@@ -374,6 +379,8 @@ class _Group(_FlagsUntyped, TyperGroup):
     def _early(self, e: Exception, args: list[str]) -> str | None:
         """For an option of a command typed before it (`minitf --json config`): it goes after the command."""
         name = getattr(e, "option_name", None)
+        if any(name in p.opts for p in self.params):  # minitf's own (`minitf --data` with no value): Click's word
+            return None  # stands ("requires an argument"); it was told to go after a command, where it fails again
         at = next((i for i, a in enumerate(args) if a == name or a.startswith(f"{name}=")), None) if name else None
         if at is None:
             return None
@@ -408,6 +415,20 @@ class _Group(_FlagsUntyped, TyperGroup):
         return f"{name} is an option of {shown}, so it goes after one: minitf COMMAND {shlex.join(typed)}"
 
 
+def _undecodable(words: list[str]) -> str | None:
+    """The refusal of a command-line word that is not UTF-8 (a file name or a text in another encoding): Python reads
+    each such byte as a lone surrogate, which the vocabulary then listed as '\udcff' (not in the vocabulary, sorted,
+    so in the reverse of the order typed); None where every word reads."""
+    for word in words:
+        raw = [ord(c) - 0xDC00 for c in word if 0xDC80 <= ord(c) <= 0xDCFF]
+        if raw and not any(os.path.lexists(w) for w in (word, word.partition("=")[2]) if w):  # a file's own name
+            # in another encoding is a name all the same (--data, a checkpoint folder): it opens as typed
+            shown = " ".join(f"\\x{b:02x}" for b in raw[:8]) + (" ..." if len(raw) > 8 else "")
+            return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it in UTF-8 (a file in another "
+                    "encoding: iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8)")
+    return None
+
+
 def _help_word(args: list[str], commands, options=()) -> list[str]:
     """`minitf help` is `minitf --help`, and `minitf help train` is `minitf train --help`, as `:help train` is in
     the REPL (where `help` alone works too); `minitf help lr` of a setting is `minitf set lr`, as `:set lr` is, and
@@ -420,8 +441,8 @@ def _help_word(args: list[str], commands, options=()) -> list[str]:
     before, word = args[:at], args[at + 1 : at + 2]
     if word and word[0].startswith(":") and len(word[0]) > 1:  # `help :train`, as the REPL writes it
         word = [word[0][1:]]
-    if not word or word[0] == "help":  # `minitf help help`: what help does is the list it gives
-        return before + ["--help"]
+    if not word or word[0] == "help" or word[0].startswith("-"):  # `minitf help help`: what help does is the list it
+        return before + ["--help"]  # gives; `minitf help --json` too (help is text), not "--json goes after a command"
     after = args[at + 1 :]
     name = _named(word[0], commands)
     if name in commands:
@@ -1158,6 +1179,14 @@ def _make_subcommand(command, registry: Registry):
             positional = command.positional
             words = args.pop(positional.name if positional is not None else OPTION_WORDS, None)
             try:
+                # an option's value that is another option of the command (`gen hi --n --json`, $N empty in a
+                # script): the option has no value, a mistake in the command line (status 2), as `gen --n` is
+                # ("n must be a whole number, got '--json'", status 1, where the JSON was also asked for)
+                names = {"--json", "--help", *(n.split("/")[0] for q in command.params for n in _option_names(q))}
+                for param in command.params:
+                    value = args.get(param.name)
+                    if isinstance(value, str) and value.split("=")[0] in names and param.type is not bool:
+                        raise missing_value(f"--{param.name.replace('_', '-')}", param)
                 # the words typed after `--` are text whatever they read as: `minitf gen -- n=5` continues "n=5"
                 # (it read as the option n and said "n is given twice" beside -n 3); Click hands them over last
                 words = words or []

@@ -422,8 +422,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 if nxt is not None and nxt.quoted_from is None and nxt.text.lower() in BOOL_WORDS:
                     value, i = nxt.text, i + 1
             elif nxt is None:
-                spelled = typed if short is not None else f"--{param.name}"
-                raise UserError(f"{spelled} needs a value, e.g. {spelled} {_example(param)}")
+                raise missing_value(typed if short is not None else f"--{param.name}", param)
             else:
                 value, i = nxt.text, i + 1
         if param.name in args:
@@ -511,6 +510,11 @@ def fits_first_option(cmd: Command, text: list[str]) -> str:
     except UserError:
         return ""
     return f"; did you mean {phrase_command(cmd.name, **{first.name: value})}?"
+
+
+def missing_value(spelled: str, param: Param) -> UsageError:
+    """The refusal of an option typed without its value (`--n` at the line's end, or followed by another option)."""
+    return UsageError(f"{spelled} needs a value, e.g. {spelled} {_example(param)}")
 
 
 def _example(param: Param) -> str:

@@ -237,3 +237,16 @@ def test_the_checkpoint_dir_line_a_loaded_one_shot_set_suggests_runs(tmp_path):
     assert again.exit_code == 0, again.output
     empty = " ".join(invoke("--set", "checkpoint_dir=", "config").stderr.split())
     assert "checkpoint_dir= names no folder" in empty and "''" not in empty  # was: minitf --checkpoint-dir '' config
+
+
+def test_command_line_mistakes_are_said_as_what_they_are():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--data"), code=2)
+    assert "requires an argument" in line, line  # was: "--data is an option of commands ..., so it goes after one"
+    line = assert_one_error_line(invoke("gen", "hi", "--n", "--json"), code=2)  # was: status 1, "got '--json'"
+    assert line == "error: --n needs a value, e.g. --n 10", line
+    shown = invoke("help", "--json")
+    assert shown.exit_code == 0 and "Usage: minitf" in shown.output  # was: "--json ... goes after one", status 2
+    line = assert_one_error_line(invoke("tok", "\udcff\udcfe"), code=2)  # the bytes ff fe as Python reads them
+    assert "not UTF-8 text (bytes \\xff \\xfe)" in line and "udc" not in line, line  # was: '\udcfe' '\udcff'
