@@ -116,9 +116,10 @@ def check_value(param: Param, value, typed: str | None = None):
     if param.type is bool and isinstance(value, str):
         return convert(param, value)  # `--cache off` from the shell arrives as text
     if param.type is str and isinstance(value, str) and not param.positional and not param.blank and not value.strip():
-        # a value it takes: its first choice, or the first two Tab offers for it (tokenizer: char, bpe:512), else "..."
+        # a value it takes: its first choice, or the first two Tab offers for it (tokenizer: char, bpe:512), else its
+        # placeholder (save: --save NAME; it said "--save ...")
         suggested = param.setting.suggestions[:2] if param.setting is not None else ()
-        examples = param.choices[:1] if param.choices else suggested or ("...",)
+        examples = param.choices[:1] if param.choices else suggested or (param.metavar,)
         # in the front end's own spelling: `--prompt ""` from the shell was told "e.g. prompt=..."
         raise UserError(f"{param.name} needs a value, e.g. " + " or ".join(option(param.name, v) for v in examples))
     if param.choices and isinstance(value, str) and value not in param.choices:  # RMSNorm, AdamW: as papers write them

@@ -362,7 +362,7 @@ def test_an_empty_value_from_the_shell_is_told_in_the_shells_spelling(tmp_path):
 
     (tmp_path / "config.json").write_text("{}")
     line = assert_one_error_line(invoke("--set", "n_layers=1", "parity", f"hf:{tmp_path}", "--prompt", ""))
-    assert line.endswith("prompt needs a value, e.g. --prompt ..."), line  # was "e.g. prompt=...", the REPL's
+    assert line.endswith("prompt needs a value, e.g. --prompt TEXT"), line  # was "prompt=...", then "--prompt ..."
 
 
 def test_parity_without_a_model_gives_a_line_that_loads_and_compares(tmp_path):

@@ -250,3 +250,17 @@ def test_command_line_mistakes_are_said_as_what_they_are():
     assert shown.exit_code == 0 and "Usage: minitf" in shown.output  # was: "--json ... goes after one", status 2
     line = assert_one_error_line(invoke("tok", "\udcff\udcfe"), code=2)  # the bytes ff fe as Python reads them
     assert "not UTF-8 text (bytes \\xff \\xfe)" in line and "udc" not in line, line  # was: '\udcfe' '\udcff'
+
+
+def test_small_shell_messages_name_what_runs():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--set", "n_layers=1", "train", "save="))
+    assert line.endswith("save needs a value, e.g. --save NAME"), line  # was "e.g. --save ..."
+    line = assert_one_error_line(invoke("set"))
+    assert "checkpoint_dir" not in line and "lr" in line  # minitf set refuses it from the shell: it was listed
+    shown = invoke("--set", "max_seq_len=9", "lens")
+    assert shown.exit_code == 0, shown.output
+    assert "longer than max_seq_len" not in shown.stderr  # no prompt was given: the view's sample fits the window
+    told = invoke("--set", "max_seq_len=9", "lens", "a longer prompt than nine")
+    assert "the prompt is longer than max_seq_len=9" in " ".join(told.stderr.split())  # a user's prompt: said

@@ -313,6 +313,9 @@ def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool =
     ids = data.tokenizer.encode(text)
     window = session.model_config.max_seq_len + scored
     dropped = max(0, len(ids) - window)
+    if dropped and not prompt:  # the view's own sample, cut to the window: no prompt of the user's went unread (a
+        ids = ids[-window:]  # model of max_seq_len=9 was told "the prompt is longer ...", where none was given)
+        return data.tokenizer.decode(ids), ids, 0
     if dropped:
         ids = ids[-window:]
         text = data.tokenizer.decode(ids)

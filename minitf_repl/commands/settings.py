@@ -331,7 +331,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                             "changes")
         return SetResult({}, False, shown=_settings_named(session, keys))
     if not given:
-        keys = ", ".join(p.name for p in SET.options)
+        keys = ", ".join(p.name for p in SET.options  # from the shell, not those it gives as options of its own
+                         if syntax() != SHELL or p.setting is None or p.setting.shell_option is None)
         raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)}, or a "
                         f"setting's name to show it, e.g. {cmd('set', 'lr')} (keys: {keys})")
     current = {cls: _current(session, cls) for cls in SETTINGS}
