@@ -264,3 +264,19 @@ def test_small_shell_messages_name_what_runs():
     assert "longer than max_seq_len" not in shown.stderr  # no prompt was given: the view's sample fits the window
     told = invoke("--set", "max_seq_len=9", "lens", "a longer prompt than nine")
     assert "the prompt is longer than max_seq_len=9" in " ".join(told.stderr.split())  # a user's prompt: said
+
+
+def test_save_refuses_a_folder_that_holds_other_files_and_no_checkpoint(checkpoint_dir):
+    from minitf_repl.core.errors import CheckpointError
+
+    s = tiny_session(steps=1)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":train")
+    (checkpoint_dir / "mydir").mkdir(parents=True)
+    (checkpoint_dir / "mydir" / "notes.txt").write_text("my notes")
+    with pytest.raises(CheckpointError, match="holds no checkpoint but 1 other file \\(notes.txt\\)"):
+        run(s, ":save mydir")  # was: "replaced checkpoint mydir", its files written among the notes
+    assert sorted(p.name for p in (checkpoint_dir / "mydir").iterdir()) == ["notes.txt"]
+    (checkpoint_dir / "empty").mkdir()
+    assert run(s, ":save empty").name == "empty"  # an empty folder is no one's files
+    assert run(s, ":save empty").replaced  # a checkpoint saved over: as before

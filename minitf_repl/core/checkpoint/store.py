@@ -160,6 +160,8 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             _remove_dead_strays(directory)
             if exclusive and os.path.lexists(target):
                 raise NameTaken(f"a checkpoint named {name!r} exists already in {directory}; choose another name")
+            if rotate is None:  # (an autosave's rotation moves a folder in its way aside, whatever it holds)
+                _check_no_other_files(target)
             sources = _shareable(directory, share_from, manifest["files"].values())
             if outcome is not None:
                 outcome["replaced"] = target.is_dir()
@@ -415,6 +417,21 @@ def _referenced_files(target: Path) -> set[str]:
     except Exception:
         return set()
     return {n for n in names if isinstance(n, str) and DATA_FILE.match(n)}
+
+
+def _check_no_other_files(target: Path) -> None:
+    """Refuse to save into a folder that holds files but no checkpoint: the save wrote its files among them and said
+    "replaced checkpoint NAME", where there had been none, and the user's files then lived inside a model's folder."""
+    try:
+        if not target.is_dir() or (target / MANIFEST).exists():
+            return
+        others = sorted(entry.name for entry in os.scandir(target))
+    except OSError:  # unreadable: the save says what it finds
+        return
+    if others:
+        named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise CheckpointError(f"{cut_middle(str(target))} is a folder that holds no checkpoint but "
+                              f"{count(len(others), 'other file')} ({named}); save under another name, or move them out")
 
 
 def rotate(directory, name: str, keep: int) -> None:
