@@ -472,7 +472,7 @@ def test_save_results_are_json(checkpoint_dir):
         doc = to_json(run(s, line))
         json.dumps(doc, allow_nan=False)
     assert set(to_json(run(s, ":save x"))) == {"name", "path", "step", "size_bytes", "seconds", "replaced",
-                                                  "architecture", "ablations", "replaced_unseen"}
+                                                  "architecture", "ablations", "replaced_unseen", "moved_aside"}
     assert to_json(run(s, ":ls"))["rows"][0]["name"] in ("x", "autosave")
     assert to_json(run(s, ":train steps=1"))["saved"] == "autosave"
 

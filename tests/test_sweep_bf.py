@@ -280,3 +280,18 @@ def test_save_refuses_a_folder_that_holds_other_files_and_no_checkpoint(checkpoi
     (checkpoint_dir / "empty").mkdir()
     assert run(s, ":save empty").name == "empty"  # an empty folder is no one's files
     assert run(s, ":save empty").replaced  # a checkpoint saved over: as before
+
+
+def test_an_autosave_that_moves_a_checkpoint_saved_by_name_aside_says_where(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(steps=2)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":train")
+    run(s, ":save autosave")  # a checkpoint the user named autosave: rotation keeps it, under another name
+    result = run(s, ":train steps=2 schedule=new")
+    assert result.saved == "autosave" and result.moved_aside == "autosave-1"
+    words = plain(result, width=200)
+    assert "autosave held a checkpoint saved by name, not a run's autosave: it is kept as autosave-1" in words
+    again = run(s, ":train steps=2 schedule=new")  # a run's own autosave moving down the rotation: nothing said
+    assert again.moved_aside is None and "kept as" not in plain(again, width=200)

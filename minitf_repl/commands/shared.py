@@ -43,6 +43,9 @@ class SaveResult:
     # the step of the checkpoint replaced when this session had neither saved nor loaded it (another session's
     # work, most likely: two REPLs or a one-shot command sharing the folder); None when it was this session's or new
     replaced_unseen: int | None = None
+    # where an autosave's rotation moved a checkpoint NAME that was not a run's autosave (a user's `:save autosave`):
+    # kept under this name; None: nothing of the kind
+    moved_aside: str | None = None
 
 
 def say_emulated(dtypes, device, reporter) -> None:
@@ -81,7 +84,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
-    outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None}
+    outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -116,7 +119,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         name=name, path=os.path.abspath(path), step=session.trainer.step,
         size_bytes=outcome["size_bytes"], seconds=time.perf_counter() - start,
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
-        replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
+        replaced_unseen=_unseen_step(session, outcome["replaced_meta"]), moved_aside=outcome["moved_aside"],
     )
 
 

@@ -75,6 +75,9 @@ class TrainResult:
     # the step of the checkpoint save=NAME replaced when this session had neither saved nor loaded it (another
     # session's work, most likely); None when it was this session's, or new
     replaced_unseen: int | None = None
+    # the name the autosave's rotation moved a checkpoint `autosave` to that was not a run's autosave (a user's
+    # `:save autosave`), kept; None: nothing of the kind
+    moved_aside: str | None = None
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
     schedule: str = "new"
@@ -186,7 +189,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=15)  # fmt: skip
+], json_version=16)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -403,7 +406,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone. A run
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
     # older run out of the rotation, so it writes none (save=NAME was asked for by name, and is written).
-    saved, save_error, replaced, unseen = None, None, False, None
+    saved, save_error, replaced, unseen, moved = None, None, False, None, None
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
@@ -417,13 +420,14 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None
             unseen = written.replaced_unseen if save_as is not None else None
+            moved = written.moved_aside
         except UserError as e:
             save_error = str(e)
     from ..core.device import cpu_kind
 
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
-        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
+        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen, moved_aside=moved,
         schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         watch_seconds=watched[0] if frames else None,
@@ -559,7 +563,9 @@ def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool,
                              rotate=AUTOSAVES_KEPT if save_as is None else None, same_run=resumed)
     except UserError as e:
         return f"it could not be saved ({e})"
-    return f"saved as checkpoint {saved.name} (step {saved.step})"
+    kept = (f"; the checkpoint saved by name as {saved.name} is kept as {saved.moved_aside}" if saved.moved_aside
+            else "")
+    return f"saved as checkpoint {saved.name} (step {saved.step}){kept}"
 
 
 def _thin(rows: list, most: int) -> list:
@@ -682,6 +688,9 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
         if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} that this session had "
                          "neither saved nor loaded (another session's?): it is replaced", "yellow")
+        if result.moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
+            say(console, f"{result.saved} held a checkpoint saved by name, not a run's autosave: it is kept as "
+                         f"{result.moved_aside} ({restore(result.moved_aside)} restores it)", "yellow")
     if result.save_error:
         say(console, f"warning: not saved: {result.save_error}", "yellow")
     elif not result.saved and result.steps and syntax() == SHELL:  # autosave=off, no --save: ended without a word

@@ -174,7 +174,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                 # that fails (a full disk) has moved and deleted nothing.
                 written = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
                 try:
-                    _rotate_locked(directory, name, rotate)
+                    moved = _rotate_locked(directory, name, rotate)
+                    if outcome is not None:
+                        outcome["moved_aside"] = moved
                 except BaseException:
                     shutil.rmtree(written, ignore_errors=True)
                     raise
@@ -523,7 +525,7 @@ def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
     return [history[i] for i in sorted(keep)]
 
 
-def _rotate_locked(directory: Path, name: str, keep: int) -> None:
+def _rotate_locked(directory: Path, name: str, keep: int) -> str | None:
     """Rotation, the folder lock held: it moves and deletes only what rotation made.
 
     The slots are NAME, NAME-1 .. NAME-keep. An autosave (or a checkpoint older than `origin`,
@@ -532,6 +534,8 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> None:
     where it is, and the autosaves skip over its slot; an own checkpoint that would move past
     NAME-keep is deleted. NAME itself always moves (the new save needs the name); if it is not
     rotation's own and no slot is free, it moves to the first free NAME-k past `keep`, never deleted.
+    Returns where NAME went when it was not rotation's own (a user's `:save autosave`), for the save to say it:
+    it moved without a word, and `:load autosave` then loaded another model. None otherwise.
     """
     def slot(i: int) -> Path:
         return directory / (name if i == 0 else f"{name}-{i}")
@@ -540,6 +544,8 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> None:
         return origin_kind(slot(i)) in ("autosave", _LEGACY)
 
     blocked = {i for i in range(1, keep + 1) if os.path.lexists(slot(i)) and not own(i)}
+    someones = slot(0).is_dir() and not own(0)  # NAME holds a checkpoint (or a folder) rotation did not make
+    moved = None
     for i in range(keep, -1, -1):  # oldest first: each one's destination is free or already moved on
         if i in blocked or not slot(i).is_dir() or (i > 0 and not own(i)):
             continue
@@ -554,4 +560,7 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> None:
             while os.path.lexists(slot(j)):
                 j += 1
             os.rename(slot(i), slot(j))  # someone's checkpoint named NAME: moved aside, kept
+        if i == 0 and someones:
+            moved = slot(j).name
+    return moved
 
