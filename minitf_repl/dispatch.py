@@ -40,6 +40,7 @@ from .core.watch import Grid
 from .parsing import CLEAR, parse_line, prepare_args
 from .registry import Command, Registry, clip
 from .render import RichReporter, error, internal_error
+from .render.live import same_output
 from .render.words import note
 from .reporter import Reporter
 from .schema import schema_id
@@ -314,8 +315,9 @@ class FrontDoor:
         failure = getattr(result, "failure", None)  # a result says what failed, where a command can fail and still run
         if failure:
             # The rendered result shows it to a person at the terminal; JSON readers, and whoever reads the errors
-            # of output sent elsewhere (`minitf train > run.log`, a pipe), get it on stderr too.
-            if self.front.json or not _seen(self.out):
+            # of output sent elsewhere (`minitf train > run.log`, a pipe), get it on stderr too; not where the errors
+            # go to that same file (`> run.log 2>&1`), which then read as if two saves had failed
+            if self.front.json or (not _seen(self.out) and not same_output(self.out, self.err)):
                 self._error(failure)
             return FAILED
         return OK

@@ -295,3 +295,30 @@ def test_an_autosave_that_moves_a_checkpoint_saved_by_name_aside_says_where(chec
     assert "autosave held a checkpoint saved by name, not a run's autosave: it is kept as autosave-1" in words
     again = run(s, ":train steps=2 schedule=new")  # a run's own autosave moving down the rotation: nothing said
     assert again.moved_aside is None and "kept as" not in plain(again, width=200)
+
+
+@pytest.mark.parametrize("one_file", [True, False])
+def test_a_failed_save_is_said_once_where_output_and_errors_share_a_file(monkeypatch, tmp_path, one_file):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.core import checkpoint
+    from minitf_repl.core.errors import CheckpointError
+    from minitf_repl.dispatch import FrontDoor, FrontEnd
+
+    def full(*args, **kwargs):
+        raise CheckpointError("could not save checkpoint 'autosave' (No space left on device); free some space")
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", full)  # the autosave fails, the training stands
+    s = tiny_session(steps=2)
+    s.checkpoint_dir = tmp_path
+    log = io.StringIO()
+    out = Console(file=log, width=200, color_system=None)
+    err = Console(file=log if one_file else io.StringIO(), width=200, color_system=None)
+    door = FrontDoor(s, out, err, FrontEnd(syntax="shell", live=False, keyboard=False))
+    assert door.run_line(":train") == "failed"
+    said = log.getvalue()
+    assert said.count("not saved:") == 1, said  # was twice in `minitf train > run.log 2>&1`: warning, then error
+    if not one_file:
+        assert err.file.getvalue().startswith("error: not saved:")  # errors read apart: said there too
