@@ -165,6 +165,8 @@ def prepare_args(command: Command, args: dict) -> dict:
 class _Token:
     text: str
     quoted_from: int | None  # index in text of the first character that was inside quotes
+    start: int | None = None  # where the token's characters begin and end in the line as typed (None: made here)
+    end: int | None = None
 
 
 _PLAIN = re.compile(r"[^\s\"']+")
@@ -176,23 +178,40 @@ _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 WINDOWS_PATH = re.compile(r'(?:hf:)?(?:[A-Za-z]:\\|\\\\[^\\"\s]+\\)')
 
 
-def _tokenize(text: str, windows_paths: bool = False) -> list[_Token]:
+class UnclosedQuote(UserError):
+    """A quote the line never closes, at index `at` of the text tokenized."""
+
+    def __init__(self, message: str, at: int):
+        super().__init__(message)
+        self.at = at
+
+
+def _tokenize(text: str, windows_paths: bool = False, literal_quotes: bool = False) -> list[_Token]:
     """Split on whitespace; '...' and "..." group text and mark it quoted. In double quotes
     \\n, \\t, \\" and \\\\ are escapes, except in a Windows path where the command takes one (`windows_paths`:
     WINDOWS_PATH); single quotes take everything literally. An apostrophe between two letters or digits (don't) opens
-    no quote."""
+    no quote. `literal_quotes`: a quote is a character like any other (a text with an unclosed one). Each token
+    knows its span in `text`, from which a command's prose is read as typed (_text_as_typed)."""
     tokens: list[_Token] = []
     buf: list[str] = []
     length = 0
     quoted_from = None
     in_token = False
+    began = 0
     i, n = 0, len(text)
     while i < n:
         c = text[i]
+        if not in_token and not c.isspace():
+            began = i
         if c.isspace():
             if in_token:
-                tokens.append(_Token("".join(buf), quoted_from))
+                tokens.append(_Token("".join(buf), quoted_from, began, i))
                 buf, length, quoted_from, in_token = [], 0, None, False
+            i += 1
+        elif c in "\"'" and literal_quotes:
+            buf.append(c)
+            length += 1
+            in_token = True
             i += 1
         elif c == "'" and 0 < i < n - 1 and text[i - 1].isalnum() and text[i + 1].isalnum():
             # an apostrophe inside a word (`:gen don't stop`, `It's`) is a character of the text: as a quote it left
@@ -210,7 +229,7 @@ def _tokenize(text: str, windows_paths: bool = False) -> list[_Token]:
             while True:
                 stop = text.find(c, j) if literal else _next_special(text, j)
                 if stop < 0:
-                    raise UserError(f"unclosed quote {c} in the line; add the closing {c}")
+                    raise UnclosedQuote(f"unclosed quote {c} in the line; add the closing {c}", i)
                 if stop > j:
                     buf.append(text[j:stop])
                     length += stop - j
@@ -233,8 +252,28 @@ def _tokenize(text: str, windows_paths: bool = False) -> list[_Token]:
             in_token = True
             i = m.end()
     if in_token:
-        tokens.append(_Token("".join(buf), quoted_from))
+        tokens.append(_Token("".join(buf), quoted_from, began, n))
     return tokens
+
+
+def _text_as_typed(tokens: list[_Token], raw: str) -> str | None:
+    """A command's prose (a prompt, a text) as typed: the line from its first word to its last, every space and
+    quote kept, where its words stand together (pieces apart, around options, are joined by a space); a text wholly
+    in quotes is what the quotes hold (escapes read). None where a word has no span (made by the parser). Read word
+    by word, `:score say "hi" to   me` scored 'say hi to me', and `:tok a  b` one space."""
+    if any(t.start is None for t in tokens):
+        return None
+    if len(tokens) == 1 and tokens[0].quoted_from == 0 and raw[tokens[0].start] in "\"'" \
+            and raw[tokens[0].end - 1] == raw[tokens[0].start] and tokens[0].end - tokens[0].start > 1:
+        return tokens[0].text
+    pieces, start = [], tokens[0].start
+    for token, after in zip(tokens, tokens[1:] + [None]):
+        if after is not None and not raw[token.end:after.start].strip():
+            continue  # the next word follows this one with only spaces between
+        pieces.append(raw[start:token.end])
+        if after is not None:
+            start = after.start
+    return " ".join(pieces)
 
 
 def _next_special(text: str, start: int) -> int:
@@ -291,7 +330,18 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
             raise
         raise UserError(f"{e}; to continue the line as text: :{plain.name} {clip(stripped)}") from None
     rest = body.lstrip()[len(name) :]
-    return cmd, _parse_args(cmd, _tokenize(rest, windows_paths=cmd.takes_a_path), registry)
+    try:
+        tokens = _tokenize(rest, windows_paths=cmd.takes_a_path)
+    except UnclosedQuote as e:  # inside a word of a prose, a character of the text (`:tok print("x`), as typed; one
+        if not _reads_prose(cmd) or e.at == 0 or rest[e.at - 1].isspace():  # that opens a word is a quote left open
+            raise
+        tokens = _tokenize(rest, literal_quotes=True)
+    return cmd, _parse_args(cmd, tokens, registry, raw=rest)
+
+
+def _reads_prose(cmd: Command) -> bool:
+    """Whether the command's text is prose (a prompt, a text to read), taken as typed (_text_as_typed)."""
+    return cmd.positional is not None and cmd.positional.name in PROSE and not cmd.positional.pair
 
 
 def _refuse_slash(line: str, registry: Registry, plain: Command) -> None:
@@ -354,10 +404,14 @@ def in_comment(cmd: Command, words: list[str]) -> bool:
     return len(_without_comment(cmd, tokens)) < len(tokens)
 
 
-def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = None) -> CheckedArgs:
+def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = None,
+                raw: str | None = None) -> CheckedArgs:
+    """The arguments of `tokens`; `raw`: the line they came from, after the command's name, from which a prose is
+    read as typed."""
     tokens = _without_comment(cmd, tokens)
     args = CheckedArgs()
     text: list[str] = []
+    text_tokens: list[_Token] = []  # the text's words themselves, with their spans in `raw`
     loose: list[str] = []  # the words of the text that were neither quoted nor after `--`
     positional = cmd.positional
     i = 0
@@ -367,6 +421,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         i += 1
         if only_text:
             text.append(token.text)
+            text_tokens.append(token)
             continue
         if token.text == "--" and token.quoted_from is None:
             only_text = True  # everything after a bare `--` is text
@@ -380,6 +435,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         option = _option_key(token)
         if option is None:
             text.append(token.text)
+            text_tokens.append(token)
             if token.quoted_from is None:
                 loose.append(token.text)
             continue
@@ -410,6 +466,12 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                                     f"{phrase_command(other.name, *text_of_other)}") from None
                 # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no
                 # `key=value` however quoted: the hint was a line that the command then refused
+                if raw is not None and _reads_prose(cmd) and token.start is not None and not is_long:
+                    # the whole text after `--`, the options typed before it kept: quoting the one word, as this
+                    # said, ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
+                    at = text_tokens[0].start if text_tokens and text_tokens[0].start is not None else token.start
+                    line = " ".join(w for w in (f":{cmd.name}", raw[:at].strip(), "--", raw[at:].strip()) if w)
+                    raise UserError(f"{e}; to read the whole line as text: {clip(line, 200)}") from None
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
                         and not positional.several):
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None
@@ -448,7 +510,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                             f"{fits_first_option(cmd, text)}{fix}")
         if not cmd.pairs and loose == text:
             _refuse_options_apart(cmd, text)
-        args[positional.name] = check_value(positional, positional.positional_text(text))  # a pair: quoted or not
+        typed = _text_as_typed(text_tokens, raw) if raw is not None and _reads_prose(cmd) else None
+        args[positional.name] = check_value(positional, typed if typed is not None else
+                                            positional.positional_text(text))  # a pair: quoted or not
     return args
 
 

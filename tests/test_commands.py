@@ -162,7 +162,7 @@ def test_parse_line_forms(line, name, args):
         (":train steps=1 --steps 2", "steps is given twice"),
         (':gen "unclosed', 'unclosed quote "'),
         (":gen 'unclosed", "unclosed quote '"),
-        (":gen a=b", 'quote it: :gen "a=b"'),
+        (":gen a=b", "to read the whole line as text: :gen -- a=b"),
         (":gen hi cache=maybe", "cache must be on or off"),
         (":shapes --all=maybe", "all must be on or off"),
         (":params foo", ":params takes no text"),

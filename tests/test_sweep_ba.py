@@ -64,8 +64,8 @@ def test_a_command_whose_text_is_fixed_values_is_not_told_to_quote_an_option_as_
         with pytest.raises(UserError) as refused:
             run(s, line)
         assert "quote it" not in str(refused.value), str(refused.value)  # `:quantize "steps=3"` was then refused
-    with pytest.raises(UserError, match='to use it as text, quote it: :gen "n2=3"'):
-        run(s, ":gen n2=3")  # free text: the hint stays
+    with pytest.raises(UserError, match="to read the whole line as text: :gen -- n2=3"):
+        run(s, ":gen n2=3")  # free text: a hint (the whole line after --, test_sweep_bf)
 
 
 def test_the_seed_lrfind_suggests_next_is_one_the_option_takes():

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from minitf_repl.core.errors import UserError
 from test_commands import run, tiny_session
 
 
@@ -322,3 +323,34 @@ def test_a_failed_save_is_said_once_where_output_and_errors_share_a_file(monkeyp
     assert said.count("not saved:") == 1, said  # was twice in `minitf train > run.log 2>&1`: warning, then error
     if not one_file:
         assert err.file.getvalue().startswith("error: not saved:")  # errors read apart: said there too
+
+
+@pytest.mark.parametrize("line, text", [
+    (':score say "hi" to   me', 'say "hi" to   me'),  # was 'say hi to me'
+    (":score x = 'a'", "x = 'a'"),
+    (":tok a  b", "a  b"),  # was one space
+    (':tok print("x', 'print("x'),  # a quote inside a word, never closed: was "unclosed quote"
+    (':gen "Q:\\nA:"', "Q:\nA:"),  # wholly in quotes: what they hold, escapes read (as before)
+    (':gen "hello world" n=5', "hello world"),
+    (":gen n=5 hello   there", "hello   there"),
+    (":gen hello n=5 world", "hello world"),  # pieces apart, around an option: joined by a space
+    (":score -- if a==b: pass", "if a==b: pass"),
+])
+def test_a_commands_text_is_read_as_typed(line, text):
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    command, args = parse_line(line, REGISTRY)
+    assert args[command.positional.name] == text
+
+
+def test_a_word_that_reads_as_an_option_gets_the_whole_line_after_dashes():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    with pytest.raises(UserError, match=r"to read the whole line as text: :gen n=5 -- for i in x: y=i$"):
+        parse_line(":gen n=5 for i in x: y=i", REGISTRY)  # was: quote it: :gen "y=i", which ran on "y=i" alone
+    _, args = parse_line(":gen n=5 -- for i in x: y=i", REGISTRY)
+    assert args["prompt"] == "for i in x: y=i" and args["n"] == 5
+    with pytest.raises(UserError, match="unclosed quote"):
+        parse_line(':gen "unclosed', REGISTRY)  # a quote that opens a word and never closes: a quote left open
