@@ -354,3 +354,31 @@ def test_a_word_that_reads_as_an_option_gets_the_whole_line_after_dashes():
     assert args["prompt"] == "for i in x: y=i" and args["n"] == 5
     with pytest.raises(UserError, match="unclosed quote"):
         parse_line(':gen "unclosed', REGISTRY)  # a quote that opens a word and never closes: a quote left open
+
+
+def test_kv_stops_at_a_ctrl_c_and_says_how_far_it_got():
+    from test_commands import Recorder
+    from test_render import plain
+
+    class StopAfter(Recorder):
+        def __init__(self, steps):
+            super().__init__()
+            self.steps, self.progress = steps, []
+
+        def on_progress(self, what, done, total):
+            self.progress.append((what, done, total))
+            self.stop = done >= self.steps
+
+        def should_stop(self):
+            return getattr(self, "stop", False)
+
+    hooks = StopAfter(39)  # the naive loop's 30 steps, then 10 of the cached one's
+    result = run(tiny_session(), ":kv n=30", hooks)  # was: no progress, no stop: 1,024 steps ran to their end
+    assert len(result.steps) == 10 and result.asked == 30
+    assert hooks.progress[0] == ("kv", 0, 60)
+    words = plain(result, width=200)
+    assert "stopped after 10 of the 30 tokens asked for" in words and "measured in this run" not in words
+    whole = run(tiny_session(), ":kv n=5")
+    assert len(whole.steps) == 5 and "stopped" not in plain(whole, width=200)
+    with pytest.raises(UserError, match="kv stopped before a step both loops did"):
+        run(tiny_session(), ":kv n=5", StopAfter(0))

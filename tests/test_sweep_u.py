@@ -170,7 +170,7 @@ def test_kv_names_byte_tokens_so_a_disagreement_between_two_bytes_shows(sentence
     real = inside.cached_decoding
     snow = s.data.tokenizer.encode("☃")  # three byte tokens, each "�" alone
 
-    def disagreeing(model, ids, n=8):  # the two loops pick different bytes (logits tied within rounding)
+    def disagreeing(model, ids, n=8, **hooks):  # the two loops pick different bytes (logits tied within rounding)
         found = real(model, ids, n)
         found.steps[0].token, found.steps[0].cached_token = snow[1], snow[2]
         return found

@@ -847,13 +847,14 @@ class KvResult:
     int8: bool = False  # decoded with the int8 copy that :gen samples from (:quantize int8)
     causal: bool = True  # the causal mask is on; off, the cache is not exact and the two loops disagree
     positions: bool = True  # the model places tokens (a table, or RoPE's turn); False: none, or :ablate positions
+    asked: int | None = None  # the tokens asked for (n): more than `steps` where a Ctrl-C stopped it
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=4)  # fmt: skip
+], json_version=5)  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
@@ -861,7 +862,11 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     from ..core.inside import cached_decoding
 
     model = session.sampling_model  # what :gen decodes: the int8 copy while :quantize int8 is on
-    found = cached_decoding(model, ids, n=args["n"] or 8)
+    asked = args["n"] or 8
+    found = cached_decoding(model, ids, n=asked, should_stop=reporter.should_stop,
+                            on_step=lambda done, total: reporter.on_progress("kv", done, total))
+    if not found.steps:  # a Ctrl-C before the first step of the cached loop: no step of both to show
+        raise UserError("kv stopped before a step both loops did; nothing to show")
     config = session.model_config
     from ..core.variants import position_kind
 
@@ -879,12 +884,15 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
                     naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
                     untrained=session.untrained, ablations=switched_off(session), int8=model is not session.model,
-                    causal=model.causal, positions=placed)
+                    causal=model.causal, positions=placed, asked=asked)
 
 
 @render.register(KvResult)
 def render_kv(result: KvResult, console: Console) -> None:
     n = len(result.steps)
+    if result.asked is not None and n < result.asked:
+        say(console, f"stopped after {n} of the {count(result.asked, 'token')} asked for (Ctrl-C): the steps both "
+                     "loops did", "yellow")
     say(console, f"decoding {count(n, 'token')} after {quoted_end(result.prompt, 48)}, greedily, with the KV cache and "
                  "without", "bold")
     note(console, "with the cache a step feeds only the newest token: its k and v are appended to the cache and its "
@@ -925,8 +933,11 @@ def render_kv(result: KvResult, console: Console) -> None:
     # not "a small model's": a 12 x 768 model decoding a few dozen positions is no arithmetic-bound step either
     why = (": a step over so few positions costs mostly what does not grow with them (every weight read once, "
            "fixed overheads), not arithmetic per position" if faster < 0.7 * naive / max(cached, 1) else "")
-    note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
-                  f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
+    if result.asked is not None and n < result.asked:  # the two loops ran different numbers of steps: no timing
+        note(console, "not timed: the loops stopped at different steps")
+    else:
+        note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
+                      f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
     if any(s.refilled for s in result.steps[1:]):
         if result.positions:
             why = "positions are absolute, so every cached key would change and the cache is filled again"
