@@ -50,6 +50,7 @@ class Param:
     # A positional of several words each from its completions (`:checks batch init`): Tab offers the rest after
     # one. Any other completes its first word only (a second checkpoint name after `:load run1` is an error).
     several: bool = False
+    required: bool = False  # a positional the command cannot run without (`:load NAME`): its usage has no brackets
     alone: tuple = ()  # the words of a `several` text that take no other (`:ablate off`): Tab offers them first only
     # A positional text may start with '-' given after `--` (`minitf gen -- -5 apples`); False where it never may
     # (a new checkpoint's name: core.checkpoint.check_new_name), so the shell does not offer `--` for it.
@@ -231,7 +232,7 @@ class Command:
             if p.refusal is not None:
                 continue
             if p.positional:
-                parts.append(f"[{p.name.upper()}]")
+                parts.append(p.name.upper() if p.required else f"[{p.name.upper()}]")
             elif p.type is bool and p.default is False:
                 parts.append(f"[--{p.name}]")
             else:

@@ -382,3 +382,12 @@ def test_kv_stops_at_a_ctrl_c_and_says_how_far_it_got():
     assert len(whole.steps) == 5 and "stopped" not in plain(whole, width=200)
     with pytest.raises(UserError, match="kv stopped before a step both loops did"):
         run(tiny_session(), ":kv n=5", StopAfter(0))
+
+
+def test_help_says_what_a_command_needs_and_its_defaults_for_any_window():
+    from minitf_repl.commands import REGISTRY
+
+    assert REGISTRY["load"].usage() == ":load NAME"  # was ":load [NAME]"; `:load` alone is refused
+    assert REGISTRY["save"].usage().startswith(":save [NAME]")  # a default name: optional
+    windows = REGISTRY["context"].param_named("windows").help
+    assert "2,048 of 32" in windows and "1,024 of 64" in windows  # was "1,024 windows of 64" whatever the window

@@ -193,7 +193,8 @@ class LoadResult:
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
     Param("name", str, help="the checkpoint's name (:ls lists them), or hf:PATH for a local Hugging Face model "
-          "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf"),
+          "folder (safetensors)", positional=True, complete=complete_checkpoint, path=True, browse="hf",
+          required=True),
 ], json_version=9)  # fmt: skip
 def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     from ..core import checkpoint as ckpt

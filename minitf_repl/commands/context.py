@@ -96,8 +96,8 @@ def default_windows(max_seq_len: int) -> int:
                     "back, beside a counting model on the same windows.",
          params=[
     Param("windows", int, low=WINDOWS_FEWEST, limit=WINDOWS_MOST,
-          help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth: "
-               f"{default_windows(64):,} windows of 64)"),
+          help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth, {WINDOW_TOKENS:,} / "
+               f"max_seq_len windows: {default_windows(64):,} of 64, {default_windows(32):,} of 32)"),
     Param("counter", int, low=0, limit=NGRAM_LONGEST,
           help=f"the counting model scored beside it: the next token from the counter - 1 before it (0: none; "
                f"default {NGRAM_DEFAULT}, or the longest the vocabulary allows, as :ngram's n)"),
