@@ -424,8 +424,8 @@ def _undecodable(words: list[str]) -> str | None:
         if raw and not any(os.path.lexists(w) for w in (word, word.partition("=")[2]) if w):  # a file's own name
             # in another encoding is a name all the same (--data, a checkpoint folder): it opens as typed
             shown = " ".join(f"\\x{b:02x}" for b in raw[:8]) + (" ..." if len(raw) > 8 else "")
-            return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it in UTF-8 (a file in another "
-                    "encoding: iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8)")
+            return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it in UTF-8 (a file in "
+                    "another encoding: iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8)")
     return None
 
 

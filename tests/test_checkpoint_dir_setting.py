@@ -102,7 +102,8 @@ def test_the_shell_gives_the_folder_as_its_own_option_which_load_reads(tmp_path)
     line = assert_one_error_line(invoke('--set=checkpoint_dir="my runs"', "train", "--steps", "5"))
     assert line.endswith("read before --load: minitf --checkpoint-dir 'my runs' train --steps 5"), line
     line = assert_one_error_line(invoke("--data", "sort", "set", "checkpoint_dir=runs"))
-    assert line.endswith("read before --load (which then loads from that folder), e.g. minitf --data sort --checkpoint-dir runs ls"), line
+    assert line.endswith("read before --load (which then loads from that folder), e.g. minitf --data sort "
+                         "--checkpoint-dir runs ls"), line
     shown = invoke("set", "checkpoint_dir")  # its usage from the shell is the option, not --set
     assert shown.exit_code == 0 and "--checkpoint-dir DIR, before the command" in shown.output
     assert "--set checkpoint_dir" not in shown.output

@@ -103,7 +103,7 @@ def test_the_package_tree_in_docs_code_md_lists_every_module():
 
     root = Path(__file__).resolve().parent.parent
     tree = (root / "docs" / "code.md").read_text().split("```", 2)[1]  # the first block: the package's tree
-    listed = {word.rstrip(",") for line in tree.splitlines() for word in line.split() if word.rstrip(",").endswith(".py")}
+    listed = {word.rstrip(",") for word in tree.split() if word.rstrip(",").endswith(".py")}
     modules = {p.name for p in (root / "minitf_repl").rglob("*.py") if p.name != "__init__.py"}
     assert not modules - listed  # was: device_names.py, notices.py, numbers.py, values.py, startup.py, __main__.py
 

@@ -545,7 +545,8 @@ class ParityResult:
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
 ], json_version=2)  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
-    from ..core.paths import cache_revision, hf_path  # torch-free: the errors up to "no model" are one line without torch
+    from ..core.paths import cache_revision, hf_path  # torch-free: the errors up to "no model" are one line without
+    # torch
     from .base import switched_off, view_prompt
 
     tolerance = args["tolerance"]

@@ -427,7 +427,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
 
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
-        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen, moved_aside=moved,
+        data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
+        moved_aside=moved,
         schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         watch_seconds=watched[0] if frames else None,

@@ -23,5 +23,6 @@ from .tables import NARROW
 from .words import Words, WordStream, console_for, error, internal_error, note, say, word_lines
 
 __all__ = ["NARROW", "CompareTable", "LossTable", "QuietReporter", "RichReporter", "WordStream", "Words",
-           "after_lines", "after_stream", "console_for", "error", "internal_error", "note", "render", "say", "text_apart",
+           "after_lines", "after_stream", "console_for", "error", "internal_error", "note", "render", "say",
+           "text_apart",
            "word_lines"]

@@ -4,9 +4,10 @@ Each command family registers its renderers here, as named functions beside its 
 (`@render.register(TrainResult)` in commands/train.py), so a traceback names the renderer that
 failed. A result type without a renderer of its own still shows: its fields, one a line.
 `after_stream` is what remains to show of a result whose text was streamed while it ran (the live
-reporter wrote `:gen`'s tokens already): by default all of it. `text_apart` shows only a result's text, where the
-rest (`after_stream`'s) goes elsewhere: the one-shot shell's notes go to standard error, as a streamed text's do. `after_lines` likewise for a result whose progress
+reporter wrote `:gen`'s tokens already): by default all of it. `after_lines` likewise for a result whose progress
 was printed as lines where the result goes too (a dumb terminal: :train's watched frames, each under its line).
+`text_apart` shows only a result's text, where the rest (`after_stream`'s) goes elsewhere: the one-shot shell's
+notes go to standard error, as a streamed text's do.
 """
 
 from __future__ import annotations

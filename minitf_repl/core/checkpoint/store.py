@@ -433,7 +433,8 @@ def _check_no_other_files(target: Path) -> None:
     if others:
         named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
         raise CheckpointError(f"{cut_middle(str(target))} is a folder that holds no checkpoint but "
-                              f"{count(len(others), 'other file')} ({named}); save under another name, or move them out")
+                              f"{count(len(others), 'other file')} ({named}); save under another name, or move them "
+                              "out")
 
 
 def rotate(directory, name: str, keep: int) -> None:
