@@ -133,6 +133,10 @@ class Session:
         # (what identifies it, _data_since_step) of the data in use before the last switch that kept the model: back to
         # it with no step trained between (`:data reverse:4`, then `:data sort` again), its history is the data's again
         self._data_before: tuple | None = None
+        # The training step at which the model's function changed with its weights kept (causal=on/off): the losses
+        # measured before are of another function, so the toolbar shows none of them (it kept a no-mask model's
+        # val loss of 0.05 beside a model that, masked again, scored 2.3)
+        self._measured_since_step = 0
         # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
         self.tokenizer = None
@@ -321,7 +325,7 @@ class Session:
         if self.threads.choice is None:
             self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)
-        self._data_since_step, self._data_before = 0, None
+        self._data_since_step, self._data_before, self._measured_since_step = 0, None, 0
 
     def _new_model(self, data, device, config: ModelConfig | None = None):
         """A model of `config` (default: the settings) and its trainer; the settings take `config` once both are
@@ -367,7 +371,7 @@ class Session:
         self.watch_frames = []  # and what :train watch= saw of it (:report and :plot would show it as this one's)
         self.weights_from = None
         self._model, self._trainer = model, trainer
-        self._data_since_step, self._data_before = 0, None
+        self._data_since_step, self._data_before, self._measured_since_step = 0, None, 0
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
     def use_data(self, spec: str, data) -> tuple[bool, dict]:
@@ -459,9 +463,11 @@ class Session:
         if self._model is not None and rebuild:
             self.rebuild(config)  # the settings change once the model is built: a Ctrl-C during it leaves both
             return True
-        self.model_config = config
+        before, self.model_config = self.model_config, config
         if self._model is None:
             return False
+        if before.causal != config.causal:  # another function, the same weights: the losses before are not its own
+            self._measured_since_step = self._trainer.step
         # off while the model changes (the mask's ablation is a flag causal= also sets); causal=off takes the mask
         # itself, so its ablation goes (as :ablate mask is refused there) and a later causal=on puts a mask back
         active = [a for a in self.ablations if a.kind != "mask" or config.causal]
@@ -602,7 +608,7 @@ class Session:
             return Status(device=device, n_params=None, step=0, last_loss=None, data=self.data_spec)
         # a val loss of the data before a switch that kept the model is not this data's: the toolbar names the data
         # read from the history's last rows, not by walking it: this is asked at every redraw of the toolbar
-        history, since = self._trainer.history, self._data_since_step
+        history, since = self._trainer.history, max(self._data_since_step, self._measured_since_step)
         last = history[-1] if history and history[-1]["step"] > since else None
         at = history.last_index("val_loss") if last is not None else None
         evaluated = history[at] if at is not None and history[at]["step"] > since else None

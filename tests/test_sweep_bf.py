@@ -391,3 +391,30 @@ def test_help_says_what_a_command_needs_and_its_defaults_for_any_window():
     assert REGISTRY["save"].usage().startswith(":save [NAME]")  # a default name: optional
     windows = REGISTRY["context"].param_named("windows").help
     assert "2,048 of 32" in windows and "1,024 of 64" in windows  # was "1,024 windows of 64" whatever the window
+
+
+def test_lens_says_why_a_tied_heads_embed_row_reads_back_the_token_just_read():
+    from test_render import plain
+
+    s = tiny_session()
+    result = run(s, ":lens 654081=")
+    assert result.rows[0].guesses[0] == "="  # the embed row's best guess is the token read last: said why
+    assert result.reads_back == "=" and "the head is the embedding matrix itself" in plain(result, width=200)
+    run(s, ":set tie_embeddings=off")  # an untied head: no reading back to explain
+    untied = run(s, ":lens 654081=")
+    assert untied.reads_back is None and "embedding matrix itself" not in plain(untied, width=200)
+
+
+def test_a_switch_of_the_mask_on_a_trained_model_is_said_in_the_toolbar_and_the_summary():
+    from minitf_repl.repl import toolbar_text
+    from test_render import plain
+
+    s = tiny_session(steps=20, eval_every=20)
+    run(s, ":train")
+    assert "val loss" in toolbar_text(s)
+    said = plain(run(s, ":set causal=off"), width=300)
+    assert ":train schedule=new it so" in said  # a trained model's :train goes on at its last, lowest rate
+    assert "val loss" not in toolbar_text(s) and "train loss" not in toolbar_text(s)  # was: the masked model's
+    result = run(s, ":train steps=20 schedule=new")
+    assert "no causal mask, so every position but the last read the token it predicts" in plain(result, width=300)
+    assert "val loss" in toolbar_text(s)  # measured again, under the model as it is

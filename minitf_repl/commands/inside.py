@@ -378,6 +378,9 @@ class LensResult:
     post_norm: bool = False  # norm_placement=post: each block's output is normalised already, and no ln_f reads it
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     unit: str = "character"  # what a token is: a character, or under a subword tokenizer a token (a piece)
+    # the token read last, where the head is tied to the embedding and the embed row's best guess is that token
+    # itself (a row of W_E scores highest against itself); None otherwise
+    reads_back: str | None = None
 
 
 LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch has loaded (a test keeps them equal)
@@ -387,7 +390,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
-], json_version=5)  # fmt: skip
+], json_version=6)  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     data = session.data
     from_data = not args["prompt"]
@@ -416,8 +419,10 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
                 skipped=layer.name.removesuffix(".mid") in skipped)
         for layer in lens.layers
     ]
+    last = shown_piece(data.tokenizer, ids[-1])
+    echoed = session.model_config.tie_embeddings and rows and rows[0].layer == "embed" and rows[0].guesses[:1] == [last]
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
-                      ablations=switched_off(session), unit=data.tokenizer.unit)
+                      ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None)
 
 
 @render.register(LensResult)
@@ -458,6 +463,11 @@ def render_lens(result: LensResult, console: Console) -> None:
     last = ("the last row is the model's own prediction" if result.at != "mid"
             else "the model's own prediction is the last block's end (at=end)")
     note(console, last + (f"; a wider terminal shows {more}" if k < most else ""))
+    if result.reads_back is not None:  # a learner took the embed row's p = 1.00 for a prediction, or for a fault
+        note(console, f"embed's guess is the {result.unit} just read, {quoted(result.reads_back)}: the head is the "
+                      "embedding matrix itself (tie_embeddings), and a row of W_E tends to score highest against "
+                      "itself, so before any block the stream reads back its own token; the blocks move it toward the "
+                      "next")
     ablation_note(console, result.ablations)
 
 

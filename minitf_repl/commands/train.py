@@ -656,10 +656,11 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
     if len(result.curve) >= 10:  # a small chart of this run under its table
         console.print(loss_chart(result.curve, min(console.width, 80), 8, result.vocab_size, result.counters))
     say(console, train_summary(result), "yellow" if result.stopped else "green")
-    if result.counters and result.val_loss is not None and not result.causal:  # as :ngram says of such a model
+    if result.val_loss is not None and not result.causal:  # as :ngram says of such a model, with or without counters
+        fair = ", and no counter is a fair match" if result.counters else ""  # (said only after :ngram, it was)
         note(console, f"val {result.val_loss:.3f}: no causal mask, so every position but the last read the token it "
-                      f"predicts; such a loss is no language model's, and no counter is a fair match "
-                      f"({cmd('set', causal=True)} puts the mask back)")
+                      f"predicts; such a loss is no language model's{fair} ({cmd('set', causal=True)} puts the mask "
+                      "back)")
     elif result.counters and result.val_loss is not None:
         note(console, against_counters(result.val_loss, result.counters))
     if blown_up(result):
