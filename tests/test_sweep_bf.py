@@ -418,3 +418,30 @@ def test_a_switch_of_the_mask_on_a_trained_model_is_said_in_the_toolbar_and_the_
     result = run(s, ":train steps=20 schedule=new")
     assert "no causal mask, so every position but the last read the token it predicts" in plain(result, width=300)
     assert "val loss" in toolbar_text(s)  # measured again, under the model as it is
+
+
+def test_heads_says_why_a_first_copy_can_cost_more_than_a_uniform_guess():
+    from test_render import plain
+
+    s = tiny_session()
+    result = run(s, ":heads")
+    result.first_copy, result.chance = 6.95, 4.63  # a text model on random tokens: confidently wrong
+    assert "worse than a uniform guess's 4.63" in plain(result, width=300)  # was: "nothing to go on" alone
+    result.first_copy = 4.50
+    assert "worse than a uniform guess" not in plain(result, width=300)
+
+
+def test_a_run_whose_rotation_deletes_a_better_autosave_says_so(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(steps=40, eval_every=40)
+    s.checkpoint_dir = checkpoint_dir
+    best = run(s, ":train").val_loss
+    results = [run(s, ":train steps=1 eval_every=1 schedule=new lr=2") for _ in range(4)]  # worse runs, each its own
+    assert [r.dropped for r in results[:3]] == [None, None, None]  # four runs fit: autosave, autosave-1 .. -3
+    last = results[-1]
+    assert last.dropped is not None and last.dropped.step == 40 and last.dropped.val_loss == pytest.approx(best)
+    assert last.val_loss > best
+    said = plain(last, width=300)
+    assert f"(step 40, val loss {best:.4f}, lower than this run's) was the oldest autosave kept" in said  # was silent
+    assert ":save NAME keeps a run for good" in said

@@ -28,6 +28,15 @@ KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one seco
 
 
 @dataclass
+class Dropped:
+    """An autosave the rotation deleted: its name, step and last val loss (None: not read, or never evaluated)."""
+
+    name: str
+    step: int | None
+    val_loss: float | None
+
+
+@dataclass
 class SaveResult:
     """What a save wrote (`:save`'s result; commands.checkpoints renders it)."""
 
@@ -46,6 +55,7 @@ class SaveResult:
     # where an autosave's rotation moved a checkpoint NAME that was not a run's autosave (a user's `:save autosave`):
     # kept under this name; None: nothing of the kind
     moved_aside: str | None = None
+    dropped: Dropped | None = None  # the oldest autosave, which the rotation deleted to make room; None: none
 
 
 def say_emulated(dtypes, device, reporter) -> None:
@@ -84,7 +94,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     tokenizer = session.data.tokenizer
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
-    outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None}
+    outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None,
+               "dropped": None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -120,6 +131,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         size_bytes=outcome["size_bytes"], seconds=time.perf_counter() - start,
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
         replaced_unseen=_unseen_step(session, outcome["replaced_meta"]), moved_aside=outcome["moved_aside"],
+        dropped=Dropped(*outcome["dropped"]) if outcome["dropped"] is not None else None,
     )
 
 

@@ -174,9 +174,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                 # that fails (a full disk) has moved and deleted nothing.
                 written = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
                 try:
-                    moved = _rotate_locked(directory, name, rotate)
+                    moved, dropped = _rotate_locked(directory, name, rotate)
                     if outcome is not None:
-                        outcome["moved_aside"] = moved
+                        outcome["moved_aside"], outcome["dropped"] = moved, dropped
                 except BaseException:
                     shutil.rmtree(written, ignore_errors=True)
                     raise
@@ -526,7 +526,7 @@ def thinned_history(history: list[dict], most: int | None = None) -> list[dict]:
     return [history[i] for i in sorted(keep)]
 
 
-def _rotate_locked(directory: Path, name: str, keep: int) -> str | None:
+def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, tuple | None]:
     """Rotation, the folder lock held: it moves and deletes only what rotation made.
 
     The slots are NAME, NAME-1 .. NAME-keep. An autosave (or a checkpoint older than `origin`,
@@ -536,7 +536,8 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> str | None:
     NAME-keep is deleted. NAME itself always moves (the new save needs the name); if it is not
     rotation's own and no slot is free, it moves to the first free NAME-k past `keep`, never deleted.
     Returns where NAME went when it was not rotation's own (a user's `:save autosave`), for the save to say it:
-    it moved without a word, and `:load autosave` then loaded another model. None otherwise.
+    it moved without a word, and `:load autosave` then loaded another model (None otherwise); and the autosave
+    deleted, as (name, step, its last val loss or None), or None: a run's summary says when it was the better model.
     """
     def slot(i: int) -> Path:
         return directory / (name if i == 0 else f"{name}-{i}")
@@ -546,7 +547,7 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> str | None:
 
     blocked = {i for i in range(1, keep + 1) if os.path.lexists(slot(i)) and not own(i)}
     someones = slot(0).is_dir() and not own(0)  # NAME holds a checkpoint (or a folder) rotation did not make
-    moved = None
+    moved = dropped = None
     for i in range(keep, -1, -1):  # oldest first: each one's destination is free or already moved on
         if i in blocked or not slot(i).is_dir() or (i > 0 and not own(i)):
             continue
@@ -556,6 +557,7 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> str | None:
         if j <= keep:
             os.rename(slot(i), slot(j))
         elif i > 0 or own(0):
+            dropped = (slot(i).name, *_step_and_val(slot(i)))
             shutil.rmtree(slot(i))
         else:
             while os.path.lexists(slot(j)):
@@ -563,5 +565,15 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> str | None:
             os.rename(slot(i), slot(j))  # someone's checkpoint named NAME: moved aside, kept
         if i == 0 and someones:
             moved = slot(j).name
-    return moved
+    return moved, dropped
+
+
+def _step_and_val(path: Path) -> tuple[int | None, float | None]:
+    """(step, the last val loss of its history) of the checkpoint at `path`; Nones where its manifest cannot be read."""
+    try:
+        trainer = json.loads(read_manifest_bytes(path / MANIFEST))["trainer"]
+        evaluated = [row["val_loss"] for row in trainer["history"] if row.get("val_loss") is not None]
+        return int(trainer["step"]), (float(evaluated[-1]) if evaluated else None)
+    except Exception:  # noqa: BLE001 - a broken autosave deleted: nothing to tell of it
+        return None, None
 
