@@ -533,6 +533,12 @@ class Session:
         return self._data_since_step
 
     @property
+    def measured_since_step(self) -> int:
+        """The step at which the model's function changed with its weights kept (causal=on/off; 0: never): the
+        losses measured before it are of another function."""
+        return self._measured_since_step
+
+    @property
     def history_on_data(self) -> list[dict]:
         """The training history's rows since the current data came in (all of them unless a switch to data of
         the same vocabulary kept the model): what the model did on this data."""
@@ -568,7 +574,7 @@ class Session:
         self._keep_sampling(snapshot.get("sampling"))
 
     def adopt(self, data_spec: str, data, model, trainer, weights_from: str | None = None,
-              data_since_step: int = 0) -> None:
+              data_since_step: int = 0, measured_since_step: int = 0) -> None:
         """Take over a restored (data, model, trainer) set as a whole (`:load`), on the current device.
 
         `weights_from`: where weights trained elsewhere came from (`hf:PATH`), so that step 0 is not
@@ -582,6 +588,7 @@ class Session:
         # a checkpoint's history is of the data it brings, after the step a switch to it kept the model at (its
         # manifest's data_since_step, 0: all of it)
         self._data_since_step, self._data_before = data_since_step, None
+        self._measured_since_step = measured_since_step  # as saved: the model's function changed there
         self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
         trainer.threads = self.threads

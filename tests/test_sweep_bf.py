@@ -445,3 +445,26 @@ def test_a_run_whose_rotation_deletes_a_better_autosave_says_so(checkpoint_dir):
     said = plain(last, width=300)
     assert f"(step 40, val loss {best:.4f}, lower than this run's) was the oldest autosave kept" in said  # was silent
     assert ":save NAME keeps a run for good" in said
+
+
+def test_a_checkpoint_saved_after_the_mask_switched_lists_no_loss_of_the_other_mask(checkpoint_dir):
+    from minitf_repl.repl import toolbar_text
+
+    s = tiny_session(steps=20, eval_every=20)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":set causal=off")
+    run(s, ":train")
+    run(s, ":set causal=on")
+    run(s, ":save masked")
+    row = next(r for r in run(s, ":ls").rows if r.name == "masked")
+    assert row.val_loss is None  # was the no-mask model's 0.0002, a masked model scoring 4.1
+    loaded = run(tiny_session(), ":load masked")  # a session of its own, as a later one would be
+    assert loaded.val_loss is None
+    t = tiny_session()
+    t.checkpoint_dir = checkpoint_dir
+    run(t, ":load masked")
+    assert "val loss" not in toolbar_text(t)
+    run(t, ":train steps=20 schedule=new")
+    assert "val loss" in toolbar_text(t)  # measured again
+    run(t, ":save again")
+    assert next(r for r in run(t, ":ls").rows if r.name == "again").val_loss is not None

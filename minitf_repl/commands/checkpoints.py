@@ -251,8 +251,9 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     off = [str(a) for a in session.ablations]  # hooks on the model the load replaces, said as :set and :data say it
     # A Hugging Face model saved as a checkpoint is at step 0 with trained weights: the manifest says so.
     since = checkpoint.meta.get("data_since_step") or 0  # the model came to this data from other data of its vocabulary
+    measured = checkpoint.meta.get("measured_since_step") or 0  # its function changed there (causal=on/off)
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=ckpt.weights_from(checkpoint),
-                  data_since_step=since)
+                  data_since_step=since, measured_since_step=measured)
     ckpt.restore_rng(checkpoint)
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
     if off:
@@ -268,7 +269,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             reporter.notice(f"{name} brings dtype={trainer.config.dtype}: {slow}; {cmd('set', dtype='auto')} "
                             "trains in float32")
             trainer.already_noted(slow)
-    evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > since]
+    evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > max(since, measured)]
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
         val_loss=evaluated[-1]["val_loss"] if evaluated else None, model_config=checkpoint.model_config.to_dict(),

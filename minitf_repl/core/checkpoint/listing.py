@@ -134,7 +134,8 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
             return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
                                   size_bytes=_dir_size(path), saved_at=None, error=str(e))
     t = manifest["trainer"]
-    since = manifest.get("data_since_step") or 0  # a val loss of the data before a switch is not this data's
+    # a val loss of the data before a switch is not this data's, nor one of the model before causal=on/off its own
+    since = max(manifest.get("data_since_step") or 0, manifest.get("measured_since_step") or 0)
     evaluated = [h for h in t["history"] if h.get("val_loss") is not None and h["step"] > since]
     saved_at = manifest.get("saved_at")
     return CheckpointInfo(

@@ -221,8 +221,9 @@ def _check_manifest_fields(m: dict, where: Path) -> None:
     weights_from = m.get("weights_from")
     need(weights_from is None or (isinstance(weights_from, str) and 0 < len(weights_from) <= MAX_SHOWN
                                   and shows_as_text(weights_from)), "weights_from is not printable text")
-    since = m.get("data_since_step")
-    need(since is None or (is_int(since) and since >= 0), "data_since_step is not a whole number >= 0")
+    for key in ("data_since_step", "measured_since_step"):
+        since = m.get(key)
+        need(since is None or (is_int(since) and since >= 0), f"{key} is not a whole number >= 0")
     digest = m.get("data_sha256")
     need(digest is None or (isinstance(digest, str) and len(digest) == 64
                             and all(c in "0123456789abcdef" for c in digest)), "data_sha256 is not a SHA-256")

@@ -43,7 +43,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     origin: str = "save", session: str | None = None, exclusive: bool = False,
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
-                    data_since_step: int = 0, outcome: dict | None = None, on_wait=None,
+                    data_since_step: int = 0, outcome: dict | None = None, on_wait=None, measured_since_step: int = 0,
                     data_sha256: str | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
@@ -125,6 +125,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         "data_spec": data_spec,
         **({"weights_from": _shown(weights_from)} if weights_from else {}),
         **({"data_since_step": data_since_step} if data_since_step else {}),
+        # the step at which the model's function changed with its weights kept (causal=on/off): the losses before it
+        # are of another function; an older minitf reads past the key
+        **({"measured_since_step": measured_since_step} if measured_since_step else {}),
         # an older minitf reads past the key; a manifest without it is of before it was kept, or of generated data
         **({"data_sha256": data_sha256} if data_sha256 else {}),
         "trainer": trainer_json,
