@@ -468,3 +468,22 @@ def test_a_checkpoint_saved_after_the_mask_switched_lists_no_loss_of_the_other_m
     assert "val loss" in toolbar_text(t)  # measured again
     run(t, ":save again")
     assert next(r for r in run(t, ":ls").rows if r.name == "again").val_loss is not None
+
+
+def test_the_shells_compare_of_a_maskless_contender_names_lines_that_train_and_generate_it():
+    import re
+    import shlex
+
+    from test_cli import invoke
+
+    shown = invoke("--set", "n_layers=1", "compare", "causal=on", "causal=off", "steps=4", "eval_every=4")
+    assert shown.exit_code == 0, shown.output
+    words = " ".join(shown.stdout.split())
+    train, gen = re.search(r"\((minitf .*?) trains one, then (minitf .*?) shows it\)", words).groups()
+    assert "--set causal=off" in train and gen == "minitf --load autosave gen"  # was: --set causal=off, minitf train
+    trained = invoke(*shlex.split(train)[1:], "--steps", "2")
+    assert trained.exit_code == 0, trained.output
+    import json
+
+    shown = json.loads(invoke("--load", "autosave", "config", "--json").stdout)
+    assert shown["model"]["causal"] is False  # the autosave gen then loads is the maskless model

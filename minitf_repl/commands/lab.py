@@ -34,7 +34,7 @@ from ..render.tables import add_row, fits, fitting_table
 from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import REPL, cmd, interactive, look_again, rebuilt_with, syntax
+from ..syntax import REPL, cmd, given_before, interactive, look_again, rebuilt_with, syntax
 from .base import (REGISTRY, ablation_note, command, complete_data, complete_head_number, complete_layer, sample_prompt,
                    switched_off)
 from .generate import only_whitespace
@@ -439,9 +439,13 @@ def render_compare(result: CompareResult, console: Console) -> None:
     if result.seeds == 1 and not result.stopped and (bpc or not result.verdict):
         note(console, f"one seed each on {result.data}: seeds=3 shows whether a gap is more than noise")
     if result.unmasked:
+        # from the shell one line trains such a model and the next generates from its autosave: `--set causal=off,
+        # minitf train, then minitf gen` trained a masked model and generated from a new one
+        shows = (f"{cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it" if syntax() == REPL else
+                 f"{given_before('train', '--set', 'causal=off')} trains one, then {cmd('gen', load=AUTOSAVE_NAME)} "
+                 "shows it")
         say(console, f"{', '.join(result.unmasked)}: no causal mask, so every position read the token it predicts; "
-                     f"such a loss is no language model's, and the model cannot generate "
-                     f"({cmd('set', causal=False)}, {cmd('train')}, then {cmd('gen')} shows it)", "yellow")
+                     f"such a loss is no language model's, and the model cannot generate ({shows})", "yellow")
 
 
 def _say_warm_up(contenders: list, steps: int, reporter: Reporter) -> None:
