@@ -487,3 +487,15 @@ def test_the_shells_compare_of_a_maskless_contender_names_lines_that_train_and_g
 
     shown = json.loads(invoke("--load", "autosave", "config", "--json").stdout)
     assert shown["model"]["causal"] is False  # the autosave gen then loads is the maskless model
+
+
+def test_save_hf_names_every_setting_the_nearest_architecture_lacks(tmp_path):
+    s = tiny_session(steps=1)
+    run(s, ":set preset=llama qk_norm=on activation=relu2")
+    run(s, ":train")
+    with pytest.raises(UserError) as refused:
+        run(s, f":save hf:{tmp_path / 'x'}")
+    said = str(refused.value)
+    assert "qk_norm=on and activation=relu2 have no equivalent in Llama" in said, said  # was qk_norm alone
+    assert "(qk_norm=off activation=swiglu would be)" in said
+    assert refused.value.fix == {"qk_norm": False, "activation": "swiglu"}  # the line the front end offers

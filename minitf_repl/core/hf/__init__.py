@@ -263,13 +263,17 @@ def export_type(config: ModelConfig) -> str:
             return model_type
 
     nearest = min(found, key=lambda model_type: len(unmet(config, model_type)))
-    name, value, wanted = found[nearest]
+    every = unmet(config, nearest)  # all of them: named one at a time, each fix cost a retrain to find the next
+
     def spelled(v) -> str:  # as :set takes it: on/off for a switch, none for no value
         return ("on" if v else "off") if isinstance(v, bool) else "none" if v is None else str(v)
 
-    raise ConfigError(f"{name}={spelled(value)} has no equivalent in {NAMES[nearest]}, the nearest architecture "
-                      f"transformers loads ({name}={spelled(wanted)} would be); change that setting and train, or "
-                      "save a lab checkpoint instead", fix={name: wanted})
+    given = " and ".join(f"{name}={spelled(value)}" for name, value, _ in every)
+    wanted = " ".join(f"{name}={spelled(w)}" for name, _, w in every)
+    one = len(every) == 1
+    raise ConfigError(f"{given} {'has' if one else 'have'} no equivalent in {NAMES[nearest]}, the nearest architecture "
+                      f"transformers loads ({wanted} would be); change {'that setting' if one else 'those settings'} "
+                      "and train, or save a lab checkpoint instead", fix={name: w for name, _, w in every})
 
 
 def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:
