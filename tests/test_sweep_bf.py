@@ -499,3 +499,21 @@ def test_save_hf_names_every_setting_the_nearest_architecture_lacks(tmp_path):
     assert "qk_norm=on and activation=relu2 have no equivalent in Llama" in said, said  # was qk_norm alone
     assert "(qk_norm=off activation=swiglu would be)" in said
     assert refused.value.fix == {"qk_norm": False, "activation": "swiglu"}  # the line the front end offers
+
+
+def test_compares_warm_up_pays_an_evaluations_one_offs_before_any_contender_is_timed(monkeypatch):
+    from minitf_repl.core import compare
+    from minitf_repl.core.train import Trainer
+
+    seen = []
+    real = Trainer.evaluate
+
+    def evaluate(self, *args, **kwargs):
+        seen.append((self.config.eval_batches, self.step))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "evaluate", evaluate)
+    s = tiny_session()
+    contender = compare.Contender("a", s.model_config, s.train_config.replace(steps=4))
+    compare._warm_up(contender, s.data, s.device)
+    assert seen == [(1, 1)]  # one batch after its one step (was none: the first contender's time paid for it)
