@@ -517,3 +517,19 @@ def test_compares_warm_up_pays_an_evaluations_one_offs_before_any_contender_is_t
     contender = compare.Contender("a", s.model_config, s.train_config.replace(steps=4))
     compare._warm_up(contender, s.data, s.device)
     assert seen == [(1, 1)]  # one batch after its one step (was none: the first contender's time paid for it)
+
+
+@pytest.mark.parametrize("layers, said", [
+    (2, "RoPE reads distances, not where tokens stand, but the token that falls out"),
+    (1, "RoPE's scores read distances, not where tokens stand, so with one layer"),
+])
+def test_kv_past_the_window_does_not_call_ropes_positions_absolute(layers, said):
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, f":set pos_encoding=rope n_layers={layers}")
+    result = run(s, f":kv n={s.model_config.max_seq_len + 4}")
+    words = plain(result, width=300)
+    assert said in words and "positions are absolute" not in words  # was "absolute", which :rope contradicts
+    learned = run(tiny_session(), f":kv n={s.model_config.max_seq_len + 4}")
+    assert "positions are absolute" in plain(learned, width=300)

@@ -848,13 +848,14 @@ class KvResult:
     causal: bool = True  # the causal mask is on; off, the cache is not exact and the two loops disagree
     positions: bool = True  # the model places tokens (a table, or RoPE's turn); False: none, or :ablate positions
     asked: int | None = None  # the tokens asked for (n): more than `steps` where a Ctrl-C stopped it
+    rotary: bool = False  # the positions are RoPE's turns, which a score reads as distances, not where tokens stand
 
 
 @command("kv", "Decode with the KV cache and without, step by step: what each step computes, what the cache holds, "
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=5)  # fmt: skip
+], json_version=6)  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
@@ -884,7 +885,7 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
                     cache_bytes_per_token=found.cache_bytes_per_token, cached_seconds=found.cached_seconds,
                     naive_seconds=found.naive_seconds, dropped=dropped, unit=session.data.tokenizer.unit,
                     untrained=session.untrained, ablations=switched_off(session), int8=model is not session.model,
-                    causal=model.causal, positions=placed, asked=asked)
+                    causal=model.causal, positions=placed, asked=asked, rotary=placed and kind.rotary)
 
 
 @render.register(KvResult)
@@ -939,11 +940,15 @@ def render_kv(result: KvResult, console: Console) -> None:
         note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
                       f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
     if any(s.refilled for s in result.steps[1:]):
-        if result.positions:
+        if result.positions and not result.rotary:
             why = "positions are absolute, so every cached key would change and the cache is filled again"
-        elif result.n_layers > 1:
-            why = ("there are no positions here, but the token that falls out was read by every later one, so from "
-                   "the second layer on every cached key and value would change and the cache is filled again")
+        elif result.rotary and result.n_layers == 1:  # a score reads distances: the keys need not move, yet
+            why = ("RoPE's scores read distances, not where tokens stand, so with one layer only the dropped token's "
+                   "k and v would need to go; the cache is filled again all the same")
+        elif result.n_layers > 1:  # RoPE's too: "absolute" said the opposite of what :rope shows
+            first = "RoPE reads distances, not where tokens stand" if result.rotary else "there are no positions here"
+            why = (f"{first}, but the token that falls out was read by every later one, so from the second layer on every "
+                   "cached key and value would change and the cache is filled again")
         else:
             why = ("with no positions and one layer each cached k and v is made from its own token alone, so only "
                    "the dropped token's would need to go; the cache is filled again all the same")
