@@ -533,3 +533,29 @@ def test_kv_past_the_window_does_not_call_ropes_positions_absolute(layers, said)
     assert said in words and "positions are absolute" not in words  # was "absolute", which :rope contradicts
     learned = run(tiny_session(), f":kv n={s.model_config.max_seq_len + 4}")
     assert "positions are absolute" in plain(learned, width=300)
+
+
+def test_save_hf_keeps_the_dropout_a_gpt2_folder_can_say_and_tells_where_it_cannot(tmp_path):
+    import json
+
+    from test_commands import Recorder
+
+    s = tiny_session(steps=1)
+    run(s, ":set dropout=0.1")
+    run(s, ":train")
+    run(s, f":save hf:{tmp_path / 'g'}")
+    config = json.loads((tmp_path / "g" / "config.json").read_text())
+    assert (config["attn_pdrop"], config["resid_pdrop"], config["embd_pdrop"]) == (0.1, 0.1, 0.0)  # was all 0.0
+    back = tiny_session()
+    run(back, f":load hf:{tmp_path / 'g'}")
+    assert back.model_config.dropout == 0.1  # was 0, with no word
+    gpt2 = {"attn_pdrop": 0.1, "resid_pdrop": 0.1, "embd_pdrop": 0.1}  # GPT-2's own: no one rate of the lab's
+    from minitf_repl.core.hf.gpt2 import lab_dropout
+
+    assert lab_dropout(gpt2) == 0.0 and lab_dropout({}) == 0.0
+    llama = tiny_session(steps=1)
+    run(llama, ":set preset=llama dropout=0.1")
+    run(llama, ":train")
+    hooks = Recorder()
+    run(llama, f":save hf:{tmp_path / 'l'}", hooks)
+    assert any("dropout=0.1 is not in the folder" in n for n in hooks.notices), hooks.notices

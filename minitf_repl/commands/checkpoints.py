@@ -55,7 +55,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
 
     folder = hf_path(name)
     if folder is not None:
-        return _save_hf(session, name, folder)
+        return _save_hf(session, name, folder, reporter)
 
     refuse_a_path(session, name)  # a place, where a name is asked: say where saves go
     # under torchrun the others never write (save_session): their folder is no matter, the name is
@@ -85,7 +85,7 @@ def _no_model(name: str) -> UserError:
     return UserError(f"there is no model to save yet; {cmd('train', save=name)} trains one and saves it as {name}")
 
 
-def _save_hf(session: Session, spec: str, folder) -> SaveResult:
+def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveResult:
     """The model and its tokenizer as a Hugging Face folder (weights only: no optimizer, no run)."""
     import time
 
@@ -99,6 +99,10 @@ def _save_hf(session: Session, spec: str, folder) -> SaveResult:
                           seconds=0.0, replaced=False, architecture=export_type(session.model.config),
                           ablations=switched_off(session))
     model_type = save_folder(session.model, _folder_tokenizer(session), folder, context=_folder_context(session))
+    if session.model_config.dropout and model_type != "gpt2":  # GPT-2's config keeps it (attn_pdrop, resid_pdrop)
+        reporter.notice(f"dropout={session.model_config.dropout:g} is not in the folder: Llama drops no sublayer's "
+                        "output (its attention_dropout alone), so transformers trains it without; the weights are "
+                        "the same")
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
     return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=size,

@@ -50,11 +50,20 @@ def lab_config(hf: dict) -> ModelConfig:
     inner = hf.get("n_inner")
     return ModelConfig(
         vocab_size=get(hf, "vocab_size", int), max_seq_len=get(hf, "n_positions", int), d_model=d, n_heads=heads,
-        n_layers=get(hf, "n_layer", int), d_ff=4 * d if inner is None else get(hf, "n_inner", int), dropout=0.0,
+        n_layers=get(hf, "n_layer", int), d_ff=4 * d if inner is None else get(hf, "n_inner", int),
+        dropout=lab_dropout(hf),
         activation=ACTIVATIONS[act], pos_encoding="learned", norm="layernorm",
         norm_eps=get(hf, "layer_norm_epsilon", float, 1e-5), bias=True,
         tie_embeddings=get(hf, "tie_word_embeddings", bool, True),
     )
+
+
+def lab_dropout(hf: dict) -> float:
+    """The lab's one dropout rate where the folder's rates are its pattern: attention weights and each sublayer's
+    output at one rate (attn_pdrop = resid_pdrop), nothing after the embedding (embd_pdrop 0), as hf_config writes
+    them. Any other (GPT-2's own 0.1 everywhere) has no one rate here: 0, the lab's default, as before."""
+    attn, resid = get(hf, "attn_pdrop", float, 0.0), get(hf, "resid_pdrop", float, 0.0)
+    return float(resid) if attn == resid and get(hf, "embd_pdrop", float, 0.0) == 0 and 0 <= resid < 1 else 0.0
 
 
 def hf_config(config: ModelConfig) -> dict:
@@ -64,7 +73,9 @@ def hf_config(config: ModelConfig) -> dict:
         "n_positions": config.max_seq_len, "n_embd": config.d_model, "n_head": config.n_heads,
         "n_layer": config.n_layers, "n_inner": config.d_ff, "activation_function": "gelu_new"
         if config.activation == "gelu_tanh" else config.activation, "layer_norm_epsilon": config.norm_eps,
-        "tie_word_embeddings": config.tie_embeddings, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+        "tie_word_embeddings": config.tie_embeddings,
+        # the lab's dropout: attention weights and each sublayer's output, nothing after the embedding (lab_dropout)
+        "resid_pdrop": config.dropout, "embd_pdrop": 0.0, "attn_pdrop": config.dropout,
         "scale_attn_weights": True, "torch_dtype": "float32",
         "bos_token_id": None, "eos_token_id": None,  # a folder's tokenizer's: core.hf.save_folder
     }
