@@ -303,7 +303,7 @@ def test_a_utf16_file_without_a_byte_order_mark_is_named_as_utf16_not_binary(tmp
     path = tmp_path / "notes.txt"
     path.write_bytes("the quick brown fox, café\n".encode("utf-16-le") * 50)
     with pytest.raises(DataError, match=r"is UTF-16-LE text \(without a byte-order mark\); convert it to UTF-8: "
-                                        r"iconv -f utf-16-le -t utf-8 \S+notes.txt > \S+notes-utf8.txt"):
+                                        r"iconv -f UTF-16LE -t UTF-8 \S+notes.txt > \S+notes-utf8.txt"):
         read_text_file(str(path))
 
 

@@ -559,3 +559,34 @@ def test_save_hf_keeps_the_dropout_a_gpt2_folder_can_say_and_tells_where_it_cann
     hooks = Recorder()
     run(llama, f":save hf:{tmp_path / 'l'}", hooks)
     assert any("dropout=0.1 is not in the folder" in n for n in hooks.notices), hooks.notices
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "cp1252"])
+def test_the_iconv_line_a_text_in_another_encoding_is_told_converts_it(tmp_path, encoding):
+    import shutil
+    import subprocess
+
+    from minitf_repl.core.data import read_text_file
+    from minitf_repl.core.errors import DataError
+
+    if shutil.which("iconv") is None:
+        pytest.skip("no iconv here")
+    text = "the quick brown fox, caf\u00e9 \u2014 na\u00efve\n" * 50
+    path = tmp_path / "notes.txt"
+    path.write_bytes(text.encode(encoding))
+    with pytest.raises(DataError) as told:
+        read_text_file(str(path))
+    import re
+
+    line = re.search(r"iconv -f \S+ -t UTF-8 \S+ > \S+", str(told.value)).group(0)
+    done = subprocess.run(line, shell=True, capture_output=True, cwd=tmp_path)  # as pasted into a shell
+    assert done.returncode == 0, done.stderr  # was: "failed to start conversion processing" for utf-16-le
+    assert (tmp_path / "notes-utf8.txt").read_text(encoding="utf-8") == text
+
+
+def test_mistakes_cut_what_came_before_between_characters_not_inside_an_escape():
+    from minitf_repl.commands.mistakes import _last_shown
+
+    assert _last_shown("a\u200db", 7) == "\\u200db"  # the escape whole
+    assert _last_shown("a\u200db", 5) == "b"  # was "200db": the escape cut, read as text
+    assert _last_shown("hello", 3) == "llo"

@@ -134,6 +134,18 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
                       "answer itself: only its own answers are read")
 
 
+def _last_shown(text: str, width: int) -> str:
+    """The end of `text` as shown (visible: a zero-width joiner as \\u200d), whole characters only, at most `width`
+    long: cut after showing, an escape lost its start and read as the text "200d"."""
+    shown: list[str] = []
+    for ch in reversed(text):
+        piece = visible(ch)
+        if shown and sum(map(len, shown)) + len(piece) > width:
+            break
+        shown.append(piece)
+    return "".join(reversed(shown))
+
+
 def _render_text(result: MistakesResult, found: TextMistakes, console: Console) -> None:
     say(console, f"the {count(len(found.hardest), 'hardest next token')} of {count(found.windows, 'val window')} "
                  f"(seed {result.seed}, {count(found.predictions, 'prediction')}; mean -ln p {found.mean:.3f})",
@@ -141,7 +153,7 @@ def _render_text(result: MistakesResult, found: TextMistakes, console: Console) 
     # what came before each token, its last characters (those nearest it) as many as the width leaves room for: at
     # 40 columns 40 of them cut the headers ('ca…') and the guesses to fit
     for shown in BEFORE_SHOWN:
-        rows = [[Text(visible(h.before)[-shown:]), Text(visible(h.actual), style="bold"), _p(h.p),
+        rows = [[Text(_last_shown(h.before, shown)), Text(visible(h.actual), style="bold"), _p(h.p),
                  f"{h.nll if math.isfinite(h.nll) else -math.log(h.p) if h.p > 0 else math.inf:.2f}", visible(h.guess),
                  _p(h.guess_p)]
                 for h in found.hardest]

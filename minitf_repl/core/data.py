@@ -19,6 +19,7 @@ import hashlib
 import math
 import operator
 import os
+import re
 import shlex
 import time
 import urllib.error
@@ -896,7 +897,10 @@ def to_utf8(p: Path, encoding: str) -> str:
     if on_windows():
         return NOTEPAD_TO_UTF8
     converted = shlex.quote(str(p.with_name(p.stem + "-utf8" + p.suffix)))
-    return f"iconv -f {encoding} -t utf-8 {shlex.quote(str(p))} > {converted}"
+    # iconv's own name: UTF-16LE, not Python's utf-16-le, which glibc's iconv refused ("failed to start conversion
+    # processing"), leaving an empty file that minitf then called empty
+    named = re.sub(r"-(LE|BE)$", r"\1", encoding.upper())
+    return f"iconv -f {named} -t UTF-8 {shlex.quote(str(p))} > {converted}"
 
 
 NOTEPAD_TO_UTF8 = "open it in Notepad and save it again as UTF-8 (File, Save as, Encoding: UTF-8)"
