@@ -866,8 +866,8 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     asked = args["n"] or 8
     found = cached_decoding(model, ids, n=asked, should_stop=reporter.should_stop,
                             on_step=lambda done, total: reporter.on_progress("kv", done, total))
-    if not found.steps:  # a Ctrl-C before the first step of the cached loop: no step of both to show
-        raise UserError("kv stopped before a step both loops did; nothing to show")
+    if not found.steps:  # a Ctrl-C before the first step
+        raise UserError(f"kv stopped before its first step; nothing to show ({cmd('kv', n=8)} decodes 8 tokens)")
     config = session.model_config
     from ..core.variants import position_kind
 
@@ -892,8 +892,8 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
 def render_kv(result: KvResult, console: Console) -> None:
     n = len(result.steps)
     if result.asked is not None and n < result.asked:
-        say(console, f"stopped after {n} of the {count(result.asked, 'token')} asked for (Ctrl-C): the steps both "
-                     "loops did", "yellow")
+        say(console, f"stopped after {n} of the {count(result.asked, 'token')} asked for (Ctrl-C); both loops took "
+                     "those steps", "yellow")
     say(console, f"decoding {count(n, 'token')} after {quoted_end(result.prompt, 48)}, greedily, with the KV cache and "
                  "without", "bold")
     note(console, "with the cache a step feeds only the newest token: its k and v are appended to the cache and its "
@@ -934,11 +934,8 @@ def render_kv(result: KvResult, console: Console) -> None:
     # not "a small model's": a 12 x 768 model decoding a few dozen positions is no arithmetic-bound step either
     why = (": a step over so few positions costs mostly what does not grow with them (every weight read once, "
            "fixed overheads), not arithmetic per position" if faster < 0.7 * naive / max(cached, 1) else "")
-    if result.asked is not None and n < result.asked:  # the two loops ran different numbers of steps: no timing
-        note(console, "not timed: the loops stopped at different steps")
-    else:
-        note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
-                      f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
+    note(console, f"measured in this run: {result.cached_seconds * 1e3:.1f} ms with the cache, "
+                  f"{result.naive_seconds * 1e3:.1f} ms without, {faster:.1f}x{why}")
     if any(s.refilled for s in result.steps[1:]):
         if result.positions and not result.rotary:
             why = "positions are absolute, so every cached key would change and the cache is filled again"

@@ -742,8 +742,9 @@ class CachedDecoding:
 def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8, should_stop=None,
                     on_step=None) -> CachedDecoding:
     """Decode `n` tokens after `prompt_ids` greedily with the KV cache and with the naive loop, and compare.
-    `should_stop()`, asked before each step of either loop, ends both at the steps both have done (a Ctrl-C: 1,024
-    steps of a large model are a long wait); `on_step(done, total)` hears each step of the two loops (2n)."""
+    `should_stop()`, asked before each step of the naive loop, ends it there (a Ctrl-C: 1,024 steps of a large model
+    are a long wait), and the cached loop, the cheap one, then takes the same steps; `on_step(done, total)` hears
+    each step of the two loops (2n)."""
     require_model(model, "cached_decoding")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UserError(f"the number of tokens to decode must be a whole number >= 1, got {n!r}")
@@ -766,9 +767,7 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8, should_
 
         start = time.perf_counter()
         cached, kv, text = [], None, list(ids)
-        for _, naive_logits in naive:
-            if should_stop is not None and should_stop():
-                break
+        for _, naive_logits in naive:  # no stop asked here: a stop that came during the naive loop stays asked
             if on_step is not None:
                 on_step(n + len(cached), 2 * n)
             refill = kv is None or kv.length >= window  # as core.generate: past the window, start again
@@ -782,7 +781,7 @@ def cached_decoding(model: nn.Module, prompt_ids: list[int], n: int = 8, should_
     steps = [DecodeStep(token=int(n_logits.argmax()), cached_token=int(c_logits.argmax()), cached_positions=fed,
                         naive_positions=n_fed, cache_length=length, refilled=refill,
                         logit_diff=float((c_logits - n_logits).abs().max()))
-             for (fed, length, refill, c_logits), (n_fed, n_logits) in zip(cached, naive)]  # the steps both did
+             for (fed, length, refill, c_logits), (n_fed, n_logits) in zip(cached, naive)]
     block = model.blocks[0].attn
     per_token = 2 * len(model.blocks) * block.n_kv_heads * block.head_dim * next(model.parameters()).element_size()
     return CachedDecoding(ids, steps, per_token, cached_seconds, naive_seconds)
