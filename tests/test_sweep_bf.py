@@ -455,3 +455,68 @@ def test_mistakes_cut_what_came_before_between_characters_not_inside_an_escape()
     assert _last_shown("a\u200db", 7) == "\\u200db"  # the escape whole
     assert _last_shown("a\u200db", 5) == "b"  # was "200db": the escape cut, read as text
     assert _last_shown("hello", 3) == "llo"
+
+
+def test_rotation_says_a_folder_of_other_files_for_what_it_is_and_compares_losses_of_one_data(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(steps=2)
+    s.checkpoint_dir = checkpoint_dir
+    (checkpoint_dir / "autosave").mkdir(parents=True)
+    (checkpoint_dir / "autosave" / "mine.txt").write_text("x")
+    result = run(s, ":train")
+    assert result.moved_aside == "autosave-1" and result.moved_files
+    words = plain(result, width=300)
+    assert "autosave was a folder of other files, not a checkpoint: it is kept as autosave-1" in words
+    assert "autosave-1 restores it" not in words  # was: "(:load autosave-1 restores it)" of a folder with none
+
+
+def test_a_deleted_autosave_of_other_data_is_not_called_better(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(steps=40, eval_every=40)  # on sort: its loss does not compare with a text's
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":train")
+    run(s, ":data pydoc")
+    results = [run(s, ":train steps=1 eval_every=1 schedule=new") for _ in range(4)]
+    last = results[-1]
+    assert last.dropped is not None and last.dropped.data_spec.startswith("sort")
+    assert last.dropped.val_loss < last.val_loss
+    assert "was the oldest autosave kept" not in plain(last, width=300)  # a sort loss "lower" than a text's
+
+
+def test_a_folder_of_a_checkpoints_own_files_without_its_manifest_is_saved_over(checkpoint_dir):
+    import shutil
+
+    s = tiny_session(steps=1)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":train")
+    run(s, ":save whole")
+    (checkpoint_dir / "broken").mkdir()
+    for f in (checkpoint_dir / "whole").iterdir():
+        if f.suffix == ".safetensors":
+            shutil.copy(f, checkpoint_dir / "broken" / f.name)
+    with pytest.raises(UserError, match="save it again"):
+        run(tiny_session(), ":load broken")  # as :load says of it
+    assert run(s, ":save broken").name == "broken"  # the review's: it was refused as "other files"
+    assert run(tiny_session(), ":load broken").step == 1
+
+
+def test_two_outputs_without_an_identity_are_not_taken_for_one(monkeypatch, tmp_path):
+    import os
+
+    from rich.console import Console
+
+    from minitf_repl.render import live
+
+    files = [open(tmp_path / name, "w") for name in ("a", "b")]
+    try:
+        one, other = (Console(file=f) for f in files)
+        assert not live.same_output(one, other)
+        zero = os.stat_result((0o10000, 0, 0, 1, 0, 0, 0, 0, 0, 0))  # as Windows gives a pipe: no device, no inode
+        monkeypatch.setattr(live.os, "fstat", lambda fd: zero)
+        assert not live.same_output(one, other)  # the review's: a pipe and a console read as one, an error unsaid
+        assert live.same_output(one, one)
+    finally:
+        for f in files:
+            f.close()

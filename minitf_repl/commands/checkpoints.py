@@ -47,7 +47,7 @@ DEFAULT_SAVE_NAME = "last"
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
           dash=False, path=True, browse="hf"),
-], interruptible=True, json_version=6)  # fmt: skip
+], interruptible=True, json_version=7)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_name, check_save_target

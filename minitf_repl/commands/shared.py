@@ -29,11 +29,13 @@ KEPT_NAMES = 100  # kept-<second>, kept-<second>-2 .. -100: rebuilds in one seco
 
 @dataclass
 class Dropped:
-    """An autosave the rotation deleted: its name, step and last val loss (None: not read, or never evaluated)."""
+    """An autosave the rotation deleted: its name, step, last val loss on its data and mask (None: not read, or
+    never evaluated) and its data."""
 
     name: str
     step: int | None
     val_loss: float | None
+    data_spec: str | None = None
 
 
 @dataclass
@@ -55,6 +57,7 @@ class SaveResult:
     # where an autosave's rotation moved a checkpoint NAME that was not a run's autosave (a user's `:save autosave`):
     # kept under this name; None: nothing of the kind
     moved_aside: str | None = None
+    moved_files: bool = False  # what moved aside held no checkpoint, but other files
     dropped: Dropped | None = None  # the oldest autosave, which the rotation deleted to make room; None: none
 
 
@@ -130,7 +133,9 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         name=name, path=os.path.abspath(path), step=session.trainer.step,
         size_bytes=outcome["size_bytes"], seconds=time.perf_counter() - start,
         replaced=outcome["replaced"],  # decided under the folder lock: another session may have saved it meanwhile
-        replaced_unseen=_unseen_step(session, outcome["replaced_meta"]), moved_aside=outcome["moved_aside"],
+        replaced_unseen=_unseen_step(session, outcome["replaced_meta"]),
+        moved_aside=outcome["moved_aside"][0] if outcome["moved_aside"] else None,
+        moved_files=bool(outcome["moved_aside"]) and not outcome["moved_aside"][1],
         dropped=Dropped(*outcome["dropped"]) if outcome["dropped"] is not None else None,
     )
 

@@ -78,6 +78,7 @@ class TrainResult:
     # the name the autosave's rotation moved a checkpoint `autosave` to that was not a run's autosave (a user's
     # `:save autosave`), kept; None: nothing of the kind
     moved_aside: str | None = None
+    moved_files: bool = False  # what moved aside held no checkpoint, but other files
     dropped: Dropped | None = None  # the oldest autosave, deleted by this run's rotation; said where it was better
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
@@ -190,7 +191,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=17)  # fmt: skip
+], json_version=18)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -407,7 +408,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # Saved when the run ends or is stopped; a diverged run raised above and leaves the last save alone. A run
     # stopped before its first step (a quick Ctrl-C) has nothing new to keep: its autosave would only push an
     # older run out of the rotation, so it writes none (save=NAME was asked for by name, and is written).
-    saved, save_error, replaced, unseen, moved, dropped = None, None, False, None, None, None
+    saved, save_error, replaced, unseen, moved, files, dropped = None, None, False, None, None, False, None
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
@@ -421,7 +422,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
             replaced = written.replaced and save_as is not None
             unseen = written.replaced_unseen if save_as is not None else None
-            moved, dropped = written.moved_aside, written.dropped
+            moved, files, dropped = written.moved_aside, written.moved_files, written.dropped
         except UserError as e:
             save_error = str(e)
     from ..core.device import cpu_kind
@@ -429,7 +430,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     result = TrainResult.from_run(
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
-        moved_aside=moved, dropped=dropped,
+        moved_aside=moved, moved_files=files, dropped=dropped,
         schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         watch_seconds=watched[0] if frames else None,
@@ -691,13 +692,17 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
         if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} that this session had "
                          "neither saved nor loaded (another session's?): it is replaced", "yellow")
-        gone = result.dropped
+        gone = result.dropped  # the baseline a few experiments back, better than this run, deleted: said where the
+        # two losses compare (the same data; each after its own last switch of data or mask, as :ls gives them)
         if gone is not None and gone.val_loss is not None and result.val_loss is not None and \
-                gone.val_loss < result.val_loss:  # the baseline a few experiments back, better than this run, deleted
-            say(console, f"{gone.name} (step {gone.step:,}, val loss {gone.val_loss:.4f}, lower than this run's) was the "
-                         f"oldest autosave kept and made room for this one; {cmd('save', 'NAME')} keeps a run for good",
-                "yellow")
-        if result.moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
+                gone.data_spec == result.data and gone.val_loss < result.val_loss:
+            keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
+            say(console, f"{gone.name} (step {gone.step:,}, val loss {gone.val_loss:.4f}, lower than this run's) was "
+                         f"the oldest autosave kept and made room for this one; {keep} keeps a run for good", "yellow")
+        if result.moved_aside is not None and result.moved_files:  # a folder of the user's, in the autosave's place
+            say(console, f"{result.saved} was a folder of other files, not a checkpoint: it is kept as "
+                         f"{result.moved_aside}", "yellow")
+        elif result.moved_aside is not None:  # a checkpoint saved by name as `autosave`: kept, under another name
             say(console, f"{result.saved} held a checkpoint saved by name, not a run's autosave: it is kept as "
                          f"{result.moved_aside} ({restore(result.moved_aside)} restores it)", "yellow")
     if result.save_error:

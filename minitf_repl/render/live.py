@@ -337,6 +337,8 @@ def same_output(one: Console, other: Console) -> bool:
         a, b = os.fstat(one.file.fileno()), os.fstat(other.file.fileno())
     except (AttributeError, ValueError, OSError, io.UnsupportedOperation):  # no file, or no descriptor (a StringIO)
         return one.file is other.file
+    if not a.st_ino or not b.st_ino:  # Windows gives every pipe and console 0 and 0: no identity to compare by
+        return one.file is other.file
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 

@@ -430,7 +430,10 @@ def _check_no_other_files(target: Path) -> None:
     try:
         if not target.is_dir() or (target / MANIFEST).exists():
             return
-        others = sorted(entry.name for entry in os.scandir(target))
+        # a checkpoint's own files without its manifest (an interrupted copy, a deleted checkpoint.json), which :load
+        # tells to save again, are not another's: the save writes over them
+        others = sorted(entry.name for entry in os.scandir(target)
+                        if not DATA_FILE.match(entry.name) and not MANIFEST_TMP.match(entry.name))
     except OSError:  # unreadable: the save says what it finds
         return
     if others:
@@ -538,9 +541,10 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, t
     where it is, and the autosaves skip over its slot; an own checkpoint that would move past
     NAME-keep is deleted. NAME itself always moves (the new save needs the name); if it is not
     rotation's own and no slot is free, it moves to the first free NAME-k past `keep`, never deleted.
-    Returns where NAME went when it was not rotation's own (a user's `:save autosave`), for the save to say it:
-    it moved without a word, and `:load autosave` then loaded another model (None otherwise); and the autosave
-    deleted, as (name, step, its last val loss or None), or None: a run's summary says when it was the better model.
+    Returns where NAME went when it was not rotation's own, with whether it held a checkpoint (a user's `:save
+    autosave`) or other files, for the save to say it: it moved without a word, and `:load autosave` then loaded
+    another model (None otherwise); and the autosave deleted, as (name, step, its last val loss of its own data and
+    mask or None, its data), or None: a run's summary says when it was the better model.
     """
     def slot(i: int) -> Path:
         return directory / (name if i == 0 else f"{name}-{i}")
@@ -550,6 +554,7 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, t
 
     blocked = {i for i in range(1, keep + 1) if os.path.lexists(slot(i)) and not own(i)}
     someones = slot(0).is_dir() and not own(0)  # NAME holds a checkpoint (or a folder) rotation did not make
+    a_checkpoint = someones and origin_kind(slot(0)) is not None
     moved = dropped = None
     for i in range(keep, -1, -1):  # oldest first: each one's destination is free or already moved on
         if i in blocked or not slot(i).is_dir() or (i > 0 and not own(i)):
@@ -567,16 +572,20 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, t
                 j += 1
             os.rename(slot(i), slot(j))  # someone's checkpoint named NAME: moved aside, kept
         if i == 0 and someones:
-            moved = slot(j).name
+            moved = (slot(j).name, a_checkpoint)
     return moved, dropped
 
 
-def _step_and_val(path: Path) -> tuple[int | None, float | None]:
-    """(step, the last val loss of its history) of the checkpoint at `path`; Nones where its manifest cannot be read."""
+def _step_and_val(path: Path) -> tuple[int | None, float | None, str | None]:
+    """(step, the last val loss of its history on its data and mask, its data) of the checkpoint at `path`, as :ls
+    gives them (after data_since_step and measured_since_step); Nones where its manifest cannot be read."""
     try:
-        trainer = json.loads(read_manifest_bytes(path / MANIFEST))["trainer"]
-        evaluated = [row["val_loss"] for row in trainer["history"] if row.get("val_loss") is not None]
-        return int(trainer["step"]), (float(evaluated[-1]) if evaluated else None)
+        manifest = json.loads(read_manifest_bytes(path / MANIFEST))
+        trainer = manifest["trainer"]
+        since = max(manifest.get("data_since_step") or 0, manifest.get("measured_since_step") or 0)
+        evaluated = [row["val_loss"] for row in trainer["history"]
+                     if row.get("val_loss") is not None and row["step"] > since]
+        return int(trainer["step"]), (float(evaluated[-1]) if evaluated else None), str(manifest["data_spec"])
     except Exception:  # noqa: BLE001 - a broken autosave deleted: nothing to tell of it
-        return None, None
+        return None, None, None
 
