@@ -186,11 +186,11 @@ class UnclosedQuote(UserError):
         self.at = at
 
 
-def _tokenize(text: str, windows_paths: bool = False, literal_quotes: bool = False) -> list[_Token]:
+def _tokenize(text: str, windows_paths: bool = False, literal_at: frozenset = frozenset()) -> list[_Token]:
     """Split on whitespace; '...' and "..." group text and mark it quoted. In double quotes
     \\n, \\t, \\" and \\\\ are escapes, except in a Windows path where the command takes one (`windows_paths`:
     WINDOWS_PATH); single quotes take everything literally. An apostrophe between two letters or digits (don't) opens
-    no quote. `literal_quotes`: a quote is a character like any other (a text with an unclosed one). Each token
+    no quote. `literal_at`: the indices of quotes that are characters like any other (unclosed ones). Each token
     knows its span in `text`, from which a command's prose is read as typed (_text_as_typed)."""
     tokens: list[_Token] = []
     buf: list[str] = []
@@ -208,7 +208,7 @@ def _tokenize(text: str, windows_paths: bool = False, literal_quotes: bool = Fal
                 tokens.append(_Token("".join(buf), quoted_from, began, i))
                 buf, length, quoted_from, in_token = [], 0, None, False
             i += 1
-        elif c in "\"'" and literal_quotes:
+        elif c in "\"'" and i in literal_at:
             buf.append(c)
             length += 1
             in_token = True
@@ -330,12 +330,15 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
             raise
         raise UserError(f"{e}; to continue the line as text: :{plain.name} {clip(stripped)}") from None
     rest = body.lstrip()[len(name) :]
-    try:
-        tokens = _tokenize(rest, windows_paths=cmd.takes_a_path)
-    except UnclosedQuote as e:  # inside a word of a prose, a character of the text (`:tok print("x`), as typed; one
-        if not _reads_prose(cmd) or e.at == 0 or rest[e.at - 1].isspace():  # that opens a word is a quote left open
-            raise
-        tokens = _tokenize(rest, literal_quotes=True)
+    literal: frozenset = frozenset()
+    while True:  # a quote inside a word of a prose that no quote closes is a character of the text (`:tok print("x`),
+        try:  # as typed; one that opens a word is a quote left open; quotes that close stay quotes (`temperature="0.5"`)
+            tokens = _tokenize(rest, windows_paths=cmd.takes_a_path, literal_at=literal)
+            break
+        except UnclosedQuote as e:
+            if not _reads_prose(cmd) or e.at == 0 or rest[e.at - 1].isspace() or e.at in literal:
+                raise
+            literal |= {e.at}
     return cmd, _parse_args(cmd, tokens, registry, raw=rest)
 
 
@@ -467,10 +470,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                 # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no
                 # `key=value` however quoted: the hint was a line that the command then refused
                 if raw is not None and _reads_prose(cmd) and token.start is not None and not is_long:
-                    # the whole text after `--`, the options typed before it kept: quoting the one word, as this
-                    # said, ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
-                    at = text_tokens[0].start if text_tokens and text_tokens[0].start is not None else token.start
-                    line = " ".join(w for w in (f":{cmd.name}", raw[:at].strip(), "--", raw[at:].strip()) if w)
+                    # the whole text after `--`, the options kept before it: quoting the one word, as this said,
+                    # ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
+                    line = _whole_line_as_text(cmd, tokens, i - 1, raw)
                     raise UserError(f"{e}; to read the whole line as text: {clip(line, 200)}") from None
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
                         and not positional.several):
@@ -514,6 +516,29 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
         args[positional.name] = check_value(positional, typed if typed is not None else
                                             positional.positional_text(text))  # a pair: quoted or not
     return args
+
+
+def _whole_line_as_text(cmd: Command, tokens: list[_Token], refused: int, raw: str) -> str:
+    """The line that reads `tokens` as the command's options and, after `--`, its text: each word that sets an
+    option of the command (with its value, where given apart) goes before `--`, as typed; every other word, the
+    refused one (`refused`, an index) too, is the text, as typed. Options typed after the text's first word stayed
+    in the line after `--`, where they read as text."""
+    options, text, k = [], [], 0
+    while k < len(tokens):
+        token = tokens[k]
+        key = _option_key(token) if k != refused and token.quoted_from is None else None
+        param = cmd.param_named(key[0]) if key is not None else next(
+            (p for p in cmd.options if p.short and token.quoted_from is None and token.text == f"-{p.short}"), None)
+        if param is None or param.refusal is not None or token.start is None:
+            text.append(token)
+            k += 1
+            continue
+        apart = (key is None or key[1] is None) and param.type is not bool and k + 1 < len(tokens)
+        end = tokens[k + 1 if apart else k].end
+        options.append(raw[token.start:end])
+        k += 2 if apart else 1
+    typed = _text_as_typed(text, raw) if text else ""
+    return " ".join(w for w in (f":{cmd.name}", *options, "--", typed or "") if w)
 
 
 def _refuse_one_dash(cmd: Command, token: _Token, nxt: _Token | None) -> None:

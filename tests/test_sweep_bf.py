@@ -520,3 +520,25 @@ def test_two_outputs_without_an_identity_are_not_taken_for_one(monkeypatch, tmp_
     finally:
         for f in files:
             f.close()
+
+
+@pytest.mark.parametrize("line, hint", [
+    (":gen hello --n 5 foo=bar", ":gen --n 5 -- hello foo=bar"),  # was: :gen -- hello --n 5 foo=bar (n as text)
+    (":score if a==b: pass counter=3", ":score counter=3 -- if a==b: pass"),
+])
+def test_the_whole_line_hint_keeps_every_option_before_the_dashes(line, hint):
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    with pytest.raises(UserError) as refused:
+        parse_line(line, REGISTRY)
+    assert str(refused.value).endswith(f"to read the whole line as text: {hint}")
+    parse_line(hint, REGISTRY)  # and the hint parses
+
+
+def test_a_quote_left_open_inside_a_prose_leaves_the_closed_ones_quotes():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.parsing import parse_line
+
+    _, args = parse_line(':gen temperature="0.5" print("x', REGISTRY)  # was: temperature got '"0.5"'
+    assert args["temperature"] == 0.5 and args["prompt"] == 'print("x'
