@@ -331,8 +331,10 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
         raise UserError(f"{e}; to continue the line as text: :{plain.name} {clip(stripped)}") from None
     rest = body.lstrip()[len(name) :]
     literal: frozenset = frozenset()
-    while True:  # a quote inside a word of a prose that no quote closes is a character of the text (`:tok print("x`),
-        try:  # as typed; one that opens a word is a quote left open; quotes that close stay quotes (`temperature="0.5"`)
+    # A quote inside a word of a prose that no quote closes is a character of the text (`:tok print("x`), as typed;
+    # one that opens a word is a quote left open; quotes that close stay quotes (`temperature="0.5"`).
+    while True:
+        try:
             tokens = _tokenize(rest, windows_paths=cmd.takes_a_path, literal_at=literal)
             break
         except UnclosedQuote as e:
