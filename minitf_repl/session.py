@@ -137,6 +137,9 @@ class Session:
         # measured before are of another function, so the toolbar shows none of them (it kept a no-mask model's
         # val loss of 0.05 beside a model that, masked again, scored 2.3)
         self._measured_since_step = 0
+        # (the causal setting, _measured_since_step) before the last switch of the mask: switched back with no step
+        # trained between, the losses before are the model's own again (as _data_before does for the data)
+        self._measured_before: tuple | None = None
         # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
         self.tokenizer = None
@@ -325,7 +328,7 @@ class Session:
         if self.threads.choice is None:
             self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)
-        self._data_since_step, self._data_before, self._measured_since_step = 0, None, 0
+        self._data_since_step, self._data_before, self._measured_since_step, self._measured_before = 0, None, 0, None
 
     def _new_model(self, data, device, config: ModelConfig | None = None):
         """A model of `config` (default: the settings) and its trainer; the settings take `config` once both are
@@ -371,7 +374,7 @@ class Session:
         self.watch_frames = []  # and what :train watch= saw of it (:report and :plot would show it as this one's)
         self.weights_from = None
         self._model, self._trainer = model, trainer
-        self._data_since_step, self._data_before, self._measured_since_step = 0, None, 0
+        self._data_since_step, self._data_before, self._measured_since_step, self._measured_before = 0, None, 0, None
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
     def use_data(self, spec: str, data) -> tuple[bool, dict]:
@@ -467,7 +470,12 @@ class Session:
         if self._model is None:
             return False
         if before.causal != config.causal:  # another function, the same weights: the losses before are not its own
-            self._measured_since_step = self._trainer.step
+            back = self._measured_before
+            if back is not None and back[0] == config.causal and self._trainer.step == self._measured_since_step:
+                self._measured_since_step, self._measured_before = back[1], None  # back, nothing trained between
+            else:
+                self._measured_before = (before.causal, self._measured_since_step)
+                self._measured_since_step = self._trainer.step
         # off while the model changes (the mask's ablation is a flag causal= also sets); causal=off takes the mask
         # itself, so its ablation goes (as :ablate mask is refused there) and a later causal=on puts a mask back
         active = [a for a in self.ablations if a.kind != "mask" or config.causal]
@@ -588,7 +596,7 @@ class Session:
         # a checkpoint's history is of the data it brings, after the step a switch to it kept the model at (its
         # manifest's data_since_step, 0: all of it)
         self._data_since_step, self._data_before = data_since_step, None
-        self._measured_since_step = measured_since_step  # as saved: the model's function changed there
+        self._measured_since_step, self._measured_before = measured_since_step, None  # as saved
         self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
         trainer.threads = self.threads

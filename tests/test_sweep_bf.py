@@ -542,3 +542,20 @@ def test_a_quote_left_open_inside_a_prose_leaves_the_closed_ones_quotes():
 
     _, args = parse_line(':gen temperature="0.5" print("x', REGISTRY)  # was: temperature got '"0.5"'
     assert args["temperature"] == 0.5 and args["prompt"] == 'print("x'
+
+
+def test_the_mask_switched_off_and_back_with_nothing_trained_between_keeps_the_models_own_losses():
+    from minitf_repl.repl import toolbar_text
+
+    s = tiny_session(steps=20, eval_every=20)
+    run(s, ":train")
+    run(s, ":set causal=off")
+    assert "val loss" not in toolbar_text(s)
+    run(s, ":set causal=on")  # back, no step between: the losses are this model's again (the review's)
+    assert "val loss" in toolbar_text(s)
+    run(s, ":set causal=off")
+    run(s, ":train steps=5 schedule=new")
+    run(s, ":set causal=on")  # trained without the mask between: the masked losses before are not this model's
+    assert "val loss" not in toolbar_text(s)
+    result = run(s, ":ngram sample=off")
+    assert all(row.model_below_at is None for row in result.rows)  # no step's no-mask loss read as "below" a counter

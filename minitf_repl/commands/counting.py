@@ -119,7 +119,9 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     counting = count_and_score(data, n, session.model_config.max_seq_len, prompt=start,
                                sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
     per_char = val_tokens_per_char(data)
-    evals = [(row["step"], row["val_loss"]) for row in session.history_on_data if row.get("val_loss") is not None]
+    # on this data, and of the model as it computes now (not a no-mask loss before causal=on: measured_since_step)
+    evals = [(row["step"], row["val_loss"]) for row in session.history_on_data
+             if row.get("val_loss") is not None and row["step"] > session.measured_since_step]
     rows = [NgramRow(c.n, c.contexts, c.seen, c.train_loss, c.val_loss, bits_per_char(c.val_loss, per_char),
                      decode_after(tokenizer, start, c.sample) if c.sample is not None else None,
                      # below as both are written (3 decimals), as the verdict reads it: an evaluation 0.00004 under
