@@ -424,8 +424,8 @@ def _undecodable(words: list[str]) -> str | None:
         if raw and not any(os.path.lexists(w) for w in (word, word.partition("=")[2]) if w):  # a file's own name
             # in another encoding is a name all the same (--data, a checkpoint folder): it opens as typed
             shown = " ".join(f"\\x{b:02x}" for b in raw[:8]) + (" ..." if len(raw) > 8 else "")
-            return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it in UTF-8 (a file in "
-                    "another encoding: iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8)")
+            return (f"a word of the command line is not UTF-8 text (bytes {shown}); give it as UTF-8 text (a "
+                    "terminal set to another encoding sends its characters so: set it to UTF-8)")
     return None
 
 
@@ -1182,7 +1182,8 @@ def _make_subcommand(command, registry: Registry):
                 # an option's value that is another option of the command (`gen hi --n --json`, $N empty in a
                 # script): the option has no value, a mistake in the command line (status 2), as `gen --n` is
                 # ("n must be a whole number, got '--json'", status 1, where the JSON was also asked for)
-                names = {"--json", "--help", *(n.split("/")[0] for q in command.params for n in _option_names(q))}
+                names = {"--json", "--help", *(part for q in command.params for n in _option_names(q)
+                                               for part in n.split("/"))}  # --cache and --no-cache alike
                 for param in command.params:
                     value = args.get(param.name)
                     if isinstance(value, str) and value.split("=")[0] in names and param.type is not bool:

@@ -213,7 +213,8 @@ def test_heads_in_the_shell():
         assert f"switched off, head {most.layer}.{most.head} takes the most of the copying ({most.carries:+.2f} nats" \
             in out
     else:  # untrained: no head's absence takes any of the copying gain (test_sweep_r)
-        assert f"none takes any of it (the most: head {most.layer}.{most.head}, {fmt.signed(most.carries, 2)}" in out
+        most_said = f"(the most: head {most.layer}.{most.head}, {fmt.signed(most.carries, 2)}"
+        assert f"no head takes any copying away {most_said}" in out
     assert ":ablate head=" not in out  # the note on the head the copying needs: only where the model copies
     narrow = text_of(result, 50)
     assert "induction" in narrow and "duplicate" in narrow  # the optional columns go first

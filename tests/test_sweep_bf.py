@@ -263,6 +263,8 @@ def test_small_shell_messages_name_what_runs():
     shown = invoke("--set", "max_seq_len=9", "lens")
     assert shown.exit_code == 0, shown.output
     assert "longer than max_seq_len" not in shown.stderr  # no prompt was given: the view's sample fits the window
+    for view in ("score", "grad"):  # the scored views read their own sample too (the review's)
+        assert "longer than max_seq_len" not in invoke("--set", "max_seq_len=9", view).stderr
     told = invoke("--set", "max_seq_len=9", "lens", "a longer prompt than nine")
     assert "the prompt is longer than max_seq_len=9" in " ".join(told.stderr.split())  # a user's prompt: said
 

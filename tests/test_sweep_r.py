@@ -88,7 +88,7 @@ def test_heads_reading_says_no_head_carries_the_copying_when_none_takes_any(carr
     assert ("takes the most of the copying" in reading) == costs, reading  # its absence raised the gain: it takes none
     if not costs:
         most = f"(the most: head 0.{carries.index(top)}, {fmt.signed(top, 2)} nats)"
-        assert f"no single head carries the copying alone: switched off, none takes any of it {most}" in reading
+        assert f"switched off alone, no head takes any copying away {most}" in reading
     else:  # the gain is 0.00 here: no "of the 0.00 the repeat gains"
         assert reading.endswith("switched off, head 0.0 takes the most of the copying (+0.31 nats)"), reading
 

@@ -102,7 +102,8 @@ class GradResult:
 ], aliases=("backprop",), interruptible=True, json_version=4)  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
-    text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True)
+    text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True,
+                                     given=bool(args["text"]))
     if len(ids) < 2:
         raise UserError(f"backprop needs a loss, so at least two {data.tokenizer.unit}s: one to read and the one "
                         f"after it to predict; e.g. {cmd('grad', known_text(data))}")

@@ -302,19 +302,23 @@ def known_text(data) -> str:
     return text + (true_next(data, text) or "")
 
 
-def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool = False) -> tuple[str, list[int], int]:
+def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool = False,
+                given: bool | None = None) -> tuple[str, list[int], int]:
     """The prompt's text and ids (its last max_seq_len tokens), and how many tokens were cut.
 
     `data`: the data whose tokenizer reads it (default: the session's). `scored`: a text whose every
     next token is scored (`:score`), which may be one token longer: the model reads max_seq_len and
-    predicts the one after."""
+    predicts the one after. `given`: whether the user gave `prompt` (default: whether it is not empty), False for a
+    view's own sample passed in (`:score`'s known_text), which is cut to the window without a word."""
     data = session.data if data is None else data
     text = prompt or sample_prompt(data)
     ids = data.tokenizer.encode(text)
     window = session.model_config.max_seq_len + scored
     dropped = max(0, len(ids) - window)
-    if dropped and not prompt:  # the view's own sample, cut to the window: no prompt of the user's went unread (a
-        ids = ids[-window:]  # model of max_seq_len=9 was told "the prompt is longer ...", where none was given)
+    if dropped and not (bool(prompt) if given is None else given):
+        # the view's own sample, cut to the window: no prompt of the user's went unread (a model of max_seq_len=9 was
+        # told "the prompt is longer ...", where none was given)
+        ids = ids[-window:]
         return data.tokenizer.decode(ids), ids, 0
     if dropped:
         ids = ids[-window:]

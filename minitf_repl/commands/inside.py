@@ -420,7 +420,9 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
         for layer in lens.layers
     ]
     last = shown_piece(data.tokenizer, ids[-1])
-    echoed = session.model_config.tie_embeddings and rows and rows[0].layer == "embed" and rows[0].guesses[:1] == [last]
+    first = lens.layers[0] if lens.layers else None  # by id: two byte tokens both shown "�" are two tokens
+    echoed = (session.model_config.tie_embeddings and first is not None and first.name == "embed"
+              and len(first.top_ids[-1]) > 0 and int(first.top_ids[-1][0]) == ids[-1])
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
                       ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None)
 
@@ -555,7 +557,7 @@ def score_text(session: Session, text: str | None, reporter: Reporter, counter: 
     """`:score`'s result for `text` (None: the views' sample and what truly follows it); with `counter`, the same
     positions scored by the counting model of that order too."""
     data = session.data
-    text, ids, dropped = view_prompt(session, text or known_text(data), reporter, scored=True)
+    text, ids, dropped = view_prompt(session, text or known_text(data), reporter, scored=True, given=bool(text))
     if len(ids) < 2:
         raise UserError(f"teacher forcing needs at least two {data.tokenizer.unit}s, one to read and the one after it "
                         f"to predict; e.g. {cmd('score', known_text(data))}")

@@ -464,7 +464,8 @@ def _watcher(session: Session, args: dict, data, reporter: Reporter) -> Watcher 
                         f"{option('watch', args['watch'])} reads every block, so leave {option('layer')} out")
     layer = check_layer(session, args["layer"], default=-1)
     if args["watch"] == "grad":  # a loss to backpropagate: a text with its next tokens, as :grad reads one
-        prompt, ids, dropped = view_prompt(session, args["prompt"] or known_text(data), reporter, data, scored=True)
+        prompt, ids, dropped = view_prompt(session, args["prompt"] or known_text(data), reporter, data, scored=True,
+                                           given=bool(args["prompt"]))
         if len(ids) < 2:
             raise UserError(f"{option('watch', 'grad')} needs a loss, so a prompt of at least two "
                             f"{data.tokenizer.unit}s: one to read and the one after it to predict")

@@ -525,8 +525,8 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
         of = f" a token off the {first - second:.2f} the repeat gains" if round(first - second, 2) > 0 else ""
         needed = (f"; switched off, head {most.layer}.{most.head} takes the most of the copying ({change}{of})"
                   if round(most.carries, 2) > 0 else  # no head's absence lowers the gain: none "takes" it
-                  f"; no single head carries the copying alone: switched off, none takes any of it (the most: head "
-                  f"{most.layer}.{most.head}, {change})")
+                  f"; switched off alone, no head takes any copying away (the most: head {most.layer}.{most.head}, "
+                  f"{change})")
     if second > COPIES_AT * first:
         noise = 2 * se if se is not None else 0.0
         if first - second > max(BEGUN_BY, noise):

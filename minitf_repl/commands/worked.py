@@ -944,8 +944,8 @@ def render_kv(result: KvResult, console: Console) -> None:
                    "k and v would need to go; the cache is filled again all the same")
         elif result.n_layers > 1:  # RoPE's too: "absolute" said the opposite of what :rope shows
             first = "RoPE reads distances, not where tokens stand" if result.rotary else "there are no positions here"
-            why = (f"{first}, but the token that falls out was read by every later one, so from the second layer on every "
-                   "cached key and value would change and the cache is filled again")
+            why = (f"{first}, but the token that falls out was read by every later one, so from the second layer on "
+                   "every cached key and value would change and the cache is filled again")
         else:
             why = ("with no positions and one layer each cached k and v is made from its own token alone, so only "
                    "the dropped token's would need to go; the cache is filled again all the same")
