@@ -379,7 +379,7 @@ class LensResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     unit: str = "character"  # what a token is: a character, or under a subword tokenizer a token (a piece)
     # the token read last, where the head is tied to the embedding and the embed row's best guess is that token
-    # itself (a row of W_E scores highest against itself); None otherwise
+    # itself (a row of W_E tends to score highest against itself); None otherwise
     reads_back: str | None = None
 
 
