@@ -561,3 +561,31 @@ def test_the_mask_switched_off_and_back_with_nothing_trained_between_keeps_the_m
     assert "val loss" not in toolbar_text(s)
     result = run(s, ":ngram sample=off")
     assert all(row.model_below_at is None for row in result.rows)  # no step's no-mask loss read as "below" a counter
+
+
+def test_a_val_loss_no_rate_can_lower_is_said_for_what_it_is_not_blamed_on_the_rate(tmp_path):
+    from test_render import plain
+
+    s = tiny_session(steps=60, eval_every=60)
+    run(s, ":data sort:1")  # its one held-out question holds a 1 that no training question holds
+    result = run(s, ":train")
+    words = plain(result, width=300)
+    assert result.held_out_only == "1"
+    assert "the validation data holds '1', which the training data never holds" in words
+    assert "learning rate too high" not in words and "lr=0.001" not in words  # was: lower the rate, which fails
+    text = tmp_path / "split.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40 + "\u6f22\u5b57" * 100)
+    s = tiny_session(steps=2)
+    run(s, f":data {text}")
+    assert run(s, ":train").held_out_only == "\u5b57\u6f22"  # a text's last tenth in another script
+
+
+def test_a_rare_character_only_in_the_validation_text_is_not_made_much_of(tmp_path):
+    from minitf_repl.core.data import load_data
+
+    rare = tmp_path / "rare.txt"
+    rare.write_text("the quick brown fox jumps over the lazy dog. " * 400 + "\U0001F600")
+    assert load_data(str(rare)).held_out_only() == ""  # one emoji among 1,800 val characters: too little to say
+    most = tmp_path / "most.txt"
+    most.write_text("the quick brown fox jumps over the lazy dog. " * 40 + "\u6f22" * 200)
+    assert load_data(str(most)).held_out_only() == "\u6f22"

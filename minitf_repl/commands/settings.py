@@ -727,7 +727,11 @@ def _held_out_only(data, reporter: Reporter) -> None:
     hold is one no training shows, so its questions cannot be answered, and :mistakes and :ngram read as a model's
     failing."""
     only = data.held_out_only() if hasattr(data, "held_out_only") else ""
-    if only:
+    if only and not hasattr(data, "size"):  # a text: its last tenth holds characters its first nine never do
+        shown = ", ".join(map(repr, only))
+        reporter.notice(f"{data.name}'s validation text (its last tenth) holds {shown}, which its training text "
+                        "never holds: no model predicts those, so its val loss stays high whatever it learns")
+    elif only:
         digits = ", ".join(only)
         reporter.notice(f"{data.name}:{data.size}'s held-out questions hold the digit{'s' if len(only) > 1 else ''} "
                         f"{digits}, which no training question holds: no model can answer them, so its validation "

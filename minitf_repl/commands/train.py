@@ -79,6 +79,8 @@ class TrainResult:
     # `:save autosave`), kept; None: nothing of the kind
     moved_aside: str | None = None
     moved_files: bool = False  # what moved aside held no checkpoint, but other files
+    # the symbols the validation data holds and the training data never does ("": none): a val loss no rate lowers
+    held_out_only: str = ""
     dropped: Dropped | None = None  # the oldest autosave, deleted by this run's rotation; said where it was better
     # The learning-rate schedule of the run: "new" (warm-up, then cosine from the peak lr) or
     # "continue" (a trained model goes on at the last run's final rate, constant_lr, so it is not shaken).
@@ -191,7 +193,7 @@ def read_again(session: Session, reporter: Reporter) -> None:
     Param("prompt", str, help="the text watch= reads (default: a short sample of the data; for heads, random "
                               "tokens repeated; for embed, the tokens drawn on top)", meta="TEXT"),
     Param("layer", int, help="the block watch=attn shows (default: the last)", complete=complete_layer),
-], json_version=18)  # fmt: skip
+], json_version=19)  # fmt: skip
 def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     """Train: resume a stopped run, or start a run of `steps`.
 
@@ -431,6 +433,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         summary, resumed=resumed, evals=[dict(row) for row in done if row["val_loss"] is not None],
         data=session.data_spec, saved=saved, save_error=save_error, replaced=replaced, replaced_unseen=unseen,
         moved_aside=moved, moved_files=files, dropped=dropped,
+        held_out_only=held_out() if (held_out := getattr(session.data, "held_out_only", None)) else "",
         schedule=schedule, constant_lr=constant_lr,
         vocab_size=session.data.tokenizer.vocab_size, curve=_thin(done, CURVE_ROWS), frames=frames,
         watch_seconds=watched[0] if frames else None,
@@ -666,7 +669,15 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
                       "back)")
     elif result.counters and result.val_loss is not None:
         note(console, against_counters(result.val_loss, result.counters))
-    if blown_up(result):
+    if result.held_out_only and result.val_loss is not None:
+        # not the rate: sort:1's held-out question holds a 1 that no training question does, and the advice to lower
+        # the rate then read "learned almost nothing" beside a train loss of 0.6
+        shown = ", ".join(map(repr, result.held_out_only))
+        say(console, f"the validation data holds {shown}, which the training data never holds: no model predicts "
+                     f"what it never saw, so the val loss ({result.val_loss:.4g}) measures that, whatever the rate "
+                     f"({cmd('data')} says more; data whose training part holds every symbol measures learning)",
+            "yellow")
+    elif blown_up(result):
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      "a uniform guess: training made the model worse, which a learning rate too high for it does; "
                      f"{cmd('lrfind')} finds one that trains, {cmd('set', lr=0.001)} is a safe start", "yellow")

@@ -236,6 +236,17 @@ class TextCorpus:
         chars = len(self.text) - self.cut if split == "val" else self.cut
         return len(self.splits[split]) / chars if chars else 1.0
 
+    def held_out_only(self, most: int = 8, share: float = 0.01) -> str:
+        """The characters the validation split holds and the training split never does (at most `most` of them, in
+        order), where they are at least `share` of it; else "": no model predicts those, so its val loss stays high
+        whatever it learns (a file whose last tenth is in another script). A rare one (an emoji among 100,000
+        characters) moves the loss too little to say. As Task.held_out_only says it of a task's digits."""
+        val = self.split_text("val")
+        only = set(val) - set(self.split_text("train"))
+        if not only or sum(val.count(ch) for ch in only) < share * len(val):
+            return ""
+        return "".join(sorted(only)[:most])
+
     def info(self) -> DataInfo:
         return DataInfo(
             self.name, "corpus", self.description, len(self.text), self.tokenizer.vocab_size,
