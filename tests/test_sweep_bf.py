@@ -589,3 +589,14 @@ def test_a_rare_character_only_in_the_validation_text_is_not_made_much_of(tmp_pa
     most = tmp_path / "most.txt"
     most.write_text("the quick brown fox jumps over the lazy dog. " * 40 + "\u6f22" * 200)
     assert load_data(str(most)).held_out_only() == "\u6f22"
+
+
+def test_counters_that_tie_as_written_name_the_shortest_the_best():
+    from minitf_repl.commands.counting import best, verdict
+
+    result = run(tiny_session(), ":ngram sample=off n=6")
+    for row in result.rows:
+        if row.n >= 4:
+            row.val_loss = 0.00001 * (10 - row.n)  # 0.000 as written, each a little lower than the one before
+    assert best(result).n == 4  # was n = 6
+    assert not any("still the best" in line for line in verdict(result))  # was: ":ngram n=8 tries longer contexts"
