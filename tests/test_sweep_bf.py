@@ -600,3 +600,23 @@ def test_counters_that_tie_as_written_name_the_shortest_the_best():
             row.val_loss = 0.00001 * (10 - row.n)  # 0.000 as written, each a little lower than the one before
     assert best(result).n == 4  # was n = 6
     assert not any("still the best" in line for line in verdict(result))  # was: ":ngram n=8 tries longer contexts"
+
+
+def test_data_names_a_dangling_link_and_joins_a_folder_into_a_file_beside_it(tmp_path, monkeypatch):
+    import os
+
+    from minitf_repl.core.data import read_text_file
+    from minitf_repl.core.errors import DataError
+
+    (tmp_path / "broken.txt").symlink_to(tmp_path / "nope.txt")
+    with pytest.raises(DataError, match="broken.txt is a symbolic link to .*nope.txt, which does not exist"):
+        read_text_file(str(tmp_path / "broken.txt"))  # was "no such file", of a name ls lists
+    os.remove(tmp_path / "broken.txt")
+    texts = tmp_path / "poems"
+    texts.mkdir()
+    for k in range(3):
+        (texts / f"p{k}.txt").write_text("a poem of some length\n" * 20)
+    monkeypatch.chdir(texts)
+    with pytest.raises(DataError) as told:
+        read_text_file(".")
+    assert f"> {tmp_path / 'poems.txt'}" in str(told.value), str(told.value)  # was: cat ./*.txt > ..txt

@@ -923,6 +923,23 @@ def read_text_file(path: str | Path, line_endings: bool = False) -> str:
     return _read_text(path, line_endings)[0]
 
 
+def dangling_link(p: Path) -> str:
+    """The refusal of a symbolic link whose target is not there (torch-free callers build it too: core.catalog)."""
+    try:
+        target = os.readlink(p)
+    except OSError:
+        target = "?"
+    return (f"{cut_middle(str(p))} is a symbolic link to {cut_middle(target)}, which does not exist; give the file "
+            "it should point to, or link it to one that is there")
+
+
+def _beside(folder: Path) -> Path:
+    """Where a folder's texts joined into one file go: beside it, named as it (`.` and `..` named by what they are:
+    the line said `cat ./*.txt > ..txt`)."""
+    real = folder.expanduser().resolve()
+    return real.parent / (real.name + ".txt") if real.name else real / "joined.txt"
+
+
 def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, bool, int]:
     r"""read_text_file's text, how many Windows or old Mac line endings it read as "\n", whether a leading
     byte-order mark was dropped (the text is then one character shorter than `wc -m` counts the file), and the
@@ -932,6 +949,8 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
     if (gone := gone_folder(p)) is not None:
         raise DataError(f"cannot read {shown}: {gone}")
     try:
+        if p.is_symlink() and not p.exists():  # `ls` lists it: "no such file" of a name it shows said nothing of why
+            raise DataError(dangling_link(p))
         if not p.exists():
             where = "" if p.is_absolute() else f" (in {cut_middle(os.getcwd())})"  # minitf started in another folder?
             raise DataError(f"no such file: {shown}{where}; give the path of a UTF-8 text file, or one of "
@@ -940,7 +959,7 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             example = _text_file_in(p)
             # a folder of many texts (a corpus of 5,000 poems, one a file): one of them is not what was meant
             joined = (f", or join its {_same_kind(p, example.suffix)} {example.suffix} files into one: cat "
-                      f"{shlex.quote(str(p))}/*{example.suffix} > {shlex.quote(str(p).rstrip('/') + '.txt')}"
+                      f"{shlex.quote(str(p))}/*{example.suffix} > {shlex.quote(str(_beside(p)))}"
                       if example and example.suffix and _same_kind(p, example.suffix) != "1" else "")
             raise DataError(f"{shown} is a directory; the data is one text file: give its path, e.g. "
                             f"{cut_middle(str(example), 200)}{joined}" if example else
