@@ -620,3 +620,31 @@ def test_data_names_a_dangling_link_and_joins_a_folder_into_a_file_beside_it(tmp
     with pytest.raises(DataError) as told:
         read_text_file(".")
     assert f"> {tmp_path / 'poems.txt'}" in str(told.value), str(told.value)  # was: cat ./*.txt > ..txt
+
+
+def test_a_loaded_bpe_knows_which_text_it_was_trained_on(tmp_path, checkpoint_dir):
+    from test_commands import Recorder
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("the quick brown fox jumps over the lazy dog. " * 120)
+    b.write_text("pack my box with five dozen liquor jugs, then the quick brown fox. " * 80)
+    s = tiny_session(steps=2)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, f":data {a}")
+    run(s, ":set tokenizer=bpe:300 max_seq_len=16")
+    run(s, ":train")
+    run(s, ":save abpe")
+    t = tiny_session()
+    t.checkpoint_dir = checkpoint_dir
+    run(t, ":load abpe")
+    heard = Recorder()
+    run(t, f":data {b}", heard)
+    assert any("a BPE trained on a.txt's text" in n for n in heard.notices), heard.notices  # was: not a word
+    result = run(t, ":set tokenizer=bpe:288")  # was: "nothing changed", the BPE of a's text reading b's
+    assert result.rebuilt
+    u = tiny_session()
+    u.checkpoint_dir = checkpoint_dir
+    run(u, ":load abpe")
+    again = Recorder()
+    run(u, f":data {a}", again)  # its own text: nothing to say
+    assert not any("a BPE trained on" in n for n in again.notices), again.notices

@@ -259,6 +259,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     session.adopt(checkpoint.data_spec, data, model, trainer, weights_from=ckpt.weights_from(checkpoint),
                   data_since_step=since, measured_since_step=measured)
     ckpt.restore_rng(checkpoint)
+    _bpe_origin(session.tokenizer, data, since, checkpoint.meta.get("weights_from"))
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
     if off:
         reporter.notice(ablations_gone(off, "the loaded one"))
@@ -357,6 +358,19 @@ def _path_given(session: Session, name: str) -> str:
         pass
     return (f"{clip(name)!r} is not a valid checkpoint name but a path; give a name from {session.checkpoint_dir} "
             f"({cmd('ls')} lists them), or hf:PATH for a Hugging Face folder")
+
+
+def _bpe_origin(tokenizer, data, since: int, weights_from: str | None) -> None:
+    """Which text a loaded BPE (:set tokenizer=bpe:N) was trained on, as a BPE trained in this session knows it
+    (shared.bpe_trained_elsewhere): its checkpoint's text where the model began on it (a BPE is trained on the text
+    in use, and the model rebuilt at step 0), else another text. Unknown, a later `:data pydoc` read pydoc with a
+    BPE of another text without a word, and `:set tokenizer=bpe:512` then said "nothing changed"."""
+    from ..core.data import TextCorpus
+
+    if tokenizer is None or getattr(tokenizer, "kind", None) != "bpe" or weights_from:  # a folder's: not the lab's
+        return
+    if getattr(tokenizer, "trained_on", None) is None and isinstance(data, TextCorpus):
+        tokenizer.trained_on = (data.name, hash(data.split_text("train"))) if since == 0 else ("another", None)
 
 
 def _load_hf(session: Session, spec: str, folder, reporter: Reporter) -> LoadResult:
