@@ -347,7 +347,8 @@ def switch_data(session: Session, spec: str, data, reporter=None) -> tuple[bool,
                         "characters, and the next text is read by characters too")
     if reporter is not None and (elsewhere := bpe_trained_elsewhere(session.tokenizer, data)) is not None:
         reporter.notice(f"{data.name} is read by the model's tokenizer, a BPE trained on {elsewhere}'s text "
-                        f"({1 / data.tokens_per_char('train'):.2f} characters a token here); "
+                        f"({1 / data.tokens_per_char('val'):.2f} characters a token on its validation text, as "
+                        "bits per character count them); "
                         f"{cmd('set', tokenizer=session.tokenizer_setting)} trains one on {data.name}'s and rebuilds "
                         "the model")
     return rebuilt, kept, recipe_changes
