@@ -648,3 +648,24 @@ def test_a_loaded_bpe_knows_which_text_it_was_trained_on(tmp_path, checkpoint_di
     again = Recorder()
     run(u, f":data {a}", again)  # its own text: nothing to say
     assert not any("a BPE trained on" in n for n in again.notices), again.notices
+
+
+def test_a_data_file_changed_on_disk_since_it_was_read_is_said(tmp_path):
+    from test_commands import Recorder
+
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 60)
+    s = tiny_session(steps=1)
+    run(s, f":data {text}")
+    quiet = Recorder()
+    run(s, ":data", quiet)
+    assert not any("changed on disk" in n for n in quiet.notices)
+    text.write_text("xyz\n" * 3000)  # rewritten: the session still holds the text as read
+    for line in (":data", ":train"):
+        heard = Recorder()
+        run(s, line, heard)
+        assert any("t.txt has changed on disk since it was read" in n for n in heard.notices), (line, heard.notices)
+    run(s, f":data {text}")  # read again: nothing to say
+    again = Recorder()
+    run(s, ":data", again)
+    assert not any("changed on disk" in n for n in again.notices)

@@ -34,8 +34,8 @@ from ..reporter import Reporter
 from ..session import Session, ShellConfig
 from ..syntax import SHELL, cmd, given_before, loaded, restore, setting_text, syntax, without_setting
 from .base import REGISTRY, command, complete_data, greedy_ignores
-from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, keep_trained_model, load_checked,
-                     quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
+from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
+                     load_checked, quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -745,6 +745,8 @@ def _held_out_only(data, reporter: Reporter) -> None:
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():
+        if (changed := file_changed(session)) is not None:
+            reporter.notice(changed)
         _held_out_only(session.data, reporter)
         return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()

@@ -415,6 +415,20 @@ def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     return line + (f"; the trained model was kept as checkpoint {kept} ({restore(kept)} brings it back)" if kept else "")
 
 
+def file_changed(session: Session) -> str | None:
+    """What to say where the data file in use changed on disk since the session read it (its size, time or inode,
+    core.data.file_stamp); None where it has not, or the data is no file. :data and :train went on with the text as
+    read without a word, its figures those of text that no longer existed."""
+    from ..core.data import file_stamp
+
+    data = session.loaded_data
+    stamp = getattr(data, "stamp", None)
+    if stamp is None or file_stamp(session.data_spec) in (stamp, None):
+        return None
+    return (f"{data.name} has changed on disk since it was read: this session still uses the text as read "
+            f"({cmd('data', session.data_spec)} reads it again)")
+
+
 def bpe_trained_elsewhere(tokenizer, data) -> str | None:
     """The name of the text a BPE of :set tokenizer=bpe:N was trained on, where `data` (a text it now reads, the
     switch of data having kept it for the model's embedding) is another; else None (characters, a Hugging Face

@@ -36,7 +36,7 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, SHELL, at_keyboard, cmd, interactive, option, restore, syntax, train_first, watch_first
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
+from .shared import (AUTOSAVES_KEPT, Dropped, file_changed, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
                      save_session, seed_kept_line, switch_data)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
@@ -203,6 +203,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     warm-up + cosine run instead.
     """
     steps = args["steps"]
+    if (changed := file_changed(session)) is not None:
+        reporter.notice(changed)
     if session.ablations:
         raise UserError(f"parts of the model are switched off ({', '.join(map(str, session.ablations))}); "
                         f"training would learn around them: {cmd('ablate', 'off')} first")
