@@ -146,7 +146,8 @@ def test_the_why_and_next_token_views_say_when_ablate_has_parts_switched_off(lin
 # --- why :kv fills the cache again once the window slides -------------------------------------------------
 @pytest.mark.parametrize("changes, why", [
     ({}, "the window slides: positions are absolute, so every cached key would change"),
-    ({"pos_encoding": "rope"}, "the window slides: positions are absolute, so every cached key would change"),
+    ({"pos_encoding": "rope"}, "the window slides: RoPE reads distances, not where tokens stand, but the token that "
+                               "falls out was read by every later one"),  # not "absolute" (test_sweep_bf)
     ({"pos_encoding": "none"}, "the window slides: there are no positions here, but the token that falls out was read "
                                "by every later one, so from the second layer on every cached key and value would "
                                "change"),
@@ -158,7 +159,7 @@ def test_kv_gives_the_reason_the_sliding_window_refills_the_cache_that_holds_for
     session = session_on(max_seq_len=8, **changes)
     shown = plain(run(session, ":kv abcdefg n=3"))
     assert why in shown
-    assert ("positions are absolute" in shown) is (changes.get("pos_encoding") != "none")
+    assert ("positions are absolute" in shown) is (changes.get("pos_encoding") not in ("none", "rope"))
 
 
 # --- :step reads the model :gen samples from ----------------------------------------------------------------

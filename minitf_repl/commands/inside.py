@@ -420,9 +420,10 @@ def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
         for layer in lens.layers
     ]
     last = shown_piece(data.tokenizer, ids[-1])
-    first = lens.layers[0] if lens.layers else None  # by id: two byte tokens both shown "�" are two tokens
-    echoed = (session.model_config.tie_embeddings and first is not None and first.name == "embed"
-              and len(first.top_ids[-1]) > 0 and int(first.top_ids[-1][0]) == ids[-1])
+    first = lens.layers[0] if lens.layers else None  # the embedding's row; compared by id: two byte tokens both
+    # shown "�" are two tokens
+    echoed = (session.model_config.tie_embeddings and first is not None and len(first.top_ids[-1]) > 0
+              and int(first.top_ids[-1][0]) == ids[-1])
     return LensResult(text, target, rows, at, post_norm=session.model_config.norm_placement == "post",
                       ablations=switched_off(session), unit=data.tokenizer.unit, reads_back=last if echoed else None)
 
