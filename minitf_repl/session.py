@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .core.catalog import data_problem, known_as
-from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, rebuilding_changes, setting
+from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, new_function_of, rebuilding_changes, setting
 from .core.errors import DataError
 from .core.paths import default_checkpoint_dir, expand
 from .core.recipes import switch_recipe
@@ -137,8 +137,8 @@ class Session:
         # measured before are of another function, so the toolbar shows none of them (it kept a no-mask model's
         # val loss of 0.05 beside a model that, masked again, scored 2.3)
         self._measured_since_step = 0
-        # (the causal setting, _measured_since_step) before the last switch of the mask: switched back with no step
-        # trained between, the losses before are the model's own again (as _data_before does for the data)
+        # (the new_function settings' values, _measured_since_step) before the last switch of the mask: switched back
+        # with no step trained between, the losses before are the model's own again (as _data_before does for data)
         self._measured_before: tuple | None = None
         # A subword tokenizer (core.bpe) every text corpus is read with, or None: characters. A loaded
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
@@ -469,12 +469,13 @@ class Session:
         before, self.model_config = self.model_config, config
         if self._model is None:
             return False
-        if before.causal != config.causal:  # another function, the same weights: the losses before are not its own
+        was, now = new_function_of(before), new_function_of(config)
+        if was != now:  # another function, the same weights (causal=on/off): the losses before are not its own
             back = self._measured_before
-            if back is not None and back[0] == config.causal and self._trainer.step == self._measured_since_step:
+            if back is not None and back[0] == now and self._trainer.step == self._measured_since_step:
                 self._measured_since_step, self._measured_before = back[1], None  # back, nothing trained between
             else:
-                self._measured_before = (before.causal, self._measured_since_step)
+                self._measured_before = (was, self._measured_since_step)
                 self._measured_since_step = self._trainer.step
         # off while the model changes (the mask's ablation is a flag causal= also sets); causal=off takes the mask
         # itself, so its ablation goes (as :ablate mask is refused there) and a later causal=on puts a mask back

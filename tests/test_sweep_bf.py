@@ -669,3 +669,9 @@ def test_a_data_file_changed_on_disk_since_it_was_read_is_said(tmp_path):
     again = Recorder()
     run(s, ":data", again)
     assert not any("changed on disk" in n for n in again.notices)
+
+
+def test_mistakes_cut_keeps_an_accent_on_its_letter():
+    from minitf_repl.commands.mistakes import _last_shown
+
+    assert _last_shown("cafe\u0301 au lait", 40) == "cafe\u0301␣au␣lait"  # no dotted circle mid-text

@@ -89,7 +89,7 @@ def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveRes
     """The model and its tokenizer as a Hugging Face folder (weights only: no optimizer, no run)."""
     import time
 
-    from ..core.hf import export_type, save_folder
+    from ..core.hf import ARCHITECTURES, NAMES, export_type, save_folder
 
     if not session.has_model:
         raise _no_model(spec)
@@ -99,10 +99,10 @@ def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveRes
                           seconds=0.0, replaced=False, architecture=export_type(session.model.config),
                           ablations=switched_off(session))
     model_type = save_folder(session.model, _folder_tokenizer(session), folder, context=_folder_context(session))
-    if session.model_config.dropout and model_type != "gpt2":  # GPT-2's config keeps it (attn_pdrop, resid_pdrop)
-        reporter.notice(f"dropout={session.model_config.dropout:g} is not in the folder: Llama drops no sublayer's "
-                        "output (its attention_dropout alone), so transformers trains it without; the weights are "
-                        "the same")
+    if session.model_config.dropout and not ARCHITECTURES[model_type].KEEPS_DROPOUT:  # the architecture says
+        reporter.notice(f"dropout={session.model_config.dropout:g} is not in the folder: {NAMES[model_type]} drops no "
+                        "sublayer's output (its attention_dropout alone), so transformers trains it without; the "
+                        "weights are the same")
     size = sum(f.stat().st_size for f in folder.expanduser().iterdir())
     session.checkpoint_written(spec)  # the weights are on disk (`:load hf:PATH` brings them back)
     return SaveResult(name=spec, path=os.path.abspath(folder.expanduser()), step=session.trainer.step, size_bytes=size,
@@ -274,11 +274,11 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
             reporter.notice(f"{name} brings dtype={trainer.config.dtype}: {slow}; {cmd('set', dtype='auto')} "
                             "trains in float32")
             trainer.already_noted(slow)
-    evaluated = [h for h in trainer.history if h.get("val_loss") is not None and h["step"] > max(since, measured)]
+    evaluated = ckpt.last_own_evaluation(checkpoint.meta, trainer.history)
     return LoadResult(
         name=name, path=os.path.abspath(checkpoint.path), step=trainer.step, data_spec=checkpoint.data_spec,
-        val_loss=evaluated[-1]["val_loss"] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
-        val_step=evaluated[-1].get("step") if evaluated else None,
+        val_loss=evaluated["val_loss"] if evaluated else None, model_config=checkpoint.model_config.to_dict(),
+        val_step=evaluated.get("step") if evaluated else None,
         run_remaining=trainer.run_remaining, n_params=model.num_parameters(),
         saved_at=checkpoint.meta.get("saved_at") if isinstance(checkpoint.meta.get("saved_at"), str) else None,
         data_missing=data_missing, data_changed=data_changed, train_changed=_changed(before, session.train_config),

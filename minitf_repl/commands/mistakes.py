@@ -137,13 +137,13 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
 def _last_shown(text: str, width: int) -> str:
     """The end of `text` as shown (visible: a zero-width joiner as \\u200d), whole characters only, at most `width`
     long: cut after showing, an escape lost its start and read as the text "200d"."""
-    shown: list[str] = []
+    kept = used = 0
     for ch in reversed(text):
-        piece = visible(ch)
-        if shown and sum(map(len, shown)) + len(piece) > width:
+        used += len(visible(ch))  # its length as shown: an escape's several characters
+        if kept and used > width:
             break
-        shown.append(piece)
-    return "".join(reversed(shown))
+        kept += 1
+    return visible(text[len(text) - kept:])  # shown whole, as before: an accent mid-text on its letter
 
 
 def _render_text(result: MistakesResult, found: TextMistakes, console: Console) -> None:

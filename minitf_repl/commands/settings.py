@@ -726,8 +726,10 @@ def _held_out_only(data, reporter: Reporter) -> None:
     """Said of a task too small to hold out questions fairly (sort:1, reverse:1): a digit only held-out questions
     hold is one no training shows, so its questions cannot be answered, and :mistakes and :ngram read as a model's
     failing."""
+    from ..core.data import TextCorpus
+
     only = data.held_out_only() if hasattr(data, "held_out_only") else ""
-    if only and not hasattr(data, "size"):  # a text: its last tenth holds characters its first nine never do
+    if only and isinstance(data, TextCorpus):  # a text: its last tenth holds characters its first nine never do
         shown = ", ".join(map(repr, only))
         reporter.notice(f"{data.name}'s validation text (its last tenth) holds {shown}, which its training text "
                         "never holds: no model predicts those, so its val loss stays high whatever it learns")

@@ -62,6 +62,9 @@ class SettingSpec:
     # words a beginner types for it that set nothing, answered "did you mean" it (`context` is also a command)
     meant_by: tuple = ()
     in_place: bool = False  # changes no weight: a built model takes the new value and keeps its weights
+    # in_place, and yet another function of the same weights (causal): the losses measured before are not the model's
+    # as it computes now (Session.measured_since_step)
+    new_function: bool = False
     suggestions: tuple = ()  # what Tab offers for a value that is not one of fixed choices (tokenizer=bpe:N)
     folder: bool = False  # the value is a folder's path: Tab completes folders, a quoted Windows path is read whole
     shell_option: str | None = None  # set: the one-shot shell gives it as this option of minitf's, never as --set
@@ -277,7 +280,8 @@ class ModelConfig(Settings):
     # the loss falls toward 0 while generation, which has no next token to read, fails (the lab's "why the
     # mask" experiment). No weight depends on it, so a trained model takes either value in place.
     causal: bool = setting(True, "the causal mask: position i attends to positions j <= i only; off: every position "
-                                 "sees the whole window, the next token included", in_place=True)
+                                 "sees the whole window, the next token included", in_place=True,
+                                 new_function=True)
     # 1e-5 is GPT-2's and torch's LayerNorm default; Llama's RMSNorm uses 1e-6 or 1e-5 (a loaded model brings its own).
     # At least float32's smallest normal number: an eps below it is 0 or all but 0 in the weights' float32, and a
     # stream of zeros (dropout near 1) made 0 / sqrt(0 + 0) = nan, a divergence blamed on the learning rate.
@@ -395,6 +399,12 @@ def rebuilding_changes(old: ModelConfig, new: ModelConfig) -> list[str]:
     model is rebuilt (weights reset): not one declared in_place, nor a value that builds the same weights (as_built)."""
     before, after = old.as_built(), new.as_built()
     return [spec.name for spec in ModelConfig.specs() if not spec.in_place and before[spec.name] != after[spec.name]]
+
+
+def new_function_of(config: ModelConfig) -> tuple:
+    """The values of the settings declared new_function (the causal mask): two configs that differ in them compute
+    two functions of the same weights."""
+    return tuple(getattr(config, spec.name) for spec in ModelConfig.specs() if spec.new_function)
 
 
 def ffn_hidden(config: ModelConfig) -> int:

@@ -100,6 +100,14 @@ class CheckpointInfo:
     val_step: int | None = None
 
 
+def last_own_evaluation(manifest: dict, history) -> dict | None:
+    """The last row of a checkpoint's history with a val loss of its own: after the step its data came in
+    (data_since_step, a switch that kept the model) and after the step causal=on/off changed what it computes
+    (measured_since_step); None where there is none. What :ls, :load and a rotation's deleted autosave give."""
+    since = max(manifest.get("data_since_step") or 0, manifest.get("measured_since_step") or 0)
+    return next((row for row in reversed(history) if row.get("val_loss") is not None and row["step"] > since), None)
+
+
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME.match(name):
         shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."  # a pasted novel stays one line

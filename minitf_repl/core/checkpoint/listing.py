@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .layout import (ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, check_not_a_checkpoint,
-                     path_error)
+                     last_own_evaluation, path_error)
 from .values import check_manifest_values
 from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
@@ -134,13 +134,11 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
             return CheckpointInfo(name=path.name, step=None, val_loss=None, data_spec=None,
                                   size_bytes=_dir_size(path), saved_at=None, error=str(e))
     t = manifest["trainer"]
-    # a val loss of the data before a switch is not this data's, nor one of the model before causal=on/off its own
-    since = max(manifest.get("data_since_step") or 0, manifest.get("measured_since_step") or 0)
-    evaluated = [h for h in t["history"] if h.get("val_loss") is not None and h["step"] > since]
+    evaluated = last_own_evaluation(manifest, t["history"])
     saved_at = manifest.get("saved_at")
     return CheckpointInfo(
-        name=path.name, step=t["step"], val_loss=evaluated[-1]["val_loss"] if evaluated else None,
-        val_step=evaluated[-1].get("step") if evaluated else None,
+        name=path.name, step=t["step"], val_loss=evaluated["val_loss"] if evaluated else None,
+        val_step=evaluated.get("step") if evaluated else None,
         data_spec=manifest["data_spec"], size_bytes=size,
         # the settings a load builds, not the manifest's own: a checkpoint of an older minitf has none of the settings
         # that came later (norm_eps, residual, causal, ...), and `ls --json` gave a script a map without them

@@ -29,7 +29,7 @@ from ..paths import cut_middle
 from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
-                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target)
+                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, last_own_evaluation)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -581,11 +581,9 @@ def _step_and_val(path: Path) -> tuple[int | None, float | None, str | None]:
     gives them (after data_since_step and measured_since_step); Nones where its manifest cannot be read."""
     try:
         manifest = json.loads(read_manifest_bytes(path / MANIFEST))
-        trainer = manifest["trainer"]
-        since = max(manifest.get("data_since_step") or 0, manifest.get("measured_since_step") or 0)
-        evaluated = [row["val_loss"] for row in trainer["history"]
-                     if row.get("val_loss") is not None and row["step"] > since]
-        return int(trainer["step"]), (float(evaluated[-1]) if evaluated else None), str(manifest["data_spec"])
+        evaluated = last_own_evaluation(manifest, manifest["trainer"]["history"])
+        return (int(manifest["trainer"]["step"]), float(evaluated["val_loss"]) if evaluated else None,
+                str(manifest["data_spec"]))
     except Exception:  # noqa: BLE001 - a broken autosave deleted: nothing to tell of it
         return None, None, None
 

@@ -27,6 +27,7 @@ from ..config import ModelConfig
 from .common import HFUnsupported, get
 
 MODEL_TYPE = "gpt2"
+KEEPS_DROPOUT = True  # the lab's dropout is its attn_pdrop and resid_pdrop (hf_config, lab_dropout)
 SIZES = "n_embd, n_head, n_layer, n_inner, n_positions, vocab_size"  # the config.json fields that set the shapes
 # GPT-2's names for its activation: gelu_new is the tanh approximation GPT-2 was trained with.
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",

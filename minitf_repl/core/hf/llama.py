@@ -32,6 +32,7 @@ from ..config import ModelConfig, ffn_hidden
 from .common import HFUnsupported, get
 
 MODEL_TYPE = "llama"
+KEEPS_DROPOUT = False  # its attention_dropout drops attention weights alone, no sublayer's output as the lab's does
 SIZES = "hidden_size, num_attention_heads, num_key_value_heads, num_hidden_layers, intermediate_size, vocab_size"
 # RoPE needs no table of positions, so a model's context can be cut to what a lab session can hold:
 # every layer keeps a (T, T) causal mask, 4 MB at 2,048 positions.
