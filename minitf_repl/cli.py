@@ -876,8 +876,7 @@ def _one_line(option: str, debug: bool):
         yield
     except UserError as e:
         distributed.before_error()  # under torchrun, every process met it: the machine's first says it
-        said = phrase(e, "shell")  # "unknown option 'x' for --set" names the option already: not "--set: ... --set"
-        error(_stderr(), said if f"for {option}" in said else f"{option}: {said}")
+        error(_stderr(), f"{option}: {phrase(e, 'shell')}")
         raise typer.Exit(2 if isinstance(e, UsageError) else 1)
     except typer.Exit:
         raise

@@ -198,6 +198,8 @@ class Command:
         if len(chosen) == 1:
             hint = f"; did you mean {chosen[0].name}={key}?"
         valid = f"valid: {', '.join(names)}" if len(names) <= 12 else f"{cmd('help', self.name)} lists its {len(names)} keys"
+        if self.pairs and syntax() == SHELL:  # `minitf set bogus=1` and `--set bogus=1` alike: "for --set" named an
+            raise UsageError(f"unknown key {clip(shown)!r}{hint} ({valid})")  # option the first did not type
         raise UsageError(f"unknown option {clip(shown)!r} for {cmd(self.name)}{hint} ({valid})")
 
     def close_option(self, key: str) -> str | None:

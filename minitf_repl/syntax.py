@@ -88,10 +88,15 @@ def _minitf(load: str | None = None, given: tuple = ()) -> list[str]:
 
 
 def _replaced(pair: tuple, given: tuple) -> bool:
-    """Whether `given` replaces the session's option `pair`: the same option, or for --set the same key."""
+    """Whether `given` replaces the session's option `pair`: the same option, or for --set the same keys (one --set
+    may hold several pairs: `--set 'lr=0.005 warmup_steps=5'`)."""
     if not given or pair[0] != given[0]:
         return False
-    return pair[0] != "--set" or pair[1].partition("=")[0].strip() == given[1].partition("=")[0].strip()
+    return pair[0] != "--set" or _set_keys(pair[1]) <= _set_keys(given[1])
+
+
+def _set_keys(pairs: str) -> set[str]:
+    return {pair.partition("=")[0].strip() for pair in pairs.split()}
 
 
 def loaded() -> bool:

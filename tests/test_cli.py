@@ -122,7 +122,7 @@ def test_user_errors_are_one_line_exit_1():
     line = assert_one_error_line(invoke(*TINY, "gen", "--n", "3", "hello"))
     assert "not in the vocabulary" in line
     line = assert_one_error_line(invoke("--set", "nope=1", "config"), code=2)  # an unknown key: 2
-    assert line.startswith("error: unknown option 'nope' for --set")  # shell syntax from the shell
+    assert line.startswith("error: --set: unknown key 'nope'")  # shell syntax from the shell
     assert_one_error_line(invoke("--data", "/no/such/file.txt", "data"))
     assert_one_error_line(invoke("set", "bogus=1"), code=2)
     assert_one_error_line(invoke("--device", "tpu", "device", "tpu"))

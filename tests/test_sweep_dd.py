@@ -160,7 +160,7 @@ def test_preset_alone_names_the_preset_the_model_matches_and_no_command_that_wou
     assert result.exit_code == 1 and "minitf set preset shows" not in result.stderr
     assert "--set preset=VALUE (one of: seed, gpt2, llama, modern)" in result.stderr, result.stderr
     assert "minitf set lr shows its value now" in invoke("--set", "lr", "config").stderr  # a setting: it does
-    assert "unknown option 'lrr' for --set; did you mean lr?" in invoke("--set", "lrr", "config").stderr
+    assert "--set: unknown key 'lrr'; did you mean lr?" in invoke("--set", "lrr", "config").stderr
 
 
 # --- autosave=off: a rebuild that drops an unsaved trained model says so, and the help says it does ---------------

@@ -440,9 +440,14 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             and (final := session.trainer.rate_to_continue()) is not None:  # cmd_train's rule: a trained model goes on
         rate = (f"{final:.3g}, the last run's final rate" if final <= train.lr * (1 + 1e-6) else
                 f"{train.lr:.3g}, the lr setting (the last run ended above it, at {final:.3g})")
+        anew = cmd("train", schedule="new")
+        if syntax() == SHELL:  # the setting goes with the line: `minitf set lr=0.005` ends, and a bare `train
+            # --schedule new` after it ran at the old lr
+            pairs = " ".join(f"{k}={setting_text(v)}" for k, v in given.items())
+            anew = f"{given_before('train', '--set', pairs)} --schedule new"
         reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} "
                         f"{'shapes' if len(schedule) == 1 else 'shape'} a new run's warm-up and cosine, which "
-                        f"{cmd('train', schedule='new')} starts")
+                        f"{anew} starts")
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
         reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
