@@ -24,3 +24,35 @@ def test_an_unknown_setting_from_the_shell_names_no_option_that_was_not_typed():
     assert line == "error: unknown key 'bogus' (minitf set --help lists its 47 keys)", line  # was: "for --set"
     line = assert_one_error_line(invoke("--set", "bogus=1", "config"), code=2)
     assert line.startswith("error: --set: unknown key 'bogus' ("), line  # was: "--set: ... for --set"
+
+
+def test_ffn_of_a_skipped_block_says_it_writes_nothing_as_resid_shows():
+    import pytest
+
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data="random:12")
+    run(session, ":ablate block=0")
+    with pytest.raises(UserError, match=r"block 0 is skipped now \(:ablate block=0\), so its feed-forward writes "
+                                        "nothing"):  # was: 8 units writing |FFN(x)| = 8.74, where :resid read 0
+        run(session, ":ffn")
+    run(session, ":ablate off")
+    assert run(session, ":ffn").layer == 0
+
+
+def test_one_unit_or_one_feature_is_said_in_the_singular():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data="random:12")
+    for line, said in ((":ffn k=1", "this 1 unit writes "), (":ln k=1", "this 1 feature of 32 (the largest |x_j|) "
+                                                                         "carries ")):
+        out = io.StringIO()
+        render(run(session, line), Console(file=out, width=200, color_system=None))
+        text = " ".join(out.getvalue().split())
+        assert said in text, text  # was: "these 1 unit write", "these 1 feature ... carry"

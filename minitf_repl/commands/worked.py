@@ -618,7 +618,8 @@ def render_ln(result: LnResult, console: Console) -> None:
         say(console, "with d = 1 the mean is x itself: x - mean(x) is 0 at every position, so y = b whatever x is, and "
                      "nothing after this norm can tell one input from another", "yellow")
     else:
-        say(console, f"these {count(len(n.features), 'feature')} of {n.d} (the largest |x_j|) carry "
+        these = "this 1 feature" if len(n.features) == 1 else f"these {len(n.features):,} features"
+        say(console, f"{these} of {n.d} (the largest |x_j|) {'carries' if len(n.features) == 1 else 'carry'} "
                      f"{n.features_share:.0%} of {what}: the largest features set the scale s that every feature is "
                      "divided by")
 
@@ -778,7 +779,8 @@ def render_ffn(result: FfnResult, console: Console) -> None:
     console.print(table)
     shown = [c.header for c in table.columns]
     listed = sum(u.write for u in result.units)
-    say(console, f"these {count(len(result.units), 'unit')} write {listed / max(result.total_write, 1e-12):.0%} of "
+    these = "this 1 unit writes" if len(result.units) == 1 else f"these {len(result.units):,} units write"
+    say(console, f"{these} {listed / max(result.total_write, 1e-12):.0%} of "
                  f"sum_n |h_n v_n| = {result.total_write:.2f}; the sum itself has length |FFN(x)| = "
                  f"{result.out_size:.2f}" + _cancelling(result.out_size / max(result.total_write, 1e-12)))
     if tied and "raises the logit of" not in shown:  # 40-odd columns: the tokens' cells would not fit

@@ -651,6 +651,11 @@ def feed_forward_neurons(model: nn.Module, idx, layer: int = 0, at: int = -1, to
     i = position(at, T)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"the number of units to list must be a whole number >= 1, got {top!r}")
+    from .ablation import skipped_blocks
+
+    if layer in skipped_blocks(model):  # its FFN output is zeroed after fc_out, which the units below are read from
+        raise UserError(f"block {layer} is skipped now (:ablate block={layer}), so its feed-forward writes nothing to "
+                        "the stream; :ablate off puts it back, or choose another layer=")
     ffn = block.ffn
     describe = getattr(ffn, "neurons", None)
     if describe is None:
