@@ -56,3 +56,22 @@ def test_one_unit_or_one_feature_is_said_in_the_singular():
         render(run(session, line), Console(file=out, width=200, color_system=None))
         text = " ".join(out.getvalue().split())
         assert said in text, text  # was: "these 1 unit write", "these 1 feature ... carry"
+
+
+def test_a_utf8_text_with_a_utf16_one_joined_after_it_is_not_called_utf16_throughout(tmp_path):
+    import pytest
+
+    from minitf_repl.core.data import read_text_file
+    from minitf_repl.core.errors import DataError
+
+    latin = "def f(x):\n    return x + 1\n" * 400
+    joined = tmp_path / "joined.txt"
+    joined.write_bytes(latin.encode() + latin.encode("utf-16"))  # `cat a.txt b-utf16.txt > joined.txt`
+    with pytest.raises(DataError) as told:
+        read_text_file(joined)
+    said = str(told.value)  # was: "is UTF-16-LE text (without a byte-order mark)", whose iconv wrote nonsense
+    assert f"holds UTF-16-LE text from byte {len(latin):,} on" in said and "iconv -f UTF-16 -t UTF-8" in said, said
+    wide = tmp_path / "wide.txt"
+    wide.write_bytes(latin.encode("utf-16-le"))  # no mark, NULs from the first character: UTF-16 as before
+    with pytest.raises(DataError, match="is UTF-16-LE text \\(without a byte-order mark\\)"):
+        read_text_file(wide)

@@ -983,11 +983,19 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8")
     if b"\x00" in raw:
         nuls = raw.count(b"\x00")
-        for half, encoding in ((raw[1::2], "UTF-16-LE"), (raw[0::2], "UTF-16-BE")):
-            # UTF-16 saved without a byte-order mark: for text in a Latin script, every other byte is NUL
-            if half.count(0) > 0.4 * len(half) and len(raw) % 2 == 0 and _decodes(raw, encoding.lower()):
+        head = raw[:4096]
+        for half, start, encoding in ((raw[1::2], head[1::2], "UTF-16-LE"), (raw[0::2], head[0::2], "UTF-16-BE")):
+            # UTF-16 saved without a byte-order mark: for text in a Latin script, every other byte is NUL, from the
+            # first character on (a UTF-8 text with a UTF-16 one joined after it is not one, and iconv's
+            # "conversion" of it wrote nonsense that :data then took)
+            if half.count(0) > 0.4 * len(half) and start.count(0) > 0.4 * len(start) and len(raw) % 2 == 0 \
+                    and _decodes(raw, encoding.lower()):
                 raise DataError(f"{shown} is {encoding} text (without a byte-order mark); convert it to UTF-8: "
                                 f"{to_utf8(p, encoding.lower())}")
+        if (inside := _wide_text_inside(raw)) is not None:  # `cat *.txt > all.txt` over a folder of mixed files
+            convert = NOTEPAD_TO_UTF8 if on_windows() else "iconv -f UTF-16 -t UTF-8 FILE > FILE-utf8"
+            raise DataError(f"{shown} holds {inside[1]} text from byte {inside[0]:,} on (a byte-order mark there, as "
+                            f"where files were joined into one); convert that file to UTF-8 before joining: {convert}")
         if nuls <= max(1, len(raw) // 1000) and _decodes(raw.replace(b"\x00", b""), "utf-8-sig"):
             # text with a stray NUL or two (a database's export, a pasted binary): the text is UTF-8, the NULs are not
             # text, and "give a UTF-8 text file" sent the user to convert a file that already is one
@@ -1062,6 +1070,21 @@ def _same_kind(folder: Path, suffix: str, most: int = 100_000) -> str:
         return "1"
     n = sum(1 for e in looked[:most] if e.name.endswith(suffix) and not e.name.startswith("."))
     return f"over {n:,}" if len(looked) > most else f"{n:,}"
+
+
+def _wide_text_inside(raw: bytes) -> tuple[int, str] | None:
+    """(offset, encoding) of UTF-16 text that starts with its byte-order mark past the start of `raw` (a file made by
+    joining a UTF-16 one after others), or None. The text after the mark must read as UTF-16 with every other byte
+    NUL, as Latin-script text does, so that a mark's two bytes by chance in a binary file are not taken for one."""
+    for mark, encoding, nuls in ((b"\xff\xfe", "UTF-16-LE", 1), (b"\xfe\xff", "UTF-16-BE", 0)):
+        at = raw.find(mark, 1)
+        while at > 0:
+            after = raw[at + 2: at + 4098]
+            after = after[: len(after) // 2 * 2]
+            if after and after[nuls::2].count(0) > 0.4 * (len(after) // 2) and _decodes(after, encoding.lower()):
+                return at, encoding
+            at = raw.find(mark, at + 1)
+    return None
 
 
 def _decodes(raw: bytes, encoding: str) -> bool:
