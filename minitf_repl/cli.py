@@ -107,10 +107,12 @@ def _narrow(formatter) -> bool:
 _TYPED: contextvars.ContextVar[list] = contextvars.ContextVar("minitf_typed", default=[])
 
 
-def _folder_as_option(settings: list[str]) -> str | None:
+def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None:
     """Where a --set names a setting the shell gives as an option of its own (SettingSpec.shell_option: checkpoint_dir
     is --checkpoint-dir): the refusal, with the line as typed and that option in the pair's place. The folder is read
-    before --load: --set applies after it, and `minitf --set checkpoint_dir=D --load K` looked for K before D."""
+    before --load: --set applies after it, and `minitf --set checkpoint_dir=D --load K` looked for K before D. So
+    where the line loads a checkpoint by name, the line copies it from `folder_now` (the session's folder) first:
+    `minitf --checkpoint-dir D --load K` alone found no K in D."""
     def split(value: str) -> list[str]:
         try:
             return shlex.split(value)
@@ -139,8 +141,18 @@ def _folder_as_option(settings: list[str]) -> str | None:
             continue
         line.append(shlex.quote(words[i]))
         i += 1
-    return (f"from the shell {name} is minitf's own option, read before --load: "
-            + " ".join(["minitf", options[name], shlex.quote(folder.strip()), *line]))
+    folder = folder.strip()
+    run = " ".join(["minitf", options[name], shlex.quote(folder), *line])
+    loads = next((w.partition("=")[2] or (words[k + 1] if k + 1 < len(words) else "") for k, w in enumerate(words)
+                  if w.partition("=")[0] == "--load"), "")
+    from .core.checkpoint.layout import NAME
+
+    if loads and NAME.match(loads) and (Path(folder_now) / loads).is_dir():  # a checkpoint here, not hf:PATH
+        copied = shlex.quote(str(Path(folder_now) / loads))
+        return (f"from the shell {name} is minitf's own option, read before --load, which then loads from that "
+                f"folder: copy {loads} there first, e.g. mkdir -p {shlex.quote(folder)} && cp -r {copied} "
+                f"{shlex.quote(folder)}/ && {run}")
+    return f"from the shell {name} is minitf's own option, read before --load: {run}"
 
 
 class _Group(_FlagsUntyped, TyperGroup):
@@ -727,7 +739,8 @@ def root(
         _command_line_error("--set is empty; give KEY=VALUE, e.g. --set lr=1e-3 (minitf set --help lists the keys), "
                             "or leave the option out")
         raise typer.Exit(1)
-    if (refusal := _folder_as_option(settings)) is not None:  # before --load, which reads the folder
+    # before --load, which reads the folder
+    if (refusal := _folder_as_option(settings, session.checkpoint_dir)) is not None:
         _command_line_error(f"--set: {refusal}")
         raise typer.Exit(1)
     loaded = None  # what --load brought: the REPL says it (a one-shot command's output is the command's alone)

@@ -75,3 +75,18 @@ def test_a_utf8_text_with_a_utf16_one_joined_after_it_is_not_called_utf16_throug
     wide.write_bytes(latin.encode("utf-16-le"))  # no mark, NULs from the first character: UTF-16 as before
     with pytest.raises(DataError, match="is UTF-16-LE text \\(without a byte-order mark\\)"):
         read_text_file(wide)
+
+
+def test_a_loaded_one_shot_given_another_checkpoint_folder_is_told_a_line_that_loads(tmp_path):
+    import os
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert invoke("--checkpoint-dir", str(old), *TINY, "train", "--steps", "2", "--save", "small").exit_code == 0
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(old), "--load", "small", "--set",
+                                        f"checkpoint_dir={new}", "ls"), code=1)
+    fix = line.partition("e.g. ")[2]
+    assert fix.startswith("mkdir -p"), line  # was: minitf --checkpoint-dir NEW --load small config: "no checkpoint"
+    steps = fix.split(" && ")
+    assert os.system(" && ".join(steps[:-1])) == 0
+    again = invoke(*shlex.split(steps[-1])[1:])
+    assert again.exit_code == 0 and "small" in again.output, again.output
