@@ -90,3 +90,20 @@ def test_a_loaded_one_shot_given_another_checkpoint_folder_is_told_a_line_that_l
     assert os.system(" && ".join(steps[:-1])) == 0
     again = invoke(*shlex.split(steps[-1])[1:])
     assert again.exit_code == 0 and "small" in again.output, again.output
+
+
+def test_ls_and_load_of_a_folder_of_a_users_files_never_tell_to_remove_it(tmp_path):
+    import pytest
+
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    session.set_shell_config(session.shell_config.replace(checkpoint_dir=str(tmp_path)))
+    (tmp_path / "mynotes").mkdir()
+    (tmp_path / "mynotes" / "notes.txt").write_text("important")
+    said = next(r.error for r in run(session, ":ls").rows if r.name == "mynotes")
+    assert said == f"{tmp_path / 'mynotes'} is not a checkpoint (no checkpoint.json; it holds 1 other file: " \
+                   "notes.txt)", said  # was: "...save it again or remove that directory", which :save then refused
+    with pytest.raises(UserError, match="is not a checkpoint .no checkpoint.json; it holds 1 other file: notes.txt"):
+        run(session, ":load mynotes")

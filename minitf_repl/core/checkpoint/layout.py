@@ -37,6 +37,17 @@ ANOTHER_DIR = "start minitf with another checkpoint directory"
 # folder lock (a save holds it), never by the pid: two PID namespaces on one volume share pids.
 DATA_FILE = re.compile(r"^(model|state)-(\d+)-([0-9a-f]+)\.safetensors$")
 MANIFEST_TMP = re.compile(r"^\.checkpoint\.json\.tmp-(\d+)-([0-9a-f]+)$")
+
+
+def other_files(folder: Path, most: int = 1000) -> list[str]:
+    """The names (sorted, of the first `most` entries) in `folder` that no checkpoint writes: a checkpoint's own data
+    files and a save's manifest in the making are its, anything else is a user's (`:save` will not write among
+    them, and no message tells to remove the folder that holds them). Raises OSError where it cannot be read."""
+    import itertools
+
+    with os.scandir(folder) as entries:
+        return sorted(e.name for e in itertools.islice(entries, most)
+                      if not DATA_FILE.match(e.name) and not MANIFEST_TMP.match(e.name))
 TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
 PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import MANIFEST, MAX_MANIFEST_BYTES, is_pickle
+from .layout import MANIFEST, MAX_MANIFEST_BYTES, is_pickle, other_files
 from .manifest import parse_manifest
 
 if TYPE_CHECKING:  # torch is imported where a data file is read, not for a manifest (:ls reads only those)
@@ -114,6 +114,14 @@ def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
                                   "folder to load them") from None
         if _holds_folders(path):  # a checkpoint holds files alone: this is some other folder, never one to remove
             raise CheckpointError(f"{path} is not a checkpoint (no {MANIFEST}, and it holds folders)") from None
+        try:
+            others = other_files(path)
+        except OSError:
+            others = []
+        if others:  # a user's files (notes, a dataset), which :save refuses to write among: never "remove" them
+            named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise CheckpointError(f"{path} is not a checkpoint (no {MANIFEST}; it holds "
+                                  f"{count(len(others), 'other file')}: {named})") from None
         raise CheckpointError(
             f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
         ) from None

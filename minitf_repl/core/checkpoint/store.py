@@ -29,7 +29,7 @@ from ..paths import cut_middle
 from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
-                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, last_own_evaluation)
+                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, last_own_evaluation, other_files)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -432,8 +432,7 @@ def _check_no_other_files(target: Path) -> None:
             return
         # a checkpoint's own files without its manifest (an interrupted copy, a deleted checkpoint.json), which :load
         # tells to save again, are not another's: the save writes over them
-        others = sorted(entry.name for entry in os.scandir(target)
-                        if not DATA_FILE.match(entry.name) and not MANIFEST_TMP.match(entry.name))
+        others = other_files(target, most=10**9)
     except OSError:  # unreadable: the save says what it finds
         return
     if others:
