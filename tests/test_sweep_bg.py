@@ -107,3 +107,23 @@ def test_ls_and_load_of_a_folder_of_a_users_files_never_tell_to_remove_it(tmp_pa
                    "notes.txt)", said  # was: "...save it again or remove that directory", which :save then refused
     with pytest.raises(UserError, match="is not a checkpoint .no checkpoint.json; it holds 1 other file: notes.txt"):
         run(session, ":load mynotes")
+
+
+def test_a_data_file_deleted_during_a_session_is_said_and_saved_by_its_absolute_path(tmp_path, monkeypatch):
+    import json as json_
+
+    from test_commands import TEXT, run, tiny_session
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rel.txt").write_text(TEXT)
+    session = tiny_session(data="data/rel.txt")
+    session.set_shell_config(session.shell_config.replace(checkpoint_dir=str(tmp_path / "ck")))
+    run(session, ":train steps=2")
+    (tmp_path / "data" / "rel.txt").unlink()
+    hooks = __import__("test_commands").Recorder()
+    run(session, ":train steps=2", hooks)
+    assert any("rel.txt is no longer on disk (deleted or moved)" in n for n in hooks.notices), hooks.notices  # was: -
+    run(session, ":save relB")
+    kept = json_.loads((tmp_path / "ck" / "relB" / "checkpoint.json").read_text())["data_spec"]
+    assert kept == str(tmp_path / "data" / "rel.txt"), kept  # was: data/rel.txt, relative to a folder left behind

@@ -102,7 +102,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
-            lasting_spec(session.data_spec), origin=origin, session=session.token,
+            lasting_spec(session.data_spec, read_here=getattr(session.loaded_data, "stamp", None) is not None),
+            origin=origin, session=session.token,
             share_from=(AUTOSAVE_NAME, session.last_checkpoint),
             tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
             data_since_step=session.data_since_step, outcome=outcome, measured_since_step=session.measured_since_step,
@@ -423,8 +424,11 @@ def file_changed(session: Session) -> str | None:
 
     data = session.loaded_data
     stamp = getattr(data, "stamp", None)
-    if stamp is None or file_stamp(session.data_spec) in (stamp, None):
+    if stamp is None or (now := file_stamp(session.data_spec)) == stamp:
         return None
+    if now is None:  # a file read (it has a stamp) and no longer there: deleted or moved
+        return (f"{data.name} is no longer on disk (deleted or moved) since it was read: this session still uses "
+                "the text as read")
     return (f"{data.name} has changed on disk since it was read: this session still uses the text as read "
             f"({cmd('data', session.data_spec)} reads it again)")
 

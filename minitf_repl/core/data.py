@@ -1130,11 +1130,13 @@ class TokenizerOnly(VocabOnly):
                         "choose text data (a corpus or a file) to train or evaluate it")
 
 
-def lasting_spec(spec: str) -> str:
+def lasting_spec(spec: str, read_here: bool = False) -> str:
     """`spec` as it reads from any folder: a file's path made absolute, built-in data as it is.
 
     A checkpoint keeps this, so that `:load` from another folder finds the file a relative path named. A task's
-    size is kept in digits: `sort:1e1` is kept as sort:10, which any minitf reads.
+    size is kept in digits: `sort:1e1` is kept as sort:10, which any minitf reads. `read_here`: this process read
+    the file from this folder, so a relative path that names nothing now (deleted since) is made absolute too; one
+    that came from elsewhere (an older checkpoint's relative path) stays as it came.
     """
     name, colon, arg = spec.strip().partition(":")
     if name in TASKS and colon and not arg.strip():  # `sort:` is sort at its default size: said and kept as `sort`
@@ -1148,6 +1150,8 @@ def lasting_spec(spec: str) -> str:
         return spec
     try:
         path = Path(spec).expanduser()
+        if read_here and not path.exists():  # deleted since it was read: where it was (kept as typed, a :load in
+            return str(path.absolute())  # another folder blamed "an older minitf" and looked in its own folder)
         if not path.is_file():
             return spec
         # a link's target whose name a checkpoint cannot keep (a tab: unkept_path) is named by the link, made absolute
