@@ -32,7 +32,7 @@ from .syntax import cmd
 @dataclass
 class ReportData:
     title: str
-    config: dict  # {"model": {...}, "train": {...}, "gen": {...}, "data": "..."}
+    config: dict  # {"model": {...}, "train": {...}, "gen": {...}, "data": "...", "tokenizer": "char|bpe:N"}
     series: list  # commands.PlotSeries: train and val loss (empty before training)
     vocab_size: int | None
     prompt: str  # the text the attention maps read
@@ -60,6 +60,7 @@ class ReportData:
     # (and the step it was measured at), the last step's train loss, and the parameters (a tied matrix once)
     val_loss: float | None = None
     val_step: int | None = None
+    val_bpc: float | None = None  # that val loss in bits per character (text data): what compares across tokenizers
     train_loss: float | None = None
     n_params: int | None = None
     # where its numbers were made: the dtype the latest training step ran in (dtype=auto is bfloat16 on a machine with
@@ -371,7 +372,7 @@ def context_html(curve, series: list, vocab_size: int | None, causal: bool = Tru
             + (" Beside it, the counting model that reads the last tokens up to its order"
                + (" (at position 0 the bigram, reading the same one token)." if causal else ".")
                if curve.counter is not None else "")
-            + f" Mean: {curve.mean:.3f} nats.</p>",
+            + f" Mean: {curve.mean:.3f} nats a token.</p>",
             loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",
                            x_ends=(f"{curve.first_counted}", f"{curve.positions - 1}"), svg_id="context-chart")]
 
@@ -409,7 +410,9 @@ def _loss_numbers(data: ReportData) -> str | None:
     parts = []
     if data.val_loss is not None:
         at = f" (measured at step {data.val_step:,})" if data.val_step not in (None, data.step) else ""
-        parts.append(f"val loss {data.val_loss:.4f}{at}")
+        per = " a token" if data.config.get("tokenizer", "char") != "char" else ""  # bpe: not per character
+        bits = f" ({data.val_bpc:.4f} bits per character)" if data.val_bpc is not None else ""
+        parts.append(f"val loss {data.val_loss:.4f}{per}{bits}{at}")
     if data.train_loss is not None:
         parts.append(f"train loss {data.train_loss:.4f} (the last step's one batch)")
     if data.n_params is not None:
@@ -450,7 +453,8 @@ def build_report(data: ReportData) -> str:
         out.append(f"<h3>{section}</h3><table class=\"config\">{rows}</table>")
         if section == "train" and (run := _last_run(data.config.get("last_run"))):
             out.append(f"<p>{run}</p>")
-    out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code></p>")
+    read = f"; tokenizer: <code>{_esc(data.config['tokenizer'])}</code>" if "tokenizer" in data.config else ""
+    out.append(f"<p>data: <code>{_esc(data.config.get('data', ''))}</code>{read}</p>")
     if data.machine:
         out.append(f"<p>{_esc(data.machine)}</p>")
     out.append("<h2>Loss</h2>")

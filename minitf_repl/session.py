@@ -83,6 +83,7 @@ class Status:
     data: str
     val_loss: float | None = None  # the last evaluated validation loss (what :load, :ls and :train report)
     val_step: int | None = None  # the step it was measured at (before `step` in a run stopped between evaluations)
+    val_bpc: float | None = None  # that val loss in bits per character of the val text (text data only)
 
 
 BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes seconds to build on a CPU: said first
@@ -636,6 +637,7 @@ class Session:
             data=self.data_spec,
             val_loss=evaluated["val_loss"] if evaluated else None,
             val_step=evaluated.get("step") if evaluated else None,
+            val_bpc=evaluated.get("val_bpc") if evaluated else None,
         )
 
     # --- sampling through a copy (:quantize; added by the speed work) ----------------------------------

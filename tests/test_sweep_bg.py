@@ -5,6 +5,7 @@ import re
 import shlex
 
 from test_cli import TINY, assert_one_error_line, invoke
+from test_commands import text_file  # noqa: F401 - a fixture
 
 
 def test_a_one_shot_set_of_the_schedule_names_a_line_that_trains_at_the_new_rate(tmp_path):
@@ -127,3 +128,17 @@ def test_a_data_file_deleted_during_a_session_is_said_and_saved_by_its_absolute_
     run(session, ":save relB")
     kept = json_.loads((tmp_path / "ck" / "relB" / "checkpoint.json").read_text())["data_spec"]
     assert kept == str(tmp_path / "data" / "rel.txt"), kept  # was: data/rel.txt, relative to a folder left behind
+
+
+def test_the_report_of_a_bpe_model_names_its_tokenizer_and_the_bits_per_character(tmp_path, text_file):
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data=text_file)
+    run(session, ":set tokenizer=bpe:270")
+    run(session, ":train steps=2")
+    page = run(session, f":report {tmp_path / 'r.html'}")
+    html = (tmp_path / "r.html").read_text()
+    bpc = session.trainer.history[-1]["val_bpc"]
+    assert "tokenizer: <code>bpe:270</code>" in html  # was: no word of the tokenizer on the page
+    assert f"val loss {session.status().val_loss:.4f} a token ({bpc:.4f} bits per character)" in html, page
+    assert "nats a token.</p>" in html

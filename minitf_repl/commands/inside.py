@@ -1124,7 +1124,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     report = ReportData(
         title=f"minitf report: {session.data_spec}, step {session.trainer.step}",
         config={"model": session.model_config.to_dict(), "train": session.train_config.to_dict(),
-                "gen": session.gen_config.to_dict(), "data": session.data_spec,
+                "gen": session.gen_config.to_dict(), "data": session.data_spec, "tokenizer": session.tokenizer_setting,
                 "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
@@ -1135,7 +1135,8 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         context=context, context_series=position_series(context) if context is not None else [],
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
         data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
-        val_loss=status.val_loss, val_step=status.val_step, train_loss=status.last_loss, n_params=status.n_params,
+        val_loss=status.val_loss, val_step=status.val_step, val_bpc=status.val_bpc, train_loss=status.last_loss,
+        n_params=status.n_params,
         machine=made_on(session),
     )
     # Two terminals in one folder each wrote report.html: the second replaced the first's page without a word.
