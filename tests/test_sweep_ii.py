@@ -135,7 +135,7 @@ def test_lrfind_blown_up_by_a_loss_not_finite_does_not_say_four_times_its_lowest
     out = plain(lrfind_result(nan_end, steps=11, steepest=1e-3, blown_at=0.1), 120)
     assert "four times" not in out and "4 times" not in out and "(the loss no longer finite)" in out
     climb = [4.6, 4.5, 4.2, 3.8, 3.6, 3.7, 4.0, 4.7, 6.0, 9.0, 15.0]
-    assert "(the loss four times its lowest)" in plain(lrfind_result(climb, 11, 1e-3, 1.0), 120)
+    assert "(one batch's loss four times the lowest batch's)" in plain(lrfind_result(climb, 11, 1e-3, 1.0), 120)
 
 
 # --- :mistakes -------------------------------------------------------------------------------------------------

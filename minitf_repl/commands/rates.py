@@ -235,7 +235,8 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
         from ..core.lrfind import BLOWN  # here: the shell draws without importing torch until a result needs it
 
         finite = all(map(math.isfinite, test.losses))
-        how = ("the loss four times its lowest" if finite and test.losses
+        # raw losses, not the smoothed curve the chart draws and "lowest at" reads: said so
+        how = ("one batch's loss four times the lowest batch's" if finite and test.losses
                and test.losses[-1] > BLOWN * min(test.losses) else "the loss no longer finite")
         parts.append(f"blew up at {test.blown_at:.2g} ({how}), after {count(len(test.rates), 'step')}")
     say(console, "the smoothed loss " + "; ".join(parts))

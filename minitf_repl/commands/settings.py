@@ -145,8 +145,10 @@ def render_config(result: ConfigResult, console: Console) -> None:
     if result.from_recipe:
         note(console, f"recipe: the value of the recipe for {result.recipe_for} (core/recipes.py), not the default; "
                       f"{cmd('set', result.from_recipe[0])} says more")
-    note(console, (f"the model settings match the preset {result.preset}" if result.preset else
-                   "the model settings match no preset") + f"; {cmd('set', 'key=value')} or "
+    # a preset is an architecture: sizes (d_model, n_layers, ...) are no part of it, so "the model settings match"
+    # read wrong under a table of sizes changed
+    note(console, (f"the architecture matches the preset {result.preset} (sizes aside)" if result.preset else
+                   "the architecture matches no preset") + f"; {cmd('set', 'key=value')} or "
                                                            f"{cmd('set', 'preset=NAME')} changes them")
 
 
@@ -700,7 +702,7 @@ def render_set(result: SetResult, console: Console) -> None:
         say(console, "the architecture changed: the model was rebuilt, weights reset (step 0)", "yellow")
         render_kept(console, result.kept)
     if result.preset:
-        note(console, f"the model settings now match the preset {result.preset}")
+        note(console, f"the architecture now matches the preset {result.preset} (sizes aside)")
     if "causal" in result.changed:
         # another setting of the same :set may have rebuilt it; before the first model there are no weights to keep
         kept = ", the weights kept" if result.had_model and not result.rebuilt else ""
