@@ -428,8 +428,8 @@ class TrainConfig(Settings):
                              "matrices inside the blocks, AdamW for the rest; a change keeps the weights and "
                              "restarts the optimizer's memory", choices=OPTIMIZERS)
     lr: float = setting(1e-2, "peak learning rate", low=0.0, low_open=True, aliases=("learning_rate",))
-    min_lr_ratio: float = setting(0.1, "the cosine decays towards lr * min_lr_ratio, reached where the run ends (its last "
-                                         "step's rate a little above it)", low=0.0, high=1.0)
+    min_lr_ratio: float = setting(0.1, "the cosine decays towards lr * min_lr_ratio, reached where the run ends "
+                                         "(its last step's rate a little above it)", low=0.0, high=1.0)
     warmup_steps: int = setting(10, "steps of linear warm-up", low=0, limit=10_000_000, aliases=("warmup_iters",))
     weight_decay: float = setting(0.01, "weight decay on matrices (AdamW's and Muon's alike)", low=0.0)
     grad_clip: float = setting(1.0, "max global gradient norm (0: off)", low=0.0)
