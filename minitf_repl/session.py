@@ -640,6 +640,21 @@ class Session:
             val_bpc=evaluated.get("val_bpc") if evaluated else None,
         )
 
+    # --- the save= of a run that a plain :train goes on with -------------------------------------------
+    _run_save: tuple | None = None  # (trainer, run_start, NAME)
+
+    def remember_run_save(self, trainer, name: str | None) -> None:
+        """The checkpoint `name` the run of `trainer` now under way saves into (`:train save=NAME`); None: autosave."""
+        self._run_save = (trainer, trainer.run_start, name) if name is not None else None
+
+    def run_saved_as(self, trainer) -> str | None:
+        """The save=NAME of the run `trainer` holds, where that run was started with one (and is still the same
+        run, of the same trainer: a :load or a rebuild brings another); else None."""
+        if self._run_save is None:
+            return None
+        kept, start, name = self._run_save
+        return name if kept is trainer and start == trainer.run_start else None
+
     # --- sampling through a copy (:quantize; added by the speed work) ----------------------------------
     # (the copy, the model it was made from, that model's weights version when it was made)
     _sampling: tuple | None = None

@@ -142,3 +142,33 @@ def test_the_report_of_a_bpe_model_names_its_tokenizer_and_the_bits_per_characte
     assert "tokenizer: <code>bpe:270</code>" in html  # was: no word of the tokenizer on the page
     assert f"val loss {session.status().val_loss:.4f} a token ({bpc:.4f} bits per character)" in html, page
     assert "nats a token.</p>" in html
+
+
+def test_a_stopped_run_of_save_name_goes_on_into_that_name(tmp_path):
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session(steps=10)
+    session.set_shell_config(session.shell_config.replace(checkpoint_dir=str(tmp_path)))
+    assert run(session, ":train save=mine", Recorder(stop_after=3)).saved == "mine"
+    hooks = Recorder()
+    result = run(session, ":train", hooks)
+    assert result.saved == "mine" and not result.replaced, result  # was: autosave; mine kept the model of step 3
+    assert any("goes on into checkpoint mine, as its save= asked" in n for n in hooks.notices), hooks.notices
+    assert json.loads((tmp_path / "mine" / "checkpoint.json").read_text())["trainer"]["step"] == 10
+    assert not (tmp_path / "autosave").exists()
+    run(session, ":train steps=4", Recorder(stop_after=2))  # another run, stopped: its own save, autosave
+    assert run(session, ":train").saved == "autosave"
+
+
+def test_a_new_run_after_a_stop_says_it_holds_the_stopped_runs_rate():
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session(steps=40, warmup_steps=2)
+    session.set_shell_config(session.shell_config.replace(autosave=False))
+    run(session, ":train", Recorder(stop_after=5))
+    hooks = Recorder()
+    run(session, ":train steps=3", hooks)
+    said = " ".join(hooks.notices)
+    rate = hooks.steps[-1].lr
+    assert f"at the stopped run's rate of {rate:.3g} held constant, not decayed (:train steps=3 schedule=new " \
+           "warms up and decays)" in said, said  # was: "this is a new run of 3 steps", nothing of its rate

@@ -47,8 +47,8 @@ def test_a_run_saved_under_another_name_and_continued_keeps_the_previous_runs_au
     s = tiny_session()
     run(s, ":train")  # run A: the autosave at step 6
     assert run(s, ":train steps=10 save=mine", Recorder(stop_after=3)).saved == "mine"  # run B, stopped at 9
-    assert run(s, ":train").saved == "autosave"  # B goes on to its end: a new autosave, A moves down
-    assert steps_saved(checkpoint_dir) == {"autosave": 16, "autosave-1": 6, "mine": 9}
+    assert run(s, ":train").saved == "mine"  # B goes on to its end into its own name (49th session); A stays
+    assert steps_saved(checkpoint_dir) == {"autosave": 6, "mine": 16}
 
 
 def test_a_stopped_run_loaded_back_and_continued_keeps_the_newer_runs_autosave(checkpoint_dir):

@@ -317,6 +317,11 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     # A stopped run goes on where nothing new is asked; lr= asks for a fresh run at that peak (the docstring's rule)
     resumed = (steps is None and new_data is None and args["schedule"] is None and args["lr"] is None
                and trainer.run_remaining > 0)
+    own_save = None  # the stopped run's save=NAME this continuation writes: its own, not one it replaces
+    if resumed and save_as is None and (named := session.run_saved_as(trainer)) is not None:
+        # the stopped run's save=NAME goes on with it: its end went to autosave, and NAME kept the half-trained model
+        save_as, autosave, own_save = named, False, named
+        reporter.notice(f"the run goes on into checkpoint {named}, as its {option('save')} asked")
     step_before = trainer.step
     schedule, constant_lr = "new", None
     if resumed:
@@ -337,8 +342,13 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         left, stopped_steps = trainer.run_remaining, trainer.run_steps
         trainer.start_run(steps, constant_lr=constant_lr)  # the result says which schedule it was
         if left > 0:  # steps=, lr=, schedule= or data= start a new run: the stopped one cannot go on after it
+            # at the rate the stop left, held: a run stopped part-way had not decayed, and "a new run" read as one
+            # that warms up and decays
+            held = (f", at the stopped run's rate of {constant_lr:.3g} held constant, not decayed "
+                    f"({cmd('train', steps=trainer.run_steps, schedule='new')} warms up and decays)"
+                    if constant_lr is not None and args["lr"] is None else "")
             reporter.notice(f"the stopped run's last {count(left, 'step')} of {stopped_steps:,} are dropped: this is a "
-                            f"new run of {count(trainer.run_steps, 'step')} ({cmd('train')} alone goes on with a "
+                            f"new run of {count(trainer.run_steps, 'step')}{held} ({cmd('train')} alone goes on with a "
                             "stopped run)")
         if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 10))} warms up over a "
@@ -416,6 +426,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     name = save_as if save_as is not None else (AUTOSAVE_NAME if autosave and summary.steps else None)
     if name is not None and not distributed.is_main():
         name = None  # under torchrun every rank holds the same weights: rank 0 alone writes them
+    session.remember_run_save(trainer, save_as)
     if name is not None:
         try:
             # A new run keeps the previous runs' autosaves (rotated under the same lock as the save, so
@@ -424,7 +435,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                                    rotate=AUTOSAVES_KEPT if autosave else None, same_run=resumed, reporter=reporter)
             saved = written.name
             # An autosave moves the previous one down the rotation rather than over it: not "replaced".
-            replaced = written.replaced and save_as is not None
+            replaced = written.replaced and save_as is not None and own_save is None
             unseen = written.replaced_unseen if save_as is not None else None
             moved, files, dropped = written.moved_aside, written.moved_files, written.dropped
         except UserError as e:
