@@ -172,3 +172,29 @@ def test_a_new_run_after_a_stop_says_it_holds_the_stopped_runs_rate():
     rate = hooks.steps[-1].lr
     assert f"at the stopped run's rate of {rate:.3g} held constant, not decayed (:train steps=3 schedule=new " \
            "warms up and decays)" in said, said  # was: "this is a new run of 3 steps", nothing of its rate
+
+
+def test_a_resigned_manifest_with_an_impossible_loss_or_accuracy_is_refused(tmp_path):
+    import pytest
+
+    from minitf_repl.core.checkpoint.manifest import encode_manifest, meta_sha256
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=3")
+    run(session, ":save good")
+    original = json.loads((tmp_path / "good" / "checkpoint.json").read_text())
+    for key, value, said in (("val_loss", -5.0, "negative val_loss"), ("train_loss", -1.0, "negative train_loss"),
+                             ("accuracy", 1.5, "accuracy above 1")):
+        manifest = json.loads(json.dumps(original))
+        manifest["trainer"]["history"][-1][key] = value
+        manifest["meta_sha256"] = meta_sha256(manifest)  # re-signed, as a hand edit that knows the format is
+        (tmp_path / "good" / "checkpoint.json").write_bytes(encode_manifest(manifest))
+        [row] = [r for r in run(session, ":ls").rows if r.name == "good"]
+        assert row.error is not None and said in row.error, (key, row)  # was: listed, val loss -5.0000
+        fresh = tiny_session()
+        fresh.checkpoint_dir = tmp_path
+        with pytest.raises(UserError, match=said):
+            run(fresh, ":load good")

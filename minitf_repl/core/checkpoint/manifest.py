@@ -275,7 +275,9 @@ _HISTORY_COUNTS = ("step", "run_step", "run_steps")  # whole numbers >= 0
 _HISTORY_NUMBERS = ("train_loss", "lr", "grad_norm", "tokens_per_second", "elapsed")  # finite numbers
 _HISTORY_MAYBE = ("val_loss", "accuracy")  # a finite number, or null (not evaluated at that step)
 HISTORY_LATER = ("aux_loss", "compile_seconds", "val_bpc")  # as _HISTORY_MAYBE, and may be absent
-_HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds", "val_bpc")
+# a cross-entropy is never below 0 (a re-signed manifest's val loss of -5 was listed by :ls and shown in the toolbar)
+_HISTORY_NONNEGATIVE = ("lr", "grad_norm", "tokens_per_second", "elapsed", "compile_seconds", "val_bpc", "train_loss",
+                        "val_loss", "aux_loss", "accuracy")
 
 
 def _history_problem(row, last_step: int) -> str | None:
@@ -303,6 +305,8 @@ def _history_problem(row, last_step: int) -> str | None:
     for key in _HISTORY_NONNEGATIVE:
         if row.get(key) is not None and row[key] < 0:
             return f"has a negative {key}"
+    if row.get("accuracy") is not None and row["accuracy"] > 1:  # a share of the questions
+        return "has an accuracy above 1"
     known = set(_HISTORY_COUNTS + _HISTORY_NUMBERS + _HISTORY_MAYBE + HISTORY_LATER)
     for key in set(row) - known:  # a field of a newer minitf: kept only if it is a plain number or null
         if row[key] is not None and not number(row[key]):
