@@ -1077,8 +1077,9 @@ def _wide_text_inside(raw: bytes) -> tuple[int, str] | None:
     joining a UTF-16 one after others), or None. The text after the mark must read as UTF-16 with every other byte
     NUL, as Latin-script text does, so that a mark's two bytes by chance in a binary file are not taken for one."""
     for mark, encoding, nuls in ((b"\xff\xfe", "UTF-16-LE", 1), (b"\xfe\xff", "UTF-16-BE", 0)):
-        at = raw.find(mark, 1)
-        while at > 0:
+        at, looked = raw.find(mark, 1), 0
+        while at > 0 and looked < 64:  # a binary file full of the two bytes is binary: its first places suffice
+            looked += 1
             after = raw[at + 2: at + 4098]
             after = after[: len(after) // 2 * 2]
             if after and after[nuls::2].count(0) > 0.4 * (len(after) // 2) and _decodes(after, encoding.lower()):
