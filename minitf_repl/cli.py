@@ -146,12 +146,22 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
     loads = next((w.partition("=")[2] or (words[k + 1] if k + 1 < len(words) else "") for k, w in enumerate(words)
                   if w.partition("=")[0] == "--load"), "")
     from .core.checkpoint.layout import NAME
+    from .core.paths import on_windows
 
-    if loads and NAME.match(loads) and (Path(folder_now) / loads).is_dir():  # a checkpoint here, not hf:PATH
-        copied = shlex.quote(str(Path(folder_now) / loads))
+    try:
+        there = Path(folder).expanduser().absolute()  # as minitf reads it: the shell's quoting kept `~` from cp
+    except RuntimeError:  # `~` with no home folder: the option itself says so when given
+        there = None
+    # a checkpoint of this folder (not hf:PATH) that the new folder lacks (cp -r into one it has merged the two)
+    if (loads and NAME.match(loads) and there is not None and not on_windows() and (Path(folder_now) / loads).is_dir()
+            and not (there / loads).exists()):
+        into = shlex.quote(str(there))
         return (f"from the shell {name} is minitf's own option, read before --load, which then loads from that "
-                f"folder: copy {loads} there first, e.g. mkdir -p {shlex.quote(folder)} && cp -r {copied} "
-                f"{shlex.quote(folder)}/ && {run}")
+                f"folder: copy {loads} there first, e.g. mkdir -p {into} && cp -r "
+                f"{shlex.quote(str(Path(folder_now) / loads))} {into}/ && {run}")
+    if loads and there is not None and NAME.match(loads) and (there / loads).exists():
+        return (f"from the shell {name} is minitf's own option, read before --load, which then loads {there}'s own "
+                f"{loads}: {run}")
     return f"from the shell {name} is minitf's own option, read before --load: {run}"
 
 

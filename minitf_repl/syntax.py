@@ -81,22 +81,56 @@ def _minitf(load: str | None = None, given: tuple = ()) -> list[str]:
     Face folder brings no data, so --data stays too). `given`: an (option, value) pair to give as well, in place of
     the session's own (--data, --device) or after them (--set)."""
     kept = _KEPT_WITH_LOAD + (("--data",) if load and load.startswith("hf:") else ())
-    pairs = [(o, v) for o, v in _INVOKED.get() if (load is None or o in kept) and not _replaced((o, v), given)]
+    pairs = _without([(o, v) for o, v in _INVOKED.get() if load is None or o in kept], given)
     pairs += [("--load", load)] if load else []
     pairs += [given] if given else []
     return ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
 
 
-def _replaced(pair: tuple, given: tuple) -> bool:
-    """Whether `given` replaces the session's option `pair`: the same option, or for --set the same keys (one --set
-    may hold several pairs: `--set 'lr=0.005 warmup_steps=5'`)."""
-    if not given or pair[0] != given[0]:
-        return False
-    return pair[0] != "--set" or _set_keys(pair[1]) <= _set_keys(given[1])
+def _without(pairs: list[tuple], given: tuple) -> list[tuple]:
+    """The session's option `pairs` less what `given` replaces: the same option, or for --set the same settings, key
+    by key under any of their spellings (one --set may hold several pairs, `--set 'lr=0.005 warmup_steps=5'`, of
+    which the others stay; a `learning_rate=` kept beside a given `lr=` was refused as "given twice")."""
+    if not given:
+        return list(pairs)
+    if given[0] != "--set":
+        return [(o, v) for o, v in pairs if o != given[0]]
+    replaced = {_setting_name(pair) for pair in _set_pairs(given[1])}
+    out = []
+    for option, value in pairs:
+        if option != "--set":
+            out.append((option, value))
+            continue
+        left = [pair for pair in _set_pairs(value) if _setting_name(pair) not in replaced]
+        if len(left) == len(_set_pairs(value)):
+            out.append((option, value))
+        elif left:
+            out.append((option, " ".join(shlex.quote(pair) for pair in left)))
+    return out
 
 
-def _set_keys(pairs: str) -> set[str]:
-    return {pair.partition("=")[0].strip() for pair in pairs.split()}
+def _set_pairs(value: str) -> list[str]:
+    """The KEY=VALUE pairs of one --set (several may go in one, as the shell's quoting kept them)."""
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _setting_name(pair: str) -> str:
+    """The setting a `KEY=VALUE` pair sets, by its own name (`learning_rate=...` and `LR=...` set lr)."""
+    key = pair.partition("=")[0].strip().lower().replace("-", "_")
+    return _SETTING_NAME[0](key)
+
+
+# How a key of --set reads as its setting's name; the commands that know the settings say (spell_settings_with):
+# this module imports nothing of the package
+_SETTING_NAME: list = [lambda key: key]
+
+
+def spell_settings_with(name_of) -> None:
+    """`name_of(key)`: the name of the setting `key` spells (an alias: learning_rate is lr), or `key` itself."""
+    _SETTING_NAME[0] = name_of
 
 
 def loaded() -> bool:
@@ -126,10 +160,10 @@ def given_before(name: str, option: str, value, new_model_on: str | None = None,
         return " ".join([*_minitf(), name, "--data", shlex.quote(str(value))])
     words = _minitf(given=(option, str(value)))
     if not keep_load and loaded():
-        words = ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in _INVOKED.get() if o != "--load"
-                             and not _replaced((o, v), (option, str(value)))), f"{option} {shlex.quote(str(value))}"]
+        words = ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in _without(_INVOKED.get(), (option, str(value)))
+                             if o != "--load"), f"{option} {shlex.quote(str(value))}"]
     if new_model_on is not None and loaded():
-        kept = [(o, v) for o, v in _INVOKED.get() if o != "--load" and not _replaced((o, v), (option, str(value)))]
+        kept = [(o, v) for o, v in _without(_INVOKED.get(), (option, str(value))) if o != "--load"]
         pairs = [*(p for p in kept if p[0] != "--data"), ("--data", new_model_on), (option, str(value))]
         words = ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
     return " ".join([*words, name])

@@ -598,7 +598,7 @@ def test_set_says_a_preset_matches_only_where_a_preset_field_changed():
     assert run(session, ":set n_experts=2").preset is None
     run(session, ":train steps=1")
     moved = run(session, ":set activation=gelu_tanh")  # GPT-2's one change from the seed
-    assert moved.rebuilt and moved.preset == "gpt2" and "now match the preset gpt2" in plain(moved)
+    assert moved.rebuilt and moved.preset == "gpt2" and "now matches the preset gpt2" in plain(moved)
 
 
 def test_schedule_continue_refused_from_the_shell_names_the_shells_option():

@@ -32,7 +32,8 @@ from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import Session, ShellConfig
-from ..syntax import SHELL, cmd, given_before, loaded, restore, setting_text, syntax, without_setting
+from ..syntax import (SHELL, cmd, given_before, loaded, restore, setting_text, spell_settings_with, syntax,
+                      without_setting)
 from .base import REGISTRY, command, complete_data, greedy_ignores
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
                      load_checked, quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
@@ -149,7 +150,7 @@ def render_config(result: ConfigResult, console: Console) -> None:
     # read wrong under a table of sizes changed
     note(console, (f"the architecture matches the preset {result.preset} (sizes aside)" if result.preset else
                    "the architecture matches no preset") + f"; {cmd('set', 'key=value')} or "
-                                                           f"{cmd('set', 'preset=NAME')} changes them")
+                                                           f"{cmd('set', 'preset=NAME')} changes the settings")
 
 
 # --- :set ----------------------------------------------------------------------------------------
@@ -442,12 +443,13 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
             and (final := session.trainer.rate_to_continue()) is not None:  # cmd_train's rule: a trained model goes on
         rate = (f"{final:.3g}, the last run's final rate" if final <= train.lr * (1 + 1e-6) else
                 f"{train.lr:.3g}, the lr setting (the last run ended above it, at {final:.3g})")
-        anew = cmd("train", schedule="new")
-        if syntax() == SHELL:  # the setting goes with the line: `minitf set lr=0.005` ends, and a bare `train
-            # --schedule new` after it ran at the old lr
+        goes_on, anew = cmd("train"), cmd("train", schedule="new")
+        if syntax() == SHELL:  # the settings go with the lines: `minitf set lr=0.005` ends, and a bare `train
+            # --schedule new` after it ran at the old lr (a bare `train` at a rate the old lr capped)
             pairs = " ".join(f"{k}={setting_text(v)}" for k, v in given.items())
-            anew = f"{given_before('train', '--set', pairs)} --schedule new"
-        reporter.notice(f"{cmd('train')} goes on at a constant {rate}; {' and '.join(schedule)} "
+            goes_on = given_before("train", "--set", pairs)
+            anew = f"{goes_on} --schedule new"
+        reporter.notice(f"{goes_on} goes on at a constant {rate}; {' and '.join(schedule)} "
                         f"{'shapes' if len(schedule) == 1 else 'shape'} a new run's warm-up and cosine, which "
                         f"{anew} starts")
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
@@ -549,6 +551,8 @@ def _take_up_short_text(session: Session, window: int, reporter) -> None:
 
 
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
+# a line a message suggests gives each setting once, under any of its spellings (syntax._without)
+spell_settings_with(lambda key: param.name if (param := SET.param_named(key)) is not None else key)
 
 
 def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:

@@ -426,7 +426,14 @@ def file_changed(session: Session) -> str | None:
     stamp = getattr(data, "stamp", None)
     if stamp is None or (now := file_stamp(session.data_spec)) == stamp:
         return None
-    if now is None:  # a file read (it has a stamp) and no longer there: deleted or moved
+    if now is None:  # a file read (it has a stamp) and no longer there: deleted or moved (one that cannot be asked,
+        try:  # a folder made unreadable, is no news of the file)
+            os.stat(Path(session.data_spec.strip()).expanduser())
+            return None
+        except FileNotFoundError:
+            pass
+        except (OSError, RuntimeError, ValueError):
+            return None
         return (f"{data.name} is no longer on disk (deleted or moved) since it was read: this session still uses "
                 "the text as read")
     return (f"{data.name} has changed on disk since it was read: this session still uses the text as read "

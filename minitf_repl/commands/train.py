@@ -321,6 +321,14 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if resumed and save_as is None and (named := session.run_saved_as(trainer)) is not None:
         # the stopped run's save=NAME goes on with it: its end went to autosave, and NAME kept the half-trained model
         save_as, autosave, own_save = named, False, named
+        if distributed.is_main():  # the folder may have changed since (:set checkpoint_dir): checked before the steps
+            from ..core.checkpoint import check_save_target
+
+            try:
+                check_save_target(session.checkpoint_dir, named)
+            except UserError:
+                session.rollback(snapshot)  # this command's settings go back with it
+                raise
         reporter.notice(f"the run goes on into checkpoint {named}, as its {option('save')} asked")
     step_before = trainer.step
     schedule, constant_lr = "new", None
@@ -344,12 +352,15 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if left > 0:  # steps=, lr=, schedule= or data= start a new run: the stopped one cannot go on after it
             # at the rate the stop left, held: a run stopped part-way had not decayed, and "a new run" read as one
             # that warms up and decays
-            held = (f", at the stopped run's rate of {constant_lr:.3g} held constant, not decayed "
-                    f"({cmd('train', steps=trainer.run_steps, schedule='new')} warms up and decays)"
-                    if constant_lr is not None and args["lr"] is None else "")
+            held = ""
+            if constant_lr is not None and args["lr"] is None:
+                whose = (f"the stopped run's rate of {constant_lr:.3g}" if constant_lr == final else
+                         f"the lr setting's {constant_lr:.3g} (the stopped run was at {final:.3g})")
+                held = (f", at {whose} held constant, not decayed "
+                        f"({cmd('train', steps=trainer.run_steps, schedule='new')} warms up and decays)")
             reporter.notice(f"the stopped run's last {count(left, 'step')} of {stopped_steps:,} are dropped: this is a "
-                            f"new run of {count(trainer.run_steps, 'step')}{held} ({cmd('train')} alone goes on with a "
-                            "stopped run)")
+                            f"new run of {count(trainer.run_steps, 'step')}{held}; {cmd('train')} alone goes on with "
+                            "a stopped run")
         if constant_lr is None and (line := all_warm_up(trainer.run_steps, train_config, "this whole run")):
             reporter.notice(f"{line}; {cmd('set', warmup_steps=max(1, trainer.run_steps // 10))} warms up over a "
                             "tenth of it")
@@ -632,7 +643,9 @@ def train_summary(result: TrainResult) -> str:
         head = f"stopped at step {result.total_steps:,} of {end:,}"
         if result.saved or syntax() == REPL:  # a one-shot shell's run goes on only from a checkpoint
             # under torchrun the same launch: batch_size is per process, one process would halve the global batch
-            head += f": {distributed.relaunch(cmd('train', load=result.saved))} continues"
+            # a run saved by name goes on into it: the REPL's session remembers the name, a new one-shot is told it
+            into = {"save": result.saved} if syntax() == SHELL and result.saved not in (None, AUTOSAVE_NAME) else {}
+            head += f": {distributed.relaunch(cmd('train', load=result.saved, **into))} continues"
         return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
     head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:

@@ -983,7 +983,11 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
             raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8")
     if b"\x00" in raw:
         nuls = raw.count(b"\x00")
-        head = raw[:4096]
+        if (inside := _wide_text_inside(raw)) is not None:  # `cat *.txt > all.txt` over a folder of mixed files
+            convert = NOTEPAD_TO_UTF8 if on_windows() else "iconv -f UTF-16 -t UTF-8 FILE > FILE-utf8"
+            raise DataError(f"{shown} holds {inside[1]} text from byte {inside[0]:,} on (a byte-order mark there, as "
+                            f"where files were joined into one); convert that file to UTF-8 before joining: {convert}")
+        head = raw[:256]  # the first characters
         for half, start, encoding in ((raw[1::2], head[1::2], "UTF-16-LE"), (raw[0::2], head[0::2], "UTF-16-BE")):
             # UTF-16 saved without a byte-order mark: for text in a Latin script, every other byte is NUL, from the
             # first character on (a UTF-8 text with a UTF-16 one joined after it is not one, and iconv's
@@ -992,10 +996,6 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
                     and _decodes(raw, encoding.lower()):
                 raise DataError(f"{shown} is {encoding} text (without a byte-order mark); convert it to UTF-8: "
                                 f"{to_utf8(p, encoding.lower())}")
-        if (inside := _wide_text_inside(raw)) is not None:  # `cat *.txt > all.txt` over a folder of mixed files
-            convert = NOTEPAD_TO_UTF8 if on_windows() else "iconv -f UTF-16 -t UTF-8 FILE > FILE-utf8"
-            raise DataError(f"{shown} holds {inside[1]} text from byte {inside[0]:,} on (a byte-order mark there, as "
-                            f"where files were joined into one); convert that file to UTF-8 before joining: {convert}")
         if nuls <= max(1, len(raw) // 1000) and _decodes(raw.replace(b"\x00", b""), "utf-8-sig"):
             # text with a stray NUL or two (a database's export, a pasted binary): the text is UTF-8, the NULs are not
             # text, and "give a UTF-8 text file" sent the user to convert a file that already is one
@@ -1152,7 +1152,7 @@ def lasting_spec(spec: str, read_here: bool = False) -> str:
     try:
         path = Path(spec).expanduser()
         if read_here and not path.exists():  # deleted since it was read: where it was (kept as typed, a :load in
-            return str(path.absolute())  # another folder blamed "an older minitf" and looked in its own folder)
+            return str(path.resolve())  # another folder blamed "an older minitf" and looked in its own folder)
         if not path.is_file():
             return spec
         # a link's target whose name a checkpoint cannot keep (a tab: unkept_path) is named by the link, made absolute

@@ -39,15 +39,18 @@ DATA_FILE = re.compile(r"^(model|state)-(\d+)-([0-9a-f]+)\.safetensors$")
 MANIFEST_TMP = re.compile(r"^\.checkpoint\.json\.tmp-(\d+)-([0-9a-f]+)$")
 
 
-def other_files(folder: Path, most: int = 1000) -> list[str]:
-    """The names (sorted, of the first `most` entries) in `folder` that no checkpoint writes: a checkpoint's own data
-    files and a save's manifest in the making are its, anything else is a user's (`:save` will not write among
-    them, and no message tells to remove the folder that holds them). Raises OSError where it cannot be read."""
-    import itertools
+def other_files(folder: Path) -> str | None:
+    """The files in `folder` that no checkpoint writes, in words ("2 other files (notes.txt, data.csv)"), or None: a
+    checkpoint's own data files and a save's manifest in the making are its, anything else is a user's (`:save` will
+    not write among them, and no message tells to remove the folder that holds them). Raises OSError where it
+    cannot be read."""
+    from ..words import count
 
     with os.scandir(folder) as entries:
-        return sorted(e.name for e in itertools.islice(entries, most)
-                      if not DATA_FILE.match(e.name) and not MANIFEST_TMP.match(e.name))
+        others = sorted(e.name for e in entries if not DATA_FILE.match(e.name) and not MANIFEST_TMP.match(e.name))
+    if not others:
+        return None
+    return f"{count(len(others), 'other file')} ({', '.join(others[:3]) + (', ...' if len(others) > 3 else '')})"
 TMP_DIR = re.compile(r"^\.(.+)\.tmp-(\d+)-([0-9a-f]+)$")
 PICKLE_MAGIC = (b"\x80", b"PK\x03\x04")  # pickle protocol >= 2, and torch.save's zip archive
 

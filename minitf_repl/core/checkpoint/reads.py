@@ -117,11 +117,9 @@ def read_manifest(path: Path, exact: bool = True) -> tuple[dict, bytes]:
         try:
             others = other_files(path)
         except OSError:
-            others = []
+            others = None
         if others:  # a user's files (notes, a dataset), which :save refuses to write among: never "remove" them
-            named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            raise CheckpointError(f"{path} is not a checkpoint (no {MANIFEST}; it holds "
-                                  f"{count(len(others), 'other file')}: {named})") from None
+            raise CheckpointError(f"{path} is not a checkpoint (no {MANIFEST}; it holds {others})") from None
         raise CheckpointError(
             f"{path} has no {MANIFEST}, so it is not a complete checkpoint; save it again or remove that directory"
         ) from None

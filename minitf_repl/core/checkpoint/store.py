@@ -432,14 +432,12 @@ def _check_no_other_files(target: Path) -> None:
             return
         # a checkpoint's own files without its manifest (an interrupted copy, a deleted checkpoint.json), which :load
         # tells to save again, are not another's: the save writes over them
-        others = other_files(target, most=10**9)
+        others = other_files(target)
     except OSError:  # unreadable: the save says what it finds
         return
     if others:
-        named = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-        raise CheckpointError(f"{cut_middle(str(target))} is a folder that holds no checkpoint but "
-                              f"{count(len(others), 'other file')} ({named}); save under another name, or move them "
-                              "out")
+        raise CheckpointError(f"{cut_middle(str(target))} is a folder that holds no checkpoint but {others}; save "
+                              "under another name, or move them out")
 
 
 def rotate(directory, name: str, keep: int) -> None:
