@@ -17,6 +17,7 @@ def test_a_one_shot_set_of_the_schedule_names_a_line_that_trains_at_the_new_rate
     told = " ".join(invoke(*folder, "--load", "small", "set", "lr=0.005", "warmup_steps=2").stderr.split())
     line = re.search(r"which (minitf .*) starts", told).group(1)
     assert "lr=0.005" in line, told  # was: minitf --load small train --schedule new, at the checkpoint's 0.01
+    assert f"{line.removesuffix(' --schedule new')} goes on at a constant" in told, told  # was: a bare train
     ran = invoke(*shlex.split(line)[1:], "--steps", "3", "--eval-every", "1", "--json")
     assert ran.exit_code == 0, ran.output
     rates = [row["lr"] for row in json.loads(ran.stdout)["curve"]]
