@@ -235,3 +235,12 @@ def test_a_suggested_line_gives_each_setting_once_whatever_its_spelling_or_group
     assert "n_heads=2" in line and "d_model=32" not in line, line
     ran = invoke(*shlex.split(line)[1:], "--steps", "1")
     assert ran.exit_code == 0, (line, ran.output)  # was: --set 'd_model=32 n_heads=2' --set d_model=64: "given twice"
+
+
+def test_the_no_mask_note_reads_as_a_sentence_and_its_shell_lines_keep_the_mask_off(tmp_path):
+    folder = ["--checkpoint-dir", str(tmp_path)]
+    assert invoke(*folder, *TINY, "train", "--steps", "2", "--save", "small").exit_code == 0
+    said = " ".join(invoke(*folder, "--load", "small", "set", "causal=off").output.split())
+    assert "Trained so (minitf" in said and " it so and" not in said, said  # was: ":train schedule=new it so and"
+    lines = re.findall(r"minitf [^()]*? (?:attn|gen)\b", said)
+    assert lines and all("--set causal=off" in line for line in lines), lines  # was: attn and gen with the mask on

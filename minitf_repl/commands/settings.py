@@ -712,13 +712,16 @@ def render_set(result: SetResult, console: Console) -> None:
         kept = ", the weights kept" if result.had_model and not result.rebuilt else ""
         # a trained model's :train goes on at its last run's final rate, where the loss barely moves (1.29 to 1.13 in
         # 150 steps): a new run's warm-up and cosine is what makes it fall, as the line says
-        train = cmd("train", schedule="new") if kept else cmd("train")
+        train, attn, gen = cmd("train", schedule="new") if kept else cmd("train"), cmd("attn"), cmd("gen")
+        if syntax() == SHELL:  # the setting ends with this one-shot command: the lines carry it
+            train, attn, gen = (given_before(name, "--set", "causal=off") for name in ("train", "attn", "gen"))
+            train += " --schedule new" if kept else ""
         note(console, f"the mask is back{kept}: position i reads positions j <= i only"
              if result.changed["causal"][1] else
              f"no causal mask{kept}: every position reads the whole window, the token it is to predict "
-             f"included but at the last position (its next token lies past the window). {train} it so and the "
-             f"loss falls toward 0 everywhere else; then {cmd('attn')} shows the heads reading the next token and "
-             f"{cmd('gen')} what is left when there is none")
+             f"included but at the last position (its next token lies past the window). Trained so ({train}), the "
+             f"loss falls toward 0 everywhere else; then {attn} shows the heads reading the next token and "
+             f"{gen} what is left when there is none")
 
 
 # --- :data ---------------------------------------------------------------------------------------
