@@ -130,6 +130,10 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     exact = cache_exact(model)  # causal=off: the cache would not give what the window gives
     done = getattr(session.data, "answer_complete", None)  # a task's answers end (core.data); a corpus has no end
     stream = generate(model, ids, settings, done=done)
+    if settings.cache:  # the cached loop's fast path picks its product kernels once: not a first token's latency
+        from ..core.fastpath import choose_products
+
+        choose_products(model)
     reporter.on_gen_start(prompt, raw=args["raw"])
     pieces: list[str] = []
     token_texts: list[str] = []
