@@ -263,3 +263,22 @@ def test_gens_first_token_leaves_out_the_fast_paths_one_time_choice_of_kernels(m
     run(session, ":set dtype=float32")
     result = run(session, ":gen 12 n=3 cache=on")
     assert result.first_token_seconds < 0.4, result.first_token_seconds  # was: 0.5 s and more, the cache "slow"
+
+
+def test_steps_same_pick_line_writes_a_short_prompt_with_a_newline_as_escapes(text_file):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data=text_file)
+    out = io.StringIO()
+    render(run(session, ':step "the\\nfox" seed=1'), Console(file=out, width=300, color_system=None))
+    text = out.getvalue()
+    same = re.search(r"\((:gen .*) picks the same\)", text).group(1)
+    assert same.startswith(':gen "the\\nfox" n=1'), same  # was: ":gen PROMPT n=1 ...", a placeholder
+    picked = int(re.search(r"picked .* \(id (\d+)\)", text).group(1))
+    again = run(session, same)
+    assert session.data.tokenizer.encode(again.text) == [picked], (again.text, picked)

@@ -296,10 +296,11 @@ def _number(value: float) -> str:
 
 def _typeable(prompt: str) -> PromptText | None:
     """The prompt as a line of one line carries it, or None: a default prompt of the data written out beats a PROMPT
-    placeholder, and one with a newline or a tab, written as escapes, does not. As PromptText, so that cmd quotes it
-    for the front end speaking (the shell's `a|b>c` piped :step's own pick into a command `c`, and `def f(x):` was
-    a PROMPT placeholder)."""
-    return PromptText(prompt) if prompt and prompt.isprintable() else None
+    placeholder, and so does a short one with a newline or a tab, written as escapes (`:gen "The\n"`, the shell's
+    $'The\n'; a long one would fill the line). As PromptText, so that cmd quotes it for the front end speaking (the
+    shell's `a|b>c` piped :step's own pick into a command `c`, and `def f(x):` was a PROMPT placeholder)."""
+    escaped = len(prompt) <= 80 and all(ch.isprintable() or ch in "\n\t" for ch in prompt)
+    return PromptText(prompt) if prompt and (prompt.isprintable() or escaped) else None
 
 
 def _stage_header(result: StepResult) -> str:
