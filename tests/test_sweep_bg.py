@@ -282,3 +282,20 @@ def test_steps_same_pick_line_writes_a_short_prompt_with_a_newline_as_escapes(te
     picked = int(re.search(r"picked .* \(id (\d+)\)", text).group(1))
     again = run(session, same)
     assert session.data.tokenizer.encode(again.text) == [picked], (again.text, picked)
+
+
+def test_an_untrained_model_saved_as_a_hugging_face_folder_is_said_to_be_random(tmp_path):
+    from minitf_repl.core.errors import UserError
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session(data="random:12")
+    run(session, ":set qk_norm=on")
+    run(session, ":train steps=2")
+    with pytest.raises(UserError) as told:
+        run(session, f":save hf:{tmp_path / 'q'}")
+    assert str(told.value).endswith("train a new model with that setting changed (the change resets the weights)"), \
+        str(told.value)  # the fix phrase follows: it was placed after "save a lab checkpoint instead"
+    run(session, ":set qk_norm=off")  # the fix: a new model
+    hooks = Recorder()
+    run(session, f":save hf:{tmp_path / 'q'}", hooks)
+    assert any("has not trained (step 0)" in n for n in hooks.notices), hooks.notices  # was: saved without a word

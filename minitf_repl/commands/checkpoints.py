@@ -99,6 +99,9 @@ def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveRes
                           seconds=0.0, replaced=False, architecture=export_type(session.model.config),
                           ablations=switched_off(session))
     model_type = save_folder(session.model, _folder_tokenizer(session), folder, context=_folder_context(session))
+    if session.trainer.step == 0 and not session.weights_from:  # written all the same (an architecture's check), but
+        # said: a :set that rebuilt the model (the fix of a refused export) left random weights under a trained name
+        reporter.notice("this model has not trained (step 0): the folder holds its random initial weights")
     if session.model_config.dropout and not ARCHITECTURES[model_type].KEEPS_DROPOUT:  # the architecture says
         reporter.notice(f"dropout={session.model_config.dropout:g} is not in the folder: {NAMES[model_type]} drops no "
                         "sublayer's output (its attention_dropout alone), so transformers trains it without; the "

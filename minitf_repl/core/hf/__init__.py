@@ -272,8 +272,9 @@ def export_type(config: ModelConfig) -> str:
     wanted = " ".join(f"{name}={spelled(w)}" for name, _, w in every)
     one = len(every) == 1
     raise ConfigError(f"{given} {'has' if one else 'have'} no equivalent in {NAMES[nearest]}, the nearest architecture "
-                      f"transformers loads ({wanted} would be); change {'that setting' if one else 'those settings'} "
-                      "and train, or save a lab checkpoint instead", fix={name: w for name, _, w in every})
+                      f"transformers loads ({wanted} would be); save a lab checkpoint instead, or train a new "
+                      f"model with {'that setting' if one else 'those settings'} changed (the change resets the "
+                      "weights)", fix={name: w for name, _, w in every})
 
 
 def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:
