@@ -299,3 +299,50 @@ def test_an_untrained_model_saved_as_a_hugging_face_folder_is_said_to_be_random(
     hooks = Recorder()
     run(session, f":save hf:{tmp_path / 'q'}", hooks)
     assert any("has not trained (step 0)" in n for n in hooks.notices), hooks.notices  # was: saved without a word
+
+
+@pytest.mark.parametrize("built, changed", [
+    (dict(pos_encoding="rope"), dict(rope_base=500.0)),
+    (dict(), dict(norm_eps=1e-2)),
+    (dict(norm="rmsnorm", qk_norm=True), dict(norm_eps=0.5)),
+    (dict(n_experts=4), dict(experts_per_token=1)),
+])
+def test_a_base_an_eps_and_a_top_k_change_in_place_as_the_model_built_with_them_computes(built, changed):
+    import torch
+
+    from minitf_repl import MiniTransformerLM, ModelConfig
+    from minitf_repl.core.config import rebuilding_changes
+
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=20, max_seq_len=16, d_model=32, n_heads=2, n_layers=2, **built)
+    model = MiniTransformerLM(config).eval()
+    idx = torch.randint(0, 20, (1, 12))
+    new = config.replace(**changed)
+    assert rebuilding_changes(config, new) == []  # was: a rebuild, the trained weights reset
+    fresh = MiniTransformerLM(new).eval()
+    fresh.load_state_dict(model.state_dict())
+    before = model(idx)[0]
+    model.take_config(new)
+    assert not torch.allclose(before, model(idx)[0])  # the forward pass reads the new value
+    torch.testing.assert_close(model(idx)[0], fresh(idx)[0])
+
+
+def test_set_rope_base_on_a_trained_model_keeps_its_weights_and_says_so():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import TINY, run
+
+    from minitf_repl.core.config import ModelConfig, TrainConfig
+    from minitf_repl.session import Session
+
+    session = Session(ModelConfig(**{**TINY, "pos_encoding": "rope"}), TrainConfig(steps=4, batch_size=4),
+                      data_spec="sort:4", device_name="cpu")
+    run(session, ":train")
+    weights = {k: v.clone() for k, v in session.model.state_dict().items()}
+    out = io.StringIO()
+    render(run(session, ":set rope_base=50"), Console(file=out, width=300, color_system=None))
+    assert session.trainer.step == 4 and all(v.equal(weights[k]) for k, v in session.model.state_dict().items())
+    assert "rope_base changed in place, the weights kept" in out.getvalue(), out.getvalue()

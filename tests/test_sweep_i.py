@@ -66,10 +66,12 @@ def test_a_value_that_builds_the_same_model_keeps_the_trained_weights(model, lin
     assert session.model.config == session.model_config  # a checkpoint saves the config as it was set
 
 
-def test_rope_base_of_a_rope_model_still_rebuilds_it():
+def test_rope_base_of_a_rope_model_changes_in_place():
     session = session_on(pos_encoding="rope")
     run(session, ":train steps=1")
-    assert run(session, ":set rope_base=500").rebuilt
+    model = session.model
+    assert not run(session, ":set rope_base=500").rebuilt  # a base the forward pass reads (49th session: it rebuilt)
+    assert session.model is model and model.blocks[0].attn.rope.base == 500
 
 
 def test_load_then_set_a_value_that_builds_the_same_model_is_no_rebuild(tmp_path):
@@ -86,7 +88,7 @@ def test_a_preset_with_n_heads_shares_key_value_heads_as_the_preset_does_for_tho
     session = session_on()  # 4 heads
     result = run(session, ":set preset=llama n_heads=2")
     assert session.model_config.n_heads == 2 and session.model_config.n_kv_heads == 1  # llama: 2 queries a head
-    assert result.preset == "llama" and "now match the preset llama" in plain(result)
+    assert result.preset == "llama" and "now matches the preset llama" in plain(result)
     run(session, ":set preset=seed")
     run(session, ":set preset=llama n_heads=8 n_kv_heads=8")  # a key given with the preset still overrides it
     assert session.model_config.n_kv_heads == 8

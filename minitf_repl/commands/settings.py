@@ -707,6 +707,11 @@ def render_set(result: SetResult, console: Console) -> None:
         render_kept(console, result.kept)
     if result.preset:
         note(console, f"the architecture now matches the preset {result.preset} (sizes aside)")
+    read = [spec.name for spec in ModelConfig.specs() if spec.new_function and spec.name != "causal"
+            and spec.name in result.changed]  # causal's own words follow
+    if read and result.had_model and not result.rebuilt:
+        note(console, f"{' and '.join(read)} changed in place, the weights kept: a value the forward pass reads, so "
+                      f"the same weights now compute another function ({cmd('score')} shows what it makes of a text)")
     if "causal" in result.changed:
         # another setting of the same :set may have rebuilt it; before the first model there are no weights to keep
         kept = ", the weights kept" if result.had_model and not result.rebuilt else ""

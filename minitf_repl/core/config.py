@@ -263,8 +263,10 @@ class ModelConfig(Settings):
                               "or swiglu (gated, three matrices)", choices=ACTIVATIONS)
     pos_encoding: str = setting("learned", "positions: a learned table or fixed sinusoids added at the input, "
                                 "rope (q and k rotated inside attention) or none", choices=POS_ENCODINGS)
+    # A base, an eps and a top-k are read by the forward pass, never stored in a weight: a trained model takes a new
+    # value in place (how a rope model trained at one base reads another), a new function of the same weights.
     rope_base: float = setting(10000.0, "RoPE base: pair i of a head turns by pos * rope_base^(-2i/head_dim)",
-                               low=1.0, low_open=True, limit=1_000_000_000)
+                               low=1.0, low_open=True, limit=1_000_000_000, in_place=True, new_function=True)
     norm: str = setting("layernorm", "normalisation: layernorm (centre and scale) or rmsnorm (scale only)",
                         choices=NORMS)
     # pre: x + f(norm(x)) (GPT-2 and later); post: norm(x + f(x)) (the original Transformer, GPT-1),
@@ -286,7 +288,7 @@ class ModelConfig(Settings):
     # At least float32's smallest normal number: an eps below it is 0 or all but 0 in the weights' float32, and a
     # stream of zeros (dropout near 1) made 0 / sqrt(0 + 0) = nan, a divergence blamed on the learning rate.
     norm_eps: float = setting(1e-5, "the eps every norm adds under its square root (keeps the division finite)",
-                              low=1e-38, high=1.0)
+                              low=1e-38, high=1.0, in_place=True, new_function=True)
     norm_gain: bool = setting(True, "norms learn a gain g (and, in a layernorm, a bias with bias on); off: no learned "
                                     "norm parameters")
     qk_norm: bool = setting(False, "normalise q and k of each head before their dot product (same norm kind)")
@@ -301,7 +303,7 @@ class ModelConfig(Settings):
     n_experts: int = setting(0, "mixture of experts: feed-forward experts per block (0 or 1: one dense FFN)", low=0,
                              limit=1024)
     experts_per_token: int = setting(2, "mixture of experts: experts each token is routed to (top-k)", low=1,
-                                     limit=1024)
+                                     limit=1024, in_place=True, new_function=True)
     # A weight of the training loss, read at each step: no weight depends on it, so a trained model keeps its weights.
     moe_aux_weight: float = setting(0.01, "mixture of experts: weight of the load-balancing loss added in training",
                                     low=0.0, limit=100, in_place=True)

@@ -46,7 +46,7 @@ from .errors import ConfigError, DataError, DeviceError
 from .experts import MixtureOfExperts, MoEStats
 from .feedforward import Neurons, SwiGLU, activation_formula, below_zero, kept_hidden_layers, make_activation
 from .interrupts import held
-from .norms import make_norm
+from .norms import NormPart, make_norm
 from .positions import RotaryEmbedding, SinusoidalPositions
 from .probe import Probe, Step
 from .variants import feed_forward_kind, position_kind
@@ -686,6 +686,14 @@ class MiniTransformerLM(nn.Module):
         self.set_causal(config.causal)
         if config.max_seq_len != self.config.max_seq_len:  # positions without a learned table (as_built)
             self.set_length(config.max_seq_len)
+        for block in self.blocks:  # read by the forward pass, held by the modules that read them
+            if block.attn.rope is not None and block.attn.rope.base != config.rope_base:
+                block.attn.rope.set_length(config.max_seq_len, base=config.rope_base)
+            if isinstance(block.ffn, MixtureOfExperts):  # its top-k
+                block.ffn.k = config.experts_per_token
+        for module in self.modules():
+            if isinstance(module, NormPart):
+                module.eps = config.norm_eps
         self.config = config  # moe_aux_weight and the rest are read from it where they are used
 
     def set_length(self, max_seq_len: int) -> None:

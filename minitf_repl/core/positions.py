@@ -68,8 +68,9 @@ class RotaryEmbedding(nn.Module):
         rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (B, H, T, D/2, 2)
         return rotated.view(B, H, T, D)  # (B, H, T, head_dim): pairs back in place
 
-    def set_length(self, max_seq_len: int) -> None:
-        """The angles computed for a window of max_seq_len positions, where the old ones live."""
+    def set_length(self, max_seq_len: int, base: float | None = None) -> None:
+        """The angles computed for a window of max_seq_len positions (and `base`, if given), where the old ones live."""
+        self.base = self.base if base is None else base
         fresh = RotaryEmbedding(2 * self.cos.shape[1], max_seq_len, self.base)
         self.cos, self.sin = fresh.cos.to(self.cos.device), fresh.sin.to(self.sin.device)
 
