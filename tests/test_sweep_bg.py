@@ -346,3 +346,26 @@ def test_set_rope_base_on_a_trained_model_keeps_its_weights_and_says_so():
     render(run(session, ":set rope_base=50"), Console(file=out, width=300, color_system=None))
     assert session.trainer.step == 4 and all(v.equal(weights[k]) for k, v in session.model.state_dict().items())
     assert "rope_base changed in place, the weights kept" in out.getvalue(), out.getvalue()
+
+
+def test_a_word_wider_than_the_line_breaks_after_a_bar_or_a_comma_not_inside_a_name():
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from minitf_repl.render.chart import Curve, chart
+    from minitf_repl.render.words import say, word_lines
+
+    usage = "usage: :plot [what=loss|lr|grad_norm|lens_rank|block_grad|copying|induction|context]"
+    lines = [line.plain for line in word_lines(Text(usage), 40)]
+    assert lines == ["usage: :plot [what=loss|lr|grad_norm|", "lens_rank|block_grad|copying|induction|",
+                     "context]"], lines  # was: "...|embe" then "d|context]", cut by the terminal
+    out = io.StringIO()
+    say(Console(file=out, width=40, color_system=None), "▲ norm=rmsnorm,activation=swiglu,pos_encoding=rope: 11 "
+                                                         "parameters")
+    assert out.getvalue().splitlines()[:2] == ["▲ norm=rmsnorm,activation=swiglu,", "pos_encoding=rope: 11 parameters"]
+    drawn = chart([Curve("norm=rmsnorm,activation=swiglu,pos_encoding=rope", [1, 2], [3.0, 2.5], "▲")], 36)
+    out = io.StringIO()
+    Console(file=out, width=40, color_system=None).print(drawn)
+    assert "▲ norm=rmsnorm,activation=swiglu,\npos_encoding=rope" in out.getvalue(), out.getvalue()  # the legend

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from rich.console import Group
 from rich.text import Text
 
+from .words import Words
+
 # :compare's contenders, in order: a mark and a colour each (the table's columns and the chart's curves); :plot's
 # curves alike (the bands of :train watch=context, 7 of them at max_seq_len=64). Each glyph once: the colours repeat
 # after six, and with NO_COLOR the glyph alone tells two curves apart.
@@ -155,7 +157,9 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
     entries += [Text(glyph, style=style) + Text(label) for glyph, style, label in lines]
     if unit or log_y:
         entries.append(Text(f"({unit}{', ' if unit and log_y else ''}{'log scale' if log_y else ''})", style="dim"))
-    return Chart(out, legend_lines(entries, width), left_out=left_out, above=_above_top(curves, columns, y1, log_y))
+    # under the wrapping rule (render.words): an entry wider than the line breaks after a comma, not inside a name
+    return Chart(out, Words(legend_lines(entries, width)), left_out=left_out,
+                 above=_above_top(curves, columns, y1, log_y))
 
 
 def _above_top(curves: list[Curve], columns: list[dict[int, list[float]]], top: float, log_y: bool):

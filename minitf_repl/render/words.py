@@ -35,6 +35,7 @@ _UNIT = r"(?:s|ms|µs|min|kB|KB|KiB|MB|MiB|GB|GiB|TB)"
 # So are a number's label and the number ("16: 0.07", :embed's likeness by distance): "16:" ended a line, "0.07" began
 # the next.
 _WORD = re.compile(rf"\s*(?:\S*\d {_UNIT}[,.;:)!?]*(?=\s|$)|\d+: -?\d[\d.,e+-]*[,.;:)!?]*(?=\s|$)|\S+)\s*")
+_PIECE = re.compile(r"\s*[^|,\s]*[|,]?\s*")  # a long word's parts, each ending at its | or comma
 
 
 def word_lines(text: Text, width: int, rest: int | None = None) -> list[Text]:
@@ -46,12 +47,17 @@ def word_lines(text: Text, width: int, rest: int | None = None) -> list[Text]:
         breaks, column = [], 0
         for match in _WORD.finditer(paragraph.plain):
             word = match.group()
-            room = width if not lines and not breaks or rest is None else rest
-            if column and column + cell_len(word.rstrip()) > room:
-                breaks.append(match.start() + len(word) - len(word.lstrip()))  # the new line starts at the word
-                column = cell_len(word.lstrip())
-            else:
-                column += cell_len(word)
+            pieces = [(match.start(), word)]
+            if cell_len(word.strip()) > min(width, rest or width):  # wider than a line: cut after a | or a comma
+                # (`[watch=attn|lens|...|embe` / `d|context]` read as values that do not exist)
+                pieces = [(match.start() + m.start(), m.group()) for m in _PIECE.finditer(word) if m.group()]
+            for start, piece in pieces:
+                room = width if not lines and not breaks or rest is None else rest
+                if column and column + cell_len(piece.rstrip()) > room:
+                    breaks.append(start + len(piece) - len(piece.lstrip()))  # the new line starts at the piece
+                    column = cell_len(piece.lstrip())
+                else:
+                    column += cell_len(piece)
         for line in paragraph.divide(breaks):
             line.rstrip()
             lines.append(line)
