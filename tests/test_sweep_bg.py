@@ -364,7 +364,8 @@ def test_a_word_wider_than_the_line_breaks_after_a_bar_or_a_comma_not_inside_a_n
     out = io.StringIO()
     say(Console(file=out, width=40, color_system=None), "▲ norm=rmsnorm,activation=swiglu,pos_encoding=rope: 11 "
                                                          "parameters")
-    assert out.getvalue().splitlines()[:2] == ["▲ norm=rmsnorm,activation=swiglu,", "pos_encoding=rope: 11 parameters"]
+    said = out.getvalue().splitlines()[:2]
+    assert said == ["▲ norm=rmsnorm,activation=swiglu,", "pos_encoding=rope: 11 parameters"], said
     drawn = chart([Curve("norm=rmsnorm,activation=swiglu,pos_encoding=rope", [1, 2], [3.0, 2.5], "▲")], 36)
     out = io.StringIO()
     Console(file=out, width=40, color_system=None).print(drawn)
