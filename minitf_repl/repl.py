@@ -29,7 +29,8 @@ from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
-from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.filters import emacs_insert_mode, vi_insert_mode
+from prompt_toolkit.key_binding import KeyBindings, merge_key_bindings
 from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.utils import is_dumb_terminal
@@ -543,6 +544,31 @@ def tolerant_mouse_bindings() -> KeyBindings:
     return bindings
 
 
+def tab_completes(buffer) -> None:
+    """Tab: prompt_toolkit's menu-complete, except that where the menu holds one completion, already in the line, Tab
+    goes on from it as a shell's does (into the folder it names). A completion that quotes what was typed (`:data dir`
+    to `"dir with space/`) changes the text before the cursor, so prompt_toolkit kept it as a menu of one, and the
+    next Tab went back to `dir`: the folder's files were never reached."""
+    state = buffer.complete_state
+    if state is not None and len(state.completions) == 1 and state.complete_index == 0:
+        buffer.complete_state = None
+        buffer.start_completion(insert_common_part=True)
+    elif state is not None:
+        buffer.complete_next()
+    else:
+        buffer.start_completion(insert_common_part=True)
+
+
+def completion_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("c-i", filter=vi_insert_mode | emacs_insert_mode)  # where menu-complete is bound
+    def _(event):
+        tab_completes(event.current_buffer)
+
+    return bindings
+
+
 # --- the interactive loop ----------------------------------------------------------------------
 def toolbar_text(session, width: int | None = None) -> str:
     """The bottom toolbar: device, size, step, losses, data; within `width` columns where given.
@@ -631,7 +657,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         # TERM=dumb (Emacs' shell): None, for prompt_toolkit's own plain prompt, which it gives only where no output
         # is passed in; the prompt drawn with cursor moves and a completion menu filled the screen with escapes
         output=output if output is not None else None if is_dumb_terminal() else prompt_output(),
-        key_bindings=tolerant_mouse_bindings(),
+        key_bindings=merge_key_bindings([tolerant_mouse_bindings(), completion_bindings()]),
         # Ctrl-Z puts minitf in the background, as it does a shell's program (and minitf while a command runs, when
         # the terminal is the shell's): at the prompt it typed a ^Z into the line, which then ran as text
         enable_suspend=True,

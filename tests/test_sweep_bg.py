@@ -370,3 +370,31 @@ def test_a_word_wider_than_the_line_breaks_after_a_bar_or_a_comma_not_inside_a_n
     out = io.StringIO()
     Console(file=out, width=40, color_system=None).print(drawn)
     assert "▲ norm=rmsnorm,activation=swiglu,\npos_encoding=rope" in out.getvalue(), out.getvalue()  # the legend
+
+
+def test_tab_goes_on_into_a_folder_whose_name_it_quoted(tmp_path, monkeypatch):
+    import asyncio
+
+    from prompt_toolkit.buffer import Buffer
+    from prompt_toolkit.document import Document
+
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.repl import CommandCompleter, completion_bindings, tab_completes
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir with space").mkdir()
+    (tmp_path / "dir with space" / "my corpus file.txt").write_text("hi")
+    buffer = Buffer(completer=CommandCompleter(registry=REGISTRY, session=None), complete_while_typing=False)
+    buffer.document = Document(":data dir")
+    lines = []
+
+    async def press_tab_three_times():
+        for _ in range(3):
+            tab_completes(buffer)
+            await asyncio.sleep(0.1)  # the completer runs in the background
+            lines.append(buffer.text)
+
+    asyncio.run(press_tab_three_times())
+    # was: '"dir with space/', then 'dir' again, back and forth
+    assert lines == [':data "dir with space/'] + [':data "dir with space/my corpus file.txt"'] * 2, lines
+    assert any(b.keys == ("c-i",) for b in completion_bindings().bindings)  # what the REPL's Tab runs
