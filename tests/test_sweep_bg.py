@@ -398,3 +398,15 @@ def test_tab_goes_on_into_a_folder_whose_name_it_quoted(tmp_path, monkeypatch):
     # was: '"dir with space/', then 'dir' again, back and forth
     assert lines == [':data "dir with space/'] + [':data "dir with space/my corpus file.txt"'] * 2, lines
     assert any(b.keys == ("c-i",) for b in completion_bindings().bindings)  # what the REPL's Tab runs
+
+
+def test_a_one_shot_set_that_rebuilds_a_loaded_model_names_a_line_with_its_architecture(tmp_path):
+    folder = ["--checkpoint-dir", str(tmp_path)]
+    made = invoke(*folder, "--set", "preset=llama d_model=32 n_heads=2 n_layers=1 d_ff=64 max_seq_len=32",
+                  "--data", "sort", "train", "--steps", "2", "--save", "v_llama")
+    assert made.exit_code == 0, made.output
+    told = " ".join(invoke(*folder, "--load", "v_llama", "set", "n_layers=2").output.split())
+    line = re.search(r"e\.g\. (minitf .*?' train) ", told).group(1)
+    shown = invoke(*shlex.split(line)[1:-1], "config")
+    assert shown.exit_code == 0, shown.output  # was: --data sort --set n_layers=2 train, the seed's architecture
+    assert "matches the preset llama" in " ".join(shown.output.split()), (line, shown.output)

@@ -266,6 +266,9 @@ class SetResult:
     had_model: bool = field(default=True, metadata={"view_only": True})
     # the session's data: where a change rebuilds a model loaded by --load, the shell's line starts a new one on it
     data: str | None = field(default=None, metadata={"view_only": True})
+    # that new model's other settings: the loaded model's own where they are not the defaults (`--load v_llama set
+    # n_layers=3` suggested `--data pydoc --set n_layers=3 train`, the seed's architecture with three layers)
+    model_before: dict = field(default_factory=dict, metadata={"view_only": True})
 
 
 def _set_params() -> list[Param]:
@@ -501,12 +504,19 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
         return SetResult(changed, rebuilt, kept, preset, given=given, had_model=had_model, data=session.data_spec,
-                         **recipe)
+                         model_before=_own_model_settings(current[ModelConfig]) if rebuilt else {}, **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
                      vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec, **recipe)
+
+
+def _own_model_settings(config: ModelConfig) -> dict:
+    """The model settings of `config` that are not the defaults (vocab_size aside: the data gives it)."""
+    default = ModelConfig()
+    return {spec.name: getattr(config, spec.name) for spec in ModelConfig.specs()
+            if spec.name != "vocab_size" and getattr(config, spec.name) != getattr(default, spec.name)}
 
 
 def _stopped_run_rate(trainer, train: TrainConfig, schedule: list[str]) -> str:
@@ -685,6 +695,10 @@ def render_set(result: SetResult, console: Console) -> None:
                          for k in keys)
         specs = [SET.param_named(k).setting for k in keys]  # the command that reads them: sampling settings alone
         reader = "gen" if all(s is not None and s.section == GenConfig.kind for s in specs) else "train"  # do nothing
+        if result.rebuilt and loaded():  # a new model in place of the loaded one: its settings but those typed
+            typed = {SET.param_named(k).name for k in keys}
+            pairs = " ".join([*(f"{k}={setting_text(v)}" for k, v in result.model_before.items() if k not in typed),
+                              pairs])
         line = given_before(reader, "--set", pairs, result.data if result.rebuilt else None)  # to a :train
         how = f"so give it before that command, e.g. {line}"
         if keys == ["lr"] and loaded():  # `--load b3 --set lr=0.003 train` went on at the last run's 0.001: a loaded
