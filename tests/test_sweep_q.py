@@ -96,7 +96,9 @@ def test_config_says_a_model_that_builds_as_a_preset_matches_it():
     assert run(session, ":config").preset == "seed"  # was: 'the model settings match no preset'
     assert "the architecture matches the preset seed (sizes aside)" in plain(run(session, ":config"))
     run(session, ":set preset=llama")
-    run(session, ":set rope_base=500")  # with rope it turns the pairs: llama's own base no more
+    run(session, ":set rope_base=500")  # a base is no part of an architecture (49th session: Llama 3's 500,000)
+    assert run(session, ":config").preset == "llama"
+    run(session, ":set norm=layernorm")
     assert run(session, ":config").preset is None
     odd = session_on(d_model=30, n_heads=2)  # head_dim 15: no rotary preset can be built for it
     assert run(odd, ":config").preset == "seed"

@@ -536,8 +536,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 PRESET_KV_GROUP = {"llama": 2}  # query heads per key/value head, when n_heads allows it
 
-# The fields a preset decides (set to the preset's value or else the default).
-PRESET_FIELDS = ("pos_encoding", "rope_base", "norm", "norm_placement", "residual", "causal", "norm_gain", "qk_norm",
+# The fields a preset decides (set to the preset's value or else the default). Not rope_base: like norm_eps, a value
+# the same architecture comes with in several (Llama 2's 10,000, Llama 3's 500,000), so a loaded Llama 3 read as
+# "architecture llama" and then "matches no preset".
+PRESET_FIELDS = ("pos_encoding", "norm", "norm_placement", "residual", "causal", "norm_gain", "qk_norm",
                  "activation", "n_kv_heads", "tie_embeddings", "bias")
 
 
