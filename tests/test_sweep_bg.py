@@ -410,3 +410,18 @@ def test_a_one_shot_set_that_rebuilds_a_loaded_model_names_a_line_with_its_archi
     shown = invoke(*shlex.split(line)[1:-1], "config")
     assert shown.exit_code == 0, shown.output  # was: --data sort --set n_layers=2 train, the seed's architecture
     assert "matches the preset llama" in " ".join(shown.output.split()), (line, shown.output)
+
+
+def test_a_hugging_face_save_says_which_settings_load_back_otherwise(tmp_path):
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session(data="random:12")
+    run(session, ":set preset=llama d_ff=64")
+    run(session, ":train steps=2")
+    hooks = Recorder()
+    run(session, f":save hf:{tmp_path / 'l'}", hooks)
+    said = " ".join(hooks.notices)
+    assert "the folder loads back with d_ff=63 (for d_ff=64): the same model, in Llama's terms" in said, said
+    fresh = tiny_session(data="random:12")
+    run(fresh, f":load hf:{tmp_path / 'l'}")
+    assert fresh.model_config.d_ff == 63  # what it said; was: found later in :config without a word

@@ -277,6 +277,16 @@ def export_type(config: ModelConfig) -> str:
                       "weights)", fix={name: w for name, _, w in every})
 
 
+def read_back(config: ModelConfig, model_type: str) -> dict[str, tuple]:
+    """{setting: (its value, the value a load of the folder gives)} where the two differ: the folder holds the same
+    model in its architecture's terms (SwiGLU's hidden width for d_ff, gains of one for norm_gain=off), which read
+    back as other settings, said so at the save rather than found later in :config."""
+    arch = ARCHITECTURES[model_type]
+    back = arch.lab_config(arch.hf_config(config))
+    return {spec.name: (getattr(config, spec.name), getattr(back, spec.name)) for spec in ModelConfig.specs()
+            if getattr(config, spec.name) != getattr(back, spec.name)}
+
+
 def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:
     """Write `model` (and its tokenizer) as a Hugging Face folder; returns the architecture written.
 
