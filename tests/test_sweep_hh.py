@@ -98,14 +98,14 @@ def test_a_stopped_distributed_run_is_continued_by_the_same_launch(checkpoint_di
     result = run(s, ":train steps=10 save=cc", Recorder(stop_after=2))
     assert result.stopped and result.saved == "cc"
     with speaking(SHELL):
-        assert "minitf --load cc train continues" in train_summary(result)  # one process: the plain line
+        assert "minitf --load cc train --save cc continues" in train_summary(result)  # one process: the plain line
         for key, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2",
                            "MASTER_ADDR": "127.0.0.1"}.items():
             monkeypatch.setenv(key, value)
-        assert "torchrun --nproc_per_node=2 -m minitf_repl --load cc train continues" in train_summary(result)
+        assert "torchrun --nproc_per_node=2 -m minitf_repl --load cc train --save cc continues" in train_summary(result)
         monkeypatch.setenv("WORLD_SIZE", "8")  # 2 machines of 4
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-        assert "torchrun --nnodes=2 --nproc_per_node=4 -m minitf_repl --load cc train continues" \
+        assert "torchrun --nnodes=2 --nproc_per_node=4 -m minitf_repl --load cc train --save cc continues" \
             in train_summary(result)
 
 

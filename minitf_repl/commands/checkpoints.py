@@ -99,8 +99,7 @@ def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveRes
                           seconds=0.0, replaced=False, architecture=export_type(session.model.config),
                           ablations=switched_off(session))
     model_type = save_folder(session.model, _folder_tokenizer(session), folder, context=_folder_context(session))
-    back = {k: v for k, v in read_back(session.model_config, model_type).items() if k not in ("dropout", "max_seq_len")}
-    if back:  # dropout and the window are said elsewhere (above; the folder's context)
+    if back := read_back(session.model_config, model_type):
         changes = ", ".join(f"{k}={setting_text(new)} (for {k}={setting_text(old)})" for k, (old, new) in back.items())
         reporter.notice(f"the folder loads back with {changes}: the same model, in {NAMES[model_type]}'s terms")
     if session.trainer.step == 0 and not session.weights_from:  # written all the same (an architecture's check), but

@@ -283,8 +283,10 @@ def read_back(config: ModelConfig, model_type: str) -> dict[str, tuple]:
     back as other settings, said so at the save rather than found later in :config."""
     arch = ARCHITECTURES[model_type]
     back = arch.lab_config(arch.hf_config(config))
+    mine, theirs = config.as_built(), back.as_built()  # values that build the same model agree (a window of rope)
+    # a setting that changes no weight (dropout, which the caller says apart: ARCHITECTURES' KEEPS_DROPOUT) is not one
     return {spec.name: (getattr(config, spec.name), getattr(back, spec.name)) for spec in ModelConfig.specs()
-            if getattr(config, spec.name) != getattr(back, spec.name)}
+            if not spec.in_place and mine[spec.name] != theirs[spec.name]}
 
 
 def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:
