@@ -459,8 +459,9 @@ class Session:
     def set_model_config(self, config: ModelConfig) -> bool:
         """Adopt a validated model config. True when the model was rebuilt (weights reset).
 
-        Settings declared in_place (dropout, the attention path, the causal mask, moe_aux_weight) change no weight,
-        nor does a value that builds the same model (n_kv_heads=0 for none), so the model takes them as they are;
+        Settings declared in_place (dropout, the attention path, the causal mask, moe_aux_weight, rope_base,
+        norm_eps, experts_per_token) change no weight, nor does a value that builds the same model (n_kv_heads=0
+        for none), so the model takes them as they are;
         any other change alters a weight's shape or meaning, so the model is rebuilt.
         """
         rebuild = self.rebuild_needed(config=config)

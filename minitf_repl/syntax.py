@@ -180,6 +180,19 @@ def setting_text(value) -> str:
     return str(value)
 
 
+def exact_text(value) -> str:
+    """A value as setting_text writes it, but a float in full (`rope_base=1.23e+05` built another model than the
+    checkpoint's 123456): for lines that rebuild a model as it was."""
+    return repr(value) if isinstance(value, float) else setting_text(value)
+
+
+def own_settings(config) -> dict:
+    """The settings of `config` (a Settings, e.g. a ModelConfig) that are not their defaults, those derived from
+    others aside (vocab_size: the data gives it): what a line that builds the same model again must carry."""
+    return {spec.name: getattr(config, spec.name) for spec in type(config).specs()
+            if spec.derived_from is None and getattr(config, spec.name) != spec.default}
+
+
 def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     """Command `name` with its positional text and options, as the front end now speaking writes it.
 
@@ -348,11 +361,8 @@ def rebuilt_with(then: str, autosave: str, data: str, config, **settings) -> str
     if syntax() == REPL:
         return f"{cmd('set', **settings)} builds one (weights reset), then {cmd('train')} and look again"
     if loaded():
-        kept = {spec.name: getattr(config, spec.name) for spec in type(config).specs()
-                if spec.derived_from is None and spec.name not in settings
-                and getattr(config, spec.name) != spec.default}
-        settings = {**kept, **settings}
-    pairs = " ".join(f"{k}={setting_text(v)}" for k, v in settings.items())
+        settings = {**{k: v for k, v in own_settings(config).items() if k not in settings}, **settings}
+    pairs = " ".join(f"{k}={exact_text(v)}" for k, v in settings.items())
     return (f"{given_before('train', '--set', pairs, new_model_on=data)} trains one, then "
             f"{cmd(then, load=autosave)} looks again")
 

@@ -124,7 +124,7 @@ def test_a_one_shot_rebuild_of_a_loaded_model_names_a_line_that_runs(tmp_path):
     result = invoke("--checkpoint-dir", ck, "--load", "k", "set", "n_layers=2")
     said = shlex.split(result.output.split("e.g. ", 1)[1].splitlines()[0])
     assert said == ["minitf", "--checkpoint-dir", ck, "--data", "sort", "--set",  # with k's own sizes (49th session)
-                    "max_seq_len=32 d_model=32 n_heads=2 d_ff=64 n_layers=2", "train"], said
+                    "max_seq_len=32 d_model=32 n_heads=2 n_layers=2 d_ff=64", "train"], said
     kept = invoke("--checkpoint-dir", ck, "--load", "k", "set", "grad_clip=0.5").output.split("e.g. ", 1)[1]
     assert shlex.split(kept.splitlines()[0]) == ["minitf", "--checkpoint-dir", ck, "--load", "k", "--set",
                                                  "grad_clip=0.5", "train"]

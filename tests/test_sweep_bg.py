@@ -242,8 +242,13 @@ def test_the_no_mask_note_reads_as_a_sentence_and_its_shell_lines_keep_the_mask_
     assert invoke(*folder, *TINY, "train", "--steps", "2", "--save", "small").exit_code == 0
     said = " ".join(invoke(*folder, "--load", "small", "set", "causal=off").output.split())
     assert "Trained so (minitf" in said and " it so and" not in said, said  # was: ":train schedule=new it so and"
-    lines = re.findall(r"minitf [^()]*? (?:attn|gen)\b", said)
-    assert lines and all("--set causal=off" in line for line in lines), lines  # was: attn and gen with the mask on
+    train = re.search(r"Trained so \((minitf .*?)\),", said).group(1)
+    assert "--set causal=off" in train, train  # was: a train with the mask on
+    assert invoke(*shlex.split(train)[1:], "--steps", "1").exit_code == 0
+    looks = re.findall(r"minitf [^()]*? (?:attn|gen)\b", said)
+    assert looks == [f"minitf --checkpoint-dir {tmp_path} --load autosave {view}" for view in ("attn", "gen")], looks
+    shown = invoke(*shlex.split(looks[0])[1:-1], "config")  # the model the train line trained, without the mask
+    assert re.search(r"causal\s+off", shown.output), shown.output
 
 
 def test_gens_first_token_leaves_out_the_fast_paths_one_time_choice_of_kernels(monkeypatch):
@@ -293,12 +298,13 @@ def test_an_untrained_model_saved_as_a_hugging_face_folder_is_said_to_be_random(
     run(session, ":train steps=2")
     with pytest.raises(UserError) as told:
         run(session, f":save hf:{tmp_path / 'q'}")
-    assert str(told.value).endswith("train a new model with that setting changed (the change resets the weights)"), \
+    assert str(told.value).endswith("train a new model with that setting changed, which starts from fresh weights"), \
         str(told.value)  # the fix phrase follows: it was placed after "save a lab checkpoint instead"
     run(session, ":set qk_norm=off")  # the fix: a new model
     hooks = Recorder()
     run(session, f":save hf:{tmp_path / 'q'}", hooks)
-    assert any("has not trained (step 0)" in n for n in hooks.notices), hooks.notices  # was: saved without a word
+    said = hooks.notices  # was: saved without a word
+    assert any("has not trained yet: the folder holds its random" in n for n in said), said
 
 
 @pytest.mark.parametrize("built, changed", [
@@ -390,8 +396,12 @@ def test_tab_goes_on_into_a_folder_whose_name_it_quoted(tmp_path, monkeypatch):
 
     async def press_tab_three_times():
         for _ in range(3):
+            before = buffer.text
             tab_completes(buffer)
-            await asyncio.sleep(0.1)  # the completer runs in the background
+            for _ in range(100):  # the completer runs in the background: up to 2 s for the line to change
+                await asyncio.sleep(0.02)
+                if buffer.text != before:
+                    break
             lines.append(buffer.text)
 
     asyncio.run(press_tab_three_times())
@@ -410,6 +420,9 @@ def test_a_one_shot_set_that_rebuilds_a_loaded_model_names_a_line_with_its_archi
     shown = invoke(*shlex.split(line)[1:-1], "config")
     assert shown.exit_code == 0, shown.output  # was: --data sort --set n_layers=2 train, the seed's architecture
     assert "matches the preset llama" in " ".join(shown.output.split()), (line, shown.output)
+    told = " ".join(invoke(*folder, "--load", "v_llama", "set", "preset=gpt2").output.split())  # the review's
+    line = re.search(r"e\.g\. (minitf .*?' train) ", told).group(1)
+    assert "matches the preset gpt2" in " ".join(invoke(*shlex.split(line)[1:-1], "config").output.split()), line
 
 
 def test_a_hugging_face_save_says_which_settings_load_back_otherwise(tmp_path):
@@ -425,3 +438,20 @@ def test_a_hugging_face_save_says_which_settings_load_back_otherwise(tmp_path):
     fresh = tiny_session(data="random:12")
     run(fresh, f":load hf:{tmp_path / 'l'}")
     assert fresh.model_config.d_ff == 63  # what it said; was: found later in :config without a word
+
+
+def test_a_base_a_learned_model_does_not_read_changes_nothing_and_is_not_said_to():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import run, tiny_session
+
+    session = tiny_session()  # learned positions: rope_base turns nothing
+    run(session, ":train steps=2")
+    since = session.measured_since_step
+    out = io.StringIO()
+    render(run(session, ":set rope_base=500"), Console(file=out, width=300, color_system=None))
+    assert "changed in place" not in out.getvalue(), out.getvalue()  # the review's: "another function" of nothing
+    assert session.measured_since_step == since  # its losses are still its own (they were hidden)

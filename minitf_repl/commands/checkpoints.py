@@ -102,9 +102,9 @@ def _save_hf(session: Session, spec: str, folder, reporter: Reporter) -> SaveRes
     if back := read_back(session.model_config, model_type):
         changes = ", ".join(f"{k}={setting_text(new)} (for {k}={setting_text(old)})" for k, (old, new) in back.items())
         reporter.notice(f"the folder loads back with {changes}: the same model, in {NAMES[model_type]}'s terms")
-    if session.trainer.step == 0 and not session.weights_from:  # written all the same (an architecture's check), but
-        # said: a :set that rebuilt the model (the fix of a refused export) left random weights under a trained name
-        reporter.notice("this model has not trained (step 0): the folder holds its random initial weights")
+    if session.untrained:  # written all the same (an architecture's check), but said: a :set that rebuilt the model
+        # (the fix of a refused export) left random weights under a trained name
+        reporter.notice("this model has not trained yet: the folder holds its random initial weights")
     if session.model_config.dropout and not ARCHITECTURES[model_type].KEEPS_DROPOUT:  # the architecture says
         reporter.notice(f"dropout={session.model_config.dropout:g} is not in the folder: {NAMES[model_type]} drops no "
                         "sublayer's output (its attention_dropout alone), so transformers trains it without; the "
@@ -331,9 +331,12 @@ def _no_longer_in(session: Session) -> str | None:
 
 def _changed(before, after, in_place: bool = False) -> dict[str, tuple]:
     """{setting: (before, after)} of two configs, for each setting whose value differs (`in_place`: of those that
-    change no weight only, which a :set before the load meant for whatever model came: the others make the model)."""
+    change no weight only, which a :set before the load meant for whatever model came: the others make the model;
+    and only where `before` was set, not a default: a Llama loaded into a fresh session listed its own rope_base
+    and norm_eps as if they had replaced the user's)."""
     return {spec.name: (getattr(before, spec.name), getattr(after, spec.name)) for spec in before.specs()
-            if getattr(before, spec.name) != getattr(after, spec.name) and (spec.in_place or not in_place)}
+            if getattr(before, spec.name) != getattr(after, spec.name)
+            and (not in_place or (spec.in_place and getattr(before, spec.name) != spec.default))}
 
 
 def _path_given(session: Session, name: str) -> str:

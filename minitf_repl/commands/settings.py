@@ -31,9 +31,9 @@ from ..render.renderers import render
 from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
-from ..session import Session, ShellConfig
-from ..syntax import (SHELL, cmd, given_before, loaded, restore, setting_text, spell_settings_with, syntax,
-                      without_setting)
+from ..session import AUTOSAVE_NAME, Session, ShellConfig
+from ..syntax import (SHELL, cmd, exact_text, given_before, loaded, own_settings, restore, setting_text,
+                      spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, command, complete_data, greedy_ignores
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
                      load_checked, quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
@@ -171,7 +171,8 @@ class SettingHelp:
     valid: str  # the valid range in words ("> 0", "in [0, 1)"), "" when any value of its kind is
     default: object  # its value in a new session (before a data's recipe)
     now: object  # the session's value (vocab_size: None until the data is read)
-    rebuilds: bool  # a model setting whose change rebuilds the model now (weights reset): not rope_base without rope
+    # a model setting whose change rebuilds the model now (weights reset): not max_seq_len without a learned table
+    rebuilds: bool
     commands: list[str]  # other commands that take it as an option of the same name ("train")
     refusal: str | None = None  # a key :set does not take (vocab_size comes from the data)
     recipe: str | None = None  # whose recipe the value now is, where that differs from the default: "muon on shakespeare"
@@ -266,9 +267,12 @@ class SetResult:
     had_model: bool = field(default=True, metadata={"view_only": True})
     # the session's data: where a change rebuilds a model loaded by --load, the shell's line starts a new one on it
     data: str | None = field(default=None, metadata={"view_only": True})
-    # that new model's other settings: the loaded model's own where they are not the defaults (`--load v_llama set
+    # that new model's settings where they are not the defaults, as this :set left them (`--load v_llama set
     # n_layers=3` suggested `--data pydoc --set n_layers=3 train`, the seed's architecture with three layers)
-    model_before: dict = field(default_factory=dict, metadata={"view_only": True})
+    model_after: dict = field(default_factory=dict, metadata={"view_only": True})
+    # the settings changed in place that the model reads (new_function, as built; the mask has its own words): the
+    # same weights compute another function (a rope_base without rope changes nothing, and said nothing)
+    read_anew: list = field(default_factory=list, metadata={"view_only": True})
 
 
 def _set_params() -> list[Param]:
@@ -500,23 +504,20 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     from ..core.config import PRESET_FIELDS, matching_preset
 
     # Said where a preset's own fields changed: n_layers=2 or n_experts=4 leave the preset it matched as it was
+    was, now = current[ModelConfig].as_built(), model.as_built()
+    read_anew = [spec.name for spec in ModelConfig.specs() if spec.new_function and spec.name != "causal"
+                 and spec.name in changed and was[spec.name] != now[spec.name]]  # the mask's words are its own
     architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
         return SetResult(changed, rebuilt, kept, preset, given=given, had_model=had_model, data=session.data_spec,
-                         model_before=_own_model_settings(current[ModelConfig]) if rebuilt else {}, **recipe)
+                         model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew, **recipe)
     tokenizer, data = reading
     words = (f"{data.tokenizer.describe()}: {1 / data.tokens_per_char():.2f} characters a token on the validation "
              "text" if tokenizer is not None else "a token per character")
     return SetResult(changed, rebuilt, kept, preset, had_model=had_model, tokenizer=words,
-                     vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec, **recipe)
-
-
-def _own_model_settings(config: ModelConfig) -> dict:
-    """The model settings of `config` that are not the defaults (vocab_size aside: the data gives it)."""
-    default = ModelConfig()
-    return {spec.name: getattr(config, spec.name) for spec in ModelConfig.specs()
-            if spec.name != "vocab_size" and getattr(config, spec.name) != getattr(default, spec.name)}
+                     vocab_size=data.tokenizer.vocab_size, given=given, data=session.data_spec,
+                     model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew, **recipe)
 
 
 def _stopped_run_rate(trainer, train: TrainConfig, schedule: list[str]) -> str:
@@ -695,10 +696,13 @@ def render_set(result: SetResult, console: Console) -> None:
                          for k in keys)
         specs = [SET.param_named(k).setting for k in keys]  # the command that reads them: sampling settings alone
         reader = "gen" if all(s is not None and s.section == GenConfig.kind for s in specs) else "train"  # do nothing
-        if result.rebuilt and loaded():  # a new model in place of the loaded one: its settings but those typed
-            typed = {SET.param_named(k).name for k in keys}
-            pairs = " ".join([*(f"{k}={setting_text(v)}" for k, v in result.model_before.items() if k not in typed),
-                              pairs])
+        if result.rebuilt and loaded():  # a new model in place of the loaded one: every model setting it has, then
+            # what was typed of the others (a preset typed is in the model's settings already: after it, it lost)
+            others = [k for k in keys if (spec := SET.param_named(k).setting) is not None
+                      and spec.section != ModelConfig.kind]
+            pairs = " ".join([*(f"{k}={exact_text(v)}" for k, v in result.model_after.items()),
+                              *(f"{k}={setting_text(result.changed[k][1] if k in result.changed else result.given[k])}"
+                                for k in others)])
         line = given_before(reader, "--set", pairs, result.data if result.rebuilt else None)  # to a :train
         how = f"so give it before that command, e.g. {line}"
         if keys == ["lr"] and loaded():  # `--load b3 --set lr=0.003 train` went on at the last run's 0.001: a loaded
@@ -721,20 +725,24 @@ def render_set(result: SetResult, console: Console) -> None:
         render_kept(console, result.kept)
     if result.preset:
         note(console, f"the architecture now matches the preset {result.preset} (sizes aside)")
-    read = [spec.name for spec in ModelConfig.specs() if spec.new_function and spec.name != "causal"
-            and spec.name in result.changed]  # causal's own words follow
-    if read and result.had_model and not result.rebuilt:
-        note(console, f"{' and '.join(read)} changed in place, the weights kept: a value the forward pass reads, so "
-                      f"the same weights now compute another function ({cmd('score')} shows what it makes of a text)")
+    if result.read_anew and result.had_model and not result.rebuilt:
+        read = result.read_anew
+        score = cmd("score")
+        if syntax() == SHELL:  # the setting ends with this command: the line carries it
+            score = given_before("score", "--set", " ".join(f"{k}={exact_text(result.changed[k][1])}" for k in read))
+        note(console, f"{' and '.join(read)} changed in place, the weights kept: "
+                      f"{'a value' if len(read) == 1 else 'values'} the forward pass reads, so the same weights now "
+                      f"compute another function ({score} shows what it makes of a text)")
     if "causal" in result.changed:
         # another setting of the same :set may have rebuilt it; before the first model there are no weights to keep
         kept = ", the weights kept" if result.had_model and not result.rebuilt else ""
         # a trained model's :train goes on at its last run's final rate, where the loss barely moves (1.29 to 1.13 in
         # 150 steps): a new run's warm-up and cosine is what makes it fall, as the line says
         train, attn, gen = cmd("train", schedule="new") if kept else cmd("train"), cmd("attn"), cmd("gen")
-        if syntax() == SHELL:  # the setting ends with this one-shot command: the lines carry it
-            train, attn, gen = (given_before(name, "--set", "causal=off") for name in ("train", "attn", "gen"))
-            train += " --schedule new" if kept else ""
+        if syntax() == SHELL:  # the setting ends with this one-shot command: the train line carries it, and the
+            # looks start from the autosave that train writes (the loaded checkpoint never trained without the mask)
+            train = given_before("train", "--set", "causal=off") + (" --schedule new" if kept else "")
+            attn, gen = cmd("attn", load=AUTOSAVE_NAME), cmd("gen", load=AUTOSAVE_NAME)
         note(console, f"the mask is back{kept}: position i reads positions j <= i only"
              if result.changed["causal"][1] else
              f"no causal mask{kept}: every position reads the whole window, the token it is to predict "

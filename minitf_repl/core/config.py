@@ -404,9 +404,10 @@ def rebuilding_changes(old: ModelConfig, new: ModelConfig) -> list[str]:
 
 
 def new_function_of(config: ModelConfig) -> tuple:
-    """The values of the settings declared new_function (the causal mask): two configs that differ in them compute
-    two functions of the same weights."""
-    return tuple(getattr(config, spec.name) for spec in ModelConfig.specs() if spec.new_function)
+    """The values of the settings declared new_function (the causal mask) as the model reads them (as_built: a
+    rope_base without rope is none): two configs that differ in them compute two functions of the same weights."""
+    built = config.as_built()
+    return tuple(built[spec.name] for spec in ModelConfig.specs() if spec.new_function)
 
 
 def ffn_hidden(config: ModelConfig) -> int:
@@ -564,7 +565,7 @@ def apply_preset(config: ModelConfig, name: str) -> ModelConfig:
 
 def matching_preset(config: ModelConfig) -> str | None:
     """The preset whose architecture `config` has (sizes ignored), or None. Values that build the same model agree
-    (ModelConfig.as_built): n_kv_heads 0, none and n_heads; any rope_base without rope."""
+    (ModelConfig.as_built): n_kv_heads 0, none and n_heads."""
     def built(model: ModelConfig) -> dict:
         as_built = model.as_built()
         return {field: as_built[field] for field in PRESET_FIELDS}

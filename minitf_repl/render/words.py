@@ -2,9 +2,11 @@
 
 A message wraps at spaces to the console's width and never inside a word, number or name: a break
 inside `kept-20261201-033731` or `1,234` misleads a reader and breaks copy and paste. A single word
-wider than the whole console goes on a line of its own, whole, for the terminal to wrap (which
-keeps its characters one line for copy and paste). Rich cannot say this by itself: its wrapping
-folds such a word ("fold") or cuts it ("crop", "ellipsis"), and overflow="ignore" turns wrapping
+wider than the whole console breaks after a `|` or a comma where it has one (a usage's list of values,
+a contender's settings: `embe` / `d|context]` read as values that do not exist), else goes on a line of
+its own, whole, for the terminal to wrap (which keeps its characters one line for copy and paste). Rich
+cannot say this by itself: its wrapping folds such a word ("fold") or cuts it ("crop", "ellipsis"), and
+overflow="ignore" turns wrapping
 off altogether. soft_wrap=True, which messages used before, handed every line to the terminal,
 and a terminal breaks a line at its last column, wherever that falls in a word. So `Words` places
 the breaks itself, and every sentence is printed through it: `say()` and the notes inside tables'
@@ -40,7 +42,8 @@ _PIECE = re.compile(r"\s*[^|,\s]*[|,]?\s*")  # a long word's parts, each ending 
 
 def word_lines(text: Text, width: int, rest: int | None = None) -> list[Text]:
     """`text` cut into lines of at most `width` cells at spaces (`rest` cells after the first line, if
-    given), never inside a word; a word wider than its line is a line of its own, whole. Line breaks in
+    given), never inside a word; a word wider than its line breaks after a `|` or a comma, else is a line of
+    its own, whole. Line breaks in
     the text stay; trailing spaces go."""
     lines = []
     for paragraph in text.split("\n", allow_blank=True):

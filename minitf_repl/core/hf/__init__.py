@@ -273,8 +273,8 @@ def export_type(config: ModelConfig) -> str:
     one = len(every) == 1
     raise ConfigError(f"{given} {'has' if one else 'have'} no equivalent in {NAMES[nearest]}, the nearest architecture "
                       f"transformers loads ({wanted} would be); save a lab checkpoint instead, or train a new "
-                      f"model with {'that setting' if one else 'those settings'} changed (the change resets the "
-                      "weights)", fix={name: w for name, _, w in every})
+                      f"model with {'that setting' if one else 'those settings'} changed, which starts from fresh "
+                      "weights", fix={name: w for name, _, w in every})
 
 
 def read_back(config: ModelConfig, model_type: str) -> dict[str, tuple]:
@@ -284,9 +284,10 @@ def read_back(config: ModelConfig, model_type: str) -> dict[str, tuple]:
     arch = ARCHITECTURES[model_type]
     back = arch.lab_config(arch.hf_config(config))
     mine, theirs = config.as_built(), back.as_built()  # values that build the same model agree (a window of rope)
-    # a setting that changes no weight (dropout, which the caller says apart: ARCHITECTURES' KEEPS_DROPOUT) is not one
+    # a setting that changes neither a weight nor the function (dropout, which the caller says apart: ARCHITECTURES'
+    # KEEPS_DROPOUT) is not one; a base, an eps, the mask are
     return {spec.name: (getattr(config, spec.name), getattr(back, spec.name)) for spec in ModelConfig.specs()
-            if not spec.in_place and mine[spec.name] != theirs[spec.name]}
+            if not (spec.in_place and not spec.new_function) and mine[spec.name] != theirs[spec.name]}
 
 
 def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str:
