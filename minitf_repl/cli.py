@@ -864,7 +864,10 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
         # of an older minitf kept it as typed, relative: `--data $PWD/notes.txt` names that file too.
         elif data is not None and not {result.data_spec, lasting_spec(result.data_spec)} \
                 & {data.strip(), lasting_spec(data.strip())} and not _same_task(data, session):
-            if result.data_missing is None:
+            # a checkpoint saved after a switch of data that kept the model, before any step on it (a model kept
+            # by a rebuild, say): its weights trained on none of its data, and "was trained on" it was false
+            unread = 0 < session.trainer.step <= session.data_since_step
+            if result.data_missing is None and not unread:
                 raise UserError(
                     f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
                     f"(the checkpoint brings its data), or switch after the load with train's own: minitf "
@@ -875,8 +878,9 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
 
 
 def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
-    """`--load NAME --data SPEC` where the checkpoint's own data is gone: SPEC takes its place, as `:data SPEC` after
-    the load would, when it has the model's vocabulary (a rebuild would throw the loaded weights away)."""
+    """`--load NAME --data SPEC` where the checkpoint's own data is gone, or is one its model trained no step on:
+    SPEC takes its place, as `:data SPEC` after the load would, when it has the model's vocabulary (a rebuild would
+    throw the loaded weights away)."""
     from .commands.shared import load_checked, switch_data
 
     data = load_checked(session, spec)
@@ -886,8 +890,8 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
                         "leave out --load to train a new model on it")
     switch_data(session, spec, data)
     if not quiet:
-        say(_stderr(), f"--load: {result.name}'s data {result.data_spec} is not available: it goes on with {spec}",
-            "yellow")
+        why = "is not available" if result.data_missing is not None else "came in after its last step"
+        say(_stderr(), f"--load: {result.name}'s data {result.data_spec} {why}: it goes on with {spec}", "yellow")
     result.data_missing, result.data_spec = None, spec  # as the REPL's greeting shows it: the data is there now
 
 

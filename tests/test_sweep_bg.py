@@ -455,3 +455,20 @@ def test_a_base_a_learned_model_does_not_read_changes_nothing_and_is_not_said_to
     render(run(session, ":set rope_base=500"), Console(file=out, width=300, color_system=None))
     assert "changed in place" not in out.getvalue(), out.getvalue()  # the review's: "another function" of nothing
     assert session.measured_since_step == since  # its losses are still its own (they were hidden)
+
+
+def test_a_checkpoint_of_a_model_no_step_trained_on_its_data_loads_with_the_data_it_did(tmp_path):
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data="sort:3")
+    session.checkpoint_dir = tmp_path
+    run(session, ":train steps=4")
+    run(session, ":data reverse:3")  # the same vocabulary: the model stays, and a save holds the session's data
+    kept = run(session, ":set d_model=48").kept  # a rebuild keeps it
+    manifest = json.loads((tmp_path / kept / "checkpoint.json").read_text())
+    assert (manifest["data_spec"], manifest["data_since_step"]) == ("reverse:3", 4)  # no step on it
+    loaded = invoke("--checkpoint-dir", str(tmp_path), "--load", kept, "--data", "sort:3", "gen", "312=")
+    assert loaded.exit_code == 0, loaded.output  # was: "was trained on 'reverse:3', not 'sort:3'", false
+    assert "data reverse:3 came in after its last step: it goes on with sort:3" in " ".join(loaded.stderr.split())
+    refused = invoke("--checkpoint-dir", str(tmp_path), "--load", "autosave", "--data", "reverse:3", "gen", "312=")
+    assert "was trained on 'sort:3', not 'reverse:3'" in refused.stderr  # one that trained on its data: as before
