@@ -641,6 +641,10 @@ class Session:
             val_bpc=evaluated.get("val_bpc") if evaluated else None,
         )
 
+    # The session that wrote the autosave this model was loaded from (`:load autosave`, `--load autosave`), or None:
+    # its run, continued here, replaces that autosave as its own (checkpoint.store.is_own_autosave checks the run).
+    loaded_autosave_session: str | None = None
+
     # --- the save= of a run that a plain :train goes on with -------------------------------------------
     _run_save: tuple | None = None  # (trainer, run_start, NAME)
 

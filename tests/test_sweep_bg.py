@@ -472,3 +472,20 @@ def test_a_checkpoint_of_a_model_no_step_trained_on_its_data_loads_with_the_data
     assert "data reverse:3 came in after its last step: it goes on with sort:3" in " ".join(loaded.stderr.split())
     refused = invoke("--checkpoint-dir", str(tmp_path), "--load", "autosave", "--data", "reverse:3", "gen", "312=")
     assert "was trained on 'sort:3', not 'reverse:3'" in refused.stderr  # one that trained on its data: as before
+
+
+def test_a_stopped_run_continued_by_another_process_replaces_its_own_autosave(checkpoint_dir):
+    from minitf_repl.core import checkpoint as ckpt
+    from test_commands import Recorder, run, tiny_session
+
+    def steps_saved() -> dict:
+        return {row.name: row.step for row in ckpt.list_checkpoints(checkpoint_dir)}
+
+    for seed in (1, 2):
+        run(tiny_session(seed=seed), ":train steps=3")  # two earlier runs: autosave-1 and autosave
+    run(tiny_session(seed=3), ":train steps=10", Recorder(stop_after=4))  # stopped: its autosave at step 4
+    assert steps_saved() == {"autosave": 4, "autosave-1": 3, "autosave-2": 3}
+    later = tiny_session()  # another process: `minitf --load autosave train`
+    run(later, ":load autosave")
+    assert run(later, ":train").total_steps == 10
+    assert steps_saved() == {"autosave": 10, "autosave-1": 3, "autosave-2": 3}  # was: the stopped run twice, one gone

@@ -267,6 +267,8 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
     ckpt.restore_rng(checkpoint)
     _bpe_origin(session.tokenizer, data, since, checkpoint.meta.get("weights_from"))
     session.checkpoint_written(name, checkpoint.meta.get("meta_sha256"))
+    origin = checkpoint.meta.get("origin") or {}
+    session.loaded_autosave_session = origin.get("session") if origin.get("kind") == "autosave" else None
     if off:
         reporter.notice(ablations_gone(off, "the loaded one"))
     if (line := dtype_moved(name, trainer)) is not None:

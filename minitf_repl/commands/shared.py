@@ -108,6 +108,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
             tokenizer_json=tokenizer.vocab if tokenizer.kind != "char" else None, weights_from=session.weights_from,
             data_since_step=session.data_since_step, outcome=outcome, measured_since_step=session.measured_since_step,
             data_sha256=getattr(session.loaded_data, "digest", None),  # a text's (not a task's, nor a stand-in's)
+            continues=session.loaded_autosave_session,
             on_wait=reporter.notice if reporter is not None else None, **options,
         )
     except CheckpointError as e:

@@ -44,7 +44,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
                     data_since_step: int = 0, outcome: dict | None = None, on_wait=None, measured_since_step: int = 0,
-                    data_sha256: str | None = None) -> Path:
+                    data_sha256: str | None = None, continues: str | None = None) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -60,7 +60,10 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
     take them for an untrained model's. `data_since_step`: the step after which `data_spec` came in, where a switch
     to data of the same vocabulary kept the model (0: the whole history is of it), so that a listing or a load
     does not give a val loss measured on the data before as this data's. `data_sha256`: the text's digest
-    (TextCorpus.digest), which a load compares with the text it reads then.
+    (TextCorpus.digest), which a load compares with the text it reads then. `continues`: the session whose autosave
+    the run was loaded from (another process: `minitf --load autosave train` going on with a stopped run), whose
+    autosave of this very run counts as this session's own (it was rotated away as another's, and an older run's
+    autosave dropped off the end).
     `outcome`: a dict the save sets "replaced" in (whether a checkpoint NAME
     was there when the save took the lock, and was saved over or rotated away): only the lock knows, since
     another session may save NAME between a caller's look and this save; and "replaced_meta", that checkpoint's
@@ -171,8 +174,9 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                 outcome["replaced_meta"] = _meta_and_step(target) if outcome["replaced"] else None
             written = None
             if rotate is not None and target.is_dir() and not (
-                    same_run and is_own_autosave(target, session, run={**manifest["trainer"],
-                                                                       "history": tstate["history"]})):
+                    same_run and any(is_own_autosave(target, token, run={**manifest["trainer"],
+                                                                         "history": tstate["history"]})
+                                     for token in {session, continues} - {None})):
                 # Written in full first, then the rotation (which moves NAME away) and the commit: a save
                 # that fails (a full disk) has moved and deleted nothing.
                 written = _write_tmp(directory, name, files, manifest_bytes, uid, sources)
