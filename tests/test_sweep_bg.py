@@ -489,3 +489,13 @@ def test_a_stopped_run_continued_by_another_process_replaces_its_own_autosave(ch
     run(later, ":load autosave")
     assert run(later, ":train").total_steps == 10
     assert steps_saved() == {"autosave": 10, "autosave-1": 3, "autosave-2": 3}  # was: the stopped run twice, one gone
+
+
+def test_a_compiled_run_of_one_step_does_not_say_its_compile_time_is_left_out_of_tokens_per_second():
+    from test_render import text_of, train_result
+
+    one = " ".join(text_of(train_result(steps=1, total_steps=1, run_remaining=49, stopped=True, evals=[],
+                                        val_loss=None, compiled=True, compile_seconds=5.3)).split())
+    assert "compiled in 5.3 s (its one step's tokens/s counts it)" in one, one  # was: "(not in tokens/s)", untrue
+    many = " ".join(text_of(train_result(steps=20, total_steps=20, compiled=True, compile_seconds=5.3)).split())
+    assert "compiled in 5.3 s (not in tokens/s)" in many, many

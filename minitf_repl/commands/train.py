@@ -672,7 +672,9 @@ def speed_parts(result: TrainResult) -> list[str]:
     if result.dtype != "float32":
         parts.append(result.dtype)
     if result.compile_seconds is not None:
-        parts.append(f"compiled in {result.compile_seconds:.1f} s (not in tokens/s)")
+        # a run of the compiling step alone (stopped at step 1) has no other step: its tokens/s is that step's
+        counted = "its one step's tokens/s counts it" if result.steps == 1 else "not in tokens/s"
+        parts.append(f"compiled in {result.compile_seconds:.1f} s ({counted})")
     elif result.compiled:
         parts.append("compiled")
     return parts
