@@ -499,3 +499,22 @@ def test_a_compiled_run_of_one_step_does_not_say_its_compile_time_is_left_out_of
     assert "compiled in 5.3 s (its one step's tokens/s counts it)" in one, one  # was: "(not in tokens/s)", untrue
     many = " ".join(text_of(train_result(steps=20, total_steps=20, compiled=True, compile_seconds=5.3)).split())
     assert "compiled in 5.3 s (not in tokens/s)" in many, many
+
+
+@pytest.mark.parametrize("height", [8, 9, 12])
+def test_the_middle_label_names_the_value_of_its_own_row(height):
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.chart import Curve, chart
+
+    drawn = chart([Curve("v", [1, 2, 3], [0.0, 0.5, 1.0], "•")], 40, height=height)
+    out = io.StringIO()
+    Console(file=out, width=60, color_system=None).print(drawn)
+    rows = out.getvalue().splitlines()[:height]
+    labelled = {i: float(row.split("┤")[0]) for i, row in enumerate(rows) if "┤" in row}
+    top, bottom = labelled.pop(0), labelled.pop(height - 1)
+    [(r, middle)] = labelled.items()
+    # was: (top + bottom) / 2 on row (height - 1) // 2, which with an even height stands for another value
+    assert abs(middle - (top - r / (height - 1) * (top - bottom))) <= 0.01 * (top - bottom), (middle, rows)

@@ -109,7 +109,7 @@ def chart(curves: list[Curve], width: int, height: int = 12, baseline: float | N
         columns = [_columns(curve, x0, x1, plot_w) for curve in curves]
         y0, y1, drawn_baseline, drawn_levels = _y_range(
             [sum(vs) / len(vs) for buckets in columns for vs in buckets.values()], baseline, levels)
-        labels = axis_labels(y0, y1, log_y)
+        labels = axis_labels(y0, y1, log_y, rows=height)
         lw = max(len(s) for s in labels) + 1
         if max(10, width - lw - 2) == plot_w or attempt == 3:
             break
@@ -207,10 +207,13 @@ def _y_range(values: list[float], baseline: float | None, levels: list[Level]):
     return y0, y1, baseline, levels
 
 
-def axis_labels(y0: float, y1: float, log_y: bool = False) -> list[str]:
+def axis_labels(y0: float, y1: float, log_y: bool = False, rows: int | None = None) -> list[str]:
     """The y axis's top, middle and bottom labels: 3 significant digits, more where 3 would write two alike (a
-    range of 0.1706 to 0.1720 would read 0.172, 0.171, 0.171). `log_y`: y0 and y1 are log10 of the values."""
-    values = (y1, (y0 + y1) / 2, y0)
+    range of 0.1706 to 0.1720 would read 0.172, 0.171, 0.171). `log_y`: y0 and y1 are log10 of the values. `rows`:
+    a grid of that many rows, whose middle label stands on row (rows - 1) // 2 and names that row's value (with
+    an even number of rows, (y0 + y1) / 2 falls between two, and a point of that value was drawn a row below it)."""
+    middle = (y0 + y1) / 2 if not rows or rows < 3 else y1 - (rows - 1) // 2 / (rows - 1) * (y1 - y0)
+    values = (y1, middle, y0)
     if log_y:
         values = tuple(10 ** v for v in values)
     for digits in range(3, 8):
