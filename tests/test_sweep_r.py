@@ -37,7 +37,8 @@ def test_chart_axis_labels_are_distinct_on_a_narrow_range():
     assert len(labels) == 3 and len(set(labels)) == 3, labels  # top, middle, bottom: three different values
     assert float(labels[0]) > float(labels[1]) > float(labels[2])
     wide = drawn(chart([Curve("loss", [1, 2, 3], [3.05, 3.3, 3.59])], 60, 12))
-    assert [line.split("┤")[0].strip() for line in wide.splitlines() if "┤" in line] == ["3.59", "3.34", "3.05"]  # row 5 of 11
+    labels = [line.split("┤")[0].strip() for line in wide.splitlines() if "┤" in line]
+    assert labels == ["3.59", "3.34", "3.05"], labels  # the middle one on row 5 of 0..11, its value (49th session)
 
 
 def test_a_curve_drawn_over_at_every_point_is_named_in_the_legend_as_under_the_others():
