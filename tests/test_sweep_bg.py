@@ -518,3 +518,18 @@ def test_the_middle_label_names_the_value_of_its_own_row(height):
     [(r, middle)] = labelled.items()
     # was: (top + bottom) / 2 on row (height - 1) // 2, which with an even height stands for another value
     assert abs(middle - (top - r / (height - 1) * (top - bottom))) <= 0.01 * (top - bottom), (middle, rows)
+
+
+def test_fixes_for_an_off_task_question_and_a_foreign_character_on_a_task_work_from_the_shell(tmp_path):
+    folder = ["--checkpoint-dir", str(tmp_path)]
+    made = invoke(*folder, "--data", "add:2", "--set", "n_layers=1 d_model=32 n_heads=2 d_ff=64", "train", "--steps",
+                  "2", "--save", "add2")
+    assert made.exit_code == 0, made.output
+    said = " ".join(invoke(*folder, "--load", "add2", "gen", "123+456=").output.split())
+    fix = re.search(r"; (minitf .*?) trains on questions like it", said).group(1)
+    assert fix.endswith("--load add2 train --data add:3"), fix  # was: --data add:3, which --load refuses
+    ran = invoke(*shlex.split(fix)[1:], "--steps", "1")
+    assert ran.exit_code == 0, ran.output
+    line = assert_one_error_line(invoke(*folder, "--load", "add2", "gen", "56-04="))
+    assert line.endswith("remove it: add's questions and answers are written with 0 1 2 3 4 5 6 7 8 9 + = only"), \
+        line  # was: "or train on data that contains it", which no data of a task can

@@ -25,7 +25,7 @@ from ..render.renderers import after_stream, render, text_apart
 from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import cmd, train_first
+from ..syntax import SHELL, cmd, given_before, syntax, train_first
 from .base import (ablation_note, command, default_prompt, greedy_ignores, long_prompt_notice, switched_off,
                    top_k_keeps_all, with_given)
 
@@ -245,8 +245,11 @@ def _checked_answer(data, prompt: str, text: str, given: bool) -> tuple[Graded |
         return graded, None
     asked = prompt.partition("=")[0] + "="
     size = data.size_of(asked)
-    fix = (f"; {cmd('data', f'{data.name}:{size}')} trains on questions like it" if size not in (None, data.size)
-           else "")
+    # from the shell a switch of data goes with the train that reads it (`--load add2 --data add:3` was refused:
+    # the checkpoint brings its data)
+    switch = (cmd("data", f"{data.name}:{size}") if syntax() != SHELL
+              else given_before("train", "--data", f"{data.name}:{size}"))
+    fix = f"; {switch} trains on questions like it" if size not in (None, data.size) else ""
     return None, (f"{quoted(asked)} is no question of {data.name}:{data.size}, whose questions are "
                   f"{data.question_form}: what the model wrote is not graded{fix}")  # not "never saw": it may have,
     # under another size of the task (trained on reverse:3, then :data reverse:5)
