@@ -531,5 +531,21 @@ def test_fixes_for_an_off_task_question_and_a_foreign_character_on_a_task_work_f
     ran = invoke(*shlex.split(fix)[1:], "--steps", "1")
     assert ran.exit_code == 0, ran.output
     line = assert_one_error_line(invoke(*folder, "--load", "add2", "gen", "56-04="))
-    assert line.endswith("remove it: add's questions and answers are written with 0 1 2 3 4 5 6 7 8 9 + = only"), \
-        line  # was: "or train on data that contains it", which no data of a task can
+    assert line.endswith("remove it: add uses 0123456789+= only"), line  # was: "or train on data that contains
+    # it", which no data of a task can
+
+
+def test_a_run_stopped_where_the_session_ends_names_the_shells_line_to_go_on():
+    from test_render import text_of, train_result
+
+    from minitf_repl.syntax import REPL, speaking
+
+    with speaking(REPL):
+        ends = " ".join(text_of(train_result(steps=7, total_steps=7, run_remaining=13, stopped=True, evals=[],
+                                             val_loss=None, saved="autosave", session_ends=True)).split())
+        goes_on = " ".join(text_of(train_result(steps=7, total_steps=7, run_remaining=13, stopped=True, evals=[],
+                                                val_loss=None, saved="autosave")).split())
+    # was: ":train continues" as minitf exited (SIGTERM, or piped lines that stop there)
+    assert "stopped at step 7 of 20: minitf --load autosave train continues" in ends, ends
+    assert "saved checkpoint autosave (--load autosave restores it)" in ends, ends
+    assert "stopped at step 7 of 20: :train continues" in goes_on, goes_on

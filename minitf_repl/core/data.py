@@ -407,7 +407,7 @@ class Task:
         self.name = name
         self.size = size
         self.tokenizer = CharTokenizer(self.vocab)
-        self.tokenizer.closed = f"{name}'s questions and answers are written with {' '.join(self.vocab)} only"
+        self.tokenizer.closed = f"{name} uses {self.vocab} only"
         self.description = {
             "sort": f"sort {count(size, 'digit')}: {self.example}",
             "reverse": f"reverse {count(size, 'digit')}: {self.example}",
@@ -651,7 +651,7 @@ class RandomTokens:
         self.name = "random"
         self.description = f"uniformly random tokens from {count(vocab_size, 'symbol')} (nothing to learn)"
         self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
-        self.tokenizer.closed = f"{self.name}'s tokens are its {count(vocab_size, 'symbol')} only"
+        self.tokenizer.closed = f"{self.name} uses its {count(vocab_size, 'symbol')} only"
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
@@ -692,7 +692,7 @@ class RepeatedTokens:
         self.description = (f"random tokens from {count(vocab_size, 'symbol')}, then the same again (the loss: "
                             "the repeat's, learned by copying from context)")
         self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
-        self.tokenizer.closed = f"{self.name}'s tokens are its {count(vocab_size, 'symbol')} only"
+        self.tokenizer.closed = f"{self.name} uses its {count(vocab_size, 'symbol')} only"
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
