@@ -288,4 +288,4 @@ def test_compare_stopped_before_its_first_evaluation_says_so_instead_of_an_empty
     assert "nothing to plot" not in text and "the curves end where" not in text and "val loss step" not in text
     assert "stopped before the first evaluation: no losses to compare yet" in text
     later = " ".join(plain(run(tiny_session(), line, StopAfter(13))).split())  # after the evaluation at step 5
-    assert "stopped early: the curves end where Ctrl-C stopped them" in later and "val loss step" in later
+    assert "stopped early: the curves end where the stop came" in later and "val loss step" in later

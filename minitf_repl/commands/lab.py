@@ -430,7 +430,7 @@ def render_compare(result: CompareResult, console: Console) -> None:
     if result.stopped:
         reached = min((o.final.step for o in result.outcomes if o.final is not None and not o.diverged), default=None)
         times = f"; the times are to step {reached:,}, the last evaluation every contender reached" if reached else ""
-        say(console, f"stopped early: the curves end where Ctrl-C stopped them{times}" if measured else
+        say(console, f"stopped early: the curves end where the stop came{times}" if measured else
                      "stopped before the first evaluation: no losses to compare yet", "yellow")
     if result.verdict:
         say(console, result.verdict, "green")

@@ -894,8 +894,8 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
 def render_kv(result: KvResult, console: Console) -> None:
     n = len(result.steps)
     if result.asked is not None and n < result.asked:
-        say(console, f"stopped after {n} of the {count(result.asked, 'token')} asked for (Ctrl-C); both loops took "
-                     "those steps", "yellow")
+        say(console, f"stopped after {n} of the {count(result.asked, 'token')} asked for; both loops took those "
+                     "steps", "yellow")  # by Ctrl-C or a SIGTERM: not said as a key nobody may have pressed
     say(console, f"decoding {count(n, 'token')} after {quoted_end(result.prompt, 48)}, greedily, with the KV cache and "
                  "without", "bold")
     note(console, "with the cache a step feeds only the newest token: its k and v are appended to the cache and its "
