@@ -549,3 +549,22 @@ def test_a_run_stopped_where_the_session_ends_names_the_shells_line_to_go_on():
     assert "stopped at step 7 of 20: minitf --load autosave train continues" in ends, ends
     assert "saved checkpoint autosave (--load autosave restores it)" in ends, ends
     assert "stopped at step 7 of 20: :train continues" in goes_on, goes_on
+
+
+def test_ngram_of_a_model_with_no_evaluation_on_its_data_shows_no_model_below_it_column():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import Recorder, run, tiny_session
+
+    session = tiny_session(steps=50, eval_every=25)
+    run(session, ":train", Recorder(stop_after=3))  # stopped before its first evaluation
+    out = io.StringIO()
+    render(run(session, ":ngram n=2 sample=off"), Console(file=out, width=200, color_system=None))
+    assert "model below it" not in out.getvalue(), out.getvalue()  # was: a column of "not yet" beside it
+    run(session, ":train")  # goes on, evaluates
+    out = io.StringIO()
+    render(run(session, ":ngram n=2 sample=off"), Console(file=out, width=200, color_system=None))
+    assert "model below it" in out.getvalue()

@@ -89,6 +89,9 @@ class NgramResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate: model_val is that model's
     # random tokens: no model and no counter gets under the uniform guess, however long it trains
     nothing_to_learn: bool = field(default=False, metadata={"view_only": True})
+    # an evaluation on this data is in the history: without one, "model below it" has nothing to read (a run stopped
+    # before its first said "not yet" beside counters the model is below now)
+    evaluated: bool = field(default=True, metadata={"view_only": True})
 
 
 # interruptible: Ctrl-C stops a long count (a large file takes seconds) at once; nothing is kept until it is done
@@ -135,7 +138,7 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
                        # a task's row is shorter than the window (sort:4: 8 tokens), and no prediction reads past it
                        training_length(session) or session.model_config.max_seq_len, getattr(model, "causal", True),
                        switched_off(session),
-                       getattr(data, "nothing_to_learn", False))
+                       getattr(data, "nothing_to_learn", False), evaluated=bool(evals))
 
 
 def reads(n: int, unit: str) -> str:
@@ -172,7 +175,7 @@ def render_ngram(result: NgramResult, console: Console) -> None:
     rows.append(["model", f"up to {count(result.model_reads, unit)}", "-", "-", "-",
                  f"{result.model_val:.3f}", model_bits, ""])
     dropped = [k for k, empty in ((6, all(row.bits_per_char is None for row in result.rows)),
-                                  (7, result.model_step == 0)) if empty]
+                                  (7, result.model_step == 0 or not result.evaluated)) if empty]
     names = [name for k, name in enumerate(names) if k not in dropped]
     rows = [[cell for k, cell in enumerate(r) if k not in dropped] for r in rows]
     table = fitting_table(console, names, rows, left=("n", "reads"),
