@@ -568,3 +568,15 @@ def test_ngram_of_a_model_with_no_evaluation_on_its_data_shows_no_model_below_it
     out = io.StringIO()
     render(run(session, ":ngram n=2 sample=off"), Console(file=out, width=200, color_system=None))
     assert "model below it" in out.getvalue()
+
+
+def test_ngram_where_the_best_counter_reads_no_context_says_so():
+    from minitf_repl.commands.counting import NgramResult, NgramRow, verdict
+
+    rows = [NgramRow(0, 0, float("nan"), 2.773, 2.773, None, None, 100),
+            NgramRow(1, 1, 1.0, 2.774, 2.775, None, None, 100), NgramRow(2, 16, 1.0, 2.70, 2.78, None, None, 100)]
+    result = NgramResult("repeat:16", "character", 16, 1000, 1000, 500, 500, True, rows, None, 200, 1.888, None,
+                         32, True)
+    said = " ".join(verdict(result))
+    assert "the best, which reads no context (n = 0)" in said, said  # was: "...over the 0 characters before holds"
+    assert "over the 0 characters" not in said

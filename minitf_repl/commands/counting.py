@@ -231,6 +231,12 @@ def verdict(result: NgramResult) -> list[str]:
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is about the uniform guess "
                 f"({result.rows[0].val_loss:.3f}), and no training gets it under: random tokens hold nothing to "
                 f"learn, so ln V is the best any model or counter scores; a counter above it has counted noise"]
+    if len(beaten) == len(result.rows) and top.n <= 1:  # the best counter reads no context: counts tell nothing
+        # (repeated random tokens: "no table of counts over the 0 characters before" read as a counter found)
+        return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "
+                f"{round(top.val_loss, 3) - round(loss, 3):.3f} nats a {result.unit} under the best, which reads no "
+                f"context (n = {top.n}): no count of the {result.unit}s before helps on this data, and the model has "
+                "learned from them what counting cannot"]
     if len(beaten) == len(result.rows):
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "
                 f"{round(top.val_loss, 3) - round(loss, 3):.3f} nats a {result.unit} under the best, n = {top.n}: "
