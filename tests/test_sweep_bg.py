@@ -580,3 +580,19 @@ def test_ngram_where_the_best_counter_reads_no_context_says_so():
     said = " ".join(verdict(result))
     assert "the best, which reads no context (n = 0)" in said, said  # was: "...over the 0 characters before holds"
     assert "over the 0 characters" not in said
+
+
+def test_checks_blind_on_random_tokens_does_not_claim_the_model_learns_from_its_input():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data="random:8")
+    out = io.StringIO()
+    render(run(session, ":checks blind steps=5"), Console(file=out, width=300, color_system=None))
+    line = next(row for row in out.getvalue().splitlines() if "blind" in row and "n/a" in row)
+    assert "nothing here can be learned from the input" in line, line
+    assert "the model learns from its input" not in line, line  # was: beside n/a and two equal losses

@@ -354,8 +354,9 @@ def render_checks(result: ChecksResult, console: Console) -> None:
             text = f"{ASKS[name]}: stopped" if stopped else f"{ASKS[name]}: not run (stopped before)"
         elif name == "blind" and check.passed is None:
             status, style = "n/a", "yellow"
-            text = (f"{ASKS[name]}: {measured(name, check, result)}; these tokens are random, so no input tells the "
-                    f"next one, and both should end at ln V")
+            # not ASKS' claim, which n/a does not make: "the model learns from its input" beside equal losses
+            text = (f"nothing here can be learned from the input: {measured(name, check, result)}; these tokens are "
+                    f"random, so no input tells the next one, and both should end at ln V")
         else:
             ok = name in result.passed
             status, style = ("pass", "green") if ok else ("FAIL", "bold red")
