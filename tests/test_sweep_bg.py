@@ -596,3 +596,19 @@ def test_checks_blind_on_random_tokens_does_not_claim_the_model_learns_from_its_
     line = next(row for row in out.getvalue().splitlines() if "blind" in row and "n/a" in row)
     assert "nothing here can be learned from the input" in line, line
     assert "the model learns from its input" not in line, line  # was: beside n/a and two equal losses
+
+
+def test_gen_of_an_off_task_prompt_with_text_after_its_equals_does_not_call_it_a_whole_answer():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.renderers import render
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data="add:2")
+    out = io.StringIO()
+    render(run(session, ":gen 56+4=1234"), Console(file=out, width=300, color_system=None))
+    said = out.getvalue()
+    assert "already holds a whole answer" not in said, said  # was: beside "'56+4=' is no question of add:2"
+    assert "the prompt already has an answer's length after its first '='" in said, said

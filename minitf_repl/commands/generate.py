@@ -316,8 +316,10 @@ def gen_notes(result: GenResult, console: Console) -> None:
                       "probabilities")
     if (blank := only_whitespace(result.text)) is not None:
         say(console, blank, "yellow")
-    if result.answered:
-        note(console, "the prompt already holds a whole answer: nothing to add" if not result.n_tokens else
+    if result.answered:  # off the task (`56+4=1234` on add:2) no answer is there: what is, is an answer's length
+        whole = ("the prompt already has an answer's length after its first '=': nothing to add" if result.off_task
+                 else "the prompt already holds a whole answer: nothing to add")
+        note(console, whole if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if result.answer is not None:
         given = len(result.prompt) - len(result.answer.question)  # answer characters typed in the prompt
