@@ -197,24 +197,27 @@ def attention_svg(tokens: list[str], weights: list[list[float]], cell: int = 14,
     """One attention map: row i (a query) over columns 0..i (keys); the masked future left blank, unless
     `future` (a model without the causal mask: every column)."""
     T = len(tokens)
-    margin = cell + 4
-    size = margin + T * cell
+    shown = [visible(token) for token in tokens]
+    top = cell + 4
+    # rows name each query's whole piece (a BPE's `␣y`, `␣>`: cut to a first character, every one read `␣`), in a
+    # margin as wide as the longest; a column, one cell wide, its first character that is not the space mark
+    left = max(top, round(max((len(s) for s in shown), default=1) * (cell - 4) * 0.62) + 6)
+    width, height = left + T * cell, top + T * cell
     peak = max((w for row in weights for w in row), default=1.0) or 1.0
-    parts = [f'<svg class="attn" xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
-             f'viewBox="0 0 {size} {size}" role="img" aria-label="{_esc(label)}">']
-    for i, token in enumerate(tokens):
-        shown = visible(token)
-        # A cell is one character wide: a longer piece (a BPE's) shows its first character, the whole in its title.
-        c = _esc(shown) if len(shown) <= 1 else f"<title>{_esc(shown)}</title>{_esc(shown[0])}"
-        mid = margin + i * cell + cell / 2
-        parts.append(f'<text x="{mid:.1f}" y="{cell - 3}" font-size="{cell - 4}" text-anchor="middle" '
+    parts = [f'<svg class="attn" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(label)}">']
+    for i, piece in enumerate(shown):
+        first = piece.lstrip("␣")[:1] or piece[:1]
+        c = _esc(piece) if len(piece) <= 1 else f"<title>{_esc(piece)}</title>{_esc(first)}"
+        x_mid, y_mid = left + i * cell + cell / 2, top + i * cell + cell / 2
+        parts.append(f'<text x="{x_mid:.1f}" y="{cell - 3}" font-size="{cell - 4}" text-anchor="middle" '
                      f'font-family="monospace">{c}</text>')
-        parts.append(f'<text x="{cell / 2:.1f}" y="{mid + cell / 2 - 3:.1f}" font-size="{cell - 4}" '
-                     f'text-anchor="middle" font-family="monospace">{c}</text>')
+        parts.append(f'<text x="{left - 3}" y="{y_mid + cell / 2 - 3:.1f}" font-size="{cell - 4}" '
+                     f'text-anchor="end" font-family="monospace" xml:space="preserve">{_esc(piece)}</text>')
     for i in range(T):
         for j in range(T if future else i + 1):
             w = weights[i][j]
-            parts.append(f'<rect x="{margin + j * cell}" y="{margin + i * cell}" width="{cell}" height="{cell}" '
+            parts.append(f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell}" height="{cell}" '
                          f'fill="{scale_hex(w / peak)}"><title>{w:.3f}</title></rect>')
     parts.append("</svg>")
     return "".join(parts)

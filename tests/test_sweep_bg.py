@@ -612,3 +612,16 @@ def test_gen_of_an_off_task_prompt_with_text_after_its_equals_does_not_call_it_a
     said = out.getvalue()
     assert "already holds a whole answer" not in said, said  # was: beside "'56+4=' is no question of add:2"
     assert "the prompt already has an answer's length after its first '='" in said, said
+
+
+def test_the_reports_attention_map_names_each_bpe_piece_on_its_row():
+    import re as re_
+
+    from minitf_repl.report import attention_svg
+
+    pieces = ["m", "p", " x", " <", " y", "&"]
+    svg = attention_svg(pieces, [[1.0 / (i + 1)] * (i + 1) for i in range(len(pieces))])
+    rows = re_.findall(r'text-anchor="end"[^>]*>([^<]*)</text>', svg)
+    assert rows == ["m", "p", "␣x", "␣&lt;", "␣y", "&amp;"], rows  # was: "␣" for each piece after a space
+    columns = re_.findall(r'text-anchor="middle"[^>]*>(?:<title>[^<]*</title>)?([^<]*)</text>', svg)
+    assert columns == ["m", "p", "x", "&lt;", "y", "&amp;"], columns
