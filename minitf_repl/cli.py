@@ -39,7 +39,7 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, prepare_args
+from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, prepare_args, shell_text
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -1243,7 +1243,7 @@ def _make_subcommand(command, registry: Registry):
                                     "spaces goes in quotes)")
                 raise typer.Exit(2)  # the command line itself is wrong
             if words:  # no words at all: the text is not given (the command's default), as in the REPL
-                args[positional.name] = positional.positional_text(words)
+                args[positional.name] = shell_text(command, words)
         _run_one(ctx, command, args, as_json, registry)
 
     subcommand.__name__ = command.name

@@ -344,6 +344,22 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
     return cmd, _parse_args(cmd, tokens, registry, raw=rest)
 
 
+def shell_text(cmd: Command, words: list[str]) -> str:
+    """The text of a one-shot command from the shell's words, as the REPL reads the same text: a prose text wholly
+    in quotes, one word that still holds them (`minitf gen '"Q:\nA:"'`), is what the quotes hold, escapes read;
+    `minitf gen '"a\nb"'` was the text `"a\nb"`, its backslash "not in the vocabulary"."""
+    if len(words) == 1 and _reads_prose(cmd):
+        word = words[0]
+        try:
+            tokens = _tokenize(word)
+        except UserError:  # an unclosed quote: the word as it is
+            tokens = []
+        if len(tokens) == 1 and tokens[0].quoted_from == 0 and (tokens[0].start, tokens[0].end) == (0, len(word)) \
+                and word[0] in "\"'" and word[-1] == word[0] and len(word) > 1:
+            return tokens[0].text
+    return cmd.positional.positional_text(words)
+
+
 def _reads_prose(cmd: Command) -> bool:
     """Whether the command's text is prose (a prompt, a text to read), taken as typed (_text_as_typed)."""
     return cmd.positional is not None and cmd.positional.name in PROSE and not cmd.positional.pair

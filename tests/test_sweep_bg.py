@@ -625,3 +625,11 @@ def test_the_reports_attention_map_names_each_bpe_piece_on_its_row():
     assert rows == ["m", "p", "␣x", "␣&lt;", "␣y", "&amp;"], rows  # was: "␣" for each piece after a space
     columns = re_.findall(r'text-anchor="middle"[^>]*>(?:<title>[^<]*</title>)?([^<]*)</text>', svg)
     assert columns == ["m", "p", "x", "&lt;", "y", "&amp;"], columns
+
+
+def test_a_shell_text_wholly_in_quotes_is_what_the_quotes_hold_as_in_the_repl():
+    shown = invoke("tok", '"Q:\\nA:"', "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["text"] == "Q:\nA:"  # was: the text with its quotes and a backslash
+    for word in ('"a', "it's", 'say "hi" now'):  # not wholly in quotes: as typed
+        assert json.loads(invoke("tok", word, "--json").stdout)["text"] == word
