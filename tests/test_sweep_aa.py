@@ -33,7 +33,7 @@ def suggested(text: str, command: str) -> list[list[str]]:
 
 def test_a_suggested_line_carries_the_sessions_own_options(tmp_path):
     ck = str(tmp_path / "my ck")
-    result = invoke("--checkpoint-dir", ck, *TINY, "gen", "--n", "2", "12=")
+    result = invoke("--checkpoint-dir", ck, *TINY, "gen", "--n", "6", "123456=")  # a question of sort:6
     assert result.exit_code == 0, result.output
     train, = suggested(result.stderr, "train")
     assert train[:3] == ["minitf", "--checkpoint-dir", ck] and ["--data", "sort"] == train[3:5], train
@@ -176,6 +176,6 @@ def test_help_of_a_word_that_is_neither_says_what_the_repls_help_says():
 def test_train_first_then_load_its_autosave_leaves_out_autosave_off(tmp_path):
     # With --set autosave=off the suggested "minitf --set autosave=off train first, then minitf --load autosave gen"
     # saved nothing for the gen to load: the train of such a line now goes without that setting.
-    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "--set", "autosave=off", "gen", "--n", "2", "12=")
+    result = invoke("--checkpoint-dir", str(tmp_path), *TINY, "--set", "autosave=off", "gen", "--n", "2", "123456=")
     train, = suggested(result.stderr, "train")
     assert result.exit_code == 0 and "autosave=off" not in train and train[-1] == "train", train
