@@ -885,7 +885,8 @@ def _data_instead(session: Session, result, spec: str, quiet: bool) -> None:
 
     data = load_checked(session, spec)
     if session.rebuild_needed(data=data):
-        raise UserError(f"checkpoint {result.name}'s data ({result.data_spec}) is not available, and {spec} has "
+        why = "is not available" if result.data_missing is not None else "came in after its last step"
+        raise UserError(f"checkpoint {result.name}'s data ({result.data_spec}) {why}, and {spec} has "
                         "another vocabulary, which would need a new model; give data of the same vocabulary, or "
                         "leave out --load to train a new model on it")
     switch_data(session, spec, data)

@@ -263,8 +263,7 @@ def _text_as_typed(tokens: list[_Token], raw: str) -> str | None:
     by word, `:score say "hi" to   me` scored 'say hi to me', and `:tok a  b` one space."""
     if any(t.start is None for t in tokens):
         return None
-    if len(tokens) == 1 and tokens[0].quoted_from == 0 and raw[tokens[0].start] in "\"'" \
-            and raw[tokens[0].end - 1] == raw[tokens[0].start] and tokens[0].end - tokens[0].start > 1:
+    if len(tokens) == 1 and _wholly_quoted(tokens[0], raw):
         return tokens[0].text
     pieces, start = [], tokens[0].start
     for token, after in zip(tokens, tokens[1:] + [None]):
@@ -274,6 +273,12 @@ def _text_as_typed(tokens: list[_Token], raw: str) -> str | None:
         if after is not None:
             start = after.start
     return " ".join(pieces)
+
+
+def _wholly_quoted(token: _Token, raw: str) -> bool:
+    """Whether `token` is a text wholly in quotes in `raw`: its span opens and closes with one quote mark."""
+    return (token.quoted_from == 0 and token.start is not None and token.end - token.start > 1
+            and raw[token.start] in "\"'" and raw[token.end - 1] == raw[token.start])
 
 
 def _next_special(text: str, start: int) -> int:
@@ -354,8 +359,7 @@ def shell_text(cmd: Command, words: list[str]) -> str:
             tokens = _tokenize(word)
         except UserError:  # an unclosed quote: the word as it is
             tokens = []
-        if len(tokens) == 1 and tokens[0].quoted_from == 0 and (tokens[0].start, tokens[0].end) == (0, len(word)) \
-                and word[0] in "\"'" and word[-1] == word[0] and len(word) > 1:
+        if len(tokens) == 1 and _wholly_quoted(tokens[0], word) and (tokens[0].start, tokens[0].end) == (0, len(word)):
             return tokens[0].text
     return cmd.positional.positional_text(words)
 

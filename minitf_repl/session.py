@@ -590,6 +590,7 @@ class Session:
 
         `weights_from`: where weights trained elsewhere came from (`hf:PATH`), so that step 0 is not
         taken for an untrained model."""
+        self.loaded_autosave_session = None  # the caller says whose autosave this is, where it is one (:load)
         self.set_ablations([])  # hooks on the model that goes (and on a :quantize copy of it)
         if self.threads.choice is None:  # as build() does: a loaded model is the first to need torch's threads
             self.threads.decide()

@@ -266,6 +266,8 @@ def word(value: str) -> str:
 def _shell_text(text: str) -> str:
     """Text as one shell word: quoted where it needs it; a newline or a tab as bash's $'...' escapes, so that the
     line stays one line."""
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":  # wholly in quotes: the shell's text would be
+        text = _repl_text(text)  # what they hold (parsing.shell_text), so they go inside quotes of their own
     if "\n" in text or "\t" in text:
         return "$'" + "".join({"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t"}.get(ch, ch) for ch in text) + "'"
     return shlex.quote(text)

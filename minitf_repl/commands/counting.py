@@ -231,7 +231,8 @@ def verdict(result: NgramResult) -> list[str]:
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is about the uniform guess "
                 f"({result.rows[0].val_loss:.3f}), and no training gets it under: random tokens hold nothing to "
                 f"learn, so ln V is the best any model or counter scores; a counter above it has counted noise"]
-    if len(beaten) == len(result.rows) and top.n <= 1:  # the best counter reads no context: counts tell nothing
+    # the best counter reads no context though longer ones were counted: counts of the context tell nothing here
+    if len(beaten) == len(result.rows) and top.n <= 1 and max(row.n for row in result.rows) >= 2:
         # (repeated random tokens: "no table of counts over the 0 characters before" read as a counter found)
         return [f"at step {result.model_step:,} the model ({loss:.3f}) is below every counter: "
                 f"{round(top.val_loss, 3) - round(loss, 3):.3f} nats a {result.unit} under the best, which reads no "

@@ -317,8 +317,8 @@ def gen_notes(result: GenResult, console: Console) -> None:
     if (blank := only_whitespace(result.text)) is not None:
         say(console, blank, "yellow")
     if result.answered:  # off the task (`56+4=1234` on add:2) no answer is there: what is, is an answer's length
-        whole = ("the prompt already has an answer's length after its first '=': nothing to add" if result.off_task
-                 else "the prompt already holds a whole answer: nothing to add")
+        whole = ("the prompt already has at least an answer's length after its first '=': nothing to add"
+                 if result.off_task else "the prompt already holds a whole answer: nothing to add")
         note(console, whole if not result.n_tokens else
                       "stopped at the end of the answer (a task's answers have a fixed length)")
     if result.answer is not None:

@@ -33,8 +33,8 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import (REPL, SHELL, at_keyboard, cmd, interactive, option, restore, speaking, syntax, train_first,
-                      watch_first)
+from ..syntax import (REPL, SHELL, at_keyboard, cmd, interactive, invoked_with, option, restore, speaking, syntax,
+                      train_first, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, Dropped, file_changed, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
@@ -117,6 +117,9 @@ class TrainResult:
     # the session ends with this command (SIGTERM or SIGHUP stopped it, or piped lines stop there): a stopped run's
     # `:train continues` would go to a prompt that is not there; the line that goes on is the shell's then
     session_ends: bool = field(default=False, metadata={"view_only": True})
+    # then the session's checkpoint folder, which the shell's lines must name (a `:set checkpoint_dir=` is no option
+    # of the invocation's, and `--load autosave` looked in the folder minitf started with)
+    folder: str | None = field(default=None, metadata={"view_only": True})
     # torch's threads at the end of the run: a float32 sum splits by the thread count, so the last digits of a run's
     # numbers move with it (compare runs at one count)
     threads: int | None = None
@@ -470,6 +473,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         causal=session.model_config.causal, cpu=cpu_kind() if session.trainer.device.type == "cpu" else None,
         session_ends=summary.stopped and (getattr(reporter, "terminate_signal", None) is not None
                                           or not at_keyboard()),
+        folder=str(session.checkpoint_dir),
     )
     # a rate to suggest after a divergence: one that trained, not one whose loss ended far above a uniform guess (its
     # result calls it too high: lr=10 ends pydoc at 130 without a nan, and was then offered as "trained here")
@@ -647,13 +651,11 @@ def train_summary(result: TrainResult) -> str:
     if result.stopped:
         end = result.total_steps + result.run_remaining
         head = f"stopped at step {result.total_steps:,} of {end:,}"
-        if result.saved or syntax() == REPL and not result.session_ends:  # a new process goes on from a checkpoint
+        if result.saved or syntax() == REPL:  # a one-shot shell's run goes on only from a checkpoint
             # under torchrun the same launch: batch_size is per process, one process would halve the global batch
             # a run saved by name goes on into it: the REPL's session remembers the name, a new one-shot is told it
-            with speaking(SHELL if result.session_ends else syntax()):
-                into = {"save": result.saved} if syntax() == SHELL and result.saved not in (None, AUTOSAVE_NAME) \
-                    else {}
-                head += f": {distributed.relaunch(cmd('train', load=result.saved, **into))} continues"
+            into = {"save": result.saved} if syntax() == SHELL and result.saved not in (None, AUTOSAVE_NAME) else {}
+            head += f": {distributed.relaunch(cmd('train', load=result.saved, **into))} continues"
         return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
     head = f"trained {count(result.steps, 'step')}"
     if result.total_steps != result.steps:
@@ -690,7 +692,15 @@ def speed_parts(result: TrainResult) -> list[str]:
 
 @render.register(TrainResult)
 def render_train(result: TrainResult, console: Console, frame_shown: bool = False) -> None:
-    """The run's table, last frame, chart and summary; `frame_shown`: the last frame was printed already."""
+    """The run's table, last frame, chart and summary; `frame_shown`: the last frame was printed already. Where the
+    session ends with this command (result.session_ends), every line to go on is the shell's, in its folder."""
+    if not result.session_ends or syntax() == SHELL:
+        return _render_train(result, console, frame_shown)
+    with speaking(SHELL), invoked_with([("--checkpoint-dir", result.folder)] if result.folder else []):
+        return _render_train(result, console, frame_shown)
+
+
+def _render_train(result: TrainResult, console: Console, frame_shown: bool = False) -> None:
     if result.evals:
         console.print(LossTable(result.evals, narrow=console.width < NARROW, vocab_size=result.vocab_size))
     if result.frames and not frame_shown:  # the last frame, as it was under the live table
@@ -736,9 +746,7 @@ def render_train(result: TrainResult, console: Console, frame_shown: bool = Fals
                       "cosine)")
     if result.saved:
         what = "replaced checkpoint" if result.replaced else "saved checkpoint"
-        with speaking(SHELL if result.session_ends else syntax()):  # no prompt to :load at: minitf's own option
-            restores = restore(result.saved)
-        note(console, f"{what} {result.saved} ({restores} restores it)")
+        note(console, f"{what} {result.saved} ({restore(result.saved)} restores it)")
         if result.replaced_unseen is not None:  # as :save says it: another session's work went without a word
             say(console, f"{result.saved} held a model at step {result.replaced_unseen:,} that this session had "
                          "neither saved nor loaded (another session's?): it is replaced", "yellow")

@@ -59,8 +59,8 @@ class CharTokenizer:
 
     kind = "char"
     unit = "character"  # what one token is, in messages
-    # where the vocabulary is a generated data's own (a task's digits and signs), what it is written with: no data
-    # "contains" another character, which the fix for one said to train on
+    # where the vocabulary is a generated data's own (a task's digits and signs), that data's name: no data "contains"
+    # another character, which the fix for one said to train on; the fix names the characters there are
     closed: str | None = None
 
     def __init__(self, chars):
@@ -112,7 +112,7 @@ class CharTokenizer:
                     else "the other")
             has = (f" (the text has {them} in {case} case: {' '.join(quoted_chars(ch) for ch in other[:10])})"
                    if all(len(ch) == 1 and ch != up and ch in self.stoi for ch, up in zip(other, unknown)) else "")
-            fix = f"remove {them}: {self.closed}" if self.closed else \
+            fix = f"remove {them}: {self.closed} has {''.join(self.itos)} only" if self.closed else \
                 f"remove {them}, or train on data that contains {them}"
             raise DataError(f"{count(len(unknown), 'character')} not in the vocabulary: {shown}{has}; {fix}")
         return [self.stoi[ch] for ch in text]
@@ -407,7 +407,7 @@ class Task:
         self.name = name
         self.size = size
         self.tokenizer = CharTokenizer(self.vocab)
-        self.tokenizer.closed = f"{name} uses {self.vocab} only"
+        self.tokenizer.closed = name
         self.description = {
             "sort": f"sort {count(size, 'digit')}: {self.example}",
             "reverse": f"reverse {count(size, 'digit')}: {self.example}",
@@ -651,7 +651,7 @@ class RandomTokens:
         self.name = "random"
         self.description = f"uniformly random tokens from {count(vocab_size, 'symbol')} (nothing to learn)"
         self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
-        self.tokenizer.closed = f"{self.name} uses its {count(vocab_size, 'symbol')} only"
+        self.tokenizer.closed = self.name
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
@@ -692,7 +692,7 @@ class RepeatedTokens:
         self.description = (f"random tokens from {count(vocab_size, 'symbol')}, then the same again (the loss: "
                             "the repeat's, learned by copying from context)")
         self.tokenizer = CharTokenizer(RANDOM_SYMBOLS[:vocab_size])
-        self.tokenizer.closed = f"{self.name} uses its {count(vocab_size, 'symbol')} only"
+        self.tokenizer.closed = self.name
 
     def info(self) -> DataInfo:
         return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
