@@ -43,7 +43,7 @@ from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, p
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
-from .syntax import SHELL, invoked_with, restore, speaking
+from .syntax import SHELL, invoked_with, pair_key, restore, set_pairs, speaking
 
 try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
     from typer import TyperException as _UsageError
@@ -113,18 +113,10 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
     before --load: --set applies after it, and `minitf --set checkpoint_dir=D --load K` looked for K before D. So
     where the line loads a checkpoint by name, the line copies it from `folder_now` (the session's folder) first:
     `minitf --checkpoint-dir D --load K` alone found no K in D."""
-    def split(value: str) -> list[str]:
-        try:
-            return shlex.split(value)
-        except ValueError:
-            return value.split()
-
-    def key(pair: str) -> str:
-        return pair.partition("=")[0].strip().lower().replace("-", "_")
-
     options = {p.name: p.setting.shell_option for p in REGISTRY["set"].options
                if p.setting is not None and p.setting.shell_option is not None}
-    given = next(((key(p), p.partition("=")[2]) for value in settings for p in split(value) if key(p) in options), None)
+    given = next(((pair_key(p), p.partition("=")[2]) for value in settings for p in set_pairs(value)
+                  if pair_key(p) in options), None)
     if given is None:
         return None
     name, folder = given
@@ -136,7 +128,7 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
         if word in ("--set", options[name]):
             value = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
             i += 1 if eq else 2
-            kept = " ".join(p for p in split(value) if key(p) != name) if word == "--set" else ""
+            kept = " ".join(p for p in set_pairs(value) if pair_key(p) != name) if word == "--set" else ""
             line += ["--set", shlex.quote(kept)] if kept else []
             continue
         line.append(shlex.quote(words[i]))

@@ -95,21 +95,21 @@ def _without(pairs: list[tuple], given: tuple) -> list[tuple]:
         return list(pairs)
     if given[0] != "--set":
         return [(o, v) for o, v in pairs if o != given[0]]
-    replaced = {_setting_name(pair) for pair in _set_pairs(given[1])}
+    replaced = {_setting_name(pair) for pair in set_pairs(given[1])}
     out = []
     for option, value in pairs:
         if option != "--set":
             out.append((option, value))
             continue
-        left = [pair for pair in _set_pairs(value) if _setting_name(pair) not in replaced]
-        if len(left) == len(_set_pairs(value)):
+        left = [pair for pair in set_pairs(value) if _setting_name(pair) not in replaced]
+        if len(left) == len(set_pairs(value)):
             out.append((option, value))
         elif left:
             out.append((option, " ".join(shlex.quote(pair) for pair in left)))
     return out
 
 
-def _set_pairs(value: str) -> list[str]:
+def set_pairs(value: str) -> list[str]:
     """The KEY=VALUE pairs of one --set (several may go in one, as the shell's quoting kept them)."""
     try:
         return shlex.split(value)
@@ -117,10 +117,14 @@ def _set_pairs(value: str) -> list[str]:
         return value.split()
 
 
+def pair_key(pair: str) -> str:
+    """The key of a `KEY=VALUE` pair as typed, in one spelling: lower case, dashes as underscores."""
+    return pair.partition("=")[0].strip().lower().replace("-", "_")
+
+
 def _setting_name(pair: str) -> str:
     """The setting a `KEY=VALUE` pair sets, by its own name (`learning_rate=...` and `LR=...` set lr)."""
-    key = pair.partition("=")[0].strip().lower().replace("-", "_")
-    return _SETTING_NAME[0](key)
+    return _SETTING_NAME[0](pair_key(pair))
 
 
 # How a key of --set reads as its setting's name; the commands that know the settings say (spell_settings_with):
