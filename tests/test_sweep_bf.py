@@ -382,7 +382,7 @@ def test_kv_stops_at_a_ctrl_c_and_says_how_far_it_got():
     assert "stopped after 10 of the 30 tokens asked for" in words and "measured in this run" in words
     whole = run(tiny_session(), ":kv n=5")
     assert len(whole.steps) == 5 and "stopped" not in plain(whole, width=200)
-    with pytest.raises(UserError, match="kv stopped before its first step"):
+    with pytest.raises(KeyboardInterrupt):  # an interrupted command, 130 from the shell (49th session: status 1)
         run(tiny_session(), ":kv n=5", StopAfter(-1))
 
 

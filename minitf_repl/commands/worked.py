@@ -868,8 +868,9 @@ def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     asked = args["n"] or 8
     found = cached_decoding(model, ids, n=asked, should_stop=reporter.should_stop,
                             on_step=lambda done, total: reporter.on_progress("kv", done, total))
-    if not found.steps:  # a Ctrl-C before the first step
-        raise UserError(f"kv stopped before its first step; nothing to show ({cmd('kv', n=8)} decodes 8 tokens)")
+    if not found.steps:  # a stop (Ctrl-C, SIGTERM) before the first step: an interrupted command, which the front
+        # end says and ends with 130 or 143, as every other (a user error ended with 1 and a hint of `--n 8`)
+        raise KeyboardInterrupt
     config = session.model_config
     from ..core.variants import position_kind
 
