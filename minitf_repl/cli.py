@@ -133,28 +133,27 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
             continue
         line.append(shlex.quote(words[i]))
         i += 1
-    folder = folder.strip()
-    run = " ".join(["minitf", options[name], shlex.quote(folder), *line])
-    loads = next((w.partition("=")[2] or (words[k + 1] if k + 1 < len(words) else "") for k, w in enumerate(words)
-                  if w.partition("=")[0] == "--load"), "")
     from .core.checkpoint.layout import NAME
     from .core.paths import on_windows
 
+    folder = folder.strip()
+    said = f"from the shell {name} is minitf's own option, read before --load"
+    run = " ".join(["minitf", options[name], shlex.quote(folder), *line])
+    loads = next((w.partition("=")[2] or (words[k + 1] if k + 1 < len(words) else "") for k, w in enumerate(words)
+                  if w.partition("=")[0] == "--load"), "")
     try:
         there = Path(folder).expanduser().absolute()  # as minitf reads it: the shell's quoting kept `~` from cp
     except RuntimeError:  # `~` with no home folder: the option itself says so when given
         there = None
-    # a checkpoint of this folder (not hf:PATH) that the new folder lacks (cp -r into one it has merged the two)
-    if (loads and NAME.match(loads) and there is not None and not on_windows() and (Path(folder_now) / loads).is_dir()
-            and not (there / loads).exists()):
+    if not loads or not NAME.match(loads) or there is None:  # no checkpoint by name (none, or hf:PATH)
+        return f"{said}: {run}"
+    if (there / loads).exists():
+        return f"{said}, which then loads {there}'s own {loads}: {run}"
+    if not on_windows() and (Path(folder_now) / loads).is_dir():  # copied first (into one there, cp -r merged two)
         into = shlex.quote(str(there))
-        return (f"from the shell {name} is minitf's own option, read before --load, which then loads from that "
-                f"folder: copy {loads} there first, e.g. mkdir -p {into} && cp -r "
-                f"{shlex.quote(str(Path(folder_now) / loads))} {into}/ && {run}")
-    if loads and there is not None and NAME.match(loads) and (there / loads).exists():
-        return (f"from the shell {name} is minitf's own option, read before --load, which then loads {there}'s own "
-                f"{loads}: {run}")
-    return f"from the shell {name} is minitf's own option, read before --load: {run}"
+        return (f"{said}, which then loads from that folder: copy {loads} there first, e.g. mkdir -p {into} && "
+                f"cp -r {shlex.quote(str(Path(folder_now) / loads))} {into}/ && {run}")
+    return f"{said}: {run}"
 
 
 class _Group(_FlagsUntyped, TyperGroup):

@@ -453,7 +453,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         goes_on, anew = cmd("train"), cmd("train", schedule="new")
         if syntax() == SHELL:  # the settings go with the lines: `minitf set lr=0.005` ends, and a bare `train
             # --schedule new` after it ran at the old lr (a bare `train` at a rate the old lr capped)
-            pairs = " ".join(f"{k}={setting_text(v)}" for k, v in given.items())
+            pairs = " ".join(f"{k}={exact_text(v)}" for k, v in given.items())  # as typed, not to 3 digits
             goes_on = given_before("train", "--set", pairs)
             anew = f"{goes_on} --schedule new"
         reporter.notice(f"{goes_on} goes on at a constant {rate}; {' and '.join(schedule)} "
@@ -505,8 +505,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
 
     # Said where a preset's own fields changed: n_layers=2 or n_experts=4 leave the preset it matched as it was
     was, now = current[ModelConfig].as_built(), model.as_built()
-    read_anew = [spec.name for spec in ModelConfig.specs() if spec.new_function and spec.name != "causal"
-                 and spec.name in changed and was[spec.name] != now[spec.name]]  # the mask's words are its own
+    read_anew = [spec.name for spec in ModelConfig.specs()
+                 if spec.new_function and spec.name in changed and was[spec.name] != now[spec.name]]
     architecture = rebuilt and not reading and any(key in PRESET_FIELDS for key in changed)
     preset = matching_preset(model) if "preset" in given or architecture else None
     if reading is None:
@@ -725,8 +725,8 @@ def render_set(result: SetResult, console: Console) -> None:
         render_kept(console, result.kept)
     if result.preset:
         note(console, f"the architecture now matches the preset {result.preset} (sizes aside)")
-    if result.read_anew and result.had_model and not result.rebuilt:
-        read = result.read_anew
+    read = [k for k in result.read_anew if k != "causal"]  # the mask's own words follow
+    if read and result.had_model and not result.rebuilt:
         score = cmd("score")
         if syntax() == SHELL:  # the setting ends with this command: the line carries it
             score = given_before("score", "--set", " ".join(f"{k}={exact_text(result.changed[k][1])}" for k in read))

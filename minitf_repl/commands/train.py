@@ -37,8 +37,8 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, interactive, invoked_with, 
                       train_first, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
-from .shared import (AUTOSAVES_KEPT, Dropped, file_changed, all_warm_up, load_checked, rebuilt_line, recipe_line, refuse_a_path,
-                     save_session, seed_kept_line, switch_data)
+from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, load_checked, rebuilt_line, recipe_line,
+                     refuse_a_path, save_session, seed_kept_line, switch_data)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 

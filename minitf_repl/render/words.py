@@ -6,8 +6,8 @@ wider than the whole console breaks after a `|` or a comma where it has one (a u
 a contender's settings: `embe` / `d|context]` read as values that do not exist), else goes on a line of
 its own, whole, for the terminal to wrap (which keeps its characters one line for copy and paste). Rich
 cannot say this by itself: its wrapping folds such a word ("fold") or cuts it ("crop", "ellipsis"), and
-overflow="ignore" turns wrapping
-off altogether. soft_wrap=True, which messages used before, handed every line to the terminal,
+overflow="ignore" turns wrapping off altogether. soft_wrap=True, which messages used before, handed every line
+to the terminal,
 and a terminal breaks a line at its last column, wherever that falls in a word. So `Words` places
 the breaks itself, and every sentence is printed through it: `say()` and the notes inside tables'
 groups; text written piece by piece (generated tokens) goes through `WordStream`. Tables and charts
