@@ -201,6 +201,8 @@ class FrontDoor:
         self.reader_left = False  # standard output's reader closed the pipe: the front end ends (READER_LEFT)
         self.usage_error = False  # the last command failed on an option or key that does not exist (UsageError)
         self.lost: str | None = None  # why the output of the command running could not be written (EIO, ENOSPC)
+        self.output_failed = False  # a command's output could not be written: piped input ends there (run_lines)
+        self.ends_at_lost_output = False  # piped input's: its lines after an output that failed do not run
         self._hushed: list[Console] = []  # the consoles quieted for the rest of that command
         self.where = ""  # what an error line names first: the line of a script read from a pipe or file ("line 7: ")
 
@@ -294,7 +296,7 @@ class FrontDoor:
             # not be shown). Said once; the rest of the output is dropped.
             silence_stdout()  # first: closing the display writes too
             self._close(reporter)
-            self._error(f"cannot write the output ({e}); the rest of it is lost")
+            self._output_error(str(e))
             return FAILED
         except Exception as e:  # a bug: say so in one line, keep the session going
             self._close(reporter)
@@ -307,7 +309,7 @@ class FrontDoor:
             silence_stdout()
             for other in self._hushed:  # the other consoles speak again: this error, and the lines after it
                 other.quiet = False
-            self._error(f"cannot write the output ({self.lost}); the rest of it is lost")
+            self._output_error(self.lost)
             return FAILED
         self.interrupted = reporter.stop_requested
         if command.ends_session:
@@ -321,6 +323,14 @@ class FrontDoor:
                 self._error(failure)
             return FAILED
         return OK
+
+    def _output_error(self, why: str) -> None:
+        """Say once that the output could not be written. Piped input ends there, as at a reader that left: its lines
+        after ran on with no output to show (a script's :train for minutes, with nothing written), and their notices
+        on standard error contradicted "the rest of it is lost"."""
+        self.output_failed = True
+        after = ", and the lines after this one do not run" if self.ends_at_lost_output else ""
+        self._error(f"cannot write the output ({why}); the rest of it is lost{after}")
 
     def _consoles(self) -> list[Console]:
         """Its consoles, each once (out, err and progress may be one console)."""

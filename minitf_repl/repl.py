@@ -53,12 +53,22 @@ from .syntax import cmd, speaking
 
 
 def progress_console(out: Console, err: Console | None) -> Console:
-    """Where progress, notices and the stop message go: with the results (a transcript, a terminal), except where the
-    results go to a file and standard error is a terminal, where the person who ran minitf is (`minitf > session.log`
-    at the prompt, `minitf < lesson.txt > out.txt`): a :train showed them nothing for the whole run, and its Ctrl-C
-    message went to the file. There, as from the one-shot shell (`minitf train > run.log`), a run's evaluations come
-    as lines or a bar on the terminal, and the file gets the final table."""
+    """Where the REPL's progress, notices and stop message go: with the results (a transcript in front of the person
+    at the keyboard), except where the results go to a file and standard error is a terminal (`minitf > session.log`
+    at the prompt): a :train showed nothing for the whole run, and its Ctrl-C message went to the file. There, as from
+    the one-shot shell (`minitf train > run.log`), a run's evaluations come as lines or a bar on the terminal, and the
+    file gets the final table."""
     return err if err is not None and on_a_terminal(err) and not on_a_terminal(out) else out
+
+
+def piped_progress_console(out: Console, err: Console | None) -> Console:
+    """Where piped input's progress, notices and stop message go: with the results on a terminal (`printf ... |
+    minitf`), else to standard error, as the one-shot shell's go. Kept with the results in a file, as the REPL's are,
+    the notices ran among the results where both went to files (`minitf < s.txt > log 2> err`, a cron job) and no
+    `2>/dev/null` dropped them; and with both in one file (`> log 2>&1`) a run wrote no line until its end, its stop
+    notice above its own table. As `minitf train > run.log 2>&1` does, a run writes a line per evaluation to
+    standard error as it goes, and the results get the final table."""
+    return err if err is not None and not on_a_terminal(out) else out
 
 
 def run_lines(lines: Iterable[str], session, console: Console, err_console: Console | None = None,
@@ -69,10 +79,12 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
     the status is then 143 or 129 (dispatch.signal_status), and the lines after it are not run.
     Ctrl-C likewise, with 130: a script's next :train must not start when Ctrl-C stopped this one
     (as a shell script ends at Ctrl-C, and the REPL drops pasted lines after it). A reader of the output that left
-    (`minitf < lesson.txt | head`) ends it too, with READER_LEFT (141).
+    (`minitf < lesson.txt | head`) ends it too, with READER_LEFT (141), and so does an output that cannot be written
+    (`> /dev/full`, a full disk), with 1.
     """
     door = FrontDoor(session, console, err_console, FrontEnd(live=False, debug=debug, keyboard=False),
-                     progress=progress_console(console, err_console))
+                     progress=piped_progress_console(console, err_console))
+    door.ends_at_lost_output = True
     failed = False
     for number, line in enumerate(lines, 1):
         if line.lstrip().startswith("#"):  # a script's comment, as in a shell script (`:gen #...` generates from '#')
@@ -84,6 +96,8 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
             return signal_status(door.terminated)
         if door.reader_left:  # no one reads what the lines after would show: a shell script ends at SIGPIPE too
             return READER_LEFT
+        if door.output_failed:  # nor where what they show cannot be written
+            return 1
         if door.interrupted:
             return signal_status(signal.SIGINT)
         if status == QUIT:

@@ -55,10 +55,12 @@ def drive(folder: Path, *lines: str) -> tuple[int, str, str]:
 
 
 def one_error_line(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    """The one error of piped input's standard error, where its notices go too (as the one-shot shell's do: a
+    `:gen`'s speed line, a run's evaluations): each message there is one line."""
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err
     assert "internal error" not in err and "Traceback" not in err
-    return lines[0]
+    return errors[0]
 
 
 # --- claims checked before work scales with them ---------------------------------------------------------
@@ -174,7 +176,7 @@ def test_a_bad_field_refuses_that_checkpoint_in_one_line_and_ls_lists_the_rest(t
     assert message in err
     listing = out.split("loaded good")[0]
     assert "good" in listing and "bad:" in listing and "\x1b" not in out
-    assert "4 tokens in" in out  # the good one loaded and generates
+    assert "4 tokens in" in err  # the good one loaded and generates (its speed line: a notice, on stderr)
 
 
 def test_a_row_from_before_aux_loss_loads_with_it_as_null(tmp_path, trained):
@@ -209,4 +211,4 @@ def test_weights_that_are_not_finite_are_refused_at_load(tmp_path, trained, whic
                             "which no model can generate or train with; this checkpoint cannot be used")
     # Before: the load worked, and every :gen after it was "internal error: probability tensor contains inf, nan".
     code, out, err = drive(tmp_path, ":load nan", ":gen 12 n=3")
-    assert "not finite" in one_error_line(err) and "3 tokens in" in out
+    assert "not finite" in one_error_line(err) and "3 tokens in" in err

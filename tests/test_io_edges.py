@@ -85,6 +85,18 @@ def test_standard_output_on_a_full_device_is_one_line(tmp_path, line):
     assert one_error_line(done.stderr).startswith(f"error: {where}cannot write the output (No space left on device)")
 
 
+@posix_only
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_piped_input_whose_output_cannot_be_written_runs_no_line_after_it(tmp_path):
+    # before: the lines after ran on with nowhere to show what they did (a :train for minutes), their notices on
+    # standard error after "the rest of it is lost"
+    done = shell(tmp_path, f"printf ':config\\n:save after\\n:gen 12 n=3\\n' | MINITF --data sort --set '{TINY_SET}'"
+                           " > /dev/full")
+    assert done.returncode == 1 and done.stderr == ("error: line 1: cannot write the output (No space left on device); "
+                                                    "the rest of it is lost, and the lines after this one do not run\n")
+    assert not (tmp_path / "checkpoints" / "after").exists()
+
+
 # --- the history file -----------------------------------------------------------------------------------
 def _within(fn, timeout: float = 20.0, release=None):
     out = {}

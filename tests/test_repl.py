@@ -111,7 +111,7 @@ def test_ctrl_c_stops_training_and_keeps_the_model(monkeypatch):
     code = repl.run_lines([TINY, ":data sort", ":train steps=100000"], session, out, err)
     text = out.file.getvalue()
     assert code == 130, err.file.getvalue()  # piped input ends at a Ctrl-C (tests/test_sweep_n.py)
-    assert text.count("stopping after this step...") == 1
+    assert err.file.getvalue().count("stopping after this step...") == 1  # a notice: on stderr, out being no terminal
     # piped lines end at the stop: the line that goes on is the shell's (49th session: ":train continues" was said)
     said = " ".join(text.split())
     assert f"stopped at step 3 of 100,000: minitf --checkpoint-dir {session.checkpoint_dir} --load autosave train " \
@@ -137,7 +137,7 @@ def test_ctrl_c_stops_generation_after_the_current_token(monkeypatch):
     out, err = consoles()
     code = repl.run_lines([TINY, ":data sort", ":gen n=100 seed=0 12"], Session(), out, err)
     assert code == 130, err.file.getvalue()
-    assert "3 tokens in" in out.file.getvalue() and "(stopped)" in out.file.getvalue()
+    assert "3 tokens in" in err.file.getvalue() and "(stopped)" in err.file.getvalue()  # notices: on stderr
 
 
 def test_train_autosaves_then_ls_save_load(checkpoint_dir):
@@ -192,7 +192,7 @@ def test_run_lines_success_and_plain_text_has_no_escape_codes():
                           Session(), out, err)
     text = out.file.getvalue()
     assert code == 0, err.file.getvalue()
-    assert "trained 3 steps" in text and "5 tokens in" in text
+    assert "trained 3 steps" in text and "5 tokens in" in err.file.getvalue()  # its speed line: a notice
     assert "\x1b[" not in text
 
 

@@ -271,12 +271,29 @@ def test_a_script_piped_in_with_its_output_in_a_file_shows_its_progress_on_the_t
     assert "3 tokens in" in screen and "3 tokens in" not in log
 
 
-def test_a_script_piped_in_whose_output_and_errors_go_alike_stays_one_transcript():
+def test_a_script_piped_in_to_files_sends_its_notices_to_stderr_as_the_one_shot_shell_does():
     from minitf_repl import repl
 
-    out, err = plain(100), plain(100)  # both to files (or both to a terminal): as before, one stream of results
-    assert repl.run_lines([":data sort", SET_TINY, ":train steps=4 eval_every=2"], Session(), out, err) == 0
-    assert "trained 4 steps" in out.file.getvalue() and err.file.getvalue() == ""
+    # both to files (`minitf < s.txt > log 2> err`, a cron job): the notices ran among the results (50th session), a
+    # run's evaluations were never written, and `> log 2>&1` put a stop notice above its own run's table
+    out, err = plain(100), plain(100)
+    lines = [":data sort", SET_TINY, ":train steps=4 eval_every=2", ":gen 314159= n=3"]
+    assert repl.run_lines(lines, Session(), out, err) == 0
+    log, notes = out.file.getvalue(), err.file.getvalue()
+    assert "trained 4 steps" in log and "step 2 (run 2/4)" in notes and "(run 2/4)" not in log
+    assert "3 tokens in" in notes and "3 tokens in" not in log and "error" not in notes
+
+
+def test_a_script_piped_in_on_a_terminal_stays_one_transcript():
+    from minitf_repl import repl
+
+    # `printf ... | minitf` at a terminal: results and notices on the screen in the order they came, as the REPL's
+    out = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=True)
+    err = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=True)
+    assert repl.run_lines([":data sort", SET_TINY, ":train steps=4 eval_every=2", ":gen 314159= n=3"], Session(), out,
+                          err) == 0
+    screen = " ".join(out.file.getvalue().split())
+    assert "trained 4 steps" in screen and "3 tokens in" in screen and err.file.getvalue() == ""
 
 
 

@@ -184,12 +184,13 @@ def test_a_shell_train_whose_progress_goes_to_a_file_logs_a_line_per_evaluation(
     assert "trained 6 steps" in out.file.getvalue() and "step 3 (run" not in out.file.getvalue()
 
 
-def test_piped_input_prints_no_progress_lines_beside_its_final_table():
+def test_piped_input_into_files_prints_its_progress_lines_on_stderr_and_the_table_on_stdout():
     from test_commands import tiny_session
 
-    out, err = consoles()
+    out, err = consoles()  # `minitf < s.txt > log 2> err`: as `minitf train > log 2> err` does
     assert repl.run_lines([":train steps=6"], tiny_session(), out, err) == 0
-    assert "(run 3/6)" not in out.file.getvalue() + err.file.getvalue()  # one stream: the final table says it once
+    assert "(run 3/6)" not in out.file.getvalue() and err.file.getvalue().count("(run 3/6)") == 1
+    assert "trained 6 steps" in out.file.getvalue()
 
 
 # --- $MINITF_CHECKPOINT_DIR ----------------------------------------------------------------------------------
