@@ -80,7 +80,8 @@ def one_error_line(err: str) -> str:
 def no_errors(err: str) -> bool:
     """Whether piped input's standard error holds no error: its notices go there (a run's evaluations, a note on a
     setting), one line each, and no error line among them."""
-    return not any(line.startswith(("error: ", "internal error")) for line in err.splitlines()) and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith(("error: ", "internal error"))]
+    return not errors and "Traceback" not in err
 
 
 def assert_goes_on(s: Session) -> None:
