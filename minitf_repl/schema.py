@@ -83,15 +83,20 @@ def result_type(command) -> type:
 
 
 def field_comments(owner) -> dict[str, str]:
-    """Each field's comment in the source: the one on its line, else the comment lines just above it."""
+    """Each field's comment in the source: the one on its line, with the comment lines under it that continue it
+    (indented past their `#`, to line up with it: `#        residual=off: 0, ...`), else the comment lines just above
+    it. The continuation was dropped: `skip`'s description stopped at "post-norm: J_LN^T g';"."""
     try:
         source = inspect.getsource(owner)
     except (OSError, TypeError):
         return {}
     comments: dict[int, str] = {}
+    continues: set[int] = set()  # the lines of a comment that goes on from the line above
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             comments[tok.start[0]] = tok.string.lstrip("#").strip()
+            if tok.string.startswith("#  ") and tok.line.lstrip().startswith("#"):
+                continues.add(tok.start[0])
     lines = source.splitlines()
     out = {}
     for number, line in enumerate(lines, start=1):
@@ -99,11 +104,15 @@ def field_comments(owner) -> dict[str, str]:
         if not name.isidentifier() or ":" not in line or line.lstrip().startswith(("def ", "class ", "#", "@")):
             continue
         if number in comments:
-            out[name] = comments[number]
+            below, n = [comments[number]], number + 1
+            while n in continues:
+                below.append(comments[n])
+                n += 1
+            out[name] = " ".join(below)
             continue
         above = []
         n = number - 1
-        while n in comments and lines[n - 1].lstrip().startswith("#"):
+        while n in comments and lines[n - 1].lstrip().startswith("#") and n not in continues:
             above.insert(0, comments[n])
             n -= 1
         if above:

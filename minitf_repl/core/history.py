@@ -19,7 +19,7 @@ class StepInfo:
     run_step: int  # steps done in this run
     run_steps: int  # length of this run
     train_loss: float  # the cross-entropy of this step's one batch, before its update (a mixture of experts'
-    # load-balancing share left out: aux_loss)
+    #                    load-balancing share left out: aux_loss)
     lr: float  # the learning rate this step's update used
     grad_norm: float  # the global norm of this step's gradient, before clipping to grad_clip
     # training tokens per second of this step; on an evaluated row, of the steps since the last evaluation,
