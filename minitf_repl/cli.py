@@ -638,7 +638,8 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
         # a setting shows its value; an action of set's with choices (preset) has no value to show, only choices
         shows = (f"minitf set {name} shows its value now" if setting_help(session, name) is not None else
                  f"one of: {', '.join(map(str, param.choices))}" if param.choices else None)
-        raise UserError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE"
+        # a missing value: a wrong command line (2), as `train --steps` with none is (a setting's name alone gave 1)
+        raise UsageError(f"a setting needs a value, got {clip(name)!r} alone: --set {name}=VALUE"
                         + (f" ({shows})" if shows else ""))
     if loaded is not None and (keys := rebuilding_keys(session, args)):
         shown = " and ".join(keys)  # the line reads "error: --set: n_layers would rebuild ..."

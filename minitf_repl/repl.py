@@ -11,7 +11,6 @@ daemon thread imports torch and the core modules, so the first `:train` rarely w
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import datetime
 import os
@@ -107,17 +106,14 @@ def run_lines(lines: Iterable[str], session, console: Console, err_console: Cons
 
 def stdin_lines(stream=None) -> Iterable[str]:
     """Lines of standard input as text; bytes that are not UTF-8 become U+FFFD, never an exception. A UTF-8 byte
-    order mark at the start (a script saved by Notepad or PowerShell) is no text: it was read as the first line's
-    first character, so that `:train` there became a prompt the vocabulary could not read. A lone "\r" ends a line
-    too, as in a paste (run_pasted) and a data file: a script with old Mac line endings was read as one line, its
-    first command given all the others as its words ("`:set` ... not both: :set :set shows")."""
+    order mark that starts a line (a script saved by Notepad or PowerShell; each of several such files joined, `cat
+    a.txt b.txt | minitf`) is no text: it was read as the line's first character, so that `:train` there became a
+    prompt the vocabulary could not read. A lone "\r" ends a line too, as in a paste (run_pasted) and a data file: a
+    script with old Mac line endings was read as one line, its first command given all the others as its words
+    ("`:set` ... not both: :set :set shows")."""
     stream = stream if stream is not None else sys.stdin.buffer
-    first = True
     for raw in stream:
-        if first and raw.startswith(codecs.BOM_UTF8):
-            raw = raw[len(codecs.BOM_UTF8):]
-        first = False
-        yield from re.split(r"\r(?!\n)", raw.decode("utf-8", errors="replace"))
+        yield from (line.removeprefix("\ufeff") for line in re.split(r"\r(?!\n)", raw.decode("utf-8", "replace")))
 
 
 # --- history -----------------------------------------------------------------------------------

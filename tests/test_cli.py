@@ -207,7 +207,7 @@ def test_a_setting_is_shown_by_set_with_its_name_alone_or_by_help():
     line = assert_one_error_line(invoke("set", "lr", "lr=0.1"))
     assert line.endswith("not both: minitf set lr shows, --set lr=0.1 changes")
     # `--set lr` (no value) changed nothing and went on to train; now it stops before the command
-    line = assert_one_error_line(invoke(*TINY, "--set", "lr", "train", "--steps", "1"))
+    line = assert_one_error_line(invoke(*TINY, "--set", "lr", "train", "--steps", "1"), code=2)  # a missing value
     assert line == ("error: --set: a setting needs a value, got 'lr' alone: --set lr=VALUE "
                     "(minitf set lr shows its value now)")
 
