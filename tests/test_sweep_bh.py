@@ -1,5 +1,6 @@
 """The 50th session's own look: each test failed before its fix."""
 
+import json
 from dataclasses import dataclass
 
 from minitf_repl import schema
@@ -44,3 +45,39 @@ def test_a_setting_given_no_value_from_the_shell_is_a_wrong_command_line():
     # was: status 1, where `train --steps` with no value gives 2, as the exit-status table says of a missing value
     line = assert_one_error_line(invoke(*TINY, "--set", "lr", "config"), code=2)
     assert line.startswith("error: --set: a setting needs a value, got 'lr' alone")
+
+
+def test_resid_names_its_follow_up_views_on_the_same_text_and_position(tmp_path):
+    from test_cli import TINY, invoke
+
+    folder = ["--checkpoint-dir", str(tmp_path)]
+    assert invoke(*folder, *TINY, "train", "--steps", "2", "--save", "small").exit_code == 0
+    said = " ".join(invoke(*folder, "--load", "small", "resid", "1234", "--at", "2").stdout.split())
+    # was: `minitf --load small ln --layer 0 --which ln_2` and `... attrib`: the data's sample text, its last position
+    assert "ln 1234 --at 2 --layer 0 --which ln_2 works one of these norms out" in said, said
+    said = " ".join(invoke(*folder, "--load", "small", "resid", "1234").stdout.split())
+    assert "ln 1234 --layer 0 --which ln_2 works" in said, said
+
+
+def test_resid_sends_attrib_to_the_text_up_to_its_position_whose_last_it_reads(tmp_path):
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    shown = run(s, ":resid 31415 at=2")
+    assert shown.upto == "314"  # the stream at position 2 of a causal model reads "314" alone
+    assert "upto" not in json_document(REGISTRY.find("resid"), shown)  # for the view alone
+    run(s, ":set causal=off")
+    assert run(s, ":resid 31415 at=2").upto is None  # a model that reads the future: "314" would read less
+
+
+def test_attrib_says_the_start_of_a_long_prompt_went_unread_as_the_other_views_do(tmp_path):
+    from test_cli import TINY, invoke
+
+    long = "1234567890" * 8
+    done = invoke(*TINY, "attrib", long)
+    assert done.exit_code == 0, done.output
+    assert "went unread" in done.stdout, done.stdout  # was: a notice on stderr alone
+    document = json.loads(invoke(*TINY, "attrib", long, "--json").stdout)
+    assert document["dropped"] == len(long) - 32 and document["unit"] == "character"

@@ -329,6 +329,22 @@ def view_prompt(session, prompt: str | None, reporter, data=None, scored: bool =
     return text, ids, dropped
 
 
+def unread_note(console: Console, result) -> None:
+    """What a view of one prompt says of the start it cut (`result.dropped` tokens beyond max_seq_len, in
+    `result.unit`s): on its own output, where view_prompt's notice on stderr alone went unseen in a log of stdout."""
+    if result.dropped:
+        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+
+
+def typeable_prompt(prompt: str) -> PromptText | None:
+    """The prompt as a line of one line carries it, or None: a default prompt of the data written out beats a PROMPT
+    placeholder, and so does a short one with a newline or a tab, written as escapes (`:gen "The\n"`, the shell's
+    $'The\n'; a long one would fill the line). As PromptText, so that cmd quotes it for the front end speaking (the
+    shell's `a|b>c` piped :step's own pick into a command `c`, and `def f(x):` was a PROMPT placeholder)."""
+    escaped = len(prompt) <= 80 and all(ch.isprintable() or ch in "\n\t" for ch in prompt)
+    return PromptText(prompt) if prompt and (prompt.isprintable() or escaped) else None
+
+
 def long_prompt_notice(reporter, ids: list[int], window: int, unit: str) -> None:
     """What :gen and :step say of a prompt longer than the window: they take it whole, and the model reads its end."""
     if len(ids) > window:

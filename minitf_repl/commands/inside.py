@@ -37,10 +37,10 @@ from ..render.tables import NARROW, add_row, fits
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import PromptText, cmd, look_again, named
+from ..syntax import cmd, look_again, named
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, long_prompt_notice, sample_prompt, switched_off, training_length, true_next, view_prompt,
-                   with_given)
+                   known_text, long_prompt_notice, sample_prompt, switched_off, training_length, true_next,
+                   typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .generate import drawn_seed
@@ -142,9 +142,7 @@ def render_attn(result: AttnResult, console: Console) -> None:
         if max(nxt) >= 0.5:
             note(console, "a head that reads the next token hands the answer to the prediction: the loss falls "
                           "toward 0, and generation, which has no next token, fails")
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) "
-                      "went unread")
+    unread_note(console, result)
     head = {"head": result.heads[0]} if single else {}  # one head shown: :qkv works out that one, not head 0
     note(console, f"row i worked out by hand, q.k to softmax: {cmd('qkv', 'TEXT', at='i', layer=result.layer, **head)}")
     # A switched-off head still computes its pattern (its output A_h V_h is what is zeroed); the blocks after it,
@@ -294,15 +292,6 @@ def _number(value: float) -> str:
     return f"{value:.3f}" if value == 0 or 5e-4 <= abs(value) < 1e5 else f"{value:.2e}"
 
 
-def _typeable(prompt: str) -> PromptText | None:
-    """The prompt as a line of one line carries it, or None: a default prompt of the data written out beats a PROMPT
-    placeholder, and so does a short one with a newline or a tab, written as escapes (`:gen "The\n"`, the shell's
-    $'The\n'; a long one would fill the line). As PromptText, so that cmd quotes it for the front end speaking (the
-    shell's `a|b>c` piped :step's own pick into a command `c`, and `def f(x):` was a PROMPT placeholder)."""
-    escaped = len(prompt) <= 80 and all(ch.isprintable() or ch in "\n\t" for ch in prompt)
-    return PromptText(prompt) if prompt and (prompt.isprintable() or escaped) else None
-
-
 def _stage_header(result: StepResult) -> str:
     parts = ["logits z"]
     if result.temperature == 0:
@@ -350,7 +339,7 @@ def render_step(result: StepResult, console: Console) -> None:
     # every choice that decides the pick, as :step made it; greedy, the pick is the argmax and no seed decides it
     chosen = dict(temperature=0) if greedy else dict(temperature=result.temperature, top_k=result.top_k,
                                                      top_p=result.top_p, seed=result.seed)
-    same = cmd("gen", _typeable(result.prompt) or "PROMPT", n=1, **chosen)
+    same = cmd("gen", typeable_prompt(result.prompt) or "PROMPT", n=1, **chosen)
     drawn = "greedy, no seed decides it" if greedy else f"seed {result.seed}"
     underflow = (f" ({result.n_kept:,} pass the filters, but the others' probability is 0 at T={result.temperature:g}: "
                  "e^((z - max z) / T) is too small for a float)" if result.n_possible < result.n_kept else "")

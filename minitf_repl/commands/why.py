@@ -36,7 +36,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again
 from .base import (BLOCK, VIEW_DEFAULT, ablation_note, check_layer, command, sample_prompt, switched_off, true_next,
-                   view_prompt)
+                   unread_note, view_prompt)
 
 FAMILY = "why it answers"  # the heading :help lists this module's commands under
 
@@ -380,6 +380,8 @@ class AttribResult:
     norm_bias: bool = True  # the final norm has a bias (False: RMSNorm or bias=off, and the offset is 0)
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     untrained: bool = False  # the model has not trained: the logit split is random weights' (said)
+    dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
+    unit: str = "character"
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
@@ -391,10 +393,10 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
-], json_version=3)  # fmt: skip
+], json_version=4)  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
-    text, ids, _ = view_prompt(session, args["prompt"], reporter)
+    text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     target = args["target"]
     if target is None:
         target = true_next(data, text)
@@ -408,7 +410,8 @@ def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult
 
     return AttribResult(prompt=text, target=shown_piece(data.tokenizer, a.target), logit=a.logit, offset=a.offset,
                         scale=a.scale, parts=parts, prob=a.prob, rank=a.rank, norm_bias=a.norm_bias,
-                        ablations=switched_off(session), untrained=session.untrained)
+                        ablations=switched_off(session), untrained=session.untrained, dropped=dropped,
+                        unit=data.tokenizer.unit)
 
 
 @render.register(AttribResult)
@@ -443,6 +446,7 @@ def render_attrib(result: AttribResult, console: Console) -> None:
     else:
         note(console, f"{key}; the parts sum to {total:+.2f} = the logit {result.logit:.2f}: the final norm has no "
                       f"bias, so it adds nothing of its own (scale {result.scale:.3g})")
+    unread_note(console, result)  # as the other views of one prompt say it (it was a notice on stderr alone)
     ablation_note(console, result.ablations)
     if result.untrained:
         note(console, f"this model has not trained yet: the parts split a logit of random weights; "

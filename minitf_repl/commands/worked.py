@@ -33,7 +33,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named, rebuilt_with
 from .base import (BLOCK, LAST_POSITION, QUERY_HEAD, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_head, check_layer,
-                   command, sample_prompt, switched_off, view_prompt)
+                   command, sample_prompt, switched_off, typeable_prompt, unread_note, view_prompt)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.inside import NormRead, NormWorked, RopeWorked, StreamWrite
@@ -75,8 +75,7 @@ def rounding(difference: float, ablations: list[str]) -> str:
 def closing_notes(console: Console, result, untrained: str | None = None, name: str = "") -> None:
     """What each worked view ends with: the start of a prompt it did not read, the parts :ablate has switched off
     (the numbers are the ablated model's), and on a model that has not trained, what its numbers are (`untrained`)."""
-    if result.dropped:
-        note(console, f"the first {count(result.dropped, result.unit)} of the prompt (beyond max_seq_len) went unread")
+    unread_note(console, result)
     ablation_note(console, result.ablations)
     if untrained is not None and result.untrained:
         note(console, f"this model has not trained yet: {untrained}; {look_again(name, AUTOSAVE_NAME)}")
@@ -391,6 +390,9 @@ class ResidResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     norm_gain: bool = True  # the norms learn a gain g (norm_gain=off: none, and |x̂| = sqrt(d) is what they hand on)
     tied: bool = True  # the output head is W_E (tie_embeddings; off: W_U is a matrix of its own)
+    # the text up to the position shown, where :attrib (which reads a text's last position) reads that position the
+    # same: a causal model's stream there reads nothing after it (None: the model reads the future)
+    upto: str | None = field(default=None, metadata={"view_only": True})
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
@@ -412,7 +414,8 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        position_table=position_table(session.model_config), writes=stream.writes,
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
                        untrained=session.untrained, ablations=switched_off(session),
-                       norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings)
+                       norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings,
+                       upto=session.data.tokenizer.decode(ids[:stream.at + 1]) if session.model.causal else None)
 
 
 def position_table(config) -> str | None:
@@ -496,14 +499,20 @@ def render_resid(result: ResidResult, console: Console) -> None:
     if result.final is not None:
         head = "W_U = W_E: the head is tied" if result.tied else "W_U: the head's own matrix, tie_embeddings=off"
         note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T ({head})")
-    note(console, f"{cmd('ln', layer=result.writes[-1].block, which='ln_2')} works one of these norms out step by "
-                  "step, feature by feature")
-    # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest)
-    split = f"; {cmd('attrib')} shows which of these writes push the next token" if pre and result.residual else ""
+    # each line on the same text and position, which a bare `:ln` or `:attrib` read elsewhere (the data's sample)
+    prompt = typeable_prompt(result.prompt) or "PROMPT"
+    last = result.at == len(result.tokens) - 1
+    ln = cmd("ln", prompt, **({} if last else {"at": result.at}), layer=result.writes[-1].block, which="ln_2")
+    note(console, f"{ln} works one of these norms out step by step, feature by feature")
+    # :attrib splits only a stream that is the sum of its writes (core.attribution.check_pre_norm refuses the rest),
+    # at a text's last position: this one, or the last of the text up to it
+    upto = prompt if last else typeable_prompt(result.upto or "")
+    attrib = f"{cmd('attrib', upto)} shows which of these writes push the next token" if upto else ""
+    split = f"; {attrib}" if attrib and pre and result.residual else ""
     if cosine:
         note(console, f"cos(f, h): along the stream (> 0), against it (< 0), or about 0: a new direction{split}")
     elif split:
-        note(console, f"{cmd('attrib')} shows which of these writes push the next token")
+        note(console, attrib)
     closing_notes(console, result, "its writes are random", "resid")
 
 
