@@ -81,3 +81,24 @@ def test_attrib_says_the_start_of_a_long_prompt_went_unread_as_the_other_views_d
     assert "went unread" in done.stdout, done.stdout  # was: a notice on stderr alone
     document = json.loads(invoke(*TINY, "attrib", long, "--json").stdout)
     assert document["dropped"] == len(long) - 32 and document["unit"] == "character"
+
+
+def test_config_and_params_say_what_ablate_switched_off_and_agree_on_the_mask():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+    from test_commands import run, tiny_session
+    from test_render import text_of as render_text
+
+    s = tiny_session()
+    run(s, ":set n_layers=2")  # one block's k and v read no later token, mask or none: its cache stays exact
+    run(s, ":ablate mask")
+    config, params = run(s, ":config"), run(s, ":params")
+    said = " ".join(render_text(config).split())
+    # was: `causal on`, and no word that the mask was off, beside :params' "causal=off", which no one had set
+    assert "switched off now: the causal mask (:ablate off puts the model back)" in said, said
+    assert json_document(REGISTRY.find("config"), config)["ablations"] == ["the causal mask"]
+    costs = " ".join(render_text(params).split())
+    assert ":ablate mask for now" in costs and "causal=off" not in costs, costs
+    assert "switched off now: the causal mask" in costs and params.kv_cache["unused"] == "ablate mask"
+    run(s, ":ablate off")
+    assert "switched off" not in render_text(run(s, ":config")) + render_text(run(s, ":params"))

@@ -256,8 +256,9 @@ class KVCacheSize(TypedDict):
     window_bytes: int  # the cache for a full window of max_seq_len tokens
     window: int  # max_seq_len
     mha_bytes_per_token: int  # what the cache would take with one key/value head per query head
-    # why sampling keeps no cache, so that the sizes above are what it would take: "cache=off", or "causal=off" (no
-    # mask in a model of two or more blocks: :gen recomputes the window every step); None: it keeps one
+    # why sampling keeps no cache, so that the sizes above are what it would take: "cache=off", "causal=off" (no
+    # mask in a model of two or more blocks: :gen recomputes the window every step), or "ablate mask" (the mask
+    # switched off by `:ablate mask`, likewise); None: it keeps one
     unused: str | None
 
 
@@ -271,11 +272,12 @@ class ParamsResult:
     kv_cache: KVCacheSize | None = None  # the KV cache for sampling: bytes per token, heads kept, and the full-window size
     # whose training rows the ledger counts (ledger.seq_len)
     data: str = field(default="", metadata={"view_only": True})
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate now
 
 
 @command("params", "What the model costs: parameters per component, FLOPs and memory (all=on: every tensor).",
          params=[Param("all", bool, default=False, help="list every parameter tensor instead")],
-         json_version=4)  # fmt: skip
+         json_version=5)  # fmt: skip
 def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult:
     from ..core.generate import cache_exact
     from ..core.ledger import cost_ledger
@@ -290,15 +292,22 @@ def cmd_params(session: Session, args: dict, reporter: Reporter) -> ParamsResult
     kv_cache = {"bytes_per_token": per_token, "kv_heads": config.kv_heads, "n_heads": config.n_heads,
                 "window_bytes": per_token * config.max_seq_len, "window": config.max_seq_len,
                 "mha_bytes_per_token": kv_cache_bytes_per_token(config.replace(n_kv_heads=None)),
-                "unused": ("cache=off" if not session.gen_config.cache else
-                           None if cache_exact(model) else "causal=off")}
-    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec)
+                "unused": ("cache=off" if not session.gen_config.cache else None if cache_exact(model) else
+                           "causal=off" if not config.causal else "ablate mask")}
+    return ParamsResult(rows, model.num_parameters(), ledger, bool(args["all"]), kv_cache, data=session.data_spec,
+                        ablations=switched_off(session))
+
+
+# A switched-off part still holds its weights and, but for a skipped block, computes (its output zeroed): the
+# counts are the whole model's (no word of :ablate was said beside them)
+ABLATED_COSTS = "the parameters and costs above are the whole model's: the parts keep their weights"
 
 
 @render.register(ParamsResult)
 def render_params(result: ParamsResult, console: Console) -> None:
     if result.ledger is not None and not result.show_all:
         render_ledger(result.ledger, console, result.kv_cache, result.data)
+        ablation_note(console, result.ablations, ABLATED_COSTS)
         return
     table = Table(header_style="bold", show_footer=True)
     table.add_column("module", footer="total", no_wrap=True)
@@ -312,6 +321,7 @@ def render_params(result: ParamsResult, console: Console) -> None:
         _tensors_by_module(result, console)
     if _tied(result.ledger):  # tie_embeddings off (llama, modern): lm_head has its own matrix, listed above
         note(console, "the token embedding and lm_head share one matrix (weight tying); it is counted once")
+    ablation_note(console, result.ablations, ABLATED_COSTS)
 
 
 def _tensors_by_module(result: ParamsResult, console: Console) -> None:
@@ -440,7 +450,9 @@ def render_ledger(ledger: dict, console: Console, kv: dict | None = None, data: 
         # every step) keeps none: the size is what it would take
         why = {"cache=off": f"cache=off: :gen recomputes the window every step ({cmd('set', cache=True)} keeps one)",
                "causal=off": "causal=off: a position's k and v change as later tokens come, so :gen recomputes the "
-                             "window every step"}.get(kv.get("unused"))
+                             "window every step",
+               "ablate mask": f"{cmd('ablate', 'mask')} for now: a position's k and v change as later tokens come, so "
+                              ":gen recomputes the window every step"}.get(kv.get("unused"))
         add(("KV cache, sampling", "none" if why else fmt.size(kv["window_bytes"]),
              f"{why}; it would take {fmt.size(kv['window_bytes'])}, {size}" if why else size))
     costs = Table(show_header=False, box=None, pad_edge=False, title=Text("compute and memory", style="bold"),

@@ -34,7 +34,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session, ShellConfig
 from ..syntax import (SHELL, cmd, exact_text, given_before, loaded, own_settings, restore, setting_text,
                       spell_settings_with, syntax, without_setting)
-from .base import REGISTRY, command, complete_data, greedy_ignores
+from .base import REGISTRY, ablation_note, command, complete_data, greedy_ignores, switched_off
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
                      load_checked, quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
 
@@ -61,9 +61,10 @@ class ConfigResult:
     # what is wrong with the data or device setting, said before either is used (each is refused where it is: a
     # `minitf --data /nonexistent config` showed the setting without a word)
     problems: list[str] = field(default_factory=list)
+    ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate now (the settings are unchanged)
 
 
-@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=5)
+@command("config", "Show the model, training and generation settings.", needs_torch=False, json_version=6)
 def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult:
     from ..core.catalog import data_problem
     from ..core.config import matching_preset
@@ -91,6 +92,7 @@ def cmd_config(session: Session, args: dict, reporter: Reporter) -> ConfigResult
         recipe_for=recipe_label(session.recipe_data, session.train_config.optimizer) if recipe_keys else None,
         threads=session.shell_config.threads,
         problems=problems,
+        ablations=switched_off(session),
     )
 
 
@@ -151,6 +153,9 @@ def render_config(result: ConfigResult, console: Console) -> None:
     note(console, (f"the architecture matches the preset {result.preset} (sizes aside)" if result.preset else
                    "the architecture matches no preset") + f"; {cmd('set', 'key=value')} or "
                                                            f"{cmd('set', 'preset=NAME')} changes the settings")
+    # `:ablate mask` left `causal on` above, and no word said the model ran with parts switched off
+    ablation_note(console, result.ablations, "the settings above are unchanged, and the model runs without these "
+                                             "parts")
 
 
 # --- :set ----------------------------------------------------------------------------------------
