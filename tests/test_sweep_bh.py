@@ -102,3 +102,13 @@ def test_config_and_params_say_what_ablate_switched_off_and_agree_on_the_mask():
     assert "switched off now: the causal mask" in costs and params.kv_cache["unused"] == "ablate mask"
     run(s, ":ablate off")
     assert "switched off" not in render_text(run(s, ":config")) + render_text(run(s, ":params"))
+
+
+def test_lrfind_past_the_blow_up_compares_your_rate_with_the_one_it_offers():
+    from test_lrfind import fake
+    from test_render import text_of
+
+    said = " ".join(text_of(fake(0.7)).split())
+    assert "try :set lr=0.01" in said, said
+    # was: ":compare lr=0.7 lr=0.23", a third of a rate that blew up, still past the lowest point (0.03)
+    assert "(:compare lr=0.7 lr=0.01)" in said, said

@@ -253,7 +253,9 @@ def render_lrfind(result: LrfindResult, console: Console) -> None:
     # third of it, the other way), unless 3x reaches where the loss blew up
     up = (test.steepest is not None and result.lr < test.steepest
           and (test.blown_at is None or 3 * result.lr < test.blown_at))
-    other = result.lr * 3 if up else result.lr / 3
+    blown = test.blown_at is not None and result.lr >= test.blown_at  # your rate against the one the line above
+    # offers (a third of it was still past the lowest point: two bad rates compared)
+    other = test.lowest / 3 if blown else result.lr * 3 if up else result.lr / 3
     example = "" if cmd("compare") in said else \
         f" ({cmd('compare', f'lr={_round(result.lr):g}', f'lr={_round(other):g}')})"
     note(console, f"read the points to a factor of about 3: the loss is one batch a step, and another seed moves "
