@@ -112,3 +112,19 @@ def test_lrfind_past_the_blow_up_compares_your_rate_with_the_one_it_offers():
     assert "try :set lr=0.01" in said, said
     # was: ":compare lr=0.7 lr=0.23", a third of a rate that blew up, still past the lowest point (0.03)
     assert "(:compare lr=0.7 lr=0.01)" in said, said
+
+
+def test_ablate_grades_its_sample_answer_on_a_task_as_gen_does():
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.dispatch import json_document
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    s = tiny_session()
+    result = run(s, ":ablate positions")
+    expected = s.data.answer(result.prompt)
+    assert result.answer is not None and result.answer.expected == expected
+    said = " ".join(text_of(result).split())
+    verdict = "right:" if result.answer.right else f"wrong: {result.prompt}{result.sample[:len(expected)]}, the answer"
+    assert verdict in said, said  # was: "sample: 3142=1111" and no word of whether that answers it
+    assert json_document(REGISTRY.find("ablate"), result)["answer"]["expected"] == expected

@@ -37,13 +37,14 @@ from ..session import AUTOSAVE_NAME, Session
 from ..syntax import REPL, cmd, given_before, interactive, look_again, rebuilt_with, syntax
 from .base import (REGISTRY, ablation_note, command, complete_data, complete_head_number, complete_layer, sample_prompt,
                    switched_off)
-from .generate import only_whitespace
+from .generate import answer_line, only_whitespace
 from .settings import SET
 from .shared import all_warm_up, load_checked, read_with, recipe_line, say_emulated
 from .train import PlotLevel, counter_levels, counters_left_out, plot_levels
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.compare import Outcome
+    from ..core.data import Graded
 
 FAMILY = "the variant lab"  # the heading :help lists this module's commands under
 
@@ -685,6 +686,7 @@ class AblateResult:
     prompt: str
     untrained: bool = False  # the model has not trained a step: its parts have learned nothing to switch off
     put_back: list[str] = field(default_factory=list)  # `:ablate off`: the parts it switched back on
+    answer: Graded | None = None  # a task: the sample's answer, checked (as :gen checks it)
 
 
 # interruptible: its two evaluations poll no stop flag (two minutes on a 12 x 768 model at block_size=512, Ctrl-C
@@ -701,7 +703,7 @@ def complete_ablations(session) -> list[str]:
                        complete=complete_ablations,
                        help="head=L.H | mask | positions | block=L, one or several (they stack) | off (undo all); "
                             "none: what is off now")],
-         pairs_in_text=True, interruptible=True, json_version=3)  # fmt: skip
+         pairs_in_text=True, interruptible=True, json_version=4)  # fmt: skip
 def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult:
     """Adds the ablations given (they stack: `head=0.1 head=1.0`, or with commas) and shows val loss with and
     without them; `off` removes them all."""
@@ -744,8 +746,9 @@ def cmd_ablate(session: Session, args: dict, reporter: Reporter) -> AblateResult
     except BaseException:  # a part that cannot be switched off, Ctrl-C: the parts off before this command stay off
         session.set_ablations(previous)
         raise
+    graded = session.data.grade(prompt + text) if done is not None else None
     return AblateResult([str(a) for a in session.ablations], before, after, text, prompt, session.untrained,
-                        put_back=[str(a) for a in previous] if off else [])
+                        put_back=[str(a) for a in previous] if off else [], answer=graded)
 
 
 @render.register(AblateResult)
@@ -765,6 +768,8 @@ def render_ablate(result: AblateResult, console: Console) -> None:
     say(console, sample)
     if (blank := only_whitespace(result.sample)) is not None:  # "sample: The exam" and nothing: it seemed to stop
         say(console, blank, "yellow")
+    if result.answer is not None:  # a plausible wrong answer went unremarked, where :gen grades the same sample
+        say(console, answer_line(result.answer, untrained=result.untrained), "green" if result.answer.right else "red")
     if result.untrained and result.active:  # a change near 0 would read as "this part does nothing"
         fix = (f"{cmd('ablate', 'off')}, {cmd('train')}, then switch them off again" if syntax() == REPL  # :train
                # refuses while parts are off; a one-shot's model ends with it, and its training is the autosave
