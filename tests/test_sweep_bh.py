@@ -128,3 +128,26 @@ def test_ablate_grades_its_sample_answer_on_a_task_as_gen_does():
     verdict = "right:" if result.answer.right else f"wrong: {result.prompt}{result.sample[:len(expected)]}, the answer"
     assert verdict in said, said  # was: "sample: 3142=1111" and no word of whether that answers it
     assert json_document(REGISTRY.find("ablate"), result)["answer"]["expected"] == expected
+
+
+def test_a_bpe_trains_on_a_long_line_without_spaces_in_moments_and_on_words_as_before(monkeypatch):
+    import random
+    import time
+
+    from minitf_repl.core import bpe
+
+    piece = "a" * 3000 + " bc de" + " f" * 700
+    cut = bpe.word_pieces(piece, 1024)
+    assert "".join(cut) == piece and all(len(p) <= 1024 for p in cut)
+    assert cut[:2] == ["a" * 1024] * 2  # no space to cut at: cut at the limit
+    assert cut[2].startswith("a" * 952 + " bc de f") and cut[2].endswith(" f") and cut[3].startswith(" f ")  # " word"
+    rng = random.Random(8)
+    line = "".join(rng.choice("ACGT") for _ in range(200_000))
+    start = time.perf_counter()
+    bpe.train_bpe(line, 300)
+    assert time.perf_counter() - start < 5  # was 10 s for 100,000 characters, and growing with their square
+    words = [" ".join(rng.choice(["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]) for _ in range(9000))]
+    text = "\n".join(words * 3)
+    merges = bpe.train_bpe(text, 300).tokenizer.to_str()
+    monkeypatch.setattr(bpe, "word_pieces", lambda piece, size=0: [piece])
+    assert bpe.train_bpe(text, 300).tokenizer.to_str() == merges  # text of short words: the same BPE
