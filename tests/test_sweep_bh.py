@@ -151,3 +151,17 @@ def test_a_bpe_trains_on_a_long_line_without_spaces_in_moments_and_on_words_as_b
     merges = bpe.train_bpe(text, 300).tokenizer.to_str()
     monkeypatch.setattr(bpe, "word_pieces", lambda piece, size=0: [piece])
     assert bpe.train_bpe(text, 300).tokenizer.to_str() == merges  # text of short words: the same BPE
+
+
+def test_a_bpe_models_changed_text_is_not_said_to_hold_the_same_characters(tmp_path, checkpoint_dir):
+    from test_checkpoint_commands import TEXT
+    from test_commands import run, tiny_session
+
+    corpus = tmp_path / "fox.txt"
+    corpus.write_text(TEXT * 20, encoding="utf-8")
+    s = tiny_session(data=str(corpus))
+    run(s, ":set tokenizer=bpe:270")
+    run(s, ":train steps=2 save=fox")
+    corpus.write_text(TEXT * 20 + "ZQ new!", encoding="utf-8")  # characters it never held
+    changed = run(tiny_session(data=str(corpus)), ":load fox").data_changed
+    assert "holds another text than when fox was saved:" in changed, changed  # was "(the same characters)"

@@ -467,7 +467,10 @@ def _text_changed(checkpoint, data) -> str | None:
     saved, now = checkpoint.meta.get("data_sha256"), getattr(data, "digest", None)
     if saved is None or now is None or saved == now:
         return None
-    return (f"{checkpoint.data_spec} holds another text than when {checkpoint.name} was saved (the same characters): "
+    # a character model's vocabulary was checked against the file's before; a BPE (saved with the model) reads any
+    # characters, and "the same characters" was said of a file with 8 new ones
+    same = " (the same characters)" if data.tokenizer.kind == "char" else ""
+    return (f"{checkpoint.data_spec} holds another text than when {checkpoint.name} was saved{same}: "
             "its validation split may hold text the model trained on, so its val loss can read too low")
 
 
