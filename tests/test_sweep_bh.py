@@ -3,6 +3,8 @@
 import json
 from dataclasses import dataclass
 
+import pytest
+
 from minitf_repl import schema
 
 
@@ -165,3 +167,30 @@ def test_a_bpe_models_changed_text_is_not_said_to_hold_the_same_characters(tmp_p
     corpus.write_text(TEXT * 20 + "ZQ new!", encoding="utf-8")  # characters it never held
     changed = run(tiny_session(data=str(corpus)), ":load fox").data_changed
     assert "holds another text than when fox was saved:" in changed, changed  # was "(the same characters)"
+
+
+def test_a_text_too_short_for_the_window_offers_the_window_that_fits_as_a_command(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    short = tmp_path / "short.txt"
+    short.write_text("the cat sat on the mat. " * 4, encoding="utf-8")  # 96 characters: 10 in the validation split
+    line = assert_one_error_line(invoke("--data", str(short), "train", "--steps", "1"))
+    assert line.endswith("or max_seq_len=9 or less (--set max_seq_len=9)"), line  # was: "max_seq_len=9 or less"
+    shown = invoke("--data", str(short), "data")  # was: shown without a word, where `:data short.txt` refused it
+    assert shown.exit_code == 0 and "train/val" in shown.stdout
+    assert "warning: short.txt is too short" in shown.stderr and "refuses it as it is" in shown.stderr
+    assert invoke("--data", str(short), "--set", "max_seq_len=9", "data").stderr == ""
+
+
+def test_a_bpe_text_too_short_for_the_window_says_more_tokens_would_fit_it(tmp_path):
+    from minitf_repl.core.bpe import train_bpe
+    from minitf_repl.core.data import load_data
+    from minitf_repl.core.errors import DataError
+
+    path = tmp_path / "ab.txt"
+    path.write_text("ab" * 500, encoding="utf-8")
+    data = load_data(str(path)).retokenized(train_bpe(path.read_text(), 300))
+    with pytest.raises(DataError) as e:
+        data.check_fits(64)
+    # was "use a longer text": 'ab' x 50,000 was as short, one token
+    assert "read it in more tokens (a BPE of fewer, or tokenizer=char)" in str(e.value)

@@ -796,6 +796,11 @@ def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
         if (changed := file_changed(session)) is not None:
             reporter.notice(changed)
         _held_out_only(session.data, reporter)
+        try:  # `minitf --data short.txt data` showed it without a word, where `:data short.txt` refused it
+            session.data.check_fits(session.model_config.max_seq_len)
+        except UserError as e:
+            fix = f" ({cmd('set', **e.fix)})" if e.fix else ""
+            reporter.notice(f"warning: {e}{fix}; {cmd('train')} refuses it as it is")
         return DataResult(session.data.info(), changed=False, rebuilt=False, spec=session.data_spec)
     spec = name.strip()
     data = load_checked(session, spec, reporter)

@@ -266,12 +266,17 @@ class TextCorpus:
             which = "validation split (the last 10%)" if split == "val" else "training split (the first 90%)"
             # the fixes that work: a window of shortest - 1 tokens where one of 1 or more fits, and the characters a
             # text needs for this window (a character a token; a subword tokenizer's count is the text's to say)
+            # A BPE's tokens of a repetitive text may be few however long it is ('ab' x 500: one token): it is read in
+            # more by one of fewer merges, or a character a token
             longer = (f"a text of at least {count(_chars_for(max_seq_len + 1), 'character')}"
-                      if self.tokenizer.kind == "char" else "a longer text")
+                      if self.tokenizer.kind == "char" else
+                      "a longer text, or read it in more tokens (a BPE of fewer, or tokenizer=char)")
+            fits = shortest - 1 if shortest >= 2 else None  # the window that fits, as the fix to paste
             raise DataError(
                 f"{self.name} is too short: its {which} has {count(shortest, self.tokenizer.unit)}, and one window "
                 f"needs max_seq_len + 1 = {max_seq_len + 1}; use {longer}"
-                + (f", or max_seq_len={shortest - 1} or less" if shortest >= 2 else "")
+                + (f", or max_seq_len={fits} or less" if fits else ""),
+                fix={"max_seq_len": fits} if fits else None,
             )
 
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
