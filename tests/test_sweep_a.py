@@ -325,4 +325,4 @@ def test_set_names_the_command_for_device_and_data_and_one_word_for_a_spaced_pai
     for spaced in ("lr = 0.02", "lr =0.02"):
         line = assert_one_error_line(invoke("--set", spaced, "config"))
         assert line == "error: --set: a setting and its value go as one word: --set lr=0.02"
-    assert "needs a value, got 'lr' alone" in assert_one_error_line(invoke("--set", "lr =", "config"))
+    assert "needs a value, got 'lr' alone" in assert_one_error_line(invoke("--set", "lr =", "config"), code=2)

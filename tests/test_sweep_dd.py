@@ -157,7 +157,7 @@ def test_preset_alone_names_the_preset_the_model_matches_and_no_command_that_wou
     assert run(s, ":set preset").shown[0].now is None and "now none" in plain(run(s, ":set preset"))
     assert invoke("set", "preset").exit_code == 0
     result = invoke("--set", "preset", "config")
-    assert result.exit_code == 1 and "minitf set preset shows" not in result.stderr
+    assert result.exit_code == 2 and "minitf set preset shows" not in result.stderr  # a missing value: 2
     assert "--set preset=VALUE (one of: seed, gpt2, llama, modern)" in result.stderr, result.stderr
     assert "minitf set lr shows its value now" in invoke("--set", "lr", "config").stderr  # a setting: it does
     assert "--set: unknown key 'lrr'; did you mean lr?" in invoke("--set", "lrr", "config").stderr

@@ -89,7 +89,7 @@ def test_config_says_a_missing_data_file_and_an_unknown_device():
     refused = invoke("--data", "/nonexistent/poems.txt", "--device", "bogus", "config")
     assert refused.exit_code == 1 and "unknown device 'bogus'" in refused.stderr
     doc = json.loads(invoke("--device", "cpu", "--data", "sort:3", "config", "--json").stdout)
-    assert doc["schema"] == "minitf.config/5" and doc["problems"] == []
+    assert doc["schema"] == "minitf.config/6" and doc["problems"] == []
 
 
 # --- :context after :set max_seq_len raised: the window the model trained at, not the new one -------------------

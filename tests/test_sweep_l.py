@@ -65,7 +65,7 @@ def test_patch_reads_a_corruption_that_favours_the_answer_more_as_upside_down_no
 def test_resid_sends_to_attrib_only_a_model_attrib_reads(changes, attrib):
     session = session_on(**changes)
     shown = plain(run(session, ":resid abc"))
-    assert (":attrib shows which of these writes push the next token" in shown) is attrib
+    assert (":attrib abc shows which of these writes push the next token" in shown) is attrib
     if not attrib:
         with pytest.raises(Exception, match="direct logit attribution splits the residual stream"):
             run(session, ":attrib abc")  # the view it would have named refuses this model

@@ -241,7 +241,7 @@ def test_ablate_of_an_untrained_model_says_its_parts_have_learned_nothing_to_swi
     assert result.untrained
     assert "this model has not trained yet: its parts have learned nothing to switch off; :ablate off, :train, " \
            "then switch them off again" in plain(result)  # :train refuses while parts are off
-    assert json_document(REGISTRY["ablate"], result)["schema"] == "minitf.ablate/3"
+    assert json_document(REGISTRY["ablate"], result)["schema"] == "minitf.ablate/4"
     run(session, ":ablate off")
     run(session, ":train steps=1")
     assert "has not trained" not in plain(run(session, ":ablate head=0.1"))
