@@ -194,3 +194,19 @@ def test_a_bpe_text_too_short_for_the_window_says_more_tokens_would_fit_it(tmp_p
         data.check_fits(64)
     # was "use a longer text": 'ab' x 50,000 was as short, one token
     assert "read it in more tokens (a BPE of fewer, or tokenizer=char)" in str(e.value)
+
+
+def test_context_on_one_window_shows_no_nan_spread_and_no_noise_it_did_not_measure(tmp_path):
+    import random
+
+    from test_cli import invoke
+
+    rng = random.Random(1)
+    path = tmp_path / "f100.txt"
+    path.write_text("".join(rng.choice("abc de") for _ in range(100)), encoding="utf-8")
+    folder = ["--checkpoint-dir", str(tmp_path / "ck"), "--data", str(path), "--set", "max_seq_len=9"]
+    assert invoke(*folder, "train", "--steps", "30").exit_code == 0
+    done = invoke(*folder, "--load", "autosave", "context")
+    said = " ".join(done.stdout.split())
+    assert done.exit_code == 0 and "with one window" in said, said
+    assert "nan" not in said and "noise" not in said.split("with one window")[0], said  # was "± nan", "the noise"

@@ -261,7 +261,8 @@ def readings(result: ContextResult) -> list[str]:
         counter, counts = (("as the bigram counter does", f"what counting which {unit} follows which gets from the "
                             "same one") if read_order(curve) >= 2 else
                            ("the unigram counter none", f"how often each {unit} comes, whatever comes before it"))
-        lines.append(f"position 0 reads one {unit}, {counter}: the model scores {first:.3f} ± {curve.errors[0]:.3f} "
+        spread = "" if math.isnan(curve.errors[0]) else f" ± {curve.errors[0]:.3f}"  # one window: no spread, no "± nan"
+        lines.append(f"position 0 reads one {unit}, {counter}: the model scores {first:.3f}{spread} "
                      f"there, the counter {curve.counter[0]:.3f} ({counts})")
     late = curve.late
     if not result.causal:
@@ -279,8 +280,11 @@ def readings(result: ContextResult) -> list[str]:
                      f"position {curve.half_at}: half of what the window gives comes from the nearest "
                      f"{count(curve.half_at + 1, unit)}")
     elif not math.isnan(first) and not math.isnan(late):
-        lines.append(f"the loss does not fall from position 0 ({first:.3f}) to the last quarter ({late:.3f}) by "
-                     f"more than the noise: reading more {unit}s gains this model nothing")
+        # a loss that rose, or one window's (no noise measured), was said not to fall "by more than the noise"
+        how = ("rises from" if late > first else "does not fall from" if math.isnan(curve.errors[0]) else
+               "does not fall by more than the noise from")
+        lines.append(f"the loss {how} position 0 ({first:.3f}) to the last quarter ({late:.3f}): reading more "
+                     f"{unit}s gains this model nothing")
     if curve.counter is not None:
         n = read_order(curve)
         if result.nothing_to_learn:  # neither can read anything: a counter under the model would have memorised
