@@ -210,3 +210,19 @@ def test_context_on_one_window_shows_no_nan_spread_and_no_noise_it_did_not_measu
     said = " ".join(done.stdout.split())
     assert done.exit_code == 0 and "with one window" in said, said
     assert "nan" not in said and "noise" not in said.split("with one window")[0], said  # was "± nan", "the noise"
+
+
+def test_a_run_that_learned_its_training_text_by_heart_is_not_blamed_on_the_rate():
+    import math
+    from dataclasses import replace
+
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    result = run(tiny_session(), ":train steps=2")
+    chance = math.log(result.vocab_size)
+    said = " ".join(text_of(replace(result, val_loss=3 * chance, train_loss=0.5 * chance)).split())
+    # was: "training made the model worse, which a learning rate too high for it does", its lower rate no better
+    assert "learned its training text by heart" in said and "too high" not in said, said
+    said = " ".join(text_of(replace(result, val_loss=3 * chance, train_loss=3 * chance)).split())
+    assert "a learning rate too high for it" in said and "by heart" not in said, said
