@@ -226,3 +226,19 @@ def test_a_run_that_learned_its_training_text_by_heart_is_not_blamed_on_the_rate
     assert "learned its training text by heart" in said and "too high" not in said, said
     said = " ".join(text_of(replace(result, val_loss=3 * chance, train_loss=3 * chance)).split())
     assert "a learning rate too high for it" in said and "by heart" not in said, said
+
+
+@pytest.mark.skipif(__import__("shutil").which("iconv") is None, reason="needs iconv")
+def test_a_utf16_file_with_its_byte_order_mark_is_told_the_line_that_converts_it(tmp_path):
+    import subprocess
+
+    from minitf_repl.core.data import load_data
+    from minitf_repl.core.errors import DataError
+
+    path = tmp_path / "u16.txt"
+    path.write_text("hello world " * 80, encoding="utf-16")
+    with pytest.raises(DataError) as e:
+        load_data(str(path))
+    line = str(e.value).split("convert it to UTF-8: ")[1]  # was: "convert it to UTF-8", and no way how
+    subprocess.run(line, shell=True, check=True, cwd=tmp_path)
+    assert load_data(str(tmp_path / "u16-utf8.txt")).text == "hello world " * 80

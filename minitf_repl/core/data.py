@@ -990,7 +990,9 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
         raise DataError(f"cannot read {shown}: {e.strerror}; check the path and its permissions") from None
     for mark, encoding in _WIDE_BOMS:  # what Notepad saved as "Unicode": text, two or four bytes a character
         if raw.startswith(mark) and b"\x00" in raw and _decodes(raw, encoding):
-            raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8")
+            # the conversion itself, as for one without the mark (iconv reads the mark and drops it)
+            raise DataError(f"{shown} is {encoding} text (it starts with that byte-order mark); convert it to UTF-8: "
+                            f"{to_utf8(p, encoding.lower())}")
     if b"\x00" in raw:
         nuls = raw.count(b"\x00")
         if (inside := _wide_text_inside(raw)) is not None:  # `cat *.txt > all.txt` over a folder of mixed files
