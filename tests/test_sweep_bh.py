@@ -242,3 +242,13 @@ def test_a_utf16_file_with_its_byte_order_mark_is_told_the_line_that_converts_it
     line = str(e.value).split("convert it to UTF-8: ")[1]  # was: "convert it to UTF-8", and no way how
     subprocess.run(line, shell=True, check=True, cwd=tmp_path)
     assert load_data(str(tmp_path / "u16-utf8.txt")).text == "hello world " * 80
+
+
+def test_tok_without_text_on_a_model_whose_data_is_gone_says_what_it_shows(vocab_only):
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    said = " ".join(text_of(run(vocab_only, ":tok")).split())
+    # was: "no text given: a sample of the data", under a text the data never held
+    assert "the data is not here to sample: a text its vocabulary reads" in said and "a sample of the data" not in said
+    assert "no text given: a sample of the data" in " ".join(text_of(run(tiny_session(), ":tok")).split())

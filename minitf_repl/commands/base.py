@@ -208,6 +208,13 @@ def starts_a_character(ch: str) -> bool:
     return ch != "\ufffd" and unicodedata.category(ch) not in ("Mn", "Me", "Mc", "Cf", "Sk")
 
 
+def samples_the_data(data) -> bool:
+    """Whether sample_prompt draws from the data itself (a corpus, a task, random tokens), not from what a stand-in's
+    vocabulary reads (a checkpoint's data that is gone, a loaded tokenizer on a task)."""
+    return (getattr(data, "splits", None) is not None or hasattr(data, "sample_questions")
+            or getattr(data, "nothing_to_learn", False))
+
+
 def sample_prompt(data) -> str:
     """A short, typical input: a sentence's start from the validation text, or one held-out task question."""
     if getattr(data, "splits", None) is not None:  # a corpus (tasks and random tokens have no fixed text)

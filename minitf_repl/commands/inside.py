@@ -39,8 +39,8 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, long_prompt_notice, sample_prompt, switched_off, training_length, true_next,
-                   typeable_prompt, unread_note, view_prompt, with_given)
+                   known_text, long_prompt_notice, sample_prompt, samples_the_data, switched_off, training_length,
+                   true_next, typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .generate import drawn_seed
@@ -496,6 +496,8 @@ class TokResult:
     merges_agree: bool | None = None  # the merges end on the tokenizer's own tokens (None: not worked out)
     no_merges: str | None = None  # merges=on where there is nothing to work out: why
     sampled: bool = False  # no text was given: the data's sample, as the other views read
+    # no text was given and the data is not here (a stand-in's vocabulary): a text that vocabulary reads, not a sample
+    stand_in: bool = field(default=False, metadata={"view_only": True})
 
 
 # --- :score --------------------------------------------------------------------------------------
@@ -934,7 +936,7 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
     result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
-                       sampled=not args["text"])
+                       sampled=not args["text"], stand_in=not args["text"] and not samples_the_data(session.data))
     if not args["merges"]:
         return result
     describe = getattr(tokenizer, "merges", None)
@@ -980,7 +982,10 @@ def render_tok(result: TokResult, console: Console) -> None:
     per = (f"one per {result.kind}" if result.kind == "character"
            else f"subword pieces of {count(len(result.text), 'character')}")
     note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
-    if result.sampled:
+    if result.stand_in:  # "a sample of the data" was said of "The quick brown", a text the data never held
+        note(console, f"no text given, and the data is not here to sample: a text its vocabulary reads; "
+                      f"{cmd('tok', 'TEXT')} splits your own")
+    elif result.sampled:
         note(console, f"no text given: a sample of the data; {cmd('tok', 'TEXT')} splits your own")
     if result.no_merges:
         note(console, result.no_merges)
