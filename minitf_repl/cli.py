@@ -862,7 +862,7 @@ def load_checkpoint(session: Session, name: str, data: str | None, debug: bool =
             if result.data_missing is None and not unread:
                 raise UserError(
                     f"checkpoint {result.name} was trained on {result.data_spec!r}, not {data.strip()!r}; drop --data "
-                    f"(the checkpoint brings its data), or switch after the load with train's own: minitf "
+                    f"(the checkpoint brings its data), or switch after the load with train's own: "
                     f"{restore(result.name)} train --data {shlex.quote(data.strip())}"
                 )
             _data_instead(session, result, data.strip(), quiet)

@@ -293,14 +293,16 @@ def named(name: str) -> str:
 
 
 def restore(checkpoint: str) -> str:
-    """What brings a saved checkpoint back: `:load NAME`, or from the shell the global `--load NAME`
-    (given before the command that should start from it), after the `--checkpoint-dir DIR` this session was given:
-    "--load x restores it" sent a session saved elsewhere to look for x in the default folder."""
+    """What brings a saved checkpoint back: `:load NAME`, or from the shell `minitf --load NAME` (the REPL on it; a
+    command after it starts from it), after the `--checkpoint-dir DIR` this session was given: "--load x restores
+    it" sent a session saved elsewhere to look for x in the default folder, and a bare "--load x" pasted was no
+    command at all."""
     if syntax() == REPL:
         return cmd("load", checkpoint)
     load = f"--load {shlex.quote(checkpoint)}"  # hf:PATH: spaces
     folder = next((v for o, v in reversed(_INVOKED.get()) if o == "--checkpoint-dir"), None)
-    return f"--checkpoint-dir {shlex.quote(folder)} {load}" if folder and not checkpoint.startswith("hf:") else load
+    return "minitf " + (f"--checkpoint-dir {shlex.quote(folder)} {load}" if folder and not checkpoint.startswith("hf:")
+                        else load)
 
 
 def writes_one() -> str:

@@ -396,7 +396,7 @@ def made_result(model_val, step=600, causal=True, losses=(4.6, 3.2, 2.3, 1.7, 1.
 @pytest.mark.parametrize("model_val, words", [
     (1.296, "at step 600 the model (1.296) is below every counter: 0.024 nats a character under the best, n = 5"),
     (1.698, "is below the counter of n = 3 (1.700), not yet below n = 4 (1.400); the best is n = 5 (1.320)"),
-    (1.38, "is below the counter of n = 4 (1.400), not yet below n = 5 (1.320): :train on"),
+    (1.38, "is below the counter of n = 4 (1.400), not yet below n = 5 (1.320): :train trains further"),
     (4.7, "at step 600 the model (4.700) is not yet below the uniform guess"),
 ])
 def test_the_verdict_places_the_model_among_the_counters(model_val, words):

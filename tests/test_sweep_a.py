@@ -150,7 +150,7 @@ def test_load_given_a_path_says_how_to_load_what_is_there_not_to_rename_it(tmp_p
     assert not session.has_model  # nothing was loaded by any of them
     line = assert_one_error_line(invoke("--load", str(tmp_path / "hf"), "gen"))
     assert line.startswith("error: --load: ")
-    assert line.endswith(f"is a Hugging Face folder; --load hf:{tmp_path / 'hf'} loads it")
+    assert line.endswith(f"is a Hugging Face folder; minitf --load hf:{tmp_path / 'hf'} loads it")
 
 
 # --- a Hugging Face folder inside the checkpoint folder -----------------------------------------------------

@@ -158,10 +158,10 @@ def test_the_line_that_restores_a_checkpoint_names_the_folder_it_was_saved_in(tm
     folder = str(tmp_path / "runs here")
     saved = invoke("--checkpoint-dir", folder, "--data", "sort:3", "train", "--steps", "2", "--save", "x")
     # was "(--load x restores it)": that looks in the default folder, where there is no x
-    assert f"saved checkpoint x (--checkpoint-dir '{folder}' --load x restores it)" in saved.stdout, saved.output
+    assert f"saved checkpoint x (minitf --checkpoint-dir '{folder}' --load x restores it)" in saved.stdout, saved.output
     assert invoke("--checkpoint-dir", folder, "--load", "x", "gen", "12=", "-n", "2").exit_code == 0
     plain = invoke("--data", "sort:3", "train", "--steps", "2", "--save", "y")
-    assert "saved checkpoint y (--load y restores it)" in plain.stdout
+    assert "saved checkpoint y (minitf --load y restores it)" in plain.stdout  # a command to paste, not a fragment
 
 
 def test_an_unknown_set_key_from_the_shell_counts_the_keys_its_help_lists():

@@ -547,7 +547,7 @@ def test_a_run_stopped_where_the_session_ends_names_the_shells_line_to_go_on():
                                                 val_loss=None, saved="autosave")).split())
     # was: ":train continues" as minitf exited (SIGTERM, or piped lines that stop there)
     assert "stopped at step 7 of 20: minitf --load autosave train continues" in ends, ends
-    assert "saved checkpoint autosave (--load autosave restores it)" in ends, ends
+    assert "saved checkpoint autosave (minitf --load autosave restores it)" in ends, ends
     assert "stopped at step 7 of 20: :train continues" in goes_on, goes_on
 
 
@@ -656,4 +656,4 @@ def test_review_three_a_prompt_in_quotes_round_trips_and_ngram_n1_and_the_folder
                                              val_loss=None, saved="autosave", session_ends=True,
                                              folder=str(tmp_path))).split())
     assert f"minitf --checkpoint-dir {tmp_path} --load autosave train continues" in ends, ends
-    assert f"(--checkpoint-dir {tmp_path} --load autosave restores it)" in ends, ends
+    assert f"(minitf --checkpoint-dir {tmp_path} --load autosave restores it)" in ends, ends

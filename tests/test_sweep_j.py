@@ -154,7 +154,7 @@ def test_the_shell_line_that_restores_a_folder_with_a_space_quotes_it():
     from minitf_repl.syntax import SHELL, restore, speaking
 
     with speaking(SHELL):
-        assert restore("hf:/my models/gpt2") == "--load 'hf:/my models/gpt2'" and restore("run1") == "--load run1"
+        assert restore("hf:/my models/gpt2") == "minitf --load 'hf:/my models/gpt2'" and restore("run1") == "minitf --load run1"
 
 
 # --- an option given twice as KEY=VALUE --------------------------------------------------------------------

@@ -43,7 +43,7 @@ def test_each_syntax_phrases_a_command():
         assert cmd("compare", "current n_layers=2") == "minitf compare 'current n_layers=2'"
         assert cmd("help") == "minitf --help" and cmd("help", "set") == "minitf set --help"
         assert cmd("train", load="autosave") == "minitf --load autosave train"
-        assert restore("kept-1") == "--load kept-1"
+        assert restore("kept-1") == "minitf --load kept-1"
         assert train_first("plot", "autosave") == "minitf train first, then minitf --load autosave plot"
     assert syntax() == "repl"  # and back
 
@@ -87,7 +87,7 @@ def test_the_shell_help_an_unknown_key_points_to_lists_the_keys():
 def test_notes_in_results_follow_the_syntax(tmp_path):
     kept = SetResult({"n_layers": (2, 1)}, rebuilt=True, kept="kept-20261201-033731")
     for front, want in (("repl", ":load kept-20261201-033731 brings it back"),
-                        ("shell", "--load kept-20261201-033731 brings it back")):
+                        ("shell", "minitf --load kept-20261201-033731 brings it back")):
         console = Console(file=io.StringIO(), width=200, color_system=None)
         with speaking(front):
             render(kept, console)

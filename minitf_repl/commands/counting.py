@@ -249,7 +249,7 @@ def verdict(result: NgramResult) -> list[str]:
     best_too = "" if ahead is top else f"; the best is n = {top.n} ({top.val_loss:.3f})"
     return [f"at step {result.model_step:,} the model ({loss:.3f}) is below the counter of n = {passed.n} "
             f"({passed.val_loss:.3f}), not yet below n = {ahead.n} ({ahead.val_loss:.3f}){best_too}: "
-            f"{cmd('train')} on"]
+            f"{cmd('train')} trains further"]
 
 
 def explanation(result: NgramResult) -> list[str]:
