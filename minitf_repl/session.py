@@ -30,7 +30,7 @@ from .core.catalog import data_problem, known_as
 from .core.config import GenConfig, ModelConfig, Settings, TrainConfig, new_function_of, rebuilding_changes, setting
 from .core.errors import DataError
 from .core.paths import default_checkpoint_dir, expand
-from .core.recipes import switch_recipe
+from .core.recipes import data_key, switch_recipe
 from .core.sizes import check_parameter_bound, check_weights_free
 from .core.threads import ThreadPolicy
 
@@ -440,11 +440,11 @@ class Session:
     def recipe_data(self) -> str:
         """The data whose recipe (core.recipes) the settings follow: the loaded data's name, else the spec
         (not loaded yet; a file that is a copy of tiny Shakespeare is `shakespeare` already)."""
-        return self._data.name if self._data is not None else known_as(self.data_spec)
+        return data_key(self._data) if self._data is not None else known_as(self.data_spec)
 
     def recipe_switch(self, data) -> tuple[TrainConfig, dict]:
         """(training config, {setting: (before, after)}) after a switch to `data` (core.recipes.switch_recipe)."""
-        return switch_recipe(self.train_config, self.recipe_data, data.name)
+        return switch_recipe(self.train_config, self.recipe_data, data_key(data))
 
     def rebuild_needed(self, config: ModelConfig | None = None, data=None) -> bool:
         """Whether adopting this model config (or switching to this data) would reset the model's weights."""

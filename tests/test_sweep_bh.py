@@ -1,6 +1,7 @@
 """The 50th session's own look: each test failed before its fix."""
 
 import json
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -252,3 +253,42 @@ def test_tok_without_text_on_a_model_whose_data_is_gone_says_what_it_shows(vocab
     # was: "no text given: a sample of the data", under a text the data never held
     assert "the data is not here to sample: a text its vocabulary reads" in said and "a sample of the data" not in said
     assert "no text given: a sample of the data" in " ".join(text_of(run(tiny_session(), ":tok")).split())
+
+
+def test_ngrams_way_on_past_the_counters_is_a_command_that_runs():
+    from minitf_repl.commands.counting import verdict
+    from test_ngram import made_result
+
+    said = " ".join(verdict(made_result(1.698)))
+    # was ": :train on", which pasted is `:train` with the text 'on', refused
+    assert said.endswith("the best is n = 5 (1.320): :train trains further"), said
+
+
+def test_a_file_named_shakespeare_is_its_own_data_and_takes_no_recipe(tmp_path):
+    from minitf_repl.core.recipes import data_name, recipe
+    from test_cli import invoke
+
+    folder = tmp_path / "corpora"
+    folder.mkdir()
+    (folder / "shakespeare").write_text("the cat sat on the mat. " * 200, encoding="utf-8")
+    (folder / "Shakespeare").write_text("the cat sat on the mat. " * 200, encoding="utf-8")
+    assert data_name("Shakespeare") == "Shakespeare" and data_name("sort:5") == "sort"
+    assert recipe("Shakespeare") == recipe("pydoc") and recipe("shakespeare") != recipe("pydoc")
+    for name in ("shakespeare", "Shakespeare"):
+        # was: "the recipe for Shakespeare": lr 0.02, 340 steps, clipping at 0.25, for any text of that name
+        shown = invoke("--data", str(folder / name), "--set", "seed=1", "config")
+        assert "recipe" not in shown.stdout and re.search(r"^steps +600", shown.stdout, re.M), shown.stdout
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
+def test_a_copy_of_tiny_shakespeare_saved_on_windows_shows_its_recipe_before_it_is_read(tmp_path):
+    from minitf_repl.core.catalog import known_as
+
+    crlf, bom = tmp_path / "crlf.txt", tmp_path / "bom.txt"
+    crlf.write_bytes(SHARED.read_bytes().replace(b"\n", b"\r\n"))
+    bom.write_bytes(b"\xef\xbb\xbf" + SHARED.read_bytes())
+    # was the path itself: `config` showed the defaults where `train`, which reads it as tiny Shakespeare, ran 340 steps
+    assert known_as(str(crlf)) == known_as(str(bom)) == known_as(str(SHARED)) == "shakespeare"

@@ -21,7 +21,7 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
 from ..core.errors import UserError
-from ..core.recipes import follow_optimizer, recipe, recipe_label
+from ..core.recipes import data_key, follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_memory_free, check_trainable
 from ..core.words import count
 from ..parsing import CLEAR, convert
@@ -168,7 +168,7 @@ def cmd_compare(session: Session, args: dict, reporter: Reporter) -> CompareResu
     verdict = None if stopped else compare_verdict(outcomes, seeds, by)
     unmasked = [c.label for c in contenders if not c.model_config.causal]
     counted = data is session.data and not any(c.tokenizer for c in contenders)  # the text :ngram counted, as it was
-    rates = lower_rates(outcomes, recipe(spec or session.data_spec, contenders[0].train_config.optimizer)["lr"])
+    rates = lower_rates(outcomes, recipe(data_key(data), contenders[0].train_config.optimizer)["lr"])
     return CompareResult(outcomes, steps, seeds, spec or session.data_spec, stopped, verdict, by, unmasked,
                          plot_levels(session.counters) if counted else [], rates)
 

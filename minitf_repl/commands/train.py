@@ -561,14 +561,14 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
     from ..core.recipes import recipe, recipe_label
 
     optimizer = optimizer or session.train_config.optimizer
-    default = recipe(session.data_spec, optimizer)["lr"]
+    default = recipe(session.recipe_data, optimizer)["lr"]  # a copy of tiny Shakespeare by path: its recipe
     known = session.last_good_lr if session.last_good_lr is not None else default
     suggestion = known if known < lr else lr / 10
     if suggestion != known:
         why = "is a tenth of it"
     else:
         why = ("trained here without diverging" if session.last_good_lr is not None else
-               f"is the default of {recipe_label(session.data_spec, optimizer)}")
+               f"is the default of {recipe_label(session.recipe_data, optimizer)}")
     back = (f"the {e.what} became {e.value} at step {e.step}; the model, optimizer, run and settings are "
             f"back at step {session.trainer.step}, where this training began{f' ({switched})' if switched else ''}. ")
     if suggestion * weight_decay >= 1:  # the rate it would suggest diverges too: the decay is what to lower

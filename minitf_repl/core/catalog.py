@@ -26,6 +26,7 @@ def spec_forms() -> tuple[str, ...]:
 # Tiny Shakespeare as karpathy/char-rnn serves it: a local copy given by path is the same data, recipe included.
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 SHAKESPEARE_BYTES = 1_115_394  # ASCII: one byte a character
+SHAKESPEARE_LINES = 40_000  # its "\n"s: a copy with "\r\n" line endings is as many bytes longer
 
 
 def known_as(spec: str) -> str:
@@ -33,11 +34,14 @@ def known_as(spec: str) -> str:
     `shakespeare` (its recipe, core.recipes), as core.data names it once read; any other spec is itself.
 
     `minitf --data PATH config` shows the settings a run would take without loading the data (that needs
-    torch). Only a file of tiny Shakespeare's size is read and hashed, so a large file costs a stat."""
+    torch). Only a file of about tiny Shakespeare's size is read and hashed, so a large file costs a stat: as
+    core.data reads a file, its "\r\n" or lone "\r" line endings as "\n" and a leading byte-order mark dropped (a
+    copy saved on Windows: `config` showed the defaults, and `train` ran on the recipe)."""
     try:
         path = Path(spec.strip()).expanduser()
-        if path.is_file() and path.stat().st_size == SHAKESPEARE_BYTES:
-            if hashlib.sha256(path.read_bytes()).hexdigest() == SHAKESPEARE_SHA256:
+        if path.is_file() and SHAKESPEARE_BYTES <= path.stat().st_size <= SHAKESPEARE_BYTES + SHAKESPEARE_LINES + 3:
+            raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if hashlib.sha256(raw).hexdigest() == SHAKESPEARE_SHA256:
                 return "shakespeare"
     except (OSError, RuntimeError, ValueError):  # unreadable, a name too long, a NUL in it, ~ with no home folder:
         # core.data says what is wrong

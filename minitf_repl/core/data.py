@@ -197,10 +197,13 @@ class TextCorpus:
 
 
     def __init__(self, name: str, text: str, description: str, tokenizer=None, readings: Readings | None = None,
-                 stamp: tuple[int, int, int] | None = None):
+                 stamp: tuple[int, int, int] | None = None, recipe_key: str | None = None):
         if not text:
             raise DataError(f"{name} is empty; choose a file that contains text")
         self.name = name
+        # whose recipe it trains with (core.recipes): a built-in's name, a file's path (none: a file's name is no
+        # built-in's, though a file named shakespeare read as one)
+        self.recipe_key = recipe_key if recipe_key is not None else name
         self.description = description
         self.text = text
         # The characters of the text, or a subword tokenizer (core.bpe: a loaded model's, or :set tokenizer=bpe:N)
@@ -257,7 +260,7 @@ class TextCorpus:
 
     def retokenized(self, tokenizer) -> "TextCorpus":
         """The same text read by another tokenizer (None: its characters)."""
-        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings, self.stamp)
+        return TextCorpus(self.name, self.text, self.description, tokenizer, self.readings, self.stamp, self.recipe_key)
 
     def check_fits(self, max_seq_len: int) -> None:
         split = min(("val", "train"), key=lambda name: len(self.splits[name]))
@@ -1224,7 +1227,8 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     if _sha256(text.encode("utf-8")) == SHAKESPEARE_SHA256:  # a local copy is the same data (and recipe)
         return TextCorpus("shakespeare", text, f"tiny Shakespeare (local file {Path(spec).expanduser()}{read_as})",
                           tokenizer, stamp=stamp)
-    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer, stamp=stamp)
+    return TextCorpus(Path(spec).name, text, f"local file {Path(spec).expanduser()}{read_as}", tokenizer, stamp=stamp,
+                      recipe_key=spec)
 
 
 def file_stamp(spec: str) -> tuple[int, int, int] | None:

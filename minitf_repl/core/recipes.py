@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
+from .catalog import CORPORA, TASKS
 from .config import TrainConfig
 
 # Settings that differ from TrainConfig's defaults (the recipe of the built-in data, pydoc).
@@ -87,8 +88,18 @@ OPTIMIZER_RECIPES: dict[str, dict[str, dict]] = {
 
 
 def data_name(spec: str) -> str:
-    """The recipe key of a data spec: `shakespeare`, `sort:5` -> `sort`; a file path is its own data."""
-    return spec.split(":", 1)[0].strip().lower()
+    """The recipe key of a data spec: `shakespeare`, `sort:5` -> `sort`; anything else (a file's path) is its own
+    data, whatever it is called: a file named Shakespeare (or `w/shakespeare`, a copy of a README) took tiny
+    Shakespeare's recipe, and was called shakespeare in every message. A copy of tiny Shakespeare is `shakespeare`
+    by its SHA-256 (data_key, catalog.known_as)."""
+    head = spec.split(":", 1)[0].strip()
+    return head if head in CORPORA + TASKS else spec.strip()
+
+
+def data_key(data) -> str:
+    """The recipe key of loaded data: its own (core.data.TextCorpus.recipe_key: a file's path, or `shakespeare` for a
+    copy of it), else its name (a task, random tokens)."""
+    return getattr(data, "recipe_key", None) or data.name
 
 
 def recipe(spec: str, optimizer: str | None = None) -> dict:
