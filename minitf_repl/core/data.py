@@ -825,18 +825,58 @@ def pydoc_text() -> str:
 
 def fetch_shakespeare(url: str | None = None, directory: Path | None = None, timeout: float = 20.0) -> Path:
     """Download tiny Shakespeare once into the cache directory, checked against its SHA-256."""
+    target, payload = _kept_or_downloaded(url, directory, timeout)
+    if payload is not None:
+        _keep(target, payload)
+    return target
+
+
+def shakespeare_text(url: str | None = None, directory: Path | None = None, timeout: float = 20.0) -> str:
+    """Tiny Shakespeare's text: the kept copy, or downloaded and kept (fetch_shakespeare). A download that cannot be
+    kept (a cache folder that is a file, a full disk) is said and read for this session: it was thrown away, whole and
+    checked, and every try downloaded it again to fail alike."""
+    target, payload = _kept_or_downloaded(url, directory, timeout)
+    if payload is None:
+        return target.read_text("utf-8")
+    try:
+        _keep(target, payload)
+    except DataError as e:
+        tell = told()
+        if tell is not None:
+            tell(f"{e}; this session reads the download it has")
+    return payload.decode("utf-8")
+
+
+def _kept_or_downloaded(url: str | None, directory: Path | None, timeout: float) -> tuple[Path, bytes | None]:
+    """(the kept copy's path, None) where it is tiny Shakespeare, else (where to keep it, the checked download)."""
     url = url or os.environ.get("MINITF_SHAKESPEARE_URL", "").strip() or SHAKESPEARE_URL  # blank: unset, as paths'
     target = (directory or cache_dir()) / "tinyshakespeare.txt"
+    damaged = None  # a kept copy that is not tiny Shakespeare (cut short, edited): replaced, and said
     try:
-        if target.is_file() and _sha256(target.read_bytes()) == SHAKESPEARE_SHA256:
-            return target
+        if target.is_file():
+            kept = target.read_bytes()
+            if _sha256(kept) == SHAKESPEARE_SHA256:
+                return target, None
+            damaged = f"the kept copy {cut_middle(str(target))} is not tiny Shakespeare ({count(len(kept), 'byte')})"
     except OSError as e:  # a cache shared with another user, whose copy this one may not read: an internal error
         raise DataError(f"cannot read the kept copy of tiny Shakespeare, {cut_middle(str(target))} "
                         f"({e.strerror or e}); remove it, or set MINITF_CACHE_DIR to a folder of your own") from None
     tell = told()
     if tell is not None:  # the front end says so: a download of a minute said nothing until it ended or failed
-        tell(f"downloading tiny Shakespeare ({SHAKESPEARE_BYTES / 1e6:.1f} MB) from {url}, once: it is kept in "
+        again = f"{damaged}: downloading it again" if damaged else "downloading tiny Shakespeare"
+        tell(f"{again} ({SHAKESPEARE_BYTES / 1e6:.1f} MB) from {url}, once: it is kept in "
              f"{cut_middle(str(target.parent))}")
+    try:
+        return target, _download(url, timeout)
+    except DataError as e:
+        if damaged is None:
+            raise
+        raise DataError(f"{e} ({damaged}, which a download replaces)") from None
+
+
+def _download(url: str, timeout: float) -> bytes:
+    """Tiny Shakespeare from `url`, checked against its SHA-256 (read as a file of it is: its line endings as "\n",
+    a leading byte-order mark dropped), or a DataError that says what went wrong."""
     try:  # Ctrl-C stops a stalled download at once (nothing is written before the whole file is here)
         with cut_short(), urllib.request.urlopen(url, timeout=timeout) as response:
             payload = _read_capped(response, url, SHAKESPEARE_BYTES + DOWNLOAD_MARGIN)
@@ -859,11 +899,18 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
             f"could not download tiny Shakespeare from {url} ({reason}); {where}, "
             "or download that file yourself and give its path as the data"
         ) from None
-    if _sha256(payload) != SHAKESPEARE_SHA256:
+    # a copy saved with "\r\n" or a byte-order mark is the same text, as a local file of it is (_read_text)
+    text = payload.removeprefix(codecs.BOM_UTF8).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if _sha256(text) != SHAKESPEARE_SHA256:
         raise DataError(
             f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {count(len(payload), 'byte')}); "
             "check the URL (MINITF_SHAKESPEARE_URL) or use a local file by path"
         )
+    return text
+
+
+def _keep(target: Path, payload: bytes) -> None:
+    """Write the download under `target`, whole or not at all, or a DataError that names what is in the way."""
     tmp = target.with_suffix(f".tmp{os.getpid()}-{os.urandom(4).hex()}")  # two downloads at once: two names
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -873,9 +920,17 @@ def fetch_shakespeare(url: str | None = None, directory: Path | None = None, tim
         with contextlib.suppress(OSError):  # a half-written copy (a full disk) goes
             tmp.unlink(missing_ok=True)
         raise DataError(f"downloaded tiny Shakespeare, but could not keep it in {cut_middle(str(target.parent))} "
-                        f"({e.strerror or e}); set MINITF_CACHE_DIR to a folder you can write, or save the file "
-                        "yourself and give its path as the data") from None
-    return target
+                        f"({_in_the_way(target) or e.strerror or e}); set MINITF_CACHE_DIR to a folder you can "
+                        "write, or save the file yourself and give its path as the data") from None
+
+
+def _in_the_way(target: Path) -> str | None:
+    """What stands where the kept copy goes, in words ("Is a directory" was said of a folder that could be written, a
+    folder named tinyshakespeare.txt in it; "File exists" of a cache folder's path that is a file), or None."""
+    if target.is_dir():
+        return f"{cut_middle(str(target))} is a folder"
+    return next((f"{cut_middle(str(p))} is a file" for p in (target.parent, *target.parent.parents)
+                 if p.exists() and not p.is_dir()), None)
 
 
 def _read_capped(response, url: str, cap: int) -> bytes:
@@ -885,8 +940,9 @@ def _read_capped(response, url: str, cap: int) -> bytes:
     in chunks and the download stops at cap + 1 bytes, so memory never holds more than that.
     """
     length = response.headers.get("Content-Length") if getattr(response, "headers", None) is not None else None
-    if length is not None and length.strip().isdigit() and int(length) > cap:
-        raise DataError(_too_big(url, f"announces {int(length):,} bytes", cap))
+    announced = int(length) if length is not None and length.strip().isdigit() else None
+    if announced is not None and announced > cap:
+        raise DataError(_too_big(url, f"announces {announced:,} bytes", cap))
     chunks, size = [], 0
     deadline = time.monotonic() + DOWNLOAD_SECONDS
     while True:
@@ -895,6 +951,11 @@ def _read_capped(response, url: str, cap: int) -> bytes:
         read = getattr(response, "read1", response.read)
         chunk = read(min(2**16, cap + 1 - size))
         if not chunk:
+            if announced is not None and size < announced:  # read1 raises nothing at a body cut short: it was
+                # called "not tiny Shakespeare (SHA-256 mismatch)", and the user went to fix a URL that was right
+                raise DataError(f"the download from {url} ended after {size:,} of its {announced:,} bytes (the "
+                                "connection dropped); try again, or download that file yourself and give its path "
+                                "as the data")
             return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
@@ -1196,7 +1257,7 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
     if name == "pydoc" and not arg:
         return TextCorpus("pydoc", pydoc_text(), "Python's reference documentation (pydoc_data.topics)", tokenizer)
     if name == "shakespeare" and not arg:
-        return TextCorpus("shakespeare", fetch_shakespeare().read_text("utf-8"), "tiny Shakespeare (karpathy/char-rnn)",
+        return TextCorpus("shakespeare", shakespeare_text(), "tiny Shakespeare (karpathy/char-rnn)",
                           tokenizer)
     if name in TASKS:
         default = 50 if name in ("random", "repeat") else (3 if name == "add" else 6)
