@@ -355,3 +355,31 @@ def test_a_download_that_cannot_be_kept_is_read_for_the_session_and_says_what_is
     assert any("tinyshakespeare.txt is a folder" in s and "this session reads the download it has" in s for s in said)
     assert any("is not tiny Shakespeare (9 bytes): downloading it again" in s for s in said), said
     assert (tmp_path / "tinyshakespeare.txt").read_bytes() == SHARED.read_bytes()
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
+def test_a_shakespeare_model_offline_is_told_the_downloads_way_on_not_to_put_a_file_back(tmp_path, monkeypatch,
+                                                                                         checkpoint_dir):
+    import shutil
+    import socket
+
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(SHARED, cache / "tinyshakespeare.txt")
+    monkeypatch.setenv("MINITF_CACHE_DIR", str(cache))
+    s = tiny_session("shakespeare")
+    run(s, ":train steps=1 save=shk")
+    (cache / "tinyshakespeare.txt").unlink()
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("MINITF_SHAKESPEARE_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/x")
+    again = tiny_session("sort:4")
+    run(again, ":load shk")
+    with pytest.raises(UserError) as e:
+        run(again, ":train steps=1")
+    # was: "...; put the original file back to train or evaluate", of a download there was never a file of
+    assert "could not download tiny Shakespeare" in str(e.value) and "put the original file back" not in str(e.value)
+    assert "download that file yourself and give its path as the data" in str(e.value)

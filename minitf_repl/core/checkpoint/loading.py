@@ -492,6 +492,9 @@ def checkpoint_data(checkpoint: Checkpoint, load=None):
         data = load(spec) if load is not None else load_data(spec, checkpoint.tokenizer)
         data.check_fits(checkpoint.model_config.max_seq_len)
     except UserError as e:
+        if spec in CORPORA:  # tiny Shakespeare not downloaded (offline): the download's own way on, where "put the
+            reason, _, fix = str(e).partition("; ")  # original file back" named a file there never was
+            return VocabOnly(name, vocab, spec, reason, fix or None)
         if not _is_gone(spec, CORPORA + TASKS):
             return VocabOnly(name, vocab, spec, str(e).split(";")[0])
         if not _is_absolute(spec):
