@@ -167,7 +167,7 @@ def test_compare_on_data_too_long_for_one_contender_names_that_contender():
     s = tiny_session()  # a window of 32 (TINY)
     with pytest.raises(UserError) as refused:
         run(s, ":compare current max_seq_len=64 steps=2 data=sort:30")
-    assert str(refused.value).startswith("contender current: task sort needs max_seq_len >= 60, not 32")
+    assert str(refused.value).startswith("contender current: task sort:30 needs max_seq_len >= 60, not 32")
 
 
 def test_heads_marks_a_head_switched_off():

@@ -383,3 +383,13 @@ def test_a_shakespeare_model_offline_is_told_the_downloads_way_on_not_to_put_a_f
     # was: "...; put the original file back to train or evaluate", of a download there was never a file of
     assert "could not download tiny Shakespeare" in str(e.value) and "put the original file back" not in str(e.value)
     assert "download that file yourself and give its path as the data" in str(e.value)
+
+
+def test_a_task_too_long_for_the_window_names_the_window_and_the_sizes_that_fit():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("data", "add:30"))
+    # was "raise max_seq_len or choose a smaller task size": add takes 1 to 30, and 1 to 20 fit the default window
+    assert line == ("error: task add:30 needs max_seq_len >= 92, not 64; raise max_seq_len to 92, or add:20 or smaller "
+                    "(--set max_seq_len=92)"), line
+    assert invoke("--set", "max_seq_len=92", "data", "add:30").exit_code == 0

@@ -584,7 +584,7 @@ def test_compare_names_the_contender_whose_settings_are_refused():
     session = session_on(d_model=32)
     with pytest.raises(UserError, match=r"^contender n_heads=3: d_model \(32\) must be divisible by n_heads \(3\)"):
         run(session, ":compare n_heads=2 n_heads=3 steps=2")
-    with pytest.raises(UserError, match="^contender max_seq_len=2: task sort needs max_seq_len >= 12"):
+    with pytest.raises(UserError, match="^contender max_seq_len=2: task sort:6 needs max_seq_len >= 12"):
         run(session, ":compare current max_seq_len=2 data=sort steps=2")
     with pytest.raises(UserError, match="^contender lr=-1: lr must be positive"):
         run(session, ":compare current lr=-1 steps=2")

@@ -591,9 +591,12 @@ class Task:
 
     def check_fits(self, max_seq_len: int) -> None:
         if max_seq_len < self.seq_len:
+            # both ways on, with numbers: add takes sizes 1 to 30, and at the default window only 1 to 20 fit
+            fits = [k for k in range(1, self.size) if Task(self.name, k).seq_len <= max_seq_len]
+            smaller = f", or {self.name}:{fits[-1]} or smaller" if fits else ""
             raise DataError(
-                f"task {self.name} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; "
-                f"raise max_seq_len or choose a smaller task size"
+                f"task {self.name}:{self.size} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; raise "
+                f"max_seq_len to {self.seq_len}{smaller}", fix={"max_seq_len": self.seq_len}
             )
 
     def counted(self, ids: list[int]) -> list[bool] | None:
