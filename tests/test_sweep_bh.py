@@ -393,3 +393,15 @@ def test_a_task_too_long_for_the_window_names_the_window_and_the_sizes_that_fit(
     assert line == ("error: task add:30 needs max_seq_len >= 92, not 64; raise max_seq_len to 92, or add:20 or smaller "
                     "(--set max_seq_len=92)"), line
     assert invoke("--set", "max_seq_len=92", "data", "add:30").exit_code == 0
+
+
+def test_ngram_on_the_smallest_tasks_says_what_its_table_shows():
+    from test_cli import invoke
+
+    said = " ".join(invoke("--data", "sort:1", "ngram", "--sample", "off").stdout.split())
+    # was: "each context was counted about 262,143 times" (of contexts counted 0 times) and "not a matter of the few
+    # tokens just before it" beside a 3-gram whose train loss is 0: val's '1' is in no training question
+    assert "the validation data holds '1', which the training data never holds" in said, said
+    assert "262,143 times" not in said and "not a matter of the few tokens" not in said
+    said = " ".join(invoke("--data", "sort:2", "ngram", "--sample", "off").stdout.split())
+    assert "though on the counted text the counter of n = " in said and "not a matter of the few" not in said, said
