@@ -43,7 +43,7 @@ from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, p
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
-from .syntax import SHELL, invoked_with, pair_key, restore, set_pairs, speaking
+from .syntax import SHELL, cmd, invoked_with, pair_key, restore, set_pairs, speaking
 
 try:  # Typer 0.2x vendors click, and its usage errors derive from the public TyperException
     from typer import TyperException as _UsageError
@@ -1084,12 +1084,21 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
     else stays text, a word with a space in it (a quoted text) included. The shell has already taken the
     quotes away, so unlike the REPL an unknown key is no error: `minitf gen x=1` continues "x=1". So a
     command that reads key=value pairs from its text keeps every other pair there, as the REPL does:
-    `minitf compare lr=1e-2 lr=3e-3 steps=100` compares two rates over 100 steps.
+    `minitf compare lr=1e-2 lr=3e-3 steps=100` compares two rates over 100 steps. But a key a letter or two from
+    an option's name is a typo, refused as the REPL refuses it: `minitf step def f temprature=0` read the typo
+    as text and sampled at 0.8, an answer to another question with no word said.
     """
     text, typed = [], {}  # typed: the word that set each option, where a word did
     for word in words:
         key, eq, value = word.partition("=")
         param = command.param_named(key) if eq and key and " " not in word else None
+        if param is None and eq and key.isidentifier() and not command.pairs_in_text and command.close_option(key):
+            with speaking(SHELL):
+                try:
+                    command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
+                except UserError as e:
+                    whole = f"{cmd(command.name)} -- {shlex.join(words)}"
+                    raise UsageError(f"{e}; to read the whole line as text: {clip(whole, 200)}") from None
         if param is None or param.refusal is not None:
             text.append(word)
             continue

@@ -224,8 +224,10 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
     texts = [_shell_text(p) if isinstance(p, PromptText) else shlex.quote(str(p)) if " " in str(p) else str(p)
              for p in positional]
     # text that starts with a dash goes after `--`, the options before it: quoted or not, `minitf gen '-x'` reads
-    # an option -x
-    dashed = any(isinstance(p, PromptText) and p.startswith("-") for p in positional)
+    # an option -x; so does text with a word that reads as KEY=VALUE (`minitf gen 'cache=off' --n 1` turned the cache
+    # off, and 'n=5' was "n is given twice")
+    dashed = any(isinstance(p, PromptText) and (p.startswith("-") or any(_reads_as_option(w) for w in p.split()))
+                 for p in positional)
     words += [] if dashed else texts
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
@@ -234,6 +236,12 @@ def cmd(name: str, *positional, load: str | None = None, **options) -> str:
         else:
             words += [flag, setting_text(value)]
     return " ".join(words + (["--", *texts] if dashed else []))
+
+
+def _reads_as_option(word: str) -> bool:
+    """Whether the shell may read `word` as one of a command's options (KEY=VALUE), whatever it was meant as."""
+    key, eq, _ = word.partition("=")
+    return bool(eq) and key.replace("-", "_").isidentifier()
 
 
 class PromptText(str):

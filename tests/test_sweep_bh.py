@@ -405,3 +405,24 @@ def test_ngram_on_the_smallest_tasks_says_what_its_table_shows():
     assert "262,143 times" not in said and "not a matter of the few tokens" not in said
     said = " ".join(invoke("--data", "sort:2", "ngram", "--sample", "off").stdout.split())
     assert "though on the counted text the counter of n = " in said and "not a matter of the few" not in said, said
+
+
+def test_a_prompt_with_a_word_like_an_option_goes_after_dashes_in_a_shell_line():
+    from minitf_repl.syntax import SHELL, PromptText, cmd, speaking
+
+    with speaking(SHELL):
+        # was `minitf gen cache=off --n 1`: the cache switched off and no prompt; 'n=5' was "n is given twice"
+        assert cmd("gen", PromptText("cache=off"), n=1) == "minitf gen --n 1 -- cache=off"
+        assert cmd("gen", PromptText("n=5 apples"), n=1) == "minitf gen --n 1 -- 'n=5 apples'"
+        assert cmd("gen", PromptText("x = 1"), n=1) == "minitf gen 'x = 1' --n 1"  # no word reads as an option
+
+
+def test_a_misspelled_option_from_the_shell_is_refused_as_in_the_repl_not_read_as_text():
+    from test_cli import TINY, assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke(*TINY, "step", "def", "foo", "temprature=0"), code=2)
+    # was: the prompt 'def foo temprature=0', sampled at the default 0.8, exit 0
+    assert "unknown option 'temprature'" in line and "did you mean temperature?" in line, line
+    assert line.endswith("step -- def foo temprature=0"), line
+    said = invoke("tok", "a", "x=1", "--json")  # no option is near x: text, as before
+    assert said.exit_code == 0 and json.loads(said.stdout)["text"] == "a x=1", said.output
