@@ -426,3 +426,17 @@ def test_a_misspelled_option_from_the_shell_is_refused_as_in_the_repl_not_read_a
     assert line.endswith("step -- def foo temprature=0"), line
     said = invoke("tok", "a", "x=1", "--json")  # no option is near x: text, as before
     assert said.exit_code == 0 and json.loads(said.stdout)["text"] == "a x=1", said.output
+
+
+def test_heads_of_one_block_names_only_that_blocks_heads_in_its_reading():
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    run(s, ":set n_layers=2")
+    run(s, ":train steps=2")
+    for layer in (0, 1):
+        result = run(s, f":heads layer={layer} seed=0")
+        named = set(re.findall(r"head (\d+)\.\d+", result.reading))
+        # was: the whole model's winners, "the most: head 0.2" beside a table of block 1's heads
+        assert named <= {str(layer)}, result.reading
+        assert {row.layer for row in result.heads} == {layer}

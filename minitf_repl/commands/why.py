@@ -497,12 +497,17 @@ class HeadsResult:
     copy_gain_se: float | None = None  # the standard error of first_copy - second_copy, token by token
 
 
-def heads_reading(roles, first: float | None, second: float | None, se: float | None = None) -> str:
+def heads_reading(roles, first: float | None, second: float | None, se: float | None = None,
+                  block: int | None = None) -> str:
     """One line: whether the model copies from context, which head looks where an induction head would, and
     which head the copying needs most. `se`: the standard error of first - second; a gap within two of them is
     not called copying. (The default model after 40 steps on pydoc: gaps of 0.06 to 0.13 nats over seeds 0 to 5,
-    each with a standard error near 0.03, so a small gap can be real: the test is the noise, not a fixed size.)"""
-    best = roles.best("induction")
+    each with a standard error near 0.03, so a small gap can be real: the test is the noise, not a fixed size.)
+    `block`: the heads named are that block's, the ones listed (`:heads layer=1` named head 0.2 beside a table of
+    block 1's)."""
+    heads = [h for h in roles.heads if block is None or h.layer == block]
+    best = max(heads, key=lambda h: h.scores["induction"])
+    no_head = "no head" if block is None else f"no head of block {block}"
     if math.isnan(best.scores["induction"]):  # a given text in which no token comes back: nothing to score
         return ("no token of the text comes twice (an earlier copy with a token after it), so no head can be scored "
                 "as an induction head; leave the text out for the induction test on a repeated random text")
@@ -511,7 +516,7 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
     score, even = best.scores["induction"], roles.uniform["induction"]
     if best.role != "induction" and score < ROLE_OVER_UNIFORM * even:
         # "head 2.3 puts 0.03 ..." named one head as if it stood out, where every head and even attention scored 0.03
-        where = (f"no head looks at the token after an earlier copy of the current one much more than attention "
+        where = (f"{no_head} looks at the token after an earlier copy of the current one much more than attention "
                  f"spread evenly would (the most: head {best.layer}.{best.head}, {score:.2f}; even {even:.2f})")
     else:
         where = (f"head {best.layer}.{best.head} puts {score:.2f} of its attention on the token after an earlier "
@@ -520,16 +525,17 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
         return (f"{where}; the copying test (random tokens, then the same again: the repeat's loss against the "
                 "first copy's) runs on random tokens only: leave the text out to run it")
     cost = f"the repeat costs {second:.2f} nats a token against {first:.2f} the first time"
-    swept = [h for h in roles.heads if h.carries is not None]
+    swept = [h for h in heads if h.carries is not None]
     needed = ""
     if swept:  # carries: the copying gain (first - second) a head takes away when switched off alone
         most = max(swept, key=lambda h: h.carries)
         change = f"{fmt.signed(most.carries, 2)} nats"  # -0.001 is +0.00, never "-0.00"
         # "of the -0.03 the repeat gains" says nothing: where there is no gain, the change alone
         of = f" a token off the {first - second:.2f} the repeat gains" if round(first - second, 2) > 0 else ""
-        needed = (f"; switched off, head {most.layer}.{most.head} takes the most of the copying ({change}{of})"
+        among = "" if block is None else f" of block {block}'s heads"
+        needed = (f"; switched off, head {most.layer}.{most.head} takes the most of the copying{among} ({change}{of})"
                   if round(most.carries, 2) > 0 else  # no head's absence lowers the gain: none "takes" it
-                  f"; switched off alone, no head takes any copying away (the most: head {most.layer}.{most.head}, "
+                  f"; switched off alone, {no_head} takes any copying away (the most: head {most.layer}.{most.head}, "
                   f"{change})")
     if second > COPIES_AT * first:
         noise = 2 * se if se is not None else 0.0
@@ -541,7 +547,7 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
         return f"no copying from context yet: {cost}; {where}{needed}"
     if best.role == "induction":
         return f"the model copies from context: {cost}; {where}: an induction head{needed}"
-    return (f"the model copies from context: {cost}; yet no head does it the textbook way, by looking at the token "
+    return (f"the model copies from context: {cost}; yet {no_head} does it the textbook way, by looking at the token "
             f"after an earlier copy (the most: head {best.layer}.{best.head}, {best.scores['induction']:.2f}){needed}")
 
 
@@ -600,7 +606,8 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
     rows = [HeadRow(h.layer, h.head, *(h.scores[r] for r in HEAD_ROLES), h.role, h.carries) for h in listed]
     return HeadsResult(text, shown_pieces(tokenizer, roles.token_ids[0]), repeat, len(roles.token_ids), seed,
                        layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
-                       roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se),
+                       roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se,
+                                                   layer),
                        untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se)
 
 
