@@ -210,7 +210,8 @@ def starts_a_character(ch: str) -> bool:
 
 def samples_the_data(data) -> bool:
     """Whether sample_prompt draws from the data itself (a corpus, a task, random tokens), not from what a stand-in's
-    vocabulary reads (a checkpoint's data that is gone, a loaded tokenizer on a task)."""
+    vocabulary reads (a checkpoint's data that is gone, a loaded tokenizer on a task): sample_prompt's branches, in
+    its order, but for the last (kept beside it: a branch added there is one here too)."""
     return (getattr(data, "splits", None) is not None or hasattr(data, "sample_questions")
             or getattr(data, "nothing_to_learn", False))
 

@@ -262,8 +262,8 @@ def explanation(result: NgramResult) -> list[str]:
         # a 3-gram whose train loss is 0
         shown = ", ".join(map(repr, result.held_out_only))
         return [f"the validation data holds {shown}, which the training data never holds: a counter gives what it "
-                f"never counted no probability, so every counter's val loss measures that, and its trend across n "
-                f"says nothing of the context ({cmd('data')} says more)"]
+                f"never counted almost no probability, so the val loss of every counter that counts (n >= 1) "
+                f"measures that, and its trend across n says nothing of the context ({cmd('data')} says more)"]
     lines = []
     counted = [row for row in result.rows if row.n >= 1 and row.contexts]  # a context longer than a task's row: none
     top = best(result)
@@ -277,7 +277,7 @@ def explanation(result: NgramResult) -> list[str]:
         each = result.train_tokens / max(1, longest.contexts)  # times a context was counted, on average
         if unseen >= 0.05:
             why = f"{unseen:.0%} of val's contexts of {count(longest.n - 1, result.unit)} were never counted"
-        elif each < 50:
+        elif each < WELL_COUNTED:
             why = (f"each long context was counted a few times (about {each:.0f} on average), and its counts follow "
                    "the accidents of the counted text")
         else:  # random tokens: what follows does not depend on the context, which then adds its counts' noise only
@@ -294,15 +294,17 @@ def explanation(result: NgramResult) -> list[str]:
     if math.isfinite(top.val_loss) and top.val_loss > 0.9 * result.rows[0].val_loss:
         # a counter well counted (WELL_COUNTED times a context) that predicts the counted text: what follows is a
         # matter of the tokens before, there (sort:2's 3-gram, 1.54 against 2.49), and val's differ
+        # one whose contexts val holds (seen): a longer one's are none of val's, and "the same few tokens" were not
         knows = [row for row in counted if row.n >= 2 and result.train_tokens >= WELL_COUNTED * row.contexts
-                 and row.train_loss < 0.8 * result.rows[0].train_loss]
+                 and row.train_loss < 0.8 * result.rows[0].train_loss and row.seen >= SEEN_MOSTLY]
+        task = " (a task's held-out questions are none of its training ones)" if result.generated else ""
         lines.append(f"no counter beats the uniform guess by much here, though on the counted text the counter of "
                      f"n = {knows[-1].n} does ({knows[-1].train_loss:.3f}): what follows the same few tokens in the "
-                     "validation text is not what followed them in the counted one (a task's held-out questions are "
-                     "none of its training ones)" if knows else
+                     f"validation text is not what followed them in the counted one{task}" if knows else
                      "no counter beats the uniform guess by much here: what follows is not a matter of the few "
                      "tokens just before it")
     return lines
 
 
 WELL_COUNTED = 50  # times a context was counted on average, past which its counts are no accident of the text
+SEEN_MOSTLY = 0.9  # the share of val's contexts a counter counted, for its counts to speak of val's text

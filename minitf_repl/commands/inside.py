@@ -496,8 +496,9 @@ class TokResult:
     merges_agree: bool | None = None  # the merges end on the tokenizer's own tokens (None: not worked out)
     no_merges: str | None = None  # merges=on where there is nothing to work out: why
     sampled: bool = False  # no text was given: the data's sample, as the other views read
-    # no text was given and the data is not here (a stand-in's vocabulary): a text that vocabulary reads, not a sample
-    stand_in: bool = field(default=False, metadata={"view_only": True})
+    # no text was given, and why the data gave none (its file is gone; it is no text this tokenizer reads): a text the
+    # vocabulary reads was shown, not a sample; "" where the data's sample was
+    stand_in: str = field(default="", metadata={"view_only": True})
 
 
 # --- :score --------------------------------------------------------------------------------------
@@ -936,7 +937,7 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     tokenizer = session.data.tokenizer
     ids = tokenizer.encode(text)
     result = TokResult(text, [shown_piece(tokenizer, i) for i in ids], ids, tokenizer.vocab_size, tokenizer.unit,
-                       sampled=not args["text"], stand_in=not args["text"] and not samples_the_data(session.data))
+                       sampled=not args["text"], stand_in=_no_sample(session.data) if not args["text"] else "")
     if not args["merges"]:
         return result
     describe = getattr(tokenizer, "merges", None)
@@ -962,6 +963,14 @@ def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     return result
 
 
+def _no_sample(data) -> str:
+    """Why the data gives :tok no sample, in words, or "" where it does (base.samples_the_data)."""
+    if samples_the_data(data):
+        return ""
+    # a loaded model's tokenizer on data it does not read (a task, too short a text): the data is here
+    return "the data is no text this tokenizer reads" if hasattr(data, "why") else "the data is not here to sample"
+
+
 @render.register(TokResult)
 def render_tok(result: TokResult, console: Console) -> None:
     width = max(10, console.width)
@@ -983,7 +992,7 @@ def render_tok(result: TokResult, console: Console) -> None:
            else f"subword pieces of {count(len(result.text), 'character')}")
     note(console, f"{count(len(result.ids), 'token')}, {per}; ids index a vocabulary of {result.vocab_size:,}")
     if result.stand_in:  # "a sample of the data" was said of "The quick brown", a text the data never held
-        note(console, f"no text given, and the data is not here to sample: a text its vocabulary reads; "
+        note(console, f"no text given, and {result.stand_in}: a text its vocabulary reads; "
                       f"{cmd('tok', 'TEXT')} splits your own")
     elif result.sampled:
         note(console, f"no text given: a sample of the data; {cmd('tok', 'TEXT')} splits your own")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from ..core import distributed
+from ..core.catalog import TASKS
 from ..core.config import TrainConfig
 from ..core.errors import PeerLost, TrainingDiverged, UserError, is_out_of_memory
 from ..core.sizes import check_memory_free, check_trainable, parameter_count
@@ -724,10 +725,14 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
                      f"({cmd('data')} says more; data whose training part holds every symbol measures learning)",
             "yellow")
     elif memorised(result):
+        task = result.data.partition(":")[0] in TASKS  # its questions, whose fix is a larger task, not a longer text
+        learned = ("its training questions by heart and answers the held-out ones worse than knowing nothing; a "
+                   "larger task holds more questions than it can learn so" if task else
+                   "its training text by heart and reads the held-out text worse than knowing nothing; a longer "
+                   "text (or a smaller model) measures learning")
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      f"a uniform guess, while the train loss {result.train_loss:.4g} is under it: the model learned "
-                     "its training text by heart and reads the held-out text worse than knowing nothing; a longer "
-                     "text (or a smaller model) measures learning", "yellow")
+                     f"{learned}", "yellow")
     elif blown_up(result):
         say(console, f"the val loss {result.val_loss:.4g} is far above ln(V) = {uniform_loss(result.vocab_size):.2f}, "
                      "a uniform guess: training made the model worse, which a learning rate too high for it does; "

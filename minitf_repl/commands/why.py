@@ -381,7 +381,7 @@ class AttribResult:
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     untrained: bool = False  # the model has not trained: the logit split is random weights' (said)
     dropped: int = 0  # tokens cut from the front of a prompt longer than max_seq_len
-    unit: str = "character"
+    unit: str = "character"  # what one token is: character, or token (a subword tokenizer)
 
 
 ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line

@@ -393,6 +393,9 @@ class ResidResult:
     # the text up to the position shown, where :attrib (which reads a text's last position) reads that position the
     # same: a causal model's stream there reads nothing after it (None: the model reads the future)
     upto: str | None = field(default=None, metadata={"view_only": True})
+    # the prompt typed again reads these tokens (a prompt cut to the window may start inside a character, whose bytes
+    # a BPE then reads otherwise): the :ln line carries it, else a PROMPT placeholder
+    retyped: bool = field(default=True, metadata={"view_only": True})
 
 
 @command("resid", "The residual stream at one position: its size through every block, what attention and the FFN "
@@ -415,7 +418,16 @@ def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
                        final=stream.final, dropped=dropped, unit=session.data.tokenizer.unit,
                        untrained=session.untrained, ablations=switched_off(session),
                        norm_gain=session.model_config.norm_gain, tied=session.model_config.tie_embeddings,
-                       upto=session.data.tokenizer.decode(ids[:stream.at + 1]) if session.model.causal else None)
+                       upto=_typed_back(session.data.tokenizer, ids[:stream.at + 1]) if session.model.causal else None,
+                       retyped=_typed_back(session.data.tokenizer, ids) is not None)
+
+
+def _typed_back(tokenizer, ids: list[int]) -> str | None:
+    """The text of `ids` where typing it gives `ids` back, else None: a stretch that ends or starts inside a
+    character (a byte-level BPE's "h\xc3") decodes to U+FFFD, which typed is three other bytes, so `:attrib h�` split
+    another text's logit."""
+    text = tokenizer.decode(ids)
+    return text if tokenizer.encode(text) == list(ids) else None
 
 
 def position_table(config) -> str | None:
@@ -500,7 +512,7 @@ def render_resid(result: ResidResult, console: Console) -> None:
         head = "W_U = W_E: the head is tied" if result.tied else "W_U: the head's own matrix, tie_embeddings=off"
         note(console, f"final: {norm}_f(h_L) is what the output head reads: logits = {norm}_f(h_L) W_U^T ({head})")
     # each line on the same text and position, which a bare `:ln` or `:attrib` read elsewhere (the data's sample)
-    prompt = typeable_prompt(result.prompt) or "PROMPT"
+    prompt = (typeable_prompt(result.prompt) if result.retyped else None) or "PROMPT"
     last = result.at == len(result.tokens) - 1
     ln = cmd("ln", prompt, **({} if last else {"at": result.at}), layer=result.writes[-1].block, which="ln_2")
     note(console, f"{ln} works one of these norms out step by step, feature by feature")
