@@ -466,3 +466,22 @@ def test_tok_without_text_on_data_its_tokenizer_does_not_read_says_so():
         "the data is no text this tokenizer reads"
     assert _no_sample(VocabOnly("fox.txt", "abc\n ", "fox.txt")) == "the data is not here to sample"
     assert _no_sample(load_data("sort:4")) == ""
+
+
+def test_device_under_compile_says_the_compiled_step_runs_attention_in_float32(monkeypatch):
+    from minitf_repl.core import fastpath, precision
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    asked = []
+    monkeypatch.setattr(precision, "native_bf16", lambda device: True)  # either kind of CPU: the answer patched
+    monkeypatch.setattr(fastpath, "bf16_attention_speedup", lambda *shape: asked.append(shape) or 1.6)
+    s = tiny_session()
+    assert run(s, ":device").cpu_attention_dtype == "bfloat16"
+    run(s, ":set compile=on")
+    asked.clear()
+    result = run(s, ":device")
+    # was "bfloat16 here (bfloat16 measured 1.60x ...)": the compiled step takes float32 attention, measured or not
+    assert result.cpu_attention_dtype == "float32" and result.cpu_attention_speedup is None and asked == []
+    assert "float32 here" in text_of(result) and "compile=on: the compiled step runs it in float32" in " ".join(
+        text_of(result).split())

@@ -51,7 +51,9 @@ class DeviceResult:
     # Each null where training is float32, off the CPU or off the fast path (core.fastpath.attention_in_float32):
     cpu_attention_dtype: str | None = None  # a bfloat16 CPU training step's attention kernel: "bfloat16" or "float32"
     cpu_attention_shape: list[int] | None = None  # the shape it was measured at: batch, heads, kv heads, block, head width
-    cpu_attention_speedup: float | None = None  # bfloat16's measured speed there against float32's (taken from 1.05)
+    # bfloat16's measured speed there against float32's (taken from 1.05); None under compile=on, whose compiled step
+    # runs attention in float32 whatever was measured (core.fastpath.attention_in_float32)
+    cpu_attention_speedup: float | None = None
     # what Muon's Newton-Schulz runs in on the current device under the dtype setting (float32 for dtype=float32,
     # else bfloat16 where the device has bfloat16 units); null with optimizer=adamw, which has none
     newton_schulz_dtype: str | None = None
@@ -121,6 +123,8 @@ def _cpu_attention(session: Session, device, train_dtype: str | None) -> dict:
     # at the length a training row of the data has (a task's: the question and its answer), as a step decides it
     shape = [session.train_config.batch_size, m.n_heads, m.kv_heads, training_length(session) or m.max_seq_len,
              m.head_dim]
+    if session.train_config.compile:  # it said bfloat16, measured, beside a compiled step that never asks
+        return {"cpu_attention_dtype": "float32", "cpu_attention_shape": shape, "cpu_attention_speedup": None}
     dtype, speedup = attention_dtype_at(*shape)
     return {"cpu_attention_dtype": dtype, "cpu_attention_shape": shape, "cpu_attention_speedup": round(speedup, 2)}
 
@@ -177,9 +181,10 @@ def render_device(result: DeviceResult, console: Console) -> None:
     if result.cpu_attention_dtype is not None:
         batch, heads, kv_heads, block, width = result.cpu_attention_shape
         kv = f" ({kv_heads} kv)" if kv_heads != heads else ""
+        why = ("compile=on: the compiled step runs it in float32" if result.cpu_attention_speedup is None else
+               f"bfloat16 measured {result.cpu_attention_speedup:.2f}x float32's speed")
         note(console, f"attention in a bfloat16 training step: {result.cpu_attention_dtype} here, at batch {batch} x "
-                      f"{heads} heads{kv} x {block} positions x {width} wide (bfloat16 measured "
-                      f"{result.cpu_attention_speedup:.2f}x float32's speed)")
+                      f"{heads} heads{kv} x {block} positions x {width} wide ({why})")
     if result.cpu_isa_caps:
         unused = (f"; this CPU's {result.cpu_bf16_units_unused} units are left unused, so bf16 says no"
                   if result.cpu_bf16_units_unused else "")
