@@ -40,9 +40,12 @@ def capped_environment(environ: dict) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    if not argv or not Path(argv[0]).is_file():
-        sys.exit(f"as_avx2: {argv[0] if argv else 'no script'} is not a file; "
-                 "give a benchmark and its arguments, e.g. python bench/as_avx2.py bench/nanogpt.py")
+    # a script, or a module as Python's own -m runs it (`-m minitf_repl device`: the REPL as a CPU without bfloat16
+    # runs it, to see what :device says there)
+    module = len(argv) >= 2 and argv[0] == "-m"
+    if not argv or not (module or Path(argv[0]).is_file()):
+        sys.exit(f"as_avx2: {argv[0] if argv else 'no script'} is not a file; give a benchmark and its arguments, "
+                 "e.g. python bench/as_avx2.py bench/nanogpt.py, or a module: python bench/as_avx2.py -m minitf_repl")
     os.execve(sys.executable, [sys.executable, *argv], capped_environment(dict(os.environ)))
 
 

@@ -6,6 +6,7 @@ it and to put it back."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -240,6 +241,11 @@ def test_as_avx2_runs_a_script_down_the_float32_path_with_avx2_kernels(tmp_path)
     missing = subprocess.run([sys.executable, str(BENCH / "as_avx2.py"), str(tmp_path / "nope.py")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "nope.py is not a file" in missing.stderr
+    # a module, as `python -m` runs one (it was "-m is not a file"): the REPL's :device as such a CPU shows it
+    done = subprocess.run([sys.executable, str(BENCH / "as_avx2.py"), "-m", "minitf_repl", "device", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["train_dtype"] == "float32"
 
 
 def test_the_gpu_script_parses_and_names_what_exists():
