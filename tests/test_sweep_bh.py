@@ -485,3 +485,13 @@ def test_device_under_compile_says_the_compiled_step_runs_attention_in_float32(m
     assert result.cpu_attention_dtype == "float32" and result.cpu_attention_speedup is None and asked == []
     assert "float32 here" in text_of(result) and "compile=on: the compiled step runs it in float32" in " ".join(
         text_of(result).split())
+
+
+def test_an_isa_cap_is_read_as_onednn_reads_it_spaces_and_all(monkeypatch):
+    from minitf_repl.core import device
+
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert device.bf16_isa_cap() == "ONEDNN_MAX_CPU_ISA=AVX2"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", " AVX2 ")  # oneDNN ignores it and runs AMX (0.07 ms, not 50 ms)
+    assert device.bf16_isa_cap() is None  # was "ONEDNN_MAX_CPU_ISA=AVX2": bf16 no, and auto gave up native bfloat16

@@ -132,7 +132,9 @@ ISA_CAPS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MK
 def bf16_isa_cap() -> str | None:
     """"ONEDNN_MAX_CPU_ISA=AVX2" where the environment keeps oneDNN below bfloat16 instructions, else None."""
     for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
-        value = os.environ.get(name, "").strip()
+        # as oneDNN reads it, not stripped: it ignores " AVX2 " and runs AMX, where a stripped reading said bf16 no
+        # and dtype=auto gave native bfloat16 up for float32
+        value = os.environ.get(name, "")
         if value:  # oneDNN reads the first of the two that is set
             return f"{name}={value}" if value.upper() in _BELOW_BF16_ISAS else None
     return None
