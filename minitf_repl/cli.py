@@ -39,7 +39,7 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, prepare_args, shell_text
+from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, prepare_args, reads_prose, shell_text
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -1076,7 +1076,7 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
         raise typer.Exit(2 if door.usage_error else 1)
 
 
-def _options_among(command, words: list[str], args: dict) -> list[str]:
+def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
     """The words of the text, less those that set one of the command's options as the REPL reads them, which go
     into `args`: `minitf qkv at=3 layer=1` is `:qkv at=3 layer=1`, not the text "at=3 layer=1".
 
@@ -1096,9 +1096,10 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
             with speaking(SHELL):
                 try:
                     command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
-                except UserError as e:
-                    whole = f"{cmd(command.name)} -- {shlex.join(words)}"
-                    raise UsageError(f"{e}; to read the whole line as text: {clip(whole, 200)}") from None
+                except UserError as e:  # and, for a command that reads prose, the line that reads it all as text
+                    whole = _line_as_text(command, own) if reads_prose(command) else None
+                    raise UsageError(f"{e}; to read the whole line as text: {clip(whole, 200)}" if whole else
+                                     str(e)) from None
         if param is None or param.refusal is not None:
             text.append(word)
             continue
@@ -1109,6 +1110,30 @@ def _options_among(command, words: list[str], args: dict) -> list[str]:
         # Kept under the key as typed, so that a bad value is refused in the user's words (`seed`, not gen_seed).
         args[key.replace("-", "_").lower()], typed[param.name] = value, word
     return text
+
+
+def _line_as_text(command, own) -> str | None:
+    """The command line typed, with its options before `--` and every other word after it, as text: a word that
+    reads as KEY=VALUE of none of its options (a typo) included. The options typed stay (`gen 12 row=1 -n 1` lost
+    its `-n 1`), and a word that set one goes before `--` too. `own`: minitf's own options, to step over to the
+    command. None where the words typed cannot be told apart."""
+    flags = {name: p for p in command.params for spelled in _option_names(p) for name in spelled.split("/")}
+    typed = _command_words(own)
+    if not typed or "--" in typed:
+        return None
+    options, text, k = [], [], 0
+    while k < len(typed):
+        word = typed[k]
+        flag = flags.get(word.partition("=")[0]) if word.startswith("-") else None
+        if word == "--json" or flag is not None:
+            takes = flag is not None and flag.type is not bool and "=" not in word and k + 1 < len(typed)
+            options += typed[k:k + 1 + takes]
+            k += 1 + takes
+            continue
+        key, eq, _ = word.partition("=")
+        (options if eq and command.param_named(key) is not None else text).append(word)
+        k += 1
+    return " ".join([cmd(command.name), *map(shlex.quote, options), "--", *map(shlex.quote, text)])
 
 
 def _words_after_dashes(options) -> int:
@@ -1220,8 +1245,9 @@ def _make_subcommand(command, registry: Registry):
                 # the words typed after `--` are text whatever they read as: `minitf gen -- n=5` continues "n=5"
                 # (it read as the option n and said "n is given twice" beside -n 3); Click hands them over last
                 words = words or []
-                after = min(_words_after_dashes(ctx.parent.command.params if ctx.parent else ()), len(words))
-                words = _options_among(command, words[: len(words) - after], args) + words[len(words) - after:]
+                own = ctx.parent.command.params if ctx.parent else ()
+                after = min(_words_after_dashes(own), len(words))
+                words = _options_among(command, words[: len(words) - after], args, own) + words[len(words) - after:]
                 if positional is None:
                     words = _switches_among(command, words, args)
                 if words and positional is None:

@@ -343,7 +343,7 @@ def parse_line(line: str, registry: Registry) -> tuple[Command, dict]:
             tokens = _tokenize(rest, windows_paths=cmd.takes_a_path, literal_at=literal)
             break
         except UnclosedQuote as e:
-            if not _reads_prose(cmd) or e.at == 0 or rest[e.at - 1].isspace() or e.at in literal:
+            if not reads_prose(cmd) or e.at == 0 or rest[e.at - 1].isspace() or e.at in literal:
                 raise
             literal |= {e.at}
     return cmd, _parse_args(cmd, tokens, registry, raw=rest)
@@ -353,7 +353,7 @@ def shell_text(cmd: Command, words: list[str]) -> str:
     """The text of a one-shot command from the shell's words, as the REPL reads the same text: a prose text wholly
     in quotes, one word that still holds them (`minitf gen '"Q:\nA:"'`), is what the quotes hold, escapes read;
     `minitf gen '"a\nb"'` was the text `"a\nb"`, its backslash "not in the vocabulary"."""
-    if len(words) == 1 and _reads_prose(cmd):
+    if len(words) == 1 and reads_prose(cmd):
         word = words[0]
         try:
             tokens = _tokenize(word)
@@ -364,7 +364,7 @@ def shell_text(cmd: Command, words: list[str]) -> str:
     return cmd.positional.positional_text(words)
 
 
-def _reads_prose(cmd: Command) -> bool:
+def reads_prose(cmd: Command) -> bool:
     """Whether the command's text is prose (a prompt, a text to read), taken as typed (_text_as_typed)."""
     return cmd.positional is not None and cmd.positional.name in PROSE and not cmd.positional.pair
 
@@ -491,7 +491,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                                     f"{phrase_command(other.name, *text_of_other)}") from None
                 # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no
                 # `key=value` however quoted: the hint was a line that the command then refused
-                if raw is not None and _reads_prose(cmd) and token.start is not None and not is_long:
+                if raw is not None and reads_prose(cmd) and token.start is not None and not is_long:
                     # the whole text after `--`, the options kept before it: quoting the one word, as this said,
                     # ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
                     line = _whole_line_as_text(cmd, tokens, i - 1, raw)
@@ -534,7 +534,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                             f"{fits_first_option(cmd, text)}{fix}")
         if not cmd.pairs and loose == text:
             _refuse_options_apart(cmd, text)
-        typed = _text_as_typed(text_tokens, raw) if raw is not None and _reads_prose(cmd) else None
+        typed = _text_as_typed(text_tokens, raw) if raw is not None and reads_prose(cmd) else None
         args[positional.name] = check_value(positional, typed if typed is not None else
                                             positional.positional_text(text))  # a pair: quoted or not
     return args

@@ -495,3 +495,13 @@ def test_an_isa_cap_is_read_as_onednn_reads_it_spaces_and_all(monkeypatch):
     assert device.bf16_isa_cap() == "ONEDNN_MAX_CPU_ISA=AVX2"
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", " AVX2 ")  # oneDNN ignores it and runs AMX (0.07 ms, not 50 ms)
     assert device.bf16_isa_cap() is None  # was "ONEDNN_MAX_CPU_ISA=AVX2": bf16 no, and auto gave up native bfloat16
+
+
+def test_the_shells_line_that_reads_a_typo_as_text_keeps_the_options_and_is_offered_only_for_text():
+    from test_cli import TINY, assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke(*TINY, "gen", "12", "row=1", "-n", "1", "--temperature", "0"), code=2)
+    # was "... gen -- 12 row=1": -n 1 --temperature 0 lost
+    assert line.endswith("gen -n 1 --temperature 0 -- 12 row=1"), line
+    line = assert_one_error_line(invoke(*TINY, "train", "stepz=5"), code=2)
+    assert "did you mean steps?" in line and "as text" not in line, line  # train reads no text: no such line
