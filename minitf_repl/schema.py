@@ -91,13 +91,20 @@ def field_comments(owner) -> dict[str, str]:
     except (OSError, TypeError):
         return {}
     comments: dict[int, str] = {}
-    continues: set[int] = set()  # the lines of a comment that goes on from the line above
+    indented: set[int] = set()  # comment lines indented past their `#`
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
             comments[tok.start[0]] = tok.string.lstrip("#").strip()
             if tok.string.startswith("#  ") and tok.line.lstrip().startswith("#"):
-                continues.add(tok.start[0])
+                indented.add(tok.start[0])
     lines = source.splitlines()
+    # the lines of a comment that goes on from a field's own (an indented comment above a field, `#   [name, count]`
+    # under "# the rows kept, each:", is that field's description, and was dropped)
+    continues: set[int] = set()
+    for n in sorted(indented):
+        above = lines[n - 2] if n >= 2 else ""
+        if n - 1 in continues or (n - 1 in comments and not above.lstrip().startswith("#")):
+            continues.add(n)
     out = {}
     for number, line in enumerate(lines, start=1):
         name = line.strip().split(":", 1)[0]

@@ -307,10 +307,7 @@ def restore(checkpoint: str) -> str:
     command at all."""
     if syntax() == REPL:
         return cmd("load", checkpoint)
-    load = f"--load {shlex.quote(checkpoint)}"  # hf:PATH: spaces
-    folder = next((v for o, v in reversed(_INVOKED.get()) if o == "--checkpoint-dir"), None)
-    return "minitf " + (f"--checkpoint-dir {shlex.quote(folder)} {load}" if folder and not checkpoint.startswith("hf:")
-                        else load)
+    return " ".join(_minitf(checkpoint))  # the options a line that loads keeps (its folder, its device), as cmd's
 
 
 def writes_one() -> str:

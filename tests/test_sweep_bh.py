@@ -18,6 +18,9 @@ class _Commented:
     third: str  # one line (unbalanced on purpose: "("
     # a comment at the field's own indent, above the next field: no continuation
     fourth: bool
+    # the rows kept, each:
+    #   [name, count]
+    fifth: list
 
 
 def test_a_fields_comment_continued_on_the_lines_under_it_is_its_whole_description():
@@ -27,6 +30,7 @@ def test_a_fields_comment_continued_on_the_lines_under_it_is_its_whole_descripti
     assert comments["second"] == "the next field's own comment, above it"
     assert comments["third"] == 'one line (unbalanced on purpose: "("'
     assert comments["fourth"] == "a comment at the field's own indent, above the next field: no continuation"
+    assert comments["fifth"] == "the rows kept, each: [name, count]"  # indented, above a field: its own
     from minitf_repl.commands import REGISTRY
 
     described = schema.command_schema(REGISTRY.find("train"))["properties"]["curve"]["items"]["properties"]
@@ -194,7 +198,7 @@ def test_a_bpe_text_too_short_for_the_window_says_more_tokens_would_fit_it(tmp_p
     with pytest.raises(DataError) as e:
         data.check_fits(64)
     # was "use a longer text": 'ab' x 50,000 was as short, one token
-    assert "read it in more tokens (a BPE of fewer, or tokenizer=char)" in str(e.value)
+    assert "read it in more tokens (tokenizer=bpe:N with a smaller N, or tokenizer=char)" in str(e.value)
 
 
 def test_context_on_one_window_shows_no_nan_spread_and_no_noise_it_did_not_measure(tmp_path):
@@ -392,8 +396,8 @@ def test_a_task_too_long_for_the_window_names_the_window_and_the_sizes_that_fit(
 
     line = assert_one_error_line(invoke("data", "add:30"))
     # was "raise max_seq_len or choose a smaller task size": add takes 1 to 30, and 1 to 20 fit the default window
-    assert line == ("error: task add:30 needs max_seq_len >= 92, not 64; raise max_seq_len to 92, or add:20 or smaller "
-                    "(--set max_seq_len=92)"), line
+    assert line == ("error: task add:30 needs max_seq_len >= 92, not 64; choose add:20 or smaller, or raise "
+                    "max_seq_len to 92 (--set max_seq_len=92)"), line
     assert invoke("--set", "max_seq_len=92", "data", "add:30").exit_code == 0
 
 
@@ -505,3 +509,12 @@ def test_the_shells_line_that_reads_a_typo_as_text_keeps_the_options_and_is_offe
     assert line.endswith("gen -n 1 --temperature 0 -- 12 row=1"), line
     line = assert_one_error_line(invoke(*TINY, "train", "stepz=5"), code=2)
     assert "did you mean steps?" in line and "as text" not in line, line  # train reads no text: no such line
+
+
+def test_a_stand_in_for_a_gone_file_named_shakespeare_takes_no_recipe():
+    from minitf_repl.core.data import VocabOnly
+    from minitf_repl.core.recipes import data_key, recipe
+
+    gone = VocabOnly("shakespeare", "abc\n ", "/tmp/corpora/shakespeare")
+    assert data_key(gone) == "/tmp/corpora/shakespeare" and recipe(data_key(gone)) == recipe("pydoc")  # was its name's
+    assert data_key(VocabOnly("shakespeare", "abc\n ", "shakespeare")) == "shakespeare"  # the download, not here

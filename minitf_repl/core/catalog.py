@@ -29,6 +29,12 @@ SHAKESPEARE_BYTES = 1_115_394  # ASCII: one byte a character
 SHAKESPEARE_LINES = 40_000  # its "\n"s: a copy with "\r\n" line endings is as many bytes longer
 
 
+def bytes_as_read(raw: bytes) -> bytes:
+    """A text file's bytes as core.data reads its text: a leading UTF-8 byte-order mark dropped, "\r\n" and a lone
+    "\r" read as "\n" (a copy of tiny Shakespeare saved on Windows is tiny Shakespeare, by path or downloaded)."""
+    return raw.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+
 def known_as(spec: str) -> str:
     """The name a data spec trains under before it is loaded: a file that is a copy of tiny Shakespeare is
     `shakespeare` (its recipe, core.recipes), as core.data names it once read; any other spec is itself.
@@ -40,8 +46,7 @@ def known_as(spec: str) -> str:
     try:
         path = Path(spec.strip()).expanduser()
         if path.is_file() and SHAKESPEARE_BYTES <= path.stat().st_size <= SHAKESPEARE_BYTES + SHAKESPEARE_LINES + 3:
-            raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if hashlib.sha256(raw).hexdigest() == SHAKESPEARE_SHA256:
+            if hashlib.sha256(bytes_as_read(path.read_bytes())).hexdigest() == SHAKESPEARE_SHA256:
                 return "shakespeare"
     except (OSError, RuntimeError, ValueError):  # unreadable, a name too long, a NUL in it, ~ with no home folder:
         # core.data says what is wrong

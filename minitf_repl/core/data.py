@@ -31,7 +31,7 @@ from typing import Callable
 
 import torch
 
-from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, no_file_named, unkept_path
+from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, bytes_as_read, no_file_named, unkept_path
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .notices import told
@@ -273,7 +273,7 @@ class TextCorpus:
             # more by one of fewer merges, or a character a token
             longer = (f"a text of at least {count(_chars_for(max_seq_len + 1), 'character')}"
                       if self.tokenizer.kind == "char" else
-                      "a longer text, or read it in more tokens (a BPE of fewer, or tokenizer=char)")
+                      "a longer text, or read it in more tokens (tokenizer=bpe:N with a smaller N, or tokenizer=char)")
             fits = shortest - 1 if shortest >= 2 else None  # the window that fits, as the fix to paste
             raise DataError(
                 f"{self.name} is too short: its {which} has {count(shortest, self.tokenizer.unit)}, and one window "
@@ -592,11 +592,12 @@ class Task:
     def check_fits(self, max_seq_len: int) -> None:
         if max_seq_len < self.seq_len:
             # both ways on, with numbers: add takes sizes 1 to 30, and at the default window only 1 to 20 fit
+            # the smaller size first: a raised window may not fit the data held now (a model on a short text)
             fits = [k for k in range(1, self.size) if Task(self.name, k).seq_len <= max_seq_len]
-            smaller = f", or {self.name}:{fits[-1]} or smaller" if fits else ""
+            smaller = (f"choose {self.name}:{fits[-1]}{' or smaller' if fits[-1] > 1 else ''}, or " if fits else "")
             raise DataError(
-                f"task {self.name}:{self.size} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; raise "
-                f"max_seq_len to {self.seq_len}{smaller}", fix={"max_seq_len": self.seq_len}
+                f"task {self.name}:{self.size} needs max_seq_len >= {self.seq_len}, not {max_seq_len}; {smaller}"
+                f"raise max_seq_len to {self.seq_len}", fix={"max_seq_len": self.seq_len}
             )
 
     def counted(self, ids: list[int]) -> list[bool] | None:
@@ -903,7 +904,7 @@ def _download(url: str, timeout: float) -> bytes:
             "or download that file yourself and give its path as the data"
         ) from None
     # a copy saved with "\r\n" or a byte-order mark is the same text, as a local file of it is (_read_text)
-    text = payload.removeprefix(codecs.BOM_UTF8).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    text = bytes_as_read(payload)
     if _sha256(text) != SHAKESPEARE_SHA256:
         raise DataError(
             f"the file downloaded from {url} is not tiny Shakespeare (SHA-256 mismatch, {count(len(payload), 'byte')}); "

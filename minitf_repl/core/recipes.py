@@ -98,8 +98,9 @@ def data_name(spec: str) -> str:
 
 def data_key(data) -> str:
     """The recipe key of loaded data: its own (core.data.TextCorpus.recipe_key: a file's path, or `shakespeare` for a
-    copy of it), else its name (a task, random tokens)."""
-    return getattr(data, "recipe_key", None) or data.name
+    copy of it), a stand-in's spec (VocabOnly: a file named shakespeare that is gone took the recipe by its name),
+    else its name (a task, random tokens)."""
+    return getattr(data, "recipe_key", None) or getattr(data, "spec", None) or data.name
 
 
 def recipe(spec: str, optimizer: str | None = None) -> dict:
