@@ -345,11 +345,17 @@ def test_a_cache_folder_that_cannot_be_written_is_a_data_error_naming_its_variab
     server = _Server(SHARED.read_bytes())
     monkeypatch.setenv("MINITF_CACHE_DIR", str(blocked / "cache"))  # a read-only home has the same effect
     monkeypatch.setenv("MINITF_SHAKESPEARE_URL", server.url)
+    from minitf_repl.core.notices import telling
+
+    said = []
     try:
         with pytest.raises(DataError, match=r"MINITF_CACHE_DIR"):  # was an internal error: NotADirectoryError
-            D.load_data("shakespeare")
+            D.fetch_shakespeare()
+        with telling(said.append):  # the download is read for the session (50th session), the problem said
+            assert D.load_data("shakespeare").info().chars == D.SHAKESPEARE_CHARS
     finally:
         server.close()
+    assert any("MINITF_CACHE_DIR" in s and f"{blocked} is a file" in s for s in said), said
 
 
 # --- a terminal resized while :train runs ---------------------------------------------------------------------------
