@@ -518,3 +518,12 @@ def test_a_stand_in_for_a_gone_file_named_shakespeare_takes_no_recipe():
     gone = VocabOnly("shakespeare", "abc\n ", "/tmp/corpora/shakespeare")
     assert data_key(gone) == "/tmp/corpora/shakespeare" and recipe(data_key(gone)) == recipe("pydoc")  # was its name's
     assert data_key(VocabOnly("shakespeare", "abc\n ", "shakespeare")) == "shakespeare"  # the download, not here
+
+
+@pytest.mark.parametrize("command", ["checks batch", "context", "ngram", "mistakes"])
+def test_a_views_data_field_names_the_task_with_its_size_as_train_does(command):
+    from test_cli import invoke
+
+    done = invoke("--data", "sort:4", *command.split(), "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["data"] == "sort:4"  # was "sort", which is sort:6: a script joined them wrongly

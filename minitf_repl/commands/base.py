@@ -380,6 +380,15 @@ def check_head(session, head: int | None) -> int:
     return head
 
 
+def data_named(session) -> str:
+    """The session's data as a result names it: a task with its size (sort:4; `sort` alone was said of sort:4, and
+    is sort:6), random tokens by their spec (random:20), else the data's name."""
+    data = session.data
+    if isinstance(getattr(data, "size", None), int):
+        return f"{data.name}:{data.size}"
+    return session.data_spec if session.data_spec.partition(":")[0] in TASKS else data.name
+
+
 def switched_off(session) -> list[str]:
     """The parts `:ablate` has switched off now, as a view's result records them."""
     return [str(a) for a in session.ablations]

@@ -27,7 +27,7 @@ from ..render.words import Words, note, say
 from ..reporter import Reporter
 from ..session import Session
 from ..syntax import cmd
-from .base import ablation_note, command, sample_window, switched_off
+from .base import ablation_note, command, data_named, sample_window, switched_off
 from .shared import say_emulated
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
@@ -120,7 +120,7 @@ def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult
     trainer = session.trainer
     data = trainer.data
     data.check_fits(session.model_config.max_seq_len)  # data too short for the window: refused before anything runs
-    result = ChecksResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
+    result = ChecksResult(data_named(session), data.tokenizer.unit, data.tokenizer.vocab_size, trainer.step, asked,
                           gradient_tolerance=checks.GRADIENT_TOLERANCE, blind_margin=checks.BLIND_MARGIN,
                           causal_setting=session.model_config.causal,
                           post_norm=session.model.post_norm,

@@ -31,7 +31,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
-from .base import ablation_note, command, switched_off
+from .base import ablation_note, command, data_named, switched_off
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST, check_counter, default_counter
 from .train import PlotSeries
 
@@ -136,7 +136,7 @@ def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResu
                        None if curve.counter is None else min(i + 2, curve.counter_order),
                        None if curve.counter is None else curve.counter[i])
             for i in shown_positions(curve.positions, curve.trained) if not math.isnan(curve.losses[i])]
-    return ContextResult(data.name, data.tokenizer.unit, data.tokenizer.vocab_size,
+    return ContextResult(data_named(session), data.tokenizer.unit, data.tokenizer.vocab_size,
                          math.log(data.tokenizer.vocab_size), args["seed"], curve, rows, session.trainer.step,
                          untrained=session.untrained, causal=getattr(model, "causal", True),
                          nothing_to_learn=getattr(data, "nothing_to_learn", False), ablations=switched_off(session),

@@ -24,7 +24,7 @@ from ..render.words import model_text, note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again
-from .base import ablation_note, command, sample_prompt, switched_off, training_length
+from .base import ablation_note, command, data_named, sample_prompt, switched_off, training_length
 
 FAMILY = "training"  # listed under :train's heading: what a training loss is measured against
 
@@ -135,7 +135,7 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
                      next((step for step, loss in evals if round(loss, 3) < round(c.val_loss, 3)), None))
             for c in counting.counters]
     session.keep_counters(data, [(row.n, row.val_loss) for row in rows if row.n >= 1])  # for the loss charts
-    return NgramResult(data.name, tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
+    return NgramResult(data_named(session), tokenizer.unit, tokenizer.vocab_size, counting.train_tokens, counting.train_total,
                        counting.val_positions, counting.val_total, counting.generated, rows, prompt,
                        session.trainer.step, model_val, bits_per_char(model_val, per_char),
                        # a task's row is shorter than the window (sort:4: 8 tokens), and no prediction reads past it

@@ -22,7 +22,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
-from .base import ablation_note, command, switched_off
+from .base import ablation_note, command, data_named, switched_off
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.mistakes import TaskMistakes, TextMistakes
@@ -72,7 +72,7 @@ def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesRe
         task = task_mistakes(model, data, device, args["n"] or QUESTIONS, args["seed"], args["show"], progress)
     else:
         text = text_mistakes(model, data, device, args["n"] or WINDOWS, args["seed"], args["show"], progress)
-    return MistakesResult(data.name, args["seed"], task, text, session.trainer.step, untrained=session.untrained,
+    return MistakesResult(data_named(session), args["seed"], task, text, session.trainer.step, untrained=session.untrained,
                           ablations=switched_off(session),
                           vocab_size=data.tokenizer.vocab_size if getattr(data, "nothing_to_learn", False) else None)
 
