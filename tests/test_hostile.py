@@ -258,9 +258,11 @@ def test_lr_so_high_that_the_loss_becomes_nan():
     line = one_error_line(err)
     assert line.startswith(("error: line 1: the loss became nan at step", "error: line 1: the loss became inf"))
     assert "back at step 3, where this training began" in line
-    # The fix is a rate known to work (the one :train steps=3 used), phrased in the REPL's syntax.
+    # The fix is a rate known to work (the one :train steps=3 used), phrased in the REPL's syntax, as :train's own
+    # option where the rate was (a setting does not override it)
     lr = s.train_config.lr
-    assert line.endswith(f"Lower the learning rate (1e+09 diverged; {lr:g} trained here without diverging) (:set lr={lr:g})")
+    assert line.endswith(f"Lower the learning rate (1e+09 diverged; {lr:g} trained here without diverging): "
+                         f":train lr={lr:g}")
     assert_unchanged(s, before)
     assert s.trainer.step == 3 and s.status().step == 3 and s.trainer.history == history
     assert torch.equal(s.trainer.generator.get_state(), generator_state)

@@ -527,3 +527,16 @@ def test_a_views_data_field_names_the_task_with_its_size_as_train_does(command):
     done = invoke("--data", "sort:4", *command.split(), "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["data"] == "sort:4"  # was "sort", which is sort:6: a script joined them wrongly
+
+
+def test_a_divergence_at_trains_own_rate_is_told_trains_own_option_from_the_shell(tmp_path):
+    import shlex
+
+    from test_cli import TINY, assert_one_error_line, invoke
+
+    folder = ["--checkpoint-dir", str(tmp_path)]
+    line = assert_one_error_line(invoke(*folder, *TINY, "train", "--steps", "30", "--lr", "1000"))
+    # was "(--set lr=0.01)": added to that line, train's own --lr 1000 still won and diverged again
+    fix = line.split("Lower the learning rate ")[1].split("): ", 1)[1]
+    assert fix.startswith("minitf ") and fix.endswith("train --lr 0.01"), line
+    assert invoke(*shlex.split(fix)[1:], "--steps", "3").exit_code == 0

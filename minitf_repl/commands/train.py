@@ -404,7 +404,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     except TrainingDiverged as e:
         session.rollback(snapshot)
         raise _diverged(session, train_config.lr, e, switched, train_config.optimizer,
-                        train_config.weight_decay) from None
+                        train_config.weight_decay, given=args["lr"] is not None) from None
     except UserError:
         session.rollback(snapshot)  # e.g. data that is gone (a checkpoint restored with its vocabulary only)
         raise
@@ -553,12 +553,14 @@ def _same_run_frames(kept: list[WatchFrame], first: WatchFrame, run_start: int) 
 
 
 def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | None = None,
-              optimizer: str | None = None, weight_decay: float = 0.0) -> TrainingDiverged:
+              optimizer: str | None = None, weight_decay: float = 0.0, given: bool = False) -> TrainingDiverged:
     """The divergence, said with a rate known to work: the last one that trained here without diverging
     (or the default of this optimizer on this data, its recipe: AdamW's is not Muon's), unless that is not
     lower; then a tenth. Where that rate times weight_decay is still 1 or more, the decay is named instead: each
     step multiplies the matrices by 1 - lr * weight_decay, so past 1 they flip sign and grow (`weight_decay=1e19`
-    was told to lower the rate to 0.001, which diverged as well)."""
+    was told to lower the rate to 0.001, which diverged as well). `given`: the rate was this :train's own (`lr=`),
+    which a setting does not override: the way on is :train's own option (`minitf --set lr=0.01 train --lr 1000`
+    diverged again as told)."""
     from ..core.recipes import recipe, recipe_label
 
     optimizer = optimizer or session.train_config.optimizer
@@ -579,6 +581,9 @@ def _diverged(session: Session, lr: float, e: TrainingDiverged, switched: str | 
             f"by 1 - {lr * weight_decay:g}, which must stay above 0; {decay:g} is the default)",
             step=e.step, what=e.what, value=e.value, fix={"weight_decay": decay},
         )
+    if given:
+        return TrainingDiverged(back + f"Lower the learning rate ({lr:g} diverged; {suggestion:g} {why}): "
+                                f"{cmd('train', lr=suggestion)}", step=e.step, what=e.what, value=e.value)
     return TrainingDiverged(
         back + "Lower the learning rate "
         f"({lr:g} diverged; {suggestion:g} {why})",
