@@ -540,3 +540,20 @@ def test_a_divergence_at_trains_own_rate_is_told_trains_own_option_from_the_shel
     fix = line.split("Lower the learning rate ")[1].split("): ", 1)[1]
     assert fix.startswith("minitf ") and fix.endswith("train --lr 0.01"), line
     assert invoke(*shlex.split(fix)[1:], "--steps", "3").exit_code == 0
+
+
+def test_heads_first_copy_above_chance_on_repeat_data_gives_the_reason_that_holds_there():
+    from dataclasses import replace
+
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    s = tiny_session("repeat:16")
+    run(s, ":train steps=2")
+    result = run(s, ":heads")
+    assert result.random_data == "repeat"
+    said = " ".join(text_of(replace(result, first_copy=result.chance + 1)).split())
+    # was "since the model is sure of what its text taught it and random tokens are not that": its text was random
+    assert "bets that a token comes back" in said and "what its text taught it" not in said, said
+    said = " ".join(text_of(replace(result, first_copy=result.chance + 1, random_data="")).split())
+    assert "what its text taught it" in said

@@ -495,6 +495,9 @@ class HeadsResult:
     untrained: bool = False
     ablations: list[str] = field(default_factory=list)  # parts switched off by :ablate while this ran
     copy_gain_se: float | None = None  # the standard error of first_copy - second_copy, token by token
+    # the data it trained on, where that is random tokens ("random" or "repeat"): why a first copy costs more than
+    # ln V is then not that its text taught it something else
+    random_data: str = field(default="", metadata={"view_only": True})
 
 
 def heads_reading(roles, first: float | None, second: float | None, se: float | None = None,
@@ -608,7 +611,8 @@ def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
                        layer, rows, more, roles.uniform, roles.losses, roles.first_copy, roles.second_copy,
                        roles.chance, heads_reading(roles, roles.first_copy, roles.second_copy, roles.copy_gain_se,
                                                    layer),
-                       untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se)
+                       untrained=session.untrained, ablations=switched_off(session), copy_gain_se=roles.copy_gain_se,
+                       random_data=session.data.name if session.data.name in ("random", "repeat") else "")
 
 
 @render.register(HeadsResult)
@@ -667,9 +671,14 @@ def render_heads(result: HeadsResult, console: Console) -> None:
                      f"{max(result.losses):.2f} nats (chance ln V = {result.chance:.2f})")
     if result.first_copy is not None:
         # above ln V: "nothing to go on" read as a contradiction beside a loss worse than guessing (6.95 against 4.63)
-        above = (f"; worse than a uniform guess's {result.chance:.2f}, since the model is sure of what its text taught "
-                 "it and random tokens are not that, so the repeat's gain is read against this, not against ln V"
-                 if result.first_copy > result.chance + 0.005 else "")
+        # why, by what it trained on: on `:data repeat` "what its text taught it" was random tokens too
+        since = {"repeat": "since a model trained on repeats bets that a token comes back, which in a first copy it "
+                           "does not",
+                 "random": "since what it learned of its random training tokens is noise, which costs against "
+                           "even odds"}.get(
+            result.random_data, "since the model is sure of what its text taught it and random tokens are not that")
+        above = (f"; worse than a uniform guess's {result.chance:.2f}, {since}, so the repeat's gain is read against "
+                 "this, not against ln V" if result.first_copy > result.chance + 0.005 else "")
         note(console, f"first copy: {result.first_copy:.2f} nats a token (random: nothing to go on{above}), the "
                       f"repeat: {result.second_copy:.2f} (each token there can be read off the first copy)")
     say(console, result.reading, "green")
