@@ -557,3 +557,18 @@ def test_heads_first_copy_above_chance_on_repeat_data_gives_the_reason_that_hold
     assert "bets that a token comes back" in said and "what its text taught it" not in said, said
     said = " ".join(text_of(replace(result, first_copy=result.chance + 1, random_data="")).split())
     assert "what its text taught it" in said
+
+
+def test_qkv_that_agrees_exactly_says_no_difference_is_rounding():
+    from dataclasses import replace
+
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    result = run(tiny_session(), ":qkv 3141 at=2")
+    exact = replace(result, model_weights_diff=0.0, model_out_diff=0.0, fused_out_diff=0.0)
+    said = " ".join(text_of(exact).split())
+    # was "agrees exactly, ... agrees exactly (largest difference, float32 rounding)"
+    assert "the fused F.scaled_dot_product_attention agrees exactly" in said and "largest difference" not in said
+    said = " ".join(text_of(replace(exact, fused_out_diff=2e-7)).split())
+    assert "agrees to 2e-07 (largest difference" in said, said

@@ -233,10 +233,14 @@ def render_qkv(result: QkvResult, console: Console) -> None:
                   f"position {i} reads only itself: its weight is 1 whatever the scores")
     say(console, f"o_i = sum_j a_ij v_j: {d_k} numbers, |o_i| = {_norm(result.out):.3f}; this head's {d_k} of the "
                  f"{result.d_model} that Concat(heads) W^O reads at position {i}")
+    diffs = (result.model_weights_diff, result.model_out_diff, result.fused_out_diff)
+    # where all three agree exactly there is no difference to call rounding ("agrees exactly ... (largest
+    # difference, float32 rounding)" at at=0, which reads one key)
+    why = ("" if not any(diffs) else
+           f" (largest difference, {rounding(max(result.model_weights_diff, result.model_out_diff), result.ablations)})")
     note(console, f"checked: the model's own A row {_agrees(result.model_weights_diff)}, its AV row "
                   f"{_agrees(result.model_out_diff)}, the fused F.scaled_dot_product_attention "
-                  f"{_agrees(result.fused_out_diff)} (largest difference, "
-                  f"{rounding(max(result.model_weights_diff, result.model_out_diff), result.ablations)})")
+                  f"{_agrees(result.fused_out_diff)}{why}")
     # Random q and k give small scores and near-even weights, unless qk_norm made them sqrt(d_k) long
     even = max(result.weights[:read]) <= 1.5 / read
     untrained = ("q and k are random, so the weights are near uniform" if even else
