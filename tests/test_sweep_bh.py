@@ -572,3 +572,23 @@ def test_qkv_that_agrees_exactly_says_no_difference_is_rounding():
     assert "the fused F.scaled_dot_product_attention agrees exactly" in said and "largest difference" not in said
     said = " ".join(text_of(replace(exact, fused_out_diff=2e-7)).split())
     assert "agrees to 2e-07 (largest difference" in said, said
+
+
+def test_kv_keeps_the_step_where_the_window_first_slides_in_its_table():
+    from minitf_repl.commands.worked import KvStep
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    result = run(tiny_session(), ":kv 31 n=4")
+    steps = [KvStep("1", "1", 1 if t < 49 else 64, 64, 64, t == 0 or t >= 49, 0.0) for t in range(60)]
+    rows = [line.split()[0] for line in text_of(replace_steps(result, steps), 120).splitlines()
+            if line.strip() and line.split()[0].isdigit()]
+    # was rows 0-5 and 52-59, "… steps 6..51": the first fill, at 49, hidden in the cut
+    assert "48" in rows and "49" in rows and "50" in rows, rows
+    assert not any("… steps 50" in line for line in text_of(replace_steps(result, steps), 120).splitlines())
+
+
+def replace_steps(result, steps):
+    from dataclasses import replace
+
+    return replace(result, steps=steps, asked=len(steps))

@@ -929,10 +929,18 @@ def render_kv(result: KvResult, console: Console) -> None:
     if result.int8:
         note(console, f"the int8 copy {cmd('gen')} samples from ({cmd('quantize', 'off')} goes back to the float model)")
     rows = []
+    shown = {t for t in range(n) if t < KV_HEAD or t >= n - KV_TAIL}  # a long run: its middle in a line
+    # but the step where the window first slides and the one before it, which a middle cut hid (`:kv n=60` showed
+    # every step of its tail as a fill, its first at 49 left out)
+    slide = next((t for t, s in enumerate(result.steps) if t and s.refilled), None)
+    shown |= {slide - 1, slide} if slide is not None else set()
+    shown |= {t for t in range(n) if t - 1 in shown and (t + 1 in shown or t + 2 in shown)}  # a cut of a step or two:
+    shown |= {t for t in range(n) if t - 1 in shown and t + 1 in shown}  # the steps, not a line naming them
     for t, s in enumerate(result.steps):
-        if KV_HEAD <= t < n - KV_TAIL:  # a long run: its middle in one line
-            if t == KV_HEAD:
-                rows.append(["", Text(f"… steps {t}..{n - KV_TAIL - 1}", style="dim"), "", "", "", ""])
+        if t not in shown:
+            if t == 0 or t - 1 in shown:
+                end = next((u for u in range(t, n) if u + 1 in shown or u + 1 == n), n - 1)
+                rows.append(["", Text(f"… steps {t}..{end}", style="dim"), "", "", "", ""])
             continue
         fed = Text(f"{s.cached_positions}" + (" (fill)" if s.refilled else ""), style="cyan" if s.refilled else "")
         pick = visible(s.token) + ("" if s.cached_token == s.token else f" (cached: {visible(s.cached_token)})")
