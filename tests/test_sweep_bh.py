@@ -592,3 +592,14 @@ def replace_steps(result, steps):
     from dataclasses import replace
 
     return replace(result, steps=steps, asked=len(steps))
+
+
+def test_a_switch_of_data_that_rebuilds_the_model_names_the_data_too():
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    s = tiny_session("pydoc")
+    run(s, ":gen n=2")  # a model built on pydoc's characters
+    said = text_of(run(s, ":data sort:4"))
+    # was the rebuild line alone, where the README's session shows "data is now sort"
+    assert "data is now sort:4" in said and "the model was rebuilt for a vocabulary of 12" in said, said

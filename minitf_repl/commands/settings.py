@@ -846,13 +846,14 @@ def render_data(result: DataResult, console: Console) -> None:
     fields(console, rows)
     if result.recipe:
         say(console, recipe_line(info.name, result.recipe), "cyan")
+    if result.changed:  # a rebuild said it too: a switch to sort rebuilt the model, and no line named the data
+        # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
+        say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
     if result.rebuilt:
         message = f"the model was rebuilt for a vocabulary of {info.vocab_size}: weights reset (step 0)"
         say(console, message, "yellow")
         render_kept(console, result.kept)
     elif result.changed:
-        # a task's size is part of what it is (sort:2); a file's spec is its path, which its name says shorter
-        say(console, f"data is now {result.spec if info.kind == 'task' and result.spec else info.name}", "green")
         # the same vocabulary: the weights go on, as :train then does (step N in total); from the shell the session
         # ends with this command, and the line below says how a train takes the data
         if result.model_step and syntax() != SHELL:
