@@ -897,7 +897,7 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
     run(s, ":set optimizer=adamw warmup_steps=150")
     result, said = warm_up_notes(s, ":train steps=30 eval_every=30")
     assert said == ["warm-up (150 steps) covers this whole run (30 steps): the rate rises to lr = 0.003 at its last "
-                    "step and never decays; :set warmup_steps=3 warms up over a tenth of it"]
+                    "step and never decays; :set warmup_steps=7 warms up over a quarter of it"]
     assert result.curve[-1]["lr"] == pytest.approx(3e-3)  # as it says: the last step at the peak
     assert warm_up_notes(s, ":train steps=10 schedule=new")[1] == []  # a smoke test's few steps: no note
     run(s, ":set warmup_steps=10")
@@ -906,13 +906,13 @@ def test_train_says_when_the_warm_up_takes_the_whole_run():
     t = tiny_session()
     assert warm_up_notes(t, ":compare optimizer=adamw current steps=20")[1] == [
         "warm-up (150 steps) covers optimizer=adamw's whole run (20 steps): the rate rises to lr = 0.003 at its last "
-        "step and never decays, so it is compared before its rate has settled; give it warmup_steps=2 among its "
+        "step and never decays, so it is compared before its rate has settled; give it warmup_steps=5 among its "
         "settings, or compare over more steps"]
-    assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=2 current steps=20")[1] == []
+    assert warm_up_notes(t, ":compare optimizer=adamw,warmup_steps=5 current steps=20")[1] == []
     run(t, ":set warmup_steps=150")  # every contender's warm-up covers the comparison: said once
     assert warm_up_notes(t, ":compare current n_layers=2 steps=20")[1] == [
         "warm-up covers every contender's whole run (20 steps): each rate rises to its peak at the last step and never "
-        "decays; :set warmup_steps=2 warms them up over a tenth of it, or compare over more steps"]
+        "decays; :set warmup_steps=5 warms them up over a quarter of it, or compare over more steps"]
 
 
 def test_compare_says_when_contenders_read_different_amounts_of_text_a_step():
