@@ -603,3 +603,20 @@ def test_a_switch_of_data_that_rebuilds_the_model_names_the_data_too():
     said = text_of(run(s, ":data sort:4"))
     # was the rebuild line alone, where the README's session shows "data is now sort"
     assert "data is now sort:4" in said and "the model was rebuilt for a vocabulary of 12" in said, said
+
+
+def test_a_hugging_face_save_refused_for_causal_off_says_the_change_keeps_the_weights(tmp_path):
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    run(s, ":train steps=2")
+    run(s, ":set causal=off")
+    with pytest.raises(UserError) as told:
+        run(s, f":save hf:{tmp_path / 'c'}")
+    # was "train a new model with that setting changed, which starts from fresh weights": causal=on keeps them
+    assert str(told.value).endswith("or change that setting, which keeps the weights"), str(told.value)
+    step = s.trainer.step
+    run(s, ":set causal=on")
+    run(s, f":save hf:{tmp_path / 'c'}")
+    assert s.trainer.step == step

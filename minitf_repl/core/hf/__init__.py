@@ -271,10 +271,14 @@ def export_type(config: ModelConfig) -> str:
     given = " and ".join(f"{name}={spelled(value)}" for name, value, _ in every)
     wanted = " ".join(f"{name}={spelled(w)}" for name, _, w in every)
     one = len(every) == 1
+    it = "that setting" if one else "those settings"
+    # a setting no weight depends on (causal) changes in place: "train a new model ... from fresh weights" sent a
+    # learner to throw a trained model away, where `:set causal=on` keeps it and the save then works
+    way = (f"change {it}, which keeps the weights" if all(ModelConfig.spec(name).in_place for name, _, _ in every)
+           else f"train a new model with {it} changed, which starts from fresh weights")
     raise ConfigError(f"{given} {'has' if one else 'have'} no equivalent in {NAMES[nearest]}, the nearest architecture "
-                      f"transformers loads ({wanted} would be); save a lab checkpoint instead, or train a new "
-                      f"model with {'that setting' if one else 'those settings'} changed, which starts from fresh "
-                      "weights", fix={name: w for name, _, w in every})
+                      f"transformers loads ({wanted} would be); save a lab checkpoint instead, or {way}",
+                      fix={name: w for name, _, w in every})
 
 
 def read_back(config: ModelConfig, model_type: str) -> dict[str, tuple]:
