@@ -620,3 +620,24 @@ def test_a_hugging_face_save_refused_for_causal_off_says_the_change_keeps_the_we
     run(s, ":set causal=on")
     run(s, f":save hf:{tmp_path / 'c'}")
     assert s.trainer.step == step
+
+
+def test_a_deleted_autosave_of_a_maskless_run_is_not_called_better(checkpoint_dir):
+    from dataclasses import replace
+
+    from minitf_repl.commands.shared import Dropped
+    from test_commands import run, tiny_session
+    from test_render import plain
+
+    s = tiny_session(steps=40, eval_every=40)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":set causal=off")
+    run(s, ":train")  # no mask: a loss that reads the token it predicts
+    run(s, ":set causal=on")
+    results = [run(s, ":train steps=1 eval_every=1 schedule=new") for _ in range(4)]
+    last = results[-1]
+    assert last.dropped is not None and last.dropped.causal is False and last.dropped.val_loss < last.val_loss
+    # was "autosave-3 (step 40, val loss 0.0001, lower than this run's)": a maskless loss, no language model's
+    assert "was the oldest autosave kept" not in plain(last, width=300)
+    same = replace(last, dropped=Dropped(last.dropped.name, 40, 0.01, last.data, last.vocab_size, True))
+    assert "was the oldest autosave kept" in plain(same, width=300)  # the same tokens and mask: it compares

@@ -36,6 +36,8 @@ class Dropped:
     step: int | None
     val_loss: float | None
     data_spec: str | None = None
+    vocab_size: int | None = None  # its model's: a loss per token compares only under the same tokenizer
+    causal: bool | None = None  # its model reads with the causal mask (off: its loss is no language model's)
 
 
 @dataclass

@@ -769,7 +769,8 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
         gone = result.dropped  # the baseline a few experiments back, better than this run, deleted: said where the
         # two losses compare (the same data; each after its own last switch of data or mask, as :ls gives them)
         if gone is not None and gone.val_loss is not None and result.val_loss is not None and \
-                gone.data_spec == result.data and gone.val_loss < result.val_loss:
+                gone.data_spec == result.data and gone.val_loss < result.val_loss and \
+                (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal):  # the same tokens, the same mask
             keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
             say(console, f"{gone.name} (step {gone.step:,}, val loss {gone.val_loss:.4f}, lower than this run's) was "
                          f"the oldest autosave kept and made room for this one; {keep} keeps a run for good", "yellow")

@@ -577,14 +577,17 @@ def _rotate_locked(directory: Path, name: str, keep: int) -> tuple[str | None, t
     return moved, dropped
 
 
-def _step_and_val(path: Path) -> tuple[int | None, float | None, str | None]:
-    """(step, the last val loss of its history on its data and mask, its data) of the checkpoint at `path`, as :ls
-    gives them (after data_since_step and measured_since_step); Nones where its manifest cannot be read."""
+def _step_and_val(path: Path) -> tuple:
+    """(step, the last val loss of its history on its data and mask, its data, its vocabulary's size, whether it reads
+    with the causal mask) of the checkpoint at `path`, as :ls gives them (after data_since_step and
+    measured_since_step); Nones where its manifest cannot be read. The last two say whether its loss compares with a
+    run's: a causal=off run's 0.0375, or a loss per token of another tokenizer, was called lower than a BPE run's."""
     try:
         manifest = json.loads(read_manifest_bytes(path / MANIFEST))
         evaluated = last_own_evaluation(manifest, manifest["trainer"]["history"])
+        model = manifest["model_config"]
         return (int(manifest["trainer"]["step"]), float(evaluated["val_loss"]) if evaluated else None,
-                str(manifest["data_spec"]))
+                str(manifest["data_spec"]), int(model["vocab_size"]), bool(model.get("causal", True)))
     except Exception:  # noqa: BLE001 - a broken autosave deleted: nothing to tell of it
-        return None, None, None
+        return None, None, None, None, None
 
