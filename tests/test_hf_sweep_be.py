@@ -254,3 +254,21 @@ def test_save_hf_through_a_lab_checkpoint_keeps_the_folders_special_tokens(gpt2,
     run_command(again, "load", {"name": "mine"})
     run_command(again, "save", {"name": f"hf:{tmp_path / 'out'}"})
     assert _specials_of(tmp_path / "out") == _specials_of(gpt2)  # were (None, None, None, None), (None, None, None)
+
+
+def test_save_hf_of_a_checkpoint_whose_folder_is_gone_says_its_special_tokens_go_unnamed(llama, tmp_path,
+                                                                                          checkpoint_dir):
+    from minitf_repl.core.notices import telling
+
+    gone = _copy(llama, tmp_path / "gone")
+    s = Session(data_spec="pydoc", checkpoint_dir=checkpoint_dir)
+    run_command(s, "load", {"name": f"hf:{gone}"})
+    run_command(s, "save", {"name": "lab"})
+    shutil.rmtree(gone)
+    said = []
+    again = Session(data_spec="pydoc", checkpoint_dir=checkpoint_dir)
+    run_command(again, "load", {"name": "lab"})
+    with telling(said.append):
+        run_command(again, "save", {"name": f"hf:{tmp_path / 'out'}"})
+    # was: "saved hf:...", and a folder whose tokenizer_config.json names no bos or eos, without a word
+    assert any("'<s>', '</s>'" in s and "will not stop at an end token" in s for s in said), said

@@ -38,6 +38,7 @@ from ..bpe import SubwordTokenizer, characters_as_tokenizer, characters_of
 from ..config import ModelConfig
 from ..data import CharTokenizer
 from ..errors import CheckpointError, ConfigError, UserError
+from ..notices import told
 from ..paths import HF_PREFIX, gone_folder, hf_path  # noqa: F401 (a name of this package)
 from . import gpt2, llama
 from .common import get
@@ -341,11 +342,18 @@ def save_folder(model, tokenizer, path: Path, context: int | None = None) -> str
         tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast",
                             **(tokenizer.special_tokens if folder_tokenizer else {})}
         (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+        unnamed = [] if folder_tokenizer or tokenizer.kind != "bpe" else [
+            t.get("content") for t in json.loads(tk.to_str()).get("added_tokens", []) if t.get("special")]
         if path.exists():
             for litter in DESKTOP_FILES:
                 (path / litter).unlink(missing_ok=True)
             path.rmdir()  # empty: checked above
         os.replace(tmp, path)
+        if unnamed and (tell := told()) is not None:  # a lab checkpoint of a folder's model, the folder gone: its
+            # special tokens went without a word, and transformers' generate then never stopped at the end token
+            tell(f"its tokenizer holds the special tokens {', '.join(map(repr, unnamed))} but not which begins and "
+                 "which ends a text (the folder it came from said so, and is not there now): tokenizer_config.json "
+                 "names none, so transformers' generate will not stop at an end token")
     except BaseException as e:
         for child in tmp.iterdir() if tmp.exists() else ():
             child.unlink()
