@@ -641,3 +641,16 @@ def test_a_deleted_autosave_of_a_maskless_run_is_not_called_better(checkpoint_di
     assert "was the oldest autosave kept" not in plain(last, width=300)
     same = replace(last, dropped=Dropped(last.dropped.name, 40, 0.01, last.data, last.vocab_size, True))
     assert "was the oldest autosave kept" in plain(same, width=300)  # the same tokens and mask: it compares
+
+
+def test_the_hugging_face_cache_root_names_a_model_folder_inside_it(tmp_path):
+    from minitf_repl.core.errors import CheckpointError
+    from minitf_repl.core.hf.folder import read_folder
+
+    snapshot = tmp_path / "hub" / "models--me--tiny" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError) as e:
+        read_folder(tmp_path / "hub")
+    # was "has no config.json; give a Hugging Face model folder": the cache root, the folder a user gives first
+    assert str(e.value).endswith(f"e.g. hf:{snapshot}"), str(e.value)

@@ -195,12 +195,18 @@ def weight_files(path: Path) -> list[Path]:
 
 def folders_inside(path: Path, most: int = 1000) -> list[Path]:
     """The model folders one level inside `path`, or in its snapshots/ (the Hugging Face cache keeps a model as
-    models--NAME/snapshots/REVISION/): those that hold config.json, of the first `most` entries of each (a huge
+    models--NAME/snapshots/REVISION/), or, in the cache's own root (~/.cache/huggingface/hub, the folder a user gives
+    first), in each models--NAME/snapshots/: those that hold config.json, of the first `most` entries of each (a huge
     folder is not read through)."""
     import itertools
 
     found = []
-    for where in (path, path / "snapshots"):
+    try:
+        models = [Path(c.path) / "snapshots" for c in itertools.islice(os.scandir(path), most)
+                  if c.name.startswith("models--") and c.is_dir()]
+    except OSError:
+        models = []
+    for where in (path, path / "snapshots", *models):
         try:
             for child in itertools.islice(os.scandir(where), most):
                 if child.is_dir() and (Path(child.path) / CONFIG).is_file():
