@@ -481,7 +481,10 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     continue
                 other = registry.names().get(norm) if registry is not None else None
                 if other is not None and other is not cmd:  # `:set device=cpu`: what the user wants is a command
-                    text_of_other = [value] if value else [cmd.name] if other.about_commands else []
+                    # its value as that command's word where it takes one (a device's name), not as a prompt or
+                    # where it takes none: `:set heads=2` offered `:heads 2`, refused as one token of text
+                    takes = other.positional is not None and not reads_prose(other)
+                    text_of_other = [value] if value and takes else [cmd.name] if other.about_commands else []
                     if (close := cmd.close_option(norm)) is not None:  # `:set heads=2` meant n_heads, not :heads 2
                         with without_setting(norm):  # the shell's line without the --set heads=2 refused here
                             other_line = phrase_command(other.name, *text_of_other)

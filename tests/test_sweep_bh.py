@@ -654,3 +654,31 @@ def test_the_hugging_face_cache_root_names_a_model_folder_inside_it(tmp_path):
         read_folder(tmp_path / "hub")
     # was "has no config.json; give a Hugging Face model folder": the cache root, the folder a user gives first
     assert str(e.value).endswith(f"e.g. hf:{snapshot}"), str(e.value)
+
+
+def test_a_setting_named_as_a_command_offers_that_command_with_a_word_it_takes():
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    for line, offered in ((":set heads=2", "(the command heads: :heads)"),
+                          (":set experts=4", "(the command experts: :experts)")):
+        with pytest.raises(UserError) as e:
+            run(s, line)
+        assert str(e.value).endswith(offered), str(e.value)  # was ":heads 2", one token of text, refused
+    with pytest.raises(UserError) as e:
+        run(s, ":set device=cpu")
+    assert str(e.value).endswith(":device cpu")  # a device's name: the word it takes
+    with pytest.raises(UserError) as e:
+        run(s, ":compare heads=2 heads=4")
+    assert "did you mean n_heads?" in str(e.value)  # was "threads", and a compare of thread counts ran as pasted
+
+
+def test_parity_given_a_lab_checkpoints_name_says_how_to_make_a_folder_of_it(tmp_path):
+    from test_cli import TINY, assert_one_error_line, invoke
+
+    folder = ["--checkpoint-dir", str(tmp_path)]
+    assert invoke(*folder, *TINY, "train", "--steps", "2", "--save", "small").exit_code == 0
+    line = assert_one_error_line(invoke(*folder, "parity", "small"))
+    # was "e.g. minitf parity hf:small", a folder there is none of
+    assert "small is a lab checkpoint" in line and "--load small save hf:PATH" in line, line

@@ -590,7 +590,18 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
     if folder is not None:
         folder = cache_revision(folder)  # a cache's models--NAME: the snapshot its refs/main names
     if folder is None:  # a path typed without hf: is that folder, written as hf:PATH
-        example = f"hf:{clip(given, 200)}" if given else "hf:~/models/gpt2"
+        from pathlib import Path
+
+        from ..core.checkpoint import MANIFEST
+
+        there = bool(given) and Path(given).expanduser().is_dir()
+        if given and not there and (Path(session.checkpoint_dir) / given / MANIFEST).is_file():
+            # a lab checkpoint's name: "e.g. :parity hf:small" named a folder there is none of
+            how = (f"{cmd('load', given)}, then {cmd('save', 'hf:PATH')} writes its model as one" if syntax() == REPL
+                   else f"{cmd('save', 'hf:PATH', load=given)} writes its model as one")
+            raise UserError(f"{clip(given)} is a lab checkpoint, and parity compares a model with a Hugging Face "
+                            f"folder: {how}, and {cmd('parity', 'hf:PATH', load=given)} compares them")
+        example = f"hf:{clip(given, 200)}" if there else "hf:~/models/gpt2"
         raise UserError(f"give the folder to compare with as hf:PATH, e.g. {cmd('parity', example)}")
     if not folder.expanduser().is_dir():  # before "no model yet", whose fix (load it) would fail the same way
         raise UserError(f"there is no folder {clip(str(folder), 200)}; give a Hugging Face model's folder (its "

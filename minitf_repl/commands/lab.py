@@ -330,9 +330,12 @@ def _setting(key: str, label: str) -> str:
     if SET.param_named(key) is not None:
         return SET.find_param(key).name
     options = [p.name for p in REGISTRY["compare"].params if not p.positional]
-    spelled = {spelling: p.name for p in SET.options for spelling in (p.name, *p.aliases)}
-    close = difflib.get_close_matches(key.replace("-", "_").lower()[:40], [*spelled, *options], n=1, cutoff=0.6)
-    hint = f"; did you mean {spelled.get(close[0], close[0])}?" if close else ""
+    # the setting :set would offer for it (a beginner's word, the one it begins, the closest: `heads` is n_heads, where
+    # the closest spelling alone said threads, and a compare of thread counts ran as pasted), else one of compare's own
+    meant = SET.close_option(key)
+    close = [meant] if meant else difflib.get_close_matches(key.replace("-", "_").lower()[:40], options, n=1,
+                                                            cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
     raise UserError(f"{clip(key)!r} in contender {clip(label)!r} is no setting{hint} ({cmd('help', 'set')} lists the "
                     f"settings a contender can change; {cmd('compare')}'s own options are {', '.join(options)})")
 
