@@ -272,3 +272,12 @@ def test_save_hf_of_a_checkpoint_whose_folder_is_gone_says_its_special_tokens_go
         run_command(again, "save", {"name": f"hf:{tmp_path / 'out'}"})
     # was: "saved hf:...", and a folder whose tokenizer_config.json names no bos or eos, without a word
     assert any("'<s>', '</s>'" in s and "will not stop at an end token" in s for s in said), said
+
+
+def test_parity_with_no_model_says_a_broken_folders_own_problem_before_offering_to_load_it(gpt2, tmp_path):
+    broken = _copy(gpt2, tmp_path / "broken")
+    (broken / "model.safetensors").write_bytes(b"garbage\n")
+    said = shell("parity", f"hf:{broken}")
+    # was "there is no model to compare yet; minitf --load hf:... parity ..." whose load then failed on this
+    assert said.exit_code == 1 and "is truncated or not a safetensors file" in said.stderr, said.stderr
+    assert "no model to compare yet" in shell("parity", f"hf:{gpt2}").stderr

@@ -607,6 +607,13 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
         raise UserError(f"there is no folder {clip(str(folder), 200)}; give a Hugging Face model's folder (its "
                         f"config.json and weights), e.g. {cmd('parity', 'hf:~/models/gpt2')}")
     if not session.has_model:
+        # the folder's own problem first (a truncated safetensors, an architecture the lab does not load): the way
+        # on below loads it, which then failed on that (the checks of a load that read no tensor's data)
+        from ..core.hf import architecture, lab_config, read_folder
+
+        checked = read_folder(folder.expanduser())  # the weights' headers, no tensor's data
+        architecture(checked)  # one the lab loads
+        lab_config(checked)
         # from the shell one line that runs: "--load hf:X loads the folder's" was a fragment of one
         raise UserError("there is no model to compare yet; " + (
             f"{cmd('load', clip(given, 200))} loads the folder's, then {cmd('parity', clip(given, 200))} compares"
