@@ -682,3 +682,20 @@ def test_parity_given_a_lab_checkpoints_name_says_how_to_make_a_folder_of_it(tmp
     line = assert_one_error_line(invoke(*folder, "parity", "small"))
     # was "e.g. minitf parity hf:small", a folder there is none of
     assert "small is a lab checkpoint" in line and "--load small save hf:PATH" in line, line
+
+
+def test_the_line_that_continues_a_watched_run_keeps_watching():
+    from dataclasses import replace
+
+    from minitf_repl.commands.train import train_summary
+    from minitf_repl.syntax import SHELL, speaking
+    from test_commands import run, tiny_session
+
+    result = run(tiny_session(), ":train steps=4 eval_every=2 watch=attn")
+    stopped = replace(result, stopped=True, run_remaining=5, saved="autosave")
+    # was ":train continues", which went on without the frames, and without a word
+    assert "stopped at step 4 of 9: :train watch=attn layer=0 continues" in train_summary(stopped)
+    with speaking(SHELL):
+        assert "minitf --load autosave train --watch attn --layer 0 continues" in train_summary(stopped)
+    plain = replace(stopped, frames=[])
+    assert "stopped at step 4 of 9: :train continues" in train_summary(plain)

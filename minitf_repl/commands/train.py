@@ -662,6 +662,10 @@ def train_summary(result: TrainResult) -> str:
             # under torchrun the same launch: batch_size is per process, one process would halve the global batch
             # a run saved by name goes on into it: the REPL's session remembers the name, a new one-shot is told it
             into = {"save": result.saved} if syntax() == SHELL and result.saved not in (None, AUTOSAVE_NAME) else {}
+            # the view it watched, which a bare `:train` went on without (its frames stopped at the stop, unsaid)
+            if result.frames:
+                last = result.frames[-1]
+                into |= {"watch": last.view, **({"layer": last.layer} if last.layer is not None else {})}
             head += f": {distributed.relaunch(cmd('train', load=result.saved, **into))} continues"
         return f"{head} ({count(result.steps, 'step')} this time; " + ", ".join(parts) + ")"
     head = f"trained {count(result.steps, 'step')}"
