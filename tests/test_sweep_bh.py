@@ -699,3 +699,16 @@ def test_the_line_that_continues_a_watched_run_keeps_watching():
         assert "minitf --load autosave train --watch attn --layer 0 continues" in train_summary(stopped)
     plain = replace(stopped, frames=[])
     assert "stopped at step 4 of 9: :train continues" in train_summary(plain)
+
+
+def test_a_context_frame_wraps_between_bands_not_inside_one():
+    from rich.text import Text
+
+    from minitf_repl.render.words import word_lines
+
+    line = Text("positions 0 2.324 │ 1 2.054 │ 2-3 2.004 │ 4-7 2.026 │ 8-15 1.912 │ 16-63 2.076")
+    for width in (30, 40, 60):
+        for cut in word_lines(line, width):
+            # was "... │ 8-15" then "1.912 │ 16-63 2.076" at 60 columns: a band parted from its loss
+            assert not cut.plain.rstrip().endswith(("8-15", "16-63", "4-7")), (width, cut.plain)
+            assert not cut.plain.lstrip()[:1].isdigit() or cut.plain.lstrip().split()[1][0].isdigit()

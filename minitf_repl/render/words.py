@@ -35,8 +35,9 @@ from ..palette import is_active, terminal_safe, write_stand_ins
 # the reader a bare number. A unit is a symbol of time or size alone; "60 steps" may part like any two words.
 _UNIT = r"(?:s|ms|µs|min|kB|KB|KiB|MB|MiB|GB|GiB|TB)"
 # So are a number's label and the number ("16: 0.07", :embed's likeness by distance): "16:" ended a line, "0.07" began
-# the next.
-_WORD = re.compile(rf"\s*(?:\S*\d {_UNIT}[,.;:)!?]*(?=\s|$)|\d+: -?\d[\d.,e+-]*[,.;:)!?]*(?=\s|$)|\S+)\s*")
+# the next; and a band of positions and its loss (watch=context's "8-15 1.912": "8-15" ended a line).
+_WORD = re.compile(rf"\s*(?:\S*\d {_UNIT}[,.;:)!?]*(?=\s|$)|\d+: -?\d[\d.,e+-]*[,.;:)!?]*(?=\s|$)"
+                   r"|\d+(?:-\d+)? (?:\d+\.\d+|-)(?=\s|$)|\S+)\s*")
 _PIECE = re.compile(r"\s*[^|,\s]*[|,]?\s*")  # a long word's parts, each ending at its | or comma
 
 
