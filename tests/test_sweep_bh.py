@@ -712,3 +712,24 @@ def test_a_context_frame_wraps_between_bands_not_inside_one():
             # was "... │ 8-15" then "1.912 │ 16-63 2.076" at 60 columns: a band parted from its loss
             assert not cut.plain.rstrip().endswith(("8-15", "16-63", "4-7")), (width, cut.plain)
             assert not cut.plain.lstrip()[:1].isdigit() or cut.plain.lstrip().split()[1][0].isdigit()
+
+
+def test_a_full_disk_is_refused_before_training_not_after(monkeypatch, checkpoint_dir):
+    import shutil
+    from collections import namedtuple
+
+    from minitf_repl.core.checkpoint import layout
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    usage = namedtuple("usage", "total used free")
+    real = shutil.disk_usage
+    monkeypatch.setattr(layout.shutil, "disk_usage", lambda path: usage(300 << 10, 300 << 10, 0))
+    s = tiny_session()
+    with pytest.raises(UserError) as e:
+        run(s, ":train steps=3")
+    # was: 3 steps trained, then "warning: not saved: ... No space left on device", the run lost (one-shot)
+    assert "bytes free, and the checkpoint needs" in str(e.value) and s.trainer.step == 0, str(e.value)
+    monkeypatch.setattr(layout.shutil, "disk_usage", real)
+    run(s, ":train steps=3")
+    assert s.trainer.step == 3

@@ -226,7 +226,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
                             f"written after it: {cmd('train', save='run1')}, then {cmd('save', save_as, load='run1')}")
         refuse_a_path(session, save_as, hf=False)
         if distributed.is_main():  # the one process that writes (under torchrun, the others never do)
-            check_save_target(session.checkpoint_dir, save_as)  # a bad name fails now, not after an hour of training
+            # a bad name fails now, not after an hour of training, and so does a disk its weights do not fit on
+            check_save_target(session.checkpoint_dir, save_as, _weights_bytes(session))
         else:
             from ..core.checkpoint import check_name
 
@@ -281,7 +282,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         from ..core.checkpoint import check_save_target
 
         try:  # e.g. a read-only folder: say so before training, and how to train without the autosave
-            check_save_target(session.checkpoint_dir, AUTOSAVE_NAME)
+            check_save_target(session.checkpoint_dir, AUTOSAVE_NAME, _weights_bytes(session))
         except UserError as e:
             raise type(e)(f"{e}; or train without saving: {cmd('set', autosave=False)}") from None
 
@@ -333,7 +334,7 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
             from ..core.checkpoint import check_save_target
 
             try:
-                check_save_target(session.checkpoint_dir, named)
+                check_save_target(session.checkpoint_dir, named, _weights_bytes(session))
             except UserError:
                 session.rollback(snapshot)  # this command's settings go back with it
                 raise
@@ -482,6 +483,15 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
     if not blown_up(result):
         session.note_good_lr(train_config.lr)
     return result
+
+
+def _weights_bytes(session: Session) -> int:
+    """The bytes of the model's float32 weights, which its checkpoint holds at the least; 0 where the data (and so
+    the vocabulary) is not known yet. From the settings: the model is not built before the seed is set."""
+    try:
+        return 4 * parameter_count(session.model_config) if session.model_config.vocab_size else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def _question(data) -> str | None:

@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -162,7 +163,7 @@ def check_new_name(name: str) -> str:
     return name
 
 
-def check_save_target(directory, name: str) -> Path:
+def check_save_target(directory, name: str, need: int = 0) -> Path:
     """DIR/NAME if a checkpoint can be saved there; a caller can ask before an hour of training.
 
     What can be known without writing is checked: no path component is a file (`afile/sub`), and
@@ -170,8 +171,9 @@ def check_save_target(directory, name: str) -> Path:
     folder on the way to DIR, which the save creates the rest under) are writable directories (a
     read-only file system is said as such). DIR itself because every save writes its lock file there, and
     a new run's autosave its temporary folder: a folder made read-only around a writable autosave was
-    passed, and the autosave then failed after the training. A full disk still shows only when the save
-    writes; save_checkpoint says so.
+    passed, and the autosave then failed after the training. `need`: bytes the checkpoint takes at the least (its
+    weights), refused where the disk has less free: a full disk trained a one-shot run to its end, then lost it. A
+    disk that fills during the run still shows only when the save writes; save_checkpoint says so.
     """
     check_new_name(name)
     directory = Path(directory).expanduser()
@@ -196,6 +198,10 @@ def check_save_target(directory, name: str) -> Path:
                 raise CheckpointError(f"cannot write in {writes_into}: the file system is read-only; {ANOTHER_DIR}")
             raise CheckpointError(f"cannot write in {writes_into} (permission denied); change its permissions or "
                                   f"{ANOTHER_DIR}")
+        free = shutil.disk_usage(places[0]).free if need else need
+        if free < need:
+            raise CheckpointError(f"the disk of {places[0].absolute()} has {free:,} bytes free, and the checkpoint "
+                                  f"needs {need:,} at the least (its weights); free space or {ANOTHER_DIR}")
     except OSError as e:
         raise path_error(target, e) from None
     return target
