@@ -594,8 +594,15 @@ def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult
 
         from ..core.checkpoint import MANIFEST
 
-        there = bool(given) and Path(given).expanduser().is_dir()
-        if given and not there and (Path(session.checkpoint_dir) / given / MANIFEST).is_file():
+        def exists(path: Path, folder: bool) -> bool:  # a name too long, a NUL: no such file, never an error
+            try:
+                return path.is_dir() if folder else path.is_file()
+            except (OSError, ValueError):
+                return False
+
+        # a path as typed is that folder (`:parity ~/models/gpt2`), a name a lab checkpoint's or nothing's
+        there = bool(given) and (exists(Path(given).expanduser(), True) or "/" in given or given.startswith(("~", ".")))
+        if given and not there and exists(Path(session.checkpoint_dir) / given / MANIFEST, False):
             # a lab checkpoint's name: "e.g. :parity hf:small" named a folder there is none of
             how = (f"{cmd('load', given)}, then {cmd('save', 'hf:PATH')} writes its model as one" if syntax() == REPL
                    else f"{cmd('save', 'hf:PATH', load=given)} writes its model as one")

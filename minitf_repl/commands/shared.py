@@ -36,8 +36,10 @@ class Dropped:
     step: int | None
     val_loss: float | None
     data_spec: str | None = None
-    vocab_size: int | None = None  # its model's: a loss per token compares only under the same tokenizer
-    causal: bool | None = None  # its model reads with the causal mask (off: its loss is no language model's)
+    # its model's vocabulary and mask, whether its loss compares with a run's (a loss per token compares only under
+    # the same tokenizer; a causal=off loss is no language model's): for the summary's words
+    vocab_size: int | None = field(default=None, metadata={"view_only": True})
+    causal: bool | None = field(default=None, metadata={"view_only": True})
 
 
 @dataclass
