@@ -733,3 +733,21 @@ def test_a_full_disk_is_refused_before_training_not_after(monkeypatch, checkpoin
     monkeypatch.setattr(layout.shutil, "disk_usage", real)
     run(s, ":train steps=3")
     assert s.trainer.step == 3
+
+
+def test_a_checkpoint_cut_short_in_copying_is_told_to_copy_it_again_too(tmp_path, checkpoint_dir):
+    import shutil
+
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    s = tiny_session()
+    run(s, ":train steps=1 save=src")
+    copy = checkpoint_dir / "copy"
+    shutil.copytree(checkpoint_dir / "src", copy)
+    manifest = copy / "checkpoint.json"
+    manifest.write_bytes(manifest.read_bytes()[:100])  # a `cp` that ran out of space
+    with pytest.raises(UserError) as e:
+        run(tiny_session(), ":load copy")
+    # was "...; save the checkpoint again", which the one who got a copy, without its model, cannot do
+    assert str(e.value).endswith("save the checkpoint again, or copy it again from where it came"), str(e.value)

@@ -32,6 +32,9 @@ NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 # The fix where the folder cannot be used, in words, as every core message is: the one-shot shell's. The REPL, whose
 # session changes folder with `:set checkpoint_dir=DIR` (the model kept), says that in its place (dispatch.phrase).
 ANOTHER_DIR = "start minitf with another checkpoint directory"
+# The way on from a damaged checkpoint: saving it needs its model, which the one who got a copy (a `cp` cut short by a
+# full disk, a download) does not have; copying it again is theirs
+SAVE_AGAIN = "save the checkpoint again, or copy it again from where it came"
 
 # Every name a save writes carries 64 random bits (after the writer's pid, which only helps a person
 # trace debris): two saves never pick the same name. Whether a file is debris is decided by the

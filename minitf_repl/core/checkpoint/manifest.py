@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..catalog import shows_as_text  # noqa: F401 - a manifest's paths are held to it, as :data's are
 from ..errors import CheckpointError
-from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC
+from .layout import DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_SHOWN, ORIGINS, PICKLE_MAGIC, SAVE_AGAIN
 
 if TYPE_CHECKING:  # torch is imported by the encoders that need it: reading a manifest (:ls) needs none
     import torch
@@ -166,13 +166,13 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise CheckpointError(
-            f"{where} is not valid JSON (truncated or corrupted); save the checkpoint again"
+            f"{where} is not valid JSON (truncated or corrupted); {SAVE_AGAIN}"
         ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise CheckpointError(f"{where} is not a minitf checkpoint manifest; save the checkpoint again")
     version = manifest.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise CheckpointError(f"{where} has no valid format_version (corrupted); save the checkpoint again")
+        raise CheckpointError(f"{where} has no valid format_version (corrupted); {SAVE_AGAIN}")
     if version > FORMAT_VERSION:
         raise CheckpointError(
             f"{where.parent.name} was written by a newer minitf (format {version}, this one reads {FORMAT_VERSION}): upgrade minitf"
@@ -183,7 +183,7 @@ def parse_manifest(raw: bytes, where: Path, exact: bool = True) -> dict:
     if "values" not in known and manifest.get("meta_sha256") != meta_sha256(manifest) \
             or exact and "text" not in known and raw != encode_manifest(manifest):
         raise CheckpointError(
-            f"{where} does not match its checksum (corrupted or edited); save the checkpoint again"
+            f"{where} does not match its checksum (corrupted or edited); {SAVE_AGAIN}"
         )
     if exact:
         known.add("text")

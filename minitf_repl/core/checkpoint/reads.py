@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 from ..words import count
-from .layout import MANIFEST, MAX_MANIFEST_BYTES, is_pickle, other_files
+from .layout import MANIFEST, MAX_MANIFEST_BYTES, SAVE_AGAIN, is_pickle, other_files
 from .manifest import parse_manifest
 
 if TYPE_CHECKING:  # torch is imported where a data file is read, not for a manifest (:ls reads only those)
@@ -44,7 +44,7 @@ def wrong_size(where: Path, size: int, written: int) -> CheckpointError:
     same words from :ls and :load)."""
     how = "truncated" if size < written else "added to or replaced"
     return CheckpointError(f"{where} has {count(size, 'byte', grouped=False)} but {written} were written ({how}); "
-                           "save the checkpoint again")
+                           f"{SAVE_AGAIN}")
 
 
 def open_regular(where: Path) -> tuple[int, int]:
@@ -190,11 +190,11 @@ def read_data_file(path: Path, entry: dict, limit: int) -> dict[str, torch.Tenso
     if len(raw) != entry["size"]:  # it shrank while being read
         raise wrong_size(where, len(raw), entry["size"])
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
-        raise CheckpointError(f"{where} does not match its checksum (corrupted); save the checkpoint again")
+        raise CheckpointError(f"{where} does not match its checksum (corrupted); {SAVE_AGAIN}")
     import safetensors.torch
 
     try:
         return safetensors.torch.load(raw)
     except Exception as e:  # SafetensorError and friends: a file that passed its checksum but is not safetensors
-        raise CheckpointError(f"{where} is not a readable safetensors file ({e}); save the checkpoint again") from None
+        raise CheckpointError(f"{where} is not a readable safetensors file ({e}); {SAVE_AGAIN}") from None
 
