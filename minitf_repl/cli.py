@@ -39,7 +39,8 @@ from .core.paths import default_checkpoint_dir
 from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
-from .parsing import BOOL_WORDS, fits_first_option, missing_value, parse_line, prepare_args, reads_prose, shell_text
+from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, parse_line, prepare_args, reads_prose,
+                      shell_text)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -191,7 +192,7 @@ class _Group(_FlagsUntyped, TyperGroup):
             _command_line_error(self._one_dash(e, args) or self._set_apart(e, args) or self._misplaced(e, args)
                                 or self._early(e, args)
                                 or self._repl_only(e, args)
-                                or self._help_of_neither(e, typed) or self._nothing_taken(e)
+                                or self._help_of_neither(e, typed) or self._nothing_taken(e) or self._bad_switch(e)
                                 or problem + (f"; did you mean{guess}" if asked else "") + hint
                                 + self._dashed_text(e, args))
             code = e.exit_code
@@ -232,6 +233,23 @@ class _Group(_FlagsUntyped, TyperGroup):
             return None
         return (f"{args[at]} is a command of minitf's interactive shell (minitf with no command, then :{args[at]}); "
                 f"a one-shot command ends on its own, and minitf --help lists the commands")
+
+    def _bad_switch(self, e: Exception) -> str | None:
+        """`minitf ls --all=maybe`: an on/off option given a value it does not take, said as the REPL says it (`:ls
+        all=maybe`), where Click's "Option '--all' does not take a value" was false of `--all=on`, which it takes."""
+        typed = _TYPED.get()
+        at = _command_at(typed, self.params)  # Click's error carries no context here: the command as typed
+        command = REGISTRY.get(typed[at]) if at is not None else None
+        named = re.match(r"Option '--([\w-]+)' does not take a value", e.format_message())
+        param = command.param_named(named.group(1)) if command is not None and named is not None else None
+        given = next((a.partition("=")[2] for a in typed if named and a.startswith(f"--{named.group(1)}=")), None)
+        if param is None or param.type is not bool or given is None:
+            return None
+        try:
+            convert(param, given)  # the REPL's refusal, word for word
+        except UserError as refused:
+            return str(refused)
+        return None
 
     def _nothing_taken(self, e: Exception) -> str | None:
         """For words after a command that takes no text and no options (`minitf ls DIR`, `minitf config x`): that,

@@ -751,3 +751,12 @@ def test_a_checkpoint_cut_short_in_copying_is_told_to_copy_it_again_too(tmp_path
         run(tiny_session(), ":load copy")
     # was "...; save the checkpoint again", which the one who got a copy, without its model, cannot do
     assert str(e.value).endswith("save the checkpoint again, or copy it again from where it came"), str(e.value)
+
+
+def test_an_on_off_option_given_another_value_from_the_shell_is_told_as_the_repl_tells_it():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("ls", "--all=maybe"), code=2)
+    # was "Option '--all' does not take a value", false of `--all=on`, which it takes
+    assert line == "error: all must be on or off (on|off|true|false|yes|no|1|0), got 'maybe'", line
+    assert invoke("ls", "--all=on").exit_code == 0
