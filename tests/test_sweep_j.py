@@ -110,8 +110,10 @@ def test_an_option_given_no_value_says_where_its_options_are_listed(args, help_o
     """`minitf gen --n` said "Option '--n' requires an argument" and no more: the one usage error without a fix."""
     line = assert_one_error_line(invoke(*args), code=2)
     option, _, value = args[-1].partition("=")
-    problem = "does not take a value" if value else "requires an argument"
-    assert line == f"error: Option '{option}' {problem}; {help_of} --help lists the options"
+    if value:  # an on/off option's other value: as the REPL says it (50th session), its values listed
+        assert line == f"error: {option[2:]} must be on or off (on|off|true|false|yes|no|1|0), got '{value}'"
+        return
+    assert line == f"error: Option '{option}' requires an argument; {help_of} --help lists the options"
 
 
 # --- a one-shot `minitf load NAME` ---------------------------------------------------------------------------
