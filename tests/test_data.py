@@ -80,7 +80,8 @@ def test_local_utf8_file(tmp_path):
 
 # --- shakespeare, against a local server -----------------------------------------------------
 class _Server:
-    def __init__(self, payload: bytes):
+    def __init__(self, payload: bytes, announced: int | None = None):
+        """`announced`: the Content-Length said, where it is not the payload's (a transfer cut short)."""
         payload_ = payload
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -89,7 +90,7 @@ class _Server:
             def do_GET(self):
                 Handler.hits += 1
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(payload_)))
+                self.send_header("Content-Length", str(len(payload_) if announced is None else announced))
                 self.end_headers()
                 self.wfile.write(payload_)
 

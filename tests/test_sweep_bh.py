@@ -300,38 +300,19 @@ def test_a_copy_of_tiny_shakespeare_saved_on_windows_shows_its_recipe_before_it_
     assert known_as(str(crlf)) == known_as(str(bom)) == known_as(str(SHARED)) == "shakespeare"
 
 
-def _serve(body: bytes, announced: int | None = None):
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Length", str(announced if announced is not None else len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/input.txt"
-
-
 def test_a_download_cut_short_says_the_connection_dropped_not_that_the_url_is_wrong(tmp_path, monkeypatch):
     from minitf_repl.core import data as D
     from minitf_repl.core.errors import DataError
+    from test_data import _Server
 
-    httpd, url = _serve(b"First Citizen:\n" * 1000, announced=1_115_394)
+    server = _Server(b"First Citizen:\n" * 1000, announced=1_115_394)
     monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", url)
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", server.url)
     try:
         with pytest.raises(DataError) as e:
             D.load_data("shakespeare")
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.close()
     # was: "is not tiny Shakespeare (SHA-256 mismatch, 15,000 bytes); check the URL"
     assert "ended after 15,000 of its 1,115,394 bytes (the connection dropped); try again" in str(e.value)
 
@@ -340,12 +321,13 @@ def test_a_download_cut_short_says_the_connection_dropped_not_that_the_url_is_wr
 def test_a_download_that_cannot_be_kept_is_read_for_the_session_and_says_what_is_in_the_way(tmp_path, monkeypatch):
     from minitf_repl.core import data as D
     from minitf_repl.core.notices import telling
+    from test_data import _Server
 
     said = []
-    httpd, url = _serve(SHARED.read_bytes().replace(b"\n", b"\r\n"))  # a copy saved with CRLF: the same text
+    server = _Server(SHARED.read_bytes().replace(b"\n", b"\r\n"))  # a copy saved with CRLF: the same text
     (tmp_path / "tinyshakespeare.txt").mkdir()  # a folder where the copy goes
     monkeypatch.setenv("MINITF_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", url)
+    monkeypatch.setenv("MINITF_SHAKESPEARE_URL", server.url)
     try:
         with telling(said.append):
             corpus = D.load_data("shakespeare")
@@ -354,8 +336,7 @@ def test_a_download_that_cannot_be_kept_is_read_for_the_session_and_says_what_is
         with telling(said.append):
             assert D.load_data("shakespeare").text == corpus.text
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.close()
     # was an error: "could not keep it in ... (Is a directory)", the checked download thrown away
     assert corpus.info().chars == D.SHAKESPEARE_CHARS, "a CRLF copy was refused as a SHA-256 mismatch"
     assert any("tinyshakespeare.txt is a folder" in s and "this session reads the download it has" in s for s in said)
