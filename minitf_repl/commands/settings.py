@@ -36,7 +36,8 @@ from ..syntax import (SHELL, cmd, exact_text, given_before, loaded, own_settings
                       spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, ablation_note, command, complete_data, greedy_ignores, switched_off
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
-                     load_checked, quantized_gone, read_with, recipe_line, seed_kept_line, switch_data)
+                     load_checked, quantized_gone, read_with, recipe_line, redraw_untrained, seed_kept_line,
+                     switch_data)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
     from ..core.data import DataInfo
@@ -467,7 +468,9 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
         reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
-        reporter.notice(seed_kept_line(train.seed))
+        session.set_train_config(train)  # the seed an untrained model is drawn again from
+        if not redraw_untrained(session, reporter):
+            reporter.notice(seed_kept_line(train.seed))
     if model.d_model == 1 and model.norm == "layernorm" and {"d_model", "norm"} & set(changed):
         reporter.notice("d_model=1 with norm=layernorm: the mean of one feature is the feature, so every norm outputs "
                         "its bias alone whatever it reads, and the model cannot tell one input from another; "

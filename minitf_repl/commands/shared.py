@@ -414,6 +414,25 @@ def seed_kept_line(seed: int) -> str:
             "others (the val loss moves with them, not with the model)")
 
 
+def redraw_untrained(session: Session, reporter) -> bool:
+    """After a new seed (`:set seed=`, `:train seed=`, set in the session first): an untrained model's weights are its
+    old seed's draw and nothing else, so they are drawn again from the new one, as a model built after the seed would
+    be. Otherwise a view that built the model first (`:params`, `:gen`) decided which weights `:train` started from,
+    and the shell's `--set seed=7 train` and the REPL's `:params`, `:set seed=7`, `:train` trained different models.
+    True where it drew them again; a model that trained, or holds weights from elsewhere, keeps its own."""
+    if not session.has_model or not session.untrained:
+        return False
+    off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # the parts of the model that goes
+    session.rebuild()
+    reporter.notice(f"the model had not trained: its weights are drawn again from seed {session.train_config.seed}, "
+                    "as a model built now would be")
+    if off:
+        reporter.notice(ablations_gone(off))
+    if quantized:
+        reporter.notice(quantized_gone())
+    return True
+
+
 def rebuilt_line(vocab_size: int, kept: str | None) -> str:
     """What a switch to data with another vocabulary did to the model, in one line."""
     line = (f"the data has another vocabulary ({count(vocab_size, 'character')}): the model was rebuilt, "

@@ -39,7 +39,7 @@ from ..syntax import (REPL, SHELL, at_keyboard, cmd, interactive, invoked_with, 
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, load_checked, rebuilt_line, recipe_line,
-                     refuse_a_path, save_session, seed_kept_line, switch_data)
+                     refuse_a_path, redraw_untrained, save_session, seed_kept_line, switch_data)
 
 FAMILY = "training"  # the heading :help lists this module's commands under
 
@@ -288,10 +288,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
 
     # A model this command builds (none yet, or data of another vocabulary rebuilds it) draws its weights from the
     # seed given with it, as `:set seed=3` then `:train` would (the seed is "of the initial weights and the batch
-    # order"); a model that exists keeps its weights, and the seed restarts its batch order only. Set before the
-    # model is built (the watcher's checks below build it), and kept with the model it drew, even if the run fails.
-    # The session's setting alone: what builds the model reads it, and a trainer that exists (its model is to be
-    # rebuilt) keeps its own batch order untouched until then.
+    # order"); a model that trained keeps its weights, and the seed restarts its batch order only (an untrained one,
+    # built by a view, is drawn again below). Set before the model is built (the watcher's checks below build it), and
+    # kept with the model it drew, even if the run fails. The session's setting alone: what builds the model reads
+    # it, and a trainer that exists (its model is to be rebuilt) keeps its own batch order untouched until then.
     seeded, had_model = None, session.has_model  # the settings before the seed went in
     if "seed" in changes and (not had_model or (new_data is not None and session.rebuild_needed(data=new_data))):
         seeded = session.train_config
@@ -305,6 +305,9 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if seeded is not None and session.has_model == had_model:  # refused before a model drew from it: as it was
             session.train_config = seeded
         raise
+    if "seed" in changes and seeded is None and changes["seed"] != session.train_config.seed and session.untrained:
+        session.set_train_config(session.train_config.replace(seed=changes["seed"]))  # an untrained model is its
+        redraw_untrained(session, reporter)  # seed's draw alone: drawn again, and kept if the run fails
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
     if switched_data is not None:
         rebuilt, kept, recipe_changes = switched_data

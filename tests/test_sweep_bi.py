@@ -1,0 +1,40 @@
+"""The 51st session's own look: each test failed before its fix."""
+
+import pytest
+import torch
+
+from test_commands import Recorder, run, tiny_session
+
+
+def _first_weights(session) -> torch.Tensor:
+    return session.model.token_embedding.weight.detach().clone()
+
+
+@pytest.mark.parametrize("how", [":set seed=7", ":train seed=7"])
+def test_a_new_seed_draws_an_untrained_model_again_as_one_built_after_it(how):
+    fresh = tiny_session()
+    run(fresh, ":set seed=7")
+    drawn = _first_weights(fresh)  # the model built after the seed: what the shell's `--set seed=7 train` trains
+    looked = tiny_session()
+    run(looked, ":params")  # a view built the model from the default seed first
+    recorder = Recorder()
+    if how.startswith(":train"):
+        run(looked, ":train steps=1 seed=7", recorder)
+        again = tiny_session()
+        run(again, ":set seed=7")
+        run(again, ":train steps=1")
+        assert torch.equal(_first_weights(looked), _first_weights(again))  # was: the default seed's weights, trained
+    else:
+        run(looked, how, recorder)
+        assert torch.equal(_first_weights(looked), drawn)  # was: kept, "the weights are kept: ... this one has its own"
+    assert any("drawn again from seed 7" in line for line in recorder.notices)
+
+
+def test_a_trained_model_keeps_its_weights_under_a_new_seed():
+    session = tiny_session()
+    run(session, ":train steps=2")
+    before = _first_weights(session)
+    recorder = Recorder()
+    run(session, ":set seed=7", recorder)
+    assert torch.equal(_first_weights(session), before)
+    assert any(line.startswith("the weights are kept") for line in recorder.notices)
