@@ -664,7 +664,11 @@ def apply_settings(session: Session, pairs: list[str], quiet: bool = False, load
         raise UserError(f"{shown} would rebuild the model loaded from {loaded} and reset its weights; leave "
                         f"{'it' if len(keys) == 1 else 'them'} out to use its weights, or leave out --load to "
                         "start a new model")
-    run_command(session, command, args, Reporter() if quiet else QuietReporter(_stderr()))
+    from .commands.settings import followed_recipe
+
+    reporter = Reporter() if quiet else QuietReporter(_stderr())
+    if (line := followed_recipe(run_command(session, command, args, reporter))) is not None:
+        reporter.notice(line)  # what :set's rendered result says, which the shell does not render
 
 
 def root(

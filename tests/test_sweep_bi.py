@@ -38,3 +38,14 @@ def test_a_trained_model_keeps_its_weights_under_a_new_seed():
     run(session, ":set seed=7", recorder)
     assert torch.equal(_first_weights(session), before)
     assert any(line.startswith("the weights are kept") for line in recorder.notices)
+
+
+def test_the_shells_set_says_which_settings_followed_the_optimizers_recipe():
+    from test_cli import TINY, invoke
+
+    result = invoke(*TINY, "--set", "optimizer=adamw", "config")
+    assert result.exit_code == 0
+    # was: nothing, and `train` then ran at lr 0.003 where the user had seen lr 0.01 (the REPL's :set says it)
+    assert ("training settings follow the recipe for adamw on sort (core/recipes.py): lr 0.01 -> 0.003"
+            in result.stderr)
+    assert "--set lr=0.01 sets one back" in result.stderr

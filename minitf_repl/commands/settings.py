@@ -528,6 +528,16 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                      model_after=own_settings(model) if rebuilt else {}, read_anew=read_anew, **recipe)
 
 
+def followed_recipe(result: SetResult) -> str | None:
+    """The line that says which training settings followed an optimizer's recipe (`optimizer=adamw` moved lr and
+    warmup_steps), and how to set one back; None where none did. The REPL renders it with the result; the shell's
+    `--set`, whose result is not rendered, says it on stderr (a shell user trained at lr 0.003 thinking it 0.01)."""
+    if not result.recipe:
+        return None
+    name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
+    return f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back"
+
+
 def _stopped_run_rate(trainer, train: TrainConfig, schedule: list[str]) -> str:
     """What lr, warmup_steps or min_lr_ratio (`schedule`, changed to `train`'s) do to a stopped run, which `:train`
     goes on with: a warm-up + cosine run reads them every step (its rest is drawn anew); a constant-rate run holds its
@@ -718,10 +728,8 @@ def render_set(result: SetResult, console: Console) -> None:
             how = (f"and a loaded model's train goes on at the last run's final rate, which the lr setting only caps; "
                    f"train's own lr starts a new run at that peak, e.g. {cmd('train', lr=result.changed['lr'][1])}")
         note(console, f"checked, and gone when this command ends: a setting lasts one command from the shell, {how}")
-    if result.recipe:
-        name, (before, _) = next(iter(result.recipe.items()))  # in the syntax of the front end: --set from the shell
-        say(console, f"{recipe_line(result.recipe_for, result.recipe)}; {cmd('set', **{name: before})} sets one back",
-            "cyan")
+    if (line := followed_recipe(result)) is not None:
+        say(console, line, "cyan")
     if result.tokenizer:
         say(console, f"the text is now read as {result.tokenizer}", "green")
     if result.rebuilt and result.vocab_size is not None:
