@@ -49,3 +49,33 @@ def test_the_shells_set_says_which_settings_followed_the_optimizers_recipe():
     assert ("training settings follow the recipe for adamw on sort (core/recipes.py): lr 0.01 -> 0.003"
             in result.stderr)
     assert "--set lr=0.01 sets one back" in result.stderr
+
+
+@pytest.mark.parametrize("lines, fix", [
+    ([":set d_model=130"], "(:set d_model=130 n_heads=5)"),  # the setting not typed changes
+    ([":set n_heads=5"], "(:set n_heads=5 d_model=130)"),  # was: "n_heads could be one of 1, 2, 4, 8", 5 not in it
+    ([":set n_kv_heads=2", ":set d_model=96 n_heads=3"], "(:set d_model=96 n_heads=3 n_kv_heads=1)"),
+])
+def test_settings_that_do_not_fit_together_are_refused_with_a_whole_line_that_fits(lines, fix):
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.dispatch import phrase
+    from minitf_repl.syntax import REPL
+
+    session = tiny_session()
+    run(session, ":set d_model=128 n_heads=4 d_ff=128")  # the default model's heads, in a small one
+    for line in lines[:-1]:
+        run(session, line)
+    with pytest.raises(UserError) as refused:
+        run(session, lines[-1])
+    said = phrase(refused.value, REPL)
+    assert said.endswith(fix), said
+    pasted = fix.strip("()")
+    run(session, pasted)  # the fix, pasted, runs
+    assert session.model_config.d_model % session.model_config.n_heads == 0
+
+
+def test_the_shell_gives_the_fitting_line_as_its_own_options():
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--set", "n_heads=5", "config"))
+    assert line.endswith("(--set n_heads=5 --set d_model=130)"), line

@@ -19,7 +19,7 @@ from rich.text import Text
 from ..core.bpe import tokenizer_setting
 from ..core.catalog import TASKS, spec_forms
 from ..core.config import DataConfig, GenConfig, ModelConfig, TrainConfig
-from ..core.errors import UserError
+from ..core.errors import ConfigError, UserError
 from ..core.recipes import follow_optimizer, recipe, recipe_label
 from ..core.sizes import check_trainable, check_weights_free
 from ..core.threads import oversubscribed
@@ -653,7 +653,20 @@ def _folder_now(session: Session, kept_model: bool) -> str:
 
 
 def _proposed(current: dict, given: dict) -> dict:
-    """Each settings class's config with the given keys applied (a preset first: keys given with it override it)."""
+    """Each settings class's config with the given keys applied (a preset first: keys given with it override it).
+    Settings that do not fit together are refused with a whole `:set` line that fits: what was typed, and the nearest
+    value of a setting not typed where one would do (`:set d_model=130` was told "n_heads could be one of 1, 2, 5",
+    and `:set n_heads=5` then refused d_model=128: each alone went round in circles)."""
+    try:
+        return _applied(current, given)
+    except ConfigError as e:
+        if not e.fitting:
+            raise
+        change = next((c for c in e.fitting if not c.keys() & given.keys()), e.fitting[0])
+        raise ConfigError(str(e), fix={**{k: v for k, v in given.items() if v is not None}, **change}) from None
+
+
+def _applied(current: dict, given: dict) -> dict:
     new = {}
     for cls, config in current.items():
         changes = {spec.name: given[spec.name] for spec in cls.specs() if spec.name in given}

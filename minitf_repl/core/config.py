@@ -368,6 +368,11 @@ class ModelConfig(Settings):
         """The key/value head counts (up to 64) that divide n_heads."""
         return [k for k in range(1, min(self.n_heads, 64) + 1) if self.n_heads % k == 0]
 
+    def fitting_width(self) -> int:
+        """The d_model nearest this one that n_heads divides (into even head widths under rope)."""
+        step = self.n_heads * (2 if self.pos_encoding == "rope" else 1)
+        return max(step, round(self.d_model / step) * step)
+
     def check_together(self) -> None:
         if self.d_model % self.n_heads != 0:
             # the head counts offered must pass the checks below too: a multiple of n_kv_heads, an even width for rope
@@ -377,12 +382,17 @@ class ModelConfig(Settings):
             raise ConfigError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}); "
                 + (f"n_heads could be one of {', '.join(map(str, fits))}" if fits else
-                   f"no n_heads fits it with {kept}: choose another d_model")
+                   f"no n_heads fits it with {kept}: choose another d_model"),
+                fitting=[{"n_heads": _nearest(fits, self.n_heads)} if fits else None,
+                         {"d_model": self.fitting_width()} if self.n_heads % self.kv_heads == 0 else None],
             )
         if self.n_heads % self.kv_heads != 0:
+            fits, heads = self.fitting_kv_heads(), self.fitting_heads()  # heads: multiples of the n_kv_heads typed
             raise ConfigError(
                 f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads}); "
-                f"n_kv_heads could be one of {', '.join(map(str, self.fitting_kv_heads()))}"
+                f"n_kv_heads could be one of {', '.join(map(str, fits))}",
+                fitting=[{"n_kv_heads": _nearest(fits, self.n_kv_heads)},
+                         {"n_heads": _nearest(heads, self.n_heads)} if heads else None],
             )
         if self.pos_encoding == "rope" and self.head_dim % 2 != 0:
             raise ConfigError(
@@ -394,6 +404,11 @@ class ModelConfig(Settings):
                 f"experts_per_token ({self.experts_per_token}) cannot exceed n_experts ({self.n_experts}); "
                 f"lower experts_per_token or raise n_experts"
             )
+
+
+def _nearest(values: list[int], target: int) -> int:
+    """The value nearest `target` (the smaller of two as near)."""
+    return min(values, key=lambda v: (abs(v - target), v))
 
 
 def rebuilding_changes(old: ModelConfig, new: ModelConfig) -> list[str]:

@@ -24,7 +24,13 @@ class UsageError(UserError):
 
 
 class ConfigError(UserError):
-    """An invalid model or training setting."""
+    """An invalid model or training setting. Where two settings do not fit together, `fitting` holds a change of each
+    that would fit (the nearest values): `:set` offers the one that keeps what the user typed (`:set n_heads=5` on
+    d_model=128 is offered d_model=130, not n_heads=4), with the rest of the line as typed."""
+
+    def __init__(self, message: str, *, fix: dict | None = None, fitting: list[dict] | None = None):
+        super().__init__(message, fix=fix)
+        self.fitting = [dict(change) for change in fitting or [] if change]
 
 
 class DataError(UserError):
