@@ -40,7 +40,7 @@ from .core.words import count
 from .dispatch import FAILED, READER_LEFT, FrontDoor, FrontEnd, phrase, run_command, signal_status
 from .palette import write_stand_ins
 from .parsing import (BOOL_WORDS, convert, fits_first_option, missing_value, parse_line, prepare_args, reads_prose,
-                      shell_text)
+                      refuse_a_setting, shell_text)
 from .registry import Registry, clip
 from .render import console_for, error, fmt, internal_error, say
 from .session import Session
@@ -1116,6 +1116,8 @@ def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
         param = command.param_named(key) if eq and key and " " not in word else None
         if param is None and eq and key.isidentifier() and not command.pairs_in_text and command.close_option(key):
             with speaking(SHELL):
+                if not reads_prose(command):  # `train dropout=0.1` (close to prompt): a setting, --set before it
+                    refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY)
                 try:
                     command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
                 except UserError as e:  # and, for a command that reads prose, the line that reads it all as text
@@ -1273,8 +1275,10 @@ def _make_subcommand(command, registry: Registry):
                 if positional is None:
                     words = _switches_among(command, words, args)
                 if words and positional is None:
-                    key, eq, _ = words[0].partition("=")
+                    key, eq, value = words[0].partition("=")
                     if eq and key.replace("-", "_").isidentifier():  # `minitf train bogus=1`: an option misnamed,
+                        with speaking(SHELL):  # or a setting (`train dropout=0.1`): --set before the command
+                            refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY)
                         command.find_param(key)  # said as the REPL says it (it read "takes no text, got 'bogus=1'")
                     got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
                     if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too

@@ -130,6 +130,25 @@ def check_value(param: Param, value, typed: str | None = None):
     return float(value) if param.type is float and value is not None else value
 
 
+def refuse_a_setting(command: Command, key: str, value: str | None, registry: Registry | None) -> None:
+    """A setting's name given to a command that takes no such option (`:train n_layers=2`, `minitf train
+    dropout=0.1`): said to be a setting, with how to give it, `:set KEY=VALUE` then the command (the REPL) or the
+    command with `--set KEY=VALUE` before it (the shell). "Did you mean layer?" sent such a user to watch='s layer,
+    and "prompt" answered dropout. Nothing where the key is no setting, or no value was typed."""
+    from .syntax import SHELL, given_before, syntax
+
+    setter = registry.names().get("set") if registry is not None else None
+    param = setter.param_named(key) if setter is not None and setter is not command and value else None
+    if param is None or param.setting is None or param.refusal is not None:
+        return
+    name = param.name
+    if syntax() == SHELL:
+        first = given_before(command.name, "--set", f"{name}={value}")
+    else:
+        first = f"{phrase_command('set', **{name: value})}, then {phrase_command(command.name)}"
+    raise UsageError(f"{key} is a setting, not an option of {phrase_command(command.name)}: {first}")
+
+
 class CheckedArgs(dict):
     """{option name: value} that parse_line has converted and checked already: prepare_args takes them as they are."""
 
@@ -499,6 +518,7 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     # ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
                     line = _whole_line_as_text(cmd, tokens, i - 1, raw)
                     raise UserError(f"{e}; to read the whole line as text: {clip(line, 200)}") from None
+                refuse_a_setting(cmd, norm, value, registry)
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
                         and not positional.several):
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None

@@ -79,3 +79,34 @@ def test_the_shell_gives_the_fitting_line_as_its_own_options():
 
     line = assert_one_error_line(invoke("--set", "n_heads=5", "config"))
     assert line.endswith("(--set n_heads=5 --set d_model=130)"), line
+
+
+@pytest.mark.parametrize("line, said", [
+    (":train n_layers=2", "n_layers is a setting, not an option of :train: :set n_layers=2, then :train"),  # was: layer?
+    (":params d_model=64", "d_model is a setting, not an option of :params: :set d_model=64, then :params"),
+])
+def test_a_settings_name_given_to_a_command_is_sent_to_set(line, said):
+    from minitf_repl.core.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        run(tiny_session(), line)
+    assert str(refused.value) == said
+
+
+@pytest.mark.parametrize("words, said", [
+    (["train", "dropout=0.1"], "error: dropout is a setting, not an option of minitf train: minitf --set dropout=0.1 "
+                               "train"),  # was: "did you mean prompt?"
+    (["params", "d_model=64"], "error: d_model is a setting, not an option of minitf params: minitf --set d_model=64 "
+                               "params"),
+])
+def test_the_shell_sends_a_settings_name_to_set_before_the_command(words, said):
+    from test_cli import assert_one_error_line, invoke
+
+    assert assert_one_error_line(invoke(*words), code=2) == said
+
+
+def test_a_prose_commands_unknown_key_stays_its_own_refusal_with_the_way_to_read_it_as_text():
+    from minitf_repl.core.errors import UserError
+
+    with pytest.raises(UserError, match="to read the whole line as text"):
+        run(tiny_session(), ":gen lr=0.1")

@@ -384,7 +384,8 @@ class ModelConfig(Settings):
                 + (f"n_heads could be one of {', '.join(map(str, fits))}" if fits else
                    f"no n_heads fits it with {kept}: choose another d_model"),
                 fitting=[{"n_heads": _nearest(fits, self.n_heads)} if fits else None,
-                         {"d_model": self.fitting_width()} if self.n_heads % self.kv_heads == 0 else None],
+                         {"d_model": self.fitting_width()}  # for the head counts fitting_heads offers
+                         if self.n_heads % self.kv_heads == 0 and self.n_heads <= 64 else None],
             )
         if self.n_heads % self.kv_heads != 0:
             fits, heads = self.fitting_kv_heads(), self.fitting_heads()  # heads: multiples of the n_kv_heads typed
