@@ -82,7 +82,7 @@ def test_the_shell_gives_the_fitting_line_as_its_own_options():
 
 
 @pytest.mark.parametrize("line, said", [
-    (":train n_layers=2", "n_layers is a setting, not an option of :train: :set n_layers=2, then :train"),  # was: layer?
+    (":train n_layers=2", "n_layers is a setting, not an option of :train: :set n_layers=2, then :train"),  # not layer
     (":params d_model=64", "d_model is a setting, not an option of :params: :set d_model=64, then :params"),
 ])
 def test_a_settings_name_given_to_a_command_is_sent_to_set(line, said):
