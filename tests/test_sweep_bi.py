@@ -110,3 +110,21 @@ def test_a_prose_commands_unknown_key_stays_its_own_refusal_with_the_way_to_read
 
     with pytest.raises(UserError, match="to read the whole line as text"):
         run(tiny_session(), ":gen lr=0.1")
+
+
+def test_a_stopped_run_pushed_out_by_the_rotation_is_said_and_ls_marks_a_stopped_run(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(eval_every=100)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":train steps=10", Recorder(stop_after=3))  # stopped: its autosave's stop line says `:train` continues it
+    listed = run(s, ":ls")
+    assert [(row.name, row.step, row.steps_left) for row in listed.rows] == [("autosave", 3, 7)]
+    assert "3 (7 to go)" in plain(listed, width=200)
+    run(s, ":set seed=2 n_layers=2")  # another model, whose runs push the stopped one out
+    results = [run(s, ":train steps=1 eval_every=1 schedule=new") for _ in range(4)]
+    gone = results[-1].dropped
+    assert (gone.step, gone.val_loss, gone.steps_left) == (3, None, 7)  # never evaluated: no loss to compare
+    # was: nothing, as for any autosave whose loss was not measured or not lower
+    assert ("autosave-3 (a run stopped at step 3, 7 steps before its end) was the oldest autosave kept and made room "
+            "for this one") in plain(results[-1], width=300)

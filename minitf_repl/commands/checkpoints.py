@@ -688,7 +688,7 @@ LS_SHOWN = 40
 
 @command("ls", "List the saved checkpoints: step, val loss, data, size and date.", aliases=("checkpoints",),
          params=[Param("all", bool, default=False, help=f"list every checkpoint, not the newest {LS_SHOWN}")],
-         json_version=4)  # fmt: skip
+         json_version=5)  # fmt: skip
 def cmd_ls(session: Session, args: dict, reporter: Reporter) -> LsResult:
     from ..core.checkpoint import list_checkpoints, misnamed
 
@@ -731,8 +731,9 @@ def render_ls(result: LsResult, console: Console) -> None:
             # a run stopped between two evaluations: its last val loss was measured before the step saved
             earlier = row.val_loss is not None and row.val_step is not None and row.val_step != row.step
             measured = f" (step {row.val_step:,})" if earlier else ""
-            rows.append((row.name, fmt.whole(row.step), fmt.num(row.val_loss) + measured, row.data_spec or "-",
-                         fmt.size(row.size_bytes), saved))
+            stopped = f" ({row.steps_left:,} to go)" if row.steps_left else ""  # :train after :load goes on with them
+            rows.append((row.name, fmt.whole(row.step) + stopped, fmt.num(row.val_loss) + measured,
+                         row.data_spec or "-", fmt.size(row.size_bytes), saved))
     headers = ("name", "step", "val loss", "data", "size", "saved")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     if sum(widths) + 3 * len(widths) + 1 <= console.width:

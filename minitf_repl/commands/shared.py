@@ -40,6 +40,8 @@ class Dropped:
     # the same tokenizer; a causal=off loss is no language model's): for the summary's words
     vocab_size: int | None = field(default=None, metadata={"view_only": True})
     causal: bool | None = field(default=None, metadata={"view_only": True})
+    # the steps its stopped run had still to go (0: its run ended): a stopped run deleted is said whatever its loss
+    steps_left: int = field(default=0, metadata={"view_only": True})
 
 
 @dataclass

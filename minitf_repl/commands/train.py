@@ -785,10 +785,14 @@ def _render_train(result: TrainResult, console: Console, frame_shown: bool = Fal
                          "neither saved nor loaded (another session's?): it is replaced", "yellow")
         gone = result.dropped  # the baseline a few experiments back, better than this run, deleted: said where the
         # two losses compare (the same data; each after its own last switch of data or mask, as :ls gives them)
-        if gone is not None and gone.val_loss is not None and result.val_loss is not None and \
+        keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
+        if gone is not None and gone.steps_left:  # a stopped run, which its stop line said `--load autosave` continues
+            say(console, f"{gone.name} (a run stopped at step {gone.step:,}, {count(gone.steps_left, 'step')} before "
+                         f"its end) was the oldest autosave kept and made room for this one; {keep} keeps a run for "
+                         "good", "yellow")
+        elif gone is not None and gone.val_loss is not None and result.val_loss is not None and \
                 gone.data_spec == result.data and gone.val_loss < result.val_loss and \
                 (gone.vocab_size, gone.causal) == (result.vocab_size, result.causal):  # the same tokens, the same mask
-            keep = cmd("save", "NAME") if syntax() == REPL else cmd("train", save="NAME")  # a new process: no model
             say(console, f"{gone.name} (step {gone.step:,}, val loss {gone.val_loss:.4f}, lower than this run's) was "
                          f"the oldest autosave kept and made room for this one; {keep} keeps a run for good", "yellow")
         if result.moved_aside is not None and result.moved_files:  # a folder of the user's, in the autosave's place

@@ -116,6 +116,13 @@ class CheckpointInfo:
     error: str | None = None
     # the step val_loss was measured at: before `step` where a run stopped between two evaluations
     val_step: int | None = None
+    # the steps a stopped run had still to go (`:train` after loading it goes on with them); 0: its run ended
+    steps_left: int = 0
+
+
+def steps_left(trainer: dict) -> int:
+    """The steps a checkpoint's stopped run had still to go, from its manifest's trainer (0: the run ended)."""
+    return max(0, trainer["run_start"] + trainer["run_steps"] - trainer["step"])
 
 
 def last_own_evaluation(manifest: dict, history) -> dict | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from .layout import (ANOTHER_DIR, MANIFEST, NAME, CheckpointInfo, check_folder_reachable, check_not_a_checkpoint,
-                     last_own_evaluation, path_error)
+                     last_own_evaluation, path_error, steps_left)
 from .values import check_manifest_values
 from .reads import manifest_bytes, not_regular, read_manifest, wrong_size
 
@@ -138,7 +138,7 @@ def _checkpoint_info(path: Path) -> CheckpointInfo:
     saved_at = manifest.get("saved_at")
     return CheckpointInfo(
         name=path.name, step=t["step"], val_loss=evaluated["val_loss"] if evaluated else None,
-        val_step=evaluated.get("step") if evaluated else None,
+        val_step=evaluated.get("step") if evaluated else None, steps_left=steps_left(t),
         data_spec=manifest["data_spec"], size_bytes=size,
         # the settings a load builds, not the manifest's own: a checkpoint of an older minitf has none of the settings
         # that came later (norm_eps, residual, causal, ...), and `ls --json` gave a script a map without them

@@ -29,7 +29,8 @@ from ..paths import cut_middle
 from ..train import Trainer
 from ..words import count
 from .layout import (ANOTHER_DIR, DATA_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, MANIFEST_TMP, MAX_MANIFEST_BYTES,
-                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, last_own_evaluation, other_files)
+                     MAX_SHOWN, NAME, ORIGINS, TMP_DIR, check_name, check_save_target, last_own_evaluation, other_files,
+                     steps_left)
 from .locks import folder_lock, unlink
 from .manifest import encode_manifest, encode_model, encode_state, encoded_here, file_entry, meta_sha256
 from .reads import open_regular, read_manifest, read_manifest_bytes, read_open
@@ -581,13 +582,15 @@ def _step_and_val(path: Path) -> tuple:
     """(step, the last val loss of its history on its data and mask, its data, its vocabulary's size, whether it reads
     with the causal mask) of the checkpoint at `path`, as :ls gives them (after data_since_step and
     measured_since_step); Nones where its manifest cannot be read. The last two say whether its loss compares with a
-    run's: a causal=off run's 0.0375, or a loss per token of another tokenizer, was called lower than a BPE run's."""
+    run's: a causal=off run's 0.0375, or a loss per token of another tokenizer, was called lower than a BPE run's.
+    Last, the steps its stopped run had still to go (0: it ended): a stopped run deleted is said whatever its loss."""
     try:
         manifest = json.loads(read_manifest_bytes(path / MANIFEST))
         evaluated = last_own_evaluation(manifest, manifest["trainer"]["history"])
         model = manifest["model_config"]
         return (int(manifest["trainer"]["step"]), float(evaluated["val_loss"]) if evaluated else None,
-                str(manifest["data_spec"]), int(model["vocab_size"]), bool(model.get("causal", True)))
+                str(manifest["data_spec"]), int(model["vocab_size"]), bool(model.get("causal", True)),
+                int(steps_left(manifest["trainer"])))
     except Exception:  # noqa: BLE001 - a broken autosave deleted: nothing to tell of it
-        return None, None, None, None, None
+        return None, None, None, None, None, 0
 
