@@ -128,3 +128,21 @@ def test_a_stopped_run_pushed_out_by_the_rotation_is_said_and_ls_marks_a_stopped
     # was: nothing, as for any autosave whose loss was not measured or not lower
     assert ("autosave-3 (a run stopped at step 3, 7 steps before its end) was the oldest autosave kept and made room "
             "for this one") in plain(results[-1], width=300)
+
+
+def test_loading_a_stopped_run_saved_by_name_offers_to_continue_it_into_that_name(checkpoint_dir):
+    from test_render import plain
+
+    s = tiny_session(eval_every=100)
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":train steps=10 save=mine", Recorder(stop_after=3))
+    fresh = tiny_session()
+    fresh.checkpoint_dir = checkpoint_dir
+    loaded = run(fresh, ":load mine")
+    # was ":train continues it", which continued it into autosave (pushing a run out), mine left at step 3
+    assert "the run was stopped with 7 steps left: :train save=mine continues it into mine (:train alone, into " \
+           "autosave)" in plain(loaded, width=300)
+    s2 = tiny_session(eval_every=100)
+    s2.checkpoint_dir = checkpoint_dir
+    run(s2, ":train steps=10", Recorder(stop_after=3))
+    assert "the run was stopped with 7 steps left: :train continues it" in plain(run(s2, ":load autosave"), width=300)

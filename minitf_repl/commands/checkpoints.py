@@ -199,6 +199,9 @@ class LoadResult:
     # what the checkpoint's latest step ran in (float32, bfloat16), which dtype=auto picks by the machine; None: not
     # recorded (saved before it was), or no step
     trained_dtype: str | None = None
+    # saved by name (`:save`, `save=`), not an autosave: a stopped run of it goes on into that name with `save=` (a
+    # plain :train continues it into autosave, where it pushed a better run out)
+    named: bool = field(default=False, metadata={"view_only": True})
 
 
 @command("load", "Load a checkpoint, or a Hugging Face GPT-2 or Llama folder with hf:PATH.", params=[
@@ -292,7 +295,7 @@ def cmd_load(session: Session, args: dict, reporter: Reporter) -> LoadResult:
         data_missing=data_missing, data_changed=data_changed, train_changed=_changed(before, session.train_config),
         model_changed=_changed(model_before, session.model_config, in_place=True),
         kept=kept, kept_step=kept_step if kept else None, kept_why=kept_why if kept else None,
-        trained_dtype=trainer.trained_dtype,
+        trained_dtype=trainer.trained_dtype, named=origin.get("kind") == "save",
     )
 
 
@@ -541,8 +544,10 @@ def render_load(result: LoadResult, console: Console) -> None:
         say(console, f"model settings of the loaded model: {moved}; {cmd('set', 'KEY=VALUE')} changes them "
                      "(the weights kept)", "cyan")
     if result.run_remaining > 0:
-        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: "
-                     f"{cmd('train', load=result.name)} continues it", "yellow")
+        into = (f"{cmd('train', save=result.name, load=result.name)} continues it into {result.name} "
+                f"({cmd('train', load=result.name)} alone, into {AUTOSAVE_NAME})" if result.named else
+                f"{cmd('train', load=result.name)} continues it")  # as the shell's stop line names it
+        say(console, f"the run was stopped with {count(result.run_remaining, 'step')} left: {into}", "yellow")
     if result.saved_at:
         note(console, f"saved {local_minute(result.saved_at)}, from {result.path}")  # as :ls shows it: local time
     if syntax() == SHELL:  # as with :data and :set, a one-shot session and the model it loaded end here
