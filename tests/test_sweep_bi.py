@@ -146,3 +146,34 @@ def test_loading_a_stopped_run_saved_by_name_offers_to_continue_it_into_that_nam
     s2.checkpoint_dir = checkpoint_dir
     run(s2, ":train steps=10", Recorder(stop_after=3))
     assert "the run was stopped with 7 steps left: :train continues it" in plain(run(s2, ":load autosave"), width=300)
+
+
+def _stop_after_every_batch(trainer):
+    scored = []
+    return scored, dict(on_batch=lambda done, total: scored.append(done),
+                        should_stop=lambda: len(scored) == trainer.config.eval_batches)
+
+
+def test_a_stop_after_an_evaluations_last_batch_keeps_its_whole_val_loss():
+    from minitf_repl.core.train import EvaluationStopped
+
+    text = tiny_session(data="pydoc")
+    scored, hooks = _stop_after_every_batch(text.trainer)
+    loss, accuracy = text.trainer.evaluate(**hooks)  # was: EvaluationStopped(2, 2), the loss of every batch dropped
+    assert len(scored) == text.trainer.config.eval_batches and accuracy is None and loss > 0
+    task = tiny_session(data="sort:4")
+    scored, hooks = _stop_after_every_batch(task.trainer)
+    with pytest.raises(EvaluationStopped) as stopped:  # a task's accuracy, not begun
+        task.trainer.evaluate(**hooks)
+    assert stopped.value.val_loss == pytest.approx(task.trainer.evaluate()[0])
+
+
+def test_a_run_stopped_before_a_tasks_accuracy_says_its_val_loss_was_measured():
+    s = tiny_session(data="sort:4")
+    notices, scored = [], []
+    summary = s.trainer.run(on_notice=notices.append, on_evaluate=lambda done, total: scored.append(done),
+                            stop_evaluation=lambda: len(scored) == s.trainer.config.eval_batches)
+    assert s.trainer.history[-1]["val_loss"] is not None  # was: None, "stopped after 2 of 2 batches"
+    assert notices == [f"the evaluation after step {s.trainer.step} was stopped before the task's accuracy: its val "
+                       "loss was measured, its accuracy not"]
+    assert summary is not None

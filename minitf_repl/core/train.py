@@ -84,11 +84,12 @@ def _aux_share(model, detach: bool = True) -> torch.Tensor | float:
 
 
 class EvaluationStopped(Exception):
-    """A stop request abandoned an evaluation after `done` of its `total` batches (Trainer.evaluate)."""
+    """A stop request abandoned an evaluation after `done` of its `total` batches (Trainer.evaluate). `val_loss`: the
+    loss of all of them, where the stop came after the last, before a task's accuracy (which it leaves unmeasured)."""
 
-    def __init__(self, done: int, total: int):
+    def __init__(self, done: int, total: int, val_loss: float | None = None):
         super().__init__(f"evaluation stopped after {done} of {total} batches")
-        self.done, self.total = done, total
+        self.done, self.total, self.val_loss = done, total, val_loss
 
 
 def random_state(device) -> tuple:
@@ -290,12 +291,12 @@ class Trainer:
                 losses.append(loss.item())
                 if on_batch is not None:
                     on_batch(len(losses), self.config.eval_batches)
-            accuracy = None
-            if should_stop is not None and should_stop():  # a task's accuracy answers many questions: not begun
-                raise EvaluationStopped(len(losses), self.config.eval_batches)
+            accuracy, val_loss = None, sum(losses) / len(losses)
             if getattr(self.data, "accuracy", None) is not None:
+                if should_stop is not None and should_stop():  # a task's accuracy answers many questions: not begun,
+                    raise EvaluationStopped(len(losses), self.config.eval_batches, val_loss)  # the loss is whole
                 accuracy = self.data.accuracy(scorer, device=device)
-            return sum(losses) / len(losses), accuracy
+            return val_loss, accuracy
 
     # --- the loop --------------------------------------------------------------------------------
     def run(
@@ -429,11 +430,15 @@ class Trainer:
                     info.val_loss, info.accuracy = self.evaluate(on_batch=on_evaluate, should_stop=stop_evaluation)
                 except EvaluationStopped as e:  # the step stands, unevaluated, and the run stops before the next
                     cut = True
-                    if on_notice is not None:  # a stop asked during the step itself skips its evaluation whole
+                    if on_notice is not None and e.val_loss is not None:  # every batch scored: "stopped after 8 of
+                        # 8 batches: its val loss was not measured" threw a whole loss away
+                        on_notice(f"the evaluation after step {self.step:,} was stopped before the task's accuracy: "
+                                  "its val loss was measured, its accuracy not")
+                    elif on_notice is not None:  # a stop asked during the step itself skips its evaluation whole
                         how = (f"stopped after {e.done} of {count(e.total, 'batch', 'batches')}" if e.done else
                                "skipped (the stop came during the step)")
                         on_notice(f"the evaluation after step {self.step:,} was {how}: its val loss was not measured")
-                    info.val_loss = None
+                    info.val_loss, info.accuracy = e.val_loss, None
                 # a finite loss and gradient can still make an update that ruins the weights (lr=1e39); under DDP
                 # rank 0 alone evaluates, so the next step's loss, checked on every rank alike, says it there
                 if info.val_loss is not None and not math.isfinite(info.val_loss) and self._ddp is None:
