@@ -77,14 +77,28 @@ def invoked_with(options):
 
 def _minitf(load: str | None = None, given: tuple = ()) -> list[str]:
     """`minitf` and the global options of this session; with `load`, a line that starts from that checkpoint
-    instead, which brings its own data and settings (so only where checkpoints live and the device stay; a Hugging
-    Face folder brings no data, so --data stays too). `given`: an (option, value) pair to give as well, in place of
-    the session's own (--data, --device) or after them (--set)."""
+    instead, which brings its own data and settings (so only where checkpoints live, the device and the shell's own
+    settings stay; a Hugging Face folder brings no data, so --data stays too). `given`: an (option, value) pair to
+    give as well, in place of the session's own (--data, --device) or after them (--set)."""
     kept = _KEPT_WITH_LOAD + (("--data",) if load and load.startswith("hf:") else ())
-    pairs = _without([(o, v) for o, v in _INVOKED.get() if load is None or o in kept], given)
+    pairs = _without(list(_INVOKED.get()) if load is None else
+                     [*((o, v) for o, v in _INVOKED.get() if o in kept), *_shell_settings()], given)
     pairs += [("--load", load)] if load else []
     pairs += [given] if given else []
     return ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
+
+
+def _shell_settings() -> list[tuple]:
+    """The session's --set pairs of settings no checkpoint brings (the shell's own: threads, autosave), which a line
+    that starts from a checkpoint keeps: the stop line `minitf --load mine train --save mine` left `--set threads=1`
+    out, and the run it continued summed in another order than the one it went on with."""
+    out = []
+    for option, value in _INVOKED.get():
+        left = [pair for pair in set_pairs(value) if _setting_name(pair) in _SHELL_SETTINGS[0]] if option == "--set" \
+            else []
+        if left:
+            out.append((option, " ".join(shlex.quote(pair) for pair in left)))
+    return out
 
 
 def _without(pairs: list[tuple], given: tuple) -> list[tuple]:
@@ -130,6 +144,15 @@ def _setting_name(pair: str) -> str:
 # How a key of --set reads as its setting's name; the commands that know the settings say (spell_settings_with):
 # this module imports nothing of the package
 _SETTING_NAME: list = [lambda key: key]
+
+
+# The settings no checkpoint brings, which a line from --load keeps (the commands that know the settings say)
+_SHELL_SETTINGS: list = [frozenset()]
+
+
+def keep_with_load(names) -> None:
+    """`names`: the settings a checkpoint does not bring (the shell's own), kept in a line that starts from one."""
+    _SHELL_SETTINGS[0] = frozenset(names)
 
 
 def spell_settings_with(name_of) -> None:

@@ -177,3 +177,15 @@ def test_a_run_stopped_before_a_tasks_accuracy_says_its_val_loss_was_measured():
     assert notices == [f"the evaluation after step {s.trainer.step} was stopped before the task's accuracy: its val "
                        "loss was measured, its accuracy not"]
     assert summary is not None
+
+
+def test_a_line_from_a_checkpoint_keeps_the_shells_own_settings_and_drops_the_rest():
+    import minitf_repl.commands  # noqa: F401 - the settings module says which settings a checkpoint does not bring
+    from minitf_repl.syntax import SHELL, cmd, invoked_with, speaking
+
+    with speaking(SHELL), invoked_with([("--data", "sort:4"), ("--set", "n_layers=1"), ("--set", "d_model=32 threads=1"),
+                                        ("--checkpoint-dir", "ck")]):
+        line = cmd("train", save="mine", load="mine")
+    # was "minitf --checkpoint-dir ck --load mine train --save mine": the run went on in another thread count, whose
+    # sums differ in their last digits, where the user had fixed one to repeat the run exactly
+    assert line == "minitf --checkpoint-dir ck --set threads=1 --load mine train --save mine"

@@ -32,8 +32,8 @@ from ..render.tables import fields, settings_table
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session, ShellConfig
-from ..syntax import (SHELL, cmd, exact_text, given_before, loaded, own_settings, restore, setting_text,
-                      spell_settings_with, syntax, without_setting)
+from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, loaded, own_settings, restore,
+                      setting_text, spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, ablation_note, command, complete_data, greedy_ignores, switched_off
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
                      load_checked, quantized_gone, read_with, recipe_line, redraw_untrained, seed_kept_line,
@@ -582,6 +582,7 @@ def _take_up_short_text(session: Session, window: int, reporter) -> None:
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
 # a line a message suggests gives each setting once, under any of its spellings (syntax._without)
 spell_settings_with(lambda key: param.name if (param := SET.param_named(key)) is not None else key)
+keep_with_load(spec.name for spec in ShellConfig.specs() if spec.shell_option is None)  # threads, autosave
 
 
 def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
