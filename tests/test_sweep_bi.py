@@ -183,7 +183,8 @@ def test_a_line_from_a_checkpoint_keeps_the_shells_own_settings_and_drops_the_re
     import minitf_repl.commands  # noqa: F401 - the settings module says which settings a checkpoint does not bring
     from minitf_repl.syntax import SHELL, cmd, invoked_with, speaking
 
-    invoked = [("--data", "sort:4"), ("--set", "n_layers=1"), ("--set", "d_model=32 threads=1"), ("--checkpoint-dir", "ck")]
+    invoked = [("--data", "sort:4"), ("--set", "n_layers=1"), ("--set", "d_model=32 threads=1"),
+               ("--checkpoint-dir", "ck")]
     with speaking(SHELL), invoked_with(invoked):
         line = cmd("train", save="mine", load="mine")
     # was "minitf --checkpoint-dir ck --load mine train --save mine": the run went on in another thread count, whose
