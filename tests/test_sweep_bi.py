@@ -190,3 +190,22 @@ def test_a_line_from_a_checkpoint_keeps_the_shells_own_settings_and_drops_the_re
     # was "minitf --checkpoint-dir ck --load mine train --save mine": the run went on in another thread count, whose
     # sums differ in their last digits, where the user had fixed one to repeat the run exactly
     assert line == "minitf --checkpoint-dir ck --set threads=1 --load mine train --save mine"
+
+
+def test_mistakes_names_the_gen_line_that_writes_its_first_mistake_as_it_does():
+    import re
+
+    from test_render import plain
+
+    s = tiny_session(data="add")
+    run(s, ":train steps=20")
+    found = run(s, ":mistakes")
+    shown = plain(found, width=300)
+    # was nothing: the docs' `:gen 593+508=` sampled at 0.8, and wrote a listed mistake right half the time
+    line = re.search(r"(:gen (\S+) temperature=0) writes the first as this list does \(greedily\), with its grade; "
+                     r":attrib \2 asks which parts decide it", shown)
+    assert line is not None, shown
+    question = line.group(2)
+    assert question == found.task.answers[0].question
+    written = run(s, line.group(1))
+    assert question + written.text.partition("\n")[0] == question + found.task.answers[0].written
