@@ -209,3 +209,14 @@ def test_mistakes_names_the_gen_line_that_writes_its_first_mistake_as_it_does():
     assert question == found.task.answers[0].question
     written = run(s, line.group(1))
     assert question + written.text.partition("\n")[0] == question + found.task.answers[0].written
+
+
+def test_checks_causal_alone_points_at_no_batch_row_that_is_not_shown():
+    from test_render import plain
+
+    s = tiny_session()
+    alone = plain(run(s, ":checks causal"), width=300)
+    # was "(labelled below; not the batch row above)" with no batch row on screen
+    assert "of the held-out window it reads (labelled below)" in alone and "batch row" not in alone
+    both = plain(run(s, ":checks batch causal"), width=300)
+    assert "(labelled below; not the batch row above)" in both

@@ -374,7 +374,8 @@ def render_checks(result: ChecksResult, console: Console) -> None:
         causal = result.causal
         say(console, f"which positions each position's logits read, through every block: row t, column s is "
                      f"|dz_t/dh_s| against row t's largest, the first {count(len(causal.map), result.unit)} of the "
-                     f"held-out window it reads (labelled below; not the batch row above)", "bold")
+                     f"held-out window it reads (labelled below"  # (told apart from the batch's rows, where shown)
+                     f"{'; not the batch row above' if result.batch is not None else ''})", "bold")
         as_text = unscaled(console)
         console.print(heatmap(causal.tokens, causal.map, 1.0, 1, as_text, future=not causal.passed))
         console.print(legend(1.0, as_text, "share of the row's largest", console.width))
