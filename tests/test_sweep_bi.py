@@ -220,3 +220,28 @@ def test_checks_causal_alone_points_at_no_batch_row_that_is_not_shown():
     assert "of the held-out window it reads (labelled below)" in alone and "batch row" not in alone
     both = plain(run(s, ":checks batch causal"), width=300)
     assert "(labelled below; not the batch row above)" in both
+
+
+def test_the_context_readings_of_the_trained_window_do_not_average_in_positions_past_it(tmp_path):
+    from minitf_repl.core import context
+    from test_commands import TEXT
+
+    (tmp_path / "fox.txt").write_text(TEXT * 4, encoding="utf-8")
+    s = tiny_session(data=str(tmp_path / "fox.txt"))
+    run(s, ":set pos_encoding=rope max_seq_len=16")
+    curve = context.position_losses(context.longer_copy(s.model, 32), s.data, s.device, windows=4, counter=3,
+                                    trained=16)
+    assert curve.trained == 16 and len(curve.losses) == 32
+    # was smooth(losses)[:16]: position 15 averaged 14 to 16, one position past the window it trained on
+    assert curve.smoothed[:16] == context.smooth(curve.losses[:16])
+    assert curve.counter_smoothed[:16] == context.smooth(curve.counter[:16])
+    assert curve.smoothed[16:] == context.smooth(curve.losses)[16:]
+
+
+def test_context_names_train_as_what_reports_the_val_loss_not_a_line_to_run():
+    from test_cli import TINY, invoke
+
+    result = invoke(*TINY, "context", "windows=16")
+    assert result.exit_code == 0, result.output
+    # was "(minitf ... train measures it on other windows)": pasted, that line trains 600 steps and measures nothing
+    assert "the val loss (as minitf train reports it, there measured on other windows)" in result.stdout

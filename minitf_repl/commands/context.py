@@ -239,8 +239,8 @@ def render_context(result: ContextResult, console: Console) -> None:
     for line in readings(result):
         say(console, line)
     where = "every position" if not past(curve) else f"positions 0-{curve.trained - 1}"
-    say(console, f"mean over {where}: {curve.mean:.3f} nats, the val loss ({cmd('train')} measures it on other "
-                 f"windows)")
+    say(console, f"mean over {where}: {curve.mean:.3f} nats, the val loss (as {named('train')} reports it, there "
+                 "measured on other windows)")  # named, no line to run: `minitf --load K train` trains 600 steps
     notes(result, console)
 
 
@@ -298,8 +298,9 @@ def readings(result: ContextResult) -> list[str]:
                          f"cannot use")
         else:  # past its window, of the positions it trained on: the rows after them may well be under the counter
             ends = "ends" if not past(curve) else f"ends the window it trained on (position {T - 1})"
-            lines.append(f"the model {ends} above the {gram(n)} counter, which reads {reads(n, unit)}: it does "
-                         f"not yet use its window better than a table of counts")
+            lines.append(f"the model {ends} above the {gram(n)} counter, which reads {reads(n, unit)} (each curve "
+                         "smoothed over the positions near the end: a row alone may lie either side): it does not "
+                         "yet use its window better than a table of counts")
     if curve.far_gain is not None:
         lines.append(compared("the far context", f"{3 * T // 4}-{T - 1}", f"{T // 4}-{T // 2 - 1}", -curve.far_gain,
                               curve.far_error,

@@ -115,9 +115,12 @@ def position_losses(model, data, device, windows: int, seed: int = 0, counter: i
         counter = min(counter, longest_order(data.tokenizer.vocab_size))
         counter_nll = torch.where(counted, _counter_nll(data, x, y, counter, seed), torch.nan)
         counter_losses = _column_stats(counter_nll, counted)[0]
-        counter_smoothed = smooth(counter_losses)
-    smoothed = smooth(losses)
     W = T if trained is None else min(trained, T)  # the readings are of the positions the model trained on
+    # smoothed within the trained window apart from past it: the readings of its last positions averaged in positions
+    # past it (W = 64: position 63 read 56 to 70), which a longer copy reads worse
+    smoothed = within_and_past(losses, W)
+    if counter_losses is not None:
+        counter_smoothed = within_and_past(counter_losses, W)
     gain, error = far_gain(nll[:, :W])
     past, past_error = past_gain(nll, W) if W < T else (None, None)
     return PositionLosses(
@@ -179,6 +182,11 @@ def _column_stats(nll: torch.Tensor, counted: torch.Tensor) -> tuple[list[float]
     error = torch.where(n > 1, (var / n).sqrt(), torch.nan)
     mean = torch.where(n > 0, mean, torch.nan)
     return mean.tolist(), error.tolist(), n.tolist()
+
+
+def within_and_past(values: list[float], trained: int) -> list[float]:
+    """`values` smoothed over positions 0 .. trained - 1 alone, and from `trained` on over the whole curve."""
+    return smooth(values[:trained]) + smooth(values)[trained:]
 
 
 def smooth(values: list[float]) -> list[float]:
