@@ -261,13 +261,14 @@ class FrontDoor:
                 with stop_on_signals(reporter, command), telling(reporter.notice):
                     result = run_command(self.session, command, args, reporter)
             try:
-                if self.front.quiet:
-                    pass
-                elif self.front.json:
-                    self._close(reporter)  # the progress bar on stderr goes before the document comes
-                    print(json.dumps(json_document(command, result), default=str), flush=True)
-                else:
-                    reporter.finish(result)
+                with _deaf_to_ctrl_c(reporter.stop_requested):
+                    if self.front.quiet:
+                        pass
+                    elif self.front.json:
+                        self._close(reporter)  # the progress bar on stderr goes before the document comes
+                        print(json.dumps(json_document(command, result), default=str), flush=True)
+                    else:
+                        reporter.finish(result)
             except BrokenPipeError:
                 raise
             except OSError as e:  # only output happens here (print() of the JSON document)
@@ -573,6 +574,18 @@ def handling(signals, handler):
 
 
 stop_on_sigint = stop_on_signals  # the name it had when it handled Ctrl-C alone
+
+
+@contextlib.contextmanager
+def _deaf_to_ctrl_c(stopped: bool):
+    """While a command that Ctrl-C stopped shows its result: the Ctrl-Cs pressed after the first (a reflex presses
+    several) were all asking it to stop, which it did; one landing in the rendering cut a stopped :train's summary,
+    its way to continue and its autosave's line short, with "error: interrupted" in their place. Main thread only."""
+    if not stopped or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with handling((signal.SIGINT,), lambda signum, frame: None):
+        yield
 
 
 @contextlib.contextmanager

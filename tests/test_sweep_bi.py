@@ -245,3 +245,41 @@ def test_context_names_train_as_what_reports_the_val_loss_not_a_line_to_run():
     assert result.exit_code == 0, result.output
     # was "(minitf ... train measures it on other windows)": pasted, that line trains 600 steps and measures nothing
     assert "the val loss (as minitf train reports it, there measured on other windows)" in result.stdout
+
+
+def test_ctrl_c_pressed_again_while_a_stopped_command_shows_its_result_loses_nothing_of_it():
+    import os
+    import signal
+    from dataclasses import dataclass
+
+    from rich.console import Console
+
+    from minitf_repl import dispatch
+    from minitf_repl.commands import REGISTRY
+    from minitf_repl.registry import Command, Registry
+    from minitf_repl.render.renderers import render
+
+    @dataclass
+    class Stopped:
+        steps: int
+
+    def stopped(session, args, reporter) -> Stopped:
+        reporter.request_stop()  # the first Ctrl-C: the run stopped after its step, and autosaved
+        return Stopped(3)
+
+    @render.register(Stopped)
+    def _(result, console):
+        console.print("the table begins")
+        os.kill(os.getpid(), signal.SIGINT)  # the third of five Ctrl-Cs pressed at once
+        console.print(f"stopped at step {result.steps}: :train continues")
+
+    registry = Registry()
+    for command in REGISTRY.values():
+        registry.add(command)
+    registry.add(Command("stopper", stopped, "Stop.", needs_torch=False))
+    out = Console(width=120, color_system=None, record=True)
+    door = dispatch.FrontDoor(None, out, front=dispatch.FrontEnd(live=False), registry=registry)
+    door.run_line(":stopper")
+    text = out.export_text()
+    # was "the table begins" then "error: interrupted": the summary and the way to continue lost, the run saved
+    assert "stopped at step 3: :train continues" in text and "interrupted" not in text, text
