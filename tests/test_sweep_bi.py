@@ -283,3 +283,14 @@ def test_ctrl_c_pressed_again_while_a_stopped_command_shows_its_result_loses_not
     text = out.export_text()
     # was "the table begins" then "error: interrupted": the summary and the way to continue lost, the run saved
     assert "stopped at step 3: :train continues" in text and "interrupted" not in text, text
+
+
+def test_ngram_shows_the_counting_on_its_bar_after_the_models_evaluation():
+    s = tiny_session(data="pydoc")
+    recorder = Recorder()
+    progress = []
+    recorder.on_progress = lambda what, done, total: progress.append((what, done, total))
+    run(s, ":ngram n=3", recorder)
+    # was: ("ngram", 2, 2) last, a full bar while the counting (seconds on megabytes) had not begun
+    assert [p for p in progress if p[0] == "counting"] == [("counting", k, 6) for k in range(7)]
+    assert progress.index(("counting", 0, 6)) > max(i for i, p in enumerate(progress) if p[0] == "ngram")

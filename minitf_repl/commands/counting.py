@@ -123,7 +123,8 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     model_val, _ = session.trainer.evaluate(on_batch=lambda done, total: reporter.on_progress("ngram", done, total))
     start = tokenizer.encode(prompt) if prompt else None
     counting = count_and_score(data, n, session.model_config.max_seq_len, prompt=start,
-                               sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0)
+                               sample_len=SAMPLE_TOKENS, seed=session.gen_config.gen_seed or 0,
+                               on_progress=lambda done, total: reporter.on_progress("counting", done, total))
     per_char = val_tokens_per_char(data)
     # on this data, and of the model as it computes now (not a no-mask loss before causal=on: measured_since_step)
     evals = [(row["step"], row["val_loss"]) for row in session.history_on_data

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -275,13 +275,23 @@ class Counting:
 
 
 def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = None, sample_len: int = 0,
-                    seed: int = 0) -> Counting:
+                    seed: int = 0, on_progress: Callable[[int, int], None] | None = None) -> Counting:
     """Counters of order 0..n on `data`'s training text, each scored on its validation text (and on what it
-    counted); with `prompt`, each order >= 1 writes `sample_len` tokens after it, from seed `seed`."""
+    counted); with `prompt`, each order >= 1 writes `sample_len` tokens after it, from seed `seed`.
+    `on_progress(done, total)` after each part: the count, the two scorings, each order's sample (8 MB of text
+    takes seconds, which a bar full from the model's evaluation before it showed as done)."""
     vocab = data.tokenizer.vocab_size
+    parts = 3 + n
+
+    def done(part: int) -> None:
+        if on_progress is not None:
+            on_progress(part, parts)
+
+    done(0)
     train, train_counted = split_tokens(data, "train", max_seq_len)
     val, val_counted = split_tokens(data, "val", max_seq_len)
     model = train_counter(data, n, max_seq_len)
+    done(1)
     train_tokens = int((train >= 0).sum())
     if train.shape[0] == 1 and train.shape[1] > TRAIN_SCORED + 1:  # a slice of a long text: the same average
         train = train[:, : TRAIN_SCORED + 1]
@@ -290,13 +300,17 @@ def count_and_score(data, n: int, max_seq_len: int, prompt: list[int] | None = N
         train, train_counted = train[:rows], train_counted[:rows] if train_counted is not None else None
     uniform = math.log(vocab)
     counters = [Counter(0, 0, 1.0, uniform, uniform)]
-    on_train, on_val = model.losses(train, train_counted, n), model.losses(val, val_counted, n)
+    on_train = model.losses(train, train_counted, n)
+    done(2)
+    on_val = model.losses(val, val_counted, n)
+    done(3)
     for k in range(1, n + 1):
         sample = None
         if prompt is not None and sample_len > 0:
             sample = model.sample(prompt, sample_len, torch.Generator().manual_seed(seed), order=k)
         counters.append(Counter(k, len(model.orders[k - 1].contexts), model.contexts_seen(val, k, val_counted),
                                 on_train[k - 1], on_val[k - 1], sample))
+        done(3 + k)
     val_positions = val.shape[0] * (val.shape[1] - 1) if val_counted is None else int(val_counted.sum())
     splits = getattr(data, "splits", None)
     if splits is None:
