@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import os
 import re
 import signal
@@ -123,10 +124,10 @@ ELSEWHERE = "$MINITF_HISTORY=FILE keeps it in another file"  # a warning's way o
 class SafeFileHistory(FileHistory):
     """FileHistory that turns a read or write failure into one warning, then keeps going in memory."""
 
-    def __init__(self, filename, warn: Callable[[str], None]):
+    def __init__(self, filename, warn: Callable[[str], None], read_only: bool = False):
         super().__init__(filename)
         self._warn = warn
-        self._broken = False
+        self._broken = read_only  # a file that can be read, not written: its entries, and this session's in memory
 
     def _fail(self, what: str, exc: Exception) -> None:
         if not self._broken:
@@ -205,16 +206,34 @@ def make_history(path: Path | str, warn: Callable[[str], None]) -> History:
         finally:
             os.close(fd)
         if kept is not None:  # a history that grew over the years: its newest entries go on, not all of it lost
-            _replace_with(p, kept)
-            warn(f"history file {cut_middle(str(p))} had {st.st_size:,} bytes, more than the "
+            _replace_with(Path(os.path.realpath(p)), kept)  # a link's target: the link (to a dotfiles repo) stays
+            warn(f"warning: history file {cut_middle(str(p))} had {st.st_size:,} bytes, more than the "
                  f"{MAX_HISTORY_BYTES:,} read at start: its oldest entries were dropped, its newest {len(kept):,} bytes "
                  "kept")
     except (OSError, ValueError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and _readable(p):
+            # a read-only home or a snapshot: the entries are there to recall (Up, Ctrl-R found none of them)
+            warn(f"warning: cannot write history file {cut_middle(str(p))} ({reason}); its entries are read, and "
+                 f"this session's are kept in memory; {ELSEWHERE}")
+            return SafeFileHistory(str(p), warn, read_only=True)
         warn(f"warning: cannot use history file {cut_middle(str(p))} ({reason}); history is kept in memory "
              f"for this session; {ELSEWHERE}")
         return InMemoryHistory()
     return SafeFileHistory(str(p), warn)
+
+
+def _readable(path: Path) -> bool:
+    """Whether `path` is a regular file that can be read whole at start (not past MAX_HISTORY_BYTES)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HISTORY_BYTES
+    finally:
+        os.close(fd)
 
 
 def is_null_device(path: Path) -> bool:

@@ -294,3 +294,49 @@ def test_ngram_shows_the_counting_on_its_bar_after_the_models_evaluation():
     # was: ("ngram", 2, 2) last, a full bar while the counting (seconds on megabytes) had not begun
     assert [p for p in progress if p[0] == "counting"] == [("counting", k, 6) for k in range(7)]
     assert progress.index(("counting", 0, 6)) > max(i for i, p in enumerate(progress) if p[0] == "ngram")
+
+
+def _history_lines(k: int) -> str:
+    return "".join(f"\n# 2026-01-01 00:00:{i % 60:02}.000000\n+:gen line {i}\n" for i in range(k))
+
+
+def test_a_history_file_that_cannot_be_written_is_still_read(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from minitf_repl import repl
+
+    path = tmp_path / "history"
+    path.write_text(_history_lines(3))
+    real_open = os.open
+
+    def read_only(file, flags, *args, **kwargs):  # a read-only filesystem (root reads past chmod)
+        if os.fspath(file) == str(path) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_open(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    warnings = []
+    history = repl.make_history(path, warnings.append)
+    # was an empty history in memory: Up and Ctrl-R found none of the file's entries
+    assert list(history.load_history_strings()) == [":gen line 2", ":gen line 1", ":gen line 0"]
+    assert warnings == [f"warning: cannot write history file {path} (Read-only file system); its entries are read, "
+                        "and this session's are kept in memory; $MINITF_HISTORY=FILE keeps it in another file"]
+    history.append_string(":train")  # kept in memory, the file untouched
+    assert list(history.get_strings())[-1] == ":train" and path.read_text() == _history_lines(3)
+
+
+def test_a_history_past_its_limit_reached_through_a_link_is_cut_in_the_linked_file(tmp_path, monkeypatch):
+    from minitf_repl import repl
+
+    monkeypatch.setattr(repl, "MAX_HISTORY_BYTES", 4000)
+    real = tmp_path / "dotfiles" / "history"
+    real.parent.mkdir()
+    real.write_text(_history_lines(200))
+    link = tmp_path / "history"
+    link.symlink_to(real)
+    warnings = []
+    repl.make_history(link, warnings.append)
+    # was: the link replaced by a plain file of the newest entries, the linked file left as long as it was
+    assert link.is_symlink() and real.stat().st_size < 4000
+    assert warnings[0].startswith(f"warning: history file {link} had ")

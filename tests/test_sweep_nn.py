@@ -335,7 +335,7 @@ def test_a_history_file_past_its_limit_keeps_its_newest_entries(tmp_path, monkey
     warnings = []
     history = repl.make_history(path, warnings.append)
     assert type(history).__name__ == "SafeFileHistory"  # it goes on being written, not kept in memory only
-    assert len(warnings) == 1 and warnings[0].startswith(f"history file {path} had ")
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: history file {path} had ")
     assert "its oldest entries were dropped" in warnings[0]
     lines = list(history.load_history_strings())  # newest first
     assert lines[0] == ":gen line 199" and ":gen line 0" not in lines and len(lines) > 20
