@@ -340,3 +340,10 @@ def test_a_history_past_its_limit_reached_through_a_link_is_cut_in_the_linked_fi
     # was: the link replaced by a plain file of the newest entries, the linked file left as long as it was
     assert link.is_symlink() and real.stat().st_size < 4000
     assert warnings[0].startswith(f"warning: history file {link} had ")
+
+
+@pytest.mark.parametrize("name, command", [(":h", "help"), (":?", "help"), (":generate", "gen")])
+def test_the_short_and_long_names_a_user_types_first_are_the_commands(name, command):
+    from minitf_repl.commands import REGISTRY
+
+    assert REGISTRY.find(name).name == command  # was "unknown command :h (:help lists commands)", no guess

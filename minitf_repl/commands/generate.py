@@ -98,7 +98,7 @@ class GenResult:
     Param("raw", bool, default=False,
           help="write control characters (ESC, ...) as they are, when the output is a file or a pipe; "
                "by default, and always in a terminal, they are shown escaped (\\x1b)"),
-], takes_plain_text=True, json_version=7)  # fmt: skip
+], aliases=("generate",), takes_plain_text=True, json_version=7)  # fmt: skip
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     given = [k for k, v in args.items() if v is not None]

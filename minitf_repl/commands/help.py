@@ -53,7 +53,7 @@ def _entry(cmd: Command) -> HelpEntry:
 @command("help", "List the commands, or show one command's options or one setting.", params=[
     Param("command", str, help="a command, e.g. train, or a setting, e.g. lr", positional=True,
           complete=lambda session: complete_command(session) + _setting_keys(), spellings=lambda: _spellings()),
-], needs_torch=False, repl_only=True, bare_words=("help", "?", "help()"),
+], aliases=("h", "?"), needs_torch=False, repl_only=True, bare_words=("help", "?", "help()"),
    about_commands=True, pairs_in_text=True)  # fmt: skip  (the shell has --help; `:help qkv at=` asks about at=)
 def cmd_help(session: Session, args: dict, reporter: Reporter) -> HelpResult:
     entries = [_entry(cmd) for cmd in REGISTRY.values()]
