@@ -10,6 +10,7 @@ first (`check_report_path`, before any work), then replaced whole or not at all.
 from __future__ import annotations
 
 import html
+import itertools
 import math
 import os
 import tempfile
@@ -39,6 +40,8 @@ class ReportData:
     layers: list[int]
     maps: list  # [layer][head][query][key]
     samples: list[str] = field(default_factory=list)
+    sample_grades: list = field(default_factory=list)  # a task's: each sample's answer, right or wrong (as :gen says)
+    samples_about: str = ""  # how the samples were made: their start, seeds, length and sampling settings
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
     context: object = None  # core.context.PositionLosses: the val loss at each position of the window (`:context`)
@@ -61,6 +64,7 @@ class ReportData:
     val_loss: float | None = None
     val_step: int | None = None
     val_bpc: float | None = None  # that val loss in bits per character (text data): what compares across tokenizers
+    accuracy: float | None = None  # a task's share of held-out questions answered right, at that evaluation
     train_loss: float | None = None
     n_params: int | None = None
     # where its numbers were made: the dtype the latest training step ran in (dtype=auto is bfloat16 on a machine with
@@ -125,7 +129,8 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
     # the terminal charts' labels: 3 significant digits, more where 3 would write two alike (0.171, 0.171, 0.172);
     # the frame starts right of the longest (a flat loss read to 7 digits, 0.0001235, began left of the picture)
     y_labels = axis_labels(y0, y1)
-    left = max(56, math.ceil(max(_text_width(said, 11) for said in y_labels)) + 12)
+    # and clear of the axis's own name, turned upright at x = 12 (it reaches x = 15)
+    left = max(56, math.ceil(max(_text_width(said, 11) for said in y_labels)) + 24)
 
     def x(s):
         return left + (s - x0) / (x1 - x0) * (width - left - right)
@@ -147,6 +152,8 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         parts.append(f'<text x="{at}" y="{height - 18}" font-size="11" text-anchor="{anchor}">{_esc(said)}</text>')
     parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 4}" font-size="11" '
                  f'text-anchor="middle">{_esc(x_label)}</text>')
+    parts.append(f'<text x="12" y="{(top + height - bottom) / 2:.1f}" font-size="11" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {(top + height - bottom) / 2:.1f})">loss (nats)</text>')  # as :plot says
     if baseline is not None:
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(baseline):.1f}" y2="{y(baseline):.1f}" '
                      f'stroke="#bbb" stroke-dasharray="2 3"/><text x="{width - right - 4}" y="{y(baseline) - 4:.1f}" '
@@ -169,9 +176,12 @@ def loss_chart_svg(series, vocab_size: int | None = None, width: int = 640, heig
         if len(drawn) == 1:  # a line of one point draws nothing (a run of one step, one evaluation): a dot
             parts.append(f'<circle cx="{drawn[0][0]:.1f}" cy="{drawn[0][1]:.1f}" r="2.5" fill="{colour}" '
                          f'stroke="{colour}"/>')
-        parts.append(f'<text x="{at}" y="{top - 10}" font-size="12" fill="{colour}">{_esc(one.name)}</text>')
-        taken.append((at, top - 20, at + _text_width(one.name, 12), top - 7))
-        at += max(70, _text_width(one.name, 12) + 14)  # the next name after this one, however long
+        # a short stroke of the line's own style before its name: "val" drawn dashed said so nowhere
+        parts.append(f'<line x1="{at}" x2="{at + 18}" y1="{top - 14}" y2="{top - 14}" stroke="{colour}" '
+                     f'stroke-width="1.6"{dash}/>')
+        parts.append(f'<text x="{at + 22}" y="{top - 10}" font-size="12" fill="{colour}">{_esc(one.name)}</text>')
+        taken.append((at, top - 20, at + 22 + _text_width(one.name, 12), top - 7))
+        at += max(92, _text_width(one.name, 12) + 36)  # the next name after this one, however long
     for c in counters:
         if math.isfinite(c.val_loss):
             said = f"{c.n}-gram counter {c.val_loss:.2f}"
@@ -327,7 +337,8 @@ def frames_html(frames: list, step: int | None = None) -> list[str]:
             cells = "".join(f"<td>{'-' if math.isnan(loss) else f'{loss:.3f}'}</td>" for loss in frame.band_losses)
             out.append(f"<table>{head}<tr><td>val loss</td>{cells}</tr></table>")
         else:
-            out.append(f'<pre class="sample"><b>{_text(frame.prompt)}</b>{_text(frame.sample or "")}</pre>')
+            # (a newline right after <pre> is dropped by every parser: one is given for it to drop)
+            out.append(f'<pre class="sample">\n<b>{_text(frame.prompt)}</b>{_text(frame.sample or "")}</pre>')
     return out
 
 
@@ -389,8 +400,9 @@ def teacher_forcing_html(scored) -> list[str]:
            f"<p>One forward pass predicts every next token of the text at once, {sees}. Each token is shaded by "
            "how surprised the model was by it, -ln p of the true token "
            f"from 0 (dark) to ln(V) = {scored.uniform:.2f} or more (bright, no better than a uniform guess); "
-           "hover for the numbers. Grey: given, not predicted (a task's question).</p>"]
-    spans = [f'<span class="tf">{_esc(visible(scored.tokens[0]))}</span>']
+           "hover for the numbers. Grey: given, not predicted (the first token, which nothing before it predicts, "
+           "and a task's question).</p>"]
+    spans = [f'<span class="tf" style="background:#ddd" title="given">{_esc(visible(scored.tokens[0]))}</span>']
     for t, token in enumerate(scored.tokens[1:]):
         guess = f"best guess {quoted(scored.guesses[t])} {scored.guess_probs[t]:.2f}"
         if not scored.counted[t]:
@@ -416,6 +428,8 @@ def _loss_numbers(data: ReportData) -> str | None:
         per = " a token" if data.config.get("tokenizer", "char") != "char" else ""  # bpe: not per character
         bits = f" ({data.val_bpc:.4f} bits per character)" if data.val_bpc is not None else ""
         parts.append(f"val loss {data.val_loss:.4f}{per}{bits}{at}")
+    if data.accuracy is not None:  # a task's measure, beside its loss, as :train reports it
+        parts.append(f"accuracy {data.accuracy:.1%} (of the held-out questions, greedily)")
     if data.train_loss is not None:
         parts.append(f"train loss {data.train_loss:.4f} (the last step's one batch)")
     if data.n_params is not None:
@@ -437,7 +451,7 @@ def _last_run(run) -> str | None:
     start, steps, step = run
     end = start + steps
     stopped = f", stopped at step {step:,}" if step < end else ""
-    return (f"The last training run: steps {start:,} to {end:,} ({steps:,} steps{stopped}). The table's "
+    return (f"The last training run: steps {start:,} to {end:,} ({count(steps, 'step')}{stopped}). The table's "
             "<code>steps</code> is the setting, the length of a new run.")
 
 
@@ -512,8 +526,13 @@ def build_report(data: ReportData) -> str:
     if data.quantized:
         out.append("<p>From the float32 model, as everything on this page; <code>:quantize int8</code> is on, so "
                    "<code>:gen</code> samples its int8 copy.</p>")
-    for sample in data.samples:
-        out.append(f'<pre class="sample">{_text(sample)}</pre>')
+    if data.samples_about:
+        out.append(f"<p>{_esc(data.samples_about)}</p>")
+    for sample, grade in itertools.zip_longest(data.samples, data.sample_grades):
+        # the sample's first character was a newline (text starts on a fresh line), which <pre> drops: one more
+        out.append(f'<pre class="sample">\n{_text(sample)}</pre>')
+        if grade:
+            out.append(f'<p class="grade">{_esc(grade)}</p>')
     if data.frames:
         out.extend(frames_html(data.frames, data.step))
     out.append("</body></html>")
@@ -545,7 +564,7 @@ def check_report_path(text: str) -> Path:
     if folder_given:  # `:report out/`: the page goes in that folder, not beside it (the example was `out.html`)
         raise UserError(f"{shown} is a folder; give the page's file in it, e.g. "
                         f"{cut_middle(str(path / 'report.html'))}")
-    if path.suffix.lower() not in (".html", ".htm"):
+    if not path.name.lower().endswith((".html", ".htm")):  # `.html` alone is a name (hidden), with no suffix
         typed = Path(text)  # the same place, as typed (`~/runs/r.txt`: ~/runs/r.html), with the name ending in .html
         named = typed.stem + ".html" if typed.parent == Path(".") else str(typed.parent / (typed.stem + ".html"))
         raise UserError(f"the report is an HTML file; give a name ending in .html, e.g. {cut_middle(named, 200)}")

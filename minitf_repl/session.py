@@ -84,6 +84,7 @@ class Status:
     val_loss: float | None = None  # the last evaluated validation loss (what :load, :ls and :train report)
     val_step: int | None = None  # the step it was measured at (before `step` in a run stopped between evaluations)
     val_bpc: float | None = None  # that val loss in bits per character of the val text (text data only)
+    accuracy: float | None = None  # a task's accuracy at that evaluation (held-out questions answered right)
 
 
 BUILD_NOTICE_PARAMETERS = 50_000_000  # a model of this many parameters takes seconds to build on a CPU: said first
@@ -640,6 +641,7 @@ class Session:
             val_loss=evaluated["val_loss"] if evaluated else None,
             val_step=evaluated.get("step") if evaluated else None,
             val_bpc=evaluated.get("val_bpc") if evaluated else None,
+            accuracy=evaluated.get("accuracy") if evaluated else None,
         )
 
     # The session that wrote the autosave this model was loaded from (`:load autosave`, `--load autosave`), or None:

@@ -347,3 +347,69 @@ def test_the_short_and_long_names_a_user_types_first_are_the_commands(name, comm
     from minitf_repl.commands import REGISTRY
 
     assert REGISTRY.find(name).name == command  # was "unknown command :h (:help lists commands)", no guess
+
+
+REPORT_TINY = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "max_seq_len": 32, "batch_size": 4, "n": 40}
+
+
+def _page(tmp_path, data: str, steps: int) -> str:
+    from minitf_repl.session import Session
+
+    s = Session(data_spec=data)
+    run(s, ":set " + " ".join(f"{k}={v}" for k, v in REPORT_TINY.items()))
+    run(s, f":train steps={steps} eval_every={steps}")
+    path = tmp_path / f"{data.replace(':', '_')}.html"
+    run(s, f":report {path}")
+    return path.read_text()
+
+
+def test_a_tasks_report_gives_its_accuracy_and_grades_samples_of_three_questions(tmp_path):
+    import re
+
+    page = _page(tmp_path, "sort:4", 4)
+    assert re.search(r"At step 4: val loss [0-9.]+, accuracy [0-9.]+% \(of the held-out questions, greedily\)", page)
+    grades = re.findall(r'<p class="grade">((?:right|wrong): [^<]*)</p>', page)  # was none, and one question thrice
+    questions = [re.match(r"(?:right|wrong): (\d+=)", g).group(1) for g in grades]
+    assert len(grades) == 3 and len(set(questions)) == 3, grades
+    assert "3 samples of at most 40 tokens, each after one of the task&#x27;s held-out questions, sampled at " \
+           "temperature 0.8, with gen_seed 0 to 2" in page
+
+
+def test_a_reports_samples_keep_their_first_newline_and_its_small_words_are_right(tmp_path):
+    import html
+    from html.parser import HTMLParser
+
+    page = _page(tmp_path, "pydoc", 1)
+
+    class Samples(HTMLParser):  # as a browser reads the page: a newline right after <pre> is dropped
+        def __init__(self):
+            super().__init__()
+            self.inside, self.found = False, []
+
+        def handle_starttag(self, tag, attrs):
+            self.inside = tag == "pre" and ("class", "sample") in attrs
+            if self.inside:
+                self.found.append("")
+
+        def handle_endtag(self, tag):
+            self.inside = False if tag == "pre" else self.inside
+
+        def handle_data(self, data):
+            if self.inside:
+                self.found[-1] += data
+
+    reader = Samples()
+    reader.feed(page)
+    shown = [text[1:] if text.startswith("\n") else text for text in reader.found]  # the parser's one dropped newline
+    assert shown and all(text.startswith("\n") for text in shown)  # was: the start '\n' lost, each text a line up
+    assert "each from &#x27;↵&#x27;" in page
+    assert "steps 0 to 1 (1 step)" in page  # was "(1 steps)"
+    assert '<span class="tf" style="background:#ddd" title="given">' in page  # the first token: given, as the key says
+    assert page.count(">loss (nats)</text>") == 2  # both charts' y axes name what they draw
+    assert html.unescape(page).count("<line x1=") >= 2  # the legend's strokes
+
+
+def test_a_report_named_dot_html_is_an_html_file():
+    from minitf_repl.report import check_report_path
+
+    assert check_report_path(".html").name == ".html"  # was "give a name ending in .html, e.g. .html.html"

@@ -246,6 +246,10 @@ def svg_text_boxes(svg: str) -> tuple[float, float, list[tuple[str, float, float
     for t in root.iter("{http://www.w3.org/2000/svg}text"):
         size, x, y, text = float(t.get("font-size")), float(t.get("x")), float(t.get("y")), t.text or ""
         wide = 0.6 * size * len(text)
+        if (t.get("transform") or "").startswith("rotate(-90"):  # upright, read bottom to top (an axis's name)
+            y0 = {"end": y, "middle": y - wide / 2}.get(t.get("text-anchor"), y - wide)
+            boxes.append((text, x - 0.8 * size, y0, x + 0.2 * size, y0 + wide))
+            continue
         x0 = {"end": x - wide, "middle": x - wide / 2}.get(t.get("text-anchor"), x)
         boxes.append((text, x0, y - 0.8 * size, x0 + wide, y + 0.2 * size))
     return float(root.get("width")), float(root.get("height")), boxes

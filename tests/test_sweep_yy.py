@@ -216,8 +216,10 @@ def test_the_report_gives_the_val_loss_train_loss_and_parameters_the_status_bar_
     run(s, f":report {tmp_path / 'r.html'}")
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     status = s.status()
-    assert (f"At step 5: val loss {result.val_loss:.4f} (measured at step 3), train loss {status.last_loss:.4f} (the "
-            f"last step's one batch), {status.n_params:,} parameters (a tied embedding and head counted once).") in page
+    accuracy = f"accuracy {status.accuracy:.1%} (of the held-out questions, greedily), "  # sort's: its measure
+    assert (f"At step 5: val loss {result.val_loss:.4f} (measured at step 3), {accuracy}train loss "
+            f"{status.last_loss:.4f} (the last step's one batch), {status.n_params:,} parameters (a tied embedding and "
+            "head counted once).") in page
     assert status.n_params == sum(p.numel() for p in s.model.parameters()) == 10_016
 
 

@@ -113,7 +113,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     prompt = args["prompt"] or ""
     given_prompt = bool(prompt)
     if not given_prompt:
-        asked = _task_question(session.data, settings.gen_seed)
+        asked = task_question(session.data, settings.gen_seed)
         prompt = asked or default_prompt(tokenizer)
         # greedy text does not depend on the seed; a task's question drawn for the call does
         drawn = drawn and (_draws(settings) or asked is not None)
@@ -206,7 +206,7 @@ def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     )
 
 
-def _task_question(data, seed: int | None) -> str | None:
+def task_question(data, seed: int | None) -> str | None:
     """On a task, where no prompt was given: one of its held-out questions (never drawn for training), a new one
     each time unless gen_seed fixes it; else None (text starts where default_prompt says)."""
     if not hasattr(data, "grade"):  # a task (repeat's random tokens have questions, but no answer to grade)

@@ -43,7 +43,7 @@ from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, c
                    true_next, typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
-from .generate import drawn_seed
+from .generate import answer_line, drawn_seed, task_question
 from .train import data_since, history_series, plot_levels
 
 FAMILY = "inside the model"  # the heading :help lists this module's commands under
@@ -1083,14 +1083,28 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     maps = attention_maps(model, ids)
     advance()
     g = session.gen_config
-    start_text = default_prompt(data.tokenizer, otherwise=prompt)  # a task starts from one of its questions
-    samples = []
+    start_text = default_prompt(data.tokenizer, otherwise=prompt)
+    samples, grades = [], []
     for seed in range(REPORT_SAMPLES):
+        # a task: the held-out question `:gen gen_seed=N` asks, graded as it grades it (one question for every seed
+        # wrote one answer three times, ungraded)
+        question = task_question(data, seed)
+        begun = question or start_text
         settings = g.replace(n=min(g.n, REPORT_SAMPLE_TOKENS), gen_seed=seed, cache=True)
-        start_ids = data.tokenizer.encode(start_text)
+        start_ids = data.tokenizer.encode(begun)
         new = list(generate(model, start_ids, settings, done=getattr(data, "answer_complete", None)))
-        samples.append(start_text + decode_after(data.tokenizer, start_ids, new))
+        samples.append(begun + decode_after(data.tokenizer, start_ids, new))
+        graded = data.grade(samples[-1]) if question is not None else None
+        grades.append(answer_line(graded, untrained=session.untrained) if graded is not None else None)
         advance()
+    how = ("greedy (temperature 0)" if g.temperature == 0 else
+           f"sampled at temperature {g.temperature:g}" + (f", top_k {g.top_k}" if g.top_k else "")
+           + (f", top_p {g.top_p:g}" if g.top_p is not None and g.top_p < 1 else ""))
+    starts = ("each after one of the task's held-out questions" if grades and grades[0] is not None else
+              f"each from {quoted(start_text)}")
+    about = (f"{count(REPORT_SAMPLES, 'sample')} of at most {count(min(g.n, REPORT_SAMPLE_TOKENS), 'token')}, "
+             f"{starts}, {how}, with gen_seed 0 to {REPORT_SAMPLES - 1} (:gen gen_seed=N with the same settings "
+             "writes each again)")
     scored = score_text(session, None, reporter)
     advance()
     from .why import cmd_heads
@@ -1132,6 +1146,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
+        sample_grades=grades, samples_about=about,
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
         vocab=[shown_piece(data.tokenizer, i) for i in (range(data.tokenizer.vocab_size) if among is None else among)],
@@ -1140,6 +1155,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
         ablations=switched_off(session), quantized=session.sampling_model is not model, causal=model.causal,
         data_from=data_since(session), weights_from=session.weights_from, step=session.trainer.step,
         val_loss=status.val_loss, val_step=status.val_step, val_bpc=status.val_bpc, train_loss=status.last_loss,
+        accuracy=status.accuracy,
         n_params=status.n_params,
         machine=made_on(session),
     )
