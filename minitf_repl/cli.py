@@ -1059,7 +1059,8 @@ def _pair_completion(command):
     """`minitf set n_<Tab>` offers `n_layers=`...; `minitf set norm=<Tab>` offers that key's values."""
 
     def complete(ctx: typer.Context, incomplete: str) -> list[str]:
-        key, eq, value = incomplete.partition("=")
+        typed, replaced = _as_typed(incomplete)
+        key, eq, value = typed.partition("=")
         if not eq:  # not a setting the shell gives as an option of its own (checkpoint_dir: --checkpoint-dir)
             return [f"{p.name}=" for p in command.options if p.name.startswith(key)
                     and (p.setting is None or p.setting.shell_option is None)]
@@ -1067,9 +1068,31 @@ def _pair_completion(command):
             param = command.find_param(key)
         except UserError:
             return []
-        return [f"{key}={v}" for v in param.completions(_ShellSession(ctx)) if v.startswith(value)]
+        return [f"{key}={v}"[len(replaced):] for v in param.completions(_ShellSession(ctx)) if v.startswith(value)]
 
     return complete
+
+
+def _as_typed(incomplete: str) -> tuple[str, str]:
+    """The word being completed as typed, and the start of it bash does not replace. Bash splits words at '=' (its
+    COMP_WORDBREAKS), so for `minitf set norm=r` Typer hands over 'r', with `norm` and `=` as words before it, and
+    right after the '=' the word '=' itself: `norm=<Tab>` offered every key and `norm=res<Tab>` wrote
+    `norm=residual=`. A completion then gives what follows that start, the part bash replaces. Other shells (and
+    bash with '=' taken out of COMP_WORDBREAKS) hand over the whole word: nothing to do."""
+    words, at = os.environ.get("COMP_WORDS"), os.environ.get("COMP_CWORD", "")
+    if words is None or not at.isdigit():
+        return incomplete, ""
+    try:  # as Typer reads them: one word a line (its script joins them with newlines), quotes read
+        words, at = shlex.split(words), int(at)
+    except ValueError:  # a quote left open in the word being typed
+        words, at = words.split(), int(at)
+    before = words[at - 2 : at] if at >= 2 else []
+    current = words[at] if at < len(words) else ""
+    if current == "=" and at >= 1 and words[at - 1].isidentifier():  # `norm=`: bash's word is '=' (Click hands ''
+        return words[at - 1] + "=", words[at - 1] + "="  # over for it), and bash replaces what follows the '='
+    if len(before) == 2 and before[1] == "=" and before[0].isidentifier():  # `norm=r`: bash's word is 'r'
+        return f"{before[0]}={incomplete}", before[0] + "="
+    return incomplete, ""
 
 
 def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: Registry) -> None:

@@ -413,3 +413,26 @@ def test_a_report_named_dot_html_is_an_html_file():
     from minitf_repl.report import check_report_path
 
     assert check_report_path(".html").name == ".html"  # was "give a name ending in .html, e.g. .html.html"
+
+
+def complete_as_bash_splits(line: str) -> list[str]:
+    """What bash hands over for `line`: its words split at spaces and at '=' (COMP_WORDBREAKS), '=' a word of its
+    own, as COMP_WORDS (joined with newlines, as Typer's script joins them) and the last word's index."""
+    import re
+
+    from test_completion import minitf
+
+    words = [w for w in re.split(r" |(=)", line) if w] + ([""] if line.endswith(" ") else [])  # (as bash 5 gave)
+    result = minitf(_MINITF_COMPLETE="complete_bash", COMP_WORDS="\n".join(words), COMP_CWORD=str(len(words) - 1))
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize("line, offered", [
+    ("minitf set norm=", ["layernorm", "rmsnorm"]),  # was every key: the word bash gave was '='
+    ("minitf set norm=r", ["rmsnorm"]),  # was residual= and rope_base=, and norm=res<Tab> wrote norm=residual=
+    ("minitf set optimizer=ad", ["adamw"]),  # was nothing
+    ("minitf set nor", ["norm=", "norm_placement=", "norm_eps=", "norm_gain="]),  # a key, as before
+])
+def test_bash_completes_a_settings_value_after_the_equals_sign_it_splits_at(line, offered):
+    assert complete_as_bash_splits(line) == offered
