@@ -106,7 +106,7 @@ def test_an_unknown_option_is_named_as_typed():
 
 # --- a command typed with '/' or '\' --------------------------------------------------------------------------
 @pytest.mark.parametrize("line, fix", [("/help", ":help"), ("/train steps=5", ":train steps=5"), ("\\q", ":q"),
-                                       ("/?", ":help"), ("/Quit", ":quit")])
+                                       ("/?", ":?"), ("/Quit", ":quit")])
 def test_a_command_typed_with_a_slash_says_commands_start_with_a_colon(line, fix):
     with pytest.raises(UserError) as caught:
         run(Session(), line)
