@@ -436,3 +436,52 @@ def complete_as_bash_splits(line: str) -> list[str]:
 ])
 def test_bash_completes_a_settings_value_after_the_equals_sign_it_splits_at(line, offered):
     assert complete_as_bash_splits(line) == offered
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_dev_run_by_sh_says_it_needs_bash():
+    import shutil
+    import subprocess
+
+    sh = shutil.which("sh")
+    if sh is None or "bash" in subprocess.run([sh, "-c", "echo ${BASH_VERSION:-none}"], capture_output=True,
+                                              text=True).stdout.replace("none", ""):
+        pytest.skip("sh is bash here")
+    result = subprocess.run([sh, "dev", "run", "--version"], cwd=REPO, capture_output=True, text=True, timeout=30)
+    # was "dev: 12: set: Illegal option -o pipefail"
+    assert result.returncode == 2 and result.stderr == "dev: this script needs bash: run it as ./dev or bash dev\n"
+
+
+def test_ctrl_c_during_devs_install_says_it_was_interrupted_and_how_to_carry_on(tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    fake = tmp_path / "venv" / "bin" / "python"  # a pip that downloads until Ctrl-C, then stops as pip does
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"""#!/bin/bash
+case "$*" in
+  *"print(sys.prefix)"*) echo {tmp_path / 'venv'} ;;
+  *"import torch"*) exit 1 ;;
+  *"-m pip install"*) trap 'echo "ERROR: Operation cancelled by user"; exit 1' INT
+                      echo "Collecting torch"; while true; do sleep 0.1; done ;;
+esac
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "VIRTUAL_ENV": str(tmp_path / "venv")}
+    dev = subprocess.Popen(["bash", "dev", "run"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    said = []
+    for line in dev.stderr:
+        said.append(line)
+        if "Collecting torch" in line:
+            os.killpg(dev.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
+            break
+    said += dev.stderr.readlines()
+    assert dev.wait(timeout=30) == 130
+    # was "dev: failed: installing torch==2.13.0 (pip exited with 1; its messages are above)", pip's own line lost
+    assert "  ERROR: Operation cancelled by user\n" in said, said
+    assert said[-1] == ("dev: interrupted: installing torch==2.13.0 (Ctrl-C); run the same ./dev command again to "
+                        "carry on (what is installed stays)\n"), said
