@@ -485,3 +485,14 @@ esac
     assert "  ERROR: Operation cancelled by user\n" in said, said
     assert said[-1] == ("dev: interrupted: installing torch==2.13.0 (Ctrl-C); run the same ./dev command again to "
                         "carry on (what is installed stays)\n"), said
+
+
+def test_loading_a_model_without_experts_names_no_experts_setting_as_changed(checkpoint_dir):
+    dense = tiny_session()
+    dense.checkpoint_dir = checkpoint_dir
+    run(dense, ":train steps=1 save=dense")
+    s = tiny_session()
+    s.checkpoint_dir = checkpoint_dir
+    run(s, ":set n_experts=4 experts_per_token=1")
+    loaded = run(s, ":load dense")
+    assert "experts_per_token" not in loaded.model_changed  # was "experts_per_token 1 -> 2" of a model with none

@@ -338,10 +338,12 @@ def _changed(before, after, in_place: bool = False) -> dict[str, tuple]:
     """{setting: (before, after)} of two configs, for each setting whose value differs (`in_place`: of those that
     change no weight only, which a :set before the load meant for whatever model came: the others make the model;
     and only where `before` was set, not a default: a Llama loaded into a fresh session listed its own rope_base
-    and norm_eps as if they had replaced the user's)."""
+    and norm_eps as if they had replaced the user's; nor one the loaded model does not read, experts_per_token on a
+    model without experts)."""
     return {spec.name: (getattr(before, spec.name), getattr(after, spec.name)) for spec in before.specs()
             if getattr(before, spec.name) != getattr(after, spec.name)
-            and (not in_place or (spec.in_place and getattr(before, spec.name) != spec.default))}
+            and (not in_place or (spec.in_place and getattr(before, spec.name) != spec.default
+                                  and spec.name not in after.unread()))}
 
 
 def _path_given(session: Session, name: str) -> str:
