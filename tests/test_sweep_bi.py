@@ -496,3 +496,24 @@ def test_loading_a_model_without_experts_names_no_experts_setting_as_changed(che
     run(s, ":set n_experts=4 experts_per_token=1")
     loaded = run(s, ":load dense")
     assert "experts_per_token" not in loaded.model_changed  # was "experts_per_token 1 -> 2" of a model with none
+
+
+def test_shapes_calls_a_block_the_same_only_where_its_steps_shapes_are_the_same():
+    from dataclasses import replace
+
+    from test_render import plain
+
+    s = tiny_session()
+    run(s, ":set n_layers=2 n_experts=4 experts_per_token=2")
+    result = run(s, ":shapes")
+    expert = next(i for i, r in enumerate(result.records) if r.layer == 1 and ".experts." in r.path)
+    rows = result.records[expert].output_shape
+    routed = replace(result, records=[*result.records[:expert],
+                                      replace(result.records[expert], output_shape=(rows[0] + 1, *rows[1:])),
+                                      *result.records[expert + 1:]])
+    # was "same 30 steps as blocks.0": block 1's experts were routed other numbers of tokens than block 0's
+    assert "steps as blocks.0, some of other shapes (its experts are routed other numbers of tokens; all=on shows " \
+           "them)" in plain(routed, width=300)
+    dense = tiny_session()
+    run(dense, ":set n_layers=2")
+    assert "same 19 steps as blocks.0" in plain(run(dense, ":shapes"), width=300)

@@ -112,6 +112,11 @@ def trace_dims(records) -> dict[str, int]:
     return dims
 
 
+def _in_block(records: list, layer: int) -> list[tuple]:
+    """A block's steps as (path within the block, output shape): two blocks alike compare equal."""
+    return [(r.path[len(f"blocks.{layer}") + 1:], tuple(r.output_shape)) for r in records]
+
+
 def _trace_rows(result: ShapesResult):
     """([section heading, [(name, kind, shape, formula, params) or a folded-block line]], idle steps left out)."""
     dims = trace_dims(result.records)
@@ -132,8 +137,12 @@ def _trace_rows(result: ShapesResult):
             elif not result.show_all and r.layer != shown:
                 block, steps = by_layer[r.layer], len(by_layer.get(shown, []))
                 heading = Text(f"blocks.{r.layer}", style="bold cyan") + Text(" TransformerBlock", style="dim")
-                # A block's experts run on the tokens routed to them, so two blocks may run different steps
-                alike = (f"same {count(len(block), 'step')} as blocks.{shown}" if len(block) == steps
+                # A block's experts run on the tokens routed to them, so two blocks may run different steps, or the
+                # same steps on other numbers of rows: "same" only where every step's shape is the same too
+                same = _in_block(block, r.layer) == _in_block(by_layer.get(shown, []), shown)
+                alike = (f"same {count(len(block), 'step')} as blocks.{shown}" if same else
+                         f"{count(len(block), 'step')} as blocks.{shown}, some of other shapes (its experts are routed "
+                         "other numbers of tokens; all=on shows them)" if len(block) == steps
                          else f"{count(len(block), 'step')} (blocks.{shown} ran {steps})")
                 params = (result.block_params[r.layer] if r.layer < len(result.block_params)
                           else sum(b.n_params for b in block))
