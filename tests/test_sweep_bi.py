@@ -517,3 +517,12 @@ def test_shapes_calls_a_block_the_same_only_where_its_steps_shapes_are_the_same(
     dense = tiny_session()
     run(dense, ":set n_layers=2")
     assert "same 19 steps as blocks.0" in plain(run(dense, ":shapes"), width=300)
+
+
+def test_the_rope_step_of_grouped_keys_says_k_has_its_own_shape():
+    s = tiny_session()
+    run(s, ":set pos_encoding=rope n_heads=4 n_kv_heads=2 d_model=32")
+    rope = next(r for r in run(s, ":shapes").records if r.path.endswith("attn.rope"))
+    assert rope.output_shape[1] == 4  # q's heads: the step's shape column
+    # was "RoPE: rotate q, k by position" beside q's (B, h, T, d_k) alone, k having h_kv = 2 heads
+    assert rope.formula.endswith("(q shown; k is (B, h_kv, T, d_k), h_kv = 2)")

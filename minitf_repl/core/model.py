@@ -267,7 +267,9 @@ class MultiHeadSelfAttention(nn.Module):
             steps["q_norm"] = Step(self.q_norm.formula("q", " per head"), heads)
             steps["k_norm"] = Step(self.k_norm.formula("k", " per head"), kv_heads)
         if self.rope is not None:
-            steps["rope"] = Step(f"RoPE: rotate q, k by position (base {self.rope.base:g})", heads)
+            # the step hands on q and k; its shape column is q's, and grouped k has h_kv heads of its own
+            k_shape = f" (q shown; k is (B, h_kv, T, d_k), h_kv = {self.n_kv_heads})" if self.grouped else ""
+            steps["rope"] = Step(f"RoPE: rotate q, k by position (base {self.rope.base:g}){k_shape}", heads)
             steps["hook_q_rot"] = Step("q rotated: pair i turned by pos * base^(-2i/d_k)", heads)
             steps["hook_k_rot"] = Step("k rotated: pair i turned by pos * base^(-2i/d_k)", kv_heads)
         return steps
