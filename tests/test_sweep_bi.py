@@ -526,3 +526,16 @@ def test_the_rope_step_of_grouped_keys_says_k_has_its_own_shape():
     assert rope.output_shape[1] == 4  # q's heads: the step's shape column
     # was "RoPE: rotate q, k by position" beside q's (B, h, T, d_k) alone, k having h_kv = 2 heads
     assert rope.formula.endswith("(q shown; k is (B, h_kv, T, d_k), h_kv = 2)")
+
+
+@pytest.mark.parametrize("line, said", [
+    (":step temperature=0 top_k=5", "temperature=0 is greedy, the likeliest token every time: top_k does nothing"),
+    (":step top_k=200", "top_k=200 keeps every token: the vocabulary has 12, so nothing is cut"),
+    (":set top_k=200", "top_k=200 keeps every token: the vocabulary has 12, so nothing is cut"),
+])
+def test_step_and_set_say_what_of_the_sampling_settings_does_nothing_as_gen_does(line, said):
+    s = tiny_session()
+    run(s, ":params")  # the data read: its vocabulary is known
+    recorder = Recorder()
+    run(s, line, recorder)
+    assert any(notice.startswith(said) for notice in recorder.notices), recorder.notices  # was: no word

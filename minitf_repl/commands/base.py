@@ -132,6 +132,15 @@ def top_k_keeps_all(sampling, given, vocab_size: int) -> str | None:
             f"(as top_k=none); top_k below {vocab_size:,} filters")
 
 
+def sampling_notes(sampling, given, vocab_size: int | None, reporter) -> None:
+    """Says what of a command's sampling settings does nothing (greedy_ignores, top_k_keeps_all): :gen, :step and
+    :set alike (`:step temperature=0 top_k=5` dropped top_k from its pipeline without a word, where :gen said it)."""
+    if (greedy := greedy_ignores(sampling, given)) is not None:
+        reporter.notice(greedy)  # `:gen temperature=0 top_k=5`
+    elif vocab_size is not None and (keeps_all := top_k_keeps_all(sampling, given, vocab_size)) is not None:
+        reporter.notice(keeps_all)  # `:gen top_k=100` on sort's 12 characters
+
+
 # --- default prompts ---------------------------------------------------------------------------------
 def default_prompt(tokenizer, otherwise: str | None = None) -> str:
     """Where text starts when no prompt is given: a newline where the vocabulary has one (a fresh line

@@ -26,8 +26,8 @@ from ..render.words import model_text, note, say, write_raw, writes_raw
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import SHELL, cmd, given_before, syntax, train_first
-from .base import (ablation_note, command, default_prompt, greedy_ignores, long_prompt_notice, switched_off,
-                   top_k_keeps_all, with_given)
+from .base import (ablation_note, command, default_prompt, long_prompt_notice, sampling_notes, switched_off,
+                   with_given)
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the names for --json
     from ..core.data import Graded
@@ -102,10 +102,7 @@ class GenResult:
 def cmd_gen(session: Session, args: dict, reporter: Reporter) -> GenResult:
     settings = with_given(session.gen_config, args)  # the session's settings, this command's options over them
     given = [k for k, v in args.items() if v is not None]
-    if (greedy := greedy_ignores(settings, given)) is not None:
-        reporter.notice(greedy)  # `:gen temperature=0 top_k=5`: said as :set says it
-    elif (keeps_all := top_k_keeps_all(settings, given, session.sampling_model.config.vocab_size)) is not None:
-        reporter.notice(keeps_all)  # `:gen top_k=100` on sort's 12 characters
+    sampling_notes(settings, given, session.sampling_model.config.vocab_size, reporter)
     drawn = settings.gen_seed is None
     if drawn:  # a fresh seed, kept, so that a text worth keeping can be had again (and a task's question with it)
         settings = settings.replace(gen_seed=drawn_seed())

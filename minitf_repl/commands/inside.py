@@ -39,8 +39,8 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, command, complete_head, default_prompt,
-                   known_text, long_prompt_notice, sample_prompt, samples_the_data, switched_off, training_length,
-                   true_next, typeable_prompt, unread_note, view_prompt, with_given)
+                   known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes, switched_off,
+                   training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
 from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
 from .generate import answer_line, drawn_seed, task_question
@@ -205,6 +205,7 @@ SAMPLING = ("temperature", "top_k", "top_p", "gen_seed")  # the generation setti
 def cmd_step(session: Session, args: dict, reporter: Reporter) -> StepResult:
     settings = with_given(session.gen_config, args)
     data = session.data
+    sampling_notes(settings, [k for k, v in args.items() if v is not None], data.tokenizer.vocab_size, reporter)
     prompt = args["prompt"] or sample_prompt(data)
     ids = data.tokenizer.encode(prompt)  # the whole prompt: the pipeline reads its last window, as generate does
     long_prompt_notice(reporter, ids, session.model_config.max_seq_len, data.tokenizer.unit)

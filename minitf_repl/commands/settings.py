@@ -34,7 +34,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session, ShellConfig
 from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, loaded, own_settings, restore,
                       setting_text, spell_settings_with, syntax, without_setting)
-from .base import REGISTRY, ablation_note, command, complete_data, greedy_ignores, switched_off
+from .base import REGISTRY, ablation_note, command, complete_data, sampling_notes, switched_off
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
                      load_checked, quantized_gone, read_with, recipe_line, redraw_untrained, seed_kept_line,
                      switch_data)
@@ -497,8 +497,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         if (slow := precision_note(train.dtype, session.device)) is not None:
             reporter.notice(f"dtype={train.dtype}: {slow}; {cmd('set', dtype='auto')} trains in float32")
             session.already_said(slow)
-    if (greedy := greedy_ignores(new[GenConfig], changed)) is not None:
-        reporter.notice(greedy)
+    data = session.loaded_data  # the vocabulary top_k is held to, where the data is read (:set reads none)
+    sampling_notes(new[GenConfig], changed, data.tokenizer.vocab_size if data is not None else None, reporter)
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)
