@@ -94,12 +94,18 @@ class GradResult:
     dropout: float = 0.0  # the model's dropout, which the gradient here is taken without (eval mode)
 
 
+def float32_part(check) -> str:
+    """A gradient check's float32 g.u beside the float64 one, in words: how far float32's rounding takes it."""
+    return (f"; in float32, as training computes it, g.u = {check.backprop:+.6g}, {check.relative_float32:.0e} off "
+            "(float32's rounding, largest where the loss and its slope are near 0)")
+
+
 @command("grad", "Backpropagation on one text: the loss's gradient down the residual stream, what each part's "
                  "weights receive, checked against a measured slope.", params=[
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",), interruptible=True, json_version=4)  # fmt: skip
+], aliases=("backprop",), interruptible=True, json_version=5)  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True,
@@ -228,7 +234,8 @@ def render_grad(result: GradResult, console: Console) -> None:
     if check is not None:
         say(console, f"checked: nudging all {fmt.whole(check.params)} weights by ±{check.epsilon:g} along a random "
                      f"unit direction u moves the float64 loss at a slope of {check.measured:+.6g}; backprop's "
-                     f"g.u = {check.backprop:+.6g}: they agree to {check.relative:.0e} (relative)")
+                     f"g.u, run in float64, = {check.backprop_float64:+.6g}: they agree to {check.relative:.0e} "
+                     f"(relative){float32_part(check)}")
     elif result.check_skipped:
         note(console, f"not checked against a measured slope: {result.check_skipped}")
     note(console, f"a step of {named('train')} moves each weight against its gradient (the optimizer decides how far); "

@@ -110,7 +110,7 @@ def asked_checks(text: str | None) -> list[str]:
     # no default= here: a steps= typed at 100 with no training check asked is said to be left out, as any other is
     Param("steps", int, low=1, limit=100_000,
           help=f"the training checks' steps: blind trains two fresh models this long, overfit one (default {STEPS})"),
-], aliases=("sanity",), json_version=6)  # fmt: skip
+], aliases=("sanity",), json_version=7)  # fmt: skip
 def cmd_checks(session: Session, args: dict, reporter: Reporter) -> ChecksResult:
     from ..core import checks
     from ..core.ngram import count_and_score
@@ -214,8 +214,11 @@ def measured(name: str, check, result: ChecksResult) -> str:
                 else f"over the first {check.positions:,} of the window's {count(check.window, unit)}")
         return f"{read}; {earlier}, {over}"
     if name == "gradient":
-        return (f"g.u = {check.backprop:+.6g} from backprop, {check.measured:+.6g} measured in float64 by nudging "
-                f"all {check.params:,} weights: they agree to {check.relative:.0e}")
+        from .backprop import float32_part
+
+        return (f"g.u = {check.backprop_float64:+.6g} from backprop run in float64, {check.measured:+.6g} measured in "
+                f"float64 by nudging all {check.params:,} weights: they agree to {check.relative:.0e}"
+                + float32_part(check))
     if name == "blind":
         zero = check.zero_token.encode("unicode_escape").decode("ascii")  # a newline shows as \n
         return (f"val {check.real_loss:.3f} after {count(check.steps, 'step')}; {check.blind_loss:.3f} with every "
@@ -437,6 +440,6 @@ def explanations(result: ChecksResult) -> list[str]:
         lines.append(f"blind: with every input the same, {where}: about the unigram counter's loss "
                      f"({cmd('ngram')}) on text, {task}. The gap to the real run is what it reads from its input")
     if result.gradient is not None and result.gradient.relative <= result.gradient_tolerance:
-        lines.append(f"gradient: backprop in float32 against a measurement in float64; the same check on one text, "
-                     f"part by part: {cmd('grad')}")
+        lines.append(f"gradient: backprop's code run in float64 against a measurement in float64, where rounding "
+                     f"leaves a wrong backward alone to tell; the same check on one text, part by part: {cmd('grad')}")
     return lines
