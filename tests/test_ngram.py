@@ -238,7 +238,7 @@ def test_ngram_on_a_task_scores_the_answers(session):
 
 
 def test_ngram_refuses_what_cannot_be_counted(session):
-    with pytest.raises(UserError, match="the longest is 6"):
+    with pytest.raises(UserError, match="at most 6 here"):
         NGRAM(session, 7, vocab=512)
 
 

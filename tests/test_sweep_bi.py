@@ -539,3 +539,16 @@ def test_step_and_set_say_what_of_the_sampling_settings_does_nothing_as_gen_does
     recorder = Recorder()
     run(s, line, recorder)
     assert any(notice.startswith(said) for notice in recorder.notices), recorder.notices  # was: no word
+
+
+@pytest.mark.parametrize("line", [":context counter=99", ":context counter=12", ":ngram n=13", ":score hi counter=40"])
+def test_a_counter_too_long_is_told_the_longest_this_datas_vocabulary_takes(line):
+    from minitf_repl.core.errors import UserError
+
+    s = tiny_session(data="pydoc")  # 103 characters: keys of at most 9 tokens fit an int64
+    with pytest.raises(UserError) as refused:
+        run(s, line)
+    # was "at most 12; use a smaller value", and counter=12 then "the longest is 9"
+    assert str(refused.value).endswith("is too large: at most 9 here (a vocabulary of 103 keeps a window's key in an "
+                                       "int64 up to 9 tokens)"), str(refused.value)
+    run(s, line.replace(line.split("=")[-1], "9") + (" windows=16" if "context" in line else ""))  # the fix runs

@@ -42,9 +42,9 @@ def wide_session(tmp_path):
 
 def test_context_refuses_a_counter_longer_than_the_vocabulary_allows_as_ngram_does(wide_session):
     session = wide_session
-    with pytest.raises(UserError, match="longest is 5"):
+    with pytest.raises(UserError, match="at most 5 here"):
         run(session, ":ngram n=8 sample=off")
-    with pytest.raises(UserError, match="longest is 5"):
+    with pytest.raises(UserError, match="at most 5 here"):
         run(session, ":context windows=16 counter=8")
 
 

@@ -32,7 +32,7 @@ from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
 from ..syntax import cmd, look_again, named
 from .base import ablation_note, command, data_named, switched_off
-from .counting import NGRAM_DEFAULT, NGRAM_LONGEST, check_counter, default_counter
+from .counting import NGRAM_DEFAULT, check_counter, default_counter
 from .train import PlotSeries
 
 if TYPE_CHECKING:  # torch-bound; schema.py resolves the name for --json
@@ -98,7 +98,7 @@ def default_windows(max_seq_len: int) -> int:
     Param("windows", int, low=WINDOWS_FEWEST, limit=WINDOWS_MOST,
           help=f"validation windows scored (default: about {WINDOW_TOKENS:,} positions' worth, {WINDOW_TOKENS:,} / "
                f"max_seq_len windows: {default_windows(64):,} of 64, {default_windows(32):,} of 32)"),
-    Param("counter", int, low=0, limit=NGRAM_LONGEST,
+    Param("counter", int, low=0,
           help=f"the counting model scored beside it: the next token from the counter - 1 before it (0: none; "
                f"default {NGRAM_DEFAULT}, or the longest the vocabulary allows, as :ngram's n)"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the windows' seed"),

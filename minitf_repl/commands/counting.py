@@ -32,7 +32,9 @@ FAMILY = "training"  # listed under :train's heading: what a training loss is me
 # that the table shows a longer context starting to cost.
 NGRAM_DEFAULT = 6
 NGRAM_LONGEST = 12  # past this a counter has seen almost no context it meets (and each order costs a pass);
-# :score's counter= takes the same limit
+# :score's counter= takes the same limit. n= and counter= are held to it by check_counter, which knows the data's
+# vocabulary, whose keys may allow fewer: read alone, "at most 12" sent a user of 103 characters to counter=12,
+# refused in turn ("the longest is 9")
 SAMPLE_TOKENS = 72  # what each counter writes after the prompt
 
 
@@ -44,15 +46,16 @@ def default_counter(vocab_size: int) -> int:
     return min(NGRAM_DEFAULT, longest_order(vocab_size))
 
 
-def check_counter(n: int, vocab_size: int) -> None:
-    """A counter given longer than the vocabulary's keys allow is refused, as core.ngram refuses it; :context's
-    scoring would else shorten it without a word."""
+def check_counter(n: int, vocab_size: int, option: str = "counter") -> None:
+    """A counter longer than NGRAM_LONGEST, or than the vocabulary's keys allow, is refused with the longest this data
+    takes (:ngram, :context and :score alike); :context's scoring would else shorten it without a word."""
     from ..core.ngram import longest_order
 
     longest = longest_order(vocab_size)
-    if n > longest:
-        raise UserError(f"a counter of order {n} is too long for a vocabulary of {vocab_size:,}: a window's key "
-                        f"would not fit an int64; the longest is {longest}")
+    if n > min(longest, NGRAM_LONGEST):
+        why = (f"a vocabulary of {vocab_size:,} keeps a window's key in an int64 up to {longest} tokens"
+               if longest < NGRAM_LONGEST else f"past {NGRAM_LONGEST} a counter has seen almost no context it meets")
+        raise UserError(f"{option}={n} is too large: at most {min(longest, NGRAM_LONGEST)} here ({why})")
 
 
 @dataclass
@@ -103,7 +106,7 @@ class NgramResult:
          params=[
     Param("n", int, help=f"the longest counter: the next token from the n - 1 before it (default {NGRAM_DEFAULT}, or "
                          "the longest the vocabulary allows: GPT-2's 50,257 tokens, 4)",
-          low=1, limit=NGRAM_LONGEST),
+          low=1),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
 ], interruptible=True, json_version=2)  # fmt: skip
@@ -116,6 +119,7 @@ def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     tokenizer = data.tokenizer
     # by default as long as the vocabulary's keys allow (GPT-2's 50,257 tokens: 4); a longer n given is refused
     n = default_counter(tokenizer.vocab_size) if args["n"] is None else args["n"]
+    check_counter(n, tokenizer.vocab_size, "n")
     corpus = getattr(data, "splits", None) is not None
     prompt = sample_prompt(data) if corpus and args["sample"] else None
     model = session.model

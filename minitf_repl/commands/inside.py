@@ -42,7 +42,7 @@ from .base import (BLOCK, VIEW_DEFAULT, VIEW_TEXT, ablation_note, check_layer, c
                    known_text, long_prompt_notice, sample_prompt, samples_the_data, sampling_notes, switched_off,
                    training_length, true_next, typeable_prompt, unread_note, view_prompt, with_given)
 from .context import position_series
-from .counting import NGRAM_DEFAULT, NGRAM_LONGEST
+from .counting import NGRAM_DEFAULT, check_counter
 from .generate import answer_line, drawn_seed, task_question
 from .train import data_since, history_series, plot_levels
 
@@ -542,9 +542,11 @@ class ScoreResult:
           positional=True),
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
-          limit=NGRAM_LONGEST, meta="N"),
+          meta="N"),
 ], aliases=("tf",), json_version=6)  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
+    if args["counter"] is not None:
+        check_counter(args["counter"], session.data.tokenizer.vocab_size)
     return score_text(session, args["text"], reporter, counter=args["counter"])
 
 
