@@ -157,6 +157,14 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
     return f"{said}: {run}"
 
 
+def _prints_only(words: list[str]) -> bool:
+    """Whether the command line asks only for text (a help, the version, a completion script) or to install
+    completion: nothing a process under torchrun other than the first has to do."""
+    before = words[: words.index("--")] if "--" in words else words
+    return (bool({"--version", "--help", "-h", "--show-completion", "--install-completion"} & set(before))
+            or bool(before) and before[0] == "help")
+
+
 class _Group(_FlagsUntyped, TyperGroup):
     """Usage errors (a misspelt option, a bad number) print one `error:` line, like every other error."""
 
@@ -170,6 +178,12 @@ class _Group(_FlagsUntyped, TyperGroup):
             if standalone_mode:
                 sys.exit(2)
             return 2
+        if not distributed.first_process() and _prints_only(typed):
+            # torchrun runs the line in every process: --version, a help and the completion scripts are the first
+            # one's to print (they printed once a process) and --install-completion's to write (each wrote ~/.bashrc)
+            if standalone_mode:
+                sys.exit(0)
+            return 0
         option = self._option_help(typed)
         if option is not None:  # `minitf help train steps`: that option alone, as `:help train steps` shows it
             typer.echo(option)

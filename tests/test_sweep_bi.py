@@ -552,3 +552,17 @@ def test_a_counter_too_long_is_told_the_longest_this_datas_vocabulary_takes(line
     assert str(refused.value).endswith("is too large: at most 9 here (a vocabulary of 103 keeps a window's key in an "
                                        "int64 up to 9 tokens)"), str(refused.value)
     run(s, line.replace(line.split("=")[-1], "9") + (" windows=16" if "context" in line else ""))  # the fix runs
+
+
+@pytest.mark.parametrize("words", [["--version"], ["train", "--help"], ["help", "train"],
+                                   ["--show-completion", "bash"]])
+def test_under_torchrun_only_the_first_process_prints_a_help_or_the_version(words):
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    later = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}
+    result = CliRunner().invoke(cli.app, words, env=later)
+    assert result.exit_code == 0 and result.stdout == "", result.stdout[:200]  # was: printed once a process
+    first = CliRunner().invoke(cli.app, words, env={**later, "RANK": "0", "LOCAL_RANK": "0"})
+    assert first.exit_code == 0 and first.stdout.strip(), first.output

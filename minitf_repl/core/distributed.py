@@ -54,6 +54,11 @@ def launched() -> bool:
     return all(os.environ.get(key) for key in TORCHRUN_ENV)
 
 
+def first_process() -> bool:
+    """Before any process group is up: whether this is torchrun's first process (RANK 0), or no torchrun started it."""
+    return not launched() or os.environ.get("RANK", "0").strip() == "0"
+
+
 def local_rank() -> int:
     """This process's index on its machine (which GPU it takes); 0 outside torchrun."""
     return int(os.environ.get("LOCAL_RANK", 0))
