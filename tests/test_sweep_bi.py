@@ -566,3 +566,13 @@ def test_under_torchrun_only_the_first_process_prints_a_help_or_the_version(word
     assert result.exit_code == 0 and result.stdout == "", result.stdout[:200]  # was: printed once a process
     first = CliRunner().invoke(cli.app, words, env={**later, "RANK": "0", "LOCAL_RANK": "0"})
     assert first.exit_code == 0 and first.stdout.strip(), first.output
+
+
+def test_overfit_whose_loss_never_moved_points_at_the_rate_not_at_more_steps():
+    from test_render import plain
+
+    s = tiny_session(lr=1e-7)
+    shown = plain(run(s, ":checks overfit steps=10"), width=400)
+    # was "try more steps (:checks overfit steps=30)", then steps=90, ... at a rate that moves nothing
+    assert "its loss hardly moved" in shown and "so more steps will not help; look at the rate first" in shown
+    assert "try more steps" not in shown

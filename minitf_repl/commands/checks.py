@@ -299,12 +299,23 @@ def failure(name: str, check, result: ChecksResult) -> str:
     if name == "overfit":
         first = (", and though it writes the first row's answer again, not every row's (each row's, or the loss, "
                  "passes)" if check.recitable and check.recited == check.recitable else "")
+        start = check.curve[0] if check.curve else math.nan
+        if start > 0 and (start - check.final_loss) / start < STILL:  # lr=1e-7: three times the steps, forever
+            return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')}: "
+                    f"its loss hardly moved ({start:.4g} → {check.final_loss:.4g}), so more steps will not help; "
+                    f"look at the rate first ({cmd('set', 'lr')} shows it, {cmd('lrfind')} finds one that trains), "
+                    f"then at what lies between the data and the loss{no_residual(result)}{with_dropout(result)}")
         return (f"the model did not learn {count(check.rows, 'row')} by heart in {count(check.steps, 'step')} "
                 f"(loss {check.final_loss:.3g}, under {check.target:.2f} passes{first}): try more steps "
                 f"({cmd('checks', 'overfit', steps=check.steps * 3)}); if it still cannot, the rate or the model's "
                 f"size is off, or something between the data and the loss is wrong{no_residual(result)}"
                 f"{with_dropout(result)}")
     return ""
+
+
+# overfit: a loss that fell by less than this share of where it began has not moved: a rate too low (1e-7), not too
+# few steps, which "try more steps" offered again and again
+STILL = 0.01
 
 
 def batch_rows(check, unit: str, console: Console) -> None:
