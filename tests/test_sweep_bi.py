@@ -576,3 +576,18 @@ def test_overfit_whose_loss_never_moved_points_at_the_rate_not_at_more_steps():
     # was "try more steps (:checks overfit steps=30)", then steps=90, ... at a rate that moves nothing
     assert "its loss hardly moved" in shown and "so more steps will not help; look at the rate first" in shown
     assert "try more steps" not in shown
+
+
+def test_mistakes_says_why_it_lists_fewer_rows_than_wrong_answers():
+    from dataclasses import replace
+
+    from test_render import plain
+
+    s = tiny_session(data="sort:4")
+    run(s, ":train steps=5")
+    found = run(s, ":mistakes")
+    task = found.task
+    one = replace(task, answers=task.answers[:1], distinct=1, wrong=3)  # one question answered wrongly, drawn thrice
+    shown = plain(replace(found, task=one), width=300)
+    # was "3 wrong answers" above a table of one row, nothing said
+    assert "the 3 wrong answers are to 1 distinct question, each listed once" in shown

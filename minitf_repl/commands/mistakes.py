@@ -108,6 +108,9 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
     rows = [[q.question, _marked(q.written, q.expected), q.expected, _nth(q.first_wrong + 1)] for q in found.answers]
     console.print(fitting_table(console, ["question", "it wrote", "answer", "first wrong"], rows,
                                 left=("question", "it wrote", "answer")))
+    if found.distinct < found.wrong and found.distinct == len(found.answers):  # all listed: fewer rows than wrong
+        note(console, f"the {count(found.wrong, 'wrong answer')} are to {count(found.distinct, 'distinct question')}, "
+                      "each listed once (drawn at random, a question may come more than once)")
     if found.distinct > len(found.answers):
         # the list holds each question once: beside "500 wrong answers", "of 499 questions" read as a miscount
         distinct = " distinct" if found.distinct < found.wrong else ""
