@@ -591,3 +591,12 @@ def test_mistakes_says_why_it_lists_fewer_rows_than_wrong_answers():
     shown = plain(replace(found, task=one), width=300)
     # was "3 wrong answers" above a table of one row, nothing said
     assert "the 3 wrong answers are to 1 distinct question, each listed once" in shown
+
+
+def test_heads_names_no_head_as_taking_copying_where_there_is_none():
+    from test_render import plain
+
+    shown = plain(run(tiny_session(), ":heads"), width=400)  # untrained: the repeat costs what the first copy does
+    assert "no copying from context yet" in shown
+    # was "switched off, head 0.0 takes the most of the copying (+0.03 nats a token off the 0.01 the repeat gains)"
+    assert "takes the most of the copying" not in shown and "no head has copying to take" in shown

@@ -544,6 +544,12 @@ def heads_reading(roles, first: float | None, second: float | None, se: float | 
         noise = 2 * se if se is not None else 0.0
         if first - second > max(BEGUN_BY, noise):
             return f"copying from context has begun, not yet to half the loss: {cost}; {where}{needed}"
+        if swept:  # no copying to take: "head 0.0 takes the most of the copying (+0.03 ... off the 0.01 the repeat
+            # gains)" beside "no copying yet" said both; what switching a head off moves here is the noise
+            most = max(swept, key=lambda h: abs(h.carries))
+            within = ", within the noise of these tokens" if abs(most.carries) <= max(BEGUN_BY, noise) else ""
+            needed = (f"; switched off alone, no head has copying to take (the most any moves the gain: head "
+                      f"{most.layer}.{most.head}, {fmt.signed(most.carries, 2)} nats{within})")
         if first - second > BEGUN_BY:  # lower, but by no more than another draw of random tokens could be
             return (f"no clear copying from context yet: {cost}, a gap within the noise of these tokens (two "
                     f"standard errors: {noise:.2f}); {where}{needed}")
