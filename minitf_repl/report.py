@@ -42,6 +42,7 @@ class ReportData:
     samples: list[str] = field(default_factory=list)
     sample_grades: list = field(default_factory=list)  # a task's: each sample's answer, right or wrong (as :gen says)
     samples_about: str = ""  # how the samples were made: their start, seeds, length and sampling settings
+    left_out: list = field(default_factory=list)  # (section, why) of each section this model cannot have
     frames: list = field(default_factory=list)  # core.watch.WatchFrame: what `:train watch=` saw, in order
     scored: object = None  # commands.ScoreResult: the sample text under teacher forcing (`:score`)
     context: object = None  # core.context.PositionLosses: the val loss at each position of the window (`:context`)
@@ -522,6 +523,10 @@ def build_report(data: ReportData) -> str:
         out.extend(teacher_forcing_html(data.scored))
     if data.heads is not None:
         out.extend(heads_html(data.heads))
+    if data.left_out:  # a section that cannot be made for this model, and why, as its command says
+        out.append("<h2>Not on this page</h2><ul>")
+        out.extend(f"<li>{_esc(section)}: {_esc(why)}</li>" for section, why in data.left_out)
+        out.append("</ul>")
     out.append("<h2>Samples</h2>")
     if data.quantized:
         out.append("<p>From the float32 model, as everything on this page; <code>:quantize int8</code> is on, so "

@@ -600,3 +600,15 @@ def test_heads_names_no_head_as_taking_copying_where_there_is_none():
     assert "no copying from context yet" in shown
     # was "switched off, head 0.0 takes the most of the copying (+0.03 nats a token off the 0.01 the repeat gains)"
     assert "takes the most of the copying" not in shown and "no head has copying to take" in shown
+
+
+def test_a_report_says_which_section_it_left_out_and_why(tmp_path):
+    s = tiny_session(data="pydoc")
+    run(s, ":set max_seq_len=2")  # no room for :heads' two copies of random tokens
+    recorder = Recorder()
+    run(s, f":report {tmp_path / 'r.html'}", recorder)
+    page = (tmp_path / "r.html").read_text()
+    # was nothing, on the page or here: the heads section was simply not there
+    assert "<h2>Not on this page</h2><ul>\n<li>what each head does: the repeated-tokens test needs room" in page
+    assert any(n.startswith("left out of the page: what each head does (the repeated-tokens test") for n in
+               recorder.notices)

@@ -1112,10 +1112,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     advance()
     from .why import cmd_heads
 
+    left_out = []  # (section, why): said on the page and here (a page without its heads said they were there)
     try:  # :heads's induction test; a window too short for two copies, or causal=off, has none (the page goes without)
         heads = cmd_heads(session, {"text": None, "layer": None, "seed": None}, reporter)
-    except UserError:
+    except UserError as e:
         heads = None
+        left_out.append(("what each head does", str(e)))
     advance()
     from ..core.inside import embedding_map, trained_tokens
 
@@ -1123,8 +1125,9 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     among = trained_tokens(model.config.tie_embeddings, data)
     try:  # a table of fewer than three rows, or one column, has no two directions (the page goes without)
         embedding = embedding_map(model, among)
-    except UserError:
+    except UserError as e:
         embedding = None
+        left_out.append(("token embeddings", str(e)))
     advance()
     from ..core.context import position_losses
 
@@ -1137,8 +1140,11 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     try:  # :context's curve, on fewer windows; a task's question-only positions are nan, left out of the chart
         context = position_losses(model, data, session.trainer.device, REPORT_WINDOWS, counter=NGRAM_DEFAULT,
                                   on_progress=windows, fast=session.train_config.fast_path)
-    except UserError:
+    except UserError as e:
         context = None
+        left_out.append(("loss by position", str(e)))
+    for section, why in left_out:
+        reporter.notice(f"left out of the page: {section} ({why})")
     status = session.status()  # the numbers the status bar shows, for the line under the loss chart
     done[0] = before + REPORT_WINDOWS
     advance()  # the page itself
@@ -1149,7 +1155,7 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
                 "last_run": (session.trainer.run_start, session.trainer.run_steps, session.trainer.step)},
         series=history_series(session.trainer.history, "loss"), vocab_size=data.tokenizer.vocab_size,
         prompt=data.tokenizer.decode(ids), layers=maps.layers, maps=maps.maps.tolist(), samples=samples,
-        sample_grades=grades, samples_about=about,
+        sample_grades=grades, samples_about=about, left_out=left_out,
         # a byte of a longer character by its escape (\xe4), as :attn and :embed name it, not "�"
         frames=session.watch_frames, scored=scored, heads=heads, tokens=[shown_piece(data.tokenizer, i) for i in ids],
         vocab=[shown_piece(data.tokenizer, i) for i in (range(data.tokenizer.vocab_size) if among is None else among)],
