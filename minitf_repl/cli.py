@@ -157,12 +157,25 @@ def _folder_as_option(settings: list[str], folder_now: str | Path) -> str | None
     return f"{said}: {run}"
 
 
+def _words_after(command, left_out: str) -> str:
+    """The words typed after `command`'s name on this command line, but `left_out`, quoted for the shell again."""
+    typed = _TYPED.get()
+    at = next((i for i, word in enumerate(typed) if word in (command.name, *command.aliases)), None)
+    after = list(typed[at + 1:]) if at is not None else []
+    if left_out in after:
+        after.remove(left_out)
+    return shlex.join(after)
+
+
 def _prints_only(words: list[str]) -> bool:
     """Whether the command line asks only for text (a help, the version, a completion script) or to install
     completion: nothing a process under torchrun other than the first has to do."""
     before = words[: words.index("--")] if "--" in words else words
-    return (bool({"--version", "--help", "-h", "--show-completion", "--install-completion"} & set(before))
-            or bool(before) and before[0] == "help")
+    if {"--version", "--help", "-h", "--show-completion", "--install-completion"} & set(before):
+        return True
+    # the first word that names a command (`--data sort help train`: after minitf's own options and their values)
+    named = next((word for word in before if word == "help" or word in REGISTRY.names()), None)
+    return named == "help"
 
 
 class _Group(_FlagsUntyped, TyperGroup):
@@ -1154,7 +1167,8 @@ def _options_among(command, words: list[str], args: dict, own=()) -> list[str]:
         if param is None and eq and key.isidentifier() and not command.pairs_in_text and command.close_option(key):
             with speaking(SHELL):
                 if not reads_prose(command):  # `train dropout=0.1` (close to prompt): a setting, --set before it
-                    refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY)
+                    refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY,
+                                     _words_after(command, word))
                 try:
                     command.find_param(key)  # "unknown option 'temprature' for minitf step; did you mean ...?"
                 except UserError as e:  # and, for a command that reads prose, the line that reads it all as text
@@ -1315,7 +1329,8 @@ def _make_subcommand(command, registry: Registry):
                     key, eq, value = words[0].partition("=")
                     if eq and key.replace("-", "_").isidentifier():  # `minitf train bogus=1`: an option misnamed,
                         with speaking(SHELL):  # or a setting (`train dropout=0.1`): --set before the command
-                            refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY)
+                            refuse_a_setting(command, key.replace("-", "_").lower(), value, REGISTRY,
+                                             _words_after(command, words[0]))
                         command.find_param(key)  # said as the REPL says it (it read "takes no text, got 'bogus=1'")
                     got = f"minitf {command.name} takes no text, got {clip(' '.join(words))!r}"
                     if guess := fits_first_option(command, words):  # `minitf plot lr`: the REPL's guess too

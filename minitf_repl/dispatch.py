@@ -255,13 +255,14 @@ class FrontDoor:
 
     def _run(self, command: Command, args: dict, reporter, meant: str = "") -> str:
         try:
-            with quiet_tty():  # from the wait for torch on: a Ctrl-C there echoed "^C" before "error: interrupted"
-                if command.needs_torch:
-                    wait_for_preload(self.progress if self.front.live is not False and not self.front.json else None)
-                with stop_on_signals(reporter, command), telling(reporter.notice):
-                    result = run_command(self.session, command, args, reporter)
-            try:
-                with _deaf_to_ctrl_c(reporter.stop_requested):
+            with _deaf_once_stopped(reporter):
+                with quiet_tty():  # from the wait for torch on: a Ctrl-C there echoed "^C" before "error: interrupted"
+                    if command.needs_torch:
+                        wait_for_preload(self.progress if self.front.live is not False and not self.front.json
+                                         else None)
+                    with stop_on_signals(reporter, command), telling(reporter.notice):
+                        result = run_command(self.session, command, args, reporter)
+                try:
                     if self.front.quiet:
                         pass
                     elif self.front.json:
@@ -269,10 +270,10 @@ class FrontDoor:
                         print(json.dumps(json_document(command, result), default=str), flush=True)
                     else:
                         reporter.finish(result)
-            except BrokenPipeError:
-                raise
-            except OSError as e:  # only output happens here (print() of the JSON document)
-                raise OutputLost(e.strerror or str(e)) from None
+                except BrokenPipeError:
+                    raise
+                except OSError as e:  # only output happens here (print() of the JSON document)
+                    raise OutputLost(e.strerror or str(e)) from None
         except UserError as e:
             self._close(reporter)
             self.usage_error = isinstance(e, UsageError)  # an unknown option: the one-shot shell ends with 2
@@ -577,14 +578,21 @@ stop_on_sigint = stop_on_signals  # the name it had when it handled Ctrl-C alone
 
 
 @contextlib.contextmanager
-def _deaf_to_ctrl_c(stopped: bool):
-    """While a command that Ctrl-C stopped shows its result: the Ctrl-Cs pressed after the first (a reflex presses
-    several) were all asking it to stop, which it did; one landing in the rendering cut a stopped :train's summary,
-    its way to continue and its autosave's line short, with "error: interrupted" in their place. Main thread only."""
-    if not stopped or threading.current_thread() is not threading.main_thread():
+def _deaf_once_stopped(reporter: Reporter):
+    """Around a command and the showing of its result, outside stop_on_signals (which handles Ctrl-C while it runs):
+    a Ctrl-C is KeyboardInterrupt as ever, unless the command was stopped already. The Ctrl-Cs pressed after the first
+    (a reflex presses several) all asked it to stop, which it did; one landing in the rendering cut a stopped :train's
+    summary, its way to continue and its autosave's line short, with "error: interrupted" in their place. Main
+    thread only; a Ctrl-C ignored where minitf started (a background job) stays ignored (handling)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    with handling((signal.SIGINT,), lambda signum, frame: None):
+
+    def handler(signum, frame):
+        if not reporter.stop_requested:
+            raise KeyboardInterrupt
+
+    with handling((signal.SIGINT,), handler):
         yield
 
 

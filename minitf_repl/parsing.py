@@ -130,22 +130,27 @@ def check_value(param: Param, value, typed: str | None = None):
     return float(value) if param.type is float and value is not None else value
 
 
-def refuse_a_setting(command: Command, key: str, value: str | None, registry: Registry | None) -> None:
+def refuse_a_setting(command: Command, key: str, value: str | None, registry: Registry | None, rest: str = "") -> None:
     """A setting's name given to a command that takes no such option (`:train n_layers=2`, `minitf train
     dropout=0.1`): said to be a setting, with how to give it, `:set KEY=VALUE` then the command (the REPL) or the
-    command with `--set KEY=VALUE` before it (the shell). "Did you mean layer?" sent such a user to watch='s layer,
-    and "prompt" answered dropout. Nothing where the key is no setting, or no value was typed."""
+    command with `--set KEY=VALUE` (or the shell's own option for it, `--checkpoint-dir`) before it (the shell);
+    `rest`: the rest of the command's words as typed, which the line keeps (`steps=2` went missing). "Did you mean
+    layer?" sent such a user to watch='s layer, and "prompt" answered dropout. Nothing where the key is no setting,
+    no value was typed, or the command is :load (a checkpoint brings its own settings)."""
     from .syntax import SHELL, given_before, syntax
 
     setter = registry.names().get("set") if registry is not None else None
-    param = setter.param_named(key) if setter is not None and setter is not command and value else None
+    param = (setter.param_named(key) if setter is not None and setter is not command and command.name != "load"
+             and value else None)
     if param is None or param.setting is None or param.refusal is not None:
         return
-    name = param.name
+    name, after = param.name, f" {rest}" if rest else ""
     if syntax() == SHELL:
-        first = given_before(command.name, "--set", f"{name}={value}")
+        option = param.setting.shell_option
+        first = (given_before(command.name, option, value) if option else
+                 given_before(command.name, "--set", f"{name}={value}")) + after
     else:
-        first = f"{phrase_command('set', **{name: value})}, then {phrase_command(command.name)}"
+        first = f"{phrase_command('set', **{name: value})}, then :{command.name}{after}"
     raise UsageError(f"{key} is a setting, not an option of {phrase_command(command.name)}: {first}")
 
 
@@ -518,7 +523,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     # ran on that word alone (`:tok print(a, sep=b)` was told `:tok "sep=b)"`)
                     line = _whole_line_as_text(cmd, tokens, i - 1, raw)
                     raise UserError(f"{e}; to read the whole line as text: {clip(line, 200)}") from None
-                refuse_a_setting(cmd, norm, value, registry)
+                rest = " ".join(raw[t.start:t.end] if raw is not None and t.start is not None else t.text
+                                for j, t in enumerate(tokens) if j != i - 1)  # the line as typed, but that word
+                refuse_a_setting(cmd, norm, value, registry, rest)
                 if (positional is not None and not is_long and not cmd.pairs and not positional.choices
                         and not positional.several):
                     raise UserError(f"{e}; to use it as text, quote it: :{cmd.name} \"{clip(token.text)}\"") from None

@@ -146,6 +146,7 @@ class Session:
         # Hugging Face model brings its own; switching data keeps it, so the model keeps its embedding.
         self.tokenizer = None
         self.weights_from: str | None = None  # "hf:PATH" while the model holds weights it did not train here
+        self.drawn_here = False  # the model's weights were drawn from the seed in this session (built, not loaded)
         self._data = None
         self._device = None
         self._model = None
@@ -330,6 +331,7 @@ class Session:
         if self.threads.choice is None:
             self.threads.decide()
         self._model, self._trainer = self._new_model(data, device)
+        self.drawn_here = True
         self._data_since_step, self._data_before, self._measured_since_step, self._measured_before = 0, None, 0, None
 
     def _new_model(self, data, device, config: ModelConfig | None = None):
@@ -376,6 +378,7 @@ class Session:
         self.watch_frames = []  # and what :train watch= saw of it (:report and :plot would show it as this one's)
         self.weights_from = None
         self._model, self._trainer = model, trainer
+        self.drawn_here = True
         self._data_since_step, self._data_before, self._measured_since_step, self._measured_before = 0, None, 0, None
 
     # --- state changes (the caller has validated the arguments) --------------------------------------
@@ -604,6 +607,7 @@ class Session:
         self._measured_since_step, self._measured_before = measured_since_step, None  # as saved
         self.watch_frames = []  # what :train watch= saw was of the model that goes
         self.weights_from = weights_from
+        self.drawn_here = False  # a checkpoint's weights, even at step 0: its own, not a seed's to draw again
         trainer.threads = self.threads
         self.model_config = model.config
         self.train_config = trainer.config

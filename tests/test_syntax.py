@@ -24,7 +24,7 @@ TINY = ["--set", "n_layers=1", "--set", "d_model=32 n_heads=2", "--set", "d_ff=6
         "--set", "max_seq_len=32", "--set", "batch_size=4", "--data", "sort"]
 # A command in REPL syntax: a colon and a command's name, at the start or after a space or '('.
 _NAMES = "|".join(map(re.escape, sorted(REGISTRY.names(), key=len, reverse=True)))  # `:?` is one
-REPL_COMMAND = re.compile(r"(?:^|[\s(]):(" + _NAMES + r")\b")
+REPL_COMMAND = re.compile(r"(?:^|[\s(]):(" + _NAMES + r")(?!\w)")
 
 
 def test_each_syntax_phrases_a_command():

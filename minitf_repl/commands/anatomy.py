@@ -139,11 +139,13 @@ def _trace_rows(result: ShapesResult):
                 heading = Text(f"blocks.{r.layer}", style="bold cyan") + Text(" TransformerBlock", style="dim")
                 # A block's experts run on the tokens routed to them, so two blocks may run different steps, or the
                 # same steps on other numbers of rows: "same" only where every step's shape is the same too
-                same = _in_block(block, r.layer) == _in_block(by_layer.get(shown, []), shown)
-                alike = (f"same {count(len(block), 'step')} as blocks.{shown}" if same else
-                         f"{count(len(block), 'step')} as blocks.{shown}, some of other shapes (its experts are routed "
-                         "other numbers of tokens; all=on shows them)" if len(block) == steps
-                         else f"{count(len(block), 'step')} (blocks.{shown} ran {steps})")
+                mine, its = _in_block(block, r.layer), _in_block(by_layer.get(shown, []), shown)
+                other = ("some on other experts (all=on shows them)" if [p for p, _ in mine] != [p for p, _ in its]
+                         else "some of other shapes (its experts are routed other numbers of tokens; all=on shows "
+                              "them)")
+                alike = (f"same {count(len(block), 'step')} as blocks.{shown}" if mine == its else
+                         f"{count(len(block), 'step')} as blocks.{shown}, {other}"
+                         if len(block) == steps else f"{count(len(block), 'step')} (blocks.{shown} ran {steps})")
                 params = (result.block_params[r.layer] if r.layer < len(result.block_params)
                           else sum(b.n_params for b in block))
                 folded = (alike, _io(block[0], block[-1]), fmt.whole(params))

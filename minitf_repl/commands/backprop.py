@@ -96,8 +96,8 @@ class GradResult:
 
 def float32_part(check) -> str:
     """A gradient check's float32 g.u beside the float64 one, in words: how far float32's rounding takes it."""
-    return (f"; in float32, as training computes it, g.u = {check.backprop:+.6g}, {check.relative_float32:.0e} off "
-            "(float32's rounding, largest where the loss and its slope are near 0)")
+    return (f"; in float32, the weights' own dtype, g.u = {check.backprop:+.6g}, {check.relative_float32:.0e} off "
+            "(float32 rounds, the more the nearer the loss and its slope are to 0)")
 
 
 @command("grad", "Backpropagation on one text: the loss's gradient down the residual stream, what each part's "

@@ -55,7 +55,7 @@ def check_counter(n: int, vocab_size: int, option: str = "counter") -> None:
     if n > min(longest, NGRAM_LONGEST):
         why = (f"a vocabulary of {vocab_size:,} keeps a window's key in an int64 up to {longest} tokens"
                if longest < NGRAM_LONGEST else f"past {NGRAM_LONGEST} a counter has seen almost no context it meets")
-        raise UserError(f"{option}={n} is too large: at most {min(longest, NGRAM_LONGEST)} here ({why})")
+        raise UserError(f"{option}={n:,} is too large: at most {min(longest, NGRAM_LONGEST)} here ({why})")
 
 
 @dataclass

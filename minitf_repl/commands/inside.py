@@ -1103,11 +1103,15 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     how = ("greedy (temperature 0)" if g.temperature == 0 else
            f"sampled at temperature {g.temperature:g}" + (f", top_k {g.top_k}" if g.top_k else "")
            + (f", top_p {g.top_p:g}" if g.top_p is not None and g.top_p < 1 else ""))
-    starts = ("each after one of the task's held-out questions" if grades and grades[0] is not None else
-              f"each from {quoted(start_text)}")
-    about = (f"{count(REPORT_SAMPLES, 'sample')} of at most {count(min(g.n, REPORT_SAMPLE_TOKENS), 'token')}, "
-             f"{starts}, {how}, with gen_seed 0 to {REPORT_SAMPLES - 1} (:gen gen_seed=N with the same settings "
-             "writes each again)")
+    asked = task_question(data, 0) is not None
+    starts = ("each after one of the task's held-out questions" if asked else f"each from {quoted(start_text)}")
+    short = (", too short to hold an answer to grade" if asked and any(grade is None for grade in grades) else "")
+    # :gen gen_seed=N writes each again where it starts alike and samples this model (not :quantize's int8 copy)
+    again = asked or start_text == default_prompt(data.tokenizer)
+    again = (" (:gen gen_seed=N with the same settings writes each again)"
+             if again and session.sampling_model is model else "")
+    about = (f"{count(REPORT_SAMPLES, 'sample')} of at most {count(min(g.n, REPORT_SAMPLE_TOKENS), 'token')}{short}, "
+             f"{starts}, {how}, with gen_seed 0 to {REPORT_SAMPLES - 1}{again}")
     scored = score_text(session, None, reporter)
     advance()
     from .why import cmd_heads

@@ -135,9 +135,10 @@ def _render_task(result: MistakesResult, found: TaskMistakes, console: Console) 
     else:
         note(console, "this model has no causal mask, so the true answer before a position would show it the "
                       "answer itself: only its own answers are read")
-    first = found.answers[0].question  # greedily, as here: `:gen Q` samples (temperature 0.8) and may write it right
-    note(console, f"{cmd('gen', first, temperature=0)} writes the first as this list does (greedily), with its grade; "
-                  f"{cmd('attrib', first)} asks which parts decide it")
+    first = found.answers[0]  # greedily, as here: `:gen Q` samples (temperature 0.8) and may write it right
+    wrong_at = first.question + first.written[:first.first_wrong]  # :attrib's target: the first wrong character
+    note(console, f"{cmd('gen', first.question, temperature=0)} writes the first as this list does (greedily), with "
+                  f"its grade; {cmd('attrib', wrong_at)} asks which parts decide its first wrong character")
 
 
 def _last_shown(text: str, width: int) -> str:

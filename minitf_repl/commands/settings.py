@@ -582,7 +582,9 @@ def _take_up_short_text(session: Session, window: int, reporter) -> None:
 SET = REGISTRY["set"]  # its keys are read by :compare's contenders (commands.lab) too
 # a line a message suggests gives each setting once, under any of its spellings (syntax._without)
 spell_settings_with(lambda key: param.name if (param := SET.param_named(key)) is not None else key)
-keep_with_load(spec.name for spec in ShellConfig.specs() if spec.shell_option is None)  # threads, autosave
+# what no checkpoint records: the shell's own settings (threads, autosave) and generation's (temperature, ...)
+keep_with_load([*(spec.name for spec in ShellConfig.specs() if spec.shell_option is None),
+                *(spec.name for spec in GenConfig.specs())])
 
 
 def _settings_named(session: Session, words: list[str]) -> list[SettingHelp]:
@@ -664,7 +666,7 @@ def _proposed(current: dict, given: dict) -> dict:
         if not e.fitting:
             raise
         change = next((c for c in e.fitting if not c.keys() & given.keys()), e.fitting[0])
-        raise ConfigError(str(e), fix={**{k: v for k, v in given.items() if v is not None}, **change}) from None
+        raise ConfigError(str(e), fix={**given, **change}) from None  # (a `none` typed is written `none`)
 
 
 def _applied(current: dict, given: dict) -> dict:

@@ -421,11 +421,12 @@ def redraw_untrained(session: Session, reporter) -> bool:
     old seed's draw and nothing else, so they are drawn again from the new one, as a model built after the seed would
     be. Otherwise a view that built the model first (`:params`, `:gen`) decided which weights `:train` started from,
     and the shell's `--set seed=7 train` and the REPL's `:params`, `:set seed=7`, `:train` trained different models.
-    True where it drew them again; a model that trained, or holds weights from elsewhere, keeps its own."""
-    if not session.has_model or not session.untrained:
+    True where it drew them again; a model that trained, or holds weights from elsewhere (a checkpoint, even one
+    saved at step 0: `:load init` then `:set seed=7` kept to compare runs from one initialisation), keeps its own."""
+    if not session.has_model or not session.untrained or not session.drawn_here:
         return False
     off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # the parts of the model that goes
-    session.rebuild()
+    session.rebuild()  # (a Ctrl-C during the build keeps the model: the caller's command fails, settings restored)
     reporter.notice(f"the model had not trained: its weights are drawn again from seed {session.train_config.seed}, "
                     "as a model built now would be")
     if off:

@@ -185,15 +185,17 @@ def _column_stats(nll: torch.Tensor, counted: torch.Tensor) -> tuple[list[float]
 
 
 def within_and_past(values: list[float], trained: int) -> list[float]:
-    """`values` smoothed over positions 0 .. trained - 1 alone, and from `trained` on over the whole curve."""
-    return smooth(values[:trained]) + smooth(values)[trained:]
+    """`values` smoothed within positions 0 .. trained - 1, and apart from them from `trained` on: neither side
+    averages in the other (position 64 of a 64-window read positions 56 to 72, eight of them trained)."""
+    return smooth(values[:trained]) + smooth(values, floor=trained)[trained:]
 
 
-def smooth(values: list[float]) -> list[float]:
-    """values[i] averaged over positions i - i // 8 .. i + i // 8 (those not nan): a span that grows with i."""
+def smooth(values: list[float], floor: int = 0) -> list[float]:
+    """values[i] averaged over positions i - i // 8 .. i + i // 8 (those not nan, and none before `floor`): a span
+    that grows with i."""
     out = []
     for i in range(len(values)):
-        span = [v for v in values[max(0, i - i // 8) : i + i // 8 + 1] if not math.isnan(v)]
+        span = [v for v in values[max(floor, i - i // 8) : i + i // 8 + 1] if not math.isnan(v)]
         out.append(sum(span) / len(span) if span else math.nan)
     return out
 
