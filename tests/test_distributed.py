@@ -207,7 +207,8 @@ def test_a_rank_that_dies_while_ddp_starts_gives_one_line_and_saves_nothing(chec
 @pytest.mark.parametrize("dies_at_check, says, saved", [
     (1, "during step 1; this one stopped too, with the weights of step 0; no step of this run finished, so "
         "nothing was saved", None),
-    (3, "during step 3; this one stopped too, with the weights of step 2; saved as checkpoint autosave (step 2)", 2),
+    (3, "during step 3; this one stopped too, with the weights of step 2; saved as checkpoint autosave (step 2); "
+        "minitf --load autosave train continues", 2),  # (the same launch under a real torchrun: distributed.relaunch)
 ])
 def test_a_rank_that_dies_mid_run_keeps_what_every_rank_finished(checkpoint_dir, monkeypatch, dies_at_check, says,
                                                                   saved):

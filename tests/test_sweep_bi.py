@@ -665,3 +665,12 @@ def test_a_fitting_line_keeps_a_setting_typed_as_none():
     with pytest.raises(UserError) as refused:
         run(s, ":set d_model=130 top_k=none")
     assert phrase(refused.value, REPL).endswith("(:set d_model=130 top_k=none n_heads=5)")  # was: top_k left out
+
+
+def test_the_loss_tables_legend_says_what_bits_a_character_are():
+    from test_render import plain
+
+    shown = plain(run(tiny_session(data="pydoc", steps=2, eval_every=2), ":train"), width=200)
+    # was nothing: the column a newcomer met first was explained 300 lines down the README, under BPE
+    assert "bits/char: the val loss in bits a character (/ ln 2, / characters a token), alike across tokenizers" \
+        in shown

@@ -626,7 +626,10 @@ def _save_after_peer_lost(session: Session, save_as: str | None, autosave: bool,
         return f"it could not be saved ({e})"
     kept = (f"; the checkpoint saved by name as {saved.name} is kept as {saved.moved_aside}" if saved.moved_aside
             else "")
-    return f"saved as checkpoint {saved.name} (step {saved.step}){kept}"
+    # the way on, as a stopped run's line gives it: the same launch (one process would halve the global batch)
+    into = {"save": saved.name} if syntax() == SHELL and saved.name != AUTOSAVE_NAME else {}
+    again = distributed.relaunch(cmd("train", load=saved.name, **into))
+    return f"saved as checkpoint {saved.name} (step {saved.step}){kept}; {again} continues"
 
 
 def _thin(rows: list, most: int) -> list:

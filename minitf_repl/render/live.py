@@ -59,6 +59,8 @@ NARROW_DROPS = ("aux_loss", "val_bpc", "elapsed", "accuracy", "train_loss")
 # line's of every step of the command, so the last row's and the summary's differ, the first slow steps in one only.
 LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
                "val_loss": "eval_batches held-out batches, after it",
+               # a column a newcomer met unexplained until a BPE section 300 lines further down the README
+               "val_bpc": "the val loss in bits a character (/ ln 2, / characters a token), alike across tokenizers",
                "tokens_per_second": "the steps since the row above (the summary at the end: all of them)"}
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
