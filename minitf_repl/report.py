@@ -381,11 +381,16 @@ def context_html(curve, series: list, vocab_size: int | None, causal: bool = Tru
              if causal else "with no causal mask every position reads the whole window, and every one but the "
                             "last the token it predicts too (the last one's lies past the window), so its loss is no "
                             "language model's")
+    first = curve.first_counted
+    # a task's loss counts its answer only: positions before it predict nothing counted, and the chart starts there
+    # (its text spoke of a position 0 the chart of sort:4 did not draw, from 4 on)
+    counted = (f" Positions 0 to {first - 1} predict no counted token (a task's loss counts the answer only), so the "
+               f"chart starts at {first}." if first > 0 else "")
     return ["<h2>Loss by position</h2>",
             f"<p>The val loss at each position of the window, over {curve.windows} val windows of {curve.positions}: "
-            f"{reads}."
+            f"{reads}.{counted}"
             + (" Beside it, the counting model that reads the last tokens up to its order"
-               + (" (at position 0 the bigram, reading the same one token)." if causal else ".")
+               + (" (at position 0 the bigram, reading the same one token)." if causal and first == 0 else ".")
                if curve.counter is not None else "")
             + f" Mean: {curve.mean:.3f} nats a token.</p>",
             loss_chart_svg(series, vocab_size, x_label="position in the window (log scale)",

@@ -674,3 +674,11 @@ def test_the_loss_tables_legend_says_what_bits_a_character_are():
     # was nothing: the column a newcomer met first was explained 300 lines down the README, under BPE
     assert "bits/char: the val loss in bits a character (/ ln 2, / characters a token), alike across tokenizers" \
         in shown
+
+
+def test_a_tasks_loss_by_position_on_the_page_says_where_its_chart_starts(tmp_path):
+    page = _page(tmp_path, "sort:4", 2)
+    # was "(at position 0 the bigram, reading the same one token)" beside a chart drawn from position 4
+    assert "Positions 0 to 3 predict no counted token (a task's loss counts the answer only), so the chart starts " \
+           "at 4." in page
+    assert "at position 0 the bigram" not in page
