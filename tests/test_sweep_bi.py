@@ -682,3 +682,19 @@ def test_a_tasks_loss_by_position_on_the_page_says_where_its_chart_starts(tmp_pa
     assert "Positions 0 to 3 predict no counted token (a task's loss counts the answer only), so the chart starts " \
            "at 4." in page
     assert "at position 0 the bigram" not in page
+
+
+@pytest.mark.parametrize("line", [":report C:\\Users\\me\\report.html", ":set checkpoint_dir=C:\\models"])
+def test_a_windows_path_on_another_system_is_refused_not_made_a_file_name(line, tmp_path, monkeypatch):
+    import os
+
+    from minitf_repl.core.errors import UserError
+
+    if os.name == "nt":
+        pytest.skip("a Windows path is this system's own")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"is a Windows path, and this system's paths are not; give it as this system "
+                                        r"writes it, e\.g\. \./\w+(\.html)? \(under WSL the C: drive is /mnt/c: "
+                                        r"/mnt/c/"):
+        run(tiny_session(), line)
+    assert list(tmp_path.iterdir()) == []  # was ./C:\Users\me\report.html, written without a word

@@ -15,6 +15,7 @@ platformdirs is a path library, not a UI one; it is imported where a path is ask
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -56,11 +57,24 @@ def home_variable() -> str:
     return variable("USERPROFILE" if sys.platform == "win32" else "HOME")
 
 
+# A Windows path (C:\Users\me\r.html, C:/data, \\server\share\x) given on a system whose paths are not: read as
+# one file name in the current folder, `:report C:\Users\me\r.html` wrote ./C:\Users\me\r.html without a word
+WINDOWS_PATH = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\[^\\/]+[\\/])")
+
+
 def expand(path: str | Path, named: str | None = None) -> Path:
     """`Path(path).expanduser()`, or a UserError where the path starts with ~ and there is no home folder for it to
     name: $HOME unset, and a uid with no passwd entry (`docker run -u 1234`), where pathlib raises RuntimeError. That
     was a traceback as the shell started ($MINITF_CHECKPOINT_DIR=~/ck set in an image, `--data ~/notes.txt`), or an
-    internal error (`:data ~/notes.txt`, `:report ~/r.html`). `named`: how the path was given, e.g. the variable."""
+    internal error (`:data ~/notes.txt`, `:report ~/r.html`). `named`: how the path was given, e.g. the variable.
+    A Windows path on another system is refused (WINDOWS_PATH), with the path WSL gives a drive's files."""
+    text = str(path)
+    if os.name != "nt" and WINDOWS_PATH.match(text):
+        drive = re.match(r"^([A-Za-z]):[\\/](.*)$", text)
+        wsl = (f" (under WSL the {drive.group(1).upper()}: drive is /mnt/{drive.group(1).lower()}: "
+               f"/mnt/{drive.group(1).lower()}/{drive.group(2).replace(chr(92), '/')})" if drive else "")
+        raise UserError(f"{named or text} is a Windows path, and this system's paths are not; give it as this system "
+                        f"writes it, e.g. ./{text.replace(chr(92), '/').split('/')[-1]}{wsl}")
     try:
         return Path(path).expanduser()
     except RuntimeError:
