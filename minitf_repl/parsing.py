@@ -136,12 +136,12 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
     command with `--set KEY=VALUE` (or the shell's own option for it, `--checkpoint-dir`) before it (the shell);
     `rest`: the rest of the command's words as typed, which the line keeps (`steps=2` went missing). "Did you mean
     layer?" sent such a user to watch='s layer, and "prompt" answered dropout. Nothing where the key is no setting,
-    no value was typed, or the command is :load (a checkpoint brings its own settings)."""
+    no value was typed, or the command takes no options at all (:load, whose checkpoint brings its settings)."""
     from .syntax import SHELL, given_before, syntax
 
     setter = registry.names().get("set") if registry is not None else None
-    param = (setter.param_named(key) if setter is not None and setter is not command and command.name != "load"
-             and value else None)
+    param = (setter.param_named(key) if setter is not None and setter is not command and command.options
+             and value else None)  # (a command of no options, :load NAME, says so: its words are no settings)
     if param is None or param.setting is None or param.refusal is not None:
         return
     name, after = param.name, f" {rest}" if rest else ""

@@ -567,8 +567,7 @@ def test_a_counter_too_long_is_told_the_longest_this_datas_vocabulary_takes(line
     run(s, line.replace(line.split("=")[-1], "9") + (" windows=16" if "context" in line else ""))  # the fix runs
 
 
-@pytest.mark.parametrize("words", [["--version"], ["train", "--help"], ["help", "train"],
-                                   ["--show-completion", "bash"]])
+@pytest.mark.parametrize("words", [["--version"], ["train", "--help"], ["help", "train"]])
 def test_under_torchrun_only_the_first_process_prints_a_help_or_the_version(words):
     from typer.testing import CliRunner
 
@@ -698,3 +697,30 @@ def test_a_windows_path_on_another_system_is_refused_not_made_a_file_name(line, 
                                         r"/mnt/c/"):
         run(tiny_session(), line)
     assert list(tmp_path.iterdir()) == []  # was ./C:\Users\me\report.html, written without a word
+
+
+def test_under_torchrun_a_later_process_prints_no_completion_script():
+    from typer.testing import CliRunner
+
+    from minitf_repl import cli
+
+    later = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}
+    result = CliRunner().invoke(cli.app, ["--show-completion", "bash"], env=later)
+    assert result.exit_code == 0 and result.stdout == ""  # was the script once a process (the first's: test_completion)
+
+
+def test_compares_caption_wraps_at_the_terminals_width_not_the_tables():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from minitf_repl.render.live import CompareTable
+
+    table = CompareTable(["tokenizer=char", "tokenizer=bpe:512"], seeds=1, by_bpc=True)
+    for label, loss, bpc in (("tokenizer=char", 2.1, 3.0), ("tokenizer=bpe:512", 4.2, 2.9)):
+        table.add(SimpleNamespace(step=20, label=label, val_loss=loss, bpc=bpc, spread=None, bpc_spread=None))
+    console = Console(width=100, record=True, color_system=None)
+    console.print(table)
+    first = console.export_text().splitlines()[0]
+    # was "val loss per token | bits per character (the" on a line of its own, the rest under it
+    assert first.strip() == "val loss per token | bits per character (the tokenizers differ: compare the bits)"

@@ -254,6 +254,10 @@ class CompareTable:
             table = self.table(with_labels=False, bits_only=self.by_bpc, spreads=False)
         if not fits(console, table, options.max_width):  # 20 columns: no rule under the header, and no gaps for it
             table = self.table(with_labels=False, bits_only=self.by_bpc, spreads=False, bare=True)
+        # the caption above the table at the terminal's width: as the table's title it wrapped at the table's, "val
+        # loss per token | bits per character (the" on one line of a 100-column terminal and the rest on the next
+        title, table.title = table.title, None
+        yield Text(title.plain, style="italic")
         yield table
 
     def table(self, with_labels: bool = True, bits_only: bool = False, spreads: bool = True,
