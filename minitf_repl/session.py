@@ -218,6 +218,12 @@ class Session:
         return self._trainer
 
     @property
+    def redrawable(self) -> bool:
+        """A model is built, drew its weights from the seed here (not loaded, not from hf:) and has not trained: its
+        weights are its seed's and nothing else, so a new seed may draw them again. Builds nothing."""
+        return self._model is not None and self.drawn_here and self.untrained
+
+    @property
     def untrained(self) -> bool:
         """The model has not trained a step here nor brought weights from elsewhere: its outputs are random."""
         return self.trainer.step == 0 and self.weights_from is None

@@ -82,19 +82,19 @@ def _minitf(load: str | None = None, given: tuple = ()) -> list[str]:
     give as well, in place of the session's own (--data, --device) or after them (--set)."""
     kept = _KEPT_WITH_LOAD + (("--data",) if load and load.startswith("hf:") else ())
     pairs = _without(list(_INVOKED.get()) if load is None else
-                     [*((o, v) for o, v in _INVOKED.get() if o in kept), *_shell_settings()], given)
+                     [*((o, v) for o, v in _INVOKED.get() if o in kept), *_unsaved_settings()], given)
     pairs += [("--load", load)] if load else []
     pairs += [given] if given else []
     return ["minitf", *(f"{o} {shlex.quote(v)}" for o, v in pairs)]
 
 
-def _shell_settings() -> list[tuple]:
-    """The session's --set pairs of settings no checkpoint brings (the shell's own: threads, autosave), which a line
-    that starts from a checkpoint keeps: the stop line `minitf --load mine train --save mine` left `--set threads=1`
-    out, and the run it continued summed in another order than the one it went on with."""
+def _unsaved_settings() -> list[tuple]:
+    """The session's --set pairs of settings no checkpoint brings (the shell's own, threads and autosave, and the
+    sampling ones), which a line that starts from a checkpoint keeps: the stop line `minitf --load mine train --save
+    mine` left `--set threads=1` out, and the run it continued summed in another order than the one it went on with."""
     out = []
     for option, value in _INVOKED.get():
-        left = [pair for pair in set_pairs(value) if _setting_name(pair) in _SHELL_SETTINGS[0]] if option == "--set" \
+        left = [pair for pair in set_pairs(value) if _setting_name(pair) in _UNSAVED[0]] if option == "--set" \
             else []
         if left:
             out.append((option, " ".join(shlex.quote(pair) for pair in left)))
@@ -147,12 +147,12 @@ _SETTING_NAME: list = [lambda key: key]
 
 
 # The settings no checkpoint brings, which a line from --load keeps (the commands that know the settings say)
-_SHELL_SETTINGS: list = [frozenset()]
+_UNSAVED: list = [frozenset()]
 
 
 def keep_with_load(names) -> None:
-    """`names`: the settings a checkpoint does not bring (the shell's own), kept in a line that starts from one."""
-    _SHELL_SETTINGS[0] = frozenset(names)
+    """`names`: the settings a checkpoint does not bring, kept in a line that starts from one."""
+    _UNSAVED[0] = frozenset(names)
 
 
 def spell_settings_with(name_of) -> None:

@@ -1087,11 +1087,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     advance()
     g = session.gen_config
     start_text = default_prompt(data.tokenizer, otherwise=prompt)
-    samples, grades = [], []
+    samples, grades, asked = [], [], False
     for seed in range(REPORT_SAMPLES):
         # a task: the held-out question `:gen gen_seed=N` asks, graded as it grades it (one question for every seed
         # wrote one answer three times, ungraded)
         question = task_question(data, seed)
+        asked = question is not None
         begun = question or start_text
         settings = g.replace(n=min(g.n, REPORT_SAMPLE_TOKENS), gen_seed=seed, cache=True)
         start_ids = data.tokenizer.encode(begun)
@@ -1103,13 +1104,12 @@ def cmd_report(session: Session, args: dict, reporter: Reporter) -> ReportResult
     how = ("greedy (temperature 0)" if g.temperature == 0 else
            f"sampled at temperature {g.temperature:g}" + (f", top_k {g.top_k}" if g.top_k else "")
            + (f", top_p {g.top_p:g}" if g.top_p is not None and g.top_p < 1 else ""))
-    asked = task_question(data, 0) is not None
     starts = ("each after one of the task's held-out questions" if asked else f"each from {quoted(start_text)}")
     short = (", too short to hold an answer to grade" if asked and any(grade is None for grade in grades) else "")
     # :gen gen_seed=N writes each again where it starts alike and samples this model (not :quantize's int8 copy)
-    again = asked or start_text == default_prompt(data.tokenizer)
+    same_start = asked or start_text == default_prompt(data.tokenizer)
     again = (" (:gen gen_seed=N with the same settings writes each again)"
-             if again and session.sampling_model is model else "")
+             if same_start and session.sampling_model is model else "")
     about = (f"{count(REPORT_SAMPLES, 'sample')} of at most {count(min(g.n, REPORT_SAMPLE_TOKENS), 'token')}{short}, "
              f"{starts}, {how}, with gen_seed 0 to {REPORT_SAMPLES - 1}{again}")
     scored = score_text(session, None, reporter)

@@ -468,8 +468,7 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     if schedule and session.has_model and not rebuilt and session.trainer.run_remaining > 0:
         reporter.notice(_stopped_run_rate(session.trainer, train, schedule))
     if session.has_model and not rebuilt and train.seed != current[TrainConfig].seed:
-        session.set_train_config(train)  # the seed an untrained model is drawn again from
-        if not redraw_untrained(session, reporter):
+        if not redraw_untrained(session, train.seed, reporter):
             reporter.notice(seed_kept_line(train.seed))
     if model.d_model == 1 and model.norm == "layernorm" and {"d_model", "norm"} & set(changed):
         reporter.notice("d_model=1 with norm=layernorm: the mean of one feature is the feature, so every norm outputs "
@@ -497,8 +496,8 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
         if (slow := precision_note(train.dtype, session.device)) is not None:
             reporter.notice(f"dtype={train.dtype}: {slow}; {cmd('set', dtype='auto')} trains in float32")
             session.already_said(slow)
-    data = session.loaded_data  # the vocabulary top_k is held to, where the data is read (:set reads none)
-    sampling_notes(new[GenConfig], changed, data.tokenizer.vocab_size if data is not None else None, reporter)
+    read = session.loaded_data  # the vocabulary top_k is held to, where the data is read (:set reads none)
+    sampling_notes(new[GenConfig], changed, read.tokenizer.vocab_size if read is not None else None, reporter)
     threads = new[ShellConfig].threads
     if threads != current[ShellConfig].threads and (warning := oversubscribed(threads)):
         reporter.notice(warning)

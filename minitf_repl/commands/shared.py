@@ -416,17 +416,24 @@ def seed_kept_line(seed: int) -> str:
             "others (the val loss moves with them, not with the model)")
 
 
-def redraw_untrained(session: Session, reporter) -> bool:
-    """After a new seed (`:set seed=`, `:train seed=`, set in the session first): an untrained model's weights are its
-    old seed's draw and nothing else, so they are drawn again from the new one, as a model built after the seed would
-    be. Otherwise a view that built the model first (`:params`, `:gen`) decided which weights `:train` started from,
-    and the shell's `--set seed=7 train` and the REPL's `:params`, `:set seed=7`, `:train` trained different models.
-    True where it drew them again; a model that trained, or holds weights from elsewhere (a checkpoint, even one
-    saved at step 0: `:load init` then `:set seed=7` kept to compare runs from one initialisation), keeps its own."""
-    if not session.has_model or not session.untrained or not session.drawn_here:
+def redraw_untrained(session: Session, seed: int, reporter) -> bool:
+    """A new seed (`:set seed=`, `:train seed=`) on an untrained model (Session.redrawable): its weights are its old
+    seed's draw and nothing else, so they are drawn again from `seed`, as a model built after the seed would be, and
+    the session takes the seed. Otherwise a view that built the model first (`:params`, `:gen`) decided which weights
+    `:train` started from, and the shell's `--set seed=7 train` and the REPL's `:params`, `:set seed=7`, `:train`
+    trained different models. True where it drew them again; a model that trained, or holds weights from elsewhere
+    (a checkpoint, even one saved at step 0: `:load init` then `:set seed=7` kept to compare runs from one
+    initialisation), keeps its own, and the seed is left to the caller."""
+    if not session.redrawable:
         return False
     off, quantized = [str(a) for a in session.ablations], session.sampling_copy  # the parts of the model that goes
-    session.rebuild()  # (a Ctrl-C during the build keeps the model: the caller's command fails, settings restored)
+    before = session.train_config
+    session.set_train_config(before.replace(seed=seed))
+    try:
+        session.rebuild()
+    except BaseException:  # a Ctrl-C cut the build short: the model stays, and the seed it was drawn from
+        session.set_train_config(before)
+        raise
     reporter.notice(f"the model had not trained: its weights are drawn again from seed {session.train_config.seed}, "
                     "as a model built now would be")
     if off:

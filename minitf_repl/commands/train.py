@@ -305,9 +305,8 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         if seeded is not None and session.has_model == had_model:  # refused before a model drew from it: as it was
             session.train_config = seeded
         raise
-    if "seed" in changes and seeded is None and changes["seed"] != session.train_config.seed and session.untrained:
-        session.set_train_config(session.train_config.replace(seed=changes["seed"]))  # an untrained model is its
-        redraw_untrained(session, reporter)  # seed's draw alone: drawn again, and kept if the run fails
+    if "seed" in changes and seeded is None and changes["seed"] != session.train_config.seed:
+        redraw_untrained(session, changes["seed"], reporter)  # an untrained model: kept if the run fails
     switched = None  # what of a data= switch stays after a failed run (the run is rolled back, the switch is not)
     if switched_data is not None:
         rebuilt, kept, recipe_changes = switched_data

@@ -70,11 +70,12 @@ def expand(path: str | Path, named: str | None = None) -> Path:
     A Windows path on another system is refused (WINDOWS_PATH), with the path WSL gives a drive's files."""
     text = str(path)
     if os.name != "nt" and WINDOWS_PATH.match(text):
-        drive = re.match(r"^([A-Za-z]):[\\/](.*)$", text)
-        wsl = (f" (under WSL the {drive.group(1).upper()}: drive is /mnt/{drive.group(1).lower()}: "
-               f"/mnt/{drive.group(1).lower()}/{drive.group(2).replace(chr(92), '/')})" if drive else "")
+        forward = text.replace("\\", "/")  # C:/Users/me/r.html
+        drive, _, rest = forward.partition(":/")
+        wsl = (f" (under WSL the {drive.upper()}: drive is /mnt/{drive.lower()}: /mnt/{drive.lower()}/{rest})"
+               if len(drive) == 1 else "")
         raise UserError(f"{named or text} is a Windows path, and this system's paths are not; give it as this system "
-                        f"writes it, e.g. ./{text.replace(chr(92), '/').split('/')[-1]}{wsl}")
+                        f"writes it, e.g. ./{forward.split('/')[-1]}{wsl}")
     try:
         return Path(path).expanduser()
     except RuntimeError:
