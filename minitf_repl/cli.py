@@ -186,6 +186,8 @@ class _Group(_FlagsUntyped, TyperGroup):
             write_stand_ins(stream)
         forget_zero_size()  # here too, not in main() alone: a caller of the app itself (a test's CliRunner)
         typed = _dashes(sys.argv[1:] if args is None else list(args))
+        if "bash" in os.environ.get(complete_var or "_MINITF_COMPLETE", ""):  # Tab in bash: complete_bash (Typer's)
+            _join_bash_words()
         if (bad := _undecodable(typed)) is not None:  # Python's stand-ins for bytes that are no UTF-8: said as bytes
             _command_line_error(bad)
             if standalone_mode:
@@ -1100,26 +1102,48 @@ def _pair_completion(command):
     return complete
 
 
-def _as_typed(incomplete: str) -> tuple[str, str]:
-    """The word being completed as typed, and the start of it bash does not replace. Bash splits words at '=' (its
-    COMP_WORDBREAKS), so for `minitf set norm=r` Typer hands over 'r', with `norm` and `=` as words before it, and
-    right after the '=' the word '=' itself: `norm=<Tab>` offered every key and `norm=res<Tab>` wrote
-    `norm=residual=`. A completion then gives what follows that start, the part bash replaces. Other shells (and
-    bash with '=' taken out of COMP_WORDBREAKS) hand over the whole word: nothing to do."""
+# The start of the word being completed that bash does not replace (`_join_bash_words`): "norm=" for `norm=r<Tab>`
+_BASH_KEPT = contextvars.ContextVar("bash_kept", default="")
+
+
+def _join_bash_words() -> None:
+    """Give Click the words as typed where bash split them at '=' (its COMP_WORDBREAKS): for `minitf set norm=r<Tab>`
+    bash hands over `norm`, `=` and `r`, and right after the '=' the word '=' itself. Read so, `norm=<Tab>` offered
+    every key and `norm=res<Tab>` wrote `norm=residual=`; after minitf's own `--set norm=rmsnorm` Click took `norm` for
+    the option's value and `=` for a command, so Tab offered the command names in place of the values and, once a
+    command followed, that command's options went missing. COMP_WORDS and COMP_CWORD are rewritten with each
+    `KEY = VALUE` run joined into one word but the one being typed, of which Click gets what follows its last '=',
+    the part bash replaces (`_as_typed`). Other shells, and bash with '=' taken out of COMP_WORDBREAKS, hand over
+    whole words: nothing to join."""
     words, at = os.environ.get("COMP_WORDS"), os.environ.get("COMP_CWORD", "")
     if words is None or not at.isdigit():
-        return incomplete, ""
+        return
     try:  # as Typer reads them: one word a line (its script joins them with newlines), quotes read
         words, at = shlex.split(words), int(at)
     except ValueError:  # a quote left open in the word being typed
         words, at = words.split(), int(at)
-    before = words[at - 2 : at] if at >= 2 else []
-    current = words[at] if at < len(words) else ""
-    if current == "=" and at >= 1 and words[at - 1].isidentifier():  # `norm=`: bash's word is '=' (Click hands ''
-        return words[at - 1] + "=", words[at - 1] + "="  # over for it), and bash replaces what follows the '='
-    if len(before) == 2 and before[1] == "=" and before[0].isidentifier():  # `norm=r`: bash's word is 'r'
-        return f"{before[0]}={incomplete}", before[0] + "="
-    return incomplete, ""
+    words = words[: at + 1] + [""] * (at + 1 - len(words))  # those after the cursor: Click reads none of them
+    joined: list[str] = []
+    for i, word in enumerate(words):  # a '=' and the word after it belong to the word before
+        if joined and (word == "=" or words[i - 1] == "=" and word != ""):  # (a space after '=': a new, empty word)
+            joined[-1] += word
+        else:
+            joined.append(word)
+    split = words[at] == "=" or at >= 1 and words[at - 1] == "=" and words[at] != ""
+    kept = joined[-1][: joined[-1].rfind("=") + 1] if split else ""
+    _BASH_KEPT.set(kept)
+    if len(joined) == len(words):  # nothing joined: Typer reads bash's words itself (an open quote as it reads one)
+        return
+    joined[-1] = joined[-1][len(kept) :]  # Typer offers only what starts with the word it is given: bash's own
+    os.environ["COMP_WORDS"] = "\n".join(shlex.quote(w) for w in joined)
+    os.environ["COMP_CWORD"] = str(len(joined) - 1)
+
+
+def _as_typed(incomplete: str) -> tuple[str, str]:
+    """The word being completed as typed, and the start of it bash does not replace (`_join_bash_words`): Click is
+    handed the rest, and a completion gives what follows that start."""
+    kept = _BASH_KEPT.get()
+    return kept + incomplete, kept
 
 
 def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: Registry) -> None:
