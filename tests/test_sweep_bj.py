@@ -16,3 +16,16 @@ from test_sweep_bi import complete_as_bash_splits
 ])
 def test_bash_completes_after_the_global_set_option(line, offered):
     assert complete_as_bash_splits(line) == offered
+
+
+def test_kv_long_run_keeps_every_column_at_80_columns():
+    from minitf_repl.commands.worked import KvStep
+    from test_commands import run, tiny_session
+    from test_render import text_of
+    from test_sweep_bh import replace_steps
+
+    result = run(tiny_session(), ":kv 31 n=4")
+    steps = [KvStep("e", "e", 8 if t == 0 else 1, 8 + t, 8 + t, t == 0, 2e-6) for t in range(60)]
+    text = text_of(replace_steps(result, steps), 80)
+    # was "left out at 80 columns: cache holds": the line naming the cut steps widened the tokens' column
+    assert "cache holds" in text and "left out" not in text and "steps 6..51" in text, text

@@ -940,7 +940,9 @@ def render_kv(result: KvResult, console: Console) -> None:
         if t not in shown:
             if t == 0 or t - 1 in shown:
                 end = next((u for u in range(t, n) if u + 1 in shown or u + 1 == n), n - 1)
-                rows.append(["", Text(f"… steps {t}..{end}", style="dim"), "", "", "", ""])
+                # under the widest header, not the tokens': there it widened their column to its own width, and
+                # `:kv n=60` lost "cache holds" at 80 columns, where ten steps showed every column
+                rows.append(["…", "", Text(f"steps {t}..{end}", style="dim"), "", "", ""])
             continue
         fed = Text(f"{s.cached_positions}" + (" (fill)" if s.refilled else ""), style="cyan" if s.refilled else "")
         pick = visible(s.token) + ("" if s.cached_token == s.token else f" (cached: {visible(s.cached_token)})")
