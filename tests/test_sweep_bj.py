@@ -29,3 +29,16 @@ def test_kv_long_run_keeps_every_column_at_80_columns():
     text = text_of(replace_steps(result, steps), 80)
     # was "left out at 80 columns: cache holds": the line naming the cut steps widened the tokens' column
     assert "cache holds" in text and "left out" not in text and "steps 6..51" in text, text
+
+
+def test_grad_says_why_adamw_moves_the_key_bias_that_receives_nothing():
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    session = tiny_session()
+    run(session, ":set optimizer=adamw")
+    run(session, ":train steps=3")
+    text = " ".join(text_of(run(session, ":grad all=on"), 400).split())
+    assert "k_proj.bias receives (almost) nothing" in text, text
+    # was the note alone, beside a step column that moved the bias as far as any other tensor
+    assert "yet the step column still moves it: AdamW" in text, text

@@ -284,8 +284,14 @@ def _parameters(result: GradResult, console: Console) -> None:
         keys = [p.grad for p in shown if p.name.endswith("k_proj.bias")]
         values = [p.grad for p in shown if p.name.endswith("v_proj.bias")]
         if keys and values and max(keys) < 1e-5 * max(values):  # measured, not assumed: RoPE or qk_norm break it
+            steps = [p.step / p.weight for p in shown if p.name.endswith("k_proj.bias") and p.step and p.weight > 0]
+            # its step column read 2.4e-02 beside this note, with nothing to say why: Adam's m/sqrt(v)
+            moved = ("; yet the step column still moves it: AdamW (Muon's runs take the biases with it) divides each "
+                     "gradient by its own running size, so a gradient of rounding size still takes a step of the "
+                     "rate's size (a bias starts at 0: |b_K| is what such steps added up to, and it changes no output)"
+                     if steps and max(steps) > 1e-3 and result.optimizer in ("adamw", "muon") else "")
             note(console, "k_proj.bias receives (almost) nothing: adding b_K to every key adds the same q.b_K to all "
-                          "of a query's scores, and softmax ignores a shift")
+                          f"of a query's scores, and softmax ignores a shift{moved}")
     head, read = fmt.gradient(result.head), fmt.gradient(result.embedding)
     if result.tied:
         note(console, f"W_E is tied: as the output head it receives dz^T x_f (|.| = {head}), at the input each read "
