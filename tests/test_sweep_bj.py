@@ -42,3 +42,17 @@ def test_grad_says_why_adamw_moves_the_key_bias_that_receives_nothing():
     assert "k_proj.bias receives (almost) nothing" in text, text
     # was the note alone, beside a step column that moved the bias as far as any other tensor
     assert "yet the step column still moves it: AdamW" in text, text
+
+
+def test_ln_says_eps_and_the_other_norm_in_shares_a_learner_can_read():
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    session = tiny_session()
+    text = " ".join(text_of(run(session, ":ln"), 400).split())
+    # was "without it s would be 0.115 (0.00038 of s)", read as s shrinking to 0.00038 s
+    assert "without it s would be" in text and "% smaller; it matters" in text and " of s)" not in text, text
+    run(session, ":set norm=rmsnorm")
+    text = " ".join(text_of(run(session, ":ln"), 400).split())
+    # was the bracket of mean(x^2) where var is what the root reads, and "as the mean is small against the spread"
+    assert "(var(x) = mean(x^2) - mean^2 = " in text and "% of var" in text and "small against" not in text, text

@@ -666,13 +666,15 @@ def render_ln(result: LnResult, console: Console) -> None:
                       + (": what reads the norm never sees the stream's scale" if _spread(hats) < 1.05 else
                          ": eps keeps part of each position's scale in |x̂_t|, as the spread is not large against "
                          "it"))
-    other = ("RMSNorm would divide by rms(x) = sqrt(mean(x^2) + eps)" if n.centres else
-             "LayerNorm would subtract the mean first, then divide by std(x) = sqrt(var(x) + eps)")
+    # the bracket gives what the other norm's root reads (an RMSNorm's said mean(x^2), which it had, for var); the
+    # reason names mean^2 against var, the share that decides it (a mean 0.25 of the spread was said to be "small")
+    other = (f"RMSNorm would divide by rms(x) = sqrt(mean(x^2) + eps) (mean(x^2) = var + mean^2 = {n.mean_square:.4g})"
+             if n.centres else "LayerNorm would subtract the mean first, then divide by std(x) = sqrt(var(x) + eps) "
+             f"(var(x) = mean(x^2) - mean^2 = {n.var:.4g})")
     change = abs(n.other_scale - n.scale) / max(n.scale, 1e-300)
-    note(console, f"{other} = {n.other_scale:.4g} "
-                  f"(mean(x^2) = var + mean^2 = {n.mean_square:.4g}): {100 * change:.2g}% "
-                  f"{'larger' if n.other_scale >= n.scale else 'smaller'} here, as the mean is "
-                  f"{'small' if change < 0.05 else 'not small'} against the spread")
+    note(console, f"{other} = {n.other_scale:.4g}: {100 * change:.2g}% "
+                  f"{'larger' if n.other_scale >= n.scale else 'smaller'} here, as mean^2 is "
+                  f"{100 * n.mean ** 2 / max(n.var, 1e-300):.2g}% of var")
     square = n.var if n.centres else n.mean_square
     without = math.sqrt(square)
     share = (n.scale - without) / max(n.scale, 1e-300)
@@ -681,7 +683,7 @@ def render_ln(result: LnResult, console: Console) -> None:
              f"here it matters: the spread is not large against eps, so |x̂| comes out under sqrt(d) "
              f"({n.size_normalised:.3f} against {math.sqrt(n.d):.3f})")
     note(console, f"eps = {n.eps:.0e} sits under the square root so that s is never 0: without it s would be "
-                  f"{without:.4g} ({share:.2g} of s); {where}")
+                  f"{without:.4g}, {100 * share:.2g}% smaller; {where}")  # was "(0.00038 of s)": read as the size
     note(console, f"checked: redone here in float64, y agrees with the model's own {n.which} output to "
                   f"{n.model_diff:.0e} ({rounding(n.model_diff, result.ablations)})")
     learned = ("the stream it reads is random (the norm itself learns nothing)" if n.gain is None else
