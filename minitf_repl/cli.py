@@ -1158,7 +1158,8 @@ def _run_one(ctx: typer.Context, command, args: dict, as_json: bool, registry: R
             prepare_args(command, args)
         except UserError:
             raise typer.Exit(1) from None
-    front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet)
+    front = FrontEnd(syntax="shell", json=as_json, debug=state.debug, quiet=state.quiet,
+                     typed=_words_after(command, ""))
     door = FrontDoor(state.session, _stdout(), _stderr(), front,
                      progress=_stderr(), registry=registry)
     status = door.run(command, args)

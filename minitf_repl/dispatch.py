@@ -44,7 +44,7 @@ from .render.live import same_output
 from .render.words import note
 from .reporter import Reporter
 from .schema import schema_id
-from .syntax import REPL, cmd, speaking, typed_at_keyboard
+from .syntax import REPL, SHELL, cmd, given_before, setting_text, speaking, typed_at_keyboard
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -159,10 +159,14 @@ class FrontEnd:
     debug: bool = False  # show the traceback of internal errors
     quiet: bool = False  # errors only: no progress, notices or result (a non-zero rank under torchrun)
     keyboard: bool = True  # lines typed at a prompt; False: a script read from a pipe or a file (syntax.at_keyboard)
+    typed: str = ""  # the one-shot shell: the command's own words as typed after its name (`--steps 30`), for `phrase`
 
 
-def phrase(exc: UserError, syntax: str) -> str:
-    """The error's message, with the settings that would fix it in this front end's syntax.
+def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str = "") -> str:
+    """The error's message, with the settings that would fix it in this front end's syntax: from the shell, where
+    `command` names the command that failed (`typed`: its own words after its name), the whole line that runs it
+    again with them (`minitf --set lr=0.01 train --steps 30`; it said "(--set lr=0.01)", a fragment where the shell's
+    other messages give lines that run as pasted).
 
     (The message itself was phrased when it was raised, under the same front end: syntax.py.)
     """
@@ -178,6 +182,9 @@ def phrase(exc: UserError, syntax: str) -> str:
     if not fix:
         return message
     with speaking(syntax):
+        if syntax == SHELL and command is not None:
+            pairs = " ".join(f"{key}={setting_text(value)}" for key, value in fix.items())
+            return f"{message}: {given_before(command, '--set', pairs)}" + (f" {typed}" if typed else "")
         return f"{message} ({cmd('set', **fix)})"
 
 
@@ -279,7 +286,7 @@ class FrontDoor:
             self.usage_error = isinstance(e, UsageError)  # an unknown option: the one-shot shell ends with 2
             if self.front.quiet:  # a process other than torchrun's first: the error of a file or a device (a data
                 distributed.before_error()  # file not there, a folder not writable) is every process's alike
-            self._error(phrase(e, self.front.syntax) + meant)
+            self._error(phrase(e, self.front.syntax, command.name, self.front.typed) + meant)
             return FAILED
         except KeyboardInterrupt:
             self._close(reporter)

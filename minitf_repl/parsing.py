@@ -23,7 +23,7 @@ from .core.errors import UsageError, UserError
 from .core.numbers import whole_number  # (parsing.whole_number: where the options' readers found it)
 from .registry import Command, Param, Registry, clip
 from .syntax import cmd as phrase_command  # (`cmd` names a parsed Command here)
-from .syntax import option, without_setting
+from .syntax import named, option, without_setting
 
 # --- values ------------------------------------------------------------------------------------
 
@@ -151,7 +151,8 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
                  given_before(command.name, "--set", f"{name}={value}")) + after
     else:
         first = f"{phrase_command('set', **{name: value})}, then :{command.name}{after}"
-    raise UsageError(f"{key} is a setting, not an option of {phrase_command(command.name)}: {first}")
+    # the command by its name: "not an option of minitf --checkpoint-dir D --set d_model=64 lrfind" named a line
+    raise UsageError(f"{key} is a setting, not an option of {named(command.name)}: {first}")
 
 
 class CheckedArgs(dict):
@@ -512,9 +513,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     if (close := cmd.close_option(norm)) is not None:  # `:set heads=2` meant n_heads, not :heads 2
                         with without_setting(norm):  # the shell's line without the --set heads=2 refused here
                             other_line = phrase_command(other.name, *text_of_other)
-                        raise UsageError(f"{norm} is not an option of {phrase_command(cmd.name)}; did you mean "
+                        raise UsageError(f"{norm} is not an option of {named(cmd.name)}; did you mean "
                                          f"{close}? (the command {norm}: {other_line})") from None
-                    raise UserError(f"{norm} is not an option of {phrase_command(cmd.name)} but a command: "
+                    raise UserError(f"{norm} is not an option of {named(cmd.name)} but a command: "
                                     f"{phrase_command(other.name, *text_of_other)}") from None
                 # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no
                 # `key=value` however quoted: the hint was a line that the command then refused

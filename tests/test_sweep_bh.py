@@ -180,7 +180,8 @@ def test_a_text_too_short_for_the_window_offers_the_window_that_fits_as_a_comman
     short = tmp_path / "short.txt"
     short.write_text("the cat sat on the mat. " * 4, encoding="utf-8")  # 96 characters: 10 in the validation split
     line = assert_one_error_line(invoke("--data", str(short), "train", "--steps", "1"))
-    assert line.endswith("or max_seq_len=9 or less (--set max_seq_len=9)"), line  # was: "max_seq_len=9 or less"
+    # was: "max_seq_len=9 or less", then "(--set max_seq_len=9)", a fragment of the line to run
+    assert line.endswith(f"or max_seq_len=9 or less: minitf --data {short} --set max_seq_len=9 train --steps 1"), line
     shown = invoke("--data", str(short), "data")  # was: shown without a word, where `:data short.txt` refused it
     assert shown.exit_code == 0 and "train/val" in shown.stdout
     assert "warning: short.txt is too short" in shown.stderr and "refuses it as it is" in shown.stderr
@@ -378,7 +379,7 @@ def test_a_task_too_long_for_the_window_names_the_window_and_the_sizes_that_fit(
     line = assert_one_error_line(invoke("data", "add:30"))
     # was "raise max_seq_len or choose a smaller task size": add takes 1 to 30, and 1 to 20 fit the default window
     assert line == ("error: task add:30 needs max_seq_len >= 92, not 64; choose add:20 or smaller, or raise "
-                    "max_seq_len to 92 (--set max_seq_len=92)"), line
+                    "max_seq_len to 92: minitf --set max_seq_len=92 data add:30"), line
     assert invoke("--set", "max_seq_len=92", "data", "add:30").exit_code == 0
 
 

@@ -56,3 +56,21 @@ def test_ln_says_eps_and_the_other_norm_in_shares_a_learner_can_read():
     text = " ".join(text_of(run(session, ":ln"), 400).split())
     # was the bracket of mean(x^2) where var is what the root reads, and "as the mean is small against the spread"
     assert "(var(x) = mean(x^2) - mean^2 = " in text and "% of var" in text and "small against" not in text, text
+
+
+def test_a_divergence_from_the_shell_gives_the_whole_line_to_run_again(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "--set", "d_model=32", "--set", "d_ff=128",
+                                        "--set", "n_layers=1", "--set", "lr=1e9", "train", "--steps", "3"))
+    # was "... (--set lr=0.01)", a fragment, where the shell's other messages give a line that runs as pasted
+    assert line.endswith(f": minitf --checkpoint-dir {tmp_path} --set d_model=32 --set d_ff=128 --set n_layers=1 "
+                         "--set lr=0.01 train --steps 3"), line
+
+
+def test_a_setting_given_to_a_command_is_said_not_an_option_of_the_command_by_name(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "lrfind", "lr=0.1"), code=2)
+    # was "not an option of minitf --checkpoint-dir DIR lrfind", a line where the command was meant
+    assert line.startswith("error: lr is a setting, not an option of minitf lrfind: minitf --checkpoint-dir"), line
