@@ -144,6 +144,9 @@ class Command:
     # True: it says itself what is wrong with the device setting (:device lists the devices beside it), so the shell
     # runs it with a --device that names no device, which it refuses before any other command
     reports_device: bool = False
+    # Names users look for here that are no option of it, each with where that lives instead (a function, as the
+    # front end then speaking writes commands): `:set schedule=cosine` is :train's schedule=
+    elsewhere: dict = field(default_factory=dict)
     # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
     # result changes (name, type, removal or addition); schema.py and its test say when.
     json_version: int = 1
@@ -194,6 +197,8 @@ class Command:
             raise UsageError(f"{cmd(self.name)} takes no options; got {clip(shown)!r}")
         close = self.close_option(key)
         hint = f"; did you mean {close}?" if close else ""
+        if key in self.elsewhere:
+            hint = f": {self.elsewhere[key]()}"
         chosen = self.options_choosing(key)  # `:set gpt2`, `:set rope`: a value typed without its key
         if len(chosen) == 1:
             hint = f"; did you mean {chosen[0].name}={key}?"

@@ -74,3 +74,18 @@ def test_a_setting_given_to_a_command_is_said_not_an_option_of_the_command_by_na
     line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path), "lrfind", "lr=0.1"), code=2)
     # was "not an option of minitf --checkpoint-dir DIR lrfind", a line where the command was meant
     assert line.startswith("error: lr is a setting, not an option of minitf lrfind: minitf --checkpoint-dir"), line
+
+
+@pytest.mark.parametrize("key, said", [
+    ("schedule", "the schedule is :train's own option: :train schedule=new warms up"),
+    ("lr_schedule", "the schedule is :train's own option"),
+    ("momentum", "fixed in minitf, no setting: Muon's momentum 0.9 (Nesterov), AdamW's betas (0.9, 0.99)"),
+    ("beta2", "fixed in minitf, no setting"),
+])
+def test_set_names_where_a_setting_it_lacks_lives(key, said):
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    with pytest.raises(UserError) as e:  # was "unknown option 'schedule' for :set (:help set lists its 48 keys)"
+        run(tiny_session(), f":set {key}=0.95")
+    assert f"unknown option '{key}' for :set: {said}" in str(e.value), str(e.value)

@@ -33,7 +33,7 @@ from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session, ShellConfig
 from ..syntax import (SHELL, cmd, exact_text, given_before, keep_with_load, loaded, own_settings, restore,
-                      setting_text, spell_settings_with, syntax, without_setting)
+                      named, setting_text, spell_settings_with, syntax, without_setting)
 from .base import REGISTRY, ablation_note, command, complete_data, sampling_notes, switched_off
 from .shared import (ablations_gone, bpe_trained_elsewhere, checkpoint_folder, file_changed, keep_trained_model,
                      load_checked, quantized_gone, read_with, recipe_line, redraw_untrained, seed_kept_line,
@@ -334,9 +334,28 @@ def _text_first() -> str:
     return f"choose text data first, e.g. {cmd('data', 'pydoc')}"  # on disk: no download
 
 
+def _schedule_elsewhere() -> str:
+    return (f"the schedule is {named('train')}'s own option: {cmd('train', schedule='new')} warms up, then follows a "
+            f"cosine from lr down to lr x min_lr_ratio, {cmd('train', schedule='continue')} holds one rate (the default "
+            f"for a trained model); its shape: {cmd('set', 'warmup_steps', 'min_lr_ratio')}")
+
+
+def _fixed_elsewhere() -> str:
+    from ..core.optimizers import ADAMW_BETAS, MUON_MOMENTUM
+
+    return (f"fixed in minitf, no setting: Muon's momentum {MUON_MOMENTUM:g} (Nesterov), AdamW's betas "
+            f"{ADAMW_BETAS} (core/optimizers.py writes both out); the optimizer's settings are optimizer, lr, "
+            "weight_decay and grad_clip")
+
+
+# names a user looks for in :set that live elsewhere (`:set schedule=cosine` was only "unknown option")
+SET_ELSEWHERE = {**dict.fromkeys(("schedule", "lr_schedule", "scheduler", "decay_lr", "lr_decay"), _schedule_elsewhere),
+                 **dict.fromkeys(("momentum", "beta1", "beta2", "betas", "adam_betas", "nesterov"), _fixed_elsewhere)}
+
+
 @command("set", "Change settings: model architecture (most reset the weights), training, generation or the shell; "
          "a name alone shows that setting.",
-         params=_set_params(), needs_torch=False, pairs=True, json_version=4)  # fmt: skip
+         params=_set_params(), needs_torch=False, pairs=True, json_version=4, elsewhere=SET_ELSEWHERE)  # fmt: skip
 def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
     keys = (args.pop("keys", None) or "").split()
     given = {k: (None if v is CLEAR else v) for k, v in args.items() if v is not None}
@@ -346,11 +365,12 @@ def cmd_set(session: Session, args: dict, reporter: Reporter) -> SetResult:
                             f"{cmd('set', *keys)} shows, {cmd('set', **given)} "
                             "changes")
         return SetResult({}, False, shown=_settings_named(session, keys))
-    if not given:
-        keys = ", ".join(p.name for p in SET.options  # from the shell, not those it gives as options of its own
-                         if syntax() != SHELL or p.setting is None or p.setting.shell_option is None)
-        raise UserError(f"nothing to set; give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)}, or a "
-                        f"setting's name to show it, e.g. {cmd('set', 'lr')} (keys: {keys})")
+    if not given:  # it listed the 48 keys, without their values: the views of them are named instead
+        keys = [p.name for p in SET.options  # from the shell, not those it gives as options of its own
+                if syntax() != SHELL or p.setting is None or p.setting.shell_option is None]
+        raise UserError(f"nothing to set: {cmd('config')} shows every setting's value, {cmd('set', 'lr')} one "
+                        f"setting's with what it does, and {cmd('help', 'set')} lists all {len(keys)} keys; to "
+                        f"change some, give key=value pairs, e.g. {cmd('set', lr='1e-3', n_layers=2)}")
     current = {cls: _current(session, cls) for cls in SETTINGS}
     asked = str(given.get("tokenizer", "char")).strip().lower()
     if asked.partition(":")[0] == "bpe" and asked != current[DataConfig].tokenizer:
