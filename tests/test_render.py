@@ -94,7 +94,8 @@ def test_train_table_and_summary():
         assert column in header
     assert "accuracy" not in header  # a corpus has no accuracy column
     assert "2.1000" in out and "1.5000" in out and "3.00e-03" in out and "12,345" in out
-    assert "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, 2.5 s" in out
+    # the dtype too, float32 as well: where dtype=auto chose it nothing said which
+    assert "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, float32, 2.5 s" in out
 
 
 def test_train_table_has_accuracy_for_a_task():
@@ -117,9 +118,9 @@ def test_summary_wraps_at_spaces_when_narrow():
     render(train_result(), c)
     summary = c.file.getvalue().split("trained 20 steps:")[1].split("now type")[0]  # the next-step hint follows
     lines = ("trained 20 steps:" + summary).splitlines()
-    assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
+    assert len(lines) == 3 and all(len(line) <= 40 for line in lines)
     assert " ".join(line.strip() for line in lines) == (
-        "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, 2.5 s")
+        "trained 20 steps: train loss 1.2500, val loss 1.5000, 23,456 tokens/s, float32, 2.5 s")
 
 
 # --- gen -----------------------------------------------------------------------------------------

@@ -413,11 +413,10 @@ def test_a_continued_run_stopped_again_gives_its_own_part_of_the_tables_elapsed(
     assert second.run_seconds == pytest.approx(after - before, abs=1e-6)  # the table's own increment
     assert second.seconds > second.run_seconds + 0.15  # the call's wall time holds the drawing
     from minitf_repl.commands.train import spaced_seconds
-    from minitf_repl.render import fmt
 
     said = " ".join(shown(second, width=300).split())
     # was the call's wall time, sleeps included, beside a whole run that was hardly longer
-    assert f", {spaced_seconds(after - before)} (the whole run: {fmt.seconds(after)} elapsed" in said, said
+    assert f", {spaced_seconds(after - before)} this time, {spaced_seconds(after)} for the whole run" in said, said
 
 
 def test_ablate_off_names_the_parts_it_switched_back_on():

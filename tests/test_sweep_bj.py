@@ -89,3 +89,32 @@ def test_set_names_where_a_setting_it_lacks_lives(key, said):
     with pytest.raises(UserError) as e:  # was "unknown option 'schedule' for :set (:help set lists its 48 keys)"
         run(tiny_session(), f":set {key}=0.95")
     assert f"unknown option '{key}' for :set: {said}" in str(e.value), str(e.value)
+
+
+def test_a_linear_charts_labels_carry_as_many_decimals_each():
+    from minitf_repl.render.chart import axis_labels
+
+    assert axis_labels(2.0, 4.63) == ["4.63", "3.31", "2.00"]  # was 4.63, 3.31, 2: the 2 read as less precise
+    assert axis_labels(1.87, 2.27) == ["2.27", "2.07", "1.87"]
+    assert axis_labels(-3.7, -0.5, log_y=True) == ["0.316", "0.00794", "0.0002"]  # a log axis spans magnitudes
+
+
+def test_a_narrow_loss_tables_legend_names_its_short_headers():
+    from minitf_repl.render.live import LossTable
+
+    import io
+
+    from rich.console import Console
+
+    table = LossTable([{"step": 10, "train_loss": 3.0, "val_loss": 2.9, "val_bpc": 4.2, "lr": 1e-3,
+                        "tokens_per_second": 1000.0, "elapsed": 0.5}], narrow=True)
+    console = Console(file=io.StringIO(), width=60, color_system=None)
+    console.print(table)
+    text = " ".join(console.file.getvalue().split())
+    assert " bpc " in text and "bits/char (bpc): the val loss in bits" in text, text  # was "bits/char:" beside "bpc"
+
+
+def test_every_train_summary_names_the_dtype_it_ran_in():
+    from test_render import text_of, train_result
+
+    assert ", float32, " in text_of(train_result())  # was said only for bfloat16

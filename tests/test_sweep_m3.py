@@ -303,7 +303,7 @@ def test_a_flat_chart_of_whole_numbers_labels_whole_numbers():
 
     assert labels(chart([Curve("embed", [0, 10, 20], [1.0, 1.0, 1.0], "●", "")], 40, 5)) == ["2", "1", "0"]
     # a constant rate keeps its band of a tenth
-    assert labels(chart([Curve("lr", [0, 10], [1e-3, 1e-3], "●", "")], 40, 5)) == ["0.00105", "0.001", "0.00095"]
+    assert labels(chart([Curve("lr", [0, 10], [1e-3, 1e-3], "●", "")], 40, 5)) == ["0.00105", "0.00100", "0.00095"]
 
 
 def test_a_data_switch_that_rebuilds_says_the_int8_copy_went_with_the_old_model(checkpoint_dir):

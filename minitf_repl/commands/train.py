@@ -183,7 +183,8 @@ def read_again(session: Session, reporter: Reporter) -> None:
           path=True, browse="files"),
     param_from_setting(TrainConfig.spec("eval_every"), help="steps between validation evaluations (kept)", kept=True),
     param_from_setting(TrainConfig.spec("seed"),
-                       help="seed of the batch order, and of the weights of a model this command builds (kept)",
+                       help="seed of the batch order and the validation batches, and of the weights of a model this "
+                            "command builds (kept)",
                        kept=True),
     Param("save", str, help=f"save the checkpoint NAME at the end (default: {AUTOSAVE_NAME}, unless autosave is off)",
           complete=complete_checkpoint),
@@ -667,7 +668,8 @@ def train_summary(result: TrainResult) -> str:
         this_time = result.run_seconds if run_elapsed is not None and result.run_seconds else result.seconds
         parts.append(spaced_seconds(this_time))
         if run_elapsed is not None and fmt.seconds(run_elapsed) != fmt.seconds(this_time):
-            parts[-1] += f" (the whole run: {fmt.seconds(run_elapsed)} elapsed, as the table counts it)"
+            # not in brackets: a stopped run's summary holds its parts in brackets, and it ended "...counts it))"
+            parts[-1] += f" this time, {spaced_seconds(run_elapsed)} for the whole run as the table counts it"
     else:
         parts.append(spaced_seconds(run_elapsed))
     if result.stopped:
@@ -703,10 +705,10 @@ def bpc_words(bpc: float, tokens_per_char: float | None) -> str:
 
 
 def speed_parts(result: TrainResult) -> list[str]:
-    """What the summary adds for the speed switches: "bfloat16", "compiled in 41.2 s" (nothing at the defaults)."""
-    parts = []
-    if result.dtype != "float32":
-        parts.append(result.dtype)
+    """What the summary adds for the speed switches: the dtype the steps ran in ("float32" too: where dtype=auto
+    chose it, nothing said so, and the README sends a user to this line to learn which it chose), "compiled in
+    41.2 s"."""
+    parts = [result.dtype]
     if result.compile_seconds is not None:
         # a run of the compiling step alone (stopped at step 1) has no other step: its tokens/s is that step's
         counted = "its one step's tokens/s counts it" if result.steps == 1 else "not in tokens/s"

@@ -440,7 +440,8 @@ class TrainConfig(Settings):
 
     steps: int = setting(600, "length of a run", low=1, limit=10_000_000, aliases=("max_iters",))
     # The defaults are the built-in data's recipe (core/recipes.py; tuning runs in bench/recipes.py).
-    batch_size: int = setting(16, "sequences per step (per process under torchrun)", low=1, limit=4096,
+    batch_size: int = setting(16, "sequences per step, and per validation batch (per process under torchrun)",
+                              low=1, limit=4096,
                               aliases=("batch",))
     # core/optimizers.py explains both; muon's lr is scaled so that one lr means the same step size for both.
     optimizer: str = setting("muon", "adamw: AdamW for every weight; muon: Muon (orthogonalised momentum) for the "
@@ -453,9 +454,13 @@ class TrainConfig(Settings):
     weight_decay: float = setting(0.01, "weight decay on matrices (AdamW's and Muon's alike)", low=0.0)
     grad_clip: float = setting(1.0, "max global gradient norm (0: off)", low=0.0)
     eval_every: int = setting(100, "steps between evaluations", low=1, limit=10_000_000, aliases=("eval_interval",))
-    eval_batches: int = setting(8, "validation batches per evaluation (the loss is their mean)", low=1, limit=10_000,
+    eval_batches: int = setting(8, "validation batches per evaluation (the loss is their mean; the same batches each "
+                                   "time, drawn from seed)", low=1, limit=10_000,
                                 aliases=("eval_iters",))
-    seed: int = setting(1337, "seed of the initial weights and the batch order", low=0, limit=2**63 - 1)
+    # the validation batches too (Trainer.evaluate): a new seed scores other val text, and the same model's val loss
+    # moved with it, which its help did not say
+    seed: int = setting(1337, "seed of the initial weights, the batch order and the validation batches", low=0,
+                        limit=2**63 - 1)
     # Speed switches (core/precision.py). Evaluation always runs eagerly in float32, so val losses compare.
     dtype: str = setting("auto", "training forward pass: float32, or bfloat16 autocast (weights, gradients and "
                          "optimizer state stay float32); auto: bfloat16 where the device multiplies it natively (a "

@@ -220,6 +220,11 @@ def axis_labels(y0: float, y1: float, log_y: bool = False, rows: int | None = No
         labels = [f"{v:.{digits}g}" for v in values]
         if len(set(labels)) == len(labels):
             break
+    # on a linear axis, as many decimals in each (`4.63, 3.51, 2` read the 2 as less precise than the others); a log
+    # axis's labels span magnitudes, and an exponent's mantissa stays as written
+    decimals = max((len(label.partition(".")[2]) for label in labels), default=0)
+    if not log_y and not any("e" in label for label in labels):
+        labels = [f"{v:.{decimals}f}" for v in values]
     return labels
 
 

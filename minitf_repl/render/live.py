@@ -94,6 +94,7 @@ class LossTable:
         self.val_losses: list[float] = []
         self.most_rows: int | None = None  # the live display's: the last rows only, where all would not fit
         self.shown_keys: list[str] = []  # the columns the table was last laid out with (table_for)
+        self.shown_short = False  # ...and whether under their short headers
         if with_accuracy is None:
             with_accuracy = any(r.get("accuracy") is not None for r in rows)
         with_aux = any(r.get("aux_loss") is not None for r in rows)
@@ -142,6 +143,7 @@ class LossTable:
                 break
             columns = [c for c in columns if c[0] != key]
         self.shown_keys = [key for key, *_ in columns]
+        self.shown_short = narrow  # the headers are the short ones ("bpc"), which the legend then names
         table = Table(header_style="bold", box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
         for _, header, short, _, _ in columns:
             table.add_column(short if narrow else header, justify="right")
@@ -188,7 +190,10 @@ class LossTable:
         parts.append(self.table_for(width))
         # in the long names whatever the layout: "train" over a narrow column reads as "train loss" below it; for the
         # columns shown: at 20 columns the train loss gives way, and a legend for it read as a column missing
-        legend = "; ".join(f"{header}: {self.legend_words[key]}" for key, header, *_ in self.columns
+        # narrow, the short header too: "bpc" went unexplained under a legend of "bits/char"
+        legend = "; ".join(f"{header}" + (f" ({short})" if self.shown_short and short != header
+                                          and not header.startswith(short) else "")
+                           + f": {self.legend_words[key]}" for key, header, short, *_ in self.columns
                            if key in self.legend_words and key in self.shown_keys)
         if legend:
             parts.append(Words(Text(legend, style="dim")))
