@@ -29,6 +29,7 @@ import dataclasses
 import inspect
 import io
 import json
+import re
 import sys
 import tokenize
 import types
@@ -131,8 +132,15 @@ def describe(annotation, description: str | None = None) -> dict:
     """The JSON Schema of a value with this type annotation."""
     schema = _describe(annotation)
     if description:
-        schema["description"] = description
+        schema["description"] = json_words(description)
     return schema
+
+
+def json_words(description: str) -> str:
+    """A field's comment in the words of the document it describes: Python's None, True and False are JSON's null,
+    true and false ("(None: not taken)" described a null)."""
+    return re.sub(r"\b(None|True|False)\b", lambda m: {"None": "null", "True": "true", "False": "false"}[m[1]],
+                  description)
 
 
 def _describe(tp) -> dict:
@@ -301,10 +309,16 @@ def docs_page(registry=None) -> str:
     lines = [
         "# JSON output",
         "",
-        "`minitf COMMAND --json` prints exactly one JSON document on standard output (progress and",
+        "`minitf COMMAND --json` prints one JSON document on standard output, and nothing else (progress and",
         "errors go to standard error). Its first key, `schema`, names the command and the version of its",
         f'fields: `"{train}"`. A field is never renamed, removed or retyped under the same version;',
         "a change raises the version, so a script can check `schema` and refuse what it does not know.",
+        "",
+        "A command that fails prints no document: standard output stays empty, one `error:` line on",
+        "standard error says why, and the exit status is not 0",
+        "([exit status](checkpoints-and-safety.md#exit-status)). Two commands whose result is their verdict",
+        "print it and exit 1: `checks` with a check that failed, and `device` asked for a device that cannot",
+        "be used. A run stopped by Ctrl-C prints its document (`stopped`: true) and exits 130.",
         "",
         "- A number that is not finite (a diverged loss) is `null`; so is a value that does not apply.",
         "- A *map* is an object whose keys are names (settings, say) rather than fixed fields.",

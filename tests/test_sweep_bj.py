@@ -118,3 +118,28 @@ def test_every_train_summary_names_the_dtype_it_ran_in():
     from test_render import text_of, train_result
 
     assert ", float32, " in text_of(train_result())  # was said only for bfloat16
+
+
+def test_json_descriptions_speak_json_not_python():
+    import json
+    import re
+    from importlib import resources
+
+    said = []
+    for path in (resources.files("minitf_repl") / "schemas").iterdir():
+        def walk(node):
+            if isinstance(node, dict):
+                if re.search(r"\b(None|True|False)\b", str(node.get("description", ""))):
+                    said.append((path.name, node["description"]))
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+        walk(json.loads(path.read_text()))
+    assert not said, said[:5]  # was "(None: not taken)" and the like, of a value the document holds as null
+    device = json.loads((resources.files("minitf_repl") / "schemas" / "device.json").read_text())["properties"]
+    # was "what dtype=auto means here" of the dtype a step runs in under any setting, and "the dtype setting, and
+    # what a training step runs in" of the setting alone
+    assert device["dtype"]["description"] == "the dtype setting: auto, float32 or bfloat16"
+    assert device["train_dtype"]["description"].startswith("what a training step runs in on the current device")

@@ -41,8 +41,9 @@ class DeviceResult:
     current: str  # the device the model is on now; with a problem, the one asked for, which the model is not on
     switched: bool  # this command moved the model
     problem: str | None = None  # the device asked for (e.g. --device cuda) cannot be used here
-    dtype: str = "auto"  # the dtype setting, and what a training step runs in on the current device
-    train_dtype: str | None = None  # what dtype=auto means here: float32 or bfloat16
+    dtype: str = "auto"  # the dtype setting: auto, float32 or bfloat16
+    # what a training step runs in on the current device under that setting: float32 or bfloat16
+    train_dtype: str | None = None
     threads: int | None = None  # the CPU threads torch computes with (core/threads.py)
     threads_why: str | None = None  # how that count was chosen, e.g. "auto: 2 cores, 0.0 busy with other work"
     cpu_float32_products: str | None = None  # the fast path's float32 CPU products: "oneDNN" or "MKL" (core/fastpath.py)
@@ -51,8 +52,8 @@ class DeviceResult:
     # Each null where training is float32, off the CPU or off the fast path (core.fastpath.attention_in_float32):
     cpu_attention_dtype: str | None = None  # a bfloat16 CPU training step's attention kernel: "bfloat16" or "float32"
     cpu_attention_shape: list[int] | None = None  # the shape it was measured at: batch, heads, kv heads, block, head width
-    # bfloat16's measured speed there against float32's (taken from 1.05); None under compile=on, whose compiled step
-    # runs attention in float32 whatever was measured (core.fastpath.attention_in_float32)
+    # bfloat16's measured speed there against float32's (bfloat16 taken at 1.05 or more); None under compile=on, whose
+    # compiled step runs attention in float32 whatever was measured (core.fastpath.attention_in_float32)
     cpu_attention_speedup: float | None = None
     # what Muon's Newton-Schulz runs in on the current device under the dtype setting (float32 for dtype=float32,
     # else bfloat16 where the device has bfloat16 units); null with optimizer=adamw, which has none

@@ -61,9 +61,10 @@ class StreamGradient:
 class ParamGradient:
     """One part of the model (or one tensor) and the gradient of the loss with respect to it."""
 
-    name: str  # "block 0 attention", "W_E (token embedding, tied head)"; or a tensor's name
+    # a part's name ("block 0 attention", "W_E (token embedding, tied head)"), or a tensor's ("blocks.0.ln_1.weight")
+    name: str
     count: int  # its parameters
-    weight: float  # |W| (all its tensors together)
+    weight: float  # |W| (a part's: all its tensors together)
     grad: float  # |dL/dW|
     step: float | None = None  # |ΔW|: how far one optimizer step on this gradient moves it (None: not taken)
 

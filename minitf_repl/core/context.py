@@ -61,7 +61,7 @@ CPU_POSITIONS_PER_PASS = 4096
 class PositionLosses:
     windows: int  # windows scored
     positions: int  # T: the window's length
-    losses: list[float]  # L_i; nan where no window counts position i (a task's question)
+    losses: list[float]  # L_i; not a number (null in JSON) where no window counts position i (a task's question)
     errors: list[float]  # the standard error of each L_i over the windows
     counted: list[int]  # how many windows count position i
     smoothed: list[float]  # L_i averaged over positions i - i // 8 .. i + i // 8
