@@ -623,9 +623,14 @@ def toolbar_text(session, width: int | None = None) -> str:
     both = " | ".join(([f"train loss {train}"] if train else []) + ([f"val loss {val}{at}"] if val else []))
     one = f"val loss {val}{at}" if val else (f"train loss {train}" if train else "loss -")
     short = f"val {val}" if val else (f"train {train}" if train else "loss -")
+    # the shorter lines keep the val loss's step while they can: at 80 columns the medium line was 81 long, and the
+    # next one dropped "(step 350)" where it could have dropped the labels alone
+    short_at = f"val {val}{at}" if val else short
     candidates = [f" device {st.device} | {params} | step {st.step:,} | {both or 'loss -'} | data {data} ",
                   f" device {st.device} | {params} | step {st.step:,} | {one} | data {data} ",
+                  f" {st.device} | {params} | step {st.step:,} | {short_at} | {data} ",
                   f" {st.device} | {params} | step {st.step:,} | {short} | {data} ",
+                  f" step {st.step:,} | {short_at} | {data} ",
                   f" step {st.step:,} | {short} | {data} "]  # 40-60 columns: :config and :device say the rest
     # measured in columns, not characters: a file named in Chinese takes two a character, and a line that fitted by
     # its length ran off the screen's edge, the name cut there with no sign of it

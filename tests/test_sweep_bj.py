@@ -143,3 +143,17 @@ def test_json_descriptions_speak_json_not_python():
     # what a training step runs in" of the setting alone
     assert device["dtype"]["description"] == "the dtype setting: auto, float32 or bfloat16"
     assert device["train_dtype"]["description"].startswith("what a training step runs in on the current device")
+
+
+def test_the_toolbar_at_80_columns_keeps_the_step_a_stopped_runs_val_loss_was_measured_at():
+    from types import SimpleNamespace
+
+    from minitf_repl.repl import toolbar_text
+    from minitf_repl.session import Status
+
+    status = Status(device="cpu", n_params=176_832, step=381, last_loss=1.9012, data="pydoc", val_loss=1.8748,
+                    val_step=350)
+    line = toolbar_text(SimpleNamespace(status=lambda: status), 80)
+    # was " cpu | 176,832 params | step 381 | val 1.8748 | pydoc ": the medium line was 81 columns
+    assert line == " cpu | 176,832 params | step 381 | val 1.8748 (step 350) | pydoc ", line
+    assert "(step 350)" in toolbar_text(SimpleNamespace(status=lambda: status), 44)
