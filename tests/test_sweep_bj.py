@@ -157,3 +157,13 @@ def test_the_toolbar_at_80_columns_keeps_the_step_a_stopped_runs_val_loss_was_me
     # was " cpu | 176,832 params | step 381 | val 1.8748 | pydoc ": the medium line was 81 columns
     assert line == " cpu | 176,832 params | step 381 | val 1.8748 (step 350) | pydoc ", line
     assert "(step 350)" in toolbar_text(SimpleNamespace(status=lambda: status), 44)
+
+
+def test_qkv_marks_a_long_texts_cut_front():
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    window = session.model_config.max_seq_len
+    result = run(session, ":qkv " + "0123456789" * (window // 10 + 2))
+    assert result.dropped and result.around.startswith("…"), result.around  # was the kept window read as the start
+    assert not run(session, ":qkv 0123456789").around.startswith("…")

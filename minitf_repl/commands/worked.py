@@ -140,18 +140,20 @@ def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     return QkvResult(prompt=text, tokens=shown_pieces(session.data.tokenizer, ids), n_heads=config.n_heads,
                      n_kv_heads=config.kv_heads, d_model=config.d_model, dropped=dropped,
                      unit=session.data.tokenizer.unit, untrained=session.untrained, ablations=switched_off(session),
-                     around=_around(session.data.tokenizer, ids, worked.at), **fields)
+                     around=_around(session.data.tokenizer, ids, worked.at, cut_before=bool(dropped)), **fields)
 
 
-def _around(tokenizer, ids: list[int], at: int) -> str:
+def _around(tokenizer, ids: list[int], at: int, cut_before: bool = False) -> str:
     """The text around the query at `at`, decoded from the tokens: not the tokens' names joined, which under a
-    byte-level BPE name a byte of a character as its escape (\\xe4), and read "\\xe4\\xbd\\xa0" for 你."""
+    byte-level BPE name a byte of a character as its escape (\\xe4), and read "\\xe4\\xbd\\xa0" for 你.
+    `cut_before`: `ids` are a longer text's last window, marked "…" in front as :score marks it (it read as the
+    text's start, "…" only after it)."""
     text = tokenizer.decode(ids)
     # where the query's token ends: its bytes of a character that a later token completes decode as one "\ufffd",
     # as long as that character is in the whole text
     end = min(len(text), len(tokenizer.decode(ids[: at + 1])))
     first, last = max(0, end - 40), min(len(text), max(end + 8, 48))
-    return ("…" if first else "") + text[first:last] + ("…" if last < len(text) else "")
+    return ("…" if first or cut_before else "") + text[first:last] + ("…" if last < len(text) else "")
 
 
 def _shown_keys(weights: list[float], at: int, causal: bool = True) -> list[int]:
