@@ -279,7 +279,7 @@ def test_grad_in_the_shell():
     assert default.loss == pytest.approx(run(session, ":score").loss, rel=1e-5)
     out = plain(default)
     assert f"backprop on '{text}': loss" in out and "the mean -ln p of 16 next characters" in out
-    assert "|skip| |J^T g| back cos |dL/dh| leaves" in out and "block 0 attention" in out
+    assert "|skip| |J^T g'| back cos |dL/dh| leaves" in out and "block 0 attention" in out
     assert "W_E is tied: as the output head it receives dz^T x_f" in out and "they agree to" in out
     narrow = text_of(default, 60)
     assert "|dL/dh| leaves" in narrow and "cos" not in narrow.split("\n")[8] and "…" not in narrow

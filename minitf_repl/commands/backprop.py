@@ -182,7 +182,7 @@ def render_grad(result: GradResult, console: Console) -> None:
             skip, back, cos = g(s.skip), g(s.through), _cos(s.cos)
         rows.append([block, s.part, g(s.arrives), skip, back, cos, g(s.leaves)])
     rows.append([Text("h_0", style="cyan"), "", "", "", "", "", embed])
-    names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g| back", "cos", "|dL/dh| leaves"]
+    names = ["block", "f", "|g'| arrives", "|skip|", "|J^T g'| back", "cos", "|dL/dh| leaves"]
     console.print(fitting_table(console, names, rows, left=("block", "f"), optional=("cos", "|g'| arrives")))
     h_0 = "x" if result.position_table is None else "x + p"
     note(console, f"top: |dL/dh_L|, what reaches the last block's output through {head_path}; h_0: what reaches the "
