@@ -1388,8 +1388,11 @@ def add_subcommands(app: typer.Typer, registry: Registry) -> None:
     """One shell subcommand per command of the registry, except the REPL-only ones."""
     for command in registry.values():
         if not command.repl_only:
-            app.command(name=command.name, help=escape(_summary(command)), cls=_Command)(
-                _make_subcommand(command, registry))
+            # the docs section that works its output through, under the options, as :help NAME names it
+            epilog = (f"Worked through, with what each term means: docs/{command.guide} in minitf's repository."
+                      if command.guide else None)
+            app.command(name=command.name, help=escape(_summary(command)), cls=_Command,
+                        epilog=escape(epilog) if epilog else None)(_make_subcommand(command, registry))
 
 
 def build_app(registry: Registry = REGISTRY) -> typer.Typer:

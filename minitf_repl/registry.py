@@ -147,6 +147,9 @@ class Command:
     # Names users look for here that are no option of it, each with where that lives instead (a function, as the
     # front end then speaking writes commands): `:set schedule=cosine` is :train's schedule=
     elsewhere: dict = field(default_factory=dict)
+    # The page and section of the repository's docs/ that work its output through, as "inside-views.md#anchor":
+    # `:help NAME` names it (a view's terms, q, d_k, x̂, the KV cache, are explained there, not in one line of help)
+    guide: str = ""
     # The version of its --json fields ("schema": "minitf.NAME/N"): raise it whenever a field of its
     # result changes (name, type, removal or addition); schema.py and its test say when.
     json_version: int = 1

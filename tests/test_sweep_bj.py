@@ -167,3 +167,25 @@ def test_qkv_marks_a_long_texts_cut_front():
     result = run(session, ":qkv " + "0123456789" * (window // 10 + 2))
     assert result.dropped and result.around.startswith("…"), result.around  # was the kept window read as the start
     assert not run(session, ":qkv 0123456789").around.startswith("…")
+
+
+def test_every_guide_a_command_names_is_a_section_of_the_docs():
+    from test_docs import _anchors
+
+    from minitf_repl.commands import REGISTRY
+
+    docs = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs"
+    guided = {c.name: c.guide for c in REGISTRY.values() if c.guide}
+    assert {"qkv", "ln", "grad", "muon", "kv", "score", "checks"} <= set(guided)  # the views that work math out
+    for name, guide in guided.items():
+        page, _, anchor = guide.partition("#")
+        assert anchor in _anchors(docs / page), (name, guide)
+
+
+def test_help_of_a_view_names_where_its_terms_are_explained():
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    text = " ".join(text_of(run(tiny_session(), ":help qkv"), 200).split())
+    # was the one-line summary and the options: q, k, d_k and the mask went unexplained, the docs unnamed
+    assert "worked through, with what each term means: docs/inside-views.md#one-query-worked-out-by-hand-qkv" in text

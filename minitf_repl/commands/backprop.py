@@ -105,7 +105,8 @@ def float32_part(check) -> str:
     Param("text", str, help="the text whose loss is backpropagated (default: a sample of the data with what truly "
                             "follows it)", positional=True),
     Param("all", bool, default=False, help="list every parameter tensor instead of the parts"),
-], aliases=("backprop",), interruptible=True, json_version=5)  # fmt: skip
+], aliases=("backprop",), interruptible=True, json_version=5,
+         guide="inside-views.md#backpropagation-on-one-text-grad")  # fmt: skip
 def cmd_grad(session: Session, args: dict, reporter: Reporter) -> GradResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["text"] or known_text(data), reporter, scored=True,
@@ -328,7 +329,7 @@ def _complete_matrix(session: Session) -> list[str]:
                               "attn.k_proj, attn.v_proj, attn.out_proj, ffn.fc_in, ffn.fc_out, or just fc_in; Tab "
                               "lists the model's)", complete=_complete_matrix, meta="NAME"),
     Param("seed", int, help="the training batch the gradient is taken on (default 0)", low=0, limit=2**63 - 1),
-], interruptible=True, json_version=4)  # fmt: skip
+], interruptible=True, json_version=4, guide="inside-views.md#what-muon-does-with-a-gradient-muon")  # fmt: skip
 def cmd_muon(session: Session, args: dict, reporter: Reporter) -> MuonResult:
     layer = check_layer(session, args["layer"])
     from ..core.muon_step import muon_step

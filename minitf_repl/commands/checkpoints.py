@@ -583,7 +583,7 @@ class ParityResult:
           positional=True, path=True, browse="hf"),
     Param("prompt", str, help="the text both models read (default: a short sample of the data)", meta="TEXT"),
     Param("tolerance", float, help="the largest difference taken as equal, in (0, 1] (default 1e-4)"),
-], json_version=2)  # fmt: skip
+], json_version=2, guide="real-models.md#checking-against-the-reference-parity-hfpath")  # fmt: skip
 def cmd_parity(session: Session, args: dict, reporter: Reporter) -> ParityResult:
     from ..core.paths import cache_revision, hf_path  # torch-free: the errors up to "no model" are one line without
     # torch

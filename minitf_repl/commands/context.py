@@ -106,7 +106,8 @@ def default_windows(max_seq_len: int) -> int:
           help=f"windows this long, past the model's max_seq_len: a copy of the model with its positions worked out "
                f"further (rope, sinusoidal or none; at most {LONGER_AT_MOST}x max_seq_len) reads them (default: "
                f"max_seq_len)"),
-], interruptible=True, aliases=("positions",), json_version=3)  # fmt: skip
+], interruptible=True, aliases=("positions",), json_version=3,
+         guide="inside-views.md#how-much-of-its-context-the-model-uses-context")  # fmt: skip
 def cmd_context(session: Session, args: dict, reporter: Reporter) -> ContextResult:
     from ..core.context import position_losses
 

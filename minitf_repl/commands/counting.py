@@ -109,7 +109,7 @@ class NgramResult:
           low=1),
     Param("sample", bool, default=True, help="each counter writes a line after the views' sample prompt (a corpus "
                                              "only)"),
-], interruptible=True, json_version=2)  # fmt: skip
+], interruptible=True, json_version=2, guide="inside-views.md#what-a-loss-is-worth-counting-models-ngram")  # fmt: skip
 def cmd_ngram(session: Session, args: dict, reporter: Reporter) -> NgramResult:
     from ..core.bpe import decode_after
     from ..core.data import bits_per_char, val_tokens_per_char

@@ -35,6 +35,7 @@ class HelpEntry:
     summary: str
     usage: str  # e.g. ":train [steps=N] [lr=X] ..."
     family: str = ""  # the heading it is listed under: its module's FAMILY ("training", "worked out by hand")
+    guide: str = field(default="", metadata={"view_only": True})  # Command.guide: docs/PAGE#SECTION
 
 
 @dataclass
@@ -47,7 +48,7 @@ class HelpResult:
 
 def _entry(cmd: Command) -> HelpEntry:
     family = getattr(sys.modules.get(cmd.func.__module__), "FAMILY", "more")  # each family module names itself
-    return HelpEntry(cmd.name, cmd.aliases, cmd.summary, cmd.usage(), family)
+    return HelpEntry(cmd.name, cmd.aliases, cmd.summary, cmd.usage(), family, cmd.guide)
 
 
 @command("help", "List the commands, or show one command's options or one setting.", params=[
@@ -170,6 +171,8 @@ def render_command_help(result: HelpResult, console: Console) -> None:
     names = ", ".join(":" + n for n in (entry.name, *entry.aliases))
     say(console, Text(names, style="bold") + Text(f"  {entry.summary}"))
     say(console, Text("usage: ", style="dim") + Text(entry.usage))
+    if entry.guide:  # where its terms are explained: a clone's docs/ (a pip install has the repository's on the web)
+        note(console, f"worked through, with what each term means: docs/{entry.guide} in minitf's repository")
     if not result.params:
         return
     with_default = any(p.default is not None for p in result.params)

@@ -381,7 +381,7 @@ LENS_AT = ("end", "mid", "both")  # core.inside.LENS_AT, known here before torch
     VIEW_TEXT,
     Param("at", str, choices=LENS_AT, help="where in each block to read: end (after its MLP, the default), "
                                            "mid (after its attention, before its MLP) or both"),
-], json_version=6)  # fmt: skip
+], json_version=6, guide="inside-views.md#the-lens-in-the-middle-of-each-block")  # fmt: skip
 def cmd_lens(session: Session, args: dict, reporter: Reporter) -> LensResult:
     data = session.data
     from_data = not args["prompt"]
@@ -543,7 +543,7 @@ class ScoreResult:
     Param("counter", int, help="also score it with the counting model of order N (:ngram): its -ln p beside the "
                                "model's, and where the model reads further back than counting does", low=1,
           meta="N"),
-], aliases=("tf",), json_version=6)  # fmt: skip
+], aliases=("tf",), json_version=6, guide="inside-views.md#teacher-forcing-every-next-token-at-once-score")  # fmt: skip
 def cmd_score(session: Session, args: dict, reporter: Reporter) -> ScoreResult:
     if args["counter"] is not None:
         check_counter(args["counter"], session.data.tokenizer.vocab_size)
@@ -779,7 +779,7 @@ class EmbedResult:
     Param("map", bool, default=False, help="every token drawn at its place on the two directions in which the rows "
                                            "of W_E differ most (their first two principal components), the text's "
                                            "on top"),
-], json_version=9)  # fmt: skip
+], json_version=9, guide="inside-views.md#which-tokens-the-model-treats-alike-embed")  # fmt: skip
 def cmd_embed(session: Session, args: dict, reporter: Reporter) -> EmbedResult:
     data = session.data
     text = args["text"] or sample_prompt(data)
@@ -931,7 +931,7 @@ def render_embed_map(result: EmbedResult, drawn: EmbedMap, console: Console) -> 
     Param("text", str, help="the text to split into tokens (default: a sample of the data)", positional=True),
     Param("merges", bool, default=False, help="a BPE tokenizer's merges worked out, piece by piece, in the order "
                                               "they were learned"),
-], json_version=5)  # fmt: skip
+], json_version=5, guide="real-models.md#characters-or-bpe-set-tokenizer")  # fmt: skip
 def cmd_tok(session: Session, args: dict, reporter: Reporter) -> TokResult:
     # no text: the data's sample, as every other view reads (its usage line said [TEXT], and it refused the default)
     text = args["text"] or sample_prompt(session.data)

@@ -57,7 +57,8 @@ class MistakesResult:
                f"scored (a text, default {WINDOWS})"),
     Param("show", int, default=10, low=1, limit=1000, help="wrong answers or hard tokens listed"),
     Param("seed", int, default=0, low=0, limit=2**63 - 1, help="the questions' or windows' seed"),
-], aliases=("errors",), interruptible=True, json_version=3)  # fmt: skip
+], aliases=("errors",), interruptible=True, json_version=3,
+         guide="inside-views.md#where-it-is-wrong-mistakes")  # fmt: skip
 def cmd_mistakes(session: Session, args: dict, reporter: Reporter) -> MistakesResult:
     from ..core.mistakes import task_mistakes, text_mistakes
 

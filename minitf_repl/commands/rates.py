@@ -70,7 +70,7 @@ class LrfindResult:
     Param("steps", int, default=STEPS, low=10, limit=100_000, help="steps of the test, each at a higher rate"),
     Param("seed", int, low=0, limit=SEED_LIMIT, help="the fresh model's and the batches' seed (default: the seed "
                                                      "setting)", default_from="seed"),
-], aliases=("lr_find",))  # fmt: skip
+], aliases=("lr_find",), guide="variant-lab.md#which-learning-rate-lrfind")  # fmt: skip
 def cmd_lrfind(session: Session, args: dict, reporter: Reporter) -> LrfindResult:
     from ..core.lrfind import range_test
 

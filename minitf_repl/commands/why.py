@@ -227,7 +227,8 @@ def _best_head(value: float, names: list[str]) -> str:
     Param("target", str, blank=True, meta="CHAR",
           help="the clean answer's token, ␣ for a space (default: a task's answer, else the clean run's likeliest "
                "next token)"),
-], interruptible=True, json_version=5)  # fmt: skip
+], interruptible=True, json_version=5,
+         guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
 def cmd_patch(session: Session, args: dict, reporter: Reporter) -> PatchResult:
     data = session.data
     clean, corrupt = split_prompts(args["prompts"], data)
@@ -393,7 +394,7 @@ ATTRIB_ROWS = 12  # parts shown; the rest are summed on one line
     Param("target", str, blank=True, meta="CHAR",
           help="the token whose logit is split, ␣ for a space (default: a task's answer or the true next token "
                "of the default prompt, else the likeliest)"),
-], json_version=4)  # fmt: skip
+], json_version=4, guide="inside-views.md#why-activation-patching-and-direct-logit-attribution")  # fmt: skip
 def cmd_attrib(session: Session, args: dict, reporter: Reporter) -> AttribResult:
     data = session.data
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
@@ -578,7 +579,7 @@ def check_causal(session: Session, what: str) -> None:
           positional=True),
     replace(BLOCK, help="list the heads of this block only (default: every block)"),
     Param("seed", int, help="the random tokens' seed (default 0)", low=0, limit=2**63 - 1),
-], interruptible=True, json_version=3)  # fmt: skip
+], interruptible=True, json_version=3, guide="inside-views.md#what-each-head-does-heads")  # fmt: skip
 def cmd_heads(session: Session, args: dict, reporter: Reporter) -> HeadsResult:
     from ..core.heads import SEQUENCES, head_roles, repeat_length, repeated_tokens, text_tokens, trained_length
 

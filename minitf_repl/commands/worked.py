@@ -123,7 +123,7 @@ class QkvResult:
                           "hide; -1: the last)", meta="N"),
     BLOCK,
     QUERY_HEAD,
-], json_version=3)  # fmt: skip
+], json_version=3, guide="inside-views.md#one-query-worked-out-by-hand-qkv")  # fmt: skip
 def cmd_qkv(session: Session, args: dict, reporter: Reporter) -> QkvResult:
     layer = check_layer(session, args["layer"])
     config = session.model_config
@@ -293,7 +293,7 @@ ROPE_ELSEWHERE = {  # where a model without rotary positions has its positions, 
     replace(LAST_POSITION, help="the query position (default -1: the last)"),
     BLOCK,
     QUERY_HEAD,
-], json_version=2)  # fmt: skip
+], json_version=2, guide="inside-views.md#rotary-positions-at-one-query-rope")  # fmt: skip
 def cmd_rope(session: Session, args: dict, reporter: Reporter) -> RopeResult:
     from ..core.variants import position_kind
 
@@ -408,7 +408,7 @@ class ResidResult:
                   "add, what the norms read.", params=[
     VIEW_TEXT,
     LAST_POSITION,
-], json_version=5)  # fmt: skip
+], json_version=5, guide="inside-views.md#the-residual-stream-and-its-norms-resid")  # fmt: skip
 def cmd_resid(session: Session, args: dict, reporter: Reporter) -> ResidResult:
     text, ids, dropped, at = read_at(session, "resid", args, reporter)
     from ..core.inside import residual_stream
@@ -583,7 +583,7 @@ def said_all(k: int | None, n: int, what: str, reporter: Reporter) -> None:
           help="which norm: ln_1 (before attention, the default), ln_2 (before the FFN), ln_f (the final one, "
                "before the head)"),
     Param("k", int, help="features listed, the largest |x_j| first (default 8)", low=1, limit=4096),
-])  # fmt: skip
+], guide="inside-views.md#one-norm-step-by-step-ln")  # fmt: skip
 def cmd_ln(session: Session, args: dict, reporter: Reporter) -> LnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ln", args, reporter)
@@ -738,7 +738,7 @@ class FfnResult:
     LAST_POSITION,
     BLOCK,
     Param("k", int, help="hidden units listed, the largest writes first (default 8)", low=1, limit=4096),
-], json_version=4)  # fmt: skip
+], json_version=4, guide="inside-views.md#the-feed-forward-as-a-sum-of-its-units-ffn")  # fmt: skip
 def cmd_ffn(session: Session, args: dict, reporter: Reporter) -> FfnResult:
     layer = check_layer(session, args["layer"])
     text, ids, dropped, at = read_at(session, "ffn", args, reporter)
@@ -886,7 +886,7 @@ class KvResult:
                "that both give the same logits.", params=[
     Param("prompt", str, help=f"text to continue {VIEW_DEFAULT}", positional=True),
     Param("n", int, help="tokens to decode, greedily (default 8)", low=1, limit=1024, short="n"),
-], json_version=6)  # fmt: skip
+], json_version=6, guide="inside-views.md#decoding-with-the-kv-cache-kv")  # fmt: skip
 def cmd_kv(session: Session, args: dict, reporter: Reporter) -> KvResult:
     text, ids, dropped = view_prompt(session, args["prompt"], reporter)
     if not ids:
