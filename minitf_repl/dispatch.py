@@ -44,7 +44,7 @@ from .render.live import same_output
 from .render.words import note
 from .reporter import Reporter
 from .schema import schema_id
-from .syntax import REPL, SHELL, cmd, given_before, setting_text, speaking, typed_at_keyboard
+from .syntax import REPL, SHELL, cmd, given_before, named, setting_text, speaking, typed_at_keyboard
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -291,7 +291,9 @@ class FrontDoor:
         except KeyboardInterrupt:
             self._close(reporter)
             self.interrupted = True
-            self._error("interrupted")
+            # which command, and that it did not finish (a bare "interrupted" said neither, where :checks, :train
+            # and :gen each say what they got done)
+            self._error(f"interrupted: {named(command.name)} stopped before it finished")
             return FAILED
         except BrokenPipeError:
             # `minitf train --json | head -c 10`: the reader left. Nothing to report, and Python must

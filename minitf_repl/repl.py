@@ -743,7 +743,7 @@ def run_repl(session, console: Console, err_console: Console | None = None, debu
         say_pending()
         first = False
         if ctrl_c_typed_ahead(prompt_session.input):  # Ctrl-C pressed with Enter, before the command could start
-            error(err_console, "interrupted")
+            error(err_console, "interrupted: Ctrl-C came with Enter, so the line did not run")
             continue
         try:
             if run_pasted(door, line, err_console, said) == QUIT:

@@ -255,7 +255,7 @@ def test_ctrl_c_pressed_with_enter_stops_the_command_before_it_starts():
     # Enter and Ctrl-C read in one chunk (a busy machine, torch loading): the Ctrl-C was a key kept for the next
     # prompt, which it cleared, and the command ran to its end
     code, out, err, session = drive(":set lr=0.5\r\x03:set n=7\r")
-    assert code == 0 and err == "error: interrupted\n"
+    assert code == 0 and err == "error: interrupted: Ctrl-C came with Enter, so the line did not run\n"
     assert session.train_config.lr != 0.5 and session.gen_config.n == 7  # the next line runs as typed
     code, out, err, session = drive(":set lr=0.5\rhel\x03:set n=7\r")  # Ctrl-C while typing the next line: clears it
     assert err == "" and session.train_config.lr == 0.5 and session.gen_config.n == 7
