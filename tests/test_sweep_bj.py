@@ -189,3 +189,29 @@ def test_help_of_a_view_names_where_its_terms_are_explained():
     text = " ".join(text_of(run(tiny_session(), ":help qkv"), 200).split())
     # was the one-line summary and the options: q, k, d_k and the mask went unexplained, the docs unnamed
     assert "worked through, with what each term means: docs/inside-views.md#one-query-worked-out-by-hand-qkv" in text
+
+
+def test_data_json_says_a_vocabularys_character_count_is_not_known(tmp_path):
+    import json
+
+    from test_cli import invoke
+
+    text = tmp_path / "mine.txt"
+    text.write_text("the cat sat on the mat, and the dog sat on the log. " * 40, encoding="utf-8")
+    folder = str(tmp_path / "ck")
+    assert invoke("--checkpoint-dir", folder, "--data", str(text), "--set", "d_model=32", "--set", "n_heads=2",
+                  "--set", "n_layers=1", "--set", "d_ff=64", "train", "--steps", "2", "--save", "ft").exit_code == 0
+    text.unlink()
+    result = invoke("--checkpoint-dir", folder, "--load", "ft", "data", "--json")
+    doc = json.loads(result.stdout)
+    # was "chars": 0 beside null token counts: the count is unknown, not zero
+    assert doc["schema"] == "minitf.data/5" and doc["info"]["kind"] == "vocabulary" and doc["info"]["chars"] is None
+
+
+def test_data_json_gives_no_character_count_for_random_tokens():
+    import json
+
+    from test_cli import invoke
+
+    doc = json.loads(invoke("--data", "random:5", "data", "--json").stdout)
+    assert doc["info"]["chars"] is None  # was 0: random tokens have no examples, "characters per example" of none

@@ -835,7 +835,7 @@ def _held_out_only(data, reporter: Reporter) -> None:
 
 @command("data", f"Show the data, or switch: {', '.join(spec_forms())}, a file.",
          params=[Param("name", str, help=", ".join(spec_forms()) + " or a file path", positional=True,
-                       complete=complete_data, path=True, browse="files")], json_version=4)  # fmt: skip
+                       complete=complete_data, path=True, browse="files")], json_version=5)  # fmt: skip
 def cmd_data(session: Session, args: dict, reporter: Reporter) -> DataResult:
     name = args["name"]
     if name is None or not name.strip():

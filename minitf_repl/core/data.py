@@ -174,7 +174,7 @@ class DataInfo:
     name: str
     kind: str  # corpus | task | vocabulary (a checkpoint's vocabulary alone: its data is not available)
     description: str
-    chars: int  # characters in the corpus, or characters per example for a task
+    chars: int | None  # characters in the corpus, or characters per example for a task; None: not known (a vocabulary)
     vocab_size: int
     train_tokens: int | None
     val_tokens: int | None
@@ -666,7 +666,7 @@ class RandomTokens:
         self.tokenizer.closed = self.name
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
+        return DataInfo(self.name, "task", self.description, None, self.tokenizer.vocab_size, None, None,
                         tokenizer=self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
@@ -707,7 +707,7 @@ class RepeatedTokens:
         self.tokenizer.closed = self.name
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "task", self.description, 0, self.tokenizer.vocab_size, None, None,
+        return DataInfo(self.name, "task", self.description, None, self.tokenizer.vocab_size, None, None,
                         tokenizer=self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
@@ -800,7 +800,7 @@ class VocabOnly:
         self.description = f"the vocabulary of {spec} only ({reason or 'the data is not available'}): generation works, training does not"
 
     def info(self) -> DataInfo:
-        return DataInfo(self.name, "vocabulary", self.description, 0, self.tokenizer.vocab_size, None, None,
+        return DataInfo(self.name, "vocabulary", self.description, None, self.tokenizer.vocab_size, None, None,
                         self.tokenizer.unit, self.tokenizer.describe())
 
     def check_fits(self, max_seq_len: int) -> None:
