@@ -155,6 +155,12 @@ def refuse_a_setting(command: Command, key: str, value: str | None, registry: Re
     raise UsageError(f"{key} is a setting, not an option of {named(command.name)}: {first}")
 
 
+def _where(command: Command) -> str:
+    """A command as a message names it: `minitf train`, not the session's whole line; `--set`, as the shell gives
+    :set's pairs (`minitf --set device=x` is "not an option of --set")."""
+    return phrase_command(command.name) if command.pairs else named(command.name)
+
+
 class CheckedArgs(dict):
     """{option name: value} that parse_line has converted and checked already: prepare_args takes them as they are."""
 
@@ -513,9 +519,9 @@ def _parse_args(cmd: Command, tokens: list[_Token], registry: Registry | None = 
                     if (close := cmd.close_option(norm)) is not None:  # `:set heads=2` meant n_heads, not :heads 2
                         with without_setting(norm):  # the shell's line without the --set heads=2 refused here
                             other_line = phrase_command(other.name, *text_of_other)
-                        raise UsageError(f"{norm} is not an option of {named(cmd.name)}; did you mean "
+                        raise UsageError(f"{norm} is not an option of {_where(cmd)}; did you mean "
                                          f"{close}? (the command {norm}: {other_line})") from None
-                    raise UserError(f"{norm} is not an option of {named(cmd.name)} but a command: "
+                    raise UserError(f"{norm} is not an option of {_where(cmd)} but a command: "
                                     f"{phrase_command(other.name, *text_of_other)}") from None
                 # :set's text is names only, and a text of fixed values (:quantize int8, :checks blind) takes no
                 # `key=value` however quoted: the hint was a line that the command then refused

@@ -207,7 +207,7 @@ def test_data_corpus_and_task():
     corpus = DataInfo("pydoc", "corpus", "Python's docs", 1000, 90, 900, 100)
     out = text_of(C.DataResult(corpus, changed=True, rebuilt=True))
     assert "pydoc" in out and "corpus" in out and "1,000" in out and "90 symbols" in out
-    assert "900 / 100 tokens (90/10)" in out
+    assert "900 / 100 tokens (90/10: the first part of the text, then its end)" in out
     assert "vocabulary of 90: weights reset" in out
     task = DataInfo("sort", "task", "sort 6 digits: 3141=1134", 13, 12, None, None)
     out = text_of(C.DataResult(task, changed=False, rebuilt=False))

@@ -215,3 +215,27 @@ def test_data_json_gives_no_character_count_for_random_tokens():
 
     doc = json.loads(invoke("--data", "random:5", "data", "--json").stdout)
     assert doc["info"]["chars"] is None  # was 0: random tokens have no examples, "characters per example" of none
+
+
+def test_data_alone_lists_the_built_in_data_each_with_what_it_is():
+    from minitf_repl.core.catalog import ABOUT, TASK_SIZES
+    from minitf_repl.core.data import RANDOM_SYMBOLS, Task
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    text = text_of(run(tiny_session(), ":data"), 200)
+    # was the current data alone: nothing said what sort, add, random or repeat are, nor N's and V's range
+    assert "built in (:data NAME switches to one; a text file's path works too):" in text, text
+    assert "repeat[:V]     random tokens from V symbols, then the same again" in text
+    assert "sort[:N]       N digits, then the same digits sorted: 314159=113459 (N from 1 to 30, default 6)" in text
+    for name in ("sort", "reverse", "add"):  # each line's example is the task's own
+        assert ABOUT[name].endswith(Task(name, TASK_SIZES[name][0]).example), name
+    assert TASK_SIZES["random"][2] == TASK_SIZES["repeat"][2] == len(RANDOM_SYMBOLS)
+
+
+def test_data_says_which_part_of_a_text_is_held_out():
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    text = " ".join(text_of(run(tiny_session(data="pydoc"), ":data"), 200).split())
+    assert "tokens (90/10: the first part of the text, then its end)" in text, text  # was "(90/10)" alone

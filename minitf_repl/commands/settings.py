@@ -882,7 +882,9 @@ def render_data(result: DataResult, console: Console) -> None:
     if info.train_tokens is not None and info.val_tokens is not None:
         total = info.train_tokens + info.val_tokens
         share = round(100 * info.train_tokens / total) if total else 0
-        rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share})"))
+        # which part is which: a user's own file sorted or in chapters validates on its last (the README said 90/10 only)
+        rows.append(("train/val", f"{info.train_tokens:,} / {info.val_tokens:,} tokens ({share}/{100 - share}: the "
+                                  "first part of the text, then its end)"))
     elif info.chars:
         rows.append(("train/val", "about 10% of the questions are held out for validation"))
     elif info.kind == "vocabulary":
@@ -908,3 +910,12 @@ def render_data(result: DataResult, console: Console) -> None:
     if result.changed and syntax() == SHELL:  # as with :set, a one-shot session and its data end here
         note(console, f"checked, and gone when this command ends: data lasts one command from the shell, so give it "
                       f"with the command that reads it, e.g. {given_before('train', '--data', result.spec)}")
+    if not result.changed:  # :data alone: what else there is, each said (the names alone told nothing of repeat:V)
+        from ..core.catalog import built_in_lines
+
+        how = (f"{cmd('data', 'NAME')} switches to one" if syntax() != SHELL else
+               "minitf --data NAME COMMAND runs a command on one")
+        note(console, f"built in ({how}; a text file's path works too):")
+        for line in built_in_lines():
+            form, _, about = line.partition("  ")
+            say(console, Text(f"  {form:<15}", style="bold") + Text(about, style="dim"))

@@ -19,9 +19,39 @@ TASK_ARGUMENTS = {"sort": "N", "reverse": "N", "add": "N", "random": "V", "repea
 TASKS = tuple(TASK_ARGUMENTS)
 
 
+# Each task's size: (its default, the smallest, the largest); random's and repeat's are vocabularies, at most the 62
+# symbols of core.data.RANDOM_SYMBOLS
+TASK_SIZES = {"sort": (6, 1, 30), "reverse": (6, 1, 30), "add": (3, 1, 30), "random": (50, 2, 62),
+              "repeat": (50, 2, 62)}
+# What each is, in a line (`:data` lists them: a name alone told a learner nothing of sort:N or repeat:V); a task's
+# example is its default size's (tests/test_sweep_bj.py checks each against core.data's own)
+ABOUT = {
+    "pydoc": "Python's reference documentation (pydoc_data.topics), the default: built in, nothing to download",
+    "shakespeare": "tiny Shakespeare (karpathy/char-rnn), 1.1 M characters: downloaded once, then kept",
+    "sort": "N digits, then the same digits sorted: 314159=113459",
+    "reverse": "N digits, then the same digits reversed: 314159=951413",
+    "add": "two N-digit numbers, then their sum in N + 1 digits: 314+159=0473",
+    "random": "uniformly random tokens from V symbols: nothing to learn, the loss stays at ln(V)",
+    "repeat": "random tokens from V symbols, then the same again: learned by copying from the context",
+}
+
+
 def spec_forms() -> tuple[str, ...]:
     """How each built-in data spec is written: pydoc, shakespeare, sort[:N], ..., random[:V]."""
     return CORPORA + tuple(f"{task}[:{letter}]" for task, letter in TASK_ARGUMENTS.items())
+
+
+def built_in_lines() -> list[str]:
+    """Each built-in data spec with what it is: `sort[:N]  N digits, then ... (N from 1 to 30, default 6)`."""
+    lines = []
+    for form in spec_forms():
+        name = form.partition("[")[0]
+        sizes = ""
+        if name in TASK_SIZES:
+            default, low, high = TASK_SIZES[name]
+            sizes = f" ({TASK_ARGUMENTS[name]} from {low} to {high}, default {default})"
+        lines.append(f"{form}  {ABOUT[name]}{sizes}")
+    return lines
 
 # Tiny Shakespeare as karpathy/char-rnn serves it: a local copy given by path is the same data, recipe included.
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"

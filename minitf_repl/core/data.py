@@ -31,7 +31,8 @@ from typing import Callable
 
 import torch
 
-from .catalog import CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASKS, bytes_as_read, no_file_named, unkept_path
+from .catalog import (CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASK_SIZES, TASKS, bytes_as_read, no_file_named,
+                      unkept_path)
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .notices import told
@@ -266,7 +267,9 @@ class TextCorpus:
         split = min(("val", "train"), key=lambda name: len(self.splits[name]))
         shortest = len(self.splits[split])
         if shortest < max_seq_len + 1:
-            which = "validation split (the last 10%)" if split == "val" else "training split (the first 90%)"
+            # the text's end and its start: "(the last 10%)" above a table of 1 / 1 tokens (50/50), where a tiny text's
+            # cut rounds (the cut is at 90% of its characters, at least one each side)
+            which = "validation split (the text's end)" if split == "val" else "training split (the text's start)"
             # the fixes that work: a window of shortest - 1 tokens where one of 1 or more fits, and the characters a
             # text needs for this window (a character a token; a subword tokenizer's count is the text's to say)
             # A BPE's tokens of a repetitive text may be few however long it is ('ab' x 500: one token): it is read in
@@ -1264,9 +1267,8 @@ def load_data(spec: str, tokenizer=None, line_endings: bool = False):
         return TextCorpus("shakespeare", shakespeare_text(), "tiny Shakespeare (karpathy/char-rnn)",
                           tokenizer)
     if name in TASKS:
-        default = 50 if name in ("random", "repeat") else (3 if name == "add" else 6)
+        default, low, high = TASK_SIZES[name]
         vocabulary = name in ("random", "repeat")
-        low, high = (2, len(RANDOM_SYMBOLS)) if vocabulary else (1, 30)
         sizes = f"{name} takes a {'vocabulary ' if vocabulary else ''}size from {low} to {high}"
         try:
             size = _parse_size(name, arg, default)
