@@ -239,3 +239,23 @@ def test_data_says_which_part_of_a_text_is_held_out():
 
     text = " ".join(text_of(run(tiny_session(data="pydoc"), ":data"), 200).split())
     assert "tokens (90/10: the first part of the text, then its end)" in text, text  # was "(90/10)" alone
+
+
+def test_one_expert_a_token_still_teaches_the_router_from_the_loss():
+    import torch
+
+    from minitf_repl import MiniTransformerLM, ModelConfig
+
+    torch.manual_seed(0)
+    model = MiniTransformerLM(ModelConfig(vocab_size=50, n_experts=4, experts_per_token=1, moe_aux_weight=0.0,
+                                          d_model=32, n_heads=2, n_layers=1, d_ff=64, max_seq_len=16))
+    x = torch.randint(0, 50, (2, 16))
+    model(x, x)[1].backward()
+    # was exactly 0: a softmax over the one chosen logit is 1 whatever the router says (Switch gates by p_e)
+    assert model.blocks[0].ffn.router.weight.grad.abs().max() > 1e-5
+    with torch.no_grad():  # the gate is the chosen expert's probability
+        ffn, flat = model.blocks[0].ffn, torch.randn(5, 32)
+        probs = torch.softmax(ffn.router(flat), -1)
+        top = probs.argmax(-1)
+        expected = torch.stack([probs[i, top[i]] * ffn.experts[int(top[i])](flat[i:i + 1])[0] for i in range(5)])
+        assert torch.allclose(ffn(flat.view(1, 5, 32)).view(5, 32), expected, atol=1e-6)

@@ -3,9 +3,15 @@
     r = x W_r                                  router logits, one per expert          (N, E)
     p = softmax(r)                             router probabilities                   (N, E)
     S = top-k(r)                               the k experts this token is sent to
-    g = softmax(r_S)                           gates: softmax over the k chosen logits only,
+    g = softmax(r_S)                           gates, k > 1: softmax over the k chosen logits only,
                                                so a token's gates sum to 1 (Mixtral's convention)
+    g = p_S                                    gate, k = 1: the chosen expert's probability
+                                               (the Switch Transformer's)
     y = sum_{e in S} g_e FFN_e(x)
+
+With one expert a token, a softmax over the one chosen logit is 1 whatever the router says, so the
+loss would send the router no gradient: it would learn only from the balancing loss below, never
+which expert suits a token. Gating by p_e itself, as Switch does, keeps that gradient.
 
 The load-balancing loss (Switch Transformer, Fedus et al. 2021) keeps the router from sending
 everything to a few experts:
@@ -52,7 +58,8 @@ class MixtureOfExperts(nn.Module):
         logits = self.router(flat)  # (N, n_experts)
         probs = self.hook_router(F.softmax(logits, dim=-1))  # (N, n_experts)
         top_logits, chosen = torch.topk(logits, self.k, dim=-1)  # (N, k) each
-        gates = F.softmax(top_logits, dim=-1)  # (N, k): the chosen experts' weights, summing to 1
+        # (N, k): the chosen experts' weights, summing to 1; one expert: its probability (module docstring)
+        gates = F.softmax(top_logits, dim=-1) if self.k > 1 else probs.gather(-1, chosen)
 
         out = torch.zeros_like(flat)  # (N, d_model)
         for e, expert in enumerate(self.experts):
@@ -79,7 +86,8 @@ class MixtureOfExperts(nn.Module):
         # these shapes have no symbols of their own: the trace shows their numbers.
         return {
             "router": Step("router logits r = xW_r"),
-            "hook_router": Step("p = softmax(r); each token to its top-k experts, gates = softmax of their r"),
+            "hook_router": Step("p = softmax(r); each token to its top-k experts, gates = softmax of their r"
+                                + (" (one expert: its p)" if self.k == 1 else "")),
         }
 
     def linear_flops_per_token(self) -> int:
