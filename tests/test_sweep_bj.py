@@ -96,6 +96,8 @@ def test_a_linear_charts_labels_carry_as_many_decimals_each():
 
     assert axis_labels(2.0, 4.63) == ["4.63", "3.31", "2.00"]  # was 4.63, 3.31, 2: the 2 read as less precise
     assert axis_labels(1.87, 2.27) == ["2.27", "2.07", "1.87"]
+    # at most the axis's resolution: a loss from 2.48 down to 0.0002 read "2.484907, 1.420034, 0.000203"
+    assert axis_labels(0.000203, 2.484907) == ["2.48", "1.24", "0.00"]
     assert axis_labels(-3.7, -0.5, log_y=True) == ["0.316", "0.00794", "0.0002"]  # a log axis spans magnitudes
 
 

@@ -220,11 +220,15 @@ def axis_labels(y0: float, y1: float, log_y: bool = False, rows: int | None = No
         labels = [f"{v:.{digits}g}" for v in values]
         if len(set(labels)) == len(labels):
             break
-    # on a linear axis, as many decimals in each (`4.63, 3.51, 2` read the 2 as less precise than the others); a log
-    # axis's labels span magnitudes, and an exponent's mantissa stays as written
-    decimals = max((len(label.partition(".")[2]) for label in labels), default=0)
-    if not log_y and not any("e" in label for label in labels):
-        labels = [f"{v:.{decimals}f}" for v in values]
+    # on a linear axis, as many decimals in each (`4.63, 3.51, 2` read the 2 as less precise than the others), as
+    # many as the labels need and at most the axis's own resolution, 3 digits of its range: a loss falling from 2.48
+    # to 0.000203 read "2.484907, 1.420034, 0.000203"; a log axis's labels span magnitudes, an exponent stays
+    if not log_y and not any("e" in label for label in labels) and y1 > y0:
+        resolution = max(0, 2 - math.floor(math.log10(y1 - y0)))
+        decimals = min(max(len(label.partition(".")[2]) for label in labels), resolution)
+        shown = [f"{v:.{decimals}f}" for v in values]
+        if len(set(shown)) == len(shown):
+            labels = shown
     return labels
 
 
