@@ -261,3 +261,22 @@ def test_one_expert_a_token_still_teaches_the_router_from_the_loss():
         top = probs.argmax(-1)
         expected = torch.stack([probs[i, top[i]] * ffn.experts[int(top[i])](flat[i:i + 1])[0] for i in range(5)])
         assert torch.allclose(ffn(flat.view(1, 5, 32)).view(5, 32), expected, atol=1e-6)
+
+
+def test_save_by_name_keeps_the_more_trained_model_it_would_replace(tmp_path):
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    session = tiny_session()
+    run(session, f":set checkpoint_dir={tmp_path}")
+    run(session, ":train steps=3 save=best")
+    run(session, ":load best")
+    run(session, ":set n_heads=4")  # a rebuild: "the trained model was kept as checkpoint best"
+    saved = run(session, ":save best")
+    # was: best replaced by the step-0 model, the trained one gone, a line after being told best brings it back
+    assert saved.step == 0 and saved.kept_as is not None and saved.kept_as.startswith("kept-")
+    assert saved.kept_step == 3 and run(session, f":load {saved.kept_as}").step == 3
+    assert f"it is kept as {saved.kept_as}" in " ".join(text_of(saved, 300).split())
+    run(session, ":train steps=2")
+    again = run(session, ":save best")  # further trained than what best holds: replaced, as a save goes on
+    assert again.kept_as is None and again.replaced

@@ -47,7 +47,7 @@ DEFAULT_SAVE_NAME = "last"
     Param("name", str, help="checkpoint name: letters, digits, '.', '_', '-' (default last), or hf:PATH for a "
           "folder transformers loads (GPT-2 or Llama settings only)", positional=True, complete=complete_checkpoint,
           dash=False, path=True, browse="hf"),
-], interruptible=True, json_version=7)  # fmt: skip
+], interruptible=True, json_version=8)  # fmt: skip
 def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     name = (args["name"] or "").strip() or DEFAULT_SAVE_NAME
     from ..core.checkpoint import check_name, check_save_target
@@ -71,7 +71,7 @@ def cmd_save(session: Session, args: dict, reporter: Reporter) -> SaveResult:
     from ..core.interrupts import cut_short
 
     with cut_short():  # as an interruptible command, Ctrl-C raises at once: a wait for the folder's lock says so
-        saved = save_session(session, name, reporter=reporter)
+        saved = save_session(session, name, reporter=reporter, keep_trained=True)
     return dataclasses.replace(saved, ablations=switched_off(session))
 
 
@@ -155,6 +155,9 @@ def render_save(result: SaveResult, console: Console) -> None:
     text = Text(f"{what} {result.name}", style="green")
     text.append(f" (step {result.step:,}, {fmt.size(result.size_bytes)}, {result.seconds:.2f} s)")
     say(console, text)
+    if result.kept_as is not None:  # never a trained model lost to one command (docs/checkpoints-and-safety.md)
+        say(console, f"{result.name} held a model trained further (step {result.kept_step:,}) than this one: it is kept "
+                     f"as {result.kept_as} ({restore(result.kept_as)} brings it back)", "yellow")
     if result.replaced_unseen is not None:  # two sessions, one folder: the other's work went without a word
         say(console, f"{result.name} held a model at step {result.replaced_unseen:,} that this session had neither "
                      "saved nor loaded (another session's?): it is replaced", "yellow")

@@ -65,6 +65,10 @@ class SaveResult:
     moved_aside: str | None = None
     moved_files: bool = False  # what moved aside held no checkpoint, but other files
     dropped: Dropped | None = None  # the oldest autosave, which the rotation deleted to make room; None: none
+    # NAME held a model trained further than this one (a save by name of a rebuilt model over the trained one it
+    # came from): moved to this name first, and its step; null: nothing of the kind
+    kept_as: str | None = None
+    kept_step: int | None = None
 
 
 def say_emulated(dtypes, device, reporter) -> None:
@@ -104,7 +108,7 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
     before = manifest_bytes(manifest.parent)
     start = time.perf_counter()
     outcome = {"replaced": before is not None, "replaced_meta": None, "meta_sha256": None, "moved_aside": None,
-               "dropped": None}
+               "dropped": None, "kept_aside": None}
     try:
         path = save_checkpoint(
             session.checkpoint_dir, name, session.model, session.trainer, tokenizer.vocab,
@@ -145,6 +149,8 @@ def save_session(session: Session, name: str, origin: str = "save", reporter=Non
         moved_aside=outcome["moved_aside"][0] if outcome["moved_aside"] else None,
         moved_files=bool(outcome["moved_aside"]) and not outcome["moved_aside"][1],
         dropped=Dropped(*outcome["dropped"]) if outcome["dropped"] is not None else None,
+        kept_as=outcome["kept_aside"][0] if outcome["kept_aside"] else None,
+        kept_step=outcome["kept_aside"][1] if outcome["kept_aside"] else None,
     )
 
 

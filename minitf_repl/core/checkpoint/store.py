@@ -15,6 +15,7 @@ import os
 import platform
 import secrets
 import shutil
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
                     rotate: int | None = None, same_run: bool = False, share_from=(),
                     tokenizer_json: str | None = None, weights_from: str | None = None,
                     data_since_step: int = 0, outcome: dict | None = None, on_wait=None, measured_since_step: int = 0,
-                    data_sha256: str | None = None, continues: str | None = None) -> Path:
+                    data_sha256: str | None = None, continues: str | None = None, keep_trained: bool = False) -> Path:
     """Save model, trainer and random generators as DIR/NAME atomically; returns DIR/NAME.
 
     `origin` records who saved it (ORIGINS) and `session` which session (a random token), for
@@ -170,6 +171,10 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
             if rotate is None:  # (an autosave's rotation moves a folder in its way aside, whatever it holds)
                 _check_no_other_files(target)
             sources = _shareable(directory, share_from, manifest["files"].values())
+            if keep_trained and rotate is None and target.is_dir():
+                kept = _keep_more_trained(directory, target, int(manifest["trainer"]["step"]))
+                if outcome is not None:
+                    outcome["kept_aside"] = kept
             if outcome is not None:
                 outcome["replaced"] = target.is_dir()
                 outcome["replaced_meta"] = _meta_and_step(target) if outcome["replaced"] else None
@@ -212,6 +217,23 @@ def save_checkpoint(directory, name: str, model: MiniTransformerLM, trainer, voc
         raise CheckpointError(f"could not save checkpoint {name!r} in {cut_middle(str(directory))}: "
                               f"{_save_failure(e)}") from e
     return target
+
+
+def _keep_more_trained(directory: Path, target: Path, step: int) -> tuple[str, int] | None:
+    """The folder lock held: where `target` holds a checkpoint trained further than the `step` about to replace it,
+    move it to a free `kept-<date>-<time>[-n]` (a rename: its files stay as they are) and return (that name, its
+    step); else None. `:load best`, a setting that rebuilt the model, then `:save best` replaced the trained best with
+    step 0, right after being told best brings the trained model back."""
+    held = _meta_and_step(target)
+    if held is None or held[1] <= step:
+        return None
+    stamp = time.strftime("kept-%Y%m%d-%H%M%S")
+    for n in range(1, 101):
+        name = stamp if n == 1 else f"{stamp}-{n}"
+        if not os.path.lexists(directory / name):
+            os.rename(target, directory / name)
+            return name, held[1]
+    return None  # a hundred in one second: replaced as before
 
 
 def _meta_and_step(path: Path) -> tuple[str, int] | None:
