@@ -44,7 +44,8 @@ from .render.live import same_output
 from .render.words import note
 from .reporter import Reporter
 from .schema import schema_id
-from .syntax import REPL, SHELL, cmd, given_before, named, setting_text, speaking, typed_at_keyboard
+from .syntax import (REPL, SHELL, cmd, given_before, named, setting_text, speaking, typed_after,
+                     typed_at_keyboard)
 
 OK, FAILED, QUIT, EMPTY = "ok", "failed", "quit", "empty"
 OUT_OF_MEMORY = "out of memory; lower batch_size, max_seq_len or the model size, or use another device"
@@ -173,6 +174,10 @@ def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str =
     from .core.checkpoint.layout import ANOTHER_DIR
 
     message = str(exc)
+    if syntax == SHELL and command is not None and ANOTHER_DIR in message:  # the option, in a line that runs
+        with speaking(syntax):
+            again = given_before(command, "--checkpoint-dir", "DIR") + (f" {typed}" if typed else "")
+            message = message.replace(ANOTHER_DIR, f"run it with another checkpoint folder: {again}")
     if syntax == REPL and ANOTHER_DIR in message:
         # the core's way on from a checkpoint folder it cannot use; the REPL changes its folder, model kept (a restart,
         # as the core's words say, loses what the session trained): `:ls`, `:load`, `:train`'s check before it runs
@@ -248,7 +253,7 @@ class FrontDoor:
     def run(self, command: Command, args: dict, meant: str = "") -> str:
         """Run a parsed command; the same steps for every front end. `meant`: what a user error adds."""
         # the command's messages and its rendering name commands so, and hint at what to type only to a keyboard's user
-        with speaking(self.front.syntax), typed_at_keyboard(self.front.keyboard):
+        with speaking(self.front.syntax), typed_at_keyboard(self.front.keyboard), typed_after(self.front.typed):
             reporter = self._reporter()
             self.interrupted = False
             self.lost = None

@@ -64,6 +64,22 @@ def at_keyboard() -> bool:
     return _KEYBOARD.get()
 
 
+# The one-shot shell's command: its own words as typed after its name (`--steps 30`), for a message's line that runs
+# it again with one thing changed (dispatch.phrase, a refused folder): the line left them out
+_TYPED_AFTER: contextvars.ContextVar[str] = contextvars.ContextVar("minitf_typed_after", default="")
+
+
+def typed_after(words: str):
+    """Within this block, the running command's own words as typed after its name (`typed_again` reads them)."""
+    return _holding(_TYPED_AFTER, words)
+
+
+def typed_again() -> str:
+    """" --steps 30": the running one-shot command's own words, to end a line that runs it again; "" in the REPL."""
+    words = _TYPED_AFTER.get()
+    return f" {words}" if words and syntax() == SHELL else ""
+
+
 @contextlib.contextmanager
 def invoked_with(options):
     """Within this block, a shell command line that `cmd` writes starts with `options`, the (option, value) pairs

@@ -280,3 +280,38 @@ def test_save_by_name_keeps_the_more_trained_model_it_would_replace(tmp_path):
     run(session, ":train steps=2")
     again = run(session, ":save best")  # further trained than what best holds: replaced, as a save goes on
     assert again.kept_as is None and again.replaced
+
+
+def test_setting_a_checkpoint_folder_nothing_can_be_saved_in_says_so_at_once(tmp_path, monkeypatch):
+    import os
+
+    from minitf_repl.core.checkpoint import layout
+    from test_commands import run, tiny_session
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(layout.os, "access", lambda p, mode: False if str(p).startswith(str(locked)) else real(p, mode))
+    from test_commands import Recorder
+
+    session, heard = tiny_session(), Recorder()
+    run(session, f":set checkpoint_dir={locked}", heard)
+    said = " ".join(heard.notices)
+    # was "it holds no checkpoint yet" alone: the next :train's autosave was the first to find it unusable
+    assert "but nothing can be saved there (cannot write in" in said and ":set autosave=off" in said, said
+    assert session.checkpoint_dir == locked  # not refused: a read-only folder of checkpoints still lists and loads
+    heard = Recorder()
+    run(session, f":set checkpoint_dir={tmp_path / 'ok'}", heard)
+    assert heard.notices and "nothing can be saved" not in " ".join(heard.notices)
+
+
+def test_a_checkpoint_folder_refused_from_the_shell_gives_the_lines_to_run(tmp_path):
+    from test_cli import assert_one_error_line, invoke
+
+    (tmp_path / "afile").write_text("x")
+    line = assert_one_error_line(invoke("--checkpoint-dir", str(tmp_path / "afile"), "--data", "sort", "train",
+                                        "--steps", "5"))
+    # was "start minitf with another checkpoint directory; or train without saving: --set autosave=off"
+    assert "run it with another checkpoint folder: minitf --data sort --checkpoint-dir DIR train --steps 5" in line
+    assert line.endswith(f"or train without saving: minitf --checkpoint-dir {tmp_path / 'afile'} --data sort --set "
+                         "autosave=off train --steps 5"), line

@@ -92,9 +92,9 @@ def test_save_hf_on_a_full_disk_is_one_line_with_its_fix_and_leaves_no_temporary
 # --- a checkpoint another session saved over no longer counts as holding this session's model ----------------
 def another_session_saves_over(name: str) -> None:
     """Another session trains four new runs (its autosaves rotate this session's out of the folder) and saves its
-    own model as `name`."""
+    own model as `name`, trained further than this session's (a save by name keeps a model trained further aside)."""
     b = tiny_session(seed=3)
-    for steps in (1, 1, 1, 1):
+    for steps in (2, 2, 2, 2):
         run(b, f":train steps={steps} schedule=new")
     run(b, f":save {name}")
 
@@ -108,7 +108,7 @@ def test_a_rebuild_keeps_the_model_when_another_session_saved_over_the_checkpoin
     kept = run(a, ":set n_heads=1").kept
     assert kept is not None and kept.startswith("kept-")  # was "run1", which holds the other session's model
     assert ckpt.checkpoint_info(checkpoint_dir / kept).step == 6 and ckpt.checkpoint_info(
-        checkpoint_dir / "run1").step == 4
+        checkpoint_dir / "run1").step == 8
 
 
 def test_quit_warns_when_another_session_saved_over_the_only_checkpoint_of_the_model(checkpoint_dir):
@@ -328,7 +328,7 @@ def test_save_over_a_checkpoint_another_session_saved_says_so_and_over_ones_own_
 
     a, b = tiny_session(), tiny_session(seed=3)
     run(a, ":train")
-    run(b, ":train steps=4")
+    run(b, ":train steps=8")  # further than A's 6: A's run1 is replaced, not kept aside as a more trained model is
     assert run(a, ":save run1").replaced_unseen is None  # new
     assert run(a, ":save run1").replaced_unseen is None  # its own, replaced
     result = run(b, ":save run1")

@@ -661,7 +661,8 @@ def _folder_now(session: Session, kept_model: bool) -> str:
     kept = "; the model is kept" if kept_model else ""
     try:
         if not folder.exists():
-            return f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes{kept}"
+            return (f"checkpoints now go to {folder}, which the first {cmd('save', 'NAME')} or autosave makes{kept}"
+                    f"{_unwritable(folder)}")
         held = sum(row.error is None for row in list_checkpoints(folder))
         # one level too high (the folder that holds ./checkpoints): the folder of checkpoints below it is named
         below = [] if held else [sub for sub in sorted(folder.iterdir())[:1000]
@@ -671,7 +672,22 @@ def _folder_now(session: Session, kept_model: bool) -> str:
     there = f"it holds {count(held, 'checkpoint')} ({cmd('ls')} lists them)" if held else "it holds no checkpoint yet"
     if below:
         there += f", but {below[0].name} in it holds some: {cmd('set', checkpoint_dir=str(below[0]))} reads them"
-    return f"checkpoints now go to {folder}: {there}{kept}"
+    return f"checkpoints now go to {folder}: {there}{kept}{_unwritable(folder)}"
+
+
+def _unwritable(folder) -> str:
+    """What the folder's first save would meet, said now ("; but nothing can be saved there: ..."), or "": a folder
+    set as the fix of a failed autosave could be as unusable, found out only at the next :train. Not refused: a
+    read-only folder of checkpoints still lists and loads."""
+    from ..core.checkpoint import check_save_target
+
+    try:
+        check_save_target(folder, AUTOSAVE_NAME)
+    except UserError as e:
+        problem = str(e).partition("; ")[0]
+        return (f"; but nothing can be saved there ({problem}): :train's autosave and {cmd('save', 'NAME')} would "
+                f"fail, so choose another folder, or {cmd('set', autosave=False)} to train without saving")
+    return ""
 
 
 def _proposed(current: dict, given: dict) -> dict:

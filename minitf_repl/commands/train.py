@@ -34,8 +34,8 @@ from ..render.watch import watch_view
 from ..render.words import note, say
 from ..reporter import Reporter
 from ..session import AUTOSAVE_NAME, Session
-from ..syntax import (REPL, SHELL, at_keyboard, cmd, interactive, invoked_with, option, restore, speaking, syntax,
-                      train_first, watch_first)
+from ..syntax import (REPL, SHELL, at_keyboard, cmd, given_before, interactive, invoked_with, option, restore, speaking,
+                      syntax, train_first, typed_again, watch_first)
 from .base import (REGISTRY, check_layer, command, complete_checkpoint, complete_data, complete_layer, known_text,
                    true_next, view_prompt)
 from .shared import (AUTOSAVES_KEPT, Dropped, all_warm_up, file_changed, load_checked, rebuilt_line, recipe_line,
@@ -285,7 +285,10 @@ def cmd_train(session: Session, args: dict, reporter: Reporter) -> TrainResult:
         try:  # e.g. a read-only folder: say so before training, and how to train without the autosave
             check_save_target(session.checkpoint_dir, AUTOSAVE_NAME, _weights_bytes(session))
         except UserError as e:
-            raise type(e)(f"{e}; or train without saving: {cmd('set', autosave=False)}") from None
+            # from the shell the whole line: "--set autosave=off" alone was a fragment
+            without = (given_before("train", "--set", "autosave=off") + typed_again() if syntax() == SHELL else
+                       cmd("set", autosave=False))
+            raise type(e)(f"{e}; or train without saving: {without}") from None
 
     # A model this command builds (none yet, or data of another vocabulary rebuilds it) draws its weights from the
     # seed given with it, as `:set seed=3` then `:train` would (the seed is "of the initial weights and the batch
