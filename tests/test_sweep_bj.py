@@ -315,3 +315,38 @@ def test_a_checkpoint_folder_refused_from_the_shell_gives_the_lines_to_run(tmp_p
     assert "run it with another checkpoint folder: minitf --data sort --checkpoint-dir DIR train --steps 5" in line
     assert line.endswith(f"or train without saving: minitf --checkpoint-dir {tmp_path / 'afile'} --data sort --set "
                          "autosave=off train --steps 5"), line
+
+
+def hf_folder(tmp_path):
+    """A small model saved as a Hugging Face folder (GPT-2 settings), for the folder tests below."""
+    from test_commands import run, tiny_session
+
+    session = tiny_session(data="pydoc")
+    run(session, ":set n_layers=1 d_model=32 n_heads=2 d_ff=64 max_seq_len=16")
+    run(session, ":train steps=1")
+    run(session, f":save hf:{tmp_path / 'model'}")
+    return tmp_path / "model"
+
+
+def test_a_folder_whose_tokenizer_is_a_link_to_nothing_is_refused_in_one_line(tmp_path):
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    folder = hf_folder(tmp_path)
+    (folder / "tokenizer.json").unlink()
+    (folder / "tokenizer.json").symlink_to(tmp_path / "blobs" / "gone")  # the cache's blob deleted
+    with pytest.raises(UserError) as e:  # was an internal error: FileNotFoundError
+        run(tiny_session(data="pydoc"), f":load hf:{folder}")
+    assert "tokenizer.json is a link to" in str(e.value) and "download the model again" in str(e.value)
+
+
+def test_a_lone_weights_file_missing_blames_no_index(tmp_path):
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    folder = hf_folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(tmp_path / "gone")
+    with pytest.raises(UserError) as e:
+        run(tiny_session(data="pydoc"), f":load hf:{folder}")
+    assert "named by" not in str(e.value) and "model.safetensors is a link to" in str(e.value), str(e.value)

@@ -75,6 +75,9 @@ def regular_size(where: Path) -> int:
     try:
         st = os.stat(where)
     except FileNotFoundError:
+        if os.path.islink(where):  # a cache's link into blobs/ whose blob is gone: was an internal error where read
+            raise CheckpointError(f"{where} is a link to {os.readlink(where)}, which does not exist (a download cut "
+                                  "short, or a cache cleaned, leaves one); download the model again") from None
         raise
     except OSError as e:
         raise CheckpointError(f"cannot read {where}: {e.strerror or e}; check the path and its permissions") from None
@@ -241,7 +244,9 @@ def read_folder(path: Path) -> Folder:
         try:
             tensors.update(read_header(file))
         except FileNotFoundError:
-            raise CheckpointError(f"{file} is missing (named by {INDEX}); download the model again") from None
+            # "(named by the index)" only where an index named it: a lone model.safetensors blamed an index not there
+            named = f" (named by {INDEX})" if (path / INDEX).exists() else ""
+            raise CheckpointError(f"{file} is missing{named}; download the model again") from None
     return Folder(path, config, tensors, files)
 
 
