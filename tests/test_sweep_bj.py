@@ -350,3 +350,18 @@ def test_a_lone_weights_file_missing_blames_no_index(tmp_path):
     with pytest.raises(UserError) as e:
         run(tiny_session(data="pydoc"), f":load hf:{folder}")
     assert "named by" not in str(e.value) and "model.safetensors is a link to" in str(e.value), str(e.value)
+
+
+def test_the_loss_tables_legend_explains_a_mixtures_aux_loss_column():
+    import io
+
+    from rich.console import Console
+
+    from minitf_repl.render.live import LossTable
+
+    table = LossTable([{"step": 10, "train_loss": 3.0, "val_loss": 2.9, "aux_loss": 1.13, "lr": 1e-3,
+                        "tokens_per_second": 1000.0, "elapsed": 0.5}])
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(table)
+    text = " ".join(console.file.getvalue().split())
+    assert "aux loss: the experts' load balance (1.0: even; training adds moe_aux_weight x it" in text, text

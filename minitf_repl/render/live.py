@@ -61,7 +61,10 @@ LOSS_LEGEND = {"train_loss": "one batch, before the step's update",
                "val_loss": "eval_batches held-out batches, after it",
                # a column a newcomer met unexplained until a BPE section 300 lines further down the README
                "val_bpc": "the val loss in bits a character (/ ln 2, / characters a token), alike across tokenizers",
-               "tokens_per_second": "the steps since the row above (the summary at the end: all of them)"}
+               "tokens_per_second": "the steps since the row above (the summary at the end: all of them)",
+               # a mixture's column, met first here and explained only by :experts and the JSON docs
+               "aux_loss": "the experts' load balance (1.0: even; training adds moe_aux_weight x it to the loss; "
+                           "train loss is without it)"}
 OVERFIT_RISES = 3  # rises of the validation loss in a row that earn an "overfitting?" note
 
 
