@@ -365,3 +365,16 @@ def test_the_loss_tables_legend_explains_a_mixtures_aux_loss_column():
     console.print(table)
     text = " ".join(console.file.getvalue().split())
     assert "aux loss: the experts' load balance (1.0: even; training adds moe_aux_weight x it" in text, text
+
+
+def test_attribution_on_a_model_without_residuals_offers_no_line_that_resets_it():
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    run(session, ":set residual=off")
+    run(session, ":train steps=2")
+    with pytest.raises(UserError) as e:
+        run(session, ":attrib")
+    # was "(:set residual=on)", which rebuilt the model and reset what it was asked about; from the shell it was refused
+    assert not e.value.fix and "it needs a model trained with the residual add" in str(e.value), str(e.value)

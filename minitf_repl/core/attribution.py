@@ -96,14 +96,16 @@ def attribution_probes(model: nn.Module) -> dict[str, nn.Module]:
 
 def check_pre_norm(model: nn.Module, view: str) -> None:
     """The stream must be the sum of what every part wrote: pre-norm, with the residual connections."""
+    # No fix of settings to paste: each setting rebuilds the model, so the line reset the trained weights (the REPL)
+    # or was refused (the shell's --load): the way on is a model trained so
     if getattr(model, "post_norm", False):
         raise UserError(f"{view} splits the residual stream into the parts that wrote it, but a post-norm model "
-                        "renormalises it after every sublayer; it needs a pre-norm model",
-                        fix={"norm_placement": "pre"})
+                        "renormalises it after every sublayer; it needs a model trained pre-norm (norm_placement=pre, "
+                        "the default, builds a new one: its weights start again)")
     if not all(getattr(block, "residual", True) for block in getattr(model, "blocks", ())):
         raise UserError(f"{view} splits the residual stream into the parts that wrote it, but with residual=off each "
-                        "sublayer's output replaces the stream instead of adding to it; it needs the residual add",
-                        fix={"residual": True})
+                        "sublayer's output replaces the stream instead of adding to it; it needs a model trained with "
+                        "the residual add (residual=on, the default, builds a new one: its weights start again)")
 
 
 def direct_logit_attribution(model: nn.Module, idx, target: int | None = None) -> Attribution:
