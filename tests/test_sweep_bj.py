@@ -378,3 +378,15 @@ def test_attribution_on_a_model_without_residuals_offers_no_line_that_resets_it(
         run(session, ":attrib")
     # was "(:set residual=on)", which rebuilt the model and reset what it was asked about; from the shell it was refused
     assert not e.value.fix and "it needs a model trained with the residual add" in str(e.value), str(e.value)
+
+
+def test_ngram_samples_show_a_line_end_as_the_other_views_do():
+    import dataclasses
+
+    from test_commands import run, tiny_session
+    from test_render import text_of
+
+    result = run(tiny_session(data="pydoc"), ":ngram n=2")
+    rows = [dataclasses.replace(row, sample="ab\ncd") if row.sample is not None else row for row in result.rows]
+    text = text_of(dataclasses.replace(result, rows=rows), 200)
+    assert "ab↵cd" in text and "ab cd" not in text  # was a space: the counters seemed never to end a line

@@ -207,7 +207,11 @@ def render_ngram(result: NgramResult, console: Console) -> None:
         say(console, f"what each counter writes after {quoted_chars(result.prompt)} (sampled from its counts):", "bold")
         for row in samples:
             line = Text(f"n={row.n}  ", style="dim")
-            line.append_text(model_text(row.sample.replace("\n", " "), console))
+            # a line end as ↵ (dim), as :gen show=probs marks it: as a space, the counters seemed never to write one
+            for part, end in zip(row.sample.split("\n"), [True] * row.sample.count("\n") + [False]):
+                line.append_text(model_text(part, console))
+                if end:
+                    line.append("↵", style="dim")
             say(console, line)
         note(console, f"the model's own: {cmd('gen')}")
 
