@@ -390,3 +390,15 @@ def test_ngram_samples_show_a_line_end_as_the_other_views_do():
     rows = [dataclasses.replace(row, sample="ab\ncd") if row.sample is not None else row for row in result.rows]
     text = text_of(dataclasses.replace(result, rows=rows), 200)
     assert "ab↵cd" in text and "ab cd" not in text  # was a space: the counters seemed never to end a line
+
+
+def test_latin1_text_that_windows_1252_cannot_read_gets_its_conversion_line(tmp_path):
+    from minitf_repl.core.data import read_text_file
+    from minitf_repl.core.errors import DataError
+
+    path = tmp_path / "lat81.txt"
+    path.write_bytes(("abc \x81\x8d def \xe9\n" * 100).encode("latin-1"))
+    with pytest.raises(DataError) as e:
+        read_text_file(path)
+    # was "convert it to UTF-8" alone: 0x81 and 0x8D are no Windows-1252 characters
+    assert f"it reads as ISO-8859-1 (Latin-1) text, which iconv -f ISO-8859-1 -t UTF-8 {path}" in str(e.value)

@@ -1100,10 +1100,13 @@ def _read_text(path: str | Path, line_endings: bool = False) -> tuple[str, int, 
         # most such text files are Windows-1252 (Latin-1 and more): a byte a character, every byte but five defined;
         # one with UTF-8's own letters in it (é as two bytes) is UTF-8 with bad bytes, which no conversion mends
         utf8_letters = any(ord(ch) > 127 and ch != "\ufffd" for ch in raw.decode("utf-8", "replace"))
-        how = to_utf8(p, "cp1252")
+        # Windows-1252 leaves five bytes undefined (0x81, 0x8D, ...); ISO-8859-1 defines all 256, so a file with one of
+        # them is read as that (it got "convert it to UTF-8" and no line that does)
+        encoding = "cp1252" if _decodes(raw, "cp1252") else "iso-8859-1"
+        how = to_utf8(p, encoding)
         how = f"; {how}" if how == NOTEPAD_TO_UTF8 else f", which {how} converts"
-        latin = _decodes(raw, "cp1252") and not utf8_letters
-        guess = f": it reads as Windows-1252 (Latin-1) text{how}" if latin else ""
+        name = "Windows-1252 (Latin-1)" if encoding == "cp1252" else "ISO-8859-1 (Latin-1)"
+        guess = f": it reads as {name} text{how}" if not utf8_letters else ""
         raise DataError(f"{shown} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
                         + guess) from None
     # A line ends in "\n" whatever wrote the file, as Python's text mode reads it: the "\r" of Windows' "\r\n" (and
