@@ -178,6 +178,13 @@ def phrase(exc: UserError, syntax: str, command: str | None = None, typed: str =
         with speaking(syntax):
             again = given_before(command, "--checkpoint-dir", "DIR") + (f" {typed}" if typed else "")
             message = message.replace(ANOTHER_DIR, f"run it with another checkpoint folder: {again}")
+    from .core.catalog import OTHER_DATA
+
+    if message.endswith(OTHER_DATA):  # which command gives it, in this front end's words
+        with speaking(syntax):
+            other = (cmd("data", "NAME|PATH") if syntax == REPL or command is None else
+                     given_before(command, "--data", "NAME|PATH") + (f" {typed}" if typed else ""))
+            message = f"{message} ({other}; a vocabulary of other characters builds a new model)"
     if syntax == REPL and ANOTHER_DIR in message:
         # the core's way on from a checkpoint folder it cannot use; the REPL changes its folder, model kept (a restart,
         # as the core's words say, loses what the session trained): `:ls`, `:load`, `:train`'s check before it runs

@@ -402,3 +402,24 @@ def test_latin1_text_that_windows_1252_cannot_read_gets_its_conversion_line(tmp_
         read_text_file(path)
     # was "convert it to UTF-8" alone: 0x81 and 0x8D are no Windows-1252 characters
     assert f"it reads as ISO-8859-1 (Latin-1) text, which iconv -f ISO-8859-1 -t UTF-8 {path}" in str(e.value)
+
+
+def test_data_a_checkpoint_cannot_use_says_how_to_choose_other_data(tmp_path):
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.dispatch import phrase
+    from test_commands import run, tiny_session
+
+    text = tmp_path / "my.txt"
+    text.write_text("the cat sat on the mat\n" * 60, encoding="utf-8")
+    session = tiny_session(data=str(text))
+    run(session, f":set checkpoint_dir={tmp_path / 'ck'} max_seq_len=16")
+    run(session, ":train steps=2 save=mine")
+    text.write_text("the cat sat on the mat\n" * 60 + "zzz Q\n", encoding="utf-8")
+    other = tiny_session(data="sort:4")
+    run(other, f":set checkpoint_dir={tmp_path / 'ck'}")
+    run(other, ":load mine")
+    with pytest.raises(UserError) as e:
+        run(other, ":train steps=2")
+    # was "... or choose other data" with no word of how
+    assert phrase(e.value, "repl", "train").endswith(
+        "or choose other data (:data NAME|PATH; a vocabulary of other characters builds a new model)")

@@ -36,6 +36,12 @@ ABOUT = {
 }
 
 
+# The core's way on from data it cannot use (core.data.VocabularyOnly); the front end says how in its syntax
+# (dispatch.phrase): "choose other data" alone left a user to guess, and `--data` of the same changed file was
+# refused alike
+OTHER_DATA = "choose other data"
+
+
 def spec_forms() -> tuple[str, ...]:
     """How each built-in data spec is written: pydoc, shakespeare, sort[:N], ..., random[:V]."""
     return CORPORA + tuple(f"{task}[:{letter}]" for task, letter in TASK_ARGUMENTS.items())

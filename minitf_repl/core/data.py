@@ -31,8 +31,8 @@ from typing import Callable
 
 import torch
 
-from .catalog import (CORPORA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASK_SIZES, TASKS, bytes_as_read, no_file_named,
-                      unkept_path)
+from .catalog import (CORPORA, OTHER_DATA, SHAKESPEARE_BYTES, SHAKESPEARE_SHA256, TASK_SIZES, TASKS, bytes_as_read,
+                      no_file_named, unkept_path)
 from .errors import DataError, UserError
 from .interrupts import cut_short
 from .notices import told
@@ -812,14 +812,13 @@ class VocabOnly:
     def get_batch(self, split: str, batch_size: int, max_seq_len: int, generator: torch.Generator):
         whose = "the data this model was trained on" if self.trained_on else "the data its checkpoint names"
         if self.reason is None:
-            raise DataError(
-                f"{whose} ({self.spec}) is not available; put the file back to train or evaluate, "
-                "or choose other data"
-            )
+            raise DataError(f"{whose} ({self.spec}) is not available; put the file back to train or evaluate, "
+                            f"or {OTHER_DATA}")
         raise DataError(
             f"{whose} ({self.spec}) cannot be used ({self.reason}); "
-            + (self.fix or "put the original file back to train or evaluate, or choose other data")
+            + (self.fix or f"put the original file back to train or evaluate, or {OTHER_DATA}")
         )
+
 
 
 # --- corpora ---------------------------------------------------------------------------------
