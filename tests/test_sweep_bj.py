@@ -423,3 +423,27 @@ def test_data_a_checkpoint_cannot_use_says_how_to_choose_other_data(tmp_path):
     # was "... or choose other data" with no word of how
     assert phrase(e.value, "repl", "train").endswith(
         "or choose other data (:data NAME|PATH; a vocabulary of other characters builds a new model)")
+
+
+def test_a_hub_models_name_as_a_folder_says_minitf_downloads_none_or_finds_it_in_the_cache(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from minitf_repl.core.errors import UserError
+    from minitf_repl.core.hf.folder import read_folder
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hfhome"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    with pytest.raises(UserError) as e:  # was "gpt2 does not exist; give the folder ..." alone
+        read_folder(Path("openai-community/gpt2"))
+    assert "reads as a model's name on the Hugging Face Hub, and minitf never downloads one: `huggingface-cli " \
+           "download openai-community/gpt2`" in str(e.value)
+    snapshot = tmp_path / "hfhome" / "hub" / "models--openai-community--gpt2" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    with pytest.raises(UserError) as e:
+        read_folder(Path("openai-community/gpt2"))
+    assert f"openai-community/gpt2 is in the Hugging Face cache: hf:{snapshot}" in str(e.value)
+    with pytest.raises(UserError) as e:
+        read_folder(tmp_path / "nothing")
+    assert "Hub" not in str(e.value)  # a path is a path

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import struct
 from dataclasses import dataclass, field
@@ -219,13 +220,36 @@ def folders_inside(path: Path, most: int = 1000) -> list[Path]:
     return found
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")  # gpt2, openai-community/gpt2: a Hub model's id
+
+
+def _hub_hint(path: Path) -> str:
+    """Where a name that is no folder reads as a Hub model's id (`hf:gpt2`, as transformers takes it): the snapshot of
+    it in the local Hugging Face cache, or that minitf downloads no model, and how to get one. It said only that gpt2
+    "does not exist"."""
+    typed = str(path)
+    if path.is_absolute() or typed.startswith(".") or not HUB_ID.fullmatch(typed):
+        return ""
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or "~/.cache/huggingface") / "hub")
+    snapshots = hub.expanduser() / f"models--{typed.replace('/', '--')}" / "snapshots"
+    try:
+        found = sorted((p for p in snapshots.iterdir() if (p / CONFIG).is_file()), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        found = []
+    if found:
+        return f"; {typed} is in the Hugging Face cache: hf:{found[-1]}"
+    return (f"; {typed} reads as a model's name on the Hugging Face Hub, and minitf never downloads one: "
+            f"`huggingface-cli download {typed}` does, then give the folder it prints")
+
+
 def read_folder(path: Path) -> Folder:
     """config.json and every tensor header of a model folder, checked; no tensor data is read."""
     if (gone := gone_folder(path)) is not None:
         raise CheckpointError(f"cannot read {path}: {gone}")
     if not path.is_dir():
         what = "does not exist" if not path.exists() else "is not a folder"
-        raise CheckpointError(f"{path} {what}; give the folder that holds config.json and model.safetensors")
+        raise CheckpointError(f"{path} {what}; give the folder that holds config.json and model.safetensors"
+                              + (_hub_hint(path) if not path.exists() else ""))
     try:
         config = read_json(path / CONFIG, MAX_CONFIG_BYTES, CONFIG)
     except FileNotFoundError:
