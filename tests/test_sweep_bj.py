@@ -447,3 +447,21 @@ def test_a_hub_models_name_as_a_folder_says_minitf_downloads_none_or_finds_it_in
     with pytest.raises(UserError) as e:
         read_folder(tmp_path / "nothing")
     assert "Hub" not in str(e.value)  # a path is a path
+
+
+def test_loading_a_folder_renamed_by_hand_names_the_rename_that_loads_it(tmp_path):
+    import shutil
+
+    from minitf_repl.core.errors import UserError
+    from test_commands import run, tiny_session
+
+    session = tiny_session()
+    run(session, f":set checkpoint_dir={tmp_path}")
+    run(session, ":train steps=1 save=mine")
+    shutil.move(tmp_path / "mine", tmp_path / "my model")
+    with pytest.raises(UserError) as e:  # was the name's rules alone, with no word of the folder there
+        run(session, ':load "my model"')
+    assert "holds a checkpoint under that name: rename the folder, e.g. to my_model, and load that" in str(e.value)
+    with pytest.raises(UserError) as e:
+        run(session, ':load "no such"')
+    assert "rename" not in str(e.value)

@@ -324,12 +324,27 @@ def _existing_names(directory: Path) -> list[str]:
 
 def checkpoint_path(directory, name: str) -> Path:
     directory = Path(directory).expanduser()
-    check_name(name)
+    try:
+        check_name(name)
+    except CheckpointError as e:  # a folder renamed by hand: said, with the rename that loads it (as :ls says it)
+        held = isinstance(name, str) and "/" not in name and "\0" not in name and _holds_manifest(directory / name)
+        if not held:
+            raise
+        example = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:100] or "run1"
+        raise CheckpointError(f"{e}; {directory / name} holds a checkpoint under that name: rename the folder, e.g. to "
+                              f"{example}, and load that") from None
     path = directory / name
     try:
         return _existing_checkpoint(directory, name, path)
     except OSError as e:
         raise path_error(path, e) from None
+
+
+def _holds_manifest(folder: Path) -> bool:
+    try:
+        return (folder / MANIFEST).is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        return False
 
 
 LISTED = 12  # the saved names a "no checkpoint named" error lists; a folder of hundreds stays one line
